@@ -1,0 +1,39 @@
+package api
+
+import "net/http"
+
+// Stable error codes.
+const (
+	CodeBadRequest         = "bad_request"
+	CodeNotFound           = "not_found"
+	CodeForbidden          = "forbidden"
+	CodeWorkspaceRefused   = "workspace_refused"
+	CodeProgramNotFound    = "program_not_found"
+	CodeProgramNotExec     = "program_not_executable"
+	CodeBoxSetupFailed     = "box_setup_failed"
+	CodeBoxUnavailable     = "box_unavailable"
+	CodeStoreFailed        = "store_failed"
+	CodeConfigInvalid      = "config_invalid"
+	CodeInternal           = "internal"
+	CodeDaemonUnreachable  = "daemon_unreachable"
+	CodeLaunchDirConflict  = "launch_dir_conflict"
+	CodeStateOwnedByOther  = "state_owned_by_other_user"
+	CodeEgressNotSupported = "egress_not_supported"
+)
+
+// Status returns the HTTP status for an error code.
+func Status(code string) int {
+	switch code {
+	case CodeBadRequest, CodeWorkspaceRefused, CodeProgramNotFound, CodeProgramNotExec, CodeConfigInvalid:
+		return http.StatusBadRequest
+	case CodeNotFound:
+		return http.StatusNotFound
+	case CodeForbidden, CodeEgressNotSupported, CodeStateOwnedByOther:
+		return http.StatusForbidden
+	case CodeBoxUnavailable:
+		return http.StatusServiceUnavailable
+	case CodeLaunchDirConflict:
+		return http.StatusConflict
+	}
+	return http.StatusInternalServerError
+}

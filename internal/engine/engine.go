@@ -1,0 +1,83 @@
+// Package engine defines the seam between a launch plan and the mechanism that builds the box:
+// the Engine interface, its registry, the error classes and the box-to-shim control channel.
+package engine
+
+import (
+	"fmt"
+	"os"
+	"sort"
+	"sync"
+
+	"github.com/agentbox/agentbox/internal/plan"
+)
+
+// Engine renders a plan into its own request bytes and starts boxes from them.
+type Engine interface {
+	// Name is the engine's config name ("native", "bwrap").
+	Name() string
+	// Request renders p as the engine's own request (the native engine's box spec JSON, the bwrap
+	// engine's argv). It is deterministic: golden files pin its bytes.
+	Request(p *plan.Plan) ([]byte, error)
+	// Start starts the box described by req in the calling process, which becomes its parent
+	// (the shim). The box reports its progress on io.Control (see Event).
+	Start(req []byte, io IO) (*Box, error)
+}
+
+// IO wires a box to its shim.
+type IO struct {
+	// Stdin, Stdout and Stderr are the program's streams in pipe mode; nil in tty mode, where the
+	// box allocates a PTY in its own devpts and sends the master over Control.
+	Stdin, Stdout, Stderr *os.File
+	// Control is the box side of a SOCK_SEQPACKET socketpair; the box sends Events on it.
+	Control *os.File
+}
+
+// Box is a started box.
+type Box struct {
+	// Process is the box's top process (box-init, or bwrap); when it exits, the box is over.
+	Process *os.Process
+	// PidFD is a pidfd for Process, or -1.
+	PidFD int
+}
+
+var (
+	mu       sync.Mutex
+	registry = map[string]func() Engine{}
+)
+
+// Register makes an engine available by name. A duplicate registration panics.
+func Register(name string, factory func() Engine) {
+	mu.Lock()
+	defer mu.Unlock()
+	if _, dup := registry[name]; dup {
+		panic("engine: duplicate registration of " + name)
+	}
+	registry[name] = factory
+}
+
+// Get returns a new instance of the named engine.
+func Get(name string) (Engine, error) {
+	mu.Lock()
+	defer mu.Unlock()
+	f, ok := registry[name]
+	if !ok {
+		return nil, fmt.Errorf("%w: %q (known: %v)", ErrUnknownEngine, name, namesLocked())
+	}
+	return f(), nil
+}
+
+// Names lists the registered engines, sorted.
+func Names() []string {
+	mu.Lock()
+	defer mu.Unlock()
+	return namesLocked()
+}
+
+func namesLocked() []string {
+	var n []string
+	for k := range registry {
+		n = append(n, k)
+	}
+	sort.Strings(n)
+	return n
+}

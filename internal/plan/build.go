@@ -1,0 +1,164 @@
+package plan
+
+import (
+	"errors"
+	"fmt"
+	"path/filepath"
+	"sort"
+	"strings"
+)
+
+// Input is what Build needs; every field is supplied by the caller so that Build stays pure.
+type Input struct {
+	ID        string // launch id (random, made by the daemon)
+	Profile   string // profile id; "" means "generic"
+	Program   string // absolute, symlink-resolved host path of the executable
+	Args      []string
+	Workspace string // absolute, symlink-resolved workspace directory
+	Cwd       string // absolute; must be the workspace or beneath it; "" means Workspace
+	Home      string // the user's home directory (replaced by an empty tmpfs in the box)
+	UID, GID  int
+	// Env is the caller's environment as KEY=VALUE; only allowlisted keys are kept.
+	Env     []string
+	RunDir  string // host launch run directory, bound at /run/agentbox
+	Console Console
+	Egress  Egress // "" means deny
+	// SystemDirs are the host directories bound read-only; nil means DefaultSystemDirs.
+	SystemDirs []string
+}
+
+// DefaultSystemDirs are bound read-only into every box when they exist.
+var DefaultSystemDirs = []string{"/bin", "/etc", "/lib", "/lib32", "/lib64", "/libx32", "/opt", "/sbin", "/usr"}
+
+// maskedFiles are host files hidden from the box even though their directory is bound
+// (a box run by root would otherwise read them).
+var maskedFiles = []string{"/etc/shadow", "/etc/gshadow", "/etc/shadow-", "/etc/gshadow-", "/etc/sudoers"}
+
+// envAllow lists the environment keys passed from the caller into the box; nothing else leaks.
+var envAllow = map[string]bool{
+	"TERM": true, "COLORTERM": true, "LANG": true, "LANGUAGE": true, "TZ": true,
+	"PATH": true, "NO_COLOR": true, "FORCE_COLOR": true, "COLUMNS": true, "LINES": true,
+}
+
+// ErrInvalid is returned for inputs Build refuses.
+var ErrInvalid = errors.New("invalid plan input")
+
+// Build returns the plan for one launch. It reads nothing from the system: the same Input
+// always gives the same Plan.
+func Build(in Input) (*Plan, error) {
+	for name, p := range map[string]string{"program": in.Program, "workspace": in.Workspace, "home": in.Home, "run dir": in.RunDir} {
+		if !filepath.IsAbs(p) {
+			return nil, fmt.Errorf("%w: %s %q is not an absolute path", ErrInvalid, name, p)
+		}
+	}
+	if in.ID == "" {
+		return nil, fmt.Errorf("%w: empty launch id", ErrInvalid)
+	}
+	ws := filepath.Clean(in.Workspace)
+	cwd := ws
+	if in.Cwd != "" {
+		cwd = filepath.Clean(in.Cwd)
+		if cwd != ws && !strings.HasPrefix(cwd, ws+"/") {
+			return nil, fmt.Errorf("%w: cwd %q is outside workspace %q", ErrInvalid, cwd, ws)
+		}
+	}
+	profile := in.Profile
+	if profile == "" {
+		profile = "generic"
+	}
+	console := in.Console
+	if console == "" {
+		console = ConsolePipe
+	}
+	egress := in.Egress
+	if egress == "" {
+		egress = EgressDeny
+	}
+	sys := in.SystemDirs
+	if sys == nil {
+		sys = DefaultSystemDirs
+	}
+	home := filepath.Clean(in.Home)
+
+	var mounts []Mount
+	var ro []string
+	for _, d := range sys {
+		mounts = append(mounts, Mount{Kind: MountBind, Source: d, Target: d, ReadOnly: true, Optional: true})
+		ro = append(ro, d)
+	}
+	for _, f := range maskedFiles {
+		mounts = append(mounts, Mount{Kind: MountMask, Target: f, Optional: true})
+	}
+	// The program itself, when it lives outside the system directories.
+	if !under(in.Program, sys) && !under(in.Program, []string{ws}) {
+		mounts = append(mounts, Mount{Kind: MountBind, Source: in.Program, Target: in.Program, ReadOnly: true})
+		ro = append(ro, in.Program)
+	}
+	mounts = append(mounts,
+		Mount{Kind: MountTmpfs, Target: home},
+		Mount{Kind: MountTmpfs, Target: "/tmp"},
+		Mount{Kind: MountBind, Source: ws, Target: ws},
+		Mount{Kind: MountBind, Source: in.RunDir, Target: RunDir, ReadOnly: true},
+	)
+
+	env := map[string]string{}
+	for _, kv := range in.Env {
+		k, v, ok := strings.Cut(kv, "=")
+		if ok && envAllow[k] {
+			env[k] = v
+		}
+	}
+	if env["PATH"] == "" {
+		env["PATH"] = "/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin"
+	}
+	env["HOME"] = home
+	env["TMPDIR"] = "/tmp"
+	env["AGENTBOX"] = "1"
+	env["AGENTBOX_LAUNCH_ID"] = in.ID
+	if console == ConsolePipe {
+		delete(env, "COLUMNS")
+		delete(env, "LINES")
+	}
+	envList := make([]string, 0, len(env))
+	for k, v := range env {
+		envList = append(envList, k+"="+v)
+	}
+	sort.Strings(envList)
+
+	args := append([]string{}, in.Args...)
+	p := &Plan{
+		ID:        in.ID,
+		Profile:   profile,
+		Program:   in.Program,
+		Args:      args,
+		Cwd:       cwd,
+		Env:       envList,
+		UID:       in.UID,
+		GID:       in.GID,
+		Home:      home,
+		Workspace: ws,
+		Hostname:  "agentbox",
+		RunDir:    in.RunDir,
+		Mounts:    mounts,
+		Landlock: Landlock{
+			MinABI: 2,
+			RO:     append(ro, RunDir, "/proc"),
+			RW:     []string{home, "/tmp", ws},
+			Dev:    []string{"/dev/pts", "/dev/tty", "/dev/ptmx"},
+			RWFile: []string{"/dev/null", "/dev/zero", "/dev/full"},
+			ROFile: []string{"/dev/random", "/dev/urandom"},
+		},
+		Network: Network{Egress: egress},
+		Console: console,
+	}
+	return p, nil
+}
+
+func under(path string, dirs []string) bool {
+	for _, d := range dirs {
+		if path == d || strings.HasPrefix(path, strings.TrimSuffix(d, "/")+"/") {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,95 @@
+// Package plan describes one launch as a neutral, deterministic LaunchPlan that every engine renders.
+package plan
+
+// Console says how the program's standard streams are wired.
+type Console string
+
+const (
+	// ConsoleTTY runs the program on a PTY allocated in the box's own devpts; the shim holds the master.
+	ConsoleTTY Console = "tty"
+	// ConsolePipe gives the program plain pipes for stdin, stdout and stderr, held by the shim.
+	ConsolePipe Console = "pipe"
+)
+
+// MountKind names what a Mount does.
+type MountKind string
+
+const (
+	// MountBind binds Source at Target (read-only when ReadOnly is set).
+	MountBind MountKind = "bind"
+	// MountTmpfs mounts an empty tmpfs at Target.
+	MountTmpfs MountKind = "tmpfs"
+	// MountMask hides Target: an empty read-only file or directory is bound over it.
+	MountMask MountKind = "mask"
+)
+
+// Mount is one filesystem entry of the box, applied in order. Paths are absolute.
+type Mount struct {
+	Kind     MountKind `json:"kind"`
+	Source   string    `json:"source,omitempty"`
+	Target   string    `json:"target"`
+	ReadOnly bool      `json:"readOnly,omitempty"`
+	// Optional means a missing Source is skipped instead of failing the launch.
+	Optional bool `json:"optional,omitempty"`
+	// Beneath, when set, is a directory Source must resolve beneath (RESOLVE_BENEATH), so a
+	// symlink planted by an earlier box cannot redirect the bind outside it.
+	Beneath string `json:"beneath,omitempty"`
+}
+
+// Egress is the network mode of the box.
+type Egress string
+
+const (
+	// EgressDeny gives the box its own network namespace with loopback only.
+	EgressDeny Egress = "deny"
+	// EgressAllow shares the host network (explicit, logged at every launch).
+	EgressAllow Egress = "allow"
+)
+
+// Forward is an in-box loopback TCP port that box-init forwards to a unix socket.
+type Forward struct {
+	Port   int    `json:"port"`
+	Socket string `json:"socket"` // path inside the box, under /run/agentbox
+}
+
+// Network describes the box's network.
+type Network struct {
+	Egress   Egress    `json:"egress"`
+	Forwards []Forward `json:"forwards,omitempty"`
+}
+
+// Landlock lists the filesystem grants the program runs under; paths are in-box paths.
+type Landlock struct {
+	// MinABI is the lowest Landlock ABI the launch accepts (2: ABI 1 refuses cross-directory renames).
+	MinABI int      `json:"minABI"`
+	RO     []string `json:"ro,omitempty"`     // read and execute
+	RW     []string `json:"rw,omitempty"`     // read, write, create, remove
+	Dev    []string `json:"dev,omitempty"`    // devices: read, write and ioctl (ttys)
+	ROFile []string `json:"roFile,omitempty"` // single files, read only
+	RWFile []string `json:"rwFile,omitempty"` // single files, read and write (e.g. /dev/null)
+}
+
+// RunDir is where the launch's run directory is bound inside every box.
+const RunDir = "/run/agentbox"
+
+// Plan is everything an engine needs to build one box. It is produced by Build, is pure data,
+// and renders to identical bytes for identical inputs.
+type Plan struct {
+	ID        string   `json:"id"`
+	Profile   string   `json:"profile"`
+	Program   string   `json:"program"` // absolute path, valid inside the box
+	Args      []string `json:"args"`    // argv[1:]
+	Cwd       string   `json:"cwd"`
+	Env       []string `json:"env"` // sorted KEY=VALUE, built from an allowlist
+	UID       int      `json:"uid"`
+	GID       int      `json:"gid"`
+	Home      string   `json:"home"`
+	Workspace string   `json:"workspace"`
+	Hostname  string   `json:"hostname"`
+	// RunDir is the host directory bound at /run/agentbox (relay and agent sockets, generated files).
+	RunDir   string   `json:"runDir"`
+	Mounts   []Mount  `json:"mounts"`
+	Landlock Landlock `json:"landlock"`
+	Network  Network  `json:"network"`
+	Console  Console  `json:"console"`
+}
