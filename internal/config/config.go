@@ -1,0 +1,123 @@
+// Package config holds agentbox's typed configuration and system policy: strict decoding of the
+// user's config.yaml and the admin's policy.yaml, validation, precedence (defaults < user <
+// policy, a key set in the policy is locked) and the JSON Schema generated from the types.
+package config
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/invopop/jsonschema"
+)
+
+// Config is agentbox's configuration. Its zero value is valid and means the defaults: every
+// field says what its zero value means, so code that builds a Config by hand (tests, the
+// readiness probe) need not call Defaults. Load returns a Config with every field explicit.
+//
+// Adding a key is adding a field: the decoder, the precedence rules, the sources shown by
+// `agentbox config show` and the JSON Schema all follow the struct by reflection. The yaml
+// name comes from the json tag; a struct-typed field is a nested mapping whose keys merge one
+// by one, any other type (string, number, duration, list, map) is one value that a later layer
+// replaces whole. A string may list its values with `jsonschema:"enum=a,enum=b"` and an integer
+// its bounds with `jsonschema:"minimum=…,maximum=…"`; the decoder enforces both.
+type Config struct {
+	// Engine is the mechanism that builds boxes. "" means native.
+	Engine string `json:"engine,omitempty" jsonschema:"enum=native,enum=bwrap" jsonschema_description:"Mechanism that builds boxes: native (namespaces, Landlock, seccomp) or bwrap (bubblewrap)."`
+	// Egress is the network mode of boxes. "" means deny.
+	Egress string `json:"egress,omitempty" jsonschema:"enum=deny,enum=allow" jsonschema_description:"Network of boxes: deny (loopback only; traffic leaves through agentbox's brokers) or allow (host network, logged at every launch)."`
+	// Console configures the console relay between the box and the user's terminal.
+	Console Console `json:"console,omitzero" jsonschema_description:"Console relay between the box and the user's terminal."`
+	// StopGrace is how long a stopped box gets between SIGTERM and SIGKILL. Zero means 5s.
+	StopGrace Duration `json:"stopGrace,omitempty" jsonschema_description:"Time a stopped box gets between SIGTERM and SIGKILL (Go duration: 5s, 1m30s)."`
+	// Sessions bounds the pairing sessions the daemon holds.
+	Sessions Sessions `json:"sessions,omitzero" jsonschema_description:"Pairing sessions held by the daemon."`
+}
+
+// Console configures the console relay.
+type Console struct {
+	// Clipboard says whether OSC 52 clipboard escapes from the box reach the terminal. "" means deny.
+	Clipboard string `json:"clipboard,omitempty" jsonschema:"enum=deny,enum=allow" jsonschema_description:"OSC 52 clipboard escapes written by the box: deny (dropped by the console relay) or allow."`
+}
+
+// Sessions bounds the pairing-session registry.
+type Sessions struct {
+	// Max is the largest number of live sessions, launch sessions included. Zero means 64.
+	Max int `json:"max,omitempty" jsonschema:"minimum=1,maximum=1024" jsonschema_description:"Largest number of live pairing sessions, launch sessions included."`
+}
+
+// Defaults returns the configuration that applies where no file sets a key.
+func Defaults() Config {
+	return Config{
+		Engine:    EngineNative,
+		Egress:    EgressDeny,
+		Console:   Console{Clipboard: ClipboardDeny},
+		StopGrace: Duration(5 * time.Second),
+		Sessions:  Sessions{Max: 64},
+	}
+}
+
+// WithDefaults returns c with every zero field replaced by its default.
+func (c Config) WithDefaults() Config {
+	d := Defaults()
+	for _, l := range leaves() {
+		v := c.fieldByIndex(l.index)
+		if v.IsZero() {
+			v.Set(d.fieldByIndex(l.index))
+		}
+	}
+	return c
+}
+
+// Values of the enumerated keys. The decoder accepts exactly the values a field lists in its
+// `jsonschema:"enum=…"` tag.
+const (
+	EngineNative   = "native"
+	EngineBwrap    = "bwrap"
+	EgressDeny     = "deny"
+	EgressAllow    = "allow"
+	ClipboardDeny  = "deny"
+	ClipboardAllow = "allow"
+)
+
+// Duration is a time.Duration written as a Go duration string ("5s", "1m30s"). Durations in
+// the configuration are positive; convert with time.Duration(d).
+type Duration time.Duration
+
+// String returns d as a Go duration string.
+func (d Duration) String() string { return time.Duration(d).String() }
+
+// Duration returns d as a time.Duration.
+func (d Duration) Duration() time.Duration { return time.Duration(d) }
+
+// MarshalText writes d as a Go duration string.
+func (d Duration) MarshalText() ([]byte, error) { return []byte(d.String()), nil }
+
+// UnmarshalText parses a positive Go duration string.
+func (d *Duration) UnmarshalText(b []byte) error {
+	v, err := parseDuration(string(b))
+	if err != nil {
+		return err
+	}
+	*d = v
+	return nil
+}
+
+func parseDuration(s string) (Duration, error) {
+	v, err := time.ParseDuration(strings.TrimSpace(s))
+	if err != nil {
+		return 0, fmt.Errorf("invalid duration %q (want a Go duration such as 5s or 1m30s)", s)
+	}
+	if v <= 0 {
+		return 0, fmt.Errorf("invalid duration %q (must be positive)", s)
+	}
+	return Duration(v), nil
+}
+
+// JSONSchema describes Duration in the generated schema.
+func (Duration) JSONSchema() *jsonschema.Schema {
+	return &jsonschema.Schema{
+		Type:    "string",
+		Pattern: `^(([0-9]+(\.[0-9]*)?|\.[0-9]+)(ns|us|µs|μs|ms|s|m|h))+$`,
+	}
+}

@@ -1,0 +1,111 @@
+package plan
+
+import (
+	"errors"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+func baseInput() Input {
+	return Input{
+		ID: "0123456789abcdef0123456789abcdef", Program: "/usr/bin/sh", Args: []string{"-c", "true"},
+		Workspace: "/home/u/src/p", Home: "/home/u", UID: 1000, GID: 1000,
+		Env:    []string{"PATH=/usr/bin:/bin", "TERM=xterm", "AWS_SECRET_ACCESS_KEY=x", "ANTHROPIC_API_KEY=y", "SSH_AUTH_SOCK=/run/ssh", "DISPLAY=:0"},
+		RunDir: "/run/user/1000/agentbox/launches/x/run",
+	}
+}
+
+func TestBuildDeterministic(t *testing.T) {
+	a, err := Build(baseInput())
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := Build(baseInput())
+	if !reflect.DeepEqual(a, b) {
+		t.Fatal("Build is not deterministic")
+	}
+}
+
+func TestBuildEnvAllowlist(t *testing.T) {
+	p, err := Build(baseInput())
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := strings.Join(p.Env, "\n")
+	for _, leak := range []string{"AWS_SECRET_ACCESS_KEY", "ANTHROPIC_API_KEY", "SSH_AUTH_SOCK", "DISPLAY"} {
+		if strings.Contains(env, leak) {
+			t.Errorf("env leaks %s:\n%s", leak, env)
+		}
+	}
+	for _, want := range []string{"HOME=/home/u", "PATH=/usr/bin:/bin", "TERM=xterm"} {
+		if !strings.Contains(env, want) {
+			t.Errorf("env lacks %s", want)
+		}
+	}
+}
+
+func TestBuildMountOrder(t *testing.T) {
+	p, err := Build(baseInput())
+	if err != nil {
+		t.Fatal(err)
+	}
+	idx := map[string]int{}
+	for i, m := range p.Mounts {
+		idx[m.Target] = i
+	}
+	// The home tmpfs must come before the workspace bound beneath it.
+	if idx["/home/u"] > idx["/home/u/src/p"] {
+		t.Fatal("workspace bound before the home tmpfs that would hide it")
+	}
+	if p.Network.Egress != EgressDeny {
+		t.Fatalf("default egress = %q", p.Network.Egress)
+	}
+}
+
+func TestBuildRefuses(t *testing.T) {
+	for name, mut := range map[string]func(*Input){
+		"relative program": func(in *Input) { in.Program = "sh" },
+		"no id":            func(in *Input) { in.ID = "" },
+		"cwd outside":      func(in *Input) { in.Cwd = "/etc" },
+		"relative ws":      func(in *Input) { in.Workspace = "p" },
+	} {
+		t.Run(name, func(t *testing.T) {
+			in := baseInput()
+			mut(&in)
+			if _, err := Build(in); !errors.Is(err, ErrInvalid) {
+				t.Fatalf("err = %v, want ErrInvalid", err)
+			}
+		})
+	}
+}
+
+func TestCheckWorkspace(t *testing.T) {
+	f := WorkspaceFacts{Home: "/home/u", RuntimeDir: "/run/user/1000", OwnDirs: []string{"/home/u/.local/state/agentbox", "/tmp/agentbox-1000"}}
+	for _, tc := range []struct {
+		ws string
+		ok bool
+	}{
+		{"/", false},
+		{"/home", false},
+		{"/home/u", false},
+		{"/home/u/.ssh", false},
+		{"/home/u/.claude/projects", false},
+		{"/home/u/.config/x", false},
+		{"/run/user/1000/x", false},
+		{"/tmp", false}, // contains agentbox's runtime dir
+		{"/home/u/src/p", true},
+		{"/tmp/work", true},
+		{"/home/u/.sshfoo", true},
+	} {
+		t.Run(tc.ws, func(t *testing.T) {
+			err := CheckWorkspace(tc.ws, f)
+			if (err == nil) != tc.ok {
+				t.Fatalf("CheckWorkspace(%s) = %v, want ok=%v", tc.ws, err, tc.ok)
+			}
+			if err != nil && !errors.Is(err, ErrWorkspaceRefused) {
+				t.Fatalf("error class: %v", err)
+			}
+		})
+	}
+}

@@ -1,0 +1,70 @@
+package plan
+
+import (
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+)
+
+// ErrWorkspaceRefused is returned by CheckWorkspace.
+var ErrWorkspaceRefused = errors.New("workspace refused")
+
+// HarnessHomes are directories under $HOME that hold agent harness state, credentials or
+// configuration; no workspace may be inside them.
+var HarnessHomes = []string{
+	".claude", ".config", ".ssh", ".gnupg", ".aws", ".kube", ".docker", ".codex", ".gemini",
+	".copilot", ".opencode", ".local/share/opencode", ".local/state", ".netrc", ".git-credentials",
+}
+
+// WorkspaceFacts are the host paths CheckWorkspace compares a workspace with.
+type WorkspaceFacts struct {
+	Home       string
+	RuntimeDir string   // $XDG_RUNTIME_DIR (may be "")
+	OwnDirs    []string // agentbox's own config, state and runtime directories
+}
+
+// CheckWorkspace reports why ws (absolute, symlink-resolved) must not be a workspace, or nil.
+// A workspace is bound read-write into the box, so it must not expose what the box hides.
+func CheckWorkspace(ws string, f WorkspaceFacts) error {
+	ws = filepath.Clean(ws)
+	refuse := func(why, what string) error {
+		return fmt.Errorf("%w: %s %s; %s", ErrWorkspaceRefused, ws, why, what)
+	}
+	if !filepath.IsAbs(ws) {
+		return refuse("is not an absolute path", "pass an absolute --workspace")
+	}
+	if ws == "/" {
+		return refuse("is the root directory", "run agentbox from a project directory, or pass --workspace DIR")
+	}
+	if f.Home != "" {
+		home := filepath.Clean(f.Home)
+		if ws == home {
+			return refuse("is your home directory, which holds your keys and agent settings", "cd into a project directory, or pass --workspace DIR")
+		}
+		if within(home, ws) {
+			return refuse("contains your home directory", "cd into a project directory, or pass --workspace DIR")
+		}
+		for _, h := range HarnessHomes {
+			d := filepath.Join(home, h)
+			if ws == d || within(ws, d) {
+				return refuse("is inside "+d+", which holds credentials or agent configuration", "work on a project directory outside it")
+			}
+		}
+	}
+	if f.RuntimeDir != "" && (ws == filepath.Clean(f.RuntimeDir) || within(ws, f.RuntimeDir)) {
+		return refuse("is inside $XDG_RUNTIME_DIR ("+f.RuntimeDir+"), which holds session sockets", "work on a project directory elsewhere")
+	}
+	for _, d := range f.OwnDirs {
+		if d != "" && (ws == filepath.Clean(d) || within(ws, d) || within(d, ws)) {
+			return refuse("overlaps agentbox's own directory "+d, "work on a project directory elsewhere")
+		}
+	}
+	return nil
+}
+
+// within reports whether path is strictly beneath dir.
+func within(path, dir string) bool {
+	dir = strings.TrimSuffix(filepath.Clean(dir), "/")
+	return strings.HasPrefix(filepath.Clean(path), dir+"/")
+}
