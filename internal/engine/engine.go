@@ -30,6 +30,9 @@ type IO struct {
 	Stdin, Stdout, Stderr *os.File
 	// Control is the box side of a SOCK_SEQPACKET socketpair; the box sends Events on it.
 	Control *os.File
+	// Rows and Cols are the PTY's size in tty mode, set before the program starts (so its first
+	// TIOCGWINSZ is right); zero leaves the kernel's 0×0 until the shim resizes the master.
+	Rows, Cols uint16
 }
 
 // Box is a started box.

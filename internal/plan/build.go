@@ -89,17 +89,18 @@ func Build(in Input) (*Plan, error) {
 	for _, f := range maskedFiles {
 		mounts = append(mounts, Mount{Kind: MountMask, Target: f, Optional: true})
 	}
-	// The program itself, when it lives outside the system directories.
-	if !under(in.Program, sys) && !under(in.Program, []string{ws}) {
-		mounts = append(mounts, Mount{Kind: MountBind, Source: in.Program, Target: in.Program, ReadOnly: true})
-		ro = append(ro, in.Program)
-	}
 	mounts = append(mounts,
 		Mount{Kind: MountTmpfs, Target: home},
 		Mount{Kind: MountTmpfs, Target: "/tmp"},
 		Mount{Kind: MountBind, Source: ws, Target: ws},
 		Mount{Kind: MountBind, Source: in.RunDir, Target: RunDir, ReadOnly: true},
 	)
+	// The program itself, when it lives outside the system directories and the workspace; bound
+	// after the tmpfs mounts so that an empty home or /tmp does not hide it.
+	if !under(in.Program, sys) && !under(in.Program, []string{ws}) {
+		mounts = append(mounts, Mount{Kind: MountBind, Source: in.Program, Target: in.Program, ReadOnly: true})
+		ro = append(ro, in.Program)
+	}
 
 	env := map[string]string{}
 	for _, kv := range in.Env {

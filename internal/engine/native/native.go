@@ -1,9 +1,50 @@
 // Package native is the Linux engine: namespaces, mounts, Landlock and seccomp, with box-init
 // as PID 1 of the box and box-exec as the stage that restricts and execs the program.
+//
+// The shim calls Engine.Start, which re-executes /proc/self/exe as `box-init` in new user, mount,
+// pid, ipc, uts, cgroup (and, unless egress is allowed, network) namespaces. box-init builds the
+// box's filesystem on a fresh tmpfs root, pivots into it, brings loopback up, starts the
+// loopback forwarders, and starts `box-exec`, which drops every capability, sets no_new_privs,
+// applies Landlock and seccomp and execs the program. Binaries that embed this engine must
+// dispatch argv[1] "box-init" and "box-exec" to BoxInitMain and BoxExecMain before anything
+// else (cmd/agentbox does; engine test binaries do it in TestMain, see enginetest.Main).
 package native
 
-// BoxInitMain is the entry point of `agentbox box-init` (stub: replaced by the engine's real one).
-func BoxInitMain(args []string) int { return 1 }
+import (
+	"fmt"
 
-// BoxExecMain is the entry point of `agentbox box-exec`.
-func BoxExecMain(args []string) int { return 1 }
+	"github.com/agentbox/agentbox/internal/engine"
+	"github.com/agentbox/agentbox/internal/plan"
+)
+
+// Name is the engine's config name.
+const Name = "native"
+
+// Engine is the native Linux engine. Its zero value is ready to use.
+type Engine struct{}
+
+var _ engine.Engine = (*Engine)(nil)
+
+func init() {
+	engine.Register(Name, func() engine.Engine { return &Engine{} })
+}
+
+// Name returns "native".
+func (*Engine) Name() string { return Name }
+
+// Request renders p as the box spec JSON (see Spec).
+func (*Engine) Request(p *plan.Plan) ([]byte, error) {
+	s, err := buildSpec(p)
+	if err != nil {
+		return nil, fmt.Errorf("native request: %w", err)
+	}
+	return s.render()
+}
+
+// Start starts the box described by req (bytes of Request) as a child of the calling process,
+// which must stay the box's parent (the shim) for the box's life: if it dies, the box is killed.
+// Start does not close the files in io; the caller closes its copies of the box's ends (the
+// Control box end and, in pipe mode, the program's side of the stdio pipes) once Start returns.
+func (e *Engine) Start(req []byte, io engine.IO) (*engine.Box, error) {
+	return start(req, io)
+}

@@ -1,0 +1,332 @@
+package native_test
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/agentbox/agentbox/internal/engine"
+	"github.com/agentbox/agentbox/internal/engine/enginetest"
+	"github.com/agentbox/agentbox/internal/engine/native"
+	"github.com/agentbox/agentbox/internal/plan"
+)
+
+// probePlan is a plan whose program is the test binary running nativeProbe with args.
+func probePlan(t *testing.T, args []string, mod func(*plan.Input)) (*plan.Plan, enginetest.Dirs) {
+	t.Helper()
+	return enginetest.NewPlan(t, "/", nil, func(in *plan.Input) {
+		in.Program = enginetest.Probe(t, enginetest.Dirs{Workspace: in.Workspace, RunDir: in.RunDir})
+		in.Args = append([]string{"native-probe"}, args...)
+		if mod != nil {
+			mod(in)
+		}
+	})
+}
+
+// runProbe runs the box and decodes the probe's JSON output into v.
+func runProbe(t *testing.T, p *plan.Plan, o enginetest.Options, v any) enginetest.Result {
+	t.Helper()
+	r := enginetest.RunBox(t, &native.Engine{}, p, o)
+	if ev := r.Error(); ev != nil {
+		t.Fatalf("box reported %s: %s", ev.Code, ev.Message)
+	}
+	if r.Exit != 0 {
+		t.Fatalf("probe exit %d: stdout %q stderr %q", r.Exit, r.Stdout, r.Stderr)
+	}
+	if err := json.Unmarshal(r.Stdout, v); err != nil {
+		t.Fatalf("probe output %q: %v", r.Stdout, err)
+	}
+	return r
+}
+
+func TestProgramRestrictions(t *testing.T) {
+	t.Parallel()
+	p, _ := probePlan(t, []string{"restrictions"}, nil)
+	var got map[string]string
+	runProbe(t, p, enginetest.Options{}, &got)
+	want := map[string]string{
+		"CapInh": "0000000000000000", "CapPrm": "0000000000000000", "CapEff": "0000000000000000",
+		"CapBnd": "0000000000000000", "CapAmb": "0000000000000000",
+		"NoNewPrivs": "1", "Seccomp": "2",
+		"socket/unix": "ok", "socket/inet": "ok", "socket/netlink-route": "ok",
+		"socket/netlink-audit": "EPERM", "socket/packet": "EPERM", "socket/unix-highbits": "EPERM",
+		"ioctl/tiocsti": "EPERM", "ioctl/tiocsti-highbits": "EPERM", "ioctl/tioclinux": "EPERM",
+		"ioctl/tiocgwinsz": "ENOTTY", // allowed through; stdin is a pipe
+		"chmod/0755":       "ok", "chmod/4755": "EPERM", "fchmodat/2755": "EPERM", "fchmod/4755": "EPERM",
+		"openat/create-4755": "EPERM", "openat/create-0644": "ok", "mknodat/fifo-4644": "EPERM",
+		"clone/newuser": "EPERM", "clone/newns": "EPERM", "unshare/user": "EPERM",
+		"clone3": "ENOSYS", "openat2": "ENOSYS", "io_uring_setup": "ENOSYS",
+		"ptrace/traceme": "EPERM", "keyctl": "EPERM", "mount": "EPERM",
+		"pidfd_getfd": "EPERM", "process_vm_readv": "EPERM", "x32/getpid": "EPERM",
+		"kill/init": "EPERM",
+	}
+	for k, w := range want {
+		if got[k] != w {
+			t.Errorf("%s = %q, want %q", k, got[k], w)
+		}
+	}
+}
+
+func TestForwards(t *testing.T) {
+	t.Parallel()
+	const port = 4711
+	p, d := probePlan(t, []string{"forward", fmt.Sprintf("127.0.0.1:%d", port)}, nil)
+	p.Network.Forwards = []plan.Forward{{Port: port, Socket: "/run/agentbox/echo.sock"}}
+	ln, err := net.Listen("unix", filepath.Join(d.RunDir, "echo.sock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			b, _ := io.ReadAll(c)
+			c.Write([]byte("pong:" + string(b)))
+			c.Close()
+		}
+	}()
+	var got string
+	runProbe(t, p, enginetest.Options{}, &got)
+	if got != "pong:ping" {
+		t.Errorf("through the forward: %q, want %q", got, "pong:ping")
+	}
+}
+
+func TestBeneathRefusesSymlinkEscape(t *testing.T) {
+	t.Parallel()
+	secret := t.TempDir()
+	if err := os.WriteFile(filepath.Join(secret, "key"), []byte("secret"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name, link string
+	}{
+		{"Absolute", secret},
+		{"DotDot", "../../../../../../../../" + strings.TrimPrefix(secret, "/")},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			p, d := probePlan(t, []string{"read", "/srv/gitdir/key"}, nil)
+			if err := os.Symlink(tc.link, filepath.Join(d.Workspace, "gitdir")); err != nil {
+				t.Fatal(err)
+			}
+			p.Mounts = append(p.Mounts, plan.Mount{Kind: plan.MountBind, Source: filepath.Join(d.Workspace, "gitdir"), Target: "/srv/gitdir", ReadOnly: true, Beneath: d.Workspace})
+			r := enginetest.RunBox(t, &native.Engine{}, p, enginetest.Options{})
+			ev := r.Error()
+			if ev == nil || ev.Code != engine.CodeBoxSetupFailed || !strings.Contains(ev.Message, "gitdir") {
+				t.Fatalf("events %+v, stdout %q: want a set-up failure naming gitdir", r.Events, r.Stdout)
+			}
+		})
+	}
+	t.Run("InsideIsBound", func(t *testing.T) {
+		t.Parallel()
+		p, d := probePlan(t, []string{"read", "/srv/gitdir/key"}, nil)
+		if err := os.MkdirAll(filepath.Join(d.Workspace, "real"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		os.WriteFile(filepath.Join(d.Workspace, "real", "key"), []byte("inside"), 0o644)
+		if err := os.Symlink("real", filepath.Join(d.Workspace, "gitdir")); err != nil {
+			t.Fatal(err)
+		}
+		p.Mounts = append(p.Mounts, plan.Mount{Kind: plan.MountBind, Source: filepath.Join(d.Workspace, "gitdir"), Target: "/srv/gitdir", ReadOnly: true, Beneath: d.Workspace})
+		p.Landlock.RO = append(p.Landlock.RO, "/srv/gitdir")
+		var got string
+		runProbe(t, p, enginetest.Options{}, &got)
+		if got != "inside" {
+			t.Errorf("read %q", got)
+		}
+	})
+}
+
+func TestReadOnlyAndMaskedPaths(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"write", "/proc/sysrq-trigger"}, "EROFS"},
+		{[]string{"write", "/proc/sys/kernel/hostname"}, "EROFS"},
+		{[]string{"read", "/proc/kcore"}, ""},
+		{[]string{"read", "/proc/timer_list"}, ""},
+		{[]string{"read", "/proc/keys"}, ""},
+		{[]string{"read", "/etc/shadow"}, ""},
+		{[]string{"write", "/etc/shadow"}, "EROFS"},
+		{[]string{"mkdir", "/newdir"}, "EROFS"},  // the root tmpfs is read-only (Landlock would say EACCES)
+		{[]string{"read", "/etc/hostname"}, "-"}, // positive control: a real file reads
+	} {
+		t.Run(strings.Join(tc.args, "_"), func(t *testing.T) {
+			t.Parallel()
+			if _, err := os.Stat(tc.args[1]); err != nil && tc.args[0] != "mkdir" {
+				t.Skipf("this kernel has no %s", tc.args[1])
+			}
+			p, _ := probePlan(t, tc.args, nil)
+			var got string
+			runProbe(t, p, enginetest.Options{}, &got)
+			if tc.want == "-" {
+				if got == "" {
+					t.Errorf("read nothing")
+				}
+				return
+			}
+			if got != tc.want {
+				t.Errorf("got %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestAbstractSocketScoped(t *testing.T) {
+	t.Parallel()
+	name := fmt.Sprintf("agentbox-test-%d", os.Getpid())
+	ln, err := net.Listen("unix", "@"+name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	// With egress allow the box shares the host's network namespace, where the socket lives:
+	// only Landlock's scope keeps the program from it.
+	p, _ := probePlan(t, []string{"abstract", name}, func(in *plan.Input) { in.Egress = plan.EgressAllow })
+	var got string
+	runProbe(t, p, enginetest.Options{}, &got)
+	if got != "EPERM" {
+		t.Errorf("connect to a host abstract socket: %q, want EPERM", got)
+	}
+}
+
+func TestProgramUnderHome(t *testing.T) {
+	t.Parallel()
+	// The plan binds a program outside the system dirs before the empty tmpfs over home; the
+	// engine must order the tmpfs first.
+	p, _ := enginetest.NewPlan(t, "/", nil, func(in *plan.Input) {
+		home := filepath.Join(filepath.Dir(in.Workspace), "home")
+		bin := filepath.Join(home, ".local", "bin")
+		if err := os.MkdirAll(bin, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		in.Home = home
+		in.Program = enginetest.Probe(t, enginetest.Dirs{Workspace: bin})
+		in.Args = []string{"native-probe", "read", "/etc/hostname"}
+	})
+	var got string
+	runProbe(t, p, enginetest.Options{}, &got)
+	if got == "" {
+		t.Error("probe under home read nothing")
+	}
+}
+
+func TestSettlementHelpers(t *testing.T) {
+	t.Parallel()
+	p, _ := enginetest.NewPlan(t, "/bin/sleep", []string{"1000"}, nil)
+	var pidNS uint64
+	var during []int
+	r := enginetest.RunBox(t, &native.Engine{}, p, enginetest.Options{AfterExec: func(b *engine.Box) {
+		defer b.Process.Signal(unix.SIGTERM)
+		ns, err := native.Namespaces(b.Process.Pid)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		own, _ := native.Namespaces(os.Getpid())
+		for _, k := range native.NamespaceKinds {
+			if ns[k] == own[k] {
+				t.Errorf("box shares %s namespace", k)
+			}
+		}
+		pidNS = ns["pid"]
+		if during, err = native.Remaining(pidNS); err != nil {
+			t.Error(err)
+		}
+	}})
+	if r.Exit != 128+int(unix.SIGTERM) {
+		t.Errorf("exit %d", r.Exit)
+	}
+	if len(during) < 2 {
+		t.Errorf("while the box runs, Remaining found %v; want box-init and the program", during)
+	}
+	if ok, err := native.Settled(pidNS); !ok || err != nil {
+		t.Errorf("Settled = %v, %v after the box ended", ok, err)
+	}
+}
+
+func TestRecursiveReadOnlyBind(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Skip("needs root to make a submount on the host")
+	}
+	t.Parallel()
+	dir := t.TempDir()
+	sub := filepath.Join(dir, "sub")
+	os.Mkdir(sub, 0o755)
+	if err := unix.Mount("tmpfs", sub, "tmpfs", 0, "size=64k"); err != nil {
+		t.Skipf("mount tmpfs: %v", err)
+	}
+	defer unix.Unmount(sub, unix.MNT_DETACH)
+	p, _ := probePlan(t, []string{"write", "/srv/ro/sub/file"}, nil)
+	p.Mounts = append(p.Mounts, plan.Mount{Kind: plan.MountBind, Source: dir, Target: "/srv/ro", ReadOnly: true})
+	// Grant writes there in Landlock, so that only the mount can refuse them.
+	p.Landlock.RW = append(p.Landlock.RW, "/srv/ro")
+	var got string
+	runProbe(t, p, enginetest.Options{}, &got)
+	if got != "EROFS" {
+		t.Errorf("write in a submount of a read-only bind: %q, want EROFS", got)
+	}
+}
+
+func TestBoxInitClosesLeakedFDs(t *testing.T) {
+	t.Parallel()
+	leak := filepath.Join(t.TempDir(), "leaked-into-the-shim")
+	if err := os.WriteFile(leak, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// Not close-on-exec: as if the shim had been started with a stray descriptor.
+	fd, err := unix.Open(leak, unix.O_RDONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	p, _ := enginetest.NewPlan(t, "/bin/sleep", []string{"1000"}, nil)
+	var held []string
+	var skip error
+	r := enginetest.RunBox(t, &native.Engine{}, p, enginetest.Options{AfterExec: func(b *engine.Box) {
+		defer b.Process.Signal(unix.SIGTERM)
+		ents, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", b.Process.Pid))
+		if errors.Is(err, fs.ErrPermission) && os.Getuid() != 0 {
+			// box-init is non-dumpable: its fd directory belongs to a root this user is not.
+			skip = err
+			return
+		}
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		for _, e := range ents {
+			target, _ := os.Readlink(fmt.Sprintf("/proc/%d/fd/%s", b.Process.Pid, e.Name()))
+			held = append(held, target)
+		}
+	}})
+	if r.Exit != 128+int(unix.SIGTERM) {
+		t.Errorf("exit %d", r.Exit)
+	}
+	if skip != nil {
+		t.Skipf("needs root to read a non-dumpable box-init's descriptors: %v", skip)
+	}
+	if len(held) == 0 {
+		t.Fatal("read no descriptors of box-init")
+	}
+	for _, h := range held {
+		if h == leak {
+			t.Errorf("box-init holds the shim's leaked descriptor (%s); it holds %v", leak, held)
+		}
+	}
+}

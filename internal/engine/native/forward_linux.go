@@ -1,0 +1,55 @@
+package native
+
+import (
+	"fmt"
+	"io"
+	"net"
+	"strconv"
+
+	"github.com/agentbox/agentbox/internal/plan"
+)
+
+// startForwards listens on each forward's in-box loopback port and relays every connection to
+// its unix socket (an in-box path, under /run/agentbox), which the daemon may re-create at any
+// time: the socket is dialled per connection, never held.
+func startForwards(fwds []plan.Forward) error {
+	for _, f := range fwds {
+		ln, err := net.Listen("tcp4", net.JoinHostPort("127.0.0.1", strconv.Itoa(f.Port)))
+		if err != nil {
+			return fmt.Errorf("forward port %d: %w", f.Port, err)
+		}
+		go serveForward(ln, f.Socket)
+	}
+	return nil
+}
+
+func serveForward(ln net.Listener, socket string) {
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		go relay(c.(*net.TCPConn), socket)
+	}
+}
+
+// relay copies both ways between the TCP connection and a new connection to socket, passing
+// each half-close on.
+func relay(c *net.TCPConn, socket string) {
+	defer c.Close()
+	u, err := net.Dial("unix", socket)
+	if err != nil {
+		return // the client sees the connection close: the broker is not there
+	}
+	uc := u.(*net.UnixConn)
+	defer uc.Close()
+	done := make(chan struct{})
+	go func() {
+		io.Copy(uc, c)
+		uc.CloseWrite()
+		close(done)
+	}()
+	io.Copy(c, uc)
+	c.CloseWrite()
+	<-done
+}

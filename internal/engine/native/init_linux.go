@@ -1,0 +1,271 @@
+package native
+
+import (
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strconv"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/agentbox/agentbox/internal/engine"
+	"github.com/agentbox/agentbox/internal/plan"
+)
+
+// exitSetupFailed is box-init's exit code when the box could not be built or the program not
+// exec'd; the shim learns the reason from the EventError before it.
+const exitSetupFailed = 1
+
+// forwardedSignals are passed from box-init to the program's process group.
+var forwardedSignals = []os.Signal{
+	unix.SIGINT, unix.SIGTERM, unix.SIGHUP, unix.SIGQUIT, unix.SIGUSR1, unix.SIGUSR2, unix.SIGWINCH,
+}
+
+// BoxInitMain is the entry point of `agentbox box-init`: PID 1 of the box, started by
+// Engine.Start in the box's new namespaces with the control socket at fd 3 and the spec at fd
+// 4. It builds the box, starts box-exec, reports on the control socket, forwards signals,
+// reaps, and exits with the program's status (128+n for a signal).
+func BoxInitMain(args []string) int {
+	// Descriptors the shim leaked to box-init (any it did not mean to pass) are closed; those
+	// box-init keeps are close-on-exec, so that box-exec gets only what it is given.
+	if err := closeInherited(fdSpec + 1); err != nil {
+		return exitSetupFailed
+	}
+	if err := unix.CloseRange(fdControl, ^uint(0), unix.CLOSE_RANGE_CLOEXEC); err != nil {
+		return exitSetupFailed
+	}
+	ctl := os.NewFile(fdControl, "control")
+	fail := func(format string, a ...any) int {
+		msg := fmt.Sprintf(format, a...)
+		if err := engine.SendEvent(ctl, engine.Event{Kind: engine.EventError, Code: engine.CodeBoxSetupFailed, Message: msg}); err != nil {
+			fmt.Fprintf(os.Stderr, "agentbox box-init: %s (and reporting it failed: %v)\n", msg, err)
+		}
+		return exitSetupFailed
+	}
+
+	fs := flag.NewFlagSet("box-init", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	rows := fs.Uint("rows", 0, "initial PTY rows")
+	cols := fs.Uint("cols", 0, "initial PTY columns")
+	if err := fs.Parse(args); err != nil {
+		return fail("box-init arguments: %v", err)
+	}
+	raw, err := readSpecFD(fdSpec)
+	if err != nil {
+		return fail("%v", err)
+	}
+	spec, err := ParseSpec(raw)
+	if err != nil {
+		return fail("%v", err)
+	}
+	// Nothing in the box may read box-init's memory or descriptors.
+	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
+		return fail("set non-dumpable: %v", err)
+	}
+	unix.Umask(0o022)
+	// Signals that arrive before the program runs are held and forwarded once it does.
+	sigs := make(chan os.Signal, 16)
+	signal.Notify(sigs, forwardedSignals...)
+
+	b, err := buildRoot(spec)
+	if err != nil {
+		return fail("%v", err)
+	}
+	if spec.hasNamespace("uts") && spec.Hostname != "" {
+		if err := unix.Sethostname([]byte(spec.Hostname)); err != nil {
+			return fail("sethostname: %v", err)
+		}
+	}
+	if spec.Network.Loopback {
+		if err := loopbackUp(); err != nil {
+			return fail("bring lo up: %v", err)
+		}
+	}
+	if err := b.pivot(); err != nil {
+		return fail("%v", err)
+	}
+	if err := startForwards(spec.Network.Forwards); err != nil {
+		return fail("%v", err)
+	}
+
+	stdio := []*os.File{os.Stdin, os.Stdout, os.Stderr}
+	sys := &syscall.SysProcAttr{Setpgid: true}
+	if spec.Console == plan.ConsoleTTY {
+		slave, err := openPTY(ctl, uint16(*rows), uint16(*cols))
+		if err != nil {
+			return fail("%v", err)
+		}
+		defer slave.Close()
+		stdio = []*os.File{slave, slave, slave}
+		sys = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
+	}
+
+	// The exec marker: box-exec holds the write end, close-on-exec. EOF without a byte means
+	// the program's execve succeeded; otherwise box-exec wrote why it failed.
+	markR, markW, err := os.Pipe()
+	if err != nil {
+		return fail("exec marker pipe: %v", err)
+	}
+	specFile := os.NewFile(fdSpec, "spec")
+	proc, err := os.StartProcess("/proc/self/exe", []string{"agentbox", "box-exec"}, &os.ProcAttr{
+		Dir:   "/",
+		Env:   []string{},
+		Files: append(stdio, markW, specFile),
+		Sys:   sys,
+	})
+	markW.Close()
+	specFile.Close()
+	if err != nil {
+		return fail("start box-exec: %v", err)
+	}
+	pid := proc.Pid
+	proc.Release() // reaped below with wait4, as PID 1 reaps everything
+	if spec.Console == plan.ConsoleTTY {
+		stdio[0].Close()
+	}
+	report, _ := io.ReadAll(markR)
+	markR.Close()
+	if len(report) > 0 {
+		var f execFailure
+		if err := json.Unmarshal(report, &f); err != nil || f.Code == "" {
+			f = execFailure{Code: engine.CodeBoxSetupFailed, Message: "box-exec: " + string(report)}
+		}
+		reapUntil(pid)
+		if err := engine.SendEvent(ctl, engine.Event{Kind: engine.EventError, Code: f.Code, Message: f.Message}); err != nil {
+			fmt.Fprintf(os.Stderr, "agentbox box-init: %s (and reporting it failed: %v)\n", f.Message, err)
+		}
+		return exitSetupFailed
+	}
+	if err := engine.SendEvent(ctl, engine.Event{Kind: engine.EventExec, Pid: pid}); err != nil {
+		// The shim is gone or broken: the box must not run unsupervised.
+		unix.Kill(-pid, unix.SIGKILL)
+		return exitSetupFailed
+	}
+	go func() {
+		for s := range sigs {
+			unix.Kill(-pid, s.(syscall.Signal))
+		}
+	}()
+	return reapUntil(pid)
+}
+
+// reapUntil reaps every child (PID 1 inherits the box's orphans) until pid exits, and returns
+// its status as an exit code: the code, or 128+n when a signal killed it.
+func reapUntil(pid int) int {
+	for {
+		var ws unix.WaitStatus
+		got, err := unix.Wait4(-1, &ws, 0, nil)
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if err != nil {
+			return exitSetupFailed // ECHILD: nothing left to wait for
+		}
+		if got != pid {
+			continue
+		}
+		switch {
+		case ws.Exited():
+			return ws.ExitStatus()
+		case ws.Signaled():
+			return 128 + int(ws.Signal())
+		}
+	}
+}
+
+// openPTY allocates a PTY in the box's devpts, sends the master to the shim and returns the
+// slave.
+func openPTY(ctl *os.File, rows, cols uint16) (*os.File, error) {
+	master, err := unix.Open("/dev/ptmx", unix.O_RDWR|unix.O_NOCTTY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("open /dev/ptmx: %w", err)
+	}
+	defer unix.Close(master)
+	if err := unix.IoctlSetPointerInt(master, unix.TIOCSPTLCK, 0); err != nil {
+		return nil, fmt.Errorf("unlock pty: %w", err)
+	}
+	slave, err := ptyPeer(master)
+	if err != nil {
+		return nil, err
+	}
+	if rows > 0 && cols > 0 {
+		if err := unix.IoctlSetWinsize(slave, unix.TIOCSWINSZ, &unix.Winsize{Row: rows, Col: cols}); err != nil {
+			unix.Close(slave)
+			return nil, fmt.Errorf("set pty size: %w", err)
+		}
+	}
+	if err := engine.SendEvent(ctl, engine.Event{Kind: engine.EventPTY}, master); err != nil {
+		unix.Close(slave)
+		return nil, err
+	}
+	return os.NewFile(uintptr(slave), "pty"), nil
+}
+
+// ptyPeer opens the slave of master read-write (TIOCGPTPEER: no path lookup, so it is the
+// master's own peer whatever /dev/pts holds).
+func ptyPeer(master int) (int, error) {
+	fd, _, errno := unix.Syscall(unix.SYS_IOCTL, uintptr(master), unix.TIOCGPTPEER, uintptr(unix.O_RDWR|unix.O_NOCTTY|unix.O_CLOEXEC))
+	if errno != 0 {
+		return -1, fmt.Errorf("open pty slave: %w", errno)
+	}
+	return int(fd), nil
+}
+
+// loopbackUp sets IFF_UP on lo.
+func loopbackUp() error {
+	s, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(s)
+	ifr, err := unix.NewIfreq("lo")
+	if err != nil {
+		return err
+	}
+	if err := unix.IoctlIfreq(s, unix.SIOCGIFFLAGS, ifr); err != nil {
+		return err
+	}
+	ifr.SetUint16(ifr.Uint16() | unix.IFF_UP)
+	return unix.IoctlIfreq(s, unix.SIOCSIFFLAGS, ifr)
+}
+
+// closeInherited closes every descriptor from lowest up that survived the execve into this
+// process, i.e. that is not close-on-exec; descriptors the Go runtime opened since (cgroup
+// files, the poller) are close-on-exec and stay.
+func closeInherited(lowest int) error {
+	dir, err := unix.Open("/proc/self/fd", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(dir)
+	var leaked []int
+	buf := make([]byte, 4096)
+	for {
+		n, err := unix.Getdents(dir, buf)
+		if err != nil {
+			return err
+		}
+		if n == 0 {
+			break
+		}
+		_, _, names := unix.ParseDirent(buf[:n], -1, nil)
+		for _, name := range names {
+			fd, err := strconv.Atoi(name)
+			if err != nil || fd < lowest || fd == dir {
+				continue
+			}
+			if flags, err := unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0); err == nil && flags&unix.FD_CLOEXEC == 0 {
+				leaked = append(leaked, fd)
+			}
+		}
+	}
+	for _, fd := range leaked {
+		unix.Close(fd)
+	}
+	return nil
+}

@@ -1,0 +1,467 @@
+package native
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// rootCandidates are host directories the box's new root may be attached over while it is
+// built; the first that exists and holds no bind source is used (the attach point hides what
+// is beneath it, in the box's private mount namespace only).
+var rootCandidates = []string{"/mnt", "/media", "/srv", "/tmp", "/var/tmp", "/opt", "/home"}
+
+// builder builds the box's filesystem with fd-based mounts: every source is opened, every
+// target resolved beneath the new root without following symlinks, and mounts are moved onto
+// the opened target, so a path swapped during set-up cannot redirect a mount.
+type builder struct {
+	root int // O_PATH fd of the new root tmpfs (attached at attachPoint)
+	// ours holds the mount ids of the tmpfs mounts box-init made: only there may it create a
+	// missing mount point (never on the host, through a bind).
+	ours map[uint64]bool
+	// readOnlyLater are tmpfs mounts (fds) made read-only once the box is built.
+	readOnlyLater []int
+	stage         int // detached tmpfs holding the empty file masks are bound from
+	attachPoint   string
+}
+
+// buildRoot makes the mount namespace private, attaches a fresh tmpfs as the new root and
+// applies the spec's mounts to it. It does not pivot.
+func buildRoot(s *Spec) (*builder, error) {
+	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
+		return nil, fmt.Errorf("make / private: %w", err)
+	}
+	b := &builder{ours: map[uint64]bool{}, root: -1, stage: -1}
+	ap, err := attachPoint(s)
+	if err != nil {
+		return nil, err
+	}
+	b.attachPoint = ap
+	rootMnt, err := newMount("tmpfs", "mode=0755", unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV)
+	if err != nil {
+		return nil, fmt.Errorf("root tmpfs: %w", err)
+	}
+	if err := unix.MoveMount(rootMnt, "", unix.AT_FDCWD, ap, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
+		return nil, fmt.Errorf("attach root tmpfs at %s: %w", ap, err)
+	}
+	b.root = rootMnt
+	if err := b.own(rootMnt); err != nil {
+		return nil, err
+	}
+	stage, err := newMount("tmpfs", "mode=0700,size=4k", unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV|unix.MOUNT_ATTR_NOEXEC)
+	if err != nil {
+		return nil, fmt.Errorf("staging tmpfs: %w", err)
+	}
+	b.stage = stage
+	fd, err := unix.Openat(stage, "empty", unix.O_CREAT|unix.O_EXCL|unix.O_WRONLY|unix.O_CLOEXEC, 0o444)
+	if err != nil {
+		return nil, fmt.Errorf("staging file: %w", err)
+	}
+	unix.Close(fd)
+
+	for _, m := range s.Mounts {
+		if err := b.apply(m); err != nil {
+			return nil, fmt.Errorf("%s %s: %w", m.Kind, m.Target, err)
+		}
+	}
+	return b, nil
+}
+
+// attachPoint picks the host directory the new root is attached over.
+func attachPoint(s *Spec) (string, error) {
+	var sources []string
+	for _, m := range s.Mounts {
+		if m.Kind == KindBind {
+			sources = append(sources, m.Source, m.Beneath)
+		}
+	}
+next:
+	for _, c := range rootCandidates {
+		for _, src := range sources {
+			if src == c || strings.HasPrefix(src, c+"/") {
+				continue next
+			}
+		}
+		if fi, err := os.Lstat(c); err == nil && fi.IsDir() {
+			return c, nil
+		}
+	}
+	return "", fmt.Errorf("no directory to build the root on: every one of %v holds a bind source", rootCandidates)
+}
+
+func (b *builder) own(mntfd int) error {
+	id, err := mountID(mntfd)
+	if err != nil {
+		return err
+	}
+	b.ours[id] = true
+	return nil
+}
+
+// newMount creates a detached mount of a new filesystem (tmpfs, proc, devpts).
+func newMount(fstype, options string, attrs int) (int, error) {
+	fs, err := unix.Fsopen(fstype, unix.FSOPEN_CLOEXEC)
+	if err != nil {
+		return -1, fmt.Errorf("fsopen %s: %w", fstype, err)
+	}
+	defer unix.Close(fs)
+	for _, o := range strings.Split(options, ",") {
+		if o == "" {
+			continue
+		}
+		k, v, hasValue := strings.Cut(o, "=")
+		if hasValue {
+			err = unix.FsconfigSetString(fs, k, v)
+		} else {
+			err = unix.FsconfigSetFlag(fs, k)
+		}
+		if err != nil {
+			return -1, fmt.Errorf("%s option %s: %w", fstype, o, err)
+		}
+	}
+	if err := unix.FsconfigCreate(fs); err != nil {
+		return -1, fmt.Errorf("create %s: %w", fstype, err)
+	}
+	mnt, err := unix.Fsmount(fs, unix.FSMOUNT_CLOEXEC, attrs)
+	if err != nil {
+		return -1, fmt.Errorf("fsmount %s: %w", fstype, err)
+	}
+	return mnt, nil
+}
+
+func mountID(fd int) (uint64, error) {
+	var st unix.Statx_t
+	if err := unix.Statx(fd, "", unix.AT_EMPTY_PATH, unix.STATX_MNT_ID, &st); err != nil {
+		return 0, fmt.Errorf("statx: %w", err)
+	}
+	return st.Mnt_id, nil
+}
+
+// apply performs one spec mount.
+func (b *builder) apply(m Mount) error {
+	switch m.Kind {
+	case KindBind:
+		return b.bind(m)
+	case KindTmpfs, KindProc, KindDevpts:
+		fstype := m.Kind
+		attrs := unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV
+		switch m.Kind {
+		case KindProc:
+			attrs |= unix.MOUNT_ATTR_NOEXEC
+		case KindDevpts:
+			attrs = unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NOEXEC // its nodes are the ttys
+		}
+		mnt, err := newMount(fstype, m.Options, attrs)
+		if err != nil {
+			return err
+		}
+		if err := b.mountOn(mnt, m.Target, true, true); err != nil {
+			unix.Close(mnt)
+			return err
+		}
+		if m.Kind == KindTmpfs {
+			if err := b.own(mnt); err != nil {
+				return err
+			}
+			if m.ReadOnly {
+				b.readOnlyLater = append(b.readOnlyLater, mnt)
+				return nil
+			}
+		}
+		unix.Close(mnt)
+		return nil
+	case KindMask:
+		return b.mask(m)
+	case KindReadOnly:
+		fd, err := b.resolve(m.Target)
+		if err != nil {
+			if m.Optional && errors.Is(err, unix.ENOENT) {
+				return nil
+			}
+			return err
+		}
+		defer unix.Close(fd)
+		tree, err := unix.OpenTree(fd, "", unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_EMPTY_PATH|unix.AT_RECURSIVE)
+		if err != nil {
+			return fmt.Errorf("open_tree: %w", err)
+		}
+		defer unix.Close(tree)
+		if err := setAttr(tree, unix.MOUNT_ATTR_RDONLY|unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV); err != nil {
+			return err
+		}
+		return moveOnto(tree, fd)
+	case KindSymlink:
+		parent, name, err := b.parent(m.Target, true)
+		if err != nil {
+			return err
+		}
+		defer unix.Close(parent)
+		if err := b.mayCreate(parent); err != nil {
+			return err
+		}
+		if err := unix.Symlinkat(m.Source, parent, name); err != nil {
+			return fmt.Errorf("symlink: %w", err)
+		}
+		return nil
+	}
+	return fmt.Errorf("%w: unknown mount kind", ErrInvalidSpec)
+}
+
+// bind binds the host's Source at Target.
+func (b *builder) bind(m Mount) error {
+	src, err := openSource(m)
+	if err != nil {
+		if m.Optional && errors.Is(err, unix.ENOENT) {
+			return nil
+		}
+		return fmt.Errorf("open source %s: %w", m.Source, err)
+	}
+	defer unix.Close(src)
+	var st unix.Stat_t
+	if err := unix.Fstat(src, &st); err != nil {
+		return fmt.Errorf("stat source %s: %w", m.Source, err)
+	}
+	isDir := st.Mode&unix.S_IFMT == unix.S_IFDIR
+	// A directory reached through a symlink at the same path (/lib → usr/lib on merged-/usr
+	// systems) is reproduced as the symlink, so the box sees the host's layout.
+	if isDir && m.Beneath == "" && m.Source == m.Target {
+		if link, err := os.Readlink(m.Source); err == nil {
+			return b.apply(Mount{Kind: KindSymlink, Source: link, Target: m.Target})
+		}
+	}
+	tree, err := unix.OpenTree(src, "", unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_EMPTY_PATH|unix.AT_RECURSIVE)
+	if err != nil {
+		return fmt.Errorf("open_tree %s: %w", m.Source, err)
+	}
+	defer unix.Close(tree)
+	attrs := uint64(unix.MOUNT_ATTR_NOSUID)
+	if !m.Device {
+		attrs |= unix.MOUNT_ATTR_NODEV
+	}
+	if m.ReadOnly {
+		attrs |= unix.MOUNT_ATTR_RDONLY
+	}
+	// Recursive, so that a read-only bind's submounts are read-only too (a remount with MS_REC
+	// would change only the top mount); flags locked on the host's mounts are kept.
+	if err := setAttr(tree, attrs); err != nil {
+		return err
+	}
+	return b.mountOn(tree, m.Target, isDir, true)
+}
+
+// openSource opens a bind source as an O_PATH fd. A source with Beneath is resolved beneath
+// that directory with RESOLVE_BENEATH|RESOLVE_NO_MAGICLINKS: a symlink leading out fails.
+func openSource(m Mount) (int, error) {
+	if m.Beneath == "" {
+		return unix.Openat2(unix.AT_FDCWD, m.Source, &unix.OpenHow{
+			Flags:   unix.O_PATH | unix.O_CLOEXEC,
+			Resolve: unix.RESOLVE_NO_MAGICLINKS,
+		})
+	}
+	rel, err := filepath.Rel(m.Beneath, m.Source)
+	if err != nil || rel == ".." || strings.HasPrefix(rel, "../") || filepath.IsAbs(rel) {
+		return -1, fmt.Errorf("%w: %s is not beneath %s", ErrInvalidSpec, m.Source, m.Beneath)
+	}
+	base, err := unix.Openat2(unix.AT_FDCWD, m.Beneath, &unix.OpenHow{
+		Flags:   unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC,
+		Resolve: unix.RESOLVE_NO_MAGICLINKS,
+	})
+	if err != nil {
+		return -1, fmt.Errorf("open %s: %w", m.Beneath, err)
+	}
+	defer unix.Close(base)
+	return unix.Openat2(base, rel, &unix.OpenHow{
+		Flags:   unix.O_PATH | unix.O_CLOEXEC,
+		Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_MAGICLINKS,
+	})
+}
+
+// mask hides Target under an empty read-only directory (a read-only tmpfs) or file.
+func (b *builder) mask(m Mount) error {
+	fd, err := b.resolve(m.Target)
+	if err != nil {
+		if m.Optional && errors.Is(err, unix.ENOENT) {
+			return nil
+		}
+		return err
+	}
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return fmt.Errorf("stat: %w", err)
+	}
+	var tree int
+	if st.Mode&unix.S_IFMT == unix.S_IFDIR {
+		tree, err = newMount("tmpfs", "mode=0555,size=4k", unix.MOUNT_ATTR_RDONLY|unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV|unix.MOUNT_ATTR_NOEXEC)
+		if err != nil {
+			return err
+		}
+	} else {
+		tree, err = unix.OpenTree(b.stage, "empty", unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC)
+		if err != nil {
+			return fmt.Errorf("open_tree empty file: %w", err)
+		}
+		if err := setAttr(tree, unix.MOUNT_ATTR_RDONLY|unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV|unix.MOUNT_ATTR_NOEXEC); err != nil {
+			unix.Close(tree)
+			return err
+		}
+	}
+	defer unix.Close(tree)
+	return moveOnto(tree, fd)
+}
+
+func setAttr(tree int, attrs uint64) error {
+	if err := unix.MountSetattr(tree, "", unix.AT_EMPTY_PATH|unix.AT_RECURSIVE, &unix.MountAttr{Attr_set: attrs}); err != nil {
+		return fmt.Errorf("mount_setattr: %w", err)
+	}
+	return nil
+}
+
+func moveOnto(tree, target int) error {
+	if err := unix.MoveMount(tree, "", target, "", unix.MOVE_MOUNT_F_EMPTY_PATH|unix.MOVE_MOUNT_T_EMPTY_PATH); err != nil {
+		return fmt.Errorf("move_mount: %w", err)
+	}
+	return nil
+}
+
+// mountOn moves the detached mount tree onto target in the new root, creating the mount point
+// (a directory when dir, else an empty file) inside box-init's own tmpfs mounts when missing.
+func (b *builder) mountOn(tree int, target string, dir, create bool) error {
+	fd, err := b.resolve(target)
+	if errors.Is(err, unix.ENOENT) && create {
+		fd, err = b.create(target, dir)
+	}
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return fmt.Errorf("stat mount point: %w", err)
+	}
+	if isDir := st.Mode&unix.S_IFMT == unix.S_IFDIR; isDir != dir {
+		return fmt.Errorf("mount point is a %s, source is a %s", kindName(isDir), kindName(dir))
+	}
+	return moveOnto(tree, fd)
+}
+
+func kindName(dir bool) string {
+	if dir {
+		return "directory"
+	}
+	return "file"
+}
+
+var resolveInBox = unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS
+
+// resolve opens an in-box path beneath the new root without following any symlink.
+func (b *builder) resolve(target string) (int, error) {
+	rel := strings.TrimPrefix(filepath.Clean(target), "/")
+	fd, err := unix.Openat2(b.root, rel, &unix.OpenHow{Flags: unix.O_PATH | unix.O_CLOEXEC | unix.O_NOFOLLOW, Resolve: uint64(resolveInBox)})
+	if err != nil {
+		return -1, fmt.Errorf("resolve %s: %w", target, err)
+	}
+	return fd, nil
+}
+
+// parent opens target's parent directory, creating missing directories when mkdir is set.
+func (b *builder) parent(target string, mkdir bool) (int, string, error) {
+	clean := filepath.Clean(target)
+	dir, name := filepath.Dir(clean), filepath.Base(clean)
+	fd, err := unix.Openat(b.root, ".", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return -1, "", err
+	}
+	for _, c := range strings.Split(strings.TrimPrefix(dir, "/"), "/") {
+		if c == "" {
+			continue
+		}
+		next, err := unix.Openat2(fd, c, &unix.OpenHow{Flags: unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC | unix.O_NOFOLLOW, Resolve: uint64(resolveInBox)})
+		if errors.Is(err, unix.ENOENT) && mkdir {
+			if err = b.mayCreate(fd); err == nil {
+				if err = unix.Mkdirat(fd, c, 0o755); err == nil || errors.Is(err, unix.EEXIST) {
+					next, err = unix.Openat2(fd, c, &unix.OpenHow{Flags: unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC | unix.O_NOFOLLOW, Resolve: uint64(resolveInBox)})
+				}
+			}
+		}
+		unix.Close(fd)
+		if err != nil {
+			return -1, "", fmt.Errorf("directory %s of %s: %w", c, target, err)
+		}
+		fd = next
+	}
+	return fd, name, nil
+}
+
+// create makes a missing mount point and opens it.
+func (b *builder) create(target string, dir bool) (int, error) {
+	parent, name, err := b.parent(target, true)
+	if err != nil {
+		return -1, err
+	}
+	defer unix.Close(parent)
+	if err := b.mayCreate(parent); err != nil {
+		return -1, err
+	}
+	if dir {
+		if err := unix.Mkdirat(parent, name, 0o755); err != nil && !errors.Is(err, unix.EEXIST) {
+			return -1, fmt.Errorf("mkdir %s: %w", target, err)
+		}
+	} else {
+		f, err := unix.Openat(parent, name, unix.O_CREAT|unix.O_EXCL|unix.O_WRONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o644)
+		if err != nil && !errors.Is(err, unix.EEXIST) {
+			return -1, fmt.Errorf("create %s: %w", target, err)
+		}
+		if err == nil {
+			unix.Close(f)
+		}
+	}
+	fd, err := unix.Openat2(parent, name, &unix.OpenHow{Flags: unix.O_PATH | unix.O_CLOEXEC | unix.O_NOFOLLOW, Resolve: uint64(resolveInBox)})
+	if err != nil {
+		return -1, fmt.Errorf("open %s: %w", target, err)
+	}
+	return fd, nil
+}
+
+// mayCreate refuses to create anything in a directory that is not on one of box-init's own
+// tmpfs mounts: a missing mount point inside a bind would be created on the host.
+func (b *builder) mayCreate(dirfd int) error {
+	id, err := mountID(dirfd)
+	if err != nil {
+		return err
+	}
+	if !b.ours[id] {
+		return errors.New("mount point is missing and its directory is not on a box tmpfs (refusing to create it on the host)")
+	}
+	return nil
+}
+
+// pivot makes the new root the box's root, detaches the host's tree and makes the root (and the
+// tmpfs mounts marked read-only) read-only.
+func (b *builder) pivot() error {
+	if err := unix.Fchdir(b.root); err != nil {
+		return fmt.Errorf("pivot_root: chdir new root: %w", err)
+	}
+	if err := unix.PivotRoot(".", "."); err != nil {
+		return fmt.Errorf("pivot_root: %w", err)
+	}
+	if err := unix.Unmount(".", unix.MNT_DETACH); err != nil {
+		return fmt.Errorf("detach host root: %w", err)
+	}
+	if err := unix.Chdir("/"); err != nil {
+		return fmt.Errorf("chdir /: %w", err)
+	}
+	for _, fd := range append([]int{b.root}, b.readOnlyLater...) {
+		if err := unix.MountSetattr(fd, "", unix.AT_EMPTY_PATH, &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY}); err != nil {
+			return fmt.Errorf("make tmpfs read-only: %w", err)
+		}
+		unix.Close(fd)
+	}
+	unix.Close(b.stage)
+	b.root, b.readOnlyLater, b.stage = -1, nil, -1
+	return nil
+}

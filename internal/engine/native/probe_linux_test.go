@@ -1,0 +1,175 @@
+package native_test
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"strings"
+	"syscall"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// nativeProbe runs inside a box as the program (argv: native-probe NAME [ARG]) and prints its
+// findings as JSON.
+func nativeProbe(args []string) int {
+	if len(args) == 0 {
+		return 2
+	}
+	var out any
+	var err error
+	switch args[0] {
+	case "restrictions":
+		out = probeRestrictions()
+	case "forward":
+		out, err = probeForward(args[1])
+	case "abstract":
+		out = errName(connectAbstract(args[1]))
+	case "write":
+		out = errName(os.WriteFile(args[1], []byte("x"), 0o644))
+	case "mkdir":
+		out = errName(os.Mkdir(args[1], 0o755))
+	case "read":
+		var b []byte
+		b, err = os.ReadFile(args[1])
+		out = string(b)
+	default:
+		return 2
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	json.NewEncoder(os.Stdout).Encode(out)
+	return 0
+}
+
+// errName is "ok" for nil, else the errno's name (EPERM), else the error text.
+func errName(err error) string {
+	if err == nil {
+		return "ok"
+	}
+	var errno syscall.Errno
+	if errors.As(err, &errno) {
+		return unix.ErrnoName(errno)
+	}
+	return err.Error()
+}
+
+func rawErr(_, _ uintptr, e syscall.Errno) string {
+	if e == 0 {
+		return "ok"
+	}
+	return unix.ErrnoName(e)
+}
+
+func probeRestrictions() map[string]string {
+	r := map[string]string{}
+	status, _ := os.ReadFile("/proc/self/status")
+	sc := bufio.NewScanner(strings.NewReader(string(status)))
+	for sc.Scan() {
+		k, v, _ := strings.Cut(sc.Text(), ":")
+		switch k {
+		case "CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb", "NoNewPrivs", "Seccomp":
+			r[k] = strings.TrimSpace(v)
+		}
+	}
+	sock := func(domain, typ, proto uint64) string {
+		fd, _, e := unix.RawSyscall(unix.SYS_SOCKET, uintptr(domain), uintptr(typ), uintptr(proto))
+		if e == 0 {
+			unix.Close(int(fd))
+		}
+		return rawErr(0, 0, e)
+	}
+	r["socket/unix"] = sock(unix.AF_UNIX, unix.SOCK_STREAM, 0)
+	r["socket/inet"] = sock(unix.AF_INET, unix.SOCK_STREAM, 0)
+	r["socket/netlink-route"] = sock(unix.AF_NETLINK, unix.SOCK_RAW, unix.NETLINK_ROUTE)
+	r["socket/netlink-audit"] = sock(unix.AF_NETLINK, unix.SOCK_RAW, unix.NETLINK_AUDIT)
+	r["socket/packet"] = sock(unix.AF_PACKET, unix.SOCK_RAW, 0)
+	r["socket/unix-highbits"] = sock(1<<32|unix.AF_UNIX, unix.SOCK_STREAM, 0)
+
+	// TIOCSTI on a pipe would fail with ENOTTY if the filter let it through.
+	c := byte('x')
+	r["ioctl/tiocsti"] = rawErr(unix.Syscall(unix.SYS_IOCTL, 0, unix.TIOCSTI, uintptr(unsafe.Pointer(&c))))
+	r["ioctl/tiocsti-highbits"] = rawErr(unix.Syscall(unix.SYS_IOCTL, 0, 1<<32|unix.TIOCSTI, uintptr(unsafe.Pointer(&c))))
+	r["ioctl/tioclinux"] = rawErr(unix.Syscall(unix.SYS_IOCTL, 0, unix.TIOCLINUX, uintptr(unsafe.Pointer(&c))))
+	var ws unix.Winsize
+	r["ioctl/tiocgwinsz"] = rawErr(unix.Syscall(unix.SYS_IOCTL, 0, unix.TIOCGWINSZ, uintptr(unsafe.Pointer(&ws))))
+
+	f := "/tmp/probe-file"
+	os.WriteFile(f, nil, 0o644)
+	r["chmod/0755"] = errName(unix.Chmod(f, 0o755))
+	r["chmod/4755"] = errName(unix.Chmod(f, 0o4755))
+	r["fchmodat/2755"] = errName(unix.Fchmodat(unix.AT_FDCWD, f, 0o2755, 0))
+	fd, err := unix.Open(f, unix.O_RDONLY, 0)
+	if err == nil {
+		r["fchmod/4755"] = errName(unix.Fchmod(fd, 0o4755))
+		unix.Close(fd)
+	}
+	fd, err = unix.Openat(unix.AT_FDCWD, "/tmp/probe-setuid", unix.O_CREAT|unix.O_WRONLY, 0o4755)
+	if err == nil {
+		unix.Close(fd)
+	}
+	r["openat/create-4755"] = errName(err)
+	fd, err = unix.Openat(unix.AT_FDCWD, "/tmp/probe-plain", unix.O_CREAT|unix.O_WRONLY, 0o644)
+	if err == nil {
+		unix.Close(fd)
+	}
+	r["openat/create-0644"] = errName(err)
+	r["mknodat/fifo-4644"] = errName(unix.Mknodat(unix.AT_FDCWD, "/tmp/probe-fifo", unix.S_IFIFO|0o4644, 0))
+
+	// CLONE_NEWUSER|CLONE_FS is EINVAL in the kernel: only the filter can make it EPERM, and no
+	// process is ever created either way.
+	r["clone/newuser"] = rawErr(unix.RawSyscall(unix.SYS_CLONE, unix.CLONE_NEWUSER|unix.CLONE_FS, 0, 0))
+	r["clone/newns"] = rawErr(unix.RawSyscall(unix.SYS_CLONE, unix.CLONE_NEWNS|unix.CLONE_FS, 0, 0))
+	r["unshare/user"] = errName(unix.Unshare(unix.CLONE_NEWUSER))
+	r["clone3"] = rawErr(unix.RawSyscall(unix.SYS_CLONE3, 0, 0, 0))
+	r["openat2"] = rawErr(unix.RawSyscall6(unix.SYS_OPENAT2, 0, 0, 0, 0, 0, 0))
+	r["io_uring_setup"] = rawErr(unix.RawSyscall(unix.SYS_IO_URING_SETUP, 1, 0, 0))
+	r["ptrace/traceme"] = rawErr(unix.RawSyscall(unix.SYS_PTRACE, unix.PTRACE_TRACEME, 0, 0))
+	r["keyctl"] = rawErr(unix.RawSyscall(unix.SYS_KEYCTL, unix.KEYCTL_GET_KEYRING_ID, uintptr(0xfffffffd), 0))
+	r["mount"] = errName(unix.Mount("none", "/tmp", "tmpfs", 0, ""))
+	if pidfd, err := unix.PidfdOpen(os.Getpid(), 0); err == nil {
+		r["pidfd_getfd"] = rawErr(unix.RawSyscall(unix.SYS_PIDFD_GETFD, uintptr(pidfd), 0, 0))
+		unix.Close(pidfd)
+	} else {
+		r["pidfd_getfd"] = "pidfd_open: " + errName(err)
+	}
+	buf := make([]byte, 8)
+	local := []unix.Iovec{{Base: &buf[0], Len: 8}}
+	remote := []unix.RemoteIovec{{Base: uintptr(unsafe.Pointer(&buf[0])), Len: 8}}
+	_, err = unix.ProcessVMReadv(os.Getpid(), local, remote, 0)
+	r["process_vm_readv"] = errName(err)
+	r["x32/getpid"] = rawErr(unix.RawSyscall(0x40000000|unix.SYS_GETPID, 0, 0, 0))
+	// box-init is outside the program's Landlock domain: signals to it are scoped away.
+	r["kill/init"] = errName(unix.Kill(1, 0))
+	return r
+}
+
+func connectAbstract(name string) error {
+	fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_STREAM, 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	return unix.Connect(fd, &unix.SockaddrUnix{Name: "@" + name})
+}
+
+func probeForward(addr string) (string, error) {
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		return "", err
+	}
+	defer c.Close()
+	if _, err := c.Write([]byte("ping")); err != nil {
+		return "", err
+	}
+	c.(*net.TCPConn).CloseWrite()
+	b, err := io.ReadAll(c)
+	return string(b), err
+}

@@ -1,0 +1,185 @@
+package native
+
+import (
+	"fmt"
+	"runtime"
+	"unsafe"
+
+	seccomp "github.com/elastic/go-seccomp-bpf"
+	"github.com/elastic/go-seccomp-bpf/arch"
+	"golang.org/x/net/bpf"
+	"golang.org/x/sys/unix"
+)
+
+// x32SyscallBit marks x32 system calls, which share AUDIT_ARCH_X86_64 with native ones.
+const x32SyscallBit = 0x40000000
+
+// Offsets in struct seccomp_data.
+const (
+	seccompNrOff   = 0
+	seccompArchOff = 4
+	seccompArgsOff = 16
+)
+
+// retEPERM and retENOSYS are the filter's denials: the call fails, the program goes on.
+var (
+	retEPERM  = uint32(unix.SECCOMP_RET_ERRNO) | uint32(unix.EPERM)
+	retENOSYS = uint32(unix.SECCOMP_RET_ERRNO) | uint32(unix.ENOSYS)
+)
+
+// deniedSyscalls fail with EPERM: debugging other processes, mounts and namespaces, keyrings,
+// bpf, perf, userfaultfd, kernel images and modules, and a few privileged leftovers.
+var deniedSyscalls = []string{
+	"ptrace", "process_vm_readv", "process_vm_writev", "pidfd_getfd", "process_madvise",
+	"mount", "umount2", "pivot_root", "mount_setattr", "open_tree", "move_mount",
+	"fsopen", "fsconfig", "fsmount", "fspick", "unshare", "setns",
+	"keyctl", "add_key", "request_key", "bpf", "perf_event_open", "userfaultfd",
+	"kexec_load", "kexec_file_load", "init_module", "finit_module", "delete_module",
+	"acct", "swapon", "swapoff", "reboot", "open_by_handle_at", "quotactl", "syslog",
+}
+
+// enosysSyscalls fail with ENOSYS, so libc falls back to the filterable older call (clone3's
+// and openat2's flags live in a struct the filter cannot read; io_uring bypasses it).
+var enosysSyscalls = []string{"clone3", "openat2", "io_uring_setup"}
+
+// nsCloneFlags are the namespace flags clone(2) may not use.
+const nsCloneFlags = unix.CLONE_NEWNS | unix.CLONE_NEWCGROUP | unix.CLONE_NEWUTS | unix.CLONE_NEWIPC |
+	unix.CLONE_NEWUSER | unix.CLONE_NEWPID | unix.CLONE_NEWNET
+
+// setidBits are S_ISUID|S_ISGID.
+const setidBits = 0o6000
+
+// oTmpfile is __O_TMPFILE without O_DIRECTORY.
+const oTmpfile = unix.O_TMPFILE &^ unix.O_DIRECTORY
+
+// seccompProgram assembles the named profile for the running architecture.
+//
+// go-seccomp-bpf assembles the syscall groups. Its own preamble lets a foreign architecture
+// through to the default action (allow, for a deny list) and compares 64-bit arguments, so
+// the program starts with a preamble of its own that returns EPERM for any foreign architecture
+// (i386 on x86_64) and for x32 calls (AUDIT_ARCH_X86_64 with bit 30 of the number set), and
+// compares only the low 32 bits of ioctl's command, as the kernel does.
+func seccompProgram(profile string) ([]bpf.Instruction, error) {
+	if profile != SeccompProfile {
+		return nil, fmt.Errorf("unknown seccomp profile %q", profile)
+	}
+	info, err := arch.GetInfo("")
+	if err != nil {
+		return nil, err
+	}
+	has := func(names ...string) []string {
+		var out []string
+		for _, n := range names {
+			if _, ok := info.SyscallNames[n]; ok {
+				out = append(out, n)
+			}
+		}
+		return out
+	}
+	var conds []seccomp.NameWithConditions
+	add := func(name string, cs ...seccomp.Condition) {
+		if _, ok := info.SyscallNames[name]; ok {
+			conds = append(conds, seccomp.NameWithConditions{Name: name, Conditions: cs})
+		}
+	}
+	bits := func(arg uint32, v uint64) seccomp.Condition {
+		return seccomp.Condition{Argument: arg, Operation: seccomp.BitsSet, Value: v}
+	}
+	ne := func(arg uint32, v uint64) seccomp.Condition {
+		return seccomp.Condition{Argument: arg, Operation: seccomp.NotEqual, Value: v}
+	}
+	eq := func(arg uint32, v uint64) seccomp.Condition {
+		return seccomp.Condition{Argument: arg, Operation: seccomp.Equal, Value: v}
+	}
+	add("clone", bits(0, nsCloneFlags))
+	// Setting setuid/setgid bits: the chmod family, and the mode of calls that create files.
+	add("chmod", bits(1, setidBits))
+	add("fchmod", bits(1, setidBits))
+	add("fchmodat", bits(2, setidBits))
+	add("fchmodat2", bits(2, setidBits))
+	add("creat", bits(1, setidBits))
+	add("mknod", bits(1, setidBits))
+	add("mknodat", bits(2, setidBits))
+	for _, flag := range []uint64{unix.O_CREAT, oTmpfile} {
+		add("open", bits(1, flag), bits(2, setidBits))
+		add("openat", bits(2, flag), bits(3, setidBits))
+	}
+	// Socket families: unix, inet, inet6, and netlink for NETLINK_ROUTE only. A family with
+	// high bits set differs from all four and is denied.
+	for _, call := range []string{"socket", "socketpair"} {
+		add(call, ne(0, unix.AF_UNIX), ne(0, unix.AF_INET), ne(0, unix.AF_INET6), ne(0, unix.AF_NETLINK))
+		add(call, eq(0, unix.AF_NETLINK), ne(2, unix.NETLINK_ROUTE))
+	}
+	policy := seccomp.Policy{
+		DefaultAction: seccomp.ActionAllow,
+		Syscalls: []seccomp.SyscallGroup{
+			{Names: has(deniedSyscalls...), NamesWithCondtions: conds, Action: seccomp.ActionErrno},
+			{Names: has(enosysSyscalls...), Action: seccomp.ActionErrno | seccomp.Action(unix.ENOSYS)},
+		},
+	}
+	for _, must := range []string{"ptrace", "mount", "unshare", "setns", "bpf", "keyctl", "clone3", "openat2", "io_uring_setup", "ioctl"} {
+		if _, ok := info.SyscallNames[must]; !ok {
+			return nil, fmt.Errorf("seccomp: %s has no %s", info.Name, must)
+		}
+	}
+	lib, err := policy.Assemble()
+	if err != nil {
+		return nil, err
+	}
+
+	argLo := func(n uint32) uint32 {
+		off := seccompArgsOff + 8*n
+		if nativeBigEndian() {
+			off += 4
+		}
+		return off
+	}
+	prog := []bpf.Instruction{
+		bpf.LoadAbsolute{Off: seccompArchOff, Size: 4},
+		bpf.JumpIf{Cond: bpf.JumpEqual, Val: uint32(info.ID), SkipTrue: 1},
+		bpf.RetConstant{Val: retEPERM}, // a foreign architecture
+		bpf.LoadAbsolute{Off: seccompNrOff, Size: 4},
+	}
+	if info.ID == arch.X86_64.ID {
+		prog = append(prog,
+			bpf.JumpIf{Cond: bpf.JumpGreaterOrEqual, Val: x32SyscallBit, SkipFalse: 1},
+			bpf.RetConstant{Val: retEPERM}, // x32
+		)
+	}
+	prog = append(prog,
+		bpf.JumpIf{Cond: bpf.JumpEqual, Val: uint32(info.SyscallNames["ioctl"]), SkipFalse: 5},
+		bpf.LoadAbsolute{Off: argLo(1), Size: 4},
+		bpf.JumpIf{Cond: bpf.JumpEqual, Val: unix.TIOCSTI, SkipTrue: 2},
+		bpf.JumpIf{Cond: bpf.JumpEqual, Val: unix.TIOCLINUX, SkipTrue: 1},
+		bpf.Jump{Skip: 1},
+		bpf.RetConstant{Val: retEPERM}, // TIOCSTI, TIOCLINUX whatever the high bits
+	)
+	return append(prog, lib...), nil
+}
+
+func nativeBigEndian() bool {
+	switch runtime.GOARCH {
+	case "ppc64", "s390x", "mips", "mips64":
+		return true
+	}
+	return false
+}
+
+// loadSeccomp installs the program on every thread (no_new_privs must already be set).
+func loadSeccomp(prog []bpf.Instruction) error {
+	raw, err := bpf.Assemble(prog)
+	if err != nil {
+		return fmt.Errorf("assemble seccomp filter: %w", err)
+	}
+	filter := make([]unix.SockFilter, len(raw))
+	for i, r := range raw {
+		filter[i] = unix.SockFilter{Code: r.Op, Jt: r.Jt, Jf: r.Jf, K: r.K}
+	}
+	fprog := unix.SockFprog{Len: uint16(len(filter)), Filter: &filter[0]}
+	_, _, errno := unix.Syscall(unix.SYS_SECCOMP, unix.SECCOMP_SET_MODE_FILTER, unix.SECCOMP_FILTER_FLAG_TSYNC, uintptr(unsafe.Pointer(&fprog)))
+	runtime.KeepAlive(filter)
+	if errno != 0 {
+		return fmt.Errorf("load seccomp filter: %w", errno)
+	}
+	return nil
+}

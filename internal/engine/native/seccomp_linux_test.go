@@ -1,0 +1,147 @@
+package native
+
+import (
+	"encoding/binary"
+	"runtime"
+	"testing"
+
+	seccomp "github.com/elastic/go-seccomp-bpf"
+	"github.com/elastic/go-seccomp-bpf/arch"
+	"golang.org/x/net/bpf"
+	"golang.org/x/sys/unix"
+)
+
+// seccompData encodes a struct seccomp_data for x/net/bpf's VM, which loads 32-bit words
+// big-endian; the kernel loads them in native order, so each word is written as the VM reads
+// it, in the little-endian layout the filter's offsets assume (low word of an argument first).
+func seccompData(nr uint32, auditArch uint32, args ...uint64) []byte {
+	b := make([]byte, 64)
+	binary.BigEndian.PutUint32(b[seccompNrOff:], nr)
+	binary.BigEndian.PutUint32(b[seccompArchOff:], auditArch)
+	for i, a := range args {
+		off := seccompArgsOff + 8*i
+		binary.BigEndian.PutUint32(b[off:], uint32(a))
+		binary.BigEndian.PutUint32(b[off+4:], uint32(a>>32))
+	}
+	return b
+}
+
+const (
+	auditArchI386  = 0x40000003
+	retAllow       = uint32(unix.SECCOMP_RET_ALLOW)
+	clonePlainFork = uint64(unix.SIGCHLD)
+)
+
+func TestSeccompFilterDecisions(t *testing.T) {
+	if runtime.GOARCH != "amd64" {
+		t.Skipf("decision table written for amd64, not %s", runtime.GOARCH)
+	}
+	prog, err := seccompProgram(SeccompProfile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	vm, err := bpf.NewVM(prog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	x86 := uint32(arch.X86_64.ID)
+	nr := func(name string) uint32 { return uint32(arch.X86_64.SyscallNames[name]) }
+	for _, tc := range []struct {
+		name string
+		data []byte
+		want uint32
+	}{
+		{"I386Getpid", seccompData(20, auditArchI386), retEPERM},
+		{"I386AnyNumber", seccompData(0, auditArchI386), retEPERM},
+		{"X32Getpid", seccompData(x32SyscallBit|nr("getpid"), x86), retEPERM},
+		{"X32Ioctl", seccompData(x32SyscallBit|514, x86, 0, unix.TIOCSTI), retEPERM},
+		{"Getpid", seccompData(nr("getpid"), x86), retAllow},
+		{"IoctlTIOCSTI", seccompData(nr("ioctl"), x86, 0, unix.TIOCSTI), retEPERM},
+		{"IoctlTIOCSTIHighBits", seccompData(nr("ioctl"), x86, 0, 0xdead_0000_0000_0000|unix.TIOCSTI), retEPERM},
+		{"IoctlTIOCLINUXHighBits", seccompData(nr("ioctl"), x86, 0, 1<<32|unix.TIOCLINUX), retEPERM},
+		{"IoctlTCGETS", seccompData(nr("ioctl"), x86, 0, unix.TCGETS), retAllow},
+		{"IoctlTIOCSWINSZ", seccompData(nr("ioctl"), x86, 0, unix.TIOCSWINSZ), retAllow},
+		{"Ptrace", seccompData(nr("ptrace"), x86), retEPERM},
+		{"Mount", seccompData(nr("mount"), x86), retEPERM},
+		{"Unshare", seccompData(nr("unshare"), x86), retEPERM},
+		{"CloneFork", seccompData(nr("clone"), x86, clonePlainFork), retAllow},
+		{"CloneThread", seccompData(nr("clone"), x86, unix.CLONE_VM|unix.CLONE_FS|unix.CLONE_FILES|unix.CLONE_SIGHAND|unix.CLONE_THREAD), retAllow},
+		{"CloneNewUser", seccompData(nr("clone"), x86, unix.CLONE_NEWUSER|clonePlainFork), retEPERM},
+		{"CloneNewNet", seccompData(nr("clone"), x86, unix.CLONE_NEWNET), retEPERM},
+		{"Clone3", seccompData(nr("clone3"), x86), retENOSYS},
+		{"Openat2", seccompData(nr("openat2"), x86), retENOSYS},
+		{"IoUringSetup", seccompData(nr("io_uring_setup"), x86), retENOSYS},
+		{"Chmod0755", seccompData(nr("chmod"), x86, 0, 0o755), retAllow},
+		{"ChmodSetuid", seccompData(nr("chmod"), x86, 0, 0o4755), retEPERM},
+		{"FchmodSetgid", seccompData(nr("fchmod"), x86, 3, 0o2755), retEPERM},
+		{"FchmodatSetuid", seccompData(nr("fchmodat"), x86, 0, 0, 0o4700), retEPERM},
+		{"Fchmodat2Setuid", seccompData(nr("fchmodat2"), x86, 0, 0, 0o4700, 0), retEPERM},
+		{"OpenatCreate0644", seccompData(nr("openat"), x86, 0, 0, unix.O_CREAT|unix.O_WRONLY, 0o644), retAllow},
+		{"OpenatCreateSetuid", seccompData(nr("openat"), x86, 0, 0, unix.O_CREAT|unix.O_WRONLY, 0o4755), retEPERM},
+		{"OpenatTmpfileSetgid", seccompData(nr("openat"), x86, 0, 0, unix.O_TMPFILE|unix.O_RDWR, 0o2755), retEPERM},
+		{"OpenatReadIgnoresMode", seccompData(nr("openat"), x86, 0, 0, unix.O_RDONLY, 0o4755), retAllow},
+		{"OpenCreateSetuid", seccompData(nr("open"), x86, 0, unix.O_CREAT, 0o4755), retEPERM},
+		{"CreatSetuid", seccompData(nr("creat"), x86, 0, 0o4755), retEPERM},
+		{"MknodatSetuid", seccompData(nr("mknodat"), x86, 0, 0, unix.S_IFIFO|0o4644, 0), retEPERM},
+		{"MknodatFifo", seccompData(nr("mknodat"), x86, 0, 0, unix.S_IFIFO|0o644, 0), retAllow},
+		{"SocketUnix", seccompData(nr("socket"), x86, unix.AF_UNIX, unix.SOCK_STREAM), retAllow},
+		{"SocketInet", seccompData(nr("socket"), x86, unix.AF_INET, unix.SOCK_STREAM), retAllow},
+		{"SocketInet6", seccompData(nr("socket"), x86, unix.AF_INET6, unix.SOCK_DGRAM), retAllow},
+		{"SocketNetlinkRoute", seccompData(nr("socket"), x86, unix.AF_NETLINK, unix.SOCK_RAW, unix.NETLINK_ROUTE), retAllow},
+		{"SocketNetlinkAudit", seccompData(nr("socket"), x86, unix.AF_NETLINK, unix.SOCK_RAW, unix.NETLINK_AUDIT), retEPERM},
+		{"SocketPacket", seccompData(nr("socket"), x86, unix.AF_PACKET, unix.SOCK_RAW), retEPERM},
+		{"SocketVsock", seccompData(nr("socket"), x86, unix.AF_VSOCK, unix.SOCK_STREAM), retEPERM},
+		{"SocketUnixHighBits", seccompData(nr("socket"), x86, 1<<32|unix.AF_UNIX, unix.SOCK_STREAM), retEPERM},
+		{"SocketpairPacket", seccompData(nr("socketpair"), x86, unix.AF_PACKET, unix.SOCK_RAW), retEPERM},
+		{"Keyctl", seccompData(nr("keyctl"), x86), retEPERM},
+		{"Bpf", seccompData(nr("bpf"), x86), retEPERM},
+		{"PerfEventOpen", seccompData(nr("perf_event_open"), x86), retEPERM},
+		{"Userfaultfd", seccompData(nr("userfaultfd"), x86), retEPERM},
+		{"PidfdGetfd", seccompData(nr("pidfd_getfd"), x86), retEPERM},
+		{"ProcessVmReadv", seccompData(nr("process_vm_readv"), x86), retEPERM},
+		{"FinitModule", seccompData(nr("finit_module"), x86), retEPERM},
+		{"KexecFileLoad", seccompData(nr("kexec_file_load"), x86), retEPERM},
+		{"Setns", seccompData(nr("setns"), x86), retEPERM},
+		{"OpenTree", seccompData(nr("open_tree"), x86), retEPERM},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := vm.Run(tc.data)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if uint32(got) != tc.want {
+				t.Errorf("filter returned %#x, want %#x", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestSeccompLibraryPassesForeignArch guards the preamble: go-seccomp-bpf alone sends a
+// foreign architecture (i386 via int 0x80) to the default action, which for a deny list is
+// allow. If this starts failing, the library changed and the preamble may be revisited.
+func TestSeccompLibraryPassesForeignArch(t *testing.T) {
+	if runtime.GOARCH != "amd64" {
+		t.Skip("amd64 only")
+	}
+	p := seccomp.Policy{DefaultAction: seccomp.ActionAllow, Syscalls: []seccomp.SyscallGroup{{Names: []string{"ptrace"}, Action: seccomp.ActionErrno}}}
+	prog, err := p.Assemble()
+	if err != nil {
+		t.Fatal(err)
+	}
+	vm, err := bpf.NewVM(prog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := vm.Run(seccompData(26 /* ptrace on i386 */, auditArchI386))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if uint32(got) != retAllow {
+		t.Errorf("library alone returned %#x for i386 ptrace; expected allow (the gap the preamble closes)", got)
+	}
+	// And it returns ENOSYS, not allow, for x32.
+	got, _ = vm.Run(seccompData(x32SyscallBit|uint32(arch.X86_64.SyscallNames["ptrace"]), uint32(arch.X86_64.ID)))
+	if uint32(got) == retAllow {
+		t.Errorf("library alone allows x32 ptrace")
+	}
+}

@@ -1,0 +1,296 @@
+package native
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+
+	"github.com/agentbox/agentbox/internal/plan"
+)
+
+// SpecVersion is the version of the box spec this engine renders and accepts. A box-init of
+// another version refuses the spec instead of guessing.
+const SpecVersion = 1
+
+// SeccompProfile is the name of the seccomp profile box-exec applies to the program.
+const SeccompProfile = "agentbox-v1"
+
+// Spec is the native engine's request: everything box-init and box-exec need, in-box paths only
+// (except bind sources, which are host paths). It is rendered by Request and pinned by golden files.
+type Spec struct {
+	Version  int      `json:"version"`
+	ID       string   `json:"id"`
+	Program  string   `json:"program"`
+	Args     []string `json:"args"`
+	Cwd      string   `json:"cwd"`
+	Env      []string `json:"env"`
+	UID      int      `json:"uid"`
+	GID      int      `json:"gid"`
+	Hostname string   `json:"hostname"`
+	// Console is "tty" or "pipe".
+	Console plan.Console `json:"console"`
+	// Namespaces lists the namespaces the box gets (always user, mnt, pid, ipc, uts, cgroup; net
+	// unless egress is allowed).
+	Namespaces []string `json:"namespaces"`
+	// Mounts are applied in order on a fresh read-only tmpfs root.
+	Mounts   []Mount  `json:"mounts"`
+	Landlock Landlock `json:"landlock"`
+	// Seccomp names the seccomp profile (SeccompProfile); box-exec refuses unknown names.
+	Seccomp string  `json:"seccomp"`
+	Network Network `json:"network"`
+}
+
+// Mount kinds of the spec.
+const (
+	KindBind     = "bind"     // bind Source at Target (recursive)
+	KindTmpfs    = "tmpfs"    // a new tmpfs with Options
+	KindProc     = "proc"     // a new procfs of the box's pid namespace
+	KindDevpts   = "devpts"   // a new devpts instance with Options
+	KindMask     = "mask"     // an empty read-only file or directory over Target
+	KindReadOnly = "readonly" // Target (already in the box) bound over itself read-only
+	KindSymlink  = "symlink"  // a symlink at Target pointing at Source
+)
+
+// Mount is one step of building the box's filesystem.
+type Mount struct {
+	Kind   string `json:"kind"`
+	Source string `json:"source,omitempty"`
+	Target string `json:"target"`
+	// ReadOnly makes a bind read-only recursively, and a tmpfs read-only once the box is built.
+	ReadOnly bool `json:"readOnly,omitempty"`
+	// Optional skips the step when Source (or, for mask and readonly, Target) does not exist.
+	Optional bool `json:"optional,omitempty"`
+	// Beneath is a host directory Source must resolve beneath (no symlink may lead out of it).
+	Beneath string `json:"beneath,omitempty"`
+	// Options are the filesystem options of a tmpfs or devpts ("mode=0755").
+	Options string `json:"options,omitempty"`
+	// Device keeps device nodes usable on a bind (otherwise every bind is nodev).
+	Device bool `json:"device,omitempty"`
+}
+
+// Landlock is the program's filesystem policy; paths are in-box paths.
+type Landlock struct {
+	MinABI int      `json:"minABI"`
+	RO     []string `json:"ro,omitempty"`
+	RW     []string `json:"rw,omitempty"`
+	Dev    []string `json:"dev,omitempty"`
+	ROFile []string `json:"roFile,omitempty"`
+	RWFile []string `json:"rwFile,omitempty"`
+}
+
+// Network is the box's network.
+type Network struct {
+	Egress plan.Egress `json:"egress"`
+	// Loopback says box-init brings lo up (own network namespace only).
+	Loopback bool           `json:"loopback"`
+	Forwards []plan.Forward `json:"forwards,omitempty"`
+}
+
+// ErrInvalidSpec is returned for a spec this engine cannot build (wrapped by engine.ErrBoxSetup
+// at Start).
+var ErrInvalidSpec = errors.New("invalid box spec")
+
+// procMasked are hidden under an empty read-only file or directory (runc's list).
+var procMasked = []string{
+	"/proc/acpi", "/proc/asound", "/proc/interrupts", "/proc/kcore", "/proc/keys",
+	"/proc/latency_stats", "/proc/sched_debug", "/proc/scsi", "/proc/timer_list", "/proc/timer_stats",
+}
+
+// procReadOnly are bound read-only over themselves, so that even a box run by root cannot write
+// host sysctls such as kernel.core_pattern.
+var procReadOnly = []string{"/proc/bus", "/proc/fs", "/proc/irq", "/proc/sys", "/proc/sysrq-trigger"}
+
+// devNodes are the host device nodes bound into the box's /dev.
+var devNodes = []string{"/dev/full", "/dev/null", "/dev/random", "/dev/tty", "/dev/urandom", "/dev/zero"}
+
+// buildSpec turns a plan into the box spec.
+func buildSpec(p *plan.Plan) (*Spec, error) {
+	if p == nil {
+		return nil, fmt.Errorf("%w: nil plan", ErrInvalidSpec)
+	}
+	for _, path := range []string{p.Program, p.Cwd} {
+		if !filepath.IsAbs(path) {
+			return nil, fmt.Errorf("%w: %q is not an absolute path", ErrInvalidSpec, path)
+		}
+	}
+	if p.Console != plan.ConsoleTTY && p.Console != plan.ConsolePipe {
+		return nil, fmt.Errorf("%w: console %q", ErrInvalidSpec, p.Console)
+	}
+	ns := []string{"user", "mnt", "pid", "ipc", "uts", "cgroup"}
+	net := Network{Egress: p.Network.Egress, Forwards: append([]plan.Forward(nil), p.Network.Forwards...)}
+	switch p.Network.Egress {
+	case plan.EgressDeny:
+		ns = append(ns, "net")
+		net.Loopback = true
+	case plan.EgressAllow:
+		// The box shares the host network: fixed in-box ports would be host ports, shared with
+		// every other box and user, so forwards need the box's own network namespace.
+		if len(p.Network.Forwards) > 0 {
+			return nil, fmt.Errorf("%w: loopback forwards need egress %q", ErrInvalidSpec, plan.EgressDeny)
+		}
+	default:
+		return nil, fmt.Errorf("%w: egress %q", ErrInvalidSpec, p.Network.Egress)
+	}
+	for _, f := range p.Network.Forwards {
+		if f.Port <= 0 || f.Port > 65535 || !filepath.IsAbs(f.Socket) {
+			return nil, fmt.Errorf("%w: forward %d → %q", ErrInvalidSpec, f.Port, f.Socket)
+		}
+	}
+
+	var mounts []Mount
+	// The engine's own basics first: /proc and /dev, then what the plan asks for.
+	mounts = append(mounts, Mount{Kind: KindProc, Target: "/proc"})
+	for _, m := range procMasked {
+		mounts = append(mounts, Mount{Kind: KindMask, Target: m, Optional: true})
+	}
+	for _, m := range procReadOnly {
+		mounts = append(mounts, Mount{Kind: KindReadOnly, Target: m, Optional: true})
+	}
+	mounts = append(mounts, Mount{Kind: KindTmpfs, Target: "/dev", Options: "mode=0755,size=64k", ReadOnly: true})
+	for _, d := range devNodes {
+		mounts = append(mounts, Mount{Kind: KindBind, Source: d, Target: d, Device: true})
+	}
+	mounts = append(mounts,
+		Mount{Kind: KindDevpts, Target: "/dev/pts", Options: "newinstance,ptmxmode=0666,mode=0620"},
+		Mount{Kind: KindSymlink, Source: "pts/ptmx", Target: "/dev/ptmx"},
+		Mount{Kind: KindSymlink, Source: "/proc/self/fd", Target: "/dev/fd"},
+		Mount{Kind: KindSymlink, Source: "/proc/self/fd/0", Target: "/dev/stdin"},
+		Mount{Kind: KindSymlink, Source: "/proc/self/fd/1", Target: "/dev/stdout"},
+		Mount{Kind: KindSymlink, Source: "/proc/self/fd/2", Target: "/dev/stderr"},
+		Mount{Kind: KindTmpfs, Target: "/dev/shm", Options: "mode=1777"},
+	)
+	for _, m := range parentsFirst(p.Mounts) {
+		switch m.Kind {
+		case plan.MountBind:
+			mounts = append(mounts, Mount{Kind: KindBind, Source: m.Source, Target: m.Target,
+				ReadOnly: m.ReadOnly, Optional: m.Optional, Beneath: m.Beneath})
+		case plan.MountTmpfs:
+			mode := "0755"
+			if m.Target == "/tmp" {
+				mode = "1777"
+			}
+			mounts = append(mounts, Mount{Kind: KindTmpfs, Target: m.Target, Options: "mode=" + mode, ReadOnly: m.ReadOnly})
+		case plan.MountMask:
+			mounts = append(mounts, Mount{Kind: KindMask, Target: m.Target, Optional: m.Optional})
+		default:
+			return nil, fmt.Errorf("%w: mount kind %q at %s", ErrInvalidSpec, m.Kind, m.Target)
+		}
+	}
+	for _, m := range mounts {
+		if !filepath.IsAbs(m.Target) || filepath.Clean(m.Target) != m.Target || m.Target == "/" {
+			return nil, fmt.Errorf("%w: mount target %q", ErrInvalidSpec, m.Target)
+		}
+		if m.Kind == KindBind && !filepath.IsAbs(m.Source) {
+			return nil, fmt.Errorf("%w: bind source %q", ErrInvalidSpec, m.Source)
+		}
+	}
+
+	ll := p.Landlock
+	if ll.MinABI < 1 {
+		return nil, fmt.Errorf("%w: landlock minimum ABI %d", ErrInvalidSpec, ll.MinABI)
+	}
+	return &Spec{
+		Version:    SpecVersion,
+		ID:         p.ID,
+		Program:    p.Program,
+		Args:       nonNil(p.Args),
+		Cwd:        p.Cwd,
+		Env:        nonNil(p.Env),
+		UID:        p.UID,
+		GID:        p.GID,
+		Hostname:   p.Hostname,
+		Console:    p.Console,
+		Namespaces: ns,
+		Mounts:     mounts,
+		Landlock: Landlock{
+			MinABI: ll.MinABI,
+			RO:     clone(ll.RO),
+			// The engine's /dev/shm is writable like /tmp.
+			RW:     append(clone(ll.RW), "/dev/shm"),
+			Dev:    clone(ll.Dev),
+			ROFile: clone(ll.ROFile),
+			RWFile: clone(ll.RWFile),
+		},
+		Seccomp: SeccompProfile,
+		Network: net,
+	}, nil
+}
+
+// render returns the spec's canonical bytes: indented JSON with a trailing newline.
+func (s *Spec) render() ([]byte, error) {
+	b, err := json.MarshalIndent(s, "", "  ")
+	if err != nil {
+		return nil, err
+	}
+	return append(b, '\n'), nil
+}
+
+// ParseSpec decodes and checks a spec rendered by Request.
+func ParseSpec(b []byte) (*Spec, error) {
+	var s Spec
+	if err := json.Unmarshal(b, &s); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalidSpec, err)
+	}
+	if s.Version != SpecVersion {
+		return nil, fmt.Errorf("%w: version %d, this agentbox builds version %d", ErrInvalidSpec, s.Version, SpecVersion)
+	}
+	if s.Console != plan.ConsoleTTY && s.Console != plan.ConsolePipe {
+		return nil, fmt.Errorf("%w: console %q", ErrInvalidSpec, s.Console)
+	}
+	if !filepath.IsAbs(s.Program) || !filepath.IsAbs(s.Cwd) {
+		return nil, fmt.Errorf("%w: program and cwd must be absolute", ErrInvalidSpec)
+	}
+	return &s, nil
+}
+
+// hasNamespace reports whether the spec asks for the named namespace.
+func (s *Spec) hasNamespace(name string) bool {
+	for _, n := range s.Namespaces {
+		if n == name {
+			return true
+		}
+	}
+	return false
+}
+
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return append([]string{}, s...)
+}
+
+func clone(s []string) []string { return append([]string(nil), s...) }
+
+// parentsFirst returns mounts in plan order, except that a mount whose target lies beneath a
+// later mount's target moves right after that mount: a mount over an ancestor would otherwise
+// hide it (the program bound at ~/.local/bin/x before the empty tmpfs over ~).
+func parentsFirst(in []plan.Mount) []plan.Mount {
+	out := append([]plan.Mount(nil), in...)
+	for moved := true; moved; {
+		moved = false
+		for i := range out {
+			last := -1
+			for j := i + 1; j < len(out); j++ {
+				if beneath(out[i].Target, out[j].Target) {
+					last = j
+				}
+			}
+			if last >= 0 {
+				m := out[i]
+				copy(out[i:last], out[i+1:last+1])
+				out[last] = m
+				moved = true
+				break
+			}
+		}
+	}
+	return out
+}
+
+// beneath reports whether path is strictly beneath dir.
+func beneath(path, dir string) bool {
+	return dir == "/" && path != "/" || strings.HasPrefix(path, strings.TrimSuffix(dir, "/")+"/")
+}

@@ -1,0 +1,140 @@
+package native
+
+import (
+	"bytes"
+	"errors"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/agentbox/agentbox/internal/plan"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
+
+func goldenInput() plan.Input {
+	return plan.Input{
+		ID:        "0123456789abcdef0123456789abcdef",
+		Profile:   "claude",
+		Program:   "/home/alice/.local/bin/claude",
+		Args:      []string{"-p", "fix the test"},
+		Workspace: "/home/alice/src/project",
+		Cwd:       "/home/alice/src/project/pkg",
+		Home:      "/home/alice",
+		UID:       1000,
+		GID:       1000,
+		Env:       []string{"PATH=/usr/bin:/bin", "TERM=xterm-256color", "LANG=C.UTF-8", "AWS_SECRET_ACCESS_KEY=x"},
+		RunDir:    "/run/user/1000/agentbox/launches/0123456789abcdef0123456789abcdef/run",
+	}
+}
+
+func TestRequestGolden(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		mod  func(*plan.Input, *plan.Plan)
+	}{
+		{"pipe-deny", func(*plan.Input, *plan.Plan) {}},
+		{"tty-deny-forwards", func(in *plan.Input, p *plan.Plan) {
+			p.Network.Forwards = []plan.Forward{{Port: 4100, Socket: "/run/agentbox/relay.sock"}, {Port: 4200, Socket: "/run/agentbox/ssh-github.com.sock"}}
+		}},
+		{"pipe-allow", func(in *plan.Input, p *plan.Plan) {}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			in := goldenInput()
+			switch tc.name {
+			case "tty-deny-forwards":
+				in.Console = plan.ConsoleTTY
+			case "pipe-allow":
+				in.Egress = plan.EgressAllow
+			}
+			p, err := plan.Build(in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tc.mod(&in, p)
+			got, err := (&Engine{}).Request(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			again, _ := (&Engine{}).Request(p)
+			if !bytes.Equal(got, again) {
+				t.Fatal("Request is not deterministic")
+			}
+			path := filepath.Join("testdata", tc.name+".json")
+			if *update {
+				if err := os.WriteFile(path, got, 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			want, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatalf("%v (run with -update to create it)", err)
+			}
+			if !bytes.Equal(got, want) {
+				t.Errorf("Request differs from %s (review, then run with -update):\n%s", path, got)
+			}
+			if _, err := ParseSpec(got); err != nil {
+				t.Errorf("ParseSpec of own request: %v", err)
+			}
+		})
+	}
+}
+
+func TestRequestRefuses(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		mod  func(*plan.Plan)
+	}{
+		{"ForwardsWithEgressAllow", func(p *plan.Plan) {
+			p.Network.Egress = plan.EgressAllow
+			p.Network.Forwards = []plan.Forward{{Port: 4100, Socket: "/run/agentbox/relay.sock"}}
+		}},
+		{"BadPort", func(p *plan.Plan) { p.Network.Forwards = []plan.Forward{{Port: 70000, Socket: "/run/agentbox/x"}} }},
+		{"UnknownEgress", func(p *plan.Plan) { p.Network.Egress = "maybe" }},
+		{"UnknownConsole", func(p *plan.Plan) { p.Console = "telnet" }},
+		{"RelativeTarget", func(p *plan.Plan) { p.Mounts = append(p.Mounts, plan.Mount{Kind: plan.MountTmpfs, Target: "tmp"}) }},
+		{"RootTarget", func(p *plan.Plan) { p.Mounts = append(p.Mounts, plan.Mount{Kind: plan.MountTmpfs, Target: "/"}) }},
+		{"UnknownMountKind", func(p *plan.Plan) { p.Mounts = append(p.Mounts, plan.Mount{Kind: "overlay", Target: "/x"}) }},
+		{"NoLandlockABI", func(p *plan.Plan) { p.Landlock.MinABI = 0 }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p, err := plan.Build(goldenInput())
+			if err != nil {
+				t.Fatal(err)
+			}
+			tc.mod(p)
+			if _, err := (&Engine{}).Request(p); !errors.Is(err, ErrInvalidSpec) {
+				t.Errorf("Request = %v, want ErrInvalidSpec", err)
+			}
+		})
+	}
+}
+
+func TestParseSpecRefusesOtherVersions(t *testing.T) {
+	if _, err := ParseSpec([]byte(`{"version": 2, "console": "pipe", "program": "/bin/true", "cwd": "/"}`)); !errors.Is(err, ErrInvalidSpec) {
+		t.Errorf("ParseSpec(version 2) = %v, want ErrInvalidSpec", err)
+	}
+}
+
+func TestParentsFirst(t *testing.T) {
+	in := []plan.Mount{
+		{Kind: plan.MountBind, Target: "/usr"},
+		{Kind: plan.MountBind, Target: "/home/a/.local/bin/x"},
+		{Kind: plan.MountMask, Target: "/etc/shadow"},
+		{Kind: plan.MountTmpfs, Target: "/home/a"},
+		{Kind: plan.MountTmpfs, Target: "/tmp"},
+		{Kind: plan.MountBind, Target: "/home/a/src"},
+		{Kind: plan.MountBind, Target: "/tmp/ws"},
+		{Kind: plan.MountBind, Target: "/etc"},
+	}
+	var got []string
+	for _, m := range parentsFirst(in) {
+		got = append(got, m.Target)
+	}
+	want := []string{"/usr", "/home/a", "/home/a/.local/bin/x", "/tmp", "/home/a/src", "/tmp/ws", "/etc", "/etc/shadow"}
+	if strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Errorf("order %v, want %v", got, want)
+	}
+}
