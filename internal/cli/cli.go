@@ -2,5 +2,78 @@
 // internal/client.
 package cli
 
-// Execute runs the command line and returns the process exit code (stub).
-func Execute() int { return 0 }
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/spf13/cobra"
+
+	"github.com/agentbox/agentbox/internal/api"
+	"github.com/agentbox/agentbox/internal/client"
+)
+
+// Version is the agentbox version, set at build time with -ldflags "-X …/cli.Version=…".
+var Version = "0.1.0-dev"
+
+// exitError carries an exit code through cobra without printing anything more.
+type exitError struct{ code int }
+
+func (e exitError) Error() string { return fmt.Sprintf("exit status %d", e.code) }
+
+// Execute runs the command line and returns the process exit code.
+func Execute() int {
+	root := newRoot()
+	err := root.Execute()
+	if err == nil {
+		return 0
+	}
+	var ee exitError
+	if errors.As(err, &ee) {
+		return ee.code
+	}
+	printError(os.Stderr, err)
+	return 125
+}
+
+// printError prints err for a person: the message, then the hint when the daemon gave one.
+func printError(w io.Writer, err error) {
+	var ae *api.Error
+	if errors.As(err, &ae) {
+		fmt.Fprintf(w, "agentbox: %s [%s]\n", ae.Message, ae.Code)
+		if ae.Hint != "" {
+			fmt.Fprintf(w, "  hint: %s\n", ae.Hint)
+		}
+		return
+	}
+	if errors.Is(err, client.ErrDaemonUnreachable) {
+		fmt.Fprintf(w, "agentbox: %v\n  hint: start it with `agentbox daemon --detach` (agentbox run starts it by itself)\n", err)
+		return
+	}
+	fmt.Fprintf(w, "agentbox: %v\n", err)
+}
+
+func newRoot() *cobra.Command {
+	root := &cobra.Command{
+		Use:   "agentbox",
+		Short: "Run AI coding agents in a box on your own machine",
+		Long: `agentbox runs a program (an AI coding agent, or any command) in a box: its own namespaces,
+Landlock and seccomp, the current directory as its workspace, no credential and no network.
+A per-user daemon builds the boxes; ` + "`agentbox run`" + ` starts it when it is not running.`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		Version:       Version,
+	}
+	root.AddCommand(newRunCmd(), newDaemonCmd(), newLaunchesCmd(), newStopCmd(), newInfoCmd(),
+		newAttachCmd(), newConfigCmd())
+	return root
+}
+
+// printJSON writes v as indented JSON.
+func printJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}

@@ -1,0 +1,109 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/agentbox/agentbox/internal/client"
+	"github.com/agentbox/agentbox/internal/daemon"
+	"github.com/agentbox/agentbox/internal/safesocket"
+)
+
+func newDaemonCmd() *cobra.Command {
+	var detach bool
+	cmd := &cobra.Command{
+		Use:   "daemon",
+		Short: "Run the per-user daemon that builds and supervises boxes",
+		Long: `Run the per-user daemon in the foreground, logging to stderr. With --detach it starts in the
+background with no terminal, logs to the state directory and writes a pid file in the runtime
+directory; ` + "`agentbox daemon stop`" + ` stops it. Stopping the daemon never stops running boxes:
+the next daemon re-adopts them.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if detach {
+				if err := startDetachedDaemon(); err != nil {
+					return err
+				}
+				c, err := client.New()
+				if err != nil {
+					return err
+				}
+				ctx, cancel := context.WithTimeout(cmd.Context(), 15*time.Second)
+				defer cancel()
+				return c.WaitReady(ctx)
+			}
+			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, syscall.SIGINT)
+			defer stop()
+			return daemon.Run(ctx, daemon.Options{})
+		},
+	}
+	cmd.Flags().BoolVar(&detach, "detach", false, "start in the background and return once it answers")
+	cmd.AddCommand(&cobra.Command{
+		Use:   "stop",
+		Short: "Stop the background daemon (boxes keep running)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			dir, err := safesocket.RuntimeDir()
+			if err != nil {
+				return err
+			}
+			b, err := os.ReadFile(filepath.Join(dir, "daemon.pid"))
+			if err != nil {
+				return fmt.Errorf("no daemon pid file: %w", err)
+			}
+			pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+			if err != nil {
+				return fmt.Errorf("daemon.pid: %w", err)
+			}
+			if err := syscall.Kill(pid, syscall.SIGTERM); err != nil {
+				return fmt.Errorf("signal daemon %d: %w", pid, err)
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "stopped daemon %d\n", pid)
+			return nil
+		},
+	})
+	return cmd
+}
+
+// startDetachedDaemon starts `agentbox daemon` in its own session with no terminal; its
+// output goes to the daemon log in the state directory.
+func startDetachedDaemon() error {
+	exe, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	state, err := safesocket.StateDir()
+	if err != nil {
+		return err
+	}
+	logf, err := os.OpenFile(filepath.Join(state, "daemon.log"), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+	if err != nil {
+		return fmt.Errorf("daemon log: %w", err)
+	}
+	defer logf.Close()
+	devnull, err := os.Open(os.DevNull)
+	if err != nil {
+		return err
+	}
+	defer devnull.Close()
+	cmd := exec.Command(exe, "daemon")
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = devnull, logf, logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("start daemon: %w", err)
+	}
+	return cmd.Process.Release()
+}
+
+func isUnreachable(err error) bool { return errors.Is(err, client.ErrDaemonUnreachable) }

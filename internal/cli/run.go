@@ -1,0 +1,142 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"time"
+
+	"github.com/spf13/cobra"
+	"golang.org/x/term"
+
+	"github.com/agentbox/agentbox/internal/api"
+	"github.com/agentbox/agentbox/internal/client"
+	"github.com/agentbox/agentbox/internal/console"
+)
+
+func newRunCmd() *cobra.Command {
+	var (
+		wait, detach, asJSON bool
+		workspace, egress    string
+	)
+	cmd := &cobra.Command{
+		Use:   "run [flags] PROGRAM [-- ARGS...]",
+		Short: "Run a program in a box, attached to this terminal",
+		Long: `Run PROGRAM (any executable on PATH) in a box with the current directory (or --workspace)
+as its workspace. By default the program runs in this terminal: same input, Ctrl+C and window
+size reach it, and agentbox exits with the program's own exit code (128+N for a signal).
+When agentbox itself fails before the program starts, it prints the reason and exits 125.`,
+		Example: `  agentbox run claude -- -p "fix the failing test"
+  echo hi | agentbox run cat
+  agentbox run -d sleep -- 600`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if wait && detach {
+				return fmt.Errorf("--wait and --detach exclude each other")
+			}
+			if asJSON && !detach {
+				return fmt.Errorf("--json needs --detach (an attached run's output is the program's own)")
+			}
+			req, err := buildLaunchRequest(args, workspace, egress)
+			if err != nil {
+				return err
+			}
+			req.Detach = detach
+			if !detach {
+				req.TTY = term.IsTerminal(int(os.Stdin.Fd())) && term.IsTerminal(int(os.Stdout.Fd()))
+			}
+			ctx := cmd.Context()
+			c, err := ensureDaemon(ctx)
+			if err != nil {
+				return err
+			}
+			resp, err := c.Launch(ctx, req)
+			if err != nil {
+				return err
+			}
+			if detach {
+				if asJSON {
+					return printJSON(cmd.OutOrStdout(), resp)
+				}
+				fmt.Fprintln(cmd.OutOrStdout(), resp.ID)
+				return nil
+			}
+			code, err := console.Attach(resp.ShimSocket, os.Stdin, os.Stdout, os.Stderr, console.AttachOptions{})
+			if err != nil {
+				return err
+			}
+			return exitError{code}
+		},
+	}
+	f := cmd.Flags()
+	f.SetInterspersed(false)
+	f.BoolVar(&wait, "wait", false, "run attached and exit with the program's exit code (the default)")
+	f.BoolVarP(&detach, "detach", "d", false, "start the box in the background and print its launch id")
+	f.BoolVar(&asJSON, "json", false, "with --detach: print the launch as JSON")
+	f.StringVar(&workspace, "workspace", "", "workspace directory, bound read-write (default: the current directory)")
+	f.StringVar(&egress, "egress", "", "network: deny (default, loopback only) or allow (the host network, logged)")
+	return cmd
+}
+
+// buildLaunchRequest resolves the program on the caller's PATH and the workspace.
+func buildLaunchRequest(args []string, workspace, egress string) (*api.LaunchRequest, error) {
+	prog := args[0]
+	rest := args[1:]
+	if len(rest) > 0 && rest[0] == "--" {
+		rest = rest[1:]
+	}
+	path, err := exec.LookPath(prog)
+	if err != nil {
+		return nil, fmt.Errorf("program %q: not found on PATH or not executable", prog)
+	}
+	if path, err = filepath.Abs(path); err != nil {
+		return nil, err
+	}
+	cwd, err := os.Getwd()
+	if err != nil {
+		return nil, fmt.Errorf("current directory: %w", err)
+	}
+	if workspace == "" {
+		workspace = cwd
+	}
+	if workspace, err = filepath.Abs(workspace); err != nil {
+		return nil, err
+	}
+	if workspace, err = filepath.EvalSymlinks(workspace); err != nil {
+		return nil, fmt.Errorf("--workspace: %w", err)
+	}
+	if cwd, err = filepath.EvalSymlinks(cwd); err != nil {
+		return nil, err
+	}
+	return &api.LaunchRequest{
+		Program:   prog,
+		Path:      path,
+		Args:      rest,
+		Workspace: workspace,
+		Cwd:       cwd,
+		Env:       os.Environ(),
+		Egress:    egress,
+	}, nil
+}
+
+// ensureDaemon returns a client of a running daemon, starting one in the background first when
+// none answers.
+func ensureDaemon(ctx context.Context) (*client.Client, error) {
+	c, err := client.New()
+	if err != nil {
+		return nil, err
+	}
+	if err := c.Ping(ctx); err == nil {
+		return c, nil
+	} else if !isUnreachable(err) {
+		return nil, err
+	}
+	if err := startDetachedDaemon(); err != nil {
+		return nil, err
+	}
+	wctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	return c, c.WaitReady(wctx)
+}

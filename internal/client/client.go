@@ -1,0 +1,185 @@
+// Package client is the typed client of agentbox's local API: it checks who owns the socket
+// before every request and maps error answers back to typed errors.
+package client
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net"
+	"net/http"
+	"path/filepath"
+	"time"
+
+	"github.com/agentbox/agentbox/internal/api"
+	"github.com/agentbox/agentbox/internal/safesocket"
+)
+
+// ErrDaemonUnreachable means no daemon answers on the socket.
+var ErrDaemonUnreachable = errors.New("agentbox daemon is not running")
+
+// Client talks to the daemon of the calling user. The zero value is not usable: use New.
+type Client struct {
+	// Socket is the path of the daemon's API socket.
+	Socket string
+	hc     *http.Client
+}
+
+// SocketPath returns the API socket path of the calling user.
+func SocketPath() (string, error) {
+	dir, err := safesocket.RuntimeDir()
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(dir, "agentbox.sock"), nil
+}
+
+// New returns a client for the calling user's daemon.
+func New() (*Client, error) {
+	sock, err := SocketPath()
+	if err != nil {
+		return nil, err
+	}
+	return NewAt(sock), nil
+}
+
+// NewAt returns a client for the daemon listening at sock.
+func NewAt(sock string) *Client {
+	c := &Client{Socket: sock}
+	c.hc = &http.Client{Transport: &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, "unix", sock)
+		},
+		DisableKeepAlives: true,
+	}}
+	return c
+}
+
+// Check verifies that the socket and its directory belong to the caller.
+func (c *Client) Check() error {
+	if err := safesocket.CheckOwner(filepath.Dir(c.Socket), true); err != nil {
+		return err
+	}
+	return safesocket.CheckOwner(c.Socket, false)
+}
+
+func (c *Client) do(ctx context.Context, method, path string, in, out any) error {
+	if err := c.Check(); err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("%w (no socket at %s)", ErrDaemonUnreachable, c.Socket)
+		}
+		return err
+	}
+	var body io.Reader
+	if in != nil {
+		b, err := json.Marshal(in)
+		if err != nil {
+			return err
+		}
+		body = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, "http://agentbox"+path, body)
+	if err != nil {
+		return err
+	}
+	if in != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		var opErr *net.OpError
+		if errors.As(err, &opErr) && opErr.Op == "dial" {
+			return fmt.Errorf("%w (%v)", ErrDaemonUnreachable, opErr.Err)
+		}
+		return fmt.Errorf("%s %s: %w", method, path, err)
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
+	if err != nil {
+		return fmt.Errorf("%s %s: read answer: %w", method, path, err)
+	}
+	if resp.StatusCode/100 != 2 {
+		var eb api.ErrorBody
+		if json.Unmarshal(data, &eb) == nil && eb.Error != nil {
+			return eb.Error
+		}
+		return &api.Error{Code: api.CodeInternal, Message: fmt.Sprintf("%s %s: %s: %s", method, path, resp.Status, bytes.TrimSpace(data))}
+	}
+	if out != nil {
+		if err := json.Unmarshal(data, out); err != nil {
+			return fmt.Errorf("%s %s: decode answer: %w", method, path, err)
+		}
+	}
+	return nil
+}
+
+// Ping reports whether the daemon answers.
+func (c *Client) Ping(ctx context.Context) error {
+	_, err := c.Info(ctx)
+	return err
+}
+
+// Info returns the daemon's description of itself.
+func (c *Client) Info(ctx context.Context) (*api.Info, error) {
+	var info api.Info
+	return &info, c.do(ctx, http.MethodGet, api.RouteInfo, nil, &info)
+}
+
+// Launch asks the daemon to start a box.
+func (c *Client) Launch(ctx context.Context, req *api.LaunchRequest) (*api.LaunchResponse, error) {
+	var resp api.LaunchResponse
+	return &resp, c.do(ctx, http.MethodPost, api.RouteLaunches, req, &resp)
+}
+
+// Launches lists launches, newest first.
+func (c *Client) Launches(ctx context.Context) ([]api.Launch, error) {
+	var ls []api.Launch
+	return ls, c.do(ctx, http.MethodGet, api.RouteLaunches, nil, &ls)
+}
+
+// Get returns one launch; id may be a unique prefix.
+func (c *Client) Get(ctx context.Context, id string) (*api.Launch, error) {
+	var l api.Launch
+	return &l, c.do(ctx, http.MethodGet, api.RouteLaunch+id, nil, &l)
+}
+
+// Stop stops a launch's box (its whole tree) and waits until it has settled.
+func (c *Client) Stop(ctx context.Context, id string) (*api.Launch, error) {
+	var l api.Launch
+	return &l, c.do(ctx, http.MethodPost, api.RouteLaunch+id+"/stop", nil, &l)
+}
+
+// Config returns the daemon's effective configuration, each value with its source.
+func (c *Client) Config(ctx context.Context) (json.RawMessage, error) {
+	var raw json.RawMessage
+	return raw, c.do(ctx, http.MethodGet, api.RouteConfig, nil, &raw)
+}
+
+// WaitReady polls until the daemon answers or ctx ends.
+func (c *Client) WaitReady(ctx context.Context) error {
+	for {
+		err := c.Ping(ctx)
+		if err == nil || !errors.Is(err, ErrDaemonUnreachable) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w: gave up waiting: %v", ErrDaemonUnreachable, err)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// ShimSocket returns the console socket of a running launch, for `agentbox attach`.
+func (c *Client) ShimSocket(ctx context.Context, id string) (string, error) {
+	var resp api.LaunchResponse
+	if err := c.do(ctx, http.MethodGet, api.RouteLaunch+id+"/console", nil, &resp); err != nil {
+		return "", err
+	}
+	return resp.ShimSocket, nil
+}

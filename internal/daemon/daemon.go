@@ -1,0 +1,144 @@
+// Package daemon is the per-user daemon: it owns launches, their store records and supervision,
+// and serves the local API.
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/agentbox/agentbox/internal/config"
+	"github.com/agentbox/agentbox/internal/engine"
+	_ "github.com/agentbox/agentbox/internal/engine/native" // registers the native engine
+	"github.com/agentbox/agentbox/internal/safesocket"
+	"github.com/agentbox/agentbox/internal/store"
+)
+
+// Options configure a daemon. The zero value uses the calling user's directories.
+type Options struct {
+	// RuntimeDir overrides safesocket.RuntimeDir() ("" means the default).
+	RuntimeDir string
+	// StateDir overrides safesocket.StateDir() ("" means the default).
+	StateDir string
+	// Config is the configuration load options ("" paths mean the defaults).
+	Config config.LoadOptions
+	// Logger receives the daemon's log; nil means a text logger on stderr.
+	Logger *slog.Logger
+	// Version is reported by /v0/info; "" means "dev".
+	Version string
+}
+
+// Daemon is a running daemon.
+type Daemon struct {
+	opts       Options
+	log        *slog.Logger
+	runtimeDir string
+	stateDir   string
+	socket     string
+	store      *store.Store
+
+	mu       sync.Mutex
+	cfg      *config.Effective
+	launches map[string]*launch // live launches (starting or running)
+	wg       sync.WaitGroup
+}
+
+// Run starts the daemon and serves until ctx ends. Boxes keep running after it returns.
+func Run(ctx context.Context, opts Options) error {
+	d, err := newDaemon(opts)
+	if err != nil {
+		return err
+	}
+	return d.serve(ctx)
+}
+
+func newDaemon(opts Options) (*Daemon, error) {
+	d := &Daemon{opts: opts, log: opts.Logger, launches: map[string]*launch{}}
+	if d.log == nil {
+		d.log = slog.New(slog.NewTextHandler(os.Stderr, nil))
+	}
+	var err error
+	if d.runtimeDir = opts.RuntimeDir; d.runtimeDir == "" {
+		if d.runtimeDir, err = safesocket.RuntimeDir(); err != nil {
+			return nil, err
+		}
+	}
+	if d.stateDir = opts.StateDir; d.stateDir == "" {
+		if d.stateDir, err = safesocket.StateDir(); err != nil {
+			return nil, err
+		}
+	}
+	d.socket = filepath.Join(d.runtimeDir, "agentbox.sock")
+	if d.cfg, err = config.Load(opts.Config); err != nil {
+		return nil, err
+	}
+	if _, err := engine.Get(d.cfg.Config.Engine); err != nil {
+		return nil, fmt.Errorf("config engine: %w", err)
+	}
+	return d, nil
+}
+
+func (d *Daemon) serve(ctx context.Context) error {
+	lock, err := safesocket.TryLock(filepath.Join(d.runtimeDir, "daemon.lock"))
+	if err != nil {
+		return fmt.Errorf("another agentbox daemon is running for this user (%s): %w", d.runtimeDir, err)
+	}
+	defer lock.Unlock()
+
+	if d.store, err = store.Open(filepath.Join(d.stateDir, "agentbox.db")); err != nil {
+		return err
+	}
+	defer d.store.Close()
+
+	if err := os.MkdirAll(filepath.Join(d.runtimeDir, "launches"), 0o700); err != nil {
+		return fmt.Errorf("launches dir: %w", err)
+	}
+	d.readopt(ctx)
+
+	ln, err := safesocket.Listen(d.socket)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", d.socket, err)
+	}
+	pidFile := filepath.Join(d.runtimeDir, "daemon.pid")
+	if err := os.WriteFile(pidFile, []byte(strconv.Itoa(os.Getpid())+"\n"), 0o600); err != nil {
+		ln.Close()
+		return fmt.Errorf("pid file: %w", err)
+	}
+	srv := &http.Server{
+		Handler:           d.handler(),
+		ReadHeaderTimeout: 10 * time.Second,
+		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
+			// safesocket's listener admitted only our uid outside any box: full permission.
+			return context.WithValue(ctx, permKey{}, permWrite)
+		},
+	}
+	d.log.Info("agentbox daemon listening", "socket", d.socket, "engine", d.cfg.Config.Engine, "pid", os.Getpid())
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case <-ctx.Done():
+	case err = <-errc:
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if serr := srv.Shutdown(sctx); serr != nil {
+		d.log.Warn("shutdown", "err", serr)
+	}
+	if rerr := os.Remove(pidFile); rerr != nil && !errors.Is(rerr, os.ErrNotExist) {
+		d.log.Warn("remove pid file", "err", rerr)
+	}
+	d.stopWatchers()
+	d.log.Info("agentbox daemon stopped; boxes keep running")
+	if errors.Is(err, http.ErrServerClosed) {
+		err = nil
+	}
+	return err
+}

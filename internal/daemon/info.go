@@ -1,0 +1,41 @@
+package daemon
+
+import (
+	"net/http"
+	"os"
+	"strings"
+
+	"github.com/agentbox/agentbox/internal/api"
+)
+
+func (d *Daemon) serveInfo(w http.ResponseWriter, r *http.Request) error {
+	d.mu.Lock()
+	n := len(d.launches)
+	cfg := d.cfg
+	d.mu.Unlock()
+	v := d.opts.Version
+	if v == "" {
+		v = "dev"
+	}
+	writeJSON(w, http.StatusOK, api.Info{
+		Version: v, Engine: cfg.Config.Engine, Socket: d.socket, Pid: os.Getpid(), UID: os.Getuid(),
+		Kernel: kernelFacts(), Launches: n, RuntimeDir: d.runtimeDir, StateDir: d.stateDir, ConfigFiles: cfg.Files(),
+	})
+	return nil
+}
+
+// kernelFacts reports what the daemon sees of the kernel features boxes rest on.
+func kernelFacts() map[string]string {
+	f := map[string]string{}
+	if b, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
+		f["release"] = strings.TrimSpace(string(b))
+	}
+	if b, err := os.ReadFile("/proc/sys/user/max_user_namespaces"); err == nil {
+		f["maxUserNamespaces"] = strings.TrimSpace(string(b))
+	}
+	if b, err := os.ReadFile("/sys/kernel/security/lsm"); err == nil {
+		f["lsm"] = strings.TrimSpace(string(b))
+	}
+	f["landlockABI"] = landlockABI()
+	return f
+}

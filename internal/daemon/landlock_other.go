@@ -1,0 +1,5 @@
+//go:build !linux
+
+package daemon
+
+func landlockABI() string { return "0" }

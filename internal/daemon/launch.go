@@ -1,0 +1,333 @@
+package daemon
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/agentbox/agentbox/internal/api"
+	"github.com/agentbox/agentbox/internal/engine"
+	"github.com/agentbox/agentbox/internal/plan"
+	"github.com/agentbox/agentbox/internal/safesocket"
+	"github.com/agentbox/agentbox/internal/shim"
+	"github.com/agentbox/agentbox/internal/store"
+)
+
+// launch is a live launch the daemon supervises.
+type launch struct {
+	rec     api.Launch
+	dir     string
+	watcher *shim.Watcher
+	done    chan struct{} // closed once the launch is settled and recorded
+}
+
+func newLaunchID() (string, error) {
+	var b [16]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(b[:]), nil
+}
+
+func (d *Daemon) serveLaunch(w http.ResponseWriter, r *http.Request) error {
+	var req api.LaunchRequest
+	if err := decodeBody(r, &req); err != nil {
+		return err
+	}
+	resp, err := d.launch(r.Context(), &req)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusCreated, resp)
+	return nil
+}
+
+// checkProgram verifies that path names an executable regular file.
+func checkProgram(req *api.LaunchRequest) (string, error) {
+	if !filepath.IsAbs(req.Path) {
+		return "", &api.Error{Code: api.CodeBadRequest, Message: fmt.Sprintf("program path %q is not absolute", req.Path)}
+	}
+	path, err := filepath.EvalSymlinks(req.Path)
+	if err != nil {
+		return "", &api.Error{Code: api.CodeProgramNotFound, Message: fmt.Sprintf("program %q (%s): %v", req.Program, req.Path, err),
+			Hint: "install it or check your PATH"}
+	}
+	st, err := os.Stat(path)
+	if err != nil || !st.Mode().IsRegular() || st.Mode().Perm()&0o111 == 0 {
+		return "", &api.Error{Code: api.CodeProgramNotExec, Message: fmt.Sprintf("program %q (%s) is not an executable file", req.Program, path)}
+	}
+	return path, nil
+}
+
+func (d *Daemon) checkWorkspace(req *api.LaunchRequest) (ws, cwd string, err error) {
+	if !filepath.IsAbs(req.Workspace) {
+		return "", "", &api.Error{Code: api.CodeBadRequest, Message: fmt.Sprintf("workspace %q is not absolute", req.Workspace)}
+	}
+	ws, err = filepath.EvalSymlinks(req.Workspace)
+	if err != nil {
+		return "", "", &api.Error{Code: api.CodeWorkspaceRefused, Message: fmt.Sprintf("workspace %s: %v", req.Workspace, err)}
+	}
+	if st, err := os.Stat(ws); err != nil || !st.IsDir() {
+		return "", "", &api.Error{Code: api.CodeWorkspaceRefused, Message: fmt.Sprintf("workspace %s is not a directory", ws)}
+	}
+	home, _ := os.UserHomeDir()
+	cfgDir, _ := safesocket.ConfigDir()
+	facts := plan.WorkspaceFacts{Home: home, RuntimeDir: os.Getenv("XDG_RUNTIME_DIR"), OwnDirs: []string{d.runtimeDir, d.stateDir, cfgDir}}
+	if err := plan.CheckWorkspace(ws, facts); err != nil {
+		msg := strings.TrimPrefix(err.Error(), plan.ErrWorkspaceRefused.Error()+": ")
+		why, hint, _ := strings.Cut(msg, "; ")
+		return "", "", &api.Error{Code: api.CodeWorkspaceRefused, Message: "workspace " + why, Hint: hint}
+	}
+	cwd = ws
+	if req.Cwd != "" {
+		if c, err := filepath.EvalSymlinks(req.Cwd); err == nil && (c == ws || strings.HasPrefix(c, ws+"/")) {
+			cwd = c
+		}
+	}
+	return ws, cwd, nil
+}
+
+// launch runs the launch pipeline: resolve, plan, request, record, start.
+func (d *Daemon) launch(ctx context.Context, req *api.LaunchRequest) (*api.LaunchResponse, error) {
+	path, err := checkProgram(req)
+	if err != nil {
+		return nil, err
+	}
+	ws, cwd, err := d.checkWorkspace(req)
+	if err != nil {
+		return nil, err
+	}
+	d.mu.Lock()
+	cfg := d.cfg.Config
+	d.mu.Unlock()
+	egress := plan.Egress(cfg.Egress)
+	if req.Egress != "" {
+		egress = plan.Egress(req.Egress)
+	}
+	if egress != plan.EgressDeny && egress != plan.EgressAllow {
+		return nil, &api.Error{Code: api.CodeBadRequest, Message: fmt.Sprintf("--egress %q: allowed values are deny, allow", req.Egress)}
+	}
+	eng, err := engine.Get(cfg.Engine)
+	if err != nil {
+		return nil, &api.Error{Code: api.CodeBoxUnavailable, Message: err.Error(), Hint: "set engine: native in your config"}
+	}
+
+	id, err := newLaunchID()
+	if err != nil {
+		return nil, err
+	}
+	dir := filepath.Join(d.runtimeDir, "launches", id)
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		// A 128-bit id never repeats; an existing directory means something is wrong: fail closed.
+		return nil, &api.Error{Code: api.CodeLaunchDirConflict, Message: fmt.Sprintf("launch directory %s: %v", dir, err)}
+	}
+	fail := func(err error) (*api.LaunchResponse, error) {
+		if rerr := os.RemoveAll(dir); rerr != nil {
+			d.log.Warn("remove launch dir after failed launch", "dir", dir, "err", rerr)
+		}
+		return nil, err
+	}
+	runDir := filepath.Join(dir, "run")
+	if err := os.Mkdir(runDir, 0o700); err != nil {
+		return fail(fmt.Errorf("launch run dir: %w", err))
+	}
+	console := plan.ConsolePipe
+	if req.TTY && !req.Detach {
+		console = plan.ConsoleTTY
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return fail(fmt.Errorf("home directory: %w", err))
+	}
+	p, err := plan.Build(plan.Input{
+		ID: id, Program: path, Args: req.Args, Workspace: ws, Cwd: cwd, Home: home,
+		UID: os.Getuid(), GID: os.Getgid(), Env: req.Env, RunDir: runDir, Console: console, Egress: egress,
+	})
+	if err != nil {
+		return fail(&api.Error{Code: api.CodeBadRequest, Message: err.Error()})
+	}
+	if egress == plan.EgressAllow {
+		d.log.Warn("egress: allow — this box shares the host network", "launch", id, "program", req.Program)
+	}
+	reqBytes, err := eng.Request(p)
+	if err != nil {
+		return fail(&api.Error{Code: api.CodeBoxSetupFailed, Message: "render engine request: " + err.Error()})
+	}
+	if err := os.WriteFile(filepath.Join(dir, "request.json"), reqBytes, 0o600); err != nil {
+		return fail(err)
+	}
+	scfg := shim.Config{LaunchID: id, Engine: eng.Name(), Console: console, Detached: req.Detach,
+		StopGrace: cfg.StopGrace.Duration(), Clipboard: cfg.Console.Clipboard}
+	if err := shim.WriteConfig(dir, scfg); err != nil {
+		return fail(err)
+	}
+
+	rec := api.Launch{
+		ID: id, Program: req.Program, Args: req.Args, Profile: p.Profile, Workspace: ws, Engine: eng.Name(),
+		State: api.StateStarting, Detached: req.Detach, Started: time.Now().UTC(),
+	}
+	// Record before the box runs: a box is never left unrecorded.
+	if err := d.store.CreateLaunch(ctx, toStore(&rec, dir)); err != nil {
+		return fail(&api.Error{Code: api.CodeStoreFailed, Message: "record launch: " + err.Error(), Hint: "check free space and permissions of " + d.stateDir})
+	}
+	pid, err := shim.Start(dir)
+	if err != nil {
+		rec.State = api.StateFailed
+		rec.Error = &api.Error{Code: api.CodeBoxSetupFailed, Message: "start box shim: " + err.Error()}
+		d.record(&rec, dir)
+		return fail(rec.Error)
+	}
+	rec.ShimPid = pid
+	startTime, err := processStartTime(pid)
+	if err == nil {
+		err = d.store.SetShim(context.WithoutCancel(ctx), id, pid, startTime)
+	}
+	if err != nil {
+		// Recording failed: stop the box rather than leave it unsupervised.
+		d.log.Error("record shim failed; stopping the box", "launch", id, "err", err)
+		if kerr := stopShim(dir, pid); kerr != nil {
+			d.log.Error("stop unrecorded box", "launch", id, "err", kerr)
+		}
+		return fail(&api.Error{Code: api.CodeStoreFailed, Message: "record launch: " + err.Error(), Hint: "check free space and permissions of " + d.stateDir})
+	}
+	l := &launch{rec: rec, dir: dir, done: make(chan struct{})}
+	if l.watcher, err = shim.Watch(dir); err != nil {
+		d.log.Error("watch new shim; stopping the box", "launch", id, "err", err)
+		if kerr := stopShim(dir, pid); kerr != nil {
+			d.log.Error("stop unwatched box", "launch", id, "err", kerr)
+		}
+		rec.State = api.StateFailed
+		rec.Error = &api.Error{Code: api.CodeBoxSetupFailed, Message: "watch box shim: " + err.Error()}
+		d.record(&rec, dir)
+		return fail(rec.Error)
+	}
+	d.mu.Lock()
+	d.launches[id] = l
+	d.mu.Unlock()
+	d.wg.Add(1)
+	go d.supervise(l)
+	d.log.Info("launch", "id", id, "program", req.Program, "workspace", ws, "console", console, "detached", req.Detach, "shim", pid)
+	return &api.LaunchResponse{ID: id, ShimSocket: filepath.Join(dir, "shim.sock")}, nil
+}
+
+func (d *Daemon) serveLaunches(w http.ResponseWriter, r *http.Request) error {
+	ls, err := d.store.ListLaunches(r.Context(), store.Filter{})
+	if err != nil {
+		return err
+	}
+	out := make([]api.Launch, 0, len(ls))
+	for _, l := range ls {
+		out = append(out, fromStore(l))
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+// find resolves a launch id or unique prefix.
+func (d *Daemon) find(ctx context.Context, id string) (*api.Launch, string, error) {
+	if len(id) < 4 {
+		return nil, "", &api.Error{Code: api.CodeBadRequest, Message: "launch id must have at least 4 characters"}
+	}
+	ls, err := d.store.ListLaunches(ctx, store.Filter{})
+	if err != nil {
+		return nil, "", err
+	}
+	var found []api.Launch
+	var dirs []string
+	for _, l := range ls {
+		if strings.HasPrefix(l.ID, id) {
+			found = append(found, fromStore(l))
+			dirs = append(dirs, l.LaunchDir)
+		}
+	}
+	switch len(found) {
+	case 0:
+		return nil, "", &api.Error{Code: api.CodeNotFound, Message: "no launch " + id, Hint: "see `agentbox launches`"}
+	case 1:
+		return &found[0], dirs[0], nil
+	}
+	return nil, "", &api.Error{Code: api.CodeBadRequest, Message: "launch id prefix " + id + " is ambiguous"}
+}
+
+func (d *Daemon) serveGetLaunch(w http.ResponseWriter, r *http.Request) error {
+	l, _, err := d.find(r.Context(), r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, l)
+	return nil
+}
+
+func (d *Daemon) serveConsole(w http.ResponseWriter, r *http.Request) error {
+	l, dir, err := d.find(r.Context(), r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	if l.State != api.StateRunning && l.State != api.StateStarting {
+		return &api.Error{Code: api.CodeNotFound, Message: "launch " + l.ID + " is " + l.State}
+	}
+	writeJSON(w, http.StatusOK, api.LaunchResponse{ID: l.ID, ShimSocket: filepath.Join(dir, "shim.sock")})
+	return nil
+}
+
+func (d *Daemon) serveStop(w http.ResponseWriter, r *http.Request) error {
+	rec, _, err := d.find(r.Context(), r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	d.mu.Lock()
+	l := d.launches[rec.ID]
+	d.mu.Unlock()
+	if l != nil {
+		if err := l.watcher.Stop(); err != nil {
+			d.log.Warn("stop", "launch", rec.ID, "err", err)
+		}
+		select {
+		case <-l.done:
+		case <-time.After(time.Minute):
+			return &api.Error{Code: api.CodeInternal, Message: "box " + rec.ID + " did not settle within a minute"}
+		case <-r.Context().Done():
+			return r.Context().Err()
+		}
+		if rec, _, err = d.find(r.Context(), rec.ID); err != nil {
+			return err
+		}
+	}
+	writeJSON(w, http.StatusOK, rec)
+	return nil
+}
+
+func (d *Daemon) serveConfig(w http.ResponseWriter, r *http.Request) error {
+	d.mu.Lock()
+	cfg := d.cfg
+	d.mu.Unlock()
+	b, err := json.Marshal(cfg)
+	if err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_, err = w.Write(b)
+	return err
+}
+
+// stopShim kills a shim that the daemon will not supervise; its box dies with it (the box's
+// top process has the shim as parent-death signal source).
+func stopShim(dir string, pid int) error {
+	if w, err := shim.Watch(dir); err == nil {
+		defer w.Close()
+		if err := w.Stop(); err == nil {
+			for range w.Events {
+			}
+			return nil
+		}
+	}
+	return syscall.Kill(pid, syscall.SIGKILL)
+}

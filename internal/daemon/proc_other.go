@@ -1,0 +1,9 @@
+//go:build !linux
+
+package daemon
+
+import "errors"
+
+func processStartTime(pid int) (uint64, error) { return 0, errors.New("not supported") }
+func sameProcess(pid int, start uint64) bool  { return false }
+func alive(pid int) bool                      { return false }

@@ -1,0 +1,148 @@
+package daemon
+
+import (
+	"context"
+	"os"
+	"time"
+
+	"github.com/agentbox/agentbox/internal/api"
+	"github.com/agentbox/agentbox/internal/shim"
+)
+
+// supervise follows a launch's shim until the box has ended, then records the outcome.
+func (d *Daemon) supervise(l *launch) {
+	defer d.wg.Done()
+	defer close(l.done)
+	ctx := context.Background()
+	w := l.watcher
+	var err error
+	if w == nil {
+		w, err = shim.Watch(l.dir)
+	}
+	if err == nil {
+		l.watcher = w
+		for ev := range w.Events {
+			if ev.Status.Execd && l.rec.State == api.StateStarting {
+				l.rec.State = api.StateRunning
+				l.rec.BoxPid = ev.Status.BoxPid
+				if err := d.store.SetRunning(ctx, l.rec.ID, ev.Status.BoxPid); err != nil {
+					d.log.Error("record running", "launch", l.rec.ID, "err", err)
+				}
+			}
+		}
+		w.Close()
+	} else {
+		d.log.Warn("watch shim", "launch", l.rec.ID, "err", err)
+	}
+	d.settle(ctx, l)
+}
+
+// settle records how a launch ended, from the status its shim left, and removes its launch
+// directory. A shim that vanished without a status makes the launch "lost".
+func (d *Daemon) settle(ctx context.Context, l *launch) {
+	// The shim writes its status before it closes its watchers; wait for it to exit.
+	waitProcessGone(l.rec.ShimPid, 10*time.Second)
+	st, err := shim.ReadStatus(l.dir)
+	rec := &l.rec
+	rec.Ended = time.Now().UTC()
+	switch {
+	case err != nil:
+		rec.State = api.StateLost
+		rec.Error = &api.Error{Code: "shim_lost", Message: "the box's shim ended without a status: " + err.Error()}
+		rec.Settled = false
+	case st.Error != nil && !st.Execd:
+		rec.State = api.StateFailed
+		rec.Error = &api.Error{Code: st.Error.Code, Message: st.Error.Message}
+		rec.Settled = st.Settled
+	default:
+		rec.State = api.StateExited
+		rec.ExitCode = st.ExitCode
+		rec.Settled = st.Settled
+		if !st.Ended.IsZero() {
+			rec.Ended = st.Ended
+		}
+	}
+	if !rec.Settled {
+		d.log.Error("box did not settle: processes of the box may remain", "launch", rec.ID)
+	}
+	d.record(rec, l.dir)
+	if err := removeLaunchDir(l.dir); err != nil {
+		d.log.Warn("remove launch dir", "dir", l.dir, "err", err)
+	}
+	d.mu.Lock()
+	delete(d.launches, rec.ID)
+	d.mu.Unlock()
+	d.log.Info("launch ended", "id", rec.ID, "state", rec.State, "exit", rec.ExitCode, "settled", rec.Settled)
+}
+
+// record writes a launch's final state; a failure is logged (the box is already gone).
+func (d *Daemon) record(rec *api.Launch, dir string) {
+	if err := d.store.Finish(context.Background(), toStore(rec, dir)); err != nil {
+		d.log.Error("record launch outcome", "launch", rec.ID, "err", err)
+	}
+}
+
+// removeLaunchDir removes a launch directory, the run directory (where pairings live) first.
+func removeLaunchDir(dir string) error {
+	if err := os.RemoveAll(dir + "/run"); err != nil {
+		return err
+	}
+	return os.RemoveAll(dir)
+}
+
+// readopt takes over the launches a previous daemon left running: a shim still alive (same pid
+// and process start time) is watched again; one that is gone is settled from its status file.
+func (d *Daemon) readopt(ctx context.Context) {
+	running, err := d.store.Running(ctx)
+	if err != nil {
+		d.log.Error("list launches to re-adopt", "err", err)
+		return
+	}
+	for _, sl := range running {
+		rec := fromStore(sl)
+		l := &launch{rec: rec, dir: sl.LaunchDir, done: make(chan struct{})}
+		alive := sl.ShimPid != 0 && sameProcess(sl.ShimPid, sl.ShimStartTime)
+		d.mu.Lock()
+		d.launches[rec.ID] = l
+		d.mu.Unlock()
+		d.wg.Add(1)
+		if alive {
+			d.log.Info("re-adopting box", "launch", rec.ID, "shim", sl.ShimPid)
+			go d.supervise(l)
+		} else {
+			d.log.Info("settling box that ended while no daemon ran", "launch", rec.ID)
+			go func() {
+				defer d.wg.Done()
+				defer close(l.done)
+				l.rec.ShimPid = 0
+				d.settle(ctx, l)
+			}()
+		}
+	}
+}
+
+// stopWatchers waits briefly for supervision goroutines; they end with their shims, which the
+// daemon's exit does not affect.
+func (d *Daemon) stopWatchers() {
+	done := make(chan struct{})
+	go func() { d.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(100 * time.Millisecond):
+	}
+}
+
+// waitProcessGone waits until pid no longer exists (0 returns at once).
+func waitProcessGone(pid int, max time.Duration) {
+	if pid <= 0 {
+		return
+	}
+	deadline := time.Now().Add(max)
+	for time.Now().Before(deadline) {
+		if !alive(pid) {
+			return
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
