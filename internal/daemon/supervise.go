@@ -145,4 +145,3 @@ func waitProcessGone(pid int, max time.Duration) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
-
