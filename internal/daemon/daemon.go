@@ -48,6 +48,7 @@ type Daemon struct {
 	mu       sync.Mutex
 	cfg      *config.Effective
 	launches map[string]*launch // live launches (starting or running)
+	brokers  []broker           // host-side services of launches, in preparation order
 	wg       sync.WaitGroup
 }
 
@@ -100,6 +101,9 @@ func (d *Daemon) serve(ctx context.Context) error {
 
 	if err := os.MkdirAll(filepath.Join(d.runtimeDir, "launches"), 0o700); err != nil {
 		return fmt.Errorf("launches dir: %w", err)
+	}
+	if err := d.makeBrokers(); err != nil {
+		return err
 	}
 	d.readopt(ctx)
 

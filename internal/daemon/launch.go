@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"os"
@@ -147,27 +148,37 @@ func (d *Daemon) launch(ctx context.Context, req *api.LaunchRequest) (*api.Launc
 	if err != nil {
 		return fail(fmt.Errorf("home directory: %w", err))
 	}
+	bl := &brokerLaunch{ID: id, RunDir: runDir, Workspace: ws, Home: home, Program: path, Profile: "generic", Egress: egress, Config: cfg}
+	var contrib plan.Contributions
+	if err := d.prepareBrokers(ctx, bl, &contrib); err != nil {
+		return fail(asAPIError(err, api.CodeBoxSetupFailed))
+	}
+	failBrokers := func(err error) (*api.LaunchResponse, error) {
+		d.endBrokers(id)
+		return fail(err)
+	}
 	p, err := plan.Build(plan.Input{
 		ID: id, Program: path, Args: req.Args, Workspace: ws, Cwd: cwd, Home: home,
 		UID: os.Getuid(), GID: os.Getgid(), Env: req.Env, RunDir: runDir, Console: console, Egress: egress,
+		Brokers: contrib,
 	})
 	if err != nil {
-		return fail(&api.Error{Code: api.CodeBadRequest, Message: err.Error()})
+		return failBrokers(&api.Error{Code: api.CodeBadRequest, Message: err.Error()})
 	}
 	if egress == plan.EgressAllow {
 		d.log.Warn("egress: allow — this box shares the host network", "launch", id, "program", req.Program)
 	}
 	reqBytes, err := eng.Request(p)
 	if err != nil {
-		return fail(&api.Error{Code: api.CodeBoxSetupFailed, Message: "render engine request: " + err.Error()})
+		return failBrokers(&api.Error{Code: api.CodeBoxSetupFailed, Message: "render engine request: " + err.Error()})
 	}
 	if err := os.WriteFile(filepath.Join(dir, "request.json"), reqBytes, 0o600); err != nil {
-		return fail(err)
+		return failBrokers(err)
 	}
 	scfg := shim.Config{LaunchID: id, Engine: eng.Name(), Console: console, Detached: req.Detach,
 		StopGrace: cfg.StopGrace.Duration(), Clipboard: cfg.Console.Clipboard}
 	if err := shim.WriteConfig(dir, scfg); err != nil {
-		return fail(err)
+		return failBrokers(err)
 	}
 
 	rec := api.Launch{
@@ -176,14 +187,14 @@ func (d *Daemon) launch(ctx context.Context, req *api.LaunchRequest) (*api.Launc
 	}
 	// Record before the box runs: a box is never left unrecorded.
 	if err := d.store.CreateLaunch(ctx, toStore(&rec, dir)); err != nil {
-		return fail(&api.Error{Code: api.CodeStoreFailed, Message: "record launch: " + err.Error(), Hint: "check free space and permissions of " + d.stateDir})
+		return failBrokers(&api.Error{Code: api.CodeStoreFailed, Message: "record launch: " + err.Error(), Hint: "check free space and permissions of " + d.stateDir})
 	}
 	pid, err := shim.Start(dir)
 	if err != nil {
 		rec.State = api.StateFailed
 		rec.Error = &api.Error{Code: api.CodeBoxSetupFailed, Message: "start box shim: " + err.Error()}
 		d.record(&rec, dir)
-		return fail(rec.Error)
+		return failBrokers(rec.Error)
 	}
 	rec.ShimPid = pid
 	startTime, err := processStartTime(pid)
@@ -196,7 +207,7 @@ func (d *Daemon) launch(ctx context.Context, req *api.LaunchRequest) (*api.Launc
 		if kerr := stopShim(dir, pid); kerr != nil {
 			d.log.Error("stop unrecorded box", "launch", id, "err", kerr)
 		}
-		return fail(&api.Error{Code: api.CodeStoreFailed, Message: "record launch: " + err.Error(), Hint: "check free space and permissions of " + d.stateDir})
+		return failBrokers(&api.Error{Code: api.CodeStoreFailed, Message: "record launch: " + err.Error(), Hint: "check free space and permissions of " + d.stateDir})
 	}
 	l := &launch{rec: rec, dir: dir, done: make(chan struct{})}
 	if l.watcher, err = shim.Watch(dir); err != nil {
@@ -207,7 +218,7 @@ func (d *Daemon) launch(ctx context.Context, req *api.LaunchRequest) (*api.Launc
 		rec.State = api.StateFailed
 		rec.Error = &api.Error{Code: api.CodeBoxSetupFailed, Message: "watch box shim: " + err.Error()}
 		d.record(&rec, dir)
-		return fail(rec.Error)
+		return failBrokers(rec.Error)
 	}
 	d.mu.Lock()
 	d.launches[id] = l
@@ -330,4 +341,13 @@ func stopShim(dir string, pid int) error {
 		}
 	}
 	return syscall.Kill(pid, syscall.SIGKILL)
+}
+
+// asAPIError returns err as an *api.Error, wrapping other errors with code.
+func asAPIError(err error, code string) *api.Error {
+	var ae *api.Error
+	if errors.As(err, &ae) {
+		return ae
+	}
+	return &api.Error{Code: code, Message: err.Error()}
 }

@@ -66,6 +66,7 @@ func (d *Daemon) settle(ctx context.Context, l *launch) {
 		d.log.Error("box did not settle: processes of the box may remain", "launch", rec.ID)
 	}
 	d.record(rec, l.dir)
+	d.endBrokers(rec.ID)
 	if err := removeLaunchDir(l.dir); err != nil {
 		d.log.Warn("remove launch dir", "dir", l.dir, "err", err)
 	}
@@ -108,6 +109,12 @@ func (d *Daemon) readopt(ctx context.Context) {
 		d.wg.Add(1)
 		if alive {
 			d.log.Info("re-adopting box", "launch", rec.ID, "shim", sl.ShimPid)
+			home, _ := os.UserHomeDir()
+			d.mu.Lock()
+			cfg := d.cfg.Config
+			d.mu.Unlock()
+			d.resumeBrokers(ctx, &brokerLaunch{ID: rec.ID, RunDir: sl.LaunchDir + "/run", Workspace: rec.Workspace,
+				Home: home, Profile: rec.Profile, Config: cfg})
 			go d.supervise(l)
 		} else {
 			d.log.Info("settling box that ended while no daemon ran", "launch", rec.ID)

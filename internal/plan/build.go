@@ -25,6 +25,21 @@ type Input struct {
 	Egress  Egress // "" means deny
 	// SystemDirs are the host directories bound read-only; nil means DefaultSystemDirs.
 	SystemDirs []string
+	// Brokers is what the daemon's brokers (relay, git, ssh, …) add to the launch.
+	Brokers Contributions
+}
+
+// Contributions are what brokers add to a launch's plan. The zero value adds nothing.
+type Contributions struct {
+	// Env is set in the box after the allowlisted caller environment (KEY=VALUE; a broker's
+	// value wins over the caller's).
+	Env []string
+	// Forwards are in-box loopback ports forwarded to unix sockets under RunDir.
+	Forwards []Forward
+	// Mounts are applied after the base mounts (e.g. protected paths bound read-only).
+	Mounts []Mount
+	// ReadOnly and ReadWrite extend the Landlock grants with in-box paths.
+	ReadOnly, ReadWrite []string
 }
 
 // DefaultSystemDirs are bound read-only into every box when they exist.
@@ -95,6 +110,8 @@ func Build(in Input) (*Plan, error) {
 		Mount{Kind: MountBind, Source: ws, Target: ws},
 		Mount{Kind: MountBind, Source: in.RunDir, Target: RunDir, ReadOnly: true},
 	)
+	mounts = append(mounts, in.Brokers.Mounts...)
+	ro = append(ro, in.Brokers.ReadOnly...)
 	// The program itself, when it lives outside the system directories and the workspace; bound
 	// after the tmpfs mounts so that an empty home or /tmp does not hide it.
 	if !under(in.Program, sys) && !under(in.Program, []string{ws}) {
@@ -111,6 +128,11 @@ func Build(in Input) (*Plan, error) {
 	}
 	if env["PATH"] == "" {
 		env["PATH"] = "/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin"
+	}
+	for _, kv := range in.Brokers.Env {
+		if k, v, ok := strings.Cut(kv, "="); ok {
+			env[k] = v
+		}
 	}
 	env["HOME"] = home
 	env["TMPDIR"] = "/tmp"
@@ -144,12 +166,12 @@ func Build(in Input) (*Plan, error) {
 		Landlock: Landlock{
 			MinABI: 2,
 			RO:     append(ro, RunDir, "/proc"),
-			RW:     []string{home, "/tmp", ws},
+			RW:     append([]string{home, "/tmp", ws}, in.Brokers.ReadWrite...),
 			Dev:    []string{"/dev/pts", "/dev/tty", "/dev/ptmx"},
 			RWFile: []string{"/dev/null", "/dev/zero", "/dev/full"},
 			ROFile: []string{"/dev/random", "/dev/urandom"},
 		},
-		Network: Network{Egress: egress},
+		Network: Network{Egress: egress, Forwards: append([]Forward(nil), in.Brokers.Forwards...)},
 		Console: console,
 	}
 	return p, nil
