@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# Runs the benchmarks whose results are recorded in docs/benchmarks.md.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+GO=${GO:-go}
+[ -x bin/agentbox ] || $GO build -o bin/agentbox ./cmd/agentbox
+echo "## Box start-up ($(date -u +%F), $(nproc) cores, $(uname -r))"
+$GO run ./bench/startup -n "${N:-100}"
+echo
+echo "## Box start to program exec inside the shim (native engine)"
+$GO test -run XXX -bench StartToExec -benchtime "${N:-100}x" ./internal/engine/native | grep Benchmark

@@ -1,0 +1,150 @@
+// Command startup measures box start-up in one run, side by side: /bin/true bare, under
+// bubblewrap, and through `agentbox run` with a warm daemon; then the daemon's idle RSS and
+// box-init's RSS. It prints a Markdown table for docs/benchmarks.md.
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+)
+
+func main() {
+	n := flag.Int("n", 100, "iterations per case")
+	bin := flag.String("agentbox", "bin/agentbox", "agentbox binary")
+	flag.Parse()
+	abs, err := filepath.Abs(*bin)
+	check(err)
+
+	root, err := os.MkdirTemp("/tmp", "abbench")
+	check(err)
+	defer os.RemoveAll(root)
+	env := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + mk(root, "home"), "XDG_RUNTIME_DIR=" + mk(root, "run"),
+		"XDG_STATE_HOME=" + mk(root, "state"), "XDG_CONFIG_HOME=" + mk(root, "config")}
+	work := mk(root, "work")
+	ab := func(args ...string) *exec.Cmd {
+		c := exec.Command(abs, args...)
+		c.Env, c.Dir = env, work
+		return c
+	}
+	// Warm the daemon (the first run starts it).
+	out, err := ab("run", "/bin/true").CombinedOutput()
+	if err != nil {
+		fatalf("warm-up: %v: %s", err, out)
+	}
+	defer ab("daemon", "stop").Run()
+
+	cases := []struct {
+		name string
+		cmd  func() *exec.Cmd
+	}{
+		{"(a) /bin/true bare", func() *exec.Cmd { return exec.Command("/bin/true") }},
+		{"(b) bwrap --unshare-all --ro-bind / / --dev /dev --proc /proc /bin/true", func() *exec.Cmd {
+			return exec.Command("bwrap", "--unshare-all", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "/bin/true")
+		}},
+		{"(c) agentbox run /bin/true (warm daemon, end to end)", func() *exec.Cmd { return ab("run", "/bin/true") }},
+	}
+	fmt.Printf("| case | n | median | p95 |\n|---|---|---|---|\n")
+	for _, c := range cases {
+		if _, err := exec.LookPath(c.cmd().Path); err != nil {
+			fmt.Printf("| %s | – | not installed | |\n", c.name)
+			continue
+		}
+		var ds []time.Duration
+		for i := 0; i < *n; i++ {
+			cmd := c.cmd()
+			t0 := time.Now()
+			if out, err := cmd.CombinedOutput(); err != nil {
+				fatalf("%s: %v: %s", c.name, err, out)
+			}
+			ds = append(ds, time.Since(t0))
+		}
+		med, p95 := stats(ds)
+		fmt.Printf("| %s | %d | %s | %s |\n", c.name, *n, ms(med), ms(p95))
+	}
+
+	// RSS: the idle daemon, and box-init of a running box.
+	pidb, err := os.ReadFile(filepath.Join(root, "run", "agentbox", "daemon.pid"))
+	check(err)
+	daemonPid := strings.TrimSpace(string(pidb))
+	idOut, err := ab("run", "-d", "sleep", "--", "60").Output()
+	check(err)
+	id := strings.TrimSpace(string(idOut))
+	var boxPid int
+	for i := 0; i < 500 && boxPid == 0; i++ {
+		lo, _ := ab("launches", "--json").Output()
+		var ls []struct {
+			ID     string `json:"id"`
+			BoxPid int    `json:"boxPid"`
+			State  string `json:"state"`
+		}
+		json.Unmarshal(lo, &ls)
+		for _, l := range ls {
+			if l.ID == id && l.State == "running" {
+				boxPid = l.BoxPid
+			}
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	fmt.Printf("\n| process | RSS |\n|---|---|\n")
+	fmt.Printf("| daemon (idle, after %d launches) | %s |\n", 2**n+1, rss(daemonPid))
+	if boxPid != 0 {
+		fmt.Printf("| box-init (PID 1 of a running box) | %s |\n", rss(fmt.Sprint(boxPid)))
+		shimPid := ppid(boxPid)
+		fmt.Printf("| box-shim (one per box) | %s |\n", rss(shimPid))
+	}
+	ab("stop", id).Run()
+}
+
+func mk(root, name string) string {
+	d := filepath.Join(root, name)
+	check(os.Mkdir(d, 0o700))
+	return d
+}
+
+func stats(ds []time.Duration) (median, p95 time.Duration) {
+	sort.Slice(ds, func(i, j int) bool { return ds[i] < ds[j] })
+	return ds[len(ds)/2], ds[len(ds)*95/100]
+}
+
+func ms(d time.Duration) string { return fmt.Sprintf("%.2f ms", float64(d.Microseconds())/1000) }
+
+func rss(pid string) string {
+	b, err := os.ReadFile("/proc/" + pid + "/status")
+	if err != nil {
+		return "n/a (" + err.Error() + ")"
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(l, "VmRSS:") {
+			return strings.TrimSpace(strings.TrimPrefix(l, "VmRSS:"))
+		}
+	}
+	return "n/a"
+}
+
+func ppid(pid int) string {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return "0"
+	}
+	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+	return f[1]
+}
+
+func check(err error) {
+	if err != nil {
+		fatalf("%v", err)
+	}
+}
+
+func fatalf(format string, a ...any) {
+	fmt.Fprintf(os.Stderr, "startup: "+format+"\n", a...)
+	os.Exit(1)
+}
