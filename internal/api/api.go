@@ -83,6 +83,9 @@ type Info struct {
 	RuntimeDir  string            `json:"runtimeDir"`
 	StateDir    string            `json:"stateDir"`
 	ConfigFiles []string          `json:"configFiles,omitempty"`
+	// ConfigError is the reason the current config files were refused (the daemon keeps its
+	// last good configuration); "" when they are valid.
+	ConfigError string `json:"configError,omitempty"`
 }
 
 // Error is the body of every non-2xx answer: {"error": {...}}.

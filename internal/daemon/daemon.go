@@ -34,6 +34,19 @@ type Options struct {
 	Logger *slog.Logger
 	// Version is reported by /v0/info; "" means "dev".
 	Version string
+
+	// wrapStore, in tests, wraps the store to inject failures.
+	wrapStore func(launchStore) launchStore
+}
+
+// launchStore is what the daemon needs of the store.
+type launchStore interface {
+	CreateLaunch(ctx context.Context, l *store.Launch) error
+	SetShim(ctx context.Context, id string, pid int, startTime uint64) error
+	SetRunning(ctx context.Context, id string, boxPid int) error
+	Finish(ctx context.Context, l *store.Launch) error
+	ListLaunches(ctx context.Context, f store.Filter) ([]*store.Launch, error)
+	Running(ctx context.Context) ([]*store.Launch, error)
 }
 
 // Daemon is a running daemon.
@@ -43,10 +56,11 @@ type Daemon struct {
 	runtimeDir string
 	stateDir   string
 	socket     string
-	store      *store.Store
+	store      launchStore
 
 	mu       sync.Mutex
 	cfg      *config.Effective
+	cfgErr   error              // the last refused configuration, nil when the files in force are valid
 	launches map[string]*launch // live launches (starting or running)
 	brokers  []broker           // host-side services of launches, in preparation order
 	wg       sync.WaitGroup
@@ -94,10 +108,15 @@ func (d *Daemon) serve(ctx context.Context) error {
 	}
 	defer lock.Unlock()
 
-	if d.store, err = store.Open(filepath.Join(d.stateDir, "agentbox.db")); err != nil {
+	st, err := store.Open(filepath.Join(d.stateDir, "agentbox.db"))
+	if err != nil {
 		return err
 	}
-	defer d.store.Close()
+	defer st.Close()
+	d.store = st
+	if d.opts.wrapStore != nil {
+		d.store = d.opts.wrapStore(st)
+	}
 
 	if err := os.MkdirAll(filepath.Join(d.runtimeDir, "launches"), 0o700); err != nil {
 		return fmt.Errorf("launches dir: %w", err)

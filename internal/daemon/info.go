@@ -12,6 +12,10 @@ func (d *Daemon) serveInfo(w http.ResponseWriter, r *http.Request) error {
 	d.mu.Lock()
 	n := len(d.launches)
 	cfg := d.cfg
+	cfgErr := ""
+	if d.cfgErr != nil {
+		cfgErr = d.cfgErr.Error()
+	}
 	d.mu.Unlock()
 	v := d.opts.Version
 	if v == "" {
@@ -19,7 +23,7 @@ func (d *Daemon) serveInfo(w http.ResponseWriter, r *http.Request) error {
 	}
 	writeJSON(w, http.StatusOK, api.Info{
 		Version: v, Engine: cfg.Config.Engine, Socket: d.socket, Pid: os.Getpid(), UID: os.Getuid(),
-		Kernel: kernelFacts(), Launches: n, RuntimeDir: d.runtimeDir, StateDir: d.stateDir, ConfigFiles: cfg.Files(),
+		Kernel: kernelFacts(), Launches: n, RuntimeDir: d.runtimeDir, StateDir: d.stateDir, ConfigFiles: cfg.Files(), ConfigError: cfgErr,
 	})
 	return nil
 }

@@ -106,9 +106,7 @@ func (d *Daemon) launch(ctx context.Context, req *api.LaunchRequest) (*api.Launc
 	if err != nil {
 		return nil, err
 	}
-	d.mu.Lock()
-	cfg := d.cfg.Config
-	d.mu.Unlock()
+	cfg := d.reloadConfig().Config
 	egress := plan.Egress(cfg.Egress)
 	if req.Egress != "" {
 		egress = plan.Egress(req.Egress)

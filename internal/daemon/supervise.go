@@ -3,6 +3,7 @@ package daemon
 import (
 	"context"
 	"os"
+	"strconv"
 	"time"
 
 	"github.com/agentbox/agentbox/internal/api"
@@ -73,7 +74,13 @@ func (d *Daemon) settle(ctx context.Context, l *launch) {
 	d.mu.Lock()
 	delete(d.launches, rec.ID)
 	d.mu.Unlock()
-	d.log.Info("launch ended", "id", rec.ID, "state", rec.State, "exit", rec.ExitCode, "settled", rec.Settled)
+	exit := "-"
+	if rec.ExitCode != nil {
+		exit = strconv.Itoa(*rec.ExitCode)
+	} else if rec.Error != nil {
+		exit = rec.Error.Code
+	}
+	d.log.Info("launch ended", "id", rec.ID, "state", rec.State, "exit", exit, "settled", rec.Settled)
 }
 
 // record writes a launch's final state; a failure is logged (the box is already gone).

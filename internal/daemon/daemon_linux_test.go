@@ -1,0 +1,264 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agentbox/agentbox/internal/api"
+	"github.com/agentbox/agentbox/internal/client"
+	"github.com/agentbox/agentbox/internal/config"
+	"github.com/agentbox/agentbox/internal/shim"
+	"github.com/agentbox/agentbox/internal/store"
+)
+
+// agentboxBinary returns the agentbox binary the shims re-exec: $AGENTBOX_BIN, or one built now.
+func agentboxBinary(t *testing.T) string {
+	if b := os.Getenv("AGENTBOX_BIN"); b != "" {
+		return b
+	}
+	out := filepath.Join(t.TempDir(), "agentbox")
+	build := exec.Command("go", "build", "-o", out, "github.com/agentbox/agentbox/cmd/agentbox")
+	if b, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build agentbox: %v\n%s", err, b)
+	}
+	return out
+}
+
+type testDaemon struct {
+	c        *client.Client
+	config   string // the user config file path
+	runtime  string
+	work     string
+	launches string
+}
+
+// startDaemon runs a daemon in this process with its own directories; wrap injects store faults.
+func startDaemon(t *testing.T, wrap func(launchStore) launchStore) *testDaemon {
+	t.Helper()
+	shim.Executable = agentboxBinary(t)
+	root, err := os.MkdirTemp("/tmp", "abd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(root) })
+	mk := func(n string) string {
+		d := filepath.Join(root, n)
+		if err := os.Mkdir(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	runtime, state, cfgDir, work := mk("run"), mk("state"), mk("config"), mk("work")
+	getenv := func(k string) string {
+		if k == "XDG_CONFIG_HOME" {
+			return cfgDir
+		}
+		return ""
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	d, err := newDaemon(Options{RuntimeDir: runtime, StateDir: state, Config: config.LoadOptions{Getenv: getenv, PolicyFile: filepath.Join(root, "no-policy.yaml")}, wrapStore: wrap})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- d.serve(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("daemon: %v", err)
+		}
+	})
+	c := client.NewAt(filepath.Join(runtime, "agentbox.sock"))
+	wctx, wcancel := context.WithTimeout(ctx, time.Minute)
+	defer wcancel()
+	if err := c.WaitReady(wctx); err != nil {
+		t.Fatal(err)
+	}
+	return &testDaemon{c: c, config: filepath.Join(cfgDir, "agentbox", "config.yaml"), runtime: runtime, work: work, launches: filepath.Join(runtime, "launches")}
+}
+
+// shimsOf lists the host pids of shims (and so boxes) started under runtime.
+func shimsOf(runtime string) []string {
+	var pids []string
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		b, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+		if err != nil {
+			continue
+		}
+		if strings.Contains(string(b), "box-shim\x00"+runtime+"/") {
+			pids = append(pids, e.Name())
+		}
+	}
+	return pids
+}
+
+type failingStore struct {
+	launchStore
+	failCreate, failShim bool
+}
+
+var errInjected = errors.New("injected store failure")
+
+func (f *failingStore) CreateLaunch(ctx context.Context, l *store.Launch) error {
+	if f.failCreate {
+		return errInjected
+	}
+	return f.launchStore.CreateLaunch(ctx, l)
+}
+
+func (f *failingStore) SetShim(ctx context.Context, id string, pid int, start uint64) error {
+	if f.failShim {
+		return errInjected
+	}
+	return f.launchStore.SetShim(ctx, id, pid, start)
+}
+
+func sleepRequest(t *testing.T, work string) *api.LaunchRequest {
+	path, err := exec.LookPath("sleep")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &api.LaunchRequest{Program: "sleep", Path: path, Args: []string{"300"}, Workspace: work, Detach: true}
+}
+
+// TestRecordFailureStopsBox guards "if recording fails the box is stopped": the shim (and the
+// box it started) must be gone and the launch directory removed when the store refuses the
+// shim's record.
+func TestRecordFailureStopsBox(t *testing.T) {
+	fs := &failingStore{failShim: true}
+	td := startDaemon(t, func(s launchStore) launchStore { fs.launchStore = s; return fs })
+	_, err := td.c.Launch(context.Background(), sleepRequest(t, td.work))
+	var ae *api.Error
+	if !errors.As(err, &ae) || ae.Code != api.CodeStoreFailed {
+		t.Fatalf("launch error = %v, want %s", err, api.CodeStoreFailed)
+	}
+	waitFor(t, "shim and box gone", func() bool { return len(shimsOf(td.runtime)) == 0 })
+	ents, _ := os.ReadDir(td.launches)
+	if len(ents) != 0 {
+		t.Fatalf("launch directories left behind: %v", ents)
+	}
+}
+
+// TestCreateFailureRunsNothing: when the launch cannot be recorded, no shim is started at all.
+func TestCreateFailureRunsNothing(t *testing.T) {
+	fs := &failingStore{failCreate: true}
+	td := startDaemon(t, func(s launchStore) launchStore { fs.launchStore = s; return fs })
+	_, err := td.c.Launch(context.Background(), sleepRequest(t, td.work))
+	var ae *api.Error
+	if !errors.As(err, &ae) || ae.Code != api.CodeStoreFailed {
+		t.Fatalf("launch error = %v, want %s", err, api.CodeStoreFailed)
+	}
+	if pids := shimsOf(td.runtime); len(pids) != 0 {
+		t.Fatalf("a shim was started although the launch was not recorded: %v", pids)
+	}
+}
+
+// TestLaunchStopSettles: a detached box is recorded running, and stop ends it settled with the
+// program's signal status.
+func TestLaunchStopSettles(t *testing.T) {
+	td := startDaemon(t, nil)
+	ctx := context.Background()
+	resp, err := td.c.Launch(ctx, sleepRequest(t, td.work))
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "launch running", func() bool {
+		l, err := td.c.Get(ctx, resp.ID)
+		return err == nil && l.State == api.StateRunning
+	})
+	l, err := td.c.Stop(ctx, resp.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l.State != api.StateExited || l.ExitCode == nil || *l.ExitCode != 128+15 || !l.Settled {
+		t.Fatalf("after stop: state=%s exit=%v settled=%v, want exited 143 settled", l.State, l.ExitCode, l.Settled)
+	}
+	if _, err := os.Stat(filepath.Join(td.launches, resp.ID)); !os.IsNotExist(err) {
+		t.Fatalf("launch directory still there: %v", err)
+	}
+}
+
+// TestRefusals: bad requests get typed errors naming what is wrong.
+func TestRefusals(t *testing.T) {
+	td := startDaemon(t, nil)
+	ctx := context.Background()
+	home, _ := os.UserHomeDir()
+	plainFile := filepath.Join(td.work, "notes.txt")
+	if err := os.WriteFile(plainFile, []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		mut  func(*api.LaunchRequest)
+		code string
+	}{
+		{"root workspace", func(r *api.LaunchRequest) { r.Workspace = "/" }, api.CodeWorkspaceRefused},
+		{"home workspace", func(r *api.LaunchRequest) { r.Workspace = home }, api.CodeWorkspaceRefused},
+		{"missing workspace", func(r *api.LaunchRequest) { r.Workspace = "/nonexistent/dir" }, api.CodeWorkspaceRefused},
+		{"relative program", func(r *api.LaunchRequest) { r.Path = "sleep" }, api.CodeBadRequest},
+		{"missing program", func(r *api.LaunchRequest) { r.Path = "/nonexistent/prog" }, api.CodeProgramNotFound},
+		{"not executable", func(r *api.LaunchRequest) { r.Path = plainFile }, api.CodeProgramNotExec},
+		{"bad egress", func(r *api.LaunchRequest) { r.Egress = "open" }, api.CodeBadRequest},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			req := sleepRequest(t, td.work)
+			tc.mut(req)
+			_, err := td.c.Launch(ctx, req)
+			var ae *api.Error
+			if !errors.As(err, &ae) || ae.Code != tc.code {
+				t.Fatalf("err = %v, want code %s", err, tc.code)
+			}
+			if ae.Message == "" {
+				t.Fatal("empty message")
+			}
+		})
+	}
+	if pids := shimsOf(td.runtime); len(pids) != 0 {
+		t.Fatalf("refused launches started shims: %v", pids)
+	}
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("gave up waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestBadConfigKeepsLastGood: a config file made invalid while the daemon runs is refused with
+// file, line and field; the daemon keeps serving with its last good configuration.
+func TestBadConfigKeepsLastGood(t *testing.T) {
+	td := startDaemon(t, nil)
+	ctx := context.Background()
+	if err := os.MkdirAll(filepath.Dir(td.config), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(td.config, []byte("stopGrace: 2s\negress: open\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := td.c.Launch(ctx, sleepRequest(t, td.work))
+	if err != nil {
+		t.Fatalf("launch with a bad config file: %v (the last good config must stay in force)", err)
+	}
+	info, err := td.c.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(info.ConfigError, "config.yaml:2") || !strings.Contains(info.ConfigError, "egress") {
+		t.Fatalf("info.configError = %q, want file:line and the field", info.ConfigError)
+	}
+	if _, err := td.c.Stop(ctx, resp.ID); err != nil {
+		t.Fatal(err)
+	}
+}
