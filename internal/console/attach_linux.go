@@ -1,0 +1,325 @@
+package console
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"sync"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+	"golang.org/x/term"
+)
+
+// AttachOptions tune Attach. The zero value is what `agentbox run` and `agentbox attach` use.
+type AttachOptions struct {
+	// NoSignals turns off forwarding of the client's SIGINT, SIGTERM, SIGHUP and SIGQUIT as
+	// signal frames (and of SIGWINCH as resize frames). Zero: forwarded, and the client does not
+	// die of them while attached.
+	NoSignals bool
+}
+
+// ForwardedSignals are the signals Attach catches and forwards to the box.
+var ForwardedSignals = []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT}
+
+// Conn is a connection to a shim socket after the hello exchange.
+type Conn struct {
+	*net.UnixConn
+	// R buffers reads from the connection; read frames or lines through it, never the conn.
+	R *bufio.Reader
+	// Reply is the shim's answer to the hello.
+	Reply Reply
+}
+
+// Dial verifies that socketPath and its directory belong to the caller, connects, verifies the
+// listener's uid (SO_PEERCRED), sends hello and reads the reply. A refusal is a *ReplyError.
+func Dial(socketPath string, hello Hello) (*Conn, error) {
+	if err := CheckOwner(socketPath); err != nil {
+		return nil, err
+	}
+	uc, err := net.DialUnix("unix", nil, &net.UnixAddr{Name: socketPath, Net: "unix"})
+	if err != nil {
+		if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ECONNREFUSED) {
+			return nil, fmt.Errorf("%w: %s: %v", ErrShimGone, socketPath, err)
+		}
+		return nil, fmt.Errorf("connect %s: %w", socketPath, err)
+	}
+	c := &Conn{UnixConn: uc, R: bufio.NewReaderSize(uc, 64<<10)}
+	if err := c.handshake(hello); err != nil {
+		uc.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+func (c *Conn) handshake(hello Hello) error {
+	raw, err := c.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var cred *unix.Ucred
+	var credErr error
+	if err := raw.Control(func(fd uintptr) {
+		cred, credErr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
+	}); err != nil {
+		return err
+	}
+	if credErr != nil {
+		return fmt.Errorf("peer credentials: %w", credErr)
+	}
+	if int(cred.Uid) != os.Getuid() {
+		return fmt.Errorf("%w: listener runs as uid %d", ErrNotOwner, cred.Uid)
+	}
+	if hello.Version == 0 {
+		hello.Version = ProtocolVersion
+	}
+	if err := WriteJSONLine(c, hello); err != nil {
+		return fmt.Errorf("send hello: %w", err)
+	}
+	line, err := ReadLine(c.R)
+	if err != nil {
+		if errors.Is(err, io.EOF) || errors.Is(err, unix.ECONNRESET) {
+			return fmt.Errorf("%w: closed before replying", ErrShimGone)
+		}
+		return fmt.Errorf("read reply: %w", err)
+	}
+	if err := json.Unmarshal(line, &c.Reply); err != nil {
+		return fmt.Errorf("%w: reply: %v", ErrProtocol, err)
+	}
+	if !c.Reply.OK {
+		if c.Reply.Error == nil {
+			return fmt.Errorf("%w: refusal without an error", ErrProtocol)
+		}
+		return c.Reply.Error
+	}
+	return nil
+}
+
+// CheckOwner verifies that path is a socket owned by the caller's uid, in a directory owned by
+// the caller that no one else can write (so no one else can have planted or swapped the socket).
+func CheckOwner(path string) error {
+	uid := uint32(os.Getuid())
+	dir := filepath.Dir(path)
+	var st unix.Stat_t
+	if err := unix.Lstat(dir, &st); err != nil {
+		if errors.Is(err, unix.ENOENT) {
+			return fmt.Errorf("%w: %s: %v", ErrShimGone, dir, err)
+		}
+		return fmt.Errorf("check %s: %w", dir, err)
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFDIR {
+		return fmt.Errorf("%w: %s is not a directory", ErrNotOwner, dir)
+	}
+	if st.Uid != uid {
+		return fmt.Errorf("%w: %s is owned by uid %d", ErrNotOwner, dir, st.Uid)
+	}
+	if st.Mode&0o022 != 0 {
+		return fmt.Errorf("%w: %s is writable by others (mode %o)", ErrNotOwner, dir, st.Mode&0o7777)
+	}
+	if err := unix.Lstat(path, &st); err != nil {
+		if errors.Is(err, unix.ENOENT) {
+			return fmt.Errorf("%w: %s: %v", ErrShimGone, path, err)
+		}
+		return fmt.Errorf("check %s: %w", path, err)
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFSOCK {
+		return fmt.Errorf("%w: %s is not a socket", ErrNotOwner, path)
+	}
+	if st.Uid != uid {
+		return fmt.Errorf("%w: %s is owned by uid %d", ErrNotOwner, path, st.Uid)
+	}
+	return nil
+}
+
+// Attach connects the caller's stdin, stdout and stderr to the console of a box through its
+// shim socket, and returns when the launch ends. It returns the program's own exit code (every
+// value, 125–127 included, is the program's), or a *StartError when the box failed before the
+// program ran, or ErrDetached, or another error when the connection failed.
+//
+// When the box has a tty console and stdin and stdout are terminals, the terminal is put in raw
+// mode (restored on every return path), its size is sent with the hello and on SIGWINCH, and
+// keys reach the program as bytes (Ctrl-C is the box's own line discipline's business). With
+// plain streams, SIGINT, SIGTERM, SIGHUP and SIGQUIT the client receives are forwarded to the
+// program, stdin EOF is passed on, and stdout and stderr stay separate and unchanged (apart from
+// clipboard sequences the shim may drop).
+func Attach(socketPath string, stdin, stdout, stderr *os.File, opts AttachOptions) (int, error) {
+	inFd, outFd := int(stdin.Fd()), int(stdout.Fd())
+	isTerm := term.IsTerminal(inFd) && term.IsTerminal(outFd)
+	hello := Hello{Role: RoleAttach, StdoutTTY: term.IsTerminal(outFd), StderrTTY: term.IsTerminal(int(stderr.Fd()))}
+	if isTerm {
+		hello.Size = windowSize(outFd)
+	}
+	c, err := Dial(socketPath, hello)
+	if err != nil {
+		return -1, err
+	}
+	defer c.Close()
+	fw := NewFrameWriter(c)
+	tty := c.Reply.Console == "tty"
+	raw := tty && isTerm
+
+	if raw {
+		old, err := term.MakeRaw(inFd)
+		if err != nil {
+			return -1, fmt.Errorf("raw mode: %w", err)
+		}
+		defer term.Restore(inFd, old)
+	}
+
+	sigs := make(chan os.Signal, 8)
+	if !opts.NoSignals {
+		signal.Notify(sigs, ForwardedSignals...)
+		if raw {
+			signal.Notify(sigs, syscall.SIGWINCH)
+		}
+		defer signal.Stop(sigs)
+	}
+
+	in, err := startInput(stdin, fw)
+	if err != nil {
+		return -1, err
+	}
+	defer in.stop()
+
+	done := make(chan result, 1)
+	go func() { done <- readOutput(c.R, stdout, stderr) }()
+
+	for {
+		select {
+		case r := <-done:
+			return r.code, r.err
+		case s := <-sigs:
+			sig := s.(syscall.Signal)
+			if sig == syscall.SIGWINCH {
+				ws := windowSize(outFd)
+				if ws != (WindowSize{}) {
+					fw.WriteFrame(FrameResize, ws.Payload())
+				}
+				continue
+			}
+			// A write error shows up as the reader's error.
+			fw.WriteFrame(FrameSignal, []byte{byte(sig)})
+		}
+	}
+}
+
+type result struct {
+	code int
+	err  error
+}
+
+func readOutput(r io.Reader, stdout, stderr *os.File) result {
+	var outDead, errDead bool
+	for {
+		f, err := ReadFrame(r)
+		if err != nil {
+			if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, unix.ECONNRESET) {
+				return result{-1, ErrConnectionLost}
+			}
+			return result{-1, fmt.Errorf("%w: %v", ErrConnectionLost, err)}
+		}
+		switch f.Type {
+		case FrameStdout:
+			// A reader that went away (`| head`) must not stall the box: keep draining.
+			if !outDead {
+				if _, err := stdout.Write(f.Payload); err != nil {
+					outDead = true
+				}
+			}
+		case FrameStderr:
+			if !errDead {
+				if _, err := stderr.Write(f.Payload); err != nil {
+					errDead = true
+				}
+			}
+		case FrameExit:
+			var x Exit
+			if err := json.Unmarshal(f.Payload, &x); err != nil {
+				return result{-1, fmt.Errorf("%w: exit frame: %v", ErrProtocol, err)}
+			}
+			code, err := x.Result()
+			return result{code, err}
+		case FrameDetach:
+			return result{-1, ErrDetached}
+		}
+	}
+}
+
+func windowSize(fd int) WindowSize {
+	ws, err := unix.IoctlGetWinsize(fd, unix.TIOCGWINSZ)
+	if err != nil {
+		return WindowSize{}
+	}
+	return WindowSize{Rows: ws.Row, Cols: ws.Col}
+}
+
+// input copies stdin to stdin frames. It polls stdin together with a wake-up pipe instead of
+// blocking in read(2), so that Attach can stop it on return without leaving a reader behind that
+// would steal the user's next keystroke, and without setting O_NONBLOCK on a descriptor the
+// caller's shell shares.
+type input struct {
+	wakeR, wakeW *os.File
+	done         chan struct{}
+	once         sync.Once
+}
+
+func startInput(stdin *os.File, fw *FrameWriter) (*input, error) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	in := &input{wakeR: r, wakeW: w, done: make(chan struct{})}
+	go in.run(int(stdin.Fd()), fw)
+	return in, nil
+}
+
+func (in *input) stop() {
+	in.once.Do(func() {
+		in.wakeW.Close()
+		<-in.done
+		in.wakeR.Close()
+	})
+}
+
+func (in *input) run(fd int, fw *FrameWriter) {
+	defer close(in.done)
+	buf := make([]byte, 32<<10)
+	fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}, {Fd: int32(in.wakeR.Fd()), Events: unix.POLLIN}}
+	for {
+		fds[0].Revents, fds[1].Revents = 0, 0
+		if _, err := unix.Poll(fds, -1); err != nil {
+			if err == unix.EINTR {
+				continue
+			}
+			return
+		}
+		if fds[1].Revents != 0 {
+			return
+		}
+		if fds[0].Revents&(unix.POLLNVAL) != 0 {
+			return
+		}
+		if fds[0].Revents == 0 {
+			continue
+		}
+		n, err := unix.Read(fd, buf)
+		if err == unix.EINTR || err == unix.EAGAIN {
+			continue
+		}
+		if n > 0 {
+			if fw.WriteFrame(FrameStdin, buf[:n]) != nil {
+				return
+			}
+			continue
+		}
+		// EOF (or an error, which ends stdin just the same).
+		fw.WriteFrame(FrameStdinEOF, nil)
+		return
+	}
+}

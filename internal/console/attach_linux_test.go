@@ -1,0 +1,164 @@
+package console
+
+import (
+	"bufio"
+	"errors"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+)
+
+func TestMain(m *testing.M) {
+	if len(os.Args) > 2 && os.Args[1] == "listen-helper" {
+		os.Exit(listenHelper(os.Args[2]))
+	}
+	os.Exit(m.Run())
+}
+
+// listenHelper listens on path, says so on stdout, and answers every connection with an OK
+// reply (as a shim would), until killed.
+func listenHelper(path string) int {
+	ln, err := net.Listen("unix", path)
+	if err != nil {
+		os.Stdout.WriteString("error: " + err.Error() + "\n")
+		return 1
+	}
+	os.Chmod(path, 0o666)
+	os.Stdout.WriteString("listening\n")
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			return 1
+		}
+		go func() {
+			ReadLine(bufio.NewReader(c))
+			WriteJSONLine(c, Reply{OK: true, Console: "pipe"})
+		}()
+	}
+}
+
+func listen(t *testing.T, path string) {
+	t.Helper()
+	ln, err := net.Listen("unix", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				ReadLine(bufio.NewReader(c))
+				WriteJSONLine(c, Reply{OK: true, Console: "pipe"})
+			}()
+		}
+	}()
+}
+
+func TestCheckOwner(t *testing.T) {
+	dir := t.TempDir()
+	os.Chmod(dir, 0o700)
+	path := filepath.Join(dir, "s.sock")
+	listen(t, path)
+	if err := CheckOwner(path); err != nil {
+		t.Fatalf("own socket: %v", err)
+	}
+	if _, err := Dial(path, Hello{Role: RoleStatus}); err != nil {
+		t.Fatalf("Dial own socket: %v", err)
+	}
+
+	t.Run("directory writable by others", func(t *testing.T) {
+		os.Chmod(dir, 0o777)
+		defer os.Chmod(dir, 0o700)
+		if err := CheckOwner(path); !errors.Is(err, ErrNotOwner) {
+			t.Fatalf("got %v, want ErrNotOwner", err)
+		}
+	})
+	t.Run("not a socket", func(t *testing.T) {
+		f := filepath.Join(dir, "file")
+		os.WriteFile(f, nil, 0o600)
+		if err := CheckOwner(f); !errors.Is(err, ErrNotOwner) {
+			t.Fatalf("got %v, want ErrNotOwner", err)
+		}
+	})
+	t.Run("directory is a symlink", func(t *testing.T) {
+		link := filepath.Join(t.TempDir(), "link")
+		os.Symlink(dir, link)
+		if err := CheckOwner(filepath.Join(link, "s.sock")); !errors.Is(err, ErrNotOwner) {
+			t.Fatalf("got %v, want ErrNotOwner", err)
+		}
+	})
+	t.Run("missing", func(t *testing.T) {
+		if _, err := Dial(filepath.Join(dir, "gone.sock"), Hello{Role: RoleStatus}); !errors.Is(err, ErrShimGone) {
+			t.Fatalf("got %v, want ErrShimGone", err)
+		}
+	})
+	t.Run("nobody listens", func(t *testing.T) {
+		p := filepath.Join(dir, "stale.sock")
+		ln, _ := net.Listen("unix", p)
+		ln.(*net.UnixListener).SetUnlinkOnClose(false)
+		ln.Close()
+		if _, err := Dial(p, Hello{Role: RoleStatus}); !errors.Is(err, ErrShimGone) {
+			t.Fatalf("got %v, want ErrShimGone", err)
+		}
+	})
+	t.Run("socket of another user", func(t *testing.T) {
+		if os.Getuid() != 0 {
+			t.Skip("needs root to chown")
+		}
+		p := filepath.Join(dir, "other.sock")
+		listen(t, p)
+		os.Chown(p, 1001, 1001)
+		if _, err := Dial(p, Hello{Role: RoleStatus}); !errors.Is(err, ErrNotOwner) {
+			t.Fatalf("got %v, want ErrNotOwner", err)
+		}
+	})
+}
+
+func TestDialRefusesListenerOfAnotherUser(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Skip("needs root to run a listener as another user")
+	}
+	// Another user listens; the socket file is then made to look like ours (chown), so that only
+	// the SO_PEERCRED check can tell.
+	base, err := os.MkdirTemp("", "console-peer-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(base)
+	os.Chmod(base, 0o777)
+	helper := filepath.Join(base, "helper")
+	b, _ := os.ReadFile(os.Args[0])
+	os.WriteFile(helper, b, 0o755)
+	path := filepath.Join(base, "s.sock")
+	cmd := exec.Command(helper, "listen-helper", path)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 1001, Gid: 1001}}
+	out, _ := cmd.StdoutPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil || line != "listening\n" {
+		t.Fatalf("helper: %q, %v", line, err)
+	}
+	os.Chown(path, 0, 0)
+	os.Chmod(base, 0o700)
+	done := make(chan error, 1)
+	go func() { _, err := Dial(path, Hello{Role: RoleStatus}); done <- err }()
+	select {
+	case err := <-done:
+		if !errors.Is(err, ErrNotOwner) {
+			t.Fatalf("Dial = %v, want ErrNotOwner", err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("Dial hung")
+	}
+}

@@ -1,0 +1,307 @@
+package console
+
+// Clipboard modes (console.clipboard in the config, shim.Config.Clipboard).
+const (
+	// ClipboardDeny drops clipboard escape sequences from the program's output (the default).
+	ClipboardDeny = "deny"
+	// ClipboardAllow passes the program's output unchanged.
+	ClipboardAllow = "allow"
+)
+
+// ClipboardFilter removes clipboard-writing escape sequences (OSC 52, and kitty's OSC 5522) from
+// a byte stream bound for the user's terminal, so a program in the box cannot set the host
+// clipboard. The zero value is ready to use; one filter serves one stream and keeps state across
+// calls, so a sequence split over several reads is still recognized.
+//
+// The filter models the terminal's parser (ECMA-48 / the DEC state machine with a strict UTF-8
+// decoder) rather than matching literal bytes: ESC and the OSC introducer may be separated by C0
+// controls the terminal executes, the numeric parameter may carry leading zeros or C0 controls the
+// terminal ignores, and OSC may be spelled as the C1 control U+009D (bytes C2 9D). It holds back
+// the bytes of a sequence until it knows what the terminal would make of them, and it never emits
+// bytes that leave the terminal in the middle of an escape, of an OSC parameter or of a C2 lead
+// byte; so even if what follows is dropped, or interleaved with another stream (stdout and
+// stderr on one terminal), the bytes it does emit can never complete a clipboard sequence.
+// Output is always a subsequence of the input.
+//
+// Assumptions, stated because the guarantee rests on them: the terminal decodes UTF-8 (raw 8-bit
+// C1 bytes such as a lone 0x9D are not controls) and rejects overlong encodings.
+type ClipboardFilter struct {
+	state clipState
+	// hold is the start of a sequence not yet decided; it is emitted or dropped as a whole.
+	hold []byte
+	// param tracks the OSC numeric parameter being held.
+	sig int    // significant digits seen
+	val uint64 // their value
+}
+
+type clipState uint8
+
+const (
+	clipGround   clipState = iota
+	clipC2                 // held a C2 byte (a possible C1 OSC)
+	clipEsc                // held ESC (and C0 controls the terminal executes inside the escape)
+	clipParam              // held an OSC introducer and its numeric parameter so far
+	clipParamEsc           // held an OSC parameter then ESC: ST (ESC \) or an aborted OSC
+	clipParamC2            // held an OSC parameter then C2: C1 ST (C2 9C) or an aborted OSC
+	clipDrop               // inside a clipboard OSC: dropping up to its terminator
+	clipDropEsc            // dropping, after ESC
+	clipDropC2             // dropping, after C2
+)
+
+const (
+	bel = 0x07
+	can = 0x18
+	sub = 0x1a
+	esc = 0x1b
+	c2  = 0xc2 // lead byte of U+0080..U+00BF, which include the C1 controls
+	osc = 0x9d // second byte of U+009D, OSC
+	st  = 0x9c // second byte of U+009C, ST
+)
+
+// holdCap bounds the held bytes: C0 controls and leading zeros beyond it are dropped instead of
+// held (the terminal ignores or merely executes them, so the decision is unaffected).
+const holdCap = 64
+
+// maxParamDigits: a parameter with more significant digits than this is treated as a clipboard
+// request, so an integer overflow in a terminal's parser cannot turn it into 52.
+const maxParamDigits = 9
+
+// executedC0 reports whether b is a C0 control that the terminal executes (or ignores) inside an
+// escape or an OSC parameter without leaving it: everything below 0x20 except CAN, SUB and ESC.
+func executedC0(b byte) bool {
+	return b < 0x20 && b != can && b != sub && b != esc
+}
+
+// clipboardParam reports whether an OSC number writes (or may write) the clipboard.
+func (f *ClipboardFilter) clipboardParam() bool {
+	return f.sig > maxParamDigits || (f.sig > 0 && (f.val == 52 || f.val == 5522))
+}
+
+// Filter appends the filtered form of p to dst and returns the extended slice.
+func (f *ClipboardFilter) Filter(dst, p []byte) []byte {
+	for i := 0; i < len(p); i++ {
+		dst = f.step(dst, p[i])
+	}
+	return dst
+}
+
+// Reset discards an undecided sequence, as at the end of the stream: its bytes are never
+// emitted, because a terminal left inside an escape would misparse whatever is written next.
+func (f *ClipboardFilter) Reset() {
+	*f = ClipboardFilter{hold: f.hold[:0]}
+}
+
+// Flush appends the bytes of an undecided sequence to dst and returns to the ground state, for a
+// stream that stops being filtered (its reader is no longer a terminal): what the filter held
+// back is passed on unchanged, and nothing is lost.
+func (f *ClipboardFilter) Flush(dst []byte) []byte {
+	if f.state != clipDrop && f.state != clipDropEsc && f.state != clipDropC2 {
+		dst = append(dst, f.hold...)
+	}
+	f.Reset()
+	return dst
+}
+
+func (f *ClipboardFilter) holdByte(b byte) {
+	if len(f.hold) < holdCap {
+		f.hold = append(f.hold, b)
+	}
+}
+
+func (f *ClipboardFilter) emitHold(dst []byte) []byte {
+	dst = append(dst, f.hold...)
+	f.hold = f.hold[:0]
+	return dst
+}
+
+func (f *ClipboardFilter) startParam(b byte) {
+	f.hold = append(f.hold, b)
+	f.state = clipParam
+	f.sig, f.val = 0, 0
+}
+
+// drop enters the dropping state, discarding what is held.
+func (f *ClipboardFilter) drop() {
+	f.hold = f.hold[:0]
+	f.state = clipDrop
+}
+
+// step processes one byte. A byte is re-processed (a loop, never recursion deeper than one
+// level) when a held sequence turns out to end before it.
+func (f *ClipboardFilter) step(dst []byte, b byte) []byte {
+	for {
+		switch f.state {
+		case clipGround:
+			switch b {
+			case esc:
+				f.hold = append(f.hold[:0], b)
+				f.state = clipEsc
+			case c2:
+				f.hold = append(f.hold[:0], b)
+				f.state = clipC2
+			default:
+				dst = append(dst, b)
+			}
+			return dst
+
+		case clipC2:
+			switch b {
+			case osc:
+				f.startParam(b)
+				return dst
+			case esc, c2:
+				// A C2 not followed by its continuation is invalid UTF-8; emitting it alone would
+				// leave the terminal's decoder waiting for a byte that may come after a dropped
+				// sequence (C2 … 9D). Drop it.
+				f.hold = f.hold[:0]
+				f.state = clipGround
+				continue
+			default:
+				dst = f.emitHold(dst)
+				dst = append(dst, b)
+				f.state = clipGround
+				return dst
+			}
+
+		case clipEsc:
+			switch {
+			case b == ']':
+				f.startParam(b)
+			case b == esc:
+				// The new ESC supersedes the held one, which does nothing; emitting it alone would
+				// leave the terminal in the escape state. Keep the executed C0 controls.
+				dst = append(dst, f.hold[1:]...)
+				f.hold = append(f.hold[:0], esc)
+			case executedC0(b) || b == 0x7f:
+				f.holdByte(b)
+			case b >= 0x80:
+				// Not a valid escape; drop the ESC rather than leave the terminal inside it.
+				dst = append(dst, f.hold[1:]...)
+				f.hold = f.hold[:0]
+				f.state = clipGround
+				continue
+			default:
+				// CAN, SUB or a final/intermediate byte: the terminal leaves the escape state
+				// (or enters a sequence that ']' cannot turn into an OSC).
+				dst = f.emitHold(dst)
+				dst = append(dst, b)
+				f.state = clipGround
+			}
+			return dst
+
+		case clipParam:
+			switch {
+			case b >= '0' && b <= '9':
+				if b == '0' && f.sig == 0 {
+					f.holdByte(b) // a leading zero does not change the number
+					return dst
+				}
+				f.sig++
+				f.val = f.val*10 + uint64(b-'0')
+				if f.sig > maxParamDigits {
+					f.drop()
+					return dst
+				}
+				f.hold = append(f.hold, b)
+			case executedC0(b) && b != bel:
+				f.holdByte(b) // ignored by the terminal inside an OSC
+			case b == ';' || b == bel || b == can || b == sub:
+				// The parameter is complete (or the OSC ends or is cancelled).
+				if f.clipboardParam() {
+					f.drop()
+					if b == ';' {
+						return dst
+					}
+					f.state = clipGround // the terminator or cancel is dropped too
+					return dst
+				}
+				dst = f.emitHold(dst)
+				dst = append(dst, b)
+				f.state = clipGround
+			case b == esc:
+				if f.clipboardParam() {
+					f.drop()
+					continue
+				}
+				f.hold = append(f.hold, b)
+				f.state = clipParamEsc
+			case b == c2:
+				if f.clipboardParam() {
+					f.drop()
+					continue
+				}
+				f.hold = append(f.hold, b)
+				f.state = clipParamC2
+			default:
+				// Printable non-digit, DEL or non-ASCII inside the number: no legitimate OSC
+				// looks like this, and terminals differ on what they make of it. Drop it all.
+				f.drop()
+				continue
+			}
+			return dst
+
+		case clipParamEsc:
+			switch {
+			case b == '\\':
+				// ESC \ is ST: a complete, harmless OSC with no payload (e.g. OSC 104).
+				dst = f.emitHold(dst)
+				dst = append(dst, b)
+				f.state = clipGround
+			case executedC0(b):
+				f.holdByte(b)
+			default:
+				// The OSC is aborted and the ESC starts a new escape. Drop the aborted OSC: the
+				// terminal never sees it, so it cannot be resumed by what follows.
+				f.hold = append(f.hold[:0], esc)
+				f.state = clipEsc
+				continue
+			}
+			return dst
+
+		case clipParamC2:
+			if b == st {
+				dst = f.emitHold(dst)
+				dst = append(dst, b)
+				f.state = clipGround
+				return dst
+			}
+			f.hold = append(f.hold[:0], c2)
+			f.state = clipC2
+			continue
+
+		case clipDrop:
+			switch b {
+			case bel, can, sub, st:
+				f.state = clipGround
+			case esc:
+				f.state = clipDropEsc
+			case c2:
+				f.state = clipDropC2
+			}
+			return dst
+
+		case clipDropEsc:
+			switch {
+			case b == '\\':
+				f.state = clipGround
+			case executedC0(b) || b == esc:
+			default:
+				// ESC ends the string and starts a new escape sequence, which the terminal
+				// parses from its state before the dropped sequence.
+				f.hold = append(f.hold[:0], esc)
+				f.state = clipEsc
+				continue
+			}
+			return dst
+
+		case clipDropC2:
+			if b == st {
+				f.state = clipGround
+				return dst
+			}
+			f.state = clipDrop
+			continue
+		}
+		return dst
+	}
+}

@@ -1,0 +1,359 @@
+package console
+
+import (
+	"bytes"
+	"fmt"
+	"strings"
+	"testing"
+	"unicode/utf8"
+)
+
+// termModel is a reference terminal parser used to judge the filter's output: a UTF-8 decoder
+// followed by the DEC/ECMA-48 state machine, far enough to see every OSC the terminal would act
+// on. It is deliberately more gullible than a real terminal where terminals differ: it can drop
+// invalid UTF-8 silently (as some decoders do) and it ignores DEL inside an OSC number.
+type termModel struct {
+	dropInvalid bool
+
+	state  int
+	digits int
+	val    uint32 // wraps like a careless int parser
+	exact  uint64
+	// clip lists the clipboard OSCs the terminal saw (their parameters).
+	clip []string
+}
+
+const (
+	tGround = iota
+	tEscape
+	tEscInter
+	tCSI
+	tOSCParam
+	tOSCString
+	tString // DCS, SOS, PM, APC
+)
+
+func (m *termModel) feed(b []byte) {
+	for len(b) > 0 {
+		r, n := utf8.DecodeRune(b)
+		if r == utf8.RuneError && n <= 1 {
+			n = 1
+			if m.dropInvalid {
+				b = b[n:]
+				continue
+			}
+			r = utf8.RuneError
+		}
+		b = b[n:]
+		m.rune(r)
+	}
+}
+
+func (m *termModel) endParam() {
+	if m.digits > 0 && (m.val == 52 || m.val == 5522 || m.exact == 52 || m.exact == 5522) {
+		m.clip = append(m.clip, fmt.Sprint(m.val))
+	}
+}
+
+func (m *termModel) rune(r rune) {
+	// Transitions from anywhere.
+	switch {
+	case r == 0x18 || r == 0x1a:
+		if m.state == tOSCParam {
+			m.endParam()
+		}
+		m.state = tGround
+		return
+	case r == 0x1b:
+		if m.state == tOSCParam {
+			m.endParam()
+		}
+		m.state = tEscape
+		return
+	case r == 0x9c: // ST
+		if m.state == tOSCParam {
+			m.endParam()
+		}
+		m.state = tGround
+		return
+	case r == 0x9d:
+		m.state, m.digits, m.val, m.exact = tOSCParam, 0, 0, 0
+		return
+	case r == 0x9b:
+		m.state = tCSI
+		return
+	case r == 0x90 || r == 0x98 || r == 0x9e || r == 0x9f:
+		m.state = tString
+		return
+	}
+	switch m.state {
+	case tEscape:
+		switch {
+		case r < 0x20 || r == 0x7f:
+			// executed or ignored; still in escape
+		case r >= 0x20 && r <= 0x2f:
+			m.state = tEscInter
+		case r == ']':
+			m.state, m.digits, m.val, m.exact = tOSCParam, 0, 0, 0
+		case r == '[':
+			m.state = tCSI
+		case r == 'P' || r == 'X' || r == '^' || r == '_':
+			m.state = tString
+		default:
+			m.state = tGround
+		}
+	case tEscInter:
+		if r >= 0x30 && r <= 0x7e || r >= 0x80 {
+			m.state = tGround
+		}
+	case tCSI:
+		if r >= 0x40 && r <= 0x7e || r >= 0x80 {
+			m.state = tGround
+		}
+	case tOSCParam:
+		switch {
+		case r >= '0' && r <= '9':
+			m.digits++
+			m.val = m.val*10 + uint32(r-'0')
+			if m.exact < 1<<60 {
+				m.exact = m.exact*10 + uint64(r-'0')
+			}
+		case r == 0x07:
+			m.endParam()
+			m.state = tGround
+		case r < 0x20 || r == 0x7f:
+			// ignored
+		default:
+			m.endParam()
+			m.state = tOSCString
+		}
+	case tOSCString:
+		if r == 0x07 {
+			m.state = tGround
+		}
+	}
+}
+
+// clipboardSeen reports the clipboard OSCs a terminal would see in out, under both decoders.
+func clipboardSeen(out []byte) []string {
+	var seen []string
+	for _, drop := range []bool{false, true} {
+		m := termModel{dropInvalid: drop}
+		m.feed(out)
+		seen = append(seen, m.clip...)
+	}
+	return seen
+}
+
+func isSubsequence(sub, s []byte) bool {
+	i := 0
+	for j := 0; j < len(s) && i < len(sub); j++ {
+		if s[j] == sub[i] {
+			i++
+		}
+	}
+	return i == len(sub)
+}
+
+func filterAll(in []byte) []byte {
+	var f ClipboardFilter
+	return f.Filter(nil, in)
+}
+
+func TestClipboardModelSeesRawSequences(t *testing.T) {
+	// The reference model must catch the raw attacks, or the tests below prove nothing.
+	for _, in := range []string{
+		"\x1b]52;c;Zm9v\x07",
+		"\x1b]52;c;Zm9v\x1b\\",
+		"\xc2\x9d52;c;Zm9v\xc2\x9c",
+		"\x1b\n]52;c;Zm9v\x07",
+		"\x1b]0052;c;Zm9v\x07",
+		"\x1b]5\x002;c;Zm9v\x07",
+		"\x1b]5522;write=x\x07",
+		"\x1b]4294967348;c;Zm9v\x07",
+	} {
+		if len(clipboardSeen([]byte(in))) == 0 {
+			t.Errorf("model misses %q", in)
+		}
+	}
+}
+
+func TestClipboardFilter(t *testing.T) {
+	const payload = "c;SGVsbG8="
+	tests := []struct {
+		name, in, want string
+	}{
+		{"plain", "hello, world\n", "hello, world\n"},
+		{"bel", "a\x1b]52;" + payload + "\x07b", "ab"},
+		{"st", "a\x1b]52;" + payload + "\x1b\\b", "ab"},
+		{"c1", "a\xc2\x9d52;" + payload + "\xc2\x9cb", "ab"},
+		{"c1 bel", "a\xc2\x9d52;" + payload + "\x07b", "ab"},
+		{"query", "a\x1b]52;c;?\x07b", "ab"},
+		{"no payload", "a\x1b]52\x07b", "ab"},
+		{"leading zeros", "a\x1b]00052;" + payload + "\x07b", "ab"},
+		{"c0 in escape", "a\x1b\x00\n]52;" + payload + "\x07b", "ab"},
+		{"c0 in number", "a\x1b]5\x002;" + payload + "\x07b", "ab"},
+		{"kitty 5522", "a\x1b]5522;type=write\x07b", "ab"},
+		{"overflow", "a\x1b]4294967348;" + payload + "\x07b", "ab"},
+		{"two in a row", "\x1b]52;" + payload + "\x07\x1b]52;" + payload + "\x1b\\x", "x"},
+		{"cancelled", "a\x1b]52;" + payload + "\x18b", "ab"},
+		{"aborted by escape", "a\x1b]52;" + payload + "\x1b[1mb", "a\x1b[1mb"},
+		{"utf8 payload", "a\x1b]52;c;\xc2\xa9\x07b", "ab"},
+		{"tmux passthrough", "\x1bPtmux;\x1b\x1b]52;" + payload + "\x07\x1b\\x", "\x1bPtmux;\x1b\\x"},
+		{"title kept", "\x1b]0;my title\x07x", "\x1b]0;my title\x07x"},
+		{"title st kept", "\x1b]2;t\x1b\\x", "\x1b]2;t\x1b\\x"},
+		{"hyperlink kept", "\x1b]8;;http://e.org\x1b\\link\x1b]8;;\x1b\\", "\x1b]8;;http://e.org\x1b\\link\x1b]8;;\x1b\\"},
+		{"reset colors kept", "\x1b]104\x1b\\x", "\x1b]104\x1b\\x"},
+		{"reset colors c1 st kept", "\x1b]104\xc2\x9cx", "\x1b]104\xc2\x9cx"},
+		{"osc 5 kept", "\x1b]5;1;red\x07", "\x1b]5;1;red\x07"},
+		{"osc 53 kept", "\x1b]53;x\x07", "\x1b]53;x\x07"},
+		{"osc 520 kept", "\x1b]520;x\x07", "\x1b]520;x\x07"},
+		{"csi kept", "\x1b[31mred\x1b[0m", "\x1b[31mred\x1b[0m"},
+		{"esc seven kept", "\x1b7\x1b8", "\x1b7\x1b8"},
+		{"utf8 with 9d kept", "ŝ中文 \xe2\x80\x9d", "ŝ中文 \xe2\x80\x9d"},
+		{"c1 csi kept", "\xc2\x9b31m", "\xc2\x9b31m"},
+		{"latin1 kept", "\xc2\xa9 caf\xc3\xa9", "\xc2\xa9 caf\xc3\xa9"},
+		{"bracket without esc kept", "]52;c;x\x07", "]52;c;x\x07"},
+		{"esc esc", "\x1b\x1b[1m", "\x1b[1m"},
+		{"esc non-ascii", "\x1b\xc3\xa9", "\xc3\xa9"},
+		{"c2 before esc", "\xc2\x1b[1m", "\x1b[1m"},
+		{"weird number dropped", "a\x1b]5x2;c;x\x07b", "ab"},
+		// Regressions for attacks that straddle a dropped sequence: the bytes emitted before the
+		// drop must not combine with the bytes after it.
+		{"straddle param", "\x1b]5\x1b\x1b]52;c;x\x07" + "2;c;QUFB\x07", "2;c;QUFB\x07"},
+		{"straddle param c2", "\x1b]5\xc2\x1b]52;c;x\x07" + "2;c;QUFB\x07", "2;c;QUFB\x07"},
+		{"straddle escape", "\x1b\x1b]52;c;x\x07]52;c;QUFB\x07", "]52;c;QUFB\x07"},
+		{"straddle c2", "\xc2\x1b]52;c;x\x07\x9d52;c;QUFB\x07", "\x9d52;c;QUFB\x07"},
+		{"param then esc then title", "\x1b]5\x1b]0;t\x07", "\x1b]0;t\x07"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := filterAll([]byte(tt.in))
+			if string(got) != tt.want {
+				t.Errorf("Filter(%q) = %q, want %q", tt.in, got, tt.want)
+			}
+			if seen := clipboardSeen(got); len(seen) > 0 {
+				t.Errorf("terminal would see clipboard OSC %v in %q", seen, got)
+			}
+			// Every split point gives the same output: sequences split across reads are caught.
+			for i := 0; i <= len(tt.in); i++ {
+				var f ClipboardFilter
+				out := f.Filter(nil, []byte(tt.in[:i]))
+				out = f.Filter(out, []byte(tt.in[i:]))
+				if !bytes.Equal(out, got) {
+					t.Fatalf("split at %d: %q, unsplit %q", i, out, got)
+				}
+			}
+			// Byte by byte.
+			var f ClipboardFilter
+			var out []byte
+			for i := 0; i < len(tt.in); i++ {
+				out = f.Filter(out, []byte{tt.in[i]})
+			}
+			if !bytes.Equal(out, got) {
+				t.Fatalf("byte by byte: %q, want %q", out, got)
+			}
+		})
+	}
+}
+
+func TestClipboardFilterHeldAtEnd(t *testing.T) {
+	// An undecided sequence at the end of a write is held, not emitted, and Reset discards it.
+	var f ClipboardFilter
+	if out := f.Filter(nil, []byte("ab\x1b]5")); string(out) != "ab" {
+		t.Fatalf("got %q, want %q", out, "ab")
+	}
+	f.Reset()
+	if out := f.Filter(nil, []byte("2;c;QUFB\x07")); string(out) != "2;c;QUFB\x07" {
+		t.Fatalf("after Reset got %q", out)
+	}
+}
+
+func TestClipboardFilterLongSequences(t *testing.T) {
+	// A long payload is dropped entirely, and a flood of ignorable bytes inside an escape does
+	// not grow memory without bound.
+	big := "\x1b]52;c;" + strings.Repeat("QUFB", 1<<16) + "\x07tail"
+	if got := filterAll([]byte(big)); string(got) != "tail" {
+		t.Fatalf("long payload: got %d bytes %q…", len(got), got[:min(len(got), 20)])
+	}
+	var f ClipboardFilter
+	f.Filter(nil, []byte("\x1b"+strings.Repeat("\x00", 10000)+"]"+strings.Repeat("0", 10000)))
+	if len(f.hold) > holdCap+4 {
+		t.Fatalf("hold grew to %d bytes", len(f.hold))
+	}
+	out := f.Filter(nil, []byte("52;c;QUFB\x07ok"))
+	if string(out) != "ok" {
+		t.Fatalf("got %q", out)
+	}
+}
+
+// checkFilter runs in through the filter in the chunks cuts describes, on one stream and split
+// across two streams (stdout and stderr on one terminal), and checks the properties.
+func checkFilter(t *testing.T, in, cuts []byte) {
+	whole := filterAll(in)
+	if !isSubsequence(whole, in) {
+		t.Fatalf("output %q is not a subsequence of input %q", whole, in)
+	}
+	if seen := clipboardSeen(whole); len(seen) > 0 {
+		t.Fatalf("terminal would see clipboard OSC %v in output %q of input %q", seen, whole, in)
+	}
+	if bytes.IndexByte(in, esc) < 0 && bytes.IndexByte(in, c2) < 0 && !bytes.Equal(whole, in) {
+		t.Fatalf("input without ESC or C2 changed: %q → %q", in, whole)
+	}
+	// Chunked: same output.
+	var f ClipboardFilter
+	var chunked []byte
+	// Interleaved: chunks go alternately to two filters whose outputs share a terminal.
+	var fa, fb ClipboardFilter
+	var mixed []byte
+	rest := in
+	for i := 0; len(rest) > 0; i++ {
+		n := len(rest)
+		if i < len(cuts) {
+			n = min(int(cuts[i]%32)+1, len(rest))
+		}
+		chunk := rest[:n]
+		rest = rest[n:]
+		chunked = f.Filter(chunked, chunk)
+		if i < len(cuts) && cuts[i]&0x80 != 0 {
+			mixed = fb.Filter(mixed, chunk)
+		} else {
+			mixed = fa.Filter(mixed, chunk)
+		}
+	}
+	if !bytes.Equal(chunked, whole) {
+		t.Fatalf("chunked output %q differs from whole %q (input %q)", chunked, whole, in)
+	}
+	if seen := clipboardSeen(mixed); len(seen) > 0 {
+		t.Fatalf("interleaved streams: terminal would see clipboard OSC %v in %q (input %q)", seen, mixed, in)
+	}
+}
+
+func FuzzClipboardFilter(f *testing.F) {
+	// The seed corpus is in testdata/fuzz/FuzzClipboardFilter; these add the unit cases.
+	for _, s := range []string{
+		"\x1b]52;c;Zm9v\x07", "\xc2\x9d52;c;Zm9v\xc2\x9c", "\x1b]5\x1b\x1b]52;c;x\x072;c;QUFB\x07",
+		"\x1b]0;title\x07", "\x1b[31mred", "ŝ中文",
+	} {
+		f.Add([]byte(s), []byte{3, 0x81, 7})
+	}
+	f.Fuzz(func(t *testing.T, in, cuts []byte) {
+		checkFilter(t, in, cuts)
+	})
+}
+
+func TestClipboardFilterFlush(t *testing.T) {
+	var f ClipboardFilter
+	out := f.Filter(nil, []byte("a\x1b]5"))
+	out = f.Flush(out)
+	if string(out) != "a\x1b]5" {
+		t.Fatalf("Flush: got %q", out)
+	}
+	// Mid-drop, Flush emits nothing of the dropped sequence but returns to ground.
+	out = f.Filter(nil, []byte("\x1b]52;c;QUFB"))
+	out = f.Flush(out)
+	out = f.Filter(out, []byte("ok"))
+	if string(out) != "ok" {
+		t.Fatalf("Flush mid-drop: got %q", out)
+	}
+}

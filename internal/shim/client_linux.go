@@ -1,0 +1,154 @@
+package shim
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+
+	"github.com/agentbox/agentbox/internal/console"
+)
+
+// Executable is the program Start runs as `EXE box-shim L`. The default re-executes the running
+// binary; tests point it at a test binary.
+var Executable = "/proc/self/exe"
+
+// Start starts the shim of the launch in launchDir (which holds shim.json and request.json):
+// `agentbox box-shim L` in its own session, stdin and stdout on /dev/null, stderr appended to
+// L/shim.log, and fd 3 a pipe on which the shim reports readiness. It returns the shim's pid once
+// the shim listens on L/shim.sock, or the error the shim reported. The caller does not need to
+// wait for the shim: it is reaped in the background while the caller lives, and by init after.
+func Start(launchDir string) (int, error) {
+	dir, err := filepath.Abs(launchDir)
+	if err != nil {
+		return 0, err
+	}
+	logf, err := os.OpenFile(filepath.Join(dir, LogFile), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+	if err != nil {
+		return 0, fmt.Errorf("start shim: %w", err)
+	}
+	defer logf.Close()
+	null, err := os.OpenFile(os.DevNull, os.O_RDWR, 0)
+	if err != nil {
+		return 0, fmt.Errorf("start shim: %w", err)
+	}
+	defer null.Close()
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		return 0, fmt.Errorf("start shim: %w", err)
+	}
+	defer pr.Close()
+	cmd := exec.Command(Executable, "box-shim", dir)
+	cmd.Args[0] = "agentbox"
+	cmd.Dir = "/"
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = null, null, logf
+	cmd.ExtraFiles = []*os.File{pw}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	err = cmd.Start()
+	pw.Close()
+	if err != nil {
+		return 0, fmt.Errorf("start shim: %w", err)
+	}
+	go cmd.Wait()
+	line, err := bufio.NewReader(io.LimitReader(pr, 64<<10)).ReadString('\n')
+	line = strings.TrimSuffix(line, "\n")
+	switch {
+	case line == "ready":
+		return cmd.Process.Pid, nil
+	case strings.HasPrefix(line, "error: "):
+		return 0, fmt.Errorf("start shim: %s", strings.TrimPrefix(line, "error: "))
+	case err != nil:
+		return 0, fmt.Errorf("start shim: exited without reporting readiness (see %s)", filepath.Join(dir, LogFile))
+	}
+	return 0, fmt.Errorf("start shim: unexpected readiness line %q", line)
+}
+
+// Query asks a running shim for its current status.
+func Query(launchDir string) (*Status, error) {
+	c, err := console.Dial(filepath.Join(launchDir, SocketFile), console.Hello{Role: console.RoleStatus})
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	var st Status
+	if err := json.Unmarshal(c.Reply.Status, &st); err != nil {
+		return nil, fmt.Errorf("%w: status: %v", console.ErrProtocol, err)
+	}
+	return &st, nil
+}
+
+// Watcher is the daemon's connection to a shim: status events in, stop and signal requests out.
+type Watcher struct {
+	// Events delivers the status when the watch began (EventStatus), then started, exec and
+	// exit events. It is closed when the connection ends: after EventExit, or if the shim died
+	// (then read L/status.json, and if there is none the launch is lost).
+	Events <-chan Event
+
+	c  *console.Conn
+	mu sync.Mutex
+}
+
+// Watch connects to the shim of the launch in launchDir as a watcher.
+func Watch(launchDir string) (*Watcher, error) {
+	c, err := console.Dial(filepath.Join(launchDir, SocketFile), console.Hello{Role: console.RoleWatch})
+	if err != nil {
+		return nil, err
+	}
+	var st Status
+	if err := json.Unmarshal(c.Reply.Status, &st); err != nil {
+		c.Close()
+		return nil, fmt.Errorf("%w: status: %v", console.ErrProtocol, err)
+	}
+	ch := make(chan Event, 16)
+	ch <- Event{Kind: EventStatus, Status: st}
+	w := &Watcher{Events: ch, c: c}
+	go func() {
+		defer close(ch)
+		for {
+			line, err := console.ReadLine(c.R)
+			if err != nil {
+				return
+			}
+			var ev Event
+			if err := json.Unmarshal(line, &ev); err != nil {
+				return
+			}
+			ch <- ev
+			if ev.Kind == EventExit {
+				return
+			}
+		}
+	}()
+	return w, nil
+}
+
+func (w *Watcher) send(r Request) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if err := console.WriteJSONLine(w.c, r); err != nil {
+		return fmt.Errorf("%s request to shim: %w", r.Op, err)
+	}
+	return nil
+}
+
+// Stop asks the shim to stop the box (SIGTERM, then SIGKILL after the configured grace). The
+// outcome arrives as EventExit.
+func (w *Watcher) Stop() error { return w.send(Request{Op: OpStop}) }
+
+// Signal asks the shim to send sig to the box, which forwards it to the program.
+func (w *Watcher) Signal(sig syscall.Signal) error {
+	if sig <= 0 {
+		return errors.New("signal: invalid signal")
+	}
+	return w.send(Request{Op: OpSignal, Signal: int(sig)})
+}
+
+// Close ends the watch; the shim and its box are unaffected.
+func (w *Watcher) Close() error { return w.c.Close() }

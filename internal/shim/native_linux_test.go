@@ -1,0 +1,149 @@
+package shim_test
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/creack/pty"
+
+	"github.com/agentbox/agentbox/internal/api"
+	"github.com/agentbox/agentbox/internal/console"
+	"github.com/agentbox/agentbox/internal/engine"
+	"github.com/agentbox/agentbox/internal/engine/enginetest"
+	"github.com/agentbox/agentbox/internal/engine/native"
+	"github.com/agentbox/agentbox/internal/plan"
+	"github.com/agentbox/agentbox/internal/shim"
+)
+
+// nativeLaunch starts a shim whose box is a real native-engine box running program with args.
+func nativeLaunch(t *testing.T, cfg shim.Config, program string, args []string, mod func(*plan.Input)) (string, enginetest.Dirs) {
+	t.Helper()
+	p, d := enginetest.NewPlan(t, program, args, mod)
+	req, err := (&native.Engine{}).Request(p)
+	if err != nil {
+		t.Fatalf("native request: %v", err)
+	}
+	cfg.Engine = native.Name
+	cfg.Console = p.Console
+	return launchRaw(t, t.TempDir(), cfg, req), d
+}
+
+// requireNative skips when this host cannot build a native box (for a reason the native
+// engine's own tests report), by running one trivial box through the shim.
+func requireNative(t *testing.T) {
+	t.Helper()
+	dir, _ := nativeLaunch(t, shim.Config{}, "/bin/sh", []string{"-c", "exit 0"}, nil)
+	r := attachPipes(t, dir, nil)
+	var se *console.StartError
+	if errors.As(r.err, &se) && se.Code == engine.CodeBoxSetupFailed {
+		t.Skipf("native boxes unavailable here: %v", r.err)
+	}
+	if r.err != nil || r.code != 0 {
+		t.Fatalf("trivial native box: %d, %v", r.code, r.err)
+	}
+}
+
+func TestNativeEngine(t *testing.T) {
+	requireNative(t)
+
+	t.Run("pipe", func(t *testing.T) {
+		dir, _ := nativeLaunch(t, shim.Config{}, "/bin/sh", []string{"-c", `wc -c; echo to-stderr >&2; exit 7`}, nil)
+		r := attachPipes(t, dir, []byte("12345"))
+		if r.err != nil || r.code != 7 {
+			t.Fatalf("Attach = %d, %v (stderr %q)", r.code, r.err, r.stderr)
+		}
+		if strings.TrimSpace(string(r.stdout)) != "5" || string(r.stderr) != "to-stderr\n" {
+			t.Fatalf("stdout %q, stderr %q", r.stdout, r.stderr)
+		}
+		st := waitStatus(t, dir)
+		if st.State != api.StateExited || !st.Settled || !st.Execd || st.Namespaces["pid"] == nsIno(t, "pid") || st.Namespaces["user"] == nsIno(t, "user") {
+			t.Fatalf("status %+v", st)
+		}
+	})
+
+	t.Run("exit codes are the program's", func(t *testing.T) {
+		for _, code := range []string{"125", "126", "127"} {
+			dir, _ := nativeLaunch(t, shim.Config{}, "/bin/sh", []string{"-c", "exit " + code}, nil)
+			r := attachPipes(t, dir, nil)
+			if r.err != nil || strconv.Itoa(r.code) != code {
+				t.Fatalf("exit %s: Attach = %d, %v", code, r.code, r.err)
+			}
+		}
+	})
+
+	t.Run("program not found", func(t *testing.T) {
+		dir, _ := nativeLaunch(t, shim.Config{}, "/usr/bin/no-such-program-agentbox", nil, nil)
+		r := attachPipes(t, dir, nil)
+		if !errors.Is(r.err, engine.ErrProgramNotFound) {
+			t.Fatalf("Attach = %d, %v; want program_not_found", r.code, r.err)
+		}
+		if st := waitStatus(t, dir); st.State != api.StateFailed || st.Error == nil || st.Error.Code != engine.CodeProgramNotFound {
+			t.Fatalf("status %+v", st)
+		}
+	})
+
+	t.Run("tty", func(t *testing.T) {
+		um, us, err := pty.Open()
+		if err != nil {
+			t.Skipf("no pty: %v", err)
+		}
+		defer um.Close()
+		defer us.Close()
+		pty.Setsize(um, &pty.Winsize{Rows: 33, Cols: 111})
+		out := readPTY(um)
+		dir, _ := nativeLaunch(t, shim.Config{}, "/bin/sh", []string{"-c", `echo "size $(stty size)"; printf 'a\033]52;c;QUFB\007b\n'; exit 3`},
+			func(in *plan.Input) { in.Console = plan.ConsoleTTY })
+		code, err := console.Attach(sock(dir), us, us, us, console.AttachOptions{NoSignals: true})
+		if err != nil || code != 3 {
+			t.Fatalf("Attach = %d, %v", code, err)
+		}
+		waitFor(t, "output", func() bool { return strings.Contains(out.String(), "ab") }, nil)
+		if o := out.String(); !strings.Contains(o, "size 33 111") || strings.Contains(o, "52;") {
+			t.Fatalf("terminal got %q", o)
+		}
+	})
+
+	t.Run("hangup on client loss", func(t *testing.T) {
+		dir, _ := nativeLaunch(t, shim.Config{}, "/bin/sh", []string{"-c", hupScript, "/tmp/m"}, nil)
+		c := rawAttach(t, dir)
+		c.readUntil("ready")
+		c.c.Close()
+		st := waitStatus(t, dir)
+		if st.ExitCode == nil || *st.ExitCode != 9 || !st.Settled {
+			t.Fatalf("status %+v, want exit 9 from the HUP trap", st)
+		}
+	})
+
+	t.Run("stop", func(t *testing.T) {
+		dir, _ := nativeLaunch(t, shim.Config{StopGrace: time.Hour}, "/bin/sh", []string{"-c", `trap 'exit 5' TERM; echo ready; while :; do sleep 0.05; done`}, nil)
+		c := rawAttach(t, dir)
+		c.readUntil("ready")
+		waitRunning(t, dir)
+		w, err := shim.Watch(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer w.Close()
+		w.Stop()
+		last := drain(t, w)
+		if last.Kind != shim.EventExit || last.Status.ExitCode == nil || *last.Status.ExitCode != 5 || !last.Status.Settled {
+			t.Fatalf("last event %+v", last)
+		}
+	})
+
+	t.Run("detached", func(t *testing.T) {
+		dir, _ := nativeLaunch(t, shim.Config{Detached: true}, "/bin/sh", []string{"-c", `echo out; echo err >&2; exit 4`}, nil)
+		if st := waitStatus(t, dir); st.ExitCode == nil || *st.ExitCode != 4 {
+			t.Fatalf("status %+v", st)
+		}
+		b, _ := os.ReadFile(filepath.Join(dir, shim.OutputFile))
+		if string(b) != "out\nerr\n" {
+			t.Fatalf("output.log %q", b)
+		}
+	})
+}

@@ -1,0 +1,1124 @@
+package shim
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"net"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/agentbox/agentbox/internal/api"
+	"github.com/agentbox/agentbox/internal/console"
+	"github.com/agentbox/agentbox/internal/engine"
+	"github.com/agentbox/agentbox/internal/engine/native"
+	"github.com/agentbox/agentbox/internal/plan"
+)
+
+// drainTimeout bounds how long the shim waits, once the box's top process has exited, for the
+// box's control channel and output to reach their end. With a pid namespace they end at once;
+// the bound only protects the shim from an engine without one.
+const drainTimeout = 5 * time.Second
+
+// writeTimeout bounds a write to a watcher, so a stuck daemon cannot wedge the shim.
+const writeTimeout = 5 * time.Second
+
+// relayedSignals are the signals a client may ask the shim to send the box.
+var relayedSignals = map[syscall.Signal]bool{
+	syscall.SIGINT: true, syscall.SIGTERM: true, syscall.SIGHUP: true, syscall.SIGQUIT: true,
+	syscall.SIGUSR1: true, syscall.SIGUSR2: true, syscall.SIGWINCH: true, syscall.SIGCONT: true,
+}
+
+// Main is the entry point of `agentbox box-shim LAUNCHDIR`. It reports readiness on fd 3 (one
+// line, "ready" or "error: …") and returns 0 once the launch has ended and its status is written.
+func Main(args []string) int {
+	lg := log.New(os.Stderr, fmt.Sprintf("box-shim[%d]: ", os.Getpid()), log.LstdFlags|log.Lmicroseconds)
+	var ready *os.File
+	if _, err := unix.FcntlInt(3, unix.F_GETFD, 0); err == nil {
+		ready = os.NewFile(3, "ready")
+	}
+	report := func(err error) {
+		if ready == nil {
+			return
+		}
+		msg := "ready\n"
+		if err != nil {
+			msg = "error: " + oneLine(err.Error()) + "\n"
+		}
+		if _, werr := ready.WriteString(msg); werr != nil {
+			lg.Printf("report readiness: %v", werr)
+		}
+		ready.Close()
+		ready = nil
+	}
+	if len(args) != 1 {
+		err := errors.New("usage: agentbox box-shim LAUNCHDIR")
+		report(err)
+		lg.Print(err)
+		return 2
+	}
+	if err := run(args[0], lg, report); err != nil {
+		report(err)
+		lg.Print(err)
+		return 1
+	}
+	return 0
+}
+
+func oneLine(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		if c == '\n' || c == '\r' {
+			b[i] = ' '
+		}
+	}
+	return string(b)
+}
+
+// server is the state of one shim.
+type server struct {
+	dir  string
+	cfg  Config
+	req  []byte
+	log  *log.Logger
+	tty  bool
+	clip bool // filter clipboard sequences from output
+
+	ln          *net.UnixListener
+	ownUserNS   uint64
+	startReq    chan struct{} // closed by the first attach
+	stopReq     chan struct{} // closed by a stop before the box started
+	boxExited   chan struct{} // closed when the box's top process has been reaped
+	ptyReady    chan struct{} // closed when the PTY master is known (tty mode)
+	stdinCh     chan stdinItem
+	shutdown    chan struct{} // closed when the final status has been sent
+	startOnce   sync.Once
+	stopOnce    sync.Once
+	pumps       sync.WaitGroup
+	controlDone chan struct{}
+
+	mu       sync.Mutex
+	cond     *sync.Cond // signalled when client, exited or final change
+	status   Status
+	box      *engine.Box
+	master   *os.File
+	size     console.WindowSize
+	client   *attachment
+	watchers map[*watchConn]bool
+	stdinW   *os.File   // pipe mode: the box's stdin (nil once closed)
+	logOut   *os.File   // detached tty mode: where the PTY output goes
+	outputs  []*os.File // the box's output streams (pipes or PTY master) the pumps read
+	started  bool       // the box has been started (box != nil)
+	exited   bool       // the box's top process has been reaped
+	final    bool       // the final status has been computed
+	stopping bool
+	errEvent *api.Error // EventError from the box
+	// pending are signals for the program that arrived after the start but before the exec:
+	// box-init, as PID 1 of a pid namespace, drops signals from outside until it has installed
+	// its handlers, so they are sent when the box reports the exec.
+	pending []syscall.Signal
+}
+
+type stdinItem struct {
+	data []byte
+	eof  bool
+}
+
+func run(dir string, lg *log.Logger, report func(error)) error {
+	// Engines start the box with Pdeathsig (the box dies with its shim), which the kernel ties to
+	// the thread that forked: keep this goroutine, which starts the box, on one thread for good.
+	runtime.LockOSThread()
+	unix.Umask(0o077)
+	// The shim has no terminal; SIGHUP must not kill it. SIGPIPE on sockets is an error return.
+	signal.Ignore(syscall.SIGHUP, syscall.SIGPIPE)
+	dir, err := filepath.Abs(dir)
+	if err != nil {
+		return err
+	}
+	cfg, err := ReadConfig(dir)
+	if err != nil {
+		return err
+	}
+	req, err := os.ReadFile(filepath.Join(dir, RequestFile))
+	if err != nil {
+		return fmt.Errorf("read engine request: %w", err)
+	}
+	s := &server{
+		dir: dir, cfg: cfg, req: req, log: lg,
+		tty:         cfg.console() == plan.ConsoleTTY,
+		clip:        cfg.Clipboard != console.ClipboardAllow,
+		startReq:    make(chan struct{}),
+		stopReq:     make(chan struct{}),
+		boxExited:   make(chan struct{}),
+		ptyReady:    make(chan struct{}),
+		stdinCh:     make(chan stdinItem, 64),
+		shutdown:    make(chan struct{}),
+		controlDone: make(chan struct{}),
+		watchers:    map[*watchConn]bool{},
+		status: Status{
+			LaunchID: cfg.LaunchID,
+			State:    api.StateStarting,
+			ShimPid:  os.Getpid(),
+		},
+	}
+	s.cond = sync.NewCond(&s.mu)
+	if s.ownUserNS, err = nsInode(os.Getpid(), "user"); err != nil {
+		return fmt.Errorf("own user namespace: %w", err)
+	}
+	sock := filepath.Join(dir, SocketFile)
+	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: sock, Net: "unix"})
+	if err != nil {
+		return fmt.Errorf("listen: %w", err)
+	}
+	ln.SetUnlinkOnClose(true)
+	s.ln = ln
+	if err := os.Chmod(sock, 0o600); err != nil {
+		ln.Close()
+		return fmt.Errorf("listen: %w", err)
+	}
+	go s.acceptLoop()
+	report(nil)
+	lg.Printf("launch %s: listening on %s (engine %s, console %s, detached %v)", cfg.LaunchID, sock, cfg.Engine, cfg.console(), cfg.Detached)
+
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
+	go func() {
+		for sig := range sigs {
+			lg.Printf("received %v: stopping the box", sig)
+			s.stop()
+		}
+	}()
+
+	if !cfg.Detached {
+		timeout := cfg.AttachTimeout
+		if timeout == 0 {
+			timeout = DefaultAttachTimeout
+		}
+		timer := time.NewTimer(timeout)
+		select {
+		case <-s.startReq:
+			timer.Stop()
+		case <-timer.C:
+			s.finishUnstarted(CodeAttachTimeout, fmt.Sprintf("no client attached within %v", timeout), false)
+			return nil
+		case <-s.stopReq:
+			timer.Stop()
+			s.finishUnstarted(CodeStoppedBeforeStart, "stopped before the box started", true)
+			return nil
+		}
+	}
+	if err := s.startBox(); err != nil {
+		var se *startError
+		if errors.As(err, &se) {
+			s.finishUnstarted(se.code, se.msg, false)
+			return nil
+		}
+		return err
+	}
+	s.supervise()
+	return nil
+}
+
+type startError struct{ code, msg string }
+
+func (e *startError) Error() string { return e.msg }
+
+// codeFor maps an engine start error to its wire code.
+func codeFor(err error) string {
+	switch {
+	case errors.Is(err, engine.ErrProgramNotFound):
+		return engine.CodeProgramNotFound
+	case errors.Is(err, engine.ErrProgramNotExec):
+		return engine.CodeProgramNotExec
+	case errors.Is(err, engine.ErrUnknownEngine):
+		return engine.CodeUnknownEngine
+	case errors.Is(err, engine.ErrNotSupported):
+		return engine.CodeEngineUnsupported
+	}
+	return engine.CodeBoxSetupFailed
+}
+
+// startBox starts the box through the engine and the goroutines that serve it.
+func (s *server) startBox() error {
+	eng, err := engine.Get(s.cfg.Engine)
+	if err != nil {
+		return &startError{codeFor(err), err.Error()}
+	}
+	shimEnd, boxEnd, err := engine.ControlPair()
+	if err != nil {
+		return &startError{engine.CodeBoxSetupFailed, err.Error()}
+	}
+	bio := engine.IO{Control: boxEnd}
+	if s.tty {
+		s.mu.Lock()
+		bio.Rows, bio.Cols = s.size.Rows, s.size.Cols
+		s.mu.Unlock()
+	}
+	var boxEnds []*os.File // the box's copies, closed once it has them
+	boxEnds = append(boxEnds, boxEnd)
+	var stdoutR, stderrR *os.File
+	closeAll := func(fs ...*os.File) {
+		for _, f := range fs {
+			if f != nil {
+				f.Close()
+			}
+		}
+	}
+	fail := func(err error) error {
+		closeAll(boxEnds...)
+		closeAll(shimEnd, stdoutR, stderrR, s.stdinW, s.logOut)
+		return &startError{engine.CodeBoxSetupFailed, err.Error()}
+	}
+	switch {
+	case s.cfg.Detached:
+		null, err := os.Open(os.DevNull)
+		if err != nil {
+			return fail(err)
+		}
+		boxEnds = append(boxEnds, null)
+		out, err := os.OpenFile(filepath.Join(s.dir, OutputFile), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+		if err != nil {
+			return fail(err)
+		}
+		if s.tty {
+			s.logOut = out
+		} else {
+			boxEnds = append(boxEnds, out)
+			bio.Stdin, bio.Stdout, bio.Stderr = null, out, out
+		}
+	case !s.tty:
+		inR, inW, err := os.Pipe()
+		if err != nil {
+			return fail(err)
+		}
+		boxEnds = append(boxEnds, inR)
+		s.stdinW = inW
+		outR, outW, err := os.Pipe()
+		if err != nil {
+			return fail(err)
+		}
+		boxEnds = append(boxEnds, outW)
+		stdoutR = outR
+		errR, errW, err := os.Pipe()
+		if err != nil {
+			return fail(err)
+		}
+		boxEnds = append(boxEnds, errW)
+		stderrR = errR
+		bio.Stdin, bio.Stdout, bio.Stderr = inR, outW, errW
+	}
+
+	box, err := eng.Start(s.req, bio)
+	if err != nil {
+		closeAll(boxEnds...)
+		closeAll(shimEnd, stdoutR, stderrR, s.stdinW, s.logOut)
+		return &startError{codeFor(err), err.Error()}
+	}
+	closeAll(boxEnds...)
+	pid := box.Process.Pid
+	ns := map[string]uint64{}
+	for _, name := range native.NamespaceKinds {
+		if ino, err := nsInode(pid, name); err == nil {
+			ns[name] = ino
+		} else {
+			s.log.Printf("read namespace %s of box %d: %v", name, pid, err)
+		}
+	}
+
+	s.mu.Lock()
+	s.box = box
+	s.started = true
+	s.status.BoxPid = pid
+	s.status.Namespaces = ns
+	s.status.Started = time.Now().UTC()
+	s.broadcastLocked(EventStarted)
+	s.mu.Unlock()
+	s.log.Printf("box started: pid %d, namespaces %v", pid, ns)
+	select {
+	case <-s.stopReq: // a stop arrived while the box was being started
+		s.stop()
+	default:
+	}
+
+	go s.waitBox()
+	go s.readControl(shimEnd)
+	if !s.tty && !s.cfg.Detached {
+		s.mu.Lock()
+		s.outputs = append(s.outputs, stdoutR, stderrR)
+		s.mu.Unlock()
+		s.pumps.Add(2)
+		go s.pump(stdoutR, console.FrameStdout)
+		go s.pump(stderrR, console.FrameStderr)
+		go s.writeStdin(s.stdinW)
+	}
+	return nil
+}
+
+func (s *server) waitBox() {
+	ps, err := s.box.Process.Wait()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err != nil {
+		s.log.Printf("wait for box: %v", err)
+	} else {
+		ws := ps.Sys().(syscall.WaitStatus)
+		code := ws.ExitStatus()
+		if ws.Signaled() {
+			code = 128 + int(ws.Signal())
+		}
+		s.status.ExitCode = &code
+		s.log.Printf("box exited: %v (code %d)", ps, code)
+	}
+	s.exited = true
+	close(s.boxExited)
+	s.cond.Broadcast()
+}
+
+func (s *server) readControl(f *os.File) {
+	defer close(s.controlDone)
+	defer f.Close()
+	for {
+		ev, fds, err := engine.RecvEvent(f)
+		if err != nil {
+			if !errors.Is(err, engine.ErrControlClosed) {
+				s.log.Printf("control channel: %v", err)
+			}
+			return
+		}
+		switch ev.Kind {
+		case engine.EventPTY:
+			if len(fds) == 0 {
+				s.log.Printf("pty event without a descriptor")
+				continue
+			}
+			for _, fd := range fds[1:] {
+				unix.Close(fd)
+			}
+			s.havePTY(fds[0])
+		case engine.EventExec:
+			closeFDs(fds)
+			s.mu.Lock()
+			s.status.Execd = true
+			s.status.ProgramPid = ev.Pid
+			if s.status.State == api.StateStarting {
+				s.status.State = api.StateRunning
+			}
+			s.broadcastLocked(EventExec)
+			pending := s.pending
+			s.pending = nil
+			s.mu.Unlock()
+			s.log.Printf("program exec'd (pid %d in the box)", ev.Pid)
+			for _, sig := range pending {
+				s.signalBox(sig)
+			}
+		case engine.EventError:
+			closeFDs(fds)
+			s.mu.Lock()
+			if !s.status.Execd && s.errEvent == nil {
+				s.errEvent = &api.Error{Code: ev.Code, Message: ev.Message}
+			}
+			s.mu.Unlock()
+			s.log.Printf("box start-up failed: %s: %s", ev.Code, ev.Message)
+		default:
+			closeFDs(fds)
+			s.log.Printf("unknown control event %q", ev.Kind)
+		}
+	}
+}
+
+func closeFDs(fds []int) {
+	for _, fd := range fds {
+		unix.Close(fd)
+	}
+}
+
+// havePTY takes the PTY master: applies the client's size and starts relaying.
+func (s *server) havePTY(fd int) {
+	if !s.tty {
+		s.log.Printf("pty event in pipe mode: ignored")
+		unix.Close(fd)
+		return
+	}
+	// Non-blocking, so that the runtime poller serves it and Close unblocks a pending Read.
+	if err := unix.SetNonblock(fd, true); err != nil {
+		s.log.Printf("pty master: %v", err)
+	}
+	m := os.NewFile(uintptr(fd), "pty-master")
+	s.mu.Lock()
+	if s.master != nil {
+		s.mu.Unlock()
+		m.Close()
+		s.log.Printf("second pty event: ignored")
+		return
+	}
+	s.master = m
+	s.outputs = append(s.outputs, m)
+	if s.size != (console.WindowSize{}) {
+		setSize(m, s.size)
+	}
+	s.mu.Unlock()
+	close(s.ptyReady)
+	s.pumps.Add(1)
+	go s.pump(m, console.FrameStdout)
+	if !s.cfg.Detached {
+		go s.writeStdin(m)
+	}
+}
+
+func setSize(m *os.File, ws console.WindowSize) error {
+	return unix.IoctlSetWinsize(int(m.Fd()), unix.TIOCSWINSZ, &unix.Winsize{Row: ws.Rows, Col: ws.Cols})
+}
+
+// pump relays one output stream of the box to the attached client (or, detached, to the log).
+// With no client attached it waits for one, so that nothing is lost and the program feels the
+// back-pressure a stopped terminal gives; once the box has exited, output without a client is
+// dropped.
+func (s *server) pump(src *os.File, t console.FrameType) {
+	defer s.pumps.Done()
+	var filter console.ClipboardFilter
+	buf := make([]byte, 32<<10)
+	var out []byte
+	for {
+		n, err := src.Read(buf)
+		if n > 0 {
+			out = s.deliver(t, buf[:n], &filter, out)
+		}
+		if err != nil {
+			if !errors.Is(err, io.EOF) && !errors.Is(err, syscall.EIO) && !errors.Is(err, os.ErrClosed) {
+				s.log.Printf("read %s: %v", t, err)
+			}
+			return
+		}
+	}
+}
+
+// deliver sends data to the client, through filter when the clipboard is denied and the stream
+// is bound for a terminal (tty mode, or the client said its stream is a terminal). out is a
+// scratch buffer, returned for reuse.
+func (s *server) deliver(t console.FrameType, data []byte, filter *console.ClipboardFilter, out []byte) []byte {
+	if s.logOut != nil {
+		if s.clip {
+			data = filter.Filter(out[:0], data)
+			out = data
+		}
+		if _, err := s.logOut.Write(data); err != nil {
+			s.log.Printf("write %s: %v", OutputFile, err)
+		}
+		return out
+	}
+	s.mu.Lock()
+	for s.client == nil && !s.exited && !s.final {
+		s.cond.Wait()
+	}
+	c := s.client
+	s.mu.Unlock()
+	if c == nil {
+		return out
+	}
+	if s.clip && (s.tty || c.terminal(t)) {
+		data = filter.Filter(out[:0], data)
+	} else {
+		data = append(filter.Flush(out[:0]), data...)
+	}
+	out = data
+	if len(data) == 0 {
+		return out
+	}
+	if err := c.fw.WriteFrame(t, data); err != nil {
+		s.clientGone(c, "write failed: "+err.Error())
+	}
+	return out
+}
+
+// writeStdin writes what clients send to the box's stdin (the PTY master in tty mode), so a
+// client's connection reader never blocks on a program that does not read.
+func (s *server) writeStdin(dst *os.File) {
+	for {
+		var it stdinItem
+		select {
+		case it = <-s.stdinCh:
+		case <-s.boxExited:
+			return
+		}
+		if it.eof {
+			if s.tty {
+				continue // a terminal has no end of input to pass on
+			}
+			s.mu.Lock()
+			w := s.stdinW
+			s.stdinW = nil
+			s.mu.Unlock()
+			if w != nil {
+				w.Close()
+			}
+			continue
+		}
+		if !s.tty {
+			s.mu.Lock()
+			closed := s.stdinW == nil
+			s.mu.Unlock()
+			if closed {
+				continue
+			}
+		}
+		if _, err := dst.Write(it.data); err != nil {
+			// The program closed its stdin or the box is gone: discard input from now on.
+			if !errors.Is(err, syscall.EPIPE) && !errors.Is(err, os.ErrClosed) {
+				s.log.Printf("write stdin: %v", err)
+			}
+		}
+	}
+}
+
+// supervise waits for the box to end, then settles it, writes the status and tells everyone.
+func (s *server) supervise() {
+	<-s.boxExited
+	expired := make(chan struct{})
+	t := time.AfterFunc(drainTimeout, func() { close(expired) })
+	defer t.Stop()
+	select {
+	case <-s.controlDone:
+	case <-expired:
+		s.log.Printf("control channel still open %v after the box exited", drainTimeout)
+	}
+	pumpsDone := make(chan struct{})
+	go func() { s.pumps.Wait(); close(pumpsDone) }()
+	select {
+	case <-pumpsDone:
+	case <-expired:
+		s.log.Printf("box output still open %v after the box exited: closing it", drainTimeout)
+		s.mu.Lock()
+		for _, f := range s.outputs {
+			f.Close()
+		}
+		s.mu.Unlock()
+		<-pumpsDone
+	}
+
+	s.mu.Lock()
+	pidNS := s.status.Namespaces["pid"]
+	s.mu.Unlock()
+	settled := s.settle(pidNS)
+
+	s.mu.Lock()
+	st := &s.status
+	st.Settled = settled
+	st.Ended = time.Now().UTC()
+	switch {
+	case st.Execd:
+		st.State = api.StateExited
+	case s.errEvent != nil:
+		st.State = api.StateFailed
+		st.Error = s.errEvent
+		st.ExitCode = nil
+	default:
+		st.State = api.StateFailed
+		msg := "the box ended before its program started"
+		if st.ExitCode != nil {
+			msg = fmt.Sprintf("%s (box status %d)", msg, *st.ExitCode)
+		}
+		st.Error = &api.Error{Code: CodeBoxLost, Message: msg}
+		st.ExitCode = nil
+	}
+	s.mu.Unlock()
+	s.finish()
+}
+
+// settle verifies that no process of the box's pid namespace remains, killing stragglers.
+func (s *server) settle(pidNS uint64) bool {
+	if pidNS == 0 {
+		s.log.Printf("settlement: the box's pid namespace is unknown")
+		return false
+	}
+	own, err := nsInode(os.Getpid(), "pid")
+	if err == nil && own == pidNS {
+		s.log.Printf("settlement: the box shares the shim's pid namespace; cannot verify")
+		return false
+	}
+	for attempt := 0; attempt < 100; attempt++ {
+		pids, err := native.Remaining(pidNS)
+		if err != nil {
+			s.log.Printf("settlement: %v", err)
+			return false
+		}
+		if len(pids) == 0 {
+			return true
+		}
+		if attempt == 0 {
+			s.log.Printf("settlement: %d process(es) left in the box: %v; killing", len(pids), pids)
+		}
+		for _, pid := range pids {
+			killInNamespace(pid, pidNS)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	s.log.Printf("settlement: processes remain in the box's pid namespace")
+	return false
+}
+
+// finishUnstarted ends a launch whose box never started.
+func (s *server) finishUnstarted(code, msg string, stopped bool) {
+	s.log.Printf("launch failed before the box started: %s: %s", code, msg)
+	s.mu.Lock()
+	s.status.State = api.StateFailed
+	s.status.Error = &api.Error{Code: code, Message: msg}
+	s.status.Settled = true
+	s.status.Stopped = stopped
+	s.status.Ended = time.Now().UTC()
+	s.mu.Unlock()
+	s.finish()
+}
+
+// finish writes the final status, sends it to the attached client and the watchers, and closes
+// the socket.
+func (s *server) finish() {
+	s.mu.Lock()
+	s.final = true
+	st := s.status
+	s.mu.Unlock()
+	if err := writeStatus(s.dir, &st); err != nil {
+		s.log.Printf("write status: %v", err)
+	}
+	exit := exitFrame(&st)
+
+	s.mu.Lock()
+	c := s.client
+	s.client = nil
+	s.broadcastLocked(EventExit)
+	ws := s.watchers
+	s.watchers = map[*watchConn]bool{}
+	s.cond.Broadcast()
+	s.mu.Unlock()
+	close(s.shutdown)
+
+	if c != nil {
+		if err := c.fw.WriteFrame(console.FrameExit, exit); err != nil {
+			s.log.Printf("send exit to client: %v", err)
+		}
+		c.conn.CloseWrite()
+	}
+	for w := range ws {
+		w.conn.CloseWrite()
+	}
+	s.ln.Close()
+	s.log.Printf("launch ended: state %s, exit %v, error %v, settled %v", st.State, ptrInt(st.ExitCode), st.Error, st.Settled)
+	// Let the client read the end and close first (its connection reader keeps draining what
+	// it sends): a unix socket closed with unread input resets its peer.
+	if c != nil {
+		select {
+		case <-c.done:
+		case <-time.After(2 * time.Second):
+			c.conn.Close()
+		}
+	}
+}
+
+func ptrInt(p *int) any {
+	if p == nil {
+		return nil
+	}
+	return *p
+}
+
+// waitClosed waits (bounded) for the peer to close after the exit frame, so that the final
+// frame is read before the shim's end of the socket disappears.
+func waitClosed(c *net.UnixConn) {
+	c.SetReadDeadline(time.Now().Add(2 * time.Second))
+	io.Copy(io.Discard, c)
+	c.Close()
+}
+
+func exitFrame(st *Status) []byte {
+	var x console.Exit
+	switch {
+	case st.Error != nil:
+		x.ErrorCode, x.Message = st.Error.Code, st.Error.Message
+	case st.ExitCode != nil:
+		x.Code = *st.ExitCode
+	}
+	b, _ := json.Marshal(x)
+	return b
+}
+
+// writeStatus writes st to L/status.json atomically (temporary file, fsync, rename).
+func writeStatus(dir string, st *Status) error {
+	b, err := json.MarshalIndent(st, "", "  ")
+	if err != nil {
+		return err
+	}
+	tmp := filepath.Join(dir, StatusFile+".tmp")
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(append(b, '\n')); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, filepath.Join(dir, StatusFile)); err != nil {
+		return err
+	}
+	if d, err := os.Open(dir); err == nil {
+		d.Sync()
+		d.Close()
+	}
+	return nil
+}
+
+// stop stops the box: SIGTERM to its top process (which forwards it to the program), then
+// SIGKILL after the grace period. Before the box started, the launch ends without starting it.
+func (s *server) stop() {
+	s.mu.Lock()
+	if !s.started {
+		s.mu.Unlock()
+		s.stopOnce.Do(func() { close(s.stopReq) })
+		return
+	}
+	if s.stopping || s.exited {
+		s.mu.Unlock()
+		return
+	}
+	s.stopping = true
+	s.status.Stopped = true
+	p := s.box.Process
+	execd := s.status.Execd
+	s.mu.Unlock()
+	if !execd {
+		// The program has not started: nothing to stop gracefully, and box-init may not handle
+		// SIGTERM yet.
+		s.log.Printf("stop before the program started: SIGKILL to the box")
+		if err := p.Kill(); err != nil && !errors.Is(err, os.ErrProcessDone) {
+			s.log.Printf("stop: %v", err)
+		}
+		return
+	}
+	grace := s.cfg.StopGrace
+	if grace == 0 {
+		grace = DefaultStopGrace
+	}
+	s.log.Printf("stop: SIGTERM to the box, SIGKILL in %v", grace)
+	if err := p.Signal(syscall.SIGTERM); err != nil && !errors.Is(err, os.ErrProcessDone) {
+		s.log.Printf("stop: %v", err)
+	}
+	go func() {
+		select {
+		case <-s.boxExited:
+		case <-time.After(grace):
+			s.log.Printf("stop: grace period over: SIGKILL to the box")
+			if err := p.Kill(); err != nil && !errors.Is(err, os.ErrProcessDone) {
+				s.log.Printf("stop: %v", err)
+			}
+		}
+	}()
+}
+
+// signalBox sends sig to the box's top process, which forwards it to the program.
+func (s *server) signalBox(sig syscall.Signal) {
+	if !relayedSignals[sig] {
+		s.log.Printf("signal %d refused: not relayed", sig)
+		return
+	}
+	s.mu.Lock()
+	var p *os.Process
+	if s.started && !s.exited {
+		if !s.status.Execd {
+			s.pending = append(s.pending, sig)
+			s.mu.Unlock()
+			return
+		}
+		p = s.box.Process
+	}
+	s.mu.Unlock()
+	if p == nil {
+		return
+	}
+	if err := p.Signal(sig); err != nil && !errors.Is(err, os.ErrProcessDone) {
+		s.log.Printf("signal %v: %v", sig, err)
+	}
+}
+
+// acceptLoop serves the socket: each connection is checked, then served by its role.
+func (s *server) acceptLoop() {
+	for {
+		conn, err := s.ln.AcceptUnix()
+		if err != nil {
+			if !errors.Is(err, net.ErrClosed) {
+				s.log.Printf("accept: %v", err)
+			}
+			return
+		}
+		go s.serve(conn)
+	}
+}
+
+func (s *server) refuse(conn *net.UnixConn, code, msg string) {
+	conn.SetWriteDeadline(time.Now().Add(writeTimeout))
+	console.WriteJSONLine(conn, console.Reply{Error: &console.ReplyError{Code: code, Message: msg}})
+	conn.Close()
+}
+
+func (s *server) serve(conn *net.UnixConn) {
+	if err := checkPeer(conn, s.ownUserNS); err != nil {
+		s.log.Printf("refused connection: %v", err)
+		s.refuse(conn, CodeForbidden, "refused: "+err.Error())
+		return
+	}
+	br := bufio.NewReaderSize(conn, 64<<10)
+	conn.SetReadDeadline(time.Now().Add(writeTimeout))
+	line, err := console.ReadLine(br)
+	if err != nil {
+		conn.Close()
+		return
+	}
+	conn.SetReadDeadline(time.Time{})
+	var h console.Hello
+	if err := json.Unmarshal(line, &h); err != nil || h.Version != console.ProtocolVersion {
+		s.refuse(conn, CodeBadHello, fmt.Sprintf("bad hello (want version %d)", console.ProtocolVersion))
+		return
+	}
+	switch h.Role {
+	case console.RoleAttach:
+		s.serveAttach(conn, br, h)
+	case console.RoleWatch:
+		s.serveWatch(conn, br)
+	case console.RoleStatus:
+		s.mu.Lock()
+		reply := s.replyLocked()
+		s.mu.Unlock()
+		conn.SetWriteDeadline(time.Now().Add(writeTimeout))
+		console.WriteJSONLine(conn, reply)
+		conn.Close()
+	default:
+		s.refuse(conn, CodeBadHello, fmt.Sprintf("unknown role %q", h.Role))
+	}
+}
+
+func (s *server) replyLocked() console.Reply {
+	b, _ := json.Marshal(s.status)
+	return console.Reply{OK: true, Console: string(s.cfg.console()), Status: b}
+}
+
+// attachment is the attached console client.
+type attachment struct {
+	conn  *net.UnixConn
+	fw    *console.FrameWriter
+	hello console.Hello
+	done  chan struct{} // closed when its connection reader returns
+}
+
+// terminal reports whether the client's stream for frames of type t is a terminal.
+func (c *attachment) terminal(t console.FrameType) bool {
+	if t == console.FrameStderr {
+		return c.hello.StderrTTY
+	}
+	return c.hello.StdoutTTY
+}
+
+func (s *server) serveAttach(conn *net.UnixConn, br *bufio.Reader, h console.Hello) {
+	if s.cfg.Detached {
+		s.refuse(conn, CodeDetached, "the launch is detached: it has no console to attach to")
+		return
+	}
+	c := &attachment{conn: conn, fw: console.NewFrameWriter(conn), hello: h, done: make(chan struct{})}
+	defer close(c.done)
+	s.mu.Lock()
+	if s.final {
+		st := s.status
+		reply := s.replyLocked()
+		s.mu.Unlock()
+		console.WriteJSONLine(conn, reply)
+		c.fw.WriteFrame(console.FrameExit, exitFrame(&st))
+		waitClosed(conn)
+		return
+	}
+	// The reply is written under the lock, before the client is installed, so that it precedes
+	// every frame.
+	if err := console.WriteJSONLine(conn, s.replyLocked()); err != nil {
+		s.mu.Unlock()
+		conn.Close()
+		return
+	}
+	old := s.client
+	s.client = c
+	if h.Size != (console.WindowSize{}) {
+		s.size = h.Size
+		if s.master != nil {
+			setSize(s.master, h.Size)
+		}
+	}
+	s.cond.Broadcast()
+	s.mu.Unlock()
+	if old != nil {
+		s.log.Printf("console taken over by a new client")
+		// A client that stopped reading must not hold up its successor.
+		old.conn.SetWriteDeadline(time.Now().Add(writeTimeout))
+		old.fw.WriteFrame(console.FrameDetach, nil)
+		old.conn.Close()
+	} else {
+		s.log.Printf("console client attached")
+	}
+	s.startOnce.Do(func() { close(s.startReq) })
+
+	for {
+		f, err := console.ReadFrame(br)
+		if err != nil {
+			s.clientGone(c, "connection lost: "+err.Error())
+			return
+		}
+		switch f.Type {
+		case console.FrameStdin:
+			if !s.isClient(c) {
+				continue
+			}
+			select {
+			case s.stdinCh <- stdinItem{data: f.Payload}:
+			case <-s.shutdown:
+			}
+		case console.FrameStdinEOF:
+			if !s.isClient(c) {
+				continue
+			}
+			select {
+			case s.stdinCh <- stdinItem{eof: true}:
+			case <-s.shutdown:
+			}
+		case console.FrameResize:
+			ws, err := console.ParseWindowSize(f.Payload)
+			if err != nil || !s.isClient(c) {
+				continue
+			}
+			s.mu.Lock()
+			s.size = ws
+			if s.master != nil {
+				if err := setSize(s.master, ws); err != nil {
+					s.log.Printf("resize: %v", err)
+				}
+			}
+			s.mu.Unlock()
+		case console.FrameSignal:
+			if len(f.Payload) == 1 && s.isClient(c) {
+				s.signalBox(syscall.Signal(f.Payload[0]))
+			}
+		case console.FrameDetach:
+			s.mu.Lock()
+			if s.client == c {
+				s.client = nil
+				s.log.Printf("console client detached")
+			}
+			s.mu.Unlock()
+			conn.Close()
+			return
+		}
+	}
+}
+
+func (s *server) isClient(c *attachment) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.client == c
+}
+
+// clientGone handles the loss of a client's connection: if it was the attached client, the
+// program gets SIGHUP, as from a terminal that closed.
+func (s *server) clientGone(c *attachment, why string) {
+	s.mu.Lock()
+	if s.client != c {
+		s.mu.Unlock()
+		c.conn.Close()
+		return
+	}
+	s.client = nil
+	hup := s.started && !s.exited && !s.final
+	s.mu.Unlock()
+	c.conn.Close()
+	s.log.Printf("console client gone (%s)", why)
+	if hup {
+		s.log.Printf("hanging up the program: SIGHUP to the box")
+		s.signalBox(syscall.SIGHUP)
+	}
+}
+
+// watchConn is a watcher (the daemon).
+type watchConn struct {
+	conn *net.UnixConn
+	mu   sync.Mutex
+}
+
+func (w *watchConn) send(v any) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.conn.SetWriteDeadline(time.Now().Add(writeTimeout))
+	return console.WriteJSONLine(w.conn, v)
+}
+
+// broadcastLocked sends an event with the current status to every watcher. Called with s.mu
+// held, so that events reach each watcher in order and after its reply.
+func (s *server) broadcastLocked(kind string) {
+	ev := Event{Kind: kind, Status: s.status}
+	for w := range s.watchers {
+		if err := w.send(ev); err != nil {
+			s.log.Printf("watcher: %v", err)
+			delete(s.watchers, w)
+			w.conn.Close()
+		}
+	}
+}
+
+func (s *server) serveWatch(conn *net.UnixConn, br *bufio.Reader) {
+	w := &watchConn{conn: conn}
+	s.mu.Lock()
+	final := s.final
+	if err := w.send(s.replyLocked()); err != nil {
+		s.mu.Unlock()
+		conn.Close()
+		return
+	}
+	if final {
+		w.send(Event{Kind: EventExit, Status: s.status})
+		s.mu.Unlock()
+		conn.CloseWrite()
+		return
+	}
+	s.watchers[w] = true
+	s.mu.Unlock()
+	for {
+		line, err := console.ReadLine(br)
+		if err != nil {
+			s.mu.Lock()
+			delete(s.watchers, w)
+			s.mu.Unlock()
+			conn.Close()
+			return
+		}
+		var r Request
+		if err := json.Unmarshal(line, &r); err != nil {
+			s.log.Printf("watcher: bad request: %v", err)
+			continue
+		}
+		switch r.Op {
+		case OpStop:
+			s.stop()
+		case OpSignal:
+			s.signalBox(syscall.Signal(r.Signal))
+		default:
+			s.log.Printf("watcher: unknown op %q", r.Op)
+		}
+	}
+}

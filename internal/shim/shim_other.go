@@ -1,0 +1,40 @@
+//go:build !linux
+
+package shim
+
+import (
+	"errors"
+	"syscall"
+)
+
+// ErrNotSupported is returned off Linux.
+var ErrNotSupported = errors.New("box shim not supported on this platform")
+
+// Executable is the program Start runs as `EXE box-shim L`.
+var Executable = "/proc/self/exe"
+
+// Main is the entry point of `agentbox box-shim LAUNCHDIR`; it fails off Linux.
+func Main(args []string) int { return 1 }
+
+// Start is not supported off Linux.
+func Start(launchDir string) (int, error) { return 0, ErrNotSupported }
+
+// Query is not supported off Linux.
+func Query(launchDir string) (*Status, error) { return nil, ErrNotSupported }
+
+// Watcher is the daemon's connection to a shim.
+type Watcher struct {
+	Events <-chan Event
+}
+
+// Watch is not supported off Linux.
+func Watch(launchDir string) (*Watcher, error) { return nil, ErrNotSupported }
+
+// Stop is not supported off Linux.
+func (w *Watcher) Stop() error { return ErrNotSupported }
+
+// Signal is not supported off Linux.
+func (w *Watcher) Signal(sig syscall.Signal) error { return ErrNotSupported }
+
+// Close is not supported off Linux.
+func (w *Watcher) Close() error { return ErrNotSupported }
