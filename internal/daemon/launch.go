@@ -11,7 +11,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/agentbox/agentbox/internal/api"
@@ -338,7 +337,7 @@ func stopShim(dir string, pid int) error {
 			return nil
 		}
 	}
-	return syscall.Kill(pid, syscall.SIGKILL)
+	return killProcess(pid)
 }
 
 // asAPIError returns err as an *api.Error, wrapping other errors with code.

@@ -53,3 +53,6 @@ func alive(pid int) bool {
 	i := strings.LastIndexByte(string(b), ')')
 	return i >= 0 && i+2 < len(b) && b[i+2] != 'Z'
 }
+
+// killProcess sends SIGKILL to pid.
+func killProcess(pid int) error { return unix.Kill(pid, unix.SIGKILL) }

@@ -7,3 +7,5 @@ import "errors"
 func processStartTime(pid int) (uint64, error) { return 0, errors.New("not supported") }
 func sameProcess(pid int, start uint64) bool   { return false }
 func alive(pid int) bool                       { return false }
+
+func killProcess(pid int) error { return errors.New("not supported") }

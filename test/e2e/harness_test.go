@@ -1,3 +1,5 @@
+//go:build linux
+
 // Package e2e drives the real agentbox binary end to end: a real daemon, real boxes on the real
 // kernel, real terminals. Set AGENTBOX_BIN to the binary under test; without it the tests build
 // one.
