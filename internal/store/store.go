@@ -244,7 +244,19 @@ var migrations = []string{
 		detail    TEXT NOT NULL DEFAULT '{}' CHECK (json_valid(detail))
 	);
 	CREATE INDEX audit_by_launch ON audit (launch_id, seq);`,
-	// Later: sessions (hashes only), violations.
+	// 2: pairing sessions, hashes only (never a pairing).
+	`CREATE TABLE sessions (
+		id        TEXT PRIMARY KEY,
+		hash      BLOB NOT NULL CHECK (length(hash) = 32),
+		client_id TEXT NOT NULL DEFAULT '',
+		launch_id TEXT NOT NULL DEFAULT '',
+		kind      TEXT NOT NULL,
+		state     TEXT NOT NULL,
+		created_ns   INTEGER NOT NULL,
+		last_used_ns INTEGER NOT NULL,
+		ended_ns     INTEGER NOT NULL DEFAULT 0
+	);
+	CREATE INDEX sessions_by_launch ON sessions (launch_id);`,
 }
 
 // SchemaVersion returns the schema version (PRAGMA user_version) this build writes.
