@@ -9,10 +9,11 @@ const Prefix = "/v0/"
 
 // Routes of the local API.
 const (
-	RouteLaunches = "/v0/launches"  // GET list, POST create
-	RouteLaunch   = "/v0/launches/" // GET /v0/launches/{id}, POST /v0/launches/{id}/stop
-	RouteInfo     = "/v0/info"      // GET
-	RouteConfig   = "/v0/config"    // GET effective config with sources
+	RouteLaunches  = "/v0/launches"  // GET list, POST create
+	RouteLaunch    = "/v0/launches/" // GET /v0/launches/{id}, POST /v0/launches/{id}/stop
+	RouteInfo      = "/v0/info"      // GET
+	RouteConfig    = "/v0/config"    // GET effective config with sources
+	RouteReadiness = "/v0/readiness" // GET the readiness state and the last probe's facts
 )
 
 // LaunchRequest asks the daemon to start a program in a box.
@@ -69,6 +70,32 @@ type Launch struct {
 	// Settled is true once no process of the box remains (verified).
 	Settled bool   `json:"settled"`
 	Error   *Error `json:"error,omitempty"`
+	// Posture is the managed posture the launch started under (Claude Code launches; nil for
+	// other programs and for launches recorded before posture existed).
+	Posture *Posture `json:"posture,omitempty"`
+	// Drift is set once the integrity watch saw a protected path or the workspace's executable
+	// configuration change (docs/integrity.md); it never clears for the launch.
+	Drift bool `json:"drift"`
+	// DriftEvents are the integrity transitions recorded for the launch, oldest first (the
+	// most recent MaxDriftEvents), including those of watched-only paths (HEAD) that do not
+	// raise Drift.
+	DriftEvents []DriftEvent `json:"driftEvents,omitempty"`
+}
+
+// MaxDriftEvents is the most drift events a Launch carries.
+const MaxDriftEvents = 50
+
+// DriftEvent is one integrity transition of a launch.
+type DriftEvent struct {
+	Time time.Time `json:"time"`
+	// Kind is modified, replaced (equal content, new identity), created or removed.
+	Kind   string `json:"kind"`
+	Path   string `json:"path"`
+	Detail string `json:"detail,omitempty"`
+	// Source is what found it: snapshot, periodic, inotify or exit.
+	Source string `json:"source"`
+	// Alert is false for watched-only paths (HEAD): recorded, but Drift is not raised.
+	Alert bool `json:"alert"`
 }
 
 // Info describes the daemon.
@@ -86,6 +113,52 @@ type Info struct {
 	// ConfigError is the reason the current config files were refused (the daemon keeps its
 	// last good configuration); "" when they are valid.
 	ConfigError string `json:"configError,omitempty"`
+	// Posture is the managed posture of Claude Code on this host, read for this request.
+	Posture *Posture `json:"posture,omitempty"`
+	// Readiness is whether the daemon admits launches (see Readiness); nil from a daemon
+	// that predates it.
+	Readiness *Readiness `json:"readiness,omitempty"`
+}
+
+// Readiness states.
+const (
+	ReadinessUnknown     = "unknown"     // no probe has finished yet and none runs
+	ReadinessProbing     = "probing"     // a probe runs; launches wait for the first one
+	ReadinessReady       = "ready"       // the last probe proved the boundary: launches are admitted
+	ReadinessUnavailable = "unavailable" // the last probe failed: launches are refused with Reason
+)
+
+// Readiness is the daemon's proof, or disproof, that it can build and enforce the box.
+type Readiness struct {
+	State string `json:"state"`
+	// Reason is the typed reason of an unavailable state (userns_unavailable, …), Detail what
+	// exactly failed and Hint the one-line remediation.
+	Reason string `json:"reason,omitempty"`
+	Detail string `json:"detail,omitempty"`
+	Hint   string `json:"hint,omitempty"`
+	// Since is when the state was entered; NextRetry when an unavailable state is probed again.
+	Since     time.Time `json:"since"`
+	NextRetry time.Time `json:"nextRetry,omitzero"`
+	// Engine is the engine probed; Cached says the ready state comes from a cached proof for
+	// the same configuration, kernel and binary, not from a probe of this daemon.
+	Engine string `json:"engine"`
+	Cached bool   `json:"cached,omitempty"`
+	// Attempts counts the probes since the daemon started.
+	Attempts int `json:"attempts,omitempty"`
+	// ProbedAt and Duration describe the probe the facts come from.
+	ProbedAt time.Time     `json:"probedAt,omitzero"`
+	Duration time.Duration `json:"durationNs,omitempty"`
+	// Facts are the attested and host-verified facts of that probe, in a fixed order.
+	Facts []Fact `json:"facts,omitempty"`
+	// Kernel are the host facts the probe saw (release, landlockABI, userns limits, cgroup).
+	Kernel map[string]string `json:"kernel,omitempty"`
+}
+
+// Fact is one checked fact of a readiness probe.
+type Fact struct {
+	Name   string `json:"name"`
+	OK     bool   `json:"ok"`
+	Detail string `json:"detail,omitempty"`
 }
 
 // Error is the body of every non-2xx answer: {"error": {...}}.

@@ -19,12 +19,18 @@ const (
 	CodeLaunchDirConflict  = "launch_dir_conflict"
 	CodeStateOwnedByOther  = "state_owned_by_other_user"
 	CodeEgressNotSupported = "egress_not_supported"
+	// CodeArgumentDenied: an argument the program's profile refuses (a network listener, a
+	// flag that would bypass the pinned configuration).
+	CodeArgumentDenied = "argument_denied"
+	// CodePreconditionFailed: something the program's profile requires does not hold (a model,
+	// a gateway provider, egress deny, the relay); the hint names the config key to set.
+	CodePreconditionFailed = "precondition_failed"
 )
 
 // Status returns the HTTP status for an error code.
 func Status(code string) int {
 	switch code {
-	case CodeBadRequest, CodeWorkspaceRefused, CodeProgramNotFound, CodeProgramNotExec, CodeConfigInvalid:
+	case CodeBadRequest, CodeArgumentDenied, CodeWorkspaceRefused, CodeProgramNotFound, CodeProgramNotExec, CodeConfigInvalid:
 		return http.StatusBadRequest
 	case CodeNotFound:
 		return http.StatusNotFound
@@ -32,7 +38,7 @@ func Status(code string) int {
 		return http.StatusForbidden
 	case CodeBoxUnavailable:
 		return http.StatusServiceUnavailable
-	case CodeLaunchDirConflict:
+	case CodeLaunchDirConflict, CodePreconditionFailed:
 		return http.StatusConflict
 	}
 	return http.StatusInternalServerError

@@ -66,8 +66,8 @@ A per-user daemon builds the boxes; ` + "`agentbox run`" + ` starts it when it i
 		SilenceErrors: true,
 		Version:       Version,
 	}
-	root.AddCommand(newRunCmd(), newDaemonCmd(), newLaunchesCmd(), newStopCmd(), newInfoCmd(),
-		newAttachCmd(), newConfigCmd())
+	root.AddCommand(newRunCmd(), newDaemonCmd(), newLaunchesCmd(), newStopCmd(), newInfoCmd(), newDoctorCmd(),
+		newAttachCmd(), newConfigCmd(), newProfilesCmd())
 	return root
 }
 

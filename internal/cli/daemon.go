@@ -21,16 +21,29 @@ import (
 )
 
 func newDaemonCmd() *cobra.Command {
-	var detach bool
+	var detach, system bool
+	var systemEvery time.Duration
 	cmd := &cobra.Command{
 		Use:   "daemon",
 		Short: "Run the per-user daemon that builds and supervises boxes",
 		Long: `Run the per-user daemon in the foreground, logging to stderr. With --detach it starts in the
 background with no terminal, logs to the state directory and writes a pid file in the runtime
 directory; ` + "`agentbox daemon stop`" + ` stops it. Stopping the daemon never stops running boxes:
-the next daemon re-adopts them.`,
+the next daemon re-adopts them.
+
+With --system (as root) it does not serve launches: it reads the system policy
+(/etc/agentbox/policy.yaml) and renders its managed locks into Claude Code's managed settings
+(docs/managed-settings.md), once, or every --every interval as a system service.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if system {
+				if detach {
+					return fmt.Errorf("--system runs in the foreground (as a system service); drop --detach")
+				}
+				ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, syscall.SIGINT)
+				defer stop()
+				return daemon.RunSystem(ctx, daemon.SystemOptions{Interval: systemEvery})
+			}
 			if detach {
 				if err := startDetachedDaemon(); err != nil {
 					return err
@@ -49,6 +62,8 @@ the next daemon re-adopts them.`,
 		},
 	}
 	cmd.Flags().BoolVar(&detach, "detach", false, "start in the background and return once it answers")
+	cmd.Flags().BoolVar(&system, "system", false, "as root: render the system policy's managed locks into Claude Code's managed settings (/etc/claude-code), then exit (see --every)")
+	cmd.Flags().DurationVar(&systemEvery, "every", 0, "with --system: render again at this interval until stopped (0: once)")
 	cmd.AddCommand(&cobra.Command{
 		Use:   "stop",
 		Short: "Stop the background daemon (boxes keep running)",

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"fmt"
+	"io"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -34,7 +35,7 @@ func newLaunchesCmd() *cobra.Command {
 				return printJSON(cmd.OutOrStdout(), ls)
 			}
 			w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-			fmt.Fprintln(w, "ID\tPROGRAM\tWORKSPACE\tSTATE\tPID\tSTARTED\tEXIT")
+			fmt.Fprintln(w, "ID\tPROGRAM\tWORKSPACE\tSTATE\tPID\tSTARTED\tEXIT\tDRIFT")
 			for _, l := range ls {
 				exit := "-"
 				if l.ExitCode != nil {
@@ -46,10 +47,14 @@ func newLaunchesCmd() *cobra.Command {
 				if l.ShimPid != 0 && (l.State == api.StateRunning || l.State == api.StateStarting) {
 					pid = fmt.Sprint(l.BoxPid)
 				}
-				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", l.ID[:12], strings.Join(append([]string{l.Program}, l.Args...), " "),
-					l.Workspace, l.State, pid, l.Started.Local().Format(time.DateTime), exit)
+				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", l.ID[:12], strings.Join(append([]string{l.Program}, l.Args...), " "),
+					l.Workspace, l.State, pid, l.Started.Local().Format(time.DateTime), exit, driftFlag(l))
 			}
-			return w.Flush()
+			if err := w.Flush(); err != nil {
+				return err
+			}
+			printDrift(cmd.OutOrStdout(), ls)
+			return nil
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
@@ -106,6 +111,13 @@ func newInfoCmd() *cobra.Command {
 			fmt.Fprintf(w, "socket\t%s\n", info.Socket)
 			fmt.Fprintf(w, "daemon pid\t%d\n", info.Pid)
 			fmt.Fprintf(w, "launches\t%d running\n", info.Launches)
+			if p := info.Posture; p != nil {
+				fmt.Fprintf(w, "claude code managed source\t%s %s\n", p.Source, strings.Join(p.Files, ", "))
+				fmt.Fprintf(w, "claude code locks\tallowManagedHooksOnly=%v allowManagedMcpServersOnly=%v\n", p.AllowManagedHooksOnly, p.AllowManagedMcpServersOnly)
+			}
+			if info.Readiness != nil {
+				fmt.Fprintf(w, "readiness\t%s\n", readinessLine(info.Readiness))
+			}
 			for _, k := range sortedKeys(info.Kernel) {
 				fmt.Fprintf(w, "kernel.%s\t%s\n", k, info.Kernel[k])
 			}
@@ -114,4 +126,33 @@ func newInfoCmd() *cobra.Command {
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	return cmd
+}
+
+// driftFlag is the DRIFT column: "DRIFT" once the integrity watch saw protected configuration
+// change (it never clears), "-" otherwise.
+func driftFlag(l api.Launch) string {
+	if l.Drift {
+		return "DRIFT"
+	}
+	return "-"
+}
+
+// printDrift lists, below the table, the integrity transitions of the launches with drift.
+func printDrift(out io.Writer, ls []api.Launch) {
+	for _, l := range ls {
+		if !l.Drift {
+			continue
+		}
+		fmt.Fprintf(out, "\nintegrity drift in %s (%s):\n", l.ID[:12], l.Workspace)
+		for _, e := range l.DriftEvents {
+			if !e.Alert {
+				continue
+			}
+			detail := ""
+			if e.Detail != "" {
+				detail = " (" + e.Detail + ")"
+			}
+			fmt.Fprintf(out, "  %s  %-8s  %s%s [%s]\n", e.Time.Local().Format(time.DateTime), e.Kind, e.Path, detail, e.Source)
+		}
+	}
 }

@@ -130,6 +130,12 @@ func (c *Client) Info(ctx context.Context) (*api.Info, error) {
 	return &info, c.do(ctx, http.MethodGet, api.RouteInfo, nil, &info)
 }
 
+// Readiness returns whether the daemon admits launches, with the facts of its last probe.
+func (c *Client) Readiness(ctx context.Context) (*api.Readiness, error) {
+	var r api.Readiness
+	return &r, c.do(ctx, http.MethodGet, api.RouteReadiness, nil, &r)
+}
+
 // Launch asks the daemon to start a box.
 func (c *Client) Launch(ctx context.Context, req *api.LaunchRequest) (*api.LaunchResponse, error) {
 	var resp api.LaunchResponse
@@ -164,7 +170,9 @@ func (c *Client) Config(ctx context.Context) (json.RawMessage, error) {
 func (c *Client) WaitReady(ctx context.Context) error {
 	for {
 		err := c.Ping(ctx)
-		if err == nil || !errors.Is(err, ErrDaemonUnreachable) {
+		// A starting daemon's socket exists for a moment before it is made 0600 (its
+		// directory is 0700, so nobody else can reach it): keep waiting, not failing.
+		if err == nil || !errors.Is(err, ErrDaemonUnreachable) && !errors.Is(err, safesocket.ErrBadMode) {
 			return err
 		}
 		select {

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/invopop/jsonschema"
+
+	"github.com/agentbox/agentbox/internal/profile"
 )
 
 // Config is agentbox's configuration. Its zero value is valid and means the defaults: every
@@ -32,6 +34,25 @@ type Config struct {
 	StopGrace Duration `json:"stopGrace,omitempty" jsonschema_description:"Time a stopped box gets between SIGTERM and SIGKILL (Go duration: 5s, 1m30s)."`
 	// Sessions bounds the pairing sessions the daemon holds.
 	Sessions Sessions `json:"sessions,omitzero" jsonschema_description:"Pairing sessions held by the daemon."`
+	// Integrity configures the integrity watch of protected configuration.
+	Integrity Integrity `json:"integrity,omitzero" jsonschema_description:"Integrity watch of the executable configuration each box must not change."`
+	// Programs are program profiles by ID, with the schema of the built-in ones (see
+	// docs/profiles.md); an entry with a built-in's ID replaces it. Nil means the built-in
+	// profiles only.
+	Programs map[string]profile.Profile `json:"programs,omitempty" jsonschema_description:"Program profiles by id (the schema of the built-in ones); an entry with a built-in id replaces it."`
+	// Models names the model of each program whose profile requires one (models.copilot,
+	// models.opencode: provider/model). Nil means none: such a program is refused until set.
+	Models map[string]string `json:"models,omitempty" jsonschema_description:"Model of each program whose profile requires one (copilot: a model id; opencode: provider/model)."`
+	// Managed are the locks `agentbox daemon --system` delivers into the agents' own managed
+	// settings. Only the system policy may set them.
+	Managed Managed `json:"managed,omitzero" jsonschema_description:"Locks delivered into the agents' managed settings by agentbox daemon --system (system policy only)."`
+}
+
+// Integrity configures the integrity watch.
+type Integrity struct {
+	// Interval is how often a running box's integrity roots are verified (besides inotify
+	// events and the box's exit). Zero means 60s.
+	Interval Duration `json:"interval,omitempty" jsonschema_description:"How often a running box's protected configuration is verified, besides on file events and at exit (Go duration: 60s, 5m)."`
 }
 
 // Console configures the console relay.
@@ -54,6 +75,8 @@ func Defaults() Config {
 		Console:   Console{Clipboard: ClipboardDeny},
 		StopGrace: Duration(5 * time.Second),
 		Sessions:  Sessions{Max: 64},
+		Integrity: Integrity{Interval: Duration(60 * time.Second)},
+		Managed:   Managed{ClaudeCode: ClaudeCodeManaged{AutoUpdates: AutoUpdatesOff}},
 	}
 }
 
@@ -78,6 +101,8 @@ const (
 	EgressAllow    = "allow"
 	ClipboardDeny  = "deny"
 	ClipboardAllow = "allow"
+	AutoUpdatesOff = "off"
+	AutoUpdatesOn  = "on"
 )
 
 // Duration is a time.Duration written as a Go duration string ("5s", "1m30s"). Durations in

@@ -23,7 +23,7 @@ func TestDecodeErrors(t *testing.T) {
 		field     string
 		msg       string // substring of the message
 	}{
-		{"unknown key", "egress: deny\nfoo: 1\n", 2, 1, "foo", "unknown key (known keys: engine, egress, console, stopGrace, sessions)"},
+		{"unknown key", "egress: deny\nfoo: 1\n", 2, 1, "foo", "unknown key (known keys: engine, egress, console, stopGrace, sessions, integrity, programs, models, managed)"},
 		{"nested unknown key", "console:\n  clipboard: deny\n  clip: allow\n", 3, 3, "console.clip", "unknown key (known keys of console: clipboard)"},
 		{"nested unknown key flow", "sessions: {max: 3, min: 1}\n", 1, 20, "sessions.min", "unknown key"},
 		{"wrong type string for int", "sessions:\n  max: many\n", 2, 8, "sessions.max", "wrong type: got string, want integer"},
@@ -96,9 +96,9 @@ func TestDecodeValid(t *testing.T) {
 		{"empty document", "---\n", Config{}, nil},
 		{"null values are absent", "egress:\nconsole:\n", Config{}, nil},
 		{"empty section", "console: {}\n", Config{}, nil},
-		{"all keys", "engine: bwrap\negress: allow\nconsole:\n  clipboard: allow\nstopGrace: 1m30s\nsessions:\n  max: 1024\n",
-			Config{Engine: EngineBwrap, Egress: EgressAllow, Console: Console{Clipboard: ClipboardAllow}, StopGrace: Duration(90 * time.Second), Sessions: Sessions{Max: 1024}},
-			[]string{"engine", "egress", "console.clipboard", "stopGrace", "sessions.max"}},
+		{"all keys", "engine: bwrap\negress: allow\nconsole:\n  clipboard: allow\nstopGrace: 1m30s\nsessions:\n  max: 1024\nintegrity:\n  interval: 5m\n",
+			Config{Engine: EngineBwrap, Egress: EgressAllow, Console: Console{Clipboard: ClipboardAllow}, StopGrace: Duration(90 * time.Second), Sessions: Sessions{Max: 1024}, Integrity: Integrity{Interval: Duration(5 * time.Minute)}},
+			[]string{"engine", "egress", "console.clipboard", "stopGrace", "sessions.max", "integrity.interval"}},
 		{"flow and quoted", `{"egress": "deny", sessions: {max: 1}, stopGrace: '250ms'}`,
 			Config{Egress: EgressDeny, StopGrace: Duration(250 * time.Millisecond), Sessions: Sessions{Max: 1}},
 			[]string{"egress", "sessions.max", "stopGrace"}},
@@ -109,7 +109,7 @@ func TestDecodeValid(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if l.cfg != tt.want {
+			if !reflect.DeepEqual(l.cfg, tt.want) {
 				t.Errorf("got %+v, want %+v", l.cfg, tt.want)
 			}
 			var set []string
@@ -137,7 +137,7 @@ func TestDecodeValid(t *testing.T) {
 }
 
 func TestWithDefaults(t *testing.T) {
-	if got := (Config{}).WithDefaults(); got != Defaults() {
+	if got := (Config{}).WithDefaults(); !reflect.DeepEqual(got, Defaults()) {
 		t.Errorf("zero config with defaults = %+v, want %+v", got, Defaults())
 	}
 	c := Config{Egress: EgressAllow, Sessions: Sessions{Max: 3}}.WithDefaults()
@@ -173,16 +173,25 @@ func TestLoadPrecedence(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := Config{Engine: EngineNative, Egress: EgressDeny, Console: Console{Clipboard: ClipboardAllow}, StopGrace: Duration(10 * time.Second), Sessions: Sessions{Max: 8}}
-	if e.Config != want {
+	want := Config{Engine: EngineNative, Egress: EgressDeny, Console: Console{Clipboard: ClipboardAllow}, StopGrace: Duration(10 * time.Second), Sessions: Sessions{Max: 8}, Integrity: Integrity{Interval: Duration(60 * time.Second)},
+		Managed: Managed{ClaudeCode: ClaudeCodeManaged{AutoUpdates: AutoUpdatesOff}}}
+	if !reflect.DeepEqual(e.Config, want) {
 		t.Errorf("effective %+v, want %+v", e.Config, want)
 	}
 	wantSrc := map[string]Source{
-		"engine":            {Kind: SourceDefault},
-		"egress":            {Kind: SourcePolicy, File: policy, Line: 2},
-		"console.clipboard": {Kind: SourceUser, File: user, Line: 3},
-		"stopGrace":         {Kind: SourceUser, File: user, Line: 4},
-		"sessions.max":      {Kind: SourcePolicy, File: policy, Line: 4},
+		"engine":             {Kind: SourceDefault},
+		"egress":             {Kind: SourcePolicy, File: policy, Line: 2},
+		"console.clipboard":  {Kind: SourceUser, File: user, Line: 3},
+		"stopGrace":          {Kind: SourceUser, File: user, Line: 4},
+		"sessions.max":       {Kind: SourcePolicy, File: policy, Line: 4},
+		"integrity.interval": {Kind: SourceDefault},
+		"programs":           {Kind: SourceDefault},
+		"models":             {Kind: SourceDefault},
+
+		"managed.claudeCode.allowManagedHooksOnly":      {Kind: SourceDefault},
+		"managed.claudeCode.allowManagedMcpServersOnly": {Kind: SourceDefault},
+		"managed.claudeCode.allowedMcpServers":          {Kind: SourceDefault},
+		"managed.claudeCode.autoUpdates":                {Kind: SourceDefault},
 	}
 	if !reflect.DeepEqual(e.Sources, wantSrc) {
 		t.Errorf("sources %+v, want %+v", e.Sources, wantSrc)
@@ -208,7 +217,7 @@ func TestLoadDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if e.Config != Defaults() || len(e.Files()) != 0 {
+	if !reflect.DeepEqual(e.Config, Defaults()) || len(e.Files()) != 0 {
 		t.Errorf("got %+v from %v, want defaults and no files", e.Config, e.Files())
 	}
 	for k, s := range e.Sources {

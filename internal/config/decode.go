@@ -60,6 +60,9 @@ func decode(file string, data []byte) (*layer, error) {
 	if err := nodeToValue(body, &l.cfg); err != nil {
 		return nil, yamlError(file, err)
 	}
+	if err := validate(file, body, &l.cfg); err != nil {
+		return nil, err
+	}
 	return l, nil
 }
 
@@ -127,7 +130,7 @@ func (c *checker) check(n ast.Node, t reflect.Type, path string, f *reflect.Stru
 		t = t.Elem()
 	}
 	if isSection(t) {
-		return c.section(n, t, path)
+		return c.section(n, t, path, record)
 	}
 	if record {
 		c.set[path] = line(n)
@@ -226,8 +229,9 @@ func bound(p *int64, inf int64) string {
 	return fmt.Sprint(*p)
 }
 
-// section checks a nested mapping whose keys are the fields of struct type t.
-func (c *checker) section(n ast.Node, t reflect.Type, path string) error {
+// section checks a nested mapping whose keys are the fields of struct type t. record says
+// whether its leaves are keys of the configuration (not fields of a list or map element).
+func (c *checker) section(n ast.Node, t reflect.Type, path string, record bool) error {
 	fields := map[string]reflect.StructField{}
 	var names []string
 	for i := range t.NumField() {
@@ -242,7 +246,7 @@ func (c *checker) section(n ast.Node, t reflect.Type, path string) error {
 		if !ok {
 			return errorAt(c.file, kn, joinPath(path, k), fmt.Sprintf("unknown key (known keys%s: %s)", inPath(path), strings.Join(names, ", ")))
 		}
-		return c.check(v, f.Type, joinPath(path, k), &f, true)
+		return c.check(v, f.Type, joinPath(path, k), &f, record)
 	})
 }
 

@@ -49,7 +49,7 @@ func FuzzDecode(f *testing.F) {
 		if err != nil {
 			t.Fatalf("re-decoding %q: %v", out, err)
 		}
-		if l2.cfg != l.cfg {
+		if !reflect.DeepEqual(l2.cfg, l.cfg) {
 			t.Fatalf("round trip changed %+v into %+v", l.cfg, l2.cfg)
 		}
 	})

@@ -171,6 +171,9 @@ func readUser(path string, required bool) (*layer, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := refusePolicyOnly(l); err != nil {
+		return nil, err
+	}
 	l.kind = SourceUser
 	return l, nil
 }

@@ -15,9 +15,11 @@ import (
 	"sync"
 	"time"
 
+	"github.com/agentbox/agentbox/internal/api"
 	"github.com/agentbox/agentbox/internal/config"
 	"github.com/agentbox/agentbox/internal/engine"
 	_ "github.com/agentbox/agentbox/internal/engine/native" // registers the native engine
+	"github.com/agentbox/agentbox/internal/readiness"
 	"github.com/agentbox/agentbox/internal/safesocket"
 	"github.com/agentbox/agentbox/internal/store"
 )
@@ -47,6 +49,7 @@ type launchStore interface {
 	Finish(ctx context.Context, l *store.Launch) error
 	ListLaunches(ctx context.Context, f store.Filter) ([]*store.Launch, error)
 	Running(ctx context.Context) ([]*store.Launch, error)
+	AddDrift(ctx context.Context, id string, e api.DriftEvent) error
 }
 
 // Daemon is a running daemon.
@@ -64,6 +67,8 @@ type Daemon struct {
 	launches map[string]*launch // live launches (starting or running)
 	brokers  []broker           // host-side services of launches, in preparation order
 	wg       sync.WaitGroup
+
+	readiness *readiness.Manager // admits launches once the box is proven (readiness.go)
 }
 
 // Run starts the daemon and serves until ctx ends. Boxes keep running after it returns.
@@ -125,6 +130,7 @@ func (d *Daemon) serve(ctx context.Context) error {
 		return err
 	}
 	d.readopt(ctx)
+	d.startReadiness(ctx)
 
 	ln, err := safesocket.Listen(d.socket)
 	if err != nil {

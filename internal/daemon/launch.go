@@ -80,7 +80,8 @@ func (d *Daemon) checkWorkspace(req *api.LaunchRequest) (ws, cwd string, err err
 	}
 	home, _ := os.UserHomeDir()
 	cfgDir, _ := safesocket.ConfigDir()
-	facts := plan.WorkspaceFacts{Home: home, RuntimeDir: os.Getenv("XDG_RUNTIME_DIR"), OwnDirs: []string{d.runtimeDir, d.stateDir, cfgDir}}
+	facts := plan.WorkspaceFacts{Home: home, RuntimeDir: os.Getenv("XDG_RUNTIME_DIR"), OwnDirs: []string{d.runtimeDir, d.stateDir, cfgDir},
+		Harness: d.harnessHomes()}
 	if err := plan.CheckWorkspace(ws, facts); err != nil {
 		msg := strings.TrimPrefix(err.Error(), plan.ErrWorkspaceRefused.Error()+": ")
 		why, hint, _ := strings.Cut(msg, "; ")
@@ -97,6 +98,10 @@ func (d *Daemon) checkWorkspace(req *api.LaunchRequest) (ws, cwd string, err err
 
 // launch runs the launch pipeline: resolve, plan, request, record, start.
 func (d *Daemon) launch(ctx context.Context, req *api.LaunchRequest) (*api.LaunchResponse, error) {
+	// Only a host proven able to build and enforce the box runs anything: never unboxed.
+	if err := d.admit(ctx); err != nil {
+		return nil, err
+	}
 	path, err := checkProgram(req)
 	if err != nil {
 		return nil, err
@@ -116,6 +121,12 @@ func (d *Daemon) launch(ctx context.Context, req *api.LaunchRequest) (*api.Launc
 	eng, err := engine.Get(cfg.Engine)
 	if err != nil {
 		return nil, &api.Error{Code: api.CodeBoxUnavailable, Message: err.Error(), Hint: "set engine: native in your config"}
+	}
+	// Resolve: the program's profile (profile.go), its denied arguments and the preconditions
+	// that need nothing started.
+	prof, pfacts, err := resolveProfile(req, cfg, egress)
+	if err != nil {
+		return nil, err
 	}
 
 	id, err := newLaunchID()
@@ -145,7 +156,11 @@ func (d *Daemon) launch(ctx context.Context, req *api.LaunchRequest) (*api.Launc
 	if err != nil {
 		return fail(fmt.Errorf("home directory: %w", err))
 	}
-	bl := &brokerLaunch{ID: id, RunDir: runDir, Workspace: ws, Home: home, Program: path, Profile: "generic", Egress: egress, Config: cfg}
+	if err := preCreate(home, prof); err != nil {
+		return fail(&api.Error{Code: api.CodeBoxSetupFailed, Message: "prepare the home of " + prof.DisplayName() + ": " + err.Error()})
+	}
+	tree := d.findInstall(prof, path, req.Env)
+	bl := &brokerLaunch{ID: id, RunDir: runDir, Workspace: ws, Home: home, Program: path, Profile: prof.ID, Egress: egress, Config: cfg}
 	var contrib plan.Contributions
 	if err := d.prepareBrokers(ctx, bl, &contrib); err != nil {
 		return fail(asAPIError(err, api.CodeBoxSetupFailed))
@@ -154,9 +169,13 @@ func (d *Daemon) launch(ctx context.Context, req *api.LaunchRequest) (*api.Launc
 		d.endBrokers(id)
 		return fail(err)
 	}
+	args, err := wireProfile(prof, pfacts, home, tree, &contrib)
+	if err != nil {
+		return failBrokers(err)
+	}
 	p, err := plan.Build(plan.Input{
-		ID: id, Program: path, Args: req.Args, Workspace: ws, Cwd: cwd, Home: home,
-		UID: os.Getuid(), GID: os.Getgid(), Env: req.Env, RunDir: runDir, Console: console, Egress: egress,
+		ID: id, Profile: prof.ID, Program: path, Args: args, Workspace: ws, Cwd: cwd, Home: home,
+		UID: os.Getuid(), GID: os.Getgid(), Env: unsetEnv(req.Env, prof.Relay.Unset), RunDir: runDir, Console: console, Egress: egress,
 		Brokers: contrib,
 	})
 	if err != nil {
@@ -180,7 +199,7 @@ func (d *Daemon) launch(ctx context.Context, req *api.LaunchRequest) (*api.Launc
 
 	rec := api.Launch{
 		ID: id, Program: req.Program, Args: req.Args, Profile: p.Profile, Workspace: ws, Engine: eng.Name(),
-		State: api.StateStarting, Detached: req.Detach, Started: time.Now().UTC(),
+		State: api.StateStarting, Detached: req.Detach, Started: time.Now().UTC(), Posture: d.launchPosture(prof.ID),
 	}
 	// Record before the box runs: a box is never left unrecorded.
 	if err := d.store.CreateLaunch(ctx, toStore(&rec, dir)); err != nil {

@@ -33,6 +33,7 @@ type route struct {
 func (d *Daemon) handler() http.Handler {
 	routes := []route{
 		{"GET", "/v0/info", permRead, d.serveInfo},
+		{"GET", "/v0/readiness", permRead, d.serveReadiness},
 		{"GET", "/v0/config", permRead, d.serveConfig},
 		{"GET", "/v0/launches", permRead, d.serveLaunches},
 		{"POST", "/v0/launches", permWrite, d.serveLaunch},

@@ -41,6 +41,19 @@ type Box struct {
 	Process *os.Process
 	// PidFD is a pidfd for Process, or -1.
 	PidFD int
+	// InitPid is the host pid of the box's PID 1 when that is not Process (the bwrap engine's
+	// Process is its monitor, which stays in the host's namespaces); 0 means Process. The box's
+	// namespaces are read from this process (/proc/<pid>/ns), its settlement checked by its pid
+	// namespace.
+	InitPid int
+}
+
+// NamespacePid returns the host pid whose namespaces are the box's: InitPid, or Process.Pid.
+func (b *Box) NamespacePid() int {
+	if b.InitPid > 0 {
+		return b.InitPid
+	}
+	return b.Process.Pid
 }
 
 var (

@@ -22,6 +22,9 @@ type WorkspaceFacts struct {
 	Home       string
 	RuntimeDir string   // $XDG_RUNTIME_DIR (may be "")
 	OwnDirs    []string // agentbox's own config, state and runtime directories
+	// Harness are more home-relative harness directories (the program profiles' homes, see
+	// profile.Set.HarnessHomes); HarnessHomes always apply.
+	Harness []string
 }
 
 // CheckWorkspace reports why ws (absolute, symlink-resolved) must not be a workspace, or nil.
@@ -45,7 +48,7 @@ func CheckWorkspace(ws string, f WorkspaceFacts) error {
 		if within(home, ws) {
 			return refuse("contains your home directory", "cd into a project directory, or pass --workspace DIR")
 		}
-		for _, h := range HarnessHomes {
+		for _, h := range append(append([]string(nil), HarnessHomes...), f.Harness...) {
 			d := filepath.Join(home, h)
 			if ws == d || within(ws, d) {
 				return refuse("is inside "+d+", which holds credentials or agent configuration", "work on a project directory outside it")

@@ -328,7 +328,8 @@ func (s *server) startBox() error {
 	pid := box.Process.Pid
 	ns := map[string]uint64{}
 	for _, name := range native.NamespaceKinds {
-		if ino, err := nsInode(pid, name); err == nil {
+		// The box's namespaces are its PID 1's, which is not always its top process (bwrap).
+		if ino, err := nsInode(box.NamespacePid(), name); err == nil {
 			ns[name] = ino
 		} else {
 			s.log.Printf("read namespace %s of box %d: %v", name, pid, err)

@@ -257,6 +257,10 @@ var migrations = []string{
 		ended_ns     INTEGER NOT NULL DEFAULT 0
 	);
 	CREATE INDEX sessions_by_launch ON sessions (launch_id);`,
+	// 3: integrity drift (drift.go).
+	migrationDrift,
+	// 4: the managed posture a launch started under (posture.go).
+	migrationPosture,
 }
 
 // SchemaVersion returns the schema version (PRAGMA user_version) this build writes.
@@ -327,13 +331,17 @@ func (s *Store) CreateLaunch(ctx context.Context, l *Launch) error {
 	if l.Error != nil {
 		code, msg, hint = nullString(l.Error.Code), sql.NullString{String: l.Error.Message, Valid: true}, nullString(l.Error.Hint)
 	}
+	posture, err := postureJSON(l.Posture)
+	if err != nil {
+		return fmt.Errorf("store: create launch %s: posture: %w", l.ID, err)
+	}
 	_, err = s.db.ExecContext(ctx, `INSERT INTO launches (id, program, args, profile, workspace, engine, state, detached,
 		launch_dir, shim_pid, shim_start_time, box_pid, box_pidns, started_ns, ended_ns, exit_code, settled,
-		error_code, error_message, error_hint)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		error_code, error_message, error_hint, posture)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		l.ID, l.Program, string(argsJSON), l.Profile, l.Workspace, l.Engine, l.State, l.Detached,
 		l.LaunchDir, l.ShimPid, int64(l.ShimStartTime), l.BoxPid, int64(l.BoxPidNS), l.Started.UnixNano(),
-		nullTime(l.Ended), nullInt(l.ExitCode), l.Settled, code, msg, hint)
+		nullTime(l.Ended), nullInt(l.ExitCode), l.Settled, code, msg, hint, posture)
 	if err != nil {
 		if isConstraint(err) {
 			if _, gerr := s.GetLaunch(ctx, l.ID); gerr == nil {
@@ -508,6 +516,12 @@ func (s *Store) GetLaunch(ctx context.Context, id string) (*Launch, error) {
 		return nil, fmt.Errorf("store: get launch %s: %w", id, err)
 	}
 	ls, err := scanLaunches(rows)
+	if err == nil {
+		err = s.attachDrift(ctx, ls)
+	}
+	if err == nil {
+		err = s.attachPosture(ctx, ls)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("store: get launch %s: %w", id, err)
 	}
@@ -561,6 +575,12 @@ func (s *Store) list(ctx context.Context, what string, where []string, args []an
 		return nil, fmt.Errorf("store: %s: %w", what, err)
 	}
 	ls, err := scanLaunches(rows)
+	if err == nil {
+		err = s.attachDrift(ctx, ls)
+	}
+	if err == nil {
+		err = s.attachPosture(ctx, ls)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("store: %s: %w", what, err)
 	}

@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -25,6 +26,9 @@ import (
 var agentboxBin string
 
 func TestMain(m *testing.M) {
+	if sock := os.Getenv(helperEnv); sock != "" {
+		os.Exit(connectHelper(sock))
+	}
 	agentboxBin = os.Getenv("AGENTBOX_BIN")
 	if agentboxBin == "" {
 		dir, err := os.MkdirTemp("", "agentbox-e2e-bin")
@@ -154,8 +158,96 @@ func (e *Env) Run(stdin string, args ...string) Result {
 	return r
 }
 
+// RunCmd runs a prepared agentbox command and returns its output and exit code.
+func (e *Env) RunCmd(c *exec.Cmd) Result {
+	e.t.Helper()
+	var out, errb bytes.Buffer
+	c.Stdout, c.Stderr = &out, &errb
+	err := c.Run()
+	r := Result{Stdout: out.String(), Stderr: errb.String()}
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+	case errors.As(err, &ee):
+		r.Code = ee.ExitCode()
+	default:
+		e.t.Fatalf("agentbox %v: %v", c.Args, err)
+	}
+	return r
+}
+
+// RuntimeDir is agentbox's runtime directory in this environment.
+func (e *Env) RuntimeDir() string { return filepath.Join(e.Runtime, "agentbox") }
+
+// DaemonPid returns the pid in the daemon's pid file (0 when there is none).
+func (e *Env) DaemonPid() int {
+	b, err := os.ReadFile(filepath.Join(e.RuntimeDir(), "daemon.pid"))
+	if err != nil {
+		return 0
+	}
+	var p int
+	fmt.Sscan(string(b), &p)
+	return p
+}
+
+// Launch returns the launch with id from `agentbox launches --json`.
+func (e *Env) Launch(id string) (api.Launch, bool) {
+	for _, l := range e.Launches() {
+		if l.ID == id {
+			return l, true
+		}
+	}
+	return api.Launch{}, false
+}
+
+// WaitLaunch polls `agentbox launches` until the launch with id satisfies cond, and returns it.
+func (e *Env) WaitLaunch(id, what string, cond func(api.Launch) bool) api.Launch {
+	e.t.Helper()
+	var last api.Launch
+	eventually(e.t, "launch "+id+" "+what, func() bool {
+		l, ok := e.Launch(id)
+		last = l
+		return ok && cond(l)
+	})
+	return last
+}
+
+// Detach starts `agentbox run -d args…` and returns the launch id.
+func (e *Env) Detach(args ...string) string {
+	e.t.Helper()
+	r := e.Run("", append([]string{"run", "-d"}, args...)...)
+	id := strings.TrimSpace(r.Stdout)
+	if r.Code != 0 || len(id) != 32 {
+		e.t.Fatalf("agentbox run -d %v: exit %d, stdout %q, stderr %q", args, r.Code, r.Stdout, r.Stderr)
+	}
+	return id
+}
+
+// deadline bounds every "eventually" condition. It is generous: the tests assert the order of
+// events, never how long they take.
+const deadline = 90 * time.Second
+
+// eventually polls cond until it holds, and fails the test when the deadline passes first.
+func eventually(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	end := time.Now().Add(deadline)
+	for !cond() {
+		if time.Now().After(end) {
+			t.Fatalf("gave up waiting for: %s", what)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
 // Box runs `sh -c script` in a box and returns the result.
 func (e *Env) Box(script string) Result {
 	e.t.Helper()
 	return e.Run("", "run", "sh", "--", "-c", script)
+}
+
+func itoa(n int) string { return strconv.Itoa(n) }
+
+func atoi(s string) int {
+	n, _ := strconv.Atoi(s)
+	return n
 }

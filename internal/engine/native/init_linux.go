@@ -151,6 +151,12 @@ func BoxInitMain(args []string) int {
 			unix.Kill(-pid, s.(syscall.Signal))
 		}
 	}()
+	// Keep the protected binds in place for the box's life; a loss seen before the program
+	// ran is caught by the first read of the mount table.
+	go keepMounts(b.kept, func(string) {}, func(msg string) {
+		fmt.Fprintf(os.Stderr, "agentbox box-init: %s; stopping the box\n", msg)
+		unix.Kill(-1, unix.SIGKILL) // from PID 1: every other process of the box
+	})
 	return reapUntil(pid)
 }
 

@@ -27,6 +27,9 @@ type builder struct {
 	readOnlyLater []int
 	stage         int // detached tmpfs holding the empty file masks are bound from
 	attachPoint   string
+	// kept are the binds inside the workspace (those with Beneath): box-init keeps them in
+	// place for the box's life (see keepMounts).
+	kept []keptMount
 }
 
 // buildRoot makes the mount namespace private, attaches a fresh tmpfs as the new root and
@@ -250,7 +253,17 @@ func (b *builder) bind(m Mount) error {
 	if err := setAttr(tree, attrs); err != nil {
 		return err
 	}
-	return b.mountOn(tree, m.Target, isDir, true)
+	if err := b.mountOn(tree, m.Target, isDir, true); err != nil {
+		return err
+	}
+	if m.Beneath != "" {
+		id, err := mountID(tree)
+		if err != nil {
+			return err
+		}
+		b.kept = append(b.kept, keptMount{target: m.Target, readOnly: m.ReadOnly, dir: isDir, id: id})
+	}
+	return nil
 }
 
 // openSource opens a bind source as an O_PATH fd. A source with Beneath is resolved beneath

@@ -1,0 +1,179 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/agentbox/agentbox/internal/api"
+	"github.com/agentbox/agentbox/internal/integrity"
+	"github.com/agentbox/agentbox/internal/plan"
+)
+
+// The integrity broker protects each launch's executable configuration (docs/integrity.md):
+// before the box spawns it resolves the protected paths, creates the placeholders absent ones
+// need, snapshots the integrity roots and adds the read-only binds to the plan; while the box
+// runs it verifies periodically and on inotify events; when the box has ended (or never
+// started) it verifies once more and removes the placeholders. Transitions are logged and
+// recorded in the store. It is alert-first: nothing is restored or blocked by the watch.
+
+func init() {
+	registerBroker(10, func(d *Daemon) (broker, error) {
+		return &integrityBroker{d: d, reg: &integrity.Registry{Path: filepath.Join(d.stateDir, "placeholders.json")},
+			watches: map[string]*integrityWatch{}}, nil
+	})
+}
+
+type integrityBroker struct {
+	d   *Daemon
+	reg *integrity.Registry
+
+	mu      sync.Mutex
+	watches map[string]*integrityWatch
+}
+
+type integrityWatch struct {
+	w      *integrity.Watcher
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// integrityState is where a launch's integrity state is kept: the launch directory, host-side
+// only (not the run directory the box sees).
+func (b *integrityBroker) statePath(id string) string {
+	return filepath.Join(b.d.runtimeDir, "launches", id, "integrity.json")
+}
+
+func (*integrityBroker) name() string { return "integrity" }
+
+func (b *integrityBroker) prepare(ctx context.Context, bl *brokerLaunch, c *plan.Contributions) error {
+	lay, err := integrity.Resolve(bl.Workspace, nil)
+	if err != nil {
+		return err
+	}
+	for _, n := range lay.Notes {
+		b.d.log.Warn("integrity: protected path not pinned", "launch", bl.ID, "note", n)
+	}
+	if err := b.reg.Acquire(bl.ID, lay.Placeholders); err != nil {
+		b.release(bl.ID)
+		return err
+	}
+	st := integrity.Snapshot(lay, integrity.Limits{})
+	if err := st.Save(b.statePath(bl.ID)); err != nil {
+		b.release(bl.ID)
+		return err
+	}
+	if ex := integrity.GitExclude(lay); ex != "" {
+		if err := os.WriteFile(filepath.Join(bl.RunDir, integrity.ExcludeFile), []byte(ex), 0o644); err != nil {
+			b.release(bl.ID)
+			return fmt.Errorf("git exclude file: %w", err)
+		}
+		c.Env = append(c.Env, integrity.GitExcludeEnv()...)
+	}
+	c.Mounts = append(c.Mounts, plan.ProtectMounts(lay.Protected)...)
+	b.d.log.Info("integrity snapshot", "launch", bl.ID, "roots", len(st.Roots), "pinned", len(lay.Protected),
+		"placeholders", len(lay.Placeholders), "execConfig", len(st.Exec))
+	b.start(bl.ID, st, bl.Config.Integrity.Interval.Duration())
+	return nil
+}
+
+func (b *integrityBroker) resume(ctx context.Context, bl *brokerLaunch) error {
+	st, err := integrity.Load(b.statePath(bl.ID))
+	if err != nil {
+		return err
+	}
+	b.start(bl.ID, st, bl.Config.Integrity.Interval.Duration())
+	// What changed while no daemon watched is reported now.
+	b.watcher(bl.ID).Verify(integrity.SourcePeriodic, false)
+	return nil
+}
+
+func (b *integrityBroker) end(id string) {
+	b.mu.Lock()
+	iw := b.watches[id]
+	delete(b.watches, id)
+	b.mu.Unlock()
+	var w *integrity.Watcher
+	if iw != nil {
+		iw.cancel()
+		<-iw.done
+		w = iw.w
+	} else if st, err := integrity.Load(b.statePath(id)); err == nil {
+		// Settled by a daemon that did not prepare or resume it (re-adoption of an ended box).
+		w = b.newWatcher(id, st, 0)
+	} else if !errors.Is(err, os.ErrNotExist) {
+		b.d.log.Error("integrity: load state for the check at exit", "launch", id, "err", err)
+	}
+	if w != nil {
+		w.Verify(integrity.SourceExit, true)
+	}
+	b.release(id)
+}
+
+// release removes the placeholders launch id held, unless another box still holds them.
+func (b *integrityBroker) release(id string) {
+	removed, err := b.reg.Release(id)
+	if err != nil {
+		b.d.log.Error("integrity: remove placeholders", "launch", id, "err", err)
+	}
+	if len(removed) > 0 {
+		b.d.log.Debug("integrity: placeholders removed", "launch", id, "paths", removed)
+	}
+}
+
+func (b *integrityBroker) watcher(id string) *integrity.Watcher {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.watches[id].w
+}
+
+func (b *integrityBroker) start(id string, st *integrity.State, interval time.Duration) {
+	w := b.newWatcher(id, st, interval)
+	ctx, cancel := context.WithCancel(context.Background())
+	iw := &integrityWatch{w: w, cancel: cancel, done: make(chan struct{})}
+	b.mu.Lock()
+	b.watches[id] = iw
+	b.mu.Unlock()
+	go func() {
+		defer close(iw.done)
+		if err := w.Run(ctx); err != nil {
+			b.d.log.Warn("integrity: file events unavailable; periodic checks go on", "launch", id, "err", err)
+		}
+	}()
+}
+
+func (b *integrityBroker) newWatcher(id string, st *integrity.State, interval time.Duration) *integrity.Watcher {
+	w := &integrity.Watcher{State: st, Interval: interval}
+	w.OnTransition = func(src integrity.Source, t integrity.Transition) {
+		level := slog.LevelWarn
+		if !t.Alert {
+			level = slog.LevelInfo
+		}
+		b.d.log.Log(context.Background(), level, "integrity drift", "launch", id, "kind", t.Kind, "path", t.Path,
+			"detail", t.Detail, "source", src, "alert", t.Alert)
+		ev := api.DriftEvent{Kind: string(t.Kind), Path: t.Path, Detail: t.Detail, Source: string(src), Alert: t.Alert}
+		if err := b.d.store.AddDrift(context.Background(), id, ev); err != nil {
+			b.d.log.Error("integrity: record drift", "launch", id, "err", err)
+		}
+	}
+	w.OnCheck = func(c integrity.Check) {
+		if len(c.Transitions) > 0 {
+			if err := st.Save(b.statePath(id)); err != nil && !errors.Is(err, os.ErrNotExist) {
+				b.d.log.Error("integrity: save state", "launch", id, "err", err)
+			}
+		}
+		switch c.Source {
+		case integrity.SourcePeriodic, integrity.SourceExit:
+			b.d.log.Info(fmt.Sprintf("integrity check (%s)", c.Source), "launch", id, "roots", c.Roots,
+				"transitions", len(c.Transitions), "took", c.Took)
+		default:
+			b.d.log.Debug("integrity check", "launch", id, "source", c.Source, "transitions", len(c.Transitions))
+		}
+	}
+	return w
+}

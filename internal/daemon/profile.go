@@ -1,0 +1,236 @@
+package daemon
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/agentbox/agentbox/internal/api"
+	"github.com/agentbox/agentbox/internal/config"
+	"github.com/agentbox/agentbox/internal/plan"
+	"github.com/agentbox/agentbox/internal/profile"
+	"github.com/agentbox/agentbox/internal/profile/managed"
+	"github.com/agentbox/agentbox/internal/relay/llm"
+)
+
+// Environment the relay broker sets in a box; profiles map it onto each program's variables.
+const (
+	envRelayURL = "AGENTBOX_RELAY_URL"
+	envPairing  = "AGENTBOX_PAIRING"
+)
+
+// managedOptions is where the posture is read from; tests point it at a temporary directory.
+var managedOptions managed.Options
+
+// postureProfiles are the profiles whose launches record the managed posture (the programs
+// that read Claude Code's managed settings).
+var postureProfiles = []string{"claude"}
+
+// gatewayProviders returns the relay providers a launch may be wired to: the ones the LLM
+// relay serves. A provider the relay does not serve (gemini) is refused before anything
+// starts, naming gateway.<provider>.
+func gatewayProviders(config.Config) map[string]bool {
+	return map[string]bool{llm.Anthropic: true, llm.OpenAI: true}
+}
+
+// resolveProfile is step 1 of the launch pipeline: the program's profile (or the generic one),
+// its denied arguments and the preconditions that need nothing started.
+func resolveProfile(req *api.LaunchRequest, cfg config.Config, egress plan.Egress) (*profile.Profile, profile.Facts, error) {
+	set, err := profile.NewSet(cfg.Programs)
+	if err != nil {
+		return nil, profile.Facts{}, &api.Error{Code: api.CodeConfigInvalid, Message: "programs: " + err.Error(), Hint: "fix the programs: entry in your config"}
+	}
+	p := set.Resolve(req.Program)
+	if err := p.CheckArgs(req.Args); err != nil {
+		return nil, profile.Facts{}, profileError(err)
+	}
+	f := profile.Facts{Args: req.Args, Egress: egress, Models: cfg.Models, Providers: gatewayProviders(cfg)}
+	if err := p.Check(f); err != nil {
+		return nil, profile.Facts{}, profileError(err)
+	}
+	return p, f, nil
+}
+
+// profileError maps the profile package's error classes onto API errors.
+func profileError(err error) error {
+	var ae *profile.ArgumentError
+	if errors.As(err, &ae) {
+		return &api.Error{Code: api.CodeArgumentDenied, Message: ae.Error(), Hint: "remove " + ae.Rule + " from the arguments"}
+	}
+	var pe *profile.PreconditionError
+	if errors.As(err, &pe) {
+		hint := pe.Fix
+		if pe.Key != "" && !strings.Contains(hint, pe.Key) {
+			hint = "set " + pe.Key + ": " + hint
+		}
+		return &api.Error{Code: api.CodePreconditionFailed, Message: pe.Error(), Hint: hint}
+	}
+	return err
+}
+
+// wireProfile is the profile's part of step 2: it reads what the relay broker gave the launch
+// (its in-box URL and pairing) from the brokers' contributions, renders the profile into the
+// launch and merges it into c. It returns the program's full argument list.
+func wireProfile(p *profile.Profile, f profile.Facts, home string, tree *profile.InstallTree, c *plan.Contributions) ([]string, error) {
+	for _, kv := range c.Env {
+		if v, ok := strings.CutPrefix(kv, envRelayURL+"="); ok {
+			f.RelayURL = v
+		}
+		if v, ok := strings.CutPrefix(kv, envPairing+"="); ok {
+			f.Pairing = v
+		}
+	}
+	if p.Relay.Wired() && (f.RelayURL == "" || f.Pairing == "") {
+		return nil, profileError(&profile.PreconditionError{Profile: p.ID, What: "relay",
+			Msg: p.DisplayName() + " reaches its model only through the LLM relay, and this daemon gave the launch none",
+			Fix: "the daemon runs no LLM relay broker; upgrade agentbox"})
+	}
+	w, err := p.Wire(home, tree, f)
+	if err != nil {
+		return nil, &api.Error{Code: api.CodeBoxSetupFailed, Message: err.Error()}
+	}
+	// Home grants first (the box's home is a tmpfs they are bound into), then what the brokers
+	// mount (protected paths).
+	c.Mounts = append(w.Mounts, c.Mounts...)
+	c.ReadOnly = append(c.ReadOnly, w.ReadOnly...)
+	c.Env = append(c.Env, w.Env...)
+	if len(w.Unset) > 0 {
+		c.Env = slices.DeleteFunc(c.Env, func(kv string) bool {
+			k, _, _ := strings.Cut(kv, "=")
+			return slices.Contains(w.Unset, k)
+		})
+	}
+	return w.Args, nil
+}
+
+// unsetEnv removes keys from a KEY=VALUE list.
+func unsetEnv(env, keys []string) []string {
+	if len(keys) == 0 {
+		return env
+	}
+	return slices.DeleteFunc(slices.Clone(env), func(kv string) bool {
+		k, _, _ := strings.Cut(kv, "=")
+		return slices.Contains(keys, k)
+	})
+}
+
+// preCreate creates the home paths p needs before the box is built, when absent: so the
+// program starts, and so that a read-only pin or a mask never sits under a missing parent.
+// Nothing is followed out of the home directory (os.Root), and existing paths are left as
+// they are.
+func preCreate(home string, p *profile.Profile) error {
+	pcs := p.PreCreates()
+	if len(pcs) == 0 {
+		return nil
+	}
+	root, err := os.OpenRoot(home)
+	if err != nil {
+		return fmt.Errorf("home %s: %w", home, err)
+	}
+	defer root.Close()
+	for _, pc := range pcs {
+		if _, err := root.Lstat(pc.Rel); err == nil {
+			continue
+		} else if !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("%s: %w", filepath.Join(home, pc.Rel), err)
+		}
+		if err := root.MkdirAll(filepath.Dir(pc.Rel), 0o700); err != nil {
+			return fmt.Errorf("create %s: %w", filepath.Join(home, filepath.Dir(pc.Rel)), err)
+		}
+		if pc.Dir {
+			if err := root.Mkdir(pc.Rel, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
+				return fmt.Errorf("create %s: %w", filepath.Join(home, pc.Rel), err)
+			}
+			continue
+		}
+		f, err := root.OpenFile(pc.Rel, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+		if errors.Is(err, fs.ErrExist) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("create %s: %w", filepath.Join(home, pc.Rel), err)
+		}
+		_, err = f.WriteString(pc.Content)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return fmt.Errorf("create %s: %w", filepath.Join(home, pc.Rel), err)
+		}
+	}
+	return nil
+}
+
+// findInstall finds the program's install tree on the host; a failure only means nothing is
+// bound beyond the program file.
+func (d *Daemon) findInstall(p *profile.Profile, path string, env []string) *profile.InstallTree {
+	pathEnv := ""
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, "PATH="); ok {
+			pathEnv = v
+		}
+	}
+	t, err := p.FindInstall(path, pathEnv)
+	if err != nil {
+		d.log.Warn("profile: install tree not found; binding the program file only", "profile", p.ID, "program", path, "err", err)
+		return nil
+	}
+	return t
+}
+
+// posture reads Claude Code's managed posture now. A read error is logged and reported as an
+// unknown source with the locks off, never as locked.
+func (d *Daemon) posture() *api.Posture {
+	p := managed.Read(managedOptions)
+	if p.Source == api.PostureSourceUnknown {
+		d.log.Warn("managed posture unreadable; reporting the locks off", "err", p.Error)
+	}
+	return p
+}
+
+// launchPosture is the posture a launch of profile id records (nil for programs that do not
+// read Claude Code's managed settings).
+func (d *Daemon) launchPosture(id string) *api.Posture {
+	if !slices.Contains(postureProfiles, id) {
+		return nil
+	}
+	return d.posture()
+}
+
+// workspaceConfigPins returns the workspace-relative configuration every box pins read-only:
+// the union over all profiles in force (the built-in ones and cfg's programs), so that a
+// boxed session of one harness cannot plant configuration another will trust.
+func workspaceConfigPins(cfg config.Config) []string {
+	set, err := profile.NewSet(cfg.Programs)
+	if err != nil {
+		// The configuration was validated when it was loaded; fall back to the built-ins.
+		set, _ = profile.NewSet(nil)
+	}
+	if set == nil {
+		return nil
+	}
+	return set.WorkspaceConfig()
+}
+
+// harnessHomes returns the home-relative harness directories of every profile in force, for
+// the workspace guard.
+func (d *Daemon) harnessHomes() []string {
+	d.mu.Lock()
+	var programs map[string]profile.Profile
+	if d.cfg != nil {
+		programs = d.cfg.Config.Programs
+	}
+	d.mu.Unlock()
+	set, err := profile.NewSet(programs)
+	if err != nil {
+		set, _ = profile.NewSet(nil)
+	}
+	if set == nil {
+		return nil
+	}
+	return set.HarnessHomes()
+}

@@ -1,0 +1,265 @@
+// Package bwrap is the bubblewrap engine, for hosts where only bwrap may create namespaces: it
+// renders a plan as a bwrap argv and runs agentbox's own restriction stage (box-exec: no
+// capabilities, no_new_privs, Landlock, seccomp) inside, so that its boxes carry the same
+// guarantees as the native engine's.
+//
+// Process tree of one box:
+//
+//	shim ─ agentbox bwrap-monitor ─ bwrap ─ agentbox bwrap-init (PID 1 of the box) ─ box-exec → program
+//
+// The monitor is the box's top process (engine.Box.Process): it stays in the host's
+// namespaces, relays the shim's signals to bwrap-init and exits with the program's status;
+// engine.Box.InitPid names bwrap-init, whose namespaces are the box's. bwrap builds the
+// filesystem and namespaces (masks of paths that may be absent are rendered as MaskOption and
+// resolved by the monitor against the host, whose kernel and /etc the box shares); bwrap-init
+// reports on the control channel and starts box-exec exactly as the native engine's box-init
+// does. Binaries that embed this engine must
+// dispatch argv[1] "bwrap-monitor", "bwrap-init" and "box-exec" (MonitorMain, InitMain and
+// native.BoxExecMain).
+package bwrap
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/agentbox/agentbox/internal/engine"
+	"github.com/agentbox/agentbox/internal/engine/native"
+	"github.com/agentbox/agentbox/internal/plan"
+)
+
+// Name is the engine's config name.
+const Name = "bwrap"
+
+// RequestVersion is the version of the request this engine renders and accepts.
+const RequestVersion = 1
+
+// Program is the executable the engine runs, looked up on PATH when a box starts.
+const Program = "bwrap"
+
+// ErrMissing means bwrap is not installed (not on PATH). It wraps engine.ErrNotSupported, so
+// the shim reports it with the engine_not_supported code.
+var ErrMissing = fmt.Errorf("%w: bwrap is not installed (not found on PATH)", engine.ErrNotSupported)
+
+// Descriptors of bwrap and, through it, of bwrap-init.
+const (
+	fdControl = 3 // the control socket (engine.IO.Control)
+	fdSpec    = 4 // memfd with the native spec box-exec applies
+	fdStderr  = 5 // the program's stderr (bwrap's own fd 2 is captured by the monitor)
+	fdExe     = 6 // the agentbox executable, exec'd as /proc/self/fd/6
+	fdStatus  = 7 // bwrap --json-status-fd
+	fdReady   = 8 // bwrap-init writes one byte here once it reports on the control socket itself
+)
+
+// Request is the engine's request: bwrap's argv and the spec box-exec applies inside.
+type Request struct {
+	Version int `json:"version"`
+	// Args are bwrap's arguments (argv[1:]), ending with the command bwrap runs: bwrap-init.
+	Args []string `json:"args"`
+	// Spec is the native engine's box spec for the same plan: bwrap-init applies its mask and
+	// read-only steps, box-exec its program, environment, Landlock and seccomp.
+	Spec *native.Spec `json:"spec"`
+}
+
+// Engine is the bubblewrap engine. Its zero value is ready to use.
+type Engine struct{}
+
+var _ engine.Engine = (*Engine)(nil)
+
+func init() {
+	engine.Register(Name, func() engine.Engine { return &Engine{} })
+}
+
+// Name returns "bwrap".
+func (*Engine) Name() string { return Name }
+
+// Request renders p as the bwrap argv and box spec (JSON).
+func (*Engine) Request(p *plan.Plan) ([]byte, error) {
+	raw, err := (&native.Engine{}).Request(p)
+	if err != nil {
+		return nil, fmt.Errorf("bwrap request: %w", err)
+	}
+	spec, err := native.ParseSpec(raw)
+	if err != nil {
+		return nil, fmt.Errorf("bwrap request: %w", err)
+	}
+	args, err := renderArgs(spec)
+	if err != nil {
+		return nil, fmt.Errorf("bwrap request: %w", err)
+	}
+	b, err := json.MarshalIndent(Request{Version: RequestVersion, Args: args, Spec: spec}, "", "  ")
+	if err != nil {
+		return nil, err
+	}
+	return append(b, '\n'), nil
+}
+
+// ParseRequest decodes and checks a request rendered by Request.
+func ParseRequest(b []byte) (*Request, error) {
+	var r Request
+	if err := json.Unmarshal(b, &r); err != nil {
+		return nil, fmt.Errorf("%w: bwrap request: %v", native.ErrInvalidSpec, err)
+	}
+	if r.Version != RequestVersion {
+		return nil, fmt.Errorf("%w: bwrap request version %d, this agentbox builds version %d", native.ErrInvalidSpec, r.Version, RequestVersion)
+	}
+	if len(r.Args) == 0 || r.Spec == nil {
+		return nil, fmt.Errorf("%w: bwrap request without args or spec", native.ErrInvalidSpec)
+	}
+	spec, err := json.Marshal(r.Spec)
+	if err != nil {
+		return nil, err
+	}
+	if r.Spec, err = native.ParseSpec(spec); err != nil {
+		return nil, err
+	}
+	return &r, nil
+}
+
+// MaskOption is the one option of a request's argv that is not bwrap's: `--agentbox-mask PATH`
+// hides PATH, which may be absent (bwrap has no option that skips a missing target). The
+// monitor replaces it when the box starts: nothing when PATH is absent on the host, an empty
+// read-only tmpfs over a directory, a read-only, nodev bind of /dev/null over a file.
+const MaskOption = "--agentbox-mask"
+
+// renderArgs translates the native spec's namespaces and mounts into bwrap options.
+func renderArgs(s *native.Spec) ([]string, error) {
+	has := map[string]bool{}
+	for _, n := range s.Namespaces {
+		has[n] = true
+	}
+	for _, n := range []string{"user", "mnt", "pid", "ipc", "uts", "cgroup"} {
+		if !has[n] {
+			return nil, fmt.Errorf("%w: the bwrap engine always creates a %s namespace", native.ErrInvalidSpec, n)
+		}
+	}
+	a := []string{"--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup"}
+	if has["net"] {
+		a = append(a, "--unshare-net") // bwrap brings lo up
+	}
+	a = append(a,
+		"--uid", strconv.Itoa(s.UID), "--gid", strconv.Itoa(s.GID),
+		"--hostname", s.Hostname,
+		// bwrap-init is PID 1 and reaps; bwrap kills the box when the monitor dies.
+		"--as-pid-1", "--die-with-parent",
+		"--clearenv", "--chdir", "/",
+		// box-exec needs SETPCAP (in the box's user namespace) to empty the bounding set and
+		// lock the securebits; it drops it with every other capability.
+		"--cap-drop", "ALL", "--cap-add", "CAP_SETPCAP",
+		"--json-status-fd", strconv.Itoa(fdStatus),
+	)
+	if s.Hostname == "" {
+		return nil, fmt.Errorf("%w: empty hostname", native.ErrInvalidSpec)
+	}
+	var readOnly []string // remounted read-only once everything is mounted
+	dev := false
+	procRO := false
+	for _, m := range s.Mounts {
+		if m.Beneath != "" {
+			return nil, fmt.Errorf("%w: the bwrap engine cannot resolve %s beneath %s", native.ErrInvalidSpec, m.Source, m.Beneath)
+		}
+		// bwrap's --dev builds the whole of /dev (the same nodes, a new devpts, the ptmx and fd
+		// links) except /dev/shm.
+		if dev && (m.Target != "/dev/shm") && strings.HasPrefix(m.Target, "/dev/") {
+			continue
+		}
+		switch m.Kind {
+		case native.KindProc:
+			a = append(a, "--proc", m.Target)
+		case native.KindTmpfs:
+			if m.Target == "/dev" {
+				a = append(a, "--dev", "/dev")
+				dev = true
+				readOnly = append(readOnly, "/dev")
+				continue
+			}
+			if mode, ok := tmpfsMode(m.Options); ok {
+				a = append(a, "--perms", mode)
+			}
+			a = append(a, "--tmpfs", m.Target)
+			if m.ReadOnly {
+				readOnly = append(readOnly, m.Target)
+			}
+		case native.KindBind:
+			op := "--bind"
+			switch {
+			case m.Device:
+				op = "--dev-bind"
+			case m.ReadOnly:
+				op = "--ro-bind"
+			}
+			if m.Optional {
+				op += "-try"
+			}
+			a = append(a, op, m.Source, m.Target)
+		case native.KindMask:
+			if !m.Optional {
+				return nil, fmt.Errorf("%w: the bwrap engine masks only optional paths (%s)", native.ErrInvalidSpec, m.Target)
+			}
+			a = append(a, MaskOption, m.Target)
+		case native.KindReadOnly:
+			// The box's whole /proc is made read-only (Landlock grants the program nothing
+			// more there anyway): bwrap cannot bind a path of the new root over itself.
+			if m.Target != "/proc" && !strings.HasPrefix(m.Target, "/proc/") {
+				return nil, fmt.Errorf("%w: the bwrap engine makes only /proc paths read-only (%s)", native.ErrInvalidSpec, m.Target)
+			}
+			if !procRO {
+				procRO = true
+				readOnly = append(readOnly, "/proc")
+			}
+		case native.KindSymlink:
+			a = append(a, "--symlink", m.Source, m.Target)
+		case native.KindDevpts:
+			return nil, fmt.Errorf("%w: devpts outside /dev", native.ErrInvalidSpec)
+		default:
+			return nil, fmt.Errorf("%w: mount kind %q at %s", native.ErrInvalidSpec, m.Kind, m.Target)
+		}
+	}
+	for _, t := range readOnly {
+		a = append(a, "--remount-ro", t)
+	}
+	a = append(a, "--remount-ro", "/")
+	a = append(a, "--", "/proc/self/fd/"+strconv.Itoa(fdExe), "bwrap-init")
+	return a, nil
+}
+
+func tmpfsMode(options string) (string, bool) {
+	for _, o := range strings.Split(options, ",") {
+		if v, ok := strings.CutPrefix(o, "mode="); ok {
+			return v, true
+		}
+	}
+	return "", false
+}
+
+// errNoChild is reported by the monitor when bwrap ended before creating the box.
+var errNoChild = errors.New("bwrap ended before creating the box")
+
+// ExpandArgs replaces each MaskOption in args with bwrap options, looking the masked paths up
+// with stat (the host's, which the box shares for /proc and the bound system directories).
+func ExpandArgs(args []string, stat func(string) (isDir, ok bool)) ([]string, error) {
+	var out []string
+	for i := 0; i < len(args); i++ {
+		if args[i] == "--" {
+			return append(out, args[i:]...), nil
+		}
+		if args[i] != MaskOption {
+			out = append(out, args[i])
+			continue
+		}
+		if i+1 >= len(args) {
+			return nil, fmt.Errorf("%w: %s without a path", native.ErrInvalidSpec, MaskOption)
+		}
+		i++
+		switch dir, ok := stat(args[i]); {
+		case !ok:
+		case dir:
+			out = append(out, "--perms", "0555", "--tmpfs", args[i], "--remount-ro", args[i])
+		default:
+			out = append(out, "--ro-bind", "/dev/null", args[i])
+		}
+	}
+	return out, nil
+}

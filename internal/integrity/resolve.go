@@ -1,0 +1,251 @@
+package integrity
+
+import (
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/agentbox/agentbox/internal/plan"
+)
+
+// Placeholder is a mount point created on the host for an absent protected path, so that the
+// box cannot create it: it exists only while a box on the workspace runs.
+type Placeholder struct {
+	Path string `json:"path"`
+	Dir  bool   `json:"dir"`
+	// Content is a file placeholder's content: one that host tools accept (an empty commondir
+	// makes git fatal, "." works; JSON settings get "{}").
+	Content string `json:"content,omitempty"`
+	// Beneath is the workspace the placeholder is created beneath (no symlink is followed).
+	Beneath string `json:"beneath"`
+}
+
+// Layout is what Resolve found for one workspace.
+type Layout struct {
+	Workspace string
+	// Protected are bound read-only in the box (plan.ProtectMounts); placeholders included.
+	Protected []plan.Protected
+	// Placeholders must exist before the box starts (Registry.Acquire).
+	Placeholders []Placeholder
+	// Roots are what the watch snapshots and verifies.
+	Roots []Root
+	// Notes are protected paths that could not be pinned, and why (reported at launch).
+	Notes []string
+}
+
+// placeholderContent is the content of a file placeholder, by base name.
+var placeholderContent = map[string]string{
+	"commondir":           ".\n",
+	".mcp.json":           "{}\n",
+	"settings.json":       "{}\n",
+	"settings.local.json": "{}\n",
+	"tasks.json":          "{}\n",
+}
+
+// maxGitDirs bounds the git directories (the workspace's and its submodules') protected.
+const maxGitDirs = 64
+
+type resolver struct {
+	ws     string
+	lay    *Layout
+	prot   map[string]bool
+	ph     map[string]bool
+	roots  map[string]bool
+	gitdir int
+	fs     beneathFS
+}
+
+// beneathFS looks paths up beneath the workspace without following symlinks (Linux: openat2).
+type beneathFS interface {
+	// kind returns the kind of ws/rel without following any symlink (KindAbsent when a
+	// component is missing), or an error (a symlink on the way: ELOOP).
+	kind(rel string) (string, error)
+	// follow resolves ws/rel following symlinks, but only beneath ws; it returns the path.
+	follow(rel string) (string, error)
+}
+
+func (r *resolver) root(path string, alert, shallow bool) {
+	if r.roots[path] {
+		return
+	}
+	r.roots[path] = true
+	r.lay.Roots = append(r.lay.Roots, Root{Path: path, Alert: alert, Shallow: shallow})
+}
+
+func (r *resolver) pin(path string) {
+	if r.prot[path] {
+		return
+	}
+	r.prot[path] = true
+	r.lay.Protected = append(r.lay.Protected, plan.Protected{Path: path, Beneath: r.ws})
+}
+
+func (r *resolver) note(format string, a ...any) {
+	r.lay.Notes = append(r.lay.Notes, sprintf(format, a...))
+}
+
+// protect pins ws/rel: an existing file or folder is bound read-only; an absent one gets a
+// placeholder at its topmost missing component; a symlink's target is pinned when it stays
+// beneath the workspace.
+func (r *resolver) protect(rel string, wantDir bool) {
+	abs := filepath.Join(r.ws, rel)
+	r.root(abs, true, false)
+	k, err := r.fs.kind(rel)
+	switch {
+	case err != nil:
+		r.note("%s lies behind a symlink or cannot be read (%v): watched, not pinned", abs, err)
+	case k == KindFile || k == KindDir:
+		r.pin(abs)
+	case k == KindSymlink:
+		target, err := r.fs.follow(rel)
+		if err != nil || !within(target, r.ws) || target == r.ws {
+			r.note("%s is a symlink leading outside the workspace (or nowhere): watched, not pinned", abs)
+			return
+		}
+		r.note("%s is a symlink: its target %s is pinned, the link itself is only watched", abs, target)
+		r.root(target, true, false)
+		r.pin(target)
+	case k == KindAbsent:
+		parts := strings.Split(rel, "/")
+		for i := 1; i <= len(parts); i++ {
+			prefix := strings.Join(parts[:i], "/")
+			pk, err := r.fs.kind(prefix)
+			if err != nil {
+				r.note("%s lies behind a symlink (%v): watched, not pinned", abs, err)
+				return
+			}
+			if pk != KindAbsent {
+				continue
+			}
+			p := filepath.Join(r.ws, prefix)
+			if !r.ph[p] {
+				r.ph[p] = true
+				dir := i < len(parts) || wantDir
+				ph := Placeholder{Path: p, Dir: dir, Beneath: r.ws}
+				if !dir {
+					ph.Content = placeholderContent[filepath.Base(p)]
+				}
+				r.lay.Placeholders = append(r.lay.Placeholders, ph)
+				r.pin(p)
+			}
+			return
+		}
+	default:
+		r.note("%s is neither a file nor a folder: watched, not pinned", abs)
+	}
+}
+
+// gitDir protects a git directory (relative to the workspace) and its submodules' gitdirs.
+func (r *resolver) gitDir(rel string) {
+	r.gitdir++
+	if r.gitdir > maxGitDirs {
+		r.note("more than %d git directories: %s and later ones are not protected", maxGitDirs, filepath.Join(r.ws, rel))
+		return
+	}
+	for _, p := range plan.GitDirProtected {
+		r.protect(filepath.Join(rel, p), slices.Contains(plan.ProtectedDirs, filepath.Base(p)))
+	}
+	for _, p := range plan.GitDirWatched {
+		r.root(filepath.Join(r.ws, rel, p), false, false)
+	}
+	r.modules(filepath.Join(rel, "modules"), 0)
+}
+
+// modules protects the gitdirs of submodules (gitdir/modules/<name>[/…], nested).
+func (r *resolver) modules(rel string, depth int) {
+	if depth > 4 {
+		return
+	}
+	if k, err := r.fs.kind(rel); err != nil || k != KindDir {
+		return
+	}
+	names, err := readDirNames(filepath.Join(r.ws, rel))
+	if err != nil {
+		return
+	}
+	for _, n := range names {
+		sub := filepath.Join(rel, n)
+		if k, err := r.fs.kind(sub); err != nil || k != KindDir {
+			continue
+		}
+		if k, err := r.fs.kind(filepath.Join(sub, "HEAD")); err == nil && k == KindFile {
+			r.gitDir(sub)
+			continue
+		}
+		r.modules(sub, depth+1) // a submodule named "a/b"
+	}
+}
+
+// resolveWith is Resolve over fs.
+func resolveWith(ws string, extra []string, fs beneathFS) *Layout {
+	r := &resolver{ws: ws, lay: &Layout{Workspace: ws}, prot: map[string]bool{}, ph: map[string]bool{}, roots: map[string]bool{}, fs: fs}
+	rels := plan.ProtectedPaths(ws, extra)
+	for _, g := range plan.WorkspaceProtectedGlobs {
+		matches, _ := filepath.Glob(filepath.Join(ws, g))
+		for _, m := range matches {
+			if rel, err := filepath.Rel(ws, m); err == nil && !slices.Contains(rels, rel) {
+				rels = append(rels, rel)
+			}
+		}
+	}
+	slices.Sort(rels)
+	for _, rel := range rels {
+		if rel != ".git" {
+			r.protect(rel, slices.Contains(plan.ProtectedDirs, filepath.Base(rel)))
+			continue
+		}
+		k, err := fs.kind(".git")
+		dotGit := filepath.Join(ws, ".git")
+		switch {
+		case err == nil && k == KindDir:
+			r.root(dotGit, true, true)
+			r.gitDir(".git")
+		case err == nil && k == KindFile:
+			r.protect(".git", false)
+			gd, ok := readGitdir(dotGit)
+			switch {
+			case !ok:
+				r.note("%s is a file without a gitdir line: pinned and watched", dotGit)
+			case !within(gd, ws) || gd == ws:
+				r.note("%s points to %s, outside the workspace: never bound (git in the box cannot reach it)", dotGit, gd)
+			default:
+				rel, _ := filepath.Rel(ws, gd)
+				if k, err := fs.kind(rel); err != nil || k != KindDir {
+					r.note("%s points to %s, which is not a directory beneath the workspace: not bound", dotGit, gd)
+					break
+				}
+				r.root(gd, true, true)
+				r.gitDir(rel)
+			}
+		default:
+			r.protect(".git", true)
+		}
+	}
+	return r.lay
+}
+
+// ExcludeFile is the name, in the launch's run directory, of the git exclude file that hides
+// the placeholders from git in the box (see GitExclude).
+const ExcludeFile = "integrity.exclude"
+
+// GitExclude returns the lines of a git exclude file (core.excludesFile) that make git in the
+// box ignore the workspace's file placeholders, so that "git add -A" never commits one; ""
+// when there is none. Placeholder folders are empty, and git does not list empty folders.
+func GitExclude(lay *Layout) string {
+	var b strings.Builder
+	for _, ph := range lay.Placeholders {
+		rel, err := filepath.Rel(lay.Workspace, ph.Path)
+		if err != nil || ph.Dir || rel == ".git" || strings.HasPrefix(rel, ".git/") {
+			continue
+		}
+		b.WriteString("/" + rel + "\n")
+	}
+	return b.String()
+}
+
+// GitExcludeEnv is the environment that points git in the box at the exclude file under
+// plan.RunDir (git's command-line configuration level, which no repository file overrides).
+func GitExcludeEnv() []string {
+	return []string{"GIT_CONFIG_COUNT=1", "GIT_CONFIG_KEY_0=core.excludesFile",
+		"GIT_CONFIG_VALUE_0=" + plan.RunDir + "/" + ExcludeFile}
+}

@@ -1,0 +1,69 @@
+package integrity
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+
+	"golang.org/x/sys/unix"
+)
+
+// Resolve finds the protected paths of workspace ws (absolute, symlink-resolved): the
+// defaults of plan.ProtectedPaths plus extra, the gitdirs of the workspace and its
+// submodules, and what absent paths need as placeholders. Paths are looked up beneath ws
+// without following symlinks, so a symlink or a .git file written by an earlier box never
+// makes a launch bind something outside the workspace.
+func Resolve(ws string, extra []string) (*Layout, error) {
+	fd, err := unix.Openat2(unix.AT_FDCWD, ws, &unix.OpenHow{
+		Flags:   unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC,
+		Resolve: unix.RESOLVE_NO_MAGICLINKS,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("integrity: open workspace %s: %w", ws, err)
+	}
+	defer unix.Close(fd)
+	return resolveWith(ws, extra, linuxFS{fd}), nil
+}
+
+type linuxFS struct{ ws int }
+
+var beneath = uint64(unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS)
+
+func (f linuxFS) kind(rel string) (string, error) {
+	fd, err := unix.Openat2(f.ws, rel, &unix.OpenHow{Flags: unix.O_PATH | unix.O_NOFOLLOW | unix.O_CLOEXEC, Resolve: beneath})
+	if errors.Is(err, unix.ENOENT) {
+		return KindAbsent, nil
+	}
+	if err != nil {
+		return "", err
+	}
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return "", err
+	}
+	return kindOfMode(st.Mode), nil
+}
+
+func (f linuxFS) follow(rel string) (string, error) {
+	fd, err := unix.Openat2(f.ws, rel, &unix.OpenHow{Flags: unix.O_PATH | unix.O_CLOEXEC,
+		Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_MAGICLINKS})
+	if err != nil {
+		return "", err
+	}
+	defer unix.Close(fd)
+	return os.Readlink("/proc/self/fd/" + strconv.Itoa(fd))
+}
+
+func kindOfMode(m uint32) string {
+	switch m & unix.S_IFMT {
+	case unix.S_IFREG:
+		return KindFile
+	case unix.S_IFDIR:
+		return KindDir
+	case unix.S_IFLNK:
+		return KindSymlink
+	}
+	return KindOther
+}

@@ -1,0 +1,99 @@
+package integrity
+
+import (
+	"context"
+	"sync"
+	"time"
+)
+
+// Check is the outcome of one verification.
+type Check struct {
+	Source      Source
+	Roots       int
+	Transitions []Transition
+	// Took is the wall time the verification took (for the log line only).
+	Took time.Duration
+}
+
+// Watcher verifies one launch's State periodically, on inotify events and on demand. Its
+// zero value is not usable: set State.
+type Watcher struct {
+	// State is verified and moved on by every transition.
+	State *State
+	// Interval between periodic checks; zero means DefaultInterval.
+	Interval time.Duration
+	// OnTransition, if set, is called for every transition as it is found (under the
+	// watcher's lock: keep it short).
+	OnTransition func(Source, Transition)
+	// OnCheck, if set, is called after every check with its outcome (under the lock).
+	OnCheck func(Check)
+	// Debounce is how long events are gathered before a check; zero means 50ms.
+	Debounce time.Duration
+	// MaxWatches bounds the directories watched with inotify; zero means 4096.
+	MaxWatches int
+
+	mu sync.Mutex
+}
+
+// Verify checks the roots (and, when full, rescans the whole workspace for executable
+// configuration), reports every transition and returns them.
+func (w *Watcher) Verify(src Source, full bool) []Transition {
+	return w.verify(src, full, nil)
+}
+
+func (w *Watcher) verify(src Source, full bool, dirs []string) []Transition {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	start := time.Now()
+	ts := w.State.VerifyRoots()
+	switch {
+	case full:
+		ts = append(ts, w.State.VerifyExec()...)
+	case len(dirs) > 0:
+		ts = append(ts, w.State.VerifyExecIn(dirs)...)
+	}
+	if w.OnTransition != nil {
+		for _, t := range ts {
+			w.OnTransition(src, t)
+		}
+	}
+	if w.OnCheck != nil {
+		w.OnCheck(Check{Source: src, Roots: len(w.State.Roots), Transitions: ts, Took: time.Since(start)})
+	}
+	return ts
+}
+
+func (w *Watcher) interval() time.Duration {
+	if w.Interval > 0 {
+		return w.Interval
+	}
+	return DefaultInterval
+}
+
+func (w *Watcher) debounce() time.Duration {
+	if w.Debounce > 0 {
+		return w.Debounce
+	}
+	return 50 * time.Millisecond
+}
+
+func (w *Watcher) maxWatches() int {
+	if w.MaxWatches > 0 {
+		return w.MaxWatches
+	}
+	return 4096
+}
+
+// periodic runs the periodic checks until ctx ends.
+func (w *Watcher) periodic(ctx context.Context) {
+	t := time.NewTicker(w.interval())
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			w.Verify(SourcePeriodic, false)
+		}
+	}
+}

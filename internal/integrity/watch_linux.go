@@ -1,0 +1,207 @@
+package integrity
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+const inotifyMask = unix.IN_CREATE | unix.IN_DELETE | unix.IN_MOVED_FROM | unix.IN_MOVED_TO |
+	unix.IN_CLOSE_WRITE | unix.IN_MODIFY | unix.IN_ATTRIB | unix.IN_DELETE_SELF | unix.IN_MOVE_SELF |
+	unix.IN_ONLYDIR | unix.IN_DONT_FOLLOW | unix.IN_EXCL_UNLINK
+
+// Run verifies the state every Interval and on inotify events until ctx ends. Inotify
+// watches the workspace's directories (bounded by MaxWatches; a nested .git directory itself,
+// not below it), the parents of the roots and the folders of folder roots. Without inotify
+// (or over the bound) the periodic check and the check at exit still run.
+func (w *Watcher) Run(ctx context.Context) error {
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { defer wg.Done(); w.periodic(ctx) }()
+	err := w.inotify(ctx)
+	wg.Wait()
+	return err
+}
+
+type inotifier struct {
+	fd    int
+	f     *os.File
+	owner map[int]string // wd → the directory whose scan an event there calls for
+	dirs  map[string]bool
+	max   int
+}
+
+func (n *inotifier) add(dir, owner string) bool {
+	if n.dirs[dir] || len(n.dirs) >= n.max {
+		return false
+	}
+	wd, err := unix.InotifyAddWatch(n.fd, dir, inotifyMask)
+	if err != nil {
+		return false
+	}
+	n.dirs[dir] = true
+	n.owner[wd] = owner
+	return true
+}
+
+// addTree watches dir and the directories beneath it (bounded, not into .git directories
+// beyond the .git directory itself) and returns them.
+func (n *inotifier) addTree(dir string) []string {
+	var added []string
+	stack := []string{dir}
+	for len(stack) > 0 && len(n.dirs) < n.max {
+		d := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		if !n.add(d, d) {
+			continue
+		}
+		added = append(added, d)
+		ents, err := os.ReadDir(d)
+		if err != nil {
+			continue
+		}
+		for _, e := range ents {
+			if !e.IsDir() {
+				continue
+			}
+			p := filepath.Join(d, e.Name())
+			if e.Name() == ".git" {
+				n.add(p, d)
+				continue
+			}
+			stack = append(stack, p)
+		}
+	}
+	return added
+}
+
+func (w *Watcher) inotify(ctx context.Context) error {
+	fd, err := unix.InotifyInit1(unix.IN_NONBLOCK | unix.IN_CLOEXEC)
+	if err != nil {
+		<-ctx.Done()
+		return err
+	}
+	n := &inotifier{fd: fd, f: os.NewFile(uintptr(fd), "inotify"), owner: map[int]string{}, dirs: map[string]bool{}, max: w.maxWatches()}
+	defer n.f.Close()
+	w.mu.Lock()
+	for _, r := range w.State.Roots {
+		n.add(filepath.Dir(r.Path), filepath.Dir(r.Path))
+		if r.Entry.Kind == KindDir {
+			n.add(r.Path, r.Path)
+			for _, e := range r.Tree {
+				if e.Kind == KindDir {
+					p := filepath.Join(r.Path, e.Rel)
+					n.add(p, p)
+				}
+			}
+		}
+	}
+	ws := w.State.Workspace
+	w.mu.Unlock()
+	n.addTree(ws)
+
+	go func() { <-ctx.Done(); n.f.Close() }()
+	events := make(chan []string, 1)
+	errc := make(chan error, 1)
+	go func() {
+		buf := make([]byte, 64<<10)
+		for {
+			k, err := n.f.Read(buf)
+			if err != nil {
+				errc <- err
+				close(events)
+				return
+			}
+			var dirty []string
+			for off := 0; off+unix.SizeofInotifyEvent <= k; {
+				ev := (*unix.InotifyEvent)(unsafe.Pointer(&buf[off]))
+				nameLen := int(ev.Len)
+				name := ""
+				if nameLen > 0 {
+					raw := buf[off+unix.SizeofInotifyEvent : off+unix.SizeofInotifyEvent+nameLen]
+					for i, c := range raw {
+						if c == 0 {
+							raw = raw[:i]
+							break
+						}
+					}
+					name = string(raw)
+				}
+				off += unix.SizeofInotifyEvent + nameLen
+				owner, ok := n.owner[int(ev.Wd)]
+				if !ok {
+					continue
+				}
+				dirty = append(dirty, owner)
+				if ev.Mask&unix.IN_ISDIR != 0 && ev.Mask&(unix.IN_CREATE|unix.IN_MOVED_TO) != 0 && name != "" {
+					sub := filepath.Join(owner, name)
+					if name == ".git" {
+						n.add(filepath.Join(owner, name), owner)
+					} else if filepath.Base(owner) != ".git" {
+						dirty = append(dirty, n.addTree(sub)...)
+					}
+				}
+			}
+			select {
+			case events <- dirty:
+			case <-ctx.Done():
+				close(events)
+				return
+			}
+		}
+	}()
+
+	for {
+		var dirty []string
+		select {
+		case <-ctx.Done():
+			return nil
+		case d, ok := <-events:
+			if !ok {
+				err := <-errc
+				if ctx.Err() != nil || errors.Is(err, os.ErrClosed) {
+					return nil
+				}
+				return err
+			}
+			dirty = d
+		}
+		// Gather what follows for a moment (git writes many files per command).
+		timer := time.NewTimer(w.debounce())
+	gather:
+		for {
+			select {
+			case d, ok := <-events:
+				if !ok {
+					break gather
+				}
+				dirty = append(dirty, d...)
+			case <-timer.C:
+				break gather
+			case <-ctx.Done():
+				timer.Stop()
+				return nil
+			}
+		}
+		timer.Stop()
+		w.verify(SourceInotify, false, dedupe(dirty))
+	}
+}
+
+func dedupe(s []string) []string {
+	seen := map[string]bool{}
+	out := s[:0]
+	for _, x := range s {
+		if !seen[x] {
+			seen[x] = true
+			out = append(out, x)
+		}
+	}
+	return out
+}

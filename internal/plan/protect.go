@@ -1,0 +1,126 @@
+package plan
+
+import (
+	"path/filepath"
+	"sort"
+	"strings"
+)
+
+// WorkspaceProtected are the workspace-relative paths of executable configuration that every
+// launch protects: the next unboxed session (git, an editor, a shell hook, an agent) runs what
+// they say. ".git" is special: a directory is bound onto itself read-write (so it cannot be
+// renamed away) and the paths of GitDirProtected beneath it are bound read-only; a ".git" file
+// (worktree, submodule) is bound read-only and the gitdir it points to is protected too when it
+// lies beneath the workspace.
+var WorkspaceProtected = []string{
+	".git",
+	".gitmodules",
+	".mcp.json",
+	".claude/settings.json",
+	".claude/settings.local.json",
+	".vscode/settings.json",
+	".vscode/tasks.json",
+	".envrc",
+	".github/workflows",
+}
+
+// WorkspaceProtectedGlobs are workspace-relative patterns (filepath.Match) whose existing
+// matches are protected as well (".claude/settings.json" and ".claude/settings.local.json" are
+// in WorkspaceProtected, so they are protected even when absent).
+var WorkspaceProtectedGlobs = []string{".claude/settings*.json"}
+
+// GitDirProtected are the paths, relative to a git directory, that are bound read-only.
+var GitDirProtected = []string{"config", "config.worktree", "hooks", "commondir", "info/attributes"}
+
+// GitDirWatched are the paths, relative to a git directory, that the integrity watch
+// snapshots but that stay writable: git must be able to move HEAD (switch, rebase).
+var GitDirWatched = []string{"HEAD"}
+
+// ProtectedDirs are the base names of protected paths that are directories when absent (a
+// placeholder for them is an empty directory); every other absent protected path is a file.
+var ProtectedDirs = []string{"hooks", "workflows", ".git"}
+
+// Protected is one resolved path of executable configuration that the box must not change.
+type Protected struct {
+	// Path is the absolute host path; beneath the workspace it is also the in-box path.
+	Path string `json:"path"`
+	// Beneath is the directory Path resolves beneath (the workspace): every directory between
+	// it and Path is bound onto itself, so that no parent can be renamed away.
+	Beneath string `json:"beneath"`
+}
+
+// ProtectedPaths returns the workspace-relative protected paths of one launch: the defaults
+// (WorkspaceProtected) followed by extra (the profile's executable configuration; relative to
+// the workspace, or absolute beneath it — others are dropped), cleaned, de-duplicated, sorted.
+func ProtectedPaths(ws string, extra []string) []string {
+	seen := map[string]bool{}
+	var out []string
+	add := func(rel string) {
+		rel = filepath.Clean(rel)
+		if rel == "." || rel == ".." || strings.HasPrefix(rel, "../") || filepath.IsAbs(rel) || seen[rel] {
+			return
+		}
+		seen[rel] = true
+		out = append(out, rel)
+	}
+	for _, p := range WorkspaceProtected {
+		add(p)
+	}
+	for _, p := range extra {
+		if filepath.IsAbs(p) {
+			r, err := filepath.Rel(filepath.Clean(ws), filepath.Clean(p))
+			if err != nil {
+				continue
+			}
+			p = r
+		}
+		add(p)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// ProtectMounts returns the mounts that pin ps inside the box: every directory strictly
+// between a path's Beneath and the path bound onto itself read-write (a mount point cannot be
+// renamed or removed, so "mv .git x" and "mv .claude x" fail while git and editors keep
+// working inside), then each protected path bound onto itself read-only (it cannot be written,
+// truncated, chmod'ed, renamed over or unlinked). Sources resolve beneath Beneath, so a symlink
+// planted by an earlier box cannot redirect a bind outside it. The result is sorted, parents
+// first, and depends only on ps.
+func ProtectMounts(ps []Protected) []Mount {
+	ro := map[string]Protected{}
+	rw := map[string]string{} // dir → beneath
+	for _, p := range ps {
+		path, base := filepath.Clean(p.Path), filepath.Clean(p.Beneath)
+		if !filepath.IsAbs(path) || !filepath.IsAbs(base) || !within(path, base) {
+			continue
+		}
+		ro[path] = Protected{Path: path, Beneath: base}
+		for d := filepath.Dir(path); d != base && within(d, base); d = filepath.Dir(d) {
+			rw[d] = base
+		}
+	}
+	var targets []string
+	for d := range rw {
+		if _, isRO := ro[d]; !isRO {
+			targets = append(targets, d)
+		}
+	}
+	for p := range ro {
+		targets = append(targets, p)
+	}
+	// Parents first: a shorter path sorts before the paths beneath it when compared by
+	// components ("/w/.git" < "/w/.git/config" < "/w/.git-x").
+	sort.Slice(targets, func(i, j int) bool {
+		return strings.ReplaceAll(targets[i], "/", "\x00") < strings.ReplaceAll(targets[j], "/", "\x00")
+	})
+	out := make([]Mount, 0, len(targets))
+	for _, t := range targets {
+		if p, isRO := ro[t]; isRO {
+			out = append(out, Mount{Kind: MountBind, Source: t, Target: t, ReadOnly: true, Beneath: p.Beneath})
+			continue
+		}
+		out = append(out, Mount{Kind: MountBind, Source: t, Target: t, Beneath: rw[t]})
+	}
+	return out
+}

@@ -1,0 +1,356 @@
+// Package profile holds program profiles as data: for each agent harness (Claude Code,
+// OpenCode, Copilot CLI, Codex CLI, Gemini CLI) and for any other program, which executables
+// it answers to, how its install tree is found, which parts of its home the box sees (and
+// how), how the LLM relay is wired into it, which arguments are refused, and what must hold
+// before it starts. Built-in profiles are embedded files; admins and users add more under
+// `programs:` in the configuration, with the same schema.
+package profile
+
+import (
+	"fmt"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+)
+
+// Profile describes one program. Its zero value is the generic profile: no harness home, no
+// relay wiring, nothing refused. Field names are the keys of a profile file and of an entry
+// under `programs:`.
+type Profile struct {
+	// ID names the profile (the file name or the key under `programs:`); not part of the file.
+	ID string `json:"-"`
+	// Name is shown to people ("Claude Code"). Empty means the ID.
+	Name string `json:"name,omitempty" jsonschema_description:"Name shown to people."`
+	// Executables are the base names the profile answers to (`agentbox run claude`). Empty
+	// means the profile is used only when named explicitly.
+	Executables []string `json:"executables,omitempty" jsonschema_description:"Executable base names the profile answers to."`
+	// Install says how the program's install tree is found and bound read-only.
+	Install Install `json:"install,omitzero" jsonschema_description:"How the install tree is found (bound read-only)."`
+	// Home lists what of the user's home the box sees; everything else of $HOME is an empty
+	// private tmpfs.
+	Home []HomeEntry `json:"home,omitempty" jsonschema_description:"Paths of the home directory the box sees, and how."`
+	// Relay wires the program to the LLM relay. The zero value wires nothing.
+	Relay Relay `json:"relay,omitzero" jsonschema_description:"How the program reaches the LLM relay."`
+	// DeniedArgs are arguments refused before anything starts.
+	DeniedArgs []DeniedArg `json:"deniedArgs,omitempty" jsonschema_description:"Arguments refused before the box starts."`
+	// Requires are the preconditions checked before anything starts.
+	Requires Requires `json:"requires,omitzero" jsonschema_description:"Preconditions checked before the box starts."`
+	// WorkspaceConfig are workspace-relative paths of configuration the program trusts. Every
+	// box pins the union over all profiles read-only (WorkspaceConfig).
+	WorkspaceConfig []string `json:"workspaceConfig,omitempty" jsonschema_description:"Workspace-relative configuration the program trusts (pinned read-only in every box)."`
+}
+
+// Install says how a program's install tree is found: the executable is resolved on PATH and
+// its symlinks followed (npm's global bin links, ~/.local/bin links); the tree is the
+// nearest ancestor holding a package.json whose name is in Packages, else the file itself.
+type Install struct {
+	// Packages are npm package names whose root is the install tree. Empty means the
+	// executable file alone.
+	Packages []string `json:"packages,omitempty" jsonschema_description:"npm package names whose root directory is the install tree."`
+	// Interpreter, when the executable is a script starting with #!, is the interpreter whose
+	// prefix (the directory above its bin/) is bound read-only too, e.g. node under ~/.nvm.
+	// Empty means none.
+	Interpreter string `json:"interpreter,omitempty" jsonschema_description:"Interpreter of a script executable whose install prefix is bound too (node)."`
+}
+
+// Access modes of a home entry.
+const (
+	AccessRW   = "rw"   // bound read-write
+	AccessRO   = "ro"   // bound read-only
+	AccessDeny = "deny" // hidden (masked) inside a granted directory
+)
+
+// Kinds of pre-created home entries.
+const (
+	CreateDir  = "dir"
+	CreateFile = "file"
+)
+
+// HomeEntry is one path of the user's home that the box sees.
+type HomeEntry struct {
+	// Path is relative to $HOME (".claude/settings.json").
+	Path string `json:"path" jsonschema_description:"Path relative to the home directory."`
+	// Access is rw, ro or deny.
+	Access string `json:"access" jsonschema:"enum=rw,enum=ro,enum=deny" jsonschema_description:"rw (read-write), ro (read-only) or deny (masked)."`
+	// Protect marks executable configuration: it is pinned read-only against replacement and
+	// watched by the integrity watch. Only with access ro.
+	Protect bool `json:"protect,omitempty" jsonschema_description:"Executable configuration: pinned read-only and watched (access ro only)."`
+	// Create pre-creates the path on the host when absent ("dir" or "file"), so the program
+	// starts and a read-only pin never waits for a missing path. Empty means an absent path
+	// is skipped.
+	Create string `json:"create,omitempty" jsonschema:"enum=dir,enum=file" jsonschema_description:"Pre-create on the host when absent: dir or file."`
+	// Content is the content of a pre-created file ("{}\n" for JSON settings).
+	Content string `json:"content,omitempty" jsonschema_description:"Content of a pre-created file."`
+}
+
+// Relay wires a program to the LLM relay. Values are templates over {relayURL} (the in-box
+// relay URL), {pairing} (the launch's pairing), {provider} (the relay provider) and {model}.
+type Relay struct {
+	// Provider is the relay provider the program speaks to (anthropic, openai, gemini). Empty
+	// with ProviderFromModel false means the program is not wired.
+	Provider string `json:"provider,omitempty" jsonschema_description:"Relay provider: anthropic, openai, gemini."`
+	// ProviderFromModel takes the provider from the model's prefix ("anthropic/claude-…").
+	ProviderFromModel bool `json:"providerFromModel,omitempty" jsonschema_description:"Take the provider from the model's prefix (provider/model)."`
+	// Env are environment variables set in the box (templates).
+	Env map[string]string `json:"env,omitempty" jsonschema_description:"Environment set in the box (templates over {relayURL}, {pairing}, {provider}, {model})."`
+	// Args are arguments put before the user's (templates; never {pairing}).
+	Args []string `json:"args,omitempty" jsonschema_description:"Arguments put before the user's (templates; never {pairing})."`
+	// Unset are environment variables removed from the box even when allowlisted.
+	Unset []string `json:"unset,omitempty" jsonschema_description:"Environment variables removed from the box."`
+}
+
+// Wired reports whether the profile routes the program through the relay.
+func (r Relay) Wired() bool { return r.Provider != "" || r.ProviderFromModel }
+
+// Match modes of a denied argument.
+const (
+	// MatchFlag refuses the flag, alone or as --flag=value.
+	MatchFlag = "flag"
+	// MatchCommand refuses the first argument that is not a flag (a subcommand such as
+	// `opencode serve`).
+	MatchCommand = "command"
+	// MatchPrefix refuses any argument that starts with Arg.
+	MatchPrefix = "prefix"
+)
+
+// DeniedArg is one refused argument.
+type DeniedArg struct {
+	Arg    string `json:"arg" jsonschema_description:"The argument: a flag (--port), a subcommand (serve) or a prefix."`
+	Match  string `json:"match" jsonschema:"enum=flag,enum=command,enum=prefix" jsonschema_description:"flag (also --flag=value), command (the first non-flag argument) or prefix."`
+	Reason string `json:"reason,omitempty" jsonschema_description:"Why it is refused, shown to the user."`
+}
+
+// Requires are a profile's preconditions.
+type Requires struct {
+	// EgressDeny refuses `egress: allow`: with the host network the program could reach a
+	// provider directly, past the relay's log and revocation.
+	EgressDeny bool `json:"egressDeny,omitempty" jsonschema_description:"Refuse egress: allow."`
+	// Model requires a model: from one of ModelArgs on the command line, else from
+	// models.<id> in the configuration.
+	Model bool `json:"model,omitempty" jsonschema_description:"A model is required (command line, else models.<id>)."`
+	// ModelArgs are the flags that name the model on the command line.
+	ModelArgs []string `json:"modelArgs,omitempty" jsonschema_description:"Flags that name the model on the command line."`
+}
+
+// Generic is the ID of the generic profile, used for a program no profile answers to.
+const Generic = "generic"
+
+// FieldError is a profile that is not valid: Field is the dotted path of the offending key
+// inside the profile ("home[2].path").
+type FieldError struct {
+	Profile string
+	Field   string
+	Msg     string
+}
+
+func (e *FieldError) Error() string {
+	return fmt.Sprintf("profile %s: %s: %s", e.Profile, e.Field, e.Msg)
+}
+
+var (
+	idRE       = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,63}$`)
+	envKeyRE   = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+	providerRE = regexp.MustCompile(`^[a-z][a-z0-9-]{0,31}$`)
+	// ModelRE is what a model name may hold; it is substituted into JSON and TOML templates,
+	// so quotes, backslashes and spaces are refused.
+	ModelRE      = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:/@+-]{0,127}$`)
+	placeholders = []string{"{relayURL}", "{pairing}", "{provider}", "{model}"}
+)
+
+// ValidID reports whether id can name a profile.
+func ValidID(id string) bool { return idRE.MatchString(id) }
+
+// Validate checks what the schema's types cannot: paths stay beneath home and workspace,
+// templates use known placeholders, the pairing never goes into arguments, and the keys are
+// consistent. It returns a *FieldError.
+func (p *Profile) Validate() error {
+	bad := func(field, format string, a ...any) error {
+		return &FieldError{Profile: p.ID, Field: field, Msg: fmt.Sprintf(format, a...)}
+	}
+	for i, e := range p.Executables {
+		if e == "" || strings.ContainsAny(e, "/\x00") || e == "." || e == ".." {
+			return bad(fmt.Sprintf("executables[%d]", i), "%q is not a base name", e)
+		}
+	}
+	for i, pkg := range p.Install.Packages {
+		if pkg == "" || strings.ContainsAny(pkg, " \x00") {
+			return bad(fmt.Sprintf("install.packages[%d]", i), "%q is not an npm package name", pkg)
+		}
+	}
+	if s := p.Install.Interpreter; s != "" && (strings.ContainsAny(s, "/\x00 ") || s == "." || s == "..") {
+		return bad("install.interpreter", "%q is not a base name", s)
+	}
+	seen := map[string]bool{}
+	for i, h := range p.Home {
+		f := fmt.Sprintf("home[%d]", i)
+		if err := relPath(h.Path); err != "" {
+			return bad(f+".path", "%q %s", h.Path, err)
+		}
+		clean := filepath.Clean(h.Path)
+		if seen[clean] {
+			return bad(f+".path", "%q is listed twice", h.Path)
+		}
+		seen[clean] = true
+		switch h.Access {
+		case AccessRW, AccessRO, AccessDeny:
+		default:
+			return bad(f+".access", "invalid value %q (allowed: rw, ro, deny)", h.Access)
+		}
+		if h.Protect && h.Access != AccessRO {
+			return bad(f+".protect", "only a read-only (access: ro) entry can be protected")
+		}
+		switch h.Create {
+		case "", CreateDir, CreateFile:
+		default:
+			return bad(f+".create", "invalid value %q (allowed: dir, file)", h.Create)
+		}
+		if h.Create != "" && h.Access == AccessDeny {
+			return bad(f+".create", "a denied path is never created")
+		}
+		if h.Content != "" && h.Create != CreateFile {
+			return bad(f+".content", "content needs create: file")
+		}
+		if h.Access == AccessDeny && !underGranted(clean, p.Home[:i]) {
+			return bad(f+".path", "a denied path must be beneath an earlier rw or ro entry (the rest of the home is not visible anyway)")
+		}
+	}
+	r := p.Relay
+	if r.Provider != "" && r.ProviderFromModel {
+		return bad("relay.provider", "set provider or providerFromModel, not both")
+	}
+	if r.Provider != "" && !providerRE.MatchString(r.Provider) {
+		return bad("relay.provider", "%q is not a provider name", r.Provider)
+	}
+	if !r.Wired() && (len(r.Env) > 0 || len(r.Args) > 0) {
+		return bad("relay", "env and args need a provider (or providerFromModel)")
+	}
+	if r.ProviderFromModel && !p.Requires.Model {
+		return bad("relay.providerFromModel", "needs requires.model: the provider comes from the model")
+	}
+	for _, k := range sortedKeys(r.Env) {
+		if !envKeyRE.MatchString(k) {
+			return bad("relay.env."+k, "%q is not an environment variable name", k)
+		}
+		if strings.HasPrefix(k, "AGENTBOX") {
+			return bad("relay.env."+k, "AGENTBOX* variables belong to agentbox")
+		}
+		if err := checkTemplate(r.Env[k]); err != "" {
+			return bad("relay.env."+k, "%s", err)
+		}
+	}
+	for i, a := range r.Args {
+		if err := checkTemplate(a); err != "" {
+			return bad(fmt.Sprintf("relay.args[%d]", i), "%s", err)
+		}
+		if strings.Contains(a, "{pairing}") {
+			return bad(fmt.Sprintf("relay.args[%d]", i), "the pairing never goes into arguments (they are recorded and visible in /proc); pass it in env")
+		}
+	}
+	for i, k := range r.Unset {
+		if !envKeyRE.MatchString(k) {
+			return bad(fmt.Sprintf("relay.unset[%d]", i), "%q is not an environment variable name", k)
+		}
+	}
+	for i, d := range p.DeniedArgs {
+		f := fmt.Sprintf("deniedArgs[%d]", i)
+		if d.Arg == "" {
+			return bad(f+".arg", "empty")
+		}
+		switch d.Match {
+		case MatchFlag:
+			if !strings.HasPrefix(d.Arg, "-") {
+				return bad(f+".arg", "a flag starts with -")
+			}
+		case MatchCommand:
+			if strings.HasPrefix(d.Arg, "-") {
+				return bad(f+".arg", "a command does not start with -")
+			}
+		case MatchPrefix:
+		default:
+			return bad(f+".match", "invalid value %q (allowed: flag, command, prefix)", d.Match)
+		}
+	}
+	for i, a := range p.Requires.ModelArgs {
+		if !strings.HasPrefix(a, "-") {
+			return bad(fmt.Sprintf("requires.modelArgs[%d]", i), "a flag starts with -")
+		}
+	}
+	if len(p.Requires.ModelArgs) > 0 && !p.Requires.Model {
+		return bad("requires.modelArgs", "needs requires.model")
+	}
+	for i, w := range p.WorkspaceConfig {
+		if err := relPath(w); err != "" {
+			return bad(fmt.Sprintf("workspaceConfig[%d]", i), "%q %s", w, err)
+		}
+	}
+	return nil
+}
+
+// relPath returns why p is not a clean relative path beneath its base, or "".
+func relPath(p string) string {
+	switch {
+	case p == "":
+		return "is empty"
+	case filepath.IsAbs(p):
+		return "must be relative"
+	case strings.ContainsRune(p, 0):
+		return "holds a NUL byte"
+	}
+	c := filepath.Clean(p)
+	if c == "." || c == ".." || strings.HasPrefix(c, "../") {
+		return "must stay beneath its base directory"
+	}
+	return ""
+}
+
+func underGranted(p string, earlier []HomeEntry) bool {
+	for _, e := range earlier {
+		if e.Access != AccessDeny && strings.HasPrefix(p, filepath.Clean(e.Path)+"/") {
+			return true
+		}
+	}
+	return false
+}
+
+func checkTemplate(s string) string {
+	rest := s
+	for {
+		i := strings.IndexByte(rest, '{')
+		if i < 0 {
+			return ""
+		}
+		rest = rest[i:]
+		known := false
+		for _, ph := range placeholders {
+			if strings.HasPrefix(rest, ph) {
+				known, rest = true, rest[len(ph):]
+				break
+			}
+		}
+		if !known {
+			// JSON braces are fine; only {word} shaped tokens must be known placeholders.
+			if j := strings.IndexByte(rest, '}'); j > 1 && regexp.MustCompile(`^\{[A-Za-z]+\}`).MatchString(rest[:j+1]) {
+				return fmt.Sprintf("unknown placeholder %s (known: %s)", rest[:j+1], strings.Join(placeholders, ", "))
+			}
+			rest = rest[1:]
+		}
+	}
+}
+
+func sortedKeys(m map[string]string) []string {
+	ks := make([]string, 0, len(m))
+	for k := range m {
+		ks = append(ks, k)
+	}
+	slices.Sort(ks)
+	return ks
+}
+
+// DisplayName returns the name shown to people.
+func (p *Profile) DisplayName() string {
+	if p.Name != "" {
+		return p.Name
+	}
+	return p.ID
+}

@@ -1,0 +1,58 @@
+package readiness
+
+import (
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// HostFacts returns what this host says about the features boxes rest on: kernel release,
+// Landlock ABI ("0" when unavailable), user namespace limits, seccomp, cgroup version, LSMs,
+// and where bwrap is ("" when not on PATH). Missing files leave their key out.
+func HostFacts() map[string]string {
+	f := map[string]string{}
+	read := func(key, path string) {
+		if b, err := os.ReadFile(path); err == nil {
+			f[key] = strings.TrimSpace(string(b))
+		}
+	}
+	read(FactRelease, "/proc/sys/kernel/osrelease")
+	read(FactMaxUserNamespaces, "/proc/sys/user/max_user_namespaces")
+	read(FactUsernsClone, "/proc/sys/kernel/unprivileged_userns_clone")
+	read(FactAppArmorUserns, "/proc/sys/kernel/apparmor_restrict_unprivileged_userns")
+	read(FactLSM, "/sys/kernel/security/lsm")
+	abi := 0
+	if v, _, errno := unix.Syscall(unix.SYS_LANDLOCK_CREATE_RULESET, 0, 0, 1 /* LANDLOCK_CREATE_RULESET_VERSION */); errno == 0 {
+		abi = int(v)
+	}
+	f[FactLandlockABI] = strconv.Itoa(abi)
+	f[FactSeccomp] = "unavailable"
+	if b, err := os.ReadFile("/proc/self/status"); err == nil && strings.Contains(string(b), "\nSeccomp:") {
+		// A NULL filter fails with EFAULT or EACCES where seccomp exists, ENOSYS where it does not.
+		if _, _, errno := unix.Syscall(unix.SYS_SECCOMP, 1 /* SECCOMP_SET_MODE_FILTER */, 0, 0); errno != unix.ENOSYS {
+			f[FactSeccomp] = "available"
+		}
+	}
+	f[FactCgroup] = cgroupVersion()
+	if p, err := exec.LookPath("bwrap"); err == nil {
+		f[FactBwrap] = p
+	}
+	return f
+}
+
+func cgroupVersion() string {
+	var st unix.Statfs_t
+	if err := unix.Statfs("/sys/fs/cgroup", &st); err != nil {
+		return "unknown"
+	}
+	if st.Type == unix.CGROUP2_SUPER_MAGIC {
+		return "v2"
+	}
+	if err := unix.Statfs("/sys/fs/cgroup/unified", &st); err == nil && st.Type == unix.CGROUP2_SUPER_MAGIC {
+		return "v1 (hybrid, v2 at /sys/fs/cgroup/unified)"
+	}
+	return "v1"
+}

@@ -1,0 +1,779 @@
+package readiness
+
+import (
+	"bufio"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/agentbox/agentbox/internal/config"
+	"github.com/agentbox/agentbox/internal/console"
+	"github.com/agentbox/agentbox/internal/engine"
+	_ "github.com/agentbox/agentbox/internal/engine/bwrap" // registers the bwrap engine
+	"github.com/agentbox/agentbox/internal/engine/native"
+	"github.com/agentbox/agentbox/internal/plan"
+	"github.com/agentbox/agentbox/internal/safesocket"
+	"github.com/agentbox/agentbox/internal/shim"
+)
+
+// Paths in the runtime directory.
+const (
+	// LockFile serializes probes of every process of the user.
+	LockFile = "readiness.lock"
+	// ProbesDir holds one launch directory per running (or abandoned) probe.
+	ProbesDir = "readiness"
+	// CanaryName is the file the prober writes in ~/.ssh.
+	CanaryName = ".agentbox-readiness-canary"
+)
+
+// Files of a probe's launch directory beyond the shim's, for reclaiming it.
+const (
+	proberFile = "prober.json" // the prober's pid and start time
+	shimFile   = "probe-shim.json"
+	boxFile    = "probe-box.json" // the box's pid namespace
+	hostSock   = "host.sock"      // the prober's host pathname socket
+)
+
+// settleWait bounds how long a probe waits, after killing what is left, for the box's pid
+// namespace to empty.
+const settleWait = 5 * time.Second
+
+type procRef struct {
+	Pid   int    `json:"pid"`
+	Start uint64 `json:"start"`
+	PidNS uint64 `json:"pidNS,omitempty"`
+}
+
+// Probe runs one probe: it takes the probe lock (waiting while another process probes),
+// reclaims what earlier probes left behind, starts a throwaway box the way the daemon starts a
+// launch (plan.Build, the engine's request, a shim, an attached console) and checks the
+// attestation of the program in it. It never leaves anything running: a box it cannot prove
+// settled makes the probe fail (ReasonUnsettled), and its directory is reclaimed by the next
+// probe. ctx bounds the whole probe (ReasonProbeTimeout).
+func Probe(ctx context.Context, o ProbeOptions) *Result {
+	res := &Result{Engine: o.Engine, Started: time.Now(), Kernel: HostFacts()}
+	res.Err = probe(ctx, o, res)
+	res.Duration = time.Since(res.Started)
+	return res
+}
+
+func probe(ctx context.Context, o ProbeOptions, res *Result) *Error {
+	log := o.Logger
+	if log == nil {
+		log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if err := classifyHost(o.Engine, res.Kernel); err != nil {
+		return err
+	}
+	eng, err := engine.Get(o.Engine)
+	if err != nil {
+		return failf(ReasonEngineMissing, "%v", err)
+	}
+	if o.RuntimeDir == "" {
+		return failf(ReasonRuntimeDirRefused, "no runtime directory")
+	}
+	lock, lerr := lockProbe(ctx, filepath.Join(o.RuntimeDir, LockFile))
+	if lerr != nil {
+		return lerr
+	}
+	defer lock.Unlock()
+
+	exe := o.Executable
+	if exe == "" {
+		if exe, err = os.Executable(); err != nil {
+			return failf(ReasonBoxSetupFailed, "agentbox executable: %v", err)
+		}
+	}
+	if exe, err = filepath.EvalSymlinks(exe); err != nil {
+		return failf(ReasonBoxSetupFailed, "agentbox executable: %v", err)
+	}
+	home := o.Home
+	if home == "" {
+		if home, err = os.UserHomeDir(); err != nil {
+			return failf(ReasonBoxSetupFailed, "home directory: %v", err)
+		}
+	}
+	root := filepath.Join(o.RuntimeDir, ProbesDir)
+	if err := os.Mkdir(root, safesocket.DirMode); err != nil && !errors.Is(err, os.ErrExist) {
+		return failf(ReasonRuntimeDirRefused, "%v", err)
+	}
+	if err := safesocket.CheckOwner(root, true); err != nil {
+		return failf(ReasonRuntimeDirRefused, "%v", err)
+	}
+	if err := Reclaim(o.RuntimeDir, home, log); err != nil {
+		return failf(ReasonUnsettled, "an earlier probe's box could not be reclaimed: %v", err)
+	}
+
+	p := &prober{log: log, home: home, eng: eng, exe: exe, o: o}
+	defer p.cleanup()
+	return p.run(ctx, root, res)
+}
+
+// lockProbe takes the probe lock, polling so that ctx can end the wait. A lock file or
+// directory of another uid (or open to others) fails closed.
+func lockProbe(ctx context.Context, path string) (*safesocket.FileLock, *Error) {
+	for {
+		l, err := safesocket.TryLock(path)
+		if err == nil {
+			return l, nil
+		}
+		if !errors.Is(err, safesocket.ErrLocked) {
+			return nil, failf(ReasonRuntimeDirRefused, "probe lock: %v", err)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, failf(ReasonProbeTimeout, "waiting for another process's probe (%s): %v", path, ctx.Err())
+		case <-time.After(25 * time.Millisecond):
+		}
+	}
+}
+
+type prober struct {
+	log  *slog.Logger
+	home string
+	eng  engine.Engine
+	exe  string
+	o    ProbeOptions
+
+	dir       string
+	canary    string
+	madeSSH   bool
+	listeners []net.Listener
+	hits      atomic.Int32
+	shimPid   int
+	watcher   *shim.Watcher
+	stdinW    *os.File
+	pidNS     uint64
+	finished  bool // the shim reported the launch's end
+	final     *shim.Status
+}
+
+func (p *prober) run(ctx context.Context, root string, res *Result) *Error {
+	// 16 hex digits keep the probe's socket paths well within the 107 bytes of sun_path.
+	id := randomHex(8)
+	nonce := randomHex(16)
+	p.dir = filepath.Join(root, id)
+	if err := os.Mkdir(p.dir, safesocket.DirMode); err != nil {
+		return failf(ReasonRuntimeDirRefused, "probe directory: %v", err)
+	}
+	if err := writeRef(filepath.Join(p.dir, proberFile), os.Getpid(), 0); err != nil {
+		return failf(ReasonBoxSetupFailed, "%v", err)
+	}
+	run, ws := filepath.Join(p.dir, "run"), filepath.Join(p.dir, "ws")
+	for _, d := range []string{run, ws} {
+		if err := os.Mkdir(d, safesocket.DirMode); err != nil {
+			return failf(ReasonBoxSetupFailed, "%v", err)
+		}
+	}
+	ch, err := p.challenge(nonce, ws)
+	if err != nil {
+		return failf(ReasonBoxSetupFailed, "set up the challenge: %v", err)
+	}
+	chb, _ := json.MarshalIndent(ch, "", "  ")
+	if err := os.WriteFile(filepath.Join(run, ChallengeFile), chb, 0o600); err != nil {
+		return failf(ReasonBoxSetupFailed, "%v", err)
+	}
+
+	pl, err := plan.Build(plan.Input{
+		ID: id, Profile: "readiness", Program: p.exe, Args: []string{AttestCommand}, Workspace: ws, Home: p.home,
+		UID: os.Getuid(), GID: os.Getgid(), Env: probeEnv(ch), RunDir: run, Console: plan.ConsolePipe, Egress: plan.EgressDeny,
+	})
+	if err != nil {
+		return failf(ReasonBoxSetupFailed, "plan: %v", err)
+	}
+	req := RequirementsFor(pl, nonce, p.o.Config.Egress == config.EgressAllow)
+	if p.o.ModifyPlan != nil {
+		p.o.ModifyPlan(pl)
+	}
+	reqBytes, err := p.eng.Request(pl)
+	if err != nil {
+		return failf(ReasonBoxSetupFailed, "render %s request: %v", p.eng.Name(), err)
+	}
+	if err := os.WriteFile(filepath.Join(p.dir, shim.RequestFile), reqBytes, 0o600); err != nil {
+		return failf(ReasonBoxSetupFailed, "%v", err)
+	}
+	timeout := time.Minute
+	if dl, ok := ctx.Deadline(); ok {
+		timeout = max(time.Until(dl), time.Second)
+	}
+	if err := shim.WriteConfig(p.dir, shim.Config{LaunchID: id, Engine: p.eng.Name(), Console: plan.ConsolePipe,
+		AttachTimeout: timeout, StopGrace: time.Second}); err != nil {
+		return failf(ReasonBoxSetupFailed, "%v", err)
+	}
+
+	// Start the box the way the daemon starts a launch: a shim, watched, and a console client.
+	if p.shimPid, err = shim.Start(p.dir); err != nil {
+		return failf(ReasonBoxSetupFailed, "start the probe's shim: %v", err)
+	}
+	start, _ := procStartTime(p.shimPid)
+	if err := writeRef(filepath.Join(p.dir, shimFile), p.shimPid, start); err != nil {
+		return failf(ReasonBoxSetupFailed, "%v", err)
+	}
+	if p.watcher, err = shim.Watch(p.dir); err != nil {
+		return failf(ReasonBoxSetupFailed, "watch the probe's shim: %v", err)
+	}
+	inR, inW, err := os.Pipe()
+	if err != nil {
+		return failf(ReasonBoxSetupFailed, "%v", err)
+	}
+	p.stdinW = inW
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		inR.Close()
+		return failf(ReasonBoxSetupFailed, "%v", err)
+	}
+	var stderr limitedBuffer
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		inR.Close()
+		outR.Close()
+		outW.Close()
+		return failf(ReasonBoxSetupFailed, "%v", err)
+	}
+	attached := make(chan error, 1)
+	go func() {
+		_, err := console.Attach(filepath.Join(p.dir, shim.SocketFile), inR, outW, errW, console.AttachOptions{NoSignals: true})
+		inR.Close()
+		outW.Close()
+		errW.Close()
+		attached <- err
+	}()
+	go io.Copy(&stderr, errR)
+	lines := make(chan []byte, 1)
+	go func() {
+		defer outR.Close()
+		line, _ := bufio.NewReaderSize(outR, 1<<20).ReadBytes('\n')
+		lines <- line
+		io.Copy(io.Discard, outR)
+	}()
+
+	// Wait for the box to start (its namespaces are then known) or to fail.
+	var started *shim.Status
+	for started == nil {
+		select {
+		case ev, ok := <-p.watcher.Events:
+			if !ok {
+				return failf(ReasonBoxSetupFailed, "the probe's shim went away")
+			}
+			if ev.Kind == shim.EventExit {
+				p.finished, p.final = true, &ev.Status
+				return startFailure(&ev.Status, res.Kernel, stderr.String())
+			}
+			if ev.Status.BoxPid != 0 && len(ev.Status.Namespaces) > 0 {
+				st := ev.Status
+				started = &st
+			}
+		case <-ctx.Done():
+			return failf(ReasonProbeTimeout, "the probe box did not start: %v", ctx.Err())
+		}
+	}
+	p.pidNS = started.Namespaces["pid"]
+	if own, err := native.PidNamespace(os.Getpid()); err != nil || own == p.pidNS {
+		// The box is not in a pid namespace of its own: nothing can prove its end, and no
+		// process of "its" namespace may be killed.
+		p.pidNS = 0
+		return failf(ReasonAttestationFailed, "namespaces.pid: the shim recorded the host's pid namespace for the box")
+	}
+	if err := writeRef(filepath.Join(p.dir, boxFile), started.BoxPid, 0, p.pidNS); err != nil {
+		p.log.Warn("readiness: record probe box", "err", err)
+	}
+	if p.o.AfterStart != nil {
+		p.o.AfterStart()
+	}
+
+	obs := Observed{BoxNamespaces: started.Namespaces, HostNamespaces: ownNamespaces()}
+	var att *Attestation
+	var attErr error
+	events := p.watcher.Events
+read:
+	for {
+		select {
+		case line := <-lines:
+			if len(line) > 0 {
+				att, attErr = DecodeAttestation(line)
+				break read
+			}
+			// No output: the box failed to start, or its program died. The shim says which.
+			lines = nil
+			attErr = errors.New("the box printed no attestation")
+			if events == nil {
+				break read
+			}
+		case ev, ok := <-events:
+			if !ok {
+				events = nil // the output still tells
+				if lines == nil {
+					break read
+				}
+				continue
+			}
+			if ev.Kind == shim.EventExit {
+				p.finished, p.final = true, &ev.Status
+				if ev.Status.Error != nil {
+					return startFailure(&ev.Status, res.Kernel, stderr.String())
+				}
+				if lines == nil {
+					break read
+				}
+			}
+		case <-ctx.Done():
+			return failf(ReasonProbeTimeout, "no attestation from the probe box: %v", ctx.Err())
+		}
+	}
+
+	// While the box runs: its grandchild must be visible host-side in the box's pid namespace.
+	var gcFD = -1
+	if att != nil && att.Grandchild != nil {
+		gcFD, obs.GrandchildDetail = findInNamespace(p.pidNS, *att.Grandchild)
+		obs.GrandchildSeen = gcFD >= 0
+	} else {
+		obs.GrandchildDetail = "no grandchild attested"
+	}
+	// Release the attester and wait for the end of the box, as the shim reports it.
+	inW.Close()
+	p.stdinW = nil
+	for !p.finished {
+		select {
+		case ev, ok := <-p.watcher.Events:
+			if !ok {
+				return failf(ReasonUnsettled, "the probe's shim went away without a final status")
+			}
+			if ev.Kind == shim.EventExit {
+				p.finished, p.final = true, &ev.Status
+			}
+		case <-ctx.Done():
+			return failf(ReasonProbeTimeout, "the probe box did not end: %v", ctx.Err())
+		}
+	}
+	<-attached
+	obs.Settled = p.final.Settled
+	obs.ExitCode = p.final.ExitCode
+	obs.ListenerHits = int(p.hits.Load())
+	// After the end: nothing of the box's pid namespace remains, the grandchild included.
+	left, err := native.Remaining(p.pidNS)
+	obs.GrandchildGone = err == nil && len(left) == 0
+	if gcFD >= 0 {
+		if unix.PidfdSendSignal(gcFD, 0, nil, 0) == nil {
+			obs.GrandchildGone = false
+		}
+		unix.Close(gcFD)
+	}
+	if !obs.GrandchildGone {
+		obs.GrandchildDetail += fmt.Sprintf("; after teardown: %v remain (%v)", left, err)
+	}
+	if attErr != nil {
+		detail := attErr.Error()
+		if s := stderr.String(); s != "" {
+			detail += ": " + s
+		}
+		res.Facts, _ = Verify(nil, obs, req)
+		return failf(ReasonAttestationFailed, "%s", detail)
+	}
+	facts, verr := Verify(att, obs, req)
+	res.Facts = facts
+	if verr != nil {
+		return verr
+	}
+	return nil
+}
+
+// startFailure classifies a launch that ended before its program ran.
+func startFailure(st *shim.Status, host map[string]string, stderr string) *Error {
+	if st.Error != nil {
+		return Classify(st.Error.Code, st.Error.Message, host)
+	}
+	msg := fmt.Sprintf("the probe box ended before attesting (exit %v)", ptrInt(st.ExitCode))
+	if stderr != "" {
+		msg += ": " + stderr
+	}
+	return failf(ReasonAttestationFailed, "%s", msg)
+}
+
+func ptrInt(p *int) any {
+	if p == nil {
+		return "none"
+	}
+	return *p
+}
+
+// challenge opens the host endpoints the box must not reach and writes the ~/.ssh canary.
+func (p *prober) challenge(nonce, ws string) (*Challenge, error) {
+	ch := &Challenge{Version: SchemaVersion, Nonce: nonce, Workspace: ws, HostPids: []int{os.Getpid(), os.Getppid()}}
+	tcp, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	p.serve(tcp)
+	ch.TCPPort = tcp.Addr().(*net.TCPAddr).Port
+	ch.Abstract = "agentbox-readiness-" + nonce
+	abs, err := net.Listen("unix", "@"+ch.Abstract)
+	if err != nil {
+		return nil, err
+	}
+	p.serve(abs)
+	path := filepath.Join(p.dir, hostSock)
+	ps, err := net.Listen("unix", path)
+	if err != nil {
+		return nil, err
+	}
+	p.serve(ps)
+	ch.HostSockets = []string{path, "/run/dbus/system_bus_socket", fmt.Sprintf("/run/user/%d/bus", os.Getuid())}
+	if x := os.Getenv("XDG_RUNTIME_DIR"); filepath.IsAbs(x) {
+		ch.HostSockets = append(ch.HostSockets, filepath.Join(x, "bus"), filepath.Join(x, "wayland-0"), filepath.Join(x, "wayland-1"))
+	}
+	ssh := filepath.Join(p.home, ".ssh")
+	if _, err := os.Lstat(ssh); errors.Is(err, os.ErrNotExist) {
+		if err := os.Mkdir(ssh, 0o700); err != nil {
+			return nil, fmt.Errorf("create %s for the canary: %w", ssh, err)
+		}
+		p.madeSSH = true
+	}
+	p.canary = filepath.Join(ssh, CanaryName)
+	os.Remove(p.canary)
+	if err := os.WriteFile(p.canary, []byte("agentbox readiness canary "+nonce+"\n"), 0o600); err != nil {
+		return nil, fmt.Errorf("write the canary: %w", err)
+	}
+	ch.Secret = p.canary
+	return ch, nil
+}
+
+// probeEnv is the caller environment the probe's plan starts from: what a user's terminal
+// holds, GUI and bus variables included, so that the attester proves the plan drops them.
+func probeEnv(ch *Challenge) []string {
+	env := []string{"PATH=/usr/local/bin:/usr/bin:/bin", "LANG=C.UTF-8", "DISPLAY=:0", "WAYLAND_DISPLAY=wayland-0",
+		"DBUS_SESSION_BUS_ADDRESS=unix:path=" + ch.HostSockets[0], "XDG_RUNTIME_DIR=" + filepath.Dir(ch.HostSockets[0]),
+		"AGENTBOX_READINESS_SECRET=" + ch.Nonce}
+	return env
+}
+
+// serve accepts and counts connections on a host listener: any is a breach of the boundary.
+func (p *prober) serve(ln net.Listener) {
+	p.listeners = append(p.listeners, ln)
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			p.hits.Add(1)
+			c.Close()
+		}
+	}()
+}
+
+// cleanup ends the probe: a box still running is stopped and its settlement verified, then the
+// host endpoints, the canary and the probe directory are removed. A box that cannot be proven
+// gone keeps its directory, for the next probe to reclaim.
+func (p *prober) cleanup() {
+	if p.stdinW != nil {
+		p.stdinW.Close()
+	}
+	settled := true
+	if p.shimPid > 0 && !p.finished {
+		settled = p.abort()
+	}
+	if p.watcher != nil {
+		p.watcher.Close()
+	}
+	for _, ln := range p.listeners {
+		ln.Close()
+	}
+	p.removeCanary()
+	if p.dir == "" {
+		return
+	}
+	if settled && p.pidNS != 0 {
+		if left, err := native.Remaining(p.pidNS); err != nil || len(left) > 0 {
+			settled = false
+		}
+	}
+	if !settled {
+		p.log.Error("readiness: probe box not proven gone; its directory is kept for the next probe", "dir", p.dir)
+		return
+	}
+	if err := os.RemoveAll(p.dir); err != nil {
+		p.log.Warn("readiness: remove probe directory", "dir", p.dir, "err", err)
+	}
+}
+
+// abort stops an unfinished probe box: a stop through the shim, then SIGKILL of the shim (the
+// box dies with it), then of whatever remains in the box's pid namespace. It reports whether
+// nothing remains.
+func (p *prober) abort() bool {
+	if p.watcher != nil {
+		if err := p.watcher.Stop(); err == nil {
+			deadline := time.After(3 * time.Second)
+		wait:
+			for {
+				select {
+				case ev, ok := <-p.watcher.Events:
+					if !ok || ev.Kind == shim.EventExit {
+						break wait
+					}
+				case <-deadline:
+					break wait
+				}
+			}
+		}
+	}
+	killRef(procRef{Pid: p.shimPid})
+	return settleNamespace(p.pidNS, p.log)
+}
+
+func (p *prober) removeCanary() {
+	if p.canary == "" {
+		return
+	}
+	if err := os.Remove(p.canary); err != nil && !errors.Is(err, os.ErrNotExist) {
+		p.log.Warn("readiness: remove canary", "path", p.canary, "err", err)
+	}
+	if p.madeSSH {
+		os.Remove(filepath.Dir(p.canary)) // only if still empty
+	}
+}
+
+// Reclaim removes what probes killed mid-way left in runtimeDir: it kills their shims and
+// boxes, verifies that their pid namespaces are empty, and removes their directories and the
+// ~/.ssh canary. It must run under the probe lock. It fails when a box cannot be proven gone.
+func Reclaim(runtimeDir, home string, log *slog.Logger) error {
+	if log == nil {
+		log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	root := filepath.Join(runtimeDir, ProbesDir)
+	ents, err := os.ReadDir(root)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	var failed []string
+	for _, e := range ents {
+		dir := filepath.Join(root, e.Name())
+		if !e.IsDir() {
+			continue
+		}
+		var pidNS uint64
+		if ref, err := readRef(filepath.Join(dir, boxFile)); err == nil {
+			pidNS = ref.PidNS
+		}
+		if ref, err := readRef(filepath.Join(dir, shimFile)); err == nil && sameProcess(ref.Pid, ref.Start) {
+			if pidNS == 0 {
+				if st, err := shim.Query(dir); err == nil {
+					pidNS = st.Namespaces["pid"]
+				}
+			}
+			log.Info("readiness: reclaiming an abandoned probe", "dir", dir, "shim", ref.Pid)
+			killRef(ref)
+		}
+		if pidNS != 0 && !settleNamespace(pidNS, log) {
+			failed = append(failed, dir)
+			continue
+		}
+		if err := os.RemoveAll(dir); err != nil {
+			failed = append(failed, dir)
+		}
+	}
+	if home != "" {
+		if err := os.Remove(filepath.Join(home, ".ssh", CanaryName)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			log.Warn("readiness: remove stale canary", "err", err)
+		}
+	}
+	if len(failed) > 0 {
+		return fmt.Errorf("left behind: %v", failed)
+	}
+	return nil
+}
+
+// settleNamespace kills every process of pid namespace pidNS and waits (bounded) until none
+// remains; it reports whether none does.
+func settleNamespace(pidNS uint64, log *slog.Logger) bool {
+	if pidNS == 0 {
+		return true
+	}
+	if own, err := native.PidNamespace(os.Getpid()); err != nil || own == pidNS {
+		// Never the prober's own pid namespace: that would be every process of the host.
+		log.Error("readiness: refusing to settle the prober's own pid namespace", "pidNS", pidNS)
+		return false
+	}
+	deadline := time.Now().Add(settleWait)
+	for {
+		left, err := native.Remaining(pidNS)
+		if err != nil {
+			log.Error("readiness: scan the probe box's pid namespace", "err", err)
+			return false
+		}
+		if len(left) == 0 {
+			return true
+		}
+		if time.Now().After(deadline) {
+			log.Error("readiness: processes of the probe box remain", "pids", left)
+			return false
+		}
+		for _, pid := range left {
+			killInNamespace(pid, pidNS)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// killInNamespace sends SIGKILL to pid through a pidfd if it is still in pid namespace ns.
+func killInNamespace(pid int, ns uint64) {
+	fd, err := unix.PidfdOpen(pid, 0)
+	if err != nil {
+		return
+	}
+	defer unix.Close(fd)
+	if got, err := native.PidNamespace(pid); err != nil || got != ns {
+		return
+	}
+	unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0)
+}
+
+// killRef sends SIGKILL to the process ref names (when Start is set, only if it still is that
+// process) and waits briefly for it to go.
+func killRef(ref procRef) {
+	fd, err := unix.PidfdOpen(ref.Pid, 0)
+	if err != nil {
+		return
+	}
+	defer unix.Close(fd)
+	if ref.Start != 0 {
+		if s, err := procStartTime(ref.Pid); err != nil || s != ref.Start {
+			return
+		}
+	}
+	unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0)
+	fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+	unix.Poll(fds, 2000)
+}
+
+// findInNamespace finds the host process whose innermost pid is boxPid in pid namespace ns and
+// returns a pidfd on it (or -1) and what it saw.
+func findInNamespace(ns uint64, boxPid int) (int, string) {
+	pids, err := native.Remaining(ns)
+	if err != nil {
+		return -1, err.Error()
+	}
+	for _, pid := range pids {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			v, ok := strings.CutPrefix(line, "NSpid:")
+			if !ok {
+				continue
+			}
+			f := strings.Fields(v)
+			if len(f) > 1 && f[len(f)-1] == strconv.Itoa(boxPid) {
+				fd, err := unix.PidfdOpen(pid, 0)
+				if err != nil {
+					return -1, fmt.Sprintf("host pid %d: %v", pid, err)
+				}
+				return fd, fmt.Sprintf("grandchild %d is host pid %d in pid namespace %d (%d processes in the box)", boxPid, pid, ns, len(pids))
+			}
+		}
+	}
+	return -1, fmt.Sprintf("no process with box pid %d among %v in pid namespace %d", boxPid, pids, ns)
+}
+
+func ownNamespaces() map[string]uint64 {
+	m := map[string]uint64{}
+	for _, k := range native.NamespaceKinds {
+		var st unix.Stat_t
+		if unix.Stat("/proc/self/ns/"+k, &st) == nil {
+			m[k] = st.Ino
+		}
+	}
+	return m
+}
+
+func writeRef(path string, pid int, start uint64, pidNS ...uint64) error {
+	r := procRef{Pid: pid, Start: start}
+	if len(pidNS) > 0 {
+		r.PidNS = pidNS[0]
+	}
+	if start == 0 && len(pidNS) == 0 {
+		r.Start, _ = procStartTime(pid)
+	}
+	b, _ := json.Marshal(r)
+	return os.WriteFile(path, b, 0o600)
+}
+
+func readRef(path string) (procRef, error) {
+	var r procRef
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return r, err
+	}
+	return r, json.Unmarshal(b, &r)
+}
+
+// procStartTime returns the start time of pid in clock ticks since boot (field 22 of stat).
+func procStartTime(pid int) (uint64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	i := strings.LastIndexByte(string(b), ')')
+	if i < 0 {
+		return 0, errors.New("malformed /proc stat")
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 20 {
+		return 0, errors.New("short /proc stat")
+	}
+	return strconv.ParseUint(f[19], 10, 64)
+}
+
+// sameProcess reports whether pid is alive and still the process that started at start.
+func sameProcess(pid int, start uint64) bool {
+	fd, err := unix.PidfdOpen(pid, 0)
+	if err != nil {
+		return false
+	}
+	defer unix.Close(fd)
+	got, err := procStartTime(pid)
+	return err == nil && got == start && unix.PidfdSendSignal(fd, 0, nil, 0) == nil
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	if _, err := rand.Read(b); err != nil {
+		panic(err) // crypto/rand does not fail on Linux
+	}
+	return hex.EncodeToString(b)
+}
+
+type limitedBuffer struct {
+	mu sync.Mutex
+	b  []byte
+}
+
+func (l *limitedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if rest := 4096 - len(l.b); rest > 0 {
+		l.b = append(l.b, p[:min(rest, len(p))]...)
+	}
+	return len(p), nil
+}
+
+func (l *limitedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return strings.TrimSpace(string(l.b))
+}

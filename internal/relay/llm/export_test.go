@@ -1,0 +1,4 @@
+package llm
+
+// CheckCredentialFile exports checkCredentialFile to the tests.
+var CheckCredentialFile = checkCredentialFile

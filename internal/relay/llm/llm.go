@@ -1,0 +1,369 @@
+// Package llm is the relay's LLM broker: a reverse proxy for /sandbox/<provider>/… (anthropic,
+// openai) that serves only requests the relay router has paired with a live session, strips
+// every credential the box sends, attaches the gateway credential host-side, streams
+// server-sent events without buffering, turns a revocation mid-stream into an in-stream error
+// event, and reports token usage into the request's access record.
+package llm
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"mime"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/agentbox/agentbox/internal/relay"
+	"github.com/agentbox/agentbox/internal/relay/session"
+)
+
+// Providers, the first path segment after /sandbox/.
+const (
+	Anthropic = "anthropic"
+	OpenAI    = "openai"
+)
+
+// Default gateway URLs, used when Gateway.URL is empty.
+const (
+	DefaultAnthropicURL = "https://api.anthropic.com"
+	DefaultOpenAIURL    = "https://api.openai.com"
+)
+
+// Gateway is one provider's upstream (gateway.<provider>).
+type Gateway struct {
+	// URL is the base URL requests are forwarded to (gateway.<provider>.url): the path after
+	// /sandbox/<provider> is appended to it. Zero means the provider's public API
+	// (DefaultAnthropicURL, DefaultOpenAIURL).
+	URL string
+	// Credential is where the daemon finds the credential it attaches. The zero Credential
+	// has none: requests are refused with 401 gateway_credential_missing.
+	Credential Credential
+}
+
+// Config configures a Relay. Its zero value is usable: both providers at their public APIs,
+// with no credential until one is configured.
+type Config struct {
+	// Anthropic is gateway.anthropic.
+	Anthropic Gateway
+	// OpenAI is gateway.openai.
+	OpenAI Gateway
+	// Transport carries requests upstream. Nil means a clone of http.DefaultTransport.
+	Transport http.RoundTripper
+	// Now returns the current time, for credential.ttl. Nil means time.Now.
+	Now func() time.Time
+}
+
+// Relay serves /sandbox/<provider>/… behind a relay.Handler, which authenticates the pairing
+// and puts the session in the request's context. A request without a live session there is
+// refused with 403 pairing_invalid, so the Relay fails closed when mounted elsewhere.
+type Relay struct {
+	gateways map[string]*gateway
+}
+
+var _ http.Handler = (*Relay)(nil)
+
+type gateway struct {
+	name   string
+	url    *url.URL
+	header string // canonical header name carrying the credential
+	prefix string // value prefix, "Bearer " or ""
+	src    *source
+	proxy  *httputil.ReverseProxy
+}
+
+// New returns a Relay for cfg, or an error naming the config key that is invalid.
+func New(cfg Config) (*Relay, error) {
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	tr := cfg.Transport
+	if tr == nil {
+		t := http.DefaultTransport.(*http.Transport).Clone()
+		t.MaxIdleConnsPerHost = 16
+		tr = t
+	}
+	rl := &Relay{gateways: map[string]*gateway{}}
+	for _, p := range []struct {
+		name, defURL, defHeader string
+		gw                      Gateway
+	}{
+		{Anthropic, DefaultAnthropicURL, "x-api-key", cfg.Anthropic},
+		{OpenAI, DefaultOpenAIURL, "Authorization: Bearer", cfg.OpenAI},
+	} {
+		g, err := newGateway(p.name, p.defURL, p.defHeader, p.gw, cfg.Now, tr)
+		if err != nil {
+			return nil, err
+		}
+		rl.gateways[p.name] = g
+	}
+	return rl, nil
+}
+
+func newGateway(name, defURL, defHeader string, gw Gateway, now func() time.Time, tr http.RoundTripper) (*gateway, error) {
+	key := "gateway." + name
+	raw := gw.URL
+	if raw == "" {
+		raw = defURL
+	}
+	u, err := url.Parse(raw)
+	switch {
+	case err != nil:
+		return nil, fmt.Errorf("%s.url: %v", key, err)
+	case u.Scheme != "https" && u.Scheme != "http", u.Host == "":
+		return nil, fmt.Errorf("%s.url %q: want an http or https URL with a host", key, raw)
+	case u.User != nil:
+		return nil, fmt.Errorf("%s.url: credentials in the URL are refused; use %s.credential", key, key)
+	case u.RawQuery != "" || u.Fragment != "":
+		return nil, fmt.Errorf("%s.url %q: a query or fragment is not allowed", key, raw)
+	}
+	c := gw.Credential
+	if c.File != "" && len(c.Command) > 0 {
+		return nil, fmt.Errorf("%s.credential: set one of file and command, not both", key)
+	}
+	if len(c.Command) > 0 && c.Command[0] == "" {
+		return nil, fmt.Errorf("%s.credential.command: empty program name", key)
+	}
+	h := c.Header
+	if h == "" {
+		h = defHeader
+	}
+	name2, prefix, err := parseHeader(h)
+	if err != nil {
+		return nil, fmt.Errorf("%s.credential.header: %v", key, err)
+	}
+	g := &gateway{
+		name:   name,
+		url:    u,
+		header: http.CanonicalHeaderKey(name2),
+		prefix: prefix,
+		src:    &source{key: key + ".credential", cred: c, now: now, uid: os.Getuid()},
+	}
+	g.proxy = &httputil.ReverseProxy{
+		Rewrite:        g.rewrite,
+		ModifyResponse: g.modifyResponse,
+		ErrorHandler:   g.errorHandler,
+		Transport:      tr,
+		FlushInterval:  -1,
+		// Failures are in the access record; the proxy's own lines would say less.
+		ErrorLog: log.New(io.Discard, "", 0),
+	}
+	return g, nil
+}
+
+// reqState carries one request's decisions from ServeHTTP into the proxy's hooks.
+type reqState struct {
+	sess    *session.Session
+	rec     *relay.Record
+	cred    string
+	rest    string
+	rawRest string
+}
+
+type stateKey struct{}
+
+// SplitPath splits /sandbox/<provider>/<rest> into the provider and the rest ("" or starting
+// with "/"). ok is false when p does not start with /sandbox/ and a provider name.
+func SplitPath(p string) (provider, rest string, ok bool) {
+	tail, found := strings.CutPrefix(p, "/sandbox/")
+	if !found {
+		return "", "", false
+	}
+	provider, rest, _ = strings.Cut(tail, "/")
+	if provider == "" {
+		return "", "", false
+	}
+	if len(rest) > 0 || strings.HasSuffix(tail, "/") {
+		rest = "/" + rest
+	}
+	return provider, rest, true
+}
+
+// clientCredentialHeaders are removed from every request before it leaves: whatever the box
+// sends there is at most a pairing, and the upstream gets the daemon's credential only.
+var clientCredentialHeaders = []string{
+	"Authorization",
+	"X-Api-Key",
+	"Proxy-Authorization",
+	"Cookie",
+	session.HeaderName,
+}
+
+// StripCredentials removes every client credential header from h, whatever the spelling of
+// its name.
+func StripCredentials(h http.Header) {
+	for k := range h {
+		for _, c := range clientCredentialHeaders {
+			if strings.EqualFold(k, c) {
+				delete(h, k)
+				break
+			}
+		}
+	}
+}
+
+// ServeHTTP implements http.Handler.
+func (rl *Relay) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	s := session.FromContext(ctx)
+	if s == nil || s.Context().Err() != nil {
+		relay.WriteError(w, r, http.StatusForbidden, relay.CodePairingInvalid,
+			"the relay refused this request: no live pairing for this channel (the session ended or was revoked)")
+		return
+	}
+	if r.Method == http.MethodConnect || (r.RequestURI != "" && !strings.HasPrefix(r.RequestURI, "/")) {
+		relay.WriteError(w, r, http.StatusForbidden, relay.CodeEgressNotSupported,
+			"the relay is not a proxy: CONNECT and absolute-form requests are refused")
+		return
+	}
+	rec := relay.RecordFrom(ctx)
+	if rec == nil {
+		rec = &relay.Record{}
+	}
+	provider, rest, ok := SplitPath(r.URL.Path)
+	g := rl.gateways[provider]
+	if !ok || g == nil {
+		relay.WriteError(w, r, http.StatusNotFound, relay.CodeNotFound,
+			fmt.Sprintf("no LLM provider at %q: use /sandbox/anthropic/… or /sandbox/openai/…", r.URL.Path))
+		return
+	}
+	rec.Provider = provider
+	cred, err := g.src.get(ctx)
+	if err != nil {
+		relay.WriteError(w, r, http.StatusUnauthorized, relay.CodeGatewayCredentialMissing,
+			fmt.Sprintf("the daemon has no usable %s gateway credential: %s; fix it on the host (the box needs no change, it holds no credential)",
+				provider, strings.TrimPrefix(err.Error(), errCredential.Error()+": ")))
+		return
+	}
+	st := &reqState{sess: s, rec: rec, cred: cred, rest: rest}
+	if ep, prefix := r.URL.EscapedPath(), "/sandbox/"+provider; strings.HasPrefix(ep, prefix) {
+		st.rawRest = ep[len(prefix):]
+	}
+	g.proxy.ServeHTTP(w, r.WithContext(context.WithValue(ctx, stateKey{}, st)))
+}
+
+func (g *gateway) rewrite(pr *httputil.ProxyRequest) {
+	st := pr.In.Context().Value(stateKey{}).(*reqState)
+	pr.Out.URL.Path, pr.Out.URL.RawPath = st.rest, st.rawRest
+	pr.SetURL(g.url)
+	StripCredentials(pr.Out.Header)
+	// The transport then asks for gzip itself and decompresses, so that usage can be read;
+	// the box's side of the relay is local.
+	pr.Out.Header.Del("Accept-Encoding")
+	pr.Out.Header.Set(g.header, g.prefix+st.cred)
+}
+
+func (g *gateway) modifyResponse(resp *http.Response) error {
+	st := resp.Request.Context().Value(stateKey{}).(*reqState)
+	if resp.StatusCode == http.StatusUnauthorized {
+		// Never the upstream's words: the box must learn what to do, not what was sent.
+		g.src.invalidate()
+		resp.Body.Close()
+		body := relay.ErrorJSON(relay.CodeGatewayCredentialRejected, fmt.Sprintf(
+			"the %s gateway (%s) refused the credential the daemon attached from %s: on the host, renew or replace that credential, then retry (the box needs no change, it holds no credential)",
+			g.name, g.url.Redacted(), g.src.describe()))
+		st.rec.Code = relay.CodeGatewayCredentialRejected
+		resp.Header = http.Header{
+			"Content-Type":   {"application/json"},
+			"Content-Length": {strconv.Itoa(len(body))},
+		}
+		resp.Trailer = nil
+		resp.ContentLength = int64(len(body))
+		resp.Body = io.NopCloser(bytes.NewReader(body))
+		return nil
+	}
+	ob := &observedBody{rc: resp.Body, st: st}
+	mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
+	switch {
+	case mt == "text/event-stream":
+		ob.sse = &sseScanner{usage: &st.rec.Usage}
+	case mt == "application/json" || strings.HasSuffix(mt, "+json"):
+		ob.json = new(bytes.Buffer)
+	}
+	resp.Body = ob
+	return nil
+}
+
+func (g *gateway) errorHandler(w http.ResponseWriter, r *http.Request, err error) {
+	st := r.Context().Value(stateKey{}).(*reqState)
+	switch {
+	case st.sess.Context().Err() != nil:
+		st.rec.Outcome = relay.OutcomeCanceled
+		relay.WriteError(w, r, http.StatusForbidden, relay.CodePairingInvalid,
+			"the relay cancelled this request: its session ended or was revoked")
+	case r.Context().Err() != nil:
+		st.rec.Outcome = relay.OutcomeCanceled // the client went away; nobody to answer
+	default:
+		relay.WriteError(w, r, http.StatusBadGateway, relay.CodeGatewayUnreachable,
+			fmt.Sprintf("the %s gateway %s (gateway.%s.url) did not answer: %v", g.name, g.url.Redacted(), g.name, err))
+	}
+}
+
+// describe names where the credential came from, for messages.
+func (s *source) describe() string {
+	if s.cred.File != "" {
+		return fmt.Sprintf("%s.file %q", s.key, s.cred.File)
+	}
+	return s.key + ".command"
+}
+
+// revokedEvent ends a stream whose session was revoked or ended. The event name and the
+// error object are those of Anthropic's stream errors; OpenAI clients read data.error.
+var revokedEvent = "event: error\ndata: " + string(relay.ErrorJSON(relay.CodePairingInvalid,
+	"the relay cancelled this stream: its session ended or was revoked")) + "\n\n"
+
+// observedBody passes the upstream's response through while reading token usage from it, and
+// ends an event stream with revokedEvent when the session stops being live.
+type observedBody struct {
+	rc   io.ReadCloser
+	st   *reqState
+	sse  *sseScanner   // event streams
+	json *bytes.Buffer // JSON bodies, parsed at the end
+	tail string        // the rest of revokedEvent still to send
+	done bool
+}
+
+func (b *observedBody) Read(p []byte) (int, error) {
+	if b.tail != "" {
+		n := copy(p, b.tail)
+		b.tail = b.tail[n:]
+		b.done = b.tail == ""
+		return n, nil
+	}
+	if b.done {
+		return 0, io.EOF
+	}
+	n, err := b.rc.Read(p)
+	if n > 0 {
+		switch {
+		case b.sse != nil:
+			b.sse.write(p[:n])
+		case b.json != nil && b.json.Len()+n <= maxJSONBody:
+			b.json.Write(p[:n])
+		case b.json != nil:
+			b.json = nil
+		}
+	}
+	switch {
+	case err == nil:
+	case errors.Is(err, io.EOF):
+		if b.json != nil {
+			mergeUsage(&b.st.rec.Usage, b.json.Bytes())
+		}
+	case b.sse != nil && b.st.sess.Context().Err() != nil:
+		b.st.rec.Outcome = relay.OutcomeCanceled
+		b.st.rec.Code = relay.CodePairingInvalid
+		b.tail = b.sse.separator() + revokedEvent
+		return n, nil
+	}
+	return n, err
+}
+
+func (b *observedBody) Close() error { return b.rc.Close() }

@@ -1,0 +1,675 @@
+package llm_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/agentbox/agentbox/internal/relay"
+	"github.com/agentbox/agentbox/internal/relay/llm"
+	"github.com/agentbox/agentbox/internal/relay/llm/llmtest"
+	"github.com/agentbox/agentbox/internal/relay/session"
+)
+
+func TestPairingRequired(t *testing.T) {
+	r := newRig(t, rigOptions{})
+	_, otherLaunch, err := r.reg.Create(context.Background(), session.Spec{Kind: session.KindLaunch, ClientID: "claude", LaunchID: "L2"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, manual, err := r.reg.Create(context.Background(), session.Spec{ClientID: "manual"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	revoked, revokedPairing, err := r.reg.Create(context.Background(), session.Spec{Kind: session.KindLaunch, ClientID: "claude", LaunchID: "L1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.reg.Revoke(context.Background(), revoked.ID()); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name   string
+		header func(h http.Header)
+	}{
+		{"none", func(h http.Header) {}},
+		{"wrong", func(h http.Header) { h.Set("x-api-key", session.PairingPrefix+strings.Repeat("x", 43)) }},
+		{"malformed", func(h http.Header) { h.Set("x-api-key", "sk-ant-api03-whatever") }},
+		{"host credential", func(h http.Header) { h.Set("x-api-key", r.hostCred) }},
+		{"revoked", func(h http.Header) { h.Set("x-api-key", revokedPairing.Reveal()) }},
+		{"other launch", func(h http.Header) { h.Set("Authorization", "Bearer "+otherLaunch.Reveal()) }},
+		{"manual session on a launch channel", func(h http.Header) { h.Set(session.HeaderName, manual.Reveal()) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			req := r.request(context.Background(), r.path("/v1/messages"), messageBody)
+			req.Header.Del("x-api-key")
+			tc.header(req.Header)
+			expectError(t, r.do(req), http.StatusForbidden, relay.CodePairingInvalid)
+			rec := r.record()
+			if rec.Code != relay.CodePairingInvalid || rec.Outcome != relay.OutcomeError || rec.SessionID != "" {
+				t.Errorf("record %+v", rec)
+			}
+		})
+	}
+	// Unknown routes are refused the same way: an unpaired request learns nothing.
+	req := r.request(context.Background(), "/nothing/here", "")
+	req.Header.Del("x-api-key")
+	expectError(t, r.do(req), http.StatusForbidden, relay.CodePairingInvalid)
+	r.record()
+	if n := len(r.up.Requests()); n != 0 {
+		t.Fatalf("upstream received %d requests", n)
+	}
+}
+
+func TestCredentialsStripped(t *testing.T) {
+	for _, provider := range []string{llm.Anthropic, llm.OpenAI} {
+		t.Run(provider, func(t *testing.T) {
+			r := newRig(t, rigOptions{provider: provider})
+			body := messageBody
+			if provider == llm.OpenAI {
+				body = oaiMessage
+			}
+			req := r.request(context.Background(), r.defaultPath()+"?beta=true", body)
+			p := r.pairing.Reveal()
+			req.Header.Set("x-api-key", p)
+			req.Header.Set("Authorization", "Bearer "+p)
+			req.Header.Set(session.HeaderName, p)
+			req.Header.Set("Proxy-Authorization", "Basic "+p)
+			req.Header.Add("Cookie", "session="+p)
+			req.Header.Set("anthropic-beta", "prompt-caching-2024-07-31,interleaved-thinking-2025-05-14")
+			req.Header.Set("X-Stainless-Lang", "js")
+			resp := r.do(req)
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				t.Fatalf("status %d: %s", resp.StatusCode, b)
+			}
+			if strings.Contains(string(b), r.hostCred) {
+				t.Fatal("response holds the host credential")
+			}
+			reqs := r.up.Requests()
+			if len(reqs) != 1 {
+				t.Fatalf("upstream got %d requests", len(reqs))
+			}
+			got := reqs[0]
+			for k, vs := range got.Header {
+				for _, v := range vs {
+					if strings.Contains(v, p) {
+						t.Errorf("upstream received the box's pairing in %s", k)
+					}
+				}
+			}
+			for _, k := range []string{"Proxy-Authorization", "Cookie", session.HeaderName} {
+				if v := got.Header.Values(k); len(v) != 0 {
+					t.Errorf("upstream received %s: %q", k, v)
+				}
+			}
+			wantHeader, wantValue, other := "X-Api-Key", r.hostCred, "Authorization"
+			if provider == llm.OpenAI {
+				wantHeader, wantValue, other = "Authorization", "Bearer "+r.hostCred, "X-Api-Key"
+			}
+			if v := got.Header.Values(wantHeader); len(v) != 1 || v[0] != wantValue {
+				t.Errorf("upstream %s = %q, want the host credential", wantHeader, v)
+			}
+			if v := got.Header.Values(other); len(v) != 0 {
+				t.Errorf("upstream received %s: %q", other, v)
+			}
+			for k, want := range map[string]string{
+				"anthropic-beta":   "prompt-caching-2024-07-31,interleaved-thinking-2025-05-14",
+				"X-Stainless-Lang": "js",
+				"Content-Type":     "application/json",
+			} {
+				if v := got.Header.Get(k); v != want {
+					t.Errorf("upstream %s = %q, want %q", k, v, want)
+				}
+			}
+			if provider == llm.Anthropic && got.Header.Get("anthropic-version") != "2023-06-01" {
+				t.Errorf("anthropic-version not forwarded")
+			}
+			if got.RawQuery != "beta=true" || string(got.Body) != body {
+				t.Errorf("upstream got query %q body %q", got.RawQuery, got.Body)
+			}
+			rec := r.record()
+			if rec.Outcome != relay.OutcomeOK || rec.Status != 200 || rec.SessionID != r.sess.ID() ||
+				rec.LaunchID != "L1" || rec.Provider != provider || rec.BytesIn != int64(len(body)) || rec.BytesOut != int64(len(b)) {
+				t.Errorf("record %+v", rec)
+			}
+		})
+	}
+}
+
+// TestSSEStreamsIncrementally guards against buffering: the upstream sends event n+1 only
+// after the client has read event n through the relay.
+func TestSSEStreamsIncrementally(t *testing.T) {
+	read := make(chan int)
+	paceErr := make(chan error, 1) // the upstream stopped waiting: fail instead of hanging
+	r := newRig(t, rigOptions{up: llmtest.Options{
+		Respond: func(llmtest.Request) llmtest.Reply { return llmtest.Reply{Text: "one two three four", Chunk: 4} },
+		Pace: func(ctx context.Context, i int, event string) error {
+			if i == 0 || i > 5 {
+				return nil
+			}
+			select {
+			case got := <-read:
+				if got != i-1 {
+					paceErr <- fmt.Errorf("client read event %d before the upstream sent event %d", got, i)
+					return errors.New("out of order")
+				}
+				return nil
+			case <-ctx.Done():
+				paceErr <- fmt.Errorf("upstream request cancelled before event %d: %w", i, context.Cause(ctx))
+				return ctx.Err()
+			}
+		},
+	}})
+	resp := r.do(r.request(context.Background(), r.defaultPath(), streamBody))
+	defer resp.Body.Close()
+	if resp.StatusCode != 200 || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+		t.Fatalf("status %d, %s", resp.StatusCode, resp.Header.Get("Content-Type"))
+	}
+	er := llmtest.NewEventReader(resp.Body)
+	want := []string{"message_start", "content_block_start", "ping", "content_block_delta", "content_block_delta", "content_block_delta"}
+	for i, name := range want {
+		ev, err := er.Next()
+		if err != nil {
+			t.Fatalf("event %d: %v", i, err)
+		}
+		if ev.Name != name {
+			t.Fatalf("event %d is %q, want %q", i, ev.Name, name)
+		}
+		if i < 5 {
+			select {
+			case read <- i: // the upstream is waiting for this before it sends event i+1
+			case err := <-paceErr:
+				t.Fatal(err)
+			}
+		}
+	}
+	var names []string
+	for {
+		ev, err := er.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		names = append(names, ev.Name)
+	}
+	if got := strings.Join(names, " "); got != "content_block_delta content_block_delta content_block_stop message_delta message_stop" {
+		t.Fatalf("rest of the stream: %s", got)
+	}
+	if rec := r.record(); rec.Outcome != relay.OutcomeOK {
+		t.Fatalf("record %+v", rec)
+	}
+}
+
+// TestRevokeMidStream guards revocation of a stream already answered 200: the client gets an
+// in-stream error event, then the end of the stream; the upstream request is cancelled; the
+// next request is refused.
+func TestRevokeMidStream(t *testing.T) {
+	stalled := make(chan struct{})
+	upstreamDone := make(chan struct{})
+	r := newRig(t, rigOptions{up: llmtest.Options{
+		Pace: func(ctx context.Context, i int, event string) error {
+			if i < 4 {
+				return nil
+			}
+			close(stalled)
+			<-ctx.Done()
+			close(upstreamDone)
+			return ctx.Err()
+		},
+	}})
+	resp := r.do(r.request(context.Background(), r.defaultPath(), streamBody))
+	defer resp.Body.Close()
+	er := llmtest.NewEventReader(resp.Body)
+	for i := range 4 {
+		if _, err := er.Next(); err != nil {
+			t.Fatalf("event %d: %v", i, err)
+		}
+	}
+	<-stalled
+	if err := r.reg.Revoke(context.Background(), r.sess.ID()); err != nil {
+		t.Fatal(err)
+	}
+	ev, err := er.Next()
+	if err != nil {
+		t.Fatalf("after revocation: %v", err)
+	}
+	var e errorAnswer
+	if ev.Name != "error" || json.Unmarshal([]byte(ev.Data), &e) != nil || e.Error.Code != relay.CodePairingInvalid {
+		t.Fatalf("after revocation got event %q %s, want an error event with pairing_invalid", ev.Name, ev.Data)
+	}
+	if ev, err := er.Next(); err != io.EOF {
+		t.Fatalf("stream not closed after the error event: %q %v", ev.Name, err)
+	}
+	<-upstreamDone // the upstream saw its request cancelled
+	rec := r.record()
+	if rec.Status != 200 || rec.Outcome != relay.OutcomeCanceled || rec.Code != relay.CodePairingInvalid {
+		t.Fatalf("record %+v", rec)
+	}
+	expectError(t, r.do(r.request(context.Background(), r.defaultPath(), streamBody)), http.StatusForbidden, relay.CodePairingInvalid)
+	r.record()
+}
+
+// TestRevokeBeforeAnswer guards revocation of a request the upstream has not answered yet:
+// it is cancelled upstream and refused with pairing_invalid.
+func TestRevokeBeforeAnswer(t *testing.T) {
+	held := make(chan struct{})
+	upstreamDone := make(chan struct{})
+	r := newRig(t, rigOptions{up: llmtest.Options{
+		BeforeReply: func(ctx context.Context, _ llmtest.Request) error {
+			close(held)
+			<-ctx.Done()
+			close(upstreamDone)
+			return ctx.Err()
+		},
+	}})
+	answer := make(chan *http.Response)
+	go func() { answer <- r.do(r.request(context.Background(), r.defaultPath(), messageBody)) }()
+	<-held
+	if err := r.reg.Revoke(context.Background(), r.sess.ID()); err != nil {
+		t.Fatal(err)
+	}
+	expectError(t, <-answer, http.StatusForbidden, relay.CodePairingInvalid)
+	<-upstreamDone
+	if rec := r.record(); rec.Outcome != relay.OutcomeCanceled {
+		t.Fatalf("record %+v", rec)
+	}
+}
+
+func TestEndLaunchCancelsStream(t *testing.T) {
+	stalled := make(chan struct{})
+	r := newRig(t, rigOptions{up: llmtest.Options{
+		Pace: func(ctx context.Context, i int, event string) error {
+			if i == 1 {
+				close(stalled)
+				<-ctx.Done()
+				return ctx.Err()
+			}
+			return nil
+		},
+	}})
+	resp := r.do(r.request(context.Background(), r.defaultPath(), streamBody))
+	defer resp.Body.Close()
+	er := llmtest.NewEventReader(resp.Body)
+	if _, err := er.Next(); err != nil {
+		t.Fatal(err)
+	}
+	<-stalled
+	if err := r.reg.EndLaunch(context.Background(), "L1"); err != nil {
+		t.Fatal(err)
+	}
+	if ev, err := er.Next(); err != nil || ev.Name != "error" {
+		t.Fatalf("got %q, %v; want the error event", ev.Name, err)
+	}
+	if _, err := er.Next(); err != io.EOF {
+		t.Fatalf("stream not closed: %v", err)
+	}
+	r.record()
+}
+
+// TestClientDisconnectCancelsUpstream guards the other direction: a client that goes away
+// mid-stream cancels the upstream request, and the request still has its access record.
+func TestClientDisconnectCancelsUpstream(t *testing.T) {
+	upstreamDone := make(chan struct{})
+	r := newRig(t, rigOptions{up: llmtest.Options{
+		Pace: func(ctx context.Context, i int, event string) error {
+			if i < 2 {
+				return nil
+			}
+			<-ctx.Done()
+			close(upstreamDone)
+			return ctx.Err()
+		},
+	}})
+	ctx, cancel := context.WithCancel(context.Background())
+	resp := r.do(r.request(ctx, r.defaultPath(), streamBody))
+	er := llmtest.NewEventReader(resp.Body)
+	for range 2 {
+		if _, err := er.Next(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cancel()
+	resp.Body.Close()
+	<-upstreamDone
+	rec := r.record()
+	if rec.Outcome != relay.OutcomeCanceled || rec.SessionID != r.sess.ID() || rec.Status != 200 {
+		t.Fatalf("record %+v", rec)
+	}
+	// The session is untouched by its client going away.
+	resp = r.do(r.request(context.Background(), r.defaultPath(), messageBody))
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("next request: %d", resp.StatusCode)
+	}
+	r.record()
+}
+
+func TestCredentialFileRefused(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		setup func(t *testing.T, path string)
+		want  []string
+	}{
+		{"group readable", func(t *testing.T, path string) { os.Chmod(path, 0o640) }, []string{"gateway.anthropic.credential.file", "0640", "chmod 600"}},
+		{"world readable", func(t *testing.T, path string) { os.Chmod(path, 0o644) }, []string{"gateway.anthropic.credential.file", "chmod 600"}},
+		{"missing", func(t *testing.T, path string) { os.Remove(path) }, []string{"gateway.anthropic.credential.file", "does not exist"}},
+		{"directory", func(t *testing.T, path string) { os.Remove(path); os.Mkdir(path, 0o700) }, []string{"not a regular file"}},
+		{"empty", func(t *testing.T, path string) { os.WriteFile(path, []byte("\n"), 0o600) }, []string{"empty"}},
+		{"other owner", func(t *testing.T, path string) {
+			if os.Getuid() != 0 {
+				t.Skip("needs root to give the file away; TestCheckCredentialFileOwner covers the check")
+			}
+			if err := os.Chown(path, 65534, 65534); err != nil {
+				t.Fatal(err)
+			}
+		}, []string{"owned by uid 65534", "chown"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var path string
+			r := newRig(t, rigOptions{gateway: func(g *llm.Gateway) { path = g.Credential.File }})
+			tc.setup(t, path)
+			msg := expectError(t, r.do(r.request(context.Background(), r.defaultPath(), messageBody)),
+				http.StatusUnauthorized, relay.CodeGatewayCredentialMissing)
+			for _, w := range tc.want {
+				if !strings.Contains(msg, w) {
+					t.Errorf("message %q does not say %q", msg, w)
+				}
+			}
+			if strings.Contains(msg, r.hostCred) {
+				t.Fatal("message holds the credential")
+			}
+			if len(r.up.Requests()) != 0 {
+				t.Fatal("request forwarded without a credential")
+			}
+			r.record()
+		})
+	}
+}
+
+func TestCredentialNotConfigured(t *testing.T) {
+	r := newRig(t, rigOptions{provider: llm.OpenAI, gateway: func(g *llm.Gateway) { g.Credential = llm.Credential{} }})
+	msg := expectError(t, r.do(r.request(context.Background(), r.defaultPath(), oaiMessage)),
+		http.StatusUnauthorized, relay.CodeGatewayCredentialMissing)
+	if !strings.Contains(msg, "gateway.openai.credential.file") || !strings.Contains(msg, "gateway.openai.credential.command") {
+		t.Fatalf("message %q does not name the config keys", msg)
+	}
+	r.record()
+}
+
+type fakeClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *fakeClock) Add(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(d)
+}
+
+// TestCredentialCommandCached guards credential.command: its output is reused for the TTL,
+// run again after it, and dropped at once when the upstream refuses it.
+func TestCredentialCommandCached(t *testing.T) {
+	dir := t.TempDir()
+	runs, tokenFile := filepath.Join(dir, "runs"), filepath.Join(dir, "token")
+	clk := &fakeClock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	const good = "sk-from-command-0123456789"
+	if err := os.WriteFile(tokenFile, []byte(good), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r := newRig(t, rigOptions{
+		up: llmtest.Options{Credential: good},
+		gateway: func(g *llm.Gateway) {
+			g.Credential = llm.Credential{
+				Command: []string{"/bin/sh", "-c", `echo run >> "$0"; cat "$1"`, runs, tokenFile},
+				TTL:     time.Minute,
+			}
+		},
+		config: func(c *llm.Config) { c.Now = clk.Now },
+	})
+	countRuns := func() int {
+		b, _ := os.ReadFile(runs)
+		return strings.Count(string(b), "run")
+	}
+	ask := func() int {
+		resp := r.do(r.request(context.Background(), r.defaultPath(), messageBody))
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		r.record()
+		return resp.StatusCode
+	}
+	for range 3 {
+		if st := ask(); st != 200 {
+			t.Fatalf("status %d", st)
+		}
+	}
+	if n := countRuns(); n != 1 {
+		t.Fatalf("command ran %d times within the TTL, want 1", n)
+	}
+	clk.Add(time.Minute)
+	ask()
+	if n := countRuns(); n != 2 {
+		t.Fatalf("command ran %d times after the TTL, want 2", n)
+	}
+	// The credential is rotated on the host: the cached one is refused upstream once, dropped,
+	// and the next request runs the command again.
+	os.WriteFile(tokenFile, []byte("sk-stale"), 0o600)
+	clk.Add(time.Minute)
+	ask() // caches sk-stale, refused
+	if st := ask(); st != http.StatusUnauthorized {
+		t.Fatalf("stale credential: %d", st)
+	}
+	os.WriteFile(tokenFile, []byte(good), 0o600)
+	if st := ask(); st != 200 {
+		t.Fatalf("after rotation: %d", st)
+	}
+	if n := countRuns(); n != 5 {
+		t.Fatalf("command ran %d times, want 5 (each 401 drops the cache)", n)
+	}
+}
+
+func TestCredentialCommandFails(t *testing.T) {
+	r := newRig(t, rigOptions{gateway: func(g *llm.Gateway) {
+		g.Credential = llm.Credential{Command: []string{"/bin/sh", "-c", "echo sk-leaked-on-stderr >&2; exit 3"}}
+	}})
+	msg := expectError(t, r.do(r.request(context.Background(), r.defaultPath(), messageBody)),
+		http.StatusUnauthorized, relay.CodeGatewayCredentialMissing)
+	if !strings.Contains(msg, "gateway.anthropic.credential.command") || !strings.Contains(msg, "exit status 3") || strings.Contains(msg, "leaked") {
+		t.Fatalf("message %q", msg)
+	}
+	r.record()
+}
+
+// TestUpstreamUnauthorized guards the upstream's 401: the box gets what to do on the host,
+// never the upstream's own words nor the credential.
+func TestUpstreamUnauthorized(t *testing.T) {
+	for _, provider := range []string{llm.Anthropic, llm.OpenAI} {
+		t.Run(provider, func(t *testing.T) {
+			r := newRig(t, rigOptions{provider: provider, up: llmtest.Options{Credential: "sk-the-gateway-wants-this"}})
+			body := messageBody
+			if provider == llm.OpenAI {
+				body = oaiMessage
+			}
+			resp := r.do(r.request(context.Background(), r.defaultPath(), body))
+			msg := expectError(t, resp, http.StatusUnauthorized, relay.CodeGatewayCredentialRejected)
+			for _, bad := range []string{r.hostCred, "sk-the-gateway-wants-this", "invalid x-api-key", "Incorrect API key"} {
+				if strings.Contains(msg, bad) {
+					t.Errorf("message %q holds %q", msg, bad)
+				}
+			}
+			if !strings.Contains(msg, "on the host") || !strings.Contains(msg, "credential.file") {
+				t.Errorf("message %q does not say what to do", msg)
+			}
+			if rec := r.record(); rec.Status != 401 || rec.Outcome != relay.OutcomeError || rec.Code != relay.CodeGatewayCredentialRejected {
+				t.Errorf("record %+v", rec)
+			}
+		})
+	}
+}
+
+func TestUsageRecorded(t *testing.T) {
+	reply := func(llmtest.Request) llmtest.Reply {
+		return llmtest.Reply{Text: "a fine answer", InputTokens: 1234, OutputTokens: 56}
+	}
+	for _, tc := range []struct{ name, provider, body string }{
+		{"anthropic stream", llm.Anthropic, streamBody},
+		{"anthropic json", llm.Anthropic, messageBody},
+		{"openai stream", llm.OpenAI, oaiStream},
+		{"openai json", llm.OpenAI, oaiMessage},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newRig(t, rigOptions{provider: tc.provider, up: llmtest.Options{Respond: reply}})
+			resp := r.do(r.request(context.Background(), r.defaultPath(), tc.body))
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			rec := r.record()
+			if rec.Usage.InputTokens != 1234 || rec.Usage.OutputTokens != 56 {
+				t.Fatalf("usage %+v", rec.Usage)
+			}
+			if !strings.Contains(r.logs.String(), "tokens.in=1234 tokens.out=56") {
+				t.Fatalf("log line lacks usage:\n%s", r.logs.String())
+			}
+		})
+	}
+}
+
+func TestUpstreamErrorsPassThrough(t *testing.T) {
+	r := newRig(t, rigOptions{up: llmtest.Options{Respond: func(llmtest.Request) llmtest.Reply {
+		return llmtest.Reply{Status: 529, ErrorType: "overloaded_error", Message: "Overloaded"}
+	}}})
+	resp := r.do(r.request(context.Background(), r.defaultPath(), messageBody))
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 529 || !strings.Contains(string(b), "overloaded_error") {
+		t.Fatalf("got %d %s", resp.StatusCode, b)
+	}
+	if rec := r.record(); rec.Outcome != relay.OutcomeError || rec.Status != 529 {
+		t.Fatalf("record %+v", rec)
+	}
+}
+
+func TestGatewayUnreachable(t *testing.T) {
+	r := newRig(t, rigOptions{gateway: func(g *llm.Gateway) { g.URL = "http://127.0.0.1:1" }})
+	msg := expectError(t, r.do(r.request(context.Background(), r.defaultPath(), messageBody)),
+		http.StatusBadGateway, relay.CodeGatewayUnreachable)
+	if !strings.Contains(msg, "gateway.anthropic.url") {
+		t.Fatalf("message %q", msg)
+	}
+	r.record()
+}
+
+func TestUnknownProvider(t *testing.T) {
+	r := newRig(t, rigOptions{})
+	expectError(t, r.do(r.request(context.Background(), "/sandbox/gemini/v1/models", "")), http.StatusNotFound, relay.CodeNotFound)
+	r.record()
+}
+
+// TestRelayFailsClosed guards the Relay mounted without the router: with no session in the
+// request's context, it refuses.
+func TestRelayFailsClosed(t *testing.T) {
+	rl, err := llm.New(llm.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := newRecorder()
+	req, _ := http.NewRequest(http.MethodPost, "/sandbox/anthropic/v1/messages", strings.NewReader(messageBody))
+	req.RequestURI = "/sandbox/anthropic/v1/messages"
+	rl.ServeHTTP(w, req)
+	if w.code != http.StatusForbidden || !strings.Contains(w.body.String(), relay.CodePairingInvalid) {
+		t.Fatalf("got %d %s", w.code, w.body.String())
+	}
+}
+
+func TestNewRefusesBadConfig(t *testing.T) {
+	for name, cfg := range map[string]llm.Config{
+		"not http":          {Anthropic: llm.Gateway{URL: "ftp://x"}},
+		"no host":           {Anthropic: llm.Gateway{URL: "https://"}},
+		"userinfo":          {OpenAI: llm.Gateway{URL: "https://u:p@x"}},
+		"query":             {OpenAI: llm.Gateway{URL: "https://x/?k=v"}},
+		"file and command":  {Anthropic: llm.Gateway{Credential: llm.Credential{File: "/f", Command: []string{"c"}}}},
+		"empty command":     {Anthropic: llm.Gateway{Credential: llm.Credential{Command: []string{""}}}},
+		"bad header":        {Anthropic: llm.Gateway{Credential: llm.Credential{Header: "x api key"}}},
+		"header with CR LF": {Anthropic: llm.Gateway{Credential: llm.Credential{Header: "Authorization: Bearer\r\nX: y"}}},
+	} {
+		if _, err := llm.New(cfg); err == nil {
+			t.Errorf("%s: New succeeded", name)
+		}
+	}
+}
+
+func TestCustomCredentialHeader(t *testing.T) {
+	r := newRig(t, rigOptions{
+		up:      llmtest.Options{CredentialHeader: "Authorization: Bearer"},
+		gateway: func(g *llm.Gateway) { g.Credential.Header = "Authorization: Bearer" },
+	})
+	resp := r.do(r.request(context.Background(), r.defaultPath(), messageBody))
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("status %d", resp.StatusCode)
+	}
+	if h := r.up.Requests()[0].Header; h.Get("X-Api-Key") != "" || h.Get("Authorization") != "Bearer "+r.hostCred {
+		t.Fatalf("upstream headers %v", h)
+	}
+	r.record()
+}
+
+// TestFullDuplex guards the relay against net/http's HTTP/1 server draining and closing the
+// request body when the response headers are written: the upstream answers before it reads
+// the body, and the client sends the body only once it has seen the answer begin. Without
+// full duplex this deadlocks (or, with a small body, kills the stream now and then).
+func TestFullDuplex(t *testing.T) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rc := http.NewResponseController(w)
+		rc.EnableFullDuplex()
+		w.Header().Set("Content-Type", "text/event-stream")
+		io.WriteString(w, "event: started\ndata: {}\n\n")
+		rc.Flush()
+		b, err := io.ReadAll(r.Body)
+		if err != nil {
+			return
+		}
+		fmt.Fprintf(w, "event: body\ndata: %d\n\n", len(b))
+	}))
+	defer up.Close()
+	r := newRig(t, rigOptions{gateway: func(g *llm.Gateway) { g.URL = up.URL }})
+	pr, pw := io.Pipe()
+	req := r.request(context.Background(), r.defaultPath(), "")
+	req.Body, req.ContentLength = pr, -1
+	resp := r.do(req)
+	defer resp.Body.Close()
+	er := llmtest.NewEventReader(resp.Body)
+	if ev, err := er.Next(); err != nil || ev.Name != "started" {
+		t.Fatalf("first event %q, %v", ev.Name, err)
+	}
+	body := strings.Repeat("x", 300<<10) // more than net/http drains on its own
+	go func() {
+		io.WriteString(pw, body)
+		pw.Close()
+	}()
+	if ev, err := er.Next(); err != nil || ev.Name != "body" || ev.Data != fmt.Sprint(len(body)) {
+		t.Fatalf("second event %q %q, %v", ev.Name, ev.Data, err)
+	}
+	if rec := r.record(); rec.Outcome != relay.OutcomeOK || rec.BytesIn != int64(len(body)) {
+		t.Fatalf("record %+v", rec)
+	}
+}

@@ -1,0 +1,136 @@
+package llm
+
+import (
+	"bytes"
+	"encoding/json"
+
+	"github.com/agentbox/agentbox/internal/relay"
+)
+
+// Limits of what the usage parser looks at. Bigger lines and bodies are passed on untouched
+// and simply not parsed.
+const (
+	maxSSELine  = 1 << 20
+	maxJSONBody = 8 << 20
+)
+
+// usageJSON holds the usage fields of both APIs: Anthropic (input_tokens, output_tokens,
+// cache_*_input_tokens) and OpenAI (prompt_tokens, completion_tokens; the Responses API uses
+// the Anthropic names).
+type usageJSON struct {
+	InputTokens              *int64 `json:"input_tokens"`
+	OutputTokens             *int64 `json:"output_tokens"`
+	CacheCreationInputTokens *int64 `json:"cache_creation_input_tokens"`
+	CacheReadInputTokens     *int64 `json:"cache_read_input_tokens"`
+	PromptTokens             *int64 `json:"prompt_tokens"`
+	CompletionTokens         *int64 `json:"completion_tokens"`
+}
+
+// usageCarrier is the shape of every message that may carry usage: an Anthropic message or
+// message_delta event ("usage"), a message_start event ("message.usage"), an OpenAI chat
+// completion or chunk ("usage"), a Responses API event ("response.usage").
+type usageCarrier struct {
+	Usage    *usageJSON   `json:"usage"`
+	Message  *usageHolder `json:"message"`
+	Response *usageHolder `json:"response"`
+}
+
+type usageHolder struct {
+	Usage *usageJSON `json:"usage"`
+}
+
+func (h *usageHolder) usage() *usageJSON {
+	if h == nil {
+		return nil
+	}
+	return h.Usage
+}
+
+// merge folds the usage in one JSON message into u. Later values replace earlier ones: an
+// Anthropic message_delta carries the cumulative output count.
+func mergeUsage(u *relay.Usage, data []byte) {
+	if !bytes.Contains(data, []byte(`"usage"`)) {
+		return
+	}
+	var c usageCarrier
+	if json.Unmarshal(data, &c) != nil {
+		return
+	}
+	for _, j := range []*usageJSON{c.Usage, c.Message.usage(), c.Response.usage()} {
+		if j == nil {
+			continue
+		}
+		set(&u.InputTokens, j.InputTokens)
+		set(&u.InputTokens, j.PromptTokens)
+		set(&u.OutputTokens, j.OutputTokens)
+		set(&u.OutputTokens, j.CompletionTokens)
+		set(&u.CacheCreationInputTokens, j.CacheCreationInputTokens)
+		set(&u.CacheReadInputTokens, j.CacheReadInputTokens)
+	}
+}
+
+func set(dst *int64, v *int64) {
+	if v != nil && *v != 0 {
+		*dst = *v
+	}
+}
+
+// sseScanner follows an event stream as it passes, without holding it back: it parses the
+// data lines that mention usage, and knows whether the stream stands between events (where
+// an error event can be inserted cleanly).
+type sseScanner struct {
+	usage   *relay.Usage
+	line    []byte
+	skip    bool // the current line is too long to parse
+	inEvent bool // a field line was seen since the last blank line
+}
+
+func (s *sseScanner) write(p []byte) {
+	for len(p) > 0 {
+		i := bytes.IndexByte(p, '\n')
+		chunk := p
+		if i >= 0 {
+			chunk = p[:i]
+		}
+		if !s.skip {
+			if len(s.line)+len(chunk) > maxSSELine {
+				s.skip, s.line = true, s.line[:0]
+			} else {
+				s.line = append(s.line, chunk...)
+			}
+		}
+		if i < 0 {
+			return
+		}
+		s.endLine()
+		p = p[i+1:]
+	}
+}
+
+func (s *sseScanner) endLine() {
+	line := bytes.TrimSuffix(s.line, []byte("\r"))
+	switch {
+	case s.skip:
+		s.inEvent = true
+	case len(line) == 0:
+		s.inEvent = false
+	default:
+		s.inEvent = true
+		if data, ok := bytes.CutPrefix(line, []byte("data:")); ok {
+			mergeUsage(s.usage, bytes.TrimPrefix(data, []byte(" ")))
+		}
+	}
+	s.line, s.skip = s.line[:0], false
+}
+
+// separator returns what must precede an inserted event so that it starts on its own: the
+// end of a partial line and of a partial event.
+func (s *sseScanner) separator() string {
+	switch {
+	case len(s.line) > 0 || s.skip:
+		return "\n\n"
+	case s.inEvent:
+		return "\n"
+	}
+	return ""
+}

@@ -1,0 +1,109 @@
+package sshbroker
+
+import (
+	"context"
+	"log/slog"
+	"net"
+	"sync"
+	"time"
+)
+
+// Leg is one configured host's path out of the box: box-init listens on BoxPort on the box's
+// loopback and forwards each connection to Socket, where the daemon dials the host.
+type Leg struct {
+	Host    Host
+	BoxPort int    // in-box loopback port
+	Socket  string // host path of the unix socket, in the run directory
+}
+
+// legServer serves one leg's socket.
+type legServer struct {
+	leg     Leg
+	dial    func(ctx context.Context, network, addr string) (net.Conn, error)
+	timeout time.Duration
+	done    <-chan struct{} // revocation
+	quit    <-chan struct{} // the launch's broker is closing
+	log     *slog.Logger
+	conns   *budget
+}
+
+func (s *legServer) serve(ln net.Listener, wg *sync.WaitGroup) {
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		if err := checkPeer(c); err != nil {
+			s.log.Warn("ssh leg: connection refused", "host", s.leg.Host.String(), "err", err)
+			c.Close()
+			continue
+		}
+		if isDone(s.done) {
+			s.log.Info("ssh leg", "host", s.leg.Host.String(), "decision", "revoked")
+			c.Close()
+			continue
+		}
+		if !s.conns.acquire() {
+			s.log.Warn("ssh leg: connection refused: connection budget exhausted", "host", s.leg.Host.String(), "max", s.conns.max)
+			c.Close()
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer s.conns.release()
+			s.serveConn(c)
+		}()
+	}
+}
+
+// serveConn dials the host and copies both ways until either side ends, the session is
+// revoked or the broker closes; one log line tells how it ended.
+func (s *legServer) serveConn(box net.Conn) {
+	defer box.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	outcome := make(chan string, 1)
+	go func() {
+		select {
+		case <-s.done:
+			outcome <- "canceled"
+		case <-s.quit:
+			outcome <- "closed"
+		case <-ctx.Done():
+			return
+		}
+		cancel()
+		box.Close()
+	}()
+	ended := func(def string) string {
+		select {
+		case o := <-outcome:
+			return o
+		default:
+			return def
+		}
+	}
+	host := s.leg.Host.String()
+	start := time.Now()
+	dctx, dcancel := context.WithTimeout(ctx, s.timeout)
+	remote, err := s.dial(dctx, "tcp", s.leg.Host.Addr())
+	dcancel()
+	if err != nil {
+		s.log.Warn("ssh leg", "host", host, "decision", "allow", "outcome", ended("dial_failed"), "err", err)
+		return
+	}
+	defer remote.Close()
+	context.AfterFunc(ctx, func() { remote.Close() })
+	var up int64
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		up = copyClose(remote, box)
+	}()
+	down := copyClose(box, remote)
+	wg.Wait()
+	s.log.Info("ssh leg", "host", host, "decision", "allow", "outcome", ended("done"),
+		"bytes_out", up, "bytes_in", down, "duration", time.Since(start).Round(time.Millisecond))
+}

@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# install-agents.sh — fetch real agent CLIs from the npm registry for the end-to-end agent tests.
+#
+#   scripts/install-agents.sh [DIR]      (default: $AGENTBOX_AGENTS_DIR, else ./.agents)
+#
+# Each package is fetched with `npm pack` (no install scripts run) and unpacked into
+# DIR/<name>/; the executables are linked into DIR/bin. Then run the tests with
+#   AGENTBOX_AGENTS_DIR=DIR go test ./test/e2e -run TestRealAgents
+# Nothing is installed system-wide and no vendor binary is committed.
+set -euo pipefail
+
+dir="${1:-${AGENTBOX_AGENTS_DIR:-$PWD/.agents}}"
+mkdir -p "$dir/bin" "$dir/pack"
+dir="$(cd "$dir" && pwd)"
+
+arch="$(uname -m)"
+case "$arch" in
+  x86_64) npmarch=x64 ;;
+  aarch64|arm64) npmarch=arm64 ;;
+  *) echo "install-agents: unsupported architecture $arch" >&2; exit 1 ;;
+esac
+
+# name  package  executable-inside-the-package
+agents=(
+  "claude   @anthropic-ai/claude-code-linux-$npmarch  claude"
+  "opencode opencode-linux-$npmarch                   bin/opencode"
+)
+
+for line in "${agents[@]}"; do
+  read -r name pkg exe <<<"$line"
+  if [[ -x "$dir/$name/package/$exe" ]]; then
+    echo "install-agents: $name already in $dir/$name"
+  else
+    echo "install-agents: npm pack $pkg"
+    if ! tgz="$(cd "$dir/pack" && npm pack --silent "$pkg" 2>/dev/null | tail -n1)" || [[ -z "$tgz" ]]; then
+      echo "install-agents: $pkg is not available from the registry; skipping $name" >&2
+      continue
+    fi
+    rm -rf "$dir/$name"
+    mkdir -p "$dir/$name"
+    tar -xzf "$dir/pack/$tgz" -C "$dir/$name"
+    rm -f "$dir/pack/$tgz"
+  fi
+  if [[ -x "$dir/$name/package/$exe" ]]; then
+    ln -sfn "$dir/$name/package/$exe" "$dir/bin/$name"
+    echo "install-agents: $dir/bin/$name -> $("$dir/bin/$name" --version 2>/dev/null | head -n1 || echo '?')"
+  else
+    echo "install-agents: $pkg has no $exe; skipping $name" >&2
+  fi
+done
