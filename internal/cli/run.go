@@ -89,7 +89,8 @@ func buildLaunchRequest(args []string, workspace, egress string) (*api.LaunchReq
 	}
 	path, err := exec.LookPath(prog)
 	if err != nil {
-		return nil, fmt.Errorf("program %q: not found on PATH or not executable", prog)
+		return nil, &api.Error{Code: api.CodeProgramNotFound, Message: fmt.Sprintf("program %q: not found on PATH or not executable", prog),
+			Hint: "install it, or give its path"}
 	}
 	if path, err = filepath.Abs(path); err != nil {
 		return nil, err
