@@ -43,6 +43,10 @@ type Config struct {
 	// Models names the model of each program whose profile requires one (models.copilot,
 	// models.opencode: provider/model). Nil means none: such a program is refused until set.
 	Models map[string]string `json:"models,omitempty" jsonschema_description:"Model of each program whose profile requires one (copilot: a model id; opencode: provider/model)."`
+	// Gateway configures the model gateways of the LLM relay (credentials stay host-side).
+	Gateway Gateway `json:"gateway,omitzero" jsonschema_description:"Model gateways of the LLM relay; credentials stay on the host."`
+	// Git configures the git relay and git over ssh.
+	Git Git `json:"git,omitzero" jsonschema_description:"Git relay (allowlists, push policy, host-side credentials) and git over ssh."`
 	// Managed are the locks `agentbox daemon --system` delivers into the agents' own managed
 	// settings. Only the system policy may set them.
 	Managed Managed `json:"managed,omitzero" jsonschema_description:"Locks delivered into the agents' managed settings by agentbox daemon --system (system policy only)."`
@@ -65,6 +69,11 @@ type Console struct {
 type Sessions struct {
 	// Max is the largest number of live sessions, launch sessions included. Zero means 64.
 	Max int `json:"max,omitempty" jsonschema:"minimum=1,maximum=1024" jsonschema_description:"Largest number of live pairing sessions, launch sessions included."`
+	// IdleTimeout is how long a session created by hand lives without use. Zero means 30m.
+	IdleTimeout Duration `json:"idleTimeout,omitempty" jsonschema_description:"How long a session created by hand (agentbox session create) lives without use (default 30m)."`
+	// AllowedClients lists the client ids that may hold sessions (a launch's client id is its
+	// program profile). Empty admits every client.
+	AllowedClients []string `json:"allowedClients,omitempty" jsonschema_description:"Client ids (program profiles) that may hold pairing sessions; empty admits all."`
 }
 
 // Defaults returns the configuration that applies where no file sets a key.

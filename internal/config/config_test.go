@@ -23,7 +23,7 @@ func TestDecodeErrors(t *testing.T) {
 		field     string
 		msg       string // substring of the message
 	}{
-		{"unknown key", "egress: deny\nfoo: 1\n", 2, 1, "foo", "unknown key (known keys: engine, egress, console, stopGrace, sessions, integrity, programs, models, managed)"},
+		{"unknown key", "egress: deny\nfoo: 1\n", 2, 1, "foo", "unknown key (known keys: engine, egress, console, stopGrace, sessions, integrity, programs, models, gateway, git, managed)"},
 		{"nested unknown key", "console:\n  clipboard: deny\n  clip: allow\n", 3, 3, "console.clip", "unknown key (known keys of console: clipboard)"},
 		{"nested unknown key flow", "sessions: {max: 3, min: 1}\n", 1, 20, "sessions.min", "unknown key"},
 		{"wrong type string for int", "sessions:\n  max: many\n", 2, 8, "sessions.max", "wrong type: got string, want integer"},
@@ -192,6 +192,15 @@ func TestLoadPrecedence(t *testing.T) {
 		"managed.claudeCode.allowManagedMcpServersOnly": {Kind: SourceDefault},
 		"managed.claudeCode.allowedMcpServers":          {Kind: SourceDefault},
 		"managed.claudeCode.autoUpdates":                {Kind: SourceDefault},
+	}
+	for _, k := range []string{"sessions.idleTimeout", "sessions.allowedClients", "git.allow", "git.pushAllow", "git.credentials",
+		"git.egressUpstream", "git.ssh.hosts", "git.ssh.keys"} {
+		wantSrc[k] = Source{Kind: SourceDefault}
+	}
+	for _, p := range []string{"anthropic", "openai"} {
+		for _, k := range []string{"url", "credential.file", "credential.command", "credential.ttl", "credential.header"} {
+			wantSrc["gateway."+p+"."+k] = Source{Kind: SourceDefault}
+		}
 	}
 	if !reflect.DeepEqual(e.Sources, wantSrc) {
 		t.Errorf("sources %+v, want %+v", e.Sources, wantSrc)

@@ -54,6 +54,9 @@ func validate(file string, body ast.Node, c *Config) error {
 	at := func(path []string, msg string) error {
 		return errorAt(file, nodeAt(body, path), strings.Join(path, "."), msg)
 	}
+	if err := validateBrokers(file, body, c); err != nil {
+		return err
+	}
 	if len(c.Programs) > 0 {
 		if _, err := profile.NewSet(c.Programs); err != nil {
 			var fe *profile.FieldError

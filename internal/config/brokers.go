@@ -1,0 +1,115 @@
+package config
+
+import (
+	"errors"
+	"strings"
+
+	"github.com/goccy/go-yaml/ast"
+
+	gitrelay "github.com/agentbox/agentbox/internal/relay/git"
+	"github.com/agentbox/agentbox/internal/sshbroker"
+)
+
+// Gateway configures the model gateways the LLM relay forwards to; the credential stays on the
+// host. The zero value forwards to the providers' public APIs and attaches no credential, so
+// every request is refused with gateway_credential_missing until a credential is configured.
+type Gateway struct {
+	// Anthropic is the gateway of /sandbox/anthropic/… (Anthropic Messages API).
+	Anthropic GatewayProvider `json:"anthropic,omitzero" jsonschema_description:"Gateway of the Anthropic Messages API (/sandbox/anthropic/…)."`
+	// OpenAI is the gateway of /sandbox/openai/… (OpenAI-compatible APIs).
+	OpenAI GatewayProvider `json:"openai,omitzero" jsonschema_description:"Gateway of OpenAI-compatible APIs (/sandbox/openai/…)."`
+}
+
+// GatewayProvider is one gateway.
+type GatewayProvider struct {
+	// URL is the upstream base URL: /sandbox/<provider>/v1/messages goes to <url>/v1/messages.
+	// "" means the provider's public API.
+	URL string `json:"url,omitempty" jsonschema_description:"Upstream base URL: /sandbox/<provider>/v1/… goes to <url>/v1/…."`
+	// Credential is attached host-side to every relayed request.
+	Credential GatewayCredential `json:"credential,omitzero" jsonschema_description:"Credential attached host-side; never visible in the box."`
+}
+
+// GatewayCredential names where the gateway credential comes from: exactly one of File and
+// Command. Zero means none is configured.
+type GatewayCredential struct {
+	// File holds the credential; it must be owned by you with mode 0600.
+	File string `json:"file,omitempty" jsonschema_description:"File holding the credential: owned by you, mode 0600."`
+	// Command is a program and arguments (no shell) printing the credential.
+	Command []string `json:"command,omitempty" jsonschema_description:"Program and arguments (no shell) printing the credential."`
+	// TTL is how long a command's output is reused. Zero means 5m.
+	TTL Duration `json:"ttl,omitempty" jsonschema_description:"How long a credential command's output is reused (default 5m)."`
+	// Header is the header that carries it: "x-api-key" or "Authorization: Bearer". "" means
+	// x-api-key for anthropic and Authorization: Bearer for openai.
+	Header string `json:"header,omitempty" jsonschema_description:"Header carrying the credential: x-api-key or \"Authorization: Bearer\" (default per provider)."`
+}
+
+// Git configures the git relay and the ssh broker. The zero value reaches no remote.
+type Git struct {
+	Allow          []string              `json:"allow,omitempty" jsonschema_description:"Remotes the box may reach through the git relay, as prefixes: host[:port][/path] (https) or http://host:port/path (plain HTTP)."`
+	PushAllow      []string              `json:"pushAllow,omitempty" jsonschema_description:"Remotes the box may push to, in the form of git.allow; a push must match both lists."`
+	Credentials    []gitrelay.Credential `json:"credentials,omitempty" jsonschema_description:"Static git credentials attached host-side to allowed requests; the longest matching prefix wins."`
+	EgressUpstream string                `json:"egressUpstream,omitempty" jsonschema_description:"https URL of an L7 egress endpoint that carries the git relay's upstream requests."`
+	// SSH configures git over ssh through the ssh agent broker; empty hosts turn it off.
+	SSH GitSSH `json:"ssh,omitzero" jsonschema_description:"git over ssh through the ssh broker: hosts and granted agent keys."`
+}
+
+// GitSSH is the ssh broker's configuration (git.ssh); see sshbroker.Config. It is its own type
+// here so that the schema generator, which names types by their Go name, does not confuse it
+// with Config.
+type GitSSH sshbroker.Config
+
+// Broker returns the ssh broker's view of s.
+func (s GitSSH) Broker() sshbroker.Config { return sshbroker.Config(s) }
+
+// Relay returns the git relay's view of g.
+func (g Git) Relay() gitrelay.Config {
+	return gitrelay.Config{Allow: g.Allow, PushAllow: g.PushAllow, Credentials: g.Credentials, EgressUpstream: g.EgressUpstream}
+}
+
+// validateBrokers checks the broker sections with their own validators and reports the first
+// problem at its key.
+func validateBrokers(file string, body ast.Node, c *Config) error {
+	for _, err := range []error{c.Git.Relay().Validate(), c.Git.SSH.Broker().Validate(), validateGateway(c.Gateway)} {
+		if err == nil {
+			continue
+		}
+		first := err
+		if j, ok := err.(interface{ Unwrap() []error }); ok && len(j.Unwrap()) > 0 {
+			first = j.Unwrap()[0]
+		}
+		msg := first.Error()
+		field, rest, ok := strings.Cut(msg, ": ")
+		if !ok || !strings.Contains(field, ".") {
+			return &InvalidError{File: file, Field: "git", Msg: msg}
+		}
+		path := fieldPath(field)
+		n := nodeAt(body, path)
+		for k := len(path); n == nil && k > 1; k-- {
+			n = nodeAt(body, path[:k-1])
+		}
+		return errorAt(file, n, field, rest)
+	}
+	return nil
+}
+
+func validateGateway(g Gateway) error {
+	var errs []error
+	for name, p := range map[string]GatewayProvider{"anthropic": g.Anthropic, "openai": g.OpenAI} {
+		key := "gateway." + name
+		if p.Credential.File != "" && p.Credential.Command != nil {
+			errs = append(errs, errors.New(key+".credential: set file or command, not both"))
+		}
+		if p.Credential.Command != nil && len(p.Credential.Command) == 0 {
+			errs = append(errs, errors.New(key+".credential.command: an empty command"))
+		}
+		if p.URL != "" && !strings.HasPrefix(p.URL, "https://") && !strings.HasPrefix(p.URL, "http://") {
+			errs = append(errs, errors.New(key+".url: "+p.URL+" is not an http(s) URL"))
+		}
+		switch strings.ToLower(p.Credential.Header) {
+		case "", "x-api-key", "authorization: bearer":
+		default:
+			errs = append(errs, errors.New(key+".credential.header: "+p.Credential.Header+" (allowed: x-api-key, Authorization: Bearer)"))
+		}
+	}
+	return errors.Join(errs...)
+}
