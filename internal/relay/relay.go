@@ -206,6 +206,13 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	_ = http.NewResponseController(w).EnableFullDuplex()
 	next.ServeHTTP(cw, r)
 	completed = true
+	if body != nil {
+		// Close the body before returning, so that what net/http reads of it to reuse the
+		// connection happens while the handler still runs: a full-duplex body first closed
+		// after the handler panics the server with "invalid concurrent Body.Read call"
+		// (golang/go#68560).
+		body.Close()
+	}
 }
 
 func (h *Handler) emit(rec *Record) {

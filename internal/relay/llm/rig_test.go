@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -30,6 +31,12 @@ func (b *syncBuffer) logf(format string, args ...any) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	fmt.Fprintf(&b.buf, format+"\n", args...)
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
 }
 
 func (b *syncBuffer) String() string {
@@ -120,7 +127,16 @@ func newRig(t testing.TB, o rigOptions) *rig {
 			}
 		},
 	}
-	r.srv = httptest.NewServer(h)
+	// The relay's server must never log a panic (golang/go#68560 with full duplex, say).
+	serverLog := &syncBuffer{}
+	t.Cleanup(func() {
+		if l := serverLog.String(); l != "" {
+			t.Errorf("relay server logged:\n%s", l)
+		}
+	})
+	r.srv = httptest.NewUnstartedServer(h)
+	r.srv.Config.ErrorLog = log.New(serverLog, "", 0)
+	r.srv.Start()
 	t.Cleanup(r.srv.Close)
 	t.Cleanup(func() {
 		if t.Failed() {
