@@ -68,8 +68,13 @@ type Launch struct {
 	// ExitCode is the program's own exit code (128+n for a signal); nil while running or failed.
 	ExitCode *int `json:"exitCode,omitempty"`
 	// Settled is true once no process of the box remains (verified).
-	Settled bool   `json:"settled"`
-	Error   *Error `json:"error,omitempty"`
+	Settled bool `json:"settled"`
+	// Relay counts the launch's relay requests (kept while the daemon runs).
+	Relay *RelayStats `json:"relay,omitempty"`
+	// Egress counts the launch's tunnels and requests through the egress proxy (launches with
+	// egressAllow; kept while the daemon runs, restored from the audit log for re-adopted boxes).
+	Egress *EgressStats `json:"egress,omitempty"`
+	Error  *Error       `json:"error,omitempty"`
 	// Posture is the managed posture the launch started under (Claude Code launches; nil for
 	// other programs and for launches recorded before posture existed).
 	Posture *Posture `json:"posture,omitempty"`
@@ -96,6 +101,53 @@ type DriftEvent struct {
 	Source string `json:"source"`
 	// Alert is false for watched-only paths (HEAD): recorded, but Drift is not raised.
 	Alert bool `json:"alert"`
+}
+
+// SessionRequest asks for a session created by hand.
+type SessionRequest struct {
+	ClientID string `json:"clientId"`
+}
+
+// Session is a pairing session as the API shows it (never its pairing).
+type Session struct {
+	ID       string    `json:"id"`
+	ClientID string    `json:"clientId,omitempty"`
+	LaunchID string    `json:"launchId,omitempty"`
+	Kind     string    `json:"kind,omitempty"`
+	State    string    `json:"state"`
+	Created  time.Time `json:"created,omitzero"`
+	LastUsed time.Time `json:"lastUsed,omitzero"`
+}
+
+// SessionCreated answers a SessionRequest: the only time the pairing is shown.
+type SessionCreated struct {
+	Session
+	Pairing  string `json:"pairing"`
+	RelayURL string `json:"relayUrl"`
+}
+
+// RelayStats counts a launch's requests through the relay (LLM and git).
+type RelayStats struct {
+	Requests     int   `json:"requests"`
+	LastStatus   int   `json:"lastStatus,omitempty"`
+	Canceled     int   `json:"canceled,omitempty"`
+	InputTokens  int64 `json:"inputTokens,omitempty"`
+	OutputTokens int64 `json:"outputTokens,omitempty"`
+}
+
+// EgressStats counts a launch's tunnels and requests through the egress proxy.
+type EgressStats struct {
+	Allowed int64 `json:"allowed"`
+	Refused int64 `json:"refused"`
+	// Failed were allowed but could not be resolved or reached.
+	Failed    int64 `json:"failed,omitempty"`
+	BytesUp   int64 `json:"bytesUp,omitempty"`
+	BytesDown int64 `json:"bytesDown,omitempty"`
+	// LastRefused is the host:port of the latest target the allowlist refused (what to add to
+	// egressAllow), and LastRefusedReason why: host_not_allowed, port_not_allowed or
+	// address_refused.
+	LastRefused       string `json:"lastRefused,omitempty"`
+	LastRefusedReason string `json:"lastRefusedReason,omitempty"`
 }
 
 // Info describes the daemon.

@@ -19,6 +19,8 @@ const (
 	CodeLaunchDirConflict  = "launch_dir_conflict"
 	CodeStateOwnedByOther  = "state_owned_by_other_user"
 	CodeEgressNotSupported = "egress_not_supported"
+	CodeTooManySessions    = "too_many_sessions"
+	CodePairingInvalid     = "pairing_invalid"
 	// CodeArgumentDenied: an argument the program's profile refuses (a network listener, a
 	// flag that would bypass the pinned configuration).
 	CodeArgumentDenied = "argument_denied"
@@ -34,8 +36,10 @@ func Status(code string) int {
 		return http.StatusBadRequest
 	case CodeNotFound:
 		return http.StatusNotFound
-	case CodeForbidden, CodeEgressNotSupported, CodeStateOwnedByOther:
+	case CodeForbidden, CodeEgressNotSupported, CodeStateOwnedByOther, CodePairingInvalid:
 		return http.StatusForbidden
+	case CodeTooManySessions:
+		return http.StatusTooManyRequests
 	case CodeBoxUnavailable:
 		return http.StatusServiceUnavailable
 	case CodeLaunchDirConflict, CodePreconditionFailed:

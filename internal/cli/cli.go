@@ -67,7 +67,7 @@ A per-user daemon builds the boxes; ` + "`agentbox run`" + ` starts it when it i
 		Version:       Version,
 	}
 	root.AddCommand(newRunCmd(), newDaemonCmd(), newLaunchesCmd(), newStopCmd(), newInfoCmd(), newDoctorCmd(),
-		newAttachCmd(), newConfigCmd(), newProfilesCmd())
+		newAttachCmd(), newConfigCmd(), newProfilesCmd(), newSessionCmd(), newRevokeCmd())
 	return root
 }
 

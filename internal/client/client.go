@@ -191,3 +191,26 @@ func (c *Client) ShimSocket(ctx context.Context, id string) (string, error) {
 	}
 	return resp.ShimSocket, nil
 }
+
+// CreateSession creates a session by hand; the answer is the only time its pairing is shown.
+func (c *Client) CreateSession(ctx context.Context, clientID string) (*api.SessionCreated, error) {
+	var s api.SessionCreated
+	return &s, c.do(ctx, http.MethodPost, "/v0/sessions", api.SessionRequest{ClientID: clientID}, &s)
+}
+
+// Sessions lists the live sessions (never their pairings).
+func (c *Client) Sessions(ctx context.Context) ([]api.Session, error) {
+	var ss []api.Session
+	return ss, c.do(ctx, http.MethodGet, "/v0/sessions", nil, &ss)
+}
+
+// RevokeSession revokes a session: its next request is refused and its requests in flight end.
+func (c *Client) RevokeSession(ctx context.Context, id string) error {
+	return c.do(ctx, http.MethodDelete, "/v0/sessions/"+id, nil, nil)
+}
+
+// RevokeLaunch revokes a launch's session; the box keeps running without relay access.
+func (c *Client) RevokeLaunch(ctx context.Context, id string) (*api.Session, error) {
+	var s api.Session
+	return &s, c.do(ctx, http.MethodPost, api.RouteLaunch+id+"/revoke", nil, &s)
+}

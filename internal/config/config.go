@@ -28,6 +28,10 @@ type Config struct {
 	Engine string `json:"engine,omitempty" jsonschema:"enum=native,enum=bwrap" jsonschema_description:"Mechanism that builds boxes: native (namespaces, Landlock, seccomp) or bwrap (bubblewrap)."`
 	// Egress is the network mode of boxes. "" means deny.
 	Egress string `json:"egress,omitempty" jsonschema:"enum=deny,enum=allow" jsonschema_description:"Network of boxes: deny (loopback only; traffic leaves through agentbox's brokers) or allow (host network, logged at every launch)."`
+	// EgressAllow lists what boxes with egress deny may reach through the launch's egress
+	// proxy (docs/egress.md): host[:port], *.domain[:port] or an IP address[:port]; no port
+	// means 443 and 80. Nil means none: no proxy runs and boxes are unchanged.
+	EgressAllow []string `json:"egressAllow,omitempty" jsonschema_description:"Hosts boxes may reach through the egress proxy (HTTPS_PROXY in the box): host[:port], *.domain[:port] or an IP address; no port means 443 and 80. Empty: no proxy. See docs/egress.md."`
 	// Console configures the console relay between the box and the user's terminal.
 	Console Console `json:"console,omitzero" jsonschema_description:"Console relay between the box and the user's terminal."`
 	// StopGrace is how long a stopped box gets between SIGTERM and SIGKILL. Zero means 5s.

@@ -54,6 +54,9 @@ func validate(file string, body ast.Node, c *Config) error {
 	at := func(path []string, msg string) error {
 		return errorAt(file, nodeAt(body, path), strings.Join(path, "."), msg)
 	}
+	if err := validateEgressAllow(file, body, c); err != nil {
+		return err
+	}
 	if err := validateBrokers(file, body, c); err != nil {
 		return err
 	}

@@ -52,16 +52,16 @@ func (b *integrityBroker) statePath(id string) string {
 func (*integrityBroker) name() string { return "integrity" }
 
 func (b *integrityBroker) prepare(ctx context.Context, bl *brokerLaunch, c *plan.Contributions) error {
-	lay, err := integrity.Resolve(bl.Workspace, nil)
+	// Resolved under the registry's lock, with the placeholders of other launches on the
+	// workspace taken for what they are (shared, held while this box runs too), never for the
+	// user's files.
+	lay, err := b.reg.Prepare(bl.ID, bl.Workspace, nil)
 	if err != nil {
+		b.release(bl.ID)
 		return err
 	}
 	for _, n := range lay.Notes {
 		b.d.log.Warn("integrity: protected path not pinned", "launch", bl.ID, "note", n)
-	}
-	if err := b.reg.Acquire(bl.ID, lay.Placeholders); err != nil {
-		b.release(bl.ID)
-		return err
 	}
 	st := integrity.Snapshot(lay, integrity.Limits{})
 	if err := st.Save(b.statePath(bl.ID)); err != nil {

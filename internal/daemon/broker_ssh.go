@@ -22,17 +22,20 @@ func init() {
 }
 
 // sshConfigOf returns the git.ssh section of a configuration.
-//
-// TODO(lead): return c.Git.SSH once internal/config has the git section (see docs/ssh.md,
-// "Configuration"). Until then the broker is off for every launch and the plan is unchanged.
-var sshConfigOf = func(c config.Config) sshbroker.Config { return sshbroker.Config{} }
+var sshConfigOf = func(c config.Config) sshbroker.Config { return c.Git.SSH.Broker() }
 
 // sshSessionDone returns a channel closed when the launch's pairing session is revoked or
-// ends, so that revocation cuts the box's agent requests and ssh legs.
-//
-// TODO(lead): wire the launch's relay session (session.Session.Done) when the relay broker
-// lands; nil (as now) ties the broker to the launch's life only.
-var sshSessionDone func(d *Daemon, launchID string) <-chan struct{}
+// ends, so that revocation cuts the box's agent requests and ssh legs. The relay broker
+// prepares before the ssh broker, so the session exists.
+var sshSessionDone = func(d *Daemon, launchID string) <-chan struct{} {
+	if d.relay == nil {
+		return nil
+	}
+	if s := d.relay.session(launchID); s != nil {
+		return s.Done()
+	}
+	return nil
+}
 
 // sshKnownHosts, when set (tests), lists the known_hosts files seeded into boxes instead of
 // the user's and the system's.

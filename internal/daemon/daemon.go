@@ -60,6 +60,9 @@ type Daemon struct {
 	stateDir   string
 	socket     string
 	store      launchStore
+	db         *store.Store    // the store itself, for what is not a launch record (sessions, audit)
+	ctx        context.Context // lives as long as serve
+	relay      *relayBroker    // set by the relay broker
 
 	mu       sync.Mutex
 	cfg      *config.Effective
@@ -118,7 +121,7 @@ func (d *Daemon) serve(ctx context.Context) error {
 		return err
 	}
 	defer st.Close()
-	d.store = st
+	d.store, d.db, d.ctx = st, st, ctx
 	if d.opts.wrapStore != nil {
 		d.store = d.opts.wrapStore(st)
 	}
@@ -170,4 +173,11 @@ func (d *Daemon) serve(ctx context.Context) error {
 		err = nil
 	}
 	return err
+}
+
+// currentConfig returns the configuration in force.
+func (d *Daemon) currentConfig() config.Config {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.cfg.Config
 }

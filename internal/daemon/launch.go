@@ -252,7 +252,12 @@ func (d *Daemon) serveLaunches(w http.ResponseWriter, r *http.Request) error {
 	}
 	out := make([]api.Launch, 0, len(ls))
 	for _, l := range ls {
-		out = append(out, fromStore(l))
+		rec := fromStore(l)
+		if d.relay != nil {
+			rec.Relay = d.relay.launchStats(rec.ID)
+		}
+		rec.Egress = d.egressStats(rec.ID)
+		out = append(out, rec)
 	}
 	writeJSON(w, http.StatusOK, out)
 	return nil

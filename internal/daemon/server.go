@@ -40,6 +40,10 @@ func (d *Daemon) handler() http.Handler {
 		{"GET", "/v0/launches/{id}", permRead, d.serveGetLaunch},
 		{"GET", "/v0/launches/{id}/console", permWrite, d.serveConsole},
 		{"POST", "/v0/launches/{id}/stop", permWrite, d.serveStop},
+		{"POST", "/v0/launches/{id}/revoke", permWrite, d.serveRevokeLaunch},
+		{"GET", "/v0/sessions", permRead, d.serveSessions},
+		{"POST", "/v0/sessions", permWrite, d.serveCreateSession},
+		{"DELETE", "/v0/sessions/{id}", permWrite, d.serveRevokeSession},
 	}
 	mux := http.NewServeMux()
 	for _, rt := range routes {

@@ -4,6 +4,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -16,8 +17,9 @@ import (
 
 func TestMain(m *testing.M) {
 	enginetest.Main(m, map[string]func([]string) int{
-		"box-init": native.BoxInitMain,
-		"box-exec": native.BoxExecMain,
+		"box-init":           native.BoxInitMain,
+		"box-exec":           native.BoxExecMain,
+		placeholderWorkerCmd: placeholderWorker,
 	})
 }
 
@@ -88,14 +90,11 @@ func newProtectedBox(t *testing.T, setup func(ws string), script string, o engin
 		if setup != nil {
 			setup(in.Workspace)
 		}
-		lay, err := integrity.Resolve(in.Workspace, nil)
+		lay, err := pb.reg.Prepare(pb.launch, in.Workspace, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
 		pb.lay = lay
-		if err := pb.reg.Acquire(pb.launch, lay.Placeholders); err != nil {
-			t.Fatal(err)
-		}
 		pb.state = integrity.Snapshot(lay, integrity.Limits{})
 		in.Brokers.Mounts = plan.ProtectMounts(lay.Protected)
 		// As the daemon's broker does: git in the box ignores the placeholders.
@@ -294,18 +293,20 @@ func TestNoPlaceholderLeftovers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	lay, err := integrity.Resolve(ws, nil)
-	if err != nil {
-		t.Fatal(err)
+	reg := &integrity.Registry{Path: filepath.Join(t.TempDir(), "ph.json")}
+	var lay *integrity.Layout
+	for _, id := range []string{"a", "b"} {
+		l, err := reg.Prepare(id, ws, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if lay != nil && !reflect.DeepEqual(l.Placeholders, lay.Placeholders) {
+			t.Errorf("launch b's placeholders %v differ from launch a's %v: a's must be shared", l.Placeholders, lay.Placeholders)
+		}
+		lay = l
 	}
 	if len(lay.Placeholders) == 0 {
 		t.Fatal("an empty workspace needs placeholders")
-	}
-	reg := &integrity.Registry{Path: filepath.Join(t.TempDir(), "ph.json")}
-	for _, id := range []string{"a", "b"} {
-		if err := reg.Acquire(id, lay.Placeholders); err != nil {
-			t.Fatal(err)
-		}
 	}
 	for _, ph := range lay.Placeholders {
 		if _, err := os.Lstat(ph.Path); err != nil {

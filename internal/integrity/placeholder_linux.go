@@ -69,33 +69,111 @@ func (r *Registry) locked(fn func(f *phFile) error) error {
 	return ferr
 }
 
-// Acquire makes sure every placeholder of ps exists for launch: an existing placeholder of
-// another launch is shared, a missing one is created (never through a symlink, only beneath
-// its workspace). A path that meanwhile exists and is not a placeholder is left alone (the
-// box binds it as it is). On error the placeholders acquired so far stay held: call Release.
-func (r *Registry) Acquire(launch string, ps []Placeholder) error {
-	return r.locked(func(f *phFile) error {
-		for _, p := range ps {
-			if e := f.find(p.Path); e != nil {
-				if dev, ino, err := lstatBeneath(p.Beneath, p.Path); err == nil && dev == e.Dev && ino == e.Ino {
-					if !slices.Contains(e.Holders, launch) {
-						e.Holders = append(e.Holders, launch)
-					}
-					continue
-				}
-				f.drop(e) // gone or replaced by the user: no longer ours
+// Prepare resolves workspace ws (as Resolve does, with extra) for launch and acquires the
+// placeholders its layout needs, both under the registry's lock, so that no other launch — of
+// this process or another — creates or removes a placeholder in between.
+//
+// A placeholder another launch holds is resolved as absent, as it is when no box runs: every
+// launch on a workspace gets the same layout and shares the placeholders (Resolve alone would
+// take them for the user's files, and the box would bind them without holding them, and lose
+// them when the other launch ended). Besides, launch becomes a holder of every placeholder it
+// binds: one that is a protected path of its layout, a folder on the way to one, or beneath
+// one. Release keeps a placeholder while any of its holders runs.
+//
+// A missing placeholder is created (never through a symlink, only beneath its workspace); a
+// path that meanwhile exists and is not a placeholder is left alone (the box binds it as it
+// is). On error the placeholders acquired so far stay held: call Release.
+func (r *Registry) Prepare(launch, ws string, extra []string) (*Layout, error) {
+	var lay *Layout
+	err := r.locked(func(f *phFile) error {
+		held := map[string]bool{}
+		for _, e := range f.Entries {
+			if within(e.Path, ws) && e.Path != ws && e.untouched() {
+				held[e.Path] = true
 			}
-			dev, ino, err := create(p)
-			if errors.Is(err, unix.EEXIST) {
+		}
+		var err error
+		if lay, err = resolveExcept(ws, extra, held); err != nil {
+			return err
+		}
+		return f.acquire(launch, lay)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return lay, nil
+}
+
+// acquire makes sure every placeholder of lay exists for launch, and makes launch a holder of
+// every placeholder it binds.
+func (f *phFile) acquire(launch string, lay *Layout) error {
+	for _, p := range lay.Placeholders {
+		if e := f.find(p.Path); e != nil {
+			if e.same() {
+				e.hold(launch)
 				continue
 			}
-			if err != nil {
-				return fmt.Errorf("placeholder %s: %w", p.Path, err)
-			}
-			f.Entries = append(f.Entries, &phEntry{Placeholder: p, Dev: dev, Ino: ino, Holders: []string{launch}})
+			f.drop(e) // gone or replaced by the user: no longer ours
 		}
-		return nil
-	})
+		dev, ino, err := create(p)
+		if errors.Is(err, unix.EEXIST) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("placeholder %s: %w", p.Path, err)
+		}
+		f.Entries = append(f.Entries, &phEntry{Placeholder: p, Dev: dev, Ino: ino, Holders: []string{launch}})
+	}
+	for _, e := range f.Entries {
+		if !slices.Contains(e.Holders, launch) && binds(lay, e.Path) && e.same() {
+			e.hold(launch)
+		}
+	}
+	return nil
+}
+
+// binds reports whether a box with layout lay binds path, or something beneath it, or binds
+// it as part of a folder: path is a protected path, a folder between one and the workspace, or
+// lies beneath one.
+func binds(lay *Layout, path string) bool {
+	if !within(path, lay.Workspace) {
+		return false
+	}
+	for _, p := range lay.Protected {
+		if within(p.Path, path) || within(path, p.Path) {
+			return true
+		}
+	}
+	return false
+}
+
+func (e *phEntry) hold(launch string) {
+	if !slices.Contains(e.Holders, launch) {
+		e.Holders = append(e.Holders, launch)
+	}
+}
+
+// same reports whether the placeholder is still the inode created.
+func (e *phEntry) same() bool {
+	dev, ino, err := lstatBeneath(e.Beneath, e.Path)
+	return err == nil && dev == e.Dev && ino == e.Ino
+}
+
+// untouched reports whether the placeholder is still the inode created and, for a file, still
+// holds what was written: a placeholder someone wrote to is theirs (Release keeps it too).
+func (e *phEntry) untouched() bool {
+	if !e.same() {
+		return false
+	}
+	if e.Dir {
+		return true
+	}
+	dir, name, err := openParent(e.Beneath, e.Path)
+	if err != nil {
+		return false
+	}
+	defer unix.Close(dir)
+	return sameContent(dir, name, e.Content)
 }
 
 // Release drops launch's hold on its placeholders and removes those no launch holds any

@@ -7,12 +7,9 @@ type Registry struct {
 	Path string
 }
 
-// Acquire is not supported off Linux.
-func (r *Registry) Acquire(launch string, ps []Placeholder) error {
-	if len(ps) == 0 {
-		return nil
-	}
-	return ErrNotSupported
+// Prepare is not supported off Linux.
+func (r *Registry) Prepare(launch, ws string, extra []string) (*Layout, error) {
+	return nil, ErrNotSupported
 }
 
 // Release is not supported off Linux.

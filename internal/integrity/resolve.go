@@ -25,7 +25,7 @@ type Layout struct {
 	Workspace string
 	// Protected are bound read-only in the box (plan.ProtectMounts); placeholders included.
 	Protected []plan.Protected
-	// Placeholders must exist before the box starts (Registry.Acquire).
+	// Placeholders must exist before the box starts (Registry.Prepare).
 	Placeholders []Placeholder
 	// Roots are what the watch snapshots and verifies.
 	Roots []Root

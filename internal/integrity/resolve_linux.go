@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
 
 	"golang.org/x/sys/unix"
@@ -15,6 +16,12 @@ import (
 // without following symlinks, so a symlink or a .git file written by an earlier box never
 // makes a launch bind something outside the workspace.
 func Resolve(ws string, extra []string) (*Layout, error) {
+	return resolveExcept(ws, extra, nil)
+}
+
+// resolveExcept is Resolve with the paths of absent (absolute paths) taken for absent: the
+// placeholders of running launches (see Registry.Prepare).
+func resolveExcept(ws string, extra []string, absent map[string]bool) (*Layout, error) {
 	fd, err := unix.Openat2(unix.AT_FDCWD, ws, &unix.OpenHow{
 		Flags:   unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC,
 		Resolve: unix.RESOLVE_NO_MAGICLINKS,
@@ -23,7 +30,28 @@ func Resolve(ws string, extra []string) (*Layout, error) {
 		return nil, fmt.Errorf("integrity: open workspace %s: %w", ws, err)
 	}
 	defer unix.Close(fd)
-	return resolveWith(ws, extra, linuxFS{fd}), nil
+	var fs beneathFS = linuxFS{fd}
+	if len(absent) > 0 {
+		fs = absentFS{beneathFS: fs, ws: ws, absent: absent}
+	}
+	return resolveWith(ws, extra, fs), nil
+}
+
+// absentFS is a beneathFS in which the paths of absent, and what lies beneath them, do not
+// exist.
+type absentFS struct {
+	beneathFS
+	ws     string
+	absent map[string]bool
+}
+
+func (f absentFS) kind(rel string) (string, error) {
+	for p := filepath.Join(f.ws, rel); within(p, f.ws) && p != f.ws; p = filepath.Dir(p) {
+		if f.absent[p] {
+			return KindAbsent, nil
+		}
+	}
+	return f.beneathFS.kind(rel)
 }
 
 type linuxFS struct{ ws int }

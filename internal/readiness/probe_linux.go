@@ -45,7 +45,7 @@ const (
 const (
 	proberFile = "prober.json" // the prober's pid and start time
 	shimFile   = "probe-shim.json"
-	boxFile    = "probe-box.json" // the box's pid namespace
+	boxFile    = "probe-box.json" // the box's PID 1 (host pid, start time) and pid namespace
 	hostSock   = "host.sock"      // the prober's host pathname socket
 )
 
@@ -159,7 +159,9 @@ type prober struct {
 	watcher   *shim.Watcher
 	stdinW    *os.File
 	pidNS     uint64
-	finished  bool // the shim reported the launch's end
+	pin       *pinnedNS // holds the box's pid namespace (and so its inode number) alive
+	init      procRef   // the box's PID 1
+	finished  bool      // the shim reported the launch's end
 	final     *shim.Status
 }
 
@@ -289,7 +291,12 @@ func (p *prober) run(ctx context.Context, root string, res *Result) *Error {
 		p.pidNS = 0
 		return failf(ReasonAttestationFailed, "namespaces.pid: the shim recorded the host's pid namespace for the box")
 	}
-	if err := writeRef(filepath.Join(p.dir, boxFile), started.BoxPid, 0, p.pidNS); err != nil {
+	// Pin the namespace while the box runs, so that its inode number cannot be reused by
+	// another namespace while this probe checks (and, failing, kills) its processes.
+	if p.pin, p.init, err = pinNamespace(p.pidNS); err != nil {
+		p.log.Warn("readiness: pin the probe box's pid namespace", "err", err)
+	}
+	if err := writeRef(filepath.Join(p.dir, boxFile), p.init.Pid, p.init.Start, p.pidNS); err != nil {
 		p.log.Warn("readiness: record probe box", "err", err)
 	}
 	if p.o.AfterStart != nil {
@@ -338,7 +345,7 @@ read:
 
 	// While the box runs: its grandchild must be visible host-side in the box's pid namespace.
 	var gcFD = -1
-	if att != nil && att.Grandchild != nil {
+	if att != nil && att.Grandchild != nil && p.pin != nil {
 		gcFD, obs.GrandchildDetail = findInNamespace(p.pidNS, *att.Grandchild)
 		obs.GrandchildSeen = gcFD >= 0
 	} else {
@@ -365,8 +372,12 @@ read:
 	obs.ExitCode = p.final.ExitCode
 	obs.ListenerHits = int(p.hits.Load())
 	// After the end: nothing of the box's pid namespace remains, the grandchild included.
-	left, err := native.Remaining(p.pidNS)
-	obs.GrandchildGone = err == nil && len(left) == 0
+	var left []int
+	err = errors.New("the box's pid namespace was not pinned")
+	if p.pin != nil {
+		left, err = running(p.pidNS)
+	}
+	obs.GrandchildGone = err == nil && len(left) == 0 && !alive(p.init)
 	if gcFD >= 0 {
 		if unix.PidfdSendSignal(gcFD, 0, nil, 0) == nil {
 			obs.GrandchildGone = false
@@ -497,11 +508,15 @@ func (p *prober) cleanup() {
 	if p.dir == "" {
 		return
 	}
-	if settled && p.pidNS != 0 {
-		if left, err := native.Remaining(p.pidNS); err != nil || len(left) > 0 {
+	if settled && p.init.Pid != 0 && alive(p.init) {
+		settled = false
+	}
+	if settled && p.pin != nil {
+		if left, err := running(p.pidNS); err != nil || len(left) > 0 {
 			settled = false
 		}
 	}
+	p.pin.close()
 	if !settled {
 		p.log.Error("readiness: probe box not proven gone; its directory is kept for the next probe", "dir", p.dir)
 		return
@@ -532,7 +547,7 @@ func (p *prober) abort() bool {
 		}
 	}
 	killRef(procRef{Pid: p.shimPid})
-	return settleNamespace(p.pidNS, p.log)
+	return settleBox(p.init, p.pin, p.log)
 }
 
 func (p *prober) removeCanary() {
@@ -565,22 +580,23 @@ func Reclaim(runtimeDir, home string, log *slog.Logger) error {
 		if !e.IsDir() {
 			continue
 		}
-		var pidNS uint64
-		if ref, err := readRef(filepath.Join(dir, boxFile)); err == nil {
-			pidNS = ref.PidNS
-		}
+		box, _ := readRef(filepath.Join(dir, boxFile))
 		if ref, err := readRef(filepath.Join(dir, shimFile)); err == nil && sameProcess(ref.Pid, ref.Start) {
-			if pidNS == 0 {
-				if st, err := shim.Query(dir); err == nil {
-					pidNS = st.Namespaces["pid"]
-				}
-			}
 			log.Info("readiness: reclaiming an abandoned probe", "dir", dir, "shim", ref.Pid)
 			killRef(ref)
 		}
-		if pidNS != 0 && !settleNamespace(pidNS, log) {
-			failed = append(failed, dir)
-			continue
+		// The box ends with its PID 1: once that process (the very one, by start time) is
+		// gone, the kernel has ended every process of its pid namespace. While it lives, its
+		// namespace is pinned through it, so that stragglers are found by an inode number no
+		// other namespace can have meanwhile.
+		if alive(box) {
+			pin, err := pinProcess(box.Pid, box.PidNS)
+			ok := settleBox(box, pin, log) // without a pin (PID 1 just died): by PID 1 alone
+			pin.close()
+			if !ok || (err != nil && alive(box)) {
+				failed = append(failed, dir)
+				continue
+			}
 		}
 		if err := os.RemoveAll(dir); err != nil {
 			failed = append(failed, dir)
@@ -597,20 +613,107 @@ func Reclaim(runtimeDir, home string, log *slog.Logger) error {
 	return nil
 }
 
-// settleNamespace kills every process of pid namespace pidNS and waits (bounded) until none
-// remains; it reports whether none does.
-func settleNamespace(pidNS uint64, log *slog.Logger) bool {
-	if pidNS == 0 {
-		return true
+// pinnedNS is an open descriptor of a pid namespace: while it is held, the namespace's inode
+// number names it alone.
+type pinnedNS struct {
+	fd  int
+	ino uint64
+}
+
+func (p *pinnedNS) close() {
+	if p != nil && p.fd >= 0 {
+		unix.Close(p.fd)
+		p.fd = -1
 	}
-	if own, err := native.PidNamespace(os.Getpid()); err != nil || own == pidNS {
-		// Never the prober's own pid namespace: that would be every process of the host.
-		log.Error("readiness: refusing to settle the prober's own pid namespace", "pidNS", pidNS)
+}
+
+// pinNamespace pins pid namespace ino through one of its live processes and finds its PID 1.
+func pinNamespace(ino uint64) (*pinnedNS, procRef, error) {
+	pids, err := native.Remaining(ino)
+	if err != nil {
+		return nil, procRef{}, err
+	}
+	var pin *pinnedNS
+	var init procRef
+	for _, pid := range pids {
+		if pin == nil {
+			if p, err := pinProcess(pid, ino); err == nil {
+				pin = p
+			}
+		}
+		if init.Pid == 0 && innermostPid(pid) == 1 {
+			start, err := procStartTime(pid)
+			if err == nil {
+				init = procRef{Pid: pid, Start: start, PidNS: ino}
+			}
+		}
+	}
+	if pin == nil {
+		return nil, init, fmt.Errorf("no live process in pid namespace %d", ino)
+	}
+	// The init found by the scan must be the namespace's own (checked against the pin).
+	if init.Pid != 0 {
+		if got, err := native.PidNamespace(init.Pid); err != nil || got != ino {
+			init = procRef{}
+		}
+	}
+	return pin, init, nil
+}
+
+// pinProcess opens pid's pid namespace and checks that it is ino.
+func pinProcess(pid int, ino uint64) (*pinnedNS, error) {
+	fd, err := unix.Open(fmt.Sprintf("/proc/%d/ns/pid", pid), unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil || st.Ino != ino {
+		unix.Close(fd)
+		return nil, fmt.Errorf("process %d is not in pid namespace %d", pid, ino)
+	}
+	return &pinnedNS{fd: fd, ino: ino}, nil
+}
+
+// innermostPid returns pid's pid in its own pid namespace (the last NSpid field), or 0.
+func innermostPid(pid int) int {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "NSpid:"); ok {
+			f := strings.Fields(v)
+			if len(f) > 0 {
+				n, _ := strconv.Atoi(f[len(f)-1])
+				return n
+			}
+		}
+	}
+	return 0
+}
+
+// settleBox ends a box and proves it: SIGKILL to its PID 1 (the very process, by start time),
+// after which the kernel ends every process of its pid namespace; then, with the namespace
+// pinned, a scan for stragglers (killed too) until none remains. It never kills by a pid
+// namespace inode it has not pinned, and never in the prober's own pid namespace.
+func settleBox(init procRef, pin *pinnedNS, log *slog.Logger) bool {
+	if init.Pid != 0 {
+		killRef(init)
+		if alive(init) {
+			log.Error("readiness: the probe box's PID 1 survives SIGKILL", "pid", init.Pid)
+			return false
+		}
+	}
+	if pin == nil {
+		return init.Pid != 0
+	}
+	if own, err := native.PidNamespace(os.Getpid()); err != nil || own == pin.ino {
+		log.Error("readiness: refusing to settle the prober's own pid namespace", "pidNS", pin.ino)
 		return false
 	}
 	deadline := time.Now().Add(settleWait)
 	for {
-		left, err := native.Remaining(pidNS)
+		left, err := running(pin.ino)
 		if err != nil {
 			log.Error("readiness: scan the probe box's pid namespace", "err", err)
 			return false
@@ -623,13 +726,51 @@ func settleNamespace(pidNS uint64, log *slog.Logger) bool {
 			return false
 		}
 		for _, pid := range left {
-			killInNamespace(pid, pidNS)
+			killInNamespace(pid, pin.ino)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
 }
 
-// killInNamespace sends SIGKILL to pid through a pidfd if it is still in pid namespace ns.
+// running lists the processes of pid namespace ino that have not ended. A zombie has ended:
+// the box's PID 1, once its parent (the shim) is gone, may wait as a zombie for an unrelated
+// reaper, with nothing of the box left to run.
+func running(ino uint64) ([]int, error) {
+	pids, err := native.Remaining(ino)
+	if err != nil {
+		return nil, err
+	}
+	var out []int
+	for _, pid := range pids {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			continue
+		}
+		i := strings.LastIndexByte(string(b), ')')
+		if i >= 0 && i+2 < len(b) && (b[i+2] == 'Z' || b[i+2] == 'X') {
+			continue
+		}
+		out = append(out, pid)
+	}
+	return out, nil
+}
+
+// alive reports whether the process ref names (pid and start time) still runs: a zombie has
+// ended (and a pid namespace whose PID 1 is a zombie has no other process left).
+func alive(ref procRef) bool {
+	if ref.Pid == 0 || !sameProcess(ref.Pid, ref.Start) {
+		return false
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", ref.Pid))
+	if err != nil {
+		return false
+	}
+	i := strings.LastIndexByte(string(b), ')')
+	return i >= 0 && i+2 < len(b) && b[i+2] != 'Z' && b[i+2] != 'X'
+}
+
+// killInNamespace sends SIGKILL to pid through a pidfd if it is still in pid namespace ns (which
+// the caller has pinned).
 func killInNamespace(pid int, ns uint64) {
 	fd, err := unix.PidfdOpen(pid, 0)
 	if err != nil {
@@ -706,7 +847,7 @@ func writeRef(path string, pid int, start uint64, pidNS ...uint64) error {
 	if len(pidNS) > 0 {
 		r.PidNS = pidNS[0]
 	}
-	if start == 0 && len(pidNS) == 0 {
+	if start == 0 && pid != 0 {
 		r.Start, _ = procStartTime(pid)
 	}
 	b, _ := json.Marshal(r)

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -233,6 +234,14 @@ func probeHelper(args []string) int {
 			overlap = fmt.Sprintf("%d probe directories at once (%v)", len(ents), err)
 		}
 		if len(args) > 3 && args[3] == "die" {
+			// Stop the shim first, so that it cannot hang the box up when this prober dies:
+			// the box keeps running, as it would if both had been killed at once.
+			for _, e := range ents {
+				var ref struct{ Pid int }
+				if b, err := os.ReadFile(filepath.Join(args[0], readiness.ProbesDir, e.Name(), "probe-shim.json")); err == nil && json.Unmarshal(b, &ref) == nil && ref.Pid > 0 {
+					syscall.Kill(ref.Pid, syscall.SIGSTOP)
+				}
+			}
 			syscall.Kill(os.Getpid(), syscall.SIGKILL)
 			select {}
 		}
@@ -304,28 +313,59 @@ func TestReclaimAfterKilledProbe(t *testing.T) {
 		}
 		dir := filepath.Join(rt, readiness.ProbesDir, ents[0].Name())
 		var box struct {
+			Pid   int    `json:"pid"`
+			Start uint64 `json:"start"`
 			PidNS uint64 `json:"pidNS"`
 		}
-		if b, err := os.ReadFile(filepath.Join(dir, "probe-box.json")); err != nil || json.Unmarshal(b, &box) != nil || box.PidNS == 0 {
+		if b, err := os.ReadFile(filepath.Join(dir, "probe-box.json")); err != nil || json.Unmarshal(b, &box) != nil || box.Pid == 0 {
 			t.Fatalf("leftover box record: %v", err)
 		}
-		left, err := native.Remaining(box.PidNS)
-		if err != nil || len(left) == 0 {
-			t.Fatalf("the killed probe's box should still run: %v, %v", left, err)
+		boxAlive := func() bool {
+			st, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", box.Pid))
+			if err != nil {
+				return false
+			}
+			f := strings.Fields(string(st[strings.LastIndexByte(string(st), ')')+1:]))
+			return len(f) > 19 && f[19] == fmt.Sprint(box.Start) && f[0] != "Z" && f[0] != "X"
 		}
+		if !boxAlive() {
+			t.Fatal("the killed probe's box should still run")
+		}
+		// Pin the old box's pid namespace, so that the check below cannot be fooled by a new
+		// namespace reusing its inode number.
+		nsfd, err := os.Open(fmt.Sprintf("/proc/%d/ns/pid", box.Pid))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer nsfd.Close()
 		if _, err := os.Stat(filepath.Join(home, ".ssh", readiness.CanaryName)); err != nil {
 			t.Fatalf("the killed probe's canary: %v", err)
 		}
 
-		res := readiness.Probe(context.Background(), readiness.ProbeOptions{Engine: engine, RuntimeDir: rt, Home: home})
+		var log bytes.Buffer
+		res := readiness.Probe(context.Background(), readiness.ProbeOptions{Engine: engine, RuntimeDir: rt, Home: home,
+			Logger: slog.New(slog.NewTextHandler(&log, nil))})
 		if !res.OK() {
-			t.Fatalf("next probe: %v", res.Err)
+			t.Fatalf("next probe: %v\n%s", res.Err, log.Bytes())
 		}
 		if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
 			t.Errorf("the killed probe's directory remains: %v", err)
 		}
-		if left, err := native.Remaining(box.PidNS); err != nil || len(left) > 0 {
-			t.Errorf("processes of the killed probe's box remain: %v, %v", left, err)
+		if boxAlive() {
+			t.Errorf("the killed probe's box (PID 1 = host pid %d) still runs", box.Pid)
+		}
+		if left, err := native.Remaining(box.PidNS); err != nil {
+			t.Error(err)
+		} else {
+			// A zombie has ended: the killed box's PID 1 may wait for the host's reaper.
+			for _, pid := range left {
+				if st, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid)); err == nil {
+					f := strings.Fields(string(st[strings.LastIndexByte(string(st), ')')+1:]))
+					if len(f) > 0 && f[0] != "Z" && f[0] != "X" {
+						t.Errorf("process %d of the killed probe's box still runs (%s)", pid, f[0])
+					}
+				}
+			}
 		}
 		if _, err := os.Stat(filepath.Join(home, ".ssh", readiness.CanaryName)); !errors.Is(err, os.ErrNotExist) {
 			t.Errorf("the canary remains: %v", err)

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/agentbox/agentbox/internal/engine/native"
@@ -118,5 +119,31 @@ func TestRequestRefusesBeneath(t *testing.T) {
 	p.Mounts = append(p.Mounts, plan.Mount{Kind: plan.MountBind, Source: "/home/alice/src/project/.git/config", Target: "/home/alice/src/project/.git/config", Beneath: "/home/alice/src/project"})
 	if _, err := (&Engine{}).Request(p); !errors.Is(err, native.ErrInvalidSpec) {
 		t.Errorf("Request with a beneath-resolved bind = %v, want ErrInvalidSpec", err)
+	}
+}
+
+// TestExpandArgs guards the one option of a request that is not bwrap's: a mask resolved
+// against the host when the box starts.
+func TestExpandArgs(t *testing.T) {
+	stat := func(p string) (bool, bool) {
+		switch p {
+		case "/proc/acpi":
+			return true, true
+		case "/etc/shadow":
+			return false, true
+		}
+		return false, false
+	}
+	got, err := ExpandArgs([]string{"--proc", "/proc", MaskOption, "/proc/acpi", MaskOption, "/etc/shadow", MaskOption, "/proc/kcore", "--", "/x", MaskOption}, stat)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"--proc", "/proc", "--perms", "0555", "--tmpfs", "/proc/acpi", "--remount-ro", "/proc/acpi",
+		"--ro-bind", "/dev/null", "/etc/shadow", "--", "/x", MaskOption}
+	if strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Errorf("ExpandArgs =\n%q\nwant\n%q", got, want)
+	}
+	if _, err := ExpandArgs([]string{MaskOption}, stat); err == nil {
+		t.Error("a mask without a path was accepted")
 	}
 }

@@ -330,3 +330,21 @@ func TestBoxInitClosesLeakedFDs(t *testing.T) {
 		}
 	}
 }
+
+// TestProcOfBoxInitHidden guards the /proc entries of box-init (and of its threads) from the
+// program. box-init is non-dumpable, so the kernel makes the root of the box's user namespace
+// the owner of its /proc entries; run by root the uid map is 0→0, the program is that owner,
+// and without a fix it could list box-init's 0500 fd directory (descriptor numbers), by
+// /proc/1/fd as well as by each thread's /proc/<tid>/fd.
+func TestProcOfBoxInitHidden(t *testing.T) {
+	t.Parallel()
+	p, _ := probePlan(t, []string{"proc-others"}, nil)
+	var got map[string][]string
+	runProbe(t, p, enginetest.Options{}, &got)
+	if len(got["control"]) == 0 {
+		t.Fatalf("the probe could not read its own /proc entries: %v", got)
+	}
+	if b := got["breaches"]; len(b) > 0 {
+		t.Errorf("the program reached box-init's /proc entries (uid %d): %v", os.Getuid(), b)
+	}
+}

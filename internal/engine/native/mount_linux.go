@@ -158,7 +158,11 @@ func (b *builder) apply(m Mount) error {
 		case KindDevpts:
 			attrs = unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NOEXEC // its nodes are the ttys
 		}
-		mnt, err := newMount(fstype, m.Options, attrs)
+		options := m.Options
+		if m.Kind == KindProc {
+			options = procOptions(options)
+		}
+		mnt, err := newMount(fstype, options, attrs)
 		if err != nil {
 			return err
 		}
@@ -212,6 +216,25 @@ func (b *builder) apply(m Mount) error {
 		return nil
 	}
 	return fmt.Errorf("%w: unknown mount kind", ErrInvalidSpec)
+}
+
+// procHidePID is the option every procfs of the box is mounted with, whatever the spec says:
+// a process the caller may not ptrace (PTRACE_MODE_READ) is invisible under /proc, whatever
+// the mount's gid. box-init is non-dumpable, and the kernel makes the root of the box's user
+// namespace the owner of a non-dumpable process's /proc entries; run by root that root is the
+// program's own uid (the uid map is 0→0), so without this the program could list the 0500
+// fd directories of box-init and of each of its threads (/proc/1/fd, /proc/1/task/<tid>/fd,
+// /proc/<tid>/fd — threads the Go runtime starts at any time, which no mask made once could
+// cover). The program's own processes stay visible: they share its uid, credentials and
+// Landlock domain. Kernel 5.8 or later (the engine needs 5.12 for mount_setattr anyway).
+const procHidePID = "hidepid=ptraceable"
+
+// procOptions returns a procfs's options with procHidePID last, so that it wins.
+func procOptions(spec string) string {
+	if spec == "" {
+		return procHidePID
+	}
+	return spec + "," + procHidePID
 }
 
 // bind binds the host's Source at Target.

@@ -8,6 +8,8 @@ import (
 	"io"
 	"net"
 	"os"
+	"os/exec"
+	"strconv"
 	"strings"
 	"syscall"
 	"unsafe"
@@ -38,6 +40,8 @@ func nativeProbe(args []string) int {
 		var b []byte
 		b, err = os.ReadFile(args[1])
 		out = string(b)
+	case "proc-others":
+		out, err = probeProcOthers()
 	default:
 		return 2
 	}
@@ -149,6 +153,102 @@ func probeRestrictions() map[string]string {
 	// box-init is outside the program's Landlock domain: signals to it are scoped away.
 	r["kill/init"] = errName(unix.Kill(1, 0))
 	return r
+}
+
+// procSensitive are the entries of /proc/<pid> that reveal a process's descriptors, memory,
+// environment or filesystem view. Directories are listed, links read, files opened.
+var procSensitive = []string{"fd", "fdinfo", "map_files", "environ", "mem", "maps", "smaps", "auxv",
+	"syscall", "stack", "pagemap", "exe", "cwd", "root", "fd/0", "fd/3", "fd/4", "fdinfo/0", "fdinfo/3"}
+
+// probeProcOthers tries /proc/<pid>/<entry> (procSensitive) of every process and thread of the
+// box that is not the probe's own: box-init (pid 1), each of its threads by its own /proc/<tid>
+// and under /proc/1/task/<tid>, and any pid up to well past the probe's. It returns the
+// controls that worked (entries of the probe's own and of a child's; any failing is an error)
+// and what succeeded elsewhere ("breaches", empty when everything was refused or invisible).
+func probeProcOthers() (map[string][]string, error) {
+	self := os.Getpid()
+	own := func() map[int]bool {
+		m := map[int]bool{}
+		ents, _ := os.ReadDir("/proc/self/task")
+		for _, e := range ents {
+			if n, err := strconv.Atoi(e.Name()); err == nil {
+				m[n] = true
+			}
+		}
+		return m
+	}
+	try := func(p string) error {
+		fi, err := os.Lstat(p)
+		if err != nil {
+			return err
+		}
+		switch {
+		case fi.Mode()&os.ModeSymlink != 0:
+			_, err = os.Readlink(p)
+		case fi.IsDir():
+			_, err = os.ReadDir(p)
+		default:
+			var f *os.File
+			if f, err = os.Open(p); err == nil {
+				_, err = f.Read(make([]byte, 64))
+				if errors.Is(err, io.EOF) {
+					err = nil
+				}
+				f.Close()
+			}
+		}
+		return err
+	}
+	// Controls: the probe's own entries, and those of a child it starts (the program's own
+	// processes must stay visible to it: ps, a debugger's attach list).
+	child := exec.Command("sleep", "60")
+	if err := child.Start(); err != nil {
+		return nil, fmt.Errorf("start a child: %w", err)
+	}
+	defer child.Wait()
+	defer child.Process.Kill()
+	out := map[string][]string{"control": nil, "breaches": nil}
+	for _, d := range []string{"/proc/self", "/proc/" + strconv.Itoa(child.Process.Pid)} {
+		for _, e := range []string{"fd", "fdinfo", "environ", "maps", "exe", "cwd"} {
+			if err := try(d + "/" + e); err != nil {
+				return nil, fmt.Errorf("control %s/%s: %w", d, e, err)
+			}
+			out["control"] = append(out["control"], d+"/"+e)
+		}
+	}
+	seen := map[string]bool{}
+	var dirs []string
+	add := func(d string) {
+		if !seen[d] {
+			seen[d] = true
+			dirs = append(dirs, d)
+		}
+	}
+	add("/proc/1")
+	if ents, err := os.ReadDir("/proc/1/task"); err == nil {
+		for _, e := range ents {
+			add("/proc/1/task/" + e.Name())
+			add("/proc/" + e.Name())
+		}
+	}
+	mine := own()
+	for n := 2; n < self+256; n++ {
+		if !mine[n] && n != child.Process.Pid {
+			add("/proc/" + strconv.Itoa(n))
+		}
+	}
+	mine = own() // threads the runtime started meanwhile are the probe's too
+	for _, d := range dirs {
+		if n, err := strconv.Atoi(strings.TrimPrefix(d, "/proc/")); err == nil && (mine[n] || n == child.Process.Pid) {
+			continue
+		}
+		for _, e := range procSensitive {
+			if err := try(d + "/" + e); err == nil {
+				out["breaches"] = append(out["breaches"], d+"/"+e)
+			}
+		}
+	}
+	return out, nil
 }
 
 func connectAbstract(name string) error {

@@ -1,0 +1,329 @@
+package daemon
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/agentbox/agentbox/internal/api"
+	"github.com/agentbox/agentbox/internal/egress"
+	"github.com/agentbox/agentbox/internal/plan"
+	"github.com/agentbox/agentbox/internal/relay/session"
+	"github.com/agentbox/agentbox/internal/store"
+)
+
+func init() {
+	// After the relay broker (0), which creates the launch's pairing session, and after the
+	// ssh broker (30), whose leg ports the proxy's port must not take.
+	registerBroker(40, func(d *Daemon) (broker, error) {
+		return &egressBroker{d: d, live: map[string]*egressLaunch{}, ended: map[string]api.EgressStats{}}, nil
+	})
+}
+
+// EgressPort is the in-box loopback port of a launch's egress proxy (the next free one when a
+// broker before it took it).
+const EgressPort = 3128
+
+const (
+	// egressSocket is the proxy's unix socket in the launch's run directory.
+	egressSocket = "egress.sock"
+	// egressStateFile, in the launch directory (not the run directory the box sees), keeps the
+	// allowlist and port the launch started with, so that a restarted daemon serves the same.
+	egressStateFile = "egress.json"
+	// auditKindEgress is the kind of the audit rows of the proxy (one per tunnel or request).
+	auditKindEgress = "egress"
+	// maxEndedEgressStats bounds the counters kept for ended launches.
+	maxEndedEgressStats = 1024
+)
+
+// egressResolver, when set (tests), resolves names for every launch's proxy instead of the
+// host's resolver.
+var egressResolver egress.Resolver
+
+// egressBroker runs the allowlist egress proxy of each launch with egressAllow and egress
+// deny (internal/egress, docs/egress.md); without an allowlist it adds nothing to the plan.
+type egressBroker struct {
+	d *Daemon
+
+	mu    sync.Mutex
+	live  map[string]*egressLaunch
+	ended map[string]api.EgressStats
+
+	auditOnce sync.Once
+	auditc    chan store.Audit
+}
+
+type egressLaunch struct {
+	proxy *egress.Proxy
+	ln    net.Listener
+	base  api.EgressStats // counted before a daemon restart (from the audit log)
+}
+
+// egressState is what egressStateFile holds.
+type egressState struct {
+	Allow []string `json:"allow"`
+	Port  int      `json:"port"`
+}
+
+func (b *egressBroker) name() string { return "egress" }
+
+func (b *egressBroker) prepare(ctx context.Context, bl *brokerLaunch, c *plan.Contributions) error {
+	if bl.Egress != plan.EgressDeny || len(bl.Config.EgressAllow) == 0 {
+		return nil // nothing changes for a launch without an allowlist
+	}
+	allow, err := egress.ParseAllowlist(bl.Config.EgressAllow)
+	if err != nil {
+		return &api.Error{Code: api.CodeConfigInvalid, Message: "egressAllow: " + err.Error(), Hint: "fix egressAllow in your config (docs/egress.md)"}
+	}
+	// The launch's pairing, created by the relay broker, is the proxy's only credential.
+	var pairing string
+	for _, kv := range c.Env {
+		if v, ok := strings.CutPrefix(kv, EnvPairing+"="); ok {
+			pairing = v
+		}
+	}
+	if pairing == "" || b.registry() == nil {
+		return errors.New("the egress proxy needs the launch's pairing session, and the relay broker gave none")
+	}
+	port := EgressPort
+	for used := usedPorts(c.Forwards); used[port]; port++ {
+	}
+	st, err := json.Marshal(egressState{Allow: bl.Config.EgressAllow, Port: port})
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(filepath.Dir(bl.RunDir), egressStateFile), st, 0o600); err != nil {
+		return fmt.Errorf("save egress proxy state: %w", err)
+	}
+	if err := b.start(bl.ID, bl.RunDir, allow, api.EgressStats{}); err != nil {
+		return err
+	}
+	proxyURL := "http://agentbox:" + pairing + "@127.0.0.1:" + strconv.Itoa(port)
+	c.Forwards = append(c.Forwards, plan.Forward{Port: port, Socket: plan.RunDir + "/" + egressSocket})
+	c.Env = append(c.Env, egress.ProxyEnv(proxyURL)...)
+	b.d.log.Info("egress proxy", "launch", bl.ID, "port", port, "allow", strings.Join(bl.Config.EgressAllow, ","))
+	return nil
+}
+
+func usedPorts(fs []plan.Forward) map[int]bool {
+	m := map[int]bool{}
+	for _, f := range fs {
+		m[f.Port] = true
+	}
+	return m
+}
+
+// registry is the daemon's pairing registry (the relay broker's), or nil.
+func (b *egressBroker) registry() *session.Registry {
+	if b.d.relay == nil {
+		return nil
+	}
+	return b.d.relay.reg
+}
+
+func (b *egressBroker) resume(ctx context.Context, bl *brokerLaunch) error {
+	data, err := os.ReadFile(filepath.Join(filepath.Dir(bl.RunDir), egressStateFile))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil // the launch started without an allowlist
+	}
+	if err != nil {
+		return fmt.Errorf("read egress proxy state: %w", err)
+	}
+	var st egressState
+	if err := json.Unmarshal(data, &st); err != nil {
+		return fmt.Errorf("read egress proxy state: %w", err)
+	}
+	allow, err := egress.ParseAllowlist(st.Allow)
+	if err != nil {
+		return fmt.Errorf("egress proxy state: %w", err)
+	}
+	if b.registry() == nil {
+		return errors.New("no pairing registry")
+	}
+	return b.start(bl.ID, bl.RunDir, allow, b.countedBefore(ctx, bl.ID))
+}
+
+// start serves a launch's proxy on its socket; its pairing is checked against the registry
+// with the launch's scope, so that only this launch's pairing opens anything here.
+func (b *egressBroker) start(id, runDir string, allow *egress.Allowlist, base api.EgressStats) error {
+	ln, err := egress.Listen(filepath.Join(runDir, egressSocket))
+	if err != nil {
+		return err
+	}
+	p := &egress.Proxy{
+		Allow:    allow,
+		Sessions: b.registry(),
+		Scope:    session.Scope{LaunchID: id},
+		Resolver: egressResolver,
+		Logf:     func(f string, a ...any) { b.d.log.Info(fmt.Sprintf(f, a...), "broker", "egress") },
+		Audit:    func(r egress.Record) { b.audit(id, r) },
+	}
+	go func() {
+		if err := egress.Serve(ln, p); err != nil {
+			b.d.log.Warn("egress proxy stopped", "launch", id, "err", err)
+		}
+	}()
+	b.mu.Lock()
+	old := b.live[id]
+	b.live[id] = &egressLaunch{proxy: p, ln: ln, base: base}
+	b.mu.Unlock()
+	if old != nil {
+		b.stop(old)
+	}
+	return nil
+}
+
+func (b *egressBroker) end(id string) {
+	b.mu.Lock()
+	l := b.live[id]
+	delete(b.live, id)
+	if l != nil {
+		if len(b.ended) >= maxEndedEgressStats {
+			for k := range b.ended {
+				delete(b.ended, k)
+				break
+			}
+		}
+		b.ended[id] = l.stats()
+	}
+	b.mu.Unlock()
+	if l != nil {
+		b.stop(l)
+	}
+}
+
+// stop closes a launch's socket and its proxy: open tunnels are cut and logged as closed.
+func (b *egressBroker) stop(l *egressLaunch) {
+	if err := l.ln.Close(); err != nil && !errors.Is(err, net.ErrClosed) {
+		b.d.log.Warn("close egress proxy socket", "err", err)
+	}
+	l.proxy.Close()
+}
+
+func (l *egressLaunch) stats() api.EgressStats {
+	s := l.proxy.Stats()
+	out := l.base
+	out.Allowed += s.Allowed
+	out.Refused += s.Refused
+	out.Failed += s.Failed
+	out.BytesUp += s.BytesUp
+	out.BytesDown += s.BytesDown
+	if s.LastRefused != "" {
+		out.LastRefused, out.LastRefusedReason = s.LastRefused, s.LastRefusedReason
+	}
+	return out
+}
+
+// egressStats returns a launch's egress counters, or nil when it had no proxy (while this
+// daemon ran).
+func (d *Daemon) egressStats(id string) *api.EgressStats {
+	for _, br := range d.brokers {
+		if b, ok := br.(*egressBroker); ok {
+			return b.launchStats(id)
+		}
+	}
+	return nil
+}
+
+func (b *egressBroker) launchStats(id string) *api.EgressStats {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if l := b.live[id]; l != nil {
+		s := l.stats()
+		return &s
+	}
+	if s, ok := b.ended[id]; ok {
+		return &s
+	}
+	return nil
+}
+
+// egressAuditDetail is the detail of an egress audit row.
+type egressAuditDetail struct {
+	Session    string `json:"session,omitempty"`
+	Method     string `json:"method"`
+	Target     string `json:"target,omitempty"`
+	Host       string `json:"host,omitempty"`
+	Port       int    `json:"port,omitempty"`
+	Addr       string `json:"addr,omitempty"`
+	Decision   string `json:"decision"`
+	Code       string `json:"code,omitempty"`
+	Reason     string `json:"reason,omitempty"`
+	Detail     string `json:"detail,omitempty"`
+	Status     int    `json:"status"`
+	BytesUp    int64  `json:"bytesUp"`
+	BytesDown  int64  `json:"bytesDown"`
+	DurationMs int64  `json:"durationMs"`
+	Outcome    string `json:"outcome,omitempty"`
+}
+
+// audit queues one audit row per tunnel or request. The launch id is the proxy's, also for
+// requests whose pairing was refused. Rows are written by one goroutine, in order, so that a
+// burst of tunnels (npm install) does not wait for the store's fsync.
+func (b *egressBroker) audit(launchID string, r egress.Record) {
+	detail, err := json.Marshal(egressAuditDetail{
+		Session: r.SessionID, Method: r.Method, Target: r.Target, Host: r.Host, Port: r.Port, Addr: r.Addr,
+		Decision: r.Decision, Code: r.Code, Reason: r.Reason, Detail: r.Detail, Status: r.Status,
+		BytesUp: r.BytesUp, BytesDown: r.BytesDown, DurationMs: r.Duration.Milliseconds(), Outcome: r.Outcome,
+	})
+	if err != nil || b.d.db == nil {
+		return
+	}
+	b.auditOnce.Do(func() {
+		b.auditc = make(chan store.Audit, 4096)
+		go func() {
+			for a := range b.auditc {
+				if err := b.d.db.AddAudit(context.Background(), &a); err != nil {
+					b.d.log.Warn("audit egress", "launch", a.LaunchID, "err", err)
+				}
+			}
+		}()
+	})
+	b.auditc <- store.Audit{Time: r.Time, LaunchID: launchID, Kind: auditKindEgress, Detail: detail}
+}
+
+// countedBefore sums a re-adopted launch's audit rows, so that its counters survive a
+// daemon restart.
+func (b *egressBroker) countedBefore(ctx context.Context, id string) api.EgressStats {
+	var s api.EgressStats
+	if b.d.db == nil {
+		return s
+	}
+	rows, err := b.d.db.ListAudit(ctx, id)
+	if err != nil {
+		b.d.log.Warn("read egress audit of re-adopted launch", "launch", id, "err", err)
+		return s
+	}
+	for _, a := range rows {
+		if a.Kind != auditKindEgress {
+			continue
+		}
+		var d egressAuditDetail
+		if json.Unmarshal(a.Detail, &d) != nil {
+			continue
+		}
+		switch d.Decision {
+		case egress.DecisionAllow:
+			s.Allowed++
+		case egress.DecisionRefuse:
+			s.Refused++
+			if d.Target != "" && d.Reason != egress.ReasonPairing && d.Reason != egress.ReasonBadRequest {
+				s.LastRefused, s.LastRefusedReason = d.Target, d.Reason
+			}
+		default:
+			s.Failed++
+		}
+		s.BytesUp += d.BytesUp
+		s.BytesDown += d.BytesDown
+	}
+	return s
+}
+

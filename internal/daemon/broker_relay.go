@@ -1,0 +1,357 @@
+package daemon
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/agentbox/agentbox/internal/api"
+	"github.com/agentbox/agentbox/internal/config"
+	"github.com/agentbox/agentbox/internal/plan"
+	"github.com/agentbox/agentbox/internal/relay"
+	gitrelay "github.com/agentbox/agentbox/internal/relay/git"
+	"github.com/agentbox/agentbox/internal/relay/llm"
+	"github.com/agentbox/agentbox/internal/relay/session"
+	"github.com/agentbox/agentbox/internal/store"
+)
+
+// RelayPort is the in-box loopback port of a launch's relay channel (LLM and git relay).
+// Every box has its own network namespace, so the fixed port never clashes.
+const RelayPort = 7080
+
+// relaySocket is the relay channel's unix socket in the launch's run directory.
+const relaySocket = "relay.sock"
+
+// Environment variables every box gets from the relay broker.
+const (
+	EnvRelayURL = "AGENTBOX_RELAY_URL"
+	EnvPairing  = "AGENTBOX_PAIRING"
+)
+
+func init() {
+	registerBroker(0, func(d *Daemon) (broker, error) { return newRelayBroker(d) })
+}
+
+// relayBroker owns the pairing-session registry and serves each launch's relay channel: a unix
+// socket in its run directory that box-init exposes on 127.0.0.1:RelayPort, accepting only that
+// launch's pairing. With egress: allow the box shares the host network and reaches the relay on
+// a shared host loopback listener instead, where the pairing is the only gate.
+type relayBroker struct {
+	d   *Daemon
+	reg *session.Registry
+
+	mu       sync.Mutex
+	launches map[string]*relayLaunch
+	stats    map[string]*api.RelayStats // by launch id
+	shared   net.Listener               // host loopback listener (egress: allow, manual sessions)
+	sharedH  *relay.Handler
+}
+
+type relayLaunch struct {
+	sess *session.Session
+	ln   net.Listener
+}
+
+func newRelayBroker(d *Daemon) (*relayBroker, error) {
+	cfg := d.currentConfig()
+	b := &relayBroker{d: d, launches: map[string]*relayLaunch{}, stats: map[string]*api.RelayStats{}}
+	reg, err := session.Open(d.ctx, session.Config{
+		Max:            cfg.Sessions.Max,
+		IdleTimeout:    cfg.Sessions.IdleTimeout.Duration(),
+		AllowedClients: cfg.Sessions.AllowedClients,
+		Persister:      storeSessions{d.db},
+		Logf:           b.logf,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("pairing sessions: %w", err)
+	}
+	b.reg = reg
+	d.relay = b
+	go reg.Run(d.ctx)
+	return b, nil
+}
+
+func (b *relayBroker) name() string { return "relay" }
+
+func (b *relayBroker) logf(format string, args ...any) {
+	b.d.log.Info(fmt.Sprintf(format, args...), "broker", "relay")
+}
+
+// handler builds the relay handler for a configuration and scope.
+func (b *relayBroker) handler(cfg config.Config, scope session.Scope) (*relay.Handler, error) {
+	llmRelay, err := llm.New(llmConfig(cfg.Gateway))
+	if err != nil {
+		return nil, &api.Error{Code: api.CodeConfigInvalid, Message: "gateway: " + err.Error(), Hint: "fix the gateway section of your config"}
+	}
+	gitRelay, err := gitrelay.New(cfg.Git.Relay(), gitrelay.Options{
+		Logf:  func(f string, a ...any) { b.d.log.Info(fmt.Sprintf(f, a...), "broker", "git") },
+		Audit: b.gitAudit,
+	})
+	if err != nil {
+		return nil, &api.Error{Code: api.CodeConfigInvalid, Message: "git: " + err.Error(), Hint: "fix the git section of your config"}
+	}
+	return &relay.Handler{Sessions: b.reg, Scope: scope, Sandbox: llmRelay, Git: gitRelay, Logf: b.logf, Audit: b.audit}, nil
+}
+
+func llmConfig(g config.Gateway) llm.Config {
+	conv := func(p config.GatewayProvider) llm.Gateway {
+		return llm.Gateway{URL: p.URL, Credential: llm.Credential{
+			File: p.Credential.File, Command: p.Credential.Command, TTL: p.Credential.TTL.Duration(), Header: p.Credential.Header,
+		}}
+	}
+	return llm.Config{Anthropic: conv(g.Anthropic), OpenAI: conv(g.OpenAI)}
+}
+
+func (b *relayBroker) prepare(ctx context.Context, bl *brokerLaunch, c *plan.Contributions) error {
+	clientID := bl.Profile
+	if clientID == "" {
+		clientID = "generic"
+	}
+	sess, pairing, err := b.reg.Create(ctx, session.Spec{Kind: session.KindLaunch, ClientID: clientID, LaunchID: bl.ID})
+	if err != nil {
+		switch {
+		case errors.Is(err, session.ErrTooManySessions):
+			return &api.Error{Code: api.CodeTooManySessions, Message: err.Error(), Hint: "end launches or revoke sessions (agentbox session list), or raise sessions.max"}
+		case errors.Is(err, session.ErrClientNotAllowed):
+			return &api.Error{Code: api.CodeForbidden, Message: err.Error(), Hint: "sessions.allowedClients in the system policy does not list " + clientID}
+		}
+		return err
+	}
+	fail := func(err error) error {
+		if eerr := b.reg.End(context.WithoutCancel(ctx), sess.ID()); eerr != nil {
+			b.d.log.Warn("end session of failed launch", "launch", bl.ID, "err", eerr)
+		}
+		return err
+	}
+	relayURL, ln, err := b.listen(bl, bl.Config)
+	if err != nil {
+		return fail(err)
+	}
+	if ln != nil {
+		c.Forwards = append(c.Forwards, plan.Forward{Port: RelayPort, Socket: plan.RunDir + "/" + relaySocket})
+	}
+	// The generated gitconfig: git in the box reaches allowed remotes through the relay with the
+	// pairing as an extra header; the user's own git configuration is not visible.
+	identity, err := gitrelay.ReadIdentity(ctx, "git")
+	if err != nil {
+		b.d.log.Debug("read git identity", "err", err)
+	}
+	gc, err := gitrelay.Gitconfig{RelayURL: relayURL, Pairing: pairing, Allow: bl.Config.Git.Allow,
+		SSHHosts: bl.Config.Git.SSH.Broker().HostNames(), Identity: identity}.Bytes()
+	if err != nil {
+		return fail(closeErr(ln, fmt.Errorf("gitconfig: %w", err)))
+	}
+	if err := os.WriteFile(filepath.Join(bl.RunDir, "gitconfig"), gc, 0o600); err != nil {
+		return fail(closeErr(ln, fmt.Errorf("gitconfig: %w", err)))
+	}
+	c.Env = append(c.Env, EnvRelayURL+"="+relayURL, EnvPairing+"="+pairing.Reveal())
+	c.Env = append(c.Env, gitrelay.Env("")...)
+	b.mu.Lock()
+	b.launches[bl.ID] = &relayLaunch{sess: sess, ln: ln}
+	if b.stats[bl.ID] == nil {
+		b.stats[bl.ID] = &api.RelayStats{}
+	}
+	b.mu.Unlock()
+	return nil
+}
+
+func closeErr(ln net.Listener, err error) error {
+	if ln != nil {
+		ln.Close()
+	}
+	return err
+}
+
+// listen serves the launch's relay channel: its own unix socket under egress: deny, or the
+// shared host loopback listener under egress: allow (then ln is nil).
+func (b *relayBroker) listen(bl *brokerLaunch, cfg config.Config) (relayURL string, ln net.Listener, err error) {
+	if bl.Egress == plan.EgressAllow {
+		addr, err := b.sharedListener(cfg)
+		if err != nil {
+			return "", nil, err
+		}
+		return "http://" + addr, nil, nil
+	}
+	h, err := b.handler(cfg, session.Scope{LaunchID: bl.ID})
+	if err != nil {
+		return "", nil, err
+	}
+	path := filepath.Join(bl.RunDir, relaySocket)
+	os.Remove(path) // a stale socket of an earlier daemon (resume)
+	ln, err = net.Listen("unix", path)
+	if err != nil {
+		return "", nil, fmt.Errorf("relay socket: %w", err)
+	}
+	go func() {
+		if err := relay.Serve(ln, h); err != nil {
+			b.d.log.Warn("relay channel stopped", "launch", bl.ID, "err", err)
+		}
+	}()
+	return "http://127.0.0.1:" + strconv.Itoa(RelayPort), ln, nil
+}
+
+// sharedListener starts (once) the host loopback listener for boxes with egress: allow and for
+// sessions created by hand. Its port is kept in the runtime directory so that a restarted
+// daemon listens where running boxes expect it.
+func (b *relayBroker) sharedListener(cfg config.Config) (string, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.shared != nil {
+		return b.shared.Addr().String(), nil
+	}
+	h, err := b.handler(cfg, session.Scope{})
+	if err != nil {
+		return "", err
+	}
+	portFile := filepath.Join(b.d.runtimeDir, "relay-port")
+	addr := "127.0.0.1:0"
+	if p, err := os.ReadFile(portFile); err == nil {
+		addr = "127.0.0.1:" + strings.TrimSpace(string(p))
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil && addr != "127.0.0.1:0" {
+		ln, err = net.Listen("tcp", "127.0.0.1:0")
+	}
+	if err != nil {
+		return "", fmt.Errorf("relay loopback listener: %w", err)
+	}
+	_, port, _ := net.SplitHostPort(ln.Addr().String())
+	if err := os.WriteFile(portFile, []byte(port+"\n"), 0o600); err != nil {
+		b.d.log.Warn("remember relay port", "err", err)
+	}
+	b.shared, b.sharedH = ln, h
+	go relay.Serve(ln, h)
+	b.d.log.Info("relay loopback listener (pairing-gated)", "addr", ln.Addr().String())
+	return ln.Addr().String(), nil
+}
+
+func (b *relayBroker) resume(ctx context.Context, bl *brokerLaunch) error {
+	// The session itself was restored from the store when the registry opened.
+	var sess *session.Session
+	for _, r := range b.reg.List() {
+		if r.LaunchID == bl.ID && r.State == session.StateLive {
+			sess, _ = b.reg.Get(r.ID)
+		}
+	}
+	if sess == nil {
+		return fmt.Errorf("no live session for launch %s", bl.ID)
+	}
+	var ln net.Listener
+	var err error
+	if _, statErr := os.Stat(filepath.Join(bl.RunDir, relaySocket)); statErr == nil {
+		_, ln, err = b.listen(&brokerLaunch{ID: bl.ID, RunDir: bl.RunDir, Egress: plan.EgressDeny}, bl.Config)
+	} else {
+		_, err = b.sharedListener(bl.Config)
+	}
+	if err != nil {
+		return err
+	}
+	b.mu.Lock()
+	b.launches[bl.ID] = &relayLaunch{sess: sess, ln: ln}
+	if b.stats[bl.ID] == nil {
+		b.stats[bl.ID] = &api.RelayStats{}
+	}
+	b.mu.Unlock()
+	return nil
+}
+
+func (b *relayBroker) end(id string) {
+	b.mu.Lock()
+	l := b.launches[id]
+	delete(b.launches, id)
+	b.mu.Unlock()
+	if err := b.reg.EndLaunch(context.Background(), id); err != nil && !errors.Is(err, session.ErrNotFound) {
+		b.d.log.Warn("end launch session", "launch", id, "err", err)
+	}
+	if l != nil && l.ln != nil {
+		l.ln.Close()
+	}
+}
+
+// session returns the live session of a launch, or nil.
+func (b *relayBroker) session(launchID string) *session.Session {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if l := b.launches[launchID]; l != nil {
+		return l.sess
+	}
+	return nil
+}
+
+// audit records one relay request: a log line is written by the router; here the audit row and
+// the launch's counters.
+func (b *relayBroker) audit(r relay.Record) {
+	b.mu.Lock()
+	if st := b.stats[r.LaunchID]; st != nil {
+		st.Requests++
+		st.LastStatus = r.Status
+		st.InputTokens += r.Usage.InputTokens
+		st.OutputTokens += r.Usage.OutputTokens
+		if r.Outcome == relay.OutcomeCanceled {
+			st.Canceled++
+		}
+	}
+	b.mu.Unlock()
+	detail, _ := json.Marshal(map[string]any{
+		"session": r.SessionID, "client": r.ClientID, "broker": r.Broker, "provider": r.Provider,
+		"method": r.Method, "path": r.Path, "status": r.Status, "bytesIn": r.BytesIn, "bytesOut": r.BytesOut,
+		"durationMs": r.Duration.Milliseconds(), "outcome": r.Outcome, "code": r.Code, "usage": r.Usage,
+	})
+	if err := b.d.db.AddAudit(context.Background(), &store.Audit{Time: r.Time, LaunchID: r.LaunchID, Kind: "relay", Detail: detail}); err != nil {
+		b.d.log.Warn("audit relay request", "err", err)
+	}
+}
+
+func (b *relayBroker) gitAudit(ev gitrelay.Event) {
+	detail, err := json.Marshal(ev)
+	if err != nil {
+		return
+	}
+	if err := b.d.db.AddAudit(context.Background(), &store.Audit{Time: time.Now(), LaunchID: ev.LaunchID, Kind: "git", Detail: detail}); err != nil {
+		b.d.log.Warn("audit git request", "err", err)
+	}
+}
+
+// launchStats returns a copy of a launch's relay counters, or nil.
+func (b *relayBroker) launchStats(id string) *api.RelayStats {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if st := b.stats[id]; st != nil {
+		c := *st
+		return &c
+	}
+	return nil
+}
+
+// storeSessions persists session records (hashes only) in the store.
+type storeSessions struct{ st *store.Store }
+
+func (p storeSessions) SaveSession(ctx context.Context, r session.Record) error {
+	return p.st.SaveSession(ctx, store.Session{ID: r.ID, Hash: r.Hash, ClientID: r.ClientID, LaunchID: r.LaunchID,
+		Kind: string(r.Kind), State: string(r.State), Created: r.Created, LastUsed: r.LastUsed, Ended: r.Ended})
+}
+
+func (p storeSessions) DeleteSession(ctx context.Context, id string) error {
+	return p.st.DeleteSession(ctx, id)
+}
+
+func (p storeSessions) LoadSessions(ctx context.Context) ([]session.Record, error) {
+	rows, err := p.st.LoadSessions(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]session.Record, 0, len(rows))
+	for _, r := range rows {
+		out = append(out, session.Record{ID: r.ID, Hash: r.Hash, ClientID: r.ClientID, LaunchID: r.LaunchID,
+			Kind: session.Kind(r.Kind), State: session.State(r.State), Created: r.Created, LastUsed: r.LastUsed, Ended: r.Ended})
+	}
+	return out, nil
+}

@@ -1,0 +1,275 @@
+package integrity_test
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/agentbox/agentbox/internal/integrity"
+	"github.com/agentbox/agentbox/internal/plan"
+)
+
+// placeholderWorkerCmd is the test binary's entry (see TestMain) that runs launches from a
+// process of its own: placeholder-worker REGISTRY WORKSPACE NAME ROUNDS.
+const placeholderWorkerCmd = "placeholder-worker"
+
+func placeholderWorker(args []string) int {
+	if len(args) != 4 {
+		fmt.Fprintln(os.Stderr, "usage: placeholder-worker REGISTRY WORKSPACE NAME ROUNDS")
+		return 2
+	}
+	rounds, err := strconv.Atoi(args[3])
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	reg := &integrity.Registry{Path: args[0]}
+	if err := launches(reg, args[1], args[2], rounds); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	return 0
+}
+
+// launches runs rounds launches on ws one after the other, as the daemon's integrity broker
+// does for each box: prepare, bind what the box binds, keep it while the box runs, release.
+// It returns the first failure: a prepare or release error, or a bind source missing or
+// replaced while the launch runs (which fails or silently loses a box's bind).
+func launches(reg *integrity.Registry, ws, name string, rounds int) error {
+	for i := range rounds {
+		launch := fmt.Sprintf("%s-%d", name, i)
+		lay, err := reg.Prepare(launch, ws, nil)
+		if err != nil {
+			reg.Release(launch)
+			return fmt.Errorf("launch %s: prepare: %w", launch, err)
+		}
+		// The box binds every source of its protected mounts, beneath the workspace.
+		bound := map[string][2]uint64{}
+		for _, m := range plan.ProtectMounts(lay.Protected) {
+			id, err := identity(m.Beneath, m.Source)
+			if err != nil {
+				reg.Release(launch)
+				return fmt.Errorf("launch %s: bind %s: %w", launch, m.Source, err)
+			}
+			bound[m.Source] = id
+		}
+		for _, ph := range lay.Placeholders {
+			if _, ok := bound[ph.Path]; !ok {
+				reg.Release(launch)
+				return fmt.Errorf("launch %s: placeholder %s is not bound", launch, ph.Path)
+			}
+		}
+		// While the box runs, other launches start and end.
+		for range 1 + i%3 {
+			runtime.Gosched()
+		}
+		for src, id := range bound {
+			got, err := identity(ws, src)
+			if err != nil || got != id {
+				reg.Release(launch)
+				return fmt.Errorf("launch %s: %s was removed or replaced while its box ran (%v)", launch, src, err)
+			}
+		}
+		if _, err := reg.Release(launch); err != nil {
+			return fmt.Errorf("launch %s: release: %w", launch, err)
+		}
+	}
+	return nil
+}
+
+// identity returns the device and inode of path, looked up beneath base without following
+// symlinks (as box-init opens a bind source).
+func identity(base, path string) ([2]uint64, error) {
+	rel, err := filepath.Rel(base, path)
+	if err != nil {
+		return [2]uint64{}, err
+	}
+	fd, err := unix.Openat2(unix.AT_FDCWD, filepath.Join(base, rel), &unix.OpenHow{
+		Flags: unix.O_PATH | unix.O_NOFOLLOW | unix.O_CLOEXEC, Resolve: unix.RESOLVE_NO_SYMLINKS})
+	if err != nil {
+		return [2]uint64{}, err
+	}
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return [2]uint64{}, err
+	}
+	return [2]uint64{st.Dev, st.Ino}, nil
+}
+
+// tree lists every path beneath dir, relative to it.
+func tree(t *testing.T, dir string) []string {
+	t.Helper()
+	var out []string
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if p != dir {
+			rel, _ := filepath.Rel(dir, p)
+			out = append(out, rel)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// TestConcurrentLaunchesSharePlaceholders guards the placeholders of launches on one
+// workspace against each other (the e2e TestLaunchesShareWorkspace failure): launches that
+// start and end concurrently, in one process and from several, each with its own Registry
+// value over one registry file, never fail to prepare, never lose a bind source while they
+// run, never fail to release, and leave no placeholder (and no registry entry) at the end.
+func TestConcurrentLaunchesSharePlaceholders(t *testing.T) {
+	const goroutines, processes, rounds = 6, 3, 25
+	for _, tc := range []struct {
+		name  string
+		setup func(t *testing.T, ws string)
+	}{
+		// Every protected path absent: folder placeholders (.git, .claude, .vscode, .github)
+		// and file placeholders at the top.
+		{"Empty", func(*testing.T, string) {}},
+		// Placeholders inside real folders: file placeholders in .claude, the hooks folder
+		// and commondir in a gitdir.
+		{"PartlyThere", func(t *testing.T, ws string) {
+			write(t, filepath.Join(ws, ".git", "HEAD"), "ref: refs/heads/main\n")
+			write(t, filepath.Join(ws, ".git", "config"), "[core]\n")
+			if err := os.Mkdir(filepath.Join(ws, ".claude"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			write(t, filepath.Join(ws, ".envrc"), "export A=1\n")
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ws, err := filepath.EvalSymlinks(t.TempDir())
+			if err != nil {
+				t.Fatal(err)
+			}
+			tc.setup(t, ws)
+			before := tree(t, ws)
+			regPath := filepath.Join(t.TempDir(), "placeholders.json")
+
+			var wg sync.WaitGroup
+			errs := make(chan error, goroutines+processes)
+			for g := range goroutines {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					errs <- launches(&integrity.Registry{Path: regPath}, ws, fmt.Sprintf("g%d", g), rounds)
+				}()
+			}
+			for p := range processes {
+				cmd := exec.Command(os.Args[0], placeholderWorkerCmd, regPath, ws, fmt.Sprintf("p%d", p), strconv.Itoa(rounds))
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					out, err := cmd.CombinedOutput()
+					if err != nil {
+						err = fmt.Errorf("worker process p%d: %w: %s", p, err, strings.TrimSpace(string(out)))
+					}
+					errs <- err
+				}()
+			}
+			wg.Wait()
+			close(errs)
+			for err := range errs {
+				if err != nil {
+					t.Error(err)
+				}
+			}
+
+			if after := tree(t, ws); !slices.Equal(after, before) {
+				t.Errorf("workspace after every launch ended: %v, want %v (placeholders left behind)", after, before)
+			}
+			b, err := os.ReadFile(regPath)
+			if err != nil && !errors.Is(err, fs.ErrNotExist) {
+				t.Fatal(err)
+			}
+			var reg struct {
+				Entries []json.RawMessage `json:"entries"`
+			}
+			if len(b) > 0 {
+				if err := json.Unmarshal(b, &reg); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if len(reg.Entries) > 0 {
+				t.Errorf("registry still holds %d placeholders: %s", len(reg.Entries), b)
+			}
+		})
+	}
+}
+
+// TestPlaceholderHeldByEveryLaunchThatBindsIt: a placeholder another launch created is shared
+// by a later launch (the same layout, and held), and outlives the launch that created it.
+func TestPlaceholderHeldByEveryLaunchThatBindsIt(t *testing.T) {
+	ws, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// .claude exists: settings.json is a file placeholder inside it; .vscode does not.
+	if err := os.Mkdir(filepath.Join(ws, ".claude"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	reg := &integrity.Registry{Path: filepath.Join(t.TempDir(), "placeholders.json")}
+	a, err := reg.Prepare("a", ws, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := reg.Prepare("b", ws, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(paths(a.Placeholders), paths(b.Placeholders)) {
+		t.Errorf("b's placeholders %v, a's %v: b must resolve a's placeholders as absent, and share them", paths(b.Placeholders), paths(a.Placeholders))
+	}
+	held, err := reg.Held("b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(held)
+	if want := paths(a.Placeholders); !slices.Equal(held, want) {
+		t.Errorf("b holds %v, want %v", held, want)
+	}
+	if gi := integrity.GitExclude(b); !strings.Contains(gi, "/.claude/settings.json\n") || !strings.Contains(gi, "/.envrc\n") {
+		t.Errorf("b's git exclude file does not hide the shared placeholders:\n%s", gi)
+	}
+	if _, err := reg.Release("a"); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range b.Placeholders {
+		if _, err := os.Lstat(p.Path); err != nil {
+			t.Errorf("placeholder %s gone when a ended, while b binds it: %v", p.Path, err)
+		}
+	}
+	if _, err := reg.Release("b"); err != nil {
+		t.Fatal(err)
+	}
+	if got := tree(t, ws); !slices.Equal(got, []string{".claude"}) {
+		t.Errorf("left in the workspace: %v, want only the user's .claude", got)
+	}
+}
+
+func paths(ps []integrity.Placeholder) []string {
+	var out []string
+	for _, p := range ps {
+		out = append(out, p.Path)
+	}
+	slices.Sort(out)
+	return out
+}

@@ -1,0 +1,149 @@
+//go:build linux
+
+package e2e
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/agentbox/agentbox/internal/relay/llm/llmtest"
+)
+
+const hostCredential = "sk-host-side-secret-0123456789"
+
+// relayEnv is an environment whose config points the anthropic gateway at a fake upstream that
+// accepts only the host-side credential.
+func relayEnv(t *testing.T) (*Env, *llmtest.Server) {
+	t.Helper()
+	e := NewEnv(t)
+	up := llmtest.NewAnthropic(llmtest.Options{Credential: hostCredential})
+	t.Cleanup(up.Close)
+	credFile := filepath.Join(e.Home, "anthropic.key")
+	if err := os.WriteFile(credFile, []byte(hostCredential+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	writeConfig(t, e, fmt.Sprintf("gateway:\n  anthropic:\n    url: %s\n    credential:\n      file: %s\n", up.URL, credFile))
+	return e, up
+}
+
+func writeConfig(t *testing.T, e *Env, yaml string) {
+	t.Helper()
+	dir := filepath.Join(e.Config, "agentbox")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "config.yaml"), []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+const messagesBody = `{"model":"claude-test","max_tokens":16,"messages":[{"role":"user","content":"hi"}]}`
+
+// curlRelay is a box script that posts to the relay with the given pairing header value and
+// prints the HTTP status and body.
+func curlRelay(header string) string {
+	return `curl -sS -o /tmp/body -w '%{http_code}\n' -X POST "$AGENTBOX_RELAY_URL/sandbox/anthropic/v1/messages" ` +
+		`-H 'content-type: application/json' -H 'anthropic-version: 2023-06-01' ` + header + ` -d '` + messagesBody + `'; cat /tmp/body`
+}
+
+// TestRelayFromBox: a real curl in a real box reaches the fake upstream through the relay with
+// its pairing; the upstream sees the host-side credential and never the pairing; the box never
+// sees the credential; no, wrong and revoked pairings are refused with pairing_invalid.
+func TestRelayFromBox(t *testing.T) {
+	if _, err := os.Stat("/usr/bin/curl"); err != nil {
+		t.Skip("curl is not installed")
+	}
+	e, up := relayEnv(t)
+
+	t.Run("paired", func(t *testing.T) {
+		r := e.Box(curlRelay(`-H "x-api-key: $AGENTBOX_PAIRING"`))
+		if r.Code != 0 || !strings.HasPrefix(r.Stdout, "200\n") {
+			t.Fatalf("paired request: exit %d\n%s\n%s", r.Code, r.Stdout, r.Stderr)
+		}
+		reqs := up.Requests()
+		if len(reqs) == 0 {
+			t.Fatal("upstream saw no request")
+		}
+		last := reqs[len(reqs)-1]
+		if got := last.Header.Get("X-Api-Key"); got != hostCredential {
+			t.Fatalf("upstream x-api-key = %q, want the host credential", got)
+		}
+		for k, vs := range last.Header {
+			for _, v := range vs {
+				if strings.Contains(v, "abp_") {
+					t.Fatalf("upstream received the pairing in %s", k)
+				}
+			}
+		}
+		if last.Header.Get("Anthropic-Version") != "2023-06-01" {
+			t.Fatalf("anthropic-version not forwarded: %v", last.Header)
+		}
+	})
+	for name, header := range map[string]string{
+		"no pairing":     ``,
+		"wrong pairing":  `-H "x-api-key: abp_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"`,
+		"bearer garbage": `-H "Authorization: Bearer nope"`,
+	} {
+		t.Run(name, func(t *testing.T) {
+			n := len(up.Requests())
+			r := e.Box(curlRelay(header))
+			if !strings.HasPrefix(r.Stdout, "403\n") || !strings.Contains(r.Stdout, "pairing_invalid") {
+				t.Fatalf("want 403 pairing_invalid, got exit %d\n%s\n%s", r.Code, r.Stdout, r.Stderr)
+			}
+			if len(up.Requests()) != n {
+				t.Fatal("an unpaired request reached the upstream")
+			}
+		})
+	}
+	t.Run("credential never in the box", func(t *testing.T) {
+		r := e.Box(`env; cat /run/agentbox/* 2>/dev/null; ` + curlRelay(`-H "x-api-key: $AGENTBOX_PAIRING"`))
+		if strings.Contains(r.Stdout+r.Stderr, hostCredential) || strings.Contains(r.Stdout, "anthropic.key") {
+			t.Fatalf("the host credential is visible in the box:\n%s", r.Stdout)
+		}
+	})
+	t.Run("connect refused", func(t *testing.T) {
+		r := e.Box(`curl -sS -o /dev/null -w '%{http_code}\n' -p -x "$AGENTBOX_RELAY_URL" -H "x-api-key: $AGENTBOX_PAIRING" --proxy-header "X-Agentbox-Pairing: $AGENTBOX_PAIRING" https://example.invalid/ ; echo done`)
+		if strings.Contains(r.Stdout, "200") {
+			t.Fatalf("CONNECT through the relay succeeded:\n%s\n%s", r.Stdout, r.Stderr)
+		}
+	})
+	t.Run("upstream unreachable directly", func(t *testing.T) {
+		r := e.Box(`curl -sS -m 5 -o /dev/null -w '%{http_code}\n' ` + up.URL + `/v1/messages; echo "exit=$?"`)
+		if strings.Contains(r.Stdout, "exit=0") {
+			t.Fatalf("the box reached the upstream directly under egress: deny:\n%s", r.Stdout)
+		}
+	})
+}
+
+// TestRevokeLaunch: `agentbox revoke LAUNCH` turns the box's next relay request into 403
+// pairing_invalid while the box keeps running.
+func TestRevokeLaunch(t *testing.T) {
+	if _, err := os.Stat("/usr/bin/curl"); err != nil {
+		t.Skip("curl is not installed")
+	}
+	e, _ := relayEnv(t)
+	// The box signals readiness through the workspace, waits for the go-ahead, then asks again.
+	script := `{ ` + curlRelay(`-H "x-api-key: $AGENTBOX_PAIRING"`) + `; } > first; touch ready; while [ ! -e go ]; do sleep 0.05; done; { ` +
+		curlRelay(`-H "x-api-key: $AGENTBOX_PAIRING"`) + `; } > second; touch done`
+	id := e.Detach("sh", "--", "-c", script)
+	eventually(t, "first request", func() bool { _, err := os.Stat(filepath.Join(e.Work, "ready")); return err == nil })
+	first, _ := os.ReadFile(filepath.Join(e.Work, "first"))
+	if !strings.HasPrefix(string(first), "200") {
+		t.Fatalf("first request: %s", first)
+	}
+	r := e.Run("", "revoke", id)
+	if r.Code != 0 {
+		t.Fatalf("revoke: %d %s %s", r.Code, r.Stdout, r.Stderr)
+	}
+	if err := os.WriteFile(filepath.Join(e.Work, "go"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "second request", func() bool { _, err := os.Stat(filepath.Join(e.Work, "done")); return err == nil })
+	second, _ := os.ReadFile(filepath.Join(e.Work, "second"))
+	if !strings.HasPrefix(string(second), "403") || !strings.Contains(string(second), "pairing_invalid") {
+		t.Fatalf("after revoke: %s", second)
+	}
+}
