@@ -170,6 +170,9 @@ type Info struct {
 	// Readiness is whether the daemon admits launches (see Readiness); nil from a daemon
 	// that predates it.
 	Readiness *Readiness `json:"readiness,omitempty"`
+	// Violations is wrap mode's scanner: posture, counts, recent violations (nil from a daemon
+	// that predates it).
+	Violations *Violations `json:"violations,omitempty"`
 }
 
 // Readiness states.

@@ -48,6 +48,11 @@ type Attempt struct {
 	Needs string
 	Run   func(c *Context) Observation
 	Check func(h *Host, o Observation) error
+	// Prepare, when set, runs on the host before the box starts and fills the attempt's
+	// workspace with what it aims at (a git repository, agent settings). Without it the
+	// attempt still runs, against what the workspace holds (protected paths that are absent
+	// get placeholders).
+	Prepare func(workspace string) error
 }
 
 // Observation is what an attempt saw from inside the box.
@@ -86,6 +91,20 @@ type Targets struct {
 	HostPid     int      `json:"hostPid,omitempty"`    // a host process the box must not signal
 	// Inject is what the terminal attempt tries to push into its terminal's input.
 	Inject string `json:"inject,omitempty"`
+	UDP    string `json:"udp,omitempty"`  // a host UDP socket on 127.0.0.1 that counts datagrams
+	TCP6   string `json:"tcp6,omitempty"` // a host listener on [::1]
+	// SysVKey is the key of a host SysV shared memory segment, message queue and semaphore set.
+	SysVKey int `json:"sysvKey,omitempty"`
+	// PosixShm is a host file under /dev/shm holding the secret marker.
+	PosixShm string `json:"posixShm,omitempty"`
+	// CallerTTY is the terminal of the process that launched the box ("" when it had none).
+	CallerTTY string `json:"callerTTY,omitempty"`
+	// RevokedPairing is the pairing of a session revoked before the box started: worthless
+	// by design, so it may travel on the command line.
+	RevokedPairing string `json:"revokedPairing,omitempty"`
+	// ForeignPairing is the pairing of a live session made by hand (not this launch's); it is
+	// revoked when the host targets are closed.
+	ForeignPairing string `json:"foreignPairing,omitempty"`
 	// Unavailable says, by field name, why a target could not be set up.
 	Unavailable map[string]string `json:"unavailable,omitempty"`
 }
@@ -107,6 +126,18 @@ func (t *Targets) Missing(a Attempt) string {
 		have = t.PathSocket != ""
 	case "hostPid":
 		have = t.HostPid != 0
+	case "udp":
+		have = t.UDP != ""
+	case "tcp6":
+		have = t.TCP6 != ""
+	case "sysv":
+		have = t.SysVKey != 0
+	case "posixShm":
+		have = t.PosixShm != ""
+	case "revokedPairing":
+		have = t.RevokedPairing != ""
+	case "foreignPairing":
+		have = t.ForeignPairing != ""
 	default:
 		return "unknown target " + a.Needs
 	}

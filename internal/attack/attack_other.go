@@ -16,6 +16,14 @@ type HostOptions struct {
 	Home, XDGRuntimeDir, RuntimeDir, Workspace string
 	OutsideDirs                                []string
 	Netns                                      bool
+	CallerTTY                                  string
+	Sessions                                   Sessions
+}
+
+// Sessions makes and revokes pairing sessions of the daemon under test.
+type Sessions interface {
+	Create() (id, pairing string, err error)
+	Revoke(id string) error
 }
 
 // SecretEnvNames are the variables Host.Env sets to fake secrets.

@@ -739,10 +739,10 @@ func pidfdGetfd(c *Context) Observation {
 }
 
 // initState returns box-init's state letter from /proc/1/stat; "hidden" when the box's /proc
-// does not show box-init (hidepid=ptraceable) but a pidfd says it has not exited.
+// refuses box-init's entries (hidepid=ptraceable: EPERM) but a pidfd says it has not exited.
 func initState() string {
 	b, err := os.ReadFile("/proc/1/stat")
-	if errors.Is(err, os.ErrNotExist) {
+	if errors.Is(err, os.ErrPermission) || errors.Is(err, os.ErrNotExist) {
 		if alive, perr := pidAlive(1); perr == nil && alive {
 			return "hidden"
 		}

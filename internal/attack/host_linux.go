@@ -37,6 +37,17 @@ type HostOptions struct {
 	// Netns asks for the veth-pair target; it needs root (CAP_NET_ADMIN and CAP_SYS_ADMIN on
 	// the host).
 	Netns bool
+	// CallerTTY is the terminal of the process that launches the boxes ("" when none).
+	CallerTTY string
+	// Sessions, when set, makes and revokes pairing sessions through the daemon under test,
+	// for the pairing attempts; nil leaves those attempts without a target (skipped).
+	Sessions Sessions
+}
+
+// Sessions makes and revokes pairing sessions of the daemon under test.
+type Sessions interface {
+	Create() (id, pairing string, err error)
+	Revoke(id string) error
 }
 
 // SecretEnvNames are the variables Host.Env sets to fake secrets.
@@ -176,6 +187,9 @@ func SetUp(o HostOptions) (h *Host, err error) {
 	t.HostPid = cmd.Process.Pid
 	go func() { cmd.Wait(); close(h.sleeper) }()
 	h.onClose(func() error { cmd.Process.Kill(); <-h.sleeper; return nil })
+	if err := h.setUpMore(o, id); err != nil {
+		return nil, err
+	}
 	return h, nil
 }
 

@@ -145,6 +145,9 @@ func childMain(args []string) int {
 	case "tiocsti":
 		return tiocstiChild(args[1:])
 	}
+	if f := moreChildren[args[0]]; f != nil {
+		return f(args[1:])
+	}
 	return 2
 }
 

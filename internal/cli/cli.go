@@ -67,9 +67,12 @@ A per-user daemon builds the boxes; ` + "`agentbox run`" + ` starts it when it i
 		Version:       Version,
 	}
 	root.AddCommand(newRunCmd(), newDaemonCmd(), newLaunchesCmd(), newStopCmd(), newInfoCmd(), newDoctorCmd(),
-		newAttachCmd(), newConfigCmd(), newProfilesCmd(), newSessionCmd(), newRevokeCmd())
+		newAttachCmd(), newConfigCmd(), newProfilesCmd(), newSessionCmd(), newRevokeCmd(), newSelftestCmd(), newWrapCmd())
 	return root
 }
+
+// Command returns agentbox's command tree, for generating man pages and shell completions.
+func Command() *cobra.Command { return newRoot() }
 
 // printJSON writes v as indented JSON.
 func printJSON(w io.Writer, v any) error {

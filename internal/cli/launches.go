@@ -118,6 +118,12 @@ func newInfoCmd() *cobra.Command {
 			if info.Readiness != nil {
 				fmt.Fprintf(w, "readiness\t%s\n", readinessLine(info.Readiness))
 			}
+			if v := info.Violations; v != nil && (v.Posture != "" || v.Total > 0) {
+				fmt.Fprintf(w, "wrap-mode violations\t%d recorded, %d terminated (posture %s)\n", v.Total, v.Terminated, v.Posture)
+				for _, x := range v.Recent {
+					fmt.Fprintf(w, "  violation\t%s %s pid %d (parent %d %s): %s\n", x.Time.Local().Format(time.DateTime), x.Program, x.Pid, x.PPid, x.ParentExe, x.Action)
+				}
+			}
 			for _, k := range sortedKeys(info.Kernel) {
 				fmt.Fprintf(w, "kernel.%s\t%s\n", k, info.Kernel[k])
 			}

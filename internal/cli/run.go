@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -14,12 +15,14 @@ import (
 	"github.com/agentbox/agentbox/internal/api"
 	"github.com/agentbox/agentbox/internal/client"
 	"github.com/agentbox/agentbox/internal/console"
+	"github.com/agentbox/agentbox/internal/wrap"
 )
 
 func newRunCmd() *cobra.Command {
 	var (
 		wait, detach, asJSON bool
 		workspace, egress    string
+		programPath          string
 	)
 	cmd := &cobra.Command{
 		Use:   "run [flags] PROGRAM [-- ARGS...]",
@@ -39,7 +42,7 @@ When agentbox itself fails before the program starts, it prints the reason and e
 			if asJSON && !detach {
 				return fmt.Errorf("--json needs --detach (an attached run's output is the program's own)")
 			}
-			req, err := buildLaunchRequest(args, workspace, egress)
+			req, err := buildLaunchRequest(args, workspace, egress, programPath)
 			if err != nil {
 				return err
 			}
@@ -77,22 +80,20 @@ When agentbox itself fails before the program starts, it prints the reason and e
 	f.BoolVar(&asJSON, "json", false, "with --detach: print the launch as JSON")
 	f.StringVar(&workspace, "workspace", "", "workspace directory, bound read-write (default: the current directory)")
 	f.StringVar(&egress, "egress", "", "network: deny (default, loopback only) or allow (the host network, logged)")
+	f.StringVar(&programPath, "program-path", "", "the program's executable (absolute), instead of looking PROGRAM up on PATH (wrap-mode launchers pass the managed install)")
 	return cmd
 }
 
-// buildLaunchRequest resolves the program on the caller's PATH and the workspace.
-func buildLaunchRequest(args []string, workspace, egress string) (*api.LaunchRequest, error) {
+// buildLaunchRequest resolves the program (programPath, else PROGRAM on the caller's PATH) and
+// the workspace.
+func buildLaunchRequest(args []string, workspace, egress, programPath string) (*api.LaunchRequest, error) {
 	prog := args[0]
 	rest := args[1:]
 	if len(rest) > 0 && rest[0] == "--" {
 		rest = rest[1:]
 	}
-	path, err := exec.LookPath(prog)
+	path, err := resolveProgram(prog, programPath)
 	if err != nil {
-		return nil, &api.Error{Code: api.CodeProgramNotFound, Message: fmt.Sprintf("program %q: not found on PATH or not executable", prog),
-			Hint: "install it, or give its path"}
-	}
-	if path, err = filepath.Abs(path); err != nil {
 		return nil, err
 	}
 	cwd, err := os.Getwd()
@@ -120,6 +121,41 @@ func buildLaunchRequest(args []string, workspace, egress string) (*api.LaunchReq
 		Env:       os.Environ(),
 		Egress:    egress,
 	}, nil
+}
+
+// resolveProgram returns the absolute path of the executable to box. A name is looked up on
+// PATH skipping agentbox's own wrap-mode launchers (wrap.LookPath): a launcher first on PATH
+// must never find itself, and boxing a launcher would only run agentbox inside the box. A
+// launcher named explicitly is refused for the same reason.
+func resolveProgram(prog, programPath string) (string, error) {
+	path := programPath
+	switch {
+	case programPath != "":
+		if !filepath.IsAbs(programPath) {
+			return "", &api.Error{Code: api.CodeBadRequest, Message: fmt.Sprintf("--program-path %q is not absolute", programPath)}
+		}
+	case strings.Contains(prog, "/"):
+		p, err := exec.LookPath(prog)
+		if err != nil {
+			return "", &api.Error{Code: api.CodeProgramNotFound, Message: fmt.Sprintf("program %q: not found or not executable", prog),
+				Hint: "install it, or give its path"}
+		}
+		path = p
+	default:
+		if path = wrap.LookPath(prog, os.Getenv("PATH")); path == "" {
+			return "", &api.Error{Code: api.CodeProgramNotFound, Message: fmt.Sprintf("program %q: not found on PATH or not executable", prog),
+				Hint: "install it, or give its path"}
+		}
+	}
+	path, err := filepath.Abs(path)
+	if err != nil {
+		return "", err
+	}
+	if wrap.IsLauncher(path) {
+		return "", &api.Error{Code: api.CodeProgramNotExec, Message: fmt.Sprintf("%s is an agentbox wrap-mode launcher, not the program", path),
+			Hint: "run the program by its name, or name the vendor's executable with --program-path"}
+	}
+	return path, nil
 }
 
 // ensureDaemon returns a client of a running daemon, starting one in the background first when

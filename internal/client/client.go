@@ -214,3 +214,16 @@ func (c *Client) RevokeLaunch(ctx context.Context, id string) (*api.Session, err
 	var s api.Session
 	return &s, c.do(ctx, http.MethodPost, api.RouteLaunch+id+"/revoke", nil, &s)
 }
+
+// Violations returns wrap mode's violation scanner: posture, counts and recent violations.
+func (c *Client) Violations(ctx context.Context) (*api.Violations, error) {
+	var v api.Violations
+	return &v, c.do(ctx, http.MethodGet, api.RouteViolations, nil, &v)
+}
+
+// ScanViolations asks the daemon to scan for native runs of managed programs now; Found lists
+// what this scan recorded.
+func (c *Client) ScanViolations(ctx context.Context) (*api.Violations, error) {
+	var v api.Violations
+	return &v, c.do(ctx, http.MethodPost, api.RouteViolationsScan, nil, &v)
+}

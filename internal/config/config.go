@@ -54,6 +54,9 @@ type Config struct {
 	// Managed are the locks `agentbox daemon --system` delivers into the agents' own managed
 	// settings. Only the system policy may set them.
 	Managed Managed `json:"managed,omitzero" jsonschema_description:"Locks delivered into the agents' managed settings by agentbox daemon --system (system policy only)."`
+	// Containment is wrap mode: the managed programs and the violation posture
+	// (containment.go). Only the system policy may set it.
+	Containment Containment `json:"containment,omitzero" jsonschema_description:"Wrap mode: programs that run boxed by policy, and the posture towards native runs of them (system policy only)."`
 }
 
 // Integrity configures the integrity watch.
@@ -83,13 +86,14 @@ type Sessions struct {
 // Defaults returns the configuration that applies where no file sets a key.
 func Defaults() Config {
 	return Config{
-		Engine:    EngineNative,
-		Egress:    EgressDeny,
-		Console:   Console{Clipboard: ClipboardDeny},
-		StopGrace: Duration(5 * time.Second),
-		Sessions:  Sessions{Max: 64},
-		Integrity: Integrity{Interval: Duration(60 * time.Second)},
-		Managed:   Managed{ClaudeCode: ClaudeCodeManaged{AutoUpdates: AutoUpdatesOff}},
+		Engine:      EngineNative,
+		Egress:      EgressDeny,
+		Console:     Console{Clipboard: ClipboardDeny},
+		StopGrace:   Duration(5 * time.Second),
+		Sessions:    Sessions{Max: 64},
+		Integrity:   Integrity{Interval: Duration(60 * time.Second)},
+		Managed:     Managed{ClaudeCode: ClaudeCodeManaged{AutoUpdates: AutoUpdatesOff}},
+		Containment: Containment{Violations: ViolationsReport, ScanInterval: Duration(10 * time.Second)},
 	}
 }
 

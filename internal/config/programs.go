@@ -60,6 +60,9 @@ func validate(file string, body ast.Node, c *Config) error {
 	if err := validateBrokers(file, body, c); err != nil {
 		return err
 	}
+	if err := validateContainment(file, body, c); err != nil {
+		return err
+	}
 	if len(c.Programs) > 0 {
 		if _, err := profile.NewSet(c.Programs); err != nil {
 			var fe *profile.FieldError
@@ -212,16 +215,29 @@ func sortedKeys[V any](m map[string]V) []string {
 	return ks
 }
 
-// policyOnly are the keys only the system policy may set: Claude Code honours them only from
-// admin-writable sources, so a user file setting them would promise a lock that is not there.
+// policyOnlyPrefix are the keys only the system policy may set: Claude Code honours them only
+// from admin-writable sources, so a user file setting them would promise a lock that is not
+// there.
 const policyOnlyPrefix = "managed."
+
+// containmentPrefix are wrap mode's keys: which programs are managed is the administrator's
+// decision, never the user's.
+const containmentPrefix = "containment."
 
 // refusePolicyOnly refuses a user file that sets a policy-only key.
 func refusePolicyOnly(l *layer) error {
 	for _, k := range Keys() {
-		if line, ok := l.set[k]; ok && strings.HasPrefix(k, policyOnlyPrefix) {
+		line, ok := l.set[k]
+		if !ok {
+			continue
+		}
+		if strings.HasPrefix(k, policyOnlyPrefix) {
 			return &InvalidError{File: l.file, Line: line, Field: k,
 				Msg: "only the system policy (" + DefaultPolicyFile + ") may set managed locks; a user file cannot lock anything"}
+		}
+		if strings.HasPrefix(k, containmentPrefix) {
+			return &InvalidError{File: l.file, Line: line, Field: k,
+				Msg: "only the system policy (" + DefaultPolicyFile + ") may set wrap mode (containment); see docs/deploy.md"}
 		}
 	}
 	return nil

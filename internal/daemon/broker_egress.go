@@ -326,4 +326,3 @@ func (b *egressBroker) countedBefore(ctx context.Context, id string) api.EgressS
 	}
 	return s
 }
-

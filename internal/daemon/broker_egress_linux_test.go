@@ -66,9 +66,13 @@ echo "== bypass"; curl -sS --noproxy '*' --max-time 5 --cacert ca.pem ` + out.UR
 npm install --no-audit --no-fund --no-update-notifier --registry ` + out.URL("/") + ` --cafile ../ca.pem --cache ../.npm ` + egresstest.NPMPackage + ` && cat node_modules/` + egresstest.NPMPackage + `/index.js; echo "npm=$?"; cd ..
 `)
 	}
+	// A pip under the user's home (pyenv) is not in the box, whose home is empty: the system's.
 	pip := ""
-	if p, err := exec.LookPath("pip3"); err == nil && strings.HasPrefix(p, "/usr/") {
-		pip = p // a pip under the user's home (pyenv) is not in the box: its home is empty
+	for _, p := range []string{"/usr/bin/pip3", "/usr/local/bin/pip3"} {
+		if _, err := os.Stat(p); err == nil {
+			pip = p
+			break
+		}
 	}
 	if pip != "" {
 		script.WriteString(`echo "== pip"; ` + pip + ` download --no-deps --no-cache-dir --disable-pip-version-check --index-url ` + out.URL("/simple/") +
@@ -97,7 +101,7 @@ npm install --no-audit --no-fund --no-update-notifier --registry ` + out.URL("/"
 	want := []string{
 		"HTTPS_PROXY=http://agentbox:PAIRING@127.0.0.1:3128", "https_proxy=http://agentbox:PAIRING@127.0.0.1:3128",
 		"NO_PROXY=127.0.0.1,localhost,::1", "ALL_PROXY=http://agentbox:PAIRING@127.0.0.1:3128",
-		"hello from the outside", "curl=0", "CONNECT tunnel failed, response 403",
+		"hello from the outside", "curl=0", "403",
 	}
 	if has("git") && out.RepoURL != "" {
 		want = append(want, "cloned through the egress proxy", "git=0")
@@ -167,3 +171,107 @@ func egressAuditRows(t *testing.T, td *testDaemon, id string) []store.Audit {
 	})
 	return rows
 }
+
+// TestEgressProxyCLI drives the proxy through the agentbox binary as a user would: the user
+// config at $XDG_CONFIG_HOME/agentbox/config.yaml names the outside server by address (the
+// daemon resolves names with the host's resolver, which knows no test names), `agentbox run
+// --wait` runs curl in a box, `agentbox revoke` cuts a download in flight, and `agentbox
+// launches --json` shows the counters and the refused host.
+func TestEgressProxyCLI(t *testing.T) {
+	out := egresstest.Start(t)
+	bin := agentboxBinary(t)
+	root, err := os.MkdirTemp("/tmp", "abe")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(root) })
+	dirs := map[string]string{}
+	for _, n := range []string{"run", "state", "config", "work"} {
+		dirs[n] = filepath.Join(root, n)
+		if err := os.MkdirAll(dirs[n], 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	os.Chmod(dirs["work"], 0o755)
+	ca, _ := os.ReadFile(out.CAFile)
+	os.WriteFile(filepath.Join(dirs["work"], "ca.pem"), ca, 0o644)
+	cfgFile := filepath.Join(dirs["config"], "agentbox", "config.yaml")
+	os.MkdirAll(filepath.Dir(cfgFile), 0o700)
+	if err := os.WriteFile(cfgFile, []byte("egressAllow:\n  - "+strconvQuote(out.AddrAllow())+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env := append(os.Environ(), "XDG_RUNTIME_DIR="+dirs["run"], "XDG_STATE_HOME="+dirs["state"], "XDG_CONFIG_HOME="+dirs["config"])
+	abx := func(args ...string) (string, error) {
+		cmd := exec.Command(bin, args...)
+		cmd.Dir, cmd.Env = dirs["work"], env
+		b, err := cmd.CombinedOutput()
+		return string(b), err
+	}
+	t.Cleanup(func() {
+		if o, err := abx("daemon", "stop"); err != nil {
+			t.Logf("daemon stop: %v: %s", err, o)
+		}
+	})
+	// --noproxy '': a loopback outside (not root) is at 127.0.0.1, which NO_PROXY keeps for the
+	// in-box relay; from the box such a direct connection reaches nothing.
+	sh, _ := exec.LookPath("sh")
+	o, err := abx("run", "--wait", sh, "--", "-c",
+		`curl -sS --fail --noproxy '' --cacert ca.pem `+out.AddrURL("/hello")+` && curl -sS --fail https://evil.outside.test/; echo "refused=$?"`)
+	if err != nil || !strings.Contains(o, "hello from the outside") || !strings.Contains(o, "refused=") || strings.Contains(o, "refused=0") {
+		t.Fatalf("agentbox run: %v:\n%s", err, o)
+	}
+
+	// A download in flight is cut by revocation.
+	o, err = abx("run", "--detach", sh, "--", "-c",
+		`curl -sS -N --noproxy '' --cacert ca.pem `+out.AddrURL("/slow")+` > slow.txt 2>slow.err; echo "slow=$?" > slow.done; sleep 1`)
+	if err != nil {
+		t.Fatalf("agentbox run --detach: %v:\n%s", err, o)
+	}
+	id := strings.TrimSpace(o)
+	waitFor(t, "the download to start", func() bool {
+		b, _ := os.ReadFile(filepath.Join(dirs["work"], "slow.txt"))
+		return strings.Contains(string(b), "chunk 2")
+	})
+	if o, err := abx("revoke", id); err != nil {
+		t.Fatalf("agentbox revoke: %v:\n%s", err, o)
+	}
+	var done string
+	waitFor(t, "curl to see the tunnel closed", func() bool {
+		b, _ := os.ReadFile(filepath.Join(dirs["work"], "slow.done"))
+		done = string(b)
+		return done != ""
+	})
+	if strings.Contains(done, "slow=0") {
+		t.Errorf("the download survived revocation: %s", done)
+	}
+	slow, _ := os.ReadFile(filepath.Join(dirs["work"], "slow.txt"))
+	if strings.Contains(string(slow), "chunk 599") {
+		t.Errorf("the download ran to its end")
+	}
+
+	o, err = abx("launches", "--json")
+	if err != nil {
+		t.Fatalf("agentbox launches --json: %v:\n%s", err, o)
+	}
+	var ls []api.Launch
+	if err := json.Unmarshal([]byte(o), &ls); err != nil {
+		t.Fatalf("launches --json: %v:\n%s", err, o)
+	}
+	var first, second *api.EgressStats
+	for _, l := range ls {
+		if l.ID == id {
+			second = l.Egress
+		} else {
+			first = l.Egress
+		}
+	}
+	if first == nil || first.Allowed != 1 || first.Refused != 1 || first.LastRefused != "evil.outside.test:443" {
+		t.Errorf("first launch egress = %+v", first)
+	}
+	if second == nil || second.Allowed != 1 || second.BytesDown == 0 {
+		t.Errorf("revoked launch egress = %+v", second)
+	}
+	t.Logf("slow: %s (%d bytes before revocation)", strings.TrimSpace(done), len(slow))
+}
+
+func strconvQuote(s string) string { return fmt.Sprintf("%q", s) }

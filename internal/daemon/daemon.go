@@ -72,6 +72,8 @@ type Daemon struct {
 	wg       sync.WaitGroup
 
 	readiness *readiness.Manager // admits launches once the box is proven (readiness.go)
+
+	violations *violationScanner // wrap mode's native-run scanner (violations.go); guarded by mu
 }
 
 // Run starts the daemon and serves until ctx ends. Boxes keep running after it returns.
@@ -134,6 +136,7 @@ func (d *Daemon) serve(ctx context.Context) error {
 	}
 	d.readopt(ctx)
 	d.startReadiness(ctx)
+	d.startViolations(ctx)
 
 	ln, err := safesocket.Listen(d.socket)
 	if err != nil {

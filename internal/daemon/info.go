@@ -21,10 +21,14 @@ func (d *Daemon) serveInfo(w http.ResponseWriter, r *http.Request) error {
 	if v == "" {
 		v = "dev"
 	}
+	viol, err := d.violationSummary(r.Context(), 5)
+	if err != nil {
+		d.log.Warn("info: violations", "err", err)
+	}
 	writeJSON(w, http.StatusOK, api.Info{
 		Version: v, Engine: cfg.Config.Engine, Socket: d.socket, Pid: os.Getpid(), UID: os.Getuid(),
 		Kernel: kernelFacts(), Launches: n, RuntimeDir: d.runtimeDir, StateDir: d.stateDir, ConfigFiles: cfg.Files(), ConfigError: cfgErr,
-		Readiness: d.readinessStatus(), Posture: d.posture(),
+		Readiness: d.readinessStatus(), Posture: d.posture(), Violations: viol,
 	})
 	return nil
 }

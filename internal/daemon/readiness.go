@@ -7,6 +7,7 @@ import (
 	"github.com/agentbox/agentbox/internal/api"
 	"github.com/agentbox/agentbox/internal/config"
 	"github.com/agentbox/agentbox/internal/readiness"
+	"github.com/agentbox/agentbox/internal/shim"
 )
 
 // startReadiness starts the readiness state machine: a cached proof makes the daemon ready at
@@ -20,9 +21,19 @@ func (d *Daemon) startReadiness(ctx context.Context) {
 		},
 		RuntimeDir: d.runtimeDir,
 		StateDir:   d.stateDir,
+		Executable: boxBinary(),
 		Logger:     d.log,
 	})
 	d.readiness.Start(ctx)
+}
+
+// boxBinary is the agentbox binary that builds boxes (the one shims run), which the probe's box
+// runs as its attester; "" means the running executable.
+func boxBinary() string {
+	if shim.Executable == "/proc/self/exe" {
+		return ""
+	}
+	return shim.Executable
 }
 
 // admit refuses a launch unless the readiness probe proved that this host builds and enforces

@@ -44,6 +44,8 @@ func (d *Daemon) handler() http.Handler {
 		{"GET", "/v0/sessions", permRead, d.serveSessions},
 		{"POST", "/v0/sessions", permWrite, d.serveCreateSession},
 		{"DELETE", "/v0/sessions/{id}", permWrite, d.serveRevokeSession},
+		{"GET", api.RouteViolations, permRead, d.serveViolations},
+		{"POST", api.RouteViolationsScan, permWrite, d.serveScanViolations},
 	}
 	mux := http.NewServeMux()
 	for _, rt := range routes {

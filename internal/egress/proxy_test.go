@@ -131,7 +131,7 @@ func TestRefusals(t *testing.T) {
 			[]string{"egressAllow", "npm suggests: registry.npmjs.org"}},
 		{"PortNotAllowed", fmt.Sprintf("%s:%d", egresstest.PkgHost, r.out.Alt), basic(r.pairing1), 403, CodeEgressRefused, ReasonPortNotAllowed, false,
 			[]string{"egressAllow", fmt.Sprintf(`"pkg.outside.test:%d"`, r.out.Alt)}},
-		{"AddressNotListed", fmt.Sprintf("127.0.0.1:%d", loopPort), basic(r.pairing1), 403, CodeEgressRefused, ReasonHostNotAllowed, false, nil},
+		{"AddressNotListed", fmt.Sprintf("127.0.0.2:%d", loopPort), basic(r.pairing1), 403, CodeEgressRefused, ReasonHostNotAllowed, false, nil},
 		{"ResolvesToLoopback", fmt.Sprintf("%s:%d", egresstest.LoopHost, loopPort), basic(r.pairing1), 403, CodeEgressRefused, ReasonAddress, true,
 			[]string{"127.0.0.1 (loopback)"}},
 		{"ResolvesToMetadata", egresstest.MetaHost + ":443", basic(r.pairing1), 403, CodeEgressRefused, ReasonAddress, true,
@@ -329,4 +329,3 @@ func TestTunnelEndsOnRevocationAndClose(t *testing.T) {
 		})
 	}
 }
-

@@ -368,6 +368,11 @@ read:
 		}
 	}
 	<-attached
+	// The shim exits once its console client has closed: a probe leaves no process behind.
+	if !waitGone(p.shimPid, 5*time.Second) {
+		p.log.Warn("readiness: the probe's shim lingers after its end; killing it", "pid", p.shimPid)
+		killRef(procRef{Pid: p.shimPid})
+	}
 	obs.Settled = p.final.Settled
 	obs.ExitCode = p.final.ExitCode
 	obs.ListenerHits = int(p.hits.Load())
@@ -781,6 +786,18 @@ func killInNamespace(pid int, ns uint64) {
 		return
 	}
 	unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0)
+}
+
+// waitGone waits (bounded) until pid has exited, through a pidfd.
+func waitGone(pid int, d time.Duration) bool {
+	fd, err := unix.PidfdOpen(pid, 0)
+	if err != nil {
+		return true // already gone (and reaped)
+	}
+	defer unix.Close(fd)
+	fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+	n, err := unix.Poll(fds, int(d/time.Millisecond))
+	return err == nil && n > 0
 }
 
 // killRef sends SIGKILL to the process ref names (when Start is set, only if it still is that

@@ -261,6 +261,8 @@ var migrations = []string{
 	migrationDrift,
 	// 4: the managed posture a launch started under (posture.go).
 	migrationPosture,
+	// 5: wrap mode's violations (violations.go).
+	migrationViolations,
 }
 
 // SchemaVersion returns the schema version (PRAGMA user_version) this build writes.

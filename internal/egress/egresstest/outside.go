@@ -128,6 +128,24 @@ func (o *Outside) URL(path string) string {
 	return "https://" + o.hostPort(PkgHost, o.HTTPS, 443) + path
 }
 
+// AddrURL returns https://<address>[:port]/path: the server by address, for a daemon that
+// resolves names with the host's resolver (the certificate names the address too).
+func (o *Outside) AddrURL(path string) string {
+	h := o.Addr.String()
+	if o.HTTPS != 443 {
+		h = net.JoinHostPort(h, strconv.Itoa(o.HTTPS))
+	}
+	return "https://" + h + path
+}
+
+// AddrAllow returns the allowlist entry naming the server's address and HTTPS port.
+func (o *Outside) AddrAllow() string {
+	if o.HTTPS == 443 {
+		return o.Addr.String()
+	}
+	return net.JoinHostPort(o.Addr.String(), strconv.Itoa(o.HTTPS))
+}
+
 // HTTPURL returns http://PkgHost[:port]/path.
 func (o *Outside) HTTPURL(path string) string {
 	return "http://" + o.hostPort(PkgHost, o.HTTP, 80) + path
@@ -200,6 +218,23 @@ func (o *Outside) routes(t testing.TB, dir string) {
 	})
 	o.Mux.HandleFunc("/hello", func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintf(w, "hello from the outside (host %s)\n", r.Host)
+	})
+	// /slow writes a line every 100ms for a minute: a long download to cut.
+	o.Mux.HandleFunc("/slow", func(w http.ResponseWriter, r *http.Request) {
+		f, _ := w.(http.Flusher)
+		for i := range 600 {
+			if _, err := fmt.Fprintf(w, "chunk %d\n", i); err != nil {
+				return
+			}
+			if f != nil {
+				f.Flush()
+			}
+			select {
+			case <-r.Context().Done():
+				return
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
 	})
 	o.Mux.HandleFunc("/upload", func(w http.ResponseWriter, r *http.Request) {
 		n, _ := io.Copy(io.Discard, r.Body)

@@ -1,0 +1,485 @@
+//go:build linux
+
+// Command relay measures the daemon's relay from inside a real box against the same client
+// talking to the upstream directly: the added latency of a small LLM request, the delay of each
+// server-sent event, the throughput of a large streamed body, the time from revocation to the
+// end of a stream in flight and to the next refusal, and a git clone through the git relay
+// against a direct clone from git http-backend.
+//
+//	go run ./bench/relay -bin bin/agentbox
+//
+// It needs node (the in-box client), git with git-http-backend, and a working agentbox (it
+// starts its own isolated daemon). Results are printed as Markdown.
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	_ "embed"
+	"encoding/base64"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"log"
+	"math"
+	"net/http"
+	"net/http/cgi"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/agentbox/agentbox/internal/relay/llm/llmtest"
+)
+
+//go:embed bench.js
+var benchJS []byte
+
+const (
+	hostCredential = "sk-bench-host-secret-0123456789"
+	gitUser        = "robot"
+	gitSecret      = "ghp_benchS3cret0123456789"
+)
+
+var (
+	bin     = flag.String("bin", "bin/agentbox", "agentbox binary")
+	nSmall  = flag.Int("n", 300, "small requests per side")
+	nEvents = flag.Int("events", 1000, "events in the paced stream")
+	bulkMB  = flag.Int("mb", 100, "size of the streamed body, MB")
+	nRevoke = flag.Int("revokes", 5, "revocation rounds")
+	gitMB   = flag.Int("git-mb", 56, "size of the generated git repository, MiB")
+	gitRuns = flag.Int("git-runs", 3, "clones per side")
+	skipGit = flag.Bool("no-git", false, "skip the git benchmark")
+)
+
+// env is an isolated agentbox environment with its own daemon.
+type env struct {
+	root, work string
+	vars       []string
+}
+
+func newEnv() *env {
+	root, err := os.MkdirTemp("/tmp", "abbench")
+	check(err)
+	os.Chmod(root, 0o755)
+	e := &env{root: root}
+	dirs := map[string]string{}
+	for _, d := range []string{"run", "state", "config", "home", "work"} {
+		p := filepath.Join(root, d)
+		check(os.Mkdir(p, 0o700))
+		dirs[d] = p
+	}
+	e.work = dirs["work"]
+	e.vars = []string{"PATH=" + os.Getenv("PATH"), "LANG=C.UTF-8", "HOME=" + dirs["home"],
+		"XDG_RUNTIME_DIR=" + dirs["run"], "XDG_STATE_HOME=" + dirs["state"], "XDG_CONFIG_HOME=" + dirs["config"]}
+	return e
+}
+
+func (e *env) home() string   { return filepath.Join(e.root, "home") }
+func (e *env) config() string { return filepath.Join(e.root, "config") }
+
+func (e *env) cmd(args ...string) *exec.Cmd {
+	c := exec.Command(*bin, args...)
+	c.Env, c.Dir = e.vars, e.work
+	return c
+}
+
+// box runs a shell script in a box and returns its stdout.
+func (e *env) box(script string) string {
+	var out, errb bytes.Buffer
+	c := e.cmd("run", "sh", "--", "-c", script)
+	c.Stdout, c.Stderr = &out, &errb
+	if err := c.Run(); err != nil {
+		log.Fatalf("box %q: %v\n%s\n%s", script, err, out.String(), errb.String())
+	}
+	return out.String()
+}
+
+func (e *env) close() {
+	e.cmd("daemon", "stop").Run()
+	os.RemoveAll(e.root)
+}
+
+func check(err error) {
+	if err != nil {
+		log.Fatal(err)
+	}
+}
+
+func nowMs() float64 { return float64(time.Now().UnixNano()) / 1e6 }
+
+// upstream is the fake Anthropic API with the replies and pacing of each phase, chosen by the
+// request's model.
+type upstream struct {
+	*llmtest.Server
+	mu    sync.Mutex
+	sent  []float64 // epoch ms at which each event of the "events" stream was written
+	bulkN int
+}
+
+func newUpstream() *upstream {
+	u := &upstream{}
+	bulkText := strings.Repeat("a", 16384)
+	u.Server = llmtest.NewAnthropic(llmtest.Options{
+		Credential: hostCredential,
+		Respond: func(r llmtest.Request) llmtest.Reply {
+			var b struct{ Model string }
+			json.Unmarshal(r.Body, &b)
+			switch b.Model {
+			case "events":
+				// Each delta is one event: *nEvents events in all, with the 6 of the frame.
+				return llmtest.Reply{Text: "x", Repeat: *nEvents - 6}
+			case "bulk":
+				return llmtest.Reply{Text: bulkText, Chunk: len(bulkText), Repeat: *bulkMB * 1000 * 1000 / len(bulkText)}
+			case "revoke":
+				return llmtest.Reply{Repeat: 1 << 30}
+			}
+			return llmtest.Reply{}
+		},
+		Pace: func(ctx context.Context, i int, _ string) error {
+			// Pace sees no request: the phases run one at a time and set paceMode.
+			switch paceMode() {
+			case "events":
+				time.Sleep(time.Millisecond)
+				u.mu.Lock()
+				if i == 0 {
+					u.sent = u.sent[:0]
+				}
+				u.sent = append(u.sent, nowMs())
+				u.mu.Unlock()
+			case "revoke":
+				select {
+				case <-ctx.Done():
+					return ctx.Err()
+				case <-time.After(10 * time.Millisecond):
+				}
+			}
+			return nil
+		},
+	})
+	return u
+}
+
+var (
+	modeMu sync.Mutex
+	mode   string
+)
+
+func paceMode() string { modeMu.Lock(); defer modeMu.Unlock(); return mode }
+func setMode(m string) { modeMu.Lock(); mode = m; modeMu.Unlock() }
+func (u *upstream) sentTimes() []float64 {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return append([]float64(nil), u.sent...)
+}
+
+func pct(xs []float64, p float64) float64 {
+	s := append([]float64(nil), xs...)
+	sort.Float64s(s)
+	if len(s) == 0 {
+		return math.NaN()
+	}
+	return s[int(math.Round(p*float64(len(s)-1)))]
+}
+
+func mean(xs []float64) float64 {
+	t := 0.0
+	for _, x := range xs {
+		t += x
+	}
+	return t / float64(len(xs))
+}
+
+// hostNode runs bench.js on the host, directly against the upstream.
+func hostNode(dir string, args ...string) []byte {
+	c := exec.Command("node", append([]string{filepath.Join(dir, "bench.js")}, args...)...)
+	c.Stderr = os.Stderr
+	out, err := c.Output()
+	check(err)
+	return out
+}
+
+// boxNode runs bench.js in a box, against the relay.
+func (e *env) boxNode(args ...string) []byte {
+	q := make([]string, len(args))
+	for i, a := range args {
+		q[i] = `"` + a + `"`
+	}
+	return []byte(e.box(`exec node bench.js ` + strings.Join(q, " ")))
+}
+
+const relayBase = `$AGENTBOX_RELAY_URL/sandbox/anthropic`
+
+func main() {
+	flag.Parse()
+	log.SetFlags(0)
+	abs, err := filepath.Abs(*bin)
+	check(err)
+	*bin = abs
+	load0, _ := os.ReadFile("/proc/loadavg")
+	kernel, _ := exec.Command("uname", "-r").Output()
+	nproc, _ := exec.Command("nproc").Output()
+	fmt.Printf("### Run of %s\n\n", time.Now().UTC().Format("2006-01-02 15:04 MST"))
+	fmt.Printf("Machine: %s cores, kernel %s, load average at start %s\n",
+		strings.TrimSpace(string(nproc)), strings.TrimSpace(string(kernel)), strings.Join(strings.Fields(string(load0))[:3], " "))
+
+	up := newUpstream()
+	defer up.Close()
+	e := newEnv()
+	defer e.close()
+	check(os.WriteFile(filepath.Join(e.work, "bench.js"), benchJS, 0o644))
+	credFile := filepath.Join(e.home(), "anthropic.key")
+	check(os.WriteFile(credFile, []byte(hostCredential+"\n"), 0o600))
+	var rm *gitRemote
+	cfg := fmt.Sprintf("gateway:\n  anthropic:\n    url: %s\n    credential:\n      file: %s\n", up.URL, credFile)
+	if !*skipGit {
+		rm = newGitRemote()
+		defer rm.close()
+		gitCred := filepath.Join(e.home(), "git-token")
+		check(os.WriteFile(gitCred, []byte(gitSecret+"\n"), 0o600))
+		cfg += fmt.Sprintf("git:\n  allow:\n    - %s\n  credentials:\n    - prefix: %s\n      username: %s\n      file: %s\n", rm.srv.URL, rm.srv.URL, gitUser, gitCred)
+	}
+	check(os.MkdirAll(filepath.Join(e.config(), "agentbox"), 0o700))
+	check(os.WriteFile(filepath.Join(e.config(), "agentbox", "config.yaml"), []byte(cfg), 0o600))
+	e.box("true") // start the daemon
+
+	// 1. Small requests.
+	setMode("small")
+	var direct, relayed struct{ Ms []float64 }
+	check(json.Unmarshal(hostNode(e.work, "small", up.URL, hostCredential, fmt.Sprint(*nSmall)), &direct))
+	check(json.Unmarshal(e.boxNode("small", relayBase, "$AGENTBOX_PAIRING", fmt.Sprint(*nSmall)), &relayed))
+	fmt.Printf("\n**Small request** (non-streaming Messages call, %d sequential requests on one keep-alive Node.js fetch client after 20 warm-up; box start-up excluded):\n\n", *nSmall)
+	fmt.Println("| path | p50 ms | p90 ms | p99 ms | mean ms |")
+	fmt.Println("|---|---|---|---|---|")
+	fmt.Printf("| direct to the fake upstream (host) | %.2f | %.2f | %.2f | %.2f |\n", pct(direct.Ms, .5), pct(direct.Ms, .9), pct(direct.Ms, .99), mean(direct.Ms))
+	fmt.Printf("| through the relay (in a box) | %.2f | %.2f | %.2f | %.2f |\n", pct(relayed.Ms, .5), pct(relayed.Ms, .9), pct(relayed.Ms, .99), mean(relayed.Ms))
+	fmt.Printf("| **added by the relay** | **%.2f** | %.2f | **%.2f** | %.2f |\n",
+		pct(relayed.Ms, .5)-pct(direct.Ms, .5), pct(relayed.Ms, .9)-pct(direct.Ms, .9), pct(relayed.Ms, .99)-pct(direct.Ms, .99), mean(relayed.Ms)-mean(direct.Ms))
+
+	// 2. Per-event delay: the upstream writes one event per ms; delay = receipt − write.
+	setMode("events")
+	eventDelays := func(out []byte) []float64 {
+		var r struct{ Times []float64 }
+		check(json.Unmarshal(out, &r))
+		sent := up.sentTimes()
+		if len(sent) != len(r.Times) {
+			log.Fatalf("events: the upstream wrote %d, the client got %d", len(sent), len(r.Times))
+		}
+		d := make([]float64, len(sent))
+		for i := range sent {
+			d[i] = r.Times[i] - sent[i]
+		}
+		return d
+	}
+	dEv := eventDelays(hostNode(e.work, "events", up.URL, hostCredential))
+	rEv := eventDelays(e.boxNode("events", relayBase, "$AGENTBOX_PAIRING"))
+	fmt.Printf("\n**Per-event delay** (a stream of %d SSE events, one written every ~1 ms, each flushed; delay = the client's receipt time − the upstream's write time, same host clock):\n\n", len(dEv))
+	fmt.Println("| path | p50 ms | p90 ms | p99 ms | max ms |")
+	fmt.Println("|---|---|---|---|---|")
+	fmt.Printf("| direct | %.3f | %.3f | %.3f | %.3f |\n", pct(dEv, .5), pct(dEv, .9), pct(dEv, .99), pct(dEv, 1))
+	fmt.Printf("| relay | %.3f | %.3f | %.3f | %.3f |\n", pct(rEv, .5), pct(rEv, .9), pct(rEv, .99), pct(rEv, 1))
+	fmt.Printf("| **added** | **%.3f** | %.3f | **%.3f** | |\n", pct(rEv, .5)-pct(dEv, .5), pct(rEv, .9)-pct(dEv, .9), pct(rEv, .99)-pct(dEv, .99))
+
+	// 3. Throughput of a large streamed body.
+	setMode("bulk")
+	var bd, br struct {
+		Bytes float64
+		Ms    float64
+	}
+	fmt.Printf("\n**Streamed body** (one Messages stream of ~%d MB of 16 KiB text deltas, read by Node.js fetch):\n\n", *bulkMB)
+	fmt.Println("| path | bytes | s | MB/s |")
+	fmt.Println("|---|---|---|---|")
+	for i := 0; i < 2; i++ {
+		check(json.Unmarshal(hostNode(e.work, "bulk", up.URL, hostCredential), &bd))
+		check(json.Unmarshal(e.boxNode("bulk", relayBase, "$AGENTBOX_PAIRING"), &br))
+		fmt.Printf("| direct (run %d) | %.0f | %.2f | %.0f |\n", i+1, bd.Bytes, bd.Ms/1000, bd.Bytes/1e6/(bd.Ms/1000))
+		fmt.Printf("| relay (run %d) | %.0f | %.2f | %.0f |\n", i+1, br.Bytes, br.Ms/1000, br.Bytes/1e6/(br.Ms/1000))
+	}
+	// The same with curl, a client that costs less CPU per byte.
+	curl := func(base, key string) string {
+		return `curl -sS -N -o /dev/null -w '%{size_download} %{time_total}' -X POST "` + base + `/v1/messages" -H 'content-type: application/json' ` +
+			`-H 'anthropic-version: 2023-06-01' -H "x-api-key: ` + key + `" -d '{"model":"bulk","max_tokens":16,"stream":true,"messages":[{"role":"user","content":"hi"}]}'`
+	}
+	for i := 0; i < 2; i++ {
+		for _, side := range []string{"direct", "relay"} {
+			var out []byte
+			if side == "direct" {
+				out, err = exec.Command("sh", "-c", curl(up.URL, hostCredential)).Output()
+				check(err)
+			} else {
+				out = []byte(e.box(curl(relayBase, "$AGENTBOX_PAIRING")))
+			}
+			var n, s float64
+			fmt.Sscan(string(out), &n, &s)
+			fmt.Printf("| %s, curl (run %d) | %.0f | %.2f | %.0f |\n", side, i+1, n, s, n/1e6/s)
+		}
+	}
+
+	// 4. Revocation: a stream in flight (an event every 10 ms) in a detached box; the host
+	// runs `agentbox revoke ID` at t0.
+	setMode("revoke")
+	var toEnd, toNext, cli []float64
+	for i := 0; i < *nRevoke; i++ {
+		mark := fmt.Sprintf("streaming%d", i)
+		res := fmt.Sprintf("revoke%d.json", i)
+		c := e.cmd("run", "-d", "sh", "--", "-c", `node bench.js revoke "`+relayBase+`" "$AGENTBOX_PAIRING" `+mark+` > `+res+`.tmp && mv `+res+`.tmp `+res)
+		idb, err := c.Output()
+		check(err)
+		id := strings.TrimSpace(string(idb))
+		waitFile(filepath.Join(e.work, mark))
+		t0 := nowMs()
+		if out, err := e.cmd("revoke", id).CombinedOutput(); err != nil {
+			log.Fatalf("revoke: %v %s", err, out)
+		}
+		t1 := nowMs()
+		waitFile(filepath.Join(e.work, res))
+		var r struct {
+			TEnd, TNext float64
+			Status      int
+			ErrorEvent  bool
+		}
+		b, _ := os.ReadFile(filepath.Join(e.work, res))
+		check(json.Unmarshal(b, &r))
+		if r.Status != 403 || !r.ErrorEvent {
+			log.Fatalf("revocation round %d: next status %d, error event %v", i, r.Status, r.ErrorEvent)
+		}
+		toEnd = append(toEnd, r.TEnd-t0)
+		toNext = append(toNext, r.TNext-t0)
+		cli = append(cli, t1-t0)
+	}
+	fmt.Printf("\n**Revocation** (%d rounds; t0 = the host starts `agentbox revoke ID` while the box reads a stream; the stream ends with `event: error` and the next request is 403):\n\n", *nRevoke)
+	fmt.Println("| from t0 to | min ms | median ms | max ms |")
+	fmt.Println("|---|---|---|---|")
+	fmt.Printf("| `agentbox revoke` returned | %.1f | %.1f | %.1f |\n", pct(cli, 0), pct(cli, .5), pct(cli, 1))
+	fmt.Printf("| the box's stream ended | %.1f | %.1f | %.1f |\n", pct(toEnd, 0), pct(toEnd, .5), pct(toEnd, 1))
+	fmt.Printf("| the box's next request got 403 | %.1f | %.1f | %.1f |\n", pct(toNext, 0), pct(toNext, .5), pct(toNext, 1))
+
+	// 5. git clone.
+	if rm != nil {
+		size := rm.bigRepo("big.git", *gitMB<<20)
+		url := rm.srv.URL + "/big.git"
+		var dg, rg []float64
+		for i := 0; i < *gitRuns; i++ {
+			dir, err := os.MkdirTemp(e.root, "clone")
+			check(err)
+			t := time.Now()
+			gitHost(e.root, "-c", "http.extraHeader=Authorization: Basic "+basic(), "clone", "-q", url, dir+"/c")
+			dg = append(dg, time.Since(t).Seconds())
+			os.RemoveAll(dir)
+		}
+		out := e.box(fmt.Sprintf(`for i in $(seq %d); do s=$(date +%%s%%N); git clone -q %s c || exit 1; t=$(date +%%s%%N); echo $(( (t-s)/1000000 )); rm -rf c; done`, *gitRuns, url))
+		for _, f := range strings.Fields(out) {
+			var ms float64
+			fmt.Sscan(f, &ms)
+			rg = append(rg, ms/1000)
+		}
+		fmt.Printf("\n**git clone** of a generated repository (git fast-import, %d files of 1 MiB random data; pack %.1f MiB), from git http-backend (net/http/cgi, basic auth), %d clones per side, one box for the relayed ones:\n\n", *gitMB, float64(size)/(1<<20), *gitRuns)
+		fmt.Println("| path | min s | median s | max s | MiB/s (median) |")
+		fmt.Println("|---|---|---|---|---|")
+		fmt.Printf("| direct (host git) | %.2f | %.2f | %.2f | %.0f |\n", pct(dg, 0), pct(dg, .5), pct(dg, 1), float64(size)/(1<<20)/pct(dg, .5))
+		fmt.Printf("| through the git relay (in a box) | %.2f | %.2f | %.2f | %.0f |\n", pct(rg, 0), pct(rg, .5), pct(rg, 1), float64(size)/(1<<20)/pct(rg, .5))
+	}
+	load1, _ := os.ReadFile("/proc/loadavg")
+	fmt.Printf("\nLoad average at the end: %s\n", strings.Join(strings.Fields(string(load1))[:3], " "))
+}
+
+func waitFile(p string) {
+	end := time.Now().Add(2 * time.Minute)
+	for {
+		if _, err := os.Stat(p); err == nil {
+			return
+		}
+		if time.Now().After(end) {
+			log.Fatalf("gave up waiting for %s", p)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+func basic() string {
+	return base64.StdEncoding.EncodeToString([]byte(gitUser + ":" + gitSecret))
+}
+
+// gitRemote serves bare repositories with git http-backend behind basic auth.
+type gitRemote struct {
+	root string
+	srv  *httptest.Server
+}
+
+func newGitRemote() *gitRemote {
+	out, err := exec.Command("git", "--exec-path").Output()
+	check(err)
+	backend := filepath.Join(strings.TrimSpace(string(out)), "git-http-backend")
+	root, err := os.MkdirTemp("", "abbenchgit")
+	check(err)
+	h := &cgi.Handler{Path: backend, Root: "/", InheritEnv: []string{"PATH"}, Stderr: io.Discard,
+		Env: []string{"GIT_PROJECT_ROOT=" + root, "GIT_HTTP_EXPORT_ALL=1", "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null", "HOME=" + root}}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if u, p, ok := r.BasicAuth(); !ok || u != gitUser || p != gitSecret {
+			w.Header().Set("WWW-Authenticate", `Basic realm="bench"`)
+			http.Error(w, "authentication required", http.StatusUnauthorized)
+			return
+		}
+		h.ServeHTTP(w, r)
+	}))
+	return &gitRemote{root: root, srv: srv}
+}
+
+func (rm *gitRemote) close() { rm.srv.Close(); os.RemoveAll(rm.root) }
+
+// bigRepo makes a bare repository of size bytes of incompressible 1 MiB blobs with
+// fast-import, and returns the size of its pack.
+func (rm *gitRemote) bigRepo(name string, size int) int64 {
+	bare := filepath.Join(rm.root, name)
+	gitHost(rm.root, "init", "-q", "--bare", "-b", "main", bare)
+	var buf bytes.Buffer
+	const blob = 1 << 20
+	data := make([]byte, blob)
+	n := size / blob
+	for i := range n {
+		rand.Read(data)
+		fmt.Fprintf(&buf, "blob\nmark :%d\ndata %d\n", i+1, blob)
+		buf.Write(data)
+		buf.WriteByte('\n')
+	}
+	for c := 0; c*8 < n; c++ {
+		msg := fmt.Sprintf("commit %d", c)
+		fmt.Fprintf(&buf, "commit refs/heads/main\ncommitter Gen <gen@example.com> %d +0000\ndata %d\n%s\n", 1700000000+c, len(msg), msg)
+		for i := c * 8; i < min(n, c*8+8); i++ {
+			fmt.Fprintf(&buf, "M 100644 :%d data/f%03d.bin\n", i+1, i)
+		}
+		buf.WriteByte('\n')
+	}
+	c := exec.Command("git", "fast-import", "--quiet")
+	c.Dir, c.Env, c.Stdin = bare, gitEnv(rm.root), &buf
+	if out, err := c.CombinedOutput(); err != nil {
+		log.Fatalf("fast-import: %v %s", err, out)
+	}
+	gitHost(bare, "repack", "-adq")
+	packs, _ := filepath.Glob(filepath.Join(bare, "objects", "pack", "*.pack"))
+	var total int64
+	for _, p := range packs {
+		if st, err := os.Stat(p); err == nil {
+			total += st.Size()
+		}
+	}
+	return total
+}
+
+func gitEnv(home string) []string {
+	return []string{"PATH=" + os.Getenv("PATH"), "HOME=" + home, "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null", "GIT_TERMINAL_PROMPT=0"}
+}
+
+func gitHost(dir string, args ...string) {
+	c := exec.Command("git", args...)
+	c.Dir, c.Env = dir, gitEnv(dir)
+	if out, err := c.CombinedOutput(); err != nil {
+		log.Fatalf("git %v: %v %s", args, err, out)
+	}
+}
