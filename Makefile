@@ -1,7 +1,7 @@
 GO ?= go
 BIN := bin/agentbox
 
-.PHONY: build test vet bench clean
+.PHONY: build test vet bench clean package
 
 build:
 	$(GO) build -o $(BIN) ./cmd/agentbox
@@ -18,5 +18,21 @@ test: build vet
 bench: build
 	./bench/run.sh
 
+# package builds dist/agentbox_$(VERSION)_<arch>.deb with nfpm (packaging/nfpm.yaml): the binary,
+# man pages and shell completions generated from the CLI, the systemd units, the AppArmor
+# profile and the example policy. No vendor binary goes in it.
+VERSION ?= 0.1.0~dev
+NFPM ?= $(GO) run github.com/goreleaser/nfpm/v2/cmd/nfpm@v2.45.2
+PKGROOT := dist/pkgroot
+
+package:
+	rm -rf $(PKGROOT) && mkdir -p $(PKGROOT)
+	$(GO) build -trimpath -ldflags "-X github.com/agentbox/agentbox/internal/cli.Version=$(VERSION)" -o $(PKGROOT)/agentbox ./cmd/agentbox
+	SOURCE_DATE_EPOCH=$${SOURCE_DATE_EPOCH:-$$(git log -1 --format=%ct 2>/dev/null || echo 0)} $(GO) run ./packaging/gendocs -out $(PKGROOT)
+	rm -f dist/agentbox_*.deb
+	VERSION='$(VERSION)' GOARCH=$$($(GO) env GOARCH) SOURCE_DATE_EPOCH=$${SOURCE_DATE_EPOCH:-$$(git log -1 --format=%ct 2>/dev/null || echo 0)} \
+		$(NFPM) package -f packaging/nfpm.yaml -p deb -t dist/
+	@ls -l dist/*.deb
+
 clean:
-	rm -rf bin
+	rm -rf bin dist
