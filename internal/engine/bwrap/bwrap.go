@@ -22,6 +22,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"strconv"
 	"strings"
 
@@ -118,7 +119,14 @@ func ParseRequest(b []byte) (*Request, error) {
 	return &r, nil
 }
 
-// MaskOption is the one option of a request's argv that is not bwrap's: `--agentbox-mask PATH`
+// BeneathOption precedes a bind whose source must resolve beneath a directory: `--agentbox-
+// beneath DIR --ro-bind SRC DEST`. The monitor opens SRC beneath DIR as box-init does
+// (RESOLVE_BENEATH, no magic links) and passes the descriptor, so bwrap binds what was opened
+// (`/proc/self/fd/N`), never a path a symlink swapped meanwhile; a missing source of a -try
+// bind drops the bind.
+const BeneathOption = "--agentbox-beneath"
+
+// MaskOption is an option of a request's argv that is not bwrap's: `--agentbox-mask PATH`
 // hides PATH, which may be absent (bwrap has no option that skips a missing target). The
 // monitor replaces it when the box starts: nothing when PATH is absent on the host, an empty
 // read-only tmpfs over a directory, a read-only, nodev bind of /dev/null over a file.
@@ -158,7 +166,10 @@ func renderArgs(s *native.Spec) ([]string, error) {
 	procRO := false
 	for _, m := range s.Mounts {
 		if m.Beneath != "" {
-			return nil, fmt.Errorf("%w: the bwrap engine cannot resolve %s beneath %s", native.ErrInvalidSpec, m.Source, m.Beneath)
+			if m.Kind != native.KindBind {
+				return nil, fmt.Errorf("%w: %s step with beneath at %s", native.ErrInvalidSpec, m.Kind, m.Target)
+			}
+			a = append(a, BeneathOption, m.Beneath)
 		}
 		// bwrap's --dev builds the whole of /dev (the same nodes, a new devpts, the ptmx and fd
 		// links) except /dev/shm.
@@ -237,28 +248,46 @@ func tmpfsMode(options string) (string, bool) {
 // errNoChild is reported by the monitor when bwrap ended before creating the box.
 var errNoChild = errors.New("bwrap ended before creating the box")
 
-// ExpandArgs replaces each MaskOption in args with bwrap options, looking the masked paths up
-// with stat (the host's, which the box shares for /proc and the bound system directories).
-func ExpandArgs(args []string, stat func(string) (isDir, ok bool)) ([]string, error) {
+// ExpandArgs replaces the options of a request's argv that are not bwrap's (MaskOption,
+// BeneathOption) with bwrap options. stat looks a masked path up on the host (which the box
+// shares for /proc and the bound system directories); open opens a bind source beneath a
+// directory and returns the path bwrap binds it from (/proc/self/fd/N), or an error wrapping
+// fs.ErrNotExist when it is absent.
+func ExpandArgs(args []string, stat func(string) (isDir, ok bool), open func(source, beneath string) (string, error)) ([]string, error) {
 	var out []string
 	for i := 0; i < len(args); i++ {
 		if args[i] == "--" {
 			return append(out, args[i:]...), nil
 		}
-		if args[i] != MaskOption {
-			out = append(out, args[i])
-			continue
-		}
-		if i+1 >= len(args) {
-			return nil, fmt.Errorf("%w: %s without a path", native.ErrInvalidSpec, MaskOption)
-		}
-		i++
-		switch dir, ok := stat(args[i]); {
-		case !ok:
-		case dir:
-			out = append(out, "--perms", "0555", "--tmpfs", args[i], "--remount-ro", args[i])
+		switch args[i] {
+		case MaskOption:
+			if i+1 >= len(args) {
+				return nil, fmt.Errorf("%w: %s without a path", native.ErrInvalidSpec, MaskOption)
+			}
+			i++
+			switch dir, ok := stat(args[i]); {
+			case !ok:
+			case dir:
+				out = append(out, "--perms", "0555", "--tmpfs", args[i], "--remount-ro", args[i])
+			default:
+				out = append(out, "--ro-bind", "/dev/null", args[i])
+			}
+		case BeneathOption:
+			if i+4 >= len(args) || !strings.HasPrefix(args[i+2], "--") || !strings.Contains(args[i+2], "bind") {
+				return nil, fmt.Errorf("%w: %s without a bind", native.ErrInvalidSpec, BeneathOption)
+			}
+			beneath, op, src, dst := args[i+1], args[i+2], args[i+3], args[i+4]
+			i += 4
+			p, err := open(src, beneath)
+			if err != nil {
+				if strings.HasSuffix(op, "-try") && errors.Is(err, fs.ErrNotExist) {
+					continue
+				}
+				return nil, fmt.Errorf("bind %s beneath %s: %w", src, beneath, err)
+			}
+			out = append(out, strings.TrimSuffix(op, "-try"), p, dst)
 		default:
-			out = append(out, "--ro-bind", "/dev/null", args[i])
+			out = append(out, args[i])
 		}
 	}
 	return out, nil

@@ -91,7 +91,22 @@ func MonitorMain(args []string) int {
 	if err != nil {
 		return fail("%v", err)
 	}
-	args2, err := ExpandArgs(r.Args, hostStat)
+	// Descriptors of beneath-resolved bind sources follow fdReady in bwrap's table.
+	var sources []*os.File
+	defer func() {
+		for _, f := range sources {
+			f.Close()
+		}
+	}()
+	open := func(src, beneath string) (string, error) {
+		fd, err := native.OpenBindSource(src, beneath)
+		if err != nil {
+			return "", err
+		}
+		sources = append(sources, os.NewFile(uintptr(fd), src))
+		return "/proc/self/fd/" + strconv.Itoa(fdReady+len(sources)), nil
+	}
+	args2, err := ExpandArgs(r.Args, hostStat, open)
 	if err != nil {
 		return fail("%v", err)
 	}
@@ -105,7 +120,7 @@ func MonitorMain(args []string) int {
 		Env:  []string{},
 		Dir:  "/",
 		// Indexes are fd-3: fdControl … fdReady.
-		ExtraFiles:  []*os.File{ctl, specFile, os.Stderr, exe, statusW, readyW},
+		ExtraFiles:  append([]*os.File{ctl, specFile, os.Stderr, exe, statusW, readyW}, sources...),
 		Stdin:       os.Stdin,
 		Stdout:      os.Stdout,
 		Stderr:      captureW,

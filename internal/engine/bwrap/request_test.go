@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"flag"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -111,14 +112,26 @@ func TestRequestMatchesNativeSpec(t *testing.T) {
 	}
 }
 
-func TestRequestRefusesBeneath(t *testing.T) {
+func TestRequestRendersBeneath(t *testing.T) {
 	p, err := plan.Build(goldenInput())
 	if err != nil {
 		t.Fatal(err)
 	}
-	p.Mounts = append(p.Mounts, plan.Mount{Kind: plan.MountBind, Source: "/home/alice/src/project/.git/config", Target: "/home/alice/src/project/.git/config", Beneath: "/home/alice/src/project"})
-	if _, err := (&Engine{}).Request(p); !errors.Is(err, native.ErrInvalidSpec) {
-		t.Errorf("Request with a beneath-resolved bind = %v, want ErrInvalidSpec", err)
+	p.Mounts = append(p.Mounts, plan.Mount{Kind: plan.MountBind, Source: "/home/alice/src/project/.git/config", Target: "/home/alice/src/project/.git/config", Beneath: "/home/alice/src/project", ReadOnly: true})
+	b, err := (&Engine{}).Request(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := ParseRequest(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := BeneathOption + " /home/alice/src/project --ro-bind /home/alice/src/project/.git/config /home/alice/src/project/.git/config"
+	if !strings.Contains(strings.Join(r.Args, " "), want) {
+		t.Errorf("args lack %q:\n%s", want, strings.Join(r.Args, " "))
+	}
+	if _, err := (&Engine{}).Request(&plan.Plan{}); err == nil || errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("Request of an empty plan = %v", err)
 	}
 }
 
@@ -134,16 +147,27 @@ func TestExpandArgs(t *testing.T) {
 		}
 		return false, false
 	}
-	got, err := ExpandArgs([]string{"--proc", "/proc", MaskOption, "/proc/acpi", MaskOption, "/etc/shadow", MaskOption, "/proc/kcore", "--", "/x", MaskOption}, stat)
+	open := func(src, beneath string) (string, error) {
+		if src == "/w/.git/config" && beneath == "/w" {
+			return "/proc/self/fd/9", nil
+		}
+		return "", fs.ErrNotExist
+	}
+	got, err := ExpandArgs([]string{"--proc", "/proc", MaskOption, "/proc/acpi", MaskOption, "/etc/shadow", MaskOption, "/proc/kcore",
+		BeneathOption, "/w", "--ro-bind", "/w/.git/config", "/w/.git/config", BeneathOption, "/w", "--ro-bind-try", "/w/.envrc", "/w/.envrc",
+		"--", "/x", MaskOption}, stat, open)
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := []string{"--proc", "/proc", "--perms", "0555", "--tmpfs", "/proc/acpi", "--remount-ro", "/proc/acpi",
-		"--ro-bind", "/dev/null", "/etc/shadow", "--", "/x", MaskOption}
+		"--ro-bind", "/dev/null", "/etc/shadow", "--ro-bind", "/proc/self/fd/9", "/w/.git/config", "--", "/x", MaskOption}
 	if strings.Join(got, " ") != strings.Join(want, " ") {
 		t.Errorf("ExpandArgs =\n%q\nwant\n%q", got, want)
 	}
-	if _, err := ExpandArgs([]string{MaskOption}, stat); err == nil {
+	if _, err := ExpandArgs([]string{MaskOption}, stat, open); err == nil {
 		t.Error("a mask without a path was accepted")
+	}
+	if _, err := ExpandArgs([]string{BeneathOption, "/w", "--ro-bind", "/w/missing", "/w/missing"}, stat, open); err == nil {
+		t.Error("a missing source of a required beneath bind was accepted")
 	}
 }

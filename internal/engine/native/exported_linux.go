@@ -51,3 +51,10 @@ func ExecFailureEvent(report []byte) engine.Event {
 	}
 	return engine.Event{Kind: engine.EventError, Code: f.Code, Message: f.Message}
 }
+
+// OpenBindSource opens the source of a bind as box-init does: an O_PATH descriptor, resolved
+// beneath beneath (RESOLVE_BENEATH|RESOLVE_NO_MAGICLINKS) when it is set, so that a symlink
+// cannot lead the bind out of it.
+func OpenBindSource(source, beneath string) (int, error) {
+	return openSource(Mount{Kind: KindBind, Source: source, Beneath: beneath})
+}
