@@ -96,7 +96,7 @@ func (e *env) box(script string) string {
 	c := e.cmd("run", "sh", "--", "-c", script)
 	c.Stdout, c.Stderr = &out, &errb
 	if err := c.Run(); err != nil {
-		log.Fatalf("box %q: %v\n%s\n%s", script, err, out.String(), errb.String())
+		fatalf("box %q: %v\n%s\n%s", script, err, out.String(), errb.String())
 	}
 	return out.String()
 }
@@ -106,9 +106,24 @@ func (e *env) close() {
 	os.RemoveAll(e.root)
 }
 
+// cleanups stop the daemon and remove the temporary directories, also on a fatal error.
+var cleanups []func()
+
+func cleanup() {
+	for i := len(cleanups) - 1; i >= 0; i-- {
+		cleanups[i]()
+	}
+	cleanups = nil
+}
+
+func fatalf(format string, args ...any) {
+	cleanup()
+	log.Fatalf(format, args...)
+}
+
 func check(err error) {
 	if err != nil {
-		log.Fatal(err)
+		fatalf("%v", err)
 	}
 }
 
@@ -229,10 +244,11 @@ func main() {
 	fmt.Printf("Machine: %s cores, kernel %s, load average at start %s\n",
 		strings.TrimSpace(string(nproc)), strings.TrimSpace(string(kernel)), strings.Join(strings.Fields(string(load0))[:3], " "))
 
+	defer cleanup()
 	up := newUpstream()
-	defer up.Close()
+	cleanups = append(cleanups, up.Close)
 	e := newEnv()
-	defer e.close()
+	cleanups = append(cleanups, e.close)
 	check(os.WriteFile(filepath.Join(e.work, "bench.js"), benchJS, 0o644))
 	credFile := filepath.Join(e.home(), "anthropic.key")
 	check(os.WriteFile(credFile, []byte(hostCredential+"\n"), 0o600))
@@ -240,7 +256,7 @@ func main() {
 	cfg := fmt.Sprintf("gateway:\n  anthropic:\n    url: %s\n    credential:\n      file: %s\n", up.URL, credFile)
 	if !*skipGit {
 		rm = newGitRemote()
-		defer rm.close()
+		cleanups = append(cleanups, rm.close)
 		gitCred := filepath.Join(e.home(), "git-token")
 		check(os.WriteFile(gitCred, []byte(gitSecret+"\n"), 0o600))
 		cfg += fmt.Sprintf("git:\n  allow:\n    - %s\n  credentials:\n    - prefix: %s\n      username: %s\n      file: %s\n", rm.srv.URL, rm.srv.URL, gitUser, gitCred)
@@ -269,7 +285,7 @@ func main() {
 		check(json.Unmarshal(out, &r))
 		sent := up.sentTimes()
 		if len(sent) != len(r.Times) {
-			log.Fatalf("events: the upstream wrote %d, the client got %d", len(sent), len(r.Times))
+			fatalf("events: the upstream wrote %d, the client got %d", len(sent), len(r.Times))
 		}
 		d := make([]float64, len(sent))
 		for i := range sent {
@@ -335,7 +351,7 @@ func main() {
 		waitFile(filepath.Join(e.work, mark))
 		t0 := nowMs()
 		if out, err := e.cmd("revoke", id).CombinedOutput(); err != nil {
-			log.Fatalf("revoke: %v %s", err, out)
+			fatalf("revoke: %v %s", err, out)
 		}
 		t1 := nowMs()
 		waitFile(filepath.Join(e.work, res))
@@ -347,7 +363,7 @@ func main() {
 		b, _ := os.ReadFile(filepath.Join(e.work, res))
 		check(json.Unmarshal(b, &r))
 		if r.Status != 403 || !r.ErrorEvent {
-			log.Fatalf("revocation round %d: next status %d, error event %v", i, r.Status, r.ErrorEvent)
+			fatalf("revocation round %d: next status %d, error event %v", i, r.Status, r.ErrorEvent)
 		}
 		toEnd = append(toEnd, r.TEnd-t0)
 		toNext = append(toNext, r.TNext-t0)
@@ -396,7 +412,7 @@ func waitFile(p string) {
 			return
 		}
 		if time.Now().After(end) {
-			log.Fatalf("gave up waiting for %s", p)
+			fatalf("gave up waiting for %s", p)
 		}
 		time.Sleep(2 * time.Millisecond)
 	}
@@ -459,7 +475,7 @@ func (rm *gitRemote) bigRepo(name string, size int) int64 {
 	c := exec.Command("git", "fast-import", "--quiet")
 	c.Dir, c.Env, c.Stdin = bare, gitEnv(rm.root), &buf
 	if out, err := c.CombinedOutput(); err != nil {
-		log.Fatalf("fast-import: %v %s", err, out)
+		fatalf("fast-import: %v %s", err, out)
 	}
 	gitHost(bare, "repack", "-adq")
 	packs, _ := filepath.Glob(filepath.Join(bare, "objects", "pack", "*.pack"))
@@ -480,6 +496,6 @@ func gitHost(dir string, args ...string) {
 	c := exec.Command("git", args...)
 	c.Dir, c.Env = dir, gitEnv(dir)
 	if out, err := c.CombinedOutput(); err != nil {
-		log.Fatalf("git %v: %v %s", args, err, out)
+		fatalf("git %v: %v %s", args, err, out)
 	}
 }

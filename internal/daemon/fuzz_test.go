@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http/httptest"
-	"reflect"
 	"strings"
 	"testing"
 
@@ -46,8 +45,10 @@ func FuzzDecodeRequest(f *testing.F) {
 			if err := decodeBody(r, again); err != nil {
 				t.Fatalf("decode of the re-encoded %s: %v", b, err)
 			}
-			if !reflect.DeepEqual(v, again) {
-				t.Fatalf("round trip of %q: %#v != %#v", body, v, again)
+			// Empty and absent lists are the same request: compare encodings.
+			b2, err := json.Marshal(again)
+			if err != nil || !bytes.Equal(b, b2) {
+				t.Fatalf("round trip of %q: %s != %s (%v)", body, b, b2, err)
 			}
 		}
 		check(&api.LaunchRequest{}, &api.LaunchRequest{})
