@@ -96,6 +96,7 @@ type server struct {
 
 	ln          *net.UnixListener
 	ownUserNS   uint64
+	pidNSFile   *os.File // holds the box's pid namespace open, so its inode is not reused while settling
 	startReq    chan struct{} // closed by the first attach
 	stopReq     chan struct{} // closed by a stop before the box started
 	boxExited   chan struct{} // closed when the box's top process has been reaped
@@ -334,6 +335,19 @@ func (s *server) startBox() error {
 		} else {
 			s.log.Printf("read namespace %s of box %d: %v", name, pid, err)
 		}
+	}
+
+	// Pin the box's pid namespace: while this descriptor is open the namespace's inode number
+	// cannot be given to another namespace, so the settlement scan and its kills never match
+	// processes of an unrelated namespace.
+	if f, err := os.Open(fmt.Sprintf("/proc/%d/ns/pid", box.NamespacePid())); err == nil {
+		if st, err := f.Stat(); err == nil && st.Sys() != nil {
+			s.pidNSFile = f
+		} else {
+			f.Close()
+		}
+	} else {
+		s.log.Printf("pin pid namespace of box %d: %v", pid, err)
 	}
 
 	s.mu.Lock()
@@ -636,6 +650,9 @@ func (s *server) supervise() {
 }
 
 // settle verifies that no process of the box's pid namespace remains, killing stragglers.
+// settleAttempts bounds the settlement scan (20 ms apart).
+const settleAttempts = 1500
+
 func (s *server) settle(pidNS uint64) bool {
 	if pidNS == 0 {
 		s.log.Printf("settlement: the box's pid namespace is unknown")
@@ -646,7 +663,19 @@ func (s *server) settle(pidNS uint64) bool {
 		s.log.Printf("settlement: the box shares the shim's pid namespace; cannot verify")
 		return false
 	}
-	for attempt := 0; attempt < 100; attempt++ {
+	if s.pidNSFile == nil {
+		// Without the pin an inode number may already belong to another namespace: never kill
+		// by it.
+		s.log.Printf("settlement: the box's pid namespace was not pinned; cannot verify")
+		return false
+	}
+	defer func() {
+		s.pidNSFile.Close()
+		s.pidNSFile = nil
+	}()
+	// Bounded generously: on a loaded machine the kernel may take a while to reap a dying
+	// namespace's processes.
+	for attempt := 0; attempt < settleAttempts; attempt++ {
 		pids, err := native.Remaining(pidNS)
 		if err != nil {
 			s.log.Printf("settlement: %v", err)
