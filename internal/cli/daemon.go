@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -45,16 +46,14 @@ With --system (as root) it does not serve launches: it reads the system policy
 				return daemon.RunSystem(ctx, daemon.SystemOptions{Interval: systemEvery})
 			}
 			if detach {
-				if err := startDetachedDaemon(); err != nil {
-					return err
-				}
 				c, err := client.New()
 				if err != nil {
 					return err
 				}
-				ctx, cancel := context.WithTimeout(cmd.Context(), 15*time.Second)
-				defer cancel()
-				return c.WaitReady(ctx)
+				if c.Ping(cmd.Context()) == nil {
+					return nil // already running
+				}
+				return startDetachedDaemon(cmd.Context(), c)
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, syscall.SIGINT)
 			defer stop()
@@ -81,7 +80,7 @@ With --system (as root) it does not serve launches: it reads the system policy
 			if err != nil {
 				return fmt.Errorf("daemon.pid: %w", err)
 			}
-			if err := syscall.Kill(pid, syscall.SIGTERM); err != nil {
+			if err := terminate(pid); err != nil {
 				return fmt.Errorf("signal daemon %d: %w", pid, err)
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "stopped daemon %d\n", pid)
@@ -91,9 +90,12 @@ With --system (as root) it does not serve launches: it reads the system policy
 	return cmd
 }
 
-// startDetachedDaemon starts `agentbox daemon` in its own session with no terminal; its
-// output goes to the daemon log in the state directory.
-func startDetachedDaemon() error {
+// startDetachedDaemon starts `agentbox daemon` in its own session with no terminal, its
+// output appended to the daemon log in the state directory, and waits until it answers on c.
+// When the new daemon exits first (it found the store corrupt, the socket squatted, …) the
+// error carries the log's last lines and says where the log is; when it exits because another
+// daemon won the race to start, that daemon's answer is success.
+func startDetachedDaemon(ctx context.Context, c *client.Client) error {
 	exe, err := os.Executable()
 	if err != nil {
 		return err
@@ -102,11 +104,13 @@ func startDetachedDaemon() error {
 	if err != nil {
 		return err
 	}
-	logf, err := os.OpenFile(filepath.Join(state, "daemon.log"), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+	logPath := filepath.Join(state, "daemon.log")
+	logf, err := os.OpenFile(logPath, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
 	if err != nil {
 		return fmt.Errorf("daemon log: %w", err)
 	}
 	defer logf.Close()
+	start, _ := logf.Seek(0, io.SeekEnd)
 	devnull, err := os.Open(os.DevNull)
 	if err != nil {
 		return err
@@ -114,11 +118,44 @@ func startDetachedDaemon() error {
 	defer devnull.Close()
 	cmd := exec.Command(exe, "daemon")
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = devnull, logf, logf
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	cmd.SysProcAttr = detachedAttr()
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("start daemon: %w", err)
 	}
-	return cmd.Process.Release()
+	exited := make(chan struct{})
+	go func() { cmd.Wait(); close(exited) }()
+
+	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	ready := make(chan error, 1)
+	go func() { ready <- c.WaitReady(wctx) }()
+	select {
+	case err := <-ready:
+		return err
+	case <-exited:
+	}
+	// The new daemon is gone: another one may have won the race to start.
+	short, cancelShort := context.WithTimeout(ctx, 3*time.Second)
+	defer cancelShort()
+	cancel()
+	<-ready
+	if err := c.WaitReady(short); err == nil {
+		return nil
+	}
+	return fmt.Errorf("the daemon exited at start: %s (full log: %s)", logTail(logPath, start), logPath)
+}
+
+// logTail returns the last lines written to path after offset, joined for an error message.
+func logTail(path string, offset int64) string {
+	b, err := os.ReadFile(path)
+	if err != nil || int64(len(b)) < offset {
+		return "no log"
+	}
+	lines := strings.Split(strings.TrimSpace(string(b[offset:])), "\n")
+	if len(lines) > 3 {
+		lines = lines[len(lines)-3:]
+	}
+	return strings.Join(lines, " | ")
 }
 
 func isUnreachable(err error) bool { return errors.Is(err, client.ErrDaemonUnreachable) }

@@ -7,7 +7,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"time"
 
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
@@ -170,10 +169,5 @@ func ensureDaemon(ctx context.Context) (*client.Client, error) {
 	} else if !isUnreachable(err) {
 		return nil, err
 	}
-	if err := startDetachedDaemon(); err != nil {
-		return nil, err
-	}
-	wctx, cancel := context.WithTimeout(ctx, 15*time.Second)
-	defer cancel()
-	return c, c.WaitReady(wctx)
+	return c, startDetachedDaemon(ctx, c)
 }

@@ -39,7 +39,7 @@ Exit status 0 only when every attempt failed as it should; 1 when any got throug
 			if err != nil {
 				return err
 			}
-			o := selftest.Options{Parallel: parallel, Sessions: sessionMaker{ctx: ctx, c: c}, Netns: os.Getuid() == 0}
+			o := selftest.Options{Parallel: parallel, Sessions: sessionMaker{ctx: ctx, c: c}, Netns: true}
 			if dir, err := safesocket.RuntimeDir(); err == nil {
 				o.RuntimeDir = dir
 			}

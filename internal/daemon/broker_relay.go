@@ -76,6 +76,16 @@ func newRelayBroker(d *Daemon) (*relayBroker, error) {
 	b.reg = reg
 	d.relay = b
 	go reg.Run(d.ctx)
+	// Sessions created by hand outlive a daemon restart, and so does the loopback listener
+	// their clients use: start it again, on its remembered port.
+	for _, r := range reg.List() {
+		if r.Kind == session.KindManual && r.State == session.StateLive {
+			if _, err := b.sharedListener(cfg); err != nil {
+				d.log.Error("restart the relay loopback listener for live sessions", "err", err)
+			}
+			break
+		}
+	}
 	return b, nil
 }
 

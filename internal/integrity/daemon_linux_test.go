@@ -225,6 +225,15 @@ func TestDaemonDriftAndCleanup(t *testing.T) {
 		return l.Drift && hasEvent(l, "replaced", "/.envrc") && hasEvent(l, "created", "/vendor/sub/.git/config") &&
 			hasEvent(l, "created", "/vendor/.envrc")
 	})
+	// The periodic check has its own log line: wait for one while the box runs (the order of
+	// events, not a duration, is what the test asserts).
+	deadline := time.Now().Add(2 * time.Minute)
+	for !strings.Contains(e.daemonLog(), "integrity check (periodic)") {
+		if time.Now().After(deadline) {
+			t.Fatalf("no periodic check log line while the box ran:\n%s", e.daemonLog())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 	// Reversal: the nested config is made harmless again; the flag stays.
 	git(t, sub, "config", "--unset", "core.fsmonitor")
 	write(t, filepath.Join(e.work, "stop"), "")
@@ -242,9 +251,6 @@ func TestDaemonDriftAndCleanup(t *testing.T) {
 	os.Remove(filepath.Join(e.work, "stop"))
 	os.RemoveAll(filepath.Join(e.work, "vendor"))
 	e.checkPlaceholders(false)
-	if !strings.Contains(e.daemonLog(), "integrity check (periodic)") {
-		t.Errorf("no periodic check log line:\n%s", e.daemonLog())
-	}
 }
 
 // TestNoLeftoversAfterSIGKILL: placeholders are removed after a SIGKILL of the box, and after a

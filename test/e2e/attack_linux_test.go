@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"os"
 	"os/exec"
@@ -24,7 +25,7 @@ func (e *Env) AttackHost() *attack.Host {
 	}
 	h, err := attack.SetUp(attack.HostOptions{
 		Home: e.Home, XDGRuntimeDir: e.Runtime, RuntimeDir: e.RuntimeDir(), Workspace: e.Work,
-		OutsideDirs: []string{outside, e.Root}, Netns: true,
+		OutsideDirs: []string{outside, e.Root}, Netns: true, Sessions: cliSessions{e},
 	})
 	if err != nil {
 		e.t.Fatalf("attack targets: %v", err)
@@ -112,6 +113,11 @@ func TestAttack(t *testing.T) {
 			targets.Workspace = filepath.Join(e.Work, a.Name)
 			if err := os.Mkdir(targets.Workspace, 0o755); err != nil {
 				t.Fatal(err)
+			}
+			if a.Prepare != nil {
+				if err := a.Prepare(targets.Workspace); err != nil {
+					t.Fatal(err)
+				}
 			}
 			o := env.probeIn(h, targets, a.Name)
 			for _, ev := range o.Evidence {
@@ -227,4 +233,26 @@ func sessionID(pid int) int {
 		return 0
 	}
 	return atoi(f[3])
+}
+
+// cliSessions makes and revokes the pairing attempts' sessions with the CLI.
+type cliSessions struct{ e *Env }
+
+func (s cliSessions) Create() (string, string, error) {
+	r := s.e.Run("", "session", "create", "--client", "attack", "--json")
+	var c api.SessionCreated
+	if r.Code != 0 {
+		return "", "", errors.New("session create: " + r.Stderr)
+	}
+	if err := json.Unmarshal([]byte(r.Stdout), &c); err != nil {
+		return "", "", err
+	}
+	return c.ID, c.Pairing, nil
+}
+
+func (s cliSessions) Revoke(id string) error {
+	if r := s.e.Run("", "session", "revoke", id); r.Code != 0 {
+		return errors.New("session revoke: " + r.Stderr)
+	}
+	return nil
 }

@@ -214,6 +214,7 @@ func TestFaultDaemonKilledDuringStream(t *testing.T) {
 			strings.NewReader(`{"model":"claude-test","max_tokens":16,"stream":true,"messages":[{"role":"user","content":"hi"}]}`))
 		req.Header.Set("X-Agentbox-Pairing", s.Pairing)
 		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("anthropic-version", "2023-06-01")
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			streamDone <- err
@@ -275,6 +276,7 @@ func TestFaultDaemonKilledDuringStream(t *testing.T) {
 	req, _ := http.NewRequest("POST", s.RelayURL+"/sandbox/anthropic/v1/messages", strings.NewReader(messagesBody))
 	req.Header.Set("X-Agentbox-Pairing", s.Pairing)
 	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("anthropic-version", "2023-06-01")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatalf("relay after the restart: %v", err)
@@ -283,20 +285,6 @@ func TestFaultDaemonKilledDuringStream(t *testing.T) {
 	if resp.StatusCode != 200 {
 		t.Errorf("relay after the restart answered %d to the surviving session (launch %s)", resp.StatusCode, id)
 	}
-}
-
-// relayEnvWith is relayEnv with options of the caller's for the fake upstream.
-func relayEnvWith(t *testing.T, o llmtest.Options) (*Env, *llmtest.Server) {
-	t.Helper()
-	e := NewEnv(t)
-	up := llmtest.NewAnthropic(o)
-	t.Cleanup(up.Close)
-	credFile := filepath.Join(e.Home, "anthropic.key")
-	if err := os.WriteFile(credFile, []byte(hostCredential+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	writeConfig(t, e, fmt.Sprintf("gateway:\n  anthropic:\n    url: %s\n    credential:\n      file: %s\n", up.URL, credFile))
-	return e, up
 }
 
 // createSession makes a session by hand (`agentbox session create --json`).
@@ -328,9 +316,12 @@ func (e *Env) sessions() []api.Session {
 // events. The client of the relay sees the stream cut (an error, or an in-stream error event),
 // never a stream that looks complete, and the daemon keeps serving the next request.
 func TestFaultUpstreamDiesMidStream(t *testing.T) {
+	// The upstream's connection is cut mid-response, without the stream's terminating chunk:
+	// what a crashed or unplugged upstream does. (llmtest's Pace error ends the response
+	// cleanly, which a relay cannot tell from a stream that ended.)
 	e, _ := relayEnvWith(t, llmtest.Options{Credential: hostCredential, Pace: func(ctx context.Context, i int, ev string) error {
 		if i == 2 {
-			return errors.New("upstream dies")
+			panic(http.ErrAbortHandler)
 		}
 		return nil
 	}})
@@ -340,6 +331,7 @@ func TestFaultUpstreamDiesMidStream(t *testing.T) {
 		req, _ := http.NewRequest("POST", s.RelayURL+"/sandbox/anthropic/v1/messages", strings.NewReader(body))
 		req.Header.Set("X-Agentbox-Pairing", s.Pairing)
 		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("anthropic-version", "2023-06-01")
 		return http.DefaultClient.Do(req)
 	}
 	resp, err := post(`{"model":"claude-test","max_tokens":16,"stream":true,"messages":[{"role":"user","content":"hi"}]}`)
@@ -376,7 +368,9 @@ func TestFaultBoxInitKilled(t *testing.T) {
 		t.Fatalf("kill box-init %d: %v", l.BoxPid, err)
 	}
 	l = e.WaitLaunch(id, "ended and settled", func(l api.Launch) bool { return l.State != api.StateRunning && l.Settled })
-	t.Logf("after box-init was killed: state %s, exit %v, error %v", l.State, l.ExitCode, l.Error)
+	if l.ExitCode != nil {
+		t.Logf("after box-init was killed: state %s, exit code %d", l.State, *l.ExitCode)
+	}
 	if l.State != api.StateExited {
 		t.Errorf("state %s, want exited", l.State)
 	}
@@ -400,7 +394,10 @@ func TestFaultCorruptStateFile(t *testing.T) {
 	if r := e.Box("true"); r.Code != 0 {
 		t.Fatalf("first launch: %d %s", r.Code, r.Stderr)
 	}
+	pid := e.DaemonPid()
 	e.Run("", "daemon", "stop")
+	// Its last checkpoint must not overwrite the corruption.
+	eventually(t, "the stopped daemon gone", func() bool { return !alive(pid) })
 	db := filepath.Join(e.State, "agentbox", "agentbox.db")
 	for _, suffix := range []string{"-wal", "-shm"} {
 		os.Remove(db + suffix)
@@ -417,8 +414,13 @@ func TestFaultCorruptStateFile(t *testing.T) {
 		}
 	}
 	logs, _ := os.ReadFile(filepath.Join(e.State, "agentbox", "daemon.log"))
-	if !strings.Contains(r.Stderr+string(logs), "agentbox.db") {
-		t.Errorf("no error names the corrupt store (stderr %q; daemon.log tail %q)", r.Stderr, tail(string(logs), 600))
+	t.Logf("daemon.log tail: %s", faultTail(string(logs), 600))
+	if !strings.Contains(string(logs), "agentbox.db") {
+		t.Errorf("the daemon's log does not name the corrupt store")
+	}
+	// The person who ran the command must learn why, not only that no daemon answers.
+	if !strings.Contains(r.Stderr, "agentbox.db") && !strings.Contains(r.Stderr, "daemon.log") {
+		t.Errorf("`agentbox daemon --detach` on a corrupt store says neither what failed nor where to look: %q", r.Stderr)
 	}
 	if b, err := os.ReadFile(db); err != nil || !bytes.Equal(b, junk) {
 		t.Errorf("the corrupt store was changed or removed (%v): evidence lost", err)
@@ -433,7 +435,7 @@ func TestFaultCorruptStateFile(t *testing.T) {
 	}
 }
 
-func tail(s string, n int) string {
+func faultTail(s string, n int) string {
 	if len(s) > n {
 		return s[len(s)-n:]
 	}
@@ -507,4 +509,56 @@ func processesIn(ns string) []int {
 		}
 	}
 	return pids
+}
+
+// TestFaultDaemonKilledDuringGitClone kills the daemon while a box's git clone is mid-pack
+// (the remote holds the pack after its first 256 KiB). The clone fails with git's own error,
+// the box survives, and after a restart the re-adopted box's relay channel and pairing work
+// again: a second clone from the same box succeeds and the launch is recorded to its end.
+func TestFaultDaemonKilledDuringGitClone(t *testing.T) {
+	gitTools(t)
+	rm := newGitRemote(t)
+	rm.bigRepo("big.git", 4<<20)
+	rm.newRepo("small.git")
+	rm.commit("small.git", "README", "small\n")
+	e := gitEnv(t, rm, []string{"big.git", "small.git"}, nil)
+	e.startDaemon()
+	g := rm.holdPack("big.git", 256<<10)
+	script := boxGit + `git clone --progress ` + rm.url("big.git") + ` big > clone.out 2>&1; echo "exit=$?" >> clone.out; touch cloned; ` +
+		`while [ ! -e go ]; do sleep 0.05; done; ` +
+		`git clone ` + rm.url("small.git") + ` small > next.out 2>&1; echo "exit=$?" >> next.out; touch done`
+	id := e.Detach("sh", "--", "-c", script)
+	eventually(t, "the pack in flight", func() bool {
+		select {
+		case <-g.started:
+			return true
+		default:
+			return false
+		}
+	})
+	e.killDaemon()
+	eventually(t, "the clone to end", func() bool { _, err := os.Stat(filepath.Join(e.Work, "cloned")); return err == nil })
+	close(g.release)
+	clone, _ := os.ReadFile(filepath.Join(e.Work, "clone.out"))
+	t.Logf("clone while the daemon died:\n%s", faultTail(string(clone), 800))
+	if strings.Contains(string(clone), "exit=0") {
+		t.Errorf("the clone reported success although the daemon died mid-pack")
+	}
+	if !strings.Contains(string(clone), "fatal:") && !strings.Contains(string(clone), "error:") {
+		t.Errorf("git printed no error for the cut clone")
+	}
+	e.startDaemon()
+	l := e.WaitLaunch(id, "re-adopted", func(l api.Launch) bool { return l.State == api.StateRunning })
+	if !alive(l.BoxPid) {
+		t.Fatalf("the box %d did not survive the daemon's death", l.BoxPid)
+	}
+	if err := os.WriteFile(filepath.Join(e.Work, "go"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the second clone to end", func() bool { _, err := os.Stat(filepath.Join(e.Work, "done")); return err == nil })
+	next, _ := os.ReadFile(filepath.Join(e.Work, "next.out"))
+	if !strings.Contains(string(next), "exit=0") {
+		t.Errorf("a clone after the restart failed: the re-adopted box's relay channel or pairing did not survive:\n%s", next)
+	}
+	e.WaitLaunch(id, "exited", func(l api.Launch) bool { return l.State == api.StateExited && l.ExitCode != nil })
 }
