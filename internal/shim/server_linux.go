@@ -96,7 +96,7 @@ type server struct {
 
 	ln          *net.UnixListener
 	ownUserNS   uint64
-	pidNSFile   *os.File // holds the box's pid namespace open, so its inode is not reused while settling
+	pidNSFile   *os.File      // holds the box's pid namespace open, so its inode is not reused while settling
 	startReq    chan struct{} // closed by the first attach
 	stopReq     chan struct{} // closed by a stop before the box started
 	boxExited   chan struct{} // closed when the box's top process has been reaped
