@@ -18,7 +18,9 @@ if [ "$(id -u)" = 0 ]; then
   chmod 755 "$dir"
   cp "$AGENTBOX_BIN" "$dir/agentbox"
   # Packages whose tests build real boxes; each is compiled here and run as $user.
-  pkgs=$($GO list -f "{{if .TestGoFiles}}{{.ImportPath}}{{end}}" ./internal/engine/... ./internal/shim/... ./internal/safesocket/... ./internal/daemon/... ./internal/integrity/... ./internal/egress/... ./test/... 2>/dev/null)
+  pkgs=$($GO list -f "{{if or .TestGoFiles .XTestGoFiles}}{{.ImportPath}}{{end}}" ./internal/engine/... ./internal/shim/... \
+    ./internal/safesocket/... ./internal/daemon/... ./internal/integrity/... ./internal/egress/... ./internal/readiness/... \
+    ./internal/sshbroker/... ./internal/wrap/... ./internal/console/... ./test/... 2>/dev/null)
   for p in $pkgs; do
     name=$(echo "$p" | tr / _)
     $GO test -c -o "$dir/$name.test" "$p"
