@@ -49,26 +49,20 @@ func TestRealAgentsClaude(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	up := llmtest.NewAnthropic(llmtest.Options{})
+	up := llmtest.NewAnthropic(llmtest.Options{Credential: hostCredential})
 	defer up.Close()
-	cfgDir := filepath.Join(e.Config, "agentbox")
-	if err := os.MkdirAll(cfgDir, 0o700); err != nil {
+	credFile := filepath.Join(e.Home, "anthropic.key")
+	if err := os.WriteFile(credFile, []byte(hostCredential+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	cfg := fmt.Sprintf("gateway:\n  anthropic:\n    url: %s\n", up.URL)
-	if err := os.WriteFile(filepath.Join(cfgDir, "config.yaml"), []byte(cfg), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if r := e.Run("", "config", "validate"); r.Code != 0 {
-		t.Skipf("the relay's gateway configuration (gateway.anthropic.url) is not accepted yet, so the fake upstream cannot be wired: %s", strings.TrimSpace(r.Stderr))
-	}
+	writeConfig(t, e, fmt.Sprintf("gateway:\n  anthropic:\n    url: %s\n    credential:\n      file: %s\n", up.URL, credFile))
 
 	r := e.Run("", "run", "claude", "--", "-p", "say hello")
-	if r.Code != 0 && strings.Contains(r.Stderr, "precondition_failed") && strings.Contains(r.Stderr, "LLM relay") {
-		t.Skipf("the daemon has no LLM relay broker yet: %s", strings.TrimSpace(r.Stderr))
-	}
 	if r.Code != 0 {
 		t.Fatalf("agentbox run claude: exit %d\nstdout: %s\nstderr: %s", r.Code, r.Stdout, r.Stderr)
+	}
+	if !strings.Contains(r.Stdout, "Hello from the fake upstream") {
+		t.Errorf("claude's answer did not come back through the relay: %q", r.Stdout)
 	}
 	reqs := up.Requests()
 	if len(reqs) == 0 {
@@ -77,6 +71,12 @@ func TestRealAgentsClaude(t *testing.T) {
 	for _, q := range reqs {
 		if strings.Contains(fmt.Sprint(q), "planted") {
 			t.Errorf("a planted credential reached the upstream: %+v", q)
+		}
+		if strings.Contains(fmt.Sprint(q.Header), "abp_") {
+			t.Errorf("the box's pairing reached the upstream: %v", q.Header)
+		}
+		if got := q.Header.Get("X-Api-Key"); got != hostCredential {
+			t.Errorf("upstream credential = %q, want the host-side one", got)
 		}
 	}
 	ls := e.Launches()
