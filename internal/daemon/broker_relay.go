@@ -53,6 +53,8 @@ type relayBroker struct {
 	stats    map[string]*api.RelayStats // by launch id
 	shared   net.Listener               // host loopback listener (egress: allow, manual sessions)
 	sharedH  *relay.Handler
+
+	audits chan *store.Audit // written in order by one goroutine, off the request path
 }
 
 type relayLaunch struct {
@@ -62,7 +64,9 @@ type relayLaunch struct {
 
 func newRelayBroker(d *Daemon) (*relayBroker, error) {
 	cfg := d.currentConfig()
-	b := &relayBroker{d: d, launches: map[string]*relayLaunch{}, stats: map[string]*api.RelayStats{}}
+	b := &relayBroker{d: d, launches: map[string]*relayLaunch{}, stats: map[string]*api.RelayStats{},
+		audits: make(chan *store.Audit, 4096)}
+	go b.writeAudits()
 	reg, err := session.Open(d.ctx, session.Config{
 		Max:            cfg.Sessions.Max,
 		IdleTimeout:    cfg.Sessions.IdleTimeout.Duration(),
@@ -315,8 +319,16 @@ func (b *relayBroker) audit(r relay.Record) {
 		"method": r.Method, "path": r.Path, "status": r.Status, "bytesIn": r.BytesIn, "bytesOut": r.BytesOut,
 		"durationMs": r.Duration.Milliseconds(), "outcome": r.Outcome, "code": r.Code, "usage": r.Usage,
 	})
-	if err := b.d.db.AddAudit(context.Background(), &store.Audit{Time: r.Time, LaunchID: r.LaunchID, Kind: "relay", Detail: detail}); err != nil {
-		b.d.log.Warn("audit relay request", "err", err)
+	b.audits <- &store.Audit{Time: r.Time, LaunchID: r.LaunchID, Kind: "relay", Detail: detail}
+}
+
+// writeAudits writes audit rows in the order they come. The channel is large; when it is full
+// a request waits for the store (backpressure) rather than lose its row.
+func (b *relayBroker) writeAudits() {
+	for a := range b.audits {
+		if err := b.d.db.AddAudit(context.Background(), a); err != nil {
+			b.d.log.Warn("audit relay request", "kind", a.Kind, "err", err)
+		}
 	}
 }
 
@@ -325,9 +337,7 @@ func (b *relayBroker) gitAudit(ev gitrelay.Event) {
 	if err != nil {
 		return
 	}
-	if err := b.d.db.AddAudit(context.Background(), &store.Audit{Time: time.Now(), LaunchID: ev.LaunchID, Kind: "git", Detail: detail}); err != nil {
-		b.d.log.Warn("audit git request", "err", err)
-	}
+	b.audits <- &store.Audit{Time: time.Now(), LaunchID: ev.LaunchID, Kind: "git", Detail: detail}
 }
 
 // launchStats returns a copy of a launch's relay counters, or nil.

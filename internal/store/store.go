@@ -134,6 +134,11 @@ func Open(path string) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("store: open %s: %w", path, err)
 	}
+	// SQLite has one writer at a time: a handful of connections serve the daemon's readers,
+	// and a burst of writers waits for a connection instead of opening one (and a file
+	// descriptor, kept until the pool closes) each.
+	db.SetMaxOpenConns(maxOpenConns)
+	db.SetMaxIdleConns(maxOpenConns)
 	s := &Store{db: db, path: path}
 	if err := s.check(); err != nil {
 		db.Close()
@@ -145,6 +150,9 @@ func Open(path string) (*Store, error) {
 	}
 	return s, nil
 }
+
+// maxOpenConns bounds the store's SQLite connections.
+const maxOpenConns = 4
 
 // prepareFile creates the database file 0600 so that SQLite (which gives the -wal and -shm
 // files the database's mode) never makes it world-readable, and refuses anything but a
