@@ -30,27 +30,41 @@ var IdentityKeys = []string{
 type Identity map[string]string
 
 // ReadIdentity reads IdentityKeys from the user's global git configuration host-side, with
-// `git config --global --get`, and nothing else of it. git names the git program; "" means
-// "git" on $PATH. A key that is not set is left out.
+// one `git config --global --get-regexp` (a launch must not pay a git process per key), and
+// keeps nothing else of it. git names the git program; "" means "git" on $PATH. A key that is
+// not set is left out; when a key is set more than once the last value wins, as in git.
 func ReadIdentity(ctx context.Context, git string) (Identity, error) {
 	if git == "" {
 		git = "git"
 	}
-	id := Identity{}
+	cmd := exec.CommandContext(ctx, git, "config", "--global", "--null", "--get-regexp", identityRegexp)
+	out, err := cmd.Output()
+	var ee *exec.ExitError
+	switch {
+	case errors.As(err, &ee) && ee.ExitCode() == 1:
+		return Identity{}, nil // none set
+	case err != nil:
+		return nil, fmt.Errorf("read git identity: %w", err)
+	}
+	allowed := map[string]bool{}
 	for _, k := range IdentityKeys {
-		cmd := exec.CommandContext(ctx, git, "config", "--global", "--null", "--get", k)
-		out, err := cmd.Output()
-		var ee *exec.ExitError
-		switch {
-		case errors.As(err, &ee) && ee.ExitCode() == 1:
-			continue // not set
-		case err != nil:
-			return nil, fmt.Errorf("read git identity %s: %w", k, err)
+		allowed[k] = true
+	}
+	id := Identity{}
+	// With --null, each entry is "key\nvalue\x00".
+	for _, entry := range bytes.Split(out, []byte{0}) {
+		k, v, ok := bytes.Cut(entry, []byte{'\n'})
+		if !ok || !allowed[strings.ToLower(string(k))] {
+			continue
 		}
-		id[k] = string(bytes.TrimSuffix(out, []byte{0}))
+		id[strings.ToLower(string(k))] = string(v)
 	}
 	return id, nil
 }
+
+// identityRegexp matches exactly IdentityKeys (git compares section and key names
+// case-insensitively and lower-cases them in its output).
+const identityRegexp = `^(author|committer|user)\.(name|email)$`
 
 // Gitconfig describes the gitconfig of one launch: the box's only git configuration
 // (GIT_CONFIG_GLOBAL, with GIT_CONFIG_NOSYSTEM). It rewrites every allowed remote's URL to the
