@@ -170,6 +170,11 @@ type Info struct {
 	// Readiness is whether the daemon admits launches (see Readiness); nil from a daemon
 	// that predates it.
 	Readiness *Readiness `json:"readiness,omitempty"`
+	// Relay is the relay activity of the running launches, by launch id (nil from a daemon
+	// without a relay).
+	Relay map[string]*RelayStats `json:"relay,omitempty"`
+	// Sessions is the number of live pairing sessions, launch sessions included.
+	Sessions int `json:"sessions"`
 	// Violations is wrap mode's scanner: posture, counts, recent violations (nil from a daemon
 	// that predates it).
 	Violations *Violations `json:"violations,omitempty"`

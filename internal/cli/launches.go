@@ -3,6 +3,7 @@ package cli
 import (
 	"fmt"
 	"io"
+	"sort"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -111,6 +112,11 @@ func newInfoCmd() *cobra.Command {
 			fmt.Fprintf(w, "socket\t%s\n", info.Socket)
 			fmt.Fprintf(w, "daemon pid\t%d\n", info.Pid)
 			fmt.Fprintf(w, "launches\t%d running\n", info.Launches)
+			fmt.Fprintf(w, "sessions\t%d live\n", info.Sessions)
+			for _, id := range sortedKeysOf(info.Relay) {
+				st := info.Relay[id]
+				fmt.Fprintf(w, "relay %s\t%d requests, last status %d, tokens %d in / %d out\n", id[:12], st.Requests, st.LastStatus, st.InputTokens, st.OutputTokens)
+			}
 			if p := info.Posture; p != nil {
 				fmt.Fprintf(w, "claude code managed source\t%s %s\n", p.Source, strings.Join(p.Files, ", "))
 				fmt.Fprintf(w, "claude code locks\tallowManagedHooksOnly=%v allowManagedMcpServersOnly=%v\n", p.AllowManagedHooksOnly, p.AllowManagedMcpServersOnly)
@@ -161,4 +167,13 @@ func printDrift(out io.Writer, ls []api.Launch) {
 			fmt.Fprintf(out, "  %s  %-8s  %s%s [%s]\n", e.Time.Local().Format(time.DateTime), e.Kind, e.Path, detail, e.Source)
 		}
 	}
+}
+
+func sortedKeysOf[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
 }

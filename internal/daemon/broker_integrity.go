@@ -55,11 +55,15 @@ func (b *integrityBroker) prepare(ctx context.Context, bl *brokerLaunch, c *plan
 	// Resolved under the registry's lock, with the placeholders of other launches on the
 	// workspace taken for what they are (shared, held while this box runs too), never for the
 	// user's files.
-	lay, err := b.reg.Prepare(bl.ID, bl.Workspace, nil)
+	// Every box pins the union of all harnesses' workspace configuration, whatever its program.
+	lay, err := b.reg.Prepare(bl.ID, bl.Workspace, workspaceConfigPins(bl.Config))
 	if err != nil {
 		b.release(bl.ID)
 		return err
 	}
+	// The profile's protected home entries (bound read-only by its wiring) are watched too;
+	// they lie outside the workspace and get no placeholder (preCreate made them).
+	lay.Watch(homeWatched(bl.Config, bl.Profile, bl.Home)...)
 	for _, n := range lay.Notes {
 		b.d.log.Warn("integrity: protected path not pinned", "launch", bl.ID, "note", n)
 	}

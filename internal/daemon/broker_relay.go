@@ -375,3 +375,31 @@ func (p storeSessions) LoadSessions(ctx context.Context) ([]session.Record, erro
 	}
 	return out, nil
 }
+
+// relayActivity returns the relay counters of the running launches.
+func (d *Daemon) relayActivity() map[string]*api.RelayStats {
+	if d.relay == nil {
+		return nil
+	}
+	d.mu.Lock()
+	ids := make([]string, 0, len(d.launches))
+	for id := range d.launches {
+		ids = append(ids, id)
+	}
+	d.mu.Unlock()
+	out := map[string]*api.RelayStats{}
+	for _, id := range ids {
+		if st := d.relay.launchStats(id); st != nil {
+			out[id] = st
+		}
+	}
+	return out
+}
+
+// liveSessions counts the live pairing sessions.
+func (d *Daemon) liveSessions() int {
+	if d.relay == nil {
+		return 0
+	}
+	return d.relay.reg.Len()
+}

@@ -203,17 +203,50 @@ func (d *Daemon) launchPosture(id string) *api.Posture {
 
 // workspaceConfigPins returns the workspace-relative configuration every box pins read-only:
 // the union over all profiles in force (the built-in ones and cfg's programs), so that a
-// boxed session of one harness cannot plant configuration another will trust.
+// boxed session of one harness cannot plant configuration another will trust. Directories
+// keep their trailing slash (".opencode/"), so that an absent one gets a placeholder
+// directory (plan.ProtectedDirPaths).
 func workspaceConfigPins(cfg config.Config) []string {
+	set := profileSet(cfg)
+	if set == nil {
+		return nil
+	}
+	dirs := set.WorkspaceConfigDirs()
+	out := set.WorkspaceConfig()
+	for i, w := range out {
+		if slices.Contains(dirs, w) {
+			out[i] = w + "/"
+		}
+	}
+	return out
+}
+
+// profileSet is the set of profiles in force under cfg.
+func profileSet(cfg config.Config) *profile.Set {
 	set, err := profile.NewSet(cfg.Programs)
 	if err != nil {
 		// The configuration was validated when it was loaded; fall back to the built-ins.
 		set, _ = profile.NewSet(nil)
 	}
-	if set == nil {
+	return set
+}
+
+// homeWatched returns the host paths of profile id's protected home entries (pinned read-only
+// by the profile's wiring), for the integrity watch.
+func homeWatched(cfg config.Config, id, home string) []string {
+	set := profileSet(cfg)
+	if set == nil || home == "" {
 		return nil
 	}
-	return set.WorkspaceConfig()
+	p := set.Get(id)
+	if p == nil {
+		return nil
+	}
+	var out []string
+	for _, hp := range p.HomeProtected(home) {
+		out = append(out, hp.Path)
+	}
+	return out
 }
 
 // harnessHomes returns the home-relative harness directories of every profile in force, for

@@ -42,6 +42,36 @@ var placeholderContent = map[string]string{
 	"tasks.json":          "{}\n",
 }
 
+// contentOf returns the content of a file placeholder at path: by base name, else "{}" for
+// any JSON file (opencode.json, opencode.jsonc, a program's *.json settings), else empty.
+func contentOf(path string) string {
+	base := filepath.Base(path)
+	if c, ok := placeholderContent[base]; ok {
+		return c
+	}
+	if ext := filepath.Ext(base); ext == ".json" || ext == ".jsonc" {
+		return "{}\n"
+	}
+	return ""
+}
+
+// Watch adds paths (absolute, outside the workspace: a profile's protected home entries,
+// bound read-only by the profile) to the integrity roots: they are snapshotted and verified,
+// never placeholdered (Resolve's protected paths already are roots and are skipped).
+func (l *Layout) Watch(paths ...string) {
+	seen := map[string]bool{}
+	for _, r := range l.Roots {
+		seen[r.Path] = true
+	}
+	for _, p := range paths {
+		if p = filepath.Clean(p); !filepath.IsAbs(p) || seen[p] {
+			continue
+		}
+		seen[p] = true
+		l.Roots = append(l.Roots, Root{Path: p, Alert: true})
+	}
+}
+
 // maxGitDirs bounds the git directories (the workspace's and its submodules') protected.
 const maxGitDirs = 64
 
@@ -123,7 +153,7 @@ func (r *resolver) protect(rel string, wantDir bool) {
 				dir := i < len(parts) || wantDir
 				ph := Placeholder{Path: p, Dir: dir, Beneath: r.ws}
 				if !dir {
-					ph.Content = placeholderContent[filepath.Base(p)]
+					ph.Content = contentOf(p)
 				}
 				r.lay.Placeholders = append(r.lay.Placeholders, ph)
 				r.pin(p)
@@ -180,6 +210,7 @@ func (r *resolver) modules(rel string, depth int) {
 func resolveWith(ws string, extra []string, fs beneathFS) *Layout {
 	r := &resolver{ws: ws, lay: &Layout{Workspace: ws}, prot: map[string]bool{}, ph: map[string]bool{}, roots: map[string]bool{}, fs: fs}
 	rels := plan.ProtectedPaths(ws, extra)
+	dirs := plan.ProtectedDirPaths(ws, extra)
 	for _, g := range plan.WorkspaceProtectedGlobs {
 		matches, _ := filepath.Glob(filepath.Join(ws, g))
 		for _, m := range matches {
@@ -191,7 +222,7 @@ func resolveWith(ws string, extra []string, fs beneathFS) *Layout {
 	slices.Sort(rels)
 	for _, rel := range rels {
 		if rel != ".git" {
-			r.protect(rel, slices.Contains(plan.ProtectedDirs, filepath.Base(rel)))
+			r.protect(rel, dirs[rel])
 			continue
 		}
 		k, err := fs.kind(".git")

@@ -2,6 +2,7 @@ package plan
 
 import (
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -37,7 +38,8 @@ var GitDirProtected = []string{"config", "config.worktree", "hooks", "commondir"
 var GitDirWatched = []string{"HEAD"}
 
 // ProtectedDirs are the base names of protected paths that are directories when absent (a
-// placeholder for them is an empty directory); every other absent protected path is a file.
+// placeholder for them is an empty directory); every other absent protected path is a file,
+// except the extra paths written with a trailing slash (see ProtectedDirPaths).
 var ProtectedDirs = []string{"hooks", "workflows", ".git"}
 
 // Protected is one resolved path of executable configuration that the box must not change.
@@ -67,17 +69,46 @@ func ProtectedPaths(ws string, extra []string) []string {
 		add(p)
 	}
 	for _, p := range extra {
-		if filepath.IsAbs(p) {
-			r, err := filepath.Rel(filepath.Clean(ws), filepath.Clean(p))
-			if err != nil {
-				continue
-			}
-			p = r
+		if r, ok := extraRel(ws, p); ok {
+			add(r)
 		}
-		add(p)
 	}
 	sort.Strings(out)
 	return out
+}
+
+// extraRel returns an extra protected path relative to ws (see ProtectedPaths), uncleaned.
+func extraRel(ws, p string) (string, bool) {
+	if !filepath.IsAbs(p) {
+		return p, true
+	}
+	r, err := filepath.Rel(filepath.Clean(ws), filepath.Clean(p))
+	if err != nil {
+		return "", false
+	}
+	if strings.HasSuffix(p, "/") {
+		r += "/"
+	}
+	return r, true
+}
+
+// ProtectedDirPaths returns the workspace-relative protected paths (as ProtectedPaths returns
+// them) that are directories when absent: those whose base name is in ProtectedDirs, and the
+// entries of extra written with a trailing slash (".opencode/", ".claude/commands/": a
+// profile's workspaceConfig directories).
+func ProtectedDirPaths(ws string, extra []string) map[string]bool {
+	dirs := map[string]bool{}
+	for _, rel := range ProtectedPaths(ws, extra) {
+		if slices.Contains(ProtectedDirs, filepath.Base(rel)) {
+			dirs[rel] = true
+		}
+	}
+	for _, p := range extra {
+		if r, ok := extraRel(ws, p); ok && strings.HasSuffix(r, "/") {
+			dirs[filepath.Clean(r)] = true
+		}
+	}
+	return dirs
 }
 
 // ProtectMounts returns the mounts that pin ps inside the box: every directory strictly

@@ -3,12 +3,14 @@
 package e2e
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/agentbox/agentbox/internal/api"
 	"github.com/agentbox/agentbox/internal/relay/llm/llmtest"
 )
 
@@ -134,7 +136,19 @@ func TestRevokeLaunch(t *testing.T) {
 	if !strings.HasPrefix(string(first), "200") {
 		t.Fatalf("first request: %s", first)
 	}
-	r := e.Run("", "revoke", id)
+	// The running launch's relay activity shows in `agentbox info` and `agentbox launches`.
+	r := e.Run("", "info", "--json")
+	var info api.Info
+	if err := json.Unmarshal([]byte(r.Stdout), &info); err != nil {
+		t.Fatalf("info --json: %v\n%s", err, r.Stdout)
+	}
+	if st := info.Relay[id]; st == nil || st.Requests < 1 || st.LastStatus != 200 {
+		t.Fatalf("info shows no relay activity for %s: %+v", id, info.Relay)
+	}
+	if l, ok := e.Launch(id); !ok || l.Relay == nil || l.Relay.Requests < 1 {
+		t.Fatalf("launches shows no relay activity: %+v", l.Relay)
+	}
+	r = e.Run("", "revoke", id)
 	if r.Code != 0 {
 		t.Fatalf("revoke: %d %s %s", r.Code, r.Stdout, r.Stderr)
 	}
