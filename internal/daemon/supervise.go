@@ -66,8 +66,10 @@ func (d *Daemon) settle(ctx context.Context, l *launch) {
 	if !rec.Settled {
 		d.log.Error("box did not settle: processes of the box may remain", "launch", rec.ID)
 	}
-	d.record(rec, l.dir)
+	// Brokers end first (the integrity watch's exit check, placeholders released, the session
+	// ended), so that a launch recorded as ended has left nothing behind.
 	d.endBrokers(rec.ID)
+	d.record(rec, l.dir)
 	if err := removeLaunchDir(l.dir); err != nil {
 		d.log.Warn("remove launch dir", "dir", l.dir, "err", err)
 	}

@@ -298,3 +298,102 @@ func TestNoLeftoversAfterSIGKILL(t *testing.T) {
 		})
 	}
 }
+
+// TestWorkspaceConfigPinnedInEveryBox drives the real binary: a box of a generic program
+// cannot create or write any harness's workspace configuration (every profile's
+// workspaceConfig is pinned, absent directories as placeholder directories, JSON files as
+// "{}"), and no placeholder is left on the host after the box.
+func TestWorkspaceConfigPinnedInEveryBox(t *testing.T) {
+	e := newDaemonEnv(t)
+	repo(t, e.work)
+	attempts := []string{
+		"mkdir -p .opencode/agent", "touch .opencode/plugin.js", "echo x > .opencode/opencode.json", "rmdir .opencode", "rm -rf .opencode",
+		"mv .opencode .o", "echo '{\"mcp\":{}}' > opencode.json", "echo x >> opencode.json", "echo x > opencode.jsonc",
+		"rm -f opencode.json", "mkdir .codex/rules", "echo x > .codex/config.toml", "rm -rf .codex",
+		"echo x > .gemini/settings.json", "mv .claude/commands .claude/c", "echo x > .claude/commands/x.md",
+		"echo x > AGENTS.md", "echo x > CLAUDE.md", "echo x > GEMINI.md", "mkdir -p .github/hooks/x",
+		"echo x > .github/copilot-instructions.md", "mkdir .copilot/hooks",
+	}
+	var script strings.Builder
+	for _, a := range attempts {
+		fmt.Fprintf(&script, "if ( %s ) 2>/dev/null; then echo 'WROTE: %s'; fi\n", a, strings.ReplaceAll(a, "'", ""))
+	}
+	script.WriteString("cat opencode.json; test -d .opencode && test -d .codex && test -d .gemini && test -d .claude/commands && echo DIRS\n")
+	out := e.run("run", "sh", "--", "-c", script.String())
+	ls := e.launches()
+	if len(ls) != 1 {
+		t.Fatalf("launches: %+v", ls)
+	}
+	l := e.waitLaunch(ls[0].ID, "settled", func(l api.Launch) bool { return l.State == api.StateExited && l.Settled })
+	e.waitEnded(l.ID)
+	if l.Drift {
+		t.Errorf("drift reported though every attempt failed: %+v", l.DriftEvents)
+	}
+	if strings.Contains(out, "WROTE") {
+		t.Errorf("the box changed pinned workspace configuration:\n%s", out)
+	}
+	if !strings.Contains(out, "{}") || !strings.Contains(out, "DIRS") {
+		t.Errorf("placeholders in the box: want opencode.json holding {} and directory placeholders:\n%s", out)
+	}
+	for _, p := range []string{".opencode", "opencode.json", "opencode.jsonc", ".codex", ".gemini", ".claude/commands",
+		"AGENTS.md", "CLAUDE.md", "GEMINI.md", ".copilot", ".github/hooks", ".github/copilot-instructions.md"} {
+		if _, err := os.Lstat(filepath.Join(e.work, p)); err == nil {
+			t.Errorf("%s left on the host after the box", p)
+		}
+	}
+	e.checkPlaceholders(false)
+}
+
+// TestHomeProtectedWatched drives the real binary with a claude-profile launch (a stand-in
+// program named claude): the profile's protected home entries are integrity roots, so a
+// change of ~/.claude/settings.json on the host while the box runs is reported as drift.
+func TestHomeProtectedWatched(t *testing.T) {
+	e := newDaemonEnv(t)
+	repo(t, e.work)
+	cred := filepath.Join(e.home, "anthropic.key")
+	write(t, cred, "sk-test\n")
+	os.Chmod(cred, 0o600)
+	cfg := strings.TrimPrefix(e.vars[len(e.vars)-1], "XDG_CONFIG_HOME=")
+	write(t, filepath.Join(cfg, "agentbox", "config.yaml"), "integrity:\n  interval: 1s\n"+
+		"gateway:\n  anthropic:\n    url: http://127.0.0.1:9\n    credential:\n      file: "+cred+"\n")
+	bin := filepath.Join(e.root, "bin")
+	os.Mkdir(bin, 0o755)
+	os.Chmod(e.root, 0o755)
+	claude := filepath.Join(bin, "claude")
+	write(t, claude, "#!/bin/sh\nwhile [ ! -e stop ]; do sleep 0.05; done\n")
+	os.Chmod(claude, 0o755)
+	id := strings.TrimSpace(e.run("run", "-d", claude))
+	l := e.waitLaunch(id, "running", func(l api.Launch) bool { return l.State == api.StateRunning })
+	if l.Profile != "claude" {
+		t.Fatalf("profile %q, want claude", l.Profile)
+	}
+	settings := filepath.Join(e.home, ".claude", "settings.json")
+	if _, err := os.Stat(settings); err != nil {
+		t.Fatalf("settings.json not pre-created: %v", err)
+	}
+	write(t, settings, `{"hooks":{"PreToolUse":[]}}`+"\n")
+	e.waitLaunch(id, "reported the drift", func(l api.Launch) bool {
+		return l.Drift && hasEvent(l, "modified", settings)
+	})
+	write(t, filepath.Join(e.work, "stop"), "")
+	e.waitLaunch(id, "ended", func(l api.Launch) bool { return l.State == api.StateExited && l.Settled })
+	e.waitEnded(id)
+	os.Remove(filepath.Join(e.work, "stop"))
+	e.checkPlaceholders(false)
+}
+
+// waitEnded waits until the daemon has ended launch id's brokers (its "launch ended" log line):
+// the store records the launch settled just before the placeholders are released.
+func (e *daemonEnv) waitEnded(id string) {
+	e.t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for time.Now().Before(deadline) {
+		for _, line := range strings.Split(e.daemonLog(), "\n") {
+			if strings.Contains(line, "launch ended") && strings.Contains(line, id) {
+				return
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	e.t.Fatalf("launch %s never ended in the daemon log:\n%s", id, e.daemonLog())
+}

@@ -273,3 +273,69 @@ func paths(ps []integrity.Placeholder) []string {
 	slices.Sort(out)
 	return out
 }
+
+// TestWorkspaceConfigPlaceholders: extra protected paths written with a trailing slash get a
+// placeholder directory when absent, JSON files get "{}", and every one is released.
+func TestWorkspaceConfigPlaceholders(t *testing.T) {
+	ws, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(filepath.Join(ws, ".claude"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	reg := &integrity.Registry{Path: filepath.Join(t.TempDir(), "ph.json")}
+	extra := []string{".opencode/", "opencode.json", "opencode.jsonc", ".codex/", ".gemini/", ".claude/commands/",
+		"AGENTS.md", filepath.Join(ws, ".copilot") + "/"}
+	lay, err := reg.Prepare("a", ws, extra)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{ // path → "dir" or the file's content
+		".opencode": "dir", ".codex": "dir", ".gemini": "dir", ".claude/commands": "dir", ".copilot": "dir",
+		"opencode.json": "{}\n", "opencode.jsonc": "{}\n", "AGENTS.md": "",
+	}
+	for rel, w := range want {
+		p := filepath.Join(ws, rel)
+		fi, err := os.Lstat(p)
+		if err != nil {
+			t.Errorf("placeholder %s missing: %v", rel, err)
+			continue
+		}
+		if w == "dir" {
+			if !fi.IsDir() {
+				t.Errorf("placeholder %s is %v, want a directory", rel, fi.Mode())
+			}
+		} else if b, _ := os.ReadFile(p); !fi.Mode().IsRegular() || string(b) != w {
+			t.Errorf("placeholder %s: mode %v content %q, want a file holding %q", rel, fi.Mode(), b, w)
+		}
+		if !slices.ContainsFunc(lay.Protected, func(pr plan.Protected) bool { return pr.Path == p }) {
+			t.Errorf("%s is not pinned", rel)
+		}
+		if !slices.ContainsFunc(lay.Roots, func(r integrity.Root) bool { return r.Path == p && r.Alert }) {
+			t.Errorf("%s is not an integrity root", rel)
+		}
+	}
+	if ex := integrity.GitExclude(lay); !strings.Contains(ex, "/opencode.json\n") || strings.Contains(ex, ".opencode") {
+		t.Errorf("git exclude %q: want the file placeholders only", ex)
+	}
+	home := filepath.Join(t.TempDir(), ".claude", "settings.json")
+	lay.Watch(home, home, filepath.Join(ws, ".opencode"))
+	if n := slices.IndexFunc(lay.Roots, func(r integrity.Root) bool { return r.Path == home }); n < 0 {
+		t.Errorf("watched home path not a root")
+	}
+	if _, err := reg.Release("a"); err != nil {
+		t.Fatal(err)
+	}
+	ents, _ := os.ReadDir(ws)
+	var left []string
+	for _, e := range ents {
+		left = append(left, e.Name())
+	}
+	if len(left) != 1 || left[0] != ".claude" {
+		t.Errorf("left on the host after release: %v, want only .claude", left)
+	}
+	if ents, _ := os.ReadDir(filepath.Join(ws, ".claude")); len(ents) != 0 {
+		t.Errorf(".claude holds leftovers: %v", ents)
+	}
+}
