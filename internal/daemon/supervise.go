@@ -112,6 +112,20 @@ func (d *Daemon) readopt(ctx context.Context) {
 		rec := fromStore(sl)
 		l := &launch{rec: rec, dir: sl.LaunchDir, done: make(chan struct{})}
 		alive := sl.ShimPid != 0 && sameProcess(sl.ShimPid, sl.ShimStartTime)
+		if !alive {
+			// A daemon killed between starting a shim and recording it leaves a launch without
+			// its shim's pid: ask the launch directory's socket whether a shim runs there, and
+			// record it rather than leave its box unsupervised.
+			if st, err := shim.Query(sl.LaunchDir); err == nil && st.ShimPid > 0 {
+				if start, err := processStartTime(st.ShimPid); err == nil {
+					if err := d.store.SetShim(ctx, rec.ID, st.ShimPid, start); err != nil {
+						d.log.Error("record the shim of a re-adopted launch", "launch", rec.ID, "err", err)
+					}
+					l.rec.ShimPid, rec.ShimPid = st.ShimPid, st.ShimPid
+					alive = true
+				}
+			}
+		}
 		d.mu.Lock()
 		d.launches[rec.ID] = l
 		d.mu.Unlock()
