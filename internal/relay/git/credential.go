@@ -5,13 +5,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"io/fs"
 	"os"
 	"os/exec"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/agentbox/agentbox/internal/relay"
 )
 
 const (
@@ -53,37 +53,11 @@ func (s *source) get(ctx context.Context) (string, error) {
 
 func (s *source) readFile() (string, error) {
 	key, path := s.key+".file", s.cred.File
-	f, err := os.Open(path)
+	b, err := relay.ReadSecretFile(path, s.uid, maxSecret)
 	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			return "", fmt.Errorf("%w: %s %q does not exist", errCredential, key, path)
-		}
-		return "", fmt.Errorf("%w: %s %q: %v", errCredential, key, path, err)
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return "", fmt.Errorf("%w: %s %q: %v", errCredential, key, path, err)
-	}
-	if err := checkSecretFile(fi, s.uid); err != nil {
 		return "", fmt.Errorf("%w: %s %q %v", errCredential, key, path, err)
 	}
-	b, err := io.ReadAll(io.LimitReader(f, maxSecret+1))
-	if err != nil {
-		return "", fmt.Errorf("%w: %s %q: %v", errCredential, key, path, err)
-	}
 	return clean(key, b)
-}
-
-// checkFileMode refuses what is not a regular file or is open to group or others.
-func checkFileMode(fi fs.FileInfo) error {
-	if !fi.Mode().IsRegular() {
-		return errors.New("is not a regular file")
-	}
-	if perm := fi.Mode().Perm(); perm&0o077 != 0 {
-		return fmt.Errorf("has mode %04o, which lets other users read it: run chmod 600 on it", perm)
-	}
-	return nil
 }
 
 func clean(key string, b []byte) (string, error) {

@@ -1,4 +1,6 @@
 package llm
 
-// CheckCredentialFile exports checkCredentialFile to the tests.
-var CheckCredentialFile = checkCredentialFile
+import "github.com/agentbox/agentbox/internal/relay"
+
+// CheckCredentialFile is the relay's secret-file check, exported to the tests.
+var CheckCredentialFile = relay.CheckSecretFile

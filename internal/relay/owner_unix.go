@@ -1,6 +1,6 @@
 //go:build unix
 
-package git
+package relay
 
 import (
 	"fmt"
@@ -8,9 +8,9 @@ import (
 	"syscall"
 )
 
-// checkSecretFile refuses a credential file that is not a regular file owned by uid and
+// CheckSecretFile refuses a secret file that is not a regular file owned by uid and
 // closed to group and others.
-func checkSecretFile(fi fs.FileInfo, uid int) error {
+func CheckSecretFile(fi fs.FileInfo, uid int) error {
 	if err := checkFileMode(fi); err != nil {
 		return err
 	}

@@ -1,0 +1,50 @@
+package relay
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+)
+
+// ReadSecretFile reads a host-side secret (a gateway or git credential) from path, refusing a
+// file that is not regular, not owned by uid, or open to group or others, and one longer than
+// max bytes. Its errors read as the end of a sentence that names the file ("does not exist",
+// "has mode 0644, …"), for the caller to prefix with the config key and path.
+func ReadSecretFile(path string, uid, max int) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, errors.New("does not exist")
+		}
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if err := CheckSecretFile(fi, uid); err != nil {
+		return nil, err
+	}
+	b, err := io.ReadAll(io.LimitReader(f, int64(max)+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(b) > max {
+		return nil, fmt.Errorf("holds more than %d bytes", max)
+	}
+	return b, nil
+}
+
+// checkFileMode refuses what is not a regular file or is open to group or others.
+func checkFileMode(fi fs.FileInfo) error {
+	if !fi.Mode().IsRegular() {
+		return fmt.Errorf("is not a regular file")
+	}
+	if perm := fi.Mode().Perm(); perm&0o077 != 0 {
+		return fmt.Errorf("has mode %04o, which lets other users read it: run chmod 600 on it", perm)
+	}
+	return nil
+}
