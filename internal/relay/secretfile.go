@@ -1,11 +1,13 @@
 package relay
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"os"
+	"strings"
 )
 
 // ReadSecretFile reads a host-side secret (a gateway or git credential) from path, refusing a
@@ -36,6 +38,24 @@ func ReadSecretFile(path string, uid, max int) ([]byte, error) {
 		return nil, fmt.Errorf("holds more than %d bytes", max)
 	}
 	return b, nil
+}
+
+// CleanSecret returns the one-line secret in b (a credential file's content or a credential
+// command's output) with surrounding white space trimmed. It refuses more than max bytes, an
+// empty secret and control characters; its errors read as the end of a sentence naming the
+// secret's source ("gives an empty secret").
+func CleanSecret(b []byte, max int) (string, error) {
+	if len(b) > max {
+		return "", fmt.Errorf("gives more than %d bytes", max)
+	}
+	v := string(bytes.TrimSpace(b))
+	if v == "" {
+		return "", errors.New("gives an empty secret")
+	}
+	if strings.ContainsFunc(v, func(r rune) bool { return r < ' ' || r == 0x7f }) {
+		return "", errors.New("gives a secret with control characters (one line expected)")
+	}
+	return v, nil
 }
 
 // checkFileMode refuses what is not a regular file or is open to group or others.

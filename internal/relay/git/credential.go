@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"strings"
 	"sync"
 	"time"
 
@@ -61,15 +60,9 @@ func (s *source) readFile() (string, error) {
 }
 
 func clean(key string, b []byte) (string, error) {
-	if len(b) > maxSecret {
-		return "", fmt.Errorf("%w: %s gives more than %d bytes", errCredential, key, maxSecret)
-	}
-	v := string(bytes.TrimSpace(b))
-	if v == "" {
-		return "", fmt.Errorf("%w: %s gives an empty secret", errCredential, key)
-	}
-	if strings.ContainsFunc(v, func(r rune) bool { return r < ' ' || r == 0x7f }) {
-		return "", fmt.Errorf("%w: %s gives a secret with control characters (one line expected)", errCredential, key)
+	v, err := relay.CleanSecret(b, maxSecret)
+	if err != nil {
+		return "", fmt.Errorf("%w: %s %v", errCredential, key, err)
 	}
 	return v, nil
 }

@@ -102,15 +102,9 @@ func (s *source) readFile() (string, error) {
 }
 
 func (s *source) clean(key string, b []byte) (string, error) {
-	if len(b) > maxCredential {
-		return "", fmt.Errorf("%w: %s gives more than %d bytes", errCredential, key, maxCredential)
-	}
-	v := string(bytes.TrimSpace(b))
-	if v == "" {
-		return "", fmt.Errorf("%w: %s gives an empty credential", errCredential, key)
-	}
-	if strings.ContainsFunc(v, func(r rune) bool { return r < ' ' || r == 0x7f }) {
-		return "", fmt.Errorf("%w: %s gives a credential with control characters (one line expected)", errCredential, key)
+	v, err := relay.CleanSecret(b, maxCredential)
+	if err != nil {
+		return "", fmt.Errorf("%w: %s %v", errCredential, key, err)
 	}
 	return v, nil
 }
