@@ -6,13 +6,11 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"syscall"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/agentbox/agentbox/internal/engine"
 	"github.com/agentbox/agentbox/internal/engine/native"
-	"github.com/agentbox/agentbox/internal/plan"
 )
 
 // exitSetupFailed is bwrap-init's exit code when the box could not be finished or the program
@@ -74,56 +72,5 @@ func InitMain(args []string) int {
 		return fail("%v", err)
 	}
 
-	stdio := []*os.File{os.Stdin, os.Stdout, os.Stderr}
-	sys := &syscall.SysProcAttr{Setpgid: true}
-	if spec.Console == plan.ConsoleTTY {
-		slave, err := native.OpenPTY(ctl, uint16(*rows), uint16(*cols))
-		if err != nil {
-			return fail("%v", err)
-		}
-		defer slave.Close()
-		stdio = []*os.File{slave, slave, slave}
-		sys = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
-	}
-	markR, markW, err := os.Pipe()
-	if err != nil {
-		return fail("exec marker pipe: %v", err)
-	}
-	specFile := os.NewFile(fdSpec, "spec")
-	proc, err := os.StartProcess("/proc/self/exe", []string{"agentbox", "box-exec"}, &os.ProcAttr{
-		Dir:   "/",
-		Env:   []string{},
-		Files: append(stdio, markW, specFile),
-		Sys:   sys,
-	})
-	markW.Close()
-	specFile.Close()
-	if err != nil {
-		return fail("start box-exec: %v", err)
-	}
-	pid := proc.Pid
-	proc.Release()
-	if spec.Console == plan.ConsoleTTY {
-		stdio[0].Close()
-	}
-	report, _ := io.ReadAll(markR)
-	markR.Close()
-	if len(report) > 0 {
-		ev := native.ExecFailureEvent(report)
-		native.ReapUntil(pid)
-		if err := engine.SendEvent(ctl, ev); err != nil {
-			fmt.Fprintf(os.Stderr, "agentbox bwrap-init: %s (and reporting it failed: %v)\n", ev.Message, err)
-		}
-		return exitSetupFailed
-	}
-	if err := engine.SendEvent(ctl, engine.Event{Kind: engine.EventExec, Pid: pid}); err != nil {
-		unix.Kill(-pid, unix.SIGKILL)
-		return exitSetupFailed
-	}
-	go func() {
-		for s := range sigs {
-			unix.Kill(-pid, s.(syscall.Signal))
-		}
-	}()
-	return native.ReapUntil(pid)
+	return native.RunExecStage(ctl, spec.Console, uint16(*rows), uint16(*cols), sigs, "bwrap-init", nil, fail)
 }

@@ -12,14 +12,6 @@ import (
 // on the control channel exactly as the native engine does (the bwrap engine's init). They are
 // thin wrappers: the behaviour lives in the unexported functions box-init itself calls.
 
-// Descriptors box-exec receives beyond stdio.
-const (
-	// ExecMarkerFD is box-exec's exec marker (the write end of a pipe, made close-on-exec).
-	ExecMarkerFD = fdMarker
-	// ExecSpecFD is the memfd holding the spec box-exec applies.
-	ExecSpecFD = fdSpec
-)
-
 // ForwardedSignals are the signals box-init passes on to the program's process group.
 func ForwardedSignals() []os.Signal { return append([]os.Signal(nil), forwardedSignals...) }
 
@@ -32,19 +24,12 @@ func Memfile(name string, b []byte) (*os.File, error) { return memfile(name, b) 
 // CloseInherited closes every descriptor from lowest up that is not close-on-exec.
 func CloseInherited(lowest int) error { return closeInherited(lowest) }
 
-// OpenPTY allocates a PTY in the box's devpts, sends the master on ctl (EventPTY) and returns
-// the slave.
-func OpenPTY(ctl *os.File, rows, cols uint16) (*os.File, error) { return openPTY(ctl, rows, cols) }
-
 // StartForwards listens on each forward's in-box loopback port and relays to its unix socket.
 func StartForwards(fwds []plan.Forward) error { return startForwards(fwds) }
 
-// ReapUntil reaps every child until pid exits and returns its status as an exit code.
-func ReapUntil(pid int) int { return reapUntil(pid) }
-
-// ExecFailureEvent turns what box-exec wrote on its exec marker into the EventError box-init
+// execFailureEvent turns what box-exec wrote on its exec marker into the EventError box-init
 // sends (an unreadable report is a setup failure quoting it).
-func ExecFailureEvent(report []byte) engine.Event {
+func execFailureEvent(report []byte) engine.Event {
 	var f execFailure
 	if err := json.Unmarshal(report, &f); err != nil || f.Code == "" {
 		f = execFailure{Code: engine.CodeBoxSetupFailed, Message: "box-exec: " + string(report)}

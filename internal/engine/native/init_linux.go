@@ -1,7 +1,6 @@
 package native
 
 import (
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -9,12 +8,10 @@ import (
 	"os"
 	"os/signal"
 	"strconv"
-	"syscall"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/agentbox/agentbox/internal/engine"
-	"github.com/agentbox/agentbox/internal/plan"
 )
 
 // exitSetupFailed is box-init's exit code when the box could not be built or the program not
@@ -93,71 +90,14 @@ func BoxInitMain(args []string) int {
 		return fail("%v", err)
 	}
 
-	stdio := []*os.File{os.Stdin, os.Stdout, os.Stderr}
-	sys := &syscall.SysProcAttr{Setpgid: true}
-	if spec.Console == plan.ConsoleTTY {
-		slave, err := openPTY(ctl, uint16(*rows), uint16(*cols))
-		if err != nil {
-			return fail("%v", err)
-		}
-		defer slave.Close()
-		stdio = []*os.File{slave, slave, slave}
-		sys = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
-	}
-
-	// The exec marker: box-exec holds the write end, close-on-exec. EOF without a byte means
-	// the program's execve succeeded; otherwise box-exec wrote why it failed.
-	markR, markW, err := os.Pipe()
-	if err != nil {
-		return fail("exec marker pipe: %v", err)
-	}
-	specFile := os.NewFile(fdSpec, "spec")
-	proc, err := os.StartProcess("/proc/self/exe", []string{"agentbox", "box-exec"}, &os.ProcAttr{
-		Dir:   "/",
-		Env:   []string{},
-		Files: append(stdio, markW, specFile),
-		Sys:   sys,
-	})
-	markW.Close()
-	specFile.Close()
-	if err != nil {
-		return fail("start box-exec: %v", err)
-	}
-	pid := proc.Pid
-	proc.Release() // reaped below with wait4, as PID 1 reaps everything
-	if spec.Console == plan.ConsoleTTY {
-		stdio[0].Close()
-	}
-	report, _ := io.ReadAll(markR)
-	markR.Close()
-	if len(report) > 0 {
-		var f execFailure
-		if err := json.Unmarshal(report, &f); err != nil || f.Code == "" {
-			f = execFailure{Code: engine.CodeBoxSetupFailed, Message: "box-exec: " + string(report)}
-		}
-		reapUntil(pid)
-		if err := engine.SendEvent(ctl, engine.Event{Kind: engine.EventError, Code: f.Code, Message: f.Message}); err != nil {
-			fmt.Fprintf(os.Stderr, "agentbox box-init: %s (and reporting it failed: %v)\n", f.Message, err)
-		}
-		return exitSetupFailed
-	}
-	if err := engine.SendEvent(ctl, engine.Event{Kind: engine.EventExec, Pid: pid}); err != nil {
-		// The shim is gone or broken: the box must not run unsupervised.
-		unix.Kill(-pid, unix.SIGKILL)
-		return exitSetupFailed
-	}
-	go func() {
-		for s := range sigs {
-			unix.Kill(-pid, s.(syscall.Signal))
-		}
-	}()
-	// Keep the protected binds in place for the box's life; a loss seen before the program
-	// ran is caught by the first read of the mount table.
-	go keepMounts(b.kept, func(string) {}, func(msg string) {
-		fmt.Fprintf(os.Stderr, "agentbox box-init: %s; stopping the box\n", msg)
-		unix.Kill(-1, unix.SIGKILL) // from PID 1: every other process of the box
-	})
-	return reapUntil(pid)
+	return runExecStage(ctl, spec.Console, uint16(*rows), uint16(*cols), sigs, "box-init", func(pid int) {
+		// Keep the protected binds in place for the box's life; a loss seen before the program
+		// ran is caught by the first read of the mount table.
+		go keepMounts(b.kept, func(string) {}, func(msg string) {
+			fmt.Fprintf(os.Stderr, "agentbox box-init: %s; stopping the box\n", msg)
+			unix.Kill(-1, unix.SIGKILL) // from PID 1: every other process of the box
+		})
+	}, fail)
 }
 
 // reapUntil reaps every child (PID 1 inherits the box's orphans) until pid exits, and returns
