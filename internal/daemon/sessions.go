@@ -3,7 +3,6 @@ package daemon
 import (
 	"errors"
 	"net/http"
-	"time"
 
 	"github.com/agentbox/agentbox/internal/api"
 	"github.com/agentbox/agentbox/internal/relay/session"
@@ -80,6 +79,6 @@ func (d *Daemon) serveRevokeLaunch(w http.ResponseWriter, r *http.Request) error
 		return err
 	}
 	d.log.Info("launch session revoked", "launch", rec.ID, "session", s.ID())
-	writeJSON(w, http.StatusOK, api.Session{ID: s.ID(), LaunchID: rec.ID, State: string(session.StateRevoked), LastUsed: time.Now().UTC()})
+	writeJSON(w, http.StatusOK, sessionView(s.Record()))
 	return nil
 }
