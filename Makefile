@@ -5,6 +5,7 @@ BIN := bin/agentbox
 
 build:
 	$(GO) build -o $(BIN) ./cmd/agentbox
+	$(GO) build -o $(dir $(BIN))agentbox-box ./cmd/agentbox-box
 
 vet:
 	$(GO) vet ./...
@@ -27,7 +28,7 @@ PKGROOT := dist/pkgroot
 
 package:
 	rm -rf $(PKGROOT) && mkdir -p $(PKGROOT)
-	$(GO) build -ldflags "-X github.com/agentbox/agentbox/internal/cli.Version=$(VERSION)" -o $(PKGROOT)/agentbox ./cmd/agentbox
+	$(GO) build -ldflags "-X github.com/agentbox/agentbox/internal/cli.Version=$(VERSION)" -o $(PKGROOT)/ ./cmd/agentbox ./cmd/agentbox-box
 	SOURCE_DATE_EPOCH=$${SOURCE_DATE_EPOCH:-$$(git log -1 --format=%ct 2>/dev/null || echo 0)} $(GO) run ./packaging/gendocs -out $(PKGROOT)
 	rm -f dist/agentbox_*.deb
 	VERSION='$(VERSION)' GOARCH=$$($(GO) env GOARCH) SOURCE_DATE_EPOCH=$${SOURCE_DATE_EPOCH:-$$(git log -1 --format=%ct 2>/dev/null || echo 0)} \

@@ -6,7 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 GO=${GO:-go}
 export AGENTBOX_BIN=$PWD/bin/agentbox
-[ -x "$AGENTBOX_BIN" ] || $GO build -o "$AGENTBOX_BIN" ./cmd/agentbox
+[ -x "$AGENTBOX_BIN" ] && [ -x "${AGENTBOX_BIN%/*}/agentbox-box" ] || $GO build -o "${AGENTBOX_BIN%/*}/" ./cmd/agentbox ./cmd/agentbox-box
 
 echo "== go test ./... as $(id -un)"
 $GO test -count=1 -timeout 15m ./...
@@ -17,6 +17,7 @@ if [ "$(id -u)" = 0 ]; then
   dir=$(mktemp -d /tmp/agentbox-usertests.XXXXXX)
   chmod 755 "$dir"
   cp "$AGENTBOX_BIN" "$dir/agentbox"
+  cp "${AGENTBOX_BIN%/*}/agentbox-box" "$dir/agentbox-box"
   # Packages whose tests build real boxes; each is compiled here and run as $user.
   pkgs=$($GO list -f "{{if or .TestGoFiles .XTestGoFiles}}{{.ImportPath}}{{end}}" ./internal/engine/... ./internal/shim/... \
     ./internal/safesocket/... ./internal/daemon/... ./internal/integrity/... ./internal/egress/... ./internal/readiness/... \

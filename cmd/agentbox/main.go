@@ -1,5 +1,5 @@
 // Command agentbox runs programs in a box: the CLI, the daemon, and the hidden re-exec entry
-// points of the box itself (box-shim, box-init, box-exec).
+// points of the box itself (box-shim, box-init, …; see internal/boxmain).
 package main
 
 import (

@@ -152,16 +152,19 @@ type EgressStats struct {
 
 // Info describes the daemon.
 type Info struct {
-	Version     string            `json:"version"`
-	Engine      string            `json:"engine"`
-	Socket      string            `json:"socket"`
-	Pid         int               `json:"pid"`
-	UID         int               `json:"uid"`
-	Kernel      map[string]string `json:"kernel"` // kernel features seen: release, landlockABI, userns, …
-	Launches    int               `json:"launches"`
-	RuntimeDir  string            `json:"runtimeDir"`
-	StateDir    string            `json:"stateDir"`
-	ConfigFiles []string          `json:"configFiles,omitempty"`
+	Version    string            `json:"version"`
+	Engine     string            `json:"engine"`
+	Socket     string            `json:"socket"`
+	Pid        int               `json:"pid"`
+	UID        int               `json:"uid"`
+	Kernel     map[string]string `json:"kernel"` // kernel features seen: release, landlockABI, userns, …
+	Launches   int               `json:"launches"`
+	RuntimeDir string            `json:"runtimeDir"`
+	StateDir   string            `json:"stateDir"`
+	// BoxBinary is the executable shims start boxes from: the box helper (agentbox-box) beside
+	// the daemon's binary, or that binary itself when no helper qualifies.
+	BoxBinary   string   `json:"boxBinary,omitempty"`
+	ConfigFiles []string `json:"configFiles,omitempty"`
 	// ConfigError is the reason the current config files were refused (the daemon keeps its
 	// last good configuration); "" when they are valid.
 	ConfigError string `json:"configError,omitempty"`

@@ -111,6 +111,9 @@ func newInfoCmd() *cobra.Command {
 			fmt.Fprintf(w, "engine\t%s\n", info.Engine)
 			fmt.Fprintf(w, "socket\t%s\n", info.Socket)
 			fmt.Fprintf(w, "daemon pid\t%d\n", info.Pid)
+			if info.BoxBinary != "" {
+				fmt.Fprintf(w, "box binary\t%s\n", info.BoxBinary)
+			}
 			fmt.Fprintf(w, "launches\t%d running\n", info.Launches)
 			fmt.Fprintf(w, "sessions\t%d live\n", info.Sessions)
 			for _, id := range sortedKeysOf(info.Relay) {

@@ -50,11 +50,20 @@ When agentbox itself fails before the program starts, it prints the reason and e
 				req.TTY = term.IsTerminal(int(os.Stdin.Fd())) && term.IsTerminal(int(os.Stdout.Fd()))
 			}
 			ctx := cmd.Context()
-			c, err := ensureDaemon(ctx)
+			// Ask the daemon straight away (no ping first: a launch costs one round trip); only
+			// when none answers is one started, and the launch asked again. A dial that failed
+			// never reached a daemon, so the launch cannot have happened twice.
+			c, err := client.New()
 			if err != nil {
 				return err
 			}
 			resp, err := c.Launch(ctx, req)
+			if isUnreachable(err) {
+				if err = startDetachedDaemon(ctx, c); err != nil {
+					return err
+				}
+				resp, err = c.Launch(ctx, req)
+			}
 			if err != nil {
 				return err
 			}

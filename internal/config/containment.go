@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/goccy/go-yaml/ast"
 )
@@ -43,7 +44,7 @@ const (
 )
 
 // commandNameRE is what a managed program's name may be: a file name a shell finds on PATH.
-var commandNameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._+-]{0,63}$`)
+var commandNameRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._+-]{0,63}$`) })
 
 // validateContainment checks the managed programs: valid, distinct command names (never
 // agentbox itself) and absolute, clean paths.
@@ -60,7 +61,7 @@ func validateContainment(file string, body ast.Node, c *Config) error {
 			return errorAt(file, n, joinField(p), msg)
 		}
 		switch {
-		case !commandNameRE.MatchString(p.Name):
+		case !commandNameRE().MatchString(p.Name):
 			return at("name", fmt.Sprintf("invalid program name %q (a command name: letters, digits and . _ + -, no /)", p.Name))
 		case p.Name == "agentbox":
 			return at("name", "agentbox cannot manage itself")

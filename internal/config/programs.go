@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/goccy/go-yaml/ast"
 
@@ -45,7 +46,7 @@ type McpServer struct {
 	ServerURL     string   `json:"serverUrl,omitempty" jsonschema_description:"A remote MCP server by URL (* wildcards allowed)."`
 }
 
-var mcpNameRE = regexp.MustCompile(`^[A-Za-z0-9_-]{1,128}$`)
+var mcpNameRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9_-]{1,128}$`) })
 
 // validate checks what the types cannot: the programs (profile.Profile.Validate, executables
 // claimed twice), model names and the managed entries. An error is an *InvalidError at the
@@ -85,7 +86,7 @@ func validate(file string, body ast.Node, c *Config) error {
 		if !profile.ValidID(id) {
 			return at([]string{"models", id}, "invalid program id (lowercase letters, digits, . _ -)")
 		}
-		if m := c.Models[id]; !profile.ModelRE.MatchString(m) {
+		if m := c.Models[id]; !profile.ModelRE().MatchString(m) {
 			return at([]string{"models", id}, fmt.Sprintf("invalid model name %q (letters, digits and . _ : / @ + -)", m))
 		}
 	}
@@ -101,7 +102,7 @@ func validate(file string, body ast.Node, c *Config) error {
 			return errorAt(file, nodeAt(body, path), joinField(path), "an entry names exactly one of serverName, serverCommand, serverUrl")
 		}
 		switch {
-		case s.ServerName != "" && !mcpNameRE.MatchString(s.ServerName):
+		case s.ServerName != "" && !mcpNameRE().MatchString(s.ServerName):
 			p := append(path, "serverName")
 			return errorAt(file, nodeAt(body, p), joinField(p), fmt.Sprintf("invalid server name %q (letters, digits, _ and -)", s.ServerName))
 		case s.ServerCommand != nil && (len(s.ServerCommand) == 0 || slices.Contains(s.ServerCommand, "")):

@@ -45,8 +45,9 @@ func init() {
 // launch's pairing. With egress: allow the box shares the host network and reaches the relay on
 // a shared host loopback listener instead, where the pairing is the only gate.
 type relayBroker struct {
-	d   *Daemon
-	reg *session.Registry
+	d        *Daemon
+	reg      *session.Registry
+	identity gitrelay.IdentityCache // the user's git identity for the generated gitconfig
 
 	mu       sync.Mutex
 	launches map[string]*relayLaunch
@@ -154,7 +155,7 @@ func (b *relayBroker) prepare(ctx context.Context, bl *brokerLaunch, c *plan.Con
 	}
 	// The generated gitconfig: git in the box reaches allowed remotes through the relay with the
 	// pairing as an extra header; the user's own git configuration is not visible.
-	identity, err := gitrelay.ReadIdentity(ctx, "git")
+	identity, err := b.identity.Read(ctx)
 	if err != nil {
 		b.d.log.Debug("read git identity", "err", err)
 	}

@@ -21,6 +21,7 @@ import (
 	_ "github.com/agentbox/agentbox/internal/engine/native" // registers the native engine
 	"github.com/agentbox/agentbox/internal/readiness"
 	"github.com/agentbox/agentbox/internal/safesocket"
+	"github.com/agentbox/agentbox/internal/shim"
 	"github.com/agentbox/agentbox/internal/store"
 )
 
@@ -73,7 +74,12 @@ type Daemon struct {
 
 	readiness *readiness.Manager // admits launches once the box is proven (readiness.go)
 
-	violations *violationScanner // wrap mode's native-run scanner (violations.go); guarded by mu
+	helper string // the box helper shims start from, "" when from agentbox itself
+
+	spareMu       sync.Mutex
+	spare         *shim.Spare // a shim waiting for the next launch (spare.go)
+	spareStarting bool
+	violations    *violationScanner // wrap mode's native-run scanner (violations.go); guarded by mu
 }
 
 // Run starts the daemon and serves until ctx ends. Boxes keep running after it returns.
@@ -135,7 +141,10 @@ func (d *Daemon) serve(ctx context.Context) error {
 		return err
 	}
 	d.readopt(ctx)
+	d.useHelper()
 	d.startReadiness(ctx)
+	d.refillSpare()
+	defer d.closeSpare()
 	d.startViolations(ctx)
 
 	ln, err := safesocket.Listen(d.socket)

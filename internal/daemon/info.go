@@ -27,7 +27,7 @@ func (d *Daemon) serveInfo(w http.ResponseWriter, r *http.Request) error {
 	}
 	writeJSON(w, http.StatusOK, api.Info{
 		Version: v, Engine: cfg.Config.Engine, Socket: d.socket, Pid: os.Getpid(), UID: os.Getuid(),
-		Kernel: kernelFacts(), Launches: n, RuntimeDir: d.runtimeDir, StateDir: d.stateDir, ConfigFiles: cfg.Files(), ConfigError: cfgErr,
+		Kernel: kernelFacts(), Launches: n, RuntimeDir: d.runtimeDir, StateDir: d.stateDir, BoxBinary: d.boxBinary(), ConfigFiles: cfg.Files(), ConfigError: cfgErr,
 		Readiness: d.readinessStatus(), Posture: d.posture(), Violations: viol,
 		Relay: d.relayActivity(), Sessions: d.liveSessions(),
 	})

@@ -205,7 +205,7 @@ func (d *Daemon) launch(ctx context.Context, req *api.LaunchRequest) (*api.Launc
 	if err := d.store.CreateLaunch(ctx, toStore(&rec, dir)); err != nil {
 		return failBrokers(&api.Error{Code: api.CodeStoreFailed, Message: "record launch: " + err.Error(), Hint: "check free space and permissions of " + d.stateDir})
 	}
-	pid, err := shim.Start(dir)
+	pid, err := d.startShim(dir)
 	if err != nil {
 		rec.State = api.StateFailed
 		rec.Error = &api.Error{Code: api.CodeBoxSetupFailed, Message: "start box shim: " + err.Error()}

@@ -3,6 +3,8 @@ package daemon
 import (
 	"context"
 	"net/http"
+	"os"
+	"path/filepath"
 
 	"github.com/agentbox/agentbox/internal/api"
 	"github.com/agentbox/agentbox/internal/config"
@@ -21,19 +23,52 @@ func (d *Daemon) startReadiness(ctx context.Context) {
 		},
 		RuntimeDir: d.runtimeDir,
 		StateDir:   d.stateDir,
-		Executable: boxBinary(),
+		Executable: attesterBinary(),
+		Helper:     d.helper,
 		Logger:     d.log,
 	})
 	d.readiness.Start(ctx)
 }
 
-// boxBinary is the agentbox binary that builds boxes (the one shims run), which the probe's box
-// runs as its attester; "" means the running executable.
-func boxBinary() string {
-	if shim.Executable == "/proc/self/exe" {
+// attesterBinary is the agentbox binary the probe's box runs as its attester: the binary shims
+// run when it is a full agentbox (tests point shim.Executable at one); "" means the running
+// executable.
+func attesterBinary() string {
+	if shim.Executable == "/proc/self/exe" || filepath.Base(shim.Executable) == shim.HelperName {
 		return ""
 	}
 	return shim.Executable
+}
+
+// boxBinary is the executable shims start boxes from, for info.
+func (d *Daemon) boxBinary() string {
+	if d.helper != "" {
+		return d.helper
+	}
+	if shim.Executable == "/proc/self/exe" {
+		exe, _ := os.Executable()
+		return exe
+	}
+	return shim.Executable
+}
+
+// useHelper makes shims start from the box helper installed beside the running agentbox, when
+// one qualifies (shim.FindHelper); otherwise they start from agentbox itself, which serves the
+// same entry points but starts each process of a launch more slowly.
+func (d *Daemon) useHelper() {
+	if shim.Executable != "/proc/self/exe" {
+		return // set by whoever embeds the daemon (tests)
+	}
+	exe, err := os.Executable()
+	if err == nil {
+		var h string
+		if h, err = shim.FindHelper(exe); err == nil {
+			shim.Executable, d.helper = h, h
+			d.log.Info("boxes start from the box helper", "helper", h)
+			return
+		}
+	}
+	d.log.Info("boxes start from agentbox itself (no box helper)", "reason", err)
 }
 
 // admit refuses a launch unless the readiness probe proved that this host builds and enforces

@@ -120,7 +120,7 @@ func (p *Profile) Check(f Facts) error {
 			return fail("model", key, fmt.Sprintf("set %s in your config, or pass %s", key, flag),
 				"%s needs a model and none is set", p.DisplayName())
 		}
-		if !ModelRE.MatchString(model) {
+		if !ModelRE().MatchString(model) {
 			return fail("model", key, "use a model name of letters, digits and . _ : / @ + -",
 				"model %q (from %s) is not a valid model name", model, src)
 		}

@@ -12,6 +12,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 )
 
 // Profile describes one program. Its zero value is the generic profile: no harness home, no
@@ -149,17 +150,17 @@ func (e *FieldError) Error() string {
 }
 
 var (
-	idRE       = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,63}$`)
-	envKeyRE   = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
-	providerRE = regexp.MustCompile(`^[a-z][a-z0-9-]{0,31}$`)
+	idRE       = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,63}$`) })
+	envKeyRE   = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`) })
+	providerRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-z][a-z0-9-]{0,31}$`) })
 	// ModelRE is what a model name may hold; it is substituted into JSON and TOML templates,
 	// so quotes, backslashes and spaces are refused.
-	ModelRE      = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:/@+-]{0,127}$`)
+	ModelRE      = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:/@+-]{0,127}$`) })
 	placeholders = []string{"{relayURL}", "{pairing}", "{provider}", "{model}"}
 )
 
 // ValidID reports whether id can name a profile.
-func ValidID(id string) bool { return idRE.MatchString(id) }
+func ValidID(id string) bool { return idRE().MatchString(id) }
 
 // Validate checks what the schema's types cannot: paths stay beneath home and workspace,
 // templates use known placeholders, the pairing never goes into arguments, and the keys are
@@ -219,7 +220,7 @@ func (p *Profile) Validate() error {
 	if r.Provider != "" && r.ProviderFromModel {
 		return bad("relay.provider", "set provider or providerFromModel, not both")
 	}
-	if r.Provider != "" && !providerRE.MatchString(r.Provider) {
+	if r.Provider != "" && !providerRE().MatchString(r.Provider) {
 		return bad("relay.provider", "%q is not a provider name", r.Provider)
 	}
 	if !r.Wired() && (len(r.Env) > 0 || len(r.Args) > 0) {
@@ -229,7 +230,7 @@ func (p *Profile) Validate() error {
 		return bad("relay.providerFromModel", "needs requires.model: the provider comes from the model")
 	}
 	for _, k := range sortedKeys(r.Env) {
-		if !envKeyRE.MatchString(k) {
+		if !envKeyRE().MatchString(k) {
 			return bad("relay.env."+k, "%q is not an environment variable name", k)
 		}
 		if strings.HasPrefix(k, "AGENTBOX") {
@@ -248,7 +249,7 @@ func (p *Profile) Validate() error {
 		}
 	}
 	for i, k := range r.Unset {
-		if !envKeyRE.MatchString(k) {
+		if !envKeyRE().MatchString(k) {
 			return bad(fmt.Sprintf("relay.unset[%d]", i), "%q is not an environment variable name", k)
 		}
 	}

@@ -27,6 +27,9 @@ type Key struct {
 	// Binary is the identity of the agentbox executable that builds boxes (device, inode,
 	// size, modification and change times).
 	Binary string `json:"binary"`
+	// Helper is the identity of the box helper (agentbox-box) shims run from, when they run
+	// from one.
+	Helper string `json:"helper,omitempty"`
 	// EngineBinary is the identity of the engine's own program (bwrap), "" for native.
 	EngineBinary string `json:"engineBinary,omitempty"`
 }

@@ -37,9 +37,13 @@ func fileIdentity(path string) string {
 		st.Dev, st.Ino, st.Size, st.Mtim.Sec, st.Mtim.Nsec, st.Ctim.Sec, st.Ctim.Nsec)
 }
 
-// currentKey computes the key of a probe of engine with the executable exe under config hash cfg.
-func currentKey(engineName, cfg, exe string) Key {
+// currentKey computes the key of a probe of engine with the executable exe (and the box helper
+// helper, "" when shims run from exe) under config hash cfg.
+func currentKey(engineName, cfg, exe, helper string) Key {
 	k := Key{Engine: engineName, Config: cfg, Kernel: kernelIdentity(), Binary: fileIdentity(exe)}
+	if helper != "" {
+		k.Helper = helper + " " + fileIdentity(helper)
+	}
 	if engineName == "bwrap" {
 		if p, err := exec.LookPath("bwrap"); err == nil {
 			k.EngineBinary = p + " " + fileIdentity(p)

@@ -33,6 +33,9 @@ type Options struct {
 	StateDir string
 	// Executable is the agentbox binary boxes run; "" means the running executable.
 	Executable string
+	// Helper is the box helper (agentbox-box) shims run from, "" when they run from
+	// Executable; its identity is part of the cache key.
+	Helper string
 	// Logger receives state changes; nil discards them.
 	Logger *slog.Logger
 	// ProbeTimeout bounds one probe; 0 means DefaultProbeTimeout.
@@ -88,7 +91,7 @@ func (m *Manager) config() config.Config {
 
 func (m *Manager) currentKey() Key {
 	c := m.config()
-	return currentKey(c.Engine, ConfigHash(c), m.exe)
+	return currentKey(c.Engine, ConfigHash(c), m.exe, m.o.Helper)
 }
 
 // Start runs the state machine until ctx ends: a cached proof for the current key makes the
@@ -112,7 +115,7 @@ func (m *Manager) loop(ctx context.Context) {
 	backoff := rmin
 	for {
 		cfg := m.config()
-		key := currentKey(cfg.Engine, ConfigHash(cfg), m.exe)
+		key := currentKey(cfg.Engine, ConfigHash(cfg), m.exe, m.o.Helper)
 		var retry <-chan time.Time
 		if r, ok := loadCache(m.o.StateDir, key); ok {
 			r.Cached = true

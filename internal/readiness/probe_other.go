@@ -31,4 +31,4 @@ func AttestMain(args []string) int {
 // HostFacts returns nothing off Linux.
 func HostFacts() map[string]string { return map[string]string{} }
 
-func currentKey(engineName, cfg, exe string) Key { return Key{Engine: engineName, Config: cfg} }
+func currentKey(engineName, cfg, exe, helper string) Key { return Key{Engine: engineName, Config: cfg} }

@@ -13,6 +13,8 @@ import (
 	"sync"
 	"syscall"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/agentbox/agentbox/internal/console"
 )
 
@@ -35,39 +37,112 @@ func Start(launchDir string) (int, error) {
 		return 0, fmt.Errorf("start shim: %w", err)
 	}
 	defer logf.Close()
-	null, err := os.OpenFile(os.DevNull, os.O_RDWR, 0)
-	if err != nil {
-		return 0, fmt.Errorf("start shim: %w", err)
-	}
-	defer null.Close()
 	pr, pw, err := os.Pipe()
 	if err != nil {
 		return 0, fmt.Errorf("start shim: %w", err)
 	}
 	defer pr.Close()
-	cmd := exec.Command(Executable, "box-shim", dir)
-	cmd.Args[0] = "agentbox"
-	cmd.Dir = "/"
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = null, null, logf
-	cmd.ExtraFiles = []*os.File{pw}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-	err = cmd.Start()
+	cmd, err := startShimProcess([]string{dir}, logf, pw)
 	pw.Close()
 	if err != nil {
 		return 0, fmt.Errorf("start shim: %w", err)
 	}
+	return awaitReady(pr, cmd.Process.Pid, dir)
+}
+
+// startShimProcess starts `EXE box-shim ARGS…` in its own session with stdin and stdout on
+// /dev/null, stderr on stderr, and fd 3 on fd3. It is reaped in the background.
+func startShimProcess(args []string, stderr, fd3 *os.File) (*exec.Cmd, error) {
+	null, err := os.OpenFile(os.DevNull, os.O_RDWR, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer null.Close()
+	if stderr == nil {
+		stderr = null
+	}
+	cmd := exec.Command(Executable, append([]string{"box-shim"}, args...)...)
+	cmd.Args[0] = "agentbox"
+	cmd.Dir = "/"
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = null, null, stderr
+	cmd.ExtraFiles = []*os.File{fd3}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
 	go cmd.Wait()
-	line, err := bufio.NewReader(io.LimitReader(pr, 64<<10)).ReadString('\n')
+	return cmd, nil
+}
+
+// awaitReady reads the shim's readiness line from r.
+func awaitReady(r io.Reader, pid int, dir string) (int, error) {
+	line, err := bufio.NewReader(io.LimitReader(r, 64<<10)).ReadString('\n')
 	line = strings.TrimSuffix(line, "\n")
 	switch {
 	case line == "ready":
-		return cmd.Process.Pid, nil
+		return pid, nil
 	case strings.HasPrefix(line, "error: "):
 		return 0, fmt.Errorf("start shim: %s", strings.TrimPrefix(line, "error: "))
 	case err != nil:
 		return 0, fmt.Errorf("start shim: exited without reporting readiness (see %s)", filepath.Join(dir, LogFile))
 	}
 	return 0, fmt.Errorf("start shim: unexpected readiness line %q", line)
+}
+
+// Spare is a shim started ahead of its launch (`agentbox box-shim -spare`), so that a launch
+// does not wait for a process to start: it waits on fd 3, a socket, for the launch directory,
+// then runs exactly as a shim Start would have started. It exits when the socket closes
+// without one (the daemon closed it, or died).
+type Spare struct {
+	pid  int
+	conn *os.File
+	exe  string // identity of Executable when the spare started
+}
+
+// StartSpare starts a spare shim.
+func StartSpare() (*Spare, error) {
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("spare shim: %w", err)
+	}
+	ours, theirs := os.NewFile(uintptr(fds[0]), "spare"), os.NewFile(uintptr(fds[1]), "spare")
+	id := executableIdentity()
+	cmd, err := startShimProcess([]string{spareArg}, nil, theirs)
+	theirs.Close()
+	if err != nil {
+		ours.Close()
+		return nil, fmt.Errorf("spare shim: %w", err)
+	}
+	return &Spare{pid: cmd.Process.Pid, conn: ours, exe: id}, nil
+}
+
+// Current reports whether the spare runs the Executable that is installed now (a spare started
+// before an upgrade is discarded, never used).
+func (s *Spare) Current() bool { return s.exe != "" && s.exe == executableIdentity() }
+
+// Launch hands the spare the launch in launchDir and returns its pid once it listens, as Start
+// does. The spare is used up either way.
+func (s *Spare) Launch(launchDir string) (int, error) {
+	defer s.conn.Close()
+	dir, err := filepath.Abs(launchDir)
+	if err != nil {
+		return 0, err
+	}
+	if _, err := s.conn.WriteString(dir + "\n"); err != nil {
+		return 0, fmt.Errorf("start shim: hand the launch to the spare shim: %w", err)
+	}
+	return awaitReady(s.conn, s.pid, dir)
+}
+
+// Close ends an unused spare (it exits on EOF).
+func (s *Spare) Close() error { return s.conn.Close() }
+
+func executableIdentity() string {
+	var st unix.Stat_t
+	if err := unix.Stat(Executable, &st); err != nil {
+		return ""
+	}
+	return fmt.Sprintf("%d:%d:%d:%d.%d", st.Dev, st.Ino, st.Size, st.Mtim.Sec, st.Mtim.Nsec)
 }
 
 // Query asks a running shim for its current status.

@@ -12,6 +12,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -60,6 +61,28 @@ func Main(args []string) int {
 		}
 		ready.Close()
 		ready = nil
+	}
+	if len(args) == 1 && args[0] == spareArg {
+		// A spare: wait for the launch directory on fd 3, then log into its shim.log.
+		if ready == nil {
+			return 2
+		}
+		dir, err := bufio.NewReader(io.LimitReader(ready, 4096)).ReadString('\n')
+		if err != nil {
+			return 0 // closed without a launch: not needed
+		}
+		dir = strings.TrimSuffix(dir, "\n")
+		logf, err := os.OpenFile(filepath.Join(dir, LogFile), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+		if err != nil {
+			report(fmt.Errorf("open %s: %w", LogFile, err))
+			return 1
+		}
+		if err := unix.Dup3(int(logf.Fd()), 2, 0); err != nil {
+			report(fmt.Errorf("log to %s: %w", LogFile, err))
+			return 1
+		}
+		logf.Close()
+		args = []string{dir}
 	}
 	if len(args) != 1 {
 		err := errors.New("usage: agentbox box-shim LAUNCHDIR")

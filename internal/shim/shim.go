@@ -215,3 +215,6 @@ type Request struct {
 	Op     string `json:"op"`
 	Signal int    `json:"signal,omitempty"`
 }
+
+// spareArg is the argument of a spare shim (see Spare): it waits for its launch directory.
+const spareArg = "-spare"

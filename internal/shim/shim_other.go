@@ -38,3 +38,18 @@ func (w *Watcher) Signal(sig syscall.Signal) error { return ErrNotSupported }
 
 // Close is not supported off Linux.
 func (w *Watcher) Close() error { return ErrNotSupported }
+
+// Spare is a shim started ahead of its launch; not supported off Linux.
+type Spare struct{}
+
+// StartSpare is not supported off Linux.
+func StartSpare() (*Spare, error) { return nil, ErrNotSupported }
+
+// Current reports false off Linux.
+func (s *Spare) Current() bool { return false }
+
+// Launch is not supported off Linux.
+func (s *Spare) Launch(launchDir string) (int, error) { return 0, ErrNotSupported }
+
+// Close does nothing off Linux.
+func (s *Spare) Close() error { return nil }

@@ -1,21 +1,20 @@
 // Package bwrap is the bubblewrap engine, for hosts where only bwrap may create namespaces: it
-// renders a plan as a bwrap argv and runs agentbox's own restriction stage (box-exec: no
-// capabilities, no_new_privs, Landlock, seccomp) inside, so that its boxes carry the same
+// renders a plan as a bwrap argv and runs agentbox's own exec stage (no capabilities,
+// no_new_privs, Landlock, seccomp, applied to a thread that forks and execs the program) inside, so that its boxes carry the same
 // guarantees as the native engine's.
 //
 // Process tree of one box:
 //
-//	shim ─ agentbox bwrap-monitor ─ bwrap ─ agentbox bwrap-init (PID 1 of the box) ─ box-exec → program
+//	shim ─ agentbox bwrap-monitor ─ bwrap ─ agentbox bwrap-init (PID 1 of the box) ─ program
 //
 // The monitor is the box's top process (engine.Box.Process): it stays in the host's
 // namespaces, relays the shim's signals to bwrap-init and exits with the program's status;
 // engine.Box.InitPid names bwrap-init, whose namespaces are the box's. bwrap builds the
 // filesystem and namespaces (masks of paths that may be absent are rendered as MaskOption and
 // resolved by the monitor against the host, whose kernel and /etc the box shares); bwrap-init
-// reports on the control channel and starts box-exec exactly as the native engine's box-init
-// does. Binaries that embed this engine must
-// dispatch argv[1] "bwrap-monitor", "bwrap-init" and "box-exec" (MonitorMain, InitMain and
-// native.BoxExecMain).
+// reports on the control channel and starts the program through native.RunExecStage exactly as
+// the native engine's box-init does. Binaries that embed this engine must dispatch argv[1]
+// "bwrap-monitor" and "bwrap-init" (MonitorMain and InitMain; see internal/boxmain).
 package bwrap
 
 import (
@@ -47,20 +46,20 @@ var ErrMissing = fmt.Errorf("%w: bwrap is not installed (not found on PATH)", en
 // Descriptors of bwrap and, through it, of bwrap-init.
 const (
 	fdControl = 3 // the control socket (engine.IO.Control)
-	fdSpec    = 4 // memfd with the native spec box-exec applies
+	fdSpec    = 4 // memfd with the native spec the exec stage applies
 	fdStderr  = 5 // the program's stderr (bwrap's own fd 2 is captured by the monitor)
 	fdExe     = 6 // the agentbox executable, exec'd as /proc/self/fd/6
 	fdStatus  = 7 // bwrap --json-status-fd
 	fdReady   = 8 // bwrap-init writes one byte here once it reports on the control socket itself
 )
 
-// Request is the engine's request: bwrap's argv and the spec box-exec applies inside.
+// Request is the engine's request: bwrap's argv and the spec the exec stage applies inside.
 type Request struct {
 	Version int `json:"version"`
 	// Args are bwrap's arguments (argv[1:]), ending with the command bwrap runs: bwrap-init.
 	Args []string `json:"args"`
 	// Spec is the native engine's box spec for the same plan: bwrap-init applies its mask and
-	// read-only steps, box-exec its program, environment, Landlock and seccomp.
+	// read-only steps, the exec stage its program, environment, Landlock and seccomp.
 	Spec *native.Spec `json:"spec"`
 }
 
@@ -153,7 +152,7 @@ func renderArgs(s *native.Spec) ([]string, error) {
 		// bwrap-init is PID 1 and reaps; bwrap kills the box when the monitor dies.
 		"--as-pid-1", "--die-with-parent",
 		"--clearenv", "--chdir", "/",
-		// box-exec needs SETPCAP (in the box's user namespace) to empty the bounding set and
+		// the exec stage needs SETPCAP (in the box's user namespace) to empty the bounding set and
 		// lock the securebits; it drops it with every other capability.
 		"--cap-drop", "ALL", "--cap-add", "CAP_SETPCAP",
 		"--json-status-fd", strconv.Itoa(fdStatus),

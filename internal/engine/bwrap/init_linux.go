@@ -18,7 +18,7 @@ import (
 const exitSetupFailed = 1
 
 // InitMain is the entry point of `agentbox bwrap-init`, PID 1 of a bwrap box (bwrap --as-pid-1),
-// with the control socket at fd 3 and the spec at fd 4. It starts box-exec, reports on the control socket, forwards signals, reaps, and exits
+// with the control socket at fd 3 and the spec at fd 4. It starts the program (RunExecStage), reports on the control socket, forwards signals, reaps, and exits
 // with the program's status, as the native engine's box-init does.
 func InitMain(args []string) int {
 	// Take the program's stderr back from bwrap's captured one, then tell the monitor that from
@@ -72,5 +72,5 @@ func InitMain(args []string) int {
 		return fail("%v", err)
 	}
 
-	return native.RunExecStage(ctl, spec.Console, uint16(*rows), uint16(*cols), sigs, "bwrap-init", nil, fail)
+	return native.RunExecStage(ctl, spec, uint16(*rows), uint16(*cols), sigs, "bwrap-init", nil, fail)
 }

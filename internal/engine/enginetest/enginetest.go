@@ -7,7 +7,6 @@
 //	func TestMain(m *testing.M) {
 //		enginetest.Main(m, map[string]func([]string) int{
 //			"box-init": native.BoxInitMain,
-//			"box-exec": native.BoxExecMain,
 //		})
 //	}
 //
@@ -25,8 +24,7 @@ import (
 const ProbeCommand = "enginetest-probe"
 
 // Main is an engine test package's TestMain: when the test binary was re-executed with argv[1]
-// naming one of entries (the engine's hidden entry points, "box-init" and "box-exec" for the
-// native engine) or ProbeCommand, it runs that and exits; otherwise it runs the tests.
+// naming one of entries (the engine's hidden entry points, "box-init" for the native engine) or ProbeCommand, it runs that and exits; otherwise it runs the tests.
 func Main(m *testing.M, entries map[string]func(args []string) int) {
 	if len(os.Args) > 1 {
 		if os.Args[1] == ProbeCommand {

@@ -1,7 +1,6 @@
 package native
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"runtime"
@@ -14,40 +13,60 @@ import (
 	"github.com/agentbox/agentbox/internal/engine"
 )
 
-// execFailure is what box-exec writes on the exec marker pipe when it cannot exec the program.
+// execFailure is why the program could not be started: a typed code and a message.
 type execFailure struct {
-	Code    string `json:"code"`
-	Message string `json:"message"`
+	Code    string
+	Message string
 }
 
-// BoxExecMain is the entry point of `agentbox box-exec`, started by box-init inside the box: it
-// drops every capability, sets no_new_privs, applies Landlock and seccomp to its own thread and
-// execs the program with the spec's environment. On failure it reports on the exec marker (fd
-// 3) and exits 1; on success the marker closes (close-on-exec) and the program runs.
-func BoxExecMain(args []string) int {
-	// Capabilities, no_new_privs, Landlock and seccomp are per thread: all of it must happen on
-	// the thread that calls execve.
-	runtime.LockOSThread()
-	if _, err := unix.FcntlInt(fdMarker, unix.F_SETFD, unix.FD_CLOEXEC); err != nil {
-		return 1 // no marker: box-init reports the missing exec as a setup failure
+func (f *execFailure) event() engine.Event {
+	return engine.Event{Kind: engine.EventError, Code: f.Code, Message: f.Message}
+}
+
+// startRestricted starts the program of spec with the given stdio and process attributes from
+// a dedicated OS thread that first takes on every restriction the program must run under:
+// its own working directory (unshare CLONE_FS, chdir), every capability dropped, no_new_privs,
+// Landlock and seccomp. All of these are per thread and inherited across fork and execve, so
+// the program starts under them while the rest of the calling process (PID 1 of the box) keeps
+// its own. The thread is locked and never unlocked: it exits with its goroutine, restrictions
+// and all, and the Go runtime never clones new threads from a locked one. It returns the
+// program's pid once its execve succeeded (syscall.ForkExec waits for that), or why it failed.
+func startRestricted(spec *Spec, files []uintptr, sys *syscall.SysProcAttr) (int, *execFailure) {
+	type result struct {
+		pid  int
+		fail *execFailure
 	}
-	fail := func(code string, format string, a ...any) int {
-		b, _ := json.Marshal(execFailure{Code: code, Message: fmt.Sprintf(format, a...)})
-		unix.Write(fdMarker, b)
-		return 1
+	var restrict func(out chan<- result)
+	restrict = func(out chan<- result) {
+		runtime.LockOSThread() // deliberately never unlocked once restricted
+		if unix.Gettid() == unix.Getpid() {
+			// This is the main thread, the thread group leader: signals and /proc address the
+			// process through it, so it must keep the process's own credentials (restricted,
+			// it would share the program's Landlock domain, and the program could signal its
+			// PID 1). Hold it, so that the next goroutine runs on another thread, and restrict
+			// that one.
+			inner := make(chan result, 1)
+			go restrict(inner)
+			r := <-inner
+			runtime.UnlockOSThread()
+			out <- r
+			return
+		}
+		pid, fail := restrictThreadAndStart(spec, files, sys)
+		out <- result{pid, fail}
 	}
-	raw, err := readSpecFD(fdSpec)
-	if err != nil {
-		return fail(engine.CodeBoxSetupFailed, "box-exec: %v", err)
+	done := make(chan result, 1)
+	go restrict(done)
+	r := <-done
+	return r.pid, r.fail
+}
+
+func restrictThreadAndStart(spec *Spec, files []uintptr, sys *syscall.SysProcAttr) (int, *execFailure) {
+	fail := func(code string, format string, a ...any) (int, *execFailure) {
+		return 0, &execFailure{Code: code, Message: fmt.Sprintf(format, a...)}
 	}
-	unix.Close(fdSpec)
-	spec, err := ParseSpec(raw)
-	if err != nil {
-		return fail(engine.CodeBoxSetupFailed, "box-exec: %v", err)
-	}
-	// Nothing but stdio reaches the program.
-	if err := unix.CloseRange(fdMarker+1, ^uint(0), unix.CLOSE_RANGE_CLOEXEC); err != nil {
-		return fail(engine.CodeBoxSetupFailed, "close descriptors: %v", err)
+	if err := unix.Unshare(unix.CLONE_FS); err != nil {
+		return fail(engine.CodeBoxSetupFailed, "unshare fs: %v", err)
 	}
 	if err := unix.Chdir(spec.Cwd); err != nil {
 		return fail(engine.CodeBoxSetupFailed, "chdir %s: %v", spec.Cwd, err)
@@ -56,6 +75,7 @@ func BoxExecMain(args []string) int {
 	if err != nil {
 		return fail(engine.CodeBoxSetupFailed, "landlock: %v", err)
 	}
+	defer unix.Close(ruleset)
 	filter, err := seccompProgram(spec.Seccomp)
 	if err != nil {
 		return fail(engine.CodeBoxSetupFailed, "seccomp: %v", err)
@@ -69,13 +89,14 @@ func BoxExecMain(args []string) int {
 	if err := ll.LandlockRestrictSelf(ruleset, rulesetFlags); err != nil {
 		return fail(engine.CodeBoxSetupFailed, "landlock: restrict self: %v", err)
 	}
-	unix.Close(ruleset)
-	if err := loadSeccomp(filter); err != nil {
+	if err := loadSeccomp(filter, 0); err != nil {
 		return fail(engine.CodeBoxSetupFailed, "seccomp: %v", err)
 	}
 	argv := append([]string{spec.Program}, spec.Args...)
-	err = syscall.Exec(spec.Program, argv, spec.Env)
+	pid, err := syscall.ForkExec(spec.Program, argv, &syscall.ProcAttr{Env: spec.Env, Files: files, Sys: sys})
 	switch {
+	case err == nil:
+		return pid, nil
 	case errors.Is(err, unix.ENOENT), errors.Is(err, unix.ENOTDIR):
 		return fail(engine.CodeProgramNotFound, "%s: %v", spec.Program, err)
 	case errors.Is(err, unix.EACCES), errors.Is(err, unix.ENOEXEC), errors.Is(err, unix.EPERM),

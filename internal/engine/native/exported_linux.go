@@ -1,14 +1,12 @@
 package native
 
 import (
-	"encoding/json"
 	"os"
 
-	"github.com/agentbox/agentbox/internal/engine"
 	"github.com/agentbox/agentbox/internal/plan"
 )
 
-// The pieces of box-init that another engine's in-box init reuses to run box-exec and report
+// The pieces of box-init that another engine's in-box init reuses to start the program and report
 // on the control channel exactly as the native engine does (the bwrap engine's init). They are
 // thin wrappers: the behaviour lives in the unexported functions box-init itself calls.
 
@@ -26,16 +24,6 @@ func CloseInherited(lowest int) error { return closeInherited(lowest) }
 
 // StartForwards listens on each forward's in-box loopback port and relays to its unix socket.
 func StartForwards(fwds []plan.Forward) error { return startForwards(fwds) }
-
-// execFailureEvent turns what box-exec wrote on its exec marker into the EventError box-init
-// sends (an unreadable report is a setup failure quoting it).
-func execFailureEvent(report []byte) engine.Event {
-	var f execFailure
-	if err := json.Unmarshal(report, &f); err != nil || f.Code == "" {
-		f = execFailure{Code: engine.CodeBoxSetupFailed, Message: "box-exec: " + string(report)}
-	}
-	return engine.Event{Kind: engine.EventError, Code: f.Code, Message: f.Message}
-}
 
 // OpenBindSource opens the source of a bind as box-init does: an O_PATH descriptor, resolved
 // beneath beneath (RESOLVE_BENEATH|RESOLVE_NO_MAGICLINKS) when it is set, so that a symlink

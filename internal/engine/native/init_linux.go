@@ -25,11 +25,11 @@ var forwardedSignals = []os.Signal{
 
 // BoxInitMain is the entry point of `agentbox box-init`: PID 1 of the box, started by
 // Engine.Start in the box's new namespaces with the control socket at fd 3 and the spec at fd
-// 4. It builds the box, starts box-exec, reports on the control socket, forwards signals,
+// 4. It builds the box, starts the program (the exec stage), reports on the control socket, forwards signals,
 // reaps, and exits with the program's status (128+n for a signal).
 func BoxInitMain(args []string) int {
 	// Descriptors the shim leaked to box-init (any it did not mean to pass) are closed; those
-	// box-init keeps are close-on-exec, so that box-exec gets only what it is given.
+	// box-init keeps are close-on-exec, so that the program gets only what it is given.
 	if err := closeInherited(fdSpec + 1); err != nil {
 		return exitSetupFailed
 	}
@@ -90,7 +90,7 @@ func BoxInitMain(args []string) int {
 		return fail("%v", err)
 	}
 
-	return runExecStage(ctl, spec.Console, uint16(*rows), uint16(*cols), sigs, "box-init", func(pid int) {
+	return runExecStage(ctl, spec, uint16(*rows), uint16(*cols), sigs, "box-init", func(pid int) {
 		// Keep the protected binds in place for the box's life; a loss seen before the program
 		// ran is caught by the first read of the mount table.
 		go keepMounts(b.kept, func(string) {}, func(msg string) {

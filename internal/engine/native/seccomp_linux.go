@@ -165,8 +165,9 @@ func nativeBigEndian() bool {
 	return false
 }
 
-// loadSeccomp installs the program on every thread (no_new_privs must already be set).
-func loadSeccomp(prog []bpf.Instruction) error {
+// loadSeccomp installs the program on the calling thread, or on every thread of the process
+// with flags SECCOMP_FILTER_FLAG_TSYNC (no_new_privs must already be set).
+func loadSeccomp(prog []bpf.Instruction, flags uintptr) error {
 	raw, err := bpf.Assemble(prog)
 	if err != nil {
 		return fmt.Errorf("assemble seccomp filter: %w", err)
@@ -176,7 +177,7 @@ func loadSeccomp(prog []bpf.Instruction) error {
 		filter[i] = unix.SockFilter{Code: r.Op, Jt: r.Jt, Jf: r.Jf, K: r.K}
 	}
 	fprog := unix.SockFprog{Len: uint16(len(filter)), Filter: &filter[0]}
-	_, _, errno := unix.Syscall(unix.SYS_SECCOMP, unix.SECCOMP_SET_MODE_FILTER, unix.SECCOMP_FILTER_FLAG_TSYNC, uintptr(unsafe.Pointer(&fprog)))
+	_, _, errno := unix.Syscall(unix.SYS_SECCOMP, unix.SECCOMP_SET_MODE_FILTER, flags, uintptr(unsafe.Pointer(&fprog)))
 	runtime.KeepAlive(filter)
 	if errno != 0 {
 		return fmt.Errorf("load seccomp filter: %w", errno)

@@ -14,10 +14,10 @@ import (
 // another version refuses the spec instead of guessing.
 const SpecVersion = 1
 
-// SeccompProfile is the name of the seccomp profile box-exec applies to the program.
+// SeccompProfile is the name of the seccomp profile the exec stage applies to the program.
 const SeccompProfile = "agentbox-v1"
 
-// Spec is the native engine's request: everything box-init and box-exec need, in-box paths only
+// Spec is the native engine's request: everything box-init and its exec stage need, in-box paths only
 // (except bind sources, which are host paths). It is rendered by Request and pinned by golden files.
 type Spec struct {
 	Version  int      `json:"version"`
@@ -37,7 +37,7 @@ type Spec struct {
 	// Mounts are applied in order on a fresh read-only tmpfs root.
 	Mounts   []Mount  `json:"mounts"`
 	Landlock Landlock `json:"landlock"`
-	// Seccomp names the seccomp profile (SeccompProfile); box-exec refuses unknown names.
+	// Seccomp names the seccomp profile (SeccompProfile); the exec stage refuses unknown names.
 	Seccomp string  `json:"seccomp"`
 	Network Network `json:"network"`
 }

@@ -2,7 +2,6 @@ package native
 
 import (
 	"fmt"
-	"io"
 	"os"
 	"syscall"
 
@@ -12,60 +11,35 @@ import (
 	"github.com/agentbox/agentbox/internal/plan"
 )
 
-// RunExecStage is the end of every engine's init (PID 1 of the box): it starts box-exec on the
-// console (a PTY of the box's own devpts, whose master goes to the shim, or the inherited
-// stdio), learns through the exec marker whether the program was exec'd, reports EventExec or
-// the typed EventError on ctl, forwards sigs to the program's process group, and reaps until
-// the program exits, returning its status. who names the caller in messages; started, when not
-// nil, runs once the program runs; fail reports a setup failure and returns the exit code.
-// box-exec inherits the spec memfd at fdSpec.
-func RunExecStage(ctl *os.File, console plan.Console, rows, cols uint16, sigs <-chan os.Signal, who string,
+// RunExecStage is the end of every engine's init (PID 1 of the box): it starts the program of
+// spec on the console (a PTY of the box's own devpts, whose master goes to the shim, or the
+// inherited stdio) from a thread that has taken on the program's restrictions (see
+// startRestricted), reports EventExec once the program's execve succeeded or the typed
+// EventError when it did not, forwards sigs to the program's process group, and reaps until the
+// program exits, returning its status. who names the caller in messages; started, when not nil,
+// runs once the program runs; fail reports a setup failure and returns the exit code.
+func RunExecStage(ctl *os.File, spec *Spec, rows, cols uint16, sigs <-chan os.Signal, who string,
 	started func(pid int), fail func(format string, a ...any) int) int {
-	return runExecStage(ctl, console, rows, cols, sigs, who, started, fail)
+	return runExecStage(ctl, spec, rows, cols, sigs, who, started, fail)
 }
 
-func runExecStage(ctl *os.File, console plan.Console, rows, cols uint16, sigs <-chan os.Signal, who string,
+func runExecStage(ctl *os.File, spec *Spec, rows, cols uint16, sigs <-chan os.Signal, who string,
 	started func(pid int), fail func(format string, a ...any) int) int {
-	stdio := []*os.File{os.Stdin, os.Stdout, os.Stderr}
+	stdio := []uintptr{0, 1, 2}
 	sys := &syscall.SysProcAttr{Setpgid: true}
-	if console == plan.ConsoleTTY {
+	if spec.Console == plan.ConsoleTTY {
 		slave, err := openPTY(ctl, rows, cols)
 		if err != nil {
 			return fail("%v", err)
 		}
 		defer slave.Close()
-		stdio = []*os.File{slave, slave, slave}
+		fd := slave.Fd()
+		stdio = []uintptr{fd, fd, fd}
 		sys = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
 	}
-
-	// The exec marker: box-exec holds the write end, close-on-exec. EOF without a byte means
-	// the program's execve succeeded; otherwise box-exec wrote why it failed.
-	markR, markW, err := os.Pipe()
-	if err != nil {
-		return fail("exec marker pipe: %v", err)
-	}
-	specFile := os.NewFile(fdSpec, "spec")
-	proc, err := os.StartProcess("/proc/self/exe", []string{"agentbox", "box-exec"}, &os.ProcAttr{
-		Dir:   "/",
-		Env:   []string{},
-		Files: append(stdio, markW, specFile),
-		Sys:   sys,
-	})
-	markW.Close()
-	specFile.Close()
-	if err != nil {
-		return fail("start box-exec: %v", err)
-	}
-	pid := proc.Pid
-	proc.Release() // reaped below with wait4, as PID 1 reaps everything
-	if console == plan.ConsoleTTY {
-		stdio[0].Close()
-	}
-	report, _ := io.ReadAll(markR)
-	markR.Close()
-	if len(report) > 0 {
-		ev := execFailureEvent(report)
-		reapUntil(pid)
+	pid, failure := startRestricted(spec, stdio, sys)
+	if failure != nil {
+		ev := failure.event()
 		if err := engine.SendEvent(ctl, ev); err != nil {
 			fmt.Fprintf(os.Stderr, "agentbox %s: %s (and reporting it failed: %v)\n", who, ev.Message, err)
 		}

@@ -13,15 +13,14 @@ import (
 	"github.com/agentbox/agentbox/internal/plan"
 )
 
-// Descriptors box-init and box-exec receive beyond stdio.
+// Descriptors box-init receives beyond stdio.
 const (
-	fdControl = 3 // box-init: the control socket
-	fdMarker  = 3 // box-exec: the write end of the exec marker pipe
-	fdSpec    = 4 // both: a memfd holding the spec bytes
+	fdControl = 3 // the control socket
+	fdSpec    = 4 // a memfd holding the spec bytes
 )
 
 // boxInitCaps are the capabilities box-init needs in the box's user namespace: mounts and
-// pivot_root (SYS_ADMIN), loopback (NET_ADMIN), and dropping the bounding set in box-exec
+// pivot_root (SYS_ADMIN), loopback (NET_ADMIN), and dropping the bounding set in the exec stage
 // (SETPCAP). A non-root uid would lose them at execve without the ambient set.
 var boxInitCaps = []uintptr{unix.CAP_SYS_ADMIN, unix.CAP_NET_ADMIN, unix.CAP_SYS_CHROOT, unix.CAP_SETPCAP}
 

@@ -3,13 +3,20 @@ package git
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"io/fs"
+	"maps"
 	"net"
 	"net/url"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/agentbox/agentbox/internal/relay/session"
 )
@@ -236,4 +243,79 @@ func Env(path string) []string {
 		"GIT_CONFIG_NOSYSTEM=1",
 		"GIT_TERMINAL_PROMPT=0",
 	}
+}
+
+// IdentityCache reads the user's git identity (ReadIdentity) again only when the global git
+// configuration files change: a launch would otherwise pay a git process (≈10 ms) for the same
+// answer. The cache is keyed on the contents of the files git reads for --global
+// ($GIT_CONFIG_GLOBAL, or $XDG_CONFIG_HOME/git/config and ~/.gitconfig; with --global git does
+// not follow their includes). When the environment adds configuration (GIT_CONFIG_COUNT,
+// GIT_CONFIG_PARAMETERS) every read asks git, since the key cannot see it. Its zero value is
+// ready to use.
+type IdentityCache struct {
+	// Git names the git program; "" means "git" on $PATH.
+	Git string
+
+	mu  sync.Mutex
+	key string
+	id  Identity
+}
+
+// Read returns the user's git identity, from the cache when the configuration is unchanged.
+func (c *IdentityCache) Read(ctx context.Context) (Identity, error) {
+	key, cacheable := globalConfigKey()
+	c.mu.Lock()
+	if cacheable && c.id != nil && key == c.key {
+		id := maps.Clone(c.id)
+		c.mu.Unlock()
+		return id, nil
+	}
+	c.mu.Unlock()
+	id, err := ReadIdentity(ctx, c.Git)
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	if cacheable {
+		c.key, c.id = key, maps.Clone(id)
+	} else {
+		c.key, c.id = "", nil
+	}
+	c.mu.Unlock()
+	return id, nil
+}
+
+// globalConfigKey identifies the contents of the global git configuration files; cacheable is
+// false when something the key cannot see may change the answer.
+func globalConfigKey() (key string, cacheable bool) {
+	if os.Getenv("GIT_CONFIG_COUNT") != "" || os.Getenv("GIT_CONFIG_PARAMETERS") != "" {
+		return "", false
+	}
+	var files []string
+	if f := os.Getenv("GIT_CONFIG_GLOBAL"); f != "" {
+		files = []string{f}
+	} else {
+		home, err := os.UserHomeDir()
+		if err != nil {
+			return "", false
+		}
+		xdg := os.Getenv("XDG_CONFIG_HOME")
+		if xdg == "" {
+			xdg = filepath.Join(home, ".config")
+		}
+		files = []string{filepath.Join(xdg, "git", "config"), filepath.Join(home, ".gitconfig")}
+	}
+	h := sha256.New()
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			fmt.Fprintf(h, "%s absent\n", f)
+		case err != nil:
+			return "", false
+		default:
+			fmt.Fprintf(h, "%s %d %x\n", f, len(b), sha256.Sum256(b))
+		}
+	}
+	return hex.EncodeToString(h.Sum(nil)), true
 }

@@ -145,3 +145,71 @@ func TestReadIdentity(t *testing.T) {
 		t.Errorf("identity = %v, want %v", id, want)
 	}
 }
+
+// TestIdentityCache asks git again only when the global configuration changed, and every time
+// when it includes other files.
+func TestIdentityCache(t *testing.T) {
+	gitBin, _ := gitPaths(t)
+	home := t.TempDir()
+	t.Setenv("HOME", home)
+	t.Setenv("XDG_CONFIG_HOME", filepath.Join(home, ".config"))
+	t.Setenv("GIT_CONFIG_GLOBAL", "")
+	os.Unsetenv("GIT_CONFIG_GLOBAL")
+	// A git that counts its runs, then is the real one.
+	calls := filepath.Join(home, "calls")
+	wrapper := filepath.Join(home, "git")
+	script := "#!/bin/sh\necho x >> '" + calls + "'\nexec '" + gitBin + "' \"$@\"\n"
+	if err := os.WriteFile(wrapper, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	runs := func() int {
+		b, _ := os.ReadFile(calls)
+		return strings.Count(string(b), "x")
+	}
+	write := func(cfg string) {
+		if err := os.WriteFile(filepath.Join(home, ".gitconfig"), []byte(cfg), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c := &gitrelay.IdentityCache{Git: wrapper}
+	read := func() string {
+		id, err := c.Read(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return id["user.name"]
+	}
+
+	write("[user]\n\tname = First\n")
+	if got := read(); got != "First" {
+		t.Fatalf("user.name = %q, want First", got)
+	}
+	if got := read(); got != "First" || runs() != 1 {
+		t.Fatalf("second read: user.name %q after %d git runs, want First after 1", got, runs())
+	}
+	write("[user]\n\tname = Second\n")
+	if got := read(); got != "Second" || runs() != 2 {
+		t.Fatalf("after a change: user.name %q after %d git runs, want Second after 2", got, runs())
+	}
+	// The XDG file counts too.
+	if err := os.MkdirAll(filepath.Join(home, ".config", "git"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(home, ".config", "git", "config"), []byte("[user]\n\temail = x@example.com\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// (git reads it only when ~/.gitconfig is absent; the key does not need to know that).
+	read()
+	if runs() != 3 {
+		t.Fatalf("after the XDG file changed: %d git runs, want 3", runs())
+	}
+	// Configuration from the environment is invisible to the key: git is asked every time.
+	t.Setenv("GIT_CONFIG_COUNT", "1")
+	t.Setenv("GIT_CONFIG_KEY_0", "user.name")
+	t.Setenv("GIT_CONFIG_VALUE_0", "FromEnv")
+	read()
+	read()
+	if runs() != 5 {
+		t.Fatalf("with GIT_CONFIG_COUNT set: %d git runs, want 5", runs())
+	}
+}

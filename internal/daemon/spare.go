@@ -1,0 +1,68 @@
+package daemon
+
+import (
+	"github.com/agentbox/agentbox/internal/shim"
+)
+
+// The daemon keeps one shim started ahead of the next launch (shim.Spare), so that a launch
+// does not wait for a process to start and initialize: the spare only waits for its launch
+// directory. It is replaced after each use, discarded when the executable changed under it,
+// and exits when the daemon does.
+
+// startShim starts the shim of the launch in dir: the spare when one is ready, otherwise a new
+// one.
+func (d *Daemon) startShim(dir string) (int, error) {
+	d.spareMu.Lock()
+	sp := d.spare
+	d.spare = nil
+	d.spareMu.Unlock()
+	defer d.refillSpare()
+	if sp != nil {
+		if sp.Current() {
+			pid, err := sp.Launch(dir)
+			if err == nil {
+				return pid, nil
+			}
+			// The spare could not take it (it died, or refused before listening, so nothing of
+			// the box started): start a shim the ordinary way.
+			d.log.Warn("spare shim failed; starting a new one", "err", err)
+		} else {
+			sp.Close()
+		}
+	}
+	return shim.Start(dir)
+}
+
+// refillSpare starts a spare in the background unless one is there or starting.
+func (d *Daemon) refillSpare() {
+	d.spareMu.Lock()
+	defer d.spareMu.Unlock()
+	if d.spare != nil || d.spareStarting || d.ctx == nil || d.ctx.Err() != nil {
+		return
+	}
+	d.spareStarting = true
+	go func() {
+		sp, err := shim.StartSpare()
+		d.spareMu.Lock()
+		defer d.spareMu.Unlock()
+		d.spareStarting = false
+		switch {
+		case err != nil:
+			d.log.Warn("start spare shim", "err", err)
+		case d.spare != nil || d.ctx.Err() != nil:
+			sp.Close()
+		default:
+			d.spare = sp
+		}
+	}()
+}
+
+// closeSpare ends the spare (at shutdown).
+func (d *Daemon) closeSpare() {
+	d.spareMu.Lock()
+	defer d.spareMu.Unlock()
+	if d.spare != nil {
+		d.spare.Close()
+		d.spare = nil
+	}
+}
