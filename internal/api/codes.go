@@ -1,7 +1,5 @@
 package api
 
-import "net/http"
-
 // Stable error codes.
 const (
 	CodeBadRequest         = "bad_request"
@@ -29,21 +27,34 @@ const (
 	CodePreconditionFailed = "precondition_failed"
 )
 
+// HTTP statuses the API answers with (net/http's values; this package does not import
+// net/http, so that the small box helper, which uses these types, does not link an HTTP
+// stack).
+const (
+	statusBadRequest          = 400
+	statusForbidden           = 403
+	statusNotFound            = 404
+	statusConflict            = 409
+	statusTooManyRequests     = 429
+	statusInternalServerError = 500
+	statusServiceUnavailable  = 503
+)
+
 // Status returns the HTTP status for an error code.
 func Status(code string) int {
 	switch code {
 	case CodeBadRequest, CodeArgumentDenied, CodeWorkspaceRefused, CodeProgramNotFound, CodeProgramNotExec, CodeConfigInvalid:
-		return http.StatusBadRequest
+		return statusBadRequest
 	case CodeNotFound:
-		return http.StatusNotFound
+		return statusNotFound
 	case CodeForbidden, CodeEgressNotSupported, CodeStateOwnedByOther, CodePairingInvalid:
-		return http.StatusForbidden
+		return statusForbidden
 	case CodeTooManySessions:
-		return http.StatusTooManyRequests
+		return statusTooManyRequests
 	case CodeBoxUnavailable:
-		return http.StatusServiceUnavailable
+		return statusServiceUnavailable
 	case CodeLaunchDirConflict, CodePreconditionFailed:
-		return http.StatusConflict
+		return statusConflict
 	}
-	return http.StatusInternalServerError
+	return statusInternalServerError
 }

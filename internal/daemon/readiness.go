@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 
 	"github.com/agentbox/agentbox/internal/api"
+	"github.com/agentbox/agentbox/internal/boxhelper"
 	"github.com/agentbox/agentbox/internal/config"
 	"github.com/agentbox/agentbox/internal/readiness"
 	"github.com/agentbox/agentbox/internal/shim"
@@ -34,7 +35,7 @@ func (d *Daemon) startReadiness(ctx context.Context) {
 // run when it is a full agentbox (tests point shim.Executable at one); "" means the running
 // executable.
 func attesterBinary() string {
-	if shim.Executable == "/proc/self/exe" || filepath.Base(shim.Executable) == shim.HelperName {
+	if shim.Executable == "/proc/self/exe" || filepath.Base(shim.Executable) == boxhelper.HelperName {
 		return ""
 	}
 	return shim.Executable
@@ -53,7 +54,7 @@ func (d *Daemon) boxBinary() string {
 }
 
 // useHelper makes shims start from the box helper installed beside the running agentbox, when
-// one qualifies (shim.FindHelper); otherwise they start from agentbox itself, which serves the
+// one qualifies (boxhelper.FindHelper); otherwise they start from agentbox itself, which serves the
 // same entry points but starts each process of a launch more slowly.
 func (d *Daemon) useHelper() {
 	if shim.Executable != "/proc/self/exe" {
@@ -62,7 +63,7 @@ func (d *Daemon) useHelper() {
 	exe, err := os.Executable()
 	if err == nil {
 		var h string
-		if h, err = shim.FindHelper(exe); err == nil {
+		if h, err = boxhelper.FindHelper(exe); err == nil {
 			shim.Executable, d.helper = h, h
 			d.log.Info("boxes start from the box helper", "helper", h)
 			return

@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/agentbox/agentbox/internal/api"
-	"github.com/agentbox/agentbox/internal/shim"
+	"github.com/agentbox/agentbox/internal/boxhelper"
 )
 
 // TestBoxHelper: the daemon starts shims (and so box-init) from the box helper installed beside
@@ -17,7 +17,7 @@ import (
 // under every restriction). Without a helper beside the binary, boxes start from agentbox
 // itself.
 func TestBoxHelper(t *testing.T) {
-	helper := filepath.Join(filepath.Dir(agentboxBin), shim.HelperName)
+	helper := filepath.Join(filepath.Dir(agentboxBin), boxhelper.HelperName)
 	if _, err := os.Stat(helper); err != nil {
 		t.Skipf("no box helper beside %s (build both: make build): %v", agentboxBin, err)
 	}

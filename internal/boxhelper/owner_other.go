@@ -1,6 +1,6 @@
 //go:build !linux
 
-package shim
+package boxhelper
 
 import "os"
 

@@ -1,4 +1,6 @@
-package shim
+// Package boxhelper finds the box helper (cmd/agentbox-box) installed with agentbox and checks
+// that it may be used: the daemon starts shims from it.
+package boxhelper
 
 import (
 	"debug/buildinfo"
