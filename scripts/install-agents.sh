@@ -15,15 +15,25 @@ dir="$(cd "$dir" && pwd)"
 
 arch="$(uname -m)"
 case "$arch" in
-  x86_64) npmarch=x64 ;;
-  aarch64|arm64) npmarch=arm64 ;;
+  x86_64) npmarch=x64 triple=x86_64-unknown-linux-musl ;;
+  aarch64|arm64) npmarch=arm64 triple=aarch64-unknown-linux-musl ;;
   *) echo "install-agents: unsupported architecture $arch" >&2; exit 1 ;;
 esac
 
+# Codex CLI's native build is a version of @openai/codex itself ("0.171.0-linux-x64", what
+# @openai/codex's optional dependency @openai/codex-linux-x64 aliases), so the version is
+# looked up first; when the registry is unreachable the pack below fails and codex is skipped.
+codexver="$(npm view @openai/codex version 2>/dev/null || true)"
+
 # name  package  executable-inside-the-package
+# Each is a self-contained build: Claude Code, OpenCode, Codex CLI and Copilot CLI ship native
+# executables; Gemini CLI is one bundled script run by node (>= 20) from PATH.
 agents=(
   "claude   @anthropic-ai/claude-code-linux-$npmarch  claude"
   "opencode opencode-linux-$npmarch                   bin/opencode"
+  "codex    @openai/codex@${codexver:-unknown}-linux-$npmarch  vendor/$triple/bin/codex"
+  "copilot  @github/copilot-linux-$npmarch            copilot"
+  "gemini   @google/gemini-cli                        bundle/gemini.js"
 )
 
 for line in "${agents[@]}"; do

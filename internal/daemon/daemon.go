@@ -40,6 +40,8 @@ type Options struct {
 
 	// wrapStore, in tests, wraps the store to inject failures.
 	wrapStore func(launchStore) launchStore
+	// noSpare, in tests, makes every launch start its shim anew.
+	noSpare bool
 }
 
 // launchStore is what the daemon needs of the store.

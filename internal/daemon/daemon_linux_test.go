@@ -41,6 +41,12 @@ type testDaemon struct {
 // startDaemon runs a daemon in this process with its own directories; wrap injects store faults.
 func startDaemon(t *testing.T, wrap func(launchStore) launchStore) *testDaemon {
 	t.Helper()
+	return startDaemonWith(t, wrap, false)
+}
+
+// startDaemonWith is startDaemon; noSpare makes every launch start its shim anew (no spare).
+func startDaemonWith(t *testing.T, wrap func(launchStore) launchStore, noSpare bool) *testDaemon {
+	t.Helper()
 	shim.Executable = agentboxBinary(t)
 	root, err := os.MkdirTemp("/tmp", "abd")
 	if err != nil {
@@ -62,7 +68,7 @@ func startDaemon(t *testing.T, wrap func(launchStore) launchStore) *testDaemon {
 		return ""
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	d, err := newDaemon(Options{RuntimeDir: runtime, StateDir: state, Config: config.LoadOptions{Getenv: getenv, PolicyFile: filepath.Join(root, "no-policy.yaml")}, wrapStore: wrap})
+	d, err := newDaemon(Options{RuntimeDir: runtime, StateDir: state, Config: config.LoadOptions{Getenv: getenv, PolicyFile: filepath.Join(root, "no-policy.yaml")}, wrapStore: wrap, noSpare: noSpare})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -130,10 +136,11 @@ func sleepRequest(t *testing.T, work string) *api.LaunchRequest {
 
 // TestRecordFailureStopsBox guards "if recording fails the box is stopped": the shim (and the
 // box it started) must be gone and the launch directory removed when the store refuses the
-// shim's record.
+// shim's record. (With a spare shim the shim's identity is part of the launch's first record,
+// so this is the path of a launch that starts its shim anew: no spare, or a spare that failed.)
 func TestRecordFailureStopsBox(t *testing.T) {
 	fs := &failingStore{failShim: true}
-	td := startDaemon(t, func(s launchStore) launchStore { fs.launchStore = s; return fs })
+	td := startDaemonWith(t, func(s launchStore) launchStore { fs.launchStore = s; return fs }, true)
 	_, err := td.c.Launch(context.Background(), sleepRequest(t, td.work))
 	var ae *api.Error
 	if !errors.As(err, &ae) || ae.Code != api.CodeStoreFailed {

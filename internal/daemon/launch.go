@@ -201,11 +201,22 @@ func (d *Daemon) launch(ctx context.Context, req *api.LaunchRequest) (*api.Launc
 		ID: id, Program: req.Program, Args: req.Args, Profile: p.Profile, Workspace: ws, Engine: eng.Name(),
 		State: api.StateStarting, Detached: req.Detach, Started: time.Now().UTC(), Posture: d.launchPosture(prof.ID),
 	}
-	// Record before the box runs: a box is never left unrecorded.
-	if err := d.store.CreateLaunch(ctx, toStore(&rec, dir)); err != nil {
+	// Record before the box runs: a box is never left unrecorded. With a spare shim, its identity
+	// is known already and goes into the same record (one commit fewer on the launch's path).
+	sp := d.takeSpare()
+	srec := toStore(&rec, dir)
+	if sp != nil {
+		if start, err := processStartTime(sp.Pid()); err == nil {
+			srec.ShimPid, srec.ShimStartTime = sp.Pid(), start
+		}
+	}
+	if err := d.store.CreateLaunch(ctx, srec); err != nil {
+		if sp != nil {
+			sp.Close()
+		}
 		return failBrokers(&api.Error{Code: api.CodeStoreFailed, Message: "record launch: " + err.Error(), Hint: "check free space and permissions of " + d.stateDir})
 	}
-	pid, err := d.startShim(dir)
+	pid, err := d.startShim(sp, dir)
 	if err != nil {
 		rec.State = api.StateFailed
 		rec.Error = &api.Error{Code: api.CodeBoxSetupFailed, Message: "start box shim: " + err.Error()}
@@ -213,9 +224,12 @@ func (d *Daemon) launch(ctx context.Context, req *api.LaunchRequest) (*api.Launc
 		return failBrokers(rec.Error)
 	}
 	rec.ShimPid = pid
-	startTime, err := processStartTime(pid)
-	if err == nil {
-		err = d.store.SetShim(context.WithoutCancel(ctx), id, pid, startTime)
+	if pid != srec.ShimPid {
+		// Not the spare recorded above (none, or it failed and a new shim started).
+		var startTime uint64
+		if startTime, err = processStartTime(pid); err == nil {
+			err = d.store.SetShim(context.WithoutCancel(ctx), id, pid, startTime)
+		}
 	}
 	if err != nil {
 		// Recording failed: stop the box rather than leave it unsupervised.

@@ -9,26 +9,33 @@ import (
 // directory. It is replaced after each use, discarded when the executable changed under it,
 // and exits when the daemon does.
 
-// startShim starts the shim of the launch in dir: the spare when one is ready, otherwise a new
-// one.
-func (d *Daemon) startShim(dir string) (int, error) {
+// takeSpare takes the spare shim for a launch, if one is ready and runs the executable installed
+// now (one started before an upgrade is ended); nil otherwise. A replacement starts in the
+// background.
+func (d *Daemon) takeSpare() *shim.Spare {
 	d.spareMu.Lock()
 	sp := d.spare
 	d.spare = nil
 	d.spareMu.Unlock()
-	defer d.refillSpare()
+	d.refillSpare()
+	if sp != nil && !sp.Current() {
+		sp.Close()
+		return nil
+	}
+	return sp
+}
+
+// startShim starts the shim of the launch in dir: the spare sp when there is one, otherwise a
+// new one.
+func (d *Daemon) startShim(sp *shim.Spare, dir string) (int, error) {
 	if sp != nil {
-		if sp.Current() {
-			pid, err := sp.Launch(dir)
-			if err == nil {
-				return pid, nil
-			}
-			// The spare could not take it (it died, or refused before listening, so nothing of
-			// the box started): start a shim the ordinary way.
-			d.log.Warn("spare shim failed; starting a new one", "err", err)
-		} else {
-			sp.Close()
+		pid, err := sp.Launch(dir)
+		if err == nil {
+			return pid, nil
 		}
+		// The spare could not take it (it died, or refused before listening, so nothing of the
+		// box started): start a shim the ordinary way.
+		d.log.Warn("spare shim failed; starting a new one", "err", err)
 	}
 	return shim.Start(dir)
 }
@@ -37,7 +44,7 @@ func (d *Daemon) startShim(dir string) (int, error) {
 func (d *Daemon) refillSpare() {
 	d.spareMu.Lock()
 	defer d.spareMu.Unlock()
-	if d.spare != nil || d.spareStarting || d.ctx == nil || d.ctx.Err() != nil {
+	if d.spare != nil || d.spareStarting || d.opts.noSpare || d.ctx == nil || d.ctx.Err() != nil {
 		return
 	}
 	d.spareStarting = true

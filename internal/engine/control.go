@@ -10,6 +10,10 @@ const (
 	EventExec EventKind = "exec"
 	// EventError says start-up failed before the program was exec'd; Code and Message say why.
 	EventError EventKind = "error"
+	// EventStart goes the other way, shim to box, to a box-init started ahead of its request
+	// (native.Prestart): the spec in a sealed memfd, then, in pipe mode, the program's stdin,
+	// stdout and stderr (SCM_RIGHTS), and the PTY size in Rows and Cols.
+	EventStart EventKind = "start"
 )
 
 // Event is one control message (JSON, one per SOCK_SEQPACKET datagram).
@@ -19,4 +23,7 @@ type Event struct {
 	Message string    `json:"message,omitempty"`
 	// Pid is the program's pid in the box's pid namespace (EventExec).
 	Pid int `json:"pid,omitempty"`
+	// Rows and Cols are the PTY size (EventStart).
+	Rows uint16 `json:"rows,omitempty"`
+	Cols uint16 `json:"cols,omitempty"`
 }

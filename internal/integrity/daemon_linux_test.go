@@ -312,13 +312,14 @@ func TestWorkspaceConfigPinnedInEveryBox(t *testing.T) {
 		"rm -f opencode.json", "mkdir .codex/rules", "echo x > .codex/config.toml", "rm -rf .codex",
 		"echo x > .gemini/settings.json", "mv .claude/commands .claude/c", "echo x > .claude/commands/x.md",
 		"echo x > AGENTS.md", "echo x > CLAUDE.md", "echo x > GEMINI.md", "mkdir -p .github/hooks/x",
-		"echo x > .github/copilot-instructions.md", "mkdir .copilot/hooks",
+		"echo x > .github/copilot-instructions.md", "mkdir .copilot/hooks", "echo x > .github/copilot/settings.json",
+		"echo x > .opencode/.gitignore", "rm -f .opencode/.gitignore",
 	}
 	var script strings.Builder
 	for _, a := range attempts {
 		fmt.Fprintf(&script, "if ( %s ) 2>/dev/null; then echo 'WROTE: %s'; fi\n", a, strings.ReplaceAll(a, "'", ""))
 	}
-	script.WriteString("cat opencode.json; test -d .opencode && test -d .codex && test -d .gemini && test -d .claude/commands && echo DIRS\n")
+	script.WriteString("cat opencode.json; test -d .opencode && test -d .codex && test -d .gemini && test -d .claude/commands && test -f .opencode/.gitignore && echo DIRS\n")
 	out := e.run("run", "sh", "--", "-c", script.String())
 	ls := e.launches()
 	if len(ls) != 1 {
@@ -336,7 +337,7 @@ func TestWorkspaceConfigPinnedInEveryBox(t *testing.T) {
 		t.Errorf("placeholders in the box: want opencode.json holding {} and directory placeholders:\n%s", out)
 	}
 	for _, p := range []string{".opencode", "opencode.json", "opencode.jsonc", ".codex", ".gemini", ".claude/commands",
-		"AGENTS.md", "CLAUDE.md", "GEMINI.md", ".copilot", ".github/hooks", ".github/copilot-instructions.md"} {
+		"AGENTS.md", "CLAUDE.md", "GEMINI.md", ".copilot", ".github/hooks", ".github/copilot-instructions.md", ".github/copilot"} {
 		if _, err := os.Lstat(filepath.Join(e.work, p)); err == nil {
 			t.Errorf("%s left on the host after the box", p)
 		}

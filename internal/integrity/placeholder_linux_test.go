@@ -275,7 +275,10 @@ func paths(ps []integrity.Placeholder) []string {
 }
 
 // TestWorkspaceConfigPlaceholders: extra protected paths written with a trailing slash get a
-// placeholder directory when absent, JSON files get "{}", and every one is released.
+// placeholder directory when absent, JSON files get "{}", a protected path beneath an absent
+// protected folder gets its own placeholder inside the folder's (OpenCode needs
+// .opencode/.gitignore to exist) while a folder only on the way to one (.vscode) stays empty,
+// and every one is released.
 func TestWorkspaceConfigPlaceholders(t *testing.T) {
 	ws, err := filepath.EvalSymlinks(t.TempDir())
 	if err != nil {
@@ -285,7 +288,7 @@ func TestWorkspaceConfigPlaceholders(t *testing.T) {
 		t.Fatal(err)
 	}
 	reg := &integrity.Registry{Path: filepath.Join(t.TempDir(), "ph.json")}
-	extra := []string{".opencode/", "opencode.json", "opencode.jsonc", ".codex/", ".gemini/", ".claude/commands/",
+	extra := []string{".opencode/", ".opencode/.gitignore", "opencode.json", "opencode.jsonc", ".codex/", ".gemini/", ".claude/commands/",
 		"AGENTS.md", filepath.Join(ws, ".copilot") + "/"}
 	lay, err := reg.Prepare("a", ws, extra)
 	if err != nil {
@@ -293,7 +296,7 @@ func TestWorkspaceConfigPlaceholders(t *testing.T) {
 	}
 	want := map[string]string{ // path → "dir" or the file's content
 		".opencode": "dir", ".codex": "dir", ".gemini": "dir", ".claude/commands": "dir", ".copilot": "dir",
-		"opencode.json": "{}\n", "opencode.jsonc": "{}\n", "AGENTS.md": "",
+		"opencode.json": "{}\n", "opencode.jsonc": "{}\n", "AGENTS.md": "", ".opencode/.gitignore": "",
 	}
 	for rel, w := range want {
 		p := filepath.Join(ws, rel)
@@ -316,7 +319,10 @@ func TestWorkspaceConfigPlaceholders(t *testing.T) {
 			t.Errorf("%s is not an integrity root", rel)
 		}
 	}
-	if ex := integrity.GitExclude(lay); !strings.Contains(ex, "/opencode.json\n") || strings.Contains(ex, ".opencode") {
+	if ents, err := os.ReadDir(filepath.Join(ws, ".vscode")); err != nil || len(ents) != 0 {
+		t.Errorf(".vscode placeholder: %v, %v: want an empty folder", ents, err)
+	}
+	if ex := integrity.GitExclude(lay); !strings.Contains(ex, "/opencode.json\n") || !strings.Contains(ex, "/.opencode/.gitignore\n") || strings.Contains(ex, "/.opencode\n") {
 		t.Errorf("git exclude %q: want the file placeholders only", ex)
 	}
 	home := filepath.Join(t.TempDir(), ".claude", "settings.json")

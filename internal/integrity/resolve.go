@@ -79,7 +79,7 @@ type resolver struct {
 	ws     string
 	lay    *Layout
 	prot   map[string]bool
-	ph     map[string]bool
+	ph     map[string]bool // planned placeholders: true for a folder
 	roots  map[string]bool
 	gitdir int
 	fs     beneathFS
@@ -148,16 +148,24 @@ func (r *resolver) protect(rel string, wantDir bool) {
 				continue
 			}
 			p := filepath.Join(r.ws, prefix)
-			if !r.ph[p] {
-				r.ph[p] = true
-				dir := i < len(parts) || wantDir
-				ph := Placeholder{Path: p, Dir: dir, Beneath: r.ws}
-				if !dir {
-					ph.Content = contentOf(p)
+			if dir, planned := r.ph[p]; planned {
+				// A protected folder's placeholder holds placeholders for the protected paths
+				// beneath it, so that each exists in the box: OpenCode 1.18 writes
+				// .opencode/.gitignore unless it exists, and fails to start when .opencode/
+				// is read-only. A folder that is only on the way to one stays empty.
+				if dir && r.roots[p] {
+					continue
 				}
-				r.lay.Placeholders = append(r.lay.Placeholders, ph)
-				r.pin(p)
+				return
 			}
+			dir := i < len(parts) || wantDir
+			r.ph[p] = dir
+			ph := Placeholder{Path: p, Dir: dir, Beneath: r.ws}
+			if !dir {
+				ph.Content = contentOf(p)
+			}
+			r.lay.Placeholders = append(r.lay.Placeholders, ph)
+			r.pin(p)
 			return
 		}
 	default:

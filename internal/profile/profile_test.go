@@ -156,7 +156,7 @@ func TestPreconditions(t *testing.T) {
 func TestWorkspaceConfigUnion(t *testing.T) {
 	s := builtinSet(t)
 	got := s.WorkspaceConfig()
-	for _, w := range []string{".claude/settings.json", ".claude/commands", ".mcp.json", "CLAUDE.md", "opencode.json", ".opencode", ".github/copilot-instructions.md", ".github/agents", ".codex", ".gemini", "GEMINI.md", "AGENTS.md"} {
+	for _, w := range []string{".claude/settings.json", ".claude/commands", ".mcp.json", "CLAUDE.md", "opencode.json", ".opencode", ".opencode/.gitignore", ".github/copilot-instructions.md", ".github/copilot", ".github/agents", ".codex", ".gemini", "GEMINI.md", "AGENTS.md"} {
 		if !slices.Contains(got, w) {
 			t.Errorf("union %v lacks %s", got, w)
 		}

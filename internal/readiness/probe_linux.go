@@ -218,8 +218,13 @@ func (p *prober) run(ctx context.Context, root string, res *Result) *Error {
 		return failf(ReasonBoxSetupFailed, "%v", err)
 	}
 
-	// Start the box the way the daemon starts a launch: a shim, watched, and a console client.
-	if p.shimPid, err = shim.Start(p.dir); err != nil {
+	// Start the box the way the daemon starts a launch: a spare shim (with its prestarted
+	// box-init) handed the launch, watched, and a console client.
+	sp, err := shim.StartSpare()
+	if err != nil {
+		return failf(ReasonBoxSetupFailed, "start the probe's shim: %v", err)
+	}
+	if p.shimPid, err = sp.Launch(p.dir); err != nil {
 		return failf(ReasonBoxSetupFailed, "start the probe's shim: %v", err)
 	}
 	start, _ := procStartTime(p.shimPid)

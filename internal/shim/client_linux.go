@@ -116,6 +116,9 @@ func StartSpare() (*Spare, error) {
 	return &Spare{pid: cmd.Process.Pid, conn: ours, exe: id}, nil
 }
 
+// Pid is the spare's process id.
+func (s *Spare) Pid() int { return s.pid }
+
 // Current reports whether the spare runs the Executable that is installed now (a spare started
 // before an upgrade is discarded, never used).
 func (s *Spare) Current() bool { return s.exe != "" && s.exe == executableIdentity() }

@@ -147,3 +147,129 @@ func TestNativeEngine(t *testing.T) {
 		}
 	})
 }
+
+// childWithArgs returns the pid of a child of parent whose command line is args, 0 if none.
+func childWithArgs(parent int, args ...string) int {
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		rest := string(stat[strings.LastIndexByte(string(stat), ')')+1:])
+		f := strings.Fields(rest)
+		if len(f) < 2 || f[1] != strconv.Itoa(parent) {
+			continue
+		}
+		cmd, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if strings.TrimSuffix(string(cmd), "\x00") == strings.Join(args, "\x00") {
+			return pid
+		}
+	}
+	return 0
+}
+
+// TestSpareShim: a spare shim starts the default box's box-init ahead; a launch handed to it
+// runs in that very box-init (egress deny), while a launch that needs other namespaces (egress
+// allow) gets a box-init of its own and the prestarted one is discarded.
+func TestSpareShim(t *testing.T) {
+	requireNative(t)
+	for _, tc := range []struct {
+		name   string
+		egress plan.Egress
+		used   bool
+	}{
+		{"egress deny uses the prestarted box-init", plan.EgressDeny, true},
+		{"egress allow starts its own", plan.EgressAllow, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sp, err := shim.StartSpare()
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { sp.Close() })
+			var pre int
+			deadline := time.Now().Add(10 * time.Second)
+			for pre == 0 && time.Now().Before(deadline) {
+				pre = childWithArgs(sp.Pid(), "agentbox", "box-init", "-wait")
+				time.Sleep(5 * time.Millisecond)
+			}
+			if pre == 0 {
+				t.Fatalf("spare shim %d started no box-init ahead", sp.Pid())
+			}
+			p, _ := enginetest.NewPlan(t, "/bin/sh", []string{"-c", "cat; exit 4"}, func(in *plan.Input) { in.Egress = tc.egress })
+			req, err := (&native.Engine{}).Request(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			dir := t.TempDir()
+			if err := os.WriteFile(filepath.Join(dir, shim.RequestFile), req, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if err := shim.WriteConfig(dir, shim.Config{LaunchID: testLaunchID, Engine: native.Name, Console: p.Console}); err != nil {
+				t.Fatal(err)
+			}
+			pid, err := sp.Launch(dir)
+			if err != nil || pid != sp.Pid() {
+				t.Fatalf("spare Launch = %d, %v; want %d", pid, err, sp.Pid())
+			}
+			r := attachPipes(t, dir, []byte("through the spare"))
+			if r.err != nil || r.code != 4 || string(r.stdout) != "through the spare" {
+				t.Fatalf("Attach = %d, %v, stdout %q, stderr %q", r.code, r.err, r.stdout, r.stderr)
+			}
+			st := waitStatus(t, dir)
+			if !st.Execd || !st.Settled {
+				t.Fatalf("status %+v", st)
+			}
+			log, _ := os.ReadFile(filepath.Join(dir, shim.LogFile))
+			if tc.used {
+				if st.BoxPid != pre {
+					t.Errorf("box pid %d, want the prestarted box-init %d\n%s", st.BoxPid, pre, log)
+				}
+			} else {
+				if st.BoxPid == pre || !strings.Contains(string(log), "prestarted box-init not used") {
+					t.Errorf("box pid %d (prestarted %d): the prestarted box-init served a request it does not fit\n%s", st.BoxPid, pre, log)
+				}
+				if _, err := os.Stat(filepath.Join("/proc", strconv.Itoa(pre))); err == nil {
+					if b, _ := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pre), "stat")); !strings.Contains(string(b), ") Z ") {
+						t.Errorf("the discarded box-init %d still runs", pre)
+					}
+				}
+			}
+		})
+	}
+}
+
+// TestSpareShimUnused: a spare whose socket closes without a launch exits, and so does the
+// box-init it started ahead (nothing of it is left behind).
+func TestSpareShimUnused(t *testing.T) {
+	requireNative(t)
+	sp, err := shim.StartSpare()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pre int
+	deadline := time.Now().Add(10 * time.Second)
+	for pre == 0 && time.Now().Before(deadline) {
+		pre = childWithArgs(sp.Pid(), "agentbox", "box-init", "-wait")
+		time.Sleep(5 * time.Millisecond)
+	}
+	if pre == 0 {
+		t.Fatalf("spare shim %d started no box-init ahead", sp.Pid())
+	}
+	sp.Close()
+	gone := func(pid int) bool {
+		b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
+		return err != nil || strings.Contains(string(b), ") Z ")
+	}
+	for time.Now().Before(deadline.Add(10*time.Second)) && !(gone(sp.Pid()) && gone(pre)) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if !gone(sp.Pid()) || !gone(pre) {
+		t.Fatalf("after close: spare %d gone %v, box-init %d gone %v", sp.Pid(), gone(sp.Pid()), pre, gone(pre))
+	}
+}

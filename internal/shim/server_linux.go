@@ -62,13 +62,24 @@ func Main(args []string) int {
 		ready.Close()
 		ready = nil
 	}
+	var pre *native.Prestarted
 	if len(args) == 1 && args[0] == spareArg {
-		// A spare: wait for the launch directory on fd 3, then log into its shim.log.
+		// A spare: start the box-init of the default box ahead (on the thread that stays the
+		// box's parent, as run keeps it), wait for the launch directory on fd 3, then log into
+		// its shim.log.
 		if ready == nil {
 			return 2
 		}
+		runtime.LockOSThread()
+		var perr error
+		if pre, perr = native.Prestart(native.DenyNamespaces()); perr != nil {
+			pre = nil // the launch starts its box-init the ordinary way (and says why in its log)
+		}
 		dir, err := bufio.NewReader(io.LimitReader(ready, 4096)).ReadString('\n')
 		if err != nil {
+			if pre != nil {
+				pre.Discard()
+			}
 			return 0 // closed without a launch: not needed
 		}
 		dir = strings.TrimSuffix(dir, "\n")
@@ -83,6 +94,9 @@ func Main(args []string) int {
 		}
 		logf.Close()
 		args = []string{dir}
+		if perr != nil {
+			lg.Printf("prestart box-init: %v", perr)
+		}
 	}
 	if len(args) != 1 {
 		err := errors.New("usage: agentbox box-shim LAUNCHDIR")
@@ -90,7 +104,7 @@ func Main(args []string) int {
 		lg.Print(err)
 		return 2
 	}
-	if err := run(args[0], lg, report); err != nil {
+	if err := run(args[0], lg, report, pre); err != nil {
 		report(err)
 		lg.Print(err)
 		return 1
@@ -117,6 +131,7 @@ type server struct {
 	tty  bool
 	clip bool // filter clipboard sequences from output
 
+	pre         *native.Prestarted // a box-init started ahead (spare shims), used by startBox or discarded
 	ln          *net.UnixListener
 	ownUserNS   uint64
 	pidNSFile   *os.File      // holds the box's pid namespace open, so its inode is not reused while settling
@@ -158,7 +173,7 @@ type stdinItem struct {
 	eof  bool
 }
 
-func run(dir string, lg *log.Logger, report func(error)) error {
+func run(dir string, lg *log.Logger, report func(error), pre *native.Prestarted) error {
 	// Engines start the box with Pdeathsig (the box dies with its shim), which the kernel ties to
 	// the thread that forked: keep this goroutine, which starts the box, on one thread for good.
 	runtime.LockOSThread()
@@ -178,7 +193,7 @@ func run(dir string, lg *log.Logger, report func(error)) error {
 		return fmt.Errorf("read engine request: %w", err)
 	}
 	s := &server{
-		dir: dir, cfg: cfg, req: req, log: lg,
+		dir: dir, cfg: cfg, req: req, log: lg, pre: pre,
 		tty:         cfg.console() == plan.ConsoleTTY,
 		clip:        cfg.Clipboard != console.ClipboardAllow,
 		startReq:    make(chan struct{}),
@@ -342,7 +357,29 @@ func (s *server) startBox() error {
 		bio.Stdin, bio.Stdout, bio.Stderr = inR, outW, errW
 	}
 
-	box, err := eng.Start(s.req, bio)
+	var box *engine.Box
+	if pre := s.pre; pre != nil {
+		s.pre = nil
+		if s.cfg.Engine == native.Name {
+			box, err = pre.Start(s.req, bio)
+			switch {
+			case err == nil:
+				shimEnd.Close()
+				shimEnd = pre.Control()
+			case errors.Is(err, native.ErrPrestartUnusable):
+				s.log.Printf("prestarted box-init not used: %v", err)
+				pre.Discard()
+				box, err = nil, nil
+			default:
+				pre.Discard()
+			}
+		} else {
+			pre.Discard()
+		}
+	}
+	if box == nil && err == nil {
+		box, err = eng.Start(s.req, bio)
+	}
 	if err != nil {
 		closeAll(boxEnds...)
 		closeAll(shimEnd, stdoutR, stderrR, s.stdinW, s.logOut)

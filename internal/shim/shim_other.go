@@ -45,6 +45,9 @@ type Spare struct{}
 // StartSpare is not supported off Linux.
 func StartSpare() (*Spare, error) { return nil, ErrNotSupported }
 
+// Pid is 0 off Linux.
+func (s *Spare) Pid() int { return 0 }
+
 // Current reports false off Linux.
 func (s *Spare) Current() bool { return false }
 

@@ -49,10 +49,21 @@ func BoxInitMain(args []string) int {
 	fs.SetOutput(io.Discard)
 	rows := fs.Uint("rows", 0, "initial PTY rows")
 	cols := fs.Uint("cols", 0, "initial PTY columns")
+	wait := fs.Bool("wait", false, "started ahead (Prestart): wait for the request on the control socket")
 	if err := fs.Parse(args); err != nil {
 		return fail("box-init arguments: %v", err)
 	}
-	raw, err := readSpecFD(fdSpec)
+	var raw []byte
+	var err error
+	if *wait {
+		var r, c uint16
+		if raw, r, c, err = receiveStart(ctl); errors.Is(err, engine.ErrControlClosed) {
+			return exitSetupFailed // discarded unused
+		}
+		*rows, *cols = uint(r), uint(c)
+	} else {
+		raw, err = readSpecFD(fdSpec)
+	}
 	if err != nil {
 		return fail("%v", err)
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/agentbox/agentbox/internal/plan"
@@ -16,6 +17,12 @@ const SpecVersion = 1
 
 // SeccompProfile is the name of the seccomp profile the exec stage applies to the program.
 const SeccompProfile = "agentbox-v1"
+
+// baseNamespaces are every box's namespaces; under egress: deny it also gets "net".
+var baseNamespaces = []string{"user", "mnt", "pid", "ipc", "uts", "cgroup"}
+
+// DenyNamespaces are the namespaces of a box under egress: deny, the default.
+func DenyNamespaces() []string { return append(slices.Clone(baseNamespaces), "net") }
 
 // Spec is the native engine's request: everything box-init and its exec stage need, in-box paths only
 // (except bind sources, which are host paths). It is rendered by Request and pinned by golden files.
@@ -118,11 +125,11 @@ func buildSpec(p *plan.Plan) (*Spec, error) {
 	if p.Console != plan.ConsoleTTY && p.Console != plan.ConsolePipe {
 		return nil, fmt.Errorf("%w: console %q", ErrInvalidSpec, p.Console)
 	}
-	ns := []string{"user", "mnt", "pid", "ipc", "uts", "cgroup"}
+	ns := slices.Clone(baseNamespaces)
 	net := Network{Egress: p.Network.Egress, Forwards: append([]plan.Forward(nil), p.Network.Forwards...)}
 	switch p.Network.Egress {
 	case plan.EgressDeny:
-		ns = append(ns, "net")
+		ns = append(ns, "net") // DenyNamespaces
 		net.Loopback = true
 	case plan.EgressAllow:
 		// The box shares the host network: fixed in-box ports would be host ports, shared with

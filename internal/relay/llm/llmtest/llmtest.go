@@ -1,5 +1,5 @@
 // Package llmtest provides fake LLM API upstreams for tests and benchmarks: an Anthropic
-// Messages API and an OpenAI-compatible chat completions API, each speaking the real wire
+// Messages API and an OpenAI API (chat completions and Responses), each speaking the real wire
 // format (JSON bodies, server-sent events with the real event names, error bodies, status
 // codes and headers), with hooks to pace streams event by event and to hold a reply back.
 package llmtest
@@ -63,8 +63,8 @@ type Options struct {
 	// ends the request without an answer. Tests block here to hold a reply back.
 	BeforeReply func(ctx context.Context, r Request) error
 	// Pace, when set, is called before each streamed event is written, with the event's
-	// index in the stream and its name (Anthropic's event names; "chunk", "usage" and "done"
-	// for OpenAI). An error ends the stream abruptly. ctx is the request's context: it is
+	// index in the stream and its name (Anthropic's and the Responses API's event names;
+	// "chunk", "usage" and "done" for OpenAI chat completions). An error ends the stream abruptly. ctx is the request's context: it is
 	// cancelled when the client (the relay) goes away.
 	Pace func(ctx context.Context, index int, event string) error
 }
@@ -83,9 +83,11 @@ type Server struct {
 // "stream": true, server-sent events), POST /v1/messages/count_tokens, and the API's 404.
 func NewAnthropic(opts Options) *Server { return start("anthropic", opts) }
 
-// NewOpenAI starts a fake OpenAI chat completions API: POST /v1/chat/completions (JSON or,
-// with "stream": true, data-only server-sent events ending in "data: [DONE]"; usage when
-// stream_options.include_usage is true), GET /v1/models, and the API's 404.
+// NewOpenAI starts a fake OpenAI API: POST /v1/chat/completions (JSON or, with
+// "stream": true, data-only server-sent events ending in "data: [DONE]"; usage when
+// stream_options.include_usage is true), POST /v1/responses (the Responses API: a response
+// object or typed events from response.created to response.completed, usage in the last),
+// GET /v1/models, and the API's 404.
 func NewOpenAI(opts Options) *Server { return start("openai", opts) }
 
 func start(provider string, opts Options) *Server {
@@ -360,6 +362,9 @@ func (s *Server) serveAnthropic(w http.ResponseWriter, r *http.Request, req Requ
 func (s *Server) serveOpenAI(w http.ResponseWriter, r *http.Request, req Request, rp Reply) {
 	switch {
 	case r.Method == http.MethodPost && r.URL.Path == "/v1/chat/completions":
+	case r.Method == http.MethodPost && r.URL.Path == "/v1/responses":
+		s.serveResponses(w, r, req, rp)
+		return
 	case r.Method == http.MethodGet && r.URL.Path == "/v1/models":
 		w.Header().Set("Content-Type", "application/json")
 		w.Write(mustJSON(map[string]any{"object": "list", "data": []any{

@@ -1,0 +1,140 @@
+package llmtest
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// TestResponsesStream: a streamed Responses API answer is the real event sequence, each event's
+// type its event name and its sequence_number its place, the deltas make up the text that
+// response.output_text.done and response.completed carry, and usage comes last.
+func TestResponsesStream(t *testing.T) {
+	s := NewOpenAI(Options{Credential: "k", Respond: func(Request) Reply { return Reply{Text: "Hello, Responses.", Chunk: 5} }})
+	defer s.Close()
+	events := post(t, s.URL+"/v1/responses", "k", `{"model":"gpt-x","input":"hi","stream":true}`, http.StatusOK, "text/event-stream")
+	var names, deltas []string
+	var done, completed struct {
+		Text     string `json:"text"`
+		Response struct {
+			Status string `json:"status"`
+			Output []struct {
+				Content []struct {
+					Text string `json:"text"`
+				} `json:"content"`
+			} `json:"output"`
+			Usage struct {
+				InputTokens  int64 `json:"input_tokens"`
+				OutputTokens int64 `json:"output_tokens"`
+			} `json:"usage"`
+		} `json:"response"`
+	}
+	for i, ev := range events {
+		var head struct {
+			Type  string `json:"type"`
+			Seq   int    `json:"sequence_number"`
+			Delta string `json:"delta"`
+		}
+		if err := json.Unmarshal([]byte(ev.Data), &head); err != nil {
+			t.Fatalf("event %d %q: %v", i, ev.Data, err)
+		}
+		if head.Type != ev.Name || head.Seq != i {
+			t.Errorf("event %d: name %q, type %q, sequence_number %d", i, ev.Name, head.Type, head.Seq)
+		}
+		names = append(names, ev.Name)
+		switch ev.Name {
+		case "response.output_text.delta":
+			deltas = append(deltas, head.Delta)
+		case "response.output_text.done":
+			json.Unmarshal([]byte(ev.Data), &done)
+		case "response.completed":
+			json.Unmarshal([]byte(ev.Data), &completed)
+		}
+	}
+	want := []string{"response.created", "response.in_progress", "response.output_item.added", "response.content_part.added",
+		"response.output_text.delta", "response.output_text.delta", "response.output_text.delta", "response.output_text.delta",
+		"response.output_text.done", "response.content_part.done", "response.output_item.done", "response.completed"}
+	if !slices.Equal(names, want) {
+		t.Errorf("events %q, want %q", names, want)
+	}
+	r := completed.Response
+	if got := strings.Join(deltas, ""); got != "Hello, Responses." || done.Text != got ||
+		r.Status != "completed" || len(r.Output) != 1 || len(r.Output[0].Content) != 1 || r.Output[0].Content[0].Text != got {
+		t.Errorf("deltas %q, done %q, completed %+v", deltas, done.Text, r)
+	}
+	if r.Usage.InputTokens == 0 || r.Usage.OutputTokens != 4 {
+		t.Errorf("usage %+v, want input tokens and 4 output tokens", r.Usage)
+	}
+}
+
+// TestResponsesErrors: the Responses API's error answers: a wrong key, a missing model, and a
+// stream that fails after its first delta with an error event.
+func TestResponsesErrors(t *testing.T) {
+	s := NewOpenAI(Options{Credential: "k", Respond: func(r Request) Reply {
+		if strings.Contains(string(r.Body), "fail") {
+			return Reply{StreamError: "server_error"}
+		}
+		return Reply{}
+	}})
+	defer s.Close()
+	post(t, s.URL+"/v1/responses", "wrong", `{"model":"gpt-x","stream":true}`, http.StatusUnauthorized, "application/json")
+	post(t, s.URL+"/v1/responses", "k", `{"input":"hi"}`, http.StatusBadRequest, "application/json")
+	events := post(t, s.URL+"/v1/responses", "k", `{"model":"gpt-x","input":"fail","stream":true}`, http.StatusOK, "text/event-stream")
+	if n := len(events); n < 2 || events[n-1].Name != "error" || events[n-2].Name != "response.output_text.delta" ||
+		!strings.Contains(events[n-1].Data, `"code":"server_error"`) {
+		t.Errorf("failing stream: %+v", events)
+	}
+	var body struct {
+		Object string `json:"object"`
+		Status string `json:"status"`
+	}
+	resp := do(t, s.URL+"/v1/responses", "k", `{"model":"gpt-x","input":"hi"}`)
+	defer resp.Body.Close()
+	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil || body.Object != "response" || body.Status != "completed" {
+		t.Errorf("non-streamed answer: %+v, %v", body, err)
+	}
+}
+
+func do(t *testing.T, url, key, body string) *http.Response {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+key)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp
+}
+
+// post sends body and checks the status and content type; it returns the events of a stream.
+func post(t *testing.T, url, key, body string, status int, ctype string) []Event {
+	t.Helper()
+	resp := do(t, url, key, body)
+	defer resp.Body.Close()
+	if resp.StatusCode != status || !strings.HasPrefix(resp.Header.Get("Content-Type"), ctype) {
+		b, _ := io.ReadAll(resp.Body)
+		t.Fatalf("POST %s: %d %s %s, want %d %s", url, resp.StatusCode, resp.Header.Get("Content-Type"), b, status, ctype)
+	}
+	if ctype != "text/event-stream" {
+		return nil
+	}
+	var out []Event
+	er := NewEventReader(resp.Body)
+	for {
+		ev, err := er.Next()
+		if err == io.EOF {
+			return out
+		}
+		if err != nil {
+			t.Fatalf("stream: %v", err)
+		}
+		out = append(out, ev)
+	}
+}
