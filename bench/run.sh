@@ -8,4 +8,4 @@ echo "## Box start-up ($(date -u +%F), $(nproc) cores, $(uname -r))"
 $GO run ./bench/startup -n "${N:-100}"
 echo
 echo "## Box start to program exec inside the shim (native engine)"
-$GO test -run XXX -bench StartToExec -benchtime "${N:-100}x" ./internal/engine/native | grep Benchmark
+$GO test -run XXX -bench "StartToExec|PrestartedToExec" -benchtime "${N:-100}x" ./internal/engine/native | grep Benchmark

@@ -14,6 +14,9 @@ const (
 	// (native.Prestart): the spec in a sealed memfd, then, in pipe mode, the program's stdin,
 	// stdout and stderr (SCM_RIGHTS), and the PTY size in Rows and Cols.
 	EventStart EventKind = "start"
+	// EventGo goes shim to box too, to a box started with IO.Hold: start the program now; Rows
+	// and Cols are the PTY size.
+	EventGo EventKind = "go"
 )
 
 // Event is one control message (JSON, one per SOCK_SEQPACKET datagram).
@@ -23,7 +26,9 @@ type Event struct {
 	Message string    `json:"message,omitempty"`
 	// Pid is the program's pid in the box's pid namespace (EventExec).
 	Pid int `json:"pid,omitempty"`
-	// Rows and Cols are the PTY size (EventStart).
+	// Rows and Cols are the PTY size (EventStart, EventGo).
 	Rows uint16 `json:"rows,omitempty"`
 	Cols uint16 `json:"cols,omitempty"`
+	// Hold is IO.Hold, for a prestarted box (EventStart).
+	Hold bool `json:"hold,omitempty"`
 }

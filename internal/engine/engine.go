@@ -33,6 +33,15 @@ type IO struct {
 	// Rows and Cols are the PTY's size in tty mode, set before the program starts (so its first
 	// TIOCGWINSZ is right); zero leaves the kernel's 0×0 until the shim resizes the master.
 	Rows, Cols uint16
+	// Hold makes the box build itself, then wait for EventGo on Control (which carries the PTY
+	// size) before it starts the program, so that a shim can build the box while its client is
+	// still on the way. Only engines whose HoldsStart reports true honour it.
+	Hold bool
+}
+
+// Holder is an engine that honours IO.Hold.
+type Holder interface {
+	HoldsStart() bool
 }
 
 // Box is a started box.

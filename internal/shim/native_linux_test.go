@@ -1,6 +1,7 @@
 package shim_test
 
 import (
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
@@ -272,4 +273,110 @@ func TestSpareShimUnused(t *testing.T) {
 	if !gone(sp.Pid()) || !gone(pre) {
 		t.Fatalf("after close: spare %d gone %v, box-init %d gone %v", sp.Pid(), gone(sp.Pid()), pre, gone(pre))
 	}
+}
+
+// TestHeldBox: an attached native launch builds its box before its client attaches and starts
+// the program only when it does; a launch that never sees its client, or is stopped first,
+// ends without its program ever running; a box whose set-up fails before its client attaches
+// keeps the reason for the client that comes late.
+func TestHeldBox(t *testing.T) {
+	requireNative(t)
+
+	t.Run("built before the attach, program after", func(t *testing.T) {
+		dir, d := nativeLaunch(t, shim.Config{}, "/bin/sh", []string{"-c", "echo ran > ran; cat"}, nil)
+		w, err := shim.Watch(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer w.Close()
+		// The box starts (box-init, namespaces, mounts) with no client attached ...
+		for ev := range w.Events {
+			if ev.Kind == shim.EventStarted || (ev.Kind == shim.EventStatus && ev.Status.BoxPid != 0) {
+				break
+			}
+			if ev.Kind == shim.EventExec || ev.Kind == shim.EventExit {
+				t.Fatalf("event %s before any client attached", ev.Kind)
+			}
+		}
+		// ... but its program has not run.
+		time.Sleep(100 * time.Millisecond)
+		if _, err := os.Stat(filepath.Join(d.Workspace, "ran")); err == nil {
+			t.Fatal("the program ran before its client attached")
+		}
+		st, err := shim.Query(dir)
+		if err != nil || st.Execd {
+			t.Fatalf("status before the attach: %+v, %v", st, err)
+		}
+		r := attachPipes(t, dir, []byte("hello"))
+		if r.err != nil || r.code != 0 || string(r.stdout) != "hello" {
+			t.Fatalf("Attach = %d, %v, %q, %q", r.code, r.err, r.stdout, r.stderr)
+		}
+		if _, err := os.Stat(filepath.Join(d.Workspace, "ran")); err != nil {
+			t.Fatalf("the program did not run after the attach: %v", err)
+		}
+	})
+
+	t.Run("no client: the program never runs", func(t *testing.T) {
+		dir, d := nativeLaunch(t, shim.Config{AttachTimeout: 300 * time.Millisecond}, "/bin/sh", []string{"-c", "echo ran > ran"}, nil)
+		st := waitStatus(t, dir)
+		if st.State != api.StateFailed || st.Error == nil || st.Error.Code != shim.CodeAttachTimeout || st.Execd || !st.Settled {
+			t.Fatalf("status %+v (error %+v)", st, st.Error)
+		}
+		if _, err := os.Stat(filepath.Join(d.Workspace, "ran")); err == nil {
+			t.Fatal("the program ran without a client")
+		}
+	})
+
+	t.Run("stopped before the attach", func(t *testing.T) {
+		dir, d := nativeLaunch(t, shim.Config{}, "/bin/sh", []string{"-c", "echo ran > ran"}, nil)
+		w, err := shim.Watch(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer w.Close()
+		if err := w.Stop(); err != nil {
+			t.Fatal(err)
+		}
+		st := waitStatus(t, dir)
+		if st.State != api.StateFailed || st.Error == nil || st.Error.Code != shim.CodeStoppedBeforeStart || !st.Stopped || st.Execd || !st.Settled {
+			t.Fatalf("status %+v (error %+v)", st, st.Error)
+		}
+		if _, err := os.Stat(filepath.Join(d.Workspace, "ran")); err == nil {
+			t.Fatal("a stopped launch ran its program")
+		}
+	})
+
+	t.Run("set-up failure reaches a late client", func(t *testing.T) {
+		p, _ := enginetest.NewPlan(t, "/bin/true", nil, nil)
+		req, err := (&native.Engine{}).Request(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		spec, err := native.ParseSpec(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// A bind whose source is gone by the time the box is built.
+		spec.Mounts = append(spec.Mounts, native.Mount{Kind: native.KindBind, Source: filepath.Join(t.TempDir(), "gone"), Target: "/mnt/gone"})
+		req, err = json.Marshal(spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dir := launchRaw(t, t.TempDir(), shim.Config{Engine: native.Name, Console: p.Console}, req)
+		w, err := shim.Watch(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer w.Close()
+		for ev := range w.Events {
+			if ev.Kind == shim.EventExit {
+				break
+			}
+		}
+		r := attachPipes(t, dir, nil)
+		var se *console.StartError
+		if !errors.As(r.err, &se) || se.Code != engine.CodeBoxSetupFailed || !strings.Contains(se.Message, "gone") {
+			t.Fatalf("late client: %d, %v; want the box's set-up failure", r.code, r.err)
+		}
+	})
 }

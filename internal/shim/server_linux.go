@@ -131,20 +131,23 @@ type server struct {
 	tty  bool
 	clip bool // filter clipboard sequences from output
 
-	pre         *native.Prestarted // a box-init started ahead (spare shims), used by startBox or discarded
-	ln          *net.UnixListener
-	ownUserNS   uint64
-	pidNSFile   *os.File      // holds the box's pid namespace open, so its inode is not reused while settling
-	startReq    chan struct{} // closed by the first attach
-	stopReq     chan struct{} // closed by a stop before the box started
-	boxExited   chan struct{} // closed when the box's top process has been reaped
-	ptyReady    chan struct{} // closed when the PTY master is known (tty mode)
-	stdinCh     chan stdinItem
-	shutdown    chan struct{} // closed when the final status has been sent
-	startOnce   sync.Once
-	stopOnce    sync.Once
-	pumps       sync.WaitGroup
-	controlDone chan struct{}
+	pre            *native.Prestarted // a box-init started ahead (spare shims), used by startBox or discarded
+	ctl            *os.File           // the shim's end of the box's control socket
+	held           bool               // the box waits for release to start its program
+	attachDeadline time.Time          // when an attached launch gives up waiting for its client
+	ln             *net.UnixListener
+	ownUserNS      uint64
+	pidNSFile      *os.File      // holds the box's pid namespace open, so its inode is not reused while settling
+	startReq       chan struct{} // closed by the first attach
+	stopReq        chan struct{} // closed by a stop before the box started
+	boxExited      chan struct{} // closed when the box's top process has been reaped
+	ptyReady       chan struct{} // closed when the PTY master is known (tty mode)
+	stdinCh        chan stdinItem
+	shutdown       chan struct{} // closed when the final status has been sent
+	startOnce      sync.Once
+	stopOnce       sync.Once
+	pumps          sync.WaitGroup
+	controlDone    chan struct{}
 
 	mu       sync.Mutex
 	cond     *sync.Cond // signalled when client, exited or final change
@@ -238,34 +241,98 @@ func run(dir string, lg *log.Logger, report func(error), pre *native.Prestarted)
 		}
 	}()
 
+	startBox := func(hold bool) (bool, error) {
+		err := s.startBox(hold)
+		var se *startError
+		if errors.As(err, &se) {
+			s.finishUnstarted(se.code, se.msg, false)
+			return false, nil
+		}
+		return err == nil, err
+	}
+	// An attached launch builds its box while its client is on the way (engines that can hold
+	// the program's start until the client is there); the program starts when it attaches.
+	hold := false
+	if h, ok := engineHolds(cfg.Engine); ok && h && !cfg.Detached {
+		hold = true
+		if ok, err := startBox(true); !ok {
+			return err
+		}
+	}
 	if !cfg.Detached {
 		timeout := cfg.AttachTimeout
 		if timeout == 0 {
 			timeout = DefaultAttachTimeout
 		}
+		s.attachDeadline = time.Now().Add(timeout)
 		timer := time.NewTimer(timeout)
 		select {
 		case <-s.startReq:
 			timer.Stop()
 		case <-timer.C:
-			s.finishUnstarted(CodeAttachTimeout, fmt.Sprintf("no client attached within %v", timeout), false)
+			msg := fmt.Sprintf("no client attached within %v", timeout)
+			if hold {
+				s.abortHeld(CodeAttachTimeout, msg)
+				s.supervise()
+				return nil
+			}
+			s.finishUnstarted(CodeAttachTimeout, msg, false)
 			return nil
 		case <-s.stopReq:
 			timer.Stop()
 			s.finishUnstarted(CodeStoppedBeforeStart, "stopped before the box started", true)
 			return nil
-		}
-	}
-	if err := s.startBox(); err != nil {
-		var se *startError
-		if errors.As(err, &se) {
-			s.finishUnstarted(se.code, se.msg, false)
+		case <-s.boxExited:
+			// The held box ended before a client attached: stopped, or its set-up failed (the
+			// status then waits for the client, see finish).
+			timer.Stop()
+			s.supervise()
 			return nil
 		}
+	}
+	if hold {
+		s.release()
+	} else if ok, err := startBox(false); !ok {
 		return err
 	}
 	s.supervise()
 	return nil
+}
+
+// engineHolds reports whether the named engine honours engine.IO.Hold (ok false: unknown).
+func engineHolds(name string) (holds, ok bool) {
+	eng, err := engine.Get(name)
+	if err != nil {
+		return false, false
+	}
+	h, isHolder := eng.(engine.Holder)
+	return isHolder && h.HoldsStart(), true
+}
+
+// release lets a held box start its program, with the PTY size the client attached with.
+func (s *server) release() {
+	s.mu.Lock()
+	ctl, size := s.ctl, s.size
+	s.held = false
+	s.mu.Unlock()
+	if err := engine.SendEvent(ctl, engine.Event{Kind: engine.EventGo, Rows: size.Rows, Cols: size.Cols}); err != nil {
+		// The box is gone already; supervision reports how it ended.
+		s.log.Printf("release the box: %v", err)
+	}
+}
+
+// abortHeld ends a held box whose program never started, for the reason code.
+func (s *server) abortHeld(code, msg string) {
+	s.log.Printf("ending the box before its program started: %s: %s", code, msg)
+	s.mu.Lock()
+	if s.errEvent == nil {
+		s.errEvent = &api.Error{Code: code, Message: msg}
+	}
+	p := s.box.Process
+	s.mu.Unlock()
+	if err := p.Kill(); err != nil && !errors.Is(err, os.ErrProcessDone) {
+		s.log.Printf("end held box: %v", err)
+	}
 }
 
 type startError struct{ code, msg string }
@@ -287,8 +354,9 @@ func codeFor(err error) string {
 	return engine.CodeBoxSetupFailed
 }
 
-// startBox starts the box through the engine and the goroutines that serve it.
-func (s *server) startBox() error {
+// startBox starts the box through the engine and the goroutines that serve it; with hold, the
+// box waits for release before it starts the program.
+func (s *server) startBox(hold bool) error {
 	eng, err := engine.Get(s.cfg.Engine)
 	if err != nil {
 		return &startError{codeFor(err), err.Error()}
@@ -297,7 +365,7 @@ func (s *server) startBox() error {
 	if err != nil {
 		return &startError{engine.CodeBoxSetupFailed, err.Error()}
 	}
-	bio := engine.IO{Control: boxEnd}
+	bio := engine.IO{Control: boxEnd, Hold: hold}
 	if s.tty {
 		s.mu.Lock()
 		bio.Rows, bio.Cols = s.size.Rows, s.size.Cols
@@ -413,6 +481,7 @@ func (s *server) startBox() error {
 	s.mu.Lock()
 	s.box = box
 	s.started = true
+	s.ctl, s.held = shimEnd, hold
 	s.status.BoxPid = pid
 	s.status.Namespaces = ns
 	s.status.Started = time.Now().UTC()
@@ -800,6 +869,7 @@ func (s *server) finish() {
 	for w := range ws {
 		w.conn.CloseWrite()
 	}
+	s.awaitLateClient(&st)
 	s.ln.Close()
 	s.log.Printf("launch ended: state %s, exit %v, error %v, settled %v", st.State, ptrInt(st.ExitCode), st.Error, st.Settled)
 	// Let the client read the end and close first (its connection reader keeps draining what
@@ -810,6 +880,30 @@ func (s *server) finish() {
 		case <-time.After(2 * time.Second):
 			c.conn.Close()
 		}
+	}
+}
+
+// awaitLateClient keeps the socket open, until the client attaches or the attach deadline, for
+// an attached launch whose box failed to set up before its client came: so that the client
+// gets the reason (the exit frame of the final status), not a refused connection.
+func (s *server) awaitLateClient(st *Status) {
+	if s.cfg.Detached || st.Error == nil || st.Stopped || st.Error.Code == CodeAttachTimeout {
+		return
+	}
+	select {
+	case <-s.startReq:
+		return // a client has attached (and got, or gets, the exit frame)
+	default:
+	}
+	d := time.Until(s.attachDeadline)
+	if d <= 0 {
+		return
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-s.startReq:
+	case <-t.C:
 	}
 }
 
@@ -889,6 +983,9 @@ func (s *server) stop() {
 	s.status.Stopped = true
 	p := s.box.Process
 	execd := s.status.Execd
+	if !execd && s.held && s.errEvent == nil {
+		s.errEvent = &api.Error{Code: CodeStoppedBeforeStart, Message: "stopped before the program started"}
+	}
 	s.mu.Unlock()
 	if !execd {
 		// The program has not started: nothing to stop gracefully, and box-init may not handle
@@ -1036,6 +1133,7 @@ func (s *server) serveAttach(conn *net.UnixConn, br *bufio.Reader, h console.Hel
 		console.WriteJSONLine(conn, reply)
 		c.fw.WriteFrame(console.FrameExit, exitFrame(&st))
 		waitClosed(conn)
+		s.startOnce.Do(func() { close(s.startReq) }) // a late client has had the end
 		return
 	}
 	// The reply is written under the lock, before the client is installed, so that it precedes

@@ -50,6 +50,7 @@ func BoxInitMain(args []string) int {
 	rows := fs.Uint("rows", 0, "initial PTY rows")
 	cols := fs.Uint("cols", 0, "initial PTY columns")
 	wait := fs.Bool("wait", false, "started ahead (Prestart): wait for the request on the control socket")
+	hold := fs.Bool("hold", false, "build the box, then wait for EventGo before starting the program")
 	if err := fs.Parse(args); err != nil {
 		return fail("box-init arguments: %v", err)
 	}
@@ -57,7 +58,7 @@ func BoxInitMain(args []string) int {
 	var err error
 	if *wait {
 		var r, c uint16
-		if raw, r, c, err = receiveStart(ctl); errors.Is(err, engine.ErrControlClosed) {
+		if raw, r, c, *hold, err = receiveStart(ctl); errors.Is(err, engine.ErrControlClosed) {
 			return exitSetupFailed // discarded unused
 		}
 		*rows, *cols = uint(r), uint(c)
@@ -99,6 +100,16 @@ func BoxInitMain(args []string) int {
 	}
 	if err := startForwards(spec.Network.Forwards); err != nil {
 		return fail("%v", err)
+	}
+	if *hold {
+		r, c, err := awaitGo(ctl)
+		if errors.Is(err, engine.ErrControlClosed) {
+			return exitSetupFailed // the shim gave up on the launch before its program started
+		}
+		if err != nil {
+			return fail("%v", err)
+		}
+		*rows, *cols = uint(r), uint(c)
 	}
 
 	return runExecStage(ctl, spec, uint16(*rows), uint16(*cols), sigs, "box-init", func(pid int) {

@@ -34,6 +34,9 @@ func init() {
 // Name returns "native".
 func (*Engine) Name() string { return Name }
 
+// HoldsStart reports that the native engine honours engine.IO.Hold.
+func (*Engine) HoldsStart() bool { return true }
+
 // Request renders p as the box spec JSON (see Spec).
 func (*Engine) Request(p *plan.Plan) ([]byte, error) {
 	s, err := buildSpec(p)

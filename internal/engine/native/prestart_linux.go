@@ -103,7 +103,7 @@ func (p *Prestarted) Start(req []byte, io engine.IO) (*engine.Box, error) {
 	if io.Stdin != nil {
 		fds = append(fds, int(io.Stdin.Fd()), int(io.Stdout.Fd()), int(io.Stderr.Fd()))
 	}
-	ev := engine.Event{Kind: engine.EventStart}
+	ev := engine.Event{Kind: engine.EventStart, Hold: io.Hold}
 	if spec.Console == plan.ConsoleTTY {
 		ev.Rows, ev.Cols = io.Rows, io.Cols
 	}
@@ -124,11 +124,12 @@ func (p *Prestarted) Discard() {
 }
 
 // receiveStart is box-init's side of Prestart: it waits for EventStart, puts the program's
-// streams (pipe mode) on 0, 1 and 2, and returns the spec bytes and the PTY size.
-func receiveStart(ctl *os.File) (spec []byte, rows, cols uint16, err error) {
+// streams (pipe mode) on 0, 1 and 2, and returns the spec bytes, the PTY size and whether to
+// hold (engine.IO.Hold).
+func receiveStart(ctl *os.File) (spec []byte, rows, cols uint16, hold bool, err error) {
 	ev, fds, err := engine.RecvEvent(ctl)
 	if err != nil {
-		return nil, 0, 0, err
+		return nil, 0, 0, false, err
 	}
 	defer func() {
 		for _, fd := range fds {
@@ -136,15 +137,34 @@ func receiveStart(ctl *os.File) (spec []byte, rows, cols uint16, err error) {
 		}
 	}()
 	if ev.Kind != engine.EventStart || (len(fds) != 1 && len(fds) != 4) {
-		return nil, 0, 0, fmt.Errorf("waiting for the request: got %q with %d descriptors", ev.Kind, len(fds))
+		return nil, 0, 0, false, fmt.Errorf("waiting for the request: got %q with %d descriptors", ev.Kind, len(fds))
 	}
 	if len(fds) == 4 {
 		for i, fd := range fds[1:] {
 			if err := unix.Dup3(fd, i, 0); err != nil {
-				return nil, 0, 0, fmt.Errorf("stdio %d: %w", i, err)
+				return nil, 0, 0, false, fmt.Errorf("stdio %d: %w", i, err)
 			}
 		}
 	}
 	spec, err = readSpecFD(fds[0])
-	return spec, ev.Rows, ev.Cols, err
+	return spec, ev.Rows, ev.Cols, ev.Hold, err
+}
+
+// awaitGo is box-init's side of engine.IO.Hold: it waits for EventGo and returns the PTY size.
+func awaitGo(ctl *os.File) (rows, cols uint16, err error) {
+	ev, fds, err := engine.RecvEvent(ctl)
+	closeFDsOf(fds)
+	if err != nil {
+		return 0, 0, err
+	}
+	if ev.Kind != engine.EventGo {
+		return 0, 0, fmt.Errorf("waiting to start the program: got %q", ev.Kind)
+	}
+	return ev.Rows, ev.Cols, nil
+}
+
+func closeFDsOf(fds []int) {
+	for _, fd := range fds {
+		unix.Close(fd)
+	}
 }

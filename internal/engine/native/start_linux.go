@@ -67,6 +67,9 @@ func start(req []byte, io engine.IO) (*engine.Box, error) {
 	if spec.Console == plan.ConsoleTTY && io.Rows > 0 && io.Cols > 0 {
 		args = append(args, "-rows", strconv.Itoa(int(io.Rows)), "-cols", strconv.Itoa(int(io.Cols)))
 	}
+	if io.Hold {
+		args = append(args, "-hold")
+	}
 	pidfd := -1
 	cmd := &exec.Cmd{
 		Path:       "/proc/self/exe",
