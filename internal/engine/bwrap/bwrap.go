@@ -153,8 +153,9 @@ func renderArgs(s *native.Spec) ([]string, error) {
 		"--as-pid-1", "--die-with-parent",
 		"--clearenv", "--chdir", "/",
 		// the exec stage needs SETPCAP (in the box's user namespace) to empty the bounding set and
-		// lock the securebits; it drops it with every other capability.
-		"--cap-drop", "ALL", "--cap-add", "CAP_SETPCAP",
+		// lock the securebits, and bwrap-init SYS_ADMIN to set hidepid on the box's /proc; the
+		// exec stage drops both with every other capability.
+		"--cap-drop", "ALL", "--cap-add", "CAP_SETPCAP", "--cap-add", "CAP_SYS_ADMIN",
 		"--json-status-fd", strconv.Itoa(fdStatus),
 	)
 	if s.Hostname == "" {

@@ -65,6 +65,9 @@ func InitMain(args []string) int {
 		return fail("set non-dumpable: %v", err)
 	}
 	unix.Umask(0o022)
+	if err := hideProcessesInProc(spec); err != nil {
+		return fail("%v", err)
+	}
 	sigs := make(chan os.Signal, 16)
 	signal.Notify(sigs, native.ForwardedSignals()...)
 
@@ -73,4 +76,33 @@ func InitMain(args []string) int {
 	}
 
 	return native.RunExecStage(ctl, spec, uint16(*rows), uint16(*cols), sigs, "bwrap-init", nil, fail)
+}
+
+// hideProcessesInProc reconfigures the box's /proc (bwrap's --proc takes no options) with
+// hidepid=ptraceable, as the native engine mounts it: processes the program may not ptrace —
+// bwrap-init, which is not dumpable — are invisible in it, so that even a root-run box (whose
+// uid 0 owns bwrap-init's entries) cannot list PID 1's descriptors. Only the superblock's
+// options change (fspick, fsconfig), not the mount's flags or the masks over it.
+func hideProcessesInProc(spec *native.Spec) error {
+	target := ""
+	for _, m := range spec.Mounts {
+		if m.Kind == native.KindProc {
+			target = m.Target
+		}
+	}
+	if target == "" {
+		return nil
+	}
+	fd, err := unix.Fspick(unix.AT_FDCWD, target, unix.FSPICK_CLOEXEC|unix.FSPICK_NO_AUTOMOUNT|unix.FSPICK_SYMLINK_NOFOLLOW)
+	if err != nil {
+		return fmt.Errorf("hide processes in %s: fspick: %w", target, err)
+	}
+	defer unix.Close(fd)
+	if err := unix.FsconfigSetString(fd, "hidepid", "ptraceable"); err != nil {
+		return fmt.Errorf("hide processes in %s: hidepid: %w", target, err)
+	}
+	if err := unix.FsconfigReconfigure(fd); err != nil {
+		return fmt.Errorf("hide processes in %s: reconfigure: %w", target, err)
+	}
+	return nil
 }
