@@ -81,7 +81,8 @@ func InitMain(args []string) int {
 // hideProcessesInProc reconfigures the box's /proc (bwrap's --proc takes no options) with
 // hidepid=ptraceable, as the native engine mounts it: processes the program may not ptrace —
 // bwrap-init, which is not dumpable — are invisible in it, so that even a root-run box (whose
-// uid 0 owns bwrap-init's entries) cannot list PID 1's descriptors. Only the superblock's
+// uid 0 owns bwrap-init's entries) cannot list PID 1's descriptors; the conformance test
+// InitHiddenInProc checks that an ordinary user's box hides it without. Only the superblock's
 // options change (fspick, fsconfig), not the mount's flags or the masks over it.
 func hideProcessesInProc(spec *native.Spec) error {
 	target := ""
@@ -90,7 +91,10 @@ func hideProcessesInProc(spec *native.Spec) error {
 			target = m.Target
 		}
 	}
-	if target == "" {
+	if target == "" || spec.UID != 0 {
+		// Only a root-run box needs it: otherwise bwrap-init's entries (not dumpable) belong to
+		// the box's root, not to the program's uid, and an unprivileged bwrap leaves bwrap-init
+		// in a nested user namespace that cannot reconfigure the box's /proc anyway.
 		return nil
 	}
 	fd, err := unix.Fspick(unix.AT_FDCWD, target, unix.FSPICK_CLOEXEC|unix.FSPICK_NO_AUTOMOUNT|unix.FSPICK_SYMLINK_NOFOLLOW)
