@@ -36,7 +36,7 @@ func newLaunchesCmd() *cobra.Command {
 				return printJSON(cmd.OutOrStdout(), ls)
 			}
 			w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-			fmt.Fprintln(w, "ID\tPROGRAM\tWORKSPACE\tSTATE\tPID\tSTARTED\tEXIT\tDRIFT")
+			fmt.Fprintln(w, "ID\tPROGRAM\tWORKSPACE\tSTATE\tPID\tSTARTED\tEXIT\tRELAY\tEGRESS\tDRIFT")
 			for _, l := range ls {
 				exit := "-"
 				if l.ExitCode != nil {
@@ -48,8 +48,8 @@ func newLaunchesCmd() *cobra.Command {
 				if l.ShimPid != 0 && (l.State == api.StateRunning || l.State == api.StateStarting) {
 					pid = fmt.Sprint(l.BoxPid)
 				}
-				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", l.ID[:12], strings.Join(append([]string{l.Program}, l.Args...), " "),
-					l.Workspace, l.State, pid, l.Started.Local().Format(time.DateTime), exit, driftFlag(l))
+				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", l.ID[:12], strings.Join(append([]string{l.Program}, l.Args...), " "),
+					l.Workspace, l.State, pid, l.Started.Local().Format(time.DateTime), exit, relayColumn(l.Relay), egressColumn(l.Egress), driftFlag(l))
 			}
 			if err := w.Flush(); err != nil {
 				return err
@@ -141,6 +141,27 @@ func newInfoCmd() *cobra.Command {
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	return cmd
+}
+
+// relayColumn is the RELAY column: requests, the last status and tokens, "-" without any.
+func relayColumn(r *api.RelayStats) string {
+	if r == nil || r.Requests == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%d req, last %d, %d/%d tok", r.Requests, r.LastStatus, r.InputTokens, r.OutputTokens)
+}
+
+// egressColumn is the EGRESS column: tunnels allowed and refused, and the last refused target
+// (what to add to egressAllow), "-" without any.
+func egressColumn(e *api.EgressStats) string {
+	if e == nil || e.Allowed+e.Refused+e.Failed == 0 {
+		return "-"
+	}
+	s := fmt.Sprintf("%d ok, %d refused", e.Allowed, e.Refused)
+	if e.LastRefused != "" {
+		s += " (last " + e.LastRefused + ")"
+	}
+	return s
 }
 
 // driftFlag is the DRIFT column: "DRIFT" once the integrity watch saw protected configuration

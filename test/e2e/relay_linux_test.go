@@ -148,6 +148,9 @@ func TestRevokeLaunch(t *testing.T) {
 	if l, ok := e.Launch(id); !ok || l.Relay == nil || l.Relay.Requests < 1 {
 		t.Fatalf("launches shows no relay activity: %+v", l.Relay)
 	}
+	if r := e.Run("", "launches"); !strings.Contains(r.Stdout, "RELAY") || !strings.Contains(r.Stdout, "req, last 200") {
+		t.Fatalf("the launches table shows no relay activity:\n%s", r.Stdout)
+	}
 	r = e.Run("", "revoke", id)
 	if r.Code != 0 {
 		t.Fatalf("revoke: %d %s %s", r.Code, r.Stdout, r.Stderr)
