@@ -6,6 +6,7 @@ import (
 	"debug/buildinfo"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"runtime/debug"
@@ -15,36 +16,69 @@ import (
 // HelperName is the file name of agentbox's box helper (cmd/agentbox-box).
 const HelperName = "agentbox-box"
 
-// FindHelper returns the box helper installed with the agentbox binary exe: exe's directory,
-// then ../libexec/agentbox/ beside it. A candidate is used only when it is a regular file
-// owned by root or the caller, writable by nobody else, and built from the same source as the
-// running binary (same Go version, main module, dependencies and VCS state), so that a stale or
-// planted helper is never run. It returns the reason each candidate was passed over when none
-// qualifies; the caller then starts shims from exe itself, which serves the same entry points.
+// FindHelper returns the box helper installed with the agentbox binary exe: the first of exe's
+// directory, then ../libexec/agentbox/ beside it, where one exists. It is used only when it is
+// a regular file owned by root or the caller, writable by nobody else, and built from the same
+// source as the running binary (same Go version, main module, dependencies and VCS state), so
+// that a stale or planted helper is never run; otherwise FindHelper says why, and the caller
+// starts shims from exe itself, which serves the same entry points. A helper that exists but
+// fails the checks is not passed over for the next place: what decides is the first helper
+// found, which the daemon can keep a box from creating or replacing when it lies in the box's
+// workspace (the daemon pins it read-only there, or pins placeholders where none exists).
+//
+// The result says nothing about the file a moment later: the daemon does not run the path but
+// a sealed copy, checked after it was copied (Load).
 func FindHelper(exe string) (string, error) {
-	exe, err := filepath.EvalSymlinks(exe)
-	if err != nil {
-		return "", fmt.Errorf("box helper: resolve %s: %w", exe, err)
-	}
-	dir := filepath.Dir(exe)
-	var reasons []string
-	for _, c := range []string{filepath.Join(dir, HelperName), filepath.Join(dir, "..", "libexec", "agentbox", HelperName)} {
-		err := checkHelper(c)
-		if err == nil {
-			return filepath.Clean(c), nil
-		}
-		if !errors.Is(err, os.ErrNotExist) {
-			reasons = append(reasons, err.Error())
-		}
-	}
-	if len(reasons) == 0 {
-		return "", fmt.Errorf("box helper: no %s beside %s: %w", HelperName, exe, os.ErrNotExist)
-	}
-	return "", fmt.Errorf("box helper: %s", strings.Join(reasons, "; "))
+	return findHelper(exe, func(f *os.File, path string) error { return checkBuild(f, path) })
 }
 
-func checkHelper(path string) error {
-	fi, err := os.Stat(path)
+// Candidates returns the paths where FindHelper looks for the helper of the agentbox binary
+// exe (resolved through symlinks), in order, whether or not they exist: the first that exists
+// is the helper.
+func Candidates(exe string) ([]string, error) {
+	exe, err := filepath.EvalSymlinks(exe)
+	if err != nil {
+		return nil, fmt.Errorf("box helper: resolve %s: %w", exe, err)
+	}
+	dir := filepath.Dir(exe)
+	return []string{filepath.Join(dir, HelperName), filepath.Clean(filepath.Join(dir, "..", "libexec", "agentbox", HelperName))}, nil
+}
+
+// findHelper returns the first candidate that opens, passes checkFile, and then use, which is
+// given the open file (so that nothing re-reads the path).
+func findHelper(exe string, use func(f *os.File, path string) error) (string, error) {
+	cands, err := Candidates(exe)
+	if err != nil {
+		return "", err
+	}
+	for _, c := range cands {
+		err := tryHelper(c, use)
+		if err == nil {
+			return c, nil
+		}
+		if !errors.Is(err, os.ErrNotExist) {
+			return "", fmt.Errorf("box helper: %w", err)
+		}
+	}
+	return "", fmt.Errorf("box helper: no %s in %s: %w", HelperName, strings.Join(cands, " or "), os.ErrNotExist)
+}
+
+func tryHelper(path string, use func(f *os.File, path string) error) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if err := checkFile(f, path); err != nil {
+		return err
+	}
+	return use(f, path)
+}
+
+// checkFile checks the open helper file: an executable regular file owned by root or the
+// caller, writable by nobody else.
+func checkFile(f *os.File, path string) error {
+	fi, err := f.Stat()
 	if err != nil {
 		return err
 	}
@@ -57,7 +91,13 @@ func checkHelper(path string) error {
 	if owner, ok := fileOwner(fi); ok && owner != 0 && owner != os.Geteuid() {
 		return fmt.Errorf("%s is owned by uid %d, neither root nor you", path, owner)
 	}
-	theirs, err := buildinfo.ReadFile(path)
+	return nil
+}
+
+// checkBuild checks that the binary r (the helper at path, or its sealed copy) was built from
+// the same source as the running binary.
+func checkBuild(r io.ReaderAt, path string) error {
+	theirs, err := buildinfo.Read(r)
 	if err != nil {
 		return fmt.Errorf("%s: read build info: %v", path, err)
 	}

@@ -14,6 +14,7 @@ import (
 var Entries = map[string]func(args []string) int{
 	"box-shim":      shim.Main,
 	"box-init":      native.BoxInitMain,
+	"box-exec":      native.BoxExecMain,
 	"bwrap-monitor": bwrap.MonitorMain,
 	"bwrap-init":    bwrap.InitMain,
 }

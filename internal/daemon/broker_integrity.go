@@ -56,11 +56,15 @@ func (b *integrityBroker) prepare(ctx context.Context, bl *brokerLaunch, c *plan
 	// workspace taken for what they are (shared, held while this box runs too), never for the
 	// user's files.
 	// Every box pins the union of all harnesses' workspace configuration, whatever its program.
-	lay, err := b.reg.Prepare(bl.ID, bl.Workspace, workspaceConfigPins(bl.Config))
+	// agentbox's own binaries, when the workspace holds them, are pinned too (ownBinaryPins).
+	exe, _ := os.Executable()
+	own, ownExtra := ownBinaryPins(bl.Workspace, exe, b.d.helper)
+	lay, err := b.reg.Prepare(bl.ID, bl.Workspace, append(workspaceConfigPins(bl.Config), ownExtra...))
 	if err != nil {
 		b.release(bl.ID)
 		return err
 	}
+	lay.Protected = append(lay.Protected, own...)
 	// The profile's protected home entries (bound read-only by its wiring) are watched too;
 	// they lie outside the workspace and get no placeholder (preCreate made them).
 	lay.Watch(homeWatched(bl.Config, bl.Profile, bl.Home)...)

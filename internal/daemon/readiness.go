@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"sync"
 
 	"github.com/agentbox/agentbox/internal/api"
 	"github.com/agentbox/agentbox/internal/boxhelper"
@@ -26,6 +27,7 @@ func (d *Daemon) startReadiness(ctx context.Context) {
 		StateDir:   d.stateDir,
 		Executable: attesterBinary(),
 		Helper:     d.helper,
+		HelperID:   helperDigest(),
 		Logger:     d.log,
 	})
 	d.readiness.Start(ctx)
@@ -33,15 +35,17 @@ func (d *Daemon) startReadiness(ctx context.Context) {
 
 // attesterBinary is the agentbox binary the probe's box runs as its attester: the binary shims
 // run when it is a full agentbox (tests point shim.Executable at one); "" means the running
-// executable.
+// executable (shims run from it, or from the box helper, which has no attester).
 func attesterBinary() string {
-	if shim.Executable == "/proc/self/exe" || filepath.Base(shim.Executable) == boxhelper.HelperName {
+	if shim.Executable == "/proc/self/exe" || helperImage() != nil || filepath.Base(shim.Executable) == boxhelper.HelperName {
 		return ""
 	}
 	return shim.Executable
 }
 
-// boxBinary is the executable shims start boxes from, for info.
+// boxBinary is the executable shims start boxes from, for info: the box helper's file, of which
+// the daemon took a sealed copy when it started (what runs is that copy, whatever the file
+// holds now), or the agentbox binary.
 func (d *Daemon) boxBinary() string {
 	if d.helper != "" {
 		return d.helper
@@ -53,19 +57,47 @@ func (d *Daemon) boxBinary() string {
 	return shim.Executable
 }
 
+// sealedHelper is the sealed copy of the box helper shims start from (boxhelper.Image), nil
+// when they start from agentbox itself. It is process-wide, as shim.Executable is, and lives as
+// long as the process: shim.Executable names its descriptor.
+var sealedHelper struct {
+	sync.Mutex
+	img *boxhelper.Image
+}
+
+func helperImage() *boxhelper.Image {
+	sealedHelper.Lock()
+	defer sealedHelper.Unlock()
+	return sealedHelper.img
+}
+
+// helperDigest is the content digest of the sealed helper, "" when there is none.
+func helperDigest() string {
+	if img := helperImage(); img != nil {
+		return img.Digest
+	}
+	return ""
+}
+
 // useHelper makes shims start from the box helper installed beside the running agentbox, when
-// one qualifies (boxhelper.FindHelper); otherwise they start from agentbox itself, which serves the
-// same entry points but starts each process of a launch more slowly.
+// one qualifies (boxhelper.FindHelper); otherwise they start from agentbox itself, which serves
+// the same entry points but starts each process of a launch more slowly. Shims never start from
+// the helper's path: the daemon copies the file it checked into a sealed memfd now
+// (boxhelper.Load) and starts every shim of its life from that copy (/proc/self/fd/N), so a
+// helper replaced on disk later — by a box that can write its directory, say — is never run.
 func (d *Daemon) useHelper() {
 	if shim.Executable != "/proc/self/exe" {
-		return // set by whoever embeds the daemon (tests)
+		return // set by whoever embeds the daemon (tests), or by an earlier daemon of this process
 	}
 	exe, err := os.Executable()
 	if err == nil {
-		var h string
-		if h, err = boxhelper.FindHelper(exe); err == nil {
-			shim.Executable, d.helper = h, h
-			d.log.Info("boxes start from the box helper", "helper", h)
+		var img *boxhelper.Image
+		if img, err = boxhelper.Load(exe); err == nil {
+			sealedHelper.Lock()
+			sealedHelper.img = img
+			sealedHelper.Unlock()
+			shim.Executable, d.helper = img.ExecPath(), img.Path
+			d.log.Info("boxes start from the box helper (a sealed copy taken now)", "helper", img.Path, "sha256", img.Digest)
 			return
 		}
 	}

@@ -18,6 +18,7 @@ import (
 func TestMain(m *testing.M) {
 	enginetest.Main(m, map[string]func([]string) int{
 		"box-init":           native.BoxInitMain,
+		"box-exec":           native.BoxExecMain,
 		placeholderWorkerCmd: placeholderWorker,
 	})
 }

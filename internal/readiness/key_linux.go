@@ -38,10 +38,14 @@ func fileIdentity(path string) string {
 }
 
 // currentKey computes the key of a probe of engine with the executable exe (and the box helper
-// helper, "" when shims run from exe) under config hash cfg.
-func currentKey(engineName, cfg, exe, helper string) Key {
+// helper, "" when shims run from exe; helperID the digest of the sealed copy shims run, or ""
+// to identify the helper by its file) under config hash cfg.
+func currentKey(engineName, cfg, exe, helper, helperID string) Key {
 	k := Key{Engine: engineName, Config: cfg, Kernel: kernelIdentity(), Binary: fileIdentity(exe)}
-	if helper != "" {
+	switch {
+	case helper != "" && helperID != "":
+		k.Helper = helper + " sha256=" + helperID
+	case helper != "":
 		k.Helper = helper + " " + fileIdentity(helper)
 	}
 	if engineName == "bwrap" {

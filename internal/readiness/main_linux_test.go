@@ -15,6 +15,7 @@ import (
 var entries = map[string]func([]string) int{
 	"box-shim":              shim.Main,
 	"box-init":              native.BoxInitMain,
+	"box-exec":              native.BoxExecMain,
 	"bwrap-monitor":         bwrap.MonitorMain,
 	"bwrap-init":            bwrap.InitMain,
 	readiness.AttestCommand: readiness.AttestMain,

@@ -36,6 +36,11 @@ type Options struct {
 	// Helper is the box helper (agentbox-box) shims run from, "" when they run from
 	// Executable; its identity is part of the cache key.
 	Helper string
+	// HelperID, when set, identifies what shims run instead of Helper's file identity: the
+	// digest of the sealed copy of Helper the daemon took at its start (the file on disk may
+	// change since without changing what runs; a daemon restarted on the same file takes an
+	// equal copy and keeps the cached proof).
+	HelperID string
 	// Logger receives state changes; nil discards them.
 	Logger *slog.Logger
 	// ProbeTimeout bounds one probe; 0 means DefaultProbeTimeout.
@@ -91,7 +96,7 @@ func (m *Manager) config() config.Config {
 
 func (m *Manager) currentKey() Key {
 	c := m.config()
-	return currentKey(c.Engine, ConfigHash(c), m.exe, m.o.Helper)
+	return currentKey(c.Engine, ConfigHash(c), m.exe, m.o.Helper, m.o.HelperID)
 }
 
 // Start runs the state machine until ctx ends: a cached proof for the current key makes the
@@ -115,7 +120,7 @@ func (m *Manager) loop(ctx context.Context) {
 	backoff := rmin
 	for {
 		cfg := m.config()
-		key := currentKey(cfg.Engine, ConfigHash(cfg), m.exe, m.o.Helper)
+		key := currentKey(cfg.Engine, ConfigHash(cfg), m.exe, m.o.Helper, m.o.HelperID)
 		var retry <-chan time.Time
 		if r, ok := loadCache(m.o.StateDir, key); ok {
 			r.Cached = true

@@ -31,4 +31,6 @@ func AttestMain(args []string) int {
 // HostFacts returns nothing off Linux.
 func HostFacts() map[string]string { return map[string]string{} }
 
-func currentKey(engineName, cfg, exe, helper string) Key { return Key{Engine: engineName, Config: cfg} }
+func currentKey(engineName, cfg, exe, helper, helperID string) Key {
+	return Key{Engine: engineName, Config: cfg}
+}

@@ -19,7 +19,8 @@ import (
 )
 
 // Executable is the program Start runs as `EXE box-shim L`. The default re-executes the running
-// binary; tests point it at a test binary.
+// binary; the daemon points it at its sealed copy of the box helper (/proc/self/fd/N, see
+// boxhelper.Image), tests at a test binary. It is never a path a box could write.
 var Executable = "/proc/self/exe"
 
 // Start starts the shim of the launch in launchDir (which holds shim.json and request.json):
@@ -120,7 +121,9 @@ func StartSpare() (*Spare, error) {
 func (s *Spare) Pid() int { return s.pid }
 
 // Current reports whether the spare runs the Executable that is installed now (a spare started
-// before an upgrade is discarded, never used).
+// before an upgrade is discarded, never used). A sealed copy (/proc/self/fd/N) never changes:
+// its spares stay current for the daemon's life, and a restarted daemon takes a new copy and
+// starts new spares.
 func (s *Spare) Current() bool { return s.exe != "" && s.exe == executableIdentity() }
 
 // Launch hands the spare the launch in launchDir and returns its pid once it listens, as Start

@@ -380,3 +380,19 @@ func TestHeldBox(t *testing.T) {
 		}
 	})
 }
+
+// TestProgramSignalsDefault: the program starts with no signal ignored or blocked, although the
+// shim above its box ignores SIGHUP and SIGPIPE (a shell could not trap a signal ignored on
+// entry, and a pipeline would not see EPIPE as SIGPIPE).
+func TestProgramSignalsDefault(t *testing.T) {
+	requireNative(t)
+	dir, _ := nativeLaunch(t, shim.Config{}, "/bin/sh", []string{"-c", "grep -E '^Sig(Ign|Blk):' /proc/self/status"}, nil)
+	r := attachPipes(t, dir, nil)
+	if r.err != nil || r.code != 0 {
+		t.Fatalf("Attach = %d, %v (stderr %q)", r.code, r.err, r.stderr)
+	}
+	out := string(r.stdout)
+	if !strings.Contains(out, "SigIgn:\t0000000000000000") || !strings.Contains(out, "SigBlk:\t0000000000000000") {
+		t.Fatalf("the program starts with signals ignored or blocked:\n%s", out)
+	}
+}

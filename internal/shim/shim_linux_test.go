@@ -35,6 +35,8 @@ func TestMain(m *testing.M) {
 			os.Exit(shim.Main(os.Args[2:]))
 		case "box-init":
 			os.Exit(native.BoxInitMain(os.Args[2:]))
+		case "box-exec":
+			os.Exit(native.BoxExecMain(os.Args[2:]))
 		case "fake-box-init":
 			os.Exit(fakeBoxInit())
 		case "dial-helper":

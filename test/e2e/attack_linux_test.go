@@ -1,9 +1,12 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,6 +16,7 @@ import (
 
 	"github.com/agentbox/agentbox/internal/api"
 	"github.com/agentbox/agentbox/internal/attack"
+	"github.com/agentbox/agentbox/internal/boxhelper"
 )
 
 // AttackHost sets up the attack targets for this environment and removes them when the test
@@ -158,6 +162,175 @@ func TestAttackProbeDetects(t *testing.T) {
 	if h.Accepted("tcp") == 0 {
 		t.Errorf("the host listener counted no connection from a box on the host network")
 	}
+}
+
+// TestAttackExecThread: box-init starts the program from one of its own threads, which it has
+// first put into the program's Landlock domain (and seccomp filter, empty capabilities). Until
+// that thread has exited, the program shares a Landlock domain with a thread of PID 1, so the
+// signal scope does not stop it, and a SIGABRT sent to that thread crashes box-init's Go
+// runtime: the box dies, and the launch is recorded as one whose box "ended before its program
+// started" although the program ran. The program here (attack.ExecThreadProgram, a few
+// instructions, faster than any Go probe) signals every thread of PID 1 the instant it starts.
+// Every launch of it must end with the program's own exit code 0.
+func TestAttackExecThread(t *testing.T) {
+	prog := attack.ExecThreadProgram()
+	if prog == nil {
+		t.Skip("the program is x86-64 only")
+	}
+	e := NewEnv(t)
+	path := filepath.Join(e.Work, "exec-thread")
+	if err := os.WriteFile(path, prog, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	const runs = 20
+	var broke []string
+	for i := 0; i < runs; i++ {
+		r := e.Run("", "run", path)
+		if r.Code != 0 {
+			broke = append(broke, fmt.Sprintf("run %d: exit %d: %s", i, r.Code, lastLine(r.Stderr)))
+		}
+	}
+	if len(broke) > 0 {
+		t.Errorf("%d of %d launches of a program that signals PID 1's threads at its start did not end with its exit code 0 (box-init brought down):\n  %s",
+			len(broke), runs, strings.Join(broke, "\n  "))
+	}
+}
+
+// TestAttackPlantedHelper: when the agentbox binaries sit in a directory a box may write (here
+// the workspace: a checkout that builds agentbox and is worked on in a box), a box replaces the
+// box helper, and the daemon must never run what the box wrote: not for the next launch's shim
+// or spare, not after a restart. The box plants a script that, run on the host, leaves a file
+// outside the workspace and then runs the real helper. Two defences are checked in turn:
+//
+//   - agentbox's binaries inside the workspace are bound read-only in the box, their folder a
+//     mount point: the box can run them but cannot replace, rewrite or rename them (nor plant a
+//     bin/agentbox the user would run next).
+//   - the daemon never runs the helper's path: it runs a sealed copy taken at its start. The
+//     test replaces the helper itself, from the host, standing for a writer no pin covers,
+//     while the daemon runs: its next shims and spares still run the copy. A restarted daemon
+//     checks the file anew, and refuses the script (no build info of this build): boxes start
+//     from agentbox itself. A planted binary forging this build's build info would pass that
+//     check (a box with a Go toolchain can build one); the first defence is what keeps a box
+//     from planting one where this daemon looks, so the test does not try.
+func TestAttackPlantedHelper(t *testing.T) {
+	helper := filepath.Join(filepath.Dir(agentboxBin), boxhelper.HelperName)
+	if _, err := os.Stat(helper); err != nil {
+		t.Skipf("no box helper beside %s: %v", agentboxBin, err)
+	}
+	e := NewEnv(t)
+	bin := filepath.Join(e.Work, "bin")
+	if err := os.Mkdir(bin, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	exe, wsHelper := filepath.Join(bin, "agentbox"), filepath.Join(bin, boxhelper.HelperName)
+	for src, dst := range map[string]string{agentboxBin: exe, helper: wsHelper} {
+		if err := copyExecutable(src, dst); err != nil {
+			t.Fatal(err)
+		}
+	}
+	original, err := os.ReadFile(wsHelper)
+	if err != nil {
+		t.Fatal(err)
+	}
+	marker := filepath.Join(e.Root, "planted-helper-ran")
+	run := func(args ...string) Result {
+		c := e.Command(t.Context(), args...)
+		c.Path, c.Args[0] = exe, exe
+		return e.RunCmd(c)
+	}
+	mustRun := func(args ...string) {
+		t.Helper()
+		if r := run(args...); r.Code != 0 {
+			t.Fatalf("%s: exit %d: %s", strings.Join(args, " "), r.Code, r.Stderr)
+		}
+	}
+	script := fmt.Sprintf("#!/bin/sh\necho \"ran on the host as $(id -u): $*\" >> %s\nexec %s/bin/.real-helper \"$@\"\n", marker, e.Work)
+
+	// 1. In the box: every way to put another program at bin/agentbox-box (or bin/agentbox)
+	// fails.
+	plant := fmt.Sprintf(`cp bin/agentbox-box bin/.real-helper || exit 9
+printf '%%s' %s > bin/.planted && chmod 755 bin/.planted || exit 9
+for try in "mv -f bin/.planted bin/agentbox-box" "cp bin/.planted bin/agentbox-box" \
+	"rm -f bin/agentbox-box" "mv bin bin.moved" "mv -f bin/.planted bin/agentbox"; do
+	if $try 2>/dev/null; then echo "planted: $try"; fi
+done
+echo done`, shellQuote(script))
+	r := run("run", "sh", "--", "-c", plant)
+	if r.Code != 0 || !strings.Contains(r.Stdout, "done") {
+		t.Fatalf("plant attempt: exit %d: %s %s", r.Code, r.Stdout, r.Stderr)
+	}
+	if strings.Contains(r.Stdout, "planted") {
+		t.Errorf("the box replaced agentbox's binaries in its workspace:\n%s", r.Stdout)
+	}
+	if b, err := os.ReadFile(wsHelper); err != nil || !bytes.Equal(b, original) {
+		t.Fatalf("bin/agentbox-box changed by the box (%v)", err)
+	}
+	mustRun("run", "true") // the box's binaries run, read-only
+
+	// 2. From the host, while the daemon runs: the helper replaced by the script.
+	if err := os.WriteFile(filepath.Join(bin, ".planted"), []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(filepath.Join(bin, ".planted"), wsHelper); err != nil {
+		t.Fatal(err)
+	}
+	// The next launches: the spare started before, then the one that replaced it.
+	mustRun("run", "true")
+	time.Sleep(time.Second)
+	mustRun("run", "true")
+	if info := e.infoVia(run); info.BoxBinary != wsHelper {
+		t.Errorf("info boxBinary = %q, want the helper the running daemon copied, %s", info.BoxBinary, wsHelper)
+	}
+	// A restarted daemon: the script is refused, boxes start from agentbox itself.
+	mustRun("daemon", "stop")
+	mustRun("run", "true")
+	time.Sleep(time.Second) // the spare that replaces the used one
+	mustRun("run", "true")
+	if info := e.infoVia(run); info.BoxBinary != exe {
+		t.Errorf("restarted over a planted helper: info boxBinary = %q, want agentbox itself, %s", info.BoxBinary, exe)
+	}
+	run("daemon", "stop")
+	if b, err := os.ReadFile(marker); err == nil {
+		t.Errorf("the daemon ran the helper a box had written, outside any box:\n%s", b)
+	}
+}
+
+// infoVia returns `agentbox info --json` run by run.
+func (e *Env) infoVia(run func(args ...string) Result) api.Info {
+	e.t.Helper()
+	r := run("info", "--json")
+	var info api.Info
+	if err := json.Unmarshal([]byte(r.Stdout), &info); err != nil {
+		e.t.Fatalf("info --json: %v: %s %s", err, r.Stdout, r.Stderr)
+	}
+	return info
+}
+
+func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
+
+func copyExecutable(src, dst string) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o755)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return err
+	}
+	return out.Close()
+}
+
+func lastLine(s string) string {
+	s = strings.TrimRight(s, "\n")
+	if i := strings.LastIndexByte(s, '\n'); i >= 0 {
+		return s[i+1:]
+	}
+	return s
 }
 
 // pidNamespace returns the pid namespace link of a host process.

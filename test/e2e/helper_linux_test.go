@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -13,7 +14,7 @@ import (
 )
 
 // TestBoxHelper: the daemon starts shims (and so box-init) from the box helper installed beside
-// agentbox, and reports it; the box is the same box (the helper's box-init runs the program
+// agentbox — from the sealed copy it took at its start — and reports it; the box is the same box (the helper's box-init runs the program
 // under every restriction). Without a helper beside the binary, boxes start from agentbox
 // itself.
 func TestBoxHelper(t *testing.T) {
@@ -35,12 +36,20 @@ func TestBoxHelper(t *testing.T) {
 	}
 	id := e.Detach("sleep", "--", "60")
 	l := e.WaitLaunch(id, "running", func(l api.Launch) bool { return l.State == api.StateRunning })
+	// The shim runs the daemon's sealed copy of the helper (a memfd), never the file itself.
 	exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", l.ShimPid))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if exe != helper {
-		t.Errorf("shim %d runs %s, want the helper %s", l.ShimPid, exe, helper)
+	if want := "/memfd:" + boxhelper.HelperName + " (deleted)"; exe != want {
+		t.Errorf("shim %d runs %s, want the sealed copy of the helper, %s", l.ShimPid, exe, want)
+	}
+	image, err := os.ReadFile(fmt.Sprintf("/proc/%d/exe", l.ShimPid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want, err := os.ReadFile(helper); err != nil || !bytes.Equal(image, want) {
+		t.Errorf("shim %d runs %d bytes that are not the helper %s (%v)", l.ShimPid, len(image), helper, err)
 	}
 	// The program under the helper's box-init has no capability, no_new_privs and seccomp.
 	out := e.Box("grep -E '^(CapEff|CapBnd|NoNewPrivs|Seccomp):' /proc/self/status")

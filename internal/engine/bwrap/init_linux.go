@@ -53,6 +53,10 @@ func InitMain(args []string) int {
 	if err := fs.Parse(args); err != nil {
 		return fail("bwrap-init arguments: %v", err)
 	}
+	ex, err := native.StartExecProcess()
+	if err != nil {
+		return fail("%v", err)
+	}
 	raw, err := native.ReadSpecFD(fdSpec)
 	if err != nil {
 		return fail("%v", err)
@@ -75,7 +79,7 @@ func InitMain(args []string) int {
 		return fail("%v", err)
 	}
 
-	return native.RunExecStage(ctl, spec, uint16(*rows), uint16(*cols), sigs, "bwrap-init", nil, fail)
+	return native.RunExecStage(ctl, ex, raw, spec, uint16(*rows), uint16(*cols), sigs, "bwrap-init", nil, fail)
 }
 
 // hideProcessesInProc reconfigures the box's /proc (bwrap's --proc takes no options) with

@@ -1,72 +1,158 @@
 package native
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"runtime"
 	"syscall"
+	"unsafe"
 
 	"github.com/landlock-lsm/go-landlock/landlock"
 	ll "github.com/landlock-lsm/go-landlock/landlock/syscall"
 	"golang.org/x/sys/unix"
 
 	"github.com/agentbox/agentbox/internal/engine"
+	"github.com/agentbox/agentbox/internal/plan"
 )
 
-// execFailure is why the program could not be started: a typed code and a message.
+// execFailure is what box-exec reports on its exec socket when it cannot exec the program.
 type execFailure struct {
-	Code    string
-	Message string
+	Code    string `json:"code"`
+	Message string `json:"message"`
 }
 
 func (f *execFailure) event() engine.Event {
 	return engine.Event{Kind: engine.EventError, Code: f.Code, Message: f.Message}
 }
 
-// startRestricted starts the program of spec with the given stdio and process attributes from
-// a dedicated OS thread that first takes on every restriction the program must run under:
-// its own working directory (unshare CLONE_FS, chdir), every capability dropped, no_new_privs,
-// Landlock and seccomp. All of these are per thread and inherited across fork and execve, so
-// the program starts under them while the rest of the calling process (PID 1 of the box) keeps
-// its own. The thread is locked and never unlocked: it exits with its goroutine, restrictions
-// and all, and the Go runtime never clones new threads from a locked one. It returns the
-// program's pid once its execve succeeded (syscall.ForkExec waits for that), or why it failed.
-func startRestricted(spec *Spec, files []uintptr, sys *syscall.SysProcAttr) (int, *execFailure) {
-	type result struct {
-		pid  int
-		fail *execFailure
-	}
-	var restrict func(out chan<- result)
-	restrict = func(out chan<- result) {
-		runtime.LockOSThread() // deliberately never unlocked once restricted
-		if unix.Gettid() == unix.Getpid() {
-			// This is the main thread, the thread group leader: signals and /proc address the
-			// process through it, so it must keep the process's own credentials (restricted,
-			// it would share the program's Landlock domain, and the program could signal its
-			// PID 1). Hold it, so that the next goroutine runs on another thread, and restrict
-			// that one.
-			inner := make(chan result, 1)
-			go restrict(inner)
-			r := <-inner
-			runtime.UnlockOSThread()
-			out <- r
-			return
-		}
-		pid, fail := restrictThreadAndStart(spec, files, sys)
-		out <- result{pid, fail}
-	}
-	done := make(chan result, 1)
-	go restrict(done)
-	r := <-done
-	return r.pid, r.fail
+// execProcess is a box-exec started by box-init ahead of its program (see startExecProcess).
+type execProcess struct {
+	pid  int
+	conn *os.File // box-init's end of the exec socket
 }
 
-func restrictThreadAndStart(spec *Spec, files []uintptr, sys *syscall.SysProcAttr) (int, *execFailure) {
-	fail := func(code string, format string, a ...any) (int, *execFailure) {
-		return 0, &execFailure{Code: code, Message: fmt.Sprintf(format, a...)}
+// startExecProcess starts `agentbox box-exec` as a child of box-init, early — before the box
+// is built, and in a prestarted box-init before its request even came — so that its re-exec
+// and Go start-up overlap box-init's own work and cost no launch any time. It waits on fd 3,
+// its end of a SOCK_SEQPACKET socketpair, for the program's spec and streams (run).
+func startExecProcess() (*execProcess, error) {
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("exec socket: %w", err)
 	}
-	if err := unix.Unshare(unix.CLONE_FS); err != nil {
-		return fail(engine.CodeBoxSetupFailed, "unshare fs: %v", err)
+	ours, theirs := os.NewFile(uintptr(fds[0]), "exec"), os.NewFile(uintptr(fds[1]), "exec-box")
+	defer theirs.Close()
+	proc, err := os.StartProcess("/proc/self/exe", []string{"agentbox", "box-exec"}, &os.ProcAttr{
+		Dir:   "/",
+		Env:   []string{},
+		Files: []*os.File{os.Stdin, os.Stdout, os.Stderr, theirs},
+	})
+	if err != nil {
+		ours.Close()
+		return nil, fmt.Errorf("start box-exec: %w", err)
+	}
+	pid := proc.Pid
+	proc.Release() // reaped with wait4, as PID 1 reaps everything
+	return &execProcess{pid: pid, conn: ours}, nil
+}
+
+// run hands box-exec the spec (raw bytes) and the program's stdin, stdout and stderr, and
+// waits until it has exec'd the program (nil) or reported why it could not.
+func (x *execProcess) run(raw []byte, stdio [3]int) *execFailure {
+	defer x.conn.Close()
+	specFile, err := memfile("agentbox-spec", raw)
+	if err != nil {
+		return &execFailure{Code: engine.CodeBoxSetupFailed, Message: err.Error()}
+	}
+	defer specFile.Close()
+	fds := []int{int(specFile.Fd()), stdio[0], stdio[1], stdio[2]}
+	if err := engine.SendEvent(x.conn, engine.Event{Kind: engine.EventStart}, fds...); err != nil {
+		return &execFailure{Code: engine.CodeBoxSetupFailed, Message: "box-exec: " + err.Error()}
+	}
+	// The exec socket is close-on-exec in box-exec: end of file without a report means the
+	// program's execve succeeded; otherwise box-exec wrote why it failed.
+	buf := make([]byte, 64<<10)
+	for {
+		n, err := unix.Read(int(x.conn.Fd()), buf)
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if err != nil {
+			return &execFailure{Code: engine.CodeBoxSetupFailed, Message: "box-exec: " + err.Error()}
+		}
+		if n == 0 {
+			return nil
+		}
+		var f execFailure
+		if json.Unmarshal(buf[:n], &f) != nil || f.Code == "" {
+			f = execFailure{Code: engine.CodeBoxSetupFailed, Message: "box-exec: " + string(buf[:n])}
+		}
+		return &f
+	}
+}
+
+// BoxExecMain is the entry point of `agentbox box-exec`, started early by box-init inside the
+// box (startExecProcess). It waits on fd 3 for the spec (a memfd) and the program's stdin,
+// stdout and stderr; then, on this one thread, puts the streams in place (its own session
+// with the PTY as controlling terminal in tty mode, its own process group otherwise), drops
+// every capability, sets no_new_privs, applies Landlock and seccomp, and execs the program.
+// On failure it reports on fd 3 and exits 1; on success fd 3 closes (close-on-exec). The
+// program is then a child of an ordinary thread of box-init, in a Landlock domain of its own.
+func BoxExecMain(args []string) int {
+	// Capabilities, no_new_privs and Landlock are per thread: all of it must happen on the
+	// thread that calls execve.
+	runtime.LockOSThread()
+	if _, err := unix.FcntlInt(fdExec, unix.F_SETFD, unix.FD_CLOEXEC); err != nil {
+		return 1 // no socket: box-init reports the missing exec as a setup failure
+	}
+	conn := os.NewFile(fdExec, "exec")
+	fail := func(code string, format string, a ...any) int {
+		b, _ := json.Marshal(execFailure{Code: code, Message: fmt.Sprintf(format, a...)})
+		unix.Write(fdExec, b)
+		return 1
+	}
+	ev, fds, err := engine.RecvEvent(conn)
+	if errors.Is(err, engine.ErrControlClosed) {
+		return 1 // box-init gave up before the program (a stopped or discarded box)
+	}
+	if err != nil {
+		return fail(engine.CodeBoxSetupFailed, "box-exec: %v", err)
+	}
+	if ev.Kind != engine.EventStart || len(fds) != 4 {
+		return fail(engine.CodeBoxSetupFailed, "box-exec: got %q with %d descriptors", ev.Kind, len(fds))
+	}
+	for i, fd := range fds[1:] {
+		if err := unix.Dup3(fd, i, 0); err != nil {
+			return fail(engine.CodeBoxSetupFailed, "box-exec: stdio %d: %v", i, err)
+		}
+	}
+	raw, err := readSpecFD(fds[0])
+	for _, fd := range fds {
+		unix.Close(fd)
+	}
+	if err != nil {
+		return fail(engine.CodeBoxSetupFailed, "box-exec: %v", err)
+	}
+	spec, err := ParseSpec(raw)
+	if err != nil {
+		return fail(engine.CodeBoxSetupFailed, "box-exec: %v", err)
+	}
+	unix.Umask(0o022)
+	if spec.Console == plan.ConsoleTTY {
+		if _, err := unix.Setsid(); err != nil {
+			return fail(engine.CodeBoxSetupFailed, "setsid: %v", err)
+		}
+		if err := unix.IoctlSetInt(0, unix.TIOCSCTTY, 0); err != nil {
+			return fail(engine.CodeBoxSetupFailed, "controlling terminal: %v", err)
+		}
+	} else if err := unix.Setpgid(0, 0); err != nil {
+		return fail(engine.CodeBoxSetupFailed, "process group: %v", err)
+	}
+	// Nothing but stdio reaches the program.
+	if err := unix.CloseRange(fdExec+1, ^uint(0), unix.CLOSE_RANGE_CLOEXEC); err != nil {
+		return fail(engine.CodeBoxSetupFailed, "close descriptors: %v", err)
 	}
 	if err := unix.Chdir(spec.Cwd); err != nil {
 		return fail(engine.CodeBoxSetupFailed, "chdir %s: %v", spec.Cwd, err)
@@ -75,7 +161,6 @@ func restrictThreadAndStart(spec *Spec, files []uintptr, sys *syscall.SysProcAtt
 	if err != nil {
 		return fail(engine.CodeBoxSetupFailed, "landlock: %v", err)
 	}
-	defer unix.Close(ruleset)
 	filter, err := seccompProgram(spec.Seccomp)
 	if err != nil {
 		return fail(engine.CodeBoxSetupFailed, "seccomp: %v", err)
@@ -89,14 +174,17 @@ func restrictThreadAndStart(spec *Spec, files []uintptr, sys *syscall.SysProcAtt
 	if err := ll.LandlockRestrictSelf(ruleset, rulesetFlags); err != nil {
 		return fail(engine.CodeBoxSetupFailed, "landlock: restrict self: %v", err)
 	}
-	if err := loadSeccomp(filter, 0); err != nil {
+	unix.Close(ruleset)
+	if err := loadSeccomp(filter, unix.SECCOMP_FILTER_FLAG_TSYNC); err != nil {
 		return fail(engine.CodeBoxSetupFailed, "seccomp: %v", err)
 	}
+	// The program starts with every signal at its default action: an ignored disposition would
+	// survive the execve (the shim ignores SIGHUP and SIGPIPE, and box-exec may start before
+	// box-init takes them over), and a shell cannot trap a signal ignored on entry.
+	defaultSignals()
 	argv := append([]string{spec.Program}, spec.Args...)
-	pid, err := syscall.ForkExec(spec.Program, argv, &syscall.ProcAttr{Env: spec.Env, Files: files, Sys: sys})
+	err = syscall.Exec(spec.Program, argv, spec.Env)
 	switch {
-	case err == nil:
-		return pid, nil
 	case errors.Is(err, unix.ENOENT), errors.Is(err, unix.ENOTDIR):
 		return fail(engine.CodeProgramNotFound, "%s: %v", spec.Program, err)
 	case errors.Is(err, unix.EACCES), errors.Is(err, unix.ENOEXEC), errors.Is(err, unix.EPERM),
@@ -220,4 +308,24 @@ func landlockRuleset(l Landlock) (int, uint32, error) {
 		return -1, 0, errors.New("no ruleset created")
 	}
 	return fd, flags, nil
+}
+
+// kernelSigaction is the kernel's struct sigaction (the layout of x86-64 and arm64).
+type kernelSigaction struct {
+	handler  uintptr
+	flags    uint64
+	restorer uintptr
+	mask     uint64
+}
+
+// defaultSignals sets every catchable signal's action to SIG_DFL for the whole process. Only
+// for the instant before execve: the Go runtime's own handlers are gone with it.
+func defaultSignals() {
+	var dfl kernelSigaction // SIG_DFL is 0
+	for sig := 1; sig <= 64; sig++ {
+		if sig == int(unix.SIGKILL) || sig == int(unix.SIGSTOP) {
+			continue
+		}
+		unix.RawSyscall6(unix.SYS_RT_SIGACTION, uintptr(sig), uintptr(unsafe.Pointer(&dfl)), 0, 8, 0, 0)
+	}
 }

@@ -10,6 +10,12 @@ import (
 // on the control channel exactly as the native engine does (the bwrap engine's init). They are
 // thin wrappers: the behaviour lives in the unexported functions box-init itself calls.
 
+// ExecProcess is a box-exec started ahead of its program (StartExecProcess).
+type ExecProcess = execProcess
+
+// StartExecProcess starts box-exec early (see startExecProcess).
+func StartExecProcess() (*ExecProcess, error) { return startExecProcess() }
+
 // ForwardedSignals are the signals box-init passes on to the program's process group.
 func ForwardedSignals() []os.Signal { return append([]os.Signal(nil), forwardedSignals...) }
 

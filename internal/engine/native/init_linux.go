@@ -25,7 +25,7 @@ var forwardedSignals = []os.Signal{
 
 // BoxInitMain is the entry point of `agentbox box-init`: PID 1 of the box, started by
 // Engine.Start in the box's new namespaces with the control socket at fd 3 and the spec at fd
-// 4. It builds the box, starts the program (the exec stage), reports on the control socket, forwards signals,
+// 4. It starts box-exec, builds the box, hands box-exec the program, reports on the control socket, forwards signals,
 // reaps, and exits with the program's status (128+n for a signal).
 func BoxInitMain(args []string) int {
 	// Descriptors the shim leaked to box-init (any it did not mean to pass) are closed; those
@@ -54,8 +54,13 @@ func BoxInitMain(args []string) int {
 	if err := fs.Parse(args); err != nil {
 		return fail("box-init arguments: %v", err)
 	}
+	// box-exec starts now, so that its start-up overlaps building the box (and, in a prestarted
+	// box-init, waiting for the request).
+	ex, err := startExecProcess()
+	if err != nil {
+		return fail("%v", err)
+	}
 	var raw []byte
-	var err error
 	if *wait {
 		var r, c uint16
 		if raw, r, c, *hold, err = receiveStart(ctl); errors.Is(err, engine.ErrControlClosed) {
@@ -112,7 +117,7 @@ func BoxInitMain(args []string) int {
 		*rows, *cols = uint(r), uint(c)
 	}
 
-	return runExecStage(ctl, spec, uint16(*rows), uint16(*cols), sigs, "box-init", func(pid int) {
+	return runExecStage(ctl, ex, raw, spec, uint16(*rows), uint16(*cols), sigs, "box-init", func(pid int) {
 		// Keep the protected binds in place for the box's life; a loss seen before the program
 		// ran is caught by the first read of the mount table.
 		go keepMounts(b.kept, func(string) {}, func(msg string) {

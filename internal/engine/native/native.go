@@ -1,15 +1,15 @@
 // Package native is the Linux engine: namespaces, mounts, Landlock and seccomp, with box-init
-// as PID 1 of the box, and an exec stage that restricts one of its threads and forks and execs
-// the program from it.
+// as PID 1 of the box and box-exec as the stage that restricts and execs the program.
 //
 // The shim calls Engine.Start, which re-executes /proc/self/exe as `box-init` in new user, mount,
-// pid, ipc, uts, cgroup (and, unless egress is allowed, network) namespaces. box-init builds the
+// pid, ipc, uts, cgroup (and, unless egress is allowed, network) namespaces (or hands the
+// request to a box-init started ahead: Prestart). box-init starts `box-exec` at once, builds the
 // box's filesystem on a fresh tmpfs root, pivots into it, brings loopback up, starts the
-// loopback forwarders, and runs the exec stage: on a dedicated OS thread it drops every
-// capability, sets no_new_privs, applies Landlock and seccomp, and forks and execs the program
-// from there (see startRestricted). Binaries that embed this engine must dispatch argv[1]
-// "box-init" to BoxInitMain before anything else (cmd/agentbox and cmd/agentbox-box do, through
-// internal/boxmain; engine test binaries do it in TestMain, see enginetest.Main).
+// loopback forwarders, then hands box-exec the spec and the program's streams; box-exec drops
+// every capability, sets no_new_privs, applies Landlock and seccomp and execs the program.
+// Binaries that embed this engine must dispatch argv[1] "box-init" and "box-exec" to
+// BoxInitMain and BoxExecMain before anything else (cmd/agentbox and cmd/agentbox-box do,
+// through internal/boxmain; engine test binaries do it in TestMain, see enginetest.Main).
 package native
 
 import (

@@ -11,6 +11,7 @@ import (
 func TestMain(m *testing.M) {
 	enginetest.Main(m, map[string]func([]string) int{
 		"box-init":     native.BoxInitMain,
+		"box-exec":     native.BoxExecMain,
 		"native-probe": nativeProbe,
 		"test-shim":    testShim,
 	})

@@ -9,6 +9,9 @@ func start(req []byte, io engine.IO) (*engine.Box, error) { return nil, engine.E
 // BoxInitMain is the entry point of `agentbox box-init`; the native engine is Linux-only.
 func BoxInitMain(args []string) int { return 1 }
 
+// BoxExecMain is the entry point of `agentbox box-exec`; the native engine is Linux-only.
+func BoxExecMain(args []string) int { return 1 }
+
 // NamespaceKinds are the namespaces Namespaces reports.
 var NamespaceKinds = []string{"cgroup", "ipc", "mnt", "net", "pid", "user", "uts"}
 

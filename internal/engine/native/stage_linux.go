@@ -11,34 +11,33 @@ import (
 	"github.com/agentbox/agentbox/internal/plan"
 )
 
-// RunExecStage is the end of every engine's init (PID 1 of the box): it starts the program of
-// spec on the console (a PTY of the box's own devpts, whose master goes to the shim, or the
-// inherited stdio) from a thread that has taken on the program's restrictions (see
-// startRestricted), reports EventExec once the program's execve succeeded or the typed
-// EventError when it did not, forwards sigs to the program's process group, and reaps until the
-// program exits, returning its status. who names the caller in messages; started, when not nil,
-// runs once the program runs; fail reports a setup failure and returns the exit code.
-func RunExecStage(ctl *os.File, spec *Spec, rows, cols uint16, sigs <-chan os.Signal, who string,
+// RunExecStage is the end of every engine's init (PID 1 of the box): it hands box-exec (ex,
+// started early by StartExecProcess) the spec raw and the program's console — a PTY of the
+// box's own devpts, whose master goes to the shim, or the inherited stdio — learns whether the
+// program was exec'd, reports EventExec or the typed EventError on ctl, forwards sigs to the
+// program's process group, and reaps until the program exits, returning its status. who names
+// the caller in messages; started, when not nil, runs once the program runs; fail reports a
+// setup failure and returns the exit code.
+func RunExecStage(ctl *os.File, ex *ExecProcess, raw []byte, spec *Spec, rows, cols uint16, sigs <-chan os.Signal, who string,
 	started func(pid int), fail func(format string, a ...any) int) int {
-	return runExecStage(ctl, spec, rows, cols, sigs, who, started, fail)
+	return runExecStage(ctl, ex, raw, spec, rows, cols, sigs, who, started, fail)
 }
 
-func runExecStage(ctl *os.File, spec *Spec, rows, cols uint16, sigs <-chan os.Signal, who string,
+func runExecStage(ctl *os.File, ex *execProcess, raw []byte, spec *Spec, rows, cols uint16, sigs <-chan os.Signal, who string,
 	started func(pid int), fail func(format string, a ...any) int) int {
-	stdio := []uintptr{0, 1, 2}
-	sys := &syscall.SysProcAttr{Setpgid: true}
+	stdio := [3]int{0, 1, 2}
 	if spec.Console == plan.ConsoleTTY {
 		slave, err := openPTY(ctl, rows, cols)
 		if err != nil {
 			return fail("%v", err)
 		}
 		defer slave.Close()
-		fd := slave.Fd()
-		stdio = []uintptr{fd, fd, fd}
-		sys = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
+		fd := int(slave.Fd())
+		stdio = [3]int{fd, fd, fd}
 	}
-	pid, failure := startRestricted(spec, stdio, sys)
-	if failure != nil {
+	pid := ex.pid
+	if failure := ex.run(raw, stdio); failure != nil {
+		reapUntil(pid)
 		ev := failure.event()
 		if err := engine.SendEvent(ctl, ev); err != nil {
 			fmt.Fprintf(os.Stderr, "agentbox %s: %s (and reporting it failed: %v)\n", who, ev.Message, err)

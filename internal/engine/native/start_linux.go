@@ -13,10 +13,11 @@ import (
 	"github.com/agentbox/agentbox/internal/plan"
 )
 
-// Descriptors box-init receives beyond stdio.
+// Descriptors box-init and box-exec receive beyond stdio.
 const (
-	fdControl = 3 // the control socket
-	fdSpec    = 4 // a memfd holding the spec bytes
+	fdControl = 3 // box-init: the control socket
+	fdSpec    = 4 // box-init: a memfd holding the spec bytes
+	fdExec    = 3 // box-exec: its end of the exec socket
 )
 
 // boxInitCaps are the capabilities box-init needs in the box's user namespace: mounts and

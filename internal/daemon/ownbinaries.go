@@ -1,0 +1,77 @@
+package daemon
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/agentbox/agentbox/internal/boxhelper"
+	"github.com/agentbox/agentbox/internal/plan"
+)
+
+// ownBinaryPins protects agentbox's own binaries from a box whose workspace holds them (a
+// checkout that builds agentbox, run as ./bin/agentbox, is commonly its own workspace): a box
+// that replaced bin/agentbox would have the user run its program on the host at the next
+// command, and one that planted the box helper beside it would have the next daemon check and
+// start it (build info can be forged by a box with a Go toolchain). Of the daemon's executable
+// exe and the helper FindHelper would pick (helper, the one the daemon uses, "" if none), those
+// inside the workspace ws are returned:
+//
+//   - pins: existing regular files, bound read-only in the box by plan.ProtectMounts, their
+//     folders up to the workspace made mount points so that they cannot be renamed away; the
+//     box runs them, but cannot write, replace or remove them. They are not integrity roots:
+//     the box cannot change them, and a rebuild on the host is no drift.
+//   - extra: paths for the integrity registry (Registry.Prepare's extra): a helper candidate
+//     that is a symlink (its target is pinned when it stays in the workspace) and, when no
+//     helper exists at all, every place FindHelper looks, so that each gets a placeholder
+//     while the box runs and the box cannot create a helper a later daemon would take.
+func ownBinaryPins(ws, exe, helper string) (pins []plan.Protected, extra []string) {
+	ws = filepath.Clean(ws)
+	if ws == "" || !filepath.IsAbs(ws) {
+		return nil, nil
+	}
+	inside := func(p string) bool { return strings.HasPrefix(p, ws+string(filepath.Separator)) }
+	seen := map[string]bool{}
+	add := func(p string) (exists bool) {
+		p = filepath.Clean(p)
+		fi, err := os.Lstat(p)
+		if err != nil {
+			return false
+		}
+		if seen[p] || !inside(p) {
+			return true
+		}
+		seen[p] = true
+		switch {
+		case fi.Mode().IsRegular():
+			pins = append(pins, plan.Protected{Path: p, Beneath: ws})
+		case fi.Mode()&os.ModeSymlink != 0:
+			extra = append(extra, p)
+		}
+		return true
+	}
+	if exe != "" {
+		add(exe)
+	}
+	if helper != "" {
+		add(helper)
+	}
+	if exe == "" {
+		return pins, extra
+	}
+	cands, err := boxhelper.Candidates(exe)
+	if err != nil {
+		return pins, extra
+	}
+	for _, c := range cands {
+		if add(c) {
+			return pins, extra // the first that exists is the helper
+		}
+	}
+	for _, c := range cands {
+		if inside(c) {
+			extra = append(extra, c)
+		}
+	}
+	return pins, extra
+}

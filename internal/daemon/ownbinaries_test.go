@@ -1,0 +1,102 @@
+package daemon
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"github.com/agentbox/agentbox/internal/boxhelper"
+	"github.com/agentbox/agentbox/internal/plan"
+)
+
+// TestOwnBinaryPins: agentbox's binaries in the workspace are bound read-only (their folders
+// made mount points); where no helper exists, every place one would be looked for gets a
+// placeholder; binaries outside the workspace are left alone.
+func TestOwnBinaryPins(t *testing.T) {
+	ws, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(ws, "bin")
+	if err := os.Mkdir(bin, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	exe := filepath.Join(bin, "agentbox")
+	helper := filepath.Join(bin, boxhelper.HelperName)
+	libexec := filepath.Join(ws, "libexec", "agentbox", boxhelper.HelperName)
+	for _, p := range []string{exe, helper} {
+		if err := os.WriteFile(p, []byte("x"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	paths := func(ps []plan.Protected) []string {
+		var out []string
+		for _, p := range ps {
+			if p.Beneath != ws {
+				t.Errorf("%s pinned beneath %s, want %s", p.Path, p.Beneath, ws)
+			}
+			out = append(out, p.Path)
+		}
+		return out
+	}
+
+	// Both binaries there (make build in a checkout): both pinned, nothing more.
+	pins, extra := ownBinaryPins(ws, exe, helper)
+	if got := paths(pins); !slices.Equal(got, []string{exe, helper}) || len(extra) != 0 {
+		t.Errorf("pins %v, extra %v; want %v and none", got, extra, []string{exe, helper})
+	}
+	want := []plan.Mount{
+		{Kind: plan.MountBind, Source: bin, Target: bin, Beneath: ws},
+		{Kind: plan.MountBind, Source: exe, Target: exe, ReadOnly: true, Beneath: ws},
+		{Kind: plan.MountBind, Source: helper, Target: helper, ReadOnly: true, Beneath: ws},
+	}
+	if got := plan.ProtectMounts(pins); !slices.Equal(got, want) {
+		t.Errorf("mounts %+v, want %+v", got, want)
+	}
+	// The daemon runs no helper (it took none at its start), but one exists: pinned as well.
+	if pins, _ := ownBinaryPins(ws, exe, ""); !slices.Equal(paths(pins), []string{exe, helper}) {
+		t.Errorf("helper unused: pins %v", paths(pins))
+	}
+
+	// No helper: agentbox pinned, a placeholder wherever a helper would be looked for.
+	os.Remove(helper)
+	pins, extra = ownBinaryPins(ws, exe, "")
+	if got := paths(pins); !slices.Equal(got, []string{exe}) || !slices.Equal(extra, []string{helper, libexec}) {
+		t.Errorf("no helper: pins %v, extra %v; want [%s] and [%s %s]", got, extra, exe, helper, libexec)
+	}
+	// Extra paths are what the integrity registry turns into placeholders.
+	if rels := plan.ProtectedPaths(ws, extra); !slices.Contains(rels, "bin/agentbox-box") || !slices.Contains(rels, "libexec/agentbox/agentbox-box") {
+		t.Errorf("extra as protected paths: %v", rels)
+	}
+
+	// A helper that is a symlink: left to the registry, which pins its target in the workspace.
+	if err := os.Symlink("agentbox", helper); err != nil {
+		t.Fatal(err)
+	}
+	pins, extra = ownBinaryPins(ws, exe, "")
+	if got := paths(pins); !slices.Equal(got, []string{exe}) || !slices.Equal(extra, []string{helper}) {
+		t.Errorf("symlinked helper: pins %v, extra %v", got, extra)
+	}
+
+	// Binaries outside the workspace: nothing.
+	other, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pins, extra := ownBinaryPins(other, exe, helper); len(pins) != 0 || len(extra) != 0 {
+		t.Errorf("outside the workspace: pins %v, extra %v", pins, extra)
+	}
+	// A workspace that is the binaries' folder itself.
+	if pins, _ := ownBinaryPins(bin, exe, ""); !slices.Equal(pinnedPaths(pins), []string{exe}) {
+		t.Errorf("workspace bin/: pins %v", pins)
+	}
+}
+
+func pinnedPaths(ps []plan.Protected) []string {
+	var out []string
+	for _, p := range ps {
+		out = append(out, p.Path)
+	}
+	return out
+}
