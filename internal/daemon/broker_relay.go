@@ -55,8 +55,13 @@ type relayBroker struct {
 	shared   net.Listener               // host loopback listener (egress: allow, manual sessions)
 	sharedH  *relay.Handler
 
-	audits chan *store.Audit // written in order by one goroutine, off the request path
+	audits *store.AuditWriter // relay and git rows, committed in batches off the request path
 }
+
+// auditLinger is how long the relay's audit rows gather before they are committed together:
+// one fsync per batch instead of one per request, on no request's path. A row is in the store
+// at most this long (plus the commit) after its response ended.
+const auditLinger = 50 * time.Millisecond
 
 type relayLaunch struct {
 	sess *session.Session
@@ -65,9 +70,10 @@ type relayLaunch struct {
 
 func newRelayBroker(d *Daemon) (*relayBroker, error) {
 	cfg := d.currentConfig()
-	b := &relayBroker{d: d, launches: map[string]*relayLaunch{}, stats: map[string]*api.RelayStats{},
-		audits: make(chan *store.Audit, 4096)}
-	go b.writeAudits()
+	b := &relayBroker{d: d, launches: map[string]*relayLaunch{}, stats: map[string]*api.RelayStats{}}
+	b.audits = d.db.NewAuditWriter(auditLinger, func(f string, a ...any) {
+		d.log.Warn(fmt.Sprintf(f, a...), "broker", "relay")
+	})
 	reg, err := session.Open(d.ctx, session.Config{
 		Max:            cfg.Sessions.Max,
 		IdleTimeout:    cfg.Sessions.IdleTimeout.Duration(),
@@ -76,6 +82,7 @@ func newRelayBroker(d *Daemon) (*relayBroker, error) {
 		Logf:           b.logf,
 	})
 	if err != nil {
+		b.audits.Close()
 		return nil, fmt.Errorf("pairing sessions: %w", err)
 	}
 	b.reg = reg
@@ -151,7 +158,9 @@ func (b *relayBroker) prepare(ctx context.Context, bl *brokerLaunch, c *plan.Con
 		return fail(err)
 	}
 	if ln != nil {
-		c.Forwards = append(c.Forwards, plan.Forward{Port: RelayPort, Socket: plan.RunDir + "/" + relaySocket})
+		// relay.Serve takes the connections box-init accepts on the port handed over: it
+		// serves them itself, and box-init copies nothing.
+		c.Forwards = append(c.Forwards, plan.Forward{Port: RelayPort, Socket: plan.RunDir + "/" + relaySocket, Handoff: true})
 	}
 	// The generated gitconfig: git in the box reaches allowed remotes through the relay with the
 	// pairing as an extra header; the user's own git configuration is not visible.
@@ -320,25 +329,19 @@ func (b *relayBroker) audit(r relay.Record) {
 		"method": r.Method, "path": r.Path, "status": r.Status, "bytesIn": r.BytesIn, "bytesOut": r.BytesOut,
 		"durationMs": r.Duration.Milliseconds(), "outcome": r.Outcome, "code": r.Code, "usage": r.Usage,
 	})
-	b.audits <- &store.Audit{Time: r.Time, LaunchID: r.LaunchID, Kind: "relay", Detail: detail}
+	b.audits.Add(&store.Audit{Time: r.Time, LaunchID: r.LaunchID, Kind: "relay", Detail: detail})
 }
 
-// writeAudits writes audit rows in the order they come. The channel is large; when it is full
-// a request waits for the store (backpressure) rather than lose its row.
-func (b *relayBroker) writeAudits() {
-	for a := range b.audits {
-		if err := b.d.db.AddAudit(context.Background(), a); err != nil {
-			b.d.log.Warn("audit relay request", "kind", a.Kind, "err", err)
-		}
-	}
-}
+// closeAudits commits the audit rows still queued; the daemon calls it before it closes the
+// store.
+func (b *relayBroker) closeAudits() { b.audits.Close() }
 
 func (b *relayBroker) gitAudit(ev gitrelay.Event) {
 	detail, err := json.Marshal(ev)
 	if err != nil {
 		return
 	}
-	b.audits <- &store.Audit{Time: time.Now(), LaunchID: ev.LaunchID, Kind: "git", Detail: detail}
+	b.audits.Add(&store.Audit{Time: time.Now(), LaunchID: ev.LaunchID, Kind: "git", Detail: detail})
 }
 
 // launchStats returns a copy of a launch's relay counters, or nil.

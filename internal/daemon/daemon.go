@@ -182,6 +182,9 @@ func (d *Daemon) serve(ctx context.Context) error {
 		d.log.Warn("remove pid file", "err", rerr)
 	}
 	d.stopWatchers()
+	if d.relay != nil {
+		d.relay.closeAudits() // before the store closes
+	}
 	d.log.Info("agentbox daemon stopped; boxes keep running")
 	if errors.Is(err, http.ErrServerClosed) {
 		err = nil

@@ -50,6 +50,10 @@ const (
 type Forward struct {
 	Port   int    `json:"port"`
 	Socket string `json:"socket"` // path inside the box, under /run/agentbox
+	// Handoff says that the server on Socket takes connections handed over (package
+	// handoff): box-init then passes it each connection it accepts instead of copying the
+	// connection's bytes to and from the socket.
+	Handoff bool `json:"handoff,omitempty"`
 }
 
 // Network describes the box's network.

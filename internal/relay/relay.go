@@ -14,10 +14,13 @@ import (
 	"log"
 	"net"
 	"net/http"
+	"net/http/httputil"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/agentbox/agentbox/internal/handoff"
 	"github.com/agentbox/agentbox/internal/relay/session"
 )
 
@@ -206,6 +209,12 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	_ = http.NewResponseController(w).EnableFullDuplex()
 	next.ServeHTTP(cw, r)
 	completed = true
+	if cw.status != 0 && w.Header().Get("Content-Length") != "" {
+		// The answer is whole (its length is known): send it now, before the access line and
+		// the audit record are written, not after (net/http sends what the handler left
+		// buffered when the handler returns).
+		http.NewResponseController(w).Flush()
+	}
 	if body != nil {
 		// Close the body before returning, so that what net/http reads of it to reuse the
 		// connection happens while the handler still runs: a full-duplex body first closed
@@ -293,10 +302,37 @@ func (b *countingBody) Read(p []byte) (int, error) {
 	return n, err
 }
 
+// CopyBufferSize is the size of the buffers the brokers' reverse proxies copy response bodies
+// with (CopyBuffers), and of their upstream connections' read and write buffers: a stream is
+// forwarded as it arrives, but what has arrived is read and written in one go, in few large
+// writes rather than many small ones.
+const CopyBufferSize = 64 << 10
+
+// CopyBuffers is the httputil.BufferPool of CopyBufferSize buffers the brokers share.
+var CopyBuffers httputil.BufferPool = &bufferPool{}
+
+type bufferPool struct{ p sync.Pool }
+
+func (b *bufferPool) Get() []byte {
+	if v, ok := b.p.Get().(*[]byte); ok {
+		return *v
+	}
+	return make([]byte, CopyBufferSize)
+}
+
+func (b *bufferPool) Put(buf []byte) { b.p.Put(&buf) }
+
 // Serve serves h on ln until ln is closed, and returns nil then. It suits a launch's unix
 // socket as well as a loopback TCP listener. Closing ln stops new connections only: requests
 // in flight end with their sessions (End, Revoke), which is how a launch's relay goes away.
+//
+// On a unix socket, a connection's first message may hand over a TCP connection that box-init
+// accepted in the box (package handoff): h then serves that connection directly, and the
+// pairing check and everything else apply to its requests as to any other.
 func Serve(ln net.Listener, h http.Handler) error {
+	if _, ok := ln.(*net.UnixListener); ok {
+		ln = handoff.Listener(ln)
+	}
 	srv := &http.Server{
 		Handler:           h,
 		ReadHeaderTimeout: 30 * time.Second,

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/agentbox/agentbox/internal/relay"
 	"github.com/agentbox/agentbox/internal/relay/session"
@@ -257,4 +258,37 @@ func TestSharedListener(t *testing.T) {
 		}
 		<-r.records
 	}
+}
+
+// TestAnswerBeforeAccessLine guards the order of a whole answer (of known length) and its
+// access line: the client has the answer before the relay writes the line and the record.
+func TestAnswerBeforeAccessLine(t *testing.T) {
+	r := newRig(t, nil)
+	got := make(chan struct{})
+	r.h.Sandbox = http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Length", "2")
+		io.WriteString(w, "ok")
+	})
+	r.h.Logf = func(string, ...any) {
+		select {
+		case <-got:
+		case <-time.After(20 * time.Second): // a deadlock guard: the client waits for the answer
+			t.Error("the access line was written before the client had its answer")
+		}
+	}
+	srv := httptest.NewServer(r.h)
+	defer srv.Close()
+	req, _ := http.NewRequest(http.MethodGet, srv.URL+"/sandbox/anthropic/v1/models", nil)
+	req.Header.Set("X-Api-Key", r.pairing.Reveal())
+	resp, err := srv.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil || string(b) != "ok" {
+		t.Fatalf("got %q, %v", b, err)
+	}
+	close(got)
+	<-r.records
 }

@@ -15,29 +15,36 @@ import (
 // max bytes. Its errors read as the end of a sentence that names the file ("does not exist",
 // "has mode 0644, …"), for the caller to prefix with the config key and path.
 func ReadSecretFile(path string, uid, max int) ([]byte, error) {
+	b, _, err := ReadSecretFileInfo(path, uid, max)
+	return b, err
+}
+
+// ReadSecretFileInfo is ReadSecretFile, and also returns what the open file's stat said when
+// it was checked.
+func ReadSecretFileInfo(path string, uid, max int) ([]byte, fs.FileInfo, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
-			return nil, errors.New("does not exist")
+			return nil, nil, errors.New("does not exist")
 		}
-		return nil, err
+		return nil, nil, err
 	}
 	defer f.Close()
 	fi, err := f.Stat()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if err := CheckSecretFile(fi, uid); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	b, err := io.ReadAll(io.LimitReader(f, int64(max)+1))
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if len(b) > max {
-		return nil, fmt.Errorf("holds more than %d bytes", max)
+		return nil, nil, fmt.Errorf("holds more than %d bytes", max)
 	}
-	return b, nil
+	return b, fi, nil
 }
 
 // CleanSecret returns the one-line secret in b (a credential file's content or a credential

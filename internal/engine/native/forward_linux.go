@@ -6,6 +6,7 @@ import (
 	"net"
 	"strconv"
 
+	"github.com/agentbox/agentbox/internal/handoff"
 	"github.com/agentbox/agentbox/internal/plan"
 )
 
@@ -18,19 +19,41 @@ func startForwards(fwds []plan.Forward) error {
 		if err != nil {
 			return fmt.Errorf("forward port %d: %w", f.Port, err)
 		}
-		go serveForward(ln, f.Socket)
+		go serveForward(ln, f)
 	}
 	return nil
 }
 
-func serveForward(ln net.Listener, socket string) {
+func serveForward(ln net.Listener, f plan.Forward) {
 	for {
 		c, err := ln.Accept()
 		if err != nil {
 			return
 		}
-		go relay(c.(*net.TCPConn), socket)
+		if f.Handoff {
+			go handOver(c.(*net.TCPConn), f.Socket)
+		} else {
+			go relay(c.(*net.TCPConn), f.Socket)
+		}
 	}
+}
+
+// handOver hands c over to the server on socket (handoff.Send), which then reads and writes c
+// itself: no byte of the connection passes through box-init. Should the handover fail, it
+// relays c instead.
+func handOver(c *net.TCPConn, socket string) {
+	u, err := net.Dial("unix", socket)
+	if err != nil {
+		c.Close() // the client sees the connection close: the broker is not there
+		return
+	}
+	err = handoff.Send(u.(*net.UnixConn), c)
+	u.Close()
+	if err != nil {
+		relay(c, socket)
+		return
+	}
+	c.Close() // the server holds its own descriptor of the connection
 }
 
 // relay copies both ways between the TCP connection and a new connection to socket, passing

@@ -112,6 +112,7 @@ func New(cfg Config, opt Options) (*Relay, error) {
 	if rl.base == nil {
 		t := http.DefaultTransport.(*http.Transport).Clone()
 		t.MaxIdleConnsPerHost = 16
+		t.ReadBufferSize, t.WriteBufferSize = relay.CopyBufferSize, relay.CopyBufferSize
 		rl.base = t
 	}
 	rl.proxy = &httputil.ReverseProxy{
@@ -120,8 +121,9 @@ func New(cfg Config, opt Options) (*Relay, error) {
 		ModifyResponse: rl.modifyResponse,
 		ErrorHandler:   rl.errorHandler,
 		// Flush every write: progress lines and small negotiation answers reach git at once,
-		// and the copy buffer keeps big packs at 32 KiB per write.
+		// and the copy buffer keeps big packs at up to 64 KiB per write.
 		FlushInterval: -1,
+		BufferPool:    relay.CopyBuffers,
 		// Failures are in the access record; the proxy's own lines would say less.
 		ErrorLog: log.New(io.Discard, "", 0),
 	}

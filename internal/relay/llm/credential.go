@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"os/exec"
 	"strings"
 	"sync"
@@ -31,7 +32,8 @@ var errCredential = errors.New("gateway credential missing")
 type Credential struct {
 	// File is a file holding the credential (credential.file). It must be a regular file
 	// owned by the daemon's user and not readable by others (mode 0600 or stricter). It is
-	// read at every request, so a rotated credential takes effect at once.
+	// looked at (stat) at every request and read again whenever it changed, so a rotated
+	// credential takes effect at once.
 	File string
 	// Command is a program and its arguments (credential.command; no shell) whose standard
 	// output is the credential.
@@ -75,8 +77,10 @@ type source struct {
 	uid  int
 
 	mu      sync.Mutex
-	cached  string
+	cached  string // a command's output, until expires
 	expires time.Time
+	file    string    // the file's credential, while the file's state is fileSt
+	fileSt  fileState // (see readFile)
 }
 
 // get returns the credential, or an error wrapping errCredential whose message names the
@@ -92,13 +96,54 @@ func (s *source) get(ctx context.Context) (string, error) {
 		errCredential, s.key, s.key)
 }
 
+// readFile returns the credential file's credential. What was read is reused while a stat of
+// the path says exactly what the stat of the file read said: same file (device and inode),
+// mode, owner, size, modification and change times. Any write, chmod, chown or replacement
+// changes the change time, so the reuse never outlives a rotation or a mode the checks would
+// refuse. A file changed less than racyWindow before it was read is not reused at all: a later
+// write within the same timestamp tick could leave its stat unchanged.
 func (s *source) readFile() (string, error) {
 	key, path := s.key+".file", s.cred.File
-	b, err := relay.ReadSecretFile(path, s.uid, maxCredential)
-	if err != nil {
-		return "", fmt.Errorf("%w: %s %q %v", errCredential, key, path, err)
+	if st, ok := statFile(path); ok {
+		s.mu.Lock()
+		v, same := s.file, st == s.fileSt
+		s.mu.Unlock()
+		if v != "" && same {
+			return v, nil
+		}
 	}
-	return s.clean(key, b)
+	b, fi, err := relay.ReadSecretFileInfo(path, s.uid, maxCredential)
+	var v string
+	if err == nil {
+		v, err = s.clean(key, b)
+	} else {
+		err = fmt.Errorf("%w: %s %q %v", errCredential, key, path, err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.file = ""
+	if err != nil {
+		return "", err
+	}
+	if st, ok := fileStateOf(fi); ok && racyNow().Sub(st.changed()) >= racyWindow {
+		s.file, s.fileSt = v, st
+	}
+	return v, nil
+}
+
+// racyWindow: a credential file changed less than this before it was read is read again at the
+// next request (see readFile).
+const racyWindow = 2 * time.Second
+
+// racyNow is the clock file times are compared with (a variable for the tests).
+var racyNow = time.Now
+
+func statFile(path string) (fileState, bool) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return fileState{}, false
+	}
+	return fileStateOf(fi)
 }
 
 func (s *source) clean(key string, b []byte) (string, error) {
@@ -148,11 +193,11 @@ func (s *source) runCommand(ctx context.Context) (string, error) {
 	return v, nil
 }
 
-// invalidate drops a cached command output (the upstream refused it).
+// invalidate drops a cached command output or file credential (the upstream refused it).
 func (s *source) invalidate() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.cached, s.expires = "", time.Time{}
+	s.cached, s.expires, s.file = "", time.Time{}, ""
 }
 
 type limitedBuffer struct {

@@ -1,6 +1,17 @@
 package llm
 
-import "github.com/agentbox/agentbox/internal/relay"
+import (
+	"time"
+
+	"github.com/agentbox/agentbox/internal/relay"
+)
 
 // CheckCredentialFile is the relay's secret-file check, exported to the tests.
 var CheckCredentialFile = relay.CheckSecretFile
+
+// SetRacyNow replaces the clock credential file times are compared with, until restore.
+func SetRacyNow(now func() time.Time) (restore func()) {
+	old := racyNow
+	racyNow = now
+	return func() { racyNow = old }
+}

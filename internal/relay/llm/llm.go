@@ -88,6 +88,9 @@ func New(cfg Config) (*Relay, error) {
 	if tr == nil {
 		t := http.DefaultTransport.(*http.Transport).Clone()
 		t.MaxIdleConnsPerHost = 16
+		// Whatever the upstream has sent is read in one go, and a request's headers and
+		// (small) body leave in one write.
+		t.ReadBufferSize, t.WriteBufferSize = relay.CopyBufferSize, relay.CopyBufferSize
 		tr = t
 	}
 	rl := &Relay{gateways: map[string]*gateway{}}
@@ -151,7 +154,12 @@ func newGateway(name, defURL, defHeader string, gw Gateway, now func() time.Time
 		ModifyResponse: g.modifyResponse,
 		ErrorHandler:   g.errorHandler,
 		Transport:      tr,
-		FlushInterval:  -1,
+		// Zero: an event stream (text/event-stream) and a body of unknown length are flushed
+		// after every write all the same (ReverseProxy does so whatever FlushInterval says);
+		// a body of known length, a non-streaming answer, leaves with its headers in one write
+		// instead of headers first.
+		FlushInterval: 0,
+		BufferPool:    relay.CopyBuffers,
 		// Failures are in the access record; the proxy's own lines would say less.
 		ErrorLog: log.New(io.Discard, "", 0),
 	}
@@ -165,6 +173,7 @@ type reqState struct {
 	cred    string
 	rest    string
 	rawRest string
+	body    []byte // the request body when read whole (readBody), else nil
 }
 
 type stateKey struct{}
@@ -246,7 +255,42 @@ func (rl *Relay) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if ep, prefix := r.URL.EscapedPath(), "/sandbox/"+provider; strings.HasPrefix(ep, prefix) {
 		st.rawRest = ep[len(prefix):]
 	}
-	g.proxy.ServeHTTP(w, r.WithContext(context.WithValue(ctx, stateKey{}, st)))
+	r = r.WithContext(context.WithValue(ctx, stateKey{}, st))
+	if r.ContentLength > 0 && r.ContentLength <= maxBufferedBody {
+		body, err := readBody(w, r)
+		switch {
+		case err != nil && (s.Context().Err() != nil || ctx.Err() != nil):
+			g.errorHandler(w, r, err) // revoked, or the client went away
+			return
+		case err != nil:
+			relay.WriteError(w, r, http.StatusBadRequest, relay.CodeBadRequest,
+				fmt.Sprintf("the relay could not read the request body: %v", err))
+			return
+		}
+		st.body = body
+	}
+	g.proxy.ServeHTTP(w, r)
+}
+
+// maxBufferedBody bounds the request bodies read whole before the request goes upstream. The
+// transport sends a body it cannot see the end of after flushing the headers on their own;
+// a small body of known length (most requests) read first leaves with its headers in one
+// write. Larger bodies and bodies of unknown length stream as they come (full duplex).
+const maxBufferedBody = 64 << 10
+
+// readBody reads r's body of known length whole. Revoking or ending the session, which
+// cancels r's context, interrupts the read.
+func readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+	rc := http.NewResponseController(w)
+	stop := context.AfterFunc(r.Context(), func() { rc.SetReadDeadline(time.Unix(1, 0)) })
+	b := make([]byte, r.ContentLength)
+	_, err := io.ReadFull(r.Body, b)
+	if !stop() {
+		// The deadline may have been set: the request is over, and so is what the server
+		// would read next on this connection (it sets a new deadline for the next request).
+		return nil, context.Cause(r.Context())
+	}
+	return b, err
 }
 
 func (g *gateway) rewrite(pr *httputil.ProxyRequest) {
@@ -258,6 +302,14 @@ func (g *gateway) rewrite(pr *httputil.ProxyRequest) {
 	// the box's side of the relay is local.
 	pr.Out.Header.Del("Accept-Encoding")
 	pr.Out.Header.Set(g.header, g.prefix+st.cred)
+	if st.body != nil {
+		// The body read whole (readBody), as a reader the transport knows is in memory: the
+		// request then leaves in one write. (ReverseProxy hands on the inbound body wrapped in
+		// a type of its own, which the transport would take for a body that may block.) It
+		// can be sent again, should the transport retry on another connection.
+		pr.Out.Body = io.NopCloser(bytes.NewReader(st.body))
+		pr.Out.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(st.body)), nil }
+	}
 }
 
 func (g *gateway) modifyResponse(resp *http.Response) error {

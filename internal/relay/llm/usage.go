@@ -49,7 +49,7 @@ func (h *usageHolder) usage() *usageJSON {
 // merge folds the usage in one JSON message into u. Later values replace earlier ones: an
 // Anthropic message_delta carries the cumulative output count.
 func mergeUsage(u *relay.Usage, data []byte) {
-	if !bytes.Contains(data, []byte(`"usage"`)) {
+	if !hasUsageKey(data) {
 		return
 	}
 	var c usageCarrier
@@ -66,6 +66,23 @@ func mergeUsage(u *relay.Usage, data []byte) {
 		set(&u.OutputTokens, j.CompletionTokens)
 		set(&u.CacheCreationInputTokens, j.CacheCreationInputTokens)
 		set(&u.CacheReadInputTokens, j.CacheReadInputTokens)
+	}
+}
+
+// hasUsageKey reports whether data holds `"usage"`. It steps from quote to quote: a long text
+// delta has few quotes (JSON escapes them), and bytes.IndexByte skips the rest far faster than
+// a search for the whole string, which is done on every data line of a stream.
+func hasUsageKey(data []byte) bool {
+	const key = `"usage"`
+	for {
+		i := bytes.IndexByte(data, '"')
+		if i < 0 || len(data)-i < len(key) {
+			return false
+		}
+		if string(data[i:i+len(key)]) == key {
+			return true
+		}
+		data = data[i+1:]
 	}
 }
 
@@ -88,29 +105,39 @@ type sseScanner struct {
 func (s *sseScanner) write(p []byte) {
 	for len(p) > 0 {
 		i := bytes.IndexByte(p, '\n')
-		chunk := p
-		if i >= 0 {
-			chunk = p[:i]
-		}
-		if !s.skip {
-			if len(s.line)+len(chunk) > maxSSELine {
-				s.skip, s.line = true, s.line[:0]
-			} else {
-				s.line = append(s.line, chunk...)
-			}
-		}
 		if i < 0 {
+			s.add(p)
 			return
 		}
-		s.endLine()
+		if len(s.line) == 0 && !s.skip {
+			// The whole line is in p (the usual case): parsed where it lies, not copied.
+			s.endLine(p[:i], len(p[:i]) > maxSSELine)
+		} else {
+			s.add(p[:i])
+			s.endLine(s.line, s.skip)
+		}
+		s.line, s.skip = s.line[:0], false
 		p = p[i+1:]
 	}
 }
 
-func (s *sseScanner) endLine() {
-	line := bytes.TrimSuffix(s.line, []byte("\r"))
+// add appends a piece of the current line, or marks it too long to parse.
+func (s *sseScanner) add(piece []byte) {
+	if s.skip {
+		return
+	}
+	if len(s.line)+len(piece) > maxSSELine {
+		s.skip, s.line = true, s.line[:0]
+		return
+	}
+	s.line = append(s.line, piece...)
+}
+
+// endLine handles one complete line (without its "\n"); skip says it was too long to parse.
+func (s *sseScanner) endLine(line []byte, skip bool) {
+	line = bytes.TrimSuffix(line, []byte("\r"))
 	switch {
-	case s.skip:
+	case skip:
 		s.inEvent = true
 	case len(line) == 0:
 		s.inEvent = false
@@ -120,7 +147,6 @@ func (s *sseScanner) endLine() {
 			mergeUsage(s.usage, bytes.TrimPrefix(data, []byte(" ")))
 		}
 	}
-	s.line, s.skip = s.line[:0], false
 }
 
 // separator returns what must precede an inserted event so that it starts on its own: the
