@@ -2,6 +2,8 @@ package config
 
 import (
 	"errors"
+	"net/url"
+	"slices"
 	"strings"
 
 	"github.com/goccy/go-yaml/ast"
@@ -18,13 +20,25 @@ type Gateway struct {
 	Anthropic GatewayProvider `json:"anthropic,omitzero" jsonschema_description:"Gateway of the Anthropic Messages API (/sandbox/anthropic/…)."`
 	// OpenAI is the gateway of /sandbox/openai/… (OpenAI-compatible APIs).
 	OpenAI GatewayProvider `json:"openai,omitzero" jsonschema_description:"Gateway of OpenAI-compatible APIs (/sandbox/openai/…)."`
+	// Gemini is the gateway of /sandbox/gemini/… (the Gemini API: generateContent,
+	// streamGenerateContent).
+	Gemini GatewayProvider `json:"gemini,omitzero" jsonschema_description:"Gateway of the Gemini API (/sandbox/gemini/…)."`
+}
+
+// gatewayHeaders are the credential.header values each gateway accepts (compared without
+// regard to case).
+var gatewayHeaders = map[string][]string{
+	"anthropic": {"x-api-key", "Authorization: Bearer"},
+	"openai":    {"x-api-key", "Authorization: Bearer"},
+	"gemini":    {"x-goog-api-key", "Authorization: Bearer"},
 }
 
 // GatewayProvider is one gateway.
 type GatewayProvider struct {
 	// URL is the upstream base URL: /sandbox/<provider>/v1/messages goes to <url>/v1/messages.
-	// "" means the provider's public API.
-	URL string `json:"url,omitempty" jsonschema_description:"Upstream base URL: /sandbox/<provider>/v1/… goes to <url>/v1/…."`
+	// "" means the provider's public API (https://api.anthropic.com, https://api.openai.com,
+	// https://generativelanguage.googleapis.com).
+	URL string `json:"url,omitempty" jsonschema_description:"Upstream base URL: /sandbox/<provider>/<path> goes to <url>/<path>; empty means the provider's public API."`
 	// Credential is attached host-side to every relayed request.
 	Credential GatewayCredential `json:"credential,omitzero" jsonschema_description:"Credential attached host-side; never visible in the box."`
 }
@@ -38,9 +52,10 @@ type GatewayCredential struct {
 	Command []string `json:"command,omitempty" jsonschema_description:"Program and arguments (no shell) printing the credential."`
 	// TTL is how long a command's output is reused. Zero means 5m.
 	TTL Duration `json:"ttl,omitempty" jsonschema_description:"How long a credential command's output is reused (default 5m)."`
-	// Header is the header that carries it: "x-api-key" or "Authorization: Bearer". "" means
-	// x-api-key for anthropic and Authorization: Bearer for openai.
-	Header string `json:"header,omitempty" jsonschema_description:"Header carrying the credential: x-api-key or \"Authorization: Bearer\" (default per provider)."`
+	// Header is the header that carries it: "x-api-key" or "Authorization: Bearer" (anthropic,
+	// openai), "x-goog-api-key" or "Authorization: Bearer" (gemini). "" means x-api-key for
+	// anthropic, Authorization: Bearer for openai and x-goog-api-key for gemini.
+	Header string `json:"header,omitempty" jsonschema_description:"Header carrying the credential: x-api-key or \"Authorization: Bearer\" (anthropic, openai), x-goog-api-key or \"Authorization: Bearer\" (gemini); default per provider."`
 }
 
 // Git configures the git relay and the ssh broker. The zero value reaches no remote.
@@ -94,7 +109,11 @@ func validateBrokers(file string, body ast.Node, c *Config) error {
 
 func validateGateway(g Gateway) error {
 	var errs []error
-	for name, p := range map[string]GatewayProvider{"anthropic": g.Anthropic, "openai": g.OpenAI} {
+	for _, gp := range []struct {
+		name string
+		p    GatewayProvider
+	}{{"anthropic", g.Anthropic}, {"openai", g.OpenAI}, {"gemini", g.Gemini}} {
+		name, p := gp.name, gp.p
 		key := "gateway." + name
 		if p.Credential.File != "" && p.Credential.Command != nil {
 			errs = append(errs, errors.New(key+".credential: set file or command, not both"))
@@ -102,14 +121,29 @@ func validateGateway(g Gateway) error {
 		if p.Credential.Command != nil && len(p.Credential.Command) == 0 {
 			errs = append(errs, errors.New(key+".credential.command: an empty command"))
 		}
-		if p.URL != "" && !strings.HasPrefix(p.URL, "https://") && !strings.HasPrefix(p.URL, "http://") {
-			errs = append(errs, errors.New(key+".url: "+p.URL+" is not an http(s) URL"))
+		if p.URL != "" {
+			if err := checkGatewayURL(p.URL); err != nil {
+				errs = append(errs, errors.New(key+".url: "+p.URL+" "+err.Error()))
+			}
 		}
-		switch strings.ToLower(p.Credential.Header) {
-		case "", "x-api-key", "authorization: bearer":
-		default:
-			errs = append(errs, errors.New(key+".credential.header: "+p.Credential.Header+" (allowed: x-api-key, Authorization: Bearer)"))
+		if h := p.Credential.Header; h != "" && !slices.ContainsFunc(gatewayHeaders[name], func(a string) bool { return strings.EqualFold(h, a) }) {
+			errs = append(errs, errors.New(key+".credential.header: "+h+" (allowed: "+strings.Join(gatewayHeaders[name], ", ")+")"))
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// checkGatewayURL refuses what the LLM relay would refuse: anything but an http(s) URL with a
+// host, credentials in the URL, a query or a fragment.
+func checkGatewayURL(raw string) error {
+	u, err := url.Parse(raw)
+	switch {
+	case err != nil, u.Scheme != "https" && u.Scheme != "http", u.Host == "":
+		return errors.New("is not an http(s) URL with a host")
+	case u.User != nil:
+		return errors.New("holds credentials: put them in credential")
+	case u.RawQuery != "" || u.Fragment != "" || u.ForceQuery:
+		return errors.New("has a query or fragment")
+	}
+	return nil
 }

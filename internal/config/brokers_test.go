@@ -16,6 +16,12 @@ func TestBrokerKeysValidated(t *testing.T) {
 		{"ssh key not a fingerprint", "git:\n  ssh:\n    hosts: [example.com]\n    keys: [notakey]\n", "git.ssh.keys"},
 		{"gateway file and command", "gateway:\n  anthropic:\n    credential:\n      file: /x\n      command: [pass, show]\n", "gateway.anthropic.credential"},
 		{"gateway header", "gateway:\n  openai:\n    credential:\n      header: Cookie\n", "gateway.openai.credential.header"},
+		{"gemini header of another provider", "gateway:\n  gemini:\n    credential:\n      header: x-api-key\n", "gateway.gemini.credential.header"},
+		{"anthropic header of gemini", "gateway:\n  anthropic:\n    credential:\n      header: x-goog-api-key\n", "gateway.anthropic.credential.header"},
+		{"gemini url with a query", "gateway:\n  gemini:\n    url: https://gemini.example.com/?key=abc\n", "config.yaml:3:10: gateway.gemini.url"},
+		{"gemini url not http", "gateway:\n  gemini:\n    url: generativelanguage.googleapis.com\n", "gateway.gemini.url"},
+		{"gateway url with credentials", "gateway:\n  openai:\n    url: https://u:p@gw.example.com\n", "gateway.openai.url"},
+		{"gemini file and command", "gateway:\n  gemini:\n    credential:\n      file: /x\n      command: [pass, show]\n", "gateway.gemini.credential"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "config.yaml")
@@ -28,7 +34,9 @@ func TestBrokerKeysValidated(t *testing.T) {
 			}
 		})
 	}
-	ok := "gateway:\n  anthropic:\n    url: http://127.0.0.1:9\n    credential:\n      file: /tmp/key\ngit:\n  allow: [github.com/org, \"http://127.0.0.1:8080/repos\"]\n  pushAllow: [github.com/org/repo]\n"
+	ok := "gateway:\n  anthropic:\n    url: http://127.0.0.1:9\n    credential:\n      file: /tmp/key\n" +
+		"  gemini:\n    url: https://generativelanguage.googleapis.com\n    credential:\n      command: [pass, show, gemini]\n      header: x-goog-api-key\n" +
+		"git:\n  allow: [github.com/org, \"http://127.0.0.1:8080/repos\"]\n  pushAllow: [github.com/org/repo]\n"
 	path := filepath.Join(t.TempDir(), "config.yaml")
 	if err := os.WriteFile(path, []byte(ok), 0o600); err != nil {
 		t.Fatal(err)

@@ -208,7 +208,7 @@ func TestLoadPrecedence(t *testing.T) {
 		"git.egressUpstream", "git.ssh.hosts", "git.ssh.keys", "containment.programs", "containment.violations", "containment.scanInterval"} {
 		wantSrc[k] = Source{Kind: SourceDefault}
 	}
-	for _, p := range []string{"anthropic", "openai"} {
+	for _, p := range []string{"anthropic", "openai", "gemini"} {
 		for _, k := range []string{"url", "credential.file", "credential.command", "credential.ttl", "credential.header"} {
 			wantSrc["gateway."+p+"."+k] = Source{Kind: SourceDefault}
 		}

@@ -129,7 +129,7 @@ func llmConfig(g config.Gateway) llm.Config {
 			File: p.Credential.File, Command: p.Credential.Command, TTL: p.Credential.TTL.Duration(), Header: p.Credential.Header,
 		}}
 	}
-	return llm.Config{Anthropic: conv(g.Anthropic), OpenAI: conv(g.OpenAI)}
+	return llm.Config{Anthropic: conv(g.Anthropic), OpenAI: conv(g.OpenAI), Gemini: conv(g.Gemini)}
 }
 
 func (b *relayBroker) prepare(ctx context.Context, bl *brokerLaunch, c *plan.Contributions) error {

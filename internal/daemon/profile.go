@@ -31,10 +31,10 @@ var managedOptions managed.Options
 var postureProfiles = []string{"claude"}
 
 // gatewayProviders returns the relay providers a launch may be wired to: the ones the LLM
-// relay serves. A provider the relay does not serve (gemini) is refused before anything
-// starts, naming gateway.<provider>.
+// relay serves. A provider the relay does not serve (a model named google/…, say) is refused
+// before anything starts, naming gateway.<provider>.
 func gatewayProviders(config.Config) map[string]bool {
-	return map[string]bool{llm.Anthropic: true, llm.OpenAI: true}
+	return map[string]bool{llm.Anthropic: true, llm.OpenAI: true, llm.Gemini: true}
 }
 
 // resolveProfile is step 1 of the launch pipeline: the program's profile (or the generic one),

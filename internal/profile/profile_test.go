@@ -2,6 +2,7 @@ package profile
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"flag"
 	"os"
@@ -346,5 +347,47 @@ func TestRelayWiringCannotBeDiverted(t *testing.T) {
 	}
 	if !slices.Contains(w.Args, `model_provider="agentbox"`) || slices.ContainsFunc(w.Args, func(a string) bool { return strings.Contains(a, "p\"") }) {
 		t.Errorf("codex args %q", w.Args)
+	}
+	// Gemini CLI: the base URL and the key are environment only, and a workspace .env does not
+	// replace a variable already set; the variables other auth types need are set, empty, so
+	// that no .env can supply them.
+	g := env("gemini")
+	for k, v := range map[string]string{
+		"GOOGLE_GEMINI_BASE_URL": "http://127.0.0.1:4100/sandbox/gemini", "GEMINI_API_KEY": "p",
+		"GOOGLE_GENAI_USE_VERTEXAI": "false", "GOOGLE_GENAI_USE_GCA": "false", "GEMINI_TELEMETRY_ENABLED": "false",
+		"GOOGLE_API_KEY": "", "GOOGLE_CLOUD_PROJECT": "", "GOOGLE_CLOUD_LOCATION": "", "GOOGLE_VERTEX_BASE_URL": "",
+		"GOOGLE_APPLICATION_CREDENTIALS": "", "GEMINI_CLI_HOME": "",
+	} {
+		if got, ok := g[k]; !ok || got != v {
+			t.Errorf("gemini env %s = %q (set: %v), want %q", k, got, ok, v)
+		}
+	}
+	if u := s.Get("gemini").Relay.Unset; len(u) != 0 {
+		t.Errorf("gemini unsets %q: a variable unset is one a workspace .env may set", u)
+	}
+	// In headless mode Gemini CLI 0.61.0 takes its auth type from the settings files first, and
+	// refuses the one the environment implies ("gateway"): the user settings file the profile
+	// creates selects the API key path.
+	var settings struct {
+		Security struct {
+			Auth struct {
+				SelectedType string `json:"selectedType"`
+			} `json:"auth"`
+		} `json:"security"`
+		Privacy struct {
+			UsageStatisticsEnabled *bool `json:"usageStatisticsEnabled"`
+		} `json:"privacy"`
+	}
+	var created bool
+	for _, pc := range s.Get("gemini").PreCreates() {
+		if pc.Rel == ".gemini/settings.json" {
+			created = true
+			if err := json.Unmarshal([]byte(pc.Content), &settings); err != nil {
+				t.Fatalf("created ~/.gemini/settings.json: %v\n%s", err, pc.Content)
+			}
+		}
+	}
+	if !created || settings.Security.Auth.SelectedType != "gemini-api-key" || settings.Privacy.UsageStatisticsEnabled == nil || *settings.Privacy.UsageStatisticsEnabled {
+		t.Errorf("created ~/.gemini/settings.json: %+v (created %v), want selectedType gemini-api-key and usage statistics off", settings, created)
 	}
 }

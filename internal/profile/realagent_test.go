@@ -2,6 +2,7 @@ package profile
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -73,5 +74,113 @@ func TestClaudeWiringBeatsWorkspaceSettings(t *testing.T) {
 	}
 	if k, _ := sawKey.Load().(string); !strings.Contains(k, "pairing-for-test") || strings.Contains(k, "planted") {
 		t.Errorf("credential headers at the relay: %q", k)
+	}
+}
+
+// TestGeminiWiringBeatsWorkspaceSettings runs the real Gemini CLI (scripts/install-agents.sh)
+// with the gemini profile's relay wiring and the ~/.gemini/settings.json it creates, unboxed,
+// against a fake Gemini API mounted where the relay serves it, from a trusted workspace whose
+// .gemini/.env points Gemini CLI elsewhere (GOOGLE_GEMINI_BASE_URL, GEMINI_API_KEY) and whose
+// .gemini/settings.json names a model. The request must reach the relay URL with the pairing
+// and the workspace's model (the file was read), and nothing the .env names. A workspace that
+// selects Vertex AI instead (security.auth.selectedType, with a .env supplying a project, a
+// location, an API key and a Vertex URL) must stop Gemini CLI before it sends anything: the
+// profile sets those variables, empty.
+func TestGeminiWiringBeatsWorkspaceSettings(t *testing.T) {
+	dir := os.Getenv("AGENTBOX_AGENTS_DIR")
+	bin := filepath.Join(dir, "bin", "gemini")
+	if _, err := os.Stat(bin); dir == "" || err != nil {
+		t.Skip("the real gemini is not installed: run scripts/install-agents.sh DIR and set AGENTBOX_AGENTS_DIR=DIR")
+	}
+	node, err := exec.LookPath("node")
+	if err != nil {
+		t.Skip("gemini needs node on PATH")
+	}
+	up := llmtest.NewGemini(llmtest.Options{Credential: "pairing-for-test"})
+	defer up.Close()
+	relay := httptest.NewServer(http.StripPrefix("/sandbox/gemini", up.Config.Handler))
+	defer relay.Close()
+	var diverted atomic.Int32
+	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		diverted.Add(1)
+		http.Error(w, "diverted", http.StatusTeapot)
+	}))
+	defer other.Close()
+
+	home, ws := t.TempDir(), t.TempDir()
+	s := builtinSet(t)
+	p := s.Get("gemini")
+	for _, pc := range p.PreCreates() {
+		path := filepath.Join(home, pc.Rel)
+		if pc.Dir {
+			if err := os.MkdirAll(path, 0o755); err != nil {
+				t.Fatal(err)
+			}
+		} else if err := os.WriteFile(path, []byte(pc.Content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Trusted, as Gemini CLI's headless mode requires (else it refuses to start).
+	trust := `{"` + ws + `": "TRUST_FOLDER"}`
+	if err := os.WriteFile(filepath.Join(home, ".gemini", "trustedFolders.json"), []byte(trust), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(ws, ".gemini"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	const model = "model-from-the-workspace-file"
+	write := func(name, content string) {
+		t.Helper()
+		if err := os.WriteFile(filepath.Join(ws, ".gemini", name), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(".env", "GOOGLE_GEMINI_BASE_URL="+other.URL+"\nGEMINI_API_KEY=planted\nGOOGLE_VERTEX_BASE_URL="+other.URL+
+		"\nGOOGLE_API_KEY=planted\nGOOGLE_CLOUD_PROJECT=planted\nGOOGLE_CLOUD_LOCATION=us-central1\n")
+	w, err := p.Wire(home, nil, Facts{Providers: map[string]bool{"gemini": true}, RelayURL: relay.URL, Pairing: "pairing-for-test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := func() ([]byte, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, bin, "-p", "say hello")
+		cmd.Dir = ws
+		cmd.Env = append([]string{"HOME=" + home, "PATH=" + filepath.Dir(node) + ":/usr/bin:/bin", "TERM=dumb"}, w.Env...)
+		return cmd.CombinedOutput()
+	}
+
+	write("settings.json", `{"model": {"name": "`+model+`"}}`)
+	out, err := run()
+	if diverted.Load() > 0 {
+		t.Fatalf("the workspace .env diverted Gemini CLI (%d requests); output: %s", diverted.Load(), out)
+	}
+	if err != nil {
+		t.Fatalf("gemini -p: %v\n%s", err, out)
+	}
+	if !strings.Contains(string(out), "Hello from the fake upstream") {
+		t.Errorf("gemini's answer did not come back: %s", out)
+	}
+	reqs := up.Requests()
+	if len(reqs) == 0 {
+		t.Fatalf("no request reached the relay URL; output: %s", out)
+	}
+	for _, q := range reqs {
+		if q.Path != "/v1beta/models/"+model+":streamGenerateContent" && q.Path != "/v1beta/models/"+model+":generateContent" {
+			t.Errorf("request %s %s: want the workspace's model", q.Method, q.Path)
+		}
+		if k := q.Header.Values("X-Goog-Api-Key"); len(k) != 1 || k[0] != "pairing-for-test" || strings.Contains(fmt.Sprint(q.Header), "planted") {
+			t.Errorf("credential headers at the relay: %v", q.Header)
+		}
+	}
+
+	write("settings.json", `{"model": {"name": "`+model+`"}, "security": {"auth": {"selectedType": "vertex-ai"}}}`)
+	n := len(up.Requests())
+	out, err = run()
+	if err == nil || diverted.Load() > 0 || len(up.Requests()) != n {
+		t.Fatalf("a workspace selecting Vertex AI: err %v, %d diverted, %d new requests at the relay; output: %s", err, diverted.Load(), len(up.Requests())-n, out)
+	}
+	if !strings.Contains(string(out), "GOOGLE_CLOUD_PROJECT") {
+		t.Errorf("Gemini CLI did not stop at its Vertex AI check: %s", out)
 	}
 }

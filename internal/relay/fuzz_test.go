@@ -3,6 +3,7 @@ package relay
 import (
 	"net/http"
 	"path"
+	"slices"
 	"strings"
 	"testing"
 
@@ -45,13 +46,14 @@ func FuzzRoute(f *testing.F) {
 // FuzzPairingCandidates checks the pairing extraction on arbitrary header values: it is
 // bounded, never panics, and only yields trimmed, non-empty values.
 func FuzzPairingCandidates(f *testing.F) {
-	f.Add("abp_x", "Bearer abp_y", "abp_z")
-	f.Add("", "Basic Zm9vOmJhcg==", "")
-	f.Add("  ", "Bearer", "\t")
-	f.Add("k", "bearer  abp_two spaces", "v")
-	f.Fuzz(func(t *testing.T, apiKey, authz, pairing string) {
+	f.Add("abp_x", "Bearer abp_y", "abp_z", "")
+	f.Add("", "Basic Zm9vOmJhcg==", "", "abp_g")
+	f.Add("  ", "Bearer", "\t", " ")
+	f.Add("k", "bearer  abp_two spaces", "v", "abp_goog")
+	f.Fuzz(func(t *testing.T, apiKey, authz, pairing, googKey string) {
 		h := http.Header{}
 		h.Add("X-Api-Key", apiKey)
+		h.Add("X-Goog-Api-Key", googKey)
 		h.Add("Authorization", authz)
 		h.Add(session.HeaderName, pairing)
 		h.Add(session.HeaderName, pairing)
@@ -66,6 +68,9 @@ func FuzzPairingCandidates(f *testing.F) {
 		}
 		if len(got) > 0 && strings.TrimSpace(pairing) != "" && got[0] != strings.TrimSpace(pairing) {
 			t.Fatalf("X-Agentbox-Pairing not tried first: %q", got)
+		}
+		if g := strings.TrimSpace(googKey); g != "" && len(got) < maxPairingCandidates && !slices.Contains(got, g) {
+			t.Fatalf("x-goog-api-key %q not tried: %q", g, got)
 		}
 	})
 }

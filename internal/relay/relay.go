@@ -47,7 +47,8 @@ type Handler struct {
 const maxPairingCandidates = 4
 
 // pairingCandidates returns the values of h that may carry a pairing, in order:
-// X-Agentbox-Pairing, x-api-key, and the token of Authorization: Bearer.
+// X-Agentbox-Pairing, x-api-key, x-goog-api-key (where the Google GenAI SDK sends its API key),
+// and the token of Authorization: Bearer.
 func pairingCandidates(h http.Header) []string {
 	var out []string
 	add := func(v string) {
@@ -59,6 +60,9 @@ func pairingCandidates(h http.Header) []string {
 		add(v)
 	}
 	for _, v := range h.Values("X-Api-Key") {
+		add(v)
+	}
+	for _, v := range h.Values("X-Goog-Api-Key") {
 		add(v)
 	}
 	for _, v := range h.Values("Authorization") {

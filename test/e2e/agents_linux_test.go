@@ -381,3 +381,163 @@ func TestRealAgentsCopilot(t *testing.T) {
 		t.Errorf("the host-side credential is visible to Copilot in the box:\n%s\n%s", r.Stdout, r.Stderr)
 	}
 }
+
+// TestRealAgentsGemini runs the real Gemini CLI in a box against a fake Gemini API upstream
+// through the daemon's LLM relay: `agentbox run gemini -- -p …` must answer from the fake
+// upstream, which must see the gateway credential (x-goog-api-key) and never the pairing, and
+// the launch's relay statistics must count its requests and tokens. The workspace is trusted
+// (~/.gemini/trustedFolders.json), as Gemini CLI's headless mode requires, so Gemini CLI reads
+// its .gemini/settings.json and .gemini/.env: the .env points it elsewhere
+// (GOOGLE_GEMINI_BASE_URL, GEMINI_API_KEY, and what Vertex AI would need), which must not take
+// it away from the relay; the settings file's model must reach the upstream (proof that it was
+// read); and a settings file that selects Vertex AI must stop Gemini CLI before it sends
+// anything anywhere.
+func TestRealAgentsGemini(t *testing.T) {
+	bin := agentBin(t, "gemini")
+	e := NewEnv(t)
+	e.Vars = append(e.Vars, "PATH="+filepath.Dir(bin)+":"+os.Getenv("PATH"))
+
+	var diverted atomic.Int32
+	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		diverted.Add(1)
+		http.Error(w, "diverted", http.StatusTeapot)
+	}))
+	defer other.Close()
+	for _, d := range []string{filepath.Join(e.Work, ".gemini"), filepath.Join(e.Home, ".gemini")} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	trust := fmt.Sprintf(`{%q: "TRUST_FOLDER"}`, e.Work)
+	if err := os.WriteFile(filepath.Join(e.Home, ".gemini", "trustedFolders.json"), []byte(trust), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	planted := fmt.Sprintf("GOOGLE_GEMINI_BASE_URL=%[1]s\nGEMINI_API_KEY=planted\nGOOGLE_VERTEX_BASE_URL=%[1]s\n"+
+		"GOOGLE_API_KEY=planted\nGOOGLE_CLOUD_PROJECT=planted\nGOOGLE_CLOUD_LOCATION=us-central1\n", other.URL)
+	if err := os.WriteFile(filepath.Join(e.Work, ".gemini", ".env"), []byte(planted), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	settings := func(s string) {
+		t.Helper()
+		if err := os.WriteFile(filepath.Join(e.Work, ".gemini", "settings.json"), []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	up := llmtest.NewGemini(llmtest.Options{Credential: hostCredential})
+	defer up.Close()
+	credFile := filepath.Join(e.Home, "gemini.key")
+	if err := os.WriteFile(credFile, []byte(hostCredential+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	writeConfig(t, e, fmt.Sprintf("gateway:\n  gemini:\n    url: %s\n    credential:\n      file: %s\n", up.URL, credFile))
+
+	// checkUpstream checks the requests the upstream got since from: the path, the credential,
+	// nothing planted, never the pairing.
+	checkUpstream := func(from int, model string) []llmtest.Request {
+		t.Helper()
+		reqs := up.Requests()[from:]
+		if len(reqs) == 0 {
+			t.Fatalf("the fake upstream saw no request")
+		}
+		for _, q := range reqs {
+			t.Logf("upstream: %s %s?%s", q.Method, q.Path, q.RawQuery)
+			prefix := "/v1beta/models/" + model
+			if model == "" {
+				prefix = "/v1beta/models/"
+			}
+			if q.Method != http.MethodPost || !strings.HasPrefix(q.Path, prefix) ||
+				!(strings.HasSuffix(q.Path, ":generateContent") || strings.HasSuffix(q.Path, ":streamGenerateContent")) {
+				t.Errorf("upstream request %s %s: want POST %s…:generateContent or :streamGenerateContent", q.Method, q.Path, prefix)
+			}
+			if strings.Contains(fmt.Sprint(q.Header)+q.RawQuery, "planted") {
+				t.Errorf("something the workspace planted reached the upstream: %v ?%s", q.Header, q.RawQuery)
+			}
+			if strings.Contains(fmt.Sprint(q.Header)+q.RawQuery, "abp_") {
+				t.Errorf("the box's pairing reached the upstream: %v ?%s", q.Header, q.RawQuery)
+			}
+			if got := q.Header.Values("X-Goog-Api-Key"); len(got) != 1 || got[0] != hostCredential {
+				t.Errorf("upstream x-goog-api-key = %q, want the host-side credential only", got)
+			}
+			if got := q.Header.Values("Authorization"); len(got) != 0 {
+				t.Errorf("upstream Authorization = %q", got)
+			}
+		}
+		return reqs
+	}
+	// launchStats waits for the relay statistics of the launch not in seen to count n requests.
+	seen := map[string]bool{}
+	launchStats := func(n int) api.Launch {
+		t.Helper()
+		var l api.Launch
+		eventually(t, "the launch's relay statistics", func() bool {
+			for _, x := range e.Launches() {
+				if !seen[x.ID] && x.Relay != nil && x.Relay.Requests == n {
+					l = x
+					return true
+				}
+			}
+			return false
+		})
+		seen[l.ID] = true
+		t.Logf("launch %s: relay %+v", l.ID, *l.Relay)
+		if l.Profile != "gemini" || l.Relay.LastStatus != http.StatusOK || l.Relay.InputTokens == 0 || l.Relay.OutputTokens == 0 {
+			t.Errorf("launch record: profile %q, relay %+v: want gemini, status 200 and the tokens", l.Profile, *l.Relay)
+		}
+		return l
+	}
+	printed := func(r Result) {
+		t.Helper()
+		if strings.Contains(r.Stdout+r.Stderr, hostCredential) {
+			t.Errorf("the host-side credential is visible to Gemini CLI in the box:\n%s\n%s", r.Stdout, r.Stderr)
+		}
+	}
+
+	// No model set: Gemini CLI routes the prompt with a classifier (a generateContent asking for
+	// JSON), then streams the answer.
+	r := e.Run("", "run", "gemini", "--", "-p", "say hello")
+	if r.Code != 0 {
+		t.Fatalf("agentbox run gemini: exit %d\nstdout: %s\nstderr: %s", r.Code, r.Stdout, r.Stderr)
+	}
+	if !strings.Contains(r.Stdout, "Hello from the fake upstream") {
+		t.Errorf("gemini's answer did not come back through the relay: stdout %q, stderr %q", r.Stdout, r.Stderr)
+	}
+	reqs := checkUpstream(0, "")
+	streamed := false
+	for _, q := range reqs {
+		streamed = streamed || (strings.HasSuffix(q.Path, ":streamGenerateContent") && q.RawQuery == "alt=sse")
+	}
+	if !streamed {
+		t.Errorf("no streamGenerateContent?alt=sse among %d requests", len(reqs))
+	}
+	launchStats(len(reqs))
+	printed(r)
+
+	// The workspace's settings file names the model.
+	const model = "model-from-the-workspace-file"
+	settings(fmt.Sprintf(`{"model": {"name": %q}}`, model))
+	n := len(up.Requests())
+	r = e.Run("", "run", "gemini", "--", "-p", "say hello")
+	if r.Code != 0 {
+		t.Fatalf("agentbox run gemini (workspace model): exit %d\nstdout: %s\nstderr: %s", r.Code, r.Stdout, r.Stderr)
+	}
+	if !strings.Contains(r.Stdout, "Hello from the fake upstream") {
+		t.Errorf("gemini's answer did not come back through the relay: stdout %q, stderr %q", r.Stdout, r.Stderr)
+	}
+	launchStats(len(checkUpstream(n, model)))
+	printed(r)
+
+	// The workspace's settings file selects Vertex AI: Gemini CLI finds none of what it needs
+	// (the profile sets those variables, empty, and the .env does not replace them).
+	settings(fmt.Sprintf(`{"model": {"name": %q}, "security": {"auth": {"selectedType": "vertex-ai"}}}`, model))
+	n = len(up.Requests())
+	r = e.Run("", "run", "gemini", "--", "-p", "say hello")
+	if r.Code == 0 || len(up.Requests()) != n || !strings.Contains(r.Stdout+r.Stderr, "GOOGLE_CLOUD_PROJECT") {
+		t.Errorf("a workspace selecting Vertex AI: exit %d, %d requests upstream; want Gemini CLI's Vertex AI check to stop it\nstdout: %s\nstderr: %s",
+			r.Code, len(up.Requests())-n, r.Stdout, r.Stderr)
+	}
+	printed(r)
+	if d := diverted.Load(); d > 0 {
+		t.Errorf("the workspace diverted Gemini CLI: %d requests", d)
+	}
+}

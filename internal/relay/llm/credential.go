@@ -46,7 +46,8 @@ type Credential struct {
 	Timeout time.Duration
 	// Header is the header that carries the credential upstream (credential.header): a name
 	// ("x-api-key"), or a name and a value prefix ("Authorization: Bearer"). Zero means
-	// "x-api-key" for anthropic and "Authorization: Bearer" for openai.
+	// "x-api-key" for anthropic, "Authorization: Bearer" for openai and "x-goog-api-key" for
+	// gemini.
 	Header string
 }
 

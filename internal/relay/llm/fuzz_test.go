@@ -2,6 +2,7 @@ package llm_test
 
 import (
 	"net/http"
+	"net/url"
 	"strings"
 	"testing"
 
@@ -15,6 +16,7 @@ func FuzzSplitPath(f *testing.F) {
 	for _, s := range []string{
 		"/sandbox/anthropic/v1/messages", "/sandbox/openai/v1/chat/completions", "/sandbox/anthropic",
 		"/sandbox/anthropic/", "/sandbox//v1", "/sandbox/", "/git/x", "/sandbox/a/b/../c",
+		"/sandbox/gemini/v1beta/models/gemini-2.5-flash:streamGenerateContent",
 	} {
 		f.Add(s)
 	}
@@ -42,6 +44,7 @@ func FuzzStripCredentials(f *testing.F) {
 	f.Add("AUTHORIZATION", "Bearer abp_x", "Cookie", "a=b")
 	f.Add("x-agentbox-pairing", "abp_x", "Proxy-Authorization", "Basic Zm9v")
 	f.Add("X-Api-Key ", "v", "anthropic-beta", "tools-2024-04-04")
+	f.Add("x-goog-api-key", "abp_x", "x-goog-api-client", "google-genai-sdk/1.30.0")
 	f.Fuzz(func(t *testing.T, k1, v1, k2, v2 string) {
 		h := http.Header{}
 		h[k1] = []string{v1} // raw keys: not every spelling is canonical
@@ -65,10 +68,48 @@ func FuzzStripCredentials(f *testing.F) {
 }
 
 func isCredential(k string) bool {
-	for _, c := range []string{"Authorization", "X-Api-Key", "Proxy-Authorization", "Cookie", session.HeaderName} {
+	for _, c := range []string{"Authorization", "X-Api-Key", "X-Goog-Api-Key", "Proxy-Authorization", "Cookie", session.HeaderName} {
 		if strings.EqualFold(k, c) {
 			return true
 		}
 	}
 	return false
+}
+
+// FuzzStripQueryCredentials checks that no credential parameter (key, access_token) survives
+// in the query sent upstream, however its name is spelled or encoded and whatever a server
+// takes for a separator ('&' or ';'), and that every other parameter is kept as sent.
+func FuzzStripQueryCredentials(f *testing.F) {
+	for _, s := range []string{"alt=sse&key=abp_x", "%6Bey=abp_x", "alt=sse;KEY=abp_x", "+key=x&a=%zz", "access_token=t&b=2", "a=1&&b=2", "key"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, q string) {
+		out := llm.StripQueryCredentials(q)
+		for p := range strings.SplitSeq(out, "&") {
+			for sub := range strings.SplitSeq(p, ";") {
+				name, _, _ := strings.Cut(sub, "=")
+				if n, err := url.QueryUnescape(name); err == nil {
+					name = n
+				}
+				if n := strings.TrimSpace(name); strings.EqualFold(n, "key") || strings.EqualFold(n, "access_token") {
+					t.Fatalf("StripQueryCredentials(%q) = %q keeps %q", q, out, sub)
+				}
+			}
+		}
+		// What is kept is the input's parameters, in order, byte for byte.
+		in := strings.Split(q, "&")
+		for p := range strings.SplitSeq(out, "&") {
+			if out == "" {
+				break
+			}
+			i := 0
+			for i < len(in) && in[i] != p {
+				i++
+			}
+			if i == len(in) {
+				t.Fatalf("StripQueryCredentials(%q) = %q: %q is not one of the input's parameters", q, out, p)
+			}
+			in = in[i+1:]
+		}
+	})
 }

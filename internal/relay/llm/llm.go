@@ -1,6 +1,7 @@
 // Package llm is the relay's LLM broker: a reverse proxy for /sandbox/<provider>/… (anthropic,
-// openai) that serves only requests the relay router has paired with a live session, strips
-// every credential the box sends, attaches the gateway credential host-side, streams
+// openai, gemini) that serves only requests the relay router has paired with a live session,
+// strips every credential the box sends (headers, and the key= and access_token= query
+// parameters Google's APIs read), attaches the gateway credential host-side, streams
 // server-sent events without buffering, turns a revocation mid-stream into an in-stream error
 // event, and reports token usage into the request's access record.
 package llm
@@ -29,32 +30,36 @@ import (
 const (
 	Anthropic = "anthropic"
 	OpenAI    = "openai"
+	Gemini    = "gemini"
 )
 
 // Default gateway URLs, used when Gateway.URL is empty.
 const (
 	DefaultAnthropicURL = "https://api.anthropic.com"
 	DefaultOpenAIURL    = "https://api.openai.com"
+	DefaultGeminiURL    = "https://generativelanguage.googleapis.com"
 )
 
 // Gateway is one provider's upstream (gateway.<provider>).
 type Gateway struct {
 	// URL is the base URL requests are forwarded to (gateway.<provider>.url): the path after
 	// /sandbox/<provider> is appended to it. Zero means the provider's public API
-	// (DefaultAnthropicURL, DefaultOpenAIURL).
+	// (DefaultAnthropicURL, DefaultOpenAIURL, DefaultGeminiURL).
 	URL string
 	// Credential is where the daemon finds the credential it attaches. The zero Credential
 	// has none: requests are refused with 401 gateway_credential_missing.
 	Credential Credential
 }
 
-// Config configures a Relay. Its zero value is usable: both providers at their public APIs,
-// with no credential until one is configured.
+// Config configures a Relay. Its zero value is usable: every provider at its public API, with
+// no credential until one is configured.
 type Config struct {
 	// Anthropic is gateway.anthropic.
 	Anthropic Gateway
 	// OpenAI is gateway.openai.
 	OpenAI Gateway
+	// Gemini is gateway.gemini.
+	Gemini Gateway
 	// Transport carries requests upstream. Nil means a clone of http.DefaultTransport.
 	Transport http.RoundTripper
 	// Now returns the current time, for credential.ttl. Nil means time.Now.
@@ -77,6 +82,8 @@ type gateway struct {
 	prefix string // value prefix, "Bearer " or ""
 	src    *source
 	proxy  *httputil.ReverseProxy
+	// revoked ends a stream whose session was revoked or ended, in the provider's terms.
+	revoked string
 }
 
 // New returns a Relay for cfg, or an error naming the config key that is invalid.
@@ -100,6 +107,7 @@ func New(cfg Config) (*Relay, error) {
 	}{
 		{Anthropic, DefaultAnthropicURL, "x-api-key", cfg.Anthropic},
 		{OpenAI, DefaultOpenAIURL, "Authorization: Bearer", cfg.OpenAI},
+		{Gemini, DefaultGeminiURL, "x-goog-api-key", cfg.Gemini},
 	} {
 		g, err := newGateway(p.name, p.defURL, p.defHeader, p.gw, cfg.Now, tr)
 		if err != nil {
@@ -143,11 +151,15 @@ func newGateway(name, defURL, defHeader string, gw Gateway, now func() time.Time
 		return nil, fmt.Errorf("%s.credential.header: %v", key, err)
 	}
 	g := &gateway{
-		name:   name,
-		url:    u,
-		header: http.CanonicalHeaderKey(name2),
-		prefix: prefix,
-		src:    &source{key: key + ".credential", cred: c, now: now, uid: os.Getuid()},
+		name:    name,
+		url:     u,
+		header:  http.CanonicalHeaderKey(name2),
+		prefix:  prefix,
+		src:     &source{key: key + ".credential", cred: c, now: now, uid: os.Getuid()},
+		revoked: revokedEvent,
+	}
+	if name == Gemini {
+		g.revoked = geminiRevokedEvent
 	}
 	g.proxy = &httputil.ReverseProxy{
 		Rewrite:        g.rewrite,
@@ -200,6 +212,7 @@ func SplitPath(p string) (provider, rest string, ok bool) {
 var clientCredentialHeaders = []string{
 	"Authorization",
 	"X-Api-Key",
+	"X-Goog-Api-Key",
 	"Proxy-Authorization",
 	"Cookie",
 	session.HeaderName,
@@ -240,7 +253,7 @@ func (rl *Relay) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	g := rl.gateways[provider]
 	if !ok || g == nil {
 		relay.WriteError(w, r, http.StatusNotFound, relay.CodeNotFound,
-			fmt.Sprintf("no LLM provider at %q: use /sandbox/anthropic/… or /sandbox/openai/…", r.URL.Path))
+			fmt.Sprintf("no LLM provider at %q: use /sandbox/anthropic/…, /sandbox/openai/… or /sandbox/gemini/…", r.URL.Path))
 		return
 	}
 	rec.Provider = provider
@@ -298,6 +311,7 @@ func (g *gateway) rewrite(pr *httputil.ProxyRequest) {
 	pr.Out.URL.Path, pr.Out.URL.RawPath = st.rest, st.rawRest
 	pr.SetURL(g.url)
 	StripCredentials(pr.Out.Header)
+	pr.Out.URL.RawQuery = StripQueryCredentials(pr.Out.URL.RawQuery)
 	// The transport then asks for gzip itself and decompresses, so that usage can be read;
 	// the box's side of the relay is local.
 	pr.Out.Header.Del("Accept-Encoding")
@@ -314,7 +328,7 @@ func (g *gateway) rewrite(pr *httputil.ProxyRequest) {
 
 func (g *gateway) modifyResponse(resp *http.Response) error {
 	st := resp.Request.Context().Value(stateKey{}).(*reqState)
-	if resp.StatusCode == http.StatusUnauthorized {
+	if resp.StatusCode == http.StatusUnauthorized || (g.name == Gemini && resp.StatusCode == http.StatusBadRequest && apiKeyInvalid(resp)) {
 		// Never the upstream's words: the box must learn what to do, not what was sent.
 		g.src.invalidate()
 		resp.Body.Close()
@@ -327,11 +341,12 @@ func (g *gateway) modifyResponse(resp *http.Response) error {
 			"Content-Length": {strconv.Itoa(len(body))},
 		}
 		resp.Trailer = nil
+		resp.StatusCode, resp.Status = http.StatusUnauthorized, "401 Unauthorized" // Gemini's was a 400
 		resp.ContentLength = int64(len(body))
 		resp.Body = io.NopCloser(bytes.NewReader(body))
 		return nil
 	}
-	ob := &observedBody{rc: resp.Body, st: st}
+	ob := &observedBody{rc: resp.Body, st: st, revoked: g.revoked}
 	mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
 	switch {
 	case mt == "text/event-stream":
@@ -372,14 +387,15 @@ var revokedEvent = "event: error\ndata: " + string(relay.ErrorJSON(relay.CodePai
 	"the relay cancelled this stream: its session ended or was revoked")) + "\n\n"
 
 // observedBody passes the upstream's response through while reading token usage from it, and
-// ends an event stream with revokedEvent when the session stops being live.
+// ends an event stream with the gateway's revoked event when the session stops being live.
 type observedBody struct {
-	rc   io.ReadCloser
-	st   *reqState
-	sse  *sseScanner   // event streams
-	json *bytes.Buffer // JSON bodies, parsed at the end
-	tail string        // the rest of revokedEvent still to send
-	done bool
+	rc      io.ReadCloser
+	st      *reqState
+	sse     *sseScanner   // event streams
+	json    *bytes.Buffer // JSON bodies, parsed at the end
+	revoked string        // the gateway's revoked event
+	tail    string        // the rest of revoked still to send
+	done    bool
 }
 
 func (b *observedBody) Read(p []byte) (int, error) {
@@ -412,7 +428,7 @@ func (b *observedBody) Read(p []byte) (int, error) {
 	case b.sse != nil && b.st.sess.Context().Err() != nil:
 		b.st.rec.Outcome = relay.OutcomeCanceled
 		b.st.rec.Code = relay.CodePairingInvalid
-		b.tail = b.sse.separator() + revokedEvent
+		b.tail = b.sse.separator() + b.revoked
 		return n, nil
 	}
 	return n, err

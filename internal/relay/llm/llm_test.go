@@ -580,7 +580,7 @@ func TestGatewayUnreachable(t *testing.T) {
 
 func TestUnknownProvider(t *testing.T) {
 	r := newRig(t, rigOptions{})
-	expectError(t, r.do(r.request(context.Background(), "/sandbox/gemini/v1/models", "")), http.StatusNotFound, relay.CodeNotFound)
+	expectError(t, r.do(r.request(context.Background(), "/sandbox/mistral/v1/models", "")), http.StatusNotFound, relay.CodeNotFound)
 	r.record()
 }
 

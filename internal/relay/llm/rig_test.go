@@ -77,10 +77,14 @@ func newRig(t testing.TB, o rigOptions) *rig {
 	if o.up.Credential == "" {
 		o.up.Credential = hostCred
 	}
-	up := llmtest.NewAnthropic(o.up)
-	if o.provider == llm.OpenAI {
-		up.Close()
+	var up *llmtest.Server
+	switch o.provider {
+	case llm.OpenAI:
 		up = llmtest.NewOpenAI(o.up)
+	case llm.Gemini:
+		up = llmtest.NewGemini(o.up)
+	default:
+		up = llmtest.NewAnthropic(o.up)
 	}
 	t.Cleanup(up.Close)
 
@@ -93,9 +97,12 @@ func newRig(t testing.TB, o rigOptions) *rig {
 		o.gateway(&gw)
 	}
 	var cfg llm.Config
-	if o.provider == llm.OpenAI {
+	switch o.provider {
+	case llm.OpenAI:
 		cfg.OpenAI = gw
-	} else {
+	case llm.Gemini:
+		cfg.Gemini = gw
+	default:
 		cfg.Anthropic = gw
 	}
 	if o.config != nil {
@@ -153,25 +160,32 @@ func newRig(t testing.TB, o rigOptions) *rig {
 // path returns the relay path of an API path for the rig's provider.
 func (r *rig) path(api string) string { return "/sandbox/" + r.provider + api }
 
-// defaultPath is the API's completion endpoint.
+// defaultPath is the API's completion endpoint (Gemini: not streamed; gemStreamPath is).
 func (r *rig) defaultPath() string {
-	if r.provider == llm.OpenAI {
+	switch r.provider {
+	case llm.OpenAI:
 		return r.path("/v1/chat/completions")
+	case llm.Gemini:
+		return r.path("/v1beta/models/gemini-2.5-flash:generateContent")
 	}
 	return r.path("/v1/messages")
 }
 
 // request builds a request to the relay carrying the rig's pairing the way the provider's
-// SDK would (x-api-key for Anthropic, Authorization: Bearer for OpenAI).
+// SDK would (x-api-key for Anthropic, Authorization: Bearer for OpenAI, x-goog-api-key for
+// Gemini).
 func (r *rig) request(ctx context.Context, path, body string) *http.Request {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, r.srv.URL+path, strings.NewReader(body))
 	if err != nil {
 		r.t.Fatal(err)
 	}
 	req.Header.Set("Content-Type", "application/json")
-	if r.provider == llm.OpenAI {
+	switch r.provider {
+	case llm.OpenAI:
 		req.Header.Set("Authorization", "Bearer "+r.pairing.Reveal())
-	} else {
+	case llm.Gemini:
+		req.Header.Set("x-goog-api-key", r.pairing.Reveal())
+	default:
 		req.Header.Set("x-api-key", r.pairing.Reveal())
 		req.Header.Set("anthropic-version", "2023-06-01")
 	}
@@ -197,6 +211,7 @@ const (
 	messageBody = `{"model":"claude-sonnet-4-5","max_tokens":64,"messages":[{"role":"user","content":"hi"}]}`
 	oaiStream   = `{"model":"gpt-4o","stream":true,"stream_options":{"include_usage":true},"messages":[{"role":"user","content":"hi"}]}`
 	oaiMessage  = `{"model":"gpt-4o","messages":[{"role":"user","content":"hi"}]}`
+	gemMessage  = `{"contents":[{"role":"user","parts":[{"text":"hi"}]}]}`
 )
 
 type errorAnswer struct {

@@ -28,11 +28,37 @@ type usageJSON struct {
 
 // usageCarrier is the shape of every message that may carry usage: an Anthropic message or
 // message_delta event ("usage"), a message_start event ("message.usage"), an OpenAI chat
-// completion or chunk ("usage"), a Responses API event ("response.usage").
+// completion or chunk ("usage"), a Responses API event ("response.usage"), a Gemini
+// GenerateContentResponse or stream chunk ("usageMetadata").
 type usageCarrier struct {
-	Usage    *usageJSON   `json:"usage"`
-	Message  *usageHolder `json:"message"`
-	Response *usageHolder `json:"response"`
+	Usage         *usageJSON       `json:"usage"`
+	Message       *usageHolder     `json:"message"`
+	Response      *usageHolder     `json:"response"`
+	UsageMetadata *geminiUsageJSON `json:"usageMetadata"`
+}
+
+// geminiUsageJSON is the Gemini API's usageMetadata. promptTokenCount includes the cached
+// tokens; thinking tokens (thoughtsTokenCount) are output tokens too, as OpenAI's reasoning
+// tokens are in its output_tokens.
+type geminiUsageJSON struct {
+	PromptTokenCount        *int64 `json:"promptTokenCount"`
+	CandidatesTokenCount    *int64 `json:"candidatesTokenCount"`
+	ThoughtsTokenCount      *int64 `json:"thoughtsTokenCount"`
+	CachedContentTokenCount *int64 `json:"cachedContentTokenCount"`
+}
+
+func (g *geminiUsageJSON) merge(u *relay.Usage) {
+	set(&u.InputTokens, g.PromptTokenCount)
+	if g.CandidatesTokenCount != nil || g.ThoughtsTokenCount != nil {
+		var out int64
+		for _, v := range []*int64{g.CandidatesTokenCount, g.ThoughtsTokenCount} {
+			if v != nil {
+				out += *v
+			}
+		}
+		set(&u.OutputTokens, &out)
+	}
+	set(&u.CacheReadInputTokens, g.CachedContentTokenCount)
 }
 
 type usageHolder struct {
@@ -52,9 +78,27 @@ func mergeUsage(u *relay.Usage, data []byte) {
 	if !hasUsageKey(data) {
 		return
 	}
+	if d := bytes.TrimLeft(data, " \t\r\n"); len(d) > 0 && d[0] == '[' {
+		// A Gemini stream asked for without alt=sse: one JSON array of responses.
+		var cs []usageCarrier
+		if json.Unmarshal(d, &cs) == nil {
+			for i := range cs {
+				cs[i].merge(u)
+			}
+		}
+		return
+	}
 	var c usageCarrier
 	if json.Unmarshal(data, &c) != nil {
 		return
+	}
+	c.merge(u)
+}
+
+// merge folds the usage c carries into u.
+func (c *usageCarrier) merge(u *relay.Usage) {
+	if c.UsageMetadata != nil {
+		c.UsageMetadata.merge(u)
 	}
 	for _, j := range []*usageJSON{c.Usage, c.Message.usage(), c.Response.usage()} {
 		if j == nil {
@@ -69,17 +113,18 @@ func mergeUsage(u *relay.Usage, data []byte) {
 	}
 }
 
-// hasUsageKey reports whether data holds `"usage"`. It steps from quote to quote: a long text
-// delta has few quotes (JSON escapes them), and bytes.IndexByte skips the rest far faster than
-// a search for the whole string, which is done on every data line of a stream.
+// hasUsageKey reports whether data holds `"usage"` or Gemini's `"usageMetadata"`. It steps
+// from quote to quote: a long text delta has few quotes (JSON escapes them), and
+// bytes.IndexByte skips the rest far faster than a search for the whole string, which is done
+// on every data line of a stream.
 func hasUsageKey(data []byte) bool {
-	const key = `"usage"`
+	const key, gemini = `"usage"`, `"usageMetadata"`
 	for {
 		i := bytes.IndexByte(data, '"')
 		if i < 0 || len(data)-i < len(key) {
 			return false
 		}
-		if string(data[i:i+len(key)]) == key {
+		if string(data[i:i+len(key)]) == key || (len(data)-i >= len(gemini) && string(data[i:i+len(gemini)]) == gemini) {
 			return true
 		}
 		data = data[i+1:]

@@ -9,11 +9,13 @@ import (
 
 // FuzzHasUsageKey checks the quote-stepping search against bytes.Contains.
 func FuzzHasUsageKey(f *testing.F) {
-	for _, s := range []string{`{"usage":{}}`, `"usage"`, `"usag`, `""usage"`, `{"text":"\"usage\""}`, `usage`, ``, `"`} {
+	for _, s := range []string{`{"usage":{}}`, `"usage"`, `"usag`, `""usage"`, `{"text":"\"usage\""}`, `usage`, ``, `"`,
+		`{"usageMetadata":{}}`, `"usageMetadat`, `"usageMetadata`, `""usageMetadata"`} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		if got, want := hasUsageKey(data), bytes.Contains(data, []byte(`"usage"`)); got != want {
+		want := bytes.Contains(data, []byte(`"usage"`)) || bytes.Contains(data, []byte(`"usageMetadata"`))
+		if got := hasUsageKey(data); got != want {
 			t.Fatalf("hasUsageKey(%q) = %v, want %v", data, got, want)
 		}
 	})

@@ -1,6 +1,6 @@
 // Package llmtest provides fake LLM API upstreams for tests and benchmarks: an Anthropic
-// Messages API and an OpenAI API (chat completions and Responses), each speaking the real wire
-// format (JSON bodies, server-sent events with the real event names, error bodies, status
+// Messages API, an OpenAI API (chat completions and Responses) and a Gemini API
+// (generateContent, streamGenerateContent), each speaking the real wire format (JSON bodies, server-sent events with the real event names, error bodies, status
 // codes and headers), with hooks to pace streams event by event and to hold a reply back.
 package llmtest
 
@@ -52,7 +52,9 @@ type Reply struct {
 // zero Reply.
 type Options struct {
 	// Credential, when set, is the only credential accepted (x-api-key for Anthropic,
-	// Authorization: Bearer for OpenAI, or CredentialHeader); others get the provider's 401.
+	// Authorization: Bearer for OpenAI, x-goog-api-key for Gemini, or CredentialHeader); others
+	// get the provider's answer to a wrong key (401; Gemini: 403 without a key, 400
+	// API_KEY_INVALID for a wrong x-goog-api-key, 401 for a wrong bearer token).
 	Credential string
 	// CredentialHeader overrides where Credential is expected: a header name, or a name and
 	// a value prefix ("Authorization: Bearer").
@@ -64,7 +66,7 @@ type Options struct {
 	BeforeReply func(ctx context.Context, r Request) error
 	// Pace, when set, is called before each streamed event is written, with the event's
 	// index in the stream and its name (Anthropic's and the Responses API's event names;
-	// "chunk", "usage" and "done" for OpenAI chat completions). An error ends the stream abruptly. ctx is the request's context: it is
+	// "chunk", "usage" and "done" for OpenAI chat completions; "chunk" for Gemini). An error ends the stream abruptly. ctx is the request's context: it is
 	// cancelled when the client (the relay) goes away.
 	Pace func(ctx context.Context, index int, event string) error
 }
@@ -89,6 +91,13 @@ func NewAnthropic(opts Options) *Server { return start("anthropic", opts) }
 // object or typed events from response.created to response.completed, usage in the last),
 // GET /v1/models, and the API's 404.
 func NewOpenAI(opts Options) *Server { return start("openai", opts) }
+
+// NewGemini starts a fake Gemini API (the Generative Language API as the Google GenAI SDK and
+// Gemini CLI call it with an API key in x-goog-api-key): POST
+// /v1beta/models/{model}:generateContent, :streamGenerateContent?alt=sse, :countTokens, GET
+// /v1beta/models, and Google's error format {"error":{"code","message","status"}}. See
+// serveGemini.
+func NewGemini(opts Options) *Server { return start("gemini", opts) }
 
 func start(provider string, opts Options) *Server {
 	s := &Server{provider: provider, opts: opts}
@@ -119,6 +128,10 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if !s.authorized(r.Header) {
+		if s.provider == "gemini" {
+			writeGeminiError(w, s.geminiAuthError(r.Header))
+			return
+		}
 		s.writeError(w, http.StatusUnauthorized, s.authError())
 		return
 	}
@@ -126,9 +139,12 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	if s.opts.Respond != nil {
 		reply = s.opts.Respond(req)
 	}
-	if s.provider == "anthropic" {
+	switch s.provider {
+	case "anthropic":
 		s.serveAnthropic(w, r, req, reply)
-	} else {
+	case "gemini":
+		s.serveGemini(w, r, req, reply)
+	default:
 		s.serveOpenAI(w, r, req, reply)
 	}
 }
@@ -137,16 +153,21 @@ func (s *Server) authorized(h http.Header) bool {
 	if s.opts.Credential == "" {
 		return true
 	}
-	spec := s.opts.CredentialHeader
-	if spec == "" {
-		spec = map[string]string{"anthropic": "x-api-key", "openai": "Authorization: Bearer"}[s.provider]
-	}
-	name, prefix, _ := strings.Cut(spec, ":")
+	name, prefix, _ := strings.Cut(s.credentialSpec(), ":")
 	if prefix = strings.TrimSpace(prefix); prefix != "" {
 		prefix += " "
 	}
 	vals := h.Values(strings.TrimSpace(name))
 	return len(vals) == 1 && vals[0] == prefix+s.opts.Credential
+}
+
+// credentialSpec is where the credential is expected: a header name, or a name and a value
+// prefix.
+func (s *Server) credentialSpec() string {
+	if s.opts.CredentialHeader != "" {
+		return s.opts.CredentialHeader
+	}
+	return map[string]string{"anthropic": "x-api-key", "openai": "Authorization: Bearer", "gemini": "x-goog-api-key"}[s.provider]
 }
 
 type apiError struct {
@@ -228,6 +249,7 @@ type sse struct {
 	pace  func(context.Context, int, string) error
 	index int
 	buf   bytes.Buffer
+	sep   string // what ends an event; "" means "\n\n"
 }
 
 // event writes one event; name "" writes a data-only event (OpenAI).
@@ -246,7 +268,11 @@ func (e *sse) event(name string, data []byte, label string) error {
 	}
 	e.buf.WriteString("data: ")
 	e.buf.Write(data)
-	e.buf.WriteString("\n\n")
+	if e.sep != "" {
+		e.buf.WriteString(e.sep)
+	} else {
+		e.buf.WriteString("\n\n")
+	}
 	if _, err := e.w.Write(e.buf.Bytes()); err != nil {
 		return err
 	}
