@@ -193,15 +193,7 @@ func TestSpareShim(t *testing.T) {
 				t.Fatal(err)
 			}
 			t.Cleanup(func() { sp.Close() })
-			var pre int
-			deadline := time.Now().Add(10 * time.Second)
-			for pre == 0 && time.Now().Before(deadline) {
-				pre = childWithArgs(sp.Pid(), "agentbox", "box-init", "-wait")
-				time.Sleep(5 * time.Millisecond)
-			}
-			if pre == 0 {
-				t.Fatalf("spare shim %d started no box-init ahead", sp.Pid())
-			}
+			pre := prestartedBoxInit(t, sp)
 			p, _ := enginetest.NewPlan(t, "/bin/sh", []string{"-c", "cat; exit 4"}, func(in *plan.Input) { in.Egress = tc.egress })
 			req, err := (&native.Engine{}).Request(p)
 			if err != nil {
@@ -253,15 +245,8 @@ func TestSpareShimUnused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var pre int
+	pre := prestartedBoxInit(t, sp)
 	deadline := time.Now().Add(10 * time.Second)
-	for pre == 0 && time.Now().Before(deadline) {
-		pre = childWithArgs(sp.Pid(), "agentbox", "box-init", "-wait")
-		time.Sleep(5 * time.Millisecond)
-	}
-	if pre == 0 {
-		t.Fatalf("spare shim %d started no box-init ahead", sp.Pid())
-	}
 	sp.Close()
 	gone := func(pid int) bool {
 		b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
@@ -395,4 +380,18 @@ func TestProgramSignalsDefault(t *testing.T) {
 	if !strings.Contains(out, "SigIgn:\t0000000000000000") || !strings.Contains(out, "SigBlk:\t0000000000000000") {
 		t.Fatalf("the program starts with signals ignored or blocked:\n%s", out)
 	}
+}
+
+// prestartedBoxInit waits for the box-init a spare shim starts ahead and returns its pid.
+func prestartedBoxInit(t *testing.T, sp *shim.Spare) int {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		if pre := childWithArgs(sp.Pid(), "agentbox", "box-init", "-wait"); pre != 0 {
+			return pre
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	t.Fatalf("spare shim %d started no box-init ahead", sp.Pid())
+	return 0
 }

@@ -291,21 +291,7 @@ query_params = { planted = "1" }
 			t.Errorf("upstream Authorization = %q, want the host-side credential only", got)
 		}
 	}
-	var l api.Launch
-	eventually(t, "the launch's relay statistics", func() bool {
-		ls := e.Launches()
-		if len(ls) != 1 || ls[0].Relay == nil {
-			return false
-		}
-		l = ls[0]
-		return l.Relay.Requests == len(reqs)
-	})
-	if l.Profile != "codex" || l.Relay.LastStatus != http.StatusOK || l.Relay.OutputTokens == 0 {
-		t.Errorf("launch record: profile %q, relay %+v: want codex, status 200 and the output tokens", l.Profile, *l.Relay)
-	}
-	if strings.Contains(r.Stdout+r.Stderr, hostCredential) {
-		t.Errorf("the host-side credential is visible to Codex in the box:\n%s\n%s", r.Stdout, r.Stderr)
-	}
+	checkRelayedLaunch(t, e, "codex", "Codex", len(reqs), r, hostCredential)
 }
 
 // TestRealAgentsCopilot runs the real GitHub Copilot CLI in a box against a fake Anthropic
@@ -365,21 +351,7 @@ func TestRealAgentsCopilot(t *testing.T) {
 	if !sawInstructions {
 		t.Errorf("the workspace's .github/copilot-instructions.md never reached the upstream")
 	}
-	var l api.Launch
-	eventually(t, "the launch's relay statistics", func() bool {
-		ls := e.Launches()
-		if len(ls) != 1 || ls[0].Relay == nil {
-			return false
-		}
-		l = ls[0]
-		return l.Relay.Requests == len(reqs)
-	})
-	if l.Profile != "copilot" || l.Relay.LastStatus != http.StatusOK || l.Relay.OutputTokens == 0 {
-		t.Errorf("launch record: profile %q, relay %+v: want copilot, status 200 and the output tokens", l.Profile, *l.Relay)
-	}
-	if strings.Contains(r.Stdout+r.Stderr, hostCredential) {
-		t.Errorf("the host-side credential is visible to Copilot in the box:\n%s\n%s", r.Stdout, r.Stderr)
-	}
+	checkRelayedLaunch(t, e, "copilot", "Copilot", len(reqs), r, hostCredential)
 }
 
 // TestRealAgentsGemini runs the real Gemini CLI in a box against a fake Gemini API upstream
@@ -539,5 +511,27 @@ func TestRealAgentsGemini(t *testing.T) {
 	printed(r)
 	if d := diverted.Load(); d > 0 {
 		t.Errorf("the workspace diverted Gemini CLI: %d requests", d)
+	}
+}
+
+// checkRelayedLaunch checks what every real agent's run must show: the launch's relay
+// statistics count its requests (profile's, status 200, output tokens read), and the host-side
+// credential appears in nothing the agent printed.
+func checkRelayedLaunch(t *testing.T, e *Env, profile, agent string, requests int, r Result, hostCredential string) {
+	t.Helper()
+	var l api.Launch
+	eventually(t, "the launch's relay statistics", func() bool {
+		ls := e.Launches()
+		if len(ls) != 1 || ls[0].Relay == nil {
+			return false
+		}
+		l = ls[0]
+		return l.Relay.Requests == requests
+	})
+	if l.Profile != profile || l.Relay.LastStatus != http.StatusOK || l.Relay.OutputTokens == 0 {
+		t.Errorf("launch record: profile %q, relay %+v: want %s, status 200 and the output tokens", l.Profile, *l.Relay, profile)
+	}
+	if strings.Contains(r.Stdout+r.Stderr, hostCredential) {
+		t.Errorf("the host-side credential is visible to %s in the box:\n%s\n%s", agent, r.Stdout, r.Stderr)
 	}
 }

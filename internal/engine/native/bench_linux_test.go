@@ -40,21 +40,7 @@ func BenchmarkStartToExec(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		for {
-			ev, fds, err := engine.RecvEvent(shimEnd)
-			for _, fd := range fds {
-				os.NewFile(uintptr(fd), "fd").Close()
-			}
-			if err != nil {
-				b.Fatalf("no exec event: %v", err)
-			}
-			if ev.Kind == engine.EventExec {
-				break
-			}
-			if ev.Kind == engine.EventError {
-				b.Fatalf("box error: %s: %s", ev.Code, ev.Message)
-			}
-		}
+		awaitExec(b, shimEnd)
 		samples = append(samples, time.Since(t0))
 		b.StopTimer()
 		box.Process.Wait()
@@ -99,25 +85,30 @@ func BenchmarkPrestartedToExec(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		for {
-			ev, fds, err := engine.RecvEvent(pre.Control())
-			for _, fd := range fds {
-				os.NewFile(uintptr(fd), "fd").Close()
-			}
-			if err != nil {
-				b.Fatalf("no exec event: %v", err)
-			}
-			if ev.Kind == engine.EventExec {
-				break
-			}
-			if ev.Kind == engine.EventError {
-				b.Fatalf("box error: %s: %s", ev.Code, ev.Message)
-			}
-		}
+		awaitExec(b, pre.Control())
 		samples = append(samples, time.Since(t0))
 		b.StopTimer()
 		box.Process.Wait()
 		pre.Control().Close()
 	}
 	reportQuantiles(b, samples)
+}
+
+// awaitExec reads the box's control events until the program was exec'd.
+func awaitExec(b *testing.B, ctl *os.File) {
+	for {
+		ev, fds, err := engine.RecvEvent(ctl)
+		for _, fd := range fds {
+			os.NewFile(uintptr(fd), "fd").Close()
+		}
+		if err != nil {
+			b.Fatalf("no exec event: %v", err)
+		}
+		switch ev.Kind {
+		case engine.EventExec:
+			return
+		case engine.EventError:
+			b.Fatalf("box error: %s: %s", ev.Code, ev.Message)
+		}
+	}
 }
