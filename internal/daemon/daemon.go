@@ -42,6 +42,8 @@ type Options struct {
 	wrapStore func(launchStore) launchStore
 	// noSpare, in tests, makes every launch start its shim anew.
 	noSpare bool
+	// beforeWatch, in tests, runs before the daemon connects its watch to a new shim.
+	beforeWatch func(launchDir string)
 }
 
 // launchStore is what the daemon needs of the store.

@@ -47,6 +47,13 @@ func startDaemon(t *testing.T, wrap func(launchStore) launchStore) *testDaemon {
 // startDaemonWith is startDaemon; noSpare makes every launch start its shim anew (no spare).
 func startDaemonWith(t *testing.T, wrap func(launchStore) launchStore, noSpare bool) *testDaemon {
 	t.Helper()
+	return startDaemonOpts(t, Options{wrapStore: wrap, noSpare: noSpare})
+}
+
+// startDaemonOpts is startDaemon with the test-only fields of opts (wrapStore, noSpare,
+// beforeWatch).
+func startDaemonOpts(t *testing.T, opts Options) *testDaemon {
+	t.Helper()
 	shim.Executable = agentboxBinary(t)
 	root, err := os.MkdirTemp("/tmp", "abd")
 	if err != nil {
@@ -68,7 +75,7 @@ func startDaemonWith(t *testing.T, wrap func(launchStore) launchStore, noSpare b
 		return ""
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	d, err := newDaemon(Options{RuntimeDir: runtime, StateDir: state, Config: config.LoadOptions{Getenv: getenv, PolicyFile: filepath.Join(root, "no-policy.yaml")}, wrapStore: wrap, noSpare: noSpare})
+	d, err := newDaemon(Options{RuntimeDir: runtime, StateDir: state, Config: config.LoadOptions{Getenv: getenv, PolicyFile: filepath.Join(root, "no-policy.yaml")}, wrapStore: opts.wrapStore, noSpare: opts.noSpare, beforeWatch: opts.beforeWatch})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -267,5 +274,46 @@ func TestBadConfigKeepsLastGood(t *testing.T) {
 	}
 	if _, err := td.c.Stop(ctx, resp.ID); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestDetachedLaunchesEndingAtOnce: a detached program that exits at once can end before the
+// daemon's watch of its shim connects (a spare shim starts it in a few milliseconds); the
+// launch is still recorded from the shim's final status, never failed as a lost watch. The
+// daemon here waits, before it watches, until the shim has written its final status and gone.
+func TestDetachedLaunchesEndingAtOnce(t *testing.T) {
+	td := startDaemonOpts(t, Options{beforeWatch: func(dir string) {
+		deadline := time.Now().Add(10 * time.Second)
+		for time.Now().Before(deadline) {
+			if _, err := os.Stat(filepath.Join(dir, shim.StatusFile)); err == nil {
+				if _, err := os.Stat(filepath.Join(dir, shim.SocketFile)); errors.Is(err, os.ErrNotExist) {
+					return
+				}
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}})
+	ctx := context.Background()
+	path, err := exec.LookPath("true")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for i := 0; i < 3; i++ {
+		resp, err := td.c.Launch(ctx, &api.LaunchRequest{Program: "true", Path: path, Workspace: td.work, Detach: true})
+		if err != nil {
+			t.Fatalf("launch %d: %v", i, err)
+		}
+		ids = append(ids, resp.ID)
+	}
+	for _, id := range ids {
+		waitFor(t, "launch "+id+" ended", func() bool {
+			l, err := td.c.Get(ctx, id)
+			return err == nil && l.State != api.StateRunning && l.State != api.StateStarting
+		})
+		l, _ := td.c.Get(ctx, id)
+		if l.State != api.StateExited || l.ExitCode == nil || *l.ExitCode != 0 {
+			t.Errorf("launch %s: state %s, exit %v, error %+v; want exited 0", id, l.State, l.ExitCode, l.Error)
+		}
 	}
 }

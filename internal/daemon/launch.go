@@ -240,7 +240,14 @@ func (d *Daemon) launch(ctx context.Context, req *api.LaunchRequest) (*api.Launc
 		return failBrokers(&api.Error{Code: api.CodeStoreFailed, Message: "record launch: " + err.Error(), Hint: "check free space and permissions of " + d.stateDir})
 	}
 	l := &launch{rec: rec, dir: dir, done: make(chan struct{})}
-	if l.watcher, err = shim.Watch(dir); err != nil {
+	if d.opts.beforeWatch != nil {
+		d.opts.beforeWatch(dir)
+	}
+	if l.watcher, err = shim.Watch(dir); err != nil && ended(dir) {
+		// The launch is over already (a detached program that exits at once can end before
+		// this watch connects): its shim wrote its final status, which supervise records.
+		l.watcher = nil
+	} else if err != nil {
 		d.log.Error("watch new shim; stopping the box", "launch", id, "err", err)
 		if kerr := stopShim(dir, pid); kerr != nil {
 			d.log.Error("stop unwatched box", "launch", id, "err", kerr)
@@ -385,4 +392,10 @@ func asAPIError(err error, code string) *api.Error {
 		return ae
 	}
 	return &api.Error{Code: code, Message: err.Error()}
+}
+
+// ended reports whether the shim of the launch in dir has written its final status.
+func ended(dir string) bool {
+	_, err := shim.ReadStatus(dir)
+	return err == nil
 }

@@ -29,8 +29,9 @@ func (f *execFailure) event() engine.Event {
 
 // execProcess is a box-exec started by box-init ahead of its program (see startExecProcess).
 type execProcess struct {
-	pid  int
-	conn *os.File // box-init's end of the exec socket
+	pid      int
+	conn     *os.File // box-init's end of the exec socket
+	prepared bool     // the spec has been sent
 }
 
 // startExecProcess starts `agentbox box-exec` as a child of box-init, early — before the box
@@ -58,19 +59,35 @@ func startExecProcess() (*execProcess, error) {
 	return &execProcess{pid: pid, conn: ours}, nil
 }
 
-// run hands box-exec the spec (raw bytes) and the program's stdin, stdout and stderr, and
-// waits until it has exec'd the program (nil) or reported why it could not.
-func (x *execProcess) run(raw []byte, stdio [3]int) *execFailure {
-	defer x.conn.Close()
+// prepare hands box-exec the spec (raw bytes), so that it builds the program's Landlock ruleset
+// and seccomp filter while the box waits for its client; run then hands it the streams. A
+// failure box-exec reports here is read by run.
+func (x *execProcess) prepare(raw []byte) error {
+	if x.prepared {
+		return nil
+	}
+	x.prepared = true
 	specFile, err := memfile("agentbox-spec", raw)
 	if err != nil {
-		return &execFailure{Code: engine.CodeBoxSetupFailed, Message: err.Error()}
+		return err
 	}
 	defer specFile.Close()
-	fds := []int{int(specFile.Fd()), stdio[0], stdio[1], stdio[2]}
-	if err := engine.SendEvent(x.conn, engine.Event{Kind: engine.EventStart}, fds...); err != nil {
-		return &execFailure{Code: engine.CodeBoxSetupFailed, Message: "box-exec: " + err.Error()}
+	if err := engine.SendEvent(x.conn, engine.Event{Kind: engine.EventStart}, int(specFile.Fd())); err != nil {
+		return fmt.Errorf("box-exec: %w", err)
 	}
+	return nil
+}
+
+// run hands box-exec the program's stdin, stdout and stderr (after prepare, which it calls
+// with raw if it has not been), and waits until box-exec has exec'd the program (nil) or
+// reported why it could not.
+func (x *execProcess) run(raw []byte, stdio [3]int) *execFailure {
+	defer x.conn.Close()
+	if err := x.prepare(raw); err != nil {
+		return &execFailure{Code: engine.CodeBoxSetupFailed, Message: err.Error()}
+	}
+	// A box-exec that failed already has closed its end: its report is still to be read.
+	sendErr := engine.SendEvent(x.conn, engine.Event{Kind: engine.EventGo}, stdio[0], stdio[1], stdio[2])
 	// The exec socket is close-on-exec in box-exec: end of file without a report means the
 	// program's execve succeeded; otherwise box-exec wrote why it failed.
 	buf := make([]byte, 64<<10)
@@ -83,6 +100,9 @@ func (x *execProcess) run(raw []byte, stdio [3]int) *execFailure {
 			return &execFailure{Code: engine.CodeBoxSetupFailed, Message: "box-exec: " + err.Error()}
 		}
 		if n == 0 {
+			if sendErr != nil {
+				return &execFailure{Code: engine.CodeBoxSetupFailed, Message: "box-exec ended before the program: " + sendErr.Error()}
+			}
 			return nil
 		}
 		var f execFailure
@@ -94,12 +114,13 @@ func (x *execProcess) run(raw []byte, stdio [3]int) *execFailure {
 }
 
 // BoxExecMain is the entry point of `agentbox box-exec`, started early by box-init inside the
-// box (startExecProcess). It waits on fd 3 for the spec (a memfd) and the program's stdin,
-// stdout and stderr; then, on this one thread, puts the streams in place (its own session
-// with the PTY as controlling terminal in tty mode, its own process group otherwise), drops
-// every capability, sets no_new_privs, applies Landlock and seccomp, and execs the program.
-// On failure it reports on fd 3 and exits 1; on success fd 3 closes (close-on-exec). The
-// program is then a child of an ordinary thread of box-init, in a Landlock domain of its own.
+// box (startExecProcess). On fd 3 it gets the spec (EventStart, a memfd), builds the program's
+// Landlock ruleset and seccomp filter, then gets the program's stdin, stdout and stderr
+// (EventGo). On this one thread it puts the streams in place (its own session with the PTY as
+// controlling terminal in tty mode, its own process group otherwise), drops every capability,
+// sets no_new_privs, applies Landlock and seccomp, and execs the program. On failure it
+// reports on fd 3 and exits 1; on success fd 3 closes (close-on-exec). The program is then a
+// child of an ordinary thread of box-init, in a Landlock domain of its own.
 func BoxExecMain(args []string) int {
 	// Capabilities, no_new_privs and Landlock are per thread: all of it must happen on the
 	// thread that calls execve.
@@ -113,31 +134,58 @@ func BoxExecMain(args []string) int {
 		unix.Write(fdExec, b)
 		return 1
 	}
-	ev, fds, err := engine.RecvEvent(conn)
+	receive := func(kind engine.EventKind, n int) ([]int, error) {
+		ev, fds, err := engine.RecvEvent(conn)
+		if err != nil {
+			return nil, err
+		}
+		if ev.Kind != kind || len(fds) != n {
+			for _, fd := range fds {
+				unix.Close(fd)
+			}
+			return nil, fmt.Errorf("box-exec: got %q with %d descriptors, want %q with %d", ev.Kind, len(fds), kind, n)
+		}
+		return fds, nil
+	}
+	fds, err := receive(engine.EventStart, 1)
 	if errors.Is(err, engine.ErrControlClosed) {
 		return 1 // box-init gave up before the program (a stopped or discarded box)
 	}
 	if err != nil {
-		return fail(engine.CodeBoxSetupFailed, "box-exec: %v", err)
-	}
-	if ev.Kind != engine.EventStart || len(fds) != 4 {
-		return fail(engine.CodeBoxSetupFailed, "box-exec: got %q with %d descriptors", ev.Kind, len(fds))
-	}
-	for i, fd := range fds[1:] {
-		if err := unix.Dup3(fd, i, 0); err != nil {
-			return fail(engine.CodeBoxSetupFailed, "box-exec: stdio %d: %v", i, err)
-		}
+		return fail(engine.CodeBoxSetupFailed, "%v", err)
 	}
 	raw, err := readSpecFD(fds[0])
-	for _, fd := range fds {
-		unix.Close(fd)
-	}
+	unix.Close(fds[0])
 	if err != nil {
 		return fail(engine.CodeBoxSetupFailed, "box-exec: %v", err)
 	}
 	spec, err := ParseSpec(raw)
 	if err != nil {
 		return fail(engine.CodeBoxSetupFailed, "box-exec: %v", err)
+	}
+	// The box is built (box-init sends the spec after pivot_root): the ruleset's paths are the
+	// box's own.
+	ruleset, rulesetFlags, err := landlockRuleset(spec.Landlock)
+	if err != nil {
+		return fail(engine.CodeBoxSetupFailed, "landlock: %v", err)
+	}
+	filter, err := seccompProgram(spec.Seccomp)
+	if err != nil {
+		return fail(engine.CodeBoxSetupFailed, "seccomp: %v", err)
+	}
+
+	if fds, err = receive(engine.EventGo, 3); errors.Is(err, engine.ErrControlClosed) {
+		return 1
+	} else if err != nil {
+		return fail(engine.CodeBoxSetupFailed, "%v", err)
+	}
+	for i, fd := range fds {
+		if err := unix.Dup3(fd, i, 0); err != nil {
+			return fail(engine.CodeBoxSetupFailed, "box-exec: stdio %d: %v", i, err)
+		}
+		if fd > 2 {
+			unix.Close(fd)
+		}
 	}
 	unix.Umask(0o022)
 	if spec.Console == plan.ConsoleTTY {
@@ -150,20 +198,12 @@ func BoxExecMain(args []string) int {
 	} else if err := unix.Setpgid(0, 0); err != nil {
 		return fail(engine.CodeBoxSetupFailed, "process group: %v", err)
 	}
-	// Nothing but stdio reaches the program.
+	// Nothing but stdio reaches the program (the ruleset's descriptor is close-on-exec).
 	if err := unix.CloseRange(fdExec+1, ^uint(0), unix.CLOSE_RANGE_CLOEXEC); err != nil {
 		return fail(engine.CodeBoxSetupFailed, "close descriptors: %v", err)
 	}
 	if err := unix.Chdir(spec.Cwd); err != nil {
 		return fail(engine.CodeBoxSetupFailed, "chdir %s: %v", spec.Cwd, err)
-	}
-	ruleset, rulesetFlags, err := landlockRuleset(spec.Landlock)
-	if err != nil {
-		return fail(engine.CodeBoxSetupFailed, "landlock: %v", err)
-	}
-	filter, err := seccompProgram(spec.Seccomp)
-	if err != nil {
-		return fail(engine.CodeBoxSetupFailed, "seccomp: %v", err)
 	}
 	if err := dropCapabilities(); err != nil {
 		return fail(engine.CodeBoxSetupFailed, "drop capabilities: %v", err)

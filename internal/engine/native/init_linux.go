@@ -107,6 +107,10 @@ func BoxInitMain(args []string) int {
 		return fail("%v", err)
 	}
 	if *hold {
+		// box-exec builds the program's Landlock ruleset and seccomp filter while the box waits.
+		if err := ex.prepare(raw); err != nil {
+			return fail("%v", err)
+		}
 		r, c, err := awaitGo(ctl)
 		if errors.Is(err, engine.ErrControlClosed) {
 			return exitSetupFailed // the shim gave up on the launch before its program started
