@@ -13,6 +13,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"golang.org/x/crypto/ssh"
 	"golang.org/x/crypto/ssh/agent"
@@ -253,6 +254,12 @@ func TestGitOverLeg(t *testing.T) {
 	}
 	if l := r.log.lines("op=sign", "key="+r.granted.FP, "decision=allow"); len(l) < 2 {
 		t.Fatalf("want a sign allow line per connection; log:\n%s", r.log)
+	}
+	// A leg's line is written when its connection has closed, which may be a moment after git
+	// returned: wait for it (bounded), never for a duration.
+	deadline := time.Now().Add(10 * time.Second)
+	for len(r.log.lines("ssh leg", "outcome=done")) < 2 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
 	}
 	if l := r.log.lines("ssh leg", "outcome=done"); len(l) < 2 {
 		t.Fatalf("want a leg line per connection; log:\n%s", r.log)
