@@ -305,6 +305,13 @@ func TestDetachedLaunchesEndingAtOnce(t *testing.T) {
 			t.Fatalf("launch %d: %v", i, err)
 		}
 		ids = append(ids, resp.ID)
+		if i == 0 {
+			// Stopping a launch whose shim has already ended (and that the daemon does not
+			// watch) answers with its record.
+			if _, err := td.c.Stop(ctx, resp.ID); err != nil {
+				t.Fatalf("stop of a launch that ended before its watch: %v", err)
+			}
+		}
 	}
 	for _, id := range ids {
 		waitFor(t, "launch "+id+" ended", func() bool {

@@ -338,9 +338,13 @@ func (d *Daemon) serveStop(w http.ResponseWriter, r *http.Request) error {
 	}
 	d.mu.Lock()
 	l := d.launches[rec.ID]
+	var wt *shim.Watcher
+	if l != nil {
+		wt = l.watcher
+	}
 	d.mu.Unlock()
 	if l != nil {
-		if err := l.watcher.Stop(); err != nil {
+		if err := stopViaShim(wt, l.dir); err != nil {
 			d.log.Warn("stop", "launch", rec.ID, "err", err)
 		}
 		select {
@@ -392,6 +396,21 @@ func asAPIError(err error, code string) *api.Error {
 		return ae
 	}
 	return &api.Error{Code: code, Message: err.Error()}
+}
+
+// stopViaShim asks the shim of the launch in dir to stop its box: through the daemon's watch
+// w, or, when there is none (yet), through a watch of its own. A shim that has already ended
+// needs nothing: supervision records how its launch ended.
+func stopViaShim(w *shim.Watcher, dir string) error {
+	if w != nil {
+		return w.Stop()
+	}
+	w, err := shim.Watch(dir)
+	if err != nil {
+		return nil
+	}
+	defer w.Close()
+	return w.Stop()
 }
 
 // ended reports whether the shim of the launch in dir has written its final status.

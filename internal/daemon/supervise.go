@@ -21,7 +21,9 @@ func (d *Daemon) supervise(l *launch) {
 		w, err = shim.Watch(l.dir)
 	}
 	if err == nil {
+		d.mu.Lock()
 		l.watcher = w
+		d.mu.Unlock()
 		for ev := range w.Events {
 			if ev.Status.Execd && l.rec.State == api.StateStarting {
 				l.rec.State = api.StateRunning
