@@ -252,6 +252,13 @@ func run(dir string, lg *log.Logger, report func(error), pre *native.Prestarted)
 	}
 	// An attached launch builds its box while its client is on the way (engines that can hold
 	// the program's start until the client is there); the program starts when it attaches.
+	timeout := cfg.AttachTimeout
+	if timeout == 0 {
+		timeout = DefaultAttachTimeout
+	}
+	// Set before the box starts: a box that fails before its client attached keeps its status
+	// for the client until then (awaitLateClient).
+	s.attachDeadline = time.Now().Add(timeout)
 	hold := false
 	if h, ok := engineHolds(cfg.Engine); ok && h && !cfg.Detached {
 		hold = true
@@ -260,12 +267,7 @@ func run(dir string, lg *log.Logger, report func(error), pre *native.Prestarted)
 		}
 	}
 	if !cfg.Detached {
-		timeout := cfg.AttachTimeout
-		if timeout == 0 {
-			timeout = DefaultAttachTimeout
-		}
-		s.attachDeadline = time.Now().Add(timeout)
-		timer := time.NewTimer(timeout)
+		timer := time.NewTimer(time.Until(s.attachDeadline))
 		select {
 		case <-s.startReq:
 			timer.Stop()
