@@ -495,12 +495,23 @@ func TestAgentLimits(t *testing.T) {
 	t.Run("Budget", func(t *testing.T) {
 		var held []net.Conn
 		for i := 0; i < DefaultMaxConns; i++ {
-			c := dial(t)
-			// A round trip proves the connection is being served (and counted).
-			if _, err := roundTrip(c, []byte{22}); err != nil {
-				t.Fatalf("connection %d: %v", i, err)
+			// A round trip proves the connection is being served (and counted). The earlier
+			// subtests' connections are released as they close, which may take a moment: a
+			// refused one is retried (bounded).
+			deadline := time.Now().Add(10 * time.Second)
+			for {
+				c := dial(t)
+				_, err := roundTrip(c, []byte{22})
+				if err == nil {
+					held = append(held, c)
+					break
+				}
+				c.Close()
+				if time.Now().After(deadline) {
+					t.Fatalf("connection %d: %v", i, err)
+				}
+				time.Sleep(10 * time.Millisecond)
 			}
-			held = append(held, c)
 		}
 		extra := dial(t)
 		if _, err := roundTrip(extra, []byte{msgRequestIDs}); err == nil {

@@ -91,15 +91,25 @@ func (x *execProcess) run(raw []byte, stdio [3]int) *execFailure {
 	// The exec socket is close-on-exec in box-exec: end of file without a report means the
 	// program's execve succeeded; otherwise box-exec wrote why it failed.
 	buf := make([]byte, 64<<10)
+	reset := false
 	for {
 		n, err := unix.Read(int(x.conn.Fd()), buf)
 		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if errors.Is(err, unix.ECONNRESET) && !reset {
+			// box-exec exited with a message of ours unread (it failed before it read the
+			// streams): the kernel reports that once, then its report is still to be read.
+			reset = true
 			continue
 		}
 		if err != nil {
 			return &execFailure{Code: engine.CodeBoxSetupFailed, Message: "box-exec: " + err.Error()}
 		}
 		if n == 0 {
+			if reset {
+				return &execFailure{Code: engine.CodeBoxSetupFailed, Message: "box-exec ended before the program without a report"}
+			}
 			if sendErr != nil {
 				return &execFailure{Code: engine.CodeBoxSetupFailed, Message: "box-exec ended before the program: " + sendErr.Error()}
 			}
