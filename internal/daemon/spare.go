@@ -9,19 +9,15 @@ import (
 // directory. It is replaced after each use, discarded when the executable changed under it,
 // and exits when the daemon does.
 
-// takeSpare takes the spare shim for a launch, if one is ready and runs the executable installed
-// now (one started before an upgrade is ended); nil otherwise. A replacement starts in the
-// background.
+// takeSpare takes the spare shim for a launch, if one is ready; nil otherwise. A replacement
+// starts in the background. (A spare never runs a stale program: shims start from the sealed
+// copy of the helper, or from the daemon's own /proc/self/exe, neither of which can change.)
 func (d *Daemon) takeSpare() *shim.Spare {
 	d.spareMu.Lock()
 	sp := d.spare
 	d.spare = nil
 	d.spareMu.Unlock()
 	d.refillSpare()
-	if sp != nil && !sp.Current() {
-		sp.Close()
-		return nil
-	}
 	return sp
 }
 

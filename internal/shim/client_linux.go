@@ -97,7 +97,6 @@ func awaitReady(r io.Reader, pid int, dir string) (int, error) {
 type Spare struct {
 	pid  int
 	conn *os.File
-	exe  string // identity of Executable when the spare started
 }
 
 // StartSpare starts a spare shim.
@@ -107,24 +106,17 @@ func StartSpare() (*Spare, error) {
 		return nil, fmt.Errorf("spare shim: %w", err)
 	}
 	ours, theirs := os.NewFile(uintptr(fds[0]), "spare"), os.NewFile(uintptr(fds[1]), "spare")
-	id := executableIdentity()
 	cmd, err := startShimProcess([]string{spareArg}, nil, theirs)
 	theirs.Close()
 	if err != nil {
 		ours.Close()
 		return nil, fmt.Errorf("spare shim: %w", err)
 	}
-	return &Spare{pid: cmd.Process.Pid, conn: ours, exe: id}, nil
+	return &Spare{pid: cmd.Process.Pid, conn: ours}, nil
 }
 
 // Pid is the spare's process id.
 func (s *Spare) Pid() int { return s.pid }
-
-// Current reports whether the spare runs the Executable that is installed now (a spare started
-// before an upgrade is discarded, never used). A sealed copy (/proc/self/fd/N) never changes:
-// its spares stay current for the daemon's life, and a restarted daemon takes a new copy and
-// starts new spares.
-func (s *Spare) Current() bool { return s.exe != "" && s.exe == executableIdentity() }
 
 // Launch hands the spare the launch in launchDir and returns its pid once it listens, as Start
 // does. The spare is used up either way.
@@ -142,14 +134,6 @@ func (s *Spare) Launch(launchDir string) (int, error) {
 
 // Close ends an unused spare (it exits on EOF).
 func (s *Spare) Close() error { return s.conn.Close() }
-
-func executableIdentity() string {
-	var st unix.Stat_t
-	if err := unix.Stat(Executable, &st); err != nil {
-		return ""
-	}
-	return fmt.Sprintf("%d:%d:%d:%d.%d", st.Dev, st.Ino, st.Size, st.Mtim.Sec, st.Mtim.Nsec)
-}
 
 // Query asks a running shim for its current status.
 func Query(launchDir string) (*Status, error) {

@@ -48,9 +48,6 @@ func StartSpare() (*Spare, error) { return nil, ErrNotSupported }
 // Pid is 0 off Linux.
 func (s *Spare) Pid() int { return 0 }
 
-// Current reports false off Linux.
-func (s *Spare) Current() bool { return false }
-
 // Launch is not supported off Linux.
 func (s *Spare) Launch(launchDir string) (int, error) { return 0, ErrNotSupported }
 
