@@ -3,6 +3,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 GO=${GO:-go}
+export CGO_ENABLED=${CGO_ENABLED:-0} # no cgo: static binaries, as `make build` makes them
 [ -x bin/agentbox ] || $GO build -o bin/agentbox ./cmd/agentbox
 echo "## Box start-up ($(date -u +%F), $(nproc) cores, $(uname -r))"
 $GO run ./bench/startup -n "${N:-100}"

@@ -5,6 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 GO=${GO:-go}
+export CGO_ENABLED=${CGO_ENABLED:-0} # no cgo: static binaries, as `make build` makes them
 export AGENTBOX_BIN=$PWD/bin/agentbox
 [ -x "$AGENTBOX_BIN" ] && [ -x "${AGENTBOX_BIN%/*}/agentbox-box" ] || $GO build -o "${AGENTBOX_BIN%/*}/" ./cmd/agentbox ./cmd/agentbox-box
 

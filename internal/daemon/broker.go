@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"sync"
 
 	"github.com/agentbox/agentbox/internal/config"
 	"github.com/agentbox/agentbox/internal/plan"
@@ -37,17 +38,78 @@ type brokerLaunch struct {
 	Config    config.Config
 }
 
+// independentBroker is a broker whose prepare reads nothing the other brokers contribute: it
+// prepares concurrently with them (the integrity snapshot while the relay creates its session).
+type independentBroker interface {
+	broker
+	independent()
+}
+
 // prepareBrokers runs every broker's prepare; on failure the ones already prepared are ended.
+// Each broker sees what the dependent brokers before it contributed; independent brokers run
+// alongside. c gets every broker's contributions in broker order, so a plan never depends on
+// which finished first.
 func (d *Daemon) prepareBrokers(ctx context.Context, bl *brokerLaunch, c *plan.Contributions) error {
+	parts := make([]plan.Contributions, len(d.brokers))
+	errs := make([]error, len(d.brokers))
+	prepared := make([]bool, len(d.brokers))
+	var wg sync.WaitGroup
 	for i, b := range d.brokers {
-		if err := b.prepare(ctx, bl, c); err != nil {
-			for _, done := range d.brokers[:i] {
-				done.end(bl.ID)
-			}
-			return fmt.Errorf("%s: %w", b.name(), err)
+		if _, ok := b.(independentBroker); ok {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				errs[i] = b.prepare(ctx, bl, &parts[i])
+				prepared[i] = errs[i] == nil
+			}()
 		}
 	}
+	var seen plan.Contributions // what the dependent brokers contributed so far
+	for i, b := range d.brokers {
+		if _, ok := b.(independentBroker); ok {
+			continue
+		}
+		before := seen
+		if errs[i] = b.prepare(ctx, bl, &seen); errs[i] != nil {
+			seen = before
+			break
+		}
+		parts[i], prepared[i] = since(before, seen), true
+	}
+	wg.Wait()
+	var first error
+	for i, b := range d.brokers {
+		if errs[i] != nil && first == nil {
+			first = fmt.Errorf("%s: %w", b.name(), errs[i])
+		}
+	}
+	if first != nil {
+		for i, b := range d.brokers {
+			if prepared[i] {
+				b.end(bl.ID)
+			}
+		}
+		return first
+	}
+	for _, p := range parts {
+		c.Env = append(c.Env, p.Env...)
+		c.Forwards = append(c.Forwards, p.Forwards...)
+		c.Mounts = append(c.Mounts, p.Mounts...)
+		c.ReadOnly = append(c.ReadOnly, p.ReadOnly...)
+		c.ReadWrite = append(c.ReadWrite, p.ReadWrite...)
+	}
 	return nil
+}
+
+// since is what after holds beyond before (after grew from before by appends).
+func since(before, after plan.Contributions) plan.Contributions {
+	return plan.Contributions{
+		Env:       after.Env[len(before.Env):],
+		Forwards:  after.Forwards[len(before.Forwards):],
+		Mounts:    after.Mounts[len(before.Mounts):],
+		ReadOnly:  after.ReadOnly[len(before.ReadOnly):],
+		ReadWrite: after.ReadWrite[len(before.ReadWrite):],
+	}
 }
 
 // resumeBrokers re-creates the host side of a re-adopted launch; a failure is logged (the box

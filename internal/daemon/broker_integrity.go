@@ -51,6 +51,9 @@ func (b *integrityBroker) statePath(id string) string {
 
 func (*integrityBroker) name() string { return "integrity" }
 
+// independent: the snapshot needs nothing from the other brokers.
+func (b *integrityBroker) independent() {}
+
 func (b *integrityBroker) prepare(ctx context.Context, bl *brokerLaunch, c *plan.Contributions) error {
 	// Resolved under the registry's lock, with the placeholders of other launches on the
 	// workspace taken for what they are (shared, held while this box runs too), never for the

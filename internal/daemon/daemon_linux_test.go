@@ -282,11 +282,13 @@ func TestBadConfigKeepsLastGood(t *testing.T) {
 // launch is still recorded from the shim's final status, never failed as a lost watch. The
 // daemon here waits, before it watches, until the shim has written its final status and gone.
 func TestDetachedLaunchesEndingAtOnce(t *testing.T) {
+	shimEnded := make(chan string, 8) // launch directories whose shim ended before their watch
 	td := startDaemonOpts(t, Options{beforeWatch: func(dir string) {
 		deadline := time.Now().Add(10 * time.Second)
 		for time.Now().Before(deadline) {
 			if _, err := os.Stat(filepath.Join(dir, shim.StatusFile)); err == nil {
 				if _, err := os.Stat(filepath.Join(dir, shim.SocketFile)); errors.Is(err, os.ErrNotExist) {
+					shimEnded <- dir
 					return
 				}
 			}
@@ -307,7 +309,16 @@ func TestDetachedLaunchesEndingAtOnce(t *testing.T) {
 		ids = append(ids, resp.ID)
 		if i == 0 {
 			// Stopping a launch whose shim has already ended (and that the daemon does not
-			// watch) answers with its record.
+			// watch) answers with its record. (The daemon answers the launch before it
+			// watches: wait for the end its watch waits for.)
+			select {
+			case dir := <-shimEnded:
+				if filepath.Base(dir) != resp.ID {
+					t.Fatalf("shim of %s ended first, want %s", dir, resp.ID)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatal("the shim of the first launch did not end")
+			}
 			if _, err := td.c.Stop(ctx, resp.ID); err != nil {
 				t.Fatalf("stop of a launch that ended before its watch: %v", err)
 			}

@@ -27,6 +27,7 @@ type launch struct {
 	dir     string
 	watcher *shim.Watcher
 	done    chan struct{} // closed once the launch is settled and recorded
+	new     bool          // started by this daemon (not re-adopted): supervise stops it when it cannot watch it
 }
 
 func newLaunchID() (string, error) {
@@ -204,6 +205,12 @@ func (d *Daemon) launch(ctx context.Context, req *api.LaunchRequest) (*api.Launc
 	// Record before the box runs: a box is never left unrecorded. With a spare shim, its identity
 	// is known already and goes into the same record (one commit fewer on the launch's path).
 	sp := d.takeSpare()
+	launched := false
+	defer func() {
+		if !launched {
+			d.refillSpare()
+		}
+	}()
 	srec := toStore(&rec, dir)
 	if sp != nil {
 		if start, err := processStartTime(sp.Pid()); err == nil {
@@ -239,29 +246,15 @@ func (d *Daemon) launch(ctx context.Context, req *api.LaunchRequest) (*api.Launc
 		}
 		return failBrokers(&api.Error{Code: api.CodeStoreFailed, Message: "record launch: " + err.Error(), Hint: "check free space and permissions of " + d.stateDir})
 	}
-	l := &launch{rec: rec, dir: dir, done: make(chan struct{})}
-	if d.opts.beforeWatch != nil {
-		d.opts.beforeWatch(dir)
-	}
-	if l.watcher, err = shim.Watch(dir); err != nil && ended(dir) {
-		// The launch is over already (a detached program that exits at once can end before
-		// this watch connects): its shim wrote its final status, which supervise records.
-		l.watcher = nil
-	} else if err != nil {
-		d.log.Error("watch new shim; stopping the box", "launch", id, "err", err)
-		if kerr := stopShim(dir, pid); kerr != nil {
-			d.log.Error("stop unwatched box", "launch", id, "err", kerr)
-		}
-		rec.State = api.StateFailed
-		rec.Error = &api.Error{Code: api.CodeBoxSetupFailed, Message: "watch box shim: " + err.Error()}
-		d.record(&rec, dir)
-		return failBrokers(rec.Error)
-	}
+	// The watch of the shim connects in supervise, after the answer: the program cannot start
+	// before the client attaches, and a watch that fails stops the box there.
+	l := &launch{rec: rec, dir: dir, done: make(chan struct{}), new: true}
 	d.mu.Lock()
 	d.launches[id] = l
 	d.mu.Unlock()
 	d.wg.Add(1)
 	go d.supervise(l)
+	launched = true
 	d.log.Info("launch", "id", id, "program", req.Program, "workspace", ws, "console", console, "detached", req.Detach, "shim", pid)
 	return &api.LaunchResponse{ID: id, ShimSocket: filepath.Join(dir, "shim.sock")}, nil
 }

@@ -1,6 +1,8 @@
 package daemon
 
 import (
+	"time"
+
 	"github.com/agentbox/agentbox/internal/shim"
 )
 
@@ -9,17 +11,23 @@ import (
 // directory. It is replaced after each use, discarded when the executable changed under it,
 // and exits when the daemon does.
 
-// takeSpare takes the spare shim for a launch, if one is ready; nil otherwise. A replacement
-// starts in the background. (A spare never runs a stale program: shims start from the sealed
-// copy of the helper, or from the daemon's own /proc/self/exe, neither of which can change.)
+// takeSpare takes the spare shim for a launch, if one is ready; nil otherwise. (A spare never
+// runs a stale program: shims start from the sealed copy of the helper, or from the daemon's
+// own /proc/self/exe, neither of which can change.) The replacement starts once the launch
+// no longer needs the CPU: spareRefillDelay after its program started, or when it ended or
+// failed, whichever comes first. Started at once, the replacement's three processes competed
+// for the CPU with the launch's own on a two-core machine; started when the program did, with
+// its first moments and its exit (docs/benchmarks.md).
 func (d *Daemon) takeSpare() *shim.Spare {
 	d.spareMu.Lock()
 	sp := d.spare
 	d.spare = nil
 	d.spareMu.Unlock()
-	d.refillSpare()
 	return sp
 }
+
+// spareRefillDelay is how long after a launch's program started its spare is replaced.
+const spareRefillDelay = 250 * time.Millisecond
 
 // startShim starts the shim of the launch in dir: the spare sp when there is one, otherwise a
 // new one.

@@ -15,9 +15,14 @@ func (d *Daemon) supervise(l *launch) {
 	defer d.wg.Done()
 	defer close(l.done)
 	ctx := context.Background()
+	d.mu.Lock()
 	w := l.watcher
+	d.mu.Unlock()
 	var err error
 	if w == nil {
+		if l.new && d.opts.beforeWatch != nil {
+			d.opts.beforeWatch(l.dir)
+		}
 		w, err = shim.Watch(l.dir)
 	}
 	if err == nil {
@@ -26,6 +31,7 @@ func (d *Daemon) supervise(l *launch) {
 		d.mu.Unlock()
 		for ev := range w.Events {
 			if ev.Status.Execd && l.rec.State == api.StateStarting {
+				time.AfterFunc(spareRefillDelay, d.refillSpare) // (spare.go)
 				l.rec.State = api.StateRunning
 				l.rec.BoxPid = ev.Status.BoxPid
 				if err := d.store.SetRunning(ctx, l.rec.ID, ev.Status.BoxPid); err != nil {
@@ -34,10 +40,18 @@ func (d *Daemon) supervise(l *launch) {
 			}
 		}
 		w.Close()
+	} else if l.new && !ended(l.dir) {
+		// A box the daemon cannot follow must not run: stop it (its program has not started
+		// unless its client attached meanwhile; settle records the failure either way).
+		d.log.Error("watch new shim; stopping the box", "launch", l.rec.ID, "err", err)
+		if kerr := stopShim(l.dir, l.rec.ShimPid); kerr != nil {
+			d.log.Error("stop unwatched box", "launch", l.rec.ID, "err", kerr)
+		}
 	} else {
 		d.log.Warn("watch shim", "launch", l.rec.ID, "err", err)
 	}
 	d.settle(ctx, l)
+	d.refillSpare()
 }
 
 // settle records how a launch ended, from the status its shim left, and removes its launch

@@ -75,6 +75,7 @@ func Main(args []string) int {
 		if pre, perr = native.Prestart(native.DenyNamespaces()); perr != nil {
 			pre = nil // the launch starts its box-init the ordinary way (and says why in its log)
 		}
+		native.WarmUp(&Config{})
 		dir, err := bufio.NewReader(io.LimitReader(ready, 4096)).ReadString('\n')
 		if err != nil {
 			if pre != nil {
@@ -124,12 +125,15 @@ func oneLine(s string) string {
 
 // server is the state of one shim.
 type server struct {
-	dir  string
-	cfg  Config
-	req  []byte
-	log  *log.Logger
-	tty  bool
-	clip bool // filter clipboard sequences from output
+	dir string
+	cfg Config
+	req []byte
+	log *log.Logger
+	// afterStart, when set, runs once the engine has been asked to start the box (whether or
+	// not it could), before the rest of startBox.
+	afterStart func()
+	tty        bool
+	clip       bool // filter clipboard sequences from output
 
 	pre            *native.Prestarted // a box-init started ahead (spare shims), used by startBox or discarded
 	ctl            *os.File           // the shim's end of the box's control socket
@@ -229,7 +233,24 @@ func run(dir string, lg *log.Logger, report func(error), pre *native.Prestarted)
 		return fmt.Errorf("listen: %w", err)
 	}
 	go s.acceptLoop()
-	report(nil)
+	// With a prestarted box-init, the request goes to it before the daemon hears that this shim
+	// is ready: building the box is the longest step before the program starts, and it then
+	// overlaps the daemon's answer and the client's attach. (A fresh box-init takes longer to
+	// start than that; the daemon is told first.)
+	reported := false
+	ready := func() {
+		if !reported {
+			reported = true
+			report(nil)
+		}
+	}
+	h, ok := engineHolds(cfg.Engine)
+	hold := ok && h && !cfg.Detached
+	if hold && s.pre != nil {
+		s.afterStart = ready
+	} else {
+		ready()
+	}
 	lg.Printf("launch %s: listening on %s (engine %s, console %s, detached %v)", cfg.LaunchID, sock, cfg.Engine, cfg.console(), cfg.Detached)
 
 	sigs := make(chan os.Signal, 2)
@@ -243,6 +264,7 @@ func run(dir string, lg *log.Logger, report func(error), pre *native.Prestarted)
 
 	startBox := func(hold bool) (bool, error) {
 		err := s.startBox(hold)
+		ready() // (before a failure's status, which may wait for a late client)
 		var se *startError
 		if errors.As(err, &se) {
 			s.finishUnstarted(se.code, se.msg, false)
@@ -259,9 +281,7 @@ func run(dir string, lg *log.Logger, report func(error), pre *native.Prestarted)
 	// Set before the box starts: a box that fails before its client attached keeps its status
 	// for the client until then (awaitLateClient).
 	s.attachDeadline = time.Now().Add(timeout)
-	hold := false
-	if h, ok := engineHolds(cfg.Engine); ok && h && !cfg.Detached {
-		hold = true
+	if hold {
 		if ok, err := startBox(true); !ok {
 			return err
 		}
@@ -449,6 +469,10 @@ func (s *server) startBox(hold bool) error {
 	}
 	if box == nil && err == nil {
 		box, err = eng.Start(s.req, bio)
+	}
+	if s.afterStart != nil {
+		s.afterStart()
+		s.afterStart = nil
 	}
 	if err != nil {
 		closeAll(boxEnds...)

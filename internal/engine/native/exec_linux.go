@@ -157,6 +157,7 @@ func BoxExecMain(args []string) int {
 		}
 		return fds, nil
 	}
+	WarmUp() // box-exec starts early: this overlaps building the box, or waiting for a launch
 	fds, err := receive(engine.EventStart, 1)
 	if errors.Is(err, engine.ErrControlClosed) {
 		return 1 // box-init gave up before the program (a stopped or discarded box)

@@ -62,6 +62,7 @@ func BoxInitMain(args []string) int {
 	}
 	var raw []byte
 	if *wait {
+		WarmUp() // started ahead: what the launch would do first, done while it waits
 		var r, c uint16
 		if raw, r, c, *hold, err = receiveStart(ctl); errors.Is(err, engine.ErrControlClosed) {
 			return exitSetupFailed // discarded unused
