@@ -6,9 +6,9 @@ export CGO_ENABLED := 0
 
 .PHONY: build test vet bench clean package
 
+# The CLI, the daemon binary it runs, and the box helper the daemon starts boxes from.
 build:
-	$(GO) build -o $(BIN) ./cmd/agentbox
-	$(GO) build -o $(dir $(BIN))agentbox-box ./cmd/agentbox-box
+	$(GO) build -o $(dir $(BIN)) ./cmd/agentbox ./cmd/agentbox-daemon ./cmd/agentbox-box
 
 vet:
 	$(GO) vet ./...
@@ -31,7 +31,7 @@ PKGROOT := dist/pkgroot
 
 package:
 	rm -rf $(PKGROOT) && mkdir -p $(PKGROOT)
-	$(GO) build -ldflags "-X github.com/agentbox/agentbox/internal/cli.Version=$(VERSION)" -o $(PKGROOT)/ ./cmd/agentbox ./cmd/agentbox-box
+	$(GO) build -ldflags "-X github.com/agentbox/agentbox/internal/cli.Version=$(VERSION)" -o $(PKGROOT)/ ./cmd/agentbox ./cmd/agentbox-daemon ./cmd/agentbox-box
 	SOURCE_DATE_EPOCH=$${SOURCE_DATE_EPOCH:-$$(git log -1 --format=%ct 2>/dev/null || echo 0)} $(GO) run ./packaging/gendocs -out $(PKGROOT)
 	rm -f dist/agentbox_*.deb
 	VERSION='$(VERSION)' GOARCH=$$($(GO) env GOARCH) SOURCE_DATE_EPOCH=$${SOURCE_DATE_EPOCH:-$$(git log -1 --format=%ct 2>/dev/null || echo 0)} \

@@ -4,9 +4,11 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 GO=${GO:-go}
 export CGO_ENABLED=${CGO_ENABLED:-0} # no cgo: static binaries, as `make build` makes them
-[ -x bin/agentbox ] || $GO build -o bin/agentbox ./cmd/agentbox
+[ -x bin/agentbox ] && [ -x bin/agentbox-daemon ] && [ -x bin/agentbox-box ] || $GO build -o bin/ ./cmd/agentbox ./cmd/agentbox-daemon ./cmd/agentbox-box
 echo "## Box start-up ($(date -u +%F), $(nproc) cores, $(uname -r))"
 $GO run ./bench/startup -n "${N:-100}"
+echo
+$GO run ./bench/startup -n "${N:-100}" -gap 250ms
 echo
 echo "## Box start to program exec inside the shim (native engine)"
 $GO test -run XXX -bench "StartToExec|PrestartedToExec" -benchtime "${N:-100}x" ./internal/engine/native | grep Benchmark

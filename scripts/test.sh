@@ -7,7 +7,9 @@ cd "$(dirname "$0")/.."
 GO=${GO:-go}
 export CGO_ENABLED=${CGO_ENABLED:-0} # no cgo: static binaries, as `make build` makes them
 export AGENTBOX_BIN=$PWD/bin/agentbox
-[ -x "$AGENTBOX_BIN" ] && [ -x "${AGENTBOX_BIN%/*}/agentbox-box" ] || $GO build -o "${AGENTBOX_BIN%/*}/" ./cmd/agentbox ./cmd/agentbox-box
+bindir=${AGENTBOX_BIN%/*}
+[ -x "$AGENTBOX_BIN" ] && [ -x "$bindir/agentbox-daemon" ] && [ -x "$bindir/agentbox-box" ] ||
+  $GO build -o "$bindir/" ./cmd/agentbox ./cmd/agentbox-daemon ./cmd/agentbox-box
 
 echo "== go test ./... as $(id -un)"
 $GO test -count=1 -timeout 15m ./...
@@ -17,8 +19,7 @@ if [ "$(id -u)" = 0 ]; then
   id "$user" >/dev/null 2>&1 || useradd -m -s /bin/bash "$user"
   dir=$(mktemp -d /tmp/agentbox-usertests.XXXXXX)
   chmod 755 "$dir"
-  cp "$AGENTBOX_BIN" "$dir/agentbox"
-  cp "${AGENTBOX_BIN%/*}/agentbox-box" "$dir/agentbox-box"
+  cp "$AGENTBOX_BIN" "$bindir/agentbox-daemon" "$bindir/agentbox-box" "$dir/"
   # Packages whose tests build real boxes; each is compiled here and run as $user.
   pkgs=$($GO list -f "{{if or .TestGoFiles .XTestGoFiles}}{{.ImportPath}}{{end}}" ./internal/engine/... ./internal/shim/... \
     ./internal/safesocket/... ./internal/daemon/... ./internal/integrity/... ./internal/egress/... ./internal/readiness/... \

@@ -18,6 +18,7 @@ import (
 
 func main() {
 	n := flag.Int("n", 100, "iterations per case")
+	gap := flag.Duration("gap", 0, "pause between iterations (0: back to back); a person's launches are seconds apart, and agentbox replaces its spare shim in the background after each")
 	bin := flag.String("agentbox", "bin/agentbox", "agentbox binary")
 	flag.Parse()
 	abs, err := filepath.Abs(*bin)
@@ -60,23 +61,28 @@ func main() {
 		}},
 		{"(c) agentbox run /bin/true (warm daemon, end to end)", func() *exec.Cmd { return ab("run", "/bin/true") }},
 	}
-	fmt.Printf("| case | n | median | p95 |\n|---|---|---|---|\n")
+	fmt.Printf("Iterations %v apart. CPU: all processes of the machine, per iteration (from /proc/stat).\n\n", *gap)
+	fmt.Printf("| case | n | median | p95 | CPU |\n|---|---|---|---|---|\n")
 	for _, c := range cases {
 		if _, err := exec.LookPath(c.cmd().Path); err != nil {
 			fmt.Printf("| %s | – | not installed | |\n", c.name)
 			continue
 		}
 		var ds []time.Duration
+		var busy time.Duration
 		for i := 0; i < *n; i++ {
 			cmd := c.cmd()
+			b0 := busyCPU()
 			t0 := time.Now()
 			if out, err := cmd.CombinedOutput(); err != nil {
 				fatalf("%s: %v: %s", c.name, err, out)
 			}
 			ds = append(ds, time.Since(t0))
+			time.Sleep(*gap) // what the launch left running in the background counts too
+			busy += busyCPU() - b0
 		}
 		med, p95 := stats(ds)
-		fmt.Printf("| %s | %d | %s | %s |\n", c.name, *n, ms(med), ms(p95))
+		fmt.Printf("| %s | %d | %s | %s | %s |\n", c.name, *n, ms(med), ms(p95), ms(busy/time.Duration(*n)))
 	}
 
 	// RSS: the idle daemon, and box-init of a running box.
@@ -110,6 +116,23 @@ func main() {
 		fmt.Printf("| box-shim (one per box) | %s |\n", rss(shimPid))
 	}
 	ab("stop", id).Run()
+}
+
+// busyCPU is the CPU time every CPU of the machine spent not idle since boot (/proc/stat).
+func busyCPU() time.Duration {
+	b, err := os.ReadFile("/proc/stat")
+	check(err)
+	f := strings.Fields(strings.SplitN(string(b), "\n", 2)[0])
+	var ticks int64
+	for i, v := range f[1:] {
+		if i == 3 || i == 4 { // idle, iowait
+			continue
+		}
+		var x int64
+		fmt.Sscan(v, &x)
+		ticks += x
+	}
+	return time.Duration(ticks) * 10 * time.Millisecond // USER_HZ is 100 on Linux
 }
 
 func mk(root, name string) string {

@@ -1,5 +1,5 @@
-// Command agentbox runs programs in a box: the CLI, the daemon, and the hidden re-exec entry
-// points of the box itself (box-shim, box-init, …; see internal/boxmain).
+// Command agentbox is the CLI of agentbox, which runs programs in a box. It links no daemon:
+// `agentbox daemon` runs the daemon binary (cmd/agentbox-daemon) in its place (internal/cli).
 package main
 
 import (

@@ -13,8 +13,17 @@ import (
 	"strings"
 )
 
-// HelperName is the file name of agentbox's box helper (cmd/agentbox-box).
-const HelperName = "agentbox-box"
+// The file names of agentbox's binaries, installed side by side (or the CLI in bin/ and the
+// others in ../libexec/agentbox/):
+const (
+	// CLIName is the command users run (cmd/agentbox): the CLI, which links no daemon.
+	CLIName = "agentbox"
+	// DaemonName is the daemon (cmd/agentbox-daemon): the CLI runs it for `agentbox daemon` and
+	// for what only it links (a readiness probe run by `agentbox doctor`).
+	DaemonName = "agentbox-daemon"
+	// HelperName is the box helper (cmd/agentbox-box): the daemon starts shims from it.
+	HelperName = "agentbox-box"
+)
 
 // FindHelper returns the box helper installed with the agentbox binary exe: the first of exe's
 // directory, then ../libexec/agentbox/ beside it, where one exists. It is used only when it is
@@ -29,25 +38,36 @@ const HelperName = "agentbox-box"
 // The result says nothing about the file a moment later: the daemon does not run the path but
 // a sealed copy, checked after it was copied (Load).
 func FindHelper(exe string) (string, error) {
-	return findHelper(exe, func(f *os.File, path string) error { return checkBuild(f, path) })
+	return FindBinary(exe, HelperName)
+}
+
+// FindBinary returns agentbox's binary name (DaemonName, HelperName) installed with the
+// agentbox binary exe, found and checked as FindHelper finds and checks the helper.
+func FindBinary(exe, name string) (string, error) {
+	return findBinary(exe, name, func(f *os.File, path string) error { return checkBuild(f, path) })
 }
 
 // Candidates returns the paths where FindHelper looks for the helper of the agentbox binary
 // exe (resolved through symlinks), in order, whether or not they exist: the first that exists
 // is the helper.
 func Candidates(exe string) ([]string, error) {
-	exe, err := filepath.EvalSymlinks(exe)
-	if err != nil {
-		return nil, fmt.Errorf("box helper: resolve %s: %w", exe, err)
-	}
-	dir := filepath.Dir(exe)
-	return []string{filepath.Join(dir, HelperName), filepath.Clean(filepath.Join(dir, "..", "libexec", "agentbox", HelperName))}, nil
+	return CandidatesFor(exe, HelperName)
 }
 
-// findHelper returns the first candidate that opens, passes checkFile, and then use, which is
-// given the open file (so that nothing re-reads the path).
-func findHelper(exe string, use func(f *os.File, path string) error) (string, error) {
-	cands, err := Candidates(exe)
+// CandidatesFor is Candidates for agentbox's binary name.
+func CandidatesFor(exe, name string) ([]string, error) {
+	exe, err := filepath.EvalSymlinks(exe)
+	if err != nil {
+		return nil, fmt.Errorf("%s: resolve %s: %w", name, exe, err)
+	}
+	dir := filepath.Dir(exe)
+	return []string{filepath.Join(dir, name), filepath.Clean(filepath.Join(dir, "..", "libexec", "agentbox", name))}, nil
+}
+
+// findBinary returns the first candidate for name that opens, passes checkFile, and then use,
+// which is given the open file (so that nothing re-reads the path).
+func findBinary(exe, name string, use func(f *os.File, path string) error) (string, error) {
+	cands, err := CandidatesFor(exe, name)
 	if err != nil {
 		return "", err
 	}
@@ -57,10 +77,10 @@ func findHelper(exe string, use func(f *os.File, path string) error) (string, er
 			return c, nil
 		}
 		if !errors.Is(err, os.ErrNotExist) {
-			return "", fmt.Errorf("box helper: %w", err)
+			return "", fmt.Errorf("%s: %w", name, err)
 		}
 	}
-	return "", fmt.Errorf("box helper: no %s in %s: %w", HelperName, strings.Join(cands, " or "), os.ErrNotExist)
+	return "", fmt.Errorf("%s: none in %s: %w", name, strings.Join(cands, " or "), os.ErrNotExist)
 }
 
 func tryHelper(path string, use func(f *os.File, path string) error) error {

@@ -37,7 +37,7 @@ type Image struct {
 // could be rewritten in between): what the checks accepted is exactly what the Image runs.
 func Load(exe string) (*Image, error) {
 	var img *Image
-	_, err := findHelper(exe, func(f *os.File, path string) error {
+	_, err := findBinary(exe, HelperName, func(f *os.File, path string) error {
 		m, err := Seal(f, path)
 		if err != nil {
 			return err

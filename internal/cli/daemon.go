@@ -17,7 +17,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/agentbox/agentbox/internal/client"
-	"github.com/agentbox/agentbox/internal/daemon"
 	"github.com/agentbox/agentbox/internal/safesocket"
 )
 
@@ -41,9 +40,12 @@ With --system (as root) it does not serve launches: it reads the system policy
 				if detach {
 					return fmt.Errorf("--system runs in the foreground (as a system service); drop --detach")
 				}
+				if Heavy.RunSystem == nil {
+					return execDaemon()
+				}
 				ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, syscall.SIGINT)
 				defer stop()
-				return daemon.RunSystem(ctx, daemon.SystemOptions{Interval: systemEvery})
+				return Heavy.RunSystem(ctx, systemEvery)
 			}
 			if detach {
 				c, err := client.New()
@@ -55,9 +57,12 @@ With --system (as root) it does not serve launches: it reads the system policy
 				}
 				return startDetachedDaemon(cmd.Context(), c)
 			}
+			if Heavy.RunDaemon == nil {
+				return execDaemon() // the same process, so that a service manager's pid stays right
+			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, syscall.SIGINT)
 			defer stop()
-			return daemon.Run(ctx, daemon.Options{})
+			return Heavy.RunDaemon(ctx)
 		},
 	}
 	cmd.Flags().BoolVar(&detach, "detach", false, "start in the background and return once it answers")
@@ -96,7 +101,7 @@ With --system (as root) it does not serve launches: it reads the system policy
 // error carries the log's last lines and says where the log is; when it exits because another
 // daemon won the race to start, that daemon's answer is success.
 func startDetachedDaemon(ctx context.Context, c *client.Client) error {
-	exe, err := os.Executable()
+	exe, err := daemonBinary()
 	if err != nil {
 		return err
 	}

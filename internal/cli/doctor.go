@@ -14,9 +14,6 @@ import (
 
 	"github.com/agentbox/agentbox/internal/api"
 	"github.com/agentbox/agentbox/internal/client"
-	"github.com/agentbox/agentbox/internal/config"
-	"github.com/agentbox/agentbox/internal/readiness"
-	"github.com/agentbox/agentbox/internal/safesocket"
 )
 
 // doctorProbeTimeout bounds a probe run by `agentbox doctor` itself.
@@ -75,28 +72,15 @@ runs, it runs a probe itself (serialized with the daemon's). It exits 0 when rea
 	return cmd
 }
 
-// doctorProbe runs one probe in this process, under the same lock as the daemon's probes.
+// doctorProbe runs one probe in this process (the daemon binary), under the same lock as the
+// daemon's probes; the CLI runs the daemon binary's doctor instead.
 func doctorProbe(ctx context.Context, engineName string) (*api.Readiness, error) {
-	eff, err := config.Load(config.LoadOptions{})
-	if err != nil {
-		return nil, err
-	}
-	cfg := eff.Config.WithDefaults()
-	if engineName != "" {
-		cfg.Engine = engineName
-	}
-	rt, err := safesocket.RuntimeDir()
-	if err != nil {
-		r := (&readiness.Result{Engine: cfg.Engine, Started: time.Now(), Kernel: readiness.HostFacts(),
-			Err: &readiness.Error{Reason: readiness.ReasonRuntimeDirRefused, Detail: err.Error()}}).Readiness()
-		return &r, nil
+	if Heavy.Probe == nil {
+		return nil, execDaemon()
 	}
 	pctx, cancel := context.WithTimeout(ctx, doctorProbeTimeout)
 	defer cancel()
-	res := readiness.Probe(pctx, readiness.ProbeOptions{Engine: cfg.Engine, Config: cfg, RuntimeDir: rt})
-	r := res.Readiness()
-	r.Attempts = 1
-	return &r, nil
+	return Heavy.Probe(pctx, engineName)
 }
 
 // readinessLine is the one-line summary `agentbox info` prints.

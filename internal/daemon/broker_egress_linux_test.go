@@ -179,7 +179,7 @@ func egressAuditRows(t *testing.T, td *testDaemon, id string) []store.Audit {
 // launches --json` shows the counters and the refused host.
 func TestEgressProxyCLI(t *testing.T) {
 	out := egresstest.Start(t)
-	bin := agentboxBinary(t)
+	bin, _ := agentboxBinaries(t)
 	root, err := os.MkdirTemp("/tmp", "abe")
 	if err != nil {
 		t.Fatal(err)

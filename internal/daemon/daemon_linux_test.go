@@ -6,28 +6,32 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/agentbox/agentbox/internal/api"
+	"github.com/agentbox/agentbox/internal/boxhelper"
 	"github.com/agentbox/agentbox/internal/client"
 	"github.com/agentbox/agentbox/internal/config"
 	"github.com/agentbox/agentbox/internal/shim"
 	"github.com/agentbox/agentbox/internal/store"
+	"golang.org/x/sys/unix"
 )
 
-// agentboxBinary returns the agentbox binary the shims re-exec: $AGENTBOX_BIN, or one built now.
-func agentboxBinary(t *testing.T) string {
+// agentboxBinaries returns the agentbox CLI and, beside it, the daemon binary (which the shims
+// re-exec here: it has the box's entry points): $AGENTBOX_BIN's, or both built now.
+func agentboxBinaries(t *testing.T) (cli, daemonBin string) {
 	if b := os.Getenv("AGENTBOX_BIN"); b != "" {
-		return b
+		return b, filepath.Join(filepath.Dir(b), boxhelper.DaemonName)
 	}
-	out := filepath.Join(t.TempDir(), "agentbox")
-	build := exec.Command("go", "build", "-o", out, "github.com/agentbox/agentbox/cmd/agentbox")
+	dir := t.TempDir()
+	build := exec.Command("go", "build", "-o", dir+"/", "github.com/agentbox/agentbox/cmd/agentbox", "github.com/agentbox/agentbox/cmd/agentbox-daemon")
 	if b, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("build agentbox: %v\n%s", err, b)
 	}
-	return out
+	return filepath.Join(dir, boxhelper.CLIName), filepath.Join(dir, boxhelper.DaemonName)
 }
 
 type testDaemon struct {
@@ -54,7 +58,7 @@ func startDaemonWith(t *testing.T, wrap func(launchStore) launchStore, noSpare b
 // beforeWatch).
 func startDaemonOpts(t *testing.T, opts Options) *testDaemon {
 	t.Helper()
-	shim.Executable = agentboxBinary(t)
+	_, shim.Executable = agentboxBinaries(t)
 	root, err := os.MkdirTemp("/tmp", "abd")
 	if err != nil {
 		t.Fatal(err)
@@ -172,6 +176,64 @@ func TestCreateFailureRunsNothing(t *testing.T) {
 	if pids := shimsOf(td.runtime); len(pids) != 0 {
 		t.Fatalf("a shim was started although the launch was not recorded: %v", pids)
 	}
+}
+
+// TestCreateFailureAttachedRunsNothing: an attached launch through a spare shim is recorded
+// while the spare builds its box (the program waits for its client, which waits for the
+// answer); when the record fails, the box is stopped before its program ever ran, the answer
+// is the store's error, and nothing of the launch is left.
+func TestCreateFailureAttachedRunsNothing(t *testing.T) {
+	fs := &failingStore{failCreate: true}
+	td := startDaemon(t, func(s launchStore) launchStore { fs.launchStore = s; return fs })
+	var spare int
+	waitFor(t, "a spare shim", func() bool { spare = spareShim(); return spare != 0 })
+	marker := filepath.Join(td.work, "ran")
+	sh, err := exec.LookPath("sh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = td.c.Launch(context.Background(), &api.LaunchRequest{Program: "sh", Path: sh, Args: []string{"-c", "touch " + marker}, Workspace: td.work})
+	var ae *api.Error
+	if !errors.As(err, &ae) || ae.Code != api.CodeStoreFailed {
+		t.Fatalf("launch error = %v, want %s", err, api.CodeStoreFailed)
+	}
+	// Stopped by the daemon, not ended by its attach timeout (30 s) with nobody attaching.
+	deadline := time.Now().Add(shim.DefaultAttachTimeout * 2 / 3)
+	for unix.Kill(spare, 0) == nil {
+		if time.Now().After(deadline) {
+			t.Fatalf("the spare %d that took the unrecorded launch is still there: not stopped by the daemon", spare)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if _, err := os.Stat(marker); !os.IsNotExist(err) {
+		t.Fatalf("the program of an unrecorded launch ran (%v)", err)
+	}
+	waitFor(t, "launch directory removed", func() bool {
+		ents, _ := os.ReadDir(td.launches)
+		return len(ents) == 0
+	})
+}
+
+// spareShim returns the pid of a spare shim of this process's daemon, 0 if none.
+func spareShim() int {
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+		if err != nil || !strings.Contains(string(b), "box-shim\x00-spare") {
+			continue
+		}
+		if st, err := os.ReadFile("/proc/" + e.Name() + "/stat"); err == nil {
+			f := strings.Fields(string(st[strings.LastIndexByte(string(st), ')')+1:]))
+			if len(f) > 1 && f[1] == strconv.Itoa(os.Getpid()) {
+				return pid
+			}
+		}
+	}
+	return 0
 }
 
 // TestLaunchStopSettles: a detached box is recorded running, and stop ends it settled with the

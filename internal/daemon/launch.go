@@ -217,13 +217,35 @@ func (d *Daemon) launch(ctx context.Context, req *api.LaunchRequest) (*api.Launc
 			srec.ShimPid, srec.ShimStartTime = sp.Pid(), start
 		}
 	}
-	if err := d.store.CreateLaunch(ctx, srec); err != nil {
-		if sp != nil {
-			sp.Close()
-		}
+	recordFailed := func(err error) (*api.LaunchResponse, error) {
 		return failBrokers(&api.Error{Code: api.CodeStoreFailed, Message: "record launch: " + err.Error(), Hint: "check free space and permissions of " + d.stateDir})
 	}
-	pid, err := d.startShim(sp, dir)
+	var pid int
+	if req.Detach || sp == nil {
+		// The program may start as soon as the shim does: record first.
+		if err := d.store.CreateLaunch(ctx, srec); err != nil {
+			if sp != nil {
+				sp.Close()
+			}
+			return recordFailed(err)
+		}
+		pid, err = d.startShim(sp, dir)
+	} else {
+		// An attached launch's program waits for its client, which waits for this answer: the
+		// spare builds the box while the record is committed, and the answer waits for both.
+		recorded := make(chan error, 1)
+		go func() { recorded <- d.store.CreateLaunch(ctx, srec) }()
+		pid, err = d.startShim(sp, dir)
+		if rerr := <-recorded; rerr != nil {
+			if err == nil {
+				// The box is held: its program has not run. Stop it; nothing of it is recorded.
+				if kerr := stopShim(dir, pid); kerr != nil {
+					d.log.Error("stop unrecorded box", "launch", id, "err", kerr)
+				}
+			}
+			return recordFailed(rerr)
+		}
+	}
 	if err != nil {
 		rec.State = api.StateFailed
 		rec.Error = &api.Error{Code: api.CodeBoxSetupFailed, Message: "start box shim: " + err.Error()}

@@ -14,8 +14,8 @@ import (
 // that replaced bin/agentbox would have the user run its program on the host at the next
 // command, and one that planted the box helper beside it would have the next daemon check and
 // start it (build info can be forged by a box with a Go toolchain). Of the daemon's executable
-// exe and the helper FindHelper would pick (helper, the one the daemon uses, "" if none), those
-// inside the workspace ws are returned:
+// exe (the daemon binary), the CLI beside it, and the helper FindHelper would pick (helper, the
+// one the daemon uses, "" if none), those inside the workspace ws are returned:
 //
 //   - pins: existing regular files, bound read-only in the box by plan.ProtectMounts, their
 //     folders up to the workspace made mount points so that they cannot be renamed away; the
@@ -58,6 +58,13 @@ func ownBinaryPins(ws, exe, helper string) (pins []plan.Protected, extra []strin
 	}
 	if exe == "" {
 		return pins, extra
+	}
+	// The CLI that runs this daemon binary: beside it (a checkout's bin/), or in ../../bin/
+	// when the daemon is in libexec/agentbox/.
+	if real, err := filepath.EvalSymlinks(exe); err == nil {
+		dir := filepath.Dir(real)
+		add(filepath.Join(dir, boxhelper.CLIName))
+		add(filepath.Join(dir, "..", "..", "bin", boxhelper.CLIName))
 	}
 	cands, err := boxhelper.Candidates(exe)
 	if err != nil {

@@ -10,7 +10,8 @@ import (
 	"github.com/agentbox/agentbox/internal/plan"
 )
 
-// TestOwnBinaryPins: agentbox's binaries in the workspace are bound read-only (their folders
+// TestOwnBinaryPins: agentbox's binaries (the daemon binary, the CLI beside it, the box helper)
+// in the workspace are bound read-only (their folders
 // made mount points); where no helper exists, every place one would be looked for gets a
 // placeholder; binaries outside the workspace are left alone.
 func TestOwnBinaryPins(t *testing.T) {
@@ -22,10 +23,11 @@ func TestOwnBinaryPins(t *testing.T) {
 	if err := os.Mkdir(bin, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	exe := filepath.Join(bin, "agentbox")
+	exe := filepath.Join(bin, boxhelper.DaemonName) // the daemon's executable
+	cli := filepath.Join(bin, boxhelper.CLIName)
 	helper := filepath.Join(bin, boxhelper.HelperName)
 	libexec := filepath.Join(ws, "libexec", "agentbox", boxhelper.HelperName)
-	for _, p := range []string{exe, helper} {
+	for _, p := range []string{exe, cli, helper} {
 		if err := os.WriteFile(p, []byte("x"), 0o755); err != nil {
 			t.Fatal(err)
 		}
@@ -41,29 +43,31 @@ func TestOwnBinaryPins(t *testing.T) {
 		return out
 	}
 
-	// Both binaries there (make build in a checkout): both pinned, nothing more.
+	// The three binaries there (make build in a checkout): all pinned, nothing more.
 	pins, extra := ownBinaryPins(ws, exe, helper)
-	if got := paths(pins); !slices.Equal(got, []string{exe, helper}) || len(extra) != 0 {
-		t.Errorf("pins %v, extra %v; want %v and none", got, extra, []string{exe, helper})
+	if got := paths(pins); !slices.Equal(got, []string{exe, helper, cli}) || len(extra) != 0 {
+		t.Errorf("pins %v, extra %v; want %v and none", got, extra, []string{exe, helper, cli})
 	}
 	want := []plan.Mount{
 		{Kind: plan.MountBind, Source: bin, Target: bin, Beneath: ws},
-		{Kind: plan.MountBind, Source: exe, Target: exe, ReadOnly: true, Beneath: ws},
+		{Kind: plan.MountBind, Source: cli, Target: cli, ReadOnly: true, Beneath: ws},
 		{Kind: plan.MountBind, Source: helper, Target: helper, ReadOnly: true, Beneath: ws},
+		{Kind: plan.MountBind, Source: exe, Target: exe, ReadOnly: true, Beneath: ws},
 	}
 	if got := plan.ProtectMounts(pins); !slices.Equal(got, want) {
 		t.Errorf("mounts %+v, want %+v", got, want)
 	}
 	// The daemon runs no helper (it took none at its start), but one exists: pinned as well.
-	if pins, _ := ownBinaryPins(ws, exe, ""); !slices.Equal(paths(pins), []string{exe, helper}) {
+	if pins, _ := ownBinaryPins(ws, exe, ""); !slices.Equal(paths(pins), []string{exe, cli, helper}) {
 		t.Errorf("helper unused: pins %v", paths(pins))
 	}
 
-	// No helper: agentbox pinned, a placeholder wherever a helper would be looked for.
+	// No helper: the daemon binary and the CLI pinned, a placeholder wherever a helper would be
+	// looked for.
 	os.Remove(helper)
 	pins, extra = ownBinaryPins(ws, exe, "")
-	if got := paths(pins); !slices.Equal(got, []string{exe}) || !slices.Equal(extra, []string{helper, libexec}) {
-		t.Errorf("no helper: pins %v, extra %v; want [%s] and [%s %s]", got, extra, exe, helper, libexec)
+	if got := paths(pins); !slices.Equal(got, []string{exe, cli}) || !slices.Equal(extra, []string{helper, libexec}) {
+		t.Errorf("no helper: pins %v, extra %v; want [%s %s] and [%s %s]", got, extra, exe, cli, helper, libexec)
 	}
 	// Extra paths are what the integrity registry turns into placeholders.
 	if rels := plan.ProtectedPaths(ws, extra); !slices.Contains(rels, "bin/agentbox-box") || !slices.Contains(rels, "libexec/agentbox/agentbox-box") {
@@ -71,11 +75,11 @@ func TestOwnBinaryPins(t *testing.T) {
 	}
 
 	// A helper that is a symlink: left to the registry, which pins its target in the workspace.
-	if err := os.Symlink("agentbox", helper); err != nil {
+	if err := os.Symlink(boxhelper.DaemonName, helper); err != nil {
 		t.Fatal(err)
 	}
 	pins, extra = ownBinaryPins(ws, exe, "")
-	if got := paths(pins); !slices.Equal(got, []string{exe}) || !slices.Equal(extra, []string{helper}) {
+	if got := paths(pins); !slices.Equal(got, []string{exe, cli}) || !slices.Equal(extra, []string{helper}) {
 		t.Errorf("symlinked helper: pins %v, extra %v", got, extra)
 	}
 
@@ -88,7 +92,7 @@ func TestOwnBinaryPins(t *testing.T) {
 		t.Errorf("outside the workspace: pins %v, extra %v", pins, extra)
 	}
 	// A workspace that is the binaries' folder itself.
-	if pins, _ := ownBinaryPins(bin, exe, ""); !slices.Equal(pinnedPaths(pins), []string{exe}) {
+	if pins, _ := ownBinaryPins(bin, exe, ""); !slices.Equal(pinnedPaths(pins), []string{exe, cli}) {
 		t.Errorf("workspace bin/: pins %v", pins)
 	}
 }

@@ -36,7 +36,8 @@ func agentboxBin(t *testing.T) string {
 		}
 		os.Chmod(dir, 0o755)
 		binPath = filepath.Join(dir, "agentbox")
-		out, err := exec.Command("go", "build", "-o", binPath, "github.com/agentbox/agentbox/cmd/agentbox").CombinedOutput()
+		out, err := exec.Command("go", "build", "-o", dir+"/", "github.com/agentbox/agentbox/cmd/agentbox",
+			"github.com/agentbox/agentbox/cmd/agentbox-daemon", "github.com/agentbox/agentbox/cmd/agentbox-box").CombinedOutput()
 		if err != nil {
 			binErr = fmt.Errorf("build agentbox: %v\n%s", err, out)
 		}

@@ -223,7 +223,9 @@ func TestAttackPlantedHelper(t *testing.T) {
 		t.Fatal(err)
 	}
 	exe, wsHelper := filepath.Join(bin, "agentbox"), filepath.Join(bin, boxhelper.HelperName)
-	for src, dst := range map[string]string{agentboxBin: exe, helper: wsHelper} {
+	wsDaemon := filepath.Join(bin, boxhelper.DaemonName)
+	daemonBin := filepath.Join(filepath.Dir(agentboxBin), boxhelper.DaemonName)
+	for src, dst := range map[string]string{agentboxBin: exe, helper: wsHelper, daemonBin: wsDaemon} {
 		if err := copyExecutable(src, dst); err != nil {
 			t.Fatal(err)
 		}
@@ -246,12 +248,13 @@ func TestAttackPlantedHelper(t *testing.T) {
 	}
 	script := fmt.Sprintf("#!/bin/sh\necho \"ran on the host as $(id -u): $*\" >> %s\nexec %s/bin/.real-helper \"$@\"\n", marker, e.Work)
 
-	// 1. In the box: every way to put another program at bin/agentbox-box (or bin/agentbox)
-	// fails.
+	// 1. In the box: every way to put another program at bin/agentbox-box (or bin/agentbox, or
+	// bin/agentbox-daemon) fails.
 	plant := fmt.Sprintf(`cp bin/agentbox-box bin/.real-helper || exit 9
 printf '%%s' %s > bin/.planted && chmod 755 bin/.planted || exit 9
 for try in "mv -f bin/.planted bin/agentbox-box" "cp bin/.planted bin/agentbox-box" \
-	"rm -f bin/agentbox-box" "mv bin bin.moved" "mv -f bin/.planted bin/agentbox"; do
+	"rm -f bin/agentbox-box" "mv bin bin.moved" "mv -f bin/.planted bin/agentbox" \
+	"mv -f bin/.planted bin/agentbox-daemon" "cp bin/.planted bin/agentbox-daemon" "rm -f bin/agentbox-daemon"; do
 	if $try 2>/dev/null; then echo "planted: $try"; fi
 done
 echo done`, shellQuote(script))
@@ -281,13 +284,13 @@ echo done`, shellQuote(script))
 	if info := e.infoVia(run); info.BoxBinary != wsHelper {
 		t.Errorf("info boxBinary = %q, want the helper the running daemon copied, %s", info.BoxBinary, wsHelper)
 	}
-	// A restarted daemon: the script is refused, boxes start from agentbox itself.
+	// A restarted daemon: the script is refused, boxes start from the daemon binary itself.
 	mustRun("daemon", "stop")
 	mustRun("run", "true")
 	time.Sleep(time.Second) // the spare that replaces the used one
 	mustRun("run", "true")
-	if info := e.infoVia(run); info.BoxBinary != exe {
-		t.Errorf("restarted over a planted helper: info boxBinary = %q, want agentbox itself, %s", info.BoxBinary, exe)
+	if info := e.infoVia(run); info.BoxBinary != wsDaemon {
+		t.Errorf("restarted over a planted helper: info boxBinary = %q, want the daemon binary itself, %s", info.BoxBinary, wsDaemon)
 	}
 	run("daemon", "stop")
 	if b, err := os.ReadFile(marker); err == nil {

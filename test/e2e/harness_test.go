@@ -38,7 +38,7 @@ func TestMain(m *testing.M) {
 		}
 		agentboxBin = filepath.Join(dir, "agentbox")
 		// Both binaries, as installed: the daemon starts shims from the box helper beside it.
-		build := exec.Command("go", "build", "-o", dir+"/", "github.com/agentbox/agentbox/cmd/agentbox", "github.com/agentbox/agentbox/cmd/agentbox-box")
+		build := exec.Command("go", "build", "-o", dir+"/", "github.com/agentbox/agentbox/cmd/agentbox", "github.com/agentbox/agentbox/cmd/agentbox-daemon", "github.com/agentbox/agentbox/cmd/agentbox-box")
 		build.Stdout, build.Stderr = os.Stderr, os.Stderr
 		if err := build.Run(); err != nil {
 			fmt.Fprintln(os.Stderr, "build agentbox:", err)

@@ -15,8 +15,8 @@ import (
 
 // TestBoxHelper: the daemon starts shims (and so box-init) from the box helper installed beside
 // agentbox — from the sealed copy it took at its start — and reports it; the box is the same box (the helper's box-init runs the program
-// under every restriction). Without a helper beside the binary, boxes start from agentbox
-// itself.
+// under every restriction). Without a helper beside the binaries, boxes start from the daemon
+// binary itself.
 func TestBoxHelper(t *testing.T) {
 	helper := filepath.Join(filepath.Dir(agentboxBin), boxhelper.HelperName)
 	if _, err := os.Stat(helper); err != nil {
@@ -60,16 +60,20 @@ func TestBoxHelper(t *testing.T) {
 	}
 	e.Run("", "stop", id)
 
-	// A copy of agentbox alone, without the helper: boxes start from agentbox itself.
-	alone := filepath.Join(t.TempDir(), "agentbox")
-	b, err := os.ReadFile(agentboxBin)
-	if err != nil {
-		t.Fatal(err)
+	// A copy of agentbox and its daemon binary, without the helper: boxes start from the daemon
+	// binary itself.
+	aloneDir := t.TempDir()
+	alone, aloneDaemon := filepath.Join(aloneDir, boxhelper.CLIName), filepath.Join(aloneDir, boxhelper.DaemonName)
+	for src, dst := range map[string]string{agentboxBin: alone, filepath.Join(filepath.Dir(agentboxBin), boxhelper.DaemonName): aloneDaemon} {
+		b, err := os.ReadFile(src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(dst, b, 0o755); err != nil {
+			t.Fatal(err)
+		}
 	}
-	if err := os.WriteFile(alone, b, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	os.Chmod(filepath.Dir(alone), 0o755)
+	os.Chmod(aloneDir, 0o755)
 	e2 := NewEnv(t)
 	c := e2.Command(t.Context(), "run", "sh", "--", "-c", "echo boxed")
 	c.Path, c.Args[0] = alone, alone
@@ -82,7 +86,7 @@ func TestBoxHelper(t *testing.T) {
 	if err := json.Unmarshal([]byte(r.Stdout), &info); err != nil {
 		t.Fatalf("info --json: %v: %s", err, r.Stdout)
 	}
-	if info.BoxBinary != alone {
-		t.Errorf("without a helper: boxBinary = %q, want %s", info.BoxBinary, alone)
+	if info.BoxBinary != aloneDaemon {
+		t.Errorf("without a helper: boxBinary = %q, want %s", info.BoxBinary, aloneDaemon)
 	}
 }

@@ -1,0 +1,56 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"syscall"
+	"time"
+
+	"github.com/agentbox/agentbox/internal/api"
+	"github.com/agentbox/agentbox/internal/boxhelper"
+)
+
+// Heavy is what only the daemon binary (cmd/agentbox-daemon) links: the daemon, and a
+// readiness probe in this process — with them SQLite, the relays, the brokers and the engines.
+// The daemon binary sets it (internal/daemonmain). In the agentbox CLI it is empty, so that
+// the CLI starts quickly (every `agentbox run` pays its start-up), and a command that needs it
+// runs the daemon binary in its place with the same arguments (execDaemon): the two binaries
+// have the same commands.
+var Heavy struct {
+	// RunDaemon serves launches until ctx ends (`agentbox daemon`).
+	RunDaemon func(ctx context.Context) error
+	// RunSystem renders the system policy's managed locks (`agentbox daemon --system`).
+	RunSystem func(ctx context.Context, every time.Duration) error
+	// Probe runs a readiness probe of engine ("" for the configured one) in this process.
+	Probe func(ctx context.Context, engine string) (*api.Readiness, error)
+}
+
+// daemonBinary returns the daemon binary installed with this agentbox: this very binary when it
+// is the daemon binary, else agentbox-daemon beside it or in ../libexec/agentbox/, used only
+// when its owner and mode are safe and it was built from the same source (boxhelper.FindBinary).
+func daemonBinary() (string, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return "", err
+	}
+	if Heavy.RunDaemon != nil {
+		return exe, nil
+	}
+	p, err := boxhelper.FindBinary(exe, boxhelper.DaemonName)
+	if err != nil {
+		return "", fmt.Errorf("%w\n  hint: agentbox runs its daemon from %s, installed beside %s (make build builds bin/%s; the package installs it in /usr/libexec/agentbox)",
+			err, boxhelper.DaemonName, exe, boxhelper.DaemonName)
+	}
+	return p, nil
+}
+
+// execDaemon replaces this process with the daemon binary, run with this process's arguments
+// (it has the same commands): for what the CLI does not link.
+func execDaemon() error {
+	p, err := daemonBinary()
+	if err != nil {
+		return err
+	}
+	return fmt.Errorf("run %s: %w", p, syscall.Exec(p, append([]string{"agentbox"}, os.Args[1:]...), os.Environ()))
+}

@@ -1,0 +1,64 @@
+// Package daemonmain is what the daemon binary (cmd/agentbox-daemon) adds to the CLI: the
+// daemon itself, an in-process readiness probe, and the hidden entry points that run in and
+// around boxes (box-shim, box-init, …, readiness-attest). The agentbox CLI does not link it
+// (internal/cli.Heavy), so that it starts quickly.
+package daemonmain
+
+import (
+	"context"
+	"time"
+
+	"github.com/agentbox/agentbox/internal/api"
+	"github.com/agentbox/agentbox/internal/attack"
+	"github.com/agentbox/agentbox/internal/boxmain"
+	"github.com/agentbox/agentbox/internal/cli"
+	"github.com/agentbox/agentbox/internal/config"
+	"github.com/agentbox/agentbox/internal/daemon"
+	"github.com/agentbox/agentbox/internal/readiness"
+	"github.com/agentbox/agentbox/internal/safesocket"
+)
+
+// Install fills cli.Heavy.
+func Install() {
+	cli.Heavy.RunDaemon = func(ctx context.Context) error { return daemon.Run(ctx, daemon.Options{}) }
+	cli.Heavy.RunSystem = func(ctx context.Context, every time.Duration) error {
+		return daemon.RunSystem(ctx, daemon.SystemOptions{Interval: every})
+	}
+	cli.Heavy.Probe = probe
+}
+
+// Entries are the daemon binary's hidden re-exec entry points (argv[1]); they are not CLI
+// subcommands and take no flags from users.
+func Entries() map[string]func(args []string) int {
+	m := map[string]func(args []string) int{
+		readiness.AttestCommand: readiness.AttestMain,
+		// attack-probe runs the attack suite's attempts inside a box (e2e tests, selftest).
+		attack.ProbeCommand: attack.ProbeMain,
+	}
+	for name, entry := range boxmain.Entries {
+		m[name] = entry
+	}
+	return m
+}
+
+// probe runs one readiness probe in this process, under the same lock as the daemon's probes.
+func probe(ctx context.Context, engineName string) (*api.Readiness, error) {
+	eff, err := config.Load(config.LoadOptions{})
+	if err != nil {
+		return nil, err
+	}
+	cfg := eff.Config.WithDefaults()
+	if engineName != "" {
+		cfg.Engine = engineName
+	}
+	rt, err := safesocket.RuntimeDir()
+	if err != nil {
+		r := (&readiness.Result{Engine: cfg.Engine, Started: time.Now(), Kernel: readiness.HostFacts(),
+			Err: &readiness.Error{Reason: readiness.ReasonRuntimeDirRefused, Detail: err.Error()}}).Readiness()
+		return &r, nil
+	}
+	res := readiness.Probe(ctx, readiness.ProbeOptions{Engine: cfg.Engine, Config: cfg, RuntimeDir: rt})
+	r := res.Readiness()
+	r.Attempts = 1
+	return &r, nil
+}
