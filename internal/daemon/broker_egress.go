@@ -56,9 +56,6 @@ type egressBroker struct {
 	mu    sync.Mutex
 	live  map[string]*egressLaunch
 	ended map[string]api.EgressStats
-
-	auditOnce sync.Once
-	auditc    chan store.Audit
 }
 
 type egressLaunch struct {
@@ -265,29 +262,27 @@ type egressAuditDetail struct {
 	Outcome    string `json:"outcome,omitempty"`
 }
 
-// audit queues one audit row per tunnel or request. The launch id is the proxy's, also for
-// requests whose pairing was refused. Rows are written by one goroutine, in order, so that a
-// burst of tunnels (npm install) does not wait for the store's fsync.
+// audit queues one audit row per tunnel or request on the daemon's audit writer, the relay
+// broker's: the rows of a burst of tunnels (npm install) are committed together with the
+// relay's and git's, one fsync per batch, off every tunnel's path, in the order they were
+// queued; the daemon commits what is still queued before it closes the store. The launch id
+// is the proxy's, also for requests whose pairing was refused.
 func (b *egressBroker) audit(launchID string, r egress.Record) {
 	detail, err := json.Marshal(egressAuditDetail{
 		Session: r.SessionID, Method: r.Method, Target: r.Target, Host: r.Host, Port: r.Port, Addr: r.Addr,
 		Decision: r.Decision, Code: r.Code, Reason: r.Reason, Detail: r.Detail, Status: r.Status,
 		BytesUp: r.BytesUp, BytesDown: r.BytesDown, DurationMs: r.Duration.Milliseconds(), Outcome: r.Outcome,
 	})
-	if err != nil || b.d.db == nil {
+	if err != nil {
+		b.d.log.Warn("audit egress", "launch", launchID, "err", err)
 		return
 	}
-	b.auditOnce.Do(func() {
-		b.auditc = make(chan store.Audit, 4096)
-		go func() {
-			for a := range b.auditc {
-				if err := b.d.db.AddAudit(context.Background(), &a); err != nil {
-					b.d.log.Warn("audit egress", "launch", a.LaunchID, "err", err)
-				}
-			}
-		}()
-	})
-	b.auditc <- store.Audit{Time: r.Time, LaunchID: launchID, Kind: auditKindEgress, Detail: detail}
+	// Without the relay broker there is no writer, and no proxy either: start needs the
+	// relay's pairing registry.
+	if b.d.relay == nil {
+		return
+	}
+	b.d.relay.audits.Add(&store.Audit{Time: r.Time, LaunchID: launchID, Kind: auditKindEgress, Detail: detail})
 }
 
 // countedBefore sums a re-adopted launch's audit rows, so that its counters survive a

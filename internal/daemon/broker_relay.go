@@ -55,7 +55,7 @@ type relayBroker struct {
 	shared   net.Listener               // host loopback listener (egress: allow, manual sessions)
 	sharedH  *relay.Handler
 
-	audits *store.AuditWriter // relay and git rows, committed in batches off the request path
+	audits *store.AuditWriter // relay, git and egress rows, committed in batches off the request path
 }
 
 // auditLinger is how long the relay's audit rows gather before they are committed together:

@@ -1,0 +1,186 @@
+package daemon
+
+import (
+	"bufio"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/agentbox/agentbox/internal/api"
+	"github.com/agentbox/agentbox/internal/config"
+	"github.com/agentbox/agentbox/internal/egress"
+	"github.com/agentbox/agentbox/internal/relay/session"
+	"github.com/agentbox/agentbox/internal/store"
+)
+
+// auditRig is a daemon's store with its relay and egress brokers, as serve sets them up before
+// it listens, without the rest of the daemon (no engine, no boxes).
+type auditRig struct {
+	d      *Daemon
+	relay  *relayBroker
+	egress *egressBroker
+	st     *store.Store
+	dbPath string
+	root   string
+}
+
+func newAuditRig(t *testing.T) *auditRig {
+	t.Helper()
+	root, err := os.MkdirTemp("/tmp", "abaudit")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(root) })
+	for _, n := range []string{"run", "state", "config"} {
+		if err := os.Mkdir(filepath.Join(root, n), 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	getenv := func(k string) string {
+		if k == "XDG_CONFIG_HOME" {
+			return filepath.Join(root, "config")
+		}
+		return ""
+	}
+	d, err := newDaemon(Options{RuntimeDir: filepath.Join(root, "run"), StateDir: filepath.Join(root, "state"),
+		Config: config.LoadOptions{Getenv: getenv, PolicyFile: filepath.Join(root, "no-policy.yaml")}, Logger: discardLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &auditRig{d: d, root: root, dbPath: filepath.Join(root, "state", "agentbox.db")}
+	if r.st, err = store.Open(r.dbPath); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	d.store, d.db, d.ctx = r.st, r.st, ctx
+	if r.relay, err = newRelayBroker(d); err != nil {
+		t.Fatal(err)
+	}
+	r.egress = &egressBroker{d: d, live: map[string]*egressLaunch{}, ended: map[string]api.EgressStats{}}
+	t.Cleanup(func() {
+		r.relay.closeAudits()
+		cancel()
+		r.st.Close()
+	})
+	return r
+}
+
+// egressRows returns the egress audit rows of a launch in st.
+func egressRows(t *testing.T, st *store.Store, id string) []egressAuditDetail {
+	t.Helper()
+	all, err := st.ListAudit(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []egressAuditDetail
+	for _, a := range all {
+		if a.Kind != auditKindEgress {
+			continue
+		}
+		var d egressAuditDetail
+		if err := json.Unmarshal(a.Detail, &d); err != nil {
+			t.Fatalf("egress audit row %d: %v: %s", a.Seq, err, a.Detail)
+		}
+		out = append(out, d)
+	}
+	return out
+}
+
+// TestEgressAuditBatched: a tunnel of a launch's egress proxy leaves its audit row in the
+// store through the daemon's batched audit writer while the daemon runs: the batch is
+// committed after its interval, with no flush and no shutdown. The store is read through a
+// connection of its own, as another process would read it.
+func TestEgressAuditBatched(t *testing.T) {
+	r := newAuditRig(t)
+	const id = "egress-audit-batched"
+	runDir := filepath.Join(r.root, "run", "launches", id, "run")
+	if err := os.MkdirAll(runDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	allow, err := egress.ParseAllowlist([]string{"allowed.test:443"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.egress.start(id, runDir, allow, api.EgressStats{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.egress.end(id) })
+	_, pairing, err := r.relay.reg.Create(context.Background(), session.Spec{Kind: session.KindLaunch, ClientID: "generic", LaunchID: id})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// A tunnel the allowlist refuses, asked with the launch's pairing, as curl in the box would.
+	c, err := net.Dial("unix", filepath.Join(runDir, egressSocket))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	auth := base64.StdEncoding.EncodeToString([]byte("agentbox:" + pairing.Reveal()))
+	fmt.Fprintf(c, "CONNECT evil.test:443 HTTP/1.1\r\nHost: evil.test:443\r\nProxy-Authorization: Basic %s\r\n\r\n", auth)
+	resp, err := http.ReadResponse(bufio.NewReader(c), &http.Request{Method: http.MethodConnect})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusForbidden {
+		t.Fatalf("CONNECT evil.test:443: %s, want 403 (refused by the allowlist)", resp.Status)
+	}
+
+	other, err := store.Open(r.dbPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	var rows []egressAuditDetail
+	waitFor(t, "the egress audit row in the store", func() bool {
+		rows = egressRows(t, other, id)
+		return len(rows) > 0
+	})
+	if len(rows) != 1 {
+		t.Fatalf("%d egress audit rows for one tunnel: %+v", len(rows), rows)
+	}
+	if got := rows[0]; got.Method != http.MethodConnect || got.Target != "evil.test:443" || got.Decision != egress.DecisionRefuse ||
+		got.Reason != egress.ReasonHostNotAllowed || got.Status != http.StatusForbidden || got.Session == "" {
+		t.Errorf("egress audit row = %+v, want CONNECT evil.test:443 refused (host_not_allowed, 403) with the launch's session", got)
+	}
+}
+
+// TestEgressAuditShutdown: every egress audit row queued when the daemon shuts down is in the
+// store once the shutdown's flush (closeAudits, which serve runs before it closes the store)
+// has returned, in the order queued, and is still there when the store is opened again.
+func TestEgressAuditShutdown(t *testing.T) {
+	r := newAuditRig(t)
+	const id, n = "egress-audit-shutdown", 200
+	start := time.Now()
+	for i := range n {
+		r.egress.audit(id, egress.Record{Time: start.Add(time.Duration(i)), Method: http.MethodConnect,
+			Target: fmt.Sprintf("host%d.test:443", i), Host: fmt.Sprintf("host%d.test", i), Port: 443,
+			Decision: egress.DecisionRefuse, Reason: egress.ReasonHostNotAllowed, Code: egress.CodeEgressRefused, Status: http.StatusForbidden})
+	}
+	r.relay.closeAudits()
+	if err := r.st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	st, err := store.Open(r.dbPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	rows := egressRows(t, st, id)
+	if len(rows) != n {
+		t.Fatalf("%d of %d egress audit rows in the store after the shutdown flush", len(rows), n)
+	}
+	for i, got := range rows {
+		if want := fmt.Sprintf("host%d.test:443", i); got.Target != want || got.Decision != egress.DecisionRefuse {
+			t.Fatalf("row %d: %+v, want a refusal of %s (rows out of order or altered)", i, got, want)
+		}
+	}
+}
