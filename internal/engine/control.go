@@ -17,6 +17,9 @@ const (
 	// EventGo goes shim to box too, to a box started with IO.Hold: start the program now; Rows
 	// and Cols are the PTY size.
 	EventGo EventKind = "go"
+	// EventBuilt goes from box-init to its box-exec (internal/engine/native): the box is built
+	// and pivoted into, so the program's Landlock rules can be opened by their in-box paths.
+	EventBuilt EventKind = "built"
 )
 
 // Event is one control message (JSON, one per SOCK_SEQPACKET datagram).

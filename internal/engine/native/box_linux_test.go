@@ -348,3 +348,42 @@ func TestProcOfBoxInitHidden(t *testing.T) {
 		t.Errorf("the program reached box-init's /proc entries (uid %d): %v", os.Getuid(), b)
 	}
 }
+
+// badSeccompEngine is the native engine with a request whose seccomp profile box-exec does not
+// know: box-exec fails on the spec alone, which it gets as soon as box-init does, before the
+// box is built.
+type badSeccompEngine struct{ native.Engine }
+
+func (e *badSeccompEngine) Request(p *plan.Plan) ([]byte, error) {
+	b, err := e.Engine.Request(p)
+	if err != nil {
+		return nil, err
+	}
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		return nil, err
+	}
+	m["seccomp"] = "no-such-profile"
+	return json.Marshal(m)
+}
+
+// TestExecStageFailsEarly: a box-exec that fails on the spec (sent to it before the box is
+// built) has exited by the time box-init has built the box and hands it the rest: its report
+// still reaches the shim, as the box's set-up failure, and the program never runs.
+func TestExecStageFailsEarly(t *testing.T) {
+	t.Parallel()
+	p, _ := probePlan(t, []string{"restrictions"}, nil)
+	r := enginetest.RunBox(t, &badSeccompEngine{}, p, enginetest.Options{})
+	ev := r.Error()
+	if ev == nil || ev.Code != engine.CodeBoxSetupFailed || !strings.Contains(ev.Message, `unknown seccomp profile "no-such-profile"`) {
+		t.Fatalf("events %+v (exit %d), want %s naming the unknown seccomp profile", r.Events, r.Exit, engine.CodeBoxSetupFailed)
+	}
+	for _, e := range r.Events {
+		if e.Kind == engine.EventExec {
+			t.Fatalf("the program was exec'd: events %+v", r.Events)
+		}
+	}
+	if len(r.Stdout) != 0 {
+		t.Fatalf("the probe ran: %q", r.Stdout)
+	}
+}

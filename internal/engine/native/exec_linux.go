@@ -29,9 +29,10 @@ func (f *execFailure) event() engine.Event {
 
 // execProcess is a box-exec started by box-init ahead of its program (see startExecProcess).
 type execProcess struct {
-	pid      int
-	conn     *os.File // box-init's end of the exec socket
-	prepared bool     // the spec has been sent
+	pid       int
+	conn      *os.File // box-init's end of the exec socket
+	specSent  bool     // EventStart (the spec) has been sent
+	builtSent bool     // EventBuilt has been sent
 }
 
 // startExecProcess starts `agentbox box-exec` as a child of box-init, early — before the box
@@ -59,14 +60,14 @@ func startExecProcess() (*execProcess, error) {
 	return &execProcess{pid: pid, conn: ours}, nil
 }
 
-// prepare hands box-exec the spec (raw bytes), so that it builds the program's Landlock ruleset
-// and seccomp filter while the box waits for its client; run then hands it the streams. A
-// failure box-exec reports here is read by run.
-func (x *execProcess) prepare(raw []byte) error {
-	if x.prepared {
+// sendSpec hands box-exec the spec (raw bytes) as soon as box-init has it, so that it parses
+// it and builds the program's seccomp filter while box-init builds the box. A failure box-exec
+// reports is read by run.
+func (x *execProcess) sendSpec(raw []byte) error {
+	if x.specSent {
 		return nil
 	}
-	x.prepared = true
+	x.specSent = true
 	specFile, err := memfile("agentbox-spec", raw)
 	if err != nil {
 		return err
@@ -78,16 +79,32 @@ func (x *execProcess) prepare(raw []byte) error {
 	return nil
 }
 
-// run hands box-exec the program's stdin, stdout and stderr (after prepare, which it calls
-// with raw if it has not been), and waits until box-exec has exec'd the program (nil) or
-// reported why it could not.
+// built tells box-exec that the box is built (box-init is in the new root), so that it builds
+// the program's Landlock ruleset, whose paths are the box's, while the box waits for its client.
+func (x *execProcess) built(raw []byte) error {
+	if x.builtSent {
+		return nil
+	}
+	if err := x.sendSpec(raw); err != nil {
+		return err
+	}
+	x.builtSent = true
+	if err := engine.SendEvent(x.conn, engine.Event{Kind: engine.EventBuilt}); err != nil {
+		return fmt.Errorf("box-exec: %w", err)
+	}
+	return nil
+}
+
+// run hands box-exec the program's stdin, stdout and stderr (after the spec and the news that
+// the box is built, sent now if they have not been), and waits until box-exec has exec'd the
+// program (nil) or reported why it could not.
 func (x *execProcess) run(raw []byte, stdio [3]int) *execFailure {
 	defer x.conn.Close()
-	if err := x.prepare(raw); err != nil {
-		return &execFailure{Code: engine.CodeBoxSetupFailed, Message: err.Error()}
-	}
 	// A box-exec that failed already has closed its end: its report is still to be read.
-	sendErr := engine.SendEvent(x.conn, engine.Event{Kind: engine.EventGo}, stdio[0], stdio[1], stdio[2])
+	sendErr := x.built(raw)
+	if sendErr == nil {
+		sendErr = engine.SendEvent(x.conn, engine.Event{Kind: engine.EventGo}, stdio[0], stdio[1], stdio[2])
+	}
 	// The exec socket is close-on-exec in box-exec: end of file without a report means the
 	// program's execve succeeded; otherwise box-exec wrote why it failed.
 	buf := make([]byte, 64<<10)
@@ -124,9 +141,9 @@ func (x *execProcess) run(raw []byte, stdio [3]int) *execFailure {
 }
 
 // BoxExecMain is the entry point of `agentbox box-exec`, started early by box-init inside the
-// box (startExecProcess). On fd 3 it gets the spec (EventStart, a memfd), builds the program's
-// Landlock ruleset and seccomp filter, then gets the program's stdin, stdout and stderr
-// (EventGo). On this one thread it puts the streams in place (its own session with the PTY as
+// box (startExecProcess). On fd 3 it gets the spec (EventStart, a memfd) as soon as box-init
+// has it and builds the program's seccomp filter; once the box is built (EventBuilt) the
+// program's Landlock ruleset; then it gets the program's stdin, stdout and stderr (EventGo). On this one thread it puts the streams in place (its own session with the PTY as
 // controlling terminal in tty mode, its own process group otherwise), drops every capability,
 // sets no_new_privs, applies Landlock and seccomp, and execs the program. On failure it
 // reports on fd 3 and exits 1; on success fd 3 closes (close-on-exec). The program is then a
@@ -174,15 +191,20 @@ func BoxExecMain(args []string) int {
 	if err != nil {
 		return fail(engine.CodeBoxSetupFailed, "box-exec: %v", err)
 	}
-	// The box is built (box-init sends the spec after pivot_root): the ruleset's paths are the
-	// box's own.
-	ruleset, rulesetFlags, err := landlockRuleset(spec.Landlock)
-	if err != nil {
-		return fail(engine.CodeBoxSetupFailed, "landlock: %v", err)
-	}
 	filter, err := seccompProgram(spec.Seccomp)
 	if err != nil {
 		return fail(engine.CodeBoxSetupFailed, "seccomp: %v", err)
+	}
+	// The Landlock ruleset once the box is built (box-init is in the new root): its paths are
+	// the box's own.
+	if _, err = receive(engine.EventBuilt, 0); errors.Is(err, engine.ErrControlClosed) {
+		return 1
+	} else if err != nil {
+		return fail(engine.CodeBoxSetupFailed, "%v", err)
+	}
+	ruleset, rulesetFlags, err := landlockRuleset(spec.Landlock)
+	if err != nil {
+		return fail(engine.CodeBoxSetupFailed, "landlock: %v", err)
 	}
 
 	if fds, err = receive(engine.EventGo, 3); errors.Is(err, engine.ErrControlClosed) {

@@ -78,6 +78,9 @@ func BoxInitMain(args []string) int {
 	if err != nil {
 		return fail("%v", err)
 	}
+	// box-exec parses the spec and builds the program's seccomp filter while the box is built.
+	// (Should box-exec have failed, its report is read when the program is to start: run.)
+	_ = ex.sendSpec(raw)
 	// Nothing in the box may read box-init's memory or descriptors.
 	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
 		return fail("set non-dumpable: %v", err)
@@ -108,10 +111,9 @@ func BoxInitMain(args []string) int {
 		return fail("%v", err)
 	}
 	if *hold {
-		// box-exec builds the program's Landlock ruleset and seccomp filter while the box waits.
-		if err := ex.prepare(raw); err != nil {
-			return fail("%v", err)
-		}
+		// box-exec builds the program's Landlock ruleset while the box waits for its client (a
+		// failure of box-exec is read when the program is to start, as above).
+		_ = ex.built(raw)
 		r, c, err := awaitGo(ctl)
 		if errors.Is(err, engine.ErrControlClosed) {
 			return exitSetupFailed // the shim gave up on the launch before its program started
