@@ -56,6 +56,8 @@ var (
 	gitMB   = flag.Int("git-mb", 56, "size of the generated git repository, MiB")
 	gitRuns = flag.Int("git-runs", 3, "clones per side")
 	skipGit = flag.Bool("no-git", false, "skip the git benchmark")
+	nConc   = flag.Int("streams", 64, "boxes streaming at once (each box is one session; 64 is the default bound)")
+	concEv  = flag.Int("stream-events", 1000, "events in each concurrent stream (one every 2 ms once all are open)")
 )
 
 // env is an isolated agentbox environment with its own daemon.
@@ -136,6 +138,12 @@ type upstream struct {
 	mu    sync.Mutex
 	sent  []float64 // epoch ms at which each event of the "events" stream was written
 	bulkN int
+
+	// The concurrent phase: each stream's first event waits until open streams are open.
+	concMu   sync.Mutex
+	open     int
+	allOpen  chan struct{}
+	released time.Time
 }
 
 func newUpstream() *upstream {
@@ -154,6 +162,8 @@ func newUpstream() *upstream {
 				return llmtest.Reply{Text: bulkText, Chunk: len(bulkText), Repeat: *bulkMB * 1000 * 1000 / len(bulkText)}
 			case "revoke":
 				return llmtest.Reply{Repeat: 1 << 30}
+			case "concurrent":
+				return llmtest.Reply{Text: "x", Repeat: *concEv - 6}
 			}
 			return llmtest.Reply{}
 		},
@@ -174,6 +184,23 @@ func newUpstream() *upstream {
 					return ctx.Err()
 				case <-time.After(10 * time.Millisecond):
 				}
+			case "concurrent":
+				if i == 0 {
+					u.concMu.Lock()
+					u.open++
+					if u.open == *nConc {
+						u.released = time.Now()
+						close(u.allOpen)
+					}
+					ch := u.allOpen
+					u.concMu.Unlock()
+					select {
+					case <-ch:
+					case <-ctx.Done():
+						return ctx.Err()
+					}
+				}
+				time.Sleep(2 * time.Millisecond)
 			}
 			return nil
 		},
@@ -401,8 +428,115 @@ func main() {
 		fmt.Printf("| direct (host git) | %.2f | %.2f | %.2f | %.0f |\n", pct(dg, 0), pct(dg, .5), pct(dg, 1), float64(size)/(1<<20)/pct(dg, .5))
 		fmt.Printf("| through the git relay (in a box) | %.2f | %.2f | %.2f | %.0f |\n", pct(rg, 0), pct(rg, .5), pct(rg, 1), float64(size)/(1<<20)/pct(rg, .5))
 	}
+	// 6. Streams at once: nConc detached boxes, each its own session (the default bound is 64
+	// live sessions, launches' included), each streaming one response with curl through its
+	// relay channel; the upstream holds every stream's first event until all are open, then
+	// writes an event every 2 ms on each. Errors: a launch refused, a status other than 200, a
+	// stream without its end (message_stop) or with events missing.
+	if *nConc > 0 {
+		concurrentStreams(e, up)
+	}
 	load1, _ := os.ReadFile("/proc/loadavg")
 	fmt.Printf("\nLoad average at the end: %s\n", strings.Join(strings.Fields(string(load1))[:3], " "))
+}
+
+// concurrentStreams runs phase 6 and prints its table.
+func concurrentStreams(e *env, up *upstream) {
+	setMode("concurrent")
+	up.allOpen = make(chan struct{})
+	// The boxes of the earlier phases have ended (and their sessions with them) before this
+	// phase takes the bound's worth.
+	deadline := time.Now().Add(time.Minute)
+	for {
+		out, err := e.cmd("session", "list", "--json").Output()
+		check(err)
+		var ss []json.RawMessage
+		check(json.Unmarshal(out, &ss))
+		if len(ss) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			fatalf("concurrent streams: %d sessions still live from earlier phases", len(ss))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	pidb, err := os.ReadFile(filepath.Join(e.root, "run", "agentbox", "daemon.pid"))
+	check(err)
+	daemonPid := strings.TrimSpace(string(pidb))
+	rssBefore := rssKB(daemonPid)
+	var peak int64
+	stopSampling := make(chan struct{})
+	sampled := make(chan struct{})
+	go func() {
+		defer close(sampled)
+		t := time.NewTicker(20 * time.Millisecond)
+		defer t.Stop()
+		for {
+			if r := rssKB(daemonPid); r > peak {
+				peak = r
+			}
+			select {
+			case <-stopSampling:
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	body := `{"model":"concurrent","max_tokens":16,"stream":true,"messages":[{"role":"user","content":"hi"}]}`
+	t0 := time.Now()
+	var launchErrs int
+	for i := 0; i < *nConc; i++ {
+		script := fmt.Sprintf(`curl -sS -N -o stream.%d -w '%%{http_code}' -X POST "%s/v1/messages" -H 'content-type: application/json' `+
+			`-H 'anthropic-version: 2023-06-01' -H "x-api-key: $AGENTBOX_PAIRING" -d '%s' > code.%d.tmp; mv code.%d.tmp code.%d`, i, relayBase, body, i, i, i)
+		if out, err := e.cmd("run", "-d", "sh", "--", "-c", script).CombinedOutput(); err != nil {
+			launchErrs++
+			log.Printf("concurrent streams: launch %d: %v: %s", i, err, out)
+		}
+	}
+	launched := time.Since(t0)
+	var errs, done int
+	for i := 0; i < *nConc-launchErrs; i++ {
+		waitFile(filepath.Join(e.work, fmt.Sprintf("code.%d", i)))
+		code, _ := os.ReadFile(filepath.Join(e.work, fmt.Sprintf("code.%d", i)))
+		stream, _ := os.ReadFile(filepath.Join(e.work, fmt.Sprintf("stream.%d", i)))
+		deltas := strings.Count(string(stream), "event: content_block_delta")
+		if strings.TrimSpace(string(code)) != "200" || !strings.Contains(string(stream), "event: message_stop") || deltas != *concEv-6 {
+			errs++
+			log.Printf("concurrent streams: box %d: status %s, %d deltas of %d, end %v", i, code, deltas, *concEv-6, strings.Contains(string(stream), "event: message_stop"))
+			continue
+		}
+		done++
+	}
+	streamed := time.Since(up.released)
+	close(stopSampling)
+	<-sampled
+	// Let the boxes end, then the daemon's RSS at rest again.
+	time.Sleep(2 * time.Second)
+	rssAfter := rssKB(daemonPid)
+	fmt.Printf("\n**Streams at once** (%d detached boxes, each its own session, each streaming one response of %d events with curl through its relay channel; the upstream holds every first event until all %d streams are open, then writes an event every 2 ms on each):\n\n", *nConc, *concEv, *nConc)
+	fmt.Println("| | |")
+	fmt.Println("|---|---|")
+	fmt.Printf("| launches (sequential `agentbox run -d`) | %d in %.1f s, %d refused |\n", *nConc, launched.Seconds(), launchErrs)
+	fmt.Printf("| streams complete (200, every event, message_stop) | %d of %d |\n", done, *nConc)
+	fmt.Printf("| **errors** | **%d** |\n", errs+launchErrs)
+	fmt.Printf("| all streams open → last stream read | %.2f s |\n", streamed.Seconds())
+	fmt.Printf("| daemon RSS before / peak / 2 s after | %.1f / %.1f / %.1f MiB |\n", float64(rssBefore)/1024, float64(peak)/1024, float64(rssAfter)/1024)
+}
+
+// rssKB is the VmRSS of pid in kB (0 if unknown).
+func rssKB(pid string) int64 {
+	b, err := os.ReadFile("/proc/" + pid + "/status")
+	if err != nil {
+		return 0
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "VmRSS:"); ok {
+			var kb int64
+			fmt.Sscan(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), &kb)
+			return kb
+		}
+	}
+	return 0
 }
 
 func waitFile(p string) {
