@@ -52,6 +52,7 @@ type relayBroker struct {
 	mu       sync.Mutex
 	launches map[string]*relayLaunch
 	stats    map[string]*api.RelayStats // by launch id
+	history  sync.Once                  // the counters of launches that ran under earlier daemons (loadHistory)
 	shared   net.Listener               // host loopback listener (egress: allow, manual sessions)
 	sharedH  *relay.Handler
 
@@ -178,10 +179,19 @@ func (b *relayBroker) prepare(ctx context.Context, bl *brokerLaunch, c *plan.Con
 	}
 	c.Env = append(c.Env, EnvRelayURL+"="+relayURL, EnvPairing+"="+pairing.Reveal())
 	c.Env = append(c.Env, gitrelay.Env("")...)
+	// The counters go on from what the launch's audit rows say it did under the daemon before.
+	var before api.RelayStats
+	if b.d.db != nil {
+		if t, err := b.d.db.RelayTotals(ctx, bl.ID); err == nil {
+			before = relayStats(t[bl.ID])
+		} else {
+			b.d.log.Warn("relay counters of a re-adopted launch", "launch", bl.ID, "err", err)
+		}
+	}
 	b.mu.Lock()
 	b.launches[bl.ID] = &relayLaunch{sess: sess, ln: ln}
 	if b.stats[bl.ID] == nil {
-		b.stats[bl.ID] = &api.RelayStats{}
+		b.stats[bl.ID] = &before
 	}
 	b.mu.Unlock()
 	return nil
@@ -278,10 +288,19 @@ func (b *relayBroker) resume(ctx context.Context, bl *brokerLaunch) error {
 	if err != nil {
 		return err
 	}
+	// The counters go on from what the launch's audit rows say it did under the daemon before.
+	var before api.RelayStats
+	if b.d.db != nil {
+		if t, err := b.d.db.RelayTotals(ctx, bl.ID); err == nil {
+			before = relayStats(t[bl.ID])
+		} else {
+			b.d.log.Warn("relay counters of a re-adopted launch", "launch", bl.ID, "err", err)
+		}
+	}
 	b.mu.Lock()
 	b.launches[bl.ID] = &relayLaunch{sess: sess, ln: ln}
 	if b.stats[bl.ID] == nil {
-		b.stats[bl.ID] = &api.RelayStats{}
+		b.stats[bl.ID] = &before
 	}
 	b.mu.Unlock()
 	return nil
@@ -346,6 +365,7 @@ func (b *relayBroker) gitAudit(ev gitrelay.Event) {
 
 // launchStats returns a copy of a launch's relay counters, or nil.
 func (b *relayBroker) launchStats(id string) *api.RelayStats {
+	b.loadHistory()
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if st := b.stats[id]; st != nil {
@@ -353,6 +373,35 @@ func (b *relayBroker) launchStats(id string) *api.RelayStats {
 		return &c
 	}
 	return nil
+}
+
+// loadHistory fills, once, the counters of the launches this daemon has none for from their
+// audit rows: launches that ran under an earlier daemon, so that `agentbox launches` shows
+// their relay activity after a restart too. (Launches this daemon prepared or re-adopted have
+// theirs already, and count on from there.)
+func (b *relayBroker) loadHistory() {
+	b.history.Do(func() {
+		if b.d.db == nil {
+			return
+		}
+		totals, err := b.d.db.RelayTotals(context.Background(), "")
+		if err != nil {
+			b.d.log.Warn("relay counters of earlier launches", "err", err)
+			return
+		}
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		for id, t := range totals {
+			if b.stats[id] == nil {
+				st := relayStats(t)
+				b.stats[id] = &st
+			}
+		}
+	})
+}
+
+func relayStats(t store.RelayTotals) api.RelayStats {
+	return api.RelayStats{Requests: t.Requests, LastStatus: t.LastStatus, Canceled: t.Canceled, InputTokens: t.InputTokens, OutputTokens: t.OutputTokens}
 }
 
 // storeSessions persists session records (hashes only) in the store.

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/agentbox/agentbox/internal/api"
@@ -162,5 +163,64 @@ func TestRevokeLaunch(t *testing.T) {
 	second, _ := os.ReadFile(filepath.Join(e.Work, "second"))
 	if !strings.HasPrefix(string(second), "403") || !strings.Contains(string(second), "pairing_invalid") {
 		t.Fatalf("after revoke: %s", second)
+	}
+}
+
+// TestRelayActivitySurvivesRestart: `agentbox launches` shows the same relay activity after the
+// daemon restarted — for a launch that ended before (its counters come back from its audit
+// rows) and for one that keeps running (re-adopted, it counts on from there).
+func TestRelayActivitySurvivesRestart(t *testing.T) {
+	if _, err := os.Stat("/usr/bin/curl"); err != nil {
+		t.Skip("curl is not installed")
+	}
+	e, _ := relayEnv(t)
+	pairing := `-H "x-api-key: $AGENTBOX_PAIRING"`
+	if r := e.Box(curlRelay(pairing) + "; " + curlRelay(pairing)); r.Code != 0 || strings.Count(r.Stdout, "200\n") != 2 {
+		t.Fatalf("two requests: exit %d: %s %s", r.Code, r.Stdout, r.Stderr)
+	}
+	ls := e.Launches()
+	if len(ls) != 1 {
+		t.Fatalf("launches: %+v", ls)
+	}
+	ended := ls[0].ID
+	running := e.Detach("sh", "--", "-c", `{ `+curlRelay(pairing)+`; } > first; touch ready; while [ ! -e go ]; do sleep 0.05; done; { `+
+		curlRelay(pairing)+`; } > second; touch done`)
+	eventually(t, "the running launch's first request", func() bool { _, err := os.Stat(filepath.Join(e.Work, "ready")); return err == nil })
+	before := map[string]api.RelayStats{}
+	for _, id := range []string{ended, running} {
+		l, ok := e.Launch(id)
+		if !ok || l.Relay == nil {
+			t.Fatalf("launch %s shows no relay activity before the restart: %+v", id, l)
+		}
+		before[id] = *l.Relay
+	}
+	if before[ended].Requests != 2 || before[ended].LastStatus != 200 || before[running].Requests != 1 {
+		t.Fatalf("before the restart: %+v", before)
+	}
+
+	// A clean stop (the audit rows queued are committed), then a new daemon.
+	pid := e.DaemonPid()
+	if r := e.Run("", "daemon", "stop"); r.Code != 0 {
+		t.Fatalf("daemon stop: %s", r.Stderr)
+	}
+	eventually(t, "the daemon gone", func() bool { return syscall.Kill(pid, 0) != nil })
+	if r := e.Run("", "daemon", "--detach"); r.Code != 0 {
+		t.Fatalf("daemon --detach: %s", r.Stderr)
+	}
+	for id, want := range before {
+		if l, ok := e.Launch(id); !ok || l.Relay == nil || *l.Relay != want {
+			t.Errorf("launch %s after the restart: relay %+v, want %+v", id, l.Relay, want)
+		}
+	}
+	// The re-adopted launch counts on.
+	if err := os.WriteFile(filepath.Join(e.Work, "go"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	l := e.WaitLaunch(running, "ended", func(l api.Launch) bool { return l.State == api.StateExited })
+	if second, _ := os.ReadFile(filepath.Join(e.Work, "second")); !strings.HasPrefix(string(second), "200") {
+		t.Fatalf("the re-adopted launch's request: %s", second)
+	}
+	if l.Relay == nil || l.Relay.Requests != before[running].Requests+1 || l.Relay.LastStatus != 200 {
+		t.Errorf("the re-adopted launch after its second request: relay %+v, want %d requests", l.Relay, before[running].Requests+1)
 	}
 }
