@@ -56,6 +56,11 @@ type egressBroker struct {
 	mu    sync.Mutex
 	live  map[string]*egressLaunch
 	ended map[string]api.EgressStats
+
+	// The counters of launches that ended under earlier daemons, from their audit rows, loaded
+	// at the first listing (loadHistory).
+	history     sync.Once
+	historyByID map[string]api.EgressStats
 }
 
 type egressLaunch struct {
@@ -231,6 +236,7 @@ func (d *Daemon) egressStats(id string) *api.EgressStats {
 }
 
 func (b *egressBroker) launchStats(id string) *api.EgressStats {
+	b.loadHistory()
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if l := b.live[id]; l != nil {
@@ -238,6 +244,9 @@ func (b *egressBroker) launchStats(id string) *api.EgressStats {
 		return &s
 	}
 	if s, ok := b.ended[id]; ok {
+		return &s
+	}
+	if s, ok := b.historyByID[id]; ok {
 		return &s
 	}
 	return nil
@@ -288,36 +297,40 @@ func (b *egressBroker) audit(launchID string, r egress.Record) {
 // countedBefore sums a re-adopted launch's audit rows, so that its counters survive a
 // daemon restart.
 func (b *egressBroker) countedBefore(ctx context.Context, id string) api.EgressStats {
-	var s api.EgressStats
 	if b.d.db == nil {
-		return s
+		return api.EgressStats{}
 	}
-	rows, err := b.d.db.ListAudit(ctx, id)
+	t, err := b.d.db.EgressTotals(ctx, id)
 	if err != nil {
 		b.d.log.Warn("read egress audit of re-adopted launch", "launch", id, "err", err)
-		return s
+		return api.EgressStats{}
 	}
-	for _, a := range rows {
-		if a.Kind != auditKindEgress {
-			continue
+	return egressStats(t[id])
+}
+
+// loadHistory reads, once, the counters of every launch that used the proxy from the audit
+// rows: those of launches that ended under an earlier daemon are shown from there.
+func (b *egressBroker) loadHistory() {
+	b.history.Do(func() {
+		if b.d.db == nil {
+			return
 		}
-		var d egressAuditDetail
-		if json.Unmarshal(a.Detail, &d) != nil {
-			continue
+		totals, err := b.d.db.EgressTotals(context.Background(), "")
+		if err != nil {
+			b.d.log.Warn("egress counters of earlier launches", "err", err)
+			return
 		}
-		switch d.Decision {
-		case egress.DecisionAllow:
-			s.Allowed++
-		case egress.DecisionRefuse:
-			s.Refused++
-			if d.Target != "" && d.Reason != egress.ReasonPairing && d.Reason != egress.ReasonBadRequest {
-				s.LastRefused, s.LastRefusedReason = d.Target, d.Reason
-			}
-		default:
-			s.Failed++
+		m := make(map[string]api.EgressStats, len(totals))
+		for id, t := range totals {
+			m[id] = egressStats(t)
 		}
-		s.BytesUp += d.BytesUp
-		s.BytesDown += d.BytesDown
-	}
-	return s
+		b.mu.Lock()
+		b.historyByID = m
+		b.mu.Unlock()
+	})
+}
+
+func egressStats(t store.EgressTotals) api.EgressStats {
+	return api.EgressStats{Allowed: t.Allowed, Refused: t.Refused, Failed: t.Failed, BytesUp: t.BytesUp, BytesDown: t.BytesDown,
+		LastRefused: t.LastRefused, LastRefusedReason: t.LastRefusedReason}
 }

@@ -7,8 +7,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/agentbox/agentbox/internal/api"
 	"github.com/agentbox/agentbox/internal/egress"
@@ -272,6 +275,62 @@ func TestEgressProxyCLI(t *testing.T) {
 		t.Errorf("revoked launch egress = %+v", second)
 	}
 	t.Logf("slow: %s (%d bytes before revocation)", strings.TrimSpace(done), len(slow))
+
+	// The counters of ended launches come back from the audit rows after a restart.
+	if first == nil || second == nil {
+		return
+	}
+	waitFor(t, "the revoked launch ended", func() bool {
+		o, _ := abx("launches", "--json")
+		var ls []api.Launch
+		json.Unmarshal([]byte(o), &ls)
+		for _, l := range ls {
+			if l.ID == id {
+				return l.State == api.StateExited || l.State == api.StateFailed
+			}
+		}
+		return false
+	})
+	o, err = abx("launches", "--json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]api.EgressStats{}
+	ls = nil
+	json.Unmarshal([]byte(o), &ls)
+	for _, l := range ls {
+		if l.Egress != nil {
+			want[l.ID] = *l.Egress
+		}
+	}
+	pidb, err := os.ReadFile(filepath.Join(dirs["run"], "agentbox", "daemon.pid"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, _ := strconv.Atoi(strings.TrimSpace(string(pidb)))
+	if o, err := abx("daemon", "stop"); err != nil {
+		t.Fatalf("daemon stop: %v: %s", err, o)
+	}
+	waitFor(t, "the daemon gone", func() bool { return unix.Kill(pid, 0) != nil })
+	if o, err := abx("daemon", "--detach"); err != nil {
+		t.Fatalf("daemon --detach: %v: %s", err, o)
+	}
+	o, err = abx("launches", "--json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ls = nil
+	if err := json.Unmarshal([]byte(o), &ls); err != nil {
+		t.Fatalf("launches --json: %v:\n%s", err, o)
+	}
+	for _, l := range ls {
+		if w, ok := want[l.ID]; ok && (l.Egress == nil || *l.Egress != w) {
+			t.Errorf("launch %s after the restart: egress %+v, want %+v", l.ID, l.Egress, w)
+		}
+	}
+	if len(want) != 2 {
+		t.Errorf("egress counters before the restart for %d launches, want 2", len(want))
+	}
 }
 
 func strconvQuote(s string) string { return fmt.Sprintf("%q", s) }
