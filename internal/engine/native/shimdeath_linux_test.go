@@ -52,7 +52,11 @@ func testShim(args []string) int {
 		return 1
 	}
 	fmt.Println(box.Process.Pid, ns)
-	select {}
+	// Wait to be killed. (Not `select {}`: with no other goroutine left, the runtime would end
+	// this process at once as a deadlock, and the box with it, before the test looks at it.)
+	box.Process.Wait()
+	time.Sleep(time.Hour)
+	return 1
 }
 
 func TestBoxDiesWithShim(t *testing.T) {
