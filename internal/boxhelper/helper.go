@@ -47,6 +47,35 @@ func FindBinary(exe, name string) (string, error) {
 	return findBinary(exe, name, func(f *os.File, path string) error { return checkBuild(f, path) })
 }
 
+// OpenBinary is FindBinary that returns the file it checked, open (close-on-exec): run it
+// as /proc/self/fd/N of that descriptor, and what runs is what was checked, whatever happens
+// to the path meanwhile.
+func OpenBinary(exe, name string) (*os.File, error) {
+	var kept *os.File
+	_, err := findBinary(exe, name, func(f *os.File, path string) error {
+		if err := checkBuild(f, path); err != nil {
+			return err
+		}
+		dup, err := os.Open(fmt.Sprintf("/proc/self/fd/%d", f.Fd()))
+		if err != nil {
+			return err
+		}
+		// The same open file? (/proc/self/fd/N reopens the inode the descriptor holds.)
+		a, errA := f.Stat()
+		b, errB := dup.Stat()
+		if errA != nil || errB != nil || !os.SameFile(a, b) {
+			dup.Close()
+			return fmt.Errorf("%s changed while it was checked", path)
+		}
+		kept = dup
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return kept, nil
+}
+
 // Candidates returns the paths where FindHelper looks for the helper of the agentbox binary
 // exe (resolved through symlinks), in order, whether or not they exist: the first that exists
 // is the helper.
@@ -89,6 +118,12 @@ func tryHelper(path string, use func(f *os.File, path string) error) error {
 		return err
 	}
 	defer f.Close()
+	// An empty file without execute bits is a placeholder the daemon keeps where a binary may
+	// be looked for while a box runs in a workspace that holds agentbox (ownBinaryPins): as if
+	// there were nothing. (A box cannot write it: it is bound read-only in the box.)
+	if fi, err := f.Stat(); err == nil && fi.Mode().IsRegular() && fi.Size() == 0 && fi.Mode().Perm()&0o111 == 0 {
+		return fmt.Errorf("%s is a placeholder: %w", path, os.ErrNotExist)
+	}
 	if err := checkFile(f, path); err != nil {
 		return err
 	}

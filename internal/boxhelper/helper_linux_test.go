@@ -81,6 +81,25 @@ func TestFindHelper(t *testing.T) {
 	if got, err := FindHelper(exe); err != nil || got != filepath.Join(libexec, HelperName) {
 		t.Fatalf("libexec helper: FindHelper = %q, %v", got, err)
 	}
+	// A placeholder (empty, not executable: what the daemon keeps there while a box runs in a
+	// workspace holding agentbox) counts as nothing: the next place is looked at.
+	if err := os.WriteFile(helper, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := FindHelper(exe); err != nil || got != filepath.Join(libexec, HelperName) {
+		t.Fatalf("placeholder first: FindHelper = %q, %v", got, err)
+	}
+	// OpenBinary hands over the file it checked, open.
+	f, err := OpenBinary(exe, HelperName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	a, _ := f.Stat()
+	b, _ := os.Stat(filepath.Join(libexec, HelperName))
+	if !os.SameFile(a, b) {
+		t.Fatalf("OpenBinary returned another file than %s", filepath.Join(libexec, HelperName))
+	}
 }
 
 func unwrapAll(err error) error {

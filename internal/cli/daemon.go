@@ -101,10 +101,11 @@ With --system (as root) it does not serve launches: it reads the system policy
 // error carries the log's last lines and says where the log is; when it exits because another
 // daemon won the race to start, that daemon's answer is success.
 func startDetachedDaemon(ctx context.Context, c *client.Client) error {
-	exe, err := daemonBinary()
+	exe, closeFn, err := daemonBinary()
 	if err != nil {
 		return err
 	}
+	defer closeFn()
 	state, err := safesocket.StateDir()
 	if err != nil {
 		return err
@@ -122,6 +123,7 @@ func startDetachedDaemon(ctx context.Context, c *client.Client) error {
 	}
 	defer devnull.Close()
 	cmd := exec.Command(exe, "daemon")
+	cmd.Args[0] = "agentbox"
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = devnull, logf, logf
 	cmd.SysProcAttr = detachedAttr()
 	if err := cmd.Start(); err != nil {

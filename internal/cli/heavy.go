@@ -26,31 +26,34 @@ var Heavy struct {
 	Probe func(ctx context.Context, engine string) (*api.Readiness, error)
 }
 
-// daemonBinary returns the daemon binary installed with this agentbox: this very binary when it
+// daemonBinary opens the daemon binary installed with this agentbox: this very binary when it
 // is the daemon binary, else agentbox-daemon beside it or in ../libexec/agentbox/, used only
-// when its owner and mode are safe and it was built from the same source (boxhelper.FindBinary).
-func daemonBinary() (string, error) {
+// when its owner and mode are safe and it was built from the same source (boxhelper). It
+// returns the path to run it by — /proc/self/fd/N of the file that was checked, so that what
+// runs is what was checked — and a function that closes that descriptor.
+func daemonBinary() (path string, closeFn func(), err error) {
+	if Heavy.RunDaemon != nil {
+		return "/proc/self/exe", func() {}, nil
+	}
 	exe, err := os.Executable()
 	if err != nil {
-		return "", err
+		return "", nil, err
 	}
-	if Heavy.RunDaemon != nil {
-		return exe, nil
-	}
-	p, err := boxhelper.FindBinary(exe, boxhelper.DaemonName)
+	f, err := boxhelper.OpenBinary(exe, boxhelper.DaemonName)
 	if err != nil {
-		return "", fmt.Errorf("%w\n  hint: agentbox runs its daemon from %s, installed beside %s (make build builds bin/%s; the package installs it in /usr/libexec/agentbox)",
+		return "", nil, fmt.Errorf("%w\n  hint: agentbox runs its daemon from %s, installed beside %s (make build builds bin/%s; the package installs it in /usr/libexec/agentbox)",
 			err, boxhelper.DaemonName, exe, boxhelper.DaemonName)
 	}
-	return p, nil
+	return fmt.Sprintf("/proc/self/fd/%d", f.Fd()), func() { f.Close() }, nil
 }
 
 // execDaemon replaces this process with the daemon binary, run with this process's arguments
 // (it has the same commands): for what the CLI does not link.
 func execDaemon() error {
-	p, err := daemonBinary()
+	p, closeFn, err := daemonBinary()
 	if err != nil {
 		return err
 	}
-	return fmt.Errorf("run %s: %w", p, syscall.Exec(p, append([]string{"agentbox"}, os.Args[1:]...), os.Environ()))
+	defer closeFn()
+	return fmt.Errorf("run %s: %w", boxhelper.DaemonName, syscall.Exec(p, append([]string{"agentbox"}, os.Args[1:]...), os.Environ()))
 }

@@ -21,10 +21,11 @@ import (
 //     folders up to the workspace made mount points so that they cannot be renamed away; the
 //     box runs them, but cannot write, replace or remove them. They are not integrity roots:
 //     the box cannot change them, and a rebuild on the host is no drift.
-//   - extra: paths for the integrity registry (Registry.Prepare's extra): a helper candidate
-//     that is a symlink (its target is pinned when it stays in the workspace) and, when no
-//     helper exists at all, every place FindHelper looks, so that each gets a placeholder
-//     while the box runs and the box cannot create a helper a later daemon would take.
+//   - extra: paths for the integrity registry (Registry.Prepare's extra): a binary that is a
+//     symlink (its target is pinned when it stays in the workspace) and every place the daemon
+//     looks for its helper, and a pinned CLI for its daemon binary, that comes before the one
+//     that exists (all of them when none does), so that each gets a placeholder while the box
+//     runs and the box cannot create a binary a later daemon or CLI would take.
 func ownBinaryPins(ws, exe, helper string) (pins []plan.Protected, extra []string) {
 	ws = filepath.Clean(ws)
 	if ws == "" || !filepath.IsAbs(ws) {
@@ -60,25 +61,38 @@ func ownBinaryPins(ws, exe, helper string) (pins []plan.Protected, extra []strin
 		return pins, extra
 	}
 	// The CLI that runs this daemon binary: beside it (a checkout's bin/), or in ../../bin/
-	// when the daemon is in libexec/agentbox/.
+	// when the daemon is in libexec/agentbox/. Such a CLI runs the first daemon binary it finds
+	// (beside itself, then in ../libexec/agentbox/): every place it would look before the one
+	// that exists gets a placeholder, so that a box cannot plant a daemon binary the CLI would
+	// run on the host in place of this one.
 	if real, err := filepath.EvalSymlinks(exe); err == nil {
 		dir := filepath.Dir(real)
-		add(filepath.Join(dir, boxhelper.CLIName))
-		add(filepath.Join(dir, "..", "..", "bin", boxhelper.CLIName))
+		for _, cli := range []string{filepath.Join(dir, boxhelper.CLIName), filepath.Join(dir, "..", "..", "bin", boxhelper.CLIName)} {
+			if !add(cli) || !inside(filepath.Clean(cli)) {
+				continue
+			}
+			extra = append(extra, missingBefore(cli, boxhelper.DaemonName, inside, add)...)
+		}
 	}
-	cands, err := boxhelper.Candidates(exe)
+	return pins, append(extra, missingBefore(exe, boxhelper.HelperName, inside, add)...)
+}
+
+// missingBefore returns the places where the binary of agentbox exe looks for its binary name
+// (boxhelper.CandidatesFor) that lie inside the workspace and come before the first that
+// exists, which add pins (when it is inside); all of them when none exists.
+func missingBefore(exe, name string, inside func(string) bool, add func(string) bool) []string {
+	cands, err := boxhelper.CandidatesFor(exe, name)
 	if err != nil {
-		return pins, extra
+		return nil
 	}
+	var missing []string
 	for _, c := range cands {
 		if add(c) {
-			return pins, extra // the first that exists is the helper
+			return missing // the first that exists is the one used
 		}
-	}
-	for _, c := range cands {
 		if inside(c) {
-			extra = append(extra, c)
+			missing = append(missing, c)
 		}
 	}
-	return pins, extra
+	return missing
 }

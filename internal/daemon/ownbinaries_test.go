@@ -97,6 +97,46 @@ func TestOwnBinaryPins(t *testing.T) {
 	}
 }
 
+// TestOwnBinaryPinsPackageLayout: the package's layout inside a workspace (bin/agentbox, and
+// the daemon binary and the helper in libexec/agentbox/, as a `dpkg -x` of the .deb leaves
+// it): the three are pinned, and bin/agentbox-daemon — where that CLI looks first for its
+// daemon binary — gets a placeholder, so that a box cannot plant one there for the CLI to run
+// on the host.
+func TestOwnBinaryPinsPackageLayout(t *testing.T) {
+	ws, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	prefix := filepath.Join(ws, "dist", "root", "usr")
+	cli := filepath.Join(prefix, "bin", boxhelper.CLIName)
+	exe := filepath.Join(prefix, "libexec", "agentbox", boxhelper.DaemonName)
+	helper := filepath.Join(prefix, "libexec", "agentbox", boxhelper.HelperName)
+	for _, p := range []string{cli, exe, helper} {
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte("x"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pins, extra := ownBinaryPins(ws, exe, helper)
+	if got := pinnedPaths(pins); !slices.Equal(got, []string{exe, helper, cli}) {
+		t.Errorf("pins %v, want %v", got, []string{exe, helper, cli})
+	}
+	planted := filepath.Join(prefix, "bin", boxhelper.DaemonName)
+	if !slices.Equal(extra, []string{planted}) {
+		t.Errorf("extra %v, want a placeholder at %s", extra, planted)
+	}
+	// Once a daemon binary is beside the CLI, it is the one the CLI runs: pinned, nothing more.
+	if err := os.WriteFile(planted, []byte("x"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	pins, extra = ownBinaryPins(ws, exe, helper)
+	if got := pinnedPaths(pins); !slices.Contains(got, planted) || len(extra) != 0 {
+		t.Errorf("daemon binary beside the CLI: pins %v, extra %v", got, extra)
+	}
+}
+
 func pinnedPaths(ps []plan.Protected) []string {
 	var out []string
 	for _, p := range ps {

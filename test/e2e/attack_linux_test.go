@@ -298,6 +298,69 @@ echo done`, shellQuote(script))
 	}
 }
 
+// TestAttackPlantedDaemonBinary: agentbox installed in the package's layout inside the
+// workspace (prefix/bin/agentbox, prefix/libexec/agentbox/{agentbox-daemon,agentbox-box}, as a
+// `dpkg -x` of the .deb leaves it) and run from there. The CLI looks for its daemon binary
+// beside itself first: a box must not be able to put one there for the host to run at the
+// next daemon start. (A review of the CLI/daemon split found this: the place was not pinned.)
+func TestAttackPlantedDaemonBinary(t *testing.T) {
+	dir := filepath.Dir(agentboxBin)
+	e := NewEnv(t)
+	prefix := filepath.Join(e.Work, "dist", "root", "usr")
+	cli := filepath.Join(prefix, "bin", boxhelper.CLIName)
+	libexec := filepath.Join(prefix, "libexec", "agentbox")
+	for _, d := range []string{filepath.Dir(cli), libexec} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for src, dst := range map[string]string{
+		agentboxBin:                              cli,
+		filepath.Join(dir, boxhelper.DaemonName): filepath.Join(libexec, boxhelper.DaemonName),
+		filepath.Join(dir, boxhelper.HelperName): filepath.Join(libexec, boxhelper.HelperName),
+	} {
+		if err := copyExecutable(src, dst); err != nil {
+			t.Skipf("binaries beside %s: %v", agentboxBin, err)
+		}
+	}
+	marker := filepath.Join(e.Root, "planted-daemon-ran")
+	run := func(args ...string) Result {
+		c := e.Command(t.Context(), args...)
+		c.Path, c.Args[0] = cli, cli
+		return e.RunCmd(c)
+	}
+	script := fmt.Sprintf("#!/bin/sh\necho \"ran on the host as $(id -u): $*\" >> %s\n", marker)
+	plant := fmt.Sprintf(`cd dist/root/usr && printf '%%s' %s > /tmp/planted && chmod 755 /tmp/planted || exit 9
+for try in "cp /tmp/planted bin/agentbox-daemon" "mv -f /tmp/planted bin/agentbox-daemon" "ln -s /tmp/planted bin/agentbox-daemon" \
+	"mv -f bin/agentbox bin/agentbox.moved" "mv bin bin.moved"; do
+	if $try 2>/dev/null; then echo "planted: $try"; fi
+done
+echo done`, shellQuote(script))
+	r := run("run", "sh", "--", "-c", plant)
+	if r.Code != 0 || !strings.Contains(r.Stdout, "done") {
+		t.Fatalf("plant attempt: exit %d: %s %s", r.Code, r.Stdout, r.Stderr)
+	}
+	if strings.Contains(r.Stdout, "planted") {
+		t.Errorf("the box put a daemon binary where the CLI looks for one:\n%s", r.Stdout)
+	}
+	// What is there while the box runs is the daemon's placeholder, gone once it has ended.
+	eventually(t, "the placeholder at bin/agentbox-daemon removed", func() bool {
+		_, err := os.Lstat(filepath.Join(prefix, "bin", boxhelper.DaemonName))
+		return os.IsNotExist(err)
+	})
+	// The next daemon start, from the CLI in the workspace: the genuine daemon binary runs.
+	if r := run("daemon", "stop"); r.Code != 0 {
+		t.Fatalf("daemon stop: %s", r.Stderr)
+	}
+	if r := run("run", "true"); r.Code != 0 {
+		t.Fatalf("run true after the restart: exit %d: %s", r.Code, r.Stderr)
+	}
+	run("daemon", "stop")
+	if b, err := os.ReadFile(marker); err == nil {
+		t.Errorf("a daemon binary a box wrote ran on the host:\n%s", b)
+	}
+}
+
 // infoVia returns `agentbox info --json` run by run.
 func (e *Env) infoVia(run func(args ...string) Result) api.Info {
 	e.t.Helper()
