@@ -78,7 +78,9 @@ func BenchmarkPrestartedToExec(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		time.Sleep(20 * time.Millisecond) // let it reach its wait, as a spare's has long before use
+		// Let box-init and its box-exec start up, warm up (native.WarmUp) and reach their wait, as
+		// a spare's have long before its launch.
+		time.Sleep(150 * time.Millisecond)
 		b.StartTimer()
 		t0 := time.Now()
 		box, err := pre.Start(req, engine.IO{Stdin: devnull, Stdout: devnull, Stderr: devnull})
