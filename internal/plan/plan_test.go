@@ -80,6 +80,21 @@ func TestBuildRefuses(t *testing.T) {
 	}
 }
 
+// TestCheckWorkspaceContainingHarness: a workspace that contains a harness home (~/.local holds
+// ~/.local/share/opencode and ~/.local/state) is refused, whatever agentbox's own directories.
+func TestCheckWorkspaceContainingHarness(t *testing.T) {
+	f := WorkspaceFacts{Home: "/home/u", Harness: []string{".cache/tool"}}
+	for _, ws := range []string{"/home/u/.local", "/home/u/.local/share", "/home/u/.cache"} {
+		err := CheckWorkspace(ws, f)
+		if !errors.Is(err, ErrWorkspaceRefused) || !strings.Contains(err.Error(), "contains /home/u/") {
+			t.Errorf("CheckWorkspace(%s) = %v, want refused as containing a harness home", ws, err)
+		}
+	}
+	if err := CheckWorkspace("/home/u/.local/bin", f); err != nil {
+		t.Errorf("CheckWorkspace(/home/u/.local/bin) = %v", err)
+	}
+}
+
 func TestCheckWorkspace(t *testing.T) {
 	f := WorkspaceFacts{Home: "/home/u", RuntimeDir: "/run/user/1000", OwnDirs: []string{"/home/u/.local/state/agentbox", "/tmp/agentbox-1000"}}
 	for _, tc := range []struct {
@@ -97,6 +112,7 @@ func TestCheckWorkspace(t *testing.T) {
 		{"/home/u/src/p", true},
 		{"/tmp/work", true},
 		{"/home/u/.sshfoo", true},
+		{"/home/u/.local/bin", true},
 	} {
 		t.Run(tc.ws, func(t *testing.T) {
 			err := CheckWorkspace(tc.ws, f)

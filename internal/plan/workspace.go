@@ -53,6 +53,9 @@ func CheckWorkspace(ws string, f WorkspaceFacts) error {
 			if ws == d || within(ws, d) {
 				return refuse("is inside "+d+", which holds credentials or agent configuration", "work on a project directory outside it")
 			}
+			if within(d, ws) {
+				return refuse("contains "+d+", which holds credentials or agent configuration", "work on a project directory that does not contain it")
+			}
 		}
 	}
 	if f.RuntimeDir != "" && (ws == filepath.Clean(f.RuntimeDir) || within(ws, f.RuntimeDir)) {
