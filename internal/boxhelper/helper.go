@@ -25,65 +25,26 @@ const (
 	HelperName = "agentbox-box"
 )
 
-// FindHelper returns the box helper installed with the agentbox binary exe: the first of exe's
-// directory, then ../libexec/agentbox/ beside it, where one exists. It is used only when it is
-// a regular file owned by root or the caller, writable by nobody else, and built from the same
-// source as the running binary (same Go version, main module, dependencies and VCS state), so
-// that a stale or planted helper is never run; otherwise FindHelper says why, and the caller
-// starts shims from exe itself, which serves the same entry points. A helper that exists but
-// fails the checks is not passed over for the next place: what decides is the first helper
-// found, which the daemon can keep a box from creating or replacing when it lies in the box's
-// workspace (the daemon pins it read-only there, or pins placeholders where none exists).
+// OpenBinary opens agentbox's binary name (DaemonName, HelperName) installed with the
+// agentbox binary exe: the first of exe's directory, then ../libexec/agentbox/ beside it, where
+// one exists (CandidatesFor). It is used only when it is a regular file owned by root or the
+// caller, writable by nobody else, and built from the same source as the running binary (same
+// Go version, main module, dependencies and VCS state), so that a stale or planted binary is
+// never run; otherwise OpenBinary says why. A binary that exists but fails the checks is not
+// passed over for the next place: what decides is the first one found, which the daemon keeps
+// a box from creating or replacing when it lies in the box's workspace (ownBinaryPins: pinned
+// read-only there, or a placeholder where none exists; a placeholder counts as nothing).
 //
-// The result says nothing about the file a moment later: the daemon does not run the path but
-// a sealed copy, checked after it was copied (Load).
-func FindHelper(exe string) (string, error) {
-	return FindBinary(exe, HelperName)
+// It returns the file it checked, open (close-on-exec), and its path: run it as
+// /proc/self/fd/N of that descriptor, and what runs is what was checked, whatever happens to
+// the path meanwhile. (The daemon runs its helper from a sealed copy instead: Load.)
+func OpenBinary(exe, name string) (*os.File, string, error) {
+	return openBinary(exe, name, func(f *os.File, path string) error { return checkBuild(f, path) })
 }
 
-// FindBinary returns agentbox's binary name (DaemonName, HelperName) installed with the
-// agentbox binary exe, found and checked as FindHelper finds and checks the helper.
-func FindBinary(exe, name string) (string, error) {
-	return findBinary(exe, name, func(f *os.File, path string) error { return checkBuild(f, path) })
-}
-
-// OpenBinary is FindBinary that returns the file it checked, open (close-on-exec): run it
-// as /proc/self/fd/N of that descriptor, and what runs is what was checked, whatever happens
-// to the path meanwhile.
-func OpenBinary(exe, name string) (*os.File, error) {
-	var kept *os.File
-	_, err := findBinary(exe, name, func(f *os.File, path string) error {
-		if err := checkBuild(f, path); err != nil {
-			return err
-		}
-		dup, err := os.Open(fmt.Sprintf("/proc/self/fd/%d", f.Fd()))
-		if err != nil {
-			return err
-		}
-		// The same open file? (/proc/self/fd/N reopens the inode the descriptor holds.)
-		a, errA := f.Stat()
-		b, errB := dup.Stat()
-		if errA != nil || errB != nil || !os.SameFile(a, b) {
-			dup.Close()
-			return fmt.Errorf("%s changed while it was checked", path)
-		}
-		kept = dup
-		return nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	return kept, nil
-}
-
-// Candidates returns the paths where FindHelper looks for the helper of the agentbox binary
-// exe (resolved through symlinks), in order, whether or not they exist: the first that exists
-// is the helper.
-func Candidates(exe string) ([]string, error) {
-	return CandidatesFor(exe, HelperName)
-}
-
-// CandidatesFor is Candidates for agentbox's binary name.
+// CandidatesFor returns the paths where OpenBinary looks for agentbox's binary name beside
+// the agentbox binary exe (resolved through symlinks), in order, whether or not they exist:
+// the first that exists is the one used.
 func CandidatesFor(exe, name string) ([]string, error) {
 	exe, err := filepath.EvalSymlinks(exe)
 	if err != nil {
@@ -93,41 +54,46 @@ func CandidatesFor(exe, name string) ([]string, error) {
 	return []string{filepath.Join(dir, name), filepath.Clean(filepath.Join(dir, "..", "libexec", "agentbox", name))}, nil
 }
 
-// findBinary returns the first candidate for name that opens, passes checkFile, and then use,
-// which is given the open file (so that nothing re-reads the path).
-func findBinary(exe, name string, use func(f *os.File, path string) error) (string, error) {
+// openBinary returns, open, the first candidate for name that opens and passes checkFile and
+// check, which is given the open file (so that nothing re-reads the path).
+func openBinary(exe, name string, check func(f *os.File, path string) error) (*os.File, string, error) {
 	cands, err := CandidatesFor(exe, name)
 	if err != nil {
-		return "", err
+		return nil, "", err
 	}
 	for _, c := range cands {
-		err := tryHelper(c, use)
+		f, err := tryBinary(c, check)
 		if err == nil {
-			return c, nil
+			return f, c, nil
 		}
 		if !errors.Is(err, os.ErrNotExist) {
-			return "", fmt.Errorf("%s: %w", name, err)
+			return nil, "", fmt.Errorf("%s: %w", name, err)
 		}
 	}
-	return "", fmt.Errorf("%s: none in %s: %w", name, strings.Join(cands, " or "), os.ErrNotExist)
+	return nil, "", fmt.Errorf("%s: none in %s: %w", name, strings.Join(cands, " or "), os.ErrNotExist)
 }
 
-func tryHelper(path string, use func(f *os.File, path string) error) error {
+func tryBinary(path string, check func(f *os.File, path string) error) (*os.File, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	defer f.Close()
 	// An empty file without execute bits is a placeholder the daemon keeps where a binary may
 	// be looked for while a box runs in a workspace that holds agentbox (ownBinaryPins): as if
 	// there were nothing. (A box cannot write it: it is bound read-only in the box.)
 	if fi, err := f.Stat(); err == nil && fi.Mode().IsRegular() && fi.Size() == 0 && fi.Mode().Perm()&0o111 == 0 {
-		return fmt.Errorf("%s is a placeholder: %w", path, os.ErrNotExist)
+		f.Close()
+		return nil, fmt.Errorf("%s is a placeholder: %w", path, os.ErrNotExist)
 	}
 	if err := checkFile(f, path); err != nil {
-		return err
+		f.Close()
+		return nil, err
 	}
-	return use(f, path)
+	if err := check(f, path); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
 }
 
 // checkFile checks the open helper file: an executable regular file owned by root or the

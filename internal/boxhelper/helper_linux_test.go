@@ -32,10 +32,10 @@ func copyFile(t *testing.T, src, dst string, mode os.FileMode) {
 	}
 }
 
-// TestFindHelper accepts a helper built with the running binary, beside it or in
+// TestOpenBinary accepts a helper built with the running binary, beside it or in
 // ../libexec/agentbox/, and passes over one that is missing, writable by others, or not built
 // from the same source, saying why.
-func TestFindHelper(t *testing.T) {
+func TestOpenBinary(t *testing.T) {
 	self, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
@@ -47,27 +47,34 @@ func TestFindHelper(t *testing.T) {
 	}
 	exe := filepath.Join(bin, "agentbox")
 	copyFile(t, self, exe, 0o755)
+	findHelper := func(exe string) (string, error) {
+		f, path, err := OpenBinary(exe, HelperName)
+		if f != nil {
+			f.Close()
+		}
+		return path, err
+	}
 
-	if _, err := FindHelper(exe); err == nil || !os.IsNotExist(unwrapAll(err)) {
+	if _, err := findHelper(exe); err == nil || !os.IsNotExist(unwrapAll(err)) {
 		t.Fatalf("no helper: err = %v, want not-exist", err)
 	}
 
 	// The same build (a copy of this test binary stands for agentbox-box): used.
 	helper := filepath.Join(bin, HelperName)
 	copyFile(t, self, helper, 0o755)
-	if got, err := FindHelper(exe); err != nil || got != helper {
+	if got, err := findHelper(exe); err != nil || got != helper {
 		t.Fatalf("FindHelper = %q, %v; want %q", got, err, helper)
 	}
 	// Writable by the group: passed over, with the reason.
 	if err := os.Chmod(helper, 0o775); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := FindHelper(exe); err == nil || !strings.Contains(err.Error(), "writable by group or others") {
+	if _, err := findHelper(exe); err == nil || !strings.Contains(err.Error(), "writable by group or others") {
 		t.Fatalf("group-writable helper: err = %v", err)
 	}
 	// Not a Go binary of this build: passed over.
 	copyFile(t, "/bin/true", helper, 0o755)
-	if _, err := FindHelper(exe); err == nil || !strings.Contains(err.Error(), "build info") {
+	if _, err := findHelper(exe); err == nil || !strings.Contains(err.Error(), "build info") {
 		t.Fatalf("foreign helper: err = %v", err)
 	}
 	os.Remove(helper)
@@ -78,7 +85,7 @@ func TestFindHelper(t *testing.T) {
 		t.Fatal(err)
 	}
 	copyFile(t, self, filepath.Join(libexec, HelperName), 0o755)
-	if got, err := FindHelper(exe); err != nil || got != filepath.Join(libexec, HelperName) {
+	if got, err := findHelper(exe); err != nil || got != filepath.Join(libexec, HelperName) {
 		t.Fatalf("libexec helper: FindHelper = %q, %v", got, err)
 	}
 	// A placeholder (empty, not executable: what the daemon keeps there while a box runs in a
@@ -86,11 +93,11 @@ func TestFindHelper(t *testing.T) {
 	if err := os.WriteFile(helper, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if got, err := FindHelper(exe); err != nil || got != filepath.Join(libexec, HelperName) {
+	if got, err := findHelper(exe); err != nil || got != filepath.Join(libexec, HelperName) {
 		t.Fatalf("placeholder first: FindHelper = %q, %v", got, err)
 	}
 	// OpenBinary hands over the file it checked, open.
-	f, err := OpenBinary(exe, HelperName)
+	f, path, err := OpenBinary(exe, HelperName)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,7 +105,7 @@ func TestFindHelper(t *testing.T) {
 	a, _ := f.Stat()
 	b, _ := os.Stat(filepath.Join(libexec, HelperName))
 	if !os.SameFile(a, b) {
-		t.Fatalf("OpenBinary returned another file than %s", filepath.Join(libexec, HelperName))
+		t.Fatalf("OpenBinary returned another file (%s) than %s", path, filepath.Join(libexec, HelperName))
 	}
 }
 

@@ -32,12 +32,12 @@ type Image struct {
 	fd     int
 }
 
-// Load finds the box helper of the agentbox binary exe as FindHelper does, copies the file it
+// Load finds the box helper of the agentbox binary exe as OpenBinary does, copies the file it
 // opened into a sealed Image, and checks the build info of the copy (not of the file, which
 // could be rewritten in between): what the checks accepted is exactly what the Image runs.
 func Load(exe string) (*Image, error) {
 	var img *Image
-	_, err := findBinary(exe, HelperName, func(f *os.File, path string) error {
+	f, _, err := openBinary(exe, HelperName, func(f *os.File, path string) error {
 		m, err := Seal(f, path)
 		if err != nil {
 			return err
@@ -52,6 +52,7 @@ func Load(exe string) (*Image, error) {
 	if err != nil {
 		return nil, err
 	}
+	f.Close()
 	return img, nil
 }
 

@@ -39,7 +39,7 @@ func daemonBinary() (path string, closeFn func(), err error) {
 	if err != nil {
 		return "", nil, err
 	}
-	f, err := boxhelper.OpenBinary(exe, boxhelper.DaemonName)
+	f, _, err := boxhelper.OpenBinary(exe, boxhelper.DaemonName)
 	if err != nil {
 		return "", nil, fmt.Errorf("%w\n  hint: agentbox runs its daemon from %s, installed beside %s (make build builds bin/%s; the package installs it in /usr/libexec/agentbox)",
 			err, boxhelper.DaemonName, exe, boxhelper.DaemonName)

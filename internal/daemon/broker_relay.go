@@ -179,19 +179,10 @@ func (b *relayBroker) prepare(ctx context.Context, bl *brokerLaunch, c *plan.Con
 	}
 	c.Env = append(c.Env, EnvRelayURL+"="+relayURL, EnvPairing+"="+pairing.Reveal())
 	c.Env = append(c.Env, gitrelay.Env("")...)
-	// The counters go on from what the launch's audit rows say it did under the daemon before.
-	var before api.RelayStats
-	if b.d.db != nil {
-		if t, err := b.d.db.RelayTotals(ctx, bl.ID); err == nil {
-			before = relayStats(t[bl.ID])
-		} else {
-			b.d.log.Warn("relay counters of a re-adopted launch", "launch", bl.ID, "err", err)
-		}
-	}
 	b.mu.Lock()
 	b.launches[bl.ID] = &relayLaunch{sess: sess, ln: ln}
 	if b.stats[bl.ID] == nil {
-		b.stats[bl.ID] = &before
+		b.stats[bl.ID] = &api.RelayStats{} // a new launch: nothing counted yet
 	}
 	b.mu.Unlock()
 	return nil

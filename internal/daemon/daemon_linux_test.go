@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -214,8 +215,30 @@ func TestCreateFailureAttachedRunsNothing(t *testing.T) {
 	})
 }
 
-// spareShim returns the pid of a spare shim of this process's daemon, 0 if none.
+// spareShim returns the pid of a spare shim of this process's daemon, 0 if none. (A spare
+// that took a launch keeps its command line: see newSpare.)
 func spareShim() int {
+	if pids := spareShims(); len(pids) > 0 {
+		return pids[0]
+	}
+	return 0
+}
+
+// newSpare returns the pid of a shim started as a spare by this process's daemon that is not
+// in old, 0 if none.
+func newSpare(old ...int) int {
+	for _, p := range spareShims() {
+		if !slices.Contains(old, p) {
+			return p
+		}
+	}
+	return 0
+}
+
+// spareShims returns the pids of the shims this process's daemon started as spares (those
+// that took a launch since included).
+func spareShims() []int {
+	var out []int
 	ents, _ := os.ReadDir("/proc")
 	for _, e := range ents {
 		pid, err := strconv.Atoi(e.Name())
@@ -229,11 +252,11 @@ func spareShim() int {
 		if st, err := os.ReadFile("/proc/" + e.Name() + "/stat"); err == nil {
 			f := strings.Fields(string(st[strings.LastIndexByte(string(st), ')')+1:]))
 			if len(f) > 1 && f[1] == strconv.Itoa(os.Getpid()) {
-				return pid
+				out = append(out, pid)
 			}
 		}
 	}
-	return 0
+	return out
 }
 
 // TestLaunchStopSettles: a detached box is recorded running, and stop ends it settled with the
@@ -395,5 +418,41 @@ func TestDetachedLaunchesEndingAtOnce(t *testing.T) {
 		if l.State != api.StateExited || l.ExitCode == nil || *l.ExitCode != 0 {
 			t.Errorf("launch %s: state %s, exit %v, error %+v; want exited 0", id, l.State, l.ExitCode, l.Error)
 		}
+	}
+}
+
+// TestSpareReplaced: the spare a launch takes is replaced — once the launch has ended, and
+// while a launch keeps running (after its program started). Without this every later launch
+// would quietly start its shim anew.
+func TestSpareReplaced(t *testing.T) {
+	td := startDaemon(t, nil)
+	ctx := context.Background()
+	var first int
+	waitFor(t, "a spare shim", func() bool { first = spareShim(); return first != 0 })
+	path, err := exec.LookPath("true")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := td.c.Launch(ctx, &api.LaunchRequest{Program: "true", Path: path, Workspace: td.work, Detach: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var second int
+	waitFor(t, "a new spare after a launch that ended", func() bool { second = newSpare(first); return second != 0 })
+	waitFor(t, "launch "+resp.ID+" ended", func() bool {
+		l, err := td.c.Get(ctx, resp.ID)
+		return err == nil && l.State != api.StateRunning && l.State != api.StateStarting
+	})
+	// A launch that keeps running.
+	long, err := td.c.Launch(ctx, sleepRequest(t, td.work))
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "a new spare while a launch runs", func() bool { return newSpare(first, second) != 0 })
+	if l, err := td.c.Get(ctx, long.ID); err != nil || l.State != api.StateRunning {
+		t.Fatalf("the long launch: %+v, %v", l, err)
+	}
+	if _, err := td.c.Stop(ctx, long.ID); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -14,7 +14,7 @@ import (
 // that replaced bin/agentbox would have the user run its program on the host at the next
 // command, and one that planted the box helper beside it would have the next daemon check and
 // start it (build info can be forged by a box with a Go toolchain). Of the daemon's executable
-// exe (the daemon binary), the CLI beside it, and the helper FindHelper would pick (helper, the
+// exe (the daemon binary), the CLI beside it, and the helper boxhelper.OpenBinary would pick (helper, the
 // one the daemon uses, "" if none), those inside the workspace ws are returned:
 //
 //   - pins: existing regular files, bound read-only in the box by plan.ProtectMounts, their

@@ -80,7 +80,7 @@ func helperDigest() string {
 }
 
 // useHelper makes shims start from the box helper installed beside the running agentbox, when
-// one qualifies (boxhelper.FindHelper); otherwise they start from agentbox itself, which serves
+// one qualifies (boxhelper.Load); otherwise they start from agentbox itself, which serves
 // the same entry points but starts each process of a launch more slowly. Shims never start from
 // the helper's path: the daemon copies the file it checked into a sealed memfd now
 // (boxhelper.Load) and starts every shim of its life from that copy (/proc/self/fd/N), so a
