@@ -448,10 +448,14 @@ func TestSpareReplaced(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "a new spare while a launch runs", func() bool { return newSpare(first, second) != 0 })
-	if l, err := td.c.Get(ctx, long.ID); err != nil || l.State != api.StateRunning {
-		t.Fatalf("the long launch: %+v, %v", l, err)
-	}
+	var l *api.Launch
+	waitFor(t, "the long launch running", func() bool {
+		l, err = td.c.Get(ctx, long.ID)
+		return err == nil && l.State == api.StateRunning
+	})
+	// A spare that is not the running launch's shim (which is the spare it took, unless the
+	// launch came before the daemon had that spare ready).
+	waitFor(t, "a spare while a launch runs", func() bool { return newSpare(first, l.ShimPid) != 0 })
 	if _, err := td.c.Stop(ctx, long.ID); err != nil {
 		t.Fatal(err)
 	}
