@@ -54,6 +54,40 @@ func CandidatesFor(exe, name string) ([]string, error) {
 	return []string{filepath.Join(dir, name), filepath.Clean(filepath.Join(dir, "..", "libexec", "agentbox", name))}, nil
 }
 
+// CLICandidatesFor returns where the CLI installed with agentbox's binary exe (the daemon
+// binary, the helper) is, in order, whether or not they exist: beside it (a checkout's bin/),
+// then ../../bin/ (exe in libexec/agentbox/, the package's layout). The first that exists is
+// the one (FindCLI).
+func CLICandidatesFor(exe string) ([]string, error) {
+	exe, err := filepath.EvalSymlinks(exe)
+	if err != nil {
+		return nil, fmt.Errorf("%s: resolve %s: %w", CLIName, exe, err)
+	}
+	dir := filepath.Dir(exe)
+	return []string{filepath.Join(dir, CLIName), filepath.Clean(filepath.Join(dir, "..", "..", "bin", CLIName))}, nil
+}
+
+// FindCLI returns the path of the CLI installed with agentbox's binary exe: the first of
+// CLICandidatesFor that exists, used only when it passes OpenBinary's checks (owner, mode,
+// same build).
+func FindCLI(exe string) (string, error) {
+	cands, err := CLICandidatesFor(exe)
+	if err != nil {
+		return "", err
+	}
+	for _, c := range cands {
+		f, err := tryBinary(c, func(f *os.File, path string) error { return checkBuild(f, path) })
+		if err == nil {
+			f.Close()
+			return c, nil
+		}
+		if !errors.Is(err, os.ErrNotExist) {
+			return "", fmt.Errorf("%s: %w", CLIName, err)
+		}
+	}
+	return "", fmt.Errorf("%s: none in %s: %w", CLIName, strings.Join(cands, " or "), os.ErrNotExist)
+}
+
 // openBinary returns, open, the first candidate for name that opens and passes checkFile and
 // check, which is given the open file (so that nothing re-reads the path).
 func openBinary(exe, name string, check func(f *os.File, path string) error) (*os.File, string, error) {

@@ -109,6 +109,43 @@ func TestOpenBinary(t *testing.T) {
 	}
 }
 
+// TestFindCLI finds the CLI installed with the daemon binary: beside it, else in ../../bin/
+// (the daemon binary in libexec/agentbox/), checked as OpenBinary checks; a foreign binary in
+// the first place found is refused, not passed over.
+func TestFindCLI(t *testing.T) {
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	libexec := filepath.Join(dir, "libexec", "agentbox")
+	bin := filepath.Join(dir, "bin")
+	for _, d := range []string{libexec, bin} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	daemon := filepath.Join(libexec, DaemonName)
+	copyFile(t, self, daemon, 0o755)
+	if _, err := FindCLI(daemon); err == nil || !os.IsNotExist(unwrapAll(err)) {
+		t.Fatalf("no CLI: err = %v, want not-exist", err)
+	}
+	cli := filepath.Join(bin, CLIName)
+	copyFile(t, self, cli, 0o755)
+	if got, err := FindCLI(daemon); err != nil || got != cli {
+		t.Fatalf("FindCLI = %q, %v; want %q", got, err, cli)
+	}
+	beside := filepath.Join(libexec, CLIName)
+	copyFile(t, "/bin/true", beside, 0o755)
+	if got, err := FindCLI(daemon); err == nil || !strings.Contains(err.Error(), "build info") {
+		t.Fatalf("foreign CLI beside the daemon binary: FindCLI = %q, %v; want refused", got, err)
+	}
+	copyFile(t, self, beside, 0o755)
+	if got, err := FindCLI(daemon); err != nil || got != beside {
+		t.Fatalf("FindCLI = %q, %v; want %q", got, err, beside)
+	}
+}
+
 func unwrapAll(err error) error {
 	for {
 		u, ok := err.(interface{ Unwrap() error })

@@ -32,7 +32,7 @@ func newAttachCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return exitError{code}
+			return ExitError{Code: code}
 		},
 	}
 }

@@ -18,21 +18,25 @@ import (
 // Version is the agentbox version, set at build time with -ldflags "-X …/cli.Version=…".
 var Version = "0.1.0-dev"
 
-// exitError carries an exit code through cobra without printing anything more.
-type exitError struct{ code int }
+// ExitError carries an exit code through cobra without printing anything more.
+type ExitError struct{ Code int }
 
-func (e exitError) Error() string { return fmt.Sprintf("exit status %d", e.code) }
+func (e ExitError) Error() string { return fmt.Sprintf("exit status %d", e.Code) }
 
 // Execute runs the command line and returns the process exit code.
 func Execute() int {
+	if Heavy.Commands == nil && runsHeavy(os.Args[1:]) {
+		printError(os.Stderr, execDaemon())
+		return 125
+	}
 	root := newRoot()
 	err := root.Execute()
 	if err == nil {
 		return 0
 	}
-	var ee exitError
+	var ee ExitError
 	if errors.As(err, &ee) {
-		return ee.code
+		return ee.Code
 	}
 	printError(os.Stderr, err)
 	return 125
@@ -67,15 +71,20 @@ A per-user daemon builds the boxes; ` + "`agentbox run`" + ` starts it when it i
 		Version:       Version,
 	}
 	root.AddCommand(newRunCmd(), newDaemonCmd(), newLaunchesCmd(), newStopCmd(), newInfoCmd(), newDoctorCmd(),
-		newAttachCmd(), newConfigCmd(), newProfilesCmd(), newSessionCmd(), newRevokeCmd(), newSelftestCmd(), newWrapCmd())
+		newAttachCmd(), newSessionCmd(), newRevokeCmd())
+	if Heavy.Commands != nil {
+		root.AddCommand(Heavy.Commands()...)
+	} else {
+		root.AddCommand(heavyStubs()...)
+	}
 	return root
 }
 
 // Command returns agentbox's command tree, for generating man pages and shell completions.
 func Command() *cobra.Command { return newRoot() }
 
-// printJSON writes v as indented JSON.
-func printJSON(w io.Writer, v any) error {
+// PrintJSON writes v as indented JSON.
+func PrintJSON(w io.Writer, v any) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(v)

@@ -33,18 +33,51 @@ func TestCLILinksNoDaemon(t *testing.T) {
 		"github.com/agentbox/agentbox/internal/engine/bwrap", "github.com/agentbox/agentbox/internal/boxmain",
 		"github.com/agentbox/agentbox/internal/shim", "github.com/agentbox/agentbox/internal/integrity",
 	}
-	// (The configuration's types and checks link the ssh broker's config and the egress
-	// allowlist parser; `agentbox config` and the profiles need them.)
+	// Nor the configuration's parsers and checks (two YAML libraries, the brokers' config
+	// types), the profiles or the attack battery: the commands that need them are the daemon
+	// binary's (HeavyCommands).
+	cliOnly := []string{
+		"github.com/agentbox/agentbox/internal/config", "github.com/agentbox/agentbox/internal/profile",
+		"github.com/agentbox/agentbox/internal/attack", "github.com/agentbox/agentbox/internal/selftest",
+		"github.com/agentbox/agentbox/internal/cli/heavy", "github.com/goccy/go-yaml", "go.yaml.in/yaml/v4",
+		"golang.org/x/crypto/ssh", "github.com/invopop/jsonschema",
+	}
 	cli := list("github.com/agentbox/agentbox/cmd/agentbox")
-	for _, p := range heavy {
+	for _, p := range append(heavy, cliOnly...) {
 		if cli[p] {
 			t.Errorf("the agentbox CLI links %s", p)
 		}
 	}
 	daemon := list("github.com/agentbox/agentbox/cmd/agentbox-daemon")
-	for _, p := range append(heavy, "github.com/agentbox/agentbox/internal/cli") {
+	for _, p := range append(append(heavy, cliOnly...), "github.com/agentbox/agentbox/internal/cli") {
 		if p != "github.com/agentbox/agentbox/internal/engine/bwrap" && !daemon[p] {
 			t.Errorf("the daemon binary lacks %s", p)
+		}
+	}
+}
+
+// TestRunsHeavy: the CLI hands a heavy command to the daemon binary however it is asked for
+// (directly, through help, or by a shell's completion request), and nothing else.
+func TestRunsHeavy(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want bool
+	}{
+		{[]string{"config", "show"}, true},
+		{[]string{"wrap", "install", "--prefix", "/x"}, true},
+		{[]string{"--help", "selftest"}, true},
+		{[]string{"help", "profiles"}, true},
+		{[]string{"__complete", "config", "s"}, true},
+		{[]string{"__completeNoDesc", "wrap", ""}, true},
+		{[]string{"run", "config"}, false},
+		{[]string{"run", "--", "wrap"}, false},
+		{[]string{"--", "config"}, false},
+		{[]string{"launches"}, false},
+		{[]string{"help"}, false},
+		{nil, false},
+	} {
+		if got := runsHeavy(c.args); got != c.want {
+			t.Errorf("runsHeavy(%q) = %v, want %v", c.args, got, c.want)
 		}
 	}
 }

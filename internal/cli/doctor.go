@@ -53,14 +53,14 @@ runs, it runs a probe itself (serialized with the daemon's). It exits 0 when rea
 				source = "probe by agentbox doctor"
 			}
 			if asJSON {
-				if err := printJSON(cmd.OutOrStdout(), r); err != nil {
+				if err := PrintJSON(cmd.OutOrStdout(), r); err != nil {
 					return err
 				}
 			} else {
 				printReadiness(cmd.OutOrStdout(), r, source)
 			}
 			if r.State != api.ReadinessReady {
-				return exitError{1}
+				return ExitError{Code: 1}
 			}
 			return nil
 		},

@@ -4,8 +4,11 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strings"
 	"syscall"
 	"time"
+
+	"github.com/spf13/cobra"
 
 	"github.com/agentbox/agentbox/internal/api"
 	"github.com/agentbox/agentbox/internal/boxhelper"
@@ -24,6 +27,65 @@ var Heavy struct {
 	RunSystem func(ctx context.Context, every time.Duration) error
 	// Probe runs a readiness probe of engine ("" for the configured one) in this process.
 	Probe func(ctx context.Context, engine string) (*api.Readiness, error)
+	// Commands returns the commands of HeavyCommands (internal/cli/heavy): the configuration's
+	// parsers and checks, the profiles, the attack battery and wrap mode's policy reading.
+	Commands func() []*cobra.Command
+}
+
+// HeavyCommands are the commands only the daemon binary has, with their one-line help: the CLI
+// lists them in its help and runs the daemon binary in its place for them (runsHeavy).
+var HeavyCommands = []struct{ Name, Short string }{
+	{"config", "Validate, show and describe agentbox configuration"},
+	{"profiles", "List program profiles and where each program was found on your PATH"},
+	{"selftest", "Try every known way out of a box, on this machine, and report"},
+	{"wrap", "Wrap mode: PATH-first launchers that run managed programs boxed"},
+}
+
+// HeavyShort returns the one-line help of the heavy command name (HeavyCommands).
+func HeavyShort(name string) string {
+	for _, h := range HeavyCommands {
+		if h.Name == name {
+			return h.Short
+		}
+	}
+	panic("cli: no heavy command " + name)
+}
+
+// heavyStubs returns, for the CLI, a command per HeavyCommands that runs the daemon binary in
+// this process's place (Execute does so before cobra parses anything; these keep `agentbox
+// --help` and completion of command names whole).
+func heavyStubs() []*cobra.Command {
+	var out []*cobra.Command
+	for _, h := range HeavyCommands {
+		out = append(out, &cobra.Command{
+			Use: h.Name, Short: h.Short, DisableFlagParsing: true,
+			RunE: func(*cobra.Command, []string) error { return execDaemon() },
+		})
+	}
+	return out
+}
+
+// runsHeavy reports whether args (os.Args[1:]) name one of HeavyCommands, directly or through
+// `help` or cobra's completion requests, so that the CLI runs the daemon binary for them.
+func runsHeavy(args []string) bool {
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		switch {
+		case a == "--":
+			return false
+		case strings.HasPrefix(a, "-"):
+			continue // the root's own flags (--help, --version) take no value
+		case a == "help" || a == cobra.ShellCompRequestCmd || a == cobra.ShellCompNoDescRequestCmd:
+			continue
+		}
+		for _, h := range HeavyCommands {
+			if a == h.Name {
+				return true
+			}
+		}
+		return false
+	}
+	return false
 }
 
 // daemonBinary opens the daemon binary installed with this agentbox: this very binary when it

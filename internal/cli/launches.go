@@ -33,7 +33,7 @@ func newLaunchesCmd() *cobra.Command {
 				if ls == nil {
 					ls = []api.Launch{}
 				}
-				return printJSON(cmd.OutOrStdout(), ls)
+				return PrintJSON(cmd.OutOrStdout(), ls)
 			}
 			w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
 			fmt.Fprintln(w, "ID\tPROGRAM\tWORKSPACE\tSTATE\tPID\tSTARTED\tEXIT\tRELAY\tEGRESS\tDRIFT")
@@ -78,7 +78,7 @@ func newStopCmd() *cobra.Command {
 				return err
 			}
 			if asJSON {
-				return printJSON(cmd.OutOrStdout(), l)
+				return PrintJSON(cmd.OutOrStdout(), l)
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "stopped %s (settled: %v)\n", l.ID, l.Settled)
 			return nil
@@ -104,7 +104,7 @@ func newInfoCmd() *cobra.Command {
 				return err
 			}
 			if asJSON {
-				return printJSON(cmd.OutOrStdout(), info)
+				return PrintJSON(cmd.OutOrStdout(), info)
 			}
 			w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
 			fmt.Fprintf(w, "version\t%s\n", info.Version)

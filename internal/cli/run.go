@@ -69,7 +69,7 @@ When agentbox itself fails before the program starts, it prints the reason and e
 			}
 			if detach {
 				if asJSON {
-					return printJSON(cmd.OutOrStdout(), resp)
+					return PrintJSON(cmd.OutOrStdout(), resp)
 				}
 				fmt.Fprintln(cmd.OutOrStdout(), resp.ID)
 				return nil
@@ -78,7 +78,7 @@ When agentbox itself fails before the program starts, it prints the reason and e
 			if err != nil {
 				return err
 			}
-			return exitError{code}
+			return ExitError{Code: code}
 		},
 	}
 	f := cmd.Flags()
@@ -166,9 +166,9 @@ func resolveProgram(prog, programPath string) (string, error) {
 	return path, nil
 }
 
-// ensureDaemon returns a client of a running daemon, starting one in the background first when
+// EnsureDaemon returns a client of a running daemon, starting one in the background first when
 // none answers.
-func ensureDaemon(ctx context.Context) (*client.Client, error) {
+func EnsureDaemon(ctx context.Context) (*client.Client, error) {
 	c, err := client.New()
 	if err != nil {
 		return nil, err

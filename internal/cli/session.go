@@ -26,7 +26,7 @@ relay's host loopback listener. Its pairing is printed once and never again.`,
 		Short: "Create a session and print its pairing (shown only this once)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := ensureDaemon(cmd.Context())
+			c, err := EnsureDaemon(cmd.Context())
 			if err != nil {
 				return err
 			}
@@ -35,7 +35,7 @@ relay's host loopback listener. Its pairing is printed once and never again.`,
 				return err
 			}
 			if asJSON {
-				return printJSON(cmd.OutOrStdout(), s)
+				return PrintJSON(cmd.OutOrStdout(), s)
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "session  %s\nrelay    %s\npairing  %s\n", s.ID, s.RelayURL, s.Pairing)
 			fmt.Fprintln(cmd.ErrOrStderr(), "The pairing is shown only now: send it as X-Agentbox-Pairing (or as the API key) to the relay URL.")
@@ -58,7 +58,7 @@ relay's host loopback listener. Its pairing is printed once and never again.`,
 				return err
 			}
 			if asJSON {
-				return printJSON(cmd.OutOrStdout(), ss)
+				return PrintJSON(cmd.OutOrStdout(), ss)
 			}
 			w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
 			fmt.Fprintln(w, "ID\tKIND\tCLIENT\tLAUNCH\tSTATE\tLAST USED")

@@ -65,9 +65,8 @@ func ownBinaryPins(ws, exe, helper string) (pins []plan.Protected, extra []strin
 	// (beside itself, then in ../libexec/agentbox/): every place it would look before the one
 	// that exists gets a placeholder, so that a box cannot plant a daemon binary the CLI would
 	// run on the host in place of this one.
-	if real, err := filepath.EvalSymlinks(exe); err == nil {
-		dir := filepath.Dir(real)
-		for _, cli := range []string{filepath.Join(dir, boxhelper.CLIName), filepath.Join(dir, "..", "..", "bin", boxhelper.CLIName)} {
+	if clis, err := boxhelper.CLICandidatesFor(exe); err == nil {
+		for _, cli := range clis {
 			if !add(cli) || !inside(filepath.Clean(cli)) {
 				continue
 			}

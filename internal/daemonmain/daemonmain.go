@@ -12,6 +12,7 @@ import (
 	"github.com/agentbox/agentbox/internal/attack"
 	"github.com/agentbox/agentbox/internal/boxmain"
 	"github.com/agentbox/agentbox/internal/cli"
+	"github.com/agentbox/agentbox/internal/cli/heavy"
 	"github.com/agentbox/agentbox/internal/config"
 	"github.com/agentbox/agentbox/internal/daemon"
 	"github.com/agentbox/agentbox/internal/readiness"
@@ -25,6 +26,7 @@ func Install() {
 		return daemon.RunSystem(ctx, daemon.SystemOptions{Interval: every})
 	}
 	cli.Heavy.Probe = probe
+	cli.Heavy.Commands = heavy.Commands
 }
 
 // Entries are the daemon binary's hidden re-exec entry points (argv[1]); they are not CLI

@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"text/template"
 )
 
@@ -34,7 +35,13 @@ type Launcher struct {
 	Vendor string
 }
 
-var launcherTmpl = template.Must(template.New("launcher").Parse(`#!/bin/sh
+// launcherTmpl is parsed on first use: `agentbox run`, which links this package to recognise
+// launchers, does not pay for it at start-up.
+var launcherTmpl = sync.OnceValue(func() *template.Template {
+	return template.Must(template.New("launcher").Parse(launcherText))
+})
+
+const launcherText = `#!/bin/sh
 ` + Header + ` v1: {{.Name}} runs boxed (agentbox wrap mode). Do not edit: agentbox wrap uninstall removes it.
 # It never runs {{.Name}} unboxed: when the box cannot start, agentbox prints why and exits 125.
 agentbox={{.AgentboxQ}}
@@ -43,7 +50,7 @@ if [ ! -x "$agentbox" ]; then
 	exit 125
 fi
 exec "$agentbox" run --wait{{if .Vendor}} --program-path {{.VendorQ}}{{end}} {{.Name}} -- "$@"
-`))
+`
 
 // Render returns the launcher script: POSIX sh, LF line endings.
 func Render(l Launcher) ([]byte, error) {
@@ -62,7 +69,7 @@ func Render(l Launcher) ([]byte, error) {
 		}
 	}
 	var b bytes.Buffer
-	err := launcherTmpl.Execute(&b, struct {
+	err := launcherTmpl().Execute(&b, struct {
 		Launcher
 		AgentboxQ, VendorQ string
 	}{l, shellQuote(l.Agentbox), shellQuote(l.Vendor)})

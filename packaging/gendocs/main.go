@@ -18,6 +18,7 @@ import (
 	"github.com/spf13/cobra/doc"
 
 	"github.com/agentbox/agentbox/internal/cli"
+	"github.com/agentbox/agentbox/internal/cli/heavy"
 )
 
 func main() {
@@ -38,6 +39,7 @@ func run(out string) error {
 		}
 		date = time.Unix(n, 0).UTC()
 	}
+	cli.Heavy.Commands = heavy.Commands // the daemon binary's commands too: the pages document them all
 	root := cli.Command()
 	root.DisableAutoGenTag = true
 	man := filepath.Join(out, "man")

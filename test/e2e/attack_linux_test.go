@@ -57,7 +57,7 @@ func (e *Env) probeCmdIn(ctx context.Context, h *attack.Host, targets attack.Tar
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	c := e.Command(ctx, append(append(append([]string{"run"}, extra...), agentboxBin, "--"), args...)...)
+	c := e.Command(ctx, append(append(append([]string{"run"}, extra...), probeBin(e.t), "--"), args...)...)
 	if len(h.Targets.SecretFiles) > 0 {
 		f, err := os.Open(h.Targets.SecretFiles[0])
 		if err != nil {

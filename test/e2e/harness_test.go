@@ -21,9 +21,27 @@ import (
 	"time"
 
 	"github.com/agentbox/agentbox/internal/api"
+	"github.com/agentbox/agentbox/internal/boxhelper"
 )
 
 var agentboxBin string
+
+// probeBin is the binary that runs the attack probes in boxes (`attack-probe`): the daemon
+// binary installed with agentboxBin (the CLI does not link the attack battery).
+func probeBin(t *testing.T) string {
+	t.Helper()
+	cands, err := boxhelper.CandidatesFor(agentboxBin, boxhelper.DaemonName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range cands {
+		if _, err := os.Stat(c); err == nil {
+			return c
+		}
+	}
+	t.Fatalf("no %s installed with %s (looked in %v)", boxhelper.DaemonName, agentboxBin, cands)
+	return ""
+}
 
 func TestMain(m *testing.M) {
 	if sock := os.Getenv(helperEnv); sock != "" {

@@ -268,7 +268,7 @@ func TestTerminal(t *testing.T) {
 		// The probe pushes `touch MARKER` into its terminal; if that reached the caller's
 		// terminal, the shell would run it after agentbox exits.
 		args = append(args[:3], append([]string{"-out", report}, args[3:]...)...)
-		code := m.Run("run " + agentboxBin + " -- " + strings.Join(args, " "))
+		code := m.Run("run " + probeBin(t) + " -- " + strings.Join(args, " "))
 		m.Sync()
 		if code != 0 {
 			t.Fatalf("probe exited %d:\n%s", code, m.Screen())

@@ -1,4 +1,4 @@
-package cli
+package heavy
 
 import (
 	"fmt"
@@ -6,13 +6,14 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/agentbox/agentbox/internal/cli"
 	"github.com/agentbox/agentbox/internal/config"
 )
 
 func newConfigCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "config",
-		Short: "Validate, show and describe agentbox configuration",
+		Short: cli.HeavyShort("config"),
 	}
 	var asJSON bool
 	show := &cobra.Command{
@@ -25,7 +26,7 @@ func newConfigCmd() *cobra.Command {
 				return err
 			}
 			if asJSON {
-				return printJSON(cmd.OutOrStdout(), eff.Entries())
+				return cli.PrintJSON(cmd.OutOrStdout(), eff.Entries())
 			}
 			w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
 			fmt.Fprintln(w, "KEY\tVALUE\tSOURCE")

@@ -1,4 +1,4 @@
-package cli
+package heavy
 
 import (
 	"fmt"
@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/agentbox/agentbox/internal/api"
+	"github.com/agentbox/agentbox/internal/cli"
 	"github.com/agentbox/agentbox/internal/config"
 	"github.com/agentbox/agentbox/internal/profile"
 )
@@ -18,7 +19,7 @@ func newProfilesCmd() *cobra.Command {
 	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "profiles",
-		Short: "List program profiles and where each program was found on your PATH",
+		Short: cli.HeavyShort("profiles"),
 		Long: `List the program profiles in force: the built-in ones (Claude Code, OpenCode, Copilot CLI,
 Codex CLI, Gemini CLI, generic) and those of your configuration's programs: key, with where
 each program was found on your PATH, its real path, and the install tree its boxes bind
@@ -34,7 +35,7 @@ read-only. It reads your configuration and PATH; the daemon is not needed.`,
 				return err
 			}
 			if asJSON {
-				return printJSON(cmd.OutOrStdout(), list)
+				return cli.PrintJSON(cmd.OutOrStdout(), list)
 			}
 			w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
 			fmt.Fprintln(w, "PROFILE\tNAME\tORIGIN\tRELAY\tFOUND\tINSTALL TREE")

@@ -1,4 +1,4 @@
-package cli
+package heavy
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
+	"github.com/agentbox/agentbox/internal/cli"
 	"github.com/agentbox/agentbox/internal/client"
 	"github.com/agentbox/agentbox/internal/safesocket"
 	"github.com/agentbox/agentbox/internal/selftest"
@@ -25,7 +26,7 @@ func newSelftestCmd() *cobra.Command {
 	)
 	cmd := &cobra.Command{
 		Use:   "selftest",
-		Short: "Try every known way out of a box, on this machine, and report",
+		Short: cli.HeavyShort("selftest"),
 		Long: `Run the escape battery (the same attempts as agentbox's own attack tests) in real boxes
 through your daemon: writes outside the workspace, secret reads, every way of replacing
 protected configuration, /proc tricks, devices and setuid, host network and sockets, IPC,
@@ -35,7 +36,7 @@ Exit status 0 only when every attempt failed as it should; 1 when any got throug
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
-			c, err := ensureDaemon(ctx)
+			c, err := cli.EnsureDaemon(ctx)
 			if err != nil {
 				return err
 			}
@@ -61,14 +62,14 @@ Exit status 0 only when every attempt failed as it should; 1 when any got throug
 				return err
 			}
 			if asJSON {
-				if err := printJSON(cmd.OutOrStdout(), rep); err != nil {
+				if err := cli.PrintJSON(cmd.OutOrStdout(), rep); err != nil {
 					return err
 				}
 			} else {
 				printSelftest(cmd.OutOrStdout(), rep, verbose)
 			}
 			if !rep.OK() {
-				return exitError{1}
+				return cli.ExitError{Code: 1}
 			}
 			return nil
 		},

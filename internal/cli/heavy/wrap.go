@@ -1,4 +1,4 @@
-package cli
+package heavy
 
 import (
 	"context"
@@ -13,6 +13,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/agentbox/agentbox/internal/api"
+	"github.com/agentbox/agentbox/internal/boxhelper"
+	"github.com/agentbox/agentbox/internal/cli"
 	"github.com/agentbox/agentbox/internal/client"
 	"github.com/agentbox/agentbox/internal/config"
 	"github.com/agentbox/agentbox/internal/wrap"
@@ -60,7 +62,8 @@ func (f *wrapFlags) managed() ([]wrap.Program, error) {
 	return out, nil
 }
 
-// agentboxPath is the binary the launchers exec: --agentbox, else this executable.
+// agentboxPath is the binary the launchers exec: --agentbox, else the agentbox CLI installed
+// with this binary (wrap runs in the daemon binary: the CLI runs it in its own place).
 func (f *wrapFlags) agentboxPath() (string, error) {
 	p := f.agentbox
 	if p == "" {
@@ -68,7 +71,10 @@ func (f *wrapFlags) agentboxPath() (string, error) {
 		if err != nil {
 			return "", err
 		}
-		if p, err = filepath.EvalSymlinks(exe); err != nil {
+		if p, err = boxhelper.FindCLI(exe); err != nil {
+			return "", fmt.Errorf("%w\n  hint: name the agentbox binary the launchers run with --agentbox", err)
+		}
+		if p, err = filepath.EvalSymlinks(p); err != nil {
 			return "", err
 		}
 	}
@@ -81,7 +87,7 @@ func (f *wrapFlags) agentboxPath() (string, error) {
 func newWrapCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "wrap",
-		Short: "Wrap mode: PATH-first launchers that run managed programs boxed",
+		Short: cli.HeavyShort("wrap"),
 		Long: `Wrap mode makes the plain name of a managed program (claude, codex, …) run it boxed. For each
 program of the system policy's containment.programs, ` + "`agentbox wrap install`" + ` writes a launcher into
 --prefix (/usr/local/bin, ahead of the vendors' installs on PATH) that runs
@@ -184,7 +190,7 @@ func newWrapStatusCmd() *cobra.Command {
 				}
 			}
 			if asJSON {
-				return printJSON(cmd.OutOrStdout(), st)
+				return cli.PrintJSON(cmd.OutOrStdout(), st)
 			}
 			w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
 			fmt.Fprintln(w, "PROGRAM\tLAUNCHER\tSTATE\tFIRST ON PATH\tVENDOR")
@@ -238,7 +244,7 @@ func newWrapScanCmd() *cobra.Command {
 				return err
 			}
 			if asJSON {
-				return printJSON(cmd.OutOrStdout(), v)
+				return cli.PrintJSON(cmd.OutOrStdout(), v)
 			}
 			printViolations(cmd.OutOrStdout(), v, v.Found)
 			return nil
