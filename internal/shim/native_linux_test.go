@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -237,6 +238,58 @@ func TestSpareShim(t *testing.T) {
 	}
 }
 
+// TestSpareShimLoopback: the spare's box-init, prestarted in its own network namespace, brings
+// lo up while it waits; the program sees lo up and nothing else. A signal sent to that
+// box-init before it had a launch does not reach the program (SIGUSR1 would kill it).
+func TestSpareShimLoopback(t *testing.T) {
+	requireNative(t)
+	sp, err := shim.StartSpare()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sp.Close() })
+	pre := prestartedBoxInit(t, sp)
+	// It brings lo up while it waits, before any launch (and after it subscribed to the
+	// signals it forwards): its network namespace gets its local routes. Then a signal is
+	// sent to it before it has a launch.
+	deadline := time.Now().Add(failTimeout)
+	for {
+		b, _ := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pre), "net", "fib_trie"))
+		if strings.Contains(string(b), "127.0.0.1") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("prestarted box-init %d did not bring lo up while it waited", pre)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if err := syscall.Kill(pre, syscall.SIGUSR1); err != nil {
+		t.Fatal(err)
+	}
+	p, _ := enginetest.ProbePlan(t, "interfaces", nil)
+	req, err := (&native.Engine{}).Request(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, shim.RequestFile), req, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := shim.WriteConfig(dir, shim.Config{LaunchID: testLaunchID, Engine: native.Name, Console: p.Console}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sp.Launch(dir); err != nil {
+		t.Fatal(err)
+	}
+	r := attachPipes(t, dir, nil)
+	if st := waitStatus(t, dir); st.BoxPid != pre {
+		t.Fatalf("box pid %d, want the prestarted box-init %d", st.BoxPid, pre)
+	}
+	if r.err != nil || r.code != 0 || string(r.stdout) != "lo up\n" {
+		t.Fatalf("interfaces probe: exit %d, %v, stdout %q, stderr %q; want only lo, up", r.code, r.err, r.stdout, r.stderr)
+	}
+}
+
 // TestSpareShimUnused: a spare whose socket closes without a launch exits, and so does the
 // box-init it started ahead (nothing of it is left behind).
 func TestSpareShimUnused(t *testing.T) {
@@ -387,7 +440,7 @@ func prestartedBoxInit(t *testing.T, sp *shim.Spare) int {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) {
-		if pre := childWithArgs(sp.Pid(), "agentbox", "box-init", "-wait"); pre != 0 {
+		if pre := childWithArgs(sp.Pid(), "agentbox", "box-init", "-wait", "-loopback"); pre != 0 {
 			return pre
 		}
 		time.Sleep(5 * time.Millisecond)

@@ -23,29 +23,21 @@ import (
 	"github.com/agentbox/agentbox/internal/api"
 	"github.com/agentbox/agentbox/internal/console"
 	"github.com/agentbox/agentbox/internal/engine"
+	"github.com/agentbox/agentbox/internal/engine/enginetest"
 	"github.com/agentbox/agentbox/internal/engine/native"
 	"github.com/agentbox/agentbox/internal/plan"
 	"github.com/agentbox/agentbox/internal/shim"
 )
 
 func TestMain(m *testing.M) {
-	if len(os.Args) > 1 {
-		switch os.Args[1] {
-		case "box-shim":
-			os.Exit(shim.Main(os.Args[2:]))
-		case "box-init":
-			os.Exit(native.BoxInitMain(os.Args[2:]))
-		case "box-exec":
-			os.Exit(native.BoxExecMain(os.Args[2:]))
-		case "fake-box-init":
-			os.Exit(fakeBoxInit())
-		case "dial-helper":
-			os.Exit(dialHelper(os.Args[2:]))
-		case "attach-client":
-			os.Exit(attachClient(os.Args[2:]))
-		}
-	}
-	os.Exit(m.Run())
+	enginetest.Main(m, map[string]func(args []string) int{
+		"box-shim":      shim.Main,
+		"box-init":      native.BoxInitMain,
+		"box-exec":      native.BoxExecMain,
+		"fake-box-init": func([]string) int { return fakeBoxInit() },
+		"dial-helper":   dialHelper,
+		"attach-client": attachClient,
+	})
 }
 
 const testLaunchID = "0123456789abcdef0123456789abcdef"

@@ -51,9 +51,15 @@ func BoxInitMain(args []string) int {
 	cols := fs.Uint("cols", 0, "initial PTY columns")
 	wait := fs.Bool("wait", false, "started ahead (Prestart): wait for the request on the control socket")
 	hold := fs.Bool("hold", false, "build the box, then wait for EventGo before starting the program")
+	loopback := fs.Bool("loopback", false, "with -wait: bring lo up while waiting (the box has its own network namespace)")
 	if err := fs.Parse(args); err != nil {
 		return fail("box-init arguments: %v", err)
 	}
+	// Signals that arrive before the program runs are held and forwarded once it does. They
+	// are subscribed to first: each costs a round trip to the runtime's signal thread, which a
+	// prestarted box-init pays while it waits.
+	sigs := make(chan os.Signal, 16)
+	signal.Notify(sigs, forwardedSignals...)
 	// box-exec starts now, so that its start-up overlaps building the box (and, in a prestarted
 	// box-init, waiting for the request).
 	ex, err := startExecProcess()
@@ -61,13 +67,24 @@ func BoxInitMain(args []string) int {
 		return fail("%v", err)
 	}
 	var raw []byte
+	loUp := false
 	if *wait {
 		WarmUp() // started ahead: what the launch would do first, done while it waits
+		if *loopback {
+			if err := loopbackUp(); err != nil {
+				return fail("bring lo up: %v", err)
+			}
+			loUp = true
+		}
 		var r, c uint16
 		if raw, r, c, *hold, err = receiveStart(ctl); errors.Is(err, engine.ErrControlClosed) {
 			return exitSetupFailed // discarded unused
 		}
 		*rows, *cols = uint(r), uint(c)
+		// What reached this box-init before it had a launch is no launch's signal.
+		for len(sigs) > 0 {
+			<-sigs
+		}
 	} else {
 		raw, err = readSpecFD(fdSpec)
 	}
@@ -78,6 +95,11 @@ func BoxInitMain(args []string) int {
 	if err != nil {
 		return fail("%v", err)
 	}
+	if loUp && !spec.Network.Loopback {
+		// Prestarted in its own network namespace for a spec that shares the host's: the
+		// shim matches namespaces before it uses a prestarted box-init, so this never happens.
+		return fail("prestarted with its own network namespace, for a spec without one")
+	}
 	// box-exec parses the spec and builds the program's seccomp filter while the box is built.
 	// (Should box-exec have failed, its report is read when the program is to start: run.)
 	_ = ex.sendSpec(raw)
@@ -86,9 +108,6 @@ func BoxInitMain(args []string) int {
 		return fail("set non-dumpable: %v", err)
 	}
 	unix.Umask(0o022)
-	// Signals that arrive before the program runs are held and forwarded once it does.
-	sigs := make(chan os.Signal, 16)
-	signal.Notify(sigs, forwardedSignals...)
 
 	b, err := buildRoot(spec)
 	if err != nil {
@@ -99,7 +118,7 @@ func BoxInitMain(args []string) int {
 			return fail("sethostname: %v", err)
 		}
 	}
-	if spec.Network.Loopback {
+	if spec.Network.Loopback && !loUp {
 		if err := loopbackUp(); err != nil {
 			return fail("bring lo up: %v", err)
 		}

@@ -52,9 +52,15 @@ func Prestart(ns []string) (*Prestarted, error) {
 	defer boxEnd.Close()
 	uid, gid := os.Getuid(), os.Getgid()
 	pidfd := -1
+	args := []string{"agentbox", "box-init", "-wait"}
+	if flags&unix.CLONE_NEWNET != 0 {
+		// Its own network namespace: box-init brings lo up while it waits (a box has its own
+		// network namespace exactly when its spec asks for loopback: buildSpec).
+		args = append(args, "-loopback")
+	}
 	cmd := &exec.Cmd{
 		Path:       "/proc/self/exe",
-		Args:       []string{"agentbox", "box-init", "-wait"},
+		Args:       args,
 		Env:        []string{},
 		Dir:        "/",
 		ExtraFiles: []*os.File{boxEnd},
