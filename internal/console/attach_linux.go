@@ -155,6 +155,25 @@ func Attach(socketPath string, stdin, stdout, stderr *os.File, opts AttachOption
 	if isTerm {
 		hello.Size = windowSize(outFd)
 	}
+	// Subscribing to signals costs a round trip to the runtime's signal thread per signal: it
+	// runs while the connection is made, and is waited for before anything is forwarded.
+	sigs := make(chan os.Signal, 8)
+	subscribed := make(chan struct{})
+	if opts.NoSignals {
+		close(subscribed)
+	} else {
+		go func() {
+			defer close(subscribed)
+			signal.Notify(sigs, ForwardedSignals...)
+			if isTerm {
+				signal.Notify(sigs, syscall.SIGWINCH) // used in raw mode only (below)
+			}
+		}()
+		defer func() {
+			<-subscribed
+			signal.Stop(sigs)
+		}()
+	}
 	c, err := Dial(socketPath, hello)
 	if err != nil {
 		return -1, err
@@ -172,14 +191,7 @@ func Attach(socketPath string, stdin, stdout, stderr *os.File, opts AttachOption
 		defer term.Restore(inFd, old)
 	}
 
-	sigs := make(chan os.Signal, 8)
-	if !opts.NoSignals {
-		signal.Notify(sigs, ForwardedSignals...)
-		if raw {
-			signal.Notify(sigs, syscall.SIGWINCH)
-		}
-		defer signal.Stop(sigs)
-	}
+	<-subscribed
 
 	in, err := startInput(stdin, fw)
 	if err != nil {
@@ -197,6 +209,9 @@ func Attach(socketPath string, stdin, stdout, stderr *os.File, opts AttachOption
 		case s := <-sigs:
 			sig := s.(syscall.Signal)
 			if sig == syscall.SIGWINCH {
+				if !raw {
+					continue
+				}
 				ws := windowSize(outFd)
 				if ws != (WindowSize{}) {
 					fw.WriteFrame(FrameResize, ws.Payload())

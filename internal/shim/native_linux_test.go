@@ -290,26 +290,41 @@ func TestSpareShimLoopback(t *testing.T) {
 	}
 }
 
-// TestSpareShimUnused: a spare whose socket closes without a launch exits, and so does the
-// box-init it started ahead (nothing of it is left behind).
+// TestSpareShimUnused: a spare whose socket closes, or that gets SIGTERM, without a launch
+// exits, and so does the box-init it started ahead (nothing of it is left behind).
 func TestSpareShimUnused(t *testing.T) {
 	requireNative(t)
-	sp, err := shim.StartSpare()
-	if err != nil {
-		t.Fatal(err)
-	}
-	pre := prestartedBoxInit(t, sp)
-	deadline := time.Now().Add(10 * time.Second)
-	sp.Close()
-	gone := func(pid int) bool {
-		b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
-		return err != nil || strings.Contains(string(b), ") Z ")
-	}
-	for time.Now().Before(deadline.Add(10*time.Second)) && !(gone(sp.Pid()) && gone(pre)) {
-		time.Sleep(10 * time.Millisecond)
-	}
-	if !gone(sp.Pid()) || !gone(pre) {
-		t.Fatalf("after close: spare %d gone %v, box-init %d gone %v", sp.Pid(), gone(sp.Pid()), pre, gone(pre))
+	for _, tc := range []struct {
+		name string
+		end  func(sp *shim.Spare) error
+	}{
+		{"closed", func(sp *shim.Spare) error { return sp.Close() }},
+		// The spare subscribes to SIGTERM while it waits (to stop a launch's box later): before
+		// it has a launch, SIGTERM still ends it.
+		{"SIGTERM", func(sp *shim.Spare) error { return syscall.Kill(sp.Pid(), syscall.SIGTERM) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sp, err := shim.StartSpare()
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer sp.Close()
+			pre := prestartedBoxInit(t, sp)
+			if err := tc.end(sp); err != nil {
+				t.Fatal(err)
+			}
+			gone := func(pid int) bool {
+				b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
+				return err != nil || strings.Contains(string(b), ") Z ")
+			}
+			deadline := time.Now().Add(failTimeout)
+			for time.Now().Before(deadline) && !(gone(sp.Pid()) && gone(pre)) {
+				time.Sleep(10 * time.Millisecond)
+			}
+			if !gone(sp.Pid()) || !gone(pre) {
+				t.Fatalf("spare %d gone %v, box-init %d gone %v", sp.Pid(), gone(sp.Pid()), pre, gone(pre))
+			}
+		})
 	}
 }
 

@@ -63,6 +63,7 @@ func Main(args []string) int {
 		ready = nil
 	}
 	var pre *native.Prestarted
+	var stopSigs chan os.Signal
 	if len(args) == 1 && args[0] == spareArg {
 		// A spare: start the box-init of the default box ahead (on the thread that stays the
 		// box's parent, as run keeps it), wait for the launch directory on fd 3, then log into
@@ -75,15 +76,33 @@ func Main(args []string) int {
 		if pre, perr = native.Prestart(native.DenyNamespaces()); perr != nil {
 			pre = nil // the launch starts its box-init the ordinary way (and says why in its log)
 		}
+		// The signal dispositions run sets, set now: each costs a round trip to the runtime's
+		// signal thread. SIGTERM and SIGINT end a spare that has no launch yet, as they would
+		// without a handler.
+		stopSigs = subscribeSignals()
 		native.WarmUp(&Config{})
-		dir, err := bufio.NewReader(io.LimitReader(ready, 4096)).ReadString('\n')
-		if err != nil {
+		type line struct {
+			s   string
+			err error
+		}
+		lc := make(chan line, 1)
+		go func() {
+			s, err := bufio.NewReader(io.LimitReader(ready, 4096)).ReadString('\n')
+			lc <- line{s, err}
+		}()
+		var l line
+		select {
+		case l = <-lc:
+		case <-stopSigs:
+			l.err = errors.New("stopped")
+		}
+		if l.err != nil {
 			if pre != nil {
 				pre.Discard()
 			}
-			return 0 // closed without a launch: not needed
+			return 0 // closed or stopped without a launch: not needed
 		}
-		dir = strings.TrimSuffix(dir, "\n")
+		dir := strings.TrimSuffix(l.s, "\n")
 		logf, err := os.OpenFile(filepath.Join(dir, LogFile), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
 		if err != nil {
 			report(fmt.Errorf("open %s: %w", LogFile, err))
@@ -105,7 +124,10 @@ func Main(args []string) int {
 		lg.Print(err)
 		return 2
 	}
-	if err := run(args[0], lg, report, pre); err != nil {
+	if stopSigs == nil {
+		stopSigs = subscribeSignals()
+	}
+	if err := run(args[0], lg, report, pre, stopSigs); err != nil {
 		report(err)
 		lg.Print(err)
 		return 1
@@ -180,13 +202,22 @@ type stdinItem struct {
 	eof  bool
 }
 
-func run(dir string, lg *log.Logger, report func(error), pre *native.Prestarted) error {
+// subscribeSignals sets the shim's signal dispositions and returns the channel of those that
+// stop its box (SIGTERM, SIGINT). The shim has no terminal; SIGHUP must not kill it. SIGPIPE on
+// sockets is an error return.
+func subscribeSignals() chan os.Signal {
+	signal.Ignore(syscall.SIGHUP, syscall.SIGPIPE)
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
+	return sigs
+}
+
+// run serves the launch in dir; sigs (subscribeSignals) stop its box.
+func run(dir string, lg *log.Logger, report func(error), pre *native.Prestarted, sigs chan os.Signal) error {
 	// Engines start the box with Pdeathsig (the box dies with its shim), which the kernel ties to
 	// the thread that forked: keep this goroutine, which starts the box, on one thread for good.
 	runtime.LockOSThread()
 	unix.Umask(0o077)
-	// The shim has no terminal; SIGHUP must not kill it. SIGPIPE on sockets is an error return.
-	signal.Ignore(syscall.SIGHUP, syscall.SIGPIPE)
 	dir, err := filepath.Abs(dir)
 	if err != nil {
 		return err
@@ -253,8 +284,6 @@ func run(dir string, lg *log.Logger, report func(error), pre *native.Prestarted)
 	}
 	lg.Printf("launch %s: listening on %s (engine %s, console %s, detached %v)", cfg.LaunchID, sock, cfg.Engine, cfg.console(), cfg.Detached)
 
-	sigs := make(chan os.Signal, 2)
-	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
 	go func() {
 		for sig := range sigs {
 			lg.Printf("received %v: stopping the box", sig)
