@@ -80,7 +80,9 @@ func Main(args []string) int {
 		// signal thread. SIGTERM and SIGINT end a spare that has no launch yet, as they would
 		// without a handler.
 		stopSigs = subscribeSignals()
-		native.WarmUp(&Config{})
+		// And what it encodes and decodes for its launch: its configuration, its clients'
+		// hellos and replies, the daemon's requests and events, the status and the exit frame.
+		native.WarmUp(&Config{}, &console.Hello{}, &console.Reply{}, &Request{}, &Event{}, &Status{}, &console.Exit{})
 		type line struct {
 			s   string
 			err error
