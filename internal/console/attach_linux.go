@@ -174,7 +174,7 @@ func Attach(socketPath string, stdin, stdout, stderr *os.File, opts AttachOption
 			signal.Stop(sigs)
 		}()
 	}
-	c, err := Dial(socketPath, hello)
+	c, err := dialInterruptible(socketPath, hello, sigs, subscribed)
 	if err != nil {
 		return -1, err
 	}
@@ -220,6 +220,36 @@ func Attach(socketPath string, stdin, stdout, stderr *os.File, opts AttachOption
 			}
 			// A write error shows up as the reader's error.
 			fw.WriteFrame(FrameSignal, []byte{byte(sig)})
+		}
+	}
+}
+
+// dialInterruptible dials the shim while a signal that would have ended a client not yet
+// subscribed to it (SIGINT, SIGTERM, SIGHUP, SIGQUIT) still does: it is given back its
+// default disposition and raised again, so that a shim that never answers cannot hold the
+// client. (Ignored signals stay ignored: the client then keeps waiting.)
+func dialInterruptible(socketPath string, hello Hello, sigs chan os.Signal, subscribed <-chan struct{}) (*Conn, error) {
+	type dialed struct {
+		c   *Conn
+		err error
+	}
+	dc := make(chan dialed, 1)
+	go func() {
+		c, err := Dial(socketPath, hello)
+		dc <- dialed{c, err}
+	}()
+	<-subscribed
+	for {
+		select {
+		case d := <-dc:
+			return d.c, d.err
+		case s := <-sigs:
+			sig := s.(syscall.Signal)
+			if sig == syscall.SIGWINCH {
+				continue
+			}
+			signal.Reset(sig)
+			syscall.Kill(os.Getpid(), sig)
 		}
 	}
 }

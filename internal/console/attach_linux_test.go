@@ -16,6 +16,14 @@ func TestMain(m *testing.M) {
 	if len(os.Args) > 2 && os.Args[1] == "listen-helper" {
 		os.Exit(listenHelper(os.Args[2]))
 	}
+	if len(os.Args) > 2 && os.Args[1] == "attach-helper" {
+		code, err := Attach(os.Args[2], os.Stdin, os.Stdout, os.Stderr, AttachOptions{})
+		os.Stderr.WriteString("attach returned\n")
+		if err != nil {
+			os.Exit(125)
+		}
+		os.Exit(code)
+	}
 	os.Exit(m.Run())
 }
 
@@ -160,5 +168,56 @@ func TestDialRefusesListenerOfAnotherUser(t *testing.T) {
 		}
 	case <-time.After(time.Minute):
 		t.Fatal("Dial hung")
+	}
+}
+
+// TestAttachInterruptedWhileDialing: a client whose shim accepts but never answers its hello
+// still ends on SIGTERM, by that signal, as it did before it subscribed to the signals it
+// forwards (it subscribes while it dials). The signal is sent 300 ms after the shim accepted,
+// by when the client has subscribed: without the dial's own handling it would wait forever.
+func TestAttachInterruptedWhileDialing(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "shim.sock")
+	ln, err := net.Listen("unix", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	accepted := make(chan net.Conn, 1)
+	go func() {
+		if c, err := ln.Accept(); err == nil {
+			accepted <- c // held open, never answered
+		}
+	}()
+	cmd := exec.Command(os.Args[0], "attach-helper", path)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case c := <-accepted:
+		defer c.Close()
+	case err := <-done:
+		t.Fatalf("the client ended before its shim accepted: %v", err)
+	case <-time.After(30 * time.Second):
+		cmd.Process.Kill()
+		t.Fatal("the client never connected")
+	}
+	time.Sleep(300 * time.Millisecond)
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) {
+			t.Fatalf("client ended with %v, want killed by SIGTERM", err)
+		}
+		if ws := ee.Sys().(syscall.WaitStatus); !ws.Signaled() || ws.Signal() != syscall.SIGTERM {
+			t.Fatalf("client ended with %v, want killed by SIGTERM", err)
+		}
+	case <-time.After(30 * time.Second):
+		cmd.Process.Kill()
+		t.Fatal("the client did not end on SIGTERM while its shim did not answer")
 	}
 }

@@ -66,24 +66,33 @@ func ownBinaryPins(ws, exe, helper string) (pins []plan.Protected, extra []strin
 	// that exists gets a placeholder, so that a box cannot plant a daemon binary the CLI would
 	// run on the host in place of this one.
 	if clis, err := boxhelper.CLICandidatesFor(exe); err == nil {
+		// `wrap install` run by this daemon binary writes launchers that run the first CLI of
+		// these that exists (boxhelper.FindCLI): the places before it get placeholders too.
+		extra = append(extra, missingBefore(clis, inside, add)...)
 		for _, cli := range clis {
 			if !add(cli) || !inside(filepath.Clean(cli)) {
 				continue
 			}
-			extra = append(extra, missingBefore(cli, boxhelper.DaemonName, inside, add)...)
+			extra = append(extra, missingBefore(candidates(cli, boxhelper.DaemonName), inside, add)...)
 		}
 	}
-	return pins, append(extra, missingBefore(exe, boxhelper.HelperName, inside, add)...)
+	return pins, append(extra, missingBefore(candidates(exe, boxhelper.HelperName), inside, add)...)
 }
 
-// missingBefore returns the places where the binary of agentbox exe looks for its binary name
-// (boxhelper.CandidatesFor) that lie inside the workspace and come before the first that
-// exists, which add pins (when it is inside); all of them when none exists.
-func missingBefore(exe, name string, inside func(string) bool, add func(string) bool) []string {
+// candidates returns where the binary of agentbox exe looks for its binary name
+// (boxhelper.CandidatesFor), or nothing when exe cannot be resolved.
+func candidates(exe, name string) []string {
 	cands, err := boxhelper.CandidatesFor(exe, name)
 	if err != nil {
 		return nil
 	}
+	return cands
+}
+
+// missingBefore returns the places of cands (where a binary is looked for, in order) that lie
+// inside the workspace and come before the first that exists, which add pins (when it is
+// inside); all of them when none exists.
+func missingBefore(cands []string, inside func(string) bool, add func(string) bool) []string {
 	var missing []string
 	for _, c := range cands {
 		if add(c) {

@@ -99,9 +99,10 @@ func TestOwnBinaryPins(t *testing.T) {
 
 // TestOwnBinaryPinsPackageLayout: the package's layout inside a workspace (bin/agentbox, and
 // the daemon binary and the helper in libexec/agentbox/, as a `dpkg -x` of the .deb leaves
-// it): the three are pinned, and bin/agentbox-daemon — where that CLI looks first for its
-// daemon binary — gets a placeholder, so that a box cannot plant one there for the CLI to run
-// on the host.
+// it): the three are pinned; bin/agentbox-daemon — where that CLI looks first for its daemon
+// binary — and libexec/agentbox/agentbox — where the daemon binary looks first for its CLI,
+// which `wrap install` writes into launchers — get placeholders, so that a box cannot plant a
+// binary there for the host to run.
 func TestOwnBinaryPinsPackageLayout(t *testing.T) {
 	ws, err := filepath.EvalSymlinks(t.TempDir())
 	if err != nil {
@@ -124,16 +125,20 @@ func TestOwnBinaryPinsPackageLayout(t *testing.T) {
 		t.Errorf("pins %v, want %v", got, []string{exe, helper, cli})
 	}
 	planted := filepath.Join(prefix, "bin", boxhelper.DaemonName)
-	if !slices.Equal(extra, []string{planted}) {
-		t.Errorf("extra %v, want a placeholder at %s", extra, planted)
+	plantedCLI := filepath.Join(prefix, "libexec", "agentbox", boxhelper.CLIName)
+	if want := []string{plantedCLI, planted}; !slices.Equal(extra, want) {
+		t.Errorf("extra %v, want placeholders at %v", extra, want)
 	}
-	// Once a daemon binary is beside the CLI, it is the one the CLI runs: pinned, nothing more.
-	if err := os.WriteFile(planted, []byte("x"), 0o755); err != nil {
-		t.Fatal(err)
+	// Once a daemon binary is beside the CLI, it is the one the CLI runs: pinned, nothing more
+	// for it; and a CLI beside the daemon binary is the one its launchers run: pinned.
+	for _, p := range []string{planted, plantedCLI} {
+		if err := os.WriteFile(p, []byte("x"), 0o755); err != nil {
+			t.Fatal(err)
+		}
 	}
 	pins, extra = ownBinaryPins(ws, exe, helper)
-	if got := pinnedPaths(pins); !slices.Contains(got, planted) || len(extra) != 0 {
-		t.Errorf("daemon binary beside the CLI: pins %v, extra %v", got, extra)
+	if got := pinnedPaths(pins); !slices.Contains(got, planted) || !slices.Contains(got, plantedCLI) || len(extra) != 0 {
+		t.Errorf("daemon binary beside the CLI, CLI beside the daemon binary: pins %v, extra %v", got, extra)
 	}
 }
 

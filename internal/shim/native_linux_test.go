@@ -290,6 +290,68 @@ func TestSpareShimLoopback(t *testing.T) {
 	}
 }
 
+// TestSpareShimForwardsSignals: a launch run by a spare's prestarted box-init gets the signals
+// the shim sends its box, SIGWINCH included (box-init subscribed to them before it warmed up,
+// which subscribes to SIGWINCH for a moment itself).
+func TestSpareShimForwardsSignals(t *testing.T) {
+	requireNative(t)
+	sp, err := shim.StartSpare()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sp.Close() })
+	pre := prestartedBoxInit(t, sp)
+	script := `trap 'echo got-winch; exit 7' WINCH; touch trap-set; while :; do sleep 0.05; done`
+	p, d := enginetest.NewPlan(t, "/bin/sh", []string{"-c", script}, nil)
+	req, err := (&native.Engine{}).Request(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, shim.RequestFile), req, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := shim.WriteConfig(dir, shim.Config{LaunchID: testLaunchID, Engine: native.Name, Console: p.Console}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sp.Launch(dir); err != nil {
+		t.Fatal(err)
+	}
+	res := make(chan attachResult, 1)
+	go func() { res <- attachPipes(t, dir, nil) }()
+	deadline := time.Now().Add(failTimeout)
+	for {
+		if _, err := os.Stat(filepath.Join(d.Workspace, "trap-set")); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the program never set its trap")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	w, err := shim.Watch(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	if err := w.Signal(syscall.SIGWINCH); err != nil {
+		t.Fatal(err)
+	}
+	var r attachResult
+	select {
+	case r = <-res:
+	case <-time.After(failTimeout):
+		w.Stop()
+		t.Fatal("the program did not get SIGWINCH (stopped)")
+	}
+	if st := waitStatus(t, dir); st.BoxPid != pre {
+		t.Fatalf("box pid %d, want the prestarted box-init %d", st.BoxPid, pre)
+	}
+	if r.err != nil || r.code != 7 || string(r.stdout) != "got-winch\n" {
+		t.Fatalf("after SIGWINCH: exit %d, %v, stdout %q, stderr %q; want 7 and got-winch", r.code, r.err, r.stdout, r.stderr)
+	}
+}
+
 // TestSpareShimUnused: a spare whose socket closes, or that gets SIGTERM, without a launch
 // exits, and so does the box-init it started ahead (nothing of it is left behind).
 func TestSpareShimUnused(t *testing.T) {
@@ -300,7 +362,8 @@ func TestSpareShimUnused(t *testing.T) {
 	}{
 		{"closed", func(sp *shim.Spare) error { return sp.Close() }},
 		// The spare subscribes to SIGTERM while it waits (to stop a launch's box later): before
-		// it has a launch, SIGTERM still ends it.
+		// it has a launch, SIGTERM still ends it, as it did when it had no handler (a guard
+		// against the subscription keeping an unused spare alive).
 		{"SIGTERM", func(sp *shim.Spare) error { return syscall.Kill(sp.Pid(), syscall.SIGTERM) }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

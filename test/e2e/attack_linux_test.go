@@ -332,7 +332,8 @@ func TestAttackPlantedDaemonBinary(t *testing.T) {
 	script := fmt.Sprintf("#!/bin/sh\necho \"ran on the host as $(id -u): $*\" >> %s\n", marker)
 	plant := fmt.Sprintf(`cd dist/root/usr && printf '%%s' %s > /tmp/planted && chmod 755 /tmp/planted || exit 9
 for try in "cp /tmp/planted bin/agentbox-daemon" "mv -f /tmp/planted bin/agentbox-daemon" "ln -s /tmp/planted bin/agentbox-daemon" \
-	"mv -f bin/agentbox bin/agentbox.moved" "mv bin bin.moved"; do
+	"cp bin/agentbox libexec/agentbox/agentbox" "cp /tmp/planted libexec/agentbox/agentbox" "ln -s /tmp/planted libexec/agentbox/agentbox" \
+	"mv -f /tmp/planted libexec/agentbox/agentbox" "mv -f bin/agentbox bin/agentbox.moved" "mv bin bin.moved"; do
 	if $try 2>/dev/null; then echo "planted: $try"; fi
 done
 echo done`, shellQuote(script))
@@ -341,13 +342,23 @@ echo done`, shellQuote(script))
 		t.Fatalf("plant attempt: exit %d: %s %s", r.Code, r.Stdout, r.Stderr)
 	}
 	if strings.Contains(r.Stdout, "planted") {
-		t.Errorf("the box put a daemon binary where the CLI looks for one:\n%s", r.Stdout)
+		t.Errorf("the box put a binary where the CLI looks for its daemon binary, or the daemon binary for its CLI:\n%s", r.Stdout)
 	}
-	// What is there while the box runs is the daemon's placeholder, gone once it has ended.
-	eventually(t, "the placeholder at bin/agentbox-daemon removed", func() bool {
-		_, err := os.Lstat(filepath.Join(prefix, "bin", boxhelper.DaemonName))
-		return os.IsNotExist(err)
-	})
+	// What is there while the box runs are the daemon's placeholders, gone once it has ended.
+	for _, p := range []string{filepath.Join(prefix, "bin", boxhelper.DaemonName), filepath.Join(libexec, boxhelper.CLIName)} {
+		eventually(t, "the placeholder at "+p+" removed", func() bool {
+			_, err := os.Lstat(p)
+			return os.IsNotExist(err)
+		})
+	}
+	// Launchers written by this installation run its CLI.
+	wrapDir := filepath.Join(e.Root, "wrap")
+	if r := run("wrap", "install", "--prefix", wrapDir, "--program", "fakeagent"); r.Code != 0 {
+		t.Fatalf("wrap install: exit %d: %s", r.Code, r.Stderr)
+	}
+	if b, err := os.ReadFile(filepath.Join(wrapDir, "fakeagent")); err != nil || !strings.Contains(string(b), "\nagentbox="+cli+"\n") {
+		t.Errorf("the launcher does not run %s (%v):\n%s", cli, err, b)
+	}
 	// The next daemon start, from the CLI in the workspace: the genuine daemon binary runs.
 	if r := run("daemon", "stop"); r.Code != 0 {
 		t.Fatalf("daemon stop: %s", r.Stderr)

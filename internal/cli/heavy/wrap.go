@@ -33,7 +33,7 @@ func (f *wrapFlags) add(cmd *cobra.Command, programs bool) {
 	if !programs {
 		return
 	}
-	cmd.Flags().StringVar(&f.agentbox, "agentbox", "", "agentbox binary the launchers run (default: this one)")
+	cmd.Flags().StringVar(&f.agentbox, "agentbox", "", "agentbox binary the launchers run (default: the agentbox CLI installed with this agentbox)")
 	cmd.Flags().StringVar(&f.policy, "policy", "", "system policy to read containment.programs from (default "+config.DefaultPolicyFile+"; root-owned)")
 	cmd.Flags().StringArrayVar(&f.programs, "program", nil, "NAME or NAME=VENDOR-PATH: a launcher for this program instead of the policy's list (repeatable)")
 }

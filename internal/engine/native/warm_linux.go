@@ -16,12 +16,12 @@ import (
 // local time zone (loaded by the first log line), and the JSON decoding of a spec (encoding/json
 // builds its per-type decoders on first use). On this machine kind each of these cost 1–2 ms
 // on a launch's path, most of it faulting in code and data not touched before. It changes no
-// state the launch sees: the signal is one whose default action is to be ignored, and it is
-// reset to that before WarmUp returns.
+// state the launch sees: the signal is one whose default action is to be ignored, and WarmUp's
+// own subscription to it ends before it returns.
 func WarmUp(samples ...any) {
 	c := make(chan os.Signal, 1)
 	signal.Notify(c, unix.SIGWINCH)
-	signal.Reset(unix.SIGWINCH)
+	signal.Stop(c) // (not Reset: a subscription made before WarmUp keeps SIGWINCH)
 	_, _ = time.Now().Local().Zone()
 	WarmJSON(&Spec{})
 	for _, s := range samples {
