@@ -3,6 +3,7 @@
 package client
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -12,6 +13,7 @@ import (
 	"io/fs"
 	"net"
 	"net/http"
+	"os"
 	"path/filepath"
 	"time"
 
@@ -26,7 +28,6 @@ var ErrDaemonUnreachable = errors.New("agentbox daemon is not running")
 type Client struct {
 	// Socket is the path of the daemon's API socket.
 	Socket string
-	hc     *http.Client
 }
 
 // SocketPath returns the API socket path of the calling user.
@@ -49,15 +50,61 @@ func New() (*Client, error) {
 
 // NewAt returns a client for the daemon listening at sock.
 func NewAt(sock string) *Client {
-	c := &Client{Socket: sock}
-	c.hc = &http.Client{Transport: &http.Transport{
-		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-			var d net.Dialer
-			return d.DialContext(ctx, "unix", sock)
-		},
-		DisableKeepAlives: true,
-	}}
-	return c
+	return &Client{Socket: sock}
+}
+
+// roundTrip sends req on a connection of its own to the daemon and returns the answer, whose
+// body reads from that connection (closing the body closes it). One request per connection,
+// written and read on the caller's goroutine: net/http's Transport would hand the request and
+// the answer between three goroutines, which costs a launch more than the exchange itself.
+// The daemon must run as the caller's uid (SO_PEERCRED), as the socket's owner does.
+func (c *Client) roundTrip(ctx context.Context, req *http.Request) (*http.Response, error) {
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, "unix", c.Socket)
+	if err != nil {
+		return nil, err
+	}
+	stop := context.AfterFunc(ctx, func() { conn.Close() })
+	fail := func(err error) (*http.Response, error) {
+		stop()
+		conn.Close()
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, err
+	}
+	if uc, ok := conn.(*net.UnixConn); ok {
+		_, uid, _, err := safesocket.PeerCred(uc)
+		switch {
+		case err == nil && uid != os.Getuid():
+			return fail(fmt.Errorf("the daemon at %s runs as uid %d, not as you (uid %d): refused", c.Socket, uid, os.Getuid()))
+		case err != nil && !errors.Is(err, safesocket.ErrNotSupported):
+			return fail(fmt.Errorf("daemon credentials: %w", err))
+		}
+	}
+	req.Close = true // one request per connection
+	if err := req.Write(conn); err != nil {
+		return fail(err)
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(conn), req)
+	if err != nil {
+		return fail(err)
+	}
+	resp.Body = &connBody{ReadCloser: resp.Body, conn: conn, stop: stop}
+	return resp, nil
+}
+
+// connBody is an answer's body that closes its connection when it is closed.
+type connBody struct {
+	io.ReadCloser
+	conn net.Conn
+	stop func() bool
+}
+
+func (b *connBody) Close() error {
+	b.stop()
+	b.ReadCloser.Close()
+	return b.conn.Close()
 }
 
 // Check verifies that the socket and its directory belong to the caller.
@@ -90,7 +137,7 @@ func (c *Client) do(ctx context.Context, method, path string, in, out any) error
 	if in != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
-	resp, err := c.hc.Do(req)
+	resp, err := c.roundTrip(ctx, req)
 	if err != nil {
 		var opErr *net.OpError
 		if errors.As(err, &opErr) && opErr.Op == "dial" {
