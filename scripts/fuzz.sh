@@ -27,19 +27,23 @@ trap 'rm -f "$out"' EXIT
 while read -r pkg name; do
   before=$(ls "$pkg/testdata/fuzz/$name" 2>/dev/null | sort)
   par=()
+  ftime=$FUZZTIME
   for attempt in 1 2 3; do
-    echo "== $pkg $name ($FUZZTIME${par:+, ${par[*]}})"
-    if $GO test -run '^$' -fuzz "^${name}\$" -fuzztime "$FUZZTIME" "${par[@]}" "$pkg" 2>&1 | tee "$out"; [ "${PIPESTATUS[0]}" = 0 ]; then
+    echo "== $pkg $name ($ftime${par:+, ${par[*]}})"
+    if $GO test -run '^$' -fuzz "^${name}\$" -fuzztime "$ftime" "${par[@]}" "$pkg" 2>&1 | tee "$out"; [ "${PIPESTATUS[0]}" = 0 ]; then
       break
     fi
     after=$(ls "$pkg/testdata/fuzz/$name" 2>/dev/null | sort)
     new=$(comm -13 <(echo "$before") <(echo "$after"))
     # Go's fuzzing engine sometimes ends a run with "context deadline exceeded" when -fuzztime
     # runs out while a worker is busy (a starved CPU): no input failed and none was written.
-    # That run is repeated, with one worker, at most twice; a real failure always leaves its
+    # That run is repeated, with one worker and as many executions as the timed run reached
+    # (a count has no deadline to expire), at most twice; a real failure always leaves its
     # input, and a target that hangs fails all three.
     if [ "$attempt" -lt 3 ] && [ -z "$new" ] && grep -q 'context deadline exceeded' "$out" && ! grep -q 'Failing input written' "$out"; then
-      echo "   $name: the fuzzing engine's deadline expired mid-run without a failing input; running it again with one worker"
+      execs=$(grep -oE 'execs: [0-9]+' "$out" | tail -1 | grep -oE '[0-9]+')
+      ftime=${execs:-1000}x
+      echo "   $name: the fuzzing engine's deadline expired mid-run without a failing input; running it again with one worker, $ftime"
       par=(-parallel 1)
       continue
     fi
