@@ -1,20 +1,18 @@
 package client
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/agentbox/agentbox/internal/api"
+	"github.com/agentbox/agentbox/internal/testenv"
 )
 
 func TestMain(m *testing.M) {
@@ -26,13 +24,10 @@ func TestMain(m *testing.M) {
 
 // serveHelper serves a daemon's info on path (any request), says so on stdout, until killed.
 func serveHelper(path string) int {
-	ln, err := net.Listen("unix", path)
-	if err != nil {
-		os.Stdout.WriteString("error: " + err.Error() + "\n")
+	ln := testenv.Announce(path)
+	if ln == nil {
 		return 1
 	}
-	os.Chmod(path, 0o666)
-	os.Stdout.WriteString("listening\n")
 	http.Serve(ln, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		w.Write([]byte(`{"version":"test","socket":"` + path + `"}`))
@@ -91,39 +86,12 @@ func TestRoundTrip(t *testing.T) {
 // TestRefusesDaemonOfAnotherUser: a socket that looks like ours (our directory, our file) but
 // on which another user's process listens is refused (SO_PEERCRED): nothing is sent to it.
 func TestRefusesDaemonOfAnotherUser(t *testing.T) {
-	if os.Getuid() != 0 {
-		t.Skip("needs root to run a listener as another user")
-	}
-	base, err := os.MkdirTemp("", "client-peer-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer os.RemoveAll(base)
-	os.Chmod(base, 0o777)
-	helper := filepath.Join(base, "helper")
-	b, err := os.ReadFile(os.Args[0])
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(helper, b, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	base := testenv.ListenAsOtherUser(t, "agentbox.sock", "serve-helper")
 	sock := filepath.Join(base, "agentbox.sock")
-	cmd := exec.Command(helper, "serve-helper", sock)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 1001, Gid: 1001}}
-	out, _ := cmd.StdoutPipe()
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { cmd.Process.Kill(); cmd.Wait() }()
-	line, err := bufio.NewReader(out).ReadString('\n')
-	if err != nil || line != "listening\n" {
-		t.Fatalf("helper: %q, %v", line, err)
-	}
 	os.Chown(sock, 0, 0)
 	os.Chmod(sock, 0o600)
 	os.Chmod(base, 0o700)
-	_, err = NewAt(sock).Info(context.Background())
+	_, err := NewAt(sock).Info(context.Background())
 	if err == nil || !strings.Contains(err.Error(), "runs as uid 1001") {
 		t.Fatalf("Info from another user's daemon = %v, want refused naming uid 1001", err)
 	}

@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/agentbox/agentbox/internal/testenv"
 )
 
 func TestMain(m *testing.M) {
@@ -30,13 +32,10 @@ func TestMain(m *testing.M) {
 // listenHelper listens on path, says so on stdout, and answers every connection with an OK
 // reply (as a shim would), until killed.
 func listenHelper(path string) int {
-	ln, err := net.Listen("unix", path)
-	if err != nil {
-		os.Stdout.WriteString("error: " + err.Error() + "\n")
+	ln := testenv.Announce(path)
+	if ln == nil {
 		return 1
 	}
-	os.Chmod(path, 0o666)
-	os.Stdout.WriteString("listening\n")
 	for {
 		c, err := ln.Accept()
 		if err != nil {
@@ -131,32 +130,10 @@ func TestCheckOwner(t *testing.T) {
 }
 
 func TestDialRefusesListenerOfAnotherUser(t *testing.T) {
-	if os.Getuid() != 0 {
-		t.Skip("needs root to run a listener as another user")
-	}
 	// Another user listens; the socket file is then made to look like ours (chown), so that only
 	// the SO_PEERCRED check can tell.
-	base, err := os.MkdirTemp("", "console-peer-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer os.RemoveAll(base)
-	os.Chmod(base, 0o777)
-	helper := filepath.Join(base, "helper")
-	b, _ := os.ReadFile(os.Args[0])
-	os.WriteFile(helper, b, 0o755)
+	base := testenv.ListenAsOtherUser(t, "s.sock", "listen-helper")
 	path := filepath.Join(base, "s.sock")
-	cmd := exec.Command(helper, "listen-helper", path)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 1001, Gid: 1001}}
-	out, _ := cmd.StdoutPipe()
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { cmd.Process.Kill(); cmd.Wait() }()
-	line, err := bufio.NewReader(out).ReadString('\n')
-	if err != nil || line != "listening\n" {
-		t.Fatalf("helper: %q, %v", line, err)
-	}
 	os.Chown(path, 0, 0)
 	os.Chmod(base, 0o700)
 	done := make(chan error, 1)

@@ -196,20 +196,9 @@ func TestSpareShim(t *testing.T) {
 			t.Cleanup(func() { sp.Close() })
 			pre := prestartedBoxInit(t, sp)
 			p, _ := enginetest.NewPlan(t, "/bin/sh", []string{"-c", "cat; exit 4"}, func(in *plan.Input) { in.Egress = tc.egress })
-			req, err := (&native.Engine{}).Request(p)
-			if err != nil {
-				t.Fatal(err)
-			}
-			dir := t.TempDir()
-			if err := os.WriteFile(filepath.Join(dir, shim.RequestFile), req, 0o600); err != nil {
-				t.Fatal(err)
-			}
-			if err := shim.WriteConfig(dir, shim.Config{LaunchID: testLaunchID, Engine: native.Name, Console: p.Console}); err != nil {
-				t.Fatal(err)
-			}
-			pid, err := sp.Launch(dir)
-			if err != nil || pid != sp.Pid() {
-				t.Fatalf("spare Launch = %d, %v; want %d", pid, err, sp.Pid())
+			dir, pid := handToSpare(t, sp, p)
+			if pid != sp.Pid() {
+				t.Fatalf("spare Launch = %d; want %d", pid, sp.Pid())
 			}
 			r := attachPipes(t, dir, []byte("through the spare"))
 			if r.err != nil || r.code != 4 || string(r.stdout) != "through the spare" {
@@ -243,44 +232,19 @@ func TestSpareShim(t *testing.T) {
 // box-init before it had a launch does not reach the program (SIGUSR1 would kill it).
 func TestSpareShimLoopback(t *testing.T) {
 	requireNative(t)
-	sp, err := shim.StartSpare()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { sp.Close() })
-	pre := prestartedBoxInit(t, sp)
+	sp, pre := startSpare(t)
 	// It brings lo up while it waits, before any launch (and after it subscribed to the
 	// signals it forwards): its network namespace gets its local routes. Then a signal is
 	// sent to it before it has a launch.
-	deadline := time.Now().Add(failTimeout)
-	for {
+	waitFor(t, "the prestarted box-init to bring lo up while it waits", func() bool {
 		b, _ := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pre), "net", "fib_trie"))
-		if strings.Contains(string(b), "127.0.0.1") {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("prestarted box-init %d did not bring lo up while it waited", pre)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return strings.Contains(string(b), "127.0.0.1")
+	}, nil)
 	if err := syscall.Kill(pre, syscall.SIGUSR1); err != nil {
 		t.Fatal(err)
 	}
 	p, _ := enginetest.ProbePlan(t, "interfaces", nil)
-	req, err := (&native.Engine{}).Request(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, shim.RequestFile), req, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := shim.WriteConfig(dir, shim.Config{LaunchID: testLaunchID, Engine: native.Name, Console: p.Console}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := sp.Launch(dir); err != nil {
-		t.Fatal(err)
-	}
+	dir, _ := handToSpare(t, sp, p)
 	r := attachPipes(t, dir, nil)
 	if st := waitStatus(t, dir); st.BoxPid != pre {
 		t.Fatalf("box pid %d, want the prestarted box-init %d", st.BoxPid, pre)
@@ -295,40 +259,16 @@ func TestSpareShimLoopback(t *testing.T) {
 // which subscribes to SIGWINCH for a moment itself).
 func TestSpareShimForwardsSignals(t *testing.T) {
 	requireNative(t)
-	sp, err := shim.StartSpare()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { sp.Close() })
-	pre := prestartedBoxInit(t, sp)
+	sp, pre := startSpare(t)
 	script := `trap 'echo got-winch; exit 7' WINCH; touch trap-set; while :; do sleep 0.05; done`
 	p, d := enginetest.NewPlan(t, "/bin/sh", []string{"-c", script}, nil)
-	req, err := (&native.Engine{}).Request(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, shim.RequestFile), req, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := shim.WriteConfig(dir, shim.Config{LaunchID: testLaunchID, Engine: native.Name, Console: p.Console}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := sp.Launch(dir); err != nil {
-		t.Fatal(err)
-	}
+	dir, _ := handToSpare(t, sp, p)
 	res := make(chan attachResult, 1)
 	go func() { res <- attachPipes(t, dir, nil) }()
-	deadline := time.Now().Add(failTimeout)
-	for {
-		if _, err := os.Stat(filepath.Join(d.Workspace, "trap-set")); err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the program never set its trap")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	waitFor(t, "the program to set its trap", func() bool {
+		_, err := os.Stat(filepath.Join(d.Workspace, "trap-set"))
+		return err == nil
+	}, nil)
 	w, err := shim.Watch(dir)
 	if err != nil {
 		t.Fatal(err)
@@ -511,6 +451,40 @@ func TestProgramSignalsDefault(t *testing.T) {
 	if !strings.Contains(out, "SigIgn:\t0000000000000000") || !strings.Contains(out, "SigBlk:\t0000000000000000") {
 		t.Fatalf("the program starts with signals ignored or blocked:\n%s", out)
 	}
+}
+
+// startSpare starts a spare shim (closed at cleanup) and returns it with its prestarted
+// box-init's pid.
+func startSpare(t *testing.T) (*shim.Spare, int) {
+	t.Helper()
+	sp, err := shim.StartSpare()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sp.Close() })
+	return sp, prestartedBoxInit(t, sp)
+}
+
+// handToSpare writes the launch directory of plan p (native engine) and hands it to the spare
+// sp; it returns the directory and the shim's pid.
+func handToSpare(t *testing.T, sp *shim.Spare, p *plan.Plan) (string, int) {
+	t.Helper()
+	req, err := (&native.Engine{}).Request(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, shim.RequestFile), req, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := shim.WriteConfig(dir, shim.Config{LaunchID: testLaunchID, Engine: native.Name, Console: p.Console}); err != nil {
+		t.Fatal(err)
+	}
+	pid, err := sp.Launch(dir)
+	if err != nil {
+		t.Fatalf("spare Launch: %v", err)
+	}
+	return dir, pid
 }
 
 // prestartedBoxInit waits for the box-init a spare shim starts ahead and returns its pid.
