@@ -68,8 +68,7 @@ func heavyStubs() []*cobra.Command {
 // runsHeavy reports whether args (os.Args[1:]) name one of HeavyCommands, directly or through
 // `help` or cobra's completion requests, so that the CLI runs the daemon binary for them.
 func runsHeavy(args []string) bool {
-	for i := 0; i < len(args); i++ {
-		a := args[i]
+	for _, a := range args {
 		switch {
 		case a == "--":
 			return false
