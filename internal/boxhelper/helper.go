@@ -46,12 +46,7 @@ func OpenBinary(exe, name string) (*os.File, string, error) {
 // the agentbox binary exe (resolved through symlinks), in order, whether or not they exist:
 // the first that exists is the one used.
 func CandidatesFor(exe, name string) ([]string, error) {
-	exe, err := filepath.EvalSymlinks(exe)
-	if err != nil {
-		return nil, fmt.Errorf("%s: resolve %s: %w", name, exe, err)
-	}
-	dir := filepath.Dir(exe)
-	return []string{filepath.Join(dir, name), filepath.Clean(filepath.Join(dir, "..", "libexec", "agentbox", name))}, nil
+	return placesBeside(exe, name, ".", "../libexec/agentbox")
 }
 
 // CLICandidatesFor returns where the CLI installed with agentbox's binary exe (the daemon
@@ -59,12 +54,21 @@ func CandidatesFor(exe, name string) ([]string, error) {
 // then ../../bin/ (exe in libexec/agentbox/, the package's layout). The first that exists is
 // the one (FindCLI).
 func CLICandidatesFor(exe string) ([]string, error) {
-	exe, err := filepath.EvalSymlinks(exe)
+	return placesBeside(exe, CLIName, ".", "../../bin")
+}
+
+// placesBeside returns name in each of dirs, relative to the directory of exe resolved through
+// symlinks.
+func placesBeside(exe, name string, dirs ...string) ([]string, error) {
+	real, err := filepath.EvalSymlinks(exe)
 	if err != nil {
-		return nil, fmt.Errorf("%s: resolve %s: %w", CLIName, exe, err)
+		return nil, fmt.Errorf("%s: resolve %s: %w", name, exe, err)
 	}
-	dir := filepath.Dir(exe)
-	return []string{filepath.Join(dir, CLIName), filepath.Clean(filepath.Join(dir, "..", "..", "bin", CLIName))}, nil
+	out := make([]string, len(dirs))
+	for i, d := range dirs {
+		out[i] = filepath.Join(filepath.Dir(real), d, name)
+	}
+	return out, nil
 }
 
 // FindCLI returns the path of the CLI installed with agentbox's binary exe: the first of
@@ -75,17 +79,12 @@ func FindCLI(exe string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	for _, c := range cands {
-		f, err := tryBinary(c, func(f *os.File, path string) error { return checkBuild(f, path) })
-		if err == nil {
-			f.Close()
-			return c, nil
-		}
-		if !errors.Is(err, os.ErrNotExist) {
-			return "", fmt.Errorf("%s: %w", CLIName, err)
-		}
+	f, path, err := openFirst(cands, CLIName, func(f *os.File, path string) error { return checkBuild(f, path) })
+	if err != nil {
+		return "", err
 	}
-	return "", fmt.Errorf("%s: none in %s: %w", CLIName, strings.Join(cands, " or "), os.ErrNotExist)
+	f.Close()
+	return path, nil
 }
 
 // openBinary returns, open, the first candidate for name that opens and passes checkFile and
@@ -95,6 +94,12 @@ func openBinary(exe, name string, check func(f *os.File, path string) error) (*o
 	if err != nil {
 		return nil, "", err
 	}
+	return openFirst(cands, name, check)
+}
+
+// openFirst returns, open, the first of cands that exists (a placeholder counts as nothing), if
+// it passes checkFile and check; one that exists but fails them is refused, not passed over.
+func openFirst(cands []string, name string, check func(f *os.File, path string) error) (*os.File, string, error) {
 	for _, c := range cands {
 		f, err := tryBinary(c, check)
 		if err == nil {

@@ -63,7 +63,7 @@ func TestOpenBinary(t *testing.T) {
 	helper := filepath.Join(bin, HelperName)
 	copyFile(t, self, helper, 0o755)
 	if got, err := findHelper(exe); err != nil || got != helper {
-		t.Fatalf("FindHelper = %q, %v; want %q", got, err, helper)
+		t.Fatalf("OpenBinary = %q, %v; want %q", got, err, helper)
 	}
 	// Writable by the group: passed over, with the reason.
 	if err := os.Chmod(helper, 0o775); err != nil {
@@ -86,7 +86,7 @@ func TestOpenBinary(t *testing.T) {
 	}
 	copyFile(t, self, filepath.Join(libexec, HelperName), 0o755)
 	if got, err := findHelper(exe); err != nil || got != filepath.Join(libexec, HelperName) {
-		t.Fatalf("libexec helper: FindHelper = %q, %v", got, err)
+		t.Fatalf("libexec helper: OpenBinary = %q, %v", got, err)
 	}
 	// A placeholder (empty, not executable: what the daemon keeps there while a box runs in a
 	// workspace holding agentbox) counts as nothing: the next place is looked at.
@@ -94,7 +94,7 @@ func TestOpenBinary(t *testing.T) {
 		t.Fatal(err)
 	}
 	if got, err := findHelper(exe); err != nil || got != filepath.Join(libexec, HelperName) {
-		t.Fatalf("placeholder first: FindHelper = %q, %v", got, err)
+		t.Fatalf("placeholder first: OpenBinary = %q, %v", got, err)
 	}
 	// OpenBinary hands over the file it checked, open.
 	f, path, err := OpenBinary(exe, HelperName)

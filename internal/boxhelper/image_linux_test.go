@@ -129,7 +129,7 @@ func TestSeal(t *testing.T) {
 	}
 }
 
-// TestLoad: Load takes the helper FindHelper accepts into an image, and what the image runs is
+// TestLoad: Load takes the helper OpenBinary accepts into an image, and what the image runs is
 // what was checked, whatever happens to the file after; a helper that fails the checks is
 // never loaded, and the first helper found decides (none further is tried).
 func TestLoad(t *testing.T) {

@@ -73,6 +73,10 @@ func TestRunsHeavy(t *testing.T) {
 		{[]string{"run", "--", "wrap"}, false},
 		{[]string{"--", "config"}, false},
 		{[]string{"launches"}, false},
+		// The daemon binary's hidden entry points are never reached through the CLI.
+		{[]string{"box-init", "-wait"}, false},
+		{[]string{"attack-probe", "config"}, false},
+		{[]string{"readiness-attest"}, false},
 		{[]string{"help"}, false},
 		{nil, false},
 	} {

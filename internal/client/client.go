@@ -79,7 +79,7 @@ func (c *Client) roundTrip(ctx context.Context, req *http.Request) (*http.Respon
 		case err == nil && uid != os.Getuid():
 			return fail(fmt.Errorf("the daemon at %s runs as uid %d, not as you (uid %d): refused", c.Socket, uid, os.Getuid()))
 		case err != nil && !errors.Is(err, safesocket.ErrNotSupported):
-			return fail(fmt.Errorf("daemon credentials: %w", err))
+			return fail(err)
 		}
 	}
 	req.Close = true // one request per connection

@@ -15,6 +15,8 @@ import (
 
 	"golang.org/x/sys/unix"
 	"golang.org/x/term"
+
+	"github.com/agentbox/agentbox/internal/safesocket"
 )
 
 // AttachOptions tune Attach. The zero value is what `agentbox run` and `agentbox attach` use.
@@ -59,22 +61,12 @@ func Dial(socketPath string, hello Hello) (*Conn, error) {
 }
 
 func (c *Conn) handshake(hello Hello) error {
-	raw, err := c.SyscallConn()
+	_, uid, _, err := safesocket.PeerCred(c.UnixConn)
 	if err != nil {
 		return err
 	}
-	var cred *unix.Ucred
-	var credErr error
-	if err := raw.Control(func(fd uintptr) {
-		cred, credErr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
-	}); err != nil {
-		return err
-	}
-	if credErr != nil {
-		return fmt.Errorf("peer credentials: %w", credErr)
-	}
-	if int(cred.Uid) != os.Getuid() {
-		return fmt.Errorf("%w: listener runs as uid %d", ErrNotOwner, cred.Uid)
+	if uid != os.Getuid() {
+		return fmt.Errorf("%w: listener runs as uid %d", ErrNotOwner, uid)
 	}
 	if hello.Version == 0 {
 		hello.Version = ProtocolVersion

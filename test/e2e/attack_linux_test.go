@@ -258,13 +258,7 @@ for try in "mv -f bin/.planted bin/agentbox-box" "cp bin/.planted bin/agentbox-b
 	if $try 2>/dev/null; then echo "planted: $try"; fi
 done
 echo done`, shellQuote(script))
-	r := run("run", "sh", "--", "-c", plant)
-	if r.Code != 0 || !strings.Contains(r.Stdout, "done") {
-		t.Fatalf("plant attempt: exit %d: %s %s", r.Code, r.Stdout, r.Stderr)
-	}
-	if strings.Contains(r.Stdout, "planted") {
-		t.Errorf("the box replaced agentbox's binaries in its workspace:\n%s", r.Stdout)
-	}
+	plantInBox(t, run, plant, "the box replaced agentbox's binaries in its workspace")
 	if b, err := os.ReadFile(wsHelper); err != nil || !bytes.Equal(b, original) {
 		t.Fatalf("bin/agentbox-box changed by the box (%v)", err)
 	}
@@ -337,13 +331,7 @@ for try in "cp /tmp/planted bin/agentbox-daemon" "mv -f /tmp/planted bin/agentbo
 	if $try 2>/dev/null; then echo "planted: $try"; fi
 done
 echo done`, shellQuote(script))
-	r := run("run", "sh", "--", "-c", plant)
-	if r.Code != 0 || !strings.Contains(r.Stdout, "done") {
-		t.Fatalf("plant attempt: exit %d: %s %s", r.Code, r.Stdout, r.Stderr)
-	}
-	if strings.Contains(r.Stdout, "planted") {
-		t.Errorf("the box put a binary where the CLI looks for its daemon binary, or the daemon binary for its CLI:\n%s", r.Stdout)
-	}
+	plantInBox(t, run, plant, "the box put a binary where the CLI looks for its daemon binary, or the daemon binary for its CLI")
 	// What is there while the box runs are the daemon's placeholders, gone once it has ended.
 	for _, p := range []string{filepath.Join(prefix, "bin", boxhelper.DaemonName), filepath.Join(libexec, boxhelper.CLIName)} {
 		eventually(t, "the placeholder at "+p+" removed", func() bool {
@@ -381,6 +369,20 @@ func (e *Env) infoVia(run func(args ...string) Result) api.Info {
 		e.t.Fatalf("info --json: %v: %s %s", err, r.Stdout, r.Stderr)
 	}
 	return info
+}
+
+// plantInBox runs the plant script in a box through run; the script tries each way in turn,
+// prints "planted: WAY" for each that worked, then "done". Any that worked fails the test
+// with what.
+func plantInBox(t *testing.T, run func(args ...string) Result, script, what string) {
+	t.Helper()
+	r := run("run", "sh", "--", "-c", script)
+	if r.Code != 0 || !strings.Contains(r.Stdout, "done") {
+		t.Fatalf("plant attempt: exit %d: %s %s", r.Code, r.Stdout, r.Stderr)
+	}
+	if strings.Contains(r.Stdout, "planted") {
+		t.Errorf("%s:\n%s", what, r.Stdout)
+	}
 }
 
 func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }

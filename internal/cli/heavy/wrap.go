@@ -62,6 +62,17 @@ func (f *wrapFlags) managed() ([]wrap.Program, error) {
 	return out, nil
 }
 
+// launchers returns what the launchers are for (managed) and the binary they exec
+// (agentboxPath).
+func (f *wrapFlags) launchers() ([]wrap.Program, string, error) {
+	progs, err := f.managed()
+	if err != nil {
+		return nil, "", err
+	}
+	ab, err := f.agentboxPath()
+	return progs, ab, err
+}
+
 // agentboxPath is the binary the launchers exec: --agentbox, else the agentbox CLI installed
 // with this binary (wrap runs in the daemon binary: the CLI runs it in its own place).
 func (f *wrapFlags) agentboxPath() (string, error) {
@@ -109,11 +120,7 @@ func newWrapInstallCmd() *cobra.Command {
 		Short: "Write the launchers of the policy's managed programs (and remove stale ones)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			progs, err := f.managed()
-			if err != nil {
-				return err
-			}
-			ab, err := f.agentboxPath()
+			progs, ab, err := f.launchers()
 			if err != nil {
 				return err
 			}
@@ -171,11 +178,7 @@ func newWrapStatusCmd() *cobra.Command {
 		Short: "Show the launchers, what each name runs, and the violation scanner",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			progs, err := f.managed()
-			if err != nil {
-				return err
-			}
-			ab, err := f.agentboxPath()
+			progs, ab, err := f.launchers()
 			if err != nil {
 				return err
 			}
