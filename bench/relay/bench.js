@@ -1,7 +1,7 @@
 // The relay benchmark's client: the same program runs on the host against the fake upstream
 // directly and inside a box against the relay. Usage: node bench.js MODE BASE KEY [ARG]
 // where BASE is the Messages API base URL (…/v1/messages is appended). It prints one JSON line.
-const [mode, base, key, arg] = process.argv.slice(2);
+const [mode, base, key, arg, warmArg] = process.argv.slice(2);
 const now = () => performance.timeOrigin + performance.now(); // epoch ms, sub-ms precision
 const headers = {'content-type': 'application/json', 'anthropic-version': '2023-06-01', 'x-api-key': key};
 const post = (model, stream) => fetch(base + '/v1/messages', {
@@ -12,14 +12,14 @@ const out = (v) => console.log(JSON.stringify(v));
 
 async function main() {
   switch (mode) {
-  case 'small': { // N sequential small requests on one keep-alive client, after 20 warm-up ones
-    const n = +arg, ms = [];
-    for (let i = 0; i < n + 20; i++) {
+  case 'small': { // N sequential small requests on one keep-alive client, after WARM (20) warm-up ones
+    const n = +arg, warm = warmArg === undefined ? 20 : +warmArg, ms = [];
+    for (let i = 0; i < n + warm; i++) {
       const t = now();
       const r = await post('small', false);
       await r.arrayBuffer();
       if (r.status !== 200) throw new Error('status ' + r.status);
-      if (i >= 20) ms.push(now() - t);
+      if (i >= warm) ms.push(now() - t);
     }
     return out({ms});
   }

@@ -6,6 +6,12 @@
 // end of a stream in flight and to the next refusal, and a git clone through the git relay
 // against a direct clone from git http-backend.
 //
+// Two more paths run beside direct and relay, in the same run: a bare copy forwarder in a
+// process of its own (the floor of any relay that must see the bytes it passes on: one more
+// process, one more read and write of every byte, nothing else), and the client in a box that
+// shares the host's network, straight to the upstream (what the box alone costs). Every in-box
+// measurement starts after the launch's aftermath (settle).
+//
 //	go run ./bench/relay -bin bin/agentbox
 //
 // It needs node (the in-box client), git with git-http-backend, and a working agentbox (it
@@ -24,6 +30,7 @@ import (
 	"io"
 	"log"
 	"math"
+	"net"
 	"net/http"
 	"net/http/cgi"
 	"net/http/httptest"
@@ -48,16 +55,20 @@ const (
 )
 
 var (
-	bin     = flag.String("bin", "bin/agentbox", "agentbox binary")
-	nSmall  = flag.Int("n", 300, "small requests per side")
-	nEvents = flag.Int("events", 1000, "events in the paced stream")
-	bulkMB  = flag.Int("mb", 100, "size of the streamed body, MB")
-	nRevoke = flag.Int("revokes", 5, "revocation rounds")
-	gitMB   = flag.Int("git-mb", 56, "size of the generated git repository, MiB")
-	gitRuns = flag.Int("git-runs", 3, "clones per side")
-	skipGit = flag.Bool("no-git", false, "skip the git benchmark")
-	nConc   = flag.Int("streams", 64, "boxes streaming at once (each box is one session; 64 is the default bound)")
-	concEv  = flag.Int("stream-events", 1000, "events in each concurrent stream (one every 2 ms once all are open)")
+	bin         = flag.String("bin", "bin/agentbox", "agentbox binary")
+	nSmall      = flag.Int("n", 1000, "small requests per path and round")
+	nWarm       = flag.Int("warm", 200, "warm-up requests before the small requests are timed")
+	smallRounds = flag.Int("small-rounds", 3, "rounds of the small-request phase")
+	nEvents     = flag.Int("events", 1000, "events in the paced stream")
+	bulkMB      = flag.Int("mb", 100, "size of the streamed body, MB")
+	nRevoke     = flag.Int("revokes", 5, "revocation rounds")
+	gitMB       = flag.Int("git-mb", 56, "size of the generated git repository, MiB")
+	gitRuns     = flag.Int("git-runs", 3, "clones per side")
+	skipGit     = flag.Bool("no-git", false, "skip the git benchmark")
+	curlRuns    = flag.Int("curl-runs", 5, "100 MB streams read by curl per side")
+	fwdTo       = flag.String("forward", "", "run as the bare copy forwarder to this address (internal)")
+	nConc       = flag.Int("streams", 64, "boxes streaming at once (each box is one session; 64 is the default bound)")
+	concEv      = flag.Int("stream-events", 1000, "events in each concurrent stream (one every 2 ms once all are open)")
 )
 
 // env is an isolated agentbox environment with its own daemon.
@@ -101,6 +112,21 @@ func (e *env) box(script string) string {
 		fatalf("box %q: %v\n%s\n%s", script, err, out.String(), errb.String())
 	}
 	return out.String()
+}
+
+// settle starts every in-box measurement: it waits until the launch's own aftermath is over.
+// The daemon replaces its spare shim 250 ms after a program starts (three processes starting
+// on two cores), which a measurement started at once would share the machine with.
+const settle = "sleep 0.5; "
+
+// boxAllow runs a shell script in a box that shares the host's network (egress allow) and
+// returns its stdout.
+func (e *env) boxAllow(script string) string {
+	out, err := e.cmd("run", "--egress", "allow", "sh", "--", "-c", script).Output()
+	if err != nil {
+		fatalf("box (egress allow) %q: %v\n%s", script, err, out)
+	}
+	return string(out)
 }
 
 func (e *env) close() {
@@ -238,6 +264,55 @@ func mean(xs []float64) float64 {
 	return t / float64(len(xs))
 }
 
+// copyForwarder starts a bare forwarder in its own process (this program again, with
+// -forward) and returns its URL: it listens on host loopback and forwards each connection to
+// target, reading and writing every byte in user space with 64 KiB buffers (no splice), and
+// does nothing else: no HTTP, no credential, no event parsing. It is the floor of any relay in
+// a process of its own that must see the bytes it passes on, measured in the same run.
+func copyForwarder(target string) (string, string) {
+	self, err := os.Executable()
+	check(err)
+	c := exec.Command(self, "-forward", target)
+	c.Stderr = os.Stderr
+	out, err := c.StdoutPipe()
+	check(err)
+	check(c.Start())
+	cleanups = append(cleanups, func() { c.Process.Kill(); c.Wait() })
+	var addr string
+	if _, err := fmt.Fscanln(out, &addr); err != nil {
+		fatalf("forwarder: %v", err)
+	}
+	return "http://" + addr, fmt.Sprint(c.Process.Pid)
+}
+
+// forward is the bare forwarder's process: it prints its address and serves until killed.
+func forward(target string) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	check(err)
+	fmt.Println(ln.Addr())
+	pipe := func(dst, src net.Conn) {
+		// The wrappers hide ReadFrom and WriteTo, which would splice.
+		io.CopyBuffer(struct{ io.Writer }{dst}, struct{ io.Reader }{src}, make([]byte, 64<<10))
+		dst.(*net.TCPConn).CloseWrite()
+	}
+	for {
+		c, err := ln.Accept()
+		check(err)
+		go func() {
+			defer c.Close()
+			u, err := net.Dial("tcp", target)
+			if err != nil {
+				return
+			}
+			defer u.Close()
+			done := make(chan struct{})
+			go func() { pipe(u, c); close(done) }()
+			pipe(c, u)
+			<-done
+		}()
+	}
+}
+
 // hostNode runs bench.js on the host, directly against the upstream.
 func hostNode(dir string, args ...string) []byte {
 	c := exec.Command("node", append([]string{filepath.Join(dir, "bench.js")}, args...)...)
@@ -248,12 +323,16 @@ func hostNode(dir string, args ...string) []byte {
 }
 
 // boxNode runs bench.js in a box, against the relay.
-func (e *env) boxNode(args ...string) []byte {
+func (e *env) boxNode(allow bool, args ...string) []byte {
 	q := make([]string, len(args))
 	for i, a := range args {
 		q[i] = `"` + a + `"`
 	}
-	return []byte(e.box(`exec node bench.js ` + strings.Join(q, " ")))
+	script := settle + `exec node bench.js ` + strings.Join(q, " ")
+	if allow {
+		return []byte(e.boxAllow(script))
+	}
+	return []byte(e.box(script))
 }
 
 const relayBase = `$AGENTBOX_RELAY_URL/sandbox/anthropic`
@@ -261,6 +340,10 @@ const relayBase = `$AGENTBOX_RELAY_URL/sandbox/anthropic`
 func main() {
 	flag.Parse()
 	log.SetFlags(0)
+	if *fwdTo != "" {
+		forward(*fwdTo)
+		return
+	}
 	abs, err := filepath.Abs(*bin)
 	check(err)
 	*bin = abs
@@ -292,18 +375,44 @@ func main() {
 	check(os.WriteFile(filepath.Join(e.config(), "agentbox", "config.yaml"), []byte(cfg), 0o600))
 	e.box("true") // start the daemon
 
-	// 1. Small requests.
+	// 1. Small requests, in rounds: a round runs every path once, one after the other, so that
+	// all saw the same machine; each path's samples are pooled over the rounds.
 	setMode("small")
-	var direct, relayed struct{ Ms []float64 }
-	check(json.Unmarshal(hostNode(e.work, "small", up.URL, hostCredential, fmt.Sprint(*nSmall)), &direct))
-	check(json.Unmarshal(e.boxNode("small", relayBase, "$AGENTBOX_PAIRING", fmt.Sprint(*nSmall)), &relayed))
-	fmt.Printf("\n**Small request** (non-streaming Messages call, %d sequential requests on one keep-alive Node.js fetch client after 20 warm-up; box start-up excluded):\n\n", *nSmall)
+	fwd, fwdPid := copyForwarder(strings.TrimPrefix(up.URL, "http://"))
+	n, warm := fmt.Sprint(*nSmall), fmt.Sprint(*nWarm)
+	paths := []struct {
+		name string
+		run  func() []byte
+	}{
+		{"direct to the fake upstream (host)", func() []byte { return hostNode(e.work, "small", up.URL, hostCredential, n, warm) }},
+		{"through the relay (in a box)", func() []byte { return e.boxNode(false, "small", relayBase, "$AGENTBOX_PAIRING", n, warm) }},
+		{"floor: a bare copy forwarder (host, no HTTP)", func() []byte { return hostNode(e.work, "small", fwd, hostCredential, n, warm) }},
+		{"in a box (egress allow), direct", func() []byte { return e.boxNode(true, "small", up.URL, hostCredential, n, warm) }},
+	}
+	samples := make([][]float64, len(paths))
+	for range *smallRounds {
+		for i, p := range paths {
+			var v struct{ Ms []float64 }
+			check(json.Unmarshal(p.run(), &v))
+			samples[i] = append(samples[i], v.Ms...)
+		}
+	}
+	fmt.Printf("\n**Small request** (non-streaming Messages call; %d rounds, each path per round %d sequential requests on one keep-alive Node.js fetch client after %d warm-up; box start-up excluded):\n\n", *smallRounds, *nSmall, *nWarm)
 	fmt.Println("| path | p50 ms | p90 ms | p99 ms | mean ms |")
 	fmt.Println("|---|---|---|---|---|")
-	fmt.Printf("| direct to the fake upstream (host) | %.2f | %.2f | %.2f | %.2f |\n", pct(direct.Ms, .5), pct(direct.Ms, .9), pct(direct.Ms, .99), mean(direct.Ms))
-	fmt.Printf("| through the relay (in a box) | %.2f | %.2f | %.2f | %.2f |\n", pct(relayed.Ms, .5), pct(relayed.Ms, .9), pct(relayed.Ms, .99), mean(relayed.Ms))
-	fmt.Printf("| **added by the relay** | **%.2f** | %.2f | **%.2f** | %.2f |\n",
-		pct(relayed.Ms, .5)-pct(direct.Ms, .5), pct(relayed.Ms, .9)-pct(direct.Ms, .9), pct(relayed.Ms, .99)-pct(direct.Ms, .99), mean(relayed.Ms)-mean(direct.Ms))
+	row := func(name string, xs []float64) {
+		fmt.Printf("| %s | %.2f | %.2f | %.2f | %.2f |\n", name, pct(xs, .5), pct(xs, .9), pct(xs, .99), mean(xs))
+	}
+	added := func(name string, xs []float64) {
+		d := samples[0]
+		fmt.Printf("| %s | %.2f | %.2f | %.2f | %.2f |\n", name, pct(xs, .5)-pct(d, .5), pct(xs, .9)-pct(d, .9), pct(xs, .99)-pct(d, .99), mean(xs)-mean(d))
+	}
+	for i, p := range paths {
+		row(p.name, samples[i])
+	}
+	added("**added by the relay**", samples[1])
+	added("added by the bare forwarder", samples[2])
+	added("added by the box alone (egress allow)", samples[3])
 
 	// 2. Per-event delay: the upstream writes one event per ms; delay = receipt − write.
 	setMode("events")
@@ -321,7 +430,7 @@ func main() {
 		return d
 	}
 	dEv := eventDelays(hostNode(e.work, "events", up.URL, hostCredential))
-	rEv := eventDelays(e.boxNode("events", relayBase, "$AGENTBOX_PAIRING"))
+	rEv := eventDelays(e.boxNode(false, "events", relayBase, "$AGENTBOX_PAIRING"))
 	fmt.Printf("\n**Per-event delay** (a stream of %d SSE events, one written every ~1 ms, each flushed; delay = the client's receipt time − the upstream's write time, same host clock):\n\n", len(dEv))
 	fmt.Println("| path | p50 ms | p90 ms | p99 ms | max ms |")
 	fmt.Println("|---|---|---|---|---|")
@@ -340,29 +449,59 @@ func main() {
 	fmt.Println("|---|---|---|---|")
 	for i := 0; i < 2; i++ {
 		check(json.Unmarshal(hostNode(e.work, "bulk", up.URL, hostCredential), &bd))
-		check(json.Unmarshal(e.boxNode("bulk", relayBase, "$AGENTBOX_PAIRING"), &br))
+		check(json.Unmarshal(e.boxNode(false, "bulk", relayBase, "$AGENTBOX_PAIRING"), &br))
 		fmt.Printf("| direct (run %d) | %.0f | %.2f | %.0f |\n", i+1, bd.Bytes, bd.Ms/1000, bd.Bytes/1e6/(bd.Ms/1000))
 		fmt.Printf("| relay (run %d) | %.0f | %.2f | %.0f |\n", i+1, br.Bytes, br.Ms/1000, br.Bytes/1e6/(br.Ms/1000))
+		check(json.Unmarshal(hostNode(e.work, "bulk", fwd, hostCredential), &bd))
+		fmt.Printf("| floor: bare copy forwarder (run %d) | %.0f | %.2f | %.0f |\n", i+1, bd.Bytes, bd.Ms/1000, bd.Bytes/1e6/(bd.Ms/1000))
 	}
 	// The same with curl, a client that costs less CPU per byte.
 	curl := func(base, key string) string {
 		return `curl -sS -N -o /dev/null -w '%{size_download} %{time_total}' -X POST "` + base + `/v1/messages" -H 'content-type: application/json' ` +
 			`-H 'anthropic-version: 2023-06-01' -H "x-api-key: ` + key + `" -d '{"model":"bulk","max_tokens":16,"stream":true,"messages":[{"role":"user","content":"hi"}]}'`
 	}
-	for i := 0; i < 2; i++ {
-		for _, side := range []string{"direct", "relay"} {
+	sides := []string{"direct", "relay", "floor: bare copy forwarder", "in a box (egress allow), direct"}
+	rates := map[string][]float64{}
+	// CPU seconds the relaying process spent: the daemon for a box's stream, less what it spent
+	// on a box that streamed nothing (its launch); the forwarder for its stream.
+	daemonPid := e.daemonPid()
+	var relayCPU, launchCPU, fwdCPU []float64
+	for i := 0; i < *curlRuns; i++ {
+		c0 := cpuSec(daemonPid)
+		e.box("true")
+		launchCPU = append(launchCPU, cpuSec(daemonPid)-c0)
+		for _, side := range sides {
 			var out []byte
-			if side == "direct" {
+			switch side {
+			case "direct":
 				out, err = exec.Command("sh", "-c", curl(up.URL, hostCredential)).Output()
 				check(err)
-			} else {
-				out = []byte(e.box(curl(relayBase, "$AGENTBOX_PAIRING")))
+			case "relay":
+				c0 := cpuSec(daemonPid)
+				out = []byte(e.box(settle + curl(relayBase, "$AGENTBOX_PAIRING")))
+				relayCPU = append(relayCPU, cpuSec(daemonPid)-c0)
+			case "floor: bare copy forwarder":
+				c0 := cpuSec(fwdPid)
+				out, err = exec.Command("sh", "-c", curl(fwd, hostCredential)).Output()
+				check(err)
+				fwdCPU = append(fwdCPU, cpuSec(fwdPid)-c0)
+			default:
+				out = []byte(e.boxAllow(settle + curl(up.URL, hostCredential)))
 			}
 			var n, s float64
 			fmt.Sscan(string(out), &n, &s)
 			fmt.Printf("| %s, curl (run %d) | %.0f | %.2f | %.0f |\n", side, i+1, n, s, n/1e6/s)
+			rates[side] = append(rates[side], n/1e6/s)
 		}
 	}
+	fmt.Printf("\n**curl, medians of %d runs** (the sides alternate, so all saw the same machine):\n\n", *curlRuns)
+	fmt.Println("| path | median MB/s | ÷ direct |")
+	fmt.Println("|---|---|---|")
+	for _, side := range sides {
+		fmt.Printf("| %s | %.0f | %.0f %% |\n", side, pct(rates[side], .5), 100*pct(rates[side], .5)/pct(rates["direct"], .5))
+	}
+	fmt.Printf("\nCPU of the relaying process per stream, medians: the daemon %.3f s (a box's stream %.3f s less its launch %.3f s), the bare forwarder %.3f s.\n",
+		pct(relayCPU, .5)-pct(launchCPU, .5), pct(relayCPU, .5), pct(launchCPU, .5), pct(fwdCPU, .5))
 
 	// 4. Revocation: a stream in flight (an event every 10 ms) in a detached box; the host
 	// runs `agentbox revoke ID` at t0.
@@ -460,9 +599,7 @@ func concurrentStreams(e *env, up *upstream) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	pidb, err := os.ReadFile(filepath.Join(e.root, "run", "agentbox", "daemon.pid"))
-	check(err)
-	daemonPid := strings.TrimSpace(string(pidb))
+	daemonPid := e.daemonPid()
 	rssBefore := rssKB(daemonPid)
 	var peak int64
 	stopSampling := make(chan struct{})
@@ -521,6 +658,31 @@ func concurrentStreams(e *env, up *upstream) {
 	fmt.Printf("| **errors** | **%d** |\n", errs+launchErrs)
 	fmt.Printf("| all streams open → last stream read | %.2f s |\n", streamed.Seconds())
 	fmt.Printf("| daemon RSS before / peak / 2 s after | %.1f / %.1f / %.1f MiB |\n", float64(rssBefore)/1024, float64(peak)/1024, float64(rssAfter)/1024)
+}
+
+// cpuSec is the CPU time pid has spent, user and system, in seconds (at the kernel's 10 ms
+// resolution; 0 if unknown).
+func cpuSec(pid string) float64 {
+	b, err := os.ReadFile("/proc/" + pid + "/stat")
+	if err != nil {
+		return 0
+	}
+	_, rest, _ := strings.Cut(string(b), ") ") // the command name may hold spaces
+	f := strings.Fields(rest)
+	if len(f) < 13 {
+		return 0
+	}
+	var ut, st float64
+	fmt.Sscan(f[11], &ut)
+	fmt.Sscan(f[12], &st)
+	return (ut + st) / 100 // USER_HZ
+}
+
+// daemonPid is the pid of the environment's daemon.
+func (e *env) daemonPid() string {
+	b, err := os.ReadFile(filepath.Join(e.root, "run", "agentbox", "daemon.pid"))
+	check(err)
+	return strings.TrimSpace(string(b))
 }
 
 // rssKB is the VmRSS of pid in kB (0 if unknown).
