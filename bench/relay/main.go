@@ -34,6 +34,8 @@ import (
 	"net/http"
 	"net/http/cgi"
 	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -66,7 +68,8 @@ var (
 	gitRuns     = flag.Int("git-runs", 3, "clones per side")
 	skipGit     = flag.Bool("no-git", false, "skip the git benchmark")
 	curlRuns    = flag.Int("curl-runs", 5, "100 MB streams read by curl per side")
-	fwdTo       = flag.String("forward", "", "run as the bare copy forwarder to this address (internal)")
+	fwdTo       = flag.String("forward", "", "run as a floor forwarding to this address (internal)")
+	fwdMode     = flag.String("forward-mode", "copy", "the floor's kind: copy or proxy (internal)")
 	nConc       = flag.Int("streams", 64, "boxes streaming at once (each box is one session; 64 is the default bound)")
 	concEv      = flag.Int("stream-events", 1000, "events in each concurrent stream (one every 2 ms once all are open)")
 )
@@ -264,15 +267,19 @@ func mean(xs []float64) float64 {
 	return t / float64(len(xs))
 }
 
-// copyForwarder starts a bare forwarder in its own process (this program again, with
-// -forward) and returns its URL: it listens on host loopback and forwards each connection to
-// target, reading and writing every byte in user space with 64 KiB buffers (no splice), and
-// does nothing else: no HTTP, no credential, no event parsing. It is the floor of any relay in
-// a process of its own that must see the bytes it passes on, measured in the same run.
-func copyForwarder(target string) (string, string) {
+// floorProcess starts a floor in its own process (this program again, with -forward and
+// -forward-mode) and returns its URL and pid. It listens on host loopback and forwards to
+// target, measured in the same run as the relay:
+//
+//   - "copy", a bare forwarder: it reads and writes every byte in user space with 64 KiB
+//     buffers (no splice) and does nothing else (no HTTP, no credential, no event parsing),
+//     the floor of any relay in a process of its own that must see the bytes it passes on;
+//   - "proxy", a bare httputil.ReverseProxy (net/http's server, reverse proxy and transport,
+//     with their defaults), the floor of a relay built on it, as the relay is.
+func floorProcess(target, mode string) (string, string) {
 	self, err := os.Executable()
 	check(err)
-	c := exec.Command(self, "-forward", target)
+	c := exec.Command(self, "-forward", target, "-forward-mode", mode)
 	c.Stderr = os.Stderr
 	out, err := c.StdoutPipe()
 	check(err)
@@ -280,16 +287,22 @@ func copyForwarder(target string) (string, string) {
 	cleanups = append(cleanups, func() { c.Process.Kill(); c.Wait() })
 	var addr string
 	if _, err := fmt.Fscanln(out, &addr); err != nil {
-		fatalf("forwarder: %v", err)
+		fatalf("floor %s: %v", mode, err)
 	}
 	return "http://" + addr, fmt.Sprint(c.Process.Pid)
 }
 
-// forward is the bare forwarder's process: it prints its address and serves until killed.
-func forward(target string) {
+// forward is a floor's process: it prints its address and serves until killed.
+func forward(target, mode string) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	check(err)
 	fmt.Println(ln.Addr())
+	if mode == "proxy" {
+		u, err := url.Parse("http://" + target)
+		check(err)
+		check(http.Serve(ln, httputil.NewSingleHostReverseProxy(u)))
+		return
+	}
 	pipe := func(dst, src net.Conn) {
 		// The wrappers hide ReadFrom and WriteTo, which would splice.
 		io.CopyBuffer(struct{ io.Writer }{dst}, struct{ io.Reader }{src}, make([]byte, 64<<10))
@@ -341,7 +354,7 @@ func main() {
 	flag.Parse()
 	log.SetFlags(0)
 	if *fwdTo != "" {
-		forward(*fwdTo)
+		forward(*fwdTo, *fwdMode)
 		return
 	}
 	abs, err := filepath.Abs(*bin)
@@ -378,7 +391,8 @@ func main() {
 	// 1. Small requests, in rounds: a round runs every path once, one after the other, so that
 	// all saw the same machine; each path's samples are pooled over the rounds.
 	setMode("small")
-	fwd, fwdPid := copyForwarder(strings.TrimPrefix(up.URL, "http://"))
+	fwd, fwdPid := floorProcess(strings.TrimPrefix(up.URL, "http://"), "copy")
+	rp, _ := floorProcess(strings.TrimPrefix(up.URL, "http://"), "proxy")
 	n, warm := fmt.Sprint(*nSmall), fmt.Sprint(*nWarm)
 	paths := []struct {
 		name string
@@ -388,6 +402,7 @@ func main() {
 		{"through the relay (in a box)", func() []byte { return e.boxNode(false, "small", relayBase, "$AGENTBOX_PAIRING", n, warm) }},
 		{"floor: a bare copy forwarder (host, no HTTP)", func() []byte { return hostNode(e.work, "small", fwd, hostCredential, n, warm) }},
 		{"in a box (egress allow), direct", func() []byte { return e.boxNode(true, "small", up.URL, hostCredential, n, warm) }},
+		{"floor: a bare httputil.ReverseProxy (host)", func() []byte { return hostNode(e.work, "small", rp, hostCredential, n, warm) }},
 	}
 	samples := make([][]float64, len(paths))
 	for range *smallRounds {
@@ -413,6 +428,7 @@ func main() {
 	added("**added by the relay**", samples[1])
 	added("added by the bare forwarder", samples[2])
 	added("added by the box alone (egress allow)", samples[3])
+	added("added by a bare httputil.ReverseProxy", samples[4])
 
 	// 2. Per-event delay: the upstream writes one event per ms; delay = receipt − write.
 	setMode("events")
@@ -460,7 +476,7 @@ func main() {
 		return `curl -sS -N -o /dev/null -w '%{size_download} %{time_total}' -X POST "` + base + `/v1/messages" -H 'content-type: application/json' ` +
 			`-H 'anthropic-version: 2023-06-01' -H "x-api-key: ` + key + `" -d '{"model":"bulk","max_tokens":16,"stream":true,"messages":[{"role":"user","content":"hi"}]}'`
 	}
-	sides := []string{"direct", "relay", "floor: bare copy forwarder", "in a box (egress allow), direct"}
+	sides := []string{"direct", "relay", "floor: bare copy forwarder", "in a box (egress allow), direct", "floor: bare httputil.ReverseProxy"}
 	rates := map[string][]float64{}
 	// CPU seconds the relaying process spent: the daemon for a box's stream, less what it spent
 	// on a box that streamed nothing (its launch); the forwarder for its stream.
@@ -485,6 +501,9 @@ func main() {
 				out, err = exec.Command("sh", "-c", curl(fwd, hostCredential)).Output()
 				check(err)
 				fwdCPU = append(fwdCPU, cpuSec(fwdPid)-c0)
+			case "floor: bare httputil.ReverseProxy":
+				out, err = exec.Command("sh", "-c", curl(rp, hostCredential)).Output()
+				check(err)
 			default:
 				out = []byte(e.boxAllow(settle + curl(up.URL, hostCredential)))
 			}
