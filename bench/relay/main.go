@@ -476,7 +476,7 @@ func main() {
 		return `curl -sS -N -o /dev/null -w '%{size_download} %{time_total}' -X POST "` + base + `/v1/messages" -H 'content-type: application/json' ` +
 			`-H 'anthropic-version: 2023-06-01' -H "x-api-key: ` + key + `" -d '{"model":"bulk","max_tokens":16,"stream":true,"messages":[{"role":"user","content":"hi"}]}'`
 	}
-	sides := []string{"direct", "relay", "floor: bare copy forwarder", "in a box (egress allow), direct", "floor: bare httputil.ReverseProxy"}
+	sides := []string{"direct", "relay", "floor: bare copy forwarder", "in a box (egress allow), direct"}
 	rates := map[string][]float64{}
 	// CPU seconds the relaying process spent: the daemon for a box's stream, less what it spent
 	// on a box that streamed nothing (its launch); the forwarder for its stream.
@@ -501,9 +501,6 @@ func main() {
 				out, err = exec.Command("sh", "-c", curl(fwd, hostCredential)).Output()
 				check(err)
 				fwdCPU = append(fwdCPU, cpuSec(fwdPid)-c0)
-			case "floor: bare httputil.ReverseProxy":
-				out, err = exec.Command("sh", "-c", curl(rp, hostCredential)).Output()
-				check(err)
 			default:
 				out = []byte(e.boxAllow(settle + curl(up.URL, hostCredential)))
 			}
