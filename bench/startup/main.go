@@ -1,13 +1,22 @@
 // Command startup measures box start-up in one run, side by side: /bin/true bare, under
 // bubblewrap, and through `agentbox run` with a warm daemon; then the daemon's idle RSS and
 // box-init's RSS. It prints a Markdown table for docs/benchmarks.md.
+//
+// Beside them it measures floors, what no daemon-mediated launch can go below on the same
+// machine: a Go program that does nothing (this binary with -noop), the agentbox CLI's own
+// start and exit (`agentbox --version`), and a launch through a daemon with no box at all: a
+// Go client (this binary, -floor-client) asks a Go server (this binary, -floor-serve) on a
+// unix socket to run /bin/true, and exits with its status.
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
 	"flag"
 	"fmt"
+	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -20,7 +29,19 @@ func main() {
 	n := flag.Int("n", 100, "iterations per case")
 	gap := flag.Duration("gap", 0, "pause between iterations (0: back to back); a person's launches are seconds apart, and agentbox replaces its spare shim in the background after each")
 	bin := flag.String("agentbox", "bin/agentbox", "agentbox binary")
+	noop := flag.Bool("noop", false, "exit at once (a floor)")
+	floorServe := flag.String("floor-serve", "", "serve the floor's launches on this unix socket (internal)")
+	floorClient := flag.String("floor-client", "", "ask the floor's server on this unix socket to run the argument (internal)")
 	flag.Parse()
+	switch {
+	case *noop:
+		return
+	case *floorServe != "":
+		serveFloor(*floorServe)
+		return
+	case *floorClient != "":
+		os.Exit(askFloor(*floorClient, flag.Arg(0)))
+	}
 	abs, err := filepath.Abs(*bin)
 	check(err)
 
@@ -51,10 +72,31 @@ func main() {
 	}
 	defer ab("daemon", "stop").Run()
 
+	self, err := os.Executable()
+	check(err)
+	sock := filepath.Join(runtimeRoot, "floor.sock")
+	srv := exec.Command(self, "-floor-serve", sock)
+	srv.Stdout = os.Stderr
+	check(srv.Start())
+	defer func() { srv.Process.Kill(); srv.Wait() }()
+	for i := 0; ; i++ {
+		if _, err := os.Stat(sock); err == nil {
+			break
+		} else if i == 500 {
+			fatalf("floor server: %v", err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+
 	cases := []struct {
 		name string
 		cmd  func() *exec.Cmd
 	}{
+		{"floor: a Go program that does nothing", func() *exec.Cmd { return exec.Command(self, "-noop") }},
+		{"floor: the agentbox CLI's start and exit (agentbox --version)", func() *exec.Cmd { return ab("--version") }},
+		{"floor: a Go client asks a Go server on a unix socket to run /bin/true, no box", func() *exec.Cmd {
+			return exec.Command(self, "-floor-client", sock, "/bin/true")
+		}},
 		{"(a) /bin/true bare", func() *exec.Cmd { return exec.Command("/bin/true") }},
 		{"(b) bwrap --unshare-all --ro-bind / / --dev /dev --proc /proc /bin/true", func() *exec.Cmd {
 			return exec.Command("bwrap", "--unshare-all", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "/bin/true")
@@ -116,6 +158,45 @@ func main() {
 		fmt.Printf("| box-shim (one per box) | %s |\n", rss(shimPid))
 	}
 	ab("stop", id).Run()
+}
+
+// serveFloor runs, for each connection on the unix socket at path, the program named on its
+// first line, and answers with its exit status (one byte): a launch through a daemon, with
+// nothing else.
+func serveFloor(path string) {
+	ln, err := net.Listen("unix", path)
+	check(err)
+	for {
+		c, err := ln.Accept()
+		check(err)
+		go func() {
+			defer c.Close()
+			line, err := bufio.NewReader(c).ReadString('\n')
+			if err != nil {
+				return
+			}
+			code := 0
+			if err := exec.Command(strings.TrimSpace(line)).Run(); err != nil {
+				code = 1
+				if ee, ok := err.(*exec.ExitError); ok {
+					code = ee.ExitCode()
+				}
+			}
+			c.Write([]byte{byte(code)})
+		}()
+	}
+}
+
+// askFloor asks the floor's server at path to run prog and returns its exit status.
+func askFloor(path, prog string) int {
+	c, err := net.Dial("unix", path)
+	check(err)
+	_, err = fmt.Fprintln(c, prog)
+	check(err)
+	var b [1]byte
+	_, err = io.ReadFull(c, b[:])
+	check(err)
+	return int(b[0])
 }
 
 // busyCPU is the CPU time every CPU of the machine spent not idle since boot (/proc/stat).
