@@ -508,3 +508,53 @@ func (s cliSessions) Revoke(id string) error {
 	}
 	return nil
 }
+
+// TestAttackOpenCodeCacheExecutables plants executables where OpenCode runs them from, from a
+// box of the opencode profile (a stand-in program named opencode): ~/.cache/opencode/bin (which
+// OpenCode appends to PATH to find ripgrep and its LSP servers) and ~/.cache/opencode/skills
+// must be read-only in the box, while the rest of its cache stays writable.
+func TestAttackOpenCodeCacheExecutables(t *testing.T) {
+	e := NewEnv(t)
+	cred := filepath.Join(e.Home, "openai.key")
+	if err := os.WriteFile(cred, []byte("sk-test\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	writeConfig(t, e, "gateway:\n  openai:\n    url: http://127.0.0.1:9\n    credential:\n      file: "+cred+"\nmodels:\n  opencode: openai/gpt-4.1-mini\n")
+	bin := filepath.Join(e.Root, "bin")
+	if err := os.Mkdir(bin, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	standIn := `#!/bin/sh
+c="$HOME/.cache/opencode"
+for d in bin skills; do
+  mkdir -p "$c/$d" 2>/dev/null # as OpenCode does before it installs a tool
+  if printf '#!/bin/sh\necho planted\n' > "$c/$d/gopls" 2>/dev/null; then echo "planted-in-$d"; fi
+done
+echo '{}' > "$c/models.json" && echo cache-writable
+`
+	if err := os.WriteFile(filepath.Join(bin, "opencode"), []byte(standIn), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	r := e.Run("", "run", filepath.Join(bin, "opencode"))
+	if r.Code != 0 {
+		t.Fatalf("exit %d\nstdout: %s\nstderr: %s", r.Code, r.Stdout, r.Stderr)
+	}
+	if strings.Contains(r.Stdout, "planted-in") {
+		t.Errorf("the box wrote an executable where OpenCode runs it from: %q", r.Stdout)
+	}
+	if !strings.Contains(r.Stdout, "cache-writable") {
+		t.Errorf("the rest of OpenCode's cache must stay writable: stdout %q, stderr %q", r.Stdout, r.Stderr)
+	}
+	for _, d := range []string{"bin", "skills"} {
+		p := filepath.Join(e.Home, ".cache", "opencode", d)
+		if st, err := os.Stat(p); err != nil || !st.IsDir() {
+			t.Errorf("%s not pre-created on the host: %v", p, err)
+		}
+		if _, err := os.Stat(filepath.Join(p, "gopls")); err == nil {
+			t.Errorf("%s/gopls exists on the host after the box", p)
+		}
+	}
+	if ls := e.Launches(); len(ls) == 0 || ls[0].Profile != "opencode" {
+		t.Errorf("launch %+v: want the opencode profile", ls)
+	}
+}
