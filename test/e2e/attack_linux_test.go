@@ -520,10 +520,6 @@ func TestAttackOpenCodeCacheExecutables(t *testing.T) {
 		t.Fatal(err)
 	}
 	writeConfig(t, e, "gateway:\n  openai:\n    url: http://127.0.0.1:9\n    credential:\n      file: "+cred+"\nmodels:\n  opencode: openai/gpt-4.1-mini\n")
-	bin := filepath.Join(e.Root, "bin")
-	if err := os.Mkdir(bin, 0o755); err != nil {
-		t.Fatal(err)
-	}
 	standIn := `#!/bin/sh
 c="$HOME/.cache/opencode"
 for d in bin skills; do
@@ -532,13 +528,7 @@ for d in bin skills; do
 done
 echo '{}' > "$c/models.json" && echo cache-writable
 `
-	if err := os.WriteFile(filepath.Join(bin, "opencode"), []byte(standIn), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	r := e.Run("", "run", filepath.Join(bin, "opencode"))
-	if r.Code != 0 {
-		t.Fatalf("exit %d\nstdout: %s\nstderr: %s", r.Code, r.Stdout, r.Stderr)
-	}
+	r := runStandIn(t, e, "opencode", standIn)
 	if strings.Contains(r.Stdout, "planted-in") {
 		t.Errorf("the box wrote an executable where OpenCode runs it from: %q", r.Stdout)
 	}
@@ -556,5 +546,65 @@ echo '{}' > "$c/models.json" && echo cache-writable
 	}
 	if ls := e.Launches(); len(ls) == 0 || ls[0].Profile != "opencode" {
 		t.Errorf("launch %+v: want the opencode profile", ls)
+	}
+}
+
+// runStandIn runs script in a box as a program named name (so it gets name's profile) and
+// returns its result, failing the test on a non-zero exit.
+func runStandIn(t *testing.T, e *Env, name, script string) Result {
+	t.Helper()
+	bin := filepath.Join(e.Root, "bin")
+	if err := os.MkdirAll(bin, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(bin, name), []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	r := e.Run("", "run", filepath.Join(bin, name))
+	if r.Code != 0 {
+		t.Fatalf("%s in a box: exit %d\nstdout: %s\nstderr: %s", name, r.Code, r.Stdout, r.Stderr)
+	}
+	return r
+}
+
+// TestAttackClaudeLocalInstall replaces Claude Code's local installation (~/.claude/local, which
+// the user's shell runs through an alias) from a box of the claude profile (a stand-in program
+// named claude): it must be read-only in the box while the rest of ~/.claude stays writable.
+func TestAttackClaudeLocalInstall(t *testing.T) {
+	e := NewEnv(t)
+	cred := filepath.Join(e.Home, "anthropic.key")
+	if err := os.WriteFile(cred, []byte("sk-test\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	writeConfig(t, e, "gateway:\n  anthropic:\n    url: http://127.0.0.1:9\n    credential:\n      file: "+cred+"\n")
+	local := filepath.Join(e.Home, ".claude", "local")
+	if err := os.MkdirAll(local, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	launcher := filepath.Join(local, "claude")
+	const genuine = "#!/bin/sh\nexec node cli.js \"$@\"\n"
+	if err := os.WriteFile(launcher, []byte(genuine), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	r := runStandIn(t, e, "claude", `#!/bin/sh
+l="$HOME/.claude/local"
+printf '#!/bin/sh\necho planted\n' > "$l/claude" 2>/dev/null && echo replaced-launcher
+printf 'planted\n' > "$l/cli.js" 2>/dev/null && echo planted-module
+echo '{}' > "$HOME/.claude/history.jsonl" && echo home-writable
+`)
+	if strings.Contains(r.Stdout, "replaced-launcher") || strings.Contains(r.Stdout, "planted-module") {
+		t.Errorf("the box wrote into Claude Code's local installation: %q", r.Stdout)
+	}
+	if !strings.Contains(r.Stdout, "home-writable") {
+		t.Errorf("the rest of ~/.claude must stay writable: stdout %q, stderr %q", r.Stdout, r.Stderr)
+	}
+	if b, err := os.ReadFile(launcher); err != nil || string(b) != genuine {
+		t.Errorf("the local installation's launcher on the host is %q, %v", b, err)
+	}
+	if _, err := os.Stat(filepath.Join(local, "cli.js")); err == nil {
+		t.Error("a file planted in ~/.claude/local reached the host")
+	}
+	if ls := e.Launches(); len(ls) == 0 || ls[0].Profile != "claude" {
+		t.Errorf("launch %+v: want the claude profile", ls)
 	}
 }
