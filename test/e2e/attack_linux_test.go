@@ -608,3 +608,36 @@ echo '{}' > "$HOME/.claude/history.jsonl" && echo home-writable
 		t.Errorf("launch %+v: want the claude profile", ls)
 	}
 }
+
+// TestAttackCopilotPackages plants a newer Copilot CLI where its loader looks for its own
+// updates (~/.copilot/pkg/universal/<version>/index.js, run in place of the installed version
+// by the next session) from a box of the copilot profile (a stand-in program named copilot).
+func TestAttackCopilotPackages(t *testing.T) {
+	e := NewEnv(t)
+	cred := filepath.Join(e.Home, "anthropic.key")
+	if err := os.WriteFile(cred, []byte("sk-test\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	writeConfig(t, e, "gateway:\n  anthropic:\n    url: http://127.0.0.1:9\n    credential:\n      file: "+cred+"\nmodels:\n  copilot: claude-sonnet-4.5\n")
+	r := runStandIn(t, e, "copilot", `#!/bin/sh
+v="$HOME/.copilot/pkg/universal/99.0.0"
+mkdir -p "$v" 2>/dev/null && echo 'console.log("planted")' > "$v/index.js" 2>/dev/null && echo planted-update
+echo '{}' > "$HOME/.copilot/command-history-state.json" && echo home-writable
+`)
+	if strings.Contains(r.Stdout, "planted-update") {
+		t.Errorf("the box planted a Copilot update: %q", r.Stdout)
+	}
+	if !strings.Contains(r.Stdout, "home-writable") {
+		t.Errorf("the rest of ~/.copilot must stay writable: stdout %q, stderr %q", r.Stdout, r.Stderr)
+	}
+	pkg := filepath.Join(e.Home, ".copilot", "pkg")
+	if st, err := os.Stat(pkg); err != nil || !st.IsDir() {
+		t.Errorf("%s not pre-created on the host: %v", pkg, err)
+	}
+	if _, err := os.Stat(filepath.Join(pkg, "universal")); err == nil {
+		t.Errorf("the box's plant reached %s on the host", pkg)
+	}
+	if ls := e.Launches(); len(ls) == 0 || ls[0].Profile != "copilot" {
+		t.Errorf("launch %+v: want the copilot profile", ls)
+	}
+}
