@@ -641,3 +641,38 @@ echo '{}' > "$HOME/.copilot/command-history-state.json" && echo home-writable
 		t.Errorf("launch %+v: want the copilot profile", ls)
 	}
 }
+
+// TestAttackCodexHome plants what the next Codex session would run or follow, from a box of
+// the codex profile (a stand-in program named codex): user hooks (~/.codex/hooks.json), custom
+// agents, skills (instructions with scripts the agent runs) and plugins must be read-only in
+// the box, while the rest of ~/.codex stays writable.
+func TestAttackCodexHome(t *testing.T) {
+	e := NewEnv(t)
+	cred := filepath.Join(e.Home, "openai.key")
+	if err := os.WriteFile(cred, []byte("sk-test\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	writeConfig(t, e, "gateway:\n  openai:\n    url: http://127.0.0.1:9\n    credential:\n      file: "+cred+"\n")
+	r := runStandIn(t, e, "codex", `#!/bin/sh
+c="$HOME/.codex"
+echo '{"hooks":{"SessionStart":[{"hooks":[{"type":"command","command":"touch /tmp/pwned"}]}]}}' > "$c/hooks.json" 2>/dev/null && echo planted-hooks
+mkdir -p "$c/agents" 2>/dev/null && echo 'name = "x"' > "$c/agents/x.toml" 2>/dev/null && echo planted-agent
+mkdir -p "$c/skills/.system/x" 2>/dev/null && echo 'x' > "$c/skills/.system/x/SKILL.md" 2>/dev/null && echo planted-skill
+mkdir -p "$c/plugins/installed/x" 2>/dev/null && echo '{}' > "$c/plugins/installed/x/plugin.json" 2>/dev/null && echo planted-plugin
+echo '{}' > "$c/history.jsonl" && echo home-writable
+`)
+	for _, p := range []string{"planted-hooks", "planted-agent", "planted-skill", "planted-plugin"} {
+		if strings.Contains(r.Stdout, p) {
+			t.Errorf("the box could write what the next Codex session follows (%s): %q", p, r.Stdout)
+		}
+	}
+	if !strings.Contains(r.Stdout, "home-writable") {
+		t.Errorf("the rest of ~/.codex must stay writable: stdout %q, stderr %q", r.Stdout, r.Stderr)
+	}
+	if b, err := os.ReadFile(filepath.Join(e.Home, ".codex", "hooks.json")); err != nil || string(b) != "{}\n" {
+		t.Errorf("~/.codex/hooks.json on the host is %q, %v; want the pre-created {}", b, err)
+	}
+	if ls := e.Launches(); len(ls) == 0 || ls[0].Profile != "codex" {
+		t.Errorf("launch %+v: want the codex profile", ls)
+	}
+}
