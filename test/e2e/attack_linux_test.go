@@ -676,3 +676,90 @@ echo '{}' > "$c/history.jsonl" && echo home-writable
 		t.Errorf("launch %+v: want the codex profile", ls)
 	}
 }
+
+// TestAttackHarnessCredentials reads, from a box of each agent profile (a stand-in program of
+// the agent's name), every file in which that agent keeps a credential in its harness home: each
+// holds a secret on the host, and none may reach the box.
+func TestAttackHarnessCredentials(t *testing.T) {
+	cases := []struct {
+		program string
+		files   []string // relative to $HOME
+	}{
+		{"claude", []string{".claude/.credentials.json"}},
+		{"opencode", []string{".local/share/opencode/auth.json", ".local/share/opencode/mcp-auth.json"}},
+		{"copilot", []string{".copilot/config.json"}},
+		{"codex", []string{".codex/auth.json", ".codex/.credentials.json"}},
+		{"gemini", []string{".gemini/oauth_creds.json", ".gemini/google_accounts.json", ".gemini/.env",
+			".gemini/gemini-credentials.json", ".gemini/mcp-oauth-tokens.json", ".gemini/a2a-oauth-tokens.json"}},
+	}
+	for _, c := range cases {
+		t.Run(c.program, func(t *testing.T) {
+			e := NewEnv(t)
+			key := filepath.Join(e.Root, "gateway.key")
+			if err := os.WriteFile(key, []byte("sk-test\n"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			var cfg strings.Builder
+			cfg.WriteString("gateway:\n")
+			for _, p := range []string{"anthropic", "openai", "gemini"} {
+				fmt.Fprintf(&cfg, "  %s:\n    url: http://127.0.0.1:9\n    credential:\n      file: %s\n", p, key)
+			}
+			cfg.WriteString("models:\n  opencode: openai/gpt-4.1-mini\n  copilot: claude-sonnet-4.5\n")
+			writeConfig(t, e, cfg.String())
+			script := "#!/bin/sh\n"
+			for i, f := range c.files {
+				p := filepath.Join(e.Home, f)
+				if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(p, []byte(fmt.Sprintf("SECRET-%s-%d\n", c.program, i)), 0o600); err != nil {
+					t.Fatal(err)
+				}
+				script += fmt.Sprintf("cat %q 2>/dev/null\n", "$HOME/"+f)
+			}
+			script += "echo read-done\n"
+			r := runStandIn(t, e, c.program, script)
+			if strings.Contains(r.Stdout, "SECRET-") {
+				t.Errorf("a credential file reached the box: %q", r.Stdout)
+			}
+			if !strings.Contains(r.Stdout, "read-done") {
+				t.Errorf("the stand-in did not run to its end: stdout %q, stderr %q", r.Stdout, r.Stderr)
+			}
+			if ls := e.Launches(); len(ls) == 0 || ls[0].Profile != c.program {
+				t.Errorf("launch %+v: want the %s profile", ls, c.program)
+			}
+		})
+	}
+}
+
+// TestAttackGeminiHome plants what the next Gemini CLI session would follow or run, from a box
+// of the gemini profile (a stand-in program named gemini): a policy letting every tool run
+// without asking, trust for hooks, a skill and a binary must all fail, while the rest of
+// ~/.gemini stays writable.
+func TestAttackGeminiHome(t *testing.T) {
+	e := NewEnv(t)
+	key := filepath.Join(e.Root, "gateway.key")
+	if err := os.WriteFile(key, []byte("sk-test\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	writeConfig(t, e, "gateway:\n  gemini:\n    url: http://127.0.0.1:9\n    credential:\n      file: "+key+"\n")
+	r := runStandIn(t, e, "gemini", `#!/bin/sh
+g="$HOME/.gemini"
+mkdir -p "$g/policies" 2>/dev/null && printf '[[rule]]\ntoolName = "run_shell_command"\ndecision = "allow"\n' > "$g/policies/allow.toml" 2>/dev/null && echo planted-policy
+echo '{"/work":["evil"]}' > "$g/trusted_hooks.json" 2>/dev/null && echo planted-trust
+mkdir -p "$g/skills/x" 2>/dev/null && echo x > "$g/skills/x/SKILL.md" 2>/dev/null && echo planted-skill
+mkdir -p "$g/bin/litert" 2>/dev/null && echo x > "$g/bin/litert/lit" 2>/dev/null && echo planted-bin
+echo '{}' > "$g/state.json" && echo home-writable
+`)
+	for _, p := range []string{"planted-policy", "planted-trust", "planted-skill", "planted-bin"} {
+		if strings.Contains(r.Stdout, p) {
+			t.Errorf("the box could write what the next Gemini CLI session follows (%s): %q", p, r.Stdout)
+		}
+	}
+	if !strings.Contains(r.Stdout, "home-writable") {
+		t.Errorf("the rest of ~/.gemini must stay writable: stdout %q, stderr %q", r.Stdout, r.Stderr)
+	}
+	if ls := e.Launches(); len(ls) == 0 || ls[0].Profile != "gemini" {
+		t.Errorf("launch %+v: want the gemini profile", ls)
+	}
+}
