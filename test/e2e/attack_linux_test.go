@@ -568,8 +568,9 @@ func runStandIn(t *testing.T, e *Env, name, script string) Result {
 }
 
 // TestAttackClaudeLocalInstall replaces Claude Code's local installation (~/.claude/local, which
-// the user's shell runs through an alias) from a box of the claude profile (a stand-in program
-// named claude): it must be read-only in the box while the rest of ~/.claude stays writable.
+// the user's shell runs through an alias) and its status line script (which settings.json runs
+// at every prompt) from a box of the claude profile (a stand-in program named claude): both must
+// be read-only in the box while the rest of ~/.claude stays writable.
 func TestAttackClaudeLocalInstall(t *testing.T) {
 	e := NewEnv(t)
 	cred := filepath.Join(e.Home, "anthropic.key")
@@ -581,6 +582,10 @@ func TestAttackClaudeLocalInstall(t *testing.T) {
 	if err := os.MkdirAll(local, 0o755); err != nil {
 		t.Fatal(err)
 	}
+	statusLine := filepath.Join(e.Home, ".claude", "statusline-command.sh")
+	if err := os.WriteFile(statusLine, []byte("#!/bin/sh\necho status\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
 	launcher := filepath.Join(local, "claude")
 	const genuine = "#!/bin/sh\nexec node cli.js \"$@\"\n"
 	if err := os.WriteFile(launcher, []byte(genuine), 0o755); err != nil {
@@ -590,10 +595,14 @@ func TestAttackClaudeLocalInstall(t *testing.T) {
 l="$HOME/.claude/local"
 printf '#!/bin/sh\necho planted\n' > "$l/claude" 2>/dev/null && echo replaced-launcher
 printf 'planted\n' > "$l/cli.js" 2>/dev/null && echo planted-module
+printf '#!/bin/sh\necho planted\n' > "$HOME/.claude/statusline-command.sh" 2>/dev/null && echo replaced-statusline
 echo '{}' > "$HOME/.claude/history.jsonl" && echo home-writable
 `)
 	if strings.Contains(r.Stdout, "replaced-launcher") || strings.Contains(r.Stdout, "planted-module") {
 		t.Errorf("the box wrote into Claude Code's local installation: %q", r.Stdout)
+	}
+	if strings.Contains(r.Stdout, "replaced-statusline") {
+		t.Errorf("the box replaced the status line script every session runs: %q", r.Stdout)
 	}
 	if !strings.Contains(r.Stdout, "home-writable") {
 		t.Errorf("the rest of ~/.claude must stay writable: stdout %q, stderr %q", r.Stdout, r.Stderr)
