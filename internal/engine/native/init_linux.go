@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/signal"
 	"strconv"
+	"syscall"
 
 	"golang.org/x/sys/unix"
 
@@ -21,6 +22,34 @@ const exitSetupFailed = 1
 // forwardedSignals are passed from box-init to the program's process group.
 var forwardedSignals = []os.Signal{
 	unix.SIGINT, unix.SIGTERM, unix.SIGHUP, unix.SIGQUIT, unix.SIGUSR1, unix.SIGUSR2, unix.SIGWINCH,
+}
+
+// launchMarker is the signal a prestarted box-init sends itself when it gets its launch
+// (afterMarker). A real-time signal: its number is above every forwarded signal's, and Go hands
+// the signals that are pending together to a channel in the order of their numbers.
+const launchMarker = syscall.Signal(40)
+
+// afterMarker sends launchMarker to this process, whose notified channel is subscribed to it,
+// and returns a channel of what notified receives after it: the signals that reached this
+// process before are dropped. Should the marker not be sent, nothing is dropped.
+func afterMarker(notified chan os.Signal) <-chan os.Signal {
+	if err := unix.Kill(os.Getpid(), launchMarker); err != nil {
+		return notified
+	}
+	out := make(chan os.Signal, cap(notified))
+	go func() {
+		for s := range notified {
+			if s == launchMarker {
+				break
+			}
+		}
+		for s := range notified {
+			if s != launchMarker {
+				out <- s
+			}
+		}
+	}()
+	return out
 }
 
 // BoxInitMain is the entry point of `agentbox box-init`: PID 1 of the box, started by
@@ -58,8 +87,13 @@ func BoxInitMain(args []string) int {
 	// Signals that arrive before the program runs are held and forwarded once it does. They
 	// are subscribed to first: each costs a round trip to the runtime's signal thread, which a
 	// prestarted box-init pays while it waits.
-	sigs := make(chan os.Signal, 16)
-	signal.Notify(sigs, forwardedSignals...)
+	var sigs <-chan os.Signal
+	notified := make(chan os.Signal, 16)
+	signal.Notify(notified, forwardedSignals...)
+	if *wait {
+		signal.Notify(notified, launchMarker) // for afterMarker, subscribed while it waits
+	}
+	sigs = notified
 	// box-exec starts now, so that its start-up overlaps building the box (and, in a prestarted
 	// box-init, waiting for the request).
 	ex, err := startExecProcess()
@@ -81,10 +115,11 @@ func BoxInitMain(args []string) int {
 			return exitSetupFailed // discarded unused
 		}
 		*rows, *cols = uint(r), uint(c)
-		// What reached this box-init before it had a launch is no launch's signal.
-		for len(sigs) > 0 {
-			<-sigs
-		}
+		// What reached this box-init before it had a launch is no launch's signal. Go hands a
+		// signal to the channel a moment after the kernel delivered it, so what is in the channel
+		// now is not all of it: box-init sends itself a marker, and what comes before the marker
+		// is dropped (off the launch's path: the program runs well after the marker is back).
+		sigs = afterMarker(notified)
 	} else {
 		raw, err = readSpecFD(fdSpec)
 	}
