@@ -353,6 +353,17 @@ const relayBase = `$AGENTBOX_RELAY_URL/sandbox/anthropic`
 func main() {
 	flag.Parse()
 	log.SetFlags(0)
+	if *fwdMode != "copy" && *fwdMode != "proxy" {
+		log.Fatalf("-forward-mode %q: want copy or proxy", *fwdMode)
+	}
+	for name, v := range map[string]int{"-n": *nSmall, "-small-rounds": *smallRounds, "-curl-runs": *curlRuns, "-mb": *bulkMB, "-events": *nEvents} {
+		if v < 1 {
+			log.Fatalf("%s %d: want at least 1", name, v)
+		}
+	}
+	if *nWarm < 0 {
+		log.Fatalf("-warm %d: want 0 or more", *nWarm)
+	}
 	if *fwdTo != "" {
 		forward(*fwdTo, *fwdMode)
 		return
