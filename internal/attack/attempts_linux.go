@@ -1234,7 +1234,22 @@ func escapeTree(c *Context) Observation {
 	fields := strings.Fields(string(stat[i+2:]))
 	r.note("escapee %d: state %s ppid %s sid %s", pid, fields[0], fields[1], fields[3])
 	r.fact("escapee-sid", fields[3])
+	escapeeIdentity(&r, pid)
 	return r.done()
+}
+
+// escapeeIdentity reports the start time (clock ticks since boot, the same on the host) and
+// the command line of a process the box leaves behind: checkEscapeTree tells it, and what the
+// box started before it, from processes of a later namespace given the same inode.
+func escapeeIdentity(r *result, pid int) {
+	if start, ok := startTime(pid); ok {
+		r.fact("escapee-start", strconv.FormatUint(start, 10))
+	} else {
+		r.note("start time of %d unknown", pid)
+	}
+	if cmd, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid)); err == nil {
+		r.fact("escapee-cmdline", string(cmd))
+	}
 }
 
 func checkEscapeTree(h *Host, o Observation) error {
@@ -1242,12 +1257,50 @@ func checkEscapeTree(h *Host, o Observation) error {
 	if ns == "" {
 		return errors.New("the probe did not report its pid namespace")
 	}
-	left, err := ProcessesIn(ns)
+	start, err := strconv.ParseUint(o.Facts["escapee-start"], 10, 64)
+	if err != nil {
+		return errors.New("the probe did not report the escapee's start time")
+	}
+	pids, err := ProcessesIn(ns)
 	if err != nil {
 		return err
+	}
+	// A namespace's inode number is freed when it ends and given to the next one created (the
+	// daemon's next spare box, a box of another test): the box's are the escapee (its start
+	// time and command line) and what started before it.
+	var left []int
+	for _, pid := range pids {
+		s, ok := startTime(pid)
+		if !ok || s > start {
+			continue
+		}
+		if s == start {
+			if cmd, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid)); err != nil || string(cmd) != o.Facts["escapee-cmdline"] {
+				continue
+			}
+		}
+		left = append(left, pid)
 	}
 	if len(left) > 0 {
 		return fmt.Errorf("processes of the box's %s remain on the host: %v", ns, left)
 	}
 	return nil
+}
+
+// startTime returns a process's start time in clock ticks since boot (/proc/PID/stat field 22).
+func startTime(pid int) (uint64, bool) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, false
+	}
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 || i+2 > len(b) {
+		return 0, false
+	}
+	f := strings.Fields(string(b[i+2:]))
+	if len(f) < 20 {
+		return 0, false
+	}
+	v, err := strconv.ParseUint(f[19], 10, 64)
+	return v, err == nil
 }

@@ -1384,6 +1384,7 @@ func sigtermIgnorer(c *Context) Observation {
 		return r.done()
 	}
 	r.fact("escapee", strconv.Itoa(pid))
+	escapeeIdentity(&r, pid)
 	// Once it ignores SIGTERM (bit 15 of SigIgn), a polite stop does not end it.
 	for i := 0; i < 400; i++ {
 		if ign, err := strconv.ParseUint(procStatus(strconv.Itoa(pid))["SigIgn"], 16, 64); err == nil && ign&(1<<(unix.SIGTERM-1)) != 0 {

@@ -10,7 +10,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -412,14 +414,23 @@ func lastLine(s string) string {
 	return s
 }
 
-// pidNamespace returns the pid namespace link of a host process.
+// pidNamespace returns the pid namespace link of a host process and pins the namespace until
+// the test ends. Without the pin, a namespace that ends frees its inode number and the kernel
+// gives it to the next namespace created, such as the daemon's next spare box: processes of
+// that box would then be counted as this one's.
 func pidNamespace(t *testing.T, pid int) string {
 	t.Helper()
-	l, err := os.Readlink("/proc/" + itoa(pid) + "/ns/pid")
+	f, err := os.Open("/proc/" + itoa(pid) + "/ns/pid")
 	if err != nil {
 		t.Fatalf("pid namespace of %d: %v", pid, err)
 	}
-	return l
+	t.Cleanup(func() { f.Close() })
+	var st syscall.Stat_t
+	if err := syscall.Fstat(int(f.Fd()), &st); err != nil {
+		t.Fatalf("pid namespace of %d: %v", pid, err)
+	}
+	// As readlink /proc/PID/ns/pid shows it.
+	return "pid:[" + strconv.FormatUint(st.Ino, 10) + "]"
 }
 
 // TestTreeCleanup checks on the host that a double-forked, setsid'd process started in a box

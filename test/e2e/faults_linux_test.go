@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/agentbox/agentbox/internal/api"
+	"github.com/agentbox/agentbox/internal/attack"
 	"github.com/agentbox/agentbox/internal/relay/llm/llmtest"
 )
 
@@ -374,7 +375,7 @@ func TestFaultBoxInitKilled(t *testing.T) {
 	if l.State != api.StateExited {
 		t.Errorf("state %s, want exited", l.State)
 	}
-	if left := processesIn(ns); len(left) > 0 {
+	if left, _ := attack.ProcessesIn(ns); len(left) > 0 {
 		t.Errorf("processes of the box remain: %v", left)
 	}
 	if _, err := os.Stat(filepath.Join(e.RuntimeDir(), "launches", id)); err == nil {
@@ -497,18 +498,6 @@ type zeroReader struct{}
 func (zeroReader) Read(p []byte) (int, error) {
 	clear(p)
 	return len(p), nil
-}
-
-// processesIn returns the host pids in the pid namespace ns.
-func processesIn(ns string) []int {
-	var pids []int
-	ents, _ := os.ReadDir("/proc")
-	for _, d := range ents {
-		if l, err := os.Readlink("/proc/" + d.Name() + "/ns/pid"); err == nil && l == ns {
-			pids = append(pids, atoi(d.Name()))
-		}
-	}
-	return pids
 }
 
 // TestFaultDaemonKilledDuringGitClone kills the daemon while a box's git clone is mid-pack

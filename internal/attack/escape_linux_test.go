@@ -1,0 +1,59 @@
+package attack
+
+import (
+	"os"
+	"os/exec"
+	"strconv"
+	"syscall"
+	"testing"
+)
+
+// TestCheckEscapeTree runs the escape-tree verdict against a real process left in a pid
+// namespace of its own: the verdict sees it when the observation names it, and does not count
+// a process that started after the reported escapee (what a later namespace given the same
+// inode holds).
+func TestCheckEscapeTree(t *testing.T) {
+	cmd := exec.Command("sleep", "1000")
+	cmd.SysProcAttr = &syscall.SysProcAttr{
+		Cloneflags:  syscall.CLONE_NEWUSER | syscall.CLONE_NEWPID,
+		UidMappings: []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getuid(), Size: 1}},
+		GidMappings: []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getgid(), Size: 1}},
+	}
+	if err := cmd.Start(); err != nil {
+		t.Skipf("cannot start a process in a pid namespace here: %v", err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	pid := cmd.Process.Pid
+	ns, err := os.Readlink("/proc/" + strconv.Itoa(pid) + "/ns/pid")
+	if err != nil {
+		t.Fatal(err)
+	}
+	start, ok := startTime(pid)
+	if !ok {
+		t.Fatalf("start time of %d unknown", pid)
+	}
+	cmdline, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
+	if err != nil {
+		t.Fatal(err)
+	}
+	obs := func(start uint64, cmdline string) Observation {
+		return Observation{Facts: map[string]string{"pidns": ns, "escapee-start": strconv.FormatUint(start, 10), "escapee-cmdline": cmdline}}
+	}
+	if err := checkEscapeTree(nil, obs(start, string(cmdline))); err == nil {
+		t.Errorf("the escapee %d still runs in %s, and the verdict saw nothing", pid, ns)
+	}
+	if err := checkEscapeTree(nil, obs(start+1, "other")); err == nil {
+		t.Errorf("a process %d that started before the escapee still runs in %s, and the verdict saw nothing", pid, ns)
+	}
+	if err := checkEscapeTree(nil, obs(start, "other")); err != nil {
+		t.Errorf("a process started in the escapee's tick with another command line was counted: %v", err)
+	}
+	if start > 0 {
+		if err := checkEscapeTree(nil, obs(start-1, string(cmdline))); err != nil {
+			t.Errorf("a process started after the escapee was counted: %v", err)
+		}
+	}
+	if err := checkEscapeTree(nil, Observation{Facts: map[string]string{"pidns": ns}}); err == nil {
+		t.Errorf("an observation without the escapee's start time was accepted")
+	}
+}
