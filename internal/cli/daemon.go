@@ -68,31 +68,70 @@ With --system (as root) it does not serve launches: it reads the system policy
 	cmd.Flags().BoolVar(&detach, "detach", false, "start in the background and return once it answers")
 	cmd.Flags().BoolVar(&system, "system", false, "as root: render the system policy's managed locks into Claude Code's managed settings (/etc/claude-code), then exit (see --every)")
 	cmd.Flags().DurationVar(&systemEvery, "every", 0, "with --system: render again at this interval until stopped (0: once)")
-	cmd.AddCommand(&cobra.Command{
+	var stopTimeout time.Duration
+	stop := &cobra.Command{
 		Use:   "stop",
 		Short: "Stop the background daemon (boxes keep running)",
-		Args:  cobra.NoArgs,
+		Long: `Stop the background daemon: SIGTERM to the daemon its pid file names, once the daemon
+answering on the socket confirms that pid, then wait until it has exited (at most --timeout).
+Boxes keep running; the next daemon re-adopts them.`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			dir, err := safesocket.RuntimeDir()
 			if err != nil {
 				return err
 			}
-			b, err := os.ReadFile(filepath.Join(dir, "daemon.pid"))
+			pidFile := filepath.Join(dir, "daemon.pid")
+			b, err := os.ReadFile(pidFile)
+			if errors.Is(err, os.ErrNotExist) {
+				return fmt.Errorf("no daemon is running (no pid file at %s)", pidFile)
+			}
 			if err != nil {
-				return fmt.Errorf("no daemon pid file: %w", err)
+				return err
 			}
 			pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
-			if err != nil {
-				return fmt.Errorf("daemon.pid: %w", err)
+			if err != nil || pid <= 0 {
+				return fmt.Errorf("%s does not hold a pid (%q): remove it if no daemon runs", pidFile, strings.TrimSpace(string(b)))
 			}
-			if err := terminate(pid); err != nil {
-				return fmt.Errorf("signal daemon %d: %w", pid, err)
+			err = stopProcess(pid, func() error { return confirmDaemon(cmd.Context(), pid, pidFile) }, stopTimeout)
+			if errors.Is(err, errProcessGone) {
+				return fmt.Errorf("no daemon is running (daemon %d, named by %s, has exited)", pid, pidFile)
+			}
+			if err != nil {
+				return fmt.Errorf("stop daemon %d: %w", pid, err)
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "stopped daemon %d\n", pid)
 			return nil
 		},
-	})
+	}
+	stop.Flags().DurationVar(&stopTimeout, "timeout", 30*time.Second, "how long to wait for the daemon to exit")
+	cmd.AddCommand(stop)
 	return cmd
+}
+
+// confirmDaemon checks that pid (read from pidFile) is the daemon: the daemon answering on the
+// socket says so, or, when none answers (a daemon that hangs), the process is an agentbox
+// daemon of this user by its command line.
+func confirmDaemon(ctx context.Context, pid int, pidFile string) error {
+	c, err := client.New()
+	if err != nil {
+		return err
+	}
+	ictx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	info, ierr := c.Info(ictx)
+	if ierr == nil {
+		if info.Pid != pid {
+			return fmt.Errorf("%s names pid %d, but the daemon answering on %s is pid %d: not signalled", pidFile, pid, c.Socket, info.Pid)
+		}
+		return nil
+	}
+	cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	args := strings.Split(string(cmdline), "\x00")
+	if err != nil || len(args) < 2 || !strings.HasPrefix(filepath.Base(args[0]), "agentbox") || args[1] != "daemon" {
+		return fmt.Errorf("no daemon answers on %s (%v), and pid %d (from %s) is not an agentbox daemon: not signalled; remove the pid file if no daemon runs", c.Socket, ierr, pid, pidFile)
+	}
+	return nil
 }
 
 // startDetachedDaemon starts `agentbox daemon` in its own session with no terminal, its

@@ -6,6 +6,3 @@ import "syscall"
 
 // detachedAttr starts a process in its own session, with no controlling terminal.
 func detachedAttr() *syscall.SysProcAttr { return &syscall.SysProcAttr{Setsid: true} }
-
-// terminate asks a process to stop (SIGTERM).
-func terminate(pid int) error { return syscall.Kill(pid, syscall.SIGTERM) }

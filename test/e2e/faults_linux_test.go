@@ -551,3 +551,51 @@ func TestFaultDaemonKilledDuringGitClone(t *testing.T) {
 	}
 	e.WaitLaunch(id, "exited", func(l api.Launch) bool { return l.State == api.StateExited && l.ExitCode != nil })
 }
+
+// TestDaemonStop: `agentbox daemon stop` returns once the daemon has exited, so the next
+// command starts a new daemon rather than reaching the one shutting down; a pid file naming
+// another process gets it no signal; with no daemon, it says so.
+func TestDaemonStop(t *testing.T) {
+	e := NewEnv(t)
+	e.startDaemon()
+	if r := e.Box("true"); r.Code != 0 {
+		t.Fatalf("first launch: %d %s", r.Code, r.Stderr)
+	}
+	pid := e.DaemonPid()
+	if r := e.Run("", "daemon", "stop"); r.Code != 0 || !strings.Contains(r.Stdout, fmt.Sprintf("stopped daemon %d", pid)) {
+		t.Fatalf("daemon stop: exit %d: %s %s", r.Code, r.Stdout, r.Stderr)
+	}
+	if alive(pid) {
+		t.Errorf("daemon %d still runs after daemon stop returned", pid)
+	}
+	if r := e.Box("echo again"); r.Code != 0 || r.Stdout != "again\n" {
+		t.Errorf("launch right after daemon stop: exit %d, %q, %q", r.Code, r.Stdout, r.Stderr)
+	}
+	// The pid file names another process of the user: it is not signalled.
+	other := exec.Command("sleep", "1000")
+	if err := other.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { other.Process.Kill(); other.Wait() })
+	daemon := e.DaemonPid()
+	pidFile := filepath.Join(e.RuntimeDir(), "daemon.pid")
+	if err := os.WriteFile(pidFile, []byte(fmt.Sprintf("%d\n", other.Process.Pid)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r := e.Run("", "daemon", "stop")
+	if r.Code == 0 || !strings.Contains(r.Stderr, "not signalled") {
+		t.Errorf("daemon stop with a pid file naming another process: exit %d: %s %s", r.Code, r.Stdout, r.Stderr)
+	}
+	if !alive(other.Process.Pid) || !alive(daemon) {
+		t.Errorf("after a refused stop: the other process alive %v, the daemon alive %v", alive(other.Process.Pid), alive(daemon))
+	}
+	if err := os.WriteFile(pidFile, []byte(fmt.Sprintf("%d\n", daemon)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if r := e.Run("", "daemon", "stop"); r.Code != 0 || alive(daemon) {
+		t.Fatalf("daemon stop: exit %d: %s %s (daemon alive %v)", r.Code, r.Stdout, r.Stderr, alive(daemon))
+	}
+	if r := e.Run("", "daemon", "stop"); r.Code == 0 || !strings.Contains(r.Stderr, "no daemon is running") {
+		t.Errorf("daemon stop with no daemon: exit %d: %s %s", r.Code, r.Stdout, r.Stderr)
+	}
+}
