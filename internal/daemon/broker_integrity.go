@@ -68,6 +68,13 @@ func (b *integrityBroker) prepare(ctx context.Context, bl *brokerLaunch, c *plan
 		return err
 	}
 	lay.Protected = append(lay.Protected, own...)
+	// The profile's ro and deny home entries that are absent, beneath a rw entry, are held by
+	// placeholders while the box runs: the box binds or masks them and cannot create them.
+	homeHeld, err := b.reg.Hold(bl.ID, homePlaceholders(bl.Config, bl.Profile, bl.Home))
+	if err != nil {
+		b.release(bl.ID)
+		return fmt.Errorf("integrity: %w", err)
+	}
 	// The profile's protected home entries (bound read-only by its wiring) are watched too;
 	// they lie outside the workspace and get no placeholder (preCreate made them).
 	lay.Watch(homeWatched(bl.Config, bl.Profile, bl.Home)...)
@@ -88,7 +95,7 @@ func (b *integrityBroker) prepare(ctx context.Context, bl *brokerLaunch, c *plan
 	}
 	c.Mounts = append(c.Mounts, plan.ProtectMounts(lay.Protected)...)
 	b.d.log.Info("integrity snapshot", "launch", bl.ID, "roots", len(st.Roots), "pinned", len(lay.Protected),
-		"placeholders", len(lay.Placeholders), "execConfig", len(st.Exec))
+		"placeholders", len(lay.Placeholders), "homePlaceholders", len(homeHeld), "execConfig", len(st.Exec))
 	b.start(bl.ID, st, bl.Config.Integrity.Interval.Duration())
 	return nil
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/agentbox/agentbox/internal/api"
 	"github.com/agentbox/agentbox/internal/config"
+	"github.com/agentbox/agentbox/internal/integrity"
 	"github.com/agentbox/agentbox/internal/plan"
 	"github.com/agentbox/agentbox/internal/profile"
 	"github.com/agentbox/agentbox/internal/profile/managed"
@@ -245,6 +246,24 @@ func homeWatched(cfg config.Config, id, home string) []string {
 	var out []string
 	for _, hp := range p.HomeProtected(home) {
 		out = append(out, hp.Path)
+	}
+	return out
+}
+
+// homePlaceholders returns the placeholders that hold the profile's absent ro and deny home
+// entries while a box runs (profile.HomePlaceholders).
+func homePlaceholders(cfg config.Config, id, home string) []integrity.Placeholder {
+	set := profileSet(cfg)
+	if set == nil || home == "" {
+		return nil
+	}
+	p := set.Get(id)
+	if p == nil {
+		return nil
+	}
+	var out []integrity.Placeholder
+	for _, hp := range p.HomePlaceholders(home) {
+		out = append(out, integrity.Placeholder{Path: hp.Path, Dir: hp.Dir, Beneath: hp.Beneath})
 	}
 	return out
 }

@@ -104,6 +104,41 @@ func (r *Registry) Prepare(launch, ws string, extra []string) (*Layout, error) {
 	return lay, nil
 }
 
+// Hold makes launch a holder of placeholders outside any workspace layout (the profile's home
+// entries a box could otherwise create: profile.HomePlaceholders), creating those that are
+// missing, under the registry's lock; Release removes them as it removes a layout's. Each is
+// created only beneath its Beneath, never through a symlink; phs lists folders before what
+// they hold. A path that exists and is not a placeholder is left alone (the box binds or masks
+// it as it is), and one whose folder is missing is skipped (the box cannot reach it either).
+// It returns the paths launch holds. On error the placeholders acquired so far stay held:
+// call Release.
+func (r *Registry) Hold(launch string, phs []Placeholder) ([]string, error) {
+	var held []string
+	err := r.locked(func(f *phFile) error {
+		for _, p := range phs {
+			if e := f.find(p.Path); e != nil {
+				if e.same() {
+					e.hold(launch)
+					held = append(held, p.Path)
+					continue
+				}
+				f.drop(e) // gone or replaced by the user: no longer ours
+			}
+			dev, ino, err := create(p)
+			if errors.Is(err, unix.EEXIST) || errors.Is(err, unix.ENOENT) {
+				continue
+			}
+			if err != nil {
+				return fmt.Errorf("placeholder %s: %w", p.Path, err)
+			}
+			f.Entries = append(f.Entries, &phEntry{Placeholder: p, Dev: dev, Ino: ino, Holders: []string{launch}})
+			held = append(held, p.Path)
+		}
+		return nil
+	})
+	return held, err
+}
+
 // acquire makes sure every placeholder of lay exists for launch, and makes launch a holder of
 // every placeholder it binds.
 func (f *phFile) acquire(launch string, lay *Layout) error {

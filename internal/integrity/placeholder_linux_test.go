@@ -345,3 +345,76 @@ func TestWorkspaceConfigPlaceholders(t *testing.T) {
 		t.Errorf(".claude holds leftovers: %v", ents)
 	}
 }
+
+// TestHoldHomePlaceholders: Hold creates the missing placeholders beneath their folder, shares
+// them between launches, leaves a path that exists (the user's) and one whose folder is missing
+// alone, never follows a symlink, and Release removes them when the last holder ends — except
+// one somebody wrote to meanwhile.
+func TestHoldHomePlaceholders(t *testing.T) {
+	home, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := filepath.Join(home, ".agent")
+	if err := os.Mkdir(h, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(h, "users.json"), []byte("mine"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	outside := t.TempDir()
+	if err := os.Symlink(outside, filepath.Join(h, "link")); err != nil {
+		t.Fatal(err)
+	}
+	phs := []integrity.Placeholder{
+		{Path: filepath.Join(h, "auth.json"), Beneath: h},
+		{Path: filepath.Join(h, "local"), Dir: true, Beneath: h},
+		{Path: filepath.Join(h, "users.json"), Beneath: h},
+		{Path: filepath.Join(h, "gone", "x"), Beneath: h},
+	}
+	reg := &integrity.Registry{Path: filepath.Join(t.TempDir(), "placeholders.json")}
+	a, err := reg.Hold("a", phs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{filepath.Join(h, "auth.json"), filepath.Join(h, "local")}
+	if !slices.Equal(a, want) {
+		t.Errorf("a holds %v, want %v", a, want)
+	}
+	if got := tree(t, h); !slices.Equal(got, []string{"auth.json", "link", "local", "users.json"}) {
+		t.Errorf("home after a's Hold: %v", got)
+	}
+	if st, err := os.Stat(filepath.Join(h, "local")); err != nil || !st.IsDir() {
+		t.Errorf("local is not a folder placeholder: %v", err)
+	}
+	if b, err := reg.Hold("b", phs[:2]); err != nil || !slices.Equal(b, want) {
+		t.Errorf("b holds %v, %v; want %v", b, err, want)
+	}
+	if _, err := reg.Hold("c", []integrity.Placeholder{{Path: filepath.Join(h, "link", "planted"), Beneath: h}}); err == nil {
+		t.Errorf("a placeholder through a symlink was accepted")
+	}
+	if ents, _ := os.ReadDir(outside); len(ents) > 0 {
+		t.Errorf("a placeholder was created through a symlink: %v", ents)
+	}
+	if _, err := reg.Release("a"); err != nil {
+		t.Fatal(err)
+	}
+	if got := tree(t, h); !slices.Equal(got, []string{"auth.json", "link", "local", "users.json"}) {
+		t.Errorf("placeholders gone when a ended, while b holds them: %v", got)
+	}
+	if err := os.WriteFile(filepath.Join(h, "auth.json"), []byte(`{"token":"the user's login"}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := reg.Release("b"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := reg.Release("c"); err != nil {
+		t.Fatal(err)
+	}
+	if got := tree(t, h); !slices.Equal(got, []string{"auth.json", "link", "users.json"}) {
+		t.Errorf("home after the last release: %v, want the user's files and the written auth.json only", got)
+	}
+	if b, _ := os.ReadFile(filepath.Join(h, "users.json")); string(b) != "mine" {
+		t.Errorf("the user's users.json became %q", b)
+	}
+}

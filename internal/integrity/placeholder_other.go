@@ -17,3 +17,8 @@ func (r *Registry) Release(launch string) ([]string, error) { return nil, nil }
 
 // Held is not supported off Linux.
 func (r *Registry) Held(launch string) ([]string, error) { return nil, nil }
+
+// Hold is not supported off Linux.
+func (r *Registry) Hold(launch string, phs []Placeholder) ([]string, error) {
+	return nil, ErrNotSupported
+}

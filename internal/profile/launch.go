@@ -246,6 +246,52 @@ func (p *Profile) PreCreates() []PreCreate {
 	return out
 }
 
+// HomePlaceholder is a home path held by a placeholder while a box runs, when absent at launch.
+type HomePlaceholder struct {
+	// Path is the host path; Beneath the read-write entry it lies in (created beneath it, never
+	// through a symlink).
+	Path, Beneath string
+	Dir           bool
+}
+
+// HomePlaceholders returns the ro and deny entries of p that a box could create while they are
+// absent, because they lie beneath a rw entry: each needs a placeholder while the box runs
+// (an empty file, or an empty folder for absent: dir). Folders on the way from the rw entry
+// are listed before what they hold. An entry with create is never absent, and one beneath a
+// ro entry or the private home cannot be created by the box.
+func (p *Profile) HomePlaceholders(home string) []HomePlaceholder {
+	home = filepath.Clean(home)
+	var out []HomePlaceholder
+	seen := map[string]bool{}
+	for i, h := range p.Home {
+		if h.Access == AccessRW || h.Create != "" {
+			continue
+		}
+		var parent *HomeEntry
+		for j := range p.Home[:i] {
+			if e := &p.Home[j]; e.Access != AccessDeny && strings.HasPrefix(filepath.Clean(h.Path), filepath.Clean(e.Path)+"/") {
+				parent = e
+			}
+		}
+		if parent == nil || parent.Access != AccessRW {
+			continue
+		}
+		beneath := filepath.Join(home, parent.Path)
+		rel, _ := filepath.Rel(filepath.Clean(parent.Path), filepath.Clean(h.Path))
+		parts := strings.Split(rel, "/")
+		for k := range parts {
+			path := filepath.Join(beneath, filepath.Join(parts[:k+1]...))
+			last := k == len(parts)-1
+			if seen[path] {
+				continue
+			}
+			seen[path] = true
+			out = append(out, HomePlaceholder{Path: path, Beneath: beneath, Dir: !last || h.Absent == CreateDir})
+		}
+	}
+	return out
+}
+
 // HomeProtected returns the host paths of p's protected home entries, each with the
 // directory it resolves beneath (the granted directory holding it), for the protected-paths
 // and integrity code.

@@ -83,6 +83,11 @@ type HomeEntry struct {
 	Create string `json:"create,omitempty" jsonschema:"enum=dir,enum=file" jsonschema_description:"Pre-create on the host when absent: dir or file."`
 	// Content is the content of a pre-created file ("{}\n" for JSON settings).
 	Content string `json:"content,omitempty" jsonschema_description:"Content of a pre-created file."`
+	// Absent is the kind of placeholder ("dir" or "file", default "file") that holds a ro or
+	// deny entry without create while a box runs, when the entry is absent at launch and lies
+	// beneath a rw entry: without it the box could create the entry there, and the next session
+	// would find it. The placeholder is removed when the last box holding it ends.
+	Absent string `json:"absent,omitempty" jsonschema:"enum=dir,enum=file" jsonschema_description:"Placeholder kind (dir or file, default file) for a ro or deny entry absent at launch beneath a rw entry, held while a box runs so the box cannot create it."`
 }
 
 // Relay wires a program to the LLM relay. Values are templates over {relayURL} (the in-box
@@ -211,6 +216,14 @@ func (p *Profile) Validate() error {
 		}
 		if h.Content != "" && h.Create != CreateFile {
 			return bad(f+".content", "content needs create: file")
+		}
+		switch h.Absent {
+		case "", CreateDir, CreateFile:
+		default:
+			return bad(f+".absent", "invalid value %q (allowed: dir, file)", h.Absent)
+		}
+		if h.Absent != "" && (h.Create != "" || h.Access == AccessRW) {
+			return bad(f+".absent", "only a ro or deny entry without create gets a placeholder")
 		}
 		if h.Access == AccessDeny && !underGranted(clean, p.Home[:i]) {
 			return bad(f+".path", "a denied path must be beneath an earlier rw or ro entry (the rest of the home is not visible anyway)")

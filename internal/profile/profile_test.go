@@ -52,6 +52,9 @@ func TestParseStrict(t *testing.T) {
 		{"agentbox env", "relay:\n  provider: openai\n  env: {AGENTBOX_X: y}\n", "AGENTBOX* variables belong to agentbox"},
 		{"command with dash", "deniedArgs:\n  - {arg: --serve, match: command}\n", "a command does not start with -"},
 		{"escaping workspace path", "workspaceConfig: [../x]\n", "must stay beneath"},
+		{"bad absent", "home:\n  - {path: .x, access: rw}\n  - {path: .x/y, access: ro, absent: link}\n", `home[1].absent: invalid value "link"`},
+		{"absent rw", "home:\n  - {path: .x, access: rw, absent: dir}\n", "home[0].absent: only a ro or deny entry"},
+		{"absent created", "home:\n  - {path: .x, access: rw}\n  - {path: .x/y, access: ro, create: dir, absent: dir}\n", "home[1].absent: only a ro or deny entry"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := Parse("x", []byte(tc.yaml))
@@ -389,5 +392,62 @@ func TestRelayWiringCannotBeDiverted(t *testing.T) {
 	}
 	if !created || settings.Security.Auth.SelectedType != "gemini-api-key" || settings.Privacy.UsageStatisticsEnabled == nil || *settings.Privacy.UsageStatisticsEnabled {
 		t.Errorf("created ~/.gemini/settings.json: %+v (created %v), want selectedType gemini-api-key and usage statistics off", settings, created)
+	}
+}
+
+// TestHomePlaceholders: the ro and deny entries without create that lie beneath a rw entry get
+// a placeholder (folders on the way first, a folder for absent: dir); entries beneath a ro entry
+// (.x/ro/key) or outside any grant (.gitconfig), rw entries and created ones do not.
+func TestHomePlaceholders(t *testing.T) {
+	p, err := Parse("x", []byte(`name: X
+executables: [x]
+home:
+  - {path: .x, access: rw, create: dir}
+  - {path: .x/secret.json, access: deny}
+  - {path: .x/local, access: ro, protect: true, absent: dir}
+  - {path: .x/a/b/hook.sh, access: ro, protect: true}
+  - {path: .x/settings.json, access: ro, protect: true, create: file}
+  - {path: .x/ro, access: ro, absent: dir}
+  - {path: .x/ro/key, access: deny}
+  - {path: .gitconfig, access: ro}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, hp := range p.HomePlaceholders("/home/u") {
+		kind := "file"
+		if hp.Dir {
+			kind = "dir"
+		}
+		got = append(got, hp.Path+" "+kind+" beneath "+hp.Beneath)
+	}
+	want := []string{
+		"/home/u/.x/secret.json file beneath /home/u/.x",
+		"/home/u/.x/local dir beneath /home/u/.x",
+		"/home/u/.x/a dir beneath /home/u/.x",
+		"/home/u/.x/a/b dir beneath /home/u/.x",
+		"/home/u/.x/a/b/hook.sh file beneath /home/u/.x",
+		"/home/u/.x/ro dir beneath /home/u/.x",
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("placeholders:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	// Every built-in profile's deny entries are covered.
+	set, err := NewSet(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range set.IDs() {
+		bp := set.Get(id)
+		held := map[string]bool{}
+		for _, hp := range bp.HomePlaceholders("/h") {
+			held[hp.Path] = true
+		}
+		for _, h := range bp.Home {
+			if h.Access == AccessDeny && !held["/h/"+h.Path] {
+				t.Errorf("%s: denied %s gets no placeholder", id, h.Path)
+			}
+		}
 	}
 }

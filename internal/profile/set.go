@@ -210,9 +210,9 @@ func (s *Set) WorkspaceConfig() []string {
 }
 
 // HarnessHomes returns the home-relative directories that hold a harness's state or
-// configuration (every home entry of every profile, reduced to its top directory under
-// $HOME: ".claude", ".config/opencode", ".local/share/opencode"), sorted. No workspace may be
-// inside one.
+// configuration (every home entry of every profile, reduced to its harness directory under
+// $HOME: ".claude", ".copilot", ".config/opencode", ".local/share/opencode"), sorted. No
+// workspace may be inside one.
 func (s *Set) HarnessHomes() []string {
 	seen := map[string]bool{}
 	var out []string
@@ -221,10 +221,7 @@ func (s *Set) HarnessHomes() []string {
 			if h.Access == AccessDeny {
 				continue
 			}
-			c := filepath.Clean(h.Path)
-			if covered(c, s.byID[id].Home) {
-				continue
-			}
+			c := harnessDir(filepath.Clean(h.Path))
 			if !seen[c] {
 				seen[c] = true
 				out = append(out, c)
@@ -235,14 +232,19 @@ func (s *Set) HarnessHomes() []string {
 	return out
 }
 
-// covered reports whether p lies beneath another entry of home.
-func covered(p string, home []HomeEntry) bool {
-	for _, h := range home {
-		if q := filepath.Clean(h.Path); q != p && strings.HasPrefix(p, q+"/") {
-			return true
-		}
+// harnessDir reduces a home-relative path to the harness directory that holds it: its first
+// component, or the harness's folder inside a folder harnesses share (.config/X, .cache/X,
+// .local/share/X, .local/state/X).
+func harnessDir(p string) string {
+	parts := strings.Split(p, "/")
+	n := 1
+	switch {
+	case parts[0] == ".config" || parts[0] == ".cache":
+		n = 2
+	case parts[0] == ".local" && len(parts) > 1 && (parts[1] == "share" || parts[1] == "state"):
+		n = 3
 	}
-	return false
+	return filepath.Join(parts[:min(n, len(parts))]...)
 }
 
 // WorkspaceConfigDirs returns the entries of WorkspaceConfig that are directories (written

@@ -305,6 +305,15 @@ func TestRealAgentsCopilot(t *testing.T) {
 	e := NewEnv(t)
 	e.Vars = append(e.Vars, "PATH="+filepath.Dir(bin)+":"+os.Getenv("PATH"))
 
+	// The host's state file, as Copilot leaves it (with a sign-in where no keyring is): Copilot
+	// rewrites it at every start, so the box must give it one of its own.
+	const hostConfig = "{\n  \"firstLaunchAt\": \"2026-01-01T00:00:00.000Z\",\n  \"copilot_tokens\": {\"https://github.com:u\": \"gho_HOSTSECRET\"}\n}\n"
+	if err := os.MkdirAll(filepath.Join(e.Home, ".copilot"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(e.Home, ".copilot", "config.json"), []byte(hostConfig), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	const marker = "INSTRUCTIONS-FROM-THE-WORKSPACE"
 	if err := os.MkdirAll(filepath.Join(e.Work, ".github"), 0o755); err != nil {
 		t.Fatal(err)
@@ -352,6 +361,15 @@ func TestRealAgentsCopilot(t *testing.T) {
 		t.Errorf("the workspace's .github/copilot-instructions.md never reached the upstream")
 	}
 	checkRelayedLaunch(t, e, "copilot", "Copilot", len(reqs), r, hostCredential)
+	if b, err := os.ReadFile(filepath.Join(e.Home, ".copilot", "config.json")); err != nil || string(b) != hostConfig {
+		t.Errorf("the host's ~/.copilot/config.json changed: %q, %v", b, err)
+	}
+	if strings.Contains(r.Stdout+r.Stderr, "gho_HOSTSECRET") {
+		t.Errorf("the host's sign-in reached the box's output")
+	}
+	if ents, err := os.ReadDir(filepath.Join(e.Home, ".copilot", "session-state")); err != nil || len(ents) == 0 {
+		t.Errorf("the session was not kept in the host's ~/.copilot/session-state: %v", err)
+	}
 }
 
 // TestRealAgentsGemini runs the real Gemini CLI in a box against a fake Gemini API upstream
