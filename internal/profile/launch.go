@@ -252,6 +252,8 @@ type HomePlaceholder struct {
 	// through a symlink).
 	Path, Beneath string
 	Dir           bool
+	// Content is a file placeholder's content.
+	Content string
 }
 
 // HomePlaceholders returns the ro and deny entries of p that a box could create while they are
@@ -286,7 +288,11 @@ func (p *Profile) HomePlaceholders(home string) []HomePlaceholder {
 				continue
 			}
 			seen[path] = true
-			out = append(out, HomePlaceholder{Path: path, Beneath: beneath, Dir: !last || h.Absent == CreateDir})
+			hp := HomePlaceholder{Path: path, Beneath: beneath, Dir: !last || h.Absent == CreateDir}
+			if !hp.Dir {
+				hp.Content = h.Content
+			}
+			out = append(out, hp)
 		}
 	}
 	return out

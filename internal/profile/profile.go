@@ -81,8 +81,9 @@ type HomeEntry struct {
 	// starts and a read-only pin never waits for a missing path. Empty means an absent path
 	// is skipped.
 	Create string `json:"create,omitempty" jsonschema:"enum=dir,enum=file" jsonschema_description:"Pre-create on the host when absent: dir or file."`
-	// Content is the content of a pre-created file ("{}\n" for JSON settings).
-	Content string `json:"content,omitempty" jsonschema_description:"Content of a pre-created file."`
+	// Content is the content of a pre-created file ("{}\n" for JSON settings), or of the file
+	// placeholder of an absent ro or deny entry (one its program and host tools accept).
+	Content string `json:"content,omitempty" jsonschema_description:"Content of a pre-created file, or of an absent entry's file placeholder."`
 	// Absent is the kind of placeholder ("dir" or "file", default "file") that holds a ro or
 	// deny entry without create while a box runs, when the entry is absent at launch and lies
 	// beneath a rw entry: without it the box could create the entry there, and the next session
@@ -214,8 +215,8 @@ func (p *Profile) Validate() error {
 		if h.Create != "" && h.Access == AccessDeny {
 			return bad(f+".create", "a denied path is never created")
 		}
-		if h.Content != "" && h.Create != CreateFile {
-			return bad(f+".content", "content needs create: file")
+		if h.Content != "" && h.Create != CreateFile && (h.Create != "" || h.Access == AccessRW || h.Absent == CreateDir) {
+			return bad(f+".content", "content needs create: file, or a ro or deny entry's file placeholder")
 		}
 		switch h.Absent {
 		case "", CreateDir, CreateFile:

@@ -720,10 +720,10 @@ func TestAttackHarnessCredentials(t *testing.T) {
 		program string
 		files   []string // relative to $HOME
 	}{
-		{"claude", []string{".claude/.credentials.json"}},
+		{"claude", []string{".claude/.credentials.json", ".claude/ide/41234.lock"}},
 		{"opencode", []string{".local/share/opencode/auth.json", ".local/share/opencode/mcp-auth.json"}},
 		{"copilot", []string{".copilot/config.json"}},
-		{"codex", []string{".codex/auth.json", ".codex/.credentials.json"}},
+		{"codex", []string{".codex/auth.json", ".codex/.credentials.json", ".codex/.env"}},
 		{"gemini", []string{".gemini/oauth_creds.json", ".gemini/google_accounts.json", ".gemini/.env",
 			".gemini/gemini-credentials.json", ".gemini/mcp-oauth-tokens.json", ".gemini/a2a-oauth-tokens.json"}},
 	}
