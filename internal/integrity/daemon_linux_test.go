@@ -315,6 +315,8 @@ func TestWorkspaceConfigPinnedInEveryBox(t *testing.T) {
 		"echo x > AGENTS.md", "echo x > CLAUDE.md", "echo x > GEMINI.md", "mkdir -p .github/hooks/x",
 		"echo x > .github/copilot-instructions.md", "mkdir .copilot/hooks", "echo x > .github/copilot/settings.json",
 		"echo x > .opencode/.gitignore", "rm -f .opencode/.gitignore",
+		"echo x > .claude/scheduled_tasks.json", "echo x > .claude/loop.md", "echo x > .claude/launch.json",
+		"echo x > .claude/workflows/w.js", "mkdir .claude/routines/r",
 	}
 	var script strings.Builder
 	for _, a := range attempts {
@@ -338,7 +340,8 @@ func TestWorkspaceConfigPinnedInEveryBox(t *testing.T) {
 		t.Errorf("placeholders in the box: want opencode.json holding {} and directory placeholders:\n%s", out)
 	}
 	for _, p := range []string{".opencode", "opencode.json", "opencode.jsonc", ".codex", ".gemini", ".claude/commands",
-		"AGENTS.md", "CLAUDE.md", "GEMINI.md", ".copilot", ".github/hooks", ".github/copilot-instructions.md", ".github/copilot"} {
+		"AGENTS.md", "CLAUDE.md", "GEMINI.md", ".copilot", ".github/hooks", ".github/copilot-instructions.md", ".github/copilot",
+		".claude/scheduled_tasks.json", ".claude/loop.md", ".claude/launch.json", ".claude/workflows", ".claude/routines"} {
 		if _, err := os.Lstat(filepath.Join(e.work, p)); err == nil {
 			t.Errorf("%s left on the host after the box", p)
 		}
