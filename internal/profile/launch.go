@@ -173,13 +173,15 @@ func (p *Profile) Wire(home string, tree *InstallTree, f Facts) (*Wiring, error)
 		host := filepath.Join(home, h.Path)
 		beneath := ""
 		for _, e := range p.Home[:i] {
-			if e.Access != AccessDeny && strings.HasPrefix(filepath.Clean(h.Path), filepath.Clean(e.Path)+"/") {
+			if e.grants() && strings.HasPrefix(filepath.Clean(h.Path), filepath.Clean(e.Path)+"/") {
 				beneath = filepath.Join(home, e.Path)
 			}
 		}
 		switch h.Access {
 		case AccessDeny:
 			w.Mounts = append(w.Mounts, plan.Mount{Kind: plan.MountMask, Target: host, Optional: true})
+		case AccessPrivate:
+			w.Mounts = append(w.Mounts, plan.Mount{Kind: plan.MountTmpfs, Target: host})
 		default:
 			w.Mounts = append(w.Mounts, plan.Mount{Kind: plan.MountBind, Source: host, Target: host,
 				ReadOnly: h.Access == AccessRO, Optional: h.Create == "", Beneath: beneath})
@@ -271,7 +273,7 @@ func (p *Profile) HomePlaceholders(home string) []HomePlaceholder {
 		}
 		var parent *HomeEntry
 		for j := range p.Home[:i] {
-			if e := &p.Home[j]; e.Access != AccessDeny && strings.HasPrefix(filepath.Clean(h.Path), filepath.Clean(e.Path)+"/") {
+			if e := &p.Home[j]; e.grants() && strings.HasPrefix(filepath.Clean(h.Path), filepath.Clean(e.Path)+"/") {
 				parent = e
 			}
 		}
@@ -288,7 +290,7 @@ func (p *Profile) HomePlaceholders(home string) []HomePlaceholder {
 				continue
 			}
 			seen[path] = true
-			hp := HomePlaceholder{Path: path, Beneath: beneath, Dir: !last || h.Absent == CreateDir}
+			hp := HomePlaceholder{Path: path, Beneath: beneath, Dir: !last || h.Absent == CreateDir || h.Access == AccessPrivate}
 			if !hp.Dir {
 				hp.Content = h.Content
 			}
@@ -310,7 +312,7 @@ func (p *Profile) HomeProtected(home string) []plan.Protected {
 		}
 		beneath := home
 		for _, e := range p.Home[:i] {
-			if e.Access != AccessDeny && strings.HasPrefix(filepath.Clean(h.Path), filepath.Clean(e.Path)+"/") {
+			if e.grants() && strings.HasPrefix(filepath.Clean(h.Path), filepath.Clean(e.Path)+"/") {
 				beneath = filepath.Join(home, e.Path)
 			}
 		}

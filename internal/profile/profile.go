@@ -60,7 +60,14 @@ const (
 	AccessRW   = "rw"   // bound read-write
 	AccessRO   = "ro"   // bound read-only
 	AccessDeny = "deny" // hidden (masked) inside a granted directory
+	// AccessPrivate is a folder of the box's own inside a granted directory: an empty writable
+	// tmpfs, discarded at exit. The host's folder is neither seen nor written.
+	AccessPrivate = "private"
 )
+
+// grants reports whether e binds the host's path into the box (rw or ro), so that entries
+// beneath it resolve beneath it.
+func (e *HomeEntry) grants() bool { return e.Access == AccessRW || e.Access == AccessRO }
 
 // Kinds of pre-created home entries.
 const (
@@ -72,8 +79,8 @@ const (
 type HomeEntry struct {
 	// Path is relative to $HOME (".claude/settings.json").
 	Path string `json:"path" jsonschema_description:"Path relative to the home directory."`
-	// Access is rw, ro or deny.
-	Access string `json:"access" jsonschema:"enum=rw,enum=ro,enum=deny" jsonschema_description:"rw (read-write), ro (read-only) or deny (masked)."`
+	// Access is rw, ro, deny or private.
+	Access string `json:"access" jsonschema:"enum=rw,enum=ro,enum=deny,enum=private" jsonschema_description:"rw (read-write), ro (read-only), deny (masked) or private (a folder of the box's own, discarded at exit)."`
 	// Protect marks executable configuration: it is pinned read-only against replacement and
 	// watched by the integrity watch. Only with access ro.
 	Protect bool `json:"protect,omitempty" jsonschema_description:"Executable configuration: pinned read-only and watched (access ro only)."`
@@ -200,9 +207,12 @@ func (p *Profile) Validate() error {
 		}
 		seen[clean] = true
 		switch h.Access {
-		case AccessRW, AccessRO, AccessDeny:
+		case AccessRW, AccessRO, AccessDeny, AccessPrivate:
 		default:
-			return bad(f+".access", "invalid value %q (allowed: rw, ro, deny)", h.Access)
+			return bad(f+".access", "invalid value %q (allowed: rw, ro, deny, private)", h.Access)
+		}
+		if h.Access == AccessPrivate && (h.Create != "" || h.Absent != "" || h.Content != "") {
+			return bad(f+".access", "a private entry is always a folder of the box's own: no create, absent or content")
 		}
 		if h.Protect && h.Access != AccessRO {
 			return bad(f+".protect", "only a read-only (access: ro) entry can be protected")
@@ -226,8 +236,19 @@ func (p *Profile) Validate() error {
 		if h.Absent != "" && (h.Create != "" || h.Access == AccessRW) {
 			return bad(f+".absent", "only a ro or deny entry without create gets a placeholder")
 		}
-		if h.Access == AccessDeny && !underGranted(clean, p.Home[:i]) {
-			return bad(f+".path", "a denied path must be beneath an earlier rw or ro entry (the rest of the home is not visible anyway)")
+		if (h.Access == AccessDeny || h.Access == AccessPrivate) && !underGranted(clean, p.Home[:i]) {
+			return bad(f+".path", "a denied or private path must be beneath an earlier rw or ro entry (the rest of the home is private anyway)")
+		}
+		if h.Access == AccessPrivate {
+			var parent *HomeEntry
+			for j := range p.Home[:i] {
+				if e := &p.Home[j]; e.grants() && strings.HasPrefix(clean, filepath.Clean(e.Path)+"/") {
+					parent = e
+				}
+			}
+			if parent.Access != AccessRW {
+				return bad(f+".path", "a private folder must be beneath a rw entry (beneath a ro one, the box cannot write there anyway)")
+			}
 		}
 	}
 	r := p.Relay
@@ -321,7 +342,7 @@ func relPath(p string) string {
 
 func underGranted(p string, earlier []HomeEntry) bool {
 	for _, e := range earlier {
-		if e.Access != AccessDeny && strings.HasPrefix(p, filepath.Clean(e.Path)+"/") {
+		if e.grants() && strings.HasPrefix(p, filepath.Clean(e.Path)+"/") {
 			return true
 		}
 	}

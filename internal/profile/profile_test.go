@@ -46,12 +46,15 @@ func TestParseStrict(t *testing.T) {
 	for _, tc := range []struct{ name, yaml, msg string }{
 		{"unknown key", "name: x\nexecutable: [x]\n", "unknown field"},
 		{"bad access", "home:\n  - {path: .x, access: write}\n", `home[0].access: invalid value "write"`},
-		{"deny outside a grant", "home:\n  - {path: .ssh/id_rsa, access: deny}\n", "home[0].path: a denied path must be beneath"},
+		{"deny outside a grant", "home:\n  - {path: .ssh/id_rsa, access: deny}\n", "home[0].path: a denied or private path must be beneath"},
 		{"protect rw", "home:\n  - {path: .x, access: rw, protect: true}\n", "home[0].protect"},
 		{"env without provider", "relay:\n  env: {X: y}\n", "relay: env and args need a provider"},
 		{"agentbox env", "relay:\n  provider: openai\n  env: {AGENTBOX_X: y}\n", "AGENTBOX* variables belong to agentbox"},
 		{"command with dash", "deniedArgs:\n  - {arg: --serve, match: command}\n", "a command does not start with -"},
 		{"escaping workspace path", "workspaceConfig: [../x]\n", "must stay beneath"},
+		{"private outside a grant", "home:\n  - {path: .x/tmp, access: private}\n", "home[0].path: a denied or private path must be beneath"},
+		{"private beneath ro", "home:\n  - {path: .x, access: ro}\n  - {path: .x/tmp, access: private}\n", "home[1].path: a private folder must be beneath a rw entry"},
+		{"private created", "home:\n  - {path: .x, access: rw}\n  - {path: .x/tmp, access: private, create: dir}\n", "home[1].access: a private entry"},
 		{"bad absent", "home:\n  - {path: .x, access: rw}\n  - {path: .x/y, access: ro, absent: link}\n", `home[1].absent: invalid value "link"`},
 		{"absent rw", "home:\n  - {path: .x, access: rw, absent: dir}\n", "home[0].absent: only a ro or deny entry"},
 		{"absent created", "home:\n  - {path: .x, access: rw}\n  - {path: .x/y, access: ro, create: dir, absent: dir}\n", "home[1].absent: only a ro or deny entry"},
@@ -409,6 +412,7 @@ home:
   - {path: .x/settings.json, access: ro, protect: true, create: file}
   - {path: .x/ro, access: ro, absent: dir}
   - {path: .x/ro/key, access: deny}
+  - {path: .x/snapshots, access: private}
   - {path: .gitconfig, access: ro}
 `))
 	if err != nil {
@@ -429,6 +433,7 @@ home:
 		"/home/u/.x/a/b dir beneath /home/u/.x",
 		"/home/u/.x/a/b/hook.sh file beneath /home/u/.x",
 		"/home/u/.x/ro dir beneath /home/u/.x",
+		"/home/u/.x/snapshots dir beneath /home/u/.x",
 	}
 	if !slices.Equal(got, want) {
 		t.Errorf("placeholders:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))

@@ -218,7 +218,7 @@ func (s *Set) HarnessHomes() []string {
 	var out []string
 	for _, id := range s.IDs() {
 		for _, h := range s.byID[id].Home {
-			if h.Access == AccessDeny {
+			if !h.grants() {
 				continue
 			}
 			c := harnessDir(filepath.Clean(h.Path))

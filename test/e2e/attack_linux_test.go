@@ -782,8 +782,17 @@ try() {
   (echo planted > "$1/x") 2>/dev/null && echo "planted-in-$1"
 }
 `
+			private := map[string]bool{}
+			for _, h := range p.Home {
+				if h.Access == profile.AccessPrivate {
+					private[filepath.Join(e.Home, h.Path)] = true
+				}
+			}
 			var rel []string
 			for _, hp := range phs {
+				if private[hp.Path] {
+					continue // writable in the box by design: TestAttackPrivateSessionState
+				}
 				r, _ := filepath.Rel(e.Home, hp.Path)
 				rel = append(rel, r)
 				script += fmt.Sprintf("try \"$HOME/%s\"\n", r)
@@ -807,5 +816,65 @@ try() {
 	}
 	if tried == 0 {
 		t.Errorf("no profile entry was tried")
+	}
+}
+
+// TestAttackPrivateSessionState: the folders where each session leaves state it runs later
+// (Claude Code's session-env hook scripts and shell snapshots, Codex's shell snapshots and PATH
+// helpers) are the box's own. From a box of each profile, the host's files there (a session
+// running on the host, or one the user will resume) are neither seen nor changed, what the box
+// writes there never reaches the host, and the folders stay writable for the agent.
+func TestAttackPrivateSessionState(t *testing.T) {
+	set, err := profile.NewSet(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tried := 0
+	for _, id := range set.IDs() {
+		p := set.Get(id)
+		var dirs []string
+		for _, h := range p.Home {
+			if h.Access == profile.AccessPrivate {
+				dirs = append(dirs, h.Path)
+			}
+		}
+		if len(dirs) == 0 || len(p.Executables) == 0 {
+			continue
+		}
+		t.Run(id, func(t *testing.T) {
+			e := standInEnv(t)
+			script := "#!/bin/sh\n"
+			for _, d := range dirs {
+				if err := os.MkdirAll(filepath.Join(e.Home, d, "live"), 0o700); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(filepath.Join(e.Home, d, "live", "hook-1.sh"), []byte("echo host\n"), 0o600); err != nil {
+					t.Fatal(err)
+				}
+				script += fmt.Sprintf(`d="$HOME/%s"
+cat "$d/live/hook-1.sh" 2>/dev/null && echo "saw-host-%s"
+mkdir -p "$d/live" && echo 'touch /tmp/pwned' > "$d/live/hook-1.sh" && echo 'touch /tmp/pwned' > "$d/box.sh" && echo "wrote-%s"
+`, d, d, d)
+			}
+			r := runStandIn(t, e, p.Executables[0], script)
+			id := e.Launches()[0].ID
+			e.WaitLaunch(id, "recorded as ended", func(l api.Launch) bool { return l.State != api.StateRunning })
+			for _, d := range dirs {
+				if strings.Contains(r.Stdout, "saw-host-"+d) {
+					t.Errorf("the box read the host's ~/%s/live/hook-1.sh", d)
+				}
+				if !strings.Contains(r.Stdout, "wrote-"+d) {
+					t.Errorf("~/%s is not writable in the box: stdout %q, stderr %q", d, r.Stdout, r.Stderr)
+				}
+				hostFileIs(t, e, filepath.Join(d, "live", "hook-1.sh"), "echo host\n")
+				if _, err := os.Lstat(filepath.Join(e.Home, d, "box.sh")); err == nil {
+					t.Errorf("~/%s/box.sh, written in the box, is on the host", d)
+				}
+				tried++
+			}
+		})
+	}
+	if tried == 0 {
+		t.Errorf("no profile has a private folder")
 	}
 }
