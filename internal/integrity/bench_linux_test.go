@@ -75,3 +75,39 @@ func BenchmarkVerify(b *testing.B) {
 	}
 	b.ReportMetric(float64((cpuTime()-start).Microseconds())/1000/float64(b.N), "cpu-ms/op")
 }
+
+// BenchmarkHomePlaceholders measures what a launch of an agent profile pays for its home
+// placeholders: Hold then Release of 24 absent entries (as many as Claude Code's profile holds
+// in an empty ~/.claude: files and folders), against Prepare and Release of an empty workspace
+// (every box's workspace placeholders), in the same run.
+func BenchmarkHomePlaceholders(b *testing.B) {
+	home, _ := filepath.EvalSymlinks(b.TempDir())
+	h := filepath.Join(home, ".claude")
+	mustWrite(b, filepath.Join(h, "settings.json"), "{}\n")
+	var phs []Placeholder
+	for i := 0; i < 24; i++ {
+		phs = append(phs, Placeholder{Path: filepath.Join(h, fmt.Sprintf("entry-%02d", i)), Dir: i%2 == 0, Beneath: h})
+	}
+	ws, _ := filepath.EvalSymlinks(b.TempDir())
+	reg := &Registry{Path: filepath.Join(b.TempDir(), "placeholders.json")}
+	b.Run("home-24", func(b *testing.B) {
+		for i := 0; i < b.N; i++ {
+			if _, err := reg.Hold("l", phs); err != nil {
+				b.Fatal(err)
+			}
+			if _, err := reg.Release("l"); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("workspace", func(b *testing.B) {
+		for i := 0; i < b.N; i++ {
+			if _, err := reg.Prepare("l", ws, nil); err != nil {
+				b.Fatal(err)
+			}
+			if _, err := reg.Release("l"); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
