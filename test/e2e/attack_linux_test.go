@@ -878,3 +878,108 @@ mkdir -p "$d/live" && echo 'touch /tmp/pwned' > "$d/live/hook-1.sh" && echo 'tou
 		t.Errorf("no profile has a private folder")
 	}
 }
+
+// TestAttackDeniedFileReplacedOnHost: a credential file denied to the box is replaced on the
+// host while the box runs (a login or token refresh writes by rename, which removes the mask
+// in every other mount namespace). box-init masks the new file again, so the box never reads the
+// new credential through the mask's place and cannot write it; when the host then removes the
+// file (a logout), the box is stopped, and what it created there in the moment before is moved
+// aside, so that the next session never finds a credential the box planted.
+func TestAttackDeniedFileReplacedOnHost(t *testing.T) {
+	e := standInEnv(t)
+	auth := filepath.Join(e.Home, ".codex", "auth.json")
+	if err := os.MkdirAll(filepath.Dir(auth), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(auth, []byte("OLD-SECRET\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(e.Root, "bin")
+	if err := os.MkdirAll(bin, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(e.Work, "out")
+	script := `#!/bin/sh
+a="$HOME/.codex/auth.json"
+[ -e "$a" ] && [ ! -s "$a" ] && echo "saw-masked" >> out
+touch ready
+while [ ! -e replaced ]; do sleep 0.02; done
+i=0
+until [ -e "$a" ] && [ ! -s "$a" ] && grep -q " $a " /proc/self/mountinfo; do
+  i=$((i+1)); [ $i -gt 2500 ] && { echo never-masked-again >> out; ls -la "$a" >> out 2>&1; grep codex /proc/self/mountinfo >> out; exit 3; }
+  sleep 0.02
+done
+cat "$a" >> out
+echo planted > "$a" 2>/dev/null && echo wrote >> out
+echo masked-again >> out
+touch checked
+while [ ! -e removed ]; do sleep 0.02; done
+i=0
+while [ $i -lt 100000 ]; do
+  [ -e "$a" ] || { echo planted > "$a" 2>/dev/null && echo planted-after-removal >> out; }
+  i=$((i+1))
+done
+echo still-running >> out
+`
+	if err := os.WriteFile(filepath.Join(bin, "codex"), []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	id := e.Detach(filepath.Join(bin, "codex"))
+	marker := func(name string) func() bool {
+		return func() bool { _, err := os.Stat(filepath.Join(e.Work, name)); return err == nil }
+	}
+	eventually(t, "the box ready", marker("ready"))
+	// A login on the host: the new credential is written aside and renamed over the old one.
+	tmp := auth + ".tmp"
+	if err := os.WriteFile(tmp, []byte("NEW-SECRET\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, auth); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(e.Work, "replaced"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the box to check the replaced file", func() bool {
+		b, _ := os.ReadFile(out)
+		return marker("checked")() || strings.Contains(string(b), "never-masked-again")
+	})
+	// A logout on the host.
+	if err := os.Remove(auth); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(e.Work, "removed"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	l := e.WaitLaunch(id, "ended", func(l api.Launch) bool { return l.State != api.StateRunning })
+	b, _ := os.ReadFile(out)
+	got := string(b)
+	exit := "none"
+	if l.ExitCode != nil {
+		exit = itoa(*l.ExitCode)
+	}
+	t.Logf("launch %s, exit %s; the box's notes:\n%s", l.State, exit, got)
+	if !strings.Contains(got, "saw-masked") {
+		t.Errorf("the stand-in did not see the masked file at the start")
+	}
+	// The box may create the file in the moment before box-init notices the removal: what it
+	// created is moved aside once the box is stopped.
+	for _, bad := range []string{"SECRET", "wrote", "never-masked-again", "still-running"} {
+		if strings.Contains(got, bad) {
+			t.Errorf("the box's notes hold %q", bad)
+		}
+	}
+	if !strings.Contains(got, "masked-again") {
+		t.Errorf("the box never saw the replaced file masked")
+	}
+	if l.ExitCode != nil && *l.ExitCode == 0 {
+		t.Errorf("the box ran to its end after the denied file was removed on the host")
+	}
+	if _, err := os.Lstat(auth); err == nil {
+		c, _ := os.ReadFile(auth)
+		t.Errorf("~/.codex/auth.json exists on the host after the box: %q", c)
+	}
+	if q, _ := filepath.Glob(auth + ".agentbox-quarantined-*"); len(q) > 0 {
+		t.Logf("moved aside on the host: %v", q)
+	}
+}

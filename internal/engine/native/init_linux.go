@@ -8,7 +8,9 @@ import (
 	"os"
 	"os/signal"
 	"strconv"
+	"sync/atomic"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -178,12 +180,33 @@ func BoxInitMain(args []string) int {
 		*rows, *cols = uint(r), uint(c)
 	}
 
+	// A stop by keepMounts may still be moving aside what the box created: box-init ends after it.
+	stopped := make(chan struct{})
+	var stopping atomic.Bool
+	defer func() {
+		if stopping.Load() {
+			select {
+			case <-stopped:
+			case <-time.After(5 * time.Second):
+			}
+		}
+	}()
 	return runExecStage(ctl, ex, raw, spec, uint16(*rows), uint16(*cols), sigs, "box-init", func(pid int) {
 		// Keep the protected binds in place for the box's life; a loss seen before the program
 		// ran is caught by the first read of the mount table.
-		go keepMounts(b.kept, func(string) {}, func(msg string) {
+		go keepMounts(b.kept, func(string) {}, func(msg, removed string) {
+			stopping.Store(true)
+			defer close(stopped)
 			fmt.Fprintf(os.Stderr, "agentbox box-init: %s; stopping the box\n", msg)
 			unix.Kill(-1, unix.SIGKILL) // from PID 1: every other process of the box
+			if removed == "" {
+				return
+			}
+			if aside, err := quarantine(removed); err != nil {
+				fmt.Fprintf(os.Stderr, "agentbox box-init: %s: %v\n", removed, err)
+			} else if aside != "" {
+				fmt.Fprintf(os.Stderr, "agentbox box-init: what appeared at %s after the host removed it is moved to %s\n", removed, aside)
+			}
 		})
 	}, fail)
 }

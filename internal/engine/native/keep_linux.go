@@ -9,15 +9,17 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
 
 // keptMount is a bind inside the workspace (a protected path bound read-only, or a writable
-// parent bound onto itself) that box-init keeps in place.
+// parent bound onto itself) or a mask that box-init keeps in place.
 type keptMount struct {
 	target   string
 	readOnly bool
+	mask     bool // an empty read-only file or directory over target
 	dir      bool
 	id       uint64 // mount id (as in /proc/self/mountinfo)
 }
@@ -25,6 +27,9 @@ type keptMount struct {
 // maxRebinds bounds the re-binds of one box: a host that keeps replacing protected files
 // faster than box-init can follow stops the box instead of spinning.
 const maxRebinds = 10000
+
+// recheck is how often box-init reads its mount table when nothing signalled a change.
+const recheck = 50 * time.Millisecond
 
 // rebindTries and rebindPause bound how long box-init waits for a replaced path to settle.
 const (
@@ -36,24 +41,31 @@ const (
 // a file that is a mount point in another mount namespace (git's lock-and-rename of
 // .git/config, an editor's atomic save), the mount there silently disappears. box-init polls
 // its mount table (/proc/self/mountinfo signals a change with POLLPRI) and re-binds the new
-// file onto itself as before (read-only for protected paths). When it cannot (the path is
-// gone, is now a symlink, or changed kind) it calls stop, which ends the box: a protected path
-// must never stay writable. report receives a line for every re-bind and failure.
-func keepMounts(kept []keptMount, report func(string), stop func(string)) {
+// file onto itself as before (read-only for protected paths), or masks it again. When it
+// cannot (the path is gone, is now a symlink, or changed kind) it calls stop, which ends the
+// box: a protected path must never stay writable, nor a denied one readable or creatable.
+// A path the host removed is passed to stop as removed: whatever the box may have created there
+// before it noticed must not stay (see quarantine). report receives a line for every re-bind and failure.
+func keepMounts(kept []keptMount, report func(string), stop func(msg, removed string)) {
 	if len(kept) == 0 {
 		return
 	}
 	f, err := os.Open("/proc/self/mountinfo")
 	if err != nil {
-		stop("watch mount table: " + err.Error())
+		stop("watch mount table: "+err.Error(), "")
 		return
 	}
 	defer f.Close()
+	// The host removing a masked path (rm, or a rename away) is told from its replacing it (a
+	// rename over it) by the parent folder's inotify events: after a removal, the file found
+	// at the path may be one the box created in the meantime.
+	gone := newRemovals(kept)
+	defer gone.close()
 	rebinds := 0
 	for {
 		ids, err := mountIDs(f)
 		if err != nil {
-			stop("read mount table: " + err.Error())
+			stop("read mount table: "+err.Error(), "")
 			return
 		}
 		lost := false
@@ -69,29 +81,54 @@ func keepMounts(kept []keptMount, report func(string), stop func(string)) {
 			lost = true
 			rebinds++
 			if rebinds > maxRebinds {
-				stop(fmt.Sprintf("more than %d mounts lost: the host keeps replacing protected paths", maxRebinds))
+				stop(fmt.Sprintf("more than %d mounts lost: the host keeps replacing protected paths", maxRebinds), "")
+				return
+			}
+			// A denied path the host removed (a logout) is never masked again: the box may have
+			// created the file meanwhile. The box is stopped and what is there moved aside.
+			if k.mask && gone.removed(k.target) {
+				stop(fmt.Sprintf("denied path %s removed on the host", k.target), k.target)
 				return
 			}
 			id, err := rebind(k)
-			// The host may be mid-operation: rename detaches the mount before the new file
-			// takes the name, and "rm; create" leaves a moment without one. Try for a while.
-			for try := 0; err != nil && try < rebindTries; try++ {
+			// The host may be mid-operation: a rename replaces the path at once, but an editor's
+			// save may move the file away before it writes the new one. Try for a while (not
+			// for a mask: see above).
+			for try := 0; err != nil && !(k.mask && errors.Is(err, unix.ENOENT)) && try < rebindTries; try++ {
 				time.Sleep(rebindPause)
 				id, err = rebind(k)
 			}
 			if err != nil {
-				stop(fmt.Sprintf("protected mount %s lost (replaced or removed on the host) and cannot be re-bound: %v", k.target, err))
+				removed := ""
+				if k.mask && errors.Is(err, unix.ENOENT) {
+					removed = k.target
+				}
+				stop(fmt.Sprintf("protected mount %s lost (replaced or removed on the host) and cannot be re-bound: %v", k.target, err), removed)
+				return
+			}
+			if k.mask && gone.removed(k.target) {
+				// Removed while it was masked again: what was masked may be the box's.
+				stop(fmt.Sprintf("denied path %s removed on the host", k.target), k.target)
 				return
 			}
 			k.id = id
-			report(fmt.Sprintf("re-bound %s (replaced on the host)", k.target))
+			if k.mask {
+				report(fmt.Sprintf("masked %s again (replaced on the host)", k.target))
+			} else {
+				report(fmt.Sprintf("re-bound %s (replaced on the host)", k.target))
+			}
 		}
 		if lost {
 			continue // the table changed again with our own mounts: re-read before waiting
 		}
 		fds := []unix.PollFd{{Fd: int32(f.Fd()), Events: unix.POLLPRI}}
-		if _, err := unix.Poll(fds, -1); err != nil && !errors.Is(err, unix.EINTR) {
-			stop("poll mount table: " + err.Error())
+		if gone.fd >= 0 {
+			fds = append(fds, unix.PollFd{Fd: int32(gone.fd), Events: unix.POLLIN})
+		}
+		// POLLPRI was seen not to come for a mount the host's rename removed (a detach from
+		// another namespace): look again every recheck too.
+		if _, err := unix.Poll(fds, int(recheck.Milliseconds())); err != nil && !errors.Is(err, unix.EINTR) {
+			stop("poll mount table: "+err.Error(), "")
 			return
 		}
 	}
@@ -167,6 +204,9 @@ func rebind(k *keptMount) (uint64, error) {
 	default:
 		return 0, errors.New("neither a file nor a directory")
 	}
+	if k.mask {
+		return maskOnto(fd, k.dir, -1)
+	}
 	tree, err := unix.OpenTree(fd, "", unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_EMPTY_PATH)
 	if err != nil {
 		return 0, fmt.Errorf("open_tree: %w", err)
@@ -183,4 +223,132 @@ func rebind(k *keptMount) (uint64, error) {
 		return 0, err
 	}
 	return mountID(tree)
+}
+
+// quarantine moves aside what the box may have created at path, a protected or denied path the
+// host removed while the box ran, once no process but box-init is left in the box: a box that
+// watched for the removal could create the file before box-init noticed, and the host (the
+// next session) would find it. What is there is renamed to path.agentbox-quarantined-N, never
+// deleted: a host tool that removed and re-created the file in that moment keeps its content.
+func quarantine(path string) (string, error) {
+	for i := 0; i < 200 && othersLeft(); i++ {
+		time.Sleep(10 * time.Millisecond)
+	}
+	dir, err := openInBox(filepath.Dir(path))
+	if err != nil {
+		return "", err
+	}
+	defer unix.Close(dir)
+	name := filepath.Base(path)
+	var st unix.Stat_t
+	if err := unix.Fstatat(dir, name, &st, unix.AT_SYMLINK_NOFOLLOW); errors.Is(err, unix.ENOENT) {
+		return "", nil
+	} else if err != nil {
+		return "", err
+	}
+	for n := 1; n < 100; n++ {
+		aside := name + ".agentbox-quarantined-" + strconv.Itoa(n)
+		err := unix.Renameat2(dir, name, dir, aside, unix.RENAME_NOREPLACE)
+		if errors.Is(err, unix.EEXIST) {
+			continue
+		}
+		if err != nil {
+			return "", err
+		}
+		return filepath.Join(filepath.Dir(path), aside), nil
+	}
+	return "", errors.New("too many quarantined files")
+}
+
+// othersLeft reports whether a live process other than box-init (PID 1) is left in the box
+// (a zombie creates nothing).
+func othersLeft() bool {
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return false
+	}
+	for _, e := range ents {
+		if pid, err := strconv.Atoi(e.Name()); err == nil && pid != 1 {
+			b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+			if i := bytes.LastIndexByte(b, ')'); err == nil && i > 0 && len(b) > i+2 && b[i+2] == 'Z' {
+				continue
+			}
+			if err == nil {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// removals watches the folders holding masked paths for a masked name being deleted or moved away
+// (inotify works on the folders' inodes, so it sees the host's changes through the binds).
+type removals struct {
+	fd    int
+	dirs  map[int32]string // watch descriptor → folder
+	names map[string]bool  // kept paths
+	seen  map[string]bool  // kept paths removed
+}
+
+func newRemovals(kept []keptMount) *removals {
+	r := &removals{fd: -1, dirs: map[int32]string{}, names: map[string]bool{}, seen: map[string]bool{}}
+	var masks []keptMount
+	for _, k := range kept {
+		if k.mask {
+			masks = append(masks, k)
+		}
+	}
+	if kept = masks; len(kept) == 0 {
+		return r
+	}
+	fd, err := unix.InotifyInit1(unix.IN_CLOEXEC | unix.IN_NONBLOCK)
+	if err != nil {
+		return r // without inotify, a removal is caught when the path is found missing
+	}
+	r.fd = fd
+	watched := map[string]bool{}
+	for _, k := range kept {
+		r.names[filepath.Clean(k.target)] = true
+		dir := filepath.Dir(filepath.Clean(k.target))
+		if watched[dir] {
+			continue
+		}
+		watched[dir] = true
+		wd, err := unix.InotifyAddWatch(fd, dir, unix.IN_DELETE|unix.IN_MOVED_FROM|unix.IN_DONT_FOLLOW|unix.IN_ONLYDIR)
+		if err == nil {
+			r.dirs[int32(wd)] = dir
+		}
+	}
+	return r
+}
+
+// removed reads the pending events and reports whether path was removed on the host.
+func (r *removals) removed(path string) bool {
+	if r.fd >= 0 {
+		buf := make([]byte, 64<<10)
+		for {
+			n, err := unix.Read(r.fd, buf)
+			if n <= 0 || err != nil {
+				break
+			}
+			for off := 0; off+unix.SizeofInotifyEvent <= n; {
+				ev := (*unix.InotifyEvent)(unsafe.Pointer(&buf[off]))
+				nameBytes := buf[off+unix.SizeofInotifyEvent : off+unix.SizeofInotifyEvent+int(ev.Len)]
+				name := string(bytes.TrimRight(nameBytes, "\x00"))
+				if dir, ok := r.dirs[ev.Wd]; ok && name != "" {
+					if p := filepath.Join(dir, name); r.names[p] {
+						r.seen[p] = true
+					}
+				}
+				off += unix.SizeofInotifyEvent + int(ev.Len)
+			}
+		}
+	}
+	return r.seen[filepath.Clean(path)]
+}
+
+func (r *removals) close() {
+	if r.fd >= 0 {
+		unix.Close(r.fd)
+	}
 }

@@ -27,8 +27,8 @@ type builder struct {
 	readOnlyLater []int
 	stage         int // detached tmpfs holding the empty file masks are bound from
 	attachPoint   string
-	// kept are the binds inside the workspace (those with Beneath): box-init keeps them in
-	// place for the box's life (see keepMounts).
+	// kept are the binds inside the workspace (those with Beneath) and the masks: box-init
+	// keeps them in place for the box's life (see keepMounts).
 	kept []keptMount
 }
 
@@ -55,16 +55,9 @@ func buildRoot(s *Spec) (*builder, error) {
 	if err := b.own(rootMnt); err != nil {
 		return nil, err
 	}
-	stage, err := newMount("tmpfs", "mode=0700,size=4k", unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV|unix.MOUNT_ATTR_NOEXEC)
-	if err != nil {
-		return nil, fmt.Errorf("staging tmpfs: %w", err)
+	if b.stage, err = newStage(); err != nil {
+		return nil, err
 	}
-	b.stage = stage
-	fd, err := unix.Openat(stage, "empty", unix.O_CREAT|unix.O_EXCL|unix.O_WRONLY|unix.O_CLOEXEC, 0o444)
-	if err != nil {
-		return nil, fmt.Errorf("staging file: %w", err)
-	}
-	unix.Close(fd)
 
 	for _, m := range s.Mounts {
 		if err := b.apply(m); err != nil {
@@ -316,7 +309,9 @@ func openSource(m Mount) (int, error) {
 	})
 }
 
-// mask hides Target under an empty read-only directory (a read-only tmpfs) or file.
+// mask hides Target under an empty read-only directory (a read-only tmpfs) or file. A mask
+// outside /proc is kept for the box's life (keepMounts): the host replacing the file (a login
+// or token refresh writing by rename) would otherwise remove it.
 func (b *builder) mask(m Mount) error {
 	fd, err := b.resolve(m.Target)
 	if err != nil {
@@ -330,24 +325,64 @@ func (b *builder) mask(m Mount) error {
 	if err := unix.Fstat(fd, &st); err != nil {
 		return fmt.Errorf("stat: %w", err)
 	}
+	dir := st.Mode&unix.S_IFMT == unix.S_IFDIR
+	id, err := maskOnto(fd, dir, b.stage)
+	if err != nil {
+		return err
+	}
+	if t := filepath.Clean(m.Target); t != "/proc" && !strings.HasPrefix(t, "/proc/") {
+		b.kept = append(b.kept, keptMount{target: m.Target, mask: true, dir: dir, id: id})
+	}
+	return nil
+}
+
+// newStage makes a detached tmpfs holding an empty file, "empty", that file masks are cloned
+// from.
+func newStage() (int, error) {
+	stage, err := newMount("tmpfs", "mode=0700,size=4k", unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV|unix.MOUNT_ATTR_NOEXEC)
+	if err != nil {
+		return -1, fmt.Errorf("staging tmpfs: %w", err)
+	}
+	fd, err := unix.Openat(stage, "empty", unix.O_CREAT|unix.O_EXCL|unix.O_WRONLY|unix.O_CLOEXEC, 0o444)
+	if err != nil {
+		unix.Close(stage)
+		return -1, fmt.Errorf("staging file: %w", err)
+	}
+	unix.Close(fd)
+	return stage, nil
+}
+
+// maskOnto puts an empty read-only directory (a new tmpfs) or file (a clone of stage's
+// "empty"; a stage of its own when stage is -1) over fd and returns the new mount's id.
+func maskOnto(fd int, dir bool, stage int) (uint64, error) {
 	var tree int
-	if st.Mode&unix.S_IFMT == unix.S_IFDIR {
+	var err error
+	if !dir && stage < 0 {
+		if stage, err = newStage(); err != nil {
+			return 0, err
+		}
+		defer unix.Close(stage)
+	}
+	if dir {
 		tree, err = newMount("tmpfs", "mode=0555,size=4k", unix.MOUNT_ATTR_RDONLY|unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV|unix.MOUNT_ATTR_NOEXEC)
 		if err != nil {
-			return err
+			return 0, err
 		}
 	} else {
-		tree, err = unix.OpenTree(b.stage, "empty", unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC)
+		tree, err = unix.OpenTree(stage, "empty", unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC)
 		if err != nil {
-			return fmt.Errorf("open_tree empty file: %w", err)
+			return 0, fmt.Errorf("open_tree empty file: %w", err)
 		}
 		if err := setAttr(tree, unix.MOUNT_ATTR_RDONLY|unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV|unix.MOUNT_ATTR_NOEXEC); err != nil {
 			unix.Close(tree)
-			return err
+			return 0, err
 		}
 	}
 	defer unix.Close(tree)
-	return moveOnto(tree, fd)
+	if err := moveOnto(tree, fd); err != nil {
+		return 0, err
+	}
+	return mountID(tree)
 }
 
 func setAttr(tree int, attrs uint64) error {
