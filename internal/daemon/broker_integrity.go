@@ -133,6 +133,23 @@ func (b *integrityBroker) end(id string) {
 	b.release(id)
 }
 
+// sweep releases the placeholders of launches the daemon does not know: a daemon killed after
+// a launch's placeholders were made and before the launch was recorded leaves them held by a
+// launch nothing will ever settle. Call it once the running launches are re-adopted.
+func (b *integrityBroker) sweep(known func(id string) bool) {
+	holders, err := b.reg.Holders()
+	if err != nil {
+		b.d.log.Error("integrity: list placeholder holders", "err", err)
+		return
+	}
+	for _, id := range holders {
+		if !known(id) {
+			b.d.log.Info("integrity: releasing the placeholders of an unrecorded launch", "launch", id)
+			b.release(id)
+		}
+	}
+}
+
 // release removes the placeholders launch id held, unless another box still holds them.
 func (b *integrityBroker) release(id string) {
 	removed, err := b.reg.Release(id)

@@ -263,7 +263,7 @@ func homePlaceholders(cfg config.Config, id, home string) []integrity.Placeholde
 	}
 	var out []integrity.Placeholder
 	for _, hp := range p.HomePlaceholders(home) {
-		out = append(out, integrity.Placeholder{Path: hp.Path, Dir: hp.Dir, Content: hp.Content, Beneath: hp.Beneath})
+		out = append(out, integrity.Placeholder{Path: hp.Path, Dir: hp.Dir, Content: hp.Content, Beneath: hp.Beneath, Private: true})
 	}
 	return out
 }

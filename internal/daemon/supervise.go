@@ -165,6 +165,16 @@ func (d *Daemon) readopt(ctx context.Context) {
 			}()
 		}
 	}
+	for _, b := range d.brokers {
+		if ib, ok := b.(*integrityBroker); ok {
+			ib.sweep(func(id string) bool {
+				d.mu.Lock()
+				defer d.mu.Unlock()
+				_, ok := d.launches[id]
+				return ok
+			})
+		}
+	}
 }
 
 // stopWatchers waits briefly for supervision goroutines; they end with their shims, which the

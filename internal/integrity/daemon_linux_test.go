@@ -317,6 +317,7 @@ func TestWorkspaceConfigPinnedInEveryBox(t *testing.T) {
 		"echo x > .opencode/.gitignore", "rm -f .opencode/.gitignore",
 		"echo x > .claude/scheduled_tasks.json", "echo x > .claude/loop.md", "echo x > .claude/launch.json",
 		"echo x > .claude/workflows/w.js", "mkdir .claude/routines/r",
+		"echo x > .claude/rules/team.md", "mkdir -p .github/skills/pwn", "mkdir -p .agents/skills/pwn",
 	}
 	var script strings.Builder
 	for _, a := range attempts {
@@ -341,7 +342,8 @@ func TestWorkspaceConfigPinnedInEveryBox(t *testing.T) {
 	}
 	for _, p := range []string{".opencode", "opencode.json", "opencode.jsonc", ".codex", ".gemini", ".claude/commands",
 		"AGENTS.md", "CLAUDE.md", "GEMINI.md", ".copilot", ".github/hooks", ".github/copilot-instructions.md", ".github/copilot",
-		".claude/scheduled_tasks.json", ".claude/loop.md", ".claude/launch.json", ".claude/workflows", ".claude/routines"} {
+		".claude/scheduled_tasks.json", ".claude/loop.md", ".claude/launch.json", ".claude/workflows", ".claude/routines",
+		".claude/rules", ".github/skills", ".agents"} {
 		if _, err := os.Lstat(filepath.Join(e.work, p)); err == nil {
 			t.Errorf("%s left on the host after the box", p)
 		}

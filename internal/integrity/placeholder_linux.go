@@ -246,6 +246,24 @@ func (r *Registry) Release(launch string) ([]string, error) {
 	return removed, errors.Join(errs...)
 }
 
+// Holders returns the launches that hold a placeholder.
+func (r *Registry) Holders() ([]string, error) {
+	seen := map[string]bool{}
+	var out []string
+	err := r.locked(func(f *phFile) error {
+		for _, e := range f.Entries {
+			for _, h := range e.Holders {
+				if !seen[h] {
+					seen[h] = true
+					out = append(out, h)
+				}
+			}
+		}
+		return nil
+	})
+	return out, err
+}
+
 // Held returns the placeholders launch holds.
 func (r *Registry) Held(launch string) ([]string, error) {
 	var out []string
@@ -310,12 +328,16 @@ func create(p Placeholder) (dev, ino uint64, err error) {
 		return 0, 0, err
 	}
 	defer unix.Close(dir)
+	dirMode, fileMode := uint32(0o755), uint32(0o644)
+	if p.Private {
+		dirMode, fileMode = 0o700, 0o600
+	}
 	if p.Dir {
-		if err := unix.Mkdirat(dir, name, 0o755); err != nil {
+		if err := unix.Mkdirat(dir, name, dirMode); err != nil {
 			return 0, 0, err
 		}
 	} else {
-		fd, err := unix.Openat(dir, name, unix.O_CREAT|unix.O_EXCL|unix.O_WRONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o644)
+		fd, err := unix.Openat(dir, name, unix.O_CREAT|unix.O_EXCL|unix.O_WRONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, fileMode)
 		if err != nil {
 			return 0, 0, err
 		}

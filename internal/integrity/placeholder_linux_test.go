@@ -367,8 +367,8 @@ func TestHoldHomePlaceholders(t *testing.T) {
 		t.Fatal(err)
 	}
 	phs := []integrity.Placeholder{
-		{Path: filepath.Join(h, "auth.json"), Beneath: h},
-		{Path: filepath.Join(h, "local"), Dir: true, Beneath: h},
+		{Path: filepath.Join(h, "auth.json"), Beneath: h, Private: true},
+		{Path: filepath.Join(h, "local"), Dir: true, Beneath: h, Private: true},
 		{Path: filepath.Join(h, "users.json"), Beneath: h},
 		{Path: filepath.Join(h, "gone", "x"), Beneath: h},
 	}
@@ -384,8 +384,11 @@ func TestHoldHomePlaceholders(t *testing.T) {
 	if got := tree(t, h); !slices.Equal(got, []string{"auth.json", "link", "local", "users.json"}) {
 		t.Errorf("home after a's Hold: %v", got)
 	}
-	if st, err := os.Stat(filepath.Join(h, "local")); err != nil || !st.IsDir() {
-		t.Errorf("local is not a folder placeholder: %v", err)
+	if st, err := os.Stat(filepath.Join(h, "local")); err != nil || !st.IsDir() || st.Mode().Perm() != 0o700 {
+		t.Errorf("local is not a private folder placeholder: %v %v", st, err)
+	}
+	if st, err := os.Stat(filepath.Join(h, "auth.json")); err != nil || st.Mode().Perm() != 0o600 {
+		t.Errorf("auth.json is not a private file placeholder: %v %v", st, err)
 	}
 	if b, err := reg.Hold("b", phs[:2]); err != nil || !slices.Equal(b, want) {
 		t.Errorf("b holds %v, %v; want %v", b, err, want)

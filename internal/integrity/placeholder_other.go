@@ -22,3 +22,6 @@ func (r *Registry) Held(launch string) ([]string, error) { return nil, nil }
 func (r *Registry) Hold(launch string, phs []Placeholder) ([]string, error) {
 	return nil, ErrNotSupported
 }
+
+// Holders is not supported off Linux.
+func (r *Registry) Holders() ([]string, error) { return nil, nil }

@@ -18,6 +18,9 @@ type Placeholder struct {
 	Content string `json:"content,omitempty"`
 	// Beneath is the workspace the placeholder is created beneath (no symlink is followed).
 	Beneath string `json:"beneath"`
+	// Private makes it 0600 (a folder 0700), as a harness home's files are: a host program that
+	// later writes its credential into the placeholder in place keeps the mode it finds.
+	Private bool `json:"private,omitempty"`
 }
 
 // Layout is what Resolve found for one workspace.

@@ -172,6 +172,11 @@ func (p *Profile) Wire(home string, tree *InstallTree, f Facts) (*Wiring, error)
 	for i, h := range p.Home {
 		host := filepath.Join(home, h.Path)
 		beneath := ""
+		// An entry inside a harness folder that is not bound itself (Copilot's, which is the
+		// box's own) resolves beneath that folder: a symlink there never leads elsewhere.
+		if d := harnessDir(filepath.Clean(h.Path)); d != filepath.Clean(h.Path) {
+			beneath = filepath.Join(home, d)
+		}
 		for _, e := range p.Home[:i] {
 			if e.grants() && strings.HasPrefix(filepath.Clean(h.Path), filepath.Clean(e.Path)+"/") {
 				beneath = filepath.Join(home, e.Path)

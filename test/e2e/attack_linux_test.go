@@ -983,3 +983,38 @@ echo still-running >> out
 		t.Logf("moved aside on the host: %v", q)
 	}
 }
+
+// TestAttackSymlinkedHarnessEntry: an entry of a harness folder that is not bound itself
+// (Copilot's ~/.copilot is the box's own) is a symlink to the user's ssh key, as an earlier
+// box could have left it when ~/.copilot was writable. The launch is refused with the reason,
+// and the key never reaches the box.
+func TestAttackSymlinkedHarnessEntry(t *testing.T) {
+	e := standInEnv(t)
+	key := filepath.Join(e.Home, ".ssh", "id_ed25519")
+	if err := os.MkdirAll(filepath.Dir(key), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(key, []byte("PRIVATE-KEY-SECRET\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(e.Home, ".copilot"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(key, filepath.Join(e.Home, ".copilot", "lsp-config.json")); err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(e.Root, "bin")
+	if err := os.MkdirAll(bin, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(bin, "copilot"), []byte("#!/bin/sh\ncat \"$HOME/.copilot/lsp-config.json\"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	r := e.Run("", "run", filepath.Join(bin, "copilot"))
+	if strings.Contains(r.Stdout+r.Stderr, "PRIVATE-KEY-SECRET") {
+		t.Fatalf("the key reached the box through the symlink: %q", r.Stdout)
+	}
+	if r.Code != 125 || !strings.Contains(r.Stderr, "leads out of") {
+		t.Errorf("launch: exit %d, stderr %q; want it refused with the reason", r.Code, r.Stderr)
+	}
+}

@@ -237,6 +237,9 @@ func (b *builder) bind(m Mount) error {
 		if m.Optional && errors.Is(err, unix.ENOENT) {
 			return nil
 		}
+		if m.Beneath != "" && errors.Is(err, unix.EXDEV) {
+			return fmt.Errorf("open source %s: a symlink there leads out of %s, and a box never follows one: put the file itself there (%w)", m.Source, m.Beneath, err)
+		}
 		return fmt.Errorf("open source %s: %w", m.Source, err)
 	}
 	defer unix.Close(src)
