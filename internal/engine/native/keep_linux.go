@@ -28,9 +28,6 @@ type keptMount struct {
 // faster than box-init can follow stops the box instead of spinning.
 const maxRebinds = 10000
 
-// recheck is how often box-init reads its mount table when nothing signalled a change.
-const recheck = 50 * time.Millisecond
-
 // rebindTries and rebindPause bound how long box-init waits for a replaced path to settle.
 const (
 	rebindTries = 100
@@ -63,6 +60,7 @@ func keepMounts(kept []keptMount, report func(string), stop func(msg, removed st
 	defer gone.close()
 	rebinds := 0
 	for {
+		gone.drain()
 		ids, err := mountIDs(f)
 		if err != nil {
 			stop("read mount table: "+err.Error(), "")
@@ -125,11 +123,17 @@ func keepMounts(kept []keptMount, report func(string), stop func(msg, removed st
 		if gone.fd >= 0 {
 			fds = append(fds, unix.PollFd{Fd: int32(gone.fd), Events: unix.POLLIN})
 		}
-		// POLLPRI was seen not to come for a mount the host's rename removed (a detach from
-		// another namespace): look again every recheck too.
-		if _, err := unix.Poll(fds, int(recheck.Milliseconds())); err != nil && !errors.Is(err, unix.EINTR) {
-			stop("poll mount table: "+err.Error(), "")
-			return
+		// POLLPRI was seen not to come for a mask the host's rename removed (a detach from
+		// another namespace): the inotify watch on the masks' folders wakes box-init too.
+		for {
+			n, err := unix.Poll(fds, -1)
+			if err != nil && !errors.Is(err, unix.EINTR) {
+				stop("poll mount table: "+err.Error(), "")
+				return
+			}
+			if n > 0 {
+				break
+			}
 		}
 	}
 }
@@ -314,7 +318,7 @@ func newRemovals(kept []keptMount) *removals {
 			continue
 		}
 		watched[dir] = true
-		wd, err := unix.InotifyAddWatch(fd, dir, unix.IN_DELETE|unix.IN_MOVED_FROM|unix.IN_DONT_FOLLOW|unix.IN_ONLYDIR)
+		wd, err := unix.InotifyAddWatch(fd, dir, unix.IN_DELETE|unix.IN_MOVED_FROM|unix.IN_MOVED_TO|unix.IN_CREATE|unix.IN_DONT_FOLLOW|unix.IN_ONLYDIR)
 		if err == nil {
 			r.dirs[int32(wd)] = dir
 		}
@@ -324,6 +328,13 @@ func newRemovals(kept []keptMount) *removals {
 
 // removed reads the pending events and reports whether path was removed on the host.
 func (r *removals) removed(path string) bool {
+	r.drain()
+	return r.seen[filepath.Clean(path)]
+}
+
+// drain reads the pending events, recording the kept paths deleted or moved away (a creation
+// or a move onto one only wakes keepMounts to look at its mounts).
+func (r *removals) drain() {
 	if r.fd >= 0 {
 		buf := make([]byte, 64<<10)
 		for {
@@ -335,7 +346,7 @@ func (r *removals) removed(path string) bool {
 				ev := (*unix.InotifyEvent)(unsafe.Pointer(&buf[off]))
 				nameBytes := buf[off+unix.SizeofInotifyEvent : off+unix.SizeofInotifyEvent+int(ev.Len)]
 				name := string(bytes.TrimRight(nameBytes, "\x00"))
-				if dir, ok := r.dirs[ev.Wd]; ok && name != "" {
+				if dir, ok := r.dirs[ev.Wd]; ok && name != "" && ev.Mask&(unix.IN_DELETE|unix.IN_MOVED_FROM) != 0 {
 					if p := filepath.Join(dir, name); r.names[p] {
 						r.seen[p] = true
 					}
@@ -344,7 +355,6 @@ func (r *removals) removed(path string) bool {
 			}
 		}
 	}
-	return r.seen[filepath.Clean(path)]
 }
 
 func (r *removals) close() {
