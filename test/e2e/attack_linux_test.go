@@ -902,6 +902,7 @@ func TestAttackDeniedFileReplacedOnHost(t *testing.T) {
 	script := `#!/bin/sh
 a="$HOME/.codex/auth.json"
 [ -e "$a" ] && [ ! -s "$a" ] && echo "saw-masked" >> out
+echo start >> out
 touch ready
 while [ ! -e replaced ]; do sleep 0.02; done
 i=0
@@ -942,6 +943,9 @@ echo still-running >> out
 	}
 	eventually(t, "the box to check the replaced file", func() bool {
 		b, _ := os.ReadFile(out)
+		if l, ok := e.Launch(id); ok && l.State != api.StateRunning {
+			t.Fatalf("the box ended before it checked the replaced file: %s, notes %q", l.State, b)
+		}
 		return marker("checked")() || strings.Contains(string(b), "never-masked-again")
 	})
 	// A logout on the host.
@@ -1017,4 +1021,49 @@ func TestAttackSymlinkedHarnessEntry(t *testing.T) {
 	if r.Code != 125 || !strings.Contains(r.Stderr, "leads out of") {
 		t.Errorf("launch: exit %d, stderr %q; want it refused with the reason", r.Code, r.Stderr)
 	}
+}
+
+// TestAttackDeniedFileMovedAwayOnHost: the host moves a denied credential file away while a box
+// runs (a backup before a logout, an editor's save). The mask goes with the moved file, so the
+// path is open: the box is stopped, and what it created there is moved aside.
+func TestAttackDeniedFileMovedAwayOnHost(t *testing.T) {
+	e := standInEnv(t)
+	auth := filepath.Join(e.Home, ".codex", "auth.json")
+	if err := os.MkdirAll(filepath.Dir(auth), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(auth, []byte("OLD-SECRET\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(e.Root, "bin")
+	if err := os.MkdirAll(bin, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	script := `#!/bin/sh
+a="$HOME/.codex/auth.json"
+touch ready
+i=0
+while [ $i -lt 100000 ]; do
+  { echo planted > "$a"; } 2>/dev/null && echo planted >> out
+  i=$((i+1))
+done
+echo still-running >> out
+`
+	if err := os.WriteFile(filepath.Join(bin, "codex"), []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	id := e.Detach(filepath.Join(bin, "codex"))
+	eventually(t, "the box ready", func() bool { _, err := os.Stat(filepath.Join(e.Work, "ready")); return err == nil })
+	if err := os.Rename(auth, auth+".bak"); err != nil {
+		t.Fatal(err)
+	}
+	l := e.WaitLaunch(id, "ended", func(l api.Launch) bool { return l.State != api.StateRunning })
+	b, _ := os.ReadFile(filepath.Join(e.Work, "out"))
+	if strings.Contains(string(b), "still-running") || (l.ExitCode != nil && *l.ExitCode == 0) {
+		t.Errorf("the box ran on after the denied file was moved away on the host: %q", b)
+	}
+	if c, err := os.ReadFile(auth); err == nil {
+		t.Errorf("~/.codex/auth.json exists on the host after the box: %q", c)
+	}
+	hostFileIs(t, e, ".codex/auth.json.bak", "OLD-SECRET\n")
 }

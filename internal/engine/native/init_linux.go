@@ -180,6 +180,12 @@ func BoxInitMain(args []string) int {
 		*rows, *cols = uint(r), uint(c)
 	}
 
+	// The masks' folders are watched from before the program starts (keepMounts); a box whose
+	// denied paths cannot be watched does not start.
+	gone, err := newRemovals(b.kept)
+	if err != nil {
+		return fail("%v", err)
+	}
 	// A stop by keepMounts may still be moving aside what the box created: box-init ends after it.
 	stopped := make(chan struct{})
 	var stopping atomic.Bool
@@ -194,7 +200,7 @@ func BoxInitMain(args []string) int {
 	return runExecStage(ctl, ex, raw, spec, uint16(*rows), uint16(*cols), sigs, "box-init", func(pid int) {
 		// Keep the protected binds in place for the box's life; a loss seen before the program
 		// ran is caught by the first read of the mount table.
-		go keepMounts(b.kept, func(string) {}, func(msg, removed string) {
+		go keepMounts(b.kept, gone, func(string) {}, func(msg, removed string) {
 			stopping.Store(true)
 			defer close(stopped)
 			fmt.Fprintf(os.Stderr, "agentbox box-init: %s; stopping the box\n", msg)

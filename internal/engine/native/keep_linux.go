@@ -43,7 +43,7 @@ const (
 // box: a protected path must never stay writable, nor a denied one readable or creatable.
 // A path the host removed is passed to stop as removed: whatever the box may have created there
 // before it noticed must not stay (see quarantine). report receives a line for every re-bind and failure.
-func keepMounts(kept []keptMount, report func(string), stop func(msg, removed string)) {
+func keepMounts(kept []keptMount, gone *removals, report func(string), stop func(msg, removed string)) {
 	if len(kept) == 0 {
 		return
 	}
@@ -54,9 +54,9 @@ func keepMounts(kept []keptMount, report func(string), stop func(msg, removed st
 	}
 	defer f.Close()
 	// The host removing a masked path (rm, or a rename away) is told from its replacing it (a
-	// rename over it) by the parent folder's inotify events: after a removal, the file found
-	// at the path may be one the box created in the meantime.
-	gone := newRemovals(kept)
+	// rename over it) by the parent folder's inotify events (gone, set up before the program
+	// started): after a removal, the file found at the path may be one the box created in the
+	// meantime.
 	defer gone.close()
 	rebinds := 0
 	for {
@@ -69,11 +69,16 @@ func keepMounts(kept []keptMount, report func(string), stop func(msg, removed st
 		lost := false
 		for i := range kept {
 			k := &kept[i]
-			if ids[k.id] && !lost {
+			// A mask is checked by its path at every wake: a rename away on the host takes
+			// the mount along with the file, and its id stays in the table.
+			if k.mask && isMountedAt(k) {
+				continue
+			}
+			if !k.mask && ids[k.id] && !lost {
 				continue
 			}
 			// Once one mount was lost, re-check the later ones (children go with a parent).
-			if ids[k.id] && isMountedAt(k) {
+			if !k.mask && ids[k.id] && isMountedAt(k) {
 				continue
 			}
 			lost = true
@@ -90,15 +95,18 @@ func keepMounts(kept []keptMount, report func(string), stop func(msg, removed st
 			}
 			id, err := rebind(k)
 			// The host may be mid-operation: a rename replaces the path at once, but an editor's
-			// save may move the file away before it writes the new one. Try for a while (not
-			// for a mask: see above).
-			for try := 0; err != nil && !(k.mask && errors.Is(err, unix.ENOENT)) && try < rebindTries; try++ {
+			// save may move the file away before it writes the new one. Try for a while (for a
+			// mask, only while no removal is seen: see above).
+			for try := 0; err != nil && try < rebindTries; try++ {
+				if k.mask && gone.removed(k.target) {
+					break
+				}
 				time.Sleep(rebindPause)
 				id, err = rebind(k)
 			}
 			if err != nil {
 				removed := ""
-				if k.mask && errors.Is(err, unix.ENOENT) {
+				if k.mask {
 					removed = k.target
 				}
 				stop(fmt.Sprintf("protected mount %s lost (replaced or removed on the host) and cannot be re-bound: %v", k.target, err), removed)
@@ -288,30 +296,36 @@ func othersLeft() bool {
 // removals watches the folders holding masked paths for a masked name being deleted or moved away
 // (inotify works on the folders' inodes, so it sees the host's changes through the binds).
 type removals struct {
-	fd    int
-	dirs  map[int32]string // watch descriptor → folder
-	names map[string]bool  // kept paths
-	seen  map[string]bool  // kept paths removed
+	fd       int
+	masks    int
+	dirs     map[int32]string // watch descriptor → folder
+	names    map[string]bool  // kept paths
+	seen     map[string]bool  // kept paths removed
+	overflow bool             // events were lost: any mask not in place counts as removed
 }
 
-func newRemovals(kept []keptMount) *removals {
+func newRemovals(kept []keptMount) (*removals, error) {
 	r := &removals{fd: -1, dirs: map[int32]string{}, names: map[string]bool{}, seen: map[string]bool{}}
+	// Only a mask in a folder the box can write needs the watch: elsewhere (/etc) the box can
+	// create nothing at the path.
 	var masks []keptMount
 	for _, k := range kept {
-		if k.mask {
+		var st unix.Statfs_t
+		if k.mask && unix.Statfs(filepath.Dir(k.target), &st) == nil && st.Flags&unix.ST_RDONLY == 0 {
 			masks = append(masks, k)
 		}
 	}
-	if kept = masks; len(kept) == 0 {
-		return r
+	if len(masks) == 0 {
+		return r, nil
 	}
+	r.masks = len(masks)
 	fd, err := unix.InotifyInit1(unix.IN_CLOEXEC | unix.IN_NONBLOCK)
 	if err != nil {
-		return r // without inotify, a removal is caught when the path is found missing
+		return nil, fmt.Errorf("watch the denied paths: inotify: %w (raise fs.inotify.max_user_instances, or end what holds them)", err)
 	}
 	r.fd = fd
 	watched := map[string]bool{}
-	for _, k := range kept {
+	for _, k := range masks {
 		r.names[filepath.Clean(k.target)] = true
 		dir := filepath.Dir(filepath.Clean(k.target))
 		if watched[dir] {
@@ -319,17 +333,20 @@ func newRemovals(kept []keptMount) *removals {
 		}
 		watched[dir] = true
 		wd, err := unix.InotifyAddWatch(fd, dir, unix.IN_DELETE|unix.IN_MOVED_FROM|unix.IN_MOVED_TO|unix.IN_CREATE|unix.IN_DONT_FOLLOW|unix.IN_ONLYDIR)
-		if err == nil {
-			r.dirs[int32(wd)] = dir
+		if err != nil {
+			unix.Close(fd)
+			return nil, fmt.Errorf("watch the denied paths in %s: inotify: %w (raise fs.inotify.max_user_watches)", dir, err)
 		}
+		r.dirs[int32(wd)] = dir
 	}
-	return r
+	return r, nil
 }
 
-// removed reads the pending events and reports whether path was removed on the host.
+// removed reads the pending events and reports whether path was removed on the host (or events
+// were lost, so that it may have been).
 func (r *removals) removed(path string) bool {
 	r.drain()
-	return r.seen[filepath.Clean(path)]
+	return r.overflow || r.seen[filepath.Clean(path)]
 }
 
 // drain reads the pending events, recording the kept paths deleted or moved away (a creation
@@ -346,6 +363,9 @@ func (r *removals) drain() {
 				ev := (*unix.InotifyEvent)(unsafe.Pointer(&buf[off]))
 				nameBytes := buf[off+unix.SizeofInotifyEvent : off+unix.SizeofInotifyEvent+int(ev.Len)]
 				name := string(bytes.TrimRight(nameBytes, "\x00"))
+				if ev.Mask&(unix.IN_Q_OVERFLOW|unix.IN_IGNORED) != 0 {
+					r.overflow = true
+				}
 				if dir, ok := r.dirs[ev.Wd]; ok && name != "" && ev.Mask&(unix.IN_DELETE|unix.IN_MOVED_FROM) != 0 {
 					if p := filepath.Join(dir, name); r.names[p] {
 						r.seen[p] = true
