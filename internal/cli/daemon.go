@@ -77,6 +77,9 @@ answering on the socket confirms that pid, then wait until it has exited (at mos
 Boxes keep running; the next daemon re-adopts them.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if stopTimeout <= 0 {
+				return fmt.Errorf("--timeout %v: give a duration above zero (30s by default)", stopTimeout)
+			}
 			dir, err := safesocket.RuntimeDir()
 			if err != nil {
 				return err

@@ -232,14 +232,19 @@ func profileSet(cfg config.Config) *profile.Set {
 	return set
 }
 
-// homeWatched returns the host paths of profile id's protected home entries (pinned read-only
-// by the profile's wiring), for the integrity watch.
-func homeWatched(cfg config.Config, id, home string) []string {
+// launchProfile returns profile id under cfg, or nil (no profile, or no home to wire it to).
+func launchProfile(cfg config.Config, id, home string) *profile.Profile {
 	set := profileSet(cfg)
 	if set == nil || home == "" {
 		return nil
 	}
-	p := set.Get(id)
+	return set.Get(id)
+}
+
+// homeWatched returns the host paths of profile id's protected home entries (pinned read-only
+// by the profile's wiring), for the integrity watch.
+func homeWatched(cfg config.Config, id, home string) []string {
+	p := launchProfile(cfg, id, home)
 	if p == nil {
 		return nil
 	}
@@ -253,11 +258,7 @@ func homeWatched(cfg config.Config, id, home string) []string {
 // homePlaceholders returns the placeholders that hold the profile's absent ro and deny home
 // entries while a box runs (profile.HomePlaceholders).
 func homePlaceholders(cfg config.Config, id, home string) []integrity.Placeholder {
-	set := profileSet(cfg)
-	if set == nil || home == "" {
-		return nil
-	}
-	p := set.Get(id)
+	p := launchProfile(cfg, id, home)
 	if p == nil {
 		return nil
 	}

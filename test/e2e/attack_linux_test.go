@@ -886,18 +886,7 @@ mkdir -p "$d/live" && echo 'touch /tmp/pwned' > "$d/live/hook-1.sh" && echo 'tou
 // file (a logout), the box is stopped, and what it created there in the moment before is moved
 // aside, so that the next session never finds a credential the box planted.
 func TestAttackDeniedFileReplacedOnHost(t *testing.T) {
-	e := standInEnv(t)
-	auth := filepath.Join(e.Home, ".codex", "auth.json")
-	if err := os.MkdirAll(filepath.Dir(auth), 0o700); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(auth, []byte("OLD-SECRET\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	bin := filepath.Join(e.Root, "bin")
-	if err := os.MkdirAll(bin, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	e, auth, bin := codexWithCredential(t)
 	out := filepath.Join(e.Work, "out")
 	script := `#!/bin/sh
 a="$HOME/.codex/auth.json"
@@ -1027,18 +1016,7 @@ func TestAttackSymlinkedHarnessEntry(t *testing.T) {
 // runs (a backup before a logout, an editor's save). The mask goes with the moved file, so the
 // path is open: the box is stopped, and what it created there is moved aside.
 func TestAttackDeniedFileMovedAwayOnHost(t *testing.T) {
-	e := standInEnv(t)
-	auth := filepath.Join(e.Home, ".codex", "auth.json")
-	if err := os.MkdirAll(filepath.Dir(auth), 0o700); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(auth, []byte("OLD-SECRET\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	bin := filepath.Join(e.Root, "bin")
-	if err := os.MkdirAll(bin, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	e, auth, bin := codexWithCredential(t)
 	script := `#!/bin/sh
 a="$HOME/.codex/auth.json"
 touch ready
@@ -1066,4 +1044,23 @@ echo still-running >> out
 		t.Errorf("~/.codex/auth.json exists on the host after the box: %q", c)
 	}
 	hostFileIs(t, e, ".codex/auth.json.bak", "OLD-SECRET\n")
+}
+
+// codexWithCredential is a stand-in environment whose host ~/.codex/auth.json (denied to the
+// box) holds OLD-SECRET; bin is where to put the stand-in named codex.
+func codexWithCredential(t *testing.T) (e *Env, auth, bin string) {
+	t.Helper()
+	e = standInEnv(t)
+	auth = filepath.Join(e.Home, ".codex", "auth.json")
+	if err := os.MkdirAll(filepath.Dir(auth), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(auth, []byte("OLD-SECRET\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	bin = filepath.Join(e.Root, "bin")
+	if err := os.MkdirAll(bin, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return e, auth, bin
 }

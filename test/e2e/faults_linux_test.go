@@ -562,6 +562,9 @@ func TestDaemonStop(t *testing.T) {
 		t.Fatalf("first launch: %d %s", r.Code, r.Stderr)
 	}
 	pid := e.DaemonPid()
+	if r := e.Run("", "daemon", "stop", "--timeout", "0s"); r.Code == 0 || !strings.Contains(r.Stderr, "--timeout") || !alive(pid) {
+		t.Errorf("daemon stop --timeout 0s: exit %d, %q; daemon alive %v (want refused before any signal)", r.Code, r.Stderr, alive(pid))
+	}
 	if r := e.Run("", "daemon", "stop"); r.Code != 0 || !strings.Contains(r.Stdout, fmt.Sprintf("stopped daemon %d", pid)) {
 		t.Fatalf("daemon stop: exit %d: %s %s", r.Code, r.Stdout, r.Stderr)
 	}

@@ -297,7 +297,6 @@ func othersLeft() bool {
 // (inotify works on the folders' inodes, so it sees the host's changes through the binds).
 type removals struct {
 	fd       int
-	masks    int
 	dirs     map[int32]string // watch descriptor → folder
 	names    map[string]bool  // kept paths
 	seen     map[string]bool  // kept paths removed
@@ -318,7 +317,6 @@ func newRemovals(kept []keptMount) (*removals, error) {
 	if len(masks) == 0 {
 		return r, nil
 	}
-	r.masks = len(masks)
 	fd, err := unix.InotifyInit1(unix.IN_CLOEXEC | unix.IN_NONBLOCK)
 	if err != nil {
 		return nil, fmt.Errorf("watch the denied paths: inotify: %w (raise fs.inotify.max_user_instances, or end what holds them)", err)
