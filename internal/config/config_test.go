@@ -52,11 +52,11 @@ func TestDecodeErrors(t *testing.T) {
 		{"tag", "egress: !!str deny\n", 1, 9, "egress", "anchors, aliases and tags are not supported"},
 		{"non-string key", "1: deny\n", 1, 1, "", `key "1" is not a plain string`},
 		{"two documents", "egress: deny\n---\nengine: native\n", 3, 1, "", "more than one YAML document"},
-		{"egressAllow wildcard over a public suffix", "egressAllow:\n  - registry.npmjs.org\n  - '*.com'\n", 3, 5, "egressAllow[1]", "public suffix"},
+		{"egressAllow wildcard over a public suffix", "egressAllow:\n  - registry.example.org\n  - '*.com'\n", 3, 5, "egressAllow[1]", "public suffix"},
 		{"egressAllow wildcard over a single label", "egressAllow: ['*.internal']\n", 1, 15, "egressAllow[0]", "single label"},
-		{"egressAllow bad port", "egressAllow:\n  - proxy.golang.org:99999\n", 2, 5, "egressAllow[0]", "invalid port"},
-		{"egressAllow not a list", "egressAllow: registry.npmjs.org\n", 1, 14, "egressAllow", "wrong type: got string, want list"},
-		{"egressAllow in egress", "egress:\n  allow: [registry.npmjs.org]\n", 2, 3, "egress", "wrong type: got mapping, want string"},
+		{"egressAllow bad port", "egressAllow:\n  - modules.example.com:99999\n", 2, 5, "egressAllow[0]", "invalid port"},
+		{"egressAllow not a list", "egressAllow: registry.example.org\n", 1, 14, "egressAllow", "wrong type: got string, want list"},
+		{"egressAllow in egress", "egress:\n  allow: [registry.example.org]\n", 2, 3, "egress", "wrong type: got mapping, want string"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -104,8 +104,8 @@ func TestDecodeValid(t *testing.T) {
 		{"all keys", "engine: bwrap\negress: allow\nconsole:\n  clipboard: allow\nstopGrace: 1m30s\nsessions:\n  max: 1024\nintegrity:\n  interval: 5m\n",
 			Config{Engine: EngineBwrap, Egress: EgressAllow, Console: Console{Clipboard: ClipboardAllow}, StopGrace: Duration(90 * time.Second), Sessions: Sessions{Max: 1024}, Integrity: Integrity{Interval: Duration(5 * time.Minute)}},
 			[]string{"engine", "egress", "console.clipboard", "stopGrace", "sessions.max", "integrity.interval"}},
-		{"egress deny with an allowlist", "egress: deny\negressAllow:\n  - registry.npmjs.org\n  - '*.pythonhosted.org'\n  - proxy.golang.org:443\n  - 10.0.0.5:8443\n",
-			Config{Egress: EgressDeny, EgressAllow: []string{"registry.npmjs.org", "*.pythonhosted.org", "proxy.golang.org:443", "10.0.0.5:8443"}},
+		{"egress deny with an allowlist", "egress: deny\negressAllow:\n  - registry.example.org\n  - '*.files.example.net'\n  - modules.example.com:443\n  - 10.0.0.5:8443\n",
+			Config{Egress: EgressDeny, EgressAllow: []string{"registry.example.org", "*.files.example.net", "modules.example.com:443", "10.0.0.5:8443"}},
 			[]string{"egress", "egressAllow"}},
 		{"egress allow still accepted", "egress: allow\n", Config{Egress: EgressAllow}, []string{"egress"}},
 		{"flow and quoted", `{"egress": "deny", sessions: {max: 1}, stopGrace: '250ms'}`,

@@ -16,8 +16,8 @@ var DefaultPorts = []uint16{443, 80}
 // Entry is one parsed allowlist entry: a host name, a wildcard over a domain's subdomains, or
 // an IP address, with the ports it allows.
 type Entry struct {
-	// Host is the lower-case host name without a trailing dot ("registry.npmjs.org"), or for
-	// a wildcard the domain after "*." ("pythonhosted.org"). Empty for an address entry.
+	// Host is the lower-case host name without a trailing dot ("registry.example.org"), or for
+	// a wildcard the domain after "*." ("files.example.net"). Empty for an address entry.
 	Host string
 	// Wildcard means the entry matches every name strictly under Host, not Host itself.
 	Wildcard bool
@@ -66,9 +66,9 @@ func (e Entry) matchesName(name string) bool {
 
 // ParseEntry parses one allowlist entry:
 //
-//	registry.npmjs.org          a host name, ports 443 and 80
-//	proxy.golang.org:443        a host name and one port
-//	*.pythonhosted.org          every name under pythonhosted.org (not pythonhosted.org itself)
+//	registry.example.org          a host name, ports 443 and 80
+//	modules.example.com:443        a host name and one port
+//	*.files.example.net          every name under files.example.net (not files.example.net itself)
 //	10.1.2.3, [fd00::5]:8443    an address: a target, and a grant for a name resolving to it
 //
 // A wildcard over a public suffix ("*.com", "*.co.uk", "*.github.io") or over a single label

@@ -13,11 +13,11 @@ func TestParseEntry(t *testing.T) {
 		want  string // Entry.String(); "" means refused
 		ports []uint16
 	}{
-		{"registry.npmjs.org", "registry.npmjs.org", DefaultPorts},
-		{"Registry.NPMjs.org.", "registry.npmjs.org", DefaultPorts},
-		{"proxy.golang.org:443", "proxy.golang.org:443", []uint16{443}},
-		{"*.pythonhosted.org", "*.pythonhosted.org", DefaultPorts},
-		{"*.pythonhosted.org:8443", "*.pythonhosted.org:8443", []uint16{8443}},
+		{"registry.example.org", "registry.example.org", DefaultPorts},
+		{"Registry.EXAMPLE.org.", "registry.example.org", DefaultPorts},
+		{"modules.example.com:443", "modules.example.com:443", []uint16{443}},
+		{"*.files.example.net", "*.files.example.net", DefaultPorts},
+		{"*.files.example.net:8443", "*.files.example.net:8443", []uint16{8443}},
 		{"10.1.2.3", "10.1.2.3", DefaultPorts},
 		{"127.0.0.1:8080", "127.0.0.1:8080", []uint16{8080}},
 		{"[fd00::5]:8443", "[fd00::5]:8443", []uint16{8443}},
@@ -85,7 +85,7 @@ func TestParseEntry(t *testing.T) {
 }
 
 func TestAllowsTarget(t *testing.T) {
-	a, err := ParseAllowlist([]string{"registry.npmjs.org", "*.pythonhosted.org", "proxy.golang.org:443", "10.0.0.7:8080"})
+	a, err := ParseAllowlist([]string{"registry.example.org", "*.files.example.net", "modules.example.com:443", "10.0.0.7:8080"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,17 +93,17 @@ func TestAllowsTarget(t *testing.T) {
 		target string
 		reason string // "" means allowed
 	}{
-		{"registry.npmjs.org:443", ""},
-		{"REGISTRY.npmjs.org.:80", ""},
-		{"registry.npmjs.org:22", ReasonPortNotAllowed},
-		{"evil.registry.npmjs.org:443", ReasonHostNotAllowed},
-		{"registry.npmjs.org.evil.com:443", ReasonHostNotAllowed},
-		{"files.pythonhosted.org:443", ""},
-		{"a.b.pythonhosted.org:443", ""},
-		{"pythonhosted.org:443", ReasonHostNotAllowed},
-		{"xpythonhosted.org:443", ReasonHostNotAllowed},
-		{"proxy.golang.org:443", ""},
-		{"proxy.golang.org:80", ReasonPortNotAllowed},
+		{"registry.example.org:443", ""},
+		{"REGISTRY.example.org.:80", ""},
+		{"registry.example.org:22", ReasonPortNotAllowed},
+		{"evil.registry.example.org:443", ReasonHostNotAllowed},
+		{"registry.example.org.evil.com:443", ReasonHostNotAllowed},
+		{"cdn.files.example.net:443", ""},
+		{"a.b.files.example.net:443", ""},
+		{"files.example.net:443", ReasonHostNotAllowed},
+		{"xfiles.example.net:443", ReasonHostNotAllowed},
+		{"modules.example.com:443", ""},
+		{"modules.example.com:80", ReasonPortNotAllowed},
 		{"10.0.0.7:8080", ""},
 		{"10.0.0.7:443", ReasonPortNotAllowed},
 		{"[::ffff:10.0.0.7]:8080", ""},

@@ -335,9 +335,6 @@ func refusal(t Target, reason string) string {
 	}
 	msg := fmt.Sprintf("egress to %s refused: %s. To allow it, add %q to %s in your agentbox config (docs/egress.md)",
 		t, why, entry, ConfigKey)
-	if s := Suggested(t.Name); s != "" {
-		msg += fmt.Sprintf("; %s suggests: %s", s, strings.Join(Suggestions[s], ", "))
-	}
 	return msg
 }
 

@@ -8,7 +8,7 @@ import (
 // FuzzParseEntry checks that every accepted entry is normalized, round-trips through String,
 // allows at least one port, and never is a wildcard over a single label.
 func FuzzParseEntry(f *testing.F) {
-	for _, s := range []string{"registry.npmjs.org", "*.pythonhosted.org", "proxy.golang.org:443", "*.com", "[::1]:8080", "10.0.0.1", "a..b", "*.co.uk:80"} {
+	for _, s := range []string{"registry.example.org", "*.files.example.net", "modules.example.com:443", "*.com", "[::1]:8080", "10.0.0.1", "a..b", "*.co.uk:80"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
@@ -43,7 +43,7 @@ func FuzzParseEntry(f *testing.F) {
 // FuzzParseTarget checks that an accepted CONNECT authority has a port, no wildcard, and
 // round-trips through String.
 func FuzzParseTarget(f *testing.F) {
-	for _, s := range []string{"registry.npmjs.org:443", "[::1]:443", "10.0.0.1:80", "*.example.com:443", "example.com", "a:b:c", "[fe80::1%eth0]:1"} {
+	for _, s := range []string{"registry.example.org:443", "[::1]:443", "10.0.0.1:80", "*.example.com:443", "example.com", "a:b:c", "[fe80::1%eth0]:1"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {

@@ -127,8 +127,6 @@ func TestRefusals(t *testing.T) {
 		{"OtherLaunchBearer", pkg, "Bearer " + r.pairing2, 403, CodePairingInvalid, ReasonPairing, false, nil},
 		{"HostNotAllowed", "evil.outside.test:443", basic(r.pairing1), 403, CodeEgressRefused, ReasonHostNotAllowed, false,
 			[]string{"egressAllow", `"evil.outside.test"`}},
-		{"SuggestedHost", "registry.npmjs.org:443", basic(r.pairing1), 403, CodeEgressRefused, ReasonHostNotAllowed, false,
-			[]string{"egressAllow", "npm suggests: registry.npmjs.org"}},
 		{"PortNotAllowed", fmt.Sprintf("%s:%d", egresstest.PkgHost, r.out.Alt), basic(r.pairing1), 403, CodeEgressRefused, ReasonPortNotAllowed, false,
 			[]string{"egressAllow", fmt.Sprintf(`"pkg.outside.test:%d"`, r.out.Alt)}},
 		{"AddressNotListed", fmt.Sprintf("127.0.0.2:%d", loopPort), basic(r.pairing1), 403, CodeEgressRefused, ReasonHostNotAllowed, false, nil},
