@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/agentbox/agentbox/internal/testenv"
 )
 
 // otherUID is an ordinary user of the test machine (`abuser`), used as a foreign owner.
@@ -603,7 +605,7 @@ func TestAcceptRefusesOtherUserNS(t *testing.T) {
 		GidMappings: []syscall.SysProcIDMap{{ContainerID: gid, HostID: gid, Size: 1}},
 	}
 	if err := exec.Command("unshare", "--user", "true").Run(); err != nil {
-		t.Skipf("cannot create a user namespace here: %v", err)
+		testenv.NoBoxes(t, "cannot create a user namespace here: %v", err)
 	}
 	why := acceptAfterRefusal(t, l, path, refused, cmd)
 	if !errors.Is(why, ErrPeerRefused) || !strings.Contains(why.Error(), "another user namespace") {

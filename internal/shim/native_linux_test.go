@@ -20,6 +20,7 @@ import (
 	"github.com/agentbox/agentbox/internal/engine/native"
 	"github.com/agentbox/agentbox/internal/plan"
 	"github.com/agentbox/agentbox/internal/shim"
+	"github.com/agentbox/agentbox/internal/testenv"
 )
 
 // nativeLaunch starts a shim whose box is a real native-engine box running program with args.
@@ -43,7 +44,7 @@ func requireNative(t *testing.T) {
 	r := attachPipes(t, dir, nil)
 	var se *console.StartError
 	if errors.As(r.err, &se) && se.Code == engine.CodeBoxSetupFailed {
-		t.Skipf("native boxes unavailable here: %v", r.err)
+		testenv.NoBoxes(t, "native boxes unavailable here: %v", r.err)
 	}
 	if r.err != nil || r.code != 0 {
 		t.Fatalf("trivial native box: %d, %v", r.code, r.err)

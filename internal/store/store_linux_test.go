@@ -8,6 +8,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/agentbox/agentbox/internal/testenv"
 )
 
 // TestWriteFailureSurfaces fills a small tmpfs under the database: writes must fail with an
@@ -18,7 +20,7 @@ func TestWriteFailureSurfaces(t *testing.T) {
 	}
 	dir := t.TempDir()
 	if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, "size=256k,mode=0700"); err != nil {
-		t.Skipf("cannot mount tmpfs: %v", err)
+		testenv.NoBoxes(t, "cannot mount tmpfs: %v", err)
 	}
 	t.Cleanup(func() {
 		if err := syscall.Unmount(dir, 0); err != nil {

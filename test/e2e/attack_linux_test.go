@@ -20,6 +20,7 @@ import (
 	"github.com/agentbox/agentbox/internal/attack"
 	"github.com/agentbox/agentbox/internal/boxhelper"
 	"github.com/agentbox/agentbox/internal/profile"
+	"github.com/agentbox/agentbox/internal/testenv"
 )
 
 // AttackHost sets up the attack targets for this environment and removes them when the test
@@ -151,7 +152,7 @@ func TestAttackProbeDetects(t *testing.T) {
 	defer cancel()
 	r := e.RunCmd(e.ProbeCmd(ctx, h, []string{"--egress", "allow"}, "tcp-host-loopback"))
 	if r.Code != 0 {
-		t.Skipf("egress allow is not available here (exit %d): %s", r.Code, r.Stderr)
+		testenv.NoBoxes(t, "egress allow is not available here (exit %d): %s", r.Code, r.Stderr)
 	}
 	obs, err := attack.ParseReport([]byte(r.Stdout))
 	if err != nil {

@@ -22,6 +22,7 @@ import (
 	"github.com/agentbox/agentbox/internal/api"
 	"github.com/agentbox/agentbox/internal/attack"
 	"github.com/agentbox/agentbox/internal/relay/llm/llmtest"
+	"github.com/agentbox/agentbox/internal/testenv"
 )
 
 // Fault injection: the daemon killed at the worst moments, box-init killed from the host, a
@@ -452,7 +453,7 @@ func TestFaultDiskFull(t *testing.T) {
 	}
 	e := NewEnv(t)
 	if err := syscall.Mount("tmpfs", e.State, "tmpfs", 0, "size=4m,mode=0700"); err != nil {
-		t.Skipf("mount tmpfs: %v", err)
+		testenv.NoBoxes(t, "mount tmpfs: %v", err)
 	}
 	t.Cleanup(func() { syscall.Unmount(e.State, syscall.MNT_DETACH) })
 	e.startDaemon()
