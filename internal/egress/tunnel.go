@@ -8,6 +8,8 @@ import (
 	"net/url"
 	"sync"
 	"sync/atomic"
+
+	"github.com/agentbox/agentbox/internal/relay"
 )
 
 // closeWriter is a connection that can half-close (TCP, unix).
@@ -107,66 +109,21 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, up net.Conn, t T
 	defer cancel()
 	stop := context.AfterFunc(life, cancel)
 	defer stop()
-	var body *countingBody
+	var body *relay.CountingBody
 	if r.Body != nil && r.Body != http.NoBody {
-		body = &countingBody{ReadCloser: r.Body}
+		body = &relay.CountingBody{ReadCloser: r.Body}
 		r.Body = body
 	}
-	cw := &countingWriter{ResponseWriter: w}
+	cw := &relay.CountingWriter{ResponseWriter: w}
 	p.rp.ServeHTTP(cw, r.WithContext(ctx))
 	if rec.Status == 0 {
-		rec.Status = cw.status
+		rec.Status = cw.Status
 	}
-	rec.BytesDown = cw.n
+	rec.BytesDown = cw.N
 	if body != nil {
-		rec.BytesUp = body.n.Load()
+		rec.BytesUp = body.N.Load()
 	}
 	if rec.Code != "" {
 		rec.Decision = DecisionError
 	}
-}
-
-// countingWriter records the status and counts body bytes; it keeps http.Flusher working.
-type countingWriter struct {
-	http.ResponseWriter
-	status int
-	n      int64
-}
-
-func (w *countingWriter) WriteHeader(code int) {
-	if w.status == 0 && code >= 200 {
-		w.status = code
-	}
-	w.ResponseWriter.WriteHeader(code)
-}
-
-func (w *countingWriter) Write(b []byte) (int, error) {
-	if w.status == 0 {
-		w.status = http.StatusOK
-	}
-	n, err := w.ResponseWriter.Write(b)
-	w.n += int64(n)
-	return n, err
-}
-
-func (w *countingWriter) Flush() {
-	if f, ok := w.ResponseWriter.(http.Flusher); ok {
-		f.Flush()
-	}
-}
-
-func (w *countingWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
-
-var _ http.Flusher = (*countingWriter)(nil)
-
-// countingBody counts the request body's bytes (read by the transport's goroutine).
-type countingBody struct {
-	io.ReadCloser
-	n atomic.Int64
-}
-
-func (b *countingBody) Read(p []byte) (int, error) {
-	n, err := b.ReadCloser.Read(p)
-	b.n.Add(int64(n))
-	return n, err
 }

@@ -10,14 +10,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log"
 	"net"
 	"net/http"
 	"net/http/httputil"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/agentbox/agentbox/internal/handoff"
@@ -139,23 +137,23 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	clientCtx := r.Context()
 	rec := &Record{Time: start.Round(0), Method: r.Method, Path: r.URL.Path}
-	cw := &countingWriter{ResponseWriter: w}
+	cw := &CountingWriter{ResponseWriter: w}
 	var s *session.Session
-	var body *countingBody
+	var body *CountingBody
 	completed := false
 	defer func() {
 		rec.Duration = time.Since(start)
-		rec.Status = cw.status
-		rec.BytesOut = cw.n
+		rec.Status = cw.Status
+		rec.BytesOut = cw.N
 		if body != nil {
-			rec.BytesIn = body.n.Load()
+			rec.BytesIn = body.N.Load()
 		}
 		if rec.Outcome == "" {
 			gone := clientCtx.Err() != nil || (s != nil && s.Context().Err() != nil)
 			switch {
-			case !completed && gone, completed && cw.status == 0 && gone:
+			case !completed && gone, completed && cw.Status == 0 && gone:
 				rec.Outcome = OutcomeCanceled
-			case !completed, cw.status == 0, cw.status >= 400:
+			case !completed, cw.Status == 0, cw.Status >= 400:
 				rec.Outcome = OutcomeError
 			default:
 				rec.Outcome = OutcomeOK
@@ -203,7 +201,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	defer release()
 	r = r.WithContext(session.NewContext(ctx, s))
 	if r.Body != nil && r.Body != http.NoBody {
-		body = &countingBody{ReadCloser: r.Body}
+		body = &CountingBody{ReadCloser: r.Body}
 		r.Body = body
 	}
 	// Brokers stream the request body upstream while the answer already flows back. Without
@@ -213,7 +211,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	_ = http.NewResponseController(w).EnableFullDuplex()
 	next.ServeHTTP(cw, r)
 	completed = true
-	if cw.status != 0 && w.Header().Get("Content-Length") != "" {
+	if cw.Status != 0 && w.Header().Get("Content-Length") != "" {
 		// The answer is whole (its length is known): send it now, before the access line and
 		// the audit record are written, not after (net/http sends what the handler left
 		// buffered when the handler returns).
@@ -257,53 +255,6 @@ func orDash(s string) string {
 		return "-"
 	}
 	return s
-}
-
-// countingWriter records the status and counts the body bytes. It keeps http.Flusher working
-// (directly, and through Unwrap for http.ResponseController), which SSE streaming needs.
-type countingWriter struct {
-	http.ResponseWriter
-	status int
-	n      int64
-}
-
-func (w *countingWriter) WriteHeader(code int) {
-	if w.status == 0 && code >= 200 {
-		w.status = code
-	}
-	w.ResponseWriter.WriteHeader(code)
-}
-
-func (w *countingWriter) Write(p []byte) (int, error) {
-	if w.status == 0 {
-		w.status = http.StatusOK
-	}
-	n, err := w.ResponseWriter.Write(p)
-	w.n += int64(n)
-	return n, err
-}
-
-func (w *countingWriter) Flush() {
-	if f, ok := w.ResponseWriter.(http.Flusher); ok {
-		f.Flush()
-	}
-}
-
-func (w *countingWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
-
-var _ http.Flusher = (*countingWriter)(nil)
-
-// countingBody counts the request body's bytes. The transport may still be reading it from
-// its own goroutine when the handler returns, hence the atomic.
-type countingBody struct {
-	io.ReadCloser
-	n atomic.Int64
-}
-
-func (b *countingBody) Read(p []byte) (int, error) {
-	n, err := b.ReadCloser.Read(p)
-	b.n.Add(int64(n))
-	return n, err
 }
 
 // CopyBufferSize is the size of the buffers the brokers' reverse proxies copy response bodies

@@ -162,22 +162,22 @@ const maxReplay = 1 << 20
 func (rl *Relay) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	ev := &Event{Time: start, Method: r.Method, Decision: DecisionRefuse}
-	cw := &countingWriter{ResponseWriter: w}
-	var body *countingBody
+	cw := &relay.CountingWriter{ResponseWriter: w}
+	var body *relay.CountingBody
 	st := &reqState{ev: ev}
 	completed := false // the handler returned: a panic (an aborted copy) leaves it false
 	defer func() {
 		ev.Duration = time.Since(start)
-		ev.Status = cw.status
-		ev.BytesOut = cw.n
+		ev.Status = cw.Status
+		ev.BytesOut = cw.N
 		if body != nil {
-			ev.BytesIn = body.n
+			ev.BytesIn = body.N.Load()
 		}
 		if ev.Outcome == "" {
 			switch {
 			case !completed && (r.Context().Err() != nil || (st.sess != nil && st.sess.Context().Err() != nil)):
 				ev.Outcome = relay.OutcomeCanceled
-			case cw.status == 0 || cw.status >= 400 || ev.Code != "":
+			case cw.Status == 0 || cw.Status >= 400 || ev.Code != "":
 				ev.Outcome = relay.OutcomeError
 			default:
 				ev.Outcome = relay.OutcomeOK
@@ -212,7 +212,7 @@ func (rl *Relay) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if r.Body != nil && r.Body != http.NoBody {
-		body = &countingBody{ReadCloser: r.Body}
+		body = &relay.CountingBody{ReadCloser: r.Body}
 		r.Body = body
 		st.hasBody = true
 		if r.ContentLength >= 0 && r.ContentLength <= maxReplay {
@@ -535,51 +535,6 @@ func isRedirect(code int) bool {
 		return true
 	}
 	return false
-}
-
-// countingWriter records the status and counts the body bytes; it keeps http.Flusher working
-// (directly, and through Unwrap for http.ResponseController).
-type countingWriter struct {
-	http.ResponseWriter
-	status int
-	n      int64
-}
-
-func (w *countingWriter) WriteHeader(code int) {
-	if w.status == 0 && code >= 200 {
-		w.status = code
-	}
-	w.ResponseWriter.WriteHeader(code)
-}
-
-func (w *countingWriter) Write(p []byte) (int, error) {
-	if w.status == 0 {
-		w.status = http.StatusOK
-	}
-	n, err := w.ResponseWriter.Write(p)
-	w.n += int64(n)
-	return n, err
-}
-
-func (w *countingWriter) Flush() {
-	if f, ok := w.ResponseWriter.(http.Flusher); ok {
-		f.Flush()
-	}
-}
-
-func (w *countingWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
-
-var _ http.Flusher = (*countingWriter)(nil)
-
-type countingBody struct {
-	io.ReadCloser
-	n int64
-}
-
-func (b *countingBody) Read(p []byte) (int, error) {
-	n, err := b.ReadCloser.Read(p)
-	b.n += int64(n)
-	return n, err
 }
 
 // replayBody returns a fresh reader over the kept request body.
