@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/agentbox/agentbox/internal/api"
+	"github.com/agentbox/agentbox/internal/integrity"
 )
 
 var (
@@ -188,6 +189,17 @@ func (e *daemonEnv) checkPlaceholders(present bool) {
 	}
 }
 
+// eventDetail returns the detail of the last drift event of a path ending in pathSuffix.
+func eventDetail(l api.Launch, pathSuffix string) string {
+	d := ""
+	for _, ev := range l.DriftEvents {
+		if strings.HasSuffix(ev.Path, pathSuffix) {
+			d = ev.Detail
+		}
+	}
+	return d
+}
+
 func hasEvent(l api.Launch, kind, pathSuffix string) bool {
 	for _, ev := range l.DriftEvents {
 		if ev.Kind == kind && strings.HasSuffix(ev.Path, pathSuffix) {
@@ -235,14 +247,25 @@ func TestDaemonDriftAndCleanup(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	// Reversal: the nested config is made harmless again; the flag stays.
-	git(t, sub, "config", "--unset", "core.fsmonitor")
+	// New executable git configuration is moved aside (the host's git must not run what a
+	// box may have written), not deleted.
+	if _, err := os.Lstat(filepath.Join(sub, ".git", "config")); err == nil {
+		t.Errorf("the nested repository's new executable config was left in place")
+	}
+	if _, err := os.Lstat(filepath.Join(sub, ".git", "config"+integrity.QuarantineSuffix+"1")); err != nil {
+		t.Errorf("the nested repository's config was not moved aside: %v", err)
+	}
+	if !hasEvent(l, "created", "/vendor/sub/.git/config") || !strings.Contains(eventDetail(l, "/vendor/sub/.git/config"), "moved aside to") {
+		t.Errorf("the move aside is not recorded: %+v", l.DriftEvents)
+	}
+	// Reversal: the nested .envrc goes away again; the flag stays.
+	os.Remove(filepath.Join(e.work, "vendor", ".envrc"))
 	write(t, filepath.Join(e.work, "stop"), "")
 	l = e.waitLaunch(id, "ended", func(l api.Launch) bool { return l.State == api.StateExited && l.Settled })
 	if !l.Drift {
 		t.Errorf("drift flag cleared: %+v", l)
 	}
-	if !hasEvent(l, "modified", "/vendor/sub/.git/config") {
+	if !hasEvent(l, "removed", "/vendor/.envrc") {
 		t.Errorf("the reversal was not recorded as another transition: %+v", l.DriftEvents)
 	}
 	text := e.run("launches")

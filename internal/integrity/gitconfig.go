@@ -1,126 +1,15 @@
 package integrity
 
 import (
-	"bufio"
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
 	"io"
 	"os"
 	"path/filepath"
-	"sort"
 	"strings"
 )
-
-// ExecKeys returns the keys of a git config file's text that make git run a program, or load
-// more configuration, when an unboxed git (or a shell prompt that runs git) enters the
-// repository: core.fsmonitor, core.hooksPath, core.sshCommand, core.pager, core.editor,
-// core.askPass, sequence.editor, credential.helper, filter.*.{clean,smudge,process},
-// diff.*.{textconv,command}, merge.*.driver, include.path, includeIf.*.path and aliases whose
-// value starts with "!". The result is sorted and de-duplicated.
-func ExecKeys(text []byte) []string {
-	seen := map[string]bool{}
-	section, sub := "", ""
-	sc := bufio.NewScanner(bytes.NewReader(text))
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		line := strings.TrimSpace(sc.Text())
-		if line == "" || line[0] == '#' || line[0] == ';' {
-			continue
-		}
-		if line[0] == '[' {
-			end := strings.LastIndexByte(line, ']')
-			if end < 0 {
-				continue
-			}
-			hdr := line[1:end]
-			rest := strings.TrimSpace(line[end+1:])
-			if name, q, ok := strings.Cut(hdr, " "); ok {
-				section, sub = strings.ToLower(strings.TrimSpace(name)), strings.Trim(strings.TrimSpace(q), `"`)
-			} else if name, s, ok := strings.Cut(hdr, "."); ok {
-				section, sub = strings.ToLower(name), strings.ToLower(s)
-			} else {
-				section, sub = strings.ToLower(hdr), ""
-			}
-			if rest == "" || rest[0] == '#' || rest[0] == ';' {
-				continue
-			}
-			line = rest // "[core] fsmonitor = x" on one line
-		}
-		key, val, hasVal := strings.Cut(line, "=")
-		key = strings.ToLower(strings.TrimSpace(key))
-		val = strings.Trim(strings.TrimSpace(val), `"`)
-		if !hasVal {
-			val = "true" // a bare key is boolean true
-		}
-		if k := execKey(section, sub, key, val); k != "" {
-			seen[k] = true
-		}
-	}
-	out := make([]string, 0, len(seen))
-	for k := range seen {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
-}
-
-func execKey(section, sub, key, val string) string {
-	full := section + "." + key
-	if sub != "" {
-		full = section + "." + sub + "." + key
-	}
-	switch section {
-	case "core":
-		switch key {
-		case "fsmonitor":
-			if isFalse(val) {
-				return ""
-			}
-			return "core.fsmonitor"
-		case "hookspath", "sshcommand", "pager", "editor", "askpass", "gitproxy":
-			if val == "" {
-				return ""
-			}
-			return full
-		}
-	case "sequence":
-		if key == "editor" && val != "" {
-			return full
-		}
-	case "credential":
-		if key == "helper" && val != "" {
-			return full
-		}
-	case "filter":
-		if sub != "" && (key == "clean" || key == "smudge" || key == "process") && val != "" {
-			return full
-		}
-	case "diff":
-		if sub != "" && (key == "textconv" || key == "command") && val != "" {
-			return full
-		}
-	case "merge":
-		if sub != "" && key == "driver" && val != "" {
-			return full
-		}
-	case "include", "includeif":
-		if key == "path" && val != "" {
-			return full
-		}
-	case "alias":
-		if strings.HasPrefix(val, "!") {
-			return "alias." + key + " (!)"
-		}
-	}
-	return ""
-}
-
-func isFalse(v string) bool {
-	switch strings.ToLower(v) {
-	case "", "false", "no", "off", "0":
-		return true
-	}
-	return false
-}
 
 // Finding is executable configuration found in the workspace: a git config with ExecKeys, or
 // an .envrc.
@@ -129,11 +18,13 @@ type Finding struct {
 	Detail string `json:"detail"`
 }
 
-// ScanExec walks ws (bounded by lim.ScanDirs directories, without following symlinks) and
-// returns its executable configuration outside the paths in skip (the protected roots, which
-// the watch covers itself): nested repositories' config and config.worktree, bare
-// repositories' config, the config of a gitdir a .git file points to within ws, and .envrc
-// files. The map is keyed by path.
+// ScanExec walks ws (bounded by lim.ScanDirs directories, without following symlinked
+// folders) and returns its executable configuration outside the paths in skip (the protected
+// roots, which the watch covers itself), by path: every git directory's config files and
+// hooks (GitSurfaceFiles: nested repositories, bare ones, the gitdir a .git file points to
+// within ws, submodule gitdirs at any depth and linked worktrees' gitdirs, also beneath the
+// workspace's own .git), and .envrc files. A config file that is a symlink is read through it
+// as git reads it, as long as it stays beneath ws.
 func ScanExec(ws string, skip map[string]bool, lim Limits) map[string]string {
 	lim = lim.withDefaults()
 	out := map[string]string{}
@@ -149,7 +40,7 @@ func ScanExec(ws string, skip map[string]bool, lim Limits) map[string]string {
 }
 
 // scanDir records the findings of one directory's entries and returns its subdirectories to
-// descend into (never into a .git directory: its config is what counts).
+// descend into (never into a .git directory: scanGitDir reads what counts in it).
 func scanDir(ws, dir string, skip map[string]bool, out map[string]string) []string {
 	ents, err := os.ReadDir(dir)
 	if err != nil {
@@ -162,15 +53,12 @@ func scanDir(ws, dir string, skip map[string]bool, out map[string]string) []stri
 		p := filepath.Join(dir, name)
 		switch {
 		case name == ".git" && de.IsDir():
-			for _, c := range []string{"config", "config.worktree"} {
-				checkConfig(filepath.Join(p, c), skip, out)
-			}
+			scanGitDir(ws, p, skip, out, 0)
 			continue
-		case name == ".git" && de.Type().IsRegular():
-			if gd, ok := readGitdir(p); ok && within(gd, ws) {
-				for _, c := range []string{"config", "config.worktree"} {
-					checkConfig(filepath.Join(gd, c), skip, out)
-				}
+		case name == ".git" && (de.Type().IsRegular() || de.Type()&os.ModeSymlink != 0):
+			// git follows a symlinked .git, to a gitdir or to a .git file.
+			if gd, ok := dotGitTarget(ws, p); ok {
+				scanGitDir(ws, gd, skip, out, 0)
 			}
 		case name == ".envrc" && !skip[p]:
 			if de.Type().IsRegular() || de.Type()&os.ModeSymlink != 0 {
@@ -180,7 +68,7 @@ func scanDir(ws, dir string, skip map[string]bool, out map[string]string) []stri
 			hasHEAD = true
 		case name == "objects" && de.IsDir():
 			hasObjects = true
-		case name == "config" && de.Type().IsRegular():
+		case name == "config" && (de.Type().IsRegular() || de.Type()&os.ModeSymlink != 0):
 			hasConfig = true
 		}
 		if de.IsDir() && name != ".git" {
@@ -188,27 +76,169 @@ func scanDir(ws, dir string, skip map[string]bool, out map[string]string) []stri
 		}
 	}
 	if hasHEAD && hasObjects && hasConfig { // a bare repository
-		checkConfig(filepath.Join(dir, "config"), skip, out)
+		scanGitDir(ws, dir, skip, out, 0)
 	}
 	return sub
 }
 
-func checkConfig(path string, skip map[string]bool, out map[string]string) {
+// maxGitNesting bounds how deep scanGitDir follows modules/ and worktrees/ within gitdirs.
+const maxGitNesting = 8
+
+// scanGitDir records the executable configuration of one git directory: its config files
+// (and its common dir's, when commondir points elsewhere beneath ws), its hooks, and those of
+// the submodule gitdirs (modules/**) and linked worktrees' gitdirs (worktrees/*) beneath it.
+func scanGitDir(ws, gd string, skip map[string]bool, out map[string]string, depth int) {
+	if depth > maxGitNesting {
+		return
+	}
+	for _, f := range GitDirConfigFiles {
+		checkConfig(ws, filepath.Join(gd, f), skip, out)
+	}
+	checkHooks(ws, filepath.Join(gd, "hooks"), skip, out)
+	if common, ok := commonDir(ws, gd); ok && common != gd {
+		checkConfig(ws, filepath.Join(common, "config"), skip, out)
+		checkHooks(ws, filepath.Join(common, "hooks"), skip, out)
+	}
+	for _, sub := range moduleGitDirs(gd) {
+		scanGitDir(ws, sub, skip, out, depth+1)
+	}
+	if names, err := readDirNames(filepath.Join(gd, "worktrees")); err == nil {
+		for _, n := range names {
+			if wt := filepath.Join(gd, "worktrees", n); isDir(wt) {
+				scanGitDir(ws, wt, skip, out, depth+1)
+			}
+		}
+	}
+}
+
+// moduleGitDirs returns the submodule gitdirs directly beneath gd/modules (a submodule named
+// "a/b" lies at modules/a/b): every folder git could take for a gitdir (looksLikeGitDir),
+// whatever kind its HEAD is.
+func moduleGitDirs(gd string) []string {
+	var out []string
+	var walk func(dir string, depth int)
+	walk = func(dir string, depth int) {
+		names, err := readDirNames(dir)
+		if err != nil || depth > 4 {
+			return
+		}
+		for _, n := range names {
+			p := filepath.Join(dir, n)
+			if !isDir(p) {
+				continue
+			}
+			if looksLikeGitDir(p) {
+				out = append(out, p)
+				continue
+			}
+			walk(p, depth+1)
+		}
+	}
+	walk(filepath.Join(gd, "modules"), 0)
+	return out
+}
+
+// looksLikeGitDir reports whether dir holds any of what makes a git directory (HEAD of any
+// kind — git accepts a symlinked HEAD —, config, objects, refs, commondir): the resolver and
+// the scan take such a folder for a gitdir rather than follow git's own stricter test, which
+// a box could fail on purpose for one launch and pass again for the host's git.
+func looksLikeGitDir(dir string) bool {
+	for _, n := range []string{"HEAD", "config", "objects", "refs", "commondir"} {
+		if _, err := os.Lstat(filepath.Join(dir, n)); err == nil {
+			return true
+		}
+	}
+	return false
+}
+
+func isDir(p string) bool {
+	fi, err := os.Lstat(p)
+	return err == nil && fi.IsDir()
+}
+
+// checkConfig records path when it holds executable git configuration (ExecKeys). A symlink
+// is followed beneath ws, as git follows it; one leading elsewhere is recorded as such.
+func checkConfig(ws, path string, skip map[string]bool, out map[string]string) {
 	if skip[path] {
 		return
 	}
-	f, err := openNoFollow(path)
+	b, err := readBeneath(ws, path, 1<<20)
+	if errors.Is(err, errOutside) {
+		out[path] = "git config that is a symlink leading out of the workspace"
+		return
+	}
 	if err != nil {
 		return
 	}
-	defer f.Close()
-	var b bytes.Buffer
-	if _, err := b.ReadFrom(io.LimitReader(f, 1<<20)); err != nil {
-		return
-	}
-	if keys := ExecKeys(b.Bytes()); len(keys) > 0 {
+	if keys := ExecKeys(b); len(keys) > 0 {
 		out[path] = "executable git configuration: " + strings.Join(keys, ", ")
 	}
+}
+
+// checkHooks records every hook in dir (a gitdir's hooks folder): each file git would run by
+// its name, whatever its mode (a box can chmod), with a hash of its content so that a
+// rewritten hook is a change. Samples and quarantined files are not hooks.
+func checkHooks(ws, dir string, skip map[string]bool, out map[string]string) {
+	if skip[dir] {
+		return
+	}
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return
+	}
+	for _, de := range ents {
+		name := de.Name()
+		p := filepath.Join(dir, name)
+		if de.IsDir() || strings.HasSuffix(name, ".sample") || strings.Contains(name, QuarantineSuffix) || skip[p] {
+			continue
+		}
+		b, err := readBeneath(ws, p, 1<<20)
+		switch {
+		case errors.Is(err, errOutside):
+			out[p] = "git hook " + name + " (a symlink leading out of the workspace)"
+		case err == nil:
+			sum := sha256.Sum256(b)
+			out[p] = "git hook " + name + " (sha256 " + hex.EncodeToString(sum[:6]) + ")"
+		}
+	}
+}
+
+// commonDir returns the common dir a gitdir's commondir file names (relative to the gitdir,
+// or absolute), when it lies beneath ws.
+func commonDir(ws, gd string) (string, bool) {
+	b, err := readBeneath(ws, filepath.Join(gd, "commondir"), 4096)
+	if err != nil {
+		return "", false
+	}
+	c := strings.TrimSpace(string(b))
+	if c == "" {
+		return "", false
+	}
+	if !filepath.IsAbs(c) {
+		c = filepath.Join(gd, c)
+	}
+	c = filepath.Clean(c)
+	return c, within(c, ws)
+}
+
+// dotGitTarget returns the gitdir a .git entry (a file, or a symlink git follows) leads to,
+// when it lies beneath ws.
+func dotGitTarget(ws, dotGit string) (string, bool) {
+	if fi, err := os.Lstat(dotGit); err == nil && fi.Mode()&os.ModeSymlink != 0 {
+		t, err := filepath.EvalSymlinks(dotGit)
+		if err != nil || !within(t, ws) {
+			return "", false
+		}
+		if isDir(t) {
+			return t, true
+		}
+		dotGit = t
+	}
+	gd, ok := readGitdir(dotGit)
+	if !ok || !within(gd, ws) {
+		return "", false
+	}
+	return gd, true
 }
 
 // readGitdir reads a .git file ("gitdir: PATH") and returns the absolute, cleaned gitdir.

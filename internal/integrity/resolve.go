@@ -95,6 +95,9 @@ type beneathFS interface {
 	kind(rel string) (string, error)
 	// follow resolves ws/rel following symlinks, but only beneath ws; it returns the path.
 	follow(rel string) (string, error)
+	// read returns up to max bytes of the regular file ws/rel, following symlinks only
+	// beneath ws.
+	read(rel string, max int64) ([]byte, error)
 }
 
 func (r *resolver) root(path string, alert, shallow bool) {
@@ -176,11 +179,13 @@ func (r *resolver) protect(rel string, wantDir bool) {
 	}
 }
 
-// gitDir protects a git directory (relative to the workspace) and its submodules' gitdirs.
-func (r *resolver) gitDir(rel string) {
+// gitDir protects a git directory (relative to the workspace), its linked worktrees' gitdirs
+// and its submodules' gitdirs; first are the names of submodules listed first (a gitdir is
+// modules/<name>), so that decoy gitdirs a box made cannot push them over the bound.
+func (r *resolver) gitDir(rel string, first []string) {
 	r.gitdir++
 	if r.gitdir > maxGitDirs {
-		r.note("more than %d git directories: %s and later ones are not protected", maxGitDirs, filepath.Join(r.ws, rel))
+		r.note("more than %d git directories: %s and later ones are not pinned (the workspace scan moves aside hooks and configuration a box writes there)", maxGitDirs, filepath.Join(r.ws, rel))
 		return
 	}
 	for _, p := range plan.GitDirProtected {
@@ -189,11 +194,51 @@ func (r *resolver) gitDir(rel string) {
 	for _, p := range plan.GitDirWatched {
 		r.root(filepath.Join(r.ws, rel, p), false, false)
 	}
-	r.modules(filepath.Join(rel, "modules"), 0)
+	r.worktrees(rel)
+	r.modules(filepath.Join(rel, "modules"), 0, first)
 }
 
-// modules protects the gitdirs of submodules (gitdir/modules/<name>[/…], nested).
-func (r *resolver) modules(rel string, depth int) {
+// worktrees protects the gitdirs of linked worktrees (gitdir/worktrees/<name>): what points to
+// the common dir, the pointer back to the worktree and the worktree's own configuration.
+func (r *resolver) worktrees(rel string) {
+	dir := filepath.Join(rel, "worktrees")
+	if k, err := r.fs.kind(dir); err != nil || k != KindDir {
+		return
+	}
+	names, err := readDirNames(filepath.Join(r.ws, dir))
+	if err != nil {
+		return
+	}
+	for _, n := range names {
+		wt := filepath.Join(dir, n)
+		if k, err := r.fs.kind(wt); err != nil || k != KindDir {
+			continue
+		}
+		r.gitdir++
+		if r.gitdir > maxGitDirs {
+			r.note("more than %d git directories: %s and later ones are not pinned", maxGitDirs, filepath.Join(r.ws, wt))
+			return
+		}
+		for _, p := range plan.WorktreeGitDirProtected {
+			r.protect(filepath.Join(wt, p), false)
+		}
+	}
+}
+
+// isGitDir reports whether the folder rel holds anything that makes a git directory (see
+// looksLikeGitDir): HEAD of any kind, config, objects, refs or commondir.
+func (r *resolver) isGitDir(rel string) bool {
+	for _, n := range []string{"HEAD", "config", "objects", "refs", "commondir"} {
+		if k, err := r.fs.kind(filepath.Join(rel, n)); err == nil && k != KindAbsent {
+			return true
+		}
+	}
+	return false
+}
+
+// modules protects the gitdirs of submodules (gitdir/modules/<name>[/…], nested): the names
+// of first before the others.
+func (r *resolver) modules(rel string, depth int, first []string) {
 	if depth > 4 {
 		return
 	}
@@ -204,17 +249,120 @@ func (r *resolver) modules(rel string, depth int) {
 	if err != nil {
 		return
 	}
+	done := map[string]bool{}
+	for _, n := range first {
+		sub := filepath.Join(rel, n)
+		if !within(sub, rel) || sub == rel || done[sub] {
+			continue
+		}
+		done[sub] = true
+		if k, err := r.fs.kind(sub); err == nil && k == KindDir && r.isGitDir(sub) {
+			r.gitDir(sub, nil)
+		}
+	}
 	for _, n := range names {
 		sub := filepath.Join(rel, n)
+		if done[sub] {
+			continue
+		}
 		if k, err := r.fs.kind(sub); err != nil || k != KindDir {
 			continue
 		}
-		if k, err := r.fs.kind(filepath.Join(sub, "HEAD")); err == nil && k == KindFile {
-			r.gitDir(sub)
+		if r.isGitDir(sub) {
+			r.gitDir(sub, nil)
 			continue
 		}
-		r.modules(sub, depth+1) // a submodule named "a/b"
+		r.modules(sub, depth+1, nil) // a submodule named "a/b"
 	}
+}
+
+// maxIncludes bounds how deep include.path is followed (git's own bound is 10).
+const maxIncludes = 10
+
+// fromConfig pins what the configuration of gitdir (relative) makes git run from the
+// worktree top (relative): the files include.path and includeIf.*.path name beneath the
+// workspace, and the folder core.hooksPath names (with husky's .husky/_, .husky too: its
+// hooks run .husky/<hook>). The configuration is pinned itself, so it is the user's.
+func (r *resolver) fromConfig(gitdir, top string) {
+	var entries []ConfigEntry
+	var read func(rel string, depth int)
+	read = func(rel string, depth int) {
+		b, err := r.fs.read(rel, 1<<20)
+		if err != nil {
+			return
+		}
+		es := ParseConfig(b)
+		entries = append(entries, es...)
+		for _, inc := range includePaths(es) {
+			p, ok := r.configPath(inc, filepath.Join(r.ws, filepath.Dir(rel)))
+			if !ok {
+				continue
+			}
+			irel, _ := filepath.Rel(r.ws, p)
+			if depth >= maxIncludes {
+				r.note("%s: includes nested deeper than %d are not followed", filepath.Join(r.ws, rel), maxIncludes)
+				continue
+			}
+			if k, err := r.fs.kind(irel); err == nil && k != KindAbsent {
+				r.protect(irel, false)
+				read(irel, depth+1)
+			}
+		}
+	}
+	for _, f := range GitDirConfigFiles {
+		read(filepath.Join(gitdir, f), 0)
+	}
+	hp := lastValue(entries, "core", "hookspath")
+	if hp == "" {
+		return
+	}
+	p, ok := r.configPath(hp, filepath.Join(r.ws, top))
+	if !ok {
+		return
+	}
+	rel, _ := filepath.Rel(r.ws, p)
+	r.protect(rel, true)
+	if filepath.Base(rel) == "_" && filepath.Base(filepath.Dir(rel)) == ".husky" {
+		r.protect(filepath.Dir(rel), true)
+	}
+}
+
+// configPath resolves a path value of git configuration (relative to base) and reports
+// whether it lies strictly beneath the workspace; "~" paths (the home folder) do not.
+func (r *resolver) configPath(v, base string) (string, bool) {
+	if v == "" || strings.HasPrefix(v, "~") {
+		return "", false
+	}
+	if !filepath.IsAbs(v) {
+		v = filepath.Join(base, v)
+	}
+	v = filepath.Clean(v)
+	return v, within(v, r.ws) && v != r.ws
+}
+
+// submodules returns the names of the submodules .gitmodules lists, and pins each one's .git
+// file (its gitdir pointer) where it is present.
+func (r *resolver) submodules() []string {
+	b, err := r.fs.read(".gitmodules", 1<<20)
+	if err != nil {
+		return nil
+	}
+	var names []string
+	for _, e := range ParseConfig(b) {
+		if e.Section != "submodule" || e.Sub == "" || e.Key != "path" {
+			continue
+		}
+		names = append(names, e.Sub)
+		p, ok := r.configPath(e.Value, r.ws)
+		if !ok {
+			continue
+		}
+		rel, _ := filepath.Rel(r.ws, filepath.Join(p, ".git"))
+		if k, err := r.fs.kind(rel); err == nil && k == KindFile {
+			r.protect(rel, false)
+		}
+	}
+	return names
 }
 
 // resolveWith is Resolve over fs.
@@ -241,7 +389,8 @@ func resolveWith(ws string, extra []string, fs beneathFS) *Layout {
 		switch {
 		case err == nil && k == KindDir:
 			r.root(dotGit, true, true)
-			r.gitDir(".git")
+			r.gitDir(".git", r.submodules())
+			r.fromConfig(".git", ".")
 		case err == nil && k == KindFile:
 			r.protect(".git", false)
 			gd, ok := readGitdir(dotGit)
@@ -257,7 +406,8 @@ func resolveWith(ws string, extra []string, fs beneathFS) *Layout {
 					break
 				}
 				r.root(gd, true, true)
-				r.gitDir(rel)
+				r.gitDir(rel, r.submodules())
+				r.fromConfig(rel, ".")
 			}
 		default:
 			r.protect(".git", true)

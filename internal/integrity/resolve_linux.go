@@ -3,6 +3,7 @@ package integrity
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -82,6 +83,27 @@ func (f linuxFS) follow(rel string) (string, error) {
 	}
 	defer unix.Close(fd)
 	return os.Readlink("/proc/self/fd/" + strconv.Itoa(fd))
+}
+
+func (f linuxFS) read(rel string, max int64) ([]byte, error) {
+	fd, err := unix.Openat2(f.ws, rel, &unix.OpenHow{Flags: unix.O_RDONLY | unix.O_NONBLOCK | unix.O_CLOEXEC,
+		Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_MAGICLINKS})
+	if err != nil {
+		return nil, err
+	}
+	file := os.NewFile(uintptr(fd), rel)
+	defer file.Close()
+	if fi, err := file.Stat(); err != nil || !fi.Mode().IsRegular() {
+		return nil, errNotRegular
+	}
+	return io.ReadAll(io.LimitReader(file, max))
+}
+
+func (f absentFS) read(rel string, max int64) ([]byte, error) {
+	if k, _ := f.kind(rel); k == KindAbsent {
+		return nil, os.ErrNotExist
+	}
+	return f.beneathFS.read(rel, max)
 }
 
 func kindOfMode(m uint32) string {

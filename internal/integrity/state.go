@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 )
 
 // State is what the watch last saw of one launch: every root, and the executable
@@ -74,11 +75,18 @@ func (s *State) VerifyExecIn(dirs []string) []Transition {
 	return s.mergeExec(found, func(path string) bool { return set[ownerDir(path)] })
 }
 
-// ownerDir is the directory whose scan finds path: X for X/.envrc, X/.git/config and a bare
-// repository's X/config.
+// ownerDir is the directory whose scan finds path: X for X/.envrc and for everything in X/.git
+// (config files, hooks, submodule and worktree gitdirs), and a bare repository X for X/config
+// and X/hooks/*.
 func ownerDir(path string) string {
+	if i := strings.Index(path, "/.git/"); i >= 0 {
+		return path[:i]
+	}
 	d := filepath.Dir(path)
-	if filepath.Base(d) == ".git" {
+	switch filepath.Base(d) {
+	case ".git":
+		return filepath.Dir(d)
+	case "hooks":
 		return filepath.Dir(d)
 	}
 	return d
@@ -91,14 +99,26 @@ func (s *State) mergeExec(found map[string]string, owned func(string) bool) []Tr
 	var out []Transition
 	for p, d := range found {
 		old, had := s.Exec[p]
+		kind := Created
 		switch {
 		case !had:
-			out = append(out, Transition{Kind: Created, Path: p, Detail: d, Alert: true})
 		case old != d:
-			out = append(out, Transition{Kind: Modified, Path: p, Detail: d, Alert: true})
+			kind = Modified
 		default:
 			continue
 		}
+		if movable(p) {
+			// New or changed since the snapshot: what the host's git would run is the box's
+			// (or was written while a box ran). It is moved aside, never deleted.
+			aside, err := moveAside(s.Workspace, p)
+			if err == nil {
+				out = append(out, Transition{Kind: kind, Path: p, Detail: d + "; moved aside to " + aside, Alert: true})
+				delete(s.Exec, p)
+				continue
+			}
+			d += "; could not be moved aside: " + err.Error()
+		}
+		out = append(out, Transition{Kind: kind, Path: p, Detail: d, Alert: true})
 		s.Exec[p] = d
 	}
 	for p, d := range s.Exec {
@@ -114,6 +134,13 @@ func (s *State) mergeExec(found map[string]string, owned func(string) bool) []Tr
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Path < out[j].Path })
 	return out
+}
+
+// movable reports whether a finding at p is moved aside when new or changed: git's
+// configuration and hooks are; an .envrc is not (direnv runs none it was not allowed to,
+// and asks again when one changes).
+func movable(p string) bool {
+	return filepath.Base(p) != ".envrc"
 }
 
 func isConfig(p string) bool {

@@ -33,6 +33,12 @@ var WorkspaceProtectedGlobs = []string{".claude/settings*.json"}
 // GitDirProtected are the paths, relative to a git directory, that are bound read-only.
 var GitDirProtected = []string{"config", "config.worktree", "hooks", "commondir", "info/attributes"}
 
+// WorktreeGitDirProtected are the paths, relative to a linked worktree's git directory
+// (GITDIR/worktrees/<name>), that are bound read-only: commondir says where the common dir
+// (its config and hooks) is, gitdir points back to the worktree, config.worktree is its own
+// configuration.
+var WorktreeGitDirProtected = []string{"commondir", "gitdir", "config.worktree"}
+
 // GitDirWatched are the paths, relative to a git directory, that the integrity watch
 // snapshots but that stay writable: git must be able to move HEAD (switch, rebase).
 var GitDirWatched = []string{"HEAD"}

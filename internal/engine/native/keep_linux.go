@@ -12,6 +12,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/agentbox/agentbox/internal/integrity"
 )
 
 // keptMount is a bind inside the workspace (a protected path bound read-only, or a writable
@@ -258,18 +260,11 @@ func quarantine(path string) (string, error) {
 	} else if err != nil {
 		return "", err
 	}
-	for n := 1; n < 100; n++ {
-		aside := name + ".agentbox-quarantined-" + strconv.Itoa(n)
-		err := unix.Renameat2(dir, name, dir, aside, unix.RENAME_NOREPLACE)
-		if errors.Is(err, unix.EEXIST) {
-			continue
-		}
-		if err != nil {
-			return "", err
-		}
-		return filepath.Join(filepath.Dir(path), aside), nil
+	aside, err := integrity.RenameAside(dir, name)
+	if err != nil {
+		return "", err
 	}
-	return "", errors.New("too many quarantined files")
+	return filepath.Join(filepath.Dir(path), aside), nil
 }
 
 // othersLeft reports whether a live process other than box-init (PID 1) is left in the box
