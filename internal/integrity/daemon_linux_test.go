@@ -169,7 +169,7 @@ func (e *daemonEnv) startBox() string {
 
 // placeholders are the paths of repo's workspace that exist only while a box runs.
 var placeholders = []string{".mcp.json", ".gitmodules", ".vscode", ".git/commondir", ".git/config.worktree",
-	".git/info/attributes", ".claude/settings.local.json"}
+	".git/info/attributes", ".claude/settings.local.json", ".devcontainer", ".devcontainer.json"}
 
 func (e *daemonEnv) checkPlaceholders(present bool) {
 	e.t.Helper()

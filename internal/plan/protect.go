@@ -12,7 +12,9 @@ import (
 // they say. ".git" is special: a directory is bound onto itself read-write (so it cannot be
 // renamed away) and the paths of GitDirProtected beneath it are bound read-only; a ".git" file
 // (worktree, submodule) is bound read-only and the gitdir it points to is protected too when it
-// lies beneath the workspace.
+// lies beneath the workspace. A dev container's initializeCommand (.devcontainer/,
+// .devcontainer.json) runs on the host when an editor or the devcontainer CLI opens the
+// folder; VS Code's launch.json and mcp.json start programs too.
 var WorkspaceProtected = []string{
 	".git",
 	".gitmodules",
@@ -21,14 +23,20 @@ var WorkspaceProtected = []string{
 	".claude/settings.local.json",
 	".vscode/settings.json",
 	".vscode/tasks.json",
+	".vscode/launch.json",
+	".vscode/mcp.json",
 	".envrc",
 	".github/workflows",
+	".devcontainer",
+	".devcontainer.json",
 }
 
 // WorkspaceProtectedGlobs are workspace-relative patterns (filepath.Match) whose existing
 // matches are protected as well (".claude/settings.json" and ".claude/settings.local.json" are
 // in WorkspaceProtected, so they are protected even when absent).
-var WorkspaceProtectedGlobs = []string{".claude/settings*.json"}
+// A VS Code workspace file (*.code-workspace) holds settings, tasks and launch
+// configurations of its own.
+var WorkspaceProtectedGlobs = []string{".claude/settings*.json", "*.code-workspace"}
 
 // GitDirProtected are the paths, relative to a git directory, that are bound read-only.
 var GitDirProtected = []string{"config", "config.worktree", "hooks", "commondir", "info/attributes"}
@@ -46,7 +54,7 @@ var GitDirWatched = []string{"HEAD"}
 // ProtectedDirs are the base names of protected paths that are directories when absent (a
 // placeholder for them is an empty directory); every other absent protected path is a file,
 // except the extra paths written with a trailing slash (see ProtectedDirPaths).
-var ProtectedDirs = []string{"hooks", "workflows", ".git"}
+var ProtectedDirs = []string{"hooks", "workflows", ".git", ".devcontainer"}
 
 // Protected is one resolved path of executable configuration that the box must not change.
 type Protected struct {
