@@ -3,6 +3,7 @@ package integrity
 import (
 	"fmt"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -110,4 +111,77 @@ func BenchmarkHomePlaceholders(b *testing.B) {
 			}
 		}
 	})
+}
+
+// benchSubmodules adds to ws what git's execution surface reaches beyond the workspace's own
+// gitdir: 20 submodule gitdirs under .git/modules (each with a config, its worktree's .git
+// file and git's 13 sample hooks plus one hook of its own), 2 linked worktrees' gitdirs, and
+// 20 nested repositories in the source tree (each with a config and sample hooks).
+func benchSubmodules(b *testing.B, ws string) {
+	var gm strings.Builder
+	samples := func(hooks string) {
+		for i := 0; i < 13; i++ {
+			mustWrite(b, filepath.Join(hooks, fmt.Sprintf("s%02d.sample", i)), "#!/bin/sh\n# sample\n")
+		}
+	}
+	for i := 0; i < 20; i++ {
+		name := fmt.Sprintf("lib%02d", i)
+		gd := filepath.Join(ws, ".git/modules", name)
+		mustWrite(b, filepath.Join(gd, "HEAD"), "0123456789012345678901234567890123456789\n")
+		mustWrite(b, filepath.Join(gd, "config"), "[core]\n\tworktree = ../../../"+name+"\n[remote \"origin\"]\n\turl = https://git.example.org/"+name+"\n")
+		samples(filepath.Join(gd, "hooks"))
+		mustWrite(b, filepath.Join(gd, "hooks", "pre-commit"), "#!/bin/sh\nexit 0\n")
+		mustWrite(b, filepath.Join(ws, name, ".git"), "gitdir: ../.git/modules/"+name+"\n")
+		fmt.Fprintf(&gm, "[submodule %q]\n\tpath = %s\n\turl = https://git.example.org/%s\n", name, name, name)
+		nested := filepath.Join(ws, "src", fmt.Sprintf("vendor%02d", i), ".git")
+		mustWrite(b, filepath.Join(nested, "HEAD"), "ref: refs/heads/main\n")
+		mustWrite(b, filepath.Join(nested, "config"), "[core]\n\tbare = false\n")
+		samples(filepath.Join(nested, "hooks"))
+	}
+	mustWrite(b, filepath.Join(ws, ".gitmodules"), gm.String())
+	for _, wt := range []string{"wt1", "wt2"} {
+		mustWrite(b, filepath.Join(ws, ".git/worktrees", wt, "commondir"), "../..\n")
+		mustWrite(b, filepath.Join(ws, ".git/worktrees", wt, "gitdir"), "/elsewhere/"+wt+"/.git\n")
+		mustWrite(b, filepath.Join(ws, ".git/worktrees", wt, "HEAD"), "ref: refs/heads/"+wt+"\n")
+	}
+}
+
+// BenchmarkSnapshotSubmodules is BenchmarkSnapshot over a workspace with submodules, linked
+// worktrees and nested repositories (benchSubmodules).
+func BenchmarkSnapshotSubmodules(b *testing.B) {
+	ws := benchWorkspace(b)
+	benchSubmodules(b, ws)
+	b.ResetTimer()
+	start := cpuTime()
+	pinned := 0
+	for i := 0; i < b.N; i++ {
+		lay, err := Resolve(ws, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		Snapshot(lay, Limits{})
+		pinned = len(lay.Protected)
+	}
+	b.ReportMetric(float64((cpuTime()-start).Microseconds())/1000/float64(b.N), "cpu-ms/op")
+	b.ReportMetric(float64(pinned), "pinned")
+}
+
+// BenchmarkScanExecSubmodules measures the full workspace scan of the check at exit over the
+// same workspace.
+func BenchmarkScanExecSubmodules(b *testing.B) {
+	ws := benchWorkspace(b)
+	benchSubmodules(b, ws)
+	lay, err := Resolve(ws, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	s := Snapshot(lay, Limits{})
+	b.ResetTimer()
+	start := cpuTime()
+	for i := 0; i < b.N; i++ {
+		if ts := s.VerifyExec(); len(ts) != 0 {
+			b.Fatalf("transitions %+v", ts)
+		}
+	}
+	b.ReportMetric(float64((cpuTime()-start).Microseconds())/1000/float64(b.N), "cpu-ms/op")
 }

@@ -246,13 +246,34 @@ func ParseConfig(text []byte) []ConfigEntry {
 		}
 		key, val, hasVal := strings.Cut(line, "=")
 		key = strings.ToLower(strings.TrimSpace(key))
-		val = strings.Trim(strings.TrimSpace(val), `"`)
+		val = configValue(val)
 		if !hasVal {
 			val = "true"
 		}
 		out = append(out, ConfigEntry{Section: section, Sub: sub, Key: key, Value: val})
 	}
 	return out
+}
+
+// configValue returns a value as git reads it: a comment ("#" or ";" outside quotes) ends it,
+// quotes are dropped, \" and \\ are the characters, and surrounding blanks go.
+func configValue(v string) string {
+	var b strings.Builder
+	quoted := false
+	for i := 0; i < len(v); i++ {
+		switch c := v[i]; {
+		case c == '"':
+			quoted = !quoted
+		case c == '\\' && i+1 < len(v) && (v[i+1] == '"' || v[i+1] == '\\'):
+			i++
+			b.WriteByte(v[i])
+		case (c == '#' || c == ';') && !quoted:
+			return strings.TrimSpace(b.String())
+		default:
+			b.WriteByte(c)
+		}
+	}
+	return strings.TrimSpace(b.String())
 }
 
 // ExecKeys returns the keys of a git config file's text that make git run a program, or load

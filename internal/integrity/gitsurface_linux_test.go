@@ -349,7 +349,7 @@ var gitSurfaceTests = map[string]func(t *testing.T){
 	},
 	"include.path, includeIf.*.path targets": func(t *testing.T) {
 		ws := newWS(t)
-		mustWrite(t, filepath.Join(ws, ".git/config"), "[include]\n\tpath = ../team.gitconfig\n\tpath = ~/.gitconfig-x\n[includeIf \"gitdir:/\"]\n\tpath = ../conf/b.cfg\n")
+		mustWrite(t, filepath.Join(ws, ".git/config"), "[include]\n\tpath = \"../team.gitconfig\" ; shared\n\tpath = ~/.gitconfig-x\n[includeIf \"gitdir:/\"]\n\tpath = ../conf/b.cfg\n")
 		mustWrite(t, filepath.Join(ws, "team.gitconfig"), "[include]\n\tpath = conf/c.cfg\n")
 		mustWrite(t, filepath.Join(ws, "conf/b.cfg"), "[user]\n")
 		mustWrite(t, filepath.Join(ws, "conf/c.cfg"), "[user]\n")
