@@ -352,8 +352,15 @@ var gitSurfaceTests = map[string]func(t *testing.T){
 		mustWrite(t, filepath.Join(ws, ".git/config"), "[include]\n\tpath = \"../team.gitconfig\" ; shared\n\tpath = ~/.gitconfig-x\n[includeIf \"gitdir:/\"]\n\tpath = ../conf/b.cfg\n")
 		mustWrite(t, filepath.Join(ws, "team.gitconfig"), "[include]\n\tpath = conf/c.cfg\n")
 		mustWrite(t, filepath.Join(ws, "conf/b.cfg"), "[user]\n")
-		mustWrite(t, filepath.Join(ws, "conf/c.cfg"), "[user]\n")
-		wantPinned(t, resolveWS(t, ws), "team.gitconfig", "conf/b.cfg", "conf/c.cfg")
+		mustWrite(t, filepath.Join(ws, "conf/c.cfg"), "[user]\n[include]\n\tpath = local.cfg\n")
+		// conf/local.cfg is absent: a placeholder holds it, so that a box cannot create it.
+		lay := resolveWS(t, ws)
+		wantPinned(t, lay, "team.gitconfig", "conf/b.cfg", "conf/c.cfg", "conf/local.cfg")
+		for _, ph := range lay.Placeholders {
+			if ph.Path == filepath.Join(ws, "conf/local.cfg") && ph.Content != "" {
+				t.Errorf("the placeholder of an absent include holds %q, want nothing (git reads an empty file)", ph.Content)
+			}
+		}
 	},
 	"core.hooksPath folder": func(t *testing.T) {
 		ws := newWS(t)
@@ -365,6 +372,14 @@ var gitSurfaceTests = map[string]func(t *testing.T){
 		mustWrite(t, filepath.Join(ws, ".husky/_/pre-commit"), "#!/bin/sh\n. \"$(dirname \"$0\")/h\"\n")
 		mustWrite(t, filepath.Join(ws, ".husky/pre-commit"), "npm test\n")
 		wantPinned(t, resolveWS(t, ws), ".husky/_", ".husky")
+		// A relative hooksPath in the user's ~/.gitconfig is each repository's folder.
+		home := t.TempDir()
+		t.Setenv("HOME", home)
+		t.Setenv("XDG_CONFIG_HOME", "")
+		mustWrite(t, filepath.Join(home, ".gitconfig"), "[core]\n\thooksPath = .hooks-of-mine\n")
+		mustWrite(t, filepath.Join(ws, ".hooks-of-mine/pre-push"), "#!/bin/sh\n")
+		wantPinned(t, resolveWS(t, ws), ".hooks-of-mine")
+		os.Remove(filepath.Join(home, ".gitconfig"))
 		// Through an included file, and absent: a placeholder folder.
 		mustWrite(t, filepath.Join(ws, ".git/config"), "[include]\n\tpath = ../hooks.cfg\n")
 		mustWrite(t, filepath.Join(ws, "hooks.cfg"), "[core]\n\thooksPath = tools/hooks\n")

@@ -1,6 +1,7 @@
 package integrity
 
 import (
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -281,10 +282,18 @@ const maxIncludes = 10
 
 // fromConfig pins what the configuration of gitdir (relative) makes git run from the
 // worktree top (relative): the files include.path and includeIf.*.path name beneath the
-// workspace, and the folder core.hooksPath names (with husky's .husky/_, .husky too: its
-// hooks run .husky/<hook>). The configuration is pinned itself, so it is the user's.
+// workspace (whatever the condition, and while absent too: a box must not create one), and
+// every folder core.hooksPath names, in the repository's configuration or the user's (a
+// relative hooksPath in ~/.gitconfig is each repository's folder); with husky's .husky/_,
+// .husky too: its hooks run .husky/<hook>. The repository's configuration is pinned itself,
+// so what it says is the user's.
 func (r *resolver) fromConfig(gitdir, top string) {
 	var entries []ConfigEntry
+	for _, p := range userGitConfigs() {
+		if b, err := os.ReadFile(p); err == nil {
+			entries = append(entries, ParseConfig(b)...)
+		}
+	}
 	var read func(rel string, depth int)
 	read = func(rel string, depth int) {
 		b, err := r.fs.read(rel, 1<<20)
@@ -298,33 +307,50 @@ func (r *resolver) fromConfig(gitdir, top string) {
 			if !ok {
 				continue
 			}
-			irel, _ := filepath.Rel(r.ws, p)
 			if depth >= maxIncludes {
 				r.note("%s: includes nested deeper than %d are not followed", filepath.Join(r.ws, rel), maxIncludes)
 				continue
 			}
-			if k, err := r.fs.kind(irel); err == nil && k != KindAbsent {
-				r.protect(irel, false)
-				read(irel, depth+1)
-			}
+			irel, _ := filepath.Rel(r.ws, p)
+			r.protect(irel, false)
+			read(irel, depth+1)
 		}
 	}
 	for _, f := range GitDirConfigFiles {
 		read(filepath.Join(gitdir, f), 0)
 	}
-	hp := lastValue(entries, "core", "hookspath")
-	if hp == "" {
-		return
+	for _, e := range entries {
+		if e.Section != "core" || e.Sub != "" || e.Key != "hookspath" {
+			continue
+		}
+		p, ok := r.configPath(e.Value, filepath.Join(r.ws, top))
+		if !ok {
+			continue
+		}
+		rel, _ := filepath.Rel(r.ws, p)
+		r.protect(rel, true)
+		if filepath.Base(rel) == "_" && filepath.Base(filepath.Dir(rel)) == ".husky" {
+			r.protect(filepath.Dir(rel), true)
+		}
 	}
-	p, ok := r.configPath(hp, filepath.Join(r.ws, top))
-	if !ok {
-		return
+}
+
+// userGitConfigs are the configuration files of the host's git outside the repository: the
+// system's, the user's XDG one and ~/.gitconfig.
+func userGitConfigs() []string {
+	out := []string{"/etc/gitconfig"}
+	xdg := os.Getenv("XDG_CONFIG_HOME")
+	home, _ := os.UserHomeDir()
+	if xdg == "" && home != "" {
+		xdg = filepath.Join(home, ".config")
 	}
-	rel, _ := filepath.Rel(r.ws, p)
-	r.protect(rel, true)
-	if filepath.Base(rel) == "_" && filepath.Base(filepath.Dir(rel)) == ".husky" {
-		r.protect(filepath.Dir(rel), true)
+	if xdg != "" {
+		out = append(out, filepath.Join(xdg, "git", "config"))
 	}
+	if home != "" {
+		out = append(out, filepath.Join(home, ".gitconfig"))
+	}
+	return out
 }
 
 // configPath resolves a path value of git configuration (relative to base) and reports
