@@ -20,7 +20,9 @@ import (
 // need, snapshots the integrity roots and adds the read-only binds to the plan; while the box
 // runs it verifies periodically and on inotify events; when the box has ended (or never
 // started) it verifies once more and removes the placeholders. Transitions are logged and
-// recorded in the store. It is alert-first: nothing is restored or blocked by the watch.
+// recorded in the store. It is alert-first: nothing is restored or blocked by the watch, but
+// new or changed executable git configuration and hooks outside the pinned paths are moved
+// aside (docs/integrity.md, "Git's execution surface").
 
 func init() {
 	registerBroker(10, func(d *Daemon) (broker, error) {

@@ -3,7 +3,9 @@
 // snapshots the integrity roots before the box spawns (content hash plus file identity), and
 // verifies them while the box runs and at its exit, reporting every transition (modified,
 // replaced, created, removed) and any new executable git configuration in the workspace.
-// It is alert-first: nothing is restored or blocked by the watch.
+// It is alert-first: nothing is restored or blocked by the watch, except that executable git
+// configuration and hooks that appear or change outside the pinned paths are moved aside
+// (GitSurfaceFiles, GitProgramKeys).
 package integrity
 
 import (
