@@ -64,6 +64,8 @@ func scanDir(ws, dir string, skip map[string]bool, out map[string]string) []stri
 			if de.Type().IsRegular() || de.Type()&os.ModeSymlink != 0 {
 				out[p] = "direnv script (.envrc)"
 			}
+		case !de.IsDir() && !skip[p] && !skip[dir] && nestedConfig(filepath.Base(dir), name) != "":
+			hashed(ws, p, nestedConfig(filepath.Base(dir), name), out)
 		case name == "HEAD":
 			hasHEAD = true
 		case name == "objects" && de.IsDir():
@@ -79,6 +81,55 @@ func scanDir(ws, dir string, skip map[string]bool, out map[string]string) []stri
 		scanGitDir(ws, dir, skip, out, 0)
 	}
 	return sub
+}
+
+// NestedConfigFile is a file of executable configuration that an agent or an editor reads
+// from the folder it is started in or opens, which need not be the workspace's top: pinned
+// there, found by the workspace scan elsewhere, and moved aside when new or changed.
+type NestedConfigFile struct {
+	// Dir is the base name of the folder it lies in ("" for any folder).
+	Dir string
+	// Name is its name, a filepath.Match pattern.
+	Name string
+	// Reads says who reads it and what it runs.
+	Reads string
+}
+
+// NestedConfigFiles are the agents' and editors' executable configuration the scan looks for
+// in every folder of the workspace.
+var NestedConfigFiles = []NestedConfigFile{
+	{"", ".mcp.json", "Claude Code's project MCP servers"},
+	{".claude", "settings*.json", "Claude Code's project settings: hooks, MCP servers, permissions"},
+	{".vscode", "tasks.json", "VS Code tasks (runOn: folderOpen runs one on opening)"},
+	{".vscode", "settings.json", "VS Code settings (terminal profiles, tool paths)"},
+	{".vscode", "launch.json", "VS Code launch configurations"},
+	{".vscode", "mcp.json", "VS Code's MCP servers"},
+	{".devcontainer", "devcontainer.json", "a dev container: initializeCommand runs on the host"},
+	{"", ".devcontainer.json", "a dev container: initializeCommand runs on the host"},
+	{"", "*.code-workspace", "a VS Code workspace: settings, tasks, launch configurations"},
+}
+
+// nestedConfig returns what reads the file name in a folder named dir, or "".
+func nestedConfig(dir, name string) string {
+	for _, f := range NestedConfigFiles {
+		if ok, _ := filepath.Match(f.Name, name); ok && (f.Dir == "" || f.Dir == dir) {
+			return f.Reads
+		}
+	}
+	return ""
+}
+
+// hashed records the file at path as what, with a hash of its content so that a rewrite is a
+// change (a symlink leading out of the workspace counts by itself).
+func hashed(ws, path, what string, out map[string]string) {
+	b, err := readBeneath(ws, path, 1<<20)
+	switch {
+	case errors.Is(err, errOutside):
+		out[path] = what + " (a symlink leading out of the workspace)"
+	case err == nil:
+		sum := sha256.Sum256(b)
+		out[path] = what + " (sha256 " + hex.EncodeToString(sum[:6]) + ")"
+	}
 }
 
 // maxGitNesting bounds how deep scanGitDir follows modules/ and worktrees/ within gitdirs.
@@ -192,14 +243,7 @@ func checkHooks(ws, dir string, skip map[string]bool, out map[string]string) {
 		if de.IsDir() || strings.HasSuffix(name, ".sample") || strings.Contains(name, QuarantineSuffix) || skip[p] {
 			continue
 		}
-		b, err := readBeneath(ws, p, 1<<20)
-		switch {
-		case errors.Is(err, errOutside):
-			out[p] = "git hook " + name + " (a symlink leading out of the workspace)"
-		case err == nil:
-			sum := sha256.Sum256(b)
-			out[p] = "git hook " + name + " (sha256 " + hex.EncodeToString(sum[:6]) + ")"
-		}
+		hashed(ws, p, "git hook "+name, out)
 	}
 }
 

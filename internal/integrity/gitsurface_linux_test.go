@@ -491,3 +491,39 @@ func TestGitSurfaceFiles(t *testing.T) {
 		t.Run(f.Path, test)
 	}
 }
+
+// TestNestedConfigFiles: each agent's or editor's configuration file of the table that a box
+// creates or rewrites in a folder beneath the workspace is moved aside; at the top, where it
+// is pinned, the scan leaves it to the roots (the user's own edit is drift, not moved).
+func TestNestedConfigFiles(t *testing.T) {
+	for _, f := range NestedConfigFiles {
+		t.Run(f.Dir+"/"+f.Name, func(t *testing.T) {
+			name := strings.NewReplacer("*", "x").Replace(f.Name)
+			rel := filepath.Join("pkg", f.Dir, name)
+			ws := newWS(t)
+			mustWrite(t, filepath.Join(ws, "old", f.Dir, name), "{}\n")
+			top := filepath.Join(ws, f.Dir, name)
+			mustWrite(t, top, "{}\n")
+			s := Snapshot(resolveWS(t, ws), Limits{})
+			mustWrite(t, filepath.Join(ws, rel), `{"evil": true}`+"\n")
+			movedAside(t, s, filepath.Join(ws, rel))
+			mustWrite(t, filepath.Join(ws, "old", f.Dir, name), `{"evil": true}`+"\n")
+			movedAside(t, s, filepath.Join(ws, "old", f.Dir, name))
+			// Found by the scan of the file's own folder too (a file event there).
+			mustWrite(t, filepath.Join(ws, rel), `{"evil": 2}`+"\n")
+			ts := s.VerifyExecIn([]string{filepath.Dir(filepath.Join(ws, rel))})
+			if len(ts) != 1 || !strings.Contains(ts[0].Detail, "moved aside") {
+				t.Errorf("the scan of %s: %+v", filepath.Dir(rel), ts)
+			}
+			mustWrite(t, top, `{"mine": true}`+"\n")
+			for _, tr := range s.VerifyExec() {
+				if tr.Path == top {
+					t.Errorf("the pinned file at the top was taken for a finding: %+v", tr)
+				}
+			}
+			if _, err := os.Stat(top); err != nil {
+				t.Errorf("the pinned file at the top was moved: %v", err)
+			}
+		})
+	}
+}
