@@ -155,7 +155,11 @@ func checkElem(el string) error {
 		return errors.New("empty path element (doubled slash)")
 	case el == "." || el == "..":
 		return fmt.Errorf("path element %q", el)
-	case strings.ContainsAny(el, "*?[]"):
+	case strings.ContainsAny(el, "%#?"):
+		// An element is used as it is, never decoded again: a "%" here would be decoded by
+		// the remote (%2e%2e is a dot segment there), and "#" or "?" would end its path.
+		return fmt.Errorf("path element %q has %%, # or ?: repository paths are plain names (percent-encoding is decoded once, by the relay, and never again)", el)
+	case strings.ContainsAny(el, "*[]"):
 		return fmt.Errorf("path element %q: prefixes are matched per path element, not as patterns (write github.com/org for every repository of org)", el)
 	case strings.ContainsFunc(el, func(r rune) bool { return r < 0x20 || r == 0x7f || r == '\\' }):
 		return fmt.Errorf("path element %q has control characters or a backslash", el)
