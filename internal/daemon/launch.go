@@ -115,13 +115,22 @@ func (d *Daemon) launch(ctx context.Context, req *api.LaunchRequest) (*api.Launc
 	if err != nil {
 		return nil, err
 	}
-	cfg := d.reloadConfig().Config
+	eff, err := d.launchConfig()
+	if err != nil {
+		return nil, err
+	}
+	cfg := eff.Config
 	egress := plan.Egress(cfg.Egress)
 	if req.Egress != "" {
 		egress = plan.Egress(req.Egress)
 	}
 	if egress != plan.EgressDeny && egress != plan.EgressAllow {
 		return nil, &api.Error{Code: api.CodeBadRequest, Message: fmt.Sprintf("--egress %q: allowed values are deny, allow", req.Egress)}
+	}
+	if egress != plan.Egress(cfg.Egress) {
+		if err := lockedKey(eff, "egress", "--egress "+string(egress)); err != nil {
+			return nil, err
+		}
 	}
 	eng, err := engine.Get(cfg.Engine)
 	if err != nil {
