@@ -43,3 +43,43 @@ func TestAttackBrokenConfigIsLoud(t *testing.T) {
 		t.Errorf("doctor: exit %d, want 1 and %s on stderr:\n%s%s", r.Code, want, r.Stdout, r.Stderr)
 	}
 }
+
+// TestAttackConfigValidateGaps guards issue 21, finding 7: `config validate` accepted a
+// credential file written with ~ (nothing expands it later), a missing one, a mode-0644 one,
+// and a git.pushAllow entry outside git.allow. Each is now reported with its key.
+func TestAttackConfigValidateGaps(t *testing.T) {
+	e := NewEnv(t)
+	key := filepath.Join(e.Home, "anthropic.key")
+	if err := os.WriteFile(key, []byte("sk-test\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	open := filepath.Join(e.Home, "git.token")
+	if err := os.WriteFile(open, []byte("ghp_test\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	gateway := "gateway:\n  anthropic:\n    url: https://llm-gateway.example.com\n    credential:\n      file: " + key + "\n"
+	for _, tc := range []struct{ name, yaml, want string }{
+		{"tilde", "gateway:\n  anthropic:\n    credential:\n      file: ~/anthropic.key\n", "gateway.anthropic.credential.file"},
+		{"missing", "gateway:\n  anthropic:\n    credential:\n      file: " + key + ".gone\n", "gateway.anthropic.credential.file: " + key + ".gone does not exist"},
+		{"mode-0644", gateway + "git:\n  allow: [github.com/org]\n  credentials:\n    - {prefix: github.com/org, username: x, file: " + open + "}\n",
+			"git.credentials[0].file: " + open + " has mode 0644"},
+		{"push-outside-allow", gateway + "git:\n  allow: [github.com/org]\n  pushAllow: [github.com/other/repo]\n", "git.pushAllow[0]"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			file := filepath.Join(e.Root, tc.name+".yaml")
+			if err := os.WriteFile(file, []byte(tc.yaml), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if r := e.Run("", "config", "validate", file); r.Code == 0 || !strings.Contains(r.Stderr, tc.want) {
+				t.Errorf("config validate: exit %d, want a failure naming %q:\n%s%s", r.Code, tc.want, r.Stdout, r.Stderr)
+			}
+		})
+	}
+	good := filepath.Join(e.Root, "good.yaml")
+	if err := os.WriteFile(good, []byte(gateway+"git:\n  allow: [github.com/org]\n  pushAllow: [github.com/org/repo]\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if r := e.Run("", "config", "validate", good); r.Code != 0 {
+		t.Errorf("config validate of a good file: exit %d\n%s", r.Code, r.Stderr)
+	}
+}
