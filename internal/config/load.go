@@ -26,6 +26,9 @@ type LoadOptions struct {
 	PolicyOwner int
 	// Getenv reads the environment (AGENTBOX_CONFIG, XDG_CONFIG_HOME, HOME). nil means os.Getenv.
 	Getenv func(string) string
+	// PolicyOnly reads no user config (UserFile is ignored): what root runs for every user
+	// (wrap mode's launchers, the managed settings) takes nothing from the invoking user.
+	PolicyOnly bool
 }
 
 // SourceKind says which layer a value comes from.
@@ -103,25 +106,27 @@ func Load(opts LoadOptions) (*Effective, error) {
 	if getenv == nil {
 		getenv = os.Getenv
 	}
-	userFile, required := opts.UserFile, true
-	if userFile == "" {
-		var err error
-		if userFile, required, err = UserFile(getenv); err != nil {
-			return nil, err
-		}
-	}
 	policyFile := opts.PolicyFile
 	if policyFile == "" {
 		policyFile = DefaultPolicyFile
 	}
 
 	var layers []*layer
-	user, err := readUser(userFile, required)
-	if err != nil {
-		return nil, err
-	}
-	if user != nil {
-		layers = append(layers, user)
+	if !opts.PolicyOnly {
+		userFile, required := opts.UserFile, true
+		if userFile == "" {
+			var err error
+			if userFile, required, err = UserFile(getenv); err != nil {
+				return nil, err
+			}
+		}
+		user, err := readUser(userFile, required)
+		if err != nil {
+			return nil, err
+		}
+		if user != nil {
+			layers = append(layers, user)
+		}
 	}
 	policy, err := readPolicy(policyFile, opts.PolicyOwner)
 	if err != nil {
