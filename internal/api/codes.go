@@ -25,6 +25,9 @@ const (
 	// CodePreconditionFailed: something the program's profile requires does not hold (a model,
 	// a gateway provider, egress deny, the relay); the hint names the config key to set.
 	CodePreconditionFailed = "precondition_failed"
+	// CodeConfigLocked: a per-run flag or a launcher asked to change a key the system policy
+	// sets (locks).
+	CodeConfigLocked = "config_locked"
 )
 
 // HTTP statuses the API answers with (net/http's values; this package does not import
@@ -47,7 +50,7 @@ func Status(code string) int {
 		return statusBadRequest
 	case CodeNotFound:
 		return statusNotFound
-	case CodeForbidden, CodeEgressNotSupported, CodeStateOwnedByOther, CodePairingInvalid:
+	case CodeForbidden, CodeEgressNotSupported, CodeStateOwnedByOther, CodePairingInvalid, CodeConfigLocked:
 		return statusForbidden
 	case CodeTooManySessions:
 		return statusTooManyRequests

@@ -135,6 +135,41 @@ func tryBinary(path string, check func(f *os.File, path string) error) (*os.File
 	return f, nil
 }
 
+// CheckTrustedBinary checks a binary others will run (the agentbox a wrap-mode launcher execs):
+// path, its symbolic links resolved, is an executable regular file owned by root or the
+// caller and writable by nobody else, in folders owned by root or the caller that nobody else
+// can write to (a sticky folder aside). Run by root, that means owned by root throughout: a
+// binary an ordinary user could write would run as every user who runs the launcher.
+func CheckTrustedBinary(path string) error {
+	real, err := filepath.EvalSymlinks(path)
+	if err != nil {
+		return err
+	}
+	f, err := os.Open(real)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if err := checkFile(f, real); err != nil {
+		return err
+	}
+	for dir := filepath.Dir(real); ; dir = filepath.Dir(dir) {
+		fi, err := os.Stat(dir)
+		if err != nil {
+			return err
+		}
+		if owner, ok := fileOwner(fi); ok && owner != 0 && owner != os.Geteuid() {
+			return fmt.Errorf("%s is in %s, owned by uid %d, neither root nor you: whoever owns it can replace the binary", real, dir, owner)
+		}
+		if fi.Mode().Perm()&0o022 != 0 && fi.Mode()&os.ModeSticky == 0 {
+			return fmt.Errorf("%s is in %s, writable by group or others (mode %v): anyone who can write there can replace the binary", real, dir, fi.Mode().Perm())
+		}
+		if dir == filepath.Dir(dir) {
+			return nil
+		}
+	}
+}
+
 // checkFile checks the open helper file: an executable regular file owned by root or the
 // caller, writable by nobody else.
 func checkFile(f *os.File, path string) error {

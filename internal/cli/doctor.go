@@ -34,6 +34,7 @@ runs, it runs a probe itself (serialized with the daemon's). It exits 0 when rea
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
 			var r *api.Readiness
+			var cfgErr string // the daemon's reason for refusing the configuration files
 			source := "daemon"
 			if !probe && engineName == "" {
 				c, err := client.New()
@@ -43,6 +44,15 @@ runs, it runs a probe itself (serialized with the daemon's). It exits 0 when rea
 				r, err = c.Readiness(ctx)
 				if err != nil && !errors.Is(err, client.ErrDaemonUnreachable) {
 					return err
+				}
+				if r != nil {
+					// Without a daemon, the probe below loads the configuration itself and
+					// fails on an invalid file with its file and line.
+					info, err := c.Info(ctx)
+					if err != nil {
+						return err
+					}
+					cfgErr = info.ConfigError
 				}
 			}
 			if r == nil {
@@ -59,7 +69,10 @@ runs, it runs a probe itself (serialized with the daemon's). It exits 0 when rea
 			} else {
 				printReadiness(cmd.OutOrStdout(), r, source)
 			}
-			if r.State != api.ReadinessReady {
+			if cfgErr != "" {
+				printConfigError(cmd.ErrOrStderr(), cfgErr)
+			}
+			if r.State != api.ReadinessReady || cfgErr != "" {
 				return ExitError{Code: 1}
 			}
 			return nil
@@ -70,6 +83,12 @@ runs, it runs a probe itself (serialized with the daemon's). It exits 0 when rea
 	f.BoolVar(&probe, "probe", false, "run a probe here instead of asking the daemon")
 	f.StringVar(&engineName, "engine", "", "probe this engine (native or bwrap) instead of the configured one (implies --probe)")
 	return cmd
+}
+
+// printConfigError prints why the daemon refuses the configuration files (file:line: field:
+// reason) and what follows from it.
+func printConfigError(w io.Writer, reason string) {
+	fmt.Fprintf(w, "agentbox: configuration invalid: %s\n  no launch runs until it is fixed (agentbox config validate FILE checks a file); running boxes keep the last good configuration\n", reason)
 }
 
 // doctorProbe runs one probe in this process (the daemon binary), under the same lock as the

@@ -106,6 +106,9 @@ func newInfoCmd() *cobra.Command {
 			if asJSON {
 				return PrintJSON(cmd.OutOrStdout(), info)
 			}
+			if info.ConfigError != "" {
+				printConfigError(cmd.ErrOrStderr(), info.ConfigError)
+			}
 			w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
 			fmt.Fprintf(w, "version\t%s\n", info.Version)
 			fmt.Fprintf(w, "engine\t%s\n", info.Engine)

@@ -2,12 +2,17 @@ package config
 
 import (
 	"errors"
+	"fmt"
+	"io/fs"
 	"net/url"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 
 	"github.com/goccy/go-yaml/ast"
 
+	"github.com/agentbox/agentbox/internal/relay"
 	gitrelay "github.com/agentbox/agentbox/internal/relay/git"
 	"github.com/agentbox/agentbox/internal/sshbroker"
 )
@@ -121,6 +126,9 @@ func validateGateway(g Gateway) error {
 		if p.Credential.Command != nil && len(p.Credential.Command) == 0 {
 			errs = append(errs, errors.New(key+".credential.command: an empty command"))
 		}
+		if f := p.Credential.File; f != "" && !filepath.IsAbs(f) {
+			errs = append(errs, fmt.Errorf("%s.credential.file: %q is not an absolute path (no ~ or variable is expanded): write the full path", key, f))
+		}
 		if p.URL != "" {
 			if err := checkGatewayURL(p.URL); err != nil {
 				errs = append(errs, errors.New(key+".url: "+p.URL+" "+err.Error()))
@@ -146,4 +154,40 @@ func checkGatewayURL(raw string) error {
 		return errors.New("has a query or fragment")
 	}
 	return nil
+}
+
+// CheckCredentialFiles reports every credential file of c the relays would refuse now, as
+// `agentbox config validate` shows it: one that is absent, not a regular file, not owned by
+// uid or open to group or others. The relays read the files at each request, so a file fixed
+// later works without a restart; Load does not refuse a configuration for them.
+func CheckCredentialFiles(c Config, uid int) error {
+	var errs []error
+	check := func(key, path string) {
+		if path == "" || !filepath.IsAbs(path) {
+			return // a relative path is refused by the decoder
+		}
+		f, err := os.Open(path)
+		if err == nil {
+			var fi os.FileInfo
+			if fi, err = f.Stat(); err == nil {
+				err = relay.CheckSecretFile(fi, uid)
+			}
+			f.Close()
+		} else if errors.Is(err, fs.ErrNotExist) {
+			err = errors.New("does not exist")
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %s %v", key, path, err))
+		}
+	}
+	for _, gp := range []struct {
+		name string
+		p    GatewayProvider
+	}{{"anthropic", c.Gateway.Anthropic}, {"openai", c.Gateway.OpenAI}, {"gemini", c.Gateway.Gemini}} {
+		check("gateway."+gp.name+".credential.file", gp.p.Credential.File)
+	}
+	for i, cr := range c.Git.Credentials {
+		check(fmt.Sprintf("git.credentials[%d].file", i), cr.File)
+	}
+	return errors.Join(errs...)
 }

@@ -22,13 +22,19 @@ func TestBrokerKeysValidated(t *testing.T) {
 		{"gemini url not http", "gateway:\n  gemini:\n    url: generativelanguage.googleapis.com\n", "gateway.gemini.url"},
 		{"gateway url with credentials", "gateway:\n  openai:\n    url: https://u:p@gw.example.com\n", "gateway.openai.url"},
 		{"gemini file and command", "gateway:\n  gemini:\n    credential:\n      file: /x\n      command: [pass, show]\n", "gateway.gemini.credential"},
+		// Issue 21, finding 7: no ~ expansion happens later, and a pushAllow entry outside
+		// git.allow allows nothing.
+		{"gateway credential file with ~", "gateway:\n  anthropic:\n    credential:\n      file: ~/.config/agentbox/anthropic.key\n", "gateway.anthropic.credential.file"},
+		{"git credential file relative", "git:\n  allow: [github.com/org]\n  credentials:\n    - {prefix: github.com/org, username: x, file: token}\n", "git.credentials[0].file"},
+		{"pushAllow outside allow", "git:\n  allow: [github.com/org]\n  pushAllow: [github.com/org/repo, github.com/other/repo]\n", "config.yaml:3: git.pushAllow[1]"},
+		{"pushAllow without allow", "git:\n  pushAllow: [github.com/org/repo]\n", "git.pushAllow[0]"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "config.yaml")
 			if err := os.WriteFile(path, []byte(tc.yaml), 0o600); err != nil {
 				t.Fatal(err)
 			}
-			err := Validate(path)
+			_, err := Validate(path)
 			if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("Validate = %v, want ErrInvalid mentioning %q", err, tc.want)
 			}
@@ -41,7 +47,7 @@ func TestBrokerKeysValidated(t *testing.T) {
 	if err := os.WriteFile(path, []byte(ok), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if err := Validate(path); err != nil {
+	if _, err := Validate(path); err != nil {
 		t.Fatalf("valid broker config refused: %v", err)
 	}
 }

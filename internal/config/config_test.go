@@ -299,19 +299,19 @@ func TestValidate(t *testing.T) {
 	dir := t.TempDir()
 	good := writeFile(t, filepath.Join(dir, "good.yaml"), "engine: bwrap\n", 0o600)
 	bad := writeFile(t, filepath.Join(dir, "bad.yaml"), "engine: runc\n", 0o600)
-	if err := Validate(good); err != nil {
+	if _, err := Validate(good); err != nil {
 		t.Errorf("Validate(good) = %v", err)
 	}
-	err := Validate(bad)
+	_, err := Validate(bad)
 	var ie *InvalidError
 	if !errors.As(err, &ie) || ie.File != bad || ie.Field != "engine" {
 		t.Errorf("Validate(bad) = %v, want an InvalidError for %s field engine", err, bad)
 	}
-	if err := Validate(dir); err == nil || !strings.Contains(err.Error(), "not a regular file") {
+	if _, err := Validate(dir); err == nil || !strings.Contains(err.Error(), "not a regular file") {
 		t.Errorf("Validate(dir) = %v, want not a regular file", err)
 	}
 	big := writeFile(t, filepath.Join(dir, "big.yaml"), "# "+strings.Repeat("x", maxFileSize)+"\n", 0o600)
-	if err := Validate(big); !errors.Is(err, ErrInvalid) {
+	if _, err := Validate(big); !errors.Is(err, ErrInvalid) {
 		t.Errorf("Validate(big) = %v, want ErrInvalid", err)
 	}
 }

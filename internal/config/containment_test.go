@@ -42,7 +42,7 @@ func TestContainment(t *testing.T) {
 		"unknown":  {"containment:\n  programs:\n    - name: claude\n      exe: /x\n", "containment.programs[0].exe"},
 	} {
 		t.Run(name, func(t *testing.T) {
-			err := Validate(writeFile(t, filepath.Join(t.TempDir(), "p.yaml"), tc.yaml, 0o644))
+			_, err := Validate(writeFile(t, filepath.Join(t.TempDir(), "p.yaml"), tc.yaml, 0o644))
 			var ie *InvalidError
 			if !errors.As(err, &ie) || ie.Field != tc.field {
 				t.Errorf("%v, want an error at %s", err, tc.field)

@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 )
 
 // DefaultPolicyFile is where the system policy lives.
@@ -25,6 +26,9 @@ type LoadOptions struct {
 	PolicyOwner int
 	// Getenv reads the environment (AGENTBOX_CONFIG, XDG_CONFIG_HOME, HOME). nil means os.Getenv.
 	Getenv func(string) string
+	// PolicyOnly reads no user config (UserFile is ignored): what root runs for every user
+	// (wrap mode's launchers, the managed settings) takes nothing from the invoking user.
+	PolicyOnly bool
 }
 
 // SourceKind says which layer a value comes from.
@@ -102,25 +106,27 @@ func Load(opts LoadOptions) (*Effective, error) {
 	if getenv == nil {
 		getenv = os.Getenv
 	}
-	userFile, required := opts.UserFile, true
-	if userFile == "" {
-		var err error
-		if userFile, required, err = UserFile(getenv); err != nil {
-			return nil, err
-		}
-	}
 	policyFile := opts.PolicyFile
 	if policyFile == "" {
 		policyFile = DefaultPolicyFile
 	}
 
 	var layers []*layer
-	user, err := readUser(userFile, required)
-	if err != nil {
-		return nil, err
-	}
-	if user != nil {
-		layers = append(layers, user)
+	if !opts.PolicyOnly {
+		userFile, required := opts.UserFile, true
+		if userFile == "" {
+			var err error
+			if userFile, required, err = UserFile(getenv); err != nil {
+				return nil, err
+			}
+		}
+		user, err := readUser(userFile, required)
+		if err != nil {
+			return nil, err
+		}
+		if user != nil {
+			layers = append(layers, user)
+		}
 	}
 	policy, err := readPolicy(policyFile, opts.PolicyOwner)
 	if err != nil {
@@ -129,7 +135,31 @@ func Load(opts LoadOptions) (*Effective, error) {
 	if policy != nil {
 		layers = append(layers, policy)
 	}
-	return merge(layers...), nil
+	eff := merge(layers...)
+	if err := checkMerged(eff); err != nil {
+		return nil, err
+	}
+	return eff, nil
+}
+
+// checkMerged applies the rules that span keys two files may set: every git.pushAllow entry
+// lies within git.allow (one file may set git.allow, the other git.pushAllow). The error names
+// the file and line of git.pushAllow.
+func checkMerged(eff *Effective) error {
+	err := eff.Config.Git.Relay().CheckPushWithinAllow()
+	if err == nil {
+		return nil
+	}
+	first := err
+	if j, ok := err.(interface{ Unwrap() []error }); ok && len(j.Unwrap()) > 0 {
+		first = j.Unwrap()[0]
+	}
+	src := eff.Sources["git.pushAllow"]
+	field, msg, _ := strings.Cut(first.Error(), ": ")
+	if a := eff.Sources["git.allow"]; a.File != "" && a.File != src.File {
+		msg += " (git.allow is set in " + a.File + ")"
+	}
+	return &InvalidError{File: src.File, Line: src.Line, Field: field, Msg: msg}
 }
 
 // UserFile returns the path of the user config: $AGENTBOX_CONFIG (then required says the file
@@ -149,14 +179,22 @@ func UserFile(getenv func(string) string) (path string, required bool, err error
 }
 
 // Validate reads and strictly decodes one config or policy file, as `agentbox config validate`
-// does. It does not check the file's owner.
-func Validate(path string) error {
+// does, and applies the rules across keys to it alone. It does not check the file's owner,
+// nor the credential files it names (CheckCredentialFiles).
+func Validate(path string) (Config, error) {
 	data, err := readFile(path)
 	if err != nil {
-		return err
+		return Config{}, err
 	}
-	_, err = decode(path, data)
-	return err
+	l, err := decode(path, data)
+	if err != nil {
+		return Config{}, err
+	}
+	eff := merge(l)
+	if err := checkMerged(eff); err != nil {
+		return Config{}, err
+	}
+	return eff.Config, nil
 }
 
 func readUser(path string, required bool) (*layer, error) {

@@ -38,6 +38,7 @@ func agentboxBinaries(t *testing.T) (cli, daemonBin string) {
 type testDaemon struct {
 	c        *client.Client
 	config   string // the user config file path
+	policy   string // the system policy file path (absent unless a test writes it; owned by the test's uid)
 	runtime  string
 	work     string
 	launches string
@@ -80,7 +81,7 @@ func startDaemonOpts(t *testing.T, opts Options) *testDaemon {
 		return ""
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	d, err := newDaemon(Options{RuntimeDir: runtime, StateDir: state, Config: config.LoadOptions{Getenv: getenv, PolicyFile: filepath.Join(root, "no-policy.yaml")}, wrapStore: opts.wrapStore, noSpare: opts.noSpare, beforeWatch: opts.beforeWatch})
+	d, err := newDaemon(Options{RuntimeDir: runtime, StateDir: state, Config: config.LoadOptions{Getenv: getenv, PolicyFile: filepath.Join(root, "no-policy.yaml"), PolicyOwner: os.Getuid()}, wrapStore: opts.wrapStore, noSpare: opts.noSpare, beforeWatch: opts.beforeWatch})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,7 +99,7 @@ func startDaemonOpts(t *testing.T, opts Options) *testDaemon {
 	if err := c.WaitReady(wctx); err != nil {
 		t.Fatal(err)
 	}
-	return &testDaemon{c: c, config: filepath.Join(cfgDir, "agentbox", "config.yaml"), runtime: runtime, work: work, launches: filepath.Join(runtime, "launches")}
+	return &testDaemon{c: c, config: filepath.Join(cfgDir, "agentbox", "config.yaml"), policy: filepath.Join(root, "no-policy.yaml"), runtime: runtime, work: work, launches: filepath.Join(runtime, "launches")}
 }
 
 // shimsOf lists the host pids of shims (and so boxes) started under runtime.
@@ -335,9 +336,11 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 	}
 }
 
-// TestBadConfigKeepsLastGood: a config file made invalid while the daemon runs is refused with
-// file, line and field; the daemon keeps serving with its last good configuration.
-func TestBadConfigKeepsLastGood(t *testing.T) {
+// TestAttackBadConfigRefusesLaunches guards issue 21, finding 6: a config file made invalid
+// while the daemon runs was ignored silently, and launches ran on the last good configuration
+// (which may be looser than what the user just wrote). Now every launch is refused with the
+// file, line and field, info says the same, and a launch runs again once the file is fixed.
+func TestAttackBadConfigRefusesLaunches(t *testing.T) {
 	td := startDaemon(t, nil)
 	ctx := context.Background()
 	if err := os.MkdirAll(filepath.Dir(td.config), 0o700); err != nil {
@@ -346,9 +349,15 @@ func TestBadConfigKeepsLastGood(t *testing.T) {
 	if err := os.WriteFile(td.config, []byte("stopGrace: 2s\negress: open\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	resp, err := td.c.Launch(ctx, sleepRequest(t, td.work))
-	if err != nil {
-		t.Fatalf("launch with a bad config file: %v (the last good config must stay in force)", err)
+	for i := 0; i < 2; i++ { // every time, not only the first
+		resp, err := td.c.Launch(ctx, sleepRequest(t, td.work))
+		var ae *api.Error
+		if !errors.As(err, &ae) || ae.Code != api.CodeConfigInvalid || !strings.Contains(ae.Message, "config.yaml:2") || !strings.Contains(ae.Message, "egress") {
+			if resp != nil {
+				td.c.Stop(ctx, resp.ID)
+			}
+			t.Fatalf("launch %d with a bad config file: %v, want %s naming config.yaml:2 and egress", i, err, api.CodeConfigInvalid)
+		}
 	}
 	info, err := td.c.Info(ctx)
 	if err != nil {
@@ -357,8 +366,55 @@ func TestBadConfigKeepsLastGood(t *testing.T) {
 	if !strings.Contains(info.ConfigError, "config.yaml:2") || !strings.Contains(info.ConfigError, "egress") {
 		t.Fatalf("info.configError = %q, want file:line and the field", info.ConfigError)
 	}
+	if err := os.WriteFile(td.config, []byte("stopGrace: 2s\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := td.c.Launch(ctx, sleepRequest(t, td.work))
+	if err != nil {
+		t.Fatalf("launch after the fix: %v", err)
+	}
 	if _, err := td.c.Stop(ctx, resp.ID); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestAttackLockedEgress guards issue 21, findings 5 and 6: with the system policy at
+// egress: deny, a per-run --egress allow (what `agentbox run --egress allow` and a launcher
+// send) gave the box the host network; now it is refused naming the policy file and key. An
+// invalid system policy refuses every launch until it is fixed.
+func TestAttackLockedEgress(t *testing.T) {
+	td := startDaemon(t, nil)
+	ctx := context.Background()
+	if err := os.WriteFile(td.policy, []byte("egress: deny\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	req := sleepRequest(t, td.work)
+	req.Egress = "allow"
+	resp, err := td.c.Launch(ctx, req)
+	var ae *api.Error
+	if !errors.As(err, &ae) || ae.Code != api.CodeConfigLocked || !strings.Contains(ae.Message, td.policy+":1") || !strings.Contains(ae.Message, "egress") {
+		if resp != nil {
+			td.c.Stop(ctx, resp.ID)
+		}
+		t.Fatalf("--egress allow under a policy locking egress: %v, want %s naming %s:1 and egress", err, api.CodeConfigLocked, td.policy)
+	}
+	// The policy's own value may be asked for.
+	req.Egress = "deny"
+	if resp, err = td.c.Launch(ctx, req); err != nil {
+		t.Fatalf("--egress deny under the same policy: %v", err)
+	}
+	td.c.Stop(ctx, resp.ID)
+
+	if err := os.WriteFile(td.policy, []byte("egress: deny\nconsole: {clipboard: maybe}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	req.Egress = ""
+	resp, err = td.c.Launch(ctx, req)
+	if !errors.As(err, &ae) || ae.Code != api.CodeConfigInvalid || !strings.Contains(ae.Message, td.policy+":2") {
+		if resp != nil {
+			td.c.Stop(ctx, resp.ID)
+		}
+		t.Fatalf("launch under an invalid policy: %v, want %s naming %s:2", err, api.CodeConfigInvalid, td.policy)
 	}
 }
 

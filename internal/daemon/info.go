@@ -9,6 +9,7 @@ import (
 )
 
 func (d *Daemon) serveInfo(w http.ResponseWriter, r *http.Request) error {
+	d.reloadConfig() // the files as they are now: a file broken since the last launch shows
 	d.mu.Lock()
 	n := len(d.launches)
 	cfg := d.cfg

@@ -81,8 +81,12 @@ func (d *Daemon) checkWorkspace(req *api.LaunchRequest) (ws, cwd string, err err
 	}
 	home, _ := os.UserHomeDir()
 	cfgDir, _ := safesocket.ConfigDir()
+	socks, err := hostSockets()
+	if err != nil {
+		return "", "", &api.Error{Code: api.CodeWorkspaceRefused, Message: fmt.Sprintf("workspace %s: cannot list the host's unix sockets to check none lies inside it: %v", ws, err)}
+	}
 	facts := plan.WorkspaceFacts{Home: home, RuntimeDir: os.Getenv("XDG_RUNTIME_DIR"), OwnDirs: []string{d.runtimeDir, d.stateDir, cfgDir},
-		Harness: d.harnessHomes()}
+		Harness: d.harnessHomes(), Sockets: socks}
 	if err := plan.CheckWorkspace(ws, facts); err != nil {
 		msg := strings.TrimPrefix(err.Error(), plan.ErrWorkspaceRefused.Error()+": ")
 		why, hint, _ := strings.Cut(msg, "; ")
@@ -111,13 +115,22 @@ func (d *Daemon) launch(ctx context.Context, req *api.LaunchRequest) (*api.Launc
 	if err != nil {
 		return nil, err
 	}
-	cfg := d.reloadConfig().Config
+	eff, err := d.launchConfig()
+	if err != nil {
+		return nil, err
+	}
+	cfg := eff.Config
 	egress := plan.Egress(cfg.Egress)
 	if req.Egress != "" {
 		egress = plan.Egress(req.Egress)
 	}
 	if egress != plan.EgressDeny && egress != plan.EgressAllow {
 		return nil, &api.Error{Code: api.CodeBadRequest, Message: fmt.Sprintf("--egress %q: allowed values are deny, allow", req.Egress)}
+	}
+	if egress != plan.Egress(cfg.Egress) {
+		if err := lockedKey(eff, "egress", "--egress "+string(egress)); err != nil {
+			return nil, err
+		}
 	}
 	eng, err := engine.Get(cfg.Engine)
 	if err != nil {

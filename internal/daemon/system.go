@@ -95,13 +95,7 @@ func RenderSystem(o SystemOptions) (*managed.Result, error) {
 	}
 	// Only the policy: the user layer has no say here. A config that is refused applies
 	// nothing, so the managed files stay as they are.
-	noUser := func(k string) string {
-		if k == "XDG_CONFIG_HOME" {
-			return "/nonexistent/agentbox-system" // no user layer: an absent, optional file
-		}
-		return ""
-	}
-	eff, err := config.Load(config.LoadOptions{PolicyFile: policy, PolicyOwner: o.PolicyOwner, Getenv: noUser})
+	eff, err := config.Load(config.LoadOptions{PolicyFile: policy, PolicyOwner: o.PolicyOwner, PolicyOnly: true})
 	if err != nil {
 		return nil, fmt.Errorf("system policy: %w", err)
 	}

@@ -96,7 +96,8 @@ func TestCheckWorkspaceContainingHarness(t *testing.T) {
 }
 
 func TestCheckWorkspace(t *testing.T) {
-	f := WorkspaceFacts{Home: "/home/u", RuntimeDir: "/run/user/1000", OwnDirs: []string{"/home/u/.local/state/agentbox", "/tmp/agentbox-1000"}}
+	f := WorkspaceFacts{Home: "/home/u", RuntimeDir: "/run/user/1000", OwnDirs: []string{"/home/u/.local/state/agentbox", "/tmp/agentbox-1000"},
+		Sockets: []string{"/home/u/src/sock/tmux-1000/default", "/run/dbus/system_bus_socket"}}
 	for _, tc := range []struct {
 		ws string
 		ok bool
@@ -113,6 +114,22 @@ func TestCheckWorkspace(t *testing.T) {
 		{"/tmp/work", true},
 		{"/home/u/.sshfoo", true},
 		{"/home/u/.local/bin", true},
+		// Shared temporary folders and system folders (issue 21, findings 2 and 3).
+		{"/var/tmp", false},
+		{"/dev/shm", false},
+		{"/etc", false},
+		{"/etc/ssh", false},
+		{"/usr/local/src/p", false},
+		{"/opt/p", false},
+		{"/var/lib/p", false},
+		{"/proc/self", false},
+		{"/run/p", false},
+		{"/var/tmp/p", true},
+		{"/dev/shm/p", true},
+		{"/etcetera/p", true},
+		// A folder holding a host program's socket (issue 21, finding 2).
+		{"/home/u/src/sock", false},
+		{"/home/u/src/sock/sub", true},
 	} {
 		t.Run(tc.ws, func(t *testing.T) {
 			err := CheckWorkspace(tc.ws, f)

@@ -25,7 +25,23 @@ type WorkspaceFacts struct {
 	// Harness are more home-relative harness directories (the program profiles' homes, see
 	// profile.Set.HarnessHomes); HarnessHomes always apply.
 	Harness []string
+	// SystemDirs are the system folders bound read-only into every box; nil means
+	// DefaultSystemDirs. OtherSystemDirs always apply.
+	SystemDirs []string
+	// Sockets are the paths of the host's bound pathname unix sockets (see HostSockets), with
+	// their folders' symlinks resolved; nil means none is known.
+	Sockets []string
 }
+
+// OtherSystemDirs are host folders that are no workspace although no box binds them: the
+// kernel's and the system's own (a workspace is bound read-write, and as root it would be
+// the host's).
+var OtherSystemDirs = []string{"/boot", "/dev", "/proc", "/run", "/sys", "/var"}
+
+// SharedTempDirs are folders every program on the host shares, where they keep their
+// sockets (tmux, ssh-agent, X11, language servers): never a workspace themselves, though a
+// project folder beneath them can be.
+var SharedTempDirs = []string{"/tmp", "/var/tmp", "/dev/shm"}
 
 // CheckWorkspace reports why ws (absolute, symlink-resolved) must not be a workspace, or nil.
 // A workspace is bound read-write into the box, so it must not expose what the box hides.
@@ -39,6 +55,27 @@ func CheckWorkspace(ws string, f WorkspaceFacts) error {
 	}
 	if ws == "/" {
 		return refuse("is the root directory", "run agentbox from a project directory, or pass --workspace DIR")
+	}
+	for _, d := range SharedTempDirs {
+		if ws == d {
+			return refuse("is a temporary folder every program shares, where host programs keep their sockets (tmux, ssh-agent)",
+				"make a project folder (mkdir "+d+"/myproject) and use that")
+		}
+	}
+	sys := f.SystemDirs
+	if sys == nil {
+		sys = DefaultSystemDirs
+	}
+	for _, d := range append(append([]string(nil), sys...), OtherSystemDirs...) {
+		if (ws == d || within(ws, d)) && !within(ws, "/var/tmp") && !within(ws, "/dev/shm") {
+			return refuse("is a system folder (under "+d+")", "work on a project directory in your home or under /tmp")
+		}
+	}
+	for _, s := range f.Sockets {
+		if within(s, ws) {
+			return refuse("contains the unix socket "+s+", where a host program listens: a box could connect to it and act on the host (tmux, ssh-agent, an IDE)",
+				"stop that program or move its socket out of the workspace, or work on a folder that does not contain it")
+		}
 	}
 	if f.Home != "" {
 		home := filepath.Clean(f.Home)

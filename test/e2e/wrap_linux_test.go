@@ -8,7 +8,9 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"os/user"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -340,5 +342,96 @@ func TestPackage(t *testing.T) {
 	}
 	if _, err := os.Stat("/etc/agentbox"); err == nil && etcErr != nil {
 		t.Error("dpkg -P left /etc/agentbox")
+	}
+}
+
+// TestAttackWrapUntrustedAgentbox guards issue 21, finding 15: as root, wrap install
+// --agentbox accepted a binary an ordinary user owns for launchers every user runs. A binary
+// that someone else could replace — owned by another user, or in a folder others can write —
+// is refused, with the reason; the genuine one is accepted.
+func TestAttackWrapUntrustedAgentbox(t *testing.T) {
+	e := NewEnv(t)
+	data, err := os.ReadFile(agentboxBin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	prefix := filepath.Join(e.Root, "wrap")
+	install := func(ab string) Result {
+		return e.Run("", "wrap", "install", "--prefix", prefix, "--program", "fakeagent", "--agentbox", ab)
+	}
+	// A folder anyone can write to (not sticky), whoever runs it.
+	open := filepath.Join(e.Root, "open")
+	if err := os.Mkdir(open, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(open, 0o777)
+	inOpen := filepath.Join(open, "agentbox")
+	if err := os.WriteFile(inOpen, data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if r := install(inOpen); r.Code == 0 || !strings.Contains(r.Stderr, "writable by group or others") {
+		t.Errorf("--agentbox in a world-writable folder: exit %d\n%s", r.Code, r.Stderr)
+	}
+	if wrap.IsLauncher(filepath.Join(prefix, "fakeagent")) {
+		t.Fatal("a launcher was installed for an untrusted --agentbox")
+	}
+	// As root: a binary an ordinary user owns.
+	if os.Geteuid() == 0 {
+		name := os.Getenv("AGENTBOX_TEST_USER")
+		if name == "" {
+			name = "abuser" // scripts/test.sh's ordinary user
+		}
+		u, err := user.Lookup(name)
+		if err != nil {
+			t.Skipf("no ordinary user %s to own the binary: %v", name, err)
+		}
+		uid, _ := strconv.Atoi(u.Uid)
+		dir := filepath.Join(e.Root, "userbin")
+		if err := os.Mkdir(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		owned := filepath.Join(dir, "agentbox")
+		if err := os.WriteFile(owned, data, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		os.Chown(owned, uid, -1)
+		if r := install(owned); r.Code == 0 || !strings.Contains(r.Stderr, "neither root nor you") {
+			t.Errorf("as root, --agentbox owned by %s: exit %d\n%s", u.Username, r.Code, r.Stderr)
+		}
+		os.Chown(owned, 0, -1)
+		os.Chown(dir, uid, -1)
+		if r := install(owned); r.Code == 0 || !strings.Contains(r.Stderr, "neither root nor you") {
+			t.Errorf("as root, --agentbox in a folder owned by %s: exit %d\n%s", u.Username, r.Code, r.Stderr)
+		}
+		if wrap.IsLauncher(filepath.Join(prefix, "fakeagent")) {
+			t.Fatal("a launcher was installed for an untrusted --agentbox")
+		}
+	}
+	if r := install(agentboxBin); r.Code != 0 || !wrap.IsLauncher(filepath.Join(prefix, "fakeagent")) {
+		t.Errorf("--agentbox %s: exit %d\n%s", agentboxBin, r.Code, r.Stderr)
+	}
+}
+
+// TestAttackRootWrapReadsNoUserConfig guards issue 21, finding 15: root-run wrap read the
+// invoking user's configuration layer (through sudo's environment). It reads the system
+// policy only: a user config that does not even parse changes nothing.
+func TestAttackRootWrapReadsNoUserConfig(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: the system policy must be root-owned")
+	}
+	e := NewEnv(t)
+	policy := filepath.Join(e.Root, "policy.yaml")
+	if err := os.WriteFile(policy, []byte("containment:\n  programs:\n    - name: fakeagent\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg := filepath.Join(e.Config, "agentbox", "config.yaml")
+	os.MkdirAll(filepath.Dir(cfg), 0o700)
+	if err := os.WriteFile(cfg, []byte("egress: [not, a, mode\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	prefix := filepath.Join(e.Root, "wrap")
+	r := e.Run("", "wrap", "install", "--prefix", prefix, "--policy", policy, "--agentbox", agentboxBin)
+	if r.Code != 0 || strings.Contains(r.Stderr, cfg) || !wrap.IsLauncher(filepath.Join(prefix, "fakeagent")) {
+		t.Errorf("root wrap install with a broken user config: exit %d\n%s%s", r.Code, r.Stdout, r.Stderr)
 	}
 }

@@ -2,6 +2,7 @@ package heavy
 
 import (
 	"fmt"
+	"os"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
@@ -53,8 +54,12 @@ func newConfigCmd() *cobra.Command {
 		Args:  cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if len(args) == 1 {
-				if err := config.Validate(args[0]); err != nil {
+				cfg, err := config.Validate(args[0])
+				if err != nil {
 					return err
+				}
+				if err := config.CheckCredentialFiles(cfg, os.Getuid()); err != nil {
+					return fmt.Errorf("%s: credential files the relays would refuse:\n%w", args[0], err)
 				}
 				fmt.Fprintf(cmd.OutOrStdout(), "%s: valid\n", args[0])
 				return nil
@@ -62,6 +67,9 @@ func newConfigCmd() *cobra.Command {
 			eff, err := config.Load(config.LoadOptions{})
 			if err != nil {
 				return err
+			}
+			if err := config.CheckCredentialFiles(eff.Config, os.Getuid()); err != nil {
+				return fmt.Errorf("credential files the relays would refuse:\n%w", err)
 			}
 			files := eff.Files()
 			if len(files) == 0 {

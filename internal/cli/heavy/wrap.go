@@ -51,7 +51,9 @@ func (f *wrapFlags) managed() ([]wrap.Program, error) {
 		}
 		return out, nil
 	}
-	eff, err := config.Load(config.LoadOptions{PolicyFile: f.policy})
+	// containment.programs is the policy's alone: no user layer is read (run by root through
+	// sudo, it would be the invoking user's).
+	eff, err := config.Load(config.LoadOptions{PolicyFile: f.policy, PolicyOnly: true})
 	if err != nil {
 		return nil, err
 	}
@@ -91,6 +93,10 @@ func (f *wrapFlags) agentboxPath() (string, error) {
 	}
 	if !filepath.IsAbs(p) {
 		return "", fmt.Errorf("--agentbox %q is not absolute", p)
+	}
+	// Every user who runs a launcher runs this binary: as root, only a root-owned one.
+	if err := boxhelper.CheckTrustedBinary(p); err != nil {
+		return "", fmt.Errorf("--agentbox %s: %w\n  hint: install agentbox where only root (or you) can write, e.g. sudo install -o root -m 0755 agentbox /usr/local/lib/agentbox/", p, err)
 	}
 	return p, nil
 }

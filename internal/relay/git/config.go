@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"path/filepath"
 	"strconv"
 	"strings"
 )
@@ -51,6 +52,24 @@ type Credential struct {
 	// Command is a program and its arguments (no shell) whose standard output is the secret.
 	// Its output is reused for five minutes, and dropped when the remote refuses it.
 	Command []string `json:"command,omitempty" yaml:"command,omitempty" jsonschema_description:"Program and arguments (no shell) printing the secret on standard output."`
+}
+
+// CheckPushWithinAllow reports a git.pushAllow entry that overlaps no git.allow entry: a push
+// must match both lists, so such an entry allows nothing and is a mistake. It is checked on
+// the merged configuration (git.allow may come from another file than git.pushAllow) and
+// assumes c is otherwise valid.
+func (c Config) CheckPushWithinAllow() error {
+	p, err := compile(c)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for i, e := range p.push {
+		if !overlapsAny(e, p.allow) {
+			errs = append(errs, fmt.Errorf("git.pushAllow[%d]: %q lies within no git.allow entry, so it allows nothing (a push must match both lists): add it to git.allow or remove it", i, e.raw))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // Validate reports every invalid value of c, each error naming its key
@@ -155,7 +174,11 @@ func checkElem(el string) error {
 		return errors.New("empty path element (doubled slash)")
 	case el == "." || el == "..":
 		return fmt.Errorf("path element %q", el)
-	case strings.ContainsAny(el, "*?[]"):
+	case strings.ContainsAny(el, "%#?"):
+		// An element is used as it is, never decoded again: a "%" here would be decoded by
+		// the remote (%2e%2e is a dot segment there), and "#" or "?" would end its path.
+		return fmt.Errorf("path element %q has %%, # or ?: repository paths are plain names (percent-encoding is decoded once, by the relay, and never again)", el)
+	case strings.ContainsAny(el, "*[]"):
 		return fmt.Errorf("path element %q: prefixes are matched per path element, not as patterns (write github.com/org for every repository of org)", el)
 	case strings.ContainsFunc(el, func(r rune) bool { return r < 0x20 || r == 0x7f || r == '\\' }):
 		return fmt.Errorf("path element %q has control characters or a backslash", el)
@@ -310,6 +333,8 @@ func compile(c Config) (*policy, error) {
 			errs = append(errs, fmt.Errorf("%s: set one of file and command, not both", key))
 		case len(cr.Command) > 0 && cr.Command[0] == "":
 			errs = append(errs, fmt.Errorf("%s.command: empty program name", key))
+		case cr.File != "" && !filepath.IsAbs(cr.File):
+			errs = append(errs, fmt.Errorf("%s.file: %q is not an absolute path (no ~ or variable is expanded): write the full path", key, cr.File))
 		}
 		if err == nil && e != nil {
 			p.creds = append(p.creds, &credEntry{entry: e, key: key, cred: cr, src: newSource(key, cr)})

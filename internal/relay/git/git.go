@@ -93,7 +93,7 @@ type Relay struct {
 	proxy *httputil.ReverseProxy
 
 	mu    sync.Mutex
-	bases map[string]string // session id + original repository URL → redirected one
+	bases map[string]*url.URL // session id + original repository URL → redirected one (no query)
 }
 
 var _ http.Handler = (*Relay)(nil)
@@ -107,7 +107,7 @@ func New(cfg Config, opt Options) (*Relay, error) {
 	if err != nil {
 		return nil, err
 	}
-	rl := &Relay{pol: pol, opt: opt, bases: map[string]string{}}
+	rl := &Relay{pol: pol, opt: opt, bases: map[string]*url.URL{}}
 	rl.base = opt.Transport
 	if rl.base == nil {
 		t := http.DefaultTransport.(*http.Transport).Clone()
@@ -324,22 +324,18 @@ func (rl *Relay) classify(w http.ResponseWriter, r *http.Request, st *reqState) 
 		}
 	}
 
-	origin := &url.URL{Scheme: st.entry.scheme, Host: joinHostPort(host, portOr(port, st.entry.scheme), st.entry.scheme)}
-	st.origBase = origin.String() + "/" + strings.Join(elems, "/")
-	base := st.origBase
+	// The upstream URL is built from the checked elements as they are: nothing is parsed or
+	// decoded a second time, so the remote gets exactly the path the policy matched.
+	base := &url.URL{Scheme: st.entry.scheme, Host: joinHostPort(host, portOr(port, st.entry.scheme), st.entry.scheme),
+		Path: "/" + strings.Join(elems, "/")}
+	st.origBase = base.String()
 	if !st.infoRefs {
 		// git asked info/refs first; if that was redirected, the service lives there too.
 		if b, ok := rl.base4(st.sess.ID(), st.origBase); ok {
 			base = b
 		}
 	}
-	t, err := url.Parse(base + st.suffix)
-	if err != nil {
-		rl.refuse(w, r, st, http.StatusBadRequest, CodeBadRequest, fmt.Sprintf("repository path %q: %v", repo, err))
-		return false
-	}
-	t.RawQuery = st.query
-	st.target = t
+	st.target = &url.URL{Scheme: base.Scheme, Host: base.Host, Path: base.Path + st.suffix, RawQuery: st.query}
 	return true
 }
 
@@ -364,7 +360,7 @@ func splitRepo(repo string) ([]string, error) {
 	return elems, nil
 }
 
-func (rl *Relay) base4(sessID, orig string) (string, bool) {
+func (rl *Relay) base4(sessID, orig string) (*url.URL, bool) {
 	rl.mu.Lock()
 	defer rl.mu.Unlock()
 	b, ok := rl.bases[sessID+"\x00"+orig]
@@ -373,7 +369,7 @@ func (rl *Relay) base4(sessID, orig string) (string, bool) {
 
 // rememberBase notes that the session's repository orig answered from final after redirects,
 // so that its service requests go there directly, as git itself would do.
-func (rl *Relay) rememberBase(s *session.Session, orig, final string) {
+func (rl *Relay) rememberBase(s *session.Session, orig string, final *url.URL) {
 	key := s.ID() + "\x00" + orig
 	rl.mu.Lock()
 	if len(rl.bases) >= maxBases {

@@ -30,12 +30,12 @@ func TestValidate(t *testing.T) {
 		{"scheme-clash", Config{Allow: []string{"http://h:8080/a", "https://h:8080/b"}}, []string{"git.allow[1]", "one host and port is one remote"}},
 		{"cred-missing", Config{Allow: []string{"github.com"}, Credentials: []Credential{{}}}, []string{
 			"git.credentials[0].prefix: required", "git.credentials[0].username: required", "git.credentials[0]: set file or command"}},
-		{"cred-both", Config{Allow: []string{"github.com"}, Credentials: []Credential{{Prefix: "github.com", Username: "u", File: "f", Command: []string{"c"}}}},
+		{"cred-both", Config{Allow: []string{"github.com"}, Credentials: []Credential{{Prefix: "github.com", Username: "u", File: "/f", Command: []string{"c"}}}},
 			[]string{"git.credentials[0]: set one of file and command"}},
-		{"cred-uncovered", Config{Allow: []string{"github.com/org"}, Credentials: []Credential{{Prefix: "gitlab.com", Username: "u", File: "f"}}},
+		{"cred-uncovered", Config{Allow: []string{"github.com/org"}, Credentials: []Credential{{Prefix: "gitlab.com", Username: "u", File: "/f"}}},
 			[]string{"git.credentials[0].prefix", "not covered by any git.allow entry"}},
-		{"cred-broader-ok", Config{Allow: []string{"github.com/org/repo"}, Credentials: []Credential{{Prefix: "github.com", Username: "u", File: "f"}}}, nil},
-		{"cred-scheme", Config{Allow: []string{"github.com/org"}, Credentials: []Credential{{Prefix: "http://github.com/org", Username: "u", File: "f"}}},
+		{"cred-broader-ok", Config{Allow: []string{"github.com/org/repo"}, Credentials: []Credential{{Prefix: "github.com", Username: "u", File: "/f"}}}, nil},
+		{"cred-scheme", Config{Allow: []string{"github.com/org"}, Credentials: []Credential{{Prefix: "http://github.com/org", Username: "u", File: "/f"}}},
 			[]string{"not covered"}},
 		{"egress-http", Config{EgressUpstream: "http://egress.corp"}, []string{"git.egressUpstream", "https"}},
 		{"egress-userinfo", Config{EgressUpstream: "https://u:p@egress.corp"}, []string{"git.egressUpstream", "credentials"}},
@@ -106,8 +106,8 @@ func TestLongestMatch(t *testing.T) {
 	p, err := compile(Config{
 		Allow: []string{"github.com", "github.com/org"},
 		Credentials: []Credential{
-			{Prefix: "github.com", Username: "a", File: "f"},
-			{Prefix: "github.com/org/repo", Username: "b", File: "f"},
+			{Prefix: "github.com", Username: "a", File: "/f"},
+			{Prefix: "github.com/org/repo", Username: "b", File: "/f"},
 		},
 	})
 	if err != nil {

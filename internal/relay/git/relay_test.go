@@ -363,3 +363,50 @@ func TestCredentialProblemsShown(t *testing.T) {
 		})
 	}
 }
+
+// TestAttackEncodedPathElements guards the git relay's single decoding (issue 21, finding 1):
+// a box pushed to …/org/pushok/%252e%252e/%252e%252e/victim.git and the remote received
+// /org/pushok/../../victim.git/git-receive-pack with the credential attached; %23 cut the
+// upstream URL short of its smart-HTTP suffix. Each of these is refused by the relay with its
+// bad_request error, and the remote sees nothing.
+func TestAttackEncodedPathElements(t *testing.T) {
+	rm, r := allowedRig(t, func(c *gitrelay.Config) {
+		c.PushAllow = []string{c.Allow[0] + "/pushok"}
+	})
+	for _, tc := range []struct{ name, method, path string }{
+		{"double-encoded-dots-push", http.MethodPost, "/org/pushok/%252e%252e/%252e%252e/victim.git/git-receive-pack"},
+		{"double-encoded-dots-info-refs", http.MethodGet, "/org/pushok/%252e%252e/%252e%252e/victim.git/info/refs?service=git-receive-pack"},
+		{"encoded-hash", http.MethodGet, "/org/repo.git%23/info/refs?service=git-upload-pack"},
+		{"double-encoded-hash", http.MethodGet, "/org/repo.git%2523/info/refs?service=git-upload-pack"},
+		{"encoded-question-mark", http.MethodPost, "/org/repo%3F.git/git-upload-pack"},
+		{"encoded-dots", http.MethodPost, "/org/pushok/%2e%2e/victim.git/git-receive-pack"},
+		{"empty-element", http.MethodPost, "/org//repo.git/git-upload-pack"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rm.reset()
+			req, err := http.NewRequest(tc.method, r.relay.URL+"/git/"+rm.hostport()+tc.path, strings.NewReader("0000"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			req.Header.Set("X-Agentbox-Pairing", r.pairing.Reveal())
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			// The git relay answers info/refs with git's pkt-line ERR (HTTP 200, so that git
+			// shows it) and a service request with HTTP 400; the router refuses dot segments
+			// and empty elements before the git relay sees them.
+			refused := resp.StatusCode == http.StatusBadRequest && strings.Contains(string(b), "[bad_request]") ||
+				resp.StatusCode == http.StatusOK && strings.Contains(string(b), "ERR agentbox: ") && strings.Contains(string(b), "[bad_request]") ||
+				resp.StatusCode == http.StatusNotFound && strings.Contains(string(b), `"code":"not_found"`)
+			if !refused {
+				t.Errorf("%s %s: %d %s, want the relay's refusal", tc.method, tc.path, resp.StatusCode, b)
+			}
+			for _, q := range rm.requests() {
+				t.Errorf("the remote saw %s %s?%s (credential attached: %v)", q.Method, q.Path, q.Query, q.Auth != "")
+			}
+		})
+	}
+}

@@ -30,7 +30,7 @@ func (u *upstream) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 		if !isRedirect(resp.StatusCode) || resp.Header.Get("Location") == "" {
 			if st.hops > 0 && st.infoRefs && resp.StatusCode == http.StatusOK {
-				u.rl.rememberBase(st.sess, st.origBase, target.Scheme+"://"+target.Host+strings.TrimSuffix(target.Path, st.suffix))
+				u.rl.rememberBase(st.sess, st.origBase, &url.URL{Scheme: target.Scheme, Host: target.Host, Path: strings.TrimSuffix(target.Path, st.suffix)})
 			}
 			return resp, nil
 		}

@@ -207,6 +207,29 @@ func SplitPath(p string) (provider, rest string, ok bool) {
 	return provider, rest, true
 }
 
+// checkRest refuses a provider path (the decoded rest of SplitPath) the gateway could read as
+// another one: a dot segment or an empty element (a trailing slash aside) could leave the
+// gateway's base path once the gateway normalises, and an element still holding "%" would be
+// decoded a second time there (%252e%252e is a dot segment after two decodings); "#" and "?"
+// cannot come from a real API path either.
+func checkRest(rest string) error {
+	if rest == "" {
+		return nil
+	}
+	elems := strings.Split(strings.TrimSuffix(rest[1:], "/"), "/")
+	for _, el := range elems {
+		switch {
+		case el == "" && len(elems) > 1:
+			return errors.New("empty path element (doubled slash)")
+		case el == "." || el == "..":
+			return fmt.Errorf("dot segment %q", el)
+		case strings.ContainsAny(el, "%#?\\") || strings.ContainsFunc(el, func(r rune) bool { return r < 0x20 || r == 0x7f }):
+			return fmt.Errorf("path element %q has %%, #, ?, a backslash or a control character (it would be decoded or cut again upstream)", el)
+		}
+	}
+	return nil
+}
+
 // clientCredentialHeaders are removed from every request before it leaves: whatever the box
 // sends there is at most a pairing, and the upstream gets the daemon's credential only.
 var clientCredentialHeaders = []string{
@@ -257,6 +280,11 @@ func (rl *Relay) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	rec.Provider = provider
+	if err := checkRest(rest); err != nil {
+		relay.WriteError(w, r, http.StatusBadRequest, relay.CodeBadRequest,
+			fmt.Sprintf("the relay refused the path %q: %v", r.URL.EscapedPath(), err))
+		return
+	}
 	cred, err := g.src.get(ctx)
 	if err != nil {
 		relay.WriteError(w, r, http.StatusUnauthorized, relay.CodeGatewayCredentialMissing,

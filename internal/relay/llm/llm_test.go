@@ -673,3 +673,32 @@ func TestFullDuplex(t *testing.T) {
 		t.Fatalf("record %+v", rec)
 	}
 }
+
+// TestAttackEncodedProviderPath guards the LLM relay's single decoding (issue 21, finding 1,
+// "every broker"): a path element still holding "%" after the relay's decoding reached the
+// gateway with the credential attached, where a second decoding reads %252e%252e as a dot
+// segment that leaves the gateway's base path; an encoded "#" or "?" is refused too (the
+// router refuses dot segments and empty elements before the LLM relay sees them).
+func TestAttackEncodedProviderPath(t *testing.T) {
+	r := newRig(t, rigOptions{})
+	for _, p := range []string{
+		"/v1/%252e%252e/%252e%252e/admin",
+		"/v1/messages%2523",
+		"/v1/messages%23x",
+		"/v1/messages%3Fx=1",
+	} {
+		t.Run(p, func(t *testing.T) {
+			expectError(t, r.do(r.request(context.Background(), r.path(p), messageBody)), http.StatusBadRequest, relay.CodeBadRequest)
+			if reqs := r.up.Requests(); len(reqs) != 0 {
+				t.Errorf("the gateway saw %s %s", reqs[0].Method, reqs[0].Path)
+			}
+			r.record()
+		})
+	}
+	// A real API path still goes through.
+	resp := r.do(r.request(context.Background(), r.defaultPath(), messageBody))
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("%s: %d", r.defaultPath(), resp.StatusCode)
+	}
+}

@@ -1,0 +1,70 @@
+//go:build linux
+
+package e2e
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestAttackHostSocketInWorkspace guards issue 21, finding 2: with the user's tmux server
+// listening inside the workspace, a box ran `tmux -S … send-keys` and the command ran on the
+// host. A workspace holding a host program's unix socket is refused, with the socket named,
+// and nothing reaches the tmux server.
+func TestAttackHostSocketInWorkspace(t *testing.T) {
+	tmux, err := exec.LookPath("tmux")
+	if err != nil {
+		t.Skip("tmux is not installed: install the tmux package")
+	}
+	e := NewEnv(t)
+	sock := filepath.Join(e.Work, "tmux-sock")
+	marker := filepath.Join(e.Root, "ran-on-host")
+	srv := exec.Command(tmux, "-S", sock, "-f", "/dev/null", "new-session", "-d", "-s", "victim", "sh")
+	srv.Env = e.Vars
+	if out, err := srv.CombinedOutput(); err != nil {
+		t.Fatalf("start tmux: %v\n%s", err, out)
+	}
+	t.Cleanup(func() { exec.Command(tmux, "-S", sock, "kill-server").Run() })
+
+	r := e.Run("", "run", "sh", "--", "-c", "tmux -S "+sock+" send-keys -t victim 'touch "+marker+"' Enter")
+	if r.Code != 125 || !strings.Contains(r.Stderr, "contains the unix socket "+sock) {
+		t.Errorf("exit %d, want 125 naming the socket:\n%s%s", r.Code, r.Stdout, r.Stderr)
+	}
+	// Give a command that did reach the server the time to run.
+	time.Sleep(500 * time.Millisecond)
+	if _, err := os.Stat(marker); err == nil {
+		t.Fatal("the box drove the host's tmux server: the command ran on the host")
+	}
+
+	// A folder beside it, without the socket, is a workspace as before.
+	sub := filepath.Join(e.Work, "project")
+	if err := os.Mkdir(sub, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if r := e.Run("", "run", "--workspace", sub, "true"); r.Code != 0 {
+		t.Errorf("workspace %s: exit %d\n%s", sub, r.Code, r.Stderr)
+	}
+}
+
+// TestAttackSystemWorkspace guards issue 21, findings 2 and 3: a shared temporary folder or a
+// system folder is refused as a workspace, for root as for an ordinary user (as root,
+// --workspace /etc was accepted and writable).
+func TestAttackSystemWorkspace(t *testing.T) {
+	e := NewEnv(t)
+	for _, ws := range []string{"/var/tmp", "/dev/shm", "/etc", "/etc/ssh", "/usr/local", "/var/lib"} {
+		t.Run(ws, func(t *testing.T) {
+			if _, err := os.Stat(ws); err != nil {
+				t.Skipf("%s: %v", ws, err)
+			}
+			r := e.Run("", "run", "--workspace", ws, "sh", "--", "-c", "touch "+ws+"/agentbox-attack-planted; echo box ran")
+			os.Remove(ws + "/agentbox-attack-planted")
+			if r.Code != 125 || !strings.Contains(r.Stderr, "workspace "+ws+" is a") || strings.Contains(r.Stdout, "box ran") {
+				t.Errorf("exit %d, want 125 refusing %s:\n%s%s", r.Code, ws, r.Stdout, r.Stderr)
+			}
+		})
+	}
+}
