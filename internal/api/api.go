@@ -29,8 +29,14 @@ type LaunchRequest struct {
 	Env []string `json:"env,omitempty"`
 	// TTY asks for a PTY (the client's stdin and stdout are terminals).
 	TTY bool `json:"tty"`
-	// Detach starts the box without a client: no stdin, output kept in the launch's log.
+	// Detach starts the box without waiting for a client. With TTY the launch keeps its
+	// console (attach and detach at will; output kept in the launch's log while no client is
+	// attached); without, it has none: no stdin, output kept in the launch's log.
 	Detach bool `json:"detach"`
+	// Rows and Cols are the client's terminal size, for a detached TTY launch's PTY until a
+	// client attaches; zero when unknown.
+	Rows uint16 `json:"rows,omitempty"`
+	Cols uint16 `json:"cols,omitempty"`
 	// Egress overrides the configured egress mode ("deny" | "allow"); "" keeps the config's.
 	Egress string `json:"egress,omitempty"`
 }
@@ -40,6 +46,9 @@ type LaunchResponse struct {
 	ID string `json:"id"`
 	// ShimSocket is the unix socket the client attaches to for the console (attached launches).
 	ShimSocket string `json:"shimSocket"`
+	// DetachKeys is the configured detach key sequence (console.detachKeys; "" from a daemon
+	// that predates it: the default).
+	DetachKeys string `json:"detachKeys,omitempty"`
 }
 
 // Launch states.

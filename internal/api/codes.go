@@ -25,6 +25,9 @@ const (
 	// CodePreconditionFailed: something the program's profile requires does not hold (a model,
 	// a gateway provider, egress deny, the relay); the hint names the config key to set.
 	CodePreconditionFailed = "precondition_failed"
+	// CodeLaunchDetached: attach to a launch without a console (started with --detach
+	// without a terminal).
+	CodeLaunchDetached = "launch_detached"
 )
 
 // HTTP statuses the API answers with (net/http's values; this package does not import
@@ -53,7 +56,7 @@ func Status(code string) int {
 		return statusTooManyRequests
 	case CodeBoxUnavailable:
 		return statusServiceUnavailable
-	case CodeLaunchDirConflict, CodePreconditionFailed:
+	case CodeLaunchDirConflict, CodePreconditionFailed, CodeLaunchDetached:
 		return statusConflict
 	}
 	return statusInternalServerError

@@ -230,13 +230,14 @@ func (c *Client) WaitReady(ctx context.Context) error {
 	}
 }
 
-// ShimSocket returns the console socket of a running launch, for `agentbox attach`.
-func (c *Client) ShimSocket(ctx context.Context, id string) (string, error) {
+// Console returns the console socket of a running launch and the detach keys, for `agentbox
+// attach`.
+func (c *Client) Console(ctx context.Context, id string) (*api.LaunchResponse, error) {
 	var resp api.LaunchResponse
 	if err := c.do(ctx, http.MethodGet, api.RouteLaunch+id+"/console", nil, &resp); err != nil {
-		return "", err
+		return nil, err
 	}
-	return resp.ShimSocket, nil
+	return &resp, nil
 }
 
 // CreateSession creates a session by hand; the answer is the only time its pairing is shown.

@@ -10,6 +10,7 @@ import (
 
 	"github.com/invopop/jsonschema"
 
+	"github.com/agentbox/agentbox/internal/console"
 	"github.com/agentbox/agentbox/internal/profile"
 )
 
@@ -70,6 +71,9 @@ type Integrity struct {
 type Console struct {
 	// Clipboard says whether OSC 52 clipboard escapes from the box reach the terminal. "" means deny.
 	Clipboard string `json:"clipboard,omitempty" jsonschema:"enum=deny,enum=allow" jsonschema_description:"OSC 52 clipboard escapes written by the box: deny (dropped by the console relay) or allow."`
+	// DetachKeys is the key sequence that detaches a terminal from a box's console, leaving
+	// the program running (console.ParseDetachKeys). "" means ctrl-p,ctrl-q; "none" turns it off.
+	DetachKeys string `json:"detachKeys,omitempty" jsonschema_description:"Keys that detach your terminal from a box and leave its program running (agentbox attach ID returns): comma-separated, each one character or ctrl-<a-z, @, [, \\, ], ^, _>; none turns them off."`
 }
 
 // Sessions bounds the pairing-session registry.
@@ -88,7 +92,7 @@ func Defaults() Config {
 	return Config{
 		Engine:      EngineNative,
 		Egress:      EgressDeny,
-		Console:     Console{Clipboard: ClipboardDeny},
+		Console:     Console{Clipboard: ClipboardDeny, DetachKeys: console.DefaultDetachKeys},
 		StopGrace:   Duration(5 * time.Second),
 		Sessions:    Sessions{Max: 64},
 		Integrity:   Integrity{Interval: Duration(60 * time.Second)},

@@ -149,8 +149,9 @@ func (d *Daemon) launch(ctx context.Context, req *api.LaunchRequest) (*api.Launc
 	if err := os.Mkdir(runDir, 0o700); err != nil {
 		return fail(fmt.Errorf("launch run dir: %w", err))
 	}
+	// A launch started from a terminal has a console, detached or not (attach, detach keys).
 	console := plan.ConsolePipe
-	if req.TTY && !req.Detach {
+	if req.TTY {
 		console = plan.ConsoleTTY
 	}
 	home, err := os.UserHomeDir()
@@ -194,6 +195,9 @@ func (d *Daemon) launch(ctx context.Context, req *api.LaunchRequest) (*api.Launc
 	}
 	scfg := shim.Config{LaunchID: id, Engine: eng.Name(), Console: console, Detached: req.Detach,
 		StopGrace: cfg.StopGrace.Duration(), Clipboard: cfg.Console.Clipboard}
+	if req.Detach && console == plan.ConsoleTTY {
+		scfg.Size.Rows, scfg.Size.Cols = req.Rows, req.Cols
+	}
 	if err := shim.WriteConfig(dir, scfg); err != nil {
 		return failBrokers(err)
 	}
@@ -278,7 +282,7 @@ func (d *Daemon) launch(ctx context.Context, req *api.LaunchRequest) (*api.Launc
 	go d.supervise(l)
 	launched = true
 	d.log.Info("launch", "id", id, "program", req.Program, "workspace", ws, "console", console, "detached", req.Detach, "shim", pid)
-	return &api.LaunchResponse{ID: id, ShimSocket: filepath.Join(dir, "shim.sock")}, nil
+	return &api.LaunchResponse{ID: id, ShimSocket: filepath.Join(dir, "shim.sock"), DetachKeys: cfg.Console.DetachKeys}, nil
 }
 
 func (d *Daemon) serveLaunches(w http.ResponseWriter, r *http.Request) error {
@@ -342,7 +346,11 @@ func (d *Daemon) serveConsole(w http.ResponseWriter, r *http.Request) error {
 	if l.State != api.StateRunning && l.State != api.StateStarting {
 		return &api.Error{Code: api.CodeNotFound, Message: "launch " + l.ID + " is " + l.State}
 	}
-	writeJSON(w, http.StatusOK, api.LaunchResponse{ID: l.ID, ShimSocket: filepath.Join(dir, "shim.sock")})
+	if sc, err := shim.ReadConfig(dir); err == nil && sc.Detached && sc.Console != plan.ConsoleTTY {
+		return &api.Error{Code: api.CodeLaunchDetached, Message: "launch " + l.ID + " has no console: it was started with --detach without a terminal",
+			Hint: "its output is in " + filepath.Join(dir, shim.OutputFile) + "; start it from a terminal to attach later"}
+	}
+	writeJSON(w, http.StatusOK, api.LaunchResponse{ID: l.ID, ShimSocket: filepath.Join(dir, "shim.sock"), DetachKeys: d.reloadConfig().Config.Console.DetachKeys})
 	return nil
 }
 
