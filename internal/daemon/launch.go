@@ -8,8 +8,11 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -286,7 +289,11 @@ func (d *Daemon) launch(ctx context.Context, req *api.LaunchRequest) (*api.Launc
 }
 
 func (d *Daemon) serveLaunches(w http.ResponseWriter, r *http.Request) error {
-	ls, err := d.store.ListLaunches(r.Context(), store.Filter{})
+	f, err := launchFilter(r.URL.Query())
+	if err != nil {
+		return err
+	}
+	ls, err := d.store.ListLaunches(r.Context(), f)
 	if err != nil {
 		return err
 	}
@@ -440,4 +447,27 @@ func stopViaShim(w *shim.Watcher, dir string) error {
 func ended(dir string) bool {
 	_, err := shim.ReadStatus(dir)
 	return err == nil
+}
+
+// launchFilter reads the query of GET /v0/launches (api.QueryLimit, QueryState,
+// QueryHideProbes); a value it cannot read is a bad_request naming the parameter.
+func launchFilter(q url.Values) (store.Filter, error) {
+	var f store.Filter
+	if s := q.Get(api.QueryLimit); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 0 {
+			return f, &api.Error{Code: api.CodeBadRequest, Message: fmt.Sprintf("%s %q: want a whole number, 0 or more", api.QueryLimit, s)}
+		}
+		f.Limit = n
+	}
+	if s := q.Get(api.QueryState); s != "" {
+		for _, st := range strings.Split(s, ",") {
+			if !slices.Contains(api.States, st) {
+				return f, &api.Error{Code: api.CodeBadRequest, Message: fmt.Sprintf("%s %q: allowed values are %s", api.QueryState, st, strings.Join(api.States, ", "))}
+			}
+			f.States = append(f.States, st)
+		}
+	}
+	f.HideProbes = q.Get(api.QueryHideProbes) == "1"
+	return f, nil
 }
