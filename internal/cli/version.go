@@ -24,7 +24,7 @@ type Versions struct {
 }
 
 // restartHint says how to put a daemon of this CLI's version in place of the running one.
-const restartHint = "restart it to use this version: `agentbox daemon stop` (running boxes keep running and the next daemon re-adopts them; the next agentbox command starts the new daemon), or `systemctl --user restart agentbox.service` where systemd runs it"
+const restartHint = "restart it to use this version: `agentbox daemon stop` (running boxes keep running and the next daemon re-adopts them; the next `agentbox run` starts it), or `systemctl --user restart agentbox.service` where systemd runs it"
 
 func newVersionCmd() *cobra.Command {
 	var asJSON bool
