@@ -14,7 +14,36 @@ const (
 	RouteInfo      = "/v0/info"      // GET
 	RouteConfig    = "/v0/config"    // GET effective config with sources
 	RouteReadiness = "/v0/readiness" // GET the readiness state and the last probe's facts
+	// RoutePrune deletes the records of launches that ended (POST PruneRequest → PruneResult).
+	RoutePrune = "/v0/launches/prune"
 )
+
+// Query parameters of GET /v0/launches. Without any, every launch is listed.
+const (
+	// QueryLimit caps the number of launches (newest first); 0 or absent: no cap.
+	QueryLimit = "limit"
+	// QueryState keeps launches in these states (comma-separated: starting, running, exited,
+	// failed, lost); absent: any state.
+	QueryState = "state"
+	// QueryHideProbes, "1", drops the launches of agentbox's escape probe (selftest).
+	QueryHideProbes = "hideProbes"
+)
+
+// States lists every launch state.
+var States = []string{StateStarting, StateRunning, StateExited, StateFailed, StateLost}
+
+// PruneRequest asks the daemon to delete the records of launches that ended more than
+// OlderThan ago (exited, failed or lost, and settled); 0 means every ended launch.
+type PruneRequest struct {
+	OlderThan time.Duration `json:"olderThanNs"`
+}
+
+// PruneResult answers a PruneRequest.
+type PruneResult struct {
+	// Pruned is the number of launch records deleted; Before the end time they ended before.
+	Pruned int       `json:"pruned"`
+	Before time.Time `json:"before"`
+}
 
 // LaunchRequest asks the daemon to start a program in a box.
 type LaunchRequest struct {
@@ -29,8 +58,14 @@ type LaunchRequest struct {
 	Env []string `json:"env,omitempty"`
 	// TTY asks for a PTY (the client's stdin and stdout are terminals).
 	TTY bool `json:"tty"`
-	// Detach starts the box without a client: no stdin, output kept in the launch's log.
+	// Detach starts the box without waiting for a client. With TTY the launch keeps its
+	// console (attach and detach at will; output kept in the launch's log while no client is
+	// attached); without, it has none: no stdin, output kept in the launch's log.
 	Detach bool `json:"detach"`
+	// Rows and Cols are the client's terminal size, for a detached TTY launch's PTY until a
+	// client attaches; zero when unknown.
+	Rows uint16 `json:"rows,omitempty"`
+	Cols uint16 `json:"cols,omitempty"`
 	// Egress overrides the configured egress mode ("deny" | "allow"); "" keeps the config's.
 	Egress string `json:"egress,omitempty"`
 }
@@ -40,6 +75,9 @@ type LaunchResponse struct {
 	ID string `json:"id"`
 	// ShimSocket is the unix socket the client attaches to for the console (attached launches).
 	ShimSocket string `json:"shimSocket"`
+	// DetachKeys is the configured detach key sequence (console.detachKeys; "" from a daemon
+	// that predates it: the default).
+	DetachKeys string `json:"detachKeys,omitempty"`
 }
 
 // Launch states.

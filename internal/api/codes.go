@@ -28,6 +28,9 @@ const (
 	// CodeConfigLocked: a per-run flag or a launcher asked to change a key the system policy
 	// sets (locks).
 	CodeConfigLocked = "config_locked"
+	// CodeLaunchDetached: attach to a launch without a console (started with --detach
+	// without a terminal).
+	CodeLaunchDetached = "launch_detached"
 )
 
 // HTTP statuses the API answers with (net/http's values; this package does not import
@@ -56,7 +59,7 @@ func Status(code string) int {
 		return statusTooManyRequests
 	case CodeBoxUnavailable:
 		return statusServiceUnavailable
-	case CodeLaunchDirConflict, CodePreconditionFailed:
+	case CodeLaunchDirConflict, CodePreconditionFailed, CodeLaunchDetached:
 		return statusConflict
 	}
 	return statusInternalServerError

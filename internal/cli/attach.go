@@ -1,21 +1,34 @@
 package cli
 
 import (
+	"errors"
+	"fmt"
 	"os"
 	"sort"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
+	"github.com/agentbox/agentbox/internal/api"
 	"github.com/agentbox/agentbox/internal/client"
 	"github.com/agentbox/agentbox/internal/console"
 )
 
 func newAttachCmd() *cobra.Command {
-	return &cobra.Command{
+	var detachKeys string
+	cmd := &cobra.Command{
 		Use:   "attach ID",
 		Short: "Attach this terminal to a running box's console (takes over from an earlier client)",
-		Args:  cobra.ExactArgs(1),
+		Long: `Attach this terminal to the console of a running launch: one started attached, or with
+--detach from a terminal. A client already attached is detached (the program is not disturbed).
+The detach keys (Ctrl-P Ctrl-Q unless --detach-keys or console.detachKeys say otherwise) leave
+the program running and end this command with 0. agentbox exits with the program's exit code
+when it ends while attached.`,
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkDetachKeys(cmd, detachKeys); err != nil {
+				return err
+			}
 			c, err := client.New()
 			if err != nil {
 				return err
@@ -24,17 +37,70 @@ func newAttachCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			sock, err := c.ShimSocket(cmd.Context(), l.ID)
+			resp, err := c.Console(cmd.Context(), l.ID)
 			if err != nil {
 				return err
 			}
-			code, err := console.Attach(sock, os.Stdin, os.Stdout, os.Stderr, console.AttachOptions{})
-			if err != nil {
-				return err
-			}
-			return ExitError{Code: code}
+			return attachConsole(cmd, resp, detachKeys)
 		},
 	}
+	addDetachKeysFlag(cmd.Flags(), &detachKeys)
+	return cmd
+}
+
+// addDetachKeysFlag adds --detach-keys, shared by run and attach.
+func addDetachKeysFlag(f *pflag.FlagSet, p *string) {
+	f.StringVar(p, "detach-keys", "", `keys that detach this terminal and leave the program running: comma-separated, each one character or ctrl-<a-z, @, [, \, ], ^, _>; "none" turns them off (default: console.detachKeys, else ctrl-p,ctrl-q)`)
+}
+
+// checkDetachKeys refuses a --detach-keys value that is not a key sequence, before anything
+// is started.
+func checkDetachKeys(cmd *cobra.Command, keys string) error {
+	if !cmd.Flags().Changed("detach-keys") {
+		return nil
+	}
+	if keys == "" {
+		return fmt.Errorf("--detach-keys is empty: give keys such as %s, or %q to turn them off", console.DefaultDetachKeys, console.DetachKeysNone)
+	}
+	if _, err := console.ParseDetachKeys(keys); err != nil {
+		return fmt.Errorf("--detach-keys: %w", err)
+	}
+	return nil
+}
+
+// attachConsole attaches this process's terminal to the launch's console until the program
+// ends (its exit code becomes agentbox's) or the detach keys are typed (exit 0). flagKeys is
+// --detach-keys ("" for the daemon's console.detachKeys).
+func attachConsole(cmd *cobra.Command, resp *api.LaunchResponse, flagKeys string) error {
+	spec := flagKeys
+	if spec == "" {
+		spec = resp.DetachKeys
+	}
+	keys, err := console.ParseDetachKeys(spec)
+	if err != nil {
+		// The daemon validated its configuration: a value it sends is readable.
+		return fmt.Errorf("console.detachKeys from the daemon: %w", err)
+	}
+	code, err := console.Attach(resp.ShimSocket, os.Stdin, os.Stdout, os.Stderr, console.AttachOptions{DetachKeys: keys})
+	switch {
+	case errors.Is(err, console.ErrDetached):
+		fmt.Fprintf(cmd.ErrOrStderr(), "\nagentbox: detached from launch %s; it keeps running (agentbox attach %s to return)\n", resp.ID, shortID(resp.ID))
+		return nil
+	case errors.Is(err, console.ErrTakenOver):
+		fmt.Fprintf(cmd.ErrOrStderr(), "\nagentbox: another terminal attached to launch %s; it keeps running there\n", resp.ID)
+		return nil
+	case err != nil:
+		return err
+	}
+	return ExitError{Code: code}
+}
+
+// shortID is the 12-character prefix of a launch id that `agentbox launches` shows.
+func shortID(id string) string {
+	if len(id) > 12 {
+		return id[:12]
+	}
+	return id
 }
 
 func sortedKeys(m map[string]string) []string {

@@ -42,7 +42,9 @@ runs, it runs a probe itself (serialized with the daemon's). It exits 0 when rea
 					return err
 				}
 				r, err = c.Readiness(ctx)
-				if err != nil && !errors.Is(err, client.ErrDaemonUnreachable) {
+				if errors.Is(err, client.ErrDaemonUnreachable) {
+					r = nil // no daemon runs: probe here (below)
+				} else if err != nil {
 					return err
 				}
 				if r != nil {

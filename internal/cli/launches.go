@@ -3,6 +3,8 @@ package cli
 import (
 	"fmt"
 	"io"
+	"os"
+	"slices"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -14,18 +16,54 @@ import (
 	"github.com/agentbox/agentbox/internal/client"
 )
 
+// defaultLaunchLimit is how many launches `agentbox launches` lists without --limit or --all.
+const defaultLaunchLimit = 20
+
+// Widths beyond which the COMMAND and WORKSPACE columns are shortened (the JSON is whole).
+const (
+	commandWidth   = 40
+	workspaceWidth = 48
+)
+
 func newLaunchesCmd() *cobra.Command {
-	var asJSON bool
+	var (
+		asJSON, all, selftest bool
+		limit                 int
+		states                []string
+	)
 	cmd := &cobra.Command{
 		Use:   "launches",
 		Short: "List launches: id, program, workspace, state, pid, started, exit code",
-		Args:  cobra.NoArgs,
+		Long: `List launches, newest first: the last 20 unless --limit or --all say otherwise, without the
+launches of agentbox's own escape probe (selftest) unless --selftest. The records of launches
+that ended more than launches.retention ago (default 30 days) are deleted by the daemon;
+` + "`agentbox launches prune`" + ` deletes them now.`,
+		Example: `  agentbox launches
+  agentbox launches --state running
+  agentbox launches --all --json`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if all && cmd.Flags().Changed("limit") {
+				return fmt.Errorf("--all and --limit exclude each other")
+			}
+			if limit < 1 {
+				return fmt.Errorf("--limit %d: give 1 or more (--all lists every launch)", limit)
+			}
+			q := client.LaunchQuery{Limit: limit, HideProbes: !selftest && !all}
+			if all {
+				q.Limit = 0
+			}
+			for _, s := range states {
+				if !slices.Contains(api.States, s) {
+					return fmt.Errorf("--state %q: allowed values are %s", s, strings.Join(api.States, ", "))
+				}
+				q.States = append(q.States, s)
+			}
 			c, err := client.New()
 			if err != nil {
 				return err
 			}
-			ls, err := c.Launches(cmd.Context())
+			ls, err := c.ListLaunches(cmd.Context(), q)
 			if err != nil {
 				return err
 			}
@@ -35,8 +73,9 @@ func newLaunchesCmd() *cobra.Command {
 				}
 				return PrintJSON(cmd.OutOrStdout(), ls)
 			}
+			home, _ := os.UserHomeDir()
 			w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-			fmt.Fprintln(w, "ID\tPROGRAM\tWORKSPACE\tSTATE\tPID\tSTARTED\tEXIT\tRELAY\tEGRESS\tDRIFT")
+			fmt.Fprintln(w, "ID\tCOMMAND\tWORKSPACE\tSTATE\tPID\tSTARTED\tEXIT\tRELAY\tEGRESS\tDRIFT")
 			for _, l := range ls {
 				exit := "-"
 				if l.ExitCode != nil {
@@ -48,18 +87,101 @@ func newLaunchesCmd() *cobra.Command {
 				if l.ShimPid != 0 && (l.State == api.StateRunning || l.State == api.StateStarting) {
 					pid = fmt.Sprint(l.BoxPid)
 				}
-				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", l.ID[:12], strings.Join(append([]string{l.Program}, l.Args...), " "),
-					l.Workspace, l.State, pid, l.Started.Local().Format(time.DateTime), exit, relayColumn(l.Relay), egressColumn(l.Egress), driftFlag(l))
+				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", shortID(l.ID), clipEnd(commandLine(l), commandWidth),
+					clipStart(tildeHome(l.Workspace, home), workspaceWidth), l.State, pid, l.Started.Local().Format(time.DateTime), exit,
+					relayColumn(l.Relay), egressColumn(l.Egress), driftFlag(l))
 			}
 			if err := w.Flush(); err != nil {
 				return err
 			}
 			printDrift(cmd.OutOrStdout(), ls)
+			if q.Limit > 0 && len(ls) == q.Limit {
+				fmt.Fprintf(cmd.ErrOrStderr(), "(the %d most recent; --limit N or --all for more)\n", q.Limit)
+			}
 			return nil
 		},
 	}
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	f := cmd.Flags()
+	f.BoolVar(&asJSON, "json", false, "print JSON (every field, nothing shortened)")
+	f.BoolVar(&all, "all", false, "list every launch, the selftest's included")
+	f.IntVar(&limit, "limit", defaultLaunchLimit, "list the N most recent launches")
+	f.StringSliceVar(&states, "state", nil, "list only launches in these states: "+strings.Join(api.States, ", ")+" (comma-separated or repeated)")
+	f.BoolVar(&selftest, "selftest", false, "list the launches of agentbox's escape probe (selftest) too")
+	cmd.RegisterFlagCompletionFunc("state", func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
+		return api.States, cobra.ShellCompDirectiveNoFileComp
+	})
+	cmd.AddCommand(newPruneCmd())
 	return cmd
+}
+
+func newPruneCmd() *cobra.Command {
+	var (
+		asJSON    bool
+		olderThan time.Duration
+	)
+	cmd := &cobra.Command{
+		Use:   "prune",
+		Short: "Delete the records of launches that ended (all, or those older than --older-than)",
+		Long: `Delete the records of launches that ended (exited, failed or lost, with no process of their box
+left): every one, or those that ended more than --older-than ago. Running launches are never
+touched; the audit log keeps its entries. The daemon does this by itself for records older than
+launches.retention (default 30 days).`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if olderThan < 0 {
+				return fmt.Errorf("--older-than %v is negative: give a duration such as 24h, or 0 for every ended launch", olderThan)
+			}
+			c, err := client.New()
+			if err != nil {
+				return err
+			}
+			r, err := c.Prune(cmd.Context(), olderThan)
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return PrintJSON(cmd.OutOrStdout(), r)
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "pruned %d launch record(s) that ended before %s\n", r.Pruned, r.Before.Local().Format(time.DateTime))
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the result as JSON")
+	cmd.Flags().DurationVar(&olderThan, "older-than", 0, "delete only the records of launches that ended more than this long ago (Go duration: 24h, 168h)")
+	return cmd
+}
+
+// commandLine is the program and its arguments as one line.
+func commandLine(l api.Launch) string {
+	return strings.Join(append([]string{l.Program}, l.Args...), " ")
+}
+
+// clipEnd shortens s to n runes, ending it with "…".
+func clipEnd(s string, n int) string {
+	r := []rune(s)
+	if len(r) <= n {
+		return s
+	}
+	return string(r[:n-1]) + "…"
+}
+
+// clipStart shortens s to n runes, beginning it with "…" (the end of a path says most).
+func clipStart(s string, n int) string {
+	r := []rune(s)
+	if len(r) <= n {
+		return s
+	}
+	return "…" + string(r[len(r)-n+1:])
+}
+
+// tildeHome writes a path beneath home as ~/….
+func tildeHome(p, home string) string {
+	if home != "" && home != "/" {
+		if rest, ok := strings.CutPrefix(p, home+"/"); ok {
+			return "~/" + rest
+		}
+	}
+	return p
 }
 
 func newStopCmd() *cobra.Command {
@@ -92,7 +214,7 @@ func newInfoCmd() *cobra.Command {
 	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "info",
-		Short: "Show the daemon: version, engine, kernel features, socket",
+		Short: "Show the daemon: version (and this agentbox's), engine, kernel features, socket",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := client.New()
@@ -103,6 +225,9 @@ func newInfoCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			v := &Versions{CLI: Version}
+			daemonVersions(v, info)
+			defer warnVersion(cmd.ErrOrStderr(), v)
 			if asJSON {
 				return PrintJSON(cmd.OutOrStdout(), info)
 			}
@@ -110,7 +235,7 @@ func newInfoCmd() *cobra.Command {
 				printConfigError(cmd.ErrOrStderr(), info.ConfigError)
 			}
 			w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-			fmt.Fprintf(w, "version\t%s\n", info.Version)
+			fmt.Fprintf(w, "version\t%s (daemon), %s (this agentbox)\n", info.Version, Version)
 			fmt.Fprintf(w, "engine\t%s\n", info.Engine)
 			fmt.Fprintf(w, "socket\t%s\n", info.Socket)
 			fmt.Fprintf(w, "daemon pid\t%d\n", info.Pid)

@@ -13,7 +13,6 @@ import (
 
 	"github.com/agentbox/agentbox/internal/api"
 	"github.com/agentbox/agentbox/internal/client"
-	"github.com/agentbox/agentbox/internal/console"
 	"github.com/agentbox/agentbox/internal/wrap"
 )
 
@@ -22,6 +21,7 @@ func newRunCmd() *cobra.Command {
 		wait, detach, asJSON bool
 		workspace, egress    string
 		programPath          string
+		detachKeys           string
 	)
 	cmd := &cobra.Command{
 		Use:   "run [flags] PROGRAM [-- ARGS...]",
@@ -29,10 +29,17 @@ func newRunCmd() *cobra.Command {
 		Long: `Run PROGRAM (any executable on PATH) in a box with the current directory (or --workspace)
 as its workspace. By default the program runs in this terminal: same input, Ctrl+C and window
 size reach it, and agentbox exits with the program's own exit code (128+N for a signal).
-When agentbox itself fails before the program starts, it prints the reason and exits 125.`,
+When agentbox itself fails before the program starts, it prints the reason and exits 125.
+
+The detach keys (Ctrl-P Ctrl-Q unless --detach-keys or console.detachKeys say otherwise) leave
+the program running and end this command with 0; ` + "`agentbox attach ID`" + ` returns to it. A
+terminal that closes while attached hangs the program up (SIGHUP), as it would unboxed.
+With --detach the box starts in the background and its launch id is printed; started from a
+terminal it keeps a console to attach to later.`,
 		Example: `  agentbox run claude -- -p "fix the failing test"
   echo hi | agentbox run cat
-  agentbox run -d sleep -- 600`,
+  agentbox run -d sleep -- 600
+  agentbox run -d bash && agentbox attach ID`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if wait && detach {
@@ -41,13 +48,20 @@ When agentbox itself fails before the program starts, it prints the reason and e
 			if asJSON && !detach {
 				return fmt.Errorf("--json needs --detach (an attached run's output is the program's own)")
 			}
+			if err := checkDetachKeys(cmd, detachKeys); err != nil {
+				return err
+			}
 			req, err := buildLaunchRequest(args, workspace, egress, programPath)
 			if err != nil {
 				return err
 			}
 			req.Detach = detach
-			if !detach {
-				req.TTY = term.IsTerminal(int(os.Stdin.Fd())) && term.IsTerminal(int(os.Stdout.Fd()))
+			req.TTY = term.IsTerminal(int(os.Stdin.Fd())) && term.IsTerminal(int(os.Stdout.Fd()))
+			if detach && req.TTY {
+				// The PTY's size until a client attaches with its own.
+				if w, h, err := term.GetSize(int(os.Stdout.Fd())); err == nil && w > 0 && h > 0 && w < 1<<16 && h < 1<<16 {
+					req.Rows, req.Cols = uint16(h), uint16(w)
+				}
 			}
 			ctx := cmd.Context()
 			// Ask the daemon straight away (no ping first: a launch costs one round trip); only
@@ -74,11 +88,7 @@ When agentbox itself fails before the program starts, it prints the reason and e
 				fmt.Fprintln(cmd.OutOrStdout(), resp.ID)
 				return nil
 			}
-			code, err := console.Attach(resp.ShimSocket, os.Stdin, os.Stdout, os.Stderr, console.AttachOptions{})
-			if err != nil {
-				return err
-			}
-			return ExitError{Code: code}
+			return attachConsole(cmd, resp, detachKeys)
 		},
 	}
 	f := cmd.Flags()
@@ -88,6 +98,7 @@ When agentbox itself fails before the program starts, it prints the reason and e
 	f.BoolVar(&asJSON, "json", false, "with --detach: print the launch as JSON")
 	f.StringVar(&workspace, "workspace", "", "workspace directory, bound read-write (default: the current directory)")
 	f.StringVar(&egress, "egress", "", "network: deny (default, loopback only) or allow (the host network, logged)")
+	addDetachKeysFlag(f, &detachKeys)
 	f.StringVar(&programPath, "program-path", "", "the program's executable (absolute), instead of looking PROGRAM up on PATH (wrap-mode launchers pass the managed install)")
 	return cmd
 }

@@ -13,8 +13,11 @@ import (
 	"io/fs"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/agentbox/agentbox/internal/api"
@@ -171,16 +174,23 @@ func (c *Client) Ping(ctx context.Context) error {
 	return err
 }
 
-// Info returns the daemon's description of itself.
+// Info returns the daemon's description of itself (nil with an error).
 func (c *Client) Info(ctx context.Context) (*api.Info, error) {
 	var info api.Info
-	return &info, c.do(ctx, http.MethodGet, api.RouteInfo, nil, &info)
+	if err := c.do(ctx, http.MethodGet, api.RouteInfo, nil, &info); err != nil {
+		return nil, err
+	}
+	return &info, nil
 }
 
-// Readiness returns whether the daemon admits launches, with the facts of its last probe.
+// Readiness returns whether the daemon admits launches, with the facts of its last probe (nil
+// with an error).
 func (c *Client) Readiness(ctx context.Context) (*api.Readiness, error) {
 	var r api.Readiness
-	return &r, c.do(ctx, http.MethodGet, api.RouteReadiness, nil, &r)
+	if err := c.do(ctx, http.MethodGet, api.RouteReadiness, nil, &r); err != nil {
+		return nil, err
+	}
+	return &r, nil
 }
 
 // Launch asks the daemon to start a box.
@@ -189,10 +199,52 @@ func (c *Client) Launch(ctx context.Context, req *api.LaunchRequest) (*api.Launc
 	return &resp, c.do(ctx, http.MethodPost, api.RouteLaunches, req, &resp)
 }
 
-// Launches lists launches, newest first.
+// Launches lists every launch, newest first.
 func (c *Client) Launches(ctx context.Context) ([]api.Launch, error) {
+	return c.ListLaunches(ctx, LaunchQuery{})
+}
+
+// LaunchQuery selects launches; its zero value selects every launch.
+type LaunchQuery struct {
+	// Limit caps the number listed (newest first); 0 means no cap.
+	Limit int
+	// States keeps launches in these states (api.States); nil means any.
+	States []string
+	// HideProbes drops the launches of agentbox's escape probe (selftest).
+	HideProbes bool
+}
+
+// ListLaunches lists the launches q selects, newest first.
+func (c *Client) ListLaunches(ctx context.Context, q LaunchQuery) ([]api.Launch, error) {
+	v := url.Values{}
+	if q.Limit > 0 {
+		v.Set(api.QueryLimit, strconv.Itoa(q.Limit))
+	}
+	if len(q.States) > 0 {
+		v.Set(api.QueryState, strings.Join(q.States, ","))
+	}
+	if q.HideProbes {
+		v.Set(api.QueryHideProbes, "1")
+	}
+	path := api.RouteLaunches
+	if len(v) > 0 {
+		path += "?" + v.Encode()
+	}
 	var ls []api.Launch
-	return ls, c.do(ctx, http.MethodGet, api.RouteLaunches, nil, &ls)
+	if err := c.do(ctx, http.MethodGet, path, nil, &ls); err != nil {
+		return nil, err
+	}
+	return ls, nil
+}
+
+// Prune deletes the records of launches that ended more than olderThan ago (0: every ended
+// launch).
+func (c *Client) Prune(ctx context.Context, olderThan time.Duration) (*api.PruneResult, error) {
+	var r api.PruneResult
+	if err := c.do(ctx, http.MethodPost, api.RoutePrune, api.PruneRequest{OlderThan: olderThan}, &r); err != nil {
+		return nil, err
+	}
+	return &r, nil
 }
 
 // Get returns one launch; id may be a unique prefix.
@@ -230,13 +282,14 @@ func (c *Client) WaitReady(ctx context.Context) error {
 	}
 }
 
-// ShimSocket returns the console socket of a running launch, for `agentbox attach`.
-func (c *Client) ShimSocket(ctx context.Context, id string) (string, error) {
+// Console returns the console socket of a running launch and the detach keys, for `agentbox
+// attach`.
+func (c *Client) Console(ctx context.Context, id string) (*api.LaunchResponse, error) {
 	var resp api.LaunchResponse
 	if err := c.do(ctx, http.MethodGet, api.RouteLaunch+id+"/console", nil, &resp); err != nil {
-		return "", err
+		return nil, err
 	}
-	return resp.ShimSocket, nil
+	return &resp, nil
 }
 
 // CreateSession creates a session by hand; the answer is the only time its pairing is shown.

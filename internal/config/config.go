@@ -10,6 +10,7 @@ import (
 
 	"github.com/invopop/jsonschema"
 
+	"github.com/agentbox/agentbox/internal/console"
 	"github.com/agentbox/agentbox/internal/profile"
 )
 
@@ -36,6 +37,8 @@ type Config struct {
 	Console Console `json:"console,omitzero" jsonschema_description:"Console relay between the box and the user's terminal."`
 	// StopGrace is how long a stopped box gets between SIGTERM and SIGKILL. Zero means 5s.
 	StopGrace Duration `json:"stopGrace,omitempty" jsonschema_description:"Time a stopped box gets between SIGTERM and SIGKILL (Go duration: 5s, 1m30s)."`
+	// Launches configures the records of launches (`agentbox launches`).
+	Launches Launches `json:"launches,omitzero" jsonschema_description:"Records of launches (agentbox launches)."`
 	// Sessions bounds the pairing sessions the daemon holds.
 	Sessions Sessions `json:"sessions,omitzero" jsonschema_description:"Pairing sessions held by the daemon."`
 	// Integrity configures the integrity watch of protected configuration.
@@ -70,6 +73,16 @@ type Integrity struct {
 type Console struct {
 	// Clipboard says whether OSC 52 clipboard escapes from the box reach the terminal. "" means deny.
 	Clipboard string `json:"clipboard,omitempty" jsonschema:"enum=deny,enum=allow" jsonschema_description:"OSC 52 clipboard escapes written by the box: deny (dropped by the console relay) or allow."`
+	// DetachKeys is the key sequence that detaches a terminal from a box's console, leaving
+	// the program running (console.ParseDetachKeys). "" means ctrl-p,ctrl-q; "none" turns it off.
+	DetachKeys string `json:"detachKeys,omitempty" jsonschema_description:"Keys that detach your terminal from a box and leave its program running (agentbox attach ID returns): comma-separated, each one character or ctrl-<a-z, @, [, \\, ], ^, _>; none turns them off."`
+}
+
+// Launches configures the launch records.
+type Launches struct {
+	// Retention is how long the record of an ended launch is kept: the daemon deletes older
+	// ones at its start and every hour. Zero means 720h (30 days).
+	Retention Duration `json:"retention,omitempty" jsonschema_description:"How long the record of an ended launch is kept; the daemon deletes older ones at its start and every hour (Go duration, default 720h: 30 days)."`
 }
 
 // Sessions bounds the pairing-session registry.
@@ -88,8 +101,9 @@ func Defaults() Config {
 	return Config{
 		Engine:      EngineNative,
 		Egress:      EgressDeny,
-		Console:     Console{Clipboard: ClipboardDeny},
+		Console:     Console{Clipboard: ClipboardDeny, DetachKeys: console.DefaultDetachKeys},
 		StopGrace:   Duration(5 * time.Second),
+		Launches:    Launches{Retention: Duration(720 * time.Hour)},
 		Sessions:    Sessions{Max: 64},
 		Integrity:   Integrity{Interval: Duration(60 * time.Second)},
 		Managed:     Managed{ClaudeCode: ClaudeCodeManaged{AutoUpdates: AutoUpdatesOff}},

@@ -23,8 +23,8 @@ func TestDecodeErrors(t *testing.T) {
 		field     string
 		msg       string // substring of the message
 	}{
-		{"unknown key", "egress: deny\nfoo: 1\n", 2, 1, "foo", "unknown key (known keys: engine, egress, egressAllow, console, stopGrace, sessions, integrity, programs, models, gateway, git, managed, containment)"},
-		{"nested unknown key", "console:\n  clipboard: deny\n  clip: allow\n", 3, 3, "console.clip", "unknown key (known keys of console: clipboard)"},
+		{"unknown key", "egress: deny\nfoo: 1\n", 2, 1, "foo", "unknown key (known keys: engine, egress, egressAllow, console, stopGrace, launches, sessions, integrity, programs, models, gateway, git, managed, containment)"},
+		{"nested unknown key", "console:\n  clipboard: deny\n  clip: allow\n", 3, 3, "console.clip", "unknown key (known keys of console: clipboard, detachKeys)"},
 		{"nested unknown key flow", "sessions: {max: 3, min: 1}\n", 1, 20, "sessions.min", "unknown key"},
 		{"wrong type string for int", "sessions:\n  max: many\n", 2, 8, "sessions.max", "wrong type: got string, want integer"},
 		{"wrong type float for int", "sessions:\n  max: 3.5\n", 2, 8, "sessions.max", "wrong type: got number, want integer"},
@@ -39,6 +39,10 @@ func TestDecodeErrors(t *testing.T) {
 		{"invalid engine", "engine: docker\n", 1, 9, "engine", `invalid value "docker" (allowed: native, bwrap)`},
 		{"invalid nested enum", "console:\n  clipboard: maybe\n", 2, 14, "console.clipboard", `invalid value "maybe" (allowed: deny, allow)`},
 		{"enum is case sensitive", "egress: Deny\n", 1, 9, "egress", `invalid value "Deny"`},
+		{"detachKeys not a key", "console:\n  detachKeys: ctrl-1\n", 2, 15, "console.detachKeys", `"ctrl-1" is not a key (each key is one printable character or ctrl-<a-z`},
+		{"detachKeys empty key", "console: {detachKeys: 'ctrl-p,,ctrl-q'}\n", 1, 23, "console.detachKeys", `"" is not a key`},
+		{"detachKeys alt", "console:\n  detachKeys: alt-x\n", 2, 15, "console.detachKeys", `"alt-x" is not a key`},
+		{"retention zero", "launches:\n  retention: 0s\n", 2, 14, "launches.retention", "must be positive"},
 		{"bad duration", "stopGrace: 5q\n", 1, 12, "stopGrace", `invalid duration "5q"`},
 		{"duration without unit", "stopGrace: 5\n", 1, 12, "stopGrace", "wrong type: got integer, want duration"},
 		{"negative duration", "stopGrace: -1s\n", 1, 12, "stopGrace", "must be positive"},
@@ -107,6 +111,9 @@ func TestDecodeValid(t *testing.T) {
 		{"egress deny with an allowlist", "egress: deny\negressAllow:\n  - registry.example.org\n  - '*.files.example.net'\n  - modules.example.com:443\n  - 10.0.0.5:8443\n",
 			Config{Egress: EgressDeny, EgressAllow: []string{"registry.example.org", "*.files.example.net", "modules.example.com:443", "10.0.0.5:8443"}},
 			[]string{"egress", "egressAllow"}},
+		{"detach keys", "console:\n  detachKeys: 'ctrl-],q'\n", Config{Console: Console{DetachKeys: "ctrl-],q"}}, []string{"console.detachKeys"}},
+		{"launch retention", "launches:\n  retention: 24h\n", Config{Launches: Launches{Retention: Duration(24 * time.Hour)}}, []string{"launches.retention"}},
+		{"detach keys off", "console:\n  detachKeys: none\n", Config{Console: Console{DetachKeys: "none"}}, []string{"console.detachKeys"}},
 		{"egress allow still accepted", "egress: allow\n", Config{Egress: EgressAllow}, []string{"egress"}},
 		{"flow and quoted", `{"egress": "deny", sessions: {max: 1}, stopGrace: '250ms'}`,
 			Config{Egress: EgressDeny, StopGrace: Duration(250 * time.Millisecond), Sessions: Sessions{Max: 1}},
@@ -182,7 +189,7 @@ func TestLoadPrecedence(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := Config{Engine: EngineNative, Egress: EgressDeny, Console: Console{Clipboard: ClipboardAllow}, StopGrace: Duration(10 * time.Second), Sessions: Sessions{Max: 8}, Integrity: Integrity{Interval: Duration(60 * time.Second)},
+	want := Config{Engine: EngineNative, Egress: EgressDeny, Console: Console{Clipboard: ClipboardAllow, DetachKeys: "ctrl-p,ctrl-q"}, StopGrace: Duration(10 * time.Second), Launches: Launches{Retention: Duration(720 * time.Hour)}, Sessions: Sessions{Max: 8}, Integrity: Integrity{Interval: Duration(60 * time.Second)},
 		Managed:     Managed{ClaudeCode: ClaudeCodeManaged{AutoUpdates: AutoUpdatesOff}},
 		Containment: Containment{Violations: ViolationsReport, ScanInterval: Duration(10 * time.Second)}}
 	if !reflect.DeepEqual(e.Config, want) {
@@ -193,6 +200,8 @@ func TestLoadPrecedence(t *testing.T) {
 		"egress":             {Kind: SourcePolicy, File: policy, Line: 2},
 		"egressAllow":        {Kind: SourceDefault},
 		"console.clipboard":  {Kind: SourceUser, File: user, Line: 3},
+		"console.detachKeys": {Kind: SourceDefault},
+		"launches.retention": {Kind: SourceDefault},
 		"stopGrace":          {Kind: SourceUser, File: user, Line: 4},
 		"sessions.max":       {Kind: SourcePolicy, File: policy, Line: 4},
 		"integrity.interval": {Kind: SourceDefault},

@@ -12,6 +12,7 @@ import (
 
 	"github.com/goccy/go-yaml/ast"
 
+	"github.com/agentbox/agentbox/internal/console"
 	"github.com/agentbox/agentbox/internal/profile"
 )
 
@@ -57,6 +58,9 @@ func validate(file string, body ast.Node, c *Config) error {
 	}
 	if err := validateEgressAllow(file, body, c); err != nil {
 		return err
+	}
+	if _, err := console.ParseDetachKeys(c.Console.DetachKeys); err != nil {
+		return at([]string{"console", "detachKeys"}, strings.TrimPrefix(err.Error(), console.ErrBadDetachKeys.Error()+" "))
 	}
 	if err := validateBrokers(file, body, c); err != nil {
 		return err

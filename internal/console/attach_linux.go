@@ -11,6 +11,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -25,6 +26,10 @@ type AttachOptions struct {
 	// signal frames (and of SIGWINCH as resize frames). Zero: forwarded, and the client does not
 	// die of them while attached.
 	NoSignals bool
+	// DetachKeys is the key sequence (ParseDetachKeys) that detaches the client and leaves the
+	// program running: Attach sends a detach frame and returns ErrDetached. It is looked for
+	// only in raw mode (a tty console on a terminal), where the keys are keystrokes. Nil: none.
+	DetachKeys []byte
 }
 
 // ForwardedSignals are the signals Attach catches and forwards to the box.
@@ -132,7 +137,8 @@ func CheckOwner(path string) error {
 // Attach connects the caller's stdin, stdout and stderr to the console of a box through its
 // shim socket, and returns when the launch ends. It returns the program's own exit code (every
 // value, 125–127 included, is the program's), or a *StartError when the box failed before the
-// program ran, or ErrDetached, or another error when the connection failed.
+// program ran, or ErrDetached (the detach keys), or ErrTakenOver (another client attached), or
+// another error when the connection failed.
 //
 // When the box has a tty console and stdin and stdout are terminals, the terminal is put in raw
 // mode (restored on every return path), its size is sent with the hello and on SIGWINCH, and
@@ -185,7 +191,11 @@ func Attach(socketPath string, stdin, stdout, stderr *os.File, opts AttachOption
 
 	<-subscribed
 
-	in, err := startInput(stdin, fw)
+	var keys []byte
+	if raw {
+		keys = opts.DetachKeys
+	}
+	in, err := startInput(stdin, fw, keys)
 	if err != nil {
 		return -1, err
 	}
@@ -197,7 +207,21 @@ func Attach(socketPath string, stdin, stdout, stderr *os.File, opts AttachOption
 	for {
 		select {
 		case r := <-done:
+			if in.detaching.Load() && errors.Is(r.err, ErrConnectionLost) {
+				// The shim may close the connection of a detach before the input goroutine
+				// has said that it sent the frame: wait for it to say.
+				<-in.done
+				select {
+				case <-in.detached:
+					return -1, ErrDetached
+				default:
+				}
+			}
 			return r.code, r.err
+		case <-in.detached:
+			// The shim has the detach frame (written before this): it closes the connection
+			// without hanging the program up.
+			return -1, ErrDetached
 		case s := <-sigs:
 			sig := s.(syscall.Signal)
 			if sig == syscall.SIGWINCH {
@@ -283,7 +307,7 @@ func readOutput(r io.Reader, stdout, stderr *os.File) result {
 			code, err := x.Result()
 			return result{code, err}
 		case FrameDetach:
-			return result{-1, ErrDetached}
+			return result{-1, ErrTakenOver}
 		}
 	}
 }
@@ -303,15 +327,21 @@ func windowSize(fd int) WindowSize {
 type input struct {
 	wakeR, wakeW *os.File
 	done         chan struct{}
-	once         sync.Once
+	// detaching is set once the detach keys were typed, before the detach frame is sent;
+	// detached is closed once it has been sent.
+	detaching atomic.Bool
+	detached  chan struct{}
+	keys      detachScanner
+	once      sync.Once
 }
 
-func startInput(stdin *os.File, fw *FrameWriter) (*input, error) {
+// startInput starts copying stdin to fw; keys is the detach key sequence (nil: none).
+func startInput(stdin *os.File, fw *FrameWriter, keys []byte) (*input, error) {
 	r, w, err := os.Pipe()
 	if err != nil {
 		return nil, err
 	}
-	in := &input{wakeR: r, wakeW: w, done: make(chan struct{})}
+	in := &input{wakeR: r, wakeW: w, done: make(chan struct{}), detached: make(chan struct{}), keys: detachScanner{keys: keys}}
 	go in.run(int(stdin.Fd()), fw)
 	return in, nil
 }
@@ -327,6 +357,7 @@ func (in *input) stop() {
 func (in *input) run(fd int, fw *FrameWriter) {
 	defer close(in.done)
 	buf := make([]byte, 32<<10)
+	var out []byte
 	fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}, {Fd: int32(in.wakeR.Fd()), Events: unix.POLLIN}}
 	for {
 		fds[0].Revents, fds[1].Revents = 0, 0
@@ -350,7 +381,16 @@ func (in *input) run(fd int, fw *FrameWriter) {
 			continue
 		}
 		if n > 0 {
-			if fw.WriteFrame(FrameStdin, buf[:n]) != nil {
+			var detach bool
+			out, detach = in.keys.scan(out[:0], buf[:n])
+			if len(out) > 0 && fw.WriteFrame(FrameStdin, out) != nil {
+				return
+			}
+			if detach {
+				in.detaching.Store(true)
+				if fw.WriteFrame(FrameDetach, nil) == nil {
+					close(in.detached)
+				}
 				return
 			}
 			continue

@@ -10,7 +10,8 @@ import (
 
 // AttachOptions tune Attach (see the Linux implementation).
 type AttachOptions struct {
-	NoSignals bool
+	NoSignals  bool
+	DetachKeys []byte
 }
 
 // ForwardedSignals are the signals Attach catches and forwards to the box.

@@ -18,8 +18,11 @@ var (
 	ErrShimGone = errors.New("box shim is gone")
 	// ErrConnectionLost: the connection ended without an exit frame.
 	ErrConnectionLost = errors.New("connection to box shim lost")
-	// ErrDetached: another client took the console over (or the client detached).
+	// ErrDetached: the client detached with the detach keys; the program keeps running.
 	ErrDetached = errors.New("console detached")
+	// ErrTakenOver: another client attached and took the console over; the program keeps
+	// running.
+	ErrTakenOver = errors.New("console taken over by another client")
 )
 
 // StartError is a start-up failure of the box: the program never ran, so there is no exit code.

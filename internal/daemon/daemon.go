@@ -150,6 +150,7 @@ func (d *Daemon) serve(ctx context.Context) error {
 	d.refillSpare()
 	defer d.closeSpare()
 	d.startViolations(ctx)
+	go d.pruneLoop(ctx)
 
 	ln, err := safesocket.Listen(d.socket)
 	if err != nil {

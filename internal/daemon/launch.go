@@ -8,8 +8,11 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -162,8 +165,9 @@ func (d *Daemon) launch(ctx context.Context, req *api.LaunchRequest) (*api.Launc
 	if err := os.Mkdir(runDir, 0o700); err != nil {
 		return fail(fmt.Errorf("launch run dir: %w", err))
 	}
+	// A launch started from a terminal has a console, detached or not (attach, detach keys).
 	console := plan.ConsolePipe
-	if req.TTY && !req.Detach {
+	if req.TTY {
 		console = plan.ConsoleTTY
 	}
 	home, err := os.UserHomeDir()
@@ -207,6 +211,9 @@ func (d *Daemon) launch(ctx context.Context, req *api.LaunchRequest) (*api.Launc
 	}
 	scfg := shim.Config{LaunchID: id, Engine: eng.Name(), Console: console, Detached: req.Detach,
 		StopGrace: cfg.StopGrace.Duration(), Clipboard: cfg.Console.Clipboard}
+	if req.Detach && console == plan.ConsoleTTY {
+		scfg.Size.Rows, scfg.Size.Cols = req.Rows, req.Cols
+	}
 	if err := shim.WriteConfig(dir, scfg); err != nil {
 		return failBrokers(err)
 	}
@@ -291,11 +298,15 @@ func (d *Daemon) launch(ctx context.Context, req *api.LaunchRequest) (*api.Launc
 	go d.supervise(l)
 	launched = true
 	d.log.Info("launch", "id", id, "program", req.Program, "workspace", ws, "console", console, "detached", req.Detach, "shim", pid)
-	return &api.LaunchResponse{ID: id, ShimSocket: filepath.Join(dir, "shim.sock")}, nil
+	return &api.LaunchResponse{ID: id, ShimSocket: filepath.Join(dir, "shim.sock"), DetachKeys: cfg.Console.DetachKeys}, nil
 }
 
 func (d *Daemon) serveLaunches(w http.ResponseWriter, r *http.Request) error {
-	ls, err := d.store.ListLaunches(r.Context(), store.Filter{})
+	f, err := launchFilter(r.URL.Query())
+	if err != nil {
+		return err
+	}
+	ls, err := d.store.ListLaunches(r.Context(), f)
 	if err != nil {
 		return err
 	}
@@ -355,7 +366,11 @@ func (d *Daemon) serveConsole(w http.ResponseWriter, r *http.Request) error {
 	if l.State != api.StateRunning && l.State != api.StateStarting {
 		return &api.Error{Code: api.CodeNotFound, Message: "launch " + l.ID + " is " + l.State}
 	}
-	writeJSON(w, http.StatusOK, api.LaunchResponse{ID: l.ID, ShimSocket: filepath.Join(dir, "shim.sock")})
+	if sc, err := shim.ReadConfig(dir); err == nil && sc.Detached && sc.Console != plan.ConsoleTTY {
+		return &api.Error{Code: api.CodeLaunchDetached, Message: "launch " + l.ID + " has no console: it was started with --detach without a terminal",
+			Hint: "its output is in " + filepath.Join(dir, shim.OutputFile) + "; start it from a terminal to attach later"}
+	}
+	writeJSON(w, http.StatusOK, api.LaunchResponse{ID: l.ID, ShimSocket: filepath.Join(dir, "shim.sock"), DetachKeys: d.reloadConfig().Config.Console.DetachKeys})
 	return nil
 }
 
@@ -445,4 +460,27 @@ func stopViaShim(w *shim.Watcher, dir string) error {
 func ended(dir string) bool {
 	_, err := shim.ReadStatus(dir)
 	return err == nil
+}
+
+// launchFilter reads the query of GET /v0/launches (api.QueryLimit, QueryState,
+// QueryHideProbes); a value it cannot read is a bad_request naming the parameter.
+func launchFilter(q url.Values) (store.Filter, error) {
+	var f store.Filter
+	if s := q.Get(api.QueryLimit); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 0 {
+			return f, &api.Error{Code: api.CodeBadRequest, Message: fmt.Sprintf("%s %q: want a whole number, 0 or more", api.QueryLimit, s)}
+		}
+		f.Limit = n
+	}
+	if s := q.Get(api.QueryState); s != "" {
+		for _, st := range strings.Split(s, ",") {
+			if !slices.Contains(api.States, st) {
+				return f, &api.Error{Code: api.CodeBadRequest, Message: fmt.Sprintf("%s %q: allowed values are %s", api.QueryState, st, strings.Join(api.States, ", "))}
+			}
+			f.States = append(f.States, st)
+		}
+	}
+	f.HideProbes = q.Get(api.QueryHideProbes) == "1"
+	return f, nil
 }

@@ -37,6 +37,7 @@ func (d *Daemon) handler() http.Handler {
 		{"GET", "/v0/config", permRead, d.serveConfig},
 		{"GET", "/v0/launches", permRead, d.serveLaunches},
 		{"POST", "/v0/launches", permWrite, d.serveLaunch},
+		{"POST", api.RoutePrune, permWrite, d.servePrune},
 		{"GET", "/v0/launches/{id}", permRead, d.serveGetLaunch},
 		{"GET", "/v0/launches/{id}/console", permWrite, d.serveConsole},
 		{"POST", "/v0/launches/{id}/stop", permWrite, d.serveStop},

@@ -21,7 +21,8 @@ import (
 
 // Install fills cli.Heavy.
 func Install() {
-	cli.Heavy.RunDaemon = func(ctx context.Context) error { return daemon.Run(ctx, daemon.Options{}) }
+	// The daemon reports the version it was built as (the CLI compares it with its own).
+	cli.Heavy.RunDaemon = func(ctx context.Context) error { return daemon.Run(ctx, daemon.Options{Version: cli.Version}) }
 	cli.Heavy.RunSystem = func(ctx context.Context, every time.Duration) error {
 		return daemon.RunSystem(ctx, daemon.SystemOptions{Interval: every})
 	}

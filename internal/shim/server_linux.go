@@ -186,7 +186,7 @@ type server struct {
 	client   *attachment
 	watchers map[*watchConn]bool
 	stdinW   *os.File   // pipe mode: the box's stdin (nil once closed)
-	logOut   *os.File   // detached tty mode: where the PTY output goes
+	logOut   *os.File   // tty mode: where the PTY output goes while no client is attached
 	outputs  []*os.File // the box's output streams (pipes or PTY master) the pumps read
 	started  bool       // the box has been started (box != nil)
 	exited   bool       // the box's top process has been reaped
@@ -251,6 +251,7 @@ func run(dir string, lg *log.Logger, report func(error), pre *native.Prestarted,
 		},
 	}
 	s.cond = sync.NewCond(&s.mu)
+	s.size = cfg.Size
 	if s.ownUserNS, err = nsInode(os.Getpid(), "user"); err != nil {
 		return fmt.Errorf("own user namespace: %w", err)
 	}
@@ -440,6 +441,14 @@ func (s *server) startBox(hold bool) error {
 		return &startError{engine.CodeBoxSetupFailed, err.Error()}
 	}
 	switch {
+	case s.tty:
+		// The PTY is the program's stdin and output; what it writes while no client is
+		// attached (detached, or after the client detached) is kept in the log.
+		out, err := os.OpenFile(filepath.Join(s.dir, OutputFile), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+		if err != nil {
+			return fail(err)
+		}
+		s.logOut = out
 	case s.cfg.Detached:
 		null, err := os.Open(os.DevNull)
 		if err != nil {
@@ -450,13 +459,9 @@ func (s *server) startBox(hold bool) error {
 		if err != nil {
 			return fail(err)
 		}
-		if s.tty {
-			s.logOut = out
-		} else {
-			boxEnds = append(boxEnds, out)
-			bio.Stdin, bio.Stdout, bio.Stderr = null, out, out
-		}
-	case !s.tty:
+		boxEnds = append(boxEnds, out)
+		bio.Stdin, bio.Stdout, bio.Stderr = null, out, out
+	default:
 		inR, inW, err := os.Pipe()
 		if err != nil {
 			return fail(err)
@@ -671,19 +676,18 @@ func (s *server) havePTY(fd int) {
 	close(s.ptyReady)
 	s.pumps.Add(1)
 	go s.pump(m, console.FrameStdout)
-	if !s.cfg.Detached {
-		go s.writeStdin(m)
-	}
+	go s.writeStdin(m)
 }
 
 func setSize(m *os.File, ws console.WindowSize) error {
 	return unix.IoctlSetWinsize(int(m.Fd()), unix.TIOCSWINSZ, &unix.Winsize{Row: ws.Rows, Col: ws.Cols})
 }
 
-// pump relays one output stream of the box to the attached client (or, detached, to the log).
-// With no client attached it waits for one, so that nothing is lost and the program feels the
-// back-pressure a stopped terminal gives; once the box has exited, output without a client is
-// dropped.
+// pump relays one output stream of the box to the attached client. In tty mode, output while
+// no client is attached goes to L/output.log, so that a program left running (detached) never
+// blocks on its terminal. In pipe mode, with no client attached it waits for one, so that
+// nothing is lost and the program feels the back-pressure a stopped terminal gives; once the
+// box has exited, output without a client is dropped.
 func (s *server) pump(src *os.File, t console.FrameType) {
 	defer s.pumps.Done()
 	var filter console.ClipboardFilter
@@ -707,7 +711,16 @@ func (s *server) pump(src *os.File, t console.FrameType) {
 // is bound for a terminal (tty mode, or the client said its stream is a terminal). out is a
 // scratch buffer, returned for reuse.
 func (s *server) deliver(t console.FrameType, data []byte, filter *console.ClipboardFilter, out []byte) []byte {
-	if s.logOut != nil {
+	s.mu.Lock()
+	for !s.tty && s.client == nil && !s.exited && !s.final {
+		s.cond.Wait()
+	}
+	c := s.client
+	s.mu.Unlock()
+	if c == nil {
+		if s.logOut == nil {
+			return out
+		}
 		if s.clip {
 			data = filter.Filter(out[:0], data)
 			out = data
@@ -715,15 +728,6 @@ func (s *server) deliver(t console.FrameType, data []byte, filter *console.Clipb
 		if _, err := s.logOut.Write(data); err != nil {
 			s.log.Printf("write %s: %v", OutputFile, err)
 		}
-		return out
-	}
-	s.mu.Lock()
-	for s.client == nil && !s.exited && !s.final {
-		s.cond.Wait()
-	}
-	c := s.client
-	s.mu.Unlock()
-	if c == nil {
 		return out
 	}
 	if s.clip && (s.tty || c.terminal(t)) {
@@ -1176,8 +1180,8 @@ func (c *attachment) terminal(t console.FrameType) bool {
 }
 
 func (s *server) serveAttach(conn *net.UnixConn, br *bufio.Reader, h console.Hello) {
-	if s.cfg.Detached {
-		s.refuse(conn, CodeDetached, "the launch is detached: it has no console to attach to")
+	if s.cfg.Detached && !s.tty {
+		s.refuse(conn, CodeDetached, "the launch has no console to attach to: it was started with --detach without a terminal")
 		return
 	}
 	c := &attachment{conn: conn, fw: console.NewFrameWriter(conn), hello: h, done: make(chan struct{})}
@@ -1208,8 +1212,14 @@ func (s *server) serveAttach(conn *net.UnixConn, br *bufio.Reader, h console.Hel
 			setSize(s.master, h.Size)
 		}
 	}
+	// A program that runs already drew its screen for an earlier terminal (or none): SIGWINCH
+	// makes full-screen programs draw it again for this one.
+	redraw := s.tty && s.status.Execd && !s.exited
 	s.cond.Broadcast()
 	s.mu.Unlock()
+	if redraw {
+		s.signalBox(syscall.SIGWINCH)
+	}
 	if old != nil {
 		s.log.Printf("console taken over by a new client")
 		// A client that stopped reading must not hold up its successor.

@@ -45,8 +45,9 @@ const (
 	CodeBoxLost = "box_exited_before_exec"
 	// CodeForbidden: the peer of a shim-socket connection was refused.
 	CodeForbidden = api.CodeForbidden
-	// CodeDetached: attach to a detached launch, which has no console to give.
-	CodeDetached = "launch_detached"
+	// CodeDetached: attach to a detached launch without a console (started with -d not from
+	// a terminal).
+	CodeDetached = api.CodeLaunchDetached
 	// CodeBadHello: the first line was not a hello the shim understands.
 	CodeBadHello = api.CodeBadRequest
 )
@@ -60,9 +61,15 @@ type Config struct {
 	Engine string `json:"engine"`
 	// Console is the console mode; "" means plan.ConsolePipe.
 	Console plan.Console `json:"console,omitempty"`
-	// Detached starts the box at once with stdin /dev/null and its output appended to
-	// L/output.log; false waits for the first attach client before starting the box.
+	// Detached starts the box at once, without waiting for a client; false waits for the
+	// first attach client before starting the box. A detached pipe-mode launch has no console:
+	// stdin /dev/null, output appended to L/output.log, attach refused (CodeDetached). A
+	// detached tty launch keeps its console: clients attach and detach at will, and the
+	// program's output goes to L/output.log while none is attached.
 	Detached bool `json:"detached,omitempty"`
+	// Size is the PTY's size until a client attaches with its own (a detached tty launch
+	// started from a terminal passes that terminal's); zero leaves the engine's default.
+	Size console.WindowSize `json:"size,omitzero"`
 	// StopGrace is how long a stop waits after SIGTERM before SIGKILL of the box's top process;
 	// 0 means DefaultStopGrace. JSON: nanoseconds.
 	StopGrace time.Duration `json:"stopGrace,omitempty"`

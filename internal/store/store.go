@@ -84,6 +84,9 @@ type Filter struct {
 	Workspace string
 	// Limit caps the number of launches returned (newest first); 0 means no cap.
 	Limit int
+	// HideProbes drops the launches of agentbox's own escape probe (`attack-probe`, what
+	// `agentbox selftest` and the attack tests run); false keeps them.
+	HideProbes bool
 }
 
 // Audit is one entry of the audit log.
@@ -554,7 +557,38 @@ func (s *Store) ListLaunches(ctx context.Context, f Filter) ([]*Launch, error) {
 	if f.Workspace != "" {
 		where, args = append(where, "workspace = ?"), append(args, f.Workspace)
 	}
+	if f.HideProbes {
+		// args is the JSON array of the arguments: the probe's first is its command.
+		where, args = append(where, "json_extract(args, '$[0]') IS NOT ?"), append(args, ProbeCommand)
+	}
 	return s.list(ctx, "list launches", where, args, f.Limit)
+}
+
+// ProbeCommand is the first argument of a launch of agentbox's escape probe (attack.ProbeCommand;
+// the store does not link the attack battery).
+const ProbeCommand = "attack-probe"
+
+// PruneLaunches deletes the records of the launches that ended before before: exited, failed
+// or lost, with their settlement verified (an unsettled one is still re-adopted by a restarted
+// daemon), and their drift events. The audit log keeps its entries. It returns how many
+// launches it deleted.
+func (s *Store) PruneLaunches(ctx context.Context, before time.Time) (int, error) {
+	var n int
+	err := s.inTx(ctx, "prune launches", func(tx *sql.Tx) error {
+		const ended = `SELECT id FROM launches WHERE state IN ('exited', 'failed', 'lost') AND settled = 1
+			AND COALESCE(ended_ns, started_ns) < ?`
+		if _, err := tx.ExecContext(ctx, `DELETE FROM drift WHERE launch_id IN (`+ended+`)`, before.UnixNano()); err != nil {
+			return err
+		}
+		res, err := tx.ExecContext(ctx, `DELETE FROM launches WHERE id IN (`+ended+`)`, before.UnixNano())
+		if err != nil {
+			return err
+		}
+		k, err := res.RowsAffected()
+		n = int(k)
+		return err
+	})
+	return n, err
 }
 
 // Running returns the launches a restarted daemon must re-adopt: those starting or running,

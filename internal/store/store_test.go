@@ -549,3 +549,66 @@ func TestSetRunningAndFinish(t *testing.T) {
 		t.Errorf("SetRunning(missing) = %v, want ErrNotFound", err)
 	}
 }
+
+// TestPruneAndProbes: PruneLaunches deletes ended, settled launches that ended before the
+// cut-off (never a running or unsettled one), with their drift; HideProbes drops the escape
+// probe's launches from a list.
+func TestPruneAndProbes(t *testing.T) {
+	s := open(t, filepath.Join(t.TempDir(), "agentbox.db"))
+	zero := 0
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i, id := range []string{"running", "exited-unsettled", "exited-old", "failed-old", "exited-new", "probe"} {
+		l := newLaunch(id)
+		l.Started = at.Add(time.Duration(i) * time.Minute)
+		if id == "probe" {
+			l.Program, l.Args = "/usr/libexec/agentbox/agentbox-daemon", []string{ProbeCommand, "-targets", "x"}
+		}
+		must(s.CreateLaunch(ctx, l))
+	}
+	must(s.Transition(ctx, "running", Transition{To: api.StateRunning}))
+	must(s.Transition(ctx, "exited-unsettled", Transition{To: api.StateExited, ExitCode: &zero, Ended: at.Add(time.Hour)}))
+	must(s.Transition(ctx, "exited-old", Transition{To: api.StateExited, ExitCode: &zero, Ended: at.Add(time.Hour)}))
+	must(s.Transition(ctx, "failed-old", Transition{To: api.StateFailed, Error: &api.Error{Code: "x", Message: "y"}, Ended: at.Add(time.Hour)}))
+	must(s.Transition(ctx, "exited-new", Transition{To: api.StateExited, ExitCode: &zero, Ended: at.Add(3 * time.Hour)}))
+	must(s.Transition(ctx, "probe", Transition{To: api.StateExited, ExitCode: &zero, Ended: at.Add(time.Hour)}))
+	for _, id := range []string{"exited-old", "failed-old", "exited-new", "probe"} {
+		must(s.SetSettled(ctx, id))
+	}
+	must(s.AddDrift(ctx, "exited-old", api.DriftEvent{Time: at, Kind: "modified", Path: "/w/.git/config", Source: "exit", Alert: true}))
+
+	ls, err := s.ListLaunches(ctx, Filter{HideProbes: true})
+	must(err)
+	for _, l := range ls {
+		if l.ID == "probe" {
+			t.Errorf("HideProbes listed the probe's launch")
+		}
+	}
+	if len(ls) != 5 {
+		t.Errorf("HideProbes listed %d launches, want 5", len(ls))
+	}
+
+	n, err := s.PruneLaunches(ctx, at.Add(2*time.Hour))
+	must(err)
+	if n != 3 {
+		t.Errorf("pruned %d, want 3 (exited-old, failed-old, probe)", n)
+	}
+	ls, err = s.ListLaunches(ctx, Filter{})
+	must(err)
+	var ids []string
+	for _, l := range ls {
+		ids = append(ids, l.ID)
+	}
+	if want := []string{"exited-new", "exited-unsettled", "running"}; !reflect.DeepEqual(ids, want) {
+		t.Errorf("after prune: %v, want %v", ids, want)
+	}
+	var drift int
+	must(s.db.QueryRowContext(ctx, `SELECT count(*) FROM drift WHERE launch_id = 'exited-old'`).Scan(&drift))
+	if drift != 0 {
+		t.Errorf("the pruned launch's drift events remain (%d)", drift)
+	}
+}

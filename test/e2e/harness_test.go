@@ -126,11 +126,11 @@ func (e *Env) Close() {
 	os.RemoveAll(e.Root)
 }
 
-// Launches returns `agentbox launches --json` (nil when no daemon answers).
+// Launches returns `agentbox launches --all --json` (nil when no daemon answers).
 func (e *Env) Launches() []api.Launch {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	out, err := e.Command(ctx, "launches", "--json").Output()
+	out, err := e.Command(ctx, "launches", "--all", "--json").Output()
 	if err != nil {
 		return nil
 	}

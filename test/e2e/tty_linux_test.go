@@ -25,6 +25,9 @@ type Tmux struct {
 	e    *Env
 	sock string
 	step int
+	// target is the pane the methods type into and read: "main" (the first window's pane)
+	// or a pane id from Split.
+	target string
 }
 
 // Tmux starts a tmux server with an 80x24 window (no status line) running sh.
@@ -33,7 +36,7 @@ func (e *Env) Tmux(t *testing.T) *Tmux {
 	if _, err := exec.LookPath("tmux"); err != nil {
 		t.Skip("tmux is not installed")
 	}
-	m := &Tmux{t: t, e: e, sock: filepath.Join(e.Root, "tmux.sock")}
+	m := &Tmux{t: t, e: e, sock: filepath.Join(e.Root, "tmux.sock"), target: "main"}
 	conf := filepath.Join(e.Root, "tmux.conf")
 	os.WriteFile(conf, []byte("set -g status off\nset -g history-limit 50000\nset -g default-terminal xterm-256color\n"), 0o644)
 	c := exec.Command("tmux", "-S", m.sock, "-f", conf, "new-session", "-d", "-s", "main", "-x", "80", "-y", "24", "-c", e.Work, "sh")
@@ -55,19 +58,44 @@ func (m *Tmux) tmux(args ...string) string {
 }
 
 // Keys sends tmux key names (C-c, Enter, Escape…).
-func (m *Tmux) Keys(keys ...string) { m.tmux(append([]string{"send-keys", "-t", "main"}, keys...)...) }
+func (m *Tmux) Keys(keys ...string) {
+	m.tmux(append([]string{"send-keys", "-t", m.target}, keys...)...)
+}
 
 // Type types text literally, then Enter.
 func (m *Tmux) Type(text string) {
-	m.tmux("send-keys", "-t", "main", "-l", text)
+	m.tmux("send-keys", "-t", m.target, "-l", text)
 	m.Keys("Enter")
 }
 
 // Screen returns the pane's content with its scrollback, wrapped lines joined.
-func (m *Tmux) Screen() string { return m.tmux("capture-pane", "-p", "-J", "-S", "-", "-t", "main") }
+func (m *Tmux) Screen() string { return m.tmux("capture-pane", "-p", "-J", "-S", "-", "-t", m.target) }
 
 // Visible returns what the pane shows now (no scrollback).
-func (m *Tmux) Visible() string { return m.tmux("capture-pane", "-p", "-t", "main") }
+func (m *Tmux) Visible() string { return m.tmux("capture-pane", "-p", "-t", m.target) }
+
+// Split opens another pane beside this one in the same tmux window, running sh in the
+// workspace: a second terminal of the same user. Its Tmux types into and reads that pane.
+func (m *Tmux) Split() *Tmux {
+	m.t.Helper()
+	id := strings.TrimSpace(m.tmux("split-window", "-d", "-P", "-F", "#{pane_id}", "-t", m.target, "-c", m.e.Work, "env", "PS1=$ ", "ENV=", "sh"))
+	return &Tmux{t: m.t, e: m.e, sock: m.sock, target: id, step: 1000 + m.step}
+}
+
+// WaitRaw waits until the pane's terminal is in raw mode (no canonical input, no echo), as
+// an attached agentbox client puts it: keys typed from then on are the client's, not the
+// shell's line editing.
+func (m *Tmux) WaitRaw() {
+	m.t.Helper()
+	tty := strings.TrimSpace(m.tmux("display", "-p", "-t", m.target, "#{pane_tty}"))
+	eventually(m.t, "raw mode on "+tty, func() bool {
+		out, err := exec.Command("stty", "-F", tty, "-a").Output()
+		return err == nil && strings.Contains(string(out), "-icanon") && strings.Contains(string(out), "-echo ")
+	})
+}
+
+// Kill closes the pane, as a terminal window closed: its processes get SIGHUP.
+func (m *Tmux) Kill() { m.tmux("kill-pane", "-t", m.target) }
 
 // WaitFor waits until the pane shows a match of re and returns the submatches.
 func (m *Tmux) WaitFor(re string) []string {
@@ -122,7 +150,7 @@ func (m *Tmux) Sync() {
 
 // PanePid returns the pid of the pane's shell.
 func (m *Tmux) PanePid() int {
-	return atoi(strings.TrimSpace(m.tmux("display", "-p", "-t", "main", "#{pane_pid}")))
+	return atoi(strings.TrimSpace(m.tmux("display", "-p", "-t", m.target, "#{pane_pid}")))
 }
 
 // children returns the pids of pid's children.

@@ -195,7 +195,7 @@ func TestPackage(t *testing.T) {
 	out := run("dpkg", "-i", "--force-confnew", deb)
 	t.Logf("dpkg -i:\n%s", out)
 	installed := strings.Fields(run("dpkg-query", "-L", "agentbox"))
-	for _, f := range []string{"/usr/bin/agentbox", "/usr/libexec/agentbox/agentbox-daemon", "/usr/libexec/agentbox/agentbox-box", "/usr/lib/systemd/user/agentbox.service", "/usr/lib/systemd/system/agentbox-system.service",
+	for _, f := range []string{"/usr/bin/agentbox", "/usr/libexec/agentbox/agentbox-daemon", "/usr/libexec/agentbox/agentbox-box", "/usr/libexec/agentbox/restart-daemons", "/usr/lib/systemd/user/agentbox.service", "/usr/lib/systemd/system/agentbox-system.service",
 		"/etc/apparmor.d/agentbox", policy, "/usr/share/bash-completion/completions/agentbox", "/usr/share/man/man1/agentbox-wrap.1.gz"} {
 		if _, err := os.Stat(f); err != nil {
 			t.Errorf("the package did not install %s: %v", f, err)

@@ -1,0 +1,52 @@
+package daemon
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/agentbox/agentbox/internal/api"
+)
+
+// pruneEvery is how often the daemon deletes the records of launches that ended more than
+// launches.retention ago (and once at its start).
+const pruneEvery = time.Hour
+
+// pruneLoop applies launches.retention until ctx ends.
+func (d *Daemon) pruneLoop(ctx context.Context) {
+	t := time.NewTicker(pruneEvery)
+	defer t.Stop()
+	for {
+		keep := d.currentConfig().WithDefaults().Launches.Retention.Duration()
+		before := time.Now().Add(-keep)
+		if n, err := d.db.PruneLaunches(ctx, before); err != nil {
+			d.log.Warn("prune launch records", "retention", keep, "err", err)
+		} else if n > 0 {
+			d.log.Info("launch records pruned", "count", n, "retention", keep)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+func (d *Daemon) servePrune(w http.ResponseWriter, r *http.Request) error {
+	var req api.PruneRequest
+	if err := decodeBody(r, &req); err != nil {
+		return err
+	}
+	if req.OlderThan < 0 {
+		return &api.Error{Code: api.CodeBadRequest, Message: fmt.Sprintf("olderThan %v is negative", req.OlderThan)}
+	}
+	before := time.Now().Add(-req.OlderThan)
+	n, err := d.db.PruneLaunches(r.Context(), before)
+	if err != nil {
+		return &api.Error{Code: api.CodeStoreFailed, Message: err.Error()}
+	}
+	d.log.Info("launches pruned", "count", n, "endedBefore", before)
+	writeJSON(w, http.StatusOK, api.PruneResult{Pruned: n, Before: before.UTC()})
+	return nil
+}

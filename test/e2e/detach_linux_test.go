@@ -1,0 +1,194 @@
+package e2e
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/agentbox/agentbox/internal/api"
+)
+
+// echoLoop is a program that answers each line it reads with got:LINE and exits 7 on "quit";
+// it writes hup.txt and exits 5 when hung up.
+const echoLoop = `sh -- -c 'trap "echo hup > hup.txt; exit 5" HUP; echo ready-$((3+4)); while read l; do echo "got:$l"; [ "$l" = quit ] && exit 7; done'`
+
+// TestDetachAttach drives detach and re-attach as a person does, in real terminals (tmux panes):
+// the detach keys leave the program running, another terminal attaches and talks to it, and the
+// program's exit code is recorded.
+func TestDetachAttach(t *testing.T) {
+	t.Run("KeysThenAttachFromAnotherPane", func(t *testing.T) {
+		t.Parallel()
+		e := NewEnv(t)
+		m := e.Tmux(t)
+		tag := m.Start("run " + echoLoop)
+		m.WaitFor("ready-7")
+		l := e.runningLaunch(t)
+		m.Type("first")
+		m.WaitFor("got:first")
+		m.Keys("C-p", "C-q")
+		if code := m.Wait(tag); code != 0 {
+			t.Errorf("agentbox run after the detach keys exited %d, want 0", code)
+		}
+		m.WaitFor("detached from launch " + l.ID)
+		// The program was not hung up: it runs, and what the first terminal types now is its
+		// shell's again.
+		if got, _ := e.Launch(l.ID); got.State != api.StateRunning {
+			t.Fatalf("after the detach the launch is %q, want running", got.State)
+		}
+		m.Sync()
+
+		p := m.Split()
+		tag = p.Start("attach " + l.ID[:12])
+		p.WaitRaw()
+		p.Type("second")
+		p.WaitFor("got:second")
+		p.Type("quit")
+		if code := p.Wait(tag); code != 7 {
+			t.Errorf("agentbox attach exited %d, want the program's 7", code)
+		}
+		got := e.WaitLaunch(l.ID, "ended", func(l api.Launch) bool { return l.State != api.StateRunning })
+		if got.State != api.StateExited || got.ExitCode == nil || *got.ExitCode != 7 {
+			t.Errorf("recorded: state %s exit %v, want exited 7", got.State, got.ExitCode)
+		}
+		if _, err := os.Stat(filepath.Join(e.Work, "hup.txt")); err == nil {
+			t.Error("the program was hung up (hup.txt exists)")
+		}
+	})
+	t.Run("DetachedFromTerminal", func(t *testing.T) {
+		t.Parallel()
+		e := NewEnv(t)
+		m := e.Tmux(t)
+		// run -d from a terminal prints the id and keeps a console for attach.
+		tag := m.Start("run -d " + echoLoop)
+		if code := m.Wait(tag); code != 0 {
+			t.Fatalf("agentbox run -d exited %d:\n%s", code, m.Screen())
+		}
+		id := m.WaitFor(`([0-9a-f]{32})\s+` + tag + `=0`)[1]
+		e.WaitLaunch(id, "running", func(l api.Launch) bool { return l.State == api.StateRunning })
+		tag = m.Start("attach " + id)
+		m.WaitRaw()
+		m.Type("one")
+		m.WaitFor("got:one")
+		// Detach again, with the keys typed in two writes, and attach from another pane.
+		m.Keys("C-p")
+		m.Keys("C-q")
+		if code := m.Wait(tag); code != 0 {
+			t.Errorf("agentbox attach after the detach keys exited %d, want 0", code)
+		}
+		// What the program wrote while no terminal was attached is kept in its log.
+		log, err := os.ReadFile(filepath.Join(e.RuntimeDir(), "launches", id, "output.log"))
+		if err != nil || !strings.Contains(string(log), "ready-7") {
+			t.Errorf("output.log: %v: %q, want the program's output while detached", err, log)
+		}
+		p := m.Split()
+		tag = p.Start("attach " + id)
+		p.WaitRaw()
+		p.Type("two")
+		p.WaitFor("got:two")
+		p.Type("quit")
+		if code := p.Wait(tag); code != 7 {
+			t.Errorf("agentbox attach exited %d, want the program's 7", code)
+		}
+		got := e.WaitLaunch(id, "ended", func(l api.Launch) bool { return l.State != api.StateRunning })
+		if got.State != api.StateExited || got.ExitCode == nil || *got.ExitCode != 7 {
+			t.Errorf("recorded: state %s exit %v, want exited 7", got.State, got.ExitCode)
+		}
+	})
+	t.Run("ClosedTerminalHangsUp", func(t *testing.T) {
+		t.Parallel()
+		e := NewEnv(t)
+		m := e.Tmux(t)
+		p := m.Split()
+		p.Start("run " + echoLoop)
+		p.WaitFor("ready-7")
+		l := e.runningLaunch(t)
+		p.Kill()
+		got := e.WaitLaunch(l.ID, "ended", func(l api.Launch) bool { return l.State != api.StateRunning })
+		if got.State != api.StateExited || got.ExitCode == nil || *got.ExitCode != 5 {
+			t.Errorf("recorded: state %s exit %v, want exited 5 (the HUP trap)", got.State, got.ExitCode)
+		}
+		if b, _ := os.ReadFile(filepath.Join(e.Work, "hup.txt")); string(b) != "hup\n" {
+			t.Errorf("the program's HUP trap did not run (hup.txt: %q)", b)
+		}
+	})
+	t.Run("ClosedTerminalAfterDetach", func(t *testing.T) {
+		t.Parallel()
+		e := NewEnv(t)
+		m := e.Tmux(t)
+		p := m.Split()
+		tag := p.Start("run " + echoLoop)
+		p.WaitFor("ready-7")
+		l := e.runningLaunch(t)
+		p.Keys("C-p", "C-q")
+		p.Wait(tag)
+		p.Kill()
+		// The terminal it was started from is gone; the program is not hung up.
+		tag = m.Start("attach " + l.ID)
+		m.WaitRaw()
+		m.Type("still")
+		m.WaitFor("got:still")
+		m.Type("quit")
+		if code := m.Wait(tag); code != 7 {
+			t.Errorf("agentbox attach exited %d, want the program's 7", code)
+		}
+		if _, err := os.Stat(filepath.Join(e.Work, "hup.txt")); err == nil {
+			t.Error("the program was hung up after it was detached (hup.txt exists)")
+		}
+	})
+	t.Run("ConfiguredKeys", func(t *testing.T) {
+		t.Parallel()
+		e := NewEnv(t)
+		os.MkdirAll(filepath.Join(e.Config, "agentbox"), 0o700)
+		if err := os.WriteFile(filepath.Join(e.Config, "agentbox", "config.yaml"), []byte("console:\n  detachKeys: ctrl-x,x\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		m := e.Tmux(t)
+		// Under this configuration Ctrl-P Ctrl-Q are the program's input (it prints each line
+		// in hex), and Ctrl-X then x detaches: the first Ctrl-X of Ctrl-X Ctrl-X x is input too.
+		tag := m.Start(`run sh -- -c 'stty -ixon; echo ready-$((3+4)); while read l; do echo "got:$(printf %s "$l" | od -An -tx1 | tr -d " \n")"; [ "$l" = quit ] && exit 7; done'`)
+		m.WaitFor("ready-7")
+		l := e.runningLaunch(t)
+		m.Keys("C-p", "C-q", "C-x", "C-x", "x")
+		if code := m.Wait(tag); code != 0 {
+			t.Errorf("agentbox run after ctrl-x,x exited %d, want 0", code)
+		}
+		if got, _ := e.Launch(l.ID); got.State != api.StateRunning {
+			t.Fatalf("after the detach the launch is %q, want running", got.State)
+		}
+		// --detach-keys outranks the configuration.
+		tag = m.Start("attach --detach-keys ctrl-] " + l.ID)
+		m.WaitRaw()
+		m.Keys("C-]")
+		if code := m.Wait(tag); code != 0 {
+			t.Errorf("agentbox attach after ctrl-] exited %d, want 0", code)
+		}
+		tag = m.Start("attach " + l.ID)
+		m.WaitRaw()
+		m.Keys("Enter")
+		m.WaitFor("got:101118\n")
+		m.Type("quit")
+		if code := m.Wait(tag); code != 7 {
+			t.Errorf("agentbox attach exited %d, want the program's 7", code)
+		}
+	})
+	t.Run("BadDetachKeys", func(t *testing.T) {
+		t.Parallel()
+		e := NewEnv(t)
+		for _, args := range [][]string{
+			{"run", "--detach-keys", "ctrl-1", "true"},
+			{"run", "--detach-keys", "ctrl-p,,ctrl-q", "true"},
+			{"run", "--detach-keys", "", "true"},
+			{"attach", "--detach-keys", "alt-x", "0123456789ab"},
+		} {
+			r := e.Run("", args...)
+			if r.Code != 125 || !strings.Contains(r.Stderr, "--detach-keys") || !strings.Contains(r.Stderr, "ctrl-p,ctrl-q") {
+				t.Errorf("agentbox %q: exit %d, stderr %q; want 125 and an error naming --detach-keys and the form of a key", args, r.Code, r.Stderr)
+			}
+		}
+		// Refused before anything started: no daemon, no launch.
+		if _, err := os.Stat(filepath.Join(e.RuntimeDir(), "daemon.pid")); err == nil {
+			t.Error("a daemon was started for a command with bad --detach-keys")
+		}
+	})
+}
