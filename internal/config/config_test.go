@@ -183,7 +183,7 @@ func TestLoadPrecedence(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := Config{Engine: EngineNative, Egress: EgressDeny, Console: Console{Clipboard: ClipboardAllow}, StopGrace: Duration(10 * time.Second), Sessions: Sessions{Max: 8}, Integrity: Integrity{Interval: Duration(60 * time.Second)},
-		Limits:      Limits{TmpMiB: 2048, HomeMiB: 2048, ShmMiB: 64},
+		Limits:      Limits{TmpMiB: 2048, HomeMiB: 2048, ShmMiB: 64, Processes: 2048},
 		Managed:     Managed{ClaudeCode: ClaudeCodeManaged{AutoUpdates: AutoUpdatesOff}},
 		Containment: Containment{Violations: ViolationsReport, ScanInterval: Duration(10 * time.Second)}}
 	if !reflect.DeepEqual(e.Config, want) {
@@ -207,7 +207,7 @@ func TestLoadPrecedence(t *testing.T) {
 	}
 	for _, k := range []string{"sessions.idleTimeout", "sessions.allowedClients", "git.allow", "git.pushAllow", "git.credentials",
 		"git.egressUpstream", "git.ssh.hosts", "git.ssh.keys", "containment.programs", "containment.violations", "containment.scanInterval",
-		"limits.tmpMiB", "limits.homeMiB", "limits.shmMiB"} {
+		"limits.tmpMiB", "limits.homeMiB", "limits.shmMiB", "limits.processes"} {
 		wantSrc[k] = Source{Kind: SourceDefault}
 	}
 	for _, p := range []string{"anthropic", "openai", "gemini"} {

@@ -37,11 +37,13 @@ type Limits struct {
 	TmpMiB  int // /tmp
 	HomeMiB int // the home, and every other tmpfs the plan mounts (a profile's private folders)
 	ShmMiB  int // /dev/shm
+	// Processes is the program's RLIMIT_NPROC (tasks of the box's user namespace).
+	Processes int
 }
 
 // DefaultLimits are the sizes used where Input.Limits leaves a field zero (config.Limits says
 // the same defaults). Without a size a tmpfs may grow to half of the host's RAM.
-var DefaultLimits = Limits{TmpMiB: 2048, HomeMiB: 2048, ShmMiB: 64}
+var DefaultLimits = Limits{TmpMiB: 2048, HomeMiB: 2048, ShmMiB: 64, Processes: 2048}
 
 // Contributions are what brokers add to a launch's plan. The zero value adds nothing.
 type Contributions struct {
@@ -166,6 +168,9 @@ func Build(in Input) (*Plan, error) {
 	if lim.ShmMiB <= 0 {
 		lim.ShmMiB = DefaultLimits.ShmMiB
 	}
+	if lim.Processes <= 0 {
+		lim.Processes = DefaultLimits.Processes
+	}
 	for i := range mounts {
 		if mounts[i].Kind == MountTmpfs && mounts[i].SizeMiB <= 0 {
 			mounts[i].SizeMiB = lim.HomeMiB
@@ -204,9 +209,10 @@ func Build(in Input) (*Plan, error) {
 			RWFile: []string{"/dev/null", "/dev/zero", "/dev/full"},
 			ROFile: []string{"/dev/random", "/dev/urandom"},
 		},
-		Network: Network{Egress: egress, Forwards: append([]Forward(nil), in.Brokers.Forwards...)},
-		Console: console,
-		ShmMiB:  lim.ShmMiB,
+		Network:  Network{Egress: egress, Forwards: append([]Forward(nil), in.Brokers.Forwards...)},
+		Console:  console,
+		ShmMiB:   lim.ShmMiB,
+		MaxProcs: lim.Processes,
 	}
 	return p, nil
 }

@@ -101,4 +101,8 @@ type Plan struct {
 	Console  Console  `json:"console"`
 	// ShmMiB is the size of the box's /dev/shm (a tmpfs the engine mounts) in MiB.
 	ShmMiB int `json:"shmMiB"`
+	// MaxProcs is the program's RLIMIT_NPROC: the kernel counts the tasks of the uid in the
+	// box's own user namespace against it (Linux ≥ 5.14), so it bounds one box, not the user;
+	// it does not bind uid 0.
+	MaxProcs int `json:"maxProcs"`
 }

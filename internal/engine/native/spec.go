@@ -48,6 +48,9 @@ type Spec struct {
 	// Seccomp names the seccomp profile (SeccompProfile); the exec stage refuses unknown names.
 	Seccomp string  `json:"seccomp"`
 	Network Network `json:"network"`
+	// MaxProcs is the program's RLIMIT_NPROC (plan.Plan.MaxProcs); box-exec sets it before the
+	// exec.
+	MaxProcs int `json:"maxProcs"`
 }
 
 // Mount kinds of the spec.
@@ -172,6 +175,9 @@ func buildSpec(p *plan.Plan) (*Spec, error) {
 	if p.ShmMiB <= 0 {
 		return nil, fmt.Errorf("%w: /dev/shm has no size", ErrInvalidSpec)
 	}
+	if p.MaxProcs <= 0 {
+		return nil, fmt.Errorf("%w: no process limit", ErrInvalidSpec)
+	}
 	for _, m := range parentsFirst(p.Mounts) {
 		switch m.Kind {
 		case plan.MountBind:
@@ -227,8 +233,9 @@ func buildSpec(p *plan.Plan) (*Spec, error) {
 			ROFile: clone(ll.ROFile),
 			RWFile: clone(ll.RWFile),
 		},
-		Seccomp: SeccompProfile,
-		Network: net,
+		Seccomp:  SeccompProfile,
+		Network:  net,
+		MaxProcs: p.MaxProcs,
 	}, nil
 }
 
