@@ -41,6 +41,8 @@ type Config struct {
 	Launches Launches `json:"launches,omitzero" jsonschema_description:"Records of launches (agentbox launches)."`
 	// Sessions bounds the pairing sessions the daemon holds.
 	Sessions Sessions `json:"sessions,omitzero" jsonschema_description:"Pairing sessions held by the daemon."`
+	// Limits bounds what one box may hold in memory-backed file systems, and its processes.
+	Limits Limits `json:"limits,omitzero" jsonschema_description:"Sizes of the memory-backed file systems (tmpfs) of each box, and its processes."`
 	// Integrity configures the integrity watch of protected configuration.
 	Integrity Integrity `json:"integrity,omitzero" jsonschema_description:"Integrity watch of the executable configuration each box must not change."`
 	// Programs are program profiles by ID, with the schema of the built-in ones (see
@@ -106,6 +108,7 @@ func Defaults() Config {
 		Launches:    Launches{Retention: Duration(720 * time.Hour)},
 		Sessions:    Sessions{Max: 64},
 		Integrity:   Integrity{Interval: Duration(60 * time.Second)},
+		Limits:      Limits{TmpMiB: 2048, HomeMiB: 2048, ShmMiB: 64, Processes: 2048},
 		Managed:     Managed{ClaudeCode: ClaudeCodeManaged{AutoUpdates: AutoUpdatesOff}},
 		Containment: Containment{Violations: ViolationsReport, ScanInterval: Duration(10 * time.Second)},
 	}

@@ -23,7 +23,7 @@ func TestDecodeErrors(t *testing.T) {
 		field     string
 		msg       string // substring of the message
 	}{
-		{"unknown key", "egress: deny\nfoo: 1\n", 2, 1, "foo", "unknown key (known keys: engine, egress, egressAllow, console, stopGrace, launches, sessions, integrity, programs, models, gateway, git, managed, containment)"},
+		{"unknown key", "egress: deny\nfoo: 1\n", 2, 1, "foo", "unknown key (known keys: engine, egress, egressAllow, console, stopGrace, launches, sessions, limits, integrity, programs, models, gateway, git, managed, containment)"},
 		{"nested unknown key", "console:\n  clipboard: deny\n  clip: allow\n", 3, 3, "console.clip", "unknown key (known keys of console: clipboard, detachKeys)"},
 		{"nested unknown key flow", "sessions: {max: 3, min: 1}\n", 1, 20, "sessions.min", "unknown key"},
 		{"wrong type string for int", "sessions:\n  max: many\n", 2, 8, "sessions.max", "wrong type: got string, want integer"},
@@ -190,6 +190,7 @@ func TestLoadPrecedence(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := Config{Engine: EngineNative, Egress: EgressDeny, Console: Console{Clipboard: ClipboardAllow, DetachKeys: "ctrl-p,ctrl-q"}, StopGrace: Duration(10 * time.Second), Launches: Launches{Retention: Duration(720 * time.Hour)}, Sessions: Sessions{Max: 8}, Integrity: Integrity{Interval: Duration(60 * time.Second)},
+		Limits:      Limits{TmpMiB: 2048, HomeMiB: 2048, ShmMiB: 64, Processes: 2048},
 		Managed:     Managed{ClaudeCode: ClaudeCodeManaged{AutoUpdates: AutoUpdatesOff}},
 		Containment: Containment{Violations: ViolationsReport, ScanInterval: Duration(10 * time.Second)}}
 	if !reflect.DeepEqual(e.Config, want) {
@@ -214,7 +215,8 @@ func TestLoadPrecedence(t *testing.T) {
 		"managed.claudeCode.autoUpdates":                {Kind: SourceDefault},
 	}
 	for _, k := range []string{"sessions.idleTimeout", "sessions.allowedClients", "git.allow", "git.pushAllow", "git.credentials",
-		"git.egressUpstream", "git.ssh.hosts", "git.ssh.keys", "containment.programs", "containment.violations", "containment.scanInterval"} {
+		"git.egressUpstream", "git.ssh.hosts", "git.ssh.keys", "containment.programs", "containment.violations", "containment.scanInterval",
+		"limits.tmpMiB", "limits.homeMiB", "limits.shmMiB", "limits.processes"} {
 		wantSrc[k] = Source{Kind: SourceDefault}
 	}
 	for _, p := range []string{"anthropic", "openai", "gemini"} {

@@ -195,6 +195,7 @@ func (d *Daemon) launch(ctx context.Context, req *api.LaunchRequest) (*api.Launc
 		ID: id, Profile: prof.ID, Program: path, Args: args, Workspace: ws, Cwd: cwd, Home: home,
 		UID: os.Getuid(), GID: os.Getgid(), Env: unsetEnv(req.Env, prof.Relay.Unset), RunDir: runDir, Console: console, Egress: egress,
 		Brokers: contrib,
+		Limits:  plan.Limits{TmpMiB: cfg.Limits.TmpMiB, HomeMiB: cfg.Limits.HomeMiB, ShmMiB: cfg.Limits.ShmMiB, Processes: cfg.Limits.Processes},
 	})
 	if err != nil {
 		return failBrokers(&api.Error{Code: api.CodeBadRequest, Message: err.Error()})

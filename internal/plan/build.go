@@ -27,7 +27,23 @@ type Input struct {
 	SystemDirs []string
 	// Brokers is what the daemon's brokers (relay, git, ssh, …) add to the launch.
 	Brokers Contributions
+	// Limits are the sizes of the box's tmpfs mounts; a zero field means its default
+	// (DefaultLimits).
+	Limits Limits
 }
+
+// Limits are the sizes of a box's memory-backed file systems in MiB.
+type Limits struct {
+	TmpMiB  int // /tmp
+	HomeMiB int // the home, and every other tmpfs the plan mounts (a profile's private folders)
+	ShmMiB  int // /dev/shm
+	// Processes is the program's RLIMIT_NPROC (tasks of the box's user namespace).
+	Processes int
+}
+
+// DefaultLimits are the sizes used where Input.Limits leaves a field zero (config.Limits says
+// the same defaults). Without a size a tmpfs may grow to half of the host's RAM.
+var DefaultLimits = Limits{TmpMiB: 2048, HomeMiB: 2048, ShmMiB: 64, Processes: 2048}
 
 // Contributions are what brokers add to a launch's plan. The zero value adds nothing.
 type Contributions struct {
@@ -142,6 +158,28 @@ func Build(in Input) (*Plan, error) {
 		delete(env, "COLUMNS")
 		delete(env, "LINES")
 	}
+	lim := in.Limits
+	if lim.TmpMiB <= 0 {
+		lim.TmpMiB = DefaultLimits.TmpMiB
+	}
+	if lim.HomeMiB <= 0 {
+		lim.HomeMiB = DefaultLimits.HomeMiB
+	}
+	if lim.ShmMiB <= 0 {
+		lim.ShmMiB = DefaultLimits.ShmMiB
+	}
+	if lim.Processes <= 0 {
+		lim.Processes = DefaultLimits.Processes
+	}
+	for i := range mounts {
+		if mounts[i].Kind == MountTmpfs && mounts[i].SizeMiB <= 0 {
+			mounts[i].SizeMiB = lim.HomeMiB
+			if mounts[i].Target == "/tmp" {
+				mounts[i].SizeMiB = lim.TmpMiB
+			}
+		}
+	}
+
 	envList := make([]string, 0, len(env))
 	for k, v := range env {
 		envList = append(envList, k+"="+v)
@@ -171,8 +209,10 @@ func Build(in Input) (*Plan, error) {
 			RWFile: []string{"/dev/null", "/dev/zero", "/dev/full"},
 			ROFile: []string{"/dev/random", "/dev/urandom"},
 		},
-		Network: Network{Egress: egress, Forwards: append([]Forward(nil), in.Brokers.Forwards...)},
-		Console: console,
+		Network:  Network{Egress: egress, Forwards: append([]Forward(nil), in.Brokers.Forwards...)},
+		Console:  console,
+		ShmMiB:   lim.ShmMiB,
+		MaxProcs: lim.Processes,
 	}
 	return p, nil
 }

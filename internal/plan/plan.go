@@ -34,6 +34,9 @@ type Mount struct {
 	// Beneath, when set, is a directory Source must resolve beneath (RESOLVE_BENEATH), so a
 	// symlink planted by an earlier box cannot redirect the bind outside it.
 	Beneath string `json:"beneath,omitempty"`
+	// SizeMiB is the size of a tmpfs mount in MiB. Build sets it on every tmpfs mount; an
+	// engine refuses a tmpfs mount without one.
+	SizeMiB int `json:"sizeMiB,omitempty"`
 }
 
 // Egress is the network mode of the box.
@@ -96,4 +99,10 @@ type Plan struct {
 	Landlock Landlock `json:"landlock"`
 	Network  Network  `json:"network"`
 	Console  Console  `json:"console"`
+	// ShmMiB is the size of the box's /dev/shm (a tmpfs the engine mounts) in MiB.
+	ShmMiB int `json:"shmMiB"`
+	// MaxProcs is the program's RLIMIT_NPROC: the kernel counts the tasks of the uid in the
+	// box's own user namespace against it (Linux ≥ 5.14), so it bounds one box, not the user;
+	// it does not bind uid 0.
+	MaxProcs int `json:"maxProcs"`
 }

@@ -145,6 +145,10 @@ type Observed struct {
 	HostNamespaces map[string]uint64
 	// ListenerHits counts connections the prober's host listeners accepted (any is a breach).
 	ListenerHits int
+	// ListenerForeign counts connections to those listeners known not to be the box's (another
+	// uid, or a TCP peer closed before it could be attributed): not a breach, since any local
+	// user can read the listeners' names and ports from /proc and connect.
+	ListenerForeign int
 	// GrandchildSeen: the attester's grandchild was found host-side in the box's pid namespace
 	// before teardown; GrandchildGone: after teardown, nothing of that pid namespace remains.
 	GrandchildSeen, GrandchildGone bool
@@ -194,7 +198,7 @@ func Verify(a *Attestation, o Observed, r Requirements) ([]api.Fact, *Error) {
 		att("network.host_tcp_unreachable", checkOK(a.HostTCP), checkDetail(a.HostTCP))
 		att("network.host_abstract_unreachable", checkOK(a.HostAbstract), checkDetail(a.HostAbstract))
 	}
-	att("network.host_listeners_untouched", o.ListenerHits == 0, fmt.Sprintf("%d connection(s) reached the prober's host listeners", o.ListenerHits))
+	att("network.host_listeners_untouched", o.ListenerHits == 0, fmt.Sprintf("%d connection(s) reached the prober's host listeners (%d from other users or unattributable, not counted)", o.ListenerHits, o.ListenerForeign))
 	att("gui.x11_unreachable", checkOK(a.X11), checkDetail(a.X11))
 	att("gui.session_sockets_unreachable", checkOK(a.SessionSockets), checkDetail(a.SessionSockets))
 	att("gui.environment_unset", checkOK(a.GUIEnv), checkDetail(a.GUIEnv))

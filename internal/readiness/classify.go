@@ -17,6 +17,10 @@ const (
 	FactCgroup            = "cgroup"
 	FactLSM               = "lsm"
 	FactBwrap             = "bwrap"
+	// FactCgroupLimits says whether a box's memory and processes are limited by cgroups.
+	FactCgroupLimits = "cgroupLimits"
+	// FactProcessLimit says whether a box's RLIMIT_NPROC (limits.processes) binds.
+	FactProcessLimit = "processLimit"
 )
 
 // Classify turns a box's typed start-up failure (the engine's code and message, as the shim

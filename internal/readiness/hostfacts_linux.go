@@ -1,8 +1,11 @@
 package readiness
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -37,6 +40,11 @@ func HostFacts() map[string]string {
 		}
 	}
 	f[FactCgroup] = cgroupVersion()
+	f[FactCgroupLimits] = cgroupLimits()
+	f[FactProcessLimit] = "enforced: RLIMIT_NPROC = limits.processes, counted per box (its user namespace)"
+	if os.Getuid() == 0 {
+		f[FactProcessLimit] = "not enforced: uid 0 is exempt from RLIMIT_NPROC"
+	}
 	if p, err := exec.LookPath("bwrap"); err == nil {
 		f[FactBwrap] = p
 	}
@@ -55,4 +63,43 @@ func cgroupVersion() string {
 		return "v1 (hybrid, v2 at /sys/fs/cgroup/unified)"
 	}
 	return "v1"
+}
+
+// cgroupLimits says whether boxes' memory and processes are limited through cgroups. agentbox
+// does not place boxes in cgroups (yet): the answer says why they are not enforced, naming
+// whether this host delegates the memory and pids controllers of the cgroup v2 hierarchy to
+// the calling user (a systemd user scope, or a unit's delegated subtree), which they need.
+func cgroupLimits() string {
+	mount := "/sys/fs/cgroup"
+	var st unix.Statfs_t
+	if err := unix.Statfs(mount, &st); err != nil || st.Type != unix.CGROUP2_SUPER_MAGIC {
+		mount = "/sys/fs/cgroup/unified"
+		if err := unix.Statfs(mount, &st); err != nil || st.Type != unix.CGROUP2_SUPER_MAGIC {
+			return "not enforced: no cgroup v2 hierarchy"
+		}
+	}
+	b, err := os.ReadFile("/proc/self/cgroup")
+	if err != nil {
+		return "not enforced: " + err.Error()
+	}
+	self := ""
+	for _, l := range strings.Split(string(b), "\n") {
+		if p, ok := strings.CutPrefix(l, "0::"); ok {
+			self = p
+		}
+	}
+	dir := filepath.Join(mount, self)
+	ctl, err := os.ReadFile(filepath.Join(dir, "cgroup.controllers"))
+	if err != nil {
+		return "not enforced: " + err.Error()
+	}
+	have := strings.Fields(string(ctl))
+	if !slices.Contains(have, "memory") || !slices.Contains(have, "pids") {
+		return fmt.Sprintf("not enforced: the cgroup v2 hierarchy at %s offers %q here, not memory and pids", mount, strings.Join(have, " "))
+	}
+	var dst unix.Stat_t
+	if err := unix.Stat(dir, &dst); err != nil || int(dst.Uid) != os.Getuid() {
+		return fmt.Sprintf("not enforced: %s is not delegated to uid %d", dir, os.Getuid())
+	}
+	return fmt.Sprintf("not enforced: %s is delegated (memory, pids) but agentbox does not place boxes in cgroups", dir)
 }

@@ -155,6 +155,7 @@ type prober struct {
 	madeSSH   bool
 	listeners []net.Listener
 	hits      atomic.Int32
+	foreign   atomic.Int32 // connections from other users, not counted as hits
 	shimPid   int
 	watcher   *shim.Watcher
 	stdinW    *os.File
@@ -381,6 +382,7 @@ read:
 	obs.Settled = p.final.Settled
 	obs.ExitCode = p.final.ExitCode
 	obs.ListenerHits = int(p.hits.Load())
+	obs.ListenerForeign = int(p.foreign.Load())
 	// After the end: nothing of the box's pid namespace remains, the grandchild included.
 	var left []int
 	err = errors.New("the box's pid namespace was not pinned")
@@ -482,7 +484,10 @@ func probeEnv(ch *Challenge) []string {
 	return env
 }
 
-// serve accepts and counts connections on a host listener: any is a breach of the boundary.
+// serve accepts and counts connections on a host listener: any from the daemon's own uid (a
+// box runs as it) is a breach of the boundary. A connection another local user made is not the
+// box's and is only logged: another user could otherwise fail every probe, and so refuse every
+// launch, by connecting in a loop to the names /proc/net/unix and /proc/net/tcp show.
 func (p *prober) serve(ln net.Listener) {
 	p.listeners = append(p.listeners, ln)
 	go func() {
@@ -491,10 +496,85 @@ func (p *prober) serve(ln net.Listener) {
 			if err != nil {
 				return
 			}
-			p.hits.Add(1)
+			if why, foreign := foreignPeer(c); foreign {
+				if p.foreign.Add(1) == 1 { // once a probe: a flood must not flood the log
+					p.log.Warn("readiness: a connection to a probe listener not counted", "listener", ln.Addr().String(), "peer", why)
+				}
+			} else {
+				p.hits.Add(1)
+			}
 			c.Close()
 		}
 	}()
+}
+
+// foreignPeer reports whether the peer of c is known not to be the box, and why. For a unix
+// socket SO_PEERCRED names its uid: another uid is not the box. For TCP the peer's socket is
+// looked up in this network namespace's /proc/net/tcp: an open socket names its owner; a
+// time-wait entry (the peer closed at once) names none and is not counted either, since any
+// local user can make those. A peer that cannot be found there (another network namespace),
+// or whose credentials cannot be read, counts. A breach does not rest on this count alone: the
+// attester in the box reports its own connection attempts (network.host_tcp_unreachable,
+// network.host_abstract_unreachable).
+func foreignPeer(c net.Conn) (why string, foreign bool) {
+	switch c := c.(type) {
+	case *net.UnixConn:
+		_, uid, _, err := safesocket.PeerCred(c)
+		if err == nil && uid != os.Getuid() {
+			return "uid " + strconv.Itoa(uid), true
+		}
+	case *net.TCPConn:
+		local, ok1 := c.LocalAddr().(*net.TCPAddr)
+		remote, ok2 := c.RemoteAddr().(*net.TCPAddr)
+		if !ok1 || !ok2 {
+			return "", false
+		}
+		b, err := os.ReadFile("/proc/self/net/tcp")
+		if err != nil {
+			return "", false
+		}
+		switch uid, open, found := tcpOwner(b, remote, local); {
+		case found && !open:
+			return "closed before it could be attributed", true
+		case found && uid != os.Getuid():
+			return "uid " + strconv.Itoa(uid), true
+		}
+	}
+	return "", false
+}
+
+// tcpOwner finds in table (/proc/net/tcp) the socket whose local address is from and whose
+// remote address is to. open is false for a time-wait entry (inode 0), which has no owner;
+// otherwise uid is the socket's owner.
+func tcpOwner(table []byte, from, to *net.TCPAddr) (uid int, open, found bool) {
+	hexAddr := func(a *net.TCPAddr) string {
+		ip := a.IP.To4()
+		if ip == nil {
+			return ""
+		}
+		// The kernel prints the address as a host-order (little-endian here) 32-bit number.
+		return fmt.Sprintf("%02X%02X%02X%02X:%04X", ip[3], ip[2], ip[1], ip[0], a.Port)
+	}
+	want, peer := hexAddr(from), hexAddr(to)
+	if want == "" || peer == "" {
+		return 0, false, false
+	}
+	for _, line := range strings.Split(string(table), "\n") {
+		f := strings.Fields(line)
+		// sl local rem st queues timer retrnsmt uid timeout inode …
+		if len(f) < 10 || f[1] != want || f[2] != peer {
+			continue
+		}
+		if f[9] == "0" {
+			return 0, false, true
+		}
+		u, err := strconv.Atoi(f[7])
+		if err != nil {
+			return 0, false, false
+		}
+		return u, true, true
+	}
+	return 0, false, false
 }
 
 // cleanup ends the probe: a box still running is stopped and its settlement verified, then the

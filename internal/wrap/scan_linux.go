@@ -165,7 +165,7 @@ func (s Scanner) match(pid int, selfNS string, uid int, targets []Target) (Targe
 			if cmdline == nil {
 				cmdline = readCmdline(dir)
 			}
-			hit = namesScript(dir, cmdline, t.ID)
+			hit = namesScript(dir, cmdline, t.ID, uid)
 		}
 		if !hit {
 			continue
@@ -198,22 +198,141 @@ func containsID(ids []FileID, id FileID) bool {
 	return false
 }
 
-// namesScript reports whether argv[1] or argv[2] (after an interpreter option) is the script
-// file with identity id, resolved from the process's working directory.
-func namesScript(dir string, argv []string, id FileID) bool {
+// namesScript reports whether argv[1], argv[2] or argv[3] (after interpreter options) is the
+// script file with identity id, resolved from the process's root and working directory (dir is
+// /proc/PID) through trusted folders only (resolveTrusted): a path another user can change
+// never makes a process a match.
+func namesScript(dir string, argv []string, id FileID, uid int) bool {
+	var cwd string
 	for i := 1; i < len(argv) && i <= 3; i++ {
 		a := argv[i]
 		if a == "" {
 			continue
 		}
 		if !filepath.IsAbs(a) {
-			a = filepath.Join(dir, "cwd", a)
+			if cwd == "" {
+				c, err := os.Readlink(filepath.Join(dir, "cwd"))
+				if err != nil || !filepath.IsAbs(c) {
+					return false // gone, or its working directory is outside its root
+				}
+				cwd = c
+			}
+			a = filepath.Join(cwd, a)
 		}
-		if st, err := os.Stat(a); err == nil && st.Mode().IsRegular() && idOf(st) == id {
+		if got, ok := resolveTrusted(filepath.Join(dir, "root"), a, uid); ok && got == id {
 			return true
 		}
 	}
 	return false
+}
+
+// maxLinks bounds the symlinks resolveTrusted follows, as the kernel's own limit (40) does.
+const maxLinks = 40
+
+// resolveTrusted resolves the absolute path name beneath root (a process's /proc/PID/root)
+// one element at a time, without the kernel following any symlink, and returns the identity of
+// the regular file it names. It refuses (ok false) as soon as the path leads through something
+// another user could have changed: every folder on the way must belong to uid or root and be
+// writable by neither group nor others (a root-owned sticky folder such as /tmp is accepted,
+// since there only an entry's owner can replace it), and every symlink followed and the file
+// itself must belong to uid or root. A symlink the user or root made in such a folder is
+// followed (npm installs its bin links so); one another user planted, or anything in a folder
+// another user owns or can write, is not.
+func resolveTrusted(root, name string, uid int) (FileID, bool) {
+	rootFD, err := unix.Open(root, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return FileID{}, false
+	}
+	defer unix.Close(rootFD)
+	trusted := func(st *unix.Stat_t) bool { return int(st.Uid) == uid || st.Uid == 0 }
+	var rst unix.Stat_t
+	if unix.Fstat(rootFD, &rst) != nil || !trusted(&rst) || !safeFolder(&rst) {
+		return FileID{}, false
+	}
+	// stack holds the open folders from root down to the current one; stack[0] is root.
+	stack := []int{rootFD}
+	defer func() {
+		for _, fd := range stack[1:] {
+			unix.Close(fd)
+		}
+	}()
+	todo := strings.Split(name, "/")
+	links := 0
+	for len(todo) > 0 {
+		elem := todo[0]
+		todo = todo[1:]
+		switch elem {
+		case "", ".":
+			continue
+		case "..":
+			if len(stack) > 1 {
+				unix.Close(stack[len(stack)-1])
+				stack = stack[:len(stack)-1]
+			}
+			continue
+		}
+		cur := stack[len(stack)-1]
+		fd, err := unix.Openat(cur, elem, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return FileID{}, false
+		}
+		var st unix.Stat_t
+		if err := unix.Fstat(fd, &st); err != nil || !trusted(&st) {
+			unix.Close(fd)
+			return FileID{}, false
+		}
+		switch st.Mode & unix.S_IFMT {
+		case unix.S_IFLNK:
+			target, err := readlinkFD(fd)
+			unix.Close(fd)
+			if links++; err != nil || links > maxLinks {
+				return FileID{}, false
+			}
+			if strings.HasPrefix(target, "/") {
+				for _, fd := range stack[1:] {
+					unix.Close(fd)
+				}
+				stack = stack[:1]
+			}
+			todo = append(strings.Split(target, "/"), todo...)
+		case unix.S_IFDIR:
+			if !safeFolder(&st) {
+				unix.Close(fd)
+				return FileID{}, false
+			}
+			stack = append(stack, fd)
+		case unix.S_IFREG:
+			unix.Close(fd)
+			if len(strings.Join(todo, "")) != 0 {
+				return FileID{}, false // a file in the middle of the path
+			}
+			return FileID{Dev: uint64(st.Dev), Ino: st.Ino}, true
+		default:
+			unix.Close(fd)
+			return FileID{}, false
+		}
+	}
+	return FileID{}, false // the path names a folder
+}
+
+// safeFolder reports whether no user but the folder's owner (checked by the caller) and root
+// can add, remove or rename its entries: writable by neither group nor others, or a root-owned
+// sticky folder (/tmp), where an entry can be replaced only by its own owner.
+func safeFolder(st *unix.Stat_t) bool {
+	if st.Mode&0o022 == 0 {
+		return true
+	}
+	return st.Uid == 0 && st.Mode&unix.S_ISVTX != 0
+}
+
+// readlinkFD reads the target of the symlink opened (O_PATH|O_NOFOLLOW) as fd.
+func readlinkFD(fd int) (string, error) {
+	buf := make([]byte, unix.PathMax)
+	n, err := unix.Readlinkat(fd, "", buf)
+	if err != nil {
+		return "", err
+	}
+	return string(buf[:n]), nil
 }
 
 // maxCmdline bounds what is read of a command line.

@@ -186,8 +186,15 @@ func renderArgs(s *native.Spec) ([]string, error) {
 				readOnly = append(readOnly, "/dev")
 				continue
 			}
-			if mode, ok := tmpfsMode(m.Options); ok {
+			if mode, ok := tmpfsOption(m.Options, "mode"); ok {
 				a = append(a, "--perms", mode)
+			}
+			if size, ok := tmpfsOption(m.Options, "size"); ok {
+				mib, err := strconv.Atoi(strings.TrimSuffix(size, "m"))
+				if err != nil || !strings.HasSuffix(size, "m") || mib <= 0 {
+					return nil, fmt.Errorf("%w: tmpfs size %q at %s", native.ErrInvalidSpec, size, m.Target)
+				}
+				a = append(a, "--size", strconv.FormatInt(int64(mib)<<20, 10))
 			}
 			a = append(a, "--tmpfs", m.Target)
 			if m.ReadOnly {
@@ -236,9 +243,10 @@ func renderArgs(s *native.Spec) ([]string, error) {
 	return a, nil
 }
 
-func tmpfsMode(options string) (string, bool) {
+// tmpfsOption returns the value of key in a tmpfs option list (mode=1777,size=64m).
+func tmpfsOption(options, key string) (string, bool) {
 	for _, o := range strings.Split(options, ",") {
-		if v, ok := strings.CutPrefix(o, "mode="); ok {
+		if v, ok := strings.CutPrefix(o, key+"="); ok {
 			return v, true
 		}
 	}

@@ -238,6 +238,11 @@ func BoxExecMain(args []string) int {
 	if err := unix.Chdir(spec.Cwd); err != nil {
 		return fail(engine.CodeBoxSetupFailed, "chdir %s: %v", spec.Cwd, err)
 	}
+	// The kernel counts the tasks of the program's uid in the box's user namespace against it;
+	// raising it again needs CAP_SYS_RESOURCE in the host's user namespace, which no box has.
+	if err := unix.Setrlimit(unix.RLIMIT_NPROC, &unix.Rlimit{Cur: uint64(spec.MaxProcs), Max: uint64(spec.MaxProcs)}); err != nil {
+		return fail(engine.CodeBoxSetupFailed, "process limit %d: %v", spec.MaxProcs, err)
+	}
 	if err := dropCapabilities(); err != nil {
 		return fail(engine.CodeBoxSetupFailed, "drop capabilities: %v", err)
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/agentbox/agentbox/internal/plan"
@@ -47,6 +48,9 @@ type Spec struct {
 	// Seccomp names the seccomp profile (SeccompProfile); the exec stage refuses unknown names.
 	Seccomp string  `json:"seccomp"`
 	Network Network `json:"network"`
+	// MaxProcs is the program's RLIMIT_NPROC (plan.Plan.MaxProcs); box-exec sets it before the
+	// exec.
+	MaxProcs int `json:"maxProcs"`
 }
 
 // Mount kinds of the spec.
@@ -166,8 +170,14 @@ func buildSpec(p *plan.Plan) (*Spec, error) {
 		Mount{Kind: KindSymlink, Source: "/proc/self/fd/0", Target: "/dev/stdin"},
 		Mount{Kind: KindSymlink, Source: "/proc/self/fd/1", Target: "/dev/stdout"},
 		Mount{Kind: KindSymlink, Source: "/proc/self/fd/2", Target: "/dev/stderr"},
-		Mount{Kind: KindTmpfs, Target: "/dev/shm", Options: "mode=1777"},
+		Mount{Kind: KindTmpfs, Target: "/dev/shm", Options: "mode=1777," + sizeOption(p.ShmMiB)},
 	)
+	if p.ShmMiB <= 0 {
+		return nil, fmt.Errorf("%w: /dev/shm has no size", ErrInvalidSpec)
+	}
+	if p.MaxProcs <= 0 {
+		return nil, fmt.Errorf("%w: no process limit", ErrInvalidSpec)
+	}
 	for _, m := range parentsFirst(p.Mounts) {
 		switch m.Kind {
 		case plan.MountBind:
@@ -178,7 +188,10 @@ func buildSpec(p *plan.Plan) (*Spec, error) {
 			if m.Target == "/tmp" {
 				mode = "1777"
 			}
-			mounts = append(mounts, Mount{Kind: KindTmpfs, Target: m.Target, Options: "mode=" + mode, ReadOnly: m.ReadOnly})
+			if m.SizeMiB <= 0 {
+				return nil, fmt.Errorf("%w: tmpfs at %s has no size", ErrInvalidSpec, m.Target)
+			}
+			mounts = append(mounts, Mount{Kind: KindTmpfs, Target: m.Target, Options: "mode=" + mode + "," + sizeOption(m.SizeMiB), ReadOnly: m.ReadOnly})
 		case plan.MountMask:
 			mounts = append(mounts, Mount{Kind: KindMask, Target: m.Target, Optional: m.Optional})
 		default:
@@ -220,8 +233,9 @@ func buildSpec(p *plan.Plan) (*Spec, error) {
 			ROFile: clone(ll.ROFile),
 			RWFile: clone(ll.RWFile),
 		},
-		Seccomp: SeccompProfile,
-		Network: net,
+		Seccomp:  SeccompProfile,
+		Network:  net,
+		MaxProcs: p.MaxProcs,
 	}, nil
 }
 
@@ -301,3 +315,6 @@ func parentsFirst(in []plan.Mount) []plan.Mount {
 func beneath(path, dir string) bool {
 	return dir == "/" && path != "/" || strings.HasPrefix(path, strings.TrimSuffix(dir, "/")+"/")
 }
+
+// sizeOption is the tmpfs mount option for a size of mib MiB.
+func sizeOption(mib int) string { return "size=" + strconv.Itoa(mib) + "m" }
