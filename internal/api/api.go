@@ -33,6 +33,10 @@ type LaunchRequest struct {
 	Detach bool `json:"detach"`
 	// Egress overrides the configured egress mode ("deny" | "allow"); "" keeps the config's.
 	Egress string `json:"egress,omitempty"`
+	// RepoWorkspace says the user did not name the workspace: the daemon makes the top level
+	// of the git repository holding Cwd the workspace (the program still starts in Cwd),
+	// unless that top level is one it refuses. False keeps Workspace as it is (--workspace).
+	RepoWorkspace bool `json:"repoWorkspace,omitempty"`
 }
 
 // LaunchResponse answers a LaunchRequest.
@@ -40,6 +44,9 @@ type LaunchResponse struct {
 	ID string `json:"id"`
 	// ShimSocket is the unix socket the client attaches to for the console (attached launches).
 	ShimSocket string `json:"shimSocket"`
+	// Notices are lines for the user's terminal about choices the daemon made for this launch
+	// (the repository's top level taken as the workspace, or why it was not); nil when none.
+	Notices []string `json:"notices,omitempty"`
 }
 
 // Launch states.

@@ -67,6 +67,9 @@ When agentbox itself fails before the program starts, it prints the reason and e
 			if err != nil {
 				return err
 			}
+			for _, n := range resp.Notices {
+				fmt.Fprintln(cmd.ErrOrStderr(), n)
+			}
 			if detach {
 				if asJSON {
 					return PrintJSON(cmd.OutOrStdout(), resp)
@@ -86,7 +89,7 @@ When agentbox itself fails before the program starts, it prints the reason and e
 	f.BoolVar(&wait, "wait", false, "run attached and exit with the program's exit code (the default)")
 	f.BoolVarP(&detach, "detach", "d", false, "start the box in the background and print its launch id")
 	f.BoolVar(&asJSON, "json", false, "with --detach: print the launch as JSON")
-	f.StringVar(&workspace, "workspace", "", "workspace directory, bound read-write (default: the current directory)")
+	f.StringVar(&workspace, "workspace", "", "workspace directory, bound read-write (default: the top level of the git repository holding the current directory, else the current directory)")
 	f.StringVar(&egress, "egress", "", "network: deny (default, loopback only) or allow (the host network, logged)")
 	f.StringVar(&programPath, "program-path", "", "the program's executable (absolute), instead of looking PROGRAM up on PATH (wrap-mode launchers pass the managed install)")
 	return cmd
@@ -108,7 +111,9 @@ func buildLaunchRequest(args []string, workspace, egress, programPath string) (*
 	if err != nil {
 		return nil, fmt.Errorf("current directory: %w", err)
 	}
-	if workspace == "" {
+	// Without --workspace the daemon widens the workspace to the git repository around cwd.
+	repo := workspace == ""
+	if repo {
 		workspace = cwd
 	}
 	if workspace, err = filepath.Abs(workspace); err != nil {
@@ -128,6 +133,8 @@ func buildLaunchRequest(args []string, workspace, egress, programPath string) (*
 		Cwd:       cwd,
 		Env:       os.Environ(),
 		Egress:    egress,
+
+		RepoWorkspace: repo,
 	}, nil
 }
 
