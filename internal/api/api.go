@@ -155,6 +155,16 @@ type EgressStats struct {
 	// address_refused.
 	LastRefused       string `json:"lastRefused,omitempty"`
 	LastRefusedReason string `json:"lastRefusedReason,omitempty"`
+	// Refusals are the distinct targets refused while this daemon served the launch, first
+	// refused first (at most 16), each with the key that would allow it; nil when none (and for
+	// launches that ended under an earlier daemon).
+	Refusals []EgressRefusal `json:"refusals,omitempty"`
+}
+
+// EgressRefusal is a target the egress proxy refused.
+type EgressRefusal struct {
+	Target string `json:"target"` // host:port
+	Key    string `json:"key"`    // the configuration key that would allow it: egressAllow or git.allow
 }
 
 // Info describes the daemon.

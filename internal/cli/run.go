@@ -81,6 +81,11 @@ When agentbox itself fails before the program starts, it prints the reason and e
 			if err != nil {
 				return err
 			}
+			if l, err := c.Get(ctx, resp.ID); err == nil {
+				if hint := egressHint(l.Egress); hint != "" {
+					fmt.Fprintln(cmd.ErrOrStderr(), hint)
+				}
+			}
 			return ExitError{Code: code}
 		},
 	}
@@ -186,4 +191,26 @@ func EnsureDaemon(ctx context.Context) (*client.Client, error) {
 		return nil, err
 	}
 	return c, startDetachedDaemon(ctx, c)
+}
+
+// egressHint is the line printed when an attached launch ends after the egress proxy refused
+// hosts: which, and the key that would allow each; "" when none was refused.
+func egressHint(e *api.EgressStats) string {
+	if e == nil || len(e.Refusals) == 0 {
+		return ""
+	}
+	byKey := map[string][]string{}
+	var keys []string
+	for _, r := range e.Refusals {
+		if byKey[r.Key] == nil {
+			keys = append(keys, r.Key)
+		}
+		byKey[r.Key] = append(byKey[r.Key], r.Target)
+	}
+	var parts []string
+	for _, k := range keys {
+		parts = append(parts, fmt.Sprintf("%s (%s)", strings.Join(byKey[k], ", "), k))
+	}
+	return "agentbox: the box has no network of its own, and its egress proxy refused " + strings.Join(parts, "; ") +
+		"; to let a box reach one, add it to that key in your agentbox config (docs/egress.md)"
 }

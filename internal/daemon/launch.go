@@ -351,6 +351,7 @@ func (d *Daemon) serveGetLaunch(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	l.Egress = d.egressStats(l.ID)
 	writeJSON(w, http.StatusOK, l)
 	return nil
 }

@@ -5,6 +5,7 @@ package e2e
 import (
 	"context"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -80,4 +81,75 @@ func TestRepoWorkspaceRefusedTop(t *testing.T) {
 	if !strings.Contains(r.Stderr, want) {
 		t.Errorf("stderr lacks %q:\n%s", want, r.Stderr)
 	}
+}
+
+// deniedTools are the tools of a denied network: each reaches for a host no allowlist names and
+// must fail fast, with the refusal explained. name is the hint's host:port, key its key.
+var deniedTools = []struct {
+	name, bin, script, target, key string
+	// says is what the tool's own output shows of the proxy's refusal ("" when the tool
+	// shows only the status code: curl and git print "CONNECT tunnel failed, response 403").
+	says string
+}{
+	{"curl", "curl", `curl -sS https://denied.example.org/`, "denied.example.org:443", "egressAllow", ""},
+	{"npm", "npm", `npm_config_registry=https://registry.example.org/ npm view left-pad version`, "registry.example.org:443", "egressAllow", "agentbox refused egress"},
+	{"pip", "/usr/bin/python3", `/usr/bin/python3 -m pip download --no-deps -d /tmp/dl --index-url https://pypi.example.org/simple tiny-pkg`, "pypi.example.org:443", "egressAllow", "agentbox refused egress"},
+	{"go", "go", `cd /tmp && GOPROXY=https://goproxy.example.org GOSUMDB=off GOFLAGS=-mod=mod GOTOOLCHAIN=local go mod download example.org/mod@v1.0.0`, "goproxy.example.org:443", "egressAllow", "agentbox refused egress"},
+	{"git", "git", `git ls-remote https://git.example.org/owner/repo`, "git.example.org:443", "git.allow", ""},
+}
+
+// TestDeniedNetworkExplains: with egress deny and no egressAllow at all, curl, npm, pip, go
+// and git in the box fail at once (the proxy answers 403; the time each took is logged, and
+// measured by BenchmarkDeniedNetwork) and agentbox ends the launch with one line naming each
+// refused host and the key that would allow it. Before, npm hung until killed and the others
+// failed with a bare resolver error.
+func TestDeniedNetworkExplains(t *testing.T) {
+	e := NewEnv(t)
+	for _, tool := range deniedTools {
+		t.Run(tool.name, func(t *testing.T) {
+			if _, err := exec.LookPath(tool.bin); err != nil {
+				t.Skipf("%s is not installed: %v", tool.bin, err)
+			}
+			r := e.runIn(e.Work, "run", "sh", "--", "-c", timed(tool.script))
+			t.Logf("%s failed after %s in the box", tool.name, tookMS(r.Stderr))
+			if r.Code == 0 || r.Code == 125 {
+				t.Fatalf("want %s to fail in the box, exit %d\nstdout:\n%s\nstderr:\n%s", tool.name, r.Code, r.Stdout, r.Stderr)
+			}
+			out := r.Stdout + r.Stderr
+			if hint := hintLine(r.Stderr); !strings.Contains(hint, tool.target+" ("+tool.key+")") {
+				t.Errorf("the hint at the end of the launch (%q) does not name %s and %s:\n%s", hint, tool.target, tool.key, out)
+			}
+			if tool.says != "" && !strings.Contains(out, tool.says) {
+				t.Errorf("%s's own message does not carry the refusal %q:\n%s", tool.name, tool.says, out)
+			}
+			if strings.Contains(out, "Could not resolve host") || strings.Contains(out, "Temporary failure in name resolution") || strings.Contains(out, "EAI_AGAIN") {
+				t.Errorf("a bare resolver error instead of the proxy's refusal:\n%s", out)
+			}
+		})
+	}
+}
+
+// timed wraps a box script so that it prints, on stderr, how long it ran in the box: "took N ms".
+func timed(script string) string {
+	return `s=$(date +%s%N); ( ` + script + ` ); rc=$?; echo "took $(( ($(date +%s%N) - s) / 1000000 )) ms" >&2; exit $rc`
+}
+
+// tookMS returns the "N ms" a timed script printed, or "?".
+func tookMS(stderr string) string {
+	_, after, ok := strings.Cut(stderr, "took ")
+	if !ok {
+		return "?"
+	}
+	ms, _, _ := strings.Cut(after, "\n")
+	return ms
+}
+
+// hintLine returns agentbox's line about refused egress in stderr, or "".
+func hintLine(stderr string) string {
+	for _, l := range strings.Split(stderr, "\n") {
+		if strings.HasPrefix(l, "agentbox: ") && strings.Contains(l, "its egress proxy refused ") {
+			return l
+		}
+	}
+	return ""
 }
