@@ -83,10 +83,7 @@ func (d *Daemon) checkWorkspace(req *api.LaunchRequest) (ws, cwd string, notices
 	if st, err := os.Stat(ws); err != nil || !st.IsDir() {
 		return refused(&api.Error{Code: api.CodeWorkspaceRefused, Message: fmt.Sprintf("workspace %s is not a directory", ws)})
 	}
-	home, _ := os.UserHomeDir()
-	cfgDir, _ := safesocket.ConfigDir()
-	facts := plan.WorkspaceFacts{Home: home, RuntimeDir: os.Getenv("XDG_RUNTIME_DIR"), OwnDirs: []string{d.runtimeDir, d.stateDir, cfgDir},
-		Harness: d.harnessHomes()}
+	facts := d.workspaceFacts()
 	if err := plan.CheckWorkspace(ws, facts); err != nil {
 		why, hint := workspaceRefusal(err)
 		return refused(&api.Error{Code: api.CodeWorkspaceRefused, Message: "workspace " + why, Hint: hint})
@@ -109,6 +106,15 @@ func (d *Daemon) checkWorkspace(req *api.LaunchRequest) (ws, cwd string, notices
 		}
 	}
 	return ws, cwd, notices, nil
+}
+
+// workspaceFacts are what plan.CheckWorkspace compares a workspace (or a toolchain's folder)
+// with: the home, the runtime directory, agentbox's own directories and the harness homes.
+func (d *Daemon) workspaceFacts() plan.WorkspaceFacts {
+	home, _ := os.UserHomeDir()
+	cfgDir, _ := safesocket.ConfigDir()
+	return plan.WorkspaceFacts{Home: home, RuntimeDir: os.Getenv("XDG_RUNTIME_DIR"), OwnDirs: []string{d.runtimeDir, d.stateDir, cfgDir},
+		Harness: d.harnessHomes()}
 }
 
 // workspaceRefusal splits a plan.CheckWorkspace error into why and what to do.
@@ -194,6 +200,10 @@ func (d *Daemon) launch(ctx context.Context, req *api.LaunchRequest) (*api.Launc
 	args, err := wireProfile(prof, pfacts, home, tree, &contrib)
 	if err != nil {
 		return failBrokers(err)
+	}
+	if err := d.toolchains(home, req.Env, d.workspaceFacts(), &contrib); err != nil {
+		return failBrokers(&api.Error{Code: api.CodeBoxSetupFailed, Message: "box cache " + filepath.Join(d.stateDir, boxCacheDir) + ": " + err.Error(),
+			Hint: "check free space and permissions of " + d.stateDir})
 	}
 	p, err := plan.Build(plan.Input{
 		ID: id, Profile: prof.ID, Program: path, Args: args, Workspace: ws, Cwd: cwd, Home: home,
