@@ -68,6 +68,10 @@ type LaunchRequest struct {
 	Cols uint16 `json:"cols,omitempty"`
 	// Egress overrides the configured egress mode ("deny" | "allow"); "" keeps the config's.
 	Egress string `json:"egress,omitempty"`
+	// RepoWorkspace says the user did not name the workspace: the daemon makes the top level
+	// of the git repository holding Cwd the workspace (the program still starts in Cwd),
+	// unless that top level is one it refuses. False keeps Workspace as it is (--workspace).
+	RepoWorkspace bool `json:"repoWorkspace,omitempty"`
 }
 
 // LaunchResponse answers a LaunchRequest.
@@ -78,6 +82,9 @@ type LaunchResponse struct {
 	// DetachKeys is the configured detach key sequence (console.detachKeys; "" from a daemon
 	// that predates it: the default).
 	DetachKeys string `json:"detachKeys,omitempty"`
+	// Notices are lines for the user's terminal about choices the daemon made for this launch
+	// (the repository's top level taken as the workspace, or why it was not); nil when none.
+	Notices []string `json:"notices,omitempty"`
 }
 
 // Launch states.
@@ -186,6 +193,16 @@ type EgressStats struct {
 	// address_refused.
 	LastRefused       string `json:"lastRefused,omitempty"`
 	LastRefusedReason string `json:"lastRefusedReason,omitempty"`
+	// Refusals are the distinct targets refused while this daemon served the launch, first
+	// refused first (at most 16), each with the key that would allow it; nil when none (and for
+	// launches that ended under an earlier daemon).
+	Refusals []EgressRefusal `json:"refusals,omitempty"`
+}
+
+// EgressRefusal is a target the egress proxy refused.
+type EgressRefusal struct {
+	Target string `json:"target"` // host:port
+	Key    string `json:"key"`    // the configuration key that would allow it: egressAllow or git.allow
 }
 
 // Info describes the daemon.

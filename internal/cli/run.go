@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -81,6 +82,9 @@ terminal it keeps a console to attach to later.`,
 			if err != nil {
 				return err
 			}
+			for _, n := range resp.Notices {
+				fmt.Fprintln(cmd.ErrOrStderr(), n)
+			}
 			if detach {
 				if asJSON {
 					return PrintJSON(cmd.OutOrStdout(), resp)
@@ -88,7 +92,17 @@ terminal it keeps a console to attach to later.`,
 				fmt.Fprintln(cmd.OutOrStdout(), resp.ID)
 				return nil
 			}
-			return attachConsole(cmd, resp, detachKeys)
+			err = attachConsole(cmd, resp, detachKeys)
+			var exit ExitError
+			if errors.As(err, &exit) {
+				// The program ended (not a detach): say which hosts the network refused.
+				if l, gerr := c.Get(ctx, resp.ID); gerr == nil {
+					if hint := egressHint(l.Egress); hint != "" {
+						fmt.Fprintln(cmd.ErrOrStderr(), hint)
+					}
+				}
+			}
+			return err
 		},
 	}
 	f := cmd.Flags()
@@ -96,7 +110,7 @@ terminal it keeps a console to attach to later.`,
 	f.BoolVar(&wait, "wait", false, "run attached and exit with the program's exit code (the default)")
 	f.BoolVarP(&detach, "detach", "d", false, "start the box in the background and print its launch id")
 	f.BoolVar(&asJSON, "json", false, "with --detach: print the launch as JSON")
-	f.StringVar(&workspace, "workspace", "", "workspace directory, bound read-write (default: the current directory)")
+	f.StringVar(&workspace, "workspace", "", "workspace directory, bound read-write (default: the top level of the git repository holding the current directory, else the current directory)")
 	f.StringVar(&egress, "egress", "", "network: deny (default, loopback only) or allow (the host network, logged)")
 	addDetachKeysFlag(f, &detachKeys)
 	f.StringVar(&programPath, "program-path", "", "the program's executable (absolute), instead of looking PROGRAM up on PATH (wrap-mode launchers pass the managed install)")
@@ -119,7 +133,9 @@ func buildLaunchRequest(args []string, workspace, egress, programPath string) (*
 	if err != nil {
 		return nil, fmt.Errorf("current directory: %w", err)
 	}
-	if workspace == "" {
+	// Without --workspace the daemon widens the workspace to the git repository around cwd.
+	repo := workspace == ""
+	if repo {
 		workspace = cwd
 	}
 	if workspace, err = filepath.Abs(workspace); err != nil {
@@ -139,6 +155,8 @@ func buildLaunchRequest(args []string, workspace, egress, programPath string) (*
 		Cwd:       cwd,
 		Env:       os.Environ(),
 		Egress:    egress,
+
+		RepoWorkspace: repo,
 	}, nil
 }
 
@@ -190,4 +208,26 @@ func EnsureDaemon(ctx context.Context) (*client.Client, error) {
 		return nil, err
 	}
 	return c, startDetachedDaemon(ctx, c)
+}
+
+// egressHint is the line printed when an attached launch ends after the egress proxy refused
+// hosts: which, and the key that would allow each; "" when none was refused.
+func egressHint(e *api.EgressStats) string {
+	if e == nil || len(e.Refusals) == 0 {
+		return ""
+	}
+	byKey := map[string][]string{}
+	var keys []string
+	for _, r := range e.Refusals {
+		if byKey[r.Key] == nil {
+			keys = append(keys, r.Key)
+		}
+		byKey[r.Key] = append(byKey[r.Key], r.Target)
+	}
+	var parts []string
+	for _, k := range keys {
+		parts = append(parts, fmt.Sprintf("%s (%s)", strings.Join(byKey[k], ", "), k))
+	}
+	return "agentbox: the box has no network of its own, and its egress proxy refused " + strings.Join(parts, "; ") +
+		"; to let a box reach one, add it to that key in your agentbox config (docs/egress.md)"
 }

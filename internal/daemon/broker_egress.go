@@ -48,8 +48,9 @@ const (
 // host's resolver.
 var egressResolver egress.Resolver
 
-// egressBroker runs the allowlist egress proxy of each launch with egressAllow and egress
-// deny (internal/egress, docs/egress.md); without an allowlist it adds nothing to the plan.
+// egressBroker runs the allowlist egress proxy of each launch with egress deny
+// (internal/egress, docs/egress.md), with an empty allowlist too: then it refuses every target
+// and says which key would allow it.
 type egressBroker struct {
 	d *Daemon
 
@@ -78,9 +79,11 @@ type egressState struct {
 func (b *egressBroker) name() string { return "egress" }
 
 func (b *egressBroker) prepare(ctx context.Context, bl *brokerLaunch, c *plan.Contributions) error {
-	if bl.Egress != plan.EgressDeny || len(bl.Config.EgressAllow) == 0 {
-		return nil // nothing changes for a launch without an allowlist
+	if bl.Egress != plan.EgressDeny {
+		return nil // the box shares the host network
 	}
+	// Also with an empty allowlist: the proxy then refuses every target at once, with the key
+	// that would allow it, where a tool without a proxy would wait on a name it cannot resolve.
 	allow, err := egress.ParseAllowlist(bl.Config.EgressAllow)
 	if err != nil {
 		return &api.Error{Code: api.CodeConfigInvalid, Message: "egressAllow: " + err.Error(), Hint: "fix egressAllow in your config (docs/egress.md)"}
@@ -220,6 +223,9 @@ func (l *egressLaunch) stats() api.EgressStats {
 	out.BytesDown += s.BytesDown
 	if s.LastRefused != "" {
 		out.LastRefused, out.LastRefusedReason = s.LastRefused, s.LastRefusedReason
+	}
+	for _, r := range s.Refusals {
+		out.Refusals = append(out.Refusals, api.EgressRefusal{Target: r.Target, Key: r.Key})
 	}
 	return out
 }

@@ -71,29 +71,30 @@ func checkProgram(req *api.LaunchRequest) (string, error) {
 	return path, nil
 }
 
-func (d *Daemon) checkWorkspace(req *api.LaunchRequest) (ws, cwd string, err error) {
+// checkWorkspace returns the launch's workspace and the program's directory in it, and the
+// notices to show the user about the choice (the repository's top level taken as the
+// workspace, or why it was not).
+func (d *Daemon) checkWorkspace(req *api.LaunchRequest) (ws, cwd string, notices []string, err error) {
+	refused := func(err error) (string, string, []string, error) { return "", "", nil, err }
 	if !filepath.IsAbs(req.Workspace) {
-		return "", "", &api.Error{Code: api.CodeBadRequest, Message: fmt.Sprintf("workspace %q is not absolute", req.Workspace)}
+		return refused(&api.Error{Code: api.CodeBadRequest, Message: fmt.Sprintf("workspace %q is not absolute", req.Workspace)})
 	}
 	ws, err = filepath.EvalSymlinks(req.Workspace)
 	if err != nil {
-		return "", "", &api.Error{Code: api.CodeWorkspaceRefused, Message: fmt.Sprintf("workspace %s: %v", req.Workspace, err)}
+		return refused(&api.Error{Code: api.CodeWorkspaceRefused, Message: fmt.Sprintf("workspace %s: %v", req.Workspace, err)})
 	}
 	if st, err := os.Stat(ws); err != nil || !st.IsDir() {
-		return "", "", &api.Error{Code: api.CodeWorkspaceRefused, Message: fmt.Sprintf("workspace %s is not a directory", ws)}
+		return refused(&api.Error{Code: api.CodeWorkspaceRefused, Message: fmt.Sprintf("workspace %s is not a directory", ws)})
 	}
-	home, _ := os.UserHomeDir()
-	cfgDir, _ := safesocket.ConfigDir()
+	facts := d.workspaceFacts()
 	socks, err := hostSockets()
 	if err != nil {
-		return "", "", &api.Error{Code: api.CodeWorkspaceRefused, Message: fmt.Sprintf("workspace %s: cannot list the host's unix sockets to check none lies inside it: %v", ws, err)}
+		return refused(&api.Error{Code: api.CodeWorkspaceRefused, Message: fmt.Sprintf("workspace %s: cannot list the host's unix sockets to check none lies inside it: %v", ws, err)})
 	}
-	facts := plan.WorkspaceFacts{Home: home, RuntimeDir: os.Getenv("XDG_RUNTIME_DIR"), OwnDirs: []string{d.runtimeDir, d.stateDir, cfgDir},
-		Harness: d.harnessHomes(), Sockets: socks}
+	facts.Sockets = socks
 	if err := plan.CheckWorkspace(ws, facts); err != nil {
-		msg := strings.TrimPrefix(err.Error(), plan.ErrWorkspaceRefused.Error()+": ")
-		why, hint, _ := strings.Cut(msg, "; ")
-		return "", "", &api.Error{Code: api.CodeWorkspaceRefused, Message: "workspace " + why, Hint: hint}
+		why, hint := workspaceRefusal(err)
+		return refused(&api.Error{Code: api.CodeWorkspaceRefused, Message: "workspace " + why, Hint: hint})
 	}
 	cwd = ws
 	if req.Cwd != "" {
@@ -101,7 +102,34 @@ func (d *Daemon) checkWorkspace(req *api.LaunchRequest) (ws, cwd string, err err
 			cwd = c
 		}
 	}
-	return ws, cwd, nil
+	// Run from inside a git repository without --workspace: the repository is the workspace,
+	// so that git in the box finds it; the program still starts where the user is.
+	if top := repoTop(ws); req.RepoWorkspace && top != "" && top != ws {
+		if err := plan.CheckWorkspace(top, facts); err != nil {
+			why, _ := workspaceRefusal(err)
+			notices = append(notices, fmt.Sprintf("agentbox: the workspace is %s, not the git repository around it: %s; git in the box will not see that repository (pass --workspace DIR to choose)", ws, why))
+		} else {
+			notices = append(notices, fmt.Sprintf("agentbox: the workspace is the git repository %s (starting in %s; pass --workspace DIR to choose another)", top, cwd))
+			ws = top
+		}
+	}
+	return ws, cwd, notices, nil
+}
+
+// workspaceFacts are what plan.CheckWorkspace compares a workspace (or a toolchain's folder)
+// with: the home, the runtime directory, agentbox's own directories and the harness homes.
+func (d *Daemon) workspaceFacts() plan.WorkspaceFacts {
+	home, _ := os.UserHomeDir()
+	cfgDir, _ := safesocket.ConfigDir()
+	return plan.WorkspaceFacts{Home: home, RuntimeDir: os.Getenv("XDG_RUNTIME_DIR"), OwnDirs: []string{d.runtimeDir, d.stateDir, cfgDir},
+		Harness: d.harnessHomes()}
+}
+
+// workspaceRefusal splits a plan.CheckWorkspace error into why and what to do.
+func workspaceRefusal(err error) (why, hint string) {
+	msg := strings.TrimPrefix(err.Error(), plan.ErrWorkspaceRefused.Error()+": ")
+	why, hint, _ = strings.Cut(msg, "; ")
+	return why, hint
 }
 
 // launch runs the launch pipeline: resolve, plan, request, record, start.
@@ -114,7 +142,7 @@ func (d *Daemon) launch(ctx context.Context, req *api.LaunchRequest) (*api.Launc
 	if err != nil {
 		return nil, err
 	}
-	ws, cwd, err := d.checkWorkspace(req)
+	ws, cwd, notices, err := d.checkWorkspace(req)
 	if err != nil {
 		return nil, err
 	}
@@ -190,6 +218,10 @@ func (d *Daemon) launch(ctx context.Context, req *api.LaunchRequest) (*api.Launc
 	args, err := wireProfile(prof, pfacts, home, tree, &contrib)
 	if err != nil {
 		return failBrokers(err)
+	}
+	if err := d.toolchains(home, req.Env, d.workspaceFacts(), &contrib); err != nil {
+		return failBrokers(&api.Error{Code: api.CodeBoxSetupFailed, Message: "box cache " + filepath.Join(d.stateDir, boxCacheDir) + ": " + err.Error(),
+			Hint: "check free space and permissions of " + d.stateDir})
 	}
 	p, err := plan.Build(plan.Input{
 		ID: id, Profile: prof.ID, Program: path, Args: args, Workspace: ws, Cwd: cwd, Home: home,
@@ -299,7 +331,7 @@ func (d *Daemon) launch(ctx context.Context, req *api.LaunchRequest) (*api.Launc
 	go d.supervise(l)
 	launched = true
 	d.log.Info("launch", "id", id, "program", req.Program, "workspace", ws, "console", console, "detached", req.Detach, "shim", pid)
-	return &api.LaunchResponse{ID: id, ShimSocket: filepath.Join(dir, "shim.sock"), DetachKeys: cfg.Console.DetachKeys}, nil
+	return &api.LaunchResponse{ID: id, ShimSocket: filepath.Join(dir, "shim.sock"), DetachKeys: cfg.Console.DetachKeys, Notices: notices}, nil
 }
 
 func (d *Daemon) serveLaunches(w http.ResponseWriter, r *http.Request) error {
@@ -355,6 +387,7 @@ func (d *Daemon) serveGetLaunch(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	l.Egress = d.egressStats(l.ID)
 	writeJSON(w, http.StatusOK, l)
 	return nil
 }

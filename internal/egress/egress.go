@@ -16,6 +16,7 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/netip"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -247,7 +248,12 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rec.Target, rec.Host, rec.Port = t.String(), t.Host(), int(t.Port)
 	if ok, reason := p.Allow.allowsTarget(t); !ok {
 		rec.Decision, rec.Reason = DecisionRefuse, reason
-		writeError(w, rec, http.StatusForbidden, CodeEgressRefused, refusal(t, reason))
+		key := ConfigKey
+		if isGit(r) {
+			key = GitConfigKey
+		}
+		p.stats.noteRefusal(t.String(), key) // before the answer: the box may end as soon as it has it
+		writeError(w, rec, http.StatusForbidden, CodeEgressRefused, refusal(t, reason, isGit(r)))
 		return
 	}
 
@@ -269,6 +275,8 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if up == nil {
 		if rec.Decision == "" {
 			rec.Decision = DecisionError
+		} else if code == CodeEgressRefused {
+			p.stats.noteRefusal(t.String(), ConfigKey)
 		}
 		writeError(w, rec, status, code, msg)
 		return
@@ -316,9 +324,21 @@ func requestTarget(r *http.Request) (Target, error) {
 	return parseTarget(r.URL.Host, 80)
 }
 
+// GitConfigKey is the configuration key that lets git in a box reach a remote (through the
+// git relay), named in the refusals of git's requests.
+const GitConfigKey = "git.allow"
+
+// isGit reports whether r comes from git (its libcurl sends git's User-Agent, also with
+// CONNECT): a refused git remote is allowed by git.allow, not by egressAllow.
+func isGit(r *http.Request) bool { return strings.HasPrefix(r.UserAgent(), "git/") }
+
 // refusal is the message of an egress_refused answer: what was refused and which entry of
-// which key would allow it.
-func refusal(t Target, reason string) string {
+// which key would allow it (git.allow for git's requests).
+func refusal(t Target, reason string, git bool) string {
+	if git {
+		return fmt.Sprintf("agentbox refused egress to %s: git remotes are reached through the git relay, and no entry of %s covers %s. To allow it, add the remote (%q, or a prefix of it) to %s in your agentbox config (docs/git.md)",
+			t, GitConfigKey, t.Host(), "https://"+t.Host()+"/OWNER/REPO", GitConfigKey)
+	}
 	entry := t.Host()
 	if t.Addr.Is6() {
 		entry = "[" + entry + "]"
@@ -333,7 +353,7 @@ func refusal(t Target, reason string) string {
 	default:
 		why = fmt.Sprintf("no entry of %s covers %s", ConfigKey, t.Host())
 	}
-	msg := fmt.Sprintf("egress to %s refused: %s. To allow it, add %q to %s in your agentbox config (docs/egress.md)",
+	msg := fmt.Sprintf("agentbox refused egress to %s: %s. To allow it, add %q to %s in your agentbox config (docs/egress.md)",
 		t, why, entry, ConfigKey)
 	return msg
 }
@@ -403,16 +423,42 @@ func (p *Proxy) dialTarget(ctx context.Context, t Target, rec *Record) (c net.Co
 	return nil, http.StatusBadGateway, CodeUpstreamUnreachable, fmt.Sprintf("egress to %s: %v", t, errors.Join(errs...))
 }
 
-// writeError answers an error with the relay's JSON error body and notes it in rec.
+// writeError answers an error with the relay's JSON error body and notes it in rec. The
+// answer to a refused CONNECT carries the message in its status line too: clients do not show the body
+// of a refused tunnel, but several (Go, Python's http.client under pip) show its reason phrase.
 func writeError(w http.ResponseWriter, rec *Record, status int, code, message string) {
 	rec.Code, rec.Status = code, status
 	b := relay.ErrorJSON(code, message)
+	if rec.Method == http.MethodConnect && code == CodeEgressRefused && writeRaw(w, status, message, b) {
+		return
+	}
 	h := w.Header()
 	h.Set("Content-Type", "application/json")
 	h.Set("Cache-Control", "no-store")
 	h.Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(status)
 	w.Write(b) // the client may be gone; nothing to do about it
+}
+
+// writeRaw writes the answer on the hijacked connection with reason as its reason phrase (net/http
+// cannot set one), and closes the connection. It reports false when w cannot be hijacked.
+func writeRaw(w http.ResponseWriter, status int, reason string, body []byte) bool {
+	conn, brw, err := http.NewResponseController(w).Hijack()
+	if err != nil {
+		return false
+	}
+	defer conn.Close()
+	reason = strings.Map(func(r rune) rune {
+		if r < 0x20 || r == 0x7f {
+			return ' '
+		}
+		return r
+	}, reason)
+	fmt.Fprintf(brw, "HTTP/1.1 %d %s\r\n", status, reason)
+	fmt.Fprintf(brw, "Content-Type: application/json\r\nCache-Control: no-store\r\nX-Content-Type-Options: nosniff\r\nContent-Length: %d\r\nConnection: close\r\n\r\n", len(body))
+	brw.Write(body)
+	brw.Flush() // the client may be gone; nothing to do about it
+	return true
 }
 
 func (p *Proxy) emit(rec *Record) {
@@ -458,12 +504,35 @@ type Stats struct {
 	// LastRefusedReason its reason; empty if none.
 	LastRefused       string
 	LastRefusedReason string
+	// Refusals are the distinct targets the allowlist or the address check refused, first
+	// refused first (at most MaxRefusals), with the key that would allow each.
+	Refusals []Refusal
 }
+
+// Refusal is a target the proxy refused and the configuration key that would allow it.
+type Refusal struct {
+	Target string // host:port
+	Key    string // ConfigKey, or GitConfigKey for git's requests
+}
+
+// MaxRefusals bounds Stats.Refusals.
+const MaxRefusals = 16
 
 type statsCounter struct {
 	allowed, refused, failed, up, down atomic.Int64
 	mu                                 sync.Mutex
 	lastRefused, lastReason            string
+	refusals                           []Refusal
+}
+
+// noteRefusal adds target to the distinct refused targets.
+func (s *statsCounter) noteRefusal(target, key string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r := Refusal{Target: target, Key: key}
+	if len(s.refusals) < MaxRefusals && !slices.Contains(s.refusals, r) {
+		s.refusals = append(s.refusals, r)
+	}
 }
 
 func (s *statsCounter) add(rec *Record) {
@@ -488,10 +557,10 @@ func (s *statsCounter) add(rec *Record) {
 func (p *Proxy) Stats() Stats {
 	s := &p.stats
 	s.mu.Lock()
-	last, reason := s.lastRefused, s.lastReason
+	last, reason, refusals := s.lastRefused, s.lastReason, slices.Clone(s.refusals)
 	s.mu.Unlock()
 	return Stats{Allowed: s.allowed.Load(), Refused: s.refused.Load(), Failed: s.failed.Load(),
-		BytesUp: s.up.Load(), BytesDown: s.down.Load(), LastRefused: last, LastRefusedReason: reason}
+		BytesUp: s.up.Load(), BytesDown: s.down.Load(), LastRefused: last, LastRefusedReason: reason, Refusals: refusals}
 }
 
 // Serve serves h (a Proxy) on ln until ln is closed, and returns nil then. Closing ln stops

@@ -137,11 +137,11 @@ func ProtectMounts(ps []Protected) []Mount {
 	rw := map[string]string{} // dir → beneath
 	for _, p := range ps {
 		path, base := filepath.Clean(p.Path), filepath.Clean(p.Beneath)
-		if !filepath.IsAbs(path) || !filepath.IsAbs(base) || !within(path, base) {
+		if !filepath.IsAbs(path) || !filepath.IsAbs(base) || !Within(path, base) {
 			continue
 		}
 		ro[path] = Protected{Path: path, Beneath: base}
-		for d := filepath.Dir(path); d != base && within(d, base); d = filepath.Dir(d) {
+		for d := filepath.Dir(path); d != base && Within(d, base); d = filepath.Dir(d) {
 			rw[d] = base
 		}
 	}

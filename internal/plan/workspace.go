@@ -67,12 +67,12 @@ func CheckWorkspace(ws string, f WorkspaceFacts) error {
 		sys = DefaultSystemDirs
 	}
 	for _, d := range append(append([]string(nil), sys...), OtherSystemDirs...) {
-		if (ws == d || within(ws, d)) && !within(ws, "/var/tmp") && !within(ws, "/dev/shm") {
+		if (ws == d || Within(ws, d)) && !Within(ws, "/var/tmp") && !Within(ws, "/dev/shm") {
 			return refuse("is a system folder (under "+d+")", "work on a project directory in your home or under /tmp")
 		}
 	}
 	for _, s := range f.Sockets {
-		if within(s, ws) {
+		if Within(s, ws) {
 			return refuse("contains the unix socket "+s+", where a host program listens: a box could connect to it and act on the host (tmux, ssh-agent, an IDE)",
 				"stop that program or move its socket out of the workspace, or work on a folder that does not contain it")
 		}
@@ -82,32 +82,32 @@ func CheckWorkspace(ws string, f WorkspaceFacts) error {
 		if ws == home {
 			return refuse("is your home directory, which holds your keys and agent settings", "cd into a project directory, or pass --workspace DIR")
 		}
-		if within(home, ws) {
+		if Within(home, ws) {
 			return refuse("contains your home directory", "cd into a project directory, or pass --workspace DIR")
 		}
 		for _, h := range append(append([]string(nil), HarnessHomes...), f.Harness...) {
 			d := filepath.Join(home, h)
-			if ws == d || within(ws, d) {
+			if ws == d || Within(ws, d) {
 				return refuse("is inside "+d+", which holds credentials or agent configuration", "work on a project directory outside it")
 			}
-			if within(d, ws) {
+			if Within(d, ws) {
 				return refuse("contains "+d+", which holds credentials or agent configuration", "work on a project directory that does not contain it")
 			}
 		}
 	}
-	if f.RuntimeDir != "" && (ws == filepath.Clean(f.RuntimeDir) || within(ws, f.RuntimeDir)) {
+	if f.RuntimeDir != "" && (ws == filepath.Clean(f.RuntimeDir) || Within(ws, f.RuntimeDir)) {
 		return refuse("is inside $XDG_RUNTIME_DIR ("+f.RuntimeDir+"), which holds session sockets", "work on a project directory elsewhere")
 	}
 	for _, d := range f.OwnDirs {
-		if d != "" && (ws == filepath.Clean(d) || within(ws, d) || within(d, ws)) {
+		if d != "" && (ws == filepath.Clean(d) || Within(ws, d) || Within(d, ws)) {
 			return refuse("overlaps agentbox's own directory "+d, "work on a project directory elsewhere")
 		}
 	}
 	return nil
 }
 
-// within reports whether path is strictly beneath dir.
-func within(path, dir string) bool {
+// Within reports whether path is strictly beneath dir.
+func Within(path, dir string) bool {
 	dir = strings.TrimSuffix(filepath.Clean(dir), "/")
 	return strings.HasPrefix(filepath.Clean(path), dir+"/")
 }

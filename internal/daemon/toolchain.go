@@ -1,0 +1,157 @@
+package daemon
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/agentbox/agentbox/internal/plan"
+)
+
+// hostGoProxy is the GOPROXY the host's go command uses when the user's environment sets none
+// (`go env GOPROXY`, asked once per daemon: agentbox names no module proxy of its own), or
+// "direct" when no go command answers.
+var hostGoProxy = sync.OnceValue(func() string {
+	out, err := exec.Command("go", "env", "GOPROXY").Output()
+	if v := strings.TrimSpace(string(out)); err == nil && v != "" {
+		return v
+	}
+	return "direct"
+})
+
+// boxCacheDir is the box cache under the daemon's state directory: bound read-write into every
+// box of the user at its own path, shared by them, and read by nothing outside a box
+// (docs/toolchains.md).
+const boxCacheDir = "cache"
+
+// toolchainCompanions are the home folders a toolchain root loads from beside it: rustup's
+// proxies in ~/.cargo/bin run the toolchains in ~/.rustup.
+var toolchainCompanions = map[string][]string{".cargo": {".rustup"}}
+
+// toolchainMasks are files beneath a toolchain root that hold credentials: masked in the box.
+var toolchainMasks = []string{".cargo/credentials", ".cargo/credentials.toml"}
+
+// toolchains adds to c what a box needs to build the user's project (docs/toolchains.md): the
+// toolchains on the caller's PATH under home, read-only at their own paths; the host's Go
+// module cache, read-only, as the first GOPROXY; and the box cache for what the box's builds
+// write. env is the caller's environment; facts are the workspace rules, which also decide
+// which parts of the home a toolchain may bring (never a harness home, never the home itself).
+func (d *Daemon) toolchains(home string, env []string, facts plan.WorkspaceFacts, c *plan.Contributions) error {
+	var roots []string
+	for _, p := range toolchainRoots(home, envValue(env, "PATH"), facts) {
+		if !slices.ContainsFunc(roots, func(r string) bool { return p == r || plan.Within(p, r) }) {
+			roots = append(roots, p)
+		}
+	}
+	for _, r := range roots {
+		if rel, err := filepath.Rel(home, r); err == nil {
+			for _, comp := range toolchainCompanions[rel] {
+				if p := filepath.Join(home, comp); !slices.Contains(roots, p) && plan.CheckWorkspace(p, facts) == nil {
+					if st, err := os.Stat(p); err == nil && st.IsDir() {
+						roots = append(roots, p)
+					}
+				}
+			}
+		}
+	}
+	for _, r := range roots {
+		c.Mounts = append(c.Mounts, plan.Mount{Kind: plan.MountBind, Source: r, Target: r, ReadOnly: true, Optional: true})
+		c.ReadOnly = append(c.ReadOnly, r)
+		for _, m := range toolchainMasks {
+			if f := filepath.Join(home, m); plan.Within(f, r) {
+				c.Mounts = append(c.Mounts, plan.Mount{Kind: plan.MountMask, Target: f, Optional: true})
+			}
+		}
+	}
+
+	cache := filepath.Join(d.stateDir, boxCacheDir)
+	if err := os.Mkdir(cache, 0o700); err != nil && !os.IsExist(err) {
+		return err
+	}
+	c.Mounts = append(c.Mounts, plan.Mount{Kind: plan.MountBind, Source: cache, Target: cache})
+	c.ReadWrite = append(c.ReadWrite, cache)
+
+	// Go: the box's module and build caches are the box cache's; modules come from the host's
+	// module cache first (read-only, as a file:// proxy), then from the user's GOPROXY, through
+	// the egress proxy, which refuses at once (and says which key) what egressAllow does not name.
+	goproxy := envValue(env, "GOPROXY")
+	if goproxy == "" {
+		goproxy = hostGoProxy()
+	}
+	if mc := hostModCache(home, env); mc != "" && goproxy != "off" {
+		if st, err := os.Stat(filepath.Join(mc, "cache", "download")); err == nil && st.IsDir() {
+			if !slices.ContainsFunc(roots, func(r string) bool { return mc == r || plan.Within(mc, r) }) {
+				c.Mounts = append(c.Mounts, plan.Mount{Kind: plan.MountBind, Source: mc, Target: mc, ReadOnly: true, Optional: true})
+				c.ReadOnly = append(c.ReadOnly, mc)
+			}
+			goproxy = "file://" + filepath.Join(mc, "cache", "download") + "," + goproxy
+		}
+	}
+	c.Env = append(c.Env,
+		"GOMODCACHE="+filepath.Join(cache, "go", "mod"),
+		"GOCACHE="+filepath.Join(cache, "go", "build"),
+		"GOPROXY="+goproxy,
+	)
+	return nil
+}
+
+// toolchainRoots returns, in PATH order, what each PATH entry under home brings into the box:
+// the entry's parent when the entry is a bin/ or shims/ folder (~/.pyenv for ~/.pyenv/shims,
+// ~/go for ~/go/bin, an nvm version for its bin/) and the parent passes the workspace rules,
+// else the entry itself when it does; entries that do not exist on the host are left out.
+func toolchainRoots(home, path string, facts plan.WorkspaceFacts) []string {
+	home = filepath.Clean(home)
+	var out []string
+	for _, e := range filepath.SplitList(path) {
+		if !filepath.IsAbs(e) {
+			continue
+		}
+		e = filepath.Clean(e)
+		if !plan.Within(e, home) {
+			continue
+		}
+		if r, err := filepath.EvalSymlinks(e); err != nil || r != e {
+			continue // absent, or a symlink: the box sees paths as they are on the host
+		}
+		if st, err := os.Stat(e); err != nil || !st.IsDir() {
+			continue
+		}
+		if b := filepath.Base(e); b == "bin" || b == "shims" {
+			if p := filepath.Dir(e); p != home && plan.CheckWorkspace(p, facts) == nil {
+				out = append(out, p)
+				continue
+			}
+		}
+		if plan.CheckWorkspace(e, facts) == nil {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// hostModCache is the host's Go module cache: $GOMODCACHE, else the first $GOPATH entry's
+// pkg/mod, else ~/go/pkg/mod (the go command's own rule; a GOMODCACHE set with `go env -w`
+// is not read).
+func hostModCache(home string, env []string) string {
+	if mc := envValue(env, "GOMODCACHE"); filepath.IsAbs(mc) {
+		return filepath.Clean(mc)
+	}
+	if gp := filepath.SplitList(envValue(env, "GOPATH")); len(gp) > 0 && filepath.IsAbs(gp[0]) {
+		return filepath.Join(gp[0], "pkg", "mod")
+	}
+	return filepath.Join(home, "go", "pkg", "mod")
+}
+
+// envValue returns the value of key in env (KEY=VALUE), the last one when repeated.
+func envValue(env []string, key string) string {
+	v := ""
+	for _, kv := range env {
+		if k, val, ok := strings.Cut(kv, "="); ok && k == key {
+			v = val
+		}
+	}
+	return v
+}

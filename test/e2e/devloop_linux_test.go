@@ -1,0 +1,389 @@
+//go:build linux
+
+package e2e
+
+import (
+	"archive/zip"
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// runIn runs agentbox with args from dir (instead of the environment's workspace).
+func (e *Env) runIn(dir string, args ...string) Result {
+	e.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	c := e.Command(ctx, args...)
+	c.Dir = dir
+	return e.RunCmd(c)
+}
+
+// TestRepoWorkspace: run from a subdirectory of a git repository, the repository's top level is
+// the workspace (git in the box finds it) and the program starts in the subdirectory; agentbox
+// says so once; --workspace keeps the directory named. Before, git in the box answered "not a
+// git repository (or any parent up to mount point …)".
+func TestRepoWorkspace(t *testing.T) {
+	gitTools(t)
+	e := NewEnv(t)
+	repo := filepath.Join(e.Work, "proj")
+	sub := filepath.Join(repo, "pkg", "sub")
+	if err := os.MkdirAll(sub, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	gitRun(t, repo, gitHostEnv(e.Home), nil, "init", "-q", "-b", "main")
+	os.WriteFile(filepath.Join(repo, "top.txt"), []byte("top\n"), 0o644)
+	gitRun(t, repo, gitHostEnv(e.Home), nil, "add", "top.txt")
+	gitRun(t, repo, gitHostEnv(e.Home), nil, "-c", "user.name=T", "-c", "user.email=t@example.com", "commit", "-qm", "init")
+
+	script := `pwd; git rev-parse --show-toplevel && git status --short --untracked-files=no && echo GIT_OK; cat ../../top.txt`
+	r := e.runIn(sub, "run", "sh", "--", "-c", script)
+	if r.Code != 0 {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", r.Code, r.Stdout, r.Stderr)
+	}
+	lines := strings.Split(strings.TrimSpace(r.Stdout), "\n")
+	if len(lines) < 4 || lines[0] != sub || lines[1] != repo || lines[2] != "GIT_OK" || lines[3] != "top" {
+		t.Fatalf("in the box: want pwd %s, top level %s, git ok and the repo's top.txt; got:\n%s\nstderr:\n%s", sub, repo, r.Stdout, r.Stderr)
+	}
+	if n := strings.Count(r.Stderr, "agentbox: the workspace is the git repository "+repo); n != 1 {
+		t.Errorf("want the notice naming %s once on stderr, got %d times:\n%s", repo, n, r.Stderr)
+	}
+
+	// --workspace overrides: the subdirectory only, git finds no repository, and no notice.
+	r = e.runIn(sub, "run", "--workspace", sub, "sh", "--", "-c", `git rev-parse --show-toplevel 2>&1; pwd`)
+	if !strings.Contains(r.Stdout, "not a git repository") || strings.Contains(r.Stderr, "workspace is the git repository") {
+		t.Errorf("--workspace %s: want git to find no repository and no notice; stdout:\n%s\nstderr:\n%s", sub, r.Stdout, r.Stderr)
+	}
+}
+
+// TestRepoWorkspaceRefusedTop: when the repository around the directory is one agentbox
+// refuses as a workspace (the home itself: a dotfiles repository), the directory stays the
+// workspace and agentbox says why git will not see the repository.
+func TestRepoWorkspaceRefusedTop(t *testing.T) {
+	gitTools(t)
+	e := NewEnv(t)
+	gitRun(t, e.Home, gitHostEnv(e.Home), nil, "init", "-q", "-b", "main")
+	proj := filepath.Join(e.Home, "proj")
+	if err := os.MkdirAll(proj, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	r := e.runIn(proj, "run", "sh", "--", "-c", `pwd; git rev-parse --show-toplevel 2>&1`)
+	if r.Code == 125 {
+		t.Fatalf("launch refused: %s", r.Stderr)
+	}
+	if !strings.HasPrefix(r.Stdout, proj+"\n") || !strings.Contains(r.Stdout, "not a git repository") {
+		t.Errorf("want the box in %s without the home's repository; stdout:\n%s\nstderr:\n%s", proj, r.Stdout, r.Stderr)
+	}
+	want := "agentbox: the workspace is " + proj + ", not the git repository around it: " + e.Home + " is your home directory"
+	if !strings.Contains(r.Stderr, want) {
+		t.Errorf("stderr lacks %q:\n%s", want, r.Stderr)
+	}
+}
+
+// deniedTools are the tools of a denied network: each reaches for a host no allowlist names and
+// must fail fast, with the refusal explained. name is the hint's host:port, key its key.
+var deniedTools = []struct {
+	name, bin, script, target, key string
+	// says is what the tool's own output shows of the proxy's refusal ("" when the tool
+	// shows only the status code: curl and git print "CONNECT tunnel failed, response 403").
+	says string
+}{
+	{"curl", "curl", `curl -sS https://denied.example.org/`, "denied.example.org:443", "egressAllow", ""},
+	{"npm", "npm", `npm_config_registry=https://registry.example.org/ npm view left-pad version`, "registry.example.org:443", "egressAllow", "agentbox refused egress"},
+	{"pip", "/usr/bin/python3", `/usr/bin/python3 -m pip download --no-deps -d /tmp/dl --index-url https://pypi.example.org/simple tiny-pkg`, "pypi.example.org:443", "egressAllow", "agentbox refused egress"},
+	{"go", "go", `cd /tmp && GOPROXY=https://goproxy.example.org GOSUMDB=off GOFLAGS=-mod=mod GOTOOLCHAIN=local go mod download example.org/mod@v1.0.0`, "goproxy.example.org:443", "egressAllow", "agentbox refused egress"},
+	{"git", "git", `git ls-remote https://git.example.org/owner/repo`, "git.example.org:443", "git.allow", ""},
+}
+
+// TestDeniedNetworkExplains: with egress deny and no egressAllow at all, curl, npm, pip, go
+// and git in the box fail at once (the proxy answers 403; the time each took is logged, and
+// measured by BenchmarkDeniedNetwork) and agentbox ends the launch with one line naming each
+// refused host and the key that would allow it. Before, npm hung until killed and the others
+// failed with a bare resolver error.
+func TestDeniedNetworkExplains(t *testing.T) {
+	e := NewEnv(t)
+	for _, tool := range deniedTools {
+		t.Run(tool.name, func(t *testing.T) {
+			if _, err := exec.LookPath(tool.bin); err != nil {
+				t.Skipf("%s is not installed: %v", tool.bin, err)
+			}
+			r := e.runIn(e.Work, "run", "sh", "--", "-c", timed(tool.script))
+			t.Logf("%s failed after %s in the box", tool.name, tookMS(r.Stderr))
+			if r.Code == 0 || r.Code == 125 {
+				t.Fatalf("want %s to fail in the box, exit %d\nstdout:\n%s\nstderr:\n%s", tool.name, r.Code, r.Stdout, r.Stderr)
+			}
+			out := r.Stdout + r.Stderr
+			if hint := hintLine(r.Stderr); !strings.Contains(hint, tool.target+" ("+tool.key+")") {
+				t.Errorf("the hint at the end of the launch (%q) does not name %s and %s:\n%s", hint, tool.target, tool.key, out)
+			}
+			if tool.says != "" && !strings.Contains(out, tool.says) {
+				t.Errorf("%s's own message does not carry the refusal %q:\n%s", tool.name, tool.says, out)
+			}
+			if strings.Contains(out, "Could not resolve host") || strings.Contains(out, "Temporary failure in name resolution") || strings.Contains(out, "EAI_AGAIN") {
+				t.Errorf("a bare resolver error instead of the proxy's refusal:\n%s", out)
+			}
+		})
+	}
+}
+
+// timed wraps a box script so that it prints, on stderr, how long it ran in the box: "took N ms".
+func timed(script string) string {
+	return `s=$(date +%s%N); ( ` + script + ` ); rc=$?; echo "took $(( ($(date +%s%N) - s) / 1000000 )) ms" >&2; exit $rc`
+}
+
+// tookMS returns the "N ms" a timed script printed, or "?".
+func tookMS(stderr string) string {
+	_, after, ok := strings.Cut(stderr, "took ")
+	if !ok {
+		return "?"
+	}
+	ms, _, _ := strings.Cut(after, "\n")
+	return ms
+}
+
+// hintLine returns agentbox's line about refused egress in stderr, or "".
+func hintLine(stderr string) string {
+	for _, l := range strings.Split(stderr, "\n") {
+		if strings.HasPrefix(l, "agentbox: ") && strings.Contains(l, "its egress proxy refused ") {
+			return l
+		}
+	}
+	return ""
+}
+
+// goModule is a Go module the tests make themselves: example.org/dep v1.0.0 in a file:// module
+// proxy under dir, whose Msg is msg.
+func goModule(t *testing.T, dir, msg string) string {
+	t.Helper()
+	proxy := filepath.Join(dir, "proxy")
+	v := filepath.Join(proxy, "example.org", "dep", "@v")
+	if err := os.MkdirAll(v, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	mod := "module example.org/dep\n\ngo 1.22\n"
+	var zb bytes.Buffer
+	zw := zip.NewWriter(&zb)
+	for name, body := range map[string]string{"go.mod": mod, "dep.go": "package dep\n\nconst Msg = " + strconv.Quote(msg) + "\n"} {
+		w, err := zw.Create("example.org/dep@v1.0.0/" + name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w.Write([]byte(body))
+	}
+	if err := zw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for name, body := range map[string][]byte{
+		"list": []byte("v1.0.0\n"), "v1.0.0.info": []byte(`{"Version":"v1.0.0","Time":"2026-01-01T00:00:00Z"}`),
+		"v1.0.0.mod": []byte(mod), "v1.0.0.zip": zb.Bytes(),
+	} {
+		if err := os.WriteFile(filepath.Join(v, name), body, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return proxy
+}
+
+// goApp writes a module in dir that prints example.org/dep's Msg on stderr.
+func goApp(t *testing.T, dir string) {
+	t.Helper()
+	os.MkdirAll(dir, 0o755)
+	os.WriteFile(filepath.Join(dir, "go.mod"), []byte("module example.org/app\n\ngo 1.22\n\nrequire example.org/dep v1.0.0\n"), 0o644)
+	// println, not fmt: the first boxed build compiles the runtime only, not half the library.
+	os.WriteFile(filepath.Join(dir, "main.go"), []byte("package main\n\nimport \"example.org/dep\"\n\nfunc main() { println(dep.Msg) }\n"), 0o644)
+}
+
+// hostGo runs the go command on the host as the environment's user would, unboxed: the home's
+// default module cache, a build cache of the test's.
+func hostGo(t *testing.T, e *Env, dir string, extra []string, args ...string) string {
+	t.Helper()
+	c := exec.Command("go", args...)
+	c.Dir = dir
+	c.Env = append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + e.Home, "GOCACHE=" + hostGoCache(t),
+		"GOTOOLCHAIN=local", "GOFLAGS=-modcacherw", "GOSUMDB=off"}, extra...)
+	out, err := c.CombinedOutput()
+	if err != nil {
+		t.Fatalf("host go %v: %v\n%s", args, err, out)
+	}
+	return string(out)
+}
+
+// hostGoCache is the build cache of the user running the test (warm: the host's builds are not
+// what the test measures).
+func hostGoCache(t *testing.T) string {
+	out, err := exec.Command("go", "env", "GOCACHE").Output()
+	if err != nil || strings.TrimSpace(string(out)) == "" {
+		return filepath.Join(t.TempDir(), "gocache")
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// treeHash hashes every path, mode, size and content beneath dir.
+func treeHash(t *testing.T, dir string) string {
+	t.Helper()
+	h := sha256.New()
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(h, "%s %v %d\n", p, info.Mode(), info.Size())
+		if info.Mode().IsRegular() {
+			b, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			h.Write(b)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// TestGoBuildFromHostCache: a Go module whose dependency is only in the host's module cache
+// builds in a box with no network (GOPROXY's first entry is the host's cache, read-only); the
+// second launch's build is warm (the box cache keeps GOCACHE and GOMODCACHE); the host's module
+// cache is unchanged; and a file planted in the box cache is never read by an unboxed go.
+// Before, the box had no module cache at all and go failed on the network.
+func TestGoBuildFromHostCache(t *testing.T) {
+	if _, err := exec.LookPath("go"); err != nil {
+		t.Skip("go is not installed")
+	}
+	e := NewEnv(t)
+	proxy := goModule(t, e.Root, "from the host cache")
+	app := filepath.Join(e.Work, "app")
+	goApp(t, app)
+	// A repository, as projects are: in a folder without one the box sees the workspace's
+	// placeholder .git, and go's VCS stamping fails on it.
+	gitTools(t)
+	gitRun(t, app, gitHostEnv(e.Home), nil, "init", "-q")
+	// The host's own unboxed build fills the host's module cache (~/go/pkg/mod) and go.sum.
+	hostGo(t, e, app, []string{"GOPROXY=file://" + proxy}, "mod", "tidy")
+	if err := os.RemoveAll(proxy); err != nil { // from now on the module is in the host's cache only
+		t.Fatal(err)
+	}
+	modcache := filepath.Join(e.Home, "go", "pkg", "mod")
+	before := treeHash(t, modcache)
+
+	r := e.runIn(app, "run", "sh", "--", "-c", `go build -v -o /tmp/app . && /tmp/app`)
+	if r.Code != 0 || !strings.Contains(r.Stderr, "from the host cache") {
+		t.Fatalf("first boxed build: exit %d\nstdout:\n%s\nstderr:\n%s", r.Code, r.Stdout, r.Stderr)
+	}
+	if !strings.Contains(r.Stderr, "example.org/dep") {
+		t.Fatalf("the first build did not compile example.org/dep (go build -v):\n%s", r.Stderr)
+	}
+	r = e.runIn(app, "run", "sh", "--", "-c", `go build -v -o /tmp/app . && /tmp/app`)
+	if r.Code != 0 || !strings.Contains(r.Stderr, "from the host cache") {
+		t.Fatalf("second boxed build: exit %d\nstdout:\n%s\nstderr:\n%s", r.Code, r.Stdout, r.Stderr)
+	}
+	if strings.Contains(strings.ReplaceAll(r.Stderr, "from the host cache", ""), "example.org/dep") {
+		t.Errorf("the second launch compiled example.org/dep again: the build cache did not persist:\n%s", r.Stderr)
+	}
+	if after := treeHash(t, modcache); after != before {
+		t.Errorf("the host's module cache %s changed while boxes built", modcache)
+	}
+
+	// Poison the box cache: the module's extracted source as the next box would read it.
+	planted := filepath.Join(e.State, "agentbox", "cache", "go", "mod", "example.org", "dep@v1.0.0", "dep.go")
+	if _, err := os.Stat(planted); err != nil {
+		t.Fatalf("the box cache does not hold the module: %v", err)
+	}
+	os.Chmod(filepath.Dir(planted), 0o755)
+	os.Chmod(planted, 0o644)
+	if err := os.WriteFile(planted, []byte("package dep\n\nconst Msg = \"POISONED by a box\"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	hostGo(t, e, app, []string{"GOPROXY=off"}, "build", "-o", filepath.Join(e.Root, "hostapp"), ".")
+	out, err := exec.Command(filepath.Join(e.Root, "hostapp")).CombinedOutput()
+	if err != nil || strings.TrimSpace(string(out)) != "from the host cache" {
+		t.Errorf("the unboxed build printed %q (%v), want the host cache's module", out, err)
+	}
+}
+
+// TestAttackToolchainsReadOnly: the box sees the toolchains on PATH under the home and the
+// host's module cache at their own paths, and can change none of them (create, append,
+// remove, rename, chmod); a harness home on PATH stays out, and a toolchain root's
+// credentials are masked. Before, none of these paths existed in the box (the home was empty).
+func TestAttackToolchainsReadOnly(t *testing.T) {
+	e := NewEnv(t)
+	mk := func(p, body string, mode os.FileMode) {
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(body), mode); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tool := filepath.Join(e.Home, ".toolx", "bin", "hello-tool")
+	mk(tool, "#!/bin/sh\necho hello from the toolchain\n", 0o755)
+	lib := filepath.Join(e.Home, ".toolx", "lib", "core.txt")
+	mk(lib, "toolchain-core-lib\n", 0o644)
+	cargoBin := filepath.Join(e.Home, ".cargo", "bin", "cargo-x")
+	mk(cargoBin, "#!/bin/sh\n", 0o755)
+	cred := filepath.Join(e.Home, ".cargo", "credentials.toml")
+	mk(cred, "[registry]\ntoken = \"SECRET-CARGO-TOKEN\"\n", 0o600)
+	harness := filepath.Join(e.Home, ".claude", "local", "bin", "claude-helper")
+	mk(harness, "#!/bin/sh\n", 0o755)
+	mod := filepath.Join(e.Home, "go", "pkg", "mod", "cache", "download", "example.org", "dep", "@v", "v1.0.0.mod")
+	mk(mod, "module example.org/dep\n", 0o644)
+	for i, v := range e.Vars {
+		if strings.HasPrefix(v, "PATH=") {
+			e.Vars[i] = "PATH=" + strings.Join([]string{filepath.Dir(tool), filepath.Dir(cargoBin), filepath.Dir(harness)}, ":") + ":" + os.Getenv("PATH")
+		}
+	}
+	before := map[string]string{}
+	for _, d := range []string{filepath.Join(e.Home, ".toolx"), filepath.Join(e.Home, "go"), filepath.Join(e.Home, ".cargo")} {
+		before[d] = treeHash(t, d)
+	}
+
+	r := e.Box(`hello-tool; cat ` + lib + ` ` + mod + `; cat ` + cred + ` 2>/dev/null; ls ` + filepath.Dir(harness) + ` 2>&1 | head -1
+for p in ` + tool + ` ` + lib + ` ` + mod + ` ` + cargoBin + `; do
+  d=$(dirname "$p")
+  touch "$d/planted" 2>/dev/null && echo "WROTE create $d"
+  echo x >> "$p" 2>/dev/null && echo "WROTE append $p"
+  mv "$p" "$p.moved" 2>/dev/null && echo "WROTE rename $p"
+  rm -f "$p" 2>/dev/null; [ -e "$p" ] || echo "WROTE remove $p"
+  chmod 777 "$p" 2>/dev/null && echo "WROTE chmod $p"
+  ln -s /tmp "$d/link" 2>/dev/null && echo "WROTE symlink $d"
+done
+mv ` + filepath.Join(e.Home, ".toolx") + ` ` + filepath.Join(e.Home, ".toolx2") + ` 2>/dev/null && echo "WROTE rename root"
+echo done`)
+	if r.Code != 0 {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", r.Code, r.Stdout, r.Stderr)
+	}
+	for _, want := range []string{"hello from the toolchain", "toolchain-core-lib", "module example.org/dep", "done"} {
+		if !strings.Contains(r.Stdout, want) {
+			t.Errorf("the box does not see %q (toolchain or host cache not visible):\n%s", want, r.Stdout)
+		}
+	}
+	if strings.Contains(r.Stdout, "WROTE") {
+		t.Errorf("the box changed a toolchain or the host's cache:\n%s", r.Stdout)
+	}
+	if strings.Contains(r.Stdout, "SECRET-CARGO-TOKEN") {
+		t.Errorf("the box read ~/.cargo/credentials.toml")
+	}
+	if !strings.Contains(r.Stdout, "No such file or directory") {
+		t.Errorf("a harness home on PATH (%s) is visible in the box:\n%s", filepath.Dir(harness), r.Stdout)
+	}
+	for d, h := range before {
+		if treeHash(t, d) != h {
+			t.Errorf("%s changed on the host", d)
+		}
+	}
+}
