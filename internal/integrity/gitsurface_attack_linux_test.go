@@ -293,3 +293,18 @@ func TestAttackNestedAgentConfig(t *testing.T) {
 		t.Logf("the box said:\n%s", out)
 	}
 }
+
+// TestLinkedWorktreeSurvivesBox: the host's linked worktree lies outside the workspace, so a
+// box does not see it, and `git worktree prune` in the box took its metadata for stale and
+// deleted it (the host's git in ../wt then said "not a git repository"). Its gitdir is pinned
+// now: the prune fails in the box and the host's worktree keeps working.
+func TestLinkedWorktreeSurvivesBox(t *testing.T) {
+	e := newDaemonEnv(t)
+	repo(t, e.work)
+	wt := filepath.Join(e.root, "wt")
+	git(t, e.work, "worktree", "add", "-q", wt)
+	out := e.boxPlant("git worktree prune -v 2>&1; ls .git/worktrees")
+	if st, err := hostGit(wt, "status", "--porcelain"); err != nil {
+		t.Errorf("the host's linked worktree is broken after a box ran git worktree prune: %v\n%s\nthe box said:\n%s", err, st, out)
+	}
+}

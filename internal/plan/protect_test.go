@@ -7,8 +7,9 @@ import (
 
 func TestProtectedPaths(t *testing.T) {
 	got := ProtectedPaths("/w", []string{"/w/.claude/agents", "tools/hook.sh", "/elsewhere/x", "../up", ".envrc"})
-	want := []string{".claude/agents", ".claude/settings.json", ".claude/settings.local.json", ".envrc", ".git",
-		".github/workflows", ".gitmodules", ".mcp.json", ".vscode/settings.json", ".vscode/tasks.json", "tools/hook.sh"}
+	want := []string{".claude/agents", ".claude/settings.json", ".claude/settings.local.json", ".devcontainer", ".devcontainer.json",
+		".envrc", ".git", ".github/workflows", ".gitmodules", ".mcp.json", ".vscode/launch.json", ".vscode/mcp.json",
+		".vscode/settings.json", ".vscode/tasks.json", "tools/hook.sh"}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("ProtectedPaths:\n got %q\nwant %q", got, want)
 	}
