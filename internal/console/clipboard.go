@@ -8,9 +8,13 @@ const (
 	ClipboardAllow = "allow"
 )
 
-// ClipboardFilter removes clipboard-writing escape sequences (OSC 52, and kitty's OSC 5522) from
-// a byte stream bound for the user's terminal, so a program in the box cannot set the host
-// clipboard. The zero value is ready to use; one filter serves one stream and keeps state across
+// ClipboardFilter passes to the user's terminal only the escape sequences that act on the
+// terminal's own screen: it drops every OSC but those of ScreenOSC (the clipboard's OSC 52 and
+// 5522, iTerm2's 1337, notifications, …) and every DCS, SOS, PM and APC string, so a program
+// in the box cannot set the host clipboard, make the terminal write or read a file, or post
+// notifications. CSI sequences pass: they draw the screen, and the terminal's answers to the
+// few that ask (cursor position, device attributes) hold nothing of the host. The zero value
+// is ready to use; one filter serves one stream and keeps state across
 // calls, so a sequence split over several reads is still recognized.
 //
 // The filter models the terminal's parser (ECMA-48 / the DEC state machine with a strict UTF-8
@@ -72,10 +76,38 @@ func executedC0(b byte) bool {
 	return b < 0x20 && b != can && b != sub && b != esc
 }
 
-// clipboardParam reports whether an OSC number writes (or may write) the clipboard.
-func (f *ClipboardFilter) clipboardParam() bool {
-	return f.sig > maxParamDigits || (f.sig > 0 && (f.val == 52 || f.val == 5522))
+// ScreenOSC are the OSC numbers that pass the filter: those known to act on the terminal's
+// own screen only — window and icon titles (0, 1, 2), hyperlinks (8), the colour palette and
+// default colours and their resets (4, 10, 11, 12, 104, 110, 111, 112; a query of a colour is
+// answered with that colour only, and the agents' UIs ask for the background to pick their
+// theme), and shell-integration prompt marks (133). Everything else is dropped: the clipboard
+// (52, kitty's 5522), iTerm2's 1337 (Copy=, File=, …), notifications (9, 777, kitty's 99),
+// the working folder (7), fonts (50), kitty's file transfer (5113) and whatever is defined
+// later.
+var ScreenOSC = []uint64{0, 1, 2, 4, 8, 10, 11, 12, 104, 110, 111, 112, 133}
+
+// droppedParam reports whether the OSC number held is not one of ScreenOSC (an OSC without a
+// number is OSC 0, as terminals read it).
+func (f *ClipboardFilter) droppedParam() bool {
+	if f.sig > maxParamDigits {
+		return true
+	}
+	for _, n := range ScreenOSC {
+		if f.val == n {
+			return false
+		}
+	}
+	return true
 }
+
+// stringIntroducer reports whether b, after ESC, opens a control string that ends only at ST:
+// DCS (P: sixel images, terminal queries, tmux's passthrough), SOS (X), PM (^) and APC (_:
+// kitty's graphics protocol, which can make the terminal read a file). None is needed to
+// draw a screen, and they are dropped whole.
+func stringIntroducer(b byte) bool { return b == 'P' || b == 'X' || b == '^' || b == '_' }
+
+// c1StringIntroducer is stringIntroducer for the C1 spelling (the byte after C2).
+func c1StringIntroducer(b byte) bool { return b == 0x90 || b == 0x98 || b == 0x9e || b == 0x9f }
 
 // Filter appends the filtered form of p to dst and returns the extended slice.
 func (f *ClipboardFilter) Filter(dst, p []byte) []byte {
@@ -145,6 +177,11 @@ func (f *ClipboardFilter) step(dst []byte, b byte) []byte {
 			return dst
 
 		case clipC2:
+			switch {
+			case c1StringIntroducer(b):
+				f.drop()
+				return dst
+			}
 			switch b {
 			case osc:
 				f.startParam(b)
@@ -167,6 +204,10 @@ func (f *ClipboardFilter) step(dst []byte, b byte) []byte {
 			switch {
 			case b == ']':
 				f.startParam(b)
+			case stringIntroducer(b):
+				// The C0 controls held after the ESC are executed by the terminal; keep them.
+				dst = append(dst, f.hold[1:]...)
+				f.drop()
 			case b == esc:
 				// The new ESC supersedes the held one, which does nothing; emitting it alone would
 				// leave the terminal in the escape state. Keep the executed C0 controls.
@@ -207,7 +248,7 @@ func (f *ClipboardFilter) step(dst []byte, b byte) []byte {
 				f.holdByte(b) // ignored by the terminal inside an OSC
 			case b == ';' || b == bel || b == can || b == sub:
 				// The parameter is complete (or the OSC ends or is cancelled).
-				if f.clipboardParam() {
+				if f.droppedParam() {
 					f.drop()
 					if b == ';' {
 						return dst
@@ -219,14 +260,14 @@ func (f *ClipboardFilter) step(dst []byte, b byte) []byte {
 				dst = append(dst, b)
 				f.state = clipGround
 			case b == esc:
-				if f.clipboardParam() {
+				if f.droppedParam() {
 					f.drop()
 					continue
 				}
 				f.hold = append(f.hold, b)
 				f.state = clipParamEsc
 			case b == c2:
-				if f.clipboardParam() {
+				if f.droppedParam() {
 					f.drop()
 					continue
 				}

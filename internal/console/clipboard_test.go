@@ -3,6 +3,7 @@ package console
 import (
 	"bytes"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -19,7 +20,8 @@ type termModel struct {
 	digits int
 	val    uint32 // wraps like a careless int parser
 	exact  uint64
-	// clip lists the clipboard OSCs the terminal saw (their parameters).
+	// clip lists what the terminal saw that the filter must drop: OSCs outside ScreenOSC (their
+	// numbers) and control strings.
 	clip []string
 }
 
@@ -49,10 +51,18 @@ func (m *termModel) feed(b []byte) {
 	}
 }
 
+// endParam records an OSC whose number (as a careless or an exact parser reads it) is not one
+// that only acts on the screen.
 func (m *termModel) endParam() {
-	if m.digits > 0 && (m.val == 52 || m.val == 5522 || m.exact == 52 || m.exact == 5522) {
+	if m.digits > 0 && (!slices.Contains(ScreenOSC, uint64(m.val)) || !slices.Contains(ScreenOSC, m.exact)) {
 		m.clip = append(m.clip, fmt.Sprint(m.val))
 	}
+}
+
+// startString records a DCS, SOS, PM or APC string, none of which may reach the terminal.
+func (m *termModel) startString() {
+	m.state = tString
+	m.clip = append(m.clip, "control string")
 }
 
 func (m *termModel) rune(r rune) {
@@ -83,7 +93,7 @@ func (m *termModel) rune(r rune) {
 		m.state = tCSI
 		return
 	case r == 0x90 || r == 0x98 || r == 0x9e || r == 0x9f:
-		m.state = tString
+		m.startString()
 		return
 	}
 	switch m.state {
@@ -98,7 +108,7 @@ func (m *termModel) rune(r rune) {
 		case r == '[':
 			m.state = tCSI
 		case r == 'P' || r == 'X' || r == '^' || r == '_':
-			m.state = tString
+			m.startString()
 		default:
 			m.state = tGround
 		}
@@ -199,15 +209,34 @@ func TestClipboardFilter(t *testing.T) {
 		{"cancelled", "a\x1b]52;" + payload + "\x18b", "ab"},
 		{"aborted by escape", "a\x1b]52;" + payload + "\x1b[1mb", "a\x1b[1mb"},
 		{"utf8 payload", "a\x1b]52;c;\xc2\xa9\x07b", "ab"},
-		{"tmux passthrough", "\x1bPtmux;\x1b\x1b]52;" + payload + "\x07\x1b\\x", "\x1bPtmux;\x1b\\x"},
+		{"tmux passthrough", "\x1bPtmux;\x1b\x1b]52;" + payload + "\x07\x1b\\x", "\x1b\\x"},
+		// Issue 21, finding 4: an allowlist, not a list of clipboard numbers.
+		{"iterm2 copy", "a\x1b]1337;Copy=;" + payload + "\x07b", "ab"},
+		{"iterm2 file", "a\x1b]1337;File=name=eA==;inline=0:" + payload + "\x1b\\b", "ab"},
+		{"notification 9", "a\x1b]9;you have mail\x07b", "ab"},
+		{"notification 777", "a\x1b]777;notify;title;body\x07b", "ab"},
+		{"kitty notification 99", "a\x1b]99;;hello\x1b\\b", "ab"},
+		{"kitty file transfer 5113", "a\x1b]5113;ac=send;id=1\x1b\\b", "ab"},
+		{"working folder 7", "a\x1b]7;file://host/etc\x07b", "ab"},
+		{"dcs query", "a\x1bP+q544e\x1b\\b", "ab"},
+		{"dcs sixel", "a\x1bPq#0;2;0;0;0#0~~\x1b\\b", "ab"},
+		{"apc kitty graphics file", "a\x1b_Gf=100,t=f;L2V0Yy9zaGFkb3c=\x1b\\b", "ab"},
+		{"c1 dcs", "a\xc2\x90+q544e\xc2\x9cb", "ab"},
+		{"c1 apc", "a\xc2\x9fGt=f;eA==\xc2\x9cb", "ab"},
+		{"sos and pm", "a\x1bXx\x1b\\\x1b^y\x1b\\b", "ab"},
+		{"osc 5 dropped", "\x1b]5;1;red\x07", ""},
+		{"osc 53 dropped", "\x1b]53;x\x07", ""},
+		{"osc 520 dropped", "\x1b]520;x\x07", ""},
+		{"background query kept", "\x1b]11;?\x1b\\x", "\x1b]11;?\x1b\\x"},
+		{"palette kept", "\x1b]4;1;rgb:ff/00/00\x07x", "\x1b]4;1;rgb:ff/00/00\x07x"},
+		{"prompt mark kept", "\x1b]133;A\x07x", "\x1b]133;A\x07x"},
+		{"empty number kept", "\x1b];t\x07x", "\x1b];t\x07x"},
+		{"alternate screen and bracketed paste kept", "\x1b[?1049h\x1b[?2004h\x1b[?1000h\x1b[?1006h\x1b[?2026h\x1b[2J\x1b[H\x1b[?25l", "\x1b[?1049h\x1b[?2004h\x1b[?1000h\x1b[?1006h\x1b[?2026h\x1b[2J\x1b[H\x1b[?25l"},
 		{"title kept", "\x1b]0;my title\x07x", "\x1b]0;my title\x07x"},
 		{"title st kept", "\x1b]2;t\x1b\\x", "\x1b]2;t\x1b\\x"},
 		{"hyperlink kept", "\x1b]8;;http://e.org\x1b\\link\x1b]8;;\x1b\\", "\x1b]8;;http://e.org\x1b\\link\x1b]8;;\x1b\\"},
 		{"reset colors kept", "\x1b]104\x1b\\x", "\x1b]104\x1b\\x"},
 		{"reset colors c1 st kept", "\x1b]104\xc2\x9cx", "\x1b]104\xc2\x9cx"},
-		{"osc 5 kept", "\x1b]5;1;red\x07", "\x1b]5;1;red\x07"},
-		{"osc 53 kept", "\x1b]53;x\x07", "\x1b]53;x\x07"},
-		{"osc 520 kept", "\x1b]520;x\x07", "\x1b]520;x\x07"},
 		{"csi kept", "\x1b[31mred\x1b[0m", "\x1b[31mred\x1b[0m"},
 		{"esc seven kept", "\x1b7\x1b8", "\x1b7\x1b8"},
 		{"utf8 with 9d kept", "ŝ中文 \xe2\x80\x9d", "ŝ中文 \xe2\x80\x9d"},
