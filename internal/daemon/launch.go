@@ -223,11 +223,19 @@ func (d *Daemon) launch(ctx context.Context, req *api.LaunchRequest) (*api.Launc
 		return failBrokers(&api.Error{Code: api.CodeBoxSetupFailed, Message: "box cache " + filepath.Join(d.stateDir, boxCacheDir) + ": " + err.Error(),
 			Hint: "check free space and permissions of " + d.stateDir})
 	}
+	var hidden []string
+	if os.Getuid() == 0 {
+		// The box's uid is host root: hide what an ordinary user could not read. A list that
+		// cannot be made refuses the launch.
+		if hidden, err = rootOnlyPaths(rootOnlyDirs); err != nil {
+			return failBrokers(&api.Error{Code: api.CodeBoxSetupFailed, Message: err.Error()})
+		}
+	}
 	p, err := plan.Build(plan.Input{
 		ID: id, Profile: prof.ID, Program: path, Args: args, Workspace: ws, Cwd: cwd, Home: home,
 		UID: os.Getuid(), GID: os.Getgid(), Env: unsetEnv(req.Env, prof.Relay.Unset), RunDir: runDir, Console: console, Egress: egress,
-		Brokers: contrib,
-		Limits:  plan.Limits{TmpMiB: cfg.Limits.TmpMiB, HomeMiB: cfg.Limits.HomeMiB, ShmMiB: cfg.Limits.ShmMiB, Processes: cfg.Limits.Processes},
+		Brokers: contrib, Hidden: hidden,
+		Limits: plan.Limits{TmpMiB: cfg.Limits.TmpMiB, HomeMiB: cfg.Limits.HomeMiB, ShmMiB: cfg.Limits.ShmMiB, Processes: cfg.Limits.Processes},
 	})
 	if err != nil {
 		return failBrokers(&api.Error{Code: api.CodeBadRequest, Message: err.Error()})

@@ -3,6 +3,7 @@ package daemon
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -84,6 +85,53 @@ func hostSockets() ([]string, error) {
 			p = filepath.Join(dir, filepath.Base(p))
 		}
 		out = append(out, p)
+	}
+	return out, nil
+}
+
+// rootOnlyDirs are the system folders scanned for what only root may read when the daemon runs
+// as root: /etc holds the host's keys (ssh host keys, TLS private keys, database and PAM
+// secrets) and is small enough to walk at each launch; /usr, /opt and /lib are not walked
+// (docs/security.md).
+var rootOnlyDirs = []string{"/etc"}
+
+// rootOnlyPaths lists the files and folders beneath dirs that an ordinary user cannot read
+// (no read permission for others; for a folder, no read or search permission), so that a box
+// running as root — whose uid is host root — reads no more than an ordinary user would. A
+// folder listed is not descended into (its mask hides all of it); symbolic links are left to
+// their targets.
+func rootOnlyPaths(dirs []string) ([]string, error) {
+	var out []string
+	for _, root := range dirs {
+		err := filepath.WalkDir(root, func(p string, de fs.DirEntry, err error) error {
+			if err != nil {
+				if errors.Is(err, fs.ErrNotExist) {
+					return nil
+				}
+				return err
+			}
+			if de.Type()&fs.ModeSymlink != 0 {
+				return nil
+			}
+			fi, err := de.Info()
+			if err != nil {
+				return nil // gone since it was listed
+			}
+			perm := fi.Mode().Perm()
+			switch {
+			case de.IsDir() && perm&0o005 != 0o005:
+				if p != root {
+					out = append(out, p)
+					return filepath.SkipDir
+				}
+			case !de.IsDir() && perm&0o004 == 0:
+				out = append(out, p)
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, fmt.Errorf("list what only root may read in %s: %w", root, err)
+		}
 	}
 	return out, nil
 }

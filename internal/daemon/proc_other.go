@@ -11,3 +11,7 @@ func alive(pid int) bool                       { return false }
 func killProcess(pid int) error { return errors.New("not supported") }
 
 func hostSockets() ([]string, error) { return nil, errors.New("not supported") }
+
+var rootOnlyDirs []string
+
+func rootOnlyPaths([]string) ([]string, error) { return nil, errors.New("not supported") }

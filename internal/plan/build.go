@@ -25,6 +25,9 @@ type Input struct {
 	Egress  Egress // "" means deny
 	// SystemDirs are the host directories bound read-only; nil means DefaultSystemDirs.
 	SystemDirs []string
+	// Hidden are more host paths beneath SystemDirs masked in the box (files and folders an
+	// ordinary user cannot read, when the box runs as root); nil means only the fixed masks.
+	Hidden []string
 	// Brokers is what the daemon's brokers (relay, git, ssh, …) add to the launch.
 	Brokers Contributions
 	// Limits are the sizes of the box's tmpfs mounts; a zero field means its default
@@ -117,7 +120,7 @@ func Build(in Input) (*Plan, error) {
 		mounts = append(mounts, Mount{Kind: MountBind, Source: d, Target: d, ReadOnly: true, Optional: true})
 		ro = append(ro, d)
 	}
-	for _, f := range maskedFiles {
+	for _, f := range append(append([]string(nil), maskedFiles...), in.Hidden...) {
 		mounts = append(mounts, Mount{Kind: MountMask, Target: f, Optional: true})
 	}
 	mounts = append(mounts,

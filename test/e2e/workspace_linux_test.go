@@ -68,3 +68,40 @@ func TestAttackSystemWorkspace(t *testing.T) {
 		})
 	}
 }
+
+// TestAttackRootOnlyHostFiles guards issue 21, finding 3: a box started by root read the
+// host's root-only files under the system folders it sees (/etc/ssh/ssh_host_*_key,
+// /etc/ssl/private), with both engines. A box reads nothing there an ordinary user could not.
+// As an ordinary user the kernel already refuses; the test checks the same outcome.
+func TestAttackRootOnlyHostFiles(t *testing.T) {
+	var targets []string
+	for _, p := range []string{"/etc/ssh/ssh_host_ed25519_key", "/etc/ssh/ssh_host_rsa_key", "/etc/ssl/private", "/etc/shadow"} {
+		if _, err := os.Lstat(p); err == nil {
+			targets = append(targets, p)
+		}
+	}
+	if len(targets) == 0 {
+		t.Skip("no root-only file here to try (/etc/ssh host keys, /etc/ssl/private)")
+	}
+	for _, eng := range []string{"native", "bwrap"} {
+		t.Run(eng, func(t *testing.T) {
+			if _, err := exec.LookPath("bwrap"); err != nil && eng == "bwrap" {
+				t.Skip("bubblewrap is not installed")
+			}
+			e := NewEnv(t)
+			cfg := filepath.Join(e.Config, "agentbox", "config.yaml")
+			os.MkdirAll(filepath.Dir(cfg), 0o700)
+			if err := os.WriteFile(cfg, []byte("engine: "+eng+"\n"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			script := "id -u; for p in " + strings.Join(targets, " ") + "; do if [ -d $p ]; then ls -A $p | sed \"s|^|LEAK $p/|\"; elif [ -n \"$(head -c 64 $p 2>/dev/null)\" ]; then echo \"LEAK $p\"; fi; done; echo done"
+			r := e.Run("", "run", "sh", "--", "-c", script)
+			if r.Code != 0 || !strings.Contains(r.Stdout, "done") {
+				t.Fatalf("exit %d\n%s%s", r.Code, r.Stdout, r.Stderr)
+			}
+			if strings.Contains(r.Stdout, "LEAK") {
+				t.Errorf("the box (uid %s) read root-only host files:\n%s", strings.SplitN(r.Stdout, "\n", 2)[0], r.Stdout)
+			}
+		})
+	}
+}
