@@ -172,7 +172,7 @@ func (b *egressBroker) start(id, runDir string, allow *egress.Allowlist, base ap
 		Audit:    func(r egress.Record) { b.audit(id, r) },
 	}
 	go func() {
-		if err := egress.Serve(ln, p); err != nil {
+		if err := egress.Serve(b.d.limitConns(ln, perLaunchConns, "launch's egress proxy", id), p); err != nil {
 			b.d.log.Warn("egress proxy stopped", "launch", id, "err", err)
 		}
 	}()

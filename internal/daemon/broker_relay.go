@@ -15,6 +15,7 @@ import (
 
 	"github.com/agentbox/agentbox/internal/api"
 	"github.com/agentbox/agentbox/internal/config"
+	"github.com/agentbox/agentbox/internal/handoff"
 	"github.com/agentbox/agentbox/internal/plan"
 	"github.com/agentbox/agentbox/internal/relay"
 	gitrelay "github.com/agentbox/agentbox/internal/relay/git"
@@ -216,7 +217,8 @@ func (b *relayBroker) listen(bl *brokerLaunch, cfg config.Config) (relayURL stri
 		return "", nil, fmt.Errorf("relay socket: %w", err)
 	}
 	go func() {
-		if err := relay.Serve(ln, h); err != nil {
+		// Bounded after the handoff, so that each connection box-init hands over counts.
+		if err := relay.Serve(b.d.limitConns(handoff.Listener(ln), perLaunchConns, "launch's relay channel", bl.ID), h); err != nil {
 			b.d.log.Warn("relay channel stopped", "launch", bl.ID, "err", err)
 		}
 	}()
@@ -253,7 +255,7 @@ func (b *relayBroker) sharedListener(cfg config.Config) (string, error) {
 		b.d.log.Warn("remember relay port", "err", err)
 	}
 	b.shared, b.sharedH = ln, h
-	go relay.Serve(ln, h)
+	go relay.Serve(b.d.limitConns(ln, sharedConns, "relay loopback listener", ""), h)
 	b.d.log.Info("relay loopback listener (pairing-gated)", "addr", ln.Addr().String())
 	return ln.Addr().String(), nil
 }

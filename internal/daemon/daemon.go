@@ -17,6 +17,7 @@ import (
 
 	"github.com/agentbox/agentbox/internal/api"
 	"github.com/agentbox/agentbox/internal/config"
+	"github.com/agentbox/agentbox/internal/connlimit"
 	"github.com/agentbox/agentbox/internal/engine"
 	_ "github.com/agentbox/agentbox/internal/engine/native" // registers the native engine
 	"github.com/agentbox/agentbox/internal/readiness"
@@ -65,9 +66,10 @@ type Daemon struct {
 	stateDir   string
 	socket     string
 	store      launchStore
-	db         *store.Store    // the store itself, for what is not a launch record (sessions, audit)
-	ctx        context.Context // lives as long as serve
-	relay      *relayBroker    // set by the relay broker
+	db         *store.Store      // the store itself, for what is not a launch record (sessions, audit)
+	ctx        context.Context   // lives as long as serve
+	relay      *relayBroker      // set by the relay broker
+	conns      *connlimit.Budget // broker connections held, against the descriptor limit (connlimit.go)
 
 	mu       sync.Mutex
 	cfg      *config.Effective
@@ -96,7 +98,7 @@ func Run(ctx context.Context, opts Options) error {
 }
 
 func newDaemon(opts Options) (*Daemon, error) {
-	d := &Daemon{opts: opts, log: opts.Logger, launches: map[string]*launch{}}
+	d := &Daemon{opts: opts, log: opts.Logger, launches: map[string]*launch{}, conns: processConnBudget()}
 	if d.log == nil {
 		d.log = slog.New(slog.NewTextHandler(os.Stderr, nil))
 	}

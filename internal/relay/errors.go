@@ -14,6 +14,9 @@ const (
 	CodeGatewayCredentialMissing  = "gateway_credential_missing"
 	CodeGatewayCredentialRejected = "gateway_credential_rejected"
 	CodeGatewayUnreachable        = "gateway_unreachable"
+	// CodeTooManyConnections: a broker listener or the daemon holds the most connections it
+	// may (the daemon answers it before reading a request).
+	CodeTooManyConnections = "too_many_connections"
 )
 
 // errorBody is the JSON of every error the relay answers itself. It reads as an error to the

@@ -1,6 +1,9 @@
 package e2e
 
 import (
+	"fmt"
+	"net"
+	"net/url"
 	"os"
 	"os/exec"
 	"strings"
@@ -131,5 +134,98 @@ func TestAttackProcessLimit(t *testing.T) {
 				t.Errorf("the box started %d processes under limits.processes 64 (want fewer than 64, and the user's 80 processes outside not counted)", n)
 			}
 		})
+	}
+}
+
+// connFlood is a box script: it opens $1 idle connections to the relay's in-box port, then
+// sends a request on one more and prints that answer's status line and body, and the number
+// of idle connections the relay had closed by then.
+const connFlood = `python3 - "$@" <<'PY'
+import socket, sys, time
+n = int(sys.argv[1])
+idle = []
+for i in range(n):
+    s = socket.create_connection(("127.0.0.1", 7080), timeout=10)
+    idle.append(s)
+time.sleep(0.5)
+c = socket.create_connection(("127.0.0.1", 7080), timeout=10)
+c.sendall(b"GET /sandbox/anthropic/v1/models HTTP/1.1\r\nHost: relay\r\nConnection: close\r\n\r\n")
+data = b""
+while True:
+    b = c.recv(65536)
+    if not b:
+        break
+    data += b
+head, _, body = data.partition(b"\r\n\r\n")
+print(head.split(b"\r\n")[0].decode())
+print(body.decode())
+PY`
+
+// TestAttackRelayConnectionFlood guards issue 21 finding 8 (per launch): a box held as many
+// idle connections to the relay as it liked (21,000 to the shared listener left the daemon 2
+// descriptors short of its limit, and the next launch failed). A launch's relay channel now
+// holds at most 256 connections; the next one is answered 503 too_many_connections with the
+// reason, which the program sees, and another box still launches meanwhile.
+func TestAttackRelayConnectionFlood(t *testing.T) {
+	if _, err := exec.LookPath("python3"); err != nil {
+		t.Skip("no python3")
+	}
+	e := NewEnv(t)
+	r := e.Run("", "run", "sh", "--", "-c", connFlood, "flood", "300")
+	if r.Code != 0 {
+		t.Fatalf("box: %d %s %s", r.Code, r.Stdout, r.Stderr)
+	}
+	if !strings.Contains(r.Stdout, "503") || !strings.Contains(r.Stdout, "too_many_connections") {
+		t.Errorf("a request past 300 idle connections of one launch was answered %q, want 503 too_many_connections", r.Stdout)
+	}
+	if r := e.Box("echo still-launching"); r.Code != 0 || strings.TrimSpace(r.Stdout) != "still-launching" {
+		t.Errorf("the next launch: %d %q %q", r.Code, r.Stdout, r.Stderr)
+	}
+}
+
+// TestAttackSharedRelayFlood guards issue 21 finding 8 (the daemon's descriptors): idle
+// connections to the shared loopback relay listener (any local user can reach it) used up the
+// daemon's descriptors, and the next launch failed with "too many open files". The daemon now
+// holds broker connections only up to its descriptor limit less a reserve: here, under a limit
+// of 1536, 1600 idle connections leave it able to launch a box, and it holds fewer descriptors
+// than its limit.
+func TestAttackSharedRelayFlood(t *testing.T) {
+	if _, err := exec.LookPath("prlimit"); err != nil {
+		t.Skip("no prlimit")
+	}
+	e := NewEnv(t)
+	c := exec.Command("prlimit", "--nofile=1536:1536", "--", agentboxBin, "daemon", "--detach")
+	c.Env, c.Dir = e.Vars, e.Work
+	if out, err := c.CombinedOutput(); err != nil {
+		t.Fatalf("daemon under prlimit: %v %s", err, out)
+	}
+	s := e.createSession("claude")
+	u, err := url.Parse(s.RelayURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var conns []net.Conn
+	t.Cleanup(func() {
+		for _, c := range conns {
+			c.Close()
+		}
+	})
+	for i := 0; i < 1600; i++ {
+		c, err := net.Dial("tcp", u.Host)
+		if err != nil {
+			t.Fatalf("connection %d: %v", i, err)
+		}
+		conns = append(conns, c)
+	}
+	if r := e.Box("echo launched"); r.Code != 0 || strings.TrimSpace(r.Stdout) != "launched" {
+		t.Errorf("a launch during the flood: exit %d %q %q", r.Code, r.Stdout, r.Stderr)
+	}
+	fds, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", e.DaemonPid()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("the daemon holds %d descriptors under a limit of 1536 with 1600 idle connections", len(fds))
+	if len(fds) >= 1536-64 {
+		t.Errorf("the daemon holds %d descriptors of 1536", len(fds))
 	}
 }
