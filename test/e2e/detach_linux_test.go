@@ -172,6 +172,17 @@ func TestDetachAttach(t *testing.T) {
 			t.Errorf("agentbox attach exited %d, want the program's 7", code)
 		}
 	})
+	t.Run("AttachWithoutConsole", func(t *testing.T) {
+		t.Parallel()
+		e := NewEnv(t)
+		// Started with -d not from a terminal: no console; attach says so and where the
+		// output is.
+		id := e.Detach("sh", "--", "-c", "echo from-the-box; sleep 600")
+		r := e.Run("", "attach", id)
+		if r.Code != 125 || !strings.Contains(r.Stderr, "has no console") || !strings.Contains(r.Stderr, filepath.Join(id, "output.log")) {
+			t.Errorf("attach to a launch without a console: exit %d, stderr %q; want 125, the reason and its output.log", r.Code, r.Stderr)
+		}
+	})
 	t.Run("BadDetachKeys", func(t *testing.T) {
 		t.Parallel()
 		e := NewEnv(t)
