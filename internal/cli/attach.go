@@ -7,7 +7,6 @@ import (
 	"sort"
 
 	"github.com/spf13/cobra"
-	"github.com/spf13/pflag"
 
 	"github.com/agentbox/agentbox/internal/api"
 	"github.com/agentbox/agentbox/internal/client"
@@ -44,13 +43,16 @@ when it ends while attached.`,
 			return attachConsole(cmd, resp, detachKeys)
 		},
 	}
-	addDetachKeysFlag(cmd.Flags(), &detachKeys)
+	addDetachKeysFlag(cmd, &detachKeys)
 	return cmd
 }
 
-// addDetachKeysFlag adds --detach-keys, shared by run and attach.
-func addDetachKeysFlag(f *pflag.FlagSet, p *string) {
-	f.StringVar(p, "detach-keys", "", `keys that detach this terminal and leave the program running: comma-separated, each one character or ctrl-<a-z, @, [, \, ], ^, _>; "none" turns them off (default: console.detachKeys, else ctrl-p,ctrl-q)`)
+// addDetachKeysFlag adds --detach-keys, shared by run and attach, to cmd.
+func addDetachKeysFlag(cmd *cobra.Command, p *string) {
+	cmd.Flags().StringVar(p, "detach-keys", "", `keys that detach this terminal and leave the program running: comma-separated, each one character or ctrl-<a-z, @, [, \, ], ^, _>; "none" turns them off (default: console.detachKeys, else ctrl-p,ctrl-q)`)
+	cmd.RegisterFlagCompletionFunc("detach-keys", func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
+		return []string{console.DefaultDetachKeys, "ctrl-]", console.DetachKeysNone}, cobra.ShellCompDirectiveNoFileComp
+	})
 }
 
 // checkDetachKeys refuses a --detach-keys value that is not a key sequence, before anything

@@ -112,7 +112,7 @@ terminal it keeps a console to attach to later.`,
 	f.BoolVar(&asJSON, "json", false, "with --detach: print the launch as JSON")
 	f.StringVar(&workspace, "workspace", "", "workspace directory, bound read-write (default: the top level of the git repository holding the current directory, else the current directory)")
 	f.StringVar(&egress, "egress", "", "network: deny (default, loopback only) or allow (the host network, logged)")
-	addDetachKeysFlag(f, &detachKeys)
+	addDetachKeysFlag(cmd, &detachKeys)
 	f.StringVar(&programPath, "program-path", "", "the program's executable (absolute), instead of looking PROGRAM up on PATH (wrap-mode launchers pass the managed install)")
 	return cmd
 }

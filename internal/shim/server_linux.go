@@ -177,22 +177,23 @@ type server struct {
 	pumps          sync.WaitGroup
 	controlDone    chan struct{}
 
-	mu       sync.Mutex
-	cond     *sync.Cond // signalled when client, exited or final change
-	status   Status
-	box      *engine.Box
-	master   *os.File
-	size     console.WindowSize
-	client   *attachment
-	watchers map[*watchConn]bool
-	stdinW   *os.File   // pipe mode: the box's stdin (nil once closed)
-	logOut   *os.File   // tty mode: where the PTY output goes while no client is attached
-	outputs  []*os.File // the box's output streams (pipes or PTY master) the pumps read
-	started  bool       // the box has been started (box != nil)
-	exited   bool       // the box's top process has been reaped
-	final    bool       // the final status has been computed
-	stopping bool
-	errEvent *api.Error // EventError from the box
+	mu        sync.Mutex
+	cond      *sync.Cond // signalled when client, exited or final change
+	status    Status
+	box       *engine.Box
+	master    *os.File
+	size      console.WindowSize
+	client    *attachment
+	watchers  map[*watchConn]bool
+	stdinW    *os.File   // pipe mode: the box's stdin (nil once closed)
+	logOut    *os.File   // tty mode: where the PTY output goes while no client is attached (opened by the pump when first needed, or at the start when detached)
+	logFailed bool       // the pump could not open logOut
+	outputs   []*os.File // the box's output streams (pipes or PTY master) the pumps read
+	started   bool       // the box has been started (box != nil)
+	exited    bool       // the box's top process has been reaped
+	final     bool       // the final status has been computed
+	stopping  bool
+	errEvent  *api.Error // EventError from the box
 	// pending are signals for the program that arrived after the start but before the exec:
 	// box-init, as PID 1 of a pid namespace, drops signals from outside until it has installed
 	// its handlers, so they are sent when the box reports the exec.
@@ -441,14 +442,16 @@ func (s *server) startBox(hold bool) error {
 		return &startError{engine.CodeBoxSetupFailed, err.Error()}
 	}
 	switch {
-	case s.tty:
+	case s.tty && s.cfg.Detached:
 		// The PTY is the program's stdin and output; what it writes while no client is
-		// attached (detached, or after the client detached) is kept in the log.
+		// attached is kept in the log (an attached launch opens it when its client detaches:
+		// deliver).
 		out, err := os.OpenFile(filepath.Join(s.dir, OutputFile), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
 		if err != nil {
 			return fail(err)
 		}
 		s.logOut = out
+	case s.tty:
 	case s.cfg.Detached:
 		null, err := os.Open(os.DevNull)
 		if err != nil {
@@ -718,6 +721,16 @@ func (s *server) deliver(t console.FrameType, data []byte, filter *console.Clipb
 	c := s.client
 	s.mu.Unlock()
 	if c == nil {
+		if s.logOut == nil && s.tty && !s.logFailed {
+			// Only this pump (the PTY's, tty mode has one) uses logOut once the box runs.
+			f, err := os.OpenFile(filepath.Join(s.dir, OutputFile), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+			if err != nil {
+				s.log.Printf("open %s: %v: output while no client is attached is dropped", OutputFile, err)
+				s.logFailed = true
+				return out
+			}
+			s.logOut = f
+		}
 		if s.logOut == nil {
 			return out
 		}

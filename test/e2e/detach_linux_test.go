@@ -1,7 +1,9 @@
 package e2e
 
 import (
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -170,6 +172,47 @@ func TestDetachAttach(t *testing.T) {
 		m.Type("quit")
 		if code := m.Wait(tag); code != 7 {
 			t.Errorf("agentbox attach exited %d, want the program's 7", code)
+		}
+	})
+	t.Run("FullScreenRedrawn", func(t *testing.T) {
+		t.Parallel()
+		if _, err := exec.LookPath("less"); err != nil {
+			t.Skip("less is not installed")
+		}
+		e := NewEnv(t)
+		var lines []string
+		for i := 0; i < 100; i++ {
+			lines = append(lines, fmt.Sprintf("line-%03d of the file", i))
+		}
+		os.WriteFile(filepath.Join(e.Work, "file.txt"), []byte(strings.Join(lines, "\n")+"\n"), 0o644)
+		m := e.Tmux(t)
+		m.Start("run less -- file.txt")
+		m.WaitFor("line-000 of the file")
+		l := e.runningLaunch(t)
+		m.Keys("C-p", "C-q")
+		m.WaitFor("detached from launch " + l.ID)
+		// A new terminal of the same size shows the program's screen at once: the attach makes
+		// it redraw (no resize would).
+		p := m.Window()
+		if got, want := p.tmux("display", "-p", "-t", p.target, "#{pane_height}x#{pane_width}"), m.tmux("display", "-p", "-t", m.target, "#{pane_height}x#{pane_width}"); got != want {
+			t.Fatalf("the new window is %s, the first %s", got, want)
+		}
+		tag := p.Start("attach " + l.ID)
+		eventually(t, "less's screen in the new pane", func() bool { return strings.Contains(p.Visible(), "line-000 of the file") })
+		p.tmux("send-keys", "-t", p.target, "-l", "q")
+		if code := p.Wait(tag); code != 0 {
+			t.Errorf("less: exit %d", code)
+		}
+	})
+	t.Run("AttachWithoutConsole", func(t *testing.T) {
+		t.Parallel()
+		e := NewEnv(t)
+		// Started with -d not from a terminal: no console; attach says so and where the
+		// output is.
+		id := e.Detach("sh", "--", "-c", "echo from-the-box; sleep 600")
+		r := e.Run("", "attach", id)
+		if r.Code != 125 || !strings.Contains(r.Stderr, "has no console") || !strings.Contains(r.Stderr, filepath.Join(id, "output.log")) {
+			t.Errorf("attach to a launch without a console: exit %d, stderr %q; want 125, the reason and its output.log", r.Code, r.Stderr)
 		}
 	})
 	t.Run("BadDetachKeys", func(t *testing.T) {

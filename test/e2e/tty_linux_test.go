@@ -82,6 +82,14 @@ func (m *Tmux) Split() *Tmux {
 	return &Tmux{t: m.t, e: m.e, sock: m.sock, target: id, step: 1000 + m.step}
 }
 
+// Window opens another window of the same size in the same tmux session, running sh in the
+// workspace: a second terminal like the first. Its Tmux types into and reads its pane.
+func (m *Tmux) Window() *Tmux {
+	m.t.Helper()
+	id := strings.TrimSpace(m.tmux("new-window", "-d", "-P", "-F", "#{pane_id}", "-t", "main", "-c", m.e.Work, "env", "PS1=$ ", "ENV=", "sh"))
+	return &Tmux{t: m.t, e: m.e, sock: m.sock, target: id, step: 2000 + m.step}
+}
+
 // WaitRaw waits until the pane's terminal is in raw mode (no canonical input, no echo), as
 // an attached agentbox client puts it: keys typed from then on are the client's, not the
 // shell's line editing.
