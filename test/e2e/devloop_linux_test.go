@@ -62,7 +62,7 @@ func TestRepoWorkspace(t *testing.T) {
 	// --workspace overrides: the subdirectory only, git finds no repository, and no notice.
 	r = e.runIn(sub, "run", "--workspace", sub, "sh", "--", "-c", `git rev-parse --show-toplevel 2>&1; pwd`)
 	if !strings.Contains(r.Stdout, "not a git repository") || strings.Contains(r.Stderr, "workspace is the git repository") {
-		t.Errorf("--workspace %s: want git to find no repository and no notice; stdout:\n%s\nstderr:\n%s", sub, r.Stdout, r.Stderr)
+		t.Errorf("--workspace %s: want git to find no repository and no notice; exit %d, stdout:\n%s\nstderr:\n%s", sub, r.Code, r.Stdout, r.Stderr)
 	}
 }
 

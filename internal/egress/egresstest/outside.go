@@ -112,7 +112,8 @@ func Start(t testing.TB) *Outside {
 	o.routes(t, dir)
 	tlsCfg := &tls.Config{Certificates: []tls.Certificate{cert}, NextProtos: []string{"http/1.1"}}
 	for _, name := range []string{"https", "alt"} {
-		srv := &http.Server{Handler: o.Mux, TLSConfig: tlsCfg, ReadHeaderTimeout: 30 * time.Second}
+		// A config of its own each: ServeTLS adds HTTP/2 to the server's config (a shared one raced).
+		srv := &http.Server{Handler: o.Mux, TLSConfig: tlsCfg.Clone(), ReadHeaderTimeout: 30 * time.Second}
 		go srv.ServeTLS(lns[name], "", "")
 		t.Cleanup(func() { srv.Close() })
 	}
