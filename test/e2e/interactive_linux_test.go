@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -38,8 +39,23 @@ func (m *Tmux) clearPane() {
 // it, Enter (Codex takes an Enter that comes with a burst of typed text for part of a paste).
 func (m *Tmux) Ask(text string) {
 	m.t.Helper()
-	m.tmux("send-keys", "-t", "main", "-l", text)
-	m.WaitFor(regexp.QuoteMeta(text))
+	// An agent still loading (Gemini CLI resuming a chat) drops what is typed: type again until
+	// it shows.
+	rx := regexp.MustCompile(regexp.QuoteMeta(text))
+	for try := 0; ; try++ {
+		m.tmux("send-keys", "-t", "main", "-l", text)
+		end := time.Now().Add(5 * time.Second)
+		for !rx.MatchString(m.Screen()) && time.Now().Before(end) {
+			time.Sleep(50 * time.Millisecond)
+		}
+		if rx.MatchString(m.Screen()) {
+			break
+		}
+		if try == 10 {
+			m.t.Fatalf("the agent never showed %q typed; it shows:\n%s", text, m.Screen())
+		}
+		m.Keys("C-u")
+	}
 	time.Sleep(300 * time.Millisecond)
 	m.Keys("Enter")
 }
@@ -47,8 +63,9 @@ func (m *Tmux) Ask(text string) {
 // converse is one launch used as a person uses it: `agentbox run ARGS` typed in the pane, the
 // agent's prompt (matching prompt) shown with no dialog, then, when shown is not empty, the
 // earlier conversation's text shown too; ask typed and the stand-in's answer shown after it;
-// /exit, and the launch's exit code 0. It returns the requests the upstream got meanwhile.
-func converse(t *testing.T, m *Tmux, up *llmtest.Server, args, prompt, shown, ask string) []llmtest.Request {
+// the agent's quit command (/exit, or quit when set), and the launch's exit code 0. It returns
+// the requests the upstream got meanwhile.
+func converse(t *testing.T, m *Tmux, up *llmtest.Server, args, prompt, shown, ask string, quit ...string) []llmtest.Request {
 	t.Helper()
 	m.clearPane()
 	n := len(up.Requests())
@@ -60,7 +77,7 @@ func converse(t *testing.T, m *Tmux, up *llmtest.Server, args, prompt, shown, as
 	}
 	m.Ask(ask)
 	m.WaitFor(`(?s)` + regexp.QuoteMeta(ask) + `.*Hello from the fake upstream`)
-	m.Ask("/exit")
+	m.Ask(append(quit, "/exit")[0])
 	if code := m.Wait(tag); code != 0 {
 		t.Fatalf("agentbox %s, /exit: exit %d\n%s", args, code, m.Screen())
 	}
@@ -254,5 +271,52 @@ func TestInteractiveCodex(t *testing.T) {
 
 	if reqs := converse(t, m, up, "run codex -- resume --last", prompt, "remember the word OTTER", "and now?"); !carries(reqs, "OTTER") {
 		t.Errorf("the resumed launch's requests do not carry the earlier conversation")
+	}
+}
+
+// TestInteractiveGemini uses the real Gemini CLI in a real terminal (tmux) as a returning user
+// of the host would: the host's ~/.gemini/trustedFolders.json trusts the workspace, so
+// `agentbox run gemini` reaches its prompt with no trust or auth dialog; a typed prompt is
+// answered by the stand-in upstream through the relay, /quit ends the launch with 0, and the
+// next launch's `gemini --resume latest` resumes the chat (shown, and carried by the next
+// request). The saved chat is the box's own: kept in the workspace's box-owned state, not in
+// the host's ~/.gemini/tmp, where no unboxed Gemini CLI would resume it.
+func TestInteractiveGemini(t *testing.T) {
+	bin := agentBin(t, "gemini")
+	if _, err := exec.LookPath("node"); err != nil {
+		t.Skip("gemini needs node on PATH")
+	}
+	e := NewEnv(t)
+	e.Vars = append(e.Vars, "PATH="+filepath.Dir(bin)+":"+os.Getenv("PATH"))
+	up := llmtest.NewGemini(llmtest.Options{})
+	defer up.Close()
+	credFile := filepath.Join(e.Home, "gemini.key")
+	if err := os.WriteFile(credFile, []byte(hostCredential+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	writeConfig(t, e, fmt.Sprintf("gateway:\n  gemini:\n    url: %s\n    credential:\n      file: %s\n", up.URL, credFile))
+	if err := os.MkdirAll(filepath.Join(e.Home, ".gemini"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	trust := fmt.Sprintf(`{%q: "TRUST_FOLDER"}`, e.Work)
+	if err := os.WriteFile(filepath.Join(e.Home, ".gemini", "trustedFolders.json"), []byte(trust), 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	m := e.Tmux(t)
+	m.tmux("resize-window", "-t", "main", "-x", "120", "-y", "40")
+	prompt := `Type your message`
+	converse(t, m, up, "run gemini", prompt, "", "remember the word HERON", "/quit")
+
+	state := boxState(t, e, "gemini")
+	if ts := jsonlUnder(filepath.Join(state, ".gemini", "tmp")); len(ts) == 0 {
+		t.Errorf("no saved chat in the box-owned state %s", state)
+	}
+	if ts := jsonlUnder(filepath.Join(e.Home, ".gemini", "tmp")); len(ts) > 0 {
+		t.Errorf("the box wrote chats into the host's ~/.gemini/tmp: %v", ts)
+	}
+
+	if reqs := converse(t, m, up, "run gemini -- --resume latest", prompt, "remember the word HERON", "and now?", "/quit"); !carries(reqs, "HERON") {
+		t.Errorf("the resumed launch's requests do not carry the earlier chat")
 	}
 }
