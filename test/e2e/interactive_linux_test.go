@@ -316,7 +316,7 @@ func TestInteractiveGemini(t *testing.T) {
 		t.Errorf("the box wrote chats into the host's ~/.gemini/tmp: %v", ts)
 	}
 
-	if reqs := converse(t, m, up, "run gemini -- --resume latest", prompt, "remember the word HERON", "and now?", "/quit"); !carries(reqs, "HERON") {
+	if reqs := converse(t, m, up, "run gemini -- --resume latest", prompt, "remember the word HERON", "and then", "/quit"); !carries(reqs, "HERON") {
 		t.Errorf("the resumed launch's requests do not carry the earlier chat")
 	}
 }
