@@ -18,6 +18,7 @@ import (
 
 	"github.com/agentbox/agentbox/internal/api"
 	"github.com/agentbox/agentbox/internal/engine"
+	"github.com/agentbox/agentbox/internal/harnessstate"
 	"github.com/agentbox/agentbox/internal/plan"
 	"github.com/agentbox/agentbox/internal/safesocket"
 	"github.com/agentbox/agentbox/internal/shim"
@@ -204,6 +205,13 @@ func (d *Daemon) launch(ctx context.Context, req *api.LaunchRequest) (*api.Launc
 	}
 	if err := preCreate(home, prof); err != nil {
 		return fail(&api.Error{Code: api.CodeBoxSetupFailed, Message: "prepare the home of " + prof.DisplayName() + ": " + err.Error()})
+	}
+	// The box-owned state of this workspace's boxes of the profile (transcripts, trust taken in
+	// a box), and the harness state files synthesized afresh for this launch.
+	pfacts.StateDir = harnessstate.Dir(d.stateDir, prof.ID, ws)
+	if err := harnessstate.Prepare(pfacts.StateDir, prof, home, ws); err != nil {
+		return fail(&api.Error{Code: api.CodeBoxSetupFailed, Message: "prepare the box-owned state of " + prof.DisplayName() + ": " + err.Error(),
+			Hint: "check free space and permissions of " + d.stateDir})
 	}
 	tree := d.findInstall(prof, path, req.Env)
 	bl := &brokerLaunch{ID: id, RunDir: runDir, Workspace: ws, Home: home, Program: path, Profile: prof.ID, Egress: egress, Config: cfg}

@@ -68,14 +68,14 @@ func TestWireProfileNeedsRelay(t *testing.T) {
 	}
 	c.Env = []string{"AGENTBOX_RELAY_URL=http://127.0.0.1:4100", "AGENTBOX_PAIRING=pp"}
 	c.Mounts = []plan.Mount{{Kind: plan.MountBind, Source: "/w/.git", Target: "/w/.git"}}
-	args, err := wireProfile(p, profile.Facts{Args: []string{"-p", "x"}}, "/home/a", nil, &c)
+	args, err := wireProfile(p, profile.Facts{Args: []string{"-p", "x"}, StateDir: "/state"}, "/home/a", nil, &c)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if strings.Join(args, " ") != "-p x" || c.Mounts[len(c.Mounts)-1].Target != "/w/.git" || c.Mounts[0].Target != "/home/a/.claude" {
 		t.Errorf("args %q mounts %+v", args, c.Mounts)
 	}
-	if !strings.Contains(strings.Join(c.Env, "\n"), "ANTHROPIC_API_KEY=pp") {
+	if !strings.Contains(strings.Join(c.Env, "\n"), "ANTHROPIC_AUTH_TOKEN=pp") {
 		t.Errorf("env %v", c.Env)
 	}
 }

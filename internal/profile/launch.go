@@ -60,6 +60,10 @@ type Facts struct {
 	// RelayURL and Pairing are what the relay broker gave the launch (the in-box URL and the
 	// session's pairing); "" when no relay broker runs.
 	RelayURL, Pairing string
+	// StateDir is the box-owned state directory of the launch's workspace and profile (package
+	// harnessstate), where the profile's state entries are bound from. "" fails a launch whose
+	// profile has state entries.
+	StateDir string
 }
 
 // Model returns the model of a launch and where it comes from: the last of the profile's
@@ -187,6 +191,12 @@ func (p *Profile) Wire(home string, tree *InstallTree, f Facts) (*Wiring, error)
 			w.Mounts = append(w.Mounts, plan.Mount{Kind: plan.MountMask, Target: host, Optional: true})
 		case AccessPrivate:
 			w.Mounts = append(w.Mounts, plan.Mount{Kind: plan.MountTmpfs, Target: host})
+		case AccessState:
+			if f.StateDir == "" {
+				return nil, fmt.Errorf("profile %s: home entry %s is kept in a box-owned state directory, and the launch has none", p.ID, h.Path)
+			}
+			sd := filepath.Clean(f.StateDir)
+			w.Mounts = append(w.Mounts, plan.Mount{Kind: plan.MountBind, Source: filepath.Join(sd, h.Path), Target: host, Beneath: sd})
 		default:
 			w.Mounts = append(w.Mounts, plan.Mount{Kind: plan.MountBind, Source: host, Target: host,
 				ReadOnly: h.Access == AccessRO, Optional: h.Create == "", Beneath: beneath})
@@ -209,6 +219,10 @@ func (p *Profile) Wire(home string, tree *InstallTree, f Facts) (*Wiring, error)
 	prov := p.Provider(f)
 	w.Model, w.Provider = model, prov
 	vals := map[string]string{"{relayURL}": strings.TrimSuffix(f.RelayURL, "/"), "{pairing}": f.Pairing, "{provider}": prov, "{model}": model}
+	if p.Relay.uses("{home}") {
+		// Only when used: a home with a space fails no launch that does not need it.
+		vals["{home}"] = home
+	}
 	for ph, v := range vals {
 		// Values are substituted into JSON and TOML strings: refuse anything that would need
 		// escaping rather than escape it per format.
@@ -246,7 +260,7 @@ type PreCreate struct {
 func (p *Profile) PreCreates() []PreCreate {
 	var out []PreCreate
 	for _, h := range p.Home {
-		if h.Create != "" {
+		if h.Create != "" && h.Access != AccessState {
 			out = append(out, PreCreate{Rel: filepath.Clean(h.Path), Dir: h.Create == CreateDir, Content: h.Content})
 		}
 	}
@@ -265,7 +279,8 @@ type HomePlaceholder struct {
 
 // HomePlaceholders returns the ro and deny entries of p that a box could create while they are
 // absent, because they lie beneath a rw entry: each needs a placeholder while the box runs
-// (an empty file, or an empty folder for absent: dir). Folders on the way from the rw entry
+// (an empty file, or an empty folder for absent: dir), and the private and state entries there
+// (the mount point of the box's own folder or file). Folders on the way from the rw entry
 // are listed before what they hold. An entry with create is never absent, and one beneath a
 // ro entry or the private home cannot be created by the box.
 func (p *Profile) HomePlaceholders(home string) []HomePlaceholder {
@@ -273,7 +288,7 @@ func (p *Profile) HomePlaceholders(home string) []HomePlaceholder {
 	var out []HomePlaceholder
 	seen := map[string]bool{}
 	for i, h := range p.Home {
-		if h.Access == AccessRW || h.Create != "" {
+		if h.Access == AccessRW || (h.Create != "" && h.Access != AccessState) {
 			continue
 		}
 		var parent *HomeEntry
@@ -295,7 +310,8 @@ func (p *Profile) HomePlaceholders(home string) []HomePlaceholder {
 				continue
 			}
 			seen[path] = true
-			hp := HomePlaceholder{Path: path, Beneath: beneath, Dir: !last || h.Absent == CreateDir || h.Access == AccessPrivate}
+			hp := HomePlaceholder{Path: path, Beneath: beneath, Dir: !last || h.Absent == CreateDir || h.Access == AccessPrivate ||
+				(h.Access == AccessState && h.Create == CreateDir)}
 			if !hp.Dir {
 				hp.Content = h.Content
 			}
@@ -322,6 +338,25 @@ func (p *Profile) HomeProtected(home string) []plan.Protected {
 			}
 		}
 		out = append(out, plan.Protected{Path: filepath.Join(home, h.Path), Beneath: beneath})
+	}
+	return out
+}
+
+// StateEntry is a home entry kept in the box-owned state directory.
+type StateEntry struct {
+	// Rel is relative to $HOME, and to the state directory.
+	Rel  string
+	Dir  bool
+	Seed string
+}
+
+// StateEntries lists p's state entries (access: state), in order.
+func (p *Profile) StateEntries() []StateEntry {
+	var out []StateEntry
+	for _, h := range p.Home {
+		if h.Access == AccessState {
+			out = append(out, StateEntry{Rel: filepath.Clean(h.Path), Dir: h.Create == CreateDir, Seed: h.Seed})
+		}
 	}
 	return out
 }

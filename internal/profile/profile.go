@@ -63,6 +63,13 @@ const (
 	// AccessPrivate is a folder of the box's own inside a granted directory: an empty writable
 	// tmpfs, discarded at exit. The host's folder is neither seen nor written.
 	AccessPrivate = "private"
+	// AccessState is the box's own too, but kept: bound read-write from the box-owned state
+	// directory of the launch's workspace and profile (under agentbox's state directory), so
+	// that later boxes of the same workspace find what earlier ones wrote (transcripts, resume
+	// indexes, trust taken in a box). The host's path is neither seen nor written, and no
+	// unboxed program reads the state directory. A file entry may be synthesized afresh at
+	// every launch (Seed), from an allowlist of the host's and the box's own state.
+	AccessState = "state"
 )
 
 // grants reports whether e binds the host's path into the box (rw or ro), so that entries
@@ -79,8 +86,8 @@ const (
 type HomeEntry struct {
 	// Path is relative to $HOME (".claude/settings.json").
 	Path string `json:"path" jsonschema_description:"Path relative to the home directory."`
-	// Access is rw, ro, deny or private.
-	Access string `json:"access" jsonschema:"enum=rw,enum=ro,enum=deny,enum=private" jsonschema_description:"rw (read-write), ro (read-only), deny (masked) or private (a folder of the box's own, discarded at exit)."`
+	// Access is rw, ro, deny, private or state.
+	Access string `json:"access" jsonschema:"enum=rw,enum=ro,enum=deny,enum=private,enum=state" jsonschema_description:"rw (read-write), ro (read-only), deny (masked), private (a folder of the box's own, discarded at exit) or state (the box's own, kept per workspace under agentbox's state directory)."`
 	// Protect marks executable configuration: it is pinned read-only against replacement and
 	// watched by the integrity watch. Only with access ro.
 	Protect bool `json:"protect,omitempty" jsonschema_description:"Executable configuration: pinned read-only and watched (access ro only)."`
@@ -96,10 +103,16 @@ type HomeEntry struct {
 	// beneath a rw entry: without it the box could create the entry there, and the next session
 	// would find it. The placeholder is removed when the last box holding it ends.
 	Absent string `json:"absent,omitempty" jsonschema:"enum=dir,enum=file" jsonschema_description:"Placeholder kind (dir or file, default file) for a ro or deny entry absent at launch beneath a rw entry, held while a box runs so the box cannot create it."`
+	// Seed names the synthesizer (package harnessstate) that writes a state file afresh at
+	// every launch from an allowlist of non-executable keys of the host's file at Path and of
+	// the box's own copy. Only with access state and create file; empty keeps the box's file
+	// as the box left it.
+	Seed string `json:"seed,omitempty" jsonschema_description:"For a state file: the synthesizer that rewrites it at every launch from an allowlist of the host's and the box's keys (claude-config)."`
 }
 
 // Relay wires a program to the LLM relay. Values are templates over {relayURL} (the in-box
-// relay URL), {pairing} (the launch's pairing), {provider} (the relay provider) and {model}.
+// relay URL), {pairing} (the launch's pairing), {provider} (the relay provider), {model} and
+// {home} (the home directory, the same path in the box).
 type Relay struct {
 	// Provider is the relay provider the program speaks to (anthropic, openai, gemini). Empty
 	// with ProviderFromModel false means the program is not wired.
@@ -107,11 +120,21 @@ type Relay struct {
 	// ProviderFromModel takes the provider from the model's prefix ("anthropic/claude-…").
 	ProviderFromModel bool `json:"providerFromModel,omitempty" jsonschema_description:"Take the provider from the model's prefix (provider/model)."`
 	// Env are environment variables set in the box (templates).
-	Env map[string]string `json:"env,omitempty" jsonschema_description:"Environment set in the box (templates over {relayURL}, {pairing}, {provider}, {model})."`
+	Env map[string]string `json:"env,omitempty" jsonschema_description:"Environment set in the box (templates over {relayURL}, {pairing}, {provider}, {model}, {home})."`
 	// Args are arguments put before the user's (templates; never {pairing}).
 	Args []string `json:"args,omitempty" jsonschema_description:"Arguments put before the user's (templates; never {pairing})."`
 	// Unset are environment variables removed from the box even when allowlisted.
 	Unset []string `json:"unset,omitempty" jsonschema_description:"Environment variables removed from the box."`
+}
+
+// uses reports whether one of r's templates holds placeholder ph.
+func (r Relay) uses(ph string) bool {
+	for _, v := range r.Env {
+		if strings.Contains(v, ph) {
+			return true
+		}
+	}
+	return slices.ContainsFunc(r.Args, func(a string) bool { return strings.Contains(a, ph) })
 }
 
 // Wired reports whether the profile routes the program through the relay.
@@ -169,7 +192,7 @@ var (
 	// ModelRE is what a model name may hold; it is substituted into JSON and TOML templates,
 	// so quotes, backslashes and spaces are refused.
 	ModelRE      = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:/@+-]{0,127}$`) })
-	placeholders = []string{"{relayURL}", "{pairing}", "{provider}", "{model}"}
+	placeholders = []string{"{relayURL}", "{pairing}", "{provider}", "{model}", "{home}"}
 )
 
 // ValidID reports whether id can name a profile.
@@ -207,9 +230,23 @@ func (p *Profile) Validate() error {
 		}
 		seen[clean] = true
 		switch h.Access {
-		case AccessRW, AccessRO, AccessDeny, AccessPrivate:
+		case AccessRW, AccessRO, AccessDeny, AccessPrivate, AccessState:
 		default:
-			return bad(f+".access", "invalid value %q (allowed: rw, ro, deny, private)", h.Access)
+			return bad(f+".access", "invalid value %q (allowed: rw, ro, deny, private, state)", h.Access)
+		}
+		if h.Access == AccessState && (h.Create == "" || h.Absent != "" || h.Content != "" || h.Protect) {
+			return bad(f+".access", "a state entry needs create: dir or file (its kind), and no absent, content or protect")
+		}
+		if h.Seed != "" && (h.Access != AccessState || h.Create != CreateFile) {
+			return bad(f+".seed", "only a state file (access: state, create: file) is seeded")
+		}
+		if h.Seed != "" && !slices.Contains(Seeds, h.Seed) {
+			return bad(f+".seed", "invalid value %q (allowed: %s)", h.Seed, strings.Join(Seeds, ", "))
+		}
+		if h.Access == AccessState && underGranted(clean, p.Home[:i]) {
+			if parent := grantingParent(clean, p.Home[:i]); parent.Access != AccessRW {
+				return bad(f+".path", "a state entry beneath a granted entry must be beneath a rw one")
+			}
 		}
 		if h.Access == AccessPrivate && (h.Create != "" || h.Absent != "" || h.Content != "") {
 			return bad(f+".access", "a private entry is always a folder of the box's own: no create, absent or content")
@@ -240,13 +277,7 @@ func (p *Profile) Validate() error {
 			return bad(f+".path", "a denied or private path must be beneath an earlier rw or ro entry (the rest of the home is private anyway)")
 		}
 		if h.Access == AccessPrivate {
-			var parent *HomeEntry
-			for j := range p.Home[:i] {
-				if e := &p.Home[j]; e.grants() && strings.HasPrefix(clean, filepath.Clean(e.Path)+"/") {
-					parent = e
-				}
-			}
-			if parent.Access != AccessRW {
+			if parent := grantingParent(clean, p.Home[:i]); parent.Access != AccessRW {
 				return bad(f+".path", "a private folder must be beneath a rw entry (beneath a ro one, the box cannot write there anyway)")
 			}
 		}
@@ -339,6 +370,23 @@ func relPath(p string) string {
 	}
 	return ""
 }
+
+// grantingParent returns the last of earlier that grants a folder holding p (nil: none).
+func grantingParent(p string, earlier []HomeEntry) *HomeEntry {
+	var parent *HomeEntry
+	for j := range earlier {
+		if e := &earlier[j]; e.grants() && strings.HasPrefix(p, filepath.Clean(e.Path)+"/") {
+			parent = e
+		}
+	}
+	return parent
+}
+
+// Seeds are the synthesizers a state file may name (package harnessstate implements them).
+var Seeds = []string{SeedClaudeConfig}
+
+// SeedClaudeConfig synthesizes Claude Code's ~/.claude.json.
+const SeedClaudeConfig = "claude-config"
 
 func underGranted(p string, earlier []HomeEntry) bool {
 	for _, e := range earlier {

@@ -279,6 +279,7 @@ func TestRequestGolden(t *testing.T) {
 				Providers: map[string]bool{"anthropic": true, "openai": true, "gemini": true},
 				RelayURL:  "http://127.0.0.1:4100",
 				Pairing:   "pairing-placeholder-0000000000000000",
+				StateDir:  "/home/alice/.local/state/agentbox/boxes/" + id + "/0123456789abcdef0123456789abcdef",
 			}
 			if err := p.Check(f); err != nil {
 				t.Fatal(err)
@@ -326,7 +327,7 @@ func TestRequestGolden(t *testing.T) {
 // whatever the user's or the workspace's configuration says (see docs/profiles.md).
 func TestRelayWiringCannotBeDiverted(t *testing.T) {
 	s := builtinSet(t)
-	f := Facts{Models: map[string]string{"copilot": "m1", "opencode": "anthropic/m2"}, Providers: relayProviders, RelayURL: "http://127.0.0.1:4100", Pairing: "p"}
+	f := Facts{Models: map[string]string{"copilot": "m1", "opencode": "anthropic/m2"}, Providers: relayProviders, RelayURL: "http://127.0.0.1:4100", Pairing: "p", StateDir: "/state"}
 	env := func(id string) map[string]string {
 		w, err := s.Get(id).Wire("/home/a", nil, f)
 		if err != nil {
@@ -340,7 +341,7 @@ func TestRelayWiringCannotBeDiverted(t *testing.T) {
 		return m
 	}
 	c := env("claude")
-	if c["CLAUDE_CODE_PROVIDER_MANAGED_BY_HOST"] != "1" || c["ANTHROPIC_BASE_URL"] != "http://127.0.0.1:4100/sandbox/anthropic" || c["ANTHROPIC_API_KEY"] != "p" {
+	if c["CLAUDE_CODE_PROVIDER_MANAGED_BY_HOST"] != "1" || c["ANTHROPIC_BASE_URL"] != "http://127.0.0.1:4100/sandbox/anthropic" || c["ANTHROPIC_AUTH_TOKEN"] != "p" || c["ANTHROPIC_API_KEY"] != "" {
 		t.Errorf("claude env %v", c)
 	}
 	o := env("opencode")

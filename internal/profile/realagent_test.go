@@ -53,7 +53,7 @@ func TestClaudeWiringBeatsWorkspaceSettings(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := builtinSet(t)
-	w, err := s.Get("claude").Wire(home, nil, Facts{Providers: relayProviders, RelayURL: relay.URL, Pairing: "pairing-for-test"})
+	w, err := s.Get("claude").Wire(home, nil, Facts{Providers: relayProviders, RelayURL: relay.URL, Pairing: "pairing-for-test", StateDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -785,14 +785,14 @@ try() {
 `
 			private := map[string]bool{}
 			for _, h := range p.Home {
-				if h.Access == profile.AccessPrivate {
+				if h.Access == profile.AccessPrivate || h.Access == profile.AccessState {
 					private[filepath.Join(e.Home, h.Path)] = true
 				}
 			}
 			var rel []string
 			for _, hp := range phs {
 				if private[hp.Path] {
-					continue // writable in the box by design: TestAttackPrivateSessionState
+					continue // the box's own, writable in the box by design: TestAttackPrivateSessionState
 				}
 				r, _ := filepath.Rel(e.Home, hp.Path)
 				rel = append(rel, r)
@@ -822,9 +822,12 @@ try() {
 
 // TestAttackPrivateSessionState: the folders where each session leaves state it runs later
 // (Claude Code's session-env hook scripts and shell snapshots, Codex's shell snapshots and PATH
-// helpers) are the box's own. From a box of each profile, the host's files there (a session
-// running on the host, or one the user will resume) are neither seen nor changed, what the box
-// writes there never reaches the host, and the folders stay writable for the agent.
+// helpers) are the box's own, and so are the box-owned state folders kept per workspace
+// (Claude Code's projects/ transcripts and memory, Codex's sessions/ rollouts and SQLite state).
+// From a box of each profile, the host's files there (a session running on the host, or one
+// the user will resume) are neither seen nor changed, what the box writes there never reaches
+// the host's folder (a state folder keeps it in the workspace's box-owned state directory, for
+// later boxes only), and the folders stay writable for the agent.
 func TestAttackPrivateSessionState(t *testing.T) {
 	set, err := profile.NewSet(nil)
 	if err != nil {
@@ -834,9 +837,11 @@ func TestAttackPrivateSessionState(t *testing.T) {
 	for _, id := range set.IDs() {
 		p := set.Get(id)
 		var dirs []string
+		kept := map[string]bool{}
 		for _, h := range p.Home {
-			if h.Access == profile.AccessPrivate {
+			if h.Access == profile.AccessPrivate || (h.Access == profile.AccessState && h.Create == profile.CreateDir) {
 				dirs = append(dirs, h.Path)
+				kept[h.Path] = h.Access == profile.AccessState
 			}
 		}
 		if len(dirs) == 0 || len(p.Executables) == 0 {
@@ -870,6 +875,11 @@ mkdir -p "$d/live" && echo 'touch /tmp/pwned' > "$d/live/hook-1.sh" && echo 'tou
 				hostFileIs(t, e, filepath.Join(d, "live", "hook-1.sh"), "echo host\n")
 				if _, err := os.Lstat(filepath.Join(e.Home, d, "box.sh")); err == nil {
 					t.Errorf("~/%s/box.sh, written in the box, is on the host", d)
+				}
+				if kept[d] {
+					if b, err := os.ReadFile(filepath.Join(boxState(t, e, p.ID), d, "box.sh")); err != nil || string(b) != "touch /tmp/pwned\n" {
+						t.Errorf("~/%s/box.sh, written in the box, is not in the box-owned state: %q, %v", d, b, err)
+					}
 				}
 				tried++
 			}

@@ -1,0 +1,141 @@
+package harnessstate
+
+import (
+	"encoding/json"
+	"strings"
+)
+
+// kind is the JSON type a carried key must have; a value of another type is dropped.
+type kind int
+
+const (
+	kBool kind = iota
+	kNumber
+	kString
+	kNumbers // an object whose values are all numbers
+)
+
+// claudeKeys are the top-level keys of Claude Code's ~/.claude.json carried into a box, each
+// with why it cannot run code. Everything else is dropped: MCP servers (mcpServers, and per
+// project mcpServers, enabledMcpjsonServers), allowed tools, env, apiKeyHelper, hooks, plugins,
+// status-line commands, approved API keys (customApiKeyResponses), the account (oauthAccount,
+// primaryApiKey), CLAUDE.md external-include approvals. The host's value wins; the box's own
+// is kept where the host has none. docs/profiles.md has the same table.
+var claudeKeys = map[string]kind{
+	// Set always (see claudeConfig): the first-run path checks the vendor's API host directly,
+	// which no box reaches. A flag that skips screens; it names no program.
+	"hasCompletedOnboarding": kBool,
+	"lastOnboardingVersion":  kString, // a version string, compared only
+	"lastReleaseNotesSeen":   kString, // a version string: which release notes were shown
+	"theme":                  kString, // a colour theme name
+	"editorMode":             kString, // "normal" or "vim" key handling of the prompt
+	"verbose":                kBool,   // output detail
+	"autoCompactEnabled":     kBool,   // a context-size behaviour
+	"preferredNotifChannel":  kString, // a notification channel name (terminal bell, iTerm2, …)
+	"diffTool":               kString, // "auto" or "terminal": how diffs are shown, not a command
+	"numStartups":            kNumber, // a counter (tips and notices are paced by it)
+	"tipsHistory":            kNumbers,
+	"firstStartTime":         kString, // a timestamp
+	// How often the offer of the fullscreen renderer was shown (it stops after 3): a counter.
+	"fullscreenUpsellSeenCount": kNumber,
+	"tipLifetimeShownCounts":    kNumbers,
+	// Notices and one-time migrations already seen or run on the host: flags and counters.
+	"hasSeenAutoDefaultNotice":             kBool,
+	"hasResetAutoModeOptInForDefaultOffer": kBool,
+	"opusProMigrationComplete":             kBool,
+	"migrationVersion":                     kNumber,
+}
+
+// claudeProjectKeys are the keys of a projects["<path>"] entry carried, for the workspace (and,
+// from the host, its parent folders, whose trust Claude Code extends to what they hold).
+var claudeProjectKeys = map[string]kind{
+	"hasTrustDialogAccepted":        kBool,   // the folder-trust answer: a flag, no program
+	"hasCompletedProjectOnboarding": kBool,   // a flag
+	"projectOnboardingSeenCount":    kNumber, // a counter
+}
+
+// claudeConfig synthesizes the ~/.claude.json a box of Claude Code starts with: the carried
+// keys of the host's file (which win) and of the box's own copy, onboarding done, and the
+// workspace's trust from either: the host's for the workspace or a folder holding it, the
+// box's for the workspace or a folder in it. Unparsable input counts as empty.
+func claudeConfig(host, box []byte, ws string) ([]byte, error) {
+	h, b := jsonObject(host), jsonObject(box)
+	out := map[string]any{}
+	for _, src := range []map[string]any{b, h} {
+		for k, v := range src {
+			if want, ok := claudeKeys[k]; ok && hasKind(v, want) {
+				out[k] = v
+			}
+		}
+	}
+	out["hasCompletedOnboarding"] = true
+	projects := map[string]any{}
+	carry := func(src map[string]any, inScope func(string) bool) {
+		ps, _ := src["projects"].(map[string]any)
+		for path, e := range ps {
+			entry, ok := e.(map[string]any)
+			if !ok || !inScope(path) {
+				continue
+			}
+			dst, _ := projects[path].(map[string]any)
+			if dst == nil {
+				dst = map[string]any{}
+			}
+			for k, v := range entry {
+				want, ok := claudeProjectKeys[k]
+				if !ok || !hasKind(v, want) {
+					continue
+				}
+				if bv, isBool := v.(bool); isBool && !bv && dst[k] == true {
+					continue // a trust given by either is kept
+				}
+				dst[k] = v
+			}
+			if len(dst) > 0 {
+				projects[path] = dst
+			}
+		}
+	}
+	carry(b, func(p string) bool { return p == ws || strings.HasPrefix(p, ws+"/") })
+	carry(h, func(p string) bool {
+		return p == ws || strings.HasPrefix(p, ws+"/") || (strings.HasPrefix(ws, p+"/") && strings.HasPrefix(p, "/")) || p == "/"
+	})
+	if len(projects) > 0 {
+		out["projects"] = projects
+	}
+	return json.MarshalIndent(out, "", "  ")
+}
+
+func jsonObject(b []byte) map[string]any {
+	var m map[string]any
+	if json.Unmarshal(b, &m) != nil {
+		return nil
+	}
+	return m
+}
+
+func hasKind(v any, k kind) bool {
+	switch k {
+	case kBool:
+		_, ok := v.(bool)
+		return ok
+	case kNumber:
+		_, ok := v.(float64)
+		return ok
+	case kString:
+		s, ok := v.(string)
+		return ok && len(s) <= 256
+	case kNumbers:
+		m, ok := v.(map[string]any)
+		if !ok || len(m) > 256 {
+			return false
+		}
+		for _, x := range m {
+			if _, ok := x.(float64); !ok {
+				return false
+			}
+		}
+		return true
+	}
+	return false
+}

@@ -1,0 +1,54 @@
+package harnessstate
+
+import (
+	"encoding/json"
+	"testing"
+)
+
+// TestClaudeConfig pins the allowlist: carried keys come through (the host's win), onboarding
+// is done, the workspace's trust comes from the host (the workspace or a folder holding it) or
+// from the box (the workspace or a folder in it), and nothing that can run code or carries a
+// credential survives, from either side.
+func TestClaudeConfig(t *testing.T) {
+	const ws = "/home/u/work"
+	mcp := map[string]any{"evil": map[string]any{"command": "sh", "args": []string{"-c", "id"}}}
+	host := map[string]any{
+		"theme": "light", "numStartups": 7, "editorMode": "vim",
+		"mcpServers": mcp, "primaryApiKey": "sk-secret", "oauthAccount": map[string]any{"emailAddress": "u@example.org"},
+		"customApiKeyResponses": map[string]any{"approved": []string{"x"}},
+		"env":                   map[string]any{"LD_PRELOAD": "/tmp/x.so"}, "apiKeyHelper": "echo k",
+		"projects": map[string]any{
+			"/home/u":       map[string]any{"hasTrustDialogAccepted": true, "mcpServers": mcp, "allowedTools": []string{"Bash"}},
+			"/home/u/other": map[string]any{"hasTrustDialogAccepted": true},
+		},
+	}
+	box := map[string]any{
+		"theme": "dark", "fullscreenUpsellSeenCount": 3, "verbose": "yes", // wrong type: dropped
+		"mcpServers": mcp, "hooks": map[string]any{"Stop": "x"},
+		"projects": map[string]any{
+			ws + "/sub":  map[string]any{"hasTrustDialogAccepted": true, "enabledMcpjsonServers": []string{"a"}},
+			"/":          map[string]any{"hasTrustDialogAccepted": true}, // outside the workspace: a box cannot trust it
+			ws + "-evil": map[string]any{"hasTrustDialogAccepted": true},
+		},
+	}
+	hb, _ := json.Marshal(host)
+	bb, _ := json.Marshal(box)
+	out, err := claudeConfig(hb, bb, ws)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got map[string]any
+	if err := json.Unmarshal(out, &got); err != nil {
+		t.Fatal(err)
+	}
+	want := `{"editorMode":"vim","fullscreenUpsellSeenCount":3,"hasCompletedOnboarding":true,"numStartups":7,` +
+		`"projects":{"/home/u":{"hasTrustDialogAccepted":true},"/home/u/work/sub":{"hasTrustDialogAccepted":true}},"theme":"light"}`
+	if b, _ := json.Marshal(got); string(b) != want {
+		t.Errorf("synthesized:\n%s\nwant:\n%s", b, want)
+	}
+	// Garbage on both sides still gives a config that skips the first-run path.
+	out, _ = claudeConfig([]byte("{"), []byte("[1]"), ws)
+	if string(out) != "{\n  \"hasCompletedOnboarding\": true\n}" {
+		t.Errorf("from garbage: %s", out)
+	}
+}

@@ -1,0 +1,322 @@
+//go:build linux
+
+package e2e
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agentbox/agentbox/internal/relay/llm/llmtest"
+)
+
+// dialogs are what the real CLIs show when they ask before the prompt (trust, an API key,
+// onboarding) or fail to start: a returning user of the host never sees them.
+var dialogs = regexp.MustCompile(`Enter to confirm|Do you want to use this API key|Unable to connect|Failed to connect|trust this folder|Do you trust|Welcome to Claude Code|Select login method|Failed to start MCP`)
+
+// noDialog fails the test when the pane shows one of the dialogs.
+func noDialog(t *testing.T, m *Tmux, when string) {
+	t.Helper()
+	if d := dialogs.FindString(m.Screen()); d != "" {
+		t.Fatalf("%s: the terminal shows %q, which a returning user does not see:\n%s", when, d, m.Screen())
+	}
+}
+
+// clearPane clears the pane and its scrollback, so that what a launch shows is its own.
+func (m *Tmux) clearPane() {
+	m.Type("clear")
+	m.Sync()
+	m.tmux("clear-history", "-t", "main")
+}
+
+// Ask types text into an agent's prompt as a person does: the text, then, once the agent shows
+// it, Enter (Codex takes an Enter that comes with a burst of typed text for part of a paste).
+func (m *Tmux) Ask(text string) {
+	m.t.Helper()
+	// An agent still loading (Gemini CLI resuming a chat) drops what is typed: type again until
+	// it shows.
+	rx := regexp.MustCompile(regexp.QuoteMeta(text))
+	for try := 0; ; try++ {
+		m.tmux("send-keys", "-t", "main", "-l", text)
+		end := time.Now().Add(5 * time.Second)
+		for !rx.MatchString(m.Screen()) && time.Now().Before(end) {
+			time.Sleep(50 * time.Millisecond)
+		}
+		if rx.MatchString(m.Screen()) {
+			break
+		}
+		if try == 10 {
+			m.t.Fatalf("the agent never showed %q typed; it shows:\n%s", text, m.Screen())
+		}
+		m.Keys("C-u")
+	}
+	time.Sleep(300 * time.Millisecond)
+	m.Keys("Enter")
+}
+
+// converse is one launch used as a person uses it: `agentbox run ARGS` typed in the pane, the
+// agent's prompt (matching prompt) shown with no dialog, then, when shown is not empty, the
+// earlier conversation's text shown too; ask typed and the stand-in's answer shown after it;
+// the agent's quit command (/exit, or quit when set), and the launch's exit code 0. It returns
+// the requests the upstream got meanwhile.
+func converse(t *testing.T, m *Tmux, up *llmtest.Server, args, prompt, shown, ask string, quit ...string) []llmtest.Request {
+	t.Helper()
+	m.clearPane()
+	n := len(up.Requests())
+	tag := m.Start(args)
+	m.WaitFor(prompt)
+	noDialog(t, m, "agentbox "+args)
+	if shown != "" {
+		m.WaitFor(regexp.QuoteMeta(shown))
+	}
+	m.Ask(ask)
+	m.WaitFor(`(?s)` + regexp.QuoteMeta(ask) + `.*Hello from the fake upstream`)
+	m.Ask(append(quit, "/exit")[0])
+	if code := m.Wait(tag); code != 0 {
+		t.Fatalf("agentbox %s, /exit: exit %d\n%s", args, code, m.Screen())
+	}
+	reqs := up.Requests()[n:]
+	if len(reqs) == 0 {
+		t.Fatalf("agentbox %s: the stand-in upstream saw no request", args)
+	}
+	return reqs
+}
+
+// carries reports whether one of reqs sends text (the earlier conversation) to the model.
+func carries(reqs []llmtest.Request, text string) bool {
+	for _, q := range reqs {
+		if strings.Contains(string(q.Body), text) {
+			return true
+		}
+	}
+	return false
+}
+
+// boxState returns the box-owned state directory of the environment's workspace for profile
+// id (there is one workspace, so one directory).
+func boxState(t *testing.T, e *Env, id string) string {
+	t.Helper()
+	dirs, _ := filepath.Glob(filepath.Join(e.State, "agentbox", "boxes", id, "*"))
+	if len(dirs) != 1 {
+		t.Fatalf("box-owned state of %s: %v, want one directory", id, dirs)
+	}
+	return dirs[0]
+}
+
+// jsonlUnder lists the .jsonl files (transcripts) beneath dir.
+func jsonlUnder(dir string) []string {
+	var out []string
+	filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() && strings.HasSuffix(p, ".jsonl") {
+			out = append(out, p)
+		}
+		return nil
+	})
+	return out
+}
+
+// TestInteractiveClaude uses the real Claude Code in a real terminal (tmux) as a returning user
+// of the host would: `agentbox run claude` reaches its prompt with no onboarding, connectivity
+// failure, trust or API-key dialog (the host's ~/.claude.json settles them), a typed prompt is
+// answered by the stand-in upstream through the relay, /exit ends the launch with 0, and the
+// next launch's `claude --continue` resumes the conversation (its transcript is shown, and the
+// next request carries it). The conversation is the box's own: it is kept in the workspace's
+// box-owned state, not in the host's ~/.claude/projects, and the host's ~/.claude.json is not
+// changed. An MCP server planted in the box-owned ~/.claude.json between the launches is not
+// carried into the next box and does not run; the stock claude, unboxed and from the same host
+// state, reaches its prompt the same way and does not resume the box's conversation.
+func TestInteractiveClaude(t *testing.T) {
+	bin := agentBin(t, "claude")
+	e := NewEnv(t)
+	e.Vars = append(e.Vars, "PATH="+filepath.Dir(bin)+":"+os.Getenv("PATH"))
+	up := llmtest.NewAnthropic(llmtest.Options{})
+	defer up.Close()
+	credFile := filepath.Join(e.Home, "anthropic.key")
+	if err := os.WriteFile(credFile, []byte(hostCredential+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	writeConfig(t, e, fmt.Sprintf("gateway:\n  anthropic:\n    url: %s\n    credential:\n      file: %s\n", up.URL, credFile))
+
+	// A returning user's ~/.claude.json, as Claude Code leaves it: onboarding done, notices seen,
+	// this workspace trusted; and a user MCP server, which no box may get.
+	marker := filepath.Join(e.Work, "mcp-server-ran")
+	host := map[string]any{
+		"hasCompletedOnboarding": true, "lastOnboardingVersion": "2.1.333", "numStartups": 12,
+		"theme": "light", "lastReleaseNotesSeen": "2.1.333", "hasSeenAutoDefaultNotice": true,
+		"fullscreenUpsellSeenCount": 3, "migrationVersion": 15, "opusProMigrationComplete": true,
+		"hasResetAutoModeOptInForDefaultOffer": true,
+		"mcpServers":                           map[string]any{"planted": map[string]any{"command": "sh", "args": []string{"-c", "touch " + marker}}},
+		"projects":                             map[string]any{e.Work: map[string]any{"hasTrustDialogAccepted": true}},
+	}
+	hostJSON, _ := json.Marshal(host)
+	hostFile := filepath.Join(e.Home, ".claude.json")
+	if err := os.WriteFile(hostFile, hostJSON, 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	m := e.Tmux(t)
+	m.tmux("resize-window", "-t", "main", "-x", "120", "-y", "40")
+	prompt := `(?m)^❯[\s\x{00a0}]*$`
+
+	// First launch: the prompt, a question, the answer, /exit.
+	converse(t, m, up, "run claude", prompt, "", "remember the word PELICAN")
+
+	// The transcript is the box's: in the workspace's box-owned state, not the host's.
+	state := boxState(t, e, "claude")
+	if ts := jsonlUnder(filepath.Join(state, ".claude", "projects")); len(ts) == 0 {
+		t.Errorf("no transcript in the box-owned state %s", state)
+	}
+	if ts := jsonlUnder(filepath.Join(e.Home, ".claude", "projects")); len(ts) > 0 {
+		t.Errorf("the box wrote transcripts into the host's ~/.claude/projects: %v", ts)
+	}
+	if b, _ := os.ReadFile(hostFile); string(b) != string(hostJSON) {
+		t.Errorf("the host's ~/.claude.json changed:\n%s", b)
+	}
+	// Plant an MCP server in the box-owned ~/.claude.json, for the next box to start.
+	stateFile := filepath.Join(state, ".claude.json")
+	var boxCfg map[string]any
+	b, err := os.ReadFile(stateFile)
+	if err != nil || json.Unmarshal(b, &boxCfg) != nil {
+		t.Fatalf("the box-owned ~/.claude.json: %v\n%s", err, b)
+	}
+	boxCfg["mcpServers"] = host["mcpServers"]
+	if ps, ok := boxCfg["projects"].(map[string]any); ok {
+		if p, ok := ps[e.Work].(map[string]any); ok {
+			p["mcpServers"] = host["mcpServers"]
+		}
+	}
+	b, _ = json.Marshal(boxCfg)
+	if err := os.WriteFile(stateFile, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	// Second launch: --continue resumes the conversation.
+	if reqs := converse(t, m, up, "run claude -- --continue", prompt, "remember the word PELICAN", "and now?"); !carries(reqs, "PELICAN") {
+		t.Errorf("the resumed launch's requests do not carry the earlier conversation")
+	}
+	if _, err := os.Stat(marker); err == nil {
+		t.Errorf("an MCP server planted in the box-owned ~/.claude.json ran in the next box")
+	}
+	if b, _ := os.ReadFile(stateFile); strings.Contains(string(b), "planted") {
+		t.Errorf("the MCP server planted in the box-owned ~/.claude.json was carried into the next box:\n%s", b)
+	}
+
+	// The control: the stock claude, unboxed, from the same host state, reaches its prompt the
+	// same way (so the screen check above means something), and does not resume what the box
+	// wrote.
+	m.clearPane()
+	m.Type(fmt.Sprintf("ANTHROPIC_BASE_URL=%s ANTHROPIC_AUTH_TOKEN=%s %s --continue; echo U1U=$?", up.URL, hostCredential, bin))
+	m.WaitFor(`No conversation found|` + prompt)
+	if strings.Contains(m.Screen(), "PELICAN") {
+		t.Errorf("the unboxed claude resumed the box's conversation:\n%s", m.Screen())
+	}
+	if !strings.Contains(m.Screen(), "No conversation found") {
+		noDialog(t, m, "the unboxed claude")
+		m.Ask("/exit")
+	}
+	m.WaitFor(`U1U=\d+`)
+}
+
+// TestInteractiveCodex uses the real Codex CLI in a real terminal (tmux) as a returning user of
+// the host would: the host's ~/.codex/config.toml trusts the workspace, so `agentbox run codex`
+// reaches its prompt with no trust or sign-in dialog; a typed prompt is answered by the
+// stand-in upstream through the relay, /exit ends the launch with 0, and the next launch's
+// `codex resume --last` resumes the conversation (shown, and carried by the next request).
+// The rollout and Codex's SQLite state are the box's own: kept in the workspace's box-owned
+// state, not in the host's ~/.codex, where no unboxed Codex would list or resume them.
+func TestInteractiveCodex(t *testing.T) {
+	bin := agentBin(t, "codex")
+	e := NewEnv(t)
+	e.Vars = append(e.Vars, "PATH="+filepath.Dir(bin)+":"+os.Getenv("PATH"))
+	up := llmtest.NewOpenAI(llmtest.Options{})
+	defer up.Close()
+	credFile := filepath.Join(e.Home, "openai.key")
+	if err := os.WriteFile(credFile, []byte(hostCredential+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	writeConfig(t, e, fmt.Sprintf("gateway:\n  openai:\n    url: %s\n    credential:\n      file: %s\n", up.URL, credFile))
+	if err := os.MkdirAll(filepath.Join(e.Home, ".codex"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	trust := fmt.Sprintf("[projects.%q]\ntrust_level = \"trusted\"\n", e.Work)
+	if err := os.WriteFile(filepath.Join(e.Home, ".codex", "config.toml"), []byte(trust), 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	m := e.Tmux(t)
+	m.tmux("resize-window", "-t", "main", "-x", "120", "-y", "40")
+	prompt := `Ask Codex to do anything`
+
+	converse(t, m, up, "run codex", prompt, "", "remember the word OTTER")
+
+	state := boxState(t, e, "codex")
+	if ts := jsonlUnder(filepath.Join(state, ".codex", "sessions")); len(ts) == 0 {
+		t.Errorf("no rollout in the box-owned state %s", state)
+	}
+	if dbs, _ := filepath.Glob(filepath.Join(state, ".codex", "agentbox-sqlite", "state_*.sqlite")); len(dbs) == 0 {
+		t.Errorf("no Codex state database in the box-owned state %s", state)
+	}
+	if ts := jsonlUnder(filepath.Join(e.Home, ".codex", "sessions")); len(ts) > 0 {
+		t.Errorf("the box wrote rollouts into the host's ~/.codex/sessions: %v", ts)
+	}
+	if dbs, _ := filepath.Glob(filepath.Join(e.Home, ".codex", "state_*.sqlite")); len(dbs) > 0 {
+		t.Errorf("the box wrote Codex's thread index into the host's ~/.codex: %v", dbs)
+	}
+
+	if reqs := converse(t, m, up, "run codex -- resume --last", prompt, "remember the word OTTER", "and now?"); !carries(reqs, "OTTER") {
+		t.Errorf("the resumed launch's requests do not carry the earlier conversation")
+	}
+}
+
+// TestInteractiveGemini uses the real Gemini CLI in a real terminal (tmux) as a returning user
+// of the host would: the host's ~/.gemini/trustedFolders.json trusts the workspace, so
+// `agentbox run gemini` reaches its prompt with no trust or auth dialog; a typed prompt is
+// answered by the stand-in upstream through the relay, /quit ends the launch with 0, and the
+// next launch's `gemini --resume latest` resumes the chat (shown, and carried by the next
+// request). The saved chat is the box's own: kept in the workspace's box-owned state, not in
+// the host's ~/.gemini/tmp, where no unboxed Gemini CLI would resume it.
+func TestInteractiveGemini(t *testing.T) {
+	bin := agentBin(t, "gemini")
+	if _, err := exec.LookPath("node"); err != nil {
+		t.Skip("gemini needs node on PATH")
+	}
+	e := NewEnv(t)
+	e.Vars = append(e.Vars, "PATH="+filepath.Dir(bin)+":"+os.Getenv("PATH"))
+	up := llmtest.NewGemini(llmtest.Options{})
+	defer up.Close()
+	credFile := filepath.Join(e.Home, "gemini.key")
+	if err := os.WriteFile(credFile, []byte(hostCredential+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	writeConfig(t, e, fmt.Sprintf("gateway:\n  gemini:\n    url: %s\n    credential:\n      file: %s\n", up.URL, credFile))
+	if err := os.MkdirAll(filepath.Join(e.Home, ".gemini"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	trust := fmt.Sprintf(`{%q: "TRUST_FOLDER"}`, e.Work)
+	if err := os.WriteFile(filepath.Join(e.Home, ".gemini", "trustedFolders.json"), []byte(trust), 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	m := e.Tmux(t)
+	m.tmux("resize-window", "-t", "main", "-x", "120", "-y", "40")
+	prompt := `Type your message`
+	converse(t, m, up, "run gemini", prompt, "", "remember the word HERON", "/quit")
+
+	state := boxState(t, e, "gemini")
+	if ts := jsonlUnder(filepath.Join(state, ".gemini", "tmp")); len(ts) == 0 {
+		t.Errorf("no saved chat in the box-owned state %s", state)
+	}
+	if ts := jsonlUnder(filepath.Join(e.Home, ".gemini", "tmp")); len(ts) > 0 {
+		t.Errorf("the box wrote chats into the host's ~/.gemini/tmp: %v", ts)
+	}
+
+	if reqs := converse(t, m, up, "run gemini -- --resume latest", prompt, "remember the word HERON", "and then", "/quit"); !carries(reqs, "HERON") {
+		t.Errorf("the resumed launch's requests do not carry the earlier chat")
+	}
+}
