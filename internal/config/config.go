@@ -45,6 +45,8 @@ type Config struct {
 	Limits Limits `json:"limits,omitzero" jsonschema_description:"Sizes of the memory-backed file systems (tmpfs) of each box, and its processes."`
 	// Integrity configures the integrity watch of protected configuration.
 	Integrity Integrity `json:"integrity,omitzero" jsonschema_description:"Integrity watch of the executable configuration each box must not change."`
+	// Protect says how boxes present the workspace's protected paths.
+	Protect Protect `json:"protect,omitzero" jsonschema_description:"How boxes present the workspace's protected paths."`
 	// Programs are program profiles by ID, with the schema of the built-in ones (see
 	// docs/profiles.md); an entry with a built-in's ID replaces it. Nil means the built-in
 	// profiles only.
@@ -69,6 +71,15 @@ type Integrity struct {
 	// Interval is how often a running box's integrity roots are verified (besides inotify
 	// events and the box's exit). Zero means 60s.
 	Interval Duration `json:"interval,omitempty" jsonschema_description:"How often a running box's protected configuration is verified, besides on file events and at exit (Go duration: 60s, 5m)."`
+}
+
+// Protect says how boxes present the workspace's protected paths (docs/integrity.md).
+type Protect struct {
+	// Instructions says whether the agents' instruction and prompt files (CLAUDE.md, AGENTS.md,
+	// GEMINI.md, .github/copilot-instructions.md, command and skill folders: the profiles'
+	// workspaceInstructions) are writable in the box, and reported at exit when the launch
+	// changed them, or pinned read-only like executable configuration. "" means writable.
+	Instructions string `json:"instructions,omitempty" jsonschema:"enum=writable,enum=readonly" jsonschema_description:"Instruction and prompt files (CLAUDE.md, AGENTS.md, GEMINI.md, .github/copilot-instructions.md, command and skill folders): writable (the default; what a launch changed is listed at exit) or readonly (pinned like executable configuration)."`
 }
 
 // Console configures the console relay.
@@ -109,6 +120,7 @@ func Defaults() Config {
 		Sessions:    Sessions{Max: 64},
 		Integrity:   Integrity{Interval: Duration(60 * time.Second)},
 		Limits:      Limits{TmpMiB: 2048, HomeMiB: 2048, ShmMiB: 64, Processes: 2048},
+		Protect:     Protect{Instructions: InstructionsWritable},
 		Managed:     Managed{ClaudeCode: ClaudeCodeManaged{AutoUpdates: AutoUpdatesOff}},
 		Containment: Containment{Violations: ViolationsReport, ScanInterval: Duration(10 * time.Second)},
 	}
@@ -129,14 +141,16 @@ func (c Config) WithDefaults() Config {
 // Values of the enumerated keys. The decoder accepts exactly the values a field lists in its
 // `jsonschema:"enum=…"` tag.
 const (
-	EngineNative   = "native"
-	EngineBwrap    = "bwrap"
-	EgressDeny     = "deny"
-	EgressAllow    = "allow"
-	ClipboardDeny  = "deny"
-	ClipboardAllow = "allow"
-	AutoUpdatesOff = "off"
-	AutoUpdatesOn  = "on"
+	EngineNative         = "native"
+	EngineBwrap          = "bwrap"
+	EgressDeny           = "deny"
+	EgressAllow          = "allow"
+	ClipboardDeny        = "deny"
+	ClipboardAllow       = "allow"
+	InstructionsWritable = "writable"
+	InstructionsReadOnly = "readonly"
+	AutoUpdatesOff       = "off"
+	AutoUpdatesOn        = "on"
 )
 
 // Duration is a time.Duration written as a Go duration string ("5s", "1m30s"). Durations in

@@ -23,7 +23,7 @@ func TestDecodeErrors(t *testing.T) {
 		field     string
 		msg       string // substring of the message
 	}{
-		{"unknown key", "egress: deny\nfoo: 1\n", 2, 1, "foo", "unknown key (known keys: engine, egress, egressAllow, console, stopGrace, launches, sessions, limits, integrity, programs, models, gateway, git, managed, containment)"},
+		{"unknown key", "egress: deny\nfoo: 1\n", 2, 1, "foo", "unknown key (known keys: engine, egress, egressAllow, console, stopGrace, launches, sessions, limits, integrity, protect, programs, models, gateway, git, managed, containment)"},
 		{"nested unknown key", "console:\n  clipboard: deny\n  clip: allow\n", 3, 3, "console.clip", "unknown key (known keys of console: clipboard, detachKeys)"},
 		{"nested unknown key flow", "sessions: {max: 3, min: 1}\n", 1, 20, "sessions.min", "unknown key"},
 		{"wrong type string for int", "sessions:\n  max: many\n", 2, 8, "sessions.max", "wrong type: got string, want integer"},
@@ -38,6 +38,7 @@ func TestDecodeErrors(t *testing.T) {
 		{"invalid enum", "egress: open\n", 1, 9, "egress", `invalid value "open" (allowed: deny, allow)`},
 		{"invalid engine", "engine: docker\n", 1, 9, "engine", `invalid value "docker" (allowed: native, bwrap)`},
 		{"invalid nested enum", "console:\n  clipboard: maybe\n", 2, 14, "console.clipboard", `invalid value "maybe" (allowed: deny, allow)`},
+		{"invalid protect.instructions", "protect:\n  instructions: ro\n", 2, 17, "protect.instructions", `invalid value "ro" (allowed: writable, readonly)`},
 		{"enum is case sensitive", "egress: Deny\n", 1, 9, "egress", `invalid value "Deny"`},
 		{"detachKeys not a key", "console:\n  detachKeys: ctrl-1\n", 2, 15, "console.detachKeys", `"ctrl-1" is not a key (each key is one printable character or ctrl-<a-z`},
 		{"detachKeys empty key", "console: {detachKeys: 'ctrl-p,,ctrl-q'}\n", 1, 23, "console.detachKeys", `"" is not a key`},
@@ -191,23 +192,25 @@ func TestLoadPrecedence(t *testing.T) {
 	}
 	want := Config{Engine: EngineNative, Egress: EgressDeny, Console: Console{Clipboard: ClipboardAllow, DetachKeys: "ctrl-p,ctrl-q"}, StopGrace: Duration(10 * time.Second), Launches: Launches{Retention: Duration(720 * time.Hour)}, Sessions: Sessions{Max: 8}, Integrity: Integrity{Interval: Duration(60 * time.Second)},
 		Limits:      Limits{TmpMiB: 2048, HomeMiB: 2048, ShmMiB: 64, Processes: 2048},
+		Protect:     Protect{Instructions: InstructionsWritable},
 		Managed:     Managed{ClaudeCode: ClaudeCodeManaged{AutoUpdates: AutoUpdatesOff}},
 		Containment: Containment{Violations: ViolationsReport, ScanInterval: Duration(10 * time.Second)}}
 	if !reflect.DeepEqual(e.Config, want) {
 		t.Errorf("effective %+v, want %+v", e.Config, want)
 	}
 	wantSrc := map[string]Source{
-		"engine":             {Kind: SourceDefault},
-		"egress":             {Kind: SourcePolicy, File: policy, Line: 2},
-		"egressAllow":        {Kind: SourceDefault},
-		"console.clipboard":  {Kind: SourceUser, File: user, Line: 3},
-		"console.detachKeys": {Kind: SourceDefault},
-		"launches.retention": {Kind: SourceDefault},
-		"stopGrace":          {Kind: SourceUser, File: user, Line: 4},
-		"sessions.max":       {Kind: SourcePolicy, File: policy, Line: 4},
-		"integrity.interval": {Kind: SourceDefault},
-		"programs":           {Kind: SourceDefault},
-		"models":             {Kind: SourceDefault},
+		"engine":               {Kind: SourceDefault},
+		"egress":               {Kind: SourcePolicy, File: policy, Line: 2},
+		"egressAllow":          {Kind: SourceDefault},
+		"console.clipboard":    {Kind: SourceUser, File: user, Line: 3},
+		"console.detachKeys":   {Kind: SourceDefault},
+		"launches.retention":   {Kind: SourceDefault},
+		"stopGrace":            {Kind: SourceUser, File: user, Line: 4},
+		"sessions.max":         {Kind: SourcePolicy, File: policy, Line: 4},
+		"integrity.interval":   {Kind: SourceDefault},
+		"protect.instructions": {Kind: SourceDefault},
+		"programs":             {Kind: SourceDefault},
+		"models":               {Kind: SourceDefault},
 
 		"managed.claudeCode.allowManagedHooksOnly":      {Kind: SourceDefault},
 		"managed.claudeCode.allowManagedMcpServersOnly": {Kind: SourceDefault},

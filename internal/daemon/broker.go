@@ -97,18 +97,28 @@ func (d *Daemon) prepareBrokers(ctx context.Context, bl *brokerLaunch, c *plan.C
 		c.Mounts = append(c.Mounts, p.Mounts...)
 		c.ReadOnly = append(c.ReadOnly, p.ReadOnly...)
 		c.ReadWrite = append(c.ReadWrite, p.ReadWrite...)
+		c.Guards = append(c.Guards, p.Guards...)
+		if p.ChangesDir != "" {
+			c.ChangesDir = p.ChangesDir
+		}
 	}
 	return nil
 }
 
 // since is what after holds beyond before (after grew from before by appends).
 func since(before, after plan.Contributions) plan.Contributions {
+	changesDir := ""
+	if after.ChangesDir != before.ChangesDir {
+		changesDir = after.ChangesDir
+	}
 	return plan.Contributions{
-		Env:       after.Env[len(before.Env):],
-		Forwards:  after.Forwards[len(before.Forwards):],
-		Mounts:    after.Mounts[len(before.Mounts):],
-		ReadOnly:  after.ReadOnly[len(before.ReadOnly):],
-		ReadWrite: after.ReadWrite[len(before.ReadWrite):],
+		Env:        after.Env[len(before.Env):],
+		Forwards:   after.Forwards[len(before.Forwards):],
+		Mounts:     after.Mounts[len(before.Mounts):],
+		ReadOnly:   after.ReadOnly[len(before.ReadOnly):],
+		ReadWrite:  after.ReadWrite[len(before.ReadWrite):],
+		Guards:     after.Guards[len(before.Guards):],
+		ChangesDir: changesDir,
 	}
 }
 

@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/agentbox/agentbox/internal/api"
+	"github.com/agentbox/agentbox/internal/changes"
 	"github.com/agentbox/agentbox/internal/integrity"
 	"github.com/agentbox/agentbox/internal/plan"
 )
@@ -70,6 +72,9 @@ func (b *integrityBroker) prepare(ctx context.Context, bl *brokerLaunch, c *plan
 		return err
 	}
 	lay.Protected = append(lay.Protected, own...)
+	// Instruction files stay writable (unless protect.instructions is readonly): watched only,
+	// so that what the launch changed in them is recorded and listed at exit.
+	lay.Track(workspaceInstructions(bl.Config, bl.Workspace)...)
 	// The profile's ro and deny home entries that are absent, beneath a rw entry, are held by
 	// placeholders while the box runs: the box binds or masks them and cannot create them.
 	homeHeld, err := b.reg.Hold(bl.ID, homePlaceholders(bl.Config, bl.Profile, bl.Home))
@@ -88,16 +93,19 @@ func (b *integrityBroker) prepare(ctx context.Context, bl *brokerLaunch, c *plan
 		b.release(bl.ID)
 		return err
 	}
-	if ex := integrity.GitExclude(lay); ex != "" {
-		if err := os.WriteFile(filepath.Join(bl.RunDir, integrity.ExcludeFile), []byte(ex), 0o644); err != nil {
+	// Absent protected paths get no placeholder: the engine moves what the box creates at one
+	// into the launch's proposed changes (changes.Guard); the guards are kept beside the state
+	// for the pass at exit.
+	if len(lay.Guards) > 0 {
+		if err := saveGuards(b.guardsPath(bl.ID), lay.Guards); err != nil {
 			b.release(bl.ID)
-			return fmt.Errorf("git exclude file: %w", err)
+			return err
 		}
-		c.Env = append(c.Env, integrity.GitExcludeEnv()...)
+		c.Guards, c.ChangesDir = lay.Guards, b.d.changesDir(bl.ID)
 	}
 	c.Mounts = append(c.Mounts, plan.ProtectMounts(lay.Protected)...)
 	b.d.log.Info("integrity snapshot", "launch", bl.ID, "roots", len(st.Roots), "pinned", len(lay.Protected),
-		"placeholders", len(lay.Placeholders), "homePlaceholders", len(homeHeld), "execConfig", len(st.Exec))
+		"guarded", len(lay.Guards), "homePlaceholders", len(homeHeld), "execConfig", len(st.Exec))
 	b.start(bl.ID, st, bl.Config.Integrity.Interval.Duration())
 	return nil
 }
@@ -129,10 +137,72 @@ func (b *integrityBroker) end(id string) {
 	} else if !errors.Is(err, os.ErrNotExist) {
 		b.d.log.Error("integrity: load state for the check at exit", "launch", id, "err", err)
 	}
+	// What a box created at a guarded path and its engine did not move out (an engine without a
+	// guard, a box-init that was killed) is moved out now, before the launch is recorded as
+	// ended.
+	b.sweepGuards(id)
 	if w != nil {
 		w.Verify(integrity.SourceExit, true)
 	}
 	b.release(id)
+}
+
+func (b *integrityBroker) guardsPath(id string) string {
+	return filepath.Join(b.d.runtimeDir, "launches", id, "guards.json")
+}
+
+// sweepGuards makes one guard pass over launch id's guarded paths.
+func (b *integrityBroker) sweepGuards(id string) {
+	gs, err := loadGuards(b.guardsPath(id))
+	if errors.Is(err, os.ErrNotExist) {
+		return
+	}
+	if err != nil {
+		b.d.log.Error("integrity: load guarded paths for the pass at exit", "launch", id, "err", err)
+		return
+	}
+	g, err := changes.Open(b.d.changesDir(id), gs, false)
+	if err != nil {
+		b.d.log.Error("integrity: guard pass at exit", "launch", id, "err", err)
+		return
+	}
+	g.Captured = func(rel string) {
+		b.d.log.Warn("integrity: moved what the box created at a protected path into its proposed changes", "launch", id, "path", rel)
+	}
+	if err := g.Close(); err != nil {
+		b.d.log.Error("integrity: guard pass at exit", "launch", id, "err", err)
+	}
+	b.removeEmptyChanges(id)
+}
+
+// removeEmptyChanges removes launch id's proposed-changes folder when the box proposed nothing.
+func (b *integrityBroker) removeEmptyChanges(id string) {
+	if cs, err := changes.List(b.d.changesDir(id)); err == nil && len(cs) == 0 {
+		os.RemoveAll(b.d.changesDir(id))
+	}
+}
+
+func saveGuards(path string, gs []plan.Guard) error {
+	data, err := json.Marshal(gs)
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		return fmt.Errorf("guarded paths: %w", err)
+	}
+	return nil
+}
+
+func loadGuards(path string) ([]plan.Guard, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var gs []plan.Guard
+	if err := json.Unmarshal(data, &gs); err != nil {
+		return nil, fmt.Errorf("guarded paths %s: %w", path, err)
+	}
+	return gs, nil
 }
 
 // sweep releases the placeholders of launches the daemon does not know: a daemon killed after
@@ -213,4 +283,10 @@ func (b *integrityBroker) newWatcher(id string, st *integrity.State, interval ti
 		}
 	}
 	return w
+}
+
+// changesDir is where launch id's proposed changes are kept (docs/integrity.md): in the state
+// directory, so that they outlive the launch and a reboot, until applied or discarded.
+func (d *Daemon) changesDir(id string) string {
+	return filepath.Join(d.stateDir, "changes", id)
 }

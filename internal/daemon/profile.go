@@ -204,16 +204,39 @@ func (d *Daemon) launchPosture(id string) *api.Posture {
 
 // workspaceConfigPins returns the workspace-relative configuration every box pins read-only:
 // the union over all profiles in force (the built-in ones and cfg's programs), so that a
-// boxed session of one harness cannot plant configuration another will trust. Directories
-// keep their trailing slash (".opencode/"), so that an absent one gets a placeholder
-// directory (plan.ProtectedDirPaths).
+// boxed session of one harness cannot plant configuration another will trust; with
+// protect.instructions: readonly, their instruction files too. Directories keep their trailing
+// slash (".opencode/"), so that an absent one is guarded as a folder (plan.ProtectedDirPaths).
 func workspaceConfigPins(cfg config.Config) []string {
 	set := profileSet(cfg)
 	if set == nil {
 		return nil
 	}
-	dirs := set.WorkspaceConfigDirs()
-	out := set.WorkspaceConfig()
+	out := withSlash(set.WorkspaceConfig(), set.WorkspaceConfigDirs())
+	if cfg.Protect.Instructions == config.InstructionsReadOnly {
+		out = append(out, withSlash(set.WorkspaceInstructions(), set.WorkspaceInstructionDirs())...)
+	}
+	return out
+}
+
+// workspaceInstructions returns the absolute paths of the workspace's instruction files that
+// boxes leave writable (none under protect.instructions: readonly): the integrity watch tracks
+// them, and what a launch changed in them is listed at exit.
+func workspaceInstructions(cfg config.Config, ws string) []string {
+	set := profileSet(cfg)
+	if set == nil || cfg.Protect.Instructions == config.InstructionsReadOnly {
+		return nil
+	}
+	var out []string
+	for _, rel := range set.WorkspaceInstructions() {
+		out = append(out, filepath.Join(ws, rel))
+	}
+	return out
+}
+
+// withSlash returns paths with a trailing slash on those in dirs.
+func withSlash(paths, dirs []string) []string {
+	out := slices.Clone(paths)
 	for i, w := range out {
 		if slices.Contains(dirs, w) {
 			out[i] = w + "/"

@@ -4,7 +4,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"reflect"
 	"strings"
 	"testing"
 
@@ -73,18 +72,20 @@ func repo(t *testing.T, ws string) {
 }
 
 // protectedBox is one box over a workspace set up by setup, with its protected paths bound
-// (placeholders acquired before and released after, as the daemon does).
+// and its absent ones guarded, as the daemon's integrity broker does.
 type protectedBox struct {
-	ws     string
-	lay    *integrity.Layout
-	state  *integrity.State
-	reg    *integrity.Registry
-	launch string
+	ws      string
+	lay     *integrity.Layout
+	state   *integrity.State
+	reg     *integrity.Registry
+	launch  string
+	changes string // the launch's proposed changes
 }
 
 func newProtectedBox(t *testing.T, setup func(ws string), script string, o enginetest.Options) (*protectedBox, enginetest.Result) {
 	t.Helper()
-	pb := &protectedBox{launch: "launch-" + strings.ReplaceAll(t.Name(), "/", "-"), reg: &integrity.Registry{Path: filepath.Join(t.TempDir(), "placeholders.json")}}
+	pb := &protectedBox{launch: "launch-" + strings.ReplaceAll(t.Name(), "/", "-"), reg: &integrity.Registry{Path: filepath.Join(t.TempDir(), "placeholders.json")},
+		changes: filepath.Join(t.TempDir(), "changes")}
 	p, _ := enginetest.NewPlan(t, "/bin/sh", []string{"-c", script}, func(in *plan.Input) {
 		pb.ws = in.Workspace
 		in.Cwd = in.Workspace
@@ -99,11 +100,7 @@ func newProtectedBox(t *testing.T, setup func(ws string), script string, o engin
 		pb.lay = lay
 		pb.state = integrity.Snapshot(lay, integrity.Limits{})
 		in.Brokers.Mounts = plan.ProtectMounts(lay.Protected)
-		// As the daemon's broker does: git in the box ignores the placeholders.
-		if ex := integrity.GitExclude(lay); ex != "" {
-			write(t, filepath.Join(in.RunDir, integrity.ExcludeFile), ex)
-			in.Brokers.Env = append(in.Brokers.Env, integrity.GitExcludeEnv()...)
-		}
+		in.Brokers.Guards, in.Brokers.ChangesDir = lay.Guards, pb.changes
 	})
 	// GIT_* variables are not in the plan's allowlist: set them for the box directly.
 	p.Env = append(p.Env, "GIT_AUTHOR_NAME=box", "GIT_AUTHOR_EMAIL=box@example.com", "GIT_COMMITTER_NAME=box", "GIT_COMMITTER_EMAIL=box@example.com")
@@ -114,15 +111,22 @@ func newProtectedBox(t *testing.T, setup func(ws string), script string, o engin
 	return pb, r
 }
 
-// release releases the placeholders and fails the test if any is left on the host.
+// release ends the launch as the daemon does and fails the test if anything is left on the
+// host at a guarded path (the box's or agentbox's).
 func (pb *protectedBox) release(t *testing.T) {
 	t.Helper()
 	if _, err := pb.reg.Release(pb.launch); err != nil {
-		t.Errorf("release placeholders: %v", err)
+		t.Errorf("release: %v", err)
 	}
-	for _, ph := range pb.lay.Placeholders {
-		if _, err := os.Lstat(ph.Path); err == nil {
-			t.Errorf("placeholder %s left on the host", ph.Path)
+	for _, g := range pb.lay.Guards {
+		if g.Dir {
+			if ents, err := os.ReadDir(g.Path); err == nil && len(ents) > 0 {
+				t.Errorf("guarded folder %s holds %d entries on the host after the box", g.Path, len(ents))
+			}
+			continue
+		}
+		if _, err := os.Lstat(g.Path); err == nil {
+			t.Errorf("guarded path %s exists on the host after the box", g.Path)
 		}
 	}
 }
@@ -131,9 +135,6 @@ func (pb *protectedBox) release(t *testing.T) {
 // box; every one must fail, and the integrity roots must show no transition afterwards.
 func TestReplacementAttempts(t *testing.T) {
 	needGit(t)
-	// withVSCode gives the workspace a .vscode folder of its own (then its absent protected
-	// files are file placeholders, not hidden in a placeholder folder).
-	withVSCode := func(ws string) { write(t, filepath.Join(ws, ".vscode/extensions.json"), "{}\n") }
 	attempts := []struct {
 		name, script string
 		setup        func(ws string)
@@ -160,21 +161,7 @@ func TestReplacementAttempts(t *testing.T) {
 		{"HardlinkSwap", "echo evil > h && ln -f h .envrc", nil},
 		{"HardlinkRenameOver", "echo evil > h && ln h h2 && mv -f h2 .git/config", nil},
 		{"NewWorkflow", "echo 'on: push' > .github/workflows/evil.yml", nil},
-		{"CreateMCP", "echo '{\"mcpServers\":{\"x\":{\"command\":\"evil\"}}}' > .mcp.json", nil},
-		{"CreateGitmodules", "printf '[submodule \"x\"]\\n' > .gitmodules", nil},
-		{"CreateVSCodeSettings", "mkdir -p .vscode && echo '{}' > .vscode/settings.json", nil},
-		{"CreateVSCodeTasks", "echo '{}' > .vscode/tasks.json", nil},
-		{"CreateCommondir", "echo /tmp > .git/commondir", nil},
-		{"CreateConfigWorktree", "printf '[core]\\nfsmonitor = evil\\n' > .git/config.worktree", nil},
-		{"CreateInfoAttributes", "mkdir -p .git/info && echo '* filter=evil' > .git/info/attributes", nil},
-		{"CreateClaudeLocal", "echo '{}' > .claude/settings.local.json", nil},
-		{"RenameOverPlaceholder", "echo '{}' > m && mv -f m .mcp.json", nil},
-		{"RemovePlaceholderDir", "rmdir .vscode", nil},
 		{"GitConfigCommand", "git config core.fsmonitor evil", nil},
-		{"CreateDevcontainer", "mkdir -p .devcontainer && echo '{\"initializeCommand\":\"evil\"}' > .devcontainer/devcontainer.json", nil},
-		{"CreateDevcontainerJSON", "echo '{\"initializeCommand\":\"evil\"}' > .devcontainer.json", nil},
-		{"CreateVSCodeLaunch", "echo '{}' > .vscode/launch.json", withVSCode},
-		{"CreateVSCodeMCP", "echo '{}' > .vscode/mcp.json", withVSCode},
 		{"WriteCodeWorkspace", "echo '{\"tasks\":{}}' > proj.code-workspace", nil},
 	}
 	for _, a := range attempts {
@@ -247,13 +234,6 @@ cat .claude/settings.json`
 	if out := git(t, pb.ws, "log", "--oneline"); strings.Count(out, "\n") != 4 {
 		t.Errorf("host sees %q", out)
 	}
-	// No placeholder was committed by "git add -A" in the box.
-	for _, ph := range pb.lay.Placeholders {
-		rel, _ := filepath.Rel(pb.ws, ph.Path)
-		if out := git(t, pb.ws, "log", "--all", "--oneline", "--", rel); out != "" {
-			t.Errorf("placeholder %s was committed in the box: %s", rel, out)
-		}
-	}
 }
 
 // TestHostReplacementRebound: git on the host replaces .git/config by lock-and-rename, which
@@ -304,54 +284,54 @@ func containsStr(s []string, x string) bool {
 	return false
 }
 
-// TestNoPlaceholderLeftovers: placeholders exist only while a box runs, are shared by boxes on
-// the same workspace and removed after the last one.
-func TestNoPlaceholderLeftovers(t *testing.T) {
-	ws, err := filepath.EvalSymlinks(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
+// TestAbsentProtectedKeptAsProposed: an absent protected path the box creates — by writing,
+// by renaming onto it, through a folder it makes, as a symlink — is created in the box (the
+// write succeeds) but never stays on the host: it is moved into the launch's proposed changes,
+// with what the box wrote. Before guards these writes failed ("Read-only file system") while
+// placeholders sat in the workspace.
+func TestAbsentProtectedKeptAsProposed(t *testing.T) {
+	needGit(t)
+	attempts := []struct{ name, script, rel, want string }{
+		{"CreateMCP", `echo '{"mcpServers":{"x":{"command":"evil"}}}' > .mcp.json`, ".mcp.json", `{"mcpServers":{"x":{"command":"evil"}}}` + "\n"},
+		{"CreateGitmodules", `printf '[submodule "x"]\n' > .gitmodules`, ".gitmodules", "[submodule \"x\"]\n"},
+		{"CreateVSCodeSettings", `mkdir -p .vscode && echo '{"a":1}' > .vscode/settings.json`, ".vscode/settings.json", "{\"a\":1}\n"},
+		{"CreateConfigWorktree", `printf '[core]\nfsmonitor = evil\n' > .git/config.worktree`, ".git/config.worktree", "[core]\nfsmonitor = evil\n"},
+		{"CreateCommondir", `echo /tmp > .git/commondir`, ".git/commondir", "/tmp\n"},
+		{"CreateInfoAttributes", `mkdir -p .git/info && echo '* filter=evil' > .git/info/attributes`, ".git/info/attributes", "* filter=evil\n"},
+		{"CreateClaudeLocal", `echo '{"hooks":1}' > .claude/settings.local.json`, ".claude/settings.local.json", "{\"hooks\":1}\n"},
+		{"RenameOnto", `echo '{"r":1}' > m && mv -f m .mcp.json`, ".mcp.json", "{\"r\":1}\n"},
+		{"FolderRenamedIntoPlace", `mkdir v && echo '{"v":1}' > v/tasks.json && mv v .vscode`, ".vscode/tasks.json", "{\"v\":1}\n"},
+		{"Symlink", `ln -s /tmp/evil .gitmodules`, ".gitmodules", "symlink:/tmp/evil"},
+		{"WrittenSlowly", `exec 3> .mcp.json; sleep 0.2; echo late >&3; exec 3>&-`, ".mcp.json", "late\n"},
+		{"CreateDevcontainer", `mkdir -p .devcontainer && echo '{"initializeCommand":"evil"}' > .devcontainer/devcontainer.json`, ".devcontainer/devcontainer.json", `{"initializeCommand":"evil"}` + "\n"},
+		{"CreateDevcontainerJSON", `echo '{"initializeCommand":"evil"}' > .devcontainer.json`, ".devcontainer.json", `{"initializeCommand":"evil"}` + "\n"},
+		{"CreateVSCodeLaunch", `mkdir -p .vscode && echo '{}' > .vscode/launch.json`, ".vscode/launch.json", "{}\n"},
+		{"CreateVSCodeMCP", `mkdir -p .vscode && echo '{}' > .vscode/mcp.json`, ".vscode/mcp.json", "{}\n"},
 	}
-	reg := &integrity.Registry{Path: filepath.Join(t.TempDir(), "ph.json")}
-	var lay *integrity.Layout
-	for _, id := range []string{"a", "b"} {
-		l, err := reg.Prepare(id, ws, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if lay != nil && !reflect.DeepEqual(l.Placeholders, lay.Placeholders) {
-			t.Errorf("launch b's placeholders %v differ from launch a's %v: a's must be shared", l.Placeholders, lay.Placeholders)
-		}
-		lay = l
-	}
-	if len(lay.Placeholders) == 0 {
-		t.Fatal("an empty workspace needs placeholders")
-	}
-	for _, ph := range lay.Placeholders {
-		if _, err := os.Lstat(ph.Path); err != nil {
-			t.Errorf("placeholder %s missing while boxes run: %v", ph.Path, err)
-		}
-	}
-	if _, err := reg.Release("a"); err != nil {
-		t.Fatal(err)
-	}
-	for _, ph := range lay.Placeholders {
-		if _, err := os.Lstat(ph.Path); err != nil {
-			t.Errorf("placeholder %s removed while box b still runs", ph.Path)
-		}
-	}
-	// The user replaces one placeholder meanwhile: it is theirs now and stays.
-	mcp := filepath.Join(ws, ".mcp.json")
-	os.Remove(mcp)
-	write(t, mcp, `{"mine":true}`)
-	if _, err := reg.Release("b"); err != nil {
-		t.Fatal(err)
-	}
-	ents, _ := os.ReadDir(ws)
-	var left []string
-	for _, e := range ents {
-		left = append(left, e.Name())
-	}
-	if len(left) != 1 || left[0] != ".mcp.json" {
-		t.Errorf("left on the host: %v, want only the user's .mcp.json", left)
+	for _, a := range attempts {
+		t.Run(a.name, func(t *testing.T) {
+			t.Parallel()
+			pb, r := newProtectedBox(t, func(ws string) { repo(t, ws) }, "set -e; "+a.script+"; git status --porcelain", enginetest.Options{})
+			defer pb.release(t)
+			if r.Exit != 0 {
+				t.Errorf("the box's write failed: exit %d (stdout %q stderr %q)", r.Exit, r.Stdout, r.Stderr)
+			}
+			if _, err := os.Lstat(filepath.Join(pb.ws, a.rel)); err == nil {
+				t.Errorf("%s is on the host after the box", a.rel)
+			}
+			kept := filepath.Join(pb.changes, a.rel)
+			got, err := os.ReadFile(kept)
+			if strings.HasPrefix(a.want, "symlink:") {
+				var target string
+				target, err = os.Readlink(kept)
+				got = []byte("symlink:" + target)
+			}
+			if err != nil || string(got) != a.want {
+				t.Errorf("proposed change %s: %q (%v), want %q", a.rel, got, err, a.want)
+			}
+			if out := git(t, pb.ws, "status", "--porcelain"); strings.Contains(out, filepath.Base(a.rel)) {
+				t.Errorf("host git status lists the box's %s: %q", a.rel, out)
+			}
+		})
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -167,25 +168,27 @@ func (e *daemonEnv) startBox() string {
 	return id
 }
 
-// placeholders are the paths of repo's workspace that exist only while a box runs.
-var placeholders = []string{".mcp.json", ".gitmodules", ".vscode", ".git/commondir", ".git/config.worktree",
+// absentProtected are protected paths absent from repo's workspace: before this change each
+// got a placeholder on the host while a box ran (litter the host's git status listed).
+var absentProtected = []string{".mcp.json", ".gitmodules", ".vscode", ".git/commondir", ".git/config.worktree",
 	".git/info/attributes", ".claude/settings.local.json", ".devcontainer", ".devcontainer.json"}
 
-func (e *daemonEnv) checkPlaceholders(present bool) {
+// checkNoLitter fails the test when agentbox left anything in the workspace: an absent
+// protected path that exists, or anything the host's git status lists (boxes here write
+// nothing). running says whether a box runs (only for the message).
+func (e *daemonEnv) checkNoLitter(running bool) {
 	e.t.Helper()
-	for _, p := range placeholders {
-		_, err := os.Lstat(filepath.Join(e.work, p))
-		if present && err != nil {
-			e.t.Errorf("placeholder %s missing while the box runs: %v", p, err)
-		}
-		if !present && err == nil {
-			e.t.Errorf("placeholder %s left on the host after the box ended", p)
+	when := "after the box ended"
+	if running {
+		when = "while the box runs"
+	}
+	for _, p := range absentProtected {
+		if _, err := os.Lstat(filepath.Join(e.work, p)); err == nil {
+			e.t.Errorf("%s exists on the host %s", p, when)
 		}
 	}
-	if !present {
-		if out := git(e.t, e.work, "status", "--porcelain"); out != "" {
-			e.t.Errorf("git status on the host after the box: %q", out)
-		}
+	if out := git(e.t, e.work, "status", "--porcelain"); out != "" {
+		e.t.Errorf("git status on the host %s: %q", when, out)
 	}
 }
 
@@ -211,13 +214,13 @@ func hasEvent(l api.Launch, kind, pathSuffix string) bool {
 
 // TestDaemonDriftAndCleanup drives the real binary: host-side changes while a box runs are
 // reported as drift (a same-bytes replacement as "replaced", new executable configuration in
-// a nested repository as "created"), the flag shows in `agentbox launches`, and placeholders
-// are gone once the box ends.
+// a nested repository as "created"), the flag shows in `agentbox launches`, and the workspace
+// holds nothing agentbox made, while the box runs and once it ended.
 func TestDaemonDriftAndCleanup(t *testing.T) {
 	e := newDaemonEnv(t)
 	repo(t, e.work)
 	id := e.startBox()
-	e.checkPlaceholders(true)
+	e.checkNoLitter(true)
 
 	// Same bytes, new inode: replaced.
 	envrc := filepath.Join(e.work, ".envrc")
@@ -274,31 +277,32 @@ func TestDaemonDriftAndCleanup(t *testing.T) {
 	}
 	os.Remove(filepath.Join(e.work, "stop"))
 	os.RemoveAll(filepath.Join(e.work, "vendor"))
-	e.checkPlaceholders(false)
+	e.checkNoLitter(false)
 }
 
-// TestNoLeftoversAfterSIGKILL: placeholders are removed after a SIGKILL of the box, and after a
-// SIGKILL of the daemon (by the daemon that re-adopts the box, when it settles it) — both for
-// a box that ends after the new daemon started and for one that ended while no daemon ran.
+// TestNoLeftoversAfterSIGKILL: the workspace holds nothing agentbox made while a box runs and
+// after a SIGKILL of the box, or of the daemon (the daemon that re-adopts the box settles it) —
+// both for a box that ends after the new daemon started and for one that ended while no daemon
+// ran.
 func TestNoLeftoversAfterSIGKILL(t *testing.T) {
 	t.Run("Box", func(t *testing.T) {
 		e := newDaemonEnv(t)
 		repo(t, e.work)
 		id := e.startBox()
-		e.checkPlaceholders(true)
+		e.checkNoLitter(true)
 		l := e.waitLaunch(id, "has a box pid", func(l api.Launch) bool { return l.BoxPid > 0 })
 		if err := syscall.Kill(l.BoxPid, syscall.SIGKILL); err != nil {
 			t.Fatal(err)
 		}
 		e.waitLaunch(id, "ended", func(l api.Launch) bool { return l.State != api.StateRunning && l.Settled })
-		e.checkPlaceholders(false)
+		e.checkNoLitter(false)
 	})
 	for _, boxEndsFirst := range []bool{false, true} {
 		t.Run(fmt.Sprintf("Daemon/boxEndsWhileNoDaemon=%v", boxEndsFirst), func(t *testing.T) {
 			e := newDaemonEnv(t)
 			repo(t, e.work)
 			id := e.startBox()
-			e.checkPlaceholders(true)
+			e.checkNoLitter(true)
 			pid := e.daemonPid()
 			if pid <= 0 {
 				t.Fatal("no daemon pid")
@@ -307,7 +311,7 @@ func TestNoLeftoversAfterSIGKILL(t *testing.T) {
 			for i := 0; i < 500 && syscall.Kill(pid, 0) == nil; i++ {
 				time.Sleep(10 * time.Millisecond)
 			}
-			e.checkPlaceholders(true) // the box still runs
+			e.checkNoLitter(true) // the box still runs
 			if boxEndsFirst {
 				write(t, filepath.Join(e.work, "stop"), "")
 				time.Sleep(500 * time.Millisecond) // let the box end while no daemon runs
@@ -318,60 +322,116 @@ func TestNoLeftoversAfterSIGKILL(t *testing.T) {
 			}
 			e.waitLaunch(id, "settled", func(l api.Launch) bool { return l.State == api.StateExited && l.Settled })
 			os.Remove(filepath.Join(e.work, "stop"))
-			e.checkPlaceholders(false)
+			e.checkNoLitter(false)
 		})
 	}
 }
 
-// TestWorkspaceConfigPinnedInEveryBox drives the real binary: a box of a generic program
-// cannot create or write any harness's workspace configuration (every profile's
-// workspaceConfig is pinned, absent directories as placeholder directories, JSON files as
-// "{}"), and no placeholder is left on the host after the box.
-func TestWorkspaceConfigPinnedInEveryBox(t *testing.T) {
+// workspaceConfigWrites are writes of every harness's workspace configuration, absent in repo's
+// workspace: each succeeds in the box, and none may stay on the host.
+var workspaceConfigWrites = []string{
+	"mkdir -p .opencode/agent && touch .opencode/agent/a.md", "echo x > .opencode/plugin.js", "echo '{\"mcp\":{}}' > opencode.json",
+	"echo x > opencode.jsonc", "mkdir -p .codex && echo x > .codex/config.toml", "mkdir -p .gemini && echo x > .gemini/settings.json",
+	"mkdir -p .github/hooks && echo x > .github/hooks/h.json", "mkdir -p .copilot/hooks && echo x > .copilot/hooks/h",
+	"mkdir -p .github/copilot && echo x > .github/copilot/settings.json", "echo x > .claude/scheduled_tasks.json",
+	"echo x > .claude/loop.md", "echo x > .claude/launch.json", "mkdir -p .claude/workflows && echo x > .claude/workflows/w.js",
+	"mkdir -p .claude/hooks && echo x > .claude/hooks/h.sh", "echo '{\"mcpServers\":{}}' > .mcp.json",
+}
+
+// workspaceConfigKept are the paths workspaceConfigWrites leave in the launch's proposed changes.
+var workspaceConfigKept = []string{".opencode/agent/a.md", ".opencode/plugin.js", "opencode.json", "opencode.jsonc",
+	".codex/config.toml", ".gemini/settings.json", ".github/hooks/h.json", ".copilot/hooks/h", ".github/copilot/settings.json",
+	".claude/scheduled_tasks.json", ".claude/loop.md", ".claude/launch.json", ".claude/workflows/w.js", ".claude/hooks/h.sh", ".mcp.json"}
+
+// instructionWrites are writes of the harnesses' instruction and prompt files.
+var instructionWrites = map[string]string{
+	"AGENTS.md": "echo x > AGENTS.md", "CLAUDE.md": "echo x > CLAUDE.md", "GEMINI.md": "echo x > GEMINI.md",
+	".github/copilot-instructions.md": "mkdir -p .github && echo x > .github/copilot-instructions.md",
+	".claude/commands/x.md":           "mkdir -p .claude/commands && echo x > .claude/commands/x.md",
+	".claude/rules/team.md":           "mkdir -p .claude/rules && echo x > .claude/rules/team.md",
+	".agents/skills/s/SKILL.md":       "mkdir -p .agents/skills/s && echo x > .agents/skills/s/SKILL.md",
+}
+
+// TestWorkspaceConfigInEveryBox drives the real binary: a box of a generic program may write any
+// harness's absent workspace configuration, but none of it stays on the host — it is the
+// launch's proposed changes; instruction files are the box's work: they stay and are recorded
+// (watched-only) among what the launch changed; and the host's git status is clean after the
+// box but for them. Before this change the configuration writes failed while placeholders sat
+// in the workspace, and the instruction writes failed too.
+func TestWorkspaceConfigInEveryBox(t *testing.T) {
 	e := newDaemonEnv(t)
 	repo(t, e.work)
-	attempts := []string{
-		"mkdir -p .opencode/agent", "touch .opencode/plugin.js", "echo x > .opencode/opencode.json", "rmdir .opencode", "rm -rf .opencode",
-		"mv .opencode .o", "echo '{\"mcp\":{}}' > opencode.json", "echo x >> opencode.json", "echo x > opencode.jsonc",
-		"rm -f opencode.json", "mkdir .codex/rules", "echo x > .codex/config.toml", "rm -rf .codex",
-		"echo x > .gemini/settings.json", "mv .claude/commands .claude/c", "echo x > .claude/commands/x.md",
-		"echo x > AGENTS.md", "echo x > CLAUDE.md", "echo x > GEMINI.md", "mkdir -p .github/hooks/x",
-		"echo x > .github/copilot-instructions.md", "mkdir .copilot/hooks", "echo x > .github/copilot/settings.json",
-		"echo x > .opencode/.gitignore", "rm -f .opencode/.gitignore",
-		"echo x > .claude/scheduled_tasks.json", "echo x > .claude/loop.md", "echo x > .claude/launch.json",
-		"echo x > .claude/workflows/w.js", "mkdir .claude/routines/r",
-		"echo x > .claude/rules/team.md", "mkdir -p .github/skills/pwn", "mkdir -p .agents/skills/pwn",
-	}
 	var script strings.Builder
-	for _, a := range attempts {
-		fmt.Fprintf(&script, "if ( %s ) 2>/dev/null; then echo 'WROTE: %s'; fi\n", a, strings.ReplaceAll(a, "'", ""))
+	for _, a := range workspaceConfigWrites {
+		fmt.Fprintf(&script, "( %s ) 2>/dev/null || echo 'FAILED: %s'\n", a, strings.ReplaceAll(a, "'", ""))
 	}
-	script.WriteString("cat opencode.json; test -d .opencode && test -d .codex && test -d .gemini && test -d .claude/commands && test -f .opencode/.gitignore && echo DIRS\n")
+	for _, a := range instructionWrites {
+		fmt.Fprintf(&script, "( %s ) 2>/dev/null || echo 'FAILED: %s'\n", a, strings.ReplaceAll(a, "'", ""))
+	}
 	out := e.run("run", "sh", "--", "-c", script.String())
+	if strings.Contains(out, "FAILED") {
+		t.Errorf("writes failed in the box:\n%s", out)
+	}
 	ls := e.launches()
 	if len(ls) != 1 {
 		t.Fatalf("launches: %+v", ls)
 	}
 	l := e.waitLaunch(ls[0].ID, "settled", func(l api.Launch) bool { return l.State == api.StateExited && l.Settled })
 	e.waitEnded(l.ID)
-	if l.Drift {
-		t.Errorf("drift reported though every attempt failed: %+v", l.DriftEvents)
-	}
-	if strings.Contains(out, "WROTE") {
-		t.Errorf("the box changed pinned workspace configuration:\n%s", out)
-	}
-	if !strings.Contains(out, "{}") || !strings.Contains(out, "DIRS") {
-		t.Errorf("placeholders in the box: want opencode.json holding {} and directory placeholders:\n%s", out)
-	}
-	for _, p := range []string{".opencode", "opencode.json", "opencode.jsonc", ".codex", ".gemini", ".claude/commands",
-		"AGENTS.md", "CLAUDE.md", "GEMINI.md", ".copilot", ".github/hooks", ".github/copilot-instructions.md", ".github/copilot",
-		".claude/scheduled_tasks.json", ".claude/loop.md", ".claude/launch.json", ".claude/workflows", ".claude/routines",
-		".claude/rules", ".github/skills", ".agents"} {
+	for _, p := range workspaceConfigKept {
 		if _, err := os.Lstat(filepath.Join(e.work, p)); err == nil {
 			t.Errorf("%s left on the host after the box", p)
 		}
+		if _, err := os.Lstat(filepath.Join(e.state, "agentbox", "changes", l.ID, p)); err != nil {
+			t.Errorf("%s not kept as a proposed change: %v", p, err)
+		}
 	}
-	e.checkPlaceholders(false)
+	var changed []string
+	for rel := range instructionWrites {
+		if b, err := os.ReadFile(filepath.Join(e.work, rel)); err != nil || string(b) != "x\n" {
+			t.Errorf("instruction file %s on the host: %q, %v", rel, b, err)
+		}
+		changed = append(changed, rel)
+	}
+	for _, rel := range []string{"AGENTS.md", "CLAUDE.md", "GEMINI.md", ".github/copilot-instructions.md", ".claude/commands"} {
+		if !slices.ContainsFunc(l.DriftEvents, func(ev api.DriftEvent) bool {
+			return !ev.Alert && strings.HasSuffix(ev.Path, "/"+rel)
+		}) {
+			t.Errorf("%s not recorded (watched-only) among what the launch changed: %+v", rel, l.DriftEvents)
+		}
+	}
+	for _, line := range strings.Split(strings.TrimSpace(git(t, e.work, "status", "--porcelain", "-uall")), "\n") {
+		if line != "" && !slices.ContainsFunc(changed, func(rel string) bool { return strings.HasSuffix(line, " "+rel) }) {
+			t.Errorf("host git status lists %q, which the box did not write as an instruction file", line)
+		}
+	}
+}
+
+// TestInstructionsReadOnly: under protect.instructions: readonly an existing instruction file is
+// pinned (the box's write fails) and an absent one the box writes is kept as a proposed change,
+// never on the host.
+func TestInstructionsReadOnly(t *testing.T) {
+	e := newDaemonEnv(t)
+	repo(t, e.work)
+	write(t, filepath.Join(e.work, "CLAUDE.md"), "# mine\n")
+	cfg := strings.TrimPrefix(e.vars[len(e.vars)-1], "XDG_CONFIG_HOME=")
+	write(t, filepath.Join(cfg, "agentbox", "config.yaml"), "integrity:\n  interval: 1s\nprotect:\n  instructions: readonly\n")
+	out := e.run("run", "sh", "--", "-c", "echo evil >> CLAUDE.md || echo REFUSED; echo x > AGENTS.md && echo WROTE")
+	if !strings.Contains(out, "REFUSED") || !strings.Contains(out, "WROTE") {
+		t.Errorf("box output %q: want the existing CLAUDE.md refused and AGENTS.md written in the box", out)
+	}
+	ls := e.launches()
+	l := e.waitLaunch(ls[0].ID, "settled", func(l api.Launch) bool { return l.State == api.StateExited && l.Settled })
+	e.waitEnded(l.ID)
+	if b, _ := os.ReadFile(filepath.Join(e.work, "CLAUDE.md")); string(b) != "# mine\n" {
+		t.Errorf("CLAUDE.md on the host: %q", b)
+	}
+	if _, err := os.Lstat(filepath.Join(e.work, "AGENTS.md")); err == nil {
+		t.Error("AGENTS.md reached the host under protect.instructions: readonly")
+	}
+	if b, err := os.ReadFile(filepath.Join(e.state, "agentbox", "changes", l.ID, "AGENTS.md")); err != nil || string(b) != "x\n" {
+		t.Errorf("AGENTS.md not kept as a proposed change: %q, %v", b, err)
+	}
 }
 
 // TestHomeProtectedWatched drives the real binary with a claude-profile launch (a stand-in
@@ -409,7 +469,7 @@ func TestHomeProtectedWatched(t *testing.T) {
 	e.waitLaunch(id, "ended", func(l api.Launch) bool { return l.State == api.StateExited && l.Settled })
 	e.waitEnded(id)
 	os.Remove(filepath.Join(e.work, "stop"))
-	e.checkPlaceholders(false)
+	e.checkNoLitter(false)
 }
 
 // waitEnded waits until the daemon has ended launch id's brokers (its "launch ended" log line):

@@ -30,7 +30,7 @@ type GitSurfaceFile struct {
 
 // The ways a GitSurfaceFile is covered.
 const (
-	// CoverPinned: bound read-only in every box (a placeholder while absent).
+	// CoverPinned: bound read-only in every box (guarded while absent: what a box writes there is moved into its proposed changes).
 	CoverPinned = "pinned"
 	// CoverPinnedPresent: bound read-only in every box when present at launch.
 	CoverPinnedPresent = "pinned when present"

@@ -272,10 +272,16 @@ func gitIn(dir, stdin string, tty bool, args ...string) string {
 }
 
 // pinnedRels returns what lay pins, relative to its workspace.
+// pinnedRels returns the workspace-relative paths lay protects: bound read-only when present,
+// guarded when absent (what a box writes there is moved into its proposed changes).
 func pinnedRels(lay *Layout) map[string]bool {
 	out := map[string]bool{}
 	for _, p := range lay.Protected {
 		rel, _ := filepath.Rel(lay.Workspace, p.Path)
+		out[rel] = true
+	}
+	for _, g := range lay.Guards {
+		rel, _ := filepath.Rel(lay.Workspace, g.Path)
 		out[rel] = true
 	}
 	return out
@@ -353,14 +359,9 @@ var gitSurfaceTests = map[string]func(t *testing.T){
 		mustWrite(t, filepath.Join(ws, "team.gitconfig"), "[include]\n\tpath = conf/c.cfg\n")
 		mustWrite(t, filepath.Join(ws, "conf/b.cfg"), "[user]\n")
 		mustWrite(t, filepath.Join(ws, "conf/c.cfg"), "[user]\n[include]\n\tpath = local.cfg\n")
-		// conf/local.cfg is absent: a placeholder holds it, so that a box cannot create it.
+		// conf/local.cfg is absent: guarded, so that what a box writes there never stays.
 		lay := resolveWS(t, ws)
 		wantPinned(t, lay, "team.gitconfig", "conf/b.cfg", "conf/c.cfg", "conf/local.cfg")
-		for _, ph := range lay.Placeholders {
-			if ph.Path == filepath.Join(ws, "conf/local.cfg") && ph.Content != "" {
-				t.Errorf("the placeholder of an absent include holds %q, want nothing (git reads an empty file)", ph.Content)
-			}
-		}
 	},
 	"core.hooksPath folder": func(t *testing.T) {
 		ws := newWS(t)
@@ -380,10 +381,10 @@ var gitSurfaceTests = map[string]func(t *testing.T){
 		mustWrite(t, filepath.Join(ws, ".hooks-of-mine/pre-push"), "#!/bin/sh\n")
 		wantPinned(t, resolveWS(t, ws), ".hooks-of-mine")
 		os.Remove(filepath.Join(home, ".gitconfig"))
-		// Through an included file, and absent: a placeholder folder.
+		// Through an included file, and absent: a guarded folder.
 		mustWrite(t, filepath.Join(ws, ".git/config"), "[include]\n\tpath = ../hooks.cfg\n")
 		mustWrite(t, filepath.Join(ws, "hooks.cfg"), "[core]\n\thooksPath = tools/hooks\n")
-		wantPinned(t, resolveWS(t, ws), "hooks.cfg", "tools")
+		wantPinned(t, resolveWS(t, ws), "hooks.cfg", "tools/hooks")
 	},
 	".git (a file)": func(t *testing.T) {
 		ws, _ := filepath.EvalSymlinks(t.TempDir())

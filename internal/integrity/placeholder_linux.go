@@ -69,20 +69,10 @@ func (r *Registry) locked(fn func(f *phFile) error) error {
 	return ferr
 }
 
-// Prepare resolves workspace ws (as Resolve does, with extra) for launch and acquires the
-// placeholders its layout needs, both under the registry's lock, so that no other launch — of
-// this process or another — creates or removes a placeholder in between.
-//
-// A placeholder another launch holds is resolved as absent, as it is when no box runs: every
-// launch on a workspace gets the same layout and shares the placeholders (Resolve alone would
-// take them for the user's files, and the box would bind them without holding them, and lose
-// them when the other launch ended). Besides, launch becomes a holder of every placeholder it
-// binds: one that is a protected path of its layout, a folder on the way to one, or beneath
-// one. Release keeps a placeholder while any of its holders runs.
-//
-// A missing placeholder is created (never through a symlink, only beneath its workspace); a
-// path that meanwhile exists and is not a placeholder is left alone (the box binds it as it
-// is). On error the placeholders acquired so far stay held: call Release.
+// Prepare resolves workspace ws (as Resolve does, with extra) for launch under the registry's
+// lock, so that no other launch creates or removes a placeholder meanwhile. A workspace gets no
+// placeholder (its absent protected paths are guarded: Layout.Guards); a placeholder an
+// earlier version of agentbox left in the workspace and still holds is resolved as absent.
 func (r *Registry) Prepare(launch, ws string, extra []string) (*Layout, error) {
 	var lay *Layout
 	err := r.locked(func(f *phFile) error {
@@ -93,10 +83,8 @@ func (r *Registry) Prepare(launch, ws string, extra []string) (*Layout, error) {
 			}
 		}
 		var err error
-		if lay, err = resolveExcept(ws, extra, held); err != nil {
-			return err
-		}
-		return f.acquire(launch, lay)
+		lay, err = resolveExcept(ws, extra, held)
+		return err
 	})
 	if err != nil {
 		return nil, err
@@ -137,49 +125,6 @@ func (r *Registry) Hold(launch string, phs []Placeholder) ([]string, error) {
 		return nil
 	})
 	return held, err
-}
-
-// acquire makes sure every placeholder of lay exists for launch, and makes launch a holder of
-// every placeholder it binds.
-func (f *phFile) acquire(launch string, lay *Layout) error {
-	for _, p := range lay.Placeholders {
-		if e := f.find(p.Path); e != nil {
-			if e.same() {
-				e.hold(launch)
-				continue
-			}
-			f.drop(e) // gone or replaced by the user: no longer ours
-		}
-		dev, ino, err := create(p)
-		if errors.Is(err, unix.EEXIST) {
-			continue
-		}
-		if err != nil {
-			return fmt.Errorf("placeholder %s: %w", p.Path, err)
-		}
-		f.Entries = append(f.Entries, &phEntry{Placeholder: p, Dev: dev, Ino: ino, Holders: []string{launch}})
-	}
-	for _, e := range f.Entries {
-		if !slices.Contains(e.Holders, launch) && binds(lay, e.Path) && e.same() {
-			e.hold(launch)
-		}
-	}
-	return nil
-}
-
-// binds reports whether a box with layout lay binds path, or something beneath it, or binds
-// it as part of a folder: path is a protected path, a folder between one and the workspace, or
-// lies beneath one.
-func binds(lay *Layout, path string) bool {
-	if !within(path, lay.Workspace) {
-		return false
-	}
-	for _, p := range lay.Protected {
-		if within(p.Path, path) || within(path, p.Path) {
-			return true
-		}
-	}
-	return false
 }
 
 func (e *phEntry) hold(launch string) {

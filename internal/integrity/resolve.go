@@ -9,8 +9,10 @@ import (
 	"github.com/agentbox/agentbox/internal/plan"
 )
 
-// Placeholder is a mount point created on the host for an absent protected path, so that the
-// box cannot create it: it exists only while a box on the workspace runs.
+// Placeholder is a mount point created on the host for an absent protected home entry (a
+// profile's ro or deny entry beneath an rw one), so that the box cannot create it: it exists
+// only while a box that needs it runs (Registry.Hold). Absent protected paths of a workspace
+// get no placeholder: they are guarded (Layout.Guards).
 type Placeholder struct {
 	Path string `json:"path"`
 	Dir  bool   `json:"dir"`
@@ -27,42 +29,30 @@ type Placeholder struct {
 // Layout is what Resolve found for one workspace.
 type Layout struct {
 	Workspace string
-	// Protected are bound read-only in the box (plan.ProtectMounts); placeholders included.
+	// Protected are bound read-only in the box (plan.ProtectMounts): the protected paths that
+	// exist.
 	Protected []plan.Protected
-	// Placeholders must exist before the box starts (Registry.Prepare).
-	Placeholders []Placeholder
+	// Guards are the protected paths that are absent: the box may create them, and what it
+	// creates is moved into the launch's proposed changes (plan.Guard). Nothing is created on
+	// the host for them.
+	Guards []plan.Guard
 	// Roots are what the watch snapshots and verifies.
 	Roots []Root
 	// Notes are protected paths that could not be pinned, and why (reported at launch).
 	Notes []string
 }
 
-// placeholderContent is the content of a file placeholder, by base name.
-var placeholderContent = map[string]string{
-	"commondir":           ".\n",
-	".mcp.json":           "{}\n",
-	"settings.json":       "{}\n",
-	"settings.local.json": "{}\n",
-	"tasks.json":          "{}\n",
-}
-
-// contentOf returns the content of a file placeholder at path: by base name, else "{}" for
-// any JSON file (opencode.json, opencode.jsonc, a program's *.json settings), else empty.
-func contentOf(path string) string {
-	base := filepath.Base(path)
-	if c, ok := placeholderContent[base]; ok {
-		return c
-	}
-	if ext := filepath.Ext(base); ext == ".json" || ext == ".jsonc" {
-		return "{}\n"
-	}
-	return ""
-}
-
 // Watch adds paths (absolute, outside the workspace: a profile's protected home entries,
 // bound read-only by the profile) to the integrity roots: they are snapshotted and verified,
 // never placeholdered (Resolve's protected paths already are roots and are skipped).
-func (l *Layout) Watch(paths ...string) {
+func (l *Layout) Watch(paths ...string) { l.addRoots(true, paths) }
+
+// Track adds paths (absolute: the workspace's instruction files, writable in the box) to the
+// integrity roots as watched-only roots, like HEAD: what the launch changes in them is recorded
+// without raising the drift flag, and listed at exit.
+func (l *Layout) Track(paths ...string) { l.addRoots(false, paths) }
+
+func (l *Layout) addRoots(alert bool, paths []string) {
 	seen := map[string]bool{}
 	for _, r := range l.Roots {
 		seen[r.Path] = true
@@ -72,7 +62,7 @@ func (l *Layout) Watch(paths ...string) {
 			continue
 		}
 		seen[p] = true
-		l.Roots = append(l.Roots, Root{Path: p, Alert: true})
+		l.Roots = append(l.Roots, Root{Path: p, Alert: alert})
 	}
 }
 
@@ -80,13 +70,13 @@ func (l *Layout) Watch(paths ...string) {
 const maxGitDirs = 64
 
 type resolver struct {
-	ws     string
-	lay    *Layout
-	prot   map[string]bool
-	ph     map[string]bool // planned placeholders: true for a folder
-	roots  map[string]bool
-	gitdir int
-	fs     beneathFS
+	ws      string
+	lay     *Layout
+	prot    map[string]bool
+	guarded map[string]bool
+	roots   map[string]bool
+	gitdir  int
+	fs      beneathFS
 }
 
 // beneathFS looks paths up beneath the workspace without following symlinks (Linux: openat2).
@@ -143,37 +133,19 @@ func (r *resolver) protect(rel string, wantDir bool) {
 		r.root(target, true, false)
 		r.pin(target)
 	case k == KindAbsent:
-		parts := strings.Split(rel, "/")
-		for i := 1; i <= len(parts); i++ {
-			prefix := strings.Join(parts[:i], "/")
-			pk, err := r.fs.kind(prefix)
-			if err != nil {
-				r.note("%s lies behind a symlink (%v): watched, not pinned", abs, err)
-				return
-			}
-			if pk != KindAbsent {
-				continue
-			}
-			p := filepath.Join(r.ws, prefix)
-			if dir, planned := r.ph[p]; planned {
-				// A protected folder's placeholder holds placeholders for the protected paths
-				// beneath it, so that each exists in the box: OpenCode 1.18 writes
-				// .opencode/.gitignore unless it exists, and fails to start when .opencode/
-				// is read-only. A folder that is only on the way to one stays empty.
-				if dir && r.roots[p] {
-					continue
+		// Guarded, not pinned: a component on the way that is a symlink leads elsewhere (noted
+		// above, via kind's error); one that is a file holds nothing beneath it.
+		for dir := filepath.Dir(rel); dir != "."; dir = filepath.Dir(dir) {
+			if pk, err := r.fs.kind(dir); err != nil || pk == KindFile {
+				if err != nil {
+					r.note("%s lies behind a symlink (%v): watched, not guarded", abs, err)
 				}
 				return
 			}
-			dir := i < len(parts) || wantDir
-			r.ph[p] = dir
-			ph := Placeholder{Path: p, Dir: dir, Beneath: r.ws}
-			if !dir {
-				ph.Content = contentOf(p)
-			}
-			r.lay.Placeholders = append(r.lay.Placeholders, ph)
-			r.pin(p)
-			return
+		}
+		if !r.guarded[abs] {
+			r.guarded[abs] = true
+			r.lay.Guards = append(r.lay.Guards, plan.Guard{Path: abs, Dir: wantDir, Beneath: r.ws})
 		}
 	default:
 		r.note("%s is neither a file nor a folder: watched, not pinned", abs)
@@ -393,7 +365,7 @@ func (r *resolver) submodules() []string {
 
 // resolveWith is Resolve over fs.
 func resolveWith(ws string, extra []string, fs beneathFS) *Layout {
-	r := &resolver{ws: ws, lay: &Layout{Workspace: ws}, prot: map[string]bool{}, ph: map[string]bool{}, roots: map[string]bool{}, fs: fs}
+	r := &resolver{ws: ws, lay: &Layout{Workspace: ws}, prot: map[string]bool{}, guarded: map[string]bool{}, roots: map[string]bool{}, fs: fs}
 	rels := plan.ProtectedPaths(ws, extra)
 	dirs := plan.ProtectedDirPaths(ws, extra)
 	for _, g := range plan.WorkspaceProtectedGlobs {
@@ -440,30 +412,4 @@ func resolveWith(ws string, extra []string, fs beneathFS) *Layout {
 		}
 	}
 	return r.lay
-}
-
-// ExcludeFile is the name, in the launch's run directory, of the git exclude file that hides
-// the placeholders from git in the box (see GitExclude).
-const ExcludeFile = "integrity.exclude"
-
-// GitExclude returns the lines of a git exclude file (core.excludesFile) that make git in the
-// box ignore the workspace's file placeholders, so that "git add -A" never commits one; ""
-// when there is none. Placeholder folders are empty, and git does not list empty folders.
-func GitExclude(lay *Layout) string {
-	var b strings.Builder
-	for _, ph := range lay.Placeholders {
-		rel, err := filepath.Rel(lay.Workspace, ph.Path)
-		if err != nil || ph.Dir || rel == ".git" || strings.HasPrefix(rel, ".git/") {
-			continue
-		}
-		b.WriteString("/" + rel + "\n")
-	}
-	return b.String()
-}
-
-// GitExcludeEnv is the environment that points git in the box at the exclude file under
-// plan.RunDir (git's command-line configuration level, which no repository file overrides).
-func GitExcludeEnv() []string {
-	return []string{"GIT_CONFIG_COUNT=1", "GIT_CONFIG_KEY_0=core.excludesFile",
-		"GIT_CONFIG_VALUE_0=" + plan.RunDir + "/" + ExcludeFile}
 }

@@ -255,9 +255,9 @@ func TestResolveSymlinkOut(t *testing.T) {
 			t.Errorf("bound through a symlink: %s", p.Path)
 		}
 	}
-	for _, ph := range lay.Placeholders {
-		if strings.Contains(ph.Path, ".claude") {
-			t.Errorf("placeholder through a symlink: %s", ph.Path)
+	for _, g := range lay.Guards {
+		if strings.Contains(g.Path, ".claude") {
+			t.Errorf("guarded through a symlink: %s", g.Path)
 		}
 	}
 }

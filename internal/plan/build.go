@@ -59,6 +59,10 @@ type Contributions struct {
 	Mounts []Mount
 	// ReadOnly and ReadWrite extend the Landlock grants with in-box paths.
 	ReadOnly, ReadWrite []string
+	// Guards are absent protected paths of the workspace (see Guards); ChangesDir is the host
+	// directory what the box creates at them is moved to. Both or neither.
+	Guards     []Guard
+	ChangesDir string
 }
 
 // DefaultSystemDirs are bound read-only into every box when they exist.
@@ -216,6 +220,18 @@ func Build(in Input) (*Plan, error) {
 		Console:  console,
 		ShmMiB:   lim.ShmMiB,
 		MaxProcs: lim.Processes,
+	}
+	if len(in.Brokers.Guards) > 0 {
+		if !filepath.IsAbs(in.Brokers.ChangesDir) {
+			return nil, fmt.Errorf("%w: guarded paths need an absolute changes directory, got %q", ErrInvalid, in.Brokers.ChangesDir)
+		}
+		for _, g := range in.Brokers.Guards {
+			if !Within(g.Path, ws) || g.Beneath != ws {
+				return nil, fmt.Errorf("%w: guarded path %q is not beneath the workspace %s", ErrInvalid, g.Path, ws)
+			}
+		}
+		p.Guards = append([]Guard(nil), in.Brokers.Guards...)
+		p.ChangesDir = in.Brokers.ChangesDir
 	}
 	return p, nil
 }

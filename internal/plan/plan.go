@@ -105,4 +105,23 @@ type Plan struct {
 	// box's own user namespace against it (Linux ≥ 5.14), so it bounds one box, not the user;
 	// it does not bind uid 0.
 	MaxProcs int `json:"maxProcs"`
+	// Guards are the workspace's absent protected paths: the box may create them, but what it
+	// creates there never stays on the host (the engine moves it to ChangesDir, the launch's
+	// proposed changes). Nil means none.
+	Guards []Guard `json:"guards,omitempty"`
+	// ChangesDir is the host directory of the launch's proposed changes ("" when no Guards).
+	ChangesDir string `json:"changesDir,omitempty"`
+}
+
+// Guard is one absent protected path of the workspace (docs/integrity.md, "Absent protected
+// paths"). Whatever appears at Path — or beneath it when Dir is set, or as a symlink on the
+// way to it — is moved out of the workspace into the launch's proposed changes the moment it
+// appears.
+type Guard struct {
+	// Path is the absolute path (the same on the host and in the box).
+	Path string `json:"path"`
+	// Dir says the protected path is a folder: it may be created, what appears in it is moved.
+	Dir bool `json:"dir,omitempty"`
+	// Beneath is the workspace Path lies beneath; no symlink is followed below it.
+	Beneath string `json:"beneath"`
 }

@@ -40,6 +40,11 @@ type Profile struct {
 	// WorkspaceConfig are workspace-relative paths of configuration the program trusts. Every
 	// box pins the union over all profiles read-only (WorkspaceConfig).
 	WorkspaceConfig []string `json:"workspaceConfig,omitempty" jsonschema_description:"Workspace-relative configuration the program trusts (pinned read-only in every box)."`
+	// WorkspaceInstructions are workspace-relative instruction and prompt files the program
+	// reads (CLAUDE.md, AGENTS.md, command and skill folders): work, not configuration. Every
+	// box leaves the union over all profiles writable and reports what the launch changed in
+	// them, unless protect.instructions is readonly (then they are pinned as WorkspaceConfig).
+	WorkspaceInstructions []string `json:"workspaceInstructions,omitempty" jsonschema_description:"Workspace-relative instruction and prompt files the program reads (writable in every box and reported at exit; read-only under protect.instructions: readonly)."`
 }
 
 // Install says how a program's install tree is found: the executable is resolved on PATH and
@@ -349,6 +354,11 @@ func (p *Profile) Validate() error {
 	for i, w := range p.WorkspaceConfig {
 		if err := relPath(w); err != "" {
 			return bad(fmt.Sprintf("workspaceConfig[%d]", i), "%q %s", w, err)
+		}
+	}
+	for i, w := range p.WorkspaceInstructions {
+		if err := relPath(w); err != "" {
+			return bad(fmt.Sprintf("workspaceInstructions[%d]", i), "%q %s", w, err)
 		}
 	}
 	return nil

@@ -163,10 +163,23 @@ func TestPreconditions(t *testing.T) {
 func TestWorkspaceConfigUnion(t *testing.T) {
 	s := builtinSet(t)
 	got := s.WorkspaceConfig()
-	for _, w := range []string{".claude/settings.json", ".claude/commands", ".mcp.json", "CLAUDE.md", "opencode.json", ".opencode", ".opencode/.gitignore", ".github/copilot-instructions.md", ".github/copilot", ".github/agents", ".codex", ".gemini", "GEMINI.md", "AGENTS.md"} {
+	for _, w := range []string{".claude/settings.json", ".mcp.json", "opencode.json", ".opencode", ".opencode/.gitignore", ".github/copilot", ".github/agents", ".codex", ".gemini"} {
 		if !slices.Contains(got, w) {
 			t.Errorf("union %v lacks %s", got, w)
 		}
+	}
+	// Instruction and prompt files are work, not configuration: a list of their own.
+	instr := s.WorkspaceInstructions()
+	for _, w := range []string{"CLAUDE.md", "CLAUDE.local.md", ".claude/commands", ".claude/skills", "AGENTS.md", "GEMINI.md", ".github/copilot-instructions.md", ".agents/skills"} {
+		if !slices.Contains(instr, w) {
+			t.Errorf("instructions %v lack %s", instr, w)
+		}
+		if slices.Contains(got, w) {
+			t.Errorf("instruction file %s is in the pinned union", w)
+		}
+	}
+	if d := s.WorkspaceInstructionDirs(); !slices.Contains(d, ".claude/commands") || slices.Contains(d, "CLAUDE.md") {
+		t.Errorf("instruction dirs %v", d)
 	}
 	if !slices.IsSorted(got) || len(slices.Compact(slices.Clone(got))) != len(got) {
 		t.Errorf("union not sorted and unique: %v", got)
@@ -180,7 +193,7 @@ func TestWorkspaceConfigUnion(t *testing.T) {
 		t.Errorf("config profile's workspace config not in the union")
 	}
 	dirs := s.WorkspaceConfigDirs()
-	for _, d := range []string{".opencode", ".codex", ".gemini", ".claude/commands"} {
+	for _, d := range []string{".opencode", ".codex", ".gemini", ".claude/hooks"} {
 		if !slices.Contains(dirs, d) {
 			t.Errorf("dirs %v lack %s", dirs, d)
 		}

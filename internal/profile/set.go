@@ -101,6 +101,7 @@ func (p *Profile) clone() *Profile {
 	c.DeniedArgs = slices.Clone(p.DeniedArgs)
 	c.Requires.ModelArgs = slices.Clone(p.Requires.ModelArgs)
 	c.WorkspaceConfig = slices.Clone(p.WorkspaceConfig)
+	c.WorkspaceInstructions = slices.Clone(p.WorkspaceInstructions)
 	return &c
 }
 
@@ -194,15 +195,29 @@ func (s *Set) Resolve(program string) *Profile {
 // de-duplicated and sorted. Every box pins all of it read-only, whatever program it runs,
 // so that a boxed session of one harness cannot plant configuration another will trust.
 func (s *Set) WorkspaceConfig() []string {
+	return s.union(func(p *Profile) []string { return p.WorkspaceConfig }, false)
+}
+
+// WorkspaceInstructions returns the union of every profile's instruction and prompt files,
+// cleaned, de-duplicated and sorted (writable in every box unless protect.instructions is
+// readonly).
+func (s *Set) WorkspaceInstructions() []string {
+	return s.union(func(p *Profile) []string { return p.WorkspaceInstructions }, false)
+}
+
+// union returns the union over every profile of what list selects, cleaned, de-duplicated and
+// sorted; with dirsOnly, only the entries written with a trailing slash (directories).
+func (s *Set) union(list func(*Profile) []string, dirsOnly bool) []string {
 	seen := map[string]bool{}
 	var out []string
 	for _, id := range s.IDs() {
-		for _, w := range s.byID[id].WorkspaceConfig {
+		for _, w := range list(s.byID[id]) {
 			c := filepath.Clean(w)
-			if !seen[c] {
-				seen[c] = true
-				out = append(out, c)
+			if dirsOnly && !strings.HasSuffix(w, "/") || seen[c] {
+				continue
 			}
+			seen[c] = true
+			out = append(out, c)
 		}
 	}
 	slices.Sort(out)
@@ -250,16 +265,10 @@ func harnessDir(p string) string {
 // WorkspaceConfigDirs returns the entries of WorkspaceConfig that are directories (written
 // with a trailing slash in a profile: ".opencode/"), for the placeholder an absent one needs.
 func (s *Set) WorkspaceConfigDirs() []string {
-	seen := map[string]bool{}
-	var out []string
-	for _, id := range s.IDs() {
-		for _, w := range s.byID[id].WorkspaceConfig {
-			if c := filepath.Clean(w); strings.HasSuffix(w, "/") && !seen[c] {
-				seen[c] = true
-				out = append(out, c)
-			}
-		}
-	}
-	slices.Sort(out)
-	return out
+	return s.union(func(p *Profile) []string { return p.WorkspaceConfig }, true)
+}
+
+// WorkspaceInstructionDirs returns the entries of WorkspaceInstructions that are directories.
+func (s *Set) WorkspaceInstructionDirs() []string {
+	return s.union(func(p *Profile) []string { return p.WorkspaceInstructions }, true)
 }

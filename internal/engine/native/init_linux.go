@@ -14,6 +14,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/agentbox/agentbox/internal/changes"
 	"github.com/agentbox/agentbox/internal/engine"
 )
 
@@ -146,6 +147,16 @@ func BoxInitMain(args []string) int {
 	}
 	unix.Umask(0o022)
 
+	// The workspace's absent protected paths are guarded (what the box creates there is moved
+	// into the launch's proposed changes); the store is a host folder, opened before the root is
+	// built.
+	var guard *changes.Guard
+	if len(spec.Guards) > 0 {
+		if guard, err = changes.Open(spec.ChangesDir, spec.Guards, true); err != nil {
+			return fail("%v", err)
+		}
+	}
+
 	b, err := buildRoot(spec)
 	if err != nil {
 		return fail("%v", err)
@@ -186,6 +197,15 @@ func BoxInitMain(args []string) int {
 	if err != nil {
 		return fail("%v", err)
 	}
+	// So are the guarded paths' folders; a box whose guarded paths cannot be watched does not
+	// start either.
+	if guard != nil {
+		if err := guard.Scan(); err != nil {
+			return fail("guard the workspace's absent protected paths: %v", err)
+		}
+		go guard.Run()
+		defer finishGuard(guard)
+	}
 	// A stop by keepMounts may still be moving aside what the box created: box-init ends after it.
 	stopped := make(chan struct{})
 	var stopping atomic.Bool
@@ -215,6 +235,20 @@ func BoxInitMain(args []string) int {
 			}
 		})
 	}, fail)
+}
+
+// finishGuard ends the guard once the program has exited: the box's other processes are
+// killed first, so that nothing creates a guarded path after the last pass, which moves out
+// what is there and keeps the final content of what the box wrote. box-init exits, and the
+// launch's exit is reported, only after it.
+func finishGuard(g *changes.Guard) {
+	unix.Kill(-1, unix.SIGKILL) // from PID 1: every other process of the box
+	for i := 0; i < 200 && othersLeft(); i++ {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if err := g.Close(); err != nil {
+		fmt.Fprintf(os.Stderr, "agentbox box-init: guarding the protected paths: %v\n", err)
+	}
 }
 
 // reapUntil reaps every child (PID 1 inherits the box's orphans) until pid exits, and returns

@@ -51,6 +51,10 @@ type Spec struct {
 	// MaxProcs is the program's RLIMIT_NPROC (plan.Plan.MaxProcs); box-exec sets it before the
 	// exec.
 	MaxProcs int `json:"maxProcs"`
+	// Guards are the workspace's absent protected paths: box-init moves what appears at one
+	// into ChangesDir (a host path, opened before the root is built) for the box's life.
+	Guards     []plan.Guard `json:"guards,omitempty"`
+	ChangesDir string       `json:"changesDir,omitempty"`
 }
 
 // Mount kinds of the spec.
@@ -233,9 +237,11 @@ func buildSpec(p *plan.Plan) (*Spec, error) {
 			ROFile: clone(ll.ROFile),
 			RWFile: clone(ll.RWFile),
 		},
-		Seccomp:  SeccompProfile,
-		Network:  net,
-		MaxProcs: p.MaxProcs,
+		Seccomp:    SeccompProfile,
+		Network:    net,
+		MaxProcs:   p.MaxProcs,
+		Guards:     append([]plan.Guard(nil), p.Guards...),
+		ChangesDir: p.ChangesDir,
 	}, nil
 }
 
@@ -262,6 +268,9 @@ func ParseSpec(b []byte) (*Spec, error) {
 	}
 	if !filepath.IsAbs(s.Program) || !filepath.IsAbs(s.Cwd) {
 		return nil, fmt.Errorf("%w: program and cwd must be absolute", ErrInvalidSpec)
+	}
+	if len(s.Guards) > 0 && !filepath.IsAbs(s.ChangesDir) {
+		return nil, fmt.Errorf("%w: guarded paths without an absolute changes directory", ErrInvalidSpec)
 	}
 	return &s, nil
 }

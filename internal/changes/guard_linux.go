@@ -1,0 +1,533 @@
+package changes
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/agentbox/agentbox/internal/plan"
+)
+
+// maxHeld bounds the captured files whose content the guard keeps following (their inode
+// stays open, so that what the box writes after creating the file is kept too).
+const maxHeld = 256
+
+// Guard moves what appears at a workspace's guarded paths (plan.Guard) out of the workspace
+// into a store of proposed changes. In the box, box-init runs one for the box's life: it
+// watches the folders where a guarded path would appear (inotify) and moves what appears the
+// moment it is seen, so that nothing the box creates there stays on the host. The daemon runs
+// one pass when the launch has ended (a box-init that was killed, or an engine without one).
+//
+// A captured file's inode is kept open: the box may still be writing it, and what it writes
+// until it closes the file is kept too.
+type Guard struct {
+	guards []plan.Guard
+	store  int // directory fd of the store
+	in     int // inotify fd; -1 for a single pass
+	wake   int // eventfd that ends Run
+	done   chan struct{}
+	// Captured, when set, is called with the workspace path of each change kept.
+	Captured func(path string)
+
+	mu     sync.Mutex
+	held   map[int32]*heldFile  // inotify wd of a captured inode → it
+	byPath map[string]*heldFile // workspace-relative path → the inode held for it
+	// interest holds, per watched folder's wd, the names whose appearance makes a pass ("" for
+	// any name: a protected folder's entries); a file created elsewhere costs no pass.
+	interest map[int32]map[string]bool
+	errs     []error
+}
+
+type heldFile struct {
+	fd   int
+	wd   int32
+	rel  string // relative to the store
+	mode uint32
+}
+
+// Open returns a guard for guards that keeps what it captures in dir (created when missing).
+// With watch, Run follows the workspace with inotify until Close; without, only Scan and Close
+// do anything.
+func Open(dir string, guards []plan.Guard, watch bool) (*Guard, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("proposed changes: %w", err)
+	}
+	store, err := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("proposed changes %s: %w", dir, err)
+	}
+	g := &Guard{guards: guards, store: store, in: -1, wake: -1, held: map[int32]*heldFile{}, byPath: map[string]*heldFile{},
+		interest: map[int32]map[string]bool{}}
+	if watch {
+		if g.in, err = unix.InotifyInit1(unix.IN_CLOEXEC | unix.IN_NONBLOCK); err != nil {
+			unix.Close(store)
+			return nil, fmt.Errorf("watch the workspace's absent protected paths: inotify: %w (raise fs.inotify.max_user_instances, or end what holds them)", err)
+		}
+		if g.wake, err = unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK); err != nil {
+			unix.Close(store)
+			unix.Close(g.in)
+			return nil, fmt.Errorf("eventfd: %w", err)
+		}
+	}
+	return g, nil
+}
+
+// Scan moves whatever is at a guarded path now into the store, and (watching) makes sure the
+// folders where one could appear are watched. It returns the first error of the pass.
+func (g *Guard) Scan() error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.errs = nil
+	for _, gd := range g.guards {
+		g.scan(gd)
+	}
+	return errors.Join(g.errs...)
+}
+
+func (g *Guard) fail(err error) { g.errs = append(g.errs, err) }
+
+// scan walks one guarded path from its workspace, component by component, never following a
+// symlink: a missing component's folder is watched; a symlink on the way is moved out (it
+// would lead the path elsewhere); the path itself is moved out (a protected folder stays, its
+// entries are moved out).
+func (g *Guard) scan(gd plan.Guard) {
+	rel, err := filepath.Rel(gd.Beneath, gd.Path)
+	if err != nil || rel == "." || strings.HasPrefix(rel, "../") {
+		g.fail(fmt.Errorf("guarded path %s is not beneath %s", gd.Path, gd.Beneath))
+		return
+	}
+	dir, err := unix.Open(gd.Beneath, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		g.fail(fmt.Errorf("open %s: %w", gd.Beneath, err))
+		return
+	}
+	dirPath := gd.Beneath
+	parts := strings.Split(rel, "/")
+	for i, c := range parts {
+		last := i == len(parts)-1
+		var st unix.Stat_t
+		err := unix.Fstatat(dir, c, &st, unix.AT_SYMLINK_NOFOLLOW)
+		if errors.Is(err, unix.ENOENT) {
+			// Watched first, then looked at again: what appeared in between is seen now.
+			g.watch(dirPath, c)
+			if err = unix.Fstatat(dir, c, &st, unix.AT_SYMLINK_NOFOLLOW); errors.Is(err, unix.ENOENT) {
+				break
+			}
+		}
+		if err != nil {
+			g.fail(fmt.Errorf("%s: %w", filepath.Join(dirPath, c), err))
+			break
+		}
+		isDir := st.Mode&unix.S_IFMT == unix.S_IFDIR
+		sub := strings.Join(parts[:i+1], "/")
+		if !last && !isDir {
+			if st.Mode&unix.S_IFMT == unix.S_IFLNK {
+				g.capture(dir, c, sub)
+			}
+			break // a file on the way: nothing can be beneath it
+		}
+		if last && !(gd.Dir && isDir) {
+			g.capture(dir, c, sub)
+			break
+		}
+		next, err := unix.Openat(dir, c, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		if err != nil {
+			g.fail(fmt.Errorf("%s: %w", filepath.Join(dirPath, c), err))
+			break
+		}
+		unix.Close(dir)
+		dir, dirPath = next, filepath.Join(dirPath, c)
+		if last { // a protected folder: it may exist; what is in it is moved out
+			g.watch(dirPath, "")
+			g.captureEntries(dir, dirPath, sub, 0)
+		}
+	}
+	unix.Close(dir)
+}
+
+// watch adds an inotify watch for name ("" for any) being created or moved into dir (a
+// folder reached without following a symlink; IN_DONT_FOLLOW and IN_ONLYDIR keep it so).
+func (g *Guard) watch(dir, name string) {
+	if g.in < 0 {
+		return
+	}
+	wd, err := unix.InotifyAddWatch(g.in, dir, unix.IN_CREATE|unix.IN_MOVED_TO|unix.IN_ONLYDIR|unix.IN_DONT_FOLLOW)
+	if err != nil {
+		g.fail(fmt.Errorf("watch %s: inotify: %w (raise fs.inotify.max_user_watches)", dir, err))
+		return
+	}
+	if g.interest[int32(wd)] == nil {
+		g.interest[int32(wd)] = map[string]bool{}
+	}
+	g.interest[int32(wd)][name] = true
+}
+
+// maxDepth bounds how deep the guard follows folders made inside a protected folder.
+const maxDepth = 16
+
+// captureEntries moves the files of the protected folder dir (at path; rel in the workspace) out: folders in it
+// stay (an empty folder runs nothing, and git does not list it) and are watched and followed
+// the same way, so that the box can make `.opencode/agent/` and write in it; everything else
+// (files, symlinks) is moved out.
+func (g *Guard) captureEntries(dir int, path, rel string, depth int) {
+	names, err := readNames(dir)
+	if err != nil {
+		g.fail(fmt.Errorf("%s: %w", rel, err))
+		return
+	}
+	for _, n := range names {
+		var st unix.Stat_t
+		if unix.Fstatat(dir, n, &st, unix.AT_SYMLINK_NOFOLLOW) == nil && st.Mode&unix.S_IFMT == unix.S_IFDIR && depth < maxDepth {
+			sub, err := unix.Openat(dir, n, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+			if err == nil {
+				g.watch(filepath.Join(path, n), "")
+				g.captureEntries(sub, filepath.Join(path, n), rel+"/"+n, depth+1)
+				unix.Close(sub)
+				continue
+			}
+		}
+		g.capture(dir, n, rel+"/"+n)
+	}
+}
+
+// captureTree moves every entry of the folder dir (at rel) out, folders included.
+func (g *Guard) captureTree(dir int, rel string) {
+	names, err := readNames(dir)
+	if err != nil {
+		g.fail(fmt.Errorf("%s: %w", rel, err))
+		return
+	}
+	for _, n := range names {
+		g.capture(dir, n, rel+"/"+n)
+	}
+}
+
+// capture moves the entry name of parent (at rel) into the store: a file's content (its inode
+// kept open, see Guard), a symlink's target, a folder's entries one by one; anything else is
+// removed. Whatever was at the name is gone from the workspace afterwards.
+func (g *Guard) capture(parent int, name, rel string) {
+	for try := 0; try < 8; try++ {
+		var st unix.Stat_t
+		if err := unix.Fstatat(parent, name, &st, unix.AT_SYMLINK_NOFOLLOW); errors.Is(err, unix.ENOENT) {
+			return
+		} else if err != nil {
+			g.fail(fmt.Errorf("%s: %w", rel, err))
+			return
+		}
+		switch st.Mode & unix.S_IFMT {
+		case unix.S_IFREG:
+			fd, err := unix.Openat(parent, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+			if err != nil {
+				continue // replaced or gone meanwhile: look again
+			}
+			var fst, now unix.Stat_t
+			if unix.Fstat(fd, &fst) != nil || fst.Ino != st.Ino ||
+				unix.Fstatat(parent, name, &now, unix.AT_SYMLINK_NOFOLLOW) != nil || now.Ino != st.Ino {
+				unix.Close(fd)
+				continue
+			}
+			if err := unix.Unlinkat(parent, name, 0); err != nil {
+				unix.Close(fd)
+				if errors.Is(err, unix.ENOENT) {
+					return // moved away by the box: no longer at a protected path
+				}
+				g.fail(fmt.Errorf("remove %s: %w", rel, err))
+				return
+			}
+			g.keep(fd, rel, st.Mode&0o755)
+			return
+		case unix.S_IFLNK:
+			target, err := readlinkat(parent, name)
+			if err != nil {
+				continue
+			}
+			if err := unix.Unlinkat(parent, name, 0); err != nil {
+				if errors.Is(err, unix.ENOENT) {
+					return
+				}
+				g.fail(fmt.Errorf("remove %s: %w", rel, err))
+				return
+			}
+			g.storeLink(rel, target)
+			return
+		case unix.S_IFDIR:
+			sub, err := unix.Openat(parent, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+			if err != nil {
+				continue
+			}
+			g.captureTree(sub, rel)
+			unix.Close(sub)
+			err = unix.Unlinkat(parent, name, unix.AT_REMOVEDIR)
+			if err == nil || errors.Is(err, unix.ENOENT) {
+				return
+			}
+			if !errors.Is(err, unix.ENOTEMPTY) {
+				g.fail(fmt.Errorf("remove %s: %w", rel, err))
+				return
+			}
+			// More entries came meanwhile: go round again.
+		default:
+			if err := unix.Unlinkat(parent, name, 0); err != nil && !errors.Is(err, unix.ENOENT) {
+				g.fail(fmt.Errorf("remove %s: %w", rel, err))
+			}
+			return
+		}
+	}
+	g.fail(fmt.Errorf("%s keeps changing: not moved out", rel))
+}
+
+// keep stores a captured file's content now and, watching, follows its inode until it is
+// closed after writing (IN_CLOSE_WRITE), to store what was written after it was created.
+func (g *Guard) keep(fd int, rel string, mode uint32) {
+	h := &heldFile{fd: fd, wd: -1, rel: rel, mode: mode}
+	g.copy(h)
+	if old := g.byPath[rel]; old != nil {
+		g.drop(old)
+	}
+	if g.in < 0 || len(g.held) >= maxHeld {
+		unix.Close(fd)
+		return
+	}
+	wd, err := unix.InotifyAddWatch(g.in, "/proc/self/fd/"+strconv.Itoa(fd), unix.IN_CLOSE_WRITE)
+	if err != nil {
+		unix.Close(fd)
+		return
+	}
+	h.wd = int32(wd)
+	if other := g.held[h.wd]; other != nil { // the same inode again (a hard link)
+		g.drop(other)
+	}
+	g.held[h.wd], g.byPath[rel] = h, h
+}
+
+func (g *Guard) drop(h *heldFile) {
+	if h.wd >= 0 {
+		unix.InotifyRmWatch(g.in, uint32(h.wd))
+		delete(g.held, h.wd)
+	}
+	if g.byPath[h.rel] == h {
+		delete(g.byPath, h.rel)
+	}
+	unix.Close(h.fd)
+}
+
+// copy writes a held file's content (up to MaxFile) into the store at its path.
+func (g *Guard) copy(h *heldFile) {
+	buf := make([]byte, 0, 64<<10)
+	chunk := make([]byte, 64<<10)
+	truncated := false
+	for off := int64(0); ; {
+		n, err := unix.Pread(h.fd, chunk, off)
+		if n <= 0 || err != nil {
+			break
+		}
+		if len(buf)+n > MaxFile {
+			buf = append(buf, chunk[:MaxFile-len(buf)]...)
+			truncated = true
+			break
+		}
+		buf = append(buf, chunk[:n]...)
+		off += int64(n)
+	}
+	g.storeFile(h.rel, buf, h.mode, truncated)
+}
+
+// storeFile writes content at rel in the store (by rename, so a reader never sees half of it).
+func (g *Guard) storeFile(rel string, content []byte, mode uint32, truncated bool) {
+	parent, name, err := g.storeParent(rel)
+	if err != nil {
+		g.fail(err)
+		return
+	}
+	defer unix.Close(parent)
+	tmp := "." + name + ".agentbox-tmp"
+	unix.Unlinkat(parent, tmp, 0)
+	fd, err := unix.Openat(parent, tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, mode|0o600)
+	if err != nil {
+		g.fail(fmt.Errorf("keep %s: %w", rel, err))
+		return
+	}
+	f := os.NewFile(uintptr(fd), tmp)
+	_, werr := f.Write(content)
+	if cerr := f.Close(); werr == nil {
+		werr = cerr
+	}
+	if werr == nil {
+		g.clear(parent, name)
+		werr = unix.Renameat(parent, tmp, parent, name)
+	}
+	if werr != nil {
+		unix.Unlinkat(parent, tmp, 0)
+		g.fail(fmt.Errorf("keep %s: %w", rel, werr))
+		return
+	}
+	if truncated {
+		if fd, err := unix.Openat(parent, name+truncatedSuffix, unix.O_WRONLY|unix.O_CREAT|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600); err == nil {
+			unix.Close(fd)
+		}
+	} else {
+		unix.Unlinkat(parent, name+truncatedSuffix, 0)
+	}
+	if g.Captured != nil {
+		g.Captured(rel)
+	}
+}
+
+func (g *Guard) storeLink(rel, target string) {
+	parent, name, err := g.storeParent(rel)
+	if err != nil {
+		g.fail(err)
+		return
+	}
+	defer unix.Close(parent)
+	g.clear(parent, name)
+	if err := unix.Symlinkat(target, parent, name); err != nil {
+		g.fail(fmt.Errorf("keep %s: %w", rel, err))
+		return
+	}
+	if g.Captured != nil {
+		g.Captured(rel)
+	}
+}
+
+// clear removes what the store holds at name (an earlier change at the same path; a folder
+// only when empty), so that the latest change replaces it.
+func (g *Guard) clear(parent int, name string) {
+	var st unix.Stat_t
+	if unix.Fstatat(parent, name, &st, unix.AT_SYMLINK_NOFOLLOW) != nil {
+		return
+	}
+	if st.Mode&unix.S_IFMT == unix.S_IFDIR {
+		unix.Unlinkat(parent, name, unix.AT_REMOVEDIR)
+		return
+	}
+	if st.Mode&unix.S_IFMT == unix.S_IFLNK {
+		unix.Unlinkat(parent, name, 0)
+	}
+}
+
+// storeParent opens rel's folder in the store, creating it when missing.
+func (g *Guard) storeParent(rel string) (int, string, error) {
+	parent, err := mkdirsBeneath(g.store, filepath.Dir(rel))
+	if err != nil {
+		return -1, "", fmt.Errorf("keep %s: %w", rel, err)
+	}
+	return parent, filepath.Base(rel), nil
+}
+
+// Run follows the workspace until Close: each event in a watched folder makes a Scan; a held
+// file closed after writing is copied again. It returns at once for a guard without watch.
+func (g *Guard) Run() {
+	if g.in < 0 {
+		return
+	}
+	g.mu.Lock()
+	g.done = make(chan struct{})
+	done := g.done
+	g.mu.Unlock()
+	defer close(done)
+	buf := make([]byte, 64<<10)
+	fds := []unix.PollFd{{Fd: int32(g.in), Events: unix.POLLIN}, {Fd: int32(g.wake), Events: unix.POLLIN}}
+	for {
+		if _, err := unix.Poll(fds, -1); err != nil && !errors.Is(err, unix.EINTR) {
+			return
+		}
+		if fds[1].Revents != 0 {
+			return
+		}
+		rescan := false
+		g.mu.Lock()
+		for {
+			n, err := unix.Read(g.in, buf)
+			if n <= 0 || err != nil {
+				break
+			}
+			for off := 0; off+unix.SizeofInotifyEvent <= n; {
+				ev := (*unix.InotifyEvent)(unsafe.Pointer(&buf[off]))
+				name := string(bytes.TrimRight(buf[off+unix.SizeofInotifyEvent:off+unix.SizeofInotifyEvent+int(ev.Len)], "\x00"))
+				switch in := g.interest[ev.Wd]; {
+				case g.held[ev.Wd] != nil && ev.Mask&unix.IN_CLOSE_WRITE != 0:
+					g.copy(g.held[ev.Wd])
+				case ev.Mask&unix.IN_Q_OVERFLOW != 0:
+					rescan = true // events were lost
+				case ev.Mask&(unix.IN_CREATE|unix.IN_MOVED_TO) != 0 && (in[name] || in[""]):
+					rescan = true
+				}
+				off += unix.SizeofInotifyEvent + int(ev.Len)
+			}
+		}
+		g.mu.Unlock()
+		if rescan {
+			if err := g.Scan(); err != nil {
+				fmt.Fprintf(os.Stderr, "agentbox: guarding the protected paths: %v\n", err)
+			}
+		}
+	}
+}
+
+// Close ends Run, makes a last pass (Scan), stores the final content of every held file and
+// releases everything. It returns the errors of the last pass.
+func (g *Guard) Close() error {
+	if g.wake >= 0 {
+		one := [8]byte{1}
+		unix.Write(g.wake, one[:])
+		g.mu.Lock()
+		done := g.done
+		g.mu.Unlock()
+		if done != nil {
+			<-done
+		}
+	}
+	err := g.Scan()
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.errs = nil
+	for _, h := range g.byPath {
+		g.copy(h)
+		g.drop(h)
+	}
+	for _, fd := range []int{g.store, g.in, g.wake} {
+		if fd >= 0 {
+			unix.Close(fd)
+		}
+	}
+	return errors.Join(err, errors.Join(g.errs...))
+}
+
+func readlinkat(dir int, name string) (string, error) {
+	buf := make([]byte, unix.PathMax)
+	n, err := unix.Readlinkat(dir, name, buf)
+	if err != nil {
+		return "", err
+	}
+	return string(buf[:n]), nil
+}
+
+// readNames lists a folder's entries (without . and ..).
+func readNames(dir int) ([]string, error) {
+	d, err := unix.Openat(dir, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer unix.Close(d)
+	var names []string
+	buf := make([]byte, 8192)
+	for {
+		n, err := unix.Getdents(d, buf)
+		if err != nil {
+			return nil, err
+		}
+		if n == 0 {
+			return names, nil
+		}
+		_, _, names = unix.ParseDirent(buf[:n], -1, names)
+	}
+}

@@ -1,0 +1,175 @@
+package changes
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agentbox/agentbox/internal/plan"
+)
+
+// guarded returns a workspace and the guards of its absent protected paths used below.
+func guarded(t testing.TB) (string, []plan.Guard) {
+	ws, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var gs []plan.Guard
+	for _, g := range []struct {
+		rel string
+		dir bool
+	}{{".mcp.json", false}, {".envrc", false}, {".vscode/settings.json", false}, {".github/workflows", true}} {
+		gs = append(gs, plan.Guard{Path: filepath.Join(ws, g.rel), Dir: g.dir, Beneath: ws})
+	}
+	return ws, gs
+}
+
+func mustWrite(t testing.TB, path, content string, mode os.FileMode) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte(content), mode); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// gone waits (bounded) until path no longer exists.
+func gone(path string) bool {
+	for i := 0; i < 500; i++ {
+		if _, err := os.Lstat(path); errors.Is(err, os.ErrNotExist) {
+			return true
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	return false
+}
+
+// TestGuardMovesOut: what appears at a guarded path — a file, a file in a protected folder, a
+// symlink on the way, a folder renamed into place — leaves the workspace and is kept in the
+// store with what was written after it was created; ordinary files stay.
+func TestGuardMovesOut(t *testing.T) {
+	ws, gs := guarded(t)
+	store := filepath.Join(t.TempDir(), "changes")
+	g, err := Open(store, gs, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Scan(); err != nil {
+		t.Fatal(err)
+	}
+	go g.Run()
+
+	// A file whose content is written after it was created (the inode is followed).
+	f, err := os.OpenFile(filepath.Join(ws, ".mcp.json"), os.O_CREATE|os.O_WRONLY, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !gone(filepath.Join(ws, ".mcp.json")) {
+		t.Fatal(".mcp.json stayed in the workspace")
+	}
+	f.WriteString(`{"mcpServers":{"x":{"command":"evil"}}}`)
+	f.Close()
+	// A folder made elsewhere and renamed into place, holding a protected file.
+	mustWrite(t, filepath.Join(ws, "tmp/settings.json"), `{"a":1}`, 0o644)
+	if err := os.Rename(filepath.Join(ws, "tmp"), filepath.Join(ws, ".vscode")); err != nil {
+		t.Fatal(err)
+	}
+	// A file in a protected folder the box creates; the folder stays. So does a folder made in
+	// it, whose files are moved out too.
+	mustWrite(t, filepath.Join(ws, ".github/workflows/evil.yml"), "on: push\n", 0o755)
+	if err := os.MkdirAll(filepath.Join(ws, ".github/workflows/sub"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(50 * time.Millisecond) // let the guard see the folder first (the test needs both orders)
+	mustWrite(t, filepath.Join(ws, ".github/workflows/sub/x.yml"), "x\n", 0o644)
+	// A symlink on the way to a protected file.
+	if err := os.Symlink("elsewhere", filepath.Join(ws, ".envrc")); err != nil {
+		t.Fatal(err)
+	}
+	mustWrite(t, filepath.Join(ws, "main.go"), "package main\n", 0o644)
+	for _, p := range []string{".vscode/settings.json", ".github/workflows/evil.yml", ".github/workflows/sub/x.yml", ".envrc"} {
+		if !gone(filepath.Join(ws, p)) {
+			t.Errorf("%s stayed in the workspace", p)
+		}
+	}
+	if err := g.Close(); err != nil {
+		t.Errorf("close: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(ws, "main.go")); err != nil {
+		t.Errorf("an ordinary file was touched: %v", err)
+	}
+	if fi, err := os.Stat(filepath.Join(ws, ".github/workflows")); err != nil || !fi.IsDir() {
+		t.Errorf("the protected folder itself should stay: %v", err)
+	}
+	cs, err := List(store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, c := range cs {
+		got[c.Path] = c.Kind + ":" + string(c.Content)
+	}
+	want := map[string]string{
+		".mcp.json":                   `file:{"mcpServers":{"x":{"command":"evil"}}}`,
+		".vscode/settings.json":       `file:{"a":1}`,
+		".github/workflows/evil.yml":  "file:on: push\n",
+		".github/workflows/sub/x.yml": "file:x\n",
+		".envrc":                      "symlink:elsewhere",
+	}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("store %s = %q, want %q", k, got[k], v)
+		}
+	}
+	if len(got) != len(want) {
+		t.Errorf("store holds %v, want %v", got, want)
+	}
+}
+
+// TestApply: a change is applied where the host has nothing, and refused (nothing changed)
+// where the host made the file meanwhile.
+func TestApply(t *testing.T) {
+	ws, gs := guarded(t)
+	store := filepath.Join(t.TempDir(), "changes")
+	mustWrite(t, filepath.Join(ws, ".mcp.json"), "{}\n", 0o644)
+	mustWrite(t, filepath.Join(ws, ".github/workflows/ci.yml"), "on: push\n", 0o755)
+	g, err := Open(store, gs, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Lstat(filepath.Join(ws, ".mcp.json")); err == nil {
+		t.Fatal("a single pass left .mcp.json")
+	}
+	// The host makes .mcp.json meanwhile: apply refuses and leaves the host's.
+	mustWrite(t, filepath.Join(ws, ".mcp.json"), `{"host":true}`, 0o644)
+	if err := Apply(store, ws, ".mcp.json"); !errors.Is(err, ErrConflict) {
+		t.Errorf("apply over the host's file: %v, want ErrConflict", err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(ws, ".mcp.json")); string(b) != `{"host":true}` {
+		t.Errorf("the host's file became %q", b)
+	}
+	if err := Apply(store, ws, ".github/workflows/ci.yml"); err != nil {
+		t.Fatal(err)
+	}
+	fi, err := os.Stat(filepath.Join(ws, ".github/workflows/ci.yml"))
+	if err != nil || fi.Mode().Perm() != 0o755 {
+		t.Errorf("applied file: %v %v", fi, err)
+	}
+	cs, _ := List(store)
+	if len(cs) != 1 || cs[0].Path != ".mcp.json" {
+		t.Errorf("store after apply: %+v", cs)
+	}
+	if err := Apply(store, ws, "nothing"); !errors.Is(err, ErrUnknown) {
+		t.Errorf("apply of an unknown path: %v", err)
+	}
+	if d := Diff(cs[0], []byte(`{"host":true}`)); !strings.Contains(d, "-{\"host\":true}") || !strings.Contains(d, "+{}") {
+		t.Errorf("diff:\n%s", d)
+	}
+}

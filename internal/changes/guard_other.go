@@ -1,0 +1,33 @@
+//go:build !linux
+
+package changes
+
+import (
+	"errors"
+
+	"github.com/agentbox/agentbox/internal/plan"
+)
+
+// ErrNotSupported is returned where guarding and applying need Linux (openat2, inotify).
+var ErrNotSupported = errors.New("proposed changes need Linux")
+
+// Guard is Linux-only.
+type Guard struct {
+	// Captured is never called.
+	Captured func(path string)
+}
+
+// Open fails with ErrNotSupported.
+func Open(dir string, guards []plan.Guard, watch bool) (*Guard, error) { return nil, ErrNotSupported }
+
+// Scan does nothing.
+func (g *Guard) Scan() error { return ErrNotSupported }
+
+// Run does nothing.
+func (g *Guard) Run() {}
+
+// Close does nothing.
+func (g *Guard) Close() error { return nil }
+
+// Apply fails with ErrNotSupported.
+func Apply(dir, ws, rel string) error { return ErrNotSupported }
