@@ -132,6 +132,38 @@ type Launch struct {
 	DriftEvents []DriftEvent `json:"driftEvents,omitempty"`
 }
 
+// Changes are the proposed changes of one launch (docs/integrity.md): what its box wrote at
+// absent protected paths of the workspace, kept out of it until applied.
+type Changes struct {
+	LaunchID  string           `json:"launchId"`
+	Workspace string           `json:"workspace"`
+	Changes   []ProposedChange `json:"changes"`
+}
+
+// ProposedChange is one path a box created.
+type ProposedChange struct {
+	// Path is workspace-relative.
+	Path string `json:"path"`
+	// Kind is file or symlink.
+	Kind string `json:"kind"`
+	// Diff renders the change against what the host has at Path now.
+	Diff string `json:"diff"`
+	// HostExists says the host has something at Path now: applying it is refused.
+	HostExists bool `json:"hostExists"`
+	// Truncated says the box's file was too large to keep whole: it cannot be applied.
+	Truncated bool `json:"truncated,omitempty"`
+}
+
+// ApplyRequest applies proposed changes; no Paths means all of them.
+type ApplyRequest struct {
+	Paths []string `json:"paths,omitempty"`
+}
+
+// ApplyResult lists the paths applied.
+type ApplyResult struct {
+	Applied []string `json:"applied"`
+}
+
 // MaxDriftEvents is the most drift events a Launch carries.
 const MaxDriftEvents = 50
 

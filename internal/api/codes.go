@@ -31,6 +31,9 @@ const (
 	// CodeLaunchDetached: attach to a launch without a console (started with --detach
 	// without a terminal).
 	CodeLaunchDetached = "launch_detached"
+	// CodeChangeConflict: a proposed change was not applied because the host has something at
+	// its path now (made while or after the box ran); nothing was overwritten.
+	CodeChangeConflict = "change_conflict"
 )
 
 // HTTP statuses the API answers with (net/http's values; this package does not import
@@ -59,7 +62,7 @@ func Status(code string) int {
 		return statusTooManyRequests
 	case CodeBoxUnavailable:
 		return statusServiceUnavailable
-	case CodeLaunchDirConflict, CodePreconditionFailed, CodeLaunchDetached:
+	case CodeLaunchDirConflict, CodePreconditionFailed, CodeLaunchDetached, CodeChangeConflict:
 		return statusConflict
 	}
 	return statusInternalServerError

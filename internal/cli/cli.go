@@ -71,7 +71,7 @@ A per-user daemon builds the boxes; ` + "`agentbox run`" + ` starts it when it i
 		Version:       Version,
 	}
 	root.AddCommand(newRunCmd(), newDaemonCmd(), newLaunchesCmd(), newStopCmd(), newInfoCmd(), newDoctorCmd(),
-		newAttachCmd(), newSessionCmd(), newRevokeCmd(), newVersionCmd())
+		newAttachCmd(), newSessionCmd(), newRevokeCmd(), newVersionCmd(), newChangesCmd(), newApplyCmd())
 	if Heavy.Commands != nil {
 		root.AddCommand(Heavy.Commands()...)
 	} else {

@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
@@ -95,12 +97,14 @@ terminal it keeps a console to attach to later.`,
 			err = attachConsole(cmd, resp, detachKeys)
 			var exit ExitError
 			if errors.As(err, &exit) {
-				// The program ended (not a detach): say which hosts the network refused.
+				// The program ended (not a detach): say which hosts the network refused, and
+				// what the launch left to review.
 				if l, gerr := c.Get(ctx, resp.ID); gerr == nil {
 					if hint := egressHint(l.Egress); hint != "" {
 						fmt.Fprintln(cmd.ErrOrStderr(), hint)
 					}
 				}
+				exitSummary(ctx, c, resp.ID, cmd.ErrOrStderr())
 			}
 			return err
 		},
@@ -230,4 +234,42 @@ func egressHint(e *api.EgressStats) string {
 	}
 	return "agentbox: the box has no network of its own, and its egress proxy refused " + strings.Join(parts, "; ") +
 		"; to let a box reach one, add it to that key in your agentbox config (docs/egress.md)"
+}
+
+// exitSummary waits until the daemon has recorded launch id as ended (its brokers' cleanup
+// done: the last guard pass, the integrity check at exit) and tells w what the launch left to
+// review: the changes it proposed to protected configuration, and the instruction files it
+// changed. Nothing is printed when there is nothing to say, or when the daemon cannot tell.
+func exitSummary(ctx context.Context, c *client.Client, id string, w io.Writer) {
+	var l *api.Launch
+	for i := 0; i < 1000; i++ { // a hang guard: the daemon records the end right after cleanup
+		got, err := c.Get(ctx, id)
+		if err != nil {
+			return
+		}
+		if got.State != api.StateRunning && got.State != api.StateStarting {
+			l = got
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if l == nil {
+		return
+	}
+	var instr []string
+	seen := map[string]bool{}
+	for _, ev := range l.DriftEvents {
+		rel, err := filepath.Rel(l.Workspace, ev.Path)
+		if ev.Alert || err != nil || strings.HasPrefix(rel, "..") || filepath.Base(rel) == "HEAD" || seen[rel] {
+			continue
+		}
+		seen[rel] = true
+		instr = append(instr, rel)
+	}
+	if len(instr) > 0 {
+		fmt.Fprintf(w, "agentbox: the launch changed instruction files: %s\n", strings.Join(instr, ", "))
+	}
+	if cs, err := c.Changes(ctx, id); err == nil && len(cs.Changes) > 0 {
+		fmt.Fprintf(w, "agentbox: the box proposed %d changes to protected configuration: agentbox changes %s\n", len(cs.Changes), id[:12])
+	}
 }

@@ -327,3 +327,15 @@ func (c *Client) ScanViolations(ctx context.Context) (*api.Violations, error) {
 	var v api.Violations
 	return &v, c.do(ctx, http.MethodPost, api.RouteViolationsScan, nil, &v)
 }
+
+// Changes returns a launch's proposed changes, each as a diff against the host's path now.
+func (c *Client) Changes(ctx context.Context, id string) (*api.Changes, error) {
+	var out api.Changes
+	return &out, c.do(ctx, http.MethodGet, api.RouteLaunch+id+"/changes", nil, &out)
+}
+
+// Apply applies a launch's proposed changes on the host (all of them when paths is empty).
+func (c *Client) Apply(ctx context.Context, id string, paths []string) (*api.ApplyResult, error) {
+	var out api.ApplyResult
+	return &out, c.do(ctx, http.MethodPost, api.RouteLaunch+id+"/apply", &api.ApplyRequest{Paths: paths}, &out)
+}

@@ -42,6 +42,8 @@ func (d *Daemon) handler() http.Handler {
 		{"GET", "/v0/launches/{id}/console", permWrite, d.serveConsole},
 		{"POST", "/v0/launches/{id}/stop", permWrite, d.serveStop},
 		{"POST", "/v0/launches/{id}/revoke", permWrite, d.serveRevokeLaunch},
+		{"GET", "/v0/launches/{id}/changes", permRead, d.serveChanges},
+		{"POST", "/v0/launches/{id}/apply", permWrite, d.serveApply},
 		{"GET", "/v0/sessions", permRead, d.serveSessions},
 		{"POST", "/v0/sessions", permWrite, d.serveCreateSession},
 		{"DELETE", "/v0/sessions/{id}", permWrite, d.serveRevokeSession},

@@ -3,6 +3,7 @@ package integrity_test
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -486,4 +487,65 @@ func (e *daemonEnv) waitEnded(id string) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	e.t.Fatalf("launch %s never ended in the daemon log:\n%s", id, e.daemonLog())
+}
+
+// runAll runs agentbox and returns its stdout, stderr and exit code.
+func (e *daemonEnv) runAll(args ...string) (string, string, int) {
+	e.t.Helper()
+	var out, errb bytes.Buffer
+	c := e.cmd(args...)
+	c.Stdout, c.Stderr = &out, &errb
+	err := c.Run()
+	var ee *exec.ExitError
+	if err != nil && !errors.As(err, &ee) {
+		e.t.Fatalf("agentbox %v: %v", args, err)
+	}
+	return out.String(), errb.String(), c.ProcessState.ExitCode()
+}
+
+// TestProposedChangesApply drives the real binary end to end: the box writes an MCP server
+// file and a VS Code task (absent protected paths); `agentbox run` says at exit that the box
+// proposed 2 changes; `agentbox changes` shows each as a diff; the host then makes its own
+// .mcp.json, so `agentbox apply` refuses it, shows both and leaves the host's file; the task is
+// applied with the box's content.
+func TestProposedChangesApply(t *testing.T) {
+	e := newDaemonEnv(t)
+	repo(t, e.work)
+	_, stderr, code := e.runAll("run", "sh", "--", "-c",
+		`echo '{"mcpServers":{"x":{"command":"boxcmd"}}}' > .mcp.json && mkdir -p .vscode && echo '{"tasks":[]}' > .vscode/tasks.json && echo notes > CLAUDE.md`)
+	if code != 0 {
+		t.Fatalf("run: exit %d: %s", code, stderr)
+	}
+	ls := e.launches()
+	id := ls[0].ID
+	if want := "the box proposed 2 changes to protected configuration: agentbox changes " + id[:12]; !strings.Contains(stderr, want) {
+		t.Errorf("run's exit message %q lacks %q", stderr, want)
+	}
+	if !strings.Contains(stderr, "the launch changed instruction files: CLAUDE.md") {
+		t.Errorf("run's exit message %q does not list CLAUDE.md", stderr)
+	}
+	if out := git(t, e.work, "status", "--porcelain"); out != "?? CLAUDE.md\n" {
+		t.Errorf("host git status after the box: %q, want only the instruction file", out)
+	}
+	out := e.run("changes", id)
+	for _, want := range []string{"+++ b/.mcp.json", `+{"mcpServers":{"x":{"command":"boxcmd"}}}`, "+++ b/.vscode/tasks.json", `+{"tasks":[]}`} {
+		if !strings.Contains(out, want) {
+			t.Errorf("agentbox changes lacks %q:\n%s", want, out)
+		}
+	}
+	// The host makes its own .mcp.json meanwhile: never overwritten.
+	write(t, filepath.Join(e.work, ".mcp.json"), `{"host":true}`+"\n")
+	_, stderr, code = e.runAll("apply", id)
+	if code == 0 || !strings.Contains(stderr, "-{\"host\":true}") || !strings.Contains(stderr, "+{\"mcpServers\"") {
+		t.Errorf("apply over the host's file: exit %d, stderr %q: want a refusal showing both", code, stderr)
+	}
+	if b, _ := os.ReadFile(filepath.Join(e.work, ".mcp.json")); string(b) != "{\"host\":true}\n" {
+		t.Errorf("the host's .mcp.json became %q", b)
+	}
+	if out := e.run("apply", id, ".vscode/tasks.json"); !strings.Contains(out, "applied .vscode/tasks.json") {
+		t.Errorf("apply: %q", out)
+	}
+	if b, _ := os.ReadFile(filepath.Join(e.work, ".vscode/tasks.json")); string(b) != "{\"tasks\":[]}\n" {
+		t.Errorf("applied task file: %q", b)
+	}
 }

@@ -1,0 +1,89 @@
+package cli
+
+import (
+	"fmt"
+	"io"
+
+	"github.com/spf13/cobra"
+
+	"github.com/agentbox/agentbox/internal/api"
+	"github.com/agentbox/agentbox/internal/client"
+)
+
+func newChangesCmd() *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "changes ID",
+		Short: "Show what a launch's box proposed at protected paths, as diffs against the host",
+		Long: `Show the proposed changes of launch ID: what its box wrote at protected paths of the
+workspace that were absent (an MCP server file, a VS Code setting, a git hook). They never
+reached the workspace; each is shown as a diff against what the host has at the path now.
+Apply them with agentbox apply ID [PATH...].`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := client.New()
+			if err != nil {
+				return err
+			}
+			cs, err := c.Changes(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return PrintJSON(cmd.OutOrStdout(), cs)
+			}
+			printChanges(cmd.OutOrStdout(), cs)
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the changes as JSON")
+	return cmd
+}
+
+func printChanges(w io.Writer, cs *api.Changes) {
+	if len(cs.Changes) == 0 {
+		fmt.Fprintf(w, "launch %s proposed no changes\n", cs.LaunchID[:12])
+		return
+	}
+	fmt.Fprintf(w, "launch %s proposed %d changes to protected configuration in %s:\n", cs.LaunchID[:12], len(cs.Changes), cs.Workspace)
+	for _, c := range cs.Changes {
+		note := ""
+		if c.HostExists {
+			note = " (the host has this path now: apply refuses it)"
+		}
+		fmt.Fprintf(w, "\n%s%s\n%s", c.Path, note, c.Diff)
+	}
+	fmt.Fprintf(w, "\napply with: agentbox apply %s [PATH...]\n", cs.LaunchID[:12])
+}
+
+func newApplyCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "apply ID [PATH...]",
+		Short: "Apply a launch's proposed changes on the host, after reviewing them (agentbox changes)",
+		Long: `Apply the proposed changes of launch ID (all, or the workspace-relative PATHs) in its
+workspace. A change is applied only where the host has nothing at its path: one the host made
+meanwhile is never overwritten, and apply stops there, showing both.`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := client.New()
+			if err != nil {
+				return err
+			}
+			res, err := c.Apply(cmd.Context(), args[0], args[1:])
+			if err != nil {
+				if cs, lerr := c.Changes(cmd.Context(), args[0]); lerr == nil {
+					for _, ch := range cs.Changes {
+						if ch.HostExists {
+							fmt.Fprintf(cmd.ErrOrStderr(), "%s: the host's file and the box's:\n%s\n", ch.Path, ch.Diff)
+						}
+					}
+				}
+				return err
+			}
+			for _, p := range res.Applied {
+				fmt.Fprintf(cmd.OutOrStdout(), "applied %s\n", p)
+			}
+			return nil
+		},
+	}
+}

@@ -1,0 +1,119 @@
+package daemon
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+
+	"github.com/agentbox/agentbox/internal/api"
+	"github.com/agentbox/agentbox/internal/changes"
+	"github.com/agentbox/agentbox/internal/store"
+)
+
+// serveChanges lists a launch's proposed changes, each as a diff against the host's path now.
+func (d *Daemon) serveChanges(w http.ResponseWriter, r *http.Request) error {
+	l, _, err := d.find(r.Context(), r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	out, err := d.proposed(l)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+// proposed reads launch l's proposed changes.
+func (d *Daemon) proposed(l *api.Launch) (*api.Changes, error) {
+	cs, err := changes.List(d.changesDir(l.ID))
+	if err != nil {
+		return nil, err
+	}
+	out := &api.Changes{LaunchID: l.ID, Workspace: l.Workspace, Changes: []api.ProposedChange{}}
+	for _, c := range cs {
+		host, exists := hostContent(filepath.Join(l.Workspace, c.Path))
+		out.Changes = append(out.Changes, api.ProposedChange{Path: c.Path, Kind: c.Kind, Diff: changes.Diff(c, host),
+			HostExists: exists, Truncated: c.Truncated})
+	}
+	return out, nil
+}
+
+// hostContent returns what the host has at path (a symlink as its target), and whether
+// anything is there.
+func hostContent(path string) ([]byte, bool) {
+	fi, err := os.Lstat(path)
+	if err != nil {
+		return nil, false
+	}
+	if fi.Mode()&os.ModeSymlink != 0 {
+		t, _ := os.Readlink(path)
+		return []byte("symlink to " + t + "\n"), true
+	}
+	if !fi.Mode().IsRegular() {
+		return []byte("(a " + fi.Mode().Type().String() + ")\n"), true
+	}
+	b, _ := os.ReadFile(path)
+	if b == nil {
+		b = []byte{}
+	}
+	return b, true
+}
+
+// serveApply applies a launch's proposed changes (all, or the paths asked for) on the host,
+// once no box runs on its workspace: a box's guard would take the applied file for its own. A
+// change whose path the host has meanwhile is refused with both shown (CodeChangeConflict);
+// the ones applied before it stay applied.
+func (d *Daemon) serveApply(w http.ResponseWriter, r *http.Request) error {
+	var req api.ApplyRequest
+	if err := decodeBody(r, &req); err != nil {
+		return err
+	}
+	l, _, err := d.find(r.Context(), r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	running, err := d.store.ListLaunches(r.Context(), store.Filter{})
+	if err != nil {
+		return err
+	}
+	for _, o := range running {
+		if o.Workspace == l.Workspace && (o.State == api.StateRunning || o.State == api.StateStarting) {
+			return &api.Error{Code: api.CodeChangeConflict, Message: fmt.Sprintf("launch %s runs on %s", o.ID[:12], l.Workspace),
+				Hint: "apply once no box runs on the workspace (its guard would take the applied file for the box's)"}
+		}
+	}
+	paths := req.Paths
+	if len(paths) == 0 {
+		cs, err := changes.List(d.changesDir(l.ID))
+		if err != nil {
+			return err
+		}
+		for _, c := range cs {
+			paths = append(paths, c.Path)
+		}
+	}
+	res := api.ApplyResult{Applied: []string{}}
+	for _, p := range paths {
+		err := changes.Apply(d.changesDir(l.ID), l.Workspace, p)
+		switch {
+		case errors.Is(err, changes.ErrConflict):
+			return &api.Error{Code: api.CodeChangeConflict, Message: fmt.Sprintf("%v (applied before it: %v)", err, res.Applied),
+				Hint: "`agentbox changes " + l.ID[:12] + "` shows the host's file and the box's; resolve by hand"}
+		case errors.Is(err, changes.ErrUnknown):
+			return &api.Error{Code: api.CodeNotFound, Message: fmt.Sprintf("%v (applied before it: %v)", err, res.Applied),
+				Hint: "`agentbox changes " + l.ID[:12] + "` lists the paths"}
+		case err != nil:
+			return fmt.Errorf("apply %s: %w (applied before it: %v)", p, err, res.Applied)
+		}
+		d.log.Info("proposed change applied", "launch", l.ID, "path", p)
+		res.Applied = append(res.Applied, p)
+	}
+	if cs, err := changes.List(d.changesDir(l.ID)); err == nil && len(cs) == 0 {
+		os.RemoveAll(d.changesDir(l.ID))
+	}
+	writeJSON(w, http.StatusOK, res)
+	return nil
+}
