@@ -227,9 +227,12 @@ func TestResolveGitFile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var pinned []string
+	var pinned []string // bound when present, guarded when absent
 	for _, p := range lay.Protected {
 		pinned = append(pinned, strings.TrimPrefix(p.Path, ws2))
+	}
+	for _, g := range lay.Guards {
+		pinned = append(pinned, strings.TrimPrefix(g.Path, ws2))
 	}
 	for _, want := range []string{"/.git", "/modules/sub/config", "/modules/sub/hooks", "/modules/sub/commondir"} {
 		if !strings.Contains(strings.Join(pinned, " ")+" ", want+" ") {

@@ -302,10 +302,13 @@ func newRemovals(kept []keptMount) (*removals, error) {
 	r := &removals{fd: -1, dirs: map[int32]string{}, names: map[string]bool{}, seen: map[string]bool{}}
 	// Only a mask in a folder the box can write needs the watch: elsewhere (/etc) the box can
 	// create nothing at the path.
+	// The folders of the read-only binds are watched too, only to wake keepMounts: POLLPRI on
+	// the mount table was seen not to come for a bind the host's rename removed either (git's
+	// lock-and-rename of .git/config: TestHostReplacementRebound).
 	var masks []keptMount
 	for _, k := range kept {
 		var st unix.Statfs_t
-		if k.mask && unix.Statfs(filepath.Dir(k.target), &st) == nil && st.Flags&unix.ST_RDONLY == 0 {
+		if (k.mask || k.readOnly) && unix.Statfs(filepath.Dir(k.target), &st) == nil && st.Flags&unix.ST_RDONLY == 0 {
 			masks = append(masks, k)
 		}
 	}
@@ -319,7 +322,9 @@ func newRemovals(kept []keptMount) (*removals, error) {
 	r.fd = fd
 	watched := map[string]bool{}
 	for _, k := range masks {
-		r.names[filepath.Clean(k.target)] = true
+		if k.mask {
+			r.names[filepath.Clean(k.target)] = true
+		}
 		dir := filepath.Dir(filepath.Clean(k.target))
 		if watched[dir] {
 			continue
