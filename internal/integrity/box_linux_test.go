@@ -307,6 +307,15 @@ func TestAbsentProtectedKeptAsProposed(t *testing.T) {
 		{"CreateDevcontainerJSON", `echo '{"initializeCommand":"evil"}' > .devcontainer.json`, ".devcontainer.json", `{"initializeCommand":"evil"}` + "\n"},
 		{"CreateVSCodeLaunch", `mkdir -p .vscode && echo '{}' > .vscode/launch.json`, ".vscode/launch.json", "{}\n"},
 		{"CreateVSCodeMCP", `mkdir -p .vscode && echo '{}' > .vscode/mcp.json`, ".vscode/mcp.json", "{}\n"},
+		// Read by a hook the host already installed (pre-commit, lefthook): its command runs at
+		// the host's next git commit.
+		{"CreatePreCommitConfig", `printf 'repos:\n- repo: local\n' > .pre-commit-config.yaml`, ".pre-commit-config.yaml", "repos:\n- repo: local\n"},
+		{"CreateLefthook", `echo 'pre-commit: {}' > lefthook.yml`, "lefthook.yml", "pre-commit: {}\n"},
+		// Other editors' and tools' files that start programs when the folder is opened.
+		{"CreateCursorMCP", `mkdir -p .cursor && echo '{}' > .cursor/mcp.json`, ".cursor/mcp.json", "{}\n"},
+		{"CreateZedTasks", `mkdir -p .zed && echo '[]' > .zed/tasks.json`, ".zed/tasks.json", "[]\n"},
+		{"CreateNvimLua", `echo 'os.execute("evil")' > .nvim.lua`, ".nvim.lua", "os.execute(\"evil\")\n"},
+		{"CreateMise", `printf '[env]\n' > .mise.toml`, ".mise.toml", "[env]\n"},
 	}
 	for _, a := range attempts {
 		t.Run(a.name, func(t *testing.T) {

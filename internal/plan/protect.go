@@ -14,7 +14,12 @@ import (
 // (worktree, submodule) is bound read-only and the gitdir it points to is protected too when it
 // lies beneath the workspace. A dev container's initializeCommand (.devcontainer/,
 // .devcontainer.json) runs on the host when an editor or the devcontainer CLI opens the
-// folder; VS Code's launch.json and mcp.json start programs too.
+// folder; VS Code's launch.json and mcp.json start programs too. The pre-commit and lefthook
+// files tell a hook the host has already installed what to run at the next `git commit`
+// (pre-commit's `repo: local` runs any command); the other editors' and tools' files start
+// programs or language servers when the folder is opened or entered (Cursor's and Zed's MCP
+// servers and tasks, Helix's language servers, Neovim's and Vim's exrc, JetBrains' run
+// configurations, mise's tasks and env, Emacs' directory-local eval).
 var WorkspaceProtected = []string{
 	".git",
 	".gitmodules",
@@ -29,6 +34,24 @@ var WorkspaceProtected = []string{
 	".github/workflows",
 	".devcontainer",
 	".devcontainer.json",
+	".pre-commit-config.yaml",
+	".lefthook.yml",
+	".lefthook.yaml",
+	"lefthook.yml",
+	"lefthook.yaml",
+	"lefthook-local.yml",
+	".cursor/mcp.json",
+	".zed/settings.json",
+	".zed/tasks.json",
+	".helix/languages.toml",
+	".helix/config.toml",
+	".nvim.lua",
+	".nvimrc",
+	".exrc",
+	".idea/workspace.xml",
+	".mise.toml",
+	"mise.toml",
+	".dir-locals.el",
 }
 
 // WorkspaceProtectedGlobs are workspace-relative patterns (filepath.Match) whose existing

@@ -7,9 +7,11 @@ import (
 
 func TestProtectedPaths(t *testing.T) {
 	got := ProtectedPaths("/w", []string{"/w/.claude/agents", "tools/hook.sh", "/elsewhere/x", "../up", ".envrc"})
-	want := []string{".claude/agents", ".claude/settings.json", ".claude/settings.local.json", ".devcontainer", ".devcontainer.json",
-		".envrc", ".git", ".github/workflows", ".gitmodules", ".mcp.json", ".vscode/launch.json", ".vscode/mcp.json",
-		".vscode/settings.json", ".vscode/tasks.json", "tools/hook.sh"}
+	want := []string{".claude/agents", ".claude/settings.json", ".claude/settings.local.json", ".cursor/mcp.json", ".devcontainer", ".devcontainer.json",
+		".dir-locals.el", ".envrc", ".exrc", ".git", ".github/workflows", ".gitmodules", ".helix/config.toml", ".helix/languages.toml",
+		".idea/workspace.xml", ".lefthook.yaml", ".lefthook.yml", ".mcp.json", ".mise.toml", ".nvim.lua", ".nvimrc", ".pre-commit-config.yaml",
+		".vscode/launch.json", ".vscode/mcp.json", ".vscode/settings.json", ".vscode/tasks.json", ".zed/settings.json", ".zed/tasks.json",
+		"lefthook-local.yml", "lefthook.yaml", "lefthook.yml", "mise.toml", "tools/hook.sh"}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("ProtectedPaths:\n got %q\nwant %q", got, want)
 	}
