@@ -177,6 +177,11 @@ func Attach(socketPath string, stdin, stdout, stderr *os.File, opts AttachOption
 		return -1, err
 	}
 	defer c.Close()
+	if term.IsTerminal(inFd) {
+		// Runs last (after the input copy stopped and the terminal mode was restored), on
+		// every return: the exit, a detach, a takeover, an error.
+		defer flushInput(inFd)
+	}
 	fw := NewFrameWriter(c)
 	tty := c.Reply.Console == "tty"
 	raw := tty && isTerm
@@ -310,6 +315,14 @@ func readOutput(r io.Reader, stdout, stderr *os.File) result {
 			return result{-1, ErrTakenOver}
 		}
 	}
+}
+
+// flushInput discards what the terminal on fd has received but no one has read yet (TCIFLUSH).
+// A program's output can make the terminal answer (a cursor position, a colour); an answer that
+// arrives once the client has stopped copying its input, or a line not yet ended in cooked
+// mode, would otherwise be read by the host's shell as typed by the user.
+func flushInput(fd int) {
+	unix.IoctlSetInt(fd, unix.TCFLSH, unix.TCIFLUSH)
 }
 
 func windowSize(fd int) WindowSize {

@@ -2,6 +2,8 @@ package console
 
 import (
 	"bufio"
+	"bytes"
+	"encoding/json"
 	"errors"
 	"net"
 	"os"
@@ -10,6 +12,10 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/creack/pty"
+	"golang.org/x/sys/unix"
+	"golang.org/x/term"
 
 	"github.com/agentbox/agentbox/internal/testenv"
 )
@@ -196,5 +202,67 @@ func TestAttachInterruptedWhileDialing(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		cmd.Process.Kill()
 		t.Fatal("the client did not end on SIGTERM while its shim did not answer")
+	}
+}
+
+// TestAttachFlushesTerminalInput: what the client's terminal received but was not read when the
+// program ended (here a cursor position report, a line not yet ended in cooked mode, that a
+// terminal typed in answer to the program's output) is discarded, so it never reaches the
+// host's shell. The stand-in shim answers with a plain console (the terminal stays in cooked
+// mode, where a partial line is not readable and the client cannot have copied it) and ends
+// the program once the terminal has echoed the report (it is in the line discipline's buffer); the test then makes the terminal
+// raw, which makes any pending input readable, and counts it (TIOCINQ).
+func TestAttachFlushesTerminalInput(t *testing.T) {
+	ptm, pts, err := pty.Open()
+	if err != nil {
+		t.Skipf("no pty: %v", err)
+	}
+	defer ptm.Close()
+	defer pts.Close()
+	const reply = "\x1b[12;1R"
+	path := filepath.Join(t.TempDir(), "shim.sock")
+	ln, err := net.Listen("unix", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		ReadLine(bufio.NewReader(c))
+		WriteJSONLine(c, Reply{OK: true, Console: "pipe"})
+		ptm.WriteString(reply)
+		// The line discipline takes the master's input asynchronously; its echo (on in cooked
+		// mode, the report's ESC shown as ^[) says that it holds the report.
+		var echo []byte
+		buf := make([]byte, 64)
+		for !bytes.Contains(echo, []byte("R")) {
+			n, err := ptm.Read(buf)
+			if err != nil {
+				return
+			}
+			echo = append(echo, buf[:n]...)
+		}
+		x, _ := json.Marshal(Exit{Code: 3})
+		NewFrameWriter(c).WriteFrame(FrameExit, x)
+	}()
+	code, err := Attach(path, pts, pts, pts, AttachOptions{NoSignals: true})
+	if err != nil || code != 3 {
+		t.Fatalf("Attach = %d, %v; want 3, nil", code, err)
+	}
+	if _, err := term.MakeRaw(int(pts.Fd())); err != nil {
+		t.Fatal(err)
+	}
+	n, err := unix.IoctlGetInt(int(pts.Fd()), unix.TIOCINQ)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n != 0 {
+		buf := make([]byte, n)
+		unix.Read(int(pts.Fd()), buf)
+		t.Fatalf("%d bytes of terminal input survived the client: %q", n, buf)
 	}
 }

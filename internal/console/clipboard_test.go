@@ -21,8 +21,13 @@ type termModel struct {
 	val    uint32 // wraps like a careless int parser
 	exact  uint64
 	// clip lists what the terminal saw that the filter must drop: OSCs outside ScreenOSC (their
-	// numbers) and control strings.
+	// numbers), control strings, window operations other than the title stack's (CSI … t) and
+	// hyperlinks to anything but http and https.
 	clip []string
+
+	csi []byte // the parameter and intermediate bytes of the CSI being read
+	osc uint64 // the number of the OSC whose string is being read
+	str []rune // that string
 }
 
 const (
@@ -65,7 +70,35 @@ func (m *termModel) startString() {
 	m.clip = append(m.clip, "control string")
 }
 
+// endCSI records a window operation (CSI … t) that is not a push or pop of the title stack.
+func (m *termModel) endCSI(final rune) {
+	if final != 't' {
+		return
+	}
+	first, rest, _ := strings.Cut(string(m.csi), ";")
+	first = strings.TrimLeft(first, "0")
+	if (first != "22" && first != "23") || strings.Trim(rest, "0123456789") != "" {
+		m.clip = append(m.clip, fmt.Sprintf("CSI %st", m.csi))
+	}
+}
+
+// endString records a hyperlink (OSC 8 ; params ; URI) whose URI is neither http nor https. It
+// is called however the string ends (BEL, ST, ESC, CAN, …): a gullible terminal acts on it.
+func (m *termModel) endString() {
+	if m.osc != 8 {
+		return
+	}
+	_, uri, ok := strings.Cut(string(m.str), ";")
+	lower := strings.ToLower(uri)
+	if ok && uri != "" && !strings.HasPrefix(lower, "http://") && !strings.HasPrefix(lower, "https://") {
+		m.clip = append(m.clip, "OSC 8 "+uri)
+	}
+}
+
 func (m *termModel) rune(r rune) {
+	if m.state == tOSCString && (r == 0x07 || r == 0x18 || r == 0x1a || r == 0x1b || r >= 0x90 && r <= 0x9f) {
+		m.endString()
+	}
 	// Transitions from anywhere.
 	switch {
 	case r == 0x18 || r == 0x1a:
@@ -90,7 +123,7 @@ func (m *termModel) rune(r rune) {
 		m.state, m.digits, m.val, m.exact = tOSCParam, 0, 0, 0
 		return
 	case r == 0x9b:
-		m.state = tCSI
+		m.state, m.csi = tCSI, nil
 		return
 	case r == 0x90 || r == 0x98 || r == 0x9e || r == 0x9f:
 		m.startString()
@@ -106,7 +139,7 @@ func (m *termModel) rune(r rune) {
 		case r == ']':
 			m.state, m.digits, m.val, m.exact = tOSCParam, 0, 0, 0
 		case r == '[':
-			m.state = tCSI
+			m.state, m.csi = tCSI, nil
 		case r == 'P' || r == 'X' || r == '^' || r == '_':
 			m.startString()
 		default:
@@ -117,8 +150,14 @@ func (m *termModel) rune(r rune) {
 			m.state = tGround
 		}
 	case tCSI:
-		if r >= 0x40 && r <= 0x7e || r >= 0x80 {
+		switch {
+		case r >= 0x40 && r <= 0x7e:
+			m.endCSI(r)
 			m.state = tGround
+		case r >= 0x80:
+			m.state = tGround
+		case r >= 0x20:
+			m.csi = append(m.csi, byte(r))
 		}
 	case tOSCParam:
 		switch {
@@ -135,11 +174,17 @@ func (m *termModel) rune(r rune) {
 			// ignored
 		default:
 			m.endParam()
-			m.state = tOSCString
+			m.state, m.osc, m.str = tOSCString, m.exact, nil
+			if r != ';' {
+				m.osc = 0 // not a hyperlink's syntax
+			}
 		}
 	case tOSCString:
-		if r == 0x07 {
+		switch {
+		case r == 0x07:
 			m.state = tGround
+		case r >= 0x20 && r != 0x7f:
+			m.str = append(m.str, r)
 		}
 	}
 }
@@ -181,6 +226,8 @@ func TestClipboardModelSeesRawSequences(t *testing.T) {
 		"\x1b]5\x002;c;Zm9v\x07",
 		"\x1b]5522;write=x\x07",
 		"\x1b]4294967348;c;Zm9v\x07",
+		"\x1b[21t", "\x1b[20t", "\x1b[14t", "\x1b[8;1;1t", "\xc2\x9b21t", "\x1b[2\n1t",
+		"\x1b]8;;file:///etc/passwd\x1b\\", "\x1b]8;id=1;ssh://h\x07", "\x1b]8;;fi\x01le:/x\x07",
 	} {
 		if len(clipboardSeen([]byte(in))) == 0 {
 			t.Errorf("model misses %q", in)
@@ -254,6 +301,35 @@ func TestClipboardFilter(t *testing.T) {
 		{"straddle escape", "\x1b\x1b]52;c;x\x07]52;c;QUFB\x07", "]52;c;QUFB\x07"},
 		{"straddle c2", "\xc2\x1b]52;c;x\x07\x9d52;c;QUFB\x07", "\x9d52;c;QUFB\x07"},
 		{"param then esc then title", "\x1b]5\x1b]0;t\x07", "\x1b]0;t\x07"},
+		// Review finding 6: window reports make the terminal type a reply (20t/21t: a title the
+		// program set) into the input; only the title stack's push and pop pass.
+		{"title report 21t", "a\x1b]2;;touch /tmp/pwn\x07\x1b[21tb", "a\x1b]2;;touch /tmp/pwn\x07b"},
+		{"icon label report 20t", "a\x1b[20tb", "ab"},
+		{"window reports", "a\x1b[11t\x1b[13t\x1b[14t\x1b[14;2t\x1b[15t\x1b[16t\x1b[18t\x1b[19tb", "ab"},
+		{"window moves and resizes", "a\x1b[1t\x1b[2t\x1b[3;0;0t\x1b[4;1;1t\x1b[8;1;1t\x1b[9;1t\x1b[10;1t\x1b[48tb", "ab"},
+		{"window op default", "a\x1b[tb", "ab"},
+		{"report with leading zeros", "a\x1b[0021tb", "ab"},
+		{"report with c0 inside", "a\x1b[2\r1tb", "ab"},
+		{"c1 report", "a\xc2\x9b21tb", "ab"},
+		{"title modes and bell volume", "a\x1b[>0;1t\x1b[1 tb", "ab"},
+		{"title stack kept", "\x1b[22;0t\x1b[22t\x1b[23;0t\x1b[023t", "\x1b[22;0t\x1b[22t\x1b[23;0t\x1b[023t"},
+		{"csi aborted by can", "a\x1b[21\x18b", "a\x18b"},
+		{"csi aborted by esc", "a\x1b[21\x1b[1mb", "a\x1b[1mb"},
+		{"csi cursor report kept", "\x1b[6n\x1b[c", "\x1b[6n\x1b[c"},
+		{"truecolor sgr kept", "\x1b[38;2;255;255;255;48;2;0;0;0;1;3;4mx", "\x1b[38;2;255;255;255;48;2;0;0;0;1;3;4mx"},
+		// OSC 8 hyperlinks only to http and https; the link text stays.
+		{"file link dropped", "\x1b]8;;file:///etc/passwd\x1b\\click\x1b]8;;\x1b\\", "click\x1b]8;;\x1b\\"},
+		{"ssh link with id dropped", "\x1b]8;id=7;ssh://host/x\x07click\x1b]8;;\x07", "click\x1b]8;;\x07"},
+		{"c1 link dropped", "\xc2\x9d8;;file:/x\xc2\x9cclick", "click"},
+		{"scheme-less link dropped", "\x1b]8;;/etc/passwd\x07x", "x"},
+		{"almost http dropped", "\x1b]8;;http:/x\x07\x1b]8;;htt\x07\x1b]8;;httpx://\x07x", "x"},
+		{"c0 in scheme dropped", "\x1b]8;;ht\x01tp://e.org\x07x", "x"},
+		{"link without uri part dropped", "\x1b]8;id=1\x07x", "x"},
+		{"cancelled link", "\x1b]8;;\x18x", "x"},
+		{"https link with id kept", "\x1b]8;id=a:b;HTTPS://e.org/?q=1;2\x1b\\t\x1b]8;;\x1b\\", "\x1b]8;id=a:b;HTTPS://e.org/?q=1;2\x1b\\t\x1b]8;;\x1b\\"},
+		{"link end c1 st kept", "\x1b]8;;\xc2\x9cx", "\x1b]8;;\xc2\x9cx"},
+		{"review finding 6", "\x1b]2;;touch /tmp/pwn\x07\x1b[21t\x1b]8;;file:///etc/passwd\x1b\\click\x1b]8;;\x1b\\\x1b]11;?\x07\x1b[6n",
+			"\x1b]2;;touch /tmp/pwn\x07click\x1b]8;;\x1b\\\x1b]11;?\x07\x1b[6n"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -314,6 +390,21 @@ func TestClipboardFilterLongSequences(t *testing.T) {
 	if string(out) != "ok" {
 		t.Fatalf("got %q", out)
 	}
+	// A CSI or a hyperlink too long to hold is dropped whole, whatever its end; held bytes stay
+	// bounded.
+	for _, in := range []string{
+		"\x1b[" + strings.Repeat("1;", 1<<12) + "21t", "\x1b[" + strings.Repeat("1;", 1<<12) + "m",
+		"\x1b]8;id=" + strings.Repeat("x", 1<<12) + ";https://e.org\x07",
+	} {
+		var f ClipboardFilter
+		f.Filter(nil, []byte(in[:len(in)/2]))
+		if len(f.hold) > max(csiCap, linkCap)+4 {
+			t.Fatalf("hold grew to %d bytes", len(f.hold))
+		}
+		if got := filterAll([]byte(in + "ok")); string(got) != "ok" {
+			t.Fatalf("long sequence %.20q…: got %.40q", in, got)
+		}
+	}
 }
 
 // checkFilter runs in through the filter in the chunks cuts describes, on one stream and split
@@ -363,6 +454,7 @@ func FuzzClipboardFilter(f *testing.F) {
 	for _, s := range []string{
 		"\x1b]52;c;Zm9v\x07", "\xc2\x9d52;c;Zm9v\xc2\x9c", "\x1b]5\x1b\x1b]52;c;x\x072;c;QUFB\x07",
 		"\x1b]0;title\x07", "\x1b[31mred", "ŝ中文",
+		"\x1b[21t", "\x1b[22;0t", "\x1b]8;;file:///x\x07t", "\x1b]8;;https://e.org\x1b\\t\x1b]8;;\x1b\\",
 	} {
 		f.Add([]byte(s), []byte{3, 0x81, 7})
 	}
