@@ -291,6 +291,31 @@ func TestTerminal(t *testing.T) {
 			m.WaitFor(p.prog + "-tty-same-6")
 		}
 	})
+	t.Run("Replies", func(t *testing.T) {
+		// Review finding 6 in a real terminal: what the console filter lets through still
+		// renders (the title, the link's text, a cursor report the terminal answers), and after
+		// the client exits the shell reads a clean line (a stray answer would prefix the next
+		// command). tmux answers neither 21t nor OSC 8, so this is a rendering check; the
+		// filter's and the flush's attack tests are in internal/console.
+		t.Parallel()
+		e := NewEnv(t)
+		m := e.Tmux(t)
+		code := m.Run(`run sh -- -c 'printf "\033]2;;touch pwn\007\033[21t\033]8;;file:///etc/passwd\033\\\\click\033]8;;\033\\\\-text\033[6n"'`)
+		m.Sync()
+		if code != 0 {
+			t.Fatalf("exit %d:\n%s", code, m.Screen())
+		}
+		if !strings.Contains(m.Screen(), "click-text") {
+			t.Errorf("the link's text is not shown:\n%s", m.Screen())
+		}
+		if title := strings.TrimSpace(m.tmux("display", "-p", "-t", m.target, "#{pane_title}")); title != ";touch pwn" {
+			t.Errorf("pane title %q, want %q", title, ";touch pwn")
+		}
+		if _, err := os.Stat(filepath.Join(e.Work, "pwn")); err == nil {
+			t.Errorf("the title was run as a command")
+		}
+	})
+
 	t.Run("NoTIOCSTI", func(t *testing.T) {
 		t.Parallel()
 		e := NewEnv(t)
