@@ -321,7 +321,13 @@ func readOutput(r io.Reader, stdout, stderr *os.File) result {
 // A program's output can make the terminal answer (a cursor position, a colour); an answer that
 // arrives once the client has stopped copying its input, or a line not yet ended in cooked
 // mode, would otherwise be read by the host's shell as typed by the user.
+//
+// A client in the background of its controlling terminal (`agentbox run … &`) leaves the input
+// alone: it is the foreground's, and TCFLSH there would stop the client with SIGTTOU.
 func flushInput(fd int) {
+	if pgrp, err := unix.IoctlGetInt(fd, unix.TIOCGPGRP); err == nil && pgrp != unix.Getpgrp() {
+		return
+	}
 	unix.IoctlSetInt(fd, unix.TCFLSH, unix.TCIFLUSH)
 }
 
