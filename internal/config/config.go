@@ -39,6 +39,8 @@ type Config struct {
 	StopGrace Duration `json:"stopGrace,omitempty" jsonschema_description:"Time a stopped box gets between SIGTERM and SIGKILL (Go duration: 5s, 1m30s)."`
 	// Launches configures the records of launches (`agentbox launches`).
 	Launches Launches `json:"launches,omitzero" jsonschema_description:"Records of launches (agentbox launches)."`
+	// Audit configures the audit log (relay, git and egress rows).
+	Audit Audit `json:"audit,omitzero" jsonschema_description:"Audit log of the brokers (relay, git and egress requests)."`
 	// Sessions bounds the pairing sessions the daemon holds.
 	Sessions Sessions `json:"sessions,omitzero" jsonschema_description:"Pairing sessions held by the daemon."`
 	// Limits bounds what one box may hold in memory-backed file systems, and its processes.
@@ -98,6 +100,13 @@ type Launches struct {
 	Retention Duration `json:"retention,omitempty" jsonschema_description:"How long the record of an ended launch is kept; the daemon deletes older ones at its start and every hour (Go duration, default 720h: 30 days)."`
 }
 
+// Audit configures the audit log.
+type Audit struct {
+	// Retention is how long an audit row is kept: the daemon deletes older ones at its start
+	// and every hour. Zero means 720h (30 days).
+	Retention Duration `json:"retention,omitempty" jsonschema_description:"How long an audit row (a relay, git or egress request) is kept; the daemon deletes older ones at its start and every hour (Go duration, default 720h: 30 days)."`
+}
+
 // Sessions bounds the pairing-session registry.
 type Sessions struct {
 	// Max is the largest number of live sessions, launch sessions included. Zero means 64.
@@ -117,6 +126,7 @@ func Defaults() Config {
 		Console:     Console{Clipboard: ClipboardDeny, DetachKeys: console.DefaultDetachKeys},
 		StopGrace:   Duration(5 * time.Second),
 		Launches:    Launches{Retention: Duration(720 * time.Hour)},
+		Audit:       Audit{Retention: Duration(720 * time.Hour)},
 		Sessions:    Sessions{Max: 64},
 		Integrity:   Integrity{Interval: Duration(60 * time.Second)},
 		Limits:      Limits{TmpMiB: 2048, HomeMiB: 2048, ShmMiB: 64, Processes: 2048},

@@ -23,7 +23,7 @@ func TestDecodeErrors(t *testing.T) {
 		field     string
 		msg       string // substring of the message
 	}{
-		{"unknown key", "egress: deny\nfoo: 1\n", 2, 1, "foo", "unknown key (known keys: engine, egress, egressAllow, console, stopGrace, launches, sessions, limits, integrity, protect, programs, models, gateway, git, managed, containment)"},
+		{"unknown key", "egress: deny\nfoo: 1\n", 2, 1, "foo", "unknown key (known keys: engine, egress, egressAllow, console, stopGrace, launches, audit, sessions, limits, integrity, protect, programs, models, gateway, git, managed, containment)"},
 		{"nested unknown key", "console:\n  clipboard: deny\n  clip: allow\n", 3, 3, "console.clip", "unknown key (known keys of console: clipboard, detachKeys)"},
 		{"nested unknown key flow", "sessions: {max: 3, min: 1}\n", 1, 20, "sessions.min", "unknown key"},
 		{"wrong type string for int", "sessions:\n  max: many\n", 2, 8, "sessions.max", "wrong type: got string, want integer"},
@@ -44,6 +44,7 @@ func TestDecodeErrors(t *testing.T) {
 		{"detachKeys empty key", "console: {detachKeys: 'ctrl-p,,ctrl-q'}\n", 1, 23, "console.detachKeys", `"" is not a key`},
 		{"detachKeys alt", "console:\n  detachKeys: alt-x\n", 2, 15, "console.detachKeys", `"alt-x" is not a key`},
 		{"retention zero", "launches:\n  retention: 0s\n", 2, 14, "launches.retention", "must be positive"},
+		{"audit retention negative", "audit:\n  retention: -1h\n", 2, 14, "audit.retention", "must be positive"},
 		{"bad duration", "stopGrace: 5q\n", 1, 12, "stopGrace", `invalid duration "5q"`},
 		{"duration without unit", "stopGrace: 5\n", 1, 12, "stopGrace", "wrong type: got integer, want duration"},
 		{"negative duration", "stopGrace: -1s\n", 1, 12, "stopGrace", "must be positive"},
@@ -114,6 +115,7 @@ func TestDecodeValid(t *testing.T) {
 			[]string{"egress", "egressAllow"}},
 		{"detach keys", "console:\n  detachKeys: 'ctrl-],q'\n", Config{Console: Console{DetachKeys: "ctrl-],q"}}, []string{"console.detachKeys"}},
 		{"launch retention", "launches:\n  retention: 24h\n", Config{Launches: Launches{Retention: Duration(24 * time.Hour)}}, []string{"launches.retention"}},
+		{"audit retention", "audit:\n  retention: 168h\n", Config{Audit: Audit{Retention: Duration(168 * time.Hour)}}, []string{"audit.retention"}},
 		{"detach keys off", "console:\n  detachKeys: none\n", Config{Console: Console{DetachKeys: "none"}}, []string{"console.detachKeys"}},
 		{"egress allow still accepted", "egress: allow\n", Config{Egress: EgressAllow}, []string{"egress"}},
 		{"flow and quoted", `{"egress": "deny", sessions: {max: 1}, stopGrace: '250ms'}`,
@@ -190,7 +192,7 @@ func TestLoadPrecedence(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := Config{Engine: EngineNative, Egress: EgressDeny, Console: Console{Clipboard: ClipboardAllow, DetachKeys: "ctrl-p,ctrl-q"}, StopGrace: Duration(10 * time.Second), Launches: Launches{Retention: Duration(720 * time.Hour)}, Sessions: Sessions{Max: 8}, Integrity: Integrity{Interval: Duration(60 * time.Second)},
+	want := Config{Engine: EngineNative, Egress: EgressDeny, Console: Console{Clipboard: ClipboardAllow, DetachKeys: "ctrl-p,ctrl-q"}, StopGrace: Duration(10 * time.Second), Launches: Launches{Retention: Duration(720 * time.Hour)}, Audit: Audit{Retention: Duration(720 * time.Hour)}, Sessions: Sessions{Max: 8}, Integrity: Integrity{Interval: Duration(60 * time.Second)},
 		Limits:      Limits{TmpMiB: 2048, HomeMiB: 2048, ShmMiB: 64, Processes: 2048},
 		Protect:     Protect{Instructions: InstructionsWritable},
 		Managed:     Managed{ClaudeCode: ClaudeCodeManaged{AutoUpdates: AutoUpdatesOff}},
@@ -205,6 +207,7 @@ func TestLoadPrecedence(t *testing.T) {
 		"console.clipboard":    {Kind: SourceUser, File: user, Line: 3},
 		"console.detachKeys":   {Kind: SourceDefault},
 		"launches.retention":   {Kind: SourceDefault},
+		"audit.retention":      {Kind: SourceDefault},
 		"stopGrace":            {Kind: SourceUser, File: user, Line: 4},
 		"sessions.max":         {Kind: SourcePolicy, File: policy, Line: 4},
 		"integrity.interval":   {Kind: SourceDefault},

@@ -205,6 +205,20 @@ func (b *egressBroker) end(id string) {
 	}
 }
 
+// flushHeldRecords writes the summaries of the records each live proxy's rate limit holds
+// back; the daemon calls it when it stops, before it commits the audit rows queued.
+func (b *egressBroker) flushHeldRecords() {
+	b.mu.Lock()
+	ls := make([]*egressLaunch, 0, len(b.live))
+	for _, l := range b.live {
+		ls = append(ls, l)
+	}
+	b.mu.Unlock()
+	for _, l := range ls {
+		l.proxy.FlushRecords()
+	}
+}
+
 // stop closes a launch's socket and its proxy: open tunnels are cut and logged as closed.
 func (b *egressBroker) stop(l *egressLaunch) {
 	if err := l.ln.Close(); err != nil && !errors.Is(err, net.ErrClosed) {
@@ -275,6 +289,9 @@ type egressAuditDetail struct {
 	BytesDown  int64  `json:"bytesDown"`
 	DurationMs int64  `json:"durationMs"`
 	Outcome    string `json:"outcome,omitempty"`
+	// Count is set on a summary row: that many requests of this decision were held back by
+	// the proxy's rate limit (egress.RecordBurst) and are counted here, not written one each.
+	Count int64 `json:"count,omitempty"`
 }
 
 // audit queues one audit row per tunnel or request on the daemon's audit writer, the relay
@@ -287,6 +304,7 @@ func (b *egressBroker) audit(launchID string, r egress.Record) {
 		Session: r.SessionID, Method: r.Method, Target: r.Target, Host: r.Host, Port: r.Port, Addr: r.Addr,
 		Decision: r.Decision, Code: r.Code, Reason: r.Reason, Detail: r.Detail, Status: r.Status,
 		BytesUp: r.BytesUp, BytesDown: r.BytesDown, DurationMs: r.Duration.Milliseconds(), Outcome: r.Outcome,
+		Count: r.Count,
 	})
 	if err != nil {
 		b.d.log.Warn("audit egress", "launch", launchID, "err", err)

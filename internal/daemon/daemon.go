@@ -187,6 +187,13 @@ func (d *Daemon) serve(ctx context.Context) error {
 		d.log.Warn("remove pid file", "err", rerr)
 	}
 	d.stopWatchers()
+	for _, b := range d.brokers {
+		// Boxes keep running: what the proxies' rate limits held back is written now, as
+		// counted summaries, so that the next daemon's totals count it.
+		if f, ok := b.(interface{ flushHeldRecords() }); ok {
+			f.flushHeldRecords()
+		}
+	}
 	if d.relay != nil {
 		d.relay.closeAudits() // before the store closes
 	}

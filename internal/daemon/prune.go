@@ -10,10 +10,11 @@ import (
 )
 
 // pruneEvery is how often the daemon deletes the records of launches that ended more than
-// launches.retention ago (and once at its start).
+// launches.retention ago and the audit rows older than audit.retention (and once at its
+// start).
 const pruneEvery = time.Hour
 
-// pruneLoop applies launches.retention until ctx ends.
+// pruneLoop applies launches.retention and audit.retention until ctx ends.
 func (d *Daemon) pruneLoop(ctx context.Context) {
 	t := time.NewTicker(pruneEvery)
 	defer t.Stop()
@@ -24,6 +25,12 @@ func (d *Daemon) pruneLoop(ctx context.Context) {
 			d.log.Warn("prune launch records", "retention", keep, "err", err)
 		} else if n > 0 {
 			d.log.Info("launch records pruned", "count", n, "retention", keep)
+		}
+		keepAudit := d.currentConfig().WithDefaults().Audit.Retention.Duration()
+		if n, err := d.db.PruneAudit(ctx, time.Now().Add(-keepAudit)); err != nil {
+			d.log.Warn("prune audit rows", "retention", keepAudit, "err", err)
+		} else if n > 0 {
+			d.log.Info("audit rows pruned", "count", n, "retention", keepAudit)
 		}
 		select {
 		case <-ctx.Done():

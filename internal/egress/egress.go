@@ -79,11 +79,13 @@ type Proxy struct {
 	cancel   context.CancelFunc
 	rp       *httputil.ReverseProxy
 	stats    statsCounter
+	limit    recordLimiter
 }
 
 func (p *Proxy) init() {
 	p.initOnce.Do(func() {
 		p.ctx, p.cancel = context.WithCancel(context.Background())
+		p.limit.flushTo = p.write
 		p.rp = &httputil.ReverseProxy{
 			Rewrite: func(pr *httputil.ProxyRequest) {
 				t := pr.In.Context().Value(dialKey{}).(*predialed).target
@@ -119,11 +121,20 @@ func (p *Proxy) init() {
 }
 
 // Close closes every open tunnel and cancels every request in flight; later requests are
-// refused. It is the end of the launch's proxy.
+// refused. It is the end of the launch's proxy: the summaries of the records held back by
+// the rate limit are written.
 func (p *Proxy) Close() error {
 	p.init()
 	p.cancel()
+	p.limit.flush(true)
 	return nil
+}
+
+// FlushRecords writes now the summaries of the records the rate limit holds back
+// (RecordBurst); Close does it too.
+func (p *Proxy) FlushRecords() {
+	p.init()
+	p.limit.flush(false)
 }
 
 // Record is the account of one tunnel or request.
@@ -151,6 +162,10 @@ type Record struct {
 	// Outcome is how an allowed tunnel or request ended: done, revoked (the pairing was
 	// revoked or ended), closed (the proxy closed) or canceled (the box's side went away).
 	Outcome string
+	// Count is 0 for the record of one tunnel or request. A summary of the records the rate
+	// limit held back (Reason ReasonRateLimited) has the number of them, their decision and
+	// their bytes summed; Time is the first one's (recordLimiter).
+	Count int64
 }
 
 // Decisions of a Record.
@@ -463,6 +478,13 @@ func writeRaw(w http.ResponseWriter, status int, reason string, body []byte) boo
 
 func (p *Proxy) emit(rec *Record) {
 	p.stats.add(rec)
+	if p.limit.admit(rec, time.Now()) {
+		p.write(rec)
+	}
+}
+
+// write writes the log line and the audit record of rec.
+func (p *Proxy) write(rec *Record) {
 	logf := p.Logf
 	if logf == nil {
 		logf = log.Printf
@@ -479,6 +501,9 @@ func (p *Proxy) emit(rec *Record) {
 	}
 	if rec.Detail != "" {
 		fmt.Fprintf(&b, " detail=%q", rec.Detail)
+	}
+	if rec.Count > 0 {
+		fmt.Fprintf(&b, " count=%d", rec.Count)
 	}
 	logf("%s", b.String())
 	if p.Audit != nil {

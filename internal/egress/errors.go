@@ -33,4 +33,6 @@ const (
 	ReasonResolve        = "resolve_failed"
 	ReasonDial           = "dial_failed"
 	ReasonBadRequest     = "bad_request"
+	// ReasonRateLimited marks a summary Record of records held back by the rate limit.
+	ReasonRateLimited = "rate_limited"
 )

@@ -6,7 +6,8 @@ import (
 )
 
 // EgressTotals are a launch's egress proxy counters summed from its audit rows of kind
-// "egress" (internal/daemon's egress broker writes one per tunnel or request).
+// "egress" (internal/daemon's egress broker writes one per tunnel or request, and one summary
+// row, with a count, for the requests the proxy's rate limit held back).
 type EgressTotals struct {
 	Allowed, Refused, Failed int64
 	BytesUp, BytesDown       int64
@@ -14,6 +15,10 @@ type EgressTotals struct {
 	// allowlist (refusals of a bad pairing or a malformed request are not the allowlist's).
 	LastRefused, LastRefusedReason string
 }
+
+// auditCount is the number of requests an audit row stands for: 1, or its count when it is
+// the summary of the requests a rate limit held back (egress.RecordBurst).
+const auditCount = `COALESCE(json_extract(detail, '$.count'), 1)`
 
 // EgressTotals sums the egress audit rows of launchID, or of every launch that has any when
 // launchID is "", by launch.
@@ -24,9 +29,9 @@ func (s *Store) EgressTotals(ctx context.Context, launchID string) (map[string]E
 	}
 	out := map[string]EgressTotals{}
 	rows, err := s.db.QueryContext(ctx, `SELECT launch_id,
-		COALESCE(SUM(json_extract(detail, '$.decision') = 'allow'), 0),
-		COALESCE(SUM(json_extract(detail, '$.decision') = 'refuse'), 0),
-		COALESCE(SUM(COALESCE(json_extract(detail, '$.decision'), '') NOT IN ('allow', 'refuse')), 0),
+		COALESCE(SUM((json_extract(detail, '$.decision') = 'allow') * `+auditCount+`), 0),
+		COALESCE(SUM((json_extract(detail, '$.decision') = 'refuse') * `+auditCount+`), 0),
+		COALESCE(SUM((COALESCE(json_extract(detail, '$.decision'), '') NOT IN ('allow', 'refuse')) * `+auditCount+`), 0),
 		COALESCE(SUM(json_extract(detail, '$.bytesUp')), 0),
 		COALESCE(SUM(json_extract(detail, '$.bytesDown')), 0)
 		FROM audit WHERE `+where+` GROUP BY launch_id`, args...)

@@ -591,6 +591,22 @@ func (s *Store) PruneLaunches(ctx context.Context, before time.Time) (int, error
 	return n, err
 }
 
+// PruneAudit deletes the audit rows written before before, except those of launches still
+// to be re-adopted (running, or ended and not settled), whose counters a restarted daemon
+// sums from them. It returns how many rows it deleted.
+func (s *Store) PruneAudit(ctx context.Context, before time.Time) (int, error) {
+	res, err := s.db.ExecContext(ctx, `DELETE FROM audit WHERE time_ns < ? AND launch_id NOT IN
+		(SELECT id FROM launches WHERE state IN ('starting', 'running') OR settled = 0)`, before.UnixNano())
+	if err != nil {
+		return 0, fmt.Errorf("store: prune audit: %w", err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return 0, fmt.Errorf("store: prune audit: %w", err)
+	}
+	return int(n), nil
+}
+
 // Running returns the launches a restarted daemon must re-adopt: those starting or running,
 // and those that ended but whose settlement (no process of the box left) is not yet verified.
 // Oldest first.

@@ -1,0 +1,177 @@
+package daemon
+
+import (
+	"bufio"
+	"context"
+	"encoding/base64"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/agentbox/agentbox/internal/api"
+	"github.com/agentbox/agentbox/internal/egress"
+	"github.com/agentbox/agentbox/internal/relay/session"
+	"github.com/agentbox/agentbox/internal/store"
+)
+
+// countWriter counts the bytes and lines written to it.
+type countWriter struct{ bytes, lines atomic.Int64 }
+
+func (w *countWriter) Write(p []byte) (int, error) {
+	w.bytes.Add(int64(len(p)))
+	w.lines.Add(int64(strings.Count(string(p), "\n")))
+	return len(p), nil
+}
+
+// storeBytes is the size of the store's files (the database and its write-ahead log).
+func storeBytes(t *testing.T, dbPath string) int64 {
+	t.Helper()
+	var n int64
+	for _, p := range []string{dbPath, dbPath + "-wal"} {
+		if fi, err := os.Stat(p); err == nil {
+			n += fi.Size()
+		} else if !os.IsNotExist(err) {
+			t.Fatal(err)
+		}
+	}
+	return n
+}
+
+// TestEgressFloodBounded (issue #21, finding 10): a box that floods its egress proxy with
+// refused CONNECTs, with its own pairing, over the launch's real socket, into a real store on
+// disk, adds a bounded number of log lines and audit rows: past egress.RecordBurst the
+// requests are counted, not written, and the count is written as a summary row. The totals
+// rebuilt from the audit rows after the launch ended and the store was reopened (as a
+// restarted daemon does) still count every request. Without the rate limit the store gets one
+// row and the log one line per request, and the test fails.
+func TestEgressFloodBounded(t *testing.T) {
+	const flood = 3000
+	r := newAuditRig(t)
+	var logw countWriter
+	r.d.log = slog.New(slog.NewTextHandler(&logw, nil))
+	const id = "egress-flood"
+	storeBefore, logBefore, linesBefore := storeBytes(t, r.dbPath), logw.bytes.Load(), logw.lines.Load()
+	start := time.Now()
+	floodEgress(t, r, id, flood)
+	elapsed := time.Since(start)
+	r.egress.end(id) // the launch ends: its proxy closes and writes what it held back
+	// A restarted daemon sums the rows of the store it opens again.
+	r.relay.closeAudits()
+	if err := r.st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	storeAfter, logAfter, linesAfter := storeBytes(t, r.dbPath), logw.bytes.Load(), logw.lines.Load()
+	t.Logf("%d refused CONNECTs in %v: store %d → %d bytes (+%d), log +%d bytes, +%d lines",
+		flood, elapsed.Round(time.Millisecond), storeBefore, storeAfter, storeAfter-storeBefore, logAfter-logBefore, linesAfter-linesBefore)
+	st, err := store.Open(r.dbPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	r.st = st
+
+	// What the limit lets through: the burst, the refill over the flood's duration, and a
+	// summary per decision per RecordSummaryEvery, plus the end's.
+	secs := int64(elapsed/time.Second) + 1
+	allowed := int64(egress.RecordBurst) + secs*egress.RecordRefill + secs/int64(egress.RecordSummaryEvery/time.Second) + 2
+	rows := egressRows(t, st, id)
+	if int64(len(rows)) > allowed {
+		t.Errorf("%d egress audit rows for %d requests, want at most %d (rate limit)", len(rows), flood, allowed)
+	}
+	if lines := linesAfter - linesBefore; lines > allowed+2 {
+		t.Errorf("%d log lines for %d requests, want at most %d (rate limit)", lines, flood, allowed+2)
+	}
+	var summarized int64
+	for _, d := range rows {
+		if d.Count > 0 {
+			if d.Reason != egress.ReasonRateLimited || d.Decision != egress.DecisionRefuse {
+				t.Errorf("summary row %+v, want a refusal marked %s", d, egress.ReasonRateLimited)
+			}
+			summarized += d.Count
+		}
+	}
+	if summarized == 0 {
+		t.Errorf("no summary row counts the requests held back")
+	}
+
+	tot, err := st.EgressTotals(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := tot[id]; got.Refused != flood || got.Allowed != 0 || got.Failed != 0 {
+		t.Errorf("totals from the audit rows = %+v, want %d refused (every request counted)", got, flood)
+	}
+	if got := tot[id].LastRefused; !strings.HasSuffix(got, ".evil.test:443") {
+		t.Errorf("last refused target = %q, want one of the flood's", got)
+	}
+}
+
+// floodEgress starts the egress proxy of launch id in r and sends it n CONNECTs the allowlist
+// refuses, each to another host, one after another, with the launch's pairing, over its socket.
+func floodEgress(t *testing.T, r *auditRig, id string, n int) {
+	t.Helper()
+	runDir := filepath.Join(r.root, "run", "launches", id, "run")
+	if err := os.MkdirAll(runDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	allow, err := egress.ParseAllowlist([]string{"allowed.test:443"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.egress.start(id, runDir, allow, api.EgressStats{}); err != nil {
+		t.Fatal(err)
+	}
+	_, pairing, err := r.relay.reg.Create(context.Background(), session.Spec{Kind: session.KindLaunch, ClientID: "generic", LaunchID: id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	auth := base64.StdEncoding.EncodeToString([]byte("agentbox:" + pairing.Reveal()))
+	sock := filepath.Join(runDir, egressSocket)
+	for i := range n {
+		c, err := net.Dial("unix", sock)
+		if err != nil {
+			t.Fatal(err)
+		}
+		target := fmt.Sprintf("host%d.evil.test:443", i)
+		fmt.Fprintf(c, "CONNECT %s HTTP/1.1\r\nHost: %s\r\nProxy-Authorization: Basic %s\r\n\r\n", target, target, auth)
+		resp, err := http.ReadResponse(bufio.NewReader(c), &http.Request{Method: http.MethodConnect})
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		c.Close()
+		if resp.StatusCode != http.StatusForbidden {
+			t.Fatalf("CONNECT %s: %s, want 403 (refused by the allowlist)", target, resp.Status)
+		}
+	}
+	// The proxy records a request after its answer: wait until it recorded all of them.
+	waitFor(t, "the proxy's count of the flood", func() bool { return r.egress.launchStats(id).Refused == int64(n) })
+}
+
+// TestEgressFloodDaemonStop: the daemon stops while a launch's proxy holds back the records of
+// a flood (the box keeps running, its proxy is not closed): the daemon's stop writes their
+// summary before it commits the audit rows, so the totals the next daemon rebuilds count every
+// request. With flushHeldRecords a no-op the totals are short and the test fails.
+func TestEgressFloodDaemonStop(t *testing.T) {
+	const flood, id = 1000, "egress-flood-stop"
+	r := newAuditRig(t)
+	floodEgress(t, r, id, flood)
+	// The daemon's stop, as serve runs it: the brokers' held records, then the audit writer.
+	r.egress.flushHeldRecords()
+	r.relay.closeAudits()
+	tot, err := r.st.EgressTotals(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := tot[id].Refused; got != flood {
+		t.Errorf("refused total after the daemon's stop = %d, want %d", got, flood)
+	}
+	r.egress.end(id)
+}
