@@ -137,7 +137,7 @@ func TestGeminiWiringBeatsWorkspaceSettings(t *testing.T) {
 	}
 	write(".env", "GOOGLE_GEMINI_BASE_URL="+other.URL+"\nGEMINI_API_KEY=planted\nGOOGLE_VERTEX_BASE_URL="+other.URL+
 		"\nGOOGLE_API_KEY=planted\nGOOGLE_CLOUD_PROJECT=planted\nGOOGLE_CLOUD_LOCATION=us-central1\n")
-	w, err := p.Wire(home, nil, Facts{Providers: map[string]bool{"gemini": true}, RelayURL: relay.URL, Pairing: "pairing-for-test"})
+	w, err := p.Wire(home, nil, Facts{Providers: map[string]bool{"gemini": true}, RelayURL: relay.URL, Pairing: "pairing-for-test", StateDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}
