@@ -227,8 +227,8 @@ func (d *Daemon) launch(ctx context.Context, req *api.LaunchRequest) (*api.Launc
 	if err != nil {
 		return failBrokers(err)
 	}
-	if err := d.toolchains(home, req.Env, d.workspaceFacts(), &contrib); err != nil {
-		return failBrokers(&api.Error{Code: api.CodeBoxSetupFailed, Message: "box cache " + filepath.Join(d.stateDir, boxCacheDir) + ": " + err.Error(),
+	if err := d.toolchains(ws, home, req.Env, d.workspaceFacts(), &contrib); err != nil {
+		return failBrokers(&api.Error{Code: api.CodeBoxSetupFailed, Message: "box cache " + boxCache(d.stateDir, ws) + ": " + err.Error(),
 			Hint: "check free space and permissions of " + d.stateDir})
 	}
 	var hidden []string

@@ -1,6 +1,8 @@
 package daemon
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,19 +15,64 @@ import (
 
 // hostGoProxy is the GOPROXY the host's go command uses when the user's environment sets none
 // (`go env GOPROXY`, asked once per daemon: agentbox names no module proxy of its own), or
-// "direct" when no go command answers.
-var hostGoProxy = sync.OnceValue(func() string {
-	out, err := exec.Command("go", "env", "GOPROXY").Output()
+// "direct" when no go command answers. go runs in "/" with GOTOOLCHAIN=local: no go.mod or
+// go.work a box wrote can make it switch toolchains.
+var hostGoProxy = sync.OnceValue(goEnvGoProxy)
+
+// goEnvGoProxy runs `go env GOPROXY` (hostGoProxy).
+func goEnvGoProxy() string {
+	cmd := exec.Command("go", "env", "GOPROXY")
+	cmd.Dir = "/"
+	cmd.Env = append(os.Environ(), "GOTOOLCHAIN=local")
+	out, err := cmd.Output()
 	if v := strings.TrimSpace(string(out)); err == nil && v != "" {
 		return v
 	}
 	return "direct"
-})
+}
 
-// boxCacheDir is the box cache under the daemon's state directory: bound read-write into every
-// box of the user at its own path, shared by them, and read by nothing outside a box
-// (docs/toolchains.md).
+// boxCacheDir is the folder of the box caches under the daemon's state directory: one per
+// workspace (boxCache), bound read-write into every box of that workspace at its own path, and
+// read by nothing outside a box (docs/toolchains.md).
 const boxCacheDir = "cache"
+
+// boxCache is the box cache of workspace ws under stateDir: <stateDir>/cache/<the first 16
+// bytes of sha256(ws), in hex>. A box of one workspace never sees another's, so what it plants
+// there (an extracted module, a build cache entry) runs in no other workspace's box.
+func boxCache(stateDir, ws string) string {
+	sum := sha256.Sum256([]byte(filepath.Clean(ws)))
+	return filepath.Join(stateDir, boxCacheDir, hex.EncodeToString(sum[:16]))
+}
+
+// goProxyNoUserinfo returns GOPROXY value v with the userinfo (user:password@) removed from
+// every entry's host: a proxy's credentials never enter the box. The separators (',' and '|')
+// and every other entry ("direct", "off", file:// URLs, hosts without userinfo) stay as they are.
+func goProxyNoUserinfo(v string) string {
+	var b strings.Builder
+	start := 0
+	for i := 0; i <= len(v); i++ {
+		if i == len(v) || v[i] == ',' || v[i] == '|' {
+			e := v[start:i]
+			rest, prefix := e, ""
+			if j := strings.Index(e, "://"); j >= 0 {
+				prefix, rest = e[:j+3], e[j+3:]
+			}
+			host := rest
+			if j := strings.IndexAny(rest, "/?#"); j >= 0 {
+				host = rest[:j]
+			}
+			if j := strings.LastIndexByte(host, '@'); j >= 0 {
+				e = prefix + rest[j+1:]
+			}
+			b.WriteString(e)
+			if i < len(v) {
+				b.WriteByte(v[i])
+			}
+			start = i + 1
+		}
+	}
+	return b.String()
+}
 
 // toolchainCompanions are the home folders a toolchain root loads from beside it: rustup's
 // proxies in ~/.cargo/bin run the toolchains in ~/.rustup.
@@ -37,9 +84,10 @@ var toolchainMasks = []string{".cargo/credentials", ".cargo/credentials.toml"}
 // toolchains adds to c what a box needs to build the user's project (docs/toolchains.md): the
 // toolchains on the caller's PATH under home, read-only at their own paths; the host's Go
 // module cache, read-only, as the first GOPROXY; and the box cache for what the box's builds
-// write. env is the caller's environment; facts are the workspace rules, which also decide
-// which parts of the home a toolchain may bring (never a harness home, never the home itself).
-func (d *Daemon) toolchains(home string, env []string, facts plan.WorkspaceFacts, c *plan.Contributions) error {
+// write (the workspace ws's own). env is the caller's environment; facts are the workspace
+// rules, which also decide which parts of the home a toolchain may bring (never a harness
+// home, never the home itself).
+func (d *Daemon) toolchains(ws, home string, env []string, facts plan.WorkspaceFacts, c *plan.Contributions) error {
 	var roots []string
 	for _, p := range toolchainRoots(home, envValue(env, "PATH"), facts) {
 		if !slices.ContainsFunc(roots, func(r string) bool { return p == r || plan.Within(p, r) }) {
@@ -67,9 +115,11 @@ func (d *Daemon) toolchains(home string, env []string, facts plan.WorkspaceFacts
 		}
 	}
 
-	cache := filepath.Join(d.stateDir, boxCacheDir)
-	if err := os.Mkdir(cache, 0o700); err != nil && !os.IsExist(err) {
-		return err
+	cache := boxCache(d.stateDir, ws)
+	for _, p := range []string{filepath.Dir(cache), cache} {
+		if err := os.Mkdir(p, 0o700); err != nil && !os.IsExist(err) {
+			return err
+		}
 	}
 	c.Mounts = append(c.Mounts, plan.Mount{Kind: plan.MountBind, Source: cache, Target: cache})
 	c.ReadWrite = append(c.ReadWrite, cache)
@@ -77,10 +127,12 @@ func (d *Daemon) toolchains(home string, env []string, facts plan.WorkspaceFacts
 	// Go: the box's module and build caches are the box cache's; modules come from the host's
 	// module cache first (read-only, as a file:// proxy), then from the user's GOPROXY, through
 	// the egress proxy, which refuses at once (and says which key) what egressAllow does not name.
+	// A proxy's userinfo stays out of the box.
 	goproxy := envValue(env, "GOPROXY")
 	if goproxy == "" {
 		goproxy = hostGoProxy()
 	}
+	goproxy = goProxyNoUserinfo(goproxy)
 	if mc := hostModCache(home, env); mc != "" && goproxy != "off" {
 		if st, err := os.Stat(filepath.Join(mc, "cache", "download")); err == nil && st.IsDir() {
 			if !slices.ContainsFunc(roots, func(r string) bool { return mc == r || plan.Within(mc, r) }) {

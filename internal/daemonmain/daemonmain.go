@@ -6,6 +6,8 @@ package daemonmain
 
 import (
 	"context"
+	"fmt"
+	"os"
 	"time"
 
 	"github.com/agentbox/agentbox/internal/api"
@@ -22,7 +24,14 @@ import (
 // Install fills cli.Heavy.
 func Install() {
 	// The daemon reports the version it was built as (the CLI compares it with its own).
-	cli.Heavy.RunDaemon = func(ctx context.Context) error { return daemon.Run(ctx, daemon.Options{Version: cli.Version}) }
+	cli.Heavy.RunDaemon = func(ctx context.Context) error {
+		// An auto-started daemon inherits the cwd of the first `agentbox run`, a workspace a
+		// box writes: nothing the daemon runs (go env GOPROXY, git, …) may start there.
+		if err := os.Chdir("/"); err != nil {
+			return fmt.Errorf("daemon: chdir /: %w", err)
+		}
+		return daemon.Run(ctx, daemon.Options{Version: cli.Version})
+	}
 	cli.Heavy.RunSystem = func(ctx context.Context, every time.Duration) error {
 		return daemon.RunSystem(ctx, daemon.SystemOptions{Interval: every})
 	}

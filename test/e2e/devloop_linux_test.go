@@ -300,7 +300,7 @@ func TestGoBuildFromHostCache(t *testing.T) {
 	}
 
 	// Poison the box cache: the module's extracted source as the next box would read it.
-	planted := filepath.Join(e.State, "agentbox", "cache", "go", "mod", "example.org", "dep@v1.0.0", "dep.go")
+	planted := filepath.Join(boxGoModCache(t, e, app), "example.org", "dep@v1.0.0", "dep.go")
 	if _, err := os.Stat(planted); err != nil {
 		t.Fatalf("the box cache does not hold the module: %v", err)
 	}
@@ -313,6 +313,76 @@ func TestGoBuildFromHostCache(t *testing.T) {
 	out, err := exec.Command(filepath.Join(e.Root, "hostapp")).CombinedOutput()
 	if err != nil || strings.TrimSpace(string(out)) != "from the host cache" {
 		t.Errorf("the unboxed build printed %q (%v), want the host cache's module", out, err)
+	}
+}
+
+// boxGoModCache is the GOMODCACHE a box of workspace ws gets (its box cache's), as go in a
+// box reports it.
+func boxGoModCache(t *testing.T, e *Env, ws string) string {
+	t.Helper()
+	r := e.runIn(ws, "run", "sh", "--", "-c", "go env GOMODCACHE")
+	mc := strings.TrimSpace(r.Stdout)
+	if r.Code != 0 || !filepath.IsAbs(mc) {
+		t.Fatalf("go env GOMODCACHE in a box: exit %d\nstdout:\n%s\nstderr:\n%s", r.Code, r.Stdout, r.Stderr)
+	}
+	return mc
+}
+
+// TestAttackBoxCacheAcrossWorkspaces: a box of workspace A changes the module source go
+// extracted into its box cache (go trusts an extracted module folder and does not check it
+// against go.sum again); a box of workspace B building the same module does not run A's code,
+// and its module cache is another folder. The poison does run in A's next box (the box cache of
+// one workspace stays warm, and is that workspace's to spoil). The daemon that the first launch
+// started runs in "/", not in workspace A. Before, every box of the user shared one box cache,
+// and B's build printed A's line; and the daemon ran in the workspace it was started from.
+func TestAttackBoxCacheAcrossWorkspaces(t *testing.T) {
+	if _, err := exec.LookPath("go"); err != nil {
+		t.Skip("go is not installed")
+	}
+	gitTools(t)
+	e := NewEnv(t)
+	proxy := goModule(t, e.Root, "from the host cache")
+	a, b := filepath.Join(e.Work, "a"), filepath.Join(e.Work, "b")
+	for _, ws := range []string{a, b} {
+		goApp(t, ws)
+		gitRun(t, ws, gitHostEnv(e.Home), nil, "init", "-q")
+		hostGo(t, e, ws, []string{"GOPROXY=file://" + proxy}, "mod", "tidy")
+	}
+	if err := os.RemoveAll(proxy); err != nil { // the module is in the host's cache only
+		t.Fatal(err)
+	}
+
+	const poison = "POISONED by the box of workspace A"
+	r := e.runIn(a, "run", "sh", "--", "-c", `set -e
+go build -o /tmp/app . && /tmp/app
+d=$(go env GOMODCACHE)/example.org/dep@v1.0.0
+chmod u+w "$d" "$d/dep.go"
+printf '\nfunc init() { println("`+poison+`") }\n' >> "$d/dep.go"
+go build -o /tmp/app . && /tmp/app`)
+	if r.Code != 0 || !strings.Contains(r.Stderr, poison) {
+		t.Fatalf("box A did not plant its code in its module cache: exit %d\nstdout:\n%s\nstderr:\n%s", r.Code, r.Stdout, r.Stderr)
+	}
+	// The daemon, started by that first `agentbox run` from workspace A, does not run in it
+	// (it asks the host's go for GOPROXY; a box-written go.mod there could switch go's toolchain).
+	if pid := e.DaemonPid(); pid == 0 {
+		t.Error("no daemon pid file after a launch")
+	} else if cwd, err := os.Readlink(fmt.Sprintf("/proc/%d/cwd", pid)); err != nil || cwd != "/" {
+		t.Errorf("the daemon's cwd is %q (%v), want /", cwd, err)
+	}
+
+	r = e.runIn(b, "run", "sh", "--", "-c", `go build -o /tmp/app . && /tmp/app`)
+	if r.Code != 0 || !strings.Contains(r.Stderr, "from the host cache") {
+		t.Fatalf("box B's build: exit %d\nstdout:\n%s\nstderr:\n%s", r.Code, r.Stdout, r.Stderr)
+	}
+	if strings.Contains(r.Stderr, poison) {
+		t.Errorf("box B ran the code box A planted in the box cache:\n%s", r.Stderr)
+	}
+	if ma, mb := boxGoModCache(t, e, a), boxGoModCache(t, e, b); ma == mb {
+		t.Errorf("workspaces A and B share the module cache %s", ma)
+	}
+	r = e.runIn(a, "run", "sh", "--", "-c", `go build -o /tmp/app . && /tmp/app`)
+	if r.Code != 0 || !strings.Contains(r.Stderr, poison) {
+		t.Errorf("box A's next build did not see its own box cache (a cold cache per box?): exit %d\nstderr:\n%s", r.Code, r.Stderr)
 	}
 }
 

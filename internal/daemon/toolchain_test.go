@@ -1,0 +1,107 @@
+package daemon
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/agentbox/agentbox/internal/plan"
+)
+
+// TestGoProxyNoUserinfo: the userinfo of every GOPROXY entry is removed, whichever separator
+// follows it; every other entry (direct, off, file://, a host without userinfo, a path with
+// an @ in it) is kept byte for byte.
+func TestGoProxyNoUserinfo(t *testing.T) {
+	for _, c := range []struct{ in, want string }{
+		{"https://alice:token@goproxy.corp.example/", "https://goproxy.corp.example/"},
+		{"https://alice:token@a.example/p,https://b.example|https://bob@c.example:8443/x?y=1,direct",
+			"https://a.example/p,https://b.example|https://c.example:8443/x?y=1,direct"},
+		{"https://u:p%40ss@registry.example.org", "https://registry.example.org"},
+		{"u:p@registry.example.org/go,off", "registry.example.org/go,off"},
+		{"file:///home/u/go/pkg/mod/cache/download,https://registry.example.org/m@v", "file:///home/u/go/pkg/mod/cache/download,https://registry.example.org/m@v"},
+		{"direct", "direct"},
+		{"off", "off"},
+		{"", ""},
+	} {
+		if got := goProxyNoUserinfo(c.in); got != c.want {
+			t.Errorf("goProxyNoUserinfo(%q) = %q, want %q", c.in, got, c.want)
+		}
+	}
+}
+
+// TestToolchainsGoProxyNoCredentials: the GOPROXY the box gets carries no userinfo, from the
+// caller's environment as from the host's go env; the rest of the list is intact.
+func TestToolchainsGoProxyNoCredentials(t *testing.T) {
+	d := &Daemon{stateDir: t.TempDir()}
+	home := t.TempDir()
+	var c plan.Contributions
+	env := []string{"GOPROXY=https://alice:SECRET@goproxy.corp.example/,direct", "GOMODCACHE=" + filepath.Join(home, "none")}
+	if err := d.toolchains("/ws", home, env, plan.WorkspaceFacts{}, &c); err != nil {
+		t.Fatal(err)
+	}
+	got := ""
+	for _, kv := range c.Env {
+		if strings.HasPrefix(kv, "GOPROXY=") {
+			got = kv
+		}
+	}
+	if got != "GOPROXY=https://goproxy.corp.example/,direct" {
+		t.Errorf("the box's %q, want GOPROXY=https://goproxy.corp.example/,direct", got)
+	}
+}
+
+// TestBoxCachePerWorkspace: each workspace has its own box cache, 0700, the same for every
+// launch in that workspace and bound at its own path; another workspace's is not bound.
+func TestBoxCachePerWorkspace(t *testing.T) {
+	d := &Daemon{stateDir: t.TempDir()}
+	home := t.TempDir()
+	binds := func(ws string) []string {
+		var c plan.Contributions
+		if err := d.toolchains(ws, home, []string{"GOPROXY=off"}, plan.WorkspaceFacts{}, &c); err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, m := range c.Mounts {
+			if strings.HasPrefix(m.Source, d.stateDir) {
+				out = append(out, m.Source)
+			}
+		}
+		return out
+	}
+	a, a2, b := binds("/work/a"), binds("/work/a"), binds("/work/b")
+	if len(a) != 1 || len(b) != 1 || len(a2) != 1 {
+		t.Fatalf("binds of the state dir: %v, %v, %v; want one each", a, a2, b)
+	}
+	if a[0] != a2[0] || a[0] == b[0] || a[0] == filepath.Join(d.stateDir, boxCacheDir) {
+		t.Errorf("box caches: a %s, a again %s, b %s; want a stable per-workspace folder", a[0], a2[0], b[0])
+	}
+	for _, p := range []string{filepath.Dir(a[0]), a[0], b[0]} {
+		if st, err := os.Stat(p); err != nil || st.Mode().Perm() != 0o700 {
+			t.Errorf("%s: %v %v, want a 0700 folder", p, st.Mode(), err)
+		}
+	}
+}
+
+// TestGoEnvGoProxyOutsideWorkspace: the host's go is asked in "/" with GOTOOLCHAIN=local,
+// whatever the daemon's cwd and environment (a go stand-in on PATH records both).
+func TestGoEnvGoProxyOutsideWorkspace(t *testing.T) {
+	bin, rec := t.TempDir(), filepath.Join(t.TempDir(), "rec")
+	script := "#!/bin/sh\necho \"$(pwd) $GOTOOLCHAIN $*\" > " + rec + "\necho https://registry.example.org\n"
+	if err := os.WriteFile(filepath.Join(bin, "go"), []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", bin)
+	t.Setenv("GOTOOLCHAIN", "go1.99.0")
+	t.Chdir(t.TempDir())
+	if got := goEnvGoProxy(); got != "https://registry.example.org" {
+		t.Errorf("goEnvGoProxy() = %q", got)
+	}
+	b, err := os.ReadFile(rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.TrimSpace(string(b)); got != "/ local env GOPROXY" {
+		t.Errorf("go ran as %q, want \"/ local env GOPROXY\" (cwd, GOTOOLCHAIN, args)", got)
+	}
+}
