@@ -23,9 +23,11 @@ type Finding struct {
 // roots, which the watch covers itself), by path: every git directory's config files and
 // hooks (GitSurfaceFiles: nested repositories, bare ones, the gitdir a .git file points to
 // within ws, submodule gitdirs at any depth and linked worktrees' gitdirs, also beneath the
-// workspace's own .git), and .envrc files. A config file that is a symlink is read through it
-// as git reads it, as long as it stays beneath ws.
-func ScanExec(ws string, skip map[string]bool, lim Limits) map[string]string {
+// workspace's own .git), .git files and symlinks and commondir files that lead out of ws, and
+// .envrc files. A config file that is a symlink is read through it as git reads it, as long as
+// it stays beneath ws. notChecked is the number of folders found but not looked into because
+// the bound was reached (0 when the scan is complete).
+func ScanExec(ws string, skip map[string]bool, lim Limits) (found map[string]string, notChecked int) {
 	lim = lim.withDefaults()
 	out := map[string]string{}
 	stack := []string{ws}
@@ -36,7 +38,7 @@ func ScanExec(ws string, skip map[string]bool, lim Limits) map[string]string {
 		visited++
 		stack = append(stack, scanDir(ws, dir, skip, out)...)
 	}
-	return out
+	return out, len(stack)
 }
 
 // scanDir records the findings of one directory's entries and returns its subdirectories to
@@ -59,6 +61,11 @@ func scanDir(ws, dir string, skip map[string]bool, out map[string]string) []stri
 			// git follows a symlinked .git, to a gitdir or to a .git file.
 			if gd, ok := dotGitTarget(ws, p); ok {
 				scanGitDir(ws, gd, skip, out, 0)
+			} else if t, far := dotGitOutside(ws, p); far && !skip[p] {
+				// The gitdir lies where the scan does not look (the box cache, which boxes
+				// write, persists and has the same path on the host): its config and hooks
+				// are the box's to choose. A new or changed pointer is moved aside.
+				out[p] = "git pointer (.git) leading out of the workspace to " + t
 			}
 		case name == ".envrc" && !skip[p]:
 			if de.Type().IsRegular() || de.Type()&os.ModeSymlink != 0 {
@@ -149,6 +156,10 @@ func scanGitDir(ws, gd string, skip map[string]bool, out map[string]string, dept
 	if common, ok := commonDir(ws, gd); ok && common != gd {
 		checkConfig(ws, filepath.Join(common, "config"), skip, out)
 		checkHooks(ws, filepath.Join(common, "hooks"), skip, out)
+	} else if cf := filepath.Join(gd, "commondir"); !ok && common != "" && !skip[cf] {
+		// git takes config and hooks from a common dir out of the workspace: as a .git
+		// pointer leading out (dotGitOutside), the commondir file is the finding.
+		out[cf] = "git commondir leading out of the workspace to " + common
 	}
 	for _, sub := range moduleGitDirs(gd) {
 		scanGitDir(ws, sub, skip, out, depth+1)
@@ -248,7 +259,7 @@ func checkHooks(ws, dir string, skip map[string]bool, out map[string]string) {
 }
 
 // commonDir returns the common dir a gitdir's commondir file names (relative to the gitdir,
-// or absolute), when it lies beneath ws.
+// or absolute), and whether it lies beneath ws ("" when the file is absent or empty).
 func commonDir(ws, gd string) (string, bool) {
 	b, err := readBeneath(ws, filepath.Join(gd, "commondir"), 4096)
 	if err != nil {
@@ -263,6 +274,37 @@ func commonDir(ws, gd string) (string, bool) {
 	}
 	c = filepath.Clean(c)
 	return c, within(c, ws)
+}
+
+// dotGitOutside returns where a .git entry leads when that is out of ws, as git would follow
+// it: a symlink's target (dangling or not: a box may make its target later), or the gitdir a
+// .git file, or the file a symlink leads to, names.
+func dotGitOutside(ws, dotGit string) (string, bool) {
+	if fi, err := os.Lstat(dotGit); err == nil && fi.Mode()&os.ModeSymlink != 0 {
+		t, err := filepath.EvalSymlinks(dotGit)
+		if err != nil {
+			l, lerr := os.Readlink(dotGit)
+			if lerr != nil {
+				return "", false
+			}
+			if !filepath.IsAbs(l) {
+				l = filepath.Join(filepath.Dir(dotGit), l)
+			}
+			t = filepath.Clean(l)
+		}
+		if !within(t, ws) {
+			return t, true
+		}
+		if isDir(t) {
+			return "", false
+		}
+		dotGit = t
+	}
+	gd, ok := readGitdir(dotGit)
+	if !ok || within(gd, ws) {
+		return "", false
+	}
+	return gd, true
 }
 
 // dotGitTarget returns the gitdir a .git entry (a file, or a symlink git follows) leads to,

@@ -66,7 +66,7 @@ type Limits struct {
 	// its size and identity still count). Zero means 4 MiB.
 	MaxFileBytes int64 `json:"maxFileBytes,omitempty"`
 	// ScanDirs bounds the directories the executable-configuration scan of the workspace
-	// visits. Zero means 20000.
+	// visits (a bound reached is reported as drift by the check at exit). Zero means 200000.
 	ScanDirs int `json:"scanDirs,omitempty"`
 }
 
@@ -84,7 +84,7 @@ func (l Limits) withDefaults() Limits {
 		l.MaxFileBytes = 4 << 20
 	}
 	if l.ScanDirs <= 0 {
-		l.ScanDirs = 20000
+		l.ScanDirs = 200000
 	}
 	return l
 }

@@ -138,8 +138,16 @@ func TestDeepTreeBounded(t *testing.T) {
 	}
 	mustWrite(t, filepath.Join(root, "top"), "y")
 	oneTransition(t, s, Modified, root, "~top")
-	// The executable-configuration scan is bounded too.
-	ScanExec(root, nil, Limits{ScanDirs: 100})
+	// The executable-configuration scan is bounded too, and says so: the check at exit
+	// reports the folders it did not check as drift, never silently.
+	if _, n := ScanExec(root, nil, Limits{ScanDirs: 100}); n != 1 {
+		t.Errorf("ScanExec over its bound: %d folders not checked, want 1 (the next level)", n)
+	}
+	ex := &State{Workspace: root, Limits: Limits{ScanDirs: 100}}
+	ts := ex.VerifyExec()
+	if len(ts) != 1 || ts[0].Path != root || !ts[0].Alert || !strings.Contains(ts[0].Detail, "scan incomplete: 1 folders not checked") {
+		t.Errorf("check at exit over the scan's bound: %+v, want one alert on the workspace saying the scan is incomplete", ts)
+	}
 }
 
 // TestOverBudget: a folder over the content budget is recorded by structure (names, kinds,

@@ -27,7 +27,8 @@ type State struct {
 func Snapshot(lay *Layout, lim Limits) *State {
 	s := &State{Workspace: lay.Workspace, Limits: lim, Notes: lay.Notes}
 	s.Roots = Take(lay.Roots, lim)
-	s.Exec = ScanExec(lay.Workspace, s.rootSet(), lim)
+	// An incomplete scan here shows in the check at exit, which rescans (VerifyExec).
+	s.Exec, _ = ScanExec(lay.Workspace, s.rootSet(), lim)
 	return s
 }
 
@@ -57,9 +58,17 @@ func (s *State) VerifyRoots() []Transition {
 }
 
 // VerifyExec rescans the whole workspace for executable configuration (bounded) and returns
-// what appeared, changed or went.
+// what appeared, changed or went. A scan that reached its bound is a transition of its own
+// (on the workspace, every time): what lies in the folders it did not check is unknown.
 func (s *State) VerifyExec() []Transition {
-	return s.mergeExec(ScanExec(s.Workspace, s.rootSet(), s.Limits), func(string) bool { return true })
+	found, notChecked := ScanExec(s.Workspace, s.rootSet(), s.Limits)
+	out := s.mergeExec(found, func(path string) bool { return true })
+	if notChecked > 0 {
+		out = append(out, Transition{Kind: Modified, Path: s.Workspace, Alert: true, Detail: fmt.Sprintf(
+			"scan incomplete: %d folders not checked (the scan stops after %d folders); executable configuration in them was not looked for",
+			notChecked, s.Limits.withDefaults().ScanDirs)})
+	}
+	return out
 }
 
 // VerifyExecIn rescans the given directories (not their subdirectories, except those new to

@@ -1,0 +1,116 @@
+package integrity_test
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/agentbox/agentbox/internal/api"
+)
+
+// lastLaunch returns the most recently started launch.
+func (e *daemonEnv) lastLaunch() api.Launch {
+	e.t.Helper()
+	ls := e.launches()
+	if len(ls) == 0 {
+		e.t.Fatal("no launch recorded")
+	}
+	last := ls[0]
+	for _, l := range ls[1:] {
+		if l.Started.After(last.Started) {
+			last = l
+		}
+	}
+	return last
+}
+
+// TestAttackDotGitIntoBoxCache: a box makes a bare repository in the box cache (writable by
+// boxes, kept across launches, at the same path on the host) whose config sets
+// core.fsmonitor, points vendor/lib/.git (a .git file, added to the index as a gitlink) and
+// d/.git (a symlink) at it. The host's plain git status at the top, in vendor/lib and in d
+// must not run it: both pointers are new and lead out of the workspace, so they are moved
+// aside and recorded as drift.
+func TestAttackDotGitIntoBoxCache(t *testing.T) {
+	e := newDaemonEnv(t)
+	repo(t, e.work)
+	mark1, touch1 := e.marker("fsmonitor-file")
+	mark2, touch2 := e.marker("fsmonitor-symlink")
+	out := e.boxPlant(fmt.Sprintf(`set -e
+C=$(cd "$(dirname "$GOMODCACHE")/.." && pwd)/y
+git init -q --bare "$C/evil.git"
+printf '[core]\n\tbare = false\n\tfsmonitor = "%s; false"\n' >> "$C/evil.git/config"
+mkdir -p vendor/lib && echo "gitdir: $C/evil.git" > vendor/lib/.git
+%s --git-dir="$C/evil.git" --work-tree=vendor/lib commit -q --allow-empty -m x
+git update-index --add --cacheinfo 160000,$(git --git-dir="$C/evil.git" rev-parse HEAD),vendor/lib
+git init -q --bare "$C/evil2.git"
+printf '[core]\n\tbare = false\n\tfsmonitor = "%s; false"\n' >> "$C/evil2.git/config"
+mkdir d && ln -s "$C/evil2.git" d/.git
+echo planted`, touch1, boxGit, touch2))
+	if !strings.Contains(out, "planted") {
+		t.Fatalf("the plant did not complete (the test would prove nothing):\n%s", out)
+	}
+	if _, err := os.Lstat(mark1); err == nil {
+		t.Fatalf("the box created the host's marker itself: the test cannot tell host from box\n%s", out)
+	}
+	gs, _ := hostGit(e.work, "status")
+	notRun(t, mark1, "the host's git status at the top:\n"+gs, out)
+	gs, _ = hostGit(filepath.Join(e.work, "vendor", "lib"), "status")
+	notRun(t, mark1, "the host's git status in vendor/lib:\n"+gs, out)
+	gs, _ = hostGit(filepath.Join(e.work, "d"), "status")
+	notRun(t, mark2, "the host's git status in d (symlinked .git):\n"+gs, out)
+	l := e.lastLaunch()
+	for _, p := range []string{"/vendor/lib/.git", "/d/.git"} {
+		if !l.Drift || !hasEvent(l, "created", p) || !strings.Contains(eventDetail(l, p), "leading out of the workspace") ||
+			!strings.Contains(eventDetail(l, p), "moved aside to") {
+			t.Errorf("the planted pointer %s is not recorded as moved aside: drift %v %+v", p, l.Drift, l.DriftEvents)
+		}
+	}
+}
+
+// TestDotGitOutsideAtLaunchKept: a .git pointer that leads out of the workspace and existed
+// at launch (here a linked worktree, inside the workspace, of a repository elsewhere) is the
+// user's: a box that does not touch it leaves it in place and raises no drift.
+func TestDotGitOutsideAtLaunchKept(t *testing.T) {
+	e := newDaemonEnv(t)
+	repo(t, e.work)
+	other := filepath.Join(e.root, "other")
+	os.Mkdir(other, 0o755)
+	repo(t, other)
+	git(t, other, "worktree", "add", "-q", filepath.Join(e.work, "wt"))
+	out := e.boxPlant("echo ran")
+	if _, err := os.Lstat(filepath.Join(e.work, "wt", ".git")); err != nil {
+		t.Fatalf("the linked worktree's own .git file was moved: %v\n%s", err, out)
+	}
+	if l := e.lastLaunch(); hasEvent(l, "created", "/wt/.git") || hasEvent(l, "modified", "/wt/.git") {
+		t.Errorf("a .git pointer present at launch is reported: %+v", l.DriftEvents)
+	}
+	if gs, err := hostGit(filepath.Join(e.work, "wt"), "status"); err != nil {
+		t.Errorf("git status in the linked worktree after the box: %v\n%s", err, gs)
+	}
+}
+
+// TestAttackScanManyFolders: a box makes more than 20000 folders (named so that the
+// depth-first scan visits them first) and a nested repository whose config sets
+// core.fsmonitor. The check at exit must still find it and move it aside; the host's
+// git -C a status must not run it.
+func TestAttackScanManyFolders(t *testing.T) {
+	e := newDaemonEnv(t)
+	repo(t, e.work)
+	mark, touch := e.marker("fsmonitor")
+	out := e.boxPlant(fmt.Sprintf(`set -e
+mkdir zz && cd zz && seq 1 20005 | xargs mkdir && cd ..
+git init -q a
+printf '[core]\n\tfsmonitor = "%s; false"\n' >> a/.git/config
+echo planted`, touch))
+	if !strings.Contains(out, "planted") {
+		t.Fatalf("the plant did not complete (the test would prove nothing):\n%s", out)
+	}
+	gs, _ := hostGit(filepath.Join(e.work, "a"), "status")
+	notRun(t, mark, "the host's git -C a status:\n"+gs, out)
+	l := e.lastLaunch()
+	if !hasEvent(l, "created", "/a/.git/config") || !strings.Contains(eventDetail(l, "/a/.git/config"), "moved aside to") {
+		t.Errorf("the nested repository's config is not recorded as moved aside: %+v", l.DriftEvents)
+	}
+}
