@@ -185,3 +185,24 @@ func BenchmarkScanExecSubmodules(b *testing.B) {
 	}
 	b.ReportMetric(float64((cpuTime()-start).Microseconds())/1000/float64(b.N), "cpu-ms/op")
 }
+
+// BenchmarkScanExecFolders measures the full workspace scan over 20,000 folders of 5 files
+// each (a node_modules-like tree: 1,000 packages of 20 folders), the case whose bound used to
+// be reached.
+func BenchmarkScanExecFolders(b *testing.B) {
+	ws, _ := filepath.EvalSymlinks(b.TempDir())
+	for i := 0; i < 20000; i++ {
+		d := filepath.Join(ws, "node_modules", fmt.Sprintf("pkg%d", i/20), fmt.Sprintf("d%d", i%20))
+		for j := 0; j < 5; j++ {
+			mustWrite(b, filepath.Join(d, fmt.Sprintf("f%d.js", j)), "x")
+		}
+	}
+	b.ResetTimer()
+	start := cpuTime()
+	for i := 0; i < b.N; i++ {
+		if found, n := ScanExec(ws, nil, Limits{}); len(found) != 0 || n != 0 {
+			b.Fatalf("found %v, %d not checked", found, n)
+		}
+	}
+	b.ReportMetric(float64((cpuTime()-start).Microseconds())/1000/float64(b.N), "cpu-ms/op")
+}
