@@ -22,19 +22,37 @@ func init() { helpers["squat-listeners"] = squatListeners }
 
 // squatListeners is what another local user can do to a user's probes: read the probe's
 // abstract socket names from /proc/net/unix and the loopback ports that uid args[0] listens on
-// from /proc/net/tcp, and connect to each in a loop. It says "squatting" once it has read both
-// tables, then runs until killed.
+// from /proc/net/tcp, and connect to each in a loop. With a second argument, a pid, it connects
+// only to listeners that process holds (the own-uid test's probe runs in the test process:
+// other packages' probes, run by the suite at the same time as the same uid, must not be hit).
+// It says "squatting" once it has read both tables, then runs until killed.
 func squatListeners(args []string) int {
-	if len(args) != 1 {
+	if len(args) != 1 && len(args) != 2 {
 		return 2
 	}
 	victim := args[0]
+	// held reports whether the socket inode is one of pid's descriptors (always, without a pid).
+	held := func(inode string) bool {
+		if len(args) < 2 {
+			return true
+		}
+		fds, err := os.ReadDir("/proc/" + args[1] + "/fd")
+		if err != nil {
+			return false
+		}
+		for _, fd := range fds {
+			if l, err := os.Readlink("/proc/" + args[1] + "/fd/" + fd.Name()); err == nil && l == "socket:["+inode+"]" {
+				return true
+			}
+		}
+		return false
+	}
 	said := false
 	for {
 		if b, err := os.ReadFile("/proc/net/unix"); err == nil {
 			for _, l := range strings.Split(string(b), "\n") {
 				f := strings.Fields(l)
-				if len(f) == 8 && strings.HasPrefix(f[7], "@agentbox-readiness-") {
+				if len(f) == 8 && strings.HasPrefix(f[7], "@agentbox-readiness-") && held(f[6]) {
 					if c, err := net.Dial("unix", f[7]); err == nil {
 						c.Close()
 					}
@@ -45,7 +63,7 @@ func squatListeners(args []string) int {
 			for _, l := range strings.Split(string(b), "\n") {
 				f := strings.Fields(l)
 				// sl local rem st … uid: a listener (0A) of the victim on 127.0.0.1.
-				if len(f) < 8 || f[3] != "0A" || f[7] != victim || !strings.HasPrefix(f[1], "0100007F:") {
+				if len(f) < 10 || f[3] != "0A" || f[7] != victim || !strings.HasPrefix(f[1], "0100007F:") || !held(f[9]) {
 					continue
 				}
 				if port, err := strconv.ParseUint(f[1][9:], 16, 16); err == nil {
@@ -65,9 +83,13 @@ func squatListeners(args []string) int {
 
 // startSquatter starts squatListeners against victim's listeners as attr's user and waits
 // until it runs.
-func startSquatter(t *testing.T, exe string, victim int, attr *syscall.SysProcAttr) {
+func startSquatter(t *testing.T, exe string, victim int, attr *syscall.SysProcAttr, only ...int) {
 	t.Helper()
-	cmd := exec.Command(exe, "squat-listeners", strconv.Itoa(victim))
+	args := []string{"squat-listeners", strconv.Itoa(victim)}
+	for _, pid := range only {
+		args = append(args, strconv.Itoa(pid))
+	}
+	cmd := exec.Command(exe, args...)
 	cmd.SysProcAttr = attr
 	out, err := cmd.StdoutPipe()
 	if err != nil {
@@ -90,7 +112,7 @@ func TestProbeCountsOwnUsersConnections(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	startSquatter(t, self, os.Getuid(), nil)
+	startSquatter(t, self, os.Getuid(), nil, os.Getpid())
 	res := probe(t, "native", nil)
 	if res.OK() {
 		t.Fatal("the probe passed while a process of its own uid connected to its host listeners")
