@@ -100,17 +100,7 @@ func egressRows(t *testing.T, st *store.Store, id string) []egressAuditDetail {
 func TestEgressAuditBatched(t *testing.T) {
 	r := newAuditRig(t)
 	const id = "egress-audit-batched"
-	runDir := filepath.Join(r.root, "run", "launches", id, "run")
-	if err := os.MkdirAll(runDir, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	allow, err := egress.ParseAllowlist([]string{"allowed.test:443"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := r.egress.start(id, runDir, allow, api.EgressStats{}); err != nil {
-		t.Fatal(err)
-	}
+	runDir := startAuditEgress(t, r, id)
 	t.Cleanup(func() { r.egress.end(id) })
 	_, pairing, err := r.relay.reg.Create(context.Background(), session.Spec{Kind: session.KindLaunch, ClientID: "generic", LaunchID: id})
 	if err != nil {
@@ -183,4 +173,22 @@ func TestEgressAuditShutdown(t *testing.T) {
 			t.Fatalf("row %d: %+v, want a refusal of %s (rows out of order or altered)", i, got, want)
 		}
 	}
+}
+
+// startAuditEgress starts launch id's egress proxy on the rig (allowing allowed.test:443) and
+// returns its run directory.
+func startAuditEgress(t *testing.T, r *auditRig, id string) string {
+	t.Helper()
+	runDir := filepath.Join(r.root, "run", "launches", id, "run")
+	if err := os.MkdirAll(runDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	allow, err := egress.ParseAllowlist([]string{"allowed.test:443"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.egress.start(id, runDir, allow, api.EgressStats{}); err != nil {
+		t.Fatal(err)
+	}
+	return runDir
 }

@@ -15,7 +15,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentbox/agentbox/internal/api"
 	"github.com/agentbox/agentbox/internal/egress"
 	"github.com/agentbox/agentbox/internal/relay/session"
 	"github.com/agentbox/agentbox/internal/store"
@@ -117,17 +116,7 @@ func TestEgressFloodBounded(t *testing.T) {
 // refuses, each to another host, one after another, with the launch's pairing, over its socket.
 func floodEgress(t *testing.T, r *auditRig, id string, n int) {
 	t.Helper()
-	runDir := filepath.Join(r.root, "run", "launches", id, "run")
-	if err := os.MkdirAll(runDir, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	allow, err := egress.ParseAllowlist([]string{"allowed.test:443"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := r.egress.start(id, runDir, allow, api.EgressStats{}); err != nil {
-		t.Fatal(err)
-	}
+	runDir := startAuditEgress(t, r, id)
 	_, pairing, err := r.relay.reg.Create(context.Background(), session.Spec{Kind: session.KindLaunch, ClientID: "generic", LaunchID: id})
 	if err != nil {
 		t.Fatal(err)
