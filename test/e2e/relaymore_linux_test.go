@@ -186,7 +186,7 @@ func TestRelaySurvivesDaemonKill(t *testing.T) {
 		t.Fatal("no daemon pid")
 	}
 	syscall.Kill(pid, syscall.SIGKILL)
-	eventually(t, "the daemon gone", func() bool { return syscall.Kill(pid, 0) != nil || isZombie(pid) })
+	e.waitDaemonGone(t, pid)
 	if r := e.Run("", "run", "true"); r.Code != 0 {
 		t.Fatalf("agentbox run after the kill: exit %d: %s", r.Code, r.Stderr)
 	}

@@ -368,7 +368,7 @@ func TestSupervision(t *testing.T) {
 			t.Fatal("no daemon pid")
 		}
 		syscall.Kill(pid, syscall.SIGKILL)
-		eventually(t, "the daemon gone", func() bool { return syscall.Kill(pid, 0) != nil || isZombie(pid) })
+		e.waitDaemonGone(t, pid)
 		// The program keeps its terminal.
 		m.Type("after-kill")
 		m.WaitFor("got:after-kill")
@@ -435,6 +435,27 @@ func TestSupervision(t *testing.T) {
 		if b, _ := os.ReadFile(filepath.Join(e.Work, "hup.txt")); string(b) != "hup\n" {
 			t.Errorf("the program's HUP trap did not run (hup.txt: %q)", b)
 		}
+	})
+}
+
+// waitDaemonGone waits until the daemon process pid is gone (or a zombie) and its socket
+// refuses connections. The first alone is not enough: when SIGKILL ends a multi-threaded
+// daemon, its main thread can be a zombie while the other threads still exit, and until the
+// last one has, the listening socket is open: a client connecting then is queued, and reset
+// when the socket closes ("connection reset by peer" on the next command).
+func (e *Env) waitDaemonGone(t *testing.T, pid int) {
+	t.Helper()
+	sock := filepath.Join(e.RuntimeDir(), "agentbox.sock")
+	eventually(t, "the daemon gone", func() bool {
+		if syscall.Kill(pid, 0) == nil && !isZombie(pid) {
+			return false
+		}
+		c, err := net.Dial("unix", sock)
+		if err == nil {
+			c.Close()
+			return false
+		}
+		return true
 	})
 }
 

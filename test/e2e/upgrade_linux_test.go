@@ -82,7 +82,7 @@ func TestRestartDaemonsAfterUpgrade(t *testing.T) {
 	if r.Code != 0 || !strings.Contains(r.Stdout, "stopped the daemon of uid "+itoa(os.Getuid())+" (pid "+itoa(old)+"), which ran the previous version") {
 		t.Errorf("restart-daemons after the upgrade: exit %d: %q %q", r.Code, r.Stdout, r.Stderr)
 	}
-	eventually(t, "the old daemon gone", func() bool { return syscall.Kill(old, 0) != nil || isZombie(old) })
+	e.waitDaemonGone(t, old)
 	// The next run starts the new daemon, which re-adopts the box.
 	if r := ab("run", "true"); r.Code != 0 {
 		t.Fatalf("run true after the upgrade: exit %d: %s", r.Code, r.Stderr)
