@@ -1,7 +1,6 @@
 package changes
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"os"
@@ -9,11 +8,10 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"unsafe"
 
-	"golang.org/x/sys/unix"
-
+	"github.com/agentbox/agentbox/internal/inotify"
 	"github.com/agentbox/agentbox/internal/plan"
+	"golang.org/x/sys/unix"
 )
 
 // maxHeld bounds the captured files whose content the guard keeps following (their inode
@@ -445,25 +443,17 @@ func (g *Guard) Run() {
 		}
 		rescan := false
 		g.mu.Lock()
-		for {
-			n, err := unix.Read(g.in, buf)
-			if n <= 0 || err != nil {
-				break
+		// A read error ends this drain only: the next poll tells whether the watch still works.
+		_ = inotify.Drain(g.in, buf, func(ev inotify.Event) {
+			switch in := g.interest[ev.Wd]; {
+			case g.held[ev.Wd] != nil && ev.Mask&unix.IN_CLOSE_WRITE != 0:
+				g.copy(g.held[ev.Wd])
+			case ev.Mask&unix.IN_Q_OVERFLOW != 0:
+				rescan = true // events were lost
+			case ev.Mask&(unix.IN_CREATE|unix.IN_MOVED_TO) != 0 && (in[ev.Name] || in[""]):
+				rescan = true
 			}
-			for off := 0; off+unix.SizeofInotifyEvent <= n; {
-				ev := (*unix.InotifyEvent)(unsafe.Pointer(&buf[off]))
-				name := string(bytes.TrimRight(buf[off+unix.SizeofInotifyEvent:off+unix.SizeofInotifyEvent+int(ev.Len)], "\x00"))
-				switch in := g.interest[ev.Wd]; {
-				case g.held[ev.Wd] != nil && ev.Mask&unix.IN_CLOSE_WRITE != 0:
-					g.copy(g.held[ev.Wd])
-				case ev.Mask&unix.IN_Q_OVERFLOW != 0:
-					rescan = true // events were lost
-				case ev.Mask&(unix.IN_CREATE|unix.IN_MOVED_TO) != 0 && (in[name] || in[""]):
-					rescan = true
-				}
-				off += unix.SizeofInotifyEvent + int(ev.Len)
-			}
-		}
+		})
 		g.mu.Unlock()
 		if rescan {
 			if err := g.Scan(); err != nil {

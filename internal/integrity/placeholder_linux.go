@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/agentbox/agentbox/internal/atomicfile"
 	"golang.org/x/sys/unix"
 )
 
@@ -59,11 +60,7 @@ func (r *Registry) locked(fn func(f *phFile) error) error {
 	if err != nil {
 		return err
 	}
-	tmp := r.Path + ".tmp"
-	if err := os.WriteFile(tmp, out, 0o600); err != nil {
-		return fmt.Errorf("placeholder registry: %w", err)
-	}
-	if err := os.Rename(tmp, r.Path); err != nil {
+	if err := atomicfile.WriteFile(r.Path, out, 0o600); err != nil {
 		return fmt.Errorf("placeholder registry: %w", err)
 	}
 	return ferr

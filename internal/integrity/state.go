@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+
+	"github.com/agentbox/agentbox/internal/atomicfile"
 )
 
 // State is what the watch last saw of one launch: every root, and the executable
@@ -163,11 +165,7 @@ func (s *State) Save(path string) error {
 	if err != nil {
 		return err
 	}
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, b, 0o600); err != nil {
-		return fmt.Errorf("integrity: save state: %w", err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
+	if err := atomicfile.WriteFile(path, b, 0o600); err != nil {
 		return fmt.Errorf("integrity: save state: %w", err)
 	}
 	return nil

@@ -7,8 +7,8 @@ import (
 	"path/filepath"
 	"sync"
 	"time"
-	"unsafe"
 
+	"github.com/agentbox/agentbox/internal/inotify"
 	"golang.org/x/sys/unix"
 )
 
@@ -119,27 +119,13 @@ func (w *Watcher) inotify(ctx context.Context) error {
 				return
 			}
 			var dirty []string
-			for off := 0; off+unix.SizeofInotifyEvent <= k; {
-				ev := (*unix.InotifyEvent)(unsafe.Pointer(&buf[off]))
-				nameLen := int(ev.Len)
-				name := ""
-				if nameLen > 0 {
-					raw := buf[off+unix.SizeofInotifyEvent : off+unix.SizeofInotifyEvent+nameLen]
-					for i, c := range raw {
-						if c == 0 {
-							raw = raw[:i]
-							break
-						}
-					}
-					name = string(raw)
-				}
-				off += unix.SizeofInotifyEvent + nameLen
+			inotify.Parse(buf[:k], func(ev inotify.Event) {
 				owner, ok := n.owner[int(ev.Wd)]
 				if !ok {
-					continue
+					return
 				}
 				dirty = append(dirty, owner)
-				if ev.Mask&unix.IN_ISDIR != 0 && ev.Mask&(unix.IN_CREATE|unix.IN_MOVED_TO) != 0 && name != "" {
+				if name := ev.Name; ev.Mask&unix.IN_ISDIR != 0 && ev.Mask&(unix.IN_CREATE|unix.IN_MOVED_TO) != 0 && name != "" {
 					sub := filepath.Join(owner, name)
 					if name == ".git" {
 						n.add(filepath.Join(owner, name), owner)
@@ -147,7 +133,7 @@ func (w *Watcher) inotify(ctx context.Context) error {
 						dirty = append(dirty, n.addTree(sub)...)
 					}
 				}
-			}
+			})
 			select {
 			case events <- dirty:
 			case <-ctx.Done():

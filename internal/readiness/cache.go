@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 
 	"github.com/agentbox/agentbox/internal/api"
+	"github.com/agentbox/agentbox/internal/atomicfile"
 	"github.com/agentbox/agentbox/internal/config"
 )
 
@@ -76,19 +77,7 @@ func storeCache(stateDir string, k Key, r api.Readiness) error {
 	if err != nil {
 		return err
 	}
-	f, err := os.CreateTemp(stateDir, CacheFile+".tmp*")
-	if err != nil {
-		return fmt.Errorf("readiness cache: %w", err)
-	}
-	defer os.Remove(f.Name())
-	if _, err := f.Write(append(b, '\n')); err != nil {
-		f.Close()
-		return fmt.Errorf("readiness cache: %w", err)
-	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("readiness cache: %w", err)
-	}
-	if err := os.Rename(f.Name(), filepath.Join(stateDir, CacheFile)); err != nil {
+	if err := atomicfile.WriteFile(filepath.Join(stateDir, CacheFile), append(b, '\n'), 0o600); err != nil {
 		return fmt.Errorf("readiness cache: %w", err)
 	}
 	return nil

@@ -17,13 +17,14 @@ import (
 	"syscall"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/agentbox/agentbox/internal/api"
+	"github.com/agentbox/agentbox/internal/atomicfile"
 	"github.com/agentbox/agentbox/internal/console"
 	"github.com/agentbox/agentbox/internal/engine"
 	"github.com/agentbox/agentbox/internal/engine/native"
 	"github.com/agentbox/agentbox/internal/plan"
+	"github.com/agentbox/agentbox/internal/safesocket"
+	"golang.org/x/sys/unix"
 )
 
 // drainTimeout bounds how long the shim waits, once the box's top process has exited, for the
@@ -164,7 +165,6 @@ type server struct {
 	held           bool               // the box waits for release to start its program
 	attachDeadline time.Time          // when an attached launch gives up waiting for its client
 	ln             *net.UnixListener
-	ownUserNS      uint64
 	pidNSFile      *os.File      // holds the box's pid namespace open, so its inode is not reused while settling
 	startReq       chan struct{} // closed by the first attach
 	stopReq        chan struct{} // closed by a stop before the box started
@@ -253,9 +253,6 @@ func run(dir string, lg *log.Logger, report func(error), pre *native.Prestarted,
 	}
 	s.cond = sync.NewCond(&s.mu)
 	s.size = cfg.Size
-	if s.ownUserNS, err = nsInode(os.Getpid(), "user"); err != nil {
-		return fmt.Errorf("own user namespace: %w", err)
-	}
 	sock := filepath.Join(dir, SocketFile)
 	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: sock, Net: "unix"})
 	if err != nil {
@@ -1014,30 +1011,7 @@ func writeStatus(dir string, st *Status) error {
 	if err != nil {
 		return err
 	}
-	tmp := filepath.Join(dir, StatusFile+".tmp")
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
-	if err != nil {
-		return err
-	}
-	if _, err := f.Write(append(b, '\n')); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp, filepath.Join(dir, StatusFile)); err != nil {
-		return err
-	}
-	if d, err := os.Open(dir); err == nil {
-		d.Sync()
-		d.Close()
-	}
-	return nil
+	return atomicfile.WriteFile(filepath.Join(dir, StatusFile), append(b, '\n'), 0o600)
 }
 
 // stop stops the box: SIGTERM to its top process (which forwards it to the program), then
@@ -1136,7 +1110,9 @@ func (s *server) refuse(conn *net.UnixConn, code, msg string) {
 }
 
 func (s *server) serve(conn *net.UnixConn) {
-	if err := checkPeer(conn, s.ownUserNS); err != nil {
+	// Only a process of the shim's uid outside every box: a same-uid process in a box could
+	// otherwise reach the socket through any path it can see.
+	if err := safesocket.CheckPeer(conn); err != nil {
 		s.log.Printf("refused connection: %v", err)
 		s.refuse(conn, CodeForbidden, "refused: "+err.Error())
 		return

@@ -8,6 +8,8 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+
+	"github.com/agentbox/agentbox/internal/atomicfile"
 )
 
 // Program is one managed program as the policy names it.
@@ -65,7 +67,7 @@ func Install(prefix, agentbox string, progs []Program) ([]Change, error) {
 		case err == nil:
 			action = "updated"
 		}
-		if err := writeAtomic(p.path, p.data); err != nil {
+		if err := atomicfile.WriteFile(p.path, p.data, 0o755); err != nil {
 			return changes, err
 		}
 		changes = append(changes, Change{p.path, action})
@@ -127,33 +129,6 @@ func launchers(dir string) ([]string, error) {
 	}
 	slices.Sort(out)
 	return out, nil
-}
-
-// writeAtomic writes data to path (mode 0755) through a temporary file and a rename, so a shell
-// never runs half a launcher.
-func writeAtomic(path string, data []byte) error {
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".agentbox-*")
-	if err != nil {
-		return err
-	}
-	tmp := f.Name()
-	_, err = f.Write(data)
-	if err == nil {
-		err = f.Chmod(0o755)
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, path)
-	}
-	if err != nil {
-		if rerr := os.Remove(tmp); rerr != nil && !errors.Is(rerr, fs.ErrNotExist) {
-			return fmt.Errorf("%w (and removing %s: %v)", err, tmp, rerr)
-		}
-		return err
-	}
-	return nil
 }
 
 // Status is the state of one managed program's launcher.

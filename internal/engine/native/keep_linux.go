@@ -9,11 +9,10 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unsafe"
 
-	"golang.org/x/sys/unix"
-
+	"github.com/agentbox/agentbox/internal/inotify"
 	"github.com/agentbox/agentbox/internal/integrity"
+	"golang.org/x/sys/unix"
 )
 
 // keptMount is a bind inside the workspace (a protected path bound read-only, or a writable
@@ -352,26 +351,17 @@ func (r *removals) removed(path string) bool {
 func (r *removals) drain() {
 	if r.fd >= 0 {
 		buf := make([]byte, 64<<10)
-		for {
-			n, err := unix.Read(r.fd, buf)
-			if n <= 0 || err != nil {
-				break
+		// A read error ends this drain only; the next one reads again.
+		_ = inotify.Drain(r.fd, buf, func(ev inotify.Event) {
+			if ev.Mask&(unix.IN_Q_OVERFLOW|unix.IN_IGNORED) != 0 {
+				r.overflow = true
 			}
-			for off := 0; off+unix.SizeofInotifyEvent <= n; {
-				ev := (*unix.InotifyEvent)(unsafe.Pointer(&buf[off]))
-				nameBytes := buf[off+unix.SizeofInotifyEvent : off+unix.SizeofInotifyEvent+int(ev.Len)]
-				name := string(bytes.TrimRight(nameBytes, "\x00"))
-				if ev.Mask&(unix.IN_Q_OVERFLOW|unix.IN_IGNORED) != 0 {
-					r.overflow = true
+			if dir, ok := r.dirs[ev.Wd]; ok && ev.Name != "" && ev.Mask&(unix.IN_DELETE|unix.IN_MOVED_FROM) != 0 {
+				if p := filepath.Join(dir, ev.Name); r.names[p] {
+					r.seen[p] = true
 				}
-				if dir, ok := r.dirs[ev.Wd]; ok && name != "" && ev.Mask&(unix.IN_DELETE|unix.IN_MOVED_FROM) != 0 {
-					if p := filepath.Join(dir, name); r.names[p] {
-						r.seen[p] = true
-					}
-				}
-				off += unix.SizeofInotifyEvent + int(ev.Len)
 			}
-		}
+		})
 	}
 }
 

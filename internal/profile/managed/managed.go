@@ -20,6 +20,7 @@ import (
 	"strings"
 
 	"github.com/agentbox/agentbox/internal/api"
+	"github.com/agentbox/agentbox/internal/atomicfile"
 	"github.com/agentbox/agentbox/internal/config"
 )
 
@@ -147,7 +148,7 @@ func writeState(path string, s *state) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return err
 	}
-	return writeAtomic(path, append(b, '\n'), 0o600)
+	return atomicfile.WriteFile(path, append(b, '\n'), 0o600)
 }
 
 // Result says what Apply did.
@@ -207,7 +208,7 @@ func applyDropIn(want map[string]json.RawMessage, dir string, st *state, o Optio
 	if err := os.MkdirAll(d, 0o755); err != nil {
 		return nil, err
 	}
-	if err := writeAtomic(file, doc, 0o644); err != nil {
+	if err := atomicfile.WriteFile(file, doc, 0o644); err != nil {
 		return nil, err
 	}
 	st.DropIn = doc
@@ -271,47 +272,19 @@ func applyFile(want map[string]json.RawMessage, dir string, st *state, o Options
 	}
 	if exists {
 		res.Backup = file + BackupSuffix
-		if err := writeAtomic(res.Backup, orig, mode); err != nil {
+		if err := atomicfile.WriteFile(res.Backup, orig, mode); err != nil {
 			return nil, fmt.Errorf("backup %s: %w", file, err)
 		}
 	}
 	if !json.Valid(doc) {
 		return nil, fmt.Errorf("managed: merged %s is not valid JSON (not written)", file)
 	}
-	if err := writeAtomic(file, doc, mode); err != nil {
+	if err := atomicfile.WriteFile(file, doc, mode); err != nil {
 		return nil, err
 	}
 	st.Keys = keys
 	res.Changed = true
 	return res, writeState(o.state(), st)
-}
-
-// writeAtomic replaces path with data through a temporary file in the same directory.
-func writeAtomic(path string, data []byte, mode os.FileMode) error {
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return err
-	}
-	tmp := f.Name()
-	_, err = f.Write(data)
-	if err == nil {
-		err = f.Chmod(mode)
-	}
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, path)
-	}
-	if err != nil {
-		if rerr := os.Remove(tmp); rerr != nil && !errors.Is(rerr, os.ErrNotExist) {
-			return fmt.Errorf("%w (and removing %s: %v)", err, tmp, rerr)
-		}
-	}
-	return err
 }
 
 // SupportsDropIn reports whether the Claude Code executable at path reads the

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"github.com/agentbox/agentbox/internal/relay"
 )
 
 // Config is the `git:` section of agentbox's configuration. Its zero value is valid and
@@ -46,8 +48,8 @@ type Credential struct {
 	// non-empty name works, such as x-access-token). Required.
 	Username string `json:"username" yaml:"username" jsonschema_description:"User name sent with the secret (HTTP basic authentication)."`
 	// File is a file holding the secret (a token or password). It must be a regular file
-	// owned by the daemon's user with mode 0600 or stricter; it is read at every request, so a
-	// rotated secret takes effect at once.
+	// owned by the daemon's user with mode 0600 or stricter; it is looked at (stat) at every
+	// request and read again whenever it changed, so a rotated secret takes effect at once.
 	File string `json:"file,omitempty" yaml:"file,omitempty" jsonschema_description:"File holding the secret: owned by you, mode 0600 or stricter."`
 	// Command is a program and its arguments (no shell) whose standard output is the secret.
 	// Its output is reused for five minutes, and dropped when the remote refuses it.
@@ -269,7 +271,7 @@ type credEntry struct {
 	entry *entry
 	key   string // "git.credentials[i]"
 	cred  Credential
-	src   *source
+	src   *relay.CredentialSource
 }
 
 // compile validates c and returns its policy; the error joins one error per invalid value.

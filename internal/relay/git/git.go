@@ -421,10 +421,10 @@ func (rl *Relay) modifyResponse(resp *http.Response) error {
 	switch {
 	case resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusProxyAuthRequired:
 		if st.cred != nil {
-			st.cred.src.invalidate()
+			st.cred.src.Invalidate()
 			return &refusal{http.StatusForbidden, CodeCredentialRejected, fmt.Sprintf(
 				"%s refused the credential the daemon attached from %s (HTTP %d): renew or replace it on the host (the box holds no credential and needs no change)",
-				st.target.Host, st.cred.src.describe(), resp.StatusCode)}
+				st.target.Host, st.cred.src.Describe(), resp.StatusCode)}
 		}
 		return &refusal{http.StatusForbidden, CodeCredentialMissing, fmt.Sprintf(
 			"%s asks for a credential for %s (HTTP %d) and git.credentials has none for it: add one on the host (the box holds no credential and cannot prompt)",

@@ -1,11 +1,14 @@
 package git
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"net/url"
 	"strings"
+
+	"github.com/agentbox/agentbox/internal/relay"
 )
 
 // maxHops is the number of redirects the relay follows for one request.
@@ -119,9 +122,14 @@ func (u *upstream) send(req *http.Request, target *url.URL, st *reqState) (*http
 		out.Header.Del("Proxy-Authorization")
 		st.cred = nil
 		if c := pol.credentialFor(target.Scheme, hostOf(target), portOfURL(target), repoElems(target, st.suffix)); c != nil {
-			secret, err := c.src.get(req.Context())
+			secret, err := c.src.Get(req.Context())
 			if err != nil {
-				return nil, &refusal{http.StatusForbidden, CodeCredentialMissing, strings.TrimPrefix(err.Error(), errCredential.Error()+": ") +
+				detail := err.Error()
+				var ce *relay.CredentialError
+				if errors.As(err, &ce) {
+					detail = ce.Detail
+				}
+				return nil, &refusal{http.StatusForbidden, CodeCredentialMissing, detail +
 					"; fix it on the host (the box holds no credential and needs no change)"}
 			}
 			out.SetBasicAuth(c.cred.Username, secret)

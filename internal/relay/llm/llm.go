@@ -17,7 +17,6 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/url"
-	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -80,7 +79,7 @@ type gateway struct {
 	url    *url.URL
 	header string // canonical header name carrying the credential
 	prefix string // value prefix, "Bearer " or ""
-	src    *source
+	src    *relay.CredentialSource
 	proxy  *httputil.ReverseProxy
 	// revoked ends a stream whose session was revoked or ended, in the provider's terms.
 	revoked string
@@ -155,7 +154,7 @@ func newGateway(name, defURL, defHeader string, gw Gateway, now func() time.Time
 		url:     u,
 		header:  http.CanonicalHeaderKey(name2),
 		prefix:  prefix,
-		src:     &source{key: key + ".credential", cred: c, now: now, uid: os.Getuid()},
+		src:     newSource(key, c, now),
 		revoked: revokedEvent,
 	}
 	if name == Gemini {
@@ -285,11 +284,16 @@ func (rl *Relay) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			fmt.Sprintf("the relay refused the path %q: %v", r.URL.EscapedPath(), err))
 		return
 	}
-	cred, err := g.src.get(ctx)
+	cred, err := g.src.Get(ctx)
 	if err != nil {
+		detail := err.Error()
+		var ce *relay.CredentialError
+		if errors.As(err, &ce) {
+			detail = ce.Detail
+		}
 		relay.WriteError(w, r, http.StatusUnauthorized, relay.CodeGatewayCredentialMissing,
 			fmt.Sprintf("the daemon has no usable %s gateway credential: %s; fix it on the host (the box needs no change, it holds no credential)",
-				provider, strings.TrimPrefix(err.Error(), errCredential.Error()+": ")))
+				provider, detail))
 		return
 	}
 	st := &reqState{sess: s, rec: rec, cred: cred, rest: rest}
@@ -358,11 +362,11 @@ func (g *gateway) modifyResponse(resp *http.Response) error {
 	st := resp.Request.Context().Value(stateKey{}).(*reqState)
 	if resp.StatusCode == http.StatusUnauthorized || (g.name == Gemini && resp.StatusCode == http.StatusBadRequest && apiKeyInvalid(resp)) {
 		// Never the upstream's words: the box must learn what to do, not what was sent.
-		g.src.invalidate()
+		g.src.Invalidate()
 		resp.Body.Close()
 		body := relay.ErrorJSON(relay.CodeGatewayCredentialRejected, fmt.Sprintf(
 			"the %s gateway (%s) refused the credential the daemon attached from %s: on the host, renew or replace that credential, then retry (the box needs no change, it holds no credential)",
-			g.name, g.url.Redacted(), g.src.describe()))
+			g.name, g.url.Redacted(), g.src.Describe()))
 		st.rec.Code = relay.CodeGatewayCredentialRejected
 		resp.Header = http.Header{
 			"Content-Type":   {"application/json"},
@@ -399,14 +403,6 @@ func (g *gateway) errorHandler(w http.ResponseWriter, r *http.Request, err error
 		relay.WriteError(w, r, http.StatusBadGateway, relay.CodeGatewayUnreachable,
 			fmt.Sprintf("the %s gateway %s (gateway.%s.url) did not answer: %v", g.name, g.url.Redacted(), g.name, err))
 	}
-}
-
-// describe names where the credential came from, for messages.
-func (s *source) describe() string {
-	if s.cred.File != "" {
-		return fmt.Sprintf("%s.file %q", s.key, s.cred.File)
-	}
-	return s.key + ".command"
 }
 
 // revokedEvent ends a stream whose session was revoked or ended. The event name and the

@@ -14,7 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// setUpMore makes the targets of the attempts in attempts_more_linux.go: a UDP socket and an
+// setUpMore makes the targets of the attempts in attempts_surface_linux.go: a UDP socket and an
 // IPv6 listener on the host's loopback, SysV and POSIX shared memory of the host, and the
 // pairings of a revoked and of a foreign session.
 func (h *Host) setUpMore(o HostOptions, id string) error {

@@ -1,6 +1,6 @@
 //go:build !linux
 
-package llm
+package relay
 
 import (
 	"io/fs"

@@ -1,4 +1,4 @@
-package llm
+package relay
 
 import (
 	"io/fs"
@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-// fileState is what a stat says of a version of a file (see source.readFile).
+// fileState is what a stat says of a version of a file (see CredentialSource.readFile).
 type fileState struct {
 	dev, ino       uint64
 	mode, uid, gid uint32

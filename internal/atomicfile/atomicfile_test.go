@@ -1,0 +1,138 @@
+//go:build unix
+
+package atomicfile
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+)
+
+// entries returns the names in dir.
+func entries(t *testing.T, dir string) []string {
+	t.Helper()
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range ents {
+		names = append(names, e.Name())
+	}
+	return names
+}
+
+func TestWriteFile(t *testing.T) {
+	old := syscall.Umask(0o077) // the mode given wins over the umask
+	defer syscall.Umask(old)
+	for _, tc := range []struct {
+		name string
+		perm os.FileMode
+		prev string // content before, "" for none
+	}{
+		{"new-0600", 0o600, ""},
+		{"new-0755", 0o755, ""},
+		{"replace-0644", 0o644, "old content that is longer than the new one"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			p := filepath.Join(dir, "f.json")
+			if tc.prev != "" {
+				if err := os.WriteFile(p, []byte(tc.prev), 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := WriteFile(p, []byte("new"), tc.perm); err != nil {
+				t.Fatal(err)
+			}
+			b, err := os.ReadFile(p)
+			if err != nil || string(b) != "new" {
+				t.Fatalf("content %q, %v; want %q", b, err, "new")
+			}
+			fi, err := os.Lstat(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if fi.Mode() != tc.perm {
+				t.Errorf("mode %v, want %v", fi.Mode(), tc.perm)
+			}
+			if names := entries(t, dir); len(names) != 1 {
+				t.Errorf("directory holds %v, want only f.json (a temporary file was left)", names)
+			}
+		})
+	}
+}
+
+// TestWriteFileReplacesSymlink: a symlink planted at the path is replaced, and what it points
+// to is neither written nor changed in mode.
+func TestWriteFileReplacesSymlink(t *testing.T) {
+	dir := t.TempDir()
+	target := filepath.Join(dir, "target")
+	if err := os.WriteFile(target, []byte("keep"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(dir, "state.json")
+	if err := os.Symlink(target, p); err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteFile(p, []byte("secret"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(target); string(b) != "keep" {
+		t.Errorf("the symlink's target now holds %q", b)
+	}
+	if fi, _ := os.Stat(target); fi.Mode() != 0o644 {
+		t.Errorf("the symlink's target mode is %v", fi.Mode())
+	}
+	if fi, err := os.Lstat(p); err != nil || !fi.Mode().IsRegular() {
+		t.Errorf("path is %v (%v), want a regular file", fi.Mode(), err)
+	}
+}
+
+// TestWriteFileFailureLeavesOld: a write that cannot complete (the path is a directory, so the
+// rename fails; the directory is not writable, so no temporary file) leaves what was there and
+// no temporary file, and the error names the path.
+func TestWriteFileFailureLeavesOld(t *testing.T) {
+	t.Run("rename-fails", func(t *testing.T) {
+		dir := t.TempDir()
+		p := filepath.Join(dir, "d")
+		if err := os.Mkdir(p, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(p, "inner"), nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		err := WriteFile(p, []byte("x"), 0o600)
+		if err == nil || !strings.Contains(err.Error(), p) {
+			t.Fatalf("err = %v, want an error naming %s", err, p)
+		}
+		if fi, err := os.Stat(p); err != nil || !fi.IsDir() {
+			t.Errorf("%s is no longer the directory: %v", p, err)
+		}
+		if names := entries(t, dir); len(names) != 1 {
+			t.Errorf("directory holds %v: the temporary file was left", names)
+		}
+	})
+	t.Run("no-temporary-file", func(t *testing.T) {
+		if os.Geteuid() == 0 {
+			t.Skip("root writes into a read-only directory")
+		}
+		dir := t.TempDir()
+		p := filepath.Join(dir, "f")
+		if err := os.WriteFile(p, []byte("old"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(dir, 0o500); err != nil {
+			t.Fatal(err)
+		}
+		defer os.Chmod(dir, 0o700)
+		if err := WriteFile(p, []byte("new"), 0o600); err == nil || !strings.Contains(err.Error(), p) {
+			t.Fatalf("err = %v, want an error naming %s", err, p)
+		}
+		if b, _ := os.ReadFile(p); string(b) != "old" {
+			t.Errorf("content %q, want the old one", b)
+		}
+	})
+}
