@@ -37,15 +37,27 @@ if [ "$(id -u)" = 0 ]; then
   chmod -R a+rX "$dir"
   home=$(getent passwd "$user" | cut -d: -f6)
   echo "== integration suites as $user"
-  status=0
-  for t in "$dir"/*.test; do
-    [ -e "$t" ] || continue
+  # Two suites at a time (as `go test` runs packages, one per CPU of the 2-CPU CI machine); each
+  # one's output is printed whole when it ends.
+  jobs=${AGENTBOX_TEST_USER_JOBS:-2}
+  export dir user home
+  runsuite() {
+    t=$1
     pkgdir=$(cat "${t%.test}.dir")
-    echo "--- $(basename "$t") (in $pkgdir)"
-    if ! su "$user" -s /bin/bash -c "cd '$pkgdir' && env -u XDG_RUNTIME_DIR HOME='$home' AGENTBOX_BIN='$dir/agentbox' '$t' -test.count=1 -test.timeout=10m"; then
-      status=1
+    if su "$user" -s /bin/bash -c "cd '$pkgdir' && env -u XDG_RUNTIME_DIR HOME='$home' AGENTBOX_BIN='$dir/agentbox' '$t' -test.count=1 -test.timeout=10m" >"${t%.test}.out" 2>&1; then
+      echo "--- ok   $(basename "$t") (in $pkgdir)"
+    else
+      echo "--- FAIL $(basename "$t") (in $pkgdir)"
+      cat "${t%.test}.out"
+      touch "$dir/failed"
     fi
-  done
+  }
+  export -f runsuite
+  # The longest suite (test/e2e) first, so that the others run beside it.
+  { ls "$dir"/*test_e2e.test 2>/dev/null || true; ls "$dir"/*.test | grep -v 'test_e2e\.test$'; } |
+    xargs -r -n 1 -P "$jobs" bash -c 'runsuite "$1"' _
+  status=0
+  [ ! -e "$dir/failed" ] || status=1
   rm -rf "$dir"
   [ $status = 0 ] || { echo "FAIL: integration suites as $user"; exit 1; }
   echo "ok: integration suites as $user"
