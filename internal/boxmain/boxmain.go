@@ -6,6 +6,7 @@ package boxmain
 
 import (
 	"github.com/agentbox/agentbox/internal/engine/bwrap"
+	"github.com/agentbox/agentbox/internal/engine/execstage"
 	"github.com/agentbox/agentbox/internal/engine/native"
 	"github.com/agentbox/agentbox/internal/shim"
 )
@@ -14,7 +15,7 @@ import (
 var Entries = map[string]func(args []string) int{
 	"box-shim":      shim.Main,
 	"box-init":      native.BoxInitMain,
-	"box-exec":      native.BoxExecMain,
+	"box-exec":      execstage.Main,
 	"bwrap-monitor": bwrap.MonitorMain,
 	"bwrap-init":    bwrap.InitMain,
 }

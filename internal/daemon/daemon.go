@@ -19,7 +19,7 @@ import (
 	"github.com/agentbox/agentbox/internal/config"
 	"github.com/agentbox/agentbox/internal/connlimit"
 	"github.com/agentbox/agentbox/internal/engine"
-	_ "github.com/agentbox/agentbox/internal/engine/native" // registers the native engine
+	_ "github.com/agentbox/agentbox/internal/engine/builtins" // registers the engines
 	"github.com/agentbox/agentbox/internal/readiness"
 	"github.com/agentbox/agentbox/internal/safesocket"
 	"github.com/agentbox/agentbox/internal/shim"

@@ -11,13 +11,13 @@ const (
 	// EventError says start-up failed before the program was exec'd; Code and Message say why.
 	EventError EventKind = "error"
 	// EventStart goes the other way, shim to box, to a box-init started ahead of its request
-	// (native.Prestart): the spec in a sealed memfd, then, in pipe mode, the program's stdin,
+	// (Prestarter): the spec in a sealed memfd, then, in pipe mode, the program's stdin,
 	// stdout and stderr (SCM_RIGHTS), and the PTY size in Rows and Cols.
 	EventStart EventKind = "start"
 	// EventGo goes shim to box too, to a box started with IO.Hold: start the program now; Rows
 	// and Cols are the PTY size.
 	EventGo EventKind = "go"
-	// EventBuilt goes from box-init to its box-exec (internal/engine/native): the box is built
+	// EventBuilt goes from the box's init to its box-exec (internal/engine/execstage): the box is built
 	// and pivoted into, so the program's Landlock rules can be opened by their in-box paths.
 	EventBuilt EventKind = "built"
 )

@@ -3,6 +3,7 @@
 package engine
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"sort"
@@ -43,6 +44,39 @@ type IO struct {
 type Holder interface {
 	HoldsStart() bool
 }
+
+// Default is the engine a configuration that names none uses, and the one a spare shim, which
+// does not know its launch's configuration yet, prestarts a box of (Prestarter).
+const Default = "native"
+
+// Prestarter is an engine that can start a box ahead of its request: a spare shim starts one
+// while it waits for its launch, so that the namespaces and the start-up of the box's init cost
+// the launch no time. Like Start, Prestart must be called on the thread that stays the box's
+// parent.
+type Prestarter interface {
+	// Prestart starts the default box (the namespaces of a box under egress: deny, the calling
+	// user's ids), waiting for its request.
+	Prestart() (Prestarted, error)
+}
+
+// Prestarted is a box started ahead of its request (Prestarter). It carries nothing of any
+// launch until Start.
+type Prestarted interface {
+	// Start hands the box the request req and the program's streams in io, as Engine.Start
+	// would start a box for them; io.Control is not used (the box reports on Control). It
+	// returns ErrPrestartUnusable, and sends nothing, when the box cannot serve req (other
+	// namespaces or ids, or it is gone): the caller discards it and starts a box the ordinary
+	// way.
+	Start(req []byte, io IO) (*Box, error)
+	// Control is the caller's end of the box's control socket; after Start, the box's events
+	// arrive on it.
+	Control() *os.File
+	// Discard ends an unused box and reaps it.
+	Discard()
+}
+
+// ErrPrestartUnusable means a prestarted box cannot serve a request (Prestarted.Start).
+var ErrPrestartUnusable = errors.New("prestarted box-init cannot serve this request")
 
 // Box is a started box.
 type Box struct {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/agentbox/agentbox/internal/engine"
 	"github.com/agentbox/agentbox/internal/engine/enginetest"
+	"github.com/agentbox/agentbox/internal/engine/execstage"
 	"github.com/agentbox/agentbox/internal/engine/native"
 	"github.com/agentbox/agentbox/internal/integrity"
 	"github.com/agentbox/agentbox/internal/plan"
@@ -17,7 +18,7 @@ import (
 func TestMain(m *testing.M) {
 	enginetest.Main(m, map[string]func([]string) int{
 		"box-init":           native.BoxInitMain,
-		"box-exec":           native.BoxExecMain,
+		"box-exec":           execstage.Main,
 		placeholderWorkerCmd: placeholderWorker,
 	})
 }

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/agentbox/agentbox/internal/engine/bwrap"
+	"github.com/agentbox/agentbox/internal/engine/execstage"
 	"github.com/agentbox/agentbox/internal/engine/native"
 	"github.com/agentbox/agentbox/internal/readiness"
 	"github.com/agentbox/agentbox/internal/shim"
@@ -15,7 +16,7 @@ import (
 var entries = map[string]func([]string) int{
 	"box-shim":              shim.Main,
 	"box-init":              native.BoxInitMain,
-	"box-exec":              native.BoxExecMain,
+	"box-exec":              execstage.Main,
 	"bwrap-monitor":         bwrap.MonitorMain,
 	"bwrap-init":            bwrap.InitMain,
 	readiness.AttestCommand: readiness.AttestMain,

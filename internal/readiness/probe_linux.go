@@ -24,8 +24,8 @@ import (
 	"github.com/agentbox/agentbox/internal/config"
 	"github.com/agentbox/agentbox/internal/console"
 	"github.com/agentbox/agentbox/internal/engine"
-	_ "github.com/agentbox/agentbox/internal/engine/bwrap" // registers the bwrap engine
-	"github.com/agentbox/agentbox/internal/engine/native"
+	_ "github.com/agentbox/agentbox/internal/engine/builtins" // registers the engines
+	"github.com/agentbox/agentbox/internal/linux/ns"
 	"github.com/agentbox/agentbox/internal/plan"
 	"github.com/agentbox/agentbox/internal/safesocket"
 	"github.com/agentbox/agentbox/internal/shim"
@@ -291,7 +291,7 @@ func (p *prober) run(ctx context.Context, root string, res *Result) *Error {
 		}
 	}
 	p.pidNS = started.Namespaces["pid"]
-	if own, err := native.PidNamespace(os.Getpid()); err != nil || own == p.pidNS {
+	if own, err := ns.Inode(os.Getpid(), "pid"); err != nil || own == p.pidNS {
 		// The box is not in a pid namespace of its own: nothing can prove its end, and no
 		// process of "its" namespace may be killed.
 		p.pidNS = 0
@@ -719,7 +719,7 @@ func (p *pinnedNS) close() {
 
 // pinNamespace pins pid namespace ino through one of its live processes and finds its PID 1.
 func pinNamespace(ino uint64) (*pinnedNS, procRef, error) {
-	pids, err := native.Remaining(ino)
+	pids, err := ns.Remaining(ino)
 	if err != nil {
 		return nil, procRef{}, err
 	}
@@ -743,7 +743,7 @@ func pinNamespace(ino uint64) (*pinnedNS, procRef, error) {
 	}
 	// The init found by the scan must be the namespace's own (checked against the pin).
 	if init.Pid != 0 {
-		if got, err := native.PidNamespace(init.Pid); err != nil || got != ino {
+		if got, err := ns.Inode(init.Pid, "pid"); err != nil || got != ino {
 			init = procRef{}
 		}
 	}
@@ -797,7 +797,7 @@ func settleBox(init procRef, pin *pinnedNS, log *slog.Logger) bool {
 	if pin == nil {
 		return init.Pid != 0
 	}
-	if own, err := native.PidNamespace(os.Getpid()); err != nil || own == pin.ino {
+	if own, err := ns.Inode(os.Getpid(), "pid"); err != nil || own == pin.ino {
 		log.Error("readiness: refusing to settle the prober's own pid namespace", "pidNS", pin.ino)
 		return false
 	}
@@ -816,7 +816,7 @@ func settleBox(init procRef, pin *pinnedNS, log *slog.Logger) bool {
 			return false
 		}
 		for _, pid := range left {
-			killInNamespace(pid, pin.ino)
+			ns.Kill(pid, pin.ino)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
@@ -826,7 +826,7 @@ func settleBox(init procRef, pin *pinnedNS, log *slog.Logger) bool {
 // the box's PID 1, once its parent (the shim) is gone, may wait as a zombie for an unrelated
 // reaper, with nothing of the box left to run.
 func running(ino uint64) ([]int, error) {
-	pids, err := native.Remaining(ino)
+	pids, err := ns.Remaining(ino)
 	if err != nil {
 		return nil, err
 	}
@@ -859,20 +859,6 @@ func alive(ref procRef) bool {
 	return i >= 0 && i+2 < len(b) && b[i+2] != 'Z' && b[i+2] != 'X'
 }
 
-// killInNamespace sends SIGKILL to pid through a pidfd if it is still in pid namespace ns (which
-// the caller has pinned).
-func killInNamespace(pid int, ns uint64) {
-	fd, err := unix.PidfdOpen(pid, 0)
-	if err != nil {
-		return
-	}
-	defer unix.Close(fd)
-	if got, err := native.PidNamespace(pid); err != nil || got != ns {
-		return
-	}
-	unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0)
-}
-
 // waitGone waits (bounded) until pid has exited, through a pidfd.
 func waitGone(pid int, d time.Duration) bool {
 	fd, err := unix.PidfdOpen(pid, 0)
@@ -903,10 +889,10 @@ func killRef(ref procRef) {
 	unix.Poll(fds, 2000)
 }
 
-// findInNamespace finds the host process whose innermost pid is boxPid in pid namespace ns and
-// returns a pidfd on it (or -1) and what it saw.
-func findInNamespace(ns uint64, boxPid int) (int, string) {
-	pids, err := native.Remaining(ns)
+// findInNamespace finds the host process whose innermost pid is boxPid in pid namespace pidNS
+// and returns a pidfd on it (or -1) and what it saw.
+func findInNamespace(pidNS uint64, boxPid int) (int, string) {
+	pids, err := ns.Remaining(pidNS)
 	if err != nil {
 		return -1, err.Error()
 	}
@@ -926,16 +912,16 @@ func findInNamespace(ns uint64, boxPid int) (int, string) {
 				if err != nil {
 					return -1, fmt.Sprintf("host pid %d: %v", pid, err)
 				}
-				return fd, fmt.Sprintf("grandchild %d is host pid %d in pid namespace %d (%d processes in the box)", boxPid, pid, ns, len(pids))
+				return fd, fmt.Sprintf("grandchild %d is host pid %d in pid namespace %d (%d processes in the box)", boxPid, pid, pidNS, len(pids))
 			}
 		}
 	}
-	return -1, fmt.Sprintf("no process with box pid %d among %v in pid namespace %d", boxPid, pids, ns)
+	return -1, fmt.Sprintf("no process with box pid %d among %v in pid namespace %d", boxPid, pids, pidNS)
 }
 
 func ownNamespaces() map[string]uint64 {
 	m := map[string]uint64{}
-	for _, k := range native.NamespaceKinds {
+	for _, k := range ns.Kinds {
 		var st unix.Stat_t
 		if unix.Stat("/proc/self/ns/"+k, &st) == nil {
 			m[k] = st.Ino

@@ -18,7 +18,7 @@ import (
 
 	"github.com/agentbox/agentbox/internal/api"
 	"github.com/agentbox/agentbox/internal/config"
-	"github.com/agentbox/agentbox/internal/engine/native"
+	"github.com/agentbox/agentbox/internal/linux/ns"
 	"github.com/agentbox/agentbox/internal/plan"
 	"github.com/agentbox/agentbox/internal/readiness"
 )
@@ -354,7 +354,7 @@ func TestReclaimAfterKilledProbe(t *testing.T) {
 		if boxAlive() {
 			t.Errorf("the killed probe's box (PID 1 = host pid %d) still runs", box.Pid)
 		}
-		if left, err := native.Remaining(box.PidNS); err != nil {
+		if left, err := ns.Remaining(box.PidNS); err != nil {
 			t.Error(err)
 		} else {
 			// A zombie has ended: the killed box's PID 1 may wait for the host's reaper.

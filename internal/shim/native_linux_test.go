@@ -18,6 +18,7 @@ import (
 	"github.com/agentbox/agentbox/internal/engine"
 	"github.com/agentbox/agentbox/internal/engine/enginetest"
 	"github.com/agentbox/agentbox/internal/engine/native"
+	"github.com/agentbox/agentbox/internal/engine/spec"
 	"github.com/agentbox/agentbox/internal/plan"
 	"github.com/agentbox/agentbox/internal/shim"
 	"github.com/agentbox/agentbox/internal/testenv"
@@ -409,13 +410,13 @@ func TestHeldBox(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		spec, err := native.ParseSpec(req)
+		s, err := spec.Parse(req)
 		if err != nil {
 			t.Fatal(err)
 		}
 		// A bind whose source is gone by the time the box is built.
-		spec.Mounts = append(spec.Mounts, native.Mount{Kind: native.KindBind, Source: filepath.Join(t.TempDir(), "gone"), Target: "/mnt/gone"})
-		req, err = json.Marshal(spec)
+		s.Mounts = append(s.Mounts, spec.Mount{Kind: spec.KindBind, Source: filepath.Join(t.TempDir(), "gone"), Target: "/mnt/gone"})
+		req, err = json.Marshal(s)
 		if err != nil {
 			t.Fatal(err)
 		}

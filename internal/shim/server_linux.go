@@ -21,9 +21,10 @@ import (
 	"github.com/agentbox/agentbox/internal/atomicfile"
 	"github.com/agentbox/agentbox/internal/console"
 	"github.com/agentbox/agentbox/internal/engine"
-	"github.com/agentbox/agentbox/internal/engine/native"
+	"github.com/agentbox/agentbox/internal/linux/ns"
 	"github.com/agentbox/agentbox/internal/plan"
 	"github.com/agentbox/agentbox/internal/safesocket"
+	"github.com/agentbox/agentbox/internal/warmup"
 	"golang.org/x/sys/unix"
 )
 
@@ -63,10 +64,10 @@ func Main(args []string) int {
 		ready.Close()
 		ready = nil
 	}
-	var pre *native.Prestarted
+	var pre *prestarted
 	var stopSigs chan os.Signal
 	if len(args) == 1 && args[0] == spareArg {
-		// A spare: start the box-init of the default box ahead (on the thread that stays the
+		// A spare: start the default engine's default box ahead (on the thread that stays the
 		// box's parent, as run keeps it), wait for the launch directory on fd 3, then log into
 		// its shim.log.
 		if ready == nil {
@@ -74,8 +75,8 @@ func Main(args []string) int {
 		}
 		runtime.LockOSThread()
 		var perr error
-		if pre, perr = native.Prestart(native.DenyNamespaces()); perr != nil {
-			pre = nil // the launch starts its box-init the ordinary way (and says why in its log)
+		if pre, perr = prestart(engine.Default); perr != nil {
+			pre = nil // the launch starts its box the ordinary way (and says why in its log)
 		}
 		// The signal dispositions run sets, set now: each costs a round trip to the runtime's
 		// signal thread. SIGTERM and SIGINT end a spare that has no launch yet, as they would
@@ -83,7 +84,7 @@ func Main(args []string) int {
 		stopSigs = subscribeSignals()
 		// And what it encodes and decodes for its launch: its configuration, its clients'
 		// hellos and replies, the daemon's requests and events, the status and the exit frame.
-		native.WarmUp(&Config{}, &console.Hello{}, &console.Reply{}, &Request{}, &Event{}, &Status{}, &console.Exit{})
+		warmup.Do(&Config{}, &console.Hello{}, &console.Reply{}, &Request{}, &Event{}, &Status{}, &console.Exit{})
 		type line struct {
 			s   string
 			err error
@@ -101,7 +102,7 @@ func Main(args []string) int {
 		}
 		if l.err != nil {
 			if pre != nil {
-				pre.Discard()
+				pre.box.Discard()
 			}
 			return 0 // closed or stopped without a launch: not needed
 		}
@@ -160,10 +161,10 @@ type server struct {
 	tty        bool
 	clip       bool // filter clipboard sequences from output
 
-	pre            *native.Prestarted // a box-init started ahead (spare shims), used by startBox or discarded
-	ctl            *os.File           // the shim's end of the box's control socket
-	held           bool               // the box waits for release to start its program
-	attachDeadline time.Time          // when an attached launch gives up waiting for its client
+	pre            *prestarted // a box started ahead (spare shims), used by startBox or discarded
+	ctl            *os.File    // the shim's end of the box's control socket
+	held           bool        // the box waits for release to start its program
+	attachDeadline time.Time   // when an attached launch gives up waiting for its client
 	ln             *net.UnixListener
 	pidNSFile      *os.File      // holds the box's pid namespace open, so its inode is not reused while settling
 	startReq       chan struct{} // closed by the first attach
@@ -216,7 +217,7 @@ func subscribeSignals() chan os.Signal {
 }
 
 // run serves the launch in dir; sigs (subscribeSignals) stop its box.
-func run(dir string, lg *log.Logger, report func(error), pre *native.Prestarted, sigs chan os.Signal) error {
+func run(dir string, lg *log.Logger, report func(error), pre *prestarted, sigs chan os.Signal) error {
 	// Engines start the box with Pdeathsig (the box dies with its shim), which the kernel ties to
 	// the thread that forked: keep this goroutine, which starts the box, on one thread for good.
 	runtime.LockOSThread()
@@ -486,21 +487,21 @@ func (s *server) startBox(hold bool) error {
 	var box *engine.Box
 	if pre := s.pre; pre != nil {
 		s.pre = nil
-		if s.cfg.Engine == native.Name {
-			box, err = pre.Start(s.req, bio)
+		if s.cfg.Engine == pre.engine {
+			box, err = pre.box.Start(s.req, bio)
 			switch {
 			case err == nil:
 				shimEnd.Close()
-				shimEnd = pre.Control()
-			case errors.Is(err, native.ErrPrestartUnusable):
+				shimEnd = pre.box.Control()
+			case errors.Is(err, engine.ErrPrestartUnusable):
 				s.log.Printf("prestarted box-init not used: %v", err)
-				pre.Discard()
+				pre.box.Discard()
 				box, err = nil, nil
 			default:
-				pre.Discard()
+				pre.box.Discard()
 			}
 		} else {
-			pre.Discard()
+			pre.box.Discard()
 		}
 	}
 	if box == nil && err == nil {
@@ -517,13 +518,13 @@ func (s *server) startBox(hold bool) error {
 	}
 	closeAll(boxEnds...)
 	pid := box.Process.Pid
-	ns := map[string]uint64{}
-	for _, name := range native.NamespaceKinds {
+	inodes := map[string]uint64{}
+	for _, name := range ns.Kinds {
 		// The box's namespaces are its PID 1's, which is not always its top process (bwrap).
-		if ino, err := nsInode(box.NamespacePid(), name); err == nil {
-			ns[name] = ino
+		if ino, err := ns.Inode(box.NamespacePid(), name); err == nil {
+			inodes[name] = ino
 		} else {
-			s.log.Printf("read namespace %s of box %d: %v", name, pid, err)
+			s.log.Printf("read namespaces of box %d: %v", pid, err)
 		}
 	}
 
@@ -545,11 +546,11 @@ func (s *server) startBox(hold bool) error {
 	s.started = true
 	s.ctl, s.held = shimEnd, hold
 	s.status.BoxPid = pid
-	s.status.Namespaces = ns
+	s.status.Namespaces = inodes
 	s.status.Started = time.Now().UTC()
 	s.broadcastLocked(EventStarted)
 	s.mu.Unlock()
-	s.log.Printf("box started: pid %d, namespaces %v", pid, ns)
+	s.log.Printf("box started: pid %d, namespaces %v", pid, inodes)
 	select {
 	case <-s.stopReq: // a stop arrived while the box was being started
 		s.stop()
@@ -858,7 +859,7 @@ func (s *server) settle(pidNS uint64) bool {
 		s.log.Printf("settlement: the box's pid namespace is unknown")
 		return false
 	}
-	own, err := nsInode(os.Getpid(), "pid")
+	own, err := ns.Inode(os.Getpid(), "pid")
 	if err == nil && own == pidNS {
 		s.log.Printf("settlement: the box shares the shim's pid namespace; cannot verify")
 		return false
@@ -876,7 +877,7 @@ func (s *server) settle(pidNS uint64) bool {
 	// Bounded generously: on a loaded machine the kernel may take a while to reap a dying
 	// namespace's processes.
 	for attempt := 0; attempt < settleAttempts; attempt++ {
-		pids, err := native.Remaining(pidNS)
+		pids, err := ns.Remaining(pidNS)
 		if err != nil {
 			s.log.Printf("settlement: %v", err)
 			return false
@@ -888,7 +889,7 @@ func (s *server) settle(pidNS uint64) bool {
 			s.log.Printf("settlement: %d process(es) left in the box: %v; killing", len(pids), pids)
 		}
 		for _, pid := range pids {
-			killInNamespace(pid, pidNS)
+			ns.Kill(pid, pidNS)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}

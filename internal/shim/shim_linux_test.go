@@ -24,7 +24,9 @@ import (
 	"github.com/agentbox/agentbox/internal/console"
 	"github.com/agentbox/agentbox/internal/engine"
 	"github.com/agentbox/agentbox/internal/engine/enginetest"
+	"github.com/agentbox/agentbox/internal/engine/execstage"
 	"github.com/agentbox/agentbox/internal/engine/native"
+	"github.com/agentbox/agentbox/internal/linux/ns"
 	"github.com/agentbox/agentbox/internal/plan"
 	"github.com/agentbox/agentbox/internal/shim"
 )
@@ -33,7 +35,7 @@ func TestMain(m *testing.M) {
 	enginetest.Main(m, map[string]func(args []string) int{
 		"box-shim":      shim.Main,
 		"box-init":      native.BoxInitMain,
-		"box-exec":      native.BoxExecMain,
+		"box-exec":      execstage.Main,
 		"fake-box-init": func([]string) int { return fakeBoxInit() },
 		"dial-helper":   dialHelper,
 		"attach-client": attachClient,
@@ -787,7 +789,7 @@ func TestQueryAndSettlement(t *testing.T) {
 	if st.Namespaces["pid"] == 0 || st.Namespaces["pid"] == ownPidNS {
 		t.Fatalf("box pid namespace %d (own %d)", st.Namespaces["pid"], ownPidNS)
 	}
-	pids, err := native.Remaining(st.Namespaces["pid"])
+	pids, err := ns.Remaining(st.Namespaces["pid"])
 	if err != nil || len(pids) < 3 {
 		t.Fatalf("box processes %v, %v: want box-init, sh and sleep", pids, err)
 	}
@@ -796,7 +798,7 @@ func TestQueryAndSettlement(t *testing.T) {
 	if !final.Settled {
 		t.Fatalf("not settled: %+v", final)
 	}
-	if pids, _ := native.Remaining(st.Namespaces["pid"]); len(pids) != 0 {
+	if pids, _ := ns.Remaining(st.Namespaces["pid"]); len(pids) != 0 {
 		t.Fatalf("processes remain: %v", pids)
 	}
 	// The shim goes, and its socket with it.

@@ -12,8 +12,9 @@
 // engine.Box.InitPid names bwrap-init, whose namespaces are the box's. bwrap builds the
 // filesystem and namespaces (masks of paths that may be absent are rendered as MaskOption and
 // resolved by the monitor against the host, whose kernel and /etc the box shares); bwrap-init
-// reports on the control channel and starts the program through native.RunExecStage exactly as
-// the native engine's box-init does. Binaries that embed this engine must dispatch argv[1]
+// reports on the control channel and starts the program through the shared exec stage
+// (internal/engine/execstage) exactly as the native engine's box-init does. Binaries that
+// embed this engine must dispatch argv[1]
 // "bwrap-monitor" and "bwrap-init" (MonitorMain and InitMain; see internal/boxmain).
 package bwrap
 
@@ -26,7 +27,7 @@ import (
 	"strings"
 
 	"github.com/agentbox/agentbox/internal/engine"
-	"github.com/agentbox/agentbox/internal/engine/native"
+	"github.com/agentbox/agentbox/internal/engine/spec"
 	"github.com/agentbox/agentbox/internal/plan"
 )
 
@@ -46,7 +47,7 @@ var ErrMissing = fmt.Errorf("%w: bwrap is not installed (not found on PATH)", en
 // Descriptors of bwrap and, through it, of bwrap-init.
 const (
 	fdControl = 3 // the control socket (engine.IO.Control)
-	fdSpec    = 4 // memfd with the native spec the exec stage applies
+	fdSpec    = 4 // memfd with the box spec the exec stage applies
 	fdStderr  = 5 // the program's stderr (bwrap's own fd 2 is captured by the monitor)
 	fdExe     = 6 // the agentbox executable, exec'd as /proc/self/fd/6
 	fdStatus  = 7 // bwrap --json-status-fd
@@ -58,9 +59,10 @@ type Request struct {
 	Version int `json:"version"`
 	// Args are bwrap's arguments (argv[1:]), ending with the command bwrap runs: bwrap-init.
 	Args []string `json:"args"`
-	// Spec is the native engine's box spec for the same plan: bwrap-init applies its mask and
-	// read-only steps, the exec stage its program, environment, Landlock and seccomp.
-	Spec *native.Spec `json:"spec"`
+	// Spec is the box spec for the same plan (the native engine's request): bwrap-init applies
+	// its mask and read-only steps, the exec stage its program, environment, Landlock and
+	// seccomp.
+	Spec *spec.Spec `json:"spec"`
 }
 
 // Engine is the bubblewrap engine. Its zero value is ready to use.
@@ -77,19 +79,24 @@ func (*Engine) Name() string { return Name }
 
 // Request renders p as the bwrap argv and box spec (JSON).
 func (*Engine) Request(p *plan.Plan) ([]byte, error) {
-	raw, err := (&native.Engine{}).Request(p)
+	// The spec as the native engine renders it, read back as box-init would read it.
+	built, err := spec.Build(p)
 	if err != nil {
 		return nil, fmt.Errorf("bwrap request: %w", err)
 	}
-	spec, err := native.ParseSpec(raw)
+	raw, err := built.Render()
 	if err != nil {
 		return nil, fmt.Errorf("bwrap request: %w", err)
 	}
-	args, err := renderArgs(spec)
+	s, err := spec.Parse(raw)
 	if err != nil {
 		return nil, fmt.Errorf("bwrap request: %w", err)
 	}
-	b, err := json.MarshalIndent(Request{Version: RequestVersion, Args: args, Spec: spec}, "", "  ")
+	args, err := renderArgs(s)
+	if err != nil {
+		return nil, fmt.Errorf("bwrap request: %w", err)
+	}
+	b, err := json.MarshalIndent(Request{Version: RequestVersion, Args: args, Spec: s}, "", "  ")
 	if err != nil {
 		return nil, err
 	}
@@ -100,19 +107,19 @@ func (*Engine) Request(p *plan.Plan) ([]byte, error) {
 func ParseRequest(b []byte) (*Request, error) {
 	var r Request
 	if err := json.Unmarshal(b, &r); err != nil {
-		return nil, fmt.Errorf("%w: bwrap request: %v", native.ErrInvalidSpec, err)
+		return nil, fmt.Errorf("%w: bwrap request: %v", spec.ErrInvalid, err)
 	}
 	if r.Version != RequestVersion {
-		return nil, fmt.Errorf("%w: bwrap request version %d, this agentbox builds version %d", native.ErrInvalidSpec, r.Version, RequestVersion)
+		return nil, fmt.Errorf("%w: bwrap request version %d, this agentbox builds version %d", spec.ErrInvalid, r.Version, RequestVersion)
 	}
 	if len(r.Args) == 0 || r.Spec == nil {
-		return nil, fmt.Errorf("%w: bwrap request without args or spec", native.ErrInvalidSpec)
+		return nil, fmt.Errorf("%w: bwrap request without args or spec", spec.ErrInvalid)
 	}
-	spec, err := json.Marshal(r.Spec)
+	raw, err := json.Marshal(r.Spec)
 	if err != nil {
 		return nil, err
 	}
-	if r.Spec, err = native.ParseSpec(spec); err != nil {
+	if r.Spec, err = spec.Parse(raw); err != nil {
 		return nil, err
 	}
 	return &r, nil
@@ -131,15 +138,15 @@ const BeneathOption = "--agentbox-beneath"
 // read-only tmpfs over a directory, a read-only, nodev bind of /dev/null over a file.
 const MaskOption = "--agentbox-mask"
 
-// renderArgs translates the native spec's namespaces and mounts into bwrap options.
-func renderArgs(s *native.Spec) ([]string, error) {
+// renderArgs translates the spec's namespaces and mounts into bwrap options.
+func renderArgs(s *spec.Spec) ([]string, error) {
 	has := map[string]bool{}
 	for _, n := range s.Namespaces {
 		has[n] = true
 	}
 	for _, n := range []string{"user", "mnt", "pid", "ipc", "uts", "cgroup"} {
 		if !has[n] {
-			return nil, fmt.Errorf("%w: the bwrap engine always creates a %s namespace", native.ErrInvalidSpec, n)
+			return nil, fmt.Errorf("%w: the bwrap engine always creates a %s namespace", spec.ErrInvalid, n)
 		}
 	}
 	a := []string{"--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup"}
@@ -159,15 +166,15 @@ func renderArgs(s *native.Spec) ([]string, error) {
 		"--json-status-fd", strconv.Itoa(fdStatus),
 	)
 	if s.Hostname == "" {
-		return nil, fmt.Errorf("%w: empty hostname", native.ErrInvalidSpec)
+		return nil, fmt.Errorf("%w: empty hostname", spec.ErrInvalid)
 	}
 	var readOnly []string // remounted read-only once everything is mounted
 	dev := false
 	procRO := false
 	for _, m := range s.Mounts {
 		if m.Beneath != "" {
-			if m.Kind != native.KindBind {
-				return nil, fmt.Errorf("%w: %s step with beneath at %s", native.ErrInvalidSpec, m.Kind, m.Target)
+			if m.Kind != spec.KindBind {
+				return nil, fmt.Errorf("%w: %s step with beneath at %s", spec.ErrInvalid, m.Kind, m.Target)
 			}
 			a = append(a, BeneathOption, m.Beneath)
 		}
@@ -177,9 +184,9 @@ func renderArgs(s *native.Spec) ([]string, error) {
 			continue
 		}
 		switch m.Kind {
-		case native.KindProc:
+		case spec.KindProc:
 			a = append(a, "--proc", m.Target)
-		case native.KindTmpfs:
+		case spec.KindTmpfs:
 			if m.Target == "/dev" {
 				a = append(a, "--dev", "/dev")
 				dev = true
@@ -192,7 +199,7 @@ func renderArgs(s *native.Spec) ([]string, error) {
 			if size, ok := tmpfsOption(m.Options, "size"); ok {
 				mib, err := strconv.Atoi(strings.TrimSuffix(size, "m"))
 				if err != nil || !strings.HasSuffix(size, "m") || mib <= 0 {
-					return nil, fmt.Errorf("%w: tmpfs size %q at %s", native.ErrInvalidSpec, size, m.Target)
+					return nil, fmt.Errorf("%w: tmpfs size %q at %s", spec.ErrInvalid, size, m.Target)
 				}
 				a = append(a, "--size", strconv.FormatInt(int64(mib)<<20, 10))
 			}
@@ -200,7 +207,7 @@ func renderArgs(s *native.Spec) ([]string, error) {
 			if m.ReadOnly {
 				readOnly = append(readOnly, m.Target)
 			}
-		case native.KindBind:
+		case spec.KindBind:
 			op := "--bind"
 			switch {
 			case m.Device:
@@ -212,27 +219,27 @@ func renderArgs(s *native.Spec) ([]string, error) {
 				op += "-try"
 			}
 			a = append(a, op, m.Source, m.Target)
-		case native.KindMask:
+		case spec.KindMask:
 			if !m.Optional {
-				return nil, fmt.Errorf("%w: the bwrap engine masks only optional paths (%s)", native.ErrInvalidSpec, m.Target)
+				return nil, fmt.Errorf("%w: the bwrap engine masks only optional paths (%s)", spec.ErrInvalid, m.Target)
 			}
 			a = append(a, MaskOption, m.Target)
-		case native.KindReadOnly:
+		case spec.KindReadOnly:
 			// The box's whole /proc is made read-only (Landlock grants the program nothing
 			// more there anyway): bwrap cannot bind a path of the new root over itself.
 			if m.Target != "/proc" && !strings.HasPrefix(m.Target, "/proc/") {
-				return nil, fmt.Errorf("%w: the bwrap engine makes only /proc paths read-only (%s)", native.ErrInvalidSpec, m.Target)
+				return nil, fmt.Errorf("%w: the bwrap engine makes only /proc paths read-only (%s)", spec.ErrInvalid, m.Target)
 			}
 			if !procRO {
 				procRO = true
 				readOnly = append(readOnly, "/proc")
 			}
-		case native.KindSymlink:
+		case spec.KindSymlink:
 			a = append(a, "--symlink", m.Source, m.Target)
-		case native.KindDevpts:
-			return nil, fmt.Errorf("%w: devpts outside /dev", native.ErrInvalidSpec)
+		case spec.KindDevpts:
+			return nil, fmt.Errorf("%w: devpts outside /dev", spec.ErrInvalid)
 		default:
-			return nil, fmt.Errorf("%w: mount kind %q at %s", native.ErrInvalidSpec, m.Kind, m.Target)
+			return nil, fmt.Errorf("%w: mount kind %q at %s", spec.ErrInvalid, m.Kind, m.Target)
 		}
 	}
 	for _, t := range readOnly {
@@ -270,7 +277,7 @@ func ExpandArgs(args []string, stat func(string) (isDir, ok bool), open func(sou
 		switch args[i] {
 		case MaskOption:
 			if i+1 >= len(args) {
-				return nil, fmt.Errorf("%w: %s without a path", native.ErrInvalidSpec, MaskOption)
+				return nil, fmt.Errorf("%w: %s without a path", spec.ErrInvalid, MaskOption)
 			}
 			i++
 			switch dir, ok := stat(args[i]); {
@@ -282,7 +289,7 @@ func ExpandArgs(args []string, stat func(string) (isDir, ok bool), open func(sou
 			}
 		case BeneathOption:
 			if i+4 >= len(args) || !strings.HasPrefix(args[i+2], "--") || !strings.Contains(args[i+2], "bind") {
-				return nil, fmt.Errorf("%w: %s without a bind", native.ErrInvalidSpec, BeneathOption)
+				return nil, fmt.Errorf("%w: %s without a bind", spec.ErrInvalid, BeneathOption)
 			}
 			beneath, op, src, dst := args[i+1], args[i+2], args[i+3], args[i+4]
 			i += 4

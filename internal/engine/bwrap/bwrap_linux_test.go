@@ -7,14 +7,14 @@ import (
 	"github.com/agentbox/agentbox/internal/engine"
 	"github.com/agentbox/agentbox/internal/engine/bwrap"
 	"github.com/agentbox/agentbox/internal/engine/enginetest"
-	"github.com/agentbox/agentbox/internal/engine/native"
+	"github.com/agentbox/agentbox/internal/engine/execstage"
 )
 
 func TestMain(m *testing.M) {
 	enginetest.Main(m, map[string]func([]string) int{
 		"bwrap-monitor": bwrap.MonitorMain,
 		"bwrap-init":    bwrap.InitMain,
-		"box-exec":      native.BoxExecMain,
+		"box-exec":      execstage.Main,
 	})
 }
 

@@ -10,7 +10,10 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/agentbox/agentbox/internal/engine"
-	"github.com/agentbox/agentbox/internal/engine/native"
+	"github.com/agentbox/agentbox/internal/engine/execstage"
+	"github.com/agentbox/agentbox/internal/engine/forward"
+	"github.com/agentbox/agentbox/internal/engine/spec"
+	"github.com/agentbox/agentbox/internal/linux/fds"
 )
 
 // exitSetupFailed is bwrap-init's exit code when the box could not be finished or the program
@@ -18,7 +21,7 @@ import (
 const exitSetupFailed = 1
 
 // InitMain is the entry point of `agentbox bwrap-init`, PID 1 of a bwrap box (bwrap --as-pid-1),
-// with the control socket at fd 3 and the spec at fd 4. It starts the program (RunExecStage), reports on the control socket, forwards signals, reaps, and exits
+// with the control socket at fd 3 and the spec at fd 4. It starts the program (execstage.Run), reports on the control socket, forwards signals, reaps, and exits
 // with the program's status, as the native engine's box-init does.
 func InitMain(args []string) int {
 	// Take the program's stderr back from bwrap's captured one, then tell the monitor that from
@@ -32,7 +35,7 @@ func InitMain(args []string) int {
 	for _, fd := range []int{fdStderr, fdExe, fdStatus, fdReady} {
 		unix.Close(fd)
 	}
-	if err := native.CloseInherited(fdSpec + 1); err != nil {
+	if err := fds.CloseInherited(fdSpec + 1); err != nil {
 		return exitSetupFailed
 	}
 	if err := unix.CloseRange(fdControl, ^uint(0), unix.CLOSE_RANGE_CLOEXEC); err != nil {
@@ -53,15 +56,15 @@ func InitMain(args []string) int {
 	if err := fs.Parse(args); err != nil {
 		return fail("bwrap-init arguments: %v", err)
 	}
-	ex, err := native.StartExecProcess()
+	ex, err := execstage.Start()
 	if err != nil {
 		return fail("%v", err)
 	}
-	raw, err := native.ReadSpecFD(fdSpec)
+	raw, err := fds.ReadSpec(fdSpec)
 	if err != nil {
 		return fail("%v", err)
 	}
-	spec, err := native.ParseSpec(raw)
+	s, err := spec.Parse(raw)
 	if err != nil {
 		return fail("%v", err)
 	}
@@ -69,17 +72,20 @@ func InitMain(args []string) int {
 		return fail("set non-dumpable: %v", err)
 	}
 	unix.Umask(0o022)
-	if err := hideProcessesInProc(spec); err != nil {
+	if err := hideProcessesInProc(s); err != nil {
 		return fail("%v", err)
 	}
 	sigs := make(chan os.Signal, 16)
-	signal.Notify(sigs, native.ForwardedSignals()...)
+	signal.Notify(sigs, execstage.ForwardedSignals()...)
 
-	if err := native.StartForwards(spec.Network.Forwards); err != nil {
+	if err := forward.Start(s.Network.Forwards); err != nil {
 		return fail("%v", err)
 	}
 
-	return native.RunExecStage(ctl, ex, raw, spec, uint16(*rows), uint16(*cols), sigs, "bwrap-init", nil, fail)
+	return execstage.Run(execstage.Options{
+		Control: ctl, Exec: ex, Raw: raw, Spec: s, Rows: uint16(*rows), Cols: uint16(*cols),
+		Signals: sigs, Who: "bwrap-init", Fail: fail,
+	})
 }
 
 // hideProcessesInProc reconfigures the box's /proc (bwrap's --proc takes no options) with
@@ -88,14 +94,14 @@ func InitMain(args []string) int {
 // uid 0 owns bwrap-init's entries) cannot list PID 1's descriptors; the conformance test
 // InitHiddenInProc checks that an ordinary user's box hides it without. Only the superblock's
 // options change (fspick, fsconfig), not the mount's flags or the masks over it.
-func hideProcessesInProc(spec *native.Spec) error {
+func hideProcessesInProc(s *spec.Spec) error {
 	target := ""
-	for _, m := range spec.Mounts {
-		if m.Kind == native.KindProc {
+	for _, m := range s.Mounts {
+		if m.Kind == spec.KindProc {
 			target = m.Target
 		}
 	}
-	if target == "" || spec.UID != 0 {
+	if target == "" || s.UID != 0 {
 		// Only a root-run box needs it: otherwise bwrap-init's entries (not dumpable) belong to
 		// the box's root, not to the program's uid, and an unprivileged bwrap leaves bwrap-init
 		// in a nested user namespace that cannot reconfigure the box's /proc anyway.

@@ -18,7 +18,9 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/agentbox/agentbox/internal/engine"
-	"github.com/agentbox/agentbox/internal/engine/native"
+	"github.com/agentbox/agentbox/internal/engine/execstage"
+	"github.com/agentbox/agentbox/internal/linux/fds"
+	"github.com/agentbox/agentbox/internal/linux/mount"
 )
 
 // Descriptors the monitor receives from Start beyond stdio.
@@ -58,7 +60,7 @@ func MonitorMain(args []string) int {
 	for _, fd := range []int{monControl, monRequest, monReport} {
 		unix.CloseOnExec(fd)
 	}
-	raw, err := native.ReadSpecFD(monRequest)
+	raw, err := fds.ReadSpec(monRequest)
 	if err != nil {
 		return fail("bwrap request: %v", err)
 	}
@@ -71,7 +73,7 @@ func MonitorMain(args []string) int {
 	if err != nil {
 		return fail("%v", err)
 	}
-	specFile, err := native.Memfile("agentbox-spec", specBytes)
+	specFile, err := fds.Sealed("agentbox-spec", specBytes)
 	if err != nil {
 		return fail("%v", err)
 	}
@@ -99,7 +101,7 @@ func MonitorMain(args []string) int {
 		}
 	}()
 	open := func(src, beneath string) (string, error) {
-		fd, err := native.OpenBindSource(src, beneath)
+		fd, err := mount.OpenSource(src, beneath)
 		if err != nil {
 			return "", err
 		}
@@ -128,7 +130,7 @@ func MonitorMain(args []string) int {
 	}
 	// Signals that arrive before bwrap-init exists are held and relayed once it does.
 	sigs := make(chan os.Signal, 16)
-	signal.Notify(sigs, native.ForwardedSignals()...)
+	signal.Notify(sigs, execstage.ForwardedSignals()...)
 	err = cmd.Start()
 	for _, f := range []*os.File{specFile, exe, captureW, statusW, readyW} {
 		f.Close()

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/agentbox/agentbox/internal/engine/native"
+	"github.com/agentbox/agentbox/internal/engine/spec"
 	"github.com/agentbox/agentbox/internal/plan"
 )
 
@@ -105,7 +106,7 @@ func TestRequestMatchesNativeSpec(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ns, _ := native.ParseSpec(nb)
+	ns, _ := spec.Parse(nb)
 	if r.Spec.Seccomp != ns.Seccomp || r.Spec.Landlock.MinABI != ns.Landlock.MinABI || len(r.Spec.Landlock.RW) != len(ns.Landlock.RW) ||
 		r.Spec.Program != ns.Program || len(r.Spec.Env) != len(ns.Env) || len(r.Spec.Mounts) != len(ns.Mounts) {
 		t.Errorf("bwrap spec %+v differs from native spec %+v", r.Spec, ns)

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/agentbox/agentbox/internal/engine"
-	"github.com/agentbox/agentbox/internal/engine/native"
+	"github.com/agentbox/agentbox/internal/linux/fds"
 	"github.com/agentbox/agentbox/internal/plan"
 )
 
@@ -39,7 +39,7 @@ func (e *Engine) Start(req []byte, io engine.IO) (*engine.Box, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w (%v)", ErrMissing, err)
 	}
-	reqFile, err := native.Memfile("agentbox-bwrap-request", req)
+	reqFile, err := fds.Sealed("agentbox-bwrap-request", req)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", engine.ErrBoxSetup, err)
 	}

@@ -7,6 +7,7 @@
 //	func TestMain(m *testing.M) {
 //		enginetest.Main(m, map[string]func([]string) int{
 //			"box-init": native.BoxInitMain,
+//			"box-exec": execstage.Main,
 //		})
 //	}
 //

@@ -11,7 +11,7 @@ import (
 	"testing"
 
 	"github.com/agentbox/agentbox/internal/engine"
-	"github.com/agentbox/agentbox/internal/engine/native"
+	"github.com/agentbox/agentbox/internal/linux/ns"
 	"github.com/agentbox/agentbox/internal/plan"
 )
 
@@ -333,7 +333,7 @@ kill -0 "$(cat /tmp/grandchild)" && echo grandchild-alive`
 	if err != nil {
 		t.Fatal(err)
 	}
-	left, err := native.Remaining(ino)
+	left, err := ns.Remaining(ino)
 	if err != nil {
 		t.Fatal(err)
 	}

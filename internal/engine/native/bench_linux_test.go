@@ -9,6 +9,7 @@ import (
 	"github.com/agentbox/agentbox/internal/engine"
 	"github.com/agentbox/agentbox/internal/engine/enginetest"
 	"github.com/agentbox/agentbox/internal/engine/native"
+	"github.com/agentbox/agentbox/internal/engine/spec"
 )
 
 // BenchmarkStartToExec measures box start to program exec inside the shim: from Engine.Start
@@ -74,7 +75,7 @@ func BenchmarkPrestartedToExec(b *testing.B) {
 	var samples []time.Duration
 	b.StopTimer()
 	for i := 0; i < b.N; i++ {
-		pre, err := native.Prestart(native.DenyNamespaces())
+		pre, err := native.Prestart(spec.DenyNamespaces())
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -17,6 +17,7 @@ import (
 	"github.com/agentbox/agentbox/internal/engine"
 	"github.com/agentbox/agentbox/internal/engine/enginetest"
 	"github.com/agentbox/agentbox/internal/engine/native"
+	"github.com/agentbox/agentbox/internal/linux/ns"
 	"github.com/agentbox/agentbox/internal/plan"
 	"github.com/agentbox/agentbox/internal/testenv"
 )
@@ -234,19 +235,19 @@ func TestSettlementHelpers(t *testing.T) {
 	var during []int
 	r := enginetest.RunBox(t, &native.Engine{}, p, enginetest.Options{AfterExec: func(b *engine.Box) {
 		defer b.Process.Signal(unix.SIGTERM)
-		ns, err := native.Namespaces(b.Process.Pid)
+		inodes, err := ns.Inodes(b.Process.Pid)
 		if err != nil {
 			t.Error(err)
 			return
 		}
-		own, _ := native.Namespaces(os.Getpid())
-		for _, k := range native.NamespaceKinds {
-			if ns[k] == own[k] {
+		own, _ := ns.Inodes(os.Getpid())
+		for _, k := range ns.Kinds {
+			if inodes[k] == own[k] {
 				t.Errorf("box shares %s namespace", k)
 			}
 		}
-		pidNS = ns["pid"]
-		if during, err = native.Remaining(pidNS); err != nil {
+		pidNS = inodes["pid"]
+		if during, err = ns.Remaining(pidNS); err != nil {
 			t.Error(err)
 		}
 	}})
@@ -256,7 +257,7 @@ func TestSettlementHelpers(t *testing.T) {
 	if len(during) < 2 {
 		t.Errorf("while the box runs, Remaining found %v; want box-init and the program", during)
 	}
-	if ok, err := native.Settled(pidNS); !ok || err != nil {
+	if ok, err := ns.Settled(pidNS); !ok || err != nil {
 		t.Errorf("Settled = %v, %v after the box ended", ok, err)
 	}
 }

@@ -7,7 +7,6 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"strconv"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -16,16 +15,18 @@ import (
 
 	"github.com/agentbox/agentbox/internal/changes"
 	"github.com/agentbox/agentbox/internal/engine"
+	"github.com/agentbox/agentbox/internal/engine/execstage"
+	"github.com/agentbox/agentbox/internal/engine/forward"
+	"github.com/agentbox/agentbox/internal/engine/spec"
+	"github.com/agentbox/agentbox/internal/linux/fds"
+	"github.com/agentbox/agentbox/internal/linux/mount"
+	"github.com/agentbox/agentbox/internal/linux/ns"
+	"github.com/agentbox/agentbox/internal/warmup"
 )
 
 // exitSetupFailed is box-init's exit code when the box could not be built or the program not
 // exec'd; the shim learns the reason from the EventError before it.
-const exitSetupFailed = 1
-
-// forwardedSignals are passed from box-init to the program's process group.
-var forwardedSignals = []os.Signal{
-	unix.SIGINT, unix.SIGTERM, unix.SIGHUP, unix.SIGQUIT, unix.SIGUSR1, unix.SIGUSR2, unix.SIGWINCH,
-}
+const exitSetupFailed = execstage.ExitSetupFailed
 
 // launchMarker is the signal a prestarted box-init sends itself when it gets its launch
 // (afterMarker). A real-time signal: its number is above every forwarded signal's, and Go hands
@@ -62,7 +63,7 @@ func afterMarker(notified chan os.Signal) <-chan os.Signal {
 func BoxInitMain(args []string) int {
 	// Descriptors the shim leaked to box-init (any it did not mean to pass) are closed; those
 	// box-init keeps are close-on-exec, so that the program gets only what it is given.
-	if err := closeInherited(fdSpec + 1); err != nil {
+	if err := fds.CloseInherited(fdSpec + 1); err != nil {
 		return exitSetupFailed
 	}
 	if err := unix.CloseRange(fdControl, ^uint(0), unix.CLOSE_RANGE_CLOEXEC); err != nil {
@@ -92,23 +93,23 @@ func BoxInitMain(args []string) int {
 	// prestarted box-init pays while it waits.
 	var sigs <-chan os.Signal
 	notified := make(chan os.Signal, 16)
-	signal.Notify(notified, forwardedSignals...)
+	signal.Notify(notified, execstage.ForwardedSignals()...)
 	if *wait {
 		signal.Notify(notified, launchMarker) // for afterMarker, subscribed while it waits
 	}
 	sigs = notified
 	// box-exec starts now, so that its start-up overlaps building the box (and, in a prestarted
 	// box-init, waiting for the request).
-	ex, err := startExecProcess()
+	ex, err := execstage.Start()
 	if err != nil {
 		return fail("%v", err)
 	}
 	var raw []byte
 	loUp := false
 	if *wait {
-		WarmUp() // started ahead: what the launch would do first, done while it waits
+		warmup.Do(&spec.Spec{}) // started ahead: what the launch would do first, done while it waits
 		if *loopback {
-			if err := loopbackUp(); err != nil {
+			if err := ns.LoopbackUp(); err != nil {
 				return fail("bring lo up: %v", err)
 			}
 			loUp = true
@@ -124,23 +125,23 @@ func BoxInitMain(args []string) int {
 		// is dropped (off the launch's path: the program runs well after the marker is back).
 		sigs = afterMarker(notified)
 	} else {
-		raw, err = readSpecFD(fdSpec)
+		raw, err = fds.ReadSpec(fdSpec)
 	}
 	if err != nil {
 		return fail("%v", err)
 	}
-	spec, err := ParseSpec(raw)
+	s, err := spec.Parse(raw)
 	if err != nil {
 		return fail("%v", err)
 	}
-	if loUp && !spec.Network.Loopback {
+	if loUp && !s.Network.Loopback {
 		// Prestarted in its own network namespace for a spec that shares the host's: the
 		// shim matches namespaces before it uses a prestarted box-init, so this never happens.
 		return fail("prestarted with its own network namespace, for a spec without one")
 	}
 	// box-exec parses the spec and builds the program's seccomp filter while the box is built.
 	// (Should box-exec have failed, its report is read when the program is to start: run.)
-	_ = ex.sendSpec(raw)
+	_ = ex.SendSpec(raw)
 	// Nothing in the box may read box-init's memory or descriptors.
 	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
 		return fail("set non-dumpable: %v", err)
@@ -151,36 +152,36 @@ func BoxInitMain(args []string) int {
 	// into the launch's proposed changes); the store is a host folder, opened before the root is
 	// built.
 	var guard *changes.Guard
-	if len(spec.Guards) > 0 {
-		if guard, err = changes.Open(spec.ChangesDir, spec.Guards, true); err != nil {
+	if len(s.Guards) > 0 {
+		if guard, err = changes.Open(s.ChangesDir, s.Guards, true); err != nil {
 			return fail("%v", err)
 		}
 	}
 
-	b, err := buildRoot(spec)
+	root, err := mount.Build(s)
 	if err != nil {
 		return fail("%v", err)
 	}
-	if spec.hasNamespace("uts") && spec.Hostname != "" {
-		if err := unix.Sethostname([]byte(spec.Hostname)); err != nil {
+	if s.HasNamespace("uts") && s.Hostname != "" {
+		if err := unix.Sethostname([]byte(s.Hostname)); err != nil {
 			return fail("sethostname: %v", err)
 		}
 	}
-	if spec.Network.Loopback && !loUp {
-		if err := loopbackUp(); err != nil {
+	if s.Network.Loopback && !loUp {
+		if err := ns.LoopbackUp(); err != nil {
 			return fail("bring lo up: %v", err)
 		}
 	}
-	if err := b.pivot(); err != nil {
+	if err := root.Pivot(); err != nil {
 		return fail("%v", err)
 	}
-	if err := startForwards(spec.Network.Forwards); err != nil {
+	if err := forward.Start(s.Network.Forwards); err != nil {
 		return fail("%v", err)
 	}
 	if *hold {
 		// box-exec builds the program's Landlock ruleset while the box waits for its client (a
 		// failure of box-exec is read when the program is to start, as above).
-		_ = ex.built(raw)
+		_ = ex.Built(raw)
 		r, c, err := awaitGo(ctl)
 		if errors.Is(err, engine.ErrControlClosed) {
 			return exitSetupFailed // the shim gave up on the launch before its program started
@@ -191,9 +192,9 @@ func BoxInitMain(args []string) int {
 		*rows, *cols = uint(r), uint(c)
 	}
 
-	// The masks' folders are watched from before the program starts (keepMounts); a box whose
+	// The masks' folders are watched from before the program starts (mount.Keeper); a box whose
 	// denied paths cannot be watched does not start.
-	gone, err := newRemovals(b.kept)
+	keeper, err := root.Watch()
 	if err != nil {
 		return fail("%v", err)
 	}
@@ -206,7 +207,7 @@ func BoxInitMain(args []string) int {
 		go guard.Run()
 		defer finishGuard(guard)
 	}
-	// A stop by keepMounts may still be moving aside what the box created: box-init ends after it.
+	// A stop by the keeper may still be moving aside what the box created: box-init ends after it.
 	stopped := make(chan struct{})
 	var stopping atomic.Bool
 	defer func() {
@@ -217,10 +218,10 @@ func BoxInitMain(args []string) int {
 			}
 		}
 	}()
-	return runExecStage(ctl, ex, raw, spec, uint16(*rows), uint16(*cols), sigs, "box-init", func(pid int) {
+	started := func(pid int) {
 		// Keep the protected binds in place for the box's life; a loss seen before the program
 		// ran is caught by the first read of the mount table.
-		go keepMounts(b.kept, gone, func(string) {}, func(msg, removed string) {
+		go keeper.Run(func(string) {}, func(msg, removed string) {
 			stopping.Store(true)
 			defer close(stopped)
 			fmt.Fprintf(os.Stderr, "agentbox box-init: %s; stopping the box\n", msg)
@@ -228,13 +229,17 @@ func BoxInitMain(args []string) int {
 			if removed == "" {
 				return
 			}
-			if aside, err := quarantine(removed); err != nil {
+			if aside, err := mount.Quarantine(removed); err != nil {
 				fmt.Fprintf(os.Stderr, "agentbox box-init: %s: %v\n", removed, err)
 			} else if aside != "" {
 				fmt.Fprintf(os.Stderr, "agentbox box-init: what appeared at %s after the host removed it is moved to %s\n", removed, aside)
 			}
 		})
-	}, fail)
+	}
+	return execstage.Run(execstage.Options{
+		Control: ctl, Exec: ex, Raw: raw, Spec: s, Rows: uint16(*rows), Cols: uint16(*cols),
+		Signals: sigs, Who: "box-init", Started: started, Fail: fail,
+	})
 }
 
 // finishGuard ends the guard once the program has exited: the box's other processes are
@@ -243,126 +248,10 @@ func BoxInitMain(args []string) int {
 // launch's exit is reported, only after it.
 func finishGuard(g *changes.Guard) {
 	unix.Kill(-1, unix.SIGKILL) // from PID 1: every other process of the box
-	for i := 0; i < 200 && othersLeft(); i++ {
+	for i := 0; i < 200 && ns.OthersLeft(); i++ {
 		time.Sleep(5 * time.Millisecond)
 	}
 	if err := g.Close(); err != nil {
 		fmt.Fprintf(os.Stderr, "agentbox box-init: guarding the protected paths: %v\n", err)
 	}
-}
-
-// reapUntil reaps every child (PID 1 inherits the box's orphans) until pid exits, and returns
-// its status as an exit code: the code, or 128+n when a signal killed it.
-func reapUntil(pid int) int {
-	for {
-		var ws unix.WaitStatus
-		got, err := unix.Wait4(-1, &ws, 0, nil)
-		if errors.Is(err, unix.EINTR) {
-			continue
-		}
-		if err != nil {
-			return exitSetupFailed // ECHILD: nothing left to wait for
-		}
-		if got != pid {
-			continue
-		}
-		switch {
-		case ws.Exited():
-			return ws.ExitStatus()
-		case ws.Signaled():
-			return 128 + int(ws.Signal())
-		}
-	}
-}
-
-// openPTY allocates a PTY in the box's devpts, sends the master to the shim and returns the
-// slave.
-func openPTY(ctl *os.File, rows, cols uint16) (*os.File, error) {
-	master, err := unix.Open("/dev/ptmx", unix.O_RDWR|unix.O_NOCTTY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return nil, fmt.Errorf("open /dev/ptmx: %w", err)
-	}
-	defer unix.Close(master)
-	if err := unix.IoctlSetPointerInt(master, unix.TIOCSPTLCK, 0); err != nil {
-		return nil, fmt.Errorf("unlock pty: %w", err)
-	}
-	slave, err := ptyPeer(master)
-	if err != nil {
-		return nil, err
-	}
-	if rows > 0 && cols > 0 {
-		if err := unix.IoctlSetWinsize(slave, unix.TIOCSWINSZ, &unix.Winsize{Row: rows, Col: cols}); err != nil {
-			unix.Close(slave)
-			return nil, fmt.Errorf("set pty size: %w", err)
-		}
-	}
-	if err := engine.SendEvent(ctl, engine.Event{Kind: engine.EventPTY}, master); err != nil {
-		unix.Close(slave)
-		return nil, err
-	}
-	return os.NewFile(uintptr(slave), "pty"), nil
-}
-
-// ptyPeer opens the slave of master read-write (TIOCGPTPEER: no path lookup, so it is the
-// master's own peer whatever /dev/pts holds).
-func ptyPeer(master int) (int, error) {
-	fd, _, errno := unix.Syscall(unix.SYS_IOCTL, uintptr(master), unix.TIOCGPTPEER, uintptr(unix.O_RDWR|unix.O_NOCTTY|unix.O_CLOEXEC))
-	if errno != 0 {
-		return -1, fmt.Errorf("open pty slave: %w", errno)
-	}
-	return int(fd), nil
-}
-
-// loopbackUp sets IFF_UP on lo.
-func loopbackUp() error {
-	s, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
-	if err != nil {
-		return err
-	}
-	defer unix.Close(s)
-	ifr, err := unix.NewIfreq("lo")
-	if err != nil {
-		return err
-	}
-	if err := unix.IoctlIfreq(s, unix.SIOCGIFFLAGS, ifr); err != nil {
-		return err
-	}
-	ifr.SetUint16(ifr.Uint16() | unix.IFF_UP)
-	return unix.IoctlIfreq(s, unix.SIOCSIFFLAGS, ifr)
-}
-
-// closeInherited closes every descriptor from lowest up that survived the execve into this
-// process, i.e. that is not close-on-exec; descriptors the Go runtime opened since (cgroup
-// files, the poller) are close-on-exec and stay.
-func closeInherited(lowest int) error {
-	dir, err := unix.Open("/proc/self/fd", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return err
-	}
-	defer unix.Close(dir)
-	var leaked []int
-	buf := make([]byte, 4096)
-	for {
-		n, err := unix.Getdents(dir, buf)
-		if err != nil {
-			return err
-		}
-		if n == 0 {
-			break
-		}
-		_, _, names := unix.ParseDirent(buf[:n], -1, nil)
-		for _, name := range names {
-			fd, err := strconv.Atoi(name)
-			if err != nil || fd < lowest || fd == dir {
-				continue
-			}
-			if flags, err := unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0); err == nil && flags&unix.FD_CLOEXEC == 0 {
-				leaked = append(leaked, fd)
-			}
-		}
-	}
-	for _, fd := range leaked {
-		unix.Close(fd)
-	}
-	return nil
 }

@@ -5,13 +5,14 @@ import (
 
 	"github.com/agentbox/agentbox/internal/engine"
 	"github.com/agentbox/agentbox/internal/engine/enginetest"
+	"github.com/agentbox/agentbox/internal/engine/execstage"
 	"github.com/agentbox/agentbox/internal/engine/native"
 )
 
 func TestMain(m *testing.M) {
 	enginetest.Main(m, map[string]func([]string) int{
 		"box-init":     native.BoxInitMain,
-		"box-exec":     native.BoxExecMain,
+		"box-exec":     execstage.Main,
 		"native-probe": nativeProbe,
 		"test-shim":    testShim,
 	})

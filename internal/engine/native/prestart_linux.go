@@ -1,7 +1,6 @@
 package native
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -11,12 +10,11 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/agentbox/agentbox/internal/engine"
+	"github.com/agentbox/agentbox/internal/engine/spec"
+	"github.com/agentbox/agentbox/internal/linux/fds"
 	"github.com/agentbox/agentbox/internal/plan"
+	"github.com/agentbox/agentbox/internal/warmup"
 )
-
-// ErrPrestartUnusable means a prestarted box-init cannot serve a request (other namespaces or
-// ids, or it is gone): the caller discards it and starts the box the ordinary way.
-var ErrPrestartUnusable = errors.New("prestarted box-init cannot serve this request")
 
 // Prestarted is a box-init started ahead of its request, in new namespaces, waiting on its
 // control socket for EventStart: the namespaces, the re-exec and Go's start-up of box-init cost
@@ -31,19 +29,14 @@ type Prestarted struct {
 	gid   int
 }
 
-// Prestart starts box-init in the namespaces ns (names as in Spec.Namespaces), with the calling
-// user's uid and gid mapped to themselves, waiting for its request.
+var _ engine.Prestarted = (*Prestarted)(nil)
+
+// Prestart starts box-init in the namespaces ns (names as in spec.Spec.Namespaces), with the
+// calling user's uid and gid mapped to themselves, waiting for its request.
 func Prestart(ns []string) (*Prestarted, error) {
-	var flags uintptr
-	for _, n := range ns {
-		f, ok := cloneFlags[n]
-		if !ok {
-			return nil, fmt.Errorf("prestart: namespace %q: %w", n, ErrInvalidSpec)
-		}
-		flags |= f
-	}
-	if flags&unix.CLONE_NEWUSER == 0 || flags&unix.CLONE_NEWNS == 0 || flags&unix.CLONE_NEWPID == 0 {
-		return nil, fmt.Errorf("prestart: user, mnt and pid namespaces are required: %w", ErrInvalidSpec)
+	flags, err := boxCloneFlags(ns)
+	if err != nil {
+		return nil, fmt.Errorf("prestart: %w", err)
 	}
 	shimEnd, boxEnd, err := engine.ControlPair()
 	if err != nil {
@@ -55,7 +48,7 @@ func Prestart(ns []string) (*Prestarted, error) {
 	args := []string{"agentbox", "box-init", "-wait"}
 	if flags&unix.CLONE_NEWNET != 0 {
 		// Its own network namespace: box-init brings lo up while it waits (a box has its own
-		// network namespace exactly when its spec asks for loopback: buildSpec).
+		// network namespace exactly when its spec asks for loopback: spec.Build).
 		args = append(args, "-loopback")
 	}
 	cmd := &exec.Cmd{
@@ -86,35 +79,36 @@ func Prestart(ns []string) (*Prestarted, error) {
 func (p *Prestarted) Control() *os.File { return p.ctl }
 
 // Start hands the prestarted box-init the request req and the program's streams in io (its
-// Control is not used: the box reports on Control()). It returns ErrPrestartUnusable, and
-// sends nothing, when req needs other namespaces or ids than the box has, or the box is gone.
+// Control is not used: the box reports on Control()). It returns engine.ErrPrestartUnusable,
+// and sends nothing, when req needs other namespaces or ids than the box has, or the box is
+// gone.
 func (p *Prestarted) Start(req []byte, io engine.IO) (*engine.Box, error) {
-	spec, err := ParseSpec(req)
+	s, err := spec.Parse(req)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", engine.ErrBoxSetup, err)
 	}
-	if spec.UID != p.uid || spec.GID != p.gid || !slices.Equal(slices.Sorted(slices.Values(spec.Namespaces)), p.ns) {
+	if s.UID != p.uid || s.GID != p.gid || !slices.Equal(slices.Sorted(slices.Values(s.Namespaces)), p.ns) {
 		return nil, fmt.Errorf("%w: it has namespaces %v and ids %d:%d, the request needs %v and %d:%d",
-			ErrPrestartUnusable, p.ns, p.uid, p.gid, spec.Namespaces, spec.UID, spec.GID)
+			engine.ErrPrestartUnusable, p.ns, p.uid, p.gid, s.Namespaces, s.UID, s.GID)
 	}
-	if spec.Console == plan.ConsolePipe && (io.Stdin == nil || io.Stdout == nil || io.Stderr == nil) {
+	if s.Console == plan.ConsolePipe && (io.Stdin == nil || io.Stdout == nil || io.Stderr == nil) {
 		return nil, fmt.Errorf("%w: pipe console needs stdin, stdout and stderr", engine.ErrBoxSetup)
 	}
-	specFile, err := memfile("agentbox-spec", req)
+	specFile, err := fds.Sealed("agentbox-spec", req)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", engine.ErrBoxSetup, err)
 	}
 	defer specFile.Close()
-	fds := []int{int(specFile.Fd())}
+	pass := []int{int(specFile.Fd())}
 	if io.Stdin != nil {
-		fds = append(fds, int(io.Stdin.Fd()), int(io.Stdout.Fd()), int(io.Stderr.Fd()))
+		pass = append(pass, int(io.Stdin.Fd()), int(io.Stdout.Fd()), int(io.Stderr.Fd()))
 	}
 	ev := engine.Event{Kind: engine.EventStart, Hold: io.Hold}
-	if spec.Console == plan.ConsoleTTY {
+	if s.Console == plan.ConsoleTTY {
 		ev.Rows, ev.Cols = io.Rows, io.Cols
 	}
-	if err := engine.SendEvent(p.ctl, ev, fds...); err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrPrestartUnusable, err)
+	if err := engine.SendEvent(p.ctl, ev, pass...); err != nil {
+		return nil, fmt.Errorf("%w: %w", engine.ErrPrestartUnusable, err)
 	}
 	return &engine.Box{Process: p.cmd.Process, PidFD: p.pidfd}, nil
 }
@@ -132,34 +126,30 @@ func (p *Prestarted) Discard() {
 // receiveStart is box-init's side of Prestart: it waits for EventStart, puts the program's
 // streams (pipe mode) on 0, 1 and 2, and returns the spec bytes, the PTY size and whether to
 // hold (engine.IO.Hold).
-func receiveStart(ctl *os.File) (spec []byte, rows, cols uint16, hold bool, err error) {
-	ev, fds, err := engine.RecvEvent(ctl)
+func receiveStart(ctl *os.File) (raw []byte, rows, cols uint16, hold bool, err error) {
+	ev, got, err := engine.RecvEvent(ctl)
 	if err != nil {
 		return nil, 0, 0, false, err
 	}
-	defer func() {
-		for _, fd := range fds {
-			unix.Close(fd)
-		}
-	}()
-	if ev.Kind != engine.EventStart || (len(fds) != 1 && len(fds) != 4) {
-		return nil, 0, 0, false, fmt.Errorf("waiting for the request: got %q with %d descriptors", ev.Kind, len(fds))
+	defer closeFDsOf(got)
+	if ev.Kind != engine.EventStart || (len(got) != 1 && len(got) != 4) {
+		return nil, 0, 0, false, fmt.Errorf("waiting for the request: got %q with %d descriptors", ev.Kind, len(got))
 	}
-	if len(fds) == 4 {
-		for i, fd := range fds[1:] {
+	if len(got) == 4 {
+		for i, fd := range got[1:] {
 			if err := unix.Dup3(fd, i, 0); err != nil {
 				return nil, 0, 0, false, fmt.Errorf("stdio %d: %w", i, err)
 			}
 		}
 	}
-	spec, err = readSpecFD(fds[0])
-	return spec, ev.Rows, ev.Cols, ev.Hold, err
+	raw, err = fds.ReadSpec(got[0])
+	return raw, ev.Rows, ev.Cols, ev.Hold, err
 }
 
 // awaitGo is box-init's side of engine.IO.Hold: it waits for EventGo and returns the PTY size.
 func awaitGo(ctl *os.File) (rows, cols uint16, err error) {
-	ev, fds, err := engine.RecvEvent(ctl)
-	closeFDsOf(fds)
+	ev, got, err := engine.RecvEvent(ctl)
+	closeFDsOf(got)
 	if err != nil {
 		return 0, 0, err
 	}
@@ -169,8 +159,21 @@ func awaitGo(ctl *os.File) (rows, cols uint16, err error) {
 	return ev.Rows, ev.Cols, nil
 }
 
-func closeFDsOf(fds []int) {
-	for _, fd := range fds {
+func closeFDsOf(list []int) {
+	for _, fd := range list {
 		unix.Close(fd)
 	}
+}
+
+// Prestart starts a box-init ahead of its request for the default box — the namespaces of a
+// box under egress: deny (spec.DenyNamespaces), the calling user's ids — as a spare shim does
+// (engine.Prestarter). It also warms up, in the calling process, the decoding of a spec, which
+// Prestarted.Start does on the launch's path.
+func (*Engine) Prestart() (engine.Prestarted, error) {
+	p, err := Prestart(spec.DenyNamespaces())
+	warmup.JSON(&spec.Spec{})
+	if err != nil {
+		return nil, err
+	}
+	return p, nil
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/agentbox/agentbox/internal/engine"
 	"github.com/agentbox/agentbox/internal/engine/native"
+	"github.com/agentbox/agentbox/internal/linux/ns"
 	"github.com/agentbox/agentbox/internal/plan"
 )
 
@@ -46,12 +47,12 @@ func testShim(args []string) int {
 		fmt.Println("error", ev, err)
 		return 1
 	}
-	ns, err := native.PidNamespace(box.Process.Pid)
+	pidNS, err := ns.Inode(box.Process.Pid, "pid")
 	if err != nil {
 		fmt.Println("error", err)
 		return 1
 	}
-	fmt.Println(box.Process.Pid, ns)
+	fmt.Println(box.Process.Pid, pidNS)
 	// Wait to be killed. (Not `select {}`: with no other goroutine left, the runtime would end
 	// this process at once as a deadlock, and the box with it, before the test looks at it.)
 	box.Process.Wait()
@@ -83,8 +84,8 @@ func TestBoxDiesWithShim(t *testing.T) {
 		cmd.Process.Kill()
 		t.Fatalf("shim: %q", line)
 	}
-	ns, _ := strconv.ParseUint(f[1], 10, 64)
-	if left, _ := native.Remaining(ns); len(left) == 0 {
+	pidNS, _ := strconv.ParseUint(f[1], 10, 64)
+	if left, _ := ns.Remaining(pidNS); len(left) == 0 {
 		t.Fatalf("box not running before the shim dies")
 	}
 	cmd.Process.Kill()
@@ -94,7 +95,7 @@ func TestBoxDiesWithShim(t *testing.T) {
 	// turns a hang into a failure.
 	deadline := time.Now().Add(time.Minute)
 	for {
-		left, err := native.Remaining(ns)
+		left, err := ns.Remaining(pidNS)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,4 +1,4 @@
-package native
+package spec
 
 import (
 	"bytes"
@@ -30,6 +30,15 @@ func goldenInput() plan.Input {
 	}
 }
 
+// request renders p as the native engine's request does (Build, then Render).
+func request(p *plan.Plan) ([]byte, error) {
+	s, err := Build(p)
+	if err != nil {
+		return nil, err
+	}
+	return s.Render()
+}
+
 func TestRequestGolden(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -54,11 +63,11 @@ func TestRequestGolden(t *testing.T) {
 				t.Fatal(err)
 			}
 			tc.mod(&in, p)
-			got, err := (&Engine{}).Request(p)
+			got, err := request(p)
 			if err != nil {
 				t.Fatal(err)
 			}
-			again, _ := (&Engine{}).Request(p)
+			again, _ := request(p)
 			if !bytes.Equal(got, again) {
 				t.Fatal("Request is not deterministic")
 			}
@@ -75,8 +84,8 @@ func TestRequestGolden(t *testing.T) {
 			if !bytes.Equal(got, want) {
 				t.Errorf("Request differs from %s (review, then run with -update):\n%s", path, got)
 			}
-			if _, err := ParseSpec(got); err != nil {
-				t.Errorf("ParseSpec of own request: %v", err)
+			if _, err := Parse(got); err != nil {
+				t.Errorf("Parse of own request: %v", err)
 			}
 		})
 	}
@@ -105,16 +114,16 @@ func TestRequestRefuses(t *testing.T) {
 				t.Fatal(err)
 			}
 			tc.mod(p)
-			if _, err := (&Engine{}).Request(p); !errors.Is(err, ErrInvalidSpec) {
-				t.Errorf("Request = %v, want ErrInvalidSpec", err)
+			if _, err := request(p); !errors.Is(err, ErrInvalid) {
+				t.Errorf("Request = %v, want ErrInvalid", err)
 			}
 		})
 	}
 }
 
-func TestParseSpecRefusesOtherVersions(t *testing.T) {
-	if _, err := ParseSpec([]byte(`{"version": 2, "console": "pipe", "program": "/bin/true", "cwd": "/"}`)); !errors.Is(err, ErrInvalidSpec) {
-		t.Errorf("ParseSpec(version 2) = %v, want ErrInvalidSpec", err)
+func TestParseRefusesOtherVersions(t *testing.T) {
+	if _, err := Parse([]byte(`{"version": 2, "console": "pipe", "program": "/bin/true", "cwd": "/"}`)); !errors.Is(err, ErrInvalid) {
+		t.Errorf("Parse(version 2) = %v, want ErrInvalid", err)
 	}
 }
 

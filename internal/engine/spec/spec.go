@@ -1,4 +1,8 @@
-package native
+// Package spec is the box spec: what both Linux engines hand their in-box init and its exec
+// stage (internal/engine/execstage), rendered from a launch plan (Build), pinned by golden
+// files and checked when it is read back (Parse). Paths in it are in-box paths, except bind
+// sources, which are host paths.
+package spec
 
 import (
 	"encoding/json"
@@ -12,9 +16,9 @@ import (
 	"github.com/agentbox/agentbox/internal/plan"
 )
 
-// SpecVersion is the version of the box spec this engine renders and accepts. A box-init of
+// Version is the version of the box spec this agentbox renders and accepts. A box-init of
 // another version refuses the spec instead of guessing.
-const SpecVersion = 1
+const Version = 1
 
 // SeccompProfile is the name of the seccomp profile the exec stage applies to the program.
 const SeccompProfile = "agentbox-v1"
@@ -25,8 +29,9 @@ var baseNamespaces = []string{"user", "mnt", "pid", "ipc", "uts", "cgroup"}
 // DenyNamespaces are the namespaces of a box under egress: deny, the default.
 func DenyNamespaces() []string { return append(slices.Clone(baseNamespaces), "net") }
 
-// Spec is the native engine's request: everything box-init and its exec stage need, in-box paths only
-// (except bind sources, which are host paths). It is rendered by Request and pinned by golden files.
+// Spec is everything a box's init and its exec stage need, in-box paths only (except bind
+// sources, which are host paths): the native engine's request, and part of the bwrap engine's.
+// It is rendered by Build and Render and pinned by golden files.
 type Spec struct {
 	Version  int      `json:"version"`
 	ID       string   `json:"id"`
@@ -103,9 +108,9 @@ type Network struct {
 	Forwards []plan.Forward `json:"forwards,omitempty"`
 }
 
-// ErrInvalidSpec is returned for a spec this engine cannot build (wrapped by engine.ErrBoxSetup
-// at Start).
-var ErrInvalidSpec = errors.New("invalid box spec")
+// ErrInvalid is returned for a spec that cannot be built (wrapped by engine.ErrBoxSetup at an
+// engine's Start).
+var ErrInvalid = errors.New("invalid box spec")
 
 // procMasked are hidden under an empty read-only file or directory (runc's list).
 var procMasked = []string{
@@ -120,18 +125,18 @@ var procReadOnly = []string{"/proc/bus", "/proc/fs", "/proc/irq", "/proc/sys", "
 // devNodes are the host device nodes bound into the box's /dev.
 var devNodes = []string{"/dev/full", "/dev/null", "/dev/random", "/dev/tty", "/dev/urandom", "/dev/zero"}
 
-// buildSpec turns a plan into the box spec.
-func buildSpec(p *plan.Plan) (*Spec, error) {
+// Build turns a plan into the box spec.
+func Build(p *plan.Plan) (*Spec, error) {
 	if p == nil {
-		return nil, fmt.Errorf("%w: nil plan", ErrInvalidSpec)
+		return nil, fmt.Errorf("%w: nil plan", ErrInvalid)
 	}
 	for _, path := range []string{p.Program, p.Cwd} {
 		if !filepath.IsAbs(path) {
-			return nil, fmt.Errorf("%w: %q is not an absolute path", ErrInvalidSpec, path)
+			return nil, fmt.Errorf("%w: %q is not an absolute path", ErrInvalid, path)
 		}
 	}
 	if p.Console != plan.ConsoleTTY && p.Console != plan.ConsolePipe {
-		return nil, fmt.Errorf("%w: console %q", ErrInvalidSpec, p.Console)
+		return nil, fmt.Errorf("%w: console %q", ErrInvalid, p.Console)
 	}
 	ns := slices.Clone(baseNamespaces)
 	net := Network{Egress: p.Network.Egress, Forwards: append([]plan.Forward(nil), p.Network.Forwards...)}
@@ -143,14 +148,14 @@ func buildSpec(p *plan.Plan) (*Spec, error) {
 		// The box shares the host network: fixed in-box ports would be host ports, shared with
 		// every other box and user, so forwards need the box's own network namespace.
 		if len(p.Network.Forwards) > 0 {
-			return nil, fmt.Errorf("%w: loopback forwards need egress %q", ErrInvalidSpec, plan.EgressDeny)
+			return nil, fmt.Errorf("%w: loopback forwards need egress %q", ErrInvalid, plan.EgressDeny)
 		}
 	default:
-		return nil, fmt.Errorf("%w: egress %q", ErrInvalidSpec, p.Network.Egress)
+		return nil, fmt.Errorf("%w: egress %q", ErrInvalid, p.Network.Egress)
 	}
 	for _, f := range p.Network.Forwards {
 		if f.Port <= 0 || f.Port > 65535 || !filepath.IsAbs(f.Socket) {
-			return nil, fmt.Errorf("%w: forward %d → %q", ErrInvalidSpec, f.Port, f.Socket)
+			return nil, fmt.Errorf("%w: forward %d → %q", ErrInvalid, f.Port, f.Socket)
 		}
 	}
 
@@ -177,10 +182,10 @@ func buildSpec(p *plan.Plan) (*Spec, error) {
 		Mount{Kind: KindTmpfs, Target: "/dev/shm", Options: "mode=1777," + sizeOption(p.ShmMiB)},
 	)
 	if p.ShmMiB <= 0 {
-		return nil, fmt.Errorf("%w: /dev/shm has no size", ErrInvalidSpec)
+		return nil, fmt.Errorf("%w: /dev/shm has no size", ErrInvalid)
 	}
 	if p.MaxProcs <= 0 {
-		return nil, fmt.Errorf("%w: no process limit", ErrInvalidSpec)
+		return nil, fmt.Errorf("%w: no process limit", ErrInvalid)
 	}
 	for _, m := range parentsFirst(p.Mounts) {
 		switch m.Kind {
@@ -193,30 +198,30 @@ func buildSpec(p *plan.Plan) (*Spec, error) {
 				mode = "1777"
 			}
 			if m.SizeMiB <= 0 {
-				return nil, fmt.Errorf("%w: tmpfs at %s has no size", ErrInvalidSpec, m.Target)
+				return nil, fmt.Errorf("%w: tmpfs at %s has no size", ErrInvalid, m.Target)
 			}
 			mounts = append(mounts, Mount{Kind: KindTmpfs, Target: m.Target, Options: "mode=" + mode + "," + sizeOption(m.SizeMiB), ReadOnly: m.ReadOnly})
 		case plan.MountMask:
 			mounts = append(mounts, Mount{Kind: KindMask, Target: m.Target, Optional: m.Optional})
 		default:
-			return nil, fmt.Errorf("%w: mount kind %q at %s", ErrInvalidSpec, m.Kind, m.Target)
+			return nil, fmt.Errorf("%w: mount kind %q at %s", ErrInvalid, m.Kind, m.Target)
 		}
 	}
 	for _, m := range mounts {
 		if !filepath.IsAbs(m.Target) || filepath.Clean(m.Target) != m.Target || m.Target == "/" {
-			return nil, fmt.Errorf("%w: mount target %q", ErrInvalidSpec, m.Target)
+			return nil, fmt.Errorf("%w: mount target %q", ErrInvalid, m.Target)
 		}
 		if m.Kind == KindBind && !filepath.IsAbs(m.Source) {
-			return nil, fmt.Errorf("%w: bind source %q", ErrInvalidSpec, m.Source)
+			return nil, fmt.Errorf("%w: bind source %q", ErrInvalid, m.Source)
 		}
 	}
 
 	ll := p.Landlock
 	if ll.MinABI < 1 {
-		return nil, fmt.Errorf("%w: landlock minimum ABI %d", ErrInvalidSpec, ll.MinABI)
+		return nil, fmt.Errorf("%w: landlock minimum ABI %d", ErrInvalid, ll.MinABI)
 	}
 	return &Spec{
-		Version:    SpecVersion,
+		Version:    Version,
 		ID:         p.ID,
 		Program:    p.Program,
 		Args:       nonNil(p.Args),
@@ -245,8 +250,8 @@ func buildSpec(p *plan.Plan) (*Spec, error) {
 	}, nil
 }
 
-// render returns the spec's canonical bytes: indented JSON with a trailing newline.
-func (s *Spec) render() ([]byte, error) {
+// Render returns the spec's canonical bytes: indented JSON with a trailing newline.
+func (s *Spec) Render() ([]byte, error) {
 	b, err := json.MarshalIndent(s, "", "  ")
 	if err != nil {
 		return nil, err
@@ -254,29 +259,29 @@ func (s *Spec) render() ([]byte, error) {
 	return append(b, '\n'), nil
 }
 
-// ParseSpec decodes and checks a spec rendered by Request.
-func ParseSpec(b []byte) (*Spec, error) {
+// Parse decodes and checks a spec rendered by Render.
+func Parse(b []byte) (*Spec, error) {
 	var s Spec
 	if err := json.Unmarshal(b, &s); err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrInvalidSpec, err)
+		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
-	if s.Version != SpecVersion {
-		return nil, fmt.Errorf("%w: version %d, this agentbox builds version %d", ErrInvalidSpec, s.Version, SpecVersion)
+	if s.Version != Version {
+		return nil, fmt.Errorf("%w: version %d, this agentbox builds version %d", ErrInvalid, s.Version, Version)
 	}
 	if s.Console != plan.ConsoleTTY && s.Console != plan.ConsolePipe {
-		return nil, fmt.Errorf("%w: console %q", ErrInvalidSpec, s.Console)
+		return nil, fmt.Errorf("%w: console %q", ErrInvalid, s.Console)
 	}
 	if !filepath.IsAbs(s.Program) || !filepath.IsAbs(s.Cwd) {
-		return nil, fmt.Errorf("%w: program and cwd must be absolute", ErrInvalidSpec)
+		return nil, fmt.Errorf("%w: program and cwd must be absolute", ErrInvalid)
 	}
 	if len(s.Guards) > 0 && !filepath.IsAbs(s.ChangesDir) {
-		return nil, fmt.Errorf("%w: guarded paths without an absolute changes directory", ErrInvalidSpec)
+		return nil, fmt.Errorf("%w: guarded paths without an absolute changes directory", ErrInvalid)
 	}
 	return &s, nil
 }
 
-// hasNamespace reports whether the spec asks for the named namespace.
-func (s *Spec) hasNamespace(name string) bool {
+// HasNamespace reports whether the spec asks for the named namespace.
+func (s *Spec) HasNamespace(name string) bool {
 	for _, n := range s.Namespaces {
 		if n == name {
 			return true

@@ -1,11 +1,11 @@
-package native
+package seccomp
 
 import (
 	"encoding/binary"
 	"runtime"
 	"testing"
 
-	seccomp "github.com/elastic/go-seccomp-bpf"
+	seccompbpf "github.com/elastic/go-seccomp-bpf"
 	"github.com/elastic/go-seccomp-bpf/arch"
 	"golang.org/x/net/bpf"
 	"golang.org/x/sys/unix"
@@ -36,7 +36,7 @@ func TestSeccompFilterDecisions(t *testing.T) {
 	if runtime.GOARCH != "amd64" {
 		t.Skipf("decision table written for amd64, not %s", runtime.GOARCH)
 	}
-	prog, err := seccompProgram(SeccompProfile)
+	prog, err := Program()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -123,7 +123,7 @@ func TestSeccompLibraryPassesForeignArch(t *testing.T) {
 	if runtime.GOARCH != "amd64" {
 		t.Skip("amd64 only")
 	}
-	p := seccomp.Policy{DefaultAction: seccomp.ActionAllow, Syscalls: []seccomp.SyscallGroup{{Names: []string{"ptrace"}, Action: seccomp.ActionErrno}}}
+	p := seccompbpf.Policy{DefaultAction: seccompbpf.ActionAllow, Syscalls: []seccompbpf.SyscallGroup{{Names: []string{"ptrace"}, Action: seccompbpf.ActionErrno}}}
 	prog, err := p.Assemble()
 	if err != nil {
 		t.Fatal(err)

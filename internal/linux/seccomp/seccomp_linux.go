@@ -1,11 +1,11 @@
-package native
+package seccomp
 
 import (
 	"fmt"
 	"runtime"
 	"unsafe"
 
-	seccomp "github.com/elastic/go-seccomp-bpf"
+	seccompbpf "github.com/elastic/go-seccomp-bpf"
 	"github.com/elastic/go-seccomp-bpf/arch"
 	"golang.org/x/net/bpf"
 	"golang.org/x/sys/unix"
@@ -52,17 +52,14 @@ const setidBits = 0o6000
 // oTmpfile is __O_TMPFILE without O_DIRECTORY.
 const oTmpfile = unix.O_TMPFILE &^ unix.O_DIRECTORY
 
-// seccompProgram assembles the named profile for the running architecture.
+// Program assembles the filter for the running architecture.
 //
 // go-seccomp-bpf assembles the syscall groups. Its own preamble lets a foreign architecture
 // through to the default action (allow, for a deny list) and compares 64-bit arguments, so
 // the program starts with a preamble of its own that returns EPERM for any foreign architecture
 // (i386 on x86_64) and for x32 calls (AUDIT_ARCH_X86_64 with bit 30 of the number set), and
 // compares only the low 32 bits of ioctl's command, as the kernel does.
-func seccompProgram(profile string) ([]bpf.Instruction, error) {
-	if profile != SeccompProfile {
-		return nil, fmt.Errorf("unknown seccomp profile %q", profile)
-	}
+func Program() ([]bpf.Instruction, error) {
 	info, err := arch.GetInfo("")
 	if err != nil {
 		return nil, err
@@ -76,20 +73,20 @@ func seccompProgram(profile string) ([]bpf.Instruction, error) {
 		}
 		return out
 	}
-	var conds []seccomp.NameWithConditions
-	add := func(name string, cs ...seccomp.Condition) {
+	var conds []seccompbpf.NameWithConditions
+	add := func(name string, cs ...seccompbpf.Condition) {
 		if _, ok := info.SyscallNames[name]; ok {
-			conds = append(conds, seccomp.NameWithConditions{Name: name, Conditions: cs})
+			conds = append(conds, seccompbpf.NameWithConditions{Name: name, Conditions: cs})
 		}
 	}
-	bits := func(arg uint32, v uint64) seccomp.Condition {
-		return seccomp.Condition{Argument: arg, Operation: seccomp.BitsSet, Value: v}
+	bits := func(arg uint32, v uint64) seccompbpf.Condition {
+		return seccompbpf.Condition{Argument: arg, Operation: seccompbpf.BitsSet, Value: v}
 	}
-	ne := func(arg uint32, v uint64) seccomp.Condition {
-		return seccomp.Condition{Argument: arg, Operation: seccomp.NotEqual, Value: v}
+	ne := func(arg uint32, v uint64) seccompbpf.Condition {
+		return seccompbpf.Condition{Argument: arg, Operation: seccompbpf.NotEqual, Value: v}
 	}
-	eq := func(arg uint32, v uint64) seccomp.Condition {
-		return seccomp.Condition{Argument: arg, Operation: seccomp.Equal, Value: v}
+	eq := func(arg uint32, v uint64) seccompbpf.Condition {
+		return seccompbpf.Condition{Argument: arg, Operation: seccompbpf.Equal, Value: v}
 	}
 	add("clone", bits(0, nsCloneFlags))
 	// Setting setuid/setgid bits: the chmod family, and the mode of calls that create files.
@@ -110,11 +107,11 @@ func seccompProgram(profile string) ([]bpf.Instruction, error) {
 		add(call, ne(0, unix.AF_UNIX), ne(0, unix.AF_INET), ne(0, unix.AF_INET6), ne(0, unix.AF_NETLINK))
 		add(call, eq(0, unix.AF_NETLINK), ne(2, unix.NETLINK_ROUTE))
 	}
-	policy := seccomp.Policy{
-		DefaultAction: seccomp.ActionAllow,
-		Syscalls: []seccomp.SyscallGroup{
-			{Names: has(deniedSyscalls...), NamesWithCondtions: conds, Action: seccomp.ActionErrno},
-			{Names: has(enosysSyscalls...), Action: seccomp.ActionErrno | seccomp.Action(unix.ENOSYS)},
+	policy := seccompbpf.Policy{
+		DefaultAction: seccompbpf.ActionAllow,
+		Syscalls: []seccompbpf.SyscallGroup{
+			{Names: has(deniedSyscalls...), NamesWithCondtions: conds, Action: seccompbpf.ActionErrno},
+			{Names: has(enosysSyscalls...), Action: seccompbpf.ActionErrno | seccompbpf.Action(unix.ENOSYS)},
 		},
 	}
 	for _, must := range []string{"ptrace", "mount", "unshare", "setns", "bpf", "keyctl", "clone3", "openat2", "io_uring_setup", "ioctl"} {
@@ -165,9 +162,9 @@ func nativeBigEndian() bool {
 	return false
 }
 
-// loadSeccomp installs the program on the calling thread, or on every thread of the process
+// Load installs the program on the calling thread, or on every thread of the process
 // with flags SECCOMP_FILTER_FLAG_TSYNC (no_new_privs must already be set).
-func loadSeccomp(prog []bpf.Instruction, flags uintptr) error {
+func Load(prog []bpf.Instruction, flags uintptr) error {
 	raw, err := bpf.Assemble(prog)
 	if err != nil {
 		return fmt.Errorf("assemble seccomp filter: %w", err)

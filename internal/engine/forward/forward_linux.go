@@ -1,4 +1,7 @@
-package native
+// Package forward serves a box's loopback forwards from inside the box (its init process): a
+// listener on each forward's in-box loopback port whose connections go to a unix socket of the
+// daemon's (bound into the box), handed over whole where the server takes them.
+package forward
 
 import (
 	"fmt"
@@ -10,10 +13,10 @@ import (
 	"github.com/agentbox/agentbox/internal/plan"
 )
 
-// startForwards listens on each forward's in-box loopback port and relays every connection to
+// Start listens on each forward's in-box loopback port and relays every connection to
 // its unix socket (an in-box path, under /run/agentbox), which the daemon may re-create at any
 // time: the socket is dialled per connection, never held.
-func startForwards(fwds []plan.Forward) error {
+func Start(fwds []plan.Forward) error {
 	for _, f := range fwds {
 		ln, err := net.Listen("tcp4", net.JoinHostPort("127.0.0.1", strconv.Itoa(f.Port)))
 		if err != nil {

@@ -1,4 +1,7 @@
-package native
+// Package warmup does, in a process started ahead of its launch (a spare shim, a prestarted
+// box-init, an early box-exec), the one-time work of code paths the launch takes, so that it is
+// not on the launch's path.
+package warmup
 
 import (
 	"encoding/json"
@@ -10,29 +13,29 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// WarmUp runs, in a process started ahead of its launch (a spare shim, a prestarted box-init,
+// Do runs, in a process started ahead of its launch (a spare shim, a prestarted box-init,
 // an early box-exec), the one-time work of code paths the launch takes, so that it is not on
 // the launch's path: the runtime's signal handling (started by the first signal.Notify), the
-// local time zone (loaded by the first log line), and the JSON decoding of a spec (encoding/json
-// builds its per-type decoders on first use). On this machine kind each of these cost 1–2 ms
+// local time zone (loaded by the first log line), and the JSON decoding of the types in samples
+// (pointers to what the launch decodes: encoding/json builds its per-type decoders on first
+// use). On this machine kind each of these cost 1–2 ms
 // on a launch's path, most of it faulting in code and data not touched before. It changes no
-// state the launch sees: the signal is one whose default action is to be ignored, and WarmUp's
+// state the launch sees: the signal is one whose default action is to be ignored, and Do's
 // own subscription to it ends before it returns.
-func WarmUp(samples ...any) {
+func Do(samples ...any) {
 	c := make(chan os.Signal, 1)
 	signal.Notify(c, unix.SIGWINCH)
-	signal.Stop(c) // (not Reset: a subscription made before WarmUp keeps SIGWINCH)
+	signal.Stop(c) // (not Reset: a subscription made before Do keeps SIGWINCH)
 	_, _ = time.Now().Local().Zone()
-	WarmJSON(&Spec{})
 	for _, s := range samples {
-		WarmJSON(s)
+		JSON(s)
 	}
 }
 
-// WarmJSON decodes into ptr (a pointer to a struct) a JSON document in which every struct,
+// JSON decodes into ptr (a pointer to a struct) a JSON document in which every struct,
 // slice and map reachable from its type holds one element, so that encoding/json has built
 // every decoder the real document needs.
-func WarmJSON(ptr any) {
+func JSON(ptr any) {
 	v := reflect.New(reflect.TypeOf(ptr).Elem()).Elem()
 	fill(v, 0)
 	b, err := json.Marshal(v.Interface())

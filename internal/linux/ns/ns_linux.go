@@ -1,4 +1,4 @@
-package native
+package ns
 
 import (
 	"errors"
@@ -10,35 +10,31 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// NamespaceKinds are the namespaces Namespaces reports, as named under /proc/<pid>/ns.
-var NamespaceKinds = []string{"cgroup", "ipc", "mnt", "net", "pid", "user", "uts"}
-
-// Namespaces returns the inode numbers of pid's namespaces by kind (see NamespaceKinds). For a
-// box, pass its top process (engine.Box.Process.Pid, which is box-init): read it right after
-// Start, while box-init runs.
-func Namespaces(pid int) (map[string]uint64, error) {
+// Inodes returns the inode numbers of pid's namespaces by kind (see Kinds). For a box, pass
+// its PID 1 (engine.Box.NamespacePid): read it right after Start, while the box runs.
+func Inodes(pid int) (map[string]uint64, error) {
 	out := map[string]uint64{}
-	for _, k := range NamespaceKinds {
-		var st unix.Stat_t
-		if err := unix.Stat(fmt.Sprintf("/proc/%d/ns/%s", pid, k), &st); err != nil {
-			return nil, fmt.Errorf("namespace %s of %d: %w", k, pid, err)
+	for _, k := range Kinds {
+		ino, err := Inode(pid, k)
+		if err != nil {
+			return nil, err
 		}
-		out[k] = st.Ino
+		out[k] = ino
 	}
 	return out, nil
 }
 
-// PidNamespace returns the inode number of pid's pid namespace.
-func PidNamespace(pid int) (uint64, error) {
+// Inode returns the inode number of pid's namespace of kind ("pid", "user", …; see Kinds).
+func Inode(pid int, kind string) (uint64, error) {
 	var st unix.Stat_t
-	if err := unix.Stat(fmt.Sprintf("/proc/%d/ns/pid", pid), &st); err != nil {
-		return 0, fmt.Errorf("pid namespace of %d: %w", pid, err)
+	if err := unix.Stat(fmt.Sprintf("/proc/%d/ns/%s", pid, kind), &st); err != nil {
+		return 0, fmt.Errorf("namespace %s of %d: %w", kind, pid, err)
 	}
 	return st.Ino, nil
 }
 
 // Remaining lists the host pids of processes in the pid namespace with inode pidNS (see
-// PidNamespace), zombies included: a process remains until it is gone from /proc. Processes
+// Inode), zombies included: a process remains until it is gone from /proc. Processes
 // the caller may not inspect are skipped; the shim, as the owner of the box's user namespace,
 // may inspect every process of its box.
 func Remaining(pidNS uint64) ([]int, error) {

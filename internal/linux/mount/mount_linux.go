@@ -1,4 +1,8 @@
-package native
+// Package mount builds a box's filesystem and keeps it: a fresh tmpfs root filled with
+// fd-based mounts (every source opened, every target resolved beneath the new root without
+// following a symlink), pivoted into, and — for the box's life — the protected binds and masks
+// bound again when the host replaces what they cover (Keeper).
+package mount
 
 import (
 	"errors"
@@ -8,6 +12,8 @@ import (
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/agentbox/agentbox/internal/engine/spec"
 )
 
 // rootCandidates are host directories the box's new root may be attached over while it is
@@ -15,10 +21,10 @@ import (
 // is beneath it, in the box's private mount namespace only).
 var rootCandidates = []string{"/mnt", "/media", "/srv", "/tmp", "/var/tmp", "/opt", "/home"}
 
-// builder builds the box's filesystem with fd-based mounts: every source is opened, every
+// Root builds the box's filesystem with fd-based mounts: every source is opened, every
 // target resolved beneath the new root without following symlinks, and mounts are moved onto
 // the opened target, so a path swapped during set-up cannot redirect a mount.
-type builder struct {
+type Root struct {
 	root int // O_PATH fd of the new root tmpfs (attached at attachPoint)
 	// ours holds the mount ids of the tmpfs mounts box-init made: only there may it create a
 	// missing mount point (never on the host, through a bind).
@@ -32,13 +38,13 @@ type builder struct {
 	kept []keptMount
 }
 
-// buildRoot makes the mount namespace private, attaches a fresh tmpfs as the new root and
-// applies the spec's mounts to it. It does not pivot.
-func buildRoot(s *Spec) (*builder, error) {
+// Build makes the mount namespace private, attaches a fresh tmpfs as the new root and applies
+// the spec's mounts to it. It does not pivot (Pivot).
+func Build(s *spec.Spec) (*Root, error) {
 	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
 		return nil, fmt.Errorf("make / private: %w", err)
 	}
-	b := &builder{ours: map[uint64]bool{}, root: -1, stage: -1}
+	b := &Root{ours: map[uint64]bool{}, root: -1, stage: -1}
 	ap, err := attachPoint(s)
 	if err != nil {
 		return nil, err
@@ -68,10 +74,10 @@ func buildRoot(s *Spec) (*builder, error) {
 }
 
 // attachPoint picks the host directory the new root is attached over.
-func attachPoint(s *Spec) (string, error) {
+func attachPoint(s *spec.Spec) (string, error) {
 	var sources []string
 	for _, m := range s.Mounts {
-		if m.Kind == KindBind {
+		if m.Kind == spec.KindBind {
 			sources = append(sources, m.Source, m.Beneath)
 		}
 	}
@@ -89,7 +95,7 @@ next:
 	return "", fmt.Errorf("no directory to build the root on: every one of %v holds a bind source", rootCandidates)
 }
 
-func (b *builder) own(mntfd int) error {
+func (b *Root) own(mntfd int) error {
 	id, err := mountID(mntfd)
 	if err != nil {
 		return err
@@ -138,21 +144,21 @@ func mountID(fd int) (uint64, error) {
 }
 
 // apply performs one spec mount.
-func (b *builder) apply(m Mount) error {
+func (b *Root) apply(m spec.Mount) error {
 	switch m.Kind {
-	case KindBind:
+	case spec.KindBind:
 		return b.bind(m)
-	case KindTmpfs, KindProc, KindDevpts:
+	case spec.KindTmpfs, spec.KindProc, spec.KindDevpts:
 		fstype := m.Kind
 		attrs := unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV
 		switch m.Kind {
-		case KindProc:
+		case spec.KindProc:
 			attrs |= unix.MOUNT_ATTR_NOEXEC
-		case KindDevpts:
+		case spec.KindDevpts:
 			attrs = unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NOEXEC // its nodes are the ttys
 		}
 		options := m.Options
-		if m.Kind == KindProc {
+		if m.Kind == spec.KindProc {
 			options = procOptions(options)
 		}
 		mnt, err := newMount(fstype, options, attrs)
@@ -163,7 +169,7 @@ func (b *builder) apply(m Mount) error {
 			unix.Close(mnt)
 			return err
 		}
-		if m.Kind == KindTmpfs {
+		if m.Kind == spec.KindTmpfs {
 			if err := b.own(mnt); err != nil {
 				return err
 			}
@@ -174,9 +180,9 @@ func (b *builder) apply(m Mount) error {
 		}
 		unix.Close(mnt)
 		return nil
-	case KindMask:
+	case spec.KindMask:
 		return b.mask(m)
-	case KindReadOnly:
+	case spec.KindReadOnly:
 		fd, err := b.resolve(m.Target)
 		if err != nil {
 			if m.Optional && errors.Is(err, unix.ENOENT) {
@@ -194,7 +200,7 @@ func (b *builder) apply(m Mount) error {
 			return err
 		}
 		return moveOnto(tree, fd)
-	case KindSymlink:
+	case spec.KindSymlink:
 		parent, name, err := b.parent(m.Target, true)
 		if err != nil {
 			return err
@@ -208,7 +214,7 @@ func (b *builder) apply(m Mount) error {
 		}
 		return nil
 	}
-	return fmt.Errorf("%w: unknown mount kind", ErrInvalidSpec)
+	return fmt.Errorf("%w: unknown mount kind", spec.ErrInvalid)
 }
 
 // procHidePID is the option every procfs of the box is mounted with, whatever the spec says:
@@ -231,8 +237,8 @@ func procOptions(spec string) string {
 }
 
 // bind binds the host's Source at Target.
-func (b *builder) bind(m Mount) error {
-	src, err := openSource(m)
+func (b *Root) bind(m spec.Mount) error {
+	src, err := OpenSource(m.Source, m.Beneath)
 	if err != nil {
 		if m.Optional && errors.Is(err, unix.ENOENT) {
 			return nil
@@ -252,7 +258,7 @@ func (b *builder) bind(m Mount) error {
 	// systems) is reproduced as the symlink, so the box sees the host's layout.
 	if isDir && m.Beneath == "" && m.Source == m.Target {
 		if link, err := os.Readlink(m.Source); err == nil {
-			return b.apply(Mount{Kind: KindSymlink, Source: link, Target: m.Target})
+			return b.apply(spec.Mount{Kind: spec.KindSymlink, Source: link, Target: m.Target})
 		}
 	}
 	tree, err := unix.OpenTree(src, "", unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_EMPTY_PATH|unix.AT_RECURSIVE)
@@ -285,9 +291,11 @@ func (b *builder) bind(m Mount) error {
 	return nil
 }
 
-// openSource opens a bind source as an O_PATH fd. A source with Beneath is resolved beneath
-// that directory with RESOLVE_BENEATH|RESOLVE_NO_MAGICLINKS: a symlink leading out fails.
-func openSource(m Mount) (int, error) {
+// OpenSource opens the source of a bind as an O_PATH descriptor. With beneath set, source is
+// resolved beneath that directory with RESOLVE_BENEATH|RESOLVE_NO_MAGICLINKS, so that a symlink
+// cannot lead the bind out of it.
+func OpenSource(source, beneath string) (int, error) {
+	m := spec.Mount{Kind: spec.KindBind, Source: source, Beneath: beneath}
 	if m.Beneath == "" {
 		return unix.Openat2(unix.AT_FDCWD, m.Source, &unix.OpenHow{
 			Flags:   unix.O_PATH | unix.O_CLOEXEC,
@@ -296,7 +304,7 @@ func openSource(m Mount) (int, error) {
 	}
 	rel, err := filepath.Rel(m.Beneath, m.Source)
 	if err != nil || rel == ".." || strings.HasPrefix(rel, "../") || filepath.IsAbs(rel) {
-		return -1, fmt.Errorf("%w: %s is not beneath %s", ErrInvalidSpec, m.Source, m.Beneath)
+		return -1, fmt.Errorf("%w: %s is not beneath %s", spec.ErrInvalid, m.Source, m.Beneath)
 	}
 	base, err := unix.Openat2(unix.AT_FDCWD, m.Beneath, &unix.OpenHow{
 		Flags:   unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC,
@@ -315,7 +323,7 @@ func openSource(m Mount) (int, error) {
 // mask hides Target under an empty read-only directory (a read-only tmpfs) or file. A mask
 // outside /proc is kept for the box's life (keepMounts): the host replacing the file (a login
 // or token refresh writing by rename) would otherwise remove it.
-func (b *builder) mask(m Mount) error {
+func (b *Root) mask(m spec.Mount) error {
 	fd, err := b.resolve(m.Target)
 	if err != nil {
 		if m.Optional && errors.Is(err, unix.ENOENT) {
@@ -404,7 +412,7 @@ func moveOnto(tree, target int) error {
 
 // mountOn moves the detached mount tree onto target in the new root, creating the mount point
 // (a directory when dir, else an empty file) inside box-init's own tmpfs mounts when missing.
-func (b *builder) mountOn(tree int, target string, dir, create bool) error {
+func (b *Root) mountOn(tree int, target string, dir, create bool) error {
 	fd, err := b.resolve(target)
 	if errors.Is(err, unix.ENOENT) && create {
 		fd, err = b.create(target, dir)
@@ -433,7 +441,7 @@ func kindName(dir bool) string {
 var resolveInBox = unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS
 
 // resolve opens an in-box path beneath the new root without following any symlink.
-func (b *builder) resolve(target string) (int, error) {
+func (b *Root) resolve(target string) (int, error) {
 	rel := strings.TrimPrefix(filepath.Clean(target), "/")
 	fd, err := unix.Openat2(b.root, rel, &unix.OpenHow{Flags: unix.O_PATH | unix.O_CLOEXEC | unix.O_NOFOLLOW, Resolve: uint64(resolveInBox)})
 	if err != nil {
@@ -443,7 +451,7 @@ func (b *builder) resolve(target string) (int, error) {
 }
 
 // parent opens target's parent directory, creating missing directories when mkdir is set.
-func (b *builder) parent(target string, mkdir bool) (int, string, error) {
+func (b *Root) parent(target string, mkdir bool) (int, string, error) {
 	clean := filepath.Clean(target)
 	dir, name := filepath.Dir(clean), filepath.Base(clean)
 	fd, err := unix.Openat(b.root, ".", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
@@ -472,7 +480,7 @@ func (b *builder) parent(target string, mkdir bool) (int, string, error) {
 }
 
 // create makes a missing mount point and opens it.
-func (b *builder) create(target string, dir bool) (int, error) {
+func (b *Root) create(target string, dir bool) (int, error) {
 	parent, name, err := b.parent(target, true)
 	if err != nil {
 		return -1, err
@@ -503,7 +511,7 @@ func (b *builder) create(target string, dir bool) (int, error) {
 
 // mayCreate refuses to create anything in a directory that is not on one of box-init's own
 // tmpfs mounts: a missing mount point inside a bind would be created on the host.
-func (b *builder) mayCreate(dirfd int) error {
+func (b *Root) mayCreate(dirfd int) error {
 	id, err := mountID(dirfd)
 	if err != nil {
 		return err
@@ -514,9 +522,9 @@ func (b *builder) mayCreate(dirfd int) error {
 	return nil
 }
 
-// pivot makes the new root the box's root, detaches the host's tree and makes the root (and the
+// Pivot makes the new root the box's root, detaches the host's tree and makes the root (and the
 // tmpfs mounts marked read-only) read-only.
-func (b *builder) pivot() error {
+func (b *Root) Pivot() error {
 	if err := unix.Fchdir(b.root); err != nil {
 		return fmt.Errorf("pivot_root: chdir new root: %w", err)
 	}

@@ -1,4 +1,4 @@
-package native
+package mount
 
 import (
 	"bytes"
@@ -12,6 +12,7 @@ import (
 
 	"github.com/agentbox/agentbox/internal/inotify"
 	"github.com/agentbox/agentbox/internal/integrity"
+	"github.com/agentbox/agentbox/internal/linux/ns"
 	"golang.org/x/sys/unix"
 )
 
@@ -35,6 +36,28 @@ const (
 	rebindPause = 10 * time.Millisecond
 )
 
+// Keeper keeps a built root's protected binds and masks in place for the box's life (Run).
+type Keeper struct {
+	kept []keptMount
+	gone *removals
+}
+
+// Watch starts watching the folders of the root's masks and read-only binds (inotify), before
+// the program starts, so that Run tells a path the host removed from one it replaced. A box
+// whose denied paths cannot be watched must not start: the error says what to raise.
+func (b *Root) Watch() (*Keeper, error) {
+	gone, err := newRemovals(b.kept)
+	if err != nil {
+		return nil, err
+	}
+	return &Keeper{kept: b.kept, gone: gone}, nil
+}
+
+// Run keeps the mounts in place until stop is called (see keepMounts); call it once.
+func (k *Keeper) Run(report func(string), stop func(msg, removed string)) {
+	keepMounts(k.kept, k.gone, report, stop)
+}
+
 // keepMounts runs for the box's life: since Linux 3.18, when the host unlinks or renames over
 // a file that is a mount point in another mount namespace (git's lock-and-rename of
 // .git/config, an editor's atomic save), the mount there silently disappears. box-init polls
@@ -43,7 +66,7 @@ const (
 // cannot (the path is gone, is now a symlink, or changed kind) it calls stop, which ends the
 // box: a protected path must never stay writable, nor a denied one readable or creatable.
 // A path the host removed is passed to stop as removed: whatever the box may have created there
-// before it noticed must not stay (see quarantine). report receives a line for every re-bind and failure.
+// before it noticed must not stay (see Quarantine). report receives a line for every re-bind and failure.
 func keepMounts(kept []keptMount, gone *removals, report func(string), stop func(msg, removed string)) {
 	if len(kept) == 0 {
 		return
@@ -238,13 +261,13 @@ func rebind(k *keptMount) (uint64, error) {
 	return mountID(tree)
 }
 
-// quarantine moves aside what the box may have created at path, a protected or denied path the
+// Quarantine moves aside what the box may have created at path, a protected or denied path the
 // host removed while the box ran, once no process but box-init is left in the box: a box that
 // watched for the removal could create the file before box-init noticed, and the host (the
 // next session) would find it. What is there is renamed to path.agentbox-quarantined-N, never
 // deleted: a host tool that removed and re-created the file in that moment keeps its content.
-func quarantine(path string) (string, error) {
-	for i := 0; i < 200 && othersLeft(); i++ {
+func Quarantine(path string) (string, error) {
+	for i := 0; i < 200 && ns.OthersLeft(); i++ {
 		time.Sleep(10 * time.Millisecond)
 	}
 	dir, err := openInBox(filepath.Dir(path))
@@ -264,27 +287,6 @@ func quarantine(path string) (string, error) {
 		return "", err
 	}
 	return filepath.Join(filepath.Dir(path), aside), nil
-}
-
-// othersLeft reports whether a live process other than box-init (PID 1) is left in the box
-// (a zombie creates nothing).
-func othersLeft() bool {
-	ents, err := os.ReadDir("/proc")
-	if err != nil {
-		return false
-	}
-	for _, e := range ents {
-		if pid, err := strconv.Atoi(e.Name()); err == nil && pid != 1 {
-			b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-			if i := bytes.LastIndexByte(b, ')'); err == nil && i > 0 && len(b) > i+2 && b[i+2] == 'Z' {
-				continue
-			}
-			if err == nil {
-				return true
-			}
-		}
-	}
-	return false
 }
 
 // removals watches the folders holding masked paths for a masked name being deleted or moved away

@@ -1,0 +1,98 @@
+package builtins
+
+import (
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/agentbox/agentbox/"
+
+// engines are the packages of the engines themselves.
+var engines = []string{module + "internal/engine/native", module + "internal/engine/bwrap"}
+
+// TestOnlyRegistryImportsEngines guards the layering of the kernel code (issue 22): the engines'
+// packages are imported only by this registry and by the box helper's entry points
+// (internal/boxmain); the shim, the readiness probe, the conformance suite and the other engine
+// reach an engine through engine.Get and its optional interfaces, and the kernel through
+// internal/linux/..., the spec and the exec stage. Before the kernel moved out of the native
+// engine, the shim, bwrap, readiness, enginetest and the daemon all imported it.
+func TestOnlyRegistryImportsEngines(t *testing.T) {
+	gobin, err := exec.LookPath("go")
+	if err != nil {
+		t.Skipf("no go toolchain: %v", err)
+	}
+	cmd := exec.Command(gobin, "list", "-f", "{{.ImportPath}} {{join .Imports \" \"}}", module+"...")
+	cmd.Env = append(cmd.Environ(), "GOOS=linux")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list: %v\n%s", err, out)
+	}
+	allowed := map[string]bool{module + "internal/engine/builtins": true, module + "internal/boxmain": true}
+	seen := 0
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		f := strings.Fields(line)
+		if len(f) == 0 {
+			continue
+		}
+		seen++
+		pkg, imports := f[0], f[1:]
+		for _, imp := range imports {
+			for _, e := range engines {
+				if imp == e && !allowed[pkg] {
+					t.Errorf("%s imports the engine %s: reach it through engine.Get (internal/engine/builtins registers it)", pkg, e)
+				}
+			}
+		}
+	}
+	if seen < 30 {
+		t.Fatalf("go list saw only %d packages:\n%s", seen, out)
+	}
+}
+
+// TestKernelUsersIndependentOfEngines: the shim, the bwrap engine, the conformance suite, the
+// shared exec stage and the kernel packages do not depend on the native engine at all, not even
+// through another package; the shim does not depend on any engine.
+func TestKernelUsersIndependentOfEngines(t *testing.T) {
+	gobin, err := exec.LookPath("go")
+	if err != nil {
+		t.Skipf("no go toolchain: %v", err)
+	}
+	for _, c := range []struct {
+		pkg    string
+		banned []string
+	}{
+		{"internal/shim", engines},
+		{"internal/engine/enginetest", engines},
+		{"internal/engine/execstage", engines},
+		{"internal/engine/spec", engines},
+		{"internal/engine/bwrap", engines[:1]},
+		{"internal/linux/caps", engines},
+		{"internal/linux/fds", engines},
+		{"internal/linux/landlock", engines},
+		{"internal/linux/mount", engines},
+		{"internal/linux/ns", engines},
+		{"internal/linux/pty", engines},
+		{"internal/linux/seccomp", engines},
+	} {
+		cmd := exec.Command(gobin, "list", "-deps", module+c.pkg)
+		cmd.Env = append(cmd.Environ(), "GOOS=linux")
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Errorf("go list -deps %s: %v\n%s", c.pkg, err, out)
+			continue
+		}
+		deps := map[string]bool{}
+		for _, p := range strings.Fields(string(out)) {
+			deps[p] = true
+		}
+		if !deps[module+c.pkg] {
+			t.Errorf("go list -deps %s does not list the package itself:\n%s", c.pkg, out)
+		}
+		for _, b := range c.banned {
+			if deps[b] {
+				t.Errorf("%s depends on %s", c.pkg, b)
+			}
+		}
+	}
+}

@@ -1,0 +1,46 @@
+package ns
+
+import (
+	"bytes"
+	"os"
+	"strconv"
+
+	"golang.org/x/sys/unix"
+)
+
+// OthersLeft reports whether a live process other than PID 1 is left in the caller's pid
+// namespace (a zombie creates nothing). Box-init, PID 1 of its box, asks it before it acts on
+// what the box's processes may have left.
+func OthersLeft() bool {
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return false
+	}
+	for _, e := range ents {
+		if pid, err := strconv.Atoi(e.Name()); err == nil && pid != 1 {
+			b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+			if i := bytes.LastIndexByte(b, ')'); err == nil && i > 0 && len(b) > i+2 && b[i+2] == 'Z' {
+				continue
+			}
+			if err == nil {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// Kill sends SIGKILL to pid if it is still a process of the pid namespace with inode pidNS
+// (which the caller holds open, so that its number is not reused). It goes through a pidfd, so
+// that a pid reused meanwhile is never signalled.
+func Kill(pid int, pidNS uint64) {
+	fd, err := unix.PidfdOpen(pid, 0)
+	if err != nil {
+		return
+	}
+	defer unix.Close(fd)
+	if got, err := Inode(pid, "pid"); err != nil || got != pidNS {
+		return
+	}
+	unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0)
+}
