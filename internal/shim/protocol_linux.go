@@ -1,0 +1,330 @@
+package shim
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/agentbox/agentbox/internal/console"
+	"github.com/agentbox/agentbox/internal/safesocket"
+)
+
+// writeTimeout bounds a write to a watcher, so a stuck daemon cannot wedge the shim.
+const writeTimeout = 5 * time.Second
+
+// relayedSignals are the signals a client may ask the shim to send the box.
+var relayedSignals = map[syscall.Signal]bool{
+	syscall.SIGINT: true, syscall.SIGTERM: true, syscall.SIGHUP: true, syscall.SIGQUIT: true,
+	syscall.SIGUSR1: true, syscall.SIGUSR2: true, syscall.SIGWINCH: true, syscall.SIGCONT: true,
+}
+
+func ptrInt(p *int) any {
+	if p == nil {
+		return nil
+	}
+	return *p
+}
+
+// waitClosed waits (bounded) for the peer to close after the exit frame, so that the final
+// frame is read before the shim's end of the socket disappears.
+func waitClosed(c *net.UnixConn) {
+	c.SetReadDeadline(time.Now().Add(2 * time.Second))
+	io.Copy(io.Discard, c)
+	c.Close()
+}
+
+func exitFrame(st *Status) []byte {
+	var x console.Exit
+	switch {
+	case st.Error != nil:
+		x.ErrorCode, x.Message = st.Error.Code, st.Error.Message
+	case st.ExitCode != nil:
+		x.Code = *st.ExitCode
+	}
+	b, _ := json.Marshal(x)
+	return b
+}
+
+// acceptLoop serves the socket: each connection is checked, then served by its role.
+func (s *server) acceptLoop() {
+	for {
+		conn, err := s.ln.AcceptUnix()
+		if err != nil {
+			if !errors.Is(err, net.ErrClosed) {
+				s.log.Printf("accept: %v", err)
+			}
+			return
+		}
+		go s.serve(conn)
+	}
+}
+
+func (s *server) refuse(conn *net.UnixConn, code, msg string) {
+	conn.SetWriteDeadline(time.Now().Add(writeTimeout))
+	console.WriteJSONLine(conn, console.Reply{Error: &console.ReplyError{Code: code, Message: msg}})
+	conn.Close()
+}
+
+func (s *server) serve(conn *net.UnixConn) {
+	// Only a process of the shim's uid outside every box: a same-uid process in a box could
+	// otherwise reach the socket through any path it can see.
+	if err := safesocket.CheckPeer(conn); err != nil {
+		s.log.Printf("refused connection: %v", err)
+		s.refuse(conn, CodeForbidden, "refused: "+err.Error())
+		return
+	}
+	br := bufio.NewReaderSize(conn, 64<<10)
+	conn.SetReadDeadline(time.Now().Add(writeTimeout))
+	line, err := console.ReadLine(br)
+	if err != nil {
+		conn.Close()
+		return
+	}
+	conn.SetReadDeadline(time.Time{})
+	var h console.Hello
+	if err := json.Unmarshal(line, &h); err != nil || h.Version != console.ProtocolVersion {
+		s.refuse(conn, CodeBadHello, fmt.Sprintf("bad hello (want version %d)", console.ProtocolVersion))
+		return
+	}
+	switch h.Role {
+	case console.RoleAttach:
+		s.serveAttach(conn, br, h)
+	case console.RoleWatch:
+		s.serveWatch(conn, br)
+	case console.RoleStatus:
+		s.mu.Lock()
+		reply := s.replyLocked()
+		s.mu.Unlock()
+		conn.SetWriteDeadline(time.Now().Add(writeTimeout))
+		console.WriteJSONLine(conn, reply)
+		conn.Close()
+	default:
+		s.refuse(conn, CodeBadHello, fmt.Sprintf("unknown role %q", h.Role))
+	}
+}
+
+func (s *server) replyLocked() console.Reply {
+	b, _ := json.Marshal(s.status)
+	return console.Reply{OK: true, Console: string(s.cfg.console()), Status: b}
+}
+
+// attachment is the attached console client.
+type attachment struct {
+	conn  *net.UnixConn
+	fw    *console.FrameWriter
+	hello console.Hello
+	done  chan struct{} // closed when its connection reader returns
+}
+
+// terminal reports whether the client's stream for frames of type t is a terminal.
+func (c *attachment) terminal(t console.FrameType) bool {
+	if t == console.FrameStderr {
+		return c.hello.StderrTTY
+	}
+	return c.hello.StdoutTTY
+}
+
+func (s *server) serveAttach(conn *net.UnixConn, br *bufio.Reader, h console.Hello) {
+	if s.cfg.Detached && !s.tty {
+		s.refuse(conn, CodeDetached, "the launch has no console to attach to: it was started with --detach without a terminal")
+		return
+	}
+	c := &attachment{conn: conn, fw: console.NewFrameWriter(conn), hello: h, done: make(chan struct{})}
+	defer close(c.done)
+	s.mu.Lock()
+	if s.final {
+		st := s.status
+		reply := s.replyLocked()
+		s.mu.Unlock()
+		console.WriteJSONLine(conn, reply)
+		c.fw.WriteFrame(console.FrameExit, exitFrame(&st))
+		waitClosed(conn)
+		s.startOnce.Do(func() { close(s.startReq) }) // a late client has had the end
+		return
+	}
+	// The reply is written under the lock, before the client is installed, so that it precedes
+	// every frame.
+	if err := console.WriteJSONLine(conn, s.replyLocked()); err != nil {
+		s.mu.Unlock()
+		conn.Close()
+		return
+	}
+	old := s.client
+	s.client = c
+	if h.Size != (console.WindowSize{}) {
+		s.size = h.Size
+		if s.master != nil {
+			setSize(s.master, h.Size)
+		}
+	}
+	// A program that runs already drew its screen for an earlier terminal (or none): SIGWINCH
+	// makes full-screen programs draw it again for this one.
+	redraw := s.tty && s.status.Execd && !s.exited
+	s.cond.Broadcast()
+	s.mu.Unlock()
+	if redraw {
+		s.signalBox(syscall.SIGWINCH)
+	}
+	if old != nil {
+		s.log.Printf("console taken over by a new client")
+		// A client that stopped reading must not hold up its successor.
+		old.conn.SetWriteDeadline(time.Now().Add(writeTimeout))
+		old.fw.WriteFrame(console.FrameDetach, nil)
+		old.conn.Close()
+	} else {
+		s.log.Printf("console client attached")
+	}
+	s.startOnce.Do(func() { close(s.startReq) })
+
+	for {
+		f, err := console.ReadFrame(br)
+		if err != nil {
+			s.clientGone(c, "connection lost: "+err.Error())
+			return
+		}
+		switch f.Type {
+		case console.FrameStdin:
+			if !s.isClient(c) {
+				continue
+			}
+			select {
+			case s.stdinCh <- stdinItem{data: f.Payload}:
+			case <-s.shutdown:
+			}
+		case console.FrameStdinEOF:
+			if !s.isClient(c) {
+				continue
+			}
+			select {
+			case s.stdinCh <- stdinItem{eof: true}:
+			case <-s.shutdown:
+			}
+		case console.FrameResize:
+			ws, err := console.ParseWindowSize(f.Payload)
+			if err != nil || !s.isClient(c) {
+				continue
+			}
+			s.mu.Lock()
+			s.size = ws
+			if s.master != nil {
+				if err := setSize(s.master, ws); err != nil {
+					s.log.Printf("resize: %v", err)
+				}
+			}
+			s.mu.Unlock()
+		case console.FrameSignal:
+			if len(f.Payload) == 1 && s.isClient(c) {
+				s.signalBox(syscall.Signal(f.Payload[0]))
+			}
+		case console.FrameDetach:
+			s.mu.Lock()
+			if s.client == c {
+				s.client = nil
+				s.log.Printf("console client detached")
+			}
+			s.mu.Unlock()
+			conn.Close()
+			return
+		}
+	}
+}
+
+func (s *server) isClient(c *attachment) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.client == c
+}
+
+// clientGone handles the loss of a client's connection: if it was the attached client, the
+// program gets SIGHUP, as from a terminal that closed.
+func (s *server) clientGone(c *attachment, why string) {
+	s.mu.Lock()
+	if s.client != c {
+		s.mu.Unlock()
+		c.conn.Close()
+		return
+	}
+	s.client = nil
+	hup := s.started && !s.exited && !s.final
+	s.mu.Unlock()
+	c.conn.Close()
+	s.log.Printf("console client gone (%s)", why)
+	if hup {
+		s.log.Printf("hanging up the program: SIGHUP to the box")
+		s.signalBox(syscall.SIGHUP)
+	}
+}
+
+// watchConn is a watcher (the daemon).
+type watchConn struct {
+	conn *net.UnixConn
+	mu   sync.Mutex
+}
+
+func (w *watchConn) send(v any) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.conn.SetWriteDeadline(time.Now().Add(writeTimeout))
+	return console.WriteJSONLine(w.conn, v)
+}
+
+// broadcastLocked sends an event with the current status to every watcher. Called with s.mu
+// held, so that events reach each watcher in order and after its reply.
+func (s *server) broadcastLocked(kind string) {
+	ev := Event{Kind: kind, Status: s.status}
+	for w := range s.watchers {
+		if err := w.send(ev); err != nil {
+			s.log.Printf("watcher: %v", err)
+			delete(s.watchers, w)
+			w.conn.Close()
+		}
+	}
+}
+
+func (s *server) serveWatch(conn *net.UnixConn, br *bufio.Reader) {
+	w := &watchConn{conn: conn}
+	s.mu.Lock()
+	final := s.final
+	if err := w.send(s.replyLocked()); err != nil {
+		s.mu.Unlock()
+		conn.Close()
+		return
+	}
+	if final {
+		w.send(Event{Kind: EventExit, Status: s.status})
+		s.mu.Unlock()
+		conn.CloseWrite()
+		return
+	}
+	s.watchers[w] = true
+	s.mu.Unlock()
+	for {
+		line, err := console.ReadLine(br)
+		if err != nil {
+			s.mu.Lock()
+			delete(s.watchers, w)
+			s.mu.Unlock()
+			conn.Close()
+			return
+		}
+		var r Request
+		if err := json.Unmarshal(line, &r); err != nil {
+			s.log.Printf("watcher: bad request: %v", err)
+			continue
+		}
+		switch r.Op {
+		case OpStop:
+			s.stop()
+		case OpSignal:
+			s.signalBox(syscall.Signal(r.Signal))
+		default:
+			s.log.Printf("watcher: unknown op %q", r.Op)
+		}
+	}
+}
