@@ -38,6 +38,7 @@ func (s *server) readControl(f *os.File) {
 			closeFDs(fds)
 			s.mu.Lock()
 			s.status.Execd = true
+			s.advanceLocked(evExec)
 			s.status.ProgramPid = ev.Pid
 			if s.status.State == api.StateStarting {
 				s.status.State = api.StateRunning
@@ -135,7 +136,7 @@ func (s *server) pump(src *os.File, t console.FrameType) {
 // scratch buffer, returned for reuse.
 func (s *server) deliver(t console.FrameType, data []byte, filter *console.ClipboardFilter, out []byte) []byte {
 	s.mu.Lock()
-	for !s.tty && s.client == nil && !s.exited && !s.final {
+	for !s.tty && s.client == nil && s.phase < phaseExited {
 		s.cond.Wait()
 	}
 	c := s.client

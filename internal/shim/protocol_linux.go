@@ -138,7 +138,7 @@ func (s *server) serveAttach(conn *net.UnixConn, br *bufio.Reader, h console.Hel
 	c := &attachment{conn: conn, fw: console.NewFrameWriter(conn), hello: h, done: make(chan struct{})}
 	defer close(c.done)
 	s.mu.Lock()
-	if s.final {
+	if s.phase == phaseFinal {
 		st := s.status
 		reply := s.replyLocked()
 		s.mu.Unlock()
@@ -165,7 +165,7 @@ func (s *server) serveAttach(conn *net.UnixConn, br *bufio.Reader, h console.Hel
 	}
 	// A program that runs already drew its screen for an earlier terminal (or none): SIGWINCH
 	// makes full-screen programs draw it again for this one.
-	redraw := s.tty && s.status.Execd && !s.exited
+	redraw := s.tty && s.status.Execd && s.phase < phaseExited
 	s.cond.Broadcast()
 	s.mu.Unlock()
 	if redraw {
@@ -251,7 +251,7 @@ func (s *server) clientGone(c *attachment, why string) {
 		return
 	}
 	s.client = nil
-	hup := s.started && !s.exited && !s.final
+	hup := s.box != nil && s.phase < phaseExited
 	s.mu.Unlock()
 	c.conn.Close()
 	s.log.Printf("console client gone (%s)", why)
@@ -290,7 +290,7 @@ func (s *server) broadcastLocked(kind string) {
 func (s *server) serveWatch(conn *net.UnixConn, br *bufio.Reader) {
 	w := &watchConn{conn: conn}
 	s.mu.Lock()
-	final := s.final
+	final := s.phase == phaseFinal
 	if err := w.send(s.replyLocked()); err != nil {
 		s.mu.Unlock()
 		conn.Close()

@@ -153,7 +153,6 @@ type server struct {
 
 	pre            *prestarted // a box started ahead (spare shims), used by startBox or discarded
 	ctl            *os.File    // the shim's end of the box's control socket
-	held           bool        // the box waits for release to start its program
 	attachDeadline time.Time   // when an attached launch gives up waiting for its client
 	ln             *net.UnixListener
 	pidNSFile      *os.File      // holds the box's pid namespace open, so its inode is not reused while settling
@@ -169,7 +168,7 @@ type server struct {
 	controlDone    chan struct{}
 
 	mu        sync.Mutex
-	cond      *sync.Cond // signalled when client, exited or final change
+	cond      *sync.Cond // signalled when client or phase change
 	status    Status
 	box       *engine.Box
 	master    *os.File
@@ -180,9 +179,7 @@ type server struct {
 	logOut    *os.File   // tty mode: where the PTY output goes while no client is attached (opened by the pump when first needed, or at the start when detached)
 	logFailed bool       // the pump could not open logOut
 	outputs   []*os.File // the box's output streams (pipes or PTY master) the pumps read
-	started   bool       // the box has been started (box != nil)
-	exited    bool       // the box's top process has been reaped
-	final     bool       // the final status has been computed
+	phase     phase      // where the launch is (advanceLocked; transitions)
 	stopping  bool
 	errEvent  *api.Error // EventError from the box
 	// pending are signals for the program that arrived after the start but before the exec:
@@ -356,7 +353,7 @@ func engineHolds(name string) (holds, ok bool) {
 func (s *server) release() {
 	s.mu.Lock()
 	ctl, size := s.ctl, s.size
-	s.held = false
+	s.advanceLocked(evRelease)
 	s.mu.Unlock()
 	if err := engine.SendEvent(ctl, engine.Event{Kind: engine.EventGo, Rows: size.Rows, Cols: size.Cols}); err != nil {
 		// The box is gone already; supervision reports how it ended.
@@ -533,8 +530,12 @@ func (s *server) startBox(hold bool) error {
 
 	s.mu.Lock()
 	s.box = box
-	s.started = true
-	s.ctl, s.held = shimEnd, hold
+	s.ctl = shimEnd
+	if hold {
+		s.advanceLocked(evStartHeld)
+	} else {
+		s.advanceLocked(evStart)
+	}
 	s.status.BoxPid = pid
 	s.status.Namespaces = inodes
 	s.status.Started = time.Now().UTC()
@@ -576,7 +577,7 @@ func (s *server) waitBox() {
 		s.status.ExitCode = &code
 		s.log.Printf("box exited: %v (code %d)", ps, code)
 	}
-	s.exited = true
+	s.advanceLocked(evExit)
 	close(s.boxExited)
 	s.cond.Broadcast()
 }
@@ -699,7 +700,7 @@ func (s *server) finishUnstarted(code, msg string, stopped bool) {
 // the socket.
 func (s *server) finish() {
 	s.mu.Lock()
-	s.final = true
+	s.advanceLocked(evFinish)
 	st := s.status
 	s.mu.Unlock()
 	if err := writeStatus(s.dir, &st); err != nil {
@@ -777,12 +778,12 @@ func writeStatus(dir string, st *Status) error {
 // SIGKILL after the grace period. Before the box started, the launch ends without starting it.
 func (s *server) stop() {
 	s.mu.Lock()
-	if !s.started {
+	if s.box == nil {
 		s.mu.Unlock()
 		s.stopOnce.Do(func() { close(s.stopReq) })
 		return
 	}
-	if s.stopping || s.exited {
+	if s.stopping || s.phase >= phaseExited {
 		s.mu.Unlock()
 		return
 	}
@@ -790,7 +791,7 @@ func (s *server) stop() {
 	s.status.Stopped = true
 	p := s.box.Process
 	execd := s.status.Execd
-	if !execd && s.held && s.errEvent == nil {
+	if !execd && s.phase == phaseHeld && s.errEvent == nil {
 		s.errEvent = &api.Error{Code: CodeStoppedBeforeStart, Message: "stopped before the program started"}
 	}
 	s.mu.Unlock()
@@ -831,7 +832,7 @@ func (s *server) signalBox(sig syscall.Signal) {
 	}
 	s.mu.Lock()
 	var p *os.Process
-	if s.started && !s.exited {
+	if s.box != nil && s.phase < phaseExited {
 		if !s.status.Execd {
 			s.pending = append(s.pending, sig)
 			s.mu.Unlock()
