@@ -30,6 +30,7 @@ func TestCLILinksNoDaemon(t *testing.T) {
 		"modernc.org/sqlite", "database/sql",
 		"github.com/agentbox/agentbox/internal/daemon", "github.com/agentbox/agentbox/internal/store",
 		"github.com/agentbox/agentbox/internal/readiness", "github.com/agentbox/agentbox/internal/engine/native",
+		"github.com/agentbox/agentbox/internal/engine/builtins", "github.com/agentbox/agentbox/internal/engine/execstage",
 		"github.com/agentbox/agentbox/internal/engine/bwrap", "github.com/agentbox/agentbox/internal/boxmain",
 		"github.com/agentbox/agentbox/internal/shim", "github.com/agentbox/agentbox/internal/integrity",
 	}
