@@ -34,10 +34,10 @@ func init() {
 var moreAttempts = []Attempt{
 	// Protected configuration (plan.WorkspaceProtected, plan.GitDirProtected).
 	{Name: "protected-write", Category: CategoryFilesystem, Prepare: PrepareWorkspace,
-		Expect: "every protected file (.git/config, .mcp.json, .claude/settings*.json, .envrc, …) refuses writes, and no file can be added to .git/hooks or .github/workflows (read-only bind mounts)",
+		Expect: "no write to a protected file (.git/config, .mcp.json, .claude/settings*.json, .envrc, …) reaches the host (each is read-only, or a staged copy kept as a proposed change), and no file can be added to .git/hooks or .github/workflows (read-only bind mounts)",
 		Run:    protectedWrite, Check: checkProtected},
 	{Name: "protected-truncate", Category: CategoryFilesystem, Prepare: PrepareWorkspace,
-		Expect: "truncate(2), ftruncate and O_TRUNC fail on every protected file",
+		Expect: "truncate(2), ftruncate and O_TRUNC of a protected file fail or reach only its staged copy: the host's file keeps its content",
 		Run:    protectedTruncate, Check: checkProtected},
 	{Name: "protected-rename-over", Category: CategoryFilesystem, Prepare: PrepareWorkspace,
 		Expect: "rename and renameat2 (RENAME_EXCHANGE) of a workspace file over a protected path fail (a mount point is busy)",
@@ -49,7 +49,7 @@ var moreAttempts = []Attempt{
 		Expect: "protected files and hooks cannot be unlinked (so never recreated), and protected directories cannot be removed",
 		Run:    protectedUnlinkRecreate, Check: checkProtected},
 	{Name: "protected-chmod", Category: CategoryFilesystem, Prepare: PrepareWorkspace,
-		Expect: "chmod, chown, utimes and setxattr fail on every protected path (read-only mount)",
+		Expect: "chmod, chown, utimes and setxattr fail on every protected path (read-only mount) or reach only a protected file's staged copy: the host's file keeps its mode",
 		Run:    protectedChmod, Check: checkProtected},
 	{Name: "protected-symlink-swap", Category: CategoryFilesystem, Prepare: PrepareWorkspace,
 		Expect: "a symlink cannot replace a protected path (by rename, or unlink then symlink) nor be added as a hook",
@@ -58,7 +58,7 @@ var moreAttempts = []Attempt{
 		Expect: "a protected file cannot be hard-linked to a writable name (EXDEV across mounts), and a hard link cannot replace it",
 		Run:    protectedHardlinkSwap, Check: checkProtected},
 	{Name: "proc-fd-reopen", Category: CategoryFilesystem, Prepare: PrepareWorkspace,
-		Expect: "re-opening a protected or system file for writing through /proc/self/fd (O_PATH or read-only descriptor) fails",
+		Expect: "re-opening a protected or system file for writing through /proc/self/fd (O_PATH or read-only descriptor) fails, or reaches only a protected file's staged copy",
 		Run:    procFDReopen, Check: checkProtected},
 	{Name: "proc-pid-root", Category: CategoryFilesystem,
 		Expect: "/proc/<pid>/root of every visible process is the box's own root: no host secret is readable through it, and host pids are absent",
@@ -193,13 +193,13 @@ func protectedWrite(c *Context) Observation {
 	ws := r.wsOf(c)
 	for _, p := range present(ws, protectedFiles) {
 		f, err := os.OpenFile(p, os.O_WRONLY|os.O_APPEND, 0)
-		r.deny("open "+p+" for appending", err)
+		r.denyOrStaged(p, "open "+p+" for appending", err)
 		if err == nil {
 			f.WriteString(payload)
 			f.Close()
 		}
 		err = os.WriteFile(p, []byte(payload), 0o644)
-		r.deny("write "+p, err)
+		r.denyOrStaged(p, "write "+p, err)
 	}
 	for _, d := range present(ws, protectedDirs) {
 		for _, n := range []string{"post-checkout", marker + "new"} {
@@ -219,9 +219,9 @@ func protectedTruncate(c *Context) Observation {
 	var r result
 	ws := r.wsOf(c)
 	for _, p := range present(ws, protectedFiles) {
-		r.deny("truncate "+p, unix.Truncate(p, 0))
+		r.denyOrStaged(p, "truncate "+p, unix.Truncate(p, 0))
 		f, err := os.OpenFile(p, os.O_WRONLY|os.O_TRUNC, 0)
-		r.deny("open "+p+" O_TRUNC", err)
+		r.denyOrStaged(p, "open "+p+" O_TRUNC", err)
 		if err == nil {
 			f.Close()
 		}
@@ -309,11 +309,11 @@ func protectedChmod(c *Context) Observation {
 	ws := r.wsOf(c)
 	uid, gid := os.Getuid(), os.Getgid()
 	for _, p := range append(present(ws, protectedFiles), present(ws, protectedDirs)...) {
-		r.deny("chmod 0777 "+p, os.Chmod(p, 0o777))
-		r.deny("chmod 0 "+p, os.Chmod(p, 0))
-		r.deny("chown "+p+" to itself", os.Lchown(p, uid, gid))
-		r.deny("utimes "+p, os.Chtimes(p, time.Unix(1, 0), time.Unix(1, 0)))
-		r.deny("setxattr user.agentbox "+p, unix.Setxattr(p, "user.agentbox", []byte("x"), 0))
+		r.denyOrStaged(p, "chmod 0777 "+p, os.Chmod(p, 0o777))
+		r.denyOrStaged(p, "chmod 0 "+p, os.Chmod(p, 0))
+		r.denyOrStaged(p, "chown "+p+" to itself", os.Lchown(p, uid, gid))
+		r.denyOrStaged(p, "utimes "+p, os.Chtimes(p, time.Unix(1, 0), time.Unix(1, 0)))
+		r.denyOrStaged(p, "setxattr user.agentbox "+p, unix.Setxattr(p, "user.agentbox", []byte("x"), 0))
 	}
 	return r.done()
 }
@@ -397,13 +397,13 @@ func procFDReopen(c *Context) Observation {
 			}
 			self := "/proc/self/fd/" + strconv.Itoa(fd)
 			wfd, err := unix.Open(self, unix.O_WRONLY|unix.O_APPEND|unix.O_CLOEXEC, 0)
-			r.deny("re-open "+p+" ("+how.name+") for writing via "+self, err)
+			r.denyOrStaged(p, "re-open "+p+" ("+how.name+") for writing via "+self, err)
 			if err == nil {
 				unix.Close(wfd)
 			}
 			tid := "/proc/thread-self/fd/" + strconv.Itoa(fd)
 			wfd, err = unix.Open(tid, unix.O_RDWR|unix.O_CLOEXEC, 0)
-			r.deny("re-open "+p+" ("+how.name+") read-write via "+tid, err)
+			r.denyOrStaged(p, "re-open "+p+" ("+how.name+") read-write via "+tid, err)
 			if err == nil {
 				unix.Close(wfd)
 			}
@@ -474,6 +474,15 @@ func symlinkRace(c *Context) Observation {
 	var ownSt unix.Stat_t
 	unix.Stat(own, &ownSt)
 	victims := append(present(ws, []string{".git/config", ".mcp.json", ".envrc"}), "/etc/"+marker+"write", "/usr/"+marker+"write")
+	// A write that lands in a staged copy (a protected file agentbox gave the box writable)
+	// stays in the copy: the host's file is compared after the box (checkProtected).
+	staged := map[[2]uint64]bool{}
+	for _, v := range victims {
+		var st unix.Stat_t
+		if stagedCopy(v) && unix.Stat(v, &st) == nil {
+			staged[[2]uint64{st.Dev, st.Ino}] = true
+		}
+	}
 	for _, d := range c.Targets.OutsideDirs {
 		if !strings.HasPrefix(d, "/tmp") && (c.Targets.Home == "" || !strings.HasPrefix(d+"/", c.Targets.Home+"/")) {
 			victims = append(victims, filepath.Join(d, marker+"write"))
@@ -512,7 +521,7 @@ func symlinkRace(c *Context) Observation {
 		opened++
 		var st unix.Stat_t
 		unix.Fstat(fd, &st)
-		if st.Dev != ownSt.Dev || st.Ino != ownSt.Ino {
+		if (st.Dev != ownSt.Dev || st.Ino != ownSt.Ino) && !staged[[2]uint64{st.Dev, st.Ino}] {
 			if _, werr := unix.Write(fd, []byte(payload)); werr == nil {
 				if leaked == 0 {
 					name, _ := os.Readlink("/proc/self/fd/" + strconv.Itoa(fd))

