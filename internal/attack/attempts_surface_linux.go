@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -22,6 +23,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/agentbox/agentbox/internal/plan"
 )
 
 // The second half of the registry: protected configuration in every form of replacement,
@@ -43,7 +46,7 @@ var moreAttempts = []Attempt{
 		Expect: "rename and renameat2 (RENAME_EXCHANGE) of a workspace file over a protected path fail (a mount point is busy)",
 		Run:    protectedRenameOver, Check: checkProtected},
 	{Name: "protected-rename-parent", Category: CategoryFilesystem, Prepare: PrepareWorkspace,
-		Expect: "the parents of protected paths (.git, .git/hooks, .claude, .vscode, .github) cannot be renamed away (each is a mount point)",
+		Expect: "the protected folders and the parents of protected paths (.git, .git/hooks, .claude, .vscode, .github, …) cannot be renamed away (each is a mount point)",
 		Run:    protectedRenameParent, Check: checkProtected},
 	{Name: "protected-unlink-recreate", Category: CategoryFilesystem, Prepare: PrepareWorkspace,
 		Expect: "protected files and hooks cannot be unlinked (so never recreated), and protected directories cannot be removed",
@@ -153,16 +156,51 @@ var moreChildren = map[string]func(args []string) int{
 	"broadcast":        broadcastChild,
 }
 
-// Protected paths, relative to the workspace (what plan.WorkspaceProtected and
-// plan.GitDirProtected make of a repository).
-var (
-	protectedFiles = []string{
-		".git/config", ".git/config.worktree", ".git/commondir", ".git/info/attributes",
-		".gitmodules", ".mcp.json", ".claude/settings.json", ".claude/settings.local.json",
-		".vscode/settings.json", ".vscode/tasks.json", ".envrc",
+// Protected paths the attempts aim at, relative to the workspace: the lists the integrity
+// resolver pins from (plan.WorkspaceProtected, and plan.GitDirProtected beneath .git), split
+// into files and folders as plan.ProtectedDirs says, and the core.hooksPath folder the
+// fixture's .git/config names. A path added to the plan's lists is attacked without a change
+// here (TestProtectedListsShared).
+var protectedFiles, protectedDirs = protectedLists()
+
+func protectedLists() (files, dirs []string) {
+	add := func(rel string) {
+		if slices.Contains(plan.ProtectedDirs, filepath.Base(rel)) {
+			dirs = append(dirs, rel)
+		} else {
+			files = append(files, rel)
+		}
 	}
-	protectedDirs = []string{".git/hooks", ".github/workflows"}
-)
+	for _, rel := range plan.WorkspaceProtected {
+		if rel != ".git" { // a folder of its own kind: its protected paths are GitDirProtected
+			add(rel)
+		}
+	}
+	for _, rel := range plan.GitDirProtected {
+		add(".git/" + rel)
+	}
+	return files, append(dirs, fixtureHooksPath)
+}
+
+// protectedFolders returns the protected folders and every folder between a protected path and
+// the workspace (each a mount point in the box, so that none can be renamed away), sorted.
+func protectedFolders() []string {
+	seen := map[string]bool{}
+	for _, rel := range append(slices.Clone(protectedFiles), protectedDirs...) {
+		if slices.Contains(protectedDirs, rel) {
+			seen[rel] = true
+		}
+		for d := filepath.Dir(rel); d != "."; d = filepath.Dir(d) {
+			seen[d] = true
+		}
+	}
+	out := make([]string, 0, len(seen))
+	for d := range seen {
+		out = append(out, d)
+	}
+	slices.Sort(out)
+	return out
+}
 
 // wsOf returns the attempt's workspace and records it (and whether the host prepared it).
 func (r *result) wsOf(c *Context) string {
@@ -262,7 +300,7 @@ func protectedRenameOver(c *Context) Observation {
 func protectedRenameParent(c *Context) Observation {
 	var r result
 	ws := r.wsOf(c)
-	for _, rel := range []string{".git", ".git/hooks", ".git/info", ".claude", ".vscode", ".github", ".github/workflows"} {
+	for _, rel := range protectedFolders() {
 		p := filepath.Join(ws, rel)
 		if _, err := os.Lstat(p); err != nil {
 			continue
