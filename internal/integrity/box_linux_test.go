@@ -1,11 +1,13 @@
 package integrity_test
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/agentbox/agentbox/internal/changes"
 	"github.com/agentbox/agentbox/internal/engine"
@@ -24,7 +26,7 @@ func TestMain(m *testing.M) {
 }
 
 // needGit skips when git is missing.
-func needGit(t *testing.T) {
+func needGit(t testing.TB) {
 	t.Helper()
 	if _, err := exec.LookPath("git"); err != nil {
 		t.Skip("git not installed")
@@ -32,7 +34,7 @@ func needGit(t *testing.T) {
 }
 
 // git runs git on the host in dir.
-func git(t *testing.T, dir string, args ...string) string {
+func git(t testing.TB, dir string, args ...string) string {
 	t.Helper()
 	cmd := exec.Command("git", args...)
 	cmd.Dir = dir
@@ -45,7 +47,7 @@ func git(t *testing.T, dir string, args ...string) string {
 	return string(out)
 }
 
-func write(t *testing.T, path, content string) {
+func write(t testing.TB, path, content string) {
 	t.Helper()
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		t.Fatal(err)
@@ -59,7 +61,7 @@ func write(t *testing.T, path, content string) {
 // .claude/settings.json, .envrc, proj.code-workspace and .github/workflows/ci.yml; .mcp.json,
 // .vscode, .devcontainer, .gitmodules,
 // .git/commondir, .git/config.worktree and .git/info/attributes are absent.
-func repo(t *testing.T, ws string) {
+func repo(t testing.TB, ws string) {
 	t.Helper()
 	git(t, ws, "init", "-q", "-b", "main")
 	write(t, filepath.Join(ws, "main.go"), "package main\n")
@@ -84,7 +86,7 @@ type protectedBox struct {
 	staged  string // the staged copies of its existing protected files
 }
 
-func newProtectedBox(t *testing.T, setup func(ws string), script string, o enginetest.Options) (*protectedBox, enginetest.Result) {
+func newProtectedBox(t testing.TB, setup func(ws string), script string, o enginetest.Options) (*protectedBox, enginetest.Result) {
 	t.Helper()
 	pb := &protectedBox{launch: "launch-" + strings.ReplaceAll(t.Name(), "/", "-"), reg: &integrity.Registry{Path: filepath.Join(t.TempDir(), "placeholders.json")},
 		changes: filepath.Join(t.TempDir(), "changes"), staged: filepath.Join(t.TempDir(), "staged")}
@@ -118,7 +120,7 @@ func newProtectedBox(t *testing.T, setup func(ws string), script string, o engin
 
 // collect keeps what the box wrote in its staged copies as proposed changes, as the daemon
 // does when the launch ends, and returns their paths.
-func (pb *protectedBox) collect(t *testing.T) []string {
+func (pb *protectedBox) collect(t testing.TB) []string {
 	t.Helper()
 	kept, err := changes.Collect(pb.staged, pb.changes)
 	if err != nil {
@@ -129,7 +131,7 @@ func (pb *protectedBox) collect(t *testing.T) []string {
 
 // release ends the launch as the daemon does and fails the test if anything is left on the
 // host at a guarded path (the box's or agentbox's).
-func (pb *protectedBox) release(t *testing.T) {
+func (pb *protectedBox) release(t testing.TB) {
 	t.Helper()
 	pb.collect(t)
 	if _, err := pb.reg.Release(pb.launch); err != nil {
@@ -426,4 +428,51 @@ func TestExistingProtectedKeptAsProposed(t *testing.T) {
 			}
 		})
 	}
+}
+
+// rebindWait is how long BenchmarkHostReplacementWindow lets box-init re-bind a replaced file
+// before it looks at what reached it.
+const rebindWait = 50 * time.Millisecond
+
+// BenchmarkHostReplacementWindow measures the window issue #20 item 3 asks to close: each op
+// replaces .git/config on the host by rename (as git's lock-and-rename does) while the box
+// appends to it in a tight loop (a shell builtin: no fork per write), waits rebindWait, and
+// looks whether any of the box's writes reached the host's new file before box-init bound it
+// read-only. reached/op is the share of replacements the box wrote through (0 is what the
+// issue asks for); box-writes/op the writes that reached the host per replacement. Writes
+// after rebindWait are not counted: a lower bound when a re-bind takes longer.
+func BenchmarkHostReplacementWindow(b *testing.B) {
+	needGit(b)
+	var ws string
+	reached, writes := 0, 0
+	script := `while [ ! -e stop ]; do echo box >> .git/config; done 2>/dev/null; echo done`
+	pb, r := newProtectedBox(b, func(w string) { ws = w; repo(b, w) }, script, enginetest.Options{AfterExec: func(*engine.Box) {
+		cfg := filepath.Join(ws, ".git/config")
+		b.ResetTimer()
+		for i := 0; i < b.N; i++ {
+			tmp := cfg + ".lock"
+			if err := os.WriteFile(tmp, []byte(fmt.Sprintf("[host]\n\tround = %d\n", i)), 0o644); err != nil {
+				b.Error(err)
+				break
+			}
+			if err := os.Rename(tmp, cfg); err != nil {
+				b.Error(err)
+				break
+			}
+			time.Sleep(rebindWait)
+			c, _ := os.ReadFile(cfg)
+			if n := strings.Count(string(c), "box\n"); n > 0 {
+				reached++
+				writes += n
+			}
+		}
+		b.StopTimer()
+		os.WriteFile(filepath.Join(ws, "stop"), nil, 0o644)
+	}})
+	defer pb.release(b)
+	if !strings.Contains(string(r.Stdout), "done") {
+		b.Fatalf("the box did not run to the end: exit %d, stdout %q, stderr %q", r.Exit, r.Stdout, r.Stderr)
+	}
+	b.ReportMetric(float64(reached)/float64(b.N), "reached/op")
+	b.ReportMetric(float64(writes)/float64(b.N), "box-writes/op")
 }
