@@ -133,23 +133,31 @@ type Launch struct {
 }
 
 // Changes are the proposed changes of one launch (docs/integrity.md): what its box wrote at
-// absent protected paths of the workspace, kept out of it until applied.
+// protected paths of the workspace (absent ones it created, and its staged copies of existing
+// ones), kept out of it until applied.
 type Changes struct {
 	LaunchID  string           `json:"launchId"`
 	Workspace string           `json:"workspace"`
 	Changes   []ProposedChange `json:"changes"`
 }
 
-// ProposedChange is one path a box created.
+// ProposedChange is one path a box created, or one protected file it changed.
 type ProposedChange struct {
 	// Path is workspace-relative.
 	Path string `json:"path"`
 	// Kind is file or symlink.
 	Kind string `json:"kind"`
+	// Modifies says Path was a protected file when the launch started, which the box changed
+	// (in its staged copy); false means the box created Path.
+	Modifies bool `json:"modifies,omitempty"`
 	// Diff renders the change against what the host has at Path now.
 	Diff string `json:"diff"`
-	// HostExists says the host has something at Path now: applying it is refused.
+	// HostExists says the host has something at Path now.
 	HostExists bool `json:"hostExists"`
+	// Conflict says applying it is refused now: the host has something at a Path the box
+	// created, or its file at a Path the box modified no longer holds what the box started
+	// from.
+	Conflict bool `json:"conflict,omitempty"`
 	// Truncated says the box's file was too large to keep whole: it cannot be applied.
 	Truncated bool `json:"truncated,omitempty"`
 }

@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -22,6 +23,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/agentbox/agentbox/internal/plan"
 )
 
 // The second half of the registry: protected configuration in every form of replacement,
@@ -34,22 +37,22 @@ func init() {
 var moreAttempts = []Attempt{
 	// Protected configuration (plan.WorkspaceProtected, plan.GitDirProtected).
 	{Name: "protected-write", Category: CategoryFilesystem, Prepare: PrepareWorkspace,
-		Expect: "every protected file (.git/config, .mcp.json, .claude/settings*.json, .envrc, …) refuses writes, and no file can be added to .git/hooks or .github/workflows (read-only bind mounts)",
+		Expect: "no write to a protected file (.git/config, .mcp.json, .claude/settings*.json, .envrc, …) reaches the host (each is read-only, or a staged copy kept as a proposed change), and no file can be added to .git/hooks or .github/workflows (read-only bind mounts)",
 		Run:    protectedWrite, Check: checkProtected},
 	{Name: "protected-truncate", Category: CategoryFilesystem, Prepare: PrepareWorkspace,
-		Expect: "truncate(2), ftruncate and O_TRUNC fail on every protected file",
+		Expect: "truncate(2), ftruncate and O_TRUNC of a protected file fail or reach only its staged copy: the host's file keeps its content",
 		Run:    protectedTruncate, Check: checkProtected},
 	{Name: "protected-rename-over", Category: CategoryFilesystem, Prepare: PrepareWorkspace,
 		Expect: "rename and renameat2 (RENAME_EXCHANGE) of a workspace file over a protected path fail (a mount point is busy)",
 		Run:    protectedRenameOver, Check: checkProtected},
 	{Name: "protected-rename-parent", Category: CategoryFilesystem, Prepare: PrepareWorkspace,
-		Expect: "the parents of protected paths (.git, .git/hooks, .claude, .vscode, .github) cannot be renamed away (each is a mount point)",
+		Expect: "the protected folders and the parents of protected paths (.git, .git/hooks, .claude, .vscode, .github, …) cannot be renamed away (each is a mount point)",
 		Run:    protectedRenameParent, Check: checkProtected},
 	{Name: "protected-unlink-recreate", Category: CategoryFilesystem, Prepare: PrepareWorkspace,
 		Expect: "protected files and hooks cannot be unlinked (so never recreated), and protected directories cannot be removed",
 		Run:    protectedUnlinkRecreate, Check: checkProtected},
 	{Name: "protected-chmod", Category: CategoryFilesystem, Prepare: PrepareWorkspace,
-		Expect: "chmod, chown, utimes and setxattr fail on every protected path (read-only mount)",
+		Expect: "chmod, chown, utimes and setxattr fail on every protected path (read-only mount) or reach only a protected file's staged copy: the host's file keeps its mode",
 		Run:    protectedChmod, Check: checkProtected},
 	{Name: "protected-symlink-swap", Category: CategoryFilesystem, Prepare: PrepareWorkspace,
 		Expect: "a symlink cannot replace a protected path (by rename, or unlink then symlink) nor be added as a hook",
@@ -58,7 +61,7 @@ var moreAttempts = []Attempt{
 		Expect: "a protected file cannot be hard-linked to a writable name (EXDEV across mounts), and a hard link cannot replace it",
 		Run:    protectedHardlinkSwap, Check: checkProtected},
 	{Name: "proc-fd-reopen", Category: CategoryFilesystem, Prepare: PrepareWorkspace,
-		Expect: "re-opening a protected or system file for writing through /proc/self/fd (O_PATH or read-only descriptor) fails",
+		Expect: "re-opening a protected or system file for writing through /proc/self/fd (O_PATH or read-only descriptor) fails, or reaches only a protected file's staged copy",
 		Run:    procFDReopen, Check: checkProtected},
 	{Name: "proc-pid-root", Category: CategoryFilesystem,
 		Expect: "/proc/<pid>/root of every visible process is the box's own root: no host secret is readable through it, and host pids are absent",
@@ -153,16 +156,51 @@ var moreChildren = map[string]func(args []string) int{
 	"broadcast":        broadcastChild,
 }
 
-// Protected paths, relative to the workspace (what plan.WorkspaceProtected and
-// plan.GitDirProtected make of a repository).
-var (
-	protectedFiles = []string{
-		".git/config", ".git/config.worktree", ".git/commondir", ".git/info/attributes",
-		".gitmodules", ".mcp.json", ".claude/settings.json", ".claude/settings.local.json",
-		".vscode/settings.json", ".vscode/tasks.json", ".envrc",
+// Protected paths the attempts aim at, relative to the workspace: the lists the integrity
+// resolver pins from (plan.WorkspaceProtected, and plan.GitDirProtected beneath .git), split
+// into files and folders as plan.ProtectedDirs says, and the core.hooksPath folder the
+// fixture's .git/config names. A path added to the plan's lists is attacked without a change
+// here (TestProtectedListsShared).
+var protectedFiles, protectedDirs = protectedLists()
+
+func protectedLists() (files, dirs []string) {
+	add := func(rel string) {
+		if slices.Contains(plan.ProtectedDirs, filepath.Base(rel)) {
+			dirs = append(dirs, rel)
+		} else {
+			files = append(files, rel)
+		}
 	}
-	protectedDirs = []string{".git/hooks", ".github/workflows"}
-)
+	for _, rel := range plan.WorkspaceProtected {
+		if rel != ".git" { // a folder of its own kind: its protected paths are GitDirProtected
+			add(rel)
+		}
+	}
+	for _, rel := range plan.GitDirProtected {
+		add(".git/" + rel)
+	}
+	return files, append(dirs, fixtureHooksPath)
+}
+
+// protectedFolders returns the protected folders and every folder between a protected path and
+// the workspace (each a mount point in the box, so that none can be renamed away), sorted.
+func protectedFolders() []string {
+	seen := map[string]bool{}
+	for _, rel := range append(slices.Clone(protectedFiles), protectedDirs...) {
+		if slices.Contains(protectedDirs, rel) {
+			seen[rel] = true
+		}
+		for d := filepath.Dir(rel); d != "."; d = filepath.Dir(d) {
+			seen[d] = true
+		}
+	}
+	out := make([]string, 0, len(seen))
+	for d := range seen {
+		out = append(out, d)
+	}
+	slices.Sort(out)
+	return out
+}
 
 // wsOf returns the attempt's workspace and records it (and whether the host prepared it).
 func (r *result) wsOf(c *Context) string {
@@ -193,13 +231,13 @@ func protectedWrite(c *Context) Observation {
 	ws := r.wsOf(c)
 	for _, p := range present(ws, protectedFiles) {
 		f, err := os.OpenFile(p, os.O_WRONLY|os.O_APPEND, 0)
-		r.deny("open "+p+" for appending", err)
+		r.denyOrStaged(p, "open "+p+" for appending", err)
 		if err == nil {
 			f.WriteString(payload)
 			f.Close()
 		}
 		err = os.WriteFile(p, []byte(payload), 0o644)
-		r.deny("write "+p, err)
+		r.denyOrStaged(p, "write "+p, err)
 	}
 	for _, d := range present(ws, protectedDirs) {
 		for _, n := range []string{"post-checkout", marker + "new"} {
@@ -219,9 +257,9 @@ func protectedTruncate(c *Context) Observation {
 	var r result
 	ws := r.wsOf(c)
 	for _, p := range present(ws, protectedFiles) {
-		r.deny("truncate "+p, unix.Truncate(p, 0))
+		r.denyOrStaged(p, "truncate "+p, unix.Truncate(p, 0))
 		f, err := os.OpenFile(p, os.O_WRONLY|os.O_TRUNC, 0)
-		r.deny("open "+p+" O_TRUNC", err)
+		r.denyOrStaged(p, "open "+p+" O_TRUNC", err)
 		if err == nil {
 			f.Close()
 		}
@@ -262,7 +300,7 @@ func protectedRenameOver(c *Context) Observation {
 func protectedRenameParent(c *Context) Observation {
 	var r result
 	ws := r.wsOf(c)
-	for _, rel := range []string{".git", ".git/hooks", ".git/info", ".claude", ".vscode", ".github", ".github/workflows"} {
+	for _, rel := range protectedFolders() {
 		p := filepath.Join(ws, rel)
 		if _, err := os.Lstat(p); err != nil {
 			continue
@@ -309,11 +347,11 @@ func protectedChmod(c *Context) Observation {
 	ws := r.wsOf(c)
 	uid, gid := os.Getuid(), os.Getgid()
 	for _, p := range append(present(ws, protectedFiles), present(ws, protectedDirs)...) {
-		r.deny("chmod 0777 "+p, os.Chmod(p, 0o777))
-		r.deny("chmod 0 "+p, os.Chmod(p, 0))
-		r.deny("chown "+p+" to itself", os.Lchown(p, uid, gid))
-		r.deny("utimes "+p, os.Chtimes(p, time.Unix(1, 0), time.Unix(1, 0)))
-		r.deny("setxattr user.agentbox "+p, unix.Setxattr(p, "user.agentbox", []byte("x"), 0))
+		r.denyOrStaged(p, "chmod 0777 "+p, os.Chmod(p, 0o777))
+		r.denyOrStaged(p, "chmod 0 "+p, os.Chmod(p, 0))
+		r.denyOrStaged(p, "chown "+p+" to itself", os.Lchown(p, uid, gid))
+		r.denyOrStaged(p, "utimes "+p, os.Chtimes(p, time.Unix(1, 0), time.Unix(1, 0)))
+		r.denyOrStaged(p, "setxattr user.agentbox "+p, unix.Setxattr(p, "user.agentbox", []byte("x"), 0))
 	}
 	return r.done()
 }
@@ -397,13 +435,13 @@ func procFDReopen(c *Context) Observation {
 			}
 			self := "/proc/self/fd/" + strconv.Itoa(fd)
 			wfd, err := unix.Open(self, unix.O_WRONLY|unix.O_APPEND|unix.O_CLOEXEC, 0)
-			r.deny("re-open "+p+" ("+how.name+") for writing via "+self, err)
+			r.denyOrStaged(p, "re-open "+p+" ("+how.name+") for writing via "+self, err)
 			if err == nil {
 				unix.Close(wfd)
 			}
 			tid := "/proc/thread-self/fd/" + strconv.Itoa(fd)
 			wfd, err = unix.Open(tid, unix.O_RDWR|unix.O_CLOEXEC, 0)
-			r.deny("re-open "+p+" ("+how.name+") read-write via "+tid, err)
+			r.denyOrStaged(p, "re-open "+p+" ("+how.name+") read-write via "+tid, err)
 			if err == nil {
 				unix.Close(wfd)
 			}
@@ -474,6 +512,15 @@ func symlinkRace(c *Context) Observation {
 	var ownSt unix.Stat_t
 	unix.Stat(own, &ownSt)
 	victims := append(present(ws, []string{".git/config", ".mcp.json", ".envrc"}), "/etc/"+marker+"write", "/usr/"+marker+"write")
+	// A write that lands in a staged copy (a protected file agentbox gave the box writable)
+	// stays in the copy: the host's file is compared after the box (checkProtected).
+	staged := map[[2]uint64]bool{}
+	for _, v := range victims {
+		var st unix.Stat_t
+		if stagedCopy(v) && unix.Stat(v, &st) == nil {
+			staged[[2]uint64{st.Dev, st.Ino}] = true
+		}
+	}
 	for _, d := range c.Targets.OutsideDirs {
 		if !strings.HasPrefix(d, "/tmp") && (c.Targets.Home == "" || !strings.HasPrefix(d+"/", c.Targets.Home+"/")) {
 			victims = append(victims, filepath.Join(d, marker+"write"))
@@ -512,7 +559,7 @@ func symlinkRace(c *Context) Observation {
 		opened++
 		var st unix.Stat_t
 		unix.Fstat(fd, &st)
-		if st.Dev != ownSt.Dev || st.Ino != ownSt.Ino {
+		if (st.Dev != ownSt.Dev || st.Ino != ownSt.Ino) && !staged[[2]uint64{st.Dev, st.Ino}] {
 			if _, werr := unix.Write(fd, []byte(payload)); werr == nil {
 				if leaked == 0 {
 					name, _ := os.Readlink("/proc/self/fd/" + strconv.Itoa(fd))

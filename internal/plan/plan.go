@@ -34,6 +34,11 @@ type Mount struct {
 	// Beneath, when set, is a directory Source must resolve beneath (RESOLVE_BENEATH), so a
 	// symlink planted by an earlier box cannot redirect the bind outside it.
 	Beneath string `json:"beneath,omitempty"`
+	// Staged says Source is a staged copy of the protected file at Target (a path beneath the
+	// workspace, resolved without following symlinks): it is bound writable, so that the box's
+	// writes stay in the copy, and kept for the box's life like the read-only binds; should the
+	// host replace the file at Target, the engine binds the host's new file read-only instead.
+	Staged bool `json:"staged,omitempty"`
 	// SizeMiB is the size of a tmpfs mount in MiB. Build sets it on every tmpfs mount; an
 	// engine refuses a tmpfs mount without one.
 	SizeMiB int `json:"sizeMiB,omitempty"`

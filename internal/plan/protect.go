@@ -86,6 +86,11 @@ type Protected struct {
 	// Beneath is the directory Path resolves beneath (the workspace): every directory between
 	// it and Path is bound onto itself, so that no parent can be renamed away.
 	Beneath string `json:"beneath"`
+	// Staged, when set, is the host path of a staged copy of the file at Path (made by
+	// changes.Stage, outside the workspace): it is bound writable at Path instead of Path
+	// itself read-only, so that what the box writes there stays in the copy and becomes a
+	// proposed change. "" binds Path read-only.
+	Staged string `json:"staged,omitempty"`
 }
 
 // ProtectedPaths returns the workspace-relative protected paths of one launch: the defaults
@@ -152,9 +157,10 @@ func ProtectedDirPaths(ws string, extra []string) map[string]bool {
 // between a path's Beneath and the path bound onto itself read-write (a mount point cannot be
 // renamed or removed, so "mv .git x" and "mv .claude x" fail while git and editors keep
 // working inside), then each protected path bound onto itself read-only (it cannot be written,
-// truncated, chmod'ed, renamed over or unlinked). Sources resolve beneath Beneath, so a symlink
-// planted by an earlier box cannot redirect a bind outside it. The result is sorted, parents
-// first, and depends only on ps.
+// truncated, chmod'ed, renamed over or unlinked), or its staged copy bound writable over it (it
+// can be written in place, but not renamed over or unlinked). Sources resolve beneath Beneath,
+// so a symlink planted by an earlier box cannot redirect a bind outside it. The result is
+// sorted, parents first, and depends only on ps.
 func ProtectMounts(ps []Protected) []Mount {
 	ro := map[string]Protected{}
 	rw := map[string]string{} // dir → beneath
@@ -163,7 +169,7 @@ func ProtectMounts(ps []Protected) []Mount {
 		if !filepath.IsAbs(path) || !filepath.IsAbs(base) || !Within(path, base) {
 			continue
 		}
-		ro[path] = Protected{Path: path, Beneath: base}
+		ro[path] = Protected{Path: path, Beneath: base, Staged: p.Staged}
 		for d := filepath.Dir(path); d != base && Within(d, base); d = filepath.Dir(d) {
 			rw[d] = base
 		}
@@ -184,7 +190,10 @@ func ProtectMounts(ps []Protected) []Mount {
 	})
 	out := make([]Mount, 0, len(targets))
 	for _, t := range targets {
-		if p, isRO := ro[t]; isRO {
+		if p, isRO := ro[t]; isRO && p.Staged != "" {
+			out = append(out, Mount{Kind: MountBind, Source: p.Staged, Target: t, Staged: true})
+			continue
+		} else if isRO {
 			out = append(out, Mount{Kind: MountBind, Source: t, Target: t, ReadOnly: true, Beneath: p.Beneath})
 			continue
 		}

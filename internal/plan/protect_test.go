@@ -22,7 +22,7 @@ func TestProtectMounts(t *testing.T) {
 		{Path: "/w/.git/hooks", Beneath: "/w"},
 		{Path: "/w/.git/config", Beneath: "/w"},
 		{Path: "/w/.claude/settings.json", Beneath: "/w"},
-		{Path: "/w/.envrc", Beneath: "/w"},
+		{Path: "/w/.envrc", Beneath: "/w", Staged: "/s/box/.envrc"},
 		{Path: "/w/.git/modules/a/b/config", Beneath: "/w"},
 		{Path: "/elsewhere/x", Beneath: "/w"}, // not beneath: dropped
 	}
@@ -30,7 +30,7 @@ func TestProtectMounts(t *testing.T) {
 	want := []Mount{
 		{Kind: MountBind, Source: "/w/.claude", Target: "/w/.claude", Beneath: "/w"},
 		{Kind: MountBind, Source: "/w/.claude/settings.json", Target: "/w/.claude/settings.json", ReadOnly: true, Beneath: "/w"},
-		{Kind: MountBind, Source: "/w/.envrc", Target: "/w/.envrc", ReadOnly: true, Beneath: "/w"},
+		{Kind: MountBind, Source: "/s/box/.envrc", Target: "/w/.envrc", Staged: true},
 		{Kind: MountBind, Source: "/w/.git", Target: "/w/.git", Beneath: "/w"},
 		{Kind: MountBind, Source: "/w/.git/config", Target: "/w/.git/config", ReadOnly: true, Beneath: "/w"},
 		{Kind: MountBind, Source: "/w/.git/hooks", Target: "/w/.git/hooks", ReadOnly: true, Beneath: "/w"},

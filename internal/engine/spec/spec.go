@@ -88,6 +88,9 @@ type Mount struct {
 	Options string `json:"options,omitempty"`
 	// Device keeps device nodes usable on a bind (otherwise every bind is nodev).
 	Device bool `json:"device,omitempty"`
+	// Staged marks a bind of a protected file's staged copy (plan.Mount.Staged): box-init keeps
+	// it, and binds the host's file read-only should the host replace the file at Target.
+	Staged bool `json:"staged,omitempty"`
 }
 
 // Landlock is the program's filesystem policy; paths are in-box paths.
@@ -191,7 +194,7 @@ func Build(p *plan.Plan) (*Spec, error) {
 		switch m.Kind {
 		case plan.MountBind:
 			mounts = append(mounts, Mount{Kind: KindBind, Source: m.Source, Target: m.Target,
-				ReadOnly: m.ReadOnly, Optional: m.Optional, Beneath: m.Beneath})
+				ReadOnly: m.ReadOnly, Optional: m.Optional, Beneath: m.Beneath, Staged: m.Staged})
 		case plan.MountTmpfs:
 			mode := "0755"
 			if m.Target == "/tmp" {

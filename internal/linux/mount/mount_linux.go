@@ -281,12 +281,14 @@ func (b *Root) bind(m spec.Mount) error {
 	if err := b.mountOn(tree, m.Target, isDir, true); err != nil {
 		return err
 	}
-	if m.Beneath != "" {
+	if m.Beneath != "" || m.Staged {
 		id, err := mountID(tree)
 		if err != nil {
 			return err
 		}
-		b.kept = append(b.kept, keptMount{target: m.Target, readOnly: m.ReadOnly, dir: isDir, id: id})
+		// A staged copy lost to the host's replacement of the file is not bound again: the
+		// host's new file is bound read-only (the box's copy was made from the old one).
+		b.kept = append(b.kept, keptMount{target: m.Target, readOnly: m.ReadOnly || m.Staged, dir: isDir, id: id})
 	}
 	return nil
 }

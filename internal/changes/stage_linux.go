@@ -1,0 +1,217 @@
+package changes
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/agentbox/agentbox/internal/plan"
+)
+
+// Staging folders: what the box writes (its copy, bound over the protected file) and what the
+// file held when the launch started.
+const (
+	stageBox  = "box"
+	stageBase = "base"
+)
+
+// Stage makes a staged copy, in dir, of each protected path of ps that is a regular file of at
+// most MaxFile bytes (read beneath its workspace, never through a symlink), and returns ps with
+// Staged set for those: the box is given the copy, writable, instead of the file read-only, so
+// that its writes succeed in the box and are kept as a proposed change (Collect) instead of
+// refused. The others (folders, larger files, agentbox's own binaries the caller leaves out)
+// are returned as they were, to be bound read-only. The copies are made mode 0600 folders
+// beneath dir, never in the workspace; a copy keeps the file's permission bits.
+func Stage(dir string, ps []plan.Protected) ([]plan.Protected, error) {
+	out := append([]plan.Protected(nil), ps...)
+	for i, p := range out {
+		if p.Staged != "" {
+			continue
+		}
+		rel, err := filepath.Rel(p.Beneath, p.Path)
+		if err != nil || rel == "." || rel == ".." || strings.HasPrefix(rel, "../") {
+			continue
+		}
+		content, mode, ok, err := readProtected(p.Beneath, rel)
+		if err != nil {
+			return nil, fmt.Errorf("stage %s: %w", p.Path, err)
+		}
+		if !ok {
+			continue
+		}
+		for _, side := range []string{stageBase, stageBox} {
+			if err := writeCopy(filepath.Join(dir, side, rel), content, mode); err != nil {
+				return nil, fmt.Errorf("stage %s: %w", p.Path, err)
+			}
+		}
+		out[i].Staged = filepath.Join(dir, stageBox, rel)
+	}
+	return out, nil
+}
+
+// readProtected reads the regular file ws/rel (at most MaxFile bytes) without following any
+// symlink; ok is false for anything else (a folder, a larger file, a path gone meanwhile).
+func readProtected(ws, rel string) (content []byte, mode uint32, ok bool, err error) {
+	root, err := unix.Open(ws, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, 0, false, fmt.Errorf("open workspace %s: %w", ws, err)
+	}
+	defer unix.Close(root)
+	fd, err := unix.Openat2(root, rel, &unix.OpenHow{Flags: unix.O_RDONLY | unix.O_NOFOLLOW | unix.O_NONBLOCK | unix.O_CLOEXEC, Resolve: beneathNoLinks})
+	if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ELOOP) || errors.Is(err, unix.EXDEV) {
+		return nil, 0, false, nil
+	}
+	if err != nil {
+		return nil, 0, false, err
+	}
+	f := os.NewFile(uintptr(fd), rel)
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, 0, false, err
+	}
+	if !fi.Mode().IsRegular() || fi.Size() > MaxFile {
+		return nil, 0, false, nil
+	}
+	b, truncated, err := readBounded(f)
+	if err != nil || truncated {
+		return nil, 0, false, err
+	}
+	return b, uint32(fi.Mode().Perm()), true, nil
+}
+
+// readBounded reads f up to MaxFile bytes; truncated says there was more.
+func readBounded(f *os.File) ([]byte, bool, error) {
+	var buf bytes.Buffer
+	n, err := buf.ReadFrom(io.LimitReader(f, MaxFile+1))
+	if err != nil {
+		return nil, false, err
+	}
+	if n > MaxFile {
+		return buf.Bytes()[:MaxFile], true, nil
+	}
+	return buf.Bytes(), false, nil
+}
+
+// writeCopy creates path (and its folders, 0700) with content and mode.
+func writeCopy(path string, content []byte, mode uint32) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return err
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(content)
+	if err == nil {
+		err = f.Chmod(os.FileMode(mode))
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// Collect compares each staged copy in dir (Stage) with what the file held when the launch
+// started and keeps, in the store at storeDir, each the box changed (its content, or its
+// executable bits) as a proposed change that modifies the path, with what it held then beside
+// it. It then removes dir. It returns the workspace-relative paths kept. Call it once the box
+// has ended: nothing writes the copies then.
+func Collect(dir, storeDir string) ([]string, error) {
+	boxDir := filepath.Join(dir, stageBox)
+	var kept []string
+	var store = -1
+	defer func() {
+		if store >= 0 {
+			unix.Close(store)
+		}
+	}()
+	err := filepath.WalkDir(boxDir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			if p == boxDir && errors.Is(err, fs.ErrNotExist) {
+				return fs.SkipAll
+			}
+			return err
+		}
+		if d.IsDir() {
+			return nil
+		}
+		rel, err := filepath.Rel(boxDir, p)
+		if err != nil {
+			return err
+		}
+		base, baseMode, err := readCopy(filepath.Join(dir, stageBase, rel))
+		if err != nil {
+			return fmt.Errorf("what %s held at launch: %w", rel, err)
+		}
+		content, mode, err := readCopy(p)
+		if err != nil {
+			return fmt.Errorf("the box's copy of %s: %w", rel, err)
+		}
+		truncated := len(content) > MaxFile
+		if truncated {
+			content = content[:MaxFile]
+		}
+		if !truncated && bytes.Equal(content, base) && (mode^baseMode)&0o111 == 0 {
+			return nil // unchanged
+		}
+		if store < 0 {
+			if err := os.MkdirAll(storeDir, 0o700); err != nil {
+				return err
+			}
+			if store, err = unix.Open(storeDir, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0); err != nil {
+				return fmt.Errorf("proposed changes %s: %w", storeDir, err)
+			}
+		}
+		if err := writeStore(store, rel+baseSuffix, base, baseMode&0o755, false); err != nil {
+			return err
+		}
+		if err := writeStore(store, rel, content, mode&0o755, truncated); err != nil {
+			return err
+		}
+		kept = append(kept, rel)
+		return nil
+	})
+	if err != nil {
+		return kept, fmt.Errorf("staged copies in %s: %w", dir, err)
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		return kept, fmt.Errorf("remove staged copies: %w", err)
+	}
+	return kept, nil
+}
+
+// readCopy reads a staged copy (at most MaxFile+1 bytes: more means truncated) and its
+// permission bits, whatever mode the box gave it (its owner may always change it back).
+func readCopy(path string) ([]byte, uint32, error) {
+	fi, err := os.Lstat(path)
+	if err != nil {
+		return nil, 0, err
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, 0, fmt.Errorf("%s is not a regular file", path)
+	}
+	mode := uint32(fi.Mode().Perm())
+	if mode&0o400 == 0 {
+		if err := os.Chmod(path, fi.Mode().Perm()|0o400); err != nil {
+			return nil, 0, err
+		}
+	}
+	f, err := os.OpenFile(path, os.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, 0, err
+	}
+	defer f.Close()
+	var buf bytes.Buffer
+	if _, err := buf.ReadFrom(io.LimitReader(f, MaxFile+1)); err != nil {
+		return nil, 0, err
+	}
+	return buf.Bytes(), mode, nil
+}

@@ -1,0 +1,181 @@
+package changes
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/agentbox/agentbox/internal/plan"
+)
+
+// TestStage: only regular files of at most MaxFile bytes reached without a symlink are staged
+// (a copy with their content and mode, outside the workspace); a folder, a symlink, a file
+// behind a symlinked folder and a larger file stay as they were (bound read-only).
+func TestStage(t *testing.T) {
+	ws, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	outside := t.TempDir()
+	mustWrite(t, filepath.Join(outside, "secret"), "secret\n", 0o600)
+	mustWrite(t, filepath.Join(ws, ".envrc"), "export A=1\n", 0o640)
+	mustWrite(t, filepath.Join(ws, ".git/hooks/pre-commit"), "#!/bin/sh\n", 0o755)
+	mustWrite(t, filepath.Join(ws, "big.json"), strings.Repeat("x", MaxFile+1), 0o644)
+	if err := os.Symlink(filepath.Join(outside, "secret"), filepath.Join(ws, ".mcp.json")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(outside, filepath.Join(ws, ".vscode")); err != nil {
+		t.Fatal(err)
+	}
+	mustWrite(t, filepath.Join(outside, "settings.json"), "{}\n", 0o644)
+	ps := []plan.Protected{}
+	for _, rel := range []string{".envrc", ".git/hooks", ".mcp.json", ".vscode/settings.json", "big.json"} {
+		ps = append(ps, plan.Protected{Path: filepath.Join(ws, rel), Beneath: ws})
+	}
+	dir := filepath.Join(t.TempDir(), "staged")
+	got, err := Stage(dir, ps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range got {
+		rel, _ := filepath.Rel(ws, p.Path)
+		if rel != ".envrc" {
+			if p.Staged != "" {
+				t.Errorf("%s staged at %s, want it bound read-only", rel, p.Staged)
+			}
+			continue
+		}
+		fi, err := os.Stat(p.Staged)
+		if err != nil || fi.Mode().Perm() != 0o640 || !strings.HasPrefix(p.Staged, dir+"/") {
+			t.Fatalf("staged copy of .envrc: %s %v %v", p.Staged, fi, err)
+		}
+		if b, _ := os.ReadFile(p.Staged); string(b) != "export A=1\n" {
+			t.Errorf("staged copy holds %q", b)
+		}
+	}
+}
+
+// TestCollectApply: Collect keeps only the staged copies the box changed (content or executable
+// bits) as changes that modify the path; Apply replaces the host's file while it still holds
+// what the box started from, and refuses (changing nothing) once the host changed it or put a
+// symlink there.
+func TestCollectApply(t *testing.T) {
+	ws, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := map[string]string{".envrc": "export A=1\n", ".mcp.json": "{}\n", ".claude/settings.json": "{\"a\":1}\n", ".gitmodules": "x\n", "hook": "#!/bin/sh\n"}
+	var ps []plan.Protected
+	for rel, c := range files {
+		mustWrite(t, filepath.Join(ws, rel), c, 0o644)
+		ps = append(ps, plan.Protected{Path: filepath.Join(ws, rel), Beneath: ws})
+	}
+	dir, store := filepath.Join(t.TempDir(), "staged"), filepath.Join(t.TempDir(), "changes")
+	staged, err := Stage(dir, ps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	copyOf := map[string]string{}
+	for _, p := range staged {
+		rel, _ := filepath.Rel(ws, p.Path)
+		copyOf[rel] = p.Staged
+	}
+	// The box: edits three, leaves .gitmodules alone, makes the hook executable, and leaves
+	// one copy unreadable (mode 0).
+	mustWrite(t, copyOf[".envrc"], "export A=1\nexport B=2\n", 0o644)
+	mustWrite(t, copyOf[".mcp.json"], `{"mcpServers":{}}`+"\n", 0o644)
+	mustWrite(t, copyOf[".claude/settings.json"], "{\"a\":2}\n", 0o644)
+	os.Chmod(copyOf[".claude/settings.json"], 0)
+	os.Chmod(copyOf["hook"], 0o755)
+	kept, err := Collect(dir, store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(kept, " ") != ".claude/settings.json .envrc .mcp.json hook" {
+		t.Errorf("kept %q", kept)
+	}
+	if _, err := os.Lstat(dir); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("staged copies left: %v", err)
+	}
+	cs, err := List(store)
+	if err != nil || len(cs) != 4 {
+		t.Fatalf("List: %+v %v", cs, err)
+	}
+	for _, c := range cs {
+		if !c.Modifies || string(c.Base) != files[c.Path] {
+			t.Errorf("%s: modifies %v base %q", c.Path, c.Modifies, c.Base)
+		}
+		if c.Path == "hook" && (!c.ModeChanged || c.Mode&0o111 == 0) {
+			t.Errorf("hook's mode change not kept: %+v", c)
+		}
+	}
+	// The host changes .mcp.json meanwhile, and replaces .claude/settings.json by a symlink
+	// holding the same text: both refused, both untouched.
+	mustWrite(t, filepath.Join(ws, ".mcp.json"), `{"host":1}`+"\n", 0o644)
+	mustWrite(t, filepath.Join(t.TempDir(), "x"), "", 0o644)
+	os.Remove(filepath.Join(ws, ".claude/settings.json"))
+	os.Symlink("elsewhere", filepath.Join(ws, ".claude/settings.json"))
+	for _, rel := range []string{".mcp.json", ".claude/settings.json"} {
+		if err := Apply(store, ws, rel); !errors.Is(err, ErrConflict) {
+			t.Errorf("apply %s over the host's change: %v, want ErrConflict", rel, err)
+		}
+	}
+	if b, _ := os.ReadFile(filepath.Join(ws, ".mcp.json")); string(b) != `{"host":1}`+"\n" {
+		t.Errorf("the host's .mcp.json became %q", b)
+	}
+	if l, _ := os.Readlink(filepath.Join(ws, ".claude/settings.json")); l != "elsewhere" {
+		t.Errorf("the host's symlink became %q", l)
+	}
+	// Unchanged on the host: applied, with the host's permission bits and the box's
+	// executable ones.
+	os.Chmod(filepath.Join(ws, ".envrc"), 0o600)
+	for _, rel := range []string{".envrc", "hook"} {
+		if err := Apply(store, ws, rel); err != nil {
+			t.Fatalf("apply %s: %v", rel, err)
+		}
+	}
+	if b, _ := os.ReadFile(filepath.Join(ws, ".envrc")); string(b) != "export A=1\nexport B=2\n" {
+		t.Errorf("applied .envrc: %q", b)
+	}
+	if fi, _ := os.Stat(filepath.Join(ws, ".envrc")); fi.Mode().Perm() != 0o600 {
+		t.Errorf("applied .envrc has mode %v, want the host's 0600", fi.Mode())
+	}
+	if fi, _ := os.Stat(filepath.Join(ws, "hook")); fi.Mode().Perm() != 0o755 {
+		t.Errorf("applied hook has mode %v, want 0755", fi.Mode())
+	}
+	if cs, _ := List(store); len(cs) != 2 {
+		t.Errorf("store after applying two: %+v", cs)
+	}
+	if ents, _ := os.ReadDir(ws); len(ents) != 5 {
+		t.Errorf("the workspace holds %d entries after apply (a temporary file left?)", len(ents))
+	}
+}
+
+// TestDiff: a change that creates a path shows every line added; one that modifies a file
+// shows hunks with context against what the box started from, and against the host's file,
+// marked, once the host changed it.
+func TestDiff(t *testing.T) {
+	if d := Diff(Change{Path: "a", Kind: KindFile, Content: []byte("x\ny\n")}, nil); d != "--- /dev/null\n+++ b/a\n@@ -0,0 +1,2 @@\n+x\n+y\n" {
+		t.Errorf("creation:\n%s", d)
+	}
+	var base, box strings.Builder
+	for i := 1; i <= 20; i++ {
+		base.WriteString(string(rune('a'+i)) + "\n")
+		if i == 10 {
+			box.WriteString("new\n")
+			continue
+		}
+		box.WriteString(string(rune('a'+i)) + "\n")
+	}
+	box.WriteString("tail\n")
+	c := Change{Path: "f", Kind: KindFile, Content: []byte(box.String()), Modifies: true, Base: []byte(base.String())}
+	want := "--- a/f\n+++ b/f\n@@ -7,7 +7,7 @@\n h\n i\n j\n-k\n+new\n l\n m\n n\n@@ -18,3 +18,4 @@\n s\n t\n u\n+tail\n"
+	if d := Diff(c, []byte(base.String())); d != want {
+		t.Errorf("modification:\n%s\nwant:\n%s", d, want)
+	}
+	if d := Diff(c, []byte("host\n")); !strings.HasPrefix(d, "--- a/f (on the host now)\n+++ b/f (proposed by the box)\n") || !strings.Contains(d, "-host\n") {
+		t.Errorf("against the host's change:\n%s", d)
+	}
+}
