@@ -97,20 +97,34 @@ func prepareEntry(root *os.Root, e profile.StateEntry, home, ws string) error {
 	if !ok {
 		return fmt.Errorf("no synthesizer %q", e.Seed)
 	}
-	host := readHost(filepath.Join(home, e.Rel))
+	hostRel := e.Rel
+	if seed.host != "" {
+		hostRel = seed.host
+	}
+	host := readHost(filepath.Join(home, hostRel))
 	box := readBox(root, e.Rel)
-	out, err := seed(host, box, filepath.Clean(ws))
+	out, err := seed.make(host, box, filepath.Clean(ws))
 	if err != nil {
 		return err
 	}
 	return writeFile(root, e.Rel, out)
 }
 
-// seeds are the synthesizers by name (profile.Seeds): each returns the file a launch starts
-// from, given the host's file and the box's copy (nil when absent or unreadable) and the
-// workspace.
-var seeds = map[string]func(host, box []byte, ws string) ([]byte, error){
-	profile.SeedClaudeConfig: claudeConfig,
+// A seed synthesizes one state file. make returns the file a launch starts from, given the
+// host's file and the box's copy (nil when absent or unreadable) and the workspace; host is
+// the home-relative path of the host's file it reads ("": the entry's own path).
+type seed struct {
+	host string
+	make func(host, box []byte, ws string) ([]byte, error)
+}
+
+// seeds are the synthesizers by name (profile.Seeds).
+var seeds = map[string]seed{
+	profile.SeedClaudeConfig:     {make: claudeConfig},
+	profile.SeedCopilotMCPConfig: {make: copilotMCPConfig},
+	// Gemini CLI reads the trust file where GEMINI_CLI_TRUSTED_FOLDERS_PATH points (the box's
+	// own, in a state folder); the host's is ~/.gemini/trustedFolders.json.
+	profile.SeedGeminiTrust: {host: ".gemini/trustedFolders.json", make: geminiTrust},
 }
 
 // readHost reads the user's own file (their symlinks are followed: no box can make one

@@ -71,3 +71,48 @@ func TestPrepare(t *testing.T) {
 		t.Error("two workspaces or two profiles share a state directory")
 	}
 }
+
+// TestPrepareGeminiTrust: Gemini CLI's trust file is seeded inside a state folder from the
+// host's ~/.gemini/trustedFolders.json (another path than its own), and what a box saved
+// there by renaming a new file over it (as Gemini CLI does) is carried for the workspace only;
+// the host's file is never written.
+func TestPrepareGeminiTrust(t *testing.T) {
+	home, root := t.TempDir(), t.TempDir()
+	p := &profile.Profile{ID: "gemini", Home: []profile.HomeEntry{
+		{Path: ".gemini", Access: profile.AccessRW},
+		{Path: ".gemini/agentbox-trust", Access: profile.AccessState, Create: profile.CreateDir},
+		{Path: ".gemini/agentbox-trust/trustedFolders.json", Access: profile.AccessState, Create: profile.CreateFile, Seed: profile.SeedGeminiTrust},
+	}}
+	hostFile := filepath.Join(home, ".gemini", "trustedFolders.json")
+	const hostTrust = `{"/w": "TRUST_FOLDER", "/elsewhere": "TRUST_FOLDER"}`
+	os.MkdirAll(filepath.Dir(hostFile), 0o700)
+	if err := os.WriteFile(hostFile, []byte(hostTrust), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	dir := Dir(root, "gemini", "/w")
+	if err := Prepare(dir, p, home, "/w"); err != nil {
+		t.Fatal(err)
+	}
+	boxFile := filepath.Join(dir, ".gemini", "agentbox-trust", "trustedFolders.json")
+	if b, err := os.ReadFile(boxFile); err != nil || string(b) != "{\n  \"/w\": \"TRUST_FOLDER\"\n}" {
+		t.Fatalf("seeded trust file: %q, %v", b, err)
+	}
+	// What Gemini CLI in a box does when the user trusts a folder: a new file renamed over.
+	tmp := boxFile + ".tmp.1"
+	if err := os.WriteFile(tmp, []byte(`{"/w": "TRUST_FOLDER", "/w/sub": "TRUST_FOLDER", "/": "TRUST_FOLDER"}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, boxFile); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(hostFile, []byte(`{"/elsewhere": "TRUST_FOLDER"}`), 0o600) // the host's trust of /w withdrawn
+	if err := Prepare(dir, p, home, "/w"); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(boxFile); string(b) != "{\n  \"/w\": \"TRUST_FOLDER\",\n  \"/w/sub\": \"TRUST_FOLDER\"\n}" {
+		t.Errorf("the box's trust was not carried for the workspace only: %s", b)
+	}
+	if b, _ := os.ReadFile(hostFile); string(b) != `{"/elsewhere": "TRUST_FOLDER"}` {
+		t.Errorf("the host's trust file changed: %s", b)
+	}
+}

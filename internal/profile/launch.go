@@ -195,6 +195,11 @@ func (p *Profile) Wire(home string, tree *InstallTree, f Facts) (*Wiring, error)
 			if f.StateDir == "" {
 				return nil, fmt.Errorf("profile %s: home entry %s is kept in a box-owned state directory, and the launch has none", p.ID, h.Path)
 			}
+			if p.inStateDir(i) {
+				// Reached through the folder's own bind: a file bound on its own could not be
+				// replaced by a rename, which is how Gemini CLI saves its trust file.
+				continue
+			}
 			sd := filepath.Clean(f.StateDir)
 			w.Mounts = append(w.Mounts, plan.Mount{Kind: plan.MountBind, Source: filepath.Join(sd, h.Path), Target: host, Beneath: sd})
 		default:
@@ -288,7 +293,7 @@ func (p *Profile) HomePlaceholders(home string) []HomePlaceholder {
 	var out []HomePlaceholder
 	seen := map[string]bool{}
 	for i, h := range p.Home {
-		if h.Access == AccessRW || (h.Create != "" && h.Access != AccessState) {
+		if h.Access == AccessRW || (h.Create != "" && h.Access != AccessState) || p.inStateDir(i) {
 			continue
 		}
 		var parent *HomeEntry
@@ -340,6 +345,18 @@ func (p *Profile) HomeProtected(home string) []plan.Protected {
 		out = append(out, plan.Protected{Path: filepath.Join(home, h.Path), Beneath: beneath})
 	}
 	return out
+}
+
+// inStateDir reports whether p's home entry i lies in an earlier state folder entry: it is
+// in the box through that folder, not bound on its own.
+func (p *Profile) inStateDir(i int) bool {
+	h := filepath.Clean(p.Home[i].Path)
+	for _, e := range p.Home[:i] {
+		if e.Access == AccessState && e.Create == CreateDir && strings.HasPrefix(h, filepath.Clean(e.Path)+"/") {
+			return true
+		}
+	}
+	return false
 }
 
 // StateEntry is a home entry kept in the box-owned state directory.

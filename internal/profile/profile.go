@@ -112,7 +112,7 @@ type HomeEntry struct {
 	// every launch from an allowlist of non-executable keys of the host's file at Path and of
 	// the box's own copy. Only with access state and create file; empty keeps the box's file
 	// as the box left it.
-	Seed string `json:"seed,omitempty" jsonschema_description:"For a state file: the synthesizer that rewrites it at every launch from an allowlist of the host's and the box's keys (claude-config)."`
+	Seed string `json:"seed,omitempty" jsonschema_description:"For a state file: the synthesizer that rewrites it at every launch from an allowlist of the host's and the box's keys (claude-config, copilot-mcp-config, gemini-trust)."`
 }
 
 // Relay wires a program to the LLM relay. Values are templates over {relayURL} (the in-box
@@ -247,6 +247,9 @@ func (p *Profile) Validate() error {
 		}
 		if h.Seed != "" && !slices.Contains(Seeds, h.Seed) {
 			return bad(f+".seed", "invalid value %q (allowed: %s)", h.Seed, strings.Join(Seeds, ", "))
+		}
+		if p.inStateDir(i) && h.Access != AccessState {
+			return bad(f+".access", "an entry in a state folder is kept with it: only access state")
 		}
 		if h.Access == AccessState && underGranted(clean, p.Home[:i]) {
 			if parent := grantingParent(clean, p.Home[:i]); parent.Access != AccessRW {
@@ -393,10 +396,17 @@ func grantingParent(p string, earlier []HomeEntry) *HomeEntry {
 }
 
 // Seeds are the synthesizers a state file may name (package harnessstate implements them).
-var Seeds = []string{SeedClaudeConfig}
+var Seeds = []string{SeedClaudeConfig, SeedCopilotMCPConfig, SeedGeminiTrust}
 
-// SeedClaudeConfig synthesizes Claude Code's ~/.claude.json.
-const SeedClaudeConfig = "claude-config"
+// The synthesizers of state files.
+const (
+	// SeedClaudeConfig synthesizes Claude Code's ~/.claude.json.
+	SeedClaudeConfig = "claude-config"
+	// SeedCopilotMCPConfig writes Copilot CLI's mcp-config.json with no MCP server.
+	SeedCopilotMCPConfig = "copilot-mcp-config"
+	// SeedGeminiTrust synthesizes Gemini CLI's trustedFolders.json: the workspace's trust.
+	SeedGeminiTrust = "gemini-trust"
+)
 
 func underGranted(p string, earlier []HomeEntry) bool {
 	for _, e := range earlier {

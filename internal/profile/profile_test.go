@@ -58,6 +58,8 @@ func TestParseStrict(t *testing.T) {
 		{"bad absent", "home:\n  - {path: .x, access: rw}\n  - {path: .x/y, access: ro, absent: link}\n", `home[1].absent: invalid value "link"`},
 		{"absent rw", "home:\n  - {path: .x, access: rw, absent: dir}\n", "home[0].absent: only a ro or deny entry"},
 		{"absent created", "home:\n  - {path: .x, access: rw}\n  - {path: .x/y, access: ro, create: dir, absent: dir}\n", "home[1].absent: only a ro or deny entry"},
+		{"ro in a state folder", "home:\n  - {path: .x, access: state, create: dir}\n  - {path: .x/y, access: ro}\n", "home[1].access: an entry in a state folder is kept with it"},
+		{"bad seed", "home:\n  - {path: .x, access: state, create: file, seed: other}\n", `home[0].seed: invalid value "other"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := Parse("x", []byte(tc.yaml))

@@ -120,9 +120,14 @@ func TestGeminiWiringBeatsWorkspaceSettings(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	// Trusted, as Gemini CLI's headless mode requires (else it refuses to start).
+	// Trusted, as Gemini CLI's headless mode requires (else it refuses to start), in the trust
+	// file the wiring points Gemini CLI at (in a box, the box-owned one seeded from the host's).
 	trust := `{"` + ws + `": "TRUST_FOLDER"}`
-	if err := os.WriteFile(filepath.Join(home, ".gemini", "trustedFolders.json"), []byte(trust), 0o644); err != nil {
+	trustFile := filepath.Join(home, ".gemini", "agentbox-trust", "trustedFolders.json")
+	if err := os.MkdirAll(filepath.Dir(trustFile), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(trustFile, []byte(trust), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.MkdirAll(filepath.Join(ws, ".gemini"), 0o755); err != nil {

@@ -233,7 +233,7 @@ func (s *Set) HarnessHomes() []string {
 	var out []string
 	for _, id := range s.IDs() {
 		for _, h := range s.byID[id].Home {
-			if !h.grants() {
+			if !h.grants() && h.Access != AccessState {
 				continue
 			}
 			c := harnessDir(filepath.Clean(h.Path))

@@ -367,8 +367,8 @@ func TestRealAgentsCopilot(t *testing.T) {
 	if strings.Contains(r.Stdout+r.Stderr, "gho_HOSTSECRET") {
 		t.Errorf("the host's sign-in reached the box's output")
 	}
-	if ents, err := os.ReadDir(filepath.Join(e.Home, ".copilot", "session-state")); err != nil || len(ents) == 0 {
-		t.Errorf("the session was not kept in the host's ~/.copilot/session-state: %v", err)
+	if ts := jsonlUnder(filepath.Join(boxState(t, e, "copilot"), ".copilot", "session-state")); len(ts) == 0 {
+		t.Errorf("the session was not kept in the box-owned state")
 	}
 }
 

@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -67,16 +68,33 @@ func (m *Tmux) Ask(text string) {
 // the requests the upstream got meanwhile.
 func converse(t *testing.T, m *Tmux, up *llmtest.Server, args, prompt, shown, ask string, quit ...string) []llmtest.Request {
 	t.Helper()
+	return converseAfter(t, m, up, args, nil, nil, prompt, shown, ask, quit...)
+}
+
+// converseAfter is converse with a step taken once the launch is typed and before its prompt
+// is awaited, such as answering a dialog the stock command shows too (the dialog check is then
+// the caller's: the answered dialog stays on the screen), and a check made once the answer is
+// shown, before the quit command (nil: none).
+func converseAfter(t *testing.T, m *Tmux, up *llmtest.Server, args string, first, answered func(), prompt, shown, ask string, quit ...string) []llmtest.Request {
+	t.Helper()
 	m.clearPane()
 	n := len(up.Requests())
 	tag := m.Start(args)
+	if first != nil {
+		first()
+	}
 	m.WaitFor(prompt)
-	noDialog(t, m, "agentbox "+args)
+	if first == nil {
+		noDialog(t, m, "agentbox "+args)
+	}
 	if shown != "" {
 		m.WaitFor(regexp.QuoteMeta(shown))
 	}
 	m.Ask(ask)
 	m.WaitFor(`(?s)` + regexp.QuoteMeta(ask) + `.*Hello from the fake upstream`)
+	if answered != nil {
+		answered()
+	}
 	m.Ask(append(quit, "/exit")[0])
 	if code := m.Wait(tag); code != 0 {
 		t.Fatalf("agentbox %s, /exit: exit %d\n%s", args, code, m.Screen())
@@ -318,5 +336,158 @@ func TestInteractiveGemini(t *testing.T) {
 
 	if reqs := converse(t, m, up, "run gemini -- --resume latest", prompt, "remember the word HERON", "and then", "/quit"); !carries(reqs, "HERON") {
 		t.Errorf("the resumed launch's requests do not carry the earlier chat")
+	}
+}
+
+// TestInteractiveCopilot uses the real Copilot CLI in a real terminal (tmux) as a returning user
+// of the host would: `agentbox run copilot` reaches its prompt with no MCP error (the box's
+// mcp-config.json is a valid empty one: "Failed to start MCP Servers: Error: mcpServers:
+// Required" before), a typed prompt is answered by the stand-in upstream through the relay,
+// /exit ends the launch with 0, and the next launch's `copilot --continue` resumes the
+// session (shown, and carried by the next request). The session is the box's own: kept in the
+// workspace's box-owned state, not in the host's ~/.copilot/session-state, where the unboxed
+// Copilot would list and resume it. agentbox creates no mcp-config.json in the host's
+// ~/.copilot (the "{}" it created there before made the unboxed Copilot fail the same way),
+// and an MCP server planted in the box-owned mcp-config.json between the launches does not
+// run in the next box. Copilot asks for folder trust in every
+// box (it keeps trust in config.json, which is the box's own and discarded, see
+// docs/profiles.md): the test answers "Yes" for the session, as a user would.
+func TestInteractiveCopilot(t *testing.T) {
+	bin := agentBin(t, "copilot")
+	e := NewEnv(t)
+	e.Vars = append(e.Vars, "PATH="+filepath.Dir(bin)+":"+os.Getenv("PATH"))
+	up := llmtest.NewAnthropic(llmtest.Options{})
+	defer up.Close()
+	credFile := filepath.Join(e.Home, "anthropic.key")
+	if err := os.WriteFile(credFile, []byte(hostCredential+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	writeConfig(t, e, fmt.Sprintf("gateway:\n  anthropic:\n    url: %s\n    credential:\n      file: %s\nmodels:\n  copilot: claude-sonnet-4.5\n", up.URL, credFile))
+	// A returning user's ~/.copilot: the state file Copilot leaves (trusting the workspace), no
+	// MCP server configured.
+	marker := filepath.Join(e.Work, "mcp-server-ran")
+	if err := os.MkdirAll(filepath.Join(e.Home, ".copilot"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	hostConfig := fmt.Sprintf("{\n  \"firstLaunchAt\": \"2026-01-01T00:00:00.000Z\",\n  \"appTipShown\": true,\n  \"trustedFolders\": [%q]\n}\n", e.Work)
+	if err := os.WriteFile(filepath.Join(e.Home, ".copilot", "config.json"), []byte(hostConfig), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	planted := fmt.Sprintf(`{"mcpServers": {"planted": {"type": "local", "command": "sh", "args": ["-c", "touch %s"], "tools": ["*"]}}}`, marker)
+
+	m := e.Tmux(t)
+	m.tmux("resize-window", "-t", "main", "-x", "120", "-y", "40")
+	prompt := `/ commands`
+	trust := func() {
+		m.WaitFor(`Do you trust the files in this folder`)
+		m.Keys("Enter") // 1. Yes (for this session)
+		eventually(t, "the trust dialog to close", func() bool { return !strings.Contains(m.Visible(), "Do you trust") })
+	}
+	// While Copilot runs (its screen is gone once it exits).
+	noMCPError := func() {
+		if strings.Contains(m.Screen(), "Failed to start MCP") {
+			t.Errorf("Copilot failed to start its MCP servers:\n%s", m.Screen())
+		}
+	}
+	converseAfter(t, m, up, "run copilot", trust, noMCPError, prompt, "", "remember the word WALRUS")
+
+	if _, err := os.Lstat(filepath.Join(e.Home, ".copilot", "mcp-config.json")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("agentbox made ~/.copilot/mcp-config.json on the host: %v", err)
+	}
+	state := boxState(t, e, "copilot")
+	if ts := jsonlUnder(filepath.Join(state, ".copilot", "session-state")); len(ts) == 0 {
+		t.Errorf("no session in the box-owned state %s", state)
+	}
+	if ts := jsonlUnder(filepath.Join(e.Home, ".copilot", "session-state")); len(ts) > 0 {
+		t.Errorf("the box wrote sessions into the host's ~/.copilot/session-state: %v", ts)
+	}
+	// Plant an MCP server in the box-owned mcp-config.json, for the next box to start.
+	if err := os.WriteFile(filepath.Join(state, ".copilot", "mcp-config.json"), []byte(planted), 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	if reqs := converseAfter(t, m, up, "run copilot -- --continue", trust, nil, prompt, "remember the word WALRUS", "and now?"); !carries(reqs, "WALRUS") {
+		t.Errorf("the resumed launch's requests do not carry the earlier session")
+	}
+	if _, err := os.Stat(marker); err == nil {
+		t.Errorf("an MCP server planted in the box-owned mcp-config.json ran in the next box")
+	}
+	if b, _ := os.ReadFile(filepath.Join(state, ".copilot", "mcp-config.json")); strings.Contains(string(b), "planted") {
+		t.Errorf("the MCP server planted in the box-owned mcp-config.json was kept for the next box:\n%s", b)
+	}
+	if b, _ := os.ReadFile(filepath.Join(e.Home, ".copilot", "config.json")); string(b) != hostConfig {
+		t.Errorf("the host's ~/.copilot/config.json changed:\n%s", b)
+	}
+}
+
+// TestInteractiveGeminiTrust: a trust decision taken in a box holds for the next box of the
+// workspace, and never reaches the host. The host's Gemini CLI trusts nothing, so the first
+// `agentbox run gemini` asks "Do you trust the files in this folder?"; the user trusts it
+// (Gemini CLI saves that and restarts), converses and quits. The decision is kept in the
+// workspace's box-owned trust file (GEMINI_CLI_TRUSTED_FOLDERS_PATH), the host's
+// ~/.gemini/trustedFolders.json is unchanged, and the next launch opens straight to the prompt
+// with no dialog. A folder outside the workspace that a box trusts in the box-owned file is
+// not trusted in the next box.
+func TestInteractiveGeminiTrust(t *testing.T) {
+	bin := agentBin(t, "gemini")
+	if _, err := exec.LookPath("node"); err != nil {
+		t.Skip("gemini needs node on PATH")
+	}
+	e := NewEnv(t)
+	e.Vars = append(e.Vars, "PATH="+filepath.Dir(bin)+":"+os.Getenv("PATH"))
+	up := llmtest.NewGemini(llmtest.Options{})
+	defer up.Close()
+	credFile := filepath.Join(e.Home, "gemini.key")
+	if err := os.WriteFile(credFile, []byte(hostCredential+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	writeConfig(t, e, fmt.Sprintf("gateway:\n  gemini:\n    url: %s\n    credential:\n      file: %s\n", up.URL, credFile))
+	hostTrust := filepath.Join(e.Home, ".gemini", "trustedFolders.json")
+	if err := os.MkdirAll(filepath.Dir(hostTrust), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	const hostRules = "{\"/nowhere\": \"TRUST_FOLDER\"}\n"
+	if err := os.WriteFile(hostTrust, []byte(hostRules), 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	m := e.Tmux(t)
+	m.tmux("resize-window", "-t", "main", "-x", "120", "-y", "40")
+	prompt := `Type your message`
+	trust := func() {
+		m.WaitFor(`Do you trust the files in this folder`)
+		m.Keys("Enter") // 1. Trust folder
+		m.WaitFor(`restarting to apply the trust changes`)
+	}
+	converseAfter(t, m, up, "run gemini", trust, nil, prompt, "", "remember the word CORMORANT", "/quit")
+
+	if b, _ := os.ReadFile(hostTrust); string(b) != hostRules {
+		t.Errorf("the box changed the host's ~/.gemini/trustedFolders.json:\n%s", b)
+	}
+	boxTrust := filepath.Join(boxState(t, e, "gemini"), ".gemini", "agentbox-trust", "trustedFolders.json")
+	var rules map[string]string
+	if b, err := os.ReadFile(boxTrust); err != nil || json.Unmarshal(b, &rules) != nil || rules[e.Work] != "TRUST_FOLDER" {
+		t.Fatalf("the trust taken in the box is not in its box-owned state: %s, %v", b, err)
+	}
+	// A box trusting a folder outside its workspace, for the next box to find.
+	outside := filepath.Dir(e.Work)
+	rules[outside] = "TRUST_FOLDER"
+	b, _ := json.Marshal(rules)
+	if err := os.WriteFile(boxTrust, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	// The next launch: no trust dialog, before or after the answer.
+	noDialogNow := func() { noDialog(t, m, "the second agentbox run gemini") }
+	converseAfter(t, m, up, "run gemini", nil, noDialogNow, prompt, "", "and now?", "/quit")
+	rules = nil
+	if b, err := os.ReadFile(boxTrust); err != nil || json.Unmarshal(b, &rules) != nil {
+		t.Fatalf("box-owned trust file: %s, %v", b, err)
+	}
+	if _, ok := rules[outside]; ok {
+		t.Errorf("the box's trust of %s, outside its workspace, was carried into the next box: %v", outside, rules)
+	}
+	if b, _ := os.ReadFile(hostTrust); string(b) != hostRules {
+		t.Errorf("the box changed the host's ~/.gemini/trustedFolders.json:\n%s", b)
 	}
 }
