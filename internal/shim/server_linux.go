@@ -22,6 +22,7 @@ import (
 	"github.com/agentbox/agentbox/internal/console"
 	"github.com/agentbox/agentbox/internal/engine"
 	"github.com/agentbox/agentbox/internal/engine/native"
+	"github.com/agentbox/agentbox/internal/launchdir"
 	"github.com/agentbox/agentbox/internal/plan"
 	"github.com/agentbox/agentbox/internal/safesocket"
 	"golang.org/x/sys/unix"
@@ -106,13 +107,13 @@ func Main(args []string) int {
 			return 0 // closed or stopped without a launch: not needed
 		}
 		dir := strings.TrimSuffix(l.s, "\n")
-		logf, err := os.OpenFile(filepath.Join(dir, LogFile), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+		logf, err := os.OpenFile(filepath.Join(dir, launchdir.ShimLogFile), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
 		if err != nil {
-			report(fmt.Errorf("open %s: %w", LogFile, err))
+			report(fmt.Errorf("open %s: %w", launchdir.ShimLogFile, err))
 			return 1
 		}
 		if err := unix.Dup3(int(logf.Fd()), 2, 0); err != nil {
-			report(fmt.Errorf("log to %s: %w", LogFile, err))
+			report(fmt.Errorf("log to %s: %w", launchdir.ShimLogFile, err))
 			return 1
 		}
 		logf.Close()
@@ -229,7 +230,7 @@ func run(dir string, lg *log.Logger, report func(error), pre *native.Prestarted,
 	if err != nil {
 		return err
 	}
-	req, err := os.ReadFile(filepath.Join(dir, RequestFile))
+	req, err := os.ReadFile(filepath.Join(dir, launchdir.RequestFile))
 	if err != nil {
 		return fmt.Errorf("read engine request: %w", err)
 	}
@@ -253,7 +254,7 @@ func run(dir string, lg *log.Logger, report func(error), pre *native.Prestarted,
 	}
 	s.cond = sync.NewCond(&s.mu)
 	s.size = cfg.Size
-	sock := filepath.Join(dir, SocketFile)
+	sock := filepath.Join(dir, launchdir.SocketFile)
 	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: sock, Net: "unix"})
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
@@ -443,7 +444,7 @@ func (s *server) startBox(hold bool) error {
 		// The PTY is the program's stdin and output; what it writes while no client is
 		// attached is kept in the log (an attached launch opens it when its client detaches:
 		// deliver).
-		out, err := os.OpenFile(filepath.Join(s.dir, OutputFile), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+		out, err := os.OpenFile(filepath.Join(s.dir, launchdir.OutputFile), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
 		if err != nil {
 			return fail(err)
 		}
@@ -455,7 +456,7 @@ func (s *server) startBox(hold bool) error {
 			return fail(err)
 		}
 		boxEnds = append(boxEnds, null)
-		out, err := os.OpenFile(filepath.Join(s.dir, OutputFile), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+		out, err := os.OpenFile(filepath.Join(s.dir, launchdir.OutputFile), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
 		if err != nil {
 			return fail(err)
 		}
@@ -720,9 +721,9 @@ func (s *server) deliver(t console.FrameType, data []byte, filter *console.Clipb
 	if c == nil {
 		if s.logOut == nil && s.tty && !s.logFailed {
 			// Only this pump (the PTY's, tty mode has one) uses logOut once the box runs.
-			f, err := os.OpenFile(filepath.Join(s.dir, OutputFile), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+			f, err := os.OpenFile(filepath.Join(s.dir, launchdir.OutputFile), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
 			if err != nil {
-				s.log.Printf("open %s: %v: output while no client is attached is dropped", OutputFile, err)
+				s.log.Printf("open %s: %v: output while no client is attached is dropped", launchdir.OutputFile, err)
 				s.logFailed = true
 				return out
 			}
@@ -736,7 +737,7 @@ func (s *server) deliver(t console.FrameType, data []byte, filter *console.Clipb
 			out = data
 		}
 		if _, err := s.logOut.Write(data); err != nil {
-			s.log.Printf("write %s: %v", OutputFile, err)
+			s.log.Printf("write %s: %v", launchdir.OutputFile, err)
 		}
 		return out
 	}
@@ -1011,7 +1012,7 @@ func writeStatus(dir string, st *Status) error {
 	if err != nil {
 		return err
 	}
-	return atomicfile.WriteFile(filepath.Join(dir, StatusFile), append(b, '\n'), 0o600)
+	return atomicfile.WriteFile(filepath.Join(dir, launchdir.StatusFile), append(b, '\n'), 0o600)
 }
 
 // stop stops the box: SIGTERM to its top process (which forwards it to the program), then

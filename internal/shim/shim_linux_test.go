@@ -25,6 +25,7 @@ import (
 	"github.com/agentbox/agentbox/internal/engine"
 	"github.com/agentbox/agentbox/internal/engine/enginetest"
 	"github.com/agentbox/agentbox/internal/engine/native"
+	"github.com/agentbox/agentbox/internal/launchdir"
 	"github.com/agentbox/agentbox/internal/plan"
 	"github.com/agentbox/agentbox/internal/shim"
 )
@@ -69,7 +70,7 @@ func launchRaw(t *testing.T, dir string, cfg shim.Config, req []byte) string {
 	if cfg.Engine == "" {
 		cfg.Engine = "fake"
 	}
-	if err := os.WriteFile(filepath.Join(dir, shim.RequestFile), req, 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, launchdir.RequestFile), req, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	if err := shim.WriteConfig(dir, cfg); err != nil {
@@ -83,12 +84,12 @@ func launchRaw(t *testing.T, dir string, cfg shim.Config, req []byte) string {
 		// A shim still running at the end of a test is a failure; kill it so that it does not
 		// outlive the test (its box dies with it: Pdeathsig).
 		if syscall.Kill(pid, 0) == nil {
-			if st, err := os.ReadFile(filepath.Join(dir, shim.StatusFile)); err != nil || len(st) == 0 {
+			if st, err := os.ReadFile(filepath.Join(dir, launchdir.StatusFile)); err != nil || len(st) == 0 {
 				syscall.Kill(pid, syscall.SIGKILL)
 			}
 		}
 		if t.Failed() {
-			if b, err := os.ReadFile(filepath.Join(dir, shim.LogFile)); err == nil {
+			if b, err := os.ReadFile(filepath.Join(dir, launchdir.ShimLogFile)); err == nil {
 				t.Logf("shim.log:\n%s", b)
 			}
 		}
@@ -96,7 +97,7 @@ func launchRaw(t *testing.T, dir string, cfg shim.Config, req []byte) string {
 	return dir
 }
 
-func sock(dir string) string { return filepath.Join(dir, shim.SocketFile) }
+func sock(dir string) string { return filepath.Join(dir, launchdir.SocketFile) }
 
 type attachResult struct {
 	code           int
@@ -703,7 +704,7 @@ func TestDetached(t *testing.T) {
 	if st.ExitCode == nil || *st.ExitCode != 3 {
 		t.Fatalf("status %+v", st)
 	}
-	b, err := os.ReadFile(filepath.Join(dir, shim.OutputFile))
+	b, err := os.ReadFile(filepath.Join(dir, launchdir.OutputFile))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -736,7 +737,7 @@ func TestDetachedTTYOutputFiltered(t *testing.T) {
 	if st := waitStatus(t, dir); st.ExitCode == nil || *st.ExitCode != 0 {
 		t.Fatalf("status %+v", st)
 	}
-	b, _ := os.ReadFile(filepath.Join(dir, shim.OutputFile))
+	b, _ := os.ReadFile(filepath.Join(dir, launchdir.OutputFile))
 	if string(b) != "ab\r\n" {
 		t.Fatalf("output.log %q", b)
 	}
@@ -830,8 +831,8 @@ func TestSocketMode(t *testing.T) {
 
 func TestStartReportsError(t *testing.T) {
 	dir := t.TempDir()
-	os.WriteFile(filepath.Join(dir, shim.ConfigFile), []byte(`{"launchID":"x","engine":"fake","bogus":1}`), 0o600)
-	os.WriteFile(filepath.Join(dir, shim.RequestFile), []byte(`{}`), 0o600)
+	os.WriteFile(filepath.Join(dir, launchdir.ShimConfigFile), []byte(`{"launchID":"x","engine":"fake","bogus":1}`), 0o600)
+	os.WriteFile(filepath.Join(dir, launchdir.RequestFile), []byte(`{}`), 0o600)
 	if _, err := shim.Start(dir); err == nil || !strings.Contains(err.Error(), "bogus") {
 		t.Fatalf("Start with a bad config: %v", err)
 	}
