@@ -7,6 +7,10 @@
 // start and exit (`agentbox --version`), and a launch through a daemon with no box at all: a
 // Go client (this binary, -floor-client) asks a Go server (this binary, -floor-serve) on a
 // unix socket to run /bin/true, and exits with its status.
+//
+// After the table it prints where the time of agentbox's launches went: the stages of the
+// launch whose end-to-end time was the median (the daemon's record of it, `agentbox launches
+// --json`: internal/launch's stage timings), next to each stage's median over all of them.
 package main
 
 import (
