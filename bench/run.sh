@@ -5,7 +5,7 @@ cd "$(dirname "$0")/.."
 GO=${GO:-go}
 export CGO_ENABLED=${CGO_ENABLED:-0} # no cgo: static binaries, as `make build` makes them
 [ -x bin/agentbox ] && [ -x bin/agentbox-daemon ] && [ -x bin/agentbox-box ] || $GO build -o bin/ ./cmd/agentbox ./cmd/agentbox-daemon ./cmd/agentbox-box
-echo "## Box start-up ($(date -u +%F), $(nproc) cores, $(uname -r))"
+echo "## Box start-up ($(date -u '+%F %H:%M UTC'), $(nproc) cores, $(uname -r), load average $(cut -d' ' -f1-3 /proc/loadavg))"
 $GO run ./bench/startup -n "${N:-100}"
 echo
 $GO run ./bench/startup -n "${N:-100}" -gap 250ms

@@ -7,6 +7,10 @@
 // start and exit (`agentbox --version`), and a launch through a daemon with no box at all: a
 // Go client (this binary, -floor-client) asks a Go server (this binary, -floor-serve) on a
 // unix socket to run /bin/true, and exits with its status.
+//
+// After the table it prints where the time of agentbox's launches went: the stages of the
+// launch whose end-to-end time was the median (the daemon's record of it, `agentbox launches
+// --json`: internal/launch's stage timings), next to each stage's median over all of them.
 package main
 
 import (
@@ -20,6 +24,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -89,22 +94,24 @@ func main() {
 	}
 
 	cases := []struct {
-		name string
-		cmd  func() *exec.Cmd
+		name   string
+		cmd    func() *exec.Cmd
+		stages bool // an agentbox launch: print its stages' breakdown
 	}{
-		{"floor: a Go program that does nothing", func() *exec.Cmd { return exec.Command(self, "-noop") }},
-		{"floor: the agentbox CLI's start and exit (agentbox --version)", func() *exec.Cmd { return ab("--version") }},
+		{"floor: a Go program that does nothing", func() *exec.Cmd { return exec.Command(self, "-noop") }, false},
+		{"floor: the agentbox CLI's start and exit (agentbox --version)", func() *exec.Cmd { return ab("--version") }, false},
 		{"floor: a Go client asks a Go server on a unix socket to run /bin/true, no box", func() *exec.Cmd {
 			return exec.Command(self, "-floor-client", sock, "/bin/true")
-		}},
-		{"(a) /bin/true bare", func() *exec.Cmd { return exec.Command("/bin/true") }},
+		}, false},
+		{"(a) /bin/true bare", func() *exec.Cmd { return exec.Command("/bin/true") }, false},
 		{"(b) bwrap --unshare-all --ro-bind / / --dev /dev --proc /proc /bin/true", func() *exec.Cmd {
 			return exec.Command("bwrap", "--unshare-all", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "/bin/true")
-		}},
-		{"(c) agentbox run /bin/true (warm daemon, end to end)", func() *exec.Cmd { return ab("run", "/bin/true") }},
+		}, false},
+		{"(c) agentbox run /bin/true (warm daemon, end to end)", func() *exec.Cmd { return ab("run", "/bin/true") }, true},
 	}
 	fmt.Printf("Iterations %v apart. CPU: all processes of the machine, per iteration (from /proc/stat).\n\n", *gap)
 	fmt.Printf("| case | n | median | p95 | CPU |\n|---|---|---|---|---|\n")
+	var breakdown string
 	for _, c := range cases {
 		if _, err := exec.LookPath(c.cmd().Path); err != nil {
 			fmt.Printf("| %s | – | not installed | |\n", c.name)
@@ -123,9 +130,14 @@ func main() {
 			time.Sleep(*gap) // what the launch left running in the background counts too
 			busy += busyCPU() - b0
 		}
+		inOrder := slices.Clone(ds)
 		med, p95 := stats(ds)
 		fmt.Printf("| %s | %d | %s | %s | %s |\n", c.name, *n, ms(med), ms(p95), ms(busy/time.Duration(*n)))
+		if c.stages {
+			breakdown = stageBreakdown(ab, inOrder)
+		}
 	}
+	fmt.Print(breakdown)
 
 	// RSS: the idle daemon, and box-init of a running box.
 	pidb, err := os.ReadFile(filepath.Join(runtimeRoot, "run", "agentbox", "daemon.pid"))
@@ -158,6 +170,51 @@ func main() {
 		fmt.Printf("| box-shim (one per box) | %s |\n", rss(shimPid))
 	}
 	ab("stop", id).Run()
+}
+
+// stageBreakdown returns, as a Markdown table, the stages of the launch whose end-to-end time
+// was the median of the runs just made (ds, in the order they ran), from the launches' records
+// (`agentbox launches --json`), next to each stage's median over all of them.
+func stageBreakdown(ab func(...string) *exec.Cmd, ds []time.Duration) string {
+	out, err := ab("launches", "--json", "--limit", fmt.Sprint(len(ds))).Output()
+	check(err)
+	var ls []struct {
+		ID     string `json:"id"`
+		Stages []struct {
+			Name     string        `json:"name"`
+			Duration time.Duration `json:"durationNs"`
+		} `json:"stages"`
+	}
+	check(json.Unmarshal(out, &ls))
+	if len(ls) != len(ds) {
+		return fmt.Sprintf("\n(stage breakdown: %d launch records for %d runs)\n", len(ls), len(ds))
+	}
+	slices.Reverse(ls) // oldest first, as the runs
+	idx := make([]int, len(ds))
+	for i := range idx {
+		idx[i] = i
+	}
+	sort.Slice(idx, func(a, b int) bool { return ds[idx[a]] < ds[idx[b]] })
+	mid := idx[len(idx)/2]
+	all := map[string][]time.Duration{}
+	for _, l := range ls {
+		for _, s := range l.Stages {
+			all[s.Name] = append(all[s.Name], s.Duration)
+		}
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "\nStages of the median launch (%s end to end, launch %.8s) and each stage's median over the %d launches "+
+		"(the daemon's records; record and shim overlap when an attached launch finds a spare; watch runs after the answer, "+
+		"while the client attaches):\n\n| stage | median launch | median of all |\n|---|---|---|\n", ms(ds[mid]), ls[mid].ID, len(ls))
+	var sum time.Duration
+	for _, s := range ls[mid].Stages {
+		m, _ := stats(all[s.Name])
+		fmt.Fprintf(&b, "| %s | %s | %s |\n", s.Name, ms(s.Duration), ms(m))
+		sum += s.Duration
+	}
+	fmt.Fprintf(&b, "| (sum of the stages) | %s | |\n| (the rest: CLI start, API round trip, attach, program, exit, settlement seen by the client) | %s | |\n",
+		ms(sum), ms(ds[mid]-sum))
+	return b.String()
 }
 
 // serveFloor runs, for each connection on the unix socket at path, the program named on its

@@ -130,6 +130,21 @@ type Launch struct {
 	// most recent MaxDriftEvents), including those of watched-only paths (HEAD) that do not
 	// raise Drift.
 	DriftEvents []DriftEvent `json:"driftEvents,omitempty"`
+	// Stages are the launch pipeline's stages (internal/launch) that completed, in the order
+	// they started, each with how long it took; recorded once the program runs or the launch
+	// fails. Nil for launches recorded before stages were kept, and for a launch still
+	// starting.
+	Stages []Stage `json:"stages,omitempty"`
+}
+
+// Stage is one completed stage of a launch's start (internal/launch, docs/internals.md).
+type Stage struct {
+	// Name names the stage: resolve, layout, prepare, brokers, plan, request, record, shim,
+	// record-shim, watch.
+	Name string `json:"name"`
+	// Duration is how long the stage took (wall-clock, never negative). Stages may overlap:
+	// an attached launch's record and shim run at once when a spare shim is ready.
+	Duration time.Duration `json:"durationNs"`
 }
 
 // Changes are the proposed changes of one launch (docs/integrity.md): what its box wrote at

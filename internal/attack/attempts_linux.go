@@ -18,6 +18,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/agentbox/agentbox/internal/launchdir"
 )
 
 // attempts is the registry: every attempt, in the order the probe runs them.
@@ -538,7 +540,7 @@ func apiSocket(c *Context) Observation {
 	if rd := c.Targets.RuntimeDir; rd != "" {
 		socks = append(socks, filepath.Join(rd, "agentbox.sock"))
 		if id := os.Getenv("AGENTBOX_LAUNCH_ID"); id != "" {
-			socks = append(socks, filepath.Join(rd, "launches", id, "shim.sock"))
+			socks = append(socks, filepath.Join(launchdir.Dir(rd, id), launchdir.SocketFile))
 		}
 	}
 	// The box's run dir is the launch's run/ directory; its host parent holds the shim socket.

@@ -16,6 +16,7 @@ import (
 	"github.com/agentbox/agentbox/internal/api"
 	"github.com/agentbox/agentbox/internal/config"
 	"github.com/agentbox/agentbox/internal/egress"
+	"github.com/agentbox/agentbox/internal/launchdir"
 	"github.com/agentbox/agentbox/internal/relay/session"
 	"github.com/agentbox/agentbox/internal/store"
 )
@@ -179,7 +180,7 @@ func TestEgressAuditShutdown(t *testing.T) {
 // returns its run directory.
 func startAuditEgress(t *testing.T, r *auditRig, id string) string {
 	t.Helper()
-	runDir := filepath.Join(r.root, "run", "launches", id, "run")
+	runDir := filepath.Join(launchdir.Dir(filepath.Join(r.root, "run"), id), launchdir.RunDir)
 	if err := os.MkdirAll(runDir, 0o700); err != nil {
 		t.Fatal(err)
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/agentbox/agentbox/internal/api"
 	"github.com/agentbox/agentbox/internal/changes"
 	"github.com/agentbox/agentbox/internal/integrity"
+	"github.com/agentbox/agentbox/internal/launchdir"
 	"github.com/agentbox/agentbox/internal/plan"
 )
 
@@ -50,7 +51,7 @@ type integrityWatch struct {
 // integrityState is where a launch's integrity state is kept: the launch directory, host-side
 // only (not the run directory the box sees).
 func (b *integrityBroker) statePath(id string) string {
-	return filepath.Join(b.d.runtimeDir, "launches", id, "integrity.json")
+	return filepath.Join(launchdir.Dir(b.d.runtimeDir, id), launchdir.IntegrityFile)
 }
 
 func (*integrityBroker) name() string { return "integrity" }
@@ -169,7 +170,7 @@ func (b *integrityBroker) collectStaged(id string) {
 }
 
 func (b *integrityBroker) guardsPath(id string) string {
-	return filepath.Join(b.d.runtimeDir, "launches", id, "guards.json")
+	return filepath.Join(launchdir.Dir(b.d.runtimeDir, id), launchdir.GuardsFile)
 }
 
 // sweepGuards makes one guard pass over launch id's guarded paths.

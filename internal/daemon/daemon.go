@@ -20,6 +20,7 @@ import (
 	"github.com/agentbox/agentbox/internal/connlimit"
 	"github.com/agentbox/agentbox/internal/engine"
 	_ "github.com/agentbox/agentbox/internal/engine/builtins" // registers the engines
+	"github.com/agentbox/agentbox/internal/launchdir"
 	"github.com/agentbox/agentbox/internal/readiness"
 	"github.com/agentbox/agentbox/internal/safesocket"
 	"github.com/agentbox/agentbox/internal/shim"
@@ -51,7 +52,7 @@ type Options struct {
 type launchStore interface {
 	CreateLaunch(ctx context.Context, l *store.Launch) error
 	SetShim(ctx context.Context, id string, pid int, startTime uint64) error
-	SetRunning(ctx context.Context, id string, boxPid int) error
+	SetRunning(ctx context.Context, id string, boxPid int, stages []api.Stage) error
 	Finish(ctx context.Context, l *store.Launch) error
 	ListLaunches(ctx context.Context, f store.Filter) ([]*store.Launch, error)
 	Running(ctx context.Context) ([]*store.Launch, error)
@@ -73,9 +74,9 @@ type Daemon struct {
 
 	mu       sync.Mutex
 	cfg      *config.Effective
-	cfgErr   error              // the last refused configuration, nil when the files in force are valid
-	launches map[string]*launch // live launches (starting or running)
-	brokers  []broker           // host-side services of launches, in preparation order
+	cfgErr   error                  // the last refused configuration, nil when the files in force are valid
+	launches map[string]*liveLaunch // live launches (starting or running)
+	brokers  []broker               // host-side services of launches, in preparation order
 	wg       sync.WaitGroup
 
 	readiness *readiness.Manager // admits launches once the box is proven (readiness.go)
@@ -98,7 +99,7 @@ func Run(ctx context.Context, opts Options) error {
 }
 
 func newDaemon(opts Options) (*Daemon, error) {
-	d := &Daemon{opts: opts, log: opts.Logger, launches: map[string]*launch{}, conns: processConnBudget()}
+	d := &Daemon{opts: opts, log: opts.Logger, launches: map[string]*liveLaunch{}, conns: processConnBudget()}
 	if d.log == nil {
 		d.log = slog.New(slog.NewTextHandler(os.Stderr, nil))
 	}
@@ -140,7 +141,7 @@ func (d *Daemon) serve(ctx context.Context) error {
 		d.store = d.opts.wrapStore(st)
 	}
 
-	if err := os.MkdirAll(filepath.Join(d.runtimeDir, "launches"), 0o700); err != nil {
+	if err := os.MkdirAll(filepath.Join(d.runtimeDir, launchdir.LaunchesDir), 0o700); err != nil {
 		return fmt.Errorf("launches dir: %w", err)
 	}
 	if err := d.makeBrokers(); err != nil {

@@ -16,6 +16,7 @@ import (
 	"github.com/agentbox/agentbox/internal/boxhelper"
 	"github.com/agentbox/agentbox/internal/client"
 	"github.com/agentbox/agentbox/internal/config"
+	"github.com/agentbox/agentbox/internal/launchdir"
 	"github.com/agentbox/agentbox/internal/shim"
 	"github.com/agentbox/agentbox/internal/store"
 	"golang.org/x/sys/unix"
@@ -163,6 +164,14 @@ func TestRecordFailureStopsBox(t *testing.T) {
 	ents, _ := os.ReadDir(td.launches)
 	if len(ents) != 0 {
 		t.Fatalf("launch directories left behind: %v", ents)
+	}
+	// The rollback records the launch failed, with the reason and the stages it completed.
+	ls, err := td.c.ListLaunches(context.Background(), client.LaunchQuery{})
+	if err != nil || len(ls) != 1 {
+		t.Fatalf("launches: %v, %v", ls, err)
+	}
+	if l := ls[0]; l.State != api.StateFailed || l.Error == nil || l.Error.Code != api.CodeStoreFailed || len(l.Stages) == 0 || l.Stages[len(l.Stages)-1].Name != "shim" {
+		t.Errorf("record of the rolled-back launch: state %s error %+v stages %+v; want failed, %s, through shim", l.State, l.Error, l.Stages, api.CodeStoreFailed)
 	}
 }
 
@@ -427,8 +436,8 @@ func TestDetachedLaunchesEndingAtOnce(t *testing.T) {
 	td := startDaemonOpts(t, Options{beforeWatch: func(dir string) {
 		deadline := time.Now().Add(10 * time.Second)
 		for time.Now().Before(deadline) {
-			if _, err := os.Stat(filepath.Join(dir, shim.StatusFile)); err == nil {
-				if _, err := os.Stat(filepath.Join(dir, shim.SocketFile)); errors.Is(err, os.ErrNotExist) {
+			if _, err := os.Stat(filepath.Join(dir, launchdir.StatusFile)); err == nil {
+				if _, err := os.Stat(filepath.Join(dir, launchdir.SocketFile)); errors.Is(err, os.ErrNotExist) {
 					shimEnded <- dir
 					return
 				}
@@ -514,5 +523,44 @@ func TestSpareReplaced(t *testing.T) {
 	waitFor(t, "a spare while a launch runs", func() bool { return newSpare(first, l.ShimPid) != 0 })
 	if _, err := td.c.Stop(ctx, long.ID); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestLaunchStagesRecorded guards the per-stage timings of the launch pipeline: a launch's
+// record (what `agentbox launches --json` prints) lists its stages in the order they ran, the
+// watch that supervision connects included, each with a non-negative duration; with and
+// without a spare shim.
+func TestLaunchStagesRecorded(t *testing.T) {
+	want := []string{"resolve", "layout", "prepare", "brokers", "plan", "request", "record", "shim", "record-shim", "watch"}
+	for _, noSpare := range []bool{false, true} {
+		t.Run(map[bool]string{false: "Spare", true: "NoSpare"}[noSpare], func(t *testing.T) {
+			td := startDaemonWith(t, nil, noSpare)
+			ctx := context.Background()
+			if !noSpare {
+				waitFor(t, "a spare shim", func() bool { return spareShim() != 0 })
+			}
+			resp, err := td.c.Launch(ctx, sleepRequest(t, td.work))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var l *api.Launch
+			waitFor(t, "launch running", func() bool {
+				l, err = td.c.Get(ctx, resp.ID)
+				return err == nil && l.State == api.StateRunning
+			})
+			var got []string
+			for _, s := range l.Stages {
+				got = append(got, s.Name)
+				if s.Duration < 0 {
+					t.Errorf("stage %s: duration %v", s.Name, s.Duration)
+				}
+			}
+			if !slices.Equal(got, want) {
+				t.Errorf("stages %v, want %v", got, want)
+			}
+			if _, err := td.c.Stop(ctx, resp.ID); err != nil {
+				t.Fatal(err)
+			}
+		})
 	}
 }

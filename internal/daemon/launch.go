@@ -17,21 +17,26 @@ import (
 	"time"
 
 	"github.com/agentbox/agentbox/internal/api"
+	"github.com/agentbox/agentbox/internal/config"
 	"github.com/agentbox/agentbox/internal/engine"
 	"github.com/agentbox/agentbox/internal/harnessstate"
+	"github.com/agentbox/agentbox/internal/launch"
+	"github.com/agentbox/agentbox/internal/launchdir"
 	"github.com/agentbox/agentbox/internal/plan"
+	"github.com/agentbox/agentbox/internal/profile"
 	"github.com/agentbox/agentbox/internal/safesocket"
 	"github.com/agentbox/agentbox/internal/shim"
 	"github.com/agentbox/agentbox/internal/store"
 )
 
-// launch is a live launch the daemon supervises.
-type launch struct {
+// liveLaunch is a launch the daemon supervises.
+type liveLaunch struct {
 	rec     api.Launch
 	dir     string
 	watcher *shim.Watcher
 	done    chan struct{} // closed once the launch is settled and recorded
 	new     bool          // started by this daemon (not re-adopted): supervise stops it when it cannot watch it
+	run     *launch.Run   // its pipeline, for the watch stage (nil when re-adopted)
 }
 
 func newLaunchID() (string, error) {
@@ -133,138 +138,178 @@ func workspaceRefusal(err error) (why, hint string) {
 	return why, hint
 }
 
-// launch runs the launch pipeline: resolve, plan, request, record, start.
+// Names of the daemon's own stages of the launch pipeline (api.Stage.Name), beside the
+// standard ones of internal/launch.
+const (
+	stageResolve    = "resolve"     // admission, program, workspace, configuration, profile
+	stagePrepare    = "prepare"     // the home's folders, the box-owned harness state
+	stageBrokers    = "brokers"     // every broker's prepare (undo: their end)
+	stagePlan       = "plan"        // the profile's wiring, toolchains, plan.Build
+	stageRecord     = "record"      // the launch's record (undo: recorded failed)
+	stageRecordShim = "record-shim" // the shim's pid and start time, when not the spare's
+)
+
+// launch runs the launch pipeline (internal/launch, docs/internals.md): resolve, layout,
+// prepare, brokers, plan, request, record, shim, record-shim; the watch follows in supervise,
+// after the answer. A stage that fails undoes the completed ones.
 func (d *Daemon) launch(ctx context.Context, req *api.LaunchRequest) (*api.LaunchResponse, error) {
-	// Only a host proven able to build and enforce the box runs anything: never unboxed.
-	if err := d.admit(ctx); err != nil {
-		return nil, err
-	}
-	path, err := checkProgram(req)
-	if err != nil {
-		return nil, err
-	}
-	ws, cwd, notices, err := d.checkWorkspace(req)
-	if err != nil {
-		return nil, err
-	}
-	eff, err := d.launchConfig()
-	if err != nil {
-		return nil, err
-	}
-	cfg := eff.Config
-	egress := plan.Egress(cfg.Egress)
-	if req.Egress != "" {
-		egress = plan.Egress(req.Egress)
-	}
-	if egress != plan.EgressDeny && egress != plan.EgressAllow {
-		return nil, &api.Error{Code: api.CodeBadRequest, Message: fmt.Sprintf("--egress %q: allowed values are deny, allow", req.Egress)}
-	}
-	if egress != plan.Egress(cfg.Egress) {
-		if err := lockedKey(eff, "egress", "--egress "+string(egress)); err != nil {
-			return nil, err
+	// What each stage finds, for the stages after it.
+	var (
+		run           launch.Run
+		id            string
+		path, ws, cwd string
+		notices       []string
+		cfg           config.Config
+		egress        plan.Egress
+		eng           engine.Engine
+		prof          *profile.Profile
+		pfacts        profile.Facts
+		home          string
+		tree          *profile.InstallTree
+		contrib       plan.Contributions
+		p             *plan.Plan
+	)
+	err := run.Do(ctx, launch.Stage{Name: stageResolve, Do: func(ctx context.Context) error {
+		// Only a host proven able to build and enforce the box runs anything: never unboxed.
+		if err := d.admit(ctx); err != nil {
+			return err
 		}
-	}
-	eng, err := engine.Get(cfg.Engine)
-	if err != nil {
-		return nil, &api.Error{Code: api.CodeBoxUnavailable, Message: err.Error(), Hint: "set engine: native in your config"}
-	}
-	// Resolve: the program's profile (profile.go), its denied arguments and the preconditions
-	// that need nothing started.
-	prof, pfacts, err := resolveProfile(req, cfg, egress)
+		var err error
+		if path, err = checkProgram(req); err != nil {
+			return err
+		}
+		if ws, cwd, notices, err = d.checkWorkspace(req); err != nil {
+			return err
+		}
+		eff, err := d.launchConfig()
+		if err != nil {
+			return err
+		}
+		cfg = eff.Config
+		egress = plan.Egress(cfg.Egress)
+		if req.Egress != "" {
+			egress = plan.Egress(req.Egress)
+		}
+		if egress != plan.EgressDeny && egress != plan.EgressAllow {
+			return &api.Error{Code: api.CodeBadRequest, Message: fmt.Sprintf("--egress %q: allowed values are deny, allow", req.Egress)}
+		}
+		if egress != plan.Egress(cfg.Egress) {
+			if err := lockedKey(eff, "egress", "--egress "+string(egress)); err != nil {
+				return err
+			}
+		}
+		if eng, err = engine.Get(cfg.Engine); err != nil {
+			return &api.Error{Code: api.CodeBoxUnavailable, Message: err.Error(), Hint: "set engine: native in your config"}
+		}
+		// The program's profile (profile.go), its denied arguments and the preconditions that
+		// need nothing started.
+		if prof, pfacts, err = resolveProfile(req, cfg, egress); err != nil {
+			return err
+		}
+		id, err = newLaunchID()
+		return err
+	}})
 	if err != nil {
 		return nil, err
 	}
 
-	id, err := newLaunchID()
+	l := &launch.Launch{Dir: launchdir.Dir(d.runtimeDir, id), Log: d.log}
+	err = run.Do(ctx, l.Layout().MapErr(func(err error) error {
+		if de := (*launch.DirError)(nil); errors.As(err, &de) {
+			// A 128-bit id never repeats; an existing directory means something is wrong: fail closed.
+			return &api.Error{Code: api.CodeLaunchDirConflict, Message: err.Error()}
+		}
+		return err
+	}))
 	if err != nil {
 		return nil, err
-	}
-	dir := filepath.Join(d.runtimeDir, "launches", id)
-	if err := os.Mkdir(dir, 0o700); err != nil {
-		// A 128-bit id never repeats; an existing directory means something is wrong: fail closed.
-		return nil, &api.Error{Code: api.CodeLaunchDirConflict, Message: fmt.Sprintf("launch directory %s: %v", dir, err)}
-	}
-	fail := func(err error) (*api.LaunchResponse, error) {
-		if rerr := os.RemoveAll(dir); rerr != nil {
-			d.log.Warn("remove launch dir after failed launch", "dir", dir, "err", rerr)
-		}
-		return nil, err
-	}
-	runDir := filepath.Join(dir, "run")
-	if err := os.Mkdir(runDir, 0o700); err != nil {
-		return fail(fmt.Errorf("launch run dir: %w", err))
 	}
 	// A launch started from a terminal has a console, detached or not (attach, detach keys).
 	console := plan.ConsolePipe
 	if req.TTY {
 		console = plan.ConsoleTTY
 	}
-	home, err := os.UserHomeDir()
-	if err != nil {
-		return fail(fmt.Errorf("home directory: %w", err))
-	}
-	if err := preCreate(home, prof); err != nil {
-		return fail(&api.Error{Code: api.CodeBoxSetupFailed, Message: "prepare the home of " + prof.DisplayName() + ": " + err.Error()})
-	}
-	// The box-owned state of this workspace's boxes of the profile (transcripts, trust taken in
-	// a box), and the harness state files synthesized afresh for this launch.
-	pfacts.StateDir = harnessstate.Dir(d.stateDir, prof.ID, ws)
-	if err := harnessstate.Prepare(pfacts.StateDir, prof, home, ws); err != nil {
-		return fail(&api.Error{Code: api.CodeBoxSetupFailed, Message: "prepare the box-owned state of " + prof.DisplayName() + ": " + err.Error(),
-			Hint: "check free space and permissions of " + d.stateDir})
-	}
-	tree := d.findInstall(prof, path, req.Env)
-	bl := &brokerLaunch{ID: id, RunDir: runDir, Workspace: ws, Home: home, Program: path, Profile: prof.ID, Egress: egress, Config: cfg}
-	var contrib plan.Contributions
-	if err := d.prepareBrokers(ctx, bl, &contrib); err != nil {
-		return fail(asAPIError(err, api.CodeBoxSetupFailed))
-	}
-	failBrokers := func(err error) (*api.LaunchResponse, error) {
-		d.endBrokers(id)
-		return fail(err)
-	}
-	args, err := wireProfile(prof, pfacts, home, tree, &contrib)
-	if err != nil {
-		return failBrokers(err)
-	}
-	if err := d.toolchains(ws, home, req.Env, d.workspaceFacts(), &contrib); err != nil {
-		return failBrokers(&api.Error{Code: api.CodeBoxSetupFailed, Message: "box cache " + boxCache(d.stateDir, ws) + ": " + err.Error(),
-			Hint: "check free space and permissions of " + d.stateDir})
-	}
-	var hidden []string
-	if os.Getuid() == 0 {
-		// The box's uid is host root: hide what an ordinary user could not read. A list that
-		// cannot be made refuses the launch.
-		if hidden, err = rootOnlyPaths(rootOnlyDirs); err != nil {
-			return failBrokers(&api.Error{Code: api.CodeBoxSetupFailed, Message: err.Error()})
+	err = run.Do(ctx, launch.Stage{Name: stagePrepare, Do: func(context.Context) error {
+		var err error
+		if home, err = os.UserHomeDir(); err != nil {
+			return fmt.Errorf("home directory: %w", err)
 		}
+		if err := preCreate(home, prof); err != nil {
+			return &api.Error{Code: api.CodeBoxSetupFailed, Message: "prepare the home of " + prof.DisplayName() + ": " + err.Error()}
+		}
+		// The box-owned state of this workspace's boxes of the profile (transcripts, trust taken
+		// in a box), and the harness state files synthesized afresh for this launch.
+		pfacts.StateDir = harnessstate.Dir(d.stateDir, prof.ID, ws)
+		if err := harnessstate.Prepare(pfacts.StateDir, prof, home, ws); err != nil {
+			return &api.Error{Code: api.CodeBoxSetupFailed, Message: "prepare the box-owned state of " + prof.DisplayName() + ": " + err.Error(),
+				Hint: "check free space and permissions of " + d.stateDir}
+		}
+		tree = d.findInstall(prof, path, req.Env)
+		return nil
+	}})
+	if err != nil {
+		return nil, err
 	}
-	p, err := plan.Build(plan.Input{
-		ID: id, Profile: prof.ID, Program: path, Args: args, Workspace: ws, Cwd: cwd, Home: home,
-		UID: os.Getuid(), GID: os.Getgid(), Env: unsetEnv(req.Env, prof.Relay.Unset), RunDir: runDir, Console: console, Egress: egress,
-		Brokers: contrib, Hidden: hidden,
-		Limits: plan.Limits{TmpMiB: cfg.Limits.TmpMiB, HomeMiB: cfg.Limits.HomeMiB, ShmMiB: cfg.Limits.ShmMiB, Processes: cfg.Limits.Processes},
+	bl := &brokerLaunch{ID: id, RunDir: l.RunDir(), Workspace: ws, Home: home, Program: path, Profile: prof.ID, Egress: egress, Config: cfg}
+	err = run.Do(ctx, launch.Stage{Name: stageBrokers,
+		Do: func(ctx context.Context) error {
+			if err := d.prepareBrokers(ctx, bl, &contrib); err != nil {
+				return asAPIError(err, api.CodeBoxSetupFailed)
+			}
+			return nil
+		},
+		Undo: func(error) { d.endBrokers(id) },
 	})
 	if err != nil {
-		return failBrokers(&api.Error{Code: api.CodeBadRequest, Message: err.Error()})
+		return nil, err
+	}
+	err = run.Do(ctx, launch.Stage{Name: stagePlan, Do: func(context.Context) error {
+		args, err := wireProfile(prof, pfacts, home, tree, &contrib)
+		if err != nil {
+			return err
+		}
+		if err := d.toolchains(ws, home, req.Env, d.workspaceFacts(), &contrib); err != nil {
+			return &api.Error{Code: api.CodeBoxSetupFailed, Message: "box cache " + boxCache(d.stateDir, ws) + ": " + err.Error(),
+				Hint: "check free space and permissions of " + d.stateDir}
+		}
+		var hidden []string
+		if os.Getuid() == 0 {
+			// The box's uid is host root: hide what an ordinary user could not read. A list
+			// that cannot be made refuses the launch.
+			if hidden, err = rootOnlyPaths(rootOnlyDirs); err != nil {
+				return &api.Error{Code: api.CodeBoxSetupFailed, Message: err.Error()}
+			}
+		}
+		p, err = plan.Build(plan.Input{
+			ID: id, Profile: prof.ID, Program: path, Args: args, Workspace: ws, Cwd: cwd, Home: home,
+			UID: os.Getuid(), GID: os.Getgid(), Env: unsetEnv(req.Env, prof.Relay.Unset), RunDir: l.RunDir(), Console: console, Egress: egress,
+			Brokers: contrib, Hidden: hidden,
+			Limits: plan.Limits{TmpMiB: cfg.Limits.TmpMiB, HomeMiB: cfg.Limits.HomeMiB, ShmMiB: cfg.Limits.ShmMiB, Processes: cfg.Limits.Processes},
+		})
+		if err != nil {
+			return &api.Error{Code: api.CodeBadRequest, Message: err.Error()}
+		}
+		return nil
+	}})
+	if err != nil {
+		return nil, err
 	}
 	if egress == plan.EgressAllow {
 		d.log.Warn("egress: allow — this box shares the host network", "launch", id, "program", req.Program)
-	}
-	reqBytes, err := eng.Request(p)
-	if err != nil {
-		return failBrokers(&api.Error{Code: api.CodeBoxSetupFailed, Message: "render engine request: " + err.Error()})
-	}
-	if err := os.WriteFile(filepath.Join(dir, "request.json"), reqBytes, 0o600); err != nil {
-		return failBrokers(err)
 	}
 	scfg := shim.Config{LaunchID: id, Engine: eng.Name(), Console: console, Detached: req.Detach,
 		StopGrace: cfg.StopGrace.Duration(), Clipboard: cfg.Console.Clipboard}
 	if req.Detach && console == plan.ConsoleTTY {
 		scfg.Size.Rows, scfg.Size.Cols = req.Rows, req.Cols
 	}
-	if err := shim.WriteConfig(dir, scfg); err != nil {
-		return failBrokers(err)
+	err = run.Do(ctx, l.Request(eng, p, scfg).MapErr(func(err error) error {
+		if re := (*launch.RequestError)(nil); errors.As(err, &re) {
+			return &api.Error{Code: api.CodeBoxSetupFailed, Message: "render engine request: " + re.Err.Error()}
+		}
+		return err
+	}))
+	if err != nil {
+		return nil, err
 	}
 
 	rec := api.Launch{
@@ -280,74 +325,87 @@ func (d *Daemon) launch(ctx context.Context, req *api.LaunchRequest) (*api.Launc
 			d.refillSpare()
 		}
 	}()
-	srec := toStore(&rec, dir)
+	srec := toStore(&rec, l.Dir)
 	if sp != nil {
 		if start, err := processStartTime(sp.Pid()); err == nil {
 			srec.ShimPid, srec.ShimStartTime = sp.Pid(), start
 		}
 	}
-	recordFailed := func(err error) (*api.LaunchResponse, error) {
-		return failBrokers(&api.Error{Code: api.CodeStoreFailed, Message: "record launch: " + err.Error(), Hint: "check free space and permissions of " + d.stateDir})
+	record := launch.Stage{Name: stageRecord,
+		Do: func(ctx context.Context) error {
+			if err := d.store.CreateLaunch(ctx, srec); err != nil {
+				return &api.Error{Code: api.CodeStoreFailed, Message: "record launch: " + err.Error(), Hint: "check free space and permissions of " + d.stateDir}
+			}
+			return nil
+		},
+		// A recorded launch that fails later is recorded failed, with the reason.
+		Undo: func(cause error) {
+			rec.State = api.StateFailed
+			rec.Error = asAPIError(cause, api.CodeBoxSetupFailed)
+			rec.Stages = run.Stages()
+			d.record(&rec, l.Dir)
+		},
 	}
-	var pid int
+	startShim := l.Shim(sp, true).MapErr(func(err error) error {
+		return &api.Error{Code: api.CodeBoxSetupFailed, Message: "start box shim: " + err.Error()}
+	})
 	if req.Detach || sp == nil {
 		// The program may start as soon as the shim does: record first.
-		if err := d.store.CreateLaunch(ctx, srec); err != nil {
+		if err := run.Do(ctx, record); err != nil {
 			if sp != nil {
 				sp.Close()
 			}
-			return recordFailed(err)
+			return nil, err
 		}
-		pid, err = d.startShim(sp, dir)
+		if err := run.Do(ctx, startShim); err != nil {
+			return nil, err
+		}
 	} else {
 		// An attached launch's program waits for its client, which waits for this answer: the
 		// spare builds the box while the record is committed, and the answer waits for both.
-		recorded := make(chan error, 1)
-		go func() { recorded <- d.store.CreateLaunch(ctx, srec) }()
-		pid, err = d.startShim(sp, dir)
-		if rerr := <-recorded; rerr != nil {
-			if err == nil {
-				// The box is held: its program has not run. Stop it; nothing of it is recorded.
-				if kerr := stopShim(dir, pid); kerr != nil {
-					d.log.Error("stop unrecorded box", "launch", id, "err", kerr)
-				}
-			}
-			return recordFailed(rerr)
+		recorded := run.Go(ctx, record)
+		serr := run.Do(ctx, startShim)
+		if err := recorded.Wait(); err != nil {
+			// The box, if it started, is held: its program has not run. The rollback stopped
+			// it; nothing of it is recorded.
+			return nil, err
+		}
+		if serr != nil {
+			return nil, serr
 		}
 	}
-	if err != nil {
-		rec.State = api.StateFailed
-		rec.Error = &api.Error{Code: api.CodeBoxSetupFailed, Message: "start box shim: " + err.Error()}
-		d.record(&rec, dir)
-		return failBrokers(rec.Error)
-	}
-	rec.ShimPid = pid
-	if pid != srec.ShimPid {
+	rec.ShimPid = l.ShimPid
+	err = run.Do(ctx, launch.Stage{Name: stageRecordShim, Do: func(ctx context.Context) error {
+		if l.ShimPid == srec.ShimPid {
+			return nil // the spare, recorded with the launch
+		}
 		// Not the spare recorded above (none, or it failed and a new shim started).
-		var startTime uint64
-		if startTime, err = processStartTime(pid); err == nil {
-			err = d.store.SetShim(context.WithoutCancel(ctx), id, pid, startTime)
+		startTime, err := processStartTime(l.ShimPid)
+		if err == nil {
+			err = d.store.SetShim(context.WithoutCancel(ctx), id, l.ShimPid, startTime)
 		}
-	}
+		if err != nil {
+			// Recording failed: the rollback stops the box rather than leave it unsupervised.
+			d.log.Error("record shim failed; stopping the box", "launch", id, "err", err)
+			return &api.Error{Code: api.CodeStoreFailed, Message: "record launch: " + err.Error(), Hint: "check free space and permissions of " + d.stateDir}
+		}
+		return nil
+	}})
 	if err != nil {
-		// Recording failed: stop the box rather than leave it unsupervised.
-		d.log.Error("record shim failed; stopping the box", "launch", id, "err", err)
-		if kerr := stopShim(dir, pid); kerr != nil {
-			d.log.Error("stop unrecorded box", "launch", id, "err", kerr)
-		}
-		return failBrokers(&api.Error{Code: api.CodeStoreFailed, Message: "record launch: " + err.Error(), Hint: "check free space and permissions of " + d.stateDir})
+		return nil, err
 	}
 	// The watch of the shim connects in supervise, after the answer: the program cannot start
 	// before the client attaches, and a watch that fails stops the box there.
-	l := &launch{rec: rec, dir: dir, done: make(chan struct{}), new: true}
+	run.Commit()
+	ll := &liveLaunch{rec: rec, dir: l.Dir, done: make(chan struct{}), new: true, run: &run}
 	d.mu.Lock()
-	d.launches[id] = l
+	d.launches[id] = ll
 	d.mu.Unlock()
 	d.wg.Add(1)
-	go d.supervise(l)
+	go d.supervise(ll)
 	launched = true
-	d.log.Info("launch", "id", id, "program", req.Program, "workspace", ws, "console", console, "detached", req.Detach, "shim", pid)
-	return &api.LaunchResponse{ID: id, ShimSocket: filepath.Join(dir, "shim.sock"), DetachKeys: cfg.Console.DetachKeys, Notices: notices}, nil
+	d.log.Info("launch", "id", id, "program", req.Program, "workspace", ws, "console", console, "detached", req.Detach, "shim", l.ShimPid)
+	return &api.LaunchResponse{ID: id, ShimSocket: l.Socket(), DetachKeys: cfg.Console.DetachKeys, Notices: notices}, nil
 }
 
 func (d *Daemon) serveLaunches(w http.ResponseWriter, r *http.Request) error {
@@ -418,9 +476,9 @@ func (d *Daemon) serveConsole(w http.ResponseWriter, r *http.Request) error {
 	}
 	if sc, err := shim.ReadConfig(dir); err == nil && sc.Detached && sc.Console != plan.ConsoleTTY {
 		return &api.Error{Code: api.CodeLaunchDetached, Message: "launch " + l.ID + " has no console: it was started with --detach without a terminal",
-			Hint: "its output is in " + filepath.Join(dir, shim.OutputFile) + "; start it from a terminal to attach later"}
+			Hint: "its output is in " + filepath.Join(dir, launchdir.OutputFile) + "; start it from a terminal to attach later"}
 	}
-	writeJSON(w, http.StatusOK, api.LaunchResponse{ID: l.ID, ShimSocket: filepath.Join(dir, "shim.sock"), DetachKeys: d.reloadConfig().Config.Console.DetachKeys})
+	writeJSON(w, http.StatusOK, api.LaunchResponse{ID: l.ID, ShimSocket: filepath.Join(dir, launchdir.SocketFile), DetachKeys: d.reloadConfig().Config.Console.DetachKeys})
 	return nil
 }
 
@@ -466,20 +524,6 @@ func (d *Daemon) serveConfig(w http.ResponseWriter, r *http.Request) error {
 	w.Header().Set("Content-Type", "application/json")
 	_, err = w.Write(b)
 	return err
-}
-
-// stopShim kills a shim that the daemon will not supervise; its box dies with it (the box's
-// top process has the shim as parent-death signal source).
-func stopShim(dir string, pid int) error {
-	if w, err := shim.Watch(dir); err == nil {
-		defer w.Close()
-		if err := w.Stop(); err == nil {
-			for range w.Events {
-			}
-			return nil
-		}
-	}
-	return killProcess(pid)
 }
 
 // asAPIError returns err as an *api.Error, wrapping other errors with code.

@@ -56,9 +56,6 @@ func alive(pid int) bool {
 	return i >= 0 && i+2 < len(b) && b[i+2] != 'Z'
 }
 
-// killProcess sends SIGKILL to pid.
-func killProcess(pid int) error { return unix.Kill(pid, unix.SIGKILL) }
-
 // hostSockets returns the paths of the pathname unix sockets bound in the daemon's network
 // namespace (the host's), as /proc/net/unix lists them, with their folders' symlinks
 // resolved; abstract sockets, which a box in its own network namespace cannot reach, are left

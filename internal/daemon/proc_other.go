@@ -8,8 +8,6 @@ func processStartTime(pid int) (uint64, error) { return 0, errors.New("not suppo
 func sameProcess(pid int, start uint64) bool   { return false }
 func alive(pid int) bool                       { return false }
 
-func killProcess(pid int) error { return errors.New("not supported") }
-
 func hostSockets() ([]string, error) { return nil, errors.New("not supported") }
 
 var rootOnlyDirs []string

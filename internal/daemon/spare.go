@@ -29,21 +29,6 @@ func (d *Daemon) takeSpare() *shim.Spare {
 // spareRefillDelay is how long after a launch's program started its spare is replaced.
 const spareRefillDelay = 250 * time.Millisecond
 
-// startShim starts the shim of the launch in dir: the spare sp when there is one, otherwise a
-// new one.
-func (d *Daemon) startShim(sp *shim.Spare, dir string) (int, error) {
-	if sp != nil {
-		pid, err := sp.Launch(dir)
-		if err == nil {
-			return pid, nil
-		}
-		// The spare could not take it (it died, or refused before listening, so nothing of the
-		// box started): start a shim the ordinary way.
-		d.log.Warn("spare shim failed; starting a new one", "err", err)
-	}
-	return shim.Start(dir)
-}
-
 // refillSpare starts a spare in the background unless one is there or starting.
 func (d *Daemon) refillSpare() {
 	d.spareMu.Lock()

@@ -3,15 +3,18 @@ package daemon
 import (
 	"context"
 	"os"
+	"path/filepath"
 	"strconv"
 	"time"
 
 	"github.com/agentbox/agentbox/internal/api"
+	"github.com/agentbox/agentbox/internal/launch"
+	"github.com/agentbox/agentbox/internal/launchdir"
 	"github.com/agentbox/agentbox/internal/shim"
 )
 
 // supervise follows a launch's shim until the box has ended, then records the outcome.
-func (d *Daemon) supervise(l *launch) {
+func (d *Daemon) supervise(l *liveLaunch) {
 	defer d.wg.Done()
 	defer close(l.done)
 	ctx := context.Background()
@@ -23,7 +26,17 @@ func (d *Daemon) supervise(l *launch) {
 		if l.new && d.opts.beforeWatch != nil {
 			d.opts.beforeWatch(l.dir)
 		}
-		w, err = shim.Watch(l.dir)
+		if l.run != nil {
+			// The last stage of the launch's pipeline, timed with the others (committed: a
+			// failure is handled below, not rolled back).
+			lw := &launch.Launch{Dir: l.dir}
+			if err = l.run.Do(ctx, lw.Watch()); err == nil {
+				w = lw.Watcher
+			}
+			l.rec.Stages = l.run.Stages()
+		} else {
+			w, err = shim.Watch(l.dir)
+		}
 	}
 	if err == nil {
 		d.mu.Lock()
@@ -34,7 +47,7 @@ func (d *Daemon) supervise(l *launch) {
 				time.AfterFunc(spareRefillDelay, d.refillSpare) // (spare.go)
 				l.rec.State = api.StateRunning
 				l.rec.BoxPid = ev.Status.BoxPid
-				if err := d.store.SetRunning(ctx, l.rec.ID, ev.Status.BoxPid); err != nil {
+				if err := d.store.SetRunning(ctx, l.rec.ID, ev.Status.BoxPid, l.rec.Stages); err != nil {
 					d.log.Error("record running", "launch", l.rec.ID, "err", err)
 				}
 			}
@@ -44,7 +57,7 @@ func (d *Daemon) supervise(l *launch) {
 		// A box the daemon cannot follow must not run: stop it (its program has not started
 		// unless its client attached meanwhile; settle records the failure either way).
 		d.log.Error("watch new shim; stopping the box", "launch", l.rec.ID, "err", err)
-		if kerr := stopShim(l.dir, l.rec.ShimPid); kerr != nil {
+		if kerr := launch.StopShim(l.dir, l.rec.ShimPid); kerr != nil {
 			d.log.Error("stop unwatched box", "launch", l.rec.ID, "err", kerr)
 		}
 	} else {
@@ -56,7 +69,7 @@ func (d *Daemon) supervise(l *launch) {
 
 // settle records how a launch ended, from the status its shim left, and removes its launch
 // directory. A shim that vanished without a status makes the launch "lost".
-func (d *Daemon) settle(ctx context.Context, l *launch) {
+func (d *Daemon) settle(ctx context.Context, l *liveLaunch) {
 	// The shim writes its status before it closes its watchers; wait for it to exit.
 	waitProcessGone(l.rec.ShimPid, 10*time.Second)
 	st, err := shim.ReadStatus(l.dir)
@@ -86,7 +99,7 @@ func (d *Daemon) settle(ctx context.Context, l *launch) {
 	// ended), so that a launch recorded as ended has left nothing behind.
 	d.endBrokers(rec.ID)
 	d.record(rec, l.dir)
-	if err := removeLaunchDir(l.dir); err != nil {
+	if err := launch.RemoveDir(l.dir); err != nil {
 		d.log.Warn("remove launch dir", "dir", l.dir, "err", err)
 	}
 	d.mu.Lock()
@@ -108,14 +121,6 @@ func (d *Daemon) record(rec *api.Launch, dir string) {
 	}
 }
 
-// removeLaunchDir removes a launch directory, the run directory (where pairings live) first.
-func removeLaunchDir(dir string) error {
-	if err := os.RemoveAll(dir + "/run"); err != nil {
-		return err
-	}
-	return os.RemoveAll(dir)
-}
-
 // readopt takes over the launches a previous daemon left running: a shim still alive (same pid
 // and process start time) is watched again; one that is gone is settled from its status file.
 func (d *Daemon) readopt(ctx context.Context) {
@@ -126,7 +131,7 @@ func (d *Daemon) readopt(ctx context.Context) {
 	}
 	for _, sl := range running {
 		rec := fromStore(sl)
-		l := &launch{rec: rec, dir: sl.LaunchDir, done: make(chan struct{})}
+		l := &liveLaunch{rec: rec, dir: sl.LaunchDir, done: make(chan struct{})}
 		alive := sl.ShimPid != 0 && sameProcess(sl.ShimPid, sl.ShimStartTime)
 		if !alive {
 			// A daemon killed between starting a shim and recording it leaves a launch without
@@ -152,7 +157,7 @@ func (d *Daemon) readopt(ctx context.Context) {
 			d.mu.Lock()
 			cfg := d.cfg.Config
 			d.mu.Unlock()
-			d.resumeBrokers(ctx, &brokerLaunch{ID: rec.ID, RunDir: sl.LaunchDir + "/run", Workspace: rec.Workspace,
+			d.resumeBrokers(ctx, &brokerLaunch{ID: rec.ID, RunDir: filepath.Join(sl.LaunchDir, launchdir.RunDir), Workspace: rec.Workspace,
 				Home: home, Profile: rec.Profile, Config: cfg})
 			go d.supervise(l)
 		} else {

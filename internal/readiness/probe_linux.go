@@ -25,6 +25,7 @@ import (
 	"github.com/agentbox/agentbox/internal/console"
 	"github.com/agentbox/agentbox/internal/engine"
 	_ "github.com/agentbox/agentbox/internal/engine/builtins" // registers the engines
+	"github.com/agentbox/agentbox/internal/launch"
 	"github.com/agentbox/agentbox/internal/linux/ns"
 	"github.com/agentbox/agentbox/internal/plan"
 	"github.com/agentbox/agentbox/internal/safesocket"
@@ -47,6 +48,13 @@ const (
 	shimFile   = "probe-shim.json"
 	boxFile    = "probe-box.json" // the box's PID 1 (host pid, start time) and pid namespace
 	hostSock   = "host.sock"      // the prober's host pathname socket
+)
+
+// Names of the probe's own stages (beside internal/launch's standard ones).
+const (
+	stageChallenge = "challenge" // the host endpoints, the canary, the challenge file
+	stagePlan      = "plan"
+	stageAttach    = "attach" // the console client
 )
 
 // settleWait bounds how long a probe waits, after killing what is left, for the box's pid
@@ -150,6 +158,8 @@ type prober struct {
 	exe  string
 	o    ProbeOptions
 
+	l         *launch.Launch
+	stages    launch.Run // the probe launch's stages; cleanup rolls them back
 	dir       string
 	canary    string
 	madeSSH   bool
@@ -163,6 +173,7 @@ type prober struct {
 	pin       *pinnedNS // holds the box's pid namespace (and so its inode number) alive
 	init      procRef   // the box's PID 1
 	finished  bool      // the shim reported the launch's end
+	unsettled bool      // stopping the box did not prove it gone
 	final     *shim.Status
 }
 
@@ -170,105 +181,168 @@ func (p *prober) run(ctx context.Context, root string, res *Result) *Error {
 	// 16 hex digits keep the probe's socket paths well within the 107 bytes of sun_path.
 	id := randomHex(8)
 	nonce := randomHex(16)
-	p.dir = filepath.Join(root, id)
-	if err := os.Mkdir(p.dir, safesocket.DirMode); err != nil {
-		return failf(ReasonRuntimeDirRefused, "probe directory: %v", err)
-	}
-	if err := writeRef(filepath.Join(p.dir, proberFile), os.Getpid(), 0); err != nil {
-		return failf(ReasonBoxSetupFailed, "%v", err)
-	}
-	run, ws := filepath.Join(p.dir, "run"), filepath.Join(p.dir, "ws")
-	for _, d := range []string{run, ws} {
-		if err := os.Mkdir(d, safesocket.DirMode); err != nil {
-			return failf(ReasonBoxSetupFailed, "%v", err)
+	// The probe's launch goes through the launch pipeline's stages as the daemon's does; its
+	// rollback (cleanup, always: a probe leaves nothing) undoes them, the last first.
+	p.l = &launch.Launch{Dir: filepath.Join(root, id), Log: p.log, KeepDir: p.keepDir}
+	p.dir = p.l.Dir
+	do := func(s launch.Stage) *Error {
+		err := p.stages.Do(ctx, s)
+		if err == nil {
+			return nil
 		}
-	}
-	ch, err := p.challenge(nonce, ws)
-	if err != nil {
-		return failf(ReasonBoxSetupFailed, "set up the challenge: %v", err)
-	}
-	chb, _ := json.MarshalIndent(ch, "", "  ")
-	if err := os.WriteFile(filepath.Join(run, ChallengeFile), chb, 0o600); err != nil {
+		var re *Error
+		if errors.As(err, &re) {
+			return re
+		}
 		return failf(ReasonBoxSetupFailed, "%v", err)
+	}
+	if err := do(p.l.Layout().MapErr(func(err error) error {
+		if de := (*launch.DirError)(nil); errors.As(err, &de) {
+			return failf(ReasonRuntimeDirRefused, "probe directory: %v", de.Err)
+		}
+		return err
+	})); err != nil {
+		return err
+	}
+	ws := filepath.Join(p.dir, "ws")
+	var ch *Challenge
+	if err := do(launch.Stage{Name: stageChallenge,
+		Do: func(context.Context) error {
+			if err := writeRef(filepath.Join(p.dir, proberFile), os.Getpid(), 0); err != nil {
+				return err
+			}
+			if err := os.Mkdir(ws, safesocket.DirMode); err != nil {
+				return err
+			}
+			var err error
+			if ch, err = p.challenge(nonce, ws); err != nil {
+				p.closeChallenge()
+				return failf(ReasonBoxSetupFailed, "set up the challenge: %v", err)
+			}
+			chb, _ := json.MarshalIndent(ch, "", "  ")
+			if err := os.WriteFile(filepath.Join(p.l.RunDir(), ChallengeFile), chb, 0o600); err != nil {
+				p.closeChallenge()
+				return err
+			}
+			return nil
+		},
+		Undo: func(error) { p.closeChallenge() },
+	}); err != nil {
+		return err
 	}
 
-	pl, err := plan.Build(plan.Input{
-		ID: id, Profile: "readiness", Program: p.exe, Args: []string{AttestCommand}, Workspace: ws, Home: p.home,
-		UID: os.Getuid(), GID: os.Getgid(), Env: probeEnv(ch), RunDir: run, Console: plan.ConsolePipe, Egress: plan.EgressDeny,
-	})
-	if err != nil {
-		return failf(ReasonBoxSetupFailed, "plan: %v", err)
-	}
-	req := RequirementsFor(pl, nonce, p.o.Config.Egress == config.EgressAllow)
-	if p.o.ModifyPlan != nil {
-		p.o.ModifyPlan(pl)
-	}
-	reqBytes, err := p.eng.Request(pl)
-	if err != nil {
-		return failf(ReasonBoxSetupFailed, "render %s request: %v", p.eng.Name(), err)
-	}
-	if err := os.WriteFile(filepath.Join(p.dir, shim.RequestFile), reqBytes, 0o600); err != nil {
-		return failf(ReasonBoxSetupFailed, "%v", err)
+	var pl *plan.Plan
+	var req Requirements
+	if err := do(launch.Stage{Name: stagePlan, Do: func(context.Context) error {
+		var err error
+		pl, err = plan.Build(plan.Input{
+			ID: id, Profile: "readiness", Program: p.exe, Args: []string{AttestCommand}, Workspace: ws, Home: p.home,
+			UID: os.Getuid(), GID: os.Getgid(), Env: probeEnv(ch), RunDir: p.l.RunDir(), Console: plan.ConsolePipe, Egress: plan.EgressDeny,
+		})
+		if err != nil {
+			return failf(ReasonBoxSetupFailed, "plan: %v", err)
+		}
+		req = RequirementsFor(pl, nonce, p.o.Config.Egress == config.EgressAllow)
+		if p.o.ModifyPlan != nil {
+			p.o.ModifyPlan(pl)
+		}
+		return nil
+	}}); err != nil {
+		return err
 	}
 	timeout := time.Minute
 	if dl, ok := ctx.Deadline(); ok {
 		timeout = max(time.Until(dl), time.Second)
 	}
-	if err := shim.WriteConfig(p.dir, shim.Config{LaunchID: id, Engine: p.eng.Name(), Console: plan.ConsolePipe,
-		AttachTimeout: timeout, StopGrace: time.Second}); err != nil {
-		return failf(ReasonBoxSetupFailed, "%v", err)
+	scfg := shim.Config{LaunchID: id, Engine: p.eng.Name(), Console: plan.ConsolePipe, AttachTimeout: timeout, StopGrace: time.Second}
+	if err := do(p.l.Request(p.eng, pl, scfg)); err != nil {
+		return err
 	}
 
 	// Start the box the way the daemon starts a launch: a spare shim (with its prestarted
-	// box-init) handed the launch, watched, and a console client.
-	sp, err := shim.StartSpare()
-	if err != nil {
-		return failf(ReasonBoxSetupFailed, "start the probe's shim: %v", err)
+	// box-init) handed the launch, watched, and a console client. Without the daemon's
+	// fallback to a fresh shim: what the probe attests is the spare's path.
+	if err := do(launch.Stage{Name: launch.StageShim,
+		Do: func(ctx context.Context) error {
+			sp, err := shim.StartSpare()
+			if err != nil {
+				return failf(ReasonBoxSetupFailed, "start the probe's shim: %v", err)
+			}
+			if err := p.l.Shim(sp, false).Do(ctx); err != nil {
+				return failf(ReasonBoxSetupFailed, "start the probe's shim: %v", err)
+			}
+			p.shimPid = p.l.ShimPid
+			start, _ := procStartTime(p.shimPid)
+			if err := writeRef(filepath.Join(p.dir, shimFile), p.shimPid, start); err != nil {
+				p.stopShim()
+				return err
+			}
+			return nil
+		},
+		Undo: func(error) { p.stopShim() },
+	}); err != nil {
+		return err
 	}
-	if p.shimPid, err = sp.Launch(p.dir); err != nil {
-		return failf(ReasonBoxSetupFailed, "start the probe's shim: %v", err)
-	}
-	start, _ := procStartTime(p.shimPid)
-	if err := writeRef(filepath.Join(p.dir, shimFile), p.shimPid, start); err != nil {
-		return failf(ReasonBoxSetupFailed, "%v", err)
-	}
-	if p.watcher, err = shim.Watch(p.dir); err != nil {
+	watch := p.l.Watch()
+	watch.Undo = func(error) { p.stopWatched() }
+	if err := do(watch.MapErr(func(err error) error {
 		return failf(ReasonBoxSetupFailed, "watch the probe's shim: %v", err)
+	})); err != nil {
+		return err
 	}
-	inR, inW, err := os.Pipe()
-	if err != nil {
-		return failf(ReasonBoxSetupFailed, "%v", err)
+	p.watcher = p.l.Watcher
+	var (
+		stderr   limitedBuffer
+		attached = make(chan error, 1)
+		lines    = make(chan []byte, 1)
+	)
+	if err := do(launch.Stage{Name: stageAttach,
+		Do: func(context.Context) error {
+			inR, inW, err := os.Pipe()
+			if err != nil {
+				return err
+			}
+			outR, outW, err := os.Pipe()
+			if err != nil {
+				inR.Close()
+				inW.Close()
+				return err
+			}
+			errR, errW, err := os.Pipe()
+			if err != nil {
+				inR.Close()
+				inW.Close()
+				outR.Close()
+				outW.Close()
+				return err
+			}
+			p.stdinW = inW
+			go func() {
+				_, err := console.Attach(p.l.Socket(), inR, outW, errW, console.AttachOptions{NoSignals: true})
+				inR.Close()
+				outW.Close()
+				errW.Close()
+				attached <- err
+			}()
+			go io.Copy(&stderr, errR)
+			go func() {
+				defer outR.Close()
+				line, _ := bufio.NewReaderSize(outR, 1<<20).ReadBytes('\n')
+				lines <- line
+				io.Copy(io.Discard, outR)
+			}()
+			return nil
+		},
+		// The attester waits on its input: closing it releases it.
+		Undo: func(error) {
+			if p.stdinW != nil {
+				p.stdinW.Close()
+				p.stdinW = nil
+			}
+		},
+	}); err != nil {
+		return err
 	}
-	p.stdinW = inW
-	outR, outW, err := os.Pipe()
-	if err != nil {
-		inR.Close()
-		return failf(ReasonBoxSetupFailed, "%v", err)
-	}
-	var stderr limitedBuffer
-	errR, errW, err := os.Pipe()
-	if err != nil {
-		inR.Close()
-		outR.Close()
-		outW.Close()
-		return failf(ReasonBoxSetupFailed, "%v", err)
-	}
-	attached := make(chan error, 1)
-	go func() {
-		_, err := console.Attach(filepath.Join(p.dir, shim.SocketFile), inR, outW, errW, console.AttachOptions{NoSignals: true})
-		inR.Close()
-		outW.Close()
-		errW.Close()
-		attached <- err
-	}()
-	go io.Copy(&stderr, errR)
-	lines := make(chan []byte, 1)
-	go func() {
-		defer outR.Close()
-		line, _ := bufio.NewReaderSize(outR, 1<<20).ReadBytes('\n')
-		lines <- line
-		io.Copy(io.Discard, outR)
-	}()
 
 	// Wait for the box to start (its namespaces are then known) or to fail.
 	var started *shim.Status
@@ -299,6 +373,7 @@ func (p *prober) run(ctx context.Context, root string, res *Result) *Error {
 	}
 	// Pin the namespace while the box runs, so that its inode number cannot be reused by
 	// another namespace while this probe checks (and, failing, kills) its processes.
+	var err error
 	if p.pin, p.init, err = pinNamespace(p.pidNS); err != nil {
 		p.log.Warn("readiness: pin the probe box's pid namespace", "err", err)
 	}
@@ -358,7 +433,7 @@ read:
 		obs.GrandchildDetail = "no grandchild attested"
 	}
 	// Release the attester and wait for the end of the box, as the shim reports it.
-	inW.Close()
+	p.stdinW.Close()
 	p.stdinW = nil
 	for !p.finished {
 		select {
@@ -577,50 +652,18 @@ func tcpOwner(table []byte, from, to *net.TCPAddr) (uid int, open, found bool) {
 	return 0, false, false
 }
 
-// cleanup ends the probe: a box still running is stopped and its settlement verified, then the
-// host endpoints, the canary and the probe directory are removed. A box that cannot be proven
-// gone keeps its directory, for the next probe to reclaim.
+// cleanup ends the probe by rolling its launch back (it is never handed over): the attester's
+// input is closed, a box still running is stopped and its settlement verified, then the host
+// endpoints, the canary and the probe directory are removed. A box that cannot be proven gone
+// keeps its directory, for the next probe to reclaim.
 func (p *prober) cleanup() {
-	if p.stdinW != nil {
-		p.stdinW.Close()
-	}
-	settled := true
-	if p.shimPid > 0 && !p.finished {
-		settled = p.abort()
-	}
-	if p.watcher != nil {
-		p.watcher.Close()
-	}
-	for _, ln := range p.listeners {
-		ln.Close()
-	}
-	p.removeCanary()
-	if p.dir == "" {
-		return
-	}
-	if settled && p.init.Pid != 0 && alive(p.init) {
-		settled = false
-	}
-	if settled && p.pin != nil {
-		if left, err := running(p.pidNS); err != nil || len(left) > 0 {
-			settled = false
-		}
-	}
-	p.pin.close()
-	if !settled {
-		p.log.Error("readiness: probe box not proven gone; its directory is kept for the next probe", "dir", p.dir)
-		return
-	}
-	if err := os.RemoveAll(p.dir); err != nil {
-		p.log.Warn("readiness: remove probe directory", "dir", p.dir, "err", err)
-	}
+	p.stages.Rollback(nil)
 }
 
-// abort stops an unfinished probe box: a stop through the shim, then SIGKILL of the shim (the
-// box dies with it), then of whatever remains in the box's pid namespace. It reports whether
-// nothing remains.
-func (p *prober) abort() bool {
-	if p.watcher != nil {
+// stopWatched is the watch stage's undo: an unfinished box is asked to stop through the shim
+// (and its end awaited, briefly); then the watch is closed.
+func (p *prober) stopWatched() {
+	if !p.finished {
 		if err := p.watcher.Stop(); err == nil {
 			deadline := time.After(3 * time.Second)
 		wait:
@@ -636,8 +679,45 @@ func (p *prober) abort() bool {
 			}
 		}
 	}
+	p.watcher.Close()
+}
+
+// stopShim is the shim stage's undo: an unfinished box's shim is killed (the box dies with it),
+// then whatever remains in the box's pid namespace; p.unsettled records a box not proven gone.
+func (p *prober) stopShim() {
+	if p.finished {
+		return
+	}
 	killRef(procRef{Pid: p.shimPid})
-	return settleBox(p.init, p.pin, p.log)
+	p.unsettled = !settleBox(p.init, p.pin, p.log)
+}
+
+// closeChallenge is the challenge stage's undo: the host endpoints close and the canary goes.
+func (p *prober) closeChallenge() {
+	for _, ln := range p.listeners {
+		ln.Close()
+	}
+	p.listeners = nil
+	p.removeCanary()
+}
+
+// keepDir is asked by the layout stage's undo: it reports whether the probe directory must be
+// kept because the box is not proven gone, and releases the pin on the box's pid namespace.
+func (p *prober) keepDir() bool {
+	settled := !p.unsettled
+	if settled && p.init.Pid != 0 && alive(p.init) {
+		settled = false
+	}
+	if settled && p.pin != nil {
+		if left, err := running(p.pidNS); err != nil || len(left) > 0 {
+			settled = false
+		}
+	}
+	p.pin.close()
+	if !settled {
+		p.log.Error("readiness: probe box not proven gone; its directory is kept for the next probe", "dir", p.dir)
+	}
+	return !settled
 }
 
 func (p *prober) removeCanary() {

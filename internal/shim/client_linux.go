@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/agentbox/agentbox/internal/console"
+	"github.com/agentbox/agentbox/internal/launchdir"
 )
 
 // Executable is the program Start runs as `EXE box-shim L`. The default re-executes the running
@@ -33,7 +34,7 @@ func Start(launchDir string) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	logf, err := os.OpenFile(filepath.Join(dir, LogFile), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+	logf, err := os.OpenFile(filepath.Join(dir, launchdir.ShimLogFile), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
 	if err != nil {
 		return 0, fmt.Errorf("start shim: %w", err)
 	}
@@ -85,7 +86,7 @@ func awaitReady(r io.Reader, pid int, dir string) (int, error) {
 	case strings.HasPrefix(line, "error: "):
 		return 0, fmt.Errorf("start shim: %s", strings.TrimPrefix(line, "error: "))
 	case err != nil:
-		return 0, fmt.Errorf("start shim: exited without reporting readiness (see %s)", filepath.Join(dir, LogFile))
+		return 0, fmt.Errorf("start shim: exited without reporting readiness (see %s)", filepath.Join(dir, launchdir.ShimLogFile))
 	}
 	return 0, fmt.Errorf("start shim: unexpected readiness line %q", line)
 }
@@ -137,7 +138,7 @@ func (s *Spare) Close() error { return s.conn.Close() }
 
 // Query asks a running shim for its current status.
 func Query(launchDir string) (*Status, error) {
-	c, err := console.Dial(filepath.Join(launchDir, SocketFile), console.Hello{Role: console.RoleStatus})
+	c, err := console.Dial(filepath.Join(launchDir, launchdir.SocketFile), console.Hello{Role: console.RoleStatus})
 	if err != nil {
 		return nil, err
 	}
@@ -162,7 +163,7 @@ type Watcher struct {
 
 // Watch connects to the shim of the launch in launchDir as a watcher.
 func Watch(launchDir string) (*Watcher, error) {
-	c, err := console.Dial(filepath.Join(launchDir, SocketFile), console.Hello{Role: console.RoleWatch})
+	c, err := console.Dial(filepath.Join(launchDir, launchdir.SocketFile), console.Hello{Role: console.RoleWatch})
 	if err != nil {
 		return nil, err
 	}

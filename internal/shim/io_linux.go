@@ -10,6 +10,7 @@ import (
 	"github.com/agentbox/agentbox/internal/api"
 	"github.com/agentbox/agentbox/internal/console"
 	"github.com/agentbox/agentbox/internal/engine"
+	"github.com/agentbox/agentbox/internal/launchdir"
 	"golang.org/x/sys/unix"
 )
 
@@ -144,9 +145,9 @@ func (s *server) deliver(t console.FrameType, data []byte, filter *console.Clipb
 	if c == nil {
 		if s.logOut == nil && s.tty && !s.logFailed {
 			// Only this pump (the PTY's, tty mode has one) uses logOut once the box runs.
-			f, err := os.OpenFile(filepath.Join(s.dir, OutputFile), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+			f, err := os.OpenFile(filepath.Join(s.dir, launchdir.OutputFile), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
 			if err != nil {
-				s.log.Printf("open %s: %v: output while no client is attached is dropped", OutputFile, err)
+				s.log.Printf("open %s: %v: output while no client is attached is dropped", launchdir.OutputFile, err)
 				s.logFailed = true
 				return out
 			}
@@ -160,7 +161,7 @@ func (s *server) deliver(t console.FrameType, data []byte, filter *console.Clipb
 			out = data
 		}
 		if _, err := s.logOut.Write(data); err != nil {
-			s.log.Printf("write %s: %v", OutputFile, err)
+			s.log.Printf("write %s: %v", launchdir.OutputFile, err)
 		}
 		return out
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/agentbox/agentbox/internal/engine/enginetest"
 	"github.com/agentbox/agentbox/internal/engine/native"
 	"github.com/agentbox/agentbox/internal/engine/spec"
+	"github.com/agentbox/agentbox/internal/launchdir"
 	"github.com/agentbox/agentbox/internal/plan"
 	"github.com/agentbox/agentbox/internal/shim"
 	"github.com/agentbox/agentbox/internal/testenv"
@@ -145,7 +146,7 @@ func TestNativeEngine(t *testing.T) {
 		if st := waitStatus(t, dir); st.ExitCode == nil || *st.ExitCode != 4 {
 			t.Fatalf("status %+v", st)
 		}
-		b, _ := os.ReadFile(filepath.Join(dir, shim.OutputFile))
+		b, _ := os.ReadFile(filepath.Join(dir, launchdir.OutputFile))
 		if string(b) != "out\nerr\n" {
 			t.Fatalf("output.log %q", b)
 		}
@@ -210,7 +211,7 @@ func TestSpareShim(t *testing.T) {
 			if !st.Execd || !st.Settled {
 				t.Fatalf("status %+v", st)
 			}
-			log, _ := os.ReadFile(filepath.Join(dir, shim.LogFile))
+			log, _ := os.ReadFile(filepath.Join(dir, launchdir.ShimLogFile))
 			if tc.used {
 				if st.BoxPid != pre {
 					t.Errorf("box pid %d, want the prestarted box-init %d\n%s", st.BoxPid, pre, log)
@@ -476,7 +477,7 @@ func handToSpare(t *testing.T, sp *shim.Spare, p *plan.Plan) (string, int) {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, shim.RequestFile), req, 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, launchdir.RequestFile), req, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	if err := shim.WriteConfig(dir, shim.Config{LaunchID: testLaunchID, Engine: native.Name, Console: p.Console}); err != nil {

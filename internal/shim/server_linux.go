@@ -21,6 +21,7 @@ import (
 	"github.com/agentbox/agentbox/internal/atomicfile"
 	"github.com/agentbox/agentbox/internal/console"
 	"github.com/agentbox/agentbox/internal/engine"
+	"github.com/agentbox/agentbox/internal/launchdir"
 	"github.com/agentbox/agentbox/internal/linux/ns"
 	"github.com/agentbox/agentbox/internal/plan"
 	"github.com/agentbox/agentbox/internal/warmup"
@@ -97,13 +98,13 @@ func Main(args []string) int {
 			return 0 // closed or stopped without a launch: not needed
 		}
 		dir := strings.TrimSuffix(l.s, "\n")
-		logf, err := os.OpenFile(filepath.Join(dir, LogFile), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+		logf, err := os.OpenFile(filepath.Join(dir, launchdir.ShimLogFile), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
 		if err != nil {
-			report(fmt.Errorf("open %s: %w", LogFile, err))
+			report(fmt.Errorf("open %s: %w", launchdir.ShimLogFile, err))
 			return 1
 		}
 		if err := unix.Dup3(int(logf.Fd()), 2, 0); err != nil {
-			report(fmt.Errorf("log to %s: %w", LogFile, err))
+			report(fmt.Errorf("log to %s: %w", launchdir.ShimLogFile, err))
 			return 1
 		}
 		logf.Close()
@@ -217,7 +218,7 @@ func run(dir string, lg *log.Logger, report func(error), pre *prestarted, sigs c
 	if err != nil {
 		return err
 	}
-	req, err := os.ReadFile(filepath.Join(dir, RequestFile))
+	req, err := os.ReadFile(filepath.Join(dir, launchdir.RequestFile))
 	if err != nil {
 		return fmt.Errorf("read engine request: %w", err)
 	}
@@ -241,7 +242,7 @@ func run(dir string, lg *log.Logger, report func(error), pre *prestarted, sigs c
 	}
 	s.cond = sync.NewCond(&s.mu)
 	s.size = cfg.Size
-	sock := filepath.Join(dir, SocketFile)
+	sock := filepath.Join(dir, launchdir.SocketFile)
 	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: sock, Net: "unix"})
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
@@ -431,7 +432,7 @@ func (s *server) startBox(hold bool) error {
 		// The PTY is the program's stdin and output; what it writes while no client is
 		// attached is kept in the log (an attached launch opens it when its client detaches:
 		// deliver).
-		out, err := os.OpenFile(filepath.Join(s.dir, OutputFile), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+		out, err := os.OpenFile(filepath.Join(s.dir, launchdir.OutputFile), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
 		if err != nil {
 			return fail(err)
 		}
@@ -443,7 +444,7 @@ func (s *server) startBox(hold bool) error {
 			return fail(err)
 		}
 		boxEnds = append(boxEnds, null)
-		out, err := os.OpenFile(filepath.Join(s.dir, OutputFile), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+		out, err := os.OpenFile(filepath.Join(s.dir, launchdir.OutputFile), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
 		if err != nil {
 			return fail(err)
 		}
@@ -771,7 +772,7 @@ func writeStatus(dir string, st *Status) error {
 	if err != nil {
 		return err
 	}
-	return atomicfile.WriteFile(filepath.Join(dir, StatusFile), append(b, '\n'), 0o600)
+	return atomicfile.WriteFile(filepath.Join(dir, launchdir.StatusFile), append(b, '\n'), 0o600)
 }
 
 // stop stops the box: SIGTERM to its top process (which forwards it to the program), then

@@ -14,17 +14,8 @@ import (
 
 	"github.com/agentbox/agentbox/internal/api"
 	"github.com/agentbox/agentbox/internal/console"
+	"github.com/agentbox/agentbox/internal/launchdir"
 	"github.com/agentbox/agentbox/internal/plan"
-)
-
-// Files of the launch directory L that the shim reads or writes (see docs/internals.md).
-const (
-	ConfigFile  = "shim.json"    // Config, written by the daemon
-	RequestFile = "request.json" // the engine's request bytes, written by the daemon
-	SocketFile  = "shim.sock"    // the shim's socket (attach, watch, status)
-	StatusFile  = "status.json"  // Status, written atomically by the shim when the launch ends
-	OutputFile  = "output.log"   // a detached box's output
-	LogFile     = "shim.log"     // the shim's own log (its stderr)
 )
 
 // Defaults for zero Config fields.
@@ -114,7 +105,7 @@ func WriteConfig(launchDir string, c Config) error {
 	if err != nil {
 		return err
 	}
-	f, err := os.OpenFile(filepath.Join(launchDir, ConfigFile), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	f, err := os.OpenFile(filepath.Join(launchDir, launchdir.ShimConfigFile), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
 		return fmt.Errorf("write shim config: %w", err)
 	}
@@ -128,14 +119,14 @@ func WriteConfig(launchDir string, c Config) error {
 // ReadConfig reads and validates L/shim.json; unknown fields are refused.
 func ReadConfig(launchDir string) (Config, error) {
 	var c Config
-	b, err := os.ReadFile(filepath.Join(launchDir, ConfigFile))
+	b, err := os.ReadFile(filepath.Join(launchDir, launchdir.ShimConfigFile))
 	if err != nil {
 		return c, fmt.Errorf("read shim config: %w", err)
 	}
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&c); err != nil {
-		return c, fmt.Errorf("decode %s: %w", ConfigFile, err)
+		return c, fmt.Errorf("decode %s: %w", launchdir.ShimConfigFile, err)
 	}
 	return c, c.Validate()
 }
@@ -179,13 +170,13 @@ func (s *Status) Final() bool {
 // ReadStatus reads L/status.json, the final status the shim wrote when the launch ended. A
 // launch that has not ended (or whose shim died first) gives an error wrapping os.ErrNotExist.
 func ReadStatus(launchDir string) (*Status, error) {
-	b, err := os.ReadFile(filepath.Join(launchDir, StatusFile))
+	b, err := os.ReadFile(filepath.Join(launchDir, launchdir.StatusFile))
 	if err != nil {
 		return nil, fmt.Errorf("read launch status: %w", err)
 	}
 	var s Status
 	if err := json.Unmarshal(b, &s); err != nil {
-		return nil, fmt.Errorf("decode %s: %w", StatusFile, err)
+		return nil, fmt.Errorf("decode %s: %w", launchdir.StatusFile, err)
 	}
 	return &s, nil
 }

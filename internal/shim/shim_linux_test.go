@@ -26,6 +26,7 @@ import (
 	"github.com/agentbox/agentbox/internal/engine/enginetest"
 	"github.com/agentbox/agentbox/internal/engine/execstage"
 	"github.com/agentbox/agentbox/internal/engine/native"
+	"github.com/agentbox/agentbox/internal/launchdir"
 	"github.com/agentbox/agentbox/internal/linux/ns"
 	"github.com/agentbox/agentbox/internal/plan"
 	"github.com/agentbox/agentbox/internal/shim"
@@ -71,7 +72,7 @@ func launchRaw(t *testing.T, dir string, cfg shim.Config, req []byte) string {
 	if cfg.Engine == "" {
 		cfg.Engine = "fake"
 	}
-	if err := os.WriteFile(filepath.Join(dir, shim.RequestFile), req, 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, launchdir.RequestFile), req, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	if err := shim.WriteConfig(dir, cfg); err != nil {
@@ -85,12 +86,12 @@ func launchRaw(t *testing.T, dir string, cfg shim.Config, req []byte) string {
 		// A shim still running at the end of a test is a failure; kill it so that it does not
 		// outlive the test (its box dies with it: Pdeathsig).
 		if syscall.Kill(pid, 0) == nil {
-			if st, err := os.ReadFile(filepath.Join(dir, shim.StatusFile)); err != nil || len(st) == 0 {
+			if st, err := os.ReadFile(filepath.Join(dir, launchdir.StatusFile)); err != nil || len(st) == 0 {
 				syscall.Kill(pid, syscall.SIGKILL)
 			}
 		}
 		if t.Failed() {
-			if b, err := os.ReadFile(filepath.Join(dir, shim.LogFile)); err == nil {
+			if b, err := os.ReadFile(filepath.Join(dir, launchdir.ShimLogFile)); err == nil {
 				t.Logf("shim.log:\n%s", b)
 			}
 		}
@@ -98,7 +99,7 @@ func launchRaw(t *testing.T, dir string, cfg shim.Config, req []byte) string {
 	return dir
 }
 
-func sock(dir string) string { return filepath.Join(dir, shim.SocketFile) }
+func sock(dir string) string { return filepath.Join(dir, launchdir.SocketFile) }
 
 type attachResult struct {
 	code           int
@@ -705,7 +706,7 @@ func TestDetached(t *testing.T) {
 	if st.ExitCode == nil || *st.ExitCode != 3 {
 		t.Fatalf("status %+v", st)
 	}
-	b, err := os.ReadFile(filepath.Join(dir, shim.OutputFile))
+	b, err := os.ReadFile(filepath.Join(dir, launchdir.OutputFile))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -738,7 +739,7 @@ func TestDetachedTTYOutputFiltered(t *testing.T) {
 	if st := waitStatus(t, dir); st.ExitCode == nil || *st.ExitCode != 0 {
 		t.Fatalf("status %+v", st)
 	}
-	b, _ := os.ReadFile(filepath.Join(dir, shim.OutputFile))
+	b, _ := os.ReadFile(filepath.Join(dir, launchdir.OutputFile))
 	if string(b) != "ab\r\n" {
 		t.Fatalf("output.log %q", b)
 	}
@@ -832,8 +833,8 @@ func TestSocketMode(t *testing.T) {
 
 func TestStartReportsError(t *testing.T) {
 	dir := t.TempDir()
-	os.WriteFile(filepath.Join(dir, shim.ConfigFile), []byte(`{"launchID":"x","engine":"fake","bogus":1}`), 0o600)
-	os.WriteFile(filepath.Join(dir, shim.RequestFile), []byte(`{}`), 0o600)
+	os.WriteFile(filepath.Join(dir, launchdir.ShimConfigFile), []byte(`{"launchID":"x","engine":"fake","bogus":1}`), 0o600)
+	os.WriteFile(filepath.Join(dir, launchdir.RequestFile), []byte(`{}`), 0o600)
 	if _, err := shim.Start(dir); err == nil || !strings.Contains(err.Error(), "bogus") {
 		t.Fatalf("Start with a bad config: %v", err)
 	}

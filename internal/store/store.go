@@ -63,6 +63,9 @@ type Transition struct {
 	Error *api.Error
 	// Ended is when the launch ended (terminal states); the zero value means now.
 	Ended time.Time
+	// Stages, when not nil, records the stages of the launch's start (api.Launch.Stages);
+	// nil leaves them as they are.
+	Stages []api.Stage
 }
 
 // transitions lists, for each state, the states a launch in it may move to. exited, failed and
@@ -274,6 +277,8 @@ var migrations = []string{
 	migrationPosture,
 	// 5: wrap mode's violations (violations.go).
 	migrationViolations,
+	// 6: the stages of a launch's start (stages.go).
+	migrationStages,
 }
 
 // SchemaVersion returns the schema version (PRAGMA user_version) this build writes.
@@ -348,13 +353,17 @@ func (s *Store) CreateLaunch(ctx context.Context, l *Launch) error {
 	if err != nil {
 		return fmt.Errorf("store: create launch %s: posture: %w", l.ID, err)
 	}
+	stages, err := stagesJSON(l.Stages)
+	if err != nil {
+		return fmt.Errorf("store: create launch %s: stages: %w", l.ID, err)
+	}
 	_, err = s.db.ExecContext(ctx, `INSERT INTO launches (id, program, args, profile, workspace, engine, state, detached,
 		launch_dir, shim_pid, shim_start_time, box_pid, box_pidns, started_ns, ended_ns, exit_code, settled,
-		error_code, error_message, error_hint, posture)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		error_code, error_message, error_hint, posture, stages)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		l.ID, l.Program, string(argsJSON), l.Profile, l.Workspace, l.Engine, l.State, l.Detached,
 		l.LaunchDir, l.ShimPid, int64(l.ShimStartTime), l.BoxPid, int64(l.BoxPidNS), l.Started.UnixNano(),
-		nullTime(l.Ended), nullInt(l.ExitCode), l.Settled, code, msg, hint, posture)
+		nullTime(l.Ended), nullInt(l.ExitCode), l.Settled, code, msg, hint, posture, stages)
 	if err != nil {
 		if isConstraint(err) {
 			if _, gerr := s.GetLaunch(ctx, l.ID); gerr == nil {
@@ -440,6 +449,13 @@ func (s *Store) Transition(ctx context.Context, id string, t Transition) error {
 			sets = append(sets, "error_code = ?", "error_message = ?", "error_hint = ?")
 			args = append(args, nullString(t.Error.Code), t.Error.Message, nullString(t.Error.Hint))
 		}
+		if t.Stages != nil {
+			st, err := stagesJSON(t.Stages)
+			if err != nil {
+				return err
+			}
+			sets, args = append(sets, "stages = ?"), append(args, st)
+		}
 		args = append(args, id)
 		_, err = tx.ExecContext(ctx, "UPDATE launches SET "+strings.Join(sets, ", ")+" WHERE id = ?", args...)
 		return err
@@ -447,9 +463,9 @@ func (s *Store) Transition(ctx context.Context, id string, t Transition) error {
 }
 
 // SetRunning records that the program runs (starting → running) in the box whose top process
-// is boxPid.
-func (s *Store) SetRunning(ctx context.Context, id string, boxPid int) error {
-	return s.Transition(ctx, id, Transition{To: api.StateRunning, BoxPid: boxPid})
+// is boxPid, and the stages of the launch's start (nil leaves them as they are).
+func (s *Store) SetRunning(ctx context.Context, id string, boxPid int, stages []api.Stage) error {
+	return s.Transition(ctx, id, Transition{To: api.StateRunning, BoxPid: boxPid, Stages: stages})
 }
 
 // Finish records a launch's outcome in one step from the daemon's record of it: l.State (a
@@ -461,7 +477,7 @@ func (s *Store) Finish(ctx context.Context, l *Launch) error {
 		return fmt.Errorf("store: finish launch %s: %w: %q is not a final state", l.ID, ErrTransition, l.State)
 	}
 	err := s.Transition(ctx, l.ID, Transition{To: l.State, BoxPid: l.BoxPid, BoxPidNS: l.BoxPidNS,
-		ExitCode: l.ExitCode, Error: l.Error, Ended: l.Ended})
+		ExitCode: l.ExitCode, Error: l.Error, Ended: l.Ended, Stages: l.Stages})
 	if err != nil {
 		cur, gerr := s.GetLaunch(ctx, l.ID)
 		if gerr != nil || cur.State != l.State {
@@ -520,7 +536,7 @@ func stateOf(ctx context.Context, tx *sql.Tx, id string) (string, error) {
 }
 
 const launchColumns = `id, program, args, profile, workspace, engine, state, detached, launch_dir, shim_pid,
-	shim_start_time, box_pid, box_pidns, started_ns, ended_ns, exit_code, settled, error_code, error_message, error_hint`
+	shim_start_time, box_pid, box_pidns, started_ns, ended_ns, exit_code, settled, error_code, error_message, error_hint, stages`
 
 // GetLaunch returns launch id, or ErrNotFound.
 func (s *Store) GetLaunch(ctx context.Context, id string) (*Launch, error) {
@@ -658,10 +674,11 @@ func scanLaunches(rows *sql.Rows) ([]*Launch, error) {
 			started          int64
 			ended, exit      sql.NullInt64
 			code, msg, hint  sql.NullString
+			stages           sql.NullString
 		)
 		if err := rows.Scan(&l.ID, &l.Program, &args, &l.Profile, &l.Workspace, &l.Engine, &l.State, &l.Detached,
 			&l.LaunchDir, &l.ShimPid, &shimStart, &l.BoxPid, &pidns, &started, &ended, &exit, &l.Settled,
-			&code, &msg, &hint); err != nil {
+			&code, &msg, &hint, &stages); err != nil {
 			return nil, err
 		}
 		if err := json.Unmarshal([]byte(args), &l.Args); err != nil {
@@ -682,6 +699,11 @@ func scanLaunches(rows *sql.Rows) ([]*Launch, error) {
 		if msg.Valid {
 			l.Error = &api.Error{Code: code.String, Message: msg.String, Hint: hint.String}
 		}
+		st, err := parseStages(l.ID, stages)
+		if err != nil {
+			return nil, err
+		}
+		l.Stages = st
 		out = append(out, &l)
 	}
 	return out, rows.Err()

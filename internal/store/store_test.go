@@ -520,7 +520,7 @@ func TestSetRunningAndFinish(t *testing.T) {
 	if err := s.CreateLaunch(ctx, l); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.SetRunning(ctx, "f", 31337); err != nil {
+	if err := s.SetRunning(ctx, "f", 31337, nil); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.Finish(ctx, l); !errors.Is(err, ErrTransition) {
@@ -545,7 +545,7 @@ func TestSetRunningAndFinish(t *testing.T) {
 	if err := s.Finish(ctx, l); !errors.Is(err, ErrTransition) {
 		t.Errorf("Finish exited → lost = %v, want ErrTransition", err)
 	}
-	if err := s.SetRunning(ctx, "missing", 1); !errors.Is(err, ErrNotFound) {
+	if err := s.SetRunning(ctx, "missing", 1, nil); !errors.Is(err, ErrNotFound) {
 		t.Errorf("SetRunning(missing) = %v, want ErrNotFound", err)
 	}
 }

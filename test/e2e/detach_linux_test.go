@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/agentbox/agentbox/internal/api"
+	"github.com/agentbox/agentbox/internal/launchdir"
 )
 
 // echoLoop is a program that answers each line it reads with got:LINE and exits 7 on "quit";
@@ -79,7 +80,7 @@ func TestDetachAttach(t *testing.T) {
 			t.Errorf("agentbox attach after the detach keys exited %d, want 0", code)
 		}
 		// What the program wrote while no terminal was attached is kept in its log.
-		log, err := os.ReadFile(filepath.Join(e.RuntimeDir(), "launches", id, "output.log"))
+		log, err := os.ReadFile(filepath.Join(launchdir.Dir(e.RuntimeDir(), id), launchdir.OutputFile))
 		if err != nil || !strings.Contains(string(log), "ready-7") {
 			t.Errorf("output.log: %v: %q, want the program's output while detached", err, log)
 		}
@@ -211,7 +212,7 @@ func TestDetachAttach(t *testing.T) {
 		// output is.
 		id := e.Detach("sh", "--", "-c", "echo from-the-box; sleep 600")
 		r := e.Run("", "attach", id)
-		if r.Code != 125 || !strings.Contains(r.Stderr, "has no console") || !strings.Contains(r.Stderr, filepath.Join(id, "output.log")) {
+		if r.Code != 125 || !strings.Contains(r.Stderr, "has no console") || !strings.Contains(r.Stderr, filepath.Join(id, launchdir.OutputFile)) {
 			t.Errorf("attach to a launch without a console: exit %d, stderr %q; want 125, the reason and its output.log", r.Code, r.Stderr)
 		}
 	})

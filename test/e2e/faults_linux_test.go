@@ -21,6 +21,7 @@ import (
 
 	"github.com/agentbox/agentbox/internal/api"
 	"github.com/agentbox/agentbox/internal/attack"
+	"github.com/agentbox/agentbox/internal/launchdir"
 	"github.com/agentbox/agentbox/internal/relay/llm/llmtest"
 	"github.com/agentbox/agentbox/internal/testenv"
 )
@@ -379,7 +380,7 @@ func TestFaultBoxInitKilled(t *testing.T) {
 	if left, _ := attack.ProcessesIn(ns); len(left) > 0 {
 		t.Errorf("processes of the box remain: %v", left)
 	}
-	if _, err := os.Stat(filepath.Join(e.RuntimeDir(), "launches", id)); err == nil {
+	if _, err := os.Stat(launchdir.Dir(e.RuntimeDir(), id)); err == nil {
 		t.Logf("launch directory kept after the end (%s)", id)
 	}
 	if r := e.Box("echo again"); r.Code != 0 || r.Stdout != "again\n" {
