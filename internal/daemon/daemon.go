@@ -172,7 +172,7 @@ func (d *Daemon) serve(ctx context.Context) error {
 			return context.WithValue(ctx, permKey{}, permWrite)
 		},
 	}
-	d.log.Info("agentbox daemon listening", "socket", d.socket, "engine", d.cfg.Config.Engine, "pid", os.Getpid())
+	d.log.Info("agentbox daemon listening", "socket", d.socket, "engine", d.currentConfig().Engine, "pid", os.Getpid())
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	select {
