@@ -15,11 +15,11 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
-
+	"github.com/agentbox/agentbox/internal/api"
 	"github.com/agentbox/agentbox/internal/handoff"
 	"github.com/agentbox/agentbox/internal/relay"
 	"github.com/agentbox/agentbox/internal/relay/session"
+	"golang.org/x/sys/unix"
 )
 
 // aimHandoff points the handoff attempts at sock, with relayURL as the in-box relay port and
@@ -154,7 +154,7 @@ func TestHandoffAttemptsSeeABreach(t *testing.T) {
 func notFound(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusNotFound)
-	w.Write(relay.ErrorJSON(relay.CodeNotFound, "no relay route"))
+	w.Write(relay.ErrorJSON(api.CodeNotFound, "no relay route"))
 }
 
 // takingDaemon serves sock as a careless daemon would: it closes a handover's connection as
@@ -233,7 +233,7 @@ func takingDaemon(t *testing.T, sock string) {
 			return
 		}
 		req.Body.Close()
-		body := relay.ErrorJSON(relay.CodeNotFound, "no relay route")
+		body := relay.ErrorJSON(api.CodeNotFound, "no relay route")
 		fmt.Fprintf(u, "HTTP/1.1 404 Not Found\r\nContent-Type: application/json\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s", len(body), body)
 		u.Close()
 	}

@@ -2,12 +2,11 @@ package config
 
 import (
 	"errors"
+	"fmt"
 	"strconv"
-	"strings"
-
-	"github.com/goccy/go-yaml/ast"
 
 	"github.com/agentbox/agentbox/internal/egress"
+	"github.com/goccy/go-yaml/ast"
 )
 
 // validateEgressAllow parses every egressAllow entry with the proxy's own parser, so that a
@@ -16,9 +15,10 @@ func validateEgressAllow(file string, body ast.Node, c *Config) error {
 	for i, s := range c.EgressAllow {
 		if _, err := egress.ParseEntry(s); err != nil {
 			path := []string{"egressAllow", "[" + strconv.Itoa(i) + "]"}
-			msg := strings.TrimPrefix(err.Error(), egress.ErrBadEntry.Error()+": ")
-			if !errors.Is(err, egress.ErrBadEntry) {
-				msg = err.Error()
+			msg := err.Error()
+			var ee *egress.EntryError
+			if errors.As(err, &ee) {
+				msg = fmt.Sprintf("%q: %s", ee.Entry, ee.Reason)
 			}
 			return errorAt(file, nodeAt(body, path), joinField(path), msg)
 		}

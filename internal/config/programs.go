@@ -60,7 +60,12 @@ func validate(file string, body ast.Node, c *Config) error {
 		return err
 	}
 	if _, err := console.ParseDetachKeys(c.Console.DetachKeys); err != nil {
-		return at([]string{"console", "detachKeys"}, strings.TrimPrefix(err.Error(), console.ErrBadDetachKeys.Error()+" "))
+		msg := err.Error()
+		var de *console.DetachKeysError
+		if errors.As(err, &de) {
+			msg = de.Detail()
+		}
+		return at([]string{"console", "detachKeys"}, msg)
 	}
 	if err := validateBrokers(file, body, c); err != nil {
 		return err

@@ -13,8 +13,25 @@ const DefaultDetachKeys = "ctrl-p,ctrl-q"
 // DetachKeysNone turns the detach keys off: every key reaches the program.
 const DetachKeysNone = "none"
 
-// ErrBadDetachKeys is returned by ParseDetachKeys for a sequence it cannot read.
+// ErrBadDetachKeys is the class of ParseDetachKeys's refusals (a *DetachKeysError).
 var ErrBadDetachKeys = errors.New("invalid detach keys")
+
+// DetachKeysError is a detach-key sequence ParseDetachKeys cannot read; it unwraps to
+// ErrBadDetachKeys.
+type DetachKeysError struct {
+	Keys string // the sequence as written
+	Key  string // the element that is not a key
+}
+
+func (e *DetachKeysError) Error() string { return ErrBadDetachKeys.Error() + " " + e.Detail() }
+func (e *DetachKeysError) Unwrap() error { return ErrBadDetachKeys }
+
+// Detail says what is wrong and how keys are written, naming the sequence (the message
+// without the class, for a caller that names the setting itself).
+func (e *DetachKeysError) Detail() string {
+	return fmt.Sprintf("%q: %q is not a key (each key is one printable character or ctrl-<a-z, @, [, \\, ], ^ or _>, separated by commas, e.g. %s; %q turns them off)",
+		e.Keys, e.Key, DefaultDetachKeys, DetachKeysNone)
+}
 
 // ParseDetachKeys parses a detach key sequence (docker's format): keys separated by commas,
 // each a single printable character or ctrl-X, where X is a letter or one of @ [ \ ] ^ _.
@@ -31,8 +48,7 @@ func ParseDetachKeys(s string) ([]byte, error) {
 	for _, k := range strings.Split(s, ",") {
 		b, ok := parseKey(k)
 		if !ok {
-			return nil, fmt.Errorf("%w %q: %q is not a key (each key is one printable character or ctrl-<a-z, @, [, \\, ], ^ or _>, separated by commas, e.g. %s; %q turns them off)",
-				ErrBadDetachKeys, s, k, DefaultDetachKeys, DetachKeysNone)
+			return nil, &DetachKeysError{Keys: s, Key: k}
 		}
 		out = append(out, b)
 	}

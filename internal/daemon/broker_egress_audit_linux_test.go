@@ -154,7 +154,7 @@ func TestEgressAuditShutdown(t *testing.T) {
 	for i := range n {
 		r.egress.audit(id, egress.Record{Time: start.Add(time.Duration(i)), Method: http.MethodConnect,
 			Target: fmt.Sprintf("host%d.test:443", i), Host: fmt.Sprintf("host%d.test", i), Port: 443,
-			Decision: egress.DecisionRefuse, Reason: egress.ReasonHostNotAllowed, Code: egress.CodeEgressRefused, Status: http.StatusForbidden})
+			Decision: egress.DecisionRefuse, Reason: egress.ReasonHostNotAllowed, Code: api.CodeEgressRefused, Status: http.StatusForbidden})
 	}
 	r.relay.closeAudits()
 	if err := r.st.Close(); err != nil {

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"sync/atomic"
 
+	"github.com/agentbox/agentbox/internal/api"
 	"github.com/agentbox/agentbox/internal/connlimit"
 	"github.com/agentbox/agentbox/internal/relay"
 )
@@ -41,7 +42,7 @@ func (d *Daemon) limitConns(ln net.Listener, max int, what, launch string) net.L
 		if why == connlimit.BudgetFull {
 			msg = "agentbox: the daemon holds the most broker connections it may (the rest of its descriptors are kept for its own work): retry when others close"
 		}
-		body := relay.ErrorJSON(relay.CodeTooManyConnections, msg)
+		body := relay.ErrorJSON(api.CodeTooManyConnections, msg)
 		c.Write([]byte("HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nConnection: close\r\nContent-Length: " +
 			strconv.Itoa(len(body)) + "\r\n\r\n" + string(body)))
 		if !logged.Swap(true) {

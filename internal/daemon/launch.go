@@ -131,11 +131,14 @@ func (d *Daemon) workspaceFacts() plan.WorkspaceFacts {
 		Harness: d.harnessHomes()}
 }
 
-// workspaceRefusal splits a plan.CheckWorkspace error into why and what to do.
+// workspaceRefusal returns what is wrong with a workspace plan.CheckWorkspace refused (the
+// path and why) and what to do.
 func workspaceRefusal(err error) (why, hint string) {
-	msg := strings.TrimPrefix(err.Error(), plan.ErrWorkspaceRefused.Error()+": ")
-	why, hint, _ = strings.Cut(msg, "; ")
-	return why, hint
+	var we *plan.WorkspaceError
+	if errors.As(err, &we) {
+		return we.Path + " " + we.Why, we.Hint
+	}
+	return err.Error(), ""
 }
 
 // Names of the daemon's own stages of the launch pipeline (api.Stage.Name), beside the

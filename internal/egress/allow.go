@@ -77,18 +77,18 @@ func (e Entry) matchesName(name string) bool {
 // label is numeric (IPv4 in a form other than dotted quad: "127.1", "0x7f.0.0.1").
 func ParseEntry(s string) (Entry, error) {
 	if s != strings.TrimSpace(s) || s == "" {
-		return Entry{}, fmt.Errorf("%w: %q: empty or surrounded by spaces", ErrBadEntry, s)
+		return Entry{}, &EntryError{Entry: s, Reason: "empty or surrounded by spaces"}
 	}
 	hostPart, port, hasPort, err := splitPort(s)
 	if err != nil {
-		return Entry{}, fmt.Errorf("%w: %q: %v", ErrBadEntry, s, err)
+		return Entry{}, &EntryError{Entry: s, Reason: err.Error()}
 	}
 	e := Entry{Ports: DefaultPorts}
 	if hasPort {
 		e.Ports = []uint16{port}
 	}
 	if a, ok, err := parseAddr(hostPart, hasPort || strings.HasPrefix(hostPart, "[")); err != nil {
-		return Entry{}, fmt.Errorf("%w: %q: %v", ErrBadEntry, s, err)
+		return Entry{}, &EntryError{Entry: s, Reason: err.Error()}
 	} else if ok {
 		e.Addr = a
 		return e, nil
@@ -99,12 +99,12 @@ func ParseEntry(s string) (Entry, error) {
 		name = rest
 	}
 	if e.Host, err = normalizeName(name); err != nil {
-		return Entry{}, fmt.Errorf("%w: %q: %v", ErrBadEntry, s, err)
+		return Entry{}, &EntryError{Entry: s, Reason: err.Error()}
 	}
 	if e.Wildcard {
 		if ps, _ := publicsuffix.PublicSuffix(e.Host); ps == e.Host {
-			return Entry{}, fmt.Errorf("%w: %q: a wildcard over %q, a public suffix or a single label, would allow every site under it; name the hosts instead",
-				ErrBadEntry, s, e.Host)
+			return Entry{}, &EntryError{Entry: s, Reason: fmt.Sprintf("a wildcard over %q, a public suffix or a single label, would allow every site under it; name the hosts instead",
+				e.Host)}
 		}
 	}
 	return e, nil

@@ -22,6 +22,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/agentbox/agentbox/internal/api"
 	"github.com/agentbox/agentbox/internal/relay"
 	"github.com/agentbox/agentbox/internal/relay/session"
 )
@@ -113,7 +114,7 @@ func (p *Proxy) init() {
 			ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 				rec := recordFrom(r.Context())
 				rec.Reason = ReasonDial
-				writeError(w, rec, http.StatusBadGateway, CodeUpstreamUnreachable,
+				writeError(w, rec, http.StatusBadGateway, api.CodeUpstreamUnreachable,
 					fmt.Sprintf("egress to %s failed: %v", rec.Target, err))
 			},
 		}
@@ -247,7 +248,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Proxy-Authenticate", `Basic realm="agentbox"`)
 			status = http.StatusProxyAuthRequired
 		}
-		writeError(w, rec, status, CodePairingInvalid,
+		writeError(w, rec, status, api.CodePairingInvalid,
 			"the egress proxy refused this request: no live pairing for this launch (the session ended or was revoked); proxy credentials come from HTTPS_PROXY")
 		return
 	}
@@ -256,7 +257,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	t, err := requestTarget(r)
 	if err != nil {
 		rec.Decision, rec.Reason = DecisionRefuse, ReasonBadRequest
-		writeError(w, rec, http.StatusBadRequest, CodeBadRequest,
+		writeError(w, rec, http.StatusBadRequest, api.CodeBadRequest,
 			"the egress proxy takes CONNECT host:port and absolute-form http:// requests only: "+err.Error())
 		return
 	}
@@ -268,7 +269,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			key = GitConfigKey
 		}
 		p.stats.noteRefusal(t.String(), key) // before the answer: the box may end as soon as it has it
-		writeError(w, rec, http.StatusForbidden, CodeEgressRefused, refusal(t, reason, isGit(r)))
+		writeError(w, rec, http.StatusForbidden, api.CodeEgressRefused, refusal(t, reason, isGit(r)))
 		return
 	}
 
@@ -290,7 +291,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if up == nil {
 		if rec.Decision == "" {
 			rec.Decision = DecisionError
-		} else if code == CodeEgressRefused {
+		} else if code == api.CodeEgressRefused {
 			p.stats.noteRefusal(t.String(), ConfigKey)
 		}
 		writeError(w, rec, status, code, msg)
@@ -387,7 +388,7 @@ func (p *Proxy) dialTarget(ctx context.Context, t Target, rec *Record) (c net.Co
 		found, err := res.LookupNetIP(ctx, "ip", t.Name)
 		if err != nil || len(found) == 0 {
 			rec.Reason = ReasonResolve
-			return nil, http.StatusBadGateway, CodeUpstreamUnreachable, fmt.Sprintf("egress to %s: cannot resolve %s: %v", t, t.Name, err)
+			return nil, http.StatusBadGateway, api.CodeUpstreamUnreachable, fmt.Sprintf("egress to %s: cannot resolve %s: %v", t, t.Name, err)
 		}
 		var refused []string
 		for _, a := range found {
@@ -400,7 +401,7 @@ func (p *Proxy) dialTarget(ctx context.Context, t Target, rec *Record) (c net.Co
 		}
 		if len(addrs) == 0 {
 			rec.Decision, rec.Reason, rec.Detail = DecisionRefuse, ReasonAddress, strings.Join(refused, ", ")
-			return nil, http.StatusForbidden, CodeEgressRefused, fmt.Sprintf(
+			return nil, http.StatusForbidden, api.CodeEgressRefused, fmt.Sprintf(
 				"egress to %s refused: %s resolves only to addresses outside the public internet (%s); a name does not grant those. If this is intended, add each address as an entry of %s (docs/egress.md)",
 				t, t.Name, rec.Detail, ConfigKey)
 		}
@@ -435,7 +436,7 @@ func (p *Proxy) dialTarget(ctx context.Context, t Target, rec *Record) (c net.Co
 	if rec.Addr == "" && len(addrs) > 0 {
 		rec.Addr = netip.AddrPortFrom(addrs[0], t.Port).String()
 	}
-	return nil, http.StatusBadGateway, CodeUpstreamUnreachable, fmt.Sprintf("egress to %s: %v", t, errors.Join(errs...))
+	return nil, http.StatusBadGateway, api.CodeUpstreamUnreachable, fmt.Sprintf("egress to %s: %v", t, errors.Join(errs...))
 }
 
 // writeError answers an error with the relay's JSON error body and notes it in rec. The
@@ -444,7 +445,7 @@ func (p *Proxy) dialTarget(ctx context.Context, t Target, rec *Record) (c net.Co
 func writeError(w http.ResponseWriter, rec *Record, status int, code, message string) {
 	rec.Code, rec.Status = code, status
 	b := relay.ErrorJSON(code, message)
-	if rec.Method == http.MethodConnect && code == CodeEgressRefused && writeRaw(w, status, message, b) {
+	if rec.Method == http.MethodConnect && code == api.CodeEgressRefused && writeRaw(w, status, message, b) {
 		return
 	}
 	h := w.Header()

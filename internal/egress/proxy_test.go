@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentbox/agentbox/internal/api"
 	"github.com/agentbox/agentbox/internal/egress/egresstest"
 )
 
@@ -118,23 +119,23 @@ func TestRefusals(t *testing.T) {
 		resolved bool // whether the resolver may be asked
 		mention  []string
 	}{
-		{"NoAuth", pkg, "", 407, CodePairingInvalid, ReasonPairing, false, nil},
-		{"WrongPairing", pkg, basic(wrong), 403, CodePairingInvalid, ReasonPairing, false, nil},
-		{"WrongBearer", pkg, "Bearer " + wrong, 403, CodePairingInvalid, ReasonPairing, false, nil},
-		{"GarbageBasic", pkg, "Basic !!!", 403, CodePairingInvalid, ReasonPairing, false, nil},
-		{"PairingAsUser", pkg, "Basic " + b64(r.pairing1+":"), 403, CodePairingInvalid, ReasonPairing, false, nil},
-		{"OtherLaunch", pkg, basic(r.pairing2), 403, CodePairingInvalid, ReasonPairing, false, nil},
-		{"OtherLaunchBearer", pkg, "Bearer " + r.pairing2, 403, CodePairingInvalid, ReasonPairing, false, nil},
-		{"HostNotAllowed", "evil.outside.test:443", basic(r.pairing1), 403, CodeEgressRefused, ReasonHostNotAllowed, false,
+		{"NoAuth", pkg, "", 407, api.CodePairingInvalid, ReasonPairing, false, nil},
+		{"WrongPairing", pkg, basic(wrong), 403, api.CodePairingInvalid, ReasonPairing, false, nil},
+		{"WrongBearer", pkg, "Bearer " + wrong, 403, api.CodePairingInvalid, ReasonPairing, false, nil},
+		{"GarbageBasic", pkg, "Basic !!!", 403, api.CodePairingInvalid, ReasonPairing, false, nil},
+		{"PairingAsUser", pkg, "Basic " + b64(r.pairing1+":"), 403, api.CodePairingInvalid, ReasonPairing, false, nil},
+		{"OtherLaunch", pkg, basic(r.pairing2), 403, api.CodePairingInvalid, ReasonPairing, false, nil},
+		{"OtherLaunchBearer", pkg, "Bearer " + r.pairing2, 403, api.CodePairingInvalid, ReasonPairing, false, nil},
+		{"HostNotAllowed", "evil.outside.test:443", basic(r.pairing1), 403, api.CodeEgressRefused, ReasonHostNotAllowed, false,
 			[]string{"egressAllow", `"evil.outside.test"`}},
-		{"PortNotAllowed", fmt.Sprintf("%s:%d", egresstest.PkgHost, r.out.Alt), basic(r.pairing1), 403, CodeEgressRefused, ReasonPortNotAllowed, false,
+		{"PortNotAllowed", fmt.Sprintf("%s:%d", egresstest.PkgHost, r.out.Alt), basic(r.pairing1), 403, api.CodeEgressRefused, ReasonPortNotAllowed, false,
 			[]string{"egressAllow", fmt.Sprintf(`"pkg.outside.test:%d"`, r.out.Alt)}},
-		{"AddressNotListed", fmt.Sprintf("127.0.0.2:%d", loopPort), basic(r.pairing1), 403, CodeEgressRefused, ReasonHostNotAllowed, false, nil},
-		{"ResolvesToLoopback", fmt.Sprintf("%s:%d", egresstest.LoopHost, loopPort), basic(r.pairing1), 403, CodeEgressRefused, ReasonAddress, true,
+		{"AddressNotListed", fmt.Sprintf("127.0.0.2:%d", loopPort), basic(r.pairing1), 403, api.CodeEgressRefused, ReasonHostNotAllowed, false, nil},
+		{"ResolvesToLoopback", fmt.Sprintf("%s:%d", egresstest.LoopHost, loopPort), basic(r.pairing1), 403, api.CodeEgressRefused, ReasonAddress, true,
 			[]string{"127.0.0.1 (loopback)"}},
-		{"ResolvesToMetadata", egresstest.MetaHost + ":443", basic(r.pairing1), 403, CodeEgressRefused, ReasonAddress, true,
+		{"ResolvesToMetadata", egresstest.MetaHost + ":443", basic(r.pairing1), 403, api.CodeEgressRefused, ReasonAddress, true,
 			[]string{"169.254.169.254 (link-local)"}},
-		{"Unresolvable", "nowhere.outside.test:443", basic(r.pairing1), 403, CodeEgressRefused, ReasonHostNotAllowed, false, nil},
+		{"Unresolvable", "nowhere.outside.test:443", basic(r.pairing1), 403, api.CodeEgressRefused, ReasonHostNotAllowed, false, nil},
 	}
 	if r.out.LAN.IsValid() {
 		tests = append(tests, struct {
@@ -146,7 +147,7 @@ func TestRefusals(t *testing.T) {
 			reason   string
 			resolved bool
 			mention  []string
-		}{"ResolvesToPrivate", egresstest.LANHost + ":443", basic(r.pairing1), 403, CodeEgressRefused, ReasonAddress, true,
+		}{"ResolvesToPrivate", egresstest.LANHost + ":443", basic(r.pairing1), 403, api.CodeEgressRefused, ReasonAddress, true,
 			[]string{r.out.LAN.String() + " (private)"}})
 	}
 	for _, tc := range tests {
@@ -172,7 +173,7 @@ func TestRefusals(t *testing.T) {
 			if rec.Decision != DecisionRefuse || rec.Reason != tc.reason || rec.Code != tc.code || rec.Addr != "" {
 				t.Errorf("record = %+v", rec)
 			}
-			if tc.code == CodePairingInvalid && (rec.LaunchID != "" || rec.Target != "") {
+			if tc.code == api.CodePairingInvalid && (rec.LaunchID != "" || rec.Target != "") {
 				t.Errorf("an unpaired request was parsed past authentication: %+v", rec)
 			}
 			r.mu.Lock()
@@ -210,7 +211,7 @@ func TestNotAProxyRequest(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if code, msg := errorCode(t, resp); resp.StatusCode != 400 || code != CodeBadRequest {
+			if code, msg := errorCode(t, resp); resp.StatusCode != 400 || code != api.CodeBadRequest {
 				t.Fatalf("%s: %d %s %s", tc.line, resp.StatusCode, code, msg)
 			}
 		})
@@ -321,7 +322,7 @@ func TestTunnelEndsOnRevocationAndClose(t *testing.T) {
 			}
 			// And a new tunnel is refused.
 			resp2, _, _ := r.connect(t, target, basic(r.pairing1))
-			if code, _ := errorCode(t, resp2); resp2.StatusCode != 403 || code != CodePairingInvalid {
+			if code, _ := errorCode(t, resp2); resp2.StatusCode != 403 || code != api.CodePairingInvalid {
 				t.Errorf("after %s: %d %s", how, resp2.StatusCode, code)
 			}
 		})

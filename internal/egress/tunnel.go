@@ -9,6 +9,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/agentbox/agentbox/internal/api"
 	"github.com/agentbox/agentbox/internal/relay"
 )
 
@@ -22,7 +23,7 @@ func (p *Proxy) tunnel(w http.ResponseWriter, r *http.Request, up net.Conn, rec 
 	if err != nil {
 		up.Close()
 		rec.Decision, rec.Reason = DecisionError, ReasonBadRequest
-		writeError(w, rec, http.StatusInternalServerError, CodeBadRequest, "the egress proxy cannot tunnel over this connection: "+err.Error())
+		writeError(w, rec, http.StatusInternalServerError, api.CodeBadRequest, "the egress proxy cannot tunnel over this connection: "+err.Error())
 		return
 	}
 	rec.Status = http.StatusOK

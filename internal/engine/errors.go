@@ -1,6 +1,10 @@
 package engine
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/agentbox/agentbox/internal/api"
+)
 
 // Error classes of box start-up. Each has a stable code (Code) used on the wire.
 var (
@@ -12,13 +16,13 @@ var (
 	ErrControlClosed   = errors.New("box control channel closed")
 )
 
-// Codes are the stable wire codes of box start-up failures.
+// Codes are the stable wire codes of box start-up failures (the strings are api's table).
 const (
-	CodeBoxSetupFailed    = "box_setup_failed"
-	CodeProgramNotFound   = "program_not_found"
-	CodeProgramNotExec    = "program_not_executable"
-	CodeUnknownEngine     = "unknown_engine"
-	CodeEngineUnsupported = "engine_not_supported"
+	CodeBoxSetupFailed    = api.CodeBoxSetupFailed
+	CodeProgramNotFound   = api.CodeProgramNotFound
+	CodeProgramNotExec    = api.CodeProgramNotExec
+	CodeUnknownEngine     = api.CodeUnknownEngine
+	CodeEngineUnsupported = api.CodeEngineUnsupported
 )
 
 // ErrorForCode maps a wire code back to its error class (ErrBoxSetup for unknown codes).

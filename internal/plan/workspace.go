@@ -7,8 +7,21 @@ import (
 	"strings"
 )
 
-// ErrWorkspaceRefused is returned by CheckWorkspace.
+// ErrWorkspaceRefused is the class of CheckWorkspace's refusals (a *WorkspaceError).
 var ErrWorkspaceRefused = errors.New("workspace refused")
+
+// WorkspaceError is a refusal of CheckWorkspace; it unwraps to ErrWorkspaceRefused.
+type WorkspaceError struct {
+	Path string // the workspace refused
+	Why  string // what is wrong with it, to follow the path ("is your home directory, …")
+	Hint string // what to do instead
+}
+
+func (e *WorkspaceError) Error() string {
+	return fmt.Sprintf("%s: %s %s; %s", ErrWorkspaceRefused, e.Path, e.Why, e.Hint)
+}
+
+func (e *WorkspaceError) Unwrap() error { return ErrWorkspaceRefused }
 
 // HarnessHomes are directories under $HOME that hold agent harness state, credentials or
 // configuration; no workspace may be inside them.
@@ -48,7 +61,7 @@ var SharedTempDirs = []string{"/tmp", "/var/tmp", "/dev/shm"}
 func CheckWorkspace(ws string, f WorkspaceFacts) error {
 	ws = filepath.Clean(ws)
 	refuse := func(why, what string) error {
-		return fmt.Errorf("%w: %s %s; %s", ErrWorkspaceRefused, ws, why, what)
+		return &WorkspaceError{Path: ws, Why: why, Hint: what}
 	}
 	if !filepath.IsAbs(ws) {
 		return refuse("is not an absolute path", "pass an absolute --workspace")

@@ -5,20 +5,6 @@ import (
 	"net/http"
 )
 
-// Stable error codes the relay answers with. The daemon's API should carry the same strings.
-const (
-	CodePairingInvalid            = "pairing_invalid"
-	CodeEgressNotSupported        = "egress_not_supported"
-	CodeNotFound                  = "not_found"
-	CodeBadRequest                = "bad_request"
-	CodeGatewayCredentialMissing  = "gateway_credential_missing"
-	CodeGatewayCredentialRejected = "gateway_credential_rejected"
-	CodeGatewayUnreachable        = "gateway_unreachable"
-	// CodeTooManyConnections: a broker listener or the daemon holds the most connections it
-	// may (the daemon answers it before reading a request).
-	CodeTooManyConnections = "too_many_connections"
-)
-
 // errorBody is the JSON of every error the relay answers itself. It reads as an error to the
 // Anthropic SDKs (type, error.type, error.message) and to the OpenAI ones (error.code,
 // error.message) as well as to agentbox's own client (error.code).

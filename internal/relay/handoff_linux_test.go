@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/agentbox/agentbox/internal/api"
 	"github.com/agentbox/agentbox/internal/handoff"
 	"github.com/agentbox/agentbox/internal/relay"
 )
@@ -71,13 +72,13 @@ func TestServeHandoff(t *testing.T) {
 			t.Fatalf("got %d %q", st, b)
 		}
 	}
-	if st, b := get(""); st != http.StatusForbidden || !strings.Contains(b, relay.CodePairingInvalid) {
+	if st, b := get(""); st != http.StatusForbidden || !strings.Contains(b, api.CodePairingInvalid) {
 		t.Fatalf("without a pairing: %d %q", st, b)
 	}
 	if err := r.reg.Revoke(context.Background(), r.sess.ID()); err != nil {
 		t.Fatal(err)
 	}
-	if st, b := get(r.pairing.Reveal()); st != http.StatusForbidden || !strings.Contains(b, relay.CodePairingInvalid) {
+	if st, b := get(r.pairing.Reveal()); st != http.StatusForbidden || !strings.Contains(b, api.CodePairingInvalid) {
 		t.Fatalf("after revocation: %d %q", st, b)
 	}
 	// One handover per connection: the client kept its connection alive.

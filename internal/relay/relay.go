@@ -18,6 +18,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/agentbox/agentbox/internal/api"
 	"github.com/agentbox/agentbox/internal/handoff"
 	"github.com/agentbox/agentbox/internal/relay/session"
 )
@@ -166,7 +167,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 	// The pairing first: an unpaired request learns nothing, not even whether its route exists.
 	if s = h.authenticate(r); s == nil {
-		WriteError(cw, r, http.StatusForbidden, CodePairingInvalid,
+		WriteError(cw, r, http.StatusForbidden, api.CodePairingInvalid,
 			"the relay refused this request: no live pairing for this channel (the session ended or was revoked)")
 		completed = true
 		return
@@ -174,7 +175,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rec.SessionID, rec.LaunchID, rec.ClientID = s.ID(), s.LaunchID(), s.ClientID()
 
 	if r.Method == http.MethodConnect || isAbsoluteForm(r) {
-		WriteError(cw, r, http.StatusForbidden, CodeEgressNotSupported,
+		WriteError(cw, r, http.StatusForbidden, api.CodeEgressNotSupported,
 			"the relay is not a proxy: CONNECT and absolute-form requests are refused; the box's egress is limited to the relay's own routes")
 		completed = true
 		return
@@ -187,7 +188,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		next = h.Git
 	}
 	if next == nil {
-		WriteError(cw, r, http.StatusNotFound, CodeNotFound, fmt.Sprintf("no relay route for %q", r.URL.Path))
+		WriteError(cw, r, http.StatusNotFound, api.CodeNotFound, fmt.Sprintf("no relay route for %q", r.URL.Path))
 		completed = true
 		return
 	}

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentbox/agentbox/internal/api"
 	"github.com/agentbox/agentbox/internal/relay"
 	"github.com/agentbox/agentbox/internal/relay/session"
 )
@@ -97,10 +98,10 @@ func TestEgressRefused(t *testing.T) {
 		status    int
 		code      string
 	}{
-		{"connect", "CONNECT api.anthropic.com:443 HTTP/1.1\r\nHost: api.anthropic.com:443\r\nX-Api-Key: " + p + "\r\n\r\n", 403, relay.CodeEgressNotSupported},
-		{"connect unpaired", "CONNECT api.anthropic.com:443 HTTP/1.1\r\nHost: api.anthropic.com:443\r\n\r\n", 403, relay.CodePairingInvalid},
-		{"absolute", "GET http://example.com/sandbox/anthropic/v1/models HTTP/1.1\r\nHost: example.com\r\nX-Api-Key: " + p + "\r\n\r\n", 403, relay.CodeEgressNotSupported},
-		{"absolute unpaired", "GET http://example.com/ HTTP/1.1\r\nHost: example.com\r\n\r\n", 403, relay.CodePairingInvalid},
+		{"connect", "CONNECT api.anthropic.com:443 HTTP/1.1\r\nHost: api.anthropic.com:443\r\nX-Api-Key: " + p + "\r\n\r\n", 403, api.CodeEgressNotSupported},
+		{"connect unpaired", "CONNECT api.anthropic.com:443 HTTP/1.1\r\nHost: api.anthropic.com:443\r\n\r\n", 403, api.CodePairingInvalid},
+		{"absolute", "GET http://example.com/sandbox/anthropic/v1/models HTTP/1.1\r\nHost: example.com\r\nX-Api-Key: " + p + "\r\n\r\n", 403, api.CodeEgressNotSupported},
+		{"absolute unpaired", "GET http://example.com/ HTTP/1.1\r\nHost: example.com\r\n\r\n", 403, api.CodePairingInvalid},
 		{"origin form", "GET /sandbox/anthropic/v1/models HTTP/1.1\r\nHost: x\r\nX-Api-Key: " + p + "\r\n\r\n", 200, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -129,12 +130,12 @@ func TestRouting(t *testing.T) {
 		{"sandbox bearer", "/sandbox/openai/v1/chat/completions", [2]string{"Authorization", "Bearer " + p}, 200, "sandbox"},
 		{"sandbox bearer lowercase", "/sandbox/openai/v1/models", [2]string{"Authorization", "bearer " + p}, 200, "sandbox"},
 		{"sandbox pairing header", "/sandbox/openai/v1/models", [2]string{session.HeaderName, p}, 200, "sandbox"},
-		{"git not registered", "/git/github.com/o/r.git/info/refs", [2]string{"X-Api-Key", p}, 404, relay.CodeNotFound},
-		{"unknown", "/other", [2]string{"X-Api-Key", p}, 404, relay.CodeNotFound},
-		{"dot dot", "/sandbox/../git/x", [2]string{"X-Api-Key", p}, 404, relay.CodeNotFound},
-		{"encoded dot dot", "/sandbox/anthropic/%2e%2e/%2e%2e/git/x", [2]string{"X-Api-Key", p}, 404, relay.CodeNotFound},
-		{"double slash", "/sandbox//anthropic/v1", [2]string{"X-Api-Key", p}, 404, relay.CodeNotFound},
-		{"basic auth is no pairing", "/sandbox/anthropic/v1/messages", [2]string{"Authorization", "Basic " + p}, 403, relay.CodePairingInvalid},
+		{"git not registered", "/git/github.com/o/r.git/info/refs", [2]string{"X-Api-Key", p}, 404, api.CodeNotFound},
+		{"unknown", "/other", [2]string{"X-Api-Key", p}, 404, api.CodeNotFound},
+		{"dot dot", "/sandbox/../git/x", [2]string{"X-Api-Key", p}, 404, api.CodeNotFound},
+		{"encoded dot dot", "/sandbox/anthropic/%2e%2e/%2e%2e/git/x", [2]string{"X-Api-Key", p}, 404, api.CodeNotFound},
+		{"double slash", "/sandbox//anthropic/v1", [2]string{"X-Api-Key", p}, 404, api.CodeNotFound},
+		{"basic auth is no pairing", "/sandbox/anthropic/v1/messages", [2]string{"Authorization", "Basic " + p}, 403, api.CodePairingInvalid},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			req := httptest.NewRequest(http.MethodGet, "http://relay"+tc.path, nil)

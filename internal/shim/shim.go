@@ -25,15 +25,15 @@ const (
 )
 
 // Codes of failures the shim itself reports in Status.Error (start-up failures of the box use
-// the engine's codes, engine.Code*).
+// the engine's codes, engine.Code*); the strings are api's table.
 const (
 	// CodeAttachTimeout: an attached launch saw no client within Config.AttachTimeout; the box
 	// was never started.
-	CodeAttachTimeout = "attach_timeout"
+	CodeAttachTimeout = api.CodeAttachTimeout
 	// CodeStoppedBeforeStart: a stop request arrived before the box was started.
-	CodeStoppedBeforeStart = "stopped_before_start"
+	CodeStoppedBeforeStart = api.CodeStoppedBeforeStart
 	// CodeBoxLost: the box ended before its program was exec'd without saying why.
-	CodeBoxLost = "box_exited_before_exec"
+	CodeBoxLost = api.CodeBoxExitedBeforeExec
 	// CodeForbidden: the peer of a shim-socket connection was refused.
 	CodeForbidden = api.CodeForbidden
 	// CodeDetached: attach to a detached launch without a console (started with -d not from

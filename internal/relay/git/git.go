@@ -24,6 +24,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/agentbox/agentbox/internal/api"
 	"github.com/agentbox/agentbox/internal/relay"
 	"github.com/agentbox/agentbox/internal/relay/session"
 )
@@ -192,7 +193,7 @@ func (rl *Relay) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if s != nil {
 			st.sess = s
 		}
-		rl.refuse(cw, r, st, http.StatusForbidden, CodePairingInvalid,
+		rl.refuse(cw, r, st, http.StatusForbidden, api.CodePairingInvalid,
 			"the relay refused this request: no live pairing for this channel (the session ended or was revoked)")
 		return
 	}
@@ -204,7 +205,7 @@ func (rl *Relay) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	defer stop()
 
 	if r.Method == http.MethodConnect || (r.RequestURI != "" && !strings.HasPrefix(r.RequestURI, "/")) || r.URL.IsAbs() {
-		rl.refuse(cw, r, st, http.StatusForbidden, CodeEgressNotSupported,
+		rl.refuse(cw, r, st, http.StatusForbidden, api.CodeEgressNotSupported,
 			"the relay is not a proxy: CONNECT and absolute-form requests are refused")
 		return
 	}
@@ -222,7 +223,7 @@ func (rl *Relay) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				if ctx.Err() == nil {
 					ev.Outcome = relay.OutcomeError
 				}
-				rl.refuse(cw, r, st, http.StatusBadRequest, CodeBadRequest, "the request body ended early")
+				rl.refuse(cw, r, st, http.StatusBadRequest, api.CodeBadRequest, "the request body ended early")
 				return
 			}
 			st.body, st.replay = b, true
@@ -252,7 +253,7 @@ func (rl *Relay) classify(w http.ResponseWriter, r *http.Request, st *reqState) 
 		if svc := r.URL.Query().Get("service"); strings.HasSuffix(rest, "/info/refs") && (svc == UploadPack || svc == ReceivePack) {
 			st.infoRefs, st.service = true, svc
 		}
-		rl.refuse(w, r, st, http.StatusForbidden, CodeSSHNotServed, fmt.Sprintf(
+		rl.refuse(w, r, st, http.StatusForbidden, api.CodeGitSSHNotServed, fmt.Sprintf(
 			"git over ssh to %s is not available in this box (no ssh broker serves %s); use the https remote https://%s/%s, which the git relay serves when git.allow lists it, or add %s to the ssh broker's hosts",
 			host, host, host, repo, host))
 		return false
@@ -260,12 +261,12 @@ func (rl *Relay) classify(w http.ResponseWriter, r *http.Request, st *reqState) 
 	rest, ok := strings.CutPrefix(p, PathPrefix)
 	hostSeg, tail, _ := strings.Cut(rest, "/")
 	if !ok || hostSeg == "" {
-		rl.refuse(w, r, st, http.StatusBadRequest, CodeBadRequest, "the git relay serves /git/<host[:port]>/<repository path>")
+		rl.refuse(w, r, st, http.StatusBadRequest, api.CodeBadRequest, "the git relay serves /git/<host[:port]>/<repository path>")
 		return false
 	}
 	host, port, err := splitHostPort(hostSeg)
 	if err != nil {
-		rl.refuse(w, r, st, http.StatusBadRequest, CodeBadRequest, fmt.Sprintf("the git relay serves /git/<host[:port]>/<repository path>: %v", err))
+		rl.refuse(w, r, st, http.StatusBadRequest, api.CodeBadRequest, fmt.Sprintf("the git relay serves /git/<host[:port]>/<repository path>: %v", err))
 		return false
 	}
 	st.ev.Host = strings.ToLower(hostSeg)
@@ -288,7 +289,7 @@ func (rl *Relay) classify(w http.ResponseWriter, r *http.Request, st *reqState) 
 	}
 	st.ev.Path, st.ev.Service = repo, st.service
 	if st.service == "" {
-		rl.refuse(w, r, st, http.StatusForbidden, CodeProtocol, fmt.Sprintf(
+		rl.refuse(w, r, st, http.StatusForbidden, api.CodeGitProtocolRefused, fmt.Sprintf(
 			"the git relay speaks git's smart HTTP protocol only (info/refs?service=…, git-upload-pack, git-receive-pack); %q is refused (the dumb protocol and /objects/… are not relayed)", "/"+tail))
 		return false
 	}
@@ -298,18 +299,18 @@ func (rl *Relay) classify(w http.ResponseWriter, r *http.Request, st *reqState) 
 	}
 	if r.Method != wantMethod {
 		w.Header().Set("Allow", wantMethod)
-		rl.refuse(w, r, st, http.StatusMethodNotAllowed, CodeProtocol, fmt.Sprintf("%s wants %s, not %s", "/"+tail, wantMethod, r.Method))
+		rl.refuse(w, r, st, http.StatusMethodNotAllowed, api.CodeGitProtocolRefused, fmt.Sprintf("%s wants %s, not %s", "/"+tail, wantMethod, r.Method))
 		return false
 	}
 	elems, err := splitRepo(repo)
 	if err != nil {
-		rl.refuse(w, r, st, http.StatusBadRequest, CodeBadRequest, fmt.Sprintf("repository path %q: %v", repo, err))
+		rl.refuse(w, r, st, http.StatusBadRequest, api.CodeBadRequest, fmt.Sprintf("repository path %q: %v", repo, err))
 		return false
 	}
 
 	st.entry = match(rl.pol.allow, "", host, port, elems)
 	if st.entry == nil {
-		rl.refuse(w, r, st, http.StatusForbidden, CodeNotAllowed, fmt.Sprintf(
+		rl.refuse(w, r, st, http.StatusForbidden, api.CodeGitNotAllowed, fmt.Sprintf(
 			"%s/%s is not in git.allow, so the box cannot reach it; to allow it, add %q (or a prefix of it) to git.allow in the agentbox configuration on the host",
 			st.ev.Host, repo, st.ev.Host+"/"+repo))
 		return false
@@ -317,7 +318,7 @@ func (rl *Relay) classify(w http.ResponseWriter, r *http.Request, st *reqState) 
 	if st.service == ReceivePack {
 		st.push = match(rl.pol.push, st.entry.scheme, host, port, elems)
 		if st.push == nil {
-			rl.refuse(w, r, st, http.StatusForbidden, CodePushNotAllowed, fmt.Sprintf(
+			rl.refuse(w, r, st, http.StatusForbidden, api.CodeGitPushNotAllowed, fmt.Sprintf(
 				"pushing to %s/%s is not allowed (not in git.pushAllow); nothing was sent to the remote; to allow it, add %q (or a prefix of it) to git.pushAllow on the host",
 				st.ev.Host, repo, st.ev.Host+"/"+repo))
 			return false
@@ -422,20 +423,20 @@ func (rl *Relay) modifyResponse(resp *http.Response) error {
 	case resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusProxyAuthRequired:
 		if st.cred != nil {
 			st.cred.src.Invalidate()
-			return &refusal{http.StatusForbidden, CodeCredentialRejected, fmt.Sprintf(
+			return &refusal{http.StatusForbidden, api.CodeGitCredentialRejected, fmt.Sprintf(
 				"%s refused the credential the daemon attached from %s (HTTP %d): renew or replace it on the host (the box holds no credential and needs no change)",
 				st.target.Host, st.cred.src.Describe(), resp.StatusCode)}
 		}
-		return &refusal{http.StatusForbidden, CodeCredentialMissing, fmt.Sprintf(
+		return &refusal{http.StatusForbidden, api.CodeGitCredentialMissing, fmt.Sprintf(
 			"%s asks for a credential for %s (HTTP %d) and git.credentials has none for it: add one on the host (the box holds no credential and cannot prompt)",
 			st.target.Host, st.ev.Path, resp.StatusCode)}
 	case isRedirect(resp.StatusCode):
 		// The transport follows redirects; one left over has no usable Location.
-		return &refusal{http.StatusBadGateway, CodeRedirectRefused, fmt.Sprintf("%s answered HTTP %d without a usable Location", st.target.Host, resp.StatusCode)}
+		return &refusal{http.StatusBadGateway, api.CodeGitRedirectRefused, fmt.Sprintf("%s answered HTTP %d without a usable Location", st.target.Host, resp.StatusCode)}
 	case resp.StatusCode == http.StatusOK && st.infoRefs:
 		mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
 		if want := "application/x-" + st.service + "-advertisement"; mt != want {
-			return &refusal{http.StatusBadGateway, CodeProtocol, fmt.Sprintf(
+			return &refusal{http.StatusBadGateway, api.CodeGitProtocolRefused, fmt.Sprintf(
 				"%s does not speak git's smart HTTP protocol for %s (it answered Content-Type %q, not %q); the git relay does not relay the dumb protocol",
 				st.target.Host, st.ev.Path, mt, want)}
 		}
@@ -449,12 +450,12 @@ func (rl *Relay) errorHandler(w http.ResponseWriter, r *http.Request, err error)
 	switch {
 	case st.sess.Context().Err() != nil:
 		st.ev.Outcome = relay.OutcomeCanceled
-		rl.refuse(w, r, st, http.StatusForbidden, CodePairingInvalid,
+		rl.refuse(w, r, st, http.StatusForbidden, api.CodePairingInvalid,
 			"the relay cancelled this transfer: its session ended or was revoked")
 	case r.Context().Err() != nil:
 		st.ev.Outcome = relay.OutcomeCanceled // the client went away; nobody to answer
 	case errors.As(err, &rf):
-		if rf.code == CodeRedirectRefused {
+		if rf.code == api.CodeGitRedirectRefused {
 			st.ev.Decision = DecisionRefuse
 		}
 		rl.refuse(w, r, st, rf.status, rf.code, rf.msg)
@@ -463,7 +464,7 @@ func (rl *Relay) errorHandler(w http.ResponseWriter, r *http.Request, err error)
 		if rl.pol.egress != nil {
 			via = " through git.egressUpstream " + rl.pol.egress.Redacted()
 		}
-		rl.refuse(w, r, st, http.StatusBadGateway, CodeRemoteUnreachable, fmt.Sprintf("%s did not answer%s: %v", st.target.Host, via, err))
+		rl.refuse(w, r, st, http.StatusBadGateway, api.CodeGitRemoteUnreachable, fmt.Sprintf("%s did not answer%s: %v", st.target.Host, via, err))
 	}
 }
 
@@ -482,7 +483,7 @@ func (rl *Relay) refuse(w http.ResponseWriter, r *http.Request, st *reqState, st
 	h := w.Header()
 	h.Set("Cache-Control", "no-cache")
 	h.Set("X-Content-Type-Options", "nosniff")
-	if st.infoRefs && st.service != "" && code != CodePairingInvalid {
+	if st.infoRefs && st.service != "" && code != api.CodePairingInvalid {
 		b := errAdvertisement(st.service, text)
 		h.Set("Content-Type", "application/x-"+st.service+"-advertisement")
 		h.Set("Content-Length", strconv.Itoa(len(b)))

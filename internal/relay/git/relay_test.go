@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/agentbox/agentbox/internal/api"
 	gitrelay "github.com/agentbox/agentbox/internal/relay/git"
 )
 
@@ -258,7 +259,7 @@ func TestPushOutsidePushAllow(t *testing.T) {
 	}
 	found := false
 	for _, ev := range r.drainEvents() {
-		if ev.Service == gitrelay.ReceivePack && ev.Decision == gitrelay.DecisionRefuse && ev.Code == gitrelay.CodePushNotAllowed {
+		if ev.Service == gitrelay.ReceivePack && ev.Decision == gitrelay.DecisionRefuse && ev.Code == api.CodeGitPushNotAllowed {
 			found = true
 		}
 	}

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentbox/agentbox/internal/api"
 	"github.com/agentbox/agentbox/internal/relay"
 	gitrelay "github.com/agentbox/agentbox/internal/relay/git"
 )
@@ -361,7 +362,7 @@ func TestRevocationCancelsClone(t *testing.T) {
 		t.Fatalf("ls-remote after revocation: err=%v\n%s", err, out2)
 	}
 	recs := r.drainRecords()
-	if len(recs) == 0 || recs[0].Code != relay.CodePairingInvalid {
+	if len(recs) == 0 || recs[0].Code != api.CodePairingInvalid {
 		t.Errorf("records after revocation: %+v", recs)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"strings"
 
+	"github.com/agentbox/agentbox/internal/api"
 	"github.com/agentbox/agentbox/internal/relay"
 )
 
@@ -55,7 +56,7 @@ func (u *upstream) RoundTrip(req *http.Request) (*http.Response, error) {
 // nextHop checks the redirect of target to loc and returns the URL to go to.
 func (u *upstream) nextHop(req *http.Request, st *reqState, target *url.URL, code int, loc string) (*url.URL, error) {
 	refuse := func(format string, args ...any) error {
-		return &refusal{http.StatusBadGateway, CodeRedirectRefused, fmt.Sprintf(format, args...)}
+		return &refusal{http.StatusBadGateway, api.CodeGitRedirectRefused, fmt.Sprintf(format, args...)}
 	}
 	if st.hops >= maxHops {
 		return nil, refuse("%s redirected the request more than %d times; the relay follows at most %d redirects", target.Host, maxHops, maxHops)
@@ -129,7 +130,7 @@ func (u *upstream) send(req *http.Request, target *url.URL, st *reqState) (*http
 				if errors.As(err, &ce) {
 					detail = ce.Detail
 				}
-				return nil, &refusal{http.StatusForbidden, CodeCredentialMissing, detail +
+				return nil, &refusal{http.StatusForbidden, api.CodeGitCredentialMissing, detail +
 					"; fix it on the host (the box holds no credential and needs no change)"}
 			}
 			out.SetBasicAuth(c.cred.Username, secret)

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/agentbox/agentbox/internal/api"
 	"github.com/agentbox/agentbox/internal/relay"
 	"github.com/agentbox/agentbox/internal/relay/llm"
 	"github.com/agentbox/agentbox/internal/relay/session"
@@ -94,8 +95,8 @@ func TestRevokeWhileBodyArrives(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	expectError(t, resp, http.StatusForbidden, relay.CodePairingInvalid)
-	if rec := <-records; rec.Outcome != relay.OutcomeCanceled || rec.Code != relay.CodePairingInvalid {
+	expectError(t, resp, http.StatusForbidden, api.CodePairingInvalid)
+	if rec := <-records; rec.Outcome != relay.OutcomeCanceled || rec.Code != api.CodePairingInvalid {
 		t.Fatalf("record %+v", rec)
 	}
 	if n := len(r.up.Requests()); n != 0 {

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentbox/agentbox/internal/relay"
+	"github.com/agentbox/agentbox/internal/api"
 	"github.com/agentbox/agentbox/internal/relay/llm"
 )
 
@@ -51,7 +51,7 @@ func TestCredentialFileChanges(t *testing.T) {
 		t.Fatal(err)
 	}
 	expectError(t, r.do(r.request(context.Background(), r.defaultPath(), messageBody)),
-		http.StatusUnauthorized, relay.CodeGatewayCredentialRejected)
+		http.StatusUnauthorized, api.CodeGatewayCredentialRejected)
 	r.record()
 	if got := sent(); got != rotated {
 		t.Fatalf("after rotation sent %q", got)
@@ -77,7 +77,7 @@ func TestCredentialFileChanges(t *testing.T) {
 		t.Fatal(err)
 	}
 	expectError(t, r.do(r.request(context.Background(), r.defaultPath(), messageBody)),
-		http.StatusUnauthorized, relay.CodeGatewayCredentialMissing)
+		http.StatusUnauthorized, api.CodeGatewayCredentialMissing)
 	r.record()
 	if len(r.up.Requests()) != n {
 		t.Fatal("request forwarded with a credential from a file open to others")
@@ -88,6 +88,6 @@ func TestCredentialFileChanges(t *testing.T) {
 	ok()
 	os.Remove(path)
 	expectError(t, r.do(r.request(context.Background(), r.defaultPath(), messageBody)),
-		http.StatusUnauthorized, relay.CodeGatewayCredentialMissing)
+		http.StatusUnauthorized, api.CodeGatewayCredentialMissing)
 	r.record()
 }

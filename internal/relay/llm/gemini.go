@@ -9,7 +9,7 @@ import (
 	"net/url"
 	"strings"
 
-	"github.com/agentbox/agentbox/internal/relay"
+	"github.com/agentbox/agentbox/internal/api"
 )
 
 // queryCredentials are the query parameters through which Google's APIs take a credential
@@ -98,7 +98,7 @@ var geminiRevokedEvent = func() string {
 		"status":  "PERMISSION_DENIED",
 		"details": []any{map[string]any{
 			"@type":  "type.googleapis.com/google.rpc.ErrorInfo",
-			"reason": relay.CodePairingInvalid,
+			"reason": api.CodePairingInvalid,
 			"domain": "agentbox",
 		}},
 	}})

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/agentbox/agentbox/internal/api"
 	"github.com/agentbox/agentbox/internal/relay"
 	"github.com/agentbox/agentbox/internal/relay/llm"
 	"github.com/agentbox/agentbox/internal/relay/llm/llmtest"
@@ -81,7 +82,7 @@ func TestGeminiPairingInGoogAPIKey(t *testing.T) {
 	r.record()
 	req := r.request(context.Background(), r.defaultPath(), gemMessage)
 	req.Header.Set("x-goog-api-key", session.PairingPrefix+strings.Repeat("x", 43))
-	expectError(t, r.do(req), http.StatusForbidden, relay.CodePairingInvalid)
+	expectError(t, r.do(req), http.StatusForbidden, api.CodePairingInvalid)
 	r.record()
 	if n := len(r.up.Requests()); n != 1 {
 		t.Fatalf("upstream got %d requests, want 1", n)
@@ -227,13 +228,13 @@ func TestGeminiRevokeMidStream(t *testing.T) {
 		} `json:"error"`
 	}
 	if ev.Name != "" || json.Unmarshal([]byte(ev.Data), &e) != nil || e.Error.Code != 403 || e.Error.Status != "PERMISSION_DENIED" ||
-		len(e.Error.Details) != 1 || e.Error.Details[0].Reason != relay.CodePairingInvalid {
+		len(e.Error.Details) != 1 || e.Error.Details[0].Reason != api.CodePairingInvalid {
 		t.Fatalf("after revocation got event %q %s, want a data-only Google error with pairing_invalid", ev.Name, ev.Data)
 	}
 	if _, err := er.Next(); err != io.EOF {
 		t.Fatalf("stream not closed after the error event: %v", err)
 	}
-	if rec := r.record(); rec.Outcome != relay.OutcomeCanceled || rec.Code != relay.CodePairingInvalid {
+	if rec := r.record(); rec.Outcome != relay.OutcomeCanceled || rec.Code != api.CodePairingInvalid {
 		t.Fatalf("record %+v", rec)
 	}
 }
@@ -243,7 +244,7 @@ func TestGeminiRevokeMidStream(t *testing.T) {
 // learns what to do on the host, nothing of the key). Any other 400 passes through whole.
 func TestGeminiKeyRejected(t *testing.T) {
 	r := newRig(t, rigOptions{provider: llm.Gemini, up: llmtest.Options{Credential: "the-key-the-gateway-wants"}})
-	msg := expectError(t, r.do(r.request(context.Background(), r.defaultPath(), gemMessage)), http.StatusUnauthorized, relay.CodeGatewayCredentialRejected)
+	msg := expectError(t, r.do(r.request(context.Background(), r.defaultPath(), gemMessage)), http.StatusUnauthorized, api.CodeGatewayCredentialRejected)
 	for _, bad := range []string{r.hostCred, "the-key-the-gateway-wants", "API key not valid"} {
 		if strings.Contains(msg, bad) {
 			t.Errorf("message %q holds %q", msg, bad)
@@ -252,7 +253,7 @@ func TestGeminiKeyRejected(t *testing.T) {
 	if !strings.Contains(msg, "gateway.gemini.credential.file") {
 		t.Errorf("message %q does not name the credential", msg)
 	}
-	if rec := r.record(); rec.Status != 401 || rec.Code != relay.CodeGatewayCredentialRejected {
+	if rec := r.record(); rec.Status != 401 || rec.Code != api.CodeGatewayCredentialRejected {
 		t.Errorf("record %+v", rec)
 	}
 

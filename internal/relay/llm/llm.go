@@ -21,6 +21,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agentbox/agentbox/internal/api"
 	"github.com/agentbox/agentbox/internal/relay"
 	"github.com/agentbox/agentbox/internal/relay/session"
 )
@@ -258,12 +259,12 @@ func (rl *Relay) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	s := session.FromContext(ctx)
 	if s == nil || s.Context().Err() != nil {
-		relay.WriteError(w, r, http.StatusForbidden, relay.CodePairingInvalid,
+		relay.WriteError(w, r, http.StatusForbidden, api.CodePairingInvalid,
 			"the relay refused this request: no live pairing for this channel (the session ended or was revoked)")
 		return
 	}
 	if r.Method == http.MethodConnect || (r.RequestURI != "" && !strings.HasPrefix(r.RequestURI, "/")) {
-		relay.WriteError(w, r, http.StatusForbidden, relay.CodeEgressNotSupported,
+		relay.WriteError(w, r, http.StatusForbidden, api.CodeEgressNotSupported,
 			"the relay is not a proxy: CONNECT and absolute-form requests are refused")
 		return
 	}
@@ -274,13 +275,13 @@ func (rl *Relay) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	provider, rest, ok := SplitPath(r.URL.Path)
 	g := rl.gateways[provider]
 	if !ok || g == nil {
-		relay.WriteError(w, r, http.StatusNotFound, relay.CodeNotFound,
+		relay.WriteError(w, r, http.StatusNotFound, api.CodeNotFound,
 			fmt.Sprintf("no LLM provider at %q: use /sandbox/anthropic/…, /sandbox/openai/… or /sandbox/gemini/…", r.URL.Path))
 		return
 	}
 	rec.Provider = provider
 	if err := checkRest(rest); err != nil {
-		relay.WriteError(w, r, http.StatusBadRequest, relay.CodeBadRequest,
+		relay.WriteError(w, r, http.StatusBadRequest, api.CodeBadRequest,
 			fmt.Sprintf("the relay refused the path %q: %v", r.URL.EscapedPath(), err))
 		return
 	}
@@ -291,7 +292,7 @@ func (rl *Relay) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if errors.As(err, &ce) {
 			detail = ce.Detail
 		}
-		relay.WriteError(w, r, http.StatusUnauthorized, relay.CodeGatewayCredentialMissing,
+		relay.WriteError(w, r, http.StatusUnauthorized, api.CodeGatewayCredentialMissing,
 			fmt.Sprintf("the daemon has no usable %s gateway credential: %s; fix it on the host (the box needs no change, it holds no credential)",
 				provider, detail))
 		return
@@ -308,7 +309,7 @@ func (rl *Relay) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			g.errorHandler(w, r, err) // revoked, or the client went away
 			return
 		case err != nil:
-			relay.WriteError(w, r, http.StatusBadRequest, relay.CodeBadRequest,
+			relay.WriteError(w, r, http.StatusBadRequest, api.CodeBadRequest,
 				fmt.Sprintf("the relay could not read the request body: %v", err))
 			return
 		}
@@ -364,10 +365,10 @@ func (g *gateway) modifyResponse(resp *http.Response) error {
 		// Never the upstream's words: the box must learn what to do, not what was sent.
 		g.src.Invalidate()
 		resp.Body.Close()
-		body := relay.ErrorJSON(relay.CodeGatewayCredentialRejected, fmt.Sprintf(
+		body := relay.ErrorJSON(api.CodeGatewayCredentialRejected, fmt.Sprintf(
 			"the %s gateway (%s) refused the credential the daemon attached from %s: on the host, renew or replace that credential, then retry (the box needs no change, it holds no credential)",
 			g.name, g.url.Redacted(), g.src.Describe()))
-		st.rec.Code = relay.CodeGatewayCredentialRejected
+		st.rec.Code = api.CodeGatewayCredentialRejected
 		resp.Header = http.Header{
 			"Content-Type":   {"application/json"},
 			"Content-Length": {strconv.Itoa(len(body))},
@@ -395,19 +396,19 @@ func (g *gateway) errorHandler(w http.ResponseWriter, r *http.Request, err error
 	switch {
 	case st.sess.Context().Err() != nil:
 		st.rec.Outcome = relay.OutcomeCanceled
-		relay.WriteError(w, r, http.StatusForbidden, relay.CodePairingInvalid,
+		relay.WriteError(w, r, http.StatusForbidden, api.CodePairingInvalid,
 			"the relay cancelled this request: its session ended or was revoked")
 	case r.Context().Err() != nil:
 		st.rec.Outcome = relay.OutcomeCanceled // the client went away; nobody to answer
 	default:
-		relay.WriteError(w, r, http.StatusBadGateway, relay.CodeGatewayUnreachable,
+		relay.WriteError(w, r, http.StatusBadGateway, api.CodeGatewayUnreachable,
 			fmt.Sprintf("the %s gateway %s (gateway.%s.url) did not answer: %v", g.name, g.url.Redacted(), g.name, err))
 	}
 }
 
 // revokedEvent ends a stream whose session was revoked or ended. The event name and the
 // error object are those of Anthropic's stream errors; OpenAI clients read data.error.
-var revokedEvent = "event: error\ndata: " + string(relay.ErrorJSON(relay.CodePairingInvalid,
+var revokedEvent = "event: error\ndata: " + string(relay.ErrorJSON(api.CodePairingInvalid,
 	"the relay cancelled this stream: its session ended or was revoked")) + "\n\n"
 
 // observedBody passes the upstream's response through while reading token usage from it, and
@@ -451,7 +452,7 @@ func (b *observedBody) Read(p []byte) (int, error) {
 		}
 	case b.sse != nil && b.st.sess.Context().Err() != nil:
 		b.st.rec.Outcome = relay.OutcomeCanceled
-		b.st.rec.Code = relay.CodePairingInvalid
+		b.st.rec.Code = api.CodePairingInvalid
 		b.tail = b.sse.separator() + b.revoked
 		return n, nil
 	}

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentbox/agentbox/internal/api"
 	"github.com/agentbox/agentbox/internal/relay"
 	"github.com/agentbox/agentbox/internal/relay/llm"
 	"github.com/agentbox/agentbox/internal/relay/llm/llmtest"
@@ -54,9 +55,9 @@ func TestPairingRequired(t *testing.T) {
 			req := r.request(context.Background(), r.path("/v1/messages"), messageBody)
 			req.Header.Del("x-api-key")
 			tc.header(req.Header)
-			expectError(t, r.do(req), http.StatusForbidden, relay.CodePairingInvalid)
+			expectError(t, r.do(req), http.StatusForbidden, api.CodePairingInvalid)
 			rec := r.record()
-			if rec.Code != relay.CodePairingInvalid || rec.Outcome != relay.OutcomeError || rec.SessionID != "" {
+			if rec.Code != api.CodePairingInvalid || rec.Outcome != relay.OutcomeError || rec.SessionID != "" {
 				t.Errorf("record %+v", rec)
 			}
 		})
@@ -64,7 +65,7 @@ func TestPairingRequired(t *testing.T) {
 	// Unknown routes are refused the same way: an unpaired request learns nothing.
 	req := r.request(context.Background(), "/nothing/here", "")
 	req.Header.Del("x-api-key")
-	expectError(t, r.do(req), http.StatusForbidden, relay.CodePairingInvalid)
+	expectError(t, r.do(req), http.StatusForbidden, api.CodePairingInvalid)
 	r.record()
 	if n := len(r.up.Requests()); n != 0 {
 		t.Fatalf("upstream received %d requests", n)
@@ -248,7 +249,7 @@ func TestRevokeMidStream(t *testing.T) {
 		t.Fatalf("after revocation: %v", err)
 	}
 	var e errorAnswer
-	if ev.Name != "error" || json.Unmarshal([]byte(ev.Data), &e) != nil || e.Error.Code != relay.CodePairingInvalid {
+	if ev.Name != "error" || json.Unmarshal([]byte(ev.Data), &e) != nil || e.Error.Code != api.CodePairingInvalid {
 		t.Fatalf("after revocation got event %q %s, want an error event with pairing_invalid", ev.Name, ev.Data)
 	}
 	if ev, err := er.Next(); err != io.EOF {
@@ -256,10 +257,10 @@ func TestRevokeMidStream(t *testing.T) {
 	}
 	<-upstreamDone // the upstream saw its request cancelled
 	rec := r.record()
-	if rec.Status != 200 || rec.Outcome != relay.OutcomeCanceled || rec.Code != relay.CodePairingInvalid {
+	if rec.Status != 200 || rec.Outcome != relay.OutcomeCanceled || rec.Code != api.CodePairingInvalid {
 		t.Fatalf("record %+v", rec)
 	}
-	expectError(t, r.do(r.request(context.Background(), r.defaultPath(), streamBody)), http.StatusForbidden, relay.CodePairingInvalid)
+	expectError(t, r.do(r.request(context.Background(), r.defaultPath(), streamBody)), http.StatusForbidden, api.CodePairingInvalid)
 	r.record()
 }
 
@@ -282,7 +283,7 @@ func TestRevokeBeforeAnswer(t *testing.T) {
 	if err := r.reg.Revoke(context.Background(), r.sess.ID()); err != nil {
 		t.Fatal(err)
 	}
-	expectError(t, <-answer, http.StatusForbidden, relay.CodePairingInvalid)
+	expectError(t, <-answer, http.StatusForbidden, api.CodePairingInvalid)
 	<-upstreamDone
 	if rec := r.record(); rec.Outcome != relay.OutcomeCanceled {
 		t.Fatalf("record %+v", rec)
@@ -383,7 +384,7 @@ func TestCredentialFileRefused(t *testing.T) {
 			r := newRig(t, rigOptions{gateway: func(g *llm.Gateway) { path = g.Credential.File }})
 			tc.setup(t, path)
 			msg := expectError(t, r.do(r.request(context.Background(), r.defaultPath(), messageBody)),
-				http.StatusUnauthorized, relay.CodeGatewayCredentialMissing)
+				http.StatusUnauthorized, api.CodeGatewayCredentialMissing)
 			for _, w := range tc.want {
 				if !strings.Contains(msg, w) {
 					t.Errorf("message %q does not say %q", msg, w)
@@ -403,7 +404,7 @@ func TestCredentialFileRefused(t *testing.T) {
 func TestCredentialNotConfigured(t *testing.T) {
 	r := newRig(t, rigOptions{provider: llm.OpenAI, gateway: func(g *llm.Gateway) { g.Credential = llm.Credential{} }})
 	msg := expectError(t, r.do(r.request(context.Background(), r.defaultPath(), oaiMessage)),
-		http.StatusUnauthorized, relay.CodeGatewayCredentialMissing)
+		http.StatusUnauthorized, api.CodeGatewayCredentialMissing)
 	if !strings.Contains(msg, "gateway.openai.credential.file") || !strings.Contains(msg, "gateway.openai.credential.command") {
 		t.Fatalf("message %q does not name the config keys", msg)
 	}
@@ -493,7 +494,7 @@ func TestCredentialCommandFails(t *testing.T) {
 		g.Credential = llm.Credential{Command: []string{"/bin/sh", "-c", "echo sk-leaked-on-stderr >&2; exit 3"}}
 	}})
 	msg := expectError(t, r.do(r.request(context.Background(), r.defaultPath(), messageBody)),
-		http.StatusUnauthorized, relay.CodeGatewayCredentialMissing)
+		http.StatusUnauthorized, api.CodeGatewayCredentialMissing)
 	if !strings.Contains(msg, "gateway.anthropic.credential.command") || !strings.Contains(msg, "exit status 3") || strings.Contains(msg, "leaked") {
 		t.Fatalf("message %q", msg)
 	}
@@ -511,7 +512,7 @@ func TestUpstreamUnauthorized(t *testing.T) {
 				body = oaiMessage
 			}
 			resp := r.do(r.request(context.Background(), r.defaultPath(), body))
-			msg := expectError(t, resp, http.StatusUnauthorized, relay.CodeGatewayCredentialRejected)
+			msg := expectError(t, resp, http.StatusUnauthorized, api.CodeGatewayCredentialRejected)
 			for _, bad := range []string{r.hostCred, "sk-the-gateway-wants-this", "invalid x-api-key", "Incorrect API key"} {
 				if strings.Contains(msg, bad) {
 					t.Errorf("message %q holds %q", msg, bad)
@@ -520,7 +521,7 @@ func TestUpstreamUnauthorized(t *testing.T) {
 			if !strings.Contains(msg, "on the host") || !strings.Contains(msg, "credential.file") {
 				t.Errorf("message %q does not say what to do", msg)
 			}
-			if rec := r.record(); rec.Status != 401 || rec.Outcome != relay.OutcomeError || rec.Code != relay.CodeGatewayCredentialRejected {
+			if rec := r.record(); rec.Status != 401 || rec.Outcome != relay.OutcomeError || rec.Code != api.CodeGatewayCredentialRejected {
 				t.Errorf("record %+v", rec)
 			}
 		})
@@ -571,7 +572,7 @@ func TestUpstreamErrorsPassThrough(t *testing.T) {
 func TestGatewayUnreachable(t *testing.T) {
 	r := newRig(t, rigOptions{gateway: func(g *llm.Gateway) { g.URL = "http://127.0.0.1:1" }})
 	msg := expectError(t, r.do(r.request(context.Background(), r.defaultPath(), messageBody)),
-		http.StatusBadGateway, relay.CodeGatewayUnreachable)
+		http.StatusBadGateway, api.CodeGatewayUnreachable)
 	if !strings.Contains(msg, "gateway.anthropic.url") {
 		t.Fatalf("message %q", msg)
 	}
@@ -580,7 +581,7 @@ func TestGatewayUnreachable(t *testing.T) {
 
 func TestUnknownProvider(t *testing.T) {
 	r := newRig(t, rigOptions{})
-	expectError(t, r.do(r.request(context.Background(), "/sandbox/mistral/v1/models", "")), http.StatusNotFound, relay.CodeNotFound)
+	expectError(t, r.do(r.request(context.Background(), "/sandbox/mistral/v1/models", "")), http.StatusNotFound, api.CodeNotFound)
 	r.record()
 }
 
@@ -595,7 +596,7 @@ func TestRelayFailsClosed(t *testing.T) {
 	req, _ := http.NewRequest(http.MethodPost, "/sandbox/anthropic/v1/messages", strings.NewReader(messageBody))
 	req.RequestURI = "/sandbox/anthropic/v1/messages"
 	rl.ServeHTTP(w, req)
-	if w.code != http.StatusForbidden || !strings.Contains(w.body.String(), relay.CodePairingInvalid) {
+	if w.code != http.StatusForbidden || !strings.Contains(w.body.String(), api.CodePairingInvalid) {
 		t.Fatalf("got %d %s", w.code, w.body.String())
 	}
 }
@@ -688,7 +689,7 @@ func TestAttackEncodedProviderPath(t *testing.T) {
 		"/v1/messages%3Fx=1",
 	} {
 		t.Run(p, func(t *testing.T) {
-			expectError(t, r.do(r.request(context.Background(), r.path(p), messageBody)), http.StatusBadRequest, relay.CodeBadRequest)
+			expectError(t, r.do(r.request(context.Background(), r.path(p), messageBody)), http.StatusBadRequest, api.CodeBadRequest)
 			if reqs := r.up.Requests(); len(reqs) != 0 {
 				t.Errorf("the gateway saw %s %s", reqs[0].Method, reqs[0].Path)
 			}
