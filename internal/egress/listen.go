@@ -1,11 +1,12 @@
 package egress
 
 import (
-	"errors"
 	"fmt"
 	"log"
 	"net"
 	"os"
+
+	"github.com/agentbox/agentbox/internal/safesocket"
 )
 
 // Listen listens on a unix socket at path (a launch's run directory, 0700), replacing a stale
@@ -43,7 +44,7 @@ func (l *peerListener) Accept() (net.Conn, error) {
 		if err != nil {
 			return nil, err
 		}
-		if err := checkPeer(c); err != nil {
+		if _, err := safesocket.CheckPeerUID(c); err != nil {
 			log.Printf("egress: refused a connection on %s: %v", l.Addr(), err)
 			c.Close()
 			continue
@@ -51,5 +52,3 @@ func (l *peerListener) Accept() (net.Conn, error) {
 		return c, nil
 	}
 }
-
-var errNoPeerCred = errors.New("peer credentials are not available on this system")

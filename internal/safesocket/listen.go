@@ -106,16 +106,29 @@ func (l *Listener) Close() error { return l.ul.Close() }
 // Addr returns the socket's address.
 func (l *Listener) Addr() net.Addr { return l.ul.Addr() }
 
+// CheckPeerUID returns the pid of the process at the other end of c when it has the caller's
+// uid, and an error wrapping ErrPeerRefused otherwise. It is the whole check of the brokers'
+// sockets, which a box's forwarder reaches from its own user namespace; the socket's 0700
+// folder keeps other users out, this is the second lock. Where peer credentials are not
+// available (not Linux) it refuses every connection.
+func CheckPeerUID(c *net.UnixConn) (pid int, err error) {
+	pid, uid, _, err := PeerCred(c)
+	if err != nil {
+		return 0, fmt.Errorf("%w: %w", ErrPeerRefused, err)
+	}
+	if uid != os.Getuid() {
+		return 0, fmt.Errorf("%w: pid %d runs as uid %d, not uid %d", ErrPeerRefused, pid, uid, os.Getuid())
+	}
+	return pid, nil
+}
+
 // CheckPeer returns nil when the process at the other end of c has the caller's uid and is in
 // the caller's user namespace, and an error wrapping ErrPeerRefused (or the failure that kept
 // it from deciding) otherwise.
 func CheckPeer(c *net.UnixConn) error {
-	pid, uid, _, err := PeerCred(c)
+	pid, err := CheckPeerUID(c)
 	if err != nil {
-		return fmt.Errorf("%w: %w", ErrPeerRefused, err)
-	}
-	if uid != os.Getuid() {
-		return fmt.Errorf("%w: pid %d runs as uid %d, not uid %d", ErrPeerRefused, pid, uid, os.Getuid())
+		return err
 	}
 	same, err := ConnInSameUserNS(c)
 	if err != nil {
