@@ -57,7 +57,12 @@ func printChanges(w io.Writer, cs *api.Changes) {
 		case c.Conflict || c.HostExists:
 			note = " (the host has this path now: apply refuses it)"
 		}
-		fmt.Fprintf(w, "\n%s%s\n%s", c.Path, note, c.Diff)
+		path, pesc := visible(c.Path)
+		diff, desc := visible(c.Diff)
+		if pesc || desc {
+			note += " (holds control characters, shown escaped as \\xNN)"
+		}
+		fmt.Fprintf(w, "\n%s%s\n%s", path, note, diff)
 	}
 	fmt.Fprintf(w, "\napply with: agentbox apply %s [PATH...]\n", cs.LaunchID[:12])
 }
@@ -82,14 +87,14 @@ both.`,
 				if cs, lerr := c.Changes(cmd.Context(), args[0]); lerr == nil {
 					for _, ch := range cs.Changes {
 						if ch.Conflict || ch.HostExists && !ch.Modifies {
-							fmt.Fprintf(cmd.ErrOrStderr(), "%s: the host's file and the box's:\n%s\n", ch.Path, ch.Diff)
+							fmt.Fprintf(cmd.ErrOrStderr(), "%s: the host's file and the box's:\n%s\n", visibleText(ch.Path), visibleText(ch.Diff))
 						}
 					}
 				}
 				return err
 			}
 			for _, p := range res.Applied {
-				fmt.Fprintf(cmd.OutOrStdout(), "applied %s\n", p)
+				fmt.Fprintf(cmd.OutOrStdout(), "applied %s\n", visibleText(p))
 			}
 			return nil
 		},

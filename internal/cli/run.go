@@ -264,7 +264,7 @@ func exitSummary(ctx context.Context, c *client.Client, id string, w io.Writer) 
 			continue
 		}
 		seen[rel] = true
-		instr = append(instr, rel)
+		instr = append(instr, visibleText(rel))
 	}
 	if len(instr) > 0 {
 		fmt.Fprintf(w, "agentbox: the launch changed instruction files: %s\n", strings.Join(instr, ", "))
