@@ -198,6 +198,9 @@ func (s *CredentialSource) runCommand(ctx context.Context) (string, error) {
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
 	defer cancel()
 	cmd := exec.CommandContext(cctx, s.c.Command[0], s.c.Command[1:]...)
+	ownGroup(cmd)
+	// A descendant that outlives the kill and still holds stdout is not waited for.
+	cmd.WaitDelay = time.Second
 	var out bytes.Buffer
 	cmd.Stdout = &limitedBuffer{b: &out, max: maxCredential + 1}
 	// Stderr is dropped: a failing helper may print what it was given.
