@@ -3,166 +3,112 @@ package daemon
 import (
 	"context"
 	"fmt"
-	"sort"
-	"sync"
+	"strings"
 
+	"github.com/agentbox/agentbox/internal/broker"
 	"github.com/agentbox/agentbox/internal/config"
+	"github.com/agentbox/agentbox/internal/egress"
 	"github.com/agentbox/agentbox/internal/plan"
+	"github.com/agentbox/agentbox/internal/relay/session"
+	"github.com/agentbox/agentbox/internal/sshbroker"
 )
 
-// broker is a host-side service a launch reaches from its box (the LLM relay, the git relay,
-// the ssh agent broker, the egress proxy, the integrity watch). Each broker is one file of this
-// package that adds itself to the daemon's broker list.
-type broker interface {
-	// name is the broker's name in logs and errors.
-	name() string
-	// prepare runs before the launch's plan is built. It may create sockets and files under
-	// bl.RunDir (bound at /run/agentbox in the box) and adds what the box needs to c. An error
-	// fails the launch closed.
-	prepare(ctx context.Context, bl *brokerLaunch, c *plan.Contributions) error
-	// resume re-creates the host side of a launch that outlived a daemon restart.
-	resume(ctx context.Context, bl *brokerLaunch) error
-	// end releases what prepare or resume made; the box has ended or never started.
-	end(id string)
+// The daemon's brokers (internal/broker), each in a file of this package.
+var (
+	_ broker.Broker      = (*relayBroker)(nil)
+	_ broker.Independent = (*integrityBroker)(nil)
+	_ broker.Broker      = (*sshBroker)(nil)
+	_ broker.Broker      = (*egressBroker)(nil)
+)
+
+// brokerHooks replace what the brokers reach on the host, in tests.
+type brokerHooks struct {
+	// egressResolver resolves names for every launch's egress proxy instead of the host's
+	// resolver.
+	egressResolver egress.Resolver
+	// sshConfig replaces the git.ssh section of the configuration.
+	sshConfig func(config.Config) sshbroker.Config
+	// sshKnownHosts lists the known_hosts files seeded into boxes instead of the user's and
+	// the system's.
+	sshKnownHosts []string
 }
 
-// brokerLaunch is what a broker knows of a launch.
-type brokerLaunch struct {
-	ID        string
-	RunDir    string // host path of the directory bound at /run/agentbox
-	Workspace string
-	Home      string
-	Program   string // resolved host path
-	Profile   string
-	Egress    plan.Egress
-	Config    config.Config
-}
+// startBrokers opens the pairing registry and the audit writer the brokers share, and builds
+// the brokers from them in preparation order: the relay first (it creates the launch's pairing
+// session, which the ssh broker watches and whose pairing the egress proxy takes), the
+// integrity watch alongside (it needs nothing of the others), the ssh broker before the egress
+// proxy (whose port must not take a leg's). Call it once the store is open.
+func (d *Daemon) startBrokers() error {
+	cfg := d.currentConfig()
+	d.audits = d.db.NewAuditWriter(auditLinger, func(f string, a ...any) {
+		d.log.Warn(fmt.Sprintf(f, a...), "broker", "relay")
+	})
+	reg, err := session.Open(d.ctx, session.Config{
+		Max:            cfg.Sessions.Max,
+		IdleTimeout:    cfg.Sessions.IdleTimeout.Duration(),
+		AllowedClients: cfg.Sessions.AllowedClients,
+		Persister:      storeSessions{d.db},
+		Logf:           func(f string, a ...any) { d.log.Info(fmt.Sprintf(f, a...), "broker", "relay") },
+	})
+	if err != nil {
+		d.audits.Close()
+		return fmt.Errorf("pairing sessions: %w", err)
+	}
+	d.sessions = reg
+	go reg.Run(d.ctx)
 
-// independentBroker is a broker whose prepare reads nothing the other brokers contribute: it
-// prepares concurrently with them (the integrity snapshot while the relay creates its session).
-type independentBroker interface {
-	broker
-	independent()
-}
-
-// prepareBrokers runs every broker's prepare; on failure the ones already prepared are ended.
-// Each broker sees what the dependent brokers before it contributed; independent brokers run
-// alongside. c gets every broker's contributions in broker order, so a plan never depends on
-// which finished first.
-func (d *Daemon) prepareBrokers(ctx context.Context, bl *brokerLaunch, c *plan.Contributions) error {
-	parts := make([]plan.Contributions, len(d.brokers))
-	errs := make([]error, len(d.brokers))
-	prepared := make([]bool, len(d.brokers))
-	var wg sync.WaitGroup
-	for i, b := range d.brokers {
-		if _, ok := b.(independentBroker); ok {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				errs[i] = b.prepare(ctx, bl, &parts[i])
-				prepared[i] = errs[i] == nil
-			}()
-		}
-	}
-	var seen plan.Contributions // what the dependent brokers contributed so far
-	for i, b := range d.brokers {
-		if _, ok := b.(independentBroker); ok {
-			continue
-		}
-		before := seen
-		if errs[i] = b.prepare(ctx, bl, &seen); errs[i] != nil {
-			seen = before
-			break
-		}
-		parts[i], prepared[i] = since(before, seen), true
-	}
-	wg.Wait()
-	var first error
-	for i, b := range d.brokers {
-		if errs[i] != nil && first == nil {
-			first = fmt.Errorf("%s: %w", b.name(), errs[i])
-		}
-	}
-	if first != nil {
-		for i, b := range d.brokers {
-			if prepared[i] {
-				b.end(bl.ID)
-			}
-		}
-		return first
-	}
-	for _, p := range parts {
-		c.Env = append(c.Env, p.Env...)
-		c.Forwards = append(c.Forwards, p.Forwards...)
-		c.Mounts = append(c.Mounts, p.Mounts...)
-		c.ReadOnly = append(c.ReadOnly, p.ReadOnly...)
-		c.ReadWrite = append(c.ReadWrite, p.ReadWrite...)
-		c.Guards = append(c.Guards, p.Guards...)
-		if p.ChangesDir != "" {
-			c.ChangesDir = p.ChangesDir
-		}
-	}
+	hooks := d.opts.brokers
+	d.relay = newRelayBroker(relayDeps{Sessions: reg, Audits: d.audits, Store: d.db, RuntimeDir: d.runtimeDir,
+		Limit: d.limitConns, Log: d.log})
+	d.integrity = newIntegrityBroker(integrityDeps{RuntimeDir: d.runtimeDir, StateDir: d.stateDir, Helper: d.helper,
+		Drift: d.store, Log: d.log})
+	ssh := newSSHBroker(sshDeps{Sessions: reg, ConfigOf: hooks.sshConfig, KnownHosts: hooks.sshKnownHosts, Log: d.log})
+	d.egress = newEgressBroker(egressDeps{Sessions: reg, Audits: d.audits, Store: d.db, Limit: d.limitConns,
+		Resolver: hooks.egressResolver, Log: d.log})
+	d.brokers = broker.List{Brokers: []broker.Broker{d.relay, d.integrity, ssh, d.egress}, Log: d.log}
+	// Sessions created by hand outlive a daemon restart, and so does the loopback listener
+	// their clients use.
+	d.relay.resumeShared(cfg)
 	return nil
 }
 
-// since is what after holds beyond before (after grew from before by appends).
-func since(before, after plan.Contributions) plan.Contributions {
-	changesDir := ""
-	if after.ChangesDir != before.ChangesDir {
-		changesDir = after.ChangesDir
-	}
-	return plan.Contributions{
-		Env:        after.Env[len(before.Env):],
-		Forwards:   after.Forwards[len(before.Forwards):],
-		Mounts:     after.Mounts[len(before.Mounts):],
-		ReadOnly:   after.ReadOnly[len(before.ReadOnly):],
-		ReadWrite:  after.ReadWrite[len(before.ReadWrite):],
-		Guards:     after.Guards[len(before.Guards):],
-		ChangesDir: changesDir,
-	}
+// prepareBrokers runs every broker's Prepare (broker.List.Prepare): on a failure the ones
+// already prepared are ended and the launch fails closed.
+func (d *Daemon) prepareBrokers(ctx context.Context, bl *broker.Launch, c *plan.Contributions) error {
+	return d.brokers.Prepare(ctx, bl, c)
 }
 
 // resumeBrokers re-creates the host side of a re-adopted launch; a failure is logged (the box
 // keeps running; what the broker served is unavailable until it ends).
-func (d *Daemon) resumeBrokers(ctx context.Context, bl *brokerLaunch) {
-	for _, b := range d.brokers {
-		if err := b.resume(ctx, bl); err != nil {
-			d.log.Error("resume broker for re-adopted launch", "broker", b.name(), "launch", bl.ID, "err", err)
-		}
-	}
+func (d *Daemon) resumeBrokers(ctx context.Context, bl *broker.Launch) {
+	d.brokers.Resume(ctx, bl)
 }
 
 // endBrokers releases every broker's state for a launch.
 func (d *Daemon) endBrokers(id string) {
-	for _, b := range d.brokers {
-		b.end(id)
+	d.brokers.End(id)
+}
+
+// stopBrokers runs when the daemon stops; boxes keep running. What the egress proxies' rate
+// limits held back is written now, as counted summaries, so that the next daemon's totals
+// count it; then the audit rows still queued are committed, before the store closes.
+func (d *Daemon) stopBrokers() {
+	if d.egress != nil {
+		d.egress.flushHeldRecords()
+	}
+	if d.audits != nil {
+		d.audits.Close()
 	}
 }
 
-// brokerFactory makes a broker for a daemon; order sorts brokers (lower prepares first).
-type brokerFactory struct {
-	order int
-	make  func(d *Daemon) (broker, error)
-}
-
-// brokerFactories is filled by each broker file's init.
-var brokerFactories []brokerFactory
-
-// registerBroker adds a broker to every daemon made after it.
-func registerBroker(order int, make func(d *Daemon) (broker, error)) {
-	brokerFactories = append(brokerFactories, brokerFactory{order, make})
-}
-
-// makeBrokers builds the daemon's brokers in order.
-func (d *Daemon) makeBrokers() error {
-	fs := append([]brokerFactory(nil), brokerFactories...)
-	sort.SliceStable(fs, func(i, j int) bool { return fs[i].order < fs[j].order })
-	for _, f := range fs {
-		b, err := f.make(d)
-		if err != nil {
-			return err
+// envOf returns the value of key in what the brokers contributed to the environment (the last
+// one set), "" when none set it.
+func envOf(c *plan.Contributions, key string) string {
+	v := ""
+	for _, kv := range c.Env {
+		if after, ok := strings.CutPrefix(kv, key+"="); ok {
+			v = after
 		}
-		d.brokers = append(d.brokers, b)
 	}
-	return nil
+	return v
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
@@ -14,19 +15,12 @@ import (
 	"sync"
 
 	"github.com/agentbox/agentbox/internal/api"
+	"github.com/agentbox/agentbox/internal/broker"
 	"github.com/agentbox/agentbox/internal/egress"
 	"github.com/agentbox/agentbox/internal/plan"
 	"github.com/agentbox/agentbox/internal/relay/session"
 	"github.com/agentbox/agentbox/internal/store"
 )
-
-func init() {
-	// After the relay broker (0), which creates the launch's pairing session, and after the
-	// ssh broker (30), whose leg ports the proxy's port must not take.
-	registerBroker(40, func(d *Daemon) (broker, error) {
-		return &egressBroker{d: d, live: map[string]*egressLaunch{}, ended: map[string]api.EgressStats{}}, nil
-	})
-}
 
 // EgressPort is the in-box loopback port of a launch's egress proxy (the next free one when a
 // broker before it took it).
@@ -44,15 +38,11 @@ const (
 	maxEndedEgressStats = 1024
 )
 
-// egressResolver, when set (tests), resolves names for every launch's proxy instead of the
-// host's resolver.
-var egressResolver egress.Resolver
-
 // egressBroker runs the allowlist egress proxy of each launch with egress deny
 // (internal/egress, docs/egress.md), with an empty allowlist too: then it refuses every target
 // and says which key would allow it.
 type egressBroker struct {
-	d *Daemon
+	egressDeps
 
 	mu    sync.Mutex
 	live  map[string]*egressLaunch
@@ -62,6 +52,27 @@ type egressBroker struct {
 	// at the first listing (loadHistory).
 	history     sync.Once
 	historyByID map[string]api.EgressStats
+}
+
+// egressDeps is what the egress broker is built from.
+type egressDeps struct {
+	// Sessions is the daemon's pairing registry: a proxy admits only its launch's pairing.
+	// Required: without it Prepare refuses every launch with egress deny.
+	Sessions *session.Registry
+	// Audits commits the proxy's audit rows, with the relay's, in batches; nil writes none.
+	Audits *store.AuditWriter
+	// Store reads the counters of launches that ran under earlier daemons; nil means none.
+	Store *store.Store
+	// Limit bounds a listener's connections (Daemon.limitConns); nil means unbounded.
+	Limit connLimiter
+	// Resolver, when set (tests), resolves names for every launch's proxy instead of the
+	// host's resolver.
+	Resolver egress.Resolver
+	Log      *slog.Logger
+}
+
+func newEgressBroker(deps egressDeps) *egressBroker {
+	return &egressBroker{egressDeps: deps, live: map[string]*egressLaunch{}, ended: map[string]api.EgressStats{}}
 }
 
 type egressLaunch struct {
@@ -76,9 +87,9 @@ type egressState struct {
 	Port  int      `json:"port"`
 }
 
-func (b *egressBroker) name() string { return "egress" }
+func (b *egressBroker) Name() string { return "egress" }
 
-func (b *egressBroker) prepare(ctx context.Context, bl *brokerLaunch, c *plan.Contributions) error {
+func (b *egressBroker) Prepare(ctx context.Context, bl *broker.Launch, c *plan.Contributions) error {
 	if bl.Egress != plan.EgressDeny {
 		return nil // the box shares the host network
 	}
@@ -89,13 +100,8 @@ func (b *egressBroker) prepare(ctx context.Context, bl *brokerLaunch, c *plan.Co
 		return &api.Error{Code: api.CodeConfigInvalid, Message: "egressAllow: " + err.Error(), Hint: "fix egressAllow in your config (docs/egress.md)"}
 	}
 	// The launch's pairing, created by the relay broker, is the proxy's only credential.
-	var pairing string
-	for _, kv := range c.Env {
-		if v, ok := strings.CutPrefix(kv, EnvPairing+"="); ok {
-			pairing = v
-		}
-	}
-	if pairing == "" || b.registry() == nil {
+	pairing := envOf(c, EnvPairing)
+	if pairing == "" || b.Sessions == nil {
 		return errors.New("the egress proxy needs the launch's pairing session, and the relay broker gave none")
 	}
 	port := EgressPort
@@ -114,7 +120,7 @@ func (b *egressBroker) prepare(ctx context.Context, bl *brokerLaunch, c *plan.Co
 	proxyURL := "http://agentbox:" + pairing + "@127.0.0.1:" + strconv.Itoa(port)
 	c.Forwards = append(c.Forwards, plan.Forward{Port: port, Socket: plan.RunDir + "/" + egressSocket})
 	c.Env = append(c.Env, egress.ProxyEnv(proxyURL)...)
-	b.d.log.Info("egress proxy", "launch", bl.ID, "port", port, "allow", strings.Join(bl.Config.EgressAllow, ","))
+	b.Log.Info("egress proxy", "launch", bl.ID, "port", port, "allow", strings.Join(bl.Config.EgressAllow, ","))
 	return nil
 }
 
@@ -126,15 +132,7 @@ func usedPorts(fs []plan.Forward) map[int]bool {
 	return m
 }
 
-// registry is the daemon's pairing registry (the relay broker's), or nil.
-func (b *egressBroker) registry() *session.Registry {
-	if b.d.relay == nil {
-		return nil
-	}
-	return b.d.relay.reg
-}
-
-func (b *egressBroker) resume(ctx context.Context, bl *brokerLaunch) error {
+func (b *egressBroker) Resume(ctx context.Context, bl *broker.Launch) error {
 	data, err := os.ReadFile(filepath.Join(filepath.Dir(bl.RunDir), egressStateFile))
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil // the launch started without an allowlist
@@ -150,7 +148,7 @@ func (b *egressBroker) resume(ctx context.Context, bl *brokerLaunch) error {
 	if err != nil {
 		return fmt.Errorf("egress proxy state: %w", err)
 	}
-	if b.registry() == nil {
+	if b.Sessions == nil {
 		return errors.New("no pairing registry")
 	}
 	return b.start(bl.ID, bl.RunDir, allow, b.countedBefore(ctx, bl.ID))
@@ -165,15 +163,15 @@ func (b *egressBroker) start(id, runDir string, allow *egress.Allowlist, base ap
 	}
 	p := &egress.Proxy{
 		Allow:    allow,
-		Sessions: b.registry(),
+		Sessions: b.Sessions,
 		Scope:    session.Scope{LaunchID: id},
-		Resolver: egressResolver,
-		Logf:     func(f string, a ...any) { b.d.log.Info(fmt.Sprintf(f, a...), "broker", "egress") },
+		Resolver: b.Resolver,
+		Logf:     func(f string, a ...any) { b.Log.Info(fmt.Sprintf(f, a...), "broker", "egress") },
 		Audit:    func(r egress.Record) { b.audit(id, r) },
 	}
 	go func() {
-		if err := egress.Serve(b.d.limitConns(ln, perLaunchConns, "launch's egress proxy", id), p); err != nil {
-			b.d.log.Warn("egress proxy stopped", "launch", id, "err", err)
+		if err := egress.Serve(b.Limit.bound(ln, perLaunchConns, "launch's egress proxy", id), p); err != nil {
+			b.Log.Warn("egress proxy stopped", "launch", id, "err", err)
 		}
 	}()
 	b.mu.Lock()
@@ -186,7 +184,7 @@ func (b *egressBroker) start(id, runDir string, allow *egress.Allowlist, base ap
 	return nil
 }
 
-func (b *egressBroker) end(id string) {
+func (b *egressBroker) End(id string) {
 	b.mu.Lock()
 	l := b.live[id]
 	delete(b.live, id)
@@ -222,7 +220,7 @@ func (b *egressBroker) flushHeldRecords() {
 // stop closes a launch's socket and its proxy: open tunnels are cut and logged as closed.
 func (b *egressBroker) stop(l *egressLaunch) {
 	if err := l.ln.Close(); err != nil && !errors.Is(err, net.ErrClosed) {
-		b.d.log.Warn("close egress proxy socket", "err", err)
+		b.Log.Warn("close egress proxy socket", "err", err)
 	}
 	l.proxy.Close()
 }
@@ -247,12 +245,10 @@ func (l *egressLaunch) stats() api.EgressStats {
 // egressStats returns a launch's egress counters, or nil when it had no proxy (while this
 // daemon ran).
 func (d *Daemon) egressStats(id string) *api.EgressStats {
-	for _, br := range d.brokers {
-		if b, ok := br.(*egressBroker); ok {
-			return b.launchStats(id)
-		}
+	if d.egress == nil {
+		return nil
 	}
-	return nil
+	return d.egress.launchStats(id)
 }
 
 func (b *egressBroker) launchStats(id string) *api.EgressStats {
@@ -294,8 +290,8 @@ type egressAuditDetail struct {
 	Count int64 `json:"count,omitempty"`
 }
 
-// audit queues one audit row per tunnel or request on the daemon's audit writer, the relay
-// broker's: the rows of a burst of tunnels (npm install) are committed together with the
+// audit queues one audit row per tunnel or request on the daemon's audit writer, which the
+// relay broker shares: the rows of a burst of tunnels (npm install) are committed together with the
 // relay's and git's, one fsync per batch, off every tunnel's path, in the order they were
 // queued; the daemon commits what is still queued before it closes the store. The launch id
 // is the proxy's, also for requests whose pairing was refused.
@@ -307,26 +303,24 @@ func (b *egressBroker) audit(launchID string, r egress.Record) {
 		Count: r.Count,
 	})
 	if err != nil {
-		b.d.log.Warn("audit egress", "launch", launchID, "err", err)
+		b.Log.Warn("audit egress", "launch", launchID, "err", err)
 		return
 	}
-	// Without the relay broker there is no writer, and no proxy either: start needs the
-	// relay's pairing registry.
-	if b.d.relay == nil {
+	if b.Audits == nil {
 		return
 	}
-	b.d.relay.audits.Add(&store.Audit{Time: r.Time, LaunchID: launchID, Kind: auditKindEgress, Detail: detail})
+	b.Audits.Add(&store.Audit{Time: r.Time, LaunchID: launchID, Kind: auditKindEgress, Detail: detail})
 }
 
 // countedBefore sums a re-adopted launch's audit rows, so that its counters survive a
 // daemon restart.
 func (b *egressBroker) countedBefore(ctx context.Context, id string) api.EgressStats {
-	if b.d.db == nil {
+	if b.Store == nil {
 		return api.EgressStats{}
 	}
-	t, err := b.d.db.EgressTotals(ctx, id)
+	t, err := b.Store.EgressTotals(ctx, id)
 	if err != nil {
-		b.d.log.Warn("read egress audit of re-adopted launch", "launch", id, "err", err)
+		b.Log.Warn("read egress audit of re-adopted launch", "launch", id, "err", err)
 		return api.EgressStats{}
 	}
 	return egressStats(t[id])
@@ -336,12 +330,12 @@ func (b *egressBroker) countedBefore(ctx context.Context, id string) api.EgressS
 // rows: those of launches that ended under an earlier daemon are shown from there.
 func (b *egressBroker) loadHistory() {
 	b.history.Do(func() {
-		if b.d.db == nil {
+		if b.Store == nil {
 			return
 		}
-		totals, err := b.d.db.EgressTotals(context.Background(), "")
+		totals, err := b.Store.EgressTotals(context.Background(), "")
 		if err != nil {
-			b.d.log.Warn("egress counters of earlier launches", "err", err)
+			b.Log.Warn("egress counters of earlier launches", "err", err)
 			return
 		}
 		m := make(map[string]api.EgressStats, len(totals))

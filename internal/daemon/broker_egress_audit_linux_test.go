@@ -61,12 +61,12 @@ func newAuditRig(t *testing.T) *auditRig {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	d.store, d.db, d.ctx = r.st, r.st, ctx
-	if r.relay, err = newRelayBroker(d); err != nil {
+	if err := d.startBrokers(); err != nil {
 		t.Fatal(err)
 	}
-	r.egress = &egressBroker{d: d, live: map[string]*egressLaunch{}, ended: map[string]api.EgressStats{}}
+	r.relay, r.egress = d.relay, d.egress
 	t.Cleanup(func() {
-		r.relay.closeAudits()
+		d.audits.Close()
 		cancel()
 		r.st.Close()
 	})
@@ -102,8 +102,8 @@ func TestEgressAuditBatched(t *testing.T) {
 	r := newAuditRig(t)
 	const id = "egress-audit-batched"
 	runDir := startAuditEgress(t, r, id)
-	t.Cleanup(func() { r.egress.end(id) })
-	_, pairing, err := r.relay.reg.Create(context.Background(), session.Spec{Kind: session.KindLaunch, ClientID: "generic", LaunchID: id})
+	t.Cleanup(func() { r.egress.End(id) })
+	_, pairing, err := r.d.sessions.Create(context.Background(), session.Spec{Kind: session.KindLaunch, ClientID: "generic", LaunchID: id})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -145,7 +145,7 @@ func TestEgressAuditBatched(t *testing.T) {
 }
 
 // TestEgressAuditShutdown: every egress audit row queued when the daemon shuts down is in the
-// store once the shutdown's flush (closeAudits, which serve runs before it closes the store)
+// store once the shutdown's flush (stopBrokers, which serve runs before it closes the store)
 // has returned, in the order queued, and is still there when the store is opened again.
 func TestEgressAuditShutdown(t *testing.T) {
 	r := newAuditRig(t)
@@ -156,7 +156,7 @@ func TestEgressAuditShutdown(t *testing.T) {
 			Target: fmt.Sprintf("host%d.test:443", i), Host: fmt.Sprintf("host%d.test", i), Port: 443,
 			Decision: egress.DecisionRefuse, Reason: egress.ReasonHostNotAllowed, Code: api.CodeEgressRefused, Status: http.StatusForbidden})
 	}
-	r.relay.closeAudits()
+	r.d.audits.Close()
 	if err := r.st.Close(); err != nil {
 		t.Fatal(err)
 	}

@@ -27,11 +27,7 @@ import (
 // name; nothing leaves the box another way.
 func TestEgressProxyInBox(t *testing.T) {
 	out := egresstest.Start(t)
-	old := egressResolver
-	egressResolver = egress.Hosts(out.Hosts())
-	t.Cleanup(func() { egressResolver = old })
-
-	td := startDaemon(t, nil)
+	td := startDaemonOpts(t, Options{brokers: brokerHooks{egressResolver: egress.Hosts(out.Hosts())}})
 	if !out.Netns {
 		t.Log("no network namespace (not root): the outside is on host loopback, allowed by explicit 127.0.0.1 entries")
 	}

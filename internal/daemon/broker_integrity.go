@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/agentbox/agentbox/internal/api"
+	"github.com/agentbox/agentbox/internal/broker"
 	"github.com/agentbox/agentbox/internal/changes"
 	"github.com/agentbox/agentbox/internal/integrity"
 	"github.com/agentbox/agentbox/internal/launchdir"
@@ -27,19 +28,33 @@ import (
 // new or changed executable git configuration and hooks outside the pinned paths are moved
 // aside (docs/integrity.md, "Git's execution surface").
 
-func init() {
-	registerBroker(10, func(d *Daemon) (broker, error) {
-		return &integrityBroker{d: d, reg: &integrity.Registry{Path: filepath.Join(d.stateDir, "placeholders.json")},
-			watches: map[string]*integrityWatch{}}, nil
-	})
-}
-
 type integrityBroker struct {
-	d   *Daemon
+	integrityDeps
 	reg *integrity.Registry
 
 	mu      sync.Mutex
 	watches map[string]*integrityWatch
+}
+
+// integrityDeps is what the integrity broker is built from.
+type integrityDeps struct {
+	// RuntimeDir holds the launch directories, where each launch's state is kept host-side.
+	RuntimeDir string
+	// StateDir holds the placeholder registry and the launches' proposed changes.
+	StateDir string
+	// Helper is the box helper shims start from ("" when from agentbox itself): pinned when
+	// the workspace holds it.
+	Helper string
+	// Drift records the watch's transitions; nil records none.
+	Drift interface {
+		AddDrift(ctx context.Context, id string, e api.DriftEvent) error
+	}
+	Log *slog.Logger
+}
+
+func newIntegrityBroker(deps integrityDeps) *integrityBroker {
+	return &integrityBroker{integrityDeps: deps, reg: &integrity.Registry{Path: filepath.Join(deps.StateDir, "placeholders.json")},
+		watches: map[string]*integrityWatch{}}
 }
 
 type integrityWatch struct {
@@ -51,22 +66,22 @@ type integrityWatch struct {
 // integrityState is where a launch's integrity state is kept: the launch directory, host-side
 // only (not the run directory the box sees).
 func (b *integrityBroker) statePath(id string) string {
-	return filepath.Join(launchdir.Dir(b.d.runtimeDir, id), launchdir.IntegrityFile)
+	return filepath.Join(launchdir.Dir(b.RuntimeDir, id), launchdir.IntegrityFile)
 }
 
-func (*integrityBroker) name() string { return "integrity" }
+func (*integrityBroker) Name() string { return "integrity" }
 
 // independent: the snapshot needs nothing from the other brokers.
-func (b *integrityBroker) independent() {}
+func (b *integrityBroker) Independent() {}
 
-func (b *integrityBroker) prepare(ctx context.Context, bl *brokerLaunch, c *plan.Contributions) error {
+func (b *integrityBroker) Prepare(ctx context.Context, bl *broker.Launch, c *plan.Contributions) error {
 	// Resolved under the registry's lock, with the placeholders of other launches on the
 	// workspace taken for what they are (shared, held while this box runs too), never for the
 	// user's files.
 	// Every box pins the union of all harnesses' workspace configuration, whatever its program.
 	// agentbox's own binaries, when the workspace holds them, are pinned too (ownBinaryPins).
 	exe, _ := os.Executable()
-	own, ownExtra := ownBinaryPins(bl.Workspace, exe, b.d.helper)
+	own, ownExtra := ownBinaryPins(bl.Workspace, exe, b.Helper)
 	lay, err := b.reg.Prepare(bl.ID, bl.Workspace, append(workspaceConfigPins(bl.Config), ownExtra...))
 	if err != nil {
 		b.release(bl.ID)
@@ -93,7 +108,7 @@ func (b *integrityBroker) prepare(ctx context.Context, bl *brokerLaunch, c *plan
 	// they lie outside the workspace and get no placeholder (preCreate made them).
 	lay.Watch(homeWatched(bl.Config, bl.Profile, bl.Home)...)
 	for _, n := range lay.Notes {
-		b.d.log.Warn("integrity: protected path not pinned", "launch", bl.ID, "note", n)
+		b.Log.Warn("integrity: protected path not pinned", "launch", bl.ID, "note", n)
 	}
 	st := integrity.Snapshot(lay, integrity.Limits{})
 	if err := st.Save(b.statePath(bl.ID)); err != nil {
@@ -108,16 +123,16 @@ func (b *integrityBroker) prepare(ctx context.Context, bl *brokerLaunch, c *plan
 			b.release(bl.ID)
 			return err
 		}
-		c.Guards, c.ChangesDir = lay.Guards, b.d.changesDir(bl.ID)
+		c.Guards, c.ChangesDir = lay.Guards, changesDir(b.StateDir, bl.ID)
 	}
 	c.Mounts = append(c.Mounts, plan.ProtectMounts(lay.Protected)...)
-	b.d.log.Info("integrity snapshot", "launch", bl.ID, "roots", len(st.Roots), "pinned", len(lay.Protected),
+	b.Log.Info("integrity snapshot", "launch", bl.ID, "roots", len(st.Roots), "pinned", len(lay.Protected),
 		"guarded", len(lay.Guards), "homePlaceholders", len(homeHeld), "execConfig", len(st.Exec))
 	b.start(bl.ID, st, bl.Config.Integrity.Interval.Duration())
 	return nil
 }
 
-func (b *integrityBroker) resume(ctx context.Context, bl *brokerLaunch) error {
+func (b *integrityBroker) Resume(ctx context.Context, bl *broker.Launch) error {
 	st, err := integrity.Load(b.statePath(bl.ID))
 	if err != nil {
 		return err
@@ -128,7 +143,7 @@ func (b *integrityBroker) resume(ctx context.Context, bl *brokerLaunch) error {
 	return nil
 }
 
-func (b *integrityBroker) end(id string) {
+func (b *integrityBroker) End(id string) {
 	b.mu.Lock()
 	iw := b.watches[id]
 	delete(b.watches, id)
@@ -142,7 +157,7 @@ func (b *integrityBroker) end(id string) {
 		// Settled by a daemon that did not prepare or resume it (re-adoption of an ended box).
 		w = b.newWatcher(id, st, 0)
 	} else if !errors.Is(err, os.ErrNotExist) {
-		b.d.log.Error("integrity: load state for the check at exit", "launch", id, "err", err)
+		b.Log.Error("integrity: load state for the check at exit", "launch", id, "err", err)
 	}
 	// What the box wrote in the staged copies of protected files is kept as proposed changes,
 	// before the launch is recorded as ended.
@@ -170,7 +185,7 @@ func (b *integrityBroker) collectStaged(id string) {
 }
 
 func (b *integrityBroker) guardsPath(id string) string {
-	return filepath.Join(launchdir.Dir(b.d.runtimeDir, id), launchdir.GuardsFile)
+	return filepath.Join(launchdir.Dir(b.RuntimeDir, id), launchdir.GuardsFile)
 }
 
 // sweepGuards makes one guard pass over launch id's guarded paths.
@@ -180,27 +195,27 @@ func (b *integrityBroker) sweepGuards(id string) {
 		return
 	}
 	if err != nil {
-		b.d.log.Error("integrity: load guarded paths for the pass at exit", "launch", id, "err", err)
+		b.Log.Error("integrity: load guarded paths for the pass at exit", "launch", id, "err", err)
 		return
 	}
-	g, err := changes.Open(b.d.changesDir(id), gs, false)
+	g, err := changes.Open(changesDir(b.StateDir, id), gs, false)
 	if err != nil {
-		b.d.log.Error("integrity: guard pass at exit", "launch", id, "err", err)
+		b.Log.Error("integrity: guard pass at exit", "launch", id, "err", err)
 		return
 	}
 	g.Captured = func(rel string) {
-		b.d.log.Warn("integrity: moved what the box created at a protected path into its proposed changes", "launch", id, "path", rel)
+		b.Log.Warn("integrity: moved what the box created at a protected path into its proposed changes", "launch", id, "path", rel)
 	}
 	if err := g.Close(); err != nil {
-		b.d.log.Error("integrity: guard pass at exit", "launch", id, "err", err)
+		b.Log.Error("integrity: guard pass at exit", "launch", id, "err", err)
 	}
 	b.removeEmptyChanges(id)
 }
 
 // removeEmptyChanges removes launch id's proposed-changes folder when the box proposed nothing.
 func (b *integrityBroker) removeEmptyChanges(id string) {
-	if cs, err := changes.List(b.d.changesDir(id)); err == nil && len(cs) == 0 {
-		os.RemoveAll(b.d.changesDir(id))
+	if cs, err := changes.List(changesDir(b.StateDir, id)); err == nil && len(cs) == 0 {
+		os.RemoveAll(changesDir(b.StateDir, id))
 	}
 }
 
@@ -233,12 +248,12 @@ func loadGuards(path string) ([]plan.Guard, error) {
 func (b *integrityBroker) sweep(known func(id string) bool) {
 	holders, err := b.reg.Holders()
 	if err != nil {
-		b.d.log.Error("integrity: list placeholder holders", "err", err)
+		b.Log.Error("integrity: list placeholder holders", "err", err)
 		return
 	}
 	for _, id := range holders {
 		if !known(id) {
-			b.d.log.Info("integrity: releasing the placeholders of an unrecorded launch", "launch", id)
+			b.Log.Info("integrity: releasing the placeholders of an unrecorded launch", "launch", id)
 			b.release(id)
 		}
 	}
@@ -253,10 +268,10 @@ func (b *integrityBroker) release(id string) {
 	}
 	removed, err := b.reg.Release(id)
 	if err != nil {
-		b.d.log.Error("integrity: remove placeholders", "launch", id, "err", err)
+		b.Log.Error("integrity: remove placeholders", "launch", id, "err", err)
 	}
 	if len(removed) > 0 {
-		b.d.log.Debug("integrity: placeholders removed", "launch", id, "paths", removed)
+		b.Log.Debug("integrity: placeholders removed", "launch", id, "paths", removed)
 	}
 }
 
@@ -276,7 +291,7 @@ func (b *integrityBroker) start(id string, st *integrity.State, interval time.Du
 	go func() {
 		defer close(iw.done)
 		if err := w.Run(ctx); err != nil {
-			b.d.log.Warn("integrity: file events unavailable; periodic checks go on", "launch", id, "err", err)
+			b.Log.Warn("integrity: file events unavailable; periodic checks go on", "launch", id, "err", err)
 		}
 	}()
 }
@@ -288,25 +303,27 @@ func (b *integrityBroker) newWatcher(id string, st *integrity.State, interval ti
 		if !t.Alert {
 			level = slog.LevelInfo
 		}
-		b.d.log.Log(context.Background(), level, "integrity drift", "launch", id, "kind", t.Kind, "path", t.Path,
+		b.Log.Log(context.Background(), level, "integrity drift", "launch", id, "kind", t.Kind, "path", t.Path,
 			"detail", t.Detail, "source", src, "alert", t.Alert)
 		ev := api.DriftEvent{Kind: string(t.Kind), Path: t.Path, Detail: t.Detail, Source: string(src), Alert: t.Alert}
-		if err := b.d.store.AddDrift(context.Background(), id, ev); err != nil {
-			b.d.log.Error("integrity: record drift", "launch", id, "err", err)
+		if b.Drift != nil {
+			if err := b.Drift.AddDrift(context.Background(), id, ev); err != nil {
+				b.Log.Error("integrity: record drift", "launch", id, "err", err)
+			}
 		}
 	}
 	w.OnCheck = func(c integrity.Check) {
 		if len(c.Transitions) > 0 {
 			if err := st.Save(b.statePath(id)); err != nil && !errors.Is(err, os.ErrNotExist) {
-				b.d.log.Error("integrity: save state", "launch", id, "err", err)
+				b.Log.Error("integrity: save state", "launch", id, "err", err)
 			}
 		}
 		switch c.Source {
 		case integrity.SourcePeriodic, integrity.SourceExit:
-			b.d.log.Info(fmt.Sprintf("integrity check (%s)", c.Source), "launch", id, "roots", c.Roots,
+			b.Log.Info(fmt.Sprintf("integrity check (%s)", c.Source), "launch", id, "roots", c.Roots,
 				"transitions", len(c.Transitions), "took", c.Took)
 		default:
-			b.d.log.Debug("integrity check", "launch", id, "source", c.Source, "transitions", len(c.Transitions))
+			b.Log.Debug("integrity check", "launch", id, "source", c.Source, "transitions", len(c.Transitions))
 		}
 	}
 	return w
@@ -320,6 +337,6 @@ func (d *Daemon) stagedDir(id string) string {
 
 // changesDir is where launch id's proposed changes are kept (docs/integrity.md): in the state
 // directory, so that they outlive the launch and a reboot, until applied or discarded.
-func (d *Daemon) changesDir(id string) string {
-	return filepath.Join(d.stateDir, "changes", id)
-}
+func (d *Daemon) changesDir(id string) string { return changesDir(d.stateDir, id) }
+
+func changesDir(stateDir, id string) string { return filepath.Join(stateDir, "changes", id) }

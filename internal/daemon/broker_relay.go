@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	"github.com/agentbox/agentbox/internal/api"
+	"github.com/agentbox/agentbox/internal/broker"
 	"github.com/agentbox/agentbox/internal/config"
 	"github.com/agentbox/agentbox/internal/handoff"
 	"github.com/agentbox/agentbox/internal/plan"
@@ -37,17 +39,12 @@ const (
 	EnvPairing  = "AGENTBOX_PAIRING"
 )
 
-func init() {
-	registerBroker(0, func(d *Daemon) (broker, error) { return newRelayBroker(d) })
-}
-
 // relayBroker owns the pairing-session registry and serves each launch's relay channel: a unix
 // socket in its run directory that box-init exposes on 127.0.0.1:RelayPort, accepting only that
 // launch's pairing. With egress: allow the box shares the host network and reaches the relay on
 // a shared host loopback listener instead, where the pairing is the only gate.
 type relayBroker struct {
-	d        *Daemon
-	reg      *session.Registry
+	relayDeps
 	identity gitrelay.IdentityCache // the user's git identity for the generated gitconfig
 
 	mu       sync.Mutex
@@ -56,8 +53,21 @@ type relayBroker struct {
 	history  sync.Once                  // the counters of launches that ran under earlier daemons (loadHistory)
 	shared   net.Listener               // host loopback listener (egress: allow, manual sessions)
 	sharedH  *relay.Handler
+}
 
-	audits *store.AuditWriter // relay, git and egress rows, committed in batches off the request path
+// relayDeps is what the relay broker is built from.
+type relayDeps struct {
+	// Sessions is the daemon's pairing registry: the relay creates each launch's session there.
+	Sessions *session.Registry
+	// Audits commits the relay's and git's audit rows in batches, off the request path.
+	Audits *store.AuditWriter
+	// Store reads the counters of launches that ran under earlier daemons; nil means none.
+	Store *store.Store
+	// RuntimeDir keeps the shared loopback listener's port (relay-port) for the next daemon.
+	RuntimeDir string
+	// Limit bounds a listener's connections (Daemon.limitConns); nil means unbounded.
+	Limit connLimiter
+	Log   *slog.Logger
 }
 
 // auditLinger is how long the relay's audit rows gather before they are committed together:
@@ -70,43 +80,27 @@ type relayLaunch struct {
 	ln   net.Listener
 }
 
-func newRelayBroker(d *Daemon) (*relayBroker, error) {
-	cfg := d.currentConfig()
-	b := &relayBroker{d: d, launches: map[string]*relayLaunch{}, stats: map[string]*api.RelayStats{}}
-	b.audits = d.db.NewAuditWriter(auditLinger, func(f string, a ...any) {
-		d.log.Warn(fmt.Sprintf(f, a...), "broker", "relay")
-	})
-	reg, err := session.Open(d.ctx, session.Config{
-		Max:            cfg.Sessions.Max,
-		IdleTimeout:    cfg.Sessions.IdleTimeout.Duration(),
-		AllowedClients: cfg.Sessions.AllowedClients,
-		Persister:      storeSessions{d.db},
-		Logf:           b.logf,
-	})
-	if err != nil {
-		b.audits.Close()
-		return nil, fmt.Errorf("pairing sessions: %w", err)
-	}
-	b.reg = reg
-	d.relay = b
-	go reg.Run(d.ctx)
-	// Sessions created by hand outlive a daemon restart, and so does the loopback listener
-	// their clients use: start it again, on its remembered port.
-	for _, r := range reg.List() {
-		if r.Kind == session.KindManual && r.State == session.StateLive {
-			if _, err := b.sharedListener(cfg); err != nil {
-				d.log.Error("restart the relay loopback listener for live sessions", "err", err)
-			}
-			break
-		}
-	}
-	return b, nil
+func newRelayBroker(deps relayDeps) *relayBroker {
+	return &relayBroker{relayDeps: deps, launches: map[string]*relayLaunch{}, stats: map[string]*api.RelayStats{}}
 }
 
-func (b *relayBroker) name() string { return "relay" }
+// resumeShared starts the loopback listener again when sessions created by hand outlived a
+// daemon restart: their clients use it, on its remembered port.
+func (b *relayBroker) resumeShared(cfg config.Config) {
+	for _, r := range b.Sessions.List() {
+		if r.Kind == session.KindManual && r.State == session.StateLive {
+			if _, err := b.sharedListener(cfg); err != nil {
+				b.Log.Error("restart the relay loopback listener for live sessions", "err", err)
+			}
+			return
+		}
+	}
+}
+
+func (b *relayBroker) Name() string { return "relay" }
 
 func (b *relayBroker) logf(format string, args ...any) {
-	b.d.log.Info(fmt.Sprintf(format, args...), "broker", "relay")
+	b.Log.Info(fmt.Sprintf(format, args...), "broker", "relay")
 }
 
 // handler builds the relay handler for a configuration and scope.
@@ -116,13 +110,13 @@ func (b *relayBroker) handler(cfg config.Config, scope session.Scope) (*relay.Ha
 		return nil, &api.Error{Code: api.CodeConfigInvalid, Message: "gateway: " + err.Error(), Hint: "fix the gateway section of your config"}
 	}
 	gitRelay, err := gitrelay.New(cfg.Git.Relay(), gitrelay.Options{
-		Logf:  func(f string, a ...any) { b.d.log.Info(fmt.Sprintf(f, a...), "broker", "git") },
+		Logf:  func(f string, a ...any) { b.Log.Info(fmt.Sprintf(f, a...), "broker", "git") },
 		Audit: b.gitAudit,
 	})
 	if err != nil {
 		return nil, &api.Error{Code: api.CodeConfigInvalid, Message: "git: " + err.Error(), Hint: "fix the git section of your config"}
 	}
-	return &relay.Handler{Sessions: b.reg, Scope: scope, Sandbox: llmRelay, Git: gitRelay, Logf: b.logf, Audit: b.audit}, nil
+	return &relay.Handler{Sessions: b.Sessions, Scope: scope, Sandbox: llmRelay, Git: gitRelay, Logf: b.logf, Audit: b.audit}, nil
 }
 
 func llmConfig(g config.Gateway) llm.Config {
@@ -134,12 +128,12 @@ func llmConfig(g config.Gateway) llm.Config {
 	return llm.Config{Anthropic: conv(g.Anthropic), OpenAI: conv(g.OpenAI), Gemini: conv(g.Gemini)}
 }
 
-func (b *relayBroker) prepare(ctx context.Context, bl *brokerLaunch, c *plan.Contributions) error {
+func (b *relayBroker) Prepare(ctx context.Context, bl *broker.Launch, c *plan.Contributions) error {
 	clientID := bl.Profile
 	if clientID == "" {
 		clientID = "generic"
 	}
-	sess, pairing, err := b.reg.Create(ctx, session.Spec{Kind: session.KindLaunch, ClientID: clientID, LaunchID: bl.ID})
+	sess, pairing, err := b.Sessions.Create(ctx, session.Spec{Kind: session.KindLaunch, ClientID: clientID, LaunchID: bl.ID})
 	if err != nil {
 		switch {
 		case errors.Is(err, session.ErrTooManySessions):
@@ -150,8 +144,8 @@ func (b *relayBroker) prepare(ctx context.Context, bl *brokerLaunch, c *plan.Con
 		return err
 	}
 	fail := func(err error) error {
-		if eerr := b.reg.End(context.WithoutCancel(ctx), sess.ID()); eerr != nil {
-			b.d.log.Warn("end session of failed launch", "launch", bl.ID, "err", eerr)
+		if eerr := b.Sessions.End(context.WithoutCancel(ctx), sess.ID()); eerr != nil {
+			b.Log.Warn("end session of failed launch", "launch", bl.ID, "err", eerr)
 		}
 		return err
 	}
@@ -168,7 +162,7 @@ func (b *relayBroker) prepare(ctx context.Context, bl *brokerLaunch, c *plan.Con
 	// pairing as an extra header; the user's own git configuration is not visible.
 	identity, err := b.identity.Read(ctx)
 	if err != nil {
-		b.d.log.Debug("read git identity", "err", err)
+		b.Log.Debug("read git identity", "err", err)
 	}
 	gc, err := gitrelay.Gitconfig{RelayURL: relayURL, Pairing: pairing, Allow: bl.Config.Git.Allow,
 		SSHHosts: bl.Config.Git.SSH.Broker().HostNames(), Identity: identity}.Bytes()
@@ -198,7 +192,7 @@ func closeErr(ln net.Listener, err error) error {
 
 // listen serves the launch's relay channel: its own unix socket under egress: deny, or the
 // shared host loopback listener under egress: allow (then ln is nil).
-func (b *relayBroker) listen(bl *brokerLaunch, cfg config.Config) (relayURL string, ln net.Listener, err error) {
+func (b *relayBroker) listen(bl *broker.Launch, cfg config.Config) (relayURL string, ln net.Listener, err error) {
 	if bl.Egress == plan.EgressAllow {
 		addr, err := b.sharedListener(cfg)
 		if err != nil {
@@ -218,8 +212,8 @@ func (b *relayBroker) listen(bl *brokerLaunch, cfg config.Config) (relayURL stri
 	}
 	go func() {
 		// Bounded after the handoff, so that each connection box-init hands over counts.
-		if err := relay.Serve(b.d.limitConns(handoff.Listener(ln), perLaunchConns, "launch's relay channel", bl.ID), h); err != nil {
-			b.d.log.Warn("relay channel stopped", "launch", bl.ID, "err", err)
+		if err := relay.Serve(b.Limit.bound(handoff.Listener(ln), perLaunchConns, "launch's relay channel", bl.ID), h); err != nil {
+			b.Log.Warn("relay channel stopped", "launch", bl.ID, "err", err)
 		}
 	}()
 	return "http://127.0.0.1:" + strconv.Itoa(RelayPort), ln, nil
@@ -238,7 +232,7 @@ func (b *relayBroker) sharedListener(cfg config.Config) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	portFile := filepath.Join(b.d.runtimeDir, "relay-port")
+	portFile := filepath.Join(b.RuntimeDir, "relay-port")
 	addr := "127.0.0.1:0"
 	if p, err := os.ReadFile(portFile); err == nil {
 		addr = "127.0.0.1:" + strings.TrimSpace(string(p))
@@ -252,29 +246,24 @@ func (b *relayBroker) sharedListener(cfg config.Config) (string, error) {
 	}
 	_, port, _ := net.SplitHostPort(ln.Addr().String())
 	if err := os.WriteFile(portFile, []byte(port+"\n"), 0o600); err != nil {
-		b.d.log.Warn("remember relay port", "err", err)
+		b.Log.Warn("remember relay port", "err", err)
 	}
 	b.shared, b.sharedH = ln, h
-	go relay.Serve(b.d.limitConns(ln, sharedConns, "relay loopback listener", ""), h)
-	b.d.log.Info("relay loopback listener (pairing-gated)", "addr", ln.Addr().String())
+	go relay.Serve(b.Limit.bound(ln, sharedConns, "relay loopback listener", ""), h)
+	b.Log.Info("relay loopback listener (pairing-gated)", "addr", ln.Addr().String())
 	return ln.Addr().String(), nil
 }
 
-func (b *relayBroker) resume(ctx context.Context, bl *brokerLaunch) error {
+func (b *relayBroker) Resume(ctx context.Context, bl *broker.Launch) error {
 	// The session itself was restored from the store when the registry opened.
-	var sess *session.Session
-	for _, r := range b.reg.List() {
-		if r.LaunchID == bl.ID && r.State == session.StateLive {
-			sess, _ = b.reg.Get(r.ID)
-		}
-	}
+	sess := b.Sessions.OfLaunch(bl.ID)
 	if sess == nil {
 		return fmt.Errorf("no live session for launch %s", bl.ID)
 	}
 	var ln net.Listener
 	var err error
 	if _, statErr := os.Stat(filepath.Join(bl.RunDir, relaySocket)); statErr == nil {
-		_, ln, err = b.listen(&brokerLaunch{ID: bl.ID, RunDir: bl.RunDir, Egress: plan.EgressDeny}, bl.Config)
+		_, ln, err = b.listen(&broker.Launch{ID: bl.ID, RunDir: bl.RunDir, Egress: plan.EgressDeny}, bl.Config)
 	} else {
 		_, err = b.sharedListener(bl.Config)
 	}
@@ -283,11 +272,11 @@ func (b *relayBroker) resume(ctx context.Context, bl *brokerLaunch) error {
 	}
 	// The counters go on from what the launch's audit rows say it did under the daemon before.
 	var before api.RelayStats
-	if b.d.db != nil {
-		if t, err := b.d.db.RelayTotals(ctx, bl.ID); err == nil {
+	if b.Store != nil {
+		if t, err := b.Store.RelayTotals(ctx, bl.ID); err == nil {
 			before = relayStats(t[bl.ID])
 		} else {
-			b.d.log.Warn("relay counters of a re-adopted launch", "launch", bl.ID, "err", err)
+			b.Log.Warn("relay counters of a re-adopted launch", "launch", bl.ID, "err", err)
 		}
 	}
 	b.mu.Lock()
@@ -299,13 +288,13 @@ func (b *relayBroker) resume(ctx context.Context, bl *brokerLaunch) error {
 	return nil
 }
 
-func (b *relayBroker) end(id string) {
+func (b *relayBroker) End(id string) {
 	b.mu.Lock()
 	l := b.launches[id]
 	delete(b.launches, id)
 	b.mu.Unlock()
-	if err := b.reg.EndLaunch(context.Background(), id); err != nil && !errors.Is(err, session.ErrNotFound) {
-		b.d.log.Warn("end launch session", "launch", id, "err", err)
+	if err := b.Sessions.EndLaunch(context.Background(), id); err != nil && !errors.Is(err, session.ErrNotFound) {
+		b.Log.Warn("end launch session", "launch", id, "err", err)
 	}
 	if l != nil && l.ln != nil {
 		l.ln.Close()
@@ -341,19 +330,15 @@ func (b *relayBroker) audit(r relay.Record) {
 		"method": r.Method, "path": r.Path, "status": r.Status, "bytesIn": r.BytesIn, "bytesOut": r.BytesOut,
 		"durationMs": r.Duration.Milliseconds(), "outcome": r.Outcome, "code": r.Code, "usage": r.Usage,
 	})
-	b.audits.Add(&store.Audit{Time: r.Time, LaunchID: r.LaunchID, Kind: "relay", Detail: detail})
+	b.Audits.Add(&store.Audit{Time: r.Time, LaunchID: r.LaunchID, Kind: "relay", Detail: detail})
 }
-
-// closeAudits commits the audit rows still queued; the daemon calls it before it closes the
-// store.
-func (b *relayBroker) closeAudits() { b.audits.Close() }
 
 func (b *relayBroker) gitAudit(ev gitrelay.Event) {
 	detail, err := json.Marshal(ev)
 	if err != nil {
 		return
 	}
-	b.audits.Add(&store.Audit{Time: time.Now(), LaunchID: ev.LaunchID, Kind: "git", Detail: detail})
+	b.Audits.Add(&store.Audit{Time: time.Now(), LaunchID: ev.LaunchID, Kind: "git", Detail: detail})
 }
 
 // launchStats returns a copy of a launch's relay counters, or nil.
@@ -374,12 +359,12 @@ func (b *relayBroker) launchStats(id string) *api.RelayStats {
 // theirs already, and count on from there.)
 func (b *relayBroker) loadHistory() {
 	b.history.Do(func() {
-		if b.d.db == nil {
+		if b.Store == nil {
 			return
 		}
-		totals, err := b.d.db.RelayTotals(context.Background(), "")
+		totals, err := b.Store.RelayTotals(context.Background(), "")
 		if err != nil {
-			b.d.log.Warn("relay counters of earlier launches", "err", err)
+			b.Log.Warn("relay counters of earlier launches", "err", err)
 			return
 		}
 		b.mu.Lock()
@@ -444,8 +429,8 @@ func (d *Daemon) relayActivity() map[string]*api.RelayStats {
 
 // liveSessions counts the live pairing sessions.
 func (d *Daemon) liveSessions() int {
-	if d.relay == nil {
+	if d.sessions == nil {
 		return 0
 	}
-	return d.relay.reg.Len()
+	return d.sessions.Len()
 }

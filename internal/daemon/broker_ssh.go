@@ -6,40 +6,17 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"sync"
 
+	"github.com/agentbox/agentbox/internal/broker"
 	"github.com/agentbox/agentbox/internal/config"
 	"github.com/agentbox/agentbox/internal/plan"
+	"github.com/agentbox/agentbox/internal/relay/session"
 	"github.com/agentbox/agentbox/internal/sshbroker"
 )
-
-func init() {
-	registerBroker(30, func(d *Daemon) (broker, error) {
-		return &sshBroker{d: d, live: map[string]*sshLaunch{}}, nil
-	})
-}
-
-// sshConfigOf returns the git.ssh section of a configuration.
-var sshConfigOf = func(c config.Config) sshbroker.Config { return c.Git.SSH.Broker() }
-
-// sshSessionDone returns a channel closed when the launch's pairing session is revoked or
-// ends, so that revocation cuts the box's agent requests and ssh legs. The relay broker
-// prepares before the ssh broker, so the session exists.
-var sshSessionDone = func(d *Daemon, launchID string) <-chan struct{} {
-	if d.relay == nil {
-		return nil
-	}
-	if s := d.relay.session(launchID); s != nil {
-		return s.Done()
-	}
-	return nil
-}
-
-// sshKnownHosts, when set (tests), lists the known_hosts files seeded into boxes instead of
-// the user's and the system's.
-var sshKnownHosts []string
 
 // sshStateFile, in the launch directory (not the run directory the box sees), keeps the
 // git.ssh the launch started with, so that a restarted daemon serves the same legs.
@@ -48,10 +25,33 @@ const sshStateFile = "sshbroker.json"
 // sshBroker serves each launch's agent socket and ssh legs (internal/sshbroker) when
 // git.ssh.hosts is configured; without it, it adds nothing to the plan.
 type sshBroker struct {
-	d *Daemon
+	sshDeps
 
 	mu   sync.Mutex
 	live map[string]*sshLaunch
+}
+
+// sshDeps is what the ssh broker is built from.
+type sshDeps struct {
+	// Sessions is the daemon's pairing registry: revoking or ending a launch's session (the
+	// relay broker's, prepared before this one) cuts the box's agent requests and ssh legs,
+	// and a launch without a live session there is not served (Prepare and Resume fail).
+	// nil: only End cuts them.
+	Sessions *session.Registry
+	// ConfigOf returns the git.ssh of a configuration; nil means its git.ssh section (tests
+	// set another).
+	ConfigOf func(config.Config) sshbroker.Config
+	// KnownHosts, when set (tests), lists the known_hosts files seeded into boxes instead of
+	// the user's and the system's.
+	KnownHosts []string
+	Log        *slog.Logger
+}
+
+func newSSHBroker(deps sshDeps) *sshBroker {
+	if deps.ConfigOf == nil {
+		deps.ConfigOf = func(c config.Config) sshbroker.Config { return c.Git.SSH.Broker() }
+	}
+	return &sshBroker{sshDeps: deps, live: map[string]*sshLaunch{}}
 }
 
 type sshLaunch struct {
@@ -59,10 +59,10 @@ type sshLaunch struct {
 	cancel context.CancelFunc
 }
 
-func (b *sshBroker) name() string { return "ssh" }
+func (b *sshBroker) Name() string { return "ssh" }
 
-func (b *sshBroker) prepare(ctx context.Context, bl *brokerLaunch, c *plan.Contributions) error {
-	cfg := sshConfigOf(bl.Config)
+func (b *sshBroker) Prepare(ctx context.Context, bl *broker.Launch, c *plan.Contributions) error {
+	cfg := b.ConfigOf(bl.Config)
 	if !cfg.Enabled() {
 		return nil
 	}
@@ -86,7 +86,7 @@ func (b *sshBroker) prepare(ctx context.Context, bl *brokerLaunch, c *plan.Contr
 	return nil
 }
 
-func (b *sshBroker) resume(ctx context.Context, bl *brokerLaunch) error {
+func (b *sshBroker) Resume(ctx context.Context, bl *broker.Launch) error {
 	data, err := os.ReadFile(filepath.Join(filepath.Dir(bl.RunDir), sshStateFile))
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil // the launch started without ssh hosts
@@ -102,28 +102,34 @@ func (b *sshBroker) resume(ctx context.Context, bl *brokerLaunch) error {
 	return err
 }
 
-func (b *sshBroker) start(bl *brokerLaunch, cfg sshbroker.Config, resume bool) (*sshbroker.Launch, error) {
+func (b *sshBroker) start(bl *broker.Launch, cfg sshbroker.Config, resume bool) (*sshbroker.Launch, error) {
 	// The broker's session: the launch's relay session when wired, and in any case the
 	// launch's own life (end cancels it).
-	sctx, cancel := context.WithCancel(context.Background())
-	if sshSessionDone != nil {
-		if done := sshSessionDone(b.d, bl.ID); done != nil {
-			go func() {
-				select {
-				case <-done:
-					cancel()
-				case <-sctx.Done():
-				}
-			}()
+	// A launch without a live session (revoked, or ended while no daemon ran) is not served:
+	// a restart must not give a revoked box its agent back.
+	var sess *session.Session
+	if b.Sessions != nil {
+		if sess = b.Sessions.OfLaunch(bl.ID); sess == nil {
+			return nil, fmt.Errorf("launch %s has no live pairing session (revoked or ended): its ssh agent and legs are not served", bl.ID)
 		}
+	}
+	sctx, cancel := context.WithCancel(context.Background())
+	if sess != nil {
+		go func() {
+			select {
+			case <-sess.Done():
+				cancel()
+			case <-sctx.Done():
+			}
+		}()
 	}
 	l, err := sshbroker.Start(sshbroker.Options{
 		Config:     cfg,
 		RunDir:     bl.RunDir,
 		Home:       bl.Home,
-		KnownHosts: sshKnownHosts,
+		KnownHosts: b.KnownHosts,
 		Done:       sctx.Done(),
-		Logger:     b.d.log.With("launch", bl.ID),
+		Logger:     b.Log.With("launch", bl.ID),
 		Resume:     resume,
 	})
 	if err != nil {
@@ -140,7 +146,7 @@ func (b *sshBroker) start(bl *brokerLaunch, cfg sshbroker.Config, resume bool) (
 	return l, nil
 }
 
-func (b *sshBroker) end(id string) {
+func (b *sshBroker) End(id string) {
 	b.mu.Lock()
 	sl := b.live[id]
 	delete(b.live, id)
@@ -153,7 +159,7 @@ func (b *sshBroker) end(id string) {
 // stop closes a launch's broker; what it cuts is logged as closed, not as revoked.
 func (b *sshBroker) stop(id string, sl *sshLaunch) {
 	if err := sl.l.Close(); err != nil {
-		b.d.log.Warn("close ssh broker", "launch", id, "err", err)
+		b.Log.Warn("close ssh broker", "launch", id, "err", err)
 	}
 	sl.cancel()
 }

@@ -35,14 +35,12 @@ func TestSSHBrokerInBox(t *testing.T) {
 	}
 
 	t.Setenv("SSH_AUTH_SOCK", ag.Socket)
-	oldCfg, oldKH := sshConfigOf, sshKnownHosts
-	sshConfigOf = func(config.Config) sshbroker.Config {
-		return sshbroker.Config{Hosts: []string{srv.HostEntry()}, Keys: []string{granted.FP}}
-	}
-	sshKnownHosts = []string{kh}
-	t.Cleanup(func() { sshConfigOf, sshKnownHosts = oldCfg, oldKH })
-
-	td := startDaemon(t, nil)
+	td := startDaemonOpts(t, Options{brokers: brokerHooks{
+		sshConfig: func(config.Config) sshbroker.Config {
+			return sshbroker.Config{Hosts: []string{srv.HostEntry()}, Keys: []string{granted.FP}}
+		},
+		sshKnownHosts: []string{kh},
+	}})
 	sh, err := exec.LookPath("sh")
 	if err != nil {
 		t.Fatal(err)

@@ -32,6 +32,17 @@ func connBudget(nofile uint64) *connlimit.Budget {
 	return connlimit.NewBudget(int(n))
 }
 
+// connLimiter bounds a broker listener's connections: Daemon.limitConns, given to the brokers.
+type connLimiter func(ln net.Listener, max int, what, launch string) net.Listener
+
+// bound returns ln bounded by l, or ln itself when l is nil (no bounds).
+func (l connLimiter) bound(ln net.Listener, max int, what, launch string) net.Listener {
+	if l == nil {
+		return ln
+	}
+	return l(ln, max, what, launch)
+}
+
 // limitConns bounds an HTTP broker listener (max connections of its own, and the daemon's
 // budget). A connection past a bound gets 503 too_many_connections with the reason, which the
 // program in the box sees; the first refusal of a listener is logged, not every one.

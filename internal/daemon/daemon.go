@@ -16,12 +16,14 @@ import (
 	"time"
 
 	"github.com/agentbox/agentbox/internal/api"
+	"github.com/agentbox/agentbox/internal/broker"
 	"github.com/agentbox/agentbox/internal/config"
 	"github.com/agentbox/agentbox/internal/connlimit"
 	"github.com/agentbox/agentbox/internal/engine"
 	_ "github.com/agentbox/agentbox/internal/engine/builtins" // registers the engines
 	"github.com/agentbox/agentbox/internal/launchdir"
 	"github.com/agentbox/agentbox/internal/readiness"
+	"github.com/agentbox/agentbox/internal/relay/session"
 	"github.com/agentbox/agentbox/internal/safesocket"
 	"github.com/agentbox/agentbox/internal/shim"
 	"github.com/agentbox/agentbox/internal/store"
@@ -46,6 +48,8 @@ type Options struct {
 	noSpare bool
 	// beforeWatch, in tests, runs before the daemon connects its watch to a new shim.
 	beforeWatch func(launchDir string)
+	// brokers, in tests, replaces what the brokers reach on the host.
+	brokers brokerHooks
 }
 
 // launchStore is what the daemon needs of the store.
@@ -69,14 +73,20 @@ type Daemon struct {
 	store      launchStore
 	db         *store.Store      // the store itself, for what is not a launch record (sessions, audit)
 	ctx        context.Context   // lives as long as serve
-	relay      *relayBroker      // set by the relay broker
 	conns      *connlimit.Budget // broker connections held, against the descriptor limit (connlimit.go)
+
+	// The brokers and what they share (broker.go), set by startBrokers.
+	brokers   broker.List        // in preparation order
+	sessions  *session.Registry  // pairing sessions: the relay creates them, egress and ssh check them
+	audits    *store.AuditWriter // relay, git and egress audit rows, committed in batches off the request path
+	relay     *relayBroker
+	integrity *integrityBroker
+	egress    *egressBroker
 
 	mu       sync.Mutex
 	cfg      *config.Effective
 	cfgErr   error                  // the last refused configuration, nil when the files in force are valid
 	launches map[string]*liveLaunch // live launches (starting or running)
-	brokers  []broker               // host-side services of launches, in preparation order
 	wg       sync.WaitGroup
 
 	readiness *readiness.Manager // admits launches once the box is proven (readiness.go)
@@ -144,11 +154,11 @@ func (d *Daemon) serve(ctx context.Context) error {
 	if err := os.MkdirAll(filepath.Join(d.runtimeDir, launchdir.LaunchesDir), 0o700); err != nil {
 		return fmt.Errorf("launches dir: %w", err)
 	}
-	if err := d.makeBrokers(); err != nil {
+	d.useHelper() // before the integrity broker, which pins the helper
+	if err := d.startBrokers(); err != nil {
 		return err
 	}
 	d.readopt(ctx)
-	d.useHelper()
 	d.startReadiness(ctx)
 	d.refillSpare()
 	defer d.closeSpare()
@@ -188,16 +198,7 @@ func (d *Daemon) serve(ctx context.Context) error {
 		d.log.Warn("remove pid file", "err", rerr)
 	}
 	d.stopWatchers()
-	for _, b := range d.brokers {
-		// Boxes keep running: what the proxies' rate limits held back is written now, as
-		// counted summaries, so that the next daemon's totals count it.
-		if f, ok := b.(interface{ flushHeldRecords() }); ok {
-			f.flushHeldRecords()
-		}
-	}
-	if d.relay != nil {
-		d.relay.closeAudits() // before the store closes
-	}
+	d.stopBrokers() // before the store closes
 	d.log.Info("agentbox daemon stopped; boxes keep running")
 	if errors.Is(err, http.ErrServerClosed) {
 		err = nil

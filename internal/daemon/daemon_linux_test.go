@@ -58,7 +58,7 @@ func startDaemonWith(t *testing.T, wrap func(launchStore) launchStore, noSpare b
 }
 
 // startDaemonOpts is startDaemon with the test-only fields of opts (wrapStore, noSpare,
-// beforeWatch).
+// beforeWatch, brokers).
 func startDaemonOpts(t *testing.T, opts Options) *testDaemon {
 	t.Helper()
 	_, shim.Executable = agentboxBinaries(t)
@@ -82,7 +82,7 @@ func startDaemonOpts(t *testing.T, opts Options) *testDaemon {
 		return ""
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	d, err := newDaemon(Options{RuntimeDir: runtime, StateDir: state, Config: config.LoadOptions{Getenv: getenv, PolicyFile: filepath.Join(root, "no-policy.yaml"), PolicyOwner: os.Getuid()}, wrapStore: opts.wrapStore, noSpare: opts.noSpare, beforeWatch: opts.beforeWatch})
+	d, err := newDaemon(Options{RuntimeDir: runtime, StateDir: state, Config: config.LoadOptions{Getenv: getenv, PolicyFile: filepath.Join(root, "no-policy.yaml"), PolicyOwner: os.Getuid()}, wrapStore: opts.wrapStore, noSpare: opts.noSpare, beforeWatch: opts.beforeWatch, brokers: opts.brokers})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -55,14 +55,15 @@ func TestEgressFloodBounded(t *testing.T) {
 	r := newAuditRig(t)
 	var logw countWriter
 	r.d.log = slog.New(slog.NewTextHandler(&logw, nil))
+	r.relay.Log, r.egress.Log = r.d.log, r.d.log
 	const id = "egress-flood"
 	storeBefore, logBefore, linesBefore := storeBytes(t, r.dbPath), logw.bytes.Load(), logw.lines.Load()
 	start := time.Now()
 	floodEgress(t, r, id, flood)
 	elapsed := time.Since(start)
-	r.egress.end(id) // the launch ends: its proxy closes and writes what it held back
+	r.egress.End(id) // the launch ends: its proxy closes and writes what it held back
 	// A restarted daemon sums the rows of the store it opens again.
-	r.relay.closeAudits()
+	r.d.audits.Close()
 	if err := r.st.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -117,7 +118,7 @@ func TestEgressFloodBounded(t *testing.T) {
 func floodEgress(t *testing.T, r *auditRig, id string, n int) {
 	t.Helper()
 	runDir := startAuditEgress(t, r, id)
-	_, pairing, err := r.relay.reg.Create(context.Background(), session.Spec{Kind: session.KindLaunch, ClientID: "generic", LaunchID: id})
+	_, pairing, err := r.d.sessions.Create(context.Background(), session.Spec{Kind: session.KindLaunch, ClientID: "generic", LaunchID: id})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -153,8 +154,7 @@ func TestEgressFloodDaemonStop(t *testing.T) {
 	r := newAuditRig(t)
 	floodEgress(t, r, id, flood)
 	// The daemon's stop, as serve runs it: the brokers' held records, then the audit writer.
-	r.egress.flushHeldRecords()
-	r.relay.closeAudits()
+	r.d.stopBrokers()
 	tot, err := r.st.EgressTotals(context.Background(), id)
 	if err != nil {
 		t.Fatal(err)
@@ -162,5 +162,5 @@ func TestEgressFloodDaemonStop(t *testing.T) {
 	if got := tot[id].Refused; got != flood {
 		t.Errorf("refused total after the daemon's stop = %d, want %d", got, flood)
 	}
-	r.egress.end(id)
+	r.egress.End(id)
 }

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/agentbox/agentbox/internal/api"
+	"github.com/agentbox/agentbox/internal/broker"
 	"github.com/agentbox/agentbox/internal/config"
 	"github.com/agentbox/agentbox/internal/engine"
 	"github.com/agentbox/agentbox/internal/harnessstate"
@@ -253,7 +254,7 @@ func (d *Daemon) launch(ctx context.Context, req *api.LaunchRequest) (*api.Launc
 	if err != nil {
 		return nil, err
 	}
-	bl := &brokerLaunch{ID: id, RunDir: l.RunDir(), Workspace: ws, Home: home, Program: path, Profile: prof.ID, Egress: egress, Config: cfg}
+	bl := &broker.Launch{ID: id, RunDir: l.RunDir(), Workspace: ws, Home: home, Program: path, Profile: prof.ID, Egress: egress, Config: cfg}
 	err = run.Do(ctx, launch.Stage{Name: stageBrokers,
 		Do: func(ctx context.Context) error {
 			if err := d.prepareBrokers(ctx, bl, &contrib); err != nil {

@@ -15,7 +15,7 @@ func sessionView(r session.Record) api.Session {
 
 func (d *Daemon) serveSessions(w http.ResponseWriter, r *http.Request) error {
 	out := []api.Session{}
-	for _, rec := range d.relay.reg.List() {
+	for _, rec := range d.sessions.List() {
 		out = append(out, sessionView(rec))
 	}
 	writeJSON(w, http.StatusOK, out)
@@ -36,7 +36,7 @@ func (d *Daemon) serveCreateSession(w http.ResponseWriter, r *http.Request) erro
 	if err != nil {
 		return err
 	}
-	s, pairing, err := d.relay.reg.Create(r.Context(), session.Spec{Kind: session.KindManual, ClientID: req.ClientID})
+	s, pairing, err := d.sessions.Create(r.Context(), session.Spec{Kind: session.KindManual, ClientID: req.ClientID})
 	if err != nil {
 		switch {
 		case errors.Is(err, session.ErrTooManySessions):
@@ -53,7 +53,7 @@ func (d *Daemon) serveCreateSession(w http.ResponseWriter, r *http.Request) erro
 
 func (d *Daemon) serveRevokeSession(w http.ResponseWriter, r *http.Request) error {
 	id := r.PathValue("id")
-	if err := d.relay.reg.Revoke(r.Context(), id); err != nil {
+	if err := d.sessions.Revoke(r.Context(), id); err != nil {
 		if errors.Is(err, session.ErrNotFound) {
 			return &api.Error{Code: api.CodeNotFound, Message: "no live session " + id, Hint: "see `agentbox session list`"}
 		}
@@ -75,7 +75,7 @@ func (d *Daemon) serveRevokeLaunch(w http.ResponseWriter, r *http.Request) error
 	if s == nil {
 		return &api.Error{Code: api.CodeNotFound, Message: "launch " + rec.ID + " has no live session"}
 	}
-	if err := d.relay.reg.Revoke(r.Context(), s.ID()); err != nil && !errors.Is(err, session.ErrNotFound) {
+	if err := d.sessions.Revoke(r.Context(), s.ID()); err != nil && !errors.Is(err, session.ErrNotFound) {
 		return err
 	}
 	d.log.Info("launch session revoked", "launch", rec.ID, "session", s.ID())

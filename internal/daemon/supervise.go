@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/agentbox/agentbox/internal/api"
+	"github.com/agentbox/agentbox/internal/broker"
 	"github.com/agentbox/agentbox/internal/launch"
 	"github.com/agentbox/agentbox/internal/launchdir"
 	"github.com/agentbox/agentbox/internal/shim"
@@ -157,7 +158,7 @@ func (d *Daemon) readopt(ctx context.Context) {
 			d.mu.Lock()
 			cfg := d.cfg.Config
 			d.mu.Unlock()
-			d.resumeBrokers(ctx, &brokerLaunch{ID: rec.ID, RunDir: filepath.Join(sl.LaunchDir, launchdir.RunDir), Workspace: rec.Workspace,
+			d.resumeBrokers(ctx, &broker.Launch{ID: rec.ID, RunDir: filepath.Join(sl.LaunchDir, launchdir.RunDir), Workspace: rec.Workspace,
 				Home: home, Profile: rec.Profile, Config: cfg})
 			go d.supervise(l)
 		} else {
@@ -170,15 +171,13 @@ func (d *Daemon) readopt(ctx context.Context) {
 			}()
 		}
 	}
-	for _, b := range d.brokers {
-		if ib, ok := b.(*integrityBroker); ok {
-			ib.sweep(func(id string) bool {
-				d.mu.Lock()
-				defer d.mu.Unlock()
-				_, ok := d.launches[id]
-				return ok
-			})
-		}
+	if d.integrity != nil {
+		d.integrity.sweep(func(id string) bool {
+			d.mu.Lock()
+			defer d.mu.Unlock()
+			_, ok := d.launches[id]
+			return ok
+		})
 	}
 }
 

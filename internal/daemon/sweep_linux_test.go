@@ -27,7 +27,7 @@ func TestSweepUnrecordedPlaceholders(t *testing.T) {
 	if _, err := reg.Hold("live", []integrity.Placeholder{{Path: live, Beneath: home, Private: true}}); err != nil {
 		t.Fatal(err)
 	}
-	b := &integrityBroker{d: &Daemon{log: slog.New(slog.NewTextHandler(io.Discard, nil))}, reg: reg}
+	b := &integrityBroker{integrityDeps: integrityDeps{Log: slog.New(slog.NewTextHandler(io.Discard, nil))}, reg: reg}
 	b.sweep(func(id string) bool { return id == "live" })
 	if _, err := os.Lstat(ghost); err == nil {
 		t.Errorf("the unrecorded launch's placeholder %s was left", ghost)

@@ -432,6 +432,21 @@ func (r *Registry) Get(id string) (*Session, bool) {
 	return s, ok
 }
 
+// OfLaunch returns the live session of launch launchID, or nil. (A launch has at most one.)
+func (r *Registry) OfLaunch(launchID string) *Session {
+	if launchID == "" {
+		return nil
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, s := range r.byID {
+		if s.launchID == launchID {
+			return s
+		}
+	}
+	return nil
+}
+
 // List returns the records of the live sessions, sorted by creation time.
 func (r *Registry) List() []Record {
 	r.mu.Lock()
