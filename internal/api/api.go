@@ -288,6 +288,10 @@ type Info struct {
 	Relay map[string]*RelayStats `json:"relay,omitempty"`
 	// Sessions is the number of live pairing sessions, launch sessions included.
 	Sessions int `json:"sessions"`
+	// RelayNotice, when set, says that the relay's loopback listener could not keep its
+	// address across a daemon restart (another process took it) and which sessions issued
+	// there were revoked; "" when nothing was.
+	RelayNotice string `json:"relayNotice,omitempty"`
 	// Violations is wrap mode's scanner: posture, counts, recent violations (nil from a daemon
 	// that predates it).
 	Violations *Violations `json:"violations,omitempty"`

@@ -234,6 +234,9 @@ func newInfoCmd() *cobra.Command {
 			if info.ConfigError != "" {
 				printConfigError(cmd.ErrOrStderr(), info.ConfigError)
 			}
+			if info.RelayNotice != "" {
+				fmt.Fprintln(cmd.ErrOrStderr(), "agentbox: "+info.RelayNotice)
+			}
 			w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
 			fmt.Fprintf(w, "version\t%s (daemon), %s (this agentbox)\n", info.Version, Version)
 			fmt.Fprintf(w, "engine\t%s\n", info.Engine)

@@ -53,6 +53,10 @@ type relayBroker struct {
 	history  sync.Once                  // the counters of launches that ran under earlier daemons (loadHistory)
 	shared   net.Listener               // host loopback listener (egress: allow, manual sessions)
 	sharedH  *relay.Handler
+	// movedFrom is the shared listener's remembered address when another process held it
+	// (then it listens elsewhere); revokedMoved the sessions issued there, revoked since.
+	movedFrom    string
+	revokedMoved []string
 }
 
 // relayDeps is what the relay broker is built from.
@@ -221,37 +225,108 @@ func (b *relayBroker) listen(bl *broker.Launch, cfg config.Config) (relayURL str
 
 // sharedListener starts (once) the host loopback listener for boxes with egress: allow and for
 // sessions created by hand. Its port is kept in the runtime directory so that a restarted
-// daemon listens where running boxes expect it.
+// daemon listens where running boxes expect it. When that port is taken (any local user can
+// bind a loopback port while no daemon runs), the listener moves to another port and every
+// session issued on the old one is revoked (relay-port takeover, docs/security.md): the manual
+// sessions now, and the egress: allow launches as they are re-adopted (Resume).
 func (b *relayBroker) sharedListener(cfg config.Config) (string, error) {
+	addr, taken, err := b.listenShared(cfg)
+	if err != nil || taken == "" {
+		return addr, err
+	}
+	var ids []string
+	for _, r := range b.Sessions.List() {
+		if r.Kind == session.KindManual {
+			ids = append(ids, r.ID)
+		}
+	}
+	b.revokeIssued(taken, addr, ids)
+	return addr, nil
+}
+
+// listenShared is sharedListener's listener; taken is the remembered address when another
+// process holds it (then the listener moved), "" otherwise.
+func (b *relayBroker) listenShared(cfg config.Config) (addr, taken string, err error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.shared != nil {
-		return b.shared.Addr().String(), nil
+		return b.shared.Addr().String(), "", nil
 	}
 	h, err := b.handler(cfg, session.Scope{})
 	if err != nil {
-		return "", err
+		return "", "", err
 	}
 	portFile := filepath.Join(b.RuntimeDir, "relay-port")
-	addr := "127.0.0.1:0"
+	want := "127.0.0.1:0"
 	if p, err := os.ReadFile(portFile); err == nil {
-		addr = "127.0.0.1:" + strings.TrimSpace(string(p))
+		want = "127.0.0.1:" + strings.TrimSpace(string(p))
 	}
-	ln, err := net.Listen("tcp", addr)
-	if err != nil && addr != "127.0.0.1:0" {
+	ln, err := net.Listen("tcp", want)
+	if err != nil && want != "127.0.0.1:0" {
+		b.Log.Warn("relay loopback listener: the remembered port is taken", "addr", want, "err", err)
+		taken = want
 		ln, err = net.Listen("tcp", "127.0.0.1:0")
 	}
 	if err != nil {
-		return "", fmt.Errorf("relay loopback listener: %w", err)
+		return "", "", fmt.Errorf("relay loopback listener: %w", err)
 	}
 	_, port, _ := net.SplitHostPort(ln.Addr().String())
 	if err := os.WriteFile(portFile, []byte(port+"\n"), 0o600); err != nil {
 		b.Log.Warn("remember relay port", "err", err)
 	}
 	b.shared, b.sharedH = ln, h
+	if taken != "" {
+		b.movedFrom = taken
+	}
 	go relay.Serve(b.Limit.bound(ln, sharedConns, "relay loopback listener", ""), h)
 	b.Log.Info("relay loopback listener (pairing-gated)", "addr", ln.Addr().String())
-	return ln.Addr().String(), nil
+	return ln.Addr().String(), taken, nil
+}
+
+// revokeIssued revokes sessions issued on the shared listener's old address taken, which
+// another process holds now: their clients still send their pairing (and prompts) there, and
+// whoever holds it must not replay the pairing on the new address. Logged as an error and
+// kept for /v0/info (RelayNotice).
+func (b *relayBroker) revokeIssued(taken, now string, ids []string) {
+	var revoked []string
+	for _, id := range ids {
+		if err := b.Sessions.Revoke(context.Background(), id); err != nil && !errors.Is(err, session.ErrNotFound) {
+			b.Log.Error("revoke a session of the relay's old loopback address", "session", id, "err", err)
+			continue
+		}
+		revoked = append(revoked, id)
+	}
+	if len(revoked) == 0 {
+		return
+	}
+	b.mu.Lock()
+	b.revokedMoved = append(b.revokedMoved, revoked...)
+	b.mu.Unlock()
+	b.Log.Error("the relay's loopback address was taken by another process while no daemon ran: its sessions are revoked",
+		"old", taken, "new", now, "revoked", revoked)
+}
+
+// moved reports whether the shared listener could not keep its remembered address.
+func (b *relayBroker) moved() bool { return b.movedFromAddr() != "" }
+
+func (b *relayBroker) movedFromAddr() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.movedFrom
+}
+
+// notice says, for /v0/info, when the shared listener could not keep its address and which
+// sessions issued there were revoked; "" when nothing was.
+func (b *relayBroker) notice() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if len(b.revokedMoved) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("the relay's loopback address %s was taken by another process while no daemon ran; it listens on %s now, "+
+		"and the %d session(s) issued on the old address were revoked (%s): create new sessions (agentbox session create) "+
+		"and restart the egress: allow launches, which still send their requests to the old address",
+		b.movedFrom, b.shared.Addr(), len(b.revokedMoved), strings.Join(b.revokedMoved, ", "))
 }
 
 func (b *relayBroker) Resume(ctx context.Context, bl *broker.Launch) error {
@@ -265,7 +340,12 @@ func (b *relayBroker) Resume(ctx context.Context, bl *broker.Launch) error {
 	if _, statErr := os.Stat(filepath.Join(bl.RunDir, relaySocket)); statErr == nil {
 		_, ln, err = b.listen(&broker.Launch{ID: bl.ID, RunDir: bl.RunDir, Egress: plan.EgressDeny}, bl.Config)
 	} else {
-		_, err = b.sharedListener(bl.Config)
+		var addr string
+		if addr, err = b.sharedListener(bl.Config); err == nil && b.moved() {
+			// The box sends its pairing to the old address, which another process holds.
+			b.revokeIssued(b.movedFromAddr(), addr, []string{sess.ID()})
+			return fmt.Errorf("the relay's loopback address moved (another process took it): launch %s's session is revoked", bl.ID)
+		}
 	}
 	if err != nil {
 		return err

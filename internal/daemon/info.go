@@ -30,7 +30,7 @@ func (d *Daemon) serveInfo(w http.ResponseWriter, r *http.Request) error {
 		Version: v, Engine: cfg.Config.Engine, Socket: d.socket, Pid: os.Getpid(), UID: os.Getuid(),
 		Kernel: kernelFacts(), Launches: n, RuntimeDir: d.runtimeDir, StateDir: d.stateDir, BoxBinary: d.boxBinary(), ConfigFiles: cfg.Files(), ConfigError: cfgErr,
 		Readiness: d.readinessStatus(), Posture: d.posture(), Violations: viol,
-		Relay: d.relayActivity(), Sessions: d.liveSessions(),
+		Relay: d.relayActivity(), Sessions: d.liveSessions(), RelayNotice: d.relayNotice(),
 	})
 	return nil
 }
@@ -49,4 +49,12 @@ func kernelFacts() map[string]string {
 	}
 	f["landlockABI"] = landlockABI()
 	return f
+}
+
+// relayNotice is the relay broker's notice of a loopback address it could not keep, "" if none.
+func (d *Daemon) relayNotice() string {
+	if d.relay == nil {
+		return ""
+	}
+	return d.relay.notice()
 }
