@@ -45,7 +45,7 @@ func TestAttackRelayPortTakeover(t *testing.T) {
 		t.Fatal("no daemon pid")
 	}
 	syscall.Kill(pid, syscall.SIGKILL)
-	eventually(t, "the daemon gone", func() bool { return syscall.Kill(pid, 0) != nil || isZombie(pid) })
+	e.waitDaemonGone(t, pid)
 	// The kernel frees the port once the killed daemon's descriptors are closed.
 	var squat net.Listener
 	eventually(t, "the relay's port "+old.Host+" taken by another process", func() bool {
