@@ -246,21 +246,26 @@ func integrityHarness() brokertest.Harness {
 			}
 			return []broker.Broker{d.integrity}, func() { bl.stop(d) }
 		},
-		// OpenCode's profile holds placeholders in the home for its absent ro and deny entries.
+		// The launch's profile is the first that holds placeholders in the home for its absent
+		// ro and deny entries.
 		Launch: func(t *testing.T, dir, id string) *broker.Launch {
 			l := launchFor(t, dir, id, plan.EgressDeny, config.Defaults())
-			l.Profile = "opencode"
-			phs := homePlaceholders(l.Config, l.Profile, l.Home)
-			if len(phs) == 0 {
-				t.Fatal("the opencode profile holds no home placeholder: choose another for this harness")
-			}
-			for _, ph := range phs {
-				// The rw folders they lie in exist, as after OpenCode's first run.
-				if err := os.MkdirAll(ph.Beneath, 0o700); err != nil {
-					t.Fatal(err)
+			for _, p := range []string{"codex", "gemini", "claude", "opencode"} {
+				phs := homePlaceholders(l.Config, p, l.Home)
+				if len(phs) == 0 {
+					continue
 				}
+				l.Profile = p
+				for _, ph := range phs {
+					// The rw folders they lie in exist, as after the agent's first run.
+					if err := os.MkdirAll(ph.Beneath, 0o700); err != nil {
+						t.Fatal(err)
+					}
+				}
+				return l
 			}
-			return l
+			t.Fatal("no profile holds a home placeholder: the harness needs one")
+			return nil
 		},
 		// A launch directory the state cannot be saved in (the daemon's runtime directory lost
 		// it): the snapshot made, the placeholders held, then the save fails.

@@ -40,7 +40,8 @@ type integrityBroker struct {
 type integrityDeps struct {
 	// RuntimeDir holds the launch directories, where each launch's state is kept host-side.
 	RuntimeDir string
-	// StateDir holds the placeholder registry and the launches' proposed changes.
+	// StateDir holds the placeholder registry, the staged copies of protected files and the
+	// launches' proposed changes.
 	StateDir string
 	// Helper is the box helper shims start from ("" when from agentbox itself): pinned when
 	// the workspace holds it.
@@ -89,7 +90,7 @@ func (b *integrityBroker) Prepare(ctx context.Context, bl *broker.Launch, c *pla
 	}
 	// The protected files that exist are staged: the box writes a copy of each, kept as a
 	// proposed change at exit (changes.Collect); agentbox's own binaries stay read-only.
-	if lay.Protected, err = changes.Stage(b.d.stagedDir(bl.ID), lay.Protected); err != nil {
+	if lay.Protected, err = changes.Stage(stagedDir(b.StateDir, bl.ID), lay.Protected); err != nil {
 		b.release(bl.ID)
 		return fmt.Errorf("integrity: %w", err)
 	}
@@ -175,12 +176,12 @@ func (b *integrityBroker) End(id string) {
 // collectStaged keeps what launch id's box changed in its staged copies of protected files
 // as proposed changes, and removes the copies.
 func (b *integrityBroker) collectStaged(id string) {
-	kept, err := changes.Collect(b.d.stagedDir(id), b.d.changesDir(id))
+	kept, err := changes.Collect(stagedDir(b.StateDir, id), changesDir(b.StateDir, id))
 	for _, rel := range kept {
-		b.d.log.Warn("integrity: kept what the box wrote to a protected file as a proposed change", "launch", id, "path", rel)
+		b.Log.Warn("integrity: kept what the box wrote to a protected file as a proposed change", "launch", id, "path", rel)
 	}
 	if err != nil {
-		b.d.log.Error("integrity: collect the staged copies of protected files", "launch", id, "err", err)
+		b.Log.Error("integrity: collect the staged copies of protected files", "launch", id, "err", err)
 	}
 }
 
@@ -263,8 +264,8 @@ func (b *integrityBroker) sweep(known func(id string) bool) {
 // its staged copies.
 func (b *integrityBroker) release(id string) {
 	// Staged copies left by a prepare that failed (end collected them otherwise).
-	if err := os.RemoveAll(b.d.stagedDir(id)); err != nil {
-		b.d.log.Error("integrity: remove staged copies", "launch", id, "err", err)
+	if err := os.RemoveAll(stagedDir(b.StateDir, id)); err != nil {
+		b.Log.Error("integrity: remove staged copies", "launch", id, "err", err)
 	}
 	removed, err := b.reg.Release(id)
 	if err != nil {
@@ -331,8 +332,8 @@ func (b *integrityBroker) newWatcher(id string, st *integrity.State, interval ti
 
 // stagedDir is where the staged copies of launch id's protected files are kept while its box
 // runs (changes.Stage): in the state directory, on the disk the workspace's files would take.
-func (d *Daemon) stagedDir(id string) string {
-	return filepath.Join(d.stateDir, "staged", id)
+func stagedDir(stateDir, id string) string {
+	return filepath.Join(stateDir, "staged", id)
 }
 
 // changesDir is where launch id's proposed changes are kept (docs/integrity.md): in the state
