@@ -17,13 +17,12 @@ import (
 
 	"golang.org/x/crypto/ssh/agent"
 
+	"github.com/agentbox/agentbox/internal/api"
 	"github.com/agentbox/agentbox/internal/broker"
 	"github.com/agentbox/agentbox/internal/broker/brokertest"
 	"github.com/agentbox/agentbox/internal/config"
-	"github.com/agentbox/agentbox/internal/egress"
 	"github.com/agentbox/agentbox/internal/integrity"
 	"github.com/agentbox/agentbox/internal/plan"
-	"github.com/agentbox/agentbox/internal/relay"
 	"github.com/agentbox/agentbox/internal/sshbroker"
 	"github.com/agentbox/agentbox/internal/sshbroker/sshtest"
 	"github.com/agentbox/agentbox/internal/store"
@@ -170,7 +169,7 @@ func relayAnswers(l *broker.Launch, c plan.Contributions) error {
 	}
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	if strings.Contains(string(body), relay.CodePairingInvalid) {
+	if strings.Contains(string(body), api.CodePairingInvalid) {
 		return fmt.Errorf("the relay refused the launch's pairing: %s %s", resp.Status, body)
 	}
 	return nil
@@ -396,8 +395,8 @@ func egressRefuses(l *broker.Launch, c plan.Contributions) error {
 		return fmt.Errorf("proxy answer: %w", err)
 	}
 	body, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != http.StatusForbidden || !strings.Contains(string(body), egress.CodeEgressRefused) {
-		return fmt.Errorf("proxy answered %s %s, want 403 %s", resp.Status, body, egress.CodeEgressRefused)
+	if resp.StatusCode != http.StatusForbidden || !strings.Contains(string(body), api.CodeEgressRefused) {
+		return fmt.Errorf("proxy answered %s %s, want 403 %s", resp.Status, body, api.CodeEgressRefused)
 	}
 	return nil
 }
