@@ -219,6 +219,7 @@ func TestAttackPackageCaches(t *testing.T) {
 		before[d] = treeHash(t, d)
 	}
 	script := `cat ` + npmFile + ` ` + pipFile + `
+grep -e ' ` + filepath.Join(e.Home, ".npm") + ` ' -e ' ` + filepath.Join(e.Home, ".cache", "pip") + ` ' /proc/self/mountinfo >&2
 for p in ` + npmFile + ` ` + pipFile + `; do
   d=$(dirname "$p")
   touch "$d/planted"; echo x >> "$p"; chmod 777 "$p"; mv "$p" "$p.moved"; ln -s /tmp "$d/link"; rm -rf "$d/../"*
