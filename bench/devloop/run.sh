@@ -1,10 +1,15 @@
 #!/usr/bin/env bash
 # Builds this repository as a user would, in one run: `go build ./...` warm on the host, then in
 # a box with an empty box cache (the first launch after installing agentbox) and again in a new
-# box (every later launch); then how long curl, npm, pip, go and git in a box take to fail
-# against a host no egressAllow names, against the same tool's start-up (`--version`) in a box.
-# Results in docs/benchmarks.md ("Building in a box").
+# box (every later launch); the same for a Node project (`npm ci --offline`, its packages in the
+# host's npm cache) and a Python project (`pip install --no-index`, its wheels in the host's pip
+# cache), made here with a home of their own; then how long curl, npm, pip, go and git in a box
+# take to fail against a host no egressAllow names, against the same tool's start-up
+# (`--version`) in a box.
+# Results in docs/benchmarks.md ("Building in a box"). PARTS (default "go pkg denied") chooses
+# the parts: go, pkg (Node and Python), denied.
 set -euo pipefail
+PARTS=" ${PARTS:-go pkg denied} "
 cd "$(dirname "$0")/../.."
 GO=${GO:-go}
 export CGO_ENABLED=${CGO_ENABLED:-0}
@@ -26,6 +31,7 @@ ms() { # ms CMD…: runs CMD, prints its wall time in ms; fails when CMD fails
 }
 "$ab" run true >/dev/null # starts the daemon: not part of any measurement
 echo "## Building in a box ($(date -u +%F), $(nproc) cores, $(uname -r), $($GO version | cut -d' ' -f3))"
+if [[ $PARTS == *" go "* ]]; then
 $GO build -o /dev/null ./... # warms the host's build cache
 host=$(ms $GO build -o /dev/null ./...)
 first=$(ms "$ab" run --workspace "$PWD" sh -- -c 'go build -o /dev/null ./...')
@@ -34,6 +40,68 @@ echo "| go build ./... (this repository) | host warm | first boxed | second boxe
 echo "|---|---|---|---|---|"
 echo "| ms | $host | $first | $second | $(awk "BEGIN{printf \"%.2f\", $second/$host}") |"
 echo
+fi
+
+if [[ $PARTS == *" pkg "* ]]; then
+# Node and Python: projects made here, their dependencies put into the caches of a home of
+# their own (the user's own caches are left alone), and a daemon of that home.
+NPKG=${NPKG:-30} PYPKG=${PYPKG:-10}
+h=$tmp/home
+mkdir -m 700 "$h" "$tmp/rt2" "$tmp/st2"
+inhome() { HOME=$h XDG_RUNTIME_DIR=$tmp/rt2 XDG_STATE_HOME=$tmp/st2 npm_config_update_notifier=false "$@"; }
+trap 'inhome "$ab" daemon stop >/dev/null 2>&1 || true; "$ab" daemon stop >/dev/null 2>&1 || true; rm -rf "$tmp"' EXIT
+node=$tmp/node
+mkdir -p "$node/pkgs"
+deps="" locks=""
+for i in $(seq 1 "$NPKG"); do
+  d=$node/pkgs/p$i/package
+  mkdir -p "$d"
+  printf '{"name":"abbench-%s","version":"1.0.0","main":"index.js"}\n' "$i" >"$d/package.json"
+  printf 'module.exports = %s;\n' "$i" >"$d/index.js"
+  tgz=$(cd "$node/pkgs" && inhome npm pack --silent "./p$i/package")
+  inhome npm cache add "$node/pkgs/$tgz" >/dev/null
+  integrity=$(node -e 'const c=require("crypto");console.log("sha512-"+c.createHash("sha512").update(require("fs").readFileSync(process.argv[1])).digest("base64"))' "$node/pkgs/$tgz")
+  deps="$deps${deps:+,}\"abbench-$i\":\"1.0.0\""
+  locks="$locks,\"node_modules/abbench-$i\":{\"version\":\"1.0.0\",\"resolved\":\"https://registry.example.org/abbench-$i/-/$tgz\",\"integrity\":\"$integrity\"}"
+done
+mkdir -p "$node/app"
+printf '{"name":"app","version":"1.0.0","dependencies":{%s}}\n' "$deps" >"$node/app/package.json"
+printf '{"name":"app","version":"1.0.0","lockfileVersion":3,"requires":true,"packages":{"":{"name":"app","version":"1.0.0","dependencies":{%s}}%s}}\n' "$deps" "$locks" >"$node/app/package-lock.json"
+npmci='rm -rf node_modules && npm ci --offline --no-audit --no-fund'
+
+py=/usr/bin/python3
+pyapp=$tmp/py/app
+mkdir -p "$pyapp/vendor"
+pips=""
+for i in $(seq 1 "$PYPKG"); do
+  src=$tmp/py/src$i
+  mkdir -p "$src/abbench$i"
+  printf 'from setuptools import setup\nsetup(name="abbench%s", version="1.0", packages=["abbench%s"])\n' "$i" "$i" >"$src/setup.py"
+  printf '[build-system]\nrequires = ["setuptools>=40.8"]\nbuild-backend = "setuptools.build_meta"\n' >"$src/pyproject.toml"
+  echo "N = $i" >"$src/abbench$i/__init__.py"
+  echo bench >"$src/README"
+  (cd "$src" && $py setup.py -q sdist -d "$pyapp/vendor" >/dev/null 2>&1)
+  pips="$pips abbench$i"
+done
+pipi="rm -rf /tmp/site && $py -m pip install -q --disable-pip-version-check --no-index --find-links vendor --target /tmp/site$pips"
+(cd "$pyapp" && inhome sh -c "$py -m pip install -q --disable-pip-version-check --no-index --find-links vendor --no-build-isolation --target $tmp/py/site0$pips" >/dev/null 2>&1)
+inhome "$ab" run true >/dev/null # starts the home's daemon: not part of any measurement
+
+bench() { # bench NAME DIR SCRIPT: host (warm caches), first and second boxed, in ms
+  local host first second
+  (cd "$2" && inhome sh -c "$3") >/dev/null 2>&1 # warms the host's own file cache
+  host=$(cd "$2" && ms inhome sh -c "$3")
+  first=$(cd "$2" && ms inhome "$ab" run sh -- -c "$3")
+  second=$(cd "$2" && ms inhome "$ab" run sh -- -c "$3")
+  echo "| $1 | $host | $first | $second | $(awk "BEGIN{printf \"%.2f\", $second/$host}") |"
+}
+echo "| install, dependencies in the host's cache only (no network) | host | first boxed | second boxed | second / host |"
+echo "|---|---|---|---|---|"
+bench "npm ci --offline, $NPKG packages (ms)" "$node/app" "$npmci"
+bench "pip install --no-index, $PYPKG cached wheels of vendored sdists (ms)" "$pyapp" "$pipi"
+echo
+fi
+[[ $PARTS == *" denied "* ]] || exit 0
 echo "## Time to fail against a denied host (egress deny, no egressAllow), in the box"
 echo "| tool | fails after (ms) | its start-up, --version (ms) |"
 echo "|---|---|---|"

@@ -3,6 +3,9 @@ package daemon
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -123,6 +126,9 @@ func (d *Daemon) toolchains(ws, home string, env []string, facts plan.WorkspaceF
 	}
 	c.Mounts = append(c.Mounts, plan.Mount{Kind: plan.MountBind, Source: cache, Target: cache})
 	c.ReadWrite = append(c.ReadWrite, cache)
+	if err := cacheOverlays(cache, home, facts, c); err != nil {
+		return err
+	}
 
 	// Go: the box's module and build caches are the box cache's; modules come from the host's
 	// module cache first (read-only, as a file:// proxy), then from the user's GOPROXY, through
@@ -150,6 +156,62 @@ func (d *Daemon) toolchains(ws, home string, env []string, facts plan.WorkspaceF
 	return nil
 }
 
+// packageCaches are the package caches beneath the home that a box reads from the host and
+// writes to its box cache, at the tools' own default places (the box's environment names no
+// other): npm's cache, pip's (built wheels and downloads), uv's.
+var packageCaches = []struct{ name, rel string }{
+	{"npm", ".npm"},
+	{"pip", ".cache/pip"},
+	{"uv", ".cache/uv"},
+}
+
+// cacheOverlays adds to c, for each of packageCaches, the folder at its place in the box: an
+// overlay of the host's folder (read, never written) under the box cache's layer for it
+// (<cache>/<name>/upper, where every write of the box goes), or, when the host has no such
+// folder (or one the workspace rules keep out of a box), the box cache's layer alone. The
+// layers are made beneath cache without following a symlink a box may have planted there.
+func cacheOverlays(cache, home string, facts plan.WorkspaceFacts, c *plan.Contributions) error {
+	root, err := os.OpenRoot(cache)
+	if err != nil {
+		return err
+	}
+	defer root.Close()
+	for _, pc := range packageCaches {
+		upper, work := filepath.Join(pc.name, "upper"), filepath.Join(pc.name, "work")
+		for _, d := range []string{pc.name, upper, work} {
+			// What a box left where a layer belongs (a symlink out of the box cache, a file)
+			// is removed, never followed.
+			if st, err := root.Lstat(d); err == nil && !st.IsDir() {
+				if err := root.Remove(d); err != nil {
+					return fmt.Errorf("%s layer: %w", pc.name, err)
+				}
+			}
+			if err := root.Mkdir(d, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
+				return fmt.Errorf("%s layer: %w", pc.name, err)
+			}
+		}
+		host := filepath.Join(home, pc.rel)
+		m := plan.Mount{Kind: plan.MountBind, Source: filepath.Join(cache, upper), Target: host, Beneath: cache}
+		if isPlainDir(host) && plan.CheckWorkspace(host, facts) == nil {
+			m = plan.Mount{Kind: plan.MountOverlay, Source: host, Upper: filepath.Join(cache, upper), Work: filepath.Join(cache, work),
+				Target: host, Beneath: cache, Optional: true}
+		}
+		c.Mounts = append(c.Mounts, m)
+		c.ReadWrite = append(c.ReadWrite, host)
+	}
+	return nil
+}
+
+// isPlainDir reports whether p is a directory reached without a symlink.
+func isPlainDir(p string) bool {
+	r, err := filepath.EvalSymlinks(p)
+	if err != nil || r != p {
+		return false
+	}
+	st, err := os.Stat(p)
+	return err == nil && st.IsDir()
+}
+
 // toolchainRoots returns, in PATH order, what each PATH entry under home brings into the box:
 // the entry's parent when the entry is a bin/ or shims/ folder (~/.pyenv for ~/.pyenv/shims,
 // ~/go for ~/go/bin, an nvm version for its bin/) and the parent passes the workspace rules,
@@ -165,11 +227,8 @@ func toolchainRoots(home, path string, facts plan.WorkspaceFacts) []string {
 		if !plan.Within(e, home) {
 			continue
 		}
-		if r, err := filepath.EvalSymlinks(e); err != nil || r != e {
+		if !isPlainDir(e) {
 			continue // absent, or a symlink: the box sees paths as they are on the host
-		}
-		if st, err := os.Stat(e); err != nil || !st.IsDir() {
-			continue
 		}
 		if b := filepath.Base(e); b == "bin" || b == "shims" {
 			if p := filepath.Dir(e); p != home && plan.CheckWorkspace(p, facts) == nil {

@@ -3,6 +3,7 @@ package daemon
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -63,7 +64,7 @@ func TestBoxCachePerWorkspace(t *testing.T) {
 		}
 		var out []string
 		for _, m := range c.Mounts {
-			if strings.HasPrefix(m.Source, d.stateDir) {
+			if strings.HasPrefix(m.Target, d.stateDir) {
 				out = append(out, m.Source)
 			}
 		}
@@ -103,5 +104,49 @@ func TestGoEnvGoProxyOutsideWorkspace(t *testing.T) {
 	}
 	if got := strings.TrimSpace(string(b)); got != "/ local env GOPROXY" {
 		t.Errorf("go ran as %q, want \"/ local env GOPROXY\" (cwd, GOTOOLCHAIN, args)", got)
+	}
+}
+
+// TestCacheOverlays: a package cache the host has (~/.npm) is an overlay of the host's folder
+// under the box cache's layer; one it has not (~/.cache/pip here) is the layer alone; both are
+// writable in the box. A symlink a box left where a layer belongs is removed, not followed:
+// the folder it pointed at gets nothing, and the layer is a folder of the box cache again.
+func TestCacheOverlays(t *testing.T) {
+	home, cache, victim := t.TempDir(), t.TempDir(), t.TempDir()
+	if err := os.Mkdir(filepath.Join(home, ".npm"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(filepath.Join(cache, "pip"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(victim, filepath.Join(cache, "pip", "upper")); err != nil {
+		t.Fatal(err)
+	}
+	var c plan.Contributions
+	if err := cacheOverlays(cache, home, plan.WorkspaceFacts{Home: home}, &c); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]plan.Mount{}
+	for _, m := range c.Mounts {
+		got[m.Target] = m
+	}
+	npm, pip := got[filepath.Join(home, ".npm")], got[filepath.Join(home, ".cache", "pip")]
+	if npm.Kind != plan.MountOverlay || npm.Source != filepath.Join(home, ".npm") || npm.Upper != filepath.Join(cache, "npm", "upper") ||
+		npm.Work != filepath.Join(cache, "npm", "work") || npm.Beneath != cache || npm.ReadOnly {
+		t.Errorf("npm: %+v, want an overlay of ~/.npm under <cache>/npm/upper, beneath the cache", npm)
+	}
+	if pip.Kind != plan.MountBind || pip.Source != filepath.Join(cache, "pip", "upper") || pip.Beneath != cache || pip.ReadOnly {
+		t.Errorf("pip: %+v, want the box cache's layer alone, bound beneath the cache", pip)
+	}
+	for _, p := range []string{npm.Target, pip.Target} {
+		if !slices.Contains(c.ReadWrite, p) {
+			t.Errorf("%s is not writable in the box (Landlock): %v", p, c.ReadWrite)
+		}
+	}
+	if st, err := os.Lstat(filepath.Join(cache, "pip", "upper")); err != nil || !st.IsDir() {
+		t.Errorf("the planted symlink is still the pip layer: %v %v", st, err)
+	}
+	if ents, _ := os.ReadDir(victim); len(ents) != 0 {
+		t.Errorf("the folder the planted symlink named got %v", ents)
 	}
 }

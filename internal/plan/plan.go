@@ -21,6 +21,12 @@ const (
 	MountTmpfs MountKind = "tmpfs"
 	// MountMask hides Target: an empty read-only file or directory is bound over it.
 	MountMask MountKind = "mask"
+	// MountOverlay mounts at Target an overlay whose lower layer is Source, a host folder the
+	// box reads and never writes, and whose upper layer is Upper, where every write goes (Work
+	// is the overlay's work folder, on Upper's filesystem). Upper and Work must lie beneath
+	// Beneath, which no symlink may lead out of. An engine that cannot build an overlay binds
+	// Upper alone at Target.
+	MountOverlay MountKind = "overlay"
 )
 
 // Mount is one filesystem entry of the box, applied in order. Paths are absolute.
@@ -39,6 +45,9 @@ type Mount struct {
 	// writes stay in the copy, and kept for the box's life like the read-only binds; should the
 	// host replace the file at Target, the engine binds the host's new file read-only instead.
 	Staged bool `json:"staged,omitempty"`
+	// Upper and Work are an overlay's writable layer and work folder (MountOverlay only).
+	Upper string `json:"upper,omitempty"`
+	Work  string `json:"work,omitempty"`
 	// SizeMiB is the size of a tmpfs mount in MiB. Build sets it on every tmpfs mount; an
 	// engine refuses a tmpfs mount without one.
 	SizeMiB int `json:"sizeMiB,omitempty"`

@@ -173,7 +173,7 @@ func renderArgs(s *spec.Spec) ([]string, error) {
 	procRO := false
 	for _, m := range s.Mounts {
 		if m.Beneath != "" {
-			if m.Kind != spec.KindBind {
+			if m.Kind != spec.KindBind && m.Kind != spec.KindOverlay {
 				return nil, fmt.Errorf("%w: %s step with beneath at %s", spec.ErrInvalid, m.Kind, m.Target)
 			}
 			a = append(a, BeneathOption, m.Beneath)
@@ -219,6 +219,10 @@ func renderArgs(s *spec.Spec) ([]string, error) {
 				op += "-try"
 			}
 			a = append(a, op, m.Source, m.Target)
+		case spec.KindOverlay:
+			// bwrap 0.8 builds no overlay: the box gets the writable layer alone (its own box
+			// cache), without the host's folder below it (docs/toolchains.md).
+			a = append(a, "--bind", m.Upper, m.Target)
 		case spec.KindMask:
 			if !m.Optional {
 				return nil, fmt.Errorf("%w: the bwrap engine masks only optional paths (%s)", spec.ErrInvalid, m.Target)

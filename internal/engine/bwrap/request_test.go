@@ -136,6 +136,33 @@ func TestRequestRendersBeneath(t *testing.T) {
 	}
 }
 
+// TestRequestRendersOverlay: bwrap 0.8 builds no overlay, so a package cache's overlay is
+// rendered as the box cache's writable layer alone, bound beneath the box cache (never the
+// host's folder, which the box must not write).
+func TestRequestRendersOverlay(t *testing.T) {
+	p, err := plan.Build(goldenInput())
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Mounts = append(p.Mounts, plan.Mount{Kind: plan.MountOverlay, Source: "/home/alice/.npm", Upper: "/state/cache/x/npm/upper",
+		Work: "/state/cache/x/npm/work", Beneath: "/state/cache/x", Target: "/home/alice/.npm", Optional: true})
+	b, err := (&Engine{}).Request(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := ParseRequest(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	args := strings.Join(r.Args, " ")
+	if want := BeneathOption + " /state/cache/x --bind /state/cache/x/npm/upper /home/alice/.npm"; !strings.Contains(args, want) {
+		t.Errorf("args lack %q:\n%s", want, args)
+	}
+	if strings.Contains(args, " /home/alice/.npm /home/alice/.npm") {
+		t.Errorf("the host's cache is bound:\n%s", args)
+	}
+}
+
 // TestExpandArgs guards the one option of a request that is not bwrap's: a mask resolved
 // against the host when the box starts.
 func TestExpandArgs(t *testing.T) {

@@ -389,3 +389,78 @@ func TestExecStageFailsEarly(t *testing.T) {
 		t.Fatalf("the probe ran: %q", r.Stdout)
 	}
 }
+
+// TestOverlay: an overlay's lower folder is read in the box and never written (the write lands
+// in the upper layer), as root and as an ordinary user (box-init needs CAP_DAC_OVERRIDE in the
+// box's user namespace for it); an upper layer that is a symlink leading out of the folder it
+// must lie beneath refuses the box, and the folder it names gets nothing.
+func TestOverlay(t *testing.T) {
+	t.Parallel()
+	layers := func(t *testing.T) (lower, cache string) {
+		lower, cache = t.TempDir(), t.TempDir()
+		if err := os.WriteFile(filepath.Join(lower, "a"), []byte("from the lower layer"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range []string{"upper", "work"} {
+			if err := os.Mkdir(filepath.Join(cache, d), 0o700); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return lower, cache
+	}
+	overlay := func(lower, cache string) plan.Mount {
+		return plan.Mount{Kind: plan.MountOverlay, Source: lower, Upper: filepath.Join(cache, "upper"), Work: filepath.Join(cache, "work"),
+			Beneath: cache, Target: "/srv/cache"}
+	}
+	t.Run("ReadsLowerWritesUpper", func(t *testing.T) {
+		t.Parallel()
+		lower, cache := layers(t)
+		for _, c := range []struct {
+			args []string
+			want string
+		}{
+			{[]string{"read", "/srv/cache/a"}, "from the lower layer"},
+			{[]string{"write", "/srv/cache/a"}, "ok"},
+			{[]string{"write", "/srv/cache/new"}, "ok"},
+		} {
+			p, _ := probePlan(t, c.args, nil)
+			p.Mounts = append(p.Mounts, overlay(lower, cache))
+			p.Landlock.RW = append(p.Landlock.RW, "/srv/cache")
+			var got string
+			runProbe(t, p, enginetest.Options{}, &got)
+			if got != c.want {
+				t.Errorf("%v in the box: %q, want %q", c.args, got, c.want)
+			}
+		}
+		if b, err := os.ReadFile(filepath.Join(lower, "a")); err != nil || string(b) != "from the lower layer" {
+			t.Errorf("the lower layer's file is now %q (%v)", b, err)
+		}
+		if _, err := os.Stat(filepath.Join(lower, "new")); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("the box's new file is in the lower layer: %v", err)
+		}
+		for _, f := range []string{"a", "new"} {
+			if b, err := os.ReadFile(filepath.Join(cache, "upper", f)); err != nil || string(b) != "x" {
+				t.Errorf("upper/%s: %q (%v), want the box's write", f, b, err)
+			}
+		}
+	})
+	t.Run("SymlinkedUpperRefused", func(t *testing.T) {
+		t.Parallel()
+		lower, cache := layers(t)
+		victim := t.TempDir()
+		os.Remove(filepath.Join(cache, "upper"))
+		if err := os.Symlink(victim, filepath.Join(cache, "upper")); err != nil {
+			t.Fatal(err)
+		}
+		p, _ := probePlan(t, []string{"write", "/srv/cache/new"}, nil)
+		p.Mounts = append(p.Mounts, overlay(lower, cache))
+		p.Landlock.RW = append(p.Landlock.RW, "/srv/cache")
+		r := enginetest.RunBox(t, &native.Engine{}, p, enginetest.Options{})
+		if ev := r.Error(); ev == nil || ev.Code != engine.CodeBoxSetupFailed || !strings.Contains(ev.Message, "upper") {
+			t.Fatalf("events %+v, stdout %q: want a set-up failure naming the upper layer", r.Events, r.Stdout)
+		}
+		if ents, _ := os.ReadDir(victim); len(ents) != 0 {
+			t.Errorf("the folder the symlink named got %v", ents)
+		}
+	})
+}

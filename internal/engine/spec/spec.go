@@ -71,6 +71,7 @@ const (
 	KindMask     = "mask"     // an empty read-only file or directory over Target
 	KindReadOnly = "readonly" // Target (already in the box) bound over itself read-only
 	KindSymlink  = "symlink"  // a symlink at Target pointing at Source
+	KindOverlay  = "overlay"  // an overlay at Target: Source read-only below, Upper written (Work its work folder)
 )
 
 // Mount is one step of building the box's filesystem.
@@ -91,6 +92,9 @@ type Mount struct {
 	// Staged marks a bind of a protected file's staged copy (plan.Mount.Staged): box-init keeps
 	// it, and binds the host's file read-only should the host replace the file at Target.
 	Staged bool `json:"staged,omitempty"`
+	// Upper and Work are an overlay's writable layer and work folder, both beneath Beneath.
+	Upper string `json:"upper,omitempty"`
+	Work  string `json:"work,omitempty"`
 }
 
 // Landlock is the program's filesystem policy; paths are in-box paths.
@@ -206,6 +210,17 @@ func Build(p *plan.Plan) (*Spec, error) {
 			mounts = append(mounts, Mount{Kind: KindTmpfs, Target: m.Target, Options: "mode=" + mode + "," + sizeOption(m.SizeMiB), ReadOnly: m.ReadOnly})
 		case plan.MountMask:
 			mounts = append(mounts, Mount{Kind: KindMask, Target: m.Target, Optional: m.Optional})
+		case plan.MountOverlay:
+			for _, p := range []string{m.Source, m.Upper, m.Work, m.Beneath} {
+				if !filepath.IsAbs(p) || filepath.Clean(p) != p {
+					return nil, fmt.Errorf("%w: overlay at %s: %q is not a clean absolute path", ErrInvalid, m.Target, p)
+				}
+			}
+			if !beneath(m.Upper, m.Beneath) || !beneath(m.Work, m.Beneath) {
+				return nil, fmt.Errorf("%w: overlay at %s: its layers %s and %s must lie beneath %s", ErrInvalid, m.Target, m.Upper, m.Work, m.Beneath)
+			}
+			mounts = append(mounts, Mount{Kind: KindOverlay, Source: m.Source, Upper: m.Upper, Work: m.Work,
+				Target: m.Target, Optional: m.Optional, Beneath: m.Beneath})
 		default:
 			return nil, fmt.Errorf("%w: mount kind %q at %s", ErrInvalid, m.Kind, m.Target)
 		}

@@ -105,7 +105,21 @@ func TestRequestRefuses(t *testing.T) {
 		{"UnknownConsole", func(p *plan.Plan) { p.Console = "telnet" }},
 		{"RelativeTarget", func(p *plan.Plan) { p.Mounts = append(p.Mounts, plan.Mount{Kind: plan.MountTmpfs, Target: "tmp"}) }},
 		{"RootTarget", func(p *plan.Plan) { p.Mounts = append(p.Mounts, plan.Mount{Kind: plan.MountTmpfs, Target: "/"}) }},
-		{"UnknownMountKind", func(p *plan.Plan) { p.Mounts = append(p.Mounts, plan.Mount{Kind: "overlay", Target: "/x"}) }},
+		{"UnknownMountKind", func(p *plan.Plan) { p.Mounts = append(p.Mounts, plan.Mount{Kind: "unionfs", Target: "/x"}) }},
+		// An overlay's writable layers must lie beneath the folder they are opened beneath (the
+		// box cache), and every layer path is absolute.
+		{"OverlayUpperOutsideBeneath", func(p *plan.Plan) {
+			p.Mounts = append(p.Mounts, plan.Mount{Kind: plan.MountOverlay, Source: "/home/alice/.npm", Upper: "/home/alice/.ssh",
+				Work: "/state/cache/x/npm/work", Beneath: "/state/cache/x", Target: "/home/alice/.npm"})
+		}},
+		{"OverlayRelativeLower", func(p *plan.Plan) {
+			p.Mounts = append(p.Mounts, plan.Mount{Kind: plan.MountOverlay, Source: ".npm", Upper: "/state/cache/x/npm/upper",
+				Work: "/state/cache/x/npm/work", Beneath: "/state/cache/x", Target: "/home/alice/.npm"})
+		}},
+		{"OverlayWithoutBeneath", func(p *plan.Plan) {
+			p.Mounts = append(p.Mounts, plan.Mount{Kind: plan.MountOverlay, Source: "/home/alice/.npm", Upper: "/state/cache/x/npm/upper",
+				Work: "/state/cache/x/npm/work", Target: "/home/alice/.npm"})
+		}},
 		{"NoLandlockABI", func(p *plan.Plan) { p.Landlock.MinABI = 0 }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -77,7 +77,7 @@ func Build(s *spec.Spec) (*Root, error) {
 func attachPoint(s *spec.Spec) (string, error) {
 	var sources []string
 	for _, m := range s.Mounts {
-		if m.Kind == spec.KindBind {
+		if m.Kind == spec.KindBind || m.Kind == spec.KindOverlay {
 			sources = append(sources, m.Source, m.Beneath)
 		}
 	}
@@ -182,6 +182,8 @@ func (b *Root) apply(m spec.Mount) error {
 		return nil
 	case spec.KindMask:
 		return b.mask(m)
+	case spec.KindOverlay:
+		return b.overlay(m)
 	case spec.KindReadOnly:
 		fd, err := b.resolve(m.Target)
 		if err != nil {
@@ -293,14 +295,76 @@ func (b *Root) bind(m spec.Mount) error {
 	return nil
 }
 
+// overlay mounts at Target an overlay of the host folder Source (the lower layer, which the
+// overlay never writes) and Upper (opened beneath Beneath, as Work is: a box that could write
+// there cannot point them elsewhere with a symlink). The layers are handed to the kernel as the
+// descriptors opened here (fsconfig FSCONFIG_SET_FD, Linux 6.13), never as paths looked up
+// again. Mounted in the box's user namespace, the overlay keeps its own metadata in user.*
+// extended attributes (userxattr), and nothing is indexed (index=off), so that two boxes may
+// share the layers. A kernel that takes no layer by descriptor gets Upper alone at Target, as
+// the bwrap engine does: the box cache without the host's folder below it.
+func (b *Root) overlay(m spec.Mount) error {
+	lower, err := openFlags(m.Source, "", unix.O_RDONLY|unix.O_DIRECTORY)
+	if err != nil {
+		if m.Optional && errors.Is(err, unix.ENOENT) {
+			return nil
+		}
+		return fmt.Errorf("open lower layer %s: %w", m.Source, err)
+	}
+	defer unix.Close(lower)
+	var layers []int
+	for _, p := range []string{m.Upper, m.Work} {
+		fd, err := openFlags(p, m.Beneath, unix.O_RDONLY|unix.O_DIRECTORY)
+		if err != nil {
+			return fmt.Errorf("open %s beneath %s: %w", p, m.Beneath, err)
+		}
+		defer unix.Close(fd)
+		layers = append(layers, fd)
+	}
+	fs, err := unix.Fsopen("overlay", unix.FSOPEN_CLOEXEC)
+	if err != nil {
+		return fmt.Errorf("fsopen overlay: %w", err)
+	}
+	defer unix.Close(fs)
+	if err := unix.FsconfigSetFd(fs, "lowerdir+", lower); err != nil {
+		if errors.Is(err, unix.EINVAL) || errors.Is(err, unix.EBADF) {
+			return b.bind(spec.Mount{Kind: spec.KindBind, Source: m.Upper, Target: m.Target, Beneath: m.Beneath})
+		}
+		return fmt.Errorf("overlay lower layer %s: %w", m.Source, err)
+	}
+	for i, key := range []string{"upperdir", "workdir"} {
+		if err := unix.FsconfigSetFd(fs, key, layers[i]); err != nil {
+			return fmt.Errorf("overlay %s: %w", key, err)
+		}
+	}
+	if err := unix.FsconfigSetString(fs, "index", "off"); err != nil {
+		return fmt.Errorf("overlay option index: %w", err)
+	}
+	if err := unix.FsconfigSetFlag(fs, "userxattr"); err != nil {
+		return fmt.Errorf("overlay option userxattr: %w", err)
+	}
+	if err := unix.FsconfigCreate(fs); err != nil {
+		return fmt.Errorf("create overlay of %s and %s: %w", m.Source, m.Upper, err)
+	}
+	mnt, err := unix.Fsmount(fs, unix.FSMOUNT_CLOEXEC, unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV)
+	if err != nil {
+		return fmt.Errorf("fsmount overlay: %w", err)
+	}
+	defer unix.Close(mnt)
+	return b.mountOn(mnt, m.Target, true, true)
+}
+
 // OpenSource opens the source of a bind as an O_PATH descriptor. With beneath set, source is
 // resolved beneath that directory with RESOLVE_BENEATH|RESOLVE_NO_MAGICLINKS, so that a symlink
 // cannot lead the bind out of it.
-func OpenSource(source, beneath string) (int, error) {
+func OpenSource(source, beneath string) (int, error) { return openFlags(source, beneath, unix.O_PATH) }
+
+// openFlags is OpenSource with the open flags flags (O_CLOEXEC is added).
+func openFlags(source, beneath string, flags int) (int, error) {
 	m := spec.Mount{Kind: spec.KindBind, Source: source, Beneath: beneath}
 	if m.Beneath == "" {
 		return unix.Openat2(unix.AT_FDCWD, m.Source, &unix.OpenHow{
-			Flags:   unix.O_PATH | unix.O_CLOEXEC,
+			Flags:   uint64(flags) | unix.O_CLOEXEC,
 			Resolve: unix.RESOLVE_NO_MAGICLINKS,
 		})
 	}
@@ -317,7 +381,7 @@ func OpenSource(source, beneath string) (int, error) {
 	}
 	defer unix.Close(base)
 	return unix.Openat2(base, rel, &unix.OpenHow{
-		Flags:   unix.O_PATH | unix.O_CLOEXEC,
+		Flags:   uint64(flags) | unix.O_CLOEXEC,
 		Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_MAGICLINKS,
 	})
 }

@@ -1,0 +1,257 @@
+//go:build linux
+
+package e2e
+
+import (
+	"archive/tar"
+	"bytes"
+	"compress/gzip"
+	"crypto/sha512"
+	"encoding/base64"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// npmTarball writes the npm package name@1.0.0, whose main module exports msg, as a packed
+// tarball (npm pack's layout: package/…) at path, and returns its integrity (sha512-…).
+func npmTarball(t *testing.T, path, name, msg string) string {
+	t.Helper()
+	var buf bytes.Buffer
+	gz := gzip.NewWriter(&buf)
+	tw := tar.NewWriter(gz)
+	for _, f := range []struct{ name, body string }{
+		{"package/package.json", `{"name":"` + name + `","version":"1.0.0","main":"index.js"}` + "\n"},
+		{"package/index.js", "module.exports = " + jsString(msg) + ";\n"},
+	} {
+		if err := tw.WriteHeader(&tar.Header{Name: f.name, Mode: 0o644, Size: int64(len(f.body)), Typeflag: tar.TypeReg}); err != nil {
+			t.Fatal(err)
+		}
+		tw.Write([]byte(f.body))
+	}
+	if err := tw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := gz.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	sum := sha512.Sum512(buf.Bytes())
+	return "sha512-" + base64.StdEncoding.EncodeToString(sum[:])
+}
+
+func jsString(s string) string { return `"` + strings.ReplaceAll(s, `"`, `\"`) + `"` }
+
+// npmProject writes a Node project in dir depending on name@1.0.0 with a lockfile that pins
+// its integrity (as `npm install` would have written it; the registry host is never asked:
+// npm ci --offline finds the tarball in the cache by its integrity).
+func npmProject(t *testing.T, dir, name, integrity string) {
+	t.Helper()
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	pkg := `{"name":"app","version":"1.0.0","dependencies":{"` + name + `":"1.0.0"}}` + "\n"
+	lock := `{"name":"app","version":"1.0.0","lockfileVersion":3,"requires":true,"packages":{` +
+		`"":{"name":"app","version":"1.0.0","dependencies":{"` + name + `":"1.0.0"}},` +
+		`"node_modules/` + name + `":{"version":"1.0.0","resolved":"https://registry.example.org/` + name + `/-/` + name + `-1.0.0.tgz","integrity":"` + integrity + `"}}}` + "\n"
+	for f, body := range map[string]string{"package.json": pkg, "package-lock.json": lock} {
+		if err := os.WriteFile(filepath.Join(dir, f), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// hostTool runs a command on the host as the environment's user would, unboxed, in dir.
+func hostTool(e *Env, dir string, args ...string) (string, error) {
+	c := exec.Command(args[0], args[1:]...)
+	c.Dir = dir
+	c.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + e.Home, "LANG=C.UTF-8", "npm_config_update_notifier=false"}
+	out, err := c.CombinedOutput()
+	return string(out), err
+}
+
+// npmCI is the box's and the host's offline install of a project's locked dependencies.
+const npmCI = `npm ci --offline --no-audit --no-fund`
+
+// TestNpmInstallFromHostCache: a Node project whose dependency is only in the host's npm cache
+// (~/.npm, filled by `npm cache add` of a local tarball: no registry) installs in a box with no
+// network; what the first box adds to its npm cache is there for the second box of the
+// workspace (the box cache's layer); the host's ~/.npm is unchanged, and what a box cached
+// never reaches an unboxed npm. Before, ~/.npm in the box was an empty folder of the home's
+// tmpfs: npm ci --offline failed with ENOTCACHED.
+func TestNpmInstallFromHostCache(t *testing.T) {
+	if _, err := exec.LookPath("npm"); err != nil {
+		t.Skip("npm is not installed")
+	}
+	e := NewEnv(t)
+	tgz := filepath.Join(e.Root, "abdep-1.0.0.tgz")
+	integrity := npmTarball(t, tgz, "abdep", "from the host npm cache")
+	if out, err := hostTool(e, e.Root, "npm", "cache", "add", tgz); err != nil {
+		t.Fatalf("host npm cache add: %v\n%s", err, out)
+	}
+	app := filepath.Join(e.Work, "app")
+	npmProject(t, app, "abdep", integrity)
+	// A second package the first box caches from the workspace, for the second box.
+	integrity2 := npmTarball(t, filepath.Join(app, "vendor", "abdep2-1.0.0.tgz"), "abdep2", "from the box cache")
+	npmProject(t, filepath.Join(app, "second"), "abdep2", integrity2)
+	npmCache := filepath.Join(e.Home, ".npm")
+	before := treeHash(t, npmCache)
+
+	r := e.runIn(app, "run", "sh", "--", "-c", npmCI+` && node -e 'console.log(require("abdep"))' && npm cache add ./vendor/abdep2-1.0.0.tgz`)
+	if r.Code != 0 || !strings.Contains(r.Stdout, "from the host npm cache") {
+		t.Fatalf("first box: npm ci --offline from the host's cache: exit %d\nstdout:\n%s\nstderr:\n%s", r.Code, r.Stdout, r.Stderr)
+	}
+	r = e.runIn(app, "run", "sh", "--", "-c", `cd second && `+npmCI+` && node -e 'console.log(require("abdep2"))'`)
+	if r.Code != 0 || !strings.Contains(r.Stdout, "from the box cache") {
+		t.Fatalf("second box: npm ci --offline of what the first box cached: exit %d\nstdout:\n%s\nstderr:\n%s", r.Code, r.Stdout, r.Stderr)
+	}
+	if after := treeHash(t, npmCache); after != before {
+		t.Errorf("the host's npm cache %s changed while boxes installed", npmCache)
+	}
+	// What the boxes cached is the box cache's: an unboxed npm does not find it.
+	os.RemoveAll(filepath.Join(app, "second", "node_modules"))
+	if out, err := hostTool(e, filepath.Join(app, "second"), "sh", "-c", npmCI); err == nil || !strings.Contains(out, "ENOTCACHED") {
+		t.Errorf("the host's npm installed abdep2, which only a box cached (err %v):\n%s", err, out)
+	}
+}
+
+// pythonTools skips the test unless /usr/bin/python3 has pip and setuptools (Debian's
+// python3-pip, python3-setuptools).
+func pythonTools(t *testing.T) string {
+	t.Helper()
+	const py = "/usr/bin/python3"
+	if out, err := exec.Command(py, "-c", "import setuptools, pip").CombinedOutput(); err != nil {
+		t.Skipf("%s has no pip or setuptools: %v %s", py, err, out)
+	}
+	return py
+}
+
+// pySdist writes the source distribution of the Python package name 1.0 (its module's MSG is
+// msg) into dir, built by setuptools. Its pyproject.toml asks for setuptools as the build
+// backend, so pip can build it only with an index or without build isolation: offline, pip
+// installs it only from a wheel it has cached for this sdist.
+func pySdist(t *testing.T, py, src, dir, name, msg string) {
+	t.Helper()
+	files := map[string]string{
+		"setup.py":            "from setuptools import setup\nsetup(name=" + jsString(name) + ", version=\"1.0\", packages=[" + jsString(name) + "])\n",
+		"pyproject.toml":      "[build-system]\nrequires = [\"setuptools>=40.8\"]\nbuild-backend = \"setuptools.build_meta\"\n",
+		"README":              "test package\n",
+		name + "/__init__.py": "MSG = " + jsString(msg) + "\n",
+	}
+	for f, body := range files {
+		p := filepath.Join(src, f)
+		os.MkdirAll(filepath.Dir(p), 0o755)
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c := exec.Command(py, "setup.py", "-q", "sdist", "-d", dir)
+	c.Dir = src
+	if out, err := c.CombinedOutput(); err != nil {
+		t.Fatalf("sdist %s: %v\n%s", name, err, out)
+	}
+}
+
+// TestPipInstallFromHostCache: a Python project that vendors its dependency's source
+// distribution installs in a box with no index (pip --no-index --find-links vendor) from the
+// wheel the host's pip built and cached for it (~/.cache/pip: building it again would need
+// the build backend from an index); a wheel the first box builds is in the second box's pip
+// cache (the box cache's layer); the host's pip cache is unchanged, and a wheel a box cached
+// never reaches an unboxed pip. Before, ~/.cache/pip in the box was empty and pip failed to
+// get setuptools for the build.
+func TestPipInstallFromHostCache(t *testing.T) {
+	py := pythonTools(t)
+	e := NewEnv(t)
+	app := filepath.Join(e.Work, "app")
+	vendor := filepath.Join(app, "vendor")
+	pySdist(t, py, filepath.Join(e.Root, "src1"), vendor, "abpy", "from the host pip cache")
+	pySdist(t, py, filepath.Join(e.Root, "src2"), vendor, "abpy2", "from the box cache")
+	pipInstall := py + " -m pip install --disable-pip-version-check --no-index --find-links vendor --target "
+	// The host's own install builds the wheel (with the host's setuptools) and caches it.
+	if out, err := hostTool(e, app, "sh", "-c", pipInstall+filepath.Join(e.Root, "hostsite")+" --no-build-isolation abpy"); err != nil {
+		t.Fatalf("host pip install: %v\n%s", err, out)
+	}
+	pipCache := filepath.Join(e.Home, ".cache", "pip")
+	before := treeHash(t, pipCache)
+
+	r := e.runIn(app, "run", "sh", "--", "-c", pipInstall+`/tmp/site abpy && PYTHONPATH=/tmp/site `+py+` -c 'import abpy; print(abpy.MSG)' &&
+`+pipInstall+`/tmp/site2 --no-build-isolation abpy2`)
+	if r.Code != 0 || !strings.Contains(r.Stdout, "from the host pip cache") {
+		t.Fatalf("first box: pip install --no-index from the host's wheel cache: exit %d\nstdout:\n%s\nstderr:\n%s", r.Code, r.Stdout, r.Stderr)
+	}
+	r = e.runIn(app, "run", "sh", "--", "-c", pipInstall+`/tmp/site abpy2 && PYTHONPATH=/tmp/site `+py+` -c 'import abpy2; print(abpy2.MSG)'`)
+	if r.Code != 0 || !strings.Contains(r.Stdout, "from the box cache") || !strings.Contains(r.Stdout, "Using cached abpy2") {
+		t.Fatalf("second box: pip install of the wheel the first box cached: exit %d\nstdout:\n%s\nstderr:\n%s", r.Code, r.Stdout, r.Stderr)
+	}
+	if after := treeHash(t, pipCache); after != before {
+		t.Errorf("the host's pip cache %s changed while boxes installed", pipCache)
+	}
+	if out, err := hostTool(e, app, "sh", "-c", pipInstall+filepath.Join(e.Root, "hostsite2")+" abpy2"); err == nil {
+		t.Errorf("the host's pip installed abpy2 offline, from a wheel only a box cached:\n%s", out)
+	}
+}
+
+// TestAttackPackageCaches: the box sees the host's npm and pip caches and changes none of
+// them — create, append, rename, remove, chmod and symlink beneath each land in the box
+// cache's layer — and a box that replaces its layer with a symlink to a host folder does
+// not make the next box write there (the daemon removes the symlink; box-init would refuse
+// one). Before, the host's caches were not in the box at all (the box does not see them).
+func TestAttackPackageCaches(t *testing.T) {
+	e := NewEnv(t)
+	npmFile := filepath.Join(e.Home, ".npm", "_cacache", "content-v2", "sha512", "ab", "cd", "entry")
+	pipFile := filepath.Join(e.Home, ".cache", "pip", "wheels", "ab", "cd", "x-1.0-py3-none-any.whl")
+	for _, p := range []string{npmFile, pipFile} {
+		os.MkdirAll(filepath.Dir(p), 0o755)
+		if err := os.WriteFile(p, []byte("host-cache-entry\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	caches := []string{filepath.Join(e.Home, ".npm"), filepath.Join(e.Home, ".cache", "pip")}
+	before := map[string]string{}
+	for _, d := range caches {
+		before[d] = treeHash(t, d)
+	}
+	script := `cat ` + npmFile + ` ` + pipFile + `
+grep -e ' ` + filepath.Join(e.Home, ".npm") + ` ' -e ' ` + filepath.Join(e.Home, ".cache", "pip") + ` ' /proc/self/mountinfo >&2
+for p in ` + npmFile + ` ` + pipFile + `; do
+  d=$(dirname "$p")
+  touch "$d/planted"; echo x >> "$p"; chmod 777 "$p"; mv "$p" "$p.moved"; ln -s /tmp "$d/link"; rm -rf "$d/../"*
+done
+echo done`
+	r := e.Box(script)
+	if r.Code != 0 || strings.Count(r.Stdout, "host-cache-entry") != 2 || !strings.Contains(r.Stdout, "done") {
+		t.Fatalf("the box does not see the host's package caches: exit %d\nstdout:\n%s\nstderr:\n%s", r.Code, r.Stdout, r.Stderr)
+	}
+	// The box turns its npm layer into a symlink to a host folder it cannot see (the box
+	// cache is the box's to write); the next box writes to ~/.npm.
+	victim := filepath.Join(e.Home, "victim")
+	if err := os.Mkdir(victim, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	before[victim] = treeHash(t, victim)
+	cache := strings.TrimSpace(e.Box(`go env GOCACHE 2>/dev/null || true`).Stdout)
+	if cache == "" {
+		t.Skip("go is not installed: the box cache's path is read from go env")
+	}
+	layer := filepath.Join(filepath.Dir(filepath.Dir(cache)), "npm", "upper")
+	r = e.Box(`rm -rf ` + layer + ` && ln -s ` + victim + ` ` + layer + ` && echo swapped`)
+	if !strings.Contains(r.Stdout, "swapped") {
+		t.Fatalf("could not swap the layer %s: exit %d\nstdout:\n%s\nstderr:\n%s", layer, r.Code, r.Stdout, r.Stderr)
+	}
+	r = e.Box(`touch ` + filepath.Join(e.Home, ".npm", "through-the-link") + ` && echo wrote`)
+	if r.Code != 0 || !strings.Contains(r.Stdout, "wrote") {
+		t.Errorf("the box after the swap: exit %d\nstdout:\n%s\nstderr:\n%s", r.Code, r.Stdout, r.Stderr)
+	}
+	for d, h := range before {
+		if treeHash(t, d) != h {
+			t.Errorf("the host's %s changed", d)
+		}
+	}
+}
