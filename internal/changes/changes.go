@@ -36,6 +36,10 @@ var (
 	ErrConflict = errors.New("the host changed the path meanwhile")
 	// ErrUnknown: the launch proposed no change at that path.
 	ErrUnknown = errors.New("no proposed change at that path")
+	// ErrHardLinked: a protected file has more than one name (a hard link). Neither a staged
+	// copy nor a read-only bind covers the other name, which the box may write: the launch is
+	// refused until the user breaks the link (Stage).
+	ErrHardLinked = errors.New("a protected file has another name (a hard link)")
 )
 
 // Kinds of a change.

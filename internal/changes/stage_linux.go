@@ -29,6 +29,11 @@ const (
 // refused. The others (folders, larger files, agentbox's own binaries the caller leaves out)
 // are returned as they were, to be bound read-only. The copies are made mode 0600 folders
 // beneath dir, never in the workspace; a copy keeps the file's permission bits.
+//
+// A protected regular file with more than one name (a hard link, whatever its size), or one
+// in a protected folder (up to maxLinkWalk entries deep in it), fails with ErrHardLinked,
+// naming the file and how to break the link: the box could write the host's file through its
+// other name, which neither the copy nor a read-only bind covers.
 func Stage(dir string, ps []plan.Protected) ([]plan.Protected, error) {
 	out := append([]plan.Protected(nil), ps...)
 	for i, p := range out {
@@ -40,10 +45,16 @@ func Stage(dir string, ps []plan.Protected) ([]plan.Protected, error) {
 			continue
 		}
 		content, mode, ok, err := readProtected(p.Beneath, rel)
+		if errors.Is(err, ErrHardLinked) {
+			return nil, err // it names the file
+		}
 		if err != nil {
 			return nil, fmt.Errorf("stage %s: %w", p.Path, err)
 		}
 		if !ok {
+			if err := checkFolderLinks(p.Path); err != nil {
+				return nil, err
+			}
 			continue
 		}
 		for _, side := range []string{stageBase, stageBox} {
@@ -57,7 +68,8 @@ func Stage(dir string, ps []plan.Protected) ([]plan.Protected, error) {
 }
 
 // readProtected reads the regular file ws/rel (at most MaxFile bytes) without following any
-// symlink; ok is false for anything else (a folder, a larger file, a path gone meanwhile).
+// symlink; ok is false for anything else (a folder, a larger file, a path gone meanwhile). A
+// regular file with more than one link fails with ErrHardLinked.
 func readProtected(ws, rel string) (content []byte, mode uint32, ok bool, err error) {
 	root, err := unix.Open(ws, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
@@ -77,7 +89,17 @@ func readProtected(ws, rel string) (content []byte, mode uint32, ok bool, err er
 	if err != nil {
 		return nil, 0, false, err
 	}
-	if !fi.Mode().IsRegular() || fi.Size() > MaxFile {
+	if !fi.Mode().IsRegular() {
+		return nil, 0, false, nil
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return nil, 0, false, err
+	}
+	if st.Nlink > 1 {
+		return nil, 0, false, hardLinked(filepath.Join(ws, rel), uint64(st.Nlink))
+	}
+	if fi.Size() > MaxFile {
 		return nil, 0, false, nil
 	}
 	b, truncated, err := readBounded(f)
@@ -85,6 +107,46 @@ func readProtected(ws, rel string) (content []byte, mode uint32, ok bool, err er
 		return nil, 0, false, err
 	}
 	return b, uint32(fi.Mode().Perm()), true, nil
+}
+
+// maxLinkWalk bounds the entries checkFolderLinks looks at in one protected folder (the
+// integrity snapshot's entry bound).
+const maxLinkWalk = 10000
+
+// checkFolderLinks fails with ErrHardLinked when the folder at path (a protected folder, bound
+// read-only) holds a regular file with more than one name; anything but a folder passes. It
+// never follows a symlink, and looks at up to maxLinkWalk entries.
+func checkFolderLinks(path string) error {
+	if fi, err := os.Lstat(path); err != nil || !fi.IsDir() {
+		return nil
+	}
+	n := 0
+	err := filepath.WalkDir(path, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return nil // gone or unreadable meanwhile: the bind covers what is there
+		}
+		if n++; n > maxLinkWalk {
+			return fs.SkipAll
+		}
+		if !d.Type().IsRegular() {
+			return nil
+		}
+		var st unix.Stat_t
+		if unix.Lstat(p, &st) == nil && st.Nlink > 1 {
+			return hardLinked(p, uint64(st.Nlink))
+		}
+		return nil
+	})
+	return err
+}
+
+// hardLinked is the error for a protected file at path with n names: what it is, and how the
+// user breaks the link (a copy renamed over the name gives it an inode of its own; the other
+// names keep the old one).
+func hardLinked(path string, n uint64) error {
+	return fmt.Errorf("%w: %s has %d names, and a box could change it through another one; "+
+		"give it an inode of its own on the host (cp -p %s %s.copy && mv %s.copy %s), then launch again",
+		ErrHardLinked, path, n, path, path, path, path)
 }
 
 // readBounded reads f up to MaxFile bytes; truncated says there was more.

@@ -3,6 +3,7 @@ package changes
 import (
 	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -177,5 +178,48 @@ func TestDiff(t *testing.T) {
 	}
 	if d := Diff(c, []byte("host\n")); !strings.HasPrefix(d, "--- a/f (on the host now)\n+++ b/f (proposed by the box)\n") || !strings.Contains(d, "-host\n") {
 		t.Errorf("against the host's change:\n%s", d)
+	}
+}
+
+// TestStageRefusesHardLinks guards review finding F2: a protected file with another name (a
+// hard link, of any size, or one in a protected folder) is refused with ErrHardLinked, naming
+// the file and how to break the link; the link broken as the error says, Stage succeeds.
+// Before, the file was staged (or bound read-only) and a box wrote the host's file through
+// the unprotected name.
+func TestStageRefusesHardLinks(t *testing.T) {
+	for _, tc := range []struct{ name, protected, linked string }{
+		{"File", ".envrc", ".envrc"},
+		{"LargeFile", "big.json", "big.json"},
+		{"InProtectedFolder", ".git/hooks", ".git/hooks/pre-commit"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ws, err := filepath.EvalSymlinks(t.TempDir())
+			if err != nil {
+				t.Fatal(err)
+			}
+			content := "export A=1\n"
+			if tc.name == "LargeFile" {
+				content = strings.Repeat("x", MaxFile+1)
+			}
+			linked := filepath.Join(ws, tc.linked)
+			mustWrite(t, linked, content, 0o644)
+			if err := os.Link(linked, filepath.Join(ws, "payload")); err != nil {
+				t.Fatal(err)
+			}
+			ps := []plan.Protected{{Path: filepath.Join(ws, tc.protected), Beneath: ws}}
+			dir := filepath.Join(t.TempDir(), "staged")
+			_, err = Stage(dir, ps)
+			if !errors.Is(err, ErrHardLinked) || !strings.Contains(err.Error(), linked+" has 2 names") ||
+				!strings.Contains(err.Error(), "cp -p "+linked+" "+linked+".copy && mv "+linked+".copy "+linked) {
+				t.Fatalf("Stage of a hard-linked %s: %v, want ErrHardLinked naming it and the fix", tc.linked, err)
+			}
+			// The fix the error gives, done by the host: the launch may go on.
+			if out, err := exec.Command("sh", "-c", "cp -p "+linked+" "+linked+".copy && mv "+linked+".copy "+linked).CombinedOutput(); err != nil {
+				t.Fatalf("the error's fix: %v: %s", err, out)
+			}
+			if _, err := Stage(filepath.Join(t.TempDir(), "staged"), ps); err != nil {
+				t.Errorf("Stage after the link was broken: %v", err)
+			}
+		})
 	}
 }

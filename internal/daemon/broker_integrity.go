@@ -92,7 +92,7 @@ func (b *integrityBroker) Prepare(ctx context.Context, bl *broker.Launch, c *pla
 	// proposed change at exit (changes.Collect); agentbox's own binaries stay read-only.
 	if lay.Protected, err = changes.Stage(stagedDir(b.StateDir, bl.ID), lay.Protected); err != nil {
 		b.release(bl.ID)
-		return fmt.Errorf("integrity: %w", err)
+		return err // the launch stage names the broker
 	}
 	lay.Protected = append(lay.Protected, own...)
 	// Instruction files stay writable (unless protect.instructions is readonly): watched only,
