@@ -190,6 +190,11 @@ type ApplyResult struct {
 // MaxDriftEvents is the most drift events a Launch carries.
 const MaxDriftEvents = 50
 
+// DriftSourceCollect is the Source of an alert recorded when the launch ended and a staged
+// copy of a protected file was not collected as a proposed change: the collection failed (the
+// copy is kept, Detail says where and why) or the box made it larger than the bound.
+const DriftSourceCollect = "collect"
+
 // DriftEvent is one integrity transition of a launch.
 type DriftEvent struct {
 	Time time.Time `json:"time"`
@@ -197,7 +202,7 @@ type DriftEvent struct {
 	Kind   string `json:"kind"`
 	Path   string `json:"path"`
 	Detail string `json:"detail,omitempty"`
-	// Source is what found it: snapshot, periodic, inotify or exit.
+	// Source is what found it: snapshot, periodic, inotify or exit, or DriftSourceCollect.
 	Source string `json:"source"`
 	// Alert is false for watched-only paths (HEAD): recorded, but Drift is not raised.
 	Alert bool `json:"alert"`

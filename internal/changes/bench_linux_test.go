@@ -123,9 +123,9 @@ func BenchmarkStageCollect(b *testing.B) {
 		if err := os.WriteFile(staged[3].Staged, []byte("changed\n"), 0o644); err != nil {
 			b.Fatal(err)
 		}
-		kept, err := Collect(dir, filepath.Join(tmp, "changes", strconv.Itoa(i)))
-		if err != nil || len(kept) != 1 {
-			b.Fatalf("collect: %v %v", kept, err)
+		res, err := Collect(dir, filepath.Join(tmp, "changes", strconv.Itoa(i)))
+		if err != nil || len(res.Kept) != 1 || len(res.Failed) != 0 {
+			b.Fatalf("collect: %+v %v", res, err)
 		}
 	}
 }

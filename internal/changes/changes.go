@@ -18,8 +18,9 @@ import (
 	"strings"
 )
 
-// MaxFile is the largest file kept as a proposed change; a larger one is kept truncated to it
-// and marked so (Change.Truncated), and cannot be applied.
+// MaxFile is the largest file kept as a proposed change: a larger file a box created at a
+// guarded path is kept truncated to it and marked so (Change.Truncated), and cannot be
+// applied; a staged copy the box made larger is not kept at all (Collected.TooLarge).
 const MaxFile = 4 << 20
 
 // truncatedSuffix marks, beside a kept file, that it was cut at MaxFile.
@@ -28,6 +29,24 @@ const truncatedSuffix = ".agentbox-truncated"
 // baseSuffix names, beside a kept file, the content the path had when the launch started: the
 // change modifies an existing protected file (its staged copy, see Stage).
 const baseSuffix = ".agentbox-base"
+
+// Collected is what Collect did with a launch's staged copies; each list holds
+// workspace-relative paths in lexical order.
+type Collected struct {
+	// Kept are the paths kept as proposed changes.
+	Kept []string
+	// TooLarge are the paths whose copy the box made larger than MaxFile: not kept (the
+	// host's file is untouched), to be reported.
+	TooLarge []string
+	// Failed are the copies that could not be collected; they are left where Stage made them.
+	Failed []Failure
+}
+
+// Failure is a staged copy Collect could not collect, and why.
+type Failure struct {
+	Path string
+	Err  error
+}
 
 // Errors of Apply.
 var (

@@ -36,4 +36,4 @@ func Apply(dir, ws, rel string) error { return ErrNotSupported }
 func Stage(dir string, ps []plan.Protected) ([]plan.Protected, error) { return ps, nil }
 
 // Collect fails with ErrNotSupported.
-func Collect(dir, storeDir string) ([]string, error) { return nil, ErrNotSupported }
+func Collect(dir, storeDir string) (Collected, error) { return Collected{}, ErrNotSupported }

@@ -184,17 +184,54 @@ func writeCopy(path string, content []byte, mode uint32) error {
 // Collect compares each staged copy in dir (Stage) with what the file held when the launch
 // started and keeps, in the store at storeDir, each the box changed (its content, or its
 // executable bits) as a proposed change that modifies the path, with what it held then beside
-// it. It then removes dir. It returns the workspace-relative paths kept. Call it once the box
-// has ended: nothing writes the copies then.
-func Collect(dir, storeDir string) ([]string, error) {
+// it. Each copy is collected on its own: one that cannot be (a full disk, an unreadable copy)
+// is reported in Collected.Failed and left in dir, with what the file held at launch, while the
+// others are collected. A copy the box made larger than MaxFile is not kept as a proposed change
+// (Collected.TooLarge). The copies collected, unchanged or too large are removed, and dir with
+// them once none failed. Call it once the box has ended: nothing writes the copies then. The
+// error is for dir as a whole (it could not be listed or removed).
+func Collect(dir, storeDir string) (Collected, error) {
 	boxDir := filepath.Join(dir, stageBox)
-	var kept []string
+	var res Collected
 	var store = -1
 	defer func() {
 		if store >= 0 {
 			unix.Close(store)
 		}
 	}()
+	one := func(rel string) (kept bool, err error) {
+		base, baseMode, err := readCopy(filepath.Join(dir, stageBase, rel))
+		if err != nil {
+			return false, fmt.Errorf("what it held at launch: %w", err)
+		}
+		content, mode, err := readCopy(filepath.Join(boxDir, rel))
+		if err != nil {
+			return false, fmt.Errorf("the box's copy: %w", err)
+		}
+		if len(content) > MaxFile {
+			return false, errTooLarge
+		}
+		if bytes.Equal(content, base) && (mode^baseMode)&0o111 == 0 {
+			return false, nil // unchanged
+		}
+		if store < 0 {
+			if err := os.MkdirAll(storeDir, 0o700); err != nil {
+				return false, fmt.Errorf("proposed changes: %w", err)
+			}
+			if store, err = unix.Open(storeDir, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0); err != nil {
+				store = -1
+				return false, fmt.Errorf("proposed changes %s: %w", storeDir, err)
+			}
+		}
+		if err := writeStore(store, rel+baseSuffix, base, baseMode&0o755, false); err != nil {
+			return false, err
+		}
+		if err := writeStore(store, rel, content, mode&0o755, false); err != nil {
+			unix.Unlinkat(store, rel+baseSuffix, 0) // no half-kept change
+			return false, err
+		}
+		return true, nil
+	}
 	err := filepath.WalkDir(boxDir, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			if p == boxDir && errors.Is(err, fs.ErrNotExist) {
@@ -209,46 +246,36 @@ func Collect(dir, storeDir string) ([]string, error) {
 		if err != nil {
 			return err
 		}
-		base, baseMode, err := readCopy(filepath.Join(dir, stageBase, rel))
-		if err != nil {
-			return fmt.Errorf("what %s held at launch: %w", rel, err)
+		kept, err := one(rel)
+		switch {
+		case errors.Is(err, errTooLarge):
+			res.TooLarge = append(res.TooLarge, rel)
+		case err != nil:
+			res.Failed = append(res.Failed, Failure{Path: rel, Err: err})
+			return nil // left in dir, with its base
+		case kept:
+			res.Kept = append(res.Kept, rel)
 		}
-		content, mode, err := readCopy(p)
-		if err != nil {
-			return fmt.Errorf("the box's copy of %s: %w", rel, err)
-		}
-		truncated := len(content) > MaxFile
-		if truncated {
-			content = content[:MaxFile]
-		}
-		if !truncated && bytes.Equal(content, base) && (mode^baseMode)&0o111 == 0 {
-			return nil // unchanged
-		}
-		if store < 0 {
-			if err := os.MkdirAll(storeDir, 0o700); err != nil {
-				return err
-			}
-			if store, err = unix.Open(storeDir, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0); err != nil {
-				return fmt.Errorf("proposed changes %s: %w", storeDir, err)
-			}
-		}
-		if err := writeStore(store, rel+baseSuffix, base, baseMode&0o755, false); err != nil {
-			return err
-		}
-		if err := writeStore(store, rel, content, mode&0o755, truncated); err != nil {
-			return err
-		}
-		kept = append(kept, rel)
+		// Collected (or not to be kept): its copies go now, so that a full disk gets back
+		// their room for the others.
+		os.Remove(p)
+		os.Remove(filepath.Join(dir, stageBase, rel))
 		return nil
 	})
 	if err != nil {
-		return kept, fmt.Errorf("staged copies in %s: %w", dir, err)
+		return res, fmt.Errorf("staged copies in %s: %w", dir, err)
+	}
+	if len(res.Failed) > 0 {
+		return res, nil
 	}
 	if err := os.RemoveAll(dir); err != nil {
-		return kept, fmt.Errorf("remove staged copies: %w", err)
+		return res, fmt.Errorf("remove staged copies: %w", err)
 	}
-	return kept, nil
+	return res, nil
 }
+
+// errTooLarge: the box's copy is larger than MaxFile.
+var errTooLarge = errors.New("larger than the proposed-change bound")
 
 // readCopy reads a staged copy (at most MaxFile+1 bytes: more means truncated) and its
 // permission bits, whatever mode the box gave it (its owner may always change it back).

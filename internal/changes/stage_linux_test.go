@@ -63,26 +63,8 @@ func TestStage(t *testing.T) {
 // what the box started from, and refuses (changing nothing) once the host changed it or put a
 // symlink there.
 func TestCollectApply(t *testing.T) {
-	ws, err := filepath.EvalSymlinks(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
 	files := map[string]string{".envrc": "export A=1\n", ".mcp.json": "{}\n", ".claude/settings.json": "{\"a\":1}\n", ".gitmodules": "x\n", "hook": "#!/bin/sh\n"}
-	var ps []plan.Protected
-	for rel, c := range files {
-		mustWrite(t, filepath.Join(ws, rel), c, 0o644)
-		ps = append(ps, plan.Protected{Path: filepath.Join(ws, rel), Beneath: ws})
-	}
-	dir, store := filepath.Join(t.TempDir(), "staged"), filepath.Join(t.TempDir(), "changes")
-	staged, err := Stage(dir, ps)
-	if err != nil {
-		t.Fatal(err)
-	}
-	copyOf := map[string]string{}
-	for _, p := range staged {
-		rel, _ := filepath.Rel(ws, p.Path)
-		copyOf[rel] = p.Staged
-	}
+	ws, dir, store, copyOf := stageFiles(t, files)
 	// The box: edits three, leaves .gitmodules alone, makes the hook executable, and leaves
 	// one copy unreadable (mode 0).
 	mustWrite(t, copyOf[".envrc"], "export A=1\nexport B=2\n", 0o644)
@@ -90,11 +72,11 @@ func TestCollectApply(t *testing.T) {
 	mustWrite(t, copyOf[".claude/settings.json"], "{\"a\":2}\n", 0o644)
 	os.Chmod(copyOf[".claude/settings.json"], 0)
 	os.Chmod(copyOf["hook"], 0o755)
-	kept, err := Collect(dir, store)
-	if err != nil {
-		t.Fatal(err)
+	res, err := Collect(dir, store)
+	if err != nil || len(res.Failed) != 0 || len(res.TooLarge) != 0 {
+		t.Fatalf("Collect: %+v %v", res, err)
 	}
-	if strings.Join(kept, " ") != ".claude/settings.json .envrc .mcp.json hook" {
+	if kept := res.Kept; strings.Join(kept, " ") != ".claude/settings.json .envrc .mcp.json hook" {
 		t.Errorf("kept %q", kept)
 	}
 	if _, err := os.Lstat(dir); !errors.Is(err, os.ErrNotExist) {
@@ -222,4 +204,95 @@ func TestStageRefusesHardLinks(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestCollectEachFileOnItsOwn guards review finding F5 (issue #20): a staged copy that cannot
+// be collected (here the store has a folder where the box's .envrc would be kept, as a full
+// disk fails the write) does not lose the others: the box's fsmonitor line in .git/config is
+// still kept as a proposed change, the failed copy and what the file held at launch are left
+// in the staged folder, nothing half of .envrc is kept, and a copy the box made larger than
+// MaxFile is reported and not kept.
+func TestCollectEachFileOnItsOwn(t *testing.T) {
+	files := map[string]string{".envrc": "export X=1\n", ".git/config": "[core]\n\tbare = false\n", ".mcp.json": "{}\n"}
+	_, dir, store, copyOf := stageFiles(t, files)
+	envrc := "export X=1\nexport Y=2\n"
+	mustWrite(t, copyOf[".envrc"], envrc, 0o644)
+	mustWrite(t, copyOf[".git/config"], files[".git/config"]+"\tfsmonitor = touch /tmp/pwned\n", 0o644)
+	mustWrite(t, copyOf[".mcp.json"], strings.Repeat("x", MaxFile+1), 0o644)
+	// The failure: the store holds a non-empty folder where .envrc is to be kept (its only
+	// entry a name List skips), so that keeping .envrc fails as a full disk would.
+	mustWrite(t, filepath.Join(store, ".envrc", "x"+baseSuffix), "", 0o644)
+
+	res, err := Collect(dir, store)
+	if err != nil {
+		t.Fatalf("Collect: %v", err)
+	}
+	if len(res.Failed) != 1 || res.Failed[0].Path != ".envrc" || res.Failed[0].Err == nil {
+		t.Errorf("failed %+v, want .envrc with its reason", res.Failed)
+	}
+	if strings.Join(res.Kept, " ") != ".git/config" {
+		t.Errorf("kept %q, want .git/config (collected past the failure of .envrc)", res.Kept)
+	}
+	if strings.Join(res.TooLarge, " ") != ".mcp.json" {
+		t.Errorf("too large %q, want .mcp.json", res.TooLarge)
+	}
+	cs, err := List(store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cs) != 1 || cs[0].Path != ".git/config" || !strings.Contains(string(cs[0].Content), "fsmonitor") || !cs[0].Modifies {
+		t.Errorf("proposed changes %+v, want .git/config with the fsmonitor line only", cs)
+	}
+	if _, err := os.Lstat(filepath.Join(store, ".envrc"+baseSuffix)); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("half of .envrc's change kept in the store: %v", err)
+	}
+	// The failed copy stays, with its base; the others are gone.
+	if b, err := os.ReadFile(copyOf[".envrc"]); err != nil || string(b) != envrc {
+		t.Errorf("the box's copy of .envrc after the failed collect: %q %v", b, err)
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, stageBase, ".envrc")); err != nil || string(b) != files[".envrc"] {
+		t.Errorf("what .envrc held at launch after the failed collect: %q %v", b, err)
+	}
+	for _, rel := range []string{".git/config", ".mcp.json"} {
+		if _, err := os.Lstat(copyOf[rel]); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("staged copy of %s left after it was collected: %v", rel, err)
+		}
+	}
+	// Once the store can take it, a second Collect keeps what was left and removes the folder.
+	if err := os.RemoveAll(filepath.Join(store, ".envrc")); err != nil {
+		t.Fatal(err)
+	}
+	res, err = Collect(dir, store)
+	if err != nil || len(res.Failed) != 0 || strings.Join(res.Kept, " ") != ".envrc" {
+		t.Fatalf("second Collect: %+v %v", res, err)
+	}
+	if _, err := os.Lstat(dir); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("staged folder left after a complete collect: %v", err)
+	}
+}
+
+// stageFiles writes files (workspace-relative path to content) in a new workspace and stages
+// them; it returns the workspace, the staged folder, a store folder and each file's copy.
+func stageFiles(t *testing.T, files map[string]string) (ws, dir, store string, copyOf map[string]string) {
+	t.Helper()
+	ws, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ps []plan.Protected
+	for rel, c := range files {
+		mustWrite(t, filepath.Join(ws, rel), c, 0o644)
+		ps = append(ps, plan.Protected{Path: filepath.Join(ws, rel), Beneath: ws})
+	}
+	dir, store = filepath.Join(t.TempDir(), "staged"), filepath.Join(t.TempDir(), "changes")
+	staged, err := Stage(dir, ps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	copyOf = map[string]string{}
+	for _, p := range staged {
+		rel, _ := filepath.Rel(ws, p.Path)
+		copyOf[rel] = p.Staged
+	}
+	return ws, dir, store, copyOf
 }

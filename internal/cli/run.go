@@ -238,8 +238,9 @@ func egressHint(e *api.EgressStats) string {
 
 // exitSummary waits until the daemon has recorded launch id as ended (its brokers' cleanup
 // done: the last guard pass, the integrity check at exit) and tells w what the launch left to
-// review: the changes it proposed to protected configuration, and the instruction files it
-// changed. Nothing is printed when there is nothing to say, or when the daemon cannot tell.
+// review: the changes it proposed to protected configuration, the instruction files it
+// changed, and what the box wrote to protected files that could not be kept as a proposed
+// change. Nothing is printed when there is nothing to say, or when the daemon cannot tell.
 func exitSummary(ctx context.Context, c *client.Client, id string, w io.Writer) {
 	var l *api.Launch
 	for i := 0; i < 1000; i++ { // a hang guard: the daemon records the end right after cleanup
@@ -271,5 +272,17 @@ func exitSummary(ctx context.Context, c *client.Client, id string, w io.Writer) 
 	}
 	if cs, err := c.Changes(ctx, id); err == nil && len(cs.Changes) > 0 {
 		fmt.Fprintf(w, "agentbox: the box proposed %d changes to protected configuration: agentbox changes %s\n", len(cs.Changes), id[:12])
+	}
+	// What the box wrote to a protected file and was not kept as a proposed change (the
+	// collection failed, or the box wrote more than the bound) is said, never dropped silently.
+	for _, ev := range l.DriftEvents {
+		if ev.Source != api.DriftSourceCollect {
+			continue
+		}
+		path := ev.Path
+		if rel, err := filepath.Rel(l.Workspace, ev.Path); err == nil && !strings.HasPrefix(rel, "..") {
+			path = rel
+		}
+		fmt.Fprintf(w, "agentbox: the box's change to protected %s was not collected as a proposed change: %s (agentbox launches shows the alert)\n", path, ev.Detail)
 	}
 }

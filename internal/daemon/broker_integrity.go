@@ -162,7 +162,11 @@ func (b *integrityBroker) End(id string) {
 	}
 	// What the box wrote in the staged copies of protected files is kept as proposed changes,
 	// before the launch is recorded as ended.
-	b.collectStaged(id)
+	workspace := ""
+	if w != nil {
+		workspace = w.State.Workspace
+	}
+	keepStaged := b.collectStaged(id, workspace)
 	// What a box created at a guarded path and its engine did not move out (an engine without a
 	// guard, a box-init that was killed) is moved out now, before the launch is recorded as
 	// ended.
@@ -170,19 +174,38 @@ func (b *integrityBroker) End(id string) {
 	if w != nil {
 		w.Verify(integrity.SourceExit, true)
 	}
-	b.release(id)
+	b.releaseHeld(id, keepStaged)
 }
 
 // collectStaged keeps what launch id's box changed in its staged copies of protected files
-// as proposed changes, and removes the copies.
-func (b *integrityBroker) collectStaged(id string) {
-	kept, err := changes.Collect(stagedDir(b.StateDir, id), changesDir(b.StateDir, id))
-	for _, rel := range kept {
+// as proposed changes, and removes the copies. A copy that could not be collected is left in
+// the staged folder and recorded as a drift alert naming the file, the reason and where the
+// copy is, as is one the box made larger than changes.MaxFile (not kept); it reports whether
+// copies were left. ws is the workspace the paths are recorded in ("" records them relative).
+func (b *integrityBroker) collectStaged(id string, ws string) (left bool) {
+	dir := stagedDir(b.StateDir, id)
+	res, err := changes.Collect(dir, changesDir(b.StateDir, id))
+	for _, rel := range res.Kept {
 		b.Log.Warn("integrity: kept what the box wrote to a protected file as a proposed change", "launch", id, "path", rel)
+	}
+	alert := func(rel, detail string) {
+		ev := api.DriftEvent{Kind: "modified", Path: filepath.Join(ws, rel), Detail: detail, Source: api.DriftSourceCollect, Alert: true}
+		if err := b.Drift.AddDrift(context.Background(), id, ev); err != nil {
+			b.Log.Error("integrity: record drift", "launch", id, "err", err)
+		}
+	}
+	for _, rel := range res.TooLarge {
+		b.Log.Warn("integrity: the box wrote more than the proposed-change bound to a protected file; not kept", "launch", id, "path", rel, "bound", changes.MaxFile)
+		alert(rel, fmt.Sprintf("the box wrote more than %d bytes to it (the host's file is untouched)", changes.MaxFile))
+	}
+	for _, f := range res.Failed {
+		b.Log.Error("integrity: collect the staged copy of a protected file", "launch", id, "path", f.Path, "err", f.Err)
+		alert(f.Path, fmt.Sprintf("%v; the box's copy is kept in %s", f.Err, filepath.Join(dir, "box", f.Path)))
 	}
 	if err != nil {
 		b.Log.Error("integrity: collect the staged copies of protected files", "launch", id, "err", err)
 	}
+	return len(res.Failed) > 0 || err != nil
 }
 
 func (b *integrityBroker) guardsPath(id string) string {
@@ -262,10 +285,16 @@ func (b *integrityBroker) sweep(known func(id string) bool) {
 
 // release removes the placeholders launch id held, unless another box still holds them, and
 // its staged copies.
-func (b *integrityBroker) release(id string) {
+func (b *integrityBroker) release(id string) { b.releaseHeld(id, false) }
+
+// releaseHeld is release, keeping the staged copies when keepStaged is set: those a collect at
+// exit could not collect, the only record of what the box wrote to them.
+func (b *integrityBroker) releaseHeld(id string, keepStaged bool) {
 	// Staged copies left by a prepare that failed (end collected them otherwise).
-	if err := os.RemoveAll(stagedDir(b.StateDir, id)); err != nil {
-		b.Log.Error("integrity: remove staged copies", "launch", id, "err", err)
+	if !keepStaged {
+		if err := os.RemoveAll(stagedDir(b.StateDir, id)); err != nil {
+			b.Log.Error("integrity: remove staged copies", "launch", id, "err", err)
+		}
 	}
 	removed, err := b.reg.Release(id)
 	if err != nil {

@@ -123,11 +123,11 @@ func newProtectedBox(t testing.TB, setup func(ws string), script string, o engin
 // does when the launch ends, and returns their paths.
 func (pb *protectedBox) collect(t testing.TB) []string {
 	t.Helper()
-	kept, err := changes.Collect(pb.staged, pb.changes)
-	if err != nil {
-		t.Errorf("collect the staged copies: %v", err)
+	res, err := changes.Collect(pb.staged, pb.changes)
+	if err != nil || len(res.Failed) > 0 {
+		t.Errorf("collect the staged copies: %v %+v", err, res.Failed)
 	}
-	return kept
+	return res.Kept
 }
 
 // release ends the launch as the daemon does and fails the test if anything is left on the

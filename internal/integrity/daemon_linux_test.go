@@ -607,3 +607,90 @@ func TestProposedChangesToExistingFiles(t *testing.T) {
 		t.Errorf("changes after applying the settings: %q", out)
 	}
 }
+
+// TestCollectFailureKept guards review finding F5 (issue #20) on a real box: the state
+// directory is a small tmpfs, and the box writes 2.5 MB into .envrc and an fsmonitor line into
+// .git/config; keeping .envrc's change fails (no space left on device). The .git/config change
+// is still kept, the failed copy stays in the staged folder, the launch carries a drift alert
+// naming .envrc and the reason, and `agentbox run` says so at exit. Needs root (the mount).
+func TestCollectFailureKept(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("mounting a small tmpfs as the state directory needs root")
+	}
+	e := newDaemonEnv(t)
+	repo(t, e.work)
+	stateDir := filepath.Join(e.state, "agentbox")
+	if err := os.Mkdir(stateDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mount("tmpfs", stateDir, "tmpfs", 0, "size=4m,mode=0700"); err != nil {
+		t.Skipf("mount a tmpfs: %v", err)
+	}
+	t.Cleanup(func() { // before e.close: detached, it stays usable by the daemon until it stops
+		if err := syscall.Unmount(stateDir, syscall.MNT_DETACH); err != nil {
+			t.Errorf("unmount %s: %v", stateDir, err)
+		}
+	})
+	_, stderr, code := e.runAll("run", "sh", "--", "-c",
+		`printf '\tfsmonitor = touch /tmp/pwned\n' >> .git/config; head -c 2500000 /dev/zero | tr '\0' x >> .envrc; exit 7`)
+	if code != 7 {
+		t.Fatalf("run: exit %d, want the program's 7: %s", code, stderr)
+	}
+	l := e.launches()[0]
+	for _, want := range []string{"the box's change to protected .envrc was not collected as a proposed change",
+		"no space left on device", filepath.Join(stateDir, "staged", l.ID, "box", ".envrc")} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("run's exit message lacks %q:\n%s", want, stderr)
+		}
+	}
+	if !l.Drift || !slices.ContainsFunc(l.DriftEvents, func(ev api.DriftEvent) bool {
+		return ev.Alert && ev.Source == api.DriftSourceCollect && ev.Path == filepath.Join(e.work, ".envrc") &&
+			strings.Contains(ev.Detail, "no space left on device")
+	}) {
+		t.Errorf("launch %s: drift %v, events %+v: want an alert for .envrc from the collect", l.ID, l.Drift, l.DriftEvents)
+	}
+	if fi, err := os.Stat(filepath.Join(stateDir, "staged", l.ID, "box", ".envrc")); err != nil || fi.Size() < 2500000 {
+		t.Errorf("the box's copy of .envrc after the failed collect: %v %v", fi, err)
+	}
+	if out := e.run("changes", l.ID); !strings.Contains(out, "+\tfsmonitor = touch /tmp/pwned") {
+		t.Errorf("agentbox changes lacks the box's .git/config line:\n%s", out)
+	}
+	if out := e.run("launches"); !strings.Contains(out, "DRIFT") || !strings.Contains(out, ".envrc") {
+		t.Errorf("agentbox launches does not show the alert:\n%s", out)
+	}
+	for rel, bad := range map[string]string{".git/config": "fsmonitor", ".envrc": "xxx"} {
+		if b, _ := os.ReadFile(filepath.Join(e.work, rel)); strings.Contains(string(b), bad) {
+			t.Errorf("the host's %s holds what the box wrote", rel)
+		}
+	}
+}
+
+// TestCollectTooLarge: a box that writes more than changes.MaxFile to a protected file gets
+// no proposed change for it (the host's file is untouched): the launch carries a drift alert
+// and `agentbox run` says at exit that the change was not kept; its other changes are kept.
+func TestCollectTooLarge(t *testing.T) {
+	e := newDaemonEnv(t)
+	repo(t, e.work)
+	_, stderr, code := e.runAll("run", "sh", "--", "-c",
+		`set -e; echo 'export B=2' >> .envrc; head -c 5000000 /dev/zero | tr '\0' x > .claude/settings.json`)
+	if code != 0 {
+		t.Fatalf("run: exit %d: %s", code, stderr)
+	}
+	l := e.launches()[0]
+	if want := "the box's change to protected .claude/settings.json was not collected as a proposed change: the box wrote more than 4194304 bytes"; !strings.Contains(stderr, want) {
+		t.Errorf("run's exit message lacks %q:\n%s", want, stderr)
+	}
+	if !l.Drift {
+		t.Errorf("launch %s has no drift alert: %+v", l.ID, l.DriftEvents)
+	}
+	out := e.run("changes", l.ID)
+	if !strings.Contains(out, "+export B=2") || strings.Contains(out, "settings.json") {
+		t.Errorf("agentbox changes: want .envrc's change only:\n%s", out)
+	}
+	if b, _ := os.ReadFile(filepath.Join(e.work, ".claude/settings.json")); string(b) != `{"hooks":{}}`+"\n" {
+		t.Errorf("the host's settings became %d bytes", len(b))
+	}
+	if _, err := os.Lstat(filepath.Join(e.state, "agentbox", "staged", l.ID)); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("staged copies left: %v", err)
+	}
+}
