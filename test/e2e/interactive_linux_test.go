@@ -479,7 +479,7 @@ func TestInteractiveGeminiTrust(t *testing.T) {
 
 	// The next launch: no trust dialog, before or after the answer.
 	noDialogNow := func() { noDialog(t, m, "the second agentbox run gemini") }
-	converseAfter(t, m, up, "run gemini", nil, noDialogNow, prompt, "", "and now?", "/quit")
+	converseAfter(t, m, up, "run gemini", nil, noDialogNow, prompt, "", "and then", "/quit")
 	rules = nil
 	if b, err := os.ReadFile(boxTrust); err != nil || json.Unmarshal(b, &rules) != nil {
 		t.Fatalf("box-owned trust file: %s, %v", b, err)
