@@ -59,7 +59,7 @@ if [ "$(id -u)" = 0 ]; then
   runsuite() {
     t=$1
     pkgdir=$(cat "${t%.test}.dir")
-    if su "$user" -s /bin/bash -c "cd '$pkgdir' && env -u XDG_RUNTIME_DIR HOME='$home' AGENTBOX_BIN='$dir/agentbox' '$t' -test.count=1 -test.timeout=10m" >"${t%.test}.out" 2>&1; then
+    if su "$user" -s /bin/bash -c "cd '$pkgdir' && env -u XDG_RUNTIME_DIR HOME='$home' AGENTBOX_BIN='$dir/agentbox' '$t' -test.count=1 -test.timeout=15m" >"${t%.test}.out" 2>&1; then
       echo "--- ok   $(basename "$t") (in $pkgdir)"
     else
       echo "--- FAIL $(basename "$t") (in $pkgdir)"
