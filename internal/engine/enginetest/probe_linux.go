@@ -8,7 +8,7 @@ import (
 	"strconv"
 	"strings"
 
-	"golang.org/x/sys/unix"
+	"github.com/agentbox/agentbox/internal/linux/fds"
 )
 
 // probes are the checks the probe program runs inside a box; each prints its findings.
@@ -48,32 +48,13 @@ func probeInterfaces() error {
 // probeFDs prints the open descriptors, without the one it lists them with. It reads the
 // directory with raw system calls so that the Go runtime opens nothing of its own.
 func probeFDs() error {
-	dir, err := unix.Open("/proc/self/fd", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	open, err := fds.Open()
 	if err != nil {
 		return err
 	}
-	defer unix.Close(dir)
-	buf := make([]byte, 4096)
-	var fds []int
-	for {
-		n, err := unix.Getdents(dir, buf)
-		if err != nil {
-			return err
-		}
-		if n == 0 {
-			break
-		}
-		_, _, names := unix.ParseDirent(buf[:n], -1, nil)
-		for _, name := range names {
-			fd, err := strconv.Atoi(name)
-			if err == nil && fd != dir {
-				fds = append(fds, fd)
-			}
-		}
-	}
-	sort.Ints(fds)
-	s := make([]string, len(fds))
-	for i, fd := range fds {
+	sort.Ints(open)
+	s := make([]string, len(open))
+	for i, fd := range open {
 		s[i] = strconv.Itoa(fd)
 	}
 	fmt.Println(strings.Join(s, " "))

@@ -58,34 +58,44 @@ func ReadSpec(fd int) ([]byte, error) {
 // process, i.e. that is not close-on-exec; descriptors the Go runtime opened since (cgroup
 // files, the poller) are close-on-exec and stay.
 func CloseInherited(lowest int) error {
-	dir, err := unix.Open("/proc/self/fd", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	open, err := Open()
 	if err != nil {
 		return err
 	}
+	for _, fd := range open {
+		if fd < lowest {
+			continue
+		}
+		if flags, err := unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0); err == nil && flags&unix.FD_CLOEXEC == 0 {
+			unix.Close(fd)
+		}
+	}
+	return nil
+}
+
+// Open lists the descriptors open in this process (from /proc/self/fd, without the one used
+// to read it), in the order the kernel lists them.
+func Open() ([]int, error) {
+	dir, err := unix.Open("/proc/self/fd", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
 	defer unix.Close(dir)
-	var leaked []int
+	var fds []int
 	buf := make([]byte, 4096)
 	for {
 		n, err := unix.Getdents(dir, buf)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		if n == 0 {
-			break
+			return fds, nil
 		}
 		_, _, names := unix.ParseDirent(buf[:n], -1, nil)
 		for _, name := range names {
-			fd, err := strconv.Atoi(name)
-			if err != nil || fd < lowest || fd == dir {
-				continue
-			}
-			if flags, err := unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0); err == nil && flags&unix.FD_CLOEXEC == 0 {
-				leaked = append(leaked, fd)
+			if fd, err := strconv.Atoi(name); err == nil && fd != dir {
+				fds = append(fds, fd)
 			}
 		}
 	}
-	for _, fd := range leaked {
-		unix.Close(fd)
-	}
-	return nil
 }
