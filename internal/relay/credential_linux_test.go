@@ -8,6 +8,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/agentbox/agentbox/internal/testenv"
 )
 
 // TestCredentialCommandTimeoutKillsItsChildren: a credential command that leaves a child holding
@@ -40,19 +42,10 @@ func TestCredentialCommandTimeoutKillsItsChildren(t *testing.T) {
 	}
 	pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
 	deadline := time.Now().Add(10 * time.Second)
-	for syscall.Kill(pid, 0) == nil && !isZombieProc(pid) {
+	for syscall.Kill(pid, 0) == nil && !testenv.IsZombie(pid) {
 		if time.Now().After(deadline) {
 			t.Fatalf("the helper's child %d still runs after the timeout", pid)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-}
-
-func isZombieProc(pid int) bool {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return true
-	}
-	i := strings.LastIndexByte(string(b), ')')
-	return i > 0 && i+2 < len(b) && b[i+2] == 'Z'
 }

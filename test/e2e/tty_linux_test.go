@@ -16,6 +16,7 @@ import (
 
 	"github.com/agentbox/agentbox/internal/api"
 	"github.com/agentbox/agentbox/internal/attack"
+	"github.com/agentbox/agentbox/internal/testenv"
 )
 
 // Tmux is a tmux server of its own with one window running an interactive sh in the
@@ -447,7 +448,7 @@ func (e *Env) waitDaemonGone(t *testing.T, pid int) {
 	t.Helper()
 	sock := filepath.Join(e.RuntimeDir(), "agentbox.sock")
 	eventually(t, "the daemon gone", func() bool {
-		if syscall.Kill(pid, 0) == nil && !isZombie(pid) {
+		if syscall.Kill(pid, 0) == nil && !testenv.IsZombie(pid) {
 			return false
 		}
 		c, err := net.Dial("unix", sock)
@@ -457,15 +458,6 @@ func (e *Env) waitDaemonGone(t *testing.T, pid int) {
 		}
 		return true
 	})
-}
-
-func isZombie(pid int) bool {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return true
-	}
-	i := strings.LastIndexByte(string(b), ')')
-	return i > 0 && i+2 < len(b) && b[i+2] == 'Z'
 }
 
 // TestAPIRefusesOtherUserNamespace checks that the daemon refuses a same-uid process in another
