@@ -72,7 +72,14 @@ if [ "$(id -u)" = 0 ]; then
   { ls "$dir"/*test_e2e.test 2>/dev/null || true; ls "$dir"/*.test | grep -v 'test_e2e\.test$'; } |
     xargs -r -n 1 -P "$jobs" bash -c 'runsuite "$1"' _
   status=0
-  [ ! -e "$dir/failed" ] || status=1
+  if [ -e "$dir/failed" ]; then
+    status=1
+    # The failures again, short, at the end: a CI log cut in the middle keeps them.
+    echo "== failures as $user"
+    for out in "$dir"/*.out; do
+      grep -E -e '^\s*--- FAIL|^\s+[A-Za-z0-9_]+_test\.go:[0-9]+: ' "$out" | head -40 | sed "s|^|$(basename "${out%.out}"): |" || true
+    done
+  fi
   rm -rf "$dir"
   [ $status = 0 ] || { echo "FAIL: integration suites as $user"; exit 1; }
   echo "ok: integration suites as $user"

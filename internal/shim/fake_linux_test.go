@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/creack/pty"
 	"golang.org/x/sys/unix"
@@ -35,6 +36,8 @@ type fakeRequest struct {
 	Die int `json:"die,omitempty"`
 	// StartErr, when set, makes Engine.Start fail with the error class of this code.
 	StartErr string `json:"startErr,omitempty"`
+	// StartDelayMS, when set, makes Engine.Start wait this long before it starts the box.
+	StartDelayMS int `json:"startDelayMS,omitempty"`
 }
 
 func (fakeEngine) Name() string { return "fake" }
@@ -51,6 +54,7 @@ func (fakeEngine) Start(req []byte, io engine.IO) (*engine.Box, error) {
 	if r.StartErr != "" {
 		return nil, fmt.Errorf("%w: injected", engine.ErrorForCode(r.StartErr))
 	}
+	time.Sleep(time.Duration(r.StartDelayMS) * time.Millisecond)
 	cmd := exec.Command("/proc/self/exe", "fake-box-init")
 	cmd.Env = append(os.Environ(), "FAKE_BOX_REQUEST="+string(req), fmt.Sprintf("FAKE_BOX_SIZE=%d,%d", io.Rows, io.Cols))
 	cmd.ExtraFiles = []*os.File{io.Control}

@@ -189,6 +189,11 @@ type server struct {
 	pending []syscall.Signal
 }
 
+// Test hooks (nil outside tests; export_linux_test.go sets them in a test's shim process):
+// testHookStopBeforeBox runs in stop() after it recorded a stop that came before the box was
+// set, testHookStopChecked in startBox after it looked for such a stop.
+var testHookStopBeforeBox, testHookStopChecked func()
+
 type stdinItem struct {
 	data []byte
 	eof  bool
@@ -548,6 +553,9 @@ func (s *server) startBox(hold bool) error {
 		s.stop()
 	default:
 	}
+	if testHookStopChecked != nil {
+		testHookStopChecked()
+	}
 
 	go s.waitBox()
 	go s.readControl(shimEnd)
@@ -780,8 +788,15 @@ func writeStatus(dir string, st *Status) error {
 func (s *server) stop() {
 	s.mu.Lock()
 	if s.box == nil {
-		s.mu.Unlock()
+		// Closed under the lock that startBox holds while it sets the box: a stop is either
+		// seen here (box nil, stopReq closed before startBox looks at it) or finds the box.
+		// Closed after the unlock, a stop landing between the two was lost: startBox had
+		// already looked, and a detached launch has nothing else that waits on stopReq.
 		s.stopOnce.Do(func() { close(s.stopReq) })
+		s.mu.Unlock()
+		if testHookStopBeforeBox != nil {
+			testHookStopBeforeBox()
+		}
 		return
 	}
 	if s.stopping || s.phase >= phaseExited {

@@ -34,7 +34,12 @@ import (
 
 func TestMain(m *testing.M) {
 	enginetest.Main(m, map[string]func(args []string) int{
-		"box-shim":      shim.Main,
+		"box-shim": func(args []string) int {
+			if len(args) > 0 && os.Getenv(stopRaceEnv) == "1" {
+				shim.InstallStopRaceHooks(args[len(args)-1])
+			}
+			return shim.Main(args)
+		},
 		"box-init":      native.BoxInitMain,
 		"box-exec":      execstage.Main,
 		"fake-box-init": func([]string) int { return fakeBoxInit() },
@@ -764,6 +769,38 @@ func TestStopBeforeStart(t *testing.T) {
 	last := drain(t, w)
 	if last.Status.State != api.StateFailed || last.Status.Error == nil || last.Status.Error.Code != shim.CodeStoppedBeforeStart {
 		t.Fatalf("last %+v", last)
+	}
+}
+
+// stopRaceEnv, set for a test, makes its shims force the stop race (shim.InstallStopRaceHooks).
+const stopRaceEnv = "AGENTBOX_SHIM_TEST_STOP_RACE"
+
+// TestStopWhileDetachedBoxStarts: a stop that reaches a detached launch while its box is being
+// started stops the box. The stop used to close its channel after releasing the lock that
+// startBox sets the box under; landing between the two, it was never seen (startBox had already
+// looked and nothing else of a detached launch waits on it), and the box ran on. Found as a
+// daemon test (TestAttackBadConfigRefusesLaunches: launch detached, stop at once) that timed out
+// "did not settle within a minute" in 2 of ~150 runs as an ordinary user under load; the hooks
+// force the interleaving every time.
+func TestStopWhileDetachedBoxStarts(t *testing.T) {
+	t.Setenv(stopRaceEnv, "1")
+	req := sh(`while :; do sleep 0.05; done`)
+	req.StartDelayMS = 1000 // the stop arrives while the engine starts the box
+	dir := launch(t, shim.Config{Detached: true}, req)
+	w, err := shim.Watch(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	if err := w.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	last := drain(t, w)
+	if _, err := os.Stat(filepath.Join(dir, shim.StopRaceMarker)); err != nil {
+		t.Fatalf("the stop did not come before the box was set (%v): the race was not forced", err)
+	}
+	if last.Kind != shim.EventExit || !last.Status.Stopped {
+		t.Fatalf("last event %+v, want the exit of a stopped box", last)
 	}
 }
 
