@@ -12,7 +12,8 @@ bindir=${AGENTBOX_BIN%/*}
   $GO build -o "$bindir/" ./cmd/agentbox ./cmd/agentbox-daemon ./cmd/agentbox-box
 
 echo "== go test ./... as $(id -un)"
-$GO test -count=1 -timeout 15m ./...
+# -parallel 3: the long e2e tests that call t.Parallel() mostly wait (test/e2e parallelTests).
+$GO test -count=1 -timeout 15m -parallel 3 ./...
 
 # The race detector over the packages whose code runs goroutines and whose tests build no box
 # (the relay and its sessions and LLM relay, the connection limits, the hand-off, the ssh
@@ -39,12 +40,16 @@ if [ "$(id -u)" = 0 ]; then
   pkgs=$($GO list -f "{{if or .TestGoFiles .XTestGoFiles}}{{.ImportPath}}{{end}}" ./internal/engine/... ./internal/shim/... \
     ./internal/safesocket/... ./internal/daemon/... ./internal/integrity/... ./internal/egress/... ./internal/readiness/... \
     ./internal/sshbroker/... ./internal/wrap/... ./internal/console/... ./test/... 2>/dev/null)
-  for p in $pkgs; do
-    name=$(echo "$p" | tr / _)
-    $GO test -c -o "$dir/$name.test" "$p"
-    rel=$($GO list -f '{{.Dir}}' "$p"); rel=${rel#"$PWD"/}
+  export GO dir
+  compile() {
+    name=$(echo "$1" | tr / _)
+    $GO test -c -o "$dir/$name.test" "$1"
+    rel=$($GO list -f '{{.Dir}}' "$1"); rel=${rel#"$PWD"/}
     echo "$dir/src/$rel" > "$dir/$name.dir"
-  done
+  }
+  export -f compile
+  # Two at a time: linking dominates (the packages are already built by the run above).
+  echo "$pkgs" | xargs -r -n 1 -P 2 bash -c 'compile "$1"' _
   # The checkout may sit where the user cannot read (/root): give the suites a readable copy of
   # the sources for their testdata.
   mkdir -p "$dir/src"
@@ -59,7 +64,7 @@ if [ "$(id -u)" = 0 ]; then
   runsuite() {
     t=$1
     pkgdir=$(cat "${t%.test}.dir")
-    if su "$user" -s /bin/bash -c "cd '$pkgdir' && env -u XDG_RUNTIME_DIR HOME='$home' AGENTBOX_BIN='$dir/agentbox' '$t' -test.count=1 -test.timeout=15m" >"${t%.test}.out" 2>&1; then
+    if su "$user" -s /bin/bash -c "cd '$pkgdir' && env -u XDG_RUNTIME_DIR HOME='$home' AGENTBOX_BIN='$dir/agentbox' '$t' -test.count=1 -test.timeout=15m -test.parallel=3" >"${t%.test}.out" 2>&1; then
       echo "--- ok   $(basename "$t") (in $pkgdir)"
     else
       echo "--- FAIL $(basename "$t") (in $pkgdir)"

@@ -39,6 +39,7 @@ func agentBin(t *testing.T, name string) string {
 // settings file pointing Claude Code elsewhere (env.ANTHROPIC_BASE_URL, apiKeyHelper) must not
 // take it away from the relay.
 func TestRealAgentsClaude(t *testing.T) {
+	t.Parallel() // its own daemon and upstreams; mostly waits (parallelTests)
 	bin := agentBin(t, "claude")
 	e := NewEnv(t)
 	e.Vars = append(e.Vars, "PATH="+filepath.Dir(bin)+":"+os.Getenv("PATH"))
@@ -98,6 +99,7 @@ func TestRealAgentsClaude(t *testing.T) {
 // model: none of that may take OpenCode away from the relay. Its agent prompt, which the
 // profile does not override, must reach the upstream: proof that the file was read at all.
 func TestRealAgentsOpenCode(t *testing.T) {
+	t.Parallel() // its own daemon and upstreams; mostly waits (parallelTests)
 	bin := agentBin(t, "opencode")
 	e := NewEnv(t)
 	e.Vars = append(e.Vars, "PATH="+filepath.Dir(bin)+":"+os.Getenv("PATH"))
@@ -215,6 +217,7 @@ func TestRealAgentsOpenCode(t *testing.T) {
 // none of that may take Codex away from the relay. The file's model, which the profile does
 // not override, must reach the upstream: proof that the file was read at all.
 func TestRealAgentsCodex(t *testing.T) {
+	t.Parallel() // its own daemon and upstreams; mostly waits (parallelTests)
 	bin := agentBin(t, "codex")
 	e := NewEnv(t)
 	e.Vars = append(e.Vars, "PATH="+filepath.Dir(bin)+":"+os.Getenv("PATH"))
@@ -301,6 +304,7 @@ query_params = { planted = "1" }
 // workspace's .github/copilot-instructions.md must reach the upstream: the box does not keep
 // Copilot from its workspace, only from the network and the credential.
 func TestRealAgentsCopilot(t *testing.T) {
+	t.Parallel() // its own daemon and upstreams; mostly waits (parallelTests)
 	bin := agentBin(t, "copilot")
 	e := NewEnv(t)
 	e.Vars = append(e.Vars, "PATH="+filepath.Dir(bin)+":"+os.Getenv("PATH"))
@@ -383,6 +387,7 @@ func TestRealAgentsCopilot(t *testing.T) {
 // read); and a settings file that selects Vertex AI must stop Gemini CLI before it sends
 // anything anywhere.
 func TestRealAgentsGemini(t *testing.T) {
+	t.Parallel() // its own daemon and upstreams; mostly waits (parallelTests)
 	bin := agentBin(t, "gemini")
 	e := NewEnv(t)
 	e.Vars = append(e.Vars, "PATH="+filepath.Dir(bin)+":"+os.Getenv("PATH"))

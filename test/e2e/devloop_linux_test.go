@@ -111,6 +111,7 @@ var deniedTools = []struct {
 // refused host and the key that would allow it. Before, npm hung until killed and the others
 // failed with a bare resolver error.
 func TestDeniedNetworkExplains(t *testing.T) {
+	t.Parallel() // its own daemon and upstreams; mostly waits (parallelTests)
 	e := NewEnv(t)
 	for _, tool := range deniedTools {
 		t.Run(tool.name, func(t *testing.T) {
@@ -262,6 +263,7 @@ func treeHash(t *testing.T, dir string) string {
 // cache is unchanged; and a file planted in the box cache is never read by an unboxed go.
 // Before, the box had no module cache at all and go failed on the network.
 func TestGoBuildFromHostCache(t *testing.T) {
+	t.Parallel() // its own daemon and upstreams; mostly waits (parallelTests)
 	if _, err := exec.LookPath("go"); err != nil {
 		t.Skip("go is not installed")
 	}
@@ -336,6 +338,7 @@ func boxGoModCache(t *testing.T, e *Env, ws string) string {
 // started runs in "/", not in workspace A. Before, every box of the user shared one box cache,
 // and B's build printed A's line; and the daemon ran in the workspace it was started from.
 func TestAttackBoxCacheAcrossWorkspaces(t *testing.T) {
+	t.Parallel() // its own daemon and upstreams; mostly waits (parallelTests)
 	if _, err := exec.LookPath("go"); err != nil {
 		t.Skip("go is not installed")
 	}

@@ -370,6 +370,7 @@ func (rm *gitRemote) objects(repo string) string {
 // refused with a message git shows; a push outside git.pushAllow is refused before any pack is
 // sent and the remote is unchanged; a push inside git.pushAllow lands.
 func TestGitRelay(t *testing.T) {
+	t.Parallel() // its own daemon and upstreams; mostly waits (parallelTests)
 	rm := newGitRemote(t)
 	rm.newRepo("allowed.git")
 	rm.newRepo("scratch.git")
@@ -475,6 +476,7 @@ func TestGitRelay(t *testing.T) {
 // cancels the transfer (the clone fails, the remote's request is cancelled), and the box's next
 // git command is refused with 403 (pairing_invalid).
 func TestGitRelayRevoke(t *testing.T) {
+	t.Parallel() // its own daemon and upstreams; mostly waits (parallelTests)
 	rm := newGitRemote(t)
 	rm.bigRepo("big.git", 24<<20)
 	rm.newRepo("small.git")

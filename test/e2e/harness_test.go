@@ -69,6 +69,13 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
+// parallelTests: the long tests (the real agent CLIs, the builds from host caches, the git
+// relay) call t.Parallel(). Each has its own Env (daemon, runtime, state, home, tmux socket)
+// and its own upstreams on ports of its own, and most of their time is spent waiting for a
+// screen or a response, so they overlap well even on two CPUs (scripts/test.sh runs the suite
+// with -parallel 3). A parallel test must not use t.Setenv, scan the host's processes, or
+// bind a fixed port.
+
 // Env is an isolated agentbox user environment: its own runtime, state, config and home
 // directories, so each test has its own daemon.
 type Env struct {

@@ -150,6 +150,7 @@ func jsonlUnder(dir string) []string {
 // carried into the next box and does not run; the stock claude, unboxed and from the same host
 // state, reaches its prompt the same way and does not resume the box's conversation.
 func TestInteractiveClaude(t *testing.T) {
+	t.Parallel() // its own daemon and upstreams; mostly waits (parallelTests)
 	bin := agentBin(t, "claude")
 	e := NewEnv(t)
 	e.Vars = append(e.Vars, "PATH="+filepath.Dir(bin)+":"+os.Getenv("PATH"))
@@ -249,6 +250,7 @@ func TestInteractiveClaude(t *testing.T) {
 // The rollout and Codex's SQLite state are the box's own: kept in the workspace's box-owned
 // state, not in the host's ~/.codex, where no unboxed Codex would list or resume them.
 func TestInteractiveCodex(t *testing.T) {
+	t.Parallel() // its own daemon and upstreams; mostly waits (parallelTests)
 	bin := agentBin(t, "codex")
 	e := NewEnv(t)
 	e.Vars = append(e.Vars, "PATH="+filepath.Dir(bin)+":"+os.Getenv("PATH"))
@@ -300,6 +302,7 @@ func TestInteractiveCodex(t *testing.T) {
 // request). The saved chat is the box's own: kept in the workspace's box-owned state, not in
 // the host's ~/.gemini/tmp, where no unboxed Gemini CLI would resume it.
 func TestInteractiveGemini(t *testing.T) {
+	t.Parallel() // its own daemon and upstreams; mostly waits (parallelTests)
 	bin := agentBin(t, "gemini")
 	if _, err := exec.LookPath("node"); err != nil {
 		t.Skip("gemini needs node on PATH")
@@ -353,6 +356,7 @@ func TestInteractiveGemini(t *testing.T) {
 // box (it keeps trust in config.json, which is the box's own and discarded, see
 // docs/profiles.md): the test answers "Yes" for the session, as a user would.
 func TestInteractiveCopilot(t *testing.T) {
+	t.Parallel() // its own daemon and upstreams; mostly waits (parallelTests)
 	bin := agentBin(t, "copilot")
 	e := NewEnv(t)
 	e.Vars = append(e.Vars, "PATH="+filepath.Dir(bin)+":"+os.Getenv("PATH"))
@@ -429,6 +433,7 @@ func TestInteractiveCopilot(t *testing.T) {
 // with no dialog. A folder outside the workspace that a box trusts in the box-owned file is
 // not trusted in the next box.
 func TestInteractiveGeminiTrust(t *testing.T) {
+	t.Parallel() // its own daemon and upstreams; mostly waits (parallelTests)
 	bin := agentBin(t, "gemini")
 	if _, err := exec.LookPath("node"); err != nil {
 		t.Skip("gemini needs node on PATH")

@@ -87,6 +87,7 @@ const npmCI = `npm ci --offline --no-audit --no-fund`
 // never reaches an unboxed npm. Before, ~/.npm in the box was an empty folder of the home's
 // tmpfs: npm ci --offline failed with ENOTCACHED.
 func TestNpmInstallFromHostCache(t *testing.T) {
+	t.Parallel() // its own daemon and upstreams; mostly waits (parallelTests)
 	if _, err := exec.LookPath("npm"); err != nil {
 		t.Skip("npm is not installed")
 	}
@@ -167,6 +168,7 @@ func pySdist(t *testing.T, py, src, dir, name, msg string) {
 // never reaches an unboxed pip. Before, ~/.cache/pip in the box was empty and pip failed to
 // get setuptools for the build.
 func TestPipInstallFromHostCache(t *testing.T) {
+	t.Parallel() // its own daemon and upstreams; mostly waits (parallelTests)
 	py := pythonTools(t)
 	e := NewEnv(t)
 	app := filepath.Join(e.Work, "app")
