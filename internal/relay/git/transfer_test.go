@@ -3,6 +3,7 @@ package git_test
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -364,5 +365,55 @@ func TestRevocationCancelsClone(t *testing.T) {
 	recs := r.drainRecords()
 	if len(recs) == 0 || recs[0].Code != api.CodePairingInvalid {
 		t.Errorf("records after revocation: %+v", recs)
+	}
+}
+
+// TestStreamedBodyCountedWhileSent: a remote that answers a streamed push before it has read
+// the pack. The relay's handler returns, and reads the request body's byte count for its
+// event, while the transport's own goroutine still reads that body to send it: the count must
+// be safe to read then. Under go test -race (scripts/test.sh's race step) this fails when
+// relay.CountingBody counts in a plain integer.
+func TestStreamedBodyCountedWhileSent(t *testing.T) {
+	rm := newRemote(t, false)
+	rm.handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "pushes are closed", http.StatusForbidden)
+	})
+	hp := rm.hostport()
+	r := newRig(t, rigOptions{cfg: gitrelay.Config{
+		Allow:       []string{"http://" + hp + "/org"},
+		PushAllow:   []string{"http://" + hp + "/org"},
+		Credentials: []gitrelay.Credential{{Prefix: "http://" + hp + "/org", Username: remoteUser, File: credFile(t)}},
+	}})
+
+	// A pack git would stream (chunked, no length) and that goes on after the answer came.
+	pr, pw := io.Pipe()
+	defer pr.Close()
+	go func() {
+		chunk := make([]byte, 32<<10)
+		for range 256 { // 8 MiB at most; the relay stops reading long before
+			if _, err := pw.Write(chunk); err != nil {
+				return
+			}
+		}
+		pw.Close()
+	}()
+	req, err := http.NewRequest(http.MethodPost, r.relay.URL+"/git/"+hp+"/org/repo.git/"+gitrelay.ReceivePack, pr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("X-Agentbox-Pairing", r.pairing.Reveal())
+	req.Header.Set("Content-Type", "application/x-git-receive-pack-request")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusForbidden || !strings.Contains(string(b), "pushes are closed") {
+		t.Fatalf("answer %d %q, want the remote's 403", resp.StatusCode, b)
+	}
+	ev := <-r.events
+	if ev.Service != gitrelay.ReceivePack || ev.Status != http.StatusForbidden || ev.BytesIn <= 0 {
+		t.Errorf("event %+v: want receive-pack, status 403 and the bytes read so far", ev)
 	}
 }
