@@ -12,6 +12,7 @@ import (
 
 	"github.com/goccy/go-yaml/ast"
 
+	"github.com/agentbox/agentbox/internal/config/field"
 	"github.com/agentbox/agentbox/internal/relay"
 	gitrelay "github.com/agentbox/agentbox/internal/relay/git"
 	"github.com/agentbox/agentbox/internal/sshbroker"
@@ -93,21 +94,16 @@ func validateBrokers(file string, body ast.Node, c *Config) error {
 		if err == nil {
 			continue
 		}
-		first := err
-		if j, ok := err.(interface{ Unwrap() []error }); ok && len(j.Unwrap()) > 0 {
-			first = j.Unwrap()[0]
+		var fe *field.Error
+		if !errors.As(err, &fe) {
+			return &InvalidError{File: file, Field: "git", Msg: err.Error()}
 		}
-		msg := first.Error()
-		field, rest, ok := strings.Cut(msg, ": ")
-		if !ok || !strings.Contains(field, ".") {
-			return &InvalidError{File: file, Field: "git", Msg: msg}
-		}
-		path := fieldPath(field)
+		path := fieldPath(fe.Key)
 		n := nodeAt(body, path)
 		for k := len(path); n == nil && k > 1; k-- {
 			n = nodeAt(body, path[:k-1])
 		}
-		return errorAt(file, n, field, rest)
+		return errorAt(file, n, fe.Key, fe.Msg)
 	}
 	return nil
 }
@@ -121,21 +117,21 @@ func validateGateway(g Gateway) error {
 		name, p := gp.name, gp.p
 		key := "gateway." + name
 		if p.Credential.File != "" && p.Credential.Command != nil {
-			errs = append(errs, errors.New(key+".credential: set file or command, not both"))
+			errs = append(errs, field.Errorf(key+".credential", "set file or command, not both"))
 		}
 		if p.Credential.Command != nil && len(p.Credential.Command) == 0 {
-			errs = append(errs, errors.New(key+".credential.command: an empty command"))
+			errs = append(errs, field.Errorf(key+".credential.command", "an empty command"))
 		}
 		if f := p.Credential.File; f != "" && !filepath.IsAbs(f) {
-			errs = append(errs, fmt.Errorf("%s.credential.file: %q is not an absolute path (no ~ or variable is expanded): write the full path", key, f))
+			errs = append(errs, field.Errorf(key+".credential.file", "%q is not an absolute path (no ~ or variable is expanded): write the full path", f))
 		}
 		if p.URL != "" {
 			if err := checkGatewayURL(p.URL); err != nil {
-				errs = append(errs, errors.New(key+".url: "+p.URL+" "+err.Error()))
+				errs = append(errs, field.Errorf(key+".url", "%s %v", p.URL, err))
 			}
 		}
 		if h := p.Credential.Header; h != "" && !slices.ContainsFunc(gatewayHeaders[name], func(a string) bool { return strings.EqualFold(h, a) }) {
-			errs = append(errs, errors.New(key+".credential.header: "+h+" (allowed: "+strings.Join(gatewayHeaders[name], ", ")+")"))
+			errs = append(errs, field.Errorf(key+".credential.header", "%s (allowed: %s)", h, strings.Join(gatewayHeaders[name], ", ")))
 		}
 	}
 	return errors.Join(errs...)

@@ -51,3 +51,44 @@ func TestBrokerKeysValidated(t *testing.T) {
 		t.Fatalf("valid broker config refused: %v", err)
 	}
 }
+
+// TestBrokerErrorsAtTheirKey: a broker section's problem is reported at its own key, file,
+// line and column, as the validators typed it (field.Error), not as a message taken apart.
+// The git.egressUpstream case failed while config split the message on ": " (the field was
+// `git.egressUpstream "http://egress.corp"` and the position that of `git:`).
+func TestBrokerErrorsAtTheirKey(t *testing.T) {
+	for _, tc := range []struct {
+		name, yaml, field string
+		line, col         int
+		msg               string
+	}{
+		{"egressUpstream not https", "git:\n  allow: [github.com/org]\n  egressUpstream: http://egress.corp\n",
+			"git.egressUpstream", 3, 19, `"http://egress.corp" must be an https URL`},
+		{"credential username", "git:\n  allow: [github.com/org]\n  credentials:\n    - prefix: github.com/org\n      username: \"a:b\"\n      file: /x\n",
+			"git.credentials[0].username", 5, 17, "must not contain a colon"},
+		{"allow entry", "git:\n  allow:\n    - github.com/org\n    - git@github.com:org/repo\n",
+			"git.allow[1]", 4, 7, `"git@github.com:org/repo" looks like an ssh remote`},
+		{"ssh host again", "git:\n  ssh:\n    hosts: [example.com, \"example.com:2222\"]\n",
+			"git.ssh.hosts[1]", 3, 26, `"example.com:2222" names host example.com again`},
+		{"gateway header", "gateway:\n  openai:\n    credential:\n      header: Cookie\n",
+			"gateway.openai.credential.header", 4, 15, "Cookie (allowed:"},
+		{"pushAllow outside allow", "git:\n  allow: [github.com/org]\n  pushAllow: [github.com/org/repo, github.com/other/repo]\n",
+			"git.pushAllow[1]", 3, 0, `"github.com/other/repo" lies within no git.allow entry`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "config.yaml")
+			if err := os.WriteFile(path, []byte(tc.yaml), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			_, err := Validate(path)
+			var ie *InvalidError
+			if !errors.As(err, &ie) {
+				t.Fatalf("Validate = %v, want an *InvalidError", err)
+			}
+			if ie.File != path || ie.Field != tc.field || ie.Line != tc.line || ie.Column != tc.col || !strings.HasPrefix(ie.Msg, tc.msg) {
+				t.Fatalf("got file %q line %d col %d field %q msg %q\nwant file %q line %d col %d field %q msg starting %q",
+					ie.File, ie.Line, ie.Column, ie.Field, ie.Msg, path, tc.line, tc.col, tc.field, tc.msg)
+			}
+		})
+	}
+}

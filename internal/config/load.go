@@ -7,7 +7,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"strings"
+
+	"github.com/agentbox/agentbox/internal/config/field"
 )
 
 // DefaultPolicyFile is where the system policy lives.
@@ -150,16 +151,15 @@ func checkMerged(eff *Effective) error {
 	if err == nil {
 		return nil
 	}
-	first := err
-	if j, ok := err.(interface{ Unwrap() []error }); ok && len(j.Unwrap()) > 0 {
-		first = j.Unwrap()[0]
-	}
 	src := eff.Sources["git.pushAllow"]
-	field, msg, _ := strings.Cut(first.Error(), ": ")
-	if a := eff.Sources["git.allow"]; a.File != "" && a.File != src.File {
-		msg += " (git.allow is set in " + a.File + ")"
+	e := &InvalidError{File: src.File, Line: src.Line, Field: "git.pushAllow", Msg: err.Error()}
+	if fe := (*field.Error)(nil); errors.As(err, &fe) {
+		e.Field, e.Msg = fe.Key, fe.Msg
 	}
-	return &InvalidError{File: src.File, Line: src.Line, Field: field, Msg: msg}
+	if a := eff.Sources["git.allow"]; a.File != "" && a.File != src.File {
+		e.Msg += " (git.allow is set in " + a.File + ")"
+	}
+	return e
 }
 
 // UserFile returns the path of the user config: $AGENTBOX_CONFIG (then required says the file

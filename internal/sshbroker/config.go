@@ -14,6 +14,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/agentbox/agentbox/internal/config/field"
+
 	"golang.org/x/crypto/ssh"
 )
 
@@ -184,11 +186,11 @@ func (c Config) compile() (*compiled, error) {
 	for i, s := range c.Hosts {
 		h, err := ParseHost(s)
 		if err != nil {
-			errs = append(errs, fmt.Errorf("git.ssh.hosts[%d]: %v", i, err))
+			errs = append(errs, field.Errorf(fmt.Sprintf("git.ssh.hosts[%d]", i), "%v", err))
 			continue
 		}
 		if j, dup := seen[h.Name]; dup {
-			errs = append(errs, fmt.Errorf("git.ssh.hosts[%d]: %q names host %s again (git.ssh.hosts[%d]); one host has one port", i, s, h.Name, j))
+			errs = append(errs, field.Errorf(fmt.Sprintf("git.ssh.hosts[%d]", i), "%q names host %s again (git.ssh.hosts[%d]); one host has one port", s, h.Name, j))
 			continue
 		}
 		seen[h.Name] = i
@@ -197,7 +199,7 @@ func (c Config) compile() (*compiled, error) {
 	for i, s := range c.Keys {
 		s = strings.TrimSpace(s)
 		if err := checkFingerprint(s); err != nil {
-			errs = append(errs, fmt.Errorf("git.ssh.keys[%d]: %v", i, err))
+			errs = append(errs, field.Errorf(fmt.Sprintf("git.ssh.keys[%d]", i), "%v", err))
 			continue
 		}
 		out.keys[s] = true

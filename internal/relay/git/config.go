@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/agentbox/agentbox/internal/config/field"
 	"github.com/agentbox/agentbox/internal/relay"
 )
 
@@ -68,7 +69,7 @@ func (c Config) CheckPushWithinAllow() error {
 	var errs []error
 	for i, e := range p.push {
 		if !overlapsAny(e, p.allow) {
-			errs = append(errs, fmt.Errorf("git.pushAllow[%d]: %q lies within no git.allow entry, so it allows nothing (a push must match both lists): add it to git.allow or remove it", i, e.raw))
+			errs = append(errs, field.Errorf(fmt.Sprintf("git.pushAllow[%d]", i), "%q lies within no git.allow entry, so it allows nothing (a push must match both lists): add it to git.allow or remove it", e.raw))
 		}
 	}
 	return errors.Join(errs...)
@@ -283,7 +284,7 @@ func compile(c Config) (*policy, error) {
 		for i, s := range list {
 			e, err := parseEntry(s)
 			if err != nil {
-				errs = append(errs, fmt.Errorf("git.%s[%d]: %v", key, i, err))
+				errs = append(errs, field.Errorf(fmt.Sprintf("git.%s[%d]", key, i), "%v", err))
 				continue
 			}
 			out = append(out, e)
@@ -299,15 +300,15 @@ func compile(c Config) (*policy, error) {
 	for i, e := range p.allow {
 		k := e.host + "\x00" + e.port
 		if o := seen[k]; o != nil && o.scheme != e.scheme {
-			errs = append(errs, fmt.Errorf("git.allow[%d]: %q names %s:%s with scheme %s, but %q names it with %s; one host and port is one remote",
-				i, e.raw, e.host, e.port, e.scheme, o.raw, o.scheme))
+			errs = append(errs, field.Errorf(fmt.Sprintf("git.allow[%d]", i), "%q names %s:%s with scheme %s, but %q names it with %s; one host and port is one remote",
+				e.raw, e.host, e.port, e.scheme, o.raw, o.scheme))
 			continue
 		}
 		seen[k] = e
 	}
 	for i, e := range p.push {
 		if o := seen[e.host+"\x00"+e.port]; o != nil && o.scheme != e.scheme {
-			errs = append(errs, fmt.Errorf("git.pushAllow[%d]: %q uses scheme %s, but git.allow names %s:%s with %s", i, e.raw, e.scheme, e.host, e.port, o.scheme))
+			errs = append(errs, field.Errorf(fmt.Sprintf("git.pushAllow[%d]", i), "%q uses scheme %s, but git.allow names %s:%s with %s", e.raw, e.scheme, e.host, e.port, o.scheme))
 		}
 	}
 
@@ -316,27 +317,27 @@ func compile(c Config) (*policy, error) {
 		e, err := parseEntry(cr.Prefix)
 		switch {
 		case cr.Prefix == "":
-			errs = append(errs, fmt.Errorf("%s.prefix: required", key))
+			errs = append(errs, field.Errorf(key+".prefix", "required"))
 		case err != nil:
-			errs = append(errs, fmt.Errorf("%s.prefix: %v", key, err))
+			errs = append(errs, field.Errorf(key+".prefix", "%v", err))
 		case !overlapsAny(e, p.allow):
-			errs = append(errs, fmt.Errorf("%s.prefix: %q is not covered by any git.allow entry, so the credential would never be used", key, cr.Prefix))
+			errs = append(errs, field.Errorf(key+".prefix", "%q is not covered by any git.allow entry, so the credential would never be used", cr.Prefix))
 		}
 		switch {
 		case cr.Username == "":
-			errs = append(errs, fmt.Errorf("%s.username: required (HTTP basic authentication sends a user name with the secret)", key))
+			errs = append(errs, field.Errorf(key+".username", "required (HTTP basic authentication sends a user name with the secret)"))
 		case strings.ContainsAny(cr.Username, ":\r\n\x00"):
-			errs = append(errs, fmt.Errorf("%s.username: must not contain a colon or control characters", key))
+			errs = append(errs, field.Errorf(key+".username", "must not contain a colon or control characters"))
 		}
 		switch {
 		case cr.File == "" && len(cr.Command) == 0:
-			errs = append(errs, fmt.Errorf("%s: set file or command", key))
+			errs = append(errs, field.Errorf(key, "set file or command"))
 		case cr.File != "" && len(cr.Command) > 0:
-			errs = append(errs, fmt.Errorf("%s: set one of file and command, not both", key))
+			errs = append(errs, field.Errorf(key, "set one of file and command, not both"))
 		case len(cr.Command) > 0 && cr.Command[0] == "":
-			errs = append(errs, fmt.Errorf("%s.command: empty program name", key))
+			errs = append(errs, field.Errorf(key+".command", "empty program name"))
 		case cr.File != "" && !filepath.IsAbs(cr.File):
-			errs = append(errs, fmt.Errorf("%s.file: %q is not an absolute path (no ~ or variable is expanded): write the full path", key, cr.File))
+			errs = append(errs, field.Errorf(key+".file", "%q is not an absolute path (no ~ or variable is expanded): write the full path", cr.File))
 		}
 		if err == nil && e != nil {
 			p.creds = append(p.creds, &credEntry{entry: e, key: key, cred: cr, src: newSource(key, cr)})
@@ -347,15 +348,15 @@ func compile(c Config) (*policy, error) {
 		u, err := url.Parse(c.EgressUpstream)
 		switch {
 		case err != nil:
-			errs = append(errs, fmt.Errorf("git.egressUpstream: %v", err))
+			errs = append(errs, field.Errorf("git.egressUpstream", "%v", err))
 		case u.Scheme != "https":
-			errs = append(errs, fmt.Errorf("git.egressUpstream %q: must be an https URL (the upstream leg carries git credentials)", c.EgressUpstream))
+			errs = append(errs, field.Errorf("git.egressUpstream", "%q must be an https URL (the upstream leg carries git credentials)", c.EgressUpstream))
 		case u.Host == "":
-			errs = append(errs, fmt.Errorf("git.egressUpstream %q: no host", c.EgressUpstream))
+			errs = append(errs, field.Errorf("git.egressUpstream", "%q has no host", c.EgressUpstream))
 		case u.User != nil:
-			errs = append(errs, fmt.Errorf("git.egressUpstream: credentials in the URL are refused"))
+			errs = append(errs, field.Errorf("git.egressUpstream", "credentials in the URL are refused"))
 		case u.RawQuery != "" || u.Fragment != "":
-			errs = append(errs, fmt.Errorf("git.egressUpstream %q: a query or fragment is not allowed", c.EgressUpstream))
+			errs = append(errs, field.Errorf("git.egressUpstream", "%q has a query or fragment, which is not allowed", c.EgressUpstream))
 		default:
 			u.Path = strings.TrimSuffix(u.Path, "/")
 			u.RawPath = ""
