@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -180,4 +181,62 @@ func fakeBoxInit() int {
 		}
 		return ws.ExitStatus()
 	}
+}
+
+// gatedEngine is an engine that holds (engine.Holder) and whose Start waits, before it starts
+// anything, until the test opens the FIFO its request names: so a test can act while the shim
+// is inside Start. Its box is laid out as the bwrap engine's is: the top process (Box.Process)
+// stays in the host's namespaces, and the box's PID 1 (Box.InitPid) is another process, in
+// new user and pid namespaces, that outlives the top process (it has no Pdeathsig): only the
+// shim's settlement ends it. Neither runs a program; the box never reports on its control
+// socket.
+type gatedEngine struct{}
+
+// gatedRequest is the gated engine's request (request.json).
+type gatedRequest struct {
+	Gate string `json:"gate"` // a FIFO: Start opens it and reads it to its end first
+}
+
+func (gatedEngine) Name() string     { return "gated" }
+func (gatedEngine) HoldsStart() bool { return true }
+func (gatedEngine) Request(*plan.Plan) ([]byte, error) {
+	return nil, errors.New("the gated engine takes hand-written requests")
+}
+
+func (gatedEngine) Start(req []byte, _ engine.IO) (*engine.Box, error) {
+	var r gatedRequest
+	if err := json.Unmarshal(req, &r); err != nil {
+		return nil, fmt.Errorf("%w: %v", engine.ErrBoxSetup, err)
+	}
+	gate, err := os.Open(r.Gate)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", engine.ErrBoxSetup, err)
+	}
+	_, err = io.Copy(io.Discard, gate)
+	gate.Close()
+	if err != nil {
+		return nil, fmt.Errorf("%w: gate: %v", engine.ErrBoxSetup, err)
+	}
+	uid, gid := os.Getuid(), os.Getgid()
+	init := exec.Command("/bin/sleep", "1000")
+	init.SysProcAttr = &syscall.SysProcAttr{
+		Cloneflags:  unix.CLONE_NEWUSER | unix.CLONE_NEWPID,
+		UidMappings: []syscall.SysProcIDMap{{ContainerID: uid, HostID: uid, Size: 1}},
+		GidMappings: []syscall.SysProcIDMap{{ContainerID: gid, HostID: gid, Size: 1}},
+	}
+	if err := init.Start(); err != nil {
+		return nil, fmt.Errorf("%w: %v", engine.ErrBoxSetup, err)
+	}
+	go init.Wait() // reaped once the settlement kills it
+	top := exec.Command("/bin/sleep", "1000")
+	top.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := top.Start(); err != nil {
+		init.Process.Kill()
+		return nil, fmt.Errorf("%w: %v", engine.ErrBoxSetup, err)
+	}
+	return &engine.Box{Process: top.Process, PidFD: -1, InitPid: init.Process.Pid}, nil
+}
+
+func init() {
+	engine.Register("gated", func() engine.Engine { return gatedEngine{} })
 }

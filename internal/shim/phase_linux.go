@@ -6,8 +6,8 @@ import "fmt"
 //
 //	waiting ──start──────────────────▶ started ──exec──▶ exec'd ──exit──▶ exited ──finish──▶ final
 //	waiting ──start held──▶ held ──release──▶ started
-//	held, started ──exit──▶ exited   (the box ended before its program ran)
-//	waiting, held ──finish──▶ final  (the box never started, or was stopped while it started)
+//	held, started ──exit──▶ exited   (the box ended before its program ran, or was stopped)
+//	waiting ──finish──▶ final        (the box never started)
 //
 // Events that come late keep the phase: a report of the exec read after the box was reaped, a
 // release of a box that has ended, the reaping of a box whose launch was already finished.
@@ -75,10 +75,10 @@ func (e event) String() string {
 // has been started); next refuses it.
 var transitions = map[phase]map[event]phase{
 	phaseWaiting: {evStart: phaseStarted, evStartHeld: phaseHeld, evFinish: phaseFinal},
-	phaseHeld: {evRelease: phaseStarted, evExec: phaseExecd, evExit: phaseExited,
-		evFinish: phaseFinal}, // finish: stopped while it was being started
-	phaseStarted: {evRelease: phaseStarted, evExec: phaseExecd, evExit: phaseExited, evFinish: phaseFinal},
-	phaseExecd:   {evRelease: phaseExecd, evExec: phaseExecd, evExit: phaseExited, evFinish: phaseFinal},
+	// A started box (held or not) is finished only once it has been reaped and settled.
+	phaseHeld:    {evRelease: phaseStarted, evExec: phaseExecd, evExit: phaseExited},
+	phaseStarted: {evRelease: phaseStarted, evExec: phaseExecd, evExit: phaseExited},
+	phaseExecd:   {evRelease: phaseExecd, evExec: phaseExecd, evExit: phaseExited},
 	phaseExited:  {evRelease: phaseExited, evExec: phaseExited, evFinish: phaseFinal},
 	phaseFinal:   {evRelease: phaseFinal, evExec: phaseFinal, evExit: phaseFinal, evFinish: phaseFinal},
 }

@@ -14,9 +14,9 @@ func TestTransitions(t *testing.T) {
 	want := map[phase][6]phase{
 		//                 start         start held  release       exec          exit          finish
 		phaseWaiting: {phaseStarted, phaseHeld, refused, refused, refused, phaseFinal},
-		phaseHeld:    {refused, refused, phaseStarted, phaseExecd, phaseExited, phaseFinal},
-		phaseStarted: {refused, refused, phaseStarted, phaseExecd, phaseExited, phaseFinal},
-		phaseExecd:   {refused, refused, phaseExecd, phaseExecd, phaseExited, phaseFinal},
+		phaseHeld:    {refused, refused, phaseStarted, phaseExecd, phaseExited, refused},
+		phaseStarted: {refused, refused, phaseStarted, phaseExecd, phaseExited, refused},
+		phaseExecd:   {refused, refused, phaseExecd, phaseExecd, phaseExited, refused},
 		phaseExited:  {refused, refused, phaseExited, phaseExited, refused, phaseFinal},
 		phaseFinal:   {refused, refused, phaseFinal, phaseFinal, phaseFinal, phaseFinal},
 	}
@@ -54,7 +54,7 @@ func TestLaunchPaths(t *testing.T) {
 		{"exec read after the reaping", []event{evStart, evExit, evExec, evFinish}, []phase{phaseStarted, phaseExited, phaseExited, phaseFinal}},
 		{"held box ends before its client", []event{evStartHeld, evExit, evRelease, evFinish}, []phase{phaseHeld, phaseExited, phaseExited, phaseFinal}},
 		{"never started", []event{evFinish}, []phase{phaseFinal}},
-		{"stopped while starting", []event{evStartHeld, evFinish, evExit}, []phase{phaseHeld, phaseFinal, phaseFinal}},
+		{"stopped while starting", []event{evStartHeld, evExit, evFinish}, []phase{phaseHeld, phaseExited, phaseFinal}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			var buf bytes.Buffer

@@ -326,6 +326,12 @@ func run(dir string, lg *log.Logger, report func(error), pre *prestarted, sigs c
 			return nil
 		case <-s.stopReq:
 			timer.Stop()
+			if hold {
+				// The stop came while the held box was being started, and startBox has
+				// stopped it since: it ends as any started box does, settled by supervise.
+				s.supervise()
+				return nil
+			}
 			s.finishUnstarted(CodeStoppedBeforeStart, "stopped before the box started", true)
 			return nil
 		case <-s.boxExited:

@@ -804,6 +804,66 @@ func TestStopWhileDetachedBoxStarts(t *testing.T) {
 	}
 }
 
+// TestStopWhileHeldBoxStarts: a stop that reaches the shim while the engine is starting a held
+// box (the attached launch's box is built before its client comes) ends that box through
+// supervision: the status says settled only once no process of the box's pid namespace is
+// left. The shim took the stop for one before the box started and wrote settled without the
+// check, the box's PID 1 still alive (it outlives the top process here, as in a bwrap box).
+func TestStopWhileHeldBoxStarts(t *testing.T) {
+	dir := t.TempDir()
+	gate := filepath.Join(dir, "gate")
+	if err := unix.Mkfifo(gate, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	req, err := json.Marshal(gatedRequest{Gate: gate})
+	if err != nil {
+		t.Fatal(err)
+	}
+	launchRaw(t, dir, shim.Config{Engine: "gated"}, req)
+	w, err := shim.Watch(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	// The engine's Start waits at the gate. The stop, then a signal the shim refuses with a
+	// log line: the shim serves a watcher's requests in order, so once the line is there the
+	// stop has been handled, the box still being started.
+	if err := w.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Signal(syscall.SIGALRM); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the shim to handle the stop", func() bool {
+		b, _ := os.ReadFile(filepath.Join(dir, launchdir.ShimLogFile))
+		return bytes.Contains(b, []byte("signal 14 refused"))
+	}, nil)
+	g, err := os.OpenFile(gate, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.Close()
+
+	st := waitStatus(t, dir)
+	pidNS := st.Namespaces["pid"]
+	var left []int
+	if pidNS != 0 {
+		left, _ = ns.Remaining(pidNS)
+		t.Cleanup(func() {
+			pids, _ := ns.Remaining(pidNS)
+			for _, pid := range pids {
+				ns.Kill(pid, pidNS)
+			}
+		})
+	}
+	if st.State != api.StateFailed || st.Error == nil || st.Error.Code != shim.CodeStoppedBeforeStart || !st.Stopped || st.Execd || st.BoxPid == 0 || pidNS == 0 {
+		t.Fatalf("status %+v (error %+v): want failed, %s, stopped, a box started", st, st.Error, shim.CodeStoppedBeforeStart)
+	}
+	if !st.Settled || len(left) != 0 {
+		t.Fatalf("status settled %v, and processes of the box's pid namespace left when it was written: %v", st.Settled, left)
+	}
+}
+
 func TestQueryAndSettlement(t *testing.T) {
 	// The program leaves a daemonized grandchild behind; the box's end kills it, and the shim
 	// verifies that nothing of the box's pid namespace remains.
