@@ -16,8 +16,8 @@ echo "== go test ./... as $(id -un)"
 $GO test -count=1 -timeout 15m -parallel 3 ./...
 
 # The race detector over the packages whose code runs goroutines and whose tests build no box
-# (the relay and its sessions and LLM relay, the connection limits, the hand-off, the ssh
-# agent's server). Measured on a shared 2-core machine: 33 s wall with a warm build cache (10 CPU
+# (the relay and its sessions and LLM relay, the connection limits, the hand-off; below, parts
+# of the ssh broker, the git relay and the egress proxy). Measured on a shared 2-core machine: 33 s wall with a warm build cache (10 CPU
 # s: the tests' own waits dominate); with an empty one the race build of the standard library
 # and the dependencies costs 154 CPU s, about 80 s more on two idle cores. It needs cgo for this
 # step only (the binaries stay static).
@@ -28,7 +28,17 @@ if ! command -v "${CC:-gcc}" >/dev/null; then
 fi
 CGO_ENABLED=1 $GO test -race -count=1 -timeout 5m ./internal/relay ./internal/relay/session ./internal/relay/llm \
   ./internal/connlimit ./internal/handoff
-CGO_ENABLED=1 $GO test -race -count=1 -timeout 5m -run 'TestAgent|TestRevocationInFlightAgentRequest' ./internal/sshbroker
+# Selected tests only where a package's whole suite is slow: the ssh agent's server, the git
+# relay's streamed body counted while the transport still sends it, the egress proxy's counts
+# and tunnels ending on revocation. Together 27 s wall against 12 s for the ssh tests alone
+# (5+3 CPU s against 2+1, with a warm cache; measured at load average 20 on two cores); a cold
+# cache adds about 16 CPU s for the race build of the git relay and the egress proxy. Not here:
+# internal/store (clean under -race, but the race build of the pure-Go SQLite costs 96 CPU s
+# with a cold cache) and the packages whose tests build boxes (not tried: their suites take
+# minutes already, and Go documents 2-20 times the execution time under the race detector).
+CGO_ENABLED=1 $GO test -race -count=1 -timeout 5m \
+  -run 'TestAgent|TestRevocationInFlightAgentRequest|TestStreamedBodyCountedWhileSent|TestHTTPForward|TestTunnelEndsOnRevocationAndClose' \
+  ./internal/sshbroker ./internal/relay/git ./internal/egress
 
 if [ "$(id -u)" = 0 ]; then
   user=${AGENTBOX_TEST_USER:-abuser}
