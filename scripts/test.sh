@@ -27,7 +27,7 @@ if ! command -v "${CC:-gcc}" >/dev/null; then
   exit 1
 fi
 CGO_ENABLED=1 $GO test -race -count=1 -timeout 5m ./internal/relay ./internal/relay/session ./internal/relay/llm \
-  ./internal/connlimit ./internal/handoff
+  ./internal/connlimit ./internal/handoff ./internal/recordlimit
 CGO_ENABLED=1 $GO test -race -count=1 -timeout 5m -run 'TestAgent|TestRevocationInFlightAgentRequest' ./internal/sshbroker
 
 if [ "$(id -u)" = 0 ]; then
