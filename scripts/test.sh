@@ -27,7 +27,7 @@ if ! command -v "${CC:-gcc}" >/dev/null; then
   exit 1
 fi
 CGO_ENABLED=1 $GO test -race -count=1 -timeout 5m ./internal/relay ./internal/relay/session ./internal/relay/llm \
-  ./internal/connlimit ./internal/handoff
+  ./internal/connlimit ./internal/handoff ./internal/recordlimit
 # Selected tests only where a package's whole suite is slow: the ssh agent's server, the git
 # relay's streamed body counted while the transport still sends it, the egress proxy's counts
 # and tunnels ending on revocation. Together 27 s wall against 12 s for the ssh tests alone

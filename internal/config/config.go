@@ -105,6 +105,10 @@ type Audit struct {
 	// Retention is how long an audit row is kept: the daemon deletes older ones at its start
 	// and every hour. Zero means 720h (30 days).
 	Retention Duration `json:"retention,omitempty" jsonschema_description:"How long an audit row (a relay, git or egress request) is kept; the daemon deletes older ones at its start and every hour (Go duration, default 720h: 30 days)."`
+	// MaxRowsPerLaunch caps the audit rows and log lines a launch's brokers write in all,
+	// summaries included (internal/recordlimit): past it requests are only counted, and the
+	// count is written when the launch ends. Zero means 20000.
+	MaxRowsPerLaunch int `json:"maxRowsPerLaunch,omitempty" jsonschema:"minimum=100,maximum=10000000" jsonschema_description:"Most audit rows (and request log lines) the brokers write for one launch; past it requests are counted and the count is written when the launch ends (default 20000)."`
 }
 
 // Sessions bounds the pairing-session registry.
@@ -126,7 +130,7 @@ func Defaults() Config {
 		Console:     Console{Clipboard: ClipboardDeny, DetachKeys: console.DefaultDetachKeys},
 		StopGrace:   Duration(5 * time.Second),
 		Launches:    Launches{Retention: Duration(720 * time.Hour)},
-		Audit:       Audit{Retention: Duration(720 * time.Hour)},
+		Audit:       Audit{Retention: Duration(720 * time.Hour), MaxRowsPerLaunch: 20000},
 		Sessions:    Sessions{Max: 64},
 		Integrity:   Integrity{Interval: Duration(60 * time.Second)},
 		Limits:      Limits{TmpMiB: 2048, HomeMiB: 2048, ShmMiB: 64, Processes: 2048},

@@ -192,7 +192,7 @@ func TestLoadPrecedence(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := Config{Engine: EngineNative, Egress: EgressDeny, Console: Console{Clipboard: ClipboardAllow, DetachKeys: "ctrl-p,ctrl-q"}, StopGrace: Duration(10 * time.Second), Launches: Launches{Retention: Duration(720 * time.Hour)}, Audit: Audit{Retention: Duration(720 * time.Hour)}, Sessions: Sessions{Max: 8}, Integrity: Integrity{Interval: Duration(60 * time.Second)},
+	want := Config{Engine: EngineNative, Egress: EgressDeny, Console: Console{Clipboard: ClipboardAllow, DetachKeys: "ctrl-p,ctrl-q"}, StopGrace: Duration(10 * time.Second), Launches: Launches{Retention: Duration(720 * time.Hour)}, Audit: Audit{Retention: Duration(720 * time.Hour), MaxRowsPerLaunch: 20000}, Sessions: Sessions{Max: 8}, Integrity: Integrity{Interval: Duration(60 * time.Second)},
 		Limits:      Limits{TmpMiB: 2048, HomeMiB: 2048, ShmMiB: 64, Processes: 2048},
 		Protect:     Protect{Instructions: InstructionsWritable},
 		Managed:     Managed{ClaudeCode: ClaudeCodeManaged{AutoUpdates: AutoUpdatesOff}},
@@ -222,7 +222,7 @@ func TestLoadPrecedence(t *testing.T) {
 	}
 	for _, k := range []string{"sessions.idleTimeout", "sessions.allowedClients", "git.allow", "git.pushAllow", "git.credentials",
 		"git.egressUpstream", "git.ssh.hosts", "git.ssh.keys", "containment.programs", "containment.violations", "containment.scanInterval",
-		"limits.tmpMiB", "limits.homeMiB", "limits.shmMiB", "limits.processes"} {
+		"limits.tmpMiB", "limits.homeMiB", "limits.shmMiB", "limits.processes", "audit.maxRowsPerLaunch"} {
 		wantSrc[k] = Source{Kind: SourceDefault}
 	}
 	for _, p := range []string{"anthropic", "openai", "gemini"} {

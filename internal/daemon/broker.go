@@ -9,6 +9,7 @@ import (
 	"github.com/agentbox/agentbox/internal/config"
 	"github.com/agentbox/agentbox/internal/egress"
 	"github.com/agentbox/agentbox/internal/plan"
+	"github.com/agentbox/agentbox/internal/recordlimit"
 	"github.com/agentbox/agentbox/internal/relay/session"
 	"github.com/agentbox/agentbox/internal/sshbroker"
 )
@@ -58,13 +59,19 @@ func (d *Daemon) startBrokers() error {
 	go reg.Run(d.ctx)
 
 	hooks := d.opts.brokers
+	// A launch's relay, git, egress and ssh records draw on one budget: a box that floods its
+	// brokers adds a bounded number of rows and log lines (internal/recordlimit).
+	d.records = &recordlimit.Budgets{MaxRows: func() int64 {
+		return int64(d.currentConfig().WithDefaults().Audit.MaxRowsPerLaunch)
+	}}
 	d.relay = newRelayBroker(relayDeps{Sessions: reg, Audits: d.audits, Store: d.db, RuntimeDir: d.runtimeDir,
-		Limit: d.limitConns, Log: d.log})
+		Limit: d.limitConns, Records: d.records, Log: d.log})
 	d.integrity = newIntegrityBroker(integrityDeps{RuntimeDir: d.runtimeDir, StateDir: d.stateDir, Helper: d.helper,
 		Drift: d.store, Log: d.log})
-	ssh := newSSHBroker(sshDeps{Sessions: reg, ConfigOf: hooks.sshConfig, KnownHosts: hooks.sshKnownHosts, Log: d.log})
+	ssh := newSSHBroker(sshDeps{Sessions: reg, ConfigOf: hooks.sshConfig, KnownHosts: hooks.sshKnownHosts,
+		Records: d.records, Log: d.log})
 	d.egress = newEgressBroker(egressDeps{Sessions: reg, Audits: d.audits, Store: d.db, Limit: d.limitConns,
-		Resolver: hooks.egressResolver, Log: d.log})
+		Resolver: hooks.egressResolver, Records: d.records, Log: d.log})
 	d.brokers = broker.List{Brokers: []broker.Broker{d.relay, d.integrity, ssh, d.egress}, Log: d.log}
 	// Sessions created by hand outlive a daemon restart, and so does the loopback listener
 	// their clients use.
@@ -84,17 +91,31 @@ func (d *Daemon) resumeBrokers(ctx context.Context, bl *broker.Launch) {
 	d.brokers.Resume(ctx, bl)
 }
 
-// endBrokers releases every broker's state for a launch.
+// endBrokers releases every broker's state for a launch (each writes the summaries of the
+// records its rate limit held back), and the launch's record budget.
 func (d *Daemon) endBrokers(id string) {
 	d.brokers.End(id)
+	d.records.End(id)
 }
 
-// stopBrokers runs when the daemon stops; boxes keep running. What the egress proxies' rate
-// limits held back is written now, as counted summaries, so that the next daemon's totals
-// count it; then the audit rows still queued are committed, before the store closes.
+// recordFlusher is a broker whose rate limits hold back records (internal/recordlimit):
+// flushHeldRecords writes their summaries now.
+type recordFlusher interface{ flushHeldRecords() }
+
+var (
+	_ recordFlusher = (*relayBroker)(nil)
+	_ recordFlusher = (*egressBroker)(nil)
+	_ recordFlusher = (*sshBroker)(nil)
+)
+
+// stopBrokers runs when the daemon stops; boxes keep running. What the brokers' rate limits
+// held back is written now, as counted summaries, so that the next daemon's totals count it;
+// then the audit rows still queued are committed, before the store closes.
 func (d *Daemon) stopBrokers() {
-	if d.egress != nil {
-		d.egress.flushHeldRecords()
+	for _, b := range d.brokers.Brokers {
+		if f, ok := b.(recordFlusher); ok {
+			f.flushHeldRecords()
+		}
 	}
 	if d.audits != nil {
 		d.audits.Close()

@@ -18,6 +18,7 @@ import (
 	"github.com/agentbox/agentbox/internal/broker"
 	"github.com/agentbox/agentbox/internal/egress"
 	"github.com/agentbox/agentbox/internal/plan"
+	"github.com/agentbox/agentbox/internal/recordlimit"
 	"github.com/agentbox/agentbox/internal/relay/session"
 	"github.com/agentbox/agentbox/internal/store"
 )
@@ -68,7 +69,10 @@ type egressDeps struct {
 	// Resolver, when set (tests), resolves names for every launch's proxy instead of the
 	// host's resolver.
 	Resolver egress.Resolver
-	Log      *slog.Logger
+	// Records are the launches' record budgets (internal/recordlimit), shared with the relay
+	// and the ssh broker; nil gives each proxy a budget of its own.
+	Records *recordlimit.Budgets
+	Log     *slog.Logger
 }
 
 func newEgressBroker(deps egressDeps) *egressBroker {
@@ -168,6 +172,7 @@ func (b *egressBroker) start(id, runDir string, allow *egress.Allowlist, base ap
 		Resolver: b.Resolver,
 		Logf:     func(f string, a ...any) { b.Log.Info(fmt.Sprintf(f, a...), "broker", "egress") },
 		Audit:    func(r egress.Record) { b.audit(id, r) },
+		Records:  b.Records.Of(id),
 	}
 	go func() {
 		if err := egress.Serve(b.Limit.bound(ln, perLaunchConns, "launch's egress proxy", id), p); err != nil {
@@ -286,7 +291,7 @@ type egressAuditDetail struct {
 	DurationMs int64  `json:"durationMs"`
 	Outcome    string `json:"outcome,omitempty"`
 	// Count is set on a summary row: that many requests of this decision were held back by
-	// the proxy's rate limit (egress.RecordBurst) and are counted here, not written one each.
+	// the proxy's rate limit (internal/recordlimit) and are counted here, not written one each.
 	Count int64 `json:"count,omitempty"`
 }
 

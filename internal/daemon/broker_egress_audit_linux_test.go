@@ -32,15 +32,24 @@ type auditRig struct {
 	root   string
 }
 
-func newAuditRig(t *testing.T) *auditRig {
+func newAuditRig(t *testing.T) *auditRig { return newAuditRigConfig(t, "") }
+
+// newAuditRigConfig is newAuditRig with a user configuration file holding userConfig ("" for
+// none).
+func newAuditRigConfig(t testing.TB, userConfig string) *auditRig {
 	t.Helper()
 	root, err := os.MkdirTemp("/tmp", "abaudit")
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(root) })
-	for _, n := range []string{"run", "state", "config"} {
+	for _, n := range []string{"run", "state", "config", "config/agentbox"} {
 		if err := os.Mkdir(filepath.Join(root, n), 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if userConfig != "" {
+		if err := os.WriteFile(filepath.Join(root, "config", "agentbox", "config.yaml"), []byte(userConfig), 0o600); err != nil {
 			t.Fatal(err)
 		}
 	}

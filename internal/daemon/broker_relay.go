@@ -19,6 +19,7 @@ import (
 	"github.com/agentbox/agentbox/internal/config"
 	"github.com/agentbox/agentbox/internal/handoff"
 	"github.com/agentbox/agentbox/internal/plan"
+	"github.com/agentbox/agentbox/internal/recordlimit"
 	"github.com/agentbox/agentbox/internal/relay"
 	gitrelay "github.com/agentbox/agentbox/internal/relay/git"
 	"github.com/agentbox/agentbox/internal/relay/llm"
@@ -50,9 +51,12 @@ type relayBroker struct {
 	mu       sync.Mutex
 	launches map[string]*relayLaunch
 	stats    map[string]*api.RelayStats // by launch id
-	history  sync.Once                  // the counters of launches that ran under earlier daemons (loadHistory)
-	shared   net.Listener               // host loopback listener (egress: allow, manual sessions)
-	sharedH  *relay.Handler
+	// limits hold back the records of a flood, by launch id; "" for the requests of sessions
+	// created by hand and those with no live pairing on the shared listener.
+	limits  map[string]*relayLimits
+	history sync.Once    // the counters of launches that ran under earlier daemons (loadHistory)
+	shared  net.Listener // host loopback listener (egress: allow, manual sessions)
+	sharedH *relay.Handler
 	// movedFrom is the shared listener's remembered address when another process held it
 	// (then it listens elsewhere); revokedMoved the sessions issued there, revoked since.
 	movedFrom    string
@@ -71,7 +75,16 @@ type relayDeps struct {
 	RuntimeDir string
 	// Limit bounds a listener's connections (Daemon.limitConns); nil means unbounded.
 	Limit connLimiter
-	Log   *slog.Logger
+	// Records are the launches' record budgets (internal/recordlimit), shared with the egress
+	// proxy and the ssh broker; nil gives each launch's relay and git a budget of their own.
+	Records *recordlimit.Budgets
+	Log     *slog.Logger
+}
+
+// relayLimits are the rate limits of one launch's relay and git records.
+type relayLimits struct {
+	relay recordlimit.Limiter[relay.Record]
+	git   recordlimit.Limiter[gitrelay.Event]
 }
 
 // auditLinger is how long the relay's audit rows gather before they are committed together:
@@ -85,7 +98,8 @@ type relayLaunch struct {
 }
 
 func newRelayBroker(deps relayDeps) *relayBroker {
-	return &relayBroker{relayDeps: deps, launches: map[string]*relayLaunch{}, stats: map[string]*api.RelayStats{}}
+	return &relayBroker{relayDeps: deps, launches: map[string]*relayLaunch{}, stats: map[string]*api.RelayStats{},
+		limits: map[string]*relayLimits{}}
 }
 
 // resumeShared starts the loopback listener again when sessions created by hand outlived a
@@ -114,13 +128,71 @@ func (b *relayBroker) handler(cfg config.Config, scope session.Scope) (*relay.Ha
 		return nil, &api.Error{Code: api.CodeConfigInvalid, Message: "gateway: " + err.Error(), Hint: "fix the gateway section of your config"}
 	}
 	gitRelay, err := gitrelay.New(cfg.Git.Relay(), gitrelay.Options{
-		Logf:  func(f string, a ...any) { b.Log.Info(fmt.Sprintf(f, a...), "broker", "git") },
+		Logf:  b.gitLogf,
 		Audit: b.gitAudit,
+		Limit: func(ev *gitrelay.Event) bool {
+			l := b.limitsOf(scope.LaunchID, ev.LaunchID)
+			return l == nil || l.git.Admit(gitrelay.LimitKey(ev), ev, time.Now())
+		},
 	})
 	if err != nil {
 		return nil, &api.Error{Code: api.CodeConfigInvalid, Message: "git: " + err.Error(), Hint: "fix the git section of your config"}
 	}
-	return &relay.Handler{Sessions: b.Sessions, Scope: scope, Sandbox: llmRelay, Git: gitRelay, Logf: b.logf, Audit: b.audit}, nil
+	return &relay.Handler{Sessions: b.Sessions, Scope: scope, Sandbox: llmRelay, Git: gitRelay, Logf: b.logf, Audit: b.audit,
+		Limit: func(r *relay.Record) bool {
+			b.count(r)
+			l := b.limitsOf(scope.LaunchID, r.LaunchID)
+			return l == nil || l.relay.Admit(relay.LimitKey(r), r, time.Now())
+		}}, nil
+}
+
+func (b *relayBroker) gitLogf(f string, a ...any) { b.Log.Info(fmt.Sprintf(f, a...), "broker", "git") }
+
+// limitsOf returns the rate limits of the records of a request on a channel of scope (a
+// launch's; "" for the shared listener) by a session of launch id: the launch's, or those of
+// the shared listener's requests with no launch. A launch that ended has none: the few
+// requests still ending are written.
+func (b *relayBroker) limitsOf(scope, id string) *relayLimits {
+	if scope != "" {
+		id = scope // a refused pairing on a launch's channel is the launch's flood
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if l := b.limits[id]; l != nil {
+		return l
+	}
+	if id != "" && b.launches[id] == nil {
+		return nil
+	}
+	l := &relayLimits{}
+	budget := b.Records.Of(id)
+	l.relay.Budget, l.relay.Merge = budget, relay.Merge
+	l.relay.Write = func(sum *relay.Record) {
+		b.logf("%s", relay.LogLine(sum))
+		b.audit(*sum)
+	}
+	l.git.Budget, l.git.Merge = budget, gitrelay.Merge
+	l.git.Write = func(sum *gitrelay.Event) {
+		b.gitLogf("%s", gitrelay.LogLine(sum))
+		b.gitAudit(*sum)
+	}
+	b.limits[id] = l
+	return l
+}
+
+// flushHeldRecords writes the summaries of the records the rate limits hold back; the daemon
+// calls it when it stops, before it commits the audit rows queued.
+func (b *relayBroker) flushHeldRecords() {
+	b.mu.Lock()
+	ls := make([]*relayLimits, 0, len(b.limits))
+	for _, l := range b.limits {
+		ls = append(ls, l)
+	}
+	b.mu.Unlock()
+	for _, l := range ls {
+		l.relay.Flush()
+		l.git.Flush()
+	}
 }
 
 func llmConfig(g config.Gateway) llm.Config {
@@ -372,7 +444,13 @@ func (b *relayBroker) End(id string) {
 	b.mu.Lock()
 	l := b.launches[id]
 	delete(b.launches, id)
+	lim := b.limits[id]
+	delete(b.limits, id)
 	b.mu.Unlock()
+	if lim != nil {
+		lim.relay.Close()
+		lim.git.Close()
+	}
 	if err := b.Sessions.EndLaunch(context.Background(), id); err != nil && !errors.Is(err, session.ErrNotFound) {
 		b.Log.Warn("end launch session", "launch", id, "err", err)
 	}
@@ -391,10 +469,11 @@ func (b *relayBroker) session(launchID string) *session.Session {
 	return nil
 }
 
-// audit records one relay request: a log line is written by the router; here the audit row and
-// the launch's counters.
-func (b *relayBroker) audit(r relay.Record) {
+// count adds one relay request to its launch's counters, whether its record is written or
+// held back by the rate limit.
+func (b *relayBroker) count(r *relay.Record) {
 	b.mu.Lock()
+	defer b.mu.Unlock()
 	if st := b.stats[r.LaunchID]; st != nil {
 		st.Requests++
 		st.LastStatus = r.Status
@@ -404,12 +483,20 @@ func (b *relayBroker) audit(r relay.Record) {
 			st.Canceled++
 		}
 	}
-	b.mu.Unlock()
-	detail, _ := json.Marshal(map[string]any{
+}
+
+// audit writes the audit row of one relay request, or of a summary of those the rate limit
+// held back (count and reason set); the log line is written by the router.
+func (b *relayBroker) audit(r relay.Record) {
+	d := map[string]any{
 		"session": r.SessionID, "client": r.ClientID, "broker": r.Broker, "provider": r.Provider,
 		"method": r.Method, "path": r.Path, "status": r.Status, "bytesIn": r.BytesIn, "bytesOut": r.BytesOut,
 		"durationMs": r.Duration.Milliseconds(), "outcome": r.Outcome, "code": r.Code, "usage": r.Usage,
-	})
+	}
+	if r.Count > 0 {
+		d["count"], d["reason"] = r.Count, relay.ReasonRateLimited
+	}
+	detail, _ := json.Marshal(d)
 	b.Audits.Add(&store.Audit{Time: r.Time, LaunchID: r.LaunchID, Kind: "relay", Detail: detail})
 }
 

@@ -14,6 +14,7 @@ import (
 	"github.com/agentbox/agentbox/internal/broker"
 	"github.com/agentbox/agentbox/internal/config"
 	"github.com/agentbox/agentbox/internal/plan"
+	"github.com/agentbox/agentbox/internal/recordlimit"
 	"github.com/agentbox/agentbox/internal/relay/session"
 	"github.com/agentbox/agentbox/internal/sshbroker"
 )
@@ -44,7 +45,10 @@ type sshDeps struct {
 	// KnownHosts, when set (tests), lists the known_hosts files seeded into boxes instead of
 	// the user's and the system's.
 	KnownHosts []string
-	Log        *slog.Logger
+	// Records are the launches' record budgets (internal/recordlimit), shared with the relay
+	// and the egress proxy; nil gives each launch's ssh broker a budget of its own.
+	Records *recordlimit.Budgets
+	Log     *slog.Logger
 }
 
 func newSSHBroker(deps sshDeps) *sshBroker {
@@ -131,6 +135,7 @@ func (b *sshBroker) start(bl *broker.Launch, cfg sshbroker.Config, resume bool) 
 		Done:       sctx.Done(),
 		Logger:     b.Log.With("launch", bl.ID),
 		Resume:     resume,
+		Records:    b.Records.Of(bl.ID),
 	})
 	if err != nil {
 		cancel()
@@ -162,4 +167,18 @@ func (b *sshBroker) stop(id string, sl *sshLaunch) {
 		b.Log.Warn("close ssh broker", "launch", id, "err", err)
 	}
 	sl.cancel()
+}
+
+// flushHeldRecords logs the summaries of the lines each live launch's rate limit holds back;
+// the daemon calls it when it stops.
+func (b *sshBroker) flushHeldRecords() {
+	b.mu.Lock()
+	ls := make([]*sshLaunch, 0, len(b.live))
+	for _, l := range b.live {
+		ls = append(ls, l)
+	}
+	b.mu.Unlock()
+	for _, l := range ls {
+		l.l.FlushRecords()
+	}
 }

@@ -23,6 +23,7 @@ import (
 	_ "github.com/agentbox/agentbox/internal/engine/builtins" // registers the engines
 	"github.com/agentbox/agentbox/internal/launchdir"
 	"github.com/agentbox/agentbox/internal/readiness"
+	"github.com/agentbox/agentbox/internal/recordlimit"
 	"github.com/agentbox/agentbox/internal/relay/session"
 	"github.com/agentbox/agentbox/internal/safesocket"
 	"github.com/agentbox/agentbox/internal/shim"
@@ -76,9 +77,10 @@ type Daemon struct {
 	conns      *connlimit.Budget // broker connections held, against the descriptor limit (connlimit.go)
 
 	// The brokers and what they share (broker.go), set by startBrokers.
-	brokers   broker.List        // in preparation order
-	sessions  *session.Registry  // pairing sessions: the relay creates them, egress and ssh check them
-	audits    *store.AuditWriter // relay, git and egress audit rows, committed in batches off the request path
+	brokers   broker.List          // in preparation order
+	sessions  *session.Registry    // pairing sessions: the relay creates them, egress and ssh check them
+	audits    *store.AuditWriter   // relay, git and egress audit rows, committed in batches off the request path
+	records   *recordlimit.Budgets // each launch's budget of audit rows and request log lines (internal/recordlimit)
 	relay     *relayBroker
 	integrity *integrityBroker
 	egress    *egressBroker

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/agentbox/agentbox/internal/egress"
+	"github.com/agentbox/agentbox/internal/recordlimit"
 	"github.com/agentbox/agentbox/internal/relay/session"
 	"github.com/agentbox/agentbox/internal/store"
 )
@@ -30,7 +31,7 @@ func (w *countWriter) Write(p []byte) (int, error) {
 }
 
 // storeBytes is the size of the store's files (the database and its write-ahead log).
-func storeBytes(t *testing.T, dbPath string) int64 {
+func storeBytes(t testing.TB, dbPath string) int64 {
 	t.Helper()
 	var n int64
 	for _, p := range []string{dbPath, dbPath + "-wal"} {
@@ -43,9 +44,17 @@ func storeBytes(t *testing.T, dbPath string) int64 {
 	return n
 }
 
+// floodBound is what a launch's record budget lets through a flood that lasted elapsed: the
+// burst, the refill over the flood's duration, and a summary per kind of record every
+// recordlimit.SummaryEvery and at the end.
+func floodBound(elapsed time.Duration, kinds int64) int64 {
+	secs := int64(elapsed/time.Second) + 1
+	return recordlimit.Burst + secs*recordlimit.Refill + kinds*(secs/int64(recordlimit.SummaryEvery/time.Second)+1)
+}
+
 // TestEgressFloodBounded (issue #21, finding 10): a box that floods its egress proxy with
 // refused CONNECTs, with its own pairing, over the launch's real socket, into a real store on
-// disk, adds a bounded number of log lines and audit rows: past egress.RecordBurst the
+// disk, adds a bounded number of log lines and audit rows: past recordlimit.Burst the
 // requests are counted, not written, and the count is written as a summary row. The totals
 // rebuilt from the audit rows after the launch ended and the store was reopened (as a
 // restarted daemon does) still count every request. Without the rate limit the store gets one
@@ -77,10 +86,7 @@ func TestEgressFloodBounded(t *testing.T) {
 	defer st.Close()
 	r.st = st
 
-	// What the limit lets through: the burst, the refill over the flood's duration, and a
-	// summary per decision per RecordSummaryEvery, plus the end's.
-	secs := int64(elapsed/time.Second) + 1
-	allowed := int64(egress.RecordBurst) + secs*egress.RecordRefill + secs/int64(egress.RecordSummaryEvery/time.Second) + 2
+	allowed := floodBound(elapsed, 2) // a summary of refusals, and a spare for a second decision
 	rows := egressRows(t, st, id)
 	if int64(len(rows)) > allowed {
 		t.Errorf("%d egress audit rows for %d requests, want at most %d (rate limit)", len(rows), flood, allowed)

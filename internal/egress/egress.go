@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/agentbox/agentbox/internal/api"
+	"github.com/agentbox/agentbox/internal/recordlimit"
 	"github.com/agentbox/agentbox/internal/relay"
 	"github.com/agentbox/agentbox/internal/relay/session"
 )
@@ -74,19 +75,23 @@ type Proxy struct {
 	// Audit receives the record of every tunnel and request once it ended. Nil records
 	// nothing. It is called from the connection's goroutine.
 	Audit func(Record)
+	// Records is the launch's record budget (internal/recordlimit), shared with its other
+	// brokers: past it a record is counted, not written, and the count is written as a
+	// summary Record per decision. Nil means a budget of the proxy's own.
+	Records *recordlimit.Budget
 
 	initOnce sync.Once
 	ctx      context.Context // cancelled by Close
 	cancel   context.CancelFunc
 	rp       *httputil.ReverseProxy
 	stats    statsCounter
-	limit    recordLimiter
+	limit    recordlimit.Limiter[Record]
 }
 
 func (p *Proxy) init() {
 	p.initOnce.Do(func() {
 		p.ctx, p.cancel = context.WithCancel(context.Background())
-		p.limit.flushTo = p.write
+		p.limit.Budget, p.limit.Merge, p.limit.Write = p.Records, mergeRecord, p.write
 		p.rp = &httputil.ReverseProxy{
 			Rewrite: func(pr *httputil.ProxyRequest) {
 				t := pr.In.Context().Value(dialKey{}).(*predialed).target
@@ -127,15 +132,27 @@ func (p *Proxy) init() {
 func (p *Proxy) Close() error {
 	p.init()
 	p.cancel()
-	p.limit.flush(true)
+	p.limit.Close()
 	return nil
 }
 
 // FlushRecords writes now the summaries of the records the rate limit holds back
-// (RecordBurst); Close does it too.
+// (internal/recordlimit); Close does it too.
 func (p *Proxy) FlushRecords() {
 	p.init()
-	p.limit.flush(false)
+	p.limit.Flush()
+}
+
+// mergeRecord adds rec to sum, the summary of the records of its decision held back by the
+// rate limit.
+func mergeRecord(sum, rec *Record) {
+	if sum.Count == 0 {
+		*sum = Record{Time: rec.Time, LaunchID: rec.LaunchID, Method: "-", Decision: rec.Decision, Reason: ReasonRateLimited}
+	}
+	sum.Count++
+	sum.BytesUp += rec.BytesUp
+	sum.BytesDown += rec.BytesDown
+	sum.Duration = rec.Time.Add(rec.Duration).Sub(sum.Time)
 }
 
 // Record is the account of one tunnel or request.
@@ -165,7 +182,7 @@ type Record struct {
 	Outcome string
 	// Count is 0 for the record of one tunnel or request. A summary of the records the rate
 	// limit held back (Reason ReasonRateLimited) has the number of them, their decision and
-	// their bytes summed; Time is the first one's (recordLimiter).
+	// their bytes summed; Time is the first one's (internal/recordlimit).
 	Count int64
 }
 
@@ -479,7 +496,7 @@ func writeRaw(w http.ResponseWriter, status int, reason string, body []byte) boo
 
 func (p *Proxy) emit(rec *Record) {
 	p.stats.add(rec)
-	if p.limit.admit(rec, time.Now()) {
+	if p.limit.Admit(rec.Decision, rec, time.Now()) {
 		p.write(rec)
 	}
 }

@@ -39,6 +39,36 @@ type Record struct {
 	Outcome   Outcome       `json:"outcome"`
 	Code      string        `json:"code,omitempty"` // the error code the relay answered with
 	Usage     Usage         `json:"usage"`
+	// Count is 0 for the record of one request. A summary of the records a rate limit held
+	// back (internal/recordlimit) has the number of them, with their bytes and usage summed,
+	// the last one's status, and Time the first one's.
+	Count int64 `json:"count,omitempty"`
+}
+
+// ReasonRateLimited marks a summary Record (Count set) in the access line and the audit row.
+const ReasonRateLimited = "rate_limited"
+
+// Merge adds rec to sum, the summary of the records of one broker, outcome and code held back
+// by a rate limit (internal/recordlimit).
+func Merge(sum, rec *Record) {
+	if sum.Count == 0 {
+		*sum = Record{Time: rec.Time, LaunchID: rec.LaunchID, ClientID: rec.ClientID, Broker: rec.Broker,
+			Provider: rec.Provider, Method: "-", Outcome: rec.Outcome, Code: rec.Code}
+	}
+	sum.Count++
+	sum.Status = rec.Status
+	sum.BytesIn += rec.BytesIn
+	sum.BytesOut += rec.BytesOut
+	sum.Duration = rec.Time.Add(rec.Duration).Sub(sum.Time)
+	sum.Usage.InputTokens += rec.Usage.InputTokens
+	sum.Usage.OutputTokens += rec.Usage.OutputTokens
+	sum.Usage.CacheCreationInputTokens += rec.Usage.CacheCreationInputTokens
+	sum.Usage.CacheReadInputTokens += rec.Usage.CacheReadInputTokens
+}
+
+// LimitKey is the key of rec's summary in a rate limit: its broker, provider, outcome and code.
+func LimitKey(rec *Record) string {
+	return rec.Broker + " " + rec.Provider + " " + string(rec.Outcome) + " " + rec.Code
 }
 
 type recordKey struct{}

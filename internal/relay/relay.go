@@ -40,6 +40,12 @@ type Handler struct {
 	// Audit receives the access record of every request, after the response ended. Nil
 	// records nothing.
 	Audit func(Record)
+	// Limit, when set, is given every request's record before it is written, and reports
+	// whether it is: false holds back its access line and its Audit (the daemon's per-launch
+	// record budget, internal/recordlimit, which counts it and writes a summary). It may fill
+	// in the record (the launch of a channel whose pairing was refused). Nil writes every
+	// record.
+	Limit func(*Record) bool
 }
 
 // maxPairingCandidates bounds the header values tried as pairings.
@@ -228,10 +234,21 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 func (h *Handler) emit(rec *Record) {
+	if h.Limit != nil && !h.Limit(rec) {
+		return
+	}
 	logf := h.Logf
 	if logf == nil {
 		logf = log.Printf
 	}
+	logf("%s", LogLine(rec))
+	if h.Audit != nil {
+		h.Audit(*rec)
+	}
+}
+
+// LogLine is the access line of rec, as a Handler writes it (and the daemon a summary's).
+func LogLine(rec *Record) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "relay: launch=%s session=%s client=%s %s %q %d in=%d out=%d dur=%s %s",
 		orDash(rec.LaunchID), orDash(rec.SessionID), orDash(rec.ClientID), rec.Method, rec.Path,
@@ -245,10 +262,10 @@ func (h *Handler) emit(rec *Record) {
 			fmt.Fprintf(&b, " tokens.cacheRead=%d tokens.cacheWrite=%d", u.CacheReadInputTokens, u.CacheCreationInputTokens)
 		}
 	}
-	logf("%s", b.String())
-	if h.Audit != nil {
-		h.Audit(*rec)
+	if rec.Count > 0 {
+		fmt.Fprintf(&b, " count=%d reason=%s", rec.Count, ReasonRateLimited)
 	}
+	return b.String()
 }
 
 func orDash(s string) string {

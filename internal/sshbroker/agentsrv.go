@@ -24,7 +24,7 @@ type agentServer struct {
 	upstream func() (net.Conn, error) // dials the user's agent
 	done     <-chan struct{}          // revocation
 	quit     <-chan struct{}          // the launch's broker is closing
-	log      *slog.Logger
+	log      *recorder
 	conns    *budget
 }
 
@@ -36,17 +36,17 @@ func (s *agentServer) serve(ln net.Listener, wg *sync.WaitGroup) {
 			return
 		}
 		if err := checkPeer(c); err != nil {
-			s.log.Warn("ssh agent: connection refused", "err", err)
+			s.log.write(line{level: slog.LevelWarn, msg: "ssh agent: connection refused", rest: []any{"err", err}})
 			c.Close()
 			continue
 		}
 		if isDone(s.done) {
-			s.log.Info("ssh agent", "op", "connect", "decision", "revoked")
+			s.log.info("ssh agent", "op", "connect", "decision", "revoked")
 			c.Close()
 			continue
 		}
 		if !s.conns.acquire() {
-			s.log.Warn("ssh agent: connection refused: connection budget exhausted", "max", s.conns.max)
+			s.log.warn("ssh agent: connection refused: connection budget exhausted", "max", s.conns.max)
 			c.Close()
 			continue
 		}
@@ -88,7 +88,7 @@ func (s *agentServer) serveConn(c net.Conn) {
 		if err != nil {
 			var fe *errFrameSize
 			if errors.As(err, &fe) {
-				s.log.Warn("ssh agent: connection closed", "reason", fe.Error())
+				s.log.write(line{level: slog.LevelWarn, msg: "ssh agent: connection closed", rest: []any{"reason", fe.Error()}})
 			}
 			// A truncated frame or a closed connection ends quietly.
 			return
@@ -99,15 +99,15 @@ func (s *agentServer) serveConn(c net.Conn) {
 			fp = fingerprintBlob(req.key)
 		}
 		if isDone(s.done) {
-			s.log.Info("ssh agent", "op", opName(req.op), "key", fp, "decision", "revoked")
+			s.log.write(line{level: slog.LevelInfo, msg: "ssh agent", key: []any{"op", opName(req.op), "decision", "revoked"}, rest: []any{"key", fp}})
 			return
 		}
 		reply, decision := s.handle(f, req, perr)
 		if d, ok := cut.Load().(string); ok {
-			s.log.Info("ssh agent", "op", opName(req.op), "key", fp, "decision", d)
+			s.log.write(line{level: slog.LevelInfo, msg: "ssh agent", key: []any{"op", opName(req.op), "decision", d}, rest: []any{"key", fp}})
 			return
 		}
-		s.log.Info("ssh agent", "op", opName(req.op), "key", fp, "decision", decision)
+		s.log.write(line{level: slog.LevelInfo, msg: "ssh agent", key: []any{"op", opName(req.op), "decision", decision}, rest: []any{"key", fp}})
 		if _, err := c.Write(frame(reply)); err != nil {
 			return
 		}

@@ -429,10 +429,9 @@ func TestRevocationInFlightAgentRequest(t *testing.T) {
 	}
 }
 
-// TestAgentLimits: an oversized or empty frame closes the connection with one log line; the
-// ninth concurrent connection is closed while eight work; an unreachable user agent answers
-// SSH_AGENT_FAILURE.
-func TestAgentLimits(t *testing.T) {
+// startNoAgent starts a launch's broker whose user agent does not answer, with its log.
+func startNoAgent(t *testing.T) (*Launch, *logBuffer) {
+	t.Helper()
 	dir := shortTempDir(t)
 	log := &logBuffer{}
 	l, err := Start(Options{Config: Config{Hosts: []string{"example.com"}}, RunDir: dir,
@@ -440,6 +439,14 @@ func TestAgentLimits(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return l, log
+}
+
+// TestAgentLimits: an oversized or empty frame closes the connection with one log line; the
+// ninth concurrent connection is closed while eight work; an unreachable user agent answers
+// SSH_AGENT_FAILURE.
+func TestAgentLimits(t *testing.T) {
+	l, log := startNoAgent(t)
 	defer l.Close()
 	dial := func(t *testing.T) net.Conn {
 		c, err := net.Dial("unix", l.AgentSocket())

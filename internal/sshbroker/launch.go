@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/agentbox/agentbox/internal/plan"
+	"github.com/agentbox/agentbox/internal/recordlimit"
 )
 
 // Names of the broker's files in a launch's run directory, and their paths in the box.
@@ -124,6 +125,11 @@ type Options struct {
 	// Resume re-creates the sockets of a launch that outlived a daemon restart and keeps the
 	// files its box already reads; the Config must be the one the launch started with.
 	Resume bool
+	// Records is the launch's record budget (internal/recordlimit), shared with its other
+	// brokers: past it the lines about the box's requests and connections are counted, not
+	// written, and their count is logged as one summary line per kind. Nil means a budget of
+	// the launch's own.
+	Records *recordlimit.Budget
 }
 
 // Launch is the broker of one launch: its agent socket and legs are served until Close.
@@ -136,6 +142,7 @@ type Launch struct {
 	wg          sync.WaitGroup
 	closeOnce   sync.Once
 	log         *slog.Logger
+	rec         *recorder
 }
 
 // Start writes the launch's ssh_config and known_hosts into opts.RunDir (unless resuming),
@@ -172,6 +179,7 @@ func Start(opts Options) (*Launch, error) {
 		contrib:     contrib,
 		quit:        make(chan struct{}),
 		log:         log,
+		rec:         newRecorder(log, opts.Records),
 	}
 	for _, p := range append([]string{l.agentSocket}, socketsOf(legs)...) {
 		if len(p) > maxSocketPath {
@@ -193,7 +201,7 @@ func Start(opts Options) (*Launch, error) {
 	if upstreamPath == "" {
 		upstreamPath = os.Getenv("SSH_AUTH_SOCK")
 	}
-	as := &agentServer{keys: keys, done: opts.Done, quit: l.quit, log: log, conns: &budget{max: maxConns}}
+	as := &agentServer{keys: keys, done: opts.Done, quit: l.quit, log: l.rec, conns: &budget{max: maxConns}}
 	if upstreamPath != "" {
 		as.upstream = func() (net.Conn, error) {
 			return net.DialTimeout("unix", upstreamPath, upstreamTimeout)
@@ -222,7 +230,7 @@ func Start(opts Options) (*Launch, error) {
 			return nil, err
 		}
 		l.lns = append(l.lns, ln)
-		ls := &legServer{leg: leg, dial: dial, timeout: timeout, done: opts.Done, quit: l.quit, log: log, conns: &budget{max: maxConns}}
+		ls := &legServer{leg: leg, dial: dial, timeout: timeout, done: opts.Done, quit: l.quit, log: l.rec, conns: &budget{max: maxConns}}
 		l.wg.Add(1)
 		go func() { defer l.wg.Done(); ls.serve(ln, &l.wg) }()
 	}
@@ -323,6 +331,10 @@ func (l *Launch) Contributions() plan.Contributions { return l.contrib }
 // Legs returns the launch's legs.
 func (l *Launch) Legs() []Leg { return append([]Leg(nil), l.legs...) }
 
+// FlushRecords logs now the summaries of the lines the rate limit holds back (the daemon's
+// stop); Close does it too.
+func (l *Launch) FlushRecords() { l.rec.rl.Flush() }
+
 // AgentSocket returns the host path of the launch's agent socket.
 func (l *Launch) AgentSocket() string { return l.agentSocket }
 
@@ -338,6 +350,7 @@ func (l *Launch) Close() error {
 			}
 		}
 		l.wg.Wait()
+		l.rec.rl.Close()
 		l.log.Info("ssh broker stopped", "agent", l.agentSocket)
 	})
 	return errors.Join(errs...)

@@ -23,7 +23,7 @@ type legServer struct {
 	timeout time.Duration
 	done    <-chan struct{} // revocation
 	quit    <-chan struct{} // the launch's broker is closing
-	log     *slog.Logger
+	log     *recorder
 	conns   *budget
 }
 
@@ -34,17 +34,17 @@ func (s *legServer) serve(ln net.Listener, wg *sync.WaitGroup) {
 			return
 		}
 		if err := checkPeer(c); err != nil {
-			s.log.Warn("ssh leg: connection refused", "host", s.leg.Host.String(), "err", err)
+			s.log.write(line{level: slog.LevelWarn, msg: "ssh leg: connection refused", key: []any{"host", s.leg.Host.String()}, rest: []any{"err", err}})
 			c.Close()
 			continue
 		}
 		if isDone(s.done) {
-			s.log.Info("ssh leg", "host", s.leg.Host.String(), "decision", "revoked")
+			s.log.info("ssh leg", "host", s.leg.Host.String(), "decision", "revoked")
 			c.Close()
 			continue
 		}
 		if !s.conns.acquire() {
-			s.log.Warn("ssh leg: connection refused: connection budget exhausted", "host", s.leg.Host.String(), "max", s.conns.max)
+			s.log.warn("ssh leg: connection refused: connection budget exhausted", "host", s.leg.Host.String(), "max", s.conns.max)
 			c.Close()
 			continue
 		}
@@ -90,7 +90,7 @@ func (s *legServer) serveConn(box net.Conn) {
 	remote, err := s.dial(dctx, "tcp", s.leg.Host.Addr())
 	dcancel()
 	if err != nil {
-		s.log.Warn("ssh leg", "host", host, "decision", "allow", "outcome", ended("dial_failed"), "err", err)
+		s.log.write(line{level: slog.LevelWarn, msg: "ssh leg", key: []any{"host", host, "decision", "allow", "outcome", ended("dial_failed")}, rest: []any{"err", err}})
 		return
 	}
 	defer remote.Close()
@@ -104,6 +104,6 @@ func (s *legServer) serveConn(box net.Conn) {
 	}()
 	down := copyClose(box, remote)
 	wg.Wait()
-	s.log.Info("ssh leg", "host", host, "decision", "allow", "outcome", ended("done"),
-		"bytes_out", up, "bytes_in", down, "duration", time.Since(start).Round(time.Millisecond))
+	s.log.write(line{level: slog.LevelInfo, msg: "ssh leg", key: []any{"host", host, "decision", "allow", "outcome", ended("done")},
+		rest: []any{"bytes_out", up, "bytes_in", down, "duration", time.Since(start).Round(time.Millisecond)}, out: up, in: down})
 }

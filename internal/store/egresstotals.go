@@ -17,7 +17,7 @@ type EgressTotals struct {
 }
 
 // auditCount is the number of requests an audit row stands for: 1, or its count when it is
-// the summary of the requests a rate limit held back (egress.RecordBurst).
+// the summary of the requests a rate limit held back (internal/recordlimit).
 const auditCount = `COALESCE(json_extract(detail, '$.count'), 1)`
 
 // EgressTotals sums the egress audit rows of launchID, or of every launch that has any when

@@ -6,7 +6,8 @@ import (
 )
 
 // RelayTotals are a launch's relay counters summed from its audit rows of kind "relay" (the
-// LLM relay's access records: internal/daemon's relay broker writes one per request).
+// LLM relay's access records: internal/daemon's relay broker writes one per request, or one
+// summary row with a count for the requests its rate limit held back).
 type RelayTotals struct {
 	Requests     int
 	LastStatus   int // the status of the last request recorded
@@ -21,8 +22,9 @@ type RelayTotals struct {
 func (s *Store) RelayTotals(ctx context.Context, launchID string) (map[string]RelayTotals, error) {
 	// The status is a bare column next to MAX(seq): SQLite takes it from the row with the
 	// largest seq of each group, the launch's last request.
-	q := `SELECT launch_id, COUNT(*),
-		COALESCE(SUM(json_extract(detail, '$.outcome') = 'canceled'), 0),
+	// A summary row of requests a rate limit held back counts as many (auditCount).
+	q := `SELECT launch_id, SUM(` + auditCount + `),
+		COALESCE(SUM((json_extract(detail, '$.outcome') = 'canceled') * ` + auditCount + `), 0),
 		COALESCE(SUM(json_extract(detail, '$.usage.inputTokens')), 0),
 		COALESCE(SUM(json_extract(detail, '$.usage.outputTokens')), 0),
 		MAX(seq), COALESCE(json_extract(detail, '$.status'), 0)

@@ -69,6 +69,29 @@ type Event struct {
 	BytesOut  int64         `json:"bytesOut"`
 	Duration  time.Duration `json:"duration"`
 	Outcome   relay.Outcome `json:"outcome"`
+	// Count is 0 for the Event of one request. A summary of the Events a rate limit held back
+	// (internal/recordlimit) has the number of them, with their bytes summed, the last one's
+	// status, and Time the first one's.
+	Count int64 `json:"count,omitempty"`
+}
+
+// Merge adds ev to sum, the summary of the Events of one decision, service, outcome and code
+// held back by a rate limit (internal/recordlimit).
+func Merge(sum, ev *Event) {
+	if sum.Count == 0 {
+		*sum = Event{Time: ev.Time, LaunchID: ev.LaunchID, Method: "-", Service: ev.Service, Decision: ev.Decision,
+			Code: ev.Code, Outcome: ev.Outcome}
+	}
+	sum.Count++
+	sum.Status = ev.Status
+	sum.BytesIn += ev.BytesIn
+	sum.BytesOut += ev.BytesOut
+	sum.Duration = ev.Time.Add(ev.Duration).Sub(sum.Time)
+}
+
+// LimitKey is the key of ev's summary in a rate limit: its decision, service, outcome and code.
+func LimitKey(ev *Event) string {
+	return string(ev.Decision) + " " + ev.Service + " " + string(ev.Outcome) + " " + ev.Code
 }
 
 // Options are the parts of a Relay that do not come from the configuration file. The zero
@@ -82,6 +105,11 @@ type Options struct {
 	// Audit receives the Event of every request after its response ended. Nil records
 	// nothing.
 	Audit func(Event)
+	// Limit, when set, is given every request's Event before it is written, and reports
+	// whether it is: false holds back its log line and its Audit (the daemon's per-launch
+	// record budget, internal/recordlimit, which counts it and writes a summary). Nil writes
+	// every Event.
+	Limit func(*Event) bool
 }
 
 // Relay serves /git/<host[:port]>/<path> behind a relay.Handler, which authenticates the
@@ -497,10 +525,21 @@ func (rl *Relay) refuse(w http.ResponseWriter, r *http.Request, st *reqState, st
 }
 
 func (rl *Relay) emit(ev *Event) {
+	if rl.opt.Limit != nil && !rl.opt.Limit(ev) {
+		return
+	}
 	logf := rl.opt.Logf
 	if logf == nil {
 		logf = log.Printf
 	}
+	logf("%s", LogLine(ev))
+	if rl.opt.Audit != nil {
+		rl.opt.Audit(*ev)
+	}
+}
+
+// LogLine is the log line of ev, as the relay writes it (and the daemon a summary's).
+func LogLine(ev *Event) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "git: launch=%s session=%s %s host=%s path=%q service=%s decision=%s status=%d in=%d out=%d",
 		orDash(ev.LaunchID), orDash(ev.SessionID), ev.Method, orDash(ev.Host), ev.Path, orDash(ev.Service),
@@ -512,10 +551,10 @@ func (rl *Relay) emit(ev *Event) {
 	if ev.Code != "" {
 		fmt.Fprintf(&b, " code=%s", ev.Code)
 	}
-	logf("%s", b.String())
-	if rl.opt.Audit != nil {
-		rl.opt.Audit(*ev)
+	if ev.Count > 0 {
+		fmt.Fprintf(&b, " count=%d reason=%s", ev.Count, relay.ReasonRateLimited)
 	}
+	return b.String()
 }
 
 func orDash(s string) string {

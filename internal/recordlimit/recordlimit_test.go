@@ -1,0 +1,144 @@
+package recordlimit
+
+import (
+	"sync"
+	"testing"
+	"time"
+)
+
+type rec struct {
+	Key   string
+	Count int64
+	Bytes int64
+}
+
+// rig is a limiter over budget b whose written records and summaries are kept.
+type rig struct {
+	mu        sync.Mutex
+	written   int
+	summaries []rec
+	l         *Limiter[rec]
+}
+
+func newRig(b *Budget) *rig {
+	r := &rig{}
+	r.l = &Limiter[rec]{
+		Budget: b,
+		Every:  time.Hour, // the tests flush by hand
+		Merge: func(sum, x *rec) {
+			sum.Key = x.Key
+			sum.Count++
+			sum.Bytes += x.Bytes
+		},
+		Write: func(s *rec) {
+			r.mu.Lock()
+			r.summaries = append(r.summaries, *s)
+			r.mu.Unlock()
+		},
+	}
+	return r
+}
+
+// send offers n records of key at now and counts those admitted.
+func (r *rig) send(n int, key string, now time.Time) {
+	for range n {
+		if r.l.Admit(key, &rec{Key: key, Bytes: 10}, now) {
+			r.written++
+		}
+	}
+}
+
+// TestLimiterBurstRefillSummary: Burst records at once, Refill a second after that; the rest is
+// counted into one summary per key, written by Flush, and every record is accounted for.
+func TestLimiterBurstRefillSummary(t *testing.T) {
+	r := newRig(nil)
+	t0 := time.Unix(1000, 0)
+	r.send(Burst+100, "refuse", t0)
+	r.send(50, "error", t0)
+	if r.written != Burst {
+		t.Errorf("%d records written at once, want %d", r.written, Burst)
+	}
+	r.send(10, "refuse", t0.Add(3*time.Second)) // 3 tokens refilled
+	if want := Burst + 3*Refill; r.written != want {
+		t.Errorf("%d records written after 3 s, want %d", r.written, want)
+	}
+	r.l.Flush()
+	if len(r.summaries) != 2 || r.summaries[0].Key != "refuse" || r.summaries[1].Key != "error" {
+		t.Fatalf("summaries %+v, want one for refuse then one for error", r.summaries)
+	}
+	var counted int64
+	for _, s := range r.summaries {
+		counted += s.Count
+		if s.Bytes != 10*s.Count {
+			t.Errorf("summary %+v: bytes not summed", s)
+		}
+	}
+	if total := int64(r.written) + counted; total != Burst+100+50+10 {
+		t.Errorf("written %d + summarized %d = %d, want every record (%d)", r.written, counted, total, Burst+160)
+	}
+	r.l.Flush()
+	if len(r.summaries) != 2 {
+		t.Errorf("a second flush wrote %d more summaries, want none", len(r.summaries)-2)
+	}
+}
+
+// TestBudgetSharedAndCapped: the limiters of one launch draw on one budget, and past MaxRows
+// nothing is written, however long the flood lasts, until Close writes the summaries; after
+// Close every record is written (the requests still ending).
+func TestBudgetSharedAndCapped(t *testing.T) {
+	b := &Budget{MaxRows: 600}
+	a, c := newRig(b), newRig(b)
+	t0 := time.Unix(1000, 0)
+	a.send(400, "x", t0)
+	c.send(400, "y", t0)
+	if got := a.written + c.written; got != Burst {
+		t.Errorf("%d records written by two limiters of one budget, want the shared burst %d", got, Burst)
+	}
+	// A day of flooding: the refill would allow 86,400 more; the cap allows 88.
+	for s := 1; s <= 86400; s += 60 {
+		a.send(100, "x", t0.Add(time.Duration(s)*time.Second))
+	}
+	if got := b.Written(); got != 600 {
+		t.Errorf("%d records written in a day of flooding, want the cap, 600", got)
+	}
+	a.l.tick() // the periodic summary: past the cap it waits
+	if len(a.summaries) != 0 {
+		t.Errorf("a periodic summary past the cap wrote %d rows, want 0", len(a.summaries))
+	}
+	a.l.Close()
+	c.l.Close()
+	if len(a.summaries) != 1 || len(c.summaries) != 1 {
+		t.Fatalf("summaries at close: %+v %+v, want one each", a.summaries, c.summaries)
+	}
+	if total := int64(a.written+c.written) + a.summaries[0].Count + c.summaries[0].Count; total != 800+1440*100 {
+		t.Errorf("records accounted for: %d, want %d", total, 800+1440*100)
+	}
+	before := a.written
+	a.send(5, "x", t0.Add(48*time.Hour))
+	if a.written != before+5 {
+		t.Errorf("after Close %d of 5 records written, want all", a.written-before)
+	}
+}
+
+// TestBudgets: a launch's brokers get one budget, with the cap read when it is made; End
+// forgets it; a nil *Budgets gives budgets of their own.
+func TestBudgets(t *testing.T) {
+	n := int64(7)
+	bs := &Budgets{MaxRows: func() int64 { return n }}
+	x := bs.Of("a")
+	n = 9
+	if bs.Of("a") != x || x.MaxRows != 7 {
+		t.Errorf("second Of gave another budget or cap %d, want the same with 7", x.MaxRows)
+	}
+	if y := bs.Of("b"); y == x || y.MaxRows != 9 {
+		t.Errorf("budget of another launch: same=%v cap %d, want its own with 9", y == x, y.MaxRows)
+	}
+	bs.End("a")
+	if bs.Of("a") == x {
+		t.Errorf("Of after End gave the ended budget")
+	}
+	var none *Budgets
+	if none.Of("a") == none.Of("a") {
+		t.Errorf("a nil *Budgets gave one budget twice")
+	}
+}

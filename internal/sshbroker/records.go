@@ -1,0 +1,80 @@
+package sshbroker
+
+import (
+	"context"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/agentbox/agentbox/internal/recordlimit"
+)
+
+// ReasonRateLimited marks the log line of a summary of lines the launch's record budget held
+// back (internal/recordlimit).
+const ReasonRateLimited = "rate_limited"
+
+// line is one log line about a box's request or connection (an agent request, a leg
+// connection, a connection refused), or the summary of those the rate limit held back.
+type line struct {
+	level slog.Level
+	msg   string
+	key   []any // the attributes that name what the line is about: a bounded set of values
+	rest  []any // the attributes of one line only (a key's fingerprint, an error)
+	count int64
+	in    int64 // bytes, summed in a summary
+	out   int64
+	first time.Time
+}
+
+// recorder writes a launch's lines through its rate limit: a box that floods its agent
+// socket or legs adds a bounded number of lines to the daemon's log.
+type recorder struct {
+	log *slog.Logger
+	rl  recordlimit.Limiter[line]
+}
+
+func newRecorder(log *slog.Logger, budget *recordlimit.Budget) *recorder {
+	r := &recorder{log: log}
+	r.rl.Budget = budget
+	r.rl.Merge = func(sum, l *line) {
+		if sum.count == 0 {
+			*sum = line{level: l.level, msg: l.msg, key: l.key, first: l.first}
+		}
+		sum.count++
+		sum.in += l.in
+		sum.out += l.out
+	}
+	r.rl.Write = func(sum *line) {
+		attrs := append(append([]any{}, sum.key...), "count", sum.count, "reason", ReasonRateLimited, "since", sum.first.Format(time.RFC3339))
+		if sum.in != 0 || sum.out != 0 {
+			attrs = append(attrs, "bytes_out", sum.out, "bytes_in", sum.in)
+		}
+		r.log.Log(context.Background(), sum.level, sum.msg, attrs...)
+	}
+	return r
+}
+
+// write logs l, or counts it into its summary when the budget holds it back.
+func (r *recorder) write(l line) {
+	l.first = time.Now()
+	var k strings.Builder
+	k.WriteString(l.msg)
+	for _, a := range l.key {
+		if s, ok := a.(string); ok {
+			k.WriteString(" " + s)
+		}
+	}
+	if !r.rl.Admit(k.String(), &l, l.first) {
+		return
+	}
+	r.log.Log(context.Background(), l.level, l.msg, append(append([]any{}, l.key...), l.rest...)...)
+}
+
+// info and warn write a line whose attributes kv all name what it is about; keyed lines with
+// attributes of their own use write.
+func (r *recorder) info(msg string, kv ...any) {
+	r.write(line{level: slog.LevelInfo, msg: msg, key: kv})
+}
+func (r *recorder) warn(msg string, kv ...any) {
+	r.write(line{level: slog.LevelWarn, msg: msg, key: kv})
+}
