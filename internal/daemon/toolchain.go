@@ -79,10 +79,7 @@ func goProxyNoUserinfo(v string) string {
 
 // toolchainCompanions are the home folders a toolchain root loads from beside it: rustup's
 // proxies in ~/.cargo/bin run the toolchains in ~/.rustup.
-var toolchainCompanions = map[string][]string{".cargo": {".rustup"}}
-
-// toolchainMasks are files beneath a toolchain root that hold credentials: masked in the box.
-var toolchainMasks = []string{".cargo/credentials", ".cargo/credentials.toml"}
+var toolchainCompanions = map[string][]string{".cargo/bin": {".rustup"}}
 
 // toolchains adds to c what a box needs to build the user's project (docs/toolchains.md): the
 // toolchains on the caller's PATH under home, read-only at their own paths; the host's Go
@@ -93,6 +90,9 @@ var toolchainMasks = []string{".cargo/credentials", ".cargo/credentials.toml"}
 func (d *Daemon) toolchains(ws, home string, env []string, facts plan.WorkspaceFacts, c *plan.Contributions) error {
 	var roots []string
 	for _, p := range toolchainRoots(home, envValue(env, "PATH"), facts) {
+		if isPackageCache(home, p) {
+			continue // the box sees it as that cache's overlay (cacheOverlays)
+		}
 		if !slices.ContainsFunc(roots, func(r string) bool { return p == r || plan.Within(p, r) }) {
 			roots = append(roots, p)
 		}
@@ -108,14 +108,11 @@ func (d *Daemon) toolchains(ws, home string, env []string, facts plan.WorkspaceF
 			}
 		}
 	}
+	// A root beneath a package cache's folder (~/.cargo/bin) is bound over that cache's overlay
+	// (the engine mounts a folder's children after it): the toolchain stays read-only.
 	for _, r := range roots {
 		c.Mounts = append(c.Mounts, plan.Mount{Kind: plan.MountBind, Source: r, Target: r, ReadOnly: true, Optional: true})
 		c.ReadOnly = append(c.ReadOnly, r)
-		for _, m := range toolchainMasks {
-			if f := filepath.Join(home, m); plan.Within(f, r) {
-				c.Mounts = append(c.Mounts, plan.Mount{Kind: plan.MountMask, Target: f, Optional: true})
-			}
-		}
 	}
 
 	cache := boxCache(d.stateDir, ws)
@@ -126,7 +123,7 @@ func (d *Daemon) toolchains(ws, home string, env []string, facts plan.WorkspaceF
 	}
 	c.Mounts = append(c.Mounts, plan.Mount{Kind: plan.MountBind, Source: cache, Target: cache})
 	c.ReadWrite = append(c.ReadWrite, cache)
-	if err := cacheOverlays(cache, home, facts, c); err != nil {
+	if err := cacheOverlays(cache, home, roots, facts, c); err != nil {
 		return err
 	}
 
@@ -156,13 +153,34 @@ func (d *Daemon) toolchains(ws, home string, env []string, facts plan.WorkspaceF
 	return nil
 }
 
-// packageCaches are the package caches beneath the home that a box reads from the host and
-// writes to its box cache, at the tools' own default places (the box's environment names no
-// other): npm's cache, pip's (built wheels and downloads), uv's.
-var packageCaches = []struct{ name, rel string }{
-	{"npm", ".npm"},
-	{"pip", ".cache/pip"},
-	{"uv", ".cache/uv"},
+// packageCache is a package cache beneath the home that a box reads from the host and writes
+// to its box cache, at the tool's own default place (the box's environment names no other).
+type packageCache struct {
+	name string // its layers' folder in the box cache
+	rel  string // its folder, relative to the home
+	// masks are files beneath the folder that hold credentials, relative to it: hidden in the
+	// box.
+	masks []string
+	// lowerFallback: where no overlay can be built, the box gets the host's folder read-only
+	// rather than the box cache's layer alone (plan.Mount.LowerFallback).
+	lowerFallback bool
+}
+
+// packageCaches are npm's cache, pip's (built wheels and downloads), uv's, and cargo's home
+// (its registry index, downloaded and extracted crates, git checkouts, its lock and last-use
+// files; the registry tokens in its credentials files are masked). Where no overlay can be
+// built, a box gets the host's cargo home read-only, as when it was only the toolchain beside
+// ~/.cargo/bin: cargo builds offline from what the host extracted, and writes nothing.
+var packageCaches = []packageCache{
+	{name: "npm", rel: ".npm"},
+	{name: "pip", rel: ".cache/pip"},
+	{name: "uv", rel: ".cache/uv"},
+	{name: "cargo", rel: ".cargo", masks: []string{"credentials", "credentials.toml"}, lowerFallback: true},
+}
+
+// isPackageCache reports whether p is one of packageCaches' folders under home.
+func isPackageCache(home, p string) bool {
+	return slices.ContainsFunc(packageCaches, func(pc packageCache) bool { return p == filepath.Join(home, pc.rel) })
 }
 
 // cacheOverlays adds to c, for each of packageCaches, the folder at its place in the box: an
@@ -170,34 +188,52 @@ var packageCaches = []struct{ name, rel string }{
 // (<cache>/<name>/upper, where every write of the box goes), or, when the host has no such
 // folder (or one the workspace rules keep out of a box), the box cache's layer alone. The
 // layers are made beneath cache without following a symlink a box may have planted there.
-func cacheOverlays(cache, home string, facts plan.WorkspaceFacts, c *plan.Contributions) error {
+// roots are the toolchain folders bound read-only; one beneath a cache's folder (~/.cargo/bin)
+// is a mount point in its overlay, which a layer must not turn into a file.
+func cacheOverlays(cache, home string, roots []string, facts plan.WorkspaceFacts, c *plan.Contributions) error {
 	root, err := os.OpenRoot(cache)
 	if err != nil {
 		return err
 	}
 	defer root.Close()
 	for _, pc := range packageCaches {
+		host := filepath.Join(home, pc.rel)
 		upper, work := filepath.Join(pc.name, "upper"), filepath.Join(pc.name, "work")
-		for _, d := range []string{pc.name, upper, work} {
-			// What a box left where a layer belongs (a symlink out of the box cache, a file)
-			// is removed, never followed.
+		layers := []string{pc.name, upper, work}
+		for _, r := range roots {
+			if rel, err := filepath.Rel(host, r); err == nil && plan.Within(r, host) {
+				for p := filepath.Dir(rel); p != "."; p = filepath.Dir(p) {
+					layers = append(layers, filepath.Join(upper, p))
+				}
+				layers = append(layers, filepath.Join(upper, rel))
+			}
+		}
+		for i, d := range layers {
+			// What a box left where a layer belongs (a symlink out of the box cache, a file;
+			// in the upper layer, a file or whiteout over a mount point) is removed, never
+			// followed.
 			if st, err := root.Lstat(d); err == nil && !st.IsDir() {
 				if err := root.Remove(d); err != nil {
 					return fmt.Errorf("%s layer: %w", pc.name, err)
 				}
 			}
+			if i >= 3 {
+				continue // beneath the upper layer, only what stands in a mount point's way
+			}
 			if err := root.Mkdir(d, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
 				return fmt.Errorf("%s layer: %w", pc.name, err)
 			}
 		}
-		host := filepath.Join(home, pc.rel)
 		m := plan.Mount{Kind: plan.MountBind, Source: filepath.Join(cache, upper), Target: host, Beneath: cache}
 		if isPlainDir(host) && plan.CheckWorkspace(host, facts) == nil {
 			m = plan.Mount{Kind: plan.MountOverlay, Source: host, Upper: filepath.Join(cache, upper), Work: filepath.Join(cache, work),
-				Target: host, Beneath: cache, Optional: true}
+				Target: host, Beneath: cache, Optional: true, LowerFallback: pc.lowerFallback}
 		}
 		c.Mounts = append(c.Mounts, m)
 		c.ReadWrite = append(c.ReadWrite, host)
+		for _, f := range pc.masks {
+			c.Mounts = append(c.Mounts, plan.Mount{Kind: plan.MountMask, Target: filepath.Join(host, f), Optional: true})
+		}
 	}
 	return nil
 }
@@ -214,8 +250,9 @@ func isPlainDir(p string) bool {
 
 // toolchainRoots returns, in PATH order, what each PATH entry under home brings into the box:
 // the entry's parent when the entry is a bin/ or shims/ folder (~/.pyenv for ~/.pyenv/shims,
-// ~/go for ~/go/bin, an nvm version for its bin/) and the parent passes the workspace rules,
-// else the entry itself when it does; entries that do not exist on the host are left out.
+// ~/go for ~/go/bin, an nvm version for its bin/) and the parent passes the workspace rules and
+// is no package cache's folder (~/.cargo, which the box sees as an overlay), else the entry
+// itself when it does; entries that do not exist on the host are left out.
 func toolchainRoots(home, path string, facts plan.WorkspaceFacts) []string {
 	home = filepath.Clean(home)
 	var out []string
@@ -231,7 +268,7 @@ func toolchainRoots(home, path string, facts plan.WorkspaceFacts) []string {
 			continue // absent, or a symlink: the box sees paths as they are on the host
 		}
 		if b := filepath.Base(e); b == "bin" || b == "shims" {
-			if p := filepath.Dir(e); p != home && plan.CheckWorkspace(p, facts) == nil {
+			if p := filepath.Dir(e); p != home && !isPackageCache(home, p) && plan.CheckWorkspace(p, facts) == nil {
 				out = append(out, p)
 				continue
 			}

@@ -123,7 +123,7 @@ func TestCacheOverlays(t *testing.T) {
 		t.Fatal(err)
 	}
 	var c plan.Contributions
-	if err := cacheOverlays(cache, home, plan.WorkspaceFacts{Home: home}, &c); err != nil {
+	if err := cacheOverlays(cache, home, nil, plan.WorkspaceFacts{Home: home}, &c); err != nil {
 		t.Fatal(err)
 	}
 	got := map[string]plan.Mount{}
@@ -148,5 +148,61 @@ func TestCacheOverlays(t *testing.T) {
 	}
 	if ents, _ := os.ReadDir(victim); len(ents) != 0 {
 		t.Errorf("the folder the planted symlink named got %v", ents)
+	}
+}
+
+// TestToolchainsCargoHome: with ~/.cargo/bin on PATH, ~/.cargo is an overlay of the host's
+// cargo home under the box cache's cargo layer (the host's read-only when no overlay can be
+// built), ~/.cargo/bin and ~/.rustup are bound read-only over and beside it, its credentials
+// files are masked, and a file a box left in the layer where ~/.cargo/bin is mounted is
+// removed. Before, ~/.cargo was bound read-only as a whole: cargo could not extract a crate
+// the host had only downloaded, nor keep anything for the next box.
+func TestToolchainsCargoHome(t *testing.T) {
+	d := &Daemon{stateDir: t.TempDir()}
+	home := t.TempDir()
+	for _, p := range []string{".cargo/bin", ".rustup/toolchains"} {
+		if err := os.MkdirAll(filepath.Join(home, p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cargo, bin := filepath.Join(home, ".cargo"), filepath.Join(home, ".cargo", "bin")
+	layer := filepath.Join(boxCache(d.stateDir, "/ws"), "cargo", "upper")
+	if err := os.MkdirAll(layer, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(layer, "bin"), []byte("planted"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var c plan.Contributions
+	env := []string{"PATH=" + bin + ":/usr/bin", "GOPROXY=off"}
+	if err := d.toolchains("/ws", home, env, plan.WorkspaceFacts{Home: home}, &c); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string][]plan.Mount{}
+	for _, m := range c.Mounts {
+		got[m.Target] = append(got[m.Target], m)
+	}
+	if ms := got[cargo]; len(ms) != 1 || ms[0].Kind != plan.MountOverlay || ms[0].Source != cargo || ms[0].Upper != layer ||
+		!ms[0].LowerFallback || ms[0].ReadOnly {
+		t.Errorf("~/.cargo: %+v, want one overlay of the host's ~/.cargo under %s, the host's read-only as its fallback", ms, layer)
+	}
+	for _, p := range []string{bin, filepath.Join(home, ".rustup")} {
+		if ms := got[p]; len(ms) != 1 || ms[0].Kind != plan.MountBind || ms[0].Source != p || !ms[0].ReadOnly {
+			t.Errorf("%s: %+v, want a read-only bind of the host's", p, ms)
+		}
+		if !slices.Contains(c.ReadOnly, p) {
+			t.Errorf("%s is not in Landlock's read-only set %v", p, c.ReadOnly)
+		}
+	}
+	for _, f := range []string{"credentials", "credentials.toml"} {
+		if ms := got[filepath.Join(cargo, f)]; len(ms) != 1 || ms[0].Kind != plan.MountMask {
+			t.Errorf("~/.cargo/%s: %+v, want it masked", f, ms)
+		}
+	}
+	if !slices.Contains(c.ReadWrite, cargo) {
+		t.Errorf("~/.cargo is not writable in the box (Landlock): %v", c.ReadWrite)
+	}
+	if _, err := os.Lstat(filepath.Join(layer, "bin")); err == nil {
+		t.Errorf("the file planted at the layer's bin/ is still there: it would stand where ~/.cargo/bin is mounted")
 	}
 }

@@ -25,7 +25,7 @@ const (
 	// box reads and never writes, and whose upper layer is Upper, where every write goes (Work
 	// is the overlay's work folder, on Upper's filesystem). Upper and Work must lie beneath
 	// Beneath, which no symlink may lead out of. An engine that cannot build an overlay binds
-	// Upper alone at Target.
+	// Upper alone at Target, or Source read-only when LowerFallback is set.
 	MountOverlay MountKind = "overlay"
 )
 
@@ -48,6 +48,11 @@ type Mount struct {
 	// Upper and Work are an overlay's writable layer and work folder (MountOverlay only).
 	Upper string `json:"upper,omitempty"`
 	Work  string `json:"work,omitempty"`
+	// LowerFallback says that an engine that cannot build the overlay binds Source read-only
+	// at Target instead of Upper alone: the host's folder as it is, never written, for a folder
+	// whose host content a box needs more than a writable layer of its own (cargo's home: its
+	// registry, and the toolchain beside it). MountOverlay only.
+	LowerFallback bool `json:"lowerFallback,omitempty"`
 	// SizeMiB is the size of a tmpfs mount in MiB. Build sets it on every tmpfs mount; an
 	// engine refuses a tmpfs mount without one.
 	SizeMiB int `json:"sizeMiB,omitempty"`

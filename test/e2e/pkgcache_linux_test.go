@@ -6,8 +6,14 @@ import (
 	"archive/tar"
 	"bytes"
 	"compress/gzip"
+	"crypto/sha256"
 	"crypto/sha512"
 	"encoding/base64"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,21 +21,18 @@ import (
 	"testing"
 )
 
-// npmTarball writes the npm package name@1.0.0, whose main module exports msg, as a packed
-// tarball (npm pack's layout: package/…) at path, and returns its integrity (sha512-…).
-func npmTarball(t *testing.T, path, name, msg string) string {
+// tarGz returns a gzipped tar of files (name, body pairs: regular files, mode 0644), the
+// layout of npm's and cargo's package archives.
+func tarGz(t *testing.T, files ...string) []byte {
 	t.Helper()
 	var buf bytes.Buffer
 	gz := gzip.NewWriter(&buf)
 	tw := tar.NewWriter(gz)
-	for _, f := range []struct{ name, body string }{
-		{"package/package.json", `{"name":"` + name + `","version":"1.0.0","main":"index.js"}` + "\n"},
-		{"package/index.js", "module.exports = " + jsString(msg) + ";\n"},
-	} {
-		if err := tw.WriteHeader(&tar.Header{Name: f.name, Mode: 0o644, Size: int64(len(f.body)), Typeflag: tar.TypeReg}); err != nil {
+	for i := 0; i+1 < len(files); i += 2 {
+		if err := tw.WriteHeader(&tar.Header{Name: files[i], Mode: 0o644, Size: int64(len(files[i+1])), Typeflag: tar.TypeReg}); err != nil {
 			t.Fatal(err)
 		}
-		tw.Write([]byte(f.body))
+		tw.Write([]byte(files[i+1]))
 	}
 	if err := tw.Close(); err != nil {
 		t.Fatal(err)
@@ -37,13 +40,23 @@ func npmTarball(t *testing.T, path, name, msg string) string {
 	if err := gz.Close(); err != nil {
 		t.Fatal(err)
 	}
+	return buf.Bytes()
+}
+
+// npmTarball writes the npm package name@1.0.0, whose main module exports msg, as a packed
+// tarball (npm pack's layout: package/…) at path, and returns its integrity (sha512-…).
+func npmTarball(t *testing.T, path, name, msg string) string {
+	t.Helper()
+	b := tarGz(t,
+		"package/package.json", `{"name":"`+name+`","version":"1.0.0","main":"index.js"}`+"\n",
+		"package/index.js", "module.exports = "+jsString(msg)+";\n")
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
+	if err := os.WriteFile(path, b, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	sum := sha512.Sum512(buf.Bytes())
+	sum := sha512.Sum512(b)
 	return "sha512-" + base64.StdEncoding.EncodeToString(sum[:])
 }
 
@@ -200,36 +213,47 @@ func TestPipInstallFromHostCache(t *testing.T) {
 	}
 }
 
-// TestAttackPackageCaches: the box sees the host's npm and pip caches and changes none of
-// them — create, append, rename, remove, chmod and symlink beneath each land in the box
-// cache's layer — and a box that replaces its layer with a symlink to a host folder does
-// not make the next box write there (the daemon removes the symlink; box-init would refuse
-// one). Before, the host's caches were not in the box at all (the box does not see them).
+// TestAttackPackageCaches: the box sees the host's npm and pip caches and cargo's home and
+// changes none of them — create, append, rename, remove, chmod and symlink beneath each land
+// in the box cache's layer — and cannot read the registry token in ~/.cargo/credentials.toml
+// (masked whether or not ~/.cargo/bin is on PATH: not here); a box that replaces its layer
+// with a symlink to a host folder does not make the next box write there (the daemon removes
+// the symlink; box-init would refuse one). Before, the host's caches were not in the box at
+// all (the box does not see them).
 func TestAttackPackageCaches(t *testing.T) {
 	e := NewEnv(t)
 	npmFile := filepath.Join(e.Home, ".npm", "_cacache", "content-v2", "sha512", "ab", "cd", "entry")
 	pipFile := filepath.Join(e.Home, ".cache", "pip", "wheels", "ab", "cd", "x-1.0-py3-none-any.whl")
-	for _, p := range []string{npmFile, pipFile} {
+	cargoFile := filepath.Join(e.Home, ".cargo", "registry", "cache", "registry.example.org-0123456789abcdef", "x-1.0.0.crate")
+	cred := filepath.Join(e.Home, ".cargo", "credentials.toml")
+	for _, p := range []string{npmFile, pipFile, cargoFile} {
 		os.MkdirAll(filepath.Dir(p), 0o755)
 		if err := os.WriteFile(p, []byte("host-cache-entry\n"), 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
-	caches := []string{filepath.Join(e.Home, ".npm"), filepath.Join(e.Home, ".cache", "pip")}
+	if err := os.WriteFile(cred, []byte("[registry]\ntoken = \"SECRET-CARGO-TOKEN\"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	caches := []string{filepath.Join(e.Home, ".npm"), filepath.Join(e.Home, ".cache", "pip"), filepath.Join(e.Home, ".cargo")}
 	before := map[string]string{}
 	for _, d := range caches {
 		before[d] = treeHash(t, d)
 	}
-	script := `cat ` + npmFile + ` ` + pipFile + `
-grep -e ' ` + filepath.Join(e.Home, ".npm") + ` ' -e ' ` + filepath.Join(e.Home, ".cache", "pip") + ` ' /proc/self/mountinfo >&2
-for p in ` + npmFile + ` ` + pipFile + `; do
+	script := `cat ` + npmFile + ` ` + pipFile + ` ` + cargoFile + `; cat ` + cred + ` 2>/dev/null
+grep -e ' ` + filepath.Join(e.Home, ".npm") + ` ' -e ' ` + filepath.Join(e.Home, ".cache", "pip") + ` ' -e ' ` + filepath.Join(e.Home, ".cargo") + ` ' /proc/self/mountinfo >&2
+echo x >> ` + cred + ` 2>/dev/null && echo "WROTE credentials"
+for p in ` + npmFile + ` ` + pipFile + ` ` + cargoFile + `; do
   d=$(dirname "$p")
   touch "$d/planted"; echo x >> "$p"; chmod 777 "$p"; mv "$p" "$p.moved"; ln -s /tmp "$d/link"; rm -rf "$d/../"*
 done
 echo done`
 	r := e.Box(script)
-	if r.Code != 0 || strings.Count(r.Stdout, "host-cache-entry") != 2 || !strings.Contains(r.Stdout, "done") {
+	if r.Code != 0 || strings.Count(r.Stdout, "host-cache-entry") != 3 || !strings.Contains(r.Stdout, "done") {
 		t.Fatalf("the box does not see the host's package caches: exit %d\nstdout:\n%s\nstderr:\n%s", r.Code, r.Stdout, r.Stderr)
+	}
+	if strings.Contains(r.Stdout, "SECRET-CARGO-TOKEN") || strings.Contains(r.Stdout, "WROTE") {
+		t.Errorf("the box read or wrote ~/.cargo/credentials.toml:\n%s", r.Stdout)
 	}
 	// The box turns its npm layer into a symlink to a host folder it cannot see (the box
 	// cache is the box's to write); the next box writes to ~/.npm.
@@ -255,5 +279,169 @@ echo done`
 		if treeHash(t, d) != h {
 			t.Errorf("the host's %s changed", d)
 		}
+	}
+}
+
+// cargoToolchain gives e's home a Rust toolchain laid out as rustup lays it out — ~/.cargo/bin
+// holding rustup's proxies, ~/.rustup the default toolchain's bin/ and lib/ (hard links to
+// the calling user's rustup install: no copy) — and returns the PATH that runs it, ~/.cargo/bin
+// first. Without a rustup install this user can link, a cargo in /usr/bin (Debian's cargo)
+// serves, and the test skips when there is neither.
+func cargoToolchain(t *testing.T, e *Env) string {
+	t.Helper()
+	home, _ := os.UserHomeDir()
+	rustupHome, cargoHome := os.Getenv("RUSTUP_HOME"), os.Getenv("CARGO_HOME")
+	if rustupHome == "" {
+		rustupHome = filepath.Join(home, ".rustup")
+	}
+	if cargoHome == "" {
+		cargoHome = filepath.Join(home, ".cargo")
+	}
+	settings, err := os.ReadFile(filepath.Join(rustupHome, "settings.toml"))
+	tc := ""
+	for _, l := range strings.Split(string(settings), "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(l), "default_toolchain = "); ok {
+			tc = strings.Trim(v, `"`)
+		}
+	}
+	bin := filepath.Join(e.Home, ".cargo", "bin")
+	if err == nil && tc != "" {
+		dst := filepath.Join(e.Home, ".rustup", "toolchains", tc)
+		err := os.MkdirAll(dst, 0o755)
+		if err == nil {
+			err = os.MkdirAll(bin, 0o755)
+		}
+		if err == nil {
+			err = os.WriteFile(filepath.Join(e.Home, ".rustup", "settings.toml"), settings, 0o644)
+		}
+		if err == nil {
+			err = os.Link(filepath.Join(cargoHome, "bin", "rustup"), filepath.Join(bin, "rustup"))
+		}
+		for _, p := range []string{"cargo", "rustc"} {
+			if err == nil {
+				err = os.Symlink("rustup", filepath.Join(bin, p))
+			}
+		}
+		if err == nil {
+			var out []byte
+			src := filepath.Join(rustupHome, "toolchains", tc)
+			if out, err = exec.Command("cp", "-al", filepath.Join(src, "bin"), filepath.Join(src, "lib"), dst).CombinedOutput(); err != nil {
+				err = fmt.Errorf("%v: %s", err, out)
+			}
+		}
+		if err != nil {
+			t.Fatalf("lay out the rustup toolchain %s in the test's home: %v", tc, err)
+		}
+		return bin + ":" + os.Getenv("PATH")
+	}
+	if _, err := os.Stat("/usr/bin/cargo"); err == nil {
+		return bin + ":" + os.Getenv("PATH")
+	}
+	t.Skipf("no Rust toolchain this user can use: no rustup install in %s (%v) and no /usr/bin/cargo (as root, CI uses root's rustup; an ordinary user cannot read it)", rustupHome, err)
+	return ""
+}
+
+// cargoRegistry serves, on loopback, a sparse cargo registry holding the crate abcrate 1.0.0,
+// whose msg() returns msg, and returns its index URL (sparse+http://…/). Only the host's
+// cargo reaches it; a box has no route to the host's loopback.
+func cargoRegistry(t *testing.T, msg string) (index string, stop func()) {
+	t.Helper()
+	crate := tarGz(t,
+		"abcrate-1.0.0/Cargo.toml", "[package]\nname = \"abcrate\"\nversion = \"1.0.0\"\nedition = \"2021\"\n",
+		"abcrate-1.0.0/src/lib.rs", "pub fn msg() -> &'static str { "+jsString(msg)+" }\n")
+	sum := sha256.Sum256(crate)
+	entry := `{"name":"abcrate","vers":"1.0.0","deps":[],"cksum":"` + hex.EncodeToString(sum[:]) + `","features":{},"yanked":false}` + "\n"
+	var srv *httptest.Server
+	srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/config.json":
+			fmt.Fprintf(w, `{"dl":"%s/dl"}`, srv.URL)
+		case "/ab/cr/abcrate":
+			io.WriteString(w, entry)
+		case "/dl/abcrate/1.0.0/download":
+			w.Write(crate)
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	return "sparse+" + srv.URL + "/", srv.Close
+}
+
+// cargoProject writes a binary crate in dir that prints abcrate::msg(), for crates-io (which
+// the home's cargo configuration replaces with the test's registry).
+func cargoProject(t *testing.T, dir string) {
+	t.Helper()
+	for f, body := range map[string]string{
+		"Cargo.toml":  "[package]\nname = \"app\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n[dependencies]\nabcrate = \"1.0.0\"\n",
+		"src/main.rs": "fn main() { println!(\"{}\", abcrate::msg()); }\n",
+	} {
+		p := filepath.Join(dir, f)
+		os.MkdirAll(filepath.Dir(p), 0o755)
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestCargoBuildFromHostCache: a Rust project whose dependency is only in the host's cargo
+// registry cache (~/.cargo/registry, filled by the host's `cargo fetch` from a registry on
+// loopback, its extracted sources then removed as cargo's cache cleaning does) builds in a box
+// with no network (`cargo build --offline`), and the box extracts the crate into the box
+// cache's cargo layer, where the workspace's next box finds it (the layers persist as npm's
+// and pip's do: TestNpmInstallFromHostCache and TestPipInstallFromHostCache launch a second
+// box). The host's ~/.cargo is unchanged; what a box writes there —
+// a crate's source rewritten after cargo extracted it, which cargo never checks again —
+// never reaches an unboxed cargo, which builds from the host's own crate. Before, ~/.cargo was
+// in the box only as the toolchain beside ~/.cargo/bin, read-only: the box failed with
+// "failed to unpack package `abcrate v1.0.0` … Read-only file system".
+func TestCargoBuildFromHostCache(t *testing.T) {
+	e := NewEnv(t)
+	path := cargoToolchain(t, e)
+	const msg = "from the host cargo registry"
+	index, stop := cargoRegistry(t, msg)
+	defer stop()
+	cargoHome := filepath.Join(e.Home, ".cargo")
+	cfg := "[source.crates-io]\nreplace-with = \"abreg\"\n\n[source.abreg]\nregistry = \"" + index + "\"\n"
+	if err := os.WriteFile(filepath.Join(cargoHome, "config.toml"), []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	app := filepath.Join(e.Work, "app")
+	cargoProject(t, app)
+	if out, err := hostTool(e, app, "env", "PATH="+path, "cargo", "fetch"); err != nil {
+		t.Fatalf("host cargo fetch: %v\n%s", err, out)
+	}
+	stop()
+	// What remains is the downloaded crate and the index entry: a box must extract the crate.
+	if err := os.RemoveAll(filepath.Join(cargoHome, "registry", "src")); err != nil {
+		t.Fatal(err)
+	}
+	before := treeHash(t, cargoHome)
+	for i, v := range e.Vars {
+		if strings.HasPrefix(v, "PATH=") {
+			e.Vars[i] = "PATH=" + path
+		}
+	}
+
+	r := e.runIn(app, "run", "sh", "--", "-c", `cargo build --offline -q && ./target/debug/app &&
+for f in ~/.cargo/registry/src/*/abcrate-1.0.0/src/lib.rs; do
+  echo 'pub fn msg() -> &'"'"'static str { "POISONED by a box" }' > "$f" && echo poisoned
+done
+echo '[build]' >> ~/.cargo/config.toml && touch ~/.cargo/registry/cache/*/abcrate-1.0.0.crate && echo done`)
+	if r.Code != 0 || !strings.Contains(r.Stdout, msg) || !strings.Contains(r.Stdout, "poisoned") || !strings.Contains(r.Stdout, "done") {
+		t.Fatalf("box: cargo build --offline from the host's registry cache: exit %d\nstdout:\n%s\nstderr:\n%s", r.Code, r.Stdout, r.Stderr)
+	}
+	if treeHash(t, cargoHome) != before {
+		t.Errorf("the host's cargo home %s changed while a box built", cargoHome)
+	}
+	// The crate the box extracted is in the workspace's cargo layer, for its next box.
+	if ok, _ := filepath.Glob(filepath.Join(e.State, "agentbox", "cache", "*", "cargo", "upper", "registry", "src", "*", "abcrate-1.0.0", ".cargo-ok")); len(ok) != 1 {
+		t.Errorf("the box cache's cargo layer does not hold the crate the box extracted (%v)", ok)
+	}
+	// An unboxed cargo builds from the host's own crate: nothing the box wrote reaches it.
+	hostApp := filepath.Join(e.Root, "hostapp")
+	cargoProject(t, hostApp)
+	out, err := hostTool(e, hostApp, "env", "PATH="+path, "sh", "-c", "cargo build --offline -q && ./target/debug/app")
+	if err != nil || !strings.Contains(out, msg) || strings.Contains(out, "POISONED") {
+		t.Errorf("the host's cargo after the box (err %v):\n%s", err, out)
 	}
 }

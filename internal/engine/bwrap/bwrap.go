@@ -172,7 +172,7 @@ func renderArgs(s *spec.Spec) ([]string, error) {
 	dev := false
 	procRO := false
 	for _, m := range s.Mounts {
-		if m.Beneath != "" {
+		if m.Beneath != "" && !(m.Kind == spec.KindOverlay && m.LowerFallback) {
 			if m.Kind != spec.KindBind && m.Kind != spec.KindOverlay {
 				return nil, fmt.Errorf("%w: %s step with beneath at %s", spec.ErrInvalid, m.Kind, m.Target)
 			}
@@ -221,8 +221,16 @@ func renderArgs(s *spec.Spec) ([]string, error) {
 			a = append(a, op, m.Source, m.Target)
 		case spec.KindOverlay:
 			// bwrap 0.8 builds no overlay: the box gets the writable layer alone (its own box
-			// cache), without the host's folder below it (docs/toolchains.md).
-			a = append(a, "--bind", m.Upper, m.Target)
+			// cache), without the host's folder below it, or with LowerFallback the host's folder
+			// read-only (docs/toolchains.md).
+			switch {
+			case m.LowerFallback && m.Optional:
+				a = append(a, "--ro-bind-try", m.Source, m.Target)
+			case m.LowerFallback:
+				a = append(a, "--ro-bind", m.Source, m.Target)
+			default:
+				a = append(a, "--bind", m.Upper, m.Target)
+			}
 		case spec.KindMask:
 			if !m.Optional {
 				return nil, fmt.Errorf("%w: the bwrap engine masks only optional paths (%s)", spec.ErrInvalid, m.Target)

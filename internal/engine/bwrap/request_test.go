@@ -138,14 +138,17 @@ func TestRequestRendersBeneath(t *testing.T) {
 
 // TestRequestRendersOverlay: bwrap 0.8 builds no overlay, so a package cache's overlay is
 // rendered as the box cache's writable layer alone, bound beneath the box cache (never the
-// host's folder, which the box must not write).
+// host's folder, which the box must not write), and one with LowerFallback (cargo's home) as
+// the host's folder bound read-only.
 func TestRequestRendersOverlay(t *testing.T) {
 	p, err := plan.Build(goldenInput())
 	if err != nil {
 		t.Fatal(err)
 	}
 	p.Mounts = append(p.Mounts, plan.Mount{Kind: plan.MountOverlay, Source: "/home/alice/.npm", Upper: "/state/cache/x/npm/upper",
-		Work: "/state/cache/x/npm/work", Beneath: "/state/cache/x", Target: "/home/alice/.npm", Optional: true})
+		Work: "/state/cache/x/npm/work", Beneath: "/state/cache/x", Target: "/home/alice/.npm", Optional: true},
+		plan.Mount{Kind: plan.MountOverlay, Source: "/home/alice/.cargo", Upper: "/state/cache/x/cargo/upper",
+			Work: "/state/cache/x/cargo/work", Beneath: "/state/cache/x", Target: "/home/alice/.cargo", Optional: true, LowerFallback: true})
 	b, err := (&Engine{}).Request(p)
 	if err != nil {
 		t.Fatal(err)
@@ -160,6 +163,12 @@ func TestRequestRendersOverlay(t *testing.T) {
 	}
 	if strings.Contains(args, " /home/alice/.npm /home/alice/.npm") {
 		t.Errorf("the host's cache is bound:\n%s", args)
+	}
+	if want := "/home/alice/.npm --ro-bind-try /home/alice/.cargo /home/alice/.cargo"; !strings.Contains(args, want) {
+		t.Errorf("args lack %q (the host's cargo home read-only, with no beneath option before it):\n%s", want, args)
+	}
+	if strings.Contains(args, "/state/cache/x/cargo") {
+		t.Errorf("the cargo layer is bound in place of the host's cargo home:\n%s", args)
 	}
 }
 

@@ -95,6 +95,9 @@ type Mount struct {
 	// Upper and Work are an overlay's writable layer and work folder, both beneath Beneath.
 	Upper string `json:"upper,omitempty"`
 	Work  string `json:"work,omitempty"`
+	// LowerFallback makes an engine that cannot build the overlay bind Source read-only at
+	// Target instead of Upper (plan.Mount.LowerFallback).
+	LowerFallback bool `json:"lowerFallback,omitempty"`
 }
 
 // Landlock is the program's filesystem policy; paths are in-box paths.
@@ -220,7 +223,7 @@ func Build(p *plan.Plan) (*Spec, error) {
 				return nil, fmt.Errorf("%w: overlay at %s: its layers %s and %s must lie beneath %s", ErrInvalid, m.Target, m.Upper, m.Work, m.Beneath)
 			}
 			mounts = append(mounts, Mount{Kind: KindOverlay, Source: m.Source, Upper: m.Upper, Work: m.Work,
-				Target: m.Target, Optional: m.Optional, Beneath: m.Beneath})
+				Target: m.Target, Optional: m.Optional, Beneath: m.Beneath, LowerFallback: m.LowerFallback})
 		default:
 			return nil, fmt.Errorf("%w: mount kind %q at %s", ErrInvalid, m.Kind, m.Target)
 		}

@@ -301,8 +301,8 @@ func (b *Root) bind(m spec.Mount) error {
 // descriptors opened here (fsconfig FSCONFIG_SET_FD, Linux 6.13), never as paths looked up
 // again. Mounted in the box's user namespace, the overlay keeps its own metadata in user.*
 // extended attributes (userxattr), and nothing is indexed (index=off), so that two boxes may
-// share the layers. A kernel that takes no layer by descriptor gets Upper alone at Target, as
-// the bwrap engine does: the box cache without the host's folder below it.
+// share the layers. A kernel that takes no layer by descriptor gets what the bwrap engine gets
+// (overlayFallback).
 func (b *Root) overlay(m spec.Mount) error {
 	lower, err := openFlags(m.Source, "", unix.O_RDONLY|unix.O_DIRECTORY)
 	if err != nil {
@@ -328,7 +328,7 @@ func (b *Root) overlay(m spec.Mount) error {
 	defer unix.Close(fs)
 	if err := unix.FsconfigSetFd(fs, "lowerdir+", lower); err != nil {
 		if errors.Is(err, unix.EINVAL) || errors.Is(err, unix.EBADF) {
-			return b.bind(spec.Mount{Kind: spec.KindBind, Source: m.Upper, Target: m.Target, Beneath: m.Beneath})
+			return b.overlayFallback(m)
 		}
 		return fmt.Errorf("overlay lower layer %s: %w", m.Source, err)
 	}
@@ -352,6 +352,16 @@ func (b *Root) overlay(m spec.Mount) error {
 	}
 	defer unix.Close(mnt)
 	return b.mountOn(mnt, m.Target, true, true)
+}
+
+// overlayFallback binds at an overlay's Target, for a kernel that cannot build it, Upper alone
+// (the box cache without the host's folder below it), or with LowerFallback the host's folder,
+// Source, read-only.
+func (b *Root) overlayFallback(m spec.Mount) error {
+	if m.LowerFallback {
+		return b.bind(spec.Mount{Kind: spec.KindBind, Source: m.Source, Target: m.Target, ReadOnly: true, Optional: m.Optional})
+	}
+	return b.bind(spec.Mount{Kind: spec.KindBind, Source: m.Upper, Target: m.Target, Beneath: m.Beneath})
 }
 
 // OpenSource opens the source of a bind as an O_PATH descriptor. With beneath set, source is
