@@ -5,7 +5,9 @@
 # host's npm cache) and a Python project (`pip install --no-index`, its wheels in the host's pip
 # cache), made here with a home of their own; then how long curl, npm, pip, go and git in a box
 # take to fail against a host no egressAllow names, against the same tool's start-up
-# (`--version`) in a box.
+# (`--version`) in a box. For the Node and Python installs, REPS (default 5) more pairs, host
+# then box, give medians of the whole command's time, the tool's own time inside, and its CPU
+# time (user+sys), which the machine's load does not stretch.
 # Results in docs/benchmarks.md ("Building in a box"). PARTS (default "go pkg denied") chooses
 # the parts: go, pkg (Node and Python), denied.
 set -euo pipefail
@@ -87,18 +89,41 @@ pipi="rm -rf /tmp/site && $py -m pip install -q --disable-pip-version-check --no
 (cd "$pyapp" && inhome sh -c "$py -m pip install -q --disable-pip-version-check --no-index --find-links vendor --no-build-isolation --target $tmp/py/site0$pips" >/dev/null 2>&1)
 inhome "$ab" run true >/dev/null # starts the home's daemon: not part of any measurement
 
-bench() { # bench NAME DIR SCRIPT: host (warm caches), first and second boxed, in ms
-  local host first second
+# inner SCRIPT: SCRIPT, then a line "WALL CPU": its own wall time and its processes' user+sys
+# CPU time (children, from /proc), in ms — in a box, without the launch around it.
+inner() { echo "$1"' >/dev/null 2>&1; e=$(date +%s%N); t=$(awk "{print \$16+\$17}" /proc/$$/stat); echo "$(( (e-s)/1000000 )) $((t*1000/'"$(getconf CLK_TCK)"'))"'; }
+median() { sort -n | awk '{a[NR]=$1} END{print a[int((NR+1)/2)]}'; }
+bench() { # bench NAME DIR SCRIPT: host (warm caches), first and second boxed, in ms; then REPS
+  # pairs (host, boxed) alternating, whose medians separate the launch from the tool's own
+  # time (inside) and the load (wall) from the work (CPU)
+  local host first second i hw hi hc bw bi bc s='s=$(date +%s%N); '
   (cd "$2" && inhome sh -c "$3") >/dev/null 2>&1 # warms the host's own file cache
   host=$(cd "$2" && ms inhome sh -c "$3")
   first=$(cd "$2" && ms inhome "$ab" run sh -- -c "$3")
   second=$(cd "$2" && ms inhome "$ab" run sh -- -c "$3")
   echo "| $1 | $host | $first | $second | $(awk "BEGIN{printf \"%.2f\", $second/$host}") |"
+  : >"$tmp/pairs"
+  for i in $(seq 1 "${REPS:-5}"); do
+    hw=$(cd "$2" && ms inhome bash -c "$s$(inner "$3")")
+    read -r hi hc <<<"$(tail -1 "$tmp/out")"
+    bw=$(cd "$2" && ms inhome "$ab" run bash -- -c "$s$(inner "$3")")
+    read -r bi bc <<<"$(tail -1 "$tmp/out")"
+    echo "$hw $hi $hc $bw $bi $bc" >>"$tmp/pairs"
+  done
+  pairs+="| $1 |$(for c in 1 2 3 4 5 6; do printf ' %s |' "$(cut -d' ' -f$c "$tmp/pairs" | median)"; done)
+"
 }
+pairs=""
 echo "| install, dependencies in the host's cache only (no network) | host | first boxed | second boxed | second / host |"
 echo "|---|---|---|---|---|"
 bench "npm ci --offline, $NPKG packages (ms)" "$node/app" "$npmci"
 bench "pip install --no-index, $PYPKG cached wheels of vendored sdists (ms)" "$pyapp" "$pipi"
+echo
+echo "Medians of ${REPS:-5} pairs, host then box, each timed whole, inside (the tool alone) and in CPU (user+sys):"
+echo
+echo "| install | host wall | host inside | host CPU | boxed wall | boxed inside | boxed CPU |"
+echo "|---|---|---|---|---|---|---|"
+printf '%s' "$pairs"
 echo
 fi
 [[ $PARTS == *" denied "* ]] || exit 0
