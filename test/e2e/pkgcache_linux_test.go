@@ -395,6 +395,7 @@ func cargoProject(t *testing.T, dir string) {
 // in the box only as the toolchain beside ~/.cargo/bin, read-only: the box failed with
 // "failed to unpack package `abcrate v1.0.0` … Read-only file system".
 func TestCargoBuildFromHostCache(t *testing.T) {
+	t.Parallel() // its own daemon, home and registry on a port of its own (parallelTests)
 	e := NewEnv(t)
 	path := cargoToolchain(t, e)
 	const msg = "from the host cargo registry"
