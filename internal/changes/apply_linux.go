@@ -23,7 +23,7 @@ const beneathNoLinks = unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RE
 // is refused.
 func Apply(dir, ws, rel string) error {
 	rel = filepath.Clean(rel)
-	if rel == "." || filepath.IsAbs(rel) || rel == ".." || strings.HasPrefix(rel, "../") {
+	if rel == "." || filepath.IsAbs(rel) || rel == ".." || strings.HasPrefix(rel, "../") || rel == AddedRecord {
 		return fmt.Errorf("%w: %q is not a workspace-relative path", ErrUnknown, rel)
 	}
 	src := filepath.Join(dir, rel)

@@ -26,6 +26,11 @@ const MaxFile = 4 << 20
 // truncatedSuffix marks, beside a kept file, that it was cut at MaxFile.
 const truncatedSuffix = ".agentbox-truncated"
 
+// AddedRecord names, at the top of a store, the record of the paths guarded after the launch
+// started (Guard.Add, Added). It is no change: List skips it and Apply refuses it. No protected
+// path has that name.
+const AddedRecord = ".agentbox-guarded.json"
+
 // baseSuffix names, beside a kept file, the content the path had when the launch started: the
 // change modifies an existing protected file (its staged copy, see Stage).
 const baseSuffix = ".agentbox-base"
@@ -97,7 +102,7 @@ func List(dir string) ([]Change, error) {
 			}
 			return err
 		}
-		if d.IsDir() || strings.HasSuffix(p, truncatedSuffix) || strings.HasSuffix(p, baseSuffix) {
+		if d.IsDir() || strings.HasSuffix(p, truncatedSuffix) || strings.HasSuffix(p, baseSuffix) || p == filepath.Join(dir, AddedRecord) {
 			return nil
 		}
 		rel, err := filepath.Rel(dir, p)

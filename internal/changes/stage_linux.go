@@ -223,6 +223,13 @@ func Collect(dir, storeDir string) (Collected, error) {
 				return false, fmt.Errorf("proposed changes %s: %w", storeDir, err)
 			}
 		}
+		// The host removed the file while the box ran, and the box created it again: box-init
+		// kept that file as the change at the path (Guard.Add). This copy is left, not lost.
+		var st unix.Stat_t
+		if unix.Fstatat(store, rel, &st, unix.AT_SYMLINK_NOFOLLOW) == nil &&
+			unix.Fstatat(store, rel+baseSuffix, &st, unix.AT_SYMLINK_NOFOLLOW) != nil {
+			return false, errCreatedAgain
+		}
 		if err := writeStore(store, rel+baseSuffix, base, baseMode&0o755, false); err != nil {
 			return false, err
 		}
@@ -273,6 +280,11 @@ func Collect(dir, storeDir string) (Collected, error) {
 	}
 	return res, nil
 }
+
+// errCreatedAgain: the store holds, at the copy's path, what the box created there after the
+// host removed the file.
+var errCreatedAgain = errors.New("the host removed the file while the box ran and the box created it again: " +
+	"what it created is the proposed change at the path, and what it wrote to its copy before is not kept with it")
 
 // errTooLarge: the box's copy is larger than MaxFile.
 var errTooLarge = errors.New("larger than the proposed-change bound")

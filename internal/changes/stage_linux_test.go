@@ -296,3 +296,23 @@ func stageFiles(t *testing.T, files map[string]string) (ws, dir, store string, c
 	}
 	return ws, dir, store, copyOf
 }
+
+// TestCollectCreatedAgain: the host removed a staged file while the box ran, and the box created
+// it again (the guard kept that as the change at the path). Collect keeps that change and
+// leaves the box's earlier copy where it is, reported, rather than writing over either.
+func TestCollectCreatedAgain(t *testing.T) {
+	_, dir, store, copyOf := stageFiles(t, map[string]string{".envrc": "export A=1\n"})
+	mustWrite(t, copyOf[".envrc"], "export A=2\n", 0o644)
+	mustWrite(t, filepath.Join(store, ".envrc"), "created again\n", 0o600)
+	res, err := Collect(dir, store)
+	if err != nil || len(res.Kept) != 0 || len(res.Failed) != 1 || !errors.Is(res.Failed[0].Err, errCreatedAgain) {
+		t.Fatalf("Collect: %+v %v, want .envrc failed as created again", res, err)
+	}
+	cs, err := List(store)
+	if err != nil || len(cs) != 1 || string(cs[0].Content) != "created again\n" || cs[0].Modifies {
+		t.Errorf("store: %+v %v, want the created file only", cs, err)
+	}
+	if b, err := os.ReadFile(copyOf[".envrc"]); err != nil || string(b) != "export A=2\n" {
+		t.Errorf("the box's copy: %q %v, want it left", b, err)
+	}
+}

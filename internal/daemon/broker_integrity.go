@@ -124,7 +124,12 @@ func (b *integrityBroker) Prepare(ctx context.Context, bl *broker.Launch, c *pla
 			b.release(bl.ID)
 			return err
 		}
-		c.Guards, c.ChangesDir = lay.Guards, changesDir(b.StateDir, bl.ID)
+		c.Guards = lay.Guards
+	}
+	// A protected path that exists is guarded as well should the host remove it while the box
+	// runs (the engine records it in the store, changes.Added): the store is the box's always.
+	if len(lay.Guards) > 0 || len(lay.Protected) > 0 {
+		c.ChangesDir = changesDir(b.StateDir, bl.ID)
 	}
 	c.Mounts = append(c.Mounts, plan.ProtectMounts(lay.Protected)...)
 	b.Log.Info("integrity snapshot", "launch", bl.ID, "roots", len(st.Roots), "pinned", len(lay.Protected),
@@ -160,17 +165,18 @@ func (b *integrityBroker) End(id string) {
 	} else if !errors.Is(err, os.ErrNotExist) {
 		b.Log.Error("integrity: load state for the check at exit", "launch", id, "err", err)
 	}
-	// What the box wrote in the staged copies of protected files is kept as proposed changes,
-	// before the launch is recorded as ended.
 	workspace := ""
 	if w != nil {
 		workspace = w.State.Workspace
 	}
-	keepStaged := b.collectStaged(id, workspace)
 	// What a box created at a guarded path and its engine did not move out (an engine without a
 	// guard, a box-init that was killed) is moved out now, before the launch is recorded as
-	// ended.
-	b.sweepGuards(id)
+	// ended; first, so that collecting a staged copy finds what the box created at its path
+	// after the host removed the file.
+	b.sweepGuards(id, workspace)
+	// What the box wrote in the staged copies of protected files is kept as proposed changes,
+	// before the launch is recorded as ended.
+	keepStaged := b.collectStaged(id, workspace)
 	if w != nil {
 		w.Verify(integrity.SourceExit, true)
 	}
@@ -212,14 +218,28 @@ func (b *integrityBroker) guardsPath(id string) string {
 	return filepath.Join(launchdir.Dir(b.RuntimeDir, id), launchdir.GuardsFile)
 }
 
-// sweepGuards makes one guard pass over launch id's guarded paths.
-func (b *integrityBroker) sweepGuards(id string) {
+// sweepGuards makes one guard pass over launch id's guarded paths: those guarded from the start
+// and those its engine guarded after the host removed them (changes.Added), which must lie
+// beneath the workspace ws.
+func (b *integrityBroker) sweepGuards(id, ws string) {
+	defer b.removeEmptyChanges(id)
 	gs, err := loadGuards(b.guardsPath(id))
-	if errors.Is(err, os.ErrNotExist) {
-		return
-	}
-	if err != nil {
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		b.Log.Error("integrity: load guarded paths for the pass at exit", "launch", id, "err", err)
+	}
+	added, err := changes.Added(changesDir(b.StateDir, id))
+	if err != nil {
+		b.Log.Error("integrity: load the paths guarded while the box ran", "launch", id, "err", err)
+	}
+	for _, g := range added {
+		if ws == "" || g.Beneath != ws || !plan.Within(g.Path, ws) {
+			b.Log.Error("integrity: a path guarded while the box ran is not beneath its workspace; not swept", "launch", id, "path", g.Path, "workspace", ws)
+			continue
+		}
+		b.Log.Warn("integrity: a protected path was removed on the host while the box ran; guarded since", "launch", id, "path", g.Path)
+		gs = append(gs, g)
+	}
+	if len(gs) == 0 {
 		return
 	}
 	g, err := changes.Open(changesDir(b.StateDir, id), gs, false)
@@ -233,7 +253,6 @@ func (b *integrityBroker) sweepGuards(id string) {
 	if err := g.Close(); err != nil {
 		b.Log.Error("integrity: guard pass at exit", "launch", id, "err", err)
 	}
-	b.removeEmptyChanges(id)
 }
 
 // removeEmptyChanges removes launch id's proposed-changes folder when the box proposed nothing.

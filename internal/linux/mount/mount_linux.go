@@ -290,9 +290,28 @@ func (b *Root) bind(m spec.Mount) error {
 		}
 		// A staged copy lost to the host's replacement of the file is not bound again: the
 		// host's new file is bound read-only (the box's copy was made from the old one).
-		b.kept = append(b.kept, keptMount{target: m.Target, readOnly: m.ReadOnly || m.Staged, dir: isDir, id: id})
+		k := keptMount{target: m.Target, readOnly: m.ReadOnly || m.Staged, dir: isDir, id: id,
+			protected: m.ReadOnly || m.Staged, beneath: m.Beneath}
+		if m.Staged {
+			k.beneath = b.workspaceOf(m.Target)
+		}
+		b.kept = append(b.kept, k)
 	}
 	return nil
+}
+
+// workspaceOf returns the workspace of a staged copy's target (whose bind names none: its source
+// lies outside the workspace). plan.ProtectMounts binds every folder between a protected path
+// and its workspace onto itself, parents first, each naming the workspace: the target's folder
+// is one of them, or else the workspace itself.
+func (b *Root) workspaceOf(target string) string {
+	dir := filepath.Dir(filepath.Clean(target))
+	for _, k := range b.kept {
+		if !k.mask && k.target == dir && k.beneath != "" {
+			return k.beneath
+		}
+	}
+	return dir
 }
 
 // overlay mounts at Target an overlay of the host folder Source (the lower layer, which the
