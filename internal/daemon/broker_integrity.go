@@ -17,6 +17,7 @@ import (
 	"github.com/agentbox/agentbox/internal/integrity"
 	"github.com/agentbox/agentbox/internal/launchdir"
 	"github.com/agentbox/agentbox/internal/plan"
+	"github.com/agentbox/agentbox/internal/store"
 )
 
 // The integrity broker protects each launch's executable configuration (docs/integrity.md):
@@ -382,6 +383,68 @@ func (b *integrityBroker) newWatcher(id string, st *integrity.State, interval ti
 // runs (changes.Stage): in the state directory, on the disk the workspace's files would take.
 func stagedDir(stateDir, id string) string {
 	return filepath.Join(stateDir, "staged", id)
+}
+
+// minStagedAge is how old a staged folder must be before a prune removes it, whatever the
+// prune's cut-off: a launch being prepared has its staged copies before its record exists.
+const minStagedAge = time.Hour
+
+// pruneStaged removes the staged folders that outlived their launch's record: the copies a
+// collect at exit could not collect are left there with a drift alert (collectStaged), and are
+// kept as long as the launch's record — launches.retention, or `agentbox launches prune` —
+// then go with it. A folder is removed when its launch is not recorded (pruned, or never
+// recorded: a daemon stopped while preparing it) and it was made before before and at least
+// minStagedAge ago; recorded says whether a launch is recorded. It returns the launches whose
+// folders it removed, and the first error (the other folders are still looked at).
+func pruneStaged(stateDir string, before time.Time, recorded func(id string) (bool, error)) ([]string, error) {
+	root := filepath.Join(stateDir, "staged")
+	ents, err := os.ReadDir(root)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("staged copies: %w", err)
+	}
+	if floor := time.Now().Add(-minStagedAge); floor.Before(before) {
+		before = floor
+	}
+	var removed []string
+	var errs []error
+	for _, e := range ents {
+		fi, err := e.Info()
+		if err != nil || !fi.IsDir() || !fi.ModTime().Before(before) {
+			continue
+		}
+		if rec, err := recorded(e.Name()); err != nil || rec {
+			if err != nil {
+				errs = append(errs, err)
+			}
+			continue
+		}
+		if err := os.RemoveAll(filepath.Join(root, e.Name())); err != nil {
+			errs = append(errs, fmt.Errorf("remove staged copies: %w", err))
+			continue
+		}
+		removed = append(removed, e.Name())
+	}
+	return removed, errors.Join(errs...)
+}
+
+// pruneStaged is pruneStaged for the daemon's store and state directory.
+func (d *Daemon) pruneStaged(ctx context.Context, before time.Time) {
+	removed, err := pruneStaged(d.stateDir, before, func(id string) (bool, error) {
+		_, err := d.db.GetLaunch(ctx, id)
+		if errors.Is(err, store.ErrNotFound) {
+			return false, nil
+		}
+		return err == nil, err
+	})
+	if err != nil {
+		d.log.Warn("prune staged copies", "err", err)
+	}
+	for _, id := range removed {
+		d.log.Info("staged copies of a pruned launch removed", "launch", id, "path", stagedDir(d.stateDir, id))
+	}
 }
 
 // changesDir is where launch id's proposed changes are kept (docs/integrity.md): in the state
