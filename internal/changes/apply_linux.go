@@ -34,7 +34,7 @@ func Apply(dir, ws, rel string) error {
 	if err != nil {
 		return err
 	}
-	if _, err := os.Lstat(src + truncatedSuffix); err == nil {
+	if _, err := os.Lstat(src + TruncatedSuffix); err == nil {
 		return fmt.Errorf("%s: the box's file was larger than %d bytes and was kept truncated: it cannot be applied", rel, MaxFile)
 	}
 	root, err := unix.Open(ws, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)

@@ -23,8 +23,10 @@ import (
 // applied; a staged copy the box made larger is not kept at all (Collected.TooLarge).
 const MaxFile = 4 << 20
 
-// truncatedSuffix marks, beside a kept file, that it was cut at MaxFile.
-const truncatedSuffix = ".agentbox-truncated"
+// TruncatedSuffix marks, beside a kept file, that it was cut at MaxFile; beside a staged copy,
+// that the box filled it to MaxFile (its bound while the box runs) and what it wrote beyond was
+// refused.
+const TruncatedSuffix = ".agentbox-truncated"
 
 // AddedRecord names, at the top of a store, the record of the paths guarded after the launch
 // started (Guard.Add, Added). It is no change: List skips it and Apply refuses it. No protected
@@ -41,8 +43,12 @@ type Collected struct {
 	// Kept are the paths kept as proposed changes.
 	Kept []string
 	// TooLarge are the paths whose copy the box made larger than MaxFile: not kept (the
-	// host's file is untouched), to be reported.
+	// host's file is untouched), to be reported. (An engine that bounds the copies while the
+	// box runs leaves none: see Truncated.)
 	TooLarge []string
+	// Truncated are the paths, among Kept, whose copy the box filled to MaxFile while it ran
+	// (its writes beyond were refused): kept truncated, never to be applied, to be reported.
+	Truncated []string
 	// Failed are the copies that could not be collected; they are left where Stage made them.
 	Failed []Failure
 }
@@ -102,7 +108,7 @@ func List(dir string) ([]Change, error) {
 			}
 			return err
 		}
-		if d.IsDir() || strings.HasSuffix(p, truncatedSuffix) || strings.HasSuffix(p, baseSuffix) || p == filepath.Join(dir, AddedRecord) {
+		if d.IsDir() || strings.HasSuffix(p, TruncatedSuffix) || strings.HasSuffix(p, baseSuffix) || p == filepath.Join(dir, AddedRecord) {
 			return nil
 		}
 		rel, err := filepath.Rel(dir, p)
@@ -122,7 +128,7 @@ func List(dir string) ([]Change, error) {
 				return err
 			}
 			c.Content = b
-			if _, err := os.Lstat(p + truncatedSuffix); err == nil {
+			if _, err := os.Lstat(p + TruncatedSuffix); err == nil {
 				c.Truncated = true
 			}
 			fi, err := d.Info()
@@ -172,12 +178,20 @@ func Diff(c Change, host []byte) string {
 	if c.Modifies && c.ModeChanged {
 		fmt.Fprintf(&b, "(the box changed the file's mode to %#o)\n", c.Mode)
 	}
+	if c.Truncated && len(what) > truncatedShown {
+		// It cannot be applied: its start is enough to review, and a bound full of control
+		// bytes, each shown escaped, would not fit in the answer of `agentbox changes`.
+		what = what[:truncatedShown]
+	}
 	writeHunks(&b, lines(host), lines(what))
 	if c.Truncated {
-		fmt.Fprintf(&b, "(truncated at %d bytes: cannot be applied)\n", MaxFile)
+		fmt.Fprintf(&b, "(truncated at %d bytes: cannot be applied; the diff shows its first %d bytes)\n", MaxFile, min(len(c.Content), truncatedShown))
 	}
 	return b.String()
 }
+
+// truncatedShown is how much of a truncated change Diff shows.
+const truncatedShown = 64 << 10
 
 // diffContext is the number of unchanged lines shown around a change.
 const diffContext = 3

@@ -412,11 +412,11 @@ func writeStore(store int, rel string, content []byte, mode uint32, truncated bo
 		return fmt.Errorf("keep %s: %w", rel, err)
 	}
 	if truncated {
-		if fd, err := unix.Openat(parent, name+truncatedSuffix, unix.O_WRONLY|unix.O_CREAT|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600); err == nil {
+		if fd, err := unix.Openat(parent, name+TruncatedSuffix, unix.O_WRONLY|unix.O_CREAT|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600); err == nil {
 			unix.Close(fd)
 		}
 	} else {
-		unix.Unlinkat(parent, name+truncatedSuffix, 0)
+		unix.Unlinkat(parent, name+TruncatedSuffix, 0)
 	}
 	return nil
 }

@@ -211,7 +211,11 @@ func Collect(dir, storeDir string) (Collected, error) {
 		if len(content) > MaxFile {
 			return false, errTooLarge
 		}
-		if bytes.Equal(content, base) && (mode^baseMode)&0o111 == 0 {
+		// The box filled its copy to the bound box-init gives it while the box runs: what it
+		// wrote beyond was refused. What fit is kept, marked truncated (it cannot be applied).
+		_, err = os.Lstat(filepath.Join(boxDir, rel+TruncatedSuffix))
+		full := err == nil
+		if bytes.Equal(content, base) && (mode^baseMode)&0o111 == 0 && !full {
 			return false, nil // unchanged
 		}
 		if store < 0 {
@@ -233,9 +237,12 @@ func Collect(dir, storeDir string) (Collected, error) {
 		if err := writeStore(store, rel+baseSuffix, base, baseMode&0o755, false); err != nil {
 			return false, err
 		}
-		if err := writeStore(store, rel, content, mode&0o755, false); err != nil {
+		if err := writeStore(store, rel, content, mode&0o755, full); err != nil {
 			unix.Unlinkat(store, rel+baseSuffix, 0) // no half-kept change
 			return false, err
+		}
+		if full {
+			return true, errFull
 		}
 		return true, nil
 	}
@@ -246,7 +253,7 @@ func Collect(dir, storeDir string) (Collected, error) {
 			}
 			return err
 		}
-		if d.IsDir() {
+		if d.IsDir() || strings.HasSuffix(p, TruncatedSuffix) {
 			return nil
 		}
 		rel, err := filepath.Rel(boxDir, p)
@@ -257,6 +264,9 @@ func Collect(dir, storeDir string) (Collected, error) {
 		switch {
 		case errors.Is(err, errTooLarge):
 			res.TooLarge = append(res.TooLarge, rel)
+		case errors.Is(err, errFull):
+			res.Kept = append(res.Kept, rel)
+			res.Truncated = append(res.Truncated, rel)
 		case err != nil:
 			res.Failed = append(res.Failed, Failure{Path: rel, Err: err})
 			return nil // left in dir, with its base
@@ -266,6 +276,7 @@ func Collect(dir, storeDir string) (Collected, error) {
 		// Collected (or not to be kept): its copies go now, so that a full disk gets back
 		// their room for the others.
 		os.Remove(p)
+		os.Remove(p + TruncatedSuffix)
 		os.Remove(filepath.Join(dir, stageBase, rel))
 		return nil
 	})
@@ -285,6 +296,9 @@ func Collect(dir, storeDir string) (Collected, error) {
 // host removed the file.
 var errCreatedAgain = errors.New("the host removed the file while the box ran and the box created it again: " +
 	"what it created is the proposed change at the path, and what it wrote to its copy before is not kept with it")
+
+// errFull: the box filled its copy to MaxFile while it ran; it was kept truncated.
+var errFull = errors.New("the box filled its copy to the bound")
 
 // errTooLarge: the box's copy is larger than MaxFile.
 var errTooLarge = errors.New("larger than the proposed-change bound")

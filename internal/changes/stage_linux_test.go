@@ -316,3 +316,28 @@ func TestCollectCreatedAgain(t *testing.T) {
 		t.Errorf("the box's copy: %q %v, want it left", b, err)
 	}
 }
+
+// TestCollectFull: a copy the box filled to the bound while it ran (box-init marked it) is
+// kept as a change marked truncated, listed in Collected.Truncated, shown so and never applied.
+func TestCollectFull(t *testing.T) {
+	ws, dir, store, copyOf := stageFiles(t, map[string]string{".envrc": "export A=1\n"})
+	mustWrite(t, copyOf[".envrc"], strings.Repeat("x", MaxFile), 0o644)
+	mustWrite(t, copyOf[".envrc"]+TruncatedSuffix, "", 0o600)
+	res, err := Collect(dir, store)
+	if err != nil || strings.Join(res.Kept, " ") != ".envrc" || strings.Join(res.Truncated, " ") != ".envrc" {
+		t.Fatalf("Collect: %+v %v, want .envrc kept truncated", res, err)
+	}
+	cs, err := List(store)
+	if err != nil || len(cs) != 1 || !cs[0].Truncated || !cs[0].Modifies || len(cs[0].Content) != MaxFile {
+		t.Fatalf("store: %v, want .envrc truncated", err)
+	}
+	if d := Diff(cs[0], []byte("export A=1\n")); len(d) > 2*truncatedShown || !strings.Contains(d, "(truncated at 4194304 bytes: cannot be applied") {
+		t.Errorf("diff of the truncated change: %d bytes, ending %q", len(d), d[max(0, len(d)-200):])
+	}
+	if err := Apply(store, ws, ".envrc"); err == nil || !strings.Contains(err.Error(), "truncated") {
+		t.Errorf("apply of the truncated change: %v", err)
+	}
+	if _, err := os.Lstat(dir); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("staged folder left: %v", err)
+	}
+}

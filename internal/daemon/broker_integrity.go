@@ -201,6 +201,9 @@ func (b *integrityBroker) collectStaged(id string, ws string) (left bool) {
 			b.Log.Error("integrity: record drift", "launch", id, "err", err)
 		}
 	}
+	for _, rel := range res.Truncated {
+		b.Log.Warn("integrity: the box filled its copy of a protected file to the bound; kept truncated", "launch", id, "path", rel, "bound", changes.MaxFile)
+	}
 	for _, rel := range res.TooLarge {
 		b.Log.Warn("integrity: the box wrote more than the proposed-change bound to a protected file; not kept", "launch", id, "path", rel, "bound", changes.MaxFile)
 		alert(rel, fmt.Sprintf("the box wrote more than %d bytes to it (the host's file is untouched)", changes.MaxFile))

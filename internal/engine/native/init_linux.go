@@ -201,6 +201,19 @@ func BoxInitMain(args []string) int {
 	if err != nil {
 		return fail("%v", err)
 	}
+	// The staged copies the box writes (each on a bounded tmpfs) are copied back to the host's
+	// copies as the box writes them, and a last time once its processes are gone: before the
+	// launch's exit is reported, so that the daemon collects what the box wrote last.
+	syncDone, synced := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(synced)
+		keeper.SyncStaged(syncDone, func(msg string) { fmt.Fprintf(os.Stderr, "agentbox box-init: %s\n", msg) })
+	}()
+	defer func() {
+		killOthers()
+		close(syncDone)
+		<-synced
+	}()
 	// So are the guarded paths' folders; a box whose guarded paths cannot be watched does not
 	// start either.
 	if guard != nil {
@@ -254,11 +267,17 @@ func BoxInitMain(args []string) int {
 // what is there and keeps the final content of what the box wrote. box-init exits, and the
 // launch's exit is reported, only after it.
 func finishGuard(g *changes.Guard) {
-	unix.Kill(-1, unix.SIGKILL) // from PID 1: every other process of the box
-	for i := 0; i < 200 && ns.OthersLeft(); i++ {
-		time.Sleep(5 * time.Millisecond)
-	}
+	killOthers()
 	if err := g.Close(); err != nil {
 		fmt.Fprintf(os.Stderr, "agentbox box-init: guarding the protected paths: %v\n", err)
+	}
+}
+
+// killOthers kills every other process of the box (from PID 1) and waits, bounded, until they
+// are gone.
+func killOthers() {
+	unix.Kill(-1, unix.SIGKILL)
+	for i := 0; i < 200 && ns.OthersLeft(); i++ {
+		time.Sleep(5 * time.Millisecond)
 	}
 }

@@ -52,8 +52,9 @@ type Keeper struct {
 	// aside (Quarantine).
 	Guard func(path string, dir bool, beneath string) error
 
-	kept []keptMount
-	gone *removals
+	kept   []keptMount
+	gone   *removals
+	staged []*stagedCopy
 }
 
 // Watch starts watching the folders of the root's masks and read-only binds (inotify), before
@@ -64,7 +65,7 @@ func (b *Root) Watch() (*Keeper, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Keeper{kept: b.kept, gone: gone}, nil
+	return &Keeper{kept: b.kept, gone: gone, staged: b.staged}, nil
 }
 
 // Run keeps the mounts in place until stop is called (see keepMounts); call it once.

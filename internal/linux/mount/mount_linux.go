@@ -36,6 +36,8 @@ type Root struct {
 	// kept are the binds inside the workspace (those with Beneath) and the masks: box-init
 	// keeps them in place for the box's life (see keepMounts).
 	kept []keptMount
+	// staged are the staged copies the box writes, each on a tmpfs of its own (onTmpfs).
+	staged []*stagedCopy
 }
 
 // Build makes the mount namespace private, attaches a fresh tmpfs as the new root and applies
@@ -251,6 +253,19 @@ func (b *Root) bind(m spec.Mount) error {
 		return fmt.Errorf("open source %s: %w", m.Source, err)
 	}
 	defer unix.Close(src)
+	if m.Staged {
+		// The box writes a copy of the staged copy on a tmpfs bounded at changes.MaxFile. The
+		// detached tmpfs is held open until its file is cloned: closing it unmounts it.
+		mnt, err := b.onTmpfs(m.Source, m.Target)
+		if err != nil {
+			return err
+		}
+		defer unix.Close(mnt)
+		if src, err = unix.Openat(mnt, stagedName, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0); err != nil {
+			return fmt.Errorf("staged copy on tmpfs: %w", err)
+		}
+		defer unix.Close(src)
+	}
 	var st unix.Stat_t
 	if err := unix.Fstat(src, &st); err != nil {
 		return fmt.Errorf("stat source %s: %w", m.Source, err)
