@@ -1,7 +1,9 @@
 package native_test
 
 import (
+	"bytes"
 	"os"
+	"path/filepath"
 	"sort"
 	"testing"
 	"time"
@@ -10,6 +12,7 @@ import (
 	"github.com/agentbox/agentbox/internal/engine/enginetest"
 	"github.com/agentbox/agentbox/internal/engine/native"
 	"github.com/agentbox/agentbox/internal/engine/spec"
+	"github.com/agentbox/agentbox/internal/plan"
 )
 
 // BenchmarkStartToExec measures box start to program exec inside the shim: from Engine.Start
@@ -18,6 +21,34 @@ import (
 // reports the median and p95 of the iterations besides the mean.
 func BenchmarkStartToExec(b *testing.B) {
 	p, _ := enginetest.NewPlan(b, "/bin/true", nil, nil)
+	benchStartToExec(b, p)
+}
+
+// BenchmarkStartToExecStaged is BenchmarkStartToExec with four staged copies of protected
+// files bound in the workspace (.envrc, .mcp.json, .git/config, .claude/settings.json, 4 KiB
+// each), as the integrity broker binds them: what staging costs a box's start (each copy on a
+// tmpfs of its own, copied in).
+func BenchmarkStartToExecStaged(b *testing.B) {
+	staged := b.TempDir()
+	p, _ := enginetest.NewPlan(b, "/bin/true", nil, func(in *plan.Input) {
+		var ps []plan.Protected
+		for _, rel := range []string{".envrc", ".mcp.json", ".git/config", ".claude/settings.json"} {
+			for _, f := range []string{filepath.Join(in.Workspace, rel), filepath.Join(staged, rel)} {
+				if err := os.MkdirAll(filepath.Dir(f), 0o755); err != nil {
+					b.Fatal(err)
+				}
+				if err := os.WriteFile(f, bytes.Repeat([]byte("x"), 4096), 0o644); err != nil {
+					b.Fatal(err)
+				}
+			}
+			ps = append(ps, plan.Protected{Path: filepath.Join(in.Workspace, rel), Beneath: in.Workspace, Staged: filepath.Join(staged, rel)})
+		}
+		in.Brokers.Mounts = plan.ProtectMounts(ps)
+	})
+	benchStartToExec(b, p)
+}
+
+func benchStartToExec(b *testing.B, p *plan.Plan) {
 	e := &native.Engine{}
 	req, err := e.Request(p)
 	if err != nil {
