@@ -507,6 +507,7 @@ func TestInteractiveGeminiTrust(t *testing.T) {
 // ~/.local/state/opencode, where the unboxed OpenCode recalls its prompt history, is not
 // changed and gains no file.
 func TestInteractiveOpenCode(t *testing.T) {
+	t.Parallel() // its own daemon and upstreams; mostly waits (parallelTests)
 	bin := agentBin(t, "opencode")
 	e := NewEnv(t)
 	e.Vars = append(e.Vars, "PATH="+filepath.Dir(bin)+":"+os.Getenv("PATH"))
