@@ -268,6 +268,12 @@ func TestInteractiveCodex(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(e.Home, ".codex", "config.toml"), []byte(trust), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	// A returning user's prompt history, as the unboxed Codex leaves it.
+	hostHistory := filepath.Join(e.Home, ".codex", "history.jsonl")
+	const history = `{"session_id":"00000000-0000-0000-0000-000000000000","ts":1764547200,"text":"a prompt typed on the host"}` + "\n"
+	if err := os.WriteFile(hostHistory, []byte(history), 0o600); err != nil {
+		t.Fatal(err)
+	}
 
 	m := e.Tmux(t)
 	m.tmux("resize-window", "-t", "main", "-x", "120", "-y", "40")
@@ -287,6 +293,12 @@ func TestInteractiveCodex(t *testing.T) {
 	}
 	if dbs, _ := filepath.Glob(filepath.Join(e.Home, ".codex", "state_*.sqlite")); len(dbs) > 0 {
 		t.Errorf("the box wrote Codex's thread index into the host's ~/.codex: %v", dbs)
+	}
+	if b, err := os.ReadFile(filepath.Join(state, ".codex", "history.jsonl")); err != nil || !strings.Contains(string(b), "OTTER") {
+		t.Errorf("the box's prompt history is not in the box-owned state %s: %q, %v", state, b, err)
+	}
+	if b, _ := os.ReadFile(hostHistory); string(b) != history {
+		t.Errorf("the box changed the host's ~/.codex/history.jsonl:\n%s", b)
 	}
 
 	if reqs := converse(t, m, up, "run codex -- resume --last", prompt, "remember the word OTTER", "and now?"); !carries(reqs, "OTTER") {
