@@ -546,8 +546,9 @@ func TestInteractiveOpenCode(t *testing.T) {
 	// on a loaded machine its screens took minutes to draw.
 	m.wait = 6 * time.Minute
 	prompt := `ctrl\+p commands`
-	// OpenCode takes input typed while it finishes a reply (its title, its snapshot) and then
-	// drops it: /exit waits for the reply's footer (the agent, the model, the time it took).
+	// An /exit typed right after the answer appeared was once dropped (OpenCode cleared the
+	// input and kept running): /exit waits for the reply's footer (agent, model, time taken),
+	// which OpenCode shows once the reply is done.
 	done := func(ask string) func() {
 		return func() { m.WaitFor(`(?s)` + regexp.QuoteMeta(ask) + `.*Hello from the fake upstream.*▣[^\n]*· \d`) }
 	}
