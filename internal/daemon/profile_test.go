@@ -109,12 +109,12 @@ func TestPreCreate(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(home, ".claude", ".credentials.json")); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("a denied path was created: %v", err)
 	}
-	// Nested parents (.local/state/opencode) are created too.
+	// Nested parents (.cache/opencode/bin) are created too.
 	if err := preCreate(home, set.Get("opencode")); err != nil {
 		t.Fatal(err)
 	}
-	if st, err := os.Stat(filepath.Join(home, ".local", "state", "opencode")); err != nil || !st.IsDir() {
-		t.Errorf(".local/state/opencode: %v", err)
+	if st, err := os.Stat(filepath.Join(home, ".cache", "opencode", "bin")); err != nil || !st.IsDir() {
+		t.Errorf(".cache/opencode/bin: %v", err)
 	}
 	// A symlink planted where a harness directory goes, pointing out of the home, is not
 	// followed.

@@ -268,6 +268,12 @@ func TestInteractiveCodex(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(e.Home, ".codex", "config.toml"), []byte(trust), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	// A returning user's prompt history, as the unboxed Codex leaves it.
+	hostHistory := filepath.Join(e.Home, ".codex", "history.jsonl")
+	const history = `{"session_id":"00000000-0000-0000-0000-000000000000","ts":1764547200,"text":"a prompt typed on the host"}` + "\n"
+	if err := os.WriteFile(hostHistory, []byte(history), 0o600); err != nil {
+		t.Fatal(err)
+	}
 
 	m := e.Tmux(t)
 	m.tmux("resize-window", "-t", "main", "-x", "120", "-y", "40")
@@ -287,6 +293,12 @@ func TestInteractiveCodex(t *testing.T) {
 	}
 	if dbs, _ := filepath.Glob(filepath.Join(e.Home, ".codex", "state_*.sqlite")); len(dbs) > 0 {
 		t.Errorf("the box wrote Codex's thread index into the host's ~/.codex: %v", dbs)
+	}
+	if b, err := os.ReadFile(filepath.Join(state, ".codex", "history.jsonl")); err != nil || !strings.Contains(string(b), "OTTER") {
+		t.Errorf("the box's prompt history is not in the box-owned state %s: %q, %v", state, b, err)
+	}
+	if b, _ := os.ReadFile(hostHistory); string(b) != history {
+		t.Errorf("the box changed the host's ~/.codex/history.jsonl:\n%s", b)
 	}
 
 	if reqs := converse(t, m, up, "run codex -- resume --last", prompt, "remember the word OTTER", "and now?"); !carries(reqs, "OTTER") {
@@ -495,4 +507,76 @@ func TestInteractiveGeminiTrust(t *testing.T) {
 	if b, _ := os.ReadFile(hostTrust); string(b) != hostRules {
 		t.Errorf("the box changed the host's ~/.gemini/trustedFolders.json:\n%s", b)
 	}
+}
+
+// TestInteractiveOpenCode uses the real OpenCode in a real terminal (tmux) as a returning user
+// of the host would: `agentbox run opencode` reaches its prompt (OpenCode asks nothing before
+// it), a typed prompt is answered by the stand-in upstream through the relay, /exit ends the
+// launch with 0, and the next launch's `opencode --continue` resumes the session (shown, and
+// carried by the next request). The session is the box's own: OpenCode's data folder (its
+// database) and its state folder (the prompt history, recent models) are kept in the
+// workspace's box-owned state; the host's ~/.local/share/opencode gets nothing, and the host's
+// ~/.local/state/opencode, where the unboxed OpenCode recalls its prompt history, is not
+// changed and gains no file.
+func TestInteractiveOpenCode(t *testing.T) {
+	t.Parallel() // its own daemon and upstreams; mostly waits (parallelTests)
+	bin := agentBin(t, "opencode")
+	e := NewEnv(t)
+	e.Vars = append(e.Vars, "PATH="+filepath.Dir(bin)+":"+os.Getenv("PATH"))
+	up := llmtest.NewOpenAI(llmtest.Options{})
+	defer up.Close()
+	credFile := filepath.Join(e.Home, "openai.key")
+	if err := os.WriteFile(credFile, []byte(hostCredential+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	writeConfig(t, e, fmt.Sprintf("gateway:\n  openai:\n    url: %s\n    credential:\n      file: %s\nmodels:\n  opencode: openai/gpt-4.1-mini\n", up.URL, credFile))
+	// A returning user's state folder, as the unboxed OpenCode leaves it.
+	hostState := filepath.Join(e.Home, ".local", "state", "opencode")
+	if err := os.MkdirAll(hostState, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	const hostHistory = `{"input":"a prompt typed on the host","parts":[],"mode":"normal"}` + "\n"
+	if err := os.WriteFile(filepath.Join(hostState, "prompt-history.jsonl"), []byte(hostHistory), 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	m := e.Tmux(t)
+	m.tmux("resize-window", "-t", "main", "-x", "120", "-y", "40")
+	// OpenCode 1.18.34 spends 15-25 s of CPU to start and answer (its own cost, unboxed too):
+	// on a loaded machine its screens took minutes to draw.
+	m.wait = 6 * time.Minute
+	prompt := `ctrl\+p commands`
+	// An /exit typed right after the answer appeared was once dropped (OpenCode cleared the
+	// input and kept running): /exit waits for the reply's footer (agent, model, time taken),
+	// which OpenCode shows once the reply is done.
+	done := func(ask string) func() {
+		return func() { m.WaitFor(`(?s)` + regexp.QuoteMeta(ask) + `.*Hello from the fake upstream.*▣[^\n]*· \d`) }
+	}
+	converseAfter(t, m, up, "run opencode", nil, done("remember the word PUFFIN"), prompt, "", "remember the word PUFFIN")
+
+	state := boxState(t, e, "opencode")
+	if _, err := os.Stat(filepath.Join(state, ".local", "share", "opencode", "opencode.db")); err != nil {
+		t.Errorf("no OpenCode database in the box-owned state %s: %v", state, err)
+	}
+	if b, err := os.ReadFile(filepath.Join(state, ".local", "state", "opencode", "prompt-history.jsonl")); err != nil || !strings.Contains(string(b), "PUFFIN") {
+		t.Errorf("the box's prompt history is not in the box-owned state %s: %q, %v", state, b, err)
+	}
+	if ents, _ := os.ReadDir(filepath.Join(e.Home, ".local", "share", "opencode")); len(ents) > 0 {
+		t.Errorf("the box wrote into the host's ~/.local/share/opencode: %v", ents)
+	}
+	hostUnchanged := func() {
+		t.Helper()
+		if b, _ := os.ReadFile(filepath.Join(hostState, "prompt-history.jsonl")); string(b) != hostHistory {
+			t.Errorf("the box changed the host's ~/.local/state/opencode/prompt-history.jsonl:\n%s", b)
+		}
+		if ents, _ := os.ReadDir(hostState); len(ents) != 1 {
+			t.Errorf("the box wrote into the host's ~/.local/state/opencode: %v", ents)
+		}
+	}
+	hostUnchanged()
+
+	if reqs := converseAfter(t, m, up, "run opencode -- --continue", nil, done("and then"), prompt, "remember the word PUFFIN", "and then"); !carries(reqs, "PUFFIN") {
+		t.Errorf("the resumed launch's requests do not carry the earlier session")
+	}
+	hostUnchanged()
 }

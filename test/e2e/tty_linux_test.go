@@ -29,6 +29,9 @@ type Tmux struct {
 	// target is the pane the methods type into and read: "main" (the first window's pane)
 	// or a pane id from Split.
 	target string
+	// wait bounds WaitFor (and so Wait); zero means deadline. A program whose screens take
+	// long to draw on a loaded machine sets it.
+	wait time.Duration
 }
 
 // Tmux starts a tmux server with an 80x24 window (no status line) running sh.
@@ -111,7 +114,11 @@ func (m *Tmux) WaitFor(re string) []string {
 	m.t.Helper()
 	rx := regexp.MustCompile(re)
 	var got []string
-	end := time.Now().Add(deadline)
+	wait := m.wait
+	if wait == 0 {
+		wait = deadline
+	}
+	end := time.Now().Add(wait)
 	for {
 		s := m.Screen()
 		if got = rx.FindStringSubmatch(s); got != nil {
