@@ -13,7 +13,11 @@ bindir=${AGENTBOX_BIN%/*}
 
 echo "== go test ./... as $(id -un)"
 # -parallel 3: the long e2e tests that call t.Parallel() mostly wait (test/e2e parallelTests).
-$GO test -count=1 -timeout 15m -parallel 3 ./...
+# As root, the box suites run again as an ordinary user below; the real agent CLIs' e2e tests
+# run in that pass only (test/e2e agentBin).
+user_suites=0
+[ "$(id -u)" != 0 ] || user_suites=1
+AGENTBOX_TEST_USER_SUITES=$user_suites $GO test -count=1 -timeout 15m -parallel 3 ./...
 
 # The race detector over the packages whose code runs goroutines and whose tests build no box
 # (the relay and its sessions and LLM relay, the connection limits, the hand-off; below, parts
