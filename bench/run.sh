@@ -10,5 +10,10 @@ $GO run ./bench/startup -n "${N:-100}"
 echo
 $GO run ./bench/startup -n "${N:-100}" -gap 250ms
 echo
+# bwrap and agentbox alternating within each round (and BASE, another build's bin/agentbox,
+# the code before a change, with its own daemon): on a loaded machine only these ratios mean
+# anything.
+$GO run ./bench/startup -pairs -n "${N:-100}" -gap 100ms ${BASE:+-base "$BASE"}
+echo
 echo "## Box start to program exec inside the shim (native engine)"
 $GO test -run XXX -bench "StartToExec|PrestartedToExec" -benchtime "${N:-100}x" ./internal/engine/native | grep Benchmark

@@ -37,6 +37,8 @@ func main() {
 	noop := flag.Bool("noop", false, "exit at once (a floor)")
 	floorServe := flag.String("floor-serve", "", "serve the floor's launches on this unix socket (internal)")
 	floorClient := flag.String("floor-client", "", "ask the floor's server on this unix socket to run the argument (internal)")
+	pairs := flag.Bool("pairs", false, "only (b) and (c), alternating: n pairs, each ratio within its pair (on a loaded machine only same-run ratios mean anything)")
+	base := flag.String("base", "", "with -pairs: another build's agentbox binary (the code before a change), run with its own daemon in the same rounds as (b) and (c)")
 	flag.Parse()
 	switch {
 	case *noop:
@@ -47,35 +49,8 @@ func main() {
 	case *floorClient != "":
 		os.Exit(askFloor(*floorClient, flag.Arg(0)))
 	}
-	abs, err := filepath.Abs(*bin)
-	check(err)
-
-	root, err := os.MkdirTemp("/tmp", "abbench")
-	check(err)
-	defer os.RemoveAll(root)
-	// XDG_RUNTIME_DIR is a tmpfs on a systemd host (/run/user/UID); /dev/shm stands in for it
-	// here, so that the runtime files of a launch cost what they cost there.
-	runtimeRoot := root
-	if st, err := os.Stat("/dev/shm"); err == nil && st.IsDir() {
-		shm, err := os.MkdirTemp("/dev/shm", "abbench")
-		check(err)
-		defer os.RemoveAll(shm)
-		runtimeRoot = shm
-	}
-	env := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + mk(root, "home"), "XDG_RUNTIME_DIR=" + mk(runtimeRoot, "run"),
-		"XDG_STATE_HOME=" + mk(root, "state"), "XDG_CONFIG_HOME=" + mk(root, "config")}
-	work := mk(root, "work")
-	ab := func(args ...string) *exec.Cmd {
-		c := exec.Command(abs, args...)
-		c.Env, c.Dir = env, work
-		return c
-	}
-	// Warm the daemon (the first run starts it).
-	out, err := ab("run", "/bin/true").CombinedOutput()
-	if err != nil {
-		fatalf("warm-up: %v: %s", err, out)
-	}
-	defer ab("daemon", "stop").Run()
+	ab, runtimeRoot, stop := startAgentbox(*bin)
+	defer stop()
 
 	self, err := os.Executable()
 	check(err)
@@ -108,6 +83,16 @@ func main() {
 			return exec.Command("bwrap", "--unshare-all", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "/bin/true")
 		}, false},
 		{"(c) agentbox run /bin/true (warm daemon, end to end)", func() *exec.Cmd { return ab("run", "/bin/true") }, true},
+	}
+	if *pairs {
+		rivals := []rival{{cases[4].name, cases[4].cmd, nil}, {cases[5].name, cases[5].cmd, ab}}
+		if *base != "" {
+			bab, _, bstop := startAgentbox(*base)
+			defer bstop()
+			rivals = append(rivals, rival{"(c0) the same, built from " + *base, func() *exec.Cmd { return bab("run", "/bin/true") }, bab})
+		}
+		runPairs(rivals, *n, *gap)
+		return
 	}
 	fmt.Printf("Iterations %v apart. CPU: all processes of the machine, per iteration (from /proc/stat).\n\n", *gap)
 	fmt.Printf("| case | n | median | p95 | CPU |\n|---|---|---|---|---|\n")
@@ -215,6 +200,105 @@ func stageBreakdown(ab func(...string) *exec.Cmd, ds []time.Duration) string {
 	fmt.Fprintf(&b, "| (sum of the stages) | %s | |\n| (the rest: CLI start, API round trip, attach, program, exit, settlement seen by the client) | %s | |\n",
 		ms(sum), ms(ds[mid]-sum))
 	return b.String()
+}
+
+// rival is one case of runPairs; ab, for an agentbox, runs its CLI (for the stages).
+type rival struct {
+	name string
+	cmd  func() *exec.Cmd
+	ab   func(...string) *exec.Cmd
+}
+
+// runPairs runs n rounds of the rivals (bwrap first, then agentbox builds), each round in
+// another order (rotated), gap apart, and prints each one's median and p95, the median of the
+// rounds' ratios to the first, the load average at the start and the end, and the stages of
+// each agentbox's median launch.
+func runPairs(rivals []rival, n int, gap time.Duration) {
+	load0 := loadavg()
+	ds := make([][]time.Duration, len(rivals))
+	ratios := make([][]time.Duration, len(rivals)) // to rivals[0], in thousandths
+	for i := 0; i < n; i++ {
+		round := make([]time.Duration, len(rivals))
+		for k := range rivals {
+			j := (i + k) % len(rivals)
+			t0 := time.Now()
+			if out, err := rivals[j].cmd().CombinedOutput(); err != nil {
+				fatalf("%s: %v: %s", rivals[j].name, err, out)
+			}
+			round[j] = time.Since(t0)
+			time.Sleep(gap)
+		}
+		for j, d := range round {
+			ds[j] = append(ds[j], d)
+			ratios[j] = append(ratios[j], d*1000/round[0])
+		}
+	}
+	fmt.Printf("%d rounds, each in another order, %v apart; load average %s at the start, %s at the end.\n\n", n, gap, load0, loadavg())
+	fmt.Printf("| case | median | p95 | median of the rounds' ratios to (b) |\n|---|---|---|---|\n")
+	var breakdowns []string
+	inOrder := make([][]time.Duration, len(rivals))
+	for j, r := range rivals {
+		inOrder[j] = slices.Clone(ds[j])
+		m, p := stats(ds[j])
+		rm, _ := stats(ratios[j])
+		fmt.Printf("| %s | %s | %s | %.2f × |\n", r.name, ms(m), ms(p), float64(rm)/1000)
+		if r.ab != nil {
+			breakdowns = append(breakdowns, r.name+":\n"+stageBreakdown(r.ab, inOrder[j]))
+		}
+	}
+	if len(rivals) == 3 {
+		var r []time.Duration
+		for i := range inOrder[1] {
+			r = append(r, inOrder[1][i]*1000/inOrder[2][i])
+		}
+		rm, _ := stats(r)
+		fmt.Printf("\n(c) against (c0), median of the rounds' ratios: %.3f ×\n", float64(rm)/1000)
+	}
+	for _, b := range breakdowns {
+		fmt.Print("\n", b)
+	}
+}
+
+// startAgentbox starts bin's daemon with a home, state, configuration and runtime folder of
+// its own (the first launch starts it) and returns how to run bin's CLI there, the runtime
+// root, and how to stop the daemon and remove the folders.
+func startAgentbox(bin string) (ab func(args ...string) *exec.Cmd, runtimeRoot string, stop func()) {
+	abs, err := filepath.Abs(bin)
+	check(err)
+	root, err := os.MkdirTemp("/tmp", "abbench")
+	check(err)
+	// XDG_RUNTIME_DIR is a tmpfs on a systemd host (/run/user/UID); /dev/shm stands in for it
+	// here, so that the runtime files of a launch cost what they cost there.
+	runtimeRoot = root
+	if st, err := os.Stat("/dev/shm"); err == nil && st.IsDir() {
+		runtimeRoot, err = os.MkdirTemp("/dev/shm", "abbench")
+		check(err)
+	}
+	env := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + mk(root, "home"), "XDG_RUNTIME_DIR=" + mk(runtimeRoot, "run"),
+		"XDG_STATE_HOME=" + mk(root, "state"), "XDG_CONFIG_HOME=" + mk(root, "config")}
+	work := mk(root, "work")
+	ab = func(args ...string) *exec.Cmd {
+		c := exec.Command(abs, args...)
+		c.Env, c.Dir = env, work
+		return c
+	}
+	// Warm the daemon (the first run starts it).
+	if out, err := ab("run", "/bin/true").CombinedOutput(); err != nil {
+		fatalf("warm-up of %s: %v: %s", bin, err, out)
+	}
+	return ab, runtimeRoot, func() {
+		ab("daemon", "stop").Run()
+		os.RemoveAll(root)
+		if runtimeRoot != root {
+			os.RemoveAll(runtimeRoot)
+		}
+	}
+}
+
+func loadavg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	check(err)
+	return strings.Join(strings.Fields(string(b))[:3], " ")
 }
 
 // serveFloor runs, for each connection on the unix socket at path, the program named on its
