@@ -1,6 +1,7 @@
 package integrity
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -59,6 +60,11 @@ func (r *Registry) locked(fn func(f *phFile) error) error {
 	out, err := json.MarshalIndent(&st, "", "  ")
 	if err != nil {
 		return err
+	}
+	// Most launches hold no placeholder: writing the same state again would cost each of them
+	// an fsync of the file and one of its folder, three times (prepare, hold, release).
+	if bytes.Equal(out, b) || (b == nil && len(st.Entries) == 0) {
+		return ferr
 	}
 	if err := atomicfile.WriteFile(r.Path, out, 0o600); err != nil {
 		return fmt.Errorf("placeholder registry: %w", err)

@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -334,5 +335,63 @@ func TestHoldHomePlaceholders(t *testing.T) {
 	}
 	if b, _ := os.ReadFile(filepath.Join(h, "users.json")); string(b) != "mine" {
 		t.Errorf("the user's users.json became %q", b)
+	}
+}
+
+// TestRegistryWritesOnlyChanges guards the launch path's speed: a launch that holds no
+// placeholder (most launches) leaves the registry file as it was, rather than paying an fsync
+// of the file and of its folder at its prepare, its hold and its release; a launch that does
+// hold one still writes it.
+func TestRegistryWritesOnlyChanges(t *testing.T) {
+	ws := t.TempDir()
+	home := t.TempDir()
+	reg := &integrity.Registry{Path: filepath.Join(t.TempDir(), "placeholders.json")}
+	quiet := func(launch string) {
+		t.Helper()
+		if _, err := reg.Prepare(launch, ws, nil); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := reg.Hold(launch, nil); err != nil || len(got) != 0 {
+			t.Fatalf("hold nothing: %v %v", got, err)
+		}
+		if _, err := reg.Held(launch); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := reg.Holders(); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := reg.Release(launch); err != nil {
+			t.Fatal(err)
+		}
+	}
+	quiet("first")
+	if _, err := os.Lstat(reg.Path); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("a launch without placeholders on a new registry wrote it: %v", err)
+	}
+	ph := []integrity.Placeholder{{Path: filepath.Join(home, "auth.json"), Beneath: home, Private: true}}
+	if got, err := reg.Hold("holder", ph); err != nil || len(got) != 1 {
+		t.Fatalf("hold: %v %v", got, err)
+	}
+	inode := func() uint64 {
+		t.Helper()
+		st, err := os.Lstat(reg.Path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st.Sys().(*syscall.Stat_t).Ino
+	}
+	before := inode()
+	quiet("second")
+	if after := inode(); after != before {
+		t.Errorf("a launch without placeholders rewrote the registry (inode %d, then %d)", before, after)
+	}
+	if _, err := reg.Release("holder"); err != nil {
+		t.Fatal(err)
+	}
+	if inode() == before {
+		t.Errorf("releasing a held placeholder did not rewrite the registry")
+	}
+	if _, err := os.Lstat(ph[0].Path); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("placeholder left after its last holder ended: %v", err)
 	}
 }
