@@ -811,7 +811,7 @@ func pinNamespace(ino uint64) (*pinnedNS, procRef, error) {
 				pin = p
 			}
 		}
-		if init.Pid == 0 && innermostPid(pid) == 1 {
+		if init.Pid == 0 && ns.InnermostPid(pid) == 1 {
 			start, err := procStartTime(pid)
 			if err == nil {
 				init = procRef{Pid: pid, Start: start, PidNS: ino}
@@ -842,24 +842,6 @@ func pinProcess(pid int, ino uint64) (*pinnedNS, error) {
 		return nil, fmt.Errorf("process %d is not in pid namespace %d", pid, ino)
 	}
 	return &pinnedNS{fd: fd, ino: ino}, nil
-}
-
-// innermostPid returns pid's pid in its own pid namespace (the last NSpid field), or 0.
-func innermostPid(pid int) int {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "NSpid:"); ok {
-			f := strings.Fields(v)
-			if len(f) > 0 {
-				n, _ := strconv.Atoi(f[len(f)-1])
-				return n
-			}
-		}
-	}
-	return 0
 }
 
 // settleBox ends a box and proves it: SIGKILL to its PID 1 (the very process, by start time),

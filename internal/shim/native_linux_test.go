@@ -20,6 +20,7 @@ import (
 	"github.com/agentbox/agentbox/internal/engine/native"
 	"github.com/agentbox/agentbox/internal/engine/spec"
 	"github.com/agentbox/agentbox/internal/launchdir"
+	"github.com/agentbox/agentbox/internal/linux/ns"
 	"github.com/agentbox/agentbox/internal/plan"
 	"github.com/agentbox/agentbox/internal/shim"
 	"github.com/agentbox/agentbox/internal/testenv"
@@ -57,7 +58,10 @@ func TestNativeEngine(t *testing.T) {
 	requireNative(t)
 
 	t.Run("pipe", func(t *testing.T) {
-		dir, _ := nativeLaunch(t, shim.Config{}, "/bin/sh", []string{"-c", `wc -c; echo to-stderr >&2; exit 7`}, nil)
+		// The program leaves a grandchild in a session of its own, which only the end of the
+		// box's pid namespace ends: the shim settles without scanning /proc once it has reaped
+		// the namespace's init, so nothing of the namespace may remain then.
+		dir, _ := nativeLaunch(t, shim.Config{}, "/bin/sh", []string{"-c", `wc -c; setsid sh -c 'sleep 1000 </dev/null >/dev/null 2>&1 &'; echo to-stderr >&2; exit 7`}, nil)
 		r := attachPipes(t, dir, []byte("12345"))
 		if r.err != nil || r.code != 7 {
 			t.Fatalf("Attach = %d, %v (stderr %q)", r.code, r.err, r.stderr)
@@ -68,6 +72,12 @@ func TestNativeEngine(t *testing.T) {
 		st := waitStatus(t, dir)
 		if st.State != api.StateExited || !st.Settled || !st.Execd || st.Namespaces["pid"] == nsIno(t, "pid") || st.Namespaces["user"] == nsIno(t, "user") {
 			t.Fatalf("status %+v", st)
+		}
+		if left, err := ns.Remaining(st.Namespaces["pid"]); err != nil || len(left) > 0 {
+			t.Errorf("settled, but processes of the box's pid namespace remain: %v %v", left, err)
+			for _, pid := range left {
+				syscall.Kill(pid, syscall.SIGKILL)
+			}
 		}
 	})
 

@@ -157,6 +157,8 @@ type server struct {
 	attachDeadline time.Time   // when an attached launch gives up waiting for its client
 	ln             *net.UnixListener
 	pidNSFile      *os.File      // holds the box's pid namespace open, so its inode is not reused while settling
+	topIsInit      bool          // the box's top process is the init (pid 1) of the box's pid namespace
+	reaped         bool          // the box's top process was reaped (waitBox)
 	startReq       chan struct{} // closed by the first attach
 	stopReq        chan struct{} // closed by a stop before the box started
 	boxExited      chan struct{} // closed when the box's top process has been reaped
@@ -540,9 +542,15 @@ func (s *server) startBox(hold bool) error {
 		s.log.Printf("pin pid namespace of box %d: %v", pid, err)
 	}
 
+	// The top process is the init of the box's pid namespace (the native engine's box-init;
+	// not bwrap, whose top process is outside): once the shim has reaped it, the kernel has
+	// ended and released every other process of the namespace (settle).
+	topIsInit := pid == box.NamespacePid() && ns.InnermostPid(pid) == 1
+
 	s.mu.Lock()
 	s.box = box
 	s.ctl = shimEnd
+	s.topIsInit = topIsInit
 	if hold {
 		s.advanceLocked(evStartHeld)
 	} else {
@@ -590,6 +598,7 @@ func (s *server) waitBox() {
 			code = 128 + int(ws.Signal())
 		}
 		s.status.ExitCode = &code
+		s.reaped = true
 		s.log.Printf("box exited: %v (code %d)", ps, code)
 	}
 	s.advanceLocked(evExit)
@@ -624,8 +633,9 @@ func (s *server) supervise() {
 
 	s.mu.Lock()
 	pidNS := s.status.Namespaces["pid"]
+	byInit := s.topIsInit && s.reaped
 	s.mu.Unlock()
-	settled := s.settle(pidNS)
+	settled := s.settle(pidNS, byInit)
 
 	s.mu.Lock()
 	st := &s.status
@@ -652,10 +662,15 @@ func (s *server) supervise() {
 }
 
 // settle verifies that no process of the box's pid namespace remains, killing stragglers.
-// settleAttempts bounds the settlement scan (20 ms apart).
+// byInit says that the box's top process, the init of its pid namespace, has been reaped: the
+// kernel kills every other process of a pid namespace when its init exits, and lets the init
+// be reaped only once all of them are gone, zombies and processes whose parent is outside the
+// namespace included (zap_pid_ns_processes, since Linux 4.11): the namespace is empty, and no
+// scan is needed. Otherwise (a top process outside the namespace: bwrap) a scan of /proc
+// looks for what remains. settleAttempts bounds the settlement scan (20 ms apart).
 const settleAttempts = 1500
 
-func (s *server) settle(pidNS uint64) bool {
+func (s *server) settle(pidNS uint64, byInit bool) bool {
 	if pidNS == 0 {
 		s.log.Printf("settlement: the box's pid namespace is unknown")
 		return false
@@ -675,6 +690,9 @@ func (s *server) settle(pidNS uint64) bool {
 		s.pidNSFile.Close()
 		s.pidNSFile = nil
 	}()
+	if byInit {
+		return true
+	}
 	// Bounded generously: on a loaded machine the kernel may take a while to reap a dying
 	// namespace's processes.
 	for attempt := 0; attempt < settleAttempts; attempt++ {

@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"strconv"
+	"strings"
 
 	"golang.org/x/sys/unix"
 )
@@ -60,6 +61,24 @@ func Remaining(pidNS uint64) ([]int, error) {
 		}
 	}
 	return pids, nil
+}
+
+// InnermostPid returns pid's pid in its own (innermost) pid namespace, the last NSpid field
+// of /proc/PID/status, or 0 when that cannot be read: 1 for the init of a box's pid namespace.
+func InnermostPid(pid int) int {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "NSpid:"); ok {
+			if f := strings.Fields(v); len(f) > 0 {
+				n, _ := strconv.Atoi(f[len(f)-1])
+				return n
+			}
+		}
+	}
+	return 0
 }
 
 // Settled reports whether no process of the pid namespace with inode pidNS remains. The shim
