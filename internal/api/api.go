@@ -29,6 +29,15 @@ const (
 	QueryHideProbes = "hideProbes"
 )
 
+// QueryWait on GET /v0/launches/{id}, WaitEnded: the answer waits until the launch is
+// recorded as ended (its brokers' end done), for at most MaxEndWait; a launch that is still
+// running then is answered as it is. A daemon without it answers at once.
+const (
+	QueryWait  = "wait"
+	WaitEnded  = "ended"
+	MaxEndWait = 10 * time.Second
+)
+
 // States lists every launch state.
 var States = []string{StateStarting, StateRunning, StateExited, StateFailed, StateLost}
 

@@ -244,7 +244,7 @@ func egressHint(e *api.EgressStats) string {
 func exitSummary(ctx context.Context, c *client.Client, id string, w io.Writer) {
 	var l *api.Launch
 	for i := 0; i < 1000; i++ { // a hang guard: the daemon records the end right after cleanup
-		got, err := c.Get(ctx, id)
+		got, err := c.WaitEnded(ctx, id)
 		if err != nil {
 			return
 		}

@@ -253,6 +253,13 @@ func (c *Client) Get(ctx context.Context, id string) (*api.Launch, error) {
 	return &l, c.do(ctx, http.MethodGet, api.RouteLaunch+id, nil, &l)
 }
 
+// WaitEnded returns launch id once the daemon has recorded its end (api.WaitEnded), or as it
+// is after api.MaxEndWait; a daemon from before api.QueryWait answers at once.
+func (c *Client) WaitEnded(ctx context.Context, id string) (*api.Launch, error) {
+	var l api.Launch
+	return &l, c.do(ctx, http.MethodGet, api.RouteLaunch+id+"?"+api.QueryWait+"="+api.WaitEnded, nil, &l)
+}
+
 // Stop stops a launch's box (its whole tree) and waits until it has settled.
 func (c *Client) Stop(ctx context.Context, id string) (*api.Launch, error) {
 	var l api.Launch

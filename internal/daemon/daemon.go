@@ -59,6 +59,7 @@ type launchStore interface {
 	SetShim(ctx context.Context, id string, pid int, startTime uint64) error
 	SetRunning(ctx context.Context, id string, boxPid int, stages []api.Stage) error
 	Finish(ctx context.Context, l *store.Launch) error
+	GetLaunch(ctx context.Context, id string) (*store.Launch, error)
 	ListLaunches(ctx context.Context, f store.Filter) ([]*store.Launch, error)
 	Running(ctx context.Context) ([]*store.Launch, error)
 	AddDrift(ctx context.Context, id string, e api.DriftEvent) error

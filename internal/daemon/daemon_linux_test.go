@@ -484,6 +484,26 @@ func TestDetachedLaunchesEndingAtOnce(t *testing.T) {
 			t.Errorf("launch %s: state %s, exit %v, error %+v; want exited 0", id, l.State, l.ExitCode, l.Error)
 		}
 	}
+
+	// The client's exit summary asks once for the launch's end (api.WaitEnded): the answer
+	// waits until the end is recorded, here for a program that runs 0.3 s after the launch
+	// was answered; found by its whole id (one row) it is the record a prefix finds.
+	sh, err := exec.LookPath("sh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := td.c.Launch(ctx, &api.LaunchRequest{Program: "sh", Path: sh, Args: []string{"-c", "sleep 0.3; exit 3"}, Workspace: td.work, Detach: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := td.c.WaitEnded(ctx, resp.ID)
+	if err != nil || l.State != api.StateExited || l.ExitCode == nil || *l.ExitCode != 3 || !l.Settled {
+		t.Fatalf("WaitEnded = %+v, %v; want exited 3, settled", l, err)
+	}
+	byPrefix, err := td.c.Get(ctx, resp.ID[:8])
+	if err != nil || byPrefix.ID != l.ID || byPrefix.State != l.State || !byPrefix.Ended.Equal(l.Ended) || *byPrefix.ExitCode != 3 {
+		t.Errorf("by prefix %+v, %v; by the whole id %+v", byPrefix, err, l)
+	}
 }
 
 // TestSpareReplaced: the spare a launch takes is replaced — once the launch has ended, and

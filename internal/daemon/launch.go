@@ -40,6 +40,9 @@ type liveLaunch struct {
 	run     *launch.Run   // its pipeline, for the watch stage (nil when re-adopted)
 }
 
+// launchIDLen is the length of a launch id: 128 bits in hex.
+const launchIDLen = 32
+
 func newLaunchID() (string, error) {
 	var b [16]byte
 	if _, err := rand.Read(b[:]); err != nil {
@@ -439,6 +442,17 @@ func (d *Daemon) find(ctx context.Context, id string) (*api.Launch, string, erro
 	if len(id) < 4 {
 		return nil, "", &api.Error{Code: api.CodeBadRequest, Message: "launch id must have at least 4 characters"}
 	}
+	if len(id) == launchIDLen {
+		// A whole id (what the CLI has after a run) is its own only match: one row, not every
+		// launch the store keeps with their drift.
+		l, err := d.store.GetLaunch(ctx, id)
+		if err == nil {
+			return new(fromStore(l)), l.LaunchDir, nil
+		}
+		if !errors.Is(err, store.ErrNotFound) {
+			return nil, "", err
+		}
+	}
 	ls, err := d.store.ListLaunches(ctx, store.Filter{})
 	if err != nil {
 		return nil, "", err
@@ -464,6 +478,26 @@ func (d *Daemon) serveGetLaunch(w http.ResponseWriter, r *http.Request) error {
 	l, _, err := d.find(r.Context(), r.PathValue("id"))
 	if err != nil {
 		return err
+	}
+	if r.URL.Query().Get(api.QueryWait) == api.WaitEnded {
+		// The client's summary after its program exited waits for the launch's end here,
+		// rather than asking again and again.
+		d.mu.Lock()
+		live := d.launches[l.ID]
+		d.mu.Unlock()
+		if live != nil {
+			t := time.NewTimer(api.MaxEndWait)
+			defer t.Stop()
+			select {
+			case <-live.done:
+				if l, _, err = d.find(r.Context(), l.ID); err != nil {
+					return err
+				}
+			case <-t.C:
+			case <-r.Context().Done():
+				return r.Context().Err()
+			}
+		}
 	}
 	l.Egress = d.egressStats(l.ID)
 	writeJSON(w, http.StatusOK, l)
