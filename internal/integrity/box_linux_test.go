@@ -333,6 +333,11 @@ func TestAbsentProtectedKeptAsProposed(t *testing.T) {
 		{"CreateZedTasks", `mkdir -p .zed && echo '[]' > .zed/tasks.json`, ".zed/tasks.json", "[]\n"},
 		{"CreateNvimLua", `echo 'os.execute("evil")' > .nvim.lua`, ".nvim.lua", "os.execute(\"evil\")\n"},
 		{"CreateMise", `printf '[env]\n' > .mise.toml`, ".mise.toml", "[env]\n"},
+		// Package managers' and build tools' project files (review 9, F1): the host's npm test,
+		// cargo metadata and any cargo ran what these name.
+		{"CreateNpmrc", `echo 'script-shell=/w/evil' > .npmrc`, ".npmrc", "script-shell=/w/evil\n"},
+		{"CreateCargoConfig", `mkdir -p .cargo && printf '[build]\nrustc-wrapper = "evil"\n' > .cargo/config.toml`, ".cargo/config.toml", "[build]\nrustc-wrapper = \"evil\"\n"},
+		{"CreateRustToolchain", `printf '[toolchain]\npath = "/w/tc"\n' > rust-toolchain.toml`, "rust-toolchain.toml", "[toolchain]\npath = \"/w/tc\"\n"},
 	}
 	for _, a := range attempts {
 		t.Run(a.name, func(t *testing.T) {

@@ -19,7 +19,11 @@ import (
 // (pre-commit's `repo: local` runs any command); the other editors' and tools' files start
 // programs or language servers when the folder is opened or entered (Cursor's and Zed's MCP
 // servers and tasks, Helix's language servers, Neovim's and Vim's exrc, JetBrains' run
-// configurations, mise's tasks and env, Emacs' directory-local eval).
+// configurations, mise's tasks and env, Emacs' directory-local eval). The package managers'
+// and build tools' project files run what they name at the host's next ordinary command:
+// npm's script-shell (.npmrc) at `npm test`, yarn's yarnPath, pnpm's .pnpmfile.cjs at install,
+// cargo's build.rustc-wrapper (.cargo/config.toml) at `cargo metadata` (what rust-analyzer runs
+// when an editor opens the folder), and a rust-toolchain file's toolchain path at any cargo.
 var WorkspaceProtected = []string{
 	".git",
 	".gitmodules",
@@ -52,6 +56,14 @@ var WorkspaceProtected = []string{
 	".mise.toml",
 	"mise.toml",
 	".dir-locals.el",
+	".npmrc",
+	".yarnrc",
+	".yarnrc.yml",
+	".pnpmfile.cjs",
+	".cargo/config",
+	".cargo/config.toml",
+	"rust-toolchain",
+	"rust-toolchain.toml",
 }
 
 // WorkspaceProtectedGlobs are workspace-relative patterns (filepath.Match) whose existing
