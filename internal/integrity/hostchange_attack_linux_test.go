@@ -1,11 +1,13 @@
 package integrity_test
 
 import (
+	"bytes"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/agentbox/agentbox/internal/engine"
 	"github.com/agentbox/agentbox/internal/engine/enginetest"
@@ -113,4 +115,51 @@ mkdir -p .claude .github/workflows
 		t.Errorf(".envrc after checking main out again: %q, %v", b, err)
 	}
 	t.Logf("box stderr: %s", r.Stderr)
+}
+
+// TestHostRemovesFolderHoldingProtectedFolder guards review 9's finding F5: while a box runs,
+// the host removes .github (which holds only the protected workflows folder), as `rm -rf` or a
+// `git checkout` of a branch without it does. inotify then ends the watch on .github
+// (IN_IGNORED), which box-init took for lost events, so every denied path counted as removed:
+// as root, whose boxes mask /etc/shadow twice, box-init stopped the box ("denied path
+// /etc/shadow removed on the host") and tried to move /etc/shadow aside. Now the end of a watch
+// counts as the removal of what lay beneath that folder only: the box runs to its end.
+func TestHostRemovesFolderHoldingProtectedFolder(t *testing.T) {
+	e := newDaemonEnv(t)
+	repo(t, e.work)
+	type result struct {
+		stdout, stderr string
+		code           int
+	}
+	done := make(chan result, 1)
+	c := e.cmd("run", "sh", "--", "-c", `: > started; while [ ! -e go ]; do sleep 0.02; done; echo box-finished`)
+	var out, errb bytes.Buffer
+	c.Stdout, c.Stderr = &out, &errb
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		c.Wait()
+		done <- result{out.String(), errb.String(), c.ProcessState.ExitCode()}
+	}()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		if _, err := os.Stat(filepath.Join(e.work, "started")); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			c.Process.Kill()
+			t.Fatal("the box never started its script")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err := os.RemoveAll(filepath.Join(e.work, ".github")); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(300 * time.Millisecond) // box-init's keeper runs on the mount table's and inotify's events
+	write(t, filepath.Join(e.work, "go"), "")
+	r := <-done
+	if r.code != 0 || !strings.Contains(r.stdout, "box-finished") {
+		t.Fatalf("the box did not run to its end after the host removed .github: exit %d\nstdout %q\nstderr %q", r.code, r.stdout, r.stderr)
+	}
 }

@@ -482,8 +482,27 @@ func (r *removals) drain() {
 		buf := make([]byte, 64<<10)
 		// A read error ends this drain only; the next one reads again.
 		_ = inotify.Drain(r.fd, buf, func(ev inotify.Event) {
-			if ev.Mask&(unix.IN_Q_OVERFLOW|unix.IN_IGNORED) != 0 {
+			if ev.Mask&unix.IN_Q_OVERFLOW != 0 {
 				r.overflow, r.pending = true, true
+			}
+			if ev.Mask&unix.IN_IGNORED != 0 {
+				// The watch ended: its folder was removed (or its file system went). What lay
+				// beneath that folder is removed; the other watched paths are not (taking this
+				// for lost events made every denied path count as removed, and a host's
+				// `rm -rf .github` stopped the box: review 9, F5). A watch not known is lost
+				// events.
+				dir, ok := r.dirs[ev.Wd]
+				if !ok {
+					r.overflow, r.pending = true, true
+					return
+				}
+				delete(r.dirs, ev.Wd)
+				for p := range r.names {
+					if p == dir || strings.HasPrefix(p, dir+"/") {
+						r.seen[p], r.pending = true, true
+					}
+				}
+				return
 			}
 			if dir, ok := r.dirs[ev.Wd]; ok && ev.Name != "" && ev.Mask&(unix.IN_DELETE|unix.IN_MOVED_FROM) != 0 {
 				if p := filepath.Join(dir, ev.Name); r.names[p] {
