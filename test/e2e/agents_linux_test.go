@@ -22,6 +22,17 @@ import (
 
 // agentsDir returns where scripts/install-agents.sh put the real agent CLIs, skipping the test
 // (with the reason) when the executable is not there.
+// useGateway gives the environment's daemon the gateway entry name (anthropic, openai, gemini)
+// at url, with the host's credential in a file of the home, and the YAML extra after it.
+func useGateway(t *testing.T, e *Env, name, url, extra string) {
+	t.Helper()
+	credFile := filepath.Join(e.Home, name+".key")
+	if err := os.WriteFile(credFile, []byte(hostCredential+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	writeConfig(t, e, fmt.Sprintf("gateway:\n  %s:\n    url: %s\n    credential:\n      file: %s\n", name, url, credFile)+extra)
+}
+
 func agentBin(t *testing.T, name string) string {
 	t.Helper()
 	if os.Geteuid() == 0 && os.Getenv(userSuitesEnv) == "1" {
@@ -66,11 +77,7 @@ func TestRealAgentsClaude(t *testing.T) {
 
 	up := llmtest.NewAnthropic(llmtest.Options{Credential: hostCredential})
 	defer up.Close()
-	credFile := filepath.Join(e.Home, "anthropic.key")
-	if err := os.WriteFile(credFile, []byte(hostCredential+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	writeConfig(t, e, fmt.Sprintf("gateway:\n  anthropic:\n    url: %s\n    credential:\n      file: %s\n", up.URL, credFile))
+	useGateway(t, e, "anthropic", up.URL, "")
 
 	r := e.Run("", "run", "claude", "--", "-p", "say hello")
 	if r.Code != 0 {
@@ -135,11 +142,7 @@ func TestRealAgentsOpenCode(t *testing.T) {
 
 	up := llmtest.NewOpenAI(llmtest.Options{Credential: hostCredential})
 	defer up.Close()
-	credFile := filepath.Join(e.Home, "openai.key")
-	if err := os.WriteFile(credFile, []byte(hostCredential+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	writeConfig(t, e, fmt.Sprintf("gateway:\n  openai:\n    url: %s\n    credential:\n      file: %s\nmodels:\n  opencode: openai/gpt-4.1-mini\n", up.URL, credFile))
+	useGateway(t, e, "openai", up.URL, "models:\n  opencode: openai/gpt-4.1-mini\n")
 
 	// OpenCode 1.18.34 spends 16-25 s of CPU on one `opencode run` (its own cost, unboxed too:
 	// docs/benchmarks.md); on a loaded machine that is more than e.Run's 2 minutes.
@@ -273,11 +276,7 @@ query_params = { planted = "1" }
 
 	up := llmtest.NewOpenAI(llmtest.Options{Credential: hostCredential})
 	defer up.Close()
-	credFile := filepath.Join(e.Home, "openai.key")
-	if err := os.WriteFile(credFile, []byte(hostCredential+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	writeConfig(t, e, fmt.Sprintf("gateway:\n  openai:\n    url: %s\n    credential:\n      file: %s\n", up.URL, credFile))
+	useGateway(t, e, "openai", up.URL, "")
 
 	r := e.Run("", "run", "codex", "--", "exec", "--skip-git-repo-check", "say hello")
 	if r.Code != 0 {
@@ -343,12 +342,8 @@ func TestRealAgentsCopilot(t *testing.T) {
 	}
 	up := llmtest.NewAnthropic(llmtest.Options{Credential: hostCredential})
 	defer up.Close()
-	credFile := filepath.Join(e.Home, "anthropic.key")
-	if err := os.WriteFile(credFile, []byte(hostCredential+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
 	const model = "claude-sonnet-4.5"
-	writeConfig(t, e, fmt.Sprintf("gateway:\n  anthropic:\n    url: %s\n    credential:\n      file: %s\nmodels:\n  copilot: %s\n", up.URL, credFile, model))
+	useGateway(t, e, "anthropic", up.URL, fmt.Sprintf("models:\n  copilot: %s\n", model))
 
 	r := e.Run("", "run", "copilot", "--", "-p", "say hello", "--allow-all-tools")
 	if r.Code != 0 {
@@ -437,11 +432,7 @@ func TestRealAgentsGemini(t *testing.T) {
 
 	up := llmtest.NewGemini(llmtest.Options{Credential: hostCredential})
 	defer up.Close()
-	credFile := filepath.Join(e.Home, "gemini.key")
-	if err := os.WriteFile(credFile, []byte(hostCredential+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	writeConfig(t, e, fmt.Sprintf("gateway:\n  gemini:\n    url: %s\n    credential:\n      file: %s\n", up.URL, credFile))
+	useGateway(t, e, "gemini", up.URL, "")
 
 	// checkUpstream checks the requests the upstream got since from: the path, the credential,
 	// nothing planted, never the pairing.

@@ -156,11 +156,7 @@ func TestInteractiveClaude(t *testing.T) {
 	e.Vars = append(e.Vars, "PATH="+filepath.Dir(bin)+":"+os.Getenv("PATH"))
 	up := llmtest.NewAnthropic(llmtest.Options{})
 	defer up.Close()
-	credFile := filepath.Join(e.Home, "anthropic.key")
-	if err := os.WriteFile(credFile, []byte(hostCredential+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	writeConfig(t, e, fmt.Sprintf("gateway:\n  anthropic:\n    url: %s\n    credential:\n      file: %s\n", up.URL, credFile))
+	useGateway(t, e, "anthropic", up.URL, "")
 
 	// A returning user's ~/.claude.json, as Claude Code leaves it: onboarding done, notices seen,
 	// this workspace trusted; and a user MCP server, which no box may get.
@@ -256,11 +252,7 @@ func TestInteractiveCodex(t *testing.T) {
 	e.Vars = append(e.Vars, "PATH="+filepath.Dir(bin)+":"+os.Getenv("PATH"))
 	up := llmtest.NewOpenAI(llmtest.Options{})
 	defer up.Close()
-	credFile := filepath.Join(e.Home, "openai.key")
-	if err := os.WriteFile(credFile, []byte(hostCredential+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	writeConfig(t, e, fmt.Sprintf("gateway:\n  openai:\n    url: %s\n    credential:\n      file: %s\n", up.URL, credFile))
+	useGateway(t, e, "openai", up.URL, "")
 	if err := os.MkdirAll(filepath.Join(e.Home, ".codex"), 0o700); err != nil {
 		t.Fatal(err)
 	}
@@ -323,11 +315,7 @@ func TestInteractiveGemini(t *testing.T) {
 	e.Vars = append(e.Vars, "PATH="+filepath.Dir(bin)+":"+os.Getenv("PATH"))
 	up := llmtest.NewGemini(llmtest.Options{})
 	defer up.Close()
-	credFile := filepath.Join(e.Home, "gemini.key")
-	if err := os.WriteFile(credFile, []byte(hostCredential+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	writeConfig(t, e, fmt.Sprintf("gateway:\n  gemini:\n    url: %s\n    credential:\n      file: %s\n", up.URL, credFile))
+	useGateway(t, e, "gemini", up.URL, "")
 	if err := os.MkdirAll(filepath.Join(e.Home, ".gemini"), 0o700); err != nil {
 		t.Fatal(err)
 	}
@@ -374,11 +362,7 @@ func TestInteractiveCopilot(t *testing.T) {
 	e.Vars = append(e.Vars, "PATH="+filepath.Dir(bin)+":"+os.Getenv("PATH"))
 	up := llmtest.NewAnthropic(llmtest.Options{})
 	defer up.Close()
-	credFile := filepath.Join(e.Home, "anthropic.key")
-	if err := os.WriteFile(credFile, []byte(hostCredential+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	writeConfig(t, e, fmt.Sprintf("gateway:\n  anthropic:\n    url: %s\n    credential:\n      file: %s\nmodels:\n  copilot: claude-sonnet-4.5\n", up.URL, credFile))
+	useGateway(t, e, "anthropic", up.URL, "models:\n  copilot: claude-sonnet-4.5\n")
 	// A returning user's ~/.copilot: the state file Copilot leaves (trusting the workspace), no
 	// MCP server configured.
 	marker := filepath.Join(e.Work, "mcp-server-ran")
@@ -454,11 +438,7 @@ func TestInteractiveGeminiTrust(t *testing.T) {
 	e.Vars = append(e.Vars, "PATH="+filepath.Dir(bin)+":"+os.Getenv("PATH"))
 	up := llmtest.NewGemini(llmtest.Options{})
 	defer up.Close()
-	credFile := filepath.Join(e.Home, "gemini.key")
-	if err := os.WriteFile(credFile, []byte(hostCredential+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	writeConfig(t, e, fmt.Sprintf("gateway:\n  gemini:\n    url: %s\n    credential:\n      file: %s\n", up.URL, credFile))
+	useGateway(t, e, "gemini", up.URL, "")
 	hostTrust := filepath.Join(e.Home, ".gemini", "trustedFolders.json")
 	if err := os.MkdirAll(filepath.Dir(hostTrust), 0o700); err != nil {
 		t.Fatal(err)
@@ -525,11 +505,7 @@ func TestInteractiveOpenCode(t *testing.T) {
 	e.Vars = append(e.Vars, "PATH="+filepath.Dir(bin)+":"+os.Getenv("PATH"))
 	up := llmtest.NewOpenAI(llmtest.Options{})
 	defer up.Close()
-	credFile := filepath.Join(e.Home, "openai.key")
-	if err := os.WriteFile(credFile, []byte(hostCredential+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	writeConfig(t, e, fmt.Sprintf("gateway:\n  openai:\n    url: %s\n    credential:\n      file: %s\nmodels:\n  opencode: openai/gpt-4.1-mini\n", up.URL, credFile))
+	useGateway(t, e, "openai", up.URL, "models:\n  opencode: openai/gpt-4.1-mini\n")
 	// A returning user's state folder, as the unboxed OpenCode leaves it.
 	hostState := filepath.Join(e.Home, ".local", "state", "opencode")
 	if err := os.MkdirAll(hostState, 0o700); err != nil {
