@@ -132,7 +132,13 @@ func (b *relayBroker) handler(cfg config.Config, scope session.Scope) (*relay.Ha
 		Audit: b.gitAudit,
 		Limit: func(ev *gitrelay.Event) bool {
 			l := b.limitsOf(scope.LaunchID, ev.LaunchID)
-			return l == nil || l.git.Admit(gitrelay.LimitKey(ev), ev, time.Now())
+			if l == nil {
+				return true
+			}
+			if ev.Decision == gitrelay.DecisionAllow || ev.Decision == gitrelay.DecisionUpstream {
+				return l.git.AdmitAllowed(gitrelay.LimitKey(ev), ev, time.Now())
+			}
+			return l.git.Admit(gitrelay.LimitKey(ev), ev, time.Now())
 		},
 	})
 	if err != nil {
@@ -142,7 +148,13 @@ func (b *relayBroker) handler(cfg config.Config, scope session.Scope) (*relay.Ha
 		Limit: func(r *relay.Record) bool {
 			b.count(r)
 			l := b.limitsOf(scope.LaunchID, r.LaunchID)
-			return l == nil || l.relay.Admit(relay.LimitKey(r), r, time.Now())
+			if l == nil {
+				return true
+			}
+			if r.Code == "" { // relayed to the model (the relay refused nothing)
+				return l.relay.AdmitAllowed(relay.LimitKey(r), r, time.Now())
+			}
+			return l.relay.Admit(relay.LimitKey(r), r, time.Now())
 		}}, nil
 }
 

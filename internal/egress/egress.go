@@ -496,7 +496,11 @@ func writeRaw(w http.ResponseWriter, status int, reason string, body []byte) boo
 
 func (p *Proxy) emit(rec *Record) {
 	p.stats.add(rec)
-	if p.limit.Admit(rec.Decision, rec, time.Now()) {
+	admit := p.limit.Admit
+	if rec.Decision == DecisionAllow {
+		admit = p.limit.AdmitAllowed
+	}
+	if admit(rec.Decision, rec, time.Now()) {
 		p.write(rec)
 	}
 }

@@ -144,6 +144,22 @@ func (l *Limiter[R]) Admit(key string, rec *R, now time.Time) bool {
 	return false
 }
 
+// AdmitAllowed is Admit for the record of a request that was let through (an egress tunnel
+// or request to an allowed host, a git request relayed to its remote, a model call relayed):
+// while the budget's cap is not reached it is written whatever the rate, so that a flood of
+// refusals cannot hide where a box's data went (review 9, F3); it still counts against the
+// cap. Past the cap it is held back under key, as Admit does.
+func (l *Limiter[R]) AdmitAllowed(key string, rec *R, now time.Time) bool {
+	b := l.budget()
+	if b.Full() {
+		return l.Admit(key, rec, now)
+	}
+	if !b.take(now) {
+		b.wrote(1)
+	}
+	return true
+}
+
 // tick writes the summaries while the budget's cap is not reached; past it they wait for Flush
 // or Close, so that a box that keeps flooding adds no row at all.
 func (l *Limiter[R]) tick() {

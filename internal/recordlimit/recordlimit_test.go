@@ -142,3 +142,31 @@ func TestBudgets(t *testing.T) {
 		t.Errorf("a nil *Budgets gave one budget twice")
 	}
 }
+
+// TestAllowedWrittenPastTheRate guards review 9's F3: a flood of refusals spent the budget's
+// rate, and the record of a request that was let through afterwards (an egress tunnel to an
+// allowed host) was only counted into a summary that names no target. AdmitAllowed writes it
+// while the cap is not reached, and counts it against the cap; past the cap it is held back.
+func TestAllowedWrittenPastTheRate(t *testing.T) {
+	b := &Budget{MaxRows: Burst + 2}
+	r := newRig(b)
+	now := time.Unix(1000, 0)
+	for range Burst + 100 { // the burst spent by refusals, the rest held back
+		r.l.Admit("refuse", &rec{Key: "refuse"}, now)
+	}
+	if r.l.Admit("refuse", &rec{Key: "refuse"}, now) {
+		t.Fatal("a refusal past the burst was admitted")
+	}
+	if !r.l.AdmitAllowed("allow", &rec{Key: "allow"}, now) {
+		t.Fatal("the record of an allowed request after a flood of refusals was held back, not written")
+	}
+	if got := b.Written(); got != Burst+1 {
+		t.Fatalf("written = %d, want %d: an allowed record counts against the cap", got, Burst+1)
+	}
+	if !r.l.AdmitAllowed("allow", &rec{Key: "allow"}, now) {
+		t.Fatal("the second allowed record, under the cap, was held back")
+	}
+	if r.l.AdmitAllowed("allow", &rec{Key: "allow"}, now) {
+		t.Fatal("an allowed record past the cap was written")
+	}
+}
