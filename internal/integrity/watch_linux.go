@@ -137,6 +137,9 @@ func (w *Watcher) inotify(ctx context.Context) error {
 			select {
 			case events <- dirty:
 			case <-ctx.Done():
+				// errc first: the loop below, finding events closed, waits for it (it was never
+				// sent on this path, and the daemon's End of the launch hung on the watch).
+				errc <- ctx.Err()
 				close(events)
 				return
 			}
