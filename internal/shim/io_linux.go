@@ -175,7 +175,7 @@ func (s *server) deliver(t console.FrameType, data []byte, filter *console.Clipb
 		return out
 	}
 	if err := c.fw.WriteFrame(t, data); err != nil {
-		s.clientGone(c, "write failed: "+err.Error())
+		s.writeFailedToClient(c, err)
 	}
 	return out
 }

@@ -120,6 +120,22 @@ type attachment struct {
 	fw    *console.FrameWriter
 	hello console.Hello
 	done  chan struct{} // closed when its connection reader returns
+	// writeFailed is done once when a write to the client failed (writeFailedToClient).
+	writeFailed sync.Once
+}
+
+// writeFailedToClient is what a failed write to client c does: the connection's reader
+// decides between a detach and a loss. A client that detached sent its detach frame and closed
+// the connection, and the program's output may fail to reach it before the reader has read
+// that frame; hanging the program up on the write error then ended a program the user had
+// just detached from (e2e TestDetachAttach/ConfiguredKeys, seen once in a full run). The
+// reader reads what is left, then fails at once on a closed connection (clientGone: SIGHUP),
+// or within a second on a client that is alive but reads nothing.
+func (s *server) writeFailedToClient(c *attachment, err error) {
+	c.writeFailed.Do(func() {
+		s.log.Printf("console client: write failed: %v", err)
+		c.conn.SetReadDeadline(time.Now().Add(time.Second))
+	})
 }
 
 // terminal reports whether the client's stream for frames of type t is a terminal.
