@@ -181,6 +181,16 @@ func TestInteractiveClaude(t *testing.T) {
 
 	// First launch: the prompt, a question, the answer, /exit.
 	converse(t, m, up, "run claude", prompt, "", "remember the word PELICAN")
+	// A returning user's Claude asks nothing of the network a box refuses: no launch ends with
+	// "its egress proxy refused …" for a host the user never asked for (the plugin marketplace
+	// on the vendor's download CDN, 2.1.333).
+	if ls := e.Launches(); len(ls) == 0 || ls[0].Egress == nil || ls[0].Egress.Refused != 0 {
+		if len(ls) > 0 && ls[0].Egress != nil {
+			t.Errorf("the box's claude made requests the egress proxy refused: %+v", *ls[0].Egress)
+		} else {
+			t.Errorf("no egress record for the launch: %+v", ls)
+		}
+	}
 
 	// The transcript is the box's: in the workspace's box-owned state, not the host's.
 	state := boxState(t, e, "claude")
