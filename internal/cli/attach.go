@@ -7,6 +7,7 @@ import (
 	"sort"
 
 	"github.com/spf13/cobra"
+	"golang.org/x/term"
 
 	"github.com/agentbox/agentbox/internal/api"
 	"github.com/agentbox/agentbox/internal/client"
@@ -84,12 +85,19 @@ func attachConsole(cmd *cobra.Command, resp *api.LaunchResponse, flagKeys string
 		return fmt.Errorf("console.detachKeys from the daemon: %w", err)
 	}
 	code, err := console.Attach(resp.ShimSocket, os.Stdin, os.Stdout, os.Stderr, console.AttachOptions{DetachKeys: keys})
+	// Leaving a full-screen program: a new line at its cursor, and on a terminal what it drew
+	// below the cursor erased, so the message and the shell's prompt do not land on top of its
+	// status lines.
+	leave := "\n"
+	if term.IsTerminal(int(os.Stderr.Fd())) {
+		leave = "\r\n\x1b[J"
+	}
 	switch {
 	case errors.Is(err, console.ErrDetached):
-		fmt.Fprintf(cmd.ErrOrStderr(), "\nagentbox: detached from launch %s; it keeps running (agentbox attach %s to return)\n", resp.ID, shortID(resp.ID))
+		fmt.Fprintf(cmd.ErrOrStderr(), "%sagentbox: detached from launch %s; it keeps running (agentbox attach %s to return)\n", leave, resp.ID, shortID(resp.ID))
 		return nil
 	case errors.Is(err, console.ErrTakenOver):
-		fmt.Fprintf(cmd.ErrOrStderr(), "\nagentbox: another terminal attached to launch %s; it keeps running there\n", resp.ID)
+		fmt.Fprintf(cmd.ErrOrStderr(), "%sagentbox: another terminal attached to launch %s; it keeps running there\n", leave, resp.ID)
 		return nil
 	case err != nil:
 		return err

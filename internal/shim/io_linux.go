@@ -140,6 +140,10 @@ func (s *server) deliver(t console.FrameType, data []byte, filter *console.Clipb
 	for !s.tty && s.client == nil && s.phase < phaseExited {
 		s.cond.Wait()
 	}
+	if s.drawn != nil && s.tty {
+		close(s.drawn)
+		s.drawn = nil
+	}
 	c := s.client
 	s.mu.Unlock()
 	if c == nil {

@@ -179,13 +179,13 @@ func (s *server) serveAttach(conn *net.UnixConn, br *bufio.Reader, h console.Hel
 			setSize(s.master, h.Size)
 		}
 	}
-	// A program that runs already drew its screen for an earlier terminal (or none): SIGWINCH
-	// makes full-screen programs draw it again for this one.
+	// A program that runs already drew its screen for an earlier terminal (or none): it is
+	// asked to draw it again for this one (redraw).
 	redraw := s.tty && s.status.Execd && s.phase < phaseExited
 	s.cond.Broadcast()
 	s.mu.Unlock()
 	if redraw {
-		s.signalBox(syscall.SIGWINCH)
+		go s.redraw()
 	}
 	if old != nil {
 		s.log.Printf("console taken over by a new client")
@@ -343,4 +343,45 @@ func (s *server) serveWatch(conn *net.UnixConn, br *bufio.Reader) {
 			s.log.Printf("watcher: unknown op %q", r.Op)
 		}
 	}
+}
+
+// redrawWait bounds how long redraw waits for the program to draw at the size it moved to.
+const redrawWait = 500 * time.Millisecond
+
+// redraw makes a full-screen program that runs draw its screen again for a newly attached
+// client. SIGWINCH alone does not: Node.js terminals (and with them Claude Code, Codex, Gemini,
+// Copilot and OpenCode) and many other programs redraw only when the size they read differs
+// from the last one, so an attach from a terminal of the same size left a blank screen until
+// the program next wrote. The size moves one row for a moment: the program draws for it (its
+// next output, or redrawWait), then gets the size back and draws again. Whatever a client set
+// meanwhile is the size restored.
+func (s *server) redraw() {
+	s.mu.Lock()
+	ws := s.size
+	if s.master == nil || ws.Rows < 2 || s.drawn != nil {
+		s.mu.Unlock()
+		s.signalBox(syscall.SIGWINCH)
+		return
+	}
+	drawn := make(chan struct{})
+	s.drawn = drawn
+	setSize(s.master, console.WindowSize{Rows: ws.Rows - 1, Cols: ws.Cols})
+	s.mu.Unlock()
+	s.signalBox(syscall.SIGWINCH)
+	t := time.NewTimer(redrawWait)
+	select {
+	case <-drawn:
+	case <-t.C:
+	case <-s.shutdown:
+	}
+	t.Stop()
+	s.mu.Lock()
+	if s.drawn == drawn {
+		s.drawn = nil
+	}
+	if s.master != nil {
+		setSize(s.master, s.size)
+	}
+	s.mu.Unlock()
+	s.signalBox(syscall.SIGWINCH)
 }

@@ -189,6 +189,9 @@ type server struct {
 	// box-init, as PID 1 of a pid namespace, drops signals from outside until it has installed
 	// its handlers, so they are sent when the box reports the exec.
 	pending []syscall.Signal
+	// drawn, while a redraw for a newly attached client waits, is closed by the PTY's pump at
+	// the program's next output (redraw).
+	drawn chan struct{}
 }
 
 // Test hooks (nil outside tests; export_linux_test.go sets them in a test's shim process):

@@ -204,6 +204,32 @@ func TestDetachAttach(t *testing.T) {
 		if code := p.Wait(tag); code != 0 {
 			t.Errorf("less: exit %d", code)
 		}
+
+		// A program that draws again only when the size it reads changes, as Node.js programs
+		// (every agent CLI) do, is redrawn too: a same-size SIGWINCH alone left its screen blank.
+		script := `last=$(stty size)
+draw() { printf '\033[2J\033[H'; echo "drawn-at-$(stty size | tr ' ' x)"; }
+draw
+trap 'now=$(stty size); if [ "$now" != "$last" ]; then last=$now; draw; fi' WINCH
+while :; do sleep 0.02; done
+`
+		os.WriteFile(filepath.Join(e.Work, "redraw.sh"), []byte(script), 0o644)
+		p.Start("run sh -- redraw.sh")
+		size := p.tmux("display", "-p", "-t", p.target, "#{pane_height}x#{pane_width}")
+		p.WaitFor("drawn-at-" + size)
+		l = e.runningLaunch(t)
+		p.Keys("C-p", "C-q")
+		p.WaitFor("detached from launch " + l.ID)
+		q := m.Window()
+		if got := q.tmux("display", "-p", "-t", q.target, "#{pane_height}x#{pane_width}"); got != size {
+			t.Fatalf("the new window is %s, the first %s", got, size)
+		}
+		tag = q.Start("attach " + l.ID)
+		eventually(t, "the program's screen drawn again at "+size, func() bool { return strings.Contains(q.Visible(), "drawn-at-"+size) })
+		q.Keys("C-c")
+		if code := q.Wait(tag); code != 130 {
+			t.Errorf("the redrawing program after Ctrl-C: exit %d, want 130", code)
+		}
 	})
 	t.Run("AttachWithoutConsole", func(t *testing.T) {
 		t.Parallel()
