@@ -107,7 +107,7 @@ func (s *agentServer) serveConn(c net.Conn) {
 			s.log.write(line{level: slog.LevelInfo, msg: "ssh agent", key: []any{"op", opName(req.op), "decision", d}, rest: []any{"key", fp}})
 			return
 		}
-		s.log.write(line{level: slog.LevelInfo, msg: "ssh agent", key: []any{"op", opName(req.op), "decision", decision}, rest: []any{"key", fp}})
+		s.log.write(line{level: slog.LevelInfo, msg: "ssh agent", key: []any{"op", opName(req.op), "decision", decision}, rest: []any{"key", fp}, allowed: decision == "allow"})
 		if _, err := c.Write(frame(reply)); err != nil {
 			return
 		}

@@ -4,6 +4,7 @@ import (
 	"net"
 	"regexp"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 )
@@ -57,5 +58,34 @@ func TestAgentFloodBounded(t *testing.T) {
 	}
 	if counted != n {
 		t.Errorf("the log accounts for %d requests, want %d", counted, n)
+	}
+}
+
+// TestAllowedSignWrittenPastTheRate (review 10, F7): after a flood of refused signatures that
+// spends the launch's record rate, a signature with the granted key is still written as a line
+// of its own, naming the key: a box cannot hide what it signed behind refusals. Without
+// AdmitAllowed for allowed lines it is only counted into a summary (reason=rate_limited) that
+// names no key, and the test fails.
+func TestAllowedSignWrittenPastTheRate(t *testing.T) {
+	r := newRig(t, rigOptions{})
+	c := dialAgent(t, r.launch.AgentSocket())
+	data := []byte("review 10 F7")
+	for i := range 600 {
+		if _, err := c.Sign(r.other.Pub, data); err == nil {
+			t.Fatalf("sign %d with the other key succeeded", i)
+		}
+	}
+	if _, err := c.Sign(r.granted.Pub, data); err != nil {
+		t.Fatalf("sign with the granted key: %v", err)
+	}
+	r.launch.Close()
+	var own []string
+	for _, ln := range r.log.lines("op=sign", "decision=allow", "key="+r.granted.FP) {
+		if !strings.Contains(ln, "rate_limited") {
+			own = append(own, ln)
+		}
+	}
+	if len(own) != 1 {
+		t.Errorf("want the granted key's signature as one line of its own after 600 refusals, got %d; log:\n%s", len(own), r.log)
 	}
 }

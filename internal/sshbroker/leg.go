@@ -90,7 +90,7 @@ func (s *legServer) serveConn(box net.Conn) {
 	remote, err := s.dial(dctx, "tcp", s.leg.Host.Addr())
 	dcancel()
 	if err != nil {
-		s.log.write(line{level: slog.LevelWarn, msg: "ssh leg", key: []any{"host", host, "decision", "allow", "outcome", ended("dial_failed")}, rest: []any{"err", err}})
+		s.log.write(line{level: slog.LevelWarn, msg: "ssh leg", key: []any{"host", host, "decision", "allow", "outcome", ended("dial_failed")}, rest: []any{"err", err}, allowed: true})
 		return
 	}
 	defer remote.Close()
@@ -105,5 +105,5 @@ func (s *legServer) serveConn(box net.Conn) {
 	down := copyClose(box, remote)
 	wg.Wait()
 	s.log.write(line{level: slog.LevelInfo, msg: "ssh leg", key: []any{"host", host, "decision", "allow", "outcome", ended("done")},
-		rest: []any{"bytes_out", up, "bytes_in", down, "duration", time.Since(start).Round(time.Millisecond)}, out: up, in: down})
+		rest: []any{"bytes_out", up, "bytes_in", down, "duration", time.Since(start).Round(time.Millisecond)}, out: up, in: down, allowed: true})
 }

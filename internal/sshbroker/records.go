@@ -20,10 +20,14 @@ type line struct {
 	msg   string
 	key   []any // the attributes that name what the line is about: a bounded set of values
 	rest  []any // the attributes of one line only (a key's fingerprint, an error)
-	count int64
-	in    int64 // bytes, summed in a summary
-	out   int64
-	first time.Time
+	// allowed marks the line of an operation the broker let through (a granted key's
+	// signature, a leg's connection): written whatever the rate while the launch's row cap is
+	// not reached (recordlimit.Limiter.AdmitAllowed), so that a flood of refusals cannot hide it.
+	allowed bool
+	count   int64
+	in      int64 // bytes, summed in a summary
+	out     int64
+	first   time.Time
 }
 
 // recorder writes a launch's lines through its rate limit: a box that floods its agent
@@ -64,7 +68,11 @@ func (r *recorder) write(l line) {
 			k.WriteString(" " + s)
 		}
 	}
-	if !r.rl.Admit(k.String(), &l, l.first) {
+	admit := r.rl.Admit
+	if l.allowed {
+		admit = r.rl.AdmitAllowed
+	}
+	if !admit(k.String(), &l, l.first) {
 		return
 	}
 	r.log.Log(context.Background(), l.level, l.msg, append(append([]any{}, l.key...), l.rest...)...)
