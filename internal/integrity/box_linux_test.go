@@ -338,6 +338,9 @@ func TestAbsentProtectedKeptAsProposed(t *testing.T) {
 		{"CreateNpmrc", `echo 'script-shell=/w/evil' > .npmrc`, ".npmrc", "script-shell=/w/evil\n"},
 		{"CreateCargoConfig", `mkdir -p .cargo && printf '[build]\nrustc-wrapper = "evil"\n' > .cargo/config.toml`, ".cargo/config.toml", "[build]\nrustc-wrapper = \"evil\"\n"},
 		{"CreateRustToolchain", `printf '[toolchain]\npath = "/w/tc"\n' > rust-toolchain.toml`, "rust-toolchain.toml", "[toolchain]\npath = \"/w/tc\"\n"},
+		// A git-ignored go.work whose replace directive names the box's code: the host's
+		// `go run .` compiled it (review 10, F1).
+		{"CreateGoWork", `printf 'go 1.22\nuse .\nreplace example.com/lib => ./.cache/x\n' > go.work`, "go.work", "go 1.22\nuse .\nreplace example.com/lib => ./.cache/x\n"},
 	}
 	for _, a := range attempts {
 		t.Run(a.name, func(t *testing.T) {

@@ -23,7 +23,9 @@ import (
 // and build tools' project files run what they name at the host's next ordinary command:
 // npm's script-shell (.npmrc) at `npm test`, yarn's yarnPath, pnpm's .pnpmfile.cjs at install,
 // cargo's build.rustc-wrapper (.cargo/config.toml) at `cargo metadata` (what rust-analyzer runs
-// when an editor opens the folder), and a rust-toolchain file's toolchain path at any cargo.
+// when an editor opens the folder), a rust-toolchain file's toolchain path at any cargo, and a
+// go.work (most often git-ignored) whose use or replace directives make the host's `go build`
+// and `go run` compile the box's code in place of a module's.
 var WorkspaceProtected = []string{
 	".git",
 	".gitmodules",
@@ -64,6 +66,7 @@ var WorkspaceProtected = []string{
 	".cargo/config.toml",
 	"rust-toolchain",
 	"rust-toolchain.toml",
+	"go.work",
 }
 
 // WorkspaceProtectedGlobs are workspace-relative patterns (filepath.Match) whose existing

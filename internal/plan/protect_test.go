@@ -11,7 +11,7 @@ func TestProtectedPaths(t *testing.T) {
 		".dir-locals.el", ".envrc", ".exrc", ".git", ".github/workflows", ".gitmodules", ".helix/config.toml", ".helix/languages.toml",
 		".idea/workspace.xml", ".lefthook.yaml", ".lefthook.yml", ".mcp.json", ".mise.toml", ".npmrc", ".nvim.lua", ".nvimrc", ".pnpmfile.cjs", ".pre-commit-config.yaml",
 		".vscode/launch.json", ".vscode/mcp.json", ".vscode/settings.json", ".vscode/tasks.json", ".yarnrc", ".yarnrc.yml", ".zed/settings.json", ".zed/tasks.json",
-		"lefthook-local.yml", "lefthook.yaml", "lefthook.yml", "mise.toml", "rust-toolchain", "rust-toolchain.toml", "tools/hook.sh"}
+		"go.work", "lefthook-local.yml", "lefthook.yaml", "lefthook.yml", "mise.toml", "rust-toolchain", "rust-toolchain.toml", "tools/hook.sh"}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("ProtectedPaths:\n got %q\nwant %q", got, want)
 	}
