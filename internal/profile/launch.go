@@ -203,6 +203,13 @@ func (p *Profile) Wire(home string, tree *InstallTree, f Facts) (*Wiring, error)
 			sd := filepath.Clean(f.StateDir)
 			w.Mounts = append(w.Mounts, plan.Mount{Kind: plan.MountBind, Source: filepath.Join(sd, h.Path), Target: host, Beneath: sd})
 		default:
+			if p.inStateDir(i) && h.Create == "" {
+				// The host's path may be absent: its mount point in the state folder (made
+				// empty by harnessstate.Prepare) is read-only then, so that no box keeps
+				// something there for the next one to load.
+				sd := filepath.Clean(f.StateDir)
+				w.Mounts = append(w.Mounts, plan.Mount{Kind: plan.MountBind, Source: filepath.Join(sd, h.Path), Target: host, ReadOnly: true, Beneath: sd})
+			}
 			w.Mounts = append(w.Mounts, plan.Mount{Kind: plan.MountBind, Source: host, Target: host,
 				ReadOnly: h.Access == AccessRO, Optional: h.Create == "", Beneath: beneath})
 		}
@@ -365,14 +372,24 @@ type StateEntry struct {
 	Rel  string
 	Dir  bool
 	Seed string
+	// MountPoint says the entry is not the box's own but lies in a state folder: the host's
+	// path bound read-only there (Host: a ro entry, whose kind on the host, when present,
+	// decides the mount point's), a mask or a private folder. Its mount point is made empty at
+	// every launch; what a box wrote there is not kept.
+	MountPoint, Host bool
 }
 
-// StateEntries lists p's state entries (access: state), in order.
+// StateEntries lists p's state entries (access: state), and the mount points of the other
+// entries in its state folders, in order.
 func (p *Profile) StateEntries() []StateEntry {
 	var out []StateEntry
-	for _, h := range p.Home {
-		if h.Access == AccessState {
+	for i, h := range p.Home {
+		switch {
+		case h.Access == AccessState:
 			out = append(out, StateEntry{Rel: filepath.Clean(h.Path), Dir: h.Create == CreateDir, Seed: h.Seed})
+		case p.inStateDir(i):
+			out = append(out, StateEntry{Rel: filepath.Clean(h.Path), MountPoint: true, Host: h.Access == AccessRO,
+				Dir: h.Create == CreateDir || h.Absent == CreateDir || h.Access == AccessPrivate})
 		}
 	}
 	return out
