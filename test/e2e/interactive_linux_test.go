@@ -151,9 +151,7 @@ func jsonlUnder(dir string) []string {
 // state, reaches its prompt the same way and does not resume the box's conversation.
 func TestInteractiveClaude(t *testing.T) {
 	t.Parallel() // its own daemon and upstreams; mostly waits (parallelTests)
-	bin := agentBin(t, "claude")
-	e := NewEnv(t)
-	e.Vars = append(e.Vars, "PATH="+filepath.Dir(bin)+":"+os.Getenv("PATH"))
+	e, bin := agentEnv(t, "claude")
 	up := llmtest.NewAnthropic(llmtest.Options{})
 	defer up.Close()
 	useGateway(t, e, "anthropic", up.URL, "")
@@ -260,9 +258,7 @@ func TestInteractiveClaude(t *testing.T) {
 // host's notify command is not in the box's config.toml and never runs.
 func TestInteractiveCodex(t *testing.T) {
 	t.Parallel() // its own daemon and upstreams; mostly waits (parallelTests)
-	bin := agentBin(t, "codex")
-	e := NewEnv(t)
-	e.Vars = append(e.Vars, "PATH="+filepath.Dir(bin)+":"+os.Getenv("PATH"))
+	e, _ := agentEnv(t, "codex")
 	up := llmtest.NewOpenAI(llmtest.Options{})
 	defer up.Close()
 	useGateway(t, e, "openai", up.URL, "")
@@ -349,12 +345,7 @@ func TestInteractiveCodex(t *testing.T) {
 // the host's ~/.gemini/tmp, where no unboxed Gemini CLI would resume it.
 func TestInteractiveGemini(t *testing.T) {
 	t.Parallel() // its own daemon and upstreams; mostly waits (parallelTests)
-	bin := agentBin(t, "gemini")
-	if _, err := exec.LookPath("node"); err != nil {
-		t.Skip("gemini needs node on PATH")
-	}
-	e := NewEnv(t)
-	e.Vars = append(e.Vars, "PATH="+filepath.Dir(bin)+":"+os.Getenv("PATH"))
+	e, _ := agentEnv(t, "gemini")
 	up := llmtest.NewGemini(llmtest.Options{})
 	defer up.Close()
 	useGateway(t, e, "gemini", up.URL, "")
@@ -399,9 +390,7 @@ func TestInteractiveGemini(t *testing.T) {
 // docs/profiles.md): the test answers "Yes" for the session, as a user would.
 func TestInteractiveCopilot(t *testing.T) {
 	t.Parallel() // its own daemon and upstreams; mostly waits (parallelTests)
-	bin := agentBin(t, "copilot")
-	e := NewEnv(t)
-	e.Vars = append(e.Vars, "PATH="+filepath.Dir(bin)+":"+os.Getenv("PATH"))
+	e, _ := agentEnv(t, "copilot")
 	up := llmtest.NewAnthropic(llmtest.Options{})
 	defer up.Close()
 	useGateway(t, e, "anthropic", up.URL, "models:\n  copilot: claude-sonnet-4.5\n")
@@ -472,12 +461,7 @@ func TestInteractiveCopilot(t *testing.T) {
 // not trusted in the next box.
 func TestInteractiveGeminiTrust(t *testing.T) {
 	t.Parallel() // its own daemon and upstreams; mostly waits (parallelTests)
-	bin := agentBin(t, "gemini")
-	if _, err := exec.LookPath("node"); err != nil {
-		t.Skip("gemini needs node on PATH")
-	}
-	e := NewEnv(t)
-	e.Vars = append(e.Vars, "PATH="+filepath.Dir(bin)+":"+os.Getenv("PATH"))
+	e, _ := agentEnv(t, "gemini")
 	up := llmtest.NewGemini(llmtest.Options{})
 	defer up.Close()
 	useGateway(t, e, "gemini", up.URL, "")
@@ -542,9 +526,7 @@ func TestInteractiveGeminiTrust(t *testing.T) {
 // changed and gains no file.
 func TestInteractiveOpenCode(t *testing.T) {
 	t.Parallel() // its own daemon and upstreams; mostly waits (parallelTests)
-	bin := agentBin(t, "opencode")
-	e := NewEnv(t)
-	e.Vars = append(e.Vars, "PATH="+filepath.Dir(bin)+":"+os.Getenv("PATH"))
+	e, _ := agentEnv(t, "opencode")
 	up := llmtest.NewOpenAI(llmtest.Options{})
 	defer up.Close()
 	useGateway(t, e, "openai", up.URL, "models:\n  opencode: openai/gpt-4.1-mini\n")
