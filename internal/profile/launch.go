@@ -186,12 +186,19 @@ func (p *Profile) Wire(home string, tree *InstallTree, f Facts) (*Wiring, error)
 				beneath = filepath.Join(home, e.Path)
 			}
 		}
-		switch h.Access {
-		case AccessDeny:
+		switch {
+		case h.Access == AccessDeny && p.inStateDir(i):
+			// The host's path is never seen in a state folder: its mount point there (made empty
+			// by harnessstate.Prepare), bound read-only, keeps a box from leaving one for the next.
+			// A bind, not a mask: an engine that looks an optional mask's target up on the host
+			// (bwrap) would find none there and skip it.
+			sd := filepath.Clean(f.StateDir)
+			w.Mounts = append(w.Mounts, plan.Mount{Kind: plan.MountBind, Source: filepath.Join(sd, h.Path), Target: host, ReadOnly: true, Beneath: sd})
+		case h.Access == AccessDeny:
 			w.Mounts = append(w.Mounts, plan.Mount{Kind: plan.MountMask, Target: host, Optional: true})
-		case AccessPrivate:
+		case h.Access == AccessPrivate:
 			w.Mounts = append(w.Mounts, plan.Mount{Kind: plan.MountTmpfs, Target: host})
-		case AccessState:
+		case h.Access == AccessState:
 			if f.StateDir == "" {
 				return nil, fmt.Errorf("profile %s: home entry %s is kept in a box-owned state directory, and the launch has none", p.ID, h.Path)
 			}

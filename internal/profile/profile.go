@@ -64,7 +64,7 @@ type Install struct {
 const (
 	AccessRW   = "rw"   // bound read-write
 	AccessRO   = "ro"   // bound read-only
-	AccessDeny = "deny" // hidden (masked) inside a granted directory
+	AccessDeny = "deny" // hidden (masked) inside a granted directory; in a state folder, empty and read-only
 	// AccessPrivate is a folder of the box's own inside a granted directory: an empty writable
 	// tmpfs, discarded at exit. The host's folder is neither seen nor written.
 	AccessPrivate = "private"

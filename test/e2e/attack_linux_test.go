@@ -535,13 +535,19 @@ func (s cliSessions) Revoke(id string) error {
 // need a model have one.
 func standInEnv(t *testing.T) *Env {
 	t.Helper()
+	return standInEnvWith(t, "")
+}
+
+// standInEnvWith is standInEnv with more configuration (YAML) before the gateways.
+func standInEnvWith(t *testing.T, extra string) *Env {
+	t.Helper()
 	e := NewEnv(t)
 	key := filepath.Join(e.Root, "gateway.key")
 	if err := os.WriteFile(key, []byte("sk-test\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	var cfg strings.Builder
-	cfg.WriteString("gateway:\n")
+	cfg.WriteString(extra + "gateway:\n")
 	for _, p := range []string{"anthropic", "openai", "gemini"} {
 		fmt.Fprintf(&cfg, "  %s:\n    url: http://127.0.0.1:9\n    credential:\n      file: %s\n", p, key)
 	}
@@ -734,9 +740,21 @@ echo '{}' > "$c/session-state/box-session" && echo sessions-writable
 // not be creatable, while the host has none (review 9, F6). The rest of ~/.codex is the box's
 // own: the notify script the host's config.toml names (which the host's Codex runs after each
 // turn), a new file and config.toml itself are writable in the box and none of it reaches the
-// host; the box's config.toml is synthesized and carries no notify command.
+// host; the box's config.toml is synthesized and carries no notify command. In both engines:
+// the bwrap engine looks an optional mask's target up on the host, where a path of the box's
+// own folder is not.
 func TestAttackCodexHome(t *testing.T) {
-	e := standInEnv(t)
+	for _, engine := range []string{"native", "bwrap"} {
+		t.Run(engine, func(t *testing.T) {
+			if _, err := exec.LookPath("bwrap"); err != nil && engine == "bwrap" {
+				t.Skipf("bwrap is not installed: %v", err)
+			}
+			attackCodexHome(t, standInEnvWith(t, "engine: "+engine+"\n"))
+		})
+	}
+}
+
+func attackCodexHome(t *testing.T, e *Env) {
 	const notify = "#!/bin/sh\necho genuine\n"
 	hostCfg := fmt.Sprintf("notify = [%q]\nmodel = \"host-model\"\n", filepath.Join(e.Home, ".codex", "notify.sh"))
 	for p, c := range map[string]string{".codex/notify.sh": notify, ".codex/config.toml": hostCfg} {
