@@ -12,7 +12,9 @@ const (
 	kBool kind = iota
 	kNumber
 	kString
-	kNumbers // an object whose values are all numbers
+	kNumbers       // an object whose values are all numbers
+	kBoolOrStrings // a boolean, or a list of short strings
+	kCounts        // a TOML table whose values are all small integers
 )
 
 // claudeKeys are the top-level keys of Claude Code's ~/.claude.json carried into a box, each
@@ -136,6 +138,44 @@ func hasKind(v any, k kind) bool {
 			}
 		}
 		return true
+	case kCounts:
+		m, ok := v.(map[string]any)
+		if !ok || len(m) > 256 {
+			return false
+		}
+		for k, x := range m {
+			if n, ok := x.(tomlRaw); !ok || !smallInt(string(n)) || !hasKind(k, kString) {
+				return false
+			}
+		}
+		return true
+	case kBoolOrStrings:
+		if _, ok := v.(bool); ok {
+			return true
+		}
+		l, ok := v.([]any)
+		if !ok || len(l) > 64 {
+			return false
+		}
+		for _, x := range l {
+			if !hasKind(x, kString) {
+				return false
+			}
+		}
+		return true
 	}
 	return false
+}
+
+// smallInt reports whether s is a decimal integer of at most 9 digits.
+func smallInt(s string) bool {
+	if s == "" || len(s) > 9 {
+		return false
+	}
+	for _, c := range s {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
 }

@@ -37,8 +37,9 @@ func Dir(stateRoot, id, ws string) string {
 // Prepare makes p's state entries in dir (created 0700 when absent, with a note naming the
 // workspace) and writes its seeded files afresh: each from the host's file of the same
 // home-relative path under home and from the box's copy in dir, through the seed's allowlist.
-// An entry a box replaced with something of another kind (a link, a FIFO, a folder for a
-// file) is removed and made again.
+// The mount points of the other entries in a state folder (the host's read-only paths, masks,
+// private folders) are made empty. An entry a box replaced with something of another kind (a
+// link, a FIFO, a folder for a file) is removed and made again.
 func Prepare(dir string, p *profile.Profile, home, ws string) error {
 	entries := p.StateEntries()
 	if len(entries) == 0 {
@@ -69,6 +70,12 @@ func prepareEntry(root *os.Root, e profile.StateEntry, home, ws string) error {
 			return err
 		}
 	}
+	if e.Host {
+		// The mount point of the host's path takes its kind, when the host has it.
+		if st, err := os.Stat(filepath.Join(home, e.Rel)); err == nil {
+			e.Dir = st.IsDir()
+		}
+	}
 	st, err := root.Lstat(e.Rel)
 	switch {
 	case err == nil && e.Dir && st.IsDir(), err == nil && !e.Dir && st.Mode().IsRegular():
@@ -90,6 +97,9 @@ func prepareEntry(root *os.Root, e profile.StateEntry, home, ws string) error {
 	default:
 		return err
 	}
+	if e.MountPoint {
+		return empty(root, e.Rel, e.Dir)
+	}
 	if e.Seed == "" {
 		return nil
 	}
@@ -110,6 +120,31 @@ func prepareEntry(root *os.Root, e profile.StateEntry, home, ws string) error {
 	return writeFile(root, e.Rel, out)
 }
 
+// empty empties the folder or file rel beneath root in place: it may be a mount point in the
+// boxes of this workspace that run now, which a removal on the host would take away.
+func empty(root *os.Root, rel string, dir bool) error {
+	if !dir {
+		return writeFile(root, rel, nil)
+	}
+	f, err := root.OpenFile(rel, os.O_RDONLY|openFlags, 0)
+	if err != nil {
+		return err
+	}
+	names, err := f.Readdirnames(-1)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return err
+	}
+	for _, n := range names {
+		if err := root.RemoveAll(filepath.Join(rel, n)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // A seed synthesizes one state file. make returns the file a launch starts from, given the
 // host's file and the box's copy (nil when absent or unreadable) and the workspace; host is
 // the home-relative path of the host's file it reads ("": the entry's own path).
@@ -121,6 +156,7 @@ type seed struct {
 // seeds are the synthesizers by name (profile.Seeds).
 var seeds = map[string]seed{
 	profile.SeedClaudeConfig:     {make: claudeConfig},
+	profile.SeedCodexConfig:      {make: codexConfig},
 	profile.SeedCopilotMCPConfig: {make: copilotMCPConfig},
 	// Gemini CLI reads the trust file where GEMINI_CLI_TRUSTED_FOLDERS_PATH points (the box's
 	// own, in a state folder); the host's is ~/.gemini/trustedFolders.json.

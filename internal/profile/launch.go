@@ -186,12 +186,19 @@ func (p *Profile) Wire(home string, tree *InstallTree, f Facts) (*Wiring, error)
 				beneath = filepath.Join(home, e.Path)
 			}
 		}
-		switch h.Access {
-		case AccessDeny:
+		switch {
+		case h.Access == AccessDeny && p.inStateDir(i):
+			// The host's path is never seen in a state folder: its mount point there (made empty
+			// by harnessstate.Prepare), bound read-only, keeps a box from leaving one for the next.
+			// A bind, not a mask: an engine that looks an optional mask's target up on the host
+			// (bwrap) would find none there and skip it.
+			sd := filepath.Clean(f.StateDir)
+			w.Mounts = append(w.Mounts, plan.Mount{Kind: plan.MountBind, Source: filepath.Join(sd, h.Path), Target: host, ReadOnly: true, Beneath: sd})
+		case h.Access == AccessDeny:
 			w.Mounts = append(w.Mounts, plan.Mount{Kind: plan.MountMask, Target: host, Optional: true})
-		case AccessPrivate:
+		case h.Access == AccessPrivate:
 			w.Mounts = append(w.Mounts, plan.Mount{Kind: plan.MountTmpfs, Target: host})
-		case AccessState:
+		case h.Access == AccessState:
 			if f.StateDir == "" {
 				return nil, fmt.Errorf("profile %s: home entry %s is kept in a box-owned state directory, and the launch has none", p.ID, h.Path)
 			}
@@ -203,6 +210,13 @@ func (p *Profile) Wire(home string, tree *InstallTree, f Facts) (*Wiring, error)
 			sd := filepath.Clean(f.StateDir)
 			w.Mounts = append(w.Mounts, plan.Mount{Kind: plan.MountBind, Source: filepath.Join(sd, h.Path), Target: host, Beneath: sd})
 		default:
+			if p.inStateDir(i) && h.Create == "" {
+				// The host's path may be absent: its mount point in the state folder (made
+				// empty by harnessstate.Prepare) is read-only then, so that no box keeps
+				// something there for the next one to load.
+				sd := filepath.Clean(f.StateDir)
+				w.Mounts = append(w.Mounts, plan.Mount{Kind: plan.MountBind, Source: filepath.Join(sd, h.Path), Target: host, ReadOnly: true, Beneath: sd})
+			}
 			w.Mounts = append(w.Mounts, plan.Mount{Kind: plan.MountBind, Source: host, Target: host,
 				ReadOnly: h.Access == AccessRO, Optional: h.Create == "", Beneath: beneath})
 		}
@@ -365,14 +379,24 @@ type StateEntry struct {
 	Rel  string
 	Dir  bool
 	Seed string
+	// MountPoint says the entry is not the box's own but lies in a state folder: the host's
+	// path bound read-only there (Host: a ro entry, whose kind on the host, when present,
+	// decides the mount point's), a mask or a private folder. Its mount point is made empty at
+	// every launch; what a box wrote there is not kept.
+	MountPoint, Host bool
 }
 
-// StateEntries lists p's state entries (access: state), in order.
+// StateEntries lists p's state entries (access: state), and the mount points of the other
+// entries in its state folders, in order.
 func (p *Profile) StateEntries() []StateEntry {
 	var out []StateEntry
-	for _, h := range p.Home {
-		if h.Access == AccessState {
+	for i, h := range p.Home {
+		switch {
+		case h.Access == AccessState:
 			out = append(out, StateEntry{Rel: filepath.Clean(h.Path), Dir: h.Create == CreateDir, Seed: h.Seed})
+		case p.inStateDir(i):
+			out = append(out, StateEntry{Rel: filepath.Clean(h.Path), MountPoint: true, Host: h.Access == AccessRO,
+				Dir: h.Create == CreateDir || h.Absent == CreateDir || h.Access == AccessPrivate})
 		}
 	}
 	return out

@@ -64,7 +64,7 @@ type Install struct {
 const (
 	AccessRW   = "rw"   // bound read-write
 	AccessRO   = "ro"   // bound read-only
-	AccessDeny = "deny" // hidden (masked) inside a granted directory
+	AccessDeny = "deny" // hidden (masked) inside a granted directory; in a state folder, empty and read-only
 	// AccessPrivate is a folder of the box's own inside a granted directory: an empty writable
 	// tmpfs, discarded at exit. The host's folder is neither seen nor written.
 	AccessPrivate = "private"
@@ -112,7 +112,7 @@ type HomeEntry struct {
 	// every launch from an allowlist of non-executable keys of the host's file at Path and of
 	// the box's own copy. Only with access state and create file; empty keeps the box's file
 	// as the box left it.
-	Seed string `json:"seed,omitempty" jsonschema_description:"For a state file: the synthesizer that rewrites it at every launch from an allowlist of the host's and the box's keys (claude-config, copilot-mcp-config, gemini-trust)."`
+	Seed string `json:"seed,omitempty" jsonschema_description:"For a state file: the synthesizer that rewrites it at every launch from an allowlist of the host's and the box's keys (claude-config, codex-config, copilot-mcp-config, gemini-trust)."`
 }
 
 // Relay wires a program to the LLM relay. Values are templates over {relayURL} (the in-box
@@ -248,8 +248,8 @@ func (p *Profile) Validate() error {
 		if h.Seed != "" && !slices.Contains(Seeds, h.Seed) {
 			return bad(f+".seed", "invalid value %q (allowed: %s)", h.Seed, strings.Join(Seeds, ", "))
 		}
-		if p.inStateDir(i) && h.Access != AccessState {
-			return bad(f+".access", "an entry in a state folder is kept with it: only access state")
+		if p.inStateDir(i) && h.Access == AccessRW {
+			return bad(f+".access", "an entry in a state folder is the box's own (state, private), or the host's read-only (ro) or masked (deny): not rw")
 		}
 		if h.Access == AccessState && underGranted(clean, p.Home[:i]) {
 			if parent := grantingParent(clean, p.Home[:i]); parent.Access != AccessRW {
@@ -281,10 +281,10 @@ func (p *Profile) Validate() error {
 		if h.Absent != "" && (h.Create != "" || h.Access == AccessRW) {
 			return bad(f+".absent", "only a ro or deny entry without create gets a placeholder")
 		}
-		if (h.Access == AccessDeny || h.Access == AccessPrivate) && !underGranted(clean, p.Home[:i]) {
-			return bad(f+".path", "a denied or private path must be beneath an earlier rw or ro entry (the rest of the home is private anyway)")
+		if (h.Access == AccessDeny || h.Access == AccessPrivate) && !underGranted(clean, p.Home[:i]) && !p.inStateDir(i) {
+			return bad(f+".path", "a denied or private path must be beneath an earlier rw, ro or state folder entry (the rest of the home is private anyway)")
 		}
-		if h.Access == AccessPrivate {
+		if h.Access == AccessPrivate && !p.inStateDir(i) {
 			if parent := grantingParent(clean, p.Home[:i]); parent.Access != AccessRW {
 				return bad(f+".path", "a private folder must be beneath a rw entry (beneath a ro one, the box cannot write there anyway)")
 			}
@@ -396,12 +396,14 @@ func grantingParent(p string, earlier []HomeEntry) *HomeEntry {
 }
 
 // Seeds are the synthesizers a state file may name (package harnessstate implements them).
-var Seeds = []string{SeedClaudeConfig, SeedCopilotMCPConfig, SeedGeminiTrust}
+var Seeds = []string{SeedClaudeConfig, SeedCodexConfig, SeedCopilotMCPConfig, SeedGeminiTrust}
 
 // The synthesizers of state files.
 const (
 	// SeedClaudeConfig synthesizes Claude Code's ~/.claude.json.
 	SeedClaudeConfig = "claude-config"
+	// SeedCodexConfig synthesizes Codex CLI's config.toml: preferences and the workspace's trust.
+	SeedCodexConfig = "codex-config"
 	// SeedCopilotMCPConfig writes Copilot CLI's mcp-config.json with no MCP server.
 	SeedCopilotMCPConfig = "copilot-mcp-config"
 	// SeedGeminiTrust synthesizes Gemini CLI's trustedFolders.json: the workspace's trust.

@@ -58,7 +58,7 @@ func TestParseStrict(t *testing.T) {
 		{"bad absent", "home:\n  - {path: .x, access: rw}\n  - {path: .x/y, access: ro, absent: link}\n", `home[1].absent: invalid value "link"`},
 		{"absent rw", "home:\n  - {path: .x, access: rw, absent: dir}\n", "home[0].absent: only a ro or deny entry"},
 		{"absent created", "home:\n  - {path: .x, access: rw}\n  - {path: .x/y, access: ro, create: dir, absent: dir}\n", "home[1].absent: only a ro or deny entry"},
-		{"ro in a state folder", "home:\n  - {path: .x, access: state, create: dir}\n  - {path: .x/y, access: ro}\n", "home[1].access: an entry in a state folder is kept with it"},
+		{"rw in a state folder", "home:\n  - {path: .x, access: state, create: dir}\n  - {path: .x/y, access: rw}\n", "home[1].access: an entry in a state folder is the box's own (state, private), or the host's read-only (ro) or masked (deny): not rw"},
 		{"bad seed", "home:\n  - {path: .x, access: state, create: file, seed: other}\n", `home[0].seed: invalid value "other"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -464,6 +464,12 @@ home:
 		held := map[string]bool{}
 		for _, hp := range bp.HomePlaceholders("/h") {
 			held[hp.Path] = true
+		}
+		// In a state folder, the mount point harnessstate.Prepare makes holds it.
+		for _, se := range bp.StateEntries() {
+			if se.MountPoint {
+				held["/h/"+se.Rel] = true
+			}
 		}
 		for _, h := range bp.Home {
 			if h.Access == AccessDeny && !held["/h/"+h.Path] {

@@ -3,12 +3,14 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -20,8 +22,6 @@ import (
 	"github.com/agentbox/agentbox/internal/relay/llm/llmtest"
 )
 
-// agentsDir returns where scripts/install-agents.sh put the real agent CLIs, skipping the test
-// (with the reason) when the executable is not there.
 // useGateway gives the environment's daemon the gateway entry name (anthropic, openai, gemini)
 // at url, with the host's credential in a file of the home, and the YAML extra after it.
 func useGateway(t *testing.T, e *Env, name, url, extra string) {
@@ -33,6 +33,24 @@ func useGateway(t *testing.T, e *Env, name, url, extra string) {
 	writeConfig(t, e, fmt.Sprintf("gateway:\n  %s:\n    url: %s\n    credential:\n      file: %s\n", name, url, credFile)+extra)
 }
 
+// agentEnv is the set-up of every real agent CLI's test: the CLI of that name, as
+// scripts/install-agents.sh installs it (the test skips, saying why, when it is not there, or
+// when it is a Node script and node is not on PATH), and an isolated environment whose PATH
+// starts with the CLI's folder. It returns the environment and the CLI's path.
+func agentEnv(t *testing.T, name string) (*Env, string) {
+	t.Helper()
+	bin := agentBin(t, name)
+	if head, err := os.ReadFile(bin); err == nil && bytes.HasPrefix(head, []byte("#!/usr/bin/env node")) {
+		if _, err := exec.LookPath("node"); err != nil {
+			t.Skipf("%s needs node on PATH", name)
+		}
+	}
+	e := NewEnv(t)
+	e.Vars = append(e.Vars, "PATH="+filepath.Dir(bin)+":"+os.Getenv("PATH"))
+	return e, bin
+}
+
+// agentBin returns the path of the real agent CLI name (see agentEnv).
 func agentBin(t *testing.T, name string) string {
 	t.Helper()
 	if os.Geteuid() == 0 && os.Getenv(userSuitesEnv) == "1" {
@@ -60,9 +78,7 @@ func agentBin(t *testing.T, name string) string {
 // take it away from the relay.
 func TestRealAgentsClaude(t *testing.T) {
 	t.Parallel() // its own daemon and upstreams; mostly waits (parallelTests)
-	bin := agentBin(t, "claude")
-	e := NewEnv(t)
-	e.Vars = append(e.Vars, "PATH="+filepath.Dir(bin)+":"+os.Getenv("PATH"))
+	e, _ := agentEnv(t, "claude")
 
 	// A workspace settings file that tries to divert Claude Code.
 	diverted := httptest.NewServer(nil)
@@ -116,9 +132,7 @@ func TestRealAgentsClaude(t *testing.T) {
 // profile does not override, must reach the upstream: proof that the file was read at all.
 func TestRealAgentsOpenCode(t *testing.T) {
 	t.Parallel() // its own daemon and upstreams; mostly waits (parallelTests)
-	bin := agentBin(t, "opencode")
-	e := NewEnv(t)
-	e.Vars = append(e.Vars, "PATH="+filepath.Dir(bin)+":"+os.Getenv("PATH"))
+	e, _ := agentEnv(t, "opencode")
 
 	var diverted atomic.Int32
 	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -237,9 +251,7 @@ func TestRealAgentsOpenCode(t *testing.T) {
 // not override, must reach the upstream: proof that the file was read at all.
 func TestRealAgentsCodex(t *testing.T) {
 	t.Parallel() // its own daemon and upstreams; mostly waits (parallelTests)
-	bin := agentBin(t, "codex")
-	e := NewEnv(t)
-	e.Vars = append(e.Vars, "PATH="+filepath.Dir(bin)+":"+os.Getenv("PATH"))
+	e, _ := agentEnv(t, "codex")
 
 	var diverted atomic.Int32
 	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -320,9 +332,7 @@ query_params = { planted = "1" }
 // Copilot from its workspace, only from the network and the credential.
 func TestRealAgentsCopilot(t *testing.T) {
 	t.Parallel() // its own daemon and upstreams; mostly waits (parallelTests)
-	bin := agentBin(t, "copilot")
-	e := NewEnv(t)
-	e.Vars = append(e.Vars, "PATH="+filepath.Dir(bin)+":"+os.Getenv("PATH"))
+	e, _ := agentEnv(t, "copilot")
 
 	// The host's state file, as Copilot leaves it (with a sign-in where no keyring is): Copilot
 	// rewrites it at every start, so the box must give it one of its own.
@@ -399,9 +409,7 @@ func TestRealAgentsCopilot(t *testing.T) {
 // anything anywhere.
 func TestRealAgentsGemini(t *testing.T) {
 	t.Parallel() // its own daemon and upstreams; mostly waits (parallelTests)
-	bin := agentBin(t, "gemini")
-	e := NewEnv(t)
-	e.Vars = append(e.Vars, "PATH="+filepath.Dir(bin)+":"+os.Getenv("PATH"))
+	e, _ := agentEnv(t, "gemini")
 
 	var diverted atomic.Int32
 	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -19,7 +19,7 @@ import (
 
 // dialogs are what the real CLIs show when they ask before the prompt (trust, an API key,
 // onboarding) or fail to start: a returning user of the host never sees them.
-var dialogs = regexp.MustCompile(`Enter to confirm|Do you want to use this API key|Unable to connect|Failed to connect|trust this folder|Do you trust|Welcome to Claude Code|Select login method|Failed to start MCP`)
+var dialogs = regexp.MustCompile(`Enter to confirm|Do you want to use this API key|Unable to connect|Failed to connect|(?i:trust this folder)|Do you trust|Welcome to Claude Code|Select login method|Failed to start MCP`)
 
 // noDialog fails the test when the pane shows one of the dialogs.
 func noDialog(t *testing.T, m *Tmux, when string) {
@@ -151,9 +151,7 @@ func jsonlUnder(dir string) []string {
 // state, reaches its prompt the same way and does not resume the box's conversation.
 func TestInteractiveClaude(t *testing.T) {
 	t.Parallel() // its own daemon and upstreams; mostly waits (parallelTests)
-	bin := agentBin(t, "claude")
-	e := NewEnv(t)
-	e.Vars = append(e.Vars, "PATH="+filepath.Dir(bin)+":"+os.Getenv("PATH"))
+	e, bin := agentEnv(t, "claude")
 	up := llmtest.NewAnthropic(llmtest.Options{})
 	defer up.Close()
 	useGateway(t, e, "anthropic", up.URL, "")
@@ -249,25 +247,34 @@ func TestInteractiveClaude(t *testing.T) {
 }
 
 // TestInteractiveCodex uses the real Codex CLI in a real terminal (tmux) as a returning user of
-// the host would: the host's ~/.codex/config.toml trusts the workspace, so `agentbox run codex`
-// reaches its prompt with no trust or sign-in dialog; a typed prompt is answered by the
-// stand-in upstream through the relay, /exit ends the launch with 0, and the next launch's
-// `codex resume --last` resumes the conversation (shown, and carried by the next request).
-// The rollout and Codex's SQLite state are the box's own: kept in the workspace's box-owned
-// state, not in the host's ~/.codex, where no unboxed Codex would list or resume them.
+// the host would. The host's ~/.codex/config.toml has preferences and a notify command, and does
+// not trust the workspace: the first `agentbox run codex` asks for trust (no sign-in dialog), the
+// user trusts it (Codex saves that into the box's own config.toml), a typed prompt is answered
+// by the stand-in upstream through the relay, and /exit ends the launch with 0. The next
+// launch's `codex resume --last` opens with no dialog (the trust taken in the box holds) and
+// resumes the conversation (shown, and carried by the next request). The rollout, Codex's SQLite
+// state, the prompt history and the trust are the box's own: kept in the workspace's box-owned
+// state, not in the host's ~/.codex, whose config.toml and history.jsonl are unchanged; the
+// host's notify command is not in the box's config.toml and never runs.
 func TestInteractiveCodex(t *testing.T) {
 	t.Parallel() // its own daemon and upstreams; mostly waits (parallelTests)
-	bin := agentBin(t, "codex")
-	e := NewEnv(t)
-	e.Vars = append(e.Vars, "PATH="+filepath.Dir(bin)+":"+os.Getenv("PATH"))
+	e, _ := agentEnv(t, "codex")
 	up := llmtest.NewOpenAI(llmtest.Options{})
 	defer up.Close()
 	useGateway(t, e, "openai", up.URL, "")
 	if err := os.MkdirAll(filepath.Join(e.Home, ".codex"), 0o700); err != nil {
 		t.Fatal(err)
 	}
-	trust := fmt.Sprintf("[projects.%q]\ntrust_level = \"trusted\"\n", e.Work)
-	if err := os.WriteFile(filepath.Join(e.Home, ".codex", "config.toml"), []byte(trust), 0o600); err != nil {
+	// A returning user's config.toml: preferences, a notify command (run after each turn by the
+	// host's Codex), and trust for another folder only.
+	// Codex asks for trust in a git repository (0.171.0).
+	if out, err := exec.Command("git", "init", "-q", e.Work).CombinedOutput(); err != nil {
+		t.Fatalf("git init: %v\n%s", err, out)
+	}
+	notified := filepath.Join(e.Work, "notify-ran")
+	hostConfig := fmt.Sprintf("notify = [\"sh\", \"-c\", \"touch %s\"]\n\n[tui]\nscreen_reader_detection_done = true\n\n[projects.%q]\ntrust_level = \"trusted\"\n", notified, filepath.Join(e.Root, "elsewhere"))
+	hostConfigFile := filepath.Join(e.Home, ".codex", "config.toml")
+	if err := os.WriteFile(hostConfigFile, []byte(hostConfig), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	// A returning user's prompt history, as the unboxed Codex leaves it.
@@ -280,8 +287,15 @@ func TestInteractiveCodex(t *testing.T) {
 	m := e.Tmux(t)
 	m.tmux("resize-window", "-t", "main", "-x", "120", "-y", "40")
 	prompt := `Ask Codex to do anything`
-
-	converse(t, m, up, "run codex", prompt, "", "remember the word OTTER")
+	trust := func() {
+		m.WaitFor(`Trust this folder\?`)
+		if strings.Contains(m.Screen(), "Sign in") {
+			t.Errorf("Codex asks to sign in:\n%s", m.Screen())
+		}
+		m.Keys("Enter") // 1. Trust and continue
+		eventually(t, "the trust dialog to close", func() bool { return !strings.Contains(m.Visible(), "Trust this folder") })
+	}
+	converseAfter(t, m, up, "run codex", trust, nil, prompt, "", "remember the word OTTER")
 
 	state := boxState(t, e, "codex")
 	if ts := jsonlUnder(filepath.Join(state, ".codex", "sessions")); len(ts) == 0 {
@@ -302,9 +316,23 @@ func TestInteractiveCodex(t *testing.T) {
 	if b, _ := os.ReadFile(hostHistory); string(b) != history {
 		t.Errorf("the box changed the host's ~/.codex/history.jsonl:\n%s", b)
 	}
+	boxConfig, err := os.ReadFile(filepath.Join(state, ".codex", "config.toml"))
+	if err != nil || !strings.Contains(string(boxConfig), fmt.Sprintf("[projects.%q]", e.Work)) {
+		t.Errorf("the trust taken in the box is not in its box-owned config.toml: %v\n%s", err, boxConfig)
+	}
 
-	if reqs := converse(t, m, up, "run codex -- resume --last", prompt, "remember the word OTTER", "and now?"); !carries(reqs, "OTTER") {
+	noDialogNow := func() { noDialog(t, m, "the second agentbox run codex") }
+	if reqs := converseAfter(t, m, up, "run codex -- resume --last", nil, noDialogNow, prompt, "remember the word OTTER", "and now?"); !carries(reqs, "OTTER") {
 		t.Errorf("the resumed launch's requests do not carry the earlier conversation")
+	}
+	if b, _ := os.ReadFile(hostConfigFile); string(b) != hostConfig {
+		t.Errorf("the box changed the host's ~/.codex/config.toml:\n%s", b)
+	}
+	if b, _ := os.ReadFile(filepath.Join(state, ".codex", "config.toml")); strings.Contains(string(b), "notify") {
+		t.Errorf("the host's notify command is in the box's config.toml:\n%s", b)
+	}
+	if _, err := os.Stat(notified); err == nil {
+		t.Errorf("the host's notify command ran in a box")
 	}
 }
 
@@ -317,12 +345,7 @@ func TestInteractiveCodex(t *testing.T) {
 // the host's ~/.gemini/tmp, where no unboxed Gemini CLI would resume it.
 func TestInteractiveGemini(t *testing.T) {
 	t.Parallel() // its own daemon and upstreams; mostly waits (parallelTests)
-	bin := agentBin(t, "gemini")
-	if _, err := exec.LookPath("node"); err != nil {
-		t.Skip("gemini needs node on PATH")
-	}
-	e := NewEnv(t)
-	e.Vars = append(e.Vars, "PATH="+filepath.Dir(bin)+":"+os.Getenv("PATH"))
+	e, _ := agentEnv(t, "gemini")
 	up := llmtest.NewGemini(llmtest.Options{})
 	defer up.Close()
 	useGateway(t, e, "gemini", up.URL, "")
@@ -367,9 +390,7 @@ func TestInteractiveGemini(t *testing.T) {
 // docs/profiles.md): the test answers "Yes" for the session, as a user would.
 func TestInteractiveCopilot(t *testing.T) {
 	t.Parallel() // its own daemon and upstreams; mostly waits (parallelTests)
-	bin := agentBin(t, "copilot")
-	e := NewEnv(t)
-	e.Vars = append(e.Vars, "PATH="+filepath.Dir(bin)+":"+os.Getenv("PATH"))
+	e, _ := agentEnv(t, "copilot")
 	up := llmtest.NewAnthropic(llmtest.Options{})
 	defer up.Close()
 	useGateway(t, e, "anthropic", up.URL, "models:\n  copilot: claude-sonnet-4.5\n")
@@ -440,12 +461,7 @@ func TestInteractiveCopilot(t *testing.T) {
 // not trusted in the next box.
 func TestInteractiveGeminiTrust(t *testing.T) {
 	t.Parallel() // its own daemon and upstreams; mostly waits (parallelTests)
-	bin := agentBin(t, "gemini")
-	if _, err := exec.LookPath("node"); err != nil {
-		t.Skip("gemini needs node on PATH")
-	}
-	e := NewEnv(t)
-	e.Vars = append(e.Vars, "PATH="+filepath.Dir(bin)+":"+os.Getenv("PATH"))
+	e, _ := agentEnv(t, "gemini")
 	up := llmtest.NewGemini(llmtest.Options{})
 	defer up.Close()
 	useGateway(t, e, "gemini", up.URL, "")
@@ -510,9 +526,7 @@ func TestInteractiveGeminiTrust(t *testing.T) {
 // changed and gains no file.
 func TestInteractiveOpenCode(t *testing.T) {
 	t.Parallel() // its own daemon and upstreams; mostly waits (parallelTests)
-	bin := agentBin(t, "opencode")
-	e := NewEnv(t)
-	e.Vars = append(e.Vars, "PATH="+filepath.Dir(bin)+":"+os.Getenv("PATH"))
+	e, _ := agentEnv(t, "opencode")
 	up := llmtest.NewOpenAI(llmtest.Options{})
 	defer up.Close()
 	useGateway(t, e, "openai", up.URL, "models:\n  opencode: openai/gpt-4.1-mini\n")
