@@ -252,6 +252,11 @@ func child(args []string) {
 	}
 	err = unix.Mount("overlay", ovlIn, "overlay", 0, "lowerdir=/usr/share/doc,upperdir="+binds[1]+"/upper,workdir="+binds[1]+"/work")
 	res = append(res, result{"overlay in the box's namespace over /usr/share/doc, upper on the idmapped tmpfs", err == nil, fmt.Sprint(err)})
+	// box-init holds every capability of the box's namespace, and none over host root's
+	// files: a bind source under a root-only folder (the home /root) must be opened by host
+	// root.
+	_, err = os.ReadDir("/root")
+	res = append(res, result{"box-init (all capabilities in its namespace) lists /root, 0700 (want refused)", err != nil, fmt.Sprint(err)})
 	// As a box's program: no capability at all in the box's user namespace.
 	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
 	var data [2]unix.CapUserData
