@@ -17,3 +17,8 @@ $GO run ./bench/startup -pairs -n "${N:-100}" -gap 100ms ${BASE:+-base "$BASE"}
 echo
 echo "## Box start to program exec inside the shim (native engine)"
 $GO test -run XXX -bench "StartToExec|PrestartedToExec" -benchtime "${N:-100}x" ./internal/engine/native | grep Benchmark
+if [ "$(id -u)" = 0 ]; then
+  echo
+  echo "## Root-run box as an unused host uid with idmapped binds (prototype)"
+  $GO run ./bench/idmap
+fi

@@ -293,6 +293,10 @@ type egressAuditDetail struct {
 	// Count is set on a summary row: that many requests of this decision were held back by
 	// the proxy's rate limit (internal/recordlimit) and are counted here, not written one each.
 	Count int64 `json:"count,omitempty"`
+	// Targets are a summary row's most requested targets with their counts (at most
+	// recordlimit.TopNames), and OtherTargets the count of its requests to any other target.
+	Targets      []recordlimit.NameCount `json:"targets,omitempty"`
+	OtherTargets int64                   `json:"otherTargets,omitempty"`
 }
 
 // audit queues one audit row per tunnel or request on the daemon's audit writer, which the
@@ -301,11 +305,12 @@ type egressAuditDetail struct {
 // queued; the daemon commits what is still queued before it closes the store. The launch id
 // is the proxy's, also for requests whose pairing was refused.
 func (b *egressBroker) audit(launchID string, r egress.Record) {
+	targets, others := r.Targets.Top(recordlimit.TopNames)
 	detail, err := json.Marshal(egressAuditDetail{
 		Session: r.SessionID, Method: r.Method, Target: r.Target, Host: r.Host, Port: r.Port, Addr: r.Addr,
 		Decision: r.Decision, Code: r.Code, Reason: r.Reason, Detail: r.Detail, Status: r.Status,
 		BytesUp: r.BytesUp, BytesDown: r.BytesDown, DurationMs: r.Duration.Milliseconds(), Outcome: r.Outcome,
-		Count: r.Count,
+		Count: r.Count, Targets: targets, OtherTargets: others,
 	})
 	if err != nil {
 		b.Log.Warn("audit egress", "launch", launchID, "err", err)

@@ -185,15 +185,18 @@ func TestEgressAuditShutdown(t *testing.T) {
 	}
 }
 
-// startAuditEgress starts launch id's egress proxy on the rig (allowing allowed.test:443) and
-// returns its run directory.
-func startAuditEgress(t *testing.T, r *auditRig, id string) string {
+// startAuditEgress starts launch id's egress proxy on the rig, allowing the entries of allow
+// (allowed.test:443 when there are none), and returns its run directory.
+func startAuditEgress(t *testing.T, r *auditRig, id string, allowEntries ...string) string {
 	t.Helper()
 	runDir := filepath.Join(launchdir.Dir(filepath.Join(r.root, "run"), id), launchdir.RunDir)
 	if err := os.MkdirAll(runDir, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	allow, err := egress.ParseAllowlist([]string{"allowed.test:443"})
+	if len(allowEntries) == 0 {
+		allowEntries = []string{"allowed.test:443"}
+	}
+	allow, err := egress.ParseAllowlist(allowEntries)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,6 +3,7 @@ package daemon
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -15,14 +16,18 @@ import (
 	"github.com/agentbox/agentbox/internal/broker"
 	"github.com/agentbox/agentbox/internal/config"
 	"github.com/agentbox/agentbox/internal/plan"
+	"github.com/agentbox/agentbox/internal/recordlimit"
+	"github.com/agentbox/agentbox/internal/relay/session"
 	"github.com/agentbox/agentbox/internal/store"
 )
 
 // auditRow is what the flood tests read of an audit row of any kind.
 type auditRow struct {
-	Kind   string
-	Count  int64  `json:"count"`
-	Reason string `json:"reason"`
+	Kind         string
+	Count        int64                   `json:"count"`
+	Reason       string                  `json:"reason"`
+	Targets      []recordlimit.NameCount `json:"targets"`
+	OtherTargets int64                   `json:"otherTargets"`
 }
 
 // launchRows returns every audit row of launch id in st, and also those of no launch.
@@ -99,11 +104,15 @@ func TestRelayFloodBounded(t *testing.T) {
 		name, path string
 		n, status  int
 		kinds      []string // the kinds of row one request writes
+		// targets are what a summary row of each kind names (issue #21: a summary named none).
+		targets map[string]string
 	}{
 		// No gateway credential is configured: the LLM relay answers each request itself.
-		{"LLM", "/sandbox/anthropic/v1/messages", 3000, http.StatusUnauthorized, []string{"relay"}},
+		{"LLM", "/sandbox/anthropic/v1/messages", 3000, http.StatusUnauthorized, []string{"relay"},
+			map[string]string{"relay": "/sandbox/anthropic/v1/messages"}},
 		// git.allow is empty: the git relay refuses every remote (git's own ERR advertisement).
-		{"Git", "/git/evil.example/victim.git/info/refs?service=git-upload-pack", 5000, http.StatusOK, []string{"relay", "git"}},
+		{"Git", "/git/evil.example/victim.git/info/refs?service=git-upload-pack", 5000, http.StatusOK, []string{"relay", "git"},
+			map[string]string{"relay": "/git/evil.example/victim.git/info/refs", "git": "evil.example/victim.git"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := newAuditRig(t)
@@ -148,6 +157,10 @@ func TestRelayFloodBounded(t *testing.T) {
 						requests += row.Count
 						if row.Reason != "rate_limited" && kind == "relay" {
 							t.Errorf("summary row %+v, want reason rate_limited", row)
+						}
+						if want := tc.targets[kind]; len(row.Targets) != 1 || row.Targets[0].Name != want ||
+							row.Targets[0].Count != row.Count || row.OtherTargets != 0 {
+							t.Errorf("%s summary row names %+v (others %d), want %s counting all %d requests", kind, row.Targets, row.OtherTargets, want, row.Count)
 						}
 					} else {
 						requests++
@@ -219,4 +232,83 @@ func BenchmarkRelayFlood(b *testing.B) {
 		b.Fatal(err)
 	}
 	r.st = st
+}
+
+// TestAttackUnpairedFloodSparesManualSessions (issue #21): the relay's shared loopback listener
+// takes TCP connections from any local user, who can send it requests with pairings that are
+// refused. Those records drew on the budget of the sessions made by hand, so 150 of them, under
+// a cap of 100 rows, left a real session's requests afterwards counted, not written: the flood
+// cost the session its records. Now the refused pairings have a budget of their own: the
+// session's requests are written one each while the flood stays bounded. Without the separate
+// budget no row of the session's own is written and the test fails.
+func TestAttackUnpairedFloodSparesManualSessions(t *testing.T) {
+	const limit, flood, real = 100, 150, 3
+	r := newAuditRigConfig(t, "audit:\n  maxRowsPerLaunch: 100\n")
+	addr, err := r.relay.sharedListener(config.Defaults())
+	if err != nil {
+		t.Fatal(err)
+	}
+	sess, pairing, err := r.d.sessions.Create(context.Background(), session.Spec{Kind: session.KindManual, ClientID: "my-script"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := &http.Client{Transport: &http.Transport{}}
+	defer client.CloseIdleConnections()
+	send := func(bearer string, want int) {
+		req, err := http.NewRequest(http.MethodGet, "http://"+addr+"/sandbox/anthropic/v1/messages", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Authorization", "Bearer "+bearer)
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != want {
+			t.Fatalf("request with pairing %.8s…: %s, want %d", bearer, resp.Status, want)
+		}
+	}
+	// Another local user's flood: pairings that are not live.
+	for i := range flood {
+		send(fmt.Sprintf("not-a-pairing-%d", i), http.StatusForbidden)
+	}
+	// The session made by hand: no gateway is configured, so the relay answers 401 itself.
+	for range real {
+		send(pairing.Reveal(), http.StatusUnauthorized)
+	}
+	// rows counts the session's rows of its own (not summaries) and the rows of refused
+	// pairings in the store.
+	rows := func() (own, unpaired int) {
+		all, err := r.st.ListAudit(context.Background(), "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, a := range all {
+			var d struct {
+				Session string `json:"session"`
+				Count   int64  `json:"count"`
+			}
+			if err := json.Unmarshal(a.Detail, &d); err != nil {
+				t.Fatal(err)
+			}
+			switch {
+			case a.Kind == "relay" && d.Session == sess.ID() && d.Count == 0:
+				own++
+			case a.Kind == "relay" && d.Session == "":
+				unpaired++
+			}
+		}
+		return own, unpaired
+	}
+	// Held back, the session's records would reach the store only as a summary (Count set).
+	waitFor(t, "the session's requests written one each after the flood", func() bool {
+		own, _ := rows()
+		return own == real
+	})
+	_, unpaired := rows()
+	if unpaired > limit {
+		t.Errorf("%d rows of refused pairings with a cap of %d: the flood is not bounded", unpaired, limit)
+	}
 }

@@ -131,7 +131,7 @@ func (b *relayBroker) handler(cfg config.Config, scope session.Scope) (*relay.Ha
 		Logf:  b.gitLogf,
 		Audit: b.gitAudit,
 		Limit: func(ev *gitrelay.Event) bool {
-			l := b.limitsOf(scope.LaunchID, ev.LaunchID)
+			l := b.limitsOf(scope.LaunchID, ev.LaunchID, ev.SessionID)
 			if l == nil {
 				return true
 			}
@@ -147,7 +147,7 @@ func (b *relayBroker) handler(cfg config.Config, scope session.Scope) (*relay.Ha
 	return &relay.Handler{Sessions: b.Sessions, Scope: scope, Sandbox: llmRelay, Git: gitRelay, Logf: b.logf, Audit: b.audit,
 		Limit: func(r *relay.Record) bool {
 			b.count(r)
-			l := b.limitsOf(scope.LaunchID, r.LaunchID)
+			l := b.limitsOf(scope.LaunchID, r.LaunchID, r.SessionID)
 			if l == nil {
 				return true
 			}
@@ -160,20 +160,29 @@ func (b *relayBroker) handler(cfg config.Config, scope session.Scope) (*relay.Ha
 
 func (b *relayBroker) gitLogf(f string, a ...any) { b.Log.Info(fmt.Sprintf(f, a...), "broker", "git") }
 
+// unpairedRecords is the key of the record budget of the requests on the shared listener whose
+// pairing was refused (no session): any local user can send those, so they must not spend the
+// budget of the sessions made by hand (issue #21).
+const unpairedRecords = "\x00unpaired"
+
 // limitsOf returns the rate limits of the records of a request on a channel of scope (a
-// launch's; "" for the shared listener) by a session of launch id: the launch's, or those of
-// the shared listener's requests with no launch. A launch that ended has none: the few
-// requests still ending are written.
-func (b *relayBroker) limitsOf(scope, id string) *relayLimits {
-	if scope != "" {
+// launch's; "" for the shared listener) by session sessionID of launch id: the launch's; on the
+// shared listener, those of the sessions made by hand, or those of the requests whose pairing
+// was refused (sessionID ""). A launch that ended has none: the few requests still ending are
+// written.
+func (b *relayBroker) limitsOf(scope, id, sessionID string) *relayLimits {
+	switch {
+	case scope != "":
 		id = scope // a refused pairing on a launch's channel is the launch's flood
+	case id == "" && sessionID == "":
+		id = unpairedRecords
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if l := b.limits[id]; l != nil {
 		return l
 	}
-	if id != "" && b.launches[id] == nil {
+	if id != "" && id != unpairedRecords && b.launches[id] == nil {
 		return nil
 	}
 	l := &relayLimits{}
@@ -507,13 +516,21 @@ func (b *relayBroker) audit(r relay.Record) {
 	}
 	if r.Count > 0 {
 		d["count"], d["reason"] = r.Count, relay.ReasonRateLimited
+		d["targets"], d["otherTargets"] = r.Paths.Top(recordlimit.TopNames)
 	}
 	detail, _ := json.Marshal(d)
 	b.Audits.Add(&store.Audit{Time: r.Time, LaunchID: r.LaunchID, Kind: "relay", Detail: detail})
 }
 
 func (b *relayBroker) gitAudit(ev gitrelay.Event) {
-	detail, err := json.Marshal(ev)
+	// A summary's row names its most requested repositories, with their counts.
+	row := struct {
+		gitrelay.Event
+		Targets      []recordlimit.NameCount `json:"targets,omitempty"`
+		OtherTargets int64                   `json:"otherTargets,omitempty"`
+	}{Event: ev}
+	row.Targets, row.OtherTargets = ev.Repos.Top(recordlimit.TopNames)
+	detail, err := json.Marshal(row)
 	if err != nil {
 		return
 	}

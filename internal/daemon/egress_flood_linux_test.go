@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/base64"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -123,32 +124,141 @@ func TestEgressFloodBounded(t *testing.T) {
 // refuses, each to another host, one after another, with the launch's pairing, over its socket.
 func floodEgress(t *testing.T, r *auditRig, id string, n int) {
 	t.Helper()
-	runDir := startAuditEgress(t, r, id)
-	_, pairing, err := r.d.sessions.Create(context.Background(), session.Spec{Kind: session.KindLaunch, ClientID: "generic", LaunchID: id})
-	if err != nil {
-		t.Fatal(err)
-	}
-	auth := base64.StdEncoding.EncodeToString([]byte("agentbox:" + pairing.Reveal()))
-	sock := filepath.Join(runDir, egressSocket)
+	sock := filepath.Join(startAuditEgress(t, r, id), egressSocket)
+	auth := egressAuth(t, r, id)
 	for i := range n {
-		c, err := net.Dial("unix", sock)
-		if err != nil {
-			t.Fatal(err)
-		}
 		target := fmt.Sprintf("host%d.evil.test:443", i)
-		fmt.Fprintf(c, "CONNECT %s HTTP/1.1\r\nHost: %s\r\nProxy-Authorization: Basic %s\r\n\r\n", target, target, auth)
-		resp, err := http.ReadResponse(bufio.NewReader(c), &http.Request{Method: http.MethodConnect})
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
+		c, status := egressConnect(t, sock, auth, target)
 		c.Close()
-		if resp.StatusCode != http.StatusForbidden {
-			t.Fatalf("CONNECT %s: %s, want 403 (refused by the allowlist)", target, resp.Status)
+		if status != http.StatusForbidden {
+			t.Fatalf("CONNECT %s: %d, want 403 (refused by the allowlist)", target, status)
 		}
 	}
 	// The proxy records a request after its answer: wait until it recorded all of them.
 	waitFor(t, "the proxy's count of the flood", func() bool { return r.egress.launchStats(id).Refused == int64(n) })
+}
+
+// egressAuth creates launch id's pairing session in r and returns the Basic credential of its
+// proxy URL, as the box gets it.
+func egressAuth(t *testing.T, r *auditRig, id string) string {
+	t.Helper()
+	_, pairing, err := r.d.sessions.Create(context.Background(), session.Spec{Kind: session.KindLaunch, ClientID: "generic", LaunchID: id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return base64.StdEncoding.EncodeToString([]byte("agentbox:" + pairing.Reveal()))
+}
+
+// egressConnect asks the proxy on sock for a tunnel to target with the Basic credential auth,
+// and returns the connection (the tunnel when the status is 200) and the answer's status.
+func egressConnect(t *testing.T, sock, auth, target string) (net.Conn, int) {
+	t.Helper()
+	c, err := net.Dial("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fmt.Fprintf(c, "CONNECT %s HTTP/1.1\r\nHost: %s\r\nProxy-Authorization: Basic %s\r\n\r\n", target, target, auth)
+	// An unbuffered read of the answer's head: what follows it on a tunnel is the upstream's.
+	resp, err := http.ReadResponse(bufio.NewReaderSize(oneByteReader{c}, 16), &http.Request{Method: http.MethodConnect})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		resp.Body.Close()
+	}
+	return c, resp.StatusCode
+}
+
+// oneByteReader reads one byte at a time, so that a bufio.Reader over it reads nothing past
+// what its user asked for.
+type oneByteReader struct{ c net.Conn }
+
+func (r oneByteReader) Read(p []byte) (int, error) { return r.c.Read(p[:min(len(p), 1)]) }
+
+// TestEgressAllowedPastCapCountedPerTarget (issue #21, review 9's F3): past the launch's row cap
+// (audit.maxRowsPerLaunch) the tunnels a box opens to allowed hosts are no longer written one
+// each, but the final summary, written when the launch ends, counts them per target; and the
+// summary of the refusals names the refused hosts with their counts. Before, a summary row had
+// a count and no target at all, and the test fails.
+func TestEgressAllowedPastCapCountedPerTarget(t *testing.T) {
+	const limit, refused = 100, 150
+	r := newAuditRigConfig(t, "audit:\n  maxRowsPerLaunch: 100\n")
+	var ups []string
+	for range 2 {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { ln.Close() })
+		go func() {
+			for {
+				c, err := ln.Accept()
+				if err != nil {
+					return
+				}
+				c.Write([]byte("hello"))
+				c.Close()
+			}
+		}()
+		ups = append(ups, ln.Addr().String())
+	}
+	const id = "egress-cap-targets"
+	sock := filepath.Join(startAuditEgress(t, r, id, ups...), egressSocket)
+	auth := egressAuth(t, r, id)
+	for i := range refused {
+		c, status := egressConnect(t, sock, auth, fmt.Sprintf("h%d.evil.test:443", i%2))
+		c.Close()
+		if status != http.StatusForbidden {
+			t.Fatalf("refused CONNECT answered %d", status)
+		}
+	}
+	// Past the cap: three tunnels to the first upstream, one to the second, each carrying bytes.
+	for _, up := range []string{ups[0], ups[0], ups[1], ups[0]} {
+		c, status := egressConnect(t, sock, auth, up)
+		if status != http.StatusOK {
+			t.Fatalf("CONNECT %s answered %d, want 200", up, status)
+		}
+		if b, err := io.ReadAll(c); err != nil || string(b) != "hello" {
+			t.Fatalf("through the tunnel to %s: %q, %v", up, b, err)
+		}
+		c.Close()
+	}
+	waitFor(t, "the proxy's count of the tunnels", func() bool { return r.egress.launchStats(id).Allowed == 4 })
+	r.egress.End(id) // the launch ends: the final summaries
+	r.d.audits.Close()
+
+	rows := egressRows(t, r.st, id)
+	if len(rows) > limit+2 {
+		t.Errorf("%d egress rows with a cap of %d, want at most the cap and a summary per decision", len(rows), limit)
+	}
+	sums := map[string]egressAuditDetail{}
+	for _, d := range rows {
+		if d.Count > 0 {
+			sums[d.Decision] = d
+		}
+		if d.Count == 0 && d.Decision == egress.DecisionAllow {
+			t.Errorf("a tunnel past the cap was written one by one: %+v", d)
+		}
+	}
+	allow := sums[egress.DecisionAllow]
+	got := map[string]int64{}
+	for _, c := range allow.Targets {
+		got[c.Name] = c.Count
+	}
+	if allow.Count != 4 || len(got) != 2 || got[ups[0]] != 3 || got[ups[1]] != 1 || allow.BytesDown != 4*5 {
+		t.Errorf("final summary of the tunnels past the cap: %+v, want 4 counted as %s×3 and %s×1 with 20 bytes down", allow, ups[0], ups[1])
+	}
+	ref := sums[egress.DecisionRefuse]
+	var n int64
+	for _, c := range ref.Targets {
+		if c.Name != "h0.evil.test:443" && c.Name != "h1.evil.test:443" {
+			t.Errorf("refusal summary names %q, not a refused host", c.Name)
+		}
+		n += c.Count
+	}
+	if ref.Count == 0 || len(ref.Targets) != 2 || n+ref.OtherTargets != ref.Count {
+		t.Errorf("refusal summary %+v, want the 2 refused hosts counting every refusal held back", ref)
+	}
 }
 
 // TestEgressFloodDaemonStop: the daemon stops while a launch's proxy holds back the records of

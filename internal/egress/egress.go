@@ -150,6 +150,7 @@ func mergeRecord(sum, rec *Record) {
 		*sum = Record{Time: rec.Time, LaunchID: rec.LaunchID, Method: "-", Decision: rec.Decision, Reason: ReasonRateLimited}
 	}
 	sum.Count++
+	sum.Targets.Add(orDash(rec.Target))
 	sum.BytesUp += rec.BytesUp
 	sum.BytesDown += rec.BytesDown
 	sum.Duration = rec.Time.Add(rec.Duration).Sub(sum.Time)
@@ -184,6 +185,10 @@ type Record struct {
 	// limit held back (Reason ReasonRateLimited) has the number of them, their decision and
 	// their bytes summed; Time is the first one's (internal/recordlimit).
 	Count int64
+	// Targets counts a summary's requests by target (the first recordlimit.TallyNames
+	// targets one by one), so that it still says where they went; empty in the record of one
+	// request.
+	Targets recordlimit.Tally
 }
 
 // Decisions of a Record.
@@ -525,7 +530,7 @@ func (p *Proxy) write(rec *Record) {
 		fmt.Fprintf(&b, " detail=%q", rec.Detail)
 	}
 	if rec.Count > 0 {
-		fmt.Fprintf(&b, " count=%d", rec.Count)
+		fmt.Fprintf(&b, " count=%d targets=%q", rec.Count, rec.Targets.String())
 	}
 	logf("%s", b.String())
 	if p.Audit != nil {

@@ -5,7 +5,8 @@
 // not written, into a summary per key (a decision, an outcome), and the summaries are written
 // every SummaryEvery while a flood lasts, and when the limiter closes or is flushed (the
 // daemon's stop), so that totals summed from the records count every request. Past MaxRows
-// the summaries wait for the flush or the close.
+// the summaries wait for the flush or the close. A summary names what it counts with a Tally:
+// its most requested targets, bounded in number and length.
 package recordlimit
 
 import (

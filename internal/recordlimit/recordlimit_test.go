@@ -1,6 +1,8 @@
 package recordlimit
 
 import (
+	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -168,5 +170,46 @@ func TestAllowedWrittenPastTheRate(t *testing.T) {
 	}
 	if r.l.AdmitAllowed("allow", &rec{Key: "allow"}, now) {
 		t.Fatal("an allowed record past the cap was written")
+	}
+}
+
+// TestTally: a summary's tally counts the first TallyNames names exactly, the records of later
+// names as others, shows the most counted first, and keeps a name of at most MaxNameLen bytes,
+// so that a flood of distinct names keeps it bounded.
+func TestTally(t *testing.T) {
+	var ta Tally
+	for range 5 {
+		ta.Add("b:443")
+	}
+	for range 7 {
+		ta.Add("a:443")
+	}
+	ta.Add("c:443")
+	for i := range 10 * TallyNames {
+		ta.Add(fmt.Sprintf("flood%d.evil.test:443", i))
+	}
+	ta.Add("b:443") // counted: it is among the names kept
+	if n := len(ta.counts); n != TallyNames {
+		t.Errorf("%d names kept, want %d", n, TallyNames)
+	}
+	top, others := ta.Top(2)
+	if len(top) != 2 || top[0] != (NameCount{"a:443", 7}) || top[1] != (NameCount{"b:443", 6}) {
+		t.Errorf("top 2 = %+v, want a:443×7 then b:443×6", top)
+	}
+	if want := int64(1 + 10*TallyNames); others != want {
+		t.Errorf("others = %d, want %d (every record counted)", others, want)
+	}
+	total, shown := 5+7+1+10*TallyNames+1, 7+6+1+(TopNames-3) // the top 8: a, b, c and 5 flood names
+	if s := ta.String(); !strings.HasPrefix(s, "a:443*7,b:443*6,c:443*1,") || !strings.HasSuffix(s, fmt.Sprintf(",+%d", total-shown)) {
+		t.Errorf("String() = %q", s)
+	}
+	var long Tally
+	long.Add(strings.Repeat("x", 10*MaxNameLen))
+	if top, _ := long.Top(1); len(top[0].Name) > MaxNameLen+len("…") {
+		t.Errorf("a name of %d bytes kept whole", len(top[0].Name))
+	}
+	var empty Tally
+	if top, others := empty.Top(TopNames); len(top) != 0 || others != 0 || empty.String() != "-" {
+		t.Errorf("empty tally: %+v %d %q", top, others, empty.String())
 	}
 }

@@ -3,6 +3,8 @@ package relay
 import (
 	"context"
 	"time"
+
+	"github.com/agentbox/agentbox/internal/recordlimit"
 )
 
 // Outcome classifies how a request ended.
@@ -43,6 +45,9 @@ type Record struct {
 	// back (internal/recordlimit) has the number of them, with their bytes and usage summed,
 	// the last one's status, and Time the first one's.
 	Count int64 `json:"count,omitempty"`
+	// Paths counts a summary's requests by path (the first recordlimit.TallyNames paths one
+	// by one), so that it still says what they asked for; empty in the record of one request.
+	Paths recordlimit.Tally `json:"-"`
 }
 
 // ReasonRateLimited marks a summary Record (Count set) in the access line and the audit row.
@@ -56,6 +61,7 @@ func Merge(sum, rec *Record) {
 			Provider: rec.Provider, Method: "-", Outcome: rec.Outcome, Code: rec.Code}
 	}
 	sum.Count++
+	sum.Paths.Add(rec.Path)
 	sum.Status = rec.Status
 	sum.BytesIn += rec.BytesIn
 	sum.BytesOut += rec.BytesOut

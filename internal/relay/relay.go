@@ -263,7 +263,7 @@ func LogLine(rec *Record) string {
 		}
 	}
 	if rec.Count > 0 {
-		fmt.Fprintf(&b, " count=%d reason=%s", rec.Count, ReasonRateLimited)
+		fmt.Fprintf(&b, " count=%d reason=%s paths=%q", rec.Count, ReasonRateLimited, rec.Paths.String())
 	}
 	return b.String()
 }

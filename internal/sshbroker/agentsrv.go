@@ -99,15 +99,15 @@ func (s *agentServer) serveConn(c net.Conn) {
 			fp = fingerprintBlob(req.key)
 		}
 		if isDone(s.done) {
-			s.log.write(line{level: slog.LevelInfo, msg: "ssh agent", key: []any{"op", opName(req.op), "decision", "revoked"}, rest: []any{"key", fp}})
+			s.log.write(line{level: slog.LevelInfo, msg: "ssh agent", key: []any{"op", opName(req.op), "decision", "revoked"}, rest: []any{"key", fp}, target: fp})
 			return
 		}
 		reply, decision := s.handle(f, req, perr)
 		if d, ok := cut.Load().(string); ok {
-			s.log.write(line{level: slog.LevelInfo, msg: "ssh agent", key: []any{"op", opName(req.op), "decision", d}, rest: []any{"key", fp}})
+			s.log.write(line{level: slog.LevelInfo, msg: "ssh agent", key: []any{"op", opName(req.op), "decision", d}, rest: []any{"key", fp}, target: fp})
 			return
 		}
-		s.log.write(line{level: slog.LevelInfo, msg: "ssh agent", key: []any{"op", opName(req.op), "decision", decision}, rest: []any{"key", fp}, allowed: decision == "allow"})
+		s.log.write(line{level: slog.LevelInfo, msg: "ssh agent", key: []any{"op", opName(req.op), "decision", decision}, rest: []any{"key", fp}, target: fp, allowed: decision == "allow"})
 		if _, err := c.Write(frame(reply)); err != nil {
 			return
 		}

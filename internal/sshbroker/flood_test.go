@@ -65,7 +65,8 @@ func TestAgentFloodBounded(t *testing.T) {
 // spends the launch's record rate, a signature with the granted key is still written as a line
 // of its own, naming the key: a box cannot hide what it signed behind refusals. Without
 // AdmitAllowed for allowed lines it is only counted into a summary (reason=rate_limited) that
-// names no key, and the test fails.
+// names no key, and the test fails. The summary of the refusals names the key they asked for,
+// with its count (issue #21; without the summary's tally it names none, and the test fails).
 func TestAllowedSignWrittenPastTheRate(t *testing.T) {
 	r := newRig(t, rigOptions{})
 	c := dialAgent(t, r.launch.AgentSocket())
@@ -87,5 +88,9 @@ func TestAllowedSignWrittenPastTheRate(t *testing.T) {
 	}
 	if len(own) != 1 {
 		t.Errorf("want the granted key's signature as one line of its own after 600 refusals, got %d; log:\n%s", len(own), r.log)
+	}
+	sums := r.log.lines("op=sign", "decision=deny", "reason=rate_limited")
+	if len(sums) != 1 || !strings.Contains(sums[0], "targets="+r.other.FP+"*") {
+		t.Errorf("summary of the refused signatures %q, want one naming %s with its count", sums, r.other.FP)
 	}
 }

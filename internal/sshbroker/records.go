@@ -24,6 +24,10 @@ type line struct {
 	// signature, a leg's connection): written whatever the rate while the launch's row cap is
 	// not reached (recordlimit.Limiter.AdmitAllowed), so that a flood of refusals cannot hide it.
 	allowed bool
+	// target is what a line of an agent request is about (the key's fingerprint), counted per
+	// target in a summary (targets), so that the summary still names the keys asked for.
+	target  string
+	targets recordlimit.Tally
 	count   int64
 	in      int64 // bytes, summed in a summary
 	out     int64
@@ -45,6 +49,9 @@ func newRecorder(log *slog.Logger, budget *recordlimit.Budget) *recorder {
 			*sum = line{level: l.level, msg: l.msg, key: l.key, first: l.first}
 		}
 		sum.count++
+		if l.target != "" {
+			sum.targets.Add(l.target)
+		}
 		sum.in += l.in
 		sum.out += l.out
 	}
@@ -52,6 +59,9 @@ func newRecorder(log *slog.Logger, budget *recordlimit.Budget) *recorder {
 		attrs := append(append([]any{}, sum.key...), "count", sum.count, "reason", ReasonRateLimited, "since", sum.first.Format(time.RFC3339))
 		if sum.in != 0 || sum.out != 0 {
 			attrs = append(attrs, "bytes_out", sum.out, "bytes_in", sum.in)
+		}
+		if t := sum.targets.String(); t != "-" {
+			attrs = append(attrs, "targets", t)
 		}
 		r.log.Log(context.Background(), sum.level, sum.msg, attrs...)
 	}

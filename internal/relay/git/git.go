@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"github.com/agentbox/agentbox/internal/api"
+	"github.com/agentbox/agentbox/internal/recordlimit"
 	"github.com/agentbox/agentbox/internal/relay"
 	"github.com/agentbox/agentbox/internal/relay/session"
 )
@@ -73,6 +74,10 @@ type Event struct {
 	// (internal/recordlimit) has the number of them, with their bytes summed, the last one's
 	// status, and Time the first one's.
 	Count int64 `json:"count,omitempty"`
+	// Repos counts a summary's requests by repository (host and path; the first
+	// recordlimit.TallyNames one by one), so that it still says which remotes they were for;
+	// empty in the Event of one request.
+	Repos recordlimit.Tally `json:"-"`
 }
 
 // Merge adds ev to sum, the summary of the Events of one decision, service, outcome and code
@@ -83,6 +88,7 @@ func Merge(sum, ev *Event) {
 			Code: ev.Code, Outcome: ev.Outcome}
 	}
 	sum.Count++
+	sum.Repos.Add(ev.Host + "/" + strings.TrimPrefix(ev.Path, "/"))
 	sum.Status = ev.Status
 	sum.BytesIn += ev.BytesIn
 	sum.BytesOut += ev.BytesOut
@@ -552,7 +558,7 @@ func LogLine(ev *Event) string {
 		fmt.Fprintf(&b, " code=%s", ev.Code)
 	}
 	if ev.Count > 0 {
-		fmt.Fprintf(&b, " count=%d reason=%s", ev.Count, relay.ReasonRateLimited)
+		fmt.Fprintf(&b, " count=%d reason=%s repos=%q", ev.Count, relay.ReasonRateLimited, ev.Repos.String())
 	}
 	return b.String()
 }
