@@ -50,12 +50,12 @@ func Adopt(s *spec.Spec, staged []StagedFile) (*Root, error) {
 			staged = staged[1:]
 			err = b.adoptStaged(m, sf)
 		case m.Kind == spec.KindBind && m.Beneath != "":
-			err = b.adoptBind(m)
+			err = b.adoptKept(m)
 		case m.Kind == spec.KindMask:
 			if t := filepath.Clean(m.Target); t == "/proc" || strings.HasPrefix(t, "/proc/") {
 				continue
 			}
-			err = b.adoptMask(m)
+			err = b.adoptKept(m)
 		default:
 			continue
 		}
@@ -103,12 +103,14 @@ func (b *Root) adoptStaged(m spec.Mount, sf StagedFile) error {
 	return nil
 }
 
-// adoptBind records a bind of the workspace the other program made.
-func (b *Root) adoptBind(m spec.Mount) error {
+// adoptKept records a bind of the workspace or a mask the other program made; a mask it did
+// not make (the path appeared after it looked) is made now.
+func (b *Root) adoptKept(m spec.Mount) error {
+	mask := m.Kind == spec.KindMask
 	fd, err := openInBox(m.Target)
 	if err != nil {
-		if m.Optional && errors.Is(err, unix.ENOENT) {
-			return nil
+		if errors.Is(err, unix.ENOENT) && (mask || m.Optional) {
+			return nil // absent: nothing was bound or masked there
 		}
 		return err
 	}
@@ -117,33 +119,19 @@ func (b *Root) adoptBind(m spec.Mount) error {
 	if err != nil {
 		return err
 	}
-	if !root {
+	switch {
+	case !root && !mask:
 		return errors.New("not bound")
-	}
-	b.kept = append(b.kept, keptMount{target: m.Target, readOnly: m.ReadOnly, dir: dir, id: id, protected: m.ReadOnly, beneath: m.Beneath})
-	return nil
-}
-
-// adoptMask records a mask the other program made, or masks the path now.
-func (b *Root) adoptMask(m spec.Mount) error {
-	fd, err := openInBox(m.Target)
-	if err != nil {
-		if errors.Is(err, unix.ENOENT) {
-			return nil // absent: the other program masked nothing there either
-		}
-		return err
-	}
-	defer unix.Close(fd)
-	id, dir, root, err := mountRoot(fd)
-	if err != nil {
-		return err
-	}
-	if !root {
+	case !root:
 		if id, err = maskOnto(fd, dir, -1); err != nil {
 			return err
 		}
 	}
-	b.kept = append(b.kept, keptMount{target: m.Target, mask: true, dir: dir, id: id})
+	k := keptMount{target: m.Target, mask: mask, dir: dir, id: id}
+	if !mask {
+		k.readOnly, k.protected, k.beneath = m.ReadOnly, m.ReadOnly, m.Beneath
+	}
+	b.kept = append(b.kept, k)
 	return nil
 }
 
