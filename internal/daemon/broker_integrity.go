@@ -388,54 +388,63 @@ func stagedDir(stateDir, id string) string {
 	return filepath.Join(stateDir, "staged", id)
 }
 
-// minStagedAge is how old a staged folder must be before a prune removes it, whatever the
+// minStagedAge is how old a launch's folder must be before a prune removes it, whatever the
 // prune's cut-off: a launch being prepared has its staged copies before its record exists.
 const minStagedAge = time.Hour
 
-// pruneStaged removes the staged folders that outlived their launch's record: the copies a
-// collect at exit could not collect are left there with a drift alert (collectStaged), and are
-// kept as long as the launch's record — launches.retention, or `agentbox launches prune` —
-// then go with it. A folder is removed when its launch is not recorded (pruned, or never
-// recorded: a daemon stopped while preparing it) and it was made before before and at least
-// minStagedAge ago; recorded says whether a launch is recorded. It returns the launches whose
-// folders it removed, and the first error (the other folders are still looked at).
-func pruneStaged(stateDir string, before time.Time, recorded func(id string) (bool, error)) ([]string, error) {
-	root := filepath.Join(stateDir, "staged")
-	ents, err := os.ReadDir(root)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("staged copies: %w", err)
-	}
+// launchFolders are the folders of the state directory that hold a folder per launch, which
+// goes with the launch's record: the staged copies a collect at exit could not collect
+// (collectStaged leaves them with a drift alert), and the proposed changes (changesDir), which
+// `agentbox changes` and `apply` reach only through the launch's record.
+var launchFolders = []string{"staged", "changes"}
+
+// pruneLaunchFolders removes the launch folders (launchFolders) that outlived their launch's
+// record — launches.retention, or `agentbox launches prune` — so that they go with it. A folder
+// is removed when its launch is not recorded (pruned, or never recorded: a daemon stopped while
+// preparing it) and it was last changed before before and at least minStagedAge ago; recorded
+// says whether a launch is recorded. It returns the folders it removed, and the first error
+// (the other folders are still looked at).
+func pruneLaunchFolders(stateDir string, before time.Time, recorded func(id string) (bool, error)) ([]string, error) {
 	if floor := time.Now().Add(-minStagedAge); floor.Before(before) {
 		before = floor
 	}
 	var removed []string
 	var errs []error
-	for _, e := range ents {
-		fi, err := e.Info()
-		if err != nil || !fi.IsDir() || !fi.ModTime().Before(before) {
+	for _, sub := range launchFolders {
+		root := filepath.Join(stateDir, sub)
+		ents, err := os.ReadDir(root)
+		if errors.Is(err, os.ErrNotExist) {
 			continue
 		}
-		if rec, err := recorded(e.Name()); err != nil || rec {
-			if err != nil {
-				errs = append(errs, err)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", sub, err))
+			continue
+		}
+		for _, e := range ents {
+			fi, err := e.Info()
+			if err != nil || !fi.IsDir() || !fi.ModTime().Before(before) {
+				continue
 			}
-			continue
+			if rec, err := recorded(e.Name()); err != nil || rec {
+				if err != nil {
+					errs = append(errs, err)
+				}
+				continue
+			}
+			p := filepath.Join(root, e.Name())
+			if err := os.RemoveAll(p); err != nil {
+				errs = append(errs, fmt.Errorf("remove %s: %w", p, err))
+				continue
+			}
+			removed = append(removed, p)
 		}
-		if err := os.RemoveAll(filepath.Join(root, e.Name())); err != nil {
-			errs = append(errs, fmt.Errorf("remove staged copies: %w", err))
-			continue
-		}
-		removed = append(removed, e.Name())
 	}
 	return removed, errors.Join(errs...)
 }
 
-// pruneStaged is pruneStaged for the daemon's store and state directory.
-func (d *Daemon) pruneStaged(ctx context.Context, before time.Time) {
-	removed, err := pruneStaged(d.stateDir, before, func(id string) (bool, error) {
+// pruneLaunchFolders is pruneLaunchFolders for the daemon's store and state directory.
+func (d *Daemon) pruneLaunchFolders(ctx context.Context, before time.Time) {
+	removed, err := pruneLaunchFolders(d.stateDir, before, func(id string) (bool, error) {
 		_, err := d.db.GetLaunch(ctx, id)
 		if errors.Is(err, store.ErrNotFound) {
 			return false, nil
@@ -443,10 +452,10 @@ func (d *Daemon) pruneStaged(ctx context.Context, before time.Time) {
 		return err == nil, err
 	})
 	if err != nil {
-		d.log.Warn("prune staged copies", "err", err)
+		d.log.Warn("prune the folders of pruned launches", "err", err)
 	}
-	for _, id := range removed {
-		d.log.Info("staged copies of a pruned launch removed", "launch", id, "path", stagedDir(d.stateDir, id))
+	for _, p := range removed {
+		d.log.Info("folder of a pruned launch removed", "launch", filepath.Base(p), "path", p)
 	}
 }
 

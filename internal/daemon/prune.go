@@ -26,7 +26,7 @@ func (d *Daemon) pruneLoop(ctx context.Context) {
 		} else if n > 0 {
 			d.log.Info("launch records pruned", "count", n, "retention", keep)
 		}
-		d.pruneStaged(ctx, before)
+		d.pruneLaunchFolders(ctx, before)
 		keepAudit := d.currentConfig().WithDefaults().Audit.Retention.Duration()
 		if n, err := d.db.PruneAudit(ctx, time.Now().Add(-keepAudit)); err != nil {
 			d.log.Warn("prune audit rows", "retention", keepAudit, "err", err)
@@ -55,7 +55,7 @@ func (d *Daemon) servePrune(w http.ResponseWriter, r *http.Request) error {
 		return &api.Error{Code: api.CodeStoreFailed, Message: err.Error()}
 	}
 	d.log.Info("launches pruned", "count", n, "endedBefore", before)
-	d.pruneStaged(r.Context(), before)
+	d.pruneLaunchFolders(r.Context(), before)
 	writeJSON(w, http.StatusOK, api.PruneResult{Pruned: n, Before: before.UTC()})
 	return nil
 }

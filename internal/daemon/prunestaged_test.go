@@ -12,10 +12,12 @@ import (
 )
 
 // TestPruneStaged guards review finding F5's leftovers: the staged copies a collect at exit
-// could not collect are left in staged/<launch>/, and nothing removed them. They go with their
-// launch's record: a prune removes the folder of a launch whose record it pruned (or that was
-// never recorded) once the folder is older than the cut-off and an hour; the folder of a launch
-// still recorded, or a fresh one (a launch being prepared has no record yet), stays.
+// could not collect are left in staged/<launch>/, and nothing removed them; nor the proposed
+// changes in changes/<launch>/ of a launch whose record was pruned (issue #20: only the record
+// leads `agentbox changes` and `apply` to them). Both go with their launch's record: a prune
+// removes the folders of a launch whose record it pruned (or that was never recorded) once they
+// are older than the cut-off and an hour; those of a launch still recorded, or fresh ones (a
+// launch being prepared has no record yet), stay.
 func TestPruneStaged(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
@@ -40,10 +42,11 @@ func TestPruneStaged(t *testing.T) {
 	}
 	for id, made := range map[string]time.Time{"ended": old, "running": old, "never-recorded": old,
 		"preparing": time.Now(), "half-hour": time.Now().Add(-30 * time.Minute)} {
-		p := filepath.Join(stagedDir(dir, id), "box", ".envrc")
-		mustWriteFile(t, p, "kept copy\n")
-		if err := os.Chtimes(stagedDir(dir, id), made, made); err != nil {
-			t.Fatal(err)
+		for _, f := range []string{stagedDir(dir, id), changesDir(dir, id)} {
+			mustWriteFile(t, filepath.Join(f, ".envrc"), "kept copy\n")
+			if err := os.Chtimes(f, made, made); err != nil {
+				t.Fatal(err)
+			}
 		}
 	}
 	// A prune with the cut-off of `agentbox launches prune --older-than 0`: the ended launch's
@@ -52,11 +55,13 @@ func TestPruneStaged(t *testing.T) {
 	if n, err := db.PruneLaunches(ctx, before); err != nil || n != 1 {
 		t.Fatalf("prune launches: %d %v", n, err)
 	}
-	d.pruneStaged(ctx, before)
+	d.pruneLaunchFolders(ctx, before)
 	for id, want := range map[string]bool{"ended": false, "never-recorded": false, "running": true, "preparing": true, "half-hour": true} {
-		_, err := os.Stat(stagedDir(dir, id))
-		if got := err == nil; got != want {
-			t.Errorf("staged/%s kept: %v, want %v (%v)", id, got, want, err)
+		for _, f := range []string{stagedDir(dir, id), changesDir(dir, id)} {
+			_, err := os.Stat(f)
+			if got := err == nil; got != want {
+				t.Errorf("%s kept: %v, want %v (%v)", f, got, want, err)
+			}
 		}
 	}
 }

@@ -114,6 +114,15 @@ var NestedConfigFiles = []NestedConfigFile{
 	{".devcontainer", "devcontainer.json", "a dev container: initializeCommand runs on the host"},
 	{"", ".devcontainer.json", "a dev container: initializeCommand runs on the host"},
 	{"", "*.code-workspace", "a VS Code workspace: settings, tasks, launch configurations"},
+	{"", ".npmrc", "npm's project configuration, in a folder with a package.json of its own (a nested project, a workspace package): script-shell runs at npm test"},
+	{"", ".yarnrc", "yarn 1's configuration, read from the current folder and each one above: yarn-path runs another yarn"},
+	{"", ".yarnrc.yml", "yarn's configuration, read from the current folder and each one above: yarnPath runs another yarn, plugins load"},
+	{"", ".pnpmfile.cjs", "pnpm's hooks, at the root of a project of its own: run at install"},
+	{".cargo", "config", "cargo's configuration, read from the current folder and each one above: build.rustc-wrapper, runners"},
+	{".cargo", "config.toml", "cargo's configuration, read from the current folder and each one above: build.rustc-wrapper, runners"},
+	{"", "rust-toolchain", "rustup's toolchain override, read from the current folder and each one above: a path toolchain runs at any cargo"},
+	{"", "rust-toolchain.toml", "rustup's toolchain override, read from the current folder and each one above: a path toolchain runs at any cargo"},
+	{"", "go.work", "Go's workspace file, read from the current folder and each one above: use and replace directives make go build and go run compile other code"},
 }
 
 // nestedConfig returns what reads the file name in a folder named dir, or "".

@@ -284,15 +284,36 @@ func TestAttackNestedAgentConfig(t *testing.T) {
 		"app/.claude/settings.local.json":     `{"hooks":{}}`,
 		"app/.vscode/mcp.json":                `{"servers":{}}`,
 		"app/.vscode/launch.json":             `{"configurations":[]}`,
+		// Package managers' and build tools' project files, read in a subfolder too (issue #20).
+		"app/.npmrc":               "script-shell=/tmp/pwned\n",
+		"app/.yarnrc":              "yarn-path \"/tmp/pwned\"\n",
+		"app/.yarnrc.yml":          "yarnPath: /tmp/pwned\n",
+		"app/.pnpmfile.cjs":        "require('child_process').execSync('touch /tmp/pwned')\n",
+		"app/.cargo/config.toml":   "[build]\nrustc-wrapper = \"/tmp/pwned\"\n",
+		"app/.cargo/config":        "[build]\nrustc-wrapper = \"/tmp/pwned\"\n",
+		"app/rust-toolchain.toml":  "[toolchain]\npath = \"/tmp/pwned\"\n",
+		"app/crate/rust-toolchain": "/tmp/pwned\n",
+		"app/go.work":              "go 1.22\nuse .\nreplace example.com/lib => /tmp/pwned\n",
 	}
 	var script strings.Builder
+	// A project of its own in app, where npm reads app/.npmrc (not a protected file itself).
+	script.WriteString(`mkdir -p app && echo '{"name":"app","version":"1.0.0"}' > app/package.json` + "\n")
 	for rel, content := range plants {
 		fmt.Fprintf(&script, "mkdir -p %s && printf %%s %s > %s\n", filepath.Dir(rel), shellQuote(content), rel)
 	}
 	out := e.boxPlant(script.String())
 	for rel := range plants {
 		if _, err := os.Lstat(filepath.Join(e.work, rel)); err == nil {
-			t.Errorf("%s is where an agent or editor reads it after the box", rel)
+			t.Errorf("%s is where an agent, an editor or a build tool reads it after the box", rel)
+		}
+	}
+	// The host's own npm, in the subfolder: it must not take the box's script-shell.
+	if _, err := exec.LookPath("npm"); err == nil {
+		c := exec.Command("npm", "config", "get", "script-shell")
+		c.Dir = filepath.Join(e.work, "app")
+		b, err := c.Output()
+		if strings.Contains(string(b), "/tmp/pwned") {
+			t.Errorf("the host's npm config get script-shell in app: %q (%v): the box's .npmrc", b, err)
 		}
 	}
 	if t.Failed() {

@@ -13,7 +13,9 @@
 // filesystem and namespaces (masks of paths that may be absent are rendered as MaskOption and
 // resolved by the monitor against the host, whose kernel and /etc the box shares); bwrap-init
 // reports on the control channel and starts the program through the shared exec stage
-// (internal/engine/execstage) exactly as the native engine's box-init does. Binaries that
+// (internal/engine/execstage) exactly as the native engine's box-init does. When the plan has
+// protected paths to keep, bwrap-init first re-executes itself in a mount namespace of its own,
+// where it keeps them as box-init does (mount.Adopt, mount.Protect). Binaries that
 // embed this engine must dispatch argv[1]
 // "bwrap-monitor" and "bwrap-init" (MonitorMain and InitMain; see internal/boxmain).
 package bwrap

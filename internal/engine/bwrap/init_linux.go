@@ -1,19 +1,24 @@
 package bwrap
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
+	"runtime"
+	"strconv"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/agentbox/agentbox/internal/changes"
 	"github.com/agentbox/agentbox/internal/engine"
 	"github.com/agentbox/agentbox/internal/engine/execstage"
 	"github.com/agentbox/agentbox/internal/engine/forward"
 	"github.com/agentbox/agentbox/internal/engine/spec"
 	"github.com/agentbox/agentbox/internal/linux/fds"
+	"github.com/agentbox/agentbox/internal/linux/mount"
 )
 
 // exitSetupFailed is bwrap-init's exit code when the box could not be finished or the program
@@ -24,6 +29,21 @@ const exitSetupFailed = 1
 // with the control socket at fd 3 and the spec at fd 4. It starts the program (execstage.Run), reports on the control socket, forwards signals, reaps, and exits
 // with the program's status, as the native engine's box-init does.
 func InitMain(args []string) int {
+	fs := flag.NewFlagSet("bwrap-init", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	rows := fs.Uint("rows", 0, "initial PTY rows")
+	cols := fs.Uint("cols", 0, "initial PTY columns")
+	protectFD := fs.Int("protect-fd", 0, "first descriptor of what keeping the protected paths needs of the host (protectFiles)")
+	protectN := fs.Int("protect-n", 0, "how many descriptors follow -protect-fd")
+	unshared := fs.Bool("unshared", false, "re-executed in a mount namespace of its own (ownMounts)")
+	parseErr := fs.Parse(args)
+	if parseErr == nil && *protectFD > 0 && !*unshared {
+		// Before it reports: the namespaces the shim records are the box's final ones. A
+		// failure here goes to bwrap's captured stderr, which the monitor reports.
+		err := ownMounts(args)
+		fmt.Fprintf(os.Stderr, "agentbox bwrap-init: keep the protected paths: %v\n", err)
+		return exitSetupFailed
+	}
 	// Take the program's stderr back from bwrap's captured one, then tell the monitor that from
 	// here on this process reports on the control channel.
 	if err := unix.Dup3(fdStderr, 2, 0); err != nil {
@@ -34,6 +54,16 @@ func InitMain(args []string) int {
 	}
 	for _, fd := range []int{fdStderr, fdExe, fdStatus, fdReady} {
 		unix.Close(fd)
+	}
+	// What the monitor opened on the host for keeping the protected paths is kept (close-on-exec).
+	var protect []int
+	for i := 0; parseErr == nil && i < *protectN; i++ {
+		fd, err := unix.FcntlInt(uintptr(*protectFD+i), unix.F_DUPFD_CLOEXEC, 0)
+		if err != nil {
+			parseErr = fmt.Errorf("descriptor %d of the protected paths: %w", *protectFD+i, err)
+			break
+		}
+		protect = append(protect, fd)
 	}
 	if err := fds.CloseInherited(fdSpec + 1); err != nil {
 		return exitSetupFailed
@@ -49,12 +79,8 @@ func InitMain(args []string) int {
 		}
 		return exitSetupFailed
 	}
-	fs := flag.NewFlagSet("bwrap-init", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	rows := fs.Uint("rows", 0, "initial PTY rows")
-	cols := fs.Uint("cols", 0, "initial PTY columns")
-	if err := fs.Parse(args); err != nil {
-		return fail("bwrap-init arguments: %v", err)
+	if parseErr != nil {
+		return fail("bwrap-init arguments: %v", parseErr)
 	}
 	ex, err := execstage.Start()
 	if err != nil {
@@ -81,11 +107,70 @@ func InitMain(args []string) int {
 	if err := forward.Start(s.Network.Forwards); err != nil {
 		return fail("%v", err)
 	}
-
+	var started func(int)
+	if *unshared {
+		prot, err := protectMounts(s, protect)
+		if err != nil {
+			return fail("%v", err)
+		}
+		defer prot.Finish()
+		started = prot.Started
+	}
 	return execstage.Run(execstage.Options{
 		Control: ctl, Exec: ex, Raw: raw, Spec: s, Rows: uint16(*rows), Cols: uint16(*cols),
-		Signals: sigs, Who: "bwrap-init", Fail: fail,
+		Signals: sigs, Who: "bwrap-init", Started: started, Fail: fail,
 	})
+}
+
+// ownMounts re-executes bwrap-init (with -unshared) in a mount namespace of its own, on this
+// thread (a mount namespace is a thread's, and execve keeps the calling thread's): bwrap-init
+// runs in a user namespace of its own beneath the one that owns bwrap's mount namespace (an
+// unprivileged bwrap makes a second one), where it may not mount; in a mount namespace it owns
+// it may, over bwrap's mounts, which it cannot undo there (they are locked). It returns only on
+// failure.
+func ownMounts(args []string) error {
+	runtime.LockOSThread()
+	if err := unix.Unshare(unix.CLONE_NEWNS); err != nil {
+		return fmt.Errorf("unshare the mount namespace: %w", err)
+	}
+	exe := "/proc/self/fd/" + strconv.Itoa(fdExe)
+	argv := append([]string{exe, "bwrap-init"}, args...)
+	return unix.Exec(exe, append(argv, "-unshared"), os.Environ())
+}
+
+// protectMounts keeps the box's protected paths for its life, as the native engine's box-init
+// does (mount.Protect): it takes over the workspace's binds and the masks bwrap made, puts each
+// staged copy on a tmpfs bounded at changes.MaxFile over bwrap's bind of the host's copy, and
+// guards the workspace's absent protected paths (and those the host removes while the box
+// runs) into the proposed changes' store. fds are what the monitor opened on the host
+// (protectFiles): the store when the spec has one, then each staged copy and its folder.
+func protectMounts(s *spec.Spec, fds []int) (*mount.Protection, error) {
+	var guard *changes.Guard
+	if s.ChangesDir != "" {
+		if len(fds) == 0 {
+			return nil, errors.New("the proposed changes' store was not passed")
+		}
+		// The store is the monitor's descriptor, reached through this process's own fd table.
+		g, err := changes.Open("/proc/self/fd/"+strconv.Itoa(fds[0])+"/.", s.Guards, true)
+		unix.Close(fds[0])
+		fds = fds[1:]
+		if err != nil {
+			return nil, err
+		}
+		guard = g
+	}
+	var staged []mount.StagedFile
+	for ; len(fds) >= 2; fds = fds[2:] {
+		staged = append(staged, mount.StagedFile{File: os.NewFile(uintptr(fds[0]), "staged copy"), Dir: fds[1]})
+	}
+	if len(fds) != 0 {
+		return nil, errors.New("a staged copy's folder was not passed")
+	}
+	root, err := mount.Adopt(s, staged)
+	if err != nil {
+		return nil, err
+	}
+	return mount.Protect(root, guard, "bwrap-init")
 }
 
 // hideProcessesInProc reconfigures the box's /proc (bwrap's --proc takes no options) with

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -19,6 +20,7 @@ import (
 
 	"github.com/agentbox/agentbox/internal/engine"
 	"github.com/agentbox/agentbox/internal/engine/execstage"
+	"github.com/agentbox/agentbox/internal/engine/spec"
 	"github.com/agentbox/agentbox/internal/linux/fds"
 	"github.com/agentbox/agentbox/internal/linux/mount"
 )
@@ -116,13 +118,27 @@ func MonitorMain(args []string) int {
 	if *rows > 0 && *cols > 0 {
 		argv = append(argv, "-rows", strconv.Itoa(int(*rows)), "-cols", strconv.Itoa(int(*cols)))
 	}
+	// What bwrap-init needs of the host to keep the box's protected paths (it sees neither the
+	// staged copies' folders nor the proposed changes' store) follows the bind sources.
+	protect, err := protectFiles(r.Spec)
+	defer func() {
+		for _, f := range protect {
+			f.Close()
+		}
+	}()
+	if err != nil {
+		return fail("%v", err)
+	}
+	if keeps(r.Spec) {
+		argv = append(argv, "-protect-fd", strconv.Itoa(fdReady+len(sources)+1), "-protect-n", strconv.Itoa(len(protect)))
+	}
 	cmd := &exec.Cmd{
 		Path: *bwrapPath,
 		Args: argv,
 		Env:  []string{},
 		Dir:  "/",
 		// Indexes are fd-3: fdControl … fdReady.
-		ExtraFiles:  append([]*os.File{ctl, specFile, os.Stderr, exe, statusW, readyW}, sources...),
+		ExtraFiles:  append(append([]*os.File{ctl, specFile, os.Stderr, exe, statusW, readyW}, sources...), protect...),
 		Stdin:       os.Stdin,
 		Stdout:      os.Stdout,
 		Stderr:      captureW,
@@ -237,6 +253,61 @@ func relaySignals(sigs <-chan os.Signal, pid int) {
 			return
 		}
 	}
+}
+
+// keeps reports whether bwrap-init keeps anything of s for the box's life (a workspace bind, a
+// mask outside /proc, a staged copy, a guarded path): then it builds the box's filesystem
+// further, in a mount namespace of its own (protectMounts).
+func keeps(s *spec.Spec) bool {
+	if len(s.Guards) > 0 || s.ChangesDir != "" {
+		return true
+	}
+	for _, m := range s.Mounts {
+		switch {
+		case m.Kind == spec.KindBind && (m.Staged || m.Beneath != ""):
+			return true
+		case m.Kind == spec.KindMask && m.Target != "/proc" && !strings.HasPrefix(m.Target, "/proc/"):
+			return true
+		}
+	}
+	return false
+}
+
+// protectFiles opens on the host what bwrap-init needs to keep s's protected paths and cannot
+// reach from the box: the proposed changes' store (made when missing), when s has one, then
+// each staged copy (read-write) and its folder, in the order of s's mounts.
+func protectFiles(s *spec.Spec) ([]*os.File, error) {
+	var out []*os.File
+	openDir := func(dir string) error {
+		fd, err := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return err
+		}
+		out = append(out, os.NewFile(uintptr(fd), dir))
+		return nil
+	}
+	if s.ChangesDir != "" {
+		if err := os.MkdirAll(s.ChangesDir, 0o700); err != nil {
+			return out, fmt.Errorf("proposed changes: %w", err)
+		}
+		if err := openDir(s.ChangesDir); err != nil {
+			return out, fmt.Errorf("proposed changes %s: %w", s.ChangesDir, err)
+		}
+	}
+	for _, m := range s.Mounts {
+		if m.Kind != spec.KindBind || !m.Staged {
+			continue
+		}
+		f, err := os.OpenFile(m.Source, os.O_RDWR|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return out, fmt.Errorf("open staged copy %s: %w", m.Source, err)
+		}
+		out = append(out, f)
+		if err := openDir(filepath.Dir(m.Source)); err != nil {
+			return out, fmt.Errorf("open staged copy folder %s: %w", filepath.Dir(m.Source), err)
+		}
+	}
+	return out, nil
 }
 
 // hostStat reports whether path exists on the host and is a directory.

@@ -7,9 +7,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"sync/atomic"
 	"syscall"
-	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -21,7 +19,6 @@ import (
 	"github.com/agentbox/agentbox/internal/linux/fds"
 	"github.com/agentbox/agentbox/internal/linux/mount"
 	"github.com/agentbox/agentbox/internal/linux/ns"
-	"github.com/agentbox/agentbox/internal/plan"
 	"github.com/agentbox/agentbox/internal/warmup"
 )
 
@@ -195,89 +192,16 @@ func BoxInitMain(args []string) int {
 		*rows, *cols = uint(r), uint(c)
 	}
 
-	// The masks' folders are watched from before the program starts (mount.Keeper); a box whose
-	// denied paths cannot be watched does not start.
-	keeper, err := root.Watch()
+	// The protected paths are kept from before the program starts (mount.Protect): the masks'
+	// and binds' folders are watched, the staged copies followed, the guarded paths' folders
+	// watched; a box whose paths cannot be watched does not start.
+	prot, err := mount.Protect(root, guard, "box-init")
 	if err != nil {
 		return fail("%v", err)
 	}
-	// The staged copies the box writes (each on a bounded tmpfs) are copied back to the host's
-	// copies as the box writes them, and a last time once its processes are gone: before the
-	// launch's exit is reported, so that the daemon collects what the box wrote last.
-	syncDone, synced := make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(synced)
-		keeper.SyncStaged(syncDone, func(msg string) { fmt.Fprintf(os.Stderr, "agentbox box-init: %s\n", msg) })
-	}()
-	defer func() {
-		killOthers()
-		close(syncDone)
-		<-synced
-	}()
-	// So are the guarded paths' folders; a box whose guarded paths cannot be watched does not
-	// start either.
-	if guard != nil {
-		if err := guard.Scan(); err != nil {
-			return fail("guard the workspace's absent protected paths: %v", err)
-		}
-		go guard.Run()
-		defer finishGuard(guard)
-		keeper.Guard = func(path string, dir bool, beneath string) error {
-			fmt.Fprintf(os.Stderr, "agentbox box-init: %s was removed on the host: from now on what appears there is kept as a proposed change\n", path)
-			return guard.Add(plan.Guard{Path: path, Dir: dir, Beneath: beneath})
-		}
-	}
-	// A stop by the keeper may still be moving aside what the box created: box-init ends after it.
-	stopped := make(chan struct{})
-	var stopping atomic.Bool
-	defer func() {
-		if stopping.Load() {
-			select {
-			case <-stopped:
-			case <-time.After(5 * time.Second):
-			}
-		}
-	}()
-	started := func(pid int) {
-		// Keep the protected binds in place for the box's life; a loss seen before the program
-		// ran is caught by the first read of the mount table.
-		go keeper.Run(func(string) {}, func(msg, removed string) {
-			stopping.Store(true)
-			defer close(stopped)
-			fmt.Fprintf(os.Stderr, "agentbox box-init: %s; stopping the box\n", msg)
-			unix.Kill(-1, unix.SIGKILL) // from PID 1: every other process of the box
-			if removed == "" {
-				return
-			}
-			if aside, err := mount.Quarantine(removed); err != nil {
-				fmt.Fprintf(os.Stderr, "agentbox box-init: %s: %v\n", removed, err)
-			} else if aside != "" {
-				fmt.Fprintf(os.Stderr, "agentbox box-init: what appeared at %s after the host removed it is moved to %s\n", removed, aside)
-			}
-		})
-	}
+	defer prot.Finish()
 	return execstage.Run(execstage.Options{
 		Control: ctl, Exec: ex, Raw: raw, Spec: s, Rows: uint16(*rows), Cols: uint16(*cols),
-		Signals: sigs, Who: "box-init", Started: started, Fail: fail,
+		Signals: sigs, Who: "box-init", Started: prot.Started, Fail: fail,
 	})
-}
-
-// finishGuard ends the guard once the program has exited: the box's other processes are
-// killed first, so that nothing creates a guarded path after the last pass, which moves out
-// what is there and keeps the final content of what the box wrote. box-init exits, and the
-// launch's exit is reported, only after it.
-func finishGuard(g *changes.Guard) {
-	killOthers()
-	if err := g.Close(); err != nil {
-		fmt.Fprintf(os.Stderr, "agentbox box-init: guarding the protected paths: %v\n", err)
-	}
-}
-
-// killOthers kills every other process of the box (from PID 1) and waits, bounded, until they
-// are gone.
-func killOthers() {
-	unix.Kill(-1, unix.SIGKILL)
-	for i := 0; i < 200 && ns.OthersLeft(); i++ {
-		time.Sleep(5 * time.Millisecond)
-	}
 }

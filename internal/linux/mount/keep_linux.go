@@ -395,7 +395,7 @@ type removals struct {
 	names map[string]bool  // kept paths
 	seen  map[string]bool  // kept paths removed
 	// overflow says events were lost (since the current pass began, or in the pass before):
-	// any mask or bind not in place counts as removed.
+	// any watched mask or bind (names) not in place counts as removed.
 	overflow, passOverflow bool
 	pending                bool // a kept path removed, or events lost, since the current pass began
 }
@@ -444,11 +444,15 @@ func newRemovals(kept []keptMount) (*removals, error) {
 	return r, nil
 }
 
-// removed reads the pending events and reports whether path was removed on the host (or events
-// were lost, so that it may have been).
+// removed reads the pending events and reports whether path was removed on the host, or may
+// have been: events were lost and path is a watched name, one the box could have created after
+// a removal. Lost events say nothing of a path in a folder the box cannot write (a root-run
+// box's /etc/shadow, read-only in the box): what is there decides (keepMounts masks or binds it
+// again when something is there), as it would have before the events were lost.
 func (r *removals) removed(path string) bool {
 	r.drain()
-	return r.overflow || r.passOverflow || r.seen[filepath.Clean(path)]
+	p := filepath.Clean(path)
+	return r.seen[p] || (r.overflow || r.passOverflow) && r.names[p]
 }
 
 // removedAt is removed for path or any kept folder on its way.

@@ -44,20 +44,25 @@ func (b *Root) onTmpfs(source, target string) (int, error) {
 	if err != nil {
 		return -1, fmt.Errorf("open staged copy %s: %w", source, err)
 	}
-	fi, err := host.Stat()
-	if err != nil || !fi.Mode().IsRegular() {
-		host.Close()
-		return -1, fmt.Errorf("staged copy %s is not a regular file (%v)", source, err)
-	}
 	dir, err := unix.Open(filepath.Dir(source), unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
 		host.Close()
 		return -1, fmt.Errorf("open staged copy folder: %w", err)
 	}
+	return b.copyOnTmpfs(host, dir, filepath.Base(source), target)
+}
+
+// copyOnTmpfs is onTmpfs for a host copy already open (read-write), with its folder (O_PATH)
+// and its name there; it takes both descriptors, also on error.
+func (b *Root) copyOnTmpfs(host *os.File, dir int, name, target string) (int, error) {
 	fail := func(err error) (int, error) {
 		host.Close()
 		unix.Close(dir)
 		return -1, err
+	}
+	fi, err := host.Stat()
+	if err != nil || !fi.Mode().IsRegular() {
+		return fail(fmt.Errorf("staged copy %s of %s is not a regular file (%v)", name, target, err))
 	}
 	mnt, err := newMount("tmpfs", "mode=0700,nr_inodes=4,size="+strconv.Itoa(changes.MaxFile), unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV)
 	if err != nil {
@@ -78,7 +83,7 @@ func (b *Root) onTmpfs(source, target string) (int, error) {
 		unix.Close(mnt)
 		return fail(fmt.Errorf("staged copy on tmpfs: %w", err))
 	}
-	b.staged = append(b.staged, &stagedCopy{target: target, box: box, host: host, dir: dir, name: filepath.Base(source)})
+	b.staged = append(b.staged, &stagedCopy{target: target, box: box, host: host, dir: dir, name: name})
 	return mnt, nil
 }
 
