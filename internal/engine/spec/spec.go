@@ -212,6 +212,10 @@ func Build(p *plan.Plan) (*Spec, error) {
 			}
 			mounts = append(mounts, Mount{Kind: KindTmpfs, Target: m.Target, Options: "mode=" + mode + "," + sizeOption(m.SizeMiB), ReadOnly: m.ReadOnly})
 		case plan.MountMask:
+			if i := masked(mounts, m.Target); i >= 0 {
+				mounts[i].Optional = mounts[i].Optional && m.Optional
+				continue
+			}
 			mounts = append(mounts, Mount{Kind: KindMask, Target: m.Target, Optional: m.Optional})
 		case plan.MountOverlay:
 			for _, p := range []string{m.Source, m.Upper, m.Work, m.Beneath} {
@@ -344,6 +348,24 @@ func parentsFirst(in []plan.Mount) []plan.Mount {
 		}
 	}
 	return out
+}
+
+// masked returns the index of the mask of target that masking target again would stack a
+// second mask on (the last of mounts at target or at a folder above it), or -1. A root-run
+// box's root-only paths under /etc include the fixed masks (/etc/shadow, …), and a box keeps
+// each mask in place by checking that its own mount is the one at its path: of two stacked
+// masks the lower one is never there, and box-init masked it again at every change of the
+// mount table, each mask again a change, without end (thousands of mounts within seconds).
+func masked(mounts []Mount, target string) int {
+	for i := len(mounts) - 1; i >= 0; i-- {
+		if t := mounts[i].Target; t == target || beneath(target, t) {
+			if t == target && mounts[i].Kind == KindMask {
+				return i
+			}
+			return -1
+		}
+	}
+	return -1
 }
 
 // beneath reports whether path is strictly beneath dir.

@@ -161,3 +161,43 @@ func TestParentsFirst(t *testing.T) {
 		t.Errorf("order %v, want %v", got, want)
 	}
 }
+
+// TestMaskedOnce guards a root-run box whose mount table grew without end: the root-only paths
+// under /etc (plan.Input.Hidden) include the fixed masks (/etc/shadow, …), each was masked
+// twice, and box-init's keeper, finding the lower mask not at its path, masked it again at
+// every change of the mount table. A mask is made once; one after another mount at the same
+// path (or above it) is kept, and a required mask keeps its mask required.
+func TestMaskedOnce(t *testing.T) {
+	in := goldenInput()
+	in.Hidden = []string{"/etc/shadow", "/etc/gshadow", "/etc/ssh/ssh_host_rsa_key"}
+	in.Brokers.Mounts = []plan.Mount{
+		{Kind: plan.MountMask, Target: "/etc/ssh/ssh_host_rsa_key"},
+		{Kind: plan.MountBind, Source: "/x", Target: "/home/alice/.codex/auth.json"},
+		{Kind: plan.MountMask, Target: "/home/alice/.codex/auth.json", Optional: true},
+	}
+	p, err := plan.Build(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := Build(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	count := map[string]int{}
+	for _, m := range s.Mounts {
+		if m.Kind == KindMask {
+			count[m.Target]++
+			if m.Target == "/etc/ssh/ssh_host_rsa_key" && m.Optional {
+				t.Errorf("mask of %s optional, want required (one of its two masks was)", m.Target)
+			}
+		}
+	}
+	for target, n := range count {
+		if n > 1 {
+			t.Errorf("%s masked %d times, want once", target, n)
+		}
+	}
+	if count["/home/alice/.codex/auth.json"] != 1 {
+		t.Errorf("the mask over a bind at the same path was dropped: %v", count)
+	}
+}
