@@ -11,9 +11,9 @@ echo
 $GO run ./bench/startup -n "${N:-100}" -gap 250ms
 echo
 # bwrap and agentbox alternating within each round (and BASE, another build's bin/agentbox,
-# the code before a change, with its own daemon): on a loaded machine only these ratios mean
-# anything.
-$GO run ./bench/startup -pairs -n "${N:-100}" -gap 100ms ${BASE:+-base "$BASE"}
+# the code before a change, with its own daemon; and bwrap with the argv agentbox's own bwrap
+# engine renders for the same plan): on a loaded machine only these ratios mean anything.
+$GO run ./bench/startup -pairs -like -n "${N:-100}" -gap 100ms ${BASE:+-base "$BASE"}
 echo
 echo "## Box start to program exec inside the shim (native engine)"
 $GO test -run XXX -bench "StartToExec|PrestartedToExec" -benchtime "${N:-100}x" ./internal/engine/native | grep Benchmark

@@ -28,6 +28,9 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/agentbox/agentbox/internal/engine/bwrap"
+	"github.com/agentbox/agentbox/internal/launchdir"
 )
 
 func main() {
@@ -39,6 +42,7 @@ func main() {
 	floorClient := flag.String("floor-client", "", "ask the floor's server on this unix socket to run the argument (internal)")
 	pairs := flag.Bool("pairs", false, "only (b) and (c), alternating: n pairs, each ratio within its pair (on a loaded machine only same-run ratios mean anything)")
 	base := flag.String("base", "", "with -pairs: another build's agentbox binary (the code before a change), run with its own daemon in the same rounds as (b) and (c)")
+	like := flag.Bool("like", false, "with -pairs: also bwrap run with the argv agentbox's own bwrap engine renders for the same plan, /bin/true in place of its box-init (like for like)")
 	flag.Parse()
 	switch {
 	case *noop:
@@ -49,7 +53,7 @@ func main() {
 	case *floorClient != "":
 		os.Exit(askFloor(*floorClient, flag.Arg(0)))
 	}
-	ab, runtimeRoot, stop := startAgentbox(*bin)
+	ab, runtimeRoot, stop := startAgentbox(*bin, "")
 	defer stop()
 
 	self, err := os.Executable()
@@ -87,9 +91,15 @@ func main() {
 	if *pairs {
 		rivals := []rival{{cases[4].name, cases[4].cmd, nil}, {cases[5].name, cases[5].cmd, ab}}
 		if *base != "" {
-			bab, _, bstop := startAgentbox(*base)
+			bab, _, bstop := startAgentbox(*base, "")
 			defer bstop()
 			rivals = append(rivals, rival{"(c0) the same, built from " + *base, func() *exec.Cmd { return bab("run", "/bin/true") }, bab})
+		}
+		if *like {
+			args, lstop := bwrapArgv(*bin)
+			defer lstop()
+			rivals = append(rivals, rival{fmt.Sprintf("(b1) bwrap with the argv of agentbox's bwrap engine for the same plan (%d arguments), /bin/true as its program", len(args)),
+				func() *exec.Cmd { return exec.Command("bwrap", args...) }, nil})
 		}
 		runPairs(rivals, *n, *gap)
 		return
@@ -246,13 +256,13 @@ func runPairs(rivals []rival, n int, gap time.Duration) {
 			breakdowns = append(breakdowns, r.name+":\n"+stageBreakdown(r.ab, inOrder[j]))
 		}
 	}
-	if len(rivals) == 3 {
+	for j := 2; j < len(rivals); j++ {
 		var r []time.Duration
 		for i := range inOrder[1] {
-			r = append(r, inOrder[1][i]*1000/inOrder[2][i])
+			r = append(r, inOrder[1][i]*1000/inOrder[j][i])
 		}
 		rm, _ := stats(r)
-		fmt.Printf("\n(c) against (c0), median of the rounds' ratios: %.3f ×\n", float64(rm)/1000)
+		fmt.Printf("\n(c) against %s, median of the rounds' ratios: %.3f ×\n", strings.SplitN(rivals[j].name, " ", 2)[0], float64(rm)/1000)
 	}
 	for _, b := range breakdowns {
 		fmt.Print("\n", b)
@@ -262,21 +272,25 @@ func runPairs(rivals []rival, n int, gap time.Duration) {
 // startAgentbox starts bin's daemon with a home, state, configuration and runtime folder of
 // its own (the first launch starts it) and returns how to run bin's CLI there, the runtime
 // root, and how to stop the daemon and remove the folders.
-func startAgentbox(bin string) (ab func(args ...string) *exec.Cmd, runtimeRoot string, stop func()) {
+func startAgentbox(bin, config string) (ab func(args ...string) *exec.Cmd, runtimeRoot string, stop func()) {
 	abs, err := filepath.Abs(bin)
 	check(err)
 	root, err := os.MkdirTemp("/tmp", "abbench")
 	check(err)
 	// XDG_RUNTIME_DIR is a tmpfs on a systemd host (/run/user/UID); /dev/shm stands in for it
 	// here, so that the runtime files of a launch cost what they cost there.
+	// Not for the bwrap engine, whose box mounts a /dev of its own over the host's.
 	runtimeRoot = root
-	if st, err := os.Stat("/dev/shm"); err == nil && st.IsDir() {
+	if st, err := os.Stat("/dev/shm"); err == nil && st.IsDir() && !strings.Contains(config, "bwrap") {
 		runtimeRoot, err = os.MkdirTemp("/dev/shm", "abbench")
 		check(err)
 	}
 	env := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + mk(root, "home"), "XDG_RUNTIME_DIR=" + mk(runtimeRoot, "run"),
 		"XDG_STATE_HOME=" + mk(root, "state"), "XDG_CONFIG_HOME=" + mk(root, "config")}
 	work := mk(root, "work")
+	if config != "" {
+		check(os.WriteFile(filepath.Join(mk(root, "config/agentbox"), "config.yaml"), []byte(config), 0o600))
+	}
 	ab = func(args ...string) *exec.Cmd {
 		c := exec.Command(abs, args...)
 		c.Env, c.Dir = env, work
@@ -293,6 +307,56 @@ func startAgentbox(bin string) (ab func(args ...string) *exec.Cmd, runtimeRoot s
 			os.RemoveAll(runtimeRoot)
 		}
 	}
+}
+
+// bwrapArgv returns the bwrap argv that agentbox's bwrap engine renders for a launch of
+// /bin/true's plan, and how to end it: bin's daemon, configured with `engine: bwrap`, runs a
+// detached launch (sleep) whose request (the launch directory's request.json) holds the argv
+// while it runs (its run directory, bound into the box, exists as long). The argv is expanded
+// as the engine's monitor expands it (bwrap.ExpandArgs: masks, binds beneath the workspace —
+// by path here, where the monitor passes the descriptor it opened), without the monitor's
+// status descriptor, and with /bin/true where the engine runs its bwrap-init.
+func bwrapArgv(bin string) (args []string, stop func()) {
+	ab, runtimeRoot, abStop := startAgentbox(bin, "engine: bwrap\n")
+	out, err := ab("run", "--detach", "sleep", "3600").Output()
+	if err != nil {
+		fatalf("a detached launch with the bwrap engine: %v", err)
+	}
+	id := strings.TrimSpace(string(out))
+	stop = func() { ab("stop", id).Run(); abStop() }
+	raw, err := os.ReadFile(filepath.Join(runtimeRoot, "run", "agentbox", "launches", id, launchdir.RequestFile))
+	if err != nil {
+		stop()
+		fatalf("the bwrap engine's request: %v", err)
+	}
+	req, err := bwrap.ParseRequest(raw)
+	if err != nil {
+		stop()
+		fatalf("the bwrap engine's request: %v", err)
+	}
+	stat := func(p string) (isDir, ok bool) {
+		fi, err := os.Stat(p)
+		return err == nil && fi.IsDir(), err == nil
+	}
+	open := func(src, _ string) (string, error) { _, err := os.Stat(src); return src, err }
+	exp, err := bwrap.ExpandArgs(req.Args, stat, open)
+	if err != nil {
+		stop()
+		fatalf("expand the bwrap engine's argv: %v", err)
+	}
+	for i := 0; i < len(exp); i++ {
+		switch {
+		case exp[i] == "--json-status-fd":
+			i++
+		case exp[i] == "--":
+			return append(args, "--", "/bin/true"), stop
+		default:
+			args = append(args, exp[i])
+		}
+	}
+	stop()
+	fatalf("the bwrap engine's argv has no program: %q", exp)
+	return nil, nil
 }
 
 func loadavg() string {
