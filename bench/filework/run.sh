@@ -1,0 +1,151 @@
+#!/usr/bin/env bash
+# A file- and process-heavy shell workload in a box against the same on the host, in one run
+# (issue #23): 50 mkdirs, 5,000 small files written, find, grep -r, and git add -A && git commit
+# of the result, each time in a fresh git repository. PAIRS (default 10) pairs alternate bare
+# and boxed (the order rotated each pair); each is timed whole (the box's launch included) and
+# inside the shell that runs the work (in the box: without the launch). Then GOPAIRS (default
+# 3) pairs of this repository's `go build ./...` with a warm build cache, bare against boxed
+# (the box keeps its own warm cache between boxes of the same workspace: one boxed build
+# before the pairs warms it). Prints medians, the median of the pairs' ratios and the load
+# average at the start and the end, for docs/benchmarks.md ("Work inside a box"). BASE, another
+# build's bin/agentbox (the code before a change), adds its boxed run to each round of the
+# file workload, with a daemon of its own.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+repo=$PWD
+GO=${GO:-go}
+export CGO_ENABLED=${CGO_ENABLED:-0}
+[ -x bin/agentbox ] && [ -x bin/agentbox-daemon ] && [ -x bin/agentbox-box ] || $GO build -o bin/ ./cmd/agentbox ./cmd/agentbox-daemon ./cmd/agentbox-box
+ab=${AGENTBOX:-$PWD/bin/agentbox}
+PAIRS=${PAIRS:-10}
+GOPAIRS=${GOPAIRS:-3}
+tmp=$(mktemp -d /tmp/abfile.XXXXXX)
+chmod 755 "$tmp"
+mkdir -m 700 "$tmp/rt" "$tmp/st" "$tmp/cfg" "$tmp/rt0" "$tmp/st0"
+# The bare go builds keep the user's Go settings ($XDG_CONFIG_HOME/go/env: GOFLAGS, …), which
+# the agentbox folders below would otherwise hide from them.
+GOENV=$($GO env GOENV)
+export GOENV
+export XDG_RUNTIME_DIR=$tmp/rt XDG_STATE_HOME=$tmp/st XDG_CONFIG_HOME=$tmp/cfg
+BASE=${BASE:-}
+base() { XDG_RUNTIME_DIR=$tmp/rt0 XDG_STATE_HOME=$tmp/st0 "$BASE" "$@"; }
+trap '"$ab" daemon stop >/dev/null 2>&1 || true; [ -z "$BASE" ] || base daemon stop >/dev/null 2>&1 || true; rm -rf "$tmp"' EXIT
+
+# The work; it prints its own duration in ns, measured inside the shell that runs it.
+work='s=$(date +%s%N)
+i=0; while [ $i -lt 50 ]; do mkdir d$i; i=$((i+1)); done
+i=0; while [ $i -lt 5000 ]; do echo "line $i needle" > d$((i % 50))/f$i.txt; i=$((i+1)); done
+[ "$(find . -path ./.git -prune -o -type f -print | wc -l)" = 5000 ] || exit 3
+[ "$(grep -r needle d* | wc -l)" = 5000 ] || exit 4
+git add -A && git -c user.name=bench -c user.email=bench@example.org commit -qm work || exit 5
+e=$(date +%s%N); echo "inner $(( (e - s) / 1000 ))"'
+
+fresh() { # fresh DIR: an empty git repository
+  rm -rf "$1"
+  mkdir -p "$1"
+  git -C "$1" init -q
+}
+now() { date +%s%N; }
+declare -a bare_w bare_i box_w box_i base_w base_i ratio bratio
+one() { # one bare|box|base N: runs the work once, appends whole and inner µs
+  local d=$tmp/w-$1-$2 s e out
+  fresh "$d"
+  sync
+  s=$(now)
+  case $1 in
+  bare) out=$(cd "$d" && sh -c "$work") ;;
+  box) out=$(cd "$d" && "$ab" run sh -- -c "$work") ;;
+  base) out=$(cd "$d" && base run sh -- -c "$work") ;;
+  esac
+  e=$(now)
+  rm -rf "$d"
+  local whole=$(((e - s) / 1000)) inner=${out#inner }
+  case $1 in
+  bare) bare_w+=("$whole"); bare_i+=("$inner") ;;
+  box) box_w+=("$whole"); box_i+=("$inner") ;;
+  base) base_w+=("$whole"); base_i+=("$inner") ;;
+  esac
+}
+median() { printf '%s\n' "$@" | sort -n | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
+ms() { awk -v u="$1" 'BEGIN {printf "%.1f", u/1000}'; }
+
+"$ab" run true >/dev/null # starts the daemon: not measured
+[ -z "$BASE" ] || base run true >/dev/null
+echo "## Work inside a box ($(date -u '+%F %H:%M UTC'), $(nproc) cores, $(uname -r), $(id -un), load average $(cut -d' ' -f1-3 /proc/loadavg))"
+if [ "$PAIRS" -gt 0 ]; then
+sides="bare box${BASE:+ base}"
+for s in $sides; do one "$s" 0; done # warm-up, not counted
+bare_w=(); bare_i=(); box_w=(); box_i=(); base_w=(); base_i=()
+for n in $(seq 1 "$PAIRS"); do
+  set -- $sides
+  for _ in $(seq 1 $((n % $#))); do set -- "${@:2}" "$1"; done # the order rotated each round
+  for s in "$@"; do one "$s" "$n"; done
+  ratio+=("$(awk -v a="${box_w[-1]}" -v b="${bare_w[-1]}" 'BEGIN {printf "%.4f", a/b}')")
+  [ -z "$BASE" ] || bratio+=("$(awk -v a="${box_w[-1]}" -v b="${base_w[-1]}" 'BEGIN {printf "%.4f", a/b}')")
+done
+echo
+echo "50 mkdirs, 5,000 files, find, grep -r, git add -A && git commit ($PAIRS pairs, alternating; ms)"
+echo
+echo "| | whole (median) | inside the shell (median) |"
+echo "|---|---|---|"
+echo "| bare | $(ms "$(median "${bare_w[@]}")") | $(ms "$(median "${bare_i[@]}")") |"
+echo "| agentbox run | $(ms "$(median "${box_w[@]}")") | $(ms "$(median "${box_i[@]}")") |"
+[ -z "$BASE" ] || echo "| agentbox run, BASE | $(ms "$(median "${base_w[@]}")") | $(ms "$(median "${base_i[@]}")") |"
+echo
+echo "boxed / bare, whole: median of the pairs' ratios $(median "${ratio[@]}"); of the medians $(awk -v a="$(median "${box_w[@]}")" -v b="$(median "${bare_w[@]}")" 'BEGIN {printf "%.4f", a/b}'); inside: $(awk -v a="$(median "${box_i[@]}")" -v b="$(median "${bare_i[@]}")" 'BEGIN {printf "%.4f", a/b}')"
+[ -z "$BASE" ] || echo "agentbox run / BASE, whole: median of the rounds' ratios $(median "${bratio[@]}")"
+fi
+
+if [ "$GOPAIRS" -gt 0 ]; then
+  declare -a gb gx gr
+  $GO build -o /dev/null ./... # warms the host's cache
+  "$ab" run --workspace "$repo" sh -- -c 'go build -o /dev/null ./...' >/dev/null # warms the box's
+  for n in $(seq 1 "$GOPAIRS"); do
+    for side in $( ((n % 2)) && echo bare box || echo box bare); do
+      s=$(now)
+      if [ $side = bare ]; then $GO build -o /dev/null ./...; else "$ab" run --workspace "$repo" sh -- -c 'go build -o /dev/null ./...' >/dev/null; fi
+      e=$(now)
+      if [ $side = bare ]; then gb+=($(((e - s) / 1000))); else gx+=($(((e - s) / 1000))); fi
+    done
+    gr+=("$(awk -v a="${gx[-1]}" -v b="${gb[-1]}" 'BEGIN {printf "%.4f", a/b}')")
+  done
+  echo
+  echo "go build ./... of this repository, warm cache ($GOPAIRS pairs, alternating): bare $(ms "$(median "${gb[@]}")") ms, agentbox run $(ms "$(median "${gx[@]}")") ms (launch included); median of the pairs' ratios $(median "${gr[@]}")"
+fi
+# The system calls the work makes most, each timed in a loop inside the box and bare (python3:
+# its interpreter's cost is the same on both sides): openat+close of an existing file, openat
+# O_CREAT of a new file (+close), stat, in ns per call.
+SYSPAIRS=${SYSPAIRS:-5}
+if [ "$SYSPAIRS" -gt 0 ] && command -v python3 >/dev/null; then
+  py='import os, time
+n = 20000
+def t(f):
+    s = time.perf_counter_ns(); f(); return (time.perf_counter_ns() - s) // n
+os.mkdir("sc"); open("sc/x", "w").close()
+def rd():
+    for _ in range(n): os.close(os.open("sc/x", os.O_RDONLY))
+def cr():
+    for i in range(n): os.close(os.open("sc/%d" % i, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))
+def st():
+    for _ in range(n): os.stat("sc/x")
+print(t(rd), t(cr), t(st))'
+  declare -a so sb
+  for n in $(seq 1 "$SYSPAIRS"); do
+    for side in $( ((n % 2)) && echo bare box || echo box bare); do
+      d=$tmp/s-$side-$n
+      fresh "$d"
+      if [ $side = bare ]; then so+=("$(cd "$d" && python3 -c "$py")"); else sb+=("$(cd "$d" && "$ab" run python3 -- -c "$py")"); fi
+      rm -rf "$d"
+    done
+  done
+  col() { local k=$1; shift; median $(printf '%s\n' "$@" | awk -v k="$k" '{print $k}'); }
+  echo
+  echo "System calls inside, ns per call (python3 loop of 20,000; $SYSPAIRS pairs, alternating, medians):"
+  echo
+  echo "| | openat+close (existing file) | openat O_CREAT+close (new file) | stat |"
+  echo "|---|---|---|---|"
+  echo "| bare | $(col 1 "${so[@]}") | $(col 2 "${so[@]}") | $(col 3 "${so[@]}") |"
+  echo "| agentbox run | $(col 1 "${sb[@]}") | $(col 2 "${sb[@]}") | $(col 3 "${sb[@]}") |"
+fi
+echo
+echo "load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
