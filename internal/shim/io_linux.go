@@ -180,6 +180,7 @@ func (s *server) deliver(t console.FrameType, data []byte, filter *console.Clipb
 	}
 	if err := c.fw.WriteFrame(t, data); err != nil {
 		s.writeFailedToClient(c, err)
+		testHook(testHooks.writeFailed)
 	}
 	return out
 }

@@ -194,10 +194,24 @@ type server struct {
 	drawn chan struct{}
 }
 
-// Test hooks (nil outside tests; export_linux_test.go sets them in a test's shim process):
-// testHookStopBeforeBox runs in stop() after it recorded a stop that came before the box was
-// set, testHookStopChecked in startBox after it looked for such a stop.
-var testHookStopBeforeBox, testHookStopChecked func()
+// testHooks force interleavings in tests (each nil outside tests; export_linux_test.go sets
+// them in a test's shim process).
+var testHooks struct {
+	// beforeStart runs in startBox before the engine starts the box; stopBeforeBox in stop()
+	// after it recorded a stop that came before the box was set; stopChecked in startBox after
+	// it looked for such a stop.
+	beforeStart, stopBeforeBox, stopChecked func()
+	// clientRead runs in an attached client's connection reader before it reads a frame;
+	// writeFailed in deliver after a write to the client failed and was handled.
+	clientRead, writeFailed func()
+}
+
+// testHook runs h unless it is nil.
+func testHook(h func()) {
+	if h != nil {
+		h()
+	}
+}
 
 type stdinItem struct {
 	data []byte
@@ -488,6 +502,7 @@ func (s *server) startBox(hold bool) error {
 		bio.Stdin, bio.Stdout, bio.Stderr = inR, outW, errW
 	}
 
+	testHook(testHooks.beforeStart)
 	var box *engine.Box
 	if pre := s.pre; pre != nil {
 		s.pre = nil
@@ -570,9 +585,7 @@ func (s *server) startBox(hold bool) error {
 		s.stop()
 	default:
 	}
-	if testHookStopChecked != nil {
-		testHookStopChecked()
-	}
+	testHook(testHooks.stopChecked)
 
 	go s.waitBox()
 	go s.readControl(shimEnd)
@@ -821,9 +834,7 @@ func (s *server) stop() {
 		// already looked, and a detached launch has nothing else that waits on stopReq.
 		s.stopOnce.Do(func() { close(s.stopReq) })
 		s.mu.Unlock()
-		if testHookStopBeforeBox != nil {
-			testHookStopBeforeBox()
-		}
+		testHook(testHooks.stopBeforeBox)
 		return
 	}
 	if s.stopping || s.phase >= phaseExited {
