@@ -25,7 +25,7 @@ AGENTBOX_TEST_USER_SUITES=$user_suites $GO test -count=1 -timeout 15m -parallel 
 # s: the tests' own waits dominate); with an empty one the race build of the standard library
 # and the dependencies costs 154 CPU s, about 80 s more on two idle cores. It needs cgo for this
 # step only (the binaries stay static).
-echo "== go test -race (concurrent packages without boxes)"
+echo "== go test -race (concurrent packages)"
 if ! command -v "${CC:-gcc}" >/dev/null; then
   echo "FAIL: go test -race needs a C compiler (cgo): install gcc, or set CC" >&2
   exit 1
@@ -37,12 +37,27 @@ CGO_ENABLED=1 $GO test -race -count=1 -timeout 5m ./internal/relay ./internal/re
 # and tunnels ending on revocation. Together 27 s wall against 12 s for the ssh tests alone
 # (5+3 CPU s against 2+1, with a warm cache; measured at load average 20 on two cores); a cold
 # cache adds about 16 CPU s for the race build of the git relay and the egress proxy. Not here:
-# internal/store (clean under -race, but the race build of the pure-Go SQLite costs 96 CPU s
-# with a cold cache) and the packages whose tests build boxes (not tried: their suites take
-# minutes already, and Go documents 2-20 times the execution time under the race detector).
+# internal/store and internal/daemon (both clean under -race: the store's suite, and the daemon's
+# TestLaunchStopSettles and TestDetachedLaunchesEndingAtOnce, whose daemon runs in the test
+# process), because the race build of the pure-Go SQLite costs 95 CPU s with a cold cache and the
+# daemon's other dependencies 72 more (measured as below), about 90 s wall of CI's last 165 s.
 CGO_ENABLED=1 $GO test -race -count=1 -timeout 5m \
   -run 'TestAgent|TestRevocationInFlightAgentRequest|TestStreamedBodyCountedWhileSent|TestHTTPForward|TestTunnelEndsOnRevocationAndClose' \
   ./internal/sshbroker ./internal/relay/git ./internal/egress
+# The box-building packages' concurrent code, where a test runs it in a process the race
+# detector instruments: the guard of absent protected paths (its watch goroutine against Add and
+# Close, in the test process), and the shim (the test binary re-executed as the shim: its output
+# pumps, connection readers, stop and watchers against each other, the races its hooks force
+# included). halt_on_error ends a shim that races, which fails its test (a deliberate race in the
+# pump fails TestDetachAndReattach with DATA RACE in shim.log); without it the report would
+# only be in the shim's log. Measured with a build cache of its own, warmed by the steps above
+# (as in CI, which starts cold), on this shared 2-core machine at load average 28-41: 14 CPU s
+# with the race build of what they add (the guard's 4, the shim's 11), 8 CPU s with a warm
+# cache; the shim's tests took 17-21 s (mostly waiting on their processes), the guard's 3 s, and
+# the two go test runs with their builds 81 s wall cold and 47 s warm at that load.
+CGO_ENABLED=1 GORACE=halt_on_error=1 $GO test -race -count=1 -timeout 5m \
+  -run 'TestGuard|TestApply|TestStopWhile|TestDetachWhileOutputFails|TestDetachAndReattach|TestHangupOnClientLoss|TestWatchStopAndSignal' \
+  ./internal/changes ./internal/shim
 
 if [ "$(id -u)" = 0 ]; then
   user=${AGENTBOX_TEST_USER:-abuser}

@@ -1,7 +1,8 @@
 // Package atomicfile replaces files atomically: a reader sees the old content or the new,
 // never a part of either, and after a crash the file holds one of them. It is the one helper
-// every package uses to write a file in place (state, caches, launchers, managed settings,
-// the shim's exit status).
+// every package uses to write a file in place, by path (state, caches, launchers, managed
+// settings, the shim's exit status) or beneath an open folder descriptor (WriteAt: the store of
+// proposed changes, a protected file that apply replaces).
 package atomicfile
 
 import (

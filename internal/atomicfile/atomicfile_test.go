@@ -24,50 +24,75 @@ func entries(t *testing.T, dir string) []string {
 	return names
 }
 
+// writers are the ways to replace a file: by path, and beneath an open folder with and
+// without sync.
+var writers = []struct {
+	name  string
+	write func(t *testing.T, path string, data []byte, perm os.FileMode) error
+}{
+	{"WriteFile", func(t *testing.T, path string, data []byte, perm os.FileMode) error {
+		return WriteFile(path, data, perm)
+	}},
+	{"WriteAt-sync", func(t *testing.T, path string, data []byte, perm os.FileMode) error {
+		return WriteAt(openDir(t, filepath.Dir(path)), filepath.Base(path), data, perm, true)
+	}},
+	{"WriteAt", func(t *testing.T, path string, data []byte, perm os.FileMode) error {
+		return WriteAt(openDir(t, filepath.Dir(path)), filepath.Base(path), data, perm, false)
+	}},
+}
+
 func TestWriteFile(t *testing.T) {
 	old := syscall.Umask(0o077) // the mode given wins over the umask
 	defer syscall.Umask(old)
-	for _, tc := range []struct {
-		name string
-		perm os.FileMode
-		prev string // content before, "" for none
-	}{
-		{"new-0600", 0o600, ""},
-		{"new-0755", 0o755, ""},
-		{"replace-0644", 0o644, "old content that is longer than the new one"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			dir := t.TempDir()
-			p := filepath.Join(dir, "f.json")
-			if tc.prev != "" {
-				if err := os.WriteFile(p, []byte(tc.prev), 0o600); err != nil {
+	for _, w := range writers {
+		for _, tc := range []struct {
+			name string
+			perm os.FileMode
+			prev string // content before, "" for none
+		}{
+			{"new-0600", 0o600, ""},
+			{"new-0755", 0o755, ""},
+			{"replace-0644", 0o644, "old content that is longer than the new one"},
+		} {
+			t.Run(w.name+"/"+tc.name, func(t *testing.T) {
+				dir := t.TempDir()
+				p := filepath.Join(dir, "f.json")
+				if tc.prev != "" {
+					if err := os.WriteFile(p, []byte(tc.prev), 0o600); err != nil {
+						t.Fatal(err)
+					}
+				}
+				if err := w.write(t, p, []byte("new"), tc.perm); err != nil {
 					t.Fatal(err)
 				}
-			}
-			if err := WriteFile(p, []byte("new"), tc.perm); err != nil {
-				t.Fatal(err)
-			}
-			b, err := os.ReadFile(p)
-			if err != nil || string(b) != "new" {
-				t.Fatalf("content %q, %v; want %q", b, err, "new")
-			}
-			fi, err := os.Lstat(p)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if fi.Mode() != tc.perm {
-				t.Errorf("mode %v, want %v", fi.Mode(), tc.perm)
-			}
-			if names := entries(t, dir); len(names) != 1 {
-				t.Errorf("directory holds %v, want only f.json (a temporary file was left)", names)
-			}
-		})
+				b, err := os.ReadFile(p)
+				if err != nil || string(b) != "new" {
+					t.Fatalf("content %q, %v; want %q", b, err, "new")
+				}
+				fi, err := os.Lstat(p)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if fi.Mode() != tc.perm {
+					t.Errorf("mode %v, want %v", fi.Mode(), tc.perm)
+				}
+				if names := entries(t, dir); len(names) != 1 {
+					t.Errorf("directory holds %v, want only f.json (a temporary file was left)", names)
+				}
+			})
+		}
 	}
 }
 
 // TestWriteFileReplacesSymlink: a symlink planted at the path is replaced, and what it points
 // to is neither written nor changed in mode.
 func TestWriteFileReplacesSymlink(t *testing.T) {
+	for _, w := range writers {
+		t.Run(w.name, func(t *testing.T) { testReplacesSymlink(t, w.write) })
+	}
+}
+
+func testReplacesSymlink(t *testing.T, write func(*testing.T, string, []byte, os.FileMode) error) {
 	dir := t.TempDir()
 	target := filepath.Join(dir, "target")
 	if err := os.WriteFile(target, []byte("keep"), 0o644); err != nil {
@@ -77,7 +102,7 @@ func TestWriteFileReplacesSymlink(t *testing.T) {
 	if err := os.Symlink(target, p); err != nil {
 		t.Fatal(err)
 	}
-	if err := WriteFile(p, []byte("secret"), 0o600); err != nil {
+	if err := write(t, p, []byte("secret"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	if b, _ := os.ReadFile(target); string(b) != "keep" {
@@ -95,26 +120,9 @@ func TestWriteFileReplacesSymlink(t *testing.T) {
 // rename fails; the directory is not writable, so no temporary file) leaves what was there and
 // no temporary file, and the error names the path.
 func TestWriteFileFailureLeavesOld(t *testing.T) {
-	t.Run("rename-fails", func(t *testing.T) {
-		dir := t.TempDir()
-		p := filepath.Join(dir, "d")
-		if err := os.Mkdir(p, 0o700); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(p, "inner"), nil, 0o600); err != nil {
-			t.Fatal(err)
-		}
-		err := WriteFile(p, []byte("x"), 0o600)
-		if err == nil || !strings.Contains(err.Error(), p) {
-			t.Fatalf("err = %v, want an error naming %s", err, p)
-		}
-		if fi, err := os.Stat(p); err != nil || !fi.IsDir() {
-			t.Errorf("%s is no longer the directory: %v", p, err)
-		}
-		if names := entries(t, dir); len(names) != 1 {
-			t.Errorf("directory holds %v: the temporary file was left", names)
-		}
-	})
+	for _, w := range writers {
+		t.Run("rename-fails/"+w.name, func(t *testing.T) { testRenameFails(t, w.write) })
+	}
 	t.Run("no-temporary-file", func(t *testing.T) {
 		if os.Geteuid() == 0 {
 			t.Skip("root writes into a read-only directory")
@@ -135,4 +143,25 @@ func TestWriteFileFailureLeavesOld(t *testing.T) {
 			t.Errorf("content %q, want the old one", b)
 		}
 	})
+}
+
+func testRenameFails(t *testing.T, write func(*testing.T, string, []byte, os.FileMode) error) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "taken")
+	if err := os.Mkdir(p, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(p, "inner"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	err := write(t, p, []byte("x"), 0o600)
+	if err == nil || !strings.Contains(err.Error(), "taken: ") {
+		t.Fatalf("err = %v, want an error naming taken", err)
+	}
+	if fi, err := os.Stat(p); err != nil || !fi.IsDir() {
+		t.Errorf("%s is no longer the directory: %v", p, err)
+	}
+	if names := entries(t, dir); len(names) != 1 {
+		t.Errorf("directory holds %v: the temporary file was left", names)
+	}
 }

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/agentbox/agentbox/internal/atomicfile"
 	"golang.org/x/sys/unix"
 )
 
@@ -149,7 +150,7 @@ func applyModify(root int, src, rel string, mode os.FileMode) error {
 	}
 	// The host's permission bits, with the box's executable bits (a hook it made executable).
 	mode = fi.Mode().Perm()&^0o111 | mode&0o111
-	if err := replaceAt(parent, name, b, mode, true); err != nil {
+	if err := atomicfile.WriteAt(parent, name, b, mode, true); err != nil {
 		return fmt.Errorf("%s: %w", rel, err)
 	}
 	if err := os.Remove(src + baseSuffix); err != nil {

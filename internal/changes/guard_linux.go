@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/agentbox/agentbox/internal/atomicfile"
 	"github.com/agentbox/agentbox/internal/inotify"
 	"github.com/agentbox/agentbox/internal/plan"
 	"golang.org/x/sys/unix"
@@ -96,7 +97,7 @@ func (g *Guard) Add(gd plan.Guard) error {
 	}
 	data, err := json.Marshal(append(g.added, gd))
 	if err == nil {
-		err = replaceAt(g.store, AddedRecord, data, 0o600, false)
+		err = atomicfile.WriteAt(g.store, AddedRecord, data, 0o600, false)
 	}
 	if err != nil {
 		return fmt.Errorf("record guarded path %s: %w", gd.Path, err)
@@ -408,7 +409,7 @@ func writeStore(store int, rel string, content []byte, mode uint32, truncated bo
 	defer unix.Close(parent)
 	name := filepath.Base(rel)
 	clearStore(parent, name)
-	if err := replaceAt(parent, name, content, os.FileMode(mode|0o600), false); err != nil {
+	if err := atomicfile.WriteAt(parent, name, content, os.FileMode(mode|0o600), false); err != nil {
 		return fmt.Errorf("keep %s: %w", rel, err)
 	}
 	if truncated {
@@ -419,36 +420,6 @@ func writeStore(store int, rel string, content []byte, mode uint32, truncated bo
 		unix.Unlinkat(parent, name+TruncatedSuffix, 0)
 	}
 	return nil
-}
-
-// replaceAt makes name in the folder parent hold content with mode: a new file in the same
-// folder (written, synced when sync is set) renamed over name, so that a reader sees the old
-// file or the new one, never half of it.
-func replaceAt(parent int, name string, content []byte, mode os.FileMode, sync bool) error {
-	tmp := "." + name + ".agentbox-tmp"
-	unix.Unlinkat(parent, tmp, 0)
-	fd, err := unix.Openat(parent, tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
-	if err != nil {
-		return err
-	}
-	f := os.NewFile(uintptr(fd), tmp)
-	_, err = f.Write(content)
-	if err == nil {
-		err = f.Chmod(mode) // whatever the umask
-	}
-	if err == nil && sync {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = unix.Renameat(parent, tmp, parent, name)
-	}
-	if err != nil {
-		unix.Unlinkat(parent, tmp, 0)
-	}
-	return err
 }
 
 func (g *Guard) storeLink(rel, target string) {

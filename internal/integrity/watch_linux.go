@@ -3,6 +3,7 @@ package integrity
 import (
 	"context"
 	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"sync"
@@ -109,42 +110,25 @@ func (w *Watcher) inotify(ctx context.Context) error {
 	go func() { <-ctx.Done(); n.f.Close() }()
 	events := make(chan []string, 1)
 	errc := make(chan error, 1)
-	go func() {
-		buf := make([]byte, 64<<10)
-		for {
-			k, err := n.f.Read(buf)
-			if err != nil {
-				errc <- err
-				close(events)
+	go readEvents(ctx, n.f, func(b []byte) []string {
+		var dirty []string
+		inotify.Parse(b, func(ev inotify.Event) {
+			owner, ok := n.owner[int(ev.Wd)]
+			if !ok {
 				return
 			}
-			var dirty []string
-			inotify.Parse(buf[:k], func(ev inotify.Event) {
-				owner, ok := n.owner[int(ev.Wd)]
-				if !ok {
-					return
+			dirty = append(dirty, owner)
+			if name := ev.Name; ev.Mask&unix.IN_ISDIR != 0 && ev.Mask&(unix.IN_CREATE|unix.IN_MOVED_TO) != 0 && name != "" {
+				sub := filepath.Join(owner, name)
+				if name == ".git" {
+					n.add(filepath.Join(owner, name), owner)
+				} else if filepath.Base(owner) != ".git" {
+					dirty = append(dirty, n.addTree(sub)...)
 				}
-				dirty = append(dirty, owner)
-				if name := ev.Name; ev.Mask&unix.IN_ISDIR != 0 && ev.Mask&(unix.IN_CREATE|unix.IN_MOVED_TO) != 0 && name != "" {
-					sub := filepath.Join(owner, name)
-					if name == ".git" {
-						n.add(filepath.Join(owner, name), owner)
-					} else if filepath.Base(owner) != ".git" {
-						dirty = append(dirty, n.addTree(sub)...)
-					}
-				}
-			})
-			select {
-			case events <- dirty:
-			case <-ctx.Done():
-				// errc first: the loop below, finding events closed, waits for it (it was never
-				// sent on this path, and the daemon's End of the launch hung on the watch).
-				errc <- ctx.Err()
-				close(events)
-				return
 			}
-		}
-	}()
+		})
+		return dirty
+	}, events, errc)
 
 	for {
 		var dirty []string
@@ -180,6 +164,31 @@ func (w *Watcher) inotify(ctx context.Context) error {
 		}
 		timer.Stop()
 		w.verify(SourceInotify, false, dedupe(dirty))
+	}
+}
+
+// readEvents reads r (the inotify descriptor, closed when ctx ends) and sends each read's dirty
+// folders (parse) on events, until a read fails or ctx ends while a send waits for the loop.
+// Either way it sends the reason on errc, then closes events: the loop, finding events closed,
+// waits for errc. (On the cancellation path it once closed events alone, and the loop, whose
+// select may take the closed channel over ctx.Done, waited forever: TestReadEventsCancelled.)
+func readEvents(ctx context.Context, r io.Reader, parse func([]byte) []string, events chan<- []string, errc chan<- error) {
+	buf := make([]byte, 64<<10)
+	for {
+		k, err := r.Read(buf)
+		if err != nil {
+			errc <- err
+			close(events)
+			return
+		}
+		dirty := parse(buf[:k])
+		select {
+		case events <- dirty:
+		case <-ctx.Done():
+			errc <- ctx.Err()
+			close(events)
+			return
+		}
 	}
 }
 

@@ -4,14 +4,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"os/signal"
 	"strconv"
 	"strings"
 	"syscall"
-	"time"
 
 	"github.com/creack/pty"
 	"golang.org/x/sys/unix"
@@ -37,8 +35,6 @@ type fakeRequest struct {
 	Die int `json:"die,omitempty"`
 	// StartErr, when set, makes Engine.Start fail with the error class of this code.
 	StartErr string `json:"startErr,omitempty"`
-	// StartDelayMS, when set, makes Engine.Start wait this long before it starts the box.
-	StartDelayMS int `json:"startDelayMS,omitempty"`
 }
 
 func (fakeEngine) Name() string { return "fake" }
@@ -55,7 +51,6 @@ func (fakeEngine) Start(req []byte, io engine.IO) (*engine.Box, error) {
 	if r.StartErr != "" {
 		return nil, fmt.Errorf("%w: injected", engine.ErrorForCode(r.StartErr))
 	}
-	time.Sleep(time.Duration(r.StartDelayMS) * time.Millisecond)
 	cmd := exec.Command("/proc/self/exe", "fake-box-init")
 	cmd.Env = append(os.Environ(), "FAKE_BOX_REQUEST="+string(req), fmt.Sprintf("FAKE_BOX_SIZE=%d,%d", io.Rows, io.Cols))
 	cmd.ExtraFiles = []*os.File{io.Control}
@@ -183,40 +178,20 @@ func fakeBoxInit() int {
 	}
 }
 
-// gatedEngine is an engine that holds (engine.Holder) and whose Start waits, before it starts
-// anything, until the test opens the FIFO its request names: so a test can act while the shim
-// is inside Start. Its box is laid out as the bwrap engine's is: the top process (Box.Process)
-// stays in the host's namespaces, and the box's PID 1 (Box.InitPid) is another process, in
-// new user and pid namespaces, that outlives the top process (it has no Pdeathsig): only the
-// shim's settlement ends it. Neither runs a program; the box never reports on its control
-// socket.
-type gatedEngine struct{}
+// heldEngine is an engine that holds (engine.Holder) and whose box is laid out as the bwrap
+// engine's is: the top process (Box.Process) stays in the host's namespaces, and the box's PID 1
+// (Box.InitPid) is another process, in new user and pid namespaces, that outlives the top
+// process (it has no Pdeathsig): only the shim's settlement ends it. Neither runs a program;
+// the box never reports on its control socket. Its request is "{}".
+type heldEngine struct{}
 
-// gatedRequest is the gated engine's request (request.json).
-type gatedRequest struct {
-	Gate string `json:"gate"` // a FIFO: Start opens it and reads it to its end first
+func (heldEngine) Name() string     { return "held" }
+func (heldEngine) HoldsStart() bool { return true }
+func (heldEngine) Request(*plan.Plan) ([]byte, error) {
+	return nil, errors.New("the held engine takes hand-written requests")
 }
 
-func (gatedEngine) Name() string     { return "gated" }
-func (gatedEngine) HoldsStart() bool { return true }
-func (gatedEngine) Request(*plan.Plan) ([]byte, error) {
-	return nil, errors.New("the gated engine takes hand-written requests")
-}
-
-func (gatedEngine) Start(req []byte, _ engine.IO) (*engine.Box, error) {
-	var r gatedRequest
-	if err := json.Unmarshal(req, &r); err != nil {
-		return nil, fmt.Errorf("%w: %v", engine.ErrBoxSetup, err)
-	}
-	gate, err := os.Open(r.Gate)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %v", engine.ErrBoxSetup, err)
-	}
-	_, err = io.Copy(io.Discard, gate)
-	gate.Close()
-	if err != nil {
-		return nil, fmt.Errorf("%w: gate: %v", engine.ErrBoxSetup, err)
-	}
+func (heldEngine) Start([]byte, engine.IO) (*engine.Box, error) {
 	uid, gid := os.Getuid(), os.Getgid()
 	init := exec.Command("/bin/sleep", "1000")
 	init.SysProcAttr = &syscall.SysProcAttr{
@@ -238,5 +213,5 @@ func (gatedEngine) Start(req []byte, _ engine.IO) (*engine.Box, error) {
 }
 
 func init() {
-	engine.Register("gated", func() engine.Engine { return gatedEngine{} })
+	engine.Register("held", func() engine.Engine { return heldEngine{} })
 }

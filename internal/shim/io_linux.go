@@ -115,13 +115,12 @@ func setSize(m *os.File, ws console.WindowSize) error {
 // box has exited, output without a client is dropped.
 func (s *server) pump(src *os.File, t console.FrameType) {
 	defer s.pumps.Done()
-	var filter console.ClipboardFilter
+	var ps pumpState
 	buf := make([]byte, 32<<10)
-	var out []byte
 	for {
 		n, err := src.Read(buf)
 		if n > 0 {
-			out = s.deliver(t, buf[:n], &filter, out)
+			s.deliver(t, buf[:n], &ps)
 		}
 		if err != nil {
 			if !errors.Is(err, io.EOF) && !errors.Is(err, syscall.EIO) && !errors.Is(err, os.ErrClosed) {
@@ -132,10 +131,16 @@ func (s *server) pump(src *os.File, t console.FrameType) {
 	}
 }
 
-// deliver sends data to the client, through filter when the clipboard is denied and the stream
-// is bound for a terminal (tty mode, or the client said its stream is a terminal). out is a
-// scratch buffer, returned for reuse.
-func (s *server) deliver(t console.FrameType, data []byte, filter *console.ClipboardFilter, out []byte) []byte {
+// pumpState is what one pump keeps between its reads.
+type pumpState struct {
+	filter    console.ClipboardFilter
+	out       []byte // scratch buffer for the filtered output
+	logFailed bool   // L/output.log could not be opened: output while no client is attached is dropped
+}
+
+// deliver sends data to the client, through the pump's filter when the clipboard is denied and
+// the stream is bound for a terminal (tty mode, or the client said its stream is a terminal).
+func (s *server) deliver(t console.FrameType, data []byte, ps *pumpState) {
 	s.mu.Lock()
 	for !s.tty && s.client == nil && s.phase < phaseExited {
 		s.cond.Wait()
@@ -147,41 +152,41 @@ func (s *server) deliver(t console.FrameType, data []byte, filter *console.Clipb
 	c := s.client
 	s.mu.Unlock()
 	if c == nil {
-		if s.logOut == nil && s.tty && !s.logFailed {
+		if s.logOut == nil && s.tty && !ps.logFailed {
 			// Only this pump (the PTY's, tty mode has one) uses logOut once the box runs.
 			f, err := os.OpenFile(filepath.Join(s.dir, launchdir.OutputFile), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
 			if err != nil {
 				s.log.Printf("open %s: %v: output while no client is attached is dropped", launchdir.OutputFile, err)
-				s.logFailed = true
-				return out
+				ps.logFailed = true
+				return
 			}
 			s.logOut = f
 		}
 		if s.logOut == nil {
-			return out
+			return
 		}
 		if s.clip {
-			data = filter.Filter(out[:0], data)
-			out = data
+			data = ps.filter.Filter(ps.out[:0], data)
+			ps.out = data
 		}
 		if _, err := s.logOut.Write(data); err != nil {
 			s.log.Printf("write %s: %v", launchdir.OutputFile, err)
 		}
-		return out
+		return
 	}
 	if s.clip && (s.tty || c.terminal(t)) {
-		data = filter.Filter(out[:0], data)
+		data = ps.filter.Filter(ps.out[:0], data)
 	} else {
-		data = append(filter.Flush(out[:0]), data...)
+		data = append(ps.filter.Flush(ps.out[:0]), data...)
 	}
-	out = data
+	ps.out = data
 	if len(data) == 0 {
-		return out
+		return
 	}
 	if err := c.fw.WriteFrame(t, data); err != nil {
 		s.writeFailedToClient(c, err)
+		testHook(testHooks.writeFailed)
 	}
-	return out
 }
 
 // writeStdin writes what clients send to the box's stdin (the PTY master in tty mode), so a

@@ -199,6 +199,7 @@ func (s *server) serveAttach(conn *net.UnixConn, br *bufio.Reader, h console.Hel
 	s.startOnce.Do(func() { close(s.startReq) })
 
 	for {
+		testHook(testHooks.clientRead)
 		f, err := console.ReadFrame(br)
 		if err != nil {
 			s.clientGone(c, "connection lost: "+err.Error())

@@ -157,8 +157,6 @@ type server struct {
 	attachDeadline time.Time   // when an attached launch gives up waiting for its client
 	ln             *net.UnixListener
 	pidNSFile      *os.File      // holds the box's pid namespace open, so its inode is not reused while settling
-	topIsInit      bool          // the box's top process is the init (pid 1) of the box's pid namespace
-	reaped         bool          // the box's top process was reaped (waitBox)
 	startReq       chan struct{} // closed by the first attach
 	stopReq        chan struct{} // closed by a stop before the box started
 	boxExited      chan struct{} // closed when the box's top process has been reaped
@@ -170,21 +168,19 @@ type server struct {
 	pumps          sync.WaitGroup
 	controlDone    chan struct{}
 
-	mu        sync.Mutex
-	cond      *sync.Cond // signalled when client or phase change
-	status    Status
-	box       *engine.Box
-	master    *os.File
-	size      console.WindowSize
-	client    *attachment
-	watchers  map[*watchConn]bool
-	stdinW    *os.File   // pipe mode: the box's stdin (nil once closed)
-	logOut    *os.File   // tty mode: where the PTY output goes while no client is attached (opened by the pump when first needed, or at the start when detached)
-	logFailed bool       // the pump could not open logOut
-	outputs   []*os.File // the box's output streams (pipes or PTY master) the pumps read
-	phase     phase      // where the launch is (advanceLocked; transitions)
-	stopping  bool
-	errEvent  *api.Error // EventError from the box
+	mu       sync.Mutex
+	cond     *sync.Cond // signalled when client or phase change
+	status   Status
+	box      *engine.Box
+	master   *os.File
+	size     console.WindowSize
+	client   *attachment
+	watchers map[*watchConn]bool
+	stdinW   *os.File   // pipe mode: the box's stdin (nil once closed)
+	logOut   *os.File   // tty mode: where the PTY output goes while no client is attached (opened by the pump when first needed, or at the start when detached)
+	outputs  []*os.File // the box's output streams (pipes or PTY master) the pumps read
+	phase    phase      // where the launch is (advanceLocked; transitions)
+	errEvent *api.Error // EventError from the box
 	// pending are signals for the program that arrived after the start but before the exec:
 	// box-init, as PID 1 of a pid namespace, drops signals from outside until it has installed
 	// its handlers, so they are sent when the box reports the exec.
@@ -192,12 +188,29 @@ type server struct {
 	// drawn, while a redraw for a newly attached client waits, is closed by the PTY's pump at
 	// the program's next output (redraw).
 	drawn chan struct{}
+	// emptied: the box's top process, the init (pid 1) of its pid namespace, was reaped
+	// (waitBox), so the kernel has emptied the namespace and settle need not scan.
+	emptied bool
 }
 
-// Test hooks (nil outside tests; export_linux_test.go sets them in a test's shim process):
-// testHookStopBeforeBox runs in stop() after it recorded a stop that came before the box was
-// set, testHookStopChecked in startBox after it looked for such a stop.
-var testHookStopBeforeBox, testHookStopChecked func()
+// testHooks force interleavings in tests (each nil outside tests; export_linux_test.go sets
+// them in a test's shim process).
+var testHooks struct {
+	// beforeStart runs in startBox before the engine starts the box; stopBeforeBox in stop()
+	// after it recorded a stop that came before the box was set; stopChecked in startBox after
+	// it looked for such a stop.
+	beforeStart, stopBeforeBox, stopChecked func()
+	// clientRead runs in an attached client's connection reader before it reads a frame;
+	// writeFailed in deliver after a write to the client failed and was handled.
+	clientRead, writeFailed func()
+}
+
+// testHook runs h unless it is nil.
+func testHook(h func()) {
+	if h != nil {
+		h()
+	}
+}
 
 type stdinItem struct {
 	data []byte
@@ -488,6 +501,7 @@ func (s *server) startBox(hold bool) error {
 		bio.Stdin, bio.Stdout, bio.Stderr = inR, outW, errW
 	}
 
+	testHook(testHooks.beforeStart)
 	var box *engine.Box
 	if pre := s.pre; pre != nil {
 		s.pre = nil
@@ -553,7 +567,6 @@ func (s *server) startBox(hold bool) error {
 	s.mu.Lock()
 	s.box = box
 	s.ctl = shimEnd
-	s.topIsInit = topIsInit
 	if hold {
 		s.advanceLocked(evStartHeld)
 	} else {
@@ -570,11 +583,9 @@ func (s *server) startBox(hold bool) error {
 		s.stop()
 	default:
 	}
-	if testHookStopChecked != nil {
-		testHookStopChecked()
-	}
+	testHook(testHooks.stopChecked)
 
-	go s.waitBox()
+	go s.waitBox(topIsInit)
 	go s.readControl(shimEnd)
 	if !s.tty && !s.cfg.Detached {
 		s.mu.Lock()
@@ -588,7 +599,8 @@ func (s *server) startBox(hold bool) error {
 	return nil
 }
 
-func (s *server) waitBox() {
+// waitBox reaps the box's top process; topIsInit says it is its pid namespace's init.
+func (s *server) waitBox(topIsInit bool) {
 	ps, err := s.box.Process.Wait()
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -601,7 +613,7 @@ func (s *server) waitBox() {
 			code = 128 + int(ws.Signal())
 		}
 		s.status.ExitCode = &code
-		s.reaped = true
+		s.emptied = topIsInit
 		s.log.Printf("box exited: %v (code %d)", ps, code)
 	}
 	s.advanceLocked(evExit)
@@ -636,7 +648,7 @@ func (s *server) supervise() {
 
 	s.mu.Lock()
 	pidNS := s.status.Namespaces["pid"]
-	byInit := s.topIsInit && s.reaped
+	byInit := s.emptied
 	s.mu.Unlock()
 	settled := s.settle(pidNS, byInit)
 
@@ -821,16 +833,13 @@ func (s *server) stop() {
 		// already looked, and a detached launch has nothing else that waits on stopReq.
 		s.stopOnce.Do(func() { close(s.stopReq) })
 		s.mu.Unlock()
-		if testHookStopBeforeBox != nil {
-			testHookStopBeforeBox()
-		}
+		testHook(testHooks.stopBeforeBox)
 		return
 	}
-	if s.stopping || s.phase >= phaseExited {
+	if s.status.Stopped || s.phase >= phaseExited { // stopping already, or over
 		s.mu.Unlock()
 		return
 	}
-	s.stopping = true
 	s.status.Stopped = true
 	p := s.box.Process
 	execd := s.status.Execd

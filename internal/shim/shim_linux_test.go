@@ -35,8 +35,8 @@ import (
 func TestMain(m *testing.M) {
 	enginetest.Main(m, map[string]func(args []string) int{
 		"box-shim": func(args []string) int {
-			if len(args) > 0 && os.Getenv(stopRaceEnv) == "1" {
-				shim.InstallStopRaceHooks(args[len(args)-1])
+			if set := os.Getenv(hooksEnv); set != "" && len(args) > 0 {
+				shim.InstallTestHooks(set, args[len(args)-1])
 			}
 			return shim.Main(args)
 		},
@@ -484,6 +484,15 @@ func (r *rawClient) readUntil(want string) {
 	r.c.SetReadDeadline(time.Time{})
 }
 
+// detach sends the detach frame and closes the connection, as the CLI does.
+func (r *rawClient) detach() {
+	r.t.Helper()
+	if err := r.w.WriteFrame(console.FrameDetach, nil); err != nil {
+		r.t.Fatal(err)
+	}
+	r.c.Close()
+}
+
 // next returns the next frame that is not output.
 func (r *rawClient) next() console.Frame {
 	r.t.Helper()
@@ -539,11 +548,7 @@ func TestDetachAndReattach(t *testing.T) {
 	dir := launch(t, shim.Config{}, req)
 	a := rawAttach(t, dir)
 	a.readUntil("ready")
-	// A clean detach: no SIGHUP, the program keeps running.
-	if err := a.w.WriteFrame(console.FrameDetach, nil); err != nil {
-		t.Fatal(err)
-	}
-	a.c.Close()
+	a.detach() // a clean detach: no SIGHUP, the program keeps running
 
 	b := rawAttach(t, dir)
 	b.w.WriteFrame(console.FrameStdin, []byte("one\n"))
@@ -567,6 +572,57 @@ func TestDetachAndReattach(t *testing.T) {
 	}
 	if _, err := os.Stat(hup); err == nil {
 		t.Fatal("the program got SIGHUP on a clean detach or a takeover")
+	}
+}
+
+// TestDetachWhileOutputFails: a client that detaches (its detach frame sent, its connection
+// closed) while the program writes output is not hung up: the write that fails to the closed
+// connection leaves the choice between a detach and a loss to the connection's reader, which
+// reads the detach. The output pump used to hang the program up on the write error, the
+// reader not having read the detach yet (e2e TestDetachAttach/ConfiguredKeys, seen once). The
+// hooks (shim.HooksWriteFail) hold the reader until the write has failed; the program waits at
+// a FIFO so that its next output comes once the connection is closed.
+func TestDetachWhileOutputFails(t *testing.T) {
+	t.Setenv(hooksEnv, shim.HooksWriteFail)
+	req, hup := hupRequest(t)
+	gate := req.Argv[3] + ".go"
+	if err := unix.Mkfifo(gate, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	req.Argv[2] = strings.Replace(hupScript, "echo ready\n", "echo ready\nread x < \"$0.go\"\necho after\n", 1)
+	dir := launch(t, shim.Config{}, req)
+	a := rawAttach(t, dir)
+	a.readUntil("ready")
+	a.detach()
+	g, err := os.OpenFile(gate, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.Write([]byte("go\n"))
+	g.Close()
+	// The program's "after" meets the closed connection; then the reader reads on.
+	waitFor(t, "the write to the detached client to fail", func() bool {
+		_, err := os.Stat(filepath.Join(dir, shim.RaceMarker))
+		return err == nil
+	}, nil)
+
+	b := rawAttach(t, dir)
+	b.w.WriteFrame(console.FrameStdin, []byte("one\n"))
+	b.readUntil("echo one")
+	b.w.WriteFrame(console.FrameStdin, []byte("quit\n"))
+	f := b.next()
+	var x console.Exit
+	json.Unmarshal(f.Payload, &x)
+	if f.Type != console.FrameExit || x.Code != 4 {
+		t.Fatalf("got %v %+v, want exit 4 (quit)", f.Type, x)
+	}
+	if _, err := os.Stat(hup); err == nil {
+		t.Fatal("the program got SIGHUP although its client detached")
+	}
+	// The hang-up is in the shim's log before the hooks let the reader on (the program may
+	// not have run its trap yet when the test's input comes).
+	if b, _ := os.ReadFile(filepath.Join(dir, launchdir.ShimLogFile)); bytes.Contains(b, []byte("hanging up the program")) {
+		t.Fatal("the shim hung the program up although its client detached")
 	}
 }
 
@@ -772,8 +828,17 @@ func TestStopBeforeStart(t *testing.T) {
 	}
 }
 
-// stopRaceEnv, set for a test, makes its shims force the stop race (shim.InstallStopRaceHooks).
-const stopRaceEnv = "AGENTBOX_SHIM_TEST_STOP_RACE"
+// hooksEnv, set for a test, makes its shims install that set of test hooks
+// (shim.InstallTestHooks), which force one interleaving.
+const hooksEnv = "AGENTBOX_SHIM_TEST_HOOKS"
+
+// raceForced fails the test unless the shim's hooks forced their interleaving.
+func raceForced(t *testing.T, dir string) {
+	t.Helper()
+	if _, err := os.Stat(filepath.Join(dir, shim.RaceMarker)); err != nil {
+		t.Fatalf("the interleaving was not forced (%v): the test proves nothing", err)
+	}
+}
 
 // TestStopWhileDetachedBoxStarts: a stop that reaches a detached launch while its box is being
 // started stops the box. The stop used to close its channel after releasing the lock that
@@ -781,12 +846,10 @@ const stopRaceEnv = "AGENTBOX_SHIM_TEST_STOP_RACE"
 // looked and nothing else of a detached launch waits on it), and the box ran on. Found as a
 // daemon test (TestAttackBadConfigRefusesLaunches: launch detached, stop at once) that timed out
 // "did not settle within a minute" in 2 of ~150 runs as an ordinary user under load; the hooks
-// force the interleaving every time.
+// (shim.HooksStopRace) force the interleaving every time.
 func TestStopWhileDetachedBoxStarts(t *testing.T) {
-	t.Setenv(stopRaceEnv, "1")
-	req := sh(`while :; do sleep 0.05; done`)
-	req.StartDelayMS = 1000 // the stop arrives while the engine starts the box
-	dir := launch(t, shim.Config{Detached: true}, req)
+	t.Setenv(hooksEnv, shim.HooksStopRace)
+	dir := launch(t, shim.Config{Detached: true}, sh(`while :; do sleep 0.05; done`))
 	w, err := shim.Watch(dir)
 	if err != nil {
 		t.Fatal(err)
@@ -796,9 +859,7 @@ func TestStopWhileDetachedBoxStarts(t *testing.T) {
 		t.Fatal(err)
 	}
 	last := drain(t, w)
-	if _, err := os.Stat(filepath.Join(dir, shim.StopRaceMarker)); err != nil {
-		t.Fatalf("the stop did not come before the box was set (%v): the race was not forced", err)
-	}
+	raceForced(t, dir)
 	if last.Kind != shim.EventExit || !last.Status.Stopped {
 		t.Fatalf("last event %+v, want the exit of a stopped box", last)
 	}
@@ -809,40 +870,18 @@ func TestStopWhileDetachedBoxStarts(t *testing.T) {
 // supervision: the status says settled only once no process of the box's pid namespace is
 // left. The shim took the stop for one before the box started and wrote settled without the
 // check, the box's PID 1 still alive (it outlives the top process here, as in a bwrap box).
+// The same hooks as TestStopWhileDetachedBoxStarts's make the stop come during the start.
 func TestStopWhileHeldBoxStarts(t *testing.T) {
-	dir := t.TempDir()
-	gate := filepath.Join(dir, "gate")
-	if err := unix.Mkfifo(gate, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	req, err := json.Marshal(gatedRequest{Gate: gate})
-	if err != nil {
-		t.Fatal(err)
-	}
-	launchRaw(t, dir, shim.Config{Engine: "gated"}, req)
+	t.Setenv(hooksEnv, shim.HooksStopRace)
+	dir := launchRaw(t, t.TempDir(), shim.Config{Engine: "held"}, []byte("{}"))
 	w, err := shim.Watch(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer w.Close()
-	// The engine's Start waits at the gate. The stop, then a signal the shim refuses with a
-	// log line: the shim serves a watcher's requests in order, so once the line is there the
-	// stop has been handled, the box still being started.
 	if err := w.Stop(); err != nil {
 		t.Fatal(err)
 	}
-	if err := w.Signal(syscall.SIGALRM); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, "the shim to handle the stop", func() bool {
-		b, _ := os.ReadFile(filepath.Join(dir, launchdir.ShimLogFile))
-		return bytes.Contains(b, []byte("signal 14 refused"))
-	}, nil)
-	g, err := os.OpenFile(gate, os.O_WRONLY, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	g.Close()
 
 	st := waitStatus(t, dir)
 	pidNS := st.Namespaces["pid"]
@@ -856,6 +895,7 @@ func TestStopWhileHeldBoxStarts(t *testing.T) {
 			}
 		})
 	}
+	raceForced(t, dir)
 	if st.State != api.StateFailed || st.Error == nil || st.Error.Code != shim.CodeStoppedBeforeStart || !st.Stopped || st.Execd || st.BoxPid == 0 || pidNS == 0 {
 		t.Fatalf("status %+v (error %+v): want failed, %s, stopped, a box started", st, st.Error, shim.CodeStoppedBeforeStart)
 	}

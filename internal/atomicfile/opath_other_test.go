@@ -1,0 +1,5 @@
+//go:build unix && !linux
+
+package atomicfile
+
+const oPath = 0

@@ -1,0 +1,59 @@
+package integrity
+
+import (
+	"context"
+	"errors"
+	"io"
+	"testing"
+)
+
+// endless is an inotify descriptor that always has another event: the reader never stops on a
+// read error.
+type endless struct{}
+
+func (endless) Read(b []byte) (int, error) { return copy(b, "e"), nil }
+
+// failing is one whose read fails.
+type failing struct{ err error }
+
+func (f failing) Read([]byte) (int, error) { return 0, f.err }
+
+// TestReadEventsCancelled: however the inotify reader ends — its read fails, or the watch is
+// cancelled while it waits to hand the loop events the loop does not take — it sends the reason
+// on errc before it closes events, because the loop, finding events closed, waits for errc. On
+// the cancellation path it used to close events alone, and the watch's loop (whose select may
+// take the closed channel over ctx.Done) waited forever, and with it the daemon's end of the
+// launch. Here nothing takes events, so the reader ends on that path every time.
+func TestReadEventsCancelled(t *testing.T) {
+	readErr := errors.New("read failed")
+	for _, tc := range []struct {
+		name   string
+		r      io.Reader
+		cancel bool
+		want   error
+	}{
+		{"cancelled-with-events-pending", endless{}, true, context.Canceled},
+		{"read-fails", failing{readErr}, false, readErr},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			if tc.cancel {
+				cancel()
+			}
+			events := make(chan []string, 1)
+			errc := make(chan error, 1)
+			readEvents(ctx, tc.r, func([]byte) []string { return []string{"dir"} }, events, errc)
+			for range events { // at most one batch was taken before the end; then closed
+			}
+			select {
+			case err := <-errc:
+				if !errors.Is(err, tc.want) {
+					t.Fatalf("errc holds %v, want %v", err, tc.want)
+				}
+			default:
+				t.Fatal("events closed with nothing on errc: the watch's loop would wait for it forever")
+			}
+		})
+	}
+}
