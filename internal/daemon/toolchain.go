@@ -150,6 +150,18 @@ func (d *Daemon) toolchains(ws, home string, env []string, facts plan.WorkspaceF
 		"GOCACHE="+filepath.Join(cache, "go", "build"),
 		"GOPROXY="+goproxy,
 	)
+
+	// What the box's cargo and python build from the workspace goes to the box cache, not
+	// beside the sources, where the host's tools would take it for their own fresh output and
+	// run it: cargo runs a binary under target/ whose fingerprint is fresh (`cargo run`; a
+	// dependency the box compiled from a crate its box cache's layer holds, which a box may
+	// have rewritten, has the fingerprint of the host's), and python imports a
+	// __pycache__/*.pyc whose header matches its source's mtime and size, whatever the source
+	// says. With PYTHONPYCACHEPREFIX the box's python also reads bytecode from there only.
+	c.Env = append(c.Env,
+		"CARGO_TARGET_DIR="+filepath.Join(cache, "cargo", "target"),
+		"PYTHONPYCACHEPREFIX="+filepath.Join(cache, "python", "pycache"),
+	)
 	return nil
 }
 

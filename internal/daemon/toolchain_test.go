@@ -206,3 +206,24 @@ func TestToolchainsCargoHome(t *testing.T) {
 		t.Errorf("the file planted at the layer's bin/ is still there: it would stand where ~/.cargo/bin is mounted")
 	}
 }
+
+// TestToolchainsBuildOutputInBoxCache: the box's cargo and python write what they build from
+// the workspace into the workspace's box cache (CARGO_TARGET_DIR, PYTHONPYCACHEPREFIX), never
+// beside the sources, where the host's cargo and python would run it (review finding F2; e2e
+// TestCargoBuildFromHostCache and TestPipInstallFromHostCache are the attacks).
+func TestToolchainsBuildOutputInBoxCache(t *testing.T) {
+	d := &Daemon{stateDir: t.TempDir()}
+	var c plan.Contributions
+	if err := d.toolchains("/ws", t.TempDir(), []string{"GOPROXY=off"}, plan.WorkspaceFacts{}, &c); err != nil {
+		t.Fatal(err)
+	}
+	cache := boxCache(d.stateDir, "/ws")
+	for key, want := range map[string]string{
+		"CARGO_TARGET_DIR":    filepath.Join(cache, "cargo", "target"),
+		"PYTHONPYCACHEPREFIX": filepath.Join(cache, "python", "pycache"),
+	} {
+		if got := envValue(c.Env, key); got != want {
+			t.Errorf("the box's %s is %q, want %q", key, got, want)
+		}
+	}
+}
