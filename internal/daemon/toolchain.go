@@ -127,7 +127,9 @@ func (d *Daemon) toolchains(ws, home string, env []string, facts plan.WorkspaceF
 		return err
 	}
 
-	// Go: the box's module and build caches are the box cache's; modules come from the host's
+	// Go: the box's module cache is the box cache's, its build cache the host's default one
+	// below the box cache's layer (cacheOverlays: the host's entries are hits, its folder is
+	// never written); modules come from the host's
 	// module cache first (read-only, as a file:// proxy), then from the user's GOPROXY, through
 	// the egress proxy, which refuses at once (and says which key) what egressAllow does not name.
 	// A proxy's userinfo stays out of the box.
@@ -147,7 +149,7 @@ func (d *Daemon) toolchains(ws, home string, env []string, facts plan.WorkspaceF
 	}
 	c.Env = append(c.Env,
 		"GOMODCACHE="+filepath.Join(cache, "go", "mod"),
-		"GOCACHE="+filepath.Join(cache, "go", "build"),
+		"GOCACHE="+filepath.Join(home, goBuildCache),
 		"GOPROXY="+goproxy,
 	)
 
@@ -178,15 +180,22 @@ type packageCache struct {
 	lowerFallback bool
 }
 
-// packageCaches are npm's cache, pip's (built wheels and downloads), uv's, and cargo's home
+// goBuildCache is the go command's default build cache beneath the home (the box's GOCACHE).
+const goBuildCache = ".cache/go-build"
+
+// packageCaches are npm's cache, pip's (built wheels and downloads), uv's, go's build cache
+// (so that a workspace's first build in a box is as warm as the host's), and cargo's home
 // (its registry index, downloaded and extracted crates, git checkouts, its lock and last-use
 // files; the registry tokens in its credentials files are masked). Where no overlay can be
 // built, a box gets the host's cargo home read-only, as when it was only the toolchain beside
-// ~/.cargo/bin: cargo builds offline from what the host extracted, and writes nothing.
+// ~/.cargo/bin: cargo builds offline from what the host extracted, and writes nothing. go
+// refuses a build cache it cannot write ("failed to initialize build cache"), so there it
+// gets the box cache's layer alone, as npm, pip and uv do.
 var packageCaches = []packageCache{
 	{name: "npm", rel: ".npm"},
 	{name: "pip", rel: ".cache/pip"},
 	{name: "uv", rel: ".cache/uv"},
+	{name: "go-build", rel: goBuildCache},
 	{name: "cargo", rel: ".cargo", masks: []string{"credentials", "credentials.toml"}, lowerFallback: true},
 }
 

@@ -284,7 +284,7 @@ echo done`
 		t.Fatal(err)
 	}
 	before[victim] = treeHash(t, victim)
-	cache := strings.TrimSpace(e.Box(`go env GOCACHE 2>/dev/null || true`).Stdout)
+	cache := strings.TrimSpace(e.Box(`go env GOMODCACHE 2>/dev/null || true`).Stdout)
 	if cache == "" {
 		t.Skip("go is not installed: the box cache's path is read from go env")
 	}
