@@ -184,7 +184,8 @@ type packageCache struct {
 const goBuildCache = ".cache/go-build"
 
 // packageCaches are npm's cache, pip's (built wheels and downloads), uv's, go's build cache
-// (so that a workspace's first build in a box is as warm as the host's), and cargo's home
+// (a workspace's first build in a box takes what the host compiled of the standard
+// library: docs/toolchains.md), and cargo's home
 // (its registry index, downloaded and extracted crates, git checkouts, its lock and last-use
 // files; the registry tokens in its credentials files are masked). Where no overlay can be
 // built, a box gets the host's cargo home read-only, as when it was only the toolchain beside
