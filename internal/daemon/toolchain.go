@@ -128,10 +128,10 @@ func (d *Daemon) toolchains(ws, home string, env []string, facts plan.WorkspaceF
 	}
 
 	// Go: the box's module cache is the box cache's, its build cache the host's default one
-	// below the box cache's layer (cacheOverlays: the host's entries are hits, its folder is
-	// never written); modules come from the host's
-	// module cache first (read-only, as a file:// proxy), then from the user's GOPROXY, through
-	// the egress proxy, which refuses at once (and says which key) what egressAllow does not name.
+	// below the box cache's layer (cacheOverlays: what the host compiled from the same inputs
+	// is a hit, its folder is never written); modules come from the host's module cache first
+	// (read-only, as a file:// proxy), then from the user's GOPROXY, through the egress proxy,
+	// which refuses at once (and says which key) what egressAllow does not name.
 	// A proxy's userinfo stays out of the box.
 	goproxy := envValue(env, "GOPROXY")
 	if goproxy == "" {
