@@ -9,7 +9,8 @@
 # then box, give medians of the whole command's time, the tool's own time inside, and its CPU
 # time (user+sys), which the machine's load does not stretch.
 # Results in docs/benchmarks.md ("Building in a box"). PARTS (default "go pkg denied") chooses
-# the parts: go, pkg (Node and Python), denied.
+# the parts: go, pkg (Node and Python), denied. BASE=…/bin/agentbox adds, for go, the first
+# boxed build of another agentbox (the code before a change) in the same run.
 set -euo pipefail
 PARTS=" ${PARTS:-go pkg denied} "
 cd "$(dirname "$0")/../.."
@@ -33,14 +34,40 @@ ms() { # ms CMD…: runs CMD, prints its wall time in ms; fails when CMD fails
 }
 "$ab" run true >/dev/null # starts the daemon: not part of any measurement
 echo "## Building in a box ($(date -u +%F), $(nproc) cores, $(uname -r), $($GO version | cut -d' ' -f3))"
+# inner SCRIPT: SCRIPT, then a line "WALL CPU": its own wall time and its processes' user+sys
+# CPU time (children, from /proc), in ms — in a box, without the launch around it. Run it as
+# bash -c 's=$(date +%s%N); '"$(inner SCRIPT)".
+inner() { echo "$1"' >/dev/null 2>&1; e=$(date +%s%N); t=$(awk "{print \$16+\$17}" /proc/$$/stat); echo "$(( (e-s)/1000000 )) $((t*1000/'"$(getconf CLK_TCK)"'))"'; }
 if [[ $PARTS == *" go "* ]]; then
-$GO build -o /dev/null ./... # warms the host's build cache
-host=$(ms $GO build -o /dev/null ./...)
-first=$(ms "$ab" run --workspace "$PWD" sh -- -c 'go build -o /dev/null ./...')
-second=$(ms "$ab" run --workspace "$PWD" sh -- -c 'go build -o /dev/null ./...')
-echo "| go build ./... (this repository) | host warm | first boxed | second boxed | second / host |"
+# The host's build as a user's shell runs it, without this script's CGO_ENABLED=0 (the box's
+# go has cgo's default too): it warms the host's build cache (~/.cache/go-build), which the
+# first box of a workspace reads below its box cache's layer (docs/toolchains.md).
+gob='go build -o /dev/null ./...'
+env -u CGO_ENABLED $GO build -o /dev/null ./...
+host=$(ms env -u CGO_ENABLED $GO build -o /dev/null ./...)
+s='s=$(date +%s%N); '
+boxed() { # boxed AGENTBOX: the box's build, whole, then inside the box and its CPU, in ms
+  local w
+  w=$(ms "$@" run --workspace "$PWD" bash -- -c "$s$(inner "$gob")")
+  echo "$w $(tail -1 "$tmp/out")"
+}
+if [ -n "${BASE:-}" ]; then
+  # BASE=…/bin/agentbox: the code before a change, with a daemon and an empty box cache of its
+  # own, its first build in the same run.
+  mkdir -m 700 "$tmp/rtb" "$tmp/stb"
+  base() { env XDG_RUNTIME_DIR="$tmp/rtb" XDG_STATE_HOME="$tmp/stb" "$BASE" "$@"; }
+  trap 'base daemon stop >/dev/null 2>&1 || true; "$ab" daemon stop >/dev/null 2>&1 || true; rm -rf "$tmp"' EXIT
+  base run true >/dev/null
+  read -r bw bi bc <<<"$(boxed base)"
+fi
+read -r fw fi fc <<<"$(boxed "$ab")"
+read -r sw si sc <<<"$(boxed "$ab")"
+echo "| go build ./... (this repository), ms | host warm | first boxed | second boxed | second / host |"
 echo "|---|---|---|---|---|"
-echo "| ms | $host | $first | $second | $(awk "BEGIN{printf \"%.2f\", $second/$host}") |"
+echo "| whole | $host | $fw | $sw | $(awk "BEGIN{printf \"%.2f\", $sw/$host}") |"
+echo "| inside the box | | $fi | $si | |"
+echo "| CPU (user+sys) inside | | $fc | $sc | |"
+[ -z "${BASE:-}" ] || echo "| BASE's first boxed: whole, inside, CPU | | $bw, $bi, $bc | | |"
 echo
 fi
 
@@ -51,7 +78,7 @@ NPKG=${NPKG:-30} PYPKG=${PYPKG:-10}
 h=$tmp/home
 mkdir -m 700 "$h" "$tmp/rt2" "$tmp/st2"
 inhome() { HOME=$h XDG_RUNTIME_DIR=$tmp/rt2 XDG_STATE_HOME=$tmp/st2 npm_config_update_notifier=false "$@"; }
-trap 'inhome "$ab" daemon stop >/dev/null 2>&1 || true; "$ab" daemon stop >/dev/null 2>&1 || true; rm -rf "$tmp"' EXIT
+trap 'inhome "$ab" daemon stop >/dev/null 2>&1 || true; "$ab" daemon stop >/dev/null 2>&1 || true; ! declare -F base >/dev/null || base daemon stop >/dev/null 2>&1 || true; rm -rf "$tmp"' EXIT
 node=$tmp/node
 mkdir -p "$node/pkgs"
 deps="" locks=""
@@ -89,9 +116,6 @@ pipi="rm -rf /tmp/site && $py -m pip install -q --disable-pip-version-check --no
 (cd "$pyapp" && inhome sh -c "$py -m pip install -q --disable-pip-version-check --no-index --find-links vendor --no-build-isolation --target $tmp/py/site0$pips" >/dev/null 2>&1)
 inhome "$ab" run true >/dev/null # starts the home's daemon: not part of any measurement
 
-# inner SCRIPT: SCRIPT, then a line "WALL CPU": its own wall time and its processes' user+sys
-# CPU time (children, from /proc), in ms — in a box, without the launch around it.
-inner() { echo "$1"' >/dev/null 2>&1; e=$(date +%s%N); t=$(awk "{print \$16+\$17}" /proc/$$/stat); echo "$(( (e-s)/1000000 )) $((t*1000/'"$(getconf CLK_TCK)"'))"'; }
 median() { sort -n | awk '{a[NR]=$1} END{print a[int((NR+1)/2)]}'; }
 bench() { # bench NAME DIR SCRIPT: host (warm caches), first and second boxed, in ms; then REPS
   # pairs (host, boxed) alternating, whose medians separate the launch from the tool's own

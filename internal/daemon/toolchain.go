@@ -127,9 +127,11 @@ func (d *Daemon) toolchains(ws, home string, env []string, facts plan.WorkspaceF
 		return err
 	}
 
-	// Go: the box's module and build caches are the box cache's; modules come from the host's
-	// module cache first (read-only, as a file:// proxy), then from the user's GOPROXY, through
-	// the egress proxy, which refuses at once (and says which key) what egressAllow does not name.
+	// Go: the box's module cache is the box cache's, its build cache the host's default one
+	// below the box cache's layer (cacheOverlays: what the host compiled from the same inputs
+	// is a hit, its folder is never written); modules come from the host's module cache first
+	// (read-only, as a file:// proxy), then from the user's GOPROXY, through the egress proxy,
+	// which refuses at once (and says which key) what egressAllow does not name.
 	// A proxy's userinfo stays out of the box.
 	goproxy := envValue(env, "GOPROXY")
 	if goproxy == "" {
@@ -147,8 +149,20 @@ func (d *Daemon) toolchains(ws, home string, env []string, facts plan.WorkspaceF
 	}
 	c.Env = append(c.Env,
 		"GOMODCACHE="+filepath.Join(cache, "go", "mod"),
-		"GOCACHE="+filepath.Join(cache, "go", "build"),
+		"GOCACHE="+filepath.Join(home, goBuildCache),
 		"GOPROXY="+goproxy,
+	)
+
+	// What the box's cargo and python build from the workspace goes to the box cache, not
+	// beside the sources, where the host's tools would take it for their own fresh output and
+	// run it: cargo runs a binary under target/ whose fingerprint is fresh (`cargo run`; a
+	// dependency the box compiled from a crate its box cache's layer holds, which a box may
+	// have rewritten, has the fingerprint of the host's), and python imports a
+	// __pycache__/*.pyc whose header matches its source's mtime and size, whatever the source
+	// says. With PYTHONPYCACHEPREFIX the box's python also reads bytecode from there only.
+	c.Env = append(c.Env,
+		"CARGO_TARGET_DIR="+filepath.Join(cache, "cargo", "target"),
+		"PYTHONPYCACHEPREFIX="+filepath.Join(cache, "python", "pycache"),
 	)
 	return nil
 }
@@ -166,15 +180,23 @@ type packageCache struct {
 	lowerFallback bool
 }
 
-// packageCaches are npm's cache, pip's (built wheels and downloads), uv's, and cargo's home
+// goBuildCache is the go command's default build cache beneath the home (the box's GOCACHE).
+const goBuildCache = ".cache/go-build"
+
+// packageCaches are npm's cache, pip's (built wheels and downloads), uv's, go's build cache
+// (a workspace's first build in a box takes what the host compiled of the standard
+// library: docs/toolchains.md), and cargo's home
 // (its registry index, downloaded and extracted crates, git checkouts, its lock and last-use
 // files; the registry tokens in its credentials files are masked). Where no overlay can be
 // built, a box gets the host's cargo home read-only, as when it was only the toolchain beside
-// ~/.cargo/bin: cargo builds offline from what the host extracted, and writes nothing.
+// ~/.cargo/bin: cargo builds offline from what the host extracted, and writes nothing. go
+// refuses a build cache it cannot write ("failed to initialize build cache"), so there it
+// gets the box cache's layer alone, as npm, pip and uv do.
 var packageCaches = []packageCache{
 	{name: "npm", rel: ".npm"},
 	{name: "pip", rel: ".cache/pip"},
 	{name: "uv", rel: ".cache/uv"},
+	{name: "go-build", rel: goBuildCache},
 	{name: "cargo", rel: ".cargo", masks: []string{"credentials", "credentials.toml"}, lowerFallback: true},
 }
 

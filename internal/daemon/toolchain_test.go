@@ -3,6 +3,7 @@ package daemon
 import (
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -204,5 +205,69 @@ func TestToolchainsCargoHome(t *testing.T) {
 	}
 	if _, err := os.Lstat(filepath.Join(layer, "bin")); err == nil {
 		t.Errorf("the file planted at the layer's bin/ is still there: it would stand where ~/.cargo/bin is mounted")
+	}
+}
+
+// TestToolchainsBuildOutputInBoxCache: the box's cargo and python write what they build from
+// the workspace into the workspace's box cache (CARGO_TARGET_DIR, PYTHONPYCACHEPREFIX), never
+// beside the sources, where the host's cargo and python would run it (review finding F2; e2e
+// TestCargoBuildFromHostCache and TestPipInstallFromHostCache are the attacks).
+func TestToolchainsBuildOutputInBoxCache(t *testing.T) {
+	d := &Daemon{stateDir: t.TempDir()}
+	var c plan.Contributions
+	if err := d.toolchains("/ws", t.TempDir(), []string{"GOPROXY=off"}, plan.WorkspaceFacts{}, &c); err != nil {
+		t.Fatal(err)
+	}
+	cache := boxCache(d.stateDir, "/ws")
+	for key, want := range map[string]string{
+		"CARGO_TARGET_DIR":    filepath.Join(cache, "cargo", "target"),
+		"PYTHONPYCACHEPREFIX": filepath.Join(cache, "python", "pycache"),
+	} {
+		if got := envValue(c.Env, key); got != want {
+			t.Errorf("the box's %s is %q, want %q", key, got, want)
+		}
+	}
+}
+
+// TestToolchainsGoBuildCache: the box's GOCACHE is go's default place in the home, an overlay
+// of the host's ~/.cache/go-build under the box cache's go-build layer (the host's entries are
+// hits, its folder is never written) that falls back to the layer alone, not to the host's
+// folder read-only, which go refuses; with no host build cache, the layer alone. Before, the
+// box's GOCACHE was an empty folder of the box cache.
+func TestToolchainsGoBuildCache(t *testing.T) {
+	for _, hostHas := range []bool{true, false} {
+		d := &Daemon{stateDir: t.TempDir()}
+		home := t.TempDir()
+		gocache := filepath.Join(home, ".cache", "go-build")
+		if hostHas {
+			if err := os.MkdirAll(gocache, 0o700); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var c plan.Contributions
+		if err := d.toolchains("/ws", home, []string{"GOPROXY=off"}, plan.WorkspaceFacts{Home: home}, &c); err != nil {
+			t.Fatal(err)
+		}
+		if got := envValue(c.Env, "GOCACHE"); got != gocache {
+			t.Errorf("host has a build cache %v: the box's GOCACHE is %q, want %q", hostHas, got, gocache)
+		}
+		layer := filepath.Join(boxCache(d.stateDir, "/ws"), "go-build", "upper")
+		var ms []plan.Mount
+		for _, m := range c.Mounts {
+			if m.Target == gocache {
+				ms = append(ms, m)
+			}
+		}
+		want := plan.Mount{Kind: plan.MountBind, Source: layer, Target: gocache, Beneath: boxCache(d.stateDir, "/ws")}
+		if hostHas {
+			want = plan.Mount{Kind: plan.MountOverlay, Source: gocache, Upper: layer, Work: filepath.Join(filepath.Dir(layer), "work"),
+				Target: gocache, Beneath: want.Beneath, Optional: true}
+		}
+		if len(ms) != 1 || !reflect.DeepEqual(ms[0], want) {
+			t.Errorf("host has a build cache %v: mounts at %s: %+v, want %+v", hostHas, gocache, ms, want)
+		}
+		if !slices.Contains(c.ReadWrite, gocache) {
+			t.Errorf("%s is not writable in the box (Landlock): %v", gocache, c.ReadWrite)
+		}
 	}
 }

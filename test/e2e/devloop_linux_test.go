@@ -229,7 +229,7 @@ func hostGoCache(t *testing.T) string {
 	return strings.TrimSpace(string(out))
 }
 
-// treeHash hashes every path, mode, size and content beneath dir.
+// treeHash hashes every path, mode, size, modification time and content beneath dir.
 func treeHash(t *testing.T, dir string) string {
 	t.Helper()
 	h := sha256.New()
@@ -241,7 +241,7 @@ func treeHash(t *testing.T, dir string) string {
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(h, "%s %v %d\n", p, info.Mode(), info.Size())
+		fmt.Fprintf(h, "%s %v %d %d\n", p, info.Mode(), info.Size(), info.ModTime().UnixNano())
 		if info.Mode().IsRegular() {
 			b, err := os.ReadFile(p)
 			if err != nil {
@@ -259,9 +259,14 @@ func treeHash(t *testing.T, dir string) string {
 
 // TestGoBuildFromHostCache: a Go module whose dependency is only in the host's module cache
 // builds in a box with no network (GOPROXY's first entry is the host's cache, read-only); the
-// second launch's build is warm (the box cache keeps GOCACHE and GOMODCACHE); the host's module
-// cache is unchanged; and a file planted in the box cache is never read by an unboxed go.
-// Before, the box had no module cache at all and go failed on the network.
+// first launch's build takes what the host's build cache holds (~/.cache/go-build is the lower
+// layer of the box's: the runtime the host compiled is not compiled again), and the second
+// launch finds what the first compiled (the box cache's layer keeps it, as it keeps
+// GOMODCACHE); the host's module and build caches are unchanged (paths, modes, sizes, times,
+// contents) although the box appended to, touched and added to its build cache; and a file
+// planted in the box cache is never read by an unboxed go. Before, the box had no module cache
+// at all and go failed on the network; and each workspace's first boxed build compiled
+// everything, the runtime included, in an empty build cache.
 func TestGoBuildFromHostCache(t *testing.T) {
 	t.Parallel() // its own daemon and upstreams; mostly waits (parallelTests)
 	if _, err := exec.LookPath("go"); err != nil {
@@ -271,34 +276,58 @@ func TestGoBuildFromHostCache(t *testing.T) {
 	proxy := goModule(t, e.Root, "from the host cache")
 	app := filepath.Join(e.Work, "app")
 	goApp(t, app)
+	// A package the host never builds: the first box compiles it, the second finds it.
+	os.MkdirAll(filepath.Join(app, "extra"), 0o755)
+	os.WriteFile(filepath.Join(app, "extra", "extra.go"), []byte("package extra\n\nconst X = 1\n"), 0o644)
 	// A repository, as projects are: in a folder without one the box sees the workspace's
 	// placeholder .git, and go's VCS stamping fails on it.
 	gitTools(t)
 	gitRun(t, app, gitHostEnv(e.Home), nil, "init", "-q")
-	// The host's own unboxed build fills the host's module cache (~/go/pkg/mod) and go.sum.
+	// The host's own unboxed build fills the host's module cache (~/go/pkg/mod), go.sum and
+	// the home's default build cache (~/.cache/go-build).
+	hostCache := filepath.Join(e.Home, ".cache", "go-build")
 	hostGo(t, e, app, []string{"GOPROXY=file://" + proxy}, "mod", "tidy")
+	hostGo(t, e, app, []string{"GOPROXY=off", "GOCACHE=" + hostCache}, "build", "-o", filepath.Join(e.Root, "hostapp"), ".")
 	if err := os.RemoveAll(proxy); err != nil { // from now on the module is in the host's cache only
 		t.Fatal(err)
 	}
 	modcache := filepath.Join(e.Home, "go", "pkg", "mod")
-	before := treeHash(t, modcache)
+	before, beforeCache := treeHash(t, modcache), treeHash(t, hostCache)
 
-	r := e.runIn(app, "run", "sh", "--", "-c", `go build -v -o /tmp/app . && /tmp/app`)
+	r := e.runIn(app, "run", "sh", "--", "-c", `set -e; go build -v -o /tmp/app . && /tmp/app; go build -v ./extra
+c=$(go env GOCACHE); f=$(find "$c" -type f -name '*-d' | head -1)
+echo box >> "$f"; find "$c" -exec touch {} +; echo planted > "$c/planted"; rm -f "$c/trim.txt"`)
 	if r.Code != 0 || !strings.Contains(r.Stderr, "from the host cache") {
 		t.Fatalf("first boxed build: exit %d\nstdout:\n%s\nstderr:\n%s", r.Code, r.Stdout, r.Stderr)
 	}
-	if !strings.Contains(r.Stderr, "example.org/dep") {
-		t.Fatalf("the first build did not compile example.org/dep (go build -v):\n%s", r.Stderr)
+	if !strings.Contains(r.Stderr, "example.org/app/extra") {
+		t.Fatalf("the first box did not compile example.org/app/extra (go build -v):\n%s", r.Stderr)
 	}
-	r = e.runIn(app, "run", "sh", "--", "-c", `go build -v -o /tmp/app . && /tmp/app`)
+	// go build -v names each package it compiles; the standard library's (runtime, internal/…:
+	// no dot in the first element) are in the host's build cache. example.org/dep is compiled
+	// again: the box extracts it into its own module cache, another folder than the host's,
+	// and the folder is part of a compilation's cache key (docs/toolchains.md).
+	var std []string
+	for _, l := range strings.Split(r.Stderr, "\n") {
+		if l != "" && !strings.ContainsAny(l, ". :#'") {
+			std = append(std, l)
+		}
+	}
+	if len(std) > 0 {
+		t.Errorf("the first box compiled %d packages the host's build cache holds (%s …):\n%s", len(std), std[0], r.Stderr)
+	}
+	r = e.runIn(app, "run", "sh", "--", "-c", `go build -v -o /tmp/app . && /tmp/app && go build -v ./extra`)
 	if r.Code != 0 || !strings.Contains(r.Stderr, "from the host cache") {
 		t.Fatalf("second boxed build: exit %d\nstdout:\n%s\nstderr:\n%s", r.Code, r.Stdout, r.Stderr)
 	}
-	if strings.Contains(strings.ReplaceAll(r.Stderr, "from the host cache", ""), "example.org/dep") {
-		t.Errorf("the second launch compiled example.org/dep again: the build cache did not persist:\n%s", r.Stderr)
+	if strings.Contains(r.Stderr, "example.org/app/extra") {
+		t.Errorf("the second launch compiled example.org/app/extra again: the box cache's layer did not keep it:\n%s", r.Stderr)
 	}
 	if after := treeHash(t, modcache); after != before {
 		t.Errorf("the host's module cache %s changed while boxes built", modcache)
+	}
+	if after := treeHash(t, hostCache); after != beforeCache {
+		t.Errorf("the host's build cache %s changed while boxes built", hostCache)
 	}
 
 	// Poison the box cache: the module's extracted source as the next box would read it.

@@ -179,7 +179,9 @@ func pySdist(t *testing.T, py, src, dir, name, msg string) {
 // the build backend from an index); a wheel the first box builds is in the second box's pip
 // cache (the box cache's layer); the host's pip cache is unchanged, and a wheel a box cached
 // never reaches an unboxed pip. Before, ~/.cache/pip in the box was empty and pip failed to
-// get setuptools for the build.
+// get setuptools for the build. And the bytecode the box's python compiles goes to the box
+// cache (PYTHONPYCACHEPREFIX): before, the host's python ran the box's
+// __pycache__/abmod.cpython-3*.pyc of a module the box had changed and put back.
 func TestPipInstallFromHostCache(t *testing.T) {
 	t.Parallel() // its own daemon and upstreams; mostly waits (parallelTests)
 	py := pythonTools(t)
@@ -195,11 +197,31 @@ func TestPipInstallFromHostCache(t *testing.T) {
 	}
 	pipCache := filepath.Join(e.Home, ".cache", "pip")
 	before := treeHash(t, pipCache)
+	// A module of the workspace, which the box imports after changing it and then puts back
+	// as it was, mtime and size included: python takes bytecode whose header matches the
+	// source's mtime and size for that source.
+	const hostMod, boxMod = `print("from the workspace abmod")` + "\n", `print("BOX-COMPILED abmod here!")` + "\n"
+	if len(hostMod) != len(boxMod) {
+		t.Fatal("the two versions of abmod.py differ in size")
+	}
+	if err := os.WriteFile(filepath.Join(app, "abmod.py"), []byte(hostMod), 0o644); err != nil {
+		t.Fatal(err)
+	}
 
 	r := e.runIn(app, "run", "sh", "--", "-c", pipInstall+`/tmp/site abpy && PYTHONPATH=/tmp/site `+py+` -c 'import abpy; print(abpy.MSG)' &&
-`+pipInstall+`/tmp/site2 --no-build-isolation abpy2`)
-	if r.Code != 0 || !strings.Contains(r.Stdout, "from the host pip cache") {
-		t.Fatalf("first box: pip install --no-index from the host's wheel cache: exit %d\nstdout:\n%s\nstderr:\n%s", r.Code, r.Stdout, r.Stderr)
+`+pipInstall+`/tmp/site2 --no-build-isolation abpy2 &&
+cp -p abmod.py /tmp/abmod.py && printf '%s' '`+boxMod+`' > abmod.py && touch -r /tmp/abmod.py abmod.py && `+py+` -c 'import abmod' && cp -p /tmp/abmod.py abmod.py`)
+	if r.Code != 0 || !strings.Contains(r.Stdout, "from the host pip cache") || !strings.Contains(r.Stdout, "BOX-COMPILED") {
+		t.Fatalf("first box: pip install --no-index from the host's wheel cache, python imports abmod: exit %d\nstdout:\n%s\nstderr:\n%s", r.Code, r.Stdout, r.Stderr)
+	}
+	// The box's python wrote its bytecode to the box cache: the host's python imports the
+	// workspace's abmod.py, not what the box compiled. Before, it ran the box's
+	// __pycache__/abmod.cpython-3*.pyc.
+	if pyc, _ := filepath.Glob(filepath.Join(app, "__pycache__", "*")); len(pyc) != 0 {
+		t.Errorf("the box's python wrote bytecode in the workspace: %v", pyc)
+	}
+	if out, err := hostTool(e, app, py, "-c", "import abmod"); err != nil || out != "from the workspace abmod\n" {
+		t.Errorf("the host's python's import of abmod printed %q (%v), want the workspace's abmod.py's line", out, err)
 	}
 	r = e.runIn(app, "run", "sh", "--", "-c", pipInstall+`/tmp/site abpy2 && PYTHONPATH=/tmp/site `+py+` -c 'import abpy2; print(abpy2.MSG)'`)
 	if r.Code != 0 || !strings.Contains(r.Stdout, "from the box cache") || !strings.Contains(r.Stdout, "Using cached abpy2") {
@@ -262,7 +284,7 @@ echo done`
 		t.Fatal(err)
 	}
 	before[victim] = treeHash(t, victim)
-	cache := strings.TrimSpace(e.Box(`go env GOCACHE 2>/dev/null || true`).Stdout)
+	cache := strings.TrimSpace(e.Box(`go env GOMODCACHE 2>/dev/null || true`).Stdout)
 	if cache == "" {
 		t.Skip("go is not installed: the box cache's path is read from go env")
 	}
@@ -393,7 +415,10 @@ func cargoProject(t *testing.T, dir string) {
 // a crate's source rewritten after cargo extracted it, which cargo never checks again —
 // never reaches an unboxed cargo, which builds from the host's own crate. Before, ~/.cargo was
 // in the box only as the toolchain beside ~/.cargo/bin, read-only: the box failed with
-// "failed to unpack package `abcrate v1.0.0` … Read-only file system".
+// "failed to unpack package `abcrate v1.0.0` … Read-only file system". And the box's build of
+// the crate it rewrote goes to the box cache (CARGO_TARGET_DIR), not to the workspace's
+// target/: before, the host's `cargo run` in the workspace found the box's build fresh and
+// printed "POISONED by a box" (review finding F2).
 func TestCargoBuildFromHostCache(t *testing.T) {
 	t.Parallel() // its own daemon, home and registry on a port of its own (parallelTests)
 	e := NewEnv(t)
@@ -423,12 +448,16 @@ func TestCargoBuildFromHostCache(t *testing.T) {
 		}
 	}
 
-	r := e.runIn(app, "run", "sh", "--", "-c", `cargo build --offline -q && ./target/debug/app &&
+	// The box builds and runs the app, rewrites the crate's extracted source (in its layer),
+	// and builds again what that source now says (as the workspace's next box would, with
+	// its own target folder), so that the box's build output holds the box's code.
+	r := e.runIn(app, "run", "sh", "--", "-c", `cargo run --offline -q &&
 for f in ~/.cargo/registry/src/*/abcrate-1.0.0/src/lib.rs; do
   echo 'pub fn msg() -> &'"'"'static str { "POISONED by a box" }' > "$f" && echo poisoned
 done
+cargo clean --offline -q -p abcrate && cargo run --offline -q &&
 echo '[build]' >> ~/.cargo/config.toml && touch ~/.cargo/registry/cache/*/abcrate-1.0.0.crate && echo done`)
-	if r.Code != 0 || !strings.Contains(r.Stdout, msg) || !strings.Contains(r.Stdout, "poisoned") || !strings.Contains(r.Stdout, "done") {
+	if r.Code != 0 || !strings.Contains(r.Stdout, msg) || !strings.Contains(r.Stdout, "poisoned") || !strings.Contains(r.Stdout, "POISONED by a box") || !strings.Contains(r.Stdout, "done") {
 		t.Fatalf("box: cargo build --offline from the host's registry cache: exit %d\nstdout:\n%s\nstderr:\n%s", r.Code, r.Stdout, r.Stderr)
 	}
 	if treeHash(t, cargoHome) != before {
@@ -438,11 +467,15 @@ echo '[build]' >> ~/.cargo/config.toml && touch ~/.cargo/registry/cache/*/abcrat
 	if ok, _ := filepath.Glob(filepath.Join(e.State, "agentbox", "cache", "*", "cargo", "upper", "registry", "src", "*", "abcrate-1.0.0", ".cargo-ok")); len(ok) != 1 {
 		t.Errorf("the box cache's cargo layer does not hold the crate the box extracted (%v)", ok)
 	}
-	// An unboxed cargo builds from the host's own crate: nothing the box wrote reaches it.
-	hostApp := filepath.Join(e.Root, "hostapp")
-	cargoProject(t, hostApp)
-	out, err := hostTool(e, hostApp, "env", "PATH="+path, "sh", "-c", "cargo build --offline -q && ./target/debug/app")
+	// The box's build output is in the box cache: the workspace has no target/ (review
+	// finding F2: the host's `cargo run` ran the binary a box left there, fresh to cargo).
+	if _, err := os.Lstat(filepath.Join(app, "target")); err == nil {
+		t.Errorf("the box's cargo wrote %s in the workspace", filepath.Join(app, "target"))
+	}
+	// An unboxed `cargo run` in the workspace builds from the host's own crate: nothing the
+	// box wrote or built reaches it.
+	out, err := hostTool(e, app, "env", "PATH="+path, "cargo", "run", "--offline", "-q")
 	if err != nil || !strings.Contains(out, msg) || strings.Contains(out, "POISONED") {
-		t.Errorf("the host's cargo after the box (err %v):\n%s", err, out)
+		t.Errorf("the host's cargo run after the box (err %v):\n%s", err, out)
 	}
 }
