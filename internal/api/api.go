@@ -163,7 +163,15 @@ type Changes struct {
 	LaunchID  string           `json:"launchId"`
 	Workspace string           `json:"workspace"`
 	Changes   []ProposedChange `json:"changes"`
+	// Dropped counts what the box created at protected paths after the launch's proposed
+	// changes were full: moved out of the workspace, not kept; DroppedPaths names the first.
+	Dropped      int      `json:"dropped,omitempty"`
+	DroppedPaths []string `json:"droppedPaths,omitempty"`
 }
+
+// MaxChangesAnswer bounds the diffs of an answer to GET /v0/launches/{id}/changes (JSON
+// bytes): past it a change is listed with a note instead of its diff (ProposedChange.NotShown).
+const MaxChangesAnswer = 8 << 20
 
 // ProposedChange is one path a box created, or one protected file it changed.
 type ProposedChange struct {
@@ -184,6 +192,9 @@ type ProposedChange struct {
 	Conflict bool `json:"conflict,omitempty"`
 	// Truncated says the box's file was too large to keep whole: it cannot be applied.
 	Truncated bool `json:"truncated,omitempty"`
+	// NotShown says Diff holds a note instead of the diff: the answer reached its bound
+	// (MaxChangesAnswer).
+	NotShown bool `json:"notShown,omitempty"`
 }
 
 // ApplyRequest applies proposed changes; no Paths means all of them.

@@ -24,10 +24,10 @@ const beneathNoLinks = unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RE
 // is refused.
 func Apply(dir, ws, rel string) error {
 	rel = filepath.Clean(rel)
-	if rel == "." || filepath.IsAbs(rel) || rel == ".." || strings.HasPrefix(rel, "../") || rel == AddedRecord {
+	if rel == "." || filepath.IsAbs(rel) || rel == ".." || strings.HasPrefix(rel, "../") {
 		return fmt.Errorf("%w: %q is not a workspace-relative path", ErrUnknown, rel)
 	}
-	src := filepath.Join(dir, rel)
+	src := filepath.Join(dir, storeName(rel))
 	fi, err := os.Lstat(src)
 	if errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("%w: %s", ErrUnknown, rel)

@@ -9,8 +9,11 @@ package changes
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -32,6 +35,20 @@ const TruncatedSuffix = ".agentbox-truncated"
 // started (Guard.Add, Added). It is no change: List skips it and Apply refuses it. No protected
 // path has that name.
 const AddedRecord = ".agentbox-guarded.json"
+
+// DroppedRecord names, at the top of a store, the record of what its guard moved out of the
+// workspace and did not keep, the store being full (MaxChanges, MaxStore; Dropped). It is no
+// change.
+const DroppedRecord = ".agentbox-dropped.json"
+
+// MaxChanges bounds the changes a launch's store keeps, and MaxStore the bytes of their files
+// together: past either, what the box creates at a guarded path is still moved out of the
+// workspace, and recorded as dropped (Dropped) instead of kept; a file that fits only in part
+// is kept truncated (it cannot be applied).
+const (
+	MaxChanges = 256
+	MaxStore   = 16 << 20
+)
 
 // baseSuffix names, beside a kept file, the content the path had when the launch started: the
 // change modifies an existing protected file (its staged copy, see Stage).
@@ -87,7 +104,10 @@ type Change struct {
 	Content []byte `json:"content"`
 	// Mode is a file's permission bits as the box left them.
 	Mode os.FileMode `json:"mode,omitempty"`
-	// Truncated says the file was larger than MaxFile and Content holds its start only.
+	// Size is a file's size in the store (Index), Content's length once read (Read).
+	Size int64 `json:"size,omitempty"`
+	// Truncated says the file was larger than its bound (MaxFile, or what was left of the
+	// store's, MaxStore) and Content holds its start only.
 	Truncated bool `json:"truncated,omitempty"`
 	// Modifies says Path was a protected file when the launch started, which the box changed
 	// in its staged copy; Base is what it held then. Applying it needs the host's file to
@@ -98,8 +118,25 @@ type Change struct {
 	ModeChanged bool `json:"modeChanged,omitempty"`
 }
 
-// List returns the changes kept in dir, sorted by path; an absent dir holds none.
+// List returns the changes kept in dir with their content (Index, then Read for each), sorted
+// by path; an absent dir holds none. A store is bounded (MaxChanges, MaxStore), and so is what
+// List holds in memory; a caller that renders the changes one by one uses Index and Read.
 func List(dir string) ([]Change, error) {
+	cs, err := Index(dir)
+	if err != nil {
+		return nil, err
+	}
+	for i := range cs {
+		if err := Read(dir, &cs[i]); err != nil {
+			return nil, err
+		}
+	}
+	return cs, nil
+}
+
+// Index returns the changes kept in dir, sorted by path, without their content (Change.Size
+// says how large a file is; Read fills in Content and Base); an absent dir holds none.
+func Index(dir string) ([]Change, error) {
 	var out []Change
 	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -108,38 +145,26 @@ func List(dir string) ([]Change, error) {
 			}
 			return err
 		}
-		if d.IsDir() || strings.HasSuffix(p, TruncatedSuffix) || strings.HasSuffix(p, baseSuffix) || p == filepath.Join(dir, AddedRecord) {
+		if d.IsDir() || isMetadata(d.Name()) || p == filepath.Join(dir, AddedRecord) || p == filepath.Join(dir, DroppedRecord) {
 			return nil
 		}
 		rel, err := filepath.Rel(dir, p)
 		if err != nil {
 			return err
 		}
-		c := Change{Path: rel, Kind: KindFile}
+		c := Change{Path: workspaceName(rel), Kind: KindFile}
 		if d.Type()&fs.ModeSymlink != 0 {
-			t, err := os.Readlink(p)
-			if err != nil {
-				return err
-			}
-			c.Kind, c.Content = KindSymlink, []byte(t)
+			c.Kind = KindSymlink
 		} else if d.Type().IsRegular() {
-			b, err := os.ReadFile(p)
-			if err != nil {
-				return err
-			}
-			c.Content = b
-			if _, err := os.Lstat(p + TruncatedSuffix); err == nil {
-				c.Truncated = true
-			}
 			fi, err := d.Info()
 			if err != nil {
 				return err
 			}
-			c.Mode = fi.Mode().Perm()
-			if bfi, err := os.Lstat(p + baseSuffix); err == nil {
-				if c.Base, err = os.ReadFile(p + baseSuffix); err != nil {
-					return err
-				}
+			c.Mode, c.Size = fi.Mode().Perm(), fi.Size()
+			if _, err := os.Lstat(p + TruncatedSuffix); err == nil {
+				c.Truncated = true
+			}
+			if bfi, err := os.Lstat(p + baseSuffix); err == nil && bfi.Mode().IsRegular() {
 				c.Modifies = true
 				c.ModeChanged = (bfi.Mode().Perm()^c.Mode)&0o111 != 0
 			}
@@ -156,42 +181,202 @@ func List(dir string) ([]Change, error) {
 	return out, nil
 }
 
+// Read fills in c's Content (and Base, for a change that modifies a file) from the store dir,
+// each at most MaxFile bytes.
+func Read(dir string, c *Change) error {
+	p := filepath.Join(dir, storeName(c.Path))
+	if c.Kind == KindSymlink {
+		t, err := os.Readlink(p)
+		if err != nil {
+			return fmt.Errorf("proposed change %s: %w", c.Path, err)
+		}
+		c.Content = []byte(t)
+		return nil
+	}
+	var err error
+	if c.Content, err = readStored(p); err != nil {
+		return fmt.Errorf("proposed change %s: %w", c.Path, err)
+	}
+	if c.Modifies {
+		if c.Base, err = readStored(p + baseSuffix); err != nil {
+			return fmt.Errorf("proposed change %s: %w", c.Path, err)
+		}
+	}
+	return nil
+}
+
+// readStored reads a file of a store, without following a symlink, at most MaxFile bytes.
+func readStored(p string) ([]byte, error) {
+	fi, err := os.Lstat(p)
+	if err != nil {
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s is not a regular file", p)
+	}
+	f, err := os.Open(p)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b := make([]byte, min(fi.Size(), MaxFile))
+	n, err := io.ReadFull(f, b)
+	if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
+		err = nil // shorter now than when looked at
+	}
+	return b[:n], err
+}
+
+// The store keeps, beside a change, files of its own whose names end in a reserved suffix
+// (TruncatedSuffix, baseSuffix, and tmpSuffix while a file is written). A name the box chose
+// that ends in one of them (or in boxSuffix, or is AddedRecord or DroppedRecord) is kept with
+// boxSuffix appended, so that no box file can pass for the store's own: storeName maps a
+// workspace-relative path to its path in the store, component by component, and workspaceName
+// back. Protected paths end in none of them, and are kept as they are.
+const (
+	boxSuffix = ".agentbox-box"
+	tmpSuffix = ".agentbox-tmp"
+)
+
+// isMetadata reports a store name that is the store's own (not a change).
+func isMetadata(name string) bool {
+	return !strings.HasSuffix(name, boxSuffix) &&
+		(strings.HasSuffix(name, TruncatedSuffix) || strings.HasSuffix(name, baseSuffix) || strings.HasSuffix(name, tmpSuffix))
+}
+
+func reservedName(name string) bool {
+	return name == AddedRecord || name == DroppedRecord || strings.HasSuffix(name, boxSuffix) ||
+		strings.HasSuffix(name, TruncatedSuffix) || strings.HasSuffix(name, baseSuffix) || strings.HasSuffix(name, tmpSuffix)
+}
+
+func storeName(rel string) string {
+	parts := strings.Split(rel, "/")
+	for i, c := range parts {
+		if reservedName(c) {
+			parts[i] = c + boxSuffix
+		}
+	}
+	return strings.Join(parts, "/")
+}
+
+func workspaceName(stored string) string {
+	parts := strings.Split(stored, "/")
+	for i, c := range parts {
+		parts[i] = strings.TrimSuffix(c, boxSuffix)
+	}
+	return strings.Join(parts, "/")
+}
+
+// Dropped is what a guard moved out of the workspace and did not keep because the launch's
+// store was full (MaxChanges, MaxStore): how many, and the first maxDroppedPaths of their
+// workspace-relative paths. It is recorded in the store (DroppedRecord) and said by `agentbox
+// changes`.
+type Dropped struct {
+	Count int      `json:"count"`
+	Paths []string `json:"paths,omitempty"`
+}
+
+// maxDroppedPaths bounds the paths a Dropped record names.
+const maxDroppedPaths = 20
+
+// ReadDropped returns what the guards of the store dir did not keep (none when none).
+func ReadDropped(dir string) (Dropped, error) {
+	var d Dropped
+	data, err := os.ReadFile(filepath.Join(dir, DroppedRecord))
+	if errors.Is(err, os.ErrNotExist) {
+		return d, nil
+	}
+	if err == nil {
+		err = json.Unmarshal(data, &d)
+	}
+	if err != nil {
+		return d, fmt.Errorf("proposed changes not kept %s: %w", filepath.Join(dir, DroppedRecord), err)
+	}
+	return d, nil
+}
+
+type heldFile struct {
+	fd   int
+	wd   int32
+	rel  string // workspace-relative
+	mode uint32
+}
+
 // Diff renders c as a unified diff against the host's current state of the path: host is
 // the host's content, nil when the path is absent there (the usual case for a change that
 // creates the path). A change to a file that existed (Modifies) is shown against its Base when
 // the host still has that, so that the diff shows what the box changed; otherwise against the
 // host's file now, marked so.
+//
+// A diff is bounded: a file holding a NUL byte is shown as binary, with its size and SHA-256,
+// not line by line; of a larger file, the first MaxShown bytes are compared (the size and hash
+// of the whole are said), so that one change cannot make the answer of `agentbox changes` too
+// large to read.
 func Diff(c Change, host []byte) string {
 	var b strings.Builder
 	what := c.Content
 	if c.Kind == KindSymlink {
-		what = []byte("symlink to " + string(c.Content) + "\n")
+		what = []byte("symlink to " + oneLine(string(c.Content)) + "\n")
 	}
+	path := oneLine(c.Path)
 	switch {
 	case host == nil:
-		fmt.Fprintf(&b, "--- /dev/null\n+++ b/%s\n", c.Path)
+		fmt.Fprintf(&b, "--- /dev/null\n+++ b/%s\n", path)
 	case c.Modifies && bytes.Equal(host, c.Base):
-		fmt.Fprintf(&b, "--- a/%s\n+++ b/%s\n", c.Path, c.Path)
+		fmt.Fprintf(&b, "--- a/%s\n+++ b/%s\n", path, path)
 	default:
-		fmt.Fprintf(&b, "--- a/%s (on the host now)\n+++ b/%s (proposed by the box)\n", c.Path, c.Path)
+		fmt.Fprintf(&b, "--- a/%s (on the host now)\n+++ b/%s (proposed by the box)\n", path, path)
 	}
 	if c.Modifies && c.ModeChanged {
 		fmt.Fprintf(&b, "(the box changed the file's mode to %#o)\n", c.Mode)
 	}
-	if c.Truncated && len(what) > truncatedShown {
-		// It cannot be applied: its start is enough to review, and a bound full of control
-		// bytes, each shown escaped, would not fit in the answer of `agentbox changes`.
-		what = what[:truncatedShown]
+	if binary(what) || binary(host) {
+		if host != nil {
+			fmt.Fprintf(&b, "-%s\n", Summary(host))
+		}
+		fmt.Fprintf(&b, "+%s\n", Summary(what))
+	} else {
+		writeHunks(&b, lines(shown(host)), lines(shown(what)))
+		for _, side := range []struct {
+			name string
+			data []byte
+		}{{"the host's file", host}, {"the box's file", what}} {
+			if len(side.data) > MaxShown {
+				fmt.Fprintf(&b, "(the diff compares the first %d bytes of %s: %s)\n", MaxShown, side.name, Summary(side.data))
+			}
+		}
 	}
-	writeHunks(&b, lines(host), lines(what))
 	if c.Truncated {
-		fmt.Fprintf(&b, "(truncated at %d bytes: cannot be applied; the diff shows its first %d bytes)\n", MaxFile, min(len(c.Content), truncatedShown))
+		fmt.Fprintf(&b, "(truncated at %d bytes: cannot be applied; the box wrote more)\n", len(c.Content))
 	}
 	return b.String()
 }
 
-// truncatedShown is how much of a truncated change Diff shows.
-const truncatedShown = 64 << 10
+// oneLine writes a newline in a box-chosen name out as \x0a, so that the name cannot forge
+// further lines of the diff (a header, a hunk); the client escapes every other control.
+func oneLine(s string) string { return strings.ReplaceAll(s, "\n", `\x0a`) }
+
+// MaxShown is how much of each side of a change Diff compares line by line.
+const MaxShown = 64 << 10
+
+func shown(b []byte) []byte {
+	if len(b) > MaxShown {
+		return b[:MaxShown]
+	}
+	return b
+}
+
+// binary reports content git would call binary: it holds a NUL byte.
+func binary(b []byte) bool { return bytes.IndexByte(b, 0) >= 0 }
+
+// Summary names content by its size and SHA-256, for what is not shown line by line.
+func Summary(b []byte) string {
+	kind := "text"
+	if binary(b) {
+		kind = "binary"
+	}
+	return fmt.Sprintf("(%s, %d bytes, sha256 %x)", kind, len(b), sha256.Sum256(b))
+}
 
 // diffContext is the number of unchanged lines shown around a change.
 const diffContext = 3

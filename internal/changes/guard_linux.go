@@ -45,13 +45,11 @@ type Guard struct {
 	// any name: a protected folder's entries); a file created elsewhere costs no pass.
 	interest map[int32]map[string]bool
 	errs     []error
-}
-
-type heldFile struct {
-	fd   int
-	wd   int32
-	rel  string // relative to the store
-	mode uint32
+	// kept holds the size of each change in the store (by its path in the store), total their
+	// sum: the store's bounds (MaxChanges, MaxStore). dropped is what was not kept past them.
+	kept    map[string]int64
+	total   int64
+	dropped Dropped
 }
 
 // Open returns a guard for guards that keeps what it captures in dir (created when missing).
@@ -66,7 +64,20 @@ func Open(dir string, guards []plan.Guard, watch bool) (*Guard, error) {
 		return nil, fmt.Errorf("proposed changes %s: %w", dir, err)
 	}
 	g := &Guard{guards: guards, store: store, in: -1, wake: -1, held: map[int32]*heldFile{}, byPath: map[string]*heldFile{},
-		interest: map[int32]map[string]bool{}}
+		interest: map[int32]map[string]bool{}, kept: map[string]int64{}}
+	// What the store holds already (box-init's changes, at the daemon's pass at exit) counts.
+	have, err := Index(dir)
+	if err == nil {
+		g.dropped, err = ReadDropped(dir)
+	}
+	if err != nil {
+		unix.Close(store)
+		return nil, err
+	}
+	for _, c := range have {
+		g.kept[storeName(c.Path)] = c.Size
+		g.total += c.Size
+	}
 	if watch {
 		if g.in, err = unix.InotifyInit1(unix.IN_CLOEXEC | unix.IN_NONBLOCK); err != nil {
 			unix.Close(store)
@@ -336,11 +347,11 @@ func (g *Guard) capture(parent int, name, rel string) {
 // closed after writing (IN_CLOSE_WRITE), to store what was written after it was created.
 func (g *Guard) keep(fd int, rel string, mode uint32) {
 	h := &heldFile{fd: fd, wd: -1, rel: rel, mode: mode}
-	g.copy(h)
+	kept := g.copy(h)
 	if old := g.byPath[rel]; old != nil {
 		g.drop(old)
 	}
-	if g.in < 0 || len(g.held) >= maxHeld {
+	if !kept || g.in < 0 || len(g.held) >= maxHeld {
 		unix.Close(fd)
 		return
 	}
@@ -367,8 +378,14 @@ func (g *Guard) drop(h *heldFile) {
 	unix.Close(h.fd)
 }
 
-// copy writes a held file's content (up to MaxFile) into the store at its path.
-func (g *Guard) copy(h *heldFile) {
+// copy writes a held file's content into the store at its path: up to MaxFile, and to what is
+// left of MaxStore (see admit); it reports whether the store keeps it.
+func (g *Guard) copy(h *heldFile) bool {
+	srel := storeName(h.rel)
+	if !g.admit(h.rel, srel) {
+		return false
+	}
+	limit := max(0, min(MaxFile, MaxStore-(g.total-g.kept[srel])))
 	buf := make([]byte, 0, 64<<10)
 	chunk := make([]byte, 64<<10)
 	truncated := false
@@ -377,26 +394,49 @@ func (g *Guard) copy(h *heldFile) {
 		if n <= 0 || err != nil {
 			break
 		}
-		if len(buf)+n > MaxFile {
-			buf = append(buf, chunk[:MaxFile-len(buf)]...)
+		if int64(len(buf)+n) > limit {
+			buf = append(buf, chunk[:limit-int64(len(buf))]...)
 			truncated = true
 			break
 		}
 		buf = append(buf, chunk[:n]...)
 		off += int64(n)
 	}
-	g.storeFile(h.rel, buf, h.mode, truncated)
+	if err := writeStore(g.store, srel, buf, h.mode, truncated); err != nil {
+		g.fail(err)
+		return true
+	}
+	g.total += int64(len(buf)) - g.kept[srel]
+	g.kept[srel] = int64(len(buf))
+	if g.Captured != nil {
+		g.Captured(h.rel)
+	}
+	return true
 }
 
-// storeFile writes content at rel in the store (see writeStore).
-func (g *Guard) storeFile(rel string, content []byte, mode uint32, truncated bool) {
-	if err := writeStore(g.store, rel, content, mode, truncated); err != nil {
-		g.fail(err)
-		return
+// admit reports whether the store has room for a change at rel (srel in the store): one it
+// holds already, or a new one within MaxChanges and with bytes left of MaxStore (a change it
+// holds may fill what is left only). What it
+// refuses is recorded in the store (DroppedRecord) and reported once.
+func (g *Guard) admit(rel, srel string) bool {
+	if _, ok := g.kept[srel]; ok || len(g.kept) < MaxChanges && g.total < MaxStore {
+		return true
 	}
-	if g.Captured != nil {
-		g.Captured(rel)
+	if g.dropped.Count == 0 {
+		g.fail(fmt.Errorf("the launch's proposed changes are full (%d changes or %d bytes): %s was moved out of the workspace and not kept, as is what the box creates at protected paths from now on (agentbox changes names them)", MaxChanges, MaxStore, rel))
 	}
+	g.dropped.Count++
+	if len(g.dropped.Paths) < maxDroppedPaths {
+		g.dropped.Paths = append(g.dropped.Paths, rel)
+	}
+	data, err := json.Marshal(g.dropped)
+	if err == nil {
+		err = replaceAt(g.store, DroppedRecord, data, 0o600, false)
+	}
+	if err != nil {
+		g.fail(fmt.Errorf("record the proposed changes not kept: %w", err))
+	}
+	return false
 }
 
 // writeStore writes content at rel in the store whose directory fd is store (by rename, so a
@@ -423,7 +463,11 @@ func writeStore(store int, rel string, content []byte, mode uint32, truncated bo
 }
 
 func (g *Guard) storeLink(rel, target string) {
-	parent, name, err := g.storeParent(rel)
+	srel := storeName(rel)
+	if !g.admit(rel, srel) {
+		return
+	}
+	parent, name, err := g.storeParent(srel)
 	if err != nil {
 		g.fail(err)
 		return
@@ -434,6 +478,8 @@ func (g *Guard) storeLink(rel, target string) {
 		g.fail(fmt.Errorf("keep %s: %w", rel, err))
 		return
 	}
+	g.total += int64(len(target)) - g.kept[srel]
+	g.kept[srel] = int64(len(target))
 	if g.Captured != nil {
 		g.Captured(rel)
 	}

@@ -2,8 +2,10 @@ package changes
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -261,5 +263,147 @@ func TestGuardFolderRenamedAway(t *testing.T) {
 	mustWrite(t, filepath.Join(ws, ".vscode/settings.json"), `{"evil":1}`, 0o644)
 	if !gone(filepath.Join(ws, ".vscode/settings.json")) {
 		t.Error(".vscode/settings.json in a folder made again stayed in the workspace")
+	}
+}
+
+// TestGuardStoreBounded (review 10, F3): a box that creates many files, or many large ones, in
+// an absent protected folder cannot grow its launch's store without bound. Past MaxChanges
+// changes, or MaxStore bytes, what it creates is still moved out of the workspace, and counted
+// and named in the store's record (ReadDropped) instead of kept; the file that crosses the byte
+// bound is kept truncated. Without the bound the store kept all 261 files and all 21 MiB.
+func TestGuardStoreBounded(t *testing.T) {
+	ws, gs := guarded(t)
+	store := filepath.Join(t.TempDir(), "changes")
+	wf := filepath.Join(ws, ".github/workflows")
+	for i := 0; i < MaxChanges+5; i++ {
+		mustWrite(t, filepath.Join(wf, fmt.Sprintf("f%03d.yml", i)), "on: push\n", 0o644)
+	}
+	g, err := Open(store, gs, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Close(); err == nil || !strings.Contains(err.Error(), "proposed changes are full") {
+		t.Errorf("pass past the bound: %v, want the store full said", err)
+	}
+	if names, _ := os.ReadDir(wf); len(names) != 0 {
+		t.Errorf("%d files left in the workspace's protected folder", len(names))
+	}
+	cs, err := Index(store)
+	if err != nil || len(cs) != MaxChanges {
+		t.Errorf("store holds %d changes (%v), want %d", len(cs), err, MaxChanges)
+	}
+	d, err := ReadDropped(store)
+	if err != nil || d.Count != 5 || len(d.Paths) != 5 {
+		t.Errorf("dropped: %+v %v, want the 5 past the bound", d, err)
+	}
+	for _, p := range d.Paths {
+		if slices.ContainsFunc(cs, func(c Change) bool { return c.Path == p }) {
+			t.Errorf("%s both kept and dropped", p)
+		}
+	}
+
+	// Bytes: seven files of 3 MiB (in the order the folder lists them): five fit, the sixth
+	// is kept truncated to what is left of MaxStore, the seventh is not kept.
+	ws, gs = guarded(t)
+	store = filepath.Join(t.TempDir(), "changes")
+	big := strings.Repeat("x", 3<<20)
+	for i := 0; i < 7; i++ {
+		mustWrite(t, filepath.Join(ws, fmt.Sprintf(".github/workflows/big%d.yml", i)), big, 0o644)
+	}
+	if g, err = Open(store, gs, false); err != nil {
+		t.Fatal(err)
+	}
+	g.Close()
+	if cs, err = Index(store); err != nil {
+		t.Fatal(err)
+	}
+	var total int64
+	var truncated []Change
+	for _, c := range cs {
+		total += c.Size
+		if c.Truncated {
+			truncated = append(truncated, c)
+		}
+	}
+	if total != MaxStore || len(cs) != 6 || len(truncated) != 1 || truncated[0].Size != MaxStore-5*(3<<20) {
+		t.Fatalf("store: %d changes, %d bytes, truncated %+v; want 6 changes, %d bytes, one truncated", len(cs), total, truncated, MaxStore)
+	}
+	if d, _ := ReadDropped(store); d.Count != 1 || len(d.Paths) != 1 {
+		t.Errorf("dropped: %+v, want one", d)
+	}
+	if err := Apply(store, ws, truncated[0].Path); err == nil || !strings.Contains(err.Error(), "truncated") {
+		t.Errorf("apply of the truncated change: %v", err)
+	}
+}
+
+// TestGuardReservedNames (review 10, F8): the store's own names cannot be forged by a box. A
+// box file b.yml.agentbox-base beside b.yml made b.yml a change to an existing file, so that
+// apply replaced the file the host made meanwhile; c.yml.agentbox-truncated made c.yml
+// impossible to apply. Each is now a change of its own, applied as the box named it, and a
+// newline in a name cannot forge a line of the diff.
+func TestGuardReservedNames(t *testing.T) {
+	ws, gs := guarded(t)
+	store := filepath.Join(t.TempDir(), "changes")
+	wf := filepath.Join(ws, ".github/workflows")
+	forged := "ok.yml\n@@ -0,0 +1,1 @@\n+harmless"
+	for name, content := range map[string]string{"b.yml": "box\n", "b.yml.agentbox-base": "x", "c.yml": "on: push\n",
+		"c.yml.agentbox-truncated": "", ".d.yml.agentbox-tmp": "t\n", "e.agentbox-box": "e\n", forged: "+x\n"} {
+		mustWrite(t, filepath.Join(wf, name), content, 0o644)
+	}
+	g, err := Open(store, gs, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Close(); err != nil {
+		t.Fatal(err)
+	}
+	cs, err := List(store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, c := range cs {
+		got = append(got, strings.TrimPrefix(c.Path, ".github/workflows/"))
+		if c.Modifies || c.Truncated {
+			t.Errorf("%q: modifies %v, truncated %v: a box file passed for the store's own", c.Path, c.Modifies, c.Truncated)
+		}
+		if d := Diff(c, nil); strings.Count(d, "\n@@") != 1 {
+			t.Errorf("diff of %q holds other than one hunk header:\n%s", c.Path, d)
+		}
+	}
+	if want := []string{".d.yml.agentbox-tmp", "b.yml", "b.yml.agentbox-base", "c.yml", "c.yml.agentbox-truncated", "e.agentbox-box", forged}; !slices.Equal(got, want) {
+		t.Errorf("changes %q, want %q", got, want)
+	}
+	// The host makes b.yml with the content of the forged base: apply must not replace it.
+	mustWrite(t, filepath.Join(wf, "b.yml"), "x", 0o644)
+	if err := Apply(store, ws, ".github/workflows/b.yml"); !errors.Is(err, ErrConflict) {
+		t.Errorf("apply of b.yml over the host's: %v, want ErrConflict", err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(wf, "b.yml")); string(b) != "x" {
+		t.Errorf("the host's b.yml became %q", b)
+	}
+	for _, name := range []string{"c.yml", "b.yml.agentbox-base", "e.agentbox-box"} {
+		if err := Apply(store, ws, ".github/workflows/"+name); err != nil {
+			t.Errorf("apply %s: %v", name, err)
+		}
+	}
+	if b, _ := os.ReadFile(filepath.Join(wf, "b.yml.agentbox-base")); string(b) != "x" {
+		t.Errorf("applied b.yml.agentbox-base: %q", b)
+	}
+}
+
+// TestDiffBounded (review 10, F3): a change of 4 MiB of NUL bytes was a 25 MB answer, past what
+// the client reads. A file with a NUL byte is shown as binary, by size and hash; of a long text
+// file the first MaxShown bytes are compared.
+func TestDiffBounded(t *testing.T) {
+	nul := Change{Path: "f.json", Kind: KindFile, Content: make([]byte, MaxFile)}
+	d := Diff(nul, nil)
+	if len(d) > 1024 || !strings.Contains(d, fmt.Sprintf("+(binary, %d bytes, sha256 ", MaxFile)) {
+		t.Errorf("diff of %d NUL bytes: %d bytes: %.300q", MaxFile, len(d), d)
+	}
+	text := Change{Path: "g.yml", Kind: KindFile, Content: []byte(strings.Repeat("a\n", MaxFile/2))}
+	d = Diff(text, nil)
+	if len(d) > 3*MaxShown || !strings.Contains(d, fmt.Sprintf("compares the first %d bytes of the box's file: (text, %d bytes", MaxShown, MaxFile)) {
+		t.Errorf("diff of a %d-byte text file: %d bytes, ending %q", MaxFile, len(d), d[max(0, len(d)-300):])
 	}
 }

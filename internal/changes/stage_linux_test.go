@@ -331,7 +331,7 @@ func TestCollectFull(t *testing.T) {
 	if err != nil || len(cs) != 1 || !cs[0].Truncated || !cs[0].Modifies || len(cs[0].Content) != MaxFile {
 		t.Fatalf("store: %v, want .envrc truncated", err)
 	}
-	if d := Diff(cs[0], []byte("export A=1\n")); len(d) > 2*truncatedShown || !strings.Contains(d, "(truncated at 4194304 bytes: cannot be applied") {
+	if d := Diff(cs[0], []byte("export A=1\n")); len(d) > 2*MaxShown || !strings.Contains(d, "(truncated at 4194304 bytes: cannot be applied") {
 		t.Errorf("diff of the truncated change: %d bytes, ending %q", len(d), d[max(0, len(d)-200):])
 	}
 	if err := Apply(store, ws, ".envrc"); err == nil || !strings.Contains(err.Error(), "truncated") {

@@ -3,6 +3,7 @@ package cli
 import (
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -42,7 +43,7 @@ with agentbox apply ID [PATH...].`,
 }
 
 func printChanges(w io.Writer, cs *api.Changes) {
-	if len(cs.Changes) == 0 {
+	if len(cs.Changes) == 0 && cs.Dropped == 0 {
 		fmt.Fprintf(w, "launch %s proposed no changes\n", cs.LaunchID[:12])
 		return
 	}
@@ -57,12 +58,23 @@ func printChanges(w io.Writer, cs *api.Changes) {
 		case c.Conflict || c.HostExists:
 			note = " (the host has this path now: apply refuses it)"
 		}
-		path, pesc := visible(c.Path)
+		if c.NotShown {
+			note += " (diff not shown: the answer reached its bound)"
+		}
+		path, pesc := visiblePath(c.Path)
 		diff, desc := visible(c.Diff)
 		if pesc || desc {
 			note += " (holds control characters, shown escaped as \\xNN)"
 		}
 		fmt.Fprintf(w, "\n%s%s\n%s", path, note, diff)
+	}
+	if cs.Dropped > 0 {
+		names := make([]string, len(cs.DroppedPaths))
+		for i, p := range cs.DroppedPaths {
+			names[i] = visibleLine(p)
+		}
+		fmt.Fprintf(w, "\n%d more files the box created at protected paths were moved out of the workspace and not kept: the launch's proposed changes were full (%s)\n",
+			cs.Dropped, strings.Join(names, ", "))
 	}
 	fmt.Fprintf(w, "\napply with: agentbox apply %s [PATH...]\n", cs.LaunchID[:12])
 }
@@ -87,14 +99,14 @@ both.`,
 				if cs, lerr := c.Changes(cmd.Context(), args[0]); lerr == nil {
 					for _, ch := range cs.Changes {
 						if ch.Conflict || ch.HostExists && !ch.Modifies {
-							fmt.Fprintf(cmd.ErrOrStderr(), "%s: the host's file and the box's:\n%s\n", visibleText(ch.Path), visibleText(ch.Diff))
+							fmt.Fprintf(cmd.ErrOrStderr(), "%s: the host's file and the box's:\n%s\n", visibleLine(ch.Path), visibleText(ch.Diff))
 						}
 					}
 				}
 				return err
 			}
 			for _, p := range res.Applied {
-				fmt.Fprintf(cmd.OutOrStdout(), "applied %s\n", visibleText(p))
+				fmt.Fprintf(cmd.OutOrStdout(), "applied %s\n", visibleLine(p))
 			}
 			return nil
 		},

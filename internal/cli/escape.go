@@ -12,7 +12,20 @@ import (
 // not UTF-8, each as \xNN or \u{NNNN}. It is for text a box wrote (file names, file contents,
 // symlink targets) printed for the user to review: a box must not be able to erase, reorder or
 // hide lines of the diff a user approves. escaped reports whether anything was rewritten.
-func visible(s string) (out string, escaped bool) {
+func visible(s string) (out string, escaped bool) { return escape(s, false) }
+
+// visiblePath is visible for a name on one line of its own (a path, a drift detail): a tab or
+// a newline there is escaped too, so that a name cannot forge further lines (a diff header, a
+// hunk, an alert).
+func visiblePath(s string) (out string, escaped bool) { return escape(s, true) }
+
+// visibleLine is visiblePath without the report.
+func visibleLine(s string) string {
+	v, _ := visiblePath(s)
+	return v
+}
+
+func escape(s string, oneLine bool) (out string, escaped bool) {
 	var b strings.Builder
 	for i := 0; i < len(s); {
 		r, n := utf8.DecodeRuneInString(s[i:])
@@ -20,7 +33,7 @@ func visible(s string) (out string, escaped bool) {
 		case r == utf8.RuneError && n <= 1:
 			fmt.Fprintf(&b, `\x%02x`, s[i])
 			escaped = true
-		case r == '\t' || r == '\n':
+		case (r == '\t' || r == '\n') && !oneLine:
 			b.WriteRune(r)
 		case r < 0x20 || r == 0x7f || r >= 0x80 && r <= 0x9f:
 			fmt.Fprintf(&b, `\x%02x`, r)

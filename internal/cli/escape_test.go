@@ -41,3 +41,40 @@ func TestChangesShowControlCharacters(t *testing.T) {
 		t.Errorf("visible(plain) = %q, %v", v, esc)
 	}
 }
+
+// TestBoxNamesStayOnOneLine (review 10, F8 and F4): a name the box chose is printed on one line,
+// every control written out. A file named "ok.yml\n@@ -0,0 +1,1 @@\n+harmless" forged header and
+// diff lines in `agentbox changes`; a folder named with OSC 52 (set the clipboard), a screen
+// clear and a carriage return reached the terminal raw from the drift lines of `agentbox
+// launches`.
+func TestBoxNamesStayOnOneLine(t *testing.T) {
+	forged := ".github/workflows/ok.yml\n@@ -0,0 +1,1 @@\n+harmless"
+	cs := &api.Changes{LaunchID: strings.Repeat("a", 32), Workspace: "/w", Changes: []api.ProposedChange{
+		{Path: forged, Diff: "--- /dev/null\n+++ b/.github/workflows/ok.yml\\x0a@@ -0,0 +1,1 @@\\x0a+harmless\n@@ -0,0 +1,1 @@\n+x\n"},
+	}, Dropped: 3, DroppedPaths: []string{"a\nb"}}
+	var b bytes.Buffer
+	printChanges(&b, cs)
+	out := b.String()
+	if strings.Contains(out, "\n+harmless") || strings.Contains(out, "\n@@ -0,0 +1,1 @@\n+harmless") || strings.Contains(out, "a\nb") {
+		t.Errorf("a box-chosen name forged lines:\n%s", out)
+	}
+	if !strings.Contains(out, `ok.yml\x0a@@ -0,0 +1,1 @@\x0a+harmless (holds control characters`) || !strings.Contains(out, "3 more files") {
+		t.Errorf("the output lacks the escaped name or the files not kept:\n%s", out)
+	}
+
+	osc := "/w/x\x1b]52;c;cHduZWQ=\x07\x1b[2J\rok/.vscode/tasks.json"
+	ls := []api.Launch{{ID: strings.Repeat("b", 32), Workspace: "/w", Drift: true, DriftEvents: []api.DriftEvent{
+		{Kind: "created", Path: osc, Detail: "created " + osc, Alert: true, Source: "watch"},
+	}}}
+	b.Reset()
+	printDrift(&b, ls)
+	out = b.String()
+	for _, bad := range []string{"\x1b", "\x07", "\r"} {
+		if strings.Contains(out, bad) {
+			t.Errorf("launches' drift lines hold the raw control %q:\n%q", bad, out)
+		}
+	}
+	if strings.Count(out, `x\x1b]52;c;cHduZWQ=\x07\x1b[2J\x0dok/.vscode/tasks.json`) != 2 {
+		t.Errorf("the drift lines lack the escaped path and detail:\n%s", out)
+	}
+}

@@ -319,7 +319,8 @@ func printDrift(out io.Writer, ls []api.Launch) {
 			if e.Detail != "" {
 				detail = " (" + e.Detail + ")"
 			}
-			fmt.Fprintf(out, "  %s  %-8s  %s%s [%s]\n", e.Time.Local().Format(time.DateTime), e.Kind, e.Path, detail, e.Source)
+			// The path and the detail may hold names the box chose: escaped, as by agentbox changes.
+			fmt.Fprintf(out, "  %s  %-8s  %s%s [%s]\n", e.Time.Local().Format(time.DateTime), visibleLine(e.Kind), visibleLine(e.Path), visibleLine(detail), visibleLine(e.Source))
 		}
 	}
 }

@@ -265,13 +265,17 @@ func exitSummary(ctx context.Context, c *client.Client, id string, w io.Writer) 
 			continue
 		}
 		seen[rel] = true
-		instr = append(instr, visibleText(rel))
+		instr = append(instr, visibleLine(rel))
 	}
 	if len(instr) > 0 {
 		fmt.Fprintf(w, "agentbox: the launch changed instruction files: %s\n", strings.Join(instr, ", "))
 	}
-	if cs, err := c.Changes(ctx, id); err == nil && len(cs.Changes) > 0 {
+	cs, err := c.Changes(ctx, id)
+	if err == nil && len(cs.Changes) > 0 {
 		fmt.Fprintf(w, "agentbox: the box proposed %d changes to protected configuration: agentbox changes %s\n", len(cs.Changes), id[:12])
+	}
+	if err == nil && cs.Dropped > 0 {
+		fmt.Fprintf(w, "agentbox: the box created %d more files at protected paths, moved out of the workspace and not kept (its proposed changes were full): agentbox changes %s\n", cs.Dropped, id[:12])
 	}
 	// What the box wrote to a protected file and was not kept as a proposed change (the
 	// collection failed, or the box wrote more than the bound) is said, never dropped silently.
@@ -283,6 +287,6 @@ func exitSummary(ctx context.Context, c *client.Client, id string, w io.Writer) 
 		if rel, err := filepath.Rel(l.Workspace, ev.Path); err == nil && !strings.HasPrefix(rel, "..") {
 			path = rel
 		}
-		fmt.Fprintf(w, "agentbox: the box's change to protected %s was not collected as a proposed change: %s (agentbox launches shows the alert)\n", path, ev.Detail)
+		fmt.Fprintf(w, "agentbox: the box's change to protected %s was not collected as a proposed change: %s (agentbox launches shows the alert)\n", visibleLine(path), visibleLine(ev.Detail))
 	}
 }

@@ -261,9 +261,7 @@ func (b *integrityBroker) sweepGuards(id, ws string) {
 
 // removeEmptyChanges removes launch id's proposed-changes folder when the box proposed nothing.
 func (b *integrityBroker) removeEmptyChanges(id string) {
-	if cs, err := changes.List(changesDir(b.StateDir, id)); err == nil && len(cs) == 0 {
-		os.RemoveAll(changesDir(b.StateDir, id))
-	}
+	removeEmptyChanges(changesDir(b.StateDir, id))
 }
 
 func saveGuards(path string, gs []plan.Guard) error {

@@ -2,8 +2,11 @@ package daemon
 
 import (
 	"bytes"
+	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -19,7 +22,7 @@ func (d *Daemon) serveChanges(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	out, err := d.proposed(l)
+	out, err := d.proposed(r.Context(), l)
 	if err != nil {
 		return err
 	}
@@ -27,14 +30,29 @@ func (d *Daemon) serveChanges(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// proposed reads launch l's proposed changes.
-func (d *Daemon) proposed(l *api.Launch) (*api.Changes, error) {
-	cs, err := changes.List(d.changesDir(l.ID))
+// proposed reads launch l's proposed changes, one at a time (their contents are never all in
+// memory), until ctx is done. Each diff is bounded (changes.Diff), and so is the answer: past
+// api.MaxChangesAnswer bytes of diffs a change is listed with its size and hash instead.
+func (d *Daemon) proposed(ctx context.Context, l *api.Launch) (*api.Changes, error) {
+	dir := d.changesDir(l.ID)
+	cs, err := changes.Index(dir)
 	if err != nil {
 		return nil, err
 	}
-	out := &api.Changes{LaunchID: l.ID, Workspace: l.Workspace, Changes: []api.ProposedChange{}}
+	dropped, err := changes.ReadDropped(dir)
+	if err != nil {
+		return nil, err
+	}
+	out := &api.Changes{LaunchID: l.ID, Workspace: l.Workspace, Changes: []api.ProposedChange{},
+		Dropped: dropped.Count, DroppedPaths: dropped.Paths}
+	size := 0
 	for _, c := range cs {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		if err := changes.Read(dir, &c); err != nil {
+			return nil, err
+		}
 		path := filepath.Join(l.Workspace, c.Path)
 		host, exists := hostContent(path)
 		conflict := exists
@@ -42,14 +60,22 @@ func (d *Daemon) proposed(l *api.Launch) (*api.Changes, error) {
 			fi, err := os.Lstat(path)
 			conflict = err != nil || !fi.Mode().IsRegular() || !bytes.Equal(host, c.Base)
 		}
-		out.Changes = append(out.Changes, api.ProposedChange{Path: c.Path, Kind: c.Kind, Modifies: c.Modifies,
-			Diff: changes.Diff(c, host), HostExists: exists, Conflict: conflict, Truncated: c.Truncated})
+		pc := api.ProposedChange{Path: c.Path, Kind: c.Kind, Modifies: c.Modifies,
+			Diff: changes.Diff(c, host), HostExists: exists, Conflict: conflict, Truncated: c.Truncated}
+		if b, err := json.Marshal(pc); err != nil || size+len(b) > api.MaxChangesAnswer {
+			pc.NotShown = true
+			pc.Diff = fmt.Sprintf("(not shown: the answer holds at most %d bytes of diffs; the box's file is %s, kept in %s)\n",
+				api.MaxChangesAnswer, changes.Summary(c.Content), dir)
+		} else {
+			size += len(b)
+		}
+		out.Changes = append(out.Changes, pc)
 	}
 	return out, nil
 }
 
-// hostContent returns what the host has at path (a symlink as its target), and whether
-// anything is there.
+// hostContent returns what the host has at path (a symlink as its target; a file's first
+// changes.MaxFile+1 bytes, enough to tell it from any change's), and whether anything is there.
 func hostContent(path string) ([]byte, bool) {
 	fi, err := os.Lstat(path)
 	if err != nil {
@@ -62,11 +88,26 @@ func hostContent(path string) ([]byte, bool) {
 	if !fi.Mode().IsRegular() {
 		return []byte("(a " + fi.Mode().Type().String() + ")\n"), true
 	}
-	b, _ := os.ReadFile(path)
-	if b == nil {
-		b = []byte{}
+	b := []byte{}
+	if f, err := os.Open(path); err == nil {
+		var buf bytes.Buffer
+		buf.ReadFrom(io.LimitReader(f, changes.MaxFile+1))
+		f.Close()
+		b = append(b, buf.Bytes()...)
 	}
 	return b, true
+}
+
+// removeEmptyChanges removes a launch's proposed-changes folder dir when it holds no change and
+// no record of changes not kept.
+func removeEmptyChanges(dir string) {
+	cs, err := changes.Index(dir)
+	if err != nil || len(cs) > 0 {
+		return
+	}
+	if d, err := changes.ReadDropped(dir); err == nil && d.Count == 0 {
+		os.RemoveAll(dir)
+	}
 }
 
 // serveApply applies a launch's proposed changes (all, or the paths asked for) on the host,
@@ -95,7 +136,7 @@ func (d *Daemon) serveApply(w http.ResponseWriter, r *http.Request) error {
 	}
 	paths := req.Paths
 	if len(paths) == 0 {
-		cs, err := changes.List(d.changesDir(l.ID))
+		cs, err := changes.Index(d.changesDir(l.ID))
 		if err != nil {
 			return err
 		}
@@ -119,9 +160,7 @@ func (d *Daemon) serveApply(w http.ResponseWriter, r *http.Request) error {
 		d.log.Info("proposed change applied", "launch", l.ID, "path", p)
 		res.Applied = append(res.Applied, p)
 	}
-	if cs, err := changes.List(d.changesDir(l.ID)); err == nil && len(cs) == 0 {
-		os.RemoveAll(d.changesDir(l.ID))
-	}
+	removeEmptyChanges(d.changesDir(l.ID))
 	writeJSON(w, http.StatusOK, res)
 	return nil
 }

@@ -514,23 +514,41 @@ func (e *daemonEnv) runAll(args ...string) (string, string, int) {
 func TestProposedChangesApply(t *testing.T) {
 	e := newDaemonEnv(t)
 	repo(t, e.work)
+	// Also (review 10, F3 and F8): 4 MiB of NUL bytes, which made the answer of `agentbox
+	// changes` too large for the client to read (exit 125, nothing of the launch reviewable);
+	// b.yml beside a forged b.yml.agentbox-base, which made apply replace the host's b.yml; a
+	// name holding newlines, which forged lines of the diff.
 	_, stderr, code := e.runAll("run", "sh", "--", "-c",
-		`echo '{"mcpServers":{"x":{"command":"boxcmd"}}}' > .mcp.json && mkdir -p .vscode && echo '{"tasks":[]}' > .vscode/tasks.json && echo notes > CLAUDE.md`)
+		`echo '{"mcpServers":{"x":{"command":"boxcmd"}}}' > .mcp.json && mkdir -p .vscode && echo '{"tasks":[]}' > .vscode/tasks.json && echo notes > CLAUDE.md && `+
+			`mkdir -p .devcontainer && head -c 4194304 /dev/zero > .devcontainer/nul.json && echo box > .devcontainer/b.yml && printf x > .devcontainer/b.yml.agentbox-base && `+
+			`printf '+x\n' > "$(printf '.devcontainer/ok.yml\n@@ -0,0 +1,1 @@\n+harmless')"`)
 	if code != 0 {
 		t.Fatalf("run: exit %d: %s", code, stderr)
 	}
 	ls := e.launches()
 	id := ls[0].ID
-	if want := "the box proposed 2 changes to protected configuration: agentbox changes " + id[:12]; !strings.Contains(stderr, want) {
+	out, errOut, code := e.runAll("changes", id)
+	if code != 0 || len(out) > 64<<10 || !strings.Contains(out, "+(binary, 4194304 bytes, sha256 ") ||
+		!strings.Contains(out, `ok.yml\x0a@@ -0,0 +1,1 @@\x0a+harmless`) || strings.Contains(out, "\n+harmless") {
+		t.Errorf("agentbox changes: exit %d, %d bytes, want the NUL file as binary and the name escaped on one line: %s\n%.3000s", code, len(out), errOut, out)
+	}
+	write(t, filepath.Join(e.work, ".devcontainer/b.yml"), "x")
+	if _, _, code := e.runAll("apply", id, ".devcontainer/b.yml"); code == 0 {
+		t.Errorf("apply of b.yml over the host's succeeded")
+	}
+	if b, _ := os.ReadFile(filepath.Join(e.work, ".devcontainer/b.yml")); string(b) != "x" {
+		t.Errorf("the host's b.yml became %q", b)
+	}
+	if want := "the box proposed 6 changes to protected configuration: agentbox changes " + id[:12]; !strings.Contains(stderr, want) {
 		t.Errorf("run's exit message %q lacks %q", stderr, want)
 	}
 	if !strings.Contains(stderr, "the launch changed instruction files: CLAUDE.md") {
 		t.Errorf("run's exit message %q does not list CLAUDE.md", stderr)
 	}
-	if out := git(t, e.work, "status", "--porcelain"); out != "?? CLAUDE.md\n" {
-		t.Errorf("host git status after the box: %q, want only the instruction file", out)
+	if out := git(t, e.work, "status", "--porcelain"); out != "?? .devcontainer/\n?? CLAUDE.md\n" {
+		t.Errorf("host git status after the box: %q, want only the instruction file and b.yml", out)
 	}
-	out := e.run("changes", id)
+	out = e.run("changes", id)
 	for _, want := range []string{"+++ b/.mcp.json", `+{"mcpServers":{"x":{"command":"boxcmd"}}}`, "+++ b/.vscode/tasks.json", `+{"tasks":[]}`} {
 		if !strings.Contains(out, want) {
 			t.Errorf("agentbox changes lacks %q:\n%s", want, out)
@@ -689,7 +707,7 @@ func TestStagedCopyBounded(t *testing.T) {
 	}
 	l := e.launches()[0]
 	out := e.run("changes", l.ID)
-	if !strings.Contains(out, "+export B=2") || !strings.Contains(out, "settings.json") || !strings.Contains(out, "(truncated at 4194304 bytes: cannot be applied; the diff shows its first 65536 bytes)") {
+	if !strings.Contains(out, "+export B=2") || !strings.Contains(out, "settings.json") || !strings.Contains(out, "(truncated at 4194304 bytes: cannot be applied") {
 		t.Errorf("agentbox changes: want .envrc's change and settings.json's, truncated:\n%.2000s", out)
 	}
 	if _, stderr, code := e.runAll("apply", l.ID, ".claude/settings.json"); code == 0 || !strings.Contains(stderr, "truncated") {
