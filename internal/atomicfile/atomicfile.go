@@ -11,6 +11,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 )
 
@@ -73,4 +74,25 @@ func syncDir(dir string) error {
 		err = cerr
 	}
 	return err
+}
+
+// IsTemp reports whether name (one path element) has the form of the temporary files WriteFile
+// and WriteAt write before their rename (".NAME.tmp-DIGITS" or ".NAME.tmp-DIGITS-DIGITS"): one
+// left by a crash is not a file of its own, and a store that lists a folder must tell them
+// apart from names others chose.
+func IsTemp(name string) bool {
+	i := strings.LastIndex(name, ".tmp-")
+	if !strings.HasPrefix(name, ".") || i < 2 {
+		return false
+	}
+	rest := name[i+len(".tmp-"):]
+	if rest == "" || rest[0] == '-' || rest[len(rest)-1] == '-' || strings.Count(rest, "-") > 1 {
+		return false
+	}
+	for _, c := range rest {
+		if (c < '0' || c > '9') && c != '-' {
+			return false
+		}
+	}
+	return true
 }

@@ -165,3 +165,28 @@ func testRenameFails(t *testing.T, write func(*testing.T, string, []byte, os.Fil
 		t.Errorf("directory holds %v: the temporary file was left", names)
 	}
 }
+
+// TestIsTemp: the temporary names WriteFile and WriteAt write are recognized, and names that
+// only look alike are not.
+func TestIsTemp(t *testing.T) {
+	dir := t.TempDir()
+	for _, name := range []string{".x.tmp-12", ".a.b.tmp-1-2", ".config.json.tmp-4294967295-18446744073709551615"} {
+		if !IsTemp(name) {
+			t.Errorf("IsTemp(%q) = false", name)
+		}
+	}
+	for _, name := range []string{"x.tmp-12", ".tmp-1", ".x.tmp-", ".x.tmp-1-", ".x.tmp--1", ".x.tmp-1-2-3", ".x.tmp-a", ".x.agentbox-tmp", "x"} {
+		if IsTemp(name) {
+			t.Errorf("IsTemp(%q) = true", name)
+		}
+	}
+	// os.CreateTemp's names for WriteFile's pattern are among them.
+	f, err := os.CreateTemp(dir, ".f.tmp-*")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	if name := filepath.Base(f.Name()); !IsTemp(name) {
+		t.Errorf("IsTemp(%q) = false for os.CreateTemp's pattern as WriteFile uses it", name)
+	}
+}

@@ -19,6 +19,8 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+
+	"github.com/agentbox/agentbox/internal/atomicfile"
 )
 
 // MaxFile is the largest file kept as a proposed change: a larger file a box created at a
@@ -228,25 +230,23 @@ func readStored(p string) ([]byte, error) {
 }
 
 // The store keeps, beside a change, files of its own whose names end in a reserved suffix
-// (TruncatedSuffix, baseSuffix, and tmpSuffix while a file is written). A name the box chose
-// that ends in one of them (or in boxSuffix, or is AddedRecord or DroppedRecord) is kept with
+// (TruncatedSuffix, baseSuffix), and atomicfile's temporary names while a file is written
+// (atomicfile.IsTemp). A name the box chose that has one of these forms (or ends in boxSuffix,
+// or is AddedRecord or DroppedRecord) is kept with
 // boxSuffix appended, so that no box file can pass for the store's own: storeName maps a
 // workspace-relative path to its path in the store, component by component, and workspaceName
 // back. Protected paths end in none of them, and are kept as they are.
-const (
-	boxSuffix = ".agentbox-box"
-	tmpSuffix = ".agentbox-tmp"
-)
+const boxSuffix = ".agentbox-box"
 
 // isMetadata reports a store name that is the store's own (not a change).
 func isMetadata(name string) bool {
 	return !strings.HasSuffix(name, boxSuffix) &&
-		(strings.HasSuffix(name, TruncatedSuffix) || strings.HasSuffix(name, baseSuffix) || strings.HasSuffix(name, tmpSuffix))
+		(strings.HasSuffix(name, TruncatedSuffix) || strings.HasSuffix(name, baseSuffix) || atomicfile.IsTemp(name))
 }
 
 func reservedName(name string) bool {
 	return name == AddedRecord || name == DroppedRecord || strings.HasSuffix(name, boxSuffix) ||
-		strings.HasSuffix(name, TruncatedSuffix) || strings.HasSuffix(name, baseSuffix) || strings.HasSuffix(name, tmpSuffix)
+		strings.HasSuffix(name, TruncatedSuffix) || strings.HasSuffix(name, baseSuffix) || atomicfile.IsTemp(name)
 }
 
 func storeName(rel string) string {

@@ -431,7 +431,7 @@ func (g *Guard) admit(rel, srel string) bool {
 	}
 	data, err := json.Marshal(g.dropped)
 	if err == nil {
-		err = replaceAt(g.store, DroppedRecord, data, 0o600, false)
+		err = atomicfile.WriteAt(g.store, DroppedRecord, data, 0o600, false)
 	}
 	if err != nil {
 		g.fail(fmt.Errorf("record the proposed changes not kept: %w", err))

@@ -125,15 +125,10 @@ func Build(in Input) (*Plan, error) {
 		mounts = append(mounts, Mount{Kind: MountBind, Source: d, Target: d, ReadOnly: true, Optional: true})
 		ro = append(ro, d)
 	}
-	// Each path is masked once: a root-run launch's Hidden lists /etc/shadow and the other
-	// masked files again (only root may read them), and a second mask over the first is one
-	// more mount for box-init to keep.
-	masked := map[string]bool{}
+	// A root-run launch's Hidden names /etc/shadow and the other masked files again (only root
+	// may read them): spec.Build masks each path once, whatever asked for it.
 	for _, f := range append(append([]string(nil), maskedFiles...), in.Hidden...) {
-		if !masked[f] {
-			masked[f] = true
-			mounts = append(mounts, Mount{Kind: MountMask, Target: f, Optional: true})
-		}
+		mounts = append(mounts, Mount{Kind: MountMask, Target: f, Optional: true})
 	}
 	mounts = append(mounts,
 		Mount{Kind: MountTmpfs, Target: home},

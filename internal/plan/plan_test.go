@@ -142,26 +142,3 @@ func TestCheckWorkspace(t *testing.T) {
 		})
 	}
 }
-
-// TestBuildMasksEachPathOnce guards issue #20's duplicate masks: a root-run launch hides what
-// only root may read (Hidden), which lists /etc/shadow and the other always-masked files again;
-// each was masked twice, one more mount over the other for box-init to keep.
-func TestBuildMasksEachPathOnce(t *testing.T) {
-	in := baseInput()
-	in.Hidden = []string{"/etc/shadow", "/etc/gshadow", "/etc/ssl/private"}
-	p, err := Build(in)
-	if err != nil {
-		t.Fatal(err)
-	}
-	n := map[string]int{}
-	for _, m := range p.Mounts {
-		if m.Kind == MountMask {
-			n[m.Target]++
-		}
-	}
-	for _, path := range []string{"/etc/shadow", "/etc/gshadow", "/etc/sudoers", "/etc/ssl/private"} {
-		if n[path] != 1 {
-			t.Errorf("%s masked %d times, want once", path, n[path])
-		}
-	}
-}
