@@ -33,9 +33,9 @@ var (
 // DirMode is the mode of every directory agentbox creates or trusts for its own state.
 const DirMode fs.FileMode = 0o700
 
-// RuntimeDir returns agentbox's runtime directory, $XDG_RUNTIME_DIR/agentbox, or
-// /tmp/agentbox-<uid> when XDG_RUNTIME_DIR is unset (or, for root, names a directory root does
-// not own, as `sudo -E` leaves it). It creates the directory 0700 when absent and otherwise
+// RuntimeDir returns agentbox's runtime directory, $XDG_RUNTIME_DIR/agentbox, or when
+// XDG_RUNTIME_DIR is unset (or, for root, names a directory root does not own, as `sudo -E`
+// leaves it) the fallback of fallbackRuntimeDir. It creates the directory 0700 when absent and otherwise
 // refuses it unless it is a real directory (not a symbolic link) owned by the caller with mode
 // 0700 (ErrNotOwned, ErrBadMode).
 func RuntimeDir() (string, error) {
@@ -57,8 +57,24 @@ func RuntimeDir() (string, error) {
 		}
 		// root with another user's XDG_RUNTIME_DIR: use root's own directory below.
 	}
-	dir := fmt.Sprintf("/tmp/agentbox-%d", uid)
-	return dir, ensureDir(dir)
+	return fallbackRuntimeDir(uid, fmt.Sprintf("/run/user/%d", uid), fmt.Sprintf("/tmp/agentbox-%d", uid))
+}
+
+// fallbackRuntimeDir is the runtime directory when XDG_RUNTIME_DIR names none: the login
+// manager's runtime directory for uid (runUser) when it exists and is the caller's, as
+// XDG_RUNTIME_DIR would have named it (`su` and cron leave the variable unset); else tmp, a
+// name in /tmp that another local user can take first (review 10, F9): then the error says
+// how to choose a directory of one's own.
+func fallbackRuntimeDir(uid int, runUser, tmp string) (string, error) {
+	if CheckOwner(runUser, true) == nil {
+		dir := filepath.Join(runUser, "agentbox")
+		return dir, ensureDir(dir)
+	}
+	err := ensureDir(tmp)
+	if errors.Is(err, ErrNotOwned) {
+		err = fmt.Errorf("%w; with XDG_RUNTIME_DIR unset, agentbox uses that name in /tmp, which another user can take first: point XDG_RUNTIME_DIR at a directory of your own (mkdir -m 700 ~/.agentbox-run && export XDG_RUNTIME_DIR=~/.agentbox-run)", err)
+	}
+	return tmp, err
 }
 
 // StateDir returns agentbox's state directory, $XDG_STATE_HOME/agentbox (default

@@ -160,7 +160,11 @@ func TestRuntimeDirFallback(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := fmt.Sprintf("/tmp/agentbox-%d", os.Getuid()); dir != want {
+	want := fmt.Sprintf("/tmp/agentbox-%d", os.Getuid())
+	if runUser := fmt.Sprintf("/run/user/%d", os.Getuid()); CheckOwner(runUser, true) == nil {
+		want = filepath.Join(runUser, "agentbox")
+	}
+	if dir != want {
 		t.Errorf("RuntimeDir = %s, want %s", dir, want)
 	}
 }
@@ -178,8 +182,12 @@ func TestRuntimeDirRootIgnoresForeignXDG(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if dir != "/tmp/agentbox-0" {
-		t.Errorf("RuntimeDir = %s, want /tmp/agentbox-0", dir)
+	want := "/tmp/agentbox-0"
+	if CheckOwner("/run/user/0", true) == nil {
+		want = "/run/user/0/agentbox"
+	}
+	if dir != want {
+		t.Errorf("RuntimeDir = %s, want %s", dir, want)
 	}
 	if _, err := os.Lstat(filepath.Join(x, "agentbox")); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("root created a directory in another user's XDG_RUNTIME_DIR: %v", err)
@@ -732,4 +740,39 @@ func TestLockRefusals(t *testing.T) {
 			t.Fatalf("TryLock in a 0777 dir = %v, want ErrBadMode", err)
 		}
 	})
+}
+
+// TestRuntimeDirFallbackOrder: with XDG_RUNTIME_DIR unset, the login manager's runtime directory is
+// used when it is the caller's own (0700); else the name in /tmp. When another user took that
+// name first (review 10, F9; as root, the test makes one of another uid's), the error says how to
+// choose a directory of one's own.
+func TestRuntimeDirFallbackOrder(t *testing.T) {
+	base := t.TempDir()
+	runUser := filepath.Join(base, "run-user")
+	tmp := filepath.Join(base, "tmp-agentbox")
+	if err := os.Mkdir(runUser, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	// Not 0700: not taken for the login manager's.
+	if dir, err := fallbackRuntimeDir(os.Getuid(), runUser, tmp); err != nil || dir != tmp {
+		t.Errorf("with a 0755 run-user dir: %s, %v; want %s", dir, err, tmp)
+	}
+	if err := os.Chmod(runUser, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if dir, err := fallbackRuntimeDir(os.Getuid(), runUser, tmp); err != nil || dir != filepath.Join(runUser, "agentbox") {
+		t.Errorf("with the caller's run-user dir: %s, %v; want %s/agentbox", dir, err, runUser)
+	}
+	needRoot(t, "chown a directory to another uid")
+	taken := filepath.Join(base, "taken")
+	if err := os.Mkdir(taken, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(taken, otherUID, otherUID); err != nil {
+		t.Fatal(err)
+	}
+	_, err := fallbackRuntimeDir(0, filepath.Join(base, "absent"), taken)
+	if !errors.Is(err, ErrNotOwned) || !strings.Contains(err.Error(), "export XDG_RUNTIME_DIR=") {
+		t.Errorf("a /tmp name another user took: %v; want ErrNotOwned and how to set XDG_RUNTIME_DIR", err)
+	}
 }
