@@ -37,6 +37,8 @@ type Guard struct {
 	done   chan struct{}
 	// Captured, when set, is called with the workspace path of each change kept.
 	Captured func(path string)
+	// Restored, when set, is called with the path of each guarded symlink made again.
+	Restored func(path string)
 
 	mu     sync.Mutex
 	held   map[int32]*heldFile  // inotify wd of a captured inode → it
@@ -154,7 +156,8 @@ func (g *Guard) fail(err error) { g.errs = append(g.errs, err) }
 // scan walks one guarded path from its workspace, component by component, never following a
 // symlink: a missing component's folder is watched; a symlink on the way is moved out (it
 // would lead the path elsewhere); the path itself is moved out (a protected folder stays, its
-// entries are moved out).
+// entries are moved out). A guarded symlink (Link) stays; what is there instead, or on the
+// way to it, is moved out, and the symlink is made again (restoreLink).
 func (g *Guard) scan(gd plan.Guard) {
 	rel, err := filepath.Rel(gd.Beneath, gd.Path)
 	if err != nil || rel == "." || strings.HasPrefix(rel, "../") {
@@ -177,6 +180,9 @@ func (g *Guard) scan(gd plan.Guard) {
 		var st unix.Stat_t
 		err := unix.Fstatat(dir, c, &st, unix.AT_SYMLINK_NOFOLLOW)
 		if errors.Is(err, unix.ENOENT) {
+			if gd.Link != "" {
+				g.restoreLink(dir, dirPath, parts[i:], gd.Link)
+			}
 			break
 		}
 		if err != nil {
@@ -186,10 +192,23 @@ func (g *Guard) scan(gd plan.Guard) {
 		isDir := st.Mode&unix.S_IFMT == unix.S_IFDIR
 		sub := strings.Join(parts[:i+1], "/")
 		if !last && !isDir {
-			if st.Mode&unix.S_IFMT == unix.S_IFLNK {
+			if st.Mode&unix.S_IFMT == unix.S_IFLNK || gd.Link != "" {
 				g.capture(dir, c, sub)
 			}
+			if gd.Link != "" {
+				g.restoreLink(dir, dirPath, parts[i:], gd.Link)
+			}
 			break // a file on the way: nothing can be beneath it
+		}
+		if last && gd.Link != "" {
+			if st.Mode&unix.S_IFMT == unix.S_IFLNK {
+				if t, err := readlinkat(dir, c); err == nil && t == gd.Link {
+					break // the host's symlink
+				}
+			}
+			g.capture(dir, c, sub)
+			g.restoreLink(dir, dirPath, parts[i:], gd.Link)
+			break
 		}
 		if last && !(gd.Dir && isDir) {
 			g.capture(dir, c, sub)
@@ -208,6 +227,42 @@ func (g *Guard) scan(gd plan.Guard) {
 		}
 	}
 	unix.Close(dir)
+}
+
+// restoreLink makes the host's symlink of a guarded path again (target, at rest beneath the
+// folder dir at path: the folders on the way that are missing are made first), where the box
+// removed it or put something else there. Something that appears at a name meanwhile stays
+// for the next pass.
+func (g *Guard) restoreLink(dir int, path string, rest []string, target string) {
+	link := filepath.Join(path, filepath.Join(rest...))
+	fd, err := unix.Dup(dir)
+	if err != nil {
+		g.fail(fmt.Errorf("restore the symlink %s: %w", link, err))
+		return
+	}
+	defer func() { unix.Close(fd) }()
+	for i, c := range rest {
+		if i == len(rest)-1 {
+			err = unix.Symlinkat(target, fd, c)
+			if err == nil && g.Restored != nil {
+				g.Restored(filepath.Join(path, c))
+			}
+			break
+		}
+		if err = unix.Mkdirat(fd, c, 0o755); err != nil && !errors.Is(err, unix.EEXIST) {
+			break
+		}
+		next, oerr := unix.Openat(fd, c, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		if err = oerr; err != nil {
+			break
+		}
+		g.watch(next, filepath.Join(path, c), rest[i+1])
+		unix.Close(fd)
+		fd, path = next, filepath.Join(path, c)
+	}
+	if err != nil && !errors.Is(err, unix.EEXIST) {
+		g.fail(fmt.Errorf("restore the symlink %s: %w", link, err))
+	}
 }
 
 // watch adds an inotify watch for name ("" for any) being created or moved into the folder fd

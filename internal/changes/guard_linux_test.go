@@ -407,3 +407,82 @@ func TestDiffBounded(t *testing.T) {
 		t.Errorf("diff of a %d-byte text file: %d bytes, ending %q", MaxFile, len(d), d[max(0, len(d)-300):])
 	}
 }
+
+// TestGuardLink guards review 10's finding F2 at the guard: a protected path that is a symlink
+// (plan.Guard.Link) keeps the host's symlink. What the box puts in its place — a file after
+// removing the link, a folder renamed over it — is moved into the store and the link is made
+// again at once; a link the box only removed (here with its folder) is made again by the last
+// pass. Before, a guarded path that existed was moved out itself, and nothing was restored.
+func TestGuardLink(t *testing.T) {
+	ws, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	links := map[string]string{".claude/settings.json": "../../dot/settings.json", ".git/hooks": "/nowhere/shared-hooks",
+		".cargo/config.toml": "../tools/cargo.toml"}
+	var gs []plan.Guard
+	for rel, target := range links {
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(ws, rel)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(target, filepath.Join(ws, rel)); err != nil {
+			t.Fatal(err)
+		}
+		gs = append(gs, plan.Guard{Path: filepath.Join(ws, rel), Beneath: ws, Link: target})
+	}
+	store := filepath.Join(t.TempDir(), "changes")
+	g, err := Open(store, gs, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Scan(); err != nil {
+		t.Fatal(err)
+	}
+	go g.Run()
+	isLink := func(rel string) bool {
+		for i := 0; i < 500; i++ {
+			if got, err := os.Readlink(filepath.Join(ws, rel)); err == nil && got == links[rel] {
+				return true
+			}
+			time.Sleep(2 * time.Millisecond)
+		}
+		return false
+	}
+	for rel := range links {
+		if !isLink(rel) {
+			t.Fatalf("the guard's first pass changed the host's symlink %s", rel)
+		}
+	}
+	// A file in place of the link.
+	os.Remove(filepath.Join(ws, ".claude/settings.json"))
+	mustWrite(t, filepath.Join(ws, ".claude/settings.json"), `{"hooks":"evil"}`, 0o644)
+	if !isLink(".claude/settings.json") {
+		t.Error(".claude/settings.json: the host's symlink was not made again while the guard ran")
+	}
+	// A folder holding a hook renamed into the link's place.
+	mustWrite(t, filepath.Join(ws, "h/pre-commit"), "#!/bin/sh\nevil\n", 0o755)
+	os.Remove(filepath.Join(ws, ".git/hooks"))
+	if err := os.Rename(filepath.Join(ws, "h"), filepath.Join(ws, ".git/hooks")); err != nil {
+		t.Fatal(err)
+	}
+	if !isLink(".git/hooks") {
+		t.Error(".git/hooks: the host's symlink was not made again while the guard ran")
+	}
+	// The link and its folder removed.
+	if err := os.RemoveAll(filepath.Join(ws, ".cargo")); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for rel := range links {
+		if got, err := os.Readlink(filepath.Join(ws, rel)); err != nil || got != links[rel] {
+			t.Errorf("%s after the guard: %q, %v; want the host's symlink to %s", rel, got, err, links[rel])
+		}
+	}
+	for rel, want := range map[string]string{".claude/settings.json": `{"hooks":"evil"}`, ".git/hooks/pre-commit": "#!/bin/sh\nevil\n"} {
+		if b, err := os.ReadFile(filepath.Join(store, rel)); err != nil || string(b) != want {
+			t.Errorf("proposed change %s: %q, %v; want the box's %q", rel, b, err, want)
+		}
+	}
+}

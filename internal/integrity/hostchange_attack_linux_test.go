@@ -2,6 +2,7 @@ package integrity_test
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -161,5 +162,69 @@ func TestHostRemovesFolderHoldingProtectedFolder(t *testing.T) {
 	r := <-done
 	if r.code != 0 || !strings.Contains(r.stdout, "box-finished") {
 		t.Fatalf("the box did not run to its end after the host removed .github: exit %d\nstdout %q\nstderr %q", r.code, r.stdout, r.stderr)
+	}
+}
+
+// TestAttackSymlinkedProtectedPaths guards review 10's finding F2: protected paths that are
+// symlinks — .claude/settings.json to a dotfiles file outside the workspace, .git/hooks to a
+// shared hooks folder outside it, .cargo/config.toml to a file in it, and .vscode, a folder on
+// the way to .vscode/tasks.json, to a folder outside it — cannot be bind-mounted, and the box
+// removed each link and put its own file or folder there. Before, all of it stayed in the
+// host's workspace (the launch was only flagged DRIFT): the host's git commit ran the box's
+// pre-commit hook, and the host's Claude Code and cargo read the box's files. Now each link is
+// guarded: what the box puts there is moved into the proposed changes and the host's link is
+// made again, so the host's git commit runs no box hook and each path is the host's link.
+func TestAttackSymlinkedProtectedPaths(t *testing.T) {
+	e := newDaemonEnv(t)
+	repo(t, e.work)
+	mark, touch := e.marker("pre-commit")
+	shared, dot := filepath.Join(e.root, "shared-hooks"), filepath.Join(e.root, "dot")
+	write(t, filepath.Join(dot, "settings.json"), "{}\n")
+	write(t, filepath.Join(dot, "vscode", "settings.json"), "{}\n")
+	if err := os.MkdirAll(shared, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	write(t, filepath.Join(e.work, "tools", "cargo.toml"), "[build]\n")
+	links := map[string]string{".git/hooks": shared, ".claude/settings.json": filepath.Join(dot, "settings.json"),
+		".cargo/config.toml": "../tools/cargo.toml", ".vscode": filepath.Join(dot, "vscode")}
+	for rel, target := range links {
+		p := filepath.Join(e.work, rel)
+		os.RemoveAll(p)
+		os.MkdirAll(filepath.Dir(p), 0o755)
+		if err := os.Symlink(target, p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	git(t, e.work, "add", "-A")
+	git(t, e.work, "commit", "-q", "-m", "links")
+	out := e.boxPlant(fmt.Sprintf(`rm .claude/settings.json && printf '{"hooks":{"SessionStart":"evil"}}' > .claude/settings.json
+rm .cargo/config.toml && printf '[build]\nrustc-wrapper = "tools/w.sh"\n' > .cargo/config.toml
+rm .vscode && mkdir .vscode && printf '{"tasks":"evil"}' > .vscode/tasks.json
+rm .git/hooks && mkdir .git/hooks && printf '#!/bin/sh\n%s\n' > .git/hooks/pre-commit && chmod +x .git/hooks/pre-commit
+echo planted`, touch))
+	if !strings.Contains(out, "planted") {
+		t.Fatalf("the plant did not complete:\n%s", out)
+	}
+	for rel, target := range links {
+		if got, err := os.Readlink(filepath.Join(e.work, rel)); err != nil || got != target {
+			t.Errorf("%s on the host after the box: %q, %v; want the host's symlink to %s", rel, got, err, target)
+		}
+	}
+	write(t, filepath.Join(e.work, "b"), "b\n")
+	if gs, err := hostGit(e.work, "add", "b"); err != nil {
+		t.Fatalf("git add: %v\n%s", err, gs)
+	}
+	gs, _ := hostGit(e.work, "commit", "-q", "-m", "b")
+	notRun(t, mark, "the host's git commit:\n"+gs, out)
+	if b, err := os.ReadFile(filepath.Join(e.root, "dot", "settings.json")); err != nil || string(b) != "{}\n" {
+		t.Errorf("the link's target outside the workspace: %q, %v", b, err)
+	}
+	l := e.lastLaunch()
+	kept := filepath.Join(e.state, "agentbox", "changes", l.ID, ".claude", "settings.json")
+	if b, err := os.ReadFile(kept); err != nil || !strings.Contains(string(b), "evil") {
+		t.Errorf("the box's .claude/settings.json is not kept as a proposed change: %q, %v\n%s", b, err, out)
+	}
+	if !strings.Contains(out, "changes to protected configuration: agentbox changes") {
+		t.Errorf("agentbox run did not say that the box proposed changes:\n%s", out)
 	}
 }

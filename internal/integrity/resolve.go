@@ -89,6 +89,8 @@ type beneathFS interface {
 	// read returns up to max bytes of the regular file ws/rel, following symlinks only
 	// beneath ws.
 	read(rel string, max int64) ([]byte, error)
+	// readlink returns the target of the symlink ws/rel (no symlink followed on the way).
+	readlink(rel string) (string, error)
 }
 
 func (r *resolver) root(path string, alert, shallow bool) {
@@ -111,45 +113,104 @@ func (r *resolver) note(format string, a ...any) {
 	r.lay.Notes = append(r.lay.Notes, sprintf(format, a...))
 }
 
-// protect pins ws/rel: an existing file or folder is bound read-only; an absent one gets a
-// placeholder at its topmost missing component; a symlink's target is pinned when it stays
-// beneath the workspace.
-func (r *resolver) protect(rel string, wantDir bool) {
+// protect pins ws/rel: an existing file or folder is bound read-only; an absent one is
+// guarded. A symlink cannot be a mount point: the link itself is guarded (plan.Guard.Link:
+// what the box puts in its place is moved out, and the link made again), and its target is
+// protected when it stays beneath the workspace. So is a symlinked folder on the way to rel,
+// and rel through it.
+func (r *resolver) protect(rel string, wantDir bool) { r.protectDepth(rel, wantDir, 0) }
+
+// maxLinkHops bounds how many symlinks on the way to a protected path are followed.
+const maxLinkHops = 8
+
+func (r *resolver) protectDepth(rel string, wantDir bool, hops int) {
 	abs := filepath.Join(r.ws, rel)
 	r.root(abs, true, false)
 	k, err := r.fs.kind(rel)
 	switch {
 	case err != nil:
-		r.note("%s lies behind a symlink or cannot be read (%v): watched, not pinned", abs, err)
+		if !r.linkOnWay(rel, wantDir, hops) {
+			r.note("%s lies behind a symlink or cannot be read (%v): watched, not pinned", abs, err)
+		}
 	case k == KindFile || k == KindDir:
 		r.pin(abs)
 	case k == KindSymlink:
+		r.guardLink(rel)
 		target, err := r.fs.follow(rel)
 		if err != nil || !within(target, r.ws) || target == r.ws {
-			r.note("%s is a symlink leading outside the workspace (or nowhere): watched, not pinned", abs)
+			r.note("%s is a symlink leading outside the workspace (or nowhere): the link is guarded, its target is not the box's", abs)
 			return
 		}
-		r.note("%s is a symlink: its target %s is pinned, the link itself is only watched", abs, target)
-		r.root(target, true, false)
-		r.pin(target)
+		r.note("%s is a symlink: the link is guarded, its target %s is protected", abs, target)
+		if hops >= maxLinkHops {
+			return
+		}
+		trel, _ := filepath.Rel(r.ws, target)
+		r.protectDepth(trel, wantDir, hops+1)
 	case k == KindAbsent:
-		// Guarded, not pinned: a component on the way that is a symlink leads elsewhere (noted
-		// above, via kind's error); one that is a file holds nothing beneath it.
+		// Guarded, not pinned: a component on the way that is a symlink is guarded itself (and
+		// the path through it protected); one that is a file holds nothing beneath it.
 		for dir := filepath.Dir(rel); dir != "."; dir = filepath.Dir(dir) {
 			if pk, err := r.fs.kind(dir); err != nil || pk == KindFile {
-				if err != nil {
+				if err != nil && !r.linkOnWay(rel, wantDir, hops) {
 					r.note("%s lies behind a symlink (%v): watched, not guarded", abs, err)
 				}
 				return
 			}
 		}
-		if !r.guarded[abs] {
-			r.guarded[abs] = true
-			r.lay.Guards = append(r.lay.Guards, plan.Guard{Path: abs, Dir: wantDir, Beneath: r.ws})
-		}
+		r.guard(plan.Guard{Path: abs, Dir: wantDir, Beneath: r.ws})
 	default:
 		r.note("%s is neither a file nor a folder: watched, not pinned", abs)
 	}
+}
+
+func (r *resolver) guard(g plan.Guard) {
+	if !r.guarded[g.Path] {
+		r.guarded[g.Path] = true
+		r.lay.Guards = append(r.lay.Guards, g)
+	}
+}
+
+// guardLink guards the symlink ws/rel itself: it stays, and what the box puts in its place is
+// moved into the launch's proposed changes (plan.Guard.Link).
+func (r *resolver) guardLink(rel string) {
+	abs := filepath.Join(r.ws, rel)
+	target, err := r.fs.readlink(rel)
+	if err != nil {
+		r.note("%s: read the symlink: %v: watched, not guarded", abs, err)
+		return
+	}
+	r.guard(plan.Guard{Path: abs, Beneath: r.ws, Link: target})
+}
+
+// linkOnWay handles a protected path rel behind a symlinked folder: the first symlink on the
+// way is guarded (guardLink), and rel through it is protected when that stays beneath the
+// workspace. It reports whether it found a symlink on the way.
+func (r *resolver) linkOnWay(rel string, wantDir bool, hops int) bool {
+	parts := strings.Split(rel, "/")
+	for i := 1; i < len(parts); i++ {
+		on := filepath.Join(parts[:i]...)
+		k, err := r.fs.kind(on)
+		if err != nil || k != KindSymlink {
+			if err != nil || k != KindDir {
+				return false
+			}
+			continue
+		}
+		r.root(filepath.Join(r.ws, on), true, false)
+		r.guardLink(on)
+		target, err := r.fs.follow(on)
+		abs := filepath.Join(r.ws, rel)
+		if err != nil || !within(target, r.ws) || target == r.ws || hops >= maxLinkHops {
+			r.note("%s lies behind the symlink %s, which leads outside the workspace (or nowhere): the link is guarded", abs, filepath.Join(r.ws, on))
+			return true
+		}
+		trel, _ := filepath.Rel(r.ws, filepath.Join(target, filepath.Join(parts[i:]...)))
+		r.note("%s lies behind the symlink %s: the link is guarded, %s is protected", abs, filepath.Join(r.ws, on), filepath.Join(r.ws, trel))
+		r.protectDepth(trel, wantDir, hops+1)
+		return true
+	}
+	return false
 }
 
 // gitDir protects a git directory (relative to the workspace), its linked worktrees' gitdirs

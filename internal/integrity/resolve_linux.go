@@ -85,6 +85,20 @@ func (f linuxFS) follow(rel string) (string, error) {
 	return os.Readlink("/proc/self/fd/" + strconv.Itoa(fd))
 }
 
+func (f linuxFS) readlink(rel string) (string, error) {
+	fd, err := unix.Openat2(f.ws, rel, &unix.OpenHow{Flags: unix.O_PATH | unix.O_NOFOLLOW | unix.O_CLOEXEC, Resolve: beneath})
+	if err != nil {
+		return "", err
+	}
+	defer unix.Close(fd)
+	buf := make([]byte, unix.PathMax)
+	n, err := unix.Readlinkat(fd, "", buf)
+	if err != nil {
+		return "", err
+	}
+	return string(buf[:n]), nil
+}
+
 func (f linuxFS) read(rel string, max int64) ([]byte, error) {
 	fd, err := unix.Openat2(f.ws, rel, &unix.OpenHow{Flags: unix.O_RDONLY | unix.O_NONBLOCK | unix.O_CLOEXEC,
 		Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_MAGICLINKS})

@@ -250,7 +250,8 @@ func TestResolveGitFile(t *testing.T) {
 }
 
 // TestResolveSymlinkOut: a protected path that is a symlink out of the workspace is never
-// bound.
+// bound, and nothing is guarded through it; the link itself is guarded (review 10, F2): the
+// symlinks .claude (a folder on the way to .claude/settings.json) and .mcp.json.
 func TestResolveSymlinkOut(t *testing.T) {
 	outside := t.TempDir()
 	mustWrite(t, filepath.Join(outside, "settings.json"), "{}")
@@ -266,9 +267,17 @@ func TestResolveSymlinkOut(t *testing.T) {
 			t.Errorf("bound through a symlink: %s", p.Path)
 		}
 	}
+	links := map[string]string{}
 	for _, g := range lay.Guards {
-		if strings.Contains(g.Path, ".claude") {
+		if g.Link != "" {
+			links[g.Path] = g.Link
+		} else if strings.Contains(g.Path, ".claude") {
 			t.Errorf("guarded through a symlink: %s", g.Path)
+		}
+	}
+	for rel, target := range map[string]string{".claude": outside, ".mcp.json": filepath.Join(outside, "settings.json")} {
+		if links[filepath.Join(ws, rel)] != target {
+			t.Errorf("the symlink %s is not guarded as a link to %s: %v", rel, target, links)
 		}
 	}
 }

@@ -134,10 +134,10 @@ type Plan struct {
 	ChangesDir string `json:"changesDir,omitempty"`
 }
 
-// Guard is one absent protected path of the workspace (docs/integrity.md, "Absent protected
-// paths"). Whatever appears at Path — or beneath it when Dir is set, or as a symlink on the
-// way to it — is moved out of the workspace into the launch's proposed changes the moment it
-// appears.
+// Guard is one absent protected path of the workspace, or one that is a symlink (Link)
+// (docs/integrity.md, "Absent protected paths"). Whatever appears at Path — or beneath it when
+// Dir is set, or as a symlink on the way to it — is moved out of the workspace into the
+// launch's proposed changes the moment it appears.
 type Guard struct {
 	// Path is the absolute path (the same on the host and in the box).
 	Path string `json:"path"`
@@ -145,4 +145,9 @@ type Guard struct {
 	Dir bool `json:"dir,omitempty"`
 	// Beneath is the workspace Path lies beneath; no symlink is followed below it.
 	Beneath string `json:"beneath"`
+	// Link is the target of the symlink the host had at Path when the launch started ("" when
+	// Path was absent). A symlink cannot be a mount point, so the guard keeps it instead: that
+	// symlink stays; whatever else appears at Path (a file, a folder, another symlink put there
+	// after the box removed the host's) is moved out, and the host's symlink is made again.
+	Link string `json:"link,omitempty"`
 }
