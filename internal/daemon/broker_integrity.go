@@ -363,6 +363,10 @@ func (b *integrityBroker) newWatcher(id string, st *integrity.State, interval ti
 			}
 		}
 	}
+	w.OnCoverLost = func(watched int) {
+		b.Log.Warn("integrity: file events cover only part of the workspace; from now on each check rescans all of it for executable configuration",
+			"launch", id, "watched", watched)
+	}
 	w.OnCheck = func(c integrity.Check) {
 		if len(c.Transitions) > 0 {
 			if err := st.Save(b.statePath(id)); err != nil && !errors.Is(err, os.ErrNotExist) {

@@ -114,3 +114,40 @@ echo planted`, touch))
 		t.Errorf("the nested repository's config is not recorded as moved aside: %+v", l.DriftEvents)
 	}
 }
+
+// TestAttackBeyondEventCover guards review 10's finding F6: a box makes 4,301 folders (more than
+// the 4,096 the file events cover), then, beyond them, a nested repository whose config sets
+// core.fsmonitor, added as a gitlink, and waits while the host could run git status. Before,
+// no check looked beyond the cover while the box ran (an event in a covered folder rescanned
+// that folder only, a periodic check only the roots): the config stayed until the check at
+// exit, and the host's git status in the meantime ran the fsmonitor. Now, once the cover is
+// lost, each check rescans the whole workspace: the config is moved aside while the box runs.
+func TestAttackBeyondEventCover(t *testing.T) {
+	e := newDaemonEnv(t)
+	repo(t, e.work)
+	_, touch := e.marker("fsmonitor")
+	out := e.boxPlant(fmt.Sprintf(`set -e
+mkdir pad && (cd pad && seq -f d%%g 0 4300 | xargs mkdir)
+mkdir pad/z && git init -q pad/z/m && %s -C pad/z/m commit -q --allow-empty -m x
+printf '[core]\n\tfsmonitor = "%s; false"\n' >> pad/z/m/.git/config
+git add pad/z/m
+echo planted
+i=0; while [ -e pad/z/m/.git/config ] && [ $i -lt 500 ]; do sleep 0.02; i=$((i+1)); done
+[ -e pad/z/m/.git/config ] && echo still-there || echo moved-during-run`, boxGit, touch))
+	if !strings.Contains(out, "planted") {
+		t.Fatalf("the plant did not complete (the test would prove nothing):\n%s", out)
+	}
+	if !strings.Contains(out, "moved-during-run") {
+		t.Errorf("the nested repository's config stayed while the box ran (the host's git status would run its fsmonitor):\n%s", out)
+	}
+	l := e.lastLaunch()
+	p := "/pad/z/m/.git/config"
+	if !hasEvent(l, "created", p) || !strings.Contains(eventDetail(l, p), "moved aside to") {
+		t.Errorf("the nested repository's config is not recorded as moved aside: %+v", l.DriftEvents)
+	}
+	for _, ev := range l.DriftEvents {
+		if strings.HasSuffix(ev.Path, p) && ev.Source == "exit" {
+			t.Errorf("moved aside only at exit: %+v", ev)
+		}
+	}
+}

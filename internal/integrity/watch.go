@@ -3,6 +3,7 @@ package integrity
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -29,10 +30,25 @@ type Watcher struct {
 	OnCheck func(Check)
 	// Debounce is how long events are gathered before a check; zero means 50ms.
 	Debounce time.Duration
-	// MaxWatches bounds the directories watched with inotify; zero means 4096.
+	// MaxWatches bounds the directories watched with inotify; zero means 4096. Once a folder
+	// goes unwatched (the bound, or the user's inotify watches used up), file events no longer
+	// cover the workspace: from then on each check, periodic or on an event, rescans the whole
+	// workspace for executable configuration (on events at most once per ten times the last
+	// full scan's duration; a folder beyond the cover raises no event of its own).
 	MaxWatches int
+	// OnCoverLost, if set, is called once, when the first folder goes unwatched, with the number
+	// of folders watched.
+	OnCoverLost func(watched int)
 
-	mu sync.Mutex
+	mu        sync.Mutex
+	coverLost atomic.Bool
+}
+
+// lostCover records that a folder of the workspace goes unwatched.
+func (w *Watcher) lostCover(watched int) {
+	if w.coverLost.CompareAndSwap(false, true) && w.OnCoverLost != nil {
+		w.OnCoverLost(watched)
+	}
 }
 
 // Verify checks the roots (and, when full, rescans the whole workspace for executable
@@ -93,7 +109,7 @@ func (w *Watcher) periodic(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			w.Verify(SourcePeriodic, false)
+			w.Verify(SourcePeriodic, w.coverLost.Load())
 		}
 	}
 }

@@ -20,7 +20,8 @@ const inotifyMask = unix.IN_CREATE | unix.IN_DELETE | unix.IN_MOVED_FROM | unix.
 // Run verifies the state every Interval and on inotify events until ctx ends. Inotify
 // watches the workspace's directories (bounded by MaxWatches; a nested .git directory itself,
 // not below it), the parents of the roots and the folders of folder roots. Without inotify
-// (or over the bound) the periodic check and the check at exit still run.
+// the periodic check and the check at exit still run; over the bound every check rescans the
+// whole workspace (see MaxWatches).
 func (w *Watcher) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	wg.Add(1)
@@ -36,14 +37,23 @@ type inotifier struct {
 	owner map[int]string // wd → the directory whose scan an event there calls for
 	dirs  map[string]bool
 	max   int
+	// lost is called when a folder goes unwatched (Watcher.lostCover).
+	lost func(watched int)
 }
 
 func (n *inotifier) add(dir, owner string) bool {
-	if n.dirs[dir] || len(n.dirs) >= n.max {
+	if n.dirs[dir] {
+		return false
+	}
+	if len(n.dirs) >= n.max {
+		n.lost(len(n.dirs))
 		return false
 	}
 	wd, err := unix.InotifyAddWatch(n.fd, dir, inotifyMask)
 	if err != nil {
+		if errors.Is(err, unix.ENOSPC) { // the user's inotify watches are used up
+			n.lost(len(n.dirs))
+		}
 		return false
 	}
 	n.dirs[dir] = true
@@ -56,9 +66,13 @@ func (n *inotifier) add(dir, owner string) bool {
 func (n *inotifier) addTree(dir string) []string {
 	var added []string
 	stack := []string{dir}
-	for len(stack) > 0 && len(n.dirs) < n.max {
+	for len(stack) > 0 {
 		d := stack[len(stack)-1]
 		stack = stack[:len(stack)-1]
+		if len(n.dirs) >= n.max {
+			n.lost(len(n.dirs))
+			break
+		}
 		if !n.add(d, d) {
 			continue
 		}
@@ -85,10 +99,12 @@ func (n *inotifier) addTree(dir string) []string {
 func (w *Watcher) inotify(ctx context.Context) error {
 	fd, err := unix.InotifyInit1(unix.IN_NONBLOCK | unix.IN_CLOEXEC)
 	if err != nil {
+		w.lostCover(0)
 		<-ctx.Done()
 		return err
 	}
-	n := &inotifier{fd: fd, f: os.NewFile(uintptr(fd), "inotify"), owner: map[int]string{}, dirs: map[string]bool{}, max: w.maxWatches()}
+	n := &inotifier{fd: fd, f: os.NewFile(uintptr(fd), "inotify"), owner: map[int]string{}, dirs: map[string]bool{}, max: w.maxWatches(),
+		lost: w.lostCover}
 	defer n.f.Close()
 	w.mu.Lock()
 	for _, r := range w.State.Roots {
@@ -130,11 +146,24 @@ func (w *Watcher) inotify(ctx context.Context) error {
 		return dirty
 	}, events, errc)
 
+	// Once the cover is lost, an event makes a full scan (a folder beyond the cover raises none
+	// of its own: a gitlink the box adds shows as an event in the watched .git), at most once per
+	// ten times the last full scan's duration; an event sooner arms fullC for then.
+	var fullC <-chan time.Time
+	var nextFull time.Time
+	fullScan := func() {
+		start := time.Now()
+		w.verify(SourceInotify, true, nil)
+		nextFull, fullC = time.Now().Add(10*time.Since(start)), nil
+	}
 	for {
 		var dirty []string
 		select {
 		case <-ctx.Done():
 			return nil
+		case <-fullC:
+			fullScan()
+			continue
 		case d, ok := <-events:
 			if !ok {
 				err := <-errc
@@ -163,7 +192,17 @@ func (w *Watcher) inotify(ctx context.Context) error {
 			}
 		}
 		timer.Stop()
-		w.verify(SourceInotify, false, dedupe(dirty))
+		switch {
+		case !w.coverLost.Load():
+			w.verify(SourceInotify, false, dedupe(dirty))
+		case !time.Now().Before(nextFull):
+			fullScan()
+		default:
+			w.verify(SourceInotify, false, dedupe(dirty))
+			if fullC == nil {
+				fullC = time.After(time.Until(nextFull))
+			}
+		}
 	}
 }
 
