@@ -173,9 +173,22 @@ func TestHostRemovesFolderHoldingProtectedFolder(t *testing.T) {
 // host's workspace (the launch was only flagged DRIFT): the host's git commit ran the box's
 // pre-commit hook, and the host's Claude Code and cargo read the box's files. Now each link is
 // guarded: what the box puts there is moved into the proposed changes and the host's link is
-// made again, so the host's git commit runs no box hook and each path is the host's link.
+// made again, so the host's git commit runs no box hook and each path is the host's link. For
+// both engines: the bwrap engine's bwrap-init runs the same guard.
 func TestAttackSymlinkedProtectedPaths(t *testing.T) {
+	for _, eng := range []string{"native", "bwrap"} {
+		t.Run(eng, func(t *testing.T) { attackSymlinkedProtectedPaths(t, eng) })
+	}
+}
+
+func attackSymlinkedProtectedPaths(t *testing.T, eng string) {
 	e := newDaemonEnv(t)
+	if eng == "bwrap" {
+		if _, err := exec.LookPath("bwrap"); err != nil {
+			t.Skip("bwrap not installed")
+		}
+	}
+	write(t, filepath.Join(e.root, "c", "agentbox", "config.yaml"), "engine: "+eng+"\nintegrity:\n  interval: 1s\n")
 	repo(t, e.work)
 	mark, touch := e.marker("pre-commit")
 	shared, dot := filepath.Join(e.root, "shared-hooks"), filepath.Join(e.root, "dot")
@@ -220,6 +233,9 @@ echo planted`, touch))
 		t.Errorf("the link's target outside the workspace: %q, %v", b, err)
 	}
 	l := e.lastLaunch()
+	if l.Engine != eng {
+		t.Fatalf("the launch ran on engine %q, want %s", l.Engine, eng)
+	}
 	kept := filepath.Join(e.state, "agentbox", "changes", l.ID, ".claude", "settings.json")
 	if b, err := os.ReadFile(kept); err != nil || !strings.Contains(string(b), "evil") {
 		t.Errorf("the box's .claude/settings.json is not kept as a proposed change: %q, %v\n%s", b, err, out)
