@@ -199,7 +199,15 @@ func TestDetachAttach(t *testing.T) {
 			t.Fatalf("the new window is %s, the first %s", got, want)
 		}
 		tag := p.Start("attach " + l.ID)
-		eventually(t, "less's screen in the new pane", func() bool { return strings.Contains(p.Visible(), "line-000 of the file") })
+		// The attach redraws at one row less, then at the pane's size: less's last line of text
+		// at the full size shows that both redraws are done. (A "q" typed as soon as the first
+		// appeared did not quit less once, in a full run under load.)
+		rows := atoi(strings.TrimSpace(p.tmux("display", "-p", "-t", p.target, "#{pane_height}")))
+		last := fmt.Sprintf("line-%03d of the file", rows-2)
+		eventually(t, "less's screen in the new pane, at its size", func() bool {
+			v := p.Visible()
+			return strings.Contains(v, "line-000 of the file") && strings.Contains(v, last)
+		})
 		p.tmux("send-keys", "-t", p.target, "-l", "q")
 		if code := p.Wait(tag); code != 0 {
 			t.Errorf("less: exit %d", code)
@@ -215,13 +223,13 @@ while :; do sleep 0.02; done
 `
 		os.WriteFile(filepath.Join(e.Work, "redraw.sh"), []byte(script), 0o644)
 		p.Start("run sh -- redraw.sh")
-		size := p.tmux("display", "-p", "-t", p.target, "#{pane_height}x#{pane_width}")
+		size := strings.TrimSpace(p.tmux("display", "-p", "-t", p.target, "#{pane_height}x#{pane_width}"))
 		p.WaitFor("drawn-at-" + size)
 		l = e.runningLaunch(t)
 		p.Keys("C-p", "C-q")
 		p.WaitFor("detached from launch " + l.ID)
 		q := m.Window()
-		if got := q.tmux("display", "-p", "-t", q.target, "#{pane_height}x#{pane_width}"); got != size {
+		if got := strings.TrimSpace(q.tmux("display", "-p", "-t", q.target, "#{pane_height}x#{pane_width}")); got != size {
 			t.Fatalf("the new window is %s, the first %s", got, size)
 		}
 		tag = q.Start("attach " + l.ID)
