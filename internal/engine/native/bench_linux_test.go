@@ -66,5 +66,3 @@ func BenchmarkPrestartedToExec(b *testing.B) {
 	}
 	enginetest.ReportQuantiles(b, samples)
 }
-
-// awaitExec reads the box's control events until the program was exec'd.
