@@ -10,6 +10,15 @@
 # average at the start and the end, for docs/benchmarks.md ("Work inside a box"). BASE, another
 # build's bin/agentbox (the code before a change), adds its boxed run to each round of the
 # file workload, with a daemon of its own.
+#
+# A box's program runs in a session of its own (the daemon starts each shim with setsid), and
+# with the kernel's autogroup scheduling (/proc/sys/kernel/sched_autogroup_enabled = 1, the
+# default) every session is a scheduling group of its own that gets an equal share of a busy
+# CPU, whatever else runs in the session that ran `agentbox run`. A bare command run from this
+# script shares the caller's session, and its share, with everything else that session runs.
+# So each round also runs the work bare in a session of its own (setsid: "bare, own session"),
+# the like-for-like comparison for the box on a loaded machine; "bare" is the work as a user's
+# shell runs it.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 repo=$PWD
@@ -46,14 +55,15 @@ fresh() { # fresh DIR: an empty git repository
   git -C "$1" init -q
 }
 now() { date +%s%N; }
-declare -a bare_w bare_i box_w box_i base_w base_i ratio bratio
-one() { # one bare|box|base N: runs the work once, appends whole and inner µs
+declare -a bare_w bare_i own_w own_i box_w box_i base_w base_i ratio oratio bratio
+one() { # one bare|own|box|base N: runs the work once, appends whole and inner µs
   local d=$tmp/w-$1-$2 s e out
   fresh "$d"
   sync
   s=$(now)
   case $1 in
   bare) out=$(cd "$d" && sh -c "$work") ;;
+  own) out=$(cd "$d" && setsid -w sh -c "$work") ;;
   box) out=$(cd "$d" && "$ab" run sh -- -c "$work") ;;
   base) out=$(cd "$d" && base run sh -- -c "$work") ;;
   esac
@@ -62,6 +72,7 @@ one() { # one bare|box|base N: runs the work once, appends whole and inner µs
   local whole=$(((e - s) / 1000)) inner=${out#inner }
   case $1 in
   bare) bare_w+=("$whole"); bare_i+=("$inner") ;;
+  own) own_w+=("$whole"); own_i+=("$inner") ;;
   box) box_w+=("$whole"); box_i+=("$inner") ;;
   base) base_w+=("$whole"); base_i+=("$inner") ;;
   esac
@@ -73,14 +84,15 @@ ms() { awk -v u="$1" 'BEGIN {printf "%.1f", u/1000}'; }
 [ -z "$BASE" ] || base run true >/dev/null
 echo "## Work inside a box ($(date -u '+%F %H:%M UTC'), $(nproc) cores, $(uname -r), $(id -un), load average $(cut -d' ' -f1-3 /proc/loadavg))"
 if [ "$PAIRS" -gt 0 ]; then
-sides="bare box${BASE:+ base}"
+sides="bare own box${BASE:+ base}"
 for s in $sides; do one "$s" 0; done # warm-up, not counted
-bare_w=(); bare_i=(); box_w=(); box_i=(); base_w=(); base_i=()
+bare_w=(); bare_i=(); own_w=(); own_i=(); box_w=(); box_i=(); base_w=(); base_i=()
 for n in $(seq 1 "$PAIRS"); do
   set -- $sides
   for _ in $(seq 1 $((n % $#))); do set -- "${@:2}" "$1"; done # the order rotated each round
   for s in "$@"; do one "$s" "$n"; done
   ratio+=("$(awk -v a="${box_w[-1]}" -v b="${bare_w[-1]}" 'BEGIN {printf "%.4f", a/b}')")
+  oratio+=("$(awk -v a="${box_w[-1]}" -v b="${own_w[-1]}" 'BEGIN {printf "%.4f", a/b}')")
   [ -z "$BASE" ] || bratio+=("$(awk -v a="${box_w[-1]}" -v b="${base_w[-1]}" 'BEGIN {printf "%.4f", a/b}')")
 done
 echo
@@ -89,10 +101,12 @@ echo
 echo "| | whole (median) | inside the shell (median) |"
 echo "|---|---|---|"
 echo "| bare | $(ms "$(median "${bare_w[@]}")") | $(ms "$(median "${bare_i[@]}")") |"
+echo "| bare, own session | $(ms "$(median "${own_w[@]}")") | $(ms "$(median "${own_i[@]}")") |"
 echo "| agentbox run | $(ms "$(median "${box_w[@]}")") | $(ms "$(median "${box_i[@]}")") |"
 [ -z "$BASE" ] || echo "| agentbox run, BASE | $(ms "$(median "${base_w[@]}")") | $(ms "$(median "${base_i[@]}")") |"
 echo
 echo "boxed / bare, whole: median of the pairs' ratios $(median "${ratio[@]}"); of the medians $(awk -v a="$(median "${box_w[@]}")" -v b="$(median "${bare_w[@]}")" 'BEGIN {printf "%.4f", a/b}'); inside: $(awk -v a="$(median "${box_i[@]}")" -v b="$(median "${bare_i[@]}")" 'BEGIN {printf "%.4f", a/b}')"
+echo "boxed / bare in its own session, whole: median of the rounds' ratios $(median "${oratio[@]}"); inside: $(awk -v a="$(median "${box_i[@]}")" -v b="$(median "${own_i[@]}")" 'BEGIN {printf "%.4f", a/b}')"
 [ -z "$BASE" ] || echo "agentbox run / BASE, whole: median of the rounds' ratios $(median "${bratio[@]}")"
 fi
 
@@ -103,14 +117,14 @@ if [ "$GOPAIRS" -gt 0 ]; then
   for n in $(seq 1 "$GOPAIRS"); do
     for side in $( ((n % 2)) && echo bare box || echo box bare); do
       s=$(now)
-      if [ $side = bare ]; then $GO build -o /dev/null ./...; else "$ab" run --workspace "$repo" sh -- -c 'go build -o /dev/null ./...' >/dev/null; fi
+      if [ $side = bare ]; then setsid -w $GO build -o /dev/null ./...; else "$ab" run --workspace "$repo" sh -- -c 'go build -o /dev/null ./...' >/dev/null; fi
       e=$(now)
       if [ $side = bare ]; then gb+=($(((e - s) / 1000))); else gx+=($(((e - s) / 1000))); fi
     done
     gr+=("$(awk -v a="${gx[-1]}" -v b="${gb[-1]}" 'BEGIN {printf "%.4f", a/b}')")
   done
   echo
-  echo "go build ./... of this repository, warm cache ($GOPAIRS pairs, alternating): bare $(ms "$(median "${gb[@]}")") ms, agentbox run $(ms "$(median "${gx[@]}")") ms (launch included); median of the pairs' ratios $(median "${gr[@]}")"
+  echo "go build ./... of this repository, warm cache ($GOPAIRS pairs, alternating; bare in a session of its own): bare $(ms "$(median "${gb[@]}")") ms, agentbox run $(ms "$(median "${gx[@]}")") ms (launch included); median of the pairs' ratios $(median "${gr[@]}")"
 fi
 # The system calls the work makes most, each timed in a loop inside the box and bare (python3:
 # its interpreter's cost is the same on both sides): openat+close of an existing file, openat

@@ -40,10 +40,12 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/agentbox/agentbox/internal/linux/proc"
 	"github.com/agentbox/agentbox/internal/relay/llm/llmtest"
 )
 
@@ -690,19 +692,15 @@ func concurrentStreams(e *env, up *upstream) {
 // cpuSec is the CPU time pid has spent, user and system, in seconds (at the kernel's 10 ms
 // resolution; 0 if unknown).
 func cpuSec(pid string) float64 {
-	b, err := os.ReadFile("/proc/" + pid + "/stat")
+	n, err := strconv.Atoi(pid)
 	if err != nil {
 		return 0
 	}
-	_, rest, _ := strings.Cut(string(b), ") ") // the command name may hold spaces
-	f := strings.Fields(rest)
-	if len(f) < 13 {
+	ticks, err := proc.CPUTicks(n)
+	if err != nil {
 		return 0
 	}
-	var ut, st float64
-	fmt.Sscan(f[11], &ut)
-	fmt.Sscan(f[12], &st)
-	return (ut + st) / 100 // USER_HZ
+	return float64(ticks) / 100 // USER_HZ
 }
 
 // daemonPid is the pid of the environment's daemon.

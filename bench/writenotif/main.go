@@ -13,7 +13,14 @@
 //     supervisor looked at it);
 //   - addfd: the supervisor performs the open itself — the path read from the caller's memory,
 //     resolved from the caller's working folder (/proc/PID/cwd) — and injects the descriptor
-//     (SECCOMP_IOCTL_NOTIF_ADDFD with SECCOMP_ADDFD_FLAG_SEND), what a sound design must do.
+//     (SECCOMP_IOCTL_NOTIF_ADDFD with SECCOMP_ADDFD_FLAG_SEND), what a sound design must do;
+//   - addfd-excl: as addfd, but the filter lets an open with both O_CREAT and O_EXCL pass in the
+//     kernel (it makes a new inode or fails, so it can never open the host's new file): only
+//     the opens that may reach an existing file are notified (protect5's variant).
+//
+// With -excl the workload creates its files with O_CREAT|O_EXCL, as git does for the files of a
+// checkout, its objects and its lock files; without, with O_CREAT|O_TRUNC, as Node's
+// fs.writeFile (npm) and Go's os.Create do.
 //
 // It prints the median of each way. Linux 5.14 or later (ADDFD_FLAG_SEND), amd64. Runs of more
 // than one round at 2,000 files hung twice on the loaded test machine (a child that never
@@ -33,6 +40,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 	"unsafe"
 
@@ -66,20 +74,30 @@ type notifAddfd struct {
 
 const writeFlags = unix.O_WRONLY | unix.O_RDWR | unix.O_CREAT | unix.O_TRUNC | unix.O_APPEND
 
+// excl says the workload creates its files with O_CREAT|O_EXCL.
+var excl bool
+
+// notified counts the notifications the supervisor answered, over all runs of a way.
+var notified atomic.Int64
+
 func main() {
 	if len(os.Args) > 1 && os.Args[1] == "child" {
 		os.Exit(child(os.Args[2:]))
 	}
 	files := flag.Int("files", 5000, "files the workload creates and reads back")
 	size := flag.Int("size", 4096, "bytes per file")
-	rounds := flag.Int("rounds", 1, "rounds of the three ways")
+	rounds := flag.Int("rounds", 1, "rounds of the ways")
+	flag.BoolVar(&excl, "excl", false, "create the files with O_CREAT|O_EXCL (as git does) instead of O_CREAT|O_TRUNC")
 	flag.Parse()
-	ways := []string{"plain", "continue", "addfd"}
+	ways := []string{"plain", "continue", "addfd", "addfd-excl"}
 	took := map[string][]time.Duration{}
+	notes := map[string]int64{}
 	for r := 0; r < *rounds; r++ {
 		for i := range ways {
 			way := ways[(i+r)%len(ways)] // rotated order
+			before := notified.Load()
 			d, err := run(way, *files, *size)
+			notes[way] += notified.Load() - before
 			if err != nil {
 				fmt.Fprintf(os.Stderr, "writenotif: %s: %v\n", way, err)
 				os.Exit(1)
@@ -88,11 +106,11 @@ func main() {
 		}
 	}
 	load, _ := os.ReadFile("/proc/loadavg")
-	fmt.Printf("%d files of %d bytes, %d rounds, load average %s\n", *files, *size, *rounds, strings.Fields(string(load))[0])
+	fmt.Printf("%d files of %d bytes (created with O_EXCL: %v), %d rounds, load average %s\n", *files, *size, excl, *rounds, strings.Fields(string(load))[0])
 	base := median(took["plain"])
 	for _, way := range ways {
 		m := median(took[way])
-		fmt.Printf("%-9s median %8.1f ms  %.2fx plain  (%v)\n", way, ms(m), float64(m)/float64(base), took[way])
+		fmt.Printf("%-10s median %8.1f ms  %.2fx plain  %d notifications  (%v)\n", way, ms(m), float64(m)/float64(base), notes[way], took[way])
 	}
 }
 
@@ -119,7 +137,7 @@ func run(way string, files, size int) (time.Duration, error) {
 	mine, theirs := os.NewFile(uintptr(sp[0]), "sup"), os.NewFile(uintptr(sp[1]), "child")
 	defer mine.Close()
 	var out bytes.Buffer
-	cmd := exec.Command("/proc/self/exe", "child", way, strconv.Itoa(files), strconv.Itoa(size))
+	cmd := exec.Command("/proc/self/exe", "child", way, strconv.Itoa(files), strconv.Itoa(size), strconv.FormatBool(excl))
 	cmd.Dir, cmd.Stdout, cmd.Stderr, cmd.ExtraFiles = dir, &out, os.Stderr, []*os.File{theirs}
 	if err := cmd.Start(); err != nil {
 		return 0, err
@@ -132,7 +150,7 @@ func run(way string, files, size int) (time.Duration, error) {
 			cmd.Wait()
 			return 0, err
 		}
-		go supervise(listener, way == "addfd")
+		go supervise(listener, way != "continue", &notified)
 		defer unix.Close(listener)
 	}
 	if _, err := mine.Write([]byte{1}); err != nil {
@@ -162,7 +180,7 @@ func recvFD(sock int) (int, error) {
 }
 
 // supervise answers the notifications until the listener ends (the child exited).
-func supervise(listener int, addfd bool) {
+func supervise(listener int, addfd bool, count *atomic.Int64) {
 	runtime.LockOSThread()
 	path := make([]byte, 4096)
 	for {
@@ -173,6 +191,7 @@ func supervise(listener int, addfd bool) {
 			}
 			return
 		}
+		count.Add(1)
 		if !addfd {
 			resp := notifResp{ID: n.ID, Flags: unix.SECCOMP_USER_NOTIF_FLAG_CONTINUE}
 			ioctl(listener, unix.SECCOMP_IOCTL_NOTIF_SEND, unsafe.Pointer(&resp))
@@ -246,8 +265,12 @@ func child(args []string) int {
 	way := args[0]
 	files, _ := strconv.Atoi(args[1])
 	size, _ := strconv.Atoi(args[2])
+	create := unix.O_WRONLY | unix.O_CREAT | unix.O_TRUNC
+	if args[3] == "true" {
+		create = unix.O_WRONLY | unix.O_CREAT | unix.O_EXCL
+	}
 	if way != "plain" {
-		listener, err := install()
+		listener, err := install(way == "addfd-excl")
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "install filter: %v\n", err)
 			return 1
@@ -269,7 +292,7 @@ func child(args []string) int {
 	}
 	t0 := time.Now()
 	for i := 0; i < files; i++ {
-		fd, err := unix.Openat(unix.AT_FDCWD, "w/f"+strconv.Itoa(i), unix.O_WRONLY|unix.O_CREAT|unix.O_TRUNC|unix.O_CLOEXEC, 0o644)
+		fd, err := unix.Openat(unix.AT_FDCWD, "w/f"+strconv.Itoa(i), create|unix.O_CLOEXEC, 0o644)
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "create: %v\n", err)
 			return 1
@@ -294,18 +317,26 @@ func child(args []string) int {
 	return 0
 }
 
-// install puts a filter on this thread that notifies on openat with a write flag, and returns
-// its listener.
-func install() (int, error) {
+// install puts a filter on this thread that notifies on openat with a write flag (with
+// exemptExcl, not when both O_CREAT and O_EXCL are set), and returns its listener.
+func install(exemptExcl bool) (int, error) {
 	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
 		return -1, err
 	}
+	const createExcl = unix.O_CREAT | unix.O_EXCL
+	excl := unix.SockFilter{Code: unix.BPF_JMP | unix.BPF_JA} // a no-op unless exemptExcl
+	if exemptExcl {
+		excl = unix.SockFilter{Code: unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K, Jt: 3, Jf: 0, K: createExcl} // to allow
+	}
 	prog := []unix.SockFilter{
 		{Code: unix.BPF_LD | unix.BPF_W | unix.BPF_ABS, K: 4},                                     // arch
-		{Code: unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K, Jt: 0, Jf: 5, K: unix.AUDIT_ARCH_X86_64}, // else allow
+		{Code: unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K, Jt: 0, Jf: 8, K: unix.AUDIT_ARCH_X86_64}, // else allow
 		{Code: unix.BPF_LD | unix.BPF_W | unix.BPF_ABS, K: 0},                                     // nr
-		{Code: unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K, Jt: 0, Jf: 3, K: unix.SYS_OPENAT},
+		{Code: unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K, Jt: 0, Jf: 6, K: unix.SYS_OPENAT},
 		{Code: unix.BPF_LD | unix.BPF_W | unix.BPF_ABS, K: 32}, // args[2], low half: the flags
+		{Code: unix.BPF_ALU | unix.BPF_AND | unix.BPF_K, K: createExcl},
+		excl,
+		{Code: unix.BPF_LD | unix.BPF_W | unix.BPF_ABS, K: 32},
 		{Code: unix.BPF_JMP | unix.BPF_JSET | unix.BPF_K, Jt: 0, Jf: 1, K: writeFlags},
 		{Code: unix.BPF_RET | unix.BPF_K, K: unix.SECCOMP_RET_USER_NOTIF},
 		{Code: unix.BPF_RET | unix.BPF_K, K: unix.SECCOMP_RET_ALLOW},

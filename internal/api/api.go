@@ -31,7 +31,9 @@ const (
 
 // QueryWait on GET /v0/launches/{id}, WaitEnded: the answer waits until the launch is
 // recorded as ended (its brokers' end done), for at most MaxEndWait; a launch that is still
-// running then is answered as it is. A daemon without it answers at once.
+// running then is answered as it is. A daemon without it answers at once. The answer also
+// carries the launch's egress counts and, once it has ended, Launch.Proposed: everything an
+// attached run's summary prints, in one request.
 const (
 	QueryWait  = "wait"
 	WaitEnded  = "ended"
@@ -94,6 +96,10 @@ type LaunchResponse struct {
 	// Notices are lines for the user's terminal about choices the daemon made for this launch
 	// (the repository's top level taken as the workspace, or why it was not); nil when none.
 	Notices []string `json:"notices,omitempty"`
+	// DaemonVersion and DaemonPid say which daemon started the launch, so that a CLI of
+	// another version warns (as version does); "" and 0 from a daemon that predates them.
+	DaemonVersion string `json:"daemonVersion,omitempty"`
+	DaemonPid     int    `json:"daemonPid,omitempty"`
 }
 
 // Launch states.
@@ -144,6 +150,19 @@ type Launch struct {
 	// fails. Nil for launches recorded before stages were kept, and for a launch still
 	// starting.
 	Stages []Stage `json:"stages,omitempty"`
+	// Proposed counts what the launch left to review in its proposed changes; set only in
+	// the answer to GET /v0/launches/{id}?wait=ended (QueryWait), whose caller, an attached
+	// run at its end, prints it. Nil elsewhere, and when the daemon could not read them.
+	Proposed *ProposedCount `json:"proposed,omitempty"`
+}
+
+// ProposedCount counts a launch's proposed changes (Changes) without their contents.
+type ProposedCount struct {
+	// Changes is the number of proposed changes (len(Changes.Changes)).
+	Changes int `json:"changes"`
+	// Dropped is Changes.Dropped: what the box created at protected paths after its proposed
+	// changes were full.
+	Dropped int `json:"dropped,omitempty"`
 }
 
 // Stage is one completed stage of a launch's start (internal/launch, docs/internals.md).

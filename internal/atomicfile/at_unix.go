@@ -28,15 +28,29 @@ var tmpSeq atomic.Uint64
 // a crash may lose the replacement (for a file rewritten often whose loss costs nothing durable).
 // On an error the temporary file is gone and name is as it was, unless only the folder's sync
 // failed (the error says so).
-func WriteAt(dir int, name string, data []byte, perm fs.FileMode, sync bool) (err error) {
+func WriteAt(dir int, name string, data []byte, perm fs.FileMode, sync bool) error {
+	return writeAt(dir, name, data, perm, sync, false, renameOver)
+}
+
+// renameOver moves the temporary file tmp to name within dir, replacing what is there.
+func renameOver(dir int, tmp, name string) error { return unix.Renameat(dir, tmp, dir, name) }
+
+// writeAt writes data to a temporary file beside name in dir and has place move it to name.
+// With umasked the temporary file is created with perm as open(2) applies it (masked by the
+// umask); otherwise it is created 0600 and given perm unmasked before it is placed.
+func writeAt(dir int, name string, data []byte, perm fs.FileMode, sync, umasked bool, place func(dir int, tmp, name string) error) (err error) {
 	if name == "" || name == "." || name == ".." || strings.ContainsRune(name, '/') {
 		return fmt.Errorf("write %q: not a name within a folder", name)
+	}
+	createMode := uint32(0o600)
+	if umasked {
+		createMode = uint32(perm.Perm())
 	}
 	var tmp string
 	fd := -1
 	for range 100 {
 		tmp = "." + name + ".tmp-" + strconv.Itoa(os.Getpid()) + "-" + strconv.FormatUint(tmpSeq.Add(1), 10)
-		fd, err = unix.Openat(dir, tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+		fd, err = unix.Openat(dir, tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, createMode)
 		if !errors.Is(err, unix.EEXIST) {
 			break
 		}
@@ -54,7 +68,7 @@ func WriteAt(dir int, name string, data []byte, perm fs.FileMode, sync bool) (er
 	}()
 	f := os.NewFile(uintptr(fd), tmp)
 	_, err = f.Write(data)
-	if err == nil {
+	if err == nil && !umasked {
 		err = f.Chmod(perm)
 	}
 	if err == nil && sync {
@@ -64,7 +78,7 @@ func WriteAt(dir int, name string, data []byte, perm fs.FileMode, sync bool) (er
 		err = cerr
 	}
 	if err == nil {
-		err = unix.Renameat(dir, tmp, dir, name)
+		err = place(dir, tmp, name)
 	}
 	if err != nil {
 		return fmt.Errorf("write %s: %w", name, err)

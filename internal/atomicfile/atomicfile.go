@@ -2,7 +2,8 @@
 // never a part of either, and after a crash the file holds one of them. It is the one helper
 // every package uses to write a file in place, by path (state, caches, launchers, managed
 // settings, the shim's exit status) or beneath an open folder descriptor (WriteAt: the store of
-// proposed changes, a protected file that apply replaces).
+// proposed changes, a protected file that apply replaces; CreateAt: a new file that apply makes,
+// never replacing one).
 package atomicfile
 
 import (

@@ -20,6 +20,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/agentbox/agentbox/internal/launchdir"
+	"github.com/agentbox/agentbox/internal/linux/proc"
 )
 
 // attempts is the registry: every attempt, in the order the probe runs them.
@@ -743,20 +744,19 @@ func pidfdGetfd(c *Context) Observation {
 // initState returns box-init's state letter from /proc/1/stat; "hidden" when the box's /proc
 // refuses box-init's entries (hidepid=ptraceable: EPERM) but a pidfd says it has not exited.
 func initState() string {
-	b, err := os.ReadFile("/proc/1/stat")
+	st, err := proc.State(1)
 	if errors.Is(err, os.ErrPermission) || errors.Is(err, os.ErrNotExist) {
 		if alive, perr := pidAlive(1); perr == nil && alive {
 			return "hidden"
 		}
 	}
+	if errors.Is(err, proc.ErrMalformed) {
+		return "unknown"
+	}
 	if err != nil {
 		return "gone (" + describe(err) + ")"
 	}
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 || i+2 >= len(b) {
-		return "unknown"
-	}
-	return string(b[i+2])
+	return string(st)
 }
 
 // pidAlive reports whether pid has not exited, from a pidfd (which needs no access to /proc):

@@ -22,6 +22,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/agentbox/agentbox/internal/api"
 	"golang.org/x/sys/unix"
 
 	"github.com/agentbox/agentbox/internal/plan"
@@ -1366,14 +1367,14 @@ func pairingRefused(what, pairing string) Observation {
 		return r.done()
 	}
 	r.note("own pairing: %d %s", st, code)
-	if st == http.StatusForbidden && code == "pairing_invalid" {
+	if st == http.StatusForbidden && code == api.CodePairingInvalid {
 		r.fail("the relay refuses the box's own pairing too: the control failed, the attempt proves nothing")
 	}
 	st, code, err = relayStatus(pairing)
 	switch {
 	case err != nil:
 		r.fail("%s: %v (expected 403 pairing_invalid)", what, err)
-	case st == http.StatusForbidden && code == "pairing_invalid":
+	case st == http.StatusForbidden && code == api.CodePairingInvalid:
 		r.note("%s: %d %s", what, st, code)
 	default:
 		r.fail("%s: the relay answered %d %s, not 403 pairing_invalid", what, st, code)

@@ -72,21 +72,14 @@ func Apply(dir, ws, rel string) error {
 	if err != nil {
 		return err
 	}
-	fd, err := unix.Openat(parent, name, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, uint32(fi.Mode().Perm()&0o755))
-	if errors.Is(err, unix.EEXIST) {
-		return fmt.Errorf("%w: %s exists on the host", ErrConflict, rel)
-	}
-	if err != nil {
+	// The new file appears at its name whole (a temporary file beside it, renamed into place
+	// unless the name exists meanwhile): the host's tools never read it empty or half written.
+	// It has the box's mode bits, masked by the umask as for a file the user makes.
+	if err := atomicfile.CreateAt(parent, name, b, fi.Mode().Perm()&0o755, true); err != nil {
+		if errors.Is(err, os.ErrExist) {
+			return fmt.Errorf("%w: %s exists on the host", ErrConflict, rel)
+		}
 		return fmt.Errorf("%s: %w", rel, err)
-	}
-	f := os.NewFile(uintptr(fd), rel)
-	_, werr := f.Write(b)
-	if cerr := f.Close(); werr == nil {
-		werr = cerr
-	}
-	if werr != nil {
-		unix.Unlinkat(parent, name, 0)
-		return fmt.Errorf("%s: %w", rel, werr)
 	}
 	return os.Remove(src)
 }

@@ -46,6 +46,10 @@ type Guard struct {
 	// interest holds, per watched folder's wd, the names whose appearance makes a pass ("" for
 	// any name: a protected folder's entries); a file created elsewhere costs no pass.
 	interest map[int32]map[string]bool
+	// unlinked holds, per watched folder's wd, the names whose removal makes a pass: the names
+	// on the way to a guarded symlink (Link) and the link's own, so that a link the box deletes
+	// is made again at once, not at the next pass something else starts.
+	unlinked map[int32]map[string]bool
 	errs     []error
 	// kept holds the size of each change in the store (by its path in the store), total their
 	// sum: the store's bounds (MaxChanges, MaxStore). dropped is what was not kept past them.
@@ -66,7 +70,7 @@ func Open(dir string, guards []plan.Guard, watch bool) (*Guard, error) {
 		return nil, fmt.Errorf("proposed changes %s: %w", dir, err)
 	}
 	g := &Guard{guards: guards, store: store, in: -1, wake: -1, held: map[int32]*heldFile{}, byPath: map[string]*heldFile{},
-		interest: map[int32]map[string]bool{}, kept: map[string]int64{}}
+		interest: map[int32]map[string]bool{}, unlinked: map[int32]map[string]bool{}, kept: map[string]int64{}}
 	// What the store holds already (box-init's changes, at the daemon's pass at exit) counts.
 	have, err := Index(dir)
 	if err == nil {
@@ -176,7 +180,7 @@ func (g *Guard) scan(gd plan.Guard) {
 		// Each folder on the way is watched for the next name, present or not: a folder there
 		// may be removed or renamed away (by the host or the box) and made again, and the new one
 		// must be scanned. Watched first, then looked at: what appears in between is seen now.
-		g.watch(dir, dirPath, c)
+		g.watch(dir, dirPath, c, gd.Link != "")
 		var st unix.Stat_t
 		err := unix.Fstatat(dir, c, &st, unix.AT_SYMLINK_NOFOLLOW)
 		if errors.Is(err, unix.ENOENT) {
@@ -222,7 +226,7 @@ func (g *Guard) scan(gd plan.Guard) {
 		unix.Close(dir)
 		dir, dirPath = next, filepath.Join(dirPath, c)
 		if last { // a protected folder: it may exist; what is in it is moved out
-			g.watch(dir, dirPath, "")
+			g.watch(dir, dirPath, "", false)
 			g.captureEntries(dir, dirPath, sub, 0)
 		}
 	}
@@ -256,7 +260,7 @@ func (g *Guard) restoreLink(dir int, path string, rest []string, target string) 
 		if err = oerr; err != nil {
 			break
 		}
-		g.watch(next, filepath.Join(path, c), rest[i+1])
+		g.watch(next, filepath.Join(path, c), rest[i+1], true)
 		unix.Close(fd)
 		fd, path = next, filepath.Join(path, c)
 	}
@@ -266,22 +270,36 @@ func (g *Guard) restoreLink(dir int, path string, rest []string, target string) 
 }
 
 // watch adds an inotify watch for name ("" for any) being created or moved into the folder fd
-// (at path; opened without following a symlink). The watch is added through the descriptor, not
-// the path, which may be gone or another folder by now (a folder the host removed is watched
-// harmlessly: its re-creation is seen in the folder above).
-func (g *Guard) watch(fd int, path, name string) {
+// (at path; opened without following a symlink), and with removal for name being deleted or
+// moved away too (a name on the way to a guarded symlink). The watch is added through the
+// descriptor, not the path, which may be gone or another folder by now (a folder the host
+// removed is watched harmlessly: its re-creation is seen in the folder above). The events of
+// one folder's watch accumulate (IN_MASK_ADD): another guard's name in the same folder keeps
+// the removals watched.
+func (g *Guard) watch(fd int, path, name string, removal bool) {
 	if g.in < 0 {
 		return
 	}
-	wd, err := unix.InotifyAddWatch(g.in, "/proc/self/fd/"+strconv.Itoa(fd), unix.IN_CREATE|unix.IN_MOVED_TO|unix.IN_ONLYDIR)
+	mask := uint32(unix.IN_CREATE | unix.IN_MOVED_TO | unix.IN_ONLYDIR | unix.IN_MASK_ADD)
+	if removal {
+		mask |= unix.IN_DELETE | unix.IN_MOVED_FROM
+	}
+	wd, err := unix.InotifyAddWatch(g.in, "/proc/self/fd/"+strconv.Itoa(fd), mask)
 	if err != nil {
 		g.fail(fmt.Errorf("watch %s: inotify: %w (raise fs.inotify.max_user_watches)", path, err))
 		return
 	}
-	if g.interest[int32(wd)] == nil {
-		g.interest[int32(wd)] = map[string]bool{}
+	addName(g.interest, int32(wd), name)
+	if removal {
+		addName(g.unlinked, int32(wd), name)
 	}
-	g.interest[int32(wd)][name] = true
+}
+
+func addName(m map[int32]map[string]bool, wd int32, name string) {
+	if m[wd] == nil {
+		m[wd] = map[string]bool{}
+	}
+	m[wd][name] = true
 }
 
 // maxDepth bounds how deep the guard follows folders made inside a protected folder.
@@ -302,7 +320,7 @@ func (g *Guard) captureEntries(dir int, path, rel string, depth int) {
 		if unix.Fstatat(dir, n, &st, unix.AT_SYMLINK_NOFOLLOW) == nil && st.Mode&unix.S_IFMT == unix.S_IFDIR && depth < maxDepth {
 			sub, err := unix.Openat(dir, n, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 			if err == nil {
-				g.watch(sub, filepath.Join(path, n), "")
+				g.watch(sub, filepath.Join(path, n), "", false)
 				g.captureEntries(sub, filepath.Join(path, n), rel+"/"+n, depth+1)
 				unix.Close(sub)
 				continue
@@ -596,6 +614,8 @@ func (g *Guard) Run() {
 				rescan = true // events were lost
 			case ev.Mask&(unix.IN_CREATE|unix.IN_MOVED_TO) != 0 && (in[ev.Name] || in[""]):
 				rescan = true
+			case ev.Mask&(unix.IN_DELETE|unix.IN_MOVED_FROM) != 0 && g.unlinked[ev.Wd][ev.Name]:
+				rescan = true // a guarded symlink, or a folder on its way, removed: made again now
 			}
 		})
 		g.mu.Unlock()

@@ -7,10 +7,13 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
+	"github.com/agentbox/agentbox/internal/inotify"
 	"github.com/agentbox/agentbox/internal/plan"
+	"golang.org/x/sys/unix"
 )
 
 // guarded returns a workspace and the guards of its absent protected paths used below.
@@ -56,14 +59,7 @@ func gone(path string) bool {
 func TestGuardMovesOut(t *testing.T) {
 	ws, gs := guarded(t)
 	store := filepath.Join(t.TempDir(), "changes")
-	g, err := Open(store, gs, true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := g.Scan(); err != nil {
-		t.Fatal(err)
-	}
-	go g.Run()
+	g := startGuard(t, store, gs)
 
 	// A file whose content is written after it was created (the inode is followed).
 	f, err := os.OpenFile(filepath.Join(ws, ".mcp.json"), os.O_CREATE|os.O_WRONLY, 0o644)
@@ -173,6 +169,56 @@ func TestApply(t *testing.T) {
 	}
 	if d := Diff(cs[0], []byte(`{"host":true}`)); !strings.Contains(d, "-{\"host\":true}") || !strings.Contains(d, "+{}") {
 		t.Errorf("diff:\n%s", d)
+	}
+}
+
+// TestApplyAppearsWhole: an applied new file appears at its path by a rename, complete and
+// synced: nothing creates it empty there and then writes it (which the host's tools, git or an
+// editor watching the folder, would read half written). Guards atomicfile.CreateAt in Apply; it
+// failed when Apply created the file in place (IN_CREATE, IN_MODIFY, IN_CLOSE_WRITE on it).
+func TestApplyAppearsWhole(t *testing.T) {
+	ws, gs := guarded(t)
+	store := filepath.Join(t.TempDir(), "changes")
+	mustWrite(t, filepath.Join(ws, ".github/workflows/ci.yml"), strings.Repeat("on: push\n", 1000), 0o755)
+	g, err := Open(store, gs, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Close(); err != nil {
+		t.Fatal(err)
+	}
+	fd, err := unix.InotifyInit1(unix.IN_NONBLOCK | unix.IN_CLOEXEC)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	if _, err := unix.InotifyAddWatch(fd, filepath.Join(ws, ".github/workflows"), unix.IN_ALL_EVENTS); err != nil {
+		t.Fatal(err)
+	}
+	if err := Apply(store, ws, ".github/workflows/ci.yml"); err != nil {
+		t.Fatal(err)
+	}
+	var movedTo bool
+	buf := make([]byte, 64<<10)
+	if err := inotify.Drain(fd, buf, func(ev inotify.Event) {
+		if ev.Name != "ci.yml" {
+			return
+		}
+		if ev.Mask&(unix.IN_CREATE|unix.IN_MODIFY|unix.IN_CLOSE_WRITE|unix.IN_OPEN) != 0 {
+			t.Errorf("ci.yml was written at its path (inotify mask %#x)", ev.Mask)
+		}
+		movedTo = movedTo || ev.Mask&unix.IN_MOVED_TO != 0
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if !movedTo {
+		t.Error("ci.yml did not appear by a rename")
+	}
+	if b, err := os.ReadFile(filepath.Join(ws, ".github/workflows/ci.yml")); err != nil || string(b) != strings.Repeat("on: push\n", 1000) {
+		t.Errorf("applied file: %d bytes, %v", len(b), err)
+	}
+	if ents, _ := os.ReadDir(filepath.Join(ws, ".github/workflows")); len(ents) != 1 {
+		t.Errorf("the folder holds %d entries, want ci.yml alone", len(ents))
 	}
 }
 
@@ -431,14 +477,7 @@ func TestGuardLink(t *testing.T) {
 		gs = append(gs, plan.Guard{Path: filepath.Join(ws, rel), Beneath: ws, Link: target})
 	}
 	store := filepath.Join(t.TempDir(), "changes")
-	g, err := Open(store, gs, true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := g.Scan(); err != nil {
-		t.Fatal(err)
-	}
-	go g.Run()
+	g := startGuard(t, store, gs)
 	isLink := func(rel string) bool {
 		for i := 0; i < 500; i++ {
 			if got, err := os.Readlink(filepath.Join(ws, rel)); err == nil && got == links[rel] {
@@ -453,25 +492,43 @@ func TestGuardLink(t *testing.T) {
 			t.Fatalf("the guard's first pass changed the host's symlink %s", rel)
 		}
 	}
-	// A file in place of the link.
-	os.Remove(filepath.Join(ws, ".claude/settings.json"))
-	mustWrite(t, filepath.Join(ws, ".claude/settings.json"), `{"hooks":"evil"}`, 0o644)
+	// A file in place of the link (renamed over it: a link removed first is made again at once,
+	// below, and a write then goes through it).
+	mustWrite(t, filepath.Join(ws, "s.json"), `{"hooks":"evil"}`, 0o644)
+	if err := os.Rename(filepath.Join(ws, "s.json"), filepath.Join(ws, ".claude/settings.json")); err != nil {
+		t.Fatal(err)
+	}
 	if !isLink(".claude/settings.json") {
 		t.Error(".claude/settings.json: the host's symlink was not made again while the guard ran")
 	}
 	// A folder holding a hook renamed into the link's place.
 	mustWrite(t, filepath.Join(ws, "h/pre-commit"), "#!/bin/sh\nevil\n", 0o755)
-	os.Remove(filepath.Join(ws, ".git/hooks"))
-	if err := os.Rename(filepath.Join(ws, "h"), filepath.Join(ws, ".git/hooks")); err != nil {
-		t.Fatal(err)
+	// The guard makes the deleted link again at once: the rename fails (not a directory) when
+	// it came first, and the box tries again.
+	for try := 0; ; try++ {
+		os.Remove(filepath.Join(ws, ".git/hooks"))
+		err := os.Rename(filepath.Join(ws, "h"), filepath.Join(ws, ".git/hooks"))
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, syscall.ENOTDIR) || try == 1000 {
+			t.Fatal(err)
+		}
 	}
 	if !isLink(".git/hooks") {
 		t.Error(".git/hooks: the host's symlink was not made again while the guard ran")
 	}
-	// The link and its folder removed.
-	if err := os.RemoveAll(filepath.Join(ws, ".cargo")); err != nil {
+	// The link removed, and nothing put there: made again on the removal's event, while the
+	// guard runs (before, only at the pass something else started, or at Close).
+	if err := os.Remove(filepath.Join(ws, ".cargo/config.toml")); err != nil {
 		t.Fatal(err)
 	}
+	if !isLink(".cargo/config.toml") {
+		t.Error(".cargo/config.toml: the host's symlink, removed, was not made again while the guard ran")
+	}
+	// The link and its folder removed (the guard may make the link again in the folder before it
+	// goes: then the removal of the folder fails, which is what it should do).
+	os.RemoveAll(filepath.Join(ws, ".cargo"))
 	if err := g.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -485,4 +542,19 @@ func TestGuardLink(t *testing.T) {
 			t.Errorf("proposed change %s: %q, %v; want the box's %q", rel, b, err, want)
 		}
 	}
+}
+
+// startGuard opens a watching guard of gs with its store at store, makes its first pass and
+// starts its watch; the caller closes it.
+func startGuard(t *testing.T, store string, gs []plan.Guard) *Guard {
+	t.Helper()
+	g, err := Open(store, gs, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Scan(); err != nil {
+		t.Fatal(err)
+	}
+	go g.Run()
+	return g
 }

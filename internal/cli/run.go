@@ -87,6 +87,7 @@ terminal it keeps a console to attach to later.`,
 			for _, n := range resp.Notices {
 				fmt.Fprintln(cmd.ErrOrStderr(), n)
 			}
+			warnVersion(cmd.ErrOrStderr(), launchVersions(resp))
 			if detach {
 				if asJSON {
 					return PrintJSON(cmd.OutOrStdout(), resp)
@@ -99,11 +100,6 @@ terminal it keeps a console to attach to later.`,
 			if errors.As(err, &exit) {
 				// The program ended (not a detach): say which hosts the network refused, and
 				// what the launch left to review.
-				if l, gerr := c.Get(ctx, resp.ID); gerr == nil {
-					if hint := egressHint(l.Egress); hint != "" {
-						fmt.Fprintln(cmd.ErrOrStderr(), hint)
-					}
-				}
 				exitSummary(ctx, c, resp.ID, cmd.ErrOrStderr())
 			}
 			return err
@@ -238,23 +234,31 @@ func egressHint(e *api.EgressStats) string {
 
 // exitSummary waits until the daemon has recorded launch id as ended (its brokers' cleanup
 // done: the last guard pass, the integrity check at exit) and tells w what the launch left to
-// review: the changes it proposed to protected configuration, the instruction files it
-// changed, and what the box wrote to protected files that could not be kept as a proposed
-// change. Nothing is printed when there is nothing to say, or when the daemon cannot tell.
+// review: the hosts the egress proxy refused, the changes it proposed to protected
+// configuration, the instruction files it changed, and what the box wrote to protected files
+// that could not be kept as a proposed change. All of it comes in the one answer that waits
+// for the end (api.WaitEnded), each request costing the end of every launch a round trip.
+// Nothing is printed when there is nothing to say, or when the daemon cannot tell.
 func exitSummary(ctx context.Context, c *client.Client, id string, w io.Writer) {
 	var l *api.Launch
 	for i := 0; i < 1000; i++ { // a hang guard: the daemon records the end right after cleanup
 		got, err := c.WaitEnded(ctx, id)
 		if err != nil {
-			return
+			break
 		}
+		l = got
 		if got.State != api.StateRunning && got.State != api.StateStarting {
-			l = got
 			break
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
 	if l == nil {
+		return
+	}
+	if hint := egressHint(l.Egress); hint != "" {
+		fmt.Fprintln(w, hint)
+	}
+	if l.State == api.StateRunning || l.State == api.StateStarting {
 		return
 	}
 	var instr []string
@@ -270,12 +274,18 @@ func exitSummary(ctx context.Context, c *client.Client, id string, w io.Writer) 
 	if len(instr) > 0 {
 		fmt.Fprintf(w, "agentbox: the launch changed instruction files: %s\n", strings.Join(instr, ", "))
 	}
-	cs, err := c.Changes(ctx, id)
-	if err == nil && len(cs.Changes) > 0 {
-		fmt.Fprintf(w, "agentbox: the box proposed %d changes to protected configuration: agentbox changes %s\n", len(cs.Changes), id[:12])
+	n := l.Proposed
+	if n == nil {
+		// A daemon of a version without Launch.Proposed: the changes themselves.
+		if cs, err := c.Changes(ctx, id); err == nil {
+			n = &api.ProposedCount{Changes: len(cs.Changes), Dropped: cs.Dropped}
+		}
 	}
-	if err == nil && cs.Dropped > 0 {
-		fmt.Fprintf(w, "agentbox: the box created %d more files at protected paths, moved out of the workspace and not kept (its proposed changes were full): agentbox changes %s\n", cs.Dropped, id[:12])
+	if n != nil && n.Changes > 0 {
+		fmt.Fprintf(w, "agentbox: the box proposed %d changes to protected configuration: agentbox changes %s\n", n.Changes, id[:12])
+	}
+	if n != nil && n.Dropped > 0 {
+		fmt.Fprintf(w, "agentbox: the box created %d more files at protected paths, moved out of the workspace and not kept (its proposed changes were full): agentbox changes %s\n", n.Dropped, id[:12])
 	}
 	// What the box wrote to a protected file and was not kept as a proposed change (the
 	// collection failed, or the box wrote more than the bound) is said, never dropped silently.

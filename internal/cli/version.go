@@ -85,11 +85,26 @@ func daemonVersions(v *Versions, info *api.Info) {
 	v.Mismatch = v.Daemon != v.CLI
 }
 
+// launchVersions compares the version of the daemon that started a launch with this CLI's; a
+// daemon that does not say predates the field, so it is of an earlier version.
+func launchVersions(resp *api.LaunchResponse) *Versions {
+	v := &Versions{CLI: Version, Daemon: resp.DaemonVersion, DaemonPid: resp.DaemonPid}
+	if v.Daemon == "" {
+		v.Daemon = "an earlier one"
+	}
+	v.Mismatch = v.Daemon != v.CLI
+	return v
+}
+
 // warnVersion warns, when v says the versions differ, and says how to restart the daemon.
 func warnVersion(w io.Writer, v *Versions) {
 	if !v.Mismatch {
 		return
 	}
-	fmt.Fprintf(w, "agentbox: warning: the running daemon (pid %d) is version %s, this agentbox is %s\n  hint: %s\n",
-		v.DaemonPid, v.Daemon, v.CLI, restartHint)
+	pid := ""
+	if v.DaemonPid != 0 {
+		pid = fmt.Sprintf(" (pid %d)", v.DaemonPid)
+	}
+	fmt.Fprintf(w, "agentbox: warning: the running daemon%s is version %s, this agentbox is %s\n  hint: %s\n",
+		pid, v.Daemon, v.CLI, restartHint)
 }

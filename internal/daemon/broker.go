@@ -65,14 +65,17 @@ func (d *Daemon) startBrokers() error {
 		return int64(d.currentConfig().WithDefaults().Audit.MaxRowsPerLaunch)
 	}}
 	d.relay = newRelayBroker(relayDeps{Sessions: reg, Audits: d.audits, Store: d.db, RuntimeDir: d.runtimeDir,
-		Limit: d.limitConns, Records: d.records, Log: d.log})
+		StateDir: d.stateDir, Limit: d.limitConns, Records: d.records, Log: d.log})
 	d.integrity = newIntegrityBroker(integrityDeps{RuntimeDir: d.runtimeDir, StateDir: d.stateDir, Helper: d.helper,
 		Drift: d.store, Log: d.log})
-	ssh := newSSHBroker(sshDeps{Sessions: reg, ConfigOf: hooks.sshConfig, KnownHosts: hooks.sshKnownHosts,
+	ssh := newSSHBroker(sshDeps{Sessions: reg, ConfigOf: hooks.sshConfig, KnownHosts: hooks.sshKnownHosts, StateDir: d.stateDir,
 		Records: d.records, Log: d.log})
-	d.egress = newEgressBroker(egressDeps{Sessions: reg, Audits: d.audits, Store: d.db, Limit: d.limitConns,
+	d.egress = newEgressBroker(egressDeps{Sessions: reg, Audits: d.audits, Store: d.db, StateDir: d.stateDir, Limit: d.limitConns,
 		Resolver: hooks.egressResolver, Records: d.records, Log: d.log})
 	d.brokers = broker.List{Brokers: []broker.Broker{d.relay, d.integrity, ssh, d.egress}, Log: d.log}
+	// What an earlier daemon's rate limits held back and did not write, before a launch is
+	// re-adopted (its brokers start new journals) and before the counters are read.
+	d.replayHeld()
 	// Sessions created by hand outlive a daemon restart, and so does the loopback listener
 	// their clients use.
 	d.relay.resumeShared(cfg)

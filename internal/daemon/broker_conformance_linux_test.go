@@ -23,6 +23,7 @@ import (
 	"github.com/agentbox/agentbox/internal/config"
 	"github.com/agentbox/agentbox/internal/integrity"
 	"github.com/agentbox/agentbox/internal/plan"
+	"github.com/agentbox/agentbox/internal/profile"
 	"github.com/agentbox/agentbox/internal/sshbroker"
 	"github.com/agentbox/agentbox/internal/sshbroker/sshtest"
 	"github.com/agentbox/agentbox/internal/store"
@@ -188,6 +189,16 @@ func (bl *brokerLives) relayHeld(l *broker.Launch) []string {
 	return held
 }
 
+// record records launch l in the running life's store as the launch's record stage does, its
+// pairing session with it.
+func (bl *brokerLives) record(t *testing.T, l *broker.Launch) {
+	t.Helper()
+	rec := &store.Launch{Launch: api.Launch{ID: l.ID, Program: "/bin/true", Workspace: l.Workspace, Engine: "native"}}
+	if err := bl.cur.store.CreateLaunch(context.Background(), rec, bl.cur.launchSessions(l.ID)...); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // revoke revokes launch l's pairing session in the running life, as `agentbox revoke` does.
 func (bl *brokerLives) revoke(t *testing.T, l *broker.Launch) {
 	t.Helper()
@@ -207,6 +218,7 @@ func relayHarness(mode plan.Egress) brokertest.Harness {
 			d := bl.start(t, dir)
 			return []broker.Broker{d.relay}, func() { bl.stop(d) }
 		},
+		Record: bl.record,
 		Launch: func(t *testing.T, dir, id string) *broker.Launch {
 			return launchFor(t, dir, id, mode, config.Defaults())
 		},
@@ -245,26 +257,30 @@ func integrityHarness() brokertest.Harness {
 			}
 			return []broker.Broker{d.integrity}, func() { bl.stop(d) }
 		},
-		// The launch's profile is the first that holds placeholders in the home for its absent
-		// ro and deny entries.
+		// The launch's profile holds placeholders in the home for its absent ro and deny
+		// entries: a program of the user's with a read-write home folder and a credential file
+		// denied in it (no built-in profile keeps a read-write home folder since ~/.gemini
+		// became box-owned state).
+		Record: bl.record,
 		Launch: func(t *testing.T, dir, id string) *broker.Launch {
-			l := launchFor(t, dir, id, plan.EgressDeny, config.Defaults())
-			for _, p := range []string{"codex", "gemini", "claude", "opencode"} {
-				phs := homePlaceholders(l.Config, p, l.Home)
-				if len(phs) == 0 {
-					continue
-				}
-				l.Profile = p
-				for _, ph := range phs {
-					// The rw folders they lie in exist, as after the agent's first run.
-					if err := os.MkdirAll(ph.Beneath, 0o700); err != nil {
-						t.Fatal(err)
-					}
-				}
-				return l
+			cfg := config.Defaults()
+			cfg.Programs = map[string]profile.Profile{"cred-tool": {Executables: []string{"cred-tool"}, Home: []profile.HomeEntry{
+				{Path: ".cred-tool", Access: "rw", Create: "dir"},
+				{Path: ".cred-tool/oauth_creds.json", Access: "deny"},
+			}}}
+			l := launchFor(t, dir, id, plan.EgressDeny, cfg)
+			l.Profile = "cred-tool"
+			phs := homePlaceholders(l.Config, l.Profile, l.Home)
+			if len(phs) == 0 {
+				t.Fatal("the program's absent deny entry holds no home placeholder: the harness needs one")
 			}
-			t.Fatal("no profile holds a home placeholder: the harness needs one")
-			return nil
+			for _, ph := range phs {
+				// The rw folders they lie in exist, as after the program's first run.
+				if err := os.MkdirAll(ph.Beneath, 0o700); err != nil {
+					t.Fatal(err)
+				}
+			}
+			return l
 		},
 		// A launch directory the state cannot be saved in (the daemon's runtime directory lost
 		// it): the snapshot made, the placeholders held, then the save fails.
@@ -340,6 +356,7 @@ func sshHarness(t *testing.T) brokertest.Harness {
 			d := bl.start(t, dir)
 			return []broker.Broker{d.relay, d.sshBroker()}, func() { bl.stop(d) }
 		},
+		Record: bl.record,
 		Launch: func(t *testing.T, dir, id string) *broker.Launch {
 			return launchFor(t, dir, id, plan.EgressDeny, cfg)
 		},
@@ -408,6 +425,7 @@ func egressHarness() brokertest.Harness {
 			d := bl.start(t, dir)
 			return []broker.Broker{d.relay, d.egress}, func() { bl.stop(d) }
 		},
+		Record: bl.record,
 		Launch: func(t *testing.T, dir, id string) *broker.Launch {
 			cfg := config.Defaults()
 			cfg.EgressAllow = []string{"registry.example.org"}

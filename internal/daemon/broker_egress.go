@@ -66,6 +66,9 @@ type egressDeps struct {
 	Store *store.Store
 	// Limit bounds a listener's connections (Daemon.limitConns); nil means unbounded.
 	Limit connLimiter
+	// StateDir keeps the journals of the records the proxies' rate limits hold back
+	// (heldDir); "" means none.
+	StateDir string
 	// Resolver, when set (tests), resolves names for every launch's proxy instead of the
 	// host's resolver.
 	Resolver egress.Resolver
@@ -173,6 +176,8 @@ func (b *egressBroker) start(id, runDir string, allow *egress.Allowlist, base ap
 		Logf:     func(f string, a ...any) { b.Log.Info(fmt.Sprintf(f, a...), "broker", "egress") },
 		Audit:    func(r egress.Record) { b.audit(id, r) },
 		Records:  b.Records.Of(id),
+		Journal:  heldJournal(b.StateDir, id, heldEgress),
+		Commit:   b.commit,
 	}
 	go func() {
 		if err := egress.Serve(b.Limit.bound(ln, perLaunchConns, "launch's egress proxy", id), p); err != nil {

@@ -108,6 +108,7 @@ func egressRows(t *testing.T, st *store.Store, id string) []egressAuditDetail {
 // committed after its interval, with no flush and no shutdown. The store is read through a
 // connection of its own, as another process would read it.
 func TestEgressAuditBatched(t *testing.T) {
+	t.Parallel()
 	r := newAuditRig(t)
 	const id = "egress-audit-batched"
 	runDir := startAuditEgress(t, r, id)
@@ -157,6 +158,7 @@ func TestEgressAuditBatched(t *testing.T) {
 // store once the shutdown's flush (stopBrokers, which serve runs before it closes the store)
 // has returned, in the order queued, and is still there when the store is opened again.
 func TestEgressAuditShutdown(t *testing.T) {
+	t.Parallel()
 	r := newAuditRig(t)
 	const id, n = "egress-audit-shutdown", 200
 	start := time.Now()

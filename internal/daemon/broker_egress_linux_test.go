@@ -26,6 +26,8 @@ import (
 // proxy environment; a refused host is reported in the launch's egress counters with its
 // name; nothing leaves the box another way.
 func TestEgressProxyInBox(t *testing.T) {
+	// Not parallel: its box runs git, npm and pip under waitFor's one-minute deadline, which
+	// the flood tests beside it pushed past at load 43.
 	out := egresstest.Start(t)
 	td := startDaemonOpts(t, Options{brokers: brokerHooks{egressResolver: egress.Hosts(out.Hosts())}})
 	if !out.Netns {
@@ -178,6 +180,7 @@ func egressAuditRows(t *testing.T, td *testDaemon, id string) []store.Audit {
 // --wait` runs curl in a box, `agentbox revoke` cuts a download in flight, and `agentbox
 // launches --json` shows the counters and the refused host.
 func TestEgressProxyCLI(t *testing.T) {
+	t.Parallel()
 	out := egresstest.Start(t)
 	bin, _ := agentboxBinaries(t)
 	root, err := os.MkdirTemp("/tmp", "abe")

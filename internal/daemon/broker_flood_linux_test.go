@@ -100,6 +100,7 @@ func floodRelay(t testing.TB, r *auditRig, id, path string, n, want int) {
 // Without the limit the store gets a row (two for git) and the log a line per request, and
 // the test fails.
 func TestRelayFloodBounded(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name, path string
 		n, status  int
@@ -188,6 +189,7 @@ func TestRelayFloodBounded(t *testing.T) {
 // in all, however long its flood lasts, not only their rate: with a cap of 100, 600 refused
 // requests leave at most 100 rows and, when the launch ends, one summary per kind of row.
 func TestAuditRowsPerLaunchCap(t *testing.T) {
+	t.Parallel()
 	const n, limit = 600, 100
 	r := newAuditRigConfig(t, "audit:\n  maxRowsPerLaunch: 100\n")
 	const id = "relay-cap"
@@ -242,6 +244,7 @@ func BenchmarkRelayFlood(b *testing.B) {
 // session's requests are written one each while the flood stays bounded. Without the separate
 // budget no row of the session's own is written and the test fails.
 func TestAttackUnpairedFloodSparesManualSessions(t *testing.T) {
+	t.Parallel()
 	const limit, flood, real = 100, 150, 3
 	r := newAuditRigConfig(t, "audit:\n  maxRowsPerLaunch: 100\n")
 	addr, err := r.relay.sharedListener(config.Defaults())

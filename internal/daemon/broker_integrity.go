@@ -96,6 +96,9 @@ func (b *integrityBroker) Prepare(ctx context.Context, bl *broker.Launch, c *pla
 		return err // the launch stage names the broker
 	}
 	lay.Protected = append(lay.Protected, own...)
+	// The workspace scan looks for every program's workspace configuration in subfolders too,
+	// the programs of the user's configuration included (pinned at the top above).
+	lay.Config = integrity.ProfileConfigFiles(profileSet(bl.Config))
 	// Instruction files stay writable (unless protect.instructions is readonly): watched only,
 	// so that what the launch changed in them is recorded and listed at exit.
 	lay.Track(workspaceInstructions(bl.Config, bl.Workspace)...)

@@ -73,6 +73,9 @@ type relayDeps struct {
 	Store *store.Store
 	// RuntimeDir keeps the shared loopback listener's port (relay-port) for the next daemon.
 	RuntimeDir string
+	// StateDir keeps the journals of the records the rate limits hold back (heldDir); ""
+	// means none.
+	StateDir string
 	// Limit bounds a listener's connections (Daemon.limitConns); nil means unbounded.
 	Limit connLimiter
 	// Records are the launches' record budgets (internal/recordlimit), shared with the egress
@@ -185,20 +188,48 @@ func (b *relayBroker) limitsOf(scope, id, sessionID string) *relayLimits {
 	if id != "" && id != unpairedRecords && b.launches[id] == nil {
 		return nil
 	}
+	l := b.newLimits(id)
+	l.relay.Budget = b.Records.Of(id)
+	l.git.Budget = l.relay.Budget
+	b.limits[id] = l
+	return l
+}
+
+// newLimits makes the rate limits of budget id's relay and git records (without a budget),
+// with their journals.
+func (b *relayBroker) newLimits(id string) *relayLimits {
 	l := &relayLimits{}
-	budget := b.Records.Of(id)
-	l.relay.Budget, l.relay.Merge = budget, relay.Merge
+	l.relay.Merge = relay.Merge
 	l.relay.Write = func(sum *relay.Record) {
 		b.logf("%s", relay.LogLine(sum))
 		b.audit(*sum)
 	}
-	l.git.Budget, l.git.Merge = budget, gitrelay.Merge
+	l.git.Merge = gitrelay.Merge
 	l.git.Write = func(sum *gitrelay.Event) {
 		b.gitLogf("%s", gitrelay.LogLine(sum))
 		b.gitAudit(*sum)
 	}
-	b.limits[id] = l
+	logf := func(f string, a ...any) { b.Log.Error(fmt.Sprintf(f, a...), "broker", "relay") }
+	l.relay.Journal, l.relay.Commit, l.relay.Logf = heldJournal(b.StateDir, id, heldRelay), b.commit, logf
+	l.git.Journal, l.git.Commit, l.git.Logf = heldJournal(b.StateDir, id, heldGit), b.commit, logf
 	return l
+}
+
+// replay writes the summaries of budget id's relay or git records held back in their journal
+// by a daemon killed before it wrote them.
+func (b *relayBroker) replay(id, kind string) (int, error) {
+	l := b.newLimits(id)
+	if kind == heldGit {
+		return l.git.Replay()
+	}
+	return l.relay.Replay()
+}
+
+// commit returns once the audit rows queued are committed.
+func (b *relayBroker) commit() {
+	if b.Audits != nil {
+		b.Audits.Sync()
+	}
 }
 
 // flushHeldRecords writes the summaries of the records the rate limits hold back; the daemon
@@ -230,7 +261,9 @@ func (b *relayBroker) Prepare(ctx context.Context, bl *broker.Launch, c *plan.Co
 	if clientID == "" {
 		clientID = "generic"
 	}
-	sess, pairing, err := b.Sessions.Create(ctx, session.Spec{Kind: session.KindLaunch, ClientID: clientID, LaunchID: bl.ID})
+	// Saved with the launch's record (launchSessions), in the record stage's commit: the
+	// pairing leaves the daemon only after it, in the box's environment.
+	sess, pairing, err := b.Sessions.Create(ctx, session.Spec{Kind: session.KindLaunch, ClientID: clientID, LaunchID: bl.ID, Unsaved: true})
 	if err != nil {
 		switch {
 		case errors.Is(err, session.ErrTooManySessions):
@@ -530,6 +563,7 @@ func (b *relayBroker) gitAudit(ev gitrelay.Event) {
 		OtherTargets int64                   `json:"otherTargets,omitempty"`
 	}{Event: ev}
 	row.Targets, row.OtherTargets = ev.Repos.Top(recordlimit.TopNames)
+	row.Repos = recordlimit.Tally{} // its top is Targets
 	detail, err := json.Marshal(row)
 	if err != nil {
 		return
@@ -582,8 +616,26 @@ func relayStats(t store.RelayTotals) api.RelayStats {
 type storeSessions struct{ st *store.Store }
 
 func (p storeSessions) SaveSession(ctx context.Context, r session.Record) error {
-	return p.st.SaveSession(ctx, store.Session{ID: r.ID, Hash: r.Hash, ClientID: r.ClientID, LaunchID: r.LaunchID,
-		Kind: string(r.Kind), State: string(r.State), Created: r.Created, LastUsed: r.LastUsed, Ended: r.Ended})
+	return p.st.SaveSession(ctx, storeSession(r))
+}
+
+func storeSession(r session.Record) store.Session {
+	return store.Session{ID: r.ID, Hash: r.Hash, ClientID: r.ClientID, LaunchID: r.LaunchID,
+		Kind: string(r.Kind), State: string(r.State), Created: r.Created, LastUsed: r.LastUsed, Ended: r.Ended}
+}
+
+// launchSessions returns the record of the pairing session the relay broker created for
+// launch id, which the launch's record saves (store.CreateLaunch); none without a relay or a
+// session.
+func (d *Daemon) launchSessions(id string) []store.Session {
+	if d.relay == nil {
+		return nil
+	}
+	s := d.relay.session(id)
+	if s == nil {
+		return nil
+	}
+	return []store.Session{storeSession(s.Record())}
 }
 
 func (p storeSessions) DeleteSession(ctx context.Context, id string) error {

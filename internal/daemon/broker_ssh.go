@@ -48,7 +48,10 @@ type sshDeps struct {
 	// Records are the launches' record budgets (internal/recordlimit), shared with the relay
 	// and the egress proxy; nil gives each launch's ssh broker a budget of its own.
 	Records *recordlimit.Budgets
-	Log     *slog.Logger
+	// StateDir keeps the journals of the lines the rate limits hold back (heldDir); "" means
+	// none.
+	StateDir string
+	Log      *slog.Logger
 }
 
 func newSSHBroker(deps sshDeps) *sshBroker {
@@ -136,6 +139,7 @@ func (b *sshBroker) start(bl *broker.Launch, cfg sshbroker.Config, resume bool) 
 		Logger:     b.Log.With("launch", bl.ID),
 		Resume:     resume,
 		Records:    b.Records.Of(bl.ID),
+		Journal:    heldJournal(b.StateDir, bl.ID, heldSSH),
 	})
 	if err != nil {
 		cancel()

@@ -30,6 +30,23 @@ func (d *Daemon) serveChanges(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
+// proposedCount counts launch id's proposed changes, and what its box created after they were
+// full, without reading them; nil (logged) when they cannot be listed.
+func (d *Daemon) proposedCount(id string) *api.ProposedCount {
+	dir := d.changesDir(id)
+	cs, err := changes.Index(dir)
+	if err != nil {
+		d.log.Warn("count proposed changes", "launch", id, "err", err)
+		return nil
+	}
+	dropped, err := changes.ReadDropped(dir)
+	if err != nil {
+		d.log.Warn("count proposed changes", "launch", id, "err", err)
+		return nil
+	}
+	return &api.ProposedCount{Changes: len(cs), Dropped: dropped.Count}
+}
+
 // proposed reads launch l's proposed changes, one at a time (their contents are never all in
 // memory), until ctx is done. Each diff is bounded (changes.Diff), and so is the answer: past
 // api.MaxChangesAnswer bytes of diffs a change is listed with its size and hash instead.

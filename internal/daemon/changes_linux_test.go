@@ -21,6 +21,7 @@ import (
 // cancelled stops the listing. Before, the answer held every diff whole (the review's 100 such
 // files took the daemon past 11 GB) and a cancelled request went on.
 func TestProposedBounded(t *testing.T) {
+	t.Parallel()
 	d := &Daemon{stateDir: t.TempDir()}
 	l := &api.Launch{ID: strings.Repeat("c", 32), Workspace: t.TempDir()}
 	dir := d.changesDir(l.ID)

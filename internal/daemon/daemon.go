@@ -55,7 +55,7 @@ type Options struct {
 
 // launchStore is what the daemon needs of the store.
 type launchStore interface {
-	CreateLaunch(ctx context.Context, l *store.Launch) error
+	CreateLaunch(ctx context.Context, l *store.Launch, sessions ...store.Session) error
 	SetShim(ctx context.Context, id string, pid int, startTime uint64) error
 	SetRunning(ctx context.Context, id string, boxPid int, stages []api.Stage) error
 	Finish(ctx context.Context, l *store.Launch) error

@@ -3,12 +3,14 @@ package daemon
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -16,6 +18,7 @@ import (
 	"github.com/agentbox/agentbox/internal/boxhelper"
 	"github.com/agentbox/agentbox/internal/client"
 	"github.com/agentbox/agentbox/internal/config"
+	"github.com/agentbox/agentbox/internal/console"
 	"github.com/agentbox/agentbox/internal/launchdir"
 	"github.com/agentbox/agentbox/internal/shim"
 	"github.com/agentbox/agentbox/internal/store"
@@ -23,20 +26,40 @@ import (
 )
 
 // agentboxBinaries returns the agentbox CLI and, beside it, the daemon binary (which the shims
-// re-exec here: it has the box's entry points): $AGENTBOX_BIN's, or both built now.
+// re-exec here: it has the box's entry points): $AGENTBOX_BIN's, or both built now, once for
+// the whole test binary (its tests run side by side; TestMain removes the build).
 func agentboxBinaries(t *testing.T) (cli, daemonBin string) {
 	if b := os.Getenv("AGENTBOX_BIN"); b != "" {
 		return b, filepath.Join(filepath.Dir(b), boxhelper.DaemonName)
 	}
-	dir := t.TempDir()
-	build := exec.Command("go", "build", "-o", dir+"/", "github.com/agentbox/agentbox/cmd/agentbox", "github.com/agentbox/agentbox/cmd/agentbox-daemon")
-	if b, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build agentbox: %v\n%s", err, b)
+	built.once.Do(func() {
+		if built.dir, built.err = os.MkdirTemp("", "agentbox-daemon-test-bin"); built.err != nil {
+			return
+		}
+		build := exec.Command("go", "build", "-o", built.dir+"/", "github.com/agentbox/agentbox/cmd/agentbox", "github.com/agentbox/agentbox/cmd/agentbox-daemon")
+		if b, err := build.CombinedOutput(); err != nil {
+			built.err = fmt.Errorf("build agentbox: %v\n%s", err, b)
+		}
+	})
+	if built.err != nil {
+		t.Fatal(built.err)
 	}
-	return filepath.Join(dir, boxhelper.CLIName), filepath.Join(dir, boxhelper.DaemonName)
+	return filepath.Join(built.dir, boxhelper.CLIName), filepath.Join(built.dir, boxhelper.DaemonName)
 }
 
+// built is agentboxBinaries' build when $AGENTBOX_BIN is not set.
+var built struct {
+	once sync.Once
+	dir  string
+	err  error
+}
+
+// setShimExecutable points the shims every test daemon starts at the daemon binary, once:
+// the tests' daemons run side by side in this process and read shim.Executable.
+var setShimExecutable sync.Once
+
 type testDaemon struct {
+	d        *Daemon
 	c        *client.Client
 	config   string // the user config file path
 	policy   string // the system policy file path (absent unless a test writes it; owned by the test's uid)
@@ -61,7 +84,8 @@ func startDaemonWith(t *testing.T, wrap func(launchStore) launchStore, noSpare b
 // beforeWatch, brokers).
 func startDaemonOpts(t *testing.T, opts Options) *testDaemon {
 	t.Helper()
-	_, shim.Executable = agentboxBinaries(t)
+	_, exe := agentboxBinaries(t)
+	setShimExecutable.Do(func() { shim.Executable = exe })
 	root, err := os.MkdirTemp("/tmp", "abd")
 	if err != nil {
 		t.Fatal(err)
@@ -100,7 +124,7 @@ func startDaemonOpts(t *testing.T, opts Options) *testDaemon {
 	if err := c.WaitReady(wctx); err != nil {
 		t.Fatal(err)
 	}
-	return &testDaemon{c: c, config: filepath.Join(cfgDir, "agentbox", "config.yaml"), policy: filepath.Join(root, "no-policy.yaml"), runtime: runtime, work: work, launches: filepath.Join(runtime, "launches")}
+	return &testDaemon{d: d, c: c, config: filepath.Join(cfgDir, "agentbox", "config.yaml"), policy: filepath.Join(root, "no-policy.yaml"), runtime: runtime, work: work, launches: filepath.Join(runtime, "launches")}
 }
 
 // shimsOf lists the host pids of shims (and so boxes) started under runtime.
@@ -126,11 +150,11 @@ type failingStore struct {
 
 var errInjected = errors.New("injected store failure")
 
-func (f *failingStore) CreateLaunch(ctx context.Context, l *store.Launch) error {
+func (f *failingStore) CreateLaunch(ctx context.Context, l *store.Launch, sessions ...store.Session) error {
 	if f.failCreate {
 		return errInjected
 	}
-	return f.launchStore.CreateLaunch(ctx, l)
+	return f.launchStore.CreateLaunch(ctx, l, sessions...)
 }
 
 func (f *failingStore) SetShim(ctx context.Context, id string, pid int, start uint64) error {
@@ -153,6 +177,7 @@ func sleepRequest(t *testing.T, work string) *api.LaunchRequest {
 // shim's record. (With a spare shim the shim's identity is part of the launch's first record,
 // so this is the path of a launch that starts its shim anew: no spare, or a spare that failed.)
 func TestRecordFailureStopsBox(t *testing.T) {
+	t.Parallel()
 	fs := &failingStore{failShim: true}
 	td := startDaemonWith(t, func(s launchStore) launchStore { fs.launchStore = s; return fs }, true)
 	_, err := td.c.Launch(context.Background(), sleepRequest(t, td.work))
@@ -177,6 +202,7 @@ func TestRecordFailureStopsBox(t *testing.T) {
 
 // TestCreateFailureRunsNothing: when the launch cannot be recorded, no shim is started at all.
 func TestCreateFailureRunsNothing(t *testing.T) {
+	t.Parallel()
 	fs := &failingStore{failCreate: true}
 	td := startDaemon(t, func(s launchStore) launchStore { fs.launchStore = s; return fs })
 	_, err := td.c.Launch(context.Background(), sleepRequest(t, td.work))
@@ -194,10 +220,11 @@ func TestCreateFailureRunsNothing(t *testing.T) {
 // answer); when the record fails, the box is stopped before its program ever ran, the answer
 // is the store's error, and nothing of the launch is left.
 func TestCreateFailureAttachedRunsNothing(t *testing.T) {
+	t.Parallel()
 	fs := &failingStore{failCreate: true}
 	td := startDaemon(t, func(s launchStore) launchStore { fs.launchStore = s; return fs })
 	var spare int
-	waitFor(t, "a spare shim", func() bool { spare = spareShim(); return spare != 0 })
+	waitFor(t, "a spare shim", func() bool { spare = td.spareShim(); return spare != 0 })
 	marker := filepath.Join(td.work, "ran")
 	sh, err := exec.LookPath("sh")
 	if err != nil {
@@ -225,19 +252,17 @@ func TestCreateFailureAttachedRunsNothing(t *testing.T) {
 	})
 }
 
-// spareShim returns the pid of a spare shim of this process's daemon, 0 if none. (A spare
-// that took a launch keeps its command line: see newSpare.)
-func spareShim() int {
-	if pids := spareShims(); len(pids) > 0 {
+// spareShim returns the pid of td's daemon's spare shim, 0 if none.
+func (td *testDaemon) spareShim() int {
+	if pids := td.spareShims(); len(pids) > 0 {
 		return pids[0]
 	}
 	return 0
 }
 
-// newSpare returns the pid of a shim started as a spare by this process's daemon that is not
-// in old, 0 if none.
-func newSpare(old ...int) int {
-	for _, p := range spareShims() {
+// newSpare returns the pid of a spare shim of td's daemon that is not in old, 0 if none.
+func (td *testDaemon) newSpare(old ...int) int {
+	for _, p := range td.spareShims() {
 		if !slices.Contains(old, p) {
 			return p
 		}
@@ -245,33 +270,27 @@ func newSpare(old ...int) int {
 	return 0
 }
 
-// spareShims returns the pids of the shims this process's daemon started as spares (those
-// that took a launch since included).
-func spareShims() []int {
-	var out []int
-	ents, _ := os.ReadDir("/proc")
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		b, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
-		if err != nil || !strings.Contains(string(b), "box-shim\x00-spare") {
-			continue
-		}
-		if st, err := os.ReadFile("/proc/" + e.Name() + "/stat"); err == nil {
-			f := strings.Fields(string(st[strings.LastIndexByte(string(st), ')')+1:]))
-			if len(f) > 1 && f[1] == strconv.Itoa(os.Getpid()) {
-				out = append(out, pid)
-			}
-		}
+// spareShims returns the pid of the spare shim td's daemon holds, when that process is there
+// as a spare (`box-shim -spare`); none otherwise. Only td's daemon's: the package's tests run
+// their daemons side by side in this process, each with spares of its own.
+func (td *testDaemon) spareShims() []int {
+	td.d.spareMu.Lock()
+	sp := td.d.spare
+	td.d.spareMu.Unlock()
+	if sp == nil {
+		return nil
 	}
-	return out
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(sp.Pid()) + "/cmdline")
+	if err != nil || !strings.Contains(string(b), "box-shim\x00-spare") {
+		return nil
+	}
+	return []int{sp.Pid()}
 }
 
 // TestLaunchStopSettles: a detached box is recorded running, and stop ends it settled with the
 // program's signal status.
 func TestLaunchStopSettles(t *testing.T) {
+	t.Parallel()
 	td := startDaemon(t, nil)
 	ctx := context.Background()
 	resp, err := td.c.Launch(ctx, sleepRequest(t, td.work))
@@ -296,6 +315,7 @@ func TestLaunchStopSettles(t *testing.T) {
 
 // TestRefusals: bad requests get typed errors naming what is wrong.
 func TestRefusals(t *testing.T) {
+	t.Parallel()
 	td := startDaemon(t, nil)
 	ctx := context.Background()
 	home, _ := os.UserHomeDir()
@@ -350,6 +370,7 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 // (which may be looser than what the user just wrote). Now every launch is refused with the
 // file, line and field, info says the same, and a launch runs again once the file is fixed.
 func TestAttackBadConfigRefusesLaunches(t *testing.T) {
+	t.Parallel()
 	td := startDaemon(t, nil)
 	ctx := context.Background()
 	if err := os.MkdirAll(filepath.Dir(td.config), 0o700); err != nil {
@@ -392,6 +413,7 @@ func TestAttackBadConfigRefusesLaunches(t *testing.T) {
 // send) gave the box the host network; now it is refused naming the policy file and key. An
 // invalid system policy refuses every launch until it is fixed.
 func TestAttackLockedEgress(t *testing.T) {
+	t.Parallel()
 	td := startDaemon(t, nil)
 	ctx := context.Background()
 	if err := os.WriteFile(td.policy, []byte("egress: deny\n"), 0o644); err != nil {
@@ -432,6 +454,7 @@ func TestAttackLockedEgress(t *testing.T) {
 // launch is still recorded from the shim's final status, never failed as a lost watch. The
 // daemon here waits, before it watches, until the shim has written its final status and gone.
 func TestDetachedLaunchesEndingAtOnce(t *testing.T) {
+	t.Parallel()
 	shimEnded := make(chan string, 8) // launch directories whose shim ended before their watch
 	td := startDaemonOpts(t, Options{beforeWatch: func(dir string) {
 		deadline := time.Now().Add(10 * time.Second)
@@ -487,7 +510,8 @@ func TestDetachedLaunchesEndingAtOnce(t *testing.T) {
 
 	// The client's exit summary asks once for the launch's end (api.WaitEnded): the answer
 	// waits until the end is recorded, here for a program that runs 0.3 s after the launch
-	// was answered; found by its whole id (one row) it is the record a prefix finds.
+	// was answered; found by its whole id (one row) it is the record a prefix finds. It
+	// carries the count of the proposed changes (none here), which a plain GET does not.
 	sh, err := exec.LookPath("sh")
 	if err != nil {
 		t.Fatal(err)
@@ -500,8 +524,11 @@ func TestDetachedLaunchesEndingAtOnce(t *testing.T) {
 	if err != nil || l.State != api.StateExited || l.ExitCode == nil || *l.ExitCode != 3 || !l.Settled {
 		t.Fatalf("WaitEnded = %+v, %v; want exited 3, settled", l, err)
 	}
+	if l.Proposed == nil || *l.Proposed != (api.ProposedCount{}) {
+		t.Errorf("WaitEnded's proposed changes = %+v, want a count of none", l.Proposed)
+	}
 	byPrefix, err := td.c.Get(ctx, resp.ID[:8])
-	if err != nil || byPrefix.ID != l.ID || byPrefix.State != l.State || !byPrefix.Ended.Equal(l.Ended) || *byPrefix.ExitCode != 3 {
+	if err != nil || byPrefix.ID != l.ID || byPrefix.State != l.State || !byPrefix.Ended.Equal(l.Ended) || *byPrefix.ExitCode != 3 || byPrefix.Proposed != nil {
 		t.Errorf("by prefix %+v, %v; by the whole id %+v", byPrefix, err, l)
 	}
 }
@@ -510,10 +537,11 @@ func TestDetachedLaunchesEndingAtOnce(t *testing.T) {
 // while a launch keeps running (after its program started). Without this every later launch
 // would quietly start its shim anew.
 func TestSpareReplaced(t *testing.T) {
+	t.Parallel()
 	td := startDaemon(t, nil)
 	ctx := context.Background()
 	var first int
-	waitFor(t, "a spare shim", func() bool { first = spareShim(); return first != 0 })
+	waitFor(t, "a spare shim", func() bool { first = td.spareShim(); return first != 0 })
 	path, err := exec.LookPath("true")
 	if err != nil {
 		t.Fatal(err)
@@ -523,7 +551,7 @@ func TestSpareReplaced(t *testing.T) {
 		t.Fatal(err)
 	}
 	var second int
-	waitFor(t, "a new spare after a launch that ended", func() bool { second = newSpare(first); return second != 0 })
+	waitFor(t, "a new spare after a launch that ended", func() bool { second = td.newSpare(first); return second != 0 })
 	waitFor(t, "launch "+resp.ID+" ended", func() bool {
 		l, err := td.c.Get(ctx, resp.ID)
 		return err == nil && l.State != api.StateRunning && l.State != api.StateStarting
@@ -540,7 +568,7 @@ func TestSpareReplaced(t *testing.T) {
 	})
 	// A spare that is not the running launch's shim (which is the spare it took, unless the
 	// launch came before the daemon had that spare ready).
-	waitFor(t, "a spare while a launch runs", func() bool { return newSpare(first, l.ShimPid) != 0 })
+	waitFor(t, "a spare while a launch runs", func() bool { return td.newSpare(first, l.ShimPid) != 0 })
 	if _, err := td.c.Stop(ctx, long.ID); err != nil {
 		t.Fatal(err)
 	}
@@ -548,20 +576,49 @@ func TestSpareReplaced(t *testing.T) {
 
 // TestLaunchStagesRecorded guards the per-stage timings of the launch pipeline: a launch's
 // record (what `agentbox launches --json` prints) lists its stages in the order they ran, the
-// watch that supervision connects included, each with a non-negative duration; with and
-// without a spare shim.
+// watch that supervision connects included, each with a non-negative duration; with a spare
+// shim (an attached launch, as `agentbox run` makes them: the spare's answer is read after the
+// daemon's, the ready stage) and without one (a detached launch).
 func TestLaunchStagesRecorded(t *testing.T) {
-	want := []string{"resolve", "layout", "prepare", "brokers", "plan", "request", "record", "shim", "record-shim", "watch"}
+	t.Parallel()
 	for _, noSpare := range []bool{false, true} {
 		t.Run(map[bool]string{false: "Spare", true: "NoSpare"}[noSpare], func(t *testing.T) {
+			want := []string{"resolve", "layout", "prepare", "brokers", "plan", "request", "record", "shim", "record-shim", "watch"}
 			td := startDaemonWith(t, nil, noSpare)
 			ctx := context.Background()
+			req := sleepRequest(t, td.work)
 			if !noSpare {
-				waitFor(t, "a spare shim", func() bool { return spareShim() != 0 })
+				waitFor(t, "a spare shim", func() bool { return td.spareShim() != 0 })
+				req.Detach = false
+				want = slices.Insert(want, len(want)-1, "ready")
 			}
-			resp, err := td.c.Launch(ctx, sleepRequest(t, td.work))
+			resp, err := td.c.Launch(ctx, req)
 			if err != nil {
 				t.Fatal(err)
+			}
+			if !req.Detach {
+				// The program starts when its client attaches.
+				in, out, err := os.Pipe()
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer in.Close()
+				defer out.Close()
+				null, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer null.Close()
+				attached := make(chan error, 1)
+				go func() {
+					_, err := console.Attach(resp.ShimSocket, in, null, null, console.AttachOptions{NoSignals: true})
+					attached <- err
+				}()
+				defer func() {
+					if err := <-attached; err != nil {
+						t.Errorf("attach: %v", err)
+					}
+				}()
 			}
 			var l *api.Launch
 			waitFor(t, "launch running", func() bool {

@@ -61,6 +61,7 @@ func floodBound(elapsed time.Duration, kinds int64) int64 {
 // restarted daemon does) still count every request. Without the rate limit the store gets one
 // row and the log one line per request, and the test fails.
 func TestEgressFloodBounded(t *testing.T) {
+	t.Parallel()
 	const flood = 3000
 	r := newAuditRig(t)
 	var logw countWriter
@@ -181,6 +182,7 @@ func (r oneByteReader) Read(p []byte) (int, error) { return r.c.Read(p[:min(len(
 // summary of the refusals names the refused hosts with their counts. Before, a summary row had
 // a count and no target at all, and the test fails.
 func TestEgressAllowedPastCapCountedPerTarget(t *testing.T) {
+	t.Parallel()
 	const limit, refused = 100, 150
 	r := newAuditRigConfig(t, "audit:\n  maxRowsPerLaunch: 100\n")
 	var ups []string
@@ -266,9 +268,13 @@ func TestEgressAllowedPastCapCountedPerTarget(t *testing.T) {
 // summary before it commits the audit rows, so the totals the next daemon rebuilds count every
 // request. With flushHeldRecords a no-op the totals are short and the test fails.
 func TestEgressFloodDaemonStop(t *testing.T) {
+	t.Parallel()
 	const flood, id = 1000, "egress-flood-stop"
 	r := newAuditRig(t)
 	floodEgress(t, r, id, flood)
+	if _, err := os.Stat(filepath.Join(r.root, "state", heldDir, id+"."+heldEgress)); err != nil {
+		t.Errorf("no journal of the records held back during the flood: %v", err)
+	}
 	// The daemon's stop, as serve runs it: the brokers' held records, then the audit writer.
 	r.d.stopBrokers()
 	tot, err := r.st.EgressTotals(context.Background(), id)
@@ -277,6 +283,11 @@ func TestEgressFloodDaemonStop(t *testing.T) {
 	}
 	if got := tot[id].Refused; got != flood {
 		t.Errorf("refused total after the daemon's stop = %d, want %d", got, flood)
+	}
+	// Written and committed, the held records' journal is gone: the next daemon has nothing
+	// to write again.
+	if left, _ := filepath.Glob(filepath.Join(r.root, "state", heldDir, "*")); len(left) != 0 {
+		t.Errorf("journals left after the daemon's stop: %v", left)
 	}
 	r.egress.End(id)
 }

@@ -18,10 +18,7 @@ func (d *Daemon) serveInfo(w http.ResponseWriter, r *http.Request) error {
 		cfgErr = d.cfgErr.Error()
 	}
 	d.mu.Unlock()
-	v := d.opts.Version
-	if v == "" {
-		v = "dev"
-	}
+	v := d.version()
 	viol, err := d.violationSummary(r.Context(), 5)
 	if err != nil {
 		d.log.Warn("info: violations", "err", err)
@@ -57,4 +54,12 @@ func (d *Daemon) relayNotice() string {
 		return ""
 	}
 	return d.relay.notice()
+}
+
+// version is the daemon's version as it reports it ("dev" when unset).
+func (d *Daemon) version() string {
+	if d.opts.Version == "" {
+		return "dev"
+	}
+	return d.opts.Version
 }

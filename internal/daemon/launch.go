@@ -23,6 +23,7 @@ import (
 	"github.com/agentbox/agentbox/internal/harnessstate"
 	"github.com/agentbox/agentbox/internal/launch"
 	"github.com/agentbox/agentbox/internal/launchdir"
+	"github.com/agentbox/agentbox/internal/linux/proc"
 	"github.com/agentbox/agentbox/internal/plan"
 	"github.com/agentbox/agentbox/internal/profile"
 	"github.com/agentbox/agentbox/internal/safesocket"
@@ -37,7 +38,8 @@ type liveLaunch struct {
 	watcher *shim.Watcher
 	done    chan struct{} // closed once the launch is settled and recorded
 	new     bool          // started by this daemon (not re-adopted): supervise stops it when it cannot watch it
-	run     *launch.Run   // its pipeline, for the watch stage (nil when re-adopted)
+	run     *launch.Run   // its pipeline, for the ready and watch stages (nil when re-adopted)
+	launch  *launch.Launch
 }
 
 // launchIDLen is the length of a launch id: 128 bits in hex.
@@ -247,9 +249,16 @@ func (d *Daemon) launch(ctx context.Context, req *api.LaunchRequest) (*api.Launc
 		// The box-owned state of this workspace's boxes of the profile (transcripts, trust taken
 		// in a box), and the harness state files synthesized afresh for this launch.
 		pfacts.StateDir = harnessstate.Dir(d.stateDir, prof.ID, ws)
-		if err := harnessstate.Prepare(pfacts.StateDir, prof, home, ws); err != nil {
+		warns, err := harnessstate.Prepare(pfacts.StateDir, prof, home, ws)
+		if err != nil {
 			return &api.Error{Code: api.CodeBoxSetupFailed, Message: "prepare the box-owned state of " + prof.DisplayName() + ": " + err.Error(),
 				Hint: "check free space and permissions of " + d.stateDir}
+		}
+		// A host file the synthesizer could not read: the launch goes on as a new user's would,
+		// and says so, on the terminal and in the log.
+		for _, w := range warns {
+			d.log.Warn("harness state: a host file was not carried", "launch", id, "program", prof.ID, "file", w.File, "err", w.Err)
+			notices = append(notices, "agentbox: "+prof.DisplayName()+": "+w.String())
 		}
 		tree = d.findInstall(prof, path, req.Env)
 		return nil
@@ -279,19 +288,22 @@ func (d *Daemon) launch(ctx context.Context, req *api.LaunchRequest) (*api.Launc
 			return &api.Error{Code: api.CodeBoxSetupFailed, Message: "box cache " + boxCache(d.stateDir, ws) + ": " + err.Error(),
 				Hint: "check free space and permissions of " + d.stateDir}
 		}
-		var hidden []string
-		if os.Getuid() == 0 {
-			// The box's uid is host root: hide what an ordinary user could not read. A list
-			// that cannot be made refuses the launch.
-			if hidden, err = rootOnlyPaths(rootOnlyDirs); err != nil {
-				return &api.Error{Code: api.CodeBoxSetupFailed, Message: err.Error()}
-			}
+		notice, err := d.dependencyOverlays(id, ws, cwd, d.workspaceFacts(), &contrib)
+		if notice != "" {
+			notices = append(notices, notice)
 		}
+		if err != nil {
+			return &api.Error{Code: api.CodeBoxSetupFailed, Message: err.Error(),
+				Hint: "check free space and permissions of " + boxCache(d.stateDir, ws) + " and of the workspace"}
+		}
+		// Run by root, the box's uid is host root: its shim shows it the system folders
+		// through idmapped mounts in which host root owns nothing (internal/linux/idmap), so
+		// the kernel keeps what only root may read closed, with no list to make here.
 		p, err = plan.Build(plan.Input{
 			ID: id, Profile: prof.ID, Program: path, Args: args, Workspace: ws, Cwd: cwd, Home: home,
 			UID: os.Getuid(), GID: os.Getgid(), Env: unsetEnv(req.Env, prof.Relay.Unset), RunDir: l.RunDir(), Console: console, Egress: egress,
-			Brokers: contrib, Hidden: hidden,
-			Limits: plan.Limits{TmpMiB: cfg.Limits.TmpMiB, HomeMiB: cfg.Limits.HomeMiB, ShmMiB: cfg.Limits.ShmMiB, Processes: cfg.Limits.Processes},
+			Brokers: contrib,
+			Limits:  plan.Limits{TmpMiB: cfg.Limits.TmpMiB, HomeMiB: cfg.Limits.HomeMiB, ShmMiB: cfg.Limits.ShmMiB, Processes: cfg.Limits.Processes},
 		})
 		if err != nil {
 			return &api.Error{Code: api.CodeBadRequest, Message: err.Error()}
@@ -334,13 +346,14 @@ func (d *Daemon) launch(ctx context.Context, req *api.LaunchRequest) (*api.Launc
 	}()
 	srec := toStore(&rec, l.Dir)
 	if sp != nil {
-		if start, err := processStartTime(sp.Pid()); err == nil {
+		if start, err := proc.StartTime(sp.Pid()); err == nil {
 			srec.ShimPid, srec.ShimStartTime = sp.Pid(), start
 		}
 	}
 	record := launch.Stage{Name: stageRecord,
 		Do: func(ctx context.Context) error {
-			if err := d.store.CreateLaunch(ctx, srec); err != nil {
+			// The launch's pairing session is saved in the same commit.
+			if err := d.store.CreateLaunch(ctx, srec, d.launchSessions(id)...); err != nil {
 				return &api.Error{Code: api.CodeStoreFailed, Message: "record launch: " + err.Error(), Hint: "check free space and permissions of " + d.stateDir}
 			}
 			return nil
@@ -353,9 +366,10 @@ func (d *Daemon) launch(ctx context.Context, req *api.LaunchRequest) (*api.Launc
 			d.record(&rec, l.Dir)
 		},
 	}
-	startShim := l.Shim(sp, true).MapErr(func(err error) error {
+	shimErr := func(err error) error {
 		return &api.Error{Code: api.CodeBoxSetupFailed, Message: "start box shim: " + err.Error()}
-	})
+	}
+	startShim := l.Shim(sp, true).MapErr(shimErr)
 	if req.Detach || sp == nil {
 		// The program may start as soon as the shim does: record first.
 		if err := run.Do(ctx, record); err != nil {
@@ -369,9 +383,12 @@ func (d *Daemon) launch(ctx context.Context, req *api.LaunchRequest) (*api.Launc
 		}
 	} else {
 		// An attached launch's program waits for its client, which waits for this answer: the
-		// spare builds the box while the record is committed, and the answer waits for both.
+		// spare is handed the launch and its socket, listening already, while the record is
+		// committed, and the answer waits for both, but not for the spare's own answer (read
+		// in supervise, the ready stage): the client connects while the spare takes the launch
+		// and builds the box, and is answered once it has.
 		recorded := run.Go(ctx, record)
-		serr := run.Do(ctx, startShim)
+		serr := run.Do(ctx, l.HandShim(sp, true).MapErr(shimErr))
 		if err := recorded.Wait(); err != nil {
 			// The box, if it started, is held: its program has not run. The rollback stopped
 			// it; nothing of it is recorded.
@@ -387,7 +404,7 @@ func (d *Daemon) launch(ctx context.Context, req *api.LaunchRequest) (*api.Launc
 			return nil // the spare, recorded with the launch
 		}
 		// Not the spare recorded above (none, or it failed and a new shim started).
-		startTime, err := processStartTime(l.ShimPid)
+		startTime, err := proc.StartTime(l.ShimPid)
 		if err == nil {
 			err = d.store.SetShim(context.WithoutCancel(ctx), id, l.ShimPid, startTime)
 		}
@@ -404,7 +421,7 @@ func (d *Daemon) launch(ctx context.Context, req *api.LaunchRequest) (*api.Launc
 	// The watch of the shim connects in supervise, after the answer: the program cannot start
 	// before the client attaches, and a watch that fails stops the box there.
 	run.Commit()
-	ll := &liveLaunch{rec: rec, dir: l.Dir, done: make(chan struct{}), new: true, run: &run}
+	ll := &liveLaunch{rec: rec, dir: l.Dir, done: make(chan struct{}), new: true, run: &run, launch: l}
 	d.mu.Lock()
 	d.launches[id] = ll
 	d.mu.Unlock()
@@ -412,7 +429,8 @@ func (d *Daemon) launch(ctx context.Context, req *api.LaunchRequest) (*api.Launc
 	go d.supervise(ll)
 	launched = true
 	d.log.Info("launch", "id", id, "program", req.Program, "workspace", ws, "console", console, "detached", req.Detach, "shim", l.ShimPid)
-	return &api.LaunchResponse{ID: id, ShimSocket: l.Socket(), DetachKeys: cfg.Console.DetachKeys, Notices: notices}, nil
+	return &api.LaunchResponse{ID: id, ShimSocket: l.Socket(), DetachKeys: cfg.Console.DetachKeys, Notices: notices,
+		DaemonVersion: d.version(), DaemonPid: os.Getpid()}, nil
 }
 
 func (d *Daemon) serveLaunches(w http.ResponseWriter, r *http.Request) error {
@@ -479,7 +497,8 @@ func (d *Daemon) serveGetLaunch(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if r.URL.Query().Get(api.QueryWait) == api.WaitEnded {
+	wait := r.URL.Query().Get(api.QueryWait) == api.WaitEnded
+	if wait {
 		// The client's summary after its program exited waits for the launch's end here,
 		// rather than asking again and again.
 		d.mu.Lock()
@@ -500,6 +519,11 @@ func (d *Daemon) serveGetLaunch(w http.ResponseWriter, r *http.Request) error {
 		}
 	}
 	l.Egress = d.egressStats(l.ID)
+	if wait && l.State != api.StateRunning && l.State != api.StateStarting {
+		// What the summary says of the proposed changes, in this answer rather than a request
+		// of its own for every diff (GET …/changes).
+		l.Proposed = d.proposedCount(l.ID)
+	}
 	writeJSON(w, http.StatusOK, l)
 	return nil
 }

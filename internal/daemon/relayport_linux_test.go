@@ -19,6 +19,7 @@ import (
 // notice names the taken address and the session. Without the revocation in Resume the launch
 // is served on the new port with its old pairing and the test fails.
 func TestRelayPortTakenRevokesAllowLaunch(t *testing.T) {
+	t.Parallel()
 	dir := brokertest.Dir(t)
 	lives := &brokerLives{}
 	first := lives.start(t, dir)
@@ -27,6 +28,7 @@ func TestRelayPortTakenRevokesAllowLaunch(t *testing.T) {
 	if err := first.brokers.Prepare(context.Background(), l, &c); err != nil {
 		t.Fatal(err)
 	}
+	lives.record(t, l)
 	t.Cleanup(func() {
 		if lives.cur != nil {
 			lives.cur.brokers.End(l.ID)

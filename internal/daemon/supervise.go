@@ -11,6 +11,7 @@ import (
 	"github.com/agentbox/agentbox/internal/broker"
 	"github.com/agentbox/agentbox/internal/launch"
 	"github.com/agentbox/agentbox/internal/launchdir"
+	"github.com/agentbox/agentbox/internal/linux/proc"
 	"github.com/agentbox/agentbox/internal/shim"
 )
 
@@ -22,17 +23,28 @@ func (d *Daemon) supervise(l *liveLaunch) {
 	d.mu.Lock()
 	w := l.watcher
 	d.mu.Unlock()
-	var err error
+	var err, startErr error
 	if w == nil {
 		if l.new && d.opts.beforeWatch != nil {
 			d.opts.beforeWatch(l.dir)
 		}
 		if l.run != nil {
-			// The last stage of the launch's pipeline, timed with the others (committed: a
-			// failure is handled below, not rolled back).
-			lw := &launch.Launch{Dir: l.dir}
-			if err = l.run.Do(ctx, lw.Watch()); err == nil {
-				w = lw.Watcher
+			// The last stages of the launch's pipeline, timed with the others (committed: a
+			// failure is handled below, not rolled back): the spare's answer, when the
+			// answer to the client did not wait for it, then the watch.
+			lw := l.launch
+			if lw == nil {
+				lw = &launch.Launch{Dir: l.dir}
+			}
+			if lw.Handed() {
+				if err = l.run.Do(ctx, lw.Ready()); err != nil {
+					startErr = err
+				}
+			}
+			if err == nil {
+				if err = l.run.Do(ctx, lw.Watch()); err == nil {
+					w = lw.Watcher
+				}
 			}
 			l.rec.Stages = l.run.Stages()
 		} else {
@@ -54,6 +66,10 @@ func (d *Daemon) supervise(l *liveLaunch) {
 			}
 		}
 		w.Close()
+	} else if startErr != nil {
+		// The shim failed before it took the launch (its box never got the request): it
+		// refuses the client with the reason, and ends.
+		d.log.Error("the launch's shim failed", "launch", l.rec.ID, "err", err)
 	} else if l.new && !ended(l.dir) {
 		// A box the daemon cannot follow must not run: stop it (its program has not started
 		// unless its client attached meanwhile; settle records the failure either way).
@@ -64,19 +80,24 @@ func (d *Daemon) supervise(l *liveLaunch) {
 	} else {
 		d.log.Warn("watch shim", "launch", l.rec.ID, "err", err)
 	}
-	d.settle(ctx, l)
+	d.settle(ctx, l, startErr)
 	d.refillSpare()
 }
 
 // settle records how a launch ended, from the status its shim left, and removes its launch
-// directory. A shim that vanished without a status makes the launch "lost".
-func (d *Daemon) settle(ctx context.Context, l *liveLaunch) {
+// directory. A shim that vanished without a status makes the launch "lost", unless it said
+// why (startErr, its start-up failure): the launch then failed for that reason.
+func (d *Daemon) settle(ctx context.Context, l *liveLaunch, startErr error) {
 	// The shim writes its status before it closes its watchers; wait for it to exit.
 	waitProcessGone(l.rec.ShimPid, 10*time.Second)
 	st, err := shim.ReadStatus(l.dir)
 	rec := &l.rec
 	rec.Ended = time.Now().UTC()
 	switch {
+	case err != nil && startErr != nil:
+		rec.State = api.StateFailed
+		rec.Error = &api.Error{Code: api.CodeBoxSetupFailed, Message: "start box shim: " + startErr.Error()}
+		rec.Settled = false
 	case err != nil:
 		rec.State = api.StateLost
 		rec.Error = &api.Error{Code: "shim_lost", Message: "the box's shim ended without a status: " + err.Error()}
@@ -133,13 +154,13 @@ func (d *Daemon) readopt(ctx context.Context) {
 	for _, sl := range running {
 		rec := fromStore(sl)
 		l := &liveLaunch{rec: rec, dir: sl.LaunchDir, done: make(chan struct{})}
-		alive := sl.ShimPid != 0 && sameProcess(sl.ShimPid, sl.ShimStartTime)
+		alive := sl.ShimPid != 0 && proc.Same(sl.ShimPid, sl.ShimStartTime)
 		if !alive {
 			// A daemon killed between starting a shim and recording it leaves a launch without
 			// its shim's pid: ask the launch directory's socket whether a shim runs there, and
 			// record it rather than leave its box unsupervised.
 			if st, err := shim.Query(sl.LaunchDir); err == nil && st.ShimPid > 0 {
-				if start, err := processStartTime(st.ShimPid); err == nil {
+				if start, err := proc.StartTime(st.ShimPid); err == nil {
 					if err := d.store.SetShim(ctx, rec.ID, st.ShimPid, start); err != nil {
 						d.log.Error("record the shim of a re-adopted launch", "launch", rec.ID, "err", err)
 					}
@@ -167,7 +188,7 @@ func (d *Daemon) readopt(ctx context.Context) {
 				defer d.wg.Done()
 				defer close(l.done)
 				l.rec.ShimPid = 0
-				d.settle(ctx, l)
+				d.settle(ctx, l, nil)
 			}()
 		}
 	}
@@ -192,16 +213,12 @@ func (d *Daemon) stopWatchers() {
 	}
 }
 
-// waitProcessGone waits until pid no longer exists (0 returns at once).
+// waitProcessGone waits until pid no longer exists (0 returns at once), at most max: on a pidfd
+// of the process, which the kernel makes readable at its exit (proc.WaitEnded), so that the
+// launch's end follows the shim's exit at once rather than at the next of polls 5 ms apart.
 func waitProcessGone(pid int, max time.Duration) {
 	if pid <= 0 {
 		return
 	}
-	deadline := time.Now().Add(max)
-	for time.Now().Before(deadline) {
-		if !alive(pid) {
-			return
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	proc.WaitEnded(pid, max)
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -12,6 +13,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 
 	"github.com/agentbox/agentbox/internal/plan"
 )
@@ -45,6 +47,18 @@ const boxCacheDir = "cache"
 func boxCache(stateDir, ws string) string {
 	sum := sha256.Sum256([]byte(filepath.Clean(ws)))
 	return filepath.Join(stateDir, boxCacheDir, hex.EncodeToString(sum[:16]))
+}
+
+// makeBoxCache creates workspace ws's box cache (and the folder of box caches), 0700, when
+// missing, and returns its path.
+func makeBoxCache(stateDir, ws string) (string, error) {
+	cache := boxCache(stateDir, ws)
+	for _, p := range []string{filepath.Dir(cache), cache} {
+		if err := os.Mkdir(p, 0o700); err != nil && !os.IsExist(err) {
+			return "", err
+		}
+	}
+	return cache, nil
 }
 
 // goProxyNoUserinfo returns GOPROXY value v with the userinfo (user:password@) removed from
@@ -115,43 +129,62 @@ func (d *Daemon) toolchains(ws, home string, env []string, facts plan.WorkspaceF
 		c.ReadOnly = append(c.ReadOnly, r)
 	}
 
-	cache := boxCache(d.stateDir, ws)
-	for _, p := range []string{filepath.Dir(cache), cache} {
-		if err := os.Mkdir(p, 0o700); err != nil && !os.IsExist(err) {
-			return err
-		}
+	cache, err := makeBoxCache(d.stateDir, ws)
+	if err != nil {
+		return err
 	}
 	c.Mounts = append(c.Mounts, plan.Mount{Kind: plan.MountBind, Source: cache, Target: cache})
 	c.ReadWrite = append(c.ReadWrite, cache)
-	if err := cacheOverlays(cache, home, roots, facts, c); err != nil {
-		return err
-	}
 
-	// Go: the box's module cache is the box cache's, its build cache the host's default one
-	// below the box cache's layer (cacheOverlays: what the host compiled from the same inputs
-	// is a hit, its folder is never written); modules come from the host's module cache first
-	// (read-only, as a file:// proxy), then from the user's GOPROXY, through the egress proxy,
-	// which refuses at once (and says which key) what egressAllow does not name.
-	// A proxy's userinfo stays out of the box.
+	// Go: modules come from the host's module cache first (read-only), then from the user's
+	// GOPROXY, through the egress proxy, which refuses at once (and says which key) what
+	// egressAllow does not name. A proxy's userinfo stays out of the box.
 	goproxy := envValue(env, "GOPROXY")
 	if goproxy == "" {
 		goproxy = hostGoProxy()
 	}
 	goproxy = goProxyNoUserinfo(goproxy)
-	if mc := hostModCache(home, env); mc != "" && goproxy != "off" {
-		if st, err := os.Stat(filepath.Join(mc, "cache", "download")); err == nil && st.IsDir() {
-			if !slices.ContainsFunc(roots, func(r string) bool { return mc == r || plan.Within(mc, r) }) {
-				c.Mounts = append(c.Mounts, plan.Mount{Kind: plan.MountBind, Source: mc, Target: mc, ReadOnly: true, Optional: true})
-				c.ReadOnly = append(c.ReadOnly, mc)
-			}
-			goproxy = "file://" + filepath.Join(mc, "cache", "download") + "," + goproxy
+	mc := hostModCache(home, env)
+	_, dlErr := os.Stat(filepath.Join(mc, "cache", "download"))
+	caches := homeCaches(home)
+	gomodcache := filepath.Join(cache, "go", "mod")
+	if isPlainDir(mc) && plan.CheckWorkspace(mc, facts) == nil && mc != ws && !plan.Within(mc, ws) && !plan.Within(ws, mc) {
+		// The box's module cache is at the host's path, an overlay of the host's under the box
+		// cache's gomod layer: a compilation's build cache key holds its package's folder, so
+		// what the host compiled of its modules is a hit in the box (GOCACHE below). Where no
+		// overlay can be built the layer alone is there, and the host's downloads are its
+		// first proxy, read-only at hostGoProxyView: extracted there, each module is again at
+		// the host's path.
+		caches = append(caches, packageCache{name: "gomod", dir: mc})
+		gomodcache = mc
+		if dlErr == nil && goproxy != "off" {
+			c.Mounts = append(c.Mounts, plan.Mount{Kind: plan.MountBind, Source: filepath.Join(mc, "cache", "download"),
+				Target: hostGoProxyView, ReadOnly: true, Optional: true})
+			c.ReadOnly = append(c.ReadOnly, hostGoProxyView)
+			goproxy = "file://" + hostGoProxyView + "," + goproxy
 		}
+	} else if dlErr == nil && goproxy != "off" {
+		// A module cache the box cannot see at its own path (a symlink, one inside the
+		// workspace): the box extracts into the box cache's own, from the host's read-only.
+		if !slices.ContainsFunc(roots, func(r string) bool { return mc == r || plan.Within(mc, r) }) {
+			c.Mounts = append(c.Mounts, plan.Mount{Kind: plan.MountBind, Source: mc, Target: mc, ReadOnly: true, Optional: true})
+			c.ReadOnly = append(c.ReadOnly, mc)
+		}
+		goproxy = "file://" + filepath.Join(mc, "cache", "download") + "," + goproxy
 	}
+	if err := cacheOverlays(cache, caches, roots, facts, c); err != nil {
+		return err
+	}
+	// The build cache is the host's default one below the box cache's layer (cacheOverlays:
+	// what the host compiled from the same inputs is a hit, its folder is never written).
 	c.Env = append(c.Env,
-		"GOMODCACHE="+filepath.Join(cache, "go", "mod"),
+		"GOMODCACHE="+gomodcache,
 		"GOCACHE="+filepath.Join(home, goBuildCache),
 		"GOPROXY="+goproxy,
 	)
+	// The settings that decide what go builds, as the host's go has them: a box's build then
+	// compiles and links what the host's does, and hits the host's build cache.
+	c.Env = append(c.Env, goBuildSettings(home, ws, env)...)
 
 	// What the box's cargo and python build from the workspace goes to the box cache, not
 	// beside the sources, where the host's tools would take it for their own fresh output and
@@ -172,12 +205,16 @@ func (d *Daemon) toolchains(ws, home string, env []string, facts plan.WorkspaceF
 type packageCache struct {
 	name string // its layers' folder in the box cache
 	rel  string // its folder, relative to the home
+	dir  string // its folder, absolute (homeCaches sets it from rel)
 	// masks are files beneath the folder that hold credentials, relative to it: hidden in the
 	// box.
 	masks []string
 	// lowerFallback: where no overlay can be built, the box gets the host's folder read-only
 	// rather than the box cache's layer alone (plan.Mount.LowerFallback).
 	lowerFallback bool
+	// workspace, when set, is the workspace the folder lies in (a dependency folder): the
+	// overlay's lower layer is opened beneath it (plan.Mount.SourceBeneath).
+	workspace string
 }
 
 // goBuildCache is the go command's default build cache beneath the home (the box's GOCACHE).
@@ -200,26 +237,40 @@ var packageCaches = []packageCache{
 	{name: "cargo", rel: ".cargo", masks: []string{"credentials", "credentials.toml"}, lowerFallback: true},
 }
 
+// hostGoProxyView is where a box sees the host's module downloads (<GOMODCACHE>/cache/download)
+// read-only, its first GOPROXY entry: where its module cache, at the host's path, is the box
+// cache's layer alone (no overlay), go extracts from there what the host has downloaded.
+const hostGoProxyView = "/run/agentbox-goproxy"
+
+// homeCaches returns packageCaches with their folders beneath home.
+func homeCaches(home string) []packageCache {
+	out := slices.Clone(packageCaches)
+	for i := range out {
+		out[i].dir = filepath.Join(home, out[i].rel)
+	}
+	return out
+}
+
 // isPackageCache reports whether p is one of packageCaches' folders under home.
 func isPackageCache(home, p string) bool {
 	return slices.ContainsFunc(packageCaches, func(pc packageCache) bool { return p == filepath.Join(home, pc.rel) })
 }
 
-// cacheOverlays adds to c, for each of packageCaches, the folder at its place in the box: an
+// cacheOverlays adds to c, for each of caches, the folder at its place in the box: an
 // overlay of the host's folder (read, never written) under the box cache's layer for it
 // (<cache>/<name>/upper, where every write of the box goes), or, when the host has no such
 // folder (or one the workspace rules keep out of a box), the box cache's layer alone. The
 // layers are made beneath cache without following a symlink a box may have planted there.
 // roots are the toolchain folders bound read-only; one beneath a cache's folder (~/.cargo/bin)
 // is a mount point in its overlay, which a layer must not turn into a file.
-func cacheOverlays(cache, home string, roots []string, facts plan.WorkspaceFacts, c *plan.Contributions) error {
+func cacheOverlays(cache string, caches []packageCache, roots []string, facts plan.WorkspaceFacts, c *plan.Contributions) error {
 	root, err := os.OpenRoot(cache)
 	if err != nil {
 		return err
 	}
 	defer root.Close()
-	for _, pc := range packageCaches {
-		host := filepath.Join(home, pc.rel)
+	for _, pc := range caches {
+		host := pc.dir
 		upper, work := filepath.Join(pc.name, "upper"), filepath.Join(pc.name, "work")
 		layers := []string{pc.name, upper, work}
 		for _, r := range roots {
@@ -249,7 +300,7 @@ func cacheOverlays(cache, home string, roots []string, facts plan.WorkspaceFacts
 		m := plan.Mount{Kind: plan.MountBind, Source: filepath.Join(cache, upper), Target: host, Beneath: cache}
 		if isPlainDir(host) && plan.CheckWorkspace(host, facts) == nil {
 			m = plan.Mount{Kind: plan.MountOverlay, Source: host, Upper: filepath.Join(cache, upper), Work: filepath.Join(cache, work),
-				Target: host, Beneath: cache, Optional: true, LowerFallback: pc.lowerFallback}
+				Target: host, Beneath: cache, Optional: pc.workspace == "", LowerFallback: pc.lowerFallback, SourceBeneath: pc.workspace}
 		}
 		c.Mounts = append(c.Mounts, m)
 		c.ReadWrite = append(c.ReadWrite, host)
@@ -315,13 +366,75 @@ func hostModCache(home string, env []string) string {
 	return filepath.Join(home, "go", "pkg", "mod")
 }
 
-// envValue returns the value of key in env (KEY=VALUE), the last one when repeated.
-func envValue(env []string, key string) string {
-	v := ""
-	for _, kv := range env {
-		if k, val, ok := strings.Cut(kv, "="); ok && k == key {
-			v = val
+// goSettingKeys are the go command's settings that decide what it compiles and links (and so
+// its build cache keys) and hold no credential: a box gets the host's, which its own home
+// (without the host's go env file) would otherwise lose. GOPROXY, GOMODCACHE and GOCACHE are
+// the box's own (toolchains); GOAUTH, GONOSUMDB and the like are not carried.
+var goSettingKeys = []string{"CGO_ENABLED", "GOFLAGS", "GOEXPERIMENT", "GOAMD64", "GOARM64"}
+
+// goBuildSettings returns goSettingKeys as the host's go command would see them for the
+// caller: each from the caller's environment env, else from the go env file (`go env -w`:
+// $GOENV, else $XDG_CONFIG_HOME/go/env, else ~/.config/go/env; GOENV=off reads none). A go
+// env file in the workspace ws, or one a symlink leads into it, is not read (a box could write
+// it); a key set nowhere is left unset, the go command's default.
+func goBuildSettings(home, ws string, env []string) []string {
+	file := map[string]string{}
+	path := envValue(env, "GOENV")
+	if path == "" {
+		cfg := envValue(env, "XDG_CONFIG_HOME")
+		if !filepath.IsAbs(cfg) {
+			cfg = filepath.Join(home, ".config")
+		}
+		path = filepath.Join(cfg, "go", "env")
+	}
+	if real, err := filepath.EvalSymlinks(path); err == nil && filepath.IsAbs(path) && !plan.Within(real, ws) && real != ws {
+		if data, err := readSmallFile(real, 64<<10); err == nil {
+			for _, line := range strings.Split(string(data), "\n") {
+				if k, v, ok := strings.Cut(strings.TrimSpace(line), "="); ok {
+					file[k] = v
+				}
+			}
 		}
 	}
+	var out []string
+	for _, k := range goSettingKeys {
+		if v, ok := envLookup(env, k); ok {
+			out = append(out, k+"="+v)
+		} else if v, ok := file[k]; ok {
+			out = append(out, k+"="+v)
+		}
+	}
+	return out
+}
+
+// readSmallFile reads the regular file at path, refusing one over max bytes (and, opened
+// non-blocking, never waiting on a FIFO put there).
+func readSmallFile(path string, max int64) ([]byte, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() || st.Size() > max {
+		return nil, fmt.Errorf("%s: not a regular file of at most %d bytes", path, max)
+	}
+	return io.ReadAll(io.LimitReader(f, max))
+}
+
+// envLookup returns the value of key in env and whether it is set there (the last one when
+// repeated).
+func envLookup(env []string, key string) (string, bool) {
+	v, set := "", false
+	for _, kv := range env {
+		if k, val, ok := strings.Cut(kv, "="); ok && k == key {
+			v, set = val, true
+		}
+	}
+	return v, set
+}
+
+// envValue returns the value of key in env (KEY=VALUE), the last one when repeated.
+func envValue(env []string, key string) string {
+	v, _ := envLookup(env, key)
 	return v
 }

@@ -124,7 +124,7 @@ func TestCacheOverlays(t *testing.T) {
 		t.Fatal(err)
 	}
 	var c plan.Contributions
-	if err := cacheOverlays(cache, home, nil, plan.WorkspaceFacts{Home: home}, &c); err != nil {
+	if err := cacheOverlays(cache, homeCaches(home), nil, plan.WorkspaceFacts{Home: home}, &c); err != nil {
 		t.Fatal(err)
 	}
 	got := map[string]plan.Mount{}
@@ -268,6 +268,132 @@ func TestToolchainsGoBuildCache(t *testing.T) {
 		}
 		if !slices.Contains(c.ReadWrite, gocache) {
 			t.Errorf("%s is not writable in the box (Landlock): %v", gocache, c.ReadWrite)
+		}
+	}
+}
+
+// TestToolchainsGoModCache: the box's GOMODCACHE is the host's module cache's own path, an
+// overlay of the host's folder under the box cache's gomod layer that falls back to the layer
+// alone; the host's downloads are also bound read-only at hostGoProxyView, GOPROXY's first
+// entry (from there a box without the overlay extracts each module at the host's path again).
+// A module cache reached through a symlink keeps the box cache's own module cache, with the
+// host's read-only as the first proxy. Before, the box's GOMODCACHE was always the box
+// cache's go/mod: a module's folder differed from the host's, and so did every build cache
+// key of its packages (e2e TestGoBuildFromHostCache).
+func TestToolchainsGoModCache(t *testing.T) {
+	d := &Daemon{stateDir: t.TempDir()}
+	home := t.TempDir()
+	mc := filepath.Join(home, "go", "pkg", "mod")
+	if err := os.MkdirAll(filepath.Join(mc, "cache", "download"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	env := []string{"GOPROXY=https://registry.example.org,direct"}
+	var c plan.Contributions
+	if err := d.toolchains("/ws", home, env, plan.WorkspaceFacts{Home: home}, &c); err != nil {
+		t.Fatal(err)
+	}
+	cache := boxCache(d.stateDir, "/ws")
+	if got := envValue(c.Env, "GOMODCACHE"); got != mc {
+		t.Errorf("the box's GOMODCACHE is %q, want the host's path %q", got, mc)
+	}
+	if got, want := envValue(c.Env, "GOPROXY"), "file://"+hostGoProxyView+",https://registry.example.org,direct"; got != want {
+		t.Errorf("the box's GOPROXY is %q, want %q", got, want)
+	}
+	got := map[string][]plan.Mount{}
+	for _, m := range c.Mounts {
+		got[m.Target] = append(got[m.Target], m)
+	}
+	want := plan.Mount{Kind: plan.MountOverlay, Source: mc, Upper: filepath.Join(cache, "gomod", "upper"),
+		Work: filepath.Join(cache, "gomod", "work"), Target: mc, Beneath: cache, Optional: true}
+	if ms := got[mc]; len(ms) != 1 || !reflect.DeepEqual(ms[0], want) {
+		t.Errorf("mounts at %s: %+v, want %+v", mc, ms, want)
+	}
+	view := plan.Mount{Kind: plan.MountBind, Source: filepath.Join(mc, "cache", "download"), Target: hostGoProxyView, ReadOnly: true, Optional: true}
+	if ms := got[hostGoProxyView]; len(ms) != 1 || !reflect.DeepEqual(ms[0], view) {
+		t.Errorf("mounts at %s: %+v, want %+v", hostGoProxyView, ms, view)
+	}
+	if !slices.Contains(c.ReadWrite, mc) || !slices.Contains(c.ReadOnly, hostGoProxyView) {
+		t.Errorf("Landlock: %s must be writable (%v), %s read-only (%v)", mc, c.ReadWrite, hostGoProxyView, c.ReadOnly)
+	}
+
+	// The module cache through a symlink: the box cache's own, the host's read-only below.
+	link := filepath.Join(t.TempDir(), "mod")
+	if err := os.Symlink(mc, link); err != nil {
+		t.Fatal(err)
+	}
+	c = plan.Contributions{}
+	if err := d.toolchains("/ws", home, append(env, "GOMODCACHE="+link), plan.WorkspaceFacts{Home: home}, &c); err != nil {
+		t.Fatal(err)
+	}
+	if got := envValue(c.Env, "GOMODCACHE"); got != filepath.Join(cache, "go", "mod") {
+		t.Errorf("symlinked module cache: the box's GOMODCACHE is %q, want the box cache's", got)
+	}
+	if got := envValue(c.Env, "GOPROXY"); !strings.HasPrefix(got, "file://"+filepath.Join(link, "cache", "download")+",") {
+		t.Errorf("symlinked module cache: the box's GOPROXY is %q", got)
+	}
+	for _, m := range c.Mounts {
+		if m.Target == link && (m.Kind != plan.MountBind || !m.ReadOnly) {
+			t.Errorf("symlinked module cache: %+v, want a read-only bind", m)
+		}
+	}
+}
+
+// TestToolchainsGoBuildSettings: the box gets the settings that decide what the host's go
+// builds, from the caller's environment first, else from the user's go env file (`go env -w`),
+// and nothing else of that file (a proxy's credentials, GOAUTH); GOENV=off and a go env file
+// in the workspace are not read.
+func TestToolchainsGoBuildSettings(t *testing.T) {
+	home, ws := t.TempDir(), t.TempDir()
+	file := "GOFLAGS=-buildvcs=false -trimpath\nCGO_ENABLED=0\nGOAMD64=v3\nGOPROXY=https://u:SECRET@registry.example.org\nGOAUTH=netrc\n"
+	write := func(path string) string {
+		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte(file), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	write(filepath.Join(home, ".config", "go", "env"))
+	cfg := t.TempDir()
+	write(filepath.Join(cfg, "go", "env"))
+	inWs := write(filepath.Join(ws, "goenv"))
+	toWs := filepath.Join(t.TempDir(), "env")
+	if err := os.Symlink(inWs, toWs); err != nil {
+		t.Fatal(err)
+	}
+	fromFile := []string{"CGO_ENABLED=0", "GOFLAGS=-buildvcs=false -trimpath", "GOAMD64=v3"}
+	for _, c := range []struct {
+		name string
+		env  []string
+		want []string
+	}{
+		{"the home's go env file", nil, fromFile},
+		{"the configuration folder's", []string{"XDG_CONFIG_HOME=" + cfg}, fromFile},
+		{"the environment first", []string{"CGO_ENABLED=1", "GOEXPERIMENT=", "GOFLAGS=-mod=mod"},
+			[]string{"CGO_ENABLED=1", "GOFLAGS=-mod=mod", "GOEXPERIMENT=", "GOAMD64=v3"}},
+		{"GOENV=off", []string{"GOENV=off", "CGO_ENABLED=0"}, []string{"CGO_ENABLED=0"}},
+		{"a go env file in the workspace", []string{"GOENV=" + inWs}, nil},
+		{"a symlink into the workspace", []string{"GOENV=" + toWs}, nil},
+		{"no go env file", []string{"GOENV=" + filepath.Join(home, "none")}, nil},
+	} {
+		var tc plan.Contributions
+		d := &Daemon{stateDir: t.TempDir()}
+		if err := d.toolchains(ws, home, append([]string{"GOPROXY=off"}, c.env...), plan.WorkspaceFacts{}, &tc); err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, kv := range tc.Env {
+			k, _, _ := strings.Cut(kv, "=")
+			if slices.Contains(goSettingKeys, k) {
+				got = append(got, kv)
+			}
+			if k == "GOAUTH" || strings.Contains(kv, "SECRET") {
+				t.Errorf("%s: the box got %q from the go env file", c.name, kv)
+			}
+		}
+		if !slices.Equal(got, c.want) {
+			t.Errorf("%s: the box's go settings %q, want %q", c.name, got, c.want)
 		}
 	}
 }

@@ -7,6 +7,7 @@ package daemonmain
 import (
 	"context"
 	"fmt"
+	"github.com/agentbox/agentbox/internal/harnessstate"
 	"os"
 	"time"
 
@@ -46,6 +47,8 @@ func Entries() map[string]func(args []string) int {
 		readiness.AttestCommand: readiness.AttestMain,
 		// attack-probe runs the attack suite's attempts inside a box (e2e tests, selftest).
 		attack.ProbeCommand: attack.ProbeMain,
+		// harness-scrub edits a box's OpenCode database, confined by Landlock (harnessstate).
+		harnessstate.ScrubCommand: harnessstate.ScrubMain,
 	}
 	for name, entry := range boxmain.Entries {
 		m[name] = entry

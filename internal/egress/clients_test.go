@@ -41,11 +41,13 @@ func need(t *testing.T, tool string, versionArgs ...string) string {
 
 // TestRealClients drives real tools through the proxy with the environment a box gets.
 func TestRealClients(t *testing.T) {
+	t.Parallel()
 	r := newRig(t)
 	home := t.TempDir()
 	env := r.toolEnv(home, r.pairing1)
 
 	t.Run("curl", func(t *testing.T) {
+		t.Parallel()
 		curl := need(t, "curl")
 		out, err := run(t, home, env, curl, "-sS", "--fail", "--cacert", r.out.CAFile, r.out.URL("/hello"))
 		if err != nil || !strings.HasPrefix(out, "hello from the outside") {
@@ -69,6 +71,7 @@ func TestRealClients(t *testing.T) {
 	})
 
 	t.Run("git", func(t *testing.T) {
+		t.Parallel()
 		git := need(t, "git")
 		if r.out.RepoURL == "" {
 			t.Skip("no git http-backend")
@@ -85,6 +88,7 @@ func TestRealClients(t *testing.T) {
 	})
 
 	t.Run("npm", func(t *testing.T) {
+		t.Parallel()
 		npm := need(t, "npm", "--version")
 		registry := r.out.URL("/")
 		cache := filepath.Join(t.TempDir(), "npm-cache")
@@ -105,6 +109,7 @@ func TestRealClients(t *testing.T) {
 	})
 
 	t.Run("pip", func(t *testing.T) {
+		t.Parallel()
 		pip := ""
 		for _, name := range []string{"pip3", "pip"} {
 			if p, err := exec.LookPath(name); err == nil {
@@ -128,12 +133,16 @@ func TestRealClients(t *testing.T) {
 		}
 	})
 
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for _, rec := range r.recs {
-		if rec.Decision == DecisionError {
-			t.Errorf("a tool's request failed upstream: %+v", rec)
+	// The tools run side by side (each mostly waits on its own start-up); their records are
+	// checked once all four have ended (a parent's cleanup runs after its parallel subtests).
+	t.Cleanup(func() {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		for _, rec := range r.recs {
+			if rec.Decision == DecisionError {
+				t.Errorf("a tool's request failed upstream: %+v", rec)
+			}
 		}
-	}
-	t.Log(fmt.Sprintf("%d records", len(r.recs)))
+		t.Log(fmt.Sprintf("%d records", len(r.recs)))
+	})
 }

@@ -79,6 +79,13 @@ type Proxy struct {
 	// brokers: past it a record is counted, not written, and the count is written as a
 	// summary Record per decision. Nil means a budget of the proxy's own.
 	Records *recordlimit.Budget
+	// Journal is the file that keeps the records the rate limit holds back until their
+	// summaries are written (recordlimit.Limiter.Journal); ReplayRecords writes those a killed
+	// daemon left. Empty means none.
+	Journal string
+	// Commit returns once the audit records written are durable; the journal of the
+	// summaries written is removed after it. Nil means it is not waited for.
+	Commit func()
 
 	initOnce sync.Once
 	ctx      context.Context // cancelled by Close
@@ -92,6 +99,7 @@ func (p *Proxy) init() {
 	p.initOnce.Do(func() {
 		p.ctx, p.cancel = context.WithCancel(context.Background())
 		p.limit.Budget, p.limit.Merge, p.limit.Write = p.Records, mergeRecord, p.write
+		p.limit.Journal, p.limit.Commit, p.limit.Logf = p.Journal, p.Commit, p.logf
 		p.rp = &httputil.ReverseProxy{
 			Rewrite: func(pr *httputil.ProxyRequest) {
 				t := pr.In.Context().Value(dialKey{}).(*predialed).target
@@ -143,6 +151,22 @@ func (p *Proxy) FlushRecords() {
 	p.limit.Flush()
 }
 
+// ReplayRecords writes the summaries of the records held back in the journal (Journal) by a
+// proxy whose daemon was killed before it wrote them, and removes it; it returns the number of
+// summaries written. Call it before the proxy serves.
+func (p *Proxy) ReplayRecords() (int, error) {
+	p.init()
+	return p.limit.Replay()
+}
+
+func (p *Proxy) logf(format string, args ...any) {
+	if p.Logf != nil {
+		p.Logf(format, args...)
+		return
+	}
+	log.Printf(format, args...)
+}
+
 // mergeRecord adds rec to sum, the summary of the records of its decision held back by the
 // rate limit.
 func mergeRecord(sum, rec *Record) {
@@ -185,10 +209,9 @@ type Record struct {
 	// limit held back (Reason ReasonRateLimited) has the number of them, their decision and
 	// their bytes summed; Time is the first one's (internal/recordlimit).
 	Count int64
-	// Targets counts a summary's requests by target (the first recordlimit.TallyNames
-	// targets one by one), so that it still says where they went; empty in the record of one
-	// request.
-	Targets recordlimit.Tally
+	// Targets counts a summary's requests by target (in recordlimit.TallyNames counters),
+	// so that it still says where they went; empty in the record of one request.
+	Targets recordlimit.Tally `json:",omitzero"`
 }
 
 // Decisions of a Record.
@@ -499,8 +522,9 @@ func writeRaw(w http.ResponseWriter, status int, reason string, body []byte) boo
 	return true
 }
 
+// emit writes rec, or holds it back (kept in the journal), and then counts it: a count in
+// Stats is a record written or journaled.
 func (p *Proxy) emit(rec *Record) {
-	p.stats.add(rec)
 	admit := p.limit.Admit
 	if rec.Decision == DecisionAllow {
 		admit = p.limit.AdmitAllowed
@@ -508,14 +532,12 @@ func (p *Proxy) emit(rec *Record) {
 	if admit(rec.Decision, rec, time.Now()) {
 		p.write(rec)
 	}
+	p.stats.add(rec)
 }
 
 // write writes the log line and the audit record of rec.
 func (p *Proxy) write(rec *Record) {
-	logf := p.Logf
-	if logf == nil {
-		logf = log.Printf
-	}
+	logf := p.logf
 	var b strings.Builder
 	fmt.Fprintf(&b, "egress: launch=%s session=%s %s %s addr=%s decision=%s status=%d up=%d down=%d dur=%s",
 		orDash(rec.LaunchID), orDash(rec.SessionID), rec.Method, orDash(rec.Target), orDash(rec.Addr),

@@ -19,6 +19,7 @@ import (
 )
 
 func TestConnectAllowed(t *testing.T) {
+	t.Parallel()
 	r := newRig(t)
 	resp, err := r.client(r.pairing1).Get(r.out.URL("/hello"))
 	if err != nil {
@@ -44,6 +45,7 @@ func TestConnectAllowed(t *testing.T) {
 }
 
 func TestHTTPForward(t *testing.T) {
+	t.Parallel()
 	r := newRig(t)
 	c := r.client(r.pairing1)
 	resp, err := c.Get(r.out.HTTPURL("/hello"))
@@ -88,6 +90,7 @@ func errorCode(t testing.TB, resp *http.Response) (code, message string) {
 }
 
 func TestRefusals(t *testing.T) {
+	t.Parallel()
 	// loop.outside.test is on the list, but resolves to host loopback, where a live server
 	// listens: only the policy stands in the way.
 	loop, err := net.Listen("tcp", "127.0.0.1:0")
@@ -194,6 +197,7 @@ func b64(s string) string { return base64.StdEncoding.EncodeToString([]byte(s)) 
 func bufioReader(c net.Conn) *bufio.Reader { return bufio.NewReader(c) }
 
 func TestNotAProxyRequest(t *testing.T) {
+	t.Parallel()
 	r := newRig(t)
 	for _, tc := range []struct{ name, line string }{
 		{"OriginForm", "GET /hello HTTP/1.1"},
@@ -220,6 +224,7 @@ func TestNotAProxyRequest(t *testing.T) {
 
 // TestAddressGrant: a private address is reachable only through an entry that names it.
 func TestAddressGrant(t *testing.T) {
+	t.Parallel()
 	r := newRig(t, egresstest.LANHost)
 	if !r.out.LAN.IsValid() {
 		t.Skip("needs root for a network namespace with a private address")
@@ -248,6 +253,7 @@ func TestAddressGrant(t *testing.T) {
 // TestDialsCheckedAddress: a name resolving to a mix (a rebinding answer) is resolved once,
 // the refused address skipped and the checked one dialled, never the name.
 func TestDialsCheckedAddress(t *testing.T) {
+	t.Parallel()
 	r := newRig(t)
 	hosts := r.out.Hosts()
 	var dialled []string
@@ -268,6 +274,7 @@ func TestDialsCheckedAddress(t *testing.T) {
 }
 
 func TestTunnelEndsOnRevocationAndClose(t *testing.T) {
+	t.Parallel()
 	for _, how := range []string{"revoke", "end", "close"} {
 		t.Run(how, func(t *testing.T) {
 			r := newRig(t)

@@ -14,6 +14,7 @@ const (
 	kString
 	kNumbers       // an object whose values are all numbers
 	kBoolOrStrings // a boolean, or a list of short strings
+	kStrings       // a list of short strings
 	kCounts        // a TOML table whose values are all small integers
 )
 
@@ -153,6 +154,8 @@ func hasKind(v any, k kind) bool {
 		if _, ok := v.(bool); ok {
 			return true
 		}
+		return hasKind(v, kStrings)
+	case kStrings:
 		l, ok := v.([]any)
 		if !ok || len(l) > 64 {
 			return false

@@ -47,3 +47,34 @@ func FuzzCodexConfig(f *testing.F) {
 		}
 	})
 }
+
+// FuzzCopilotConfig: whatever the host's and the box's ~/.copilot/config.json hold, the
+// synthesized file neither panics nor carries a key outside the allowlist (copilotKeys, and
+// trustedFolders of the workspace and what holds it), and it reads back as Copilot reads it.
+func FuzzCopilotConfig(f *testing.F) {
+	f.Add([]byte("// c\n{\"appTipShown\": true, \"installedPlugins\": [{\"name\": \"x\"}], \"trustedFolders\": [\"/w\", \"/\"]}\n"), []byte("{\"copilotTokens\": {\"a\": \"b\"}, \"trustedFolders\": [\"/w/a\", \"/x\"]}"))
+	f.Add([]byte("{\"recentModelIds\": [1, \"m\"], \"a\": \"/* \\\" */\"} /* x */"), []byte("{\"firstLaunchAt\": null}"))
+	f.Fuzz(func(t *testing.T, host, box []byte) {
+		out, err := copilotConfig(host, box, "/w/s")
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := jsonc(out)
+		if err != nil {
+			t.Fatalf("the synthesized config does not read back: %v\n%s", err, out)
+		}
+		for k, v := range got {
+			if k == "trustedFolders" {
+				for _, p := range v.([]any) {
+					if s := p.(string); !within(s, "/w/s") && !within("/w/s", s) {
+						t.Fatalf("trust of %q carried:\n%s", s, out)
+					}
+				}
+				continue
+			}
+			if want, ok := copilotKeys[k]; !ok || !hasKind(v, want) {
+				t.Fatalf("%s carried:\n%s", k, out)
+			}
+		}
+	})
+}

@@ -13,6 +13,7 @@ package harnessstate
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -40,34 +41,60 @@ func Dir(stateRoot, id, ws string) string {
 // The mount points of the other entries in a state folder (the host's read-only paths, masks,
 // private folders) are made empty. An entry a box replaced with something of another kind (a
 // link, a FIFO, a folder for a file) is removed and made again.
-func Prepare(dir string, p *profile.Profile, home, ws string) error {
+//
+// A host file a synthesizer reads but cannot read or parse counts as empty (the launch goes
+// on: the box starts as a new user's would), and is returned as a Warning for the user, who
+// would otherwise meet the trust dialog at every launch with nothing saying why.
+func Prepare(dir string, p *profile.Profile, home, ws string) ([]Warning, error) {
 	entries := p.StateEntries()
 	if len(entries) == 0 {
-		return nil
+		return nil, nil
 	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return fmt.Errorf("state directory %s: %w", dir, err)
+		return nil, fmt.Errorf("state directory %s: %w", dir, err)
 	}
 	root, err := os.OpenRoot(dir)
 	if err != nil {
-		return fmt.Errorf("state directory %s: %w", dir, err)
+		return nil, fmt.Errorf("state directory %s: %w", dir, err)
 	}
 	defer root.Close()
 	if err := writeFile(root, "workspace", []byte(filepath.Clean(ws)+"\n")); err != nil {
-		return fmt.Errorf("state directory %s: %w", dir, err)
+		return nil, fmt.Errorf("state directory %s: %w", dir, err)
 	}
+	var warns []Warning
 	for _, e := range entries {
-		if err := prepareEntry(root, e, home, ws); err != nil {
-			return fmt.Errorf("%s: %w", filepath.Join(dir, e.Rel), err)
+		w, err := prepareEntry(dir, root, e, home, ws)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", filepath.Join(dir, e.Rel), err)
+		}
+		if w != nil {
+			warns = append(warns, *w)
 		}
 	}
-	return nil
+	return warns, nil
 }
 
-func prepareEntry(root *os.Root, e profile.StateEntry, home, ws string) error {
+// A Warning says that the host's file File, which a synthesizer reads, could not be read or
+// parsed (Err), so that nothing of it was carried into the box. What names what the file
+// holds ("": its trust and preferences).
+type Warning struct {
+	File string
+	Err  error
+	What string
+}
+
+func (w Warning) String() string {
+	what := w.What
+	if what == "" {
+		what = "the trust and preferences"
+	}
+	return fmt.Sprintf("%s could not be read (%v): the box does not carry %s it holds; fix or remove it", w.File, w.Err, what)
+}
+
+func prepareEntry(dir string, root *os.Root, e profile.StateEntry, home, ws string) (*Warning, error) {
 	if d := filepath.Dir(e.Rel); d != "." {
 		if err := root.MkdirAll(d, 0o700); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	if e.Host {
@@ -82,50 +109,64 @@ func prepareEntry(root *os.Root, e profile.StateEntry, home, ws string) error {
 	case err == nil:
 		// What a box left of another kind.
 		if err := root.RemoveAll(e.Rel); err != nil {
-			return err
+			return nil, err
 		}
 		err = fs.ErrNotExist
 		fallthrough
 	case errors.Is(err, fs.ErrNotExist):
 		if e.Dir {
 			if err := root.Mkdir(e.Rel, 0o700); err != nil {
-				return err
+				return nil, err
 			}
 		} else if err := writeFile(root, e.Rel, nil); err != nil {
-			return err
+			return nil, err
 		}
 	default:
-		return err
+		return nil, err
 	}
 	if e.MountPoint {
-		return empty(root, e.Rel, e.Dir)
+		// In place: it may be a mount point in the boxes of this workspace that run now,
+		// which a removal on the host would take away.
+		if !e.Dir {
+			return nil, writeFile(root, e.Rel, []byte(e.Content))
+		}
+		return nil, emptyDir(root, e.Rel)
 	}
 	if e.Seed == "" {
-		return nil
+		return nil, nil
 	}
 	seed, ok := seeds[e.Seed]
 	if !ok {
-		return fmt.Errorf("no synthesizer %q", e.Seed)
+		return nil, fmt.Errorf("no synthesizer %q", e.Seed)
+	}
+	if seed.edit != nil {
+		return seed.edit(dir, root, e.Rel, home)
 	}
 	hostRel := e.Rel
 	if seed.host != "" {
 		hostRel = seed.host
 	}
-	host := readHost(filepath.Join(home, hostRel))
+	hostPath := filepath.Join(home, hostRel)
+	host, herr := readHost(hostPath)
+	if herr == nil && host != nil && seed.parse != nil {
+		if herr = seed.parse(host); herr != nil {
+			host = nil
+		}
+	}
+	var warn *Warning
+	if herr != nil {
+		warn = &Warning{File: hostPath, Err: herr, What: seed.what}
+	}
 	box := readBox(root, e.Rel)
 	out, err := seed.make(host, box, filepath.Clean(ws))
 	if err != nil {
-		return err
+		return nil, err
 	}
-	return writeFile(root, e.Rel, out)
+	return warn, writeFile(root, e.Rel, out)
 }
 
-// empty empties the folder or file rel beneath root in place: it may be a mount point in the
-// boxes of this workspace that run now, which a removal on the host would take away.
-func empty(root *os.Root, rel string, dir bool) error {
-	if !dir {
-		return writeFile(root, rel, nil)
-	}
+// emptyDir empties the folder rel beneath root in place.
+func emptyDir(root *os.Root, rel string) error {
 	f, err := root.OpenFile(rel, os.O_RDONLY|openFlags, 0)
 	if err != nil {
 		return err
@@ -146,32 +187,65 @@ func empty(root *os.Root, rel string, dir bool) error {
 }
 
 // A seed synthesizes one state file. make returns the file a launch starts from, given the
-// host's file and the box's copy (nil when absent or unreadable) and the workspace; host is
-// the home-relative path of the host's file it reads ("": the entry's own path).
+// host's file and the box's copy (nil when absent, unreadable or, for the host's, when parse
+// refuses it) and the workspace; host is the home-relative path of the host's file it reads
+// ("": the entry's own path); parse (nil: the seed reads nothing of the host's) says why the
+// host's file cannot be read in its format, for the user's warning, and what names what that
+// file holds ("": its trust and preferences). A seed with edit instead changes the box's file
+// in place (a database the boxes of the workspace that run now have open), given the state
+// directory, the entry and the home; it reads the host's file itself.
 type seed struct {
-	host string
-	make func(host, box []byte, ws string) ([]byte, error)
+	host  string
+	parse func([]byte) error
+	make  func(host, box []byte, ws string) ([]byte, error)
+	what  string
+	edit  func(dir string, root *os.Root, rel, home string) (*Warning, error)
 }
 
 // seeds are the synthesizers by name (profile.Seeds).
 var seeds = map[string]seed{
-	profile.SeedClaudeConfig:     {make: claudeConfig},
-	profile.SeedCodexConfig:      {make: codexConfig},
-	profile.SeedCopilotMCPConfig: {make: copilotMCPConfig},
+	profile.SeedClaudeConfig:       {parse: parseJSONObject, make: claudeConfig},
+	profile.SeedCodexConfig:        {parse: func(b []byte) error { _, err := parseTOML(b); return err }, make: codexConfig},
+	profile.SeedCopilotConfig:      {parse: func(b []byte) error { _, err := jsonc(b); return err }, make: copilotConfig},
+	profile.SeedCopilotMCPConfig:   {make: copilotMCPConfig},
+	profile.SeedCopilotPermissions: {parse: func(b []byte) error { _, err := jsonc(b); return err }, make: copilotPermissions, what: "the tool approvals"},
 	// Gemini CLI reads the trust file where GEMINI_CLI_TRUSTED_FOLDERS_PATH points (the box's
 	// own, in a state folder); the host's is ~/.gemini/trustedFolders.json.
-	profile.SeedGeminiTrust: {host: ".gemini/trustedFolders.json", make: geminiTrust},
+	profile.SeedGeminiTrust: {host: ".gemini/trustedFolders.json", parse: parseJSONObject, make: geminiTrust},
+	profile.SeedOpenCodeDB:  {edit: openCodeDB},
+}
+
+// parseJSONObject says why b is not a JSON object (nil when it is).
+func parseJSONObject(b []byte) error {
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		return err
+	}
+	if m == nil {
+		return errors.New("not a JSON object")
+	}
+	return nil
 }
 
 // readHost reads the user's own file (their symlinks are followed: no box can make one
-// there); nil when absent, unreadable or larger than maxFile.
-func readHost(path string) []byte {
+// there); nil and no error when absent, an error when unreadable or larger than maxFile.
+func readHost(path string) ([]byte, error) {
 	f, err := os.Open(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
 	if err != nil {
-		return nil
+		return nil, err
 	}
 	defer f.Close()
-	return readCapped(f)
+	b, err := io.ReadAll(io.LimitReader(f, maxFile+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(b) > maxFile {
+		return nil, fmt.Errorf("larger than %d MiB", maxFile>>20)
+	}
+	return b, nil
 }
 
 // readBox reads the box's copy beneath root without following a link, and only a regular

@@ -26,7 +26,7 @@ func TestPrepare(t *testing.T) {
 		t.Fatal(err)
 	}
 	dir := Dir(root, "claude", "/w")
-	if err := Prepare(dir, p, home, "/w"); err != nil {
+	if _, err := Prepare(dir, p, home, "/w"); err != nil {
 		t.Fatal(err)
 	}
 	b, err := os.ReadFile(filepath.Join(dir, ".claude.json"))
@@ -36,7 +36,7 @@ func TestPrepare(t *testing.T) {
 	var st syscall.Stat_t
 	syscall.Stat(filepath.Join(dir, ".claude.json"), &st)
 	ino := st.Ino
-	if err := Prepare(dir, p, home, "/w"); err != nil {
+	if _, err := Prepare(dir, p, home, "/w"); err != nil {
 		t.Fatal(err)
 	}
 	syscall.Stat(filepath.Join(dir, ".claude.json"), &st)
@@ -55,7 +55,7 @@ func TestPrepare(t *testing.T) {
 	if err := syscall.Mkfifo(filepath.Join(dir, ".claude", "projects"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if err := Prepare(dir, p, home, "/w"); err != nil {
+	if _, err := Prepare(dir, p, home, "/w"); err != nil {
 		t.Fatal(err)
 	}
 	if b, _ := os.ReadFile(secret); string(b) != "keep" {
@@ -90,7 +90,7 @@ func TestPrepareGeminiTrust(t *testing.T) {
 		t.Fatal(err)
 	}
 	dir := Dir(root, "gemini", "/w")
-	if err := Prepare(dir, p, home, "/w"); err != nil {
+	if _, err := Prepare(dir, p, home, "/w"); err != nil {
 		t.Fatal(err)
 	}
 	boxFile := filepath.Join(dir, ".gemini", "agentbox-trust", "trustedFolders.json")
@@ -106,7 +106,7 @@ func TestPrepareGeminiTrust(t *testing.T) {
 		t.Fatal(err)
 	}
 	os.WriteFile(hostFile, []byte(`{"/elsewhere": "TRUST_FOLDER"}`), 0o600) // the host's trust of /w withdrawn
-	if err := Prepare(dir, p, home, "/w"); err != nil {
+	if _, err := Prepare(dir, p, home, "/w"); err != nil {
 		t.Fatal(err)
 	}
 	if b, _ := os.ReadFile(boxFile); string(b) != "{\n  \"/w\": \"TRUST_FOLDER\",\n  \"/w/sub\": \"TRUST_FOLDER\"\n}" {
@@ -139,7 +139,7 @@ func TestPrepareCodex(t *testing.T) {
 		t.Fatal(err)
 	}
 	dir := Dir(root, "codex", "/w")
-	if err := Prepare(dir, p, home, "/w"); err != nil {
+	if _, err := Prepare(dir, p, home, "/w"); err != nil {
 		t.Fatal(err)
 	}
 	boxCfg := filepath.Join(dir, ".codex", "config.toml")
@@ -165,7 +165,7 @@ func TestPrepareCodex(t *testing.T) {
 	os.WriteFile(filepath.Join(dir, ".codex", "sessions", "s.jsonl"), []byte("{}\n"), 0o600)
 	var before syscall.Stat_t
 	syscall.Stat(filepath.Join(dir, ".codex", "memories"), &before)
-	if err := Prepare(dir, p, home, "/w"); err != nil {
+	if _, err := Prepare(dir, p, home, "/w"); err != nil {
 		t.Fatal(err)
 	}
 	if b, _ := os.ReadFile(boxCfg); !strings.Contains(string(b), "[projects.\"/w\"]\ntrust_level = \"trusted\"") || strings.Contains(string(b), "notify") {
@@ -190,5 +190,134 @@ func TestPrepareCodex(t *testing.T) {
 	}
 	if ents, _ := os.ReadDir(filepath.Join(home, ".codex")); len(ents) != 2 {
 		t.Errorf("Prepare wrote into the host's ~/.codex: %v", ents)
+	}
+}
+
+// TestPrepareCopilot: with the built-in copilot profile, ~/.copilot is a state folder whose
+// config.json is synthesized from the host's (its GitHub token and plugins dropped, the
+// workspace's trust kept); a trust Copilot saved there by renaming a new file over it (as it
+// does) is carried to the next launch, for the workspace only; mcp-config.json holds no
+// server whatever a box wrote; the host's ~/.copilot is never written.
+func TestPrepareCopilot(t *testing.T) {
+	set, err := profile.NewSet(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := set.Get("copilot")
+	home, root := t.TempDir(), t.TempDir()
+	hostCfg := filepath.Join(home, ".copilot", "config.json")
+	const hostJSON = "// This file is managed automatically.\n{\"appTipShown\": true, \"copilotTokens\": {\"https://github.com:u\": \"gho_secret\"}, " +
+		"\"installedPlugins\": [{\"name\": \"p\"}], \"trustedFolders\": [\"/elsewhere\"]}\n"
+	if err := os.MkdirAll(filepath.Dir(hostCfg), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(hostCfg, []byte(hostJSON), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	dir := Dir(root, "copilot", "/w")
+	warns, err := Prepare(dir, p, home, "/w")
+	if err != nil || len(warns) != 0 {
+		t.Fatalf("Prepare: %v, %v", warns, err)
+	}
+	boxCfg := filepath.Join(dir, ".copilot", "config.json")
+	if b, err := os.ReadFile(boxCfg); err != nil || !strings.Contains(string(b), `"appTipShown": true`) ||
+		strings.Contains(string(b), "gho_") || strings.Contains(string(b), "installedPlugins") || strings.Contains(string(b), "elsewhere") {
+		t.Fatalf("synthesized config.json: %s, %v", b, err)
+	}
+	// What Copilot in a box does when the user answers "Yes, and remember this folder": a new
+	// file renamed over the old; and a box's MCP server.
+	tmp := boxCfg + ".tmp"
+	os.WriteFile(tmp, []byte("// c\n{\"trustedFolders\": [\"/w\", \"/\"], \"installedPlugins\": [{\"name\": \"planted\"}]}\n"), 0o600)
+	if err := os.Rename(tmp, boxCfg); err != nil {
+		t.Fatal(err)
+	}
+	mcp := filepath.Join(dir, ".copilot", "mcp-config.json")
+	os.WriteFile(mcp, []byte(`{"mcpServers": {"x": {"command": "sh"}}}`), 0o600)
+	// A tool approval saved "for this location" in the box, by a rename as for config.json.
+	perms := filepath.Join(dir, ".copilot", "permissions-config.json")
+	if b, err := os.ReadFile(perms); err != nil || string(b) != "{}\n" {
+		t.Errorf("permissions-config.json while the host has none: %q, %v; want an empty object", b, err)
+	}
+	os.WriteFile(perms+".tmp", []byte(`{"locations": {"/w": {"toolApprovals": [{"kind": "shell", "commandIdentifiers": ["curl"]}]}}}`), 0o600)
+	if err := os.Rename(perms+".tmp", perms); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Prepare(dir, p, home, "/w"); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(perms); string(b) != "{}\n" {
+		t.Errorf("a tool approval a box saved was kept for the next box:\n%s", b)
+	}
+	// The host's own approvals are the user's: carried.
+	hostPerms := filepath.Join(home, ".copilot", "permissions-config.json")
+	os.WriteFile(hostPerms, []byte(`{"locations": {"/w": {"toolApprovals": [{"kind": "read"}]}}}`), 0o600)
+	os.WriteFile(perms, []byte(`{"locations": {"/w": {"toolApprovals": [{"kind": "shell"}]}}}`), 0o600)
+	if _, err := Prepare(dir, p, home, "/w"); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(perms); !strings.Contains(string(b), `"read"`) || strings.Contains(string(b), `"shell"`) {
+		t.Errorf("permissions-config.json is not the host's (and only the host's):\n%s", b)
+	}
+	if b, _ := os.ReadFile(boxCfg); !strings.Contains(string(b), "\"trustedFolders\": [\n    \"/w\"\n  ]") || strings.Contains(string(b), "planted") {
+		t.Errorf("the box's trust was not carried for the workspace only, or its plugin was:\n%s", b)
+	}
+	if b, _ := os.ReadFile(mcp); string(b) != "{\n  \"mcpServers\": {}\n}\n" {
+		t.Errorf("mcp-config.json: %s", b)
+	}
+	if b, _ := os.ReadFile(hostCfg); string(b) != hostJSON {
+		t.Errorf("the host's config.json changed:\n%s", b)
+	}
+}
+
+// TestPrepareWarnings: a host file a synthesizer reads and cannot parse, or cannot read at
+// all, is one warning naming the file and the reason; the launch's file is still made (from
+// the box's copy and nothing of the host's), and a file that parses gives no warning.
+func TestPrepareWarnings(t *testing.T) {
+	set, err := profile.NewSet(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ id, rel, bad, good, says string }{
+		{"claude", ".claude.json", `{"theme": "dark",}`, `{"theme": "dark"}`, "trust"},
+		{"codex", ".codex/config.toml", "model = \n", "model = \"m\"\n", "trust"},
+		{"copilot", ".copilot/config.json", "// c\n{\"trustedFolders\": [\"/w\"]\n", "// c\n{\"trustedFolders\": [\"/w\"]}\n", "trust"},
+		{"copilot", ".copilot/permissions-config.json", `{"locations": `, `{"locations": {}}`, "tool approvals"},
+		{"gemini", ".gemini/trustedFolders.json", `["/w"]`, `{"/w": "TRUST_FOLDER"}`, "trust"},
+	} {
+		t.Run(c.rel, func(t *testing.T) {
+			home, root := t.TempDir(), t.TempDir()
+			hostFile := filepath.Join(home, c.rel)
+			os.MkdirAll(filepath.Dir(hostFile), 0o700)
+			dir := Dir(root, c.id, "/w")
+			prepare := func(content string) []Warning {
+				t.Helper()
+				os.RemoveAll(hostFile)
+				if content == "" {
+					os.Mkdir(hostFile, 0o700) // unreadable as a file
+				} else if err := os.WriteFile(hostFile, []byte(content), 0o600); err != nil {
+					t.Fatal(err)
+				}
+				warns, err := Prepare(dir, set.Get(c.id), home, "/w")
+				if err != nil {
+					t.Fatalf("Prepare: %v", err)
+				}
+				return warns
+			}
+			if w := prepare(c.good); len(w) != 0 {
+				t.Errorf("a host file that parses: %v", w)
+			}
+			for _, bad := range []string{c.bad, ""} {
+				w := prepare(bad)
+				if len(w) != 1 || w[0].File != hostFile || w[0].Err == nil {
+					t.Fatalf("host file %q: warnings %v, want one naming %s", bad, w, hostFile)
+				}
+				if s := w[0].String(); !strings.Contains(s, hostFile) || !strings.Contains(s, c.says) {
+					t.Errorf("warning %q", s)
+				}
+			}
+			if w := prepare(c.good); len(w) != 0 {
+				t.Errorf("after the file is fixed: %v", w)
+			}
+		})
 	}
 }

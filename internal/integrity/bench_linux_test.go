@@ -200,9 +200,133 @@ func BenchmarkScanExecFolders(b *testing.B) {
 	b.ResetTimer()
 	start := cpuTime()
 	for i := 0; i < b.N; i++ {
-		if found, n := ScanExec(ws, nil, Limits{}); len(found) != 0 || n != 0 {
+		if found, n := ScanExec(ws, nil, nil, Limits{}); len(found) != 0 || n != 0 {
 			b.Fatalf("found %v, %d not checked", found, n)
 		}
 	}
 	b.ReportMetric(float64((cpuTime()-start).Microseconds())/1000/float64(b.N), "cpu-ms/op")
+}
+
+// BenchmarkScanExecBytecode measures what recording python bytecode adds to the full
+// workspace scan: a site-packages-like tree of 2,000 packages, each a folder of 5 modules and
+// its __pycache__ of 5 .pyc files (10,000 .pyc in all), against the same tree with the
+// bytecode named .pyd (not recorded).
+func BenchmarkScanExecBytecode(b *testing.B) {
+	for _, ext := range []string{".pyc", ".pyd"} {
+		b.Run(ext, func(b *testing.B) {
+			ws, _ := filepath.EvalSymlinks(b.TempDir())
+			for i := 0; i < 2000; i++ {
+				d := filepath.Join(ws, ".venv", "lib", "site-packages", fmt.Sprintf("pkg%d", i))
+				for j := 0; j < 5; j++ {
+					mustWrite(b, filepath.Join(d, fmt.Sprintf("m%d.py", j)), "x = 1\n")
+					mustWrite(b, filepath.Join(d, "__pycache__", fmt.Sprintf("m%d.cpython-311%s", j, ext)), "bytecode")
+				}
+			}
+			want := 0
+			if ext == ".pyc" {
+				want = 10000
+			}
+			b.ResetTimer()
+			start := cpuTime()
+			for i := 0; i < b.N; i++ {
+				if found, n := ScanExec(ws, nil, nil, Limits{}); len(found) != want || n != 0 {
+					b.Fatalf("found %d, %d not checked", len(found), n)
+				}
+			}
+			b.ReportMetric(float64((cpuTime()-start).Microseconds())/1000/float64(b.N), "cpu-ms/op")
+		})
+	}
+}
+
+// BenchmarkIndexHidden: what each full scan adds to check the index (verifyIndexes: the
+// skip-worktree and assume-unchanged flags, and stat data that hides a changed file), for an
+// index of 10,000 entries (versions 3 and 4) made by git: "old", files older than the launch
+// (each is looked at with one fstatat); "changed", every file changed during the launch with
+// its entry's stat data matching (each is read and hashed: a box's checkout of 10,000 files).
+func BenchmarkIndexHidden(b *testing.B) {
+	for _, version := range []string{"3", "4"} {
+		for _, changed := range []bool{false, true} {
+			name := "v" + version + "-old"
+			if changed {
+				name = "v" + version + "-changed"
+			}
+			b.Run(name, func(b *testing.B) {
+				ws, _ := filepath.EvalSymlinks(b.TempDir())
+				gitIn(ws, "", false, "init", "-q", ".")
+				for i := 0; i < 10000; i++ {
+					mustWrite(b, filepath.Join(ws, "src", fmt.Sprintf("d%02d", i%100), fmt.Sprintf("file%05d.go", i)), "package x\n")
+				}
+				gitIn(ws, "", false, "add", ".")
+				gitIn(ws, "", false, "update-index", "--index-version", version)
+				gitIn(ws, "", false, "update-index", "--skip-worktree", "src/d00/file00000.go")
+				s := &State{Workspace: ws, Started: time.Now().Add(time.Hour)}
+				if changed {
+					s.Started = time.Time{}
+				}
+				s.Hidden, _ = readHidden(ws)
+				b.ResetTimer()
+				start := cpuTime()
+				for i := 0; i < b.N; i++ {
+					if tr, _ := s.verifyIndexes(); len(tr) != 0 || len(s.Hidden) != 1 {
+						b.Fatalf("transitions %v, hidden %v", tr, s.Hidden)
+					}
+				}
+				b.ReportMetric(float64((cpuTime()-start).Microseconds())/1000/float64(b.N), "cpu-ms/op")
+			})
+		}
+	}
+}
+
+// BenchmarkObjectsCheck: what the check at exit adds to verify the object store a box wrote
+// (verifyObjects, review 12 F8): 10,300 objects (10,000 files of about 1 KiB and their trees
+// and commits, written by git commit in 100 commits) as loose objects ("loose": each inflated
+// and hashed), then after git gc ("gc": one pack, verified by git index-pack --verify, whose
+// CPU is the child's), every one changed during the launch. "old": the same store, nothing
+// changed during the launch (each file looked at with one lstat).
+func BenchmarkObjectsCheck(b *testing.B) {
+	ws, _ := filepath.EvalSymlinks(b.TempDir())
+	gitIn(ws, "", false, "init", "-q", ".")
+	gitIn(ws, "", false, "config", "gc.auto", "0")
+	body := strings.Repeat("x", 1000)
+	for c := 0; c < 100; c++ {
+		for i := 0; i < 100; i++ {
+			mustWrite(b, filepath.Join(ws, fmt.Sprintf("d%02d", c), fmt.Sprintf("f%03d.txt", i)), fmt.Sprintf("%d %d %s\n", c, i, body))
+		}
+		gitIn(ws, "", false, "add", ".")
+		gitIn(ws, "", false, "commit", "-qm", fmt.Sprint(c))
+	}
+	gitdirs := []string{filepath.Join(ws, ".git")}
+	for _, stage := range []string{"loose", "gc"} {
+		if stage == "gc" {
+			gitIn(ws, "", false, "-c", "gc.writeCommitGraph=false", "gc", "-q")
+		}
+		for _, changed := range []bool{true, false} {
+			name := stage
+			if !changed {
+				name += "-old"
+			}
+			b.Run(name, func(b *testing.B) {
+				s := &State{Workspace: ws}
+				since := int64(0)
+				if !changed {
+					since = time.Now().Add(time.Hour).UnixNano()
+				}
+				b.ResetTimer()
+				start, child := cpuTime(), childCPU()
+				for i := 0; i < b.N; i++ {
+					if tr := s.verifyObjects(gitdirs, since); len(tr) != 0 {
+						b.Fatalf("transitions %+v", tr)
+					}
+				}
+				b.ReportMetric(float64((cpuTime()-start).Microseconds())/1000/float64(b.N), "cpu-ms/op")
+				b.ReportMetric(float64((childCPU()-child).Microseconds())/1000/float64(b.N), "git-cpu-ms/op")
+			})
+		}
+	}
+}
+
+func childCPU() time.Duration {
+	var ru syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_CHILDREN, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

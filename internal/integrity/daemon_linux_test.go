@@ -17,6 +17,7 @@ import (
 
 	"github.com/agentbox/agentbox/internal/api"
 	"github.com/agentbox/agentbox/internal/integrity"
+	"github.com/agentbox/agentbox/internal/launchdir"
 )
 
 var (
@@ -26,7 +27,7 @@ var (
 )
 
 // agentboxBin returns the binary under test: $AGENTBOX_BIN, or one built once for the run.
-func agentboxBin(t *testing.T) string {
+func agentboxBin(t testing.TB) string {
 	t.Helper()
 	if b := os.Getenv("AGENTBOX_BIN"); b != "" {
 		return b
@@ -53,13 +54,13 @@ func agentboxBin(t *testing.T) string {
 
 // daemonEnv is an isolated agentbox user environment with its own daemon.
 type daemonEnv struct {
-	t                                *testing.T
+	t                                testing.TB
 	bin                              string
 	root, runtime, state, home, work string
 	vars                             []string
 }
 
-func newDaemonEnv(t *testing.T) *daemonEnv {
+func newDaemonEnv(t testing.TB) *daemonEnv {
 	t.Helper()
 	needGit(t)
 	e := &daemonEnv{t: t, bin: agentboxBin(t)}
@@ -218,6 +219,7 @@ func hasEvent(l api.Launch, kind, pathSuffix string) bool {
 // a nested repository as "created"), the flag shows in `agentbox launches`, and the workspace
 // holds nothing agentbox made, while the box runs and once it ended.
 func TestDaemonDriftAndCleanup(t *testing.T) {
+	t.Parallel()
 	e := newDaemonEnv(t)
 	repo(t, e.work)
 	id := e.startBox()
@@ -286,7 +288,9 @@ func TestDaemonDriftAndCleanup(t *testing.T) {
 // both for a box that ends after the new daemon started and for one that ended while no daemon
 // ran.
 func TestNoLeftoversAfterSIGKILL(t *testing.T) {
+	t.Parallel()
 	t.Run("Box", func(t *testing.T) {
+		t.Parallel()
 		e := newDaemonEnv(t)
 		repo(t, e.work)
 		id := e.startBox()
@@ -300,6 +304,7 @@ func TestNoLeftoversAfterSIGKILL(t *testing.T) {
 	})
 	for _, boxEndsFirst := range []bool{false, true} {
 		t.Run(fmt.Sprintf("Daemon/boxEndsWhileNoDaemon=%v", boxEndsFirst), func(t *testing.T) {
+			t.Parallel()
 			e := newDaemonEnv(t)
 			repo(t, e.work)
 			id := e.startBox()
@@ -315,7 +320,16 @@ func TestNoLeftoversAfterSIGKILL(t *testing.T) {
 			e.checkNoLitter(true) // the box still runs
 			if boxEndsFirst {
 				write(t, filepath.Join(e.work, "stop"), "")
-				time.Sleep(500 * time.Millisecond) // let the box end while no daemon runs
+				// The box ends while no daemon runs: its shim writes the launch's final status.
+				status := filepath.Join(launchdir.Dir(filepath.Join(e.runtime, "agentbox"), id), launchdir.StatusFile)
+				for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+					if _, err := os.Stat(status); err == nil {
+						break
+					}
+					if time.Now().After(deadline) {
+						t.Fatalf("the box did not end while no daemon ran (no %s)", status)
+					}
+				}
 			}
 			e.run("daemon", "--detach")
 			if !boxEndsFirst {
@@ -360,6 +374,7 @@ var instructionWrites = map[string]string{
 // box but for them. Before this change the configuration writes failed while placeholders sat
 // in the workspace, and the instruction writes failed too.
 func TestWorkspaceConfigInEveryBox(t *testing.T) {
+	t.Parallel()
 	e := newDaemonEnv(t)
 	repo(t, e.work)
 	var script strings.Builder
@@ -412,6 +427,7 @@ func TestWorkspaceConfigInEveryBox(t *testing.T) {
 // instruction file succeeds in its staged copy, and one to an absent one succeeds too; both are
 // kept as proposed changes, never on the host.
 func TestInstructionsReadOnly(t *testing.T) {
+	t.Parallel()
 	e := newDaemonEnv(t)
 	repo(t, e.work)
 	write(t, filepath.Join(e.work, "CLAUDE.md"), "# mine\n")
@@ -442,6 +458,7 @@ func TestInstructionsReadOnly(t *testing.T) {
 // program named claude): the profile's protected home entries are integrity roots, so a
 // change of ~/.claude/settings.json on the host while the box runs is reported as drift.
 func TestHomeProtectedWatched(t *testing.T) {
+	t.Parallel()
 	e := newDaemonEnv(t)
 	repo(t, e.work)
 	cred := filepath.Join(e.home, "anthropic.key")
@@ -492,6 +509,41 @@ func (e *daemonEnv) waitEnded(id string) {
 	e.t.Fatalf("launch %s never ended in the daemon log:\n%s", id, e.daemonLog())
 }
 
+// boxWaitScript is the shell line with which a box signals the host (the file
+// .git/agentbox-test-ready, which only the box writes) and waits for hostCheck's answer.
+const boxWaitScript = `: > .git/agentbox-test-ready; while [ ! -e .git/agentbox-test-go ]; do sleep 0.02; done`
+
+// hostCheck runs on the host while a box waits in boxWaitScript: once the box is ready it polls
+// check until it returns "" (a hang guard of 20 s, not a timing assertion: what check waits for
+// comes on an event, or not before the box ends), then lets the box go on. The channel receives
+// "" or check's last complaint; the markers are removed.
+func (e *daemonEnv) hostCheck(check func() string) <-chan string {
+	ready, goOn := filepath.Join(e.work, ".git", "agentbox-test-ready"), filepath.Join(e.work, ".git", "agentbox-test-go")
+	res := make(chan string, 1)
+	go func() {
+		defer func() {
+			os.WriteFile(goOn, nil, 0o644)
+			os.Remove(ready)
+		}()
+		deadline := time.Now().Add(60 * time.Second)
+		for _, err := os.Stat(ready); err != nil; _, err = os.Stat(ready) {
+			if time.Now().After(deadline) {
+				res <- "the box never got to its wait"
+				return
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		msg := ""
+		for deadline = time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+			if msg = check(); msg == "" {
+				break
+			}
+		}
+		res <- msg
+	}()
+	return res
+}
+
 // runAll runs agentbox and returns its stdout, stderr and exit code.
 func (e *daemonEnv) runAll(args ...string) (string, string, int) {
 	e.t.Helper()
@@ -512,6 +564,7 @@ func (e *daemonEnv) runAll(args ...string) (string, string, int) {
 // .mcp.json, so `agentbox apply` refuses it, shows both and leaves the host's file; the task is
 // applied with the box's content.
 func TestProposedChangesApply(t *testing.T) {
+	t.Parallel()
 	e := newDaemonEnv(t)
 	repo(t, e.work)
 	// Also (review 10, F3 and F8): 4 MiB of NUL bytes, which made the answer of `agentbox
@@ -573,22 +626,54 @@ func TestProposedChangesApply(t *testing.T) {
 
 // TestProposedChangesToExistingFiles drives the real binary end to end for protected files that
 // exist: the box edits .claude/settings.json and .envrc in place (each a staged copy: the
-// writes succeed in the box), the host's files stay as they were, `agentbox run` says at exit
-// that the box proposed 2 changes, and `agentbox changes` shows each as a diff of what the box
-// changed. The host then edits its .envrc: `agentbox apply` refuses that change, shows both
-// and leaves the host's file; the settings change is applied with the box's content. Before
-// staging the box's writes failed ("Read-only file system").
+// writes succeed in the box) and creates the absent .mcp.json (guarded), the host's files stay
+// as they were and its git status is clean, `agentbox run` says at exit that the box proposed 3
+// changes, and `agentbox changes` shows each as a diff of what the box changed. The host then
+// edits its .envrc: `agentbox apply` refuses that change, shows both and leaves the host's
+// file; the settings change is applied with the box's content. Before staging the box's writes
+// failed ("Read-only file system"). For both engines, configured as a user would (`engine:` in
+// the daemon's config; issue #20: no daemon test launched with engine: bwrap and looked at the
+// proposed changes).
 func TestProposedChangesToExistingFiles(t *testing.T) {
-	e := newDaemonEnv(t)
+	t.Parallel()
+	for _, eng := range []string{"native", "bwrap"} {
+		t.Run(eng, func(t *testing.T) {
+			t.Parallel()
+			proposedChangesToExistingFiles(t, eng)
+		})
+	}
+}
+
+func proposedChangesToExistingFiles(t *testing.T, eng string) {
+	e := newEngineDaemonEnv(t, eng)
 	repo(t, e.work)
+	// While the box runs, after its writes, the host's git sees nothing of them.
+	hostSaw := e.hostCheck(func() string {
+		if gs, err := hostGit(e.work, "status", "--porcelain"); err != nil || gs != "" {
+			return fmt.Sprintf("the host's git status while the box ran, after its writes: %q, %v", gs, err)
+		}
+		return ""
+	})
 	_, stderr, code := e.runAll("run", "sh", "--", "-c",
-		`set -e; echo '{"hooks":{"Stop":[{"command":"boxcmd"}]}}' > .claude/settings.json; echo 'export B=2' >> .envrc; grep -q B=2 .envrc`)
+		`set -e; echo '{"hooks":{"Stop":[{"command":"boxcmd"}]}}' > .claude/settings.json; echo 'export B=2' >> .envrc; grep -q B=2 .envrc; `+
+			`echo '{"mcpServers":{"x":{"command":"boxcmd"}}}' > .mcp.json; `+boxWaitScript)
+	if msg := <-hostSaw; msg != "" {
+		t.Error(msg)
+	}
+	os.Remove(filepath.Join(e.work, ".git", "agentbox-test-go"))
 	if code != 0 {
 		t.Fatalf("run: exit %d: %s", code, stderr)
 	}
-	id := e.launches()[0].ID
-	if want := "the box proposed 2 changes to protected configuration: agentbox changes " + id[:12]; !strings.Contains(stderr, want) {
+	l := e.launches()[0]
+	if l.Engine != eng {
+		t.Fatalf("the launch ran on engine %q, want %s", l.Engine, eng)
+	}
+	id := l.ID
+	if want := "the box proposed 3 changes to protected configuration: agentbox changes " + id[:12]; !strings.Contains(stderr, want) {
 		t.Errorf("run's exit message %q lacks %q", stderr, want)
+	}
+	if _, err := os.Lstat(filepath.Join(e.work, ".mcp.json")); err == nil {
+		t.Errorf("the box's .mcp.json is on the host")
 	}
 	for rel, want := range map[string]string{".claude/settings.json": `{"hooks":{}}` + "\n", ".envrc": "export A=1\n"} {
 		if b, _ := os.ReadFile(filepath.Join(e.work, rel)); string(b) != want {
@@ -600,7 +685,8 @@ func TestProposedChangesToExistingFiles(t *testing.T) {
 	}
 	out := e.run("changes", id)
 	for _, want := range []string{".envrc (changes a protected file)", "--- a/.envrc\n+++ b/.envrc\n@@ -1,1 +1,2 @@\n export A=1\n+export B=2\n",
-		"--- a/.claude/settings.json\n", `-{"hooks":{}}`, `+{"hooks":{"Stop":[{"command":"boxcmd"}]}}`} {
+		"--- a/.claude/settings.json\n", `-{"hooks":{}}`, `+{"hooks":{"Stop":[{"command":"boxcmd"}]}}`,
+		"+++ b/.mcp.json", `+{"mcpServers":{"x":{"command":"boxcmd"}}}`} {
 		if !strings.Contains(out, want) {
 			t.Errorf("agentbox changes lacks %q:\n%s", want, out)
 		}
@@ -632,6 +718,7 @@ func TestProposedChangesToExistingFiles(t *testing.T) {
 // is still kept, the failed copy stays in the staged folder, the launch carries a drift alert
 // naming .envrc and the reason, and `agentbox run` says so at exit. Needs root (the mount).
 func TestCollectFailureKept(t *testing.T) {
+	t.Parallel()
 	if os.Geteuid() != 0 {
 		t.Skip("mounting a small tmpfs as the state directory needs root")
 	}
@@ -692,6 +779,7 @@ func TestCollectFailureKept(t *testing.T) {
 // the write succeeded and the copy grew on the state directory's disk until the box ended
 // (512 MiB in a measured run), and the change was dropped at exit.
 func TestStagedCopyBounded(t *testing.T) {
+	t.Parallel()
 	e := newDaemonEnv(t)
 	repo(t, e.work)
 	_, stderr, code := e.runAll("run", "sh", "--", "-c",
@@ -719,4 +807,19 @@ func TestStagedCopyBounded(t *testing.T) {
 	if _, err := os.Lstat(filepath.Join(e.state, "agentbox", "staged", l.ID)); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("staged copies left: %v", err)
 	}
+}
+
+// newEngineDaemonEnv is newDaemonEnv with the daemon configured, as a user would, to build its
+// boxes with the engine eng ("native" or "bwrap"; skipped when bwrap is not installed) and to
+// check integrity every second.
+func newEngineDaemonEnv(t testing.TB, eng string) *daemonEnv {
+	t.Helper()
+	if eng == "bwrap" {
+		if _, err := exec.LookPath("bwrap"); err != nil {
+			t.Skip("bwrap not installed")
+		}
+	}
+	e := newDaemonEnv(t)
+	write(t, filepath.Join(e.root, "c", "agentbox", "config.yaml"), "engine: "+eng+"\nintegrity:\n  interval: 1s\n")
+	return e
 }

@@ -1,14 +1,21 @@
 package integrity
 
 import (
-	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"io"
+	"io/fs"
 	"os"
+	"path"
 	"path/filepath"
+	"slices"
 	"strings"
+	"syscall"
+
+	"github.com/agentbox/agentbox/internal/plan"
+	"github.com/agentbox/agentbox/internal/profile"
 )
 
 // Finding is executable configuration found in the workspace: a git config with ExecKeys, or
@@ -23,31 +30,68 @@ type Finding struct {
 // roots, which the watch covers itself), by path: every git directory's config files and
 // hooks (GitSurfaceFiles: nested repositories, bare ones, the gitdir a .git file points to
 // within ws, submodule gitdirs at any depth and linked worktrees' gitdirs, also beneath the
-// workspace's own .git), .git files and symlinks and commondir files that lead out of ws, and
-// .envrc files. A config file that is a symlink is read through it as git reads it, as long as
-// it stays beneath ws. notChecked is the number of folders found but not looked into because
+// workspace's own .git), .git files and symlinks and commondir files that lead out of ws,
+// .envrc files, python bytecode (*.pyc, by size and ctime: pythonBytecode; a __pycache__ that
+// is a symlink) and extension modules that shadow a source beside them (shadowsSource), and agents' and editors' configuration in subfolders (NestedConfigFiles, and
+// the entries of config it lacks: the launch's programs', ProfileConfigFiles). A config file
+// that is a symlink is read through it as git reads it, as long as it stays beneath ws.
+// notChecked is the number of folders found but not looked into because
 // the bound was reached (0 when the scan is complete).
-func ScanExec(ws string, skip map[string]bool, lim Limits) (found map[string]string, notChecked int) {
+func ScanExec(ws string, skip map[string]bool, config []NestedConfigFile, lim Limits) (found map[string]string, notChecked int) {
+	return scanWorkspace(ws, skip, config, lim, nil)
+}
+
+// scanWorkspace is ScanExec, which also records in deps, when it is not nil, the workspace's
+// dependency folders it visits (DepFolderKinds; without their identity, and those beneath
+// another too).
+func scanWorkspace(ws string, skip map[string]bool, config []NestedConfigFile, lim Limits, deps map[string]DepFolder) (found map[string]string, notChecked int) {
 	lim = lim.withDefaults()
+	files := nestedFiles(config)
 	out := map[string]string{}
 	stack := []string{ws}
-	visited := 0
+	visited, unread := 0, 0
 	for len(stack) > 0 && visited < lim.ScanDirs {
 		dir := stack[len(stack)-1]
 		stack = stack[:len(stack)-1]
 		visited++
-		stack = append(stack, scanDir(ws, dir, skip, out)...)
+		sub, err := scanDir(ws, dir, skip, files, out, deps)
+		if err != nil && !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, syscall.ENOTDIR) {
+			unread++
+		}
+		stack = append(stack, sub...)
 	}
-	return out, len(stack)
+	return out, len(stack) + unread
 }
 
 // scanDir records the findings of one directory's entries and returns its subdirectories to
-// descend into (never into a .git directory: scanGitDir reads what counts in it).
-func scanDir(ws, dir string, skip map[string]bool, out map[string]string) []string {
-	ents, err := os.ReadDir(dir)
+// descend into (never into a .git directory: scanGitDir reads what counts in it), or why it
+// could not list dir. A folder its owner cannot list (a box's chmod 0311) is made listable
+// first (readDirOwned). files are the nested configuration files looked for (nestedFiles).
+// deps, when not nil, gets the dependency folders among dir and its entries.
+func scanDir(ws, dir string, skip map[string]bool, files []NestedConfigFile, out map[string]string, deps map[string]DepFolder) ([]string, error) {
+	ents, err := readDirOwned(dir)
 	if err != nil {
-		return nil
+		return nil, err
 	}
+	if deps != nil {
+		if dir != ws && IsVenv(ents) && !strings.Contains(filepath.Base(dir), QuarantineSuffix) {
+			deps[dir] = DepFolder{Runs: DepFolderKinds[len(DepFolderKinds)-1].Runs}
+		}
+		for _, de := range ents {
+			if de.IsDir() {
+				if k := depFolderKind(de.Name(), ents); k != nil {
+					deps[filepath.Join(dir, de.Name())] = DepFolder{Runs: k.Runs}
+				}
+			}
+		}
+	}
+	rel := "."
+	if dir != ws {
+		if r, err := filepath.Rel(ws, dir); err == nil {
+			rel = filepath.ToSlash(r)
+		}
+	}
+	pinned := func(folder string) bool { return skip[filepath.Join(ws, folder)] }
 	var sub []string
 	hasHEAD, hasObjects, hasConfig := false, false, false
 	for _, de := range ents {
@@ -71,8 +115,32 @@ func scanDir(ws, dir string, skip map[string]bool, out map[string]string) []stri
 			if de.Type().IsRegular() || de.Type()&os.ModeSymlink != 0 {
 				out[p] = "direnv script (.envrc)"
 			}
-		case !de.IsDir() && !skip[p] && !skip[dir] && nestedConfig(filepath.Base(dir), name) != "":
-			hashed(ws, p, nestedConfig(filepath.Base(dir), name), out)
+		case strings.HasSuffix(name, ".pyc") && !de.IsDir() && !skip[p]:
+			pythonBytecode(p, de, "python bytecode, which python imports instead of the source", out)
+		case strings.HasSuffix(name, ".so") && !de.IsDir() && !skip[p] && shadowsSource(name, ents):
+			pythonBytecode(p, de, "a python extension module, which python imports instead of the source beside it", out)
+		case name == "__pycache__" && de.Type()&os.ModeSymlink != 0 && !skip[p]:
+			// python reads bytecode through it, from wherever it leads (the box cache, which
+			// boxes write and which has the same path on the host): the scan, which never
+			// follows a link, could not see what is there. New or changed, it is moved aside.
+			t, _ := os.Readlink(p)
+			out[p] = "python bytecode folder (__pycache__) as a symlink to " + t
+		case de.Type()&os.ModeSymlink != 0 && !skip[p] && !skip[dir] && nestedConfigFolder(files, path.Join(rel, name), pinned) != "":
+			linkedFolder(ws, p, nestedConfigFolder(files, path.Join(rel, name), pinned), out)
+		case !de.IsDir() && !skip[p] && !skip[dir] && nestedConfig(files, rel, name, pinned) != "":
+			hashed(ws, p, nestedConfig(files, rel, name, pinned), out)
+		case name == ".gitignore" && de.Type().IsRegular() && !skip[p]:
+			// git reads no .gitignore through a symlink. One that ignores itself hides itself
+			// and, beside it, whatever it names from status, add and clean: a box's new files
+			// (build inputs the host then compiles) disappear from the user's review.
+			// One too large to read is taken for one that hides itself (review 13, F7).
+			b, err := readBeneath(ws, p, maxCheckedFile)
+			switch {
+			case tooLarge(err) != nil:
+				out[p] = "git ignore file (.gitignore) " + err.Error() + ": taken for one that hides itself"
+			case err == nil && ignoresItself(b):
+				hashed(ws, p, "git ignore file that hides itself (.gitignore)", out)
+			}
 		case name == "HEAD":
 			hasHEAD = true
 		case name == "objects" && de.IsDir():
@@ -87,24 +155,28 @@ func scanDir(ws, dir string, skip map[string]bool, out map[string]string) []stri
 	if hasHEAD && hasObjects && hasConfig { // a bare repository
 		scanGitDir(ws, dir, skip, out, 0)
 	}
-	return sub
+	return sub, nil
 }
 
 // NestedConfigFile is a file of executable configuration that an agent or an editor reads
 // from the folder it is started in or opens, which need not be the workspace's top: pinned
 // there, found by the workspace scan elsewhere, and moved aside when new or changed.
 type NestedConfigFile struct {
-	// Dir is the base name of the folder it lies in ("" for any folder).
-	Dir string
-	// Name is its name, a filepath.Match pattern.
-	Name string
+	// Dir is the folder it lies in, as the last components of its path (".vscode",
+	// ".github/copilot"); "" for any folder.
+	Dir string `json:"dir,omitempty"`
+	// Name is its name, a filepath.Match pattern; "" for every file beneath Dir, at any depth
+	// (a profile's workspaceConfig folder, ".codex/").
+	Name string `json:"name,omitempty"`
 	// Reads says who reads it and what it runs.
-	Reads string
+	Reads string `json:"reads"`
 }
 
 // NestedConfigFiles are the agents' and editors' executable configuration the scan looks for
-// in every folder of the workspace.
-var NestedConfigFiles = []NestedConfigFile{
+// in every folder of the workspace: the editors' and build tools' project files below, and
+// every built-in profile's workspaceConfig entry (profileConfigFiles), which the profiles pin
+// at the top, so that the two cannot drift apart (TestNestedConfigCoversProfiles).
+var NestedConfigFiles = append([]NestedConfigFile{
 	{"", ".mcp.json", "Claude Code's project MCP servers"},
 	{".claude", "settings*.json", "Claude Code's project settings: hooks, MCP servers, permissions"},
 	{".vscode", "tasks.json", "VS Code tasks (runOn: folderOpen runs one on opening)"},
@@ -123,25 +195,257 @@ var NestedConfigFiles = []NestedConfigFile{
 	{"", "rust-toolchain", "rustup's toolchain override, read from the current folder and each one above: a path toolchain runs at any cargo"},
 	{"", "rust-toolchain.toml", "rustup's toolchain override, read from the current folder and each one above: a path toolchain runs at any cargo"},
 	{"", "go.work", "Go's workspace file, read from the current folder and each one above: use and replace directives make go build and go run compile other code"},
+	{"vendor", "modules.txt", "Go's vendor list, beside a go.mod (or go.work): consistent with it, go build and go run compile vendor/ in place of the modules, unchecked against go.sum"},
+}, append(hookManagerConfigFiles(), profileConfigFiles()...)...)
+
+// hookManagerConfigFiles returns the git hook managers' files and folders (plan.HookManagerFiles,
+// which the workspace's top pins) as nested configuration: husky 4 reads its .huskyrc* and
+// husky.config.* beside the package.json it was installed from (frontend/ in a repository whose
+// JavaScript project lies there), and pre-commit, lefthook and overcommit theirs at a nested
+// repository's top (review 13, F8).
+func hookManagerConfigFiles() []NestedConfigFile {
+	var out []NestedConfigFile
+	for _, f := range plan.HookManagerFiles() {
+		if slices.Contains(plan.ProtectedDirs, path.Base(f)) {
+			f += "/"
+		}
+		out = append(out, nestedEntry(f, "a git hook manager's configuration, read at the host's next git commit by a hook it installed (pre-commit, lefthook, overcommit, husky 4)"))
+	}
+	return out
 }
 
-// nestedConfig returns what reads the file name in a folder named dir, or "".
-func nestedConfig(dir, name string) string {
-	for _, f := range NestedConfigFiles {
-		if ok, _ := filepath.Match(f.Name, name); ok && (f.Dir == "" || f.Dir == dir) {
+// nestedEntry returns a workspace-relative configuration path as nested configuration: "X/" is
+// every file beneath any folder X, "a/b" the file b in any folder a, "f" the file f in any folder.
+func nestedEntry(w, reads string) NestedConfigFile {
+	f := NestedConfigFile{Reads: reads}
+	if c := filepath.ToSlash(filepath.Clean(w)); strings.HasSuffix(w, "/") {
+		f.Dir = c
+	} else if d := path.Dir(c); d != "." {
+		f.Dir, f.Name = d, path.Base(c)
+	} else {
+		f.Name = c
+	}
+	return f
+}
+
+// profileConfigFiles returns every built-in profile's workspaceConfig entries as nested
+// configuration (ProfileConfigFiles of the built-in set). The embedded profiles are loaded by
+// every test of internal/profile: an error is a build defect.
+func profileConfigFiles() []NestedConfigFile {
+	set, err := profile.NewSet(nil)
+	if err != nil {
+		panic("integrity: the built-in profiles: " + err.Error())
+	}
+	return ProfileConfigFiles(set)
+}
+
+// ProfileConfigFiles returns the workspaceConfig entries of every profile in set (the built-in
+// ones and the programs of the user's configuration) as nested configuration: "X/" is every
+// file beneath any folder X, "a/b" the file b in any folder a, "f" the file f in any folder.
+// (Codex reads .codex/config.toml in every folder from the project's root to its working
+// folder and runs the MCP servers there; review 11, F1.) The daemon gives a launch's scan those
+// of its set (Layout.Config), so that a program the user defines is looked for in subfolders
+// as the built-in ones are.
+func ProfileConfigFiles(set *profile.Set) []NestedConfigFile {
+	if set == nil {
+		return nil
+	}
+	var out []NestedConfigFile
+	seen := map[NestedConfigFile]bool{}
+	for _, id := range set.IDs() {
+		p := set.Get(id)
+		for _, w := range p.WorkspaceConfig {
+			f := nestedEntry(w, p.DisplayName()+"'s project configuration (workspaceConfig "+w+")")
+			if k := (NestedConfigFile{Dir: f.Dir, Name: f.Name}); !seen[k] {
+				seen[k] = true
+				out = append(out, f)
+			}
+		}
+	}
+	return out
+}
+
+// nestedFiles returns NestedConfigFiles and, after them, the entries of extra it lacks (a
+// launch's programs' workspaceConfig, ProfileConfigFiles).
+func nestedFiles(extra []NestedConfigFile) []NestedConfigFile {
+	if len(extra) == 0 {
+		return NestedConfigFiles
+	}
+	out := slices.Clip(NestedConfigFiles)
+	for _, f := range extra {
+		if !slices.ContainsFunc(out, func(g NestedConfigFile) bool { return g.Dir == f.Dir && g.Name == f.Name }) {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// inDir reports whether the folder rel (workspace-relative, slash-separated, "." for the top)
+// is dir or ends with it.
+func inDir(rel, dir string) bool {
+	return rel == dir || strings.HasSuffix(rel, "/"+dir)
+}
+
+// beneathDir reports whether the folder rel is dir, ends with it, or lies beneath such a folder.
+func beneathDir(rel, dir string) bool {
+	return inDir(rel, dir) || strings.HasPrefix(rel, dir+"/") || strings.Contains(rel, "/"+dir+"/")
+}
+
+// nestedConfig returns what reads the file name in the folder rel (workspace-relative,
+// slash-separated, "." for the top), or "". A file beneath a folder whose every file counts is
+// left to the watch of that folder when pinned reports it a root (the workspace's own .codex/,
+// which the user may edit while a box runs); pinned may be nil. What was moved aside is not
+// configuration. files are the nested configuration files looked for (nestedFiles).
+func nestedConfig(files []NestedConfigFile, rel, name string, pinned func(folder string) bool) string {
+	if strings.Contains(name, QuarantineSuffix) {
+		return ""
+	}
+	for _, f := range files {
+		if f.Name == "" {
+			if beneathDir(rel, f.Dir) && !pinnedFolder(rel, f.Dir, pinned) {
+				return f.Reads
+			}
+			continue
+		}
+		if ok, _ := filepath.Match(f.Name, name); ok && (f.Dir == "" || inDir(rel, f.Dir)) {
 			return f.Reads
 		}
 	}
 	return ""
 }
 
+// pythonBytecode records the .pyc file p by its size and ctime. python imports
+// __pycache__/NAME.cpython-3X.pyc instead of NAME.py while the header's source mtime and size
+// match, whatever the source now says, and a NAME.pyc without a NAME.py beside it as the module
+// itself; git ignores both as a rule. The box's own python writes its bytecode to the box cache
+// (PYTHONPYCACHEPREFIX), so one that appears or changes in the workspace while a box runs was
+// written by hand (review 10, F1), and is moved aside: python compiles the source again. Any
+// write, rename or link moves the ctime, which no program sets; the file is not read.
+//
+// The same holds for an extension module (review 12, F2): python's FileFinder tries
+// EXTENSION_SUFFIXES (NAME.cpython-3XY-PLATFORM.so, NAME.abi3.so, NAME.so) before NAME.py, and
+// NAME/__init__ with them before NAME/__init__.py, and git ignores *.so as a rule; one that
+// shadows a source (shadowsSource) is recorded by what as well.
+func pythonBytecode(p string, de fs.DirEntry, what string, out map[string]string) {
+	fi, err := de.Info()
+	if err != nil {
+		return
+	}
+	_, _, ctime := identity(fi)
+	out[p] = fmt.Sprintf("%s (%d bytes, ctime %d)", what, fi.Size(), ctime)
+}
+
+// shadowsSource reports whether the shared object name, among its folder's entries ents, is a
+// python extension module that python would import in place of a module beside it: its name
+// up to the first dot is NAME, and NAME.py or a folder NAME (a package, or a namespace
+// package, which an extension module beats) lies beside it. Extension modules elsewhere (a
+// venv's site-packages, a build's output) are not looked at: a box's own pip install must work.
+func shadowsSource(name string, ents []fs.DirEntry) bool {
+	stem, _, _ := strings.Cut(name, ".")
+	if stem == "" {
+		return false
+	}
+	for _, e := range ents {
+		if (e.Name() == stem+".py" && !e.IsDir()) || (e.Name() == stem && e.IsDir()) {
+			return true
+		}
+	}
+	return false
+}
+
+// pinnedFolder reports whether rel or a folder above it that is dir (ends with it) is pinned.
+func pinnedFolder(rel, dir string, pinned func(string) bool) bool {
+	for p := rel; pinned != nil && p != "." && p != "/"; p = path.Dir(p) {
+		if inDir(p, dir) && pinned(p) {
+			return true
+		}
+	}
+	return false
+}
+
+// nestedConfigFolder returns what reads the configuration a folder at rel
+// (workspace-relative, slash-separated) would hold, or "": rel is a NestedConfigFile's folder,
+// a folder on the way to one (".github" for ".github/copilot"), or lies beneath a folder whose
+// every file counts. A symlink there hides its files from the scan, which names a file by the
+// folders it lies in and does not follow symlinked folders (review 11, F2).
+func nestedConfigFolder(files []NestedConfigFile, rel string, pinned func(string) bool) string {
+	if strings.Contains(rel, QuarantineSuffix) {
+		return ""
+	}
+	for _, f := range files {
+		if f.Dir == "" {
+			continue
+		}
+		if f.Name == "" && beneathDir(path.Dir(rel), f.Dir) && !pinnedFolder(path.Dir(rel), f.Dir, pinned) {
+			return f.Reads
+		}
+		for p := f.Dir; p != "."; p = path.Dir(p) {
+			if inDir(rel, p) {
+				return f.Reads
+			}
+		}
+	}
+	return ""
+}
+
+// linkedFolder records the symlink at path, which stands where a folder of configuration
+// would (nestedConfigFolder), with its target and a hash of the files it leads to beneath ws
+// (followed as the tools follow it, never out of ws), so that a new link, or a change of what
+// an old one leads to, is a change: moved aside, the link itself, never its target.
+func linkedFolder(ws, p, what string, out map[string]string) {
+	t, err := os.Readlink(p)
+	if err != nil {
+		return
+	}
+	h := sha256.New()
+	outside := false
+	var walk func(dir string, depth int)
+	walk = func(dir string, depth int) {
+		ents, err := os.ReadDir(dir)
+		if err != nil || depth > 4 {
+			return
+		}
+		for _, de := range ents {
+			q := filepath.Join(dir, de.Name())
+			if de.IsDir() {
+				walk(q, depth+1)
+				continue
+			}
+			b, err := readBeneath(ws, q, maxCheckedFile)
+			if errors.Is(err, errOutside) {
+				outside = true
+			}
+			if tl := tooLarge(err); tl != nil {
+				b = []byte(tl.Error()) // its size and ctime: changed with any write
+			}
+			sum := sha256.Sum256(b)
+			io.WriteString(h, q+"\x00"+hex.EncodeToString(sum[:])+"\x00")
+		}
+	}
+	if _, err := readBeneath(ws, p, 0); errors.Is(err, errOutside) {
+		outside = true
+	} else {
+		walk(p, 0)
+	}
+	d := "a symlink (to " + t + ") where a folder of configuration lies: " + what
+	if outside {
+		out[p] = d + " (leading out of the workspace)"
+		return
+	}
+	out[p] = d + " (sha256 " + hex.EncodeToString(h.Sum(nil)[:6]) + ")"
+}
+
 // hashed records the file at path as what, with a hash of its content so that a rewrite is a
 // change (a symlink leading out of the workspace counts by itself).
+// A file over maxCheckedFile is recorded by its size and ctime instead (tooLargeError), which
+// any write changes: a hash of its first MiB would let a box rewrite the rest unseen.
 func hashed(ws, path, what string, out map[string]string) {
-	b, err := readBeneath(ws, path, 1<<20)
+	b, err := readBeneath(ws, path, maxCheckedFile)
 	switch {
 	case errors.Is(err, errOutside):
 		out[path] = what + " (a symlink leading out of the workspace)"
+	case tooLarge(err) != nil:
+		out[path] = what + " (" + err.Error() + ")"
 	case err == nil:
 		sum := sha256.Sum256(b)
 		out[path] = what + " (sha256 " + hex.EncodeToString(sum[:6]) + ")"
@@ -162,10 +466,20 @@ func scanGitDir(ws, gd string, skip map[string]bool, out map[string]string, dept
 		checkConfig(ws, filepath.Join(gd, f), skip, out)
 	}
 	checkHooks(ws, filepath.Join(gd, "hooks"), skip, out)
-	if common, ok := commonDir(ws, gd); ok && common != gd {
+	checkPackedRefs(ws, filepath.Join(gd, "packed-refs"), skip, out)
+	checkAlternates(ws, gd, skip, out)
+	common, ok, err := commonDir(ws, gd)
+	cf := filepath.Join(gd, "commondir")
+	switch {
+	case err != nil && !skip[cf]:
+		// git reads it whole: where it leads is not known.
+		out[cf] = "git commondir " + err.Error()
+	case ok && common != gd:
 		checkConfig(ws, filepath.Join(common, "config"), skip, out)
 		checkHooks(ws, filepath.Join(common, "hooks"), skip, out)
-	} else if cf := filepath.Join(gd, "commondir"); !ok && common != "" && !skip[cf] {
+		checkPackedRefs(ws, filepath.Join(common, "packed-refs"), skip, out)
+		checkAlternates(ws, common, skip, out)
+	case !ok && common != "" && !skip[cf]:
 		// git takes config and hooks from a common dir out of the workspace: as a .git
 		// pointer leading out (dotGitOutside), the commondir file is the finding.
 		out[cf] = "git commondir leading out of the workspace to " + common
@@ -227,22 +541,61 @@ func isDir(p string) bool {
 	return err == nil && fi.IsDir()
 }
 
+// maxCheckedFile bounds what the scan reads of a file it judges by its content (git
+// configuration, a .gitignore, a hook or an agent's configuration it hashes). git and the
+// tools read the whole file, so one longer than this counts as what the scan looks for: a
+// config as executable, a .gitignore as hiding itself, a hook by its size and ctime (review
+// 13, F7).
+const maxCheckedFile = 1 << 20
+
 // checkConfig records path when it holds executable git configuration (ExecKeys). A symlink
-// is followed beneath ws, as git follows it; one leading elsewhere is recorded as such.
+// is followed beneath ws, as git follows it; one leading elsewhere is recorded as such. A
+// config the scan cannot read as git does, one git would refuse or one over maxCheckedFile,
+// counts as executable (review 13, F6 and F7): its detail names why, and its size and ctime
+// when it was not read, so that any change to it is a change.
 func checkConfig(ws, path string, skip map[string]bool, out map[string]string) {
 	if skip[path] {
 		return
 	}
-	b, err := readBeneath(ws, path, 1<<20)
-	if errors.Is(err, errOutside) {
+	b, err := readBeneath(ws, path, maxCheckedFile)
+	switch {
+	case errors.Is(err, errOutside):
 		out[path] = "git config that is a symlink leading out of the workspace"
 		return
-	}
-	if err != nil {
+	case tooLarge(err) != nil:
+		out[path] = "git config " + err.Error() + ": taken for executable"
+		return
+	case err != nil:
 		return
 	}
-	if keys := ExecKeys(b); len(keys) > 0 {
+	keys, perr := ExecKeys(b)
+	switch {
+	case perr != nil:
+		sum := sha256.Sum256(b)
+		d := fmt.Sprintf("git config that git would not read (%v): taken for executable (sha256 %s)", perr, hex.EncodeToString(sum[:6]))
+		if len(keys) > 0 {
+			d += "; before that line: " + strings.Join(keys, ", ")
+		}
+		out[path] = d
+	case len(keys) > 0:
 		out[path] = "executable git configuration: " + strings.Join(keys, ", ")
+	}
+}
+
+// alternatesFiles are the files of a git directory that name other object stores, from which
+// git reads the objects it lacks (checkout, show, archive, a local clone).
+var alternatesFiles = []string{"objects/info/alternates", "objects/info/http-alternates"}
+
+// checkAlternates records the alternates files of the git directory gd, with a hash of their
+// content: one a box wrote or changed can name a folder of its own (the box cache, which has
+// the same path on the host) holding an object under a name of the repository's, whose local
+// copy it removed, and the host's git then gives the box's content for a committed file (review
+// 13, F10). A new or changed one is moved aside: git then reports the object missing.
+func checkAlternates(ws, gd string, skip map[string]bool, out map[string]string) {
+	for _, f := range alternatesFiles {
+		if p := filepath.Join(gd, f); !skip[p] {
+			hashed(ws, p, "git alternates ("+path.Base(f)+"): other object stores git reads objects from", out)
+		}
 	}
 }
 
@@ -253,7 +606,7 @@ func checkHooks(ws, dir string, skip map[string]bool, out map[string]string) {
 	if skip[dir] {
 		return
 	}
-	ents, err := os.ReadDir(dir)
+	ents, err := readDirOwned(dir)
 	if err != nil {
 		return
 	}
@@ -268,21 +621,28 @@ func checkHooks(ws, dir string, skip map[string]bool, out map[string]string) {
 }
 
 // commonDir returns the common dir a gitdir's commondir file names (relative to the gitdir,
-// or absolute), and whether it lies beneath ws ("" when the file is absent or empty).
-func commonDir(ws, gd string) (string, bool) {
+// or absolute), and whether it lies beneath ws ("" when the file is absent or empty). It reads
+// the file as git's get_common_dir_noenv does: the whole of it, line ends at its end dropped,
+// up to a NUL byte; blanks are part of the path (review 13: TrimSpace made " ../x" the scan's
+// ../x, while git's common dir was the folder " ..", a box's). A file over 4 KiB, longer than
+// any path git could open, is not read: err (a *tooLargeError) says so.
+func commonDir(ws, gd string) (common string, ok bool, err error) {
 	b, err := readBeneath(ws, filepath.Join(gd, "commondir"), 4096)
-	if err != nil {
-		return "", false
+	if tooLarge(err) != nil {
+		return "", false, err
 	}
-	c := strings.TrimSpace(string(b))
+	if err != nil {
+		return "", false, nil
+	}
+	c := cString(strings.TrimRight(string(b), "\r\n"))
 	if c == "" {
-		return "", false
+		return "", false, nil
 	}
 	if !filepath.IsAbs(c) {
 		c = filepath.Join(gd, c)
 	}
 	c = filepath.Clean(c)
-	return c, within(c, ws)
+	return c, within(c, ws), nil
 }
 
 // dotGitOutside returns where a .git entry leads when that is out of ws, as git would follow
@@ -309,7 +669,7 @@ func dotGitOutside(ws, dotGit string) (string, bool) {
 		}
 		dotGit = t
 	}
-	gd, ok := readGitdir(dotGit)
+	gd, ok := ReadGitdir(dotGit)
 	if !ok || within(gd, ws) {
 		return "", false
 	}
@@ -329,29 +689,39 @@ func dotGitTarget(ws, dotGit string) (string, bool) {
 		}
 		dotGit = t
 	}
-	gd, ok := readGitdir(dotGit)
+	gd, ok := ReadGitdir(dotGit)
 	if !ok || !within(gd, ws) {
 		return "", false
 	}
 	return gd, true
 }
 
-// readGitdir reads a .git file ("gitdir: PATH") and returns the absolute, cleaned gitdir.
-func readGitdir(dotGit string) (string, bool) {
+// maxGitFile is the largest .git file git reads (setup.c, read_gitfile_gently: a longer
+// one is "too large to be a .git file", and git uses none).
+const maxGitFile = 1 << 20
+
+// ReadGitdir reads a .git file ("gitdir: PATH") and returns the absolute, cleaned gitdir; ok
+// is false when dotGit is not a regular file that git takes for one. It reads it as git's
+// read_gitfile_gently does: "gitdir: " with its one space, then the rest of the file with the
+// line ends at its end dropped, up to a NUL byte; blanks and inner line ends are part of the
+// path (review 13: TrimSpace and the first line made "gitdir: g  " the gitdir g, while git's
+// was the folder "g  ", a box's, whose config the scan never read). It opens dotGit without
+// following a symlink and without blocking on a FIFO, and reads no file over 1 MiB, which git
+// refuses as well: a box can leave any .git file in the workspace (a sparse one of many
+// gigabytes, a FIFO swapped in after a Lstat), and the daemon reads them (review 12, F3).
+func ReadGitdir(dotGit string) (string, bool) {
 	f, err := openNoFollow(dotGit)
 	if err != nil {
 		return "", false
 	}
 	defer f.Close()
-	var b bytes.Buffer
-	b.ReadFrom(io.LimitReader(f, 4096))
-	line, _, _ := strings.Cut(b.String(), "\n")
-	gd, ok := strings.CutPrefix(strings.TrimSpace(line), "gitdir:")
-	if !ok {
+	b, err := readWhole(f, maxGitFile)
+	if err != nil {
 		return "", false
 	}
-	gd = strings.TrimSpace(gd)
-	if gd == "" {
+	gd, ok := strings.CutPrefix(strings.TrimRight(string(b), "\r\n"), "gitdir: ")
+	gd = cString(gd)
+	if !ok || gd == "" {
 		return "", false
 	}
 	if !filepath.IsAbs(gd) {

@@ -1,8 +1,7 @@
 package integrity
 
 import (
-	"bufio"
-	"bytes"
+	"fmt"
 	"sort"
 	"strings"
 )
@@ -37,6 +36,9 @@ const (
 	// CoverMovedAside: found by the workspace scan; one a box created or changed is moved
 	// aside (path.agentbox-quarantined-N) when the watch sees it, at the latest at exit.
 	CoverMovedAside = "moved aside when new or changed"
+	// CoverStripped: found by the workspace scan; the lines a box added are removed from the
+	// file (under git's own lock), the rest of it kept.
+	CoverStripped = "lines a box added removed"
 )
 
 // GitSurfaceFiles are the files and folders of git's execution surface in a workspace.
@@ -46,6 +48,11 @@ var GitSurfaceFiles = []GitSurfaceFile{
 	{"GITDIR/hooks/", "hooks, run by commit, merge, checkout, push, rebase, am, …", CoverPinned},
 	{"GITDIR/commondir", "where the common dir (its config and hooks) is", CoverPinned},
 	{"GITDIR/info/attributes", "attributes that select filter, diff and merge drivers", CoverPinned},
+	{"GITDIR/refs/replace/", "replace refs: another object wherever git reads an id (checkout, show, archive, worktree add), while diff stays empty", CoverPinned},
+	{"GITDIR/packed-refs (refs/replace/ lines)", "packed replace refs, as above (git pack-refs, or written by hand)", CoverStripped},
+	{"GITDIR/info/grafts", "grafts: another history for a commit (deprecated, still read)", CoverPinned},
+	{"GITDIR/objects/info/alternates, http-alternates", "other object stores git reads the objects it lacks from (checkout, show, archive, clone give what they hold for an id, while diff stays empty)", CoverPinned},
+	{"GITDIR/info/exclude", "ignore patterns: files hidden from status, add and clean", CoverPinned},
 	{"include.path, includeIf.*.path targets", "more configuration, read as if it were in the including file", CoverPinned},
 	{"core.hooksPath folder", "the hooks, instead of GITDIR/hooks (husky: .husky/_ runs .husky/<hook>); from the repository's or the user's configuration", CoverPinned},
 	{".git (a file)", "gitdir: the git directory of a worktree or submodule", CoverPinned},
@@ -146,15 +153,15 @@ var GitProgramKeys = []GitProgramKey{
 	{"hook.*.command", ValueAny, "a configured hook (git 2.5x config-based hooks)"},
 }
 
-// match reports whether section.sub.key (section and key lower-cased, sub as written) is k's
-// name.
-func (k GitProgramKey) match(section, sub, key string) bool {
+// match reports whether the entry e is k's name: its section and key, and its subsection (any,
+// for "*"; an empty one, [diff ""], counts as one, as git's parse_config_key takes it).
+func (k GitProgramKey) match(e ConfigEntry) bool {
 	parts := strings.Split(k.Name, ".")
 	switch len(parts) {
 	case 2:
-		return sub == "" && parts[0] == section && (parts[1] == "*" || parts[1] == key)
+		return !e.HasSub && parts[0] == e.Section && (parts[1] == "*" || parts[1] == e.Key)
 	case 3:
-		return sub != "" && parts[0] == section && parts[2] == key && (parts[1] == "*" || parts[1] == strings.ToLower(sub))
+		return e.HasSub && parts[0] == e.Section && parts[2] == e.Key && (parts[1] == "*" || parts[1] == strings.ToLower(e.Sub))
 	}
 	return false
 }
@@ -196,95 +203,312 @@ func isBool(v string) bool {
 
 // ConfigEntry is one variable of a git config file's text.
 type ConfigEntry struct {
-	// Section and Key are lower-cased; Sub is the subsection as written ("" when none).
+	// Section and Key are lower-cased; Sub is the subsection as written ("" when none),
+	// lower-cased in the old spelling [section.sub]. They are git's name of the variable cut
+	// at its first and last dot, as git's parse_config_key cuts it.
 	Section, Sub, Key string
-	// Value is the value without surrounding quotes; a bare key is "true".
+	// HasSub reports whether the name has a subsection (an empty one too: [diff ""]).
+	HasSub bool
+	// Value is the value as git reads it (quotes dropped, escapes read, a comment cut off);
+	// a bare key is "true".
 	Value string
+	// name is git's full name of the variable, which Name returns.
+	name string
 }
 
-// Name is the entry's full key, as ExecKeys reports it.
+// Name is the entry's full key, as git config --list prints it and ExecKeys reports it.
 func (e ConfigEntry) Name() string {
-	if e.Sub != "" {
+	if e.name != "" {
+		return e.name
+	}
+	if e.HasSub {
 		return e.Section + "." + e.Sub + "." + e.Key
 	}
 	return e.Section + "." + e.Key
 }
 
-// ParseConfig reads the variables of a git config file's text as git does for what matters
-// here: a UTF-8 byte order mark before the first line is skipped, section and variable names
-// are case-insensitive, "[section.sub]" is the old spelling of [section "sub"], a variable may
-// follow its section header on the same line, and a bare variable is a true boolean.
-func ParseConfig(text []byte) []ConfigEntry {
-	text = bytes.TrimPrefix(text, []byte("\xef\xbb\xbf"))
-	var out []ConfigEntry
-	section, sub := "", ""
-	sc := bufio.NewScanner(bytes.NewReader(text))
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		line := strings.TrimSpace(sc.Text())
-		if line == "" || line[0] == '#' || line[0] == ';' {
-			continue
-		}
-		if line[0] == '[' {
-			end := strings.LastIndexByte(line, ']')
-			if end < 0 {
-				continue
-			}
-			hdr := line[1:end]
-			rest := strings.TrimSpace(line[end+1:])
-			if name, q, ok := strings.Cut(hdr, " "); ok {
-				section, sub = strings.ToLower(strings.TrimSpace(name)), strings.Trim(strings.TrimSpace(q), `"`)
-			} else if name, s, ok := strings.Cut(hdr, "."); ok {
-				section, sub = strings.ToLower(name), strings.ToLower(s)
-			} else {
-				section, sub = strings.ToLower(hdr), ""
-			}
-			if rest == "" || rest[0] == '#' || rest[0] == ';' {
-				continue
-			}
-			line = rest // "[core] fsmonitor = x" on one line
-		}
-		key, val, hasVal := strings.Cut(line, "=")
-		key = strings.ToLower(strings.TrimSpace(key))
-		val = configValue(val)
-		if !hasVal {
-			val = "true"
-		}
-		out = append(out, ConfigEntry{Section: section, Sub: sub, Key: key, Value: val})
+// newConfigEntry cuts git's full name of a variable as parse_config_key does. git hands the
+// name on as a C string: a NUL byte (in a quoted subsection) ends it.
+func newConfigEntry(name, value string) ConfigEntry {
+	name = cString(name)
+	e := ConfigEntry{Value: value, name: name}
+	first, last := strings.IndexByte(name, '.'), strings.LastIndexByte(name, '.')
+	switch {
+	case first < 0:
+		e.Key = name
+	case first == last:
+		e.Section, e.Key = name[:first], name[last+1:]
+	default:
+		e.Section, e.Sub, e.Key, e.HasSub = name[:first], name[first+1:last], name[last+1:], true
 	}
-	return out
+	return e
 }
 
-// configValue returns a value as git reads it: a comment ("#" or ";" outside quotes) ends it,
-// quotes are dropped, \" and \\ are the characters, and surrounding blanks go.
-func configValue(v string) string {
-	var b strings.Builder
-	quoted := false
-	for i := 0; i < len(v); i++ {
-		switch c := v[i]; {
-		case c == '"':
-			quoted = !quoted
-		case c == '\\' && i+1 < len(v) && (v[i+1] == '"' || v[i+1] == '\\'):
-			i++
-			b.WriteByte(v[i])
-		case (c == '#' || c == ';') && !quoted:
-			return strings.TrimSpace(b.String())
-		default:
-			b.WriteByte(c)
+// cString is s up to its first NUL byte.
+func cString(s string) string {
+	if i := strings.IndexByte(s, 0); i >= 0 {
+		return s[:i]
+	}
+	return s
+}
+
+// ParseConfig reads the variables of a git config file's text as git's own tokenizer does
+// (config.c, git_parse_source, followed character by character): a UTF-8 byte order mark at
+// the start is skipped (a partial one is an error), "\r\n" is a line end, "#" and ";" start a
+// comment outside a value's quotes, a section header ends at the first "]" after its name or
+// its quoted subsection (whose "\" escapes the next character), "[section.sub]" is the old
+// spelling of [section "sub"] (lower-cased), section and variable names are case-insensitive,
+// a variable may follow its header on the same line, a value may be quoted in parts, "\"
+// escapes \, ", t, n and b and a line end (a continuation line), and a bare variable is a true
+// boolean. Where git stops with "bad config line", ParseConfig returns the entries before it
+// and an error naming the line: git reads none of that file's variables then (it refuses the
+// repository), but a scan that cannot follow the text must not take it for harmless.
+func ParseConfig(text []byte) ([]ConfigEntry, error) {
+	p := &configParser{b: text, line: 1}
+	var out []ConfigEntry
+	const bom = "\xef\xbb\xbf"
+	switch n := commonPrefix(text, bom); {
+	case n == len(bom):
+		p.i = n
+	case n > 0:
+		return nil, p.bad()
+	}
+	var name []byte
+	baselen := 0
+	comment := false
+	for {
+		c := p.next()
+		switch {
+		case c == '\n':
+			if p.eof {
+				return out, nil
+			}
+			comment = false
+			continue
+		case comment || isConfigSpace(c):
+			continue
+		case c == '#' || c == ';':
+			comment = true
+			continue
+		case c == '[':
+			name = name[:0]
+			if !p.baseVar(&name) || len(name) < 1 {
+				return out, p.bad()
+			}
+			name = append(name, '.')
+			baselen = len(name)
+			continue
+		case !isConfigAlpha(c):
+			return out, p.bad()
+		}
+		name = append(name[:baselen], lower(c))
+		value, ok := p.value(&name)
+		if !ok {
+			return out, p.bad()
+		}
+		out = append(out, newConfigEntry(string(name), value))
+	}
+}
+
+// configParser is the state of ParseConfig over a file's bytes.
+type configParser struct {
+	b    []byte
+	i    int
+	line int
+	eof  bool
+}
+
+// next returns the next character as git's get_next_char does: "\r\n" is "\n", and the end
+// of the text is a "\n" with eof set.
+func (p *configParser) next() byte {
+	if p.i >= len(p.b) {
+		p.eof = true
+		return '\n'
+	}
+	c := p.b[p.i]
+	p.i++
+	if c == '\r' && p.i < len(p.b) && p.b[p.i] == '\n' {
+		c = '\n'
+		p.i++
+	}
+	if c == '\n' {
+		p.line++
+	}
+	return c
+}
+
+func (p *configParser) bad() error {
+	return fmt.Errorf("bad config line %d (git refuses it)", p.line)
+}
+
+// baseVar reads a section header's name after "[" (git's get_base_var).
+func (p *configParser) baseVar(name *[]byte) bool {
+	for {
+		c := p.next()
+		switch {
+		case p.eof:
+			return false
+		case c == ']':
+			return true
+		case isConfigSpace(c):
+			return p.extendedBaseVar(name, c)
+		case !isConfigKeyChar(c) && c != '.':
+			return false
+		}
+		*name = append(*name, lower(c))
+	}
+}
+
+// extendedBaseVar reads the quoted subsection of [section "sub"] and the "]" after it (git's
+// get_extended_base_var).
+func (p *configParser) extendedBaseVar(name *[]byte, c byte) bool {
+	for {
+		if c == '\n' {
+			return false
+		}
+		if c = p.next(); !isConfigSpace(c) {
+			break
 		}
 	}
-	return strings.TrimSpace(b.String())
+	if c != '"' {
+		return false
+	}
+	*name = append(*name, '.')
+	for {
+		c := p.next()
+		if c == '\n' {
+			return false
+		}
+		if c == '"' {
+			break
+		}
+		if c == '\\' {
+			if c = p.next(); c == '\n' {
+				return false
+			}
+		}
+		*name = append(*name, c)
+	}
+	return p.next() == ']'
+}
+
+// value reads the rest of a variable's name and its value (git's get_value).
+func (p *configParser) value(name *[]byte) (string, bool) {
+	var c byte
+	for {
+		c = p.next()
+		if p.eof || !isConfigKeyChar(c) {
+			break
+		}
+		*name = append(*name, lower(c))
+	}
+	for c == ' ' || c == '\t' {
+		c = p.next()
+	}
+	if c == '\n' {
+		return "true", true
+	}
+	if c != '=' {
+		return "", false
+	}
+	return p.parseValue()
+}
+
+// parseValue reads a value after "=" up to its line's end (git 2.39's parse_value): blanks
+// around it go and each one within it is a space, quotes are dropped, a comment outside them
+// ends it, a quote left open or an unknown escape is an error. git hands it on as a C string.
+func (p *configParser) parseValue() (string, bool) {
+	var v []byte
+	quote, comment, space := false, false, 0
+	for {
+		c := p.next()
+		if c == '\n' {
+			if quote {
+				return "", false
+			}
+			return cString(string(v)), true
+		}
+		if comment {
+			continue
+		}
+		if isConfigSpace(c) && !quote {
+			if len(v) > 0 {
+				space++
+			}
+			continue
+		}
+		if !quote && (c == ';' || c == '#') {
+			comment = true
+			continue
+		}
+		for ; space > 0; space-- {
+			v = append(v, ' ')
+		}
+		if c == '\\' {
+			switch c = p.next(); c {
+			case '\n':
+				continue
+			case 't':
+				c = '\t'
+			case 'b':
+				c = '\b'
+			case 'n':
+				c = '\n'
+			case '\\', '"':
+			default:
+				return "", false
+			}
+			v = append(v, c)
+			continue
+		}
+		if c == '"' {
+			quote = !quote
+			continue
+		}
+		v = append(v, c)
+	}
+}
+
+// commonPrefix returns how many leading bytes b shares with s.
+func commonPrefix(b []byte, s string) int {
+	n := 0
+	for n < len(b) && n < len(s) && b[n] == s[n] {
+		n++
+	}
+	return n
+}
+
+// The character classes of git's own ctype (git-compat-util.h), ASCII only: a byte of 0x80
+// or above is none of them, and \v and \f are no space.
+func isConfigSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
+func isConfigAlpha(c byte) bool { return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' }
+func isConfigKeyChar(c byte) bool {
+	return isConfigAlpha(c) || '0' <= c && c <= '9' || c == '-'
+}
+
+func lower(c byte) byte {
+	if 'A' <= c && c <= 'Z' {
+		return c + 'a' - 'A'
+	}
+	return c
 }
 
 // ExecKeys returns the keys of a git config file's text that make git run a program, or load
 // more configuration or hooks (GitProgramKeys), when the user's git uses the repository; an
 // alias or submodule update that runs a shell command is marked " (!)". The result is sorted
-// and de-duplicated.
-func ExecKeys(text []byte) []string {
+// and de-duplicated. A text git would refuse (ParseConfig's error) gives the keys before the
+// bad line and the error: the caller takes such a file for executable (checkConfig).
+func ExecKeys(text []byte) ([]string, error) {
+	entries, err := ParseConfig(text)
+	return execKeys(entries), err
+}
+
+// execKeys returns the keys of entries that make git run a program (ExecKeys).
+func execKeys(entries []ConfigEntry) []string {
 	seen := map[string]bool{}
-	for _, e := range ParseConfig(text) {
+	for _, e := range entries {
 		for _, k := range GitProgramKeys {
-			if k.match(e.Section, e.Sub, e.Key) && k.runs(e.Value) {
+			if k.match(e) && k.runs(e.Value) {
 				name := e.Name()
 				if k.Value == ValueBang {
 					name += " (!)"
@@ -307,7 +531,7 @@ func ExecKeys(text []byte) []string {
 func lastValue(entries []ConfigEntry, section, key string) string {
 	v := ""
 	for _, e := range entries {
-		if e.Section == section && e.Sub == "" && e.Key == key {
+		if e.Section == section && !e.HasSub && e.Key == key {
 			v = e.Value
 		}
 	}
@@ -319,7 +543,7 @@ func lastValue(entries []ConfigEntry, section, key string) string {
 func includePaths(entries []ConfigEntry) []string {
 	var out []string
 	for _, e := range entries {
-		if e.Key == "path" && e.Value != "" && (e.Section == "include" && e.Sub == "" || e.Section == "includeif" && e.Sub != "") {
+		if e.Key == "path" && e.Value != "" && (e.Section == "include" && !e.HasSub || e.Section == "includeif" && e.HasSub) {
 			out = append(out, e.Value)
 		}
 	}

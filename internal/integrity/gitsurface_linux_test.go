@@ -3,10 +3,14 @@ package integrity
 import (
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/agentbox/agentbox/internal/profile"
 )
 
 // exampleValues are, for each GitValue, a value that makes git run something and one that
@@ -51,14 +55,14 @@ func TestGitProgramKeys(t *testing.T) {
 				"\xef\xbb\xbf" + exampleConfig(k.Name, vals[0], func(s string) string { return s }),
 				"[user]\n\tname = x\n" + exampleConfig(k.Name, vals[0], strings.ToUpper),
 			} {
-				if got := ExecKeys([]byte(text)); len(got) != 1 {
-					t.Errorf("ExecKeys(%q) = %v, want the key", text, got)
+				if got, err := ExecKeys([]byte(text)); len(got) != 1 || err != nil {
+					t.Errorf("ExecKeys(%q) = %v, %v, want the key", text, got, err)
 				}
 			}
 			if vals[1] != "" || k.Value == ValueAny {
 				text := exampleConfig(k.Name, vals[1], func(s string) string { return s })
-				if got := ExecKeys([]byte(text)); len(got) != 0 {
-					t.Errorf("ExecKeys(%q) = %v, want nothing", text, got)
+				if got, err := ExecKeys([]byte(text)); len(got) != 0 || err != nil {
+					t.Errorf("ExecKeys(%q) = %v, %v, want nothing", text, got, err)
 				}
 			}
 		})
@@ -150,6 +154,7 @@ var notRunHere = map[string]string{
 // appears), and ExecKeys finds the key in that config. Every key is either run here or says
 // why not.
 func TestGitProgramKeysRunByGit(t *testing.T) {
+	t.Parallel()
 	if _, err := exec.LookPath("git"); err != nil {
 		t.Skip("git not installed")
 	}
@@ -205,12 +210,17 @@ func TestGitProgramKeysRunByGit(t *testing.T) {
 				t.Errorf("git %v did not run %s's program: the table's entry is not proven\n%s", args, k.Name, out)
 			}
 			want := ""
-			for _, e := range ParseConfig([]byte(cfg)) {
-				if k.match(e.Section, e.Sub, e.Key) {
+			entries, err := ParseConfig([]byte(cfg))
+			if err != nil {
+				t.Errorf("ParseConfig of the config that ran: %v\n%s", err, cfg)
+			}
+			for _, e := range entries {
+				if k.match(e) {
 					want = e.Name()
 				}
 			}
-			got := strings.Join(ExecKeys([]byte(cfg)), ",")
+			keys, _ := ExecKeys([]byte(cfg))
+			got := strings.Join(keys, ",")
 			if want == "" || !strings.Contains(","+got+",", ","+want+",") && !strings.Contains(","+got+",", ","+want+" (!),") {
 				t.Errorf("ExecKeys finds %q in the config that ran, want %s:\n%s", got, k.Name, cfg)
 			}
@@ -353,6 +363,115 @@ var gitSurfaceTests = map[string]func(t *testing.T){
 	"GITDIR/info/attributes": func(t *testing.T) {
 		wantPinned(t, resolveWS(t, newWS(t)), ".git/info/attributes")
 	},
+	"GITDIR/refs/replace/": func(t *testing.T) {
+		wantPinned(t, resolveWS(t, newWS(t)), ".git/refs/replace")
+	},
+	"GITDIR/packed-refs (refs/replace/ lines)": func(t *testing.T) {
+		ws := newWS(t)
+		const a, b, c = "1111111111111111111111111111111111111111", "2222222222222222222222222222222222222222", "3333333333333333333333333333333333333333"
+		head := "# pack-refs with: peeled fully-peeled sorted \n" + a + " refs/heads/main\n" +
+			b + " refs/replace/" + c + "\n"
+		mustWrite(t, filepath.Join(ws, ".git/packed-refs"), head)
+		s := Snapshot(resolveWS(t, ws), Limits{})
+		// A box packs a replace ref of its own (with a peeled line) and a tag.
+		added := b + " refs/replace/" + a + "\n^" + c + "\n" + c + " refs/tags/v1\n"
+		mustWrite(t, filepath.Join(ws, ".git/packed-refs"), head+added)
+		ts := s.VerifyExec()
+		if len(ts) != 1 || !strings.Contains(ts[0].Detail, "the 1 replace refs added") {
+			t.Fatalf("transitions: %+v", ts)
+		}
+		got, _ := os.ReadFile(filepath.Join(ws, ".git/packed-refs"))
+		if want := head + c + " refs/tags/v1\n"; string(got) != want {
+			t.Errorf("packed-refs after the check:\n%s\nwant:\n%s", got, want)
+		}
+		if _, err := os.Lstat(filepath.Join(ws, ".git/packed-refs.lock")); err == nil {
+			t.Error("git's lock was left behind")
+		}
+		if ts := s.VerifyExec(); len(ts) != 0 {
+			t.Errorf("a second check found more: %+v", ts)
+		}
+		// A lock that stays longer than git waits for one is a box's (made so that no strip
+		// could take it, review 12 F7): moved aside, and the ref stripped.
+		packedLockWait = 100 * time.Millisecond
+		t.Cleanup(func() { packedLockWait = 2 * time.Second })
+		mustWrite(t, filepath.Join(ws, ".git/packed-refs"), head+added)
+		mustWrite(t, filepath.Join(ws, ".git/packed-refs.lock"), "the box's")
+		if ts := s.VerifyExec(); len(ts) != 1 || !strings.Contains(ts[0].Detail, "the 1 replace refs added") ||
+			!strings.Contains(ts[0].Detail, "packed-refs.lock held longer than git waits") {
+			t.Errorf("with a lock the box made: %+v", ts)
+		}
+		if got, _ := os.ReadFile(filepath.Join(ws, ".git/packed-refs")); strings.Contains(string(got), "refs/replace/"+a) {
+			t.Errorf("the box's replace ref stayed behind its lock:\n%s", got)
+		}
+		if _, err := os.Lstat(filepath.Join(ws, ".git/packed-refs.lock")); err == nil {
+			t.Error("the box's lock is still in place")
+		}
+		if m, _ := filepath.Glob(filepath.Join(ws, ".git/packed-refs.lock.*")); len(m) != 1 {
+			t.Errorf("the box's lock was not moved aside (found %v)", m)
+		}
+		// packed-refs made a symlink to a workspace file (git reads through it): read through,
+		// and replaced by the file without the box's line.
+		mustWrite(t, filepath.Join(ws, "notes.txt"), head+added)
+		os.Remove(filepath.Join(ws, ".git/packed-refs"))
+		if err := os.Symlink("../notes.txt", filepath.Join(ws, ".git/packed-refs")); err != nil {
+			t.Fatal(err)
+		}
+		if ts := s.VerifyExec(); len(ts) != 1 || !strings.Contains(ts[0].Detail, "the 1 replace refs added") {
+			t.Errorf("through a symlink: %+v", ts)
+		}
+		if fi, err := os.Lstat(filepath.Join(ws, ".git/packed-refs")); err != nil || !fi.Mode().IsRegular() {
+			t.Errorf("packed-refs after the check: %v, %v (want a regular file)", fi, err)
+		}
+		if got, _ := os.ReadFile(filepath.Join(ws, ".git/packed-refs")); strings.Contains(string(got), "refs/replace/"+a) {
+			t.Errorf("the box's replace ref is still read through packed-refs:\n%s", got)
+		}
+		// Leading out of the workspace, where nothing can be filtered: the link is moved aside.
+		out := filepath.Join(t.TempDir(), "refs")
+		mustWrite(t, out, head+added)
+		os.Remove(filepath.Join(ws, ".git/packed-refs"))
+		if err := os.Symlink(out, filepath.Join(ws, ".git/packed-refs")); err != nil {
+			t.Fatal(err)
+		}
+		if ts := s.VerifyExec(); len(ts) != 1 || !strings.Contains(ts[0].Detail, "moved aside") {
+			t.Errorf("a symlink leading out: %+v", ts)
+		}
+		if _, err := os.Lstat(filepath.Join(ws, ".git/packed-refs")); err == nil {
+			t.Error("packed-refs leading out of the workspace is still there")
+		}
+	},
+	"GITDIR/info/grafts": func(t *testing.T) {
+		wantPinned(t, resolveWS(t, newWS(t)), ".git/info/grafts")
+	},
+	"GITDIR/objects/info/alternates, http-alternates": func(t *testing.T) {
+		// Absent: guarded, in the workspace's gitdir and a submodule's; present: pinned.
+		ws := newWS(t)
+		mustWrite(t, filepath.Join(ws, ".git/modules/s/HEAD"), "0\n")
+		mustWrite(t, filepath.Join(ws, ".git/modules/s/objects/info/alternates"), "../../../../objects\n")
+		wantPinned(t, resolveWS(t, ws), ".git/objects/info/alternates", ".git/objects/info/http-alternates",
+			".git/modules/s/objects/info/alternates", ".git/modules/s/objects/info/http-alternates")
+		// A nested repository's, and a bare one's, that a box writes or changes: moved aside.
+		mustWrite(t, filepath.Join(ws, "old/.git/objects/info/alternates"), "/srv/shared/objects\n")
+		mustWrite(t, filepath.Join(ws, "b.git/HEAD"), "ref: refs/heads/main\n")
+		mustWrite(t, filepath.Join(ws, "b.git/config"), "[core]\n\tbare = true\n")
+		mustWrite(t, filepath.Join(ws, "b.git/objects/info/packs"), "")
+		s := Snapshot(resolveWS(t, ws), Limits{})
+		if ts := s.VerifyExec(); len(ts) != 0 {
+			t.Fatalf("transitions without a change: %+v", ts)
+		}
+		mustWrite(t, filepath.Join(ws, "old/.git/objects/info/alternates"), "/home/u/.local/state/agentbox/cache/x/objects\n")
+		movedAside(t, s, filepath.Join(ws, "old/.git/objects/info/alternates"))
+		mustWrite(t, filepath.Join(ws, "a/.git/objects/info/http-alternates"), "https://evil.example.org/objects\n")
+		movedAside(t, s, filepath.Join(ws, "a/.git/objects/info/http-alternates"))
+		// A bare repository's, at the event of its objects/info folder.
+		p := filepath.Join(ws, "b.git/objects/info/alternates")
+		mustWrite(t, p, "/tmp/box/objects\n")
+		if ts := s.VerifyExecIn([]string{filepath.Join(ws, "b.git")}); len(ts) != 1 || ts[0].Path != p || !strings.Contains(ts[0].Detail, "moved aside to") {
+			t.Errorf("a bare repository's new alternates at the scan of the repository: %+v", ts)
+		}
+	},
+	"GITDIR/info/exclude": func(t *testing.T) {
+		wantPinned(t, resolveWS(t, newWS(t)), ".git/info/exclude")
+	},
 	"include.path, includeIf.*.path targets": func(t *testing.T) {
 		ws := newWS(t)
 		mustWrite(t, filepath.Join(ws, ".git/config"), "[include]\n\tpath = \"../team.gitconfig\" ; shared\n\tpath = ~/.gitconfig-x\n[includeIf \"gitdir:/\"]\n\tpath = ../conf/b.cfg\n")
@@ -415,6 +534,23 @@ var gitSurfaceTests = map[string]func(t *testing.T){
 		mustWrite(t, filepath.Join(ws, "lib/s/.git"), "gitdir: ../../.git/modules/s\n")
 		mustWrite(t, filepath.Join(ws, ".git/modules/s/HEAD"), "0\n")
 		wantPinned(t, resolveWS(t, ws), "lib/s/.git", ".git/modules/s/hooks")
+		// Absent (review 13, F9): an uninitialised submodule of .gitmodules, and a gitlink of
+		// the index only, are guarded.
+		ws, _ = filepath.EvalSymlinks(t.TempDir())
+		for _, args := range [][]string{{"init", "-q"}, {"update-index", "--add", "--cacheinfo", "160000," + strings.Repeat("1", 40) + ",vend/x"}} {
+			if out, err := exec.Command("git", append([]string{"-C", ws}, args...)...).CombinedOutput(); err != nil {
+				t.Fatalf("git %v: %v\n%s", args, err, out)
+			}
+		}
+		mustWrite(t, filepath.Join(ws, ".gitmodules"), "[submodule \"u\"]\n\tpath = lib/u\n\turl = ../x\n")
+		os.MkdirAll(filepath.Join(ws, "lib/u"), 0o755)
+		lay := resolveWS(t, ws)
+		wantPinned(t, lay, "lib/u/.git", "vend/x/.git")
+		for _, g := range lay.Guards {
+			if strings.HasSuffix(g.Path, "/.git") && g.Dir {
+				t.Errorf("%s is guarded as a folder, want a file", g.Path)
+			}
+		}
 	},
 	"GITDIR/worktrees/*/commondir, gitdir, config.worktree": func(t *testing.T) {
 		ws := newWS(t)
@@ -500,12 +636,19 @@ func TestNestedConfigFiles(t *testing.T) {
 	for _, f := range NestedConfigFiles {
 		t.Run(f.Dir+"/"+f.Name, func(t *testing.T) {
 			name := strings.NewReplacer("*", "x").Replace(f.Name)
+			if f.Name == "" { // every file beneath the folder, at any depth
+				name = "sub/x.json"
+			}
 			rel := filepath.Join("pkg", f.Dir, name)
 			ws := newWS(t)
 			mustWrite(t, filepath.Join(ws, "old", f.Dir, name), "{}\n")
 			top := filepath.Join(ws, f.Dir, name)
 			mustWrite(t, top, "{}\n")
-			s := Snapshot(resolveWS(t, ws), Limits{})
+			lay, err := Resolve(ws, profilePins(t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			s := Snapshot(lay, Limits{})
 			mustWrite(t, filepath.Join(ws, rel), `{"evil": true}`+"\n")
 			movedAside(t, s, filepath.Join(ws, rel))
 			mustWrite(t, filepath.Join(ws, "old", f.Dir, name), `{"evil": true}`+"\n")
@@ -526,5 +669,341 @@ func TestNestedConfigFiles(t *testing.T) {
 				t.Errorf("the pinned file at the top was moved: %v", err)
 			}
 		})
+	}
+}
+
+// TestNestedConfigRemovedAtEvent: a file of a profile's configuration folder in a subfolder
+// that the user had before the launch (sub/.claude/hooks/x.sh) is reported removed at the
+// event of its own folder, and an event in the folder above it does not report it removed
+// while it is there. Before, the scan took the folder above a folder named hooks for the
+// owner of its files (as for a bare repository's hooks): a removal in sub/.claude/hooks and
+// sub/.github/hooks was reported only by the next full scan, and an event in sub/.claude
+// alone reported the hook removed, after which the next scan took it for new and moved the
+// user's hook aside.
+func TestNestedConfigRemovedAtEvent(t *testing.T) {
+	for _, f := range NestedConfigFiles {
+		if f.Name != "" {
+			continue
+		}
+		t.Run(f.Dir, func(t *testing.T) {
+			ws := newWS(t)
+			p := filepath.Join(ws, "pkg", f.Dir, "x.sh")
+			mustWrite(t, p, "#!/bin/sh\n")
+			s := Snapshot(resolveWS(t, ws), Limits{})
+			if _, ok := s.Exec[p]; !ok {
+				t.Fatalf("%s is not configuration at the snapshot: the test would prove nothing", p)
+			}
+			if ts := s.VerifyExecIn([]string{filepath.Dir(filepath.Dir(p))}); len(ts) != 0 {
+				t.Errorf("an event in the folder above reports: %+v", ts)
+			}
+			if err := os.Remove(p); err != nil {
+				t.Fatal(err)
+			}
+			ts := s.VerifyExecIn([]string{filepath.Dir(p)})
+			if len(ts) != 1 || ts[0].Kind != Removed || ts[0].Path != p {
+				t.Errorf("the event of its own folder reports %+v, want %s removed", ts, p)
+			}
+		})
+	}
+}
+
+// TestPythonBytecodeMovedAside: a .pyc file that appears or changes in the workspace while a
+// box runs — in a __pycache__ folder at the top or deeper, or a sourceless one beside the
+// modules — is moved aside, so the host's python compiles the source again instead of
+// importing the box's bytecode (review 10, F1; e2e TestPipInstallFromHostCache runs the
+// host's python after a box planted one). A .pyc that was there before and is left alone
+// stays, and a rewrite that keeps the size and puts the mtime back is still a change (its
+// ctime moved).
+func TestPythonBytecodeMovedAside(t *testing.T) {
+	ws := newWS(t)
+	kept := filepath.Join(ws, "lib", "__pycache__", "kept.cpython-311.pyc")
+	old := filepath.Join(ws, "pkg", "__pycache__", "mod.cpython-311.pyc")
+	mustWrite(t, kept, "host bytecode\n")
+	mustWrite(t, old, "host bytecode\n")
+	s := Snapshot(resolveWS(t, ws), Limits{})
+	if ts := s.VerifyExec(); len(ts) != 0 {
+		t.Fatalf("unchanged bytecode taken for a change: %+v", ts)
+	}
+	fi, err := os.Stat(old)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustWrite(t, old, "box bytecode!\n")
+	if err := os.Chtimes(old, fi.ModTime(), fi.ModTime()); err != nil {
+		t.Fatal(err)
+	}
+	movedAside(t, s, old)
+	for _, rel := range []string{"__pycache__/top.cpython-311.pyc", "pkg/sub/__pycache__/new.cpython-311.pyc", "json.pyc"} {
+		p := filepath.Join(ws, rel)
+		mustWrite(t, p, "box bytecode\n")
+		movedAside(t, s, p)
+	}
+	if _, err := os.Stat(kept); err != nil {
+		t.Errorf("the host's untouched bytecode was moved: %v", err)
+	}
+	// A __pycache__ made a symlink to a folder elsewhere (the box cache: review 12 F10), whose
+	// bytecode the scan does not see, is moved aside whole.
+	cache := t.TempDir()
+	mustWrite(t, filepath.Join(cache, "mod.cpython-311.pyc"), "box bytecode\n")
+	linked := filepath.Join(ws, "app", "__pycache__")
+	os.MkdirAll(filepath.Dir(linked), 0o755)
+	if err := os.Symlink(cache, linked); err != nil {
+		t.Fatal(err)
+	}
+	movedAside(t, s, linked)
+}
+
+// TestPythonExtensionMovedAside guards review 12, F2: python's FileFinder imports an extension
+// module (NAME.cpython-3XY-PLATFORM.so, NAME.abi3.so, NAME.so) before NAME.py, and
+// NAME/__init__ with those suffixes before NAME/__init__.py; git ignores *.so. One that appears
+// or changes beside a NAME.py or a folder NAME is moved aside like bytecode; one the host had
+// there at the snapshot stays, and so do extension modules with no source beside them (a
+// venv's site-packages, which a box's pip install fills).
+func TestPythonExtensionMovedAside(t *testing.T) {
+	ws := newWS(t)
+	const tag = ".cpython-311-x86_64-linux-gnu.so"
+	for _, rel := range []string{"app/mymod.py", "app/other.py", "app/flat.py", "pkg/__init__.py", "pkg/sub/__init__.py", "ns/x.py", "app/old.py"} {
+		mustWrite(t, filepath.Join(ws, rel), "print('reviewed source')\n")
+	}
+	hostBuilt := filepath.Join(ws, "app", "old"+tag)
+	mustWrite(t, hostBuilt, "host-built extension\n")
+	s := Snapshot(resolveWS(t, ws), Limits{})
+	if ts := s.VerifyExec(); len(ts) != 0 {
+		t.Fatalf("unchanged files taken for a change: %+v", ts)
+	}
+	for _, rel := range []string{"app/mymod" + tag, "app/other.abi3.so", "app/flat.so", "pkg/sub/__init__" + tag, "pkg" + tag, "ns.abi3.so"} {
+		p := filepath.Join(ws, rel)
+		mustWrite(t, p, "\x7fELF box extension\n")
+		movedAside(t, s, p)
+	}
+	mustWrite(t, hostBuilt, "\x7fELF box rebuilt it\n")
+	movedAside(t, s, hostBuilt)
+	// No source beside them: a venv's compiled dependencies, a build's output, a library.
+	for _, rel := range []string{".venv/lib/python3.11/site-packages/numpy/core/_multiarray_umath" + tag, "build/lib/_speedups" + tag, "app/libfoo.so", "app/mymod.so.1"} {
+		mustWrite(t, filepath.Join(ws, rel), "\x7fELF\n")
+	}
+	for _, tr := range s.VerifyExec() {
+		t.Errorf("an extension module with no source beside it was taken for executable configuration: %s %s (%s)", tr.Kind, tr.Path, tr.Detail)
+	}
+}
+
+// profilePins returns every built-in profile's workspaceConfig entries, as the daemon pins
+// them at the workspace's top (folders with their trailing slash).
+func profilePins(t *testing.T) []string {
+	t.Helper()
+	ps, err := profile.Builtins()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, p := range ps {
+		out = append(out, p.WorkspaceConfig...)
+	}
+	return out
+}
+
+// TestNestedConfigCoversProfiles guards review 11's F1: every built-in profile's
+// workspaceConfig entry, pinned at the workspace's top, is nested configuration in any
+// subfolder too (Codex reads .codex/config.toml in every folder between the project's root and
+// its working folder). Before, the scan knew Claude's and the editors' files only: a box's
+// sub/.codex/config.toml, sub/.gemini/settings.json, sub/opencode.json and
+// sub/.github/copilot/settings.json stayed, and the host's Codex ran the MCP server it named.
+func TestNestedConfigCoversProfiles(t *testing.T) {
+	ws := newWS(t)
+	mustWrite(t, filepath.Join(ws, "target/x.toml"), "x\n")
+	want := map[string]string{} // path → the workspaceConfig entry
+	for _, w := range profilePins(t) {
+		rel := path.Join("a/b", w)
+		if strings.HasSuffix(w, "/") {
+			rel = path.Join(rel, "deep/x.toml")
+		}
+		mustWrite(t, filepath.Join(ws, rel), "x\n")
+		want[filepath.Join(ws, rel)] = w
+		// A symlink where the entry's first folder would be (l/N/.github -> ../../target).
+		if first, _, ok := strings.Cut(w, "/"); ok {
+			l := filepath.Join(ws, "l", strconv.Itoa(len(want)), first)
+			os.MkdirAll(filepath.Dir(l), 0o755)
+			if err := os.Symlink("../../target", l); err != nil {
+				t.Fatal(err)
+			}
+			want[l] = w
+		}
+	}
+	for _, rel := range []string{"src/main.go", "a/.github/workflows/ci.yml", "a/README.md"} {
+		mustWrite(t, filepath.Join(ws, rel), "x\n")
+	}
+	found, notChecked := ScanExec(ws, nil, nil, Limits{})
+	for p, w := range want {
+		if _, ok := found[p]; !ok {
+			t.Errorf("workspaceConfig %q: the scan does not take %s for configuration", w, p)
+		}
+	}
+	for p, d := range found {
+		if _, ok := want[p]; !ok && !strings.Contains(p, "/.git/") {
+			t.Errorf("%s taken for configuration: %s", p, d)
+		}
+	}
+	if notChecked != 0 {
+		t.Errorf("scan incomplete: %d", notChecked)
+	}
+}
+
+// TestNestedConfigSymlinkedFolder guards review 11's F2: a symlink in a subfolder that stands
+// where a folder of configuration lies (crate/.cargo -> ../stuff/cfg, sub/.claude, sub/.vscode,
+// sub/.github -> a folder holding copilot/) is moved aside itself, the link and not its target;
+// one present at the snapshot stays until what it leads to changes. Before, the scan named a
+// file by its folder's name, did not follow the link, and the host's cargo ran the
+// rustc-wrapper the box's config.toml named.
+func TestNestedConfigSymlinkedFolder(t *testing.T) {
+	ws := newWS(t)
+	mustWrite(t, filepath.Join(ws, "stuff/cfg/config.toml"), "[build]\nrustc-wrapper = \"/tmp/pwned\"\n")
+	mustWrite(t, filepath.Join(ws, "stuff/gh/copilot/settings.json"), "{}\n")
+	mustWrite(t, filepath.Join(ws, "old/cfg/config.toml"), "[build]\n")
+	for link, target := range map[string]string{"old/.cargo": "cfg"} {
+		if err := os.Symlink(target, filepath.Join(ws, link)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	lay, err := Resolve(ws, profilePins(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := Snapshot(lay, Limits{})
+	links := map[string]string{
+		"crate/.cargo":  "../stuff/cfg",
+		"sub/.claude":   "../stuff/cfg",
+		"sub/.vscode":   "../stuff/cfg",
+		"sub/.github":   "../stuff/gh",
+		"sub/.codex":    "../stuff/cfg",
+		"sub/.opencode": "/etc",
+	}
+	for link, target := range links {
+		os.MkdirAll(filepath.Dir(filepath.Join(ws, link)), 0o755)
+		if err := os.Symlink(target, filepath.Join(ws, link)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tr := range s.VerifyExec() {
+		t.Logf("%s %s: %s", tr.Kind, tr.Path, tr.Detail)
+	}
+	for link := range links {
+		if _, err := os.Lstat(filepath.Join(ws, link)); err == nil {
+			t.Errorf("%s (a new symlinked config folder) is still there", link)
+		}
+		if fi, err := os.Lstat(filepath.Join(ws, link+QuarantineSuffix+"1")); err != nil || fi.Mode()&os.ModeSymlink == 0 {
+			t.Errorf("%s: the link itself is not kept aside: %v", link, err)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(ws, "stuff/cfg/config.toml")); err != nil {
+		t.Errorf("the link's target was moved: %v", err)
+	}
+	if _, err := os.Lstat(filepath.Join(ws, "old/.cargo")); err != nil {
+		t.Errorf("the symlinked folder present at the snapshot was moved: %v", err)
+	}
+	// What an old link leads to changes: the link is moved aside.
+	mustWrite(t, filepath.Join(ws, "old/cfg/config.toml"), "[build]\nrustc-wrapper = \"/tmp/pwned\"\n")
+	movedAside(t, s, filepath.Join(ws, "old/.cargo"))
+}
+
+// TestScanUnreadableFolder guards review 11's F3: a folder its owner cannot list (a box's
+// mkdir -m 311) still lets npm, cargo and git open what it holds by name. The scan gives the
+// owner back the read bit and looks inside: the .npmrc of a project in it and a gitdir's
+// fsmonitor are moved aside. Before, the daemon (same uid, not root) skipped the folder
+// silently. As root the folder is read anyway; the test then shows the findings only.
+func TestScanUnreadableFolder(t *testing.T) {
+	ws := newWS(t)
+	s := Snapshot(resolveWS(t, ws), Limits{})
+	mustWrite(t, filepath.Join(ws, "pkg/package.json"), `{"name":"pkg","version":"1.0.0"}`+"\n")
+	npmrc := filepath.Join(ws, "pkg/.npmrc")
+	mustWrite(t, npmrc, "script-shell=/tmp/pwned\n")
+	gd := filepath.Join(ws, "hid/gd")
+	mustWrite(t, filepath.Join(gd, "HEAD"), "ref: refs/heads/main\n")
+	os.MkdirAll(filepath.Join(gd, "objects"), 0o755)
+	mustWrite(t, filepath.Join(gd, "config"), "[core]\n\tfsmonitor = /tmp/pwned\n")
+	for _, d := range []string{"pkg", "hid"} {
+		if err := os.Chmod(filepath.Join(ws, d), 0o311); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := os.ReadDir(filepath.Join(ws, "pkg")); os.Geteuid() != 0 && err == nil {
+		t.Fatal("the 0311 folder can be listed: the test would prove nothing")
+	}
+	moved := map[string]bool{}
+	for _, tr := range s.VerifyExec() {
+		moved[tr.Path] = strings.Contains(tr.Detail, "moved aside to")
+		if tr.Path == ws {
+			t.Errorf("scan incomplete: %+v", tr)
+		}
+	}
+	for _, p := range []string{npmrc, filepath.Join(gd, "config")} {
+		if !moved[p] {
+			t.Errorf("%s (in a 0311 folder) not moved aside: %v", p, moved)
+		}
+	}
+}
+
+// TestSelfHidingGitignoreMovedAside guards review 12's F5: a .gitignore that ignores itself,
+// new or changed while a box runs, hid itself and the box's files beside it from the host's git
+// status, add and clean. It is moved aside, and the host's git lists them again. One that was
+// there before, or that keeps itself visible ("*" then "!.gitignore"), stays. Review 13's F5
+// and F7: "[!x]gitignore" (a negated class to git), "*" after a byte order mark (which git
+// skips) and "*" after 1.2 MB of comments (past what the scan read) hid themselves as well;
+// without the fix they stay and the host's git status lists none of their folders' files.
+func TestSelfHidingGitignoreMovedAside(t *testing.T) {
+	for pats, want := range map[string]bool{
+		"*\n": true, "/*\n": true, "**\n": true, "**/.gitignore\n": true, ".git*\n": true, "*ignore  \n": true,
+		"*\n!.gitignore\n": false, "*\n!/.gitignore\n": false, "build/\n": false, "*/\n": false, "a/*\n": false,
+		"# *\n": false, "!*\n": false, "*.o\n": false, "": false,
+		"[!x]gitignore\nzz*\n": true, "\xef\xbb\xbf*\n": true, "[^x]gitignore\n": true, "\\.gitignore\n": true,
+	} {
+		if got := ignoresItself([]byte(pats)); got != want {
+			t.Errorf("ignoresItself(%q) = %v, want %v", pats, got, want)
+		}
+	}
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("no git")
+	}
+	ws, _ := filepath.EvalSymlinks(t.TempDir())
+	gitIn(ws, "", false, "init", "-q", ".")
+	mustWrite(t, filepath.Join(ws, "keep/.gitignore"), "*\n!.gitignore\n")
+	mustWrite(t, filepath.Join(ws, "old/.gitignore"), "*\n")
+	s := Snapshot(resolveWS(t, ws), Limits{})
+	plants := map[string]string{
+		"pkg":   "*\n",
+		"class": "[!x]gitignore\nzz*\n",
+		"bom":   "\xef\xbb\xbf*\n",
+		"big":   strings.Repeat("# padding\n", 120000) + "*\n",
+	}
+	for dir, pats := range plants {
+		mustWrite(t, filepath.Join(ws, dir, ".gitignore"), pats)
+		mustWrite(t, filepath.Join(ws, dir, "zz_helper.go"), "package pkg\n")
+	}
+	mustWrite(t, filepath.Join(ws, "other/.gitignore"), "build/\n")
+	if out := gitIn(ws, "", false, "status", "--porcelain", "--untracked-files=all"); strings.Contains(out, "zz_helper.go") {
+		t.Fatalf("the self-hiding .gitignore files do not hide their folders here:\n%s", out)
+	}
+	moved := map[string]string{}
+	for _, tr := range s.VerifyExec() {
+		if (tr.Kind == Created || tr.Kind == Modified) && strings.Contains(tr.Detail, "moved aside to") {
+			moved[tr.Path] = tr.Detail
+		}
+	}
+	out := gitIn(ws, "", false, "status", "--porcelain", "--untracked-files=all")
+	for dir := range plants {
+		p := filepath.Join(ws, dir, ".gitignore")
+		if _, ok := moved[p]; !ok {
+			t.Errorf("%s not moved aside", p)
+		}
+		if !strings.Contains(out, dir+"/zz_helper.go") {
+			t.Errorf("the host's git status still hides %s/zz_helper.go:\n%s", dir, out)
+		}
+	}
+	if d := moved[filepath.Join(ws, "big/.gitignore")]; !strings.Contains(d, "too large to check") {
+		t.Errorf("the 1.2 MB .gitignore's finding does not say why: %q", d)
+	}
+	for _, kept := range []string{"keep/.gitignore", "old/.gitignore", "other/.gitignore"} {
+		if _, err := os.Stat(filepath.Join(ws, kept)); err != nil {
+			t.Errorf("%s was moved: %v", kept, err)
+		}
 	}
 }

@@ -12,3 +12,19 @@ const QuarantineSuffix = ".agentbox-quarantined-"
 func readBeneath(ws, path string, max int64) ([]byte, error) { return nil, ErrNotSupported }
 
 func moveAside(ws, path string) (string, error) { return "", ErrNotSupported }
+
+func stripPackedReplace(ws, path string, keep []string) (int, string, error) {
+	return 0, "", ErrNotSupported
+}
+
+func restoreOwnerAccess(dir string) error { return ErrNotSupported }
+
+func editIndex(ws, path string, flagged, zero []string) ([]string, []string, error) {
+	return nil, nil, ErrNotSupported
+}
+
+type staleEntry struct{ name, sig string }
+
+func staleEntries(ws string, ix *gitIndex, since int64) []staleEntry { return nil }
+
+func (s *State) verifyObjects(gitdirs []string, since int64) []Transition { return nil }

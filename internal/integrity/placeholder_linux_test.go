@@ -130,6 +130,7 @@ func tree(t *testing.T, dir string) []string {
 // registry file, never fail to prepare, never lose a bind source while they run, never fail to
 // release, and never change the workspace (no placeholder, no registry entry).
 func TestConcurrentLaunchesLeaveNoLitter(t *testing.T) {
+	t.Parallel()
 	const goroutines, processes, rounds = 6, 3, 25
 	for _, tc := range []struct {
 		name  string

@@ -40,6 +40,11 @@ type Layout struct {
 	Roots []Root
 	// Notes are protected paths that could not be pinned, and why (reported at launch).
 	Notes []string
+	// Config are the workspace configuration files of the launch's programs
+	// (ProfileConfigFiles of the profiles in force: the built-in ones and the user's), which the
+	// workspace scan looks for in every folder as it does NestedConfigFiles; nil means
+	// NestedConfigFiles only.
+	Config []NestedConfigFile
 }
 
 // Watch adds paths (absolute, outside the workspace: a profile's protected home entries,
@@ -86,8 +91,8 @@ type beneathFS interface {
 	kind(rel string) (string, error)
 	// follow resolves ws/rel following symlinks, but only beneath ws; it returns the path.
 	follow(rel string) (string, error)
-	// read returns up to max bytes of the regular file ws/rel, following symlinks only
-	// beneath ws.
+	// read returns the regular file ws/rel, following symlinks only beneath ws; one longer
+	// than max is not read (*tooLargeError).
 	read(rel string, max int64) ([]byte, error)
 	// readlink returns the target of the symlink ws/rel (no symlink followed on the way).
 	readlink(rel string) (string, error)
@@ -324,16 +329,23 @@ func (r *resolver) fromConfig(gitdir, top string) {
 	var entries []ConfigEntry
 	for _, p := range userGitConfigs() {
 		if b, err := os.ReadFile(p); err == nil {
-			entries = append(entries, ParseConfig(b)...)
+			es, _ := ParseConfig(b) // the user's: git refuses to run with a bad one
+			entries = append(entries, es...)
 		}
 	}
 	var read func(rel string, depth int)
 	read = func(rel string, depth int) {
-		b, err := r.fs.read(rel, 1<<20)
+		b, err := r.fs.read(rel, maxCheckedFile)
+		if tooLarge(err) != nil {
+			r.note("%s is %v: the include targets and hooks folders it names are not pinned", filepath.Join(r.ws, rel), err)
+		}
 		if err != nil {
 			return
 		}
-		es := ParseConfig(b)
+		es, err := ParseConfig(b)
+		if err != nil {
+			r.note("%s: %v: what it names after that line is not pinned", filepath.Join(r.ws, rel), err)
+		}
 		entries = append(entries, es...)
 		for _, inc := range includePaths(es) {
 			p, ok := r.configPath(inc, filepath.Join(r.ws, filepath.Dir(rel)))
@@ -353,7 +365,7 @@ func (r *resolver) fromConfig(gitdir, top string) {
 		read(filepath.Join(gitdir, f), 0)
 	}
 	for _, e := range entries {
-		if e.Section != "core" || e.Sub != "" || e.Key != "hookspath" {
+		if e.Section != "core" || e.HasSub || e.Key != "hookspath" {
 			continue
 		}
 		p, ok := r.configPath(e.Value, filepath.Join(r.ws, top))
@@ -399,25 +411,50 @@ func (r *resolver) configPath(v, base string) (string, bool) {
 	return v, within(v, r.ws) && v != r.ws
 }
 
-// submodules returns the names of the submodules .gitmodules lists, and pins each one's .git
-// file (its gitdir pointer) where it is present.
-func (r *resolver) submodules() []string {
-	b, err := r.fs.read(".gitmodules", 1<<20)
-	if err != nil {
-		return nil
+// submodules returns the names of the submodules .gitmodules lists, and protects the .git
+// file (the gitdir pointer) of each path .gitmodules or the index of gitdir (relative) names as
+// a gitlink: pinned where present, guarded where absent (an uninitialised submodule, after git
+// submodule deinit or a clone without --recurse-submodules): git status at the top enters a
+// gitlink whose .git appears, and takes configuration from the gitdir it names, such as one a
+// box made in the box cache (review 13, F9). A .git folder there is a nested repository,
+// which the workspace scan reads.
+func (r *resolver) submodules(gitdir string) []string {
+	var names, paths []string
+	b, err := r.fs.read(".gitmodules", maxCheckedFile)
+	if tooLarge(err) != nil {
+		r.note("%s is %v: its submodules' gitdirs are pinned in name order, not first", filepath.Join(r.ws, ".gitmodules"), err)
 	}
-	var names []string
-	for _, e := range ParseConfig(b) {
-		if e.Section != "submodule" || e.Sub == "" || e.Key != "path" {
-			continue
+	if err == nil {
+		es, err := ParseConfig(b)
+		if err != nil {
+			r.note("%s: %v: the submodules it lists after that line are pinned in name order, not first", filepath.Join(r.ws, ".gitmodules"), err)
 		}
-		names = append(names, e.Sub)
-		p, ok := r.configPath(e.Value, r.ws)
-		if !ok {
-			continue
+		for _, e := range es {
+			if e.Section != "submodule" || !e.HasSub || e.Key != "path" {
+				continue
+			}
+			names = append(names, e.Sub)
+			if p, ok := r.configPath(e.Value, r.ws); ok {
+				paths = append(paths, p)
+			}
 		}
+	}
+	if b, err := r.fs.read(filepath.Join(gitdir, "index"), maxIndexBytes); tooLarge(err) != nil {
+		r.note("%s is %v: the .git of its gitlinks is not guarded", filepath.Join(r.ws, gitdir, "index"), err)
+	} else if err == nil {
+		links, err := indexGitlinks(b)
+		if err != nil {
+			r.note("%s: %v: the .git of its gitlinks is not guarded", filepath.Join(r.ws, gitdir, "index"), err)
+		}
+		for _, l := range links {
+			if p, ok := r.configPath(filepath.FromSlash(l), r.ws); ok {
+				paths = append(paths, p)
+			}
+		}
+	}
+	for _, p := range paths {
 		rel, _ := filepath.Rel(r.ws, filepath.Join(p, ".git"))
-		if k, err := r.fs.kind(rel); err == nil && k == KindFile {
+		if k, err := r.fs.kind(rel); err != nil || k != KindDir {
 			r.protect(rel, false)
 		}
 	}
@@ -448,11 +485,11 @@ func resolveWith(ws string, extra []string, fs beneathFS) *Layout {
 		switch {
 		case err == nil && k == KindDir:
 			r.root(dotGit, true, true)
-			r.gitDir(".git", r.submodules())
+			r.gitDir(".git", r.submodules(".git"))
 			r.fromConfig(".git", ".")
 		case err == nil && k == KindFile:
 			r.protect(".git", false)
-			gd, ok := readGitdir(dotGit)
+			gd, ok := ReadGitdir(dotGit)
 			switch {
 			case !ok:
 				r.note("%s is a file without a gitdir line: pinned and watched", dotGit)
@@ -465,7 +502,7 @@ func resolveWith(ws string, extra []string, fs beneathFS) *Layout {
 					break
 				}
 				r.root(gd, true, true)
-				r.gitDir(rel, r.submodules())
+				r.gitDir(rel, r.submodules(rel))
 				r.fromConfig(rel, ".")
 			}
 		default:

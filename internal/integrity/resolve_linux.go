@@ -3,7 +3,6 @@ package integrity
 import (
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -107,10 +106,7 @@ func (f linuxFS) read(rel string, max int64) ([]byte, error) {
 	}
 	file := os.NewFile(uintptr(fd), rel)
 	defer file.Close()
-	if fi, err := file.Stat(); err != nil || !fi.Mode().IsRegular() {
-		return nil, errNotRegular
-	}
-	return io.ReadAll(io.LimitReader(file, max))
+	return readWhole(file, max)
 }
 
 func (f absentFS) read(rel string, max int64) ([]byte, error) {

@@ -344,3 +344,28 @@ func sameEntry(a, b Entry) bool {
 }
 
 var errNotRegular = errors.New("not a regular file")
+
+// tooLargeError is what readBeneath returns for a file longer than its bound. It names the
+// file's size and ctime, so that a finding made of it changes whenever the file does (any
+// write moves the ctime, which no program sets), without reading it.
+type tooLargeError struct {
+	size, ctime, max int64
+}
+
+func newTooLarge(fi fs.FileInfo, max int64) *tooLargeError {
+	_, _, ctime := identity(fi)
+	return &tooLargeError{size: fi.Size(), ctime: ctime, max: max}
+}
+
+func (e *tooLargeError) Error() string {
+	return fmt.Sprintf("too large to check (%d bytes, over the %d read; ctime %d)", e.size, e.max, e.ctime)
+}
+
+// tooLarge returns the *tooLargeError in err's chain, or nil.
+func tooLarge(err error) *tooLargeError {
+	var e *tooLargeError
+	if errors.As(err, &e) {
+		return e
+	}
+	return nil
+}

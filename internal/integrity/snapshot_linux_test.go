@@ -140,7 +140,7 @@ func TestDeepTreeBounded(t *testing.T) {
 	oneTransition(t, s, Modified, root, "~top")
 	// The executable-configuration scan is bounded too, and says so: the check at exit
 	// reports the folders it did not check as drift, never silently.
-	if _, n := ScanExec(root, nil, Limits{ScanDirs: 100}); n != 1 {
+	if _, n := ScanExec(root, nil, nil, Limits{ScanDirs: 100}); n != 1 {
 		t.Errorf("ScanExec over its bound: %d folders not checked, want 1 (the next level)", n)
 	}
 	ex := &State{Workspace: root, Limits: Limits{ScanDirs: 100}}
@@ -196,12 +196,16 @@ func TestExecKeys(t *testing.T) {
 [remote "origin"]
 	url = https://example.com/r.git
 `
-	got := strings.Join(ExecKeys([]byte(cfg)), ",")
+	keys, err := ExecKeys([]byte(cfg))
+	if err != nil {
+		t.Errorf("ExecKeys: %v", err)
+	}
+	got := strings.Join(keys, ",")
 	want := "alias.pwn (!),core.fsmonitor,core.pager,credential.https://example.com.helper,diff.bin.textconv,filter.lfs.smudge,include.path,includeif.gitdir:/x/.path"
 	if got != want {
 		t.Errorf("ExecKeys:\n got %s\nwant %s", got, want)
 	}
-	if k := ExecKeys([]byte("[core]\n\tbare = false\n[user]\n\tname = x\n")); len(k) != 0 {
+	if k, _ := ExecKeys([]byte("[core]\n\tbare = false\n[user]\n\tname = x\n")); len(k) != 0 {
 		t.Errorf("harmless config flagged: %v", k)
 	}
 }

@@ -2,11 +2,15 @@ package integrity
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/agentbox/agentbox/internal/atomicfile"
 )
@@ -23,14 +27,51 @@ type State struct {
 	Exec map[string]string `json:"exec"`
 	// Notes are what Resolve could not pin (reported at launch).
 	Notes []string `json:"notes,omitempty"`
+	// PackedReplace are the replace refs each packed-refs file held at the snapshot (by
+	// path): the ones a box adds are stripped, these are kept.
+	PackedReplace map[string][]string `json:"packedReplace,omitempty"`
+	// Config are the launch's programs' workspace configuration files (Layout.Config), looked
+	// for in every folder besides NestedConfigFiles; nil looks for NestedConfigFiles only (a
+	// state saved before it was kept).
+	Config []NestedConfigFile `json:"config,omitempty"`
+	// Started is when the snapshot was taken: an index entry that makes git take a file
+	// changed since for unchanged is checked against the file's content (zero: every file).
+	Started time.Time `json:"started,omitzero"`
+	// Hidden are the entries of the workspace's indexes (its own, and those its gitlinks lead
+	// to) flagged skip-worktree or assume-unchanged (workspace-relative path → flag) as last
+	// seen; Stale the entries reported for stat data that hides a change (path → the file's
+	// ctime and the entry's id when reported: reported once each); IndexErrs why an index could not be read (by path), once reported.
+	Hidden    map[string]string `json:"hidden,omitempty"`
+	Stale     map[string]string `json:"stale,omitempty"`
+	IndexErrs map[string]string `json:"indexErrs,omitempty"`
+	// Deps are the workspace's dependency folders at the snapshot (DepFolderKinds, the
+	// outermost ones), by path: the check at exit moves aside one that is not among them, or
+	// is another folder now. nil (a state saved before it was kept) moves none.
+	Deps map[string]DepFolder `json:"deps"`
 }
 
 // Snapshot records the roots of lay and scans the workspace for executable configuration.
 func Snapshot(lay *Layout, lim Limits) *State {
-	s := &State{Workspace: lay.Workspace, Limits: lim, Notes: lay.Notes}
+	s := &State{Workspace: lay.Workspace, Limits: lim, Notes: lay.Notes, Config: lay.Config, Started: time.Now()}
 	s.Roots = Take(lay.Roots, lim)
+	s.Hidden, s.IndexErrs = readHidden(lay.Workspace)
+	for _, p := range slices.Sorted(maps.Keys(s.IndexErrs)) {
+		s.Notes = append(slices.Clip(s.Notes), "the index's skip-worktree and assume-unchanged flags, and stat data that hides a changed file, are not checked: "+s.IndexErrs[p])
+	}
 	// An incomplete scan here shows in the check at exit, which rescans (VerifyExec).
-	s.Exec, _ = ScanExec(lay.Workspace, s.rootSet(), lim)
+	s.Deps = map[string]DepFolder{}
+	s.Exec, _ = scanWorkspace(lay.Workspace, s.rootSet(), s.Config, lim, s.Deps)
+	identify(s.Deps)
+	for p := range s.Exec {
+		if isPackedRefs(p) {
+			if b, err := readBeneath(lay.Workspace, p, 64<<20); err == nil {
+				if s.PackedReplace == nil {
+					s.PackedReplace = map[string][]string{}
+				}
+				s.PackedReplace[p] = packedReplace(b)
+			}
+		}
+	}
 	return s
 }
 
@@ -62,12 +103,40 @@ func (s *State) VerifyRoots() []Transition {
 // VerifyExec rescans the whole workspace for executable configuration (bounded) and returns
 // what appeared, changed or went. A scan that reached its bound is a transition of its own
 // (on the workspace, every time): what lies in the folders it did not check is unknown.
-func (s *State) VerifyExec() []Transition {
-	found, notChecked := ScanExec(s.Workspace, s.rootSet(), s.Limits)
-	out := s.mergeExec(found, func(path string) bool { return true })
+func (s *State) VerifyExec() []Transition { return s.verifyExec(false) }
+
+// VerifyExit is VerifyExec for the check at exit, which also moves aside every dependency
+// folder (DepFolderKinds, anywhere in the workspace the scan visits) that appeared or was
+// replaced since the snapshot and holds anything: one the box made (a project it created, an
+// npm install where there was no node_modules, a virtualenv of a name the launch did not
+// know), or made at the path of one the host removed while the box ran, which detached the
+// box's overlay there. The host's tools would run what it holds (docs/toolchains.md).
+// While the box runs they are left alone: its own npm install and npm test need them.
+func (s *State) VerifyExit() []Transition { return s.verifyExec(true) }
+
+func (s *State) verifyExec(exit bool) []Transition {
+	var deps map[string]DepFolder
+	if exit && s.Deps != nil {
+		deps = map[string]DepFolder{}
+	}
+	found, notChecked := scanWorkspace(s.Workspace, s.rootSet(), s.Config, s.Limits, deps)
+	var out []Transition
+	if deps != nil {
+		var moved []string
+		out, moved = s.moveNewDeps(deps)
+		for p := range found {
+			if slices.ContainsFunc(moved, func(m string) bool { return within(p, m) }) {
+				delete(found, p) // it went with its folder
+			}
+		}
+	}
+	out = append(out, s.mergeExec(found, func(path string) bool { return true })...)
+	tr, gitdirs := s.verifyIndexes()
+	out = append(out, tr...)
+	out = append(out, s.verifyObjects(gitdirs, s.since())...)
 	if notChecked > 0 {
 		out = append(out, Transition{Kind: Modified, Path: s.Workspace, Alert: true, Detail: fmt.Sprintf(
-			"scan incomplete: %d folders not checked (the scan stops after %d folders); executable configuration in them was not looked for",
+			"scan incomplete: %d folders not checked (unreadable, or past the bound of %d folders the scan visits); executable configuration in them was not looked for",
 			notChecked, s.Limits.withDefaults().ScanDirs)})
 	}
 	return out
@@ -79,16 +148,20 @@ func (s *State) VerifyExecIn(dirs []string) []Transition {
 	found := map[string]string{}
 	set := map[string]bool{}
 	skip := s.rootSet()
+	files := nestedFiles(s.Config)
 	for _, d := range dirs {
 		set[d] = true
-		scanDir(s.Workspace, d, skip, found)
+		scanDir(s.Workspace, d, skip, files, found, nil) // a folder it cannot list: the full scans count it
 	}
 	return s.mergeExec(found, func(path string) bool { return set[ownerDir(path)] })
 }
 
 // ownerDir is the directory whose scan finds path: X for X/.envrc and for everything in X/.git
-// (config files, hooks, submodule and worktree gitdirs), and a bare repository X for X/config
-// and X/hooks/*.
+// (config files, hooks, alternates, submodule and worktree gitdirs), a bare repository X for
+// X/config, X/hooks/* and X/objects/info/*, and its own folder for any other file (a hook of sub/.claude/hooks/, which the scan
+// of sub/.claude/hooks finds: taking sub/.claude for its owner, as for a bare repository's
+// hooks, left its removal to the next full scan and had an event in sub/.claude alone report it
+// removed while it was there).
 func ownerDir(path string) string {
 	if i := strings.Index(path, "/.git/"); i >= 0 {
 		return path[:i]
@@ -98,9 +171,25 @@ func ownerDir(path string) string {
 	case ".git":
 		return filepath.Dir(d)
 	case "hooks":
-		return filepath.Dir(d)
+		if bareRepository(filepath.Dir(d)) {
+			return filepath.Dir(d)
+		}
+	case "info":
+		// A bare repository's objects/info/alternates.
+		if repo := filepath.Dir(filepath.Dir(d)); filepath.Base(filepath.Dir(d)) == "objects" && bareRepository(repo) {
+			return repo
+		}
 	}
 	return d
+}
+
+// bareRepository reports whether dir holds what scanDir takes for a bare repository: HEAD,
+// objects/ and config.
+func bareRepository(dir string) bool {
+	_, head := os.Lstat(filepath.Join(dir, "HEAD"))
+	objects, oerr := os.Lstat(filepath.Join(dir, "objects"))
+	config, cerr := os.Lstat(filepath.Join(dir, "config"))
+	return head == nil && oerr == nil && objects.IsDir() && cerr == nil && !config.IsDir()
 }
 
 func (s *State) mergeExec(found map[string]string, owned func(string) bool) []Transition {
@@ -118,7 +207,32 @@ func (s *State) mergeExec(found map[string]string, owned func(string) bool) []Tr
 		default:
 			continue
 		}
-		if movable(p) {
+		if isPackedRefs(p) {
+			// Replace refs a box packed: stripped under git's own lock, the others kept.
+			n, lockAside, err := stripPackedReplace(s.Workspace, p, s.PackedReplace[p])
+			if lockAside != "" {
+				d += "; a packed-refs.lock held longer than git waits for one (a box's) was moved aside to " + lockAside
+			}
+			if err == nil {
+				out = append(out, Transition{Kind: kind, Path: p, Detail: fmt.Sprintf("%s; the %d replace refs added since the launch began were removed", d, n), Alert: true})
+				if had {
+					s.Exec[p] = old
+				} else {
+					delete(s.Exec, p)
+				}
+				continue
+			}
+			if errors.Is(err, errOutside) {
+				// A symlink leading out of the workspace (where a box may write, as the box
+				// cache): what git reads there cannot be filtered; the link is moved aside.
+				if aside, merr := moveAside(s.Workspace, p); merr == nil {
+					out = append(out, Transition{Kind: kind, Path: p, Detail: d + "; moved aside to " + aside, Alert: true})
+					delete(s.Exec, p)
+					continue
+				}
+			}
+			d += "; the replace refs could not be removed: " + err.Error()
+		} else if movable(p) {
 			// New or changed since the snapshot: what the host's git would run is the box's
 			// (or was written while a box ran). It is moved aside, never deleted.
 			aside, err := moveAside(s.Workspace, p)
@@ -145,6 +259,54 @@ func (s *State) mergeExec(found map[string]string, owned func(string) bool) []Tr
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Path < out[j].Path })
 	return out
+}
+
+// identify fills in the identity of each of deps, after dropping those beneath another and
+// those in a folder moved aside (node_modules.agentbox-quarantined-1/x/node_modules, which
+// nothing runs from); one that cannot be read (gone since it was listed) is dropped.
+func identify(deps map[string]DepFolder) {
+	outermost(deps)
+	for p, d := range deps {
+		id, err := depIdentity(p)
+		if err != nil || strings.Contains(p, QuarantineSuffix) {
+			delete(deps, p)
+			continue
+		}
+		id.Runs = d.Runs
+		deps[p] = id
+	}
+}
+
+// moveNewDeps moves aside each of deps (found by the scan at exit) that is not the folder the
+// snapshot saw at its path and is not empty (an empty one runs nothing: the launch's own
+// placeholders, released after this check), and returns the transitions and the paths moved.
+func (s *State) moveNewDeps(deps map[string]DepFolder) ([]Transition, []string) {
+	identify(deps)
+	var out []Transition
+	var moved []string
+	for p, d := range deps {
+		old, had := s.Deps[p]
+		if had && old.Dev == d.Dev && old.Ino == d.Ino && old.Btime == d.Btime {
+			continue
+		}
+		if emptyDir(p) {
+			continue
+		}
+		kind, what := Created, "a dependency folder made while the box ran"
+		if had {
+			kind, what = Replaced, "a dependency folder made while the box ran in place of the one there at launch (removed meanwhile)"
+		}
+		detail := what + ", which the host's tools would run from (" + d.Runs + ")"
+		if aside, err := moveAside(s.Workspace, p); err == nil {
+			detail += "; moved aside to " + aside
+			moved = append(moved, p)
+			delete(s.Deps, p)
+		} else {
+			detail += "; could not be moved aside: " + err.Error()
+		}
+		out = append(out, Transition{Kind: kind, Path: p, Detail: detail, Alert: true})
+	}
+	return out, moved
 }
 
 // movable reports whether a finding at p is moved aside when new or changed: git's

@@ -63,6 +63,8 @@ func (w *Watcher) verify(src Source, full bool, dirs []string) []Transition {
 	start := time.Now()
 	ts := w.State.VerifyRoots()
 	switch {
+	case full && src == SourceExit:
+		ts = append(ts, w.State.VerifyExit()...)
 	case full:
 		ts = append(ts, w.State.VerifyExec()...)
 	case len(dirs) > 0:

@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -35,6 +36,7 @@ type inotifier struct {
 	fd    int
 	f     *os.File
 	owner map[int]string // wd → the directory whose scan an event there calls for
+	path  map[int]string // wd → the directory it watches, as last added
 	dirs  map[string]bool
 	max   int
 	// lost is called when a folder goes unwatched (Watcher.lostCover).
@@ -50,34 +52,78 @@ func (n *inotifier) add(dir, owner string) bool {
 		return false
 	}
 	wd, err := unix.InotifyAddWatch(n.fd, dir, inotifyMask)
+	if errors.Is(err, unix.EACCES) && restoreOwnerAccess(dir) == nil {
+		// A folder its owner cannot read (a box's chmod 0311) cannot be watched, while the
+		// host's tools open what it holds by name: the owner's read bit is given back
+		// (review 11, F3).
+		wd, err = unix.InotifyAddWatch(n.fd, dir, inotifyMask)
+	}
 	if err != nil {
-		if errors.Is(err, unix.ENOSPC) { // the user's inotify watches are used up
+		// Unwatched: the user's inotify watches are used up (ENOSPC), or a folder that
+		// stays unreadable. Every check rescans the whole workspace from now on; a folder
+		// gone meanwhile (ENOENT, ENOTDIR) is no loss.
+		if !errors.Is(err, unix.ENOENT) && !errors.Is(err, unix.ENOTDIR) {
 			n.lost(len(n.dirs))
 		}
 		return false
 	}
+	if old, ok := n.path[wd]; ok && old != dir {
+		// The folder watched as old was moved here (the same inode, the same watch): old is
+		// free for a folder made there later.
+		delete(n.dirs, old)
+	}
 	n.dirs[dir] = true
 	n.owner[wd] = owner
+	n.path[wd] = dir
 	return true
 }
 
+// forget drops the paths of watch wd's folder, and of every folder watched beneath it, when the
+// folder was removed (gone: its watch ended) or moved away: a folder made at the same path later
+// is watched anew (addTree skips a path it watches). Before, the path stayed taken, and a box
+// that removed a folder such as sub/.claude/hooks and made it again wrote hooks there that no
+// event showed: they were found by the next full scan only, at the box's exit. A folder moved
+// within the workspace is watched at its new path again by the move's event in its new parent
+// (add maps the watch there).
+func (n *inotifier) forget(wd int, gone bool) {
+	dir, ok := n.path[wd]
+	if !ok {
+		return
+	}
+	delete(n.dirs, dir)
+	for d := range n.dirs {
+		if strings.HasPrefix(d, dir+"/") {
+			delete(n.dirs, d)
+		}
+	}
+	if gone {
+		delete(n.path, wd)
+		delete(n.owner, wd)
+	}
+}
+
 // addTree watches dir and the directories beneath it (bounded, not into .git directories
-// beyond the .git directory itself) and returns them.
+// beyond the .git directory itself) and returns those it added. A folder watched already (the
+// workspace's top and the other folders of the roots, added first) is walked into all the
+// same: before, the walk stopped there, so that no folder of the workspace that existed at
+// launch was watched beyond the roots' own, and a .git pointer a box wrote into one (an
+// uninitialised submodule's folder, review 13 F9) stayed until the check at exit.
 func (n *inotifier) addTree(dir string) []string {
 	var added []string
 	stack := []string{dir}
 	for len(stack) > 0 {
 		d := stack[len(stack)-1]
 		stack = stack[:len(stack)-1]
-		if len(n.dirs) >= n.max {
+		if len(n.dirs) >= n.max && !n.dirs[d] {
 			n.lost(len(n.dirs))
 			break
 		}
-		if !n.add(d, d) {
+		if n.add(d, d) {
+			added = append(added, d)
+		} else if !n.dirs[d] {
 			continue
 		}
-		added = append(added, d)
-		ents, err := os.ReadDir(d)
+		ents, err := readDirOwned(d)
 		if err != nil {
 			continue
 		}
@@ -103,7 +149,7 @@ func (w *Watcher) inotify(ctx context.Context) error {
 		<-ctx.Done()
 		return err
 	}
-	n := &inotifier{fd: fd, f: os.NewFile(uintptr(fd), "inotify"), owner: map[int]string{}, dirs: map[string]bool{}, max: w.maxWatches(),
+	n := &inotifier{fd: fd, f: os.NewFile(uintptr(fd), "inotify"), owner: map[int]string{}, path: map[int]string{}, dirs: map[string]bool{}, max: w.maxWatches(),
 		lost: w.lostCover}
 	defer n.f.Close()
 	w.mu.Lock()
@@ -133,7 +179,19 @@ func (w *Watcher) inotify(ctx context.Context) error {
 			if !ok {
 				return
 			}
+			if ev.Mask&(unix.IN_IGNORED|unix.IN_MOVE_SELF) != 0 {
+				n.forget(int(ev.Wd), ev.Mask&unix.IN_IGNORED != 0)
+				return // the event in the folder above names it
+			}
 			dirty = append(dirty, owner)
+			if filepath.Base(owner) == "hooks" {
+				// A bare repository's hooks: its scan (ownerDir) finds them.
+				dirty = append(dirty, filepath.Dir(owner))
+			}
+			if filepath.Base(owner) == "info" && filepath.Base(filepath.Dir(owner)) == "objects" {
+				// A bare repository's alternates, likewise.
+				dirty = append(dirty, filepath.Dir(filepath.Dir(owner)))
+			}
 			if name := ev.Name; ev.Mask&unix.IN_ISDIR != 0 && ev.Mask&(unix.IN_CREATE|unix.IN_MOVED_TO) != 0 && name != "" {
 				sub := filepath.Join(owner, name)
 				if name == ".git" {

@@ -19,6 +19,7 @@ const (
 	StageLayout  = "layout"
 	StageRequest = "request"
 	StageShim    = "shim"
+	StageReady   = "ready"
 	StageWatch   = "watch"
 )
 
@@ -45,6 +46,8 @@ type Launch struct {
 
 	// ShimPid is the shim's pid, once the shim stage completed.
 	ShimPid int
+	// handed is the spare's answer still to read (HandShim, Ready).
+	handed *shim.Handed
 	// Watcher is the watch of the shim, once the watch stage completed.
 	Watcher *shim.Watcher
 }
@@ -164,6 +167,68 @@ func (l *Launch) startShim(sp *shim.Spare, fallback bool) (int, error) {
 	}
 	l.log().Warn("spare shim failed; starting a new one", "err", err)
 	return shim.Start(l.Dir)
+}
+
+// HandShim is the shim stage of a launch whose program waits for its client (an attached
+// launch): the spare sp is handed the launch with its socket, which listens already
+// (shim.Spare.Hand), and ShimPid is set at once; the spare's answer is left to the Ready stage,
+// so that the daemon's answer, and the client's connection, need not wait for it. A spare
+// that cannot be handed the launch (it died) is replaced, with fallback, by a fresh shim,
+// waited for here as Shim does. Undo stops the shim as Shim's does.
+func (l *Launch) HandShim(sp *shim.Spare, fallback bool) Stage {
+	if sp == nil {
+		return l.Shim(nil, fallback)
+	}
+	return Stage{
+		Name: StageShim,
+		Do: func(context.Context) error {
+			h, err := sp.Hand(l.Dir)
+			if err != nil {
+				if !fallback {
+					return err
+				}
+				l.log().Warn("spare shim failed; starting a new one", "err", err)
+				pid, err := shim.Start(l.Dir)
+				if err != nil {
+					return err
+				}
+				l.ShimPid = pid
+				return nil
+			}
+			l.handed, l.ShimPid = h, sp.Pid()
+			return nil
+		},
+		Undo: func(error) {
+			if l.handed != nil {
+				l.handed.Close()
+				l.handed = nil
+			}
+			if err := StopShim(l.Dir, l.ShimPid); err != nil {
+				l.log().Error("stop the box of a failed launch", "dir", l.Dir, "err", err)
+			}
+		},
+	}
+}
+
+// Handed reports whether HandShim left the spare's answer for the Ready stage to read.
+func (l *Launch) Handed() bool { return l.handed != nil }
+
+// Ready is the stage that reads the answer of a spare HandShim handed the launch to: nil once
+// it has taken the launch, else the error it reported (it then refuses the launch's client
+// with that reason, and ends). After any other shim stage it has nothing to do.
+func (l *Launch) Ready() Stage {
+	return Stage{
+		Name: StageReady,
+		Do: func(context.Context) error {
+			h := l.handed
+			if h == nil {
+				return nil
+			}
+			l.handed = nil
+			_, err := h.Wait()
+			return err
+		},
+	}
 }
 
 // Watch is the stage that connects a watch to the launch's shim and sets Watcher. Undo

@@ -53,6 +53,10 @@ type Mount struct {
 	// whose host content a box needs more than a writable layer of its own (cargo's home: its
 	// registry, and the toolchain beside it). MountOverlay only.
 	LowerFallback bool `json:"lowerFallback,omitempty"`
+	// SourceBeneath, when set, is a directory an overlay's Source must resolve beneath
+	// (RESOLVE_BENEATH): a folder of the workspace, which another box may have replaced with a
+	// symlink meanwhile. MountOverlay only.
+	SourceBeneath string `json:"sourceBeneath,omitempty"`
 	// SizeMiB is the size of a tmpfs mount in MiB. Build sets it on every tmpfs mount; an
 	// engine refuses a tmpfs mount without one.
 	SizeMiB int `json:"sizeMiB,omitempty"`

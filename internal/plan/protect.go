@@ -14,9 +14,9 @@ import (
 // (worktree, submodule) is bound read-only and the gitdir it points to is protected too when it
 // lies beneath the workspace. A dev container's initializeCommand (.devcontainer/,
 // .devcontainer.json) runs on the host when an editor or the devcontainer CLI opens the
-// folder; VS Code's launch.json and mcp.json start programs too. The pre-commit and lefthook
-// files tell a hook the host has already installed what to run at the next `git commit`
-// (pre-commit's `repo: local` runs any command); the other editors' and tools' files start
+// folder; VS Code's launch.json and mcp.json start programs too. The hook managers' files
+// (HookManagerFiles) tell a hook the host has already installed what to run
+// at the next `git commit` (pre-commit's `repo: local` runs any command); the other editors' and tools' files start
 // programs or language servers when the folder is opened or entered (Cursor's and Zed's MCP
 // servers and tasks, Helix's language servers, Neovim's and Vim's exrc, JetBrains' run
 // configurations, mise's tasks and env, Emacs' directory-local eval). The package managers'
@@ -25,8 +25,11 @@ import (
 // cargo's build.rustc-wrapper (.cargo/config.toml) at `cargo metadata` (what rust-analyzer runs
 // when an editor opens the folder), a rust-toolchain file's toolchain path at any cargo, and a
 // go.work (most often git-ignored) whose use or replace directives make the host's `go build`
-// and `go run` compile the box's code in place of a module's.
-var WorkspaceProtected = []string{
+// and `go run` compile the box's code in place of a module's; and vendor/modules.txt, with which
+// (consistent with go.mod) the go command builds from vendor/ by default (-mod=vendor) and never
+// checks the vendored sources against go.sum: a box's `go mod vendor` and an edited dependency
+// there were compiled into the host's next `go build` (review 12, F6).
+var WorkspaceProtected = append([]string{
 	".git",
 	".gitmodules",
 	".mcp.json",
@@ -40,12 +43,6 @@ var WorkspaceProtected = []string{
 	".github/workflows",
 	".devcontainer",
 	".devcontainer.json",
-	".pre-commit-config.yaml",
-	".lefthook.yml",
-	".lefthook.yaml",
-	"lefthook.yml",
-	"lefthook.yaml",
-	"lefthook-local.yml",
 	".cursor/mcp.json",
 	".zed/settings.json",
 	".zed/tasks.json",
@@ -67,6 +64,44 @@ var WorkspaceProtected = []string{
 	"rust-toolchain",
 	"rust-toolchain.toml",
 	"go.work",
+	"vendor/modules.txt",
+}, HookManagerFiles()...)
+
+// HookManagerFiles returns the files and folders that a git hook manager the host has already
+// installed reads at each hook run, to decide what to run (review 12, F4: lefthook merged a
+// box's .lefthook-local.yml into the host's next `git commit`): pinned at the workspace's top,
+// and looked for in every subfolder by the workspace scan (integrity.NestedConfigFiles; a
+// nested repository's top, or husky 4's package.json folder: review 13, F8). The folders among
+// them are those of ProtectedDirs. They follow each tool's own rule rather than a list of the
+// common spellings:
+//   - pre-commit: .pre-commit-config.yaml (`repo: local` runs any command);
+//   - lefthook (internal/config/loader.go): a main config MainConfigNames × Extensions and a
+//     local one LocalConfigNames × Extensions, at the repository's top; the scripts of its
+//     `scripts:` in source_dir and source_dir_local (.lefthook/, .lefthook-local/ unless the
+//     config names others);
+//   - overcommit (lib/overcommit/constants.rb, config/default.yml): .overcommit.yml,
+//     .local-overcommit.yml and the plugin_directory .git-hooks/;
+//   - husky 4 (cosmiconfig 7's search places for "husky", beside package.json): .huskyrc and
+//     its .json, .yaml, .yml, .js, .cjs spellings, husky.config.js and .cjs. Husky 5 and later
+//     run the core.hooksPath folder (.husky), which the git surface pins.
+//
+// simple-git-hooks writes its commands into the hooks at install; husky 4's and yorkie's
+// package.json keys are not pinned (a box edits package.json as ordinary work, and git shows
+// the change).
+func HookManagerFiles() []string {
+	out := []string{".pre-commit-config.yaml"}
+	for _, name := range []string{"lefthook", ".lefthook", ".config/lefthook"} {
+		for _, local := range []string{"", "-local"} {
+			for _, ext := range []string{".yml", ".yaml", ".json", ".jsonc", ".toml"} {
+				out = append(out, name+local+ext)
+			}
+		}
+	}
+	out = append(out, ".lefthook", ".lefthook-local", ".overcommit.yml", ".local-overcommit.yml", ".git-hooks")
+	for _, ext := range []string{"", ".json", ".yaml", ".yml", ".js", ".cjs"} {
+		out = append(out, ".huskyrc"+ext)
+	}
+	return append(out, "husky.config.js", "husky.config.cjs")
 }
 
 // WorkspaceProtectedGlobs are workspace-relative patterns (filepath.Match) whose existing
@@ -76,8 +111,15 @@ var WorkspaceProtected = []string{
 // configurations of its own.
 var WorkspaceProtectedGlobs = []string{".claude/settings*.json", "*.code-workspace"}
 
-// GitDirProtected are the paths, relative to a git directory, that are bound read-only.
-var GitDirProtected = []string{"config", "config.worktree", "hooks", "commondir", "info/attributes"}
+// GitDirProtected are the paths, relative to a git directory, that are bound read-only (or,
+// when absent, guarded). Besides what makes git run a program: refs/replace/ and info/grafts
+// make the host's git hand out objects and history a box chose (checkout, show, worktree add
+// of a box's content while diff stays empty), and so do objects/info/alternates and
+// http-alternates, which name other object stores git reads objects from (a folder of the box
+// cache holding an object under a name of the repository's: review 13, F10); info/exclude
+// hides files from status and clean.
+var GitDirProtected = []string{"config", "config.worktree", "hooks", "commondir", "info/attributes",
+	"info/exclude", "info/grafts", "refs/replace", "objects/info/alternates", "objects/info/http-alternates"}
 
 // WorktreeGitDirProtected are the paths, relative to a linked worktree's git directory
 // (GITDIR/worktrees/<name>), that are bound read-only: commondir says where the common dir
@@ -92,7 +134,7 @@ var GitDirWatched = []string{"HEAD"}
 // ProtectedDirs are the base names of protected paths that are directories when absent (a
 // placeholder for them is an empty directory); every other absent protected path is a file,
 // except the extra paths written with a trailing slash (see ProtectedDirPaths).
-var ProtectedDirs = []string{"hooks", "workflows", ".git", ".devcontainer"}
+var ProtectedDirs = []string{"hooks", "workflows", ".git", ".devcontainer", "replace", ".lefthook", ".lefthook-local", ".git-hooks"}
 
 // Protected is one resolved path of executable configuration that the box must not change.
 type Protected struct {
@@ -185,7 +227,7 @@ func ProtectMounts(ps []Protected) []Mount {
 			continue
 		}
 		ro[path] = Protected{Path: path, Beneath: base, Staged: p.Staged}
-		for d := filepath.Dir(path); d != base && Within(d, base); d = filepath.Dir(d) {
+		for _, d := range parentsBetween(path, base) {
 			rw[d] = base
 		}
 	}
@@ -198,11 +240,7 @@ func ProtectMounts(ps []Protected) []Mount {
 	for p := range ro {
 		targets = append(targets, p)
 	}
-	// Parents first: a shorter path sorts before the paths beneath it when compared by
-	// components ("/w/.git" < "/w/.git/config" < "/w/.git-x").
-	sort.Slice(targets, func(i, j int) bool {
-		return strings.ReplaceAll(targets[i], "/", "\x00") < strings.ReplaceAll(targets[j], "/", "\x00")
-	})
+	sortParentsFirst(targets)
 	out := make([]Mount, 0, len(targets))
 	for _, t := range targets {
 		if p, isRO := ro[t]; isRO && p.Staged != "" {
@@ -213,6 +251,52 @@ func ProtectMounts(ps []Protected) []Mount {
 			continue
 		}
 		out = append(out, Mount{Kind: MountBind, Source: t, Target: t, Beneath: rw[t]})
+	}
+	return out
+}
+
+// parentsBetween returns the folders strictly between path and base (base excluded), deepest
+// first: those a box could rename to carry path away.
+func parentsBetween(path, base string) []string {
+	var out []string
+	for d := filepath.Dir(path); d != base && Within(d, base); d = filepath.Dir(d) {
+		out = append(out, d)
+	}
+	return out
+}
+
+// sortParentsFirst sorts paths so that a shorter path sorts before the paths beneath it,
+// compared by components ("/w/.git" < "/w/.git/config" < "/w/.git-x").
+func sortParentsFirst(paths []string) {
+	sort.Slice(paths, func(i, j int) bool {
+		return strings.ReplaceAll(paths[i], "/", "\x00") < strings.ReplaceAll(paths[j], "/", "\x00")
+	})
+}
+
+// PinParents returns the mounts that keep each of paths where it is inside the box: every
+// folder strictly between a path and beneath bound onto itself read-write (a mount point
+// cannot be renamed or removed, so that a box cannot move a dependency folder's project away
+// and make a new one at its path, which the host would then use), parents first, leaving out
+// the folders a mount of have already targets.
+func PinParents(paths []string, beneath string, have []Mount) []Mount {
+	base := filepath.Clean(beneath)
+	taken := map[string]bool{}
+	for _, m := range have {
+		taken[filepath.Clean(m.Target)] = true
+	}
+	var targets []string
+	for _, p := range paths {
+		for _, d := range parentsBetween(filepath.Clean(p), base) {
+			if !taken[d] {
+				taken[d] = true
+				targets = append(targets, d)
+			}
+		}
+	}
+	sortParentsFirst(targets)
+	out := make([]Mount, 0, len(targets))
+	for _, t := range targets {
+		out = append(out, Mount{Kind: MountBind, Source: t, Target: t, Beneath: base})
 	}
 	return out
 }

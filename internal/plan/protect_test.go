@@ -7,11 +7,17 @@ import (
 
 func TestProtectedPaths(t *testing.T) {
 	got := ProtectedPaths("/w", []string{"/w/.claude/agents", "tools/hook.sh", "/elsewhere/x", "../up", ".envrc"})
-	want := []string{".cargo/config", ".cargo/config.toml", ".claude/agents", ".claude/settings.json", ".claude/settings.local.json", ".cursor/mcp.json", ".devcontainer", ".devcontainer.json",
-		".dir-locals.el", ".envrc", ".exrc", ".git", ".github/workflows", ".gitmodules", ".helix/config.toml", ".helix/languages.toml",
-		".idea/workspace.xml", ".lefthook.yaml", ".lefthook.yml", ".mcp.json", ".mise.toml", ".npmrc", ".nvim.lua", ".nvimrc", ".pnpmfile.cjs", ".pre-commit-config.yaml",
+	want := []string{".cargo/config", ".cargo/config.toml", ".claude/agents", ".claude/settings.json", ".claude/settings.local.json",
+		".config/lefthook-local.json", ".config/lefthook-local.jsonc", ".config/lefthook-local.toml", ".config/lefthook-local.yaml", ".config/lefthook-local.yml",
+		".config/lefthook.json", ".config/lefthook.jsonc", ".config/lefthook.toml", ".config/lefthook.yaml", ".config/lefthook.yml",
+		".cursor/mcp.json", ".devcontainer", ".devcontainer.json", ".dir-locals.el", ".envrc", ".exrc", ".git", ".git-hooks", ".github/workflows", ".gitmodules",
+		".helix/config.toml", ".helix/languages.toml", ".huskyrc", ".huskyrc.cjs", ".huskyrc.js", ".huskyrc.json", ".huskyrc.yaml", ".huskyrc.yml", ".idea/workspace.xml",
+		".lefthook", ".lefthook-local", ".lefthook-local.json", ".lefthook-local.jsonc", ".lefthook-local.toml", ".lefthook-local.yaml", ".lefthook-local.yml",
+		".lefthook.json", ".lefthook.jsonc", ".lefthook.toml", ".lefthook.yaml", ".lefthook.yml", ".local-overcommit.yml",
+		".mcp.json", ".mise.toml", ".npmrc", ".nvim.lua", ".nvimrc", ".overcommit.yml", ".pnpmfile.cjs", ".pre-commit-config.yaml",
 		".vscode/launch.json", ".vscode/mcp.json", ".vscode/settings.json", ".vscode/tasks.json", ".yarnrc", ".yarnrc.yml", ".zed/settings.json", ".zed/tasks.json",
-		"go.work", "lefthook-local.yml", "lefthook.yaml", "lefthook.yml", "mise.toml", "rust-toolchain", "rust-toolchain.toml", "tools/hook.sh"}
+		"go.work", "husky.config.cjs", "husky.config.js", "lefthook-local.json", "lefthook-local.jsonc", "lefthook-local.toml", "lefthook-local.yaml", "lefthook-local.yml",
+		"lefthook.json", "lefthook.jsonc", "lefthook.toml", "lefthook.yaml", "lefthook.yml", "mise.toml", "rust-toolchain", "rust-toolchain.toml", "tools/hook.sh", "vendor/modules.txt"}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("ProtectedPaths:\n got %q\nwant %q", got, want)
 	}
@@ -49,5 +55,22 @@ func TestProtectMounts(t *testing.T) {
 	}
 	if !reflect.DeepEqual(ProtectMounts(rev), got) {
 		t.Error("ProtectMounts depends on input order")
+	}
+}
+
+// TestPinParents: the folders strictly between each path and the top, parents first, once
+// each, without those an earlier mount already targets.
+func TestPinParents(t *testing.T) {
+	have := []Mount{{Kind: MountBind, Source: "/w/web", Target: "/w/web", Beneath: "/w"}}
+	got := PinParents([]string{"/w/web/app/node_modules", "/w/a/b/.venv", "/w/node_modules", "/w/a/target", "/elsewhere/x/y"}, "/w", have)
+	var targets []string
+	for _, m := range got {
+		if m.Kind != MountBind || m.Source != m.Target || m.ReadOnly || m.Beneath != "/w" {
+			t.Errorf("not a read-write bind onto itself beneath /w: %+v", m)
+		}
+		targets = append(targets, m.Target)
+	}
+	if want := []string{"/w/a", "/w/a/b", "/w/web/app"}; !reflect.DeepEqual(targets, want) {
+		t.Errorf("PinParents targets %v, want %v", targets, want)
 	}
 }

@@ -384,6 +384,9 @@ type StateEntry struct {
 	// decides the mount point's), a mask or a private folder. Its mount point is made empty at
 	// every launch; what a box wrote there is not kept.
 	MountPoint, Host bool
+	// Content is what a file mount point holds (the entry's content: what the program reads
+	// while the host has no such file, e.g. Claude Code's keybindings.json).
+	Content string
 }
 
 // StateEntries lists p's state entries (access: state), and the mount points of the other
@@ -396,7 +399,7 @@ func (p *Profile) StateEntries() []StateEntry {
 			out = append(out, StateEntry{Rel: filepath.Clean(h.Path), Dir: h.Create == CreateDir, Seed: h.Seed})
 		case p.inStateDir(i):
 			out = append(out, StateEntry{Rel: filepath.Clean(h.Path), MountPoint: true, Host: h.Access == AccessRO,
-				Dir: h.Create == CreateDir || h.Absent == CreateDir || h.Access == AccessPrivate})
+				Dir: h.Create == CreateDir || h.Absent == CreateDir || h.Access == AccessPrivate, Content: h.Content})
 		}
 	}
 	return out

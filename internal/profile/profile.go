@@ -112,7 +112,7 @@ type HomeEntry struct {
 	// every launch from an allowlist of non-executable keys of the host's file at Path and of
 	// the box's own copy. Only with access state and create file; empty keeps the box's file
 	// as the box left it.
-	Seed string `json:"seed,omitempty" jsonschema_description:"For a state file: the synthesizer that rewrites it at every launch from an allowlist of the host's and the box's keys (claude-config, codex-config, copilot-mcp-config, gemini-trust)."`
+	Seed string `json:"seed,omitempty" jsonschema_description:"For a state file: the synthesizer that rewrites it at every launch from an allowlist of the host's and the box's keys (claude-config, codex-config, copilot-config, copilot-mcp-config, copilot-permissions, gemini-trust, opencode-db)."`
 }
 
 // Relay wires a program to the LLM relay. Values are templates over {relayURL} (the in-box
@@ -396,7 +396,7 @@ func grantingParent(p string, earlier []HomeEntry) *HomeEntry {
 }
 
 // Seeds are the synthesizers a state file may name (package harnessstate implements them).
-var Seeds = []string{SeedClaudeConfig, SeedCodexConfig, SeedCopilotMCPConfig, SeedGeminiTrust}
+var Seeds = []string{SeedClaudeConfig, SeedCodexConfig, SeedCopilotConfig, SeedCopilotMCPConfig, SeedCopilotPermissions, SeedGeminiTrust, SeedOpenCodeDB}
 
 // The synthesizers of state files.
 const (
@@ -404,10 +404,20 @@ const (
 	SeedClaudeConfig = "claude-config"
 	// SeedCodexConfig synthesizes Codex CLI's config.toml: preferences and the workspace's trust.
 	SeedCodexConfig = "codex-config"
+	// SeedCopilotConfig synthesizes Copilot CLI's state file config.json: onboarding state and
+	// the workspace's trust.
+	SeedCopilotConfig = "copilot-config"
 	// SeedCopilotMCPConfig writes Copilot CLI's mcp-config.json with no MCP server.
 	SeedCopilotMCPConfig = "copilot-mcp-config"
+	// SeedCopilotPermissions writes Copilot CLI's permissions-config.json (its saved tool
+	// approvals) from the host's file only: no box's approval reaches a later box.
+	SeedCopilotPermissions = "copilot-permissions"
 	// SeedGeminiTrust synthesizes Gemini CLI's trustedFolders.json: the workspace's trust.
 	SeedGeminiTrust = "gemini-trust"
+	// SeedOpenCodeDB edits OpenCode's SQLite database in place (sessions live in it): the
+	// saved "always" answers, session permission rules that allow, project start commands and
+	// accounts a box recorded are dropped; the host's own saved answers are carried.
+	SeedOpenCodeDB = "opencode-db"
 )
 
 func underGranted(p string, earlier []HomeEntry) bool {

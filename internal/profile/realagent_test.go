@@ -24,6 +24,7 @@ import (
 // CLAUDE_CODE_PROVIDER_MANAGED_BY_HOST=1 in the profile, Claude Code 2.1.332 follows the
 // settings file and this test fails.)
 func TestClaudeWiringBeatsWorkspaceSettings(t *testing.T) {
+	t.Parallel()
 	dir := os.Getenv("AGENTBOX_AGENTS_DIR")
 	bin := filepath.Join(dir, "bin", "claude")
 	if _, err := os.Stat(bin); dir == "" || err != nil {
@@ -87,6 +88,7 @@ func TestClaudeWiringBeatsWorkspaceSettings(t *testing.T) {
 // location, an API key and a Vertex URL) must stop Gemini CLI before it sends anything: the
 // profile sets those variables, empty.
 func TestGeminiWiringBeatsWorkspaceSettings(t *testing.T) {
+	t.Parallel()
 	dir := os.Getenv("AGENTBOX_AGENTS_DIR")
 	bin := filepath.Join(dir, "bin", "gemini")
 	if _, err := os.Stat(bin); dir == "" || err != nil {
@@ -116,7 +118,13 @@ func TestGeminiWiringBeatsWorkspaceSettings(t *testing.T) {
 			if err := os.MkdirAll(path, 0o755); err != nil {
 				t.Fatal(err)
 			}
-		} else if err := os.WriteFile(path, []byte(pc.Content), 0o644); err != nil {
+			continue
+		}
+		// ~/.gemini itself is box-owned state, not pre-created: its files' folder is made here.
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte(pc.Content), 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}

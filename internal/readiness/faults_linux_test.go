@@ -1,12 +1,14 @@
 package readiness_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"sync"
 	"syscall"
@@ -64,7 +66,9 @@ func seccompProbeHelper(args []string) int {
 
 // TestLandlockUnavailable probes in a process whose seccomp filter hides Landlock.
 func TestLandlockUnavailable(t *testing.T) {
+	t.Parallel()
 	engines(t, func(t *testing.T, engine string) {
+		t.Parallel()
 		rt, home := testDirs(t)
 		hr := runHelper(t, "seccomp-probe-helper", rt, home, engine)
 		if hr.OK || hr.Reason != string(readiness.ReasonLandlockUnavailable) {
@@ -75,7 +79,15 @@ func TestLandlockUnavailable(t *testing.T) {
 
 func runHelper(t testing.TB, name string, args ...string) helperResult {
 	t.Helper()
-	out, err := exec.Command("/proc/self/exe", append([]string{name}, args...)...).Output()
+	return runHelperEnv(t, nil, name, args...)
+}
+
+// runHelperEnv is runHelper with the helper's environment env (nil: the test's).
+func runHelperEnv(t testing.TB, env []string, name string, args ...string) helperResult {
+	t.Helper()
+	cmd := exec.Command("/proc/self/exe", append([]string{name}, args...)...)
+	cmd.Env = env
+	out, err := cmd.Output()
 	var hr helperResult
 	if err != nil || json.Unmarshal(out, &hr) != nil {
 		var ee *exec.ExitError
@@ -197,6 +209,7 @@ func usernsDaemonHelper(args []string) int {
 // launch without running anything; lifting the limit makes it ready by itself, and a launch
 // runs.
 func TestUsernsUnavailableThenLifted(t *testing.T) {
+	t.Parallel()
 	unshare, err := exec.LookPath("unshare")
 	if err != nil {
 		t.Skipf("unshare(1) is not installed: %v", err)
@@ -302,9 +315,26 @@ func launchHelper(args []string) int {
 	return 0
 }
 
+// smokeDaemonHelper runs a daemon until SIGTERM: smoke-daemon-helper RUNTIME STATE. A process of
+// its own, so that the test gives it a home (HOME) without setting the test process's, and can
+// run beside the package's other tests.
+func smokeDaemonHelper(args []string) int {
+	if len(args) != 2 {
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
+	defer stop()
+	if err := daemon.Run(ctx, daemon.Options{RuntimeDir: args[0], StateDir: args[1], Config: config.LoadOptions{}}); err != nil && ctx.Err() == nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	return 0
+}
+
 // TestSmokeTenProcesses runs a daemon and, at once, ten processes: five launches through its
 // API and five probes of their own, all on the same runtime directory.
 func TestSmokeTenProcesses(t *testing.T) {
+	t.Parallel()
 	base := shortTempDir(t)
 	rt, state, ws, home := filepath.Join(base, "run"), filepath.Join(base, "state"), filepath.Join(base, "ws"), filepath.Join(base, "home")
 	for _, d := range []string{rt, state, ws, home} {
@@ -312,16 +342,21 @@ func TestSmokeTenProcesses(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	t.Setenv("HOME", home)
-	t.Setenv("XDG_CONFIG_HOME", filepath.Join(home, ".config"))
-	ctx, cancel := context.WithCancel(context.Background())
-	derr := make(chan error, 1)
-	go func() {
-		derr <- daemon.Run(ctx, daemon.Options{RuntimeDir: rt, StateDir: state, Config: config.LoadOptions{}})
+	env := append(os.Environ(), "HOME="+home, "XDG_CONFIG_HOME="+filepath.Join(home, ".config"))
+	d := exec.Command("/proc/self/exe", "smoke-daemon-helper", rt, state)
+	var dlog bytes.Buffer
+	d.Env, d.Stderr = env, &dlog
+	if err := d.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		d.Process.Signal(syscall.SIGTERM)
+		if err := d.Wait(); err != nil {
+			t.Errorf("daemon: %v\n%s", err, dlog.Bytes())
+		}
 	}()
-	defer func() { cancel(); <-derr }()
 	c := client.NewAt(filepath.Join(rt, "agentbox.sock"))
-	wctx, wcancel := context.WithTimeout(ctx, probeGuard)
+	wctx, wcancel := context.WithTimeout(context.Background(), probeGuard)
 	defer wcancel()
 	if err := c.WaitReady(wctx); err != nil {
 		t.Fatal(err)
@@ -340,9 +375,9 @@ func TestSmokeTenProcesses(t *testing.T) {
 					t.Error(err)
 					return
 				}
-				results[i] = runHelper(t, "launch-helper", filepath.Join(rt, "agentbox.sock"), w, fmt.Sprint(i))
+				results[i] = runHelperEnv(t, env, "launch-helper", filepath.Join(rt, "agentbox.sock"), w, fmt.Sprint(i))
 			} else {
-				results[i] = runHelper(t, "probe-helper", rt, home, "native")
+				results[i] = runHelperEnv(t, env, "probe-helper", rt, home, "native")
 			}
 		}()
 	}

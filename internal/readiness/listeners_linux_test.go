@@ -129,6 +129,7 @@ func TestProbeCountsOwnUsersConnections(t *testing.T) {
 // (testenv.OtherUID), the victim's probe still passes (it failed as a breach and refused every
 // launch). Root only (it runs both users).
 func TestAttackProbeListenersOtherUser(t *testing.T) {
+	t.Parallel()
 	dir, helper := testenv.HelperCopy(t)
 	base := filepath.Join(dir, "v")
 	rt, home := filepath.Join(base, "run"), filepath.Join(base, "home")

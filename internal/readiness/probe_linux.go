@@ -27,6 +27,7 @@ import (
 	_ "github.com/agentbox/agentbox/internal/engine/builtins" // registers the engines
 	"github.com/agentbox/agentbox/internal/launch"
 	"github.com/agentbox/agentbox/internal/linux/ns"
+	"github.com/agentbox/agentbox/internal/linux/proc"
 	"github.com/agentbox/agentbox/internal/plan"
 	"github.com/agentbox/agentbox/internal/safesocket"
 	"github.com/agentbox/agentbox/internal/shim"
@@ -272,7 +273,7 @@ func (p *prober) run(ctx context.Context, root string, res *Result) *Error {
 				return failf(ReasonBoxSetupFailed, "start the probe's shim: %v", err)
 			}
 			p.shimPid = p.l.ShimPid
-			start, _ := procStartTime(p.shimPid)
+			start, _ := proc.StartTime(p.shimPid)
 			if err := writeRef(filepath.Join(p.dir, shimFile), p.shimPid, start); err != nil {
 				p.stopShim()
 				return err
@@ -595,7 +596,7 @@ func foreignPeer(c net.Conn) (why string, foreign bool) {
 	switch c := c.(type) {
 	case *net.UnixConn:
 		_, uid, _, err := safesocket.PeerCred(c)
-		if err == nil && uid != os.Getuid() {
+		if err == nil && !safesocket.OwnUID(uid) {
 			return "uid " + strconv.Itoa(uid), true
 		}
 	case *net.TCPConn:
@@ -611,7 +612,7 @@ func foreignPeer(c net.Conn) (why string, foreign bool) {
 		switch uid, open, found := tcpOwner(b, remote, local); {
 		case found && !open:
 			return "closed before it could be attributed", true
-		case found && uid != os.Getuid():
+		case found && !safesocket.OwnUID(uid):
 			return "uid " + strconv.Itoa(uid), true
 		}
 	}
@@ -751,7 +752,7 @@ func Reclaim(runtimeDir, home string, log *slog.Logger) error {
 			continue
 		}
 		box, _ := readRef(filepath.Join(dir, boxFile))
-		if ref, err := readRef(filepath.Join(dir, shimFile)); err == nil && sameProcess(ref.Pid, ref.Start) {
+		if ref, err := readRef(filepath.Join(dir, shimFile)); err == nil && proc.Same(ref.Pid, ref.Start) {
 			log.Info("readiness: reclaiming an abandoned probe", "dir", dir, "shim", ref.Pid)
 			killRef(ref)
 		}
@@ -812,7 +813,7 @@ func pinNamespace(ino uint64) (*pinnedNS, procRef, error) {
 			}
 		}
 		if init.Pid == 0 && ns.InnermostPid(pid) == 1 {
-			start, err := procStartTime(pid)
+			start, err := proc.StartTime(pid)
 			if err == nil {
 				init = procRef{Pid: pid, Start: start, PidNS: ino}
 			}
@@ -894,15 +895,9 @@ func running(ino uint64) ([]int, error) {
 	}
 	var out []int
 	for _, pid := range pids {
-		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-		if err != nil {
-			continue
+		if !proc.Ended(pid) {
+			out = append(out, pid)
 		}
-		i := strings.LastIndexByte(string(b), ')')
-		if i >= 0 && i+2 < len(b) && (b[i+2] == 'Z' || b[i+2] == 'X') {
-			continue
-		}
-		out = append(out, pid)
 	}
 	return out, nil
 }
@@ -910,15 +905,7 @@ func running(ino uint64) ([]int, error) {
 // alive reports whether the process ref names (pid and start time) still runs: a zombie has
 // ended (and a pid namespace whose PID 1 is a zombie has no other process left).
 func alive(ref procRef) bool {
-	if ref.Pid == 0 || !sameProcess(ref.Pid, ref.Start) {
-		return false
-	}
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", ref.Pid))
-	if err != nil {
-		return false
-	}
-	i := strings.LastIndexByte(string(b), ')')
-	return i >= 0 && i+2 < len(b) && b[i+2] != 'Z' && b[i+2] != 'X'
+	return ref.Pid != 0 && proc.Same(ref.Pid, ref.Start) && !proc.Ended(ref.Pid)
 }
 
 // waitGone waits (bounded) until pid has exited, through a pidfd.
@@ -942,7 +929,7 @@ func killRef(ref procRef) {
 	}
 	defer unix.Close(fd)
 	if ref.Start != 0 {
-		if s, err := procStartTime(ref.Pid); err != nil || s != ref.Start {
+		if s, err := proc.StartTime(ref.Pid); err != nil || s != ref.Start {
 			return
 		}
 	}
@@ -998,7 +985,7 @@ func writeRef(path string, pid int, start uint64, pidNS ...uint64) error {
 		r.PidNS = pidNS[0]
 	}
 	if start == 0 && pid != 0 {
-		r.Start, _ = procStartTime(pid)
+		r.Start, _ = proc.StartTime(pid)
 	}
 	b, _ := json.Marshal(r)
 	return os.WriteFile(path, b, 0o600)
@@ -1011,34 +998,6 @@ func readRef(path string) (procRef, error) {
 		return r, err
 	}
 	return r, json.Unmarshal(b, &r)
-}
-
-// procStartTime returns the start time of pid in clock ticks since boot (field 22 of stat).
-func procStartTime(pid int) (uint64, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0, err
-	}
-	i := strings.LastIndexByte(string(b), ')')
-	if i < 0 {
-		return 0, errors.New("malformed /proc stat")
-	}
-	f := strings.Fields(string(b[i+1:]))
-	if len(f) < 20 {
-		return 0, errors.New("short /proc stat")
-	}
-	return strconv.ParseUint(f[19], 10, 64)
-}
-
-// sameProcess reports whether pid is alive and still the process that started at start.
-func sameProcess(pid int, start uint64) bool {
-	fd, err := unix.PidfdOpen(pid, 0)
-	if err != nil {
-		return false
-	}
-	defer unix.Close(fd)
-	got, err := procStartTime(pid)
-	return err == nil && got == start && unix.PidfdSendSignal(fd, 0, nil, 0) == nil
 }
 
 func randomHex(n int) string {

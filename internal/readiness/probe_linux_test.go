@@ -29,6 +29,7 @@ var helpers = map[string]func([]string) int{
 	"seccomp-probe-helper":  seccompProbeHelper,
 	"userns-daemon-helper":  usernsDaemonHelper,
 	"launch-helper":         launchHelper,
+	"smoke-daemon-helper":   smokeDaemonHelper,
 	"no-landlock-then-exec": noLandlockThenExec,
 }
 
@@ -100,6 +101,7 @@ func logFacts(t testing.TB, res *readiness.Result) {
 }
 
 func TestProbe(t *testing.T) {
+	t.Parallel()
 	engines(t, func(t *testing.T, engine string) {
 		t.Parallel()
 		res := probe(t, engine, nil)
@@ -121,6 +123,7 @@ func TestProbe(t *testing.T) {
 // TestProbeNoticesAWeakenedPlan weakens the production plan shape in one way at a time; the
 // requirements still come from the unweakened plan, and the probe must fail on the right fact.
 func TestProbeNoticesAWeakenedPlan(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name, fact string
 		weaken     func(p *plan.Plan)
@@ -273,6 +276,7 @@ func runProbeHelper(t testing.TB, args ...string) helperResult {
 // TestProbesSerializeAcrossProcesses runs probes of separate processes at once on one runtime
 // directory: each checks, while its box runs, that it is the only probe.
 func TestProbesSerializeAcrossProcesses(t *testing.T) {
+	t.Parallel()
 	rt, home := testDirs(t)
 	var wg sync.WaitGroup
 	results := make([]helperResult, 4)
@@ -301,7 +305,9 @@ func TestProbesSerializeAcrossProcesses(t *testing.T) {
 // probe reclaims its shim, its box (every process of its pid namespace), its directory and the
 // canary.
 func TestReclaimAfterKilledProbe(t *testing.T) {
+	t.Parallel()
 	engines(t, func(t *testing.T, engine string) {
+		t.Parallel()
 		rt, home := testDirs(t)
 		cmd := exec.Command("/proc/self/exe", "probe-helper", rt, home, engine, "die")
 		if err := cmd.Run(); err == nil {

@@ -6,10 +6,13 @@
 // every SummaryEvery while a flood lasts, and when the limiter closes or is flushed (the
 // daemon's stop), so that totals summed from the records count every request. Past MaxRows
 // the summaries wait for the flush or the close. A summary names what it counts with a Tally:
-// its most requested targets, bounded in number and length.
+// its most requested targets, bounded in number and length. A Limiter's Journal keeps each
+// record held back in a file, bounded, until its summary is written, so that a daemon killed
+// before then leaves them to the next (Limiter.Replay).
 package recordlimit
 
 import (
+	"os"
 	"sync"
 	"time"
 )
@@ -96,12 +99,34 @@ type Limiter[R any] struct {
 	// SummaryEvery.
 	Every time.Duration
 
-	mu     sync.Mutex
-	own    Budget
-	held   map[string]*R
-	order  []string // keys in held, first held first
-	timer  *time.Timer
-	closed bool
+	// Journal is the file in which each record held back is kept (appended, one line, before
+	// Admit returns) until its summary is written, so that a daemon killed meanwhile leaves
+	// them to the next, which writes their summaries with Replay. The file is compacted into
+	// the summaries held, and synced, past JournalMax. Empty means no journal: a daemon
+	// killed loses the records held back.
+	Journal string
+	// JournalMax is the journal's size past which it is compacted. Zero means the constant
+	// JournalMax.
+	JournalMax int64
+	// Encode and Decode turn a record, or a summary, into the journal's text and back. Nil
+	// means encoding/json; a summary's Tally needs a field JSON sees.
+	Encode func(*R) ([]byte, error)
+	Decode func([]byte, *R) error
+	// Commit, when set, returns once what Write wrote is durable (the daemon's audit writer
+	// committed it); the journal of the summaries written is removed after it.
+	Commit func()
+	// Logf reports a journal that cannot be written. Nil means it is not reported.
+	Logf func(format string, args ...any)
+
+	mu      sync.Mutex
+	own     Budget
+	held    map[string]*R
+	order   []string // keys in held, first held first
+	timer   *time.Timer
+	closed  bool
+	j       *journal
+	jbroken bool       // the journal could not be written: not tried again
+	flushMu sync.Mutex // one flush at a time: each sets the journal of its summaries aside
 }
 
 func (l *Limiter[R]) budget() *Budget {
@@ -135,6 +160,7 @@ func (l *Limiter[R]) Admit(key string, rec *R, now time.Time) bool {
 		l.order = append(l.order, key)
 	}
 	l.Merge(s, rec)
+	l.journalHold(key, rec)
 	if l.timer == nil {
 		every := l.Every
 		if every <= 0 {
@@ -180,6 +206,8 @@ func (l *Limiter[R]) Flush() { l.flush(false) }
 func (l *Limiter[R]) Close() { l.flush(true) }
 
 func (l *Limiter[R]) flush(closing bool) {
+	l.flushMu.Lock()
+	defer l.flushMu.Unlock()
 	l.mu.Lock()
 	l.closed = l.closed || closing
 	held, order := l.held, l.order
@@ -188,10 +216,20 @@ func (l *Limiter[R]) flush(closing bool) {
 		l.timer.Stop()
 		l.timer = nil
 	}
+	aside := l.journalSetAside()
 	l.mu.Unlock()
 	l.budget().wrote(int64(len(order)))
 	for _, k := range order {
 		l.Write(held[k])
+	}
+	if aside == "" {
+		return
+	}
+	if l.Commit != nil {
+		l.Commit()
+	}
+	if err := os.Remove(aside); err != nil {
+		l.logf("journal of held records: %v", err)
 	}
 }
 

@@ -45,9 +45,10 @@ type Record struct {
 	// back (internal/recordlimit) has the number of them, with their bytes and usage summed,
 	// the last one's status, and Time the first one's.
 	Count int64 `json:"count,omitempty"`
-	// Paths counts a summary's requests by path (the first recordlimit.TallyNames paths one
-	// by one), so that it still says what they asked for; empty in the record of one request.
-	Paths recordlimit.Tally `json:"-"`
+	// Paths counts a summary's requests by path (in recordlimit.TallyNames counters), so
+	// that it still says what they asked for; empty in the record of one request. Its JSON is
+	// the sketch's whole state, for the journal of held records; the audit row shows its top.
+	Paths recordlimit.Tally `json:"paths,omitzero"`
 }
 
 // ReasonRateLimited marks a summary Record (Count set) in the access line and the audit row.

@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"syscall"
 	"time"
+
+	"github.com/agentbox/agentbox/internal/linux/idmap"
 )
 
 // Listener is a unix-socket listener whose Accept returns only connections from the caller's
@@ -107,7 +109,7 @@ func (l *Listener) Close() error { return l.ul.Close() }
 func (l *Listener) Addr() net.Addr { return l.ul.Addr() }
 
 // CheckPeerUID returns the pid of the process at the other end of c when it has the caller's
-// uid, and an error wrapping ErrPeerRefused otherwise. It is the whole check of the brokers'
+// uid (or, for host root, a box uid: OwnUID), and an error wrapping ErrPeerRefused otherwise. It is the whole check of the brokers'
 // sockets, which a box's forwarder reaches from its own user namespace; the socket's 0700
 // folder keeps other users out, this is the second lock. Where peer credentials are not
 // available (not Linux) it refuses every connection.
@@ -116,19 +118,28 @@ func CheckPeerUID(c *net.UnixConn) (pid int, err error) {
 	if err != nil {
 		return 0, fmt.Errorf("%w: %w", ErrPeerRefused, err)
 	}
-	if uid != os.Getuid() {
+	if !OwnUID(uid) {
 		return 0, fmt.Errorf("%w: pid %d runs as uid %d, not uid %d", ErrPeerRefused, pid, uid, os.Getuid())
 	}
 	return pid, nil
+}
+
+// OwnUID reports whether a peer of uid is the caller or one of its boxes: the caller's uid, or
+// for host root also a box uid (idmap.IsBoxUID), which only host root's boxes run as.
+func OwnUID(uid int) bool {
+	return uid == os.Getuid() || os.Getuid() == 0 && idmap.IsBoxUID(uid)
 }
 
 // CheckPeer returns nil when the process at the other end of c has the caller's uid and is in
 // the caller's user namespace, and an error wrapping ErrPeerRefused (or the failure that kept
 // it from deciding) otherwise.
 func CheckPeer(c *net.UnixConn) error {
-	pid, err := CheckPeerUID(c)
+	pid, uid, _, err := PeerCred(c)
 	if err != nil {
-		return err
+		return fmt.Errorf("%w: %w", ErrPeerRefused, err)
+	}
+	if uid != os.Getuid() {
+		return fmt.Errorf("%w: pid %d runs as uid %d, not uid %d", ErrPeerRefused, pid, uid, os.Getuid())
 	}
 	same, err := ConnInSameUserNS(c)
 	if err != nil {

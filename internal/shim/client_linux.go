@@ -119,19 +119,90 @@ func StartSpare() (*Spare, error) {
 // Pid is the spare's process id.
 func (s *Spare) Pid() int { return s.pid }
 
-// Launch hands the spare the launch in launchDir and returns its pid once it listens, as Start
-// does. The spare is used up either way.
+// Launch hands the spare the launch in launchDir and returns its pid once it has taken it, as
+// Start does. The spare is used up either way.
 func (s *Spare) Launch(launchDir string) (int, error) {
-	defer s.conn.Close()
-	dir, err := filepath.Abs(launchDir)
+	h, err := s.Hand(launchDir)
 	if err != nil {
 		return 0, err
 	}
-	if _, err := s.conn.WriteString(dir + "\n"); err != nil {
-		return 0, fmt.Errorf("start shim: hand the launch to the spare shim: %w", err)
-	}
-	return awaitReady(s.conn, s.pid, dir)
+	return h.Wait()
 }
+
+// Handed is a launch handed to a spare shim (Spare.Hand) whose answer has not been read yet.
+type Handed struct {
+	s   *Spare
+	dir string
+}
+
+// Hand gives the spare the launch in launchDir together with the launch's shim socket,
+// L/shim.sock, which it makes here, 0600 and listening, and passes over the spare's socket
+// (SCM_RIGHTS) without keeping a copy. So a client can connect as soon as Hand returns: its
+// connection waits in the socket's backlog, and the shim answers it once it has taken the
+// launch, without the round trip of the shim's readiness on the way (a shim that fails first
+// refuses it with the reason, or, when it cannot, ends and resets it). The spare is used up
+// either way; Wait reads whether it took the launch. A spare that is gone fails here, with
+// the socket removed, so that another shim can listen there.
+func (s *Spare) Hand(launchDir string) (*Handed, error) {
+	dir, err := filepath.Abs(launchDir)
+	if err != nil {
+		s.conn.Close()
+		return nil, err
+	}
+	sock := filepath.Join(dir, launchdir.SocketFile)
+	lfd, err := listenSocket(sock)
+	if err != nil {
+		s.conn.Close()
+		return nil, fmt.Errorf("start shim: %w", err)
+	}
+	err = unix.Sendmsg(int(s.conn.Fd()), []byte(dir+"\n"), unix.UnixRights(lfd), nil, 0)
+	unix.Close(lfd) // the spare has its own copy now, or none: the socket ends with it
+	if err != nil {
+		s.conn.Close()
+		os.Remove(sock)
+		return nil, fmt.Errorf("start shim: hand the launch to the spare shim: %w", err)
+	}
+	return &Handed{s: s, dir: dir}, nil
+}
+
+// Wait returns the spare's pid once it has taken the launch (it listens, and with a
+// prestarted box its request is on the way), or the error it reported, as Start does.
+func (h *Handed) Wait() (int, error) {
+	defer h.s.conn.Close()
+	return awaitReady(h.s.conn, h.s.pid, h.dir)
+}
+
+// Close ends the wait for the spare's answer without reading it (an undo).
+func (h *Handed) Close() error { return h.s.conn.Close() }
+
+// listenSocket makes the unix socket at path, 0600 before it listens (a connection attempt
+// before then is refused), and returns its descriptor.
+func listenSocket(path string) (int, error) {
+	fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return -1, fmt.Errorf("listen %s: %w", path, err)
+	}
+	fail := func(what string, err error) (int, error) {
+		unix.Close(fd)
+		return -1, fmt.Errorf("listen %s: %s: %w", path, what, err)
+	}
+	if err := unix.Bind(fd, &unix.SockaddrUnix{Name: path}); err != nil {
+		return fail("bind", err)
+	}
+	if err := os.Chmod(path, 0o600); err != nil {
+		os.Remove(path)
+		return fail("chmod", err)
+	}
+	if err := unix.Listen(fd, listenBacklog); err != nil {
+		os.Remove(path)
+		return fail("listen", err)
+	}
+	return fd, nil
+}
+
+// listenBacklog is the backlog of a shim socket made by Hand (what net.Listen would use, the
+// kernel's somaxconn, is more than a shim's few clients need).
+const listenBacklog = 64
 
 // Close ends an unused spare (it exits on EOF).
 func (s *Spare) Close() error { return s.conn.Close() }

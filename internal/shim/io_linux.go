@@ -15,7 +15,7 @@ import (
 )
 
 func (s *server) readControl(f *os.File) {
-	defer close(s.controlDone)
+	defer s.advance(evControlClosed)
 	defer f.Close()
 	for {
 		ev, fds, err := engine.RecvEvent(f)
@@ -94,12 +94,11 @@ func (s *server) havePTY(fd int) {
 	}
 	s.master = m
 	s.outputs = append(s.outputs, m)
+	s.advanceLocked(evOutput)
 	if s.size != (console.WindowSize{}) {
 		setSize(m, s.size)
 	}
 	s.mu.Unlock()
-	close(s.ptyReady)
-	s.pumps.Add(1)
 	go s.pump(m, console.FrameStdout)
 	go s.writeStdin(m)
 }
@@ -114,7 +113,7 @@ func setSize(m *os.File, ws console.WindowSize) error {
 // nothing is lost and the program feels the back-pressure a stopped terminal gives; once the
 // box has exited, output without a client is dropped.
 func (s *server) pump(src *os.File, t console.FrameType) {
-	defer s.pumps.Done()
+	defer s.advance(evDrained)
 	var ps pumpState
 	buf := make([]byte, 32<<10)
 	for {
@@ -142,8 +141,8 @@ type pumpState struct {
 // the stream is bound for a terminal (tty mode, or the client said its stream is a terminal).
 func (s *server) deliver(t console.FrameType, data []byte, ps *pumpState) {
 	s.mu.Lock()
-	for !s.tty && s.client == nil && s.phase < phaseExited {
-		s.cond.Wait()
+	if !s.tty {
+		s.awaitLocked(func(st state) bool { return st.client || st.phase >= phaseExited })
 	}
 	if s.drawn != nil && s.tty {
 		close(s.drawn)
@@ -193,11 +192,15 @@ func (s *server) deliver(t console.FrameType, data []byte, ps *pumpState) {
 // client's connection reader never blocks on a program that does not read.
 func (s *server) writeStdin(dst *os.File) {
 	for {
+		_, exited, over := s.until(func(st state) bool { return st.phase >= phaseExited })
+		if over {
+			return
+		}
 		var it stdinItem
 		select {
 		case it = <-s.stdinCh:
-		case <-s.boxExited:
-			return
+		case <-exited:
+			continue // look again
 		}
 		if it.eof {
 			if s.tty {

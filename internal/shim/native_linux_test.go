@@ -3,6 +3,7 @@ package shim_test
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -209,10 +210,7 @@ func TestSpareShim(t *testing.T) {
 			t.Cleanup(func() { sp.Close() })
 			pre := prestartedBoxInit(t, sp)
 			p, _ := enginetest.NewPlan(t, "/bin/sh", []string{"-c", "cat; exit 4"}, func(in *plan.Input) { in.Egress = tc.egress })
-			dir, pid := handToSpare(t, sp, p)
-			if pid != sp.Pid() {
-				t.Fatalf("spare Launch = %d; want %d", pid, sp.Pid())
-			}
+			dir := handToSpare(t, sp, p)
 			r := attachPipes(t, dir, []byte("through the spare"))
 			if r.err != nil || r.code != 4 || string(r.stdout) != "through the spare" {
 				t.Fatalf("Attach = %d, %v, stdout %q, stderr %q", r.code, r.err, r.stdout, r.stderr)
@@ -257,7 +255,7 @@ func TestSpareShimLoopback(t *testing.T) {
 		t.Fatal(err)
 	}
 	p, _ := enginetest.ProbePlan(t, "interfaces", nil)
-	dir, _ := handToSpare(t, sp, p)
+	dir := handToSpare(t, sp, p)
 	r := attachPipes(t, dir, nil)
 	if st := waitStatus(t, dir); st.BoxPid != pre {
 		t.Fatalf("box pid %d, want the prestarted box-init %d", st.BoxPid, pre)
@@ -275,7 +273,7 @@ func TestSpareShimForwardsSignals(t *testing.T) {
 	sp, pre := startSpare(t)
 	script := `trap 'echo got-winch; exit 7' WINCH; touch trap-set; while :; do sleep 0.05; done`
 	p, d := enginetest.NewPlan(t, "/bin/sh", []string{"-c", script}, nil)
-	dir, _ := handToSpare(t, sp, p)
+	dir := handToSpare(t, sp, p)
 	res := make(chan attachResult, 1)
 	go func() { res <- attachPipes(t, dir, nil) }()
 	waitFor(t, "the program to set its trap", func() bool {
@@ -306,7 +304,8 @@ func TestSpareShimForwardsSignals(t *testing.T) {
 }
 
 // TestSpareShimUnused: a spare whose socket closes, or that gets SIGTERM, without a launch
-// exits, and so does the box-init it started ahead (nothing of it is left behind).
+// exits, and so does the box-init it started ahead (nothing of it is left behind). So does a
+// spare handed a launch it cannot take, once it has told the daemon and the client why.
 func TestSpareShimUnused(t *testing.T) {
 	requireNative(t)
 	for _, tc := range []struct {
@@ -318,6 +317,30 @@ func TestSpareShimUnused(t *testing.T) {
 		// it has a launch, SIGTERM still ends it, as it did when it had no handler (a guard
 		// against the subscription keeping an unused spare alive).
 		{"SIGTERM", func(sp *shim.Spare) error { return syscall.Kill(sp.Pid(), syscall.SIGTERM) }},
+		// The daemon answers an attached launch's client once the spare has the launch and its
+		// socket, before the spare's own answer (shim.Spare.Hand): a launch the spare cannot
+		// take (here its configuration has a field no shim knows) reaches the client, connected
+		// before the spare read it, as a refusal with the reason, and the daemon as the
+		// spare's answer; neither gets a reset connection.
+		{"handed a launch it cannot read", func(sp *shim.Spare) error {
+			dir := t.TempDir()
+			if err := os.WriteFile(filepath.Join(dir, launchdir.ShimConfigFile), []byte(`{"bogus":1}`), 0o600); err != nil {
+				return err
+			}
+			h, err := sp.Hand(dir)
+			if err != nil {
+				return err
+			}
+			_, err = console.Dial(filepath.Join(dir, launchdir.SocketFile), console.Hello{Role: console.RoleAttach})
+			var re *console.ReplyError
+			if !errors.As(err, &re) || re.Code != engine.CodeBoxSetupFailed || !strings.Contains(re.Message, launchdir.ShimConfigFile) {
+				return fmt.Errorf("the client's attach: %v; want a refusal %s naming %s", err, engine.CodeBoxSetupFailed, launchdir.ShimConfigFile)
+			}
+			if _, err := h.Wait(); err == nil || !strings.Contains(err.Error(), launchdir.ShimConfigFile) {
+				return fmt.Errorf("the spare's answer: %v; want its failure naming %s", err, launchdir.ShimConfigFile)
+			}
+			return nil
+		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			sp, err := shim.StartSpare()
@@ -479,8 +502,10 @@ func startSpare(t *testing.T) (*shim.Spare, int) {
 }
 
 // handToSpare writes the launch directory of plan p (native engine) and hands it to the spare
-// sp; it returns the directory and the shim's pid.
-func handToSpare(t *testing.T, sp *shim.Spare, p *plan.Plan) (string, int) {
+// sp, as the daemon does for an attached launch (shim.Spare.Hand): the caller's client then
+// connects while the spare takes the launch, before its answer has been read. The answer (the
+// spare's pid, no error) is checked at cleanup. It returns the directory.
+func handToSpare(t *testing.T, sp *shim.Spare, p *plan.Plan) string {
 	t.Helper()
 	req, err := (&native.Engine{}).Request(p)
 	if err != nil {
@@ -493,11 +518,22 @@ func handToSpare(t *testing.T, sp *shim.Spare, p *plan.Plan) (string, int) {
 	if err := shim.WriteConfig(dir, shim.Config{LaunchID: testLaunchID, Engine: native.Name, Console: p.Console}); err != nil {
 		t.Fatal(err)
 	}
-	pid, err := sp.Launch(dir)
+	h, err := sp.Hand(dir)
 	if err != nil {
-		t.Fatalf("spare Launch: %v", err)
+		t.Fatalf("spare Hand: %v", err)
 	}
-	return dir, pid
+	type answer struct {
+		pid int
+		err error
+	}
+	ans := make(chan answer, 1)
+	go func() { pid, err := h.Wait(); ans <- answer{pid, err} }()
+	t.Cleanup(func() {
+		if a := <-ans; a.err != nil || a.pid != sp.Pid() {
+			t.Errorf("the spare's answer: pid %d, %v; want %d and no error", a.pid, a.err, sp.Pid())
+		}
+	})
+	return dir
 }
 
 // prestartedBoxInit waits for the box-init a spare shim starts ahead and returns its pid.

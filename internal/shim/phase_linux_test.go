@@ -2,7 +2,9 @@ package shim
 
 import (
 	"bytes"
+	"io"
 	"log"
+	"runtime"
 	"strings"
 	"testing"
 )
@@ -11,17 +13,27 @@ import (
 // leads to, or that it is refused.
 func TestTransitions(t *testing.T) {
 	const refused = phase(-1)
-	want := map[phase][6]phase{
+	// The events that keep the phase of a box that is there: attach, stop, detach, control
+	// closed, output, drained, watch, unwatch.
+	keep := func(p phase) []phase { return []phase{p, p, p, p, p, p, p, p} }
+	want := map[phase][]phase{
 		//                 start         start held  release       exec          exit          finish
-		phaseWaiting: {phaseStarted, phaseHeld, refused, refused, refused, phaseFinal},
-		phaseHeld:    {refused, refused, phaseStarted, phaseExecd, phaseExited, refused},
-		phaseStarted: {refused, refused, phaseStarted, phaseExecd, phaseExited, refused},
-		phaseExecd:   {refused, refused, phaseExecd, phaseExecd, phaseExited, refused},
-		phaseExited:  {refused, refused, phaseExited, phaseExited, refused, phaseFinal},
-		phaseFinal:   {refused, refused, phaseFinal, phaseFinal, phaseFinal, phaseFinal},
+		phaseWaiting: append([]phase{phaseStarted, phaseHeld, refused, refused, refused, phaseFinal},
+			// attach, stop, detach; no control channel or output before the box; watch, unwatch
+			phaseWaiting, phaseWaiting, phaseWaiting, refused, refused, refused, phaseWaiting, phaseWaiting),
+		phaseHeld:    append([]phase{refused, refused, phaseStarted, phaseExecd, phaseExited, refused}, keep(phaseHeld)...),
+		phaseStarted: append([]phase{refused, refused, phaseStarted, phaseExecd, phaseExited, refused}, keep(phaseStarted)...),
+		phaseExecd:   append([]phase{refused, refused, phaseExecd, phaseExecd, phaseExited, refused}, keep(phaseExecd)...),
+		phaseExited:  append([]phase{refused, refused, phaseExited, phaseExited, refused, phaseFinal}, keep(phaseExited)...),
+		// No output stream opens once the launch is final; one still open may end.
+		phaseFinal: append([]phase{refused, refused, phaseFinal, phaseFinal, phaseFinal, phaseFinal},
+			phaseFinal, phaseFinal, phaseFinal, phaseFinal, refused, phaseFinal, phaseFinal, phaseFinal),
 	}
-	events := []event{evStart, evStartHeld, evRelease, evExec, evExit, evFinish}
+	events := []event{evStart, evStartHeld, evRelease, evExec, evExit, evFinish, evAttach, evStop, evDetach, evControlClosed, evOutput, evDrained, evWatch, evUnwatch}
 	for from := phaseWaiting; from <= phaseFinal; from++ {
+		if len(want[from]) != len(events) {
+			t.Fatalf("the table for %v has %d events, want %d", from, len(want[from]), len(events))
+		}
 		for i, ev := range events {
 			t.Run(from.String()+"/"+ev.String(), func(t *testing.T) {
 				got, err := next(from, ev)
@@ -38,31 +50,53 @@ func TestTransitions(t *testing.T) {
 			})
 		}
 	}
+	if len(transitions) != len(want) {
+		t.Errorf("the table has %d phases, want %d", len(transitions), len(want))
+	}
 }
 
-// TestLaunchPaths walks the paths a launch takes through the table and checks the phase after
-// each step.
+// TestLaunchPaths walks the paths a launch takes through the table and checks the phase and
+// the recorded requests after each step.
 func TestLaunchPaths(t *testing.T) {
+	type step struct {
+		ev   event
+		want state
+	}
 	for _, c := range []struct {
-		name   string
-		events []event
-		want   []phase
+		name  string
+		steps []step
 	}{
-		{"detached", []event{evStart, evExec, evExit, evFinish}, []phase{phaseStarted, phaseExecd, phaseExited, phaseFinal}},
-		{"attached, held", []event{evStartHeld, evRelease, evExec, evExit, evFinish}, []phase{phaseHeld, phaseStarted, phaseExecd, phaseExited, phaseFinal}},
-		{"set-up failure", []event{evStart, evExit, evFinish}, []phase{phaseStarted, phaseExited, phaseFinal}},
-		{"exec read after the reaping", []event{evStart, evExit, evExec, evFinish}, []phase{phaseStarted, phaseExited, phaseExited, phaseFinal}},
-		{"held box ends before its client", []event{evStartHeld, evExit, evRelease, evFinish}, []phase{phaseHeld, phaseExited, phaseExited, phaseFinal}},
-		{"never started", []event{evFinish}, []phase{phaseFinal}},
-		{"stopped while starting", []event{evStartHeld, evExit, evFinish}, []phase{phaseHeld, phaseExited, phaseFinal}},
+		{"detached", []step{{evStart, state{phase: phaseStarted}}, {evExec, state{phase: phaseExecd}}, {evExit, state{phase: phaseExited}}, {evFinish, state{phase: phaseFinal}}}},
+		{"attached, held", []step{{evStartHeld, state{phase: phaseHeld}}, {evAttach, state{phase: phaseHeld, attached: true, client: true}}, {evRelease, state{phase: phaseStarted, attached: true, client: true}},
+			{evExec, state{phase: phaseExecd, attached: true, client: true}}, {evAttach, state{phase: phaseExecd, attached: true, client: true}}, {evExit, state{phase: phaseExited, attached: true, client: true}}, {evFinish, state{phase: phaseFinal, attached: true, client: true}}}},
+		{"attached, started for its client", []step{{evAttach, state{phase: phaseWaiting, attached: true, client: true}}, {evStart, state{phase: phaseStarted, attached: true, client: true}}, {evExec, state{phase: phaseExecd, attached: true, client: true}}}},
+		{"set-up failure", []step{{evStart, state{phase: phaseStarted}}, {evExit, state{phase: phaseExited}}, {evFinish, state{phase: phaseFinal}}}},
+		{"exec read after the reaping", []step{{evStart, state{phase: phaseStarted}}, {evExit, state{phase: phaseExited}}, {evExec, state{phase: phaseExited}}, {evFinish, state{phase: phaseFinal}}}},
+		{"held box ends before its client", []step{{evStartHeld, state{phase: phaseHeld}}, {evExit, state{phase: phaseExited}}, {evRelease, state{phase: phaseExited}}, {evFinish, state{phase: phaseFinal}}}},
+		{"never started", []step{{evFinish, state{phase: phaseFinal}}}},
+		{"stopped before the box", []step{{evStop, state{phase: phaseWaiting, stopAsked: true}}, {evFinish, state{phase: phaseFinal, stopAsked: true}}, {evStop, state{phase: phaseFinal, stopAsked: true}}}},
+		{"stopped while starting", []step{{evStop, state{phase: phaseWaiting, stopAsked: true}}, {evStartHeld, state{phase: phaseHeld, stopAsked: true}}, {evExit, state{phase: phaseExited, stopAsked: true}}, {evFinish, state{phase: phaseFinal, stopAsked: true}}}},
+		{"client detaches, another attaches", []step{{evStart, state{phase: phaseStarted}}, {evExec, state{phase: phaseExecd}},
+			{evAttach, state{phase: phaseExecd, attached: true, client: true}}, {evDetach, state{phase: phaseExecd, attached: true}},
+			{evAttach, state{phase: phaseExecd, attached: true, client: true}}, {evExit, state{phase: phaseExited, attached: true, client: true}},
+			{evFinish, state{phase: phaseFinal, attached: true, client: true}}, {evDetach, state{phase: phaseFinal, attached: true}}}},
+		{"output drained", []step{{evStart, state{phase: phaseStarted}}, {evOutput, state{phase: phaseStarted, outputs: 1}}, {evOutput, state{phase: phaseStarted, outputs: 2}},
+			{evExec, state{phase: phaseExecd, outputs: 2}}, {evDrained, state{phase: phaseExecd, outputs: 1}}, {evExit, state{phase: phaseExited, outputs: 1}},
+			{evControlClosed, state{phase: phaseExited, outputs: 1, controlClosed: true}}, {evDrained, state{phase: phaseExited, controlClosed: true}},
+			{evFinish, state{phase: phaseFinal, controlClosed: true}}}},
+		{"stopped while the program runs", []step{{evStart, state{phase: phaseStarted}}, {evExec, state{phase: phaseExecd}}, {evStop, state{phase: phaseExecd, stopAsked: true}},
+			{evExit, state{phase: phaseExited, stopAsked: true}}, {evStop, state{phase: phaseExited, stopAsked: true}}, {evFinish, state{phase: phaseFinal, stopAsked: true}}}},
+		{"watched to the end", []step{{evWatch, state{phase: phaseWaiting, watchers: 1}}, {evStart, state{phase: phaseStarted, watchers: 1}},
+			{evExit, state{phase: phaseExited, watchers: 1}}, {evFinish, state{phase: phaseFinal, watchers: 1}}, {evUnwatch, state{phase: phaseFinal}}}},
+		{"late client of a failed launch", []step{{evStart, state{phase: phaseStarted}}, {evExit, state{phase: phaseExited}}, {evFinish, state{phase: phaseFinal}}, {evAttach, state{phase: phaseFinal, attached: true, client: true}}}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			var buf bytes.Buffer
 			s := &server{log: log.New(&buf, "", 0)}
-			for i, ev := range c.events {
-				s.advanceLocked(ev)
-				if s.phase != c.want[i] {
-					t.Fatalf("after %v (step %d): phase %v, want %v", ev, i, s.phase, c.want[i])
+			for i, st := range c.steps {
+				s.advanceLocked(st.ev)
+				if s.st != st.want {
+					t.Fatalf("after %v (step %d): %+v, want %+v", st.ev, i, s.st, st.want)
 				}
 			}
 			if buf.Len() != 0 {
@@ -70,11 +104,171 @@ func TestLaunchPaths(t *testing.T) {
 			}
 		})
 	}
-	// A refused move is logged and keeps the phase.
+	// A refused move is logged and keeps the state.
 	var buf bytes.Buffer
 	s := &server{log: log.New(&buf, "", 0)}
 	s.advanceLocked(evExit)
-	if s.phase != phaseWaiting || !strings.Contains(buf.String(), `event "exit" in phase "waiting"`) {
-		t.Errorf("exit while waiting: phase %v, log %q", s.phase, buf.String())
+	if s.st != (state{}) || !strings.Contains(buf.String(), `event "exit" in phase "waiting"`) {
+		t.Errorf("exit while waiting: %+v, log %q", s.st, buf.String())
+	}
+	s.advanceLocked(evStart)
+	s.advanceLocked(evDrained)
+	if s.st != (state{phase: phaseStarted}) || !strings.Contains(buf.String(), `event "drained" with no output stream open`) {
+		t.Errorf("drained with no stream open: %+v, log %q", s.st, buf.String())
+	}
+	s.advanceLocked(evUnwatch)
+	if s.st != (state{phase: phaseStarted}) || !strings.Contains(buf.String(), `event "unwatch" with no watcher`) {
+		t.Errorf("unwatch with no watcher: %+v, log %q", s.st, buf.String())
+	}
+}
+
+// parked reports, once s's waiter is waiting for the next change again (after it looked at the
+// state), true; false if its wait ended instead (what it sent on done is put back).
+func parked[T any](s *server, done chan T) bool {
+	for {
+		s.mu.Lock()
+		p := s.changed != nil
+		s.mu.Unlock()
+		if p {
+			return true
+		}
+		select {
+		case r := <-done:
+			done <- r
+			return false
+		default:
+		}
+		runtime.Gosched()
+	}
+}
+
+// TestAwait: a wait for a state ends at the event that makes it hold, not at others; a wait
+// whose state holds already returns at once; the expiry ends a wait with the state then.
+func TestAwait(t *testing.T) {
+	s := &server{log: log.New(io.Discard, "", 0)}
+	attached := func(st state) bool { return st.attached }
+	type result struct {
+		st state
+		ok bool
+	}
+	done := make(chan result, 1)
+	go func() {
+		st, ok := s.await(attached, nil)
+		done <- result{st, ok}
+	}()
+	parked := func() bool { return parked(s, done) }
+	if !parked() {
+		t.Fatalf("await ended before any event: %+v", <-done)
+	}
+	// Events that do not make the state hold leave the waiter waiting.
+	for _, ev := range []event{evStartHeld, evRelease} {
+		s.advance(ev)
+		if !parked() {
+			t.Fatalf("await ended at %v: %+v", ev, <-done)
+		}
+	}
+	s.advance(evAttach)
+	if r := <-done; !r.ok || r.st != (state{phase: phaseStarted, attached: true, client: true}) {
+		t.Errorf("await = %+v, %v; want started and attached", r.st, r.ok)
+	}
+	if st, ok := s.await(attached, nil); !ok || !st.attached {
+		t.Errorf("await of a state that holds = %+v, %v", st, ok)
+	}
+	expired := make(chan struct{})
+	close(expired)
+	if st, ok := s.await(func(st state) bool { return st.phase >= phaseExited }, expired); ok || st.phase != phaseStarted {
+		t.Errorf("expired await = %+v, %v; want started, not done", st, ok)
+	}
+}
+
+// TestDrained: the box counts as drained (supervise settles it) only once its control channel
+// and every output stream have ended, in whichever order they end.
+func TestDrained(t *testing.T) {
+	for _, order := range [][]event{
+		{evControlClosed, evDrained, evDrained},
+		{evDrained, evControlClosed, evDrained},
+		{evDrained, evDrained, evControlClosed},
+	} {
+		s := &server{log: log.New(io.Discard, "", 0)}
+		for _, ev := range []event{evStart, evOutput, evOutput, evExit} {
+			s.advanceLocked(ev)
+		}
+		for i, ev := range order {
+			if s.st.drained() {
+				t.Fatalf("%v: drained before %v (step %d): %+v", order, ev, i, s.st)
+			}
+			s.advanceLocked(ev)
+		}
+		if !s.st.drained() {
+			t.Errorf("%v: not drained after all: %+v", order, s.st)
+		}
+	}
+}
+
+// TestDaemonGone: when the last watcher's connection ends before the launch's end, the shim
+// logs that the daemon is gone and the launch runs on (the phase stays); a watcher that comes
+// back is counted again; the watchers' ends after the final status are not a daemon gone.
+func TestDaemonGone(t *testing.T) {
+	var buf bytes.Buffer
+	s := &server{log: log.New(&buf, "", 0)}
+	for _, ev := range []event{evWatch, evStart, evExec, evWatch, evUnwatch} {
+		s.advanceLocked(ev)
+	}
+	if buf.Len() != 0 {
+		t.Fatalf("logged with a watcher left: %q", buf.String())
+	}
+	s.advanceLocked(evUnwatch)
+	if s.st != (state{phase: phaseExecd}) || !strings.Contains(buf.String(), "no watcher left (the daemon is gone)") {
+		t.Fatalf("last watcher gone: %+v, log %q", s.st, buf.String())
+	}
+	buf.Reset()
+	for _, ev := range []event{evWatch, evExit, evFinish, evUnwatch} {
+		s.advanceLocked(ev)
+	}
+	if s.st != (state{phase: phaseFinal}) || buf.Len() != 0 {
+		t.Errorf("watcher gone after the end: %+v, log %q", s.st, buf.String())
+	}
+}
+
+// TestAwaitLocked: a pipe-mode pump's wait for a client (deliver) ends at the client's attach
+// or at the box's exit, not at other events, and returns holding the lock with the client
+// still attached; a detach before it looked again keeps it waiting.
+func TestAwaitLocked(t *testing.T) {
+	for _, end := range []event{evAttach, evExit} {
+		t.Run(end.String(), func(t *testing.T) {
+			s := &server{log: log.New(io.Discard, "", 0)}
+			s.advance(evStart)
+			done := make(chan state, 1)
+			go func() {
+				s.mu.Lock()
+				s.awaitLocked(func(st state) bool { return st.client || st.phase >= phaseExited })
+				st := s.st
+				s.mu.Unlock()
+				done <- st
+			}()
+			parked := func() bool { return parked(s, done) }
+			if !parked() {
+				t.Fatalf("the wait ended before any event: %+v", <-done)
+			}
+			for _, ev := range []event{evOutput, evExec, evWatch, evStop} {
+				s.advance(ev)
+				if !parked() {
+					t.Fatalf("the wait ended at %v: %+v", ev, <-done)
+				}
+			}
+			// An attach and a detach in one critical section: the waiter sees neither.
+			s.mu.Lock()
+			s.advanceLocked(evAttach)
+			s.advanceLocked(evDetach)
+			s.mu.Unlock()
+			if !parked() {
+				t.Fatalf("the wait ended with no client attached: %+v", <-done)
+			}
+			s.advance(end)
+			st := <-done
+			if end == evAttach && !st.client || end == evExit && st.phase != phaseExited {
+				t.Errorf("the wait ended at %v with %+v", end, st)
+			}
+		})
 	}
 }

@@ -65,7 +65,8 @@ func (s *server) acceptLoop() {
 	}
 }
 
-func (s *server) refuse(conn *net.UnixConn, code, msg string) {
+// refuseConn answers conn with a refusal (code, msg) and closes it.
+func refuseConn(conn *net.UnixConn, code, msg string) {
 	conn.SetWriteDeadline(time.Now().Add(writeTimeout))
 	console.WriteJSONLine(conn, console.Reply{Error: &console.ReplyError{Code: code, Message: msg}})
 	conn.Close()
@@ -76,7 +77,7 @@ func (s *server) serve(conn *net.UnixConn) {
 	// otherwise reach the socket through any path it can see.
 	if err := safesocket.CheckPeer(conn); err != nil {
 		s.log.Printf("refused connection: %v", err)
-		s.refuse(conn, CodeForbidden, "refused: "+err.Error())
+		refuseConn(conn, CodeForbidden, "refused: "+err.Error())
 		return
 	}
 	br := bufio.NewReaderSize(conn, 64<<10)
@@ -89,7 +90,7 @@ func (s *server) serve(conn *net.UnixConn) {
 	conn.SetReadDeadline(time.Time{})
 	var h console.Hello
 	if err := json.Unmarshal(line, &h); err != nil || h.Version != console.ProtocolVersion {
-		s.refuse(conn, CodeBadHello, fmt.Sprintf("bad hello (want version %d)", console.ProtocolVersion))
+		refuseConn(conn, CodeBadHello, fmt.Sprintf("bad hello (want version %d)", console.ProtocolVersion))
 		return
 	}
 	switch h.Role {
@@ -105,7 +106,7 @@ func (s *server) serve(conn *net.UnixConn) {
 		console.WriteJSONLine(conn, reply)
 		conn.Close()
 	default:
-		s.refuse(conn, CodeBadHello, fmt.Sprintf("unknown role %q", h.Role))
+		refuseConn(conn, CodeBadHello, fmt.Sprintf("unknown role %q", h.Role))
 	}
 }
 
@@ -148,20 +149,24 @@ func (c *attachment) terminal(t console.FrameType) bool {
 
 func (s *server) serveAttach(conn *net.UnixConn, br *bufio.Reader, h console.Hello) {
 	if s.cfg.Detached && !s.tty {
-		s.refuse(conn, CodeDetached, "the launch has no console to attach to: it was started with --detach without a terminal")
+		refuseConn(conn, CodeDetached, "the launch has no console to attach to: it was started with --detach without a terminal")
 		return
 	}
 	c := &attachment{conn: conn, fw: console.NewFrameWriter(conn), hello: h, done: make(chan struct{})}
 	defer close(c.done)
 	s.mu.Lock()
-	if s.phase == phaseFinal {
+	if s.st.phase == phaseFinal {
 		st := s.status
 		reply := s.replyLocked()
 		s.mu.Unlock()
 		console.WriteJSONLine(conn, reply)
 		c.fw.WriteFrame(console.FrameExit, exitFrame(&st))
 		waitClosed(conn)
-		s.startOnce.Do(func() { close(s.startReq) }) // a late client has had the end
+		// A late client has had the end, and is gone.
+		s.mu.Lock()
+		s.advanceLocked(evAttach)
+		s.advanceLocked(evDetach)
+		s.mu.Unlock()
 		return
 	}
 	// The reply is written under the lock, before the client is installed, so that it precedes
@@ -173,6 +178,7 @@ func (s *server) serveAttach(conn *net.UnixConn, br *bufio.Reader, h console.Hel
 	}
 	old := s.client
 	s.client = c
+	s.advanceLocked(evAttach)
 	if h.Size != (console.WindowSize{}) {
 		s.size = h.Size
 		if s.master != nil {
@@ -181,8 +187,7 @@ func (s *server) serveAttach(conn *net.UnixConn, br *bufio.Reader, h console.Hel
 	}
 	// A program that runs already drew its screen for an earlier terminal (or none): it is
 	// asked to draw it again for this one (redraw).
-	redraw := s.tty && s.status.Execd && s.phase < phaseExited
-	s.cond.Broadcast()
+	redraw := s.tty && s.status.Execd && s.st.phase < phaseExited
 	s.mu.Unlock()
 	if redraw {
 		go s.redraw()
@@ -196,7 +201,6 @@ func (s *server) serveAttach(conn *net.UnixConn, br *bufio.Reader, h console.Hel
 	} else {
 		s.log.Printf("console client attached")
 	}
-	s.startOnce.Do(func() { close(s.startReq) })
 
 	for {
 		testHook(testHooks.clientRead)
@@ -210,18 +214,12 @@ func (s *server) serveAttach(conn *net.UnixConn, br *bufio.Reader, h console.Hel
 			if !s.isClient(c) {
 				continue
 			}
-			select {
-			case s.stdinCh <- stdinItem{data: f.Payload}:
-			case <-s.shutdown:
-			}
+			s.sendStdin(stdinItem{data: f.Payload})
 		case console.FrameStdinEOF:
 			if !s.isClient(c) {
 				continue
 			}
-			select {
-			case s.stdinCh <- stdinItem{eof: true}:
-			case <-s.shutdown:
-			}
+			s.sendStdin(stdinItem{eof: true})
 		case console.FrameResize:
 			ws, err := console.ParseWindowSize(f.Payload)
 			if err != nil || !s.isClient(c) {
@@ -243,11 +241,27 @@ func (s *server) serveAttach(conn *net.UnixConn, br *bufio.Reader, h console.Hel
 			s.mu.Lock()
 			if s.client == c {
 				s.client = nil
+				s.advanceLocked(evDetach)
 				s.log.Printf("console client detached")
 			}
 			s.mu.Unlock()
 			conn.Close()
 			return
+		}
+	}
+}
+
+// sendStdin hands what a client sent to writeStdin; it gives up once the launch is final.
+func (s *server) sendStdin(it stdinItem) {
+	for {
+		_, changed, final := s.until(func(st state) bool { return st.phase == phaseFinal })
+		if final {
+			return
+		}
+		select {
+		case s.stdinCh <- it:
+			return
+		case <-changed:
 		}
 	}
 }
@@ -268,7 +282,8 @@ func (s *server) clientGone(c *attachment, why string) {
 		return
 	}
 	s.client = nil
-	hup := s.box != nil && s.phase < phaseExited
+	s.advanceLocked(evDetach)
+	hup := s.box != nil && s.st.phase < phaseExited
 	s.mu.Unlock()
 	c.conn.Close()
 	s.log.Printf("console client gone (%s)", why)
@@ -299,6 +314,7 @@ func (s *server) broadcastLocked(kind string) {
 		if err := w.send(ev); err != nil {
 			s.log.Printf("watcher: %v", err)
 			delete(s.watchers, w)
+			s.advanceLocked(evUnwatch)
 			w.conn.Close()
 		}
 	}
@@ -307,7 +323,7 @@ func (s *server) broadcastLocked(kind string) {
 func (s *server) serveWatch(conn *net.UnixConn, br *bufio.Reader) {
 	w := &watchConn{conn: conn}
 	s.mu.Lock()
-	final := s.phase == phaseFinal
+	final := s.st.phase == phaseFinal
 	if err := w.send(s.replyLocked()); err != nil {
 		s.mu.Unlock()
 		conn.Close()
@@ -320,12 +336,16 @@ func (s *server) serveWatch(conn *net.UnixConn, br *bufio.Reader) {
 		return
 	}
 	s.watchers[w] = true
+	s.advanceLocked(evWatch)
 	s.mu.Unlock()
 	for {
 		line, err := console.ReadLine(br)
 		if err != nil {
 			s.mu.Lock()
-			delete(s.watchers, w)
+			if s.watchers[w] {
+				delete(s.watchers, w)
+				s.advanceLocked(evUnwatch)
+			}
 			s.mu.Unlock()
 			conn.Close()
 			return
@@ -369,13 +389,7 @@ func (s *server) redraw() {
 	setSize(s.master, console.WindowSize{Rows: ws.Rows - 1, Cols: ws.Cols})
 	s.mu.Unlock()
 	s.signalBox(syscall.SIGWINCH)
-	t := time.NewTimer(redrawWait)
-	select {
-	case <-drawn:
-	case <-t.C:
-	case <-s.shutdown:
-	}
-	t.Stop()
+	s.pause(redrawWait, drawn)
 	s.mu.Lock()
 	if s.drawn == drawn {
 		s.drawn = nil
@@ -385,4 +399,32 @@ func (s *server) redraw() {
 	}
 	s.mu.Unlock()
 	s.signalBox(syscall.SIGWINCH)
+	// A program still drawing for the moved size can miss the signal for the size restored
+	// (less did, now and then, under load: its screen stayed one row short until a key was
+	// pressed). Once it had time to settle it is signalled once more: one that redraws on every
+	// SIGWINCH draws again at the restored size, one that redraws only on a change does
+	// nothing.
+	if !s.pause(redrawWait, nil) {
+		s.signalBox(syscall.SIGWINCH)
+	}
+}
+
+// pause waits for d, until ch closes (nil: never), or until the launch is final, and reports
+// whether it is final.
+func (s *server) pause(d time.Duration, ch <-chan struct{}) (final bool) {
+	expired, release := expiry(d)
+	defer release()
+	for {
+		_, changed, final := s.until(func(st state) bool { return st.phase == phaseFinal })
+		if final {
+			return true
+		}
+		select {
+		case <-ch:
+			return false
+		case <-expired:
+			return false
+		case <-changed:
+		}
+	}
 }

@@ -22,8 +22,10 @@ import (
 	"github.com/agentbox/agentbox/internal/console"
 	"github.com/agentbox/agentbox/internal/engine"
 	"github.com/agentbox/agentbox/internal/launchdir"
+	"github.com/agentbox/agentbox/internal/linux/idmap"
 	"github.com/agentbox/agentbox/internal/linux/ns"
 	"github.com/agentbox/agentbox/internal/plan"
+	"github.com/agentbox/agentbox/internal/safesocket"
 	"github.com/agentbox/agentbox/internal/warmup"
 	"golang.org/x/sys/unix"
 )
@@ -55,8 +57,23 @@ func Main(args []string) int {
 		ready.Close()
 		ready = nil
 	}
+	if os.Geteuid() == 0 {
+		// Run by root, the box's processes are host root without capabilities, which would
+		// read every root-only file of the system folders as their owner. The boxes this
+		// thread starts (run keeps it for good, as Pdeathsig needs) see those folders through
+		// idmapped mounts in which host root owns nothing, so that the kernel's own checks
+		// keep root-only files closed (internal/linux/idmap). A view that cannot be made
+		// refuses every launch of this shim.
+		runtime.LockOSThread()
+		if err := idmap.Enter(plan.DefaultSystemDirs); err != nil {
+			report(err)
+			lg.Print(err)
+			return 1
+		}
+	}
 	var pre *prestarted
 	var stopSigs chan os.Signal
+	var handed *os.File
 	if len(args) == 1 && args[0] == spareArg {
 		// A spare: start the default engine's default box ahead (on the thread that stays the
 		// box's parent, as run keeps it), wait for the launch directory on fd 3, then log into
@@ -78,12 +95,13 @@ func Main(args []string) int {
 		warmup.Do(&Config{}, &console.Hello{}, &console.Reply{}, &Request{}, &Event{}, &Status{}, &console.Exit{})
 		type line struct {
 			s   string
+			ln  *os.File // the launch's socket, listening (Spare.Hand); nil from a caller that sends none
 			err error
 		}
 		lc := make(chan line, 1)
 		go func() {
-			s, err := bufio.NewReader(io.LimitReader(ready, 4096)).ReadString('\n')
-			lc <- line{s, err}
+			s, ln, err := readLaunch(ready)
+			lc <- line{s, ln, err}
 		}()
 		var l line
 		select {
@@ -98,6 +116,7 @@ func Main(args []string) int {
 			return 0 // closed or stopped without a launch: not needed
 		}
 		dir := strings.TrimSuffix(l.s, "\n")
+		handed = l.ln
 		logf, err := os.OpenFile(filepath.Join(dir, launchdir.ShimLogFile), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
 		if err != nil {
 			report(fmt.Errorf("open %s: %w", launchdir.ShimLogFile, err))
@@ -122,7 +141,7 @@ func Main(args []string) int {
 	if stopSigs == nil {
 		stopSigs = subscribeSignals()
 	}
-	if err := run(args[0], lg, report, pre, stopSigs); err != nil {
+	if err := run(args[0], lg, report, pre, stopSigs, handed); err != nil {
 		report(err)
 		lg.Print(err)
 		return 1
@@ -138,6 +157,112 @@ func oneLine(s string) string {
 		}
 	}
 	return string(b)
+}
+
+// readLaunch reads what the daemon hands a spare (Spare.Hand) on its socket f: the launch
+// directory, one line, and with it the launch's socket, listening (nil when none came). More
+// than one descriptor, or a line longer than 4 KiB, is refused.
+func readLaunch(f *os.File) (line string, ln *os.File, err error) {
+	var buf []byte
+	var fds []int
+	defer func() {
+		for _, fd := range fds {
+			unix.Close(fd)
+		}
+	}()
+	b := make([]byte, 4096)
+	oob := make([]byte, unix.CmsgSpace(4*4))
+	for len(buf) == 0 || buf[len(buf)-1] != '\n' {
+		n, oobn, _, _, err := unix.Recvmsg(int(f.Fd()), b[:cap(b)-len(buf)], oob, unix.MSG_CMSG_CLOEXEC)
+		if err != nil {
+			return "", nil, err
+		}
+		if oobn > 0 {
+			msgs, err := unix.ParseSocketControlMessage(oob[:oobn])
+			if err != nil {
+				return "", nil, err
+			}
+			for _, m := range msgs {
+				if r, err := unix.ParseUnixRights(&m); err == nil {
+					fds = append(fds, r...)
+				}
+			}
+		}
+		if n == 0 {
+			return "", nil, io.EOF
+		}
+		buf = append(buf, b[:n]...)
+		if len(buf) >= cap(b) && buf[len(buf)-1] != '\n' {
+			return "", nil, errors.New("launch line too long")
+		}
+	}
+	switch len(fds) {
+	case 0:
+		return string(buf), nil, nil
+	case 1:
+		ln = os.NewFile(uintptr(fds[0]), "shim.sock")
+		fds = nil
+		return string(buf), ln, nil
+	}
+	return "", nil, fmt.Errorf("%d descriptors with the launch, want at most 1", len(fds))
+}
+
+// handedListener returns the listening socket f (readLaunch) as the shim's listener at sock,
+// removed when it closes.
+func handedListener(f *os.File, sock string) (*net.UnixListener, error) {
+	l, err := net.FileListener(f)
+	f.Close()
+	if err != nil {
+		return nil, fmt.Errorf("the launch's socket: %w", err)
+	}
+	ul, ok := l.(*net.UnixListener)
+	if !ok || ul.Addr().String() != sock {
+		l.Close()
+		return nil, fmt.Errorf("the launch's socket is %s, want %s", l.Addr(), sock)
+	}
+	ul.SetUnlinkOnClose(true)
+	return ul, nil
+}
+
+// refuseHanded ends a launch whose shim failed before it could serve it, on the socket handed
+// over with it (ln; nil: err is returned as it is). The daemon gets the reason on the readiness
+// line, and so does the client, which may be connected already: each connection is refused with
+// it until an attaching client has been, or DefaultAttachTimeout has passed.
+func refuseHanded(ln *net.UnixListener, lg *log.Logger, report func(error), err error) error {
+	if ln == nil {
+		return err
+	}
+	report(err)
+	lg.Printf("refusing the launch's clients: %v", err)
+	defer ln.Close()
+	ln.SetDeadline(time.Now().Add(DefaultAttachTimeout))
+	for {
+		conn, aerr := ln.AcceptUnix()
+		if aerr != nil {
+			return err
+		}
+		if refuseStart(conn, lg, err) {
+			return err
+		}
+	}
+}
+
+// refuseStart refuses conn with the launch's start-up failure cause and reports whether it was
+// an attaching client's (a peer refused by the peer check gets only that).
+func refuseStart(conn *net.UnixConn, lg *log.Logger, cause error) (attach bool) {
+	if err := safesocket.CheckPeer(conn); err != nil {
+		lg.Printf("refused connection: %v", err)
+		refuseConn(conn, CodeForbidden, "refused: "+err.Error())
+		return false
+	}
+	conn.SetReadDeadline(time.Now().Add(writeTimeout))
+	line, err := console.ReadLine(bufio.NewReader(conn))
+	var h console.Hello
+	if err == nil {
+		json.Unmarshal(line, &h)
+	}
+	refuseConn(conn, engine.CodeBoxSetupFailed, "start box shim: "+cause.Error())
+	return h.Role == console.RoleAttach
 }
 
 // server is the state of one shim.
@@ -156,31 +281,25 @@ type server struct {
 	ctl            *os.File    // the shim's end of the box's control socket
 	attachDeadline time.Time   // when an attached launch gives up waiting for its client
 	ln             *net.UnixListener
-	pidNSFile      *os.File      // holds the box's pid namespace open, so its inode is not reused while settling
-	startReq       chan struct{} // closed by the first attach
-	stopReq        chan struct{} // closed by a stop before the box started
-	boxExited      chan struct{} // closed when the box's top process has been reaped
-	ptyReady       chan struct{} // closed when the PTY master is known (tty mode)
+	pidNSFile      *os.File // holds the box's pid namespace open, so its inode is not reused while settling
 	stdinCh        chan stdinItem
-	shutdown       chan struct{} // closed when the final status has been sent
-	startOnce      sync.Once
-	stopOnce       sync.Once
-	pumps          sync.WaitGroup
-	controlDone    chan struct{}
 
+	// mu guards what follows. What the shim's goroutines wait for (the box's exit, a client,
+	// the end of its control channel and output, the final status) are the launch's events,
+	// recorded in st (advanceLocked) and waited for with await.
 	mu       sync.Mutex
-	cond     *sync.Cond // signalled when client or phase change
 	status   Status
 	box      *engine.Box
 	master   *os.File
 	size     console.WindowSize
 	client   *attachment
 	watchers map[*watchConn]bool
-	stdinW   *os.File   // pipe mode: the box's stdin (nil once closed)
-	logOut   *os.File   // tty mode: where the PTY output goes while no client is attached (opened by the pump when first needed, or at the start when detached)
-	outputs  []*os.File // the box's output streams (pipes or PTY master) the pumps read
-	phase    phase      // where the launch is (advanceLocked; transitions)
-	errEvent *api.Error // EventError from the box
+	stdinW   *os.File      // pipe mode: the box's stdin (nil once closed)
+	logOut   *os.File      // tty mode: where the PTY output goes while no client is attached (opened by the pump when first needed, or at the start when detached)
+	outputs  []*os.File    // the box's output streams (pipes or PTY master) the pumps read
+	st       state         // where the launch is, and its requests (advanceLocked; transitions)
+	changed  chan struct{} // closed at the launch's next event (advanceLocked), for await; nil while nobody waits
+	errEvent *api.Error    // EventError from the box
 	// pending are signals for the program that arrived after the start but before the exec:
 	// box-init, as PID 1 of a pid namespace, drops signals from outside until it has installed
 	// its handlers, so they are sent when the box reports the exec.
@@ -228,7 +347,7 @@ func subscribeSignals() chan os.Signal {
 }
 
 // run serves the launch in dir; sigs (subscribeSignals) stop its box.
-func run(dir string, lg *log.Logger, report func(error), pre *prestarted, sigs chan os.Signal) error {
+func run(dir string, lg *log.Logger, report func(error), pre *prestarted, sigs chan os.Signal, handed *os.File) error {
 	// Engines start the box with Pdeathsig (the box dies with its shim), which the kernel ties to
 	// the thread that forked: keep this goroutine, which starts the box, on one thread for good.
 	runtime.LockOSThread()
@@ -237,45 +356,47 @@ func run(dir string, lg *log.Logger, report func(error), pre *prestarted, sigs c
 	if err != nil {
 		return err
 	}
+	sock := filepath.Join(dir, launchdir.SocketFile)
+	var ln *net.UnixListener
+	if handed != nil {
+		// The socket the daemon made and handed over with the launch (Spare.Hand): its client
+		// may be connected already, and waits for the answer.
+		if ln, err = handedListener(handed, sock); err != nil {
+			return err
+		}
+	}
 	cfg, err := ReadConfig(dir)
 	if err != nil {
-		return err
+		return refuseHanded(ln, lg, report, err)
 	}
 	req, err := os.ReadFile(filepath.Join(dir, launchdir.RequestFile))
 	if err != nil {
-		return fmt.Errorf("read engine request: %w", err)
+		return refuseHanded(ln, lg, report, fmt.Errorf("read engine request: %w", err))
 	}
 	s := &server{
 		dir: dir, cfg: cfg, req: req, log: lg, pre: pre,
-		tty:         cfg.console() == plan.ConsoleTTY,
-		clip:        cfg.Clipboard != console.ClipboardAllow,
-		startReq:    make(chan struct{}),
-		stopReq:     make(chan struct{}),
-		boxExited:   make(chan struct{}),
-		ptyReady:    make(chan struct{}),
-		stdinCh:     make(chan stdinItem, 64),
-		shutdown:    make(chan struct{}),
-		controlDone: make(chan struct{}),
-		watchers:    map[*watchConn]bool{},
+		tty:      cfg.console() == plan.ConsoleTTY,
+		clip:     cfg.Clipboard != console.ClipboardAllow,
+		stdinCh:  make(chan stdinItem, 64),
+		watchers: map[*watchConn]bool{},
 		status: Status{
 			LaunchID: cfg.LaunchID,
 			State:    api.StateStarting,
 			ShimPid:  os.Getpid(),
 		},
 	}
-	s.cond = sync.NewCond(&s.mu)
 	s.size = cfg.Size
-	sock := filepath.Join(dir, launchdir.SocketFile)
-	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: sock, Net: "unix"})
-	if err != nil {
-		return fmt.Errorf("listen: %w", err)
+	if ln == nil {
+		if ln, err = net.ListenUnix("unix", &net.UnixAddr{Name: sock, Net: "unix"}); err != nil {
+			return fmt.Errorf("listen: %w", err)
+		}
+		if err := os.Chmod(sock, 0o600); err != nil {
+			ln.Close()
+			return fmt.Errorf("listen: %w", err)
+		}
 	}
 	ln.SetUnlinkOnClose(true)
 	s.ln = ln
-	if err := os.Chmod(sock, 0o600); err != nil {
-		ln.Close()
-		return fmt.Errorf("listen: %w", err)
-	}
 	go s.acceptLoop()
 	// With a prestarted box-init, the request goes to it before the daemon hears that this shim
 	// is ready: building the box is the longest step before the program starts, and it then
@@ -329,11 +450,14 @@ func run(dir string, lg *log.Logger, report func(error), pre *prestarted, sigs c
 		}
 	}
 	if !cfg.Detached {
-		timer := time.NewTimer(time.Until(s.attachDeadline))
-		select {
-		case <-s.startReq:
-			timer.Stop()
-		case <-timer.C:
+		// The first of: a stop, the held box's end, the client's attach, the attach deadline.
+		expired, release := expiry(time.Until(s.attachDeadline))
+		st, ok := s.await(func(st state) bool {
+			return st.stopAsked || st.phase >= phaseExited || st.attached
+		}, expired)
+		release()
+		switch {
+		case !ok:
 			msg := fmt.Sprintf("no client attached within %v", timeout)
 			if hold {
 				s.abortHeld(CodeAttachTimeout, msg)
@@ -342,8 +466,7 @@ func run(dir string, lg *log.Logger, report func(error), pre *prestarted, sigs c
 			}
 			s.finishUnstarted(CodeAttachTimeout, msg, false)
 			return nil
-		case <-s.stopReq:
-			timer.Stop()
+		case st.stopAsked:
 			if hold {
 				// The stop came while the held box was being started, and startBox has
 				// stopped it since: it ends as any started box does, settled by supervise.
@@ -352,10 +475,9 @@ func run(dir string, lg *log.Logger, report func(error), pre *prestarted, sigs c
 			}
 			s.finishUnstarted(CodeStoppedBeforeStart, "stopped before the box started", true)
 			return nil
-		case <-s.boxExited:
+		case st.phase >= phaseExited:
 			// The held box ended before a client attached: stopped, or its set-up failed (the
 			// status then waits for the client, see finish).
-			timer.Stop()
 			s.supervise()
 			return nil
 		}
@@ -576,12 +698,12 @@ func (s *server) startBox(hold bool) error {
 	s.status.Namespaces = inodes
 	s.status.Started = time.Now().UTC()
 	s.broadcastLocked(EventStarted)
+	// A stop recorded while there was no box (stop) came while the box was being started.
+	stopAsked := s.st.stopAsked
 	s.mu.Unlock()
 	s.log.Printf("box started: pid %d, namespaces %v", pid, inodes)
-	select {
-	case <-s.stopReq: // a stop arrived while the box was being started
+	if stopAsked {
 		s.stop()
-	default:
 	}
 	testHook(testHooks.stopChecked)
 
@@ -590,8 +712,9 @@ func (s *server) startBox(hold bool) error {
 	if !s.tty && !s.cfg.Detached {
 		s.mu.Lock()
 		s.outputs = append(s.outputs, stdoutR, stderrR)
+		s.advanceLocked(evOutput)
+		s.advanceLocked(evOutput)
 		s.mu.Unlock()
-		s.pumps.Add(2)
 		go s.pump(stdoutR, console.FrameStdout)
 		go s.pump(stderrR, console.FrameStderr)
 		go s.writeStdin(s.stdinW)
@@ -617,33 +740,24 @@ func (s *server) waitBox(topIsInit bool) {
 		s.log.Printf("box exited: %v (code %d)", ps, code)
 	}
 	s.advanceLocked(evExit)
-	close(s.boxExited)
-	s.cond.Broadcast()
 }
 
 // supervise waits for the box to end, then settles it, writes the status and tells everyone.
 func (s *server) supervise() {
-	<-s.boxExited
-	expired := make(chan struct{})
-	t := time.AfterFunc(drainTimeout, func() { close(expired) })
-	defer t.Stop()
-	select {
-	case <-s.controlDone:
-	case <-expired:
+	s.await(func(st state) bool { return st.phase >= phaseExited }, nil)
+	expired, release := expiry(drainTimeout)
+	defer release()
+	if _, ok := s.await(func(st state) bool { return st.controlClosed }, expired); !ok {
 		s.log.Printf("control channel still open %v after the box exited", drainTimeout)
 	}
-	pumpsDone := make(chan struct{})
-	go func() { s.pumps.Wait(); close(pumpsDone) }()
-	select {
-	case <-pumpsDone:
-	case <-expired:
+	if _, ok := s.await(func(st state) bool { return st.outputs == 0 }, expired); !ok {
 		s.log.Printf("box output still open %v after the box exited: closing it", drainTimeout)
 		s.mu.Lock()
 		for _, f := range s.outputs {
 			f.Close()
 		}
 		s.mu.Unlock()
-		<-pumpsDone
+		s.await(func(st state) bool { return st.outputs == 0 }, nil)
 	}
 
 	s.mu.Lock()
@@ -758,13 +872,17 @@ func (s *server) finish() {
 
 	s.mu.Lock()
 	c := s.client
-	s.client = nil
+	if c != nil {
+		s.client = nil
+		s.advanceLocked(evDetach)
+	}
 	s.broadcastLocked(EventExit)
 	ws := s.watchers
 	s.watchers = map[*watchConn]bool{}
-	s.cond.Broadcast()
+	for range ws {
+		s.advanceLocked(evUnwatch)
+	}
 	s.mu.Unlock()
-	close(s.shutdown)
 
 	if c != nil {
 		if err := c.fw.WriteFrame(console.FrameExit, exit); err != nil {
@@ -796,21 +914,10 @@ func (s *server) awaitLateClient(st *Status) {
 	if s.cfg.Detached || st.Error == nil || st.Stopped || st.Error.Code == CodeAttachTimeout {
 		return
 	}
-	select {
-	case <-s.startReq:
-		return // a client has attached (and got, or gets, the exit frame)
-	default:
-	}
-	d := time.Until(s.attachDeadline)
-	if d <= 0 {
-		return
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-s.startReq:
-	case <-t.C:
-	}
+	expired, release := expiry(time.Until(s.attachDeadline))
+	defer release()
+	// (a client that has attached has got, or gets, the exit frame)
+	s.await(func(st state) bool { return st.attached }, expired)
 }
 
 // writeStatus writes st to L/status.json atomically (temporary file, fsync, rename).
@@ -826,24 +933,24 @@ func writeStatus(dir string, st *Status) error {
 // SIGKILL after the grace period. Before the box started, the launch ends without starting it.
 func (s *server) stop() {
 	s.mu.Lock()
+	s.advanceLocked(evStop)
 	if s.box == nil {
-		// Closed under the lock that startBox holds while it sets the box: a stop is either
-		// seen here (box nil, stopReq closed before startBox looks at it) or finds the box.
-		// Closed after the unlock, a stop landing between the two was lost: startBox had
-		// already looked, and a detached launch has nothing else that waits on stopReq.
-		s.stopOnce.Do(func() { close(s.stopReq) })
+		// Recorded under the lock that startBox holds while it sets the box and reads the
+		// record: a stop is either seen there (box nil here) or finds the box. Recorded after
+		// the unlock, a stop landing between the two was lost: startBox had already looked, and
+		// a detached launch has nothing else that waits for a stop.
 		s.mu.Unlock()
 		testHook(testHooks.stopBeforeBox)
 		return
 	}
-	if s.status.Stopped || s.phase >= phaseExited { // stopping already, or over
+	if s.status.Stopped || s.st.phase >= phaseExited { // stopping already, or over
 		s.mu.Unlock()
 		return
 	}
 	s.status.Stopped = true
 	p := s.box.Process
 	execd := s.status.Execd
-	if !execd && s.phase == phaseHeld && s.errEvent == nil {
+	if !execd && s.st.phase == phaseHeld && s.errEvent == nil {
 		s.errEvent = &api.Error{Code: CodeStoppedBeforeStart, Message: "stopped before the program started"}
 	}
 	s.mu.Unlock()
@@ -865,9 +972,9 @@ func (s *server) stop() {
 		s.log.Printf("stop: %v", err)
 	}
 	go func() {
-		select {
-		case <-s.boxExited:
-		case <-time.After(grace):
+		expired, release := expiry(grace)
+		defer release()
+		if _, exited := s.await(func(st state) bool { return st.phase >= phaseExited }, expired); !exited {
 			s.log.Printf("stop: grace period over: SIGKILL to the box")
 			if err := p.Kill(); err != nil && !errors.Is(err, os.ErrProcessDone) {
 				s.log.Printf("stop: %v", err)
@@ -884,7 +991,7 @@ func (s *server) signalBox(sig syscall.Signal) {
 	}
 	s.mu.Lock()
 	var p *os.Process
-	if s.box != nil && s.phase < phaseExited {
+	if s.box != nil && s.st.phase < phaseExited {
 		if !s.status.Execd {
 			s.pending = append(s.pending, sig)
 			s.mu.Unlock()

@@ -53,3 +53,15 @@ func (s *Spare) Launch(launchDir string) (int, error) { return 0, ErrNotSupporte
 
 // Close does nothing off Linux.
 func (s *Spare) Close() error { return nil }
+
+// Handed is a launch handed to a spare shim; not supported off Linux.
+type Handed struct{}
+
+// Hand is not supported off Linux.
+func (s *Spare) Hand(launchDir string) (*Handed, error) { return nil, ErrNotSupported }
+
+// Wait is not supported off Linux.
+func (h *Handed) Wait() (int, error) { return 0, ErrNotSupported }
+
+// Close does nothing off Linux.
+func (h *Handed) Close() error { return nil }

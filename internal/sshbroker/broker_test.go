@@ -111,6 +111,7 @@ func (r *rig) realKeys(t *testing.T) string {
 
 // TestAgentListsOnlyGrantedKey: ssh-add -l through the broker lists the granted key only.
 func TestAgentListsOnlyGrantedKey(t *testing.T) {
+	t.Parallel()
 	r := newRig(t, rigOptions{})
 	out := run(t, r.brokerEnv(), "ssh-add", "-l")
 	if !strings.Contains(out, r.granted.FP) || strings.Contains(out, r.other.FP) || strings.Count(out, "\n") != 1 {
@@ -124,6 +125,7 @@ func TestAgentListsOnlyGrantedKey(t *testing.T) {
 // TestAgentRefusesMutations: removing, locking, unlocking and adding keys fail through the
 // broker, each with one refusal line, and the user's agent still holds both keys, unlocked.
 func TestAgentRefusesMutations(t *testing.T) {
+	t.Parallel()
 	extra := filepath.Join(shortTempDir(t), "extra")
 	r := newRig(t, rigOptions{})
 	extraKey := keygen(t, extra, "ed25519", "extra@test")
@@ -187,6 +189,7 @@ func dialAgent(t testing.TB, path string) agent.ExtendedAgent {
 // TestAgentSign: a granted key signs through the broker and the signature verifies; the other
 // key is refused before the user's agent sees the request; RSA SHA-2 flags pass through.
 func TestAgentSign(t *testing.T) {
+	t.Parallel()
 	rsaDir := shortTempDir(t)
 	rsaKey := keygen(t, filepath.Join(rsaDir, "rsa"), "rsa", "rsa@test")
 	r := newRig(t, rigOptions{extraKeys: []sshKey{rsaKey}})
@@ -238,6 +241,7 @@ func TestAgentSign(t *testing.T) {
 // TestGitOverLeg: git clone and push over ssh through the leg work with the granted key, and
 // the host key is checked against the seeded known_hosts.
 func TestGitOverLeg(t *testing.T) {
+	t.Parallel()
 	r := newRig(t, rigOptions{})
 	r.server.BareRepo(t, "repo.git", 0)
 	work := filepath.Join(r.dir, "clone")
@@ -275,6 +279,7 @@ func TestGitOverLeg(t *testing.T) {
 // TestOtherKeyAuthorizedFails: with only the other (not granted) key authorized on the
 // server, authentication through the broker fails.
 func TestOtherKeyAuthorizedFails(t *testing.T) {
+	t.Parallel()
 	r := newRig(t, rigOptions{authorize: func(r *rig) []sshKey { return []sshKey{r.other} }})
 	r.server.BareRepo(t, "repo.git", 0)
 	out, err := runErr(r.gitEnv(), "git", "ls-remote", r.remote("repo.git"))
@@ -292,6 +297,7 @@ func TestOtherKeyAuthorizedFails(t *testing.T) {
 // TestUnconfiguredHostHasNoLeg: a host outside git.ssh.hosts gets no forward, no socket and
 // no ssh_config entry; ssh to it fails.
 func TestUnconfiguredHostHasNoLeg(t *testing.T) {
+	t.Parallel()
 	r := newRig(t, rigOptions{})
 	c := r.launch.Contributions()
 	if len(c.Forwards) != 1 || c.Forwards[0].Port != r.server.Port {
@@ -318,6 +324,7 @@ func TestUnconfiguredHostHasNoLeg(t *testing.T) {
 // TestRevocationDuringPush: revoking the session while a push is in flight cuts it (the
 // server's ref does not move), and later agent and ssh operations fail.
 func TestRevocationDuringPush(t *testing.T) {
+	t.Parallel()
 	fw := &boxForward{gateAfter: 1 << 20, reached: make(chan struct{}), gate: make(chan struct{})}
 	r := newRig(t, rigOptions{fw: fw})
 	bare := r.server.BareRepo(t, "repo.git", 0)
@@ -390,6 +397,7 @@ func blockingAgent(t *testing.T, dir string) (string, chan struct{}) {
 // TestRevocationInFlightAgentRequest: a sign request in flight when the session is revoked
 // ends in EOF and is logged canceled; a request after it gets EOF too, logged revoked.
 func TestRevocationInFlightAgentRequest(t *testing.T) {
+	t.Parallel()
 	dir := shortTempDir(t)
 	upstream, got := blockingAgent(t, dir)
 	k := keygen(t, filepath.Join(dir, "k"), "ed25519", "k")
@@ -446,6 +454,7 @@ func startNoAgent(t *testing.T) (*Launch, *logBuffer) {
 // ninth concurrent connection is closed while eight work; an unreachable user agent answers
 // SSH_AGENT_FAILURE.
 func TestAgentLimits(t *testing.T) {
+	t.Parallel()
 	l, log := startNoAgent(t)
 	defer l.Close()
 	dial := func(t *testing.T) net.Conn {

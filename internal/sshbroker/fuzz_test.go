@@ -64,7 +64,7 @@ func FuzzAgentFrames(f *testing.F) {
 				go func() { agent.ServeAgent(kr, b); b.Close() }()
 				return a, nil
 			},
-			log:   newRecorder(slog.New(slog.NewTextHandler(io.Discard, nil)), nil),
+			log:   newRecorder(slog.New(slog.NewTextHandler(io.Discard, nil)), nil, ""),
 			conns: &budget{max: 8},
 		}
 		box := &bufConn{r: bytes.NewReader(in)}

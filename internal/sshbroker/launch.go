@@ -130,6 +130,9 @@ type Options struct {
 	// written, and their count is logged as one summary line per kind. Nil means a budget of
 	// the launch's own.
 	Records *recordlimit.Budget
+	// Journal is the file that keeps the lines the rate limit holds back until their summaries
+	// are logged (recordlimit.Limiter.Journal; ReplayRecords). Empty means none.
+	Journal string
 }
 
 // Launch is the broker of one launch: its agent socket and legs are served until Close.
@@ -179,7 +182,7 @@ func Start(opts Options) (*Launch, error) {
 		contrib:     contrib,
 		quit:        make(chan struct{}),
 		log:         log,
-		rec:         newRecorder(log, opts.Records),
+		rec:         newRecorder(log, opts.Records, opts.Journal),
 	}
 	for _, p := range append([]string{l.agentSocket}, socketsOf(legs)...) {
 		if len(p) > maxSocketPath {

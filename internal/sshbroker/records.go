@@ -2,6 +2,8 @@ package sshbroker
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"log/slog"
 	"strings"
 	"time"
@@ -41,9 +43,11 @@ type recorder struct {
 	rl  recordlimit.Limiter[line]
 }
 
-func newRecorder(log *slog.Logger, budget *recordlimit.Budget) *recorder {
+func newRecorder(log *slog.Logger, budget *recordlimit.Budget, journal string) *recorder {
 	r := &recorder{log: log}
 	r.rl.Budget = budget
+	r.rl.Journal, r.rl.Encode, r.rl.Decode = journal, encodeLine, decodeLine
+	r.rl.Logf = func(f string, a ...any) { log.Error(fmt.Sprintf(f, a...)) }
 	r.rl.Merge = func(sum, l *line) {
 		if sum.count == 0 {
 			*sum = line{level: l.level, msg: l.msg, key: l.key, first: l.first}
@@ -66,6 +70,42 @@ func newRecorder(log *slog.Logger, budget *recordlimit.Budget) *recorder {
 		r.log.Log(context.Background(), sum.level, sum.msg, attrs...)
 	}
 	return r
+}
+
+// ReplayRecords logs, with log, the summaries of the lines held back in journal by a launch's
+// broker whose daemon was killed before it logged them (Options.Journal), and removes it; it
+// returns the number of summaries logged.
+func ReplayRecords(log *slog.Logger, journal string) (int, error) {
+	return newRecorder(log, nil, journal).rl.Replay()
+}
+
+// lineJSON is a line as the journal keeps it: what a summary merges (the attributes of one
+// line only are not kept).
+type lineJSON struct {
+	Level   slog.Level        `json:"level"`
+	Msg     string            `json:"msg"`
+	Key     []any             `json:"key,omitempty"`
+	Target  string            `json:"target,omitempty"`
+	Targets recordlimit.Tally `json:"targets,omitzero"`
+	Count   int64             `json:"count,omitempty"`
+	In      int64             `json:"in,omitempty"`
+	Out     int64             `json:"out,omitempty"`
+	First   time.Time         `json:"first"`
+}
+
+func encodeLine(l *line) ([]byte, error) {
+	return json.Marshal(lineJSON{Level: l.level, Msg: l.msg, Key: l.key, Target: l.target, Targets: l.targets,
+		Count: l.count, In: l.in, Out: l.out, First: l.first})
+}
+
+func decodeLine(b []byte, l *line) error {
+	var j lineJSON
+	if err := json.Unmarshal(b, &j); err != nil {
+		return err
+	}
+	*l = line{level: j.Level, msg: j.Msg, key: j.Key, target: j.Target, targets: j.Targets, count: j.Count,
+		in: j.In, out: j.Out, first: j.First}
+	return nil
 }
 
 // write logs l, or counts it into its summary when the budget holds it back.

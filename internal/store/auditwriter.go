@@ -24,6 +24,7 @@ type AuditWriter struct {
 	rows   chan *Audit
 	stop   chan struct{}
 	done   chan struct{}
+	kick   chan struct{} // Sync ends the linger of the batch being gathered
 
 	mu     sync.RWMutex // held for reading while a row is queued, for writing by Close
 	closed bool
@@ -39,7 +40,8 @@ const (
 // NewAuditWriter starts an AuditWriter on s. logf reports rows that could not be written.
 func (s *Store) NewAuditWriter(linger time.Duration, logf func(format string, args ...any)) *AuditWriter {
 	w := &AuditWriter{s: s, linger: linger, logf: logf,
-		rows: make(chan *Audit, auditQueueMax), stop: make(chan struct{}), done: make(chan struct{})}
+		rows: make(chan *Audit, auditQueueMax), stop: make(chan struct{}), done: make(chan struct{}),
+		kick: make(chan struct{}, 1)}
 	go w.run()
 	return w
 }
@@ -54,6 +56,25 @@ func (w *AuditWriter) Add(a *Audit) {
 	}
 	w.mu.RUnlock()
 	w.write([]*Audit{a})
+}
+
+// Sync returns once the rows queued before it are committed (or failed and were reported),
+// without waiting for the linger.
+// After Close it returns at once: Add writes at once then.
+func (w *AuditWriter) Sync() {
+	m := &Audit{synced: make(chan struct{})}
+	w.mu.RLock()
+	if w.closed {
+		w.mu.RUnlock()
+		return
+	}
+	w.rows <- m
+	w.mu.RUnlock()
+	select {
+	case w.kick <- struct{}{}:
+	default:
+	}
+	<-m.synced
 }
 
 // Close commits the rows queued and stops the writer's goroutine.
@@ -89,6 +110,8 @@ func (w *AuditWriter) run() {
 		timer.Reset(w.linger)
 		select {
 		case <-timer.C:
+		case <-w.kick:
+			timer.Stop()
 		case <-w.stop:
 			timer.Stop()
 		}
@@ -110,6 +133,23 @@ func (w *AuditWriter) collect(batch []*Audit) []*Audit {
 }
 
 func (w *AuditWriter) write(batch []*Audit) {
+	rows, marks := batch[:0:0], []*Audit(nil)
+	for _, a := range batch {
+		if a.synced != nil {
+			marks = append(marks, a)
+		} else {
+			rows = append(rows, a)
+		}
+	}
+	defer func() {
+		for _, m := range marks {
+			close(m.synced)
+		}
+	}()
+	batch = rows
+	if len(batch) == 0 {
+		return
+	}
 	ctx := context.Background()
 	if err := w.s.AddAudits(ctx, batch); err == nil {
 		return

@@ -101,3 +101,22 @@ func TestAuditWriterWithoutClose(t *testing.T) {
 	}
 	t.Fatal("the row was never written")
 }
+
+// TestAuditWriterSync: Sync returns once the rows queued before it are committed, without
+// waiting for the linger (an hour here); the daemon removes the journal of held records
+// (internal/recordlimit) only after it.
+func TestAuditWriterSync(t *testing.T) {
+	s := open(t, filepath.Join(t.TempDir(), "agentbox.db"))
+	w := s.NewAuditWriter(time.Hour, nil)
+	defer w.Close()
+	for i := range 3 {
+		w.Add(&Audit{LaunchID: "x", Kind: "relay", Detail: json.RawMessage(fmt.Sprintf(`{"i":%d}`, i))})
+		w.Sync()
+		if rows, err := s.ListAudit(ctx, "x"); err != nil || len(rows) != i+1 {
+			t.Fatalf("after Sync: %d rows, %v; want %d", len(rows), err, i+1)
+		}
+	}
+	w.Sync() // nothing queued
+	w.Close()
+	w.Sync() // after Close
+}

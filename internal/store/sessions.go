@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"time"
 )
@@ -42,6 +43,23 @@ func (s *Store) SaveSession(ctx context.Context, r Session) error {
 		r.ID, r.Hash[:], r.ClientID, r.LaunchID, r.Kind, r.State, nsOf(r.Created), nsOf(r.LastUsed), nsOf(r.Ended))
 	if err != nil {
 		return fmt.Errorf("store: save session %s: %w", r.ID, err)
+	}
+	return nil
+}
+
+// execer is what runs a statement: the database or a transaction.
+type execer interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+}
+
+// insertSession saves a new session record unless one with its id exists (CreateLaunch).
+func insertSession(ctx context.Context, db execer, r Session) error {
+	_, err := db.ExecContext(ctx, `INSERT INTO sessions (id, hash, client_id, launch_id, kind, state, created_ns, last_used_ns, ended_ns)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+		ON CONFLICT (id) DO NOTHING`,
+		r.ID, r.Hash[:], r.ClientID, r.LaunchID, r.Kind, r.State, nsOf(r.Created), nsOf(r.LastUsed), nsOf(r.Ended))
+	if err != nil {
+		return fmt.Errorf("save session %s: %w", r.ID, err)
 	}
 	return nil
 }

@@ -104,6 +104,10 @@ type Audit struct {
 	Kind string
 	// Detail is a JSON object with the event's specifics; nil means {}.
 	Detail json.RawMessage
+
+	// synced, on a marker queued by AuditWriter.Sync (no row), is closed once the rows queued
+	// before it are committed.
+	synced chan struct{}
 }
 
 // Store is an open database. Its methods are safe for concurrent use, also by several
@@ -327,7 +331,12 @@ func (s *Store) Path() string { return s.path }
 // CreateLaunch records a new launch. l.ID, Program, Workspace and Engine are required; an
 // empty State means starting and a zero Started means now. It fails with ErrExists when the id
 // is taken.
-func (s *Store) CreateLaunch(ctx context.Context, l *Launch) error {
+//
+// The sessions, when given, are saved in the same commit (the launch's pairing session,
+// created unsaved: one fsync instead of two on the launch's path), each unless a record with
+// its id exists already: a revocation saved meanwhile is kept, never made live again. Nothing
+// is saved when the launch is not.
+func (s *Store) CreateLaunch(ctx context.Context, l *Launch, sessions ...Session) error {
 	if l.ID == "" || l.Program == "" || l.Workspace == "" || l.Engine == "" {
 		return fmt.Errorf("store: create launch %q: id, program, workspace and engine are required", l.ID)
 	}
@@ -357,13 +366,34 @@ func (s *Store) CreateLaunch(ctx context.Context, l *Launch) error {
 	if err != nil {
 		return fmt.Errorf("store: create launch %s: stages: %w", l.ID, err)
 	}
-	_, err = s.db.ExecContext(ctx, `INSERT INTO launches (id, program, args, profile, workspace, engine, state, detached,
-		launch_dir, shim_pid, shim_start_time, box_pid, box_pidns, started_ns, ended_ns, exit_code, settled,
-		error_code, error_message, error_hint, posture, stages)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		l.ID, l.Program, string(argsJSON), l.Profile, l.Workspace, l.Engine, l.State, l.Detached,
-		l.LaunchDir, l.ShimPid, int64(l.ShimStartTime), l.BoxPid, int64(l.BoxPidNS), l.Started.UnixNano(),
-		nullTime(l.Ended), nullInt(l.ExitCode), l.Settled, code, msg, hint, posture, stages)
+	insert := func(ctx context.Context, db execer) error {
+		_, err := db.ExecContext(ctx, `INSERT INTO launches (id, program, args, profile, workspace, engine, state, detached,
+			launch_dir, shim_pid, shim_start_time, box_pid, box_pidns, started_ns, ended_ns, exit_code, settled,
+			error_code, error_message, error_hint, posture, stages)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			l.ID, l.Program, string(argsJSON), l.Profile, l.Workspace, l.Engine, l.State, l.Detached,
+			l.LaunchDir, l.ShimPid, int64(l.ShimStartTime), l.BoxPid, int64(l.BoxPidNS), l.Started.UnixNano(),
+			nullTime(l.Ended), nullInt(l.ExitCode), l.Settled, code, msg, hint, posture, stages)
+		return err
+	}
+	if len(sessions) == 0 {
+		err = insert(ctx, s.db)
+	} else {
+		var tx *sql.Tx
+		if tx, err = s.db.BeginTx(ctx, nil); err == nil {
+			err = insert(ctx, tx)
+			for _, r := range sessions {
+				if err == nil {
+					err = insertSession(ctx, tx, r)
+				}
+			}
+			if err == nil {
+				err = tx.Commit()
+			} else if rerr := tx.Rollback(); rerr != nil {
+				err = fmt.Errorf("%w (rollback: %v)", err, rerr)
+			}
+		}
+	}
 	if err != nil {
 		if isConstraint(err) {
 			if _, gerr := s.GetLaunch(ctx, l.ID); gerr == nil {

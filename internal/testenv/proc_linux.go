@@ -1,17 +1,9 @@
 package testenv
 
-import (
-	"os"
-	"strconv"
-	"strings"
-)
+import "github.com/agentbox/agentbox/internal/linux/proc"
 
 // IsZombie reports whether process pid has exited (a zombie, or no longer listed in /proc).
 func IsZombie(pid int) bool {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return true
-	}
-	i := strings.LastIndexByte(string(b), ')')
-	return i > 0 && i+2 < len(b) && b[i+2] == 'Z'
+	st, err := proc.State(pid)
+	return err != nil || st == 'Z'
 }

@@ -51,7 +51,7 @@ func managedScript(t *testing.T, dir string) string {
 		t.Fatal(err)
 	}
 	script := filepath.Join(vendor, "fakeagent")
-	if err := os.WriteFile(script, []byte("#!/bin/sh\nsleep 1000 &\nwait\n"), 0o755); err != nil {
+	if err := os.WriteFile(script, []byte("#!/bin/sh\nwhile :; do sleep 1; done\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	return script

@@ -163,7 +163,7 @@ func (s Scanner) match(pid int, selfNS string, uid int, targets []Target) (Targe
 		hit := id == t.ID
 		if !hit && t.Script && containsID(t.Interpreters, id) {
 			if cmdline == nil {
-				cmdline = readCmdline(dir)
+				cmdline = readExecdCmdline(dir)
 			}
 			hit = namesScript(dir, cmdline, t.ID, uid)
 		}
@@ -350,6 +350,20 @@ func readCmdline(dir string) []string {
 		return []string{}
 	}
 	return strings.Split(string(b), "\x00")
+}
+
+// readExecdCmdline reads the command line of a process that runs an interpreter. A process
+// caught inside execve, after the kernel has switched its executable but before it has laid out
+// the new argument strings, shows an empty /proc/PID/cmdline; such a process is read again a few
+// times, a millisecond apart, rather than taken for one that names no script.
+func readExecdCmdline(dir string) []string {
+	for i := 0; ; i++ {
+		c := readCmdline(dir)
+		if len(c) > 0 || i == 3 {
+			return c
+		}
+		time.Sleep(time.Millisecond)
+	}
 }
 
 // statFields returns the start time (field 22) and parent pid (field 4) of /proc/PID/stat.

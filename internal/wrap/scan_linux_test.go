@@ -2,12 +2,14 @@ package wrap
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"syscall"
 	"testing"
+	"time"
 )
 
 // copyFile copies src to dst (a new inode) with mode 0755.
@@ -42,7 +44,22 @@ func start(t *testing.T, attr *syscall.SysProcAttr, argv ...string) *exec.Cmd {
 		c.Process.Kill()
 		c.Wait()
 	})
+	execd(t, c.Process.Pid)
 	return c
+}
+
+// execd waits until the process has its new command line: Start returns once the kernel is
+// committed to the exec, which may be before it has laid out the argument strings (until then
+// /proc/PID/cmdline reads empty and a script's run names no script).
+func execd(t *testing.T, pid int) {
+	t.Helper()
+	for i := 0; i < 5000; i++ {
+		if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid)); err != nil || len(b) > 0 {
+			return
+		}
+		time.Sleep(time.Millisecond)
+	}
+	t.Fatalf("process %d: its command line stayed empty", pid)
 }
 
 func pidsOf(fs []Finding) map[int]string {
@@ -161,7 +178,7 @@ func TestScanScript(t *testing.T) {
 	dir := t.TempDir()
 	os.Mkdir(filepath.Join(dir, "vendor"), 0o755)
 	os.Mkdir(filepath.Join(dir, "other"), 0o755)
-	body := []byte("#!/bin/sh\nsleep 1000 &\nwait\n")
+	body := []byte("#!/bin/sh\nwhile :; do sleep 1; done\n") // no child outlives the kill by more than a second
 	script := filepath.Join(dir, "vendor", "fakeagent")
 	os.WriteFile(script, body, 0o755)
 	other := filepath.Join(dir, "other", "fakeagent")
@@ -184,6 +201,7 @@ func TestScanScript(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { rel.Process.Kill(); rel.Wait() })
+	execd(t, rel.Process.Pid)
 
 	found, err := Scanner{}.Scan([]Target{tg})
 	if err != nil {

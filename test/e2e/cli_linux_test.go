@@ -136,7 +136,8 @@ func TestLaunchesListing(t *testing.T) {
 }
 
 // TestVersionMismatch: version (and info) print the CLI's and the daemon's versions, and warn,
-// with how to restart the daemon, when an agentbox of another version talks to it.
+// with how to restart the daemon, when an agentbox of another version talks to it; so does run
+// (issue #18: a CLI newer than the running daemon used it silently), not when they match.
 func TestVersionMismatch(t *testing.T) {
 	t.Parallel()
 	e := NewEnv(t)
@@ -154,6 +155,9 @@ func TestVersionMismatch(t *testing.T) {
 	r = e.Run("", "version")
 	if r.Code != 0 || !strings.Contains(r.Stdout, "agentbox "+cur+"\ndaemon   "+cur+" (pid ") || r.Stderr != "" {
 		t.Errorf("version, same daemon: exit %d: %q %q", r.Code, r.Stdout, r.Stderr)
+	}
+	if r := e.Run("", "run", "true"); r.Code != 0 || strings.Contains(r.Stderr, "warning: the running daemon") {
+		t.Errorf("run, same daemon: exit %d: %q", r.Code, r.Stderr)
 	}
 
 	// An agentbox of another version: this binary with its version string replaced (same
@@ -181,7 +185,7 @@ func TestVersionMismatch(t *testing.T) {
 		c.Path, c.Args[0] = bin, bin
 		return e.RunCmd(c)
 	}
-	for _, args := range [][]string{{"version"}, {"info"}, {"version", "--json"}} {
+	for _, args := range [][]string{{"version"}, {"info"}, {"version", "--json"}, {"run", "true"}} {
 		r := run(args...)
 		if r.Code != 0 || !strings.Contains(r.Stderr, "warning: the running daemon (pid ") || !strings.Contains(r.Stderr, "is version "+cur+", this agentbox is "+other) ||
 			!strings.Contains(r.Stderr, "agentbox daemon stop") {

@@ -204,8 +204,14 @@ func TestDetachAttach(t *testing.T) {
 		// appeared did not quit less once, in a full run under load.)
 		rows := atoi(strings.TrimSpace(p.tmux("display", "-p", "-t", p.target, "#{pane_height}")))
 		last := fmt.Sprintf("line-%03d of the file", rows-2)
+		var v string
+		defer func() {
+			if t.Failed() {
+				t.Logf("the new pane showed (%d rows, want %q):\n%s", rows, last, v)
+			}
+		}()
 		eventually(t, "less's screen in the new pane, at its size", func() bool {
-			v := p.Visible()
+			v = p.Visible()
 			return strings.Contains(v, "line-000 of the file") && strings.Contains(v, last)
 		})
 		p.tmux("send-keys", "-t", p.target, "-l", "q")

@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -258,15 +259,17 @@ func treeHash(t *testing.T, dir string) string {
 }
 
 // TestGoBuildFromHostCache: a Go module whose dependency is only in the host's module cache
-// builds in a box with no network (GOPROXY's first entry is the host's cache, read-only); the
-// first launch's build takes what the host's build cache holds (~/.cache/go-build is the lower
-// layer of the box's: the runtime the host compiled is not compiled again), and the second
-// launch finds what the first compiled (the box cache's layer keeps it, as it keeps
-// GOMODCACHE); the host's module and build caches are unchanged (paths, modes, sizes, times,
-// contents) although the box appended to, touched and added to its build cache; and a file
-// planted in the box cache is never read by an unboxed go. Before, the box had no module cache
-// at all and go failed on the network; and each workspace's first boxed build compiled
-// everything, the runtime included, in an empty build cache.
+// builds in a box with no network (the box's GOMODCACHE is the host's, an overlay under the
+// box cache's layer); the first launch's build takes what the host's build cache holds
+// (~/.cache/go-build is the lower layer of the box's): it compiles only the package the host
+// never built — not the runtime, not the module's package, not the main package — and the
+// second launch finds what the first compiled (the box cache's layers keep it); the host's
+// module and build caches are unchanged (paths, modes, sizes, times, contents) although the
+// box appended to, touched and added to its build cache, and rewrote a module's source; and
+// that rewritten module is never what an unboxed go compiles. Before, the box had no module
+// cache at all and go failed on the network; each workspace's first boxed build compiled
+// everything, the runtime included, in an empty build cache; and then, with the box's module
+// cache in the box cache, it compiled the module and the main package again.
 func TestGoBuildFromHostCache(t *testing.T) {
 	t.Parallel() // its own daemon and upstreams; mostly waits (parallelTests)
 	if _, err := exec.LookPath("go"); err != nil {
@@ -286,8 +289,21 @@ func TestGoBuildFromHostCache(t *testing.T) {
 	// The host's own unboxed build fills the host's module cache (~/go/pkg/mod), go.sum and
 	// the home's default build cache (~/.cache/go-build).
 	hostCache := filepath.Join(e.Home, ".cache", "go-build")
-	hostGo(t, e, app, []string{"GOPROXY=file://" + proxy}, "mod", "tidy")
-	hostGo(t, e, app, []string{"GOPROXY=off", "GOCACHE=" + hostCache}, "build", "-o", filepath.Join(e.Root, "hostapp"), ".")
+	// The user's go settings (`go env -w`, the go env file in the configuration folder): the
+	// box's go builds with them too. GOAMD64 is in every compilation's cache key; before the
+	// daemon carried the file's settings, the box compiled every package again (go build -v
+	// below).
+	goenv := filepath.Join(e.Config, "go", "env")
+	if runtime.GOARCH == "amd64" {
+		if err := os.MkdirAll(filepath.Dir(goenv), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(goenv, []byte("GOAMD64=v2\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	hostGo(t, e, app, []string{"GOPROXY=file://" + proxy, "GOENV=" + goenv}, "mod", "tidy")
+	hostGo(t, e, app, []string{"GOPROXY=off", "GOCACHE=" + hostCache, "GOENV=" + goenv}, "build", "-o", filepath.Join(e.Root, "hostapp"), ".")
 	if err := os.RemoveAll(proxy); err != nil { // from now on the module is in the host's cache only
 		t.Fatal(err)
 	}
@@ -303,18 +319,20 @@ echo box >> "$f"; find "$c" -exec touch {} +; echo planted > "$c/planted"; rm -f
 	if !strings.Contains(r.Stderr, "example.org/app/extra") {
 		t.Fatalf("the first box did not compile example.org/app/extra (go build -v):\n%s", r.Stderr)
 	}
-	// go build -v names each package it compiles; the standard library's (runtime, internal/…:
-	// no dot in the first element) are in the host's build cache. example.org/dep is compiled
-	// again: the box extracts it into its own module cache, another folder than the host's,
-	// and the folder is part of a compilation's cache key (docs/toolchains.md).
-	var std []string
+	// go build -v names each package it compiles: the first box compiles example.org/app/extra,
+	// which the host never built, and nothing else. The standard library, example.org/dep and
+	// the main package are in the host's build cache: the box's module cache is at the host's
+	// path (an overlay), and a compilation's cache key holds its package's folder. Before, the
+	// box extracted example.org/dep into the box cache's module cache, another folder, and
+	// compiled it and the main package again (docs/toolchains.md).
+	var compiled []string
 	for _, l := range strings.Split(r.Stderr, "\n") {
-		if l != "" && !strings.ContainsAny(l, ". :#'") {
-			std = append(std, l)
+		if l != "" && !strings.ContainsAny(l, " :#'") && l != "example.org/app/extra" {
+			compiled = append(compiled, l)
 		}
 	}
-	if len(std) > 0 {
-		t.Errorf("the first box compiled %d packages the host's build cache holds (%s …):\n%s", len(std), std[0], r.Stderr)
+	if len(compiled) > 0 {
+		t.Errorf("the first box compiled %d packages the host's build cache holds (%v):\n%s", len(compiled), compiled, r.Stderr)
 	}
 	r = e.runIn(app, "run", "sh", "--", "-c", `go build -v -o /tmp/app . && /tmp/app && go build -v ./extra`)
 	if r.Code != 0 || !strings.Contains(r.Stderr, "from the host cache") {
@@ -330,15 +348,20 @@ echo box >> "$f"; find "$c" -exec touch {} +; echo planted > "$c/planted"; rm -f
 		t.Errorf("the host's build cache %s changed while boxes built", hostCache)
 	}
 
-	// Poison the box cache: the module's extracted source as the next box would read it.
-	planted := filepath.Join(boxGoModCache(t, e, app), "example.org", "dep@v1.0.0", "dep.go")
-	if _, err := os.Stat(planted); err != nil {
-		t.Fatalf("the box cache does not hold the module: %v", err)
+	// Poison the box cache: a box rewrites the module's source at the host's path, which lands
+	// in the box cache's layer; the host's module cache keeps its own.
+	r = e.runIn(app, "run", "sh", "--", "-c", `set -e; d=$(go env GOMODCACHE)/example.org/dep@v1.0.0
+chmod u+w "$d" "$d/dep.go"; echo 'package dep
+
+const Msg = "POISONED by a box"' > "$d/dep.go"; go build -o /tmp/app . && /tmp/app`)
+	if r.Code != 0 || !strings.Contains(r.Stderr, "POISONED by a box") {
+		t.Fatalf("the box did not plant its code in its module cache: exit %d\nstdout:\n%s\nstderr:\n%s", r.Code, r.Stdout, r.Stderr)
 	}
-	os.Chmod(filepath.Dir(planted), 0o755)
-	os.Chmod(planted, 0o644)
-	if err := os.WriteFile(planted, []byte("package dep\n\nconst Msg = \"POISONED by a box\"\n"), 0o644); err != nil {
-		t.Fatal(err)
+	if layer, _ := filepath.Glob(filepath.Join(e.State, "agentbox", "cache", "*", "gomod", "upper", "example.org", "dep@v1.0.0", "dep.go")); len(layer) != 1 {
+		t.Errorf("the box cache's gomod layer does not hold the box's copy of the module (%v)", layer)
+	}
+	if after := treeHash(t, modcache); after != before {
+		t.Errorf("the host's module cache %s changed when a box rewrote a module", modcache)
 	}
 	hostGo(t, e, app, []string{"GOPROXY=off"}, "build", "-o", filepath.Join(e.Root, "hostapp"), ".")
 	out, err := exec.Command(filepath.Join(e.Root, "hostapp")).CombinedOutput()
@@ -347,8 +370,59 @@ echo box >> "$f"; find "$c" -exec touch {} +; echo planted > "$c/planted"; rm -f
 	}
 }
 
-// boxGoModCache is the GOMODCACHE a box of workspace ws gets (its box cache's), as go in a
-// box reports it.
+// TestGoModulesWithoutOverlay: with the bwrap engine, which builds no overlay (as on a kernel
+// before 6.13), the box's module cache at the host's path is the box cache's gomod layer
+// alone, and the host's downloads, read-only at /run/agentbox-goproxy, are go's first proxy:
+// in a box with no network, go extracts there a module only the host's cache holds, into the
+// layer, and the host's module cache is unchanged. A project's node_modules is the box cache's
+// layer alone as well: what the box writes there is not in the workspace. Checked by hand
+// only until now (docs/toolchains.md, Go). No compilation: go list extracts the module to
+// find its folder. (go mod download of the module would ask the host's downloads for its
+// .info, which the host's go mod tidy does not write, and go on to the next proxy.)
+func TestGoModulesWithoutOverlay(t *testing.T) {
+	t.Parallel() // its own daemon; mostly waits (parallelTests)
+	if _, err := exec.LookPath("go"); err != nil {
+		t.Skip("go is not installed")
+	}
+	if _, err := exec.LookPath("bwrap"); err != nil {
+		t.Skipf("bwrap is not installed: %v", err)
+	}
+	e := NewEnv(t)
+	writeConfig(t, e, "engine: bwrap\n")
+	proxy := goModule(t, e.Root, "from the host cache")
+	app := filepath.Join(e.Work, "app")
+	goApp(t, app)
+	if err := os.WriteFile(filepath.Join(app, "package.json"), []byte("{}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	hostGo(t, e, app, []string{"GOPROXY=file://" + proxy}, "mod", "tidy")
+	if err := os.RemoveAll(proxy); err != nil { // from now on the module is in the host's cache only
+		t.Fatal(err)
+	}
+	modcache := filepath.Join(e.Home, "go", "pkg", "mod")
+	before := treeHash(t, modcache)
+
+	r := e.runIn(app, "run", "sh", "--", "-c", `set -e; go env GOPROXY; cat "$(go list -f '{{.Dir}}' example.org/dep)/dep.go"
+mkdir -p node_modules/.bin && echo planted > node_modules/.bin/node && echo node_modules-written`)
+	if r.Code != 0 || !strings.Contains(r.Stdout, "file:///run/agentbox-goproxy,") || !strings.Contains(r.Stdout, `"from the host cache"`) ||
+		!strings.Contains(r.Stdout, "node_modules-written") {
+		t.Fatalf("go list extracting from the host's downloads, bwrap engine: exit %d\nstdout:\n%s\nstderr:\n%s", r.Code, r.Stdout, r.Stderr)
+	}
+	if got, _ := filepath.Glob(filepath.Join(e.State, "agentbox", "cache", "*", "gomod", "upper", "example.org", "dep@v1.0.0", "dep.go")); len(got) != 1 {
+		t.Errorf("the box cache's gomod layer does not hold the module the box extracted (%v)", got)
+	}
+	if treeHash(t, modcache) != before {
+		t.Errorf("the host's module cache %s changed", modcache)
+	}
+	if _, err := os.Lstat(filepath.Join(app, "node_modules")); !os.IsNotExist(err) {
+		t.Errorf("what the box wrote in node_modules is in the workspace (%v)", err)
+	}
+	if got, _ := filepath.Glob(filepath.Join(e.State, "agentbox", "cache", "*", "dep-*-node_modules", "upper", ".bin", "node")); len(got) != 1 {
+		t.Errorf("the box cache's node_modules layer does not hold what the box wrote (%v)", got)
+	}
+}
+
+// boxGoModCache is the GOMODCACHE a box of workspace ws gets, as go in a box reports it.
 func boxGoModCache(t *testing.T, e *Env, ws string) string {
 	t.Helper()
 	r := e.runIn(ws, "run", "sh", "--", "-c", "go env GOMODCACHE")
@@ -359,10 +433,11 @@ func boxGoModCache(t *testing.T, e *Env, ws string) string {
 	return mc
 }
 
-// TestAttackBoxCacheAcrossWorkspaces: a box of workspace A changes the module source go
-// extracted into its box cache (go trusts an extracted module folder and does not check it
-// against go.sum again); a box of workspace B building the same module does not run A's code,
-// and its module cache is another folder. The poison does run in A's next box (the box cache of
+// TestAttackBoxCacheAcrossWorkspaces: a box of workspace A changes a module's source in its
+// module cache, which lands in its box cache's layer (go trusts an extracted module folder and
+// does not check it against go.sum again); a box of workspace B building the same module, at
+// the same path (the host's module cache's), does not run A's code. The poison does run in
+// A's next box (the box cache of
 // one workspace stays warm, and is that workspace's to spoil). The daemon that the first launch
 // started runs in "/", not in workspace A. Before, every box of the user shared one box cache,
 // and B's build printed A's line; and the daemon ran in the workspace it was started from.
@@ -409,8 +484,9 @@ go build -o /tmp/app . && /tmp/app`)
 	if strings.Contains(r.Stderr, poison) {
 		t.Errorf("box B ran the code box A planted in the box cache:\n%s", r.Stderr)
 	}
-	if ma, mb := boxGoModCache(t, e, a), boxGoModCache(t, e, b); ma == mb {
-		t.Errorf("workspaces A and B share the module cache %s", ma)
+	// Both see the module cache at the host's path, each through its own box cache's layer.
+	if mc := filepath.Join(e.Home, "go", "pkg", "mod"); boxGoModCache(t, e, a) != mc || boxGoModCache(t, e, b) != mc {
+		t.Errorf("the boxes' GOMODCACHE is not the host's %s", mc)
 	}
 	r = e.runIn(a, "run", "sh", "--", "-c", `go build -o /tmp/app . && /tmp/app`)
 	if r.Code != 0 || !strings.Contains(r.Stderr, poison) {
@@ -418,10 +494,11 @@ go build -o /tmp/app . && /tmp/app`)
 	}
 }
 
-// TestAttackToolchainsReadOnly: the box sees the toolchains on PATH under the home and the
-// host's module cache at their own paths, and can change none of them (create, append,
-// remove, rename, chmod); a harness home on PATH stays out, and a toolchain root's
-// credentials are masked. Before, none of these paths existed in the box (the home was empty).
+// TestAttackToolchainsReadOnly: the box sees the toolchains on PATH under the home at their
+// own paths, and the host's module downloads as its first GOPROXY entry, and can change none
+// of them (create, append, remove, rename, chmod); a harness home on PATH stays out, and a
+// toolchain root's credentials are masked; the host's ~/go is unchanged. Before, none of these
+// paths existed in the box (the home was empty).
 func TestAttackToolchainsReadOnly(t *testing.T) {
 	e := NewEnv(t)
 	mk := func(p, body string, mode os.FileMode) {
@@ -454,8 +531,11 @@ func TestAttackToolchainsReadOnly(t *testing.T) {
 		before[d] = treeHash(t, d)
 	}
 
-	r := e.Box(`hello-tool; cat ` + lib + ` ` + mod + `; cat ` + cred + ` 2>/dev/null; ls ` + filepath.Dir(harness) + ` 2>&1 | head -1
-for p in ` + tool + ` ` + lib + ` ` + mod + ` ` + cargoBin + `; do
+	// The host's module downloads as GOPROXY's first entry (the module cache itself, at its
+	// own path, is an overlay the box writes: TestAttackPackageCaches).
+	view := "/run/agentbox-goproxy/example.org/dep/@v/v1.0.0.mod"
+	r := e.Box(`hello-tool; cat ` + lib + ` ` + mod + ` ` + view + `; cat ` + cred + ` 2>/dev/null; ls ` + filepath.Dir(harness) + ` 2>&1 | head -1
+for p in ` + tool + ` ` + lib + ` ` + view + ` ` + cargoBin + `; do
   d=$(dirname "$p")
   touch "$d/planted" 2>/dev/null && echo "WROTE create $d"
   echo x >> "$p" 2>/dev/null && echo "WROTE append $p"
@@ -469,7 +549,10 @@ echo done`)
 	if r.Code != 0 {
 		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", r.Code, r.Stdout, r.Stderr)
 	}
-	for _, want := range []string{"hello from the toolchain", "toolchain-core-lib", "module example.org/dep", "done"} {
+	if strings.Count(r.Stdout, "module example.org/dep") != 2 {
+		t.Errorf("the box does not see the host's module cache at its own path and as GOPROXY's first entry:\n%s", r.Stdout)
+	}
+	for _, want := range []string{"hello from the toolchain", "toolchain-core-lib", "done"} {
 		if !strings.Contains(r.Stdout, want) {
 			t.Errorf("the box does not see %q (toolchain or host cache not visible):\n%s", want, r.Stdout)
 		}

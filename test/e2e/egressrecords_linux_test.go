@@ -1,8 +1,6 @@
 package e2e
 
 import (
-	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -15,13 +13,12 @@ import (
 	"github.com/agentbox/agentbox/internal/store"
 )
 
-// egressFloodScript is a box script that sends its egress proxy n CONNECTs the allowlist
-// refuses, to three hosts in turn, then one CONNECT to allowed (host:port) and a GET through
-// that tunnel, with bash's /dev/tcp (no process per request) and the launch's pairing from its
-// proxy variable, as any program in the box can.
-func egressFloodScript(n int, allowed string) string {
-	return fmt.Sprintf(`set -e
-p=${HTTPS_PROXY#http://agentbox:}; p=${p%%@*}; port=${HTTPS_PROXY##*:}
+// egressRefusals is a bash script fragment that sends the box's egress proxy n CONNECTs the
+// allowlist refuses, to three hosts in turn (h0, h1 and h2.evil.test:443), with bash's /dev/tcp
+// (no process per request) and the launch's pairing from its proxy variable, as any program in
+// the box can, and exits 1 at the first that is not refused. It defines connect HOST:PORT.
+func egressRefusals(n int) string {
+	return fmt.Sprintf(`p=${HTTPS_PROXY#http://agentbox:}; p=${p%%@*}; port=${HTTPS_PROXY##*:}
 connect() {
   exec 3<>/dev/tcp/127.0.0.1/$port
   printf 'CONNECT %%s HTTP/1.1\r\nHost: %%s\r\nProxy-Authorization: Bearer %%s\r\n\r\n' "$1" "$1" "$p" >&3
@@ -33,13 +30,19 @@ for i in $(seq %d); do
   exec 3<&-
   case $status in *" 403 "*) ;; *) echo "refused CONNECT $i answered: $status"; exit 1;; esac
 done
-connect %s
+`, n)
+}
+
+// egressFloodScript is a box script that sends its egress proxy n refused CONNECTs
+// (egressRefusals), then one CONNECT to allowed (host:port) and a GET through that tunnel.
+func egressFloodScript(n int, allowed string) string {
+	return "set -e\n" + egressRefusals(n) + fmt.Sprintf(`connect %s
 echo "allowed CONNECT: $status"
 printf 'GET /after-the-flood HTTP/1.0\r\nHost: %s\r\n\r\n' >&3
 IFS= read -r status <&3
 echo "through the tunnel: $status"
 exec 3<&-
-`, n, allowed, allowed)
+`, allowed, allowed)
 }
 
 // TestEgressAllowedRecordedAfterFlood guards review 9's F3 end to end: a box spends its
@@ -79,33 +82,15 @@ func TestEgressAllowedRecordedAfterFlood(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	type row struct {
-		Target   string `json:"target"`
-		Decision string `json:"decision"`
-		Count    int64  `json:"count"`
-		Targets  []struct {
-			Name  string `json:"name"`
-			Count int64  `json:"count"`
-		} `json:"targets"`
-		OtherTargets int64 `json:"otherTargets"`
-	}
-	var allowRow, summary *row
+	var allowRow, summary *brokerRow
 	var refusedRows int64
 	// The rows are written when each tunnel ends and, for the summary, when the launch's proxy
 	// closes; held back, the allowed tunnel would have no row of its own at all.
 	eventually(t, "a row of its own for the allowed CONNECT, and every refusal counted", func() bool {
-		audits, err := st.ListAudit(context.Background(), id)
-		if err != nil {
-			t.Fatal(err)
-		}
 		allowRow, summary, refusedRows = nil, nil, 0
-		for _, a := range audits {
-			if a.Kind != "egress" {
+		for _, x := range brokerRows(t, st, id) {
+			if x.Kind != "egress" {
 				continue
-			}
-			var x row
-			if err := json.Unmarshal(a.Detail, &x); err != nil {
-				t.Fatalf("egress row %s: %v", a.Detail, err)
 			}
 			switch {
 			case x.Decision == "allow" && x.Count == 0 && x.Target == target:

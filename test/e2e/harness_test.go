@@ -77,7 +77,7 @@ func TestMain(m *testing.M) {
 // bind a fixed port.
 
 // userSuitesEnv is set to 1 by scripts/test.sh for its run as root when it runs the box suites
-// again as an ordinary user afterwards (agentBin).
+// again as an ordinary user beside it (agentBin).
 const userSuitesEnv = "AGENTBOX_TEST_USER_SUITES"
 
 // Env is an isolated agentbox user environment: its own runtime, state, config and home

@@ -3,6 +3,7 @@
 package e2e
 
 import (
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -10,16 +11,74 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/agentbox/agentbox/internal/relay/llm/llmtest"
+	_ "modernc.org/sqlite" // the database/sql driver "sqlite", to read and plant in OpenCode's database
 )
 
 // dialogs are what the real CLIs show when they ask before the prompt (trust, an API key,
 // onboarding) or fail to start: a returning user of the host never sees them.
 var dialogs = regexp.MustCompile(`Enter to confirm|Do you want to use this API key|Unable to connect|Failed to connect|(?i:trust this folder)|Do you trust|Welcome to Claude Code|Select login method|Failed to start MCP`)
+
+// geminiReady is Gemini CLI's screen once it takes a prompt: its header ("Gemini CLI v0.61.0"),
+// which it draws only once its configuration is initialized, above its input box. Gemini CLI
+// 0.61.0 draws the input box seconds before that (14 s against 19 s after a restart at load
+// 10 here), and only queues a prompt submitted meanwhile.
+const geminiReady = `(?s)Gemini CLI v\d.*Type your message`
+
+// geminiWait is how long the Gemini CLI tests wait for each screen: its configuration took more
+// than 90 s to initialize once, as the ordinary user at load average 41-43 here (the input box
+// drawn, the header not yet).
+const geminiWait = 4 * time.Minute
+
+// geminiProcesses returns the pids of the Gemini CLI processes that draw the screen in e's
+// boxes: the child its launcher starts (GEMINI_CLI_NO_RELAUNCH=true in its environment, with
+// e's HOME) and starts again when it exits to restart. The programs that child runs (git, a
+// shell) inherit its environment and are not counted; processes whose environment the test
+// cannot read (another user's) are not e's.
+func geminiProcesses(e *Env) []int {
+	parents := map[int]int{} // the matching processes and their parents
+	ents, _ := os.ReadDir("/proc")
+	for _, d := range ents {
+		pid, err := strconv.Atoi(d.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
+		if err != nil {
+			continue
+		}
+		vars := strings.Split(string(b), "\x00")
+		if !slices.Contains(vars, "GEMINI_CLI_NO_RELAUNCH=true") || !slices.Contains(vars, "HOME="+e.Home) {
+			continue
+		}
+		st, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if i := strings.LastIndexByte(string(st), ')'); err == nil && i > 0 {
+			if f := strings.Fields(string(st[i+1:])); len(f) > 1 {
+				parents[pid] = atoi(f[1])
+			}
+		}
+	}
+	var pids []int
+	for pid, ppid := range parents {
+		if _, child := parents[ppid]; !child {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+// resetPane resets the pane's terminal (its screen is cleared, the program in it keeps
+// running) and clears its scrollback: what the pane shows from then on was drawn since.
+func (m *Tmux) resetPane() {
+	m.tmux("send-keys", "-R", "-t", m.target)
+	m.tmux("clear-history", "-t", m.target)
+}
 
 // noDialog fails the test when the pane shows one of the dialogs.
 func noDialog(t *testing.T, m *Tmux, when string) {
@@ -96,6 +155,21 @@ func converseAfter(t *testing.T, m *Tmux, up *llmtest.Server, args string, first
 		answered()
 	}
 	m.Ask(append(quit, "/exit")[0])
+	// Copilot CLI may still count a turn as running after its answer is shown; then it queues
+	// the quit command ("Queued (1) └ /exit") and, as seen under load, never runs it. Escape
+	// ends that turn, as a person would press it, and the queued command runs.
+	done := regexp.MustCompile(regexp.QuoteMeta(tag) + `=(\d+)`)
+	for i := 0; i < 300; i++ {
+		scr := m.Screen()
+		if done.MatchString(scr) {
+			break
+		}
+		if strings.Contains(scr, "Queued (") {
+			m.Keys("Escape")
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 	if code := m.Wait(tag); code != 0 {
 		t.Fatalf("agentbox %s, /exit: exit %d\n%s", args, code, m.Screen())
 	}
@@ -359,8 +433,8 @@ func TestInteractiveGemini(t *testing.T) {
 
 	m := e.Tmux(t)
 	m.tmux("resize-window", "-t", "main", "-x", "120", "-y", "40")
-	prompt := `Type your message`
-	converse(t, m, up, "run gemini", prompt, "", "remember the word HERON", "/quit")
+	m.wait = geminiWait
+	converse(t, m, up, "run gemini", geminiReady, "", "remember the word HERON", "/quit")
 
 	state := boxState(t, e, "gemini")
 	if ts := jsonlUnder(filepath.Join(state, ".gemini", "tmp")); len(ts) == 0 {
@@ -370,37 +444,39 @@ func TestInteractiveGemini(t *testing.T) {
 		t.Errorf("the box wrote chats into the host's ~/.gemini/tmp: %v", ts)
 	}
 
-	if reqs := converse(t, m, up, "run gemini -- --resume latest", prompt, "remember the word HERON", "and then", "/quit"); !carries(reqs, "HERON") {
+	if reqs := converse(t, m, up, "run gemini -- --resume latest", geminiReady, "remember the word HERON", "and then", "/quit"); !carries(reqs, "HERON") {
 		t.Errorf("the resumed launch's requests do not carry the earlier chat")
 	}
 }
 
 // TestInteractiveCopilot uses the real Copilot CLI in a real terminal (tmux) as a returning user
-// of the host would: `agentbox run copilot` reaches its prompt with no MCP error (the box's
-// mcp-config.json is a valid empty one: "Failed to start MCP Servers: Error: mcpServers:
-// Required" before), a typed prompt is answered by the stand-in upstream through the relay,
-// /exit ends the launch with 0, and the next launch's `copilot --continue` resumes the
-// session (shown, and carried by the next request). The session is the box's own: kept in the
-// workspace's box-owned state, not in the host's ~/.copilot/session-state, where the unboxed
-// Copilot would list and resume it. agentbox creates no mcp-config.json in the host's
-// ~/.copilot (the "{}" it created there before made the unboxed Copilot fail the same way),
-// and an MCP server planted in the box-owned mcp-config.json between the launches does not
-// run in the next box. Copilot asks for folder trust in every
-// box (it keeps trust in config.json, which is the box's own and discarded, see
-// docs/profiles.md): the test answers "Yes" for the session, as a user would.
+// of the host would: the host's Copilot has been used (its config.json trusts another folder,
+// with a GitHub token in it), not in this workspace, so the first `agentbox run copilot` asks
+// "Do you trust the files in this folder?"; the user answers "Yes, and remember this folder
+// for future sessions", a typed prompt is answered by the stand-in upstream through the relay
+// with no MCP error (the box's mcp-config.json is a valid empty one: "Failed to start MCP
+// Servers: Error: mcpServers: Required" before), and /exit ends the launch with 0. The trust
+// is kept in the workspace's box-owned config.json, not in the host's, which is unchanged. The
+// next launch's `copilot --continue` opens with no dialog and resumes the session (shown, and
+// carried by the next request). The session is the box's own: kept in the workspace's
+// box-owned state, not in the host's ~/.copilot/session-state, where the unboxed Copilot would
+// list and resume it. agentbox creates no mcp-config.json in the host's ~/.copilot, and an MCP
+// server planted in the box-owned mcp-config.json between the launches, a plugin and the trust
+// of a folder outside the workspace planted in the box-owned config.json, are dropped.
 func TestInteractiveCopilot(t *testing.T) {
 	t.Parallel() // its own daemon and upstreams; mostly waits (parallelTests)
 	e, _ := agentEnv(t, "copilot")
 	up := llmtest.NewAnthropic(llmtest.Options{})
 	defer up.Close()
 	useGateway(t, e, "anthropic", up.URL, "models:\n  copilot: claude-sonnet-4.5\n")
-	// A returning user's ~/.copilot: the state file Copilot leaves (trusting the workspace), no
-	// MCP server configured.
+	// A returning user's ~/.copilot: the state file Copilot leaves (trusting another folder, with
+	// a GitHub token where no keyring is), no MCP server configured.
 	marker := filepath.Join(e.Work, "mcp-server-ran")
 	if err := os.MkdirAll(filepath.Join(e.Home, ".copilot"), 0o700); err != nil {
 		t.Fatal(err)
 	}
-	hostConfig := fmt.Sprintf("{\n  \"firstLaunchAt\": \"2026-01-01T00:00:00.000Z\",\n  \"appTipShown\": true,\n  \"trustedFolders\": [%q]\n}\n", e.Work)
+	hostConfig := "// User settings belong in settings.json.\n// This file is managed automatically.\n{\n  \"firstLaunchAt\": \"2026-01-01T00:00:00.000Z\",\n" +
+		"  \"appTipShown\": true,\n  \"copilotTokens\": {\"https://github.com:u\": \"gho_HOSTTOKEN\"},\n  \"trustedFolders\": [\"/nowhere\"]\n}\n"
 	if err := os.WriteFile(filepath.Join(e.Home, ".copilot", "config.json"), []byte(hostConfig), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -411,7 +487,7 @@ func TestInteractiveCopilot(t *testing.T) {
 	prompt := `/ commands`
 	trust := func() {
 		m.WaitFor(`Do you trust the files in this folder`)
-		m.Keys("Enter") // 1. Yes (for this session)
+		m.Keys("Down", "Enter") // 2. Yes, and remember this folder for future sessions
 		eventually(t, "the trust dialog to close", func() bool { return !strings.Contains(m.Visible(), "Do you trust") })
 	}
 	// While Copilot runs (its screen is gone once it exits).
@@ -425,26 +501,45 @@ func TestInteractiveCopilot(t *testing.T) {
 	if _, err := os.Lstat(filepath.Join(e.Home, ".copilot", "mcp-config.json")); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("agentbox made ~/.copilot/mcp-config.json on the host: %v", err)
 	}
-	state := boxState(t, e, "copilot")
-	if ts := jsonlUnder(filepath.Join(state, ".copilot", "session-state")); len(ts) == 0 {
+	if b, _ := os.ReadFile(filepath.Join(e.Home, ".copilot", "config.json")); string(b) != hostConfig {
+		t.Errorf("the host's ~/.copilot/config.json changed:\n%s", b)
+	}
+	state := filepath.Join(boxState(t, e, "copilot"), ".copilot")
+	boxConfig := filepath.Join(state, "config.json")
+	b, err := os.ReadFile(boxConfig)
+	if err != nil || !strings.Contains(string(b), strconv.Quote(e.Work)) || strings.Contains(string(b), "HOSTTOKEN") || strings.Contains(string(b), "/nowhere") {
+		t.Fatalf("the box-owned config.json does not hold the trust taken in the box, or holds the host's token or other trust: %v\n%s", err, b)
+	}
+	if ts := jsonlUnder(filepath.Join(state, "session-state")); len(ts) == 0 {
 		t.Errorf("no session in the box-owned state %s", state)
 	}
 	if ts := jsonlUnder(filepath.Join(e.Home, ".copilot", "session-state")); len(ts) > 0 {
 		t.Errorf("the box wrote sessions into the host's ~/.copilot/session-state: %v", ts)
 	}
-	// Plant an MCP server in the box-owned mcp-config.json, for the next box to start.
-	if err := os.WriteFile(filepath.Join(state, ".copilot", "mcp-config.json"), []byte(planted), 0o600); err != nil {
+	// Plant an MCP server in the box-owned mcp-config.json, and a plugin and the trust of a
+	// folder outside the workspace in the box-owned config.json, for the next box to take.
+	if err := os.WriteFile(filepath.Join(state, "mcp-config.json"), []byte(planted), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	outside := filepath.Dir(e.Work)
+	withPlants := strings.Replace(string(b), `"trustedFolders": [`, fmt.Sprintf(`"installedPlugins": [{"name": "planted"}], "trustedFolders": [%q, `, outside), 1)
+	if err := os.WriteFile(boxConfig, []byte(withPlants), 0o600); err != nil {
 		t.Fatal(err)
 	}
 
-	if reqs := converseAfter(t, m, up, "run copilot -- --continue", trust, nil, prompt, "remember the word WALRUS", "and now?"); !carries(reqs, "WALRUS") {
+	// The next launch: no trust dialog, before or after the answer.
+	noDialogNow := func() { noDialog(t, m, "agentbox run copilot -- --continue") }
+	if reqs := converseAfter(t, m, up, "run copilot -- --continue", nil, noDialogNow, prompt, "remember the word WALRUS", "and now?"); !carries(reqs, "WALRUS") {
 		t.Errorf("the resumed launch's requests do not carry the earlier session")
 	}
 	if _, err := os.Stat(marker); err == nil {
 		t.Errorf("an MCP server planted in the box-owned mcp-config.json ran in the next box")
 	}
-	if b, _ := os.ReadFile(filepath.Join(state, ".copilot", "mcp-config.json")); strings.Contains(string(b), "planted") {
+	if b, _ := os.ReadFile(filepath.Join(state, "mcp-config.json")); strings.Contains(string(b), "planted") {
 		t.Errorf("the MCP server planted in the box-owned mcp-config.json was kept for the next box:\n%s", b)
+	}
+	if b, _ := os.ReadFile(boxConfig); strings.Contains(string(b), "planted") || strings.Contains(string(b), strconv.Quote(outside)) {
+		t.Errorf("the plugin or the trust of %s planted in the box-owned config.json was carried into the next box:\n%s", outside, b)
 	}
 	if b, _ := os.ReadFile(filepath.Join(e.Home, ".copilot", "config.json")); string(b) != hostConfig {
 		t.Errorf("the host's ~/.copilot/config.json changed:\n%s", b)
@@ -476,13 +571,33 @@ func TestInteractiveGeminiTrust(t *testing.T) {
 
 	m := e.Tmux(t)
 	m.tmux("resize-window", "-t", "main", "-x", "120", "-y", "40")
-	prompt := `Type your message`
+	m.wait = geminiWait
+	// Gemini CLI restarts to apply a trust answer: the process that drew the dialog exits and
+	// its parent starts another. The old one's last screen (once its own header and input box,
+	// where a prompt typed went nowhere: 2 of N runs as the ordinary user at load 20-48) is
+	// wiped once it has gone, so that the prompt awaited is the new one's.
 	trust := func() {
 		m.WaitFor(`Do you trust the files in this folder`)
+		old := geminiProcesses(e)
+		if len(old) != 1 {
+			t.Fatalf("Gemini CLI processes of this test while its trust dialog is shown: %v, want one", old)
+		}
 		m.Keys("Enter") // 1. Trust folder
 		m.WaitFor(`restarting to apply the trust changes`)
+		// The old one gone and another started, when Gemini CLI restarts as a new process: its
+		// screen is wiped then, so that the prompt awaited is the new one's. With ~/.gemini as
+		// box-owned state the last runs saw no new process within the wait: Gemini CLI applied
+		// the trust in place, its screen (which it does not draw again) is kept, and the prompt
+		// awaited next is the check.
+		for i := 0; i < 200; i++ {
+			if now := geminiProcesses(e); len(now) > 0 && !slices.Contains(now, old[0]) {
+				m.resetPane()
+				break
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
 	}
-	converseAfter(t, m, up, "run gemini", trust, nil, prompt, "", "remember the word CORMORANT", "/quit")
+	converseAfter(t, m, up, "run gemini", trust, nil, geminiReady, "", "remember the word CORMORANT", "/quit")
 
 	if b, _ := os.ReadFile(hostTrust); string(b) != hostRules {
 		t.Errorf("the box changed the host's ~/.gemini/trustedFolders.json:\n%s", b)
@@ -502,7 +617,7 @@ func TestInteractiveGeminiTrust(t *testing.T) {
 
 	// The next launch: no trust dialog, before or after the answer.
 	noDialogNow := func() { noDialog(t, m, "the second agentbox run gemini") }
-	converseAfter(t, m, up, "run gemini", nil, noDialogNow, prompt, "", "and then", "/quit")
+	converseAfter(t, m, up, "run gemini", nil, noDialogNow, geminiReady, "", "and then", "/quit")
 	rules = nil
 	if b, err := os.ReadFile(boxTrust); err != nil || json.Unmarshal(b, &rules) != nil {
 		t.Fatalf("box-owned trust file: %s, %v", b, err)
@@ -523,7 +638,10 @@ func TestInteractiveGeminiTrust(t *testing.T) {
 // database) and its state folder (the prompt history, recent models) are kept in the
 // workspace's box-owned state; the host's ~/.local/share/opencode gets nothing, and the host's
 // ~/.local/state/opencode, where the unboxed OpenCode recalls its prompt history, is not
-// changed and gains no file.
+// changed and gains no file. What a box can leave in the database it owns to grant the next box
+// more (planted between the launches: an "always" answer, a session rule that allows
+// everything, a project start command, a trigger that adds an answer again) does not pass to
+// the next box; the session does.
 func TestInteractiveOpenCode(t *testing.T) {
 	t.Parallel() // its own daemon and upstreams; mostly waits (parallelTests)
 	e, _ := agentEnv(t, "opencode")
@@ -575,8 +693,42 @@ func TestInteractiveOpenCode(t *testing.T) {
 	}
 	hostUnchanged()
 
+	// What a box of the workspace can leave in the database it owns, for the next box: an
+	// "always" answer (the permission table, which OpenCode's saved-permission service reads as
+	// allowed), a rule of the session's own that allows everything (it wins when the session is
+	// resumed), a start command for the project, and a trigger that would add an answer again.
+	db, err := sql.Open("sqlite", filepath.Join(state, ".local", "share", "opencode", "opencode.db")+"?_pragma=busy_timeout(5000)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	for _, q := range []string{
+		`INSERT INTO permission (id, project_id, action, resource, time_created, time_updated) SELECT 'psv_planted', id, 'external_directory', '/*', 1, 1 FROM project`,
+		`UPDATE session SET permission = '[{"permission":"*","pattern":"*","action":"allow"}]'`,
+		`UPDATE project SET commands = '{"start":"touch planted"}'`,
+		`CREATE TRIGGER planted AFTER UPDATE ON session BEGIN INSERT OR IGNORE INTO permission (id, project_id, action, resource, time_created, time_updated) SELECT 'psv_trigger', id, 'bash', '*', 1, 1 FROM project; END`,
+	} {
+		if res, err := db.Exec(q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		} else if n, _ := res.RowsAffected(); n == 0 && !strings.HasPrefix(q, "CREATE") {
+			t.Fatalf("%s: no row (the database's sessions and projects are not where OpenCode 1.18.34 keeps them)", q)
+		}
+	}
+
 	if reqs := converseAfter(t, m, up, "run opencode -- --continue", nil, done("and then"), prompt, "remember the word PUFFIN", "and then"); !carries(reqs, "PUFFIN") {
 		t.Errorf("the resumed launch's requests do not carry the earlier session")
 	}
 	hostUnchanged()
+	planted := map[string]string{
+		"an always answer":           `SELECT count(*) FROM permission`,
+		"a session rule that allows": `SELECT count(*) FROM session WHERE permission LIKE '%allow%'`,
+		"a start command":            `SELECT count(*) FROM project WHERE commands IS NOT NULL`,
+		"a trigger":                  `SELECT count(*) FROM sqlite_schema WHERE type = 'trigger'`,
+	}
+	for what, q := range planted {
+		var n int
+		if err := db.QueryRow(q).Scan(&n); err != nil || n != 0 {
+			t.Errorf("%s planted in the box-owned database passed to the next box (%s: %d, %v)", what, q, n, err)
+		}
+	}
 }

@@ -6,6 +6,7 @@ import (
 	"archive/tar"
 	"bytes"
 	"compress/gzip"
+	"context"
 	"crypto/sha256"
 	"crypto/sha512"
 	"encoding/base64"
@@ -18,7 +19,9 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 )
 
 // tarGz returns a gzipped tar of files (name, body pairs: regular files, mode 0644), the
@@ -115,19 +118,125 @@ func TestNpmInstallFromHostCache(t *testing.T) {
 	// A second package the first box caches from the workspace, for the second box.
 	integrity2 := npmTarball(t, filepath.Join(app, "vendor", "abdep2-1.0.0.tgz"), "abdep2", "from the box cache")
 	npmProject(t, filepath.Join(app, "second"), "abdep2", integrity2)
+	// The host has installed the project itself, and its npm test runs node (node_modules/.bin
+	// first on its PATH) on the package.
+	if err := os.WriteFile(filepath.Join(app, "package.json"), []byte(`{"name":"app","version":"1.0.0","dependencies":{"abdep":"1.0.0"},`+
+		`"scripts":{"test":"node -e 'console.log(require(\"abdep\"))'"}}`+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := hostTool(e, app, "sh", "-c", npmCI+" && npm test"); err != nil || !strings.Contains(out, "from the host npm cache") {
+		t.Fatalf("host npm ci && npm test: %v\n%s", err, out)
+	}
+	hostModules := filepath.Join(app, "node_modules")
+	modulesBefore := treeHash(t, hostModules)
 	npmCache := filepath.Join(e.Home, ".npm")
 	before := treeHash(t, npmCache)
-
-	r := e.runIn(app, "run", "sh", "--", "-c", npmCI+` && node -e 'console.log(require("abdep"))' && npm cache add ./vendor/abdep2-1.0.0.tgz`)
-	if r.Code != 0 || !strings.Contains(r.Stdout, "from the host npm cache") {
-		t.Fatalf("first box: npm ci --offline from the host's cache: exit %d\nstdout:\n%s\nstderr:\n%s", r.Code, r.Stdout, r.Stderr)
+	// The files of a project the box makes (made/, which has no package.json at launch).
+	if err := os.Mkdir(filepath.Join(app, "tmpl"), 0o755); err != nil {
+		t.Fatal(err)
 	}
-	r = e.runIn(app, "run", "sh", "--", "-c", `cd second && `+npmCI+` && node -e 'console.log(require("abdep2"))'`)
-	if r.Code != 0 || !strings.Contains(r.Stdout, "from the box cache") {
-		t.Fatalf("second box: npm ci --offline of what the first box cached: exit %d\nstdout:\n%s\nstderr:\n%s", r.Code, r.Stdout, r.Stderr)
+	for _, f := range []string{"package.json", "package-lock.json"} {
+		b, err := os.ReadFile(filepath.Join(app, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(app, "tmpl", f+".in"), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// plant makes the box's node in node_modules/.bin, which npm test runs first.
+	const plant = `mkdir -p node_modules/.bin && printf '#!/bin/sh\necho BOX-PLANTED-NODE\n' > node_modules/.bin/node && chmod +x node_modules/.bin/node`
+
+	// The box installs again, and plants code where the host's npm test runs it: a node in
+	// node_modules/.bin, the package's own module. Its own install and require see both. It
+	// also makes a project of its own, made/, installs it and plants the same there: the
+	// folder is not the box's own (there was no package.json at launch), and its npm test
+	// runs it.
+	r := e.runIn(app, "run", "sh", "--", "-c", npmCI+` && node -e 'console.log(require("abdep"))' && npm cache add ./vendor/abdep2-1.0.0.tgz &&
+`+plant+` && echo 'module.exports = "BOX-PLANTED-MODULE";' > node_modules/abdep/index.js && npm test &&
+mkdir made && cp tmpl/package.json.in made/package.json && cp tmpl/package-lock.json.in made/package-lock.json && cd made && `+npmCI+` && `+plant+` && npm test`)
+	if r.Code != 0 || !strings.Contains(r.Stdout, "from the host npm cache") || strings.Count(r.Stdout, "BOX-PLANTED-NODE") != 2 {
+		t.Fatalf("first box: npm ci --offline from the host's cache, then npm test with what it planted, in app and in the project it made: exit %d\nstdout:\n%s\nstderr:\n%s", r.Code, r.Stdout, r.Stderr)
+	}
+	if after := treeHash(t, npmCache); after != before {
+		t.Errorf("the host's npm cache %s changed while the first box installed", npmCache)
+	}
+	// The project the box made: its node_modules was moved aside when the box ended, so the
+	// host's npm test there does not run the box's node. Before, it did.
+	made := filepath.Join(app, "made")
+	if out, _ := hostTool(e, made, "npm", "test"); strings.Contains(out, "BOX-PLANTED") {
+		t.Errorf("the host's npm test in the project the box made ran the box's node_modules:\n%s", out)
+	}
+	if _, err := os.Lstat(filepath.Join(made, "node_modules")); !os.IsNotExist(err) {
+		t.Errorf("the node_modules the box made is in the workspace (%v)", err)
+	} else if _, err := os.Lstat(filepath.Join(made, "node_modules.agentbox-quarantined-1")); err != nil {
+		t.Errorf("the node_modules the box made was not moved aside: %v", err)
+	}
+	// node_modules was the box's own (an overlay of the host's under the box cache's layer):
+	// the host's folder is as it was and its npm test runs the host's package. Before, it ran
+	// the box's node_modules/.bin/node.
+	if out, err := hostTool(e, app, "npm", "test"); err != nil || !strings.Contains(out, "from the host npm cache") || strings.Contains(out, "BOX-PLANTED") {
+		t.Errorf("the host's npm test after the box (%v):\n%s", err, out)
+	}
+	if treeHash(t, hostModules) != modulesBefore {
+		t.Errorf("the box changed the host's %s", hostModules)
+	}
+	before = treeHash(t, npmCache) // the host's npm test logs there
+	// The second box installs a project the host never installed; then the host removes its
+	// own app/node_modules while the box runs (the box waits on a FIFO), which detaches the
+	// box's overlay there, and the box installs app again and plants its node: that folder is
+	// in the workspace now, and is moved aside when the box ends. Before, the host's npm test
+	// ran the box's node.
+	sync1, sync2 := filepath.Join(app, "sync1"), filepath.Join(app, "sync2")
+	for _, f := range []string{sync1, sync2} {
+		if err := syscall.Mkfifo(f, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	c := e.Command(ctx, "run", "sh", "--", "-c", `cd second && `+npmCI+` && node -e 'console.log(require("abdep2"))' && echo ready > ../sync1 && read x < ../sync2 &&
+cd .. && ls node_modules 2>&1; `+npmCI+` && `+plant+` && npm test`)
+	c.Dir = app
+	var stdout, stderr bytes.Buffer
+	c.Stdout, c.Stderr = &stdout, &stderr
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- c.Wait() }()
+	ready := make(chan error, 1)
+	go func() { _, err := os.ReadFile(sync1); ready <- err }()
+	select {
+	case err := <-ready:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case err := <-done:
+		t.Fatalf("second box ended before the host removed its node_modules (%v)\nstdout:\n%s\nstderr:\n%s", err, stdout.String(), stderr.String())
+	}
+	if err := os.RemoveAll(hostModules); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(sync2, []byte("go\n"), 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil || !strings.Contains(stdout.String(), "from the box cache") || !strings.Contains(stdout.String(), "BOX-PLANTED-NODE") {
+		t.Fatalf("second box: npm ci --offline of what the first box cached, then of app after the host removed its node_modules: %v\nstdout:\n%s\nstderr:\n%s", err, stdout.String(), stderr.String())
+	}
+	// A project the host never installed: the box's node_modules was its own there too, held
+	// by an empty folder the daemon removed at the end. Before, it stayed in the workspace.
+	if _, err := os.Lstat(filepath.Join(app, "second", "node_modules")); !os.IsNotExist(err) {
+		t.Errorf("the second box's node_modules is in the workspace (%v)", err)
 	}
 	if after := treeHash(t, npmCache); after != before {
 		t.Errorf("the host's npm cache %s changed while boxes installed", npmCache)
+	}
+	if out, _ := hostTool(e, app, "npm", "test"); strings.Contains(out, "BOX-PLANTED") {
+		t.Errorf("the host's npm test after it removed node_modules while a box ran ran the box's node:\n%s", out)
+	}
+	if _, err := os.Lstat(filepath.Join(app, "node_modules.agentbox-quarantined-1")); err != nil {
+		t.Errorf("the node_modules the box made after the host removed its own was not moved aside: %v", err)
 	}
 	// What the boxes cached is the box cache's: an unboxed npm does not find it.
 	os.RemoveAll(filepath.Join(app, "second", "node_modules"))
@@ -181,7 +290,8 @@ func pySdist(t *testing.T, py, src, dir, name, msg string) {
 // never reaches an unboxed pip. Before, ~/.cache/pip in the box was empty and pip failed to
 // get setuptools for the build. And the bytecode the box's python compiles goes to the box
 // cache (PYTHONPYCACHEPREFIX): before, the host's python ran the box's
-// __pycache__/abmod.cpython-3*.pyc of a module the box had changed and put back.
+// __pycache__/abmod.cpython-3*.pyc of a module the box had changed and put back. An extension
+// module the box builds beside abmod3.py is moved aside (review 12, F2).
 func TestPipInstallFromHostCache(t *testing.T) {
 	t.Parallel() // its own daemon and upstreams; mostly waits (parallelTests)
 	py := pythonTools(t)
@@ -204,24 +314,117 @@ func TestPipInstallFromHostCache(t *testing.T) {
 	if len(hostMod) != len(boxMod) {
 		t.Fatal("the two versions of abmod.py differ in size")
 	}
-	if err := os.WriteFile(filepath.Join(app, "abmod.py"), []byte(hostMod), 0o644); err != nil {
-		t.Fatal(err)
+	// abmod2 the same, but the box writes the bytecode beside it itself (python without
+	// PYTHONPYCACHEPREFIX): the daemon moves it aside at the latest when the launch ends.
+	const hostMod2, boxMod2 = `print("from the workspace abmod2")` + "\n", `print("BOX-WROTE abmod2 here!!!!")` + "\n"
+	if len(hostMod2) != len(boxMod2) {
+		t.Fatal("the two versions of abmod2.py differ in size")
+	}
+	for f, body := range map[string]string{"abmod.py": hostMod, "abmod2.py": hostMod2, "abmod3.py": `print("from the workspace abmod3")` + "\n"} {
+		if err := os.WriteFile(filepath.Join(app, f), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// abmod3: the box builds an extension module beside abmod3.py (review 12, F2), which
+	// python imports before the source; the daemon moves it aside. Only where gcc and
+	// Python.h are there (the box uses the host's, read-only).
+	extBuild := ""
+	if _, err := exec.LookPath("gcc"); err == nil {
+		if inc, err := hostTool(e, app, py, "-c", "import sysconfig; print(sysconfig.get_paths()['include'])"); err == nil {
+			if _, err := os.Stat(filepath.Join(strings.TrimSpace(inc), "Python.h")); err == nil {
+				extBuild = ` &&
+printf '#include <Python.h>\nstatic struct PyModuleDef m = {PyModuleDef_HEAD_INIT, "abmod3", NULL, -1, NULL};\nPyMODINIT_FUNC PyInit_abmod3(void) { puts("BOX-BUILT abmod3"); fflush(stdout); return PyModule_Create(&m); }\n' > /tmp/m.c &&
+gcc -shared -fPIC -I` + strings.TrimSpace(inc) + ` -o "abmod3$(` + py + ` -c 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX"))')" /tmp/m.c`
+			}
+		}
+	}
+	if extBuild == "" {
+		t.Log("no gcc or Python.h: the extension module part (abmod3) is left out")
 	}
 
-	r := e.runIn(app, "run", "sh", "--", "-c", pipInstall+`/tmp/site abpy && PYTHONPATH=/tmp/site `+py+` -c 'import abpy; print(abpy.MSG)' &&
+	// The host's virtualenv of the project, which its shell activates and its python starts
+	// from.
+	if out, err := hostTool(e, app, py, "-m", "venv", "--without-pip", ".venv"); err != nil {
+		t.Fatalf("host python3 -m venv: %v\n%s", err, out)
+	}
+	hostVenv := filepath.Join(app, ".venv")
+	venvBefore := treeHash(t, hostVenv)
+	// A virtualenv of another name, venv/ (a copy: pyvenv.cfg and the python symlink are
+	// absolute), told by its pyvenv.cfg.
+	hostVenv2 := filepath.Join(app, "venv")
+	if out, err := exec.Command("cp", "-a", hostVenv, hostVenv2).CombinedOutput(); err != nil {
+		t.Fatalf("cp -a .venv venv: %v\n%s", err, out)
+	}
+	venv2Before := treeHash(t, hostVenv2)
+
+	// The box installs abpy into the virtualenv, and plants code where the host runs it: a
+	// line in bin/activate, a .pth file that python's site runs at every start.
+	r := e.runIn(app, "run", "sh", "--", "-c", `site=$(echo .venv/lib/python3*/site-packages) && `+pipInstall+`"$site" abpy && .venv/bin/python -c 'import abpy; print(abpy.MSG)' &&
+echo 'import sys; print("BOX-PLANTED-PTH")' > "$site/abbox.pth" && echo 'echo BOX-PLANTED-ACTIVATE' >> .venv/bin/activate && . .venv/bin/activate && python3 -c 'import abpy' &&
+echo 'echo BOX-PLANTED-VENV2' >> venv/bin/activate && python3 -m venv --without-pip made-venv && echo 'echo BOX-PLANTED-MADE' >> made-venv/bin/activate &&
 `+pipInstall+`/tmp/site2 --no-build-isolation abpy2 &&
-cp -p abmod.py /tmp/abmod.py && printf '%s' '`+boxMod+`' > abmod.py && touch -r /tmp/abmod.py abmod.py && `+py+` -c 'import abmod' && cp -p /tmp/abmod.py abmod.py`)
-	if r.Code != 0 || !strings.Contains(r.Stdout, "from the host pip cache") || !strings.Contains(r.Stdout, "BOX-COMPILED") {
-		t.Fatalf("first box: pip install --no-index from the host's wheel cache, python imports abmod: exit %d\nstdout:\n%s\nstderr:\n%s", r.Code, r.Stdout, r.Stderr)
+cp -p abmod.py /tmp/abmod.py && printf '%s' '`+boxMod+`' > abmod.py && touch -r /tmp/abmod.py abmod.py && `+py+` -c 'import abmod' && cp -p /tmp/abmod.py abmod.py &&
+cp -p abmod2.py /tmp/abmod2.py && printf '%s' '`+boxMod2+`' > abmod2.py && touch -r /tmp/abmod2.py abmod2.py && env -u PYTHONPYCACHEPREFIX `+py+` -c 'import abmod2' && cp -p /tmp/abmod2.py abmod2.py`+extBuild)
+	if r.Code != 0 || !strings.Contains(r.Stdout, "from the host pip cache") || !strings.Contains(r.Stdout, "BOX-COMPILED") || !strings.Contains(r.Stdout, "BOX-WROTE") ||
+		!strings.Contains(r.Stdout, "BOX-PLANTED-ACTIVATE") || !strings.Contains(r.Stdout, "BOX-PLANTED-PTH") {
+		t.Fatalf("first box: pip install --no-index from the host's wheel cache into .venv, python imports abmod: exit %d\nstdout:\n%s\nstderr:\n%s", r.Code, r.Stdout, r.Stderr)
+	}
+	// .venv was the box's own (an overlay of the host's under the box cache's layer): the
+	// host's is as it was, activating it and starting its python run nothing of the box's, and
+	// what the box installed there is not in it. Before, the host's shell echoed the box's
+	// line and its python printed the .pth's.
+	if out, err := hostTool(e, app, "sh", "-c", `. .venv/bin/activate && python3 -c 'import sys; print(sys.prefix)'`); err != nil || strings.Contains(out, "BOX-PLANTED") || !strings.Contains(out, hostVenv) {
+		t.Errorf("the host's activate and python of .venv after the box (%v):\n%s", err, out)
+	}
+	if out, err := hostTool(e, app, filepath.Join(hostVenv, "bin", "python"), "-c", "import abpy"); err == nil {
+		t.Errorf("the host's .venv has abpy, which only the box installed:\n%s", out)
+	}
+	if treeHash(t, hostVenv) != venvBefore {
+		t.Errorf("the box changed the host's %s", hostVenv)
+	}
+	// venv/ was the box's own too (before, only a .venv was: the host's activate echoed the
+	// box's line), and the virtualenv the box made, made-venv/, was moved aside when it ended
+	// (before, it stayed, and activating it ran the box's line).
+	if treeHash(t, hostVenv2) != venv2Before {
+		t.Errorf("the box changed the host's %s", hostVenv2)
+	}
+	if out, _ := hostTool(e, app, "sh", "-c", `. venv/bin/activate; . made-venv/bin/activate`); strings.Contains(out, "BOX-PLANTED") {
+		t.Errorf("the host's activate of venv and made-venv ran the box's line:\n%s", out)
+	}
+	if _, err := os.Lstat(filepath.Join(app, "made-venv")); !os.IsNotExist(err) {
+		t.Errorf("the virtualenv the box made is in the workspace (%v)", err)
+	} else if _, err := os.Lstat(filepath.Join(app, "made-venv.agentbox-quarantined-1", "pyvenv.cfg")); err != nil {
+		t.Errorf("the virtualenv the box made was not moved aside: %v", err)
 	}
 	// The box's python wrote its bytecode to the box cache: the host's python imports the
 	// workspace's abmod.py, not what the box compiled. Before, it ran the box's
 	// __pycache__/abmod.cpython-3*.pyc.
-	if pyc, _ := filepath.Glob(filepath.Join(app, "__pycache__", "*")); len(pyc) != 0 {
+	if pyc, _ := filepath.Glob(filepath.Join(app, "__pycache__", "abmod.*")); len(pyc) != 0 {
 		t.Errorf("the box's python wrote bytecode in the workspace: %v", pyc)
 	}
 	if out, err := hostTool(e, app, py, "-c", "import abmod"); err != nil || out != "from the workspace abmod\n" {
 		t.Errorf("the host's python's import of abmod printed %q (%v), want the workspace's abmod.py's line", out, err)
+	}
+	// The bytecode the box wrote itself is moved aside (review 10, F1): before, the host's
+	// python imported it and printed the box's line.
+	if aside, _ := filepath.Glob(filepath.Join(app, "__pycache__", "abmod2.*.pyc.agentbox-quarantined-*")); len(aside) != 1 {
+		t.Errorf("the bytecode the box wrote for abmod2 was not moved aside: %v", aside)
+	}
+	if out, err := hostTool(e, app, py, "-c", "import abmod2"); err != nil || out != "from the workspace abmod2\n" {
+		t.Errorf("the host's python's import of abmod2 printed %q (%v), want the workspace's abmod2.py's line", out, err)
+	}
+	// The extension module the box built beside abmod3.py is moved aside: before, the host's
+	// python imported it (the box's code ran in the host's python) and git status showed
+	// nothing (*.so is commonly ignored).
+	if extBuild != "" {
+		// (The box's own import may already find it moved aside: the watch acts on the file
+		// event.)
+		if aside, _ := filepath.Glob(filepath.Join(app, "abmod3.*so.agentbox-quarantined-*")); len(aside) != 1 {
+			t.Errorf("the extension module the box built beside abmod3.py was not moved aside: %v", aside)
+		}
+		if out, err := hostTool(e, app, py, "-c", "import abmod3"); err != nil || out != "from the workspace abmod3\n" {
+			t.Errorf("the host's python's import of abmod3 printed %q (%v), want the workspace's abmod3.py's line", out, err)
+		}
 	}
 	r = e.runIn(app, "run", "sh", "--", "-c", pipInstall+`/tmp/site abpy2 && PYTHONPATH=/tmp/site `+py+` -c 'import abpy2; print(abpy2.MSG)'`)
 	if r.Code != 0 || !strings.Contains(r.Stdout, "from the box cache") || !strings.Contains(r.Stdout, "Using cached abpy2") {
@@ -235,9 +438,9 @@ cp -p abmod.py /tmp/abmod.py && printf '%s' '`+boxMod+`' > abmod.py && touch -r 
 	}
 }
 
-// TestAttackPackageCaches: the box sees the host's npm and pip caches and cargo's home and
-// changes none of them — create, append, rename, remove, chmod and symlink beneath each land
-// in the box cache's layer — and cannot read the registry token in ~/.cargo/credentials.toml
+// TestAttackPackageCaches: the box sees the host's npm and pip caches, cargo's home and go's
+// module cache, and changes none of them — create, append, rename, remove, chmod and symlink
+// beneath each land in the box cache's layer — and cannot read the registry token in ~/.cargo/credentials.toml
 // (masked whether or not ~/.cargo/bin is on PATH: not here); a box that replaces its layer
 // with a symlink to a host folder does not make the next box write there (the daemon removes
 // the symlink; box-init would refuse one). Before, the host's caches were not in the box at
@@ -247,8 +450,9 @@ func TestAttackPackageCaches(t *testing.T) {
 	npmFile := filepath.Join(e.Home, ".npm", "_cacache", "content-v2", "sha512", "ab", "cd", "entry")
 	pipFile := filepath.Join(e.Home, ".cache", "pip", "wheels", "ab", "cd", "x-1.0-py3-none-any.whl")
 	cargoFile := filepath.Join(e.Home, ".cargo", "registry", "cache", "registry.example.org-0123456789abcdef", "x-1.0.0.crate")
+	modFile := filepath.Join(e.Home, "go", "pkg", "mod", "example.org", "x@v1.0.0", "x.go")
 	cred := filepath.Join(e.Home, ".cargo", "credentials.toml")
-	for _, p := range []string{npmFile, pipFile, cargoFile} {
+	for _, p := range []string{npmFile, pipFile, cargoFile, modFile} {
 		os.MkdirAll(filepath.Dir(p), 0o755)
 		if err := os.WriteFile(p, []byte("host-cache-entry\n"), 0o644); err != nil {
 			t.Fatal(err)
@@ -257,21 +461,21 @@ func TestAttackPackageCaches(t *testing.T) {
 	if err := os.WriteFile(cred, []byte("[registry]\ntoken = \"SECRET-CARGO-TOKEN\"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	caches := []string{filepath.Join(e.Home, ".npm"), filepath.Join(e.Home, ".cache", "pip"), filepath.Join(e.Home, ".cargo")}
+	caches := []string{filepath.Join(e.Home, ".npm"), filepath.Join(e.Home, ".cache", "pip"), filepath.Join(e.Home, ".cargo"), filepath.Join(e.Home, "go")}
 	before := map[string]string{}
 	for _, d := range caches {
 		before[d] = treeHash(t, d)
 	}
-	script := `cat ` + npmFile + ` ` + pipFile + ` ` + cargoFile + `; cat ` + cred + ` 2>/dev/null
+	script := `cat ` + npmFile + ` ` + pipFile + ` ` + cargoFile + ` ` + modFile + `; cat ` + cred + ` 2>/dev/null
 grep -e ' ` + filepath.Join(e.Home, ".npm") + ` ' -e ' ` + filepath.Join(e.Home, ".cache", "pip") + ` ' -e ' ` + filepath.Join(e.Home, ".cargo") + ` ' /proc/self/mountinfo >&2
 echo x >> ` + cred + ` 2>/dev/null && echo "WROTE credentials"
-for p in ` + npmFile + ` ` + pipFile + ` ` + cargoFile + `; do
+for p in ` + npmFile + ` ` + pipFile + ` ` + cargoFile + ` ` + modFile + `; do
   d=$(dirname "$p")
   touch "$d/planted"; echo x >> "$p"; chmod 777 "$p"; mv "$p" "$p.moved"; ln -s /tmp "$d/link"; rm -rf "$d/../"*
 done
 echo done`
 	r := e.Box(script)
-	if r.Code != 0 || strings.Count(r.Stdout, "host-cache-entry") != 3 || !strings.Contains(r.Stdout, "done") {
+	if r.Code != 0 || strings.Count(r.Stdout, "host-cache-entry") != 4 || !strings.Contains(r.Stdout, "done") {
 		t.Fatalf("the box does not see the host's package caches: exit %d\nstdout:\n%s\nstderr:\n%s", r.Code, r.Stdout, r.Stderr)
 	}
 	if strings.Contains(r.Stdout, "SECRET-CARGO-TOKEN") || strings.Contains(r.Stdout, "WROTE") {
@@ -284,11 +488,11 @@ echo done`
 		t.Fatal(err)
 	}
 	before[victim] = treeHash(t, victim)
-	cache := strings.TrimSpace(e.Box(`go env GOMODCACHE 2>/dev/null || true`).Stdout)
-	if cache == "" {
-		t.Skip("go is not installed: the box cache's path is read from go env")
+	boxCaches, _ := filepath.Glob(filepath.Join(e.State, "agentbox", "cache", "*"))
+	if len(boxCaches) != 1 {
+		t.Fatalf("box caches after the box: %v, want one", boxCaches)
 	}
-	layer := filepath.Join(filepath.Dir(filepath.Dir(cache)), "npm", "upper")
+	layer := filepath.Join(boxCaches[0], "npm", "upper")
 	r = e.Box(`rm -rf ` + layer + ` && ln -s ` + victim + ` ` + layer + ` && echo swapped`)
 	if !strings.Contains(r.Stdout, "swapped") {
 		t.Fatalf("could not swap the layer %s: exit %d\nstdout:\n%s\nstderr:\n%s", layer, r.Code, r.Stdout, r.Stderr)
@@ -307,10 +511,22 @@ echo done`
 // cargoToolchain gives e's home a Rust toolchain laid out as rustup lays it out — ~/.cargo/bin
 // holding rustup's proxies, ~/.rustup the default toolchain's bin/ and lib/ (hard links to
 // the calling user's rustup install: no copy) — and returns the PATH that runs it, ~/.cargo/bin
-// first. Without a rustup install this user can link, a cargo in /usr/bin (Debian's cargo)
-// serves, and the test skips when there is neither.
+// first. Without a rustup install this user can link, the toolchain folder
+// AGENTBOX_TEST_RUST_TOOLCHAIN names (scripts/test.sh's hard links of root's, under /opt, for
+// its ordinary user) or a cargo in /usr/bin (Debian's cargo) serves, outside the home, without
+// rustup's layout (~/.cargo/bin is empty), and the test skips when there is none.
 func cargoToolchain(t *testing.T, e *Env) string {
 	t.Helper()
+	bin := filepath.Join(e.Home, ".cargo", "bin")
+	if dir := os.Getenv("AGENTBOX_TEST_RUST_TOOLCHAIN"); dir != "" && os.Geteuid() != 0 {
+		if _, err := os.Stat(filepath.Join(dir, "bin", "cargo")); err != nil {
+			t.Fatalf("AGENTBOX_TEST_RUST_TOOLCHAIN=%s holds no bin/cargo: %v", dir, err)
+		}
+		if err := os.MkdirAll(bin, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		return bin + ":" + filepath.Join(dir, "bin") + ":" + os.Getenv("PATH")
+	}
 	home, _ := os.UserHomeDir()
 	rustupHome, cargoHome := os.Getenv("RUSTUP_HOME"), os.Getenv("CARGO_HOME")
 	if rustupHome == "" {
@@ -326,7 +542,6 @@ func cargoToolchain(t *testing.T, e *Env) string {
 			tc = strings.Trim(v, `"`)
 		}
 	}
-	bin := filepath.Join(e.Home, ".cargo", "bin")
 	if err == nil && tc != "" {
 		dst := filepath.Join(e.Home, ".rustup", "toolchains", tc)
 		err := os.MkdirAll(dst, 0o755)
@@ -359,7 +574,7 @@ func cargoToolchain(t *testing.T, e *Env) string {
 	if _, err := os.Stat("/usr/bin/cargo"); err == nil {
 		return bin + ":" + os.Getenv("PATH")
 	}
-	t.Skipf("no Rust toolchain this user can use: no rustup install in %s (%v) and no /usr/bin/cargo (as root, CI uses root's rustup; an ordinary user cannot read it)", rustupHome, err)
+	t.Skipf("no Rust toolchain this user can use: no rustup install in %s (%v), no AGENTBOX_TEST_RUST_TOOLCHAIN and no /usr/bin/cargo (scripts/test.sh hard-links root's rustup toolchain for its ordinary user)", rustupHome, err)
 	return ""
 }
 
@@ -456,7 +671,7 @@ for f in ~/.cargo/registry/src/*/abcrate-1.0.0/src/lib.rs; do
   echo 'pub fn msg() -> &'"'"'static str { "POISONED by a box" }' > "$f" && echo poisoned
 done
 cargo clean --offline -q -p abcrate && cargo run --offline -q &&
-echo '[build]' >> ~/.cargo/config.toml && touch ~/.cargo/registry/cache/*/abcrate-1.0.0.crate && echo done`)
+CARGO_TARGET_DIR=target cargo build --offline -q && ls target/debug/app && echo '[build]' >> ~/.cargo/config.toml && touch ~/.cargo/registry/cache/*/abcrate-1.0.0.crate && echo done`)
 	if r.Code != 0 || !strings.Contains(r.Stdout, msg) || !strings.Contains(r.Stdout, "poisoned") || !strings.Contains(r.Stdout, "POISONED by a box") || !strings.Contains(r.Stdout, "done") {
 		t.Fatalf("box: cargo build --offline from the host's registry cache: exit %d\nstdout:\n%s\nstderr:\n%s", r.Code, r.Stdout, r.Stderr)
 	}
@@ -468,7 +683,10 @@ echo '[build]' >> ~/.cargo/config.toml && touch ~/.cargo/registry/cache/*/abcrat
 		t.Errorf("the box cache's cargo layer does not hold the crate the box extracted (%v)", ok)
 	}
 	// The box's build output is in the box cache: the workspace has no target/ (review
-	// finding F2: the host's `cargo run` ran the binary a box left there, fresh to cargo).
+	// finding F2: the host's `cargo run` ran the binary a box left there, fresh to cargo),
+	// not even the one the box built there on purpose (CARGO_TARGET_DIR=target): target/ was
+	// the box's own (docs/toolchains.md, "Dependency folders are the box's own"). Before, the
+	// host's cargo run below ran the box's binary.
 	if _, err := os.Lstat(filepath.Join(app, "target")); err == nil {
 		t.Errorf("the box's cargo wrote %s in the workspace", filepath.Join(app, "target"))
 	}

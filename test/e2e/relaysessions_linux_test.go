@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/agentbox/agentbox/internal/api"
 	"github.com/agentbox/agentbox/internal/relay/llm/llmtest"
+	"github.com/agentbox/agentbox/internal/store"
 )
 
 const streamBody = `{"model":"claude-test","max_tokens":16,"stream":true,"messages":[{"role":"user","content":"hi"}]}`
@@ -171,16 +173,42 @@ func tail(s string, n int) string {
 // TestRelaySurvivesDaemonKill: after the daemon is killed with SIGKILL and a new one starts
 // (the next agentbox command), a running box's launch session still works: its next relay
 // request succeeds with the same pairing.
+//
+// It also guards issue 21's leftover of held record counts: the box refuses to be recorded
+// past audit.maxRowsPerLaunch (100) by flooding its egress proxy with refused CONNECTs, and
+// the daemon is killed while the flood's counts past the cap are held back (they are written
+// only when the launch ends). They lived in the daemon's memory only, so after the restart the
+// launch showed and stored 99 refusals of 250 (checked against the code before the journal);
+// now the new daemon writes their summary from the journal (internal/recordlimit) before it
+// re-adopts the launch: 250 refusals, the refused hosts named, and no journal left to replay
+// twice.
 func TestRelaySurvivesDaemonKill(t *testing.T) {
 	needCurl(t)
+	const flood, maxRows = 250, 100
 	e, up := relayEnvWith(t, llmtest.Options{})
+	cfg, err := os.ReadFile(filepath.Join(e.Config, "agentbox", "config.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeConfig(t, e, string(cfg)+fmt.Sprintf("audit:\n  maxRowsPerLaunch: %d\n", maxRows))
 	req := curlRelay(`-H "x-api-key: $AGENTBOX_PAIRING"`)
-	id := e.Detach("sh", "--", "-c", `{ `+req+`; } > first; touch ready; `+waitGo+`{ `+req+`; } > second; touch done; `+
+	id := e.Detach("bash", "--", "-c", `{ `+req+`; } > first; `+egressRefusals(flood)+`touch ready; `+waitGo+`{ `+req+`; } > second; touch done; `+
 		`while [ ! -e end ]; do sleep 0.05; done`)
-	eventually(t, "the first request", func() bool { return e.exists("ready") })
+	eventually(t, "the first request and the flood", func() bool { return e.exists("ready") })
 	if first := e.read("first"); !strings.HasPrefix(first, "200\n") {
 		t.Fatalf("first request: %q", first)
 	}
+	// Every refusal counted (a count is a record written or held back and journaled), and the
+	// rows under the cap committed: what is left in the daemon's memory is the 151 held back.
+	e.WaitLaunch(id, "counting the flood", func(l api.Launch) bool { return l.Egress != nil && l.Egress.Refused == flood })
+	st, err := store.Open(filepath.Join(e.State, "agentbox", "agentbox.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	eventually(t, fmt.Sprintf("the launch's first %d rows committed", maxRows), func() bool {
+		return len(brokerRows(t, st, id)) == maxRows
+	})
 	pid := e.DaemonPid()
 	if pid == 0 {
 		t.Fatal("no daemon pid")
@@ -193,8 +221,34 @@ func TestRelaySurvivesDaemonKill(t *testing.T) {
 	if np := e.DaemonPid(); np == pid || np == 0 {
 		t.Fatalf("no new daemon (pid file says %d)", np)
 	}
-	if l, _ := e.Launch(id); l.State != api.StateRunning {
+	l, _ := e.Launch(id)
+	if l.State != api.StateRunning {
 		t.Fatalf("after the restart the launch is %q, want running", l.State)
+	}
+	if l.Egress == nil || l.Egress.Refused != flood {
+		t.Errorf("after the restart the launch counts %+v egress refusals, want %d: the counts held back when the daemon was killed are lost", l.Egress, flood)
+	}
+	var refused, summaries int64
+	targets := map[string]int64{}
+	for _, r := range brokerRows(t, st, id) {
+		if r.Kind != "egress" || r.Decision != "refuse" {
+			continue
+		}
+		if r.Count == 0 {
+			refused++
+			continue
+		}
+		refused += r.Count
+		summaries++
+		for _, c := range r.Targets {
+			targets[c.Name] += c.Count
+		}
+	}
+	if refused != flood || summaries != 1 || len(targets) != 3 || targets["h0.evil.test:443"] == 0 {
+		t.Errorf("stored after the restart: %d refusals in %d summaries naming %v, want %d in one summary naming the 3 refused hosts", refused, summaries, targets, flood)
+	}
+	if left, _ := filepath.Glob(filepath.Join(e.State, "agentbox", "held", id+".*")); len(left) != 0 {
+		t.Errorf("journals left after the restart: %v, want them removed once written", left)
 	}
 	n := len(up.Requests())
 	e.touch("go")
@@ -208,6 +262,43 @@ func TestRelaySurvivesDaemonKill(t *testing.T) {
 	}
 	e.touch("end")
 	e.WaitLaunch(id, "exited", func(l api.Launch) bool { return l.State != api.StateRunning })
+	if tot, err := st.EgressTotals(context.Background(), id); err != nil || tot[id].Refused != flood {
+		t.Errorf("stored after the launch ended: %+v (%v), want %d refusals, counted once", tot[id], err, flood)
+	}
+}
+
+// brokerRow is the part of a relay, git or egress audit row the tests read.
+type brokerRow struct {
+	Kind     string `json:"-"`
+	Target   string `json:"target"`
+	Decision string `json:"decision"`
+	Count    int64  `json:"count"`
+	Targets  []struct {
+		Name  string `json:"name"`
+		Count int64  `json:"count"`
+	} `json:"targets"`
+	OtherTargets int64 `json:"otherTargets"`
+}
+
+// brokerRows returns launch id's audit rows of the relay, git and egress brokers.
+func brokerRows(t *testing.T, st *store.Store, id string) []brokerRow {
+	t.Helper()
+	audits, err := st.ListAudit(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []brokerRow
+	for _, a := range audits {
+		if a.Kind != "relay" && a.Kind != "git" && a.Kind != "egress" {
+			continue
+		}
+		r := brokerRow{Kind: a.Kind}
+		if err := json.Unmarshal(a.Detail, &r); err != nil {
+			t.Fatalf("%s row %s: %v", a.Kind, a.Detail, err)
+		}
+		out = append(out, r)
+	}
+	return out
 }
 
 // TestRelaySessionsMax: sessions.max (default 64) bounds live sessions, launch sessions

@@ -99,10 +99,36 @@ func (m *Tmux) Window() *Tmux {
 // shell's line editing.
 func (m *Tmux) WaitRaw() {
 	m.t.Helper()
+	m.waitMode("-icanon", "-echo")
+}
+
+// WaitCooked waits until the pane's terminal is back in canonical mode with echo (as `stty
+// sane` leaves it): keys typed before that arrive raw, unechoed, and an Enter the shell never
+// ends its line on.
+func (m *Tmux) WaitCooked() {
+	m.t.Helper()
+	m.waitMode("icanon", "echo")
+}
+
+// waitMode waits until `stty -a` on the pane's terminal lists every one of flags.
+func (m *Tmux) waitMode(flags ...string) {
+	m.t.Helper()
 	tty := strings.TrimSpace(m.tmux("display", "-p", "-t", m.target, "#{pane_tty}"))
-	eventually(m.t, "raw mode on "+tty, func() bool {
+	eventually(m.t, strings.Join(flags, " ")+" on "+tty, func() bool {
 		out, err := exec.Command("stty", "-F", tty, "-a").Output()
-		return err == nil && strings.Contains(string(out), "-icanon") && strings.Contains(string(out), "-echo ")
+		if err != nil {
+			return false
+		}
+		have := map[string]bool{}
+		for _, f := range strings.Fields(strings.ReplaceAll(string(out), ";", " ")) {
+			have[f] = true
+		}
+		for _, f := range flags {
+			if !have[f] {
+				return false
+			}
+		}
+		return true
 	})
 }
 
@@ -413,6 +439,9 @@ func TestSupervision(t *testing.T) {
 		// carriage return the shell does not end its line on): reset it as a user would.
 		m.tmux("send-keys", "-t", "main", "-l", "stty sane")
 		m.Keys("C-j")
+		// Keys typed before stty has run would arrive raw: unechoed, their Enter a carriage
+		// return that never ends the shell's line.
+		m.WaitCooked()
 		m.Sync()
 		// The program ignores SIGHUP and keeps running; a new client takes the console.
 		tag = m.Start("attach " + l.ID)

@@ -3,12 +3,16 @@
 package e2e
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/agentbox/agentbox/internal/engine/enginetest"
+	"github.com/agentbox/agentbox/internal/linux/idmap"
 )
 
 // TestAttackHostSocketInWorkspace guards issue 21, finding 2: with the user's tmux server
@@ -71,14 +75,34 @@ func TestAttackSystemWorkspace(t *testing.T) {
 
 // TestAttackRootOnlyHostFiles guards issue 21, finding 3: a box started by root read the
 // host's root-only files under the system folders it sees (/etc/ssh/ssh_host_*_key,
-// /etc/ssl/private), with both engines. A box reads nothing there an ordinary user could not.
-// As an ordinary user the kernel already refuses; the test checks the same outcome.
+// /etc/ssl/private, and, beyond the /etc a root daemon used to walk for masks, a root-owned
+// 0600 file in /opt or /usr), with both engines. A box reads nothing there an ordinary user
+// could not: the files planted in /opt and /usr are read back, and every entry of /etc and /opt
+// without read permission for others that the box can read (find -readable, the kernel's own
+// answer) is a leak. As an ordinary user the kernel already refuses; the test checks the same
+// outcome.
 func TestAttackRootOnlyHostFiles(t *testing.T) {
 	var targets []string
 	for _, p := range []string{"/etc/ssh/ssh_host_ed25519_key", "/etc/ssh/ssh_host_rsa_key", "/etc/ssl/private", "/etc/shadow"} {
 		if _, err := os.Lstat(p); err == nil {
 			targets = append(targets, p)
 		}
+	}
+	if os.Geteuid() == 0 {
+		// Root-only files where no mask list reached: a 0600 file in /opt and in /usr/local,
+		// and a 0700 folder in /opt with an ordinary file inside.
+		for _, dir := range []string{"/opt", "/usr/local/share"} {
+			targets = append(targets, enginetest.RootOnlyFile(t, dir))
+		}
+		folder, err := os.MkdirTemp("/opt", "agentbox-attack-rootonly-dir-")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { os.RemoveAll(folder) })
+		if err := os.WriteFile(filepath.Join(folder, "inside"), []byte("INSIDE\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		targets = append(targets, folder, filepath.Join(folder, "inside"))
 	}
 	if len(targets) == 0 {
 		t.Skip("no root-only file here to try (/etc/ssh host keys, /etc/ssl/private)")
@@ -94,7 +118,14 @@ func TestAttackRootOnlyHostFiles(t *testing.T) {
 			if err := os.WriteFile(cfg, []byte("engine: "+eng+"\n"), 0o600); err != nil {
 				t.Fatal(err)
 			}
-			script := "id -u; for p in " + strings.Join(targets, " ") + "; do if [ -d $p ]; then ls -A $p | sed \"s|^|LEAK $p/|\"; elif [ -n \"$(head -c 64 $p 2>/dev/null)\" ]; then echo \"LEAK $p\"; fi; done; echo done"
+			// The host id the box's uid maps to (the first line of its uid_map): the caller's
+			// for an ordinary user, a box uid of its own for root (never host root).
+			script := "id -u; awk 'NR == 1 { print \"MAP\", $2 }' /proc/self/uid_map; for p in " + strings.Join(targets, " ") + "; do if [ -d $p ]; then ls -A $p 2>/dev/null | sed \"s|^|LEAK $p/|\"; elif [ -n \"$(head -c 64 $p 2>/dev/null)\" ]; then echo \"LEAK $p\"; fi; done" +
+				// Every entry without read permission for others that the box can read anyway
+				// (a folder it can list), in the system folders a box sees that are small
+				// enough to walk at each run (/usr is 150,000 entries; the files planted
+				// above stand for it).
+				"; find /etc /opt -xdev ! -type l ! -perm -o=r -readable 2>/dev/null | sed 's/^/LEAK /'; echo done"
 			if eng == "native" {
 				// Each path is mounted once: a root-only path masked twice (/etc/shadow is also
 				// one of the fixed masks) made box-init mask the lower mask again at every
@@ -110,6 +141,19 @@ func TestAttackRootOnlyHostFiles(t *testing.T) {
 			}
 			if strings.Contains(r.Stdout, "TWICE") {
 				t.Errorf("paths mounted more than once in the box:\n%s", r.Stdout)
+			}
+			host := -1
+			if i := strings.Index(r.Stdout, "MAP "); i < 0 {
+				t.Fatalf("no uid map in the box's output:\n%s", r.Stdout)
+			} else if _, err := fmt.Sscanf(r.Stdout[i:], "MAP %d", &host); err != nil {
+				t.Fatalf("no uid map in the box's output: %v\n%s", err, r.Stdout)
+			}
+			// Run by an ordinary user, bwrap makes a user namespace of its own inside the
+			// shim's, and uid_map names ids of the namespace above (0 there), not the host's:
+			// only native's map is the host's then. An ordinary user cannot map another
+			// host id anyway.
+			if os.Geteuid() == 0 && !idmap.IsBoxUID(host) || os.Geteuid() != 0 && eng == "native" && host != os.Geteuid() {
+				t.Errorf("the box's uid is host uid %d (the caller is %d; a box started by root runs as a box uid)", host, os.Geteuid())
 			}
 		})
 	}

@@ -29,6 +29,10 @@ type Harness struct {
 	// under test needs to take part (its configuration, the egress mode). Its RunDir is
 	// dir/run/launches/<id>/run and exists, mode 0700, as the daemon makes it. Required.
 	Launch func(t *testing.T, dir, id string) *broker.Launch
+	// Record, when set, records launch l after its Prepare as the daemon's record stage does
+	// before the box runs (the relay's pairing session is saved with the launch's record: a
+	// restart keeps what was recorded). Nil records nothing.
+	Record func(t *testing.T, l *broker.Launch)
 	// Break changes l so that the broker under test must refuse it: a configuration it does
 	// not accept, a folder it cannot use. Required.
 	Break func(t *testing.T, l *broker.Launch)
@@ -120,6 +124,9 @@ func (l *life) prepare(t *testing.T, h Harness, dir, id string) (*broker.Launch,
 		t.Fatalf("prepare launch %s: %v", id, err)
 	}
 	t.Cleanup(func() { l.list.End(id) })
+	if h.Record != nil {
+		h.Record(t, bl)
+	}
 	if err := h.Serving(t, bl, c); err != nil {
 		t.Fatalf("launch %s is not served after Prepare: %v", id, err)
 	}

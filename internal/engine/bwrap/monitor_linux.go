@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -45,6 +46,7 @@ func MonitorMain(args []string) int {
 	bwrapPath := fs.String("bwrap", "", "path of bwrap")
 	rows := fs.Uint("rows", 0, "initial PTY rows")
 	cols := fs.Uint("cols", 0, "initial PTY columns")
+	boxUID := fs.Int("box-uid", -1, "run bwrap as this host uid and gid (a box started by host root: idmap.BoxUID)")
 	report := os.NewFile(monReport, "report")
 	ctl := os.NewFile(monControl, "control")
 	fail := func(format string, a ...any) int {
@@ -114,6 +116,14 @@ func MonitorMain(args []string) int {
 	if err != nil {
 		return fail("%v", err)
 	}
+	if *boxUID >= 0 {
+		// bwrap runs as the box's uid, which cannot pass host root's folders on the way to a
+		// bind source (/root, the runtime directory): every source of the box's own is opened
+		// here and bound from its descriptor.
+		if args2, err = openSources(args2, open); err != nil {
+			return fail("%v", err)
+		}
+	}
 	argv := append([]string{"bwrap"}, args2...)
 	if *rows > 0 && *cols > 0 {
 		argv = append(argv, "-rows", strconv.Itoa(int(*rows)), "-cols", strconv.Itoa(int(*cols)))
@@ -143,6 +153,20 @@ func MonitorMain(args []string) int {
 		Stdout:      os.Stdout,
 		Stderr:      captureW,
 		SysProcAttr: &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL},
+	}
+	if *boxUID >= 0 {
+		// No supplementary group of root's either.
+		cmd.SysProcAttr.Credential = &syscall.Credential{Uid: uint32(*boxUID), Gid: uint32(*boxUID), Groups: []uint32{}}
+		// bwrap itself may lie where the box's uid cannot reach it (a folder of root's on
+		// PATH): it is opened here and run from its descriptor, the last one bwrap inherits
+		// (bwrap-init closes what it does not keep).
+		prog, err := os.Open(*bwrapPath)
+		if err != nil {
+			return fail("open bwrap: %v", err)
+		}
+		defer prog.Close()
+		cmd.ExtraFiles = append(cmd.ExtraFiles, prog)
+		cmd.Path = "/proc/self/fd/" + strconv.Itoa(2+len(cmd.ExtraFiles))
 	}
 	// Signals that arrive before bwrap-init exists are held and relayed once it does.
 	sigs := make(chan os.Signal, 16)
@@ -329,4 +353,37 @@ func (l *limitWriter) Write(p []byte) (int, error) {
 		l.w.Write(p[:min(len(p), rest)])
 	}
 	return len(p), nil
+}
+
+// openSources replaces the source of each bind in args (bwrap's argv, before "--") that is not
+// a system folder's and not already a descriptor with the path open gives it (a descriptor
+// opened here); an absent source of a "-try" bind drops the bind, as bwrap would.
+func openSources(args []string, open func(source, beneath string) (string, error)) ([]string, error) {
+	var out []string
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == "--" {
+			return append(out, args[i:]...), nil
+		}
+		op := strings.TrimSuffix(a, "-try")
+		if (op != "--bind" && op != "--ro-bind" && op != "--dev-bind") || i+2 >= len(args) {
+			out = append(out, a)
+			continue
+		}
+		src, dst := args[i+1], args[i+2]
+		i += 2
+		if spec.IsSystem(src) || strings.HasPrefix(src, "/proc/self/fd/") {
+			out = append(out, a, src, dst)
+			continue
+		}
+		p, err := open(src, "")
+		if err != nil {
+			if op != a && errors.Is(err, fs.ErrNotExist) {
+				continue
+			}
+			return nil, fmt.Errorf("bind %s: %w", src, err)
+		}
+		out = append(out, op, p, dst)
+	}
+	return out, nil
 }

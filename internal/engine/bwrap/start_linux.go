@@ -13,6 +13,7 @@ import (
 
 	"github.com/agentbox/agentbox/internal/engine"
 	"github.com/agentbox/agentbox/internal/linux/fds"
+	"github.com/agentbox/agentbox/internal/linux/idmap"
 	"github.com/agentbox/agentbox/internal/plan"
 )
 
@@ -54,6 +55,16 @@ func (e *Engine) Start(req []byte, io engine.IO) (*engine.Box, error) {
 	if r.Spec.Console == plan.ConsoleTTY && io.Rows > 0 && io.Cols > 0 {
 		args = append(args, "-rows", strconv.Itoa(int(io.Rows)), "-cols", strconv.Itoa(int(io.Cols)))
 	}
+	remap, err := idmap.Remap()
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", engine.ErrBoxSetup, err)
+	}
+	boxUID := idmap.BoxUID(os.Getpid())
+	if remap {
+		// Started by host root, bwrap runs as the box's own host uid, as it would for an
+		// ordinary user (MonitorMain).
+		args = append(args, "-box-uid", strconv.Itoa(boxUID))
+	}
 	pidfd := -1
 	cmd := &exec.Cmd{
 		Path:       "/proc/self/exe",
@@ -70,7 +81,20 @@ func (e *Engine) Start(req []byte, io engine.IO) (*engine.Box, error) {
 	if r.Spec.Console == plan.ConsolePipe {
 		cmd.Stdin, cmd.Stdout, cmd.Stderr = io.Stdin, io.Stdout, io.Stderr
 	}
-	err = cmd.Start()
+	if remap && r.Spec.ChangesDir != "" {
+		// The monitor makes the proposed changes' folder (protectFiles), as host root, whose
+		// files the covered folders cannot hold (root is not in their idmapping): made here.
+		if err := os.MkdirAll(r.Spec.ChangesDir, 0o700); err != nil {
+			return nil, fmt.Errorf("%w: proposed changes: %w", engine.ErrBoxSetup, err)
+		}
+	}
+	if remap {
+		// What the box binds as its own is idmapped to its uid, in a mount namespace that only
+		// the monitor (and so bwrap) gets.
+		err = idmap.StartCovered(r.Spec.OwnedPaths(), boxUID, cmd.Start)
+	} else {
+		err = cmd.Start()
+	}
 	reportW.Close()
 	if err != nil {
 		return nil, fmt.Errorf("%w: start bwrap monitor: %w", engine.ErrBoxSetup, err)

@@ -106,6 +106,9 @@ func ProbePlan(t testing.TB, probe string, mod func(*plan.Input)) (*plan.Plan, D
 type Options struct {
 	// Stdin is the program's input in pipe mode (then closed).
 	Stdin []byte
+	// StdinFile, if set, is the program's standard input in pipe mode instead of a pipe
+	// carrying Stdin (RunBox closes it once the box has it).
+	StdinFile *os.File
 	// Rows and Cols are the PTY size in tty mode.
 	Rows, Cols uint16
 	// AfterExec, if set, runs once the program has been exec'd.
@@ -165,11 +168,14 @@ func RunBox(t testing.TB, e engine.Engine, p *plan.Plan, o Options) Result {
 	var stdout, stderr bytes.Buffer
 	var inW *os.File
 	if p.Console == plan.ConsolePipe {
-		inR, w, err := os.Pipe()
-		if err != nil {
-			t.Fatal(err)
+		inR := o.StdinFile
+		if inR == nil {
+			r, w, err := os.Pipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			inR, inW = r, w
 		}
-		inW = w
 		outR, outW, err := os.Pipe()
 		if err != nil {
 			t.Fatal(err)

@@ -1,14 +1,10 @@
 package native_test
 
 import (
-	"os"
 	"testing"
-	"time"
 
-	"github.com/agentbox/agentbox/internal/engine"
 	"github.com/agentbox/agentbox/internal/engine/enginetest"
 	"github.com/agentbox/agentbox/internal/engine/native"
-	"github.com/agentbox/agentbox/internal/engine/spec"
 )
 
 // BenchmarkStartToExec measures box start to program exec inside the shim: from Engine.Start
@@ -29,40 +25,25 @@ func BenchmarkStartToExecStaged(b *testing.B) {
 }
 
 // BenchmarkPrestartedToExec measures the path a launch takes with a spare shim: from handing
-// the request to a prestarted box-init (native.Prestart, done before the clock starts, as a
+// the request to a prestarted box-init (Engine.Prestart, done before the clock starts, as a
 // spare shim does it before its launch) until /bin/true was exec'd.
 func BenchmarkPrestartedToExec(b *testing.B) {
 	p, _ := enginetest.NewPlan(b, "/bin/true", nil, nil)
-	req, err := (&native.Engine{}).Request(p)
-	if err != nil {
-		b.Fatal(err)
-	}
-	devnull, err := os.OpenFile(os.DevNull, os.O_RDWR, 0)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer devnull.Close()
-	var samples []time.Duration
-	b.StopTimer()
-	for i := 0; i < b.N; i++ {
-		pre, err := native.Prestart(spec.DenyNamespaces())
-		if err != nil {
-			b.Fatal(err)
+	enginetest.BenchPrestarted(b, &native.Engine{}, p)
+}
+
+// BenchmarkPrestartedToExecHomeBinds is BenchmarkPrestartedToExec with 48 files of a harness
+// folder bound read-only into the home one by one (a claude box's plan has 50 binds beneath
+// the home), against the folder bound once (Folded): what folding a profile's per-entry binds
+// into one bind of a prepared folder would save the box's start.
+func BenchmarkPrestartedToExecHomeBinds(b *testing.B) {
+	for _, folded := range []bool{false, true} {
+		name := "PerEntry"
+		if folded {
+			name = "Folded"
 		}
-		// Let box-init and its box-exec start up, warm up (native.WarmUp) and reach their wait, as
-		// a spare's have long before its launch.
-		time.Sleep(150 * time.Millisecond)
-		b.StartTimer()
-		t0 := time.Now()
-		box, err := pre.Start(req, engine.IO{Stdin: devnull, Stdout: devnull, Stderr: devnull})
-		if err != nil {
-			b.Fatal(err)
-		}
-		enginetest.AwaitExec(b, pre.Control())
-		samples = append(samples, time.Since(t0))
-		b.StopTimer()
-		box.Process.Wait()
-		pre.Control().Close()
+		b.Run(name, func(b *testing.B) {
+			enginetest.BenchPrestarted(b, &native.Engine{}, enginetest.HomeBindsPlan(b, 48, folded))
+		})
 	}
-	enginetest.ReportQuantiles(b, samples)
 }

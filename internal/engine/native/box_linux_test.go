@@ -463,4 +463,29 @@ func TestOverlay(t *testing.T) {
 			t.Errorf("the folder the symlink named got %v", ents)
 		}
 	})
+	// A workspace's dependency folder (node_modules) that another box replaced with a symlink
+	// to a folder of the host's after the daemon looked at it: the lower layer is opened
+	// beneath the workspace (SourceBeneath), so the box is refused rather than shown the
+	// folder the symlink names. Before, box-init followed it and the box read the file.
+	t.Run("SymlinkedLowerRefused", func(t *testing.T) {
+		t.Parallel()
+		secret, cache := layers(t)
+		ws := t.TempDir()
+		lower := filepath.Join(ws, "node_modules")
+		if err := os.Symlink(secret, lower); err != nil {
+			t.Fatal(err)
+		}
+		p, _ := probePlan(t, []string{"read", "/srv/cache/a"}, nil)
+		m := overlay(lower, cache)
+		m.SourceBeneath = ws
+		p.Mounts = append(p.Mounts, m)
+		p.Landlock.RW = append(p.Landlock.RW, "/srv/cache")
+		r := enginetest.RunBox(t, &native.Engine{}, p, enginetest.Options{})
+		if ev := r.Error(); ev == nil || ev.Code != engine.CodeBoxSetupFailed || !strings.Contains(ev.Message, "lower layer") {
+			t.Fatalf("events %+v, stdout %q: want a set-up failure naming the lower layer", r.Events, r.Stdout)
+		}
+		if strings.Contains(string(r.Stdout), "from the lower layer") {
+			t.Errorf("the box read the folder the symlink named: %q", r.Stdout)
+		}
+	})
 }

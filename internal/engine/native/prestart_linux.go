@@ -12,6 +12,7 @@ import (
 	"github.com/agentbox/agentbox/internal/engine"
 	"github.com/agentbox/agentbox/internal/engine/spec"
 	"github.com/agentbox/agentbox/internal/linux/fds"
+	"github.com/agentbox/agentbox/internal/linux/idmap"
 	"github.com/agentbox/agentbox/internal/plan"
 	"github.com/agentbox/agentbox/internal/warmup"
 )
@@ -27,6 +28,9 @@ type Prestarted struct {
 	ns    []string
 	uid   int
 	gid   int
+	// staging is where a box of host root's was started from (nil otherwise): Start covers
+	// its folders there.
+	staging *idmap.Staging
 }
 
 var _ engine.Prestarted = (*Prestarted)(nil)
@@ -35,6 +39,10 @@ var _ engine.Prestarted = (*Prestarted)(nil)
 // calling user's uid and gid mapped to themselves, waiting for its request.
 func Prestart(ns []string) (*Prestarted, error) {
 	flags, err := boxCloneFlags(ns)
+	if err != nil {
+		return nil, fmt.Errorf("prestart: %w", err)
+	}
+	remap, err := idmap.Remap()
 	if err != nil {
 		return nil, fmt.Errorf("prestart: %w", err)
 	}
@@ -67,11 +75,22 @@ func Prestart(ns []string) (*Prestarted, error) {
 			PidFD:                      &pidfd,
 		},
 	}
-	if err := cmd.Start(); err != nil {
+	var staging *idmap.Staging
+	if remap {
+		// Started by host root, as start does: its folders are covered when its launch
+		// arrives (Start), in the staging namespace whose mounts reach its own.
+		box := idmap.BoxUID(os.Getpid())
+		cmd.SysProcAttr.UidMappings, cmd.SysProcAttr.GidMappings = idmap.Maps(uid, box), idmap.Maps(gid, box)
+		cmd.SysProcAttr.Credential = &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid), NoSetGroups: true}
+		staging, err = idmap.Stage(box, cmd.Start)
+	} else {
+		err = cmd.Start()
+	}
+	if err != nil {
 		shimEnd.Close()
 		return nil, fmt.Errorf("prestart box-init: %w", err)
 	}
-	return &Prestarted{cmd: cmd, pidfd: pidfd, ctl: shimEnd, ns: slices.Sorted(slices.Values(ns)), uid: uid, gid: gid}, nil
+	return &Prestarted{cmd: cmd, pidfd: pidfd, ctl: shimEnd, ns: slices.Sorted(slices.Values(ns)), uid: uid, gid: gid, staging: staging}, nil
 }
 
 // Control is the shim's end of the box's control socket: after Start, the box's events arrive
@@ -94,6 +113,13 @@ func (p *Prestarted) Start(req []byte, io engine.IO) (*engine.Box, error) {
 	if s.Console == plan.ConsolePipe && (io.Stdin == nil || io.Stdout == nil || io.Stderr == nil) {
 		return nil, fmt.Errorf("%w: pipe console needs stdin, stdout and stderr", engine.ErrBoxSetup)
 	}
+	if p.staging != nil {
+		err := p.staging.Cover(s.OwnedPaths())
+		p.staging.Close()
+		if err != nil {
+			return nil, fmt.Errorf("%w: %w", engine.ErrBoxSetup, err)
+		}
+	}
 	specFile, err := fds.Sealed("agentbox-spec", req)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", engine.ErrBoxSetup, err)
@@ -115,6 +141,7 @@ func (p *Prestarted) Start(req []byte, io engine.IO) (*engine.Box, error) {
 
 // Discard ends an unused prestarted box-init and reaps it.
 func (p *Prestarted) Discard() {
+	p.staging.Close()
 	p.ctl.Close()
 	p.cmd.Process.Kill()
 	p.cmd.Wait()

@@ -12,6 +12,7 @@ import (
 	"github.com/agentbox/agentbox/internal/engine"
 	"github.com/agentbox/agentbox/internal/engine/spec"
 	"github.com/agentbox/agentbox/internal/linux/fds"
+	"github.com/agentbox/agentbox/internal/linux/idmap"
 	"github.com/agentbox/agentbox/internal/linux/ns"
 	"github.com/agentbox/agentbox/internal/plan"
 )
@@ -59,6 +60,20 @@ func start(req []byte, io engine.IO) (*engine.Box, error) {
 	if io.Hold {
 		args = append(args, "-hold")
 	}
+	uids := []syscall.SysProcIDMap{{ContainerID: s.UID, HostID: os.Getuid(), Size: 1}}
+	gids := []syscall.SysProcIDMap{{ContainerID: s.GID, HostID: os.Getgid(), Size: 1}}
+	var cred *syscall.Credential
+	remap, err := idmap.Remap()
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", engine.ErrBoxSetup, err)
+	}
+	box := idmap.BoxUID(os.Getpid())
+	if remap {
+		// Started by host root, the box runs as a host uid of its own (box): box-init
+		// becomes the box's uid inside, which is box on the host.
+		uids, gids = idmap.Maps(s.UID, box), idmap.Maps(s.GID, box)
+		cred = &syscall.Credential{Uid: uint32(s.UID), Gid: uint32(s.GID), NoSetGroups: true}
+	}
 	pidfd := -1
 	cmd := &exec.Cmd{
 		Path:       "/proc/self/exe",
@@ -68,9 +83,10 @@ func start(req []byte, io engine.IO) (*engine.Box, error) {
 		ExtraFiles: []*os.File{io.Control, specFile},
 		SysProcAttr: &syscall.SysProcAttr{
 			Cloneflags:                 flags,
-			UidMappings:                []syscall.SysProcIDMap{{ContainerID: s.UID, HostID: os.Getuid(), Size: 1}},
-			GidMappings:                []syscall.SysProcIDMap{{ContainerID: s.GID, HostID: os.Getgid(), Size: 1}},
+			UidMappings:                uids,
+			GidMappings:                gids,
 			GidMappingsEnableSetgroups: false,
+			Credential:                 cred,
 			AmbientCaps:                boxInitCaps,
 			// The shim is the box's parent for its whole life; if it dies, so does the box.
 			Pdeathsig: syscall.SIGKILL,
@@ -80,7 +96,14 @@ func start(req []byte, io engine.IO) (*engine.Box, error) {
 	if s.Console == plan.ConsolePipe {
 		cmd.Stdin, cmd.Stdout, cmd.Stderr = io.Stdin, io.Stdout, io.Stderr
 	}
-	if err := cmd.Start(); err != nil {
+	if remap {
+		// What box-init binds as the box's own is idmapped to box, in a mount namespace that
+		// only box-init gets.
+		err = idmap.StartCovered(s.OwnedPaths(), box, cmd.Start)
+	} else {
+		err = cmd.Start()
+	}
+	if err != nil {
 		return nil, fmt.Errorf("%w: start box-init: %w", engine.ErrBoxSetup, err)
 	}
 	return &engine.Box{Process: cmd.Process, PidFD: pidfd}, nil

@@ -98,6 +98,9 @@ type Mount struct {
 	// LowerFallback makes an engine that cannot build the overlay bind Source read-only at
 	// Target instead of Upper (plan.Mount.LowerFallback).
 	LowerFallback bool `json:"lowerFallback,omitempty"`
+	// SourceBeneath is a host directory an overlay's Source must resolve beneath
+	// (plan.Mount.SourceBeneath).
+	SourceBeneath string `json:"sourceBeneath,omitempty"`
 }
 
 // Landlock is the program's filesystem policy; paths are in-box paths.
@@ -223,11 +226,14 @@ func Build(p *plan.Plan) (*Spec, error) {
 					return nil, fmt.Errorf("%w: overlay at %s: %q is not a clean absolute path", ErrInvalid, m.Target, p)
 				}
 			}
+			if m.SourceBeneath != "" && (filepath.Clean(m.SourceBeneath) != m.SourceBeneath || !beneath(m.Source, m.SourceBeneath)) {
+				return nil, fmt.Errorf("%w: overlay at %s: its lower layer %s must lie beneath %s", ErrInvalid, m.Target, m.Source, m.SourceBeneath)
+			}
 			if !beneath(m.Upper, m.Beneath) || !beneath(m.Work, m.Beneath) {
 				return nil, fmt.Errorf("%w: overlay at %s: its layers %s and %s must lie beneath %s", ErrInvalid, m.Target, m.Upper, m.Work, m.Beneath)
 			}
 			mounts = append(mounts, Mount{Kind: KindOverlay, Source: m.Source, Upper: m.Upper, Work: m.Work,
-				Target: m.Target, Optional: m.Optional, Beneath: m.Beneath, LowerFallback: m.LowerFallback})
+				Target: m.Target, Optional: m.Optional, Beneath: m.Beneath, LowerFallback: m.LowerFallback, SourceBeneath: m.SourceBeneath})
 		default:
 			return nil, fmt.Errorf("%w: mount kind %q at %s", ErrInvalid, m.Kind, m.Target)
 		}
@@ -303,6 +309,46 @@ func Parse(b []byte) (*Spec, error) {
 		return nil, fmt.Errorf("%w: guarded paths without an absolute changes directory", ErrInvalid)
 	}
 	return &s, nil
+}
+
+// hostSystem are the host folders whose binds are the system's, not a box's own: the system
+// folders every box sees read-only (plan.DefaultSystemDirs) and the kernel's.
+var hostSystem = append([]string{"/dev", "/proc", "/sys"}, plan.DefaultSystemDirs...)
+
+// OwnedPaths returns the host paths a box uses as its own: the sources of its binds and its
+// overlays' layers, the folders they must lie beneath and the changes directory, outside the
+// system folders (hostSystem). A box that runs as another host uid than its caller's (one
+// started by host root, idmap.StartCovered) gets each of them idmapped, so that what its caller
+// owns there is the box's, as an ordinary user's box owns the user's files.
+func (s *Spec) OwnedPaths() []string {
+	var out []string
+	add := func(paths ...string) {
+		for _, p := range paths {
+			if p != "" && !IsSystem(p) {
+				out = append(out, p)
+			}
+		}
+	}
+	for _, m := range s.Mounts {
+		switch m.Kind {
+		case KindBind:
+			add(m.Source, m.Beneath)
+		case KindOverlay:
+			add(m.Source, m.SourceBeneath, m.Upper, m.Work, m.Beneath)
+		}
+	}
+	add(s.ChangesDir)
+	return out
+}
+
+// IsSystem reports whether the host path p lies in a system folder (hostSystem).
+func IsSystem(p string) bool {
+	for _, sys := range hostSystem {
+		if p == sys || beneath(p, sys) {
+			return true
+		}
+	}
+	return false
 }
 
 // HasNamespace reports whether the spec asks for the named namespace.

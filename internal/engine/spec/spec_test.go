@@ -120,6 +120,11 @@ func TestRequestRefuses(t *testing.T) {
 			p.Mounts = append(p.Mounts, plan.Mount{Kind: plan.MountOverlay, Source: "/home/alice/.npm", Upper: "/state/cache/x/npm/upper",
 				Work: "/state/cache/x/npm/work", Target: "/home/alice/.npm"})
 		}},
+		// A dependency folder's lower layer must lie beneath the workspace it is opened beneath.
+		{"OverlayLowerOutsideSourceBeneath", func(p *plan.Plan) {
+			p.Mounts = append(p.Mounts, plan.Mount{Kind: plan.MountOverlay, Source: "/home/alice/.ssh", Upper: "/state/cache/x/dep/upper",
+				Work: "/state/cache/x/dep/work", Beneath: "/state/cache/x", SourceBeneath: "/home/alice/proj", Target: "/home/alice/proj/node_modules"})
+		}},
 		{"NoLandlockABI", func(p *plan.Plan) { p.Landlock.MinABI = 0 }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -109,3 +109,18 @@ func Ruleset(l Policy) (int, uint32, error) {
 // RestrictSelf enforces the ruleset fd (Ruleset) on the calling thread; with no_new_privs set, it
 // holds for every process the thread execs or starts from then on.
 func RestrictSelf(fd int, flags uint32) error { return ll.LandlockRestrictSelf(fd, flags) }
+
+// RestrictProcess enforces policy l on every thread of this process, and on what it starts
+// from then on (no_new_privs is set on every thread first): for a helper process that handles
+// input it does not trust and must be confined as a whole, a Go program's threads included.
+func RestrictProcess(l Policy) error {
+	fd, flags, err := Ruleset(l)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	if err := ll.AllThreadsPrctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+		return fmt.Errorf("no_new_privs: %w", err)
+	}
+	return ll.AllThreadsLandlockRestrictSelf(fd, flags)
+}

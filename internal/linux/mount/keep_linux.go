@@ -4,14 +4,15 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"github.com/agentbox/agentbox/internal/atomicfile"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/agentbox/agentbox/internal/inotify"
-	"github.com/agentbox/agentbox/internal/integrity"
 	"github.com/agentbox/agentbox/internal/linux/ns"
 	"golang.org/x/sys/unix"
 )
@@ -55,6 +56,11 @@ type Keeper struct {
 	kept   []keptMount
 	gone   *removals
 	staged []*stagedCopy
+	// last is an eventfd that makes Run's loop make one more pass and return (Settle); ran is
+	// closed when Run returns (nil until Run starts).
+	last int
+	mu   sync.Mutex
+	ran  chan struct{}
 }
 
 // Watch starts watching the folders of the root's masks and read-only binds (inotify), before
@@ -65,12 +71,45 @@ func (b *Root) Watch() (*Keeper, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Keeper{kept: b.kept, gone: gone, staged: b.staged}, nil
+	last, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
+	if err != nil {
+		gone.close()
+		return nil, fmt.Errorf("eventfd: %w", err)
+	}
+	return &Keeper{kept: b.kept, gone: gone, staged: b.staged, last: last}, nil
 }
 
-// Run keeps the mounts in place until stop is called (see keepMounts); call it once.
+// Run keeps the mounts in place until stop is called or Settle returns (see keepMounts); call
+// it once.
 func (k *Keeper) Run(report func(string), stop func(msg, removed string)) {
-	keepMounts(k.kept, k.gone, k.Guard, report, stop)
+	k.mu.Lock()
+	k.ran = make(chan struct{})
+	ran := k.ran
+	k.mu.Unlock()
+	defer close(ran)
+	keepMounts(k.kept, k.gone, k.last, k.Guard, report, stop)
+}
+
+// Settle makes Run's loop make a last pass over the mounts and return, and waits for it (at
+// most 5 s), once the program's processes are gone: a removal on the host that the loop had not
+// handled yet when the program exited — a box that wrote the path at once and ended — is
+// handled (the path guarded, and what the box wrote there moved out by the guard's last pass)
+// before the init exits. Before, it was not, and the box's file stayed on the host
+// (enginetest's ProtectedPaths failed about once in four runs on a loaded machine). It does
+// nothing when Run was never started.
+func (k *Keeper) Settle() {
+	k.mu.Lock()
+	ran := k.ran
+	k.mu.Unlock()
+	if ran == nil {
+		return
+	}
+	one := [8]byte{1}
+	unix.Write(k.last, one[:])
+	select {
+	case <-ran:
+	case <-time.After(5 * time.Second):
+	}
 }
 
 // keepMounts runs for the box's life: since Linux 3.18, when the host unlinks or renames over
@@ -87,7 +126,8 @@ func (k *Keeper) Run(report func(string), stop func(msg, removed string)) {
 // bind would leave it on the host. It is guarded instead (guard, see Keeper.Guard), and a
 // folder on the way to one is left unbound (the guard covers what is beneath it). report
 // receives a line for every re-bind, guard and failure.
-func keepMounts(kept []keptMount, gone *removals, guard func(path string, dir bool, beneath string) error, report func(string), stop func(msg, removed string)) {
+// A readable last (an eventfd) makes it make one more pass and return.
+func keepMounts(kept []keptMount, gone *removals, last int, guard func(path string, dir bool, beneath string) error, report func(string), stop func(msg, removed string)) {
 	if len(kept) == 0 {
 		return
 	}
@@ -121,7 +161,7 @@ func keepMounts(kept []keptMount, gone *removals, guard func(path string, dir bo
 		return true
 	}
 	rebinds := 0
-	for {
+	for final := false; ; {
 		// A kept path removed or renamed away on the host (its own name or a folder's on the
 		// way) makes every bind be checked by its path: a rename away takes the mounts along,
 		// and their ids stay in the table.
@@ -221,7 +261,10 @@ func keepMounts(kept []keptMount, gone *removals, guard func(path string, dir bo
 		if lost {
 			continue // the table changed again with our own mounts: re-read before waiting
 		}
-		fds := []unix.PollFd{{Fd: int32(f.Fd()), Events: unix.POLLPRI}}
+		if final {
+			return
+		}
+		fds := []unix.PollFd{{Fd: int32(f.Fd()), Events: unix.POLLPRI}, {Fd: int32(last), Events: unix.POLLIN}}
 		if gone.fd >= 0 {
 			fds = append(fds, unix.PollFd{Fd: int32(gone.fd), Events: unix.POLLIN})
 		}
@@ -237,6 +280,7 @@ func keepMounts(kept []keptMount, gone *removals, guard func(path string, dir bo
 				break
 			}
 		}
+		final = fds[1].Revents != 0
 	}
 }
 
@@ -380,7 +424,7 @@ func Quarantine(path string) (string, error) {
 	} else if err != nil {
 		return "", err
 	}
-	aside, err := integrity.RenameAside(dir, name)
+	aside, err := atomicfile.RenameAside(dir, name)
 	if err != nil {
 		return "", err
 	}
@@ -395,7 +439,8 @@ type removals struct {
 	names map[string]bool  // kept paths
 	seen  map[string]bool  // kept paths removed
 	// overflow says events were lost (since the current pass began, or in the pass before):
-	// any watched mask or bind (names) not in place counts as removed.
+	// a watched mask or bind (names) not in place whose path holds no file or folder counts as
+	// removed (see removed).
 	overflow, passOverflow bool
 	pending                bool // a kept path removed, or events lost, since the current pass began
 }
@@ -444,15 +489,36 @@ func newRemovals(kept []keptMount) (*removals, error) {
 	return r, nil
 }
 
-// removed reads the pending events and reports whether path was removed on the host, or may
-// have been: events were lost and path is a watched name, one the box could have created after
-// a removal. Lost events say nothing of a path in a folder the box cannot write (a root-run
-// box's /etc/shadow, read-only in the box): what is there decides (keepMounts masks or binds it
-// again when something is there), as it would have before the events were lost.
+// removed reads the pending events and reports whether path was removed on the host: an event
+// said so, or events were lost and path is a watched name that holds no file or folder now
+// (nothing, or a symlink, which no host replacement of a bound file or folder makes). After lost
+// events, a watched path that holds a file or folder is taken as replaced, as a path in an
+// unwatched folder is (a root-run box's /etc/shadow): keepMounts binds or masks it again. Before,
+// every watched path counted as removed then, so that the host's `git config` (a rename over
+// .git/config) while events were lost had the host's new .git/config moved out of the workspace
+// into the proposed changes, and a rename over a masked credential stopped the box
+// (TestHostReplacementAfterLostEvents). What is at such a path cannot tell a replacement from a
+// removal followed by the box's own file: that reading leaves the box's file in place, bound
+// read-only, as the re-bind window after a replacement can (docs/integrity.md says so).
 func (r *removals) removed(path string) bool {
 	r.drain()
 	p := filepath.Clean(path)
-	return r.seen[p] || (r.overflow || r.passOverflow) && r.names[p]
+	return r.seen[p] || (r.overflow || r.passOverflow) && r.names[p] && !holdsFileOrFolder(p)
+}
+
+// holdsFileOrFolder reports whether a regular file or a folder is at the in-box path p (no
+// symlink followed on the way or at its end).
+func holdsFileOrFolder(p string) bool {
+	fd, err := openInBox(p)
+	if err != nil {
+		return false
+	}
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return false
+	}
+	return st.Mode&unix.S_IFMT == unix.S_IFREG || st.Mode&unix.S_IFMT == unix.S_IFDIR
 }
 
 // removedAt is removed for path or any kept folder on its way.

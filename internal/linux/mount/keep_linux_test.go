@@ -1,6 +1,10 @@
 package mount
 
-import "testing"
+import (
+	"os"
+	"path/filepath"
+	"testing"
+)
 
 // TestLostEventsCountOnlyWhereTheBoxWrites guards issue #20's lost events: after an inotify
 // queue overflow, every kept path counted as removed, so that a host replacing /etc/shadow (a
@@ -27,5 +31,25 @@ func TestLostEventsCountOnlyWhereTheBoxWrites(t *testing.T) {
 	// The pass that follows the loss still treats watched names as possibly removed.
 	if !r.begin() || !r.removed("/ws/.envrc") || r.removed("/etc/shadow") {
 		t.Error("the pass after the loss")
+	}
+	// A watched name that holds a file or a folder after the loss is taken as replaced (bound or
+	// masked again); one that holds a symlink, which no replacement of a bound file makes, or
+	// nothing is removed (TestHostReplacementAfterLostEvents runs it in a real box).
+	dir := t.TempDir()
+	for name, mk := range map[string]func(string) error{
+		"file":    func(p string) error { return os.WriteFile(p, nil, 0o600) },
+		"folder":  func(p string) error { return os.Mkdir(p, 0o700) },
+		"symlink": func(p string) error { return os.Symlink("file", p) },
+		"nothing": func(string) error { return nil },
+	} {
+		p := filepath.Join(dir, name)
+		if err := mk(p); err != nil {
+			t.Fatal(err)
+		}
+		r.names[p] = true
+		r.overflow = true
+		if got, want := r.removed(p), name == "symlink" || name == "nothing"; got != want {
+			t.Errorf("after lost events, a watched path holding %s: removed %v, want %v", name, got, want)
+		}
 	}
 }

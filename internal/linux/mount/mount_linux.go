@@ -338,7 +338,7 @@ func (b *Root) workspaceOf(target string) string {
 // share the layers. A kernel that takes no layer by descriptor gets what the bwrap engine gets
 // (overlayFallback).
 func (b *Root) overlay(m spec.Mount) error {
-	lower, err := openFlags(m.Source, "", unix.O_RDONLY|unix.O_DIRECTORY)
+	lower, err := openFlags(m.Source, m.SourceBeneath, unix.O_RDONLY|unix.O_DIRECTORY)
 	if err != nil {
 		if m.Optional && errors.Is(err, unix.ENOENT) {
 			return nil

@@ -98,6 +98,8 @@ func (p *Protection) Finish() {
 	}
 	if p.guard != nil {
 		killOthers()
+		// A removal the keeper has not handled yet is guarded before the guard's last pass.
+		p.keeper.Settle()
 		if err := p.guard.Close(); err != nil {
 			p.say(fmt.Sprintf("guarding the protected paths: %v", err))
 		}

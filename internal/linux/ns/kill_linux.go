@@ -1,10 +1,10 @@
 package ns
 
 import (
-	"bytes"
 	"os"
 	"strconv"
 
+	"github.com/agentbox/agentbox/internal/linux/proc"
 	"golang.org/x/sys/unix"
 )
 
@@ -18,11 +18,7 @@ func OthersLeft() bool {
 	}
 	for _, e := range ents {
 		if pid, err := strconv.Atoi(e.Name()); err == nil && pid != 1 {
-			b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-			if i := bytes.LastIndexByte(b, ')'); err == nil && i > 0 && len(b) > i+2 && b[i+2] == 'Z' {
-				continue
-			}
-			if err == nil {
+			if st, err := proc.State(pid); err == nil && st != 'Z' {
 				return true
 			}
 		}

@@ -74,10 +74,11 @@ type Event struct {
 	// (internal/recordlimit) has the number of them, with their bytes summed, the last one's
 	// status, and Time the first one's.
 	Count int64 `json:"count,omitempty"`
-	// Repos counts a summary's requests by repository (host and path; the first
-	// recordlimit.TallyNames one by one), so that it still says which remotes they were for;
-	// empty in the Event of one request.
-	Repos recordlimit.Tally `json:"-"`
+	// Repos counts a summary's requests by repository (host and path, in
+	// recordlimit.TallyNames counters), so that it still says which remotes they were for;
+	// empty in the Event of one request. Its JSON is the sketch's whole state, for the
+	// journal of held records; the audit row shows its top.
+	Repos recordlimit.Tally `json:"repos,omitzero"`
 }
 
 // Merge adds ev to sum, the summary of the Events of one decision, service, outcome and code

@@ -61,6 +61,7 @@ func TestGitconfigGolden(t *testing.T) {
 // TestGitconfigReadByGit checks git reads the generated file as meant: the values, the
 // rewrites, and the emptied credential helper.
 func TestGitconfigReadByGit(t *testing.T) {
+	t.Parallel()
 	gitBin, _ := gitPaths(t)
 	b, err := goldenGitconfig().Bytes()
 	if err != nil {

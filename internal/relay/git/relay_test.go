@@ -35,6 +35,7 @@ func allowedRig(t *testing.T, mod func(*gitrelay.Config)) (*remote, *rig) {
 }
 
 func TestCloneFetchPull(t *testing.T) {
+	t.Parallel()
 	rm, r := allowedRig(t, nil)
 	work := t.TempDir()
 
@@ -97,6 +98,7 @@ func TestCloneFetchPull(t *testing.T) {
 }
 
 func TestRefusedRemotes(t *testing.T) {
+	t.Parallel()
 	rm, r := allowedRig(t, nil)
 	rm.bare("other/repo.git")
 	rm.commit("other/repo.git", map[string][]byte{"x": []byte("x")})
@@ -150,6 +152,7 @@ func TestSSHFormRefusalMessage(t *testing.T) {
 }
 
 func TestDumbProtocolRefused(t *testing.T) {
+	t.Parallel()
 	rm, r := allowedRig(t, nil)
 	for _, p := range []string{
 		"/org/repo.git/info/refs",                 // no service: the dumb protocol
@@ -180,6 +183,7 @@ func TestDumbProtocolRefused(t *testing.T) {
 // TestPairingFirst: without a live pairing every request gets the same answer, whether or not
 // its route, remote or protocol would be allowed.
 func TestPairingFirst(t *testing.T) {
+	t.Parallel()
 	rm, r := allowedRig(t, nil)
 	var bodies []string
 	for _, p := range []string{
@@ -226,6 +230,7 @@ func TestPairingFirst(t *testing.T) {
 }
 
 func TestPushOutsidePushAllow(t *testing.T) {
+	t.Parallel()
 	rm, r := allowedRig(t, func(c *gitrelay.Config) {
 		c.PushAllow = []string{"http://" + strings.TrimPrefix(c.Allow[0], "http://") + "/other"}
 	})
@@ -281,6 +286,7 @@ func TestPushOutsidePushAllow(t *testing.T) {
 }
 
 func TestPushInsidePushAllow(t *testing.T) {
+	t.Parallel()
 	rm, r := allowedRig(t, func(c *gitrelay.Config) { c.PushAllow = c.Allow })
 	work := t.TempDir()
 	r.mustGit(work, "clone", rm.url("org/repo.git"), "c")
@@ -333,6 +339,7 @@ func randomBytes(t testing.TB, n int) []byte {
 // TestCredentialProblemsShown: the box learns why, and what to do, when the host-side
 // credential is unusable or missing.
 func TestCredentialProblemsShown(t *testing.T) {
+	t.Parallel()
 	loose := filepath.Join(t.TempDir(), "token")
 	if err := os.WriteFile(loose, []byte(remoteSecret), 0o600); err != nil {
 		t.Fatal(err)
@@ -371,6 +378,7 @@ func TestCredentialProblemsShown(t *testing.T) {
 // upstream URL short of its smart-HTTP suffix. Each of these is refused by the relay with its
 // bad_request error, and the remote sees nothing.
 func TestAttackEncodedPathElements(t *testing.T) {
+	t.Parallel()
 	rm, r := allowedRig(t, func(c *gitrelay.Config) {
 		c.PushAllow = []string{c.Allow[0] + "/pushok"}
 	})

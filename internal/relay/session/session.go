@@ -105,6 +105,15 @@ type Spec struct {
 	// LaunchID is the launch the session belongs to: required for KindLaunch, refused for
 	// KindManual.
 	LaunchID string
+	// Unsaved, for a KindLaunch session, leaves its first save to the caller: Create does not
+	// call the Persister, and the caller saves Session.Record in a transaction of its own
+	// before anything can present the pairing (the daemon: with the launch's record, which
+	// its box's program waits for; one commit instead of two on the launch's path), never
+	// overwriting a record saved meanwhile (a revocation). Unsaved, the session lives in the
+	// registry only, and a daemon restart forgets it (fail closed). Later changes (revoked,
+	// ended, last use) are persisted as for any session.
+	// Refused for KindManual, whose pairing Create's caller hands out at once.
+	Unsaved bool
 }
 
 // Scope narrows which sessions Authenticate admits. The zero Scope admits every live session
@@ -308,8 +317,8 @@ func (r *Registry) nowLocked() time.Time {
 // Create creates a session and returns it with its pairing. The pairing is returned only
 // here, once; the registry and the Persister keep only its hash. Create refuses with
 // ErrTooManySessions beyond Config.Max live sessions and with ErrClientNotAllowed for a client
-// id outside Config.AllowedClients. The record is persisted before Create returns; if that
-// fails, the session is not created.
+// id outside Config.AllowedClients. The record is persisted before Create returns (unless
+// spec.Unsaved: then by the caller); if that fails, the session is not created.
 func (r *Registry) Create(ctx context.Context, spec Spec) (*Session, Pairing, error) {
 	if spec.Kind == "" {
 		spec.Kind = KindManual
@@ -323,6 +332,8 @@ func (r *Registry) Create(ctx context.Context, spec Spec) (*Session, Pairing, er
 		return nil, "", errors.New("create session: a launch session needs a launch id")
 	case spec.Kind == KindManual && spec.LaunchID != "":
 		return nil, "", errors.New("create session: a manual session has no launch id")
+	case spec.Kind == KindManual && spec.Unsaved:
+		return nil, "", errors.New("create session: a manual session is saved before its pairing is handed out")
 	}
 	if len(r.cfg.AllowedClients) > 0 && !slices.Contains(r.cfg.AllowedClients, spec.ClientID) {
 		return nil, "", fmt.Errorf("create session: %w: %q is not in sessions.allowedClients (%v)",
@@ -347,7 +358,7 @@ func (r *Registry) Create(ctx context.Context, spec Spec) (*Session, Pairing, er
 	rec := s.recordLocked()
 	r.mu.Unlock()
 
-	if r.cfg.Persister != nil {
+	if r.cfg.Persister != nil && !spec.Unsaved {
 		if err := r.cfg.Persister.SaveSession(ctx, rec); err != nil {
 			r.mu.Lock()
 			r.retireLocked(s, StateEnded)

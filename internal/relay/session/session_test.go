@@ -111,6 +111,7 @@ func TestCreateRefusesBadSpec(t *testing.T) {
 		"launch without id":  {Kind: KindLaunch, ClientID: "c"},
 		"manual with launch": {Kind: KindManual, ClientID: "c", LaunchID: "L"},
 		"unknown kind":       {Kind: "forever", ClientID: "c"},
+		"manual unsaved":     {Kind: KindManual, ClientID: "c", Unsaved: true},
 	} {
 		if _, _, err := r.Create(context.Background(), spec); err == nil {
 			t.Errorf("%s: Create succeeded", name)
@@ -440,6 +441,33 @@ func TestPersistenceRoundTrip(t *testing.T) {
 	recs, _ := mem.LoadSessions(context.Background())
 	if len(recs) != 2 {
 		t.Fatalf("store holds %d records after restart, want 2: %+v", len(recs), recs)
+	}
+}
+
+// TestCreateUnsaved guards Spec.Unsaved: the session is live at once, nothing is persisted
+// until its caller saves it (a restart before that forgets it), and a revocation meanwhile is
+// persisted, so that the caller's save cannot bring it back (the store keeps it: internal/store
+// TestCreateLaunchWithSession).
+func TestCreateUnsaved(t *testing.T) {
+	ctx := context.Background()
+	mem := &MemPersister{}
+	r := open(t, Config{Persister: mem})
+	s, p := create(t, r, Spec{Kind: KindLaunch, ClientID: "claude", LaunchID: "L1", Unsaved: true})
+	if recs, _ := mem.LoadSessions(ctx); len(recs) != 0 {
+		t.Fatalf("an unsaved session was persisted: %+v", recs)
+	}
+	if _, err := r.Authenticate(p.Reveal(), Scope{LaunchID: "L1"}); err != nil {
+		t.Fatalf("an unsaved session is not live: %v", err)
+	}
+	if _, err := open(t, Config{Persister: mem}).Authenticate(p.Reveal(), Scope{}); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("a restart brought back an unsaved session: %v", err)
+	}
+	if err := r.Revoke(ctx, s.ID()); err != nil {
+		t.Fatal(err)
+	}
+	recs, _ := mem.LoadSessions(ctx)
+	if len(recs) != 1 || recs[0].State != StateRevoked {
+		t.Fatalf("the revocation of an unsaved session was not persisted: %+v", recs)
 	}
 }
 

@@ -46,6 +46,17 @@ type Reply struct {
 	// of the request and the answer.
 	InputTokens  int64
 	OutputTokens int64
+	// ToolUse, when set, ends the answer with a call of that tool (Anthropic only: a tool_use
+	// block after the text, stop_reason "tool_use"), as a model asks the client to run one.
+	ToolUse *ToolUse
+}
+
+// A ToolUse is a model's call of a tool the request offered: its id, the tool's name and the
+// arguments (marshalled to JSON).
+type ToolUse struct {
+	ID    string
+	Name  string
+	Input any
 }
 
 // Options configures a fake upstream. Its zero value accepts every request and answers the
@@ -329,12 +340,20 @@ func (s *Server) serveAnthropic(w http.ResponseWriter, r *http.Request, req Requ
 	w.Header().Set("request-id", "req_fake")
 	deltas := rp.deltas()
 	in, out := rp.usage(req.Body, deltas)
+	stop := "end_turn"
+	if rp.ToolUse != nil {
+		stop = "tool_use"
+	}
 	if !sr.Stream {
+		content := []any{map[string]any{"type": "text", "text": rp.fullText(deltas)}}
+		if u := rp.ToolUse; u != nil {
+			content = append(content, map[string]any{"type": "tool_use", "id": u.ID, "name": u.Name, "input": u.Input})
+		}
 		w.Header().Set("Content-Type", "application/json")
 		w.Write(mustJSON(map[string]any{
 			"id": "msg_fake", "type": "message", "role": "assistant", "model": sr.Model,
-			"content":     []any{map[string]any{"type": "text", "text": rp.fullText(deltas)}},
-			"stop_reason": "end_turn", "stop_sequence": nil,
+			"content":     content,
+			"stop_reason": stop, "stop_sequence": nil,
 			"usage": map[string]any{"input_tokens": in, "output_tokens": out,
 				"cache_creation_input_tokens": 0, "cache_read_input_tokens": 0},
 		}))
@@ -377,8 +396,21 @@ func (s *Server) serveAnthropic(w http.ResponseWriter, r *http.Request, req Requ
 	if ev("content_block_stop", map[string]any{"type": "content_block_stop", "index": 0}) != nil {
 		return
 	}
+	if u := rp.ToolUse; u != nil {
+		if ev("content_block_start", map[string]any{"type": "content_block_start", "index": 1,
+			"content_block": map[string]any{"type": "tool_use", "id": u.ID, "name": u.Name, "input": map[string]any{}}}) != nil {
+			return
+		}
+		if ev("content_block_delta", map[string]any{"type": "content_block_delta", "index": 1,
+			"delta": map[string]any{"type": "input_json_delta", "partial_json": string(mustJSON(u.Input))}}) != nil {
+			return
+		}
+		if ev("content_block_stop", map[string]any{"type": "content_block_stop", "index": 1}) != nil {
+			return
+		}
+	}
 	if ev("message_delta", map[string]any{"type": "message_delta",
-		"delta": map[string]any{"stop_reason": "end_turn", "stop_sequence": nil},
+		"delta": map[string]any{"stop_reason": stop, "stop_sequence": nil},
 		"usage": map[string]any{"output_tokens": out}}) != nil {
 		return
 	}

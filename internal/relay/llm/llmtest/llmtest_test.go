@@ -138,3 +138,81 @@ func post(t *testing.T, url, key, body string, status int, ctype string) []Event
 		out = append(out, ev)
 	}
 }
+
+// TestAnthropicToolUse: a reply with a tool call ends, streamed or not, with a tool_use block
+// after the text (streamed: its input as one input_json_delta) and stop_reason "tool_use", as
+// a model asks its client to run a tool; without one the stop reason stays "end_turn".
+func TestAnthropicToolUse(t *testing.T) {
+	call := &ToolUse{ID: "toolu_1", Name: "bash", Input: map[string]any{"command": "true"}}
+	s := NewAnthropic(Options{Respond: func(r Request) Reply {
+		if strings.Contains(string(r.Body), "no tool") {
+			return Reply{}
+		}
+		return Reply{ToolUse: call}
+	}})
+	defer s.Close()
+	send := func(body string) *http.Response {
+		req, _ := http.NewRequest(http.MethodPost, s.URL+"/v1/messages", strings.NewReader(body))
+		req.Header.Set("anthropic-version", "2023-06-01")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp
+	}
+	for _, c := range []struct{ body, stop, tool string }{
+		{`{"model":"m","stream":false}`, "tool_use", "bash"},
+		{`{"model":"m","stream":false,"x":"no tool"}`, "end_turn", ""},
+	} {
+		resp := send(c.body)
+		var m struct {
+			Content []struct {
+				Type, Name string
+				Input      map[string]any
+			}
+			StopReason string `json:"stop_reason"`
+		}
+		json.NewDecoder(resp.Body).Decode(&m)
+		resp.Body.Close()
+		tool := ""
+		if n := len(m.Content); n > 0 && m.Content[n-1].Type == "tool_use" && m.Content[n-1].Input["command"] == "true" {
+			tool = m.Content[n-1].Name
+		}
+		if m.StopReason != c.stop || tool != c.tool {
+			t.Errorf("%s: stop_reason %q, tool %q; want %q, %q", c.body, m.StopReason, tool, c.stop, c.tool)
+		}
+	}
+	resp := send(`{"model":"m","stream":true}`)
+	defer resp.Body.Close()
+	var started, input, stop string
+	er := NewEventReader(resp.Body)
+	for {
+		ev, err := er.Next()
+		if err != nil {
+			break
+		}
+		var d struct {
+			Index        int `json:"index"`
+			ContentBlock struct {
+				Type, Name string
+			} `json:"content_block"`
+			Delta struct {
+				Type        string `json:"type"`
+				PartialJSON string `json:"partial_json"`
+				StopReason  string `json:"stop_reason"`
+			} `json:"delta"`
+		}
+		json.Unmarshal([]byte(ev.Data), &d)
+		switch {
+		case ev.Name == "content_block_start" && d.Index == 1 && d.ContentBlock.Type == "tool_use":
+			started = d.ContentBlock.Name
+		case ev.Name == "content_block_delta" && d.Delta.Type == "input_json_delta":
+			input += d.Delta.PartialJSON
+		case ev.Name == "message_delta":
+			stop = d.Delta.StopReason
+		}
+	}
+	if started != "bash" || input != `{"command":"true"}` || stop != "tool_use" {
+		t.Errorf("stream: tool_use block %q, input %q, stop_reason %q", started, input, stop)
+	}
+}

@@ -1,0 +1,7 @@
+//go:build !linux
+
+package integrity
+
+func depIdentity(string) (DepFolder, error) { return DepFolder{}, ErrNotSupported }
+
+func emptyDir(string) bool { return false }

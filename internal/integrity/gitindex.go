@@ -1,0 +1,540 @@
+package integrity
+
+import (
+	"bytes"
+	"crypto/sha1"
+	"crypto/sha256"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"time"
+)
+
+// The index's skip-worktree (extended flag, index v3 and later) and assume-unchanged (flag)
+// bits make git skip the work tree's file: a box that edits a tracked file and sets one hides
+// its edit from the host's git status, git diff, commit -a and stash, while every build tool
+// reads the box's file (review 12, F9). GITDIR/index must stay writable (git in the box needs
+// it), so the watch parses it, never runs git on the workspace, and reports each entry newly
+// flagged whose file exists in the work tree (a sparse checkout flags absent files).
+
+// maxIndexBytes bounds the index read (a repository of a million files has an index of about
+// 100 MiB); a larger one is reported as not checked.
+const maxIndexBytes = 256 << 20
+
+// Hidden-entry kinds, by the flag git sets.
+const (
+	hiddenSkipWorktree    = "skip-worktree"
+	hiddenAssumeUnchanged = "assume-unchanged"
+)
+
+// hiddenEntry is an index entry flagged skip-worktree or assume-unchanged: its flag
+// (hiddenSkipWorktree when both are set) and where the bits lie in the index.
+type hiddenEntry struct {
+	flag string
+	bits []flagBit
+}
+
+// flagBit is a bit of the big-endian 16-bit field at off.
+type flagBit struct {
+	off int
+	bit uint16
+}
+
+// indexEntry is one entry of a git index: where it lies and what git reads of it.
+type indexEntry struct {
+	name string
+	// off is where the entry starts: its stat data (ctime, mtime, dev, ino, mode, uid, gid,
+	// size; 4 bytes each), then the object id, the flags and the extended flags.
+	off      int
+	mode     uint32
+	oid      []byte
+	flagsOff int
+	extOff   int // 0 without extended flags
+	flags    uint16
+	ext      uint16
+}
+
+// Index entry flags (git's read-cache.c).
+const (
+	ceAssumeUnchanged = 0x8000
+	ceExtended        = 0x4000
+	ceStageMask       = 0x3000
+	ceSkipWorktree    = 0x4000 // extended
+	ceIntentToAdd     = 0x2000 // extended
+)
+
+// statField returns the 32-bit stat field at index i (0 ctime s, 1 ctime ns, 2 mtime s,
+// 3 mtime ns, 4 dev, 5 ino, 6 mode, 7 uid, 8 gid, 9 size) of e in the index b.
+func statField(b []byte, e indexEntry, i int) uint32 {
+	return binary.BigEndian.Uint32(b[e.off+4*i:])
+}
+
+// hidden returns the entry's hiding flag and where its bits lie (flag "" when it has none).
+// gitlink reports whether the entry is a gitlink (mode 160000: a submodule, or a nested
+// repository added as such), whose .git the host's git status enters.
+func (e indexEntry) gitlink() bool { return e.mode&0o170000 == 0o160000 && e.name != "" }
+
+// indexGitlinks returns the paths of the index b's gitlinks.
+func indexGitlinks(b []byte) ([]string, error) {
+	es, _, err := indexEntries(b)
+	var out []string
+	for _, e := range es {
+		if e.gitlink() {
+			out = append(out, e.name)
+		}
+	}
+	return out, err
+}
+
+func (e indexEntry) hidden() hiddenEntry {
+	var h hiddenEntry
+	if e.flags&ceAssumeUnchanged != 0 {
+		h = hiddenEntry{hiddenAssumeUnchanged, []flagBit{{e.flagsOff, ceAssumeUnchanged}}}
+	}
+	if e.ext&ceSkipWorktree != 0 {
+		h = hiddenEntry{hiddenSkipWorktree, append(h.bits, flagBit{e.extOff, ceSkipWorktree})}
+	}
+	return h
+}
+
+// indexHidden returns the entries of the index b (version 2, 3 or 4; SHA-1 or SHA-256) flagged
+// skip-worktree or assume-unchanged, by path.
+func indexHidden(b []byte) (map[string]hiddenEntry, error) {
+	es, _, err := indexEntries(b)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]hiddenEntry{}
+	for _, e := range es {
+		// In a split index, an entry with no name replaces one of the shared index.
+		if h := e.hidden(); h.flag != "" && e.name != "" {
+			out[e.name] = h
+		}
+	}
+	return out, nil
+}
+
+// indexEntries returns the entries of the index b (version 2, 3 or 4) and the length of its
+// object ids. The hash length is told by the trailing checksum (an index written with
+// index.skipHash has none: both lengths are tried, each entry's name length must agree).
+func indexEntries(b []byte) ([]indexEntry, int, error) {
+	if len(b) < 12 || string(b[:4]) != "DIRC" {
+		return nil, 0, errors.New("not a git index (no DIRC signature)")
+	}
+	var lens []int
+	switch {
+	case sumIs(b, sha1.Size, sha1Sum):
+		lens = []int{sha1.Size}
+	case sumIs(b, sha256.Size, sha256Sum):
+		lens = []int{sha256.Size}
+	case len(b) >= 12+sha1.Size && allZero(b[len(b)-sha1.Size:]):
+		lens = []int{sha1.Size, sha256.Size}
+	default:
+		return nil, 0, errors.New("the index's trailing checksum matches neither SHA-1 nor SHA-256")
+	}
+	var err error
+	for _, n := range lens {
+		var es []indexEntry
+		if es, err = parseIndex(b, n); err == nil {
+			return es, n, nil
+		}
+	}
+	return nil, 0, err
+}
+
+// sumIs reports whether want is the checksum of what precedes it in b under h.
+func sumIs(b []byte, n int, sum func([]byte) []byte) bool {
+	return len(b) >= 12+n && bytes.Equal(sum(b[:len(b)-n]), b[len(b)-n:])
+}
+
+func sha1Sum(b []byte) []byte   { s := sha1.Sum(b); return s[:] }
+func sha256Sum(b []byte) []byte { s := sha256.Sum256(b); return s[:] }
+
+func allZero(b []byte) bool {
+	for _, c := range b {
+		if c != 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// parseIndex reads the entries of the index b whose object ids are hashLen bytes long.
+func parseIndex(b []byte, hashLen int) ([]indexEntry, error) {
+	version := binary.BigEndian.Uint32(b[4:8])
+	if version < 2 || version > 4 {
+		return nil, fmt.Errorf("git index version %d (2, 3 and 4 are read)", version)
+	}
+	count := binary.BigEndian.Uint32(b[8:12])
+	end := len(b) - hashLen
+	off := 12
+	var out []indexEntry
+	var prev []byte
+	for i := uint32(0); i < count; i++ {
+		start := off
+		fixed := 40 + hashLen + 2 // ctime, mtime, dev, ino, mode, uid, gid, size; id; flags
+		if off+fixed > end {
+			return nil, fmt.Errorf("git index entry %d is truncated", i)
+		}
+		e := indexEntry{off: start, mode: binary.BigEndian.Uint32(b[off+24:]), oid: b[off+40 : off+40+hashLen], flagsOff: off + 40 + hashLen}
+		e.flags = binary.BigEndian.Uint16(b[e.flagsOff:])
+		off += fixed
+		if e.flags&ceExtended != 0 {
+			if version < 3 || off+2 > end {
+				return nil, fmt.Errorf("git index entry %d: extended flags in a version %d index", i, version)
+			}
+			e.ext, e.extOff = binary.BigEndian.Uint16(b[off:]), off
+			off += 2
+		}
+		var name []byte
+		if version == 4 {
+			strip, n, ok := indexVarint(b[off:end])
+			if !ok || strip > uint64(len(prev)) {
+				return nil, fmt.Errorf("git index entry %d: bad path prefix", i)
+			}
+			off += n
+			nul := bytes.IndexByte(b[off:end], 0)
+			if nul < 0 {
+				return nil, fmt.Errorf("git index entry %d is truncated", i)
+			}
+			name = append(append([]byte(nil), prev[:len(prev)-int(strip)]...), b[off:off+nul]...)
+			off += nul + 1
+		} else {
+			nul := bytes.IndexByte(b[off:end], 0)
+			if nul < 0 {
+				return nil, fmt.Errorf("git index entry %d is truncated", i)
+			}
+			name = b[off : off+nul]
+			// 1 to 8 NULs pad the entry to a multiple of 8 bytes.
+			off = start + (off-start+nul+8)&^7
+			if off > end {
+				return nil, fmt.Errorf("git index entry %d is truncated", i)
+			}
+		}
+		if nl := int(e.flags & 0x0fff); nl < 0x0fff && nl != len(name) {
+			return nil, fmt.Errorf("git index entry %d: name length %d, path of %d bytes", i, nl, len(name))
+		}
+		prev = name
+		e.name = string(name)
+		out = append(out, e)
+	}
+	// Extensions: a 4-byte signature and a 4-byte size each. A split index (link) keeps most
+	// entries, and the flags set on them, in a sharedindex file this check does not read.
+	for off+8 <= end {
+		if string(b[off:off+4]) == "link" {
+			return nil, errors.New("a split index (link extension): the entries of its sharedindex file are not checked; run git update-index --no-split-index")
+		}
+		off += 8 + int(binary.BigEndian.Uint32(b[off+4:]))
+	}
+	return out, nil
+}
+
+// indexVarint decodes the offset encoding of index v4 path prefixes (git's decode_varint).
+func indexVarint(b []byte) (uint64, int, bool) {
+	if len(b) == 0 {
+		return 0, 0, false
+	}
+	c := b[0]
+	val := uint64(c & 127)
+	n := 1
+	for c&128 != 0 {
+		if n >= len(b) || n > 9 {
+			return 0, 0, false
+		}
+		val++
+		c = b[n]
+		n++
+		val = val<<7 + uint64(c&127)
+	}
+	return val, n, true
+}
+
+// workspaceIndex returns the path of the index of the workspace's own git directory (.git, or
+// the gitdir a .git file names beneath the workspace), or "".
+func workspaceIndex(ws string) string { return repoIndex(ws, ws) }
+
+// repoIndex returns the path of the index of the repository whose work tree is top (beneath
+// ws): top/.git/index, or the index of the gitdir a .git file names beneath ws; "" without one.
+func repoIndex(ws, top string) string {
+	dg := filepath.Join(top, ".git")
+	fi, err := os.Lstat(dg)
+	switch {
+	case err != nil:
+		return ""
+	case fi.IsDir():
+		return filepath.Join(dg, "index")
+	}
+	if gd, ok := dotGitTarget(ws, dg); ok {
+		return filepath.Join(gd, "index")
+	}
+	return ""
+}
+
+// gitIndex is an index the watch reads, read: the workspace's own, or that of a repository a
+// gitlink of another leads to (a submodule, or a nested repository added with git add).
+type gitIndex struct {
+	path string // the index file
+	top  string // its work tree
+	// rel is top relative to the workspace, with a trailing slash ("" for the workspace).
+	rel     string
+	b       []byte
+	entries []indexEntry
+	hashLen int
+}
+
+// key is the workspace-relative path of the entry name.
+func (ix *gitIndex) key(name string) string { return ix.rel + name }
+
+// maxIndexDepth bounds how deep gitlinks are followed (a submodule of a submodule …).
+const maxIndexDepth = 4
+
+// readIndexes reads the workspace's index and, through the gitlinks of each one read, the
+// indexes of the repositories checked out there (at most maxGitDirs, maxIndexDepth deep): the
+// host's git status at the top enters each gitlink, and so does git diff. fn gets each index
+// read, or why it could not be read (an index that does not exist is skipped). It returns the
+// git directories of those repositories (the index's folder), with or without an index.
+func readIndexes(ws string, fn func(ix *gitIndex, err error)) []string {
+	type todo struct {
+		top   string
+		depth int
+	}
+	queue := []todo{{ws, 0}}
+	seen := map[string]bool{}
+	var gitdirs []string
+	for len(queue) > 0 && len(seen) < maxGitDirs {
+		t := queue[0]
+		queue = queue[1:]
+		p := repoIndex(ws, t.top)
+		if p == "" || seen[p] {
+			continue
+		}
+		seen[p] = true
+		gitdirs = append(gitdirs, filepath.Dir(p))
+		ix := &gitIndex{path: p, top: t.top}
+		if t.top != ws {
+			r, _ := filepath.Rel(ws, t.top)
+			ix.rel = filepath.ToSlash(r) + "/"
+		}
+		b, err := readBeneath(ws, p, maxIndexBytes+1)
+		switch {
+		case errors.Is(err, os.ErrNotExist):
+			continue
+		case err == nil && len(b) > maxIndexBytes:
+			err = fmt.Errorf("larger than %d MiB: not read", maxIndexBytes>>20)
+		case err == nil:
+			ix.b = b
+			ix.entries, ix.hashLen, err = indexEntries(b)
+		}
+		if err != nil {
+			fn(ix, fmt.Errorf("%s: %w", p, err))
+			continue
+		}
+		fn(ix, nil)
+		if t.depth >= maxIndexDepth {
+			continue
+		}
+		for _, e := range ix.entries {
+			if e.gitlink() {
+				sub := filepath.Join(t.top, filepath.FromSlash(e.name))
+				if within(sub, ws) && sub != t.top {
+					queue = append(queue, todo{sub, t.depth + 1})
+				}
+			}
+		}
+	}
+	return gitdirs
+}
+
+// readHidden returns the hidden entries of the workspace's indexes (workspace-relative path →
+// flag), and why an index could not be read (by index path).
+func readHidden(ws string) (map[string]string, map[string]string) {
+	flags, errs := map[string]string{}, map[string]string{}
+	readIndexes(ws, func(ix *gitIndex, err error) {
+		if err != nil {
+			errs[ix.path] = err.Error()
+			return
+		}
+		for _, e := range ix.entries {
+			if h := e.hidden(); h.flag != "" && e.name != "" {
+				flags[ix.key(e.name)] = h.flag
+			}
+		}
+	})
+	return nilIfEmpty(flags), nilIfEmpty(errs)
+}
+
+func nilIfEmpty(m map[string]string) map[string]string {
+	if len(m) == 0 {
+		return nil
+	}
+	return m
+}
+
+// editedIndex returns the index b with the flags of the entries named in flagged cleared (those
+// it flags), the stat data of those named in zero cleared (git then compares their files'
+// content again, as it does for an entry it smudged as racily clean), and its trailing
+// checksum recomputed (left zero when index.skipHash left it so): the same size, so that git
+// reads every other byte as it was. It returns the names it cleared and zeroed.
+func editedIndex(b []byte, flagged, zero []string) ([]byte, []string, []string, error) {
+	es, _, err := indexEntries(b)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	byName := make(map[string]indexEntry, len(es))
+	for _, e := range es {
+		if e.name != "" && e.flags&ceStageMask == 0 {
+			byName[e.name] = e
+		}
+	}
+	nb := bytes.Clone(b)
+	var cleared, zeroed []string
+	for _, n := range flagged {
+		h := byName[n].hidden()
+		if h.flag == "" {
+			continue
+		}
+		for _, f := range h.bits {
+			binary.BigEndian.PutUint16(nb[f.off:], binary.BigEndian.Uint16(nb[f.off:])&^f.bit)
+		}
+		cleared = append(cleared, n)
+	}
+	for _, n := range zero {
+		e, ok := byName[n]
+		if !ok {
+			continue
+		}
+		// Everything but the mode: ctime, mtime, dev, ino (24 bytes); uid, gid, size (12).
+		clear(nb[e.off : e.off+24])
+		clear(nb[e.off+28 : e.off+40])
+		zeroed = append(zeroed, n)
+	}
+	switch {
+	case sumIs(b, sha1.Size, sha1Sum):
+		copy(nb[len(nb)-sha1.Size:], sha1Sum(nb[:len(nb)-sha1.Size]))
+	case sumIs(b, sha256.Size, sha256Sum):
+		copy(nb[len(nb)-sha256.Size:], sha256Sum(nb[:len(nb)-sha256.Size]))
+	}
+	return nb, cleared, zeroed, nil
+}
+
+// verifyIndexes checks the indexes readIndexes reads. It reports each entry newly flagged
+// skip-worktree or assume-unchanged whose file exists in the work tree, and each entry whose
+// stat data makes git take a file the launch changed for unchanged while the file's content is
+// not the entry's object (a box that rewrote the entry's stat data, or its object id, after
+// editing the file: review 12, F9's flagless variant), and fixes both in place under git's
+// lock; and it reports an index it cannot read (once per cause). It returns the transitions
+// and the git directories of the indexes (readIndexes).
+func (s *State) verifyIndexes() ([]Transition, []string) {
+	var out []Transition
+	seen, stale, errs := map[string]string{}, maps.Clone(s.Stale), map[string]string{}
+	if stale == nil {
+		stale = map[string]string{}
+	}
+	since := s.since()
+	gitdirs := readIndexes(s.Workspace, func(ix *gitIndex, err error) {
+		if err != nil {
+			msg := err.Error()
+			errs[ix.path] = msg
+			if s.IndexErrs[ix.path] != msg {
+				out = append(out, Transition{Kind: Modified, Path: ix.path, Alert: true, Detail: "the index could not be checked (the skip-worktree and assume-unchanged flags, and stat data that hides a changed file): " + msg})
+			}
+			return
+		}
+		var fresh []string
+		for _, e := range ix.entries {
+			h := e.hidden()
+			if h.flag == "" || e.name == "" {
+				continue
+			}
+			k := ix.key(e.name)
+			if s.Hidden[k] == h.flag {
+				seen[k] = h.flag
+				continue
+			}
+			if _, err := os.Lstat(filepath.Join(ix.top, filepath.FromSlash(e.name))); err != nil {
+				continue // a sparse checkout flags the files it leaves out
+			}
+			fresh = append(fresh, e.name)
+		}
+		// Reported once per file and content (a file git converts, a filter such as LFS, that
+		// the box checked out looks the same at every check); one left so because the index
+		// was locked is cleared again quietly.
+		var forged, retry []string
+		sig := map[string]string{}
+		for _, f := range staleEntries(s.Workspace, ix, since) {
+			sig[f.name] = f.sig
+			switch s.Stale[ix.key(f.name)] {
+			case f.sig:
+			case f.sig + leftStale:
+				retry = append(retry, f.name)
+			default:
+				forged = append(forged, f.name)
+			}
+		}
+		if len(fresh)+len(forged)+len(retry) == 0 {
+			return
+		}
+		cleared, zeroed, cerr := editIndex(s.Workspace, ix.path, fresh, append(slices.Clip(forged), retry...))
+		for _, n := range append(slices.Clip(forged), retry...) {
+			stale[ix.key(n)] = sig[n]
+			if !slices.Contains(zeroed, n) {
+				stale[ix.key(n)] += leftStale
+			}
+		}
+		flag := map[string]string{}
+		for _, e := range ix.entries {
+			if h := e.hidden(); h.flag != "" {
+				flag[e.name] = h.flag
+			}
+		}
+		for _, n := range fresh {
+			k := ix.key(n)
+			d := fmt.Sprintf("the index flagged it %s: the host's git status, git diff, commit -a and stash skipped the file, whose changes were hidden from review", flag[n])
+			if slices.Contains(cleared, n) {
+				d += "; the flag was cleared: git shows the file's changes as ordinary work"
+			} else {
+				if cerr != nil {
+					d += "; the flag could not be cleared (" + cerr.Error() + ")"
+				}
+				git := "git"
+				if ix.rel != "" {
+					git = fmt.Sprintf("git -C %q", ix.top)
+				}
+				d += fmt.Sprintf("; run %s update-index --no-%s %q", git, flag[n], n)
+				seen[k] = flag[n]
+			}
+			out = append(out, Transition{Kind: Modified, Path: filepath.Join(ix.top, filepath.FromSlash(n)), Alert: true, Detail: d})
+		}
+		for _, n := range forged {
+			d := "the index's entry for the file claimed it unchanged since it was staged (its stat data matched the file, which the launch changed), while its content is not the staged object: the host's git status and git diff did not show the change"
+			if slices.Contains(zeroed, n) {
+				d += "; the entry's stat data was cleared: git compares the file's content again and shows the change"
+			} else {
+				if cerr != nil {
+					d += "; the stat data could not be cleared (" + cerr.Error() + ")"
+				}
+				d += fmt.Sprintf("; run touch %q (git then compares the file's content again)", filepath.Join(ix.top, filepath.FromSlash(n)))
+			}
+			out = append(out, Transition{Kind: Modified, Path: filepath.Join(ix.top, filepath.FromSlash(n)), Alert: true, Detail: d})
+		}
+	})
+	s.Hidden, s.Stale, s.IndexErrs = nilIfEmpty(seen), nilIfEmpty(stale), nilIfEmpty(errs)
+	return out, gitdirs
+}
+
+// leftStale marks, in State.Stale, an entry reported whose stat data could not be cleared.
+const leftStale = " left"
+
+// since is the ctime (ns) from which a file counts as changed during the launch: a second
+// before the snapshot (the kernel's coarse clock may stamp a file a little before the time a
+// later read of the clock gives); 0 when Started is unknown (every file).
+func (s *State) since() int64 {
+	if s.Started.IsZero() {
+		return 0
+	}
+	return s.Started.Add(-time.Second).UnixNano()
+}

@@ -1,0 +1,179 @@
+package integrity
+
+import (
+	"bytes"
+	"crypto/sha1"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+
+	"golang.org/x/sys/unix"
+)
+
+// editIndex clears the skip-worktree and assume-unchanged flags of the entries named in
+// flagged, and the stat data of those named in zero, in the index at path (beneath ws) under
+// git's own lock (index.lock, created exclusively, renamed over the index), so that a git the
+// host runs meanwhile fails rather than loses the change; a lock that exists (a git at work,
+// or a box's) is not waited for: the index stays, and the caller names the command that fixes
+// it. It returns the names it cleared and zeroed.
+func editIndex(ws, path string, flagged, zero []string) ([]string, []string, error) {
+	rel, err := filepath.Rel(ws, filepath.Dir(path))
+	if err != nil || !within(path, ws) {
+		return nil, nil, fmt.Errorf("%s is not beneath the workspace", path)
+	}
+	wfd, err := unix.Open(ws, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer unix.Close(wfd)
+	dir, err := unix.Openat2(wfd, rel, &unix.OpenHow{Flags: unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC, Resolve: beneath})
+	if err != nil {
+		return nil, nil, err
+	}
+	defer unix.Close(dir)
+	const lockName = "index.lock"
+	fd, err := unix.Openat(dir, lockName, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o644)
+	if errors.Is(err, unix.EEXIST) {
+		return nil, nil, errors.New("git's lock index.lock exists: a git at work, or a lock the box left")
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("take git's lock index.lock: %w", err)
+	}
+	lf := os.NewFile(uintptr(fd), lockName)
+	renamed := false
+	defer func() {
+		lf.Close()
+		if !renamed {
+			unix.Unlinkat(dir, lockName, 0)
+		}
+	}()
+	b, err := readBeneath(ws, path, maxIndexBytes+1)
+	if err != nil {
+		return nil, nil, err
+	}
+	if len(b) > maxIndexBytes {
+		return nil, nil, fmt.Errorf("the index is larger than %d MiB", maxIndexBytes>>20)
+	}
+	nb, cleared, zeroed, err := editedIndex(b, flagged, zero)
+	if err != nil || len(cleared)+len(zeroed) == 0 {
+		return nil, nil, err
+	}
+	if _, err := lf.Write(nb); err != nil {
+		return nil, nil, err
+	}
+	if err := lf.Sync(); err != nil {
+		return nil, nil, err
+	}
+	if err := unix.Renameat(dir, lockName, dir, filepath.Base(path)); err != nil {
+		return nil, nil, err
+	}
+	renamed = true
+	return cleared, zeroed, nil
+}
+
+// staleEntries returns the names of the entries of ix whose stat data makes git take the
+// file for unchanged since it was staged (the whole seconds of its mtime and its size agree,
+// what git compares under every core.checkStat; the file's type too) while the file changed
+// at or after since (its ctime, which no one but the kernel sets) and its content is not the
+// entry's object. Entries git compares by content anyway (racily clean: the index is not
+// newer than the file), conflicted, intent-to-add, flagged (verifyIndexes' other half) and
+// gitlink entries are left out. Only the files that pass the stat comparison are read.
+func staleEntries(ws string, ix *gitIndex, since int64) []staleEntry {
+	relTop, err := filepath.Rel(ws, ix.top)
+	if err != nil || !within(ix.top, ws) {
+		return nil
+	}
+	wfd, err := unix.Open(ws, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil
+	}
+	defer unix.Close(wfd)
+	var ist unix.Stat_t
+	if unix.Stat(ix.path, &ist) != nil {
+		return nil
+	}
+	var out []staleEntry
+	for _, e := range ix.entries {
+		typ := e.mode & unix.S_IFMT
+		if e.name == "" || e.flags&ceStageMask != 0 || e.ext&ceIntentToAdd != 0 || e.hidden().flag != "" ||
+			(typ != unix.S_IFREG && typ != unix.S_IFLNK) {
+			continue
+		}
+		rel := filepath.Join(relTop, filepath.FromSlash(e.name))
+		var st unix.Stat_t
+		if unix.Fstatat(wfd, rel, &st, unix.AT_SYMLINK_NOFOLLOW) != nil || st.Mode&unix.S_IFMT != typ ||
+			st.Ctim.Nano() < since || uint32(st.Mtim.Sec) != statField(ix.b, e, 2) || uint32(st.Size) != statField(ix.b, e, 9) ||
+			ist.Mtim.Sec < st.Mtim.Sec {
+			continue
+		}
+		id, err := blobID(wfd, rel, typ, ix.hashLen, false)
+		if err == nil && !bytes.Equal(id, e.oid) && typ == unix.S_IFREG {
+			// git stores a text file checked out with CRLF (autocrlf, eol attributes) with LF.
+			if lf, lerr := blobID(wfd, rel, typ, ix.hashLen, true); lerr == nil {
+				id = lf
+			}
+		}
+		if err != nil || !bytes.Equal(id, e.oid) {
+			out = append(out, staleEntry{e.name, fmt.Sprintf("%d %x", st.Ctim.Nano(), e.oid)})
+		}
+	}
+	return out
+}
+
+// staleEntry is an entry staleEntries found: its name, and the file's ctime and the entry's id.
+type staleEntry struct{ name, sig string }
+
+// maxLFBytes bounds the file read whole to hash it with its CRLFs as LFs.
+const maxLFBytes = 64 << 20
+
+// blobID returns the git object id (SHA-1 or SHA-256 by hashLen) of the file rel (beneath the
+// workspace opened as wfd, no symlink followed) as git would store it: a regular file's bytes
+// (with each CRLF an LF when lf is set) or a symlink's target.
+func blobID(wfd int, rel string, typ uint32, hashLen int, lf bool) ([]byte, error) {
+	h := sha1.New()
+	if hashLen == sha256.Size {
+		h = sha256.New()
+	}
+	flags := uint64(unix.O_RDONLY | unix.O_NOFOLLOW | unix.O_NONBLOCK | unix.O_CLOEXEC)
+	if typ == unix.S_IFLNK {
+		flags = unix.O_PATH | unix.O_NOFOLLOW | unix.O_CLOEXEC
+	}
+	fd, err := unix.Openat2(wfd, rel, &unix.OpenHow{Flags: flags, Resolve: beneath})
+	if err != nil {
+		return nil, err
+	}
+	f := os.NewFile(uintptr(fd), rel)
+	defer f.Close()
+	if typ == unix.S_IFLNK {
+		buf := make([]byte, unix.PathMax)
+		n, err := unix.Readlinkat(fd, "", buf)
+		if err != nil {
+			return nil, err
+		}
+		fmt.Fprintf(h, "blob %d\x00", n)
+		h.Write(buf[:n])
+		return h.Sum(nil), nil
+	}
+	fi, err := f.Stat()
+	if err != nil || !fi.Mode().IsRegular() {
+		return nil, errNotRegular
+	}
+	if lf {
+		b, err := io.ReadAll(io.LimitReader(f, maxLFBytes+1))
+		if err != nil || len(b) > maxLFBytes || !bytes.Contains(b, []byte("\r\n")) {
+			return nil, errNotRegular
+		}
+		b = bytes.ReplaceAll(b, []byte("\r\n"), []byte("\n"))
+		fmt.Fprintf(h, "blob %d\x00", len(b))
+		h.Write(b)
+		return h.Sum(nil), nil
+	}
+	fmt.Fprintf(h, "blob %d\x00", fi.Size())
+	if n, err := io.Copy(h, f); err != nil || n != fi.Size() {
+		return nil, fmt.Errorf("%s changed while read", rel)
+	}
+	return h.Sum(nil), nil
+}

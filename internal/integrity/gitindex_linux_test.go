@@ -1,0 +1,319 @@
+package integrity
+
+import (
+	"crypto/sha256"
+	"encoding/binary"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// TestIndexHiddenEntriesReported: a box that edits tracked files and flags them skip-worktree
+// or assume-unchanged in .git/index hides the edit from the host's git status and git diff
+// (review 12, F9). The check clears the flags of each entry newly flagged whose file exists, so
+// that the host's git status shows the edits, and reports them, in index versions 3 and 4,
+// SHA-1 and SHA-256 repositories; when git's lock index.lock is held (a box's), it names the
+// command instead. An entry flagged at launch, or flagged while its file is absent (a sparse
+// checkout), is left alone.
+func TestIndexHiddenEntriesReported(t *testing.T) {
+	t.Parallel()
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("no git")
+	}
+	for _, c := range []struct {
+		name, format, version string
+		locked                bool
+	}{
+		{"sha1-v3", "sha1", "2", false}, {"sha256-v4", "sha256", "4", false}, {"sha1-v4-locked", "sha1", "4", true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ws, _ := filepath.EvalSymlinks(t.TempDir())
+			git := func(args ...string) string { return gitIn(ws, "", false, args...) }
+			git("init", "-q", "--object-format="+c.format, ".")
+			for _, f := range []string{"Makefile", "notes.txt", "sparse.txt", "old.txt"} {
+				mustWrite(t, filepath.Join(ws, f), "all:\n\t@echo reviewed build\n")
+			}
+			git("add", ".")
+			git("commit", "-qm", "init")
+			git("update-index", "--index-version", c.version)
+			git("update-index", "--skip-worktree", "old.txt") // the user's, before the launch
+			s := Snapshot(resolveWS(t, ws), Limits{})
+
+			// The box: edits two tracked files and hides them; flags a file it removes.
+			mustWrite(t, filepath.Join(ws, "Makefile"), "all:\n\t@id > PWNED; echo built\n")
+			mustWrite(t, filepath.Join(ws, "notes.txt"), "changed\n")
+			git("update-index", "--skip-worktree", "Makefile")
+			git("update-index", "--assume-unchanged", "notes.txt")
+			git("update-index", "--skip-worktree", "sparse.txt")
+			if err := os.Remove(filepath.Join(ws, "sparse.txt")); err != nil {
+				t.Fatal(err)
+			}
+			if out := git("status", "--porcelain"); out != "" {
+				t.Fatalf("the flags do not hide the edits from git status here:\n%s", out)
+			}
+			if b, _ := os.ReadFile(filepath.Join(ws, ".git/index")); c.version == "4" && b[7] != 4 {
+				t.Fatalf("index version %d, want 4", b[7])
+			}
+			if c.locked {
+				mustWrite(t, filepath.Join(ws, ".git/index.lock"), "")
+			}
+
+			got := map[string]string{}
+			for _, tr := range s.VerifyExec() {
+				if !tr.Alert {
+					t.Errorf("not an alert: %+v", tr)
+				}
+				got[strings.TrimPrefix(tr.Path, ws+"/")] = tr.Detail
+			}
+			for f, flag := range map[string]string{"Makefile": "skip-worktree", "notes.txt": "assume-unchanged"} {
+				want := "the flag was cleared"
+				if c.locked {
+					want = "git update-index --no-" + flag + ` "` + f + `"`
+				}
+				if !strings.Contains(got[f], flag) || !strings.Contains(got[f], want) {
+					t.Errorf("%s: transition %q, want one naming %s and %q", f, got[f], flag, want)
+				}
+				delete(got, f)
+				if c.locked {
+					os.Remove(filepath.Join(ws, ".git/index.lock"))
+					git("update-index", "--no-"+flag, f) // the command the transition names
+				}
+			}
+			if len(got) != 0 {
+				t.Errorf("unexpected transitions (old.txt was flagged at launch, sparse.txt is absent): %v", got)
+			}
+			if out := git("status", "--porcelain"); !strings.Contains(out, " M Makefile") || !strings.Contains(out, " M notes.txt") {
+				t.Errorf("git status does not show the edits:\n%s", out)
+			}
+			if out := git("ls-files", "-v", "old.txt", "sparse.txt"); out != "S old.txt\nS sparse.txt\n" {
+				t.Errorf("flags not the box's were changed: git ls-files -v:\n%s", out)
+			}
+			if out := git("fsck", "--no-progress"); out != "" {
+				t.Errorf("git fsck after the check:\n%s", out)
+			}
+			if again := s.VerifyExec(); len(again) != 0 {
+				t.Errorf("reported again: %+v", again)
+			}
+			// A sparse entry's file that appears is reported.
+			mustWrite(t, filepath.Join(ws, "sparse.txt"), "hidden\n")
+			if tr := s.VerifyExec(); len(tr) != 1 || tr[0].Path != filepath.Join(ws, "sparse.txt") {
+				t.Errorf("sparse.txt made while flagged: transitions %+v, want one", tr)
+			}
+		})
+	}
+}
+
+// TestIndexHiddenBadIndex: an index that cannot be parsed is reported once, naming the file.
+func TestIndexHiddenBadIndex(t *testing.T) {
+	ws, _ := filepath.EvalSymlinks(t.TempDir())
+	mustWrite(t, filepath.Join(ws, ".git/index"), "DIRC\x00\x00\x00\x02\x00\x00\x00\x01garbage-garbage-garbage-garbage")
+	s := &State{Workspace: ws}
+	tr, _ := s.verifyIndexes()
+	if len(tr) != 1 || !tr[0].Alert || tr[0].Path != filepath.Join(ws, ".git/index") || !strings.Contains(tr[0].Detail, "checksum") {
+		t.Fatalf("transitions %+v, want one alert on .git/index naming the checksum", tr)
+	}
+	if again, _ := s.verifyIndexes(); len(again) != 0 {
+		t.Errorf("reported again: %+v", again)
+	}
+	// A split index keeps the flags in a sharedindex file this check does not read: said so.
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("no git")
+	}
+	ws, _ = filepath.EvalSymlinks(t.TempDir())
+	gitIn(ws, "", false, "init", "-q", ".")
+	mustWrite(t, filepath.Join(ws, "a.txt"), "a\n")
+	gitIn(ws, "", false, "add", "a.txt")
+	s = Snapshot(resolveWS(t, ws), Limits{})
+	if out := gitIn(ws, "", false, "update-index", "--split-index"); out != "" {
+		t.Fatal(out)
+	}
+	tr = s.VerifyExec()
+	if len(tr) != 1 || !tr[0].Alert || !strings.Contains(tr[0].Detail, "split index") {
+		t.Fatalf("transitions %+v, want one alert naming the split index", tr)
+	}
+}
+
+// TestIndexForgedStatReported guards review 12, F9's flagless variant: a box that edits a
+// tracked file and then writes the file's new stat data into the index entry (whose object id
+// stays the reviewed one) has the host's git take the file for unchanged: git status, git diff
+// and commit -a skip it while make reads the box's file. The check clears such an entry's stat
+// data under git's lock, so that the host's git compares the file's content again and shows
+// the edit, in the workspace's index (SHA-1 and SHA-256, versions 2 and 4) and in the index of
+// a nested repository added as a gitlink (git status at the top enters it); when index.lock is
+// held it names the fix instead. Edits git shows anyway, and an edit the box staged, are not
+// reported.
+func TestIndexForgedStatReported(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("no git")
+	}
+	for _, c := range []struct {
+		name, format, version string
+		locked                bool
+	}{
+		{"sha1-v2", "sha1", "2", false}, {"sha256-v4", "sha256", "4", false}, {"sha1-locked", "sha1", "2", true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel() // each variant its own repositories
+			ws, _ := filepath.EvalSymlinks(t.TempDir())
+			sub := filepath.Join(ws, "sub")
+			git := func(dir string, args ...string) string { return gitIn(dir, "", false, args...) }
+			if err := os.Mkdir(sub, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			for _, d := range []string{sub, ws} {
+				git(d, "init", "-q", "--object-format="+c.format, d)
+				for _, f := range []string{"Makefile", "shown.txt", "staged.txt", "notes.txt"} {
+					mustWrite(t, filepath.Join(d, f), "all:\n\t@echo reviewed build\n")
+				}
+				if d == ws { // stored with LF, checked out with CRLF
+					mustWrite(t, filepath.Join(d, ".gitattributes"), "conv.txt text eol=crlf\n")
+					mustWrite(t, filepath.Join(d, "conv.txt"), "converted\n")
+				}
+				git(d, "add", ".") // at the top, sub becomes a gitlink
+				git(d, "commit", "-qm", "init")
+				git(d, "update-index", "--index-version", c.version)
+			}
+			s := Snapshot(resolveWS(t, ws), Limits{})
+
+			// The box: the same-sized edit of Makefile, its mtime set back an hour (so that git
+			// does not take the entry for racily clean), the entry given the file's new stat data;
+			// in both repositories. At the top, shown.txt is edited plainly, staged.txt edited and
+			// staged.
+			for _, d := range []string{ws, sub} {
+				mk := filepath.Join(d, "Makefile")
+				mustWrite(t, mk, "all:\n\t@id > PWNED; echo buil\n")
+				old := time.Now().Add(-time.Hour)
+				if err := os.Chtimes(mk, old, old); err != nil {
+					t.Fatal(err)
+				}
+				forgeIndexStat(t, filepath.Join(d, ".git/index"), "Makefile", mk)
+				if d == ws { // what git's checkout of conv.txt writes, not an attack
+					conv := filepath.Join(d, "conv.txt")
+					mustWrite(t, conv, "converted\r\n")
+					if err := os.Chtimes(conv, old, old); err != nil {
+						t.Fatal(err)
+					}
+					forgeIndexStat(t, filepath.Join(d, ".git/index"), "conv.txt", conv)
+				}
+				if d == sub { // and a flag in the nested repository's index
+					mustWrite(t, filepath.Join(d, "notes.txt"), "changed\n")
+					git(d, "update-index", "--assume-unchanged", "notes.txt")
+					continue
+				}
+				mustWrite(t, filepath.Join(d, "shown.txt"), "edited\n")
+				mustWrite(t, filepath.Join(d, "staged.txt"), "staged\n")
+				git(d, "add", "staged.txt")
+			}
+			if out := git(ws, "status", "--porcelain", "--ignore-submodules=none"); strings.Contains(out, "Makefile") || strings.Contains(out, " sub") {
+				t.Fatalf("the forged stat data does not hide the edits from git status here:\n%s", out)
+			}
+			if out := git(sub, "diff", "--name-only"); out != "" {
+				t.Fatalf("git diff in sub before the check: %q, want nothing", out)
+			}
+			if c.locked {
+				mustWrite(t, filepath.Join(ws, ".git/index.lock"), "")
+				mustWrite(t, filepath.Join(sub, ".git/index.lock"), "")
+			}
+
+			got := map[string]string{}
+			for _, tr := range s.VerifyExec() {
+				if !tr.Alert {
+					t.Errorf("not an alert: %+v", tr)
+				}
+				got[strings.TrimPrefix(tr.Path, ws+"/")] = tr.Detail
+			}
+			for _, f := range []string{"Makefile", "sub/Makefile"} {
+				want := "the entry's stat data was cleared"
+				if c.locked {
+					want = `run touch "` + filepath.Join(ws, f) + `"`
+				}
+				if !strings.Contains(got[f], "claimed it unchanged") || !strings.Contains(got[f], want) {
+					t.Errorf("%s: transition %q, want one saying the index claimed it unchanged and %q", f, got[f], want)
+				}
+				delete(got, f)
+				if f == "sub/Makefile" {
+					if d := got["sub/notes.txt"]; !strings.Contains(d, "assume-unchanged") || !c.locked && !strings.Contains(d, "the flag was cleared") {
+						t.Errorf("sub/notes.txt: transition %q, want one naming assume-unchanged", d)
+					}
+					delete(got, "sub/notes.txt")
+				}
+				if c.locked {
+					os.Remove(filepath.Join(ws, filepath.Dir(f), ".git/index.lock"))
+					if f == "Makefile" {
+						continue // the next check clears it, quietly
+					}
+					if out, err := exec.Command("touch", filepath.Join(ws, f)).CombinedOutput(); err != nil { // the command named
+						t.Fatalf("touch: %v\n%s", err, out)
+					}
+					if f == "sub/Makefile" {
+						git(sub, "update-index", "--no-assume-unchanged", "notes.txt")
+					}
+				}
+			}
+			if len(got) != 0 {
+				t.Errorf("unexpected transitions (shown.txt and staged.txt hide nothing, conv.txt is a checkout's CRLF): %v", got)
+			}
+			if c.locked {
+				if tr := s.VerifyExec(); len(tr) != 0 {
+					t.Errorf("the lock released, the check after it: transitions %+v, want none (Makefile reported already)", tr)
+				}
+			}
+			if out := git(ws, "status", "--porcelain"); !strings.Contains(out, " M Makefile") || !strings.Contains(out, " M sub") || strings.Contains(out, "conv.txt") {
+				t.Errorf("git status at the top does not show the edits:\n%s", out)
+			}
+			if out := git(sub, "diff", "--name-only"); out != "Makefile\nnotes.txt\n" {
+				t.Errorf("git diff in sub after the check: %q, want Makefile and notes.txt", out)
+			}
+			for _, d := range []string{ws, sub} {
+				if out := git(d, "fsck", "--no-progress"); out != "" {
+					t.Errorf("git fsck in %s after the check:\n%s", d, out)
+				}
+			}
+			if again := s.VerifyExec(); len(again) != 0 {
+				t.Errorf("reported again: %+v", again)
+			}
+		})
+	}
+}
+
+// forgeIndexStat does what the box does: it writes the stat data of file into the entry name
+// of the index at path (its object id unchanged) and recomputes the index's checksum.
+func forgeIndexStat(t *testing.T, path, name, file string) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	es, hashLen, err := indexEntries(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st unix.Stat_t
+	if err := unix.Lstat(file, &st); err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range es {
+		if e.name != name {
+			continue
+		}
+		for i, v := range []uint32{uint32(st.Ctim.Sec), uint32(st.Ctim.Nsec), uint32(st.Mtim.Sec), uint32(st.Mtim.Nsec),
+			uint32(st.Dev), uint32(st.Ino), st.Mode, st.Uid, st.Gid, uint32(st.Size)} {
+			binary.BigEndian.PutUint32(b[e.off+4*i:], v)
+		}
+		sum := sha1Sum
+		if hashLen == sha256.Size {
+			sum = sha256Sum
+		}
+		copy(b[len(b)-hashLen:], sum(b[:len(b)-hashLen]))
+		if err := os.WriteFile(path, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	t.Fatalf("%s has no entry %s", path, name)
+}

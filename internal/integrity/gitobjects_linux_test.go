@@ -1,0 +1,155 @@
+package integrity
+
+import (
+	"bytes"
+	"compress/zlib"
+	"crypto/sha1"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestObjectsForgedMovedAside guards review 12, F8: git reads an object by its name (loose)
+// or through its pack's index and checks neither against the id. A box that rewrote the loose
+// object of a committed Makefile, added a pack whose index files other content under the id of
+// a committed build.sh, or deleted an object and named a store of its own in
+// objects/info/alternates, had the host's git show (and check out, diff, archive) its content
+// under the reviewed commit. The check at exit moves each aside (SHA-1 and SHA-256
+// repositories): the host's git then shows the reviewed build.sh and refuses the two missing
+// objects instead of reading the box's. What the box's own git wrote (a commit's loose objects,
+// a fetched pack) stays, and a commit-graph it wrote is moved aside without an alert.
+func TestObjectsForgedMovedAside(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("no git")
+	}
+	for _, format := range []string{"sha1", "sha256"} {
+		t.Run(format, func(t *testing.T) {
+			t.Parallel() // each variant its own repositories
+			ws, _ := filepath.EvalSymlinks(t.TempDir())
+			other, scratch := t.TempDir(), t.TempDir()
+			git := func(dir string, args ...string) string { return gitIn(dir, "", false, args...) }
+			for _, d := range []string{ws, other, scratch} {
+				git(d, "init", "-q", "--object-format="+format, "-b", "main", d)
+			}
+			mustWrite(t, filepath.Join(ws, "Makefile"), "all:\n\t@echo reviewed build\n")
+			mustWrite(t, filepath.Join(ws, "build.sh"), "echo reviewed\n")
+			mustWrite(t, filepath.Join(ws, "lib.c"), "int reviewed;\n")
+			git(ws, "add", ".")
+			git(ws, "commit", "-qm", "init")
+			mustWrite(t, filepath.Join(other, "other.txt"), "other history\n")
+			git(other, "add", ".")
+			git(other, "commit", "-qm", "other")
+			id := func(spec string) string { return strings.TrimSpace(git(ws, "rev-parse", spec)) }
+			mk, sh, lib := id("HEAD:Makefile"), id("HEAD:build.sh"), id("HEAD:lib.c")
+			s := Snapshot(resolveWS(t, ws), Limits{})
+
+			// The box's own git: a commit (loose objects), a fetch (a pack), a commit-graph.
+			mustWrite(t, filepath.Join(ws, "new.txt"), "new work\n")
+			git(ws, "add", "new.txt")
+			git(ws, "commit", "-qm", "new")
+			git(ws, "-c", "fetch.unpackLimit=1", "fetch", "-q", other, "main:other")
+			git(ws, "commit-graph", "write", "--reachable")
+			// The attacks: Makefile's loose object rewritten.
+			loose := filepath.Join(ws, ".git/objects", mk[:2], mk[2:])
+			os.Chmod(loose, 0o644)
+			if err := os.WriteFile(loose, deflate(t, "blob 26\x00all:\n\t@id > PWNED; echo x\n"), 0o444); err != nil {
+				t.Fatal(err)
+			}
+			// A pack whose index files another blob under build.sh's id.
+			evil := strings.TrimSpace(gitIn(scratch, "echo pwned\n", false, "hash-object", "-w", "--stdin"))
+			pack := strings.TrimSpace(gitIn(scratch, evil+"\n", false, "pack-objects", "-q", filepath.Join(ws, ".git/objects/pack/pack")))
+			forgeIdxID(t, filepath.Join(ws, ".git/objects/pack/pack-"+pack+".idx"), sh)
+			// lib.c's object deleted, and found in an alternate store the box made.
+			alt := filepath.Join(ws, ".cache/objs")
+			mustWrite(t, filepath.Join(alt, lib[:2], lib[2:]), string(deflate(t, "blob 10\x00int pwnd;\n")))
+			os.Remove(filepath.Join(ws, ".git/objects", lib[:2], lib[2:]))
+			mustWrite(t, filepath.Join(ws, ".git/objects/info/alternates"), alt+"\n")
+			for spec, want := range map[string]string{"HEAD~1:Makefile": "PWNED", "HEAD~1:build.sh": "pwned", "HEAD~1:lib.c": "pwnd"} {
+				if out := git(ws, "show", spec); !strings.Contains(out, want) {
+					t.Fatalf("the host's git show %s gives %q here, not the box's content", spec, out)
+				}
+			}
+
+			got := map[string]Transition{}
+			for _, tr := range s.VerifyExec() {
+				got[strings.TrimPrefix(tr.Path, ws+"/")] = tr
+			}
+			for _, p := range []string{".git/objects/" + mk[:2] + "/" + mk[2:], ".git/objects/pack/pack-" + pack + ".pack",
+				".git/objects/pack/pack-" + pack + ".idx", ".git/objects/info/alternates"} {
+				if tr := got[p]; !tr.Alert || !strings.Contains(tr.Detail, "moved aside to") {
+					t.Errorf("%s: transition %+v, want an alert saying it was moved aside", p, tr)
+				}
+				delete(got, p)
+			}
+			if tr := got[".git/objects/info/commit-graph"]; tr.Alert || !strings.Contains(tr.Detail, "moved aside to") {
+				t.Errorf("commit-graph: transition %+v, want one saying it was moved aside, not an alert", tr)
+			}
+			delete(got, ".git/objects/info/commit-graph")
+			if len(got) != 0 {
+				t.Errorf("unexpected transitions (the box's own commit and fetch): %+v", got)
+			}
+			if out := git(ws, "show", "HEAD~1:build.sh"); out != "echo reviewed\n" {
+				t.Errorf("git show HEAD~1:build.sh after the check: %q", out)
+			}
+			for _, spec := range []string{"HEAD~1:Makefile", "HEAD~1:lib.c"} {
+				if out := git(ws, "show", spec); strings.Contains(out, "PWNED") || strings.Contains(out, "pwnd") || !strings.Contains(out, "exit status") {
+					t.Errorf("git show %s after the check: %q, want git's refusal of a missing object", spec, out)
+				}
+			}
+			if out := git(ws, "show", "HEAD:new.txt", "other:other.txt"); out != "new work\nother history\n" {
+				t.Errorf("the box's own objects after the check: %q", out)
+			}
+			if again := s.VerifyExec(); len(again) != 0 {
+				t.Errorf("reported again: %+v", again)
+			}
+		})
+	}
+}
+
+func deflate(t *testing.T, s string) []byte {
+	var b bytes.Buffer
+	w := zlib.NewWriter(&b)
+	w.Write([]byte(s))
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return b.Bytes()
+}
+
+// forgeIdxID rewrites the version 2 index of a one-object pack to file its object under id
+// (hex), with the fan-out and the index's checksum to match.
+func forgeIdxID(t *testing.T, path, id string) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, _ := hex.DecodeString(id)
+	if binary.BigEndian.Uint32(b[8+255*4:]) != 1 {
+		t.Fatalf("%s holds more than one object", path)
+	}
+	for i := 0; i < 256; i++ {
+		n := uint32(0)
+		if i >= int(want[0]) {
+			n = 1
+		}
+		binary.BigEndian.PutUint32(b[8+4*i:], n)
+	}
+	copy(b[8+256*4:], want)
+	if len(want) == sha256.Size {
+		s := sha256.Sum256(b[:len(b)-sha256.Size])
+		copy(b[len(b)-sha256.Size:], s[:])
+	} else {
+		s := sha1.Sum(b[:len(b)-sha1.Size])
+		copy(b[len(b)-sha1.Size:], s[:])
+	}
+	os.Chmod(path, 0o644)
+	if err := os.WriteFile(path, b, 0o444); err != nil {
+		t.Fatal(err)
+	}
+}

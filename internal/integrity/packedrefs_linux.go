@@ -1,0 +1,109 @@
+package integrity
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/agentbox/agentbox/internal/atomicfile"
+)
+
+// stripPackedReplace rewrites the packed-refs file at path (beneath ws) without the replace
+// refs that are not in keep (the ones it held at the snapshot), taking git's own lock
+// (packed-refs.lock, created exclusively, renamed over the file), so that a git the host runs
+// meanwhile either waits for it or makes it fail; a symlink there is read through and replaced
+// by the file. It returns how many refs it removed, and where a stale lock went (aside: see
+// takePackedLock).
+func stripPackedReplace(ws, path string, keep []string) (n int, aside string, err error) {
+	rel, err := filepath.Rel(ws, filepath.Dir(path))
+	if err != nil || !within(path, ws) {
+		return 0, "", fmt.Errorf("%s is not beneath the workspace", path)
+	}
+	wfd, err := unix.Open(ws, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return 0, aside, err
+	}
+	defer unix.Close(wfd)
+	dir, err := unix.Openat2(wfd, rel, &unix.OpenHow{Flags: unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC, Resolve: beneath})
+	if err != nil {
+		return 0, aside, err
+	}
+	defer unix.Close(dir)
+	lock, aside, err := takePackedLock(dir)
+	if aside != "" {
+		aside = filepath.Join(filepath.Dir(path), aside)
+	}
+	if err != nil {
+		return 0, aside, fmt.Errorf("take git's lock packed-refs.lock: %w", err)
+	}
+	lf := os.NewFile(uintptr(lock), "packed-refs.lock")
+	done := false
+	defer func() {
+		lf.Close()
+		if !done {
+			unix.Unlinkat(dir, "packed-refs.lock", 0)
+		}
+	}()
+	// Read as git reads it: through a symlink a box may have put there, as long as it stays
+	// beneath the workspace. The result replaces the link with a regular file, as git's own
+	// write of packed-refs does.
+	b, err := readBeneath(ws, path, 64<<20+1)
+	if err != nil {
+		return 0, aside, err
+	}
+	if len(b) > 64<<20 {
+		return 0, aside, errors.New("packed-refs is larger than 64 MiB")
+	}
+	set := make(map[string]bool, len(keep))
+	for _, l := range keep {
+		set[l] = true
+	}
+	nb, n := withoutReplace(b, set)
+	if n == 0 {
+		return 0, aside, nil
+	}
+	if _, err := lf.Write(nb); err != nil {
+		return 0, aside, err
+	}
+	if err := lf.Sync(); err != nil {
+		return 0, aside, err
+	}
+	if err := unix.Renameat(dir, "packed-refs.lock", dir, "packed-refs"); err != nil {
+		return 0, aside, err
+	}
+	done = true
+	return n, aside, nil
+}
+
+// packedLockWait is how long takePackedLock waits for a packed-refs.lock that exists: twice
+// what git itself waits for it (core.packedRefsTimeout, 1 s by default) before it gives up.
+var packedLockWait = 2 * time.Second
+
+// takePackedLock creates git's lock packed-refs.lock in dir exclusively. A lock that exists is
+// waited for (packedLockWait), as git waits for it; one that outlives the wait is no git's: a
+// box made it, so that no strip could take it and its replace ref stayed in force. That lock
+// is moved aside (never deleted) and the lock taken; aside names where it went.
+func takePackedLock(dir int) (fd int, aside string, err error) {
+	const name = "packed-refs.lock"
+	deadline := time.Now().Add(packedLockWait)
+	for {
+		fd, err = unix.Openat(dir, name, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o644)
+		if !errors.Is(err, unix.EEXIST) {
+			return fd, aside, err
+		}
+		if aside != "" || time.Now().After(deadline) {
+			if aside != "" {
+				return -1, aside, err // a new one at once: the box is taking it again
+			}
+			if aside, err = atomicfile.RenameAside(dir, name); err != nil {
+				return -1, "", fmt.Errorf("move the stale lock aside: %w", err)
+			}
+			continue
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}

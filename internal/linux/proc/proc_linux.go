@@ -1,0 +1,129 @@
+package proc
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// stat returns the fields of /proc/<pid>/stat after the command name (from the state, field
+// 3, on). The error of reading the file is returned as it is.
+func stat(pid int) ([]string, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return nil, err
+	}
+	// The command name may hold spaces and parentheses: split after the last ')'.
+	i := strings.LastIndexByte(string(b), ')')
+	if i < 0 {
+		return nil, fmt.Errorf("%w: no end of the command name", ErrMalformed)
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 20 || len(f[0]) != 1 {
+		return nil, fmt.Errorf("%w: %d fields", ErrMalformed, len(f))
+	}
+	return f, nil
+}
+
+// State returns pid's state letter, field 3 of /proc/<pid>/stat: R running, S sleeping, D in
+// uninterruptible sleep, T stopped, Z a zombie, …. An error reading the file is returned as it
+// is (fs.ErrNotExist once the pid is gone; fs.ErrPermission where /proc hides it).
+func State(pid int) (byte, error) {
+	f, err := stat(pid)
+	if err != nil {
+		return 0, err
+	}
+	return f[0][0], nil
+}
+
+// CPUTicks returns the CPU time pid has spent, user and system (fields 14 and 15), in clock
+// ticks (USER_HZ, 100 a second on Linux).
+func CPUTicks(pid int) (uint64, error) {
+	f, err := stat(pid)
+	if err != nil {
+		return 0, err
+	}
+	ut, err := strconv.ParseUint(f[11], 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("%w: utime %q", ErrMalformed, f[11])
+	}
+	st, err := strconv.ParseUint(f[12], 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("%w: stime %q", ErrMalformed, f[12])
+	}
+	return ut + st, nil
+}
+
+// StartTime returns the start time of pid in clock ticks since boot, which together with the
+// pid names one process.
+func StartTime(pid int) (uint64, error) {
+	f, err := stat(pid)
+	if err != nil {
+		return 0, err
+	}
+	return strconv.ParseUint(f[19], 10, 64)
+}
+
+// Same reports whether pid is still the process that started at start: alive, or a zombie not
+// yet reaped (Ended tells them apart). A pidfd pins the pid while the start time is compared,
+// so a recycled pid never matches.
+func Same(pid int, start uint64) bool {
+	fd, err := unix.PidfdOpen(pid, 0)
+	if err != nil {
+		return false
+	}
+	defer unix.Close(fd)
+	got, err := StartTime(pid)
+	return err == nil && got == start && unix.PidfdSendSignal(fd, 0, nil, 0) == nil
+}
+
+// Ended reports whether pid has ended: it is gone, or a zombie (or dead) not yet reaped.
+func Ended(pid int) bool {
+	f, err := stat(pid)
+	return err != nil || f[0] == "Z" || f[0] == "X"
+}
+
+// WaitEnded waits until pid has ended (as Ended says), at most max, and reports whether it
+// has. It sleeps in poll(2) on a pidfd of the process, which the kernel makes readable when
+// the process exits, rather than reading /proc again and again; where no pidfd can be opened
+// for the process it reads /proc every 5 ms. Like Ended it names the process by its pid only:
+// for a process whose pid may have been reused, compare its start time first (Same).
+func WaitEnded(pid int, max time.Duration) bool {
+	deadline := time.Now().Add(max)
+	fd, err := unix.PidfdOpen(pid, 0)
+	if errors.Is(err, unix.ESRCH) {
+		return true
+	}
+	if err == nil {
+		defer unix.Close(fd)
+		for {
+			left := time.Until(deadline)
+			if left <= 0 {
+				return Ended(pid)
+			}
+			ms := int((left + time.Millisecond - 1) / time.Millisecond)
+			n, err := unix.Poll([]unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}, ms)
+			if errors.Is(err, unix.EINTR) {
+				continue
+			}
+			if err != nil {
+				break
+			}
+			if n > 0 {
+				return true
+			}
+		}
+	}
+	for time.Now().Before(deadline) {
+		if Ended(pid) {
+			return true
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	return Ended(pid)
+}

@@ -1,0 +1,82 @@
+package proc
+
+import (
+	"errors"
+	"io/fs"
+	"os"
+	"os/exec"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// TestSameAndEnded follows a child through its life: running, it is the process its start
+// time names (and not with another start time), and WaitEnded waits for it until its bound;
+// a zombie, it has ended but still holds its pid, and WaitEnded returns on its exit; reaped,
+// it is gone.
+func TestSameAndEnded(t *testing.T) {
+	self, err := StartTime(os.Getpid())
+	if err != nil || self == 0 {
+		t.Fatalf("StartTime(self) = %d, %v", self, err)
+	}
+	cmd := exec.Command("sleep", "1000")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pid := cmd.Process.Pid
+	start, err := StartTime(pid)
+	if err != nil || start < self {
+		t.Fatalf("StartTime(child) = %d, %v (the test started at %d)", start, err, self)
+	}
+	if !Same(pid, start) || Same(pid, start+1) || Ended(pid) {
+		t.Fatalf("running child: Same %v, Same with another start %v, Ended %v", Same(pid, start), Same(pid, start+1), Ended(pid))
+	}
+	if st, err := State(pid); err != nil || (st != 'S' && st != 'R') {
+		t.Errorf("running child: State %q, %v; want S or R", st, err)
+	}
+	// A test binary can start and get here within its first clock tick of CPU time: spin
+	// until the kernel has counted one (bounded), then CPUTicks must show it.
+	ticks, err := CPUTicks(os.Getpid())
+	for end := time.Now().Add(10 * time.Second); err == nil && ticks == 0 && time.Now().Before(end); {
+		for spin := time.Now(); time.Since(spin) < 5*time.Millisecond; {
+		}
+		ticks, err = CPUTicks(os.Getpid())
+	}
+	if err != nil || ticks == 0 {
+		t.Errorf("CPUTicks(self) = %d, %v after 10 s of spinning; want the test's CPU time so far", ticks, err)
+	}
+	if WaitEnded(pid, 20*time.Millisecond) {
+		t.Fatal("WaitEnded of a running child reported it ended")
+	}
+	if err := cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	if !WaitEnded(pid, time.Minute) || !Ended(pid) {
+		t.Fatalf("WaitEnded of a killed child: not ended after a minute (Ended %v)", Ended(pid))
+	}
+	// Wait until it is a zombie, without reaping it.
+	var info unix.Siginfo
+	if err := unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WNOWAIT, nil); err != nil {
+		t.Fatal(err)
+	}
+	if !Same(pid, start) || !Ended(pid) {
+		t.Errorf("zombie child: Same %v, Ended %v", Same(pid, start), Ended(pid))
+	}
+	if st, err := State(pid); err != nil || st != 'Z' {
+		t.Errorf("zombie child: State %q, %v; want Z", st, err)
+	}
+	cmd.Wait()
+	if Same(pid, start) || !Ended(pid) {
+		t.Errorf("reaped child: Same %v, Ended %v", Same(pid, start), Ended(pid))
+	}
+	if _, err := StartTime(pid); err == nil {
+		t.Error("StartTime of a reaped child succeeded")
+	}
+	if _, err := State(pid); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("State of a reaped child: %v, want fs.ErrNotExist", err)
+	}
+	if !WaitEnded(pid, time.Minute) {
+		t.Error("WaitEnded of a reaped child: not ended")
+	}
+}

@@ -1,0 +1,28 @@
+//go:build !linux
+
+package proc
+
+import (
+	"errors"
+	"time"
+)
+
+var errNotSupported = errors.New("proc: not supported on this system")
+
+// StartTime needs Linux (/proc); elsewhere it fails.
+func StartTime(pid int) (uint64, error) { return 0, errNotSupported }
+
+// Same needs Linux; elsewhere no process is the same.
+func Same(pid int, start uint64) bool { return false }
+
+// Ended needs Linux; elsewhere every process has ended.
+func Ended(pid int) bool { return true }
+
+// WaitEnded needs Linux; elsewhere every process has ended.
+func WaitEnded(pid int, max time.Duration) bool { return true }
+
+// State needs Linux (/proc); elsewhere it fails.
+func State(pid int) (byte, error) { return 0, errNotSupported }
+
+// CPUTicks needs Linux (/proc); elsewhere it fails.
+func CPUTicks(pid int) (uint64, error) { return 0, errNotSupported }
