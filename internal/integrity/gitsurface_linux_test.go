@@ -195,10 +195,12 @@ func TestGitProgramKeysRunByGit(t *testing.T) {
 				mustWrite(t, filepath.Join(ws, ".git", "info", "attributes"), run.attrs)
 			}
 			for _, p := range run.prep {
+				// A copy: the table is shared by every run of the test (-count).
+				args := make([]string, len(p))
 				for i := range p {
-					p[i] = subst.Replace(p[i])
+					args[i] = subst.Replace(p[i])
 				}
-				gitIn(ws, "", false, p...)
+				gitIn(ws, "", false, args...)
 			}
 			os.Remove(mark)
 			args := make([]string, len(run.git))
