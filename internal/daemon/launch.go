@@ -23,7 +23,6 @@ import (
 	"github.com/agentbox/agentbox/internal/harnessstate"
 	"github.com/agentbox/agentbox/internal/launch"
 	"github.com/agentbox/agentbox/internal/launchdir"
-	"github.com/agentbox/agentbox/internal/linux/proc"
 	"github.com/agentbox/agentbox/internal/plan"
 	"github.com/agentbox/agentbox/internal/profile"
 	"github.com/agentbox/agentbox/internal/safesocket"
@@ -346,9 +345,7 @@ func (d *Daemon) launch(ctx context.Context, req *api.LaunchRequest) (*api.Launc
 	}()
 	srec := toStore(&rec, l.Dir)
 	if sp != nil {
-		if start, err := proc.StartTime(sp.Pid()); err == nil {
-			srec.ShimPid, srec.ShimStartTime = sp.Pid(), start
-		}
+		srec.ShimPid, srec.ShimStartTime = sp.Pid(), sp.Proc().StartTime
 	}
 	record := launch.Stage{Name: stageRecord,
 		Do: func(ctx context.Context) error {
@@ -403,12 +400,9 @@ func (d *Daemon) launch(ctx context.Context, req *api.LaunchRequest) (*api.Launc
 		if l.ShimPid == srec.ShimPid {
 			return nil // the spare, recorded with the launch
 		}
-		// Not the spare recorded above (none, or it failed and a new shim started).
-		startTime, err := proc.StartTime(l.ShimPid)
-		if err == nil {
-			err = d.store.SetShim(context.WithoutCancel(ctx), id, l.ShimPid, startTime)
-		}
-		if err != nil {
+		// Not the spare recorded above (none, or it failed and a new shim started). Its start
+		// time was read when it started: a short detached launch's shim may have ended by now.
+		if err := d.store.SetShim(context.WithoutCancel(ctx), id, l.ShimPid, l.ShimStartTime); err != nil {
 			// Recording failed: the rollback stops the box rather than leave it unsupervised.
 			d.log.Error("record shim failed; stopping the box", "launch", id, "err", err)
 			return &api.Error{Code: api.CodeStoreFailed, Message: "record launch: " + err.Error(), Hint: "check free space and permissions of " + d.stateDir}

@@ -44,8 +44,10 @@ type Launch struct {
 	// the next probe to reclaim); nil removes it.
 	KeepDir func() bool
 
-	// ShimPid is the shim's pid, once the shim stage completed.
-	ShimPid int
+	// ShimPid is the shim's pid, and ShimStartTime its start time (proc.StartTime, read before
+	// the shim could end), once the shim stage completed.
+	ShimPid       int
+	ShimStartTime uint64
 	// handed is the spare's answer still to read (HandShim, Ready).
 	handed *shim.Handed
 	// Watcher is the watch of the shim, once the watch stage completed.
@@ -142,11 +144,11 @@ func (l *Launch) Shim(sp *shim.Spare, fallback bool) Stage {
 	return Stage{
 		Name: StageShim,
 		Do: func(context.Context) error {
-			pid, err := l.startShim(sp, fallback)
+			p, err := l.startShim(sp, fallback)
 			if err != nil {
 				return err
 			}
-			l.ShimPid = pid
+			l.setShim(p)
 			return nil
 		},
 		Undo: func(error) {
@@ -157,13 +159,13 @@ func (l *Launch) Shim(sp *shim.Spare, fallback bool) Stage {
 	}
 }
 
-func (l *Launch) startShim(sp *shim.Spare, fallback bool) (int, error) {
+func (l *Launch) startShim(sp *shim.Spare, fallback bool) (shim.Proc, error) {
 	if sp == nil {
 		return shim.Start(l.Dir)
 	}
-	pid, err := sp.Launch(l.Dir)
+	p, err := sp.Launch(l.Dir)
 	if err == nil || !fallback {
-		return pid, err
+		return p, err
 	}
 	l.log().Warn("spare shim failed; starting a new one", "err", err)
 	return shim.Start(l.Dir)
@@ -188,14 +190,15 @@ func (l *Launch) HandShim(sp *shim.Spare, fallback bool) Stage {
 					return err
 				}
 				l.log().Warn("spare shim failed; starting a new one", "err", err)
-				pid, err := shim.Start(l.Dir)
+				p, err := shim.Start(l.Dir)
 				if err != nil {
 					return err
 				}
-				l.ShimPid = pid
+				l.setShim(p)
 				return nil
 			}
-			l.handed, l.ShimPid = h, sp.Pid()
+			l.handed = h
+			l.setShim(sp.Proc())
 			return nil
 		},
 		Undo: func(error) {
@@ -209,6 +212,9 @@ func (l *Launch) HandShim(sp *shim.Spare, fallback bool) Stage {
 		},
 	}
 }
+
+// setShim records the launch's shim.
+func (l *Launch) setShim(p shim.Proc) { l.ShimPid, l.ShimStartTime = p.Pid, p.StartTime }
 
 // Handed reports whether HandShim left the spare's answer for the Ready stage to read.
 func (l *Launch) Handed() bool { return l.handed != nil }

@@ -273,8 +273,7 @@ func (p *prober) run(ctx context.Context, root string, res *Result) *Error {
 				return failf(ReasonBoxSetupFailed, "start the probe's shim: %v", err)
 			}
 			p.shimPid = p.l.ShimPid
-			start, _ := proc.StartTime(p.shimPid)
-			if err := writeRef(filepath.Join(p.dir, shimFile), p.shimPid, start); err != nil {
+			if err := writeRef(filepath.Join(p.dir, shimFile), p.shimPid, p.l.ShimStartTime); err != nil {
 				p.stopShim()
 				return err
 			}

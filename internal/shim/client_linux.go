@@ -17,6 +17,7 @@ import (
 
 	"github.com/agentbox/agentbox/internal/console"
 	"github.com/agentbox/agentbox/internal/launchdir"
+	"github.com/agentbox/agentbox/internal/linux/proc"
 )
 
 // Executable is the program Start runs as `EXE box-shim L`. The default re-executes the running
@@ -29,35 +30,44 @@ var Executable = "/proc/self/exe"
 // L/shim.log, and fd 3 a pipe on which the shim reports readiness. It returns the shim's pid once
 // the shim listens on L/shim.sock, or the error the shim reported. The caller does not need to
 // wait for the shim: it is reaped in the background while the caller lives, and by init after.
-func Start(launchDir string) (int, error) {
+func Start(launchDir string) (Proc, error) {
 	dir, err := filepath.Abs(launchDir)
 	if err != nil {
-		return 0, err
+		return Proc{}, err
 	}
 	logf, err := os.OpenFile(filepath.Join(dir, launchdir.ShimLogFile), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
 	if err != nil {
-		return 0, fmt.Errorf("start shim: %w", err)
+		return Proc{}, fmt.Errorf("start shim: %w", err)
 	}
 	defer logf.Close()
 	pr, pw, err := os.Pipe()
 	if err != nil {
-		return 0, fmt.Errorf("start shim: %w", err)
+		return Proc{}, fmt.Errorf("start shim: %w", err)
 	}
 	defer pr.Close()
-	cmd, err := startShimProcess([]string{dir}, logf, pw)
+	p, err := startShimProcess([]string{dir}, logf, pw)
 	pw.Close()
 	if err != nil {
-		return 0, fmt.Errorf("start shim: %w", err)
+		return Proc{}, fmt.Errorf("start shim: %w", err)
 	}
-	return awaitReady(pr, cmd.Process.Pid, dir)
+	return awaitReady(pr, p, dir)
+}
+
+// Proc identifies a shim process across pid reuse: its pid and its start time (clock ticks
+// since boot, proc.StartTime). The start time is read before the process can be reaped, so a
+// shim that ends at once (a short detached launch) is still identified.
+type Proc struct {
+	Pid       int
+	StartTime uint64
 }
 
 // startShimProcess starts `EXE box-shim ARGS…` in its own session with stdin and stdout on
-// /dev/null, stderr on stderr, and fd 3 on fd3. It is reaped in the background.
-func startShimProcess(args []string, stderr, fd3 *os.File) (*exec.Cmd, error) {
+// /dev/null, stderr on stderr, and fd 3 on fd3. It is reaped in the background, after its
+// start time is read.
+func startShimProcess(args []string, stderr, fd3 *os.File) (Proc, error) {
 	null, err := os.OpenFile(os.DevNull, os.O_RDWR, 0)
 	if err != nil {
-		return nil, err
+		return Proc{}, err
 	}
 	defer null.Close()
 	if stderr == nil {
@@ -70,25 +80,30 @@ func startShimProcess(args []string, stderr, fd3 *os.File) (*exec.Cmd, error) {
 	cmd.ExtraFiles = []*os.File{fd3}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if err := cmd.Start(); err != nil {
-		return nil, err
+		return Proc{}, err
 	}
+	// Unreaped, the process's /proc entry stays until cmd.Wait below, even if it has ended.
+	start, err := proc.StartTime(cmd.Process.Pid)
 	go cmd.Wait()
-	return cmd, nil
+	if err != nil {
+		return Proc{}, fmt.Errorf("read the shim's start time: %w", err)
+	}
+	return Proc{Pid: cmd.Process.Pid, StartTime: start}, nil
 }
 
 // awaitReady reads the shim's readiness line from r.
-func awaitReady(r io.Reader, pid int, dir string) (int, error) {
+func awaitReady(r io.Reader, p Proc, dir string) (Proc, error) {
 	line, err := bufio.NewReader(io.LimitReader(r, 64<<10)).ReadString('\n')
 	line = strings.TrimSuffix(line, "\n")
 	switch {
 	case line == "ready":
-		return pid, nil
+		return p, nil
 	case strings.HasPrefix(line, "error: "):
-		return 0, fmt.Errorf("start shim: %s", strings.TrimPrefix(line, "error: "))
+		return Proc{}, fmt.Errorf("start shim: %s", strings.TrimPrefix(line, "error: "))
 	case err != nil:
-		return 0, fmt.Errorf("start shim: exited without reporting readiness (see %s)", filepath.Join(dir, launchdir.ShimLogFile))
+		return Proc{}, fmt.Errorf("start shim: exited without reporting readiness (see %s)", filepath.Join(dir, launchdir.ShimLogFile))
 	}
-	return 0, fmt.Errorf("start shim: unexpected readiness line %q", line)
+	return Proc{}, fmt.Errorf("start shim: unexpected readiness line %q", line)
 }
 
 // Spare is a shim started ahead of its launch (`agentbox box-shim -spare`), so that a launch
@@ -96,7 +111,7 @@ func awaitReady(r io.Reader, pid int, dir string) (int, error) {
 // then runs exactly as a shim Start would have started. It exits when the socket closes
 // without one (the daemon closed it, or died).
 type Spare struct {
-	pid  int
+	proc Proc
 	conn *os.File
 }
 
@@ -107,24 +122,27 @@ func StartSpare() (*Spare, error) {
 		return nil, fmt.Errorf("spare shim: %w", err)
 	}
 	ours, theirs := os.NewFile(uintptr(fds[0]), "spare"), os.NewFile(uintptr(fds[1]), "spare")
-	cmd, err := startShimProcess([]string{spareArg}, nil, theirs)
+	p, err := startShimProcess([]string{spareArg}, nil, theirs)
 	theirs.Close()
 	if err != nil {
 		ours.Close()
 		return nil, fmt.Errorf("spare shim: %w", err)
 	}
-	return &Spare{pid: cmd.Process.Pid, conn: ours}, nil
+	return &Spare{proc: p, conn: ours}, nil
 }
 
 // Pid is the spare's process id.
-func (s *Spare) Pid() int { return s.pid }
+func (s *Spare) Pid() int { return s.proc.Pid }
+
+// Proc is the spare's pid and start time.
+func (s *Spare) Proc() Proc { return s.proc }
 
 // Launch hands the spare the launch in launchDir and returns its pid once it has taken it, as
 // Start does. The spare is used up either way.
-func (s *Spare) Launch(launchDir string) (int, error) {
+func (s *Spare) Launch(launchDir string) (Proc, error) {
 	h, err := s.Hand(launchDir)
 	if err != nil {
-		return 0, err
+		return Proc{}, err
 	}
 	return h.Wait()
 }
@@ -165,11 +183,11 @@ func (s *Spare) Hand(launchDir string) (*Handed, error) {
 	return &Handed{s: s, dir: dir}, nil
 }
 
-// Wait returns the spare's pid once it has taken the launch (it listens, and with a
-// prestarted box its request is on the way), or the error it reported, as Start does.
-func (h *Handed) Wait() (int, error) {
+// Wait returns the spare's pid and start time once it has taken the launch (it listens, and
+// with a prestarted box its request is on the way), or the error it reported, as Start does.
+func (h *Handed) Wait() (Proc, error) {
 	defer h.s.conn.Close()
-	return awaitReady(h.s.conn, h.s.pid, h.dir)
+	return awaitReady(h.s.conn, h.s.proc, h.dir)
 }
 
 // Close ends the wait for the spare's answer without reading it (an undo).

@@ -527,7 +527,7 @@ func handToSpare(t *testing.T, sp *shim.Spare, p *plan.Plan) string {
 		err error
 	}
 	ans := make(chan answer, 1)
-	go func() { pid, err := h.Wait(); ans <- answer{pid, err} }()
+	go func() { p, err := h.Wait(); ans <- answer{p.Pid, err} }()
 	t.Cleanup(func() {
 		if a := <-ans; a.err != nil || a.pid != sp.Pid() {
 			t.Errorf("the spare's answer: pid %d, %v; want %d and no error", a.pid, a.err, sp.Pid())

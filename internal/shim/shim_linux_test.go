@@ -83,10 +83,11 @@ func launchRaw(t *testing.T, dir string, cfg shim.Config, req []byte) string {
 	if err := shim.WriteConfig(dir, cfg); err != nil {
 		t.Fatal(err)
 	}
-	pid, err := shim.Start(dir)
+	p, err := shim.Start(dir)
 	if err != nil {
 		t.Fatalf("shim.Start: %v", err)
 	}
+	pid := p.Pid
 	t.Cleanup(func() {
 		// A shim still running at the end of a test is a failure; kill it so that it does not
 		// outlive the test (its box dies with it: Pdeathsig).

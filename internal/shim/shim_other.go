@@ -17,7 +17,13 @@ var Executable = "/proc/self/exe"
 func Main(args []string) int { return 1 }
 
 // Start is not supported off Linux.
-func Start(launchDir string) (int, error) { return 0, ErrNotSupported }
+func Start(launchDir string) (Proc, error) { return Proc{}, ErrNotSupported }
+
+// Proc identifies a shim process: its pid and start time.
+type Proc struct {
+	Pid       int
+	StartTime uint64
+}
 
 // Query is not supported off Linux.
 func Query(launchDir string) (*Status, error) { return nil, ErrNotSupported }
@@ -48,8 +54,11 @@ func StartSpare() (*Spare, error) { return nil, ErrNotSupported }
 // Pid is 0 off Linux.
 func (s *Spare) Pid() int { return 0 }
 
+// Proc is zero off Linux.
+func (s *Spare) Proc() Proc { return Proc{} }
+
 // Launch is not supported off Linux.
-func (s *Spare) Launch(launchDir string) (int, error) { return 0, ErrNotSupported }
+func (s *Spare) Launch(launchDir string) (Proc, error) { return Proc{}, ErrNotSupported }
 
 // Close does nothing off Linux.
 func (s *Spare) Close() error { return nil }
@@ -61,7 +70,7 @@ type Handed struct{}
 func (s *Spare) Hand(launchDir string) (*Handed, error) { return nil, ErrNotSupported }
 
 // Wait is not supported off Linux.
-func (h *Handed) Wait() (int, error) { return 0, ErrNotSupported }
+func (h *Handed) Wait() (Proc, error) { return Proc{}, ErrNotSupported }
 
 // Close does nothing off Linux.
 func (h *Handed) Close() error { return nil }
