@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strings"
 
 	_ "modernc.org/sqlite" // the database/sql driver "sqlite" (pure Go)
 )
@@ -133,7 +134,9 @@ func scrubOpenCode(path string, rules []openCodeRule) (err error) {
 			return err
 		}
 		if kind == "table" {
-			kinds[name] = kind
+			// SQLite matches table names without regard to ASCII case: OpenCode's
+			// `FROM permission` reads a table a box made as PERMISSION.
+			kinds[asciiLower(name)] = kind
 		} else {
 			drop = append(drop, fmt.Sprintf("DROP %s IF EXISTS %s", kind, quoteIdent(name)))
 		}
@@ -230,6 +233,16 @@ func scrubSessionRules(tx *sql.Tx) error {
 		}
 	}
 	return nil
+}
+
+// asciiLower folds ASCII upper case only, as SQLite does for identifiers.
+func asciiLower(s string) string {
+	return strings.Map(func(r rune) rune {
+		if 'A' <= r && r <= 'Z' {
+			return r + 'a' - 'A'
+		}
+		return r
+	}, s)
 }
 
 // quoteIdent quotes an SQL identifier.

@@ -172,3 +172,35 @@ func TestPrepareOpenCode(t *testing.T) {
 		t.Errorf("a host database that cannot be read: warnings %v, %v; want one naming %s", warns, err, hostDB)
 	}
 }
+
+// TestScrubOpenCodeTableCase: tables a box made with the names in another case (SQLite resolves
+// OpenCode's lowercase names to them) are scrubbed as OpenCode's own (review 14, F3).
+func TestScrubOpenCodeTableCase(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "opencode.db")
+	schema := strings.NewReplacer("TABLE project", "TABLE Project", "TABLE permission", "TABLE PERMISSION",
+		"TABLE session", "TABLE Session", "TABLE account", "TABLE ACCOUNT").Replace(openCodeSchema)
+	db := sqlDB(t, path, schema, `CREATE TABLE Credential (id text, secret text)`,
+		`INSERT INTO project VALUES ('p1', '/w', '{"start":"sh -c planted"}')`,
+		`INSERT INTO permission VALUES ('psv_b', 'p1', 'external_directory', '/*', 1, 1)`,
+		`INSERT INTO session VALUES ('ses_1', 'p1', 't', '[{"permission":"*","pattern":"*","action":"allow"}]')`,
+		`INSERT INTO account VALUES ('a', 'x@example.org', 'https://console.example.org')`,
+		`INSERT INTO credential VALUES ('c', 'secret')`)
+	db.Close()
+	if err := scrubOpenCode(path, nil); err != nil {
+		t.Fatal(err)
+	}
+	db = sqlDB(t, path)
+	for q, want := range map[string]int{
+		`SELECT count(*) FROM permission`:                              0,
+		`SELECT count(*) FROM session WHERE permission LIKE '%allow%'`: 0,
+		`SELECT count(*) FROM project WHERE commands IS NOT NULL`:      0,
+		`SELECT count(*) FROM account`:                                 0,
+		`SELECT count(*) FROM credential`:                              0,
+		`SELECT count(*) FROM session WHERE id = 'ses_1'`:              1,
+	} {
+		var n int
+		if err := db.QueryRow(q).Scan(&n); err != nil || n != want {
+			t.Errorf("%s = %d, %v; want %d", q, n, err, want)
+		}
+	}
+}
