@@ -468,6 +468,7 @@ func scanGitDir(ws, gd string, skip map[string]bool, out map[string]string, dept
 	checkHooks(ws, filepath.Join(gd, "hooks"), skip, out)
 	checkPackedRefs(ws, filepath.Join(gd, "packed-refs"), skip, out)
 	checkAlternates(ws, gd, skip, out)
+	checkSequencer(ws, gd, skip, out)
 	common, ok, err := commonDir(ws, gd)
 	cf := filepath.Join(gd, "commondir")
 	switch {
@@ -597,6 +598,48 @@ func checkAlternates(ws, gd string, skip map[string]bool, out map[string]string)
 			hashed(ws, p, "git alternates ("+path.Base(f)+"): other object stores git reads objects from", out)
 		}
 	}
+}
+
+// sequencerTodos are the todo lists of a stopped `git rebase -i` and of a cherry-pick or revert
+// sequence, in a git directory (each worktree's own).
+var sequencerTodos = []string{"rebase-merge/git-rebase-todo", "sequencer/todo"}
+
+// checkSequencer records a todo list of gd that holds an exec line, with a hash of its content.
+// `git rebase --continue` runs each exec line with the user's shell, and `git status` shows at
+// most the next two commands of a stopped rebase, so an exec line a box put after them would
+// run at the host's next `git rebase --continue` unseen (review 14, F10). A new or changed one
+// is moved aside: git then cannot continue that rebase (`git rebase --abort` ends it).
+func checkSequencer(ws, gd string, skip map[string]bool, out map[string]string) {
+	for _, f := range sequencerTodos {
+		p := filepath.Join(gd, f)
+		if skip[p] {
+			continue
+		}
+		b, err := readBeneath(ws, p, maxCheckedFile)
+		switch {
+		case errors.Is(err, errOutside):
+			out[p] = "a sequencer todo list that is a symlink leading out of the workspace"
+		case tooLarge(err) != nil:
+			out[p] = "a sequencer todo list " + err.Error() + ": taken for one with exec lines"
+		case err == nil && todoExecs(b):
+			sum := sha256.Sum256(b)
+			out[p] = "exec lines in a sequencer todo list, which git rebase --continue runs (sha256 " + hex.EncodeToString(sum[:6]) + ")"
+		}
+	}
+}
+
+// todoExecs reports whether a todo list holds a line git's sequencer reads as an exec command:
+// after leading blanks, "exec" or "x" ending the line or followed by a blank.
+func todoExecs(b []byte) bool {
+	for _, line := range strings.Split(string(b), "\n") {
+		l := strings.TrimLeft(line, " \t")
+		for _, c := range []string{"exec", "x"} {
+			if rest, ok := strings.CutPrefix(l, c); ok && (rest == "" || strings.ContainsRune(" \t\r\v\f", rune(rest[0]))) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // checkHooks records every hook in dir (a gitdir's hooks folder): each file git would run by

@@ -595,6 +595,46 @@ var gitSurfaceTests = map[string]func(t *testing.T){
 		mustWrite(t, filepath.Join(ws, ".git/worktrees/new/config.worktree"), "[core]\n\tpager = evil\n")
 		movedAside(t, s, filepath.Join(ws, ".git/worktrees/new/config.worktree"))
 	},
+	"GITDIR/rebase-merge/git-rebase-todo, GITDIR/sequencer/todo (with exec lines)": func(t *testing.T) {
+		if _, err := exec.LookPath("git"); err != nil {
+			t.Skip("git not installed")
+		}
+		dir, _ := filepath.EvalSymlinks(t.TempDir())
+		ws := filepath.Join(dir, "ws")
+		hostRepo(t, ws)
+		gitIn(ws, "", false, "checkout", "-q", "--", "f")
+		for _, c := range []string{"5", "6", "7"} {
+			mustWrite(t, filepath.Join(ws, "f"), c+"\n")
+			gitIn(ws, "", false, "commit", "-q", "-am", c)
+		}
+		mark := filepath.Join(dir, "ran")
+		// A rebase the host stopped, exec line and all: present at the snapshot, left alone.
+		seq := filepath.Join(dir, "seq")
+		mustWrite(t, seq, "#!/bin/sh\nsed -i '1s/^pick/edit/' \"$1\"\necho 'exec touch "+mark+".host' >> \"$1\"\n")
+		os.Chmod(seq, 0o755)
+		gitIn(ws, "", false, "-c", "sequence.editor="+seq, "rebase", "-q", "-i", "HEAD~3")
+		todo := filepath.Join(ws, ".git/rebase-merge/git-rebase-todo")
+		s := Snapshot(resolveWS(t, ws), Limits{})
+		if ts := s.VerifyExec(); len(ts) != 0 {
+			t.Fatalf("the host's own stopped rebase: %+v", ts)
+		}
+		gitIn(ws, "", false, "rebase", "--abort")
+		// The box stops a rebase at its first commit, with an exec line after the next two
+		// commands (git status shows those two only).
+		mustWrite(t, seq, "#!/bin/sh\nsed -i '1s/^pick/edit/' \"$1\"\necho 'exec touch "+mark+"' >> \"$1\"\n")
+		gitIn(ws, "", false, "-c", "sequence.editor="+seq, "rebase", "-q", "-i", "HEAD~3")
+		if b, err := os.ReadFile(todo); err != nil || !strings.Contains(string(b), "exec touch") {
+			t.Fatalf("the box's todo list: %q, %v", b, err)
+		}
+		movedAside(t, s, todo)
+		out := gitIn(ws, "", false, "rebase", "--continue")
+		if _, err := os.Stat(mark); err == nil {
+			t.Errorf("the host's git rebase --continue ran the box's exec line:\n%s", out)
+		}
+		// A cherry-pick sequence's todo list is judged the same.
+		mustWrite(t, filepath.Join(ws, ".git/sequencer/todo"), "pick 0000000 x\n  x touch "+mark+"\n")
+		movedAside(t, s, filepath.Join(ws, ".git/sequencer/todo"))
+	},
 	"symlinked config files and .git entries": func(t *testing.T) {
 		ws := newWS(t)
 		s := Snapshot(resolveWS(t, ws), Limits{})
