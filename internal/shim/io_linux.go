@@ -144,9 +144,8 @@ func (s *server) deliver(t console.FrameType, data []byte, ps *pumpState) {
 	if !s.tty {
 		s.awaitLocked(func(st state) bool { return st.client || st.phase >= phaseExited })
 	}
-	if s.drawn != nil && s.tty {
-		close(s.drawn)
-		s.drawn = nil
+	if s.tty && s.st.redrawing {
+		s.advanceLocked(evDrawn)
 	}
 	c := s.client
 	s.mu.Unlock()

@@ -379,20 +379,21 @@ const redrawWait = 500 * time.Millisecond
 func (s *server) redraw() {
 	s.mu.Lock()
 	ws := s.size
-	if s.master == nil || ws.Rows < 2 || s.drawn != nil {
+	if s.master == nil || ws.Rows < 2 || s.st.redrawing {
 		s.mu.Unlock()
 		s.signalBox(syscall.SIGWINCH)
 		return
 	}
-	drawn := make(chan struct{})
-	s.drawn = drawn
+	s.advanceLocked(evRedraw)
+	mine := s.st.redraws
 	setSize(s.master, console.WindowSize{Rows: ws.Rows - 1, Cols: ws.Cols})
 	s.mu.Unlock()
 	s.signalBox(syscall.SIGWINCH)
-	s.pause(redrawWait, drawn)
+	// Drawn: the pump ended this redraw's wait (evDrawn), and another redraw may wait since.
+	s.pause(redrawWait, func(st state) bool { return !st.redrawing || st.redraws != mine })
 	s.mu.Lock()
-	if s.drawn == drawn {
-		s.drawn = nil
+	if s.st.redrawing && s.st.redraws == mine {
+		s.advanceLocked(evDrawn) // the program did not draw within redrawWait
 	}
 	if s.master != nil {
 		setSize(s.master, s.size)
@@ -409,22 +410,11 @@ func (s *server) redraw() {
 	}
 }
 
-// pause waits for d, until ch closes (nil: never), or until the launch is final, and reports
-// whether it is final.
-func (s *server) pause(d time.Duration, ch <-chan struct{}) (final bool) {
+// pause waits for d, until done holds for the launch's state (nil: never), or until the launch
+// is final, and reports whether it is final.
+func (s *server) pause(d time.Duration, done func(state) bool) (final bool) {
 	expired, release := expiry(d)
 	defer release()
-	for {
-		_, changed, final := s.until(func(st state) bool { return st.phase == phaseFinal })
-		if final {
-			return true
-		}
-		select {
-		case <-ch:
-			return false
-		case <-expired:
-			return false
-		case <-changed:
-		}
-	}
+	st, _ := s.await(func(st state) bool { return st.phase == phaseFinal || done != nil && done(st) }, expired)
+	return st.phase == phaseFinal
 }

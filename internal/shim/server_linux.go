@@ -304,12 +304,6 @@ type server struct {
 	// box-init, as PID 1 of a pid namespace, drops signals from outside until it has installed
 	// its handlers, so they are sent when the box reports the exec.
 	pending []syscall.Signal
-	// drawn, while a redraw for a newly attached client waits, is closed by the PTY's pump at
-	// the program's next output (redraw).
-	drawn chan struct{}
-	// emptied: the box's top process, the init (pid 1) of its pid namespace, was reaped
-	// (waitBox), so the kernel has emptied the namespace and settle need not scan.
-	emptied bool
 }
 
 // testHooks force interleavings in tests (each nil outside tests; export_linux_test.go sets
@@ -727,6 +721,7 @@ func (s *server) waitBox(topIsInit bool) {
 	ps, err := s.box.Process.Wait()
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	ev := evExit
 	if err != nil {
 		s.log.Printf("wait for box: %v", err)
 	} else {
@@ -736,10 +731,12 @@ func (s *server) waitBox(topIsInit bool) {
 			code = 128 + int(ws.Signal())
 		}
 		s.status.ExitCode = &code
-		s.emptied = topIsInit
+		if topIsInit {
+			ev = evInitExit
+		}
 		s.log.Printf("box exited: %v (code %d)", ps, code)
 	}
-	s.advanceLocked(evExit)
+	s.advanceLocked(ev)
 }
 
 // supervise waits for the box to end, then settles it, writes the status and tells everyone.
@@ -762,7 +759,7 @@ func (s *server) supervise() {
 
 	s.mu.Lock()
 	pidNS := s.status.Namespaces["pid"]
-	byInit := s.emptied
+	byInit := s.st.emptied
 	s.mu.Unlock()
 	settled := s.settle(pidNS, byInit)
 
