@@ -201,7 +201,7 @@ func readLaunch(f *os.File) (line string, ln *os.File, err error) {
 	case 0:
 		return string(buf), nil, nil
 	case 1:
-		ln = os.NewFile(uintptr(fds[0]), "shim.sock")
+		ln = os.NewFile(uintptr(fds[0]), launchdir.SocketFile)
 		fds = nil
 		return string(buf), ln, nil
 	}
