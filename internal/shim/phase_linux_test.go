@@ -4,9 +4,14 @@ import (
 	"bytes"
 	"io"
 	"log"
+	"os"
 	"runtime"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/agentbox/agentbox/internal/console"
+	"github.com/creack/pty"
 )
 
 // TestTransitions pins the shim's transition table: every (phase, event) pair, the phase it
@@ -309,5 +314,69 @@ func TestAwaitLocked(t *testing.T) {
 				t.Errorf("the wait ended at %v with %+v", end, st)
 			}
 		})
+	}
+}
+
+// TestRedrawEndsAtOutput: a redraw for a newly attached client moves the PTY one row shorter
+// and waits for the program to draw (redraw); the PTY's pump's next output ends that wait
+// (deliver: drawn), and the redraw gives the size back. Output while no redraw waits is no
+// drawn event.
+func TestRedrawEndsAtOutput(t *testing.T) {
+	m, sl, err := pty.Open()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	defer sl.Close()
+	logOut, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer logOut.Close()
+	var buf bytes.Buffer
+	s := &server{log: log.New(&buf, "", 0), tty: true, master: m, logOut: logOut, size: console.WindowSize{Rows: 24, Cols: 80}}
+	setSize(m, s.size)
+	s.advance(evStart)
+	s.advance(evExec)
+	rows := func() int {
+		r, _, err := pty.Getsize(sl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	done := make(chan struct{})
+	go func() {
+		s.redraw()
+		close(done)
+	}()
+	s.await(func(st state) bool { return st.redrawing }, nil)
+	if r := rows(); r != 23 {
+		t.Errorf("while the redraw waits: %d rows, want 23", r)
+	}
+	s.deliver(console.FrameStdout, []byte("drawn"), &pumpState{})
+	s.mu.Lock()
+	st := s.st
+	s.mu.Unlock()
+	if st.redrawing || st.redraws != 1 {
+		t.Fatalf("after the program's output: %+v, want the redraw's wait over", st)
+	}
+	// The redraw gives the size back once its wait is over (it then waits redrawWait to signal
+	// once more, or for the final status).
+	expired, release := expiry(10 * time.Second)
+	defer release()
+	for rows() != 24 {
+		select {
+		case <-expired:
+			t.Fatalf("the size was not given back: %d rows", rows())
+		case <-time.After(time.Millisecond):
+		}
+	}
+	s.deliver(console.FrameStdout, []byte("more"), &pumpState{})
+	s.advance(evExit)
+	s.advance(evFinish)
+	<-done
+	if buf.Len() != 0 {
+		t.Errorf("refused moves logged: %s", buf.String())
 	}
 }
