@@ -2,7 +2,12 @@ package daemon
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/agentbox/agentbox/internal/broker"
@@ -135,4 +140,34 @@ func envOf(c *plan.Contributions, key string) string {
 		}
 	}
 	return v
+}
+
+// saveBrokerState writes v, as JSON, to the file name (launchdir) of bl's launch directory,
+// which the box does not see: what a restarted daemon serves the launch again with
+// (readBrokerState). what names the broker in the error.
+func saveBrokerState(bl *broker.Launch, name, what string, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(filepath.Dir(bl.RunDir), name), b, 0o600); err != nil {
+		return fmt.Errorf("save %s state: %w", what, err)
+	}
+	return nil
+}
+
+// readBrokerState reads into v what saveBrokerState wrote for bl's launch; found is false when
+// it wrote nothing (the broker had nothing to serve the launch).
+func readBrokerState(bl *broker.Launch, name, what string, v any) (found bool, err error) {
+	data, err := os.ReadFile(filepath.Join(filepath.Dir(bl.RunDir), name))
+	if errors.Is(err, fs.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("read %s state: %w", what, err)
+	}
+	if err := json.Unmarshal(data, v); err != nil {
+		return false, fmt.Errorf("read %s state: %w", what, err)
+	}
+	return true, nil
 }

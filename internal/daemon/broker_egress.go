@@ -5,10 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
 	"log/slog"
 	"net"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -17,6 +15,7 @@ import (
 	"github.com/agentbox/agentbox/internal/api"
 	"github.com/agentbox/agentbox/internal/broker"
 	"github.com/agentbox/agentbox/internal/egress"
+	"github.com/agentbox/agentbox/internal/launchdir"
 	"github.com/agentbox/agentbox/internal/plan"
 	"github.com/agentbox/agentbox/internal/recordlimit"
 	"github.com/agentbox/agentbox/internal/relay/session"
@@ -30,9 +29,6 @@ const EgressPort = 3128
 const (
 	// egressSocket is the proxy's unix socket in the launch's run directory.
 	egressSocket = "egress.sock"
-	// egressStateFile, in the launch directory (not the run directory the box sees), keeps the
-	// allowlist and port the launch started with, so that a restarted daemon serves the same.
-	egressStateFile = "egress.json"
 	// auditKindEgress is the kind of the audit rows of the proxy (one per tunnel or request).
 	auditKindEgress = "egress"
 	// maxEndedEgressStats bounds the counters kept for ended launches.
@@ -88,7 +84,7 @@ type egressLaunch struct {
 	base  api.EgressStats // counted before a daemon restart (from the audit log)
 }
 
-// egressState is what egressStateFile holds.
+// egressState is what launchdir.EgressStateFile holds.
 type egressState struct {
 	Allow []string `json:"allow"`
 	Port  int      `json:"port"`
@@ -114,12 +110,8 @@ func (b *egressBroker) Prepare(ctx context.Context, bl *broker.Launch, c *plan.C
 	port := EgressPort
 	for used := usedPorts(c.Forwards); used[port]; port++ {
 	}
-	st, err := json.Marshal(egressState{Allow: bl.Config.EgressAllow, Port: port})
-	if err != nil {
+	if err := saveBrokerState(bl, launchdir.EgressStateFile, "egress proxy", egressState{Allow: bl.Config.EgressAllow, Port: port}); err != nil {
 		return err
-	}
-	if err := os.WriteFile(filepath.Join(filepath.Dir(bl.RunDir), egressStateFile), st, 0o600); err != nil {
-		return fmt.Errorf("save egress proxy state: %w", err)
 	}
 	if err := b.start(bl.ID, bl.RunDir, allow, api.EgressStats{}); err != nil {
 		return err
@@ -140,16 +132,9 @@ func usedPorts(fs []plan.Forward) map[int]bool {
 }
 
 func (b *egressBroker) Resume(ctx context.Context, bl *broker.Launch) error {
-	data, err := os.ReadFile(filepath.Join(filepath.Dir(bl.RunDir), egressStateFile))
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil // the launch started without an allowlist
-	}
-	if err != nil {
-		return fmt.Errorf("read egress proxy state: %w", err)
-	}
 	var st egressState
-	if err := json.Unmarshal(data, &st); err != nil {
-		return fmt.Errorf("read egress proxy state: %w", err)
+	if found, err := readBrokerState(bl, launchdir.EgressStateFile, "egress proxy", &st); !found {
+		return err // (nil: the launch started without an allowlist)
 	}
 	allow, err := egress.ParseAllowlist(st.Allow)
 	if err != nil {

@@ -2,26 +2,18 @@ package daemon
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
-	"io/fs"
 	"log/slog"
-	"os"
-	"path/filepath"
 	"sync"
 
 	"github.com/agentbox/agentbox/internal/broker"
 	"github.com/agentbox/agentbox/internal/config"
+	"github.com/agentbox/agentbox/internal/launchdir"
 	"github.com/agentbox/agentbox/internal/plan"
 	"github.com/agentbox/agentbox/internal/recordlimit"
 	"github.com/agentbox/agentbox/internal/relay/session"
 	"github.com/agentbox/agentbox/internal/sshbroker"
 )
-
-// sshStateFile, in the launch directory (not the run directory the box sees), keeps the
-// git.ssh the launch started with, so that a restarted daemon serves the same legs.
-const sshStateFile = "sshbroker.json"
 
 // sshBroker serves each launch's agent socket and ssh legs (internal/sshbroker) when
 // git.ssh.hosts is configured; without it, it adds nothing to the plan.
@@ -76,12 +68,8 @@ func (b *sshBroker) Prepare(ctx context.Context, bl *broker.Launch, c *plan.Cont
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
-	state, err := json.Marshal(cfg)
-	if err != nil {
+	if err := saveBrokerState(bl, launchdir.SSHStateFile, "ssh broker", cfg); err != nil {
 		return err
-	}
-	if err := os.WriteFile(filepath.Join(filepath.Dir(bl.RunDir), sshStateFile), state, 0o600); err != nil {
-		return fmt.Errorf("save ssh broker state: %w", err)
 	}
 	l, err := b.start(bl, cfg, false)
 	if err != nil {
@@ -94,18 +82,11 @@ func (b *sshBroker) Prepare(ctx context.Context, bl *broker.Launch, c *plan.Cont
 }
 
 func (b *sshBroker) Resume(ctx context.Context, bl *broker.Launch) error {
-	data, err := os.ReadFile(filepath.Join(filepath.Dir(bl.RunDir), sshStateFile))
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil // the launch started without ssh hosts
-	}
-	if err != nil {
-		return fmt.Errorf("read ssh broker state: %w", err)
-	}
 	var cfg sshbroker.Config
-	if err := json.Unmarshal(data, &cfg); err != nil {
-		return fmt.Errorf("read ssh broker state: %w", err)
+	if found, err := readBrokerState(bl, launchdir.SSHStateFile, "ssh broker", &cfg); !found {
+		return err // (nil: the launch started without ssh hosts)
 	}
-	_, err = b.start(bl, cfg, true)
+	_, err := b.start(bl, cfg, true)
 	return err
 }
 

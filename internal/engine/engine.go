@@ -40,6 +40,15 @@ type IO struct {
 	Hold bool
 }
 
+// Check reports whether io gives a box with console c the streams it needs: a pipe console
+// needs stdin, stdout and stderr. Its error wraps ErrBoxSetup.
+func (io IO) Check(c plan.Console) error {
+	if c == plan.ConsolePipe && (io.Stdin == nil || io.Stdout == nil || io.Stderr == nil) {
+		return fmt.Errorf("%w: pipe console needs stdin, stdout and stderr", ErrBoxSetup)
+	}
+	return nil
+}
+
 // Holder is an engine that honours IO.Hold.
 type Holder interface {
 	HoldsStart() bool

@@ -30,6 +30,12 @@ const (
 	IntegrityFile = "integrity.json"
 	// GuardsFile is the integrity broker's record of the guards of absent protected paths.
 	GuardsFile = "guards.json"
+	// EgressStateFile is the egress broker's record of the allowlist and port the launch
+	// started with, so that a restarted daemon serves the same.
+	EgressStateFile = "egress.json"
+	// SSHStateFile is the ssh broker's record of the git.ssh the launch started with, so that
+	// a restarted daemon serves the same legs.
+	SSHStateFile = "sshbroker.json"
 )
 
 // Dir returns the launch directory of launch id in runtime directory runtimeDir.

@@ -6,72 +6,12 @@ import (
 	"os"
 	"path/filepath"
 	"syscall"
+	"time"
 
-	"github.com/agentbox/agentbox/internal/api"
 	"github.com/agentbox/agentbox/internal/console"
-	"github.com/agentbox/agentbox/internal/engine"
 	"github.com/agentbox/agentbox/internal/launchdir"
 	"golang.org/x/sys/unix"
 )
-
-func (s *server) readControl(f *os.File) {
-	defer s.advance(evControlClosed)
-	defer f.Close()
-	for {
-		ev, fds, err := engine.RecvEvent(f)
-		if err != nil {
-			if !errors.Is(err, engine.ErrControlClosed) {
-				s.log.Printf("control channel: %v", err)
-			}
-			return
-		}
-		switch ev.Kind {
-		case engine.EventPTY:
-			if len(fds) == 0 {
-				s.log.Printf("pty event without a descriptor")
-				continue
-			}
-			for _, fd := range fds[1:] {
-				unix.Close(fd)
-			}
-			s.havePTY(fds[0])
-		case engine.EventExec:
-			closeFDs(fds)
-			s.mu.Lock()
-			s.status.Execd = true
-			s.advanceLocked(evExec)
-			s.status.ProgramPid = ev.Pid
-			if s.status.State == api.StateStarting {
-				s.status.State = api.StateRunning
-			}
-			s.broadcastLocked(EventExec)
-			pending := s.pending
-			s.pending = nil
-			s.mu.Unlock()
-			s.log.Printf("program exec'd (pid %d in the box)", ev.Pid)
-			for _, sig := range pending {
-				s.signalBox(sig)
-			}
-		case engine.EventError:
-			closeFDs(fds)
-			s.mu.Lock()
-			if !s.status.Execd && s.errEvent == nil {
-				s.errEvent = &api.Error{Code: ev.Code, Message: ev.Message}
-			}
-			s.mu.Unlock()
-			s.log.Printf("box start-up failed: %s: %s", ev.Code, ev.Message)
-		default:
-			closeFDs(fds)
-			s.log.Printf("unknown control event %q", ev.Kind)
-		}
-	}
-}
-
-func closeFDs(fds []int) {
-	for _, fd := range fds {
-		unix.Close(fd)
-	}
-}
 
 // havePTY takes the PTY master: applies the client's size and starts relaying.
 func (s *server) havePTY(fd int) {
@@ -144,9 +84,8 @@ func (s *server) deliver(t console.FrameType, data []byte, ps *pumpState) {
 	if !s.tty {
 		s.awaitLocked(func(st state) bool { return st.client || st.phase >= phaseExited })
 	}
-	if s.drawn != nil && s.tty {
-		close(s.drawn)
-		s.drawn = nil
+	if s.tty && s.st.redrawing {
+		s.advanceLocked(evDrawn)
 	}
 	c := s.client
 	s.mu.Unlock()
@@ -185,6 +124,26 @@ func (s *server) deliver(t console.FrameType, data []byte, ps *pumpState) {
 	if err := c.fw.WriteFrame(t, data); err != nil {
 		s.writeFailedToClient(c, err)
 		testHook(testHooks.writeFailed)
+	}
+}
+
+type stdinItem struct {
+	data []byte
+	eof  bool
+}
+
+// sendStdin hands what a client sent to writeStdin; it gives up once the launch is final.
+func (s *server) sendStdin(it stdinItem) {
+	for {
+		_, changed, final := s.until(func(st state) bool { return st.phase == phaseFinal })
+		if final {
+			return
+		}
+		select {
+		case s.stdinCh <- it:
+			return
+		case <-changed:
+		}
 	}
 }
 
@@ -230,4 +189,57 @@ func (s *server) writeStdin(dst *os.File) {
 			}
 		}
 	}
+}
+
+// redrawWait bounds how long redraw waits for the program to draw at the size it moved to.
+const redrawWait = 500 * time.Millisecond
+
+// redraw makes a full-screen program that runs draw its screen again for a newly attached
+// client. SIGWINCH alone does not: Node.js terminals (and with them Claude Code, Codex, Gemini,
+// Copilot and OpenCode) and many other programs redraw only when the size they read differs
+// from the last one, so an attach from a terminal of the same size left a blank screen until
+// the program next wrote. The size moves one row for a moment: the program draws for it (its
+// next output, or redrawWait), then gets the size back and draws again. Whatever a client set
+// meanwhile is the size restored.
+func (s *server) redraw() {
+	s.mu.Lock()
+	ws := s.size
+	if s.master == nil || ws.Rows < 2 || s.st.redrawing {
+		s.mu.Unlock()
+		s.signalBox(syscall.SIGWINCH)
+		return
+	}
+	s.advanceLocked(evRedraw)
+	mine := s.st.redraws
+	setSize(s.master, console.WindowSize{Rows: ws.Rows - 1, Cols: ws.Cols})
+	s.mu.Unlock()
+	s.signalBox(syscall.SIGWINCH)
+	// Drawn: the pump ended this redraw's wait (evDrawn), and another redraw may wait since.
+	s.pause(redrawWait, func(st state) bool { return !st.redrawing || st.redraws != mine })
+	s.mu.Lock()
+	if s.st.redrawing && s.st.redraws == mine {
+		s.advanceLocked(evDrawn) // the program did not draw within redrawWait
+	}
+	if s.master != nil {
+		setSize(s.master, s.size)
+	}
+	s.mu.Unlock()
+	s.signalBox(syscall.SIGWINCH)
+	// A program still drawing for the moved size can miss the signal for the size restored
+	// (less did, now and then, under load: its screen stayed one row short until a key was
+	// pressed). Once it had time to settle it is signalled once more: one that redraws on every
+	// SIGWINCH draws again at the restored size, one that redraws only on a change does
+	// nothing.
+	if !s.pause(redrawWait, nil) {
+		s.signalBox(syscall.SIGWINCH)
+	}
+}
+
+// pause waits for d, until done holds for the launch's state (nil: never), or until the launch
+// is final, and reports whether it is final.
+func (s *server) pause(d time.Duration, done func(state) bool) (final bool) {
+	expired, release := expiry(d)
+	defer release()
+	st, _ := s.await(func(st state) bool { return st.phase == phaseFinal || done != nil && done(st) }, expired)
+	return st.phase == phaseFinal
 }

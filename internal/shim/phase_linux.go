@@ -10,6 +10,7 @@ import (
 //	waiting ──start──────────────────▶ started ──exec──▶ exec'd ──exit──▶ exited ──finish──▶ final
 //	waiting ──start held──▶ held ──release──▶ started
 //	held, started ──exit──▶ exited   (the box ended before its program ran, or was stopped)
+//	init exit: as exit, for a box whose top process is its pid namespace's init
 //	waiting ──finish──▶ final        (the box never started)
 //
 // Events that come late keep the phase: a report of the exec read after the box was reaped, a
@@ -27,7 +28,10 @@ import (
 //     (supervise settles the box once the control channel and every stream are done);
 //   - watch, unwatch: a watcher (the daemon) connected, or its connection ended (with none
 //     left before the end, the daemon is gone: the launch runs on, and the daemon that comes
-//     back watches it again).
+//     back watches it again);
+//   - redraw, drawn: a redraw for a newly attached client moved the PTY's size and waits for
+//     the program to draw, or its wait is over: the program's next output (the PTY's pump),
+//     or redrawWait.
 type phase int
 
 const (
@@ -67,6 +71,7 @@ const (
 	evRelease                    // the held program may start (its client attached)
 	evExec                       // the box reported the program's exec
 	evExit                       // the box's top process has been reaped
+	evInitExit                   // the box's top process, its pid namespace's init, has been reaped: the kernel has emptied the namespace
 	evFinish                     // the final status has been computed
 	evAttach                     // a client attached (the first, or a later one)
 	evStop                       // a stop was requested
@@ -76,6 +81,8 @@ const (
 	evDrained                    // an output stream of the box was read to its end
 	evWatch                      // a watcher (the daemon) connected
 	evUnwatch                    // a watcher's connection ended
+	evRedraw                     // a redraw moved the PTY's size and waits for the program to draw
+	evDrawn                      // the waiting redraw is over: the program drew, or the wait expired
 )
 
 func (e event) String() string {
@@ -90,6 +97,8 @@ func (e event) String() string {
 		return "exec"
 	case evExit:
 		return "exit"
+	case evInitExit:
+		return "init exit"
 	case evFinish:
 		return "finish"
 	case evAttach:
@@ -108,30 +117,38 @@ func (e event) String() string {
 		return "watch"
 	case evUnwatch:
 		return "unwatch"
+	case evRedraw:
+		return "redraw"
+	case evDrawn:
+		return "drawn"
 	}
 	return fmt.Sprintf("event(%d)", int(e))
 }
 
 // transitions is the shim's transition table: the phase each event leads to from each phase.
 // A pair that is not in it cannot happen (the box is started once, and only reaped once it
-// has been started; its control channel and output exist only once it has been); next
-// refuses it.
+// has been started; its control channel and output exist only once it has been; a redraw
+// is for a program that has been exec'd); next refuses it.
 var transitions = map[phase]map[event]phase{
 	phaseWaiting: {evStart: phaseStarted, evStartHeld: phaseHeld, evFinish: phaseFinal, evAttach: phaseWaiting, evStop: phaseWaiting,
 		evDetach: phaseWaiting, evWatch: phaseWaiting, evUnwatch: phaseWaiting},
 	// A started box (held or not) is finished only once it has been reaped and settled.
-	phaseHeld: {evRelease: phaseStarted, evExec: phaseExecd, evExit: phaseExited, evAttach: phaseHeld, evStop: phaseHeld,
+	phaseHeld: {evRelease: phaseStarted, evExec: phaseExecd, evExit: phaseExited, evInitExit: phaseExited, evAttach: phaseHeld, evStop: phaseHeld,
 		evDetach: phaseHeld, evControlClosed: phaseHeld, evOutput: phaseHeld, evDrained: phaseHeld, evWatch: phaseHeld, evUnwatch: phaseHeld},
-	phaseStarted: {evRelease: phaseStarted, evExec: phaseExecd, evExit: phaseExited, evAttach: phaseStarted, evStop: phaseStarted,
+	phaseStarted: {evRelease: phaseStarted, evExec: phaseExecd, evExit: phaseExited, evInitExit: phaseExited, evAttach: phaseStarted, evStop: phaseStarted,
 		evDetach: phaseStarted, evControlClosed: phaseStarted, evOutput: phaseStarted, evDrained: phaseStarted, evWatch: phaseStarted, evUnwatch: phaseStarted},
-	phaseExecd: {evRelease: phaseExecd, evExec: phaseExecd, evExit: phaseExited, evAttach: phaseExecd, evStop: phaseExecd,
-		evDetach: phaseExecd, evControlClosed: phaseExecd, evOutput: phaseExecd, evDrained: phaseExecd, evWatch: phaseExecd, evUnwatch: phaseExecd},
+	phaseExecd: {evRelease: phaseExecd, evExec: phaseExecd, evExit: phaseExited, evInitExit: phaseExited, evAttach: phaseExecd, evStop: phaseExecd,
+		evDetach: phaseExecd, evControlClosed: phaseExecd, evOutput: phaseExecd, evDrained: phaseExecd, evWatch: phaseExecd, evUnwatch: phaseExecd,
+		evRedraw: phaseExecd, evDrawn: phaseExecd},
 	// The control channel and the output end after the reaping, or past drainTimeout after
-	// the finish (a PTY's descriptor reported late).
+	// the finish (a PTY's descriptor reported late). A redraw an attach asked for before
+	// the reaping may begin after it, and runs its course.
 	phaseExited: {evRelease: phaseExited, evExec: phaseExited, evFinish: phaseFinal, evAttach: phaseExited, evStop: phaseExited,
-		evDetach: phaseExited, evControlClosed: phaseExited, evOutput: phaseExited, evDrained: phaseExited, evWatch: phaseExited, evUnwatch: phaseExited},
-	phaseFinal: {evRelease: phaseFinal, evExec: phaseFinal, evExit: phaseFinal, evFinish: phaseFinal, evAttach: phaseFinal, evStop: phaseFinal,
-		evDetach: phaseFinal, evControlClosed: phaseFinal, evDrained: phaseFinal, evWatch: phaseFinal, evUnwatch: phaseFinal},
+		evDetach: phaseExited, evControlClosed: phaseExited, evOutput: phaseExited, evDrained: phaseExited, evWatch: phaseExited, evUnwatch: phaseExited,
+		evRedraw: phaseExited, evDrawn: phaseExited},
+	phaseFinal: {evRelease: phaseFinal, evExec: phaseFinal, evExit: phaseFinal, evInitExit: phaseFinal, evFinish: phaseFinal, evAttach: phaseFinal, evStop: phaseFinal,
+		evDetach: phaseFinal, evControlClosed: phaseFinal, evDrained: phaseFinal, evWatch: phaseFinal, evUnwatch: phaseFinal,
+		evRedraw: phaseFinal, evDrawn: phaseFinal},
 }
 
 // next returns the phase ev leads to from p, or an error when the table has no such move.
@@ -161,6 +178,13 @@ type state struct {
 	outputs int
 	// watchers is the number of watchers connected (evWatch, evUnwatch).
 	watchers int
+	// emptied: the box's top process, the init (pid 1) of its pid namespace, was reaped
+	// (evInitExit), so the kernel has emptied the namespace and settle need not scan.
+	emptied bool
+	// redrawing: a redraw waits for the program to draw (evRedraw; evDrawn), the
+	// redraws-th since the launch began (so that a redraw tells its own wait from a later one).
+	redrawing bool
+	redraws   int
 }
 
 // next returns the state ev leads to from st, or an error when the table has no such move.
@@ -170,6 +194,19 @@ func (st state) next(ev event) (state, error) {
 		return st, err
 	}
 	switch ev {
+	case evInitExit:
+		st.emptied = true
+	case evRedraw:
+		if st.redrawing {
+			return st, fmt.Errorf("shim: event %q while a redraw waits", ev)
+		}
+		st.redrawing = true
+		st.redraws++
+	case evDrawn:
+		if !st.redrawing {
+			return st, fmt.Errorf("shim: event %q with no redraw waiting", ev)
+		}
+		st.redrawing = false
 	case evAttach:
 		st.attached, st.client = true, true
 	case evDetach:

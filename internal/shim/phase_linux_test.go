@@ -4,9 +4,14 @@ import (
 	"bytes"
 	"io"
 	"log"
+	"os"
 	"runtime"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/agentbox/agentbox/internal/console"
+	"github.com/creack/pty"
 )
 
 // TestTransitions pins the shim's transition table: every (phase, event) pair, the phase it
@@ -16,20 +21,30 @@ func TestTransitions(t *testing.T) {
 	// The events that keep the phase of a box that is there: attach, stop, detach, control
 	// closed, output, drained, watch, unwatch.
 	keep := func(p phase) []phase { return []phase{p, p, p, p, p, p, p, p} }
-	want := map[phase][]phase{
-		//                 start         start held  release       exec          exit          finish
-		phaseWaiting: append([]phase{phaseStarted, phaseHeld, refused, refused, refused, phaseFinal},
-			// attach, stop, detach; no control channel or output before the box; watch, unwatch
-			phaseWaiting, phaseWaiting, phaseWaiting, refused, refused, refused, phaseWaiting, phaseWaiting),
-		phaseHeld:    append([]phase{refused, refused, phaseStarted, phaseExecd, phaseExited, refused}, keep(phaseHeld)...),
-		phaseStarted: append([]phase{refused, refused, phaseStarted, phaseExecd, phaseExited, refused}, keep(phaseStarted)...),
-		phaseExecd:   append([]phase{refused, refused, phaseExecd, phaseExecd, phaseExited, refused}, keep(phaseExecd)...),
-		phaseExited:  append([]phase{refused, refused, phaseExited, phaseExited, refused, phaseFinal}, keep(phaseExited)...),
-		// No output stream opens once the launch is final; one still open may end.
-		phaseFinal: append([]phase{refused, refused, phaseFinal, phaseFinal, phaseFinal, phaseFinal},
-			phaseFinal, phaseFinal, phaseFinal, phaseFinal, refused, phaseFinal, phaseFinal, phaseFinal),
+	// redraw, drawn: only for a program that has been exec'd.
+	noRedraw := []phase{refused, refused}
+	redraw := func(p phase) []phase { return []phase{p, p} }
+	row := func(parts ...[]phase) []phase {
+		var r []phase
+		for _, p := range parts {
+			r = append(r, p...)
+		}
+		return r
 	}
-	events := []event{evStart, evStartHeld, evRelease, evExec, evExit, evFinish, evAttach, evStop, evDetach, evControlClosed, evOutput, evDrained, evWatch, evUnwatch}
+	want := map[phase][]phase{
+		//                      start         start held  release       exec          exit          init exit     finish
+		phaseWaiting: row([]phase{phaseStarted, phaseHeld, refused, refused, refused, refused, phaseFinal},
+			// attach, stop, detach; no control channel or output before the box; watch, unwatch
+			[]phase{phaseWaiting, phaseWaiting, phaseWaiting, refused, refused, refused, phaseWaiting, phaseWaiting}, noRedraw),
+		phaseHeld:    row([]phase{refused, refused, phaseStarted, phaseExecd, phaseExited, phaseExited, refused}, keep(phaseHeld), noRedraw),
+		phaseStarted: row([]phase{refused, refused, phaseStarted, phaseExecd, phaseExited, phaseExited, refused}, keep(phaseStarted), noRedraw),
+		phaseExecd:   row([]phase{refused, refused, phaseExecd, phaseExecd, phaseExited, phaseExited, refused}, keep(phaseExecd), redraw(phaseExecd)),
+		phaseExited:  row([]phase{refused, refused, phaseExited, phaseExited, refused, refused, phaseFinal}, keep(phaseExited), redraw(phaseExited)),
+		// No output stream opens once the launch is final; one still open may end.
+		phaseFinal: row([]phase{refused, refused, phaseFinal, phaseFinal, phaseFinal, phaseFinal, phaseFinal},
+			[]phase{phaseFinal, phaseFinal, phaseFinal, phaseFinal, refused, phaseFinal, phaseFinal, phaseFinal}, redraw(phaseFinal)),
+	}
+	events := []event{evStart, evStartHeld, evRelease, evExec, evExit, evInitExit, evFinish, evAttach, evStop, evDetach, evControlClosed, evOutput, evDrained, evWatch, evUnwatch, evRedraw, evDrawn}
 	for from := phaseWaiting; from <= phaseFinal; from++ {
 		if len(want[from]) != len(events) {
 			t.Fatalf("the table for %v has %d events, want %d", from, len(want[from]), len(events))
@@ -52,6 +67,18 @@ func TestTransitions(t *testing.T) {
 	}
 	if len(transitions) != len(want) {
 		t.Errorf("the table has %d phases, want %d", len(transitions), len(want))
+	}
+	// No event outside the list above is in the table.
+	for from, moves := range transitions {
+		allowed := 0
+		for _, w := range want[from] {
+			if w != refused {
+				allowed++
+			}
+		}
+		if len(moves) != allowed {
+			t.Errorf("the table has %d moves from %v, want %d", len(moves), from, allowed)
+		}
 	}
 }
 
@@ -88,6 +115,12 @@ func TestLaunchPaths(t *testing.T) {
 			{evExit, state{phase: phaseExited, stopAsked: true}}, {evStop, state{phase: phaseExited, stopAsked: true}}, {evFinish, state{phase: phaseFinal, stopAsked: true}}}},
 		{"watched to the end", []step{{evWatch, state{phase: phaseWaiting, watchers: 1}}, {evStart, state{phase: phaseStarted, watchers: 1}},
 			{evExit, state{phase: phaseExited, watchers: 1}}, {evFinish, state{phase: phaseFinal, watchers: 1}}, {evUnwatch, state{phase: phaseFinal}}}},
+		{"top process the pid namespace's init", []step{{evStart, state{phase: phaseStarted}}, {evExec, state{phase: phaseExecd}}, {evInitExit, state{phase: phaseExited, emptied: true}},
+			{evFinish, state{phase: phaseFinal, emptied: true}}}},
+		{"redraws for attached clients", []step{{evStart, state{phase: phaseStarted}}, {evExec, state{phase: phaseExecd}}, {evAttach, state{phase: phaseExecd, attached: true, client: true}},
+			{evRedraw, state{phase: phaseExecd, attached: true, client: true, redrawing: true, redraws: 1}}, {evDrawn, state{phase: phaseExecd, attached: true, client: true, redraws: 1}},
+			{evRedraw, state{phase: phaseExecd, attached: true, client: true, redrawing: true, redraws: 2}}, {evExit, state{phase: phaseExited, attached: true, client: true, redrawing: true, redraws: 2}},
+			{evDrawn, state{phase: phaseExited, attached: true, client: true, redraws: 2}}, {evFinish, state{phase: phaseFinal, attached: true, client: true, redraws: 2}}}},
 		{"late client of a failed launch", []step{{evStart, state{phase: phaseStarted}}, {evExit, state{phase: phaseExited}}, {evFinish, state{phase: phaseFinal}}, {evAttach, state{phase: phaseFinal, attached: true, client: true}}}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -119,6 +152,17 @@ func TestLaunchPaths(t *testing.T) {
 	s.advanceLocked(evUnwatch)
 	if s.st != (state{phase: phaseStarted}) || !strings.Contains(buf.String(), `event "unwatch" with no watcher`) {
 		t.Errorf("unwatch with no watcher: %+v, log %q", s.st, buf.String())
+	}
+	s.advanceLocked(evExec)
+	s.advanceLocked(evRedraw)
+	s.advanceLocked(evRedraw)
+	if s.st != (state{phase: phaseExecd, redrawing: true, redraws: 1}) || !strings.Contains(buf.String(), `event "redraw" while a redraw waits`) {
+		t.Errorf("redraw while one waits: %+v, log %q", s.st, buf.String())
+	}
+	s.advanceLocked(evDrawn)
+	s.advanceLocked(evDrawn)
+	if s.st != (state{phase: phaseExecd, redraws: 1}) || !strings.Contains(buf.String(), `event "drawn" with no redraw waiting`) {
+		t.Errorf("drawn with no redraw waiting: %+v, log %q", s.st, buf.String())
 	}
 }
 
@@ -270,5 +314,69 @@ func TestAwaitLocked(t *testing.T) {
 				t.Errorf("the wait ended at %v with %+v", end, st)
 			}
 		})
+	}
+}
+
+// TestRedrawEndsAtOutput: a redraw for a newly attached client moves the PTY one row shorter
+// and waits for the program to draw (redraw); the PTY's pump's next output ends that wait
+// (deliver: drawn), and the redraw gives the size back. Output while no redraw waits is no
+// drawn event.
+func TestRedrawEndsAtOutput(t *testing.T) {
+	m, sl, err := pty.Open()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	defer sl.Close()
+	logOut, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer logOut.Close()
+	var buf bytes.Buffer
+	s := &server{log: log.New(&buf, "", 0), tty: true, master: m, logOut: logOut, size: console.WindowSize{Rows: 24, Cols: 80}}
+	setSize(m, s.size)
+	s.advance(evStart)
+	s.advance(evExec)
+	rows := func() int {
+		r, _, err := pty.Getsize(sl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	done := make(chan struct{})
+	go func() {
+		s.redraw()
+		close(done)
+	}()
+	s.await(func(st state) bool { return st.redrawing }, nil)
+	if r := rows(); r != 23 {
+		t.Errorf("while the redraw waits: %d rows, want 23", r)
+	}
+	s.deliver(console.FrameStdout, []byte("drawn"), &pumpState{})
+	s.mu.Lock()
+	st := s.st
+	s.mu.Unlock()
+	if st.redrawing || st.redraws != 1 {
+		t.Fatalf("after the program's output: %+v, want the redraw's wait over", st)
+	}
+	// The redraw gives the size back once its wait is over (it then waits redrawWait to signal
+	// once more, or for the final status).
+	expired, release := expiry(10 * time.Second)
+	defer release()
+	for rows() != 24 {
+		select {
+		case <-expired:
+			t.Fatalf("the size was not given back: %d rows", rows())
+		case <-time.After(time.Millisecond):
+		}
+	}
+	s.deliver(console.FrameStdout, []byte("more"), &pumpState{})
+	s.advance(evExit)
+	s.advance(evFinish)
+	<-done
+	if buf.Len() != 0 {
+		t.Errorf("refused moves logged: %s", buf.String())
 	}
 }

@@ -7,12 +7,16 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"sync"
 	"syscall"
 	"time"
 
+	"github.com/agentbox/agentbox/internal/api"
 	"github.com/agentbox/agentbox/internal/console"
+	"github.com/agentbox/agentbox/internal/engine"
 	"github.com/agentbox/agentbox/internal/safesocket"
+	"golang.org/x/sys/unix"
 )
 
 // writeTimeout bounds a write to a watcher, so a stuck daemon cannot wedge the shim.
@@ -24,31 +28,63 @@ var relayedSignals = map[syscall.Signal]bool{
 	syscall.SIGUSR1: true, syscall.SIGUSR2: true, syscall.SIGWINCH: true, syscall.SIGCONT: true,
 }
 
-func ptrInt(p *int) any {
-	if p == nil {
-		return nil
+func (s *server) readControl(f *os.File) {
+	defer s.advance(evControlClosed)
+	defer f.Close()
+	for {
+		ev, fds, err := engine.RecvEvent(f)
+		if err != nil {
+			if !errors.Is(err, engine.ErrControlClosed) {
+				s.log.Printf("control channel: %v", err)
+			}
+			return
+		}
+		switch ev.Kind {
+		case engine.EventPTY:
+			if len(fds) == 0 {
+				s.log.Printf("pty event without a descriptor")
+				continue
+			}
+			for _, fd := range fds[1:] {
+				unix.Close(fd)
+			}
+			s.havePTY(fds[0])
+		case engine.EventExec:
+			closeFDs(fds)
+			s.mu.Lock()
+			s.status.Execd = true
+			s.advanceLocked(evExec)
+			s.status.ProgramPid = ev.Pid
+			if s.status.State == api.StateStarting {
+				s.status.State = api.StateRunning
+			}
+			s.broadcastLocked(EventExec)
+			pending := s.pending
+			s.pending = nil
+			s.mu.Unlock()
+			s.log.Printf("program exec'd (pid %d in the box)", ev.Pid)
+			for _, sig := range pending {
+				s.signalBox(sig)
+			}
+		case engine.EventError:
+			closeFDs(fds)
+			s.mu.Lock()
+			if !s.status.Execd && s.errEvent == nil {
+				s.errEvent = &api.Error{Code: ev.Code, Message: ev.Message}
+			}
+			s.mu.Unlock()
+			s.log.Printf("box start-up failed: %s: %s", ev.Code, ev.Message)
+		default:
+			closeFDs(fds)
+			s.log.Printf("unknown control event %q", ev.Kind)
+		}
 	}
-	return *p
 }
 
-// waitClosed waits (bounded) for the peer to close after the exit frame, so that the final
-// frame is read before the shim's end of the socket disappears.
-func waitClosed(c *net.UnixConn) {
-	c.SetReadDeadline(time.Now().Add(2 * time.Second))
-	io.Copy(io.Discard, c)
-	c.Close()
-}
-
-func exitFrame(st *Status) []byte {
-	var x console.Exit
-	switch {
-	case st.Error != nil:
-		x.ErrorCode, x.Message = st.Error.Code, st.Error.Message
-	case st.ExitCode != nil:
-		x.Code = *st.ExitCode
+func closeFDs(fds []int) {
+	for _, fd := range fds {
+		unix.Close(fd)
 	}
-	b, _ := json.Marshal(x)
-	return b
 }
 
 // acceptLoop serves the socket: each connection is checked, then served by its role.
@@ -113,6 +149,26 @@ func (s *server) serve(conn *net.UnixConn) {
 func (s *server) replyLocked() console.Reply {
 	b, _ := json.Marshal(s.status)
 	return console.Reply{OK: true, Console: string(s.cfg.console()), Status: b}
+}
+
+// waitClosed waits (bounded) for the peer to close after the exit frame, so that the final
+// frame is read before the shim's end of the socket disappears.
+func waitClosed(c *net.UnixConn) {
+	c.SetReadDeadline(time.Now().Add(2 * time.Second))
+	io.Copy(io.Discard, c)
+	c.Close()
+}
+
+func exitFrame(st *Status) []byte {
+	var x console.Exit
+	switch {
+	case st.Error != nil:
+		x.ErrorCode, x.Message = st.Error.Code, st.Error.Message
+	case st.ExitCode != nil:
+		x.Code = *st.ExitCode
+	}
+	b, _ := json.Marshal(x)
+	return b
 }
 
 // attachment is the attached console client.
@@ -251,21 +307,6 @@ func (s *server) serveAttach(conn *net.UnixConn, br *bufio.Reader, h console.Hel
 	}
 }
 
-// sendStdin hands what a client sent to writeStdin; it gives up once the launch is final.
-func (s *server) sendStdin(it stdinItem) {
-	for {
-		_, changed, final := s.until(func(st state) bool { return st.phase == phaseFinal })
-		if final {
-			return
-		}
-		select {
-		case s.stdinCh <- it:
-			return
-		case <-changed:
-		}
-	}
-}
-
 func (s *server) isClient(c *attachment) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -362,69 +403,6 @@ func (s *server) serveWatch(conn *net.UnixConn, br *bufio.Reader) {
 			s.signalBox(syscall.Signal(r.Signal))
 		default:
 			s.log.Printf("watcher: unknown op %q", r.Op)
-		}
-	}
-}
-
-// redrawWait bounds how long redraw waits for the program to draw at the size it moved to.
-const redrawWait = 500 * time.Millisecond
-
-// redraw makes a full-screen program that runs draw its screen again for a newly attached
-// client. SIGWINCH alone does not: Node.js terminals (and with them Claude Code, Codex, Gemini,
-// Copilot and OpenCode) and many other programs redraw only when the size they read differs
-// from the last one, so an attach from a terminal of the same size left a blank screen until
-// the program next wrote. The size moves one row for a moment: the program draws for it (its
-// next output, or redrawWait), then gets the size back and draws again. Whatever a client set
-// meanwhile is the size restored.
-func (s *server) redraw() {
-	s.mu.Lock()
-	ws := s.size
-	if s.master == nil || ws.Rows < 2 || s.drawn != nil {
-		s.mu.Unlock()
-		s.signalBox(syscall.SIGWINCH)
-		return
-	}
-	drawn := make(chan struct{})
-	s.drawn = drawn
-	setSize(s.master, console.WindowSize{Rows: ws.Rows - 1, Cols: ws.Cols})
-	s.mu.Unlock()
-	s.signalBox(syscall.SIGWINCH)
-	s.pause(redrawWait, drawn)
-	s.mu.Lock()
-	if s.drawn == drawn {
-		s.drawn = nil
-	}
-	if s.master != nil {
-		setSize(s.master, s.size)
-	}
-	s.mu.Unlock()
-	s.signalBox(syscall.SIGWINCH)
-	// A program still drawing for the moved size can miss the signal for the size restored
-	// (less did, now and then, under load: its screen stayed one row short until a key was
-	// pressed). Once it had time to settle it is signalled once more: one that redraws on every
-	// SIGWINCH draws again at the restored size, one that redraws only on a change does
-	// nothing.
-	if !s.pause(redrawWait, nil) {
-		s.signalBox(syscall.SIGWINCH)
-	}
-}
-
-// pause waits for d, until ch closes (nil: never), or until the launch is final, and reports
-// whether it is final.
-func (s *server) pause(d time.Duration, ch <-chan struct{}) (final bool) {
-	expired, release := expiry(d)
-	defer release()
-	for {
-		_, changed, final := s.until(func(st state) bool { return st.phase == phaseFinal })
-		if final {
-			return true
-		}
-		select {
-		case <-ch:
-			return false
-		case <-expired:
-			return false
-		case <-changed:
 		}
 	}
 }

@@ -13,7 +13,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/agentbox/agentbox/internal/changes"
-	"github.com/agentbox/agentbox/internal/engine"
 	"github.com/agentbox/agentbox/internal/engine/execstage"
 	"github.com/agentbox/agentbox/internal/engine/forward"
 	"github.com/agentbox/agentbox/internal/engine/spec"
@@ -23,7 +22,7 @@ import (
 
 // exitSetupFailed is bwrap-init's exit code when the box could not be finished or the program
 // not exec'd; the shim learns why from the EventError before it.
-const exitSetupFailed = 1
+const exitSetupFailed = execstage.ExitSetupFailed
 
 // InitMain is the entry point of `agentbox bwrap-init`, PID 1 of a bwrap box (bwrap --as-pid-1),
 // with the control socket at fd 3 and the spec at fd 4. It starts the program (execstage.Run), reports on the control socket, forwards signals, reaps, and exits
@@ -65,18 +64,8 @@ func InitMain(args []string) int {
 		}
 		protect = append(protect, fd)
 	}
-	if err := fds.CloseInherited(fdSpec + 1); err != nil {
-		return exitSetupFailed
-	}
-	if err := unix.CloseRange(fdControl, ^uint(0), unix.CLOSE_RANGE_CLOEXEC); err != nil {
-		return exitSetupFailed
-	}
-	ctl := os.NewFile(fdControl, "control")
-	fail := func(format string, a ...any) int {
-		msg := fmt.Sprintf(format, a...)
-		if err := engine.SendEvent(ctl, engine.Event{Kind: engine.EventError, Code: engine.CodeBoxSetupFailed, Message: msg}); err != nil {
-			fmt.Fprintf(os.Stderr, "agentbox bwrap-init: %s (and reporting it failed: %v)\n", msg, err)
-		}
+	ctl, fail, ok := execstage.Control(fdControl, fdSpec, "bwrap-init")
+	if !ok {
 		return exitSetupFailed
 	}
 	if parseErr != nil {

@@ -33,8 +33,8 @@ func (e *Engine) Start(req []byte, io engine.IO) (*engine.Box, error) {
 	if io.Control == nil {
 		return nil, fmt.Errorf("%w: no control socket", engine.ErrBoxSetup)
 	}
-	if r.Spec.Console == plan.ConsolePipe && (io.Stdin == nil || io.Stdout == nil || io.Stderr == nil) {
-		return nil, fmt.Errorf("%w: pipe console needs stdin, stdout and stderr", engine.ErrBoxSetup)
+	if err := io.Check(r.Spec.Console); err != nil {
+		return nil, err
 	}
 	path, err := exec.LookPath(Program)
 	if err != nil {

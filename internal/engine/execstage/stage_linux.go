@@ -1,6 +1,7 @@
-// Package execstage is the end of every Linux engine's in-box init (the native engine's
-// box-init, the bwrap engine's bwrap-init) and box-exec, the process that becomes the program.
-// The init starts box-exec early (Start), hands it the spec as soon as it has it and the news
+// Package execstage is the start and the end of every Linux engine's in-box init (the native
+// engine's box-init, the bwrap engine's bwrap-init) and box-exec, the process that becomes the
+// program. The init sets its descriptors and its report of a set-up failure first (Control),
+// starts box-exec early (Start), hands it the spec as soon as it has it and the news
 // that the box is built, and at the end (Run) the program's console — a PTY of the box's own
 // devpts, whose master goes to the shim, or the inherited stdio; box-exec drops every
 // capability, sets no_new_privs, applies Landlock and seccomp and execs the program. Run then
@@ -18,6 +19,7 @@ import (
 
 	"github.com/agentbox/agentbox/internal/engine"
 	"github.com/agentbox/agentbox/internal/engine/spec"
+	"github.com/agentbox/agentbox/internal/linux/fds"
 	"github.com/agentbox/agentbox/internal/linux/pty"
 	"github.com/agentbox/agentbox/internal/plan"
 )
@@ -37,6 +39,32 @@ var forwardedSignals = []os.Signal{
 // ForwardedSignals are the signals an init passes on to the program's process group (Run
 // forwards what its Signals channel receives; subscribe it to these).
 func ForwardedSignals() []os.Signal { return append([]os.Signal(nil), forwardedSignals...) }
+
+// Control is the first step of both inits (box-init; bwrap-init once it has taken back its own
+// descriptors): it closes every descriptor above last that this process inherited (any the
+// shim leaked, that it did not mean to pass), makes those from control up, which the init
+// keeps, close-on-exec, so that the program gets only what it is given, and returns the
+// control socket at control and the init's report of a set-up failure (Options.Fail): fail
+// sends the message on ctl as an EventError with engine.CodeBoxSetupFailed, writes it to
+// stderr as who's should that fail, and returns ExitSetupFailed. ok is false when the
+// descriptors could not be set: there is then nowhere to report it.
+func Control(control, last int, who string) (ctl *os.File, fail func(format string, a ...any) int, ok bool) {
+	if err := fds.CloseInherited(last + 1); err != nil {
+		return nil, nil, false
+	}
+	if err := unix.CloseRange(uint(control), ^uint(0), unix.CLOSE_RANGE_CLOEXEC); err != nil {
+		return nil, nil, false
+	}
+	ctl = os.NewFile(uintptr(control), "control")
+	fail = func(format string, a ...any) int {
+		msg := fmt.Sprintf(format, a...)
+		if err := engine.SendEvent(ctl, engine.Event{Kind: engine.EventError, Code: engine.CodeBoxSetupFailed, Message: msg}); err != nil {
+			fmt.Fprintf(os.Stderr, "agentbox %s: %s (and reporting it failed: %v)\n", who, msg, err)
+		}
+		return ExitSetupFailed
+	}
+	return ctl, fail, true
+}
 
 // Options are what Run needs from the init that calls it.
 type Options struct {

@@ -3,7 +3,6 @@ package native
 import (
 	"errors"
 	"flag"
-	"fmt"
 	"io"
 	"os"
 	"os/signal"
@@ -59,20 +58,8 @@ func afterMarker(notified chan os.Signal) <-chan os.Signal {
 // 4. It starts box-exec, builds the box, hands box-exec the program, reports on the control socket, forwards signals,
 // reaps, and exits with the program's status (128+n for a signal).
 func BoxInitMain(args []string) int {
-	// Descriptors the shim leaked to box-init (any it did not mean to pass) are closed; those
-	// box-init keeps are close-on-exec, so that the program gets only what it is given.
-	if err := fds.CloseInherited(fdSpec + 1); err != nil {
-		return exitSetupFailed
-	}
-	if err := unix.CloseRange(fdControl, ^uint(0), unix.CLOSE_RANGE_CLOEXEC); err != nil {
-		return exitSetupFailed
-	}
-	ctl := os.NewFile(fdControl, "control")
-	fail := func(format string, a ...any) int {
-		msg := fmt.Sprintf(format, a...)
-		if err := engine.SendEvent(ctl, engine.Event{Kind: engine.EventError, Code: engine.CodeBoxSetupFailed, Message: msg}); err != nil {
-			fmt.Fprintf(os.Stderr, "agentbox box-init: %s (and reporting it failed: %v)\n", msg, err)
-		}
+	ctl, fail, ok := execstage.Control(fdControl, fdSpec, "box-init")
+	if !ok {
 		return exitSetupFailed
 	}
 

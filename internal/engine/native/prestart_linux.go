@@ -110,8 +110,8 @@ func (p *Prestarted) Start(req []byte, io engine.IO) (*engine.Box, error) {
 		return nil, fmt.Errorf("%w: it has namespaces %v and ids %d:%d, the request needs %v and %d:%d",
 			engine.ErrPrestartUnusable, p.ns, p.uid, p.gid, s.Namespaces, s.UID, s.GID)
 	}
-	if s.Console == plan.ConsolePipe && (io.Stdin == nil || io.Stdout == nil || io.Stderr == nil) {
-		return nil, fmt.Errorf("%w: pipe console needs stdin, stdout and stderr", engine.ErrBoxSetup)
+	if err := io.Check(s.Console); err != nil {
+		return nil, err
 	}
 	if p.staging != nil {
 		err := p.staging.Cover(s.OwnedPaths())

@@ -39,8 +39,8 @@ func start(req []byte, io engine.IO) (*engine.Box, error) {
 	if io.Control == nil {
 		return nil, fmt.Errorf("%w: no control socket", engine.ErrBoxSetup)
 	}
-	if s.Console == plan.ConsolePipe && (io.Stdin == nil || io.Stdout == nil || io.Stderr == nil) {
-		return nil, fmt.Errorf("%w: pipe console needs stdin, stdout and stderr", engine.ErrBoxSetup)
+	if err := io.Check(s.Console); err != nil {
+		return nil, err
 	}
 	flags, err := boxCloneFlags(s.Namespaces)
 	if err != nil {
