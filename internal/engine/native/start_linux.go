@@ -67,10 +67,16 @@ func start(req []byte, io engine.IO) (*engine.Box, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", engine.ErrBoxSetup, err)
 	}
-	box := idmap.BoxUID(os.Getpid())
+	box := -1
 	if remap {
-		// Started by host root, the box runs as a host uid of its own (box): box-init
-		// becomes the box's uid inside, which is box on the host.
+		// Started by host root, the box runs as a host uid of its own (box), one no live
+		// process holds: box-init becomes the box's uid inside, which is box on the host.
+		lease, err := idmap.Take(os.Getpid())
+		if err != nil {
+			return nil, fmt.Errorf("%w: %w", engine.ErrBoxSetup, err)
+		}
+		defer lease.Release() // box-init holds it once started
+		box = lease.UID
 		uids, gids = idmap.Maps(s.UID, box), idmap.Maps(s.GID, box)
 		cred = &syscall.Credential{Uid: uint32(s.UID), Gid: uint32(s.GID), NoSetGroups: true}
 	}

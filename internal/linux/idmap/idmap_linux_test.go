@@ -199,7 +199,7 @@ func TestBoxUIDCannotSignalHostRoot(t *testing.T) {
 	if out := try(0); !strings.Contains(out, "SIGNALLED") || !strings.Contains(out, "READ") {
 		t.Fatalf("mapped to host root, the process should signal and read as root does: %q", out)
 	}
-	box := idmap.BoxUID(os.Getpid())
+	box := idmap.BoxUID(os.Getpid(), 0)
 	if out := try(box); strings.Contains(out, "SIGNALLED") || strings.Contains(out, "READ") {
 		t.Errorf("mapped to box uid %d, the process signalled or read as host root: %q", box, out)
 	}
@@ -219,7 +219,7 @@ func BenchmarkStartCovered(b *testing.B) {
 	}
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	box := idmap.BoxUID(os.Getpid())
+	box := idmap.BoxUID(os.Getpid(), 0)
 	for b.Loop() {
 		if err := idmap.StartCovered(dirs, box, func() error { return nil }); err != nil {
 			b.Fatal(err)
@@ -238,7 +238,7 @@ func BenchmarkStagingCover(b *testing.B) {
 	for i := 0; i < 3; i++ {
 		dirs = append(dirs, b.TempDir())
 	}
-	box := idmap.BoxUID(os.Getpid())
+	box := idmap.BoxUID(os.Getpid(), 0)
 	for b.Loop() {
 		b.StopTimer()
 		st, err := idmap.Stage(box, func() error { return nil })
