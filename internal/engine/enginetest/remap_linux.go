@@ -29,28 +29,11 @@ func testRootRemapped(t *testing.T, factory func() engine.Engine) {
 	secret := RootOnlyFile(t, "/opt")
 	script := fmt.Sprintf(`if cat /proc/self/fd/0%s; then echo LEAK-OPT; fi
 if head -c 1 /proc/self/fd/0/etc/shadow; then echo LEAK-SHADOW; fi
-if [ -d /proc/self/fd/0/etc ]; then echo REACHED-HOST-ROOT; fi
-read x < ./fifo && echo "DONE $x"`, secret)
-	p, d := sh(t, script, nil)
-	if err := syscall.Mkfifo(filepath.Join(d.Workspace, "fifo"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	hostRoot, err := os.Open("/")
-	if err != nil {
-		t.Fatal(err)
-	}
+if [ -d /proc/self/fd/0/etc ]; then echo REACHED-HOST-ROOT; fi`, secret)
 	var seen []string
-	r := RunBox(t, factory(), p, Options{StdinFile: hostRoot, AfterExec: func(b *engine.Box) {
-		seen = boxUIDs(t, b.NamespacePid())
-		// The program goes on (and ends) once the host has looked.
-		if err := os.WriteFile(filepath.Join(d.Workspace, "fifo"), []byte("go\n"), 0); err != nil {
-			t.Errorf("release the program: %v", err)
-		}
-	}})
-	mustExec(t, r)
-	out := string(r.Stdout)
-	if !strings.Contains(out, "REACHED-HOST-ROOT") || !strings.Contains(out, "DONE go") {
-		t.Fatalf("the program did not reach the host's / or was not released (exit %d): %q %q", r.Exit, out, r.Stderr)
+	out := runHandedHostRoot(t, factory, script, func(b *engine.Box) { seen = boxUIDs(t, b.NamespacePid()) })
+	if !strings.Contains(out, "REACHED-HOST-ROOT") {
+		t.Fatalf("the program did not reach the host's /: %q", out)
 	}
 	for _, bad := range []string{"LEAK-OPT", "LEAK-SHADOW", "ROOT-ONLY"} {
 		if strings.Contains(out, bad) {
@@ -61,7 +44,7 @@ read x < ./fifo && echo "DONE $x"`, secret)
 		t.Fatalf("found %d processes of the box on the host (its init and the program at least): %v", len(seen), seen)
 	}
 	want := strings.Fields(seen[0])[3]
-	if id, err := strconv.Atoi(want); err != nil || !idmap.IsBoxUID(id) || id%idmap.PIDs != os.Getpid() {
+	if id, err := strconv.Atoi(want); err != nil || !idmap.IsBoxUID(id) || (id-idmap.BoxUIDBase)%idmap.PIDs != os.Getpid() {
 		t.Errorf("the box's init runs on the host as %s, want a box uid of this process's (idmap.BoxUID)", seen[0])
 	}
 	for _, s := range seen {
@@ -111,19 +94,9 @@ if cat %s; then echo READ; fi`, pid, pid, secret))
 		t.Fatalf("uid %d should signal and inspect its own process and read its own file: %q", old, out)
 	}
 
-	script := fmt.Sprintf(`if cat /proc/self/fd/0%s; then echo LEAK-LEFTOVER; fi
-read x < ./fifo && echo "DONE $x"`, secret)
-	p, d := sh(t, script, nil)
-	if err := syscall.Mkfifo(filepath.Join(d.Workspace, "fifo"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	hostRoot, err := os.Open("/")
-	if err != nil {
-		t.Fatal(err)
-	}
 	var seen []string
 	var reached string
-	r := RunBox(t, factory(), p, Options{StdinFile: hostRoot, AfterExec: func(b *engine.Box) {
+	out := runHandedHostRoot(t, factory, fmt.Sprintf(`if cat /proc/self/fd/0%s; then echo LEAK-LEFTOVER; fi`, secret), func(b *engine.Box) {
 		seen = boxUIDs(t, b.NamespacePid())
 		for _, s := range seen {
 			pid, _ := strconv.Atoi(strings.Fields(s)[1])
@@ -131,15 +104,7 @@ read x < ./fifo && echo "DONE $x"`, secret)
 				reached += fmt.Sprintf("%s: %q\n", s, out)
 			}
 		}
-		if err := os.WriteFile(filepath.Join(d.Workspace, "fifo"), []byte("go\n"), 0); err != nil {
-			t.Errorf("release the program: %v", err)
-		}
-	}})
-	mustExec(t, r)
-	out := string(r.Stdout)
-	if !strings.Contains(out, "DONE go") {
-		t.Fatalf("the program was not released (exit %d): %q %q", r.Exit, out, r.Stderr)
-	}
+	})
 	if strings.Contains(out, "LEAK-LEFTOVER") || strings.Contains(out, "ROOT-ONLY") {
 		t.Errorf("a root-run box read the 0600 file a process of uid %d left:\n%s", old, out)
 	}
@@ -154,6 +119,34 @@ read x < ./fifo && echo "DONE $x"`, secret)
 			t.Errorf("a process of the box runs as uid %d, which a live process left from an earlier box holds: %s", old, s)
 		}
 	}
+}
+
+// runHandedHostRoot runs script in a box whose standard input is a descriptor of the host's /
+// (a process that escaped the box's mount view) and which then waits on a FIFO in the
+// workspace while look looks at the box from the host; it returns the program's output.
+func runHandedHostRoot(t *testing.T, factory func() engine.Engine, script string, look func(b *engine.Box)) string {
+	t.Helper()
+	p, d := sh(t, script+"\n"+`read x < ./fifo && echo "DONE $x"`, nil)
+	if err := syscall.Mkfifo(filepath.Join(d.Workspace, "fifo"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	hostRoot, err := os.Open("/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := RunBox(t, factory(), p, Options{StdinFile: hostRoot, AfterExec: func(b *engine.Box) {
+		look(b)
+		// The program goes on (and ends) once the host has looked.
+		if err := os.WriteFile(filepath.Join(d.Workspace, "fifo"), []byte("go\n"), 0); err != nil {
+			t.Errorf("release the program: %v", err)
+		}
+	}})
+	mustExec(t, r)
+	out := string(r.Stdout)
+	if !strings.Contains(out, "DONE go") {
+		t.Fatalf("the program was not released (exit %d): %q %q", r.Exit, out, r.Stderr)
+	}
+	return out
 }
 
 // RootOnlyFile makes a 0600 file of the caller's (root's) holding "ROOT-ONLY" in dir, removed

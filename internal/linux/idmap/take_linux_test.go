@@ -178,18 +178,7 @@ func TestTakenUIDSharesNothingLive(t *testing.T) {
 		t.Fatal(err)
 	}
 	try := func(host int) string {
-		maps := idmap.Maps(0, host)
-		lp := leftover.Process.Pid
-		cmd := exec.Command("/bin/sh", "-c", fmt.Sprintf(`if kill -0 %d; then echo SIGNALLED; fi
-if cat %s; then echo READ; fi`, lp, secret))
-		cmd.SysProcAttr = &syscall.SysProcAttr{
-			Cloneflags:  syscall.CLONE_NEWUSER,
-			UidMappings: maps,
-			GidMappings: maps,
-			Credential:  &syscall.Credential{Uid: 0, Gid: 0, NoSetGroups: true},
-		}
-		out, _ := cmd.CombinedOutput()
-		return string(out)
+		return shAsBoxRoot(host, fmt.Sprintf("if kill -0 %d; then echo SIGNALLED; fi; if cat %s; then echo READ; fi", leftover.Process.Pid, secret))
 	}
 	if out := try(old); !strings.Contains(out, "SIGNALLED") || !strings.Contains(out, "READ") {
 		t.Fatalf("mapped to the leftover's uid %d, the process should signal and read as it does: %q", old, out)
@@ -216,5 +205,37 @@ func BenchmarkTake(b *testing.B) {
 			b.Fatal(err)
 		}
 		lease.Release()
+	}
+}
+
+// TestTakeConcurrent: boxes a process starts at once (the conformance suite's, from one test
+// process) take distinct box uids, each of them the process's own.
+func TestTakeConcurrent(t *testing.T) {
+	noAccounts(t)
+	const n = 8
+	leases := make(chan *idmap.Lease, n)
+	errs := make(chan error, n)
+	for range n {
+		go func() {
+			l, err := idmap.Take(os.Getpid())
+			if err != nil {
+				errs <- err
+				return
+			}
+			leases <- l
+		}()
+	}
+	seen := map[int]bool{}
+	for range n {
+		select {
+		case err := <-errs:
+			t.Fatal(err)
+		case l := <-leases:
+			if seen[l.UID] || !idmap.IsBoxUID(l.UID) || (l.UID-idmap.BoxUIDBase)%idmap.PIDs != os.Getpid() {
+				t.Errorf("took %d twice, or not one of this process's box uids", l.UID)
+			}
+			seen[l.UID] = true
+			defer l.Release()
+		}
 	}
 }
