@@ -25,11 +25,12 @@ const (
 
 // boxInitCaps are the capabilities box-init needs in the box's user namespace: mounts and
 // pivot_root (SYS_ADMIN), loopback (NET_ADMIN), dropping the bounding set in the exec stage
-// (SETPCAP), and the overlays of package caches (DAC_OVERRIDE: without it, creating an overlay
-// in the box's user namespace fails with EACCES, measured on Linux 6.18). In a user
+// (SETPCAP), the overlays of package caches (DAC_OVERRIDE: without it, creating an overlay
+// in the box's user namespace fails with EACCES, measured on Linux 6.18), and the namespace's
+// own inotify count in the exec stage (SYS_RESOURCE). In a user
 // namespace they act only on what is mapped there (for an ordinary user, the user's own files).
 // A non-root uid would lose them at execve without the ambient set; the program gets none.
-var boxInitCaps = []uintptr{unix.CAP_SYS_ADMIN, unix.CAP_NET_ADMIN, unix.CAP_SYS_CHROOT, unix.CAP_SETPCAP, unix.CAP_DAC_OVERRIDE}
+var boxInitCaps = []uintptr{unix.CAP_SYS_ADMIN, unix.CAP_NET_ADMIN, unix.CAP_SYS_CHROOT, unix.CAP_SETPCAP, unix.CAP_DAC_OVERRIDE, unix.CAP_SYS_RESOURCE}
 
 func start(req []byte, io engine.IO) (*engine.Box, error) {
 	s, err := spec.Parse(req)
