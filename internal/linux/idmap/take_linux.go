@@ -73,8 +73,15 @@ func Take(pid int) (*Lease, error) {
 			return &Lease{UID: uid}, nil
 		}
 	}
-	return nil, fmt.Errorf("%w: all %d box uids of process %d are held (uid %d by process %d, …): processes of earlier boxes are still ending; end them (ps -u %d) or retry the launch",
-		ErrBoxUIDTaken, Slots, pid, BoxUID(pid, 0), held[BoxUID(pid, 0)], BoxUID(pid, 0))
+	by := "this process's other boxes"
+	for k := range Slots {
+		if p := held[BoxUID(pid, k)]; p != 0 {
+			by = fmt.Sprintf("uid %d by process %d, …; see ps -u %d", BoxUID(pid, k), p, BoxUID(pid, k))
+			break
+		}
+	}
+	return nil, fmt.Errorf("%w: all %d box uids of process %d are held (%s): processes of earlier boxes are still ending; end them or retry the launch",
+		ErrBoxUIDTaken, Slots, pid, by)
 }
 
 // heldSlots returns, for each of pid's box uids that a live process holds as its effective uid

@@ -239,3 +239,36 @@ func TestTakeConcurrent(t *testing.T) {
 		}
 	}
 }
+
+// TestTakeRefusesWhenAllHeld: with every slot of the process's taken, Take refuses with the
+// class and says why, and takes again once one is released.
+func TestTakeRefusesWhenAllHeld(t *testing.T) {
+	noAccounts(t)
+	var leases []*idmap.Lease
+	defer func() {
+		for _, l := range leases {
+			l.Release()
+		}
+	}()
+	for {
+		l, err := idmap.Take(os.Getpid())
+		if err != nil {
+			if !errors.Is(err, idmap.ErrBoxUIDTaken) || !strings.Contains(err.Error(), "are held") {
+				t.Fatalf("after %d leases: %v", len(leases), err)
+			}
+			break
+		}
+		if leases = append(leases, l); len(leases) > idmap.Slots {
+			t.Fatalf("took %d box uids, more than the %d slots", len(leases), idmap.Slots)
+		}
+	}
+	if len(leases) > idmap.Slots || len(leases) == 0 {
+		t.Fatalf("took %d of %d slots before the refusal", len(leases), idmap.Slots)
+	}
+	leases[0].Release()
+	l, err := idmap.Take(os.Getpid())
+	if err != nil || l.UID != leases[0].UID {
+		t.Fatalf("after a release: %v, %v (want %d again)", l, err, leases[0].UID)
+	}
+	leases[0] = l
+}
