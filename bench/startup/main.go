@@ -42,6 +42,7 @@ func main() {
 	floorClient := flag.String("floor-client", "", "ask the floor's server on this unix socket to run the argument (internal)")
 	pairs := flag.Bool("pairs", false, "only (b) and (c), alternating: n pairs, each ratio within its pair (on a loaded machine only same-run ratios mean anything)")
 	base := flag.String("base", "", "with -pairs: another build's agentbox binary (the code before a change), run with its own daemon in the same rounds as (b) and (c)")
+	engineName := flag.String("engine", "", "the engine of (c) and (c0) (config.yaml's engine; empty: the default)")
 	like := flag.Bool("like", false, "with -pairs: also bwrap run with the argv agentbox's own bwrap engine renders for the same plan, /bin/true in place of its box-init (like for like)")
 	flag.Parse()
 	switch {
@@ -53,7 +54,11 @@ func main() {
 	case *floorClient != "":
 		os.Exit(askFloor(*floorClient, flag.Arg(0)))
 	}
-	ab, runtimeRoot, stop := startAgentbox(*bin, "")
+	config := ""
+	if *engineName != "" {
+		config = "engine: " + *engineName + "\n"
+	}
+	ab, runtimeRoot, stop := startAgentbox(*bin, config)
 	defer stop()
 
 	self, err := os.Executable()
@@ -91,7 +96,7 @@ func main() {
 	if *pairs {
 		rivals := []rival{{cases[4].name, cases[4].cmd, nil}, {cases[5].name, cases[5].cmd, ab}}
 		if *base != "" {
-			bab, _, bstop := startAgentbox(*base, "")
+			bab, _, bstop := startAgentbox(*base, config)
 			defer bstop()
 			rivals = append(rivals, rival{"(c0) the same, built from " + *base, func() *exec.Cmd { return bab("run", "/bin/true") }, bab})
 		}
@@ -279,9 +284,11 @@ func startAgentbox(bin, config string) (ab func(args ...string) *exec.Cmd, runti
 	check(err)
 	// XDG_RUNTIME_DIR is a tmpfs on a systemd host (/run/user/UID); /dev/shm stands in for it
 	// here, so that the runtime files of a launch cost what they cost there.
-	// Not for the bwrap engine, whose box mounts a /dev of its own over the host's.
+	// Not for the bwrap engine, whose box mounts a /dev of its own over the host's, nor as
+	// root: a root-run box's runtime folder under /dev/shm cannot be opened by its box uid
+	// (its launches fail with mount_failed, on main as well; a tmpfs elsewhere works).
 	runtimeRoot = root
-	if st, err := os.Stat("/dev/shm"); err == nil && st.IsDir() && !strings.Contains(config, "bwrap") {
+	if st, err := os.Stat("/dev/shm"); err == nil && st.IsDir() && !strings.Contains(config, "bwrap") && os.Geteuid() != 0 {
 		runtimeRoot, err = os.MkdirTemp("/dev/shm", "abbench")
 		check(err)
 	}

@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -154,6 +155,63 @@ func TestAttackRootOnlyHostFiles(t *testing.T) {
 			// host id anyway.
 			if os.Geteuid() == 0 && !idmap.IsBoxUID(host) || os.Geteuid() != 0 && eng == "native" && host != os.Geteuid() {
 				t.Errorf("the box's uid is host uid %d (the caller is %d; a box started by root runs as a box uid)", host, os.Geteuid())
+			}
+		})
+	}
+}
+
+// TestRunAsCallerEndToEnd is a whole `agentbox run` as people use it, with both engines, as
+// root and as an ordinary user: the daemon started by the CLI, git in the box committing to
+// the workspace's repository, the program's exit code passed through. Afterwards what the box
+// wrote in the workspace — files, folders, git's objects, refs and index — is the caller's on
+// the host (root's for root, whose box ran as a box uid of its own), so the host's git works
+// on it without ownership complaints and sees the box's commit.
+func TestRunAsCallerEndToEnd(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("git is not installed")
+	}
+	for _, eng := range []string{"native", "bwrap"} {
+		t.Run(eng, func(t *testing.T) {
+			if _, err := exec.LookPath("bwrap"); err != nil && eng == "bwrap" {
+				t.Skip("bubblewrap is not installed")
+			}
+			e := NewEnv(t)
+			writeConfig(t, e, "engine: "+eng+"\n")
+			if out, err := hostTool(e, e.Work, "sh", "-c", "git init -q -b main . && echo host > HOST && git add HOST && git -c user.name=h -c user.email=h@example.org commit -qm host"); err != nil {
+				t.Fatalf("host git: %v\n%s", err, out)
+			}
+			r := e.Box(boxGit + `set -e
+mkdir -p sub/deep && echo box > sub/deep/BOX && echo 'edited' >> HOST
+git add -A && git commit -q -m "from the box"
+git log --oneline | wc -l | sed 's/^ */COMMITS /'
+echo "UID $(id -u)"
+exit 3`)
+			if r.Code != 3 || !strings.Contains(r.Stdout, "COMMITS 2") {
+				t.Fatalf("exit %d, want the program's 3 after two commits:\n%s%s", r.Code, r.Stdout, r.Stderr)
+			}
+			if want := fmt.Sprintf("UID %d\n", os.Geteuid()); !strings.Contains(r.Stdout, want) {
+				t.Errorf("the program's uid in the box: %q, want %q", r.Stdout, want)
+			}
+			uid, gid := os.Geteuid(), os.Getegid()
+			var foreign []string
+			walked := 0
+			filepath.Walk(e.Work, func(p string, fi os.FileInfo, err error) error {
+				if err != nil {
+					foreign = append(foreign, fmt.Sprintf("%s: %v", p, err))
+					return nil
+				}
+				walked++
+				if st := fi.Sys().(*syscall.Stat_t); int(st.Uid) != uid || int(st.Gid) != gid {
+					foreign = append(foreign, fmt.Sprintf("%s: %d:%d", p, st.Uid, st.Gid))
+				}
+				return nil
+			})
+			if walked < 20 || len(foreign) > 0 {
+				t.Errorf("%d entries of the workspace walked; not the caller's (%d:%d):\n%s", walked, uid, gid, strings.Join(foreign, "\n"))
+			}
+			out, err := hostTool(e, e.Work, "sh", "-c", "git status --porcelain && git log --format=%s && cat sub/deep/BOX && git fsck --no-progress 2>&1")
+			if err != nil || out != "from the box\nhost\nbox\n" {
+				t.Errorf("the host's git on the box's work: %v\n%q", err, out)
 			}
 		})
 	}

@@ -162,9 +162,10 @@ func renderArgs(s *spec.Spec) ([]string, error) {
 		"--as-pid-1", "--die-with-parent",
 		"--clearenv", "--chdir", "/",
 		// the exec stage needs SETPCAP (in the box's user namespace) to empty the bounding set and
-		// lock the securebits, and bwrap-init SYS_ADMIN to set hidepid on the box's /proc; the
-		// exec stage drops both with every other capability.
-		"--cap-drop", "ALL", "--cap-add", "CAP_SETPCAP", "--cap-add", "CAP_SYS_ADMIN",
+		// lock the securebits, and SYS_RESOURCE to write the namespace's inotify count, and
+		// bwrap-init SYS_ADMIN to set hidepid on the box's /proc; the exec stage drops them with
+		// every other capability.
+		"--cap-drop", "ALL", "--cap-add", "CAP_SETPCAP", "--cap-add", "CAP_SYS_ADMIN", "--cap-add", "CAP_SYS_RESOURCE",
 		"--json-status-fd", strconv.Itoa(fdStatus),
 	)
 	if s.Hostname == "" {

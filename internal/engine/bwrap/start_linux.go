@@ -59,10 +59,16 @@ func (e *Engine) Start(req []byte, io engine.IO) (*engine.Box, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", engine.ErrBoxSetup, err)
 	}
-	boxUID := idmap.BoxUID(os.Getpid())
+	boxUID := -1
 	if remap {
 		// Started by host root, bwrap runs as the box's own host uid, as it would for an
-		// ordinary user (MonitorMain).
+		// ordinary user (MonitorMain): one no live process holds, taken until bwrap runs as it.
+		lease, err := idmap.Take(os.Getpid())
+		if err != nil {
+			return nil, fmt.Errorf("%w: %w", engine.ErrBoxSetup, err)
+		}
+		defer lease.Release()
+		boxUID = lease.UID
 		args = append(args, "-box-uid", strconv.Itoa(boxUID))
 	}
 	pidfd := -1

@@ -39,6 +39,7 @@ func Run(t *testing.T, factory func() engine.Engine) {
 	t.Run("InitHiddenInProc", func(t *testing.T) { t.Parallel(); testInitHidden(t, factory) })
 	t.Run("ProtectedPaths", func(t *testing.T) { t.Parallel(); testProtectedPaths(t, factory) })
 	t.Run("RootRemapped", func(t *testing.T) { t.Parallel(); testRootRemapped(t, factory) })
+	t.Run("RootBoxUIDNotShared", func(t *testing.T) { t.Parallel(); testRootBoxUIDNotShared(t, factory) })
 }
 
 func sh(t *testing.T, script string, mod func(*plan.Input)) (*plan.Plan, Dirs) {

@@ -245,6 +245,9 @@ func Main(args []string) int {
 	if err := unix.Chdir(s.Cwd); err != nil {
 		return fail(engine.CodeBoxSetupFailed, "chdir %s: %v", s.Cwd, err)
 	}
+	if err := capInotify(); err != nil {
+		return fail(engine.CodeBoxSetupFailed, "inotify instances: %v", err)
+	}
 	// The kernel counts the tasks of the program's uid in the box's user namespace against it;
 	// raising it again needs CAP_SYS_RESOURCE in the host's user namespace, which no box has.
 	if err := unix.Setrlimit(unix.RLIMIT_NPROC, &unix.Rlimit{Cur: uint64(s.MaxProcs), Max: uint64(s.MaxProcs)}); err != nil {

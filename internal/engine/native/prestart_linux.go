@@ -79,7 +79,13 @@ func Prestart(ns []string) (*Prestarted, error) {
 	if remap {
 		// Started by host root, as start does: its folders are covered when its launch
 		// arrives (Start), in the staging namespace whose mounts reach its own.
-		box := idmap.BoxUID(os.Getpid())
+		lease, lerr := idmap.Take(os.Getpid())
+		if lerr != nil {
+			shimEnd.Close()
+			return nil, fmt.Errorf("prestart: %w", lerr)
+		}
+		defer lease.Release() // box-init holds it once started
+		box := lease.UID
 		cmd.SysProcAttr.UidMappings, cmd.SysProcAttr.GidMappings = idmap.Maps(uid, box), idmap.Maps(gid, box)
 		cmd.SysProcAttr.Credential = &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid), NoSetGroups: true}
 		staging, err = idmap.Stage(box, cmd.Start)

@@ -25,11 +25,12 @@ const (
 
 // boxInitCaps are the capabilities box-init needs in the box's user namespace: mounts and
 // pivot_root (SYS_ADMIN), loopback (NET_ADMIN), dropping the bounding set in the exec stage
-// (SETPCAP), and the overlays of package caches (DAC_OVERRIDE: without it, creating an overlay
-// in the box's user namespace fails with EACCES, measured on Linux 6.18). In a user
+// (SETPCAP), the overlays of package caches (DAC_OVERRIDE: without it, creating an overlay
+// in the box's user namespace fails with EACCES, measured on Linux 6.18), and the namespace's
+// own inotify count in the exec stage (SYS_RESOURCE). In a user
 // namespace they act only on what is mapped there (for an ordinary user, the user's own files).
 // A non-root uid would lose them at execve without the ambient set; the program gets none.
-var boxInitCaps = []uintptr{unix.CAP_SYS_ADMIN, unix.CAP_NET_ADMIN, unix.CAP_SYS_CHROOT, unix.CAP_SETPCAP, unix.CAP_DAC_OVERRIDE}
+var boxInitCaps = []uintptr{unix.CAP_SYS_ADMIN, unix.CAP_NET_ADMIN, unix.CAP_SYS_CHROOT, unix.CAP_SETPCAP, unix.CAP_DAC_OVERRIDE, unix.CAP_SYS_RESOURCE}
 
 func start(req []byte, io engine.IO) (*engine.Box, error) {
 	s, err := spec.Parse(req)
@@ -67,10 +68,16 @@ func start(req []byte, io engine.IO) (*engine.Box, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", engine.ErrBoxSetup, err)
 	}
-	box := idmap.BoxUID(os.Getpid())
+	box := -1
 	if remap {
-		// Started by host root, the box runs as a host uid of its own (box): box-init
-		// becomes the box's uid inside, which is box on the host.
+		// Started by host root, the box runs as a host uid of its own (box), one no live
+		// process holds: box-init becomes the box's uid inside, which is box on the host.
+		lease, err := idmap.Take(os.Getpid())
+		if err != nil {
+			return nil, fmt.Errorf("%w: %w", engine.ErrBoxSetup, err)
+		}
+		defer lease.Release() // box-init holds it once started
+		box = lease.UID
 		uids, gids = idmap.Maps(s.UID, box), idmap.Maps(s.GID, box)
 		cred = &syscall.Credential{Uid: uint32(s.UID), Gid: uint32(s.GID), NoSetGroups: true}
 	}

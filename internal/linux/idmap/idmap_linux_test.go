@@ -30,6 +30,22 @@ func catAsBoxRoot(files ...string) (string, error) {
 	return string(out), err
 }
 
+// shAsBoxRoot runs script as a root-run box's process is: uid 0 of a user namespace of its own
+// that maps only it, to host id host, with every capability of that namespace; it returns the
+// output.
+func shAsBoxRoot(host int, script string) string {
+	maps := idmap.Maps(0, host)
+	cmd := exec.Command("/bin/sh", "-c", script)
+	cmd.SysProcAttr = &syscall.SysProcAttr{
+		Cloneflags:  syscall.CLONE_NEWUSER,
+		UidMappings: maps,
+		GidMappings: maps,
+		Credential:  &syscall.Credential{Uid: 0, Gid: 0, NoSetGroups: true},
+	}
+	out, _ := cmd.CombinedOutput()
+	return string(out)
+}
+
 // TestEnterHidesRootOnlyFiles: in the view, a process of host root without capabilities over
 // host root's files (a root-run box's program) cannot read a root-owned 0600 file nor list a
 // 0700 folder, and still reads a 0644 file; the same process reads them all outside the view
@@ -185,21 +201,12 @@ func TestBoxUIDCannotSignalHostRoot(t *testing.T) {
 		t.Fatal(err)
 	}
 	try := func(host int) string {
-		maps := idmap.Maps(0, host)
-		cmd := exec.Command("/bin/sh", "-c", fmt.Sprintf("if kill -0 %d; then echo SIGNALLED; fi; if cat %s; then echo READ; fi", os.Getpid(), secret))
-		cmd.SysProcAttr = &syscall.SysProcAttr{
-			Cloneflags:  syscall.CLONE_NEWUSER,
-			UidMappings: maps,
-			GidMappings: maps,
-			Credential:  &syscall.Credential{Uid: 0, Gid: 0, NoSetGroups: true},
-		}
-		out, _ := cmd.CombinedOutput()
-		return string(out)
+		return shAsBoxRoot(host, fmt.Sprintf("if kill -0 %d; then echo SIGNALLED; fi; if cat %s; then echo READ; fi", os.Getpid(), secret))
 	}
 	if out := try(0); !strings.Contains(out, "SIGNALLED") || !strings.Contains(out, "READ") {
 		t.Fatalf("mapped to host root, the process should signal and read as root does: %q", out)
 	}
-	box := idmap.BoxUID(os.Getpid())
+	box := idmap.BoxUID(os.Getpid(), 0)
 	if out := try(box); strings.Contains(out, "SIGNALLED") || strings.Contains(out, "READ") {
 		t.Errorf("mapped to box uid %d, the process signalled or read as host root: %q", box, out)
 	}
@@ -219,7 +226,7 @@ func BenchmarkStartCovered(b *testing.B) {
 	}
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	box := idmap.BoxUID(os.Getpid())
+	box := idmap.BoxUID(os.Getpid(), 0)
 	for b.Loop() {
 		if err := idmap.StartCovered(dirs, box, func() error { return nil }); err != nil {
 			b.Fatal(err)
@@ -238,7 +245,7 @@ func BenchmarkStagingCover(b *testing.B) {
 	for i := 0; i < 3; i++ {
 		dirs = append(dirs, b.TempDir())
 	}
-	box := idmap.BoxUID(os.Getpid())
+	box := idmap.BoxUID(os.Getpid(), 0)
 	for b.Loop() {
 		b.StopTimer()
 		st, err := idmap.Stage(box, func() error { return nil })
