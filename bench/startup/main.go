@@ -303,17 +303,20 @@ func startAgentbox(bin, config string) (ab func(args ...string) *exec.Cmd, runti
 		c.Env, c.Dir = env, work
 		return c
 	}
-	// Warm the daemon (the first run starts it).
-	if out, err := ab("run", "/bin/true").CombinedOutput(); err != nil {
-		fatalf("warm-up of %s: %v: %s", bin, err, out)
-	}
-	return ab, runtimeRoot, func() {
+	stop = func() {
 		ab("daemon", "stop").Run()
 		os.RemoveAll(root)
 		if runtimeRoot != root {
 			os.RemoveAll(runtimeRoot)
 		}
 	}
+	// Warm the daemon (the first run starts it). A launch that fails may have started it:
+	// it is stopped before the bench exits.
+	if out, err := ab("run", "/bin/true").CombinedOutput(); err != nil {
+		stop()
+		fatalf("warm-up of %s: %v: %s", bin, err, out)
+	}
+	return ab, runtimeRoot, stop
 }
 
 // bwrapArgv returns the bwrap argv that agentbox's bwrap engine renders for a launch of

@@ -33,9 +33,10 @@ type Broker interface {
 	End(id string)
 }
 
-// Independent is a broker whose Prepare reads nothing the other brokers contribute: List
-// prepares it concurrently with them (the integrity snapshot while the relay creates its
-// session).
+// Independent is a broker whose Prepare reads nothing the other brokers contribute and whose
+// End touches nothing of theirs: List prepares and ends it concurrently with them (the
+// integrity snapshot while the relay creates its session; the check at exit while the relay
+// ends it).
 type Independent interface {
 	Broker
 	Independent()
@@ -150,9 +151,20 @@ func (bs List) Resume(ctx context.Context, l *Launch) {
 	}
 }
 
-// End releases every broker's state for a launch.
+// End releases every broker's state for a launch and returns once all have. The independent
+// brokers end alongside the others (the integrity check at exit while the relay commits the
+// session's end), the others in list order.
 func (bs List) End(id string) {
+	var wg sync.WaitGroup
 	for _, b := range bs.Brokers {
-		b.End(id)
+		if _, ok := b.(Independent); ok {
+			wg.Go(func() { b.End(id) })
+		}
 	}
+	for _, b := range bs.Brokers {
+		if _, ok := b.(Independent); !ok {
+			b.End(id)
+		}
+	}
+	wg.Wait()
 }

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/agentbox/agentbox/internal/plan"
 )
@@ -90,5 +91,47 @@ func TestListPrepareFails(t *testing.T) {
 		if slices.Contains(got, never) {
 			t.Errorf("calls %v hold %q", got, never)
 		}
+	}
+}
+
+// endWaiter is an independent broker whose End waits for another broker's End to have begun.
+type endWaiter struct {
+	*fake
+	other <-chan struct{}
+}
+
+func (endWaiter) Independent() {}
+func (w endWaiter) End(id string) {
+	select {
+	case <-w.other:
+		w.log.add("end " + w.name + " after the other began")
+	case <-time.After(10 * time.Second):
+		w.log.add("end " + w.name + " alone")
+	}
+}
+
+// endSignaller is a dependent broker whose End says it began.
+type endSignaller struct {
+	*fake
+	began chan struct{}
+}
+
+func (s endSignaller) End(id string) { close(s.began); s.fake.End(id) }
+
+// TestListEndIndependentAlongside: an independent broker ends alongside the dependent ones (the
+// integrity check at exit while the relay commits the session's end), and End returns only
+// once every broker has ended. Ended one after the other, the independent broker's End would
+// wait for a dependent one that had not begun, and log that it ended alone.
+func TestListEndIndependentAlongside(t *testing.T) {
+	log := &calls{}
+	began := make(chan struct{})
+	ind := endWaiter{&fake{name: "I", log: log}, began}
+	dep := endSignaller{&fake{name: "A", log: log}, began}
+	l := List{Brokers: []Broker{ind, dep, &fake{name: "B", log: log}}}
+	l.End("x")
+	got := slices.Clone(log.l)
+	slices.Sort(got)
+	if want := []string{"end A", "end B", "end I after the other began"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("calls %v, want %v", got, want)
 	}
 }

@@ -224,8 +224,9 @@ const maxKnownDepFolders = 128
 // launch: it is logged.
 func (d *Daemon) rememberDepFolders(known, ws string, found []string) []string {
 	var keep []string
-	if b, err := os.ReadFile(known); err == nil {
-		for _, rel := range strings.Split(string(b), "\n") {
+	was, err := os.ReadFile(known)
+	if err == nil {
+		for _, rel := range strings.Split(string(was), "\n") {
 			p := filepath.Join(ws, rel)
 			if rel != "" && filepath.IsLocal(rel) && isPlainDir(p) && !slices.Contains(keep, p) {
 				keep = append(keep, p)
@@ -252,10 +253,14 @@ func (d *Daemon) rememberDepFolders(known, ws string, found []string) []string {
 			b.WriteString(rel + "\n")
 		}
 	}
-	if err := os.MkdirAll(filepath.Dir(known), 0o700); err != nil {
-		d.log.Warn("dependency folders: the list is not kept", "file", known, "err", err)
-	} else if err := atomicfile.WriteFile(known, []byte(b.String()), 0o600); err != nil {
-		d.log.Warn("dependency folders: the list is not kept", "file", known, "err", err)
+	// Written only when it changed (a missing file is an empty list): the write is two fsyncs
+	// on the launch's path (the file and its folder), every launch of a workspace otherwise.
+	if b.String() != string(was) {
+		if err := os.MkdirAll(filepath.Dir(known), 0o700); err != nil {
+			d.log.Warn("dependency folders: the list is not kept", "file", known, "err", err)
+		} else if err := atomicfile.WriteFile(known, []byte(b.String()), 0o600); err != nil {
+			d.log.Warn("dependency folders: the list is not kept", "file", known, "err", err)
+		}
 	}
 	slices.Sort(out)
 	return out

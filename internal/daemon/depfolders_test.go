@@ -211,6 +211,56 @@ func TestDependencyFoldersRemembered(t *testing.T) {
 	}
 }
 
+// TestDependencyFoldersListWrittenOnChange: a launch that finds the folders the list already
+// holds leaves the list's file as it is (its write is two fsyncs on the launch's path); one that
+// finds another folder writes the list again, with it.
+func TestDependencyFoldersListWrittenOnChange(t *testing.T) {
+	ws := t.TempDir()
+	for _, dir := range []string{"a/node_modules", "b"} {
+		if err := os.MkdirAll(filepath.Join(ws, dir), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, f := range []string{"a/package.json", "b/package.json"} {
+		if err := os.WriteFile(filepath.Join(ws, f), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	state := t.TempDir()
+	d := &Daemon{stateDir: state, integrity: newIntegrityBroker(integrityDeps{StateDir: state}), log: slog.New(slog.DiscardHandler)}
+	known := filepath.Join(state, knownDepFoldersDir, filepath.Base(boxCache(state, ws)))
+	launch := func(id string) (fi os.FileInfo, list string) {
+		t.Helper()
+		var c plan.Contributions
+		if _, err := d.dependencyOverlays(id, ws, ws, plan.WorkspaceFacts{}, &c); err != nil {
+			t.Fatal(err)
+		}
+		d.integrity.reg.Release(id)
+		fi, err := os.Stat(known)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := os.ReadFile(known)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fi, string(b)
+	}
+	fi1, list1 := launch("L1")
+	if list1 != "a/node_modules\n" {
+		t.Fatalf("list after the first launch %q, want a/node_modules", list1)
+	}
+	if fi2, list2 := launch("L2"); !os.SameFile(fi1, fi2) || list2 != list1 {
+		t.Errorf("an unchanged launch wrote the list again (another file: %v; %q → %q)", !os.SameFile(fi1, fi2), list1, list2)
+	}
+	if err := os.Mkdir(filepath.Join(ws, "b", "node_modules"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if fi3, list3 := launch("L3"); os.SameFile(fi1, fi3) || list3 != "a/node_modules\nb/node_modules\n" {
+		t.Errorf("after another folder: the same file %v, list %q; want it written again with b/node_modules", os.SameFile(fi1, fi3), list3)
+	}
+}
+
 // BenchmarkDependencyFolders: the launch's search for dependency folders over this
 // repository (its top, and four levels below: docs/benchmarks.md).
 func BenchmarkDependencyFolders(b *testing.B) {

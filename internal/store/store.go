@@ -435,61 +435,74 @@ func (s *Store) SetSettled(ctx context.Context, id string) error {
 // Transition moves launch id to t.To. Allowed: starting → running, exited, failed or lost;
 // running → exited or lost. Anything else fails with ErrTransition and changes nothing.
 func (s *Store) Transition(ctx context.Context, id string, t Transition) error {
-	switch {
-	case t.To == api.StateExited && t.ExitCode == nil:
-		return fmt.Errorf("store: launch %s to exited: %w: an exit code is required", id, ErrTransition)
-	case t.To != api.StateExited && t.ExitCode != nil:
-		return fmt.Errorf("store: launch %s to %s: %w: only an exited launch has an exit code", id, t.To, ErrTransition)
-	case t.To == api.StateFailed && t.Error == nil:
-		return fmt.Errorf("store: launch %s to failed: %w: an error is required", id, ErrTransition)
-	case t.Error != nil && t.To != api.StateFailed && t.To != api.StateLost:
-		return fmt.Errorf("store: launch %s to %s: %w: only a failed or lost launch has an error", id, t.To, ErrTransition)
+	if err := t.check(id); err != nil {
+		return fmt.Errorf("store: %w", err)
 	}
 	return s.inTx(ctx, "launch "+id+" to "+t.To, func(tx *sql.Tx) error {
 		from, err := stateOf(ctx, tx, id)
 		if err != nil {
 			return err
 		}
-		allowed := false
-		for _, to := range transitions[from] {
-			allowed = allowed || to == t.To
-		}
-		if !allowed {
-			return fmt.Errorf("%w: %s → %s", ErrTransition, from, t.To)
-		}
-		sets := []string{"state = ?"}
-		args := []any{t.To}
-		if t.BoxPid != 0 {
-			sets, args = append(sets, "box_pid = ?"), append(args, t.BoxPid)
-		}
-		if t.BoxPidNS != 0 {
-			sets, args = append(sets, "box_pidns = ?"), append(args, int64(t.BoxPidNS))
-		}
-		if terminal(t.To) {
-			ended := t.Ended
-			if ended.IsZero() {
-				ended = time.Now()
-			}
-			sets, args = append(sets, "ended_ns = ?"), append(args, ended.UnixNano())
-		}
-		if t.ExitCode != nil {
-			sets, args = append(sets, "exit_code = ?"), append(args, *t.ExitCode)
-		}
-		if t.Error != nil {
-			sets = append(sets, "error_code = ?", "error_message = ?", "error_hint = ?")
-			args = append(args, nullString(t.Error.Code), t.Error.Message, nullString(t.Error.Hint))
-		}
-		if t.Stages != nil {
-			st, err := stagesJSON(t.Stages)
-			if err != nil {
-				return err
-			}
-			sets, args = append(sets, "stages = ?"), append(args, st)
-		}
-		args = append(args, id)
-		_, err = tx.ExecContext(ctx, "UPDATE launches SET "+strings.Join(sets, ", ")+" WHERE id = ?", args...)
-		return err
+		return transition(ctx, tx, id, from, t)
 	})
+}
+
+// check refuses a transition whose outcome does not fit its final state.
+func (t Transition) check(id string) error {
+	switch {
+	case t.To == api.StateExited && t.ExitCode == nil:
+		return fmt.Errorf("launch %s to exited: %w: an exit code is required", id, ErrTransition)
+	case t.To != api.StateExited && t.ExitCode != nil:
+		return fmt.Errorf("launch %s to %s: %w: only an exited launch has an exit code", id, t.To, ErrTransition)
+	case t.To == api.StateFailed && t.Error == nil:
+		return fmt.Errorf("launch %s to failed: %w: an error is required", id, ErrTransition)
+	case t.Error != nil && t.To != api.StateFailed && t.To != api.StateLost:
+		return fmt.Errorf("launch %s to %s: %w: only a failed or lost launch has an error", id, t.To, ErrTransition)
+	}
+	return nil
+}
+
+// transition moves launch id from state from (read in tx) to t.To, within tx.
+func transition(ctx context.Context, tx *sql.Tx, id, from string, t Transition) error {
+	allowed := false
+	for _, to := range transitions[from] {
+		allowed = allowed || to == t.To
+	}
+	if !allowed {
+		return fmt.Errorf("%w: %s → %s", ErrTransition, from, t.To)
+	}
+	sets := []string{"state = ?"}
+	args := []any{t.To}
+	if t.BoxPid != 0 {
+		sets, args = append(sets, "box_pid = ?"), append(args, t.BoxPid)
+	}
+	if t.BoxPidNS != 0 {
+		sets, args = append(sets, "box_pidns = ?"), append(args, int64(t.BoxPidNS))
+	}
+	if terminal(t.To) {
+		ended := t.Ended
+		if ended.IsZero() {
+			ended = time.Now()
+		}
+		sets, args = append(sets, "ended_ns = ?"), append(args, ended.UnixNano())
+	}
+	if t.ExitCode != nil {
+		sets, args = append(sets, "exit_code = ?"), append(args, *t.ExitCode)
+	}
+	if t.Error != nil {
+		sets = append(sets, "error_code = ?", "error_message = ?", "error_hint = ?")
+		args = append(args, nullString(t.Error.Code), t.Error.Message, nullString(t.Error.Hint))
+	}
+	if t.Stages != nil {
+		st, err := stagesJSON(t.Stages)
+		if err != nil {
+			return err
+		}
+		sets, args = append(sets, "stages = ?"), append(args, st)
+	}
+	args = append(args, id)
+	_, err := tx.ExecContext(ctx, "UPDATE launches SET "+strings.Join(sets, ", ")+" WHERE id = ?", args...)
+	return err
 }
 
 // SetRunning records that the program runs (starting → running) in the box whose top process
@@ -499,28 +512,35 @@ func (s *Store) SetRunning(ctx context.Context, id string, boxPid int, stages []
 }
 
 // Finish records a launch's outcome in one step from the daemon's record of it: l.State (a
-// final state) with l.ExitCode or l.Error, l.Ended, l.BoxPid and l.Settled. Moving into the
-// final state follows Transition's rules; when the launch is already in l.State, Finish only
-// updates its settlement, so recording an outcome twice is harmless.
+// final state) with l.ExitCode or l.Error, l.Ended, l.BoxPid and l.Settled, in one commit (one
+// fsync on the path from the box's exit to the client's end, where the transition and the
+// settlement took two). Moving into the final state follows Transition's rules; when the launch
+// is already in l.State, Finish only updates its settlement, so recording an outcome twice is
+// harmless.
 func (s *Store) Finish(ctx context.Context, l *Launch) error {
 	if !terminal(l.State) {
 		return fmt.Errorf("store: finish launch %s: %w: %q is not a final state", l.ID, ErrTransition, l.State)
 	}
-	err := s.Transition(ctx, l.ID, Transition{To: l.State, BoxPid: l.BoxPid, BoxPidNS: l.BoxPidNS,
-		ExitCode: l.ExitCode, Error: l.Error, Ended: l.Ended, Stages: l.Stages})
-	if err != nil {
-		cur, gerr := s.GetLaunch(ctx, l.ID)
-		if gerr != nil || cur.State != l.State {
-			return fmt.Errorf("store: finish launch %s: %w", l.ID, err)
-		}
-	}
-	if !l.Settled {
-		return nil
-	}
-	if err := s.SetSettled(ctx, l.ID); err != nil {
+	t := Transition{To: l.State, BoxPid: l.BoxPid, BoxPidNS: l.BoxPidNS, ExitCode: l.ExitCode, Error: l.Error,
+		Ended: l.Ended, Stages: l.Stages}
+	if err := t.check(l.ID); err != nil {
 		return fmt.Errorf("store: finish launch %s: %w", l.ID, err)
 	}
-	return nil
+	return s.inTx(ctx, "finish launch "+l.ID, func(tx *sql.Tx) error {
+		from, err := stateOf(ctx, tx, l.ID)
+		if err != nil {
+			return err
+		}
+		if from != l.State {
+			if err := transition(ctx, tx, l.ID, from, t); err != nil {
+				return err
+			}
+		}
+		if l.Settled {
+			_, err = tx.ExecContext(ctx, `UPDATE launches SET settled = 1 WHERE id = ?`, l.ID)
+		}
+		return err
+	})
 }
 
 // update runs a single-row UPDATE and maps "no row" to ErrNotFound.

@@ -612,3 +612,39 @@ func TestPruneAndProbes(t *testing.T) {
 		t.Errorf("the pruned launch's drift events remain (%d)", drift)
 	}
 }
+
+// TestFinishSettlesWithItsState: Finish records the final state and the settlement together
+// (one transaction); a Finish whose state change is refused settles nothing, and a Finish of
+// the state the launch is in records only its settlement.
+func TestFinishSettlesWithItsState(t *testing.T) {
+	s := open(t, filepath.Join(t.TempDir(), "agentbox.db"))
+	l := newLaunch("g")
+	if err := s.CreateLaunch(ctx, l); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SetRunning(ctx, "g", 4242, nil); err != nil {
+		t.Fatal(err)
+	}
+	l.State, l.Error, l.Settled = api.StateFailed, &api.Error{Code: "x", Message: "x"}, true
+	if err := s.Finish(ctx, l); !errors.Is(err, ErrTransition) {
+		t.Fatalf("Finish running → failed = %v, want ErrTransition", err)
+	}
+	if got, err := s.GetLaunch(ctx, "g"); err != nil || got.State != api.StateRunning || got.Settled {
+		t.Fatalf("after a refused Finish: %+v, %v; want running and unsettled", got, err)
+	}
+	code := 0
+	l.State, l.Error, l.ExitCode, l.Settled = api.StateExited, nil, &code, false
+	if err := s.Finish(ctx, l); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.GetLaunch(ctx, "g"); err != nil || got.State != api.StateExited || got.Settled {
+		t.Fatalf("after an unsettled Finish: %+v, %v; want exited and unsettled", got, err)
+	}
+	l.Settled = true
+	if err := s.Finish(ctx, l); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.GetLaunch(ctx, "g"); err != nil || got.State != api.StateExited || !got.Settled {
+		t.Fatalf("after a settled Finish: %+v, %v; want exited and settled", got, err)
+	}
+}
