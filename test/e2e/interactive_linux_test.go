@@ -404,8 +404,23 @@ func TestInteractiveCodex(t *testing.T) {
 		if strings.Contains(m.Screen(), "Sign in") {
 			t.Errorf("Codex asks to sign in:\n%s", m.Screen())
 		}
-		m.Keys("Enter") // 1. Trust and continue
-		eventually(t, "the trust dialog to close", func() bool { return !strings.Contains(m.Visible(), "Trust this folder") })
+		// 1. Trust and continue. An Enter that came before Codex read keys is lost (once in 4
+		// runs as the ordinary user at load 24): a person presses it again.
+		closed := func() bool { return !strings.Contains(m.Visible(), "Trust this folder") }
+		for try := 0; ; try++ {
+			m.Keys("Enter")
+			end := time.Now().Add(10 * time.Second)
+			for !closed() && time.Now().Before(end) {
+				time.Sleep(50 * time.Millisecond)
+			}
+			if closed() {
+				break
+			}
+			if try == 2 {
+				t.Fatalf("the trust dialog stayed after Enter, three times:\n%s", m.Screen())
+			}
+			t.Logf("the trust dialog stayed after Enter; pressing it again:\n%s", m.Visible())
+		}
 	}
 	converseAfter(t, m, up, "run codex", trust, nil, prompt, "", "remember the word OTTER")
 
@@ -777,4 +792,94 @@ func TestInteractiveOpenCode(t *testing.T) {
 		}
 	}
 	noRefusedRequest(t, e)
+}
+
+// TestInteractiveCodexApproval: an "always allow" answered in a box neither reaches the host's
+// Codex nor grants the next box anything. The stand-in model asks to run `touch` outside
+// Codex's own sandbox; Codex 0.171.0 asks "Would you like to run the following command?", and
+// the user answers "Yes, and don't ask again for commands that start with `touch`" (unboxed,
+// Codex saves that as a prefix_rule in ~/.codex/rules/default.rules, an exec-policy rule every
+// later Codex of the user obeys). In the box the command runs; ~/.codex/rules is the host's,
+// read-only, so the rule is saved nowhere: the host's rules file is unchanged, the workspace's
+// box-owned state holds no rule, and the next boxed launch asks again before the same command.
+func TestInteractiveCodexApproval(t *testing.T) {
+	t.Parallel() // its own daemon and upstreams; mostly waits (parallelTests)
+	e, _ := agentEnv(t, "codex")
+	call := &llmtest.ToolUse{ID: "call_touch", Name: "exec_command", Input: map[string]any{
+		"cmd": "touch ran-after-approval", "sandbox_permissions": "require_escalated",
+		"justification": "to make the file", "prefix_rule": []string{"touch"}}}
+	up := llmtest.NewOpenAI(llmtest.Options{Respond: func(r llmtest.Request) llmtest.Reply {
+		// The prompt asks for the command; the request that carries its output gets the text.
+		if strings.Contains(string(r.Body), "RUNIT") && !strings.Contains(string(r.Body), "function_call_output") {
+			return llmtest.Reply{Text: "Running it.", ToolUse: call}
+		}
+		return llmtest.Reply{}
+	}})
+	defer up.Close()
+	useGateway(t, e, "openai", up.URL, "")
+	if out, err := exec.Command("git", "init", "-q", e.Work).CombinedOutput(); err != nil {
+		t.Fatalf("git init: %v\n%s", err, out)
+	}
+	// A returning user who trusts the workspace and has one rule of their own.
+	hostConfig := fmt.Sprintf("[tui]\nscreen_reader_detection_done = true\n\n[projects.%q]\ntrust_level = \"trusted\"\n", e.Work)
+	hostRules := filepath.Join(e.Home, ".codex", "rules")
+	if err := os.MkdirAll(hostRules, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	const hostRule = "prefix_rule(pattern=[\"git\", \"status\"], decision=\"allow\")\n"
+	for name, content := range map[string]string{filepath.Join(e.Home, ".codex", "config.toml"): hostConfig, filepath.Join(hostRules, "default.rules"): hostRule} {
+		if err := os.WriteFile(name, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ran := filepath.Join(e.Work, "ran-after-approval")
+
+	m := e.Tmux(t)
+	m.tmux("resize-window", "-t", "main", "-x", "120", "-y", "40")
+	const prompt, dialog = `Ask Codex to do anything`, `Would you like to run the following command\?`
+	// One launch: the prompt with no dialog, the command asked for, the approval dialog
+	// answered with key, the answer after the command, /exit and exit 0.
+	launch := func(ask, key string) {
+		t.Helper()
+		m.clearPane()
+		tag := m.Start("run codex")
+		m.WaitFor(prompt)
+		noDialog(t, m, "agentbox run codex")
+		m.Ask(ask)
+		m.WaitFor(`(?s)` + dialog + `.*don't ask again for commands that start with .touch`)
+		m.Keys(key)
+		m.WaitFor(`(?s)` + regexp.QuoteMeta(ask) + `.*Hello from the fake upstream`)
+		t.Logf("after the answer %q:\n%s", key, m.Screen())
+		m.Ask("/exit")
+		if code := m.Wait(tag); code != 0 {
+			t.Fatalf("agentbox run codex, /exit: exit %d\n%s", code, m.Screen())
+		}
+		if _, err := os.Stat(ran); err != nil {
+			t.Errorf("the approved command did not run in the box: %v", err)
+		}
+		os.Remove(ran)
+	}
+
+	launch("RUNIT once", "p") // p: Yes, and don't ask again for commands that start with `touch`
+	rulesUnchanged := func() {
+		t.Helper()
+		ents, _ := os.ReadDir(hostRules)
+		if b, _ := os.ReadFile(filepath.Join(hostRules, "default.rules")); string(b) != hostRule || len(ents) != 1 {
+			t.Errorf("the box's approval reached the host's ~/.codex/rules (%d files): default.rules is\n%s", len(ents), b)
+		}
+	}
+	rulesUnchanged()
+	state := boxState(t, e, "codex")
+	filepath.WalkDir(filepath.Join(state, ".codex"), func(p string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() && strings.HasSuffix(p, ".rules") {
+			b, _ := os.ReadFile(p)
+			t.Errorf("the box's approval was saved in the box-owned state, for the next box: %s\n%s", p, b)
+		}
+		return nil
+	})
+
+	// The next box asks again before the same command (launch waits for the dialog).
+	launch("RUNIT again", "y") // y: Yes, proceed (this time only)
+	rulesUnchanged()
+	noRefusedRequest(t, e, codexUnavoidable...)
 }
