@@ -140,17 +140,23 @@ func post(t *testing.T, url, key, body string, status int, ctype string) []Event
 	}
 }
 
+// callUnlessNoTool answers every request with a call of the tool, but for those whose body says
+// "no tool", which get the zero Reply.
+func callUnlessNoTool(call *ToolUse) func(Request) Reply {
+	return func(r Request) Reply {
+		if strings.Contains(string(r.Body), "no tool") {
+			return Reply{}
+		}
+		return Reply{ToolUse: call}
+	}
+}
+
 // TestAnthropicToolUse: a reply with a tool call ends, streamed or not, with a tool_use block
 // after the text (streamed: its input as one input_json_delta) and stop_reason "tool_use", as
 // a model asks its client to run a tool; without one the stop reason stays "end_turn".
 func TestAnthropicToolUse(t *testing.T) {
 	call := &ToolUse{ID: "toolu_1", Name: "bash", Input: map[string]any{"command": "true"}}
-	s := NewAnthropic(Options{Respond: func(r Request) Reply {
-		if strings.Contains(string(r.Body), "no tool") {
-			return Reply{}
-		}
-		return Reply{ToolUse: call}
-	}})
+	s := NewAnthropic(Options{Respond: callUnlessNoTool(call)})
 	defer s.Close()
 	send := func(body string) *http.Response {
 		req, _ := http.NewRequest(http.MethodPost, s.URL+"/v1/messages", strings.NewReader(body))
@@ -223,12 +229,7 @@ func TestAnthropicToolUse(t *testing.T) {
 // model's call of exec_command; without one the output is the message alone.
 func TestResponsesToolUse(t *testing.T) {
 	call := &ToolUse{ID: "call_1", Name: "exec_command", Input: map[string]any{"cmd": "true"}}
-	s := NewOpenAI(Options{Respond: func(r Request) Reply {
-		if strings.Contains(string(r.Body), "no tool") {
-			return Reply{}
-		}
-		return Reply{ToolUse: call}
-	}})
+	s := NewOpenAI(Options{Respond: callUnlessNoTool(call)})
 	defer s.Close()
 	send := func(body string) *http.Response {
 		resp, err := http.Post(s.URL+"/v1/responses", "application/json", strings.NewReader(body))
