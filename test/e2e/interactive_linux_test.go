@@ -883,3 +883,103 @@ func TestInteractiveCodexApproval(t *testing.T) {
 	rulesUnchanged()
 	noRefusedRequest(t, e, codexUnavoidable...)
 }
+
+// TestInteractiveGeminiApproval: an "always allow" answered in a box neither reaches the host's
+// Gemini CLI nor grants the next box anything. The host's settings turn on Gemini CLI's
+// permanent approvals (security.enablePermanentToolApproval), and the stand-in model asks to
+// run `touch`; Gemini CLI 0.61.0 asks "Allow execution of [Shell]?", and the user answers "Allow
+// this command for all future sessions" (unboxed, Gemini CLI saves that as an allow rule in
+// ~/.gemini/policies/auto-saved.toml, a policy every later Gemini CLI of the user obeys). In the
+// box the command runs; ~/.gemini/policies is the host's, read-only, so the rule is saved
+// nowhere: the host's policies are unchanged, the workspace's box-owned state holds no policy,
+// and the next boxed launch asks again before the same command.
+func TestInteractiveGeminiApproval(t *testing.T) {
+	t.Parallel() // its own daemon and upstreams; mostly waits (parallelTests)
+	e, _ := agentEnv(t, "gemini")
+	call := &llmtest.ToolUse{ID: "call_touch", Name: "run_shell_command", Input: map[string]any{
+		"command": "touch ran-after-approval", "description": "make the file"}}
+	up := llmtest.NewGemini(llmtest.Options{Respond: func(r llmtest.Request) llmtest.Reply {
+		// The turn whose last message is the prompt asking for the command (streamed; Gemini
+		// CLI's side requests, such as its next-speaker check, are not) gets the call.
+		var body struct {
+			Contents []struct{ Parts []struct{ Text string } }
+		}
+		json.Unmarshal(r.Body, &body)
+		if n := len(body.Contents); n > 0 && strings.Contains(r.Path, "streamGenerateContent") {
+			for _, p := range body.Contents[n-1].Parts {
+				if strings.Contains(p.Text, "RUNIT") {
+					return llmtest.Reply{Text: "Running it.", ToolUse: call}
+				}
+			}
+		}
+		return llmtest.Reply{}
+	}})
+	defer up.Close()
+	useGateway(t, e, "gemini", up.URL, "")
+	// A returning user who trusts the workspace, allows permanent approvals, and has one policy
+	// of their own.
+	policies := filepath.Join(e.Home, ".gemini", "policies")
+	if err := os.MkdirAll(policies, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	const hostPolicy = "[[rule]]\ntoolName = \"run_shell_command\"\ncommandPrefix = [\"git\", \"status\"]\ndecision = \"allow\"\npriority = 100\n"
+	for name, content := range map[string]string{
+		filepath.Join(e.Home, ".gemini", "trustedFolders.json"): fmt.Sprintf(`{%q: "TRUST_FOLDER"}`, e.Work),
+		filepath.Join(e.Home, ".gemini", "settings.json"): `{"security": {"auth": {"selectedType": "gemini-api-key"}, "enablePermanentToolApproval": true},` +
+			` "privacy": {"usageStatisticsEnabled": false}, "general": {"enableAutoUpdate": false, "enableAutoUpdateNotification": false}}`,
+		filepath.Join(policies, "mine.toml"): hostPolicy,
+	} {
+		if err := os.WriteFile(name, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ran := filepath.Join(e.Work, "ran-after-approval")
+
+	m := e.Tmux(t)
+	m.tmux("resize-window", "-t", "main", "-x", "120", "-y", "40")
+	m.wait = geminiWait
+	// One launch: the prompt with no dialog, the command asked for, the approval dialog
+	// answered with key, the answer after the command, /quit and exit 0.
+	launch := func(ask, key string) {
+		t.Helper()
+		m.clearPane()
+		tag := m.Start("run gemini")
+		m.WaitFor(geminiReady)
+		noDialog(t, m, "agentbox run gemini")
+		m.Ask(ask)
+		m.WaitFor(`(?s)Allow execution of.*Allow this command for all future sessions`)
+		m.Keys(key)
+		m.WaitFor(`(?s)` + regexp.QuoteMeta(ask) + `.*Hello from the fake upstream`)
+		t.Logf("after the answer %q:\n%s", key, m.Screen())
+		m.Ask("/quit")
+		if code := m.Wait(tag); code != 0 {
+			t.Fatalf("agentbox run gemini, /quit: exit %d\n%s", code, m.Screen())
+		}
+		if _, err := os.Stat(ran); err != nil {
+			t.Errorf("the approved command did not run in the box: %v", err)
+		}
+		os.Remove(ran)
+	}
+
+	launch("RUNIT once", "3") // 3. Allow this command for all future sessions
+	policiesUnchanged := func() {
+		t.Helper()
+		ents, _ := os.ReadDir(policies)
+		if b, _ := os.ReadFile(filepath.Join(policies, "mine.toml")); string(b) != hostPolicy || len(ents) != 1 {
+			t.Errorf("the box's approval reached the host's ~/.gemini/policies (%d files): mine.toml is\n%s", len(ents), b)
+		}
+	}
+	policiesUnchanged()
+	filepath.WalkDir(filepath.Join(boxState(t, e, "gemini"), ".gemini"), func(p string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() && strings.HasSuffix(p, ".toml") {
+			b, _ := os.ReadFile(p)
+			t.Errorf("the box's approval was saved in the box-owned state, for the next box: %s\n%s", p, b)
+		}
+		return nil
+	})
+
+	// The next box asks again before the same command (launch waits for the dialog).
+	launch("RUNIT again", "1") // 1. Allow once
+	policiesUnchanged()
+	noRefusedRequest(t, e)
+}
