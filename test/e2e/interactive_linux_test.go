@@ -794,6 +794,55 @@ func TestInteractiveOpenCode(t *testing.T) {
 	noRefusedRequest(t, e)
 }
 
+// approvedLaunch is one launch of agent whose stand-in model asks to run a command that makes
+// the file ran: `agentbox run AGENT` typed in the pane, the agent's prompt (matching prompt)
+// shown with no dialog, ask typed, the agent's approval dialog (matching dialog) answered with
+// key, the stand-in's answer after the command, quit typed, the launch's exit code 0, and the
+// file made (it is removed again).
+func approvedLaunch(t *testing.T, m *Tmux, agent, prompt, dialog, ask, key, quit, ran string) {
+	t.Helper()
+	m.clearPane()
+	tag := m.Start("run " + agent)
+	m.WaitFor(prompt)
+	noDialog(t, m, "agentbox run "+agent)
+	m.Ask(ask)
+	m.WaitFor(dialog)
+	m.Keys(key)
+	m.WaitFor(`(?s)` + regexp.QuoteMeta(ask) + `.*Hello from the fake upstream`)
+	t.Logf("after the answer %q:\n%s", key, m.Screen())
+	m.Ask(quit)
+	if code := m.Wait(tag); code != 0 {
+		t.Fatalf("agentbox run %s, %s: exit %d\n%s", agent, quit, code, m.Screen())
+	}
+	if _, err := os.Stat(ran); err != nil {
+		t.Errorf("the approved command did not run in the box: %v", err)
+	}
+	os.Remove(ran)
+}
+
+// onlyFile fails the test unless the host's folder dir holds one file, name, with content: the
+// box's approval did not reach it.
+func onlyFile(t *testing.T, dir, name, content string) {
+	t.Helper()
+	ents, _ := os.ReadDir(dir)
+	if b, _ := os.ReadFile(filepath.Join(dir, name)); string(b) != content || len(ents) != 1 {
+		t.Errorf("the box's approval reached the host's %s (%d files): %s is\n%s", dir, len(ents), name, b)
+	}
+}
+
+// noFileEnding fails the test for each file beneath the box-owned dir whose name ends with
+// suffix: an approval saved there, for the next box.
+func noFileEnding(t *testing.T, dir, suffix string) {
+	t.Helper()
+	filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() && strings.HasSuffix(p, suffix) {
+			b, _ := os.ReadFile(p)
+			t.Errorf("the box's approval was saved in the box-owned state, for the next box: %s\n%s", p, b)
+		}
+		return nil
+	})
+}
+
 // TestInteractiveCodexApproval: an "always allow" answered in a box neither reaches the host's
 // Codex nor grants the next box anything. The stand-in model asks to run `touch` outside
 // Codex's own sandbox; Codex 0.171.0 asks "Would you like to run the following command?", and
@@ -836,51 +885,19 @@ func TestInteractiveCodexApproval(t *testing.T) {
 
 	m := e.Tmux(t)
 	m.tmux("resize-window", "-t", "main", "-x", "120", "-y", "40")
-	const prompt, dialog = `Ask Codex to do anything`, `Would you like to run the following command\?`
-	// One launch: the prompt with no dialog, the command asked for, the approval dialog
-	// answered with key, the answer after the command, /exit and exit 0.
 	launch := func(ask, key string) {
 		t.Helper()
-		m.clearPane()
-		tag := m.Start("run codex")
-		m.WaitFor(prompt)
-		noDialog(t, m, "agentbox run codex")
-		m.Ask(ask)
-		m.WaitFor(`(?s)` + dialog + `.*don't ask again for commands that start with .touch`)
-		m.Keys(key)
-		m.WaitFor(`(?s)` + regexp.QuoteMeta(ask) + `.*Hello from the fake upstream`)
-		t.Logf("after the answer %q:\n%s", key, m.Screen())
-		m.Ask("/exit")
-		if code := m.Wait(tag); code != 0 {
-			t.Fatalf("agentbox run codex, /exit: exit %d\n%s", code, m.Screen())
-		}
-		if _, err := os.Stat(ran); err != nil {
-			t.Errorf("the approved command did not run in the box: %v", err)
-		}
-		os.Remove(ran)
+		approvedLaunch(t, m, "codex", `Ask Codex to do anything`,
+			`(?s)Would you like to run the following command\?.*don't ask again for commands that start with .touch`, ask, key, "/exit", ran)
 	}
 
 	launch("RUNIT once", "p") // p: Yes, and don't ask again for commands that start with `touch`
-	rulesUnchanged := func() {
-		t.Helper()
-		ents, _ := os.ReadDir(hostRules)
-		if b, _ := os.ReadFile(filepath.Join(hostRules, "default.rules")); string(b) != hostRule || len(ents) != 1 {
-			t.Errorf("the box's approval reached the host's ~/.codex/rules (%d files): default.rules is\n%s", len(ents), b)
-		}
-	}
-	rulesUnchanged()
-	state := boxState(t, e, "codex")
-	filepath.WalkDir(filepath.Join(state, ".codex"), func(p string, d os.DirEntry, err error) error {
-		if err == nil && !d.IsDir() && strings.HasSuffix(p, ".rules") {
-			b, _ := os.ReadFile(p)
-			t.Errorf("the box's approval was saved in the box-owned state, for the next box: %s\n%s", p, b)
-		}
-		return nil
-	})
+	onlyFile(t, hostRules, "default.rules", hostRule)
+	noFileEnding(t, filepath.Join(boxState(t, e, "codex"), ".codex"), ".rules")
 
 	// The next box asks again before the same command (launch waits for the dialog).
 	launch("RUNIT again", "y") // y: Yes, proceed (this time only)
-	rulesUnchanged()
+	onlyFile(t, hostRules, "default.rules", hostRule)
 	noRefusedRequest(t, e, codexUnavoidable...)
 }
 
@@ -938,48 +955,17 @@ func TestInteractiveGeminiApproval(t *testing.T) {
 	m := e.Tmux(t)
 	m.tmux("resize-window", "-t", "main", "-x", "120", "-y", "40")
 	m.wait = geminiWait
-	// One launch: the prompt with no dialog, the command asked for, the approval dialog
-	// answered with key, the answer after the command, /quit and exit 0.
 	launch := func(ask, key string) {
 		t.Helper()
-		m.clearPane()
-		tag := m.Start("run gemini")
-		m.WaitFor(geminiReady)
-		noDialog(t, m, "agentbox run gemini")
-		m.Ask(ask)
-		m.WaitFor(`(?s)Allow execution of.*Allow this command for all future sessions`)
-		m.Keys(key)
-		m.WaitFor(`(?s)` + regexp.QuoteMeta(ask) + `.*Hello from the fake upstream`)
-		t.Logf("after the answer %q:\n%s", key, m.Screen())
-		m.Ask("/quit")
-		if code := m.Wait(tag); code != 0 {
-			t.Fatalf("agentbox run gemini, /quit: exit %d\n%s", code, m.Screen())
-		}
-		if _, err := os.Stat(ran); err != nil {
-			t.Errorf("the approved command did not run in the box: %v", err)
-		}
-		os.Remove(ran)
+		approvedLaunch(t, m, "gemini", geminiReady, `(?s)Allow execution of.*Allow this command for all future sessions`, ask, key, "/quit", ran)
 	}
 
 	launch("RUNIT once", "3") // 3. Allow this command for all future sessions
-	policiesUnchanged := func() {
-		t.Helper()
-		ents, _ := os.ReadDir(policies)
-		if b, _ := os.ReadFile(filepath.Join(policies, "mine.toml")); string(b) != hostPolicy || len(ents) != 1 {
-			t.Errorf("the box's approval reached the host's ~/.gemini/policies (%d files): mine.toml is\n%s", len(ents), b)
-		}
-	}
-	policiesUnchanged()
-	filepath.WalkDir(filepath.Join(boxState(t, e, "gemini"), ".gemini"), func(p string, d os.DirEntry, err error) error {
-		if err == nil && !d.IsDir() && strings.HasSuffix(p, ".toml") {
-			b, _ := os.ReadFile(p)
-			t.Errorf("the box's approval was saved in the box-owned state, for the next box: %s\n%s", p, b)
-		}
-		return nil
-	})
+	onlyFile(t, policies, "mine.toml", hostPolicy)
+	noFileEnding(t, filepath.Join(boxState(t, e, "gemini"), ".gemini"), ".toml")
 
 	// The next box asks again before the same command (launch waits for the dialog).
 	launch("RUNIT again", "1") // 1. Allow once
-	policiesUnchanged()
+	onlyFile(t, policies, "mine.toml", hostPolicy)
 	noRefusedRequest(t, e)
 }
