@@ -213,6 +213,51 @@ func jsonlUnder(dir string) []string {
 	return out
 }
 
+// codexUnavoidable is what Codex CLI 0.171.0 asks of the network at every start that no setting
+// turns off: its announcement tip (tui/src/tooltips.rs fetches it unconditionally).
+var codexUnavoidable = []string{"raw.githubusercontent.com:443"}
+
+// noRefusedRequest fails the test when one of e's launches made a request its egress proxy
+// refused, to a target other than those named in unavoidable (host:port, each a request the
+// agent makes at every start and no setting turns off, named in docs/profiles.md): a launch
+// that ends with "its egress proxy refused …" for a host the user never asked for. It also
+// fails when the daemon's log holds a request refused for want of a pairing (a client in the
+// box that ignored the pairing of its proxy URL).
+func noRefusedRequest(t *testing.T, e *Env, unavoidable ...string) {
+	t.Helper()
+	ls := e.Launches()
+	if len(ls) == 0 {
+		t.Errorf("no launch recorded")
+	}
+	for _, l := range ls {
+		if l.Egress == nil {
+			t.Errorf("launch %s (%s): no egress record", l.ID, l.Program+" "+strings.Join(l.Args, " "))
+			continue
+		}
+		var refused []string
+		expected := 0
+		for _, r := range l.Egress.Refusals {
+			if slices.Contains(unavoidable, r.Target) {
+				expected++
+			} else {
+				refused = append(refused, r.Target)
+			}
+		}
+		if len(refused) > 0 || (l.Egress.Refused > 0 && expected == 0) {
+			t.Errorf("launch %s (%s): the egress proxy refused %d requests, to %v: %+v", l.ID, l.Program+" "+strings.Join(l.Args, " "), l.Egress.Refused, refused, *l.Egress)
+		}
+	}
+	logs, err := os.ReadFile(filepath.Join(e.State, "agentbox", "daemon.log"))
+	if err != nil {
+		t.Errorf("daemon log: %v", err)
+	}
+	for _, line := range strings.Split(string(logs), "\n") {
+		if strings.Contains(line, "reason=pairing") {
+			t.Errorf("a request from a box was refused for want of a pairing: %s", line)
+		}
+	}
+}
+
 // TestInteractiveClaude uses the real Claude Code in a real terminal (tmux) as a returning user
 // of the host would: `agentbox run claude` reaches its prompt with no onboarding, connectivity
 // failure, trust or API-key dialog (the host's ~/.claude.json settles them), a typed prompt is
@@ -253,16 +298,9 @@ func TestInteractiveClaude(t *testing.T) {
 
 	// First launch: the prompt, a question, the answer, /exit.
 	converse(t, m, up, "run claude", prompt, "", "remember the word PELICAN")
-	// A returning user's Claude asks nothing of the network a box refuses: no launch ends with
-	// "its egress proxy refused …" for a host the user never asked for (the plugin marketplace
-	// on the vendor's download CDN, 2.1.333).
-	if ls := e.Launches(); len(ls) == 0 || ls[0].Egress == nil || ls[0].Egress.Refused != 0 {
-		if len(ls) > 0 && ls[0].Egress != nil {
-			t.Errorf("the box's claude made requests the egress proxy refused: %+v", *ls[0].Egress)
-		} else {
-			t.Errorf("no egress record for the launch: %+v", ls)
-		}
-	}
+	// A returning user's Claude asks nothing of the network a box refuses (the plugin
+	// marketplace on the vendor's download CDN, 2.1.333, until its variable).
+	noRefusedRequest(t, e)
 
 	// The transcript is the box's: in the workspace's box-owned state, not the host's.
 	state := boxState(t, e, "claude")
@@ -366,8 +404,23 @@ func TestInteractiveCodex(t *testing.T) {
 		if strings.Contains(m.Screen(), "Sign in") {
 			t.Errorf("Codex asks to sign in:\n%s", m.Screen())
 		}
-		m.Keys("Enter") // 1. Trust and continue
-		eventually(t, "the trust dialog to close", func() bool { return !strings.Contains(m.Visible(), "Trust this folder") })
+		// 1. Trust and continue. An Enter that came before Codex read keys is lost (once in 4
+		// runs as the ordinary user at load 24): a person presses it again.
+		closed := func() bool { return !strings.Contains(m.Visible(), "Trust this folder") }
+		for try := 0; ; try++ {
+			m.Keys("Enter")
+			end := time.Now().Add(10 * time.Second)
+			for !closed() && time.Now().Before(end) {
+				time.Sleep(50 * time.Millisecond)
+			}
+			if closed() {
+				break
+			}
+			if try == 2 {
+				t.Fatalf("the trust dialog stayed after Enter, three times:\n%s", m.Screen())
+			}
+			t.Logf("the trust dialog stayed after Enter; pressing it again:\n%s", m.Visible())
+		}
 	}
 	converseAfter(t, m, up, "run codex", trust, nil, prompt, "", "remember the word OTTER")
 
@@ -408,6 +461,10 @@ func TestInteractiveCodex(t *testing.T) {
 	if _, err := os.Stat(notified); err == nil {
 		t.Errorf("the host's notify command ran in a box")
 	}
+	// Neither launch asks of the network what no box reaches (the update check, analytics,
+	// the plugin marketplace's sync), but for Codex's announcement tip, which no setting of
+	// 0.171.0 turns off.
+	noRefusedRequest(t, e, codexUnavoidable...)
 }
 
 // TestInteractiveGemini uses the real Gemini CLI in a real terminal (tmux) as a returning user
@@ -447,6 +504,7 @@ func TestInteractiveGemini(t *testing.T) {
 	if reqs := converse(t, m, up, "run gemini -- --resume latest", geminiReady, "remember the word HERON", "and then", "/quit"); !carries(reqs, "HERON") {
 		t.Errorf("the resumed launch's requests do not carry the earlier chat")
 	}
+	noRefusedRequest(t, e)
 }
 
 // TestInteractiveCopilot uses the real Copilot CLI in a real terminal (tmux) as a returning user
@@ -544,6 +602,7 @@ func TestInteractiveCopilot(t *testing.T) {
 	if b, _ := os.ReadFile(filepath.Join(e.Home, ".copilot", "config.json")); string(b) != hostConfig {
 		t.Errorf("the host's ~/.copilot/config.json changed:\n%s", b)
 	}
+	noRefusedRequest(t, e)
 }
 
 // TestInteractiveGeminiTrust: a trust decision taken in a box holds for the next box of the
@@ -628,6 +687,7 @@ func TestInteractiveGeminiTrust(t *testing.T) {
 	if b, _ := os.ReadFile(hostTrust); string(b) != hostRules {
 		t.Errorf("the box changed the host's ~/.gemini/trustedFolders.json:\n%s", b)
 	}
+	noRefusedRequest(t, e)
 }
 
 // TestInteractiveOpenCode uses the real OpenCode in a real terminal (tmux) as a returning user
@@ -731,4 +791,181 @@ func TestInteractiveOpenCode(t *testing.T) {
 			t.Errorf("%s planted in the box-owned database passed to the next box (%s: %d, %v)", what, q, n, err)
 		}
 	}
+	noRefusedRequest(t, e)
+}
+
+// approvedLaunch is one launch of agent whose stand-in model asks to run a command that makes
+// the file ran: `agentbox run AGENT` typed in the pane, the agent's prompt (matching prompt)
+// shown with no dialog, ask typed, the agent's approval dialog (matching dialog) answered with
+// key, the stand-in's answer after the command, quit typed, the launch's exit code 0, and the
+// file made (it is removed again).
+func approvedLaunch(t *testing.T, m *Tmux, agent, prompt, dialog, ask, key, quit, ran string) {
+	t.Helper()
+	m.clearPane()
+	tag := m.Start("run " + agent)
+	m.WaitFor(prompt)
+	noDialog(t, m, "agentbox run "+agent)
+	m.Ask(ask)
+	m.WaitFor(dialog)
+	m.Keys(key)
+	m.WaitFor(`(?s)` + regexp.QuoteMeta(ask) + `.*Hello from the fake upstream`)
+	t.Logf("after the answer %q:\n%s", key, m.Screen())
+	m.Ask(quit)
+	if code := m.Wait(tag); code != 0 {
+		t.Fatalf("agentbox run %s, %s: exit %d\n%s", agent, quit, code, m.Screen())
+	}
+	if _, err := os.Stat(ran); err != nil {
+		t.Errorf("the approved command did not run in the box: %v", err)
+	}
+	os.Remove(ran)
+}
+
+// onlyFile fails the test unless the host's folder dir holds one file, name, with content: the
+// box's approval did not reach it.
+func onlyFile(t *testing.T, dir, name, content string) {
+	t.Helper()
+	ents, _ := os.ReadDir(dir)
+	if b, _ := os.ReadFile(filepath.Join(dir, name)); string(b) != content || len(ents) != 1 {
+		t.Errorf("the box's approval reached the host's %s (%d files): %s is\n%s", dir, len(ents), name, b)
+	}
+}
+
+// noFileEnding fails the test for each file beneath the box-owned dir whose name ends with
+// suffix: an approval saved there, for the next box.
+func noFileEnding(t *testing.T, dir, suffix string) {
+	t.Helper()
+	filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() && strings.HasSuffix(p, suffix) {
+			b, _ := os.ReadFile(p)
+			t.Errorf("the box's approval was saved in the box-owned state, for the next box: %s\n%s", p, b)
+		}
+		return nil
+	})
+}
+
+// TestInteractiveCodexApproval: an "always allow" answered in a box neither reaches the host's
+// Codex nor grants the next box anything. The stand-in model asks to run `touch` outside
+// Codex's own sandbox; Codex 0.171.0 asks "Would you like to run the following command?", and
+// the user answers "Yes, and don't ask again for commands that start with `touch`" (unboxed,
+// Codex saves that as a prefix_rule in ~/.codex/rules/default.rules, an exec-policy rule every
+// later Codex of the user obeys). In the box the command runs; ~/.codex/rules is the host's,
+// read-only, so the rule is saved nowhere: the host's rules file is unchanged, the workspace's
+// box-owned state holds no rule, and the next boxed launch asks again before the same command.
+func TestInteractiveCodexApproval(t *testing.T) {
+	t.Parallel() // its own daemon and upstreams; mostly waits (parallelTests)
+	e, _ := agentEnv(t, "codex")
+	call := &llmtest.ToolUse{ID: "call_touch", Name: "exec_command", Input: map[string]any{
+		"cmd": "touch ran-after-approval", "sandbox_permissions": "require_escalated",
+		"justification": "to make the file", "prefix_rule": []string{"touch"}}}
+	up := llmtest.NewOpenAI(llmtest.Options{Respond: func(r llmtest.Request) llmtest.Reply {
+		// The prompt asks for the command; the request that carries its output gets the text.
+		if strings.Contains(string(r.Body), "RUNIT") && !strings.Contains(string(r.Body), "function_call_output") {
+			return llmtest.Reply{Text: "Running it.", ToolUse: call}
+		}
+		return llmtest.Reply{}
+	}})
+	defer up.Close()
+	useGateway(t, e, "openai", up.URL, "")
+	if out, err := exec.Command("git", "init", "-q", e.Work).CombinedOutput(); err != nil {
+		t.Fatalf("git init: %v\n%s", err, out)
+	}
+	// A returning user who trusts the workspace and has one rule of their own.
+	hostConfig := fmt.Sprintf("[tui]\nscreen_reader_detection_done = true\n\n[projects.%q]\ntrust_level = \"trusted\"\n", e.Work)
+	hostRules := filepath.Join(e.Home, ".codex", "rules")
+	if err := os.MkdirAll(hostRules, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	const hostRule = "prefix_rule(pattern=[\"git\", \"status\"], decision=\"allow\")\n"
+	for name, content := range map[string]string{filepath.Join(e.Home, ".codex", "config.toml"): hostConfig, filepath.Join(hostRules, "default.rules"): hostRule} {
+		if err := os.WriteFile(name, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ran := filepath.Join(e.Work, "ran-after-approval")
+
+	m := e.Tmux(t)
+	m.tmux("resize-window", "-t", "main", "-x", "120", "-y", "40")
+	launch := func(ask, key string) {
+		t.Helper()
+		approvedLaunch(t, m, "codex", `Ask Codex to do anything`,
+			`(?s)Would you like to run the following command\?.*don't ask again for commands that start with .touch`, ask, key, "/exit", ran)
+	}
+
+	launch("RUNIT once", "p") // p: Yes, and don't ask again for commands that start with `touch`
+	onlyFile(t, hostRules, "default.rules", hostRule)
+	noFileEnding(t, filepath.Join(boxState(t, e, "codex"), ".codex"), ".rules")
+
+	// The next box asks again before the same command (launch waits for the dialog).
+	launch("RUNIT again", "y") // y: Yes, proceed (this time only)
+	onlyFile(t, hostRules, "default.rules", hostRule)
+	noRefusedRequest(t, e, codexUnavoidable...)
+}
+
+// TestInteractiveGeminiApproval: an "always allow" answered in a box neither reaches the host's
+// Gemini CLI nor grants the next box anything. The host's settings turn on Gemini CLI's
+// permanent approvals (security.enablePermanentToolApproval), and the stand-in model asks to
+// run `touch`; Gemini CLI 0.61.0 asks "Allow execution of [Shell]?", and the user answers "Allow
+// this command for all future sessions" (unboxed, Gemini CLI saves that as an allow rule in
+// ~/.gemini/policies/auto-saved.toml, a policy every later Gemini CLI of the user obeys). In the
+// box the command runs; ~/.gemini/policies is the host's, read-only, so the rule is saved
+// nowhere: the host's policies are unchanged, the workspace's box-owned state holds no policy,
+// and the next boxed launch asks again before the same command.
+func TestInteractiveGeminiApproval(t *testing.T) {
+	t.Parallel() // its own daemon and upstreams; mostly waits (parallelTests)
+	e, _ := agentEnv(t, "gemini")
+	call := &llmtest.ToolUse{ID: "call_touch", Name: "run_shell_command", Input: map[string]any{
+		"command": "touch ran-after-approval", "description": "make the file"}}
+	up := llmtest.NewGemini(llmtest.Options{Respond: func(r llmtest.Request) llmtest.Reply {
+		// The turn whose last message is the prompt asking for the command (streamed; Gemini
+		// CLI's side requests, such as its next-speaker check, are not) gets the call.
+		var body struct {
+			Contents []struct{ Parts []struct{ Text string } }
+		}
+		json.Unmarshal(r.Body, &body)
+		if n := len(body.Contents); n > 0 && strings.Contains(r.Path, "streamGenerateContent") {
+			for _, p := range body.Contents[n-1].Parts {
+				if strings.Contains(p.Text, "RUNIT") {
+					return llmtest.Reply{Text: "Running it.", ToolUse: call}
+				}
+			}
+		}
+		return llmtest.Reply{}
+	}})
+	defer up.Close()
+	useGateway(t, e, "gemini", up.URL, "")
+	// A returning user who trusts the workspace, allows permanent approvals, and has one policy
+	// of their own.
+	policies := filepath.Join(e.Home, ".gemini", "policies")
+	if err := os.MkdirAll(policies, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	const hostPolicy = "[[rule]]\ntoolName = \"run_shell_command\"\ncommandPrefix = [\"git\", \"status\"]\ndecision = \"allow\"\npriority = 100\n"
+	for name, content := range map[string]string{
+		filepath.Join(e.Home, ".gemini", "trustedFolders.json"): fmt.Sprintf(`{%q: "TRUST_FOLDER"}`, e.Work),
+		filepath.Join(e.Home, ".gemini", "settings.json"): `{"security": {"auth": {"selectedType": "gemini-api-key"}, "enablePermanentToolApproval": true},` +
+			` "privacy": {"usageStatisticsEnabled": false}, "general": {"enableAutoUpdate": false, "enableAutoUpdateNotification": false}}`,
+		filepath.Join(policies, "mine.toml"): hostPolicy,
+	} {
+		if err := os.WriteFile(name, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ran := filepath.Join(e.Work, "ran-after-approval")
+
+	m := e.Tmux(t)
+	m.tmux("resize-window", "-t", "main", "-x", "120", "-y", "40")
+	m.wait = geminiWait
+	launch := func(ask, key string) {
+		t.Helper()
+		approvedLaunch(t, m, "gemini", geminiReady, `(?s)Allow execution of.*Allow this command for all future sessions`, ask, key, "/quit", ran)
+	}
+
+	launch("RUNIT once", "3") // 3. Allow this command for all future sessions
+	onlyFile(t, policies, "mine.toml", hostPolicy)
+	noFileEnding(t, filepath.Join(boxState(t, e, "gemini"), ".gemini"), ".toml")
+
+	// The next box asks again before the same command (launch waits for the dialog).
+	launch("RUNIT again", "1") // 1. Allow once
+	onlyFile(t, policies, "mine.toml", hostPolicy)
+	noRefusedRequest(t, e)
 }

@@ -187,7 +187,11 @@ func (s *Server) serveGemini(w http.ResponseWriter, r *http.Request, req Request
 			"promptTokensDetails": []any{map[string]any{"modality": "TEXT", "tokenCount": in}}}
 	}
 	chunk := func(text string, finish bool, n int64) map[string]any {
-		cand := map[string]any{"content": map[string]any{"role": "model", "parts": []any{map[string]any{"text": text}}}, "index": 0}
+		parts := []any{map[string]any{"text": text}}
+		if finish && rp.ToolUse != nil { // the call after the text, in the last chunk
+			parts = append(parts, map[string]any{"functionCall": map[string]any{"id": rp.ToolUse.ID, "name": rp.ToolUse.Name, "args": rp.ToolUse.Input}})
+		}
+		cand := map[string]any{"content": map[string]any{"role": "model", "parts": parts}, "index": 0}
 		if finish {
 			cand["finishReason"] = "STOP"
 		}

@@ -2,6 +2,7 @@ package llmtest
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -192,5 +193,63 @@ func TestGeminiErrors(t *testing.T) {
 	var last geminiChunk
 	if len(events) != 2 || json.Unmarshal([]byte(strings.TrimPrefix(events[1], "data: ")), &last) != nil || last.Error == nil || last.Error.Code != 500 || last.Error.Status != "INTERNAL" {
 		t.Fatalf("failing stream %q", raw)
+	}
+}
+
+// TestGeminiToolUse: a reply with a tool call ends, streamed or not, with a functionCall part
+// after the text (in the last chunk when streamed), as Gemini CLI reads a model's call of
+// run_shell_command; without one the parts are text only.
+func TestGeminiToolUse(t *testing.T) {
+	call := &ToolUse{ID: "call_1", Name: "run_shell_command", Input: map[string]any{"command": "true"}}
+	s := NewGemini(Options{Respond: callUnlessNoTool(call)})
+	defer s.Close()
+	// calls lists the functionCall parts of the chunks in b (one JSON value, or events).
+	calls := func(b []byte) []string {
+		var out []string
+		er := NewEventReader(strings.NewReader(string(b)))
+		for {
+			ev, err := er.Next()
+			data := ev.Data
+			if err != nil {
+				if len(out) > 0 || !strings.HasPrefix(string(b), "{") {
+					return out
+				}
+				data = string(b) // not streamed: the response itself
+			}
+			var c struct {
+				Candidates []struct {
+					Content struct {
+						Parts []struct {
+							FunctionCall *struct {
+								ID, Name string
+								Args     map[string]any
+							} `json:"functionCall"`
+						}
+					}
+				}
+			}
+			json.Unmarshal([]byte(data), &c)
+			for _, cand := range c.Candidates {
+				for _, p := range cand.Content.Parts {
+					if f := p.FunctionCall; f != nil {
+						out = append(out, f.ID+" "+f.Name+" "+fmt.Sprint(f.Args["command"]))
+					}
+				}
+			}
+			if err != nil {
+				return out
+			}
+		}
+	}
+	const want = "[call_1 run_shell_command true]"
+	for _, c := range []struct{ path, body, want string }{
+		{"generateContent", `{"contents":[{"role":"user","parts":[{"text":"hi"}]}]}`, want},
+		{"streamGenerateContent?alt=sse", `{"contents":[{"role":"user","parts":[{"text":"hi"}]}]}`, want},
+		{"generateContent", `{"contents":[{"role":"user","parts":[{"text":"no tool"}]}]}`, "[]"},
+	} {
+		_, b := gemini(t, s, http.MethodPost, "/v1beta/models/gemini-2.5-flash:"+c.path, "", c.body)
+		if got := fmt.Sprint(calls(b)); got != c.want {
+			t.Errorf("%s %s: function calls %s, want %s", c.path, c.body, got, c.want)
+		}
 	}
 }

@@ -46,8 +46,9 @@ type Reply struct {
 	// of the request and the answer.
 	InputTokens  int64
 	OutputTokens int64
-	// ToolUse, when set, ends the answer with a call of that tool (Anthropic only: a tool_use
-	// block after the text, stop_reason "tool_use"), as a model asks the client to run one.
+	// ToolUse, when set, ends the answer with a call of that tool, as a model asks the client
+	// to run one: for Anthropic a tool_use block after the text (stop_reason "tool_use"), for
+	// the Responses API a function_call item after the message (Input its arguments).
 	ToolUse *ToolUse
 }
 

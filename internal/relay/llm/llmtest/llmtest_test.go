@@ -2,6 +2,7 @@ package llmtest
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"slices"
@@ -139,17 +140,23 @@ func post(t *testing.T, url, key, body string, status int, ctype string) []Event
 	}
 }
 
+// callUnlessNoTool answers every request with a call of the tool, but for those whose body says
+// "no tool", which get the zero Reply.
+func callUnlessNoTool(call *ToolUse) func(Request) Reply {
+	return func(r Request) Reply {
+		if strings.Contains(string(r.Body), "no tool") {
+			return Reply{}
+		}
+		return Reply{ToolUse: call}
+	}
+}
+
 // TestAnthropicToolUse: a reply with a tool call ends, streamed or not, with a tool_use block
 // after the text (streamed: its input as one input_json_delta) and stop_reason "tool_use", as
 // a model asks its client to run a tool; without one the stop reason stays "end_turn".
 func TestAnthropicToolUse(t *testing.T) {
 	call := &ToolUse{ID: "toolu_1", Name: "bash", Input: map[string]any{"command": "true"}}
-	s := NewAnthropic(Options{Respond: func(r Request) Reply {
-		if strings.Contains(string(r.Body), "no tool") {
-			return Reply{}
-		}
-		return Reply{ToolUse: call}
-	}})
+	s := NewAnthropic(Options{Respond: callUnlessNoTool(call)})
 	defer s.Close()
 	send := func(body string) *http.Response {
 		req, _ := http.NewRequest(http.MethodPost, s.URL+"/v1/messages", strings.NewReader(body))
@@ -214,5 +221,75 @@ func TestAnthropicToolUse(t *testing.T) {
 	}
 	if started != "bash" || input != `{"command":"true"}` || stop != "tool_use" {
 		t.Errorf("stream: tool_use block %q, input %q, stop_reason %q", started, input, stop)
+	}
+}
+
+// TestResponsesToolUse: a Responses API reply with a tool call ends, streamed or not, with a
+// function_call item after the message (its arguments the input as JSON), as Codex CLI reads a
+// model's call of exec_command; without one the output is the message alone.
+func TestResponsesToolUse(t *testing.T) {
+	call := &ToolUse{ID: "call_1", Name: "exec_command", Input: map[string]any{"cmd": "true"}}
+	s := NewOpenAI(Options{Respond: callUnlessNoTool(call)})
+	defer s.Close()
+	send := func(body string) *http.Response {
+		resp, err := http.Post(s.URL+"/v1/responses", "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp
+	}
+	type item struct {
+		Type, Name, Arguments string
+		CallID                string `json:"call_id"`
+	}
+	// last describes the output's last item: its type, and for a call its name, id and arguments.
+	last := func(out []item) string {
+		if len(out) == 0 {
+			return ""
+		}
+		i := out[len(out)-1]
+		return strings.TrimSpace(fmt.Sprintf("%s %s %s %s", i.Type, i.Name, i.CallID, i.Arguments))
+	}
+	const wantCall = `function_call exec_command call_1 {"cmd":"true"}`
+	for _, c := range []struct{ body, want string }{
+		{`{"model":"m","stream":false}`, wantCall},
+		{`{"model":"m","stream":false,"x":"no tool"}`, "message"},
+	} {
+		resp := send(c.body)
+		var m struct{ Output []item }
+		json.NewDecoder(resp.Body).Decode(&m)
+		resp.Body.Close()
+		if got := last(m.Output); got != c.want {
+			t.Errorf("%s: last output item %q, want %q", c.body, got, c.want)
+		}
+	}
+	resp := send(`{"model":"m","stream":true}`)
+	defer resp.Body.Close()
+	var done, args string
+	var completed []item
+	er := NewEventReader(resp.Body)
+	for {
+		ev, err := er.Next()
+		if err != nil {
+			break
+		}
+		var d struct {
+			OutputIndex int    `json:"output_index"`
+			Delta       string `json:"delta"`
+			Item        item
+			Response    struct{ Output []item }
+		}
+		json.Unmarshal([]byte(ev.Data), &d)
+		switch {
+		case ev.Name == "response.function_call_arguments.delta":
+			args += d.Delta
+		case ev.Name == "response.output_item.done" && d.OutputIndex == 1:
+			done = last([]item{d.Item})
+		case ev.Name == "response.completed":
+			completed = d.Response.Output
+		}
+	}
+	if done != wantCall || args != `{"cmd":"true"}` || last(completed) != wantCall {
+		t.Errorf("stream: call item %q, arguments streamed %q, completed output's last %q; want %q", done, args, last(completed), wantCall)
 	}
 }

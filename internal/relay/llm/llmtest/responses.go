@@ -2,6 +2,7 @@ package llmtest
 
 import (
 	"encoding/json"
+	"maps"
 	"net/http"
 )
 
@@ -52,9 +53,16 @@ func (s *Server) serveResponses(w http.ResponseWriter, r *http.Request, req Requ
 		"total_tokens": in + out,
 	}
 	done := item("completed", []any{part(text)})
+	output := []any{done}
+	var call map[string]any // the tool call after the message, when the reply has one
+	if u := rp.ToolUse; u != nil {
+		call = map[string]any{"id": "fc_fake", "type": "function_call", "status": "completed",
+			"call_id": u.ID, "name": u.Name, "arguments": string(mustJSON(u.Input))}
+		output = append(output, call)
+	}
 	if !sr.Stream {
 		w.Header().Set("Content-Type", "application/json")
-		w.Write(mustJSON(response("completed", []any{done}, usage)))
+		w.Write(mustJSON(response("completed", output, usage)))
 		return
 	}
 	e := s.startStream(w, r)
@@ -86,5 +94,15 @@ func (s *Server) serveResponses(w http.ResponseWriter, r *http.Request, req Requ
 		ev("response.output_item.done", map[string]any{"output_index": 0, "item": done}) != nil {
 		return
 	}
-	ev("response.completed", map[string]any{"response": response("completed", []any{done}, usage)})
+	if call != nil {
+		added := maps.Clone(call)
+		added["status"], added["arguments"] = "in_progress", ""
+		if ev("response.output_item.added", map[string]any{"output_index": 1, "item": added}) != nil ||
+			ev("response.function_call_arguments.delta", map[string]any{"item_id": call["id"], "output_index": 1, "delta": call["arguments"]}) != nil ||
+			ev("response.function_call_arguments.done", map[string]any{"item_id": call["id"], "output_index": 1, "arguments": call["arguments"]}) != nil ||
+			ev("response.output_item.done", map[string]any{"output_index": 1, "item": call}) != nil {
+			return
+		}
+	}
+	ev("response.completed", map[string]any{"response": response("completed", output, usage)})
 }
