@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -293,8 +294,10 @@ func (ix *gitIndex) key(name string) string { return ix.rel + name }
 const maxIndexDepth = 4
 
 // readIndexes reads the workspace's index and, through the gitlinks of each one read, the
-// indexes of the repositories checked out there (at most maxGitDirs, maxIndexDepth deep): the
-// host's git status at the top enters each gitlink, and so does git diff. fn gets each index
+// indexes of the repositories checked out there, and those of each one's linked worktrees whose
+// work trees lie in the workspace (at most maxGitDirs, maxIndexDepth deep): the host's git
+// status at the top enters each gitlink, and so does git diff; in a linked worktree it reads
+// that worktree's index. fn gets each index
 // read, or why it could not be read (an index that does not exist is skipped). It returns the
 // git directories of those repositories (the index's folder), with or without an index.
 func readIndexes(ws string, fn func(ix *gitIndex, err error)) []string {
@@ -337,6 +340,14 @@ func readIndexes(ws string, fn func(ix *gitIndex, err error)) []string {
 		if t.depth >= maxIndexDepth {
 			continue
 		}
+		// The linked worktrees of the repository whose work trees lie in the workspace: the
+		// host's git status there reads GITDIR/worktrees/<id>/index (review 13, F1 in a
+		// worktree added with git worktree add).
+		for _, top := range linkedWorktrees(ws, filepath.Dir(p)) {
+			if top != t.top {
+				queue = append(queue, todo{top, t.depth + 1})
+			}
+		}
 		for _, e := range ix.entries {
 			if e.gitlink() {
 				sub := filepath.Join(t.top, filepath.FromSlash(e.name))
@@ -347,6 +358,42 @@ func readIndexes(ws string, fn func(ix *gitIndex, err error)) []string {
 		}
 	}
 	return gitdirs
+}
+
+// linkedWorktrees returns the work trees (beneath ws) of the linked worktrees of the
+// repository whose git directory is gd: each COMMON/worktrees/<id>/gitdir names its worktree's
+// .git file, read as git's get_linked_worktree reads it (trailing blanks dropped, then the
+// "/.git"; a relative path is relative to the worktree's gitdir). COMMON is gd's common dir
+// when it lies beneath ws, else gd. Each work tree's index is then the one its own .git file
+// names (repoIndex), which is what the host's git reads there.
+func linkedWorktrees(ws, gd string) []string {
+	if c, ok, _ := commonDir(ws, gd); ok {
+		gd = c
+	}
+	dir := filepath.Join(gd, "worktrees")
+	names, err := readDirNames(dir)
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, n := range names {
+		admin := filepath.Join(dir, n)
+		b, err := readBeneath(ws, filepath.Join(admin, "gitdir"), maxGitFile)
+		if err != nil {
+			continue
+		}
+		p := cString(strings.TrimSuffix(strings.TrimRight(string(b), " \t\n\r"), "/.git"))
+		if p == "" {
+			continue
+		}
+		if !filepath.IsAbs(p) {
+			p = filepath.Join(admin, p)
+		}
+		if p = filepath.Clean(p); within(p, ws) {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 // readHidden returns the hidden entries of the workspace's indexes (workspace-relative path →

@@ -317,3 +317,104 @@ func forgeIndexStat(t *testing.T, path, name, file string) {
 	}
 	t.Fatalf("%s has no entry %s", path, name)
 }
+
+// TestIndexForgedStatLinkedWorktree guards review 13, F1 in linked worktrees: a worktree
+// added with git worktree add inside the workspace (wt, of the workspace's repository; subwt,
+// of a nested repository added as a gitlink) has its index in the common dir
+// (GITDIR/worktrees/<id>/index), which the box writes. A box that edits a tracked Makefile
+// there and writes the file's new stat data into that index's entry, or flags a changed file
+// skip-worktree, hides its edits from the host's git status and commit -a in that worktree.
+// The check reads the indexes of the linked worktrees whose work trees lie in the workspace,
+// and clears the stat data and the flag as in the top index: the host's git then shows the
+// edits.
+func TestIndexForgedStatLinkedWorktree(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("no git")
+	}
+	for _, c := range []struct{ name, format, version string }{{"sha1-v2", "sha1", "2"}, {"sha256-v4", "sha256", "4"}} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel() // each variant its own repositories
+			ws, _ := filepath.EvalSymlinks(t.TempDir())
+			sub := filepath.Join(ws, "sub")
+			git := func(dir string, args ...string) string { return gitIn(dir, "", false, args...) }
+			if err := os.Mkdir(sub, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			for _, d := range []string{sub, ws} {
+				git(d, "init", "-q", "--object-format="+c.format, "-b", "main", d)
+				for _, f := range []string{"Makefile", "notes.txt"} {
+					mustWrite(t, filepath.Join(d, f), "all:\n\t@echo reviewed build\n")
+				}
+				git(d, "add", ".") // at the top, sub becomes a gitlink
+				git(d, "commit", "-qm", "init")
+			}
+			// The host's linked worktrees, in the workspace.
+			wt, subwt := filepath.Join(ws, "wt"), filepath.Join(ws, "subwt")
+			git(ws, "worktree", "add", "-q", "-b", "wt", wt)
+			git(sub, "worktree", "add", "-q", "-b", "wt", subwt)
+			for _, d := range []string{wt, subwt} {
+				git(d, "update-index", "--index-version", c.version)
+			}
+			s := Snapshot(resolveWS(t, ws), Limits{})
+
+			// The box, in both worktrees: the same-sized edit of Makefile, its mtime set back an
+			// hour, the entry given the file's new stat data; in wt, an edit of notes.txt hidden
+			// by the skip-worktree flag.
+			for _, d := range []string{wt, subwt} {
+				mk := filepath.Join(d, "Makefile")
+				mustWrite(t, mk, "all:\n\t@id > PWNED; echo buil\n")
+				old := time.Now().Add(-time.Hour)
+				if err := os.Chtimes(mk, old, old); err != nil {
+					t.Fatal(err)
+				}
+				index := strings.TrimSpace(git(d, "rev-parse", "--path-format=absolute", "--git-path", "index"))
+				if !strings.Contains(index, "/worktrees/") || !within(index, ws) {
+					t.Fatalf("the index of %s is %s, not a linked worktree's in the workspace", d, index)
+				}
+				forgeIndexStat(t, index, "Makefile", mk)
+			}
+			mustWrite(t, filepath.Join(wt, "notes.txt"), "changed\n")
+			git(wt, "update-index", "--skip-worktree", "notes.txt")
+			for _, d := range []string{wt, subwt} {
+				if out := git(d, "status", "--porcelain"); out != "" {
+					t.Fatalf("the forged index does not hide the edits from git status in %s here:\n%s", d, out)
+				}
+			}
+
+			got := map[string]string{}
+			for _, tr := range s.VerifyExec() {
+				if !tr.Alert {
+					t.Errorf("not an alert: %+v", tr)
+				}
+				got[strings.TrimPrefix(tr.Path, ws+"/")] = tr.Detail
+			}
+			for f, want := range map[string]string{
+				"wt/Makefile":    "claimed it unchanged",
+				"subwt/Makefile": "claimed it unchanged",
+				"wt/notes.txt":   "flagged it skip-worktree",
+			} {
+				if !strings.Contains(got[f], want) || !strings.Contains(got[f], "was cleared") {
+					t.Errorf("%s: transition %q, want one saying %q and that it was cleared", f, got[f], want)
+				}
+				delete(got, f)
+			}
+			if len(got) != 0 {
+				t.Errorf("unexpected transitions: %v", got)
+			}
+			if out := git(wt, "status", "--porcelain"); out != " M Makefile\n M notes.txt\n" {
+				t.Errorf("git status in wt after the check: %q, want Makefile and notes.txt modified", out)
+			}
+			if out := git(subwt, "status", "--porcelain"); out != " M Makefile\n" {
+				t.Errorf("git status in subwt after the check: %q, want Makefile modified", out)
+			}
+			for _, d := range []string{wt, subwt} {
+				if out := git(d, "fsck", "--no-progress"); out != "" {
+					t.Errorf("git fsck in %s after the check:\n%s", d, out)
+				}
+			}
+			if again := s.VerifyExec(); len(again) != 0 {
+				t.Errorf("reported again: %+v", again)
+			}
+		})
+	}
+}
