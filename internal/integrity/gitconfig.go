@@ -484,8 +484,18 @@ func scanGitDir(ws, gd string, skip map[string]bool, out map[string]string, dept
 		// pointer leading out (dotGitOutside), the commondir file is the finding.
 		out[cf] = "git commondir leading out of the workspace to " + common
 	}
-	for _, sub := range moduleGitDirs(gd) {
+	subs, links := moduleGitDirs(gd)
+	for _, sub := range subs {
 		scanGitDir(ws, sub, skip, out, depth+1)
+	}
+	for _, l := range links {
+		if !skip[l] {
+			// git follows it: git submodule update takes the gitdir there, its config, hooks
+			// and objects, from wherever it leads (the box cache, which has the same path on
+			// the host). New or changed, it is moved aside.
+			t, _ := os.Readlink(l)
+			out[l] = "submodule git directory (modules/) as a symlink to " + t
+		}
 	}
 	if names, err := readDirNames(filepath.Join(gd, "worktrees")); err == nil {
 		for _, n := range names {
@@ -498,9 +508,9 @@ func scanGitDir(ws, gd string, skip map[string]bool, out map[string]string, dept
 
 // moduleGitDirs returns the submodule gitdirs directly beneath gd/modules (a submodule named
 // "a/b" lies at modules/a/b): every folder git could take for a gitdir (looksLikeGitDir),
-// whatever kind its HEAD is.
-func moduleGitDirs(gd string) []string {
-	var out []string
+// whatever kind its HEAD is; and the symlinks on the way to them (modules itself, or any entry
+// the walk meets), which git follows and the walk does not (but for those moved aside).
+func moduleGitDirs(gd string) (dirs, links []string) {
 	var walk func(dir string, depth int)
 	walk = func(dir string, depth int) {
 		names, err := readDirNames(dir)
@@ -509,18 +519,31 @@ func moduleGitDirs(gd string) []string {
 		}
 		for _, n := range names {
 			p := filepath.Join(dir, n)
-			if !isDir(p) {
+			fi, err := os.Lstat(p)
+			switch {
+			case err != nil:
+				continue
+			case fi.Mode()&os.ModeSymlink != 0:
+				if !strings.Contains(n, QuarantineSuffix) {
+					links = append(links, p)
+				}
+				continue
+			case !fi.IsDir():
 				continue
 			}
 			if looksLikeGitDir(p) {
-				out = append(out, p)
+				dirs = append(dirs, p)
 				continue
 			}
 			walk(p, depth+1)
 		}
 	}
-	walk(filepath.Join(gd, "modules"), 0)
-	return out
+	modules := filepath.Join(gd, "modules")
+	if fi, err := os.Lstat(modules); err == nil && fi.Mode()&os.ModeSymlink != 0 {
+		return nil, []string{modules}
+	}
+	walk(modules, 0)
+	return dirs, links
 }
 
 // looksLikeGitDir reports whether dir holds any of what makes a git directory (HEAD of any

@@ -260,6 +260,48 @@ chmod +x .git/modules/sub/hooks/post-checkout`, touch))
 	}
 }
 
+// TestAttackSubmoduleGitdirSymlink: the workspace has a submodule that was never checked out
+// (a clone without --recurse-submodules: .gitmodules and the gitlink, no GITDIR/modules/lib).
+// A box makes GITDIR/modules/lib a symlink to a gitdir of its own in the box cache (which has
+// the same path on the host), with a post-checkout hook and the recorded commit; the host's
+// git submodule update --init follows the symlink, takes that gitdir for the submodule's, and
+// runs its hook. The check at exit moves the symlink aside: the host's git clones the
+// submodule afresh and runs nothing of the box's.
+func TestAttackSubmoduleGitdirSymlink(t *testing.T) {
+	t.Parallel()
+	needGit(t)
+	e := newDaemonEnv(t)
+	repo(t, e.work)
+	head := strings.TrimSpace(git(t, e.work, "rev-parse", "HEAD"))
+	write(t, filepath.Join(e.work, ".gitmodules"), "[submodule \"lib\"]\n\tpath = lib\n\turl = "+e.work+"\n")
+	git(t, e.work, "update-index", "--add", "--cacheinfo", "160000,"+head+",lib")
+	git(t, e.work, "add", ".gitmodules")
+	git(t, e.work, "commit", "-q", "-m", "submodule")
+	mark, touch := e.marker("hook")
+	out := e.boxPlant(fmt.Sprintf(`set -e
+C=$(dirname "$(dirname "$CARGO_TARGET_DIR")")/y
+git clone -q --bare . "$C/evil.git"
+git --git-dir="$C/evil.git" config core.bare false
+printf '#!/bin/sh\n%s\n' > "$C/evil.git/hooks/post-checkout"
+chmod +x "$C/evil.git/hooks/post-checkout"
+mkdir -p .git/modules && ln -s "$C/evil.git" .git/modules/lib
+echo planted`, touch))
+	if !strings.Contains(out, "planted") {
+		t.Fatalf("the plant did not complete (the test would prove nothing):\n%s", out)
+	}
+	if _, err := os.Lstat(mark); err == nil {
+		t.Fatalf("the box created the host's marker itself: the test cannot tell host from box\n%s", out)
+	}
+	up, err := hostGit(e.work, "-c", "protocol.file.allow=always", "submodule", "update", "--init")
+	notRun(t, mark, "the host's git submodule update --init:\n"+up, out)
+	if err != nil || !strings.Contains(up, "checked out") {
+		t.Errorf("the host's git submodule update --init did not check the submodule out: %v\n%s", err, up)
+	}
+	if fi, err := os.Lstat(filepath.Join(e.work, ".git/modules/lib")); err != nil || !fi.IsDir() {
+		t.Errorf("GITDIR/modules/lib after the host's update: %v, %v; want the folder of a fresh clone", fi, err)
+	}
+}
+
 // TestAttackHooksPath: the repository's (protected) config sets core.hooksPath = .husky; a box
 // rewrites .husky/pre-commit; the host's `git commit` must not run the box's version.
 //

@@ -595,6 +595,31 @@ var gitSurfaceTests = map[string]func(t *testing.T){
 		mustWrite(t, filepath.Join(ws, ".git/worktrees/new/config.worktree"), "[core]\n\tpager = evil\n")
 		movedAside(t, s, filepath.Join(ws, ".git/worktrees/new/config.worktree"))
 	},
+	"symlinks in GITDIR/modules/ (modules itself, or a folder on the way to a gitdir)": func(t *testing.T) {
+		// One the host made before the launch is left alone; those a box makes are moved
+		// aside: a submodule's gitdir, a folder on the way to one named a/b, and a nested
+		// repository's modules folder.
+		ws := newWS(t)
+		far := t.TempDir() // the box cache, say
+		mustWrite(t, filepath.Join(far, "gd/HEAD"), "ref: refs/heads/main\n")
+		mustWrite(t, filepath.Join(far, "a/b/HEAD"), "ref: refs/heads/main\n")
+		mustWrite(t, filepath.Join(ws, "n/.git/HEAD"), "ref: refs/heads/main\n")
+		os.MkdirAll(filepath.Join(ws, ".git/modules"), 0o755)
+		os.Symlink(filepath.Join(far, "gd"), filepath.Join(ws, ".git/modules/host"))
+		s := Snapshot(resolveWS(t, ws), Limits{})
+		if ts := s.VerifyExec(); len(ts) != 0 {
+			t.Fatalf("transitions without a change: %+v", ts)
+		}
+		os.Symlink(filepath.Join(far, "gd"), filepath.Join(ws, ".git/modules/lib"))
+		movedAside(t, s, filepath.Join(ws, ".git/modules/lib"))
+		os.Symlink(filepath.Join(far, "a"), filepath.Join(ws, ".git/modules/a"))
+		movedAside(t, s, filepath.Join(ws, ".git/modules/a"))
+		os.Symlink(far, filepath.Join(ws, "n/.git/modules"))
+		movedAside(t, s, filepath.Join(ws, "n/.git/modules"))
+		if _, err := os.Lstat(filepath.Join(ws, ".git/modules/host")); err != nil {
+			t.Errorf("the host's own symlink: %v", err)
+		}
+	},
 	"symlinked config files and .git entries": func(t *testing.T) {
 		ws := newWS(t)
 		s := Snapshot(resolveWS(t, ws), Limits{})
