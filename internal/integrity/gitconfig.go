@@ -152,7 +152,10 @@ func scanDir(ws, dir string, skip map[string]bool, files []NestedConfigFile, out
 			sub = append(sub, p)
 		}
 	}
-	if hasHEAD && hasObjects && hasConfig { // a bare repository
+	// A bare repository, or any folder git takes for a git directory (isGitDirectory: no
+	// config needed, objects and refs in the common dir its commondir names); and, as before,
+	// one with HEAD of any kind, objects and a config (a HEAD another git may accept).
+	if hasHEAD && (isGitDirectory(dir) || hasObjects && hasConfig) {
 		scanGitDir(ws, dir, skip, out, 0)
 	}
 	return sub, nil

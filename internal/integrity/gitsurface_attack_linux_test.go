@@ -302,6 +302,43 @@ echo planted`, touch))
 	}
 }
 
+// TestAttackGitDirWithoutConfig: git takes a folder for a git directory when it holds a valid
+// HEAD, and objects and refs in its common dir; it needs no config file. A box turns the
+// workspace's src/ into one (HEAD, and a commondir naming a bare clone it made in .cache/c,
+// whose own HEAD it removes and whose config sets core.pager); the host's git log in src/, on a
+// terminal, takes src/ for its repository before the workspace's and runs the box's pager.
+// Before, the scan took a folder for a repository only with HEAD, objects and a config, and
+// saw neither src/ (no objects, no config) nor .cache/c (no HEAD). The check at exit moves the
+// common dir's config aside.
+func TestAttackGitDirWithoutConfig(t *testing.T) {
+	t.Parallel()
+	needGit(t)
+	if _, err := exec.LookPath("script"); err != nil {
+		t.Skip("script(1) is missing: a pager runs only on a terminal")
+	}
+	e := newDaemonEnv(t)
+	repo(t, e.work)
+	write(t, filepath.Join(e.work, "src/main.c"), "int main;\n")
+	git(t, e.work, "add", "src")
+	git(t, e.work, "commit", "-q", "-m", "src")
+	mark, touch := e.marker("pager")
+	out := e.boxPlant(fmt.Sprintf(`set -e
+git clone -q --bare . .cache/c
+rm .cache/c/HEAD
+printf '[core]\n\tpager = "%s; cat"\n' >> .cache/c/config
+echo "ref: $(git symbolic-ref HEAD)" > src/HEAD
+echo ../.cache/c > src/commondir
+echo planted`, touch))
+	if !strings.Contains(out, "planted") {
+		t.Fatalf("the plant did not complete (the test would prove nothing):\n%s", out)
+	}
+	if _, err := os.Lstat(mark); err == nil {
+		t.Fatalf("the box created the host's marker itself: the test cannot tell host from box\n%s", out)
+	}
+	res, _ := hostScript(filepath.Join(e.work, "src"), "git log --oneline")
+	notRun(t, mark, "the host's git log in src/:\n"+res, out)
+}
+
 // TestAttackHooksPath: the repository's (protected) config sets core.hooksPath = .husky; a box
 // rewrites .husky/pre-commit; the host's `git commit` must not run the box's version.
 //

@@ -588,6 +588,19 @@ var gitSurfaceTests = map[string]func(t *testing.T){
 		mustWrite(t, filepath.Join(ws, "d/.git/commondir"), "../../common\n")
 		mustWrite(t, filepath.Join(ws, "common/config"), "[core]\n\talternateRefsCommand = evil\n")
 		movedAside(t, s, filepath.Join(ws, "common/config"))
+		// A bare repository without a config (git needs none): its hooks; and a folder that is
+		// one through the commondir it names, whose config is the common dir's.
+		mustWrite(t, filepath.Join(ws, "e.git/HEAD"), "ref: refs/heads/main\n")
+		os.MkdirAll(filepath.Join(ws, "e.git/objects"), 0o755)
+		os.MkdirAll(filepath.Join(ws, "e.git/refs"), 0o755)
+		mustWrite(t, filepath.Join(ws, "e.git/hooks/pre-receive"), "evil\n")
+		movedAside(t, s, filepath.Join(ws, "e.git/hooks/pre-receive"))
+		os.MkdirAll(filepath.Join(ws, "cd/objects"), 0o755)
+		os.MkdirAll(filepath.Join(ws, "cd/refs"), 0o755)
+		mustWrite(t, filepath.Join(ws, "cd/config"), "[core]\n\tpager = evil\n")
+		mustWrite(t, filepath.Join(ws, "src/HEAD"), "ref: refs/heads/main\n")
+		mustWrite(t, filepath.Join(ws, "src/commondir"), "../cd\n")
+		movedAside(t, s, filepath.Join(ws, "cd/config"))
 		// Submodule and worktree gitdirs beneath the workspace's own .git, beyond what is pinned.
 		mustWrite(t, filepath.Join(ws, ".git/modules/late/HEAD"), "0\n")
 		mustWrite(t, filepath.Join(ws, ".git/modules/late/hooks/post-checkout"), "evil\n")

@@ -183,13 +183,13 @@ func ownerDir(path string) string {
 	return d
 }
 
-// bareRepository reports whether dir holds what scanDir takes for a bare repository: HEAD,
-// objects/ and config.
+// bareRepository reports whether dir is what scanDir takes for a bare repository: a folder
+// git takes for a git directory (isGitDirectory), or one with HEAD, objects/ and a config.
 func bareRepository(dir string) bool {
 	_, head := os.Lstat(filepath.Join(dir, "HEAD"))
 	objects, oerr := os.Lstat(filepath.Join(dir, "objects"))
 	config, cerr := os.Lstat(filepath.Join(dir, "config"))
-	return head == nil && oerr == nil && objects.IsDir() && cerr == nil && !config.IsDir()
+	return head == nil && (isGitDirectory(dir) || oerr == nil && objects.IsDir() && cerr == nil && !config.IsDir())
 }
 
 func (s *State) mergeExec(found map[string]string, owned func(string) bool) []Transition {
