@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"os"
 	"path"
 	"path/filepath"
@@ -38,7 +39,9 @@ type Finding struct {
 // notChecked is the number of folders found but not looked into because
 // the bound was reached (0 when the scan is complete).
 func ScanExec(ws string, skip map[string]bool, config []NestedConfigFile, lim Limits) (found map[string]string, notChecked int) {
-	return scanWorkspace(ws, skip, config, lim, nil)
+	found, notChecked = scanWorkspace(ws, skip, config, lim, nil)
+	maps.DeleteFunc(found, func(_, d string) bool { return d == packageUnsettled })
+	return found, notChecked
 }
 
 // scanWorkspace is ScanExec, which also records in deps, when it is not nil, the workspace's
@@ -125,6 +128,10 @@ func scanDir(ws, dir string, skip map[string]bool, files []NestedConfigFile, out
 			// follows a link, could not see what is there. New or changed, it is moved aside.
 			t, _ := os.Readlink(p)
 			out[p] = "python bytecode folder (__pycache__) as a symlink to " + t
+		case name == "package.json" && (de.Type().IsRegular() || de.Type()&os.ModeSymlink != 0) && !skip[p] && !strings.Contains(p, "/node_modules/"):
+			// The hooks read the package.json of the project they were installed from, never
+			// a dependency's.
+			checkPackageJSON(ws, p, out)
 		case de.Type()&os.ModeSymlink != 0 && !skip[p] && !skip[dir] && nestedConfigFolder(files, path.Join(rel, name), pinned) != "":
 			linkedFolder(ws, p, nestedConfigFolder(files, path.Join(rel, name), pinned), out)
 		case !de.IsDir() && !skip[p] && !skip[dir] && nestedConfig(files, rel, name, pinned) != "":

@@ -339,6 +339,54 @@ echo planted`, touch))
 	notRun(t, mark, "the host's git log in src/:\n"+res, out)
 }
 
+// husky4Hook is what husky 4 installs as .git/hooks/pre-commit, in effect: it runs
+// package.json's husky.hooks["pre-commit"] in a shell (husky 4's run.js reads the package.json
+// of the project at each commit). A stand-in, run by node: husky 4 is not installed here, and
+// the tests have no network.
+const husky4Hook = `#!/bin/sh
+[ -f package.json ] || exit 0
+cmd=$(node -e 'const h = (require("./package.json").husky || {}).hooks || {}; process.stdout.write(h["pre-commit"] || "")') || exit 1
+[ -z "$cmd" ] || exec sh -c "$cmd"
+`
+
+// TestAttackPackageJSONHooks: the host installed husky 4, whose hook runs the command
+// package.json's husky.hooks names at each git commit. A first box edits package.json as
+// ordinary work (a dependency, a script): that stays. A second box changes the hook's command
+// and the script it runs; the host's next git commit must run neither: the package.json is
+// moved aside (the hook then finds none), its content kept beside it for review.
+func TestAttackPackageJSONHooks(t *testing.T) {
+	t.Parallel()
+	needGit(t)
+	if _, err := exec.LookPath("node"); err != nil {
+		t.Skip("no node: the stand-in of husky 4's hook needs it")
+	}
+	e := newDaemonEnv(t)
+	repo(t, e.work)
+	pkg := filepath.Join(e.work, "package.json")
+	write(t, pkg, `{"name":"p","husky":{"hooks":{"pre-commit":"npm test"}},"scripts":{"test":"echo reviewed"}}`+"\n")
+	write(t, filepath.Join(e.work, ".git/hooks/pre-commit"), husky4Hook)
+	os.Chmod(filepath.Join(e.work, ".git/hooks/pre-commit"), 0o755)
+	git(t, e.work, "add", "package.json")
+	git(t, e.work, "commit", "-q", "-m", "husky")
+	out := e.boxPlant(`node -e 'const fs = require("fs"); const p = JSON.parse(fs.readFileSync("package.json")); p.dependencies = {"left-pad": "1.3.0"}; p.scripts.build = "tsc"; fs.writeFileSync("package.json", JSON.stringify(p, null, 2))' && echo edited`)
+	if b, err := os.ReadFile(pkg); err != nil || !strings.Contains(string(b), "left-pad") {
+		t.Fatalf("the box's ordinary edit of package.json is not on the host: %q, %v\n%s\nthe launch's drift: %+v", b, err, out, e.lastLaunch().DriftEvents)
+	}
+	mark, touch := e.marker("husky")
+	out = e.boxPlant(fmt.Sprintf(`node -e 'const fs = require("fs"); const p = JSON.parse(fs.readFileSync("package.json")); p.scripts.test = %q; fs.writeFileSync("package.json", JSON.stringify(p, null, 2))' && echo planted`, touch))
+	if !strings.Contains(out, "planted") {
+		t.Fatalf("the plant did not complete (the test would prove nothing):\n%s", out)
+	}
+	if _, err := os.Lstat(mark); err == nil {
+		t.Fatalf("the box created the host's marker itself: the test cannot tell host from box\n%s", out)
+	}
+	res, _ := hostGit(e.work, "commit", "--allow-empty", "-m", "host")
+	notRun(t, mark, "the host's git commit (husky 4's hook):\n"+res, out)
+	if b, err := os.ReadFile(pkg + ".agentbox-quarantined-1"); err != nil || !strings.Contains(string(b), mark) {
+		t.Errorf("the box's package.json, moved aside: %q, %v", b, err)
+	}
+}
+
 // TestAttackHooksPath: the repository's (protected) config sets core.hooksPath = .husky; a box
 // rewrites .husky/pre-commit; the host's `git commit` must not run the box's version.
 //

@@ -61,6 +61,7 @@ func Snapshot(lay *Layout, lim Limits) *State {
 	// An incomplete scan here shows in the check at exit, which rescans (VerifyExec).
 	s.Deps = map[string]DepFolder{}
 	s.Exec, _ = scanWorkspace(lay.Workspace, s.rootSet(), s.Config, lim, s.Deps)
+	maps.DeleteFunc(s.Exec, func(_, d string) bool { return d == packageUnsettled })
 	identify(s.Deps)
 	for p := range s.Exec {
 		if isPackedRefs(p) {
@@ -199,6 +200,9 @@ func (s *State) mergeExec(found map[string]string, owned func(string) bool) []Tr
 	var out []Transition
 	for p, d := range found {
 		old, had := s.Exec[p]
+		if d == packageUnsettled {
+			continue // not read: what was recorded stands
+		}
 		kind := Created
 		switch {
 		case !had:
@@ -247,7 +251,7 @@ func (s *State) mergeExec(found map[string]string, owned func(string) bool) []Tr
 		s.Exec[p] = d
 	}
 	for p, d := range s.Exec {
-		if _, ok := found[p]; !ok && owned(p) {
+		if _, ok := found[p]; !ok && owned(p) && !isPackageJSON(p) {
 			if _, err := os.Lstat(p); err == nil && isConfig(p) {
 				// Still there but no longer executable.
 				out = append(out, Transition{Kind: Modified, Path: p, Detail: "no executable configuration left (was: " + d + ")", Alert: true})

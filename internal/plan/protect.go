@@ -85,9 +85,9 @@ var WorkspaceProtected = append([]string{
 //     its .json, .yaml, .yml, .js, .cjs spellings, husky.config.js and .cjs. Husky 5 and later
 //     run the core.hooksPath folder (.husky), which the git surface pins.
 //
-// simple-git-hooks writes its commands into the hooks at install; husky 4's and yorkie's
-// package.json keys are not pinned (a box edits package.json as ordinary work, and git shows
-// the change).
+// A package.json is not pinned (a box edits it as ordinary work); the part of it that husky 4,
+// yorkie, pre-commit, lint-staged and simple-git-hooks read is watched by the workspace scan
+// (integrity.PackageHookKeys).
 func HookManagerFiles() []string {
 	out := []string{".pre-commit-config.yaml"}
 	for _, name := range []string{"lefthook", ".lefthook", ".config/lefthook"} {
