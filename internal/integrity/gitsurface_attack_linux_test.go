@@ -466,6 +466,63 @@ printf 'PreCommit:\n  CustomScript:\n    enabled: true\n' | tee .overcommit.yml 
 	}
 }
 
+// TestAttackLefthookNamedFiles: the host's lefthook.yml (pinned) extends ci/lefthook-extra.yml,
+// absent until someone writes it, and runs its scripts from source_dir tools/hooks/. A box
+// writes the extension with a command, rewrites the user's script and adds one of its own; the
+// host's next git commit (core.hooksPath .husky, whose hook runs lefthook) must run the user's
+// script only. lefthook reads both at each run (its config/loader.go: extends, relative to the
+// repository's top; source_dir). The real lefthook when it is on PATH, else a stand-in that
+// reads lefthook.yml, the files its extends list names and the scripts of its source_dir.
+func TestAttackLefthookNamedFiles(t *testing.T) {
+	t.Parallel()
+	e := newDaemonEnv(t)
+	repo(t, e.work)
+	ran, touchRan := e.marker("user-script")
+	lefthook, err := exec.LookPath("lefthook")
+	if err != nil {
+		lefthook = filepath.Join(e.root, "lefthook-standin")
+		write(t, lefthook, `#!/bin/sh
+# A stand-in for "lefthook run HOOK" (TestAttackLefthookNamedFiles): extends and source_dir.
+for f in lefthook.yml $(sed -n 's/^ *- *"*\([^"]*\.yml\)"*$/\1/p' lefthook.yml); do
+  [ -f "$f" ] && sed -n 's/^ *run *: *"*\([^"]*\)"*$/\1/p' "$f" | while read -r c; do sh -c "$c"; done
+done
+d=$(sed -n 's/^source_dir: *"*\([^"]*\)"*$/\1/p' lefthook.yml)
+for s in "${d:-.lefthook/}$2"/*; do [ -f "$s" ] && sh "$s"; done
+exit 0
+`)
+		os.Chmod(lefthook, 0o755)
+	}
+	write(t, filepath.Join(e.work, ".husky", "pre-commit"), "#!/bin/sh\nexec "+lefthook+" run pre-commit\n")
+	os.Chmod(filepath.Join(e.work, ".husky", "pre-commit"), 0o755)
+	write(t, filepath.Join(e.work, "lefthook.yml"), "extends:\n  - ci/lefthook-extra.yml\nsource_dir: tools/hooks/\npre-commit:\n  scripts:\n    \"check.sh\":\n      runner: sh\n")
+	write(t, filepath.Join(e.work, "tools/hooks/pre-commit/check.sh"), touchRan+"\n")
+	git(t, e.work, "config", "core.hooksPath", ".husky")
+	git(t, e.work, "add", ".husky", "lefthook.yml", "tools")
+	git(t, e.work, "commit", "-q", "-m", "lefthook")
+	os.Remove(ran) // the commit above ran the user's script
+	extra, touchExtra := e.marker("extends")
+	script, touchScript := e.marker("script")
+	added, touchAdded := e.marker("added-script")
+	out := e.boxPlant(fmt.Sprintf(`mkdir -p ci && printf 'pre-commit:\n  commands:\n    pwn:\n      run: %s\n' > ci/lefthook-extra.yml; echo "extends: $?"
+printf '%s\n' > tools/hooks/pre-commit/check.sh; echo "user script: $?"
+printf '%s\n' > tools/hooks/pre-commit/x.sh; echo "added script: $?"`, touchExtra, touchScript, touchAdded))
+	if strings.Contains(out, "user script: 0") || strings.Contains(out, "added script: 0") {
+		t.Errorf("the box wrote into source_dir:\n%s", out)
+	}
+	if _, err := os.Lstat(filepath.Join(e.work, "ci/lefthook-extra.yml")); err == nil {
+		t.Errorf("the box's ci/lefthook-extra.yml is on the host after the box:\n%s", out)
+	}
+	write(t, filepath.Join(e.work, "work.txt"), "work\n")
+	git(t, e.work, "add", "work.txt")
+	cm, _ := hostGit(e.work, "commit", "-q", "-m", "work")
+	for _, m := range []string{extra, script, added} {
+		notRun(t, m, "the host's git commit (lefthook: "+lefthook+"):\n"+cm, out)
+	}
+	if _, err := os.Lstat(ran); err != nil {
+		t.Errorf("the host's git commit did not run the user's own lefthook script (the test proves nothing):\n%s", cm)
+	}
+}
+
 // TestAttackNestedConfigKeys: a box makes nested repositories whose config names a program
 // through a key the scanner used to miss (or behind a UTF-8 BOM, which git skips; after a "]"
 // in a quoted value on its header's line, review 13 F6; after 1.2 MB of comments, F7); the

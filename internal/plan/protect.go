@@ -77,8 +77,8 @@ var WorkspaceProtected = append([]string{
 //   - pre-commit: .pre-commit-config.yaml (`repo: local` runs any command);
 //   - lefthook (internal/config/loader.go): a main config MainConfigNames × Extensions and a
 //     local one LocalConfigNames × Extensions, at the repository's top; the scripts of its
-//     `scripts:` in source_dir and source_dir_local (.lefthook/, .lefthook-local/ unless the
-//     config names others);
+//     `scripts:` in source_dir and source_dir_local (.lefthook/, .lefthook-local/; others the
+//     config names, and the files of its extends, integrity's resolver protects as well);
 //   - overcommit (lib/overcommit/constants.rb, config/default.yml): .overcommit.yml,
 //     .local-overcommit.yml and the plugin_directory .git-hooks/;
 //   - husky 4 (cosmiconfig 7's search places for "husky", beside package.json): .huskyrc and
