@@ -393,8 +393,8 @@ func TestAttackPackageJSONHooks(t *testing.T) {
 // The same launch attacks the hook manager that hook runs, lefthook, as `lefthook install`
 // leaves it (review 12, F4): the box adds a command through lefthook's local configs
 // (.lefthook-local.yml, .config/lefthook-local.toml), rewrites a script of the user's
-// lefthook.yml in .lefthook/ and adds one in .lefthook-local/, and writes overcommit's and
-// husky 4's files; none may stay on the host, and the host's `git commit` must run the user's
+// lefthook.yml in .lefthook/ and adds one in .lefthook-local/, and writes overcommit's,
+// husky 4's and lint-staged's files; none may stay on the host, and the host's `git commit` must run the user's
 // script only. The hook runs the real lefthook when one is on PATH; CI has none (it is not
 // installed there and the tests have no network), so it otherwise runs a stand-in that reads
 // every name of lefthook's rule (internal/config/loader.go: MainConfigNames and
@@ -434,14 +434,16 @@ exit 0
 	toml, touchTOML := e.marker("lefthook-local-toml")
 	script, touchScript := e.marker("lefthook-script")
 	localScript, touchLocalScript := e.marker("lefthook-local-script")
-	planted := []string{".lefthook-local.yml", ".config/lefthook-local.toml", ".lefthook-local/pre-commit/x.sh", ".overcommit.yml", ".local-overcommit.yml", ".huskyrc.json"}
+	planted := []string{".lefthook-local.yml", ".config/lefthook-local.toml", ".lefthook-local/pre-commit/x.sh", ".overcommit.yml", ".local-overcommit.yml", ".huskyrc.json",
+		".lintstagedrc.json", "lint-staged.config.js"}
 	out := e.boxPlant(fmt.Sprintf(`printf '#!/bin/sh\n%s\n' > .husky/pre-commit; echo "rewrite: $?"
 rm -f .husky/pre-commit; printf '#!/bin/sh\n%s\n' > .husky/pre-commit; chmod +x .husky/pre-commit; echo "replace: $?"
 printf 'pre-commit:\n  commands:\n    pwn:\n      run: %s\n' > .lefthook-local.yml; echo "local yml: $?"
 mkdir -p .config && printf '[pre-commit.commands.pwn2]\nrun = "%s"\n' > .config/lefthook-local.toml; echo "local toml: $?"
 printf '%s\n' > .lefthook/pre-commit/check.sh; echo "user script: $?"
 mkdir -p .lefthook-local/pre-commit && printf '%s\n' > .lefthook-local/pre-commit/x.sh; echo "local script: $?"
-printf 'PreCommit:\n  CustomScript:\n    enabled: true\n' | tee .overcommit.yml > .local-overcommit.yml; echo '{"hooks":{}}' > .huskyrc.json; echo "others: $?"`,
+printf 'PreCommit:\n  CustomScript:\n    enabled: true\n' | tee .overcommit.yml > .local-overcommit.yml; echo '{"hooks":{}}' > .huskyrc.json
+echo '{"*": "id"}' > .lintstagedrc.json; echo 'export default {"*": "id"}' > lint-staged.config.js; echo "others: $?"`,
 		touch, touch, touchLocal, touchTOML, touchScript, touchLocalScript))
 	if strings.Contains(out, "rewrite: 0") || strings.Contains(out, "replace: 0") || strings.Contains(out, "user script: 0") {
 		t.Errorf("the box changed .husky/pre-commit or .lefthook/pre-commit/check.sh:\n%s", out)
