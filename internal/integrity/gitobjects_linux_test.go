@@ -54,16 +54,9 @@ func TestObjectsForgedMovedAside(t *testing.T) {
 			git(ws, "commit", "-qm", "new")
 			git(ws, "-c", "fetch.unpackLimit=1", "fetch", "-q", other, "main:other")
 			git(ws, "commit-graph", "write", "--reachable")
-			// The attacks: Makefile's loose object rewritten.
-			loose := filepath.Join(ws, ".git/objects", mk[:2], mk[2:])
-			os.Chmod(loose, 0o644)
-			if err := os.WriteFile(loose, deflate(t, "blob 26\x00all:\n\t@id > PWNED; echo x\n"), 0o444); err != nil {
-				t.Fatal(err)
-			}
-			// A pack whose index files another blob under build.sh's id.
-			evil := strings.TrimSpace(gitIn(scratch, "echo pwned\n", false, "hash-object", "-w", "--stdin"))
-			pack := strings.TrimSpace(gitIn(scratch, evil+"\n", false, "pack-objects", "-q", filepath.Join(ws, ".git/objects/pack/pack")))
-			forgeIdxID(t, filepath.Join(ws, ".git/objects/pack/pack-"+pack+".idx"), sh)
+			// The attacks: Makefile's loose object rewritten, a pack whose index files another
+			// blob under build.sh's id.
+			pack := forgeObjects(t, filepath.Join(ws, ".git/objects"), scratch, mk, sh)
 			// lib.c's object deleted, and found in an alternate store the box made.
 			alt := filepath.Join(ws, ".cache/objs")
 			mustWrite(t, filepath.Join(alt, lib[:2], lib[2:]), string(deflate(t, "blob 10\x00int pwnd;\n")))
@@ -109,6 +102,23 @@ func TestObjectsForgedMovedAside(t *testing.T) {
 			}
 		})
 	}
+}
+
+// forgeObjects does what the box does in the object store objects: it rewrites the loose
+// object mk (a committed Makefile's) with other content, and adds a pack (made in the
+// repository scratch) whose index files the blob "echo pwned" under the id sh. It returns the
+// pack's name.
+func forgeObjects(t *testing.T, objects, scratch, mk, sh string) string {
+	t.Helper()
+	loose := filepath.Join(objects, mk[:2], mk[2:])
+	os.Chmod(loose, 0o644)
+	if err := os.WriteFile(loose, deflate(t, "blob 26\x00all:\n\t@id > PWNED; echo x\n"), 0o444); err != nil {
+		t.Fatal(err)
+	}
+	evil := strings.TrimSpace(gitIn(scratch, "echo pwned\n", false, "hash-object", "-w", "--stdin"))
+	pack := strings.TrimSpace(gitIn(scratch, evil+"\n", false, "pack-objects", "-q", filepath.Join(objects, "pack/pack")))
+	forgeIdxID(t, filepath.Join(objects, "pack/pack-"+pack+".idx"), sh)
+	return pack
 }
 
 func deflate(t *testing.T, s string) []byte {
@@ -188,14 +198,7 @@ func TestObjectsForgedSubmoduleNotCheckedOut(t *testing.T) {
 
 	// The box: the Makefile's loose object rewritten, a pack filing another blob under
 	// build.sh's id.
-	loose := filepath.Join(mod, "objects", mk[:2], mk[2:])
-	os.Chmod(loose, 0o644)
-	if err := os.WriteFile(loose, deflate(t, "blob 26\x00all:\n\t@id > PWNED; echo x\n"), 0o444); err != nil {
-		t.Fatal(err)
-	}
-	evil := strings.TrimSpace(gitIn(scratch, "echo pwned\n", false, "hash-object", "-w", "--stdin"))
-	pack := strings.TrimSpace(gitIn(scratch, evil+"\n", false, "pack-objects", "-q", filepath.Join(mod, "objects/pack/pack")))
-	forgeIdxID(t, filepath.Join(mod, "objects/pack/pack-"+pack+".idx"), sh)
+	pack := forgeObjects(t, filepath.Join(mod, "objects"), scratch, mk, sh)
 	// Here, in a copy, the host's git submodule update checks out the box's content.
 	cp := filepath.Join(t.TempDir(), "ws")
 	if out, err := exec.Command("cp", "-a", ws, cp).CombinedOutput(); err != nil {

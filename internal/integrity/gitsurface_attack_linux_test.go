@@ -387,6 +387,22 @@ func TestAttackPackageJSONHooks(t *testing.T) {
 	}
 }
 
+// lefthookHusky returns the lefthook the workspace's husky hook runs, and writes that hook
+// (.husky/pre-commit: lefthook run pre-commit): the real lefthook when one is on PATH, else a
+// stand-in, the shell script standin (its $2 is the hook's name) ending with exit 0.
+func (e *daemonEnv) lefthookHusky(standin string) string {
+	e.t.Helper()
+	lefthook, err := exec.LookPath("lefthook")
+	if err != nil {
+		lefthook = filepath.Join(e.root, "lefthook-standin")
+		write(e.t, lefthook, "#!/bin/sh\n"+standin+"exit 0\n")
+		os.Chmod(lefthook, 0o755)
+	}
+	write(e.t, filepath.Join(e.work, ".husky", "pre-commit"), "#!/bin/sh\nexec "+lefthook+" run pre-commit\n")
+	os.Chmod(filepath.Join(e.work, ".husky", "pre-commit"), 0o755)
+	return lefthook
+}
+
 // TestAttackHooksPath: the repository's (protected) config sets core.hooksPath = .husky; a box
 // rewrites .husky/pre-commit; the host's `git commit` must not run the box's version.
 //
@@ -405,11 +421,7 @@ func TestAttackHooksPath(t *testing.T) {
 	e := newDaemonEnv(t)
 	repo(t, e.work)
 	ran, touchRan := e.marker("user-lefthook-script")
-	lefthook, err := exec.LookPath("lefthook")
-	if err != nil {
-		lefthook = filepath.Join(e.root, "lefthook-standin")
-		write(t, lefthook, `#!/bin/sh
-# A stand-in for "lefthook run HOOK" (TestAttackHooksPath): lefthook's config names and script folders.
+	lefthook := e.lefthookHusky(`# A stand-in for "lefthook run HOOK" (TestAttackHooksPath): lefthook's config names and script folders.
 for n in lefthook .lefthook .config/lefthook lefthook-local .lefthook-local .config/lefthook-local; do
   for x in yml yaml json jsonc toml; do
     [ -f "$n.$x" ] || continue
@@ -417,12 +429,7 @@ for n in lefthook .lefthook .config/lefthook lefthook-local .lefthook-local .con
   done
 done
 for s in .lefthook/"$2"/* .lefthook-local/"$2"/*; do [ -f "$s" ] && sh "$s"; done
-exit 0
 `)
-		os.Chmod(lefthook, 0o755)
-	}
-	write(t, filepath.Join(e.work, ".husky", "pre-commit"), "#!/bin/sh\nexec "+lefthook+" run pre-commit\n")
-	os.Chmod(filepath.Join(e.work, ".husky", "pre-commit"), 0o755)
 	write(t, filepath.Join(e.work, "lefthook.yml"), "pre-commit:\n  scripts:\n    \"check.sh\":\n      runner: sh\n")
 	write(t, filepath.Join(e.work, ".lefthook", "pre-commit", "check.sh"), touchRan+"\n")
 	git(t, e.work, "config", "core.hooksPath", ".husky")
@@ -480,22 +487,13 @@ func TestAttackLefthookNamedFiles(t *testing.T) {
 	e := newDaemonEnv(t)
 	repo(t, e.work)
 	ran, touchRan := e.marker("user-script")
-	lefthook, err := exec.LookPath("lefthook")
-	if err != nil {
-		lefthook = filepath.Join(e.root, "lefthook-standin")
-		write(t, lefthook, `#!/bin/sh
-# A stand-in for "lefthook run HOOK" (TestAttackLefthookNamedFiles): extends and source_dir.
+	lefthook := e.lefthookHusky(`# A stand-in for "lefthook run HOOK" (TestAttackLefthookNamedFiles): extends and source_dir.
 for f in lefthook.yml $(sed -n 's/^ *- *"*\([^"]*\.yml\)"*$/\1/p' lefthook.yml); do
   [ -f "$f" ] && sed -n 's/^ *run *: *"*\([^"]*\)"*$/\1/p' "$f" | while read -r c; do sh -c "$c"; done
 done
 d=$(sed -n 's/^source_dir: *"*\([^"]*\)"*$/\1/p' lefthook.yml)
 for s in "${d:-.lefthook/}$2"/*; do [ -f "$s" ] && sh "$s"; done
-exit 0
 `)
-		os.Chmod(lefthook, 0o755)
-	}
-	write(t, filepath.Join(e.work, ".husky", "pre-commit"), "#!/bin/sh\nexec "+lefthook+" run pre-commit\n")
-	os.Chmod(filepath.Join(e.work, ".husky", "pre-commit"), 0o755)
 	write(t, filepath.Join(e.work, "lefthook.yml"), "extends:\n  - ci/lefthook-extra.yml\nsource_dir: tools/hooks/\npre-commit:\n  scripts:\n    \"check.sh\":\n      runner: sh\n")
 	write(t, filepath.Join(e.work, "tools/hooks/pre-commit/check.sh"), touchRan+"\n")
 	git(t, e.work, "config", "core.hooksPath", ".husky")
