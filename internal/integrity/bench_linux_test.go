@@ -263,11 +263,11 @@ func BenchmarkIndexHidden(b *testing.B) {
 				if changed {
 					s.Started = time.Time{}
 				}
-				s.Hidden, _ = readHidden(ws)
+				s.Hidden, _ = readHidden(ws, nil)
 				b.ResetTimer()
 				start := cpuTime()
 				for i := 0; i < b.N; i++ {
-					if tr, _ := s.verifyIndexes(); len(tr) != 0 || len(s.Hidden) != 1 {
+					if tr, _ := s.verifyIndexes(nil); len(tr) != 0 || len(s.Hidden) != 1 {
 						b.Fatalf("transitions %v, hidden %v", tr, s.Hidden)
 					}
 				}

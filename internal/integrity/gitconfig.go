@@ -39,15 +39,21 @@ type Finding struct {
 // notChecked is the number of folders found but not looked into because
 // the bound was reached (0 when the scan is complete).
 func ScanExec(ws string, skip map[string]bool, config []NestedConfigFile, lim Limits) (found map[string]string, notChecked int) {
-	found, notChecked = scanWorkspace(ws, skip, config, lim, nil)
+	found, notChecked = scanWorkspace(ws, skip, config, lim, nil, nil)
 	maps.DeleteFunc(found, func(_, d string) bool { return d == packageUnsettled })
 	return found, notChecked
 }
 
+// gitRepos are the repositories a workspace scan found, for the index and object checks:
+// work trees (a folder with a .git folder, or a .git file or symlink that leads beneath the
+// workspace: nested clones, linked worktrees, submodules) and git directories found as such
+// (bare repositories, and any folder git takes for one).
+type gitRepos struct{ tops, gitdirs []string }
+
 // scanWorkspace is ScanExec, which also records in deps, when it is not nil, the workspace's
 // dependency folders it visits (DepFolderKinds; without their identity, and those beneath
-// another too).
-func scanWorkspace(ws string, skip map[string]bool, config []NestedConfigFile, lim Limits, deps map[string]DepFolder) (found map[string]string, notChecked int) {
+// another too), and in repos, when it is not nil, the repositories it visits.
+func scanWorkspace(ws string, skip map[string]bool, config []NestedConfigFile, lim Limits, deps map[string]DepFolder, repos *gitRepos) (found map[string]string, notChecked int) {
 	lim = lim.withDefaults()
 	files := nestedFiles(config)
 	out := map[string]string{}
@@ -57,7 +63,7 @@ func scanWorkspace(ws string, skip map[string]bool, config []NestedConfigFile, l
 		dir := stack[len(stack)-1]
 		stack = stack[:len(stack)-1]
 		visited++
-		sub, err := scanDir(ws, dir, skip, files, out, deps)
+		sub, err := scanDir(ws, dir, skip, files, out, deps, repos)
 		if err != nil && !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, syscall.ENOTDIR) {
 			unread++
 		}
@@ -70,8 +76,9 @@ func scanWorkspace(ws string, skip map[string]bool, config []NestedConfigFile, l
 // descend into (never into a .git directory: scanGitDir reads what counts in it), or why it
 // could not list dir. A folder its owner cannot list (a box's chmod 0311) is made listable
 // first (readDirOwned). files are the nested configuration files looked for (nestedFiles).
-// deps, when not nil, gets the dependency folders among dir and its entries.
-func scanDir(ws, dir string, skip map[string]bool, files []NestedConfigFile, out map[string]string, deps map[string]DepFolder) ([]string, error) {
+// deps, when not nil, gets the dependency folders among dir and its entries; repos, when not
+// nil, the repositories among them.
+func scanDir(ws, dir string, skip map[string]bool, files []NestedConfigFile, out map[string]string, deps map[string]DepFolder, repos *gitRepos) ([]string, error) {
 	ents, err := readDirOwned(dir)
 	if err != nil {
 		return nil, err
@@ -103,11 +110,17 @@ func scanDir(ws, dir string, skip map[string]bool, files []NestedConfigFile, out
 		switch {
 		case name == ".git" && de.IsDir():
 			scanGitDir(ws, p, skip, out, 0)
+			if repos != nil {
+				repos.tops = append(repos.tops, dir)
+			}
 			continue
 		case name == ".git" && (de.Type().IsRegular() || de.Type()&os.ModeSymlink != 0):
 			// git follows a symlinked .git, to a gitdir or to a .git file.
 			if gd, ok := dotGitTarget(ws, p); ok {
 				scanGitDir(ws, gd, skip, out, 0)
+				if repos != nil {
+					repos.tops = append(repos.tops, dir)
+				}
 			} else if t, far := dotGitOutside(ws, p); far && !skip[p] {
 				// The gitdir lies where the scan does not look (the box cache, which boxes
 				// write, persists and has the same path on the host): its config and hooks
@@ -164,6 +177,9 @@ func scanDir(ws, dir string, skip map[string]bool, files []NestedConfigFile, out
 	// one with HEAD of any kind, objects and a config (a HEAD another git may accept).
 	if hasHEAD && (isGitDirectory(dir) || hasObjects && hasConfig) {
 		scanGitDir(ws, dir, skip, out, 0)
+		if repos != nil {
+			repos.gitdirs = append(repos.gitdirs, dir)
+		}
 	}
 	return sub, nil
 }

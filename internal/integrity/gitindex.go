@@ -340,24 +340,37 @@ func (ix *gitIndex) key(name string) string { return ix.rel + name }
 // maxIndexDepth bounds how deep gitlinks are followed (a submodule of a submodule …).
 const maxIndexDepth = 4
 
-// readIndexes reads the workspace's index and, through the gitlinks of each one read, the
-// indexes of the repositories checked out there, and those of each one's linked worktrees whose
-// work trees lie in the workspace (at most maxGitDirs, maxIndexDepth deep): the host's git
-// status at the top enters each gitlink, and so does git diff; in a linked worktree it reads
-// that worktree's index. fn gets each index
-// read, or why it could not be read (an index that does not exist is skipped). It returns the
-// git directories of those repositories (the index's folder), with or without an index.
-func readIndexes(ws string, fn func(ix *gitIndex, err error)) []string {
+// readIndexes reads the workspace's index, those of the repositories the workspace scan found
+// (tops: nested clones a gitlink does not lead to, in an ignored lib/ or in a workspace that
+// is no repository itself, linked worktrees and submodules; review 14, F2) and, through the
+// gitlinks of each one read, the indexes of the repositories checked out there, and those of
+// each one's linked worktrees whose work trees lie in the workspace: the host's git status at
+// the top enters each gitlink, and so does git diff; in a linked worktree or a nested clone it
+// reads that one's index. Those the scan found are bounded by the scan; the others are followed
+// at most maxIndexDepth deep, at most maxGitDirs of them. fn gets each index read, or why it
+// could not be read (an index that does not exist is skipped). It returns the git directories
+// of those repositories (the index's folder), with or without an index.
+func readIndexes(ws string, tops []string, fn func(ix *gitIndex, err error)) []string {
 	type todo struct {
 		top   string
 		depth int
 	}
 	queue := []todo{{ws, 0}}
+	for _, top := range tops {
+		queue = append(queue, todo{top, 0})
+	}
 	seen := map[string]bool{}
+	followed := 0
 	var gitdirs []string
-	for len(queue) > 0 && len(seen) < maxGitDirs {
+	for len(queue) > 0 {
 		t := queue[0]
 		queue = queue[1:]
+		if t.depth > 0 {
+			if followed >= maxGitDirs {
+				continue
+			}
+			followed++
+		}
 		p := repoIndex(ws, t.top)
 		if p == "" || seen[p] {
 			continue
@@ -445,9 +458,9 @@ func linkedWorktrees(ws, gd string) []string {
 
 // readHidden returns the hidden entries of the workspace's indexes (workspace-relative path →
 // flag), and why an index could not be read (by index path).
-func readHidden(ws string) (map[string]string, map[string]string) {
+func readHidden(ws string, tops []string) (map[string]string, map[string]string) {
 	flags, errs := map[string]string{}, map[string]string{}
-	readIndexes(ws, func(ix *gitIndex, err error) {
+	readIndexes(ws, tops, func(ix *gitIndex, err error) {
 		if err != nil {
 			errs[ix.path] = err.Error()
 			return
@@ -565,14 +578,14 @@ func editedIndex(b []byte, ed indexEdit, mtime time.Time) ([]byte, indexEdited, 
 // editing the file: review 12, F9's flagless variant), and fixes both in place under git's
 // lock; and it reports an index it cannot read (once per cause). It returns the transitions
 // and the git directories of the indexes (readIndexes).
-func (s *State) verifyIndexes() ([]Transition, []string) {
+func (s *State) verifyIndexes(tops []string) ([]Transition, []string) {
 	var out []Transition
 	seen, stale, errs := map[string]string{}, maps.Clone(s.Stale), map[string]string{}
 	if stale == nil {
 		stale = map[string]string{}
 	}
 	since := s.since()
-	gitdirs := readIndexes(s.Workspace, func(ix *gitIndex, err error) {
+	gitdirs := readIndexes(s.Workspace, tops, func(ix *gitIndex, err error) {
 		if err != nil {
 			msg := err.Error()
 			errs[ix.path] = msg

@@ -198,3 +198,125 @@ sleep 1.1 # the check's index is a second newer than the file`,
 		})
 	}
 }
+
+// TestAttackNestedRepositoryIndex: the index and object checks read every repository the
+// workspace scan finds, not only those a gitlink leads to (review 14, F2). Before, a clone the
+// top repository ignores (lib/ in .gitignore), or one of several clones in a workspace that is
+// no repository, had none of them: a box that edited lib/Makefile and flagged it
+// skip-worktree, forged an entry's stat data, or rewrote a committed file's loose object, hid
+// the change from the host's git -C lib status (and git show). Each is done by a real box; the
+// host's git must show the change after the check, and hid it before.
+func TestAttackNestedRepositoryIndex(t *testing.T) {
+	needGit(t)
+	if _, err := exec.LookPath("python3"); err != nil {
+		t.Skip("no python3 for the box's index forger")
+	}
+	clone := func(t *testing.T, dir string) {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		git(t, dir, "init", "-q", "-b", "main")
+		write(t, filepath.Join(dir, "Makefile"), "all:\n\t@echo reviewed\n")
+		git(t, dir, "add", "-A")
+		git(t, dir, "commit", "-qm", "lib")
+	}
+	for _, c := range []struct {
+		name string
+		// setup makes the workspace; repo is the nested repository attacked.
+		setup func(t *testing.T, ws string)
+		repo  string
+		// script is what the box runs in repo.
+		script string
+		// show is the host's git command in repo, hidden what the box hid from it (want, for
+		// an object, what it showed before the check and must not after).
+		show   []string
+		hidden string
+		object bool
+		// alert is what the check's alert on the attacked file says.
+		alert string
+	}{{
+		name: "ignored-clone-skip-worktree",
+		setup: func(t *testing.T, ws string) {
+			git(t, ws, "init", "-q", "-b", "main")
+			write(t, filepath.Join(ws, ".gitignore"), "lib/\n")
+			git(t, ws, "add", "-A")
+			git(t, ws, "commit", "-qm", "top")
+			clone(t, filepath.Join(ws, "lib"))
+		},
+		repo: "lib",
+		script: `printf 'all:\n\t@echo BOXCODE1\n' > Makefile
+git update-index --skip-worktree Makefile`,
+		show:   []string{"status", "--porcelain"},
+		hidden: " M Makefile",
+		alert:  "skip-worktree",
+	}, {
+		name: "clones-without-top-forged-stat",
+		setup: func(t *testing.T, ws string) {
+			clone(t, filepath.Join(ws, "a"))
+			clone(t, filepath.Join(ws, "b"))
+		},
+		repo: "b",
+		script: `printf 'all:\n\t@echo BOXCODE1\n' > Makefile
+sleep 1.1
+git add Makefile
+$FORGE oid Makefile $(git rev-parse HEAD:Makefile)`,
+		show:   []string{"status", "--porcelain"},
+		hidden: " M Makefile",
+		alert:  "stat data was cleared",
+	}, {
+		name: "ignored-clone-object",
+		setup: func(t *testing.T, ws string) {
+			git(t, ws, "init", "-q", "-b", "main")
+			write(t, filepath.Join(ws, ".gitignore"), "vendor/\n")
+			git(t, ws, "add", "-A")
+			git(t, ws, "commit", "-qm", "top")
+			clone(t, filepath.Join(ws, "vendor/x"))
+		},
+		repo: "vendor/x",
+		script: `m=$(git rev-parse HEAD:Makefile); e=$(printf 'all:\n\t@echo BOXCODE1\n' | git hash-object -w --stdin)
+o=.git/objects/$(echo $m | cut -c1-2)/$(echo $m | cut -c3-)
+chmod u+w $o && cp .git/objects/$(echo $e | cut -c1-2)/$(echo $e | cut -c3-) $o`,
+		show:   []string{"show", "HEAD:Makefile"},
+		hidden: "BOXCODE1",
+		object: true,
+		alert:  "moved aside to",
+	}} {
+		t.Run(c.name, func(t *testing.T) {
+			script := "set -e\nFORGE='python3 /tmp/forge.py'\ncat > /tmp/forge.py <<'FORGER'\n" + indexForger + "FORGER\ncd " + c.repo + "\n" + c.script
+			pb, r := newProtectedBox(t, func(ws string) { c.setup(t, ws) }, script, enginetest.Options{})
+			defer pb.release(t)
+			if r.Exit != 0 {
+				t.Fatalf("box: exit %d\nstdout %s\nstderr %s", r.Exit, r.Stdout, r.Stderr)
+			}
+			repo := filepath.Join(pb.ws, c.repo)
+			show := func() (string, error) {
+				cmd := exec.Command("git", append([]string{"--no-optional-locks"}, c.show...)...)
+				cmd.Dir = repo
+				cmd.Env = append(os.Environ(), "GIT_CONFIG_GLOBAL=/dev/null", "GIT_CONFIG_NOSYSTEM=1")
+				out, err := cmd.CombinedOutput()
+				return string(out), err
+			}
+			if out, _ := show(); strings.Contains(out, strings.TrimSpace(c.hidden)) == !c.object {
+				t.Fatalf("the box's change does not get past the host's git %s here:\n%s", strings.Join(c.show, " "), out)
+			}
+			alerted := false
+			for _, tr := range pb.state.VerifyExit() {
+				switch {
+				case within(tr.Path, repo) && tr.Alert && strings.Contains(tr.Detail, c.alert):
+					alerted = true
+				case tr.Alert:
+					t.Errorf("unexpected alert %s %s (%s)", tr.Kind, tr.Path, tr.Detail)
+				}
+			}
+			if !alerted {
+				t.Errorf("no alert in %s saying %q", c.repo, c.alert)
+			}
+			if out, _ := show(); strings.Contains(out, strings.TrimSpace(c.hidden)) != !c.object {
+				t.Errorf("after the check, the host's git %s in %s: %q", strings.Join(c.show, " "), c.repo, out)
+			}
+		})
+	}
+}
+
+// within reports whether path is dir or beneath it.
+func within(path, dir string) bool { return path == dir || strings.HasPrefix(path, dir+"/") }

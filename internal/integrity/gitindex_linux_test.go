@@ -113,11 +113,11 @@ func TestIndexHiddenBadIndex(t *testing.T) {
 	ws, _ := filepath.EvalSymlinks(t.TempDir())
 	mustWrite(t, filepath.Join(ws, ".git/index"), "DIRC\x00\x00\x00\x02\x00\x00\x00\x01garbage-garbage-garbage-garbage")
 	s := &State{Workspace: ws}
-	tr, _ := s.verifyIndexes()
+	tr, _ := s.verifyIndexes(nil)
 	if len(tr) != 1 || !tr[0].Alert || tr[0].Path != filepath.Join(ws, ".git/index") || !strings.Contains(tr[0].Detail, "checksum") {
 		t.Fatalf("transitions %+v, want one alert on .git/index naming the checksum", tr)
 	}
-	if again, _ := s.verifyIndexes(); len(again) != 0 {
+	if again, _ := s.verifyIndexes(nil); len(again) != 0 {
 		t.Errorf("reported again: %+v", again)
 	}
 	// A split index keeps the flags in a sharedindex file this check does not read: said so.
