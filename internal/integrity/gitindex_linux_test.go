@@ -1,6 +1,8 @@
 package integrity
 
 import (
+	"bytes"
+	"crypto/sha1"
 	"crypto/sha256"
 	"encoding/binary"
 	"os"
@@ -420,4 +422,66 @@ func TestIndexForgedStatLinkedWorktree(t *testing.T) {
 			fsckAndQuiet(t, s, wt, subwt)
 		})
 	}
+}
+
+// TestIndexExtensionsParsed: the check walks the index's extensions as git's sequential reader
+// does. One it does not know that git requires (a lower-case first letter), or one that runs
+// past the index's end, makes the index one it could not check (naming the extension); an
+// optional one (upper case), which git ignores, is removed with the others the check does not
+// model, and git reads the index it writes.
+func TestIndexExtensionsParsed(t *testing.T) {
+	needGitIndex := func(t *testing.T) (string, []byte) {
+		if _, err := exec.LookPath("git"); err != nil {
+			t.Skip("no git")
+		}
+		ws, _ := filepath.EvalSymlinks(t.TempDir())
+		gitIn(ws, "", false, "init", "-q", ".")
+		mustWrite(t, filepath.Join(ws, "a/b.txt"), "b\n")
+		gitIn(ws, "", false, "add", ".")
+		gitIn(ws, "", false, "commit", "-qm", "init") // writes a cache tree (TREE)
+		b, err := os.ReadFile(filepath.Join(ws, ".git/index"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ws, b
+	}
+	withExt := func(b []byte, sig string, size uint32, payload string) []byte {
+		body := append(bytes.Clone(b[:len(b)-20]), sig...)
+		body = binary.BigEndian.AppendUint32(body, size)
+		body = append(body, payload...)
+		s := sha1.Sum(body)
+		return append(body, s[:]...)
+	}
+	for _, c := range []struct {
+		name, sig string
+		size      uint32
+		want      string
+	}{
+		{"required-unknown", "abcd", 0, `"abcd" extension, which this check does not know`},
+		{"past-the-end", "ZZZZ", 1000, `"ZZZZ" extension runs past its end`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, b := needGitIndex(t)
+			if _, _, _, err := indexContents(withExt(b, c.sig, c.size, "")); err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("error %v, want one saying %q", err, c.want)
+			}
+		})
+	}
+	t.Run("optional-removed", func(t *testing.T) {
+		ws, b := needGitIndex(t)
+		nb := withExt(b, "ZZZZ", 3, "xyz")
+		mustWrite(t, filepath.Join(ws, ".git/index"), string(nb))
+		done, err := editIndex(ws, filepath.Join(ws, ".git/index"), indexEdit{strip: true})
+		if err != nil || strings.Join(done.stripped, " ") != "TREE ZZZZ" {
+			t.Fatalf("stripped %q, %v; want TREE and ZZZZ", done.stripped, err)
+		}
+		after, _ := os.ReadFile(filepath.Join(ws, ".git/index"))
+		if _, exts, _, err := indexContents(after); err != nil || len(exts) != 0 {
+			t.Errorf("the index written: extensions %+v, %v", exts, err)
+		}
+		if out := gitIn(ws, "", false, "status", "--porcelain"); out != "" {
+			t.Errorf("git status after the check: %q", out)
+		}
+		fsckAndQuiet(t, &State{Workspace: ws}, ws)
+	})
 }
