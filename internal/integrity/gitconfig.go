@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"os"
 	"path"
 	"path/filepath"
@@ -38,13 +39,21 @@ type Finding struct {
 // notChecked is the number of folders found but not looked into because
 // the bound was reached (0 when the scan is complete).
 func ScanExec(ws string, skip map[string]bool, config []NestedConfigFile, lim Limits) (found map[string]string, notChecked int) {
-	return scanWorkspace(ws, skip, config, lim, nil)
+	found, notChecked = scanWorkspace(ws, skip, config, lim, nil, nil)
+	maps.DeleteFunc(found, func(_, d string) bool { return d == packageUnsettled })
+	return found, notChecked
 }
+
+// gitRepos are the repositories a workspace scan found, for the index and object checks:
+// work trees (a folder with a .git folder, or a .git file or symlink that leads beneath the
+// workspace: nested clones, linked worktrees, submodules) and git directories found as such
+// (bare repositories, and any folder git takes for one).
+type gitRepos struct{ tops, gitdirs []string }
 
 // scanWorkspace is ScanExec, which also records in deps, when it is not nil, the workspace's
 // dependency folders it visits (DepFolderKinds; without their identity, and those beneath
-// another too).
-func scanWorkspace(ws string, skip map[string]bool, config []NestedConfigFile, lim Limits, deps map[string]DepFolder) (found map[string]string, notChecked int) {
+// another too), and in repos, when it is not nil, the repositories it visits.
+func scanWorkspace(ws string, skip map[string]bool, config []NestedConfigFile, lim Limits, deps map[string]DepFolder, repos *gitRepos) (found map[string]string, notChecked int) {
 	lim = lim.withDefaults()
 	files := nestedFiles(config)
 	out := map[string]string{}
@@ -54,7 +63,7 @@ func scanWorkspace(ws string, skip map[string]bool, config []NestedConfigFile, l
 		dir := stack[len(stack)-1]
 		stack = stack[:len(stack)-1]
 		visited++
-		sub, err := scanDir(ws, dir, skip, files, out, deps)
+		sub, err := scanDir(ws, dir, skip, files, out, deps, repos)
 		if err != nil && !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, syscall.ENOTDIR) {
 			unread++
 		}
@@ -67,8 +76,9 @@ func scanWorkspace(ws string, skip map[string]bool, config []NestedConfigFile, l
 // descend into (never into a .git directory: scanGitDir reads what counts in it), or why it
 // could not list dir. A folder its owner cannot list (a box's chmod 0311) is made listable
 // first (readDirOwned). files are the nested configuration files looked for (nestedFiles).
-// deps, when not nil, gets the dependency folders among dir and its entries.
-func scanDir(ws, dir string, skip map[string]bool, files []NestedConfigFile, out map[string]string, deps map[string]DepFolder) ([]string, error) {
+// deps, when not nil, gets the dependency folders among dir and its entries; repos, when not
+// nil, the repositories among them.
+func scanDir(ws, dir string, skip map[string]bool, files []NestedConfigFile, out map[string]string, deps map[string]DepFolder, repos *gitRepos) ([]string, error) {
 	ents, err := readDirOwned(dir)
 	if err != nil {
 		return nil, err
@@ -100,11 +110,17 @@ func scanDir(ws, dir string, skip map[string]bool, files []NestedConfigFile, out
 		switch {
 		case name == ".git" && de.IsDir():
 			scanGitDir(ws, p, skip, out, 0)
+			if repos != nil {
+				repos.tops = append(repos.tops, dir)
+			}
 			continue
 		case name == ".git" && (de.Type().IsRegular() || de.Type()&os.ModeSymlink != 0):
 			// git follows a symlinked .git, to a gitdir or to a .git file.
 			if gd, ok := dotGitTarget(ws, p); ok {
 				scanGitDir(ws, gd, skip, out, 0)
+				if repos != nil {
+					repos.tops = append(repos.tops, dir)
+				}
 			} else if t, far := dotGitOutside(ws, p); far && !skip[p] {
 				// The gitdir lies where the scan does not look (the box cache, which boxes
 				// write, persists and has the same path on the host): its config and hooks
@@ -125,6 +141,10 @@ func scanDir(ws, dir string, skip map[string]bool, files []NestedConfigFile, out
 			// follows a link, could not see what is there. New or changed, it is moved aside.
 			t, _ := os.Readlink(p)
 			out[p] = "python bytecode folder (__pycache__) as a symlink to " + t
+		case name == "package.json" && (de.Type().IsRegular() || de.Type()&os.ModeSymlink != 0) && !skip[p] && !strings.Contains(p, "/node_modules/"):
+			// The hooks read the package.json of the project they were installed from, never
+			// a dependency's.
+			checkPackageJSON(ws, p, out)
 		case de.Type()&os.ModeSymlink != 0 && !skip[p] && !skip[dir] && nestedConfigFolder(files, path.Join(rel, name), pinned) != "":
 			linkedFolder(ws, p, nestedConfigFolder(files, path.Join(rel, name), pinned), out)
 		case !de.IsDir() && !skip[p] && !skip[dir] && nestedConfig(files, rel, name, pinned) != "":
@@ -152,8 +172,14 @@ func scanDir(ws, dir string, skip map[string]bool, files []NestedConfigFile, out
 			sub = append(sub, p)
 		}
 	}
-	if hasHEAD && hasObjects && hasConfig { // a bare repository
+	// A bare repository, or any folder git takes for a git directory (isGitDirectory: no
+	// config needed, objects and refs in the common dir its commondir names); and, as before,
+	// one with HEAD of any kind, objects and a config (a HEAD another git may accept).
+	if hasHEAD && (isGitDirectory(dir) || hasObjects && hasConfig) {
 		scanGitDir(ws, dir, skip, out, 0)
+		if repos != nil {
+			repos.gitdirs = append(repos.gitdirs, dir)
+		}
 	}
 	return sub, nil
 }
@@ -485,8 +511,18 @@ func scanGitDir(ws, gd string, skip map[string]bool, out map[string]string, dept
 		// pointer leading out (dotGitOutside), the commondir file is the finding.
 		out[cf] = "git commondir leading out of the workspace to " + common
 	}
-	for _, sub := range moduleGitDirs(gd) {
+	subs, links := moduleGitDirs(gd)
+	for _, sub := range subs {
 		scanGitDir(ws, sub, skip, out, depth+1)
+	}
+	for _, l := range links {
+		if !skip[l] {
+			// git follows it: git submodule update takes the gitdir there, its config, hooks
+			// and objects, from wherever it leads (the box cache, which has the same path on
+			// the host). New or changed, it is moved aside.
+			t, _ := os.Readlink(l)
+			out[l] = "submodule git directory (modules/) as a symlink to " + t
+		}
 	}
 	if names, err := readDirNames(filepath.Join(gd, "worktrees")); err == nil {
 		for _, n := range names {
@@ -499,9 +535,9 @@ func scanGitDir(ws, gd string, skip map[string]bool, out map[string]string, dept
 
 // moduleGitDirs returns the submodule gitdirs directly beneath gd/modules (a submodule named
 // "a/b" lies at modules/a/b): every folder git could take for a gitdir (looksLikeGitDir),
-// whatever kind its HEAD is.
-func moduleGitDirs(gd string) []string {
-	var out []string
+// whatever kind its HEAD is; and the symlinks on the way to them (modules itself, or any entry
+// the walk meets), which git follows and the walk does not (but for those moved aside).
+func moduleGitDirs(gd string) (dirs, links []string) {
 	var walk func(dir string, depth int)
 	walk = func(dir string, depth int) {
 		names, err := readDirNames(dir)
@@ -510,18 +546,31 @@ func moduleGitDirs(gd string) []string {
 		}
 		for _, n := range names {
 			p := filepath.Join(dir, n)
-			if !isDir(p) {
+			fi, err := os.Lstat(p)
+			switch {
+			case err != nil:
+				continue
+			case fi.Mode()&os.ModeSymlink != 0:
+				if !strings.Contains(n, QuarantineSuffix) {
+					links = append(links, p)
+				}
+				continue
+			case !fi.IsDir():
 				continue
 			}
 			if looksLikeGitDir(p) {
-				out = append(out, p)
+				dirs = append(dirs, p)
 				continue
 			}
 			walk(p, depth+1)
 		}
 	}
-	walk(filepath.Join(gd, "modules"), 0)
-	return out
+	modules := filepath.Join(gd, "modules")
+	if fi, err := os.Lstat(modules); err == nil && fi.Mode()&os.ModeSymlink != 0 {
+		return nil, []string{modules}
+	}
+	walk(modules, 0)
+	return dirs, links
 }
 
 // looksLikeGitDir reports whether dir holds any of what makes a git directory (HEAD of any

@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -122,8 +123,15 @@ func indexHidden(b []byte) (map[string]hiddenEntry, error) {
 // object ids. The hash length is told by the trailing checksum (an index written with
 // index.skipHash has none: both lengths are tried, each entry's name length must agree).
 func indexEntries(b []byte) ([]indexEntry, int, error) {
+	es, _, n, err := indexContents(b)
+	return es, n, err
+}
+
+// indexContents returns the entries of the index b, its extensions and the length of its
+// object ids (indexEntries).
+func indexContents(b []byte) ([]indexEntry, []indexExtension, int, error) {
 	if len(b) < 12 || string(b[:4]) != "DIRC" {
-		return nil, 0, errors.New("not a git index (no DIRC signature)")
+		return nil, nil, 0, errors.New("not a git index (no DIRC signature)")
 	}
 	var lens []int
 	switch {
@@ -134,16 +142,17 @@ func indexEntries(b []byte) ([]indexEntry, int, error) {
 	case len(b) >= 12+sha1.Size && allZero(b[len(b)-sha1.Size:]):
 		lens = []int{sha1.Size, sha256.Size}
 	default:
-		return nil, 0, errors.New("the index's trailing checksum matches neither SHA-1 nor SHA-256")
+		return nil, nil, 0, errors.New("the index's trailing checksum matches neither SHA-1 nor SHA-256")
 	}
 	var err error
 	for _, n := range lens {
 		var es []indexEntry
-		if es, err = parseIndex(b, n); err == nil {
-			return es, n, nil
+		var exts []indexExtension
+		if es, exts, err = parseIndex(b, n); err == nil {
+			return es, exts, n, nil
 		}
 	}
-	return nil, 0, err
+	return nil, nil, 0, err
 }
 
 // sumIs reports whether want is the checksum of what precedes it in b under h.
@@ -163,11 +172,37 @@ func allZero(b []byte) bool {
 	return true
 }
 
-// parseIndex reads the entries of the index b whose object ids are hashLen bytes long.
-func parseIndex(b []byte, hashLen int) ([]indexEntry, error) {
+// indexExtension is one extension of a git index: its signature and the bytes it takes,
+// header included (b[start:end]).
+type indexExtension struct {
+	sig        string
+	start, end int
+}
+
+// Index extensions the check models (git's read-cache.c, read_index_extension). It reads the
+// entries as git's sequential reader does; of the extensions, it refuses a split index (link,
+// whose sharedindex file holds most entries), and leaves the resolve-undo record (REUC: only
+// git checkout -m and update-index --unresolve read it, which show what they bring back) and
+// the sparse-index marker (sdir, no content). Every other extension is something git trusts
+// over what the entries and the work tree say, which a box can forge (strippedExtensions).
+var keptExtensions = map[string]bool{"REUC": true, "sdir": true}
+
+// strippedExtensions says what each extension the check removes from an index the launch
+// changed makes git trust; an unknown optional one (an upper-case first letter) git ignores.
+var strippedExtensions = map[string]string{
+	"TREE": "the cache tree, whose tree ids git status and git diff --cached take for the entries' (a forged one hides a staged change)",
+	"UNTR": "the untracked cache, whose lists of untracked files git status trusts while a folder's stat data matches (a forged one hides a new file)",
+	"FSMN": "the fsmonitor data, whose entries git takes for unchanged without looking at their files",
+	"IEOT": "the index entry offset table, from which git's threaded reader (3 CPUs or more, 30,000 entries or more, or index.threads) reads entries other than the ones in sequence",
+	"EOIE": "the end-of-index-entries marker, which makes git's threaded reader read the extensions (and, with IEOT, the entries) from where it says",
+}
+
+// parseIndex reads the entries and the extensions of the index b whose object ids are
+// hashLen bytes long.
+func parseIndex(b []byte, hashLen int) ([]indexEntry, []indexExtension, error) {
 	version := binary.BigEndian.Uint32(b[4:8])
 	if version < 2 || version > 4 {
-		return nil, fmt.Errorf("git index version %d (2, 3 and 4 are read)", version)
+		return nil, nil, fmt.Errorf("git index version %d (2, 3 and 4 are read)", version)
 	}
 	count := binary.BigEndian.Uint32(b[8:12])
 	end := len(b) - hashLen
@@ -178,14 +213,14 @@ func parseIndex(b []byte, hashLen int) ([]indexEntry, error) {
 		start := off
 		fixed := 40 + hashLen + 2 // ctime, mtime, dev, ino, mode, uid, gid, size; id; flags
 		if off+fixed > end {
-			return nil, fmt.Errorf("git index entry %d is truncated", i)
+			return nil, nil, fmt.Errorf("git index entry %d is truncated", i)
 		}
 		e := indexEntry{off: start, mode: binary.BigEndian.Uint32(b[off+24:]), oid: b[off+40 : off+40+hashLen], flagsOff: off + 40 + hashLen}
 		e.flags = binary.BigEndian.Uint16(b[e.flagsOff:])
 		off += fixed
 		if e.flags&ceExtended != 0 {
 			if version < 3 || off+2 > end {
-				return nil, fmt.Errorf("git index entry %d: extended flags in a version %d index", i, version)
+				return nil, nil, fmt.Errorf("git index entry %d: extended flags in a version %d index", i, version)
 			}
 			e.ext, e.extOff = binary.BigEndian.Uint16(b[off:]), off
 			off += 2
@@ -194,43 +229,55 @@ func parseIndex(b []byte, hashLen int) ([]indexEntry, error) {
 		if version == 4 {
 			strip, n, ok := indexVarint(b[off:end])
 			if !ok || strip > uint64(len(prev)) {
-				return nil, fmt.Errorf("git index entry %d: bad path prefix", i)
+				return nil, nil, fmt.Errorf("git index entry %d: bad path prefix", i)
 			}
 			off += n
 			nul := bytes.IndexByte(b[off:end], 0)
 			if nul < 0 {
-				return nil, fmt.Errorf("git index entry %d is truncated", i)
+				return nil, nil, fmt.Errorf("git index entry %d is truncated", i)
 			}
 			name = append(append([]byte(nil), prev[:len(prev)-int(strip)]...), b[off:off+nul]...)
 			off += nul + 1
 		} else {
 			nul := bytes.IndexByte(b[off:end], 0)
 			if nul < 0 {
-				return nil, fmt.Errorf("git index entry %d is truncated", i)
+				return nil, nil, fmt.Errorf("git index entry %d is truncated", i)
 			}
 			name = b[off : off+nul]
 			// 1 to 8 NULs pad the entry to a multiple of 8 bytes.
 			off = start + (off-start+nul+8)&^7
 			if off > end {
-				return nil, fmt.Errorf("git index entry %d is truncated", i)
+				return nil, nil, fmt.Errorf("git index entry %d is truncated", i)
 			}
 		}
 		if nl := int(e.flags & 0x0fff); nl < 0x0fff && nl != len(name) {
-			return nil, fmt.Errorf("git index entry %d: name length %d, path of %d bytes", i, nl, len(name))
+			return nil, nil, fmt.Errorf("git index entry %d: name length %d, path of %d bytes", i, nl, len(name))
 		}
 		prev = name
 		e.name = string(name)
 		out = append(out, e)
 	}
-	// Extensions: a 4-byte signature and a 4-byte size each. A split index (link) keeps most
-	// entries, and the flags set on them, in a sharedindex file this check does not read.
+	// Extensions: a 4-byte signature and a 4-byte size each, as git's sequential reader walks
+	// them. A split index (link) keeps most entries, and the flags set on them, in a
+	// sharedindex file this check does not read.
+	var exts []indexExtension
 	for off+8 <= end {
-		if string(b[off:off+4]) == "link" {
-			return nil, errors.New("a split index (link extension): the entries of its sharedindex file are not checked; run git update-index --no-split-index")
+		sig := string(b[off : off+4])
+		size := int64(binary.BigEndian.Uint32(b[off+4:]))
+		switch {
+		case int64(off)+8+size > int64(end):
+			return nil, nil, fmt.Errorf("the index's %q extension runs past its end", sig)
+		case sig == "link":
+			return nil, nil, errors.New("a split index (link extension): the entries of its sharedindex file are not checked; run git update-index --no-split-index")
+		case !keptExtensions[sig] && strippedExtensions[sig] == "" && (sig[0] < 'A' || sig[0] > 'Z'):
+			// git 2.39 refuses an index with a required extension it does not know; a later
+			// git may read it.
+			return nil, nil, fmt.Errorf("the index has a %q extension, which this check does not know", sig)
 		}
-		off += 8 + int(binary.BigEndian.Uint32(b[off+4:]))
+		exts = append(exts, indexExtension{sig, off, off + 8 + int(size)})
+		off += 8 + int(size)
 	}
-	return out, nil
+	return out, exts, nil
 }
 
 // indexVarint decodes the offset encoding of index v4 path prefixes (git's decode_varint).
@@ -283,6 +330,7 @@ type gitIndex struct {
 	rel     string
 	b       []byte
 	entries []indexEntry
+	exts    []indexExtension
 	hashLen int
 }
 
@@ -292,22 +340,37 @@ func (ix *gitIndex) key(name string) string { return ix.rel + name }
 // maxIndexDepth bounds how deep gitlinks are followed (a submodule of a submodule …).
 const maxIndexDepth = 4
 
-// readIndexes reads the workspace's index and, through the gitlinks of each one read, the
-// indexes of the repositories checked out there (at most maxGitDirs, maxIndexDepth deep): the
-// host's git status at the top enters each gitlink, and so does git diff. fn gets each index
-// read, or why it could not be read (an index that does not exist is skipped). It returns the
-// git directories of those repositories (the index's folder), with or without an index.
-func readIndexes(ws string, fn func(ix *gitIndex, err error)) []string {
+// readIndexes reads the workspace's index, those of the repositories the workspace scan found
+// (tops: nested clones a gitlink does not lead to, in an ignored lib/ or in a workspace that
+// is no repository itself, linked worktrees and submodules; review 14, F2) and, through the
+// gitlinks of each one read, the indexes of the repositories checked out there, and those of
+// each one's linked worktrees whose work trees lie in the workspace: the host's git status at
+// the top enters each gitlink, and so does git diff; in a linked worktree or a nested clone it
+// reads that one's index. Those the scan found are bounded by the scan; the others are followed
+// at most maxIndexDepth deep, at most maxGitDirs of them. fn gets each index read, or why it
+// could not be read (an index that does not exist is skipped). It returns the git directories
+// of those repositories (the index's folder), with or without an index.
+func readIndexes(ws string, tops []string, fn func(ix *gitIndex, err error)) []string {
 	type todo struct {
 		top   string
 		depth int
 	}
 	queue := []todo{{ws, 0}}
+	for _, top := range tops {
+		queue = append(queue, todo{top, 0})
+	}
 	seen := map[string]bool{}
+	followed := 0
 	var gitdirs []string
-	for len(queue) > 0 && len(seen) < maxGitDirs {
+	for len(queue) > 0 {
 		t := queue[0]
 		queue = queue[1:]
+		if t.depth > 0 {
+			if followed >= maxGitDirs {
+				continue
+			}
+			followed++
+		}
 		p := repoIndex(ws, t.top)
 		if p == "" || seen[p] {
 			continue
@@ -327,7 +390,7 @@ func readIndexes(ws string, fn func(ix *gitIndex, err error)) []string {
 			err = fmt.Errorf("larger than %d MiB: not read", maxIndexBytes>>20)
 		case err == nil:
 			ix.b = b
-			ix.entries, ix.hashLen, err = indexEntries(b)
+			ix.entries, ix.exts, ix.hashLen, err = indexContents(b)
 		}
 		if err != nil {
 			fn(ix, fmt.Errorf("%s: %w", p, err))
@@ -336,6 +399,14 @@ func readIndexes(ws string, fn func(ix *gitIndex, err error)) []string {
 		fn(ix, nil)
 		if t.depth >= maxIndexDepth {
 			continue
+		}
+		// The linked worktrees of the repository whose work trees lie in the workspace: the
+		// host's git status there reads GITDIR/worktrees/<id>/index (review 13, F1 in a
+		// worktree added with git worktree add).
+		for _, top := range linkedWorktrees(ws, filepath.Dir(p)) {
+			if top != t.top {
+				queue = append(queue, todo{top, t.depth + 1})
+			}
 		}
 		for _, e := range ix.entries {
 			if e.gitlink() {
@@ -349,11 +420,47 @@ func readIndexes(ws string, fn func(ix *gitIndex, err error)) []string {
 	return gitdirs
 }
 
+// linkedWorktrees returns the work trees (beneath ws) of the linked worktrees of the
+// repository whose git directory is gd: each COMMON/worktrees/<id>/gitdir names its worktree's
+// .git file, read as git's get_linked_worktree reads it (trailing blanks dropped, then the
+// "/.git"; a relative path is relative to the worktree's gitdir). COMMON is gd's common dir
+// when it lies beneath ws, else gd. Each work tree's index is then the one its own .git file
+// names (repoIndex), which is what the host's git reads there.
+func linkedWorktrees(ws, gd string) []string {
+	if c, ok, _ := commonDir(ws, gd); ok {
+		gd = c
+	}
+	dir := filepath.Join(gd, "worktrees")
+	names, err := readDirNames(dir)
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, n := range names {
+		admin := filepath.Join(dir, n)
+		b, err := readBeneath(ws, filepath.Join(admin, "gitdir"), maxGitFile)
+		if err != nil {
+			continue
+		}
+		p := cString(strings.TrimSuffix(strings.TrimRight(string(b), " \t\n\r"), "/.git"))
+		if p == "" {
+			continue
+		}
+		if !filepath.IsAbs(p) {
+			p = filepath.Join(admin, p)
+		}
+		if p = filepath.Clean(p); within(p, ws) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
 // readHidden returns the hidden entries of the workspace's indexes (workspace-relative path →
 // flag), and why an index could not be read (by index path).
-func readHidden(ws string) (map[string]string, map[string]string) {
+func readHidden(ws string, tops []string) (map[string]string, map[string]string) {
 	flags, errs := map[string]string{}, map[string]string{}
-	readIndexes(ws, func(ix *gitIndex, err error) {
+	readIndexes(ws, tops, func(ix *gitIndex, err error) {
 		if err != nil {
 			errs[ix.path] = err.Error()
 			return
@@ -374,15 +481,36 @@ func nilIfEmpty(m map[string]string) map[string]string {
 	return m
 }
 
-// editedIndex returns the index b with the flags of the entries named in flagged cleared (those
-// it flags), the stat data of those named in zero cleared (git then compares their files'
-// content again, as it does for an entry it smudged as racily clean), and its trailing
-// checksum recomputed (left zero when index.skipHash left it so): the same size, so that git
-// reads every other byte as it was. It returns the names it cleared and zeroed.
-func editedIndex(b []byte, flagged, zero []string) ([]byte, []string, []string, error) {
-	es, _, err := indexEntries(b)
+// indexEdit is what editIndex changes in an index.
+type indexEdit struct {
+	// flagged are the entries whose skip-worktree and assume-unchanged flags are cleared.
+	flagged []string
+	// zero are the entries whose stat data is cleared.
+	zero []string
+	// strip drops every extension but keptExtensions.
+	strip bool
+}
+
+// indexEdited is what editIndex changed: the entries whose flags it cleared and whose stat
+// data it cleared, and the extensions it dropped.
+type indexEdited struct {
+	cleared, zeroed, stripped []string
+}
+
+// editedIndex returns the index b with ed applied: the flags of the entries named in
+// ed.flagged cleared (those it flags), the stat data of those named in ed.zero cleared (git
+// then compares their files' content again, as it does for an entry it smudged as racily
+// clean), the extensions but keptExtensions dropped when ed.strip is set, and its trailing
+// checksum recomputed (left zero when index.skipHash left it so). The entries keep their
+// bytes otherwise, so that git reads them as they were. The index written is newer than the
+// one read (whose mtime is mtime; zero: unknown): entries git compared by content because
+// they were not older than it (racily clean) have their stat data cleared too, as git's own
+// write smudges them, so that the new index's time does not make git trust their stat data.
+func editedIndex(b []byte, ed indexEdit, mtime time.Time) ([]byte, indexEdited, error) {
+	var done indexEdited
+	es, exts, hashLen, err := indexContents(b)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, done, err
 	}
 	byName := make(map[string]indexEntry, len(es))
 	for _, e := range es {
@@ -391,8 +519,7 @@ func editedIndex(b []byte, flagged, zero []string) ([]byte, []string, []string, 
 		}
 	}
 	nb := bytes.Clone(b)
-	var cleared, zeroed []string
-	for _, n := range flagged {
+	for _, n := range ed.flagged {
 		h := byName[n].hidden()
 		if h.flag == "" {
 			continue
@@ -400,25 +527,48 @@ func editedIndex(b []byte, flagged, zero []string) ([]byte, []string, []string, 
 		for _, f := range h.bits {
 			binary.BigEndian.PutUint16(nb[f.off:], binary.BigEndian.Uint16(nb[f.off:])&^f.bit)
 		}
-		cleared = append(cleared, n)
+		done.cleared = append(done.cleared, n)
 	}
-	for _, n := range zero {
-		e, ok := byName[n]
-		if !ok {
-			continue
-		}
+	zeroStat := func(e indexEntry) {
 		// Everything but the mode: ctime, mtime, dev, ino (24 bytes); uid, gid, size (12).
 		clear(nb[e.off : e.off+24])
 		clear(nb[e.off+28 : e.off+40])
-		zeroed = append(zeroed, n)
+	}
+	for _, n := range ed.zero {
+		if e, ok := byName[n]; ok {
+			zeroStat(e)
+			done.zeroed = append(done.zeroed, n)
+		}
+	}
+	if !mtime.IsZero() {
+		for _, e := range es {
+			// git's is_racy_timestamp, without the nanoseconds (git built without USE_NSEC
+			// takes a whole second for racy): gitlinks are never racy.
+			if !e.gitlink() && int64(statField(b, e, 2)) >= mtime.Unix() {
+				zeroStat(e)
+			}
+		}
+	}
+	sum := len(b) - hashLen
+	if ed.strip && len(exts) > 0 {
+		body := nb[:exts[0].start]
+		for _, x := range exts {
+			if keptExtensions[x.sig] {
+				body = append(body, b[x.start:x.end]...)
+			} else {
+				done.stripped = append(done.stripped, x.sig)
+			}
+		}
+		nb = append(body, b[sum:]...)
+		sum = len(nb) - hashLen
 	}
 	switch {
 	case sumIs(b, sha1.Size, sha1Sum):
-		copy(nb[len(nb)-sha1.Size:], sha1Sum(nb[:len(nb)-sha1.Size]))
+		copy(nb[sum:], sha1Sum(nb[:sum]))
 	case sumIs(b, sha256.Size, sha256Sum):
-		copy(nb[len(nb)-sha256.Size:], sha256Sum(nb[:len(nb)-sha256.Size]))
+		copy(nb[sum:], sha256Sum(nb[:sum]))
 	}
-	return nb, cleared, zeroed, nil
+	return nb, done, nil
 }
 
 // verifyIndexes checks the indexes readIndexes reads. It reports each entry newly flagged
@@ -428,14 +578,14 @@ func editedIndex(b []byte, flagged, zero []string) ([]byte, []string, []string, 
 // editing the file: review 12, F9's flagless variant), and fixes both in place under git's
 // lock; and it reports an index it cannot read (once per cause). It returns the transitions
 // and the git directories of the indexes (readIndexes).
-func (s *State) verifyIndexes() ([]Transition, []string) {
+func (s *State) verifyIndexes(tops []string) ([]Transition, []string) {
 	var out []Transition
 	seen, stale, errs := map[string]string{}, maps.Clone(s.Stale), map[string]string{}
 	if stale == nil {
 		stale = map[string]string{}
 	}
 	since := s.since()
-	gitdirs := readIndexes(s.Workspace, func(ix *gitIndex, err error) {
+	gitdirs := readIndexes(s.Workspace, tops, func(ix *gitIndex, err error) {
 		if err != nil {
 			msg := err.Error()
 			errs[ix.path] = msg
@@ -475,10 +625,25 @@ func (s *State) verifyIndexes() ([]Transition, []string) {
 				forged = append(forged, f.name)
 			}
 		}
-		if len(fresh)+len(forged)+len(retry) == 0 {
+		// Extensions git trusts that the check does not model, in an index the launch changed.
+		var strip []string
+		if fi, err := os.Stat(ix.path); err == nil {
+			if _, _, ct := identity(fi); ct >= since {
+				for _, x := range ix.exts {
+					if !keptExtensions[x.sig] {
+						strip = append(strip, x.sig)
+					}
+				}
+			}
+		}
+		if len(fresh)+len(forged)+len(retry)+len(strip) == 0 {
 			return
 		}
-		cleared, zeroed, cerr := editIndex(s.Workspace, ix.path, fresh, append(slices.Clip(forged), retry...))
+		done, cerr := editIndex(s.Workspace, ix.path, indexEdit{flagged: fresh, zero: append(slices.Clip(forged), retry...), strip: len(strip) > 0})
+		cleared, zeroed := done.cleared, done.zeroed
+		if t, ok := strippedTransition(ix, strip, done.stripped, cerr); ok {
+			out = append(out, t)
+		}
 		for _, n := range append(slices.Clip(forged), retry...) {
 			stale[ix.key(n)] = sig[n]
 			if !slices.Contains(zeroed, n) {
@@ -524,6 +689,37 @@ func (s *State) verifyIndexes() ([]Transition, []string) {
 	})
 	s.Hidden, s.Stale, s.IndexErrs = nilIfEmpty(seen), nilIfEmpty(stale), nilIfEmpty(errs)
 	return out, gitdirs
+}
+
+// strippedTransition reports the extensions of ix an index check removed (stripped) or meant
+// to (strip, cerr why it could not): an alert naming what each made git trust. The cache tree
+// alone (TREE), which every git commit and git add in the box writes and git rebuilds at the
+// next commit, is removed quietly (no transition; with git's lock held it stays until a check
+// finds the lock gone); so is an index that changed again between the check's two reads (the
+// next check reads it).
+func strippedTransition(ix *gitIndex, strip, stripped []string, cerr error) (Transition, bool) {
+	if !slices.ContainsFunc(strip, func(x string) bool { return x != "TREE" }) || cerr == nil && len(stripped) == 0 {
+		return Transition{}, false
+	}
+	var what []string
+	for _, x := range slices.Compact(slices.Sorted(slices.Values(strip))) {
+		w := strippedExtensions[x]
+		if w == "" {
+			w = "an extension git ignores"
+		}
+		what = append(what, x+": "+w)
+	}
+	d := "the index, written while the box ran, carried extensions that git trusts and this check does not read (" + strings.Join(what, "; ") + ")"
+	if len(stripped) > 0 {
+		d += "; they were removed (git rebuilds what it needs): git reads the entries the check read"
+	} else {
+		git := "git"
+		if ix.rel != "" {
+			git = fmt.Sprintf("git -C %q", ix.top)
+		}
+		d += fmt.Sprintf("; they could not be removed (%v): once no git is at work, run %s -c index.threads=1 update-index --no-untracked-cache --force-write-index", cerr, git)
+	}
+	return Transition{Kind: Modified, Path: ix.path, Alert: true, Detail: d}, true
 }
 
 // leftStale marks, in State.Stale, an entry reported whose stat data could not be cleared.

@@ -13,34 +13,34 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// editIndex clears the skip-worktree and assume-unchanged flags of the entries named in
-// flagged, and the stat data of those named in zero, in the index at path (beneath ws) under
-// git's own lock (index.lock, created exclusively, renamed over the index), so that a git the
-// host runs meanwhile fails rather than loses the change; a lock that exists (a git at work,
-// or a box's) is not waited for: the index stays, and the caller names the command that fixes
-// it. It returns the names it cleared and zeroed.
-func editIndex(ws, path string, flagged, zero []string) ([]string, []string, error) {
+// editIndex applies ed to the index at path (beneath ws; editedIndex) under git's own lock
+// (index.lock, created exclusively, renamed over the index), so that a git the host runs
+// meanwhile fails rather than loses the change; a lock that exists (a git at work, or a box's)
+// is not waited for: the index stays, and the caller names the command that fixes it. It
+// returns what it changed.
+func editIndex(ws, path string, ed indexEdit) (indexEdited, error) {
+	var done indexEdited
 	rel, err := filepath.Rel(ws, filepath.Dir(path))
 	if err != nil || !within(path, ws) {
-		return nil, nil, fmt.Errorf("%s is not beneath the workspace", path)
+		return done, fmt.Errorf("%s is not beneath the workspace", path)
 	}
 	wfd, err := unix.Open(ws, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return nil, nil, err
+		return done, err
 	}
 	defer unix.Close(wfd)
 	dir, err := unix.Openat2(wfd, rel, &unix.OpenHow{Flags: unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC, Resolve: beneath})
 	if err != nil {
-		return nil, nil, err
+		return done, err
 	}
 	defer unix.Close(dir)
 	const lockName = "index.lock"
 	fd, err := unix.Openat(dir, lockName, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o644)
 	if errors.Is(err, unix.EEXIST) {
-		return nil, nil, errors.New("git's lock index.lock exists: a git at work, or a lock the box left")
+		return done, errors.New("git's lock index.lock exists: a git at work, or a lock the box left")
 	}
 	if err != nil {
-		return nil, nil, fmt.Errorf("take git's lock index.lock: %w", err)
+		return done, fmt.Errorf("take git's lock index.lock: %w", err)
 	}
 	lf := os.NewFile(uintptr(fd), lockName)
 	renamed := false
@@ -50,28 +50,34 @@ func editIndex(ws, path string, flagged, zero []string) ([]string, []string, err
 			unix.Unlinkat(dir, lockName, 0)
 		}
 	}()
-	b, err := readBeneath(ws, path, maxIndexBytes+1)
+	f, err := openRegular(ws, path, 0, unix.RESOLVE_BENEATH|unix.RESOLVE_NO_MAGICLINKS)
 	if err != nil {
-		return nil, nil, err
+		return done, err
 	}
-	if len(b) > maxIndexBytes {
-		return nil, nil, fmt.Errorf("the index is larger than %d MiB", maxIndexBytes>>20)
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return done, err
 	}
-	nb, cleared, zeroed, err := editedIndex(b, flagged, zero)
-	if err != nil || len(cleared)+len(zeroed) == 0 {
-		return nil, nil, err
+	b, err := readWhole(f, maxIndexBytes)
+	if err != nil {
+		return done, err
+	}
+	nb, done, err := editedIndex(b, ed, fi.ModTime())
+	if err != nil || len(done.cleared)+len(done.zeroed)+len(done.stripped) == 0 {
+		return indexEdited{}, err
 	}
 	if _, err := lf.Write(nb); err != nil {
-		return nil, nil, err
+		return indexEdited{}, err
 	}
 	if err := lf.Sync(); err != nil {
-		return nil, nil, err
+		return indexEdited{}, err
 	}
 	if err := unix.Renameat(dir, lockName, dir, filepath.Base(path)); err != nil {
-		return nil, nil, err
+		return indexEdited{}, err
 	}
 	renamed = true
-	return cleared, zeroed, nil
+	return done, nil
 }
 
 // staleEntries returns the names of the entries of ix whose stat data makes git take the

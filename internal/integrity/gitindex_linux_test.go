@@ -1,6 +1,8 @@
 package integrity
 
 import (
+	"bytes"
+	"crypto/sha1"
 	"crypto/sha256"
 	"encoding/binary"
 	"os"
@@ -113,11 +115,11 @@ func TestIndexHiddenBadIndex(t *testing.T) {
 	ws, _ := filepath.EvalSymlinks(t.TempDir())
 	mustWrite(t, filepath.Join(ws, ".git/index"), "DIRC\x00\x00\x00\x02\x00\x00\x00\x01garbage-garbage-garbage-garbage")
 	s := &State{Workspace: ws}
-	tr, _ := s.verifyIndexes()
+	tr, _ := s.verifyIndexes(nil)
 	if len(tr) != 1 || !tr[0].Alert || tr[0].Path != filepath.Join(ws, ".git/index") || !strings.Contains(tr[0].Detail, "checksum") {
 		t.Fatalf("transitions %+v, want one alert on .git/index naming the checksum", tr)
 	}
-	if again, _ := s.verifyIndexes(); len(again) != 0 {
+	if again, _ := s.verifyIndexes(nil); len(again) != 0 {
 		t.Errorf("reported again: %+v", again)
 	}
 	// A split index keeps the flags in a sharedindex file this check does not read: said so.
@@ -185,14 +187,9 @@ func TestIndexForgedStatReported(t *testing.T) {
 			// in both repositories. At the top, shown.txt is edited plainly, staged.txt edited and
 			// staged.
 			for _, d := range []string{ws, sub} {
-				mk := filepath.Join(d, "Makefile")
-				mustWrite(t, mk, "all:\n\t@id > PWNED; echo buil\n")
-				old := time.Now().Add(-time.Hour)
-				if err := os.Chtimes(mk, old, old); err != nil {
-					t.Fatal(err)
-				}
-				forgeIndexStat(t, filepath.Join(d, ".git/index"), "Makefile", mk)
+				forgeMakefile(t, d, filepath.Join(d, ".git/index"))
 				if d == ws { // what git's checkout of conv.txt writes, not an attack
+					old := time.Now().Add(-time.Hour)
 					conv := filepath.Join(d, "conv.txt")
 					mustWrite(t, conv, "converted\r\n")
 					if err := os.Chtimes(conv, old, old); err != nil {
@@ -269,16 +266,37 @@ func TestIndexForgedStatReported(t *testing.T) {
 			if out := git(sub, "diff", "--name-only"); out != "Makefile\nnotes.txt\n" {
 				t.Errorf("git diff in sub after the check: %q, want Makefile and notes.txt", out)
 			}
-			for _, d := range []string{ws, sub} {
-				if out := git(d, "fsck", "--no-progress"); out != "" {
-					t.Errorf("git fsck in %s after the check:\n%s", d, out)
-				}
-			}
-			if again := s.VerifyExec(); len(again) != 0 {
-				t.Errorf("reported again: %+v", again)
-			}
+			fsckAndQuiet(t, s, ws, sub)
 		})
 	}
+}
+
+// fsckAndQuiet checks, after the check that fixed the indexes, that the host's git fsck finds
+// nothing wrong in each of dirs and that the next check reports nothing again.
+func fsckAndQuiet(t *testing.T, s *State, dirs ...string) {
+	t.Helper()
+	for _, d := range dirs {
+		if out := gitIn(d, "", false, "fsck", "--no-progress"); out != "" {
+			t.Errorf("git fsck in %s after the check:\n%s", d, out)
+		}
+	}
+	if again := s.VerifyExec(); len(again) != 0 {
+		t.Errorf("reported again: %+v", again)
+	}
+}
+
+// forgeMakefile does what the box does in the work tree dir whose index is at index: a
+// same-sized edit of the tracked Makefile, its mtime set back an hour (so that git does not
+// take the entry for racily clean), and the entry given the file's new stat data.
+func forgeMakefile(t *testing.T, dir, index string) {
+	t.Helper()
+	mk := filepath.Join(dir, "Makefile")
+	mustWrite(t, mk, "all:\n\t@id > PWNED; echo buil\n")
+	old := time.Now().Add(-time.Hour)
+	if err := os.Chtimes(mk, old, old); err != nil {
+		t.Fatal(err)
+	}
+	forgeIndexStat(t, index, "Makefile", mk)
 }
 
 // forgeIndexStat does what the box does: it writes the stat data of file into the entry name
@@ -316,4 +334,154 @@ func forgeIndexStat(t *testing.T, path, name, file string) {
 		return
 	}
 	t.Fatalf("%s has no entry %s", path, name)
+}
+
+// TestIndexForgedStatLinkedWorktree guards review 13, F1 in linked worktrees: a worktree
+// added with git worktree add inside the workspace (wt, of the workspace's repository; subwt,
+// of a nested repository added as a gitlink) has its index in the common dir
+// (GITDIR/worktrees/<id>/index), which the box writes. A box that edits a tracked Makefile
+// there and writes the file's new stat data into that index's entry, or flags a changed file
+// skip-worktree, hides its edits from the host's git status and commit -a in that worktree.
+// The check reads the indexes of the linked worktrees whose work trees lie in the workspace,
+// and clears the stat data and the flag as in the top index: the host's git then shows the
+// edits.
+func TestIndexForgedStatLinkedWorktree(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("no git")
+	}
+	for _, c := range []struct{ name, format, version string }{{"sha1-v2", "sha1", "2"}, {"sha256-v4", "sha256", "4"}} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel() // each variant its own repositories
+			ws, _ := filepath.EvalSymlinks(t.TempDir())
+			sub := filepath.Join(ws, "sub")
+			git := func(dir string, args ...string) string { return gitIn(dir, "", false, args...) }
+			if err := os.Mkdir(sub, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			for _, d := range []string{sub, ws} {
+				git(d, "init", "-q", "--object-format="+c.format, "-b", "main", d)
+				for _, f := range []string{"Makefile", "notes.txt"} {
+					mustWrite(t, filepath.Join(d, f), "all:\n\t@echo reviewed build\n")
+				}
+				git(d, "add", ".") // at the top, sub becomes a gitlink
+				git(d, "commit", "-qm", "init")
+			}
+			// The host's linked worktrees, in the workspace.
+			wt, subwt := filepath.Join(ws, "wt"), filepath.Join(ws, "subwt")
+			git(ws, "worktree", "add", "-q", "-b", "wt", wt)
+			git(sub, "worktree", "add", "-q", "-b", "wt", subwt)
+			for _, d := range []string{wt, subwt} {
+				git(d, "update-index", "--index-version", c.version)
+			}
+			s := Snapshot(resolveWS(t, ws), Limits{})
+
+			// The box, in both worktrees: the same-sized edit of Makefile, its mtime set back an
+			// hour, the entry given the file's new stat data; in wt, an edit of notes.txt hidden
+			// by the skip-worktree flag.
+			for _, d := range []string{wt, subwt} {
+				index := strings.TrimSpace(git(d, "rev-parse", "--path-format=absolute", "--git-path", "index"))
+				if !strings.Contains(index, "/worktrees/") || !within(index, ws) {
+					t.Fatalf("the index of %s is %s, not a linked worktree's in the workspace", d, index)
+				}
+				forgeMakefile(t, d, index)
+			}
+			mustWrite(t, filepath.Join(wt, "notes.txt"), "changed\n")
+			git(wt, "update-index", "--skip-worktree", "notes.txt")
+			for _, d := range []string{wt, subwt} {
+				if out := git(d, "status", "--porcelain"); out != "" {
+					t.Fatalf("the forged index does not hide the edits from git status in %s here:\n%s", d, out)
+				}
+			}
+
+			got := map[string]string{}
+			for _, tr := range s.VerifyExec() {
+				if !tr.Alert {
+					t.Errorf("not an alert: %+v", tr)
+				}
+				got[strings.TrimPrefix(tr.Path, ws+"/")] = tr.Detail
+			}
+			for f, want := range map[string]string{
+				"wt/Makefile":    "claimed it unchanged",
+				"subwt/Makefile": "claimed it unchanged",
+				"wt/notes.txt":   "flagged it skip-worktree",
+			} {
+				if !strings.Contains(got[f], want) || !strings.Contains(got[f], "was cleared") {
+					t.Errorf("%s: transition %q, want one saying %q and that it was cleared", f, got[f], want)
+				}
+				delete(got, f)
+			}
+			if len(got) != 0 {
+				t.Errorf("unexpected transitions: %v", got)
+			}
+			if out := git(wt, "status", "--porcelain"); out != " M Makefile\n M notes.txt\n" {
+				t.Errorf("git status in wt after the check: %q, want Makefile and notes.txt modified", out)
+			}
+			if out := git(subwt, "status", "--porcelain"); out != " M Makefile\n" {
+				t.Errorf("git status in subwt after the check: %q, want Makefile modified", out)
+			}
+			fsckAndQuiet(t, s, wt, subwt)
+		})
+	}
+}
+
+// TestIndexExtensionsParsed: the check walks the index's extensions as git's sequential reader
+// does. One it does not know that git requires (a lower-case first letter), or one that runs
+// past the index's end, makes the index one it could not check (naming the extension); an
+// optional one (upper case), which git ignores, is removed with the others the check does not
+// model, and git reads the index it writes.
+func TestIndexExtensionsParsed(t *testing.T) {
+	needGitIndex := func(t *testing.T) (string, []byte) {
+		if _, err := exec.LookPath("git"); err != nil {
+			t.Skip("no git")
+		}
+		ws, _ := filepath.EvalSymlinks(t.TempDir())
+		gitIn(ws, "", false, "init", "-q", ".")
+		mustWrite(t, filepath.Join(ws, "a/b.txt"), "b\n")
+		gitIn(ws, "", false, "add", ".")
+		gitIn(ws, "", false, "commit", "-qm", "init") // writes a cache tree (TREE)
+		b, err := os.ReadFile(filepath.Join(ws, ".git/index"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ws, b
+	}
+	withExt := func(b []byte, sig string, size uint32, payload string) []byte {
+		body := append(bytes.Clone(b[:len(b)-20]), sig...)
+		body = binary.BigEndian.AppendUint32(body, size)
+		body = append(body, payload...)
+		s := sha1.Sum(body)
+		return append(body, s[:]...)
+	}
+	for _, c := range []struct {
+		name, sig string
+		size      uint32
+		want      string
+	}{
+		{"required-unknown", "abcd", 0, `"abcd" extension, which this check does not know`},
+		{"past-the-end", "ZZZZ", 1000, `"ZZZZ" extension runs past its end`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, b := needGitIndex(t)
+			if _, _, _, err := indexContents(withExt(b, c.sig, c.size, "")); err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("error %v, want one saying %q", err, c.want)
+			}
+		})
+	}
+	t.Run("optional-removed", func(t *testing.T) {
+		ws, b := needGitIndex(t)
+		nb := withExt(b, "ZZZZ", 3, "xyz")
+		mustWrite(t, filepath.Join(ws, ".git/index"), string(nb))
+		done, err := editIndex(ws, filepath.Join(ws, ".git/index"), indexEdit{strip: true})
+		if err != nil || strings.Join(done.stripped, " ") != "TREE ZZZZ" {
+			t.Fatalf("stripped %q, %v; want TREE and ZZZZ", done.stripped, err)
+		}
+		after, _ := os.ReadFile(filepath.Join(ws, ".git/index"))
+		if _, exts, _, err := indexContents(after); err != nil || len(exts) != 0 {
+			t.Errorf("the index written: extensions %+v, %v", exts, err)
+		}
+		if out := gitIn(ws, "", false, "status", "--porcelain"); out != "" {
+			t.Errorf("git status after the check: %q", out)
+		}
+		fsckAndQuiet(t, &State{Workspace: ws}, ws)
+	})
 }

@@ -39,13 +39,35 @@ const packVerifyTimeout = 5 * time.Minute
 // launch's. What fails is moved aside, an alert on it; a derived cache git rebuilds (a
 // commit-graph, a multi-pack-index, a bitmap or reverse index), whose ids git trusts as well,
 // is moved aside without one.
+//
+// The submodule gitdirs beneath each one's common dir (modules/**, at any depth) are checked
+// too, those of submodules not checked out among them (after git submodule deinit, or a clone
+// without --recurse-submodules): no index leads to them, but the host's git submodule update
+// checks out from their stores.
 func (s *State) verifyObjects(gitdirs []string, since int64) []Transition {
 	var out []Transition
-	for _, gd := range gitdirs {
-		if _, err := os.Lstat(filepath.Join(gd, "commondir")); err == nil {
-			continue // a linked worktree's: the common dir's store is checked as its own gitdir
+	seen := map[string]bool{}
+	var check func(gd string, depth int)
+	check = func(gd string, depth int) {
+		if seen[gd] || depth > maxGitNesting {
+			return
+		}
+		seen[gd] = true
+		if c, ok, _ := commonDir(s.Workspace, gd); ok {
+			// A linked worktree's: the common dir's store is checked as its own gitdir.
+			check(c, depth)
+			return
+		} else if _, err := os.Lstat(filepath.Join(gd, "commondir")); err == nil {
+			return // one out of the workspace, which the box cannot write, or unreadable
 		}
 		out = append(out, s.verifyStore(filepath.Join(gd, "objects"), since)...)
+		subs, _ := moduleGitDirs(gd) // a symlink among them: the scan moved it aside
+		for _, sub := range subs {
+			check(sub, depth+1)
+		}
+	}
+	for _, gd := range gitdirs {
+		check(gd, 0)
 	}
 	return out
 }
@@ -309,7 +331,14 @@ func (s *State) verifyObjectInfo(dir string, since int64) []Transition {
 		{"commit-graphs", "a commit-graph chain the launch wrote (git takes each commit's tree and parents from it, unchecked; git rebuilds it)", false},
 	} {
 		p := filepath.Join(dir, c.name)
-		if _, changed := changedSince(p, since); changed {
+		if _, scanned := s.Exec[p]; scanned && c.alert {
+			// The workspace scan's (a nested repository's, not pinned): recorded at the
+			// snapshot, or since, and moved aside when new or changed (mergeExec, which ran
+			// first): one still recorded is the one the snapshot saw (the host may have
+			// written it in the second before the launch).
+			continue
+		}
+		if st, changed := changedSince(p, since); changed && !s.unchangedRoot(p, st) {
 			out = append(out, s.objectAside(p, c.why, c.alert))
 		}
 	}
@@ -323,4 +352,18 @@ func isHex(s string) bool {
 		}
 	}
 	return s != ""
+}
+
+// unchangedRoot reports whether path is an integrity root that the snapshot recorded as the
+// same file (inode and ctime) as st: a pinned alternates file the host wrote just before the
+// launch (its ctime within the second before it), which the box cannot write (bound), is not
+// the launch's.
+func (s *State) unchangedRoot(path string, st unix.Stat_t) bool {
+	for _, r := range s.Roots {
+		if r.Path == path {
+			e := r.Entry
+			return e.Kind == KindFile && e.Dev == uint64(st.Dev) && e.Ino == st.Ino && e.Ctime == st.Ctim.Nano()
+		}
+	}
+	return false
 }

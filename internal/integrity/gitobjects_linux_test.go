@@ -54,16 +54,9 @@ func TestObjectsForgedMovedAside(t *testing.T) {
 			git(ws, "commit", "-qm", "new")
 			git(ws, "-c", "fetch.unpackLimit=1", "fetch", "-q", other, "main:other")
 			git(ws, "commit-graph", "write", "--reachable")
-			// The attacks: Makefile's loose object rewritten.
-			loose := filepath.Join(ws, ".git/objects", mk[:2], mk[2:])
-			os.Chmod(loose, 0o644)
-			if err := os.WriteFile(loose, deflate(t, "blob 26\x00all:\n\t@id > PWNED; echo x\n"), 0o444); err != nil {
-				t.Fatal(err)
-			}
-			// A pack whose index files another blob under build.sh's id.
-			evil := strings.TrimSpace(gitIn(scratch, "echo pwned\n", false, "hash-object", "-w", "--stdin"))
-			pack := strings.TrimSpace(gitIn(scratch, evil+"\n", false, "pack-objects", "-q", filepath.Join(ws, ".git/objects/pack/pack")))
-			forgeIdxID(t, filepath.Join(ws, ".git/objects/pack/pack-"+pack+".idx"), sh)
+			// The attacks: Makefile's loose object rewritten, a pack whose index files another
+			// blob under build.sh's id.
+			pack := forgeObjects(t, filepath.Join(ws, ".git/objects"), scratch, mk, sh)
 			// lib.c's object deleted, and found in an alternate store the box made.
 			alt := filepath.Join(ws, ".cache/objs")
 			mustWrite(t, filepath.Join(alt, lib[:2], lib[2:]), string(deflate(t, "blob 10\x00int pwnd;\n")))
@@ -111,6 +104,23 @@ func TestObjectsForgedMovedAside(t *testing.T) {
 	}
 }
 
+// forgeObjects does what the box does in the object store objects: it rewrites the loose
+// object mk (a committed Makefile's) with other content, and adds a pack (made in the
+// repository scratch) whose index files the blob "echo pwned" under the id sh. It returns the
+// pack's name.
+func forgeObjects(t *testing.T, objects, scratch, mk, sh string) string {
+	t.Helper()
+	loose := filepath.Join(objects, mk[:2], mk[2:])
+	os.Chmod(loose, 0o644)
+	if err := os.WriteFile(loose, deflate(t, "blob 26\x00all:\n\t@id > PWNED; echo x\n"), 0o444); err != nil {
+		t.Fatal(err)
+	}
+	evil := strings.TrimSpace(gitIn(scratch, "echo pwned\n", false, "hash-object", "-w", "--stdin"))
+	pack := strings.TrimSpace(gitIn(scratch, evil+"\n", false, "pack-objects", "-q", filepath.Join(objects, "pack/pack")))
+	forgeIdxID(t, filepath.Join(objects, "pack/pack-"+pack+".idx"), sh)
+	return pack
+}
+
 func deflate(t *testing.T, s string) []byte {
 	var b bytes.Buffer
 	w := zlib.NewWriter(&b)
@@ -151,5 +161,78 @@ func forgeIdxID(t *testing.T, path, id string) {
 	os.Chmod(path, 0o644)
 	if err := os.WriteFile(path, b, 0o444); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestObjectsForgedSubmoduleNotCheckedOut guards the object stores of submodules that are not
+// checked out (after git submodule deinit, or a clone without --recurse-submodules): no index
+// leads to their gitdirs (GITDIR/modules/<name>, nested ones at any depth), but the host's git
+// submodule update checks out from them. A box that rewrote the loose object of the
+// submodule's committed Makefile, or added a pack whose index files other content under the id
+// of its build.sh, had the host's git submodule update --init check out its content under the
+// recorded commit. The check at exit moves both aside: the host's git then refuses the missing
+// object and takes the other from the pack it fetched.
+func TestObjectsForgedSubmoduleNotCheckedOut(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("no git")
+	}
+	ws, _ := filepath.EvalSymlinks(t.TempDir())
+	lib, scratch := t.TempDir(), t.TempDir()
+	git := func(dir string, args ...string) string {
+		return gitIn(dir, "", false, append([]string{"-c", "protocol.file.allow=always"}, args...)...)
+	}
+	for _, d := range []string{ws, lib, scratch} {
+		git(d, "init", "-q", "-b", "main", d)
+	}
+	mustWrite(t, filepath.Join(lib, "Makefile"), "all:\n\t@echo reviewed build\n")
+	mustWrite(t, filepath.Join(lib, "build.sh"), "echo reviewed\n")
+	git(lib, "add", ".")
+	git(lib, "commit", "-qm", "lib")
+	git(ws, "submodule", "add", "-q", lib, "lib")
+	git(ws, "commit", "-qm", "add lib")
+	git(ws, "submodule", "deinit", "-q", "-f", "lib") // .git/modules/lib stays, not checked out
+	mod := filepath.Join(ws, ".git/modules/lib")
+	id := func(spec string) string { return strings.TrimSpace(git(mod, "rev-parse", spec)) }
+	mk, sh := id("HEAD:Makefile"), id("HEAD:build.sh")
+	s := Snapshot(resolveWS(t, ws), Limits{})
+
+	// The box: the Makefile's loose object rewritten, a pack filing another blob under
+	// build.sh's id.
+	pack := forgeObjects(t, filepath.Join(mod, "objects"), scratch, mk, sh)
+	// Here, in a copy, the host's git submodule update checks out the box's content.
+	cp := filepath.Join(t.TempDir(), "ws")
+	if out, err := exec.Command("cp", "-a", ws, cp).CombinedOutput(); err != nil {
+		t.Fatalf("cp: %v\n%s", err, out)
+	}
+	git(cp, "submodule", "update", "-q", "--init")
+	for f, want := range map[string]string{"Makefile": "PWNED", "build.sh": "pwned"} {
+		if b, _ := os.ReadFile(filepath.Join(cp, "lib", f)); !strings.Contains(string(b), want) {
+			t.Fatalf("the host's git submodule update checked out lib/%s as %q here, not the box's content", f, b)
+		}
+	}
+
+	got := map[string]Transition{}
+	for _, tr := range s.VerifyExec() {
+		got[strings.TrimPrefix(tr.Path, ws+"/")] = tr
+	}
+	for _, p := range []string{".git/modules/lib/objects/" + mk[:2] + "/" + mk[2:], ".git/modules/lib/objects/pack/pack-" + pack + ".pack",
+		".git/modules/lib/objects/pack/pack-" + pack + ".idx"} {
+		if tr := got[p]; !tr.Alert || !strings.Contains(tr.Detail, "moved aside to") {
+			t.Errorf("%s: transition %+v, want an alert saying it was moved aside", p, tr)
+		}
+		delete(got, p)
+	}
+	if len(got) != 0 {
+		t.Errorf("unexpected transitions: %+v", got)
+	}
+	out := git(ws, "submodule", "update", "-q", "--init")
+	if b, _ := os.ReadFile(filepath.Join(ws, "lib/Makefile")); strings.Contains(string(b), "PWNED") || !strings.Contains(out, "exit status") {
+		t.Errorf("git submodule update after the check: %q, lib/Makefile %q; want git's refusal of the missing object", out, b)
+	}
+	if out := git(mod, "show", "HEAD:build.sh"); out != "echo reviewed\n" {
+		t.Errorf("git show HEAD:build.sh in the submodule after the check: %q", out)
+	}
+	if again := s.VerifyExec(); len(again) != 0 {
+		t.Errorf("reported again: %+v", again)
 	}
 }

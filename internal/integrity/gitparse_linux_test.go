@@ -3,6 +3,7 @@ package integrity
 import (
 	"bytes"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -382,4 +383,127 @@ func TestAttackGitFileBlanks(t *testing.T) {
 	if _, err := os.Lstat(marker); err == nil {
 		t.Errorf("the host's git status in w ran the fsmonitor of %s", gd)
 	}
+}
+
+// gitDirPart makes one part of a folder that may be a git directory: HEAD, objects, refs or
+// commondir, at path.
+type gitDirPart func(t *testing.T, path string)
+
+func partFile(content string, mode os.FileMode) gitDirPart {
+	return func(t *testing.T, p string) {
+		if err := os.WriteFile(p, []byte(content), mode); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func partLink(target string) gitDirPart {
+	return func(t *testing.T, p string) {
+		if err := os.Symlink(target, p); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func partDir(mode os.FileMode) gitDirPart {
+	return func(t *testing.T, p string) {
+		if err := os.Mkdir(p, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		os.Chmod(p, mode)
+	}
+}
+
+var (
+	oid40 = strings.Repeat("3f", 20)
+	// headParts are HEADs git accepts and refuses (validate_headref).
+	headParts = map[string]gitDirPart{
+		"absent": nil, "ref": partFile("ref: refs/heads/main\n", 0o644), "ref-nospace": partFile("ref:refs/x", 0o644),
+		"ref-blanks": partFile("ref: \t\r\n refs/heads/main", 0o644), "ref-vt": partFile("ref:\vrefs/heads/main\n", 0o644),
+		"ref-heads": partFile("ref: heads/main\n", 0o644), "ref-upper": partFile("REF: refs/heads/main\n", 0o644),
+		"oid": partFile(oid40+"\n", 0o644), "oid-upper": partFile(strings.ToUpper(oid40), 0o644),
+		"oid-tail": partFile(oid40+"junk", 0o644), "oid-39": partFile(oid40[:39]+"\n", 0o644),
+		"oid-64": partFile(strings.Repeat("ab", 32), 0o644), "oid-nul": partFile("\x00"+oid40, 0o644),
+		"bom-ref": partFile("\xef\xbb\xbfref: refs/heads/main\n", 0o644), "empty": partFile("", 0o644),
+		"junk": partFile("main\n", 0o644), "late-ref": partFile(strings.Repeat(" ", 300)+"ref: refs/heads/main\n", 0o644),
+		"link-refs": partLink("refs/heads/main"), "link-heads": partLink("heads/main"), "link-short": partLink("refs"),
+		"link-abs": partLink("/refs/heads/main"), "dir": partDir(0o755), "dir-ref": partDir(0o755),
+	}
+	// storeParts are objects/ and refs/ as git's access(X_OK) finds them.
+	storeParts = map[string]gitDirPart{
+		"absent": nil, "dir": partDir(0o755), "dir-0600": partDir(0o600), "file": partFile("", 0o644),
+		"exe": partFile("", 0o755), "link-dir": partLink("."), "dangling": partLink("nowhere"),
+	}
+	// commonParts are commondir files: to a folder holding objects and refs (c), to one
+	// holding objects only (o), to none.
+	commonParts = map[string]gitDirPart{
+		"absent": nil, "rel": partFile("../c\n", 0o644), "rel-crlf": partFile("../c\r\n\n", 0o644),
+		"rel-objects-only": partFile("../o", 0o644), "missing": partFile("../none\n", 0o644),
+		"rel-blank": partFile("../c \n", 0o644), "rel-nul": partFile("../c\x00junk", 0o644),
+	}
+)
+
+// TestIsGitDirectoryAsGit compares isGitDirectory with the host's git on folders built from
+// every HEAD of headParts (with objects and refs), every pair of storeParts (with a valid
+// HEAD), every commondir of commonParts (with and without objects and refs of their own), and
+// 60 combinations drawn at random: a folder is a git directory where git, started in it with
+// the folder above as its ceiling, takes it for its git directory (git rev-parse
+// --absolute-git-dir). Before, the scan wanted HEAD, objects and a config file, and missed a
+// folder git takes for a repository whose config lies in the common dir its commondir names.
+func TestIsGitDirectoryAsGit(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("no git")
+	}
+	type layout struct{ head, objects, refs, common string }
+	var cases []layout
+	for h := range headParts {
+		cases = append(cases, layout{h, "dir", "dir", "absent"})
+	}
+	for o := range storeParts {
+		for r := range storeParts {
+			cases = append(cases, layout{"ref", o, r, "absent"})
+		}
+	}
+	for c := range commonParts {
+		cases = append(cases, layout{"ref", "absent", "absent", c}, layout{"oid", "dir", "dir", c})
+	}
+	r := rand.New(rand.NewPCG(20, 3))
+	pick := func(m map[string]gitDirPart) string { return slices.Sorted(maps.Keys(m))[r.IntN(len(m))] }
+	for range 60 {
+		cases = append(cases, layout{pick(headParts), pick(storeParts), pick(storeParts), pick(commonParts)})
+	}
+	root := t.TempDir()
+	nGit := 0
+	for i, c := range cases {
+		top := filepath.Join(root, fmt.Sprint(i))
+		dir := filepath.Join(top, "repo")
+		for _, d := range []string{dir, filepath.Join(top, "c/objects"), filepath.Join(top, "c/refs"), filepath.Join(top, "o/objects")} {
+			if err := os.MkdirAll(d, 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for name, part := range map[string]gitDirPart{"HEAD": headParts[c.head], "objects": storeParts[c.objects], "refs": storeParts[c.refs], "commondir": commonParts[c.common]} {
+			if part != nil {
+				part(t, filepath.Join(dir, name))
+			}
+		}
+		if c.head == "dir-ref" {
+			mustWrite(t, filepath.Join(dir, "HEAD/x"), "ref: refs/heads/main\n")
+		}
+		cmd := exec.Command("git", "rev-parse", "--absolute-git-dir")
+		cmd.Dir = dir
+		cmd.Env = append(gitEnv(top), "GIT_CEILING_DIRECTORIES="+top)
+		out, err := cmd.CombinedOutput()
+		git := err == nil && strings.TrimSpace(string(out)) == dir
+		if git {
+			nGit++
+		}
+		if got := isGitDirectory(dir); got != git {
+			t.Errorf("%+v: isGitDirectory = %v, git takes it for a git directory: %v (%s)", c, got, git, bytes.TrimSpace(out))
+		}
+	}
+	if nGit == 0 || nGit == len(cases) {
+		t.Fatalf("git took %d of %d folders for git directories: the comparison tells nothing", nGit, len(cases))
+	}
+	t.Logf("git took %d of %d folders for git directories", nGit, len(cases))
 }

@@ -58,6 +58,7 @@ var GitSurfaceFiles = []GitSurfaceFile{
 	{".git (a file)", "gitdir: the git directory of a worktree or submodule", CoverPinned},
 	{".gitmodules", "submodule names, paths and update commands", CoverPinned},
 	{"GITDIR/modules/**/ (submodule gitdirs, any depth)", "each submodule's git directory: all of GITDIR/ above", CoverPinned},
+	{"symlinks in GITDIR/modules/ (modules itself, or a folder on the way to a gitdir)", "git follows them: git submodule update --init takes the gitdir one leads to (its config, hooks and objects) for the submodule's", CoverMovedAside},
 	{"SUBMODULE/.git (a file)", "the submodule's gitdir pointer", CoverPinnedPresent},
 	{"GITDIR/rebase-merge/git-rebase-todo, GITDIR/sequencer/todo (with exec lines)", "a stopped rebase's todo list: git rebase --continue runs its exec lines, of which git status shows none past the next two commands", CoverMovedAside},
 	{"GITDIR/worktrees/*/commondir, gitdir, config.worktree", "a linked worktree's common dir, its back pointer and its configuration", CoverPinned},

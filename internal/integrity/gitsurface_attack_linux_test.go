@@ -260,14 +260,157 @@ chmod +x .git/modules/sub/hooks/post-checkout`, touch))
 	}
 }
 
+// TestAttackSubmoduleGitdirSymlink: the workspace has a submodule that was never checked out
+// (a clone without --recurse-submodules: .gitmodules and the gitlink, no GITDIR/modules/lib).
+// A box makes GITDIR/modules/lib a symlink to a gitdir of its own in the box cache (which has
+// the same path on the host), with a post-checkout hook and the recorded commit; the host's
+// git submodule update --init follows the symlink, takes that gitdir for the submodule's, and
+// runs its hook. The check at exit moves the symlink aside: the host's git clones the
+// submodule afresh and runs nothing of the box's.
+func TestAttackSubmoduleGitdirSymlink(t *testing.T) {
+	t.Parallel()
+	needGit(t)
+	e := newDaemonEnv(t)
+	repo(t, e.work)
+	head := strings.TrimSpace(git(t, e.work, "rev-parse", "HEAD"))
+	write(t, filepath.Join(e.work, ".gitmodules"), "[submodule \"lib\"]\n\tpath = lib\n\turl = "+e.work+"\n")
+	git(t, e.work, "update-index", "--add", "--cacheinfo", "160000,"+head+",lib")
+	git(t, e.work, "add", ".gitmodules")
+	git(t, e.work, "commit", "-q", "-m", "submodule")
+	mark, touch := e.marker("hook")
+	out := e.boxPlant(fmt.Sprintf(`set -e
+C=$(dirname "$(dirname "$CARGO_TARGET_DIR")")/y
+git clone -q --bare . "$C/evil.git"
+git --git-dir="$C/evil.git" config core.bare false
+printf '#!/bin/sh\n%s\n' > "$C/evil.git/hooks/post-checkout"
+chmod +x "$C/evil.git/hooks/post-checkout"
+mkdir -p .git/modules && ln -s "$C/evil.git" .git/modules/lib
+echo planted`, touch))
+	if !strings.Contains(out, "planted") {
+		t.Fatalf("the plant did not complete (the test would prove nothing):\n%s", out)
+	}
+	if _, err := os.Lstat(mark); err == nil {
+		t.Fatalf("the box created the host's marker itself: the test cannot tell host from box\n%s", out)
+	}
+	up, err := hostGit(e.work, "-c", "protocol.file.allow=always", "submodule", "update", "--init")
+	notRun(t, mark, "the host's git submodule update --init:\n"+up, out)
+	if err != nil || !strings.Contains(up, "checked out") {
+		t.Errorf("the host's git submodule update --init did not check the submodule out: %v\n%s", err, up)
+	}
+	if fi, err := os.Lstat(filepath.Join(e.work, ".git/modules/lib")); err != nil || !fi.IsDir() {
+		t.Errorf("GITDIR/modules/lib after the host's update: %v, %v; want the folder of a fresh clone", fi, err)
+	}
+}
+
+// TestAttackGitDirWithoutConfig: git takes a folder for a git directory when it holds a valid
+// HEAD, and objects and refs in its common dir; it needs no config file. A box turns the
+// workspace's src/ into one (HEAD, and a commondir naming a bare clone it made in .cache/c,
+// whose own HEAD it removes and whose config sets core.pager); the host's git log in src/, on a
+// terminal, takes src/ for its repository before the workspace's and runs the box's pager.
+// Before, the scan took a folder for a repository only with HEAD, objects and a config, and
+// saw neither src/ (no objects, no config) nor .cache/c (no HEAD). The check at exit moves the
+// common dir's config aside.
+func TestAttackGitDirWithoutConfig(t *testing.T) {
+	t.Parallel()
+	needGit(t)
+	if _, err := exec.LookPath("script"); err != nil {
+		t.Skip("script(1) is missing: a pager runs only on a terminal")
+	}
+	e := newDaemonEnv(t)
+	repo(t, e.work)
+	write(t, filepath.Join(e.work, "src/main.c"), "int main;\n")
+	git(t, e.work, "add", "src")
+	git(t, e.work, "commit", "-q", "-m", "src")
+	mark, touch := e.marker("pager")
+	out := e.boxPlant(fmt.Sprintf(`set -e
+git clone -q --bare . .cache/c
+rm .cache/c/HEAD
+printf '[core]\n\tpager = "%s; cat"\n' >> .cache/c/config
+echo "ref: $(git symbolic-ref HEAD)" > src/HEAD
+echo ../.cache/c > src/commondir
+echo planted`, touch))
+	if !strings.Contains(out, "planted") {
+		t.Fatalf("the plant did not complete (the test would prove nothing):\n%s", out)
+	}
+	if _, err := os.Lstat(mark); err == nil {
+		t.Fatalf("the box created the host's marker itself: the test cannot tell host from box\n%s", out)
+	}
+	res, _ := hostScript(filepath.Join(e.work, "src"), "git log --oneline")
+	notRun(t, mark, "the host's git log in src/:\n"+res, out)
+}
+
+// husky4Hook is what husky 4 installs as .git/hooks/pre-commit, in effect: it runs
+// package.json's husky.hooks["pre-commit"] in a shell (husky 4's run.js reads the package.json
+// of the project at each commit). A stand-in, run by node: husky 4 is not installed here, and
+// the tests have no network.
+const husky4Hook = `#!/bin/sh
+[ -f package.json ] || exit 0
+cmd=$(node -e 'const h = (require("./package.json").husky || {}).hooks || {}; process.stdout.write(h["pre-commit"] || "")') || exit 1
+[ -z "$cmd" ] || exec sh -c "$cmd"
+`
+
+// TestAttackPackageJSONHooks: the host installed husky 4, whose hook runs the command
+// package.json's husky.hooks names at each git commit. A first box edits package.json as
+// ordinary work (a dependency, a script): that stays. A second box changes the hook's command
+// and the script it runs; the host's next git commit must run neither: the package.json is
+// moved aside (the hook then finds none), its content kept beside it for review.
+func TestAttackPackageJSONHooks(t *testing.T) {
+	t.Parallel()
+	needGit(t)
+	if _, err := exec.LookPath("node"); err != nil {
+		t.Skip("no node: the stand-in of husky 4's hook needs it")
+	}
+	e := newDaemonEnv(t)
+	repo(t, e.work)
+	pkg := filepath.Join(e.work, "package.json")
+	write(t, pkg, `{"name":"p","husky":{"hooks":{"pre-commit":"npm test"}},"scripts":{"test":"echo reviewed"}}`+"\n")
+	write(t, filepath.Join(e.work, ".git/hooks/pre-commit"), husky4Hook)
+	os.Chmod(filepath.Join(e.work, ".git/hooks/pre-commit"), 0o755)
+	git(t, e.work, "add", "package.json")
+	git(t, e.work, "commit", "-q", "-m", "husky")
+	out := e.boxPlant(`node -e 'const fs = require("fs"); const p = JSON.parse(fs.readFileSync("package.json")); p.dependencies = {"left-pad": "1.3.0"}; p.scripts.build = "tsc"; fs.writeFileSync("package.json", JSON.stringify(p, null, 2))' && echo edited`)
+	if b, err := os.ReadFile(pkg); err != nil || !strings.Contains(string(b), "left-pad") {
+		t.Fatalf("the box's ordinary edit of package.json is not on the host: %q, %v\n%s\nthe launch's drift: %+v", b, err, out, e.lastLaunch().DriftEvents)
+	}
+	mark, touch := e.marker("husky")
+	out = e.boxPlant(fmt.Sprintf(`node -e 'const fs = require("fs"); const p = JSON.parse(fs.readFileSync("package.json")); p.scripts.test = %q; fs.writeFileSync("package.json", JSON.stringify(p, null, 2))' && echo planted`, touch))
+	if !strings.Contains(out, "planted") {
+		t.Fatalf("the plant did not complete (the test would prove nothing):\n%s", out)
+	}
+	if _, err := os.Lstat(mark); err == nil {
+		t.Fatalf("the box created the host's marker itself: the test cannot tell host from box\n%s", out)
+	}
+	res, _ := hostGit(e.work, "commit", "--allow-empty", "-m", "host")
+	notRun(t, mark, "the host's git commit (husky 4's hook):\n"+res, out)
+	if b, err := os.ReadFile(pkg + ".agentbox-quarantined-1"); err != nil || !strings.Contains(string(b), mark) {
+		t.Errorf("the box's package.json, moved aside: %q, %v", b, err)
+	}
+}
+
+// lefthookHusky returns the lefthook the workspace's husky hook runs, and writes that hook
+// (.husky/pre-commit: lefthook run pre-commit): the real lefthook when one is on PATH, else a
+// stand-in, the shell script standin (its $2 is the hook's name) ending with exit 0.
+func (e *daemonEnv) lefthookHusky(standin string) string {
+	e.t.Helper()
+	lefthook, err := exec.LookPath("lefthook")
+	if err != nil {
+		lefthook = filepath.Join(e.root, "lefthook-standin")
+		write(e.t, lefthook, "#!/bin/sh\n"+standin+"exit 0\n")
+		os.Chmod(lefthook, 0o755)
+	}
+	write(e.t, filepath.Join(e.work, ".husky", "pre-commit"), "#!/bin/sh\nexec "+lefthook+" run pre-commit\n")
+	os.Chmod(filepath.Join(e.work, ".husky", "pre-commit"), 0o755)
+	return lefthook
+}
+
 // TestAttackHooksPath: the repository's (protected) config sets core.hooksPath = .husky; a box
 // rewrites .husky/pre-commit; the host's `git commit` must not run the box's version.
 //
 // The same launch attacks the hook manager that hook runs, lefthook, as `lefthook install`
 // leaves it (review 12, F4): the box adds a command through lefthook's local configs
 // (.lefthook-local.yml, .config/lefthook-local.toml), rewrites a script of the user's
-// lefthook.yml in .lefthook/ and adds one in .lefthook-local/, and writes overcommit's and
-// husky 4's files; none may stay on the host, and the host's `git commit` must run the user's
+// lefthook.yml in .lefthook/ and adds one in .lefthook-local/, and writes overcommit's,
+// husky 4's and lint-staged's files; none may stay on the host, and the host's `git commit` must run the user's
 // script only. The hook runs the real lefthook when one is on PATH; CI has none (it is not
 // installed there and the tests have no network), so it otherwise runs a stand-in that reads
 // every name of lefthook's rule (internal/config/loader.go: MainConfigNames and
@@ -278,11 +421,7 @@ func TestAttackHooksPath(t *testing.T) {
 	e := newDaemonEnv(t)
 	repo(t, e.work)
 	ran, touchRan := e.marker("user-lefthook-script")
-	lefthook, err := exec.LookPath("lefthook")
-	if err != nil {
-		lefthook = filepath.Join(e.root, "lefthook-standin")
-		write(t, lefthook, `#!/bin/sh
-# A stand-in for "lefthook run HOOK" (TestAttackHooksPath): lefthook's config names and script folders.
+	lefthook := e.lefthookHusky(`# A stand-in for "lefthook run HOOK" (TestAttackHooksPath): lefthook's config names and script folders.
 for n in lefthook .lefthook .config/lefthook lefthook-local .lefthook-local .config/lefthook-local; do
   for x in yml yaml json jsonc toml; do
     [ -f "$n.$x" ] || continue
@@ -290,12 +429,7 @@ for n in lefthook .lefthook .config/lefthook lefthook-local .lefthook-local .con
   done
 done
 for s in .lefthook/"$2"/* .lefthook-local/"$2"/*; do [ -f "$s" ] && sh "$s"; done
-exit 0
 `)
-		os.Chmod(lefthook, 0o755)
-	}
-	write(t, filepath.Join(e.work, ".husky", "pre-commit"), "#!/bin/sh\nexec "+lefthook+" run pre-commit\n")
-	os.Chmod(filepath.Join(e.work, ".husky", "pre-commit"), 0o755)
 	write(t, filepath.Join(e.work, "lefthook.yml"), "pre-commit:\n  scripts:\n    \"check.sh\":\n      runner: sh\n")
 	write(t, filepath.Join(e.work, ".lefthook", "pre-commit", "check.sh"), touchRan+"\n")
 	git(t, e.work, "config", "core.hooksPath", ".husky")
@@ -307,14 +441,16 @@ exit 0
 	toml, touchTOML := e.marker("lefthook-local-toml")
 	script, touchScript := e.marker("lefthook-script")
 	localScript, touchLocalScript := e.marker("lefthook-local-script")
-	planted := []string{".lefthook-local.yml", ".config/lefthook-local.toml", ".lefthook-local/pre-commit/x.sh", ".overcommit.yml", ".local-overcommit.yml", ".huskyrc.json"}
+	planted := []string{".lefthook-local.yml", ".config/lefthook-local.toml", ".lefthook-local/pre-commit/x.sh", ".overcommit.yml", ".local-overcommit.yml", ".huskyrc.json",
+		".lintstagedrc.json", "lint-staged.config.js"}
 	out := e.boxPlant(fmt.Sprintf(`printf '#!/bin/sh\n%s\n' > .husky/pre-commit; echo "rewrite: $?"
 rm -f .husky/pre-commit; printf '#!/bin/sh\n%s\n' > .husky/pre-commit; chmod +x .husky/pre-commit; echo "replace: $?"
 printf 'pre-commit:\n  commands:\n    pwn:\n      run: %s\n' > .lefthook-local.yml; echo "local yml: $?"
 mkdir -p .config && printf '[pre-commit.commands.pwn2]\nrun = "%s"\n' > .config/lefthook-local.toml; echo "local toml: $?"
 printf '%s\n' > .lefthook/pre-commit/check.sh; echo "user script: $?"
 mkdir -p .lefthook-local/pre-commit && printf '%s\n' > .lefthook-local/pre-commit/x.sh; echo "local script: $?"
-printf 'PreCommit:\n  CustomScript:\n    enabled: true\n' | tee .overcommit.yml > .local-overcommit.yml; echo '{"hooks":{}}' > .huskyrc.json; echo "others: $?"`,
+printf 'PreCommit:\n  CustomScript:\n    enabled: true\n' | tee .overcommit.yml > .local-overcommit.yml; echo '{"hooks":{}}' > .huskyrc.json
+echo '{"*": "id"}' > .lintstagedrc.json; echo 'export default {"*": "id"}' > lint-staged.config.js; echo "others: $?"`,
 		touch, touch, touchLocal, touchTOML, touchScript, touchLocalScript))
 	if strings.Contains(out, "rewrite: 0") || strings.Contains(out, "replace: 0") || strings.Contains(out, "user script: 0") {
 		t.Errorf("the box changed .husky/pre-commit or .lefthook/pre-commit/check.sh:\n%s", out)
@@ -336,6 +472,54 @@ printf 'PreCommit:\n  CustomScript:\n    enabled: true\n' | tee .overcommit.yml 
 	}
 	if _, err := os.Lstat(ran); err != nil {
 		t.Errorf("the host's git commit did not run the user's own lefthook script:\n%s", cm)
+	}
+}
+
+// TestAttackLefthookNamedFiles: the host's lefthook.yml (pinned) extends ci/lefthook-extra.yml,
+// absent until someone writes it, and runs its scripts from source_dir tools/hooks/. A box
+// writes the extension with a command, rewrites the user's script and adds one of its own; the
+// host's next git commit (core.hooksPath .husky, whose hook runs lefthook) must run the user's
+// script only. lefthook reads both at each run (its config/loader.go: extends, relative to the
+// repository's top; source_dir). The real lefthook when it is on PATH, else a stand-in that
+// reads lefthook.yml, the files its extends list names and the scripts of its source_dir.
+func TestAttackLefthookNamedFiles(t *testing.T) {
+	t.Parallel()
+	e := newDaemonEnv(t)
+	repo(t, e.work)
+	ran, touchRan := e.marker("user-script")
+	lefthook := e.lefthookHusky(`# A stand-in for "lefthook run HOOK" (TestAttackLefthookNamedFiles): extends and source_dir.
+for f in lefthook.yml $(sed -n 's/^ *- *"*\([^"]*\.yml\)"*$/\1/p' lefthook.yml); do
+  [ -f "$f" ] && sed -n 's/^ *run *: *"*\([^"]*\)"*$/\1/p' "$f" | while read -r c; do sh -c "$c"; done
+done
+d=$(sed -n 's/^source_dir: *"*\([^"]*\)"*$/\1/p' lefthook.yml)
+for s in "${d:-.lefthook/}$2"/*; do [ -f "$s" ] && sh "$s"; done
+`)
+	write(t, filepath.Join(e.work, "lefthook.yml"), "extends:\n  - ci/lefthook-extra.yml\nsource_dir: tools/hooks/\npre-commit:\n  scripts:\n    \"check.sh\":\n      runner: sh\n")
+	write(t, filepath.Join(e.work, "tools/hooks/pre-commit/check.sh"), touchRan+"\n")
+	git(t, e.work, "config", "core.hooksPath", ".husky")
+	git(t, e.work, "add", ".husky", "lefthook.yml", "tools")
+	git(t, e.work, "commit", "-q", "-m", "lefthook")
+	os.Remove(ran) // the commit above ran the user's script
+	extra, touchExtra := e.marker("extends")
+	script, touchScript := e.marker("script")
+	added, touchAdded := e.marker("added-script")
+	out := e.boxPlant(fmt.Sprintf(`mkdir -p ci && printf 'pre-commit:\n  commands:\n    pwn:\n      run: %s\n' > ci/lefthook-extra.yml; echo "extends: $?"
+printf '%s\n' > tools/hooks/pre-commit/check.sh; echo "user script: $?"
+printf '%s\n' > tools/hooks/pre-commit/x.sh; echo "added script: $?"`, touchExtra, touchScript, touchAdded))
+	if strings.Contains(out, "user script: 0") || strings.Contains(out, "added script: 0") {
+		t.Errorf("the box wrote into source_dir:\n%s", out)
+	}
+	if _, err := os.Lstat(filepath.Join(e.work, "ci/lefthook-extra.yml")); err == nil {
+		t.Errorf("the box's ci/lefthook-extra.yml is on the host after the box:\n%s", out)
+	}
+	write(t, filepath.Join(e.work, "work.txt"), "work\n")
+	git(t, e.work, "add", "work.txt")
+	cm, _ := hostGit(e.work, "commit", "-q", "-m", "work")
+	for _, m := range []string{extra, script, added} {
+		notRun(t, m, "the host's git commit (lefthook: "+lefthook+"):\n"+cm, out)
+	}
+	if _, err := os.Lstat(ran); err != nil {
+		t.Errorf("the host's git commit did not run the user's own lefthook script (the test proves nothing):\n%s", cm)
 	}
 }
 

@@ -588,6 +588,19 @@ var gitSurfaceTests = map[string]func(t *testing.T){
 		mustWrite(t, filepath.Join(ws, "d/.git/commondir"), "../../common\n")
 		mustWrite(t, filepath.Join(ws, "common/config"), "[core]\n\talternateRefsCommand = evil\n")
 		movedAside(t, s, filepath.Join(ws, "common/config"))
+		// A bare repository without a config (git needs none): its hooks; and a folder that is
+		// one through the commondir it names, whose config is the common dir's.
+		mustWrite(t, filepath.Join(ws, "e.git/HEAD"), "ref: refs/heads/main\n")
+		os.MkdirAll(filepath.Join(ws, "e.git/objects"), 0o755)
+		os.MkdirAll(filepath.Join(ws, "e.git/refs"), 0o755)
+		mustWrite(t, filepath.Join(ws, "e.git/hooks/pre-receive"), "evil\n")
+		movedAside(t, s, filepath.Join(ws, "e.git/hooks/pre-receive"))
+		os.MkdirAll(filepath.Join(ws, "cd/objects"), 0o755)
+		os.MkdirAll(filepath.Join(ws, "cd/refs"), 0o755)
+		mustWrite(t, filepath.Join(ws, "cd/config"), "[core]\n\tpager = evil\n")
+		mustWrite(t, filepath.Join(ws, "src/HEAD"), "ref: refs/heads/main\n")
+		mustWrite(t, filepath.Join(ws, "src/commondir"), "../cd\n")
+		movedAside(t, s, filepath.Join(ws, "cd/config"))
 		// Submodule and worktree gitdirs beneath the workspace's own .git, beyond what is pinned.
 		mustWrite(t, filepath.Join(ws, ".git/modules/late/HEAD"), "0\n")
 		mustWrite(t, filepath.Join(ws, ".git/modules/late/hooks/post-checkout"), "evil\n")
@@ -634,6 +647,31 @@ var gitSurfaceTests = map[string]func(t *testing.T){
 		// A cherry-pick sequence's todo list is judged the same.
 		mustWrite(t, filepath.Join(ws, ".git/sequencer/todo"), "pick 0000000 x\n  x touch "+mark+"\n")
 		movedAside(t, s, filepath.Join(ws, ".git/sequencer/todo"))
+	},
+	"symlinks in GITDIR/modules/ (modules itself, or a folder on the way to a gitdir)": func(t *testing.T) {
+		// One the host made before the launch is left alone; those a box makes are moved
+		// aside: a submodule's gitdir, a folder on the way to one named a/b, and a nested
+		// repository's modules folder.
+		ws := newWS(t)
+		far := t.TempDir() // the box cache, say
+		mustWrite(t, filepath.Join(far, "gd/HEAD"), "ref: refs/heads/main\n")
+		mustWrite(t, filepath.Join(far, "a/b/HEAD"), "ref: refs/heads/main\n")
+		mustWrite(t, filepath.Join(ws, "n/.git/HEAD"), "ref: refs/heads/main\n")
+		os.MkdirAll(filepath.Join(ws, ".git/modules"), 0o755)
+		os.Symlink(filepath.Join(far, "gd"), filepath.Join(ws, ".git/modules/host"))
+		s := Snapshot(resolveWS(t, ws), Limits{})
+		if ts := s.VerifyExec(); len(ts) != 0 {
+			t.Fatalf("transitions without a change: %+v", ts)
+		}
+		os.Symlink(filepath.Join(far, "gd"), filepath.Join(ws, ".git/modules/lib"))
+		movedAside(t, s, filepath.Join(ws, ".git/modules/lib"))
+		os.Symlink(filepath.Join(far, "a"), filepath.Join(ws, ".git/modules/a"))
+		movedAside(t, s, filepath.Join(ws, ".git/modules/a"))
+		os.Symlink(far, filepath.Join(ws, "n/.git/modules"))
+		movedAside(t, s, filepath.Join(ws, "n/.git/modules"))
+		if _, err := os.Lstat(filepath.Join(ws, ".git/modules/host")); err != nil {
+			t.Errorf("the host's own symlink: %v", err)
+		}
 	},
 	"symlinked config files and .git entries": func(t *testing.T) {
 		ws := newWS(t)

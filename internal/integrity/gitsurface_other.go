@@ -19,8 +19,8 @@ func stripPackedReplace(ws, path string, keep []string) (int, string, error) {
 
 func restoreOwnerAccess(dir string) error { return ErrNotSupported }
 
-func editIndex(ws, path string, flagged, zero []string) ([]string, []string, error) {
-	return nil, nil, ErrNotSupported
+func editIndex(ws, path string, ed indexEdit) (indexEdited, error) {
+	return indexEdited{}, ErrNotSupported
 }
 
 type staleEntry struct{ name, sig string }

@@ -509,5 +509,6 @@ func resolveWith(ws string, extra []string, fs beneathFS) *Layout {
 			r.protect(".git", true)
 		}
 	}
+	r.lefthook()
 	return r.lay
 }

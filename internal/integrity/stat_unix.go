@@ -31,3 +31,8 @@ func openNoFollow(path string) (*os.File, error) {
 	}
 	return f, nil
 }
+
+// searchable reports whether access(path, X_OK) succeeds, following symlinks: what git's
+// is_git_directory asks of objects/ and refs/ (a folder the user may search, or a file the
+// user may run).
+func searchable(path string) bool { return syscall.Access(path, 1) == nil } // X_OK

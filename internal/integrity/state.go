@@ -54,13 +54,15 @@ type State struct {
 func Snapshot(lay *Layout, lim Limits) *State {
 	s := &State{Workspace: lay.Workspace, Limits: lim, Notes: lay.Notes, Config: lay.Config, Started: time.Now()}
 	s.Roots = Take(lay.Roots, lim)
-	s.Hidden, s.IndexErrs = readHidden(lay.Workspace)
+	// An incomplete scan here shows in the check at exit, which rescans (VerifyExec).
+	s.Deps = map[string]DepFolder{}
+	var repos gitRepos
+	s.Exec, _ = scanWorkspace(lay.Workspace, s.rootSet(), s.Config, lim, s.Deps, &repos)
+	maps.DeleteFunc(s.Exec, func(_, d string) bool { return d == packageUnsettled })
+	s.Hidden, s.IndexErrs = readHidden(lay.Workspace, repos.tops)
 	for _, p := range slices.Sorted(maps.Keys(s.IndexErrs)) {
 		s.Notes = append(slices.Clip(s.Notes), "the index's skip-worktree and assume-unchanged flags, and stat data that hides a changed file, are not checked: "+s.IndexErrs[p])
 	}
-	// An incomplete scan here shows in the check at exit, which rescans (VerifyExec).
-	s.Deps = map[string]DepFolder{}
-	s.Exec, _ = scanWorkspace(lay.Workspace, s.rootSet(), s.Config, lim, s.Deps)
 	identify(s.Deps)
 	for p := range s.Exec {
 		if isPackedRefs(p) {
@@ -119,7 +121,8 @@ func (s *State) verifyExec(exit bool) []Transition {
 	if exit && s.Deps != nil {
 		deps = map[string]DepFolder{}
 	}
-	found, notChecked := scanWorkspace(s.Workspace, s.rootSet(), s.Config, s.Limits, deps)
+	var repos gitRepos
+	found, notChecked := scanWorkspace(s.Workspace, s.rootSet(), s.Config, s.Limits, deps, &repos)
 	var out []Transition
 	if deps != nil {
 		var moved []string
@@ -131,9 +134,9 @@ func (s *State) verifyExec(exit bool) []Transition {
 		}
 	}
 	out = append(out, s.mergeExec(found, func(path string) bool { return true })...)
-	tr, gitdirs := s.verifyIndexes()
+	tr, gitdirs := s.verifyIndexes(repos.tops)
 	out = append(out, tr...)
-	out = append(out, s.verifyObjects(gitdirs, s.since())...)
+	out = append(out, s.verifyObjects(append(gitdirs, repos.gitdirs...), s.since())...)
 	if notChecked > 0 {
 		out = append(out, Transition{Kind: Modified, Path: s.Workspace, Alert: true, Detail: fmt.Sprintf(
 			"scan incomplete: %d folders not checked (unreadable, or past the bound of %d folders the scan visits); executable configuration in them was not looked for",
@@ -151,7 +154,7 @@ func (s *State) VerifyExecIn(dirs []string) []Transition {
 	files := nestedFiles(s.Config)
 	for _, d := range dirs {
 		set[d] = true
-		scanDir(s.Workspace, d, skip, files, found, nil) // a folder it cannot list: the full scans count it
+		scanDir(s.Workspace, d, skip, files, found, nil, nil) // a folder it cannot list: the full scans count it
 	}
 	return s.mergeExec(found, func(path string) bool { return set[ownerDir(path)] })
 }
@@ -183,13 +186,13 @@ func ownerDir(path string) string {
 	return d
 }
 
-// bareRepository reports whether dir holds what scanDir takes for a bare repository: HEAD,
-// objects/ and config.
+// bareRepository reports whether dir is what scanDir takes for a bare repository: a folder
+// git takes for a git directory (isGitDirectory), or one with HEAD, objects/ and a config.
 func bareRepository(dir string) bool {
 	_, head := os.Lstat(filepath.Join(dir, "HEAD"))
 	objects, oerr := os.Lstat(filepath.Join(dir, "objects"))
 	config, cerr := os.Lstat(filepath.Join(dir, "config"))
-	return head == nil && oerr == nil && objects.IsDir() && cerr == nil && !config.IsDir()
+	return head == nil && (isGitDirectory(dir) || oerr == nil && objects.IsDir() && cerr == nil && !config.IsDir())
 }
 
 func (s *State) mergeExec(found map[string]string, owned func(string) bool) []Transition {
@@ -199,6 +202,9 @@ func (s *State) mergeExec(found map[string]string, owned func(string) bool) []Tr
 	var out []Transition
 	for p, d := range found {
 		old, had := s.Exec[p]
+		if d == packageUnsettled {
+			continue // not read: what was recorded stands
+		}
 		kind := Created
 		switch {
 		case !had:
@@ -247,7 +253,7 @@ func (s *State) mergeExec(found map[string]string, owned func(string) bool) []Tr
 		s.Exec[p] = d
 	}
 	for p, d := range s.Exec {
-		if _, ok := found[p]; !ok && owned(p) {
+		if _, ok := found[p]; !ok && owned(p) && !isPackageJSON(p) {
 			if _, err := os.Lstat(p); err == nil && isConfig(p) {
 				// Still there but no longer executable.
 				out = append(out, Transition{Kind: Modified, Path: p, Detail: "no executable configuration left (was: " + d + ")", Alert: true})

@@ -77,17 +77,21 @@ var WorkspaceProtected = append([]string{
 //   - pre-commit: .pre-commit-config.yaml (`repo: local` runs any command);
 //   - lefthook (internal/config/loader.go): a main config MainConfigNames × Extensions and a
 //     local one LocalConfigNames × Extensions, at the repository's top; the scripts of its
-//     `scripts:` in source_dir and source_dir_local (.lefthook/, .lefthook-local/ unless the
-//     config names others);
+//     `scripts:` in source_dir and source_dir_local (.lefthook/, .lefthook-local/; others the
+//     config names, and the files of its extends, integrity's resolver protects as well);
 //   - overcommit (lib/overcommit/constants.rb, config/default.yml): .overcommit.yml,
 //     .local-overcommit.yml and the plugin_directory .git-hooks/;
 //   - husky 4 (cosmiconfig 7's search places for "husky", beside package.json): .huskyrc and
 //     its .json, .yaml, .yml, .js, .cjs spellings, husky.config.js and .cjs. Husky 5 and later
-//     run the core.hooksPath folder (.husky), which the git surface pins.
+//     run the core.hooksPath folder (.husky), which the git surface pins;
+//   - lint-staged, which such a hook most often runs (npx lint-staged; lib/configFiles.js, in
+//     every folder of the repository): .lintstagedrc and its .json, .yaml, .yml, .mjs, .js,
+//     .cjs spellings, lint-staged.config.mjs, .js and .cjs, and the TypeScript spellings of
+//     both (.ts, .mts, .cts) that newer versions read.
 //
-// simple-git-hooks writes its commands into the hooks at install; husky 4's and yorkie's
-// package.json keys are not pinned (a box edits package.json as ordinary work, and git shows
-// the change).
+// A package.json is not pinned (a box edits it as ordinary work); the part of it that husky 4,
+// yorkie, pre-commit, lint-staged and simple-git-hooks read is watched by the workspace scan
+// (integrity.PackageHookKeys).
 func HookManagerFiles() []string {
 	out := []string{".pre-commit-config.yaml"}
 	for _, name := range []string{"lefthook", ".lefthook", ".config/lefthook"} {
@@ -101,7 +105,14 @@ func HookManagerFiles() []string {
 	for _, ext := range []string{"", ".json", ".yaml", ".yml", ".js", ".cjs"} {
 		out = append(out, ".huskyrc"+ext)
 	}
-	return append(out, "husky.config.js", "husky.config.cjs")
+	out = append(out, "husky.config.js", "husky.config.cjs")
+	for _, ext := range []string{"", ".json", ".yaml", ".yml", ".mjs", ".js", ".cjs", ".ts", ".mts", ".cts"} {
+		out = append(out, ".lintstagedrc"+ext)
+	}
+	for _, ext := range []string{".mjs", ".js", ".cjs", ".ts", ".mts", ".cts"} {
+		out = append(out, "lint-staged.config"+ext)
+	}
+	return out
 }
 
 // WorkspaceProtectedGlobs are workspace-relative patterns (filepath.Match) whose existing

@@ -13,11 +13,14 @@ func TestProtectedPaths(t *testing.T) {
 		".cursor/mcp.json", ".devcontainer", ".devcontainer.json", ".dir-locals.el", ".envrc", ".exrc", ".git", ".git-hooks", ".github/workflows", ".gitmodules",
 		".helix/config.toml", ".helix/languages.toml", ".huskyrc", ".huskyrc.cjs", ".huskyrc.js", ".huskyrc.json", ".huskyrc.yaml", ".huskyrc.yml", ".idea/workspace.xml",
 		".lefthook", ".lefthook-local", ".lefthook-local.json", ".lefthook-local.jsonc", ".lefthook-local.toml", ".lefthook-local.yaml", ".lefthook-local.yml",
-		".lefthook.json", ".lefthook.jsonc", ".lefthook.toml", ".lefthook.yaml", ".lefthook.yml", ".local-overcommit.yml",
+		".lefthook.json", ".lefthook.jsonc", ".lefthook.toml", ".lefthook.yaml", ".lefthook.yml",
+		".lintstagedrc", ".lintstagedrc.cjs", ".lintstagedrc.cts", ".lintstagedrc.js", ".lintstagedrc.json", ".lintstagedrc.mjs", ".lintstagedrc.mts",
+		".lintstagedrc.ts", ".lintstagedrc.yaml", ".lintstagedrc.yml", ".local-overcommit.yml",
 		".mcp.json", ".mise.toml", ".npmrc", ".nvim.lua", ".nvimrc", ".overcommit.yml", ".pnpmfile.cjs", ".pre-commit-config.yaml",
 		".vscode/launch.json", ".vscode/mcp.json", ".vscode/settings.json", ".vscode/tasks.json", ".yarnrc", ".yarnrc.yml", ".zed/settings.json", ".zed/tasks.json",
 		"go.work", "husky.config.cjs", "husky.config.js", "lefthook-local.json", "lefthook-local.jsonc", "lefthook-local.toml", "lefthook-local.yaml", "lefthook-local.yml",
-		"lefthook.json", "lefthook.jsonc", "lefthook.toml", "lefthook.yaml", "lefthook.yml", "mise.toml", "rust-toolchain", "rust-toolchain.toml", "tools/hook.sh", "vendor/modules.txt"}
+		"lefthook.json", "lefthook.jsonc", "lefthook.toml", "lefthook.yaml", "lefthook.yml",
+		"lint-staged.config.cjs", "lint-staged.config.cts", "lint-staged.config.js", "lint-staged.config.mjs", "lint-staged.config.mts", "lint-staged.config.ts", "mise.toml", "rust-toolchain", "rust-toolchain.toml", "tools/hook.sh", "vendor/modules.txt"}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("ProtectedPaths:\n got %q\nwant %q", got, want)
 	}

@@ -1,0 +1,160 @@
+package integrity
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"maps"
+	"path/filepath"
+	"slices"
+	"strings"
+)
+
+// PackageHookKeys are the top-level keys of a package.json that a git hook the host has
+// already installed reads when it runs (at git commit, git push), to decide what to run: husky
+// 4's "husky" (husky.hooks), yorkie's "gitHooks", the pre-commit and pre-push packages'
+// "pre-commit", "precommit" and "pre-push" (lists of npm scripts), "lint-staged" and
+// "nano-staged" (commands a hook runs through npx lint-staged), and "simple-git-hooks" (the
+// commands it writes into the hooks when the host's npm install runs it). "config" counts for
+// ghooks' config.ghooks.
+var PackageHookKeys = []string{"husky", "gitHooks", "pre-commit", "precommit", "pre-push", "lint-staged", "nano-staged", "simple-git-hooks", "config"}
+
+// packageHooks returns what a package.json's text gives the hooks of PackageHookKeys to run:
+// the values of those keys, and of the npm scripts (with their pre and post scripts) that any
+// word of those values or of hookWords (the words of the hook files beside it: husky 5 and
+// later's .husky/pre-commit running npm test) names (npm test, npm run lint,
+// "pre-commit": ["lint"]), as canonical JSON, and the names it took; "" when the package has
+// none. The scan records its hash, so that a box's change to it is a change, while its other
+// edits (dependencies, other scripts) are ordinary work. A text that is not JSON is an error:
+// the scan takes it for one with hooks.
+func packageHooks(text []byte, hookWords []string) (string, []string, error) {
+	text = bytes.TrimPrefix(text, []byte("\xef\xbb\xbf")) // node's tools strip a BOM
+	var pkg map[string]any
+	if err := json.Unmarshal(text, &pkg); err != nil {
+		return "", nil, err
+	}
+	hooks := map[string]any{}
+	for _, k := range PackageHookKeys {
+		v, ok := pkg[k]
+		if k == "config" {
+			m, _ := v.(map[string]any)
+			v, ok = m["ghooks"]
+			k = "config.ghooks"
+		}
+		if ok {
+			hooks[k] = v
+		}
+	}
+	names := slices.Sorted(maps.Keys(hooks))
+	if scripts, ok := pkg["scripts"].(map[string]any); ok {
+		named := map[string]any{}
+		for _, w := range append(words(hooks), hookWords...) {
+			if w == "t" || w == "tst" {
+				w = "test" // npm t
+			}
+			for _, s := range []string{w, "pre" + w, "post" + w} {
+				if v, ok := scripts[s]; ok {
+					named[s] = v
+				}
+			}
+		}
+		if len(named) > 0 {
+			hooks["scripts"] = named
+			for _, s := range slices.Sorted(maps.Keys(named)) {
+				names = append(names, "scripts."+s)
+			}
+		}
+	}
+	if len(hooks) == 0 {
+		return "", nil, nil
+	}
+	b, err := json.Marshal(hooks) // map keys sorted: the same content, the same text
+	return string(b), names, err
+}
+
+// words returns the words of every string in v (a JSON value), split at anything but a
+// letter, a digit or one of -_:.@/ (a script's name may hold them).
+func words(v any) []string {
+	var out []string
+	var walk func(any)
+	walk = func(v any) {
+		switch v := v.(type) {
+		case string:
+			out = append(out, strings.FieldsFunc(v, func(r rune) bool {
+				return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_:.@/", r))
+			})...)
+		case []any:
+			for _, e := range v {
+				walk(e)
+			}
+		case map[string]any:
+			for k, e := range v {
+				walk(k)
+				walk(e)
+			}
+		}
+	}
+	walk(v)
+	return out
+}
+
+// packageUnsettled is the finding of a package.json that is not JSON (packageHooks' error):
+// mergeExec leaves what it recorded of the file as it was.
+const packageUnsettled = "\x00package.json not read"
+
+// isPackageJSON reports whether a finding's path is a package.json: its hook part is watched,
+// and the file's going is no change (an editor may save it by removing and writing it again;
+// a package.json that is gone runs no hook).
+func isPackageJSON(p string) bool { return filepath.Base(p) == "package.json" }
+
+// checkPackageJSON records the package.json at path when it gives an installed git hook
+// something to run (packageHooks), with a hash of that part of it: new or changed, the scan
+// moves the file aside, so that the host's next git commit runs none of a box's hook commands.
+func checkPackageJSON(ws, path string, out map[string]string) {
+	b, err := readBeneath(ws, path, maxCheckedFile)
+	switch {
+	case errors.Is(err, errOutside):
+		out[path] = "npm package (package.json) that is a symlink leading out of the workspace: the git hook configuration a hook reads there is not checked"
+		return
+	case tooLarge(err) != nil:
+		out[path] = "npm package (package.json) " + err.Error() + ": taken for one whose git hook configuration changed"
+		return
+	case err != nil:
+		return
+	}
+	hooks, names, err := packageHooks(b, hookFileWords(ws, filepath.Dir(path)))
+	switch {
+	case err != nil:
+		// Most often a write caught halfway (truncated, then written: an editor's save, npm's):
+		// no verdict, neither a change nor a removal. One left so runs no hook either: node's
+		// JSON.parse refuses it as well.
+		out[path] = packageUnsettled
+	case hooks != "":
+		sum := sha256.Sum256([]byte(hooks))
+		out[path] = "npm package's git hook configuration (package.json: " + strings.Join(names, ", ") + "), which an installed hook runs at git commit (sha256 " + hex.EncodeToString(sum[:6]) + ")"
+	}
+}
+
+// hookFileWords returns the words of the git hooks installed beside a package.json in dir:
+// the files of dir/.husky (husky 5 and later, run through core.hooksPath) and of
+// dir/.git/hooks (but samples), each read beneath ws up to maxCheckedFile.
+func hookFileWords(ws, dir string) []string {
+	var out []string
+	for _, hooks := range []string{filepath.Join(dir, ".husky"), filepath.Join(dir, ".git", "hooks")} {
+		names, err := readDirNames(hooks)
+		if err != nil {
+			continue
+		}
+		for _, n := range names {
+			if strings.HasSuffix(n, ".sample") || strings.Contains(n, QuarantineSuffix) {
+				continue
+			}
+			if b, err := readBeneath(ws, filepath.Join(hooks, n), maxCheckedFile); err == nil {
+				out = append(out, words(string(b))...)
+			}
+		}
+	}
+	return out
+}

