@@ -80,8 +80,8 @@ func statField(b []byte, e indexEntry, i int) uint32 {
 func (e indexEntry) gitlink() bool { return e.mode&0o170000 == 0o160000 && e.name != "" }
 
 // indexGitlinks returns the paths of the index b's gitlinks.
-func indexGitlinks(b []byte) ([]string, error) {
-	es, _, err := indexEntries(b)
+func indexGitlinks(b []byte, idLen int) ([]string, error) {
+	es, err := indexEntries(b, idLen)
 	var out []string
 	for _, e := range es {
 		if e.gitlink() {
@@ -104,8 +104,8 @@ func (e indexEntry) hidden() hiddenEntry {
 
 // indexHidden returns the entries of the index b (version 2, 3 or 4; SHA-1 or SHA-256) flagged
 // skip-worktree or assume-unchanged, by path.
-func indexHidden(b []byte) (map[string]hiddenEntry, error) {
-	es, _, err := indexEntries(b)
+func indexHidden(b []byte, idLen int) (map[string]hiddenEntry, error) {
+	es, err := indexEntries(b, idLen)
 	if err != nil {
 		return nil, err
 	}
@@ -119,40 +119,56 @@ func indexHidden(b []byte) (map[string]hiddenEntry, error) {
 	return out, nil
 }
 
-// indexEntries returns the entries of the index b (version 2, 3 or 4) and the length of its
-// object ids. The hash length is told by the trailing checksum (an index written with
-// index.skipHash has none: both lengths are tried, each entry's name length must agree).
-func indexEntries(b []byte) ([]indexEntry, int, error) {
-	es, _, n, err := indexContents(b)
-	return es, n, err
+// indexEntries returns the entries of the index b (version 2, 3 or 4) of a repository whose
+// object ids are idLen bytes long (objectIDLen).
+func indexEntries(b []byte, idLen int) ([]indexEntry, error) {
+	es, _, err := indexContents(b, idLen)
+	return es, err
 }
 
-// indexContents returns the entries of the index b, its extensions and the length of its
-// object ids (indexEntries).
-func indexContents(b []byte) ([]indexEntry, []indexExtension, int, error) {
+// indexContents returns the entries of the index b, of a repository whose object ids are idLen
+// bytes long, and its extensions. The length is the repository's (objectIDLen), as git takes
+// it, never the index's trailing checksum's: git does not verify that checksum when it reads
+// an index, so a SHA-1 repository's index ending in a SHA-256 of itself had the check read
+// other entries than git (review 14, F13).
+func indexContents(b []byte, idLen int) ([]indexEntry, []indexExtension, error) {
 	if len(b) < 12 || string(b[:4]) != "DIRC" {
-		return nil, nil, 0, errors.New("not a git index (no DIRC signature)")
+		return nil, nil, errors.New("not a git index (no DIRC signature)")
 	}
-	var lens []int
-	switch {
-	case sumIs(b, sha1.Size, sha1Sum):
-		lens = []int{sha1.Size}
-	case sumIs(b, sha256.Size, sha256Sum):
-		lens = []int{sha256.Size}
-	case len(b) >= 12+sha1.Size && allZero(b[len(b)-sha1.Size:]):
-		lens = []int{sha1.Size, sha256.Size}
-	default:
-		return nil, nil, 0, errors.New("the index's trailing checksum matches neither SHA-1 nor SHA-256")
+	if len(b) < 12+idLen {
+		return nil, nil, errors.New("git index is truncated")
 	}
-	var err error
-	for _, n := range lens {
-		var es []indexEntry
-		var exts []indexExtension
-		if es, exts, err = parseIndex(b, n); err == nil {
-			return es, exts, n, nil
+	return parseIndex(b, idLen)
+}
+
+// objectIDLen returns the length of the object ids of a repository whose configuration (its
+// common dir's config file) is config: 32 with extensions.objectFormat = sha256, else 20, as
+// git decides it. A config that cannot be read as git reads it gives 20: git refuses such a
+// repository, and the index is then read as SHA-1's.
+func objectIDLen(config []byte) int {
+	es, _ := ParseConfig(config)
+	n := sha1.Size
+	for _, e := range es {
+		if e.Section == "extensions" && !e.HasSub && e.Key == "objectformat" {
+			if strings.EqualFold(e.Value, "sha256") {
+				n = sha256.Size
+			} else {
+				n = sha1.Size
+			}
 		}
 	}
-	return nil, nil, 0, err
+	return n
+}
+
+// repoIDLen returns objectIDLen of the git directory gd's repository: its common dir's config
+// (commondir, beneath ws), or its own.
+func repoIDLen(ws, gd string) int {
+	cfg := filepath.Join(gd, "config")
+	if common, ok, err := commonDir(ws, gd); err == nil && ok && common != "" {
+		cfg = filepath.Join(common, "config")
+	}
+	b, _ := readBeneath(ws, cfg, maxCheckedFile)
+	return objectIDLen(b)
 }
 
 // sumIs reports whether want is the checksum of what precedes it in b under h.
@@ -390,7 +406,8 @@ func readIndexes(ws string, tops []string, fn func(ix *gitIndex, err error)) []s
 			err = fmt.Errorf("larger than %d MiB: not read", maxIndexBytes>>20)
 		case err == nil:
 			ix.b = b
-			ix.entries, ix.exts, ix.hashLen, err = indexContents(b)
+			ix.hashLen = repoIDLen(ws, filepath.Dir(p))
+			ix.entries, ix.exts, err = indexContents(b, ix.hashLen)
 		}
 		if err != nil {
 			fn(ix, fmt.Errorf("%s: %w", p, err))
@@ -506,9 +523,9 @@ type indexEdited struct {
 // one read (whose mtime is mtime; zero: unknown): entries git compared by content because
 // they were not older than it (racily clean) have their stat data cleared too, as git's own
 // write smudges them, so that the new index's time does not make git trust their stat data.
-func editedIndex(b []byte, ed indexEdit, mtime time.Time) ([]byte, indexEdited, error) {
+func editedIndex(b []byte, hashLen int, ed indexEdit, mtime time.Time) ([]byte, indexEdited, error) {
 	var done indexEdited
-	es, exts, hashLen, err := indexContents(b)
+	es, exts, err := indexContents(b, hashLen)
 	if err != nil {
 		return nil, done, err
 	}

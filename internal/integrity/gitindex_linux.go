@@ -63,7 +63,7 @@ func editIndex(ws, path string, ed indexEdit) (indexEdited, error) {
 	if err != nil {
 		return done, err
 	}
-	nb, done, err := editedIndex(b, ed, fi.ModTime())
+	nb, done, err := editedIndex(b, repoIDLen(ws, filepath.Dir(path)), ed, fi.ModTime())
 	if err != nil || len(done.cleared)+len(done.zeroed)+len(done.stripped) == 0 {
 		return indexEdited{}, err
 	}

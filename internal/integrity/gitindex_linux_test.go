@@ -116,8 +116,8 @@ func TestIndexHiddenBadIndex(t *testing.T) {
 	mustWrite(t, filepath.Join(ws, ".git/index"), "DIRC\x00\x00\x00\x02\x00\x00\x00\x01garbage-garbage-garbage-garbage")
 	s := &State{Workspace: ws}
 	tr, _ := s.verifyIndexes(nil)
-	if len(tr) != 1 || !tr[0].Alert || tr[0].Path != filepath.Join(ws, ".git/index") || !strings.Contains(tr[0].Detail, "checksum") {
-		t.Fatalf("transitions %+v, want one alert on .git/index naming the checksum", tr)
+	if len(tr) != 1 || !tr[0].Alert || tr[0].Path != filepath.Join(ws, ".git/index") || !strings.Contains(tr[0].Detail, "truncated") {
+		t.Fatalf("transitions %+v, want one alert on .git/index saying it is truncated", tr)
 	}
 	if again, _ := s.verifyIndexes(nil); len(again) != 0 {
 		t.Errorf("reported again: %+v", again)
@@ -307,7 +307,11 @@ func forgeIndexStat(t *testing.T, path, name, file string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	es, hashLen, err := indexEntries(b)
+	hashLen := sha1.Size // the test's repositories: the checksum's length is theirs
+	if sumIs(b, sha256.Size, sha256Sum) {
+		hashLen = sha256.Size
+	}
+	es, err := indexEntries(b, hashLen)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -462,7 +466,7 @@ func TestIndexExtensionsParsed(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			_, b := needGitIndex(t)
-			if _, _, _, err := indexContents(withExt(b, c.sig, c.size, "")); err == nil || !strings.Contains(err.Error(), c.want) {
+			if _, _, err := indexContents(withExt(b, c.sig, c.size, ""), sha1.Size); err == nil || !strings.Contains(err.Error(), c.want) {
 				t.Errorf("error %v, want one saying %q", err, c.want)
 			}
 		})
@@ -476,7 +480,7 @@ func TestIndexExtensionsParsed(t *testing.T) {
 			t.Fatalf("stripped %q, %v; want TREE and ZZZZ", done.stripped, err)
 		}
 		after, _ := os.ReadFile(filepath.Join(ws, ".git/index"))
-		if _, exts, _, err := indexContents(after); err != nil || len(exts) != 0 {
+		if _, exts, err := indexContents(after, sha1.Size); err != nil || len(exts) != 0 {
 			t.Errorf("the index written: extensions %+v, %v", exts, err)
 		}
 		if out := gitIn(ws, "", false, "status", "--porcelain"); out != "" {
@@ -484,4 +488,53 @@ func TestIndexExtensionsParsed(t *testing.T) {
 		}
 		fsckAndQuiet(t, &State{Workspace: ws}, ws)
 	})
+}
+
+// testdataDir is the package's testdata folder, found before any test changes directory.
+var testdataDir, _ = filepath.Abs("testdata")
+
+// TestIndexTrailerDoesNotChooseIDLength: the check reads an index with the object id length of
+// its repository, as git does, not the one its trailing checksum suggests (git does not verify
+// the checksum when it reads an index). A box rewrote a SHA-1 repository's index, forged stat
+// data of an edited Makefile and all, to end in a SHA-256 of itself (testdata/index_polyglot.py,
+// from review 14's F13): read as 32-byte ids, its bytes gave the check decoy entries while git
+// read the real ones, and the forged entry went unreported.
+func TestIndexTrailerDoesNotChooseIDLength(t *testing.T) {
+	for _, tool := range []string{"git", "python3"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skip("no " + tool)
+		}
+	}
+	t.Parallel()
+	ws, _ := filepath.EvalSymlinks(t.TempDir())
+	git := func(args ...string) string { return gitIn(ws, "", false, args...) }
+	git("init", "-q", ws)
+	for f, c := range map[string]string{"Makefile": "all:\n\t@echo reviewed build\n", "a.txt": "aaa\n", "b.txt": "bbb\n", "src/main.c": "int main(){}\n"} {
+		mustWrite(t, filepath.Join(ws, f), c)
+	}
+	git("add", ".")
+	git("commit", "-qm", "init")
+	s := Snapshot(resolveWS(t, ws), Limits{})
+	index := filepath.Join(ws, ".git/index")
+	forgeMakefile(t, ws, index)
+	poly := filepath.Join(testdataDir, "index_polyglot.py")
+	if out, err := exec.Command("python3", poly, index).CombinedOutput(); err != nil {
+		t.Fatalf("index_polyglot.py: %v\n%s", err, out)
+	}
+	// --no-optional-locks: git status would otherwise write the index anew, as SHA-1's.
+	if out := git("--no-optional-locks", "status", "--porcelain"); out != "" {
+		t.Fatalf("git status before the check: %q, want nothing (the forgery hides the edit from git)", out)
+	}
+	var found bool
+	for _, tr := range s.VerifyExec() {
+		if tr.Path == filepath.Join(ws, "Makefile") && strings.Contains(tr.Detail, "claimed it unchanged") {
+			found = true
+		}
+	}
+	if !found {
+		t.Errorf("the forged entry of Makefile was not reported")
+	}
+	if out := git("status", "--porcelain"); !strings.Contains(out, " M Makefile") {
+		t.Errorf("git status after the check: %q, want Makefile modified", out)
+	}
 }

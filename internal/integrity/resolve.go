@@ -442,7 +442,8 @@ func (r *resolver) submodules(gitdir string) []string {
 	if b, err := r.fs.read(filepath.Join(gitdir, "index"), maxIndexBytes); tooLarge(err) != nil {
 		r.note("%s is %v: the .git of its gitlinks is not guarded", filepath.Join(r.ws, gitdir, "index"), err)
 	} else if err == nil {
-		links, err := indexGitlinks(b)
+		cfg, _ := r.fs.read(filepath.Join(gitdir, "config"), maxCheckedFile)
+		links, err := indexGitlinks(b, objectIDLen(cfg))
 		if err != nil {
 			r.note("%s: %v: the .git of its gitlinks is not guarded", filepath.Join(r.ws, gitdir, "index"), err)
 		}
