@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/agentbox/agentbox/internal/integrity"
 )
 
 // hostRun runs a program on the host in dir and returns its combined output.
@@ -19,6 +21,128 @@ func hostRun(t *testing.T, dir string, name string, args ...string) string {
 		t.Fatalf("the host's %s %v in %s: %v\n%s", name, args, dir, err, out)
 	}
 	return string(out)
+}
+
+// pthMarking is a .pth line that creates the file mark when python's site reads it.
+func pthMarking(mark string) string {
+	return fmt.Sprintf("import os; os.close(os.open(%q, os.O_CREAT | os.O_WRONLY))", mark)
+}
+
+// TestAttackDependencyDecoys: a box leaves 70 empty node_modules (git status shows none), more
+// than the 64 dependency folders a launch makes the box's own; the host then installs web/, and
+// the next box writes web/node_modules/.bin/hello. The host's npm test must run the host's
+// hello: its folder, which holds something, comes before the empty ones. A box that fills one
+// of the empty folders past the bound in place has it moved aside at exit. Before (review 14,
+// F4), the decoys sorted first, web/node_modules was written in place, and npm test ran the
+// box's hello.
+func TestAttackDependencyDecoys(t *testing.T) {
+	t.Parallel()
+	e := newDaemonEnv(t)
+	repo(t, e.work)
+	write(t, filepath.Join(e.work, "web", "package.json"), `{"name":"web","version":"1.0.0","scripts":{"test":"hello"}}`+"\n")
+	write(t, filepath.Join(e.work, ".gitignore"), "node_modules/\n")
+	git(t, e.work, "add", "-A")
+	git(t, e.work, "commit", "-q", "-m", "web")
+	if out := e.boxPlant(`for i in $(seq -w 0 69); do mkdir -p a$i/node_modules; done; echo planted`); !strings.Contains(out, "planted") {
+		t.Fatalf("the decoys were not made (the test would prove nothing):\n%s", out)
+	}
+	if st, _ := hostGit(e.work, "status", "--porcelain"); st != "" {
+		t.Fatalf("git status shows the decoys, which the attack relies on not being seen: %q", st)
+	}
+	hello := filepath.Join(e.work, "web", "node_modules", ".bin", "hello")
+	write(t, hello, "#!/bin/sh\necho host-hello\n")
+	if err := os.Chmod(hello, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	out := e.boxPlant(`printf '#!/bin/sh\necho BOX-HELLO\n' > web/node_modules/.bin/hello
+mkdir -p a69/node_modules/.bin && printf '#!/bin/sh\necho BOX-HELLO\n' > a69/node_modules/.bin/hello && echo wrote`)
+	if !strings.Contains(out, "wrote") {
+		t.Fatalf("the box's writes failed (the test would prove nothing):\n%s", out)
+	}
+	var got string
+	if _, err := exec.LookPath("npm"); err == nil {
+		got = hostRun(t, filepath.Join(e.work, "web"), "npm", "test")
+	} else {
+		got = hostRun(t, filepath.Join(e.work, "web"), hello)
+	}
+	if !strings.Contains(got, "host-hello") || strings.Contains(got, "BOX-HELLO") {
+		t.Errorf("the host's npm test in web/ after the box: %q, want the host's hello\nthe box said:\n%s", got, out)
+	}
+	if _, err := os.Lstat(filepath.Join(e.work, "a69", "node_modules")); err == nil {
+		t.Errorf("a69/node_modules, empty at launch and filled by the box in place, is still there")
+	}
+	if _, err := os.Lstat(filepath.Join(e.work, "a69", "node_modules"+integrity.QuarantineSuffix+"1", ".bin", "hello")); err != nil {
+		t.Errorf("a69/node_modules was not moved aside: %v", err)
+	}
+	if !e.lastLaunch().Drift {
+		t.Errorf("the launch that filled a69/node_modules raised no alert")
+	}
+}
+
+// TestAttackVenvPreseeded: a box makes venv/lib/python3.X/site-packages/zz.pth in a
+// git-ignored venv/ without a pyvenv.cfg (no virtualenv yet); the host's python3 -m venv venv
+// then keeps what site-packages holds, and its python runs the .pth at every start. The check
+// at exit moves the folder aside, with an alert: the host's venv made afterwards is its own.
+// Before (review 14, F6), it stayed and the host's python ran the box's line.
+func TestAttackVenvPreseeded(t *testing.T) {
+	t.Parallel()
+	if _, err := exec.LookPath("python3"); err != nil {
+		t.Skip("python3 not installed")
+	}
+	e := newDaemonEnv(t)
+	repo(t, e.work)
+	write(t, filepath.Join(e.work, ".gitignore"), "venv/\n")
+	git(t, e.work, "add", "-A")
+	git(t, e.work, "commit", "-q", "-m", "ignore")
+	mark, _ := e.marker("preseeded-venv-pth")
+	out := e.boxPlant(fmt.Sprintf(`for v in 3.8 3.9 3.10 3.11 3.12 3.13 3.14; do d=venv/lib/python$v/site-packages; mkdir -p $d; printf '%%s\n' %s > $d/zz.pth; done; echo planted`,
+		shellQuote(pthMarking(mark))))
+	if !strings.Contains(out, "planted") {
+		t.Fatalf("the plant failed (the test would prove nothing):\n%s", out)
+	}
+	hostRun(t, e.work, "python3", "-m", "venv", "--without-pip", "venv")
+	hostRun(t, e.work, filepath.Join(e.work, "venv", "bin", "python"), "-c", "print('host python ok')")
+	notRun(t, mark, "the host's python of the venv it made after the box", out)
+	if _, err := os.Lstat(filepath.Join(e.work, "venv"+integrity.QuarantineSuffix+"1", "lib")); err != nil {
+		t.Errorf("the box's venv/ was not moved aside: %v", err)
+	}
+	if !e.lastLaunch().Drift {
+		t.Errorf("the launch raised no alert")
+	}
+}
+
+// TestAttackHiddenVenvs: the host's virtualenvs in hidden folders — direnv's
+// .direnv/python-3 (layout python), tox's .tox/py3, nox's .nox/tests — are the box's own: the
+// box's .pth in their site-packages stays in its layer, and the host's python there does not
+// run it. Before (review 14, F7), the launch did not look into hidden folders; the box wrote
+// them in place.
+func TestAttackHiddenVenvs(t *testing.T) {
+	t.Parallel()
+	if _, err := exec.LookPath("python3"); err != nil {
+		t.Skip("python3 not installed")
+	}
+	e := newDaemonEnv(t)
+	repo(t, e.work)
+	write(t, filepath.Join(e.work, ".gitignore"), ".direnv/\n.tox/\n.nox/\n")
+	git(t, e.work, "add", "-A")
+	git(t, e.work, "commit", "-q", "-m", "ignore")
+	venvs := []string{".direnv/python-3", ".tox/py3", ".nox/tests"}
+	var script strings.Builder
+	marks := map[string]string{}
+	for _, v := range venvs {
+		hostRun(t, e.work, "python3", "-m", "venv", "--without-pip", v)
+		marks[v], _ = e.marker("hidden-venv-" + filepath.Base(v))
+		fmt.Fprintf(&script, "for d in %s/lib/python3*/site-packages; do printf '%%s\\n' %s > $d/zz.pth; done\n", v, shellQuote(pthMarking(marks[v])))
+	}
+	script.WriteString("echo planted\n")
+	out := e.boxPlant(script.String())
+	if !strings.Contains(out, "planted") {
+		t.Fatalf("the plant failed (the test would prove nothing):\n%s", out)
+	}
+	for _, v := range venvs {
+		hostRun(t, e.work, filepath.Join(e.work, v, "bin", "python"), "-c", "print('host python ok')")
+		notRun(t, marks[v], "the host's python of "+v, out)
+	}
 }
 
 // TestAttackBuildToolAndEditorHooks: Maven's .mvn/jvm.config (and its other project files),

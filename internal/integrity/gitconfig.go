@@ -77,6 +77,7 @@ func scanDir(ws, dir string, skip map[string]bool, files []NestedConfigFile, out
 		if dir != ws && IsVenv(ents) && !strings.Contains(filepath.Base(dir), QuarantineSuffix) {
 			deps[dir] = DepFolder{Runs: DepFolderKinds[len(DepFolderKinds)-1].Runs}
 		}
+		sitePackages(ws, dir, ents, deps)
 		for _, de := range ents {
 			if de.IsDir() {
 				if k := depFolderKind(de.Name(), ents); k != nil {
