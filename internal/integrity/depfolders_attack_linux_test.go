@@ -23,6 +23,24 @@ func hostRun(t *testing.T, dir string, name string, args ...string) string {
 	return string(out)
 }
 
+// ignoringRepo makes ws a repository (repo) whose .gitignore holds ignore, committed with
+// what else ws holds.
+func ignoringRepo(t *testing.T, ws, ignore string) {
+	t.Helper()
+	repo(t, ws)
+	write(t, filepath.Join(ws, ".gitignore"), ignore)
+	git(t, ws, "add", "-A")
+	git(t, ws, "commit", "-q", "-m", "ignore")
+}
+
+// needPython skips a test without the host's python3.
+func needPython(t *testing.T) {
+	t.Helper()
+	if _, err := exec.LookPath("python3"); err != nil {
+		t.Skip("python3 not installed")
+	}
+}
+
 // pthMarking is a .pth line that creates the file mark when python's site reads it.
 func pthMarking(mark string) string {
 	return fmt.Sprintf("import os; os.close(os.open(%q, os.O_CREAT | os.O_WRONLY))", mark)
@@ -38,11 +56,8 @@ func pthMarking(mark string) string {
 func TestAttackDependencyDecoys(t *testing.T) {
 	t.Parallel()
 	e := newDaemonEnv(t)
-	repo(t, e.work)
 	write(t, filepath.Join(e.work, "web", "package.json"), `{"name":"web","version":"1.0.0","scripts":{"test":"hello"}}`+"\n")
-	write(t, filepath.Join(e.work, ".gitignore"), "node_modules/\n")
-	git(t, e.work, "add", "-A")
-	git(t, e.work, "commit", "-q", "-m", "web")
+	ignoringRepo(t, e.work, "node_modules/\n")
 	if out := e.boxPlant(`for i in $(seq -w 0 69); do mkdir -p a$i/node_modules; done; echo planted`); !strings.Contains(out, "planted") {
 		t.Fatalf("the decoys were not made (the test would prove nothing):\n%s", out)
 	}
@@ -86,14 +101,9 @@ mkdir -p a69/node_modules/.bin && printf '#!/bin/sh\necho BOX-HELLO\n' > a69/nod
 // Before (review 14, F6), it stayed and the host's python ran the box's line.
 func TestAttackVenvPreseeded(t *testing.T) {
 	t.Parallel()
-	if _, err := exec.LookPath("python3"); err != nil {
-		t.Skip("python3 not installed")
-	}
+	needPython(t)
 	e := newDaemonEnv(t)
-	repo(t, e.work)
-	write(t, filepath.Join(e.work, ".gitignore"), "venv/\n")
-	git(t, e.work, "add", "-A")
-	git(t, e.work, "commit", "-q", "-m", "ignore")
+	ignoringRepo(t, e.work, "venv/\n")
 	mark, _ := e.marker("preseeded-venv-pth")
 	out := e.boxPlant(fmt.Sprintf(`for v in 3.8 3.9 3.10 3.11 3.12 3.13 3.14; do d=venv/lib/python$v/site-packages; mkdir -p $d; printf '%%s\n' %s > $d/zz.pth; done; echo planted`,
 		shellQuote(pthMarking(mark))))
@@ -118,14 +128,9 @@ func TestAttackVenvPreseeded(t *testing.T) {
 // them in place.
 func TestAttackHiddenVenvs(t *testing.T) {
 	t.Parallel()
-	if _, err := exec.LookPath("python3"); err != nil {
-		t.Skip("python3 not installed")
-	}
+	needPython(t)
 	e := newDaemonEnv(t)
-	repo(t, e.work)
-	write(t, filepath.Join(e.work, ".gitignore"), ".direnv/\n.tox/\n.nox/\n")
-	git(t, e.work, "add", "-A")
-	git(t, e.work, "commit", "-q", "-m", "ignore")
+	ignoringRepo(t, e.work, ".direnv/\n.tox/\n.nox/\n")
 	venvs := []string{".direnv/python-3", ".tox/py3", ".nox/tests"}
 	var script strings.Builder
 	marks := map[string]string{}
