@@ -31,12 +31,17 @@ const (
 // below the top, hidden ones and dependency folders excepted, at most depProjectDirs of them
 // — each integrity.DepFolderKinds folder that is there as a folder (target/ only beside a
 // Cargo.toml), or that is absent while a marker is, and each folder in it that is a Python
-// virtualenv, whatever its name (it holds a pyvenv.cfg: venv/, env/, .env/). A name there that
-// is a symlink or a file is left out: the box sees it as the host has it. At most
-// depFoldersMax are returned, those on the host first and the shallowest first; left is how
-// many more were found. The result is sorted and has no duplicate.
-func dependencyFolders(ws, cwd string) (out []string, left int, cut bool) {
-	var present, absent []string
+// virtualenv, whatever its name (it holds a pyvenv.cfg: venv/, env/, .env/); and, within the
+// same bounds, after them, the virtualenvs in the hidden folders met on the way, at any depth
+// (direnv's .direnv/python-3.X, tox's .tox/py3X, nox's .nox/*: review 14, F7). A name there
+// that is a symlink or a file is left out: the box sees it as the host has it. At most
+// depFoldersMax are returned: those on the host that hold anything first (the host's installs,
+// which the box would otherwise write in place), then the empty ones, then the absent ones,
+// each the shallowest first, so that the empty folders a box leaves never push the host's out
+// (review 14, F4); past are the others, in that order. The result is sorted and has no
+// duplicate.
+func dependencyFolders(ws, cwd string) (out, past []string, cut bool) {
+	var present, absent, hidden []string
 	seen := map[string]bool{}
 	add := func(p string, there bool) {
 		if seen[p] {
@@ -101,6 +106,9 @@ func dependencyFolders(ws, cwd string) (out []string, left int, cut bool) {
 			}
 			listed := depth < depProjectDepth
 			for _, e := range ents {
+				if listed && e.IsDir() && e.Name() != ".git" && strings.HasPrefix(e.Name(), ".") && !isDepFolderName(e.Name()) {
+					hidden = append(hidden, filepath.Join(d, e.Name()))
+				}
 				if !listed || !e.IsDir() || !descend(e.Name()) {
 					continue
 				}
@@ -115,20 +123,69 @@ func dependencyFolders(ws, cwd string) (out []string, left int, cut bool) {
 		}
 		level = next
 	}
-	// Those on the host first (the host's own installs, which the box would otherwise write
-	// in place), then the placeholders; the shallowest first.
+	// The hidden folders, for virtualenvs alone (not looked into: .git, node_modules, target),
+	// as deep as project() looks for one, within what is left of the bound.
+	top := strings.Count(ws, "/")
+	for len(hidden) > 0 && !cut {
+		d := hidden[0]
+		hidden = hidden[1:]
+		if visited >= depProjectDirs {
+			cut = true
+			break
+		}
+		visited++
+		ents, err := os.ReadDir(d)
+		if err != nil {
+			continue
+		}
+		if integrity.IsVenv(ents) {
+			add(d, true)
+			continue
+		}
+		for _, e := range ents {
+			if e.IsDir() && e.Name() != ".git" && (e.Name() == ".venv" || !isDepFolderName(e.Name())) && strings.Count(d, "/")-top <= depProjectDepth {
+				hidden = append(hidden, filepath.Join(d, e.Name()))
+			}
+		}
+	}
+	// Those on the host that hold anything first (the host's own installs, which the box would
+	// otherwise write in place), then the empty ones, then the placeholders; the shallowest
+	// first.
 	byDepth := func(a, b string) int {
 		return cmp.Or(cmp.Compare(strings.Count(a, "/"), strings.Count(b, "/")), strings.Compare(a, b))
 	}
+	var empty []string
+	present = slices.DeleteFunc(present, func(p string) bool {
+		if holdsAnything(p) {
+			return false
+		}
+		empty = append(empty, p)
+		return true
+	})
 	slices.SortFunc(present, byDepth)
+	slices.SortFunc(empty, byDepth)
 	slices.SortFunc(absent, byDepth)
-	out = append(present, absent...)
+	out = slices.Concat(present, empty, absent)
 	if len(out) > depFoldersMax {
-		left = len(out) - depFoldersMax
-		out = out[:depFoldersMax]
+		past = out[depFoldersMax:]
+		out = out[:depFoldersMax:depFoldersMax]
 	}
 	slices.Sort(out)
-	return out, left, cut
+	return out, past, cut
+}
+
+// holdsAnything reports whether p is a folder (not followed if a symlink) with an entry.
+func holdsAnything(p string) bool {
+	if !isPlainDir(p) {
+		return false
+	}
+	f, err := os.Open(p)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	names, _ := f.Readdirnames(1)
+	return len(names) > 0
 }
 
 // descend reports whether the search for projects looks into a subfolder of this name: not a
@@ -157,7 +214,7 @@ func depFolderLayer(rel string) string {
 // it with the launch's other placeholders.
 // Past depFoldersMax, the rest are not the box's own, and the notice returned says so.
 func (d *Daemon) dependencyOverlays(id, ws, cwd string, facts plan.WorkspaceFacts, c *plan.Contributions) (notice string, err error) {
-	folders, left, cut := dependencyFolders(ws, cwd)
+	folders, past, cut := dependencyFolders(ws, cwd)
 	// The folders earlier launches found are the box's own too, should the search no longer
 	// reach them: a box can make thousands of empty folders, which git status never shows,
 	// so that the next launch's bounded search ends before the host's node_modules (review 13,
@@ -169,10 +226,27 @@ func (d *Daemon) dependencyOverlays(id, ws, cwd string, facts plan.WorkspaceFact
 			"those it did not reach, and no earlier launch found, are not the box's own (the box writes them in place); start the box in a project folder (--workspace DIR)", depProjectDirs)
 		d.log.Warn("dependency folders: the search's bound was reached", "launch", id, "bound", depProjectDirs)
 	}
-	if left > 0 {
+	past = slices.DeleteFunc(past, func(p string) bool { return slices.Contains(folders, p) })
+	if left := len(past); left > 0 {
+		// The host's own folders among them (those that hold anything) are named: the box
+		// writes them in place, and the host's tools run what it leaves there.
+		var host []string
+		for _, p := range past {
+			if rel, err := filepath.Rel(ws, p); err == nil && holdsAnything(p) {
+				host = append(host, rel)
+			}
+		}
+		written := ""
+		if len(host) > 0 {
+			written = ", among them the host's own " + strings.Join(host[:min(len(host), 3)], ", ")
+			if len(host) > 3 {
+				written += fmt.Sprintf(" and %d more", len(host)-3)
+			}
+			written += ", which the host's tools run"
+		}
 		notice = strings.TrimPrefix(notice+"\n", "\n") + fmt.Sprintf("agentbox: %d of the workspace's dependency folders (node_modules, virtualenvs, target) are not the box's own (at most %d are): "+
-			"the box writes them in place, and one it makes is moved aside when it ends; start the box in a project folder (--workspace DIR) to have its own", left, depFoldersMax)
-		d.log.Warn("dependency folders: past the bound", "launch", id, "left", left, "bound", depFoldersMax)
+			"the box writes them in place%s, and one it makes is moved aside when it ends; start the box in a project folder (--workspace DIR) to have its own", left, depFoldersMax, written)
+		d.log.Warn("dependency folders: past the bound", "launch", id, "left", left, "bound", depFoldersMax, "host", host)
 	}
 	if len(folders) == 0 {
 		return notice, nil
@@ -218,9 +292,10 @@ const knownDepFoldersDir = "depfolders"
 const maxKnownDepFolders = 128
 
 // rememberDepFolders returns found with the folders the file known lists (relative to ws) that
-// are folders on the host now, and records in known those, then the ones of found that are
-// folders on the host (not the placeholders a launch makes), the earliest first, at most
-// maxKnownDepFolders. A file that cannot be read or written loses the memory, not the
+// are folders on the host now and hold anything, and records in known those, then the ones of
+// found that are such folders (not the placeholders a launch makes, nor the empty folders a box
+// leaves, which would take the places of the host's: review 14, F4), the earliest first, at
+// most maxKnownDepFolders. A file that cannot be read or written loses the memory, not the
 // launch: it is logged.
 func (d *Daemon) rememberDepFolders(known, ws string, found []string) []string {
 	var keep []string
@@ -228,7 +303,7 @@ func (d *Daemon) rememberDepFolders(known, ws string, found []string) []string {
 	if err == nil {
 		for _, rel := range strings.Split(string(was), "\n") {
 			p := filepath.Join(ws, rel)
-			if rel != "" && filepath.IsLocal(rel) && isPlainDir(p) && !slices.Contains(keep, p) {
+			if rel != "" && filepath.IsLocal(rel) && holdsAnything(p) && !slices.Contains(keep, p) {
 				keep = append(keep, p)
 			}
 		}
@@ -242,7 +317,7 @@ func (d *Daemon) rememberDepFolders(known, ws string, found []string) []string {
 		}
 	}
 	for _, p := range found {
-		if len(keep) < maxKnownDepFolders && !slices.Contains(keep, p) && isPlainDir(p) {
+		if len(keep) < maxKnownDepFolders && !slices.Contains(keep, p) && holdsAnything(p) {
 			keep = append(keep, p)
 		}
 	}

@@ -4,12 +4,14 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"reflect"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/agentbox/agentbox/internal/integrity"
 	"github.com/agentbox/agentbox/internal/plan"
 )
 
@@ -66,8 +68,8 @@ func TestDependencyOverlays(t *testing.T) {
 		filepath.Join(ws, "packages", "web", "ui", "node_modules"),
 		filepath.Join(ws, "py", "venv"),
 	}
-	if got, left, _ := dependencyFolders(ws, cwd); !reflect.DeepEqual(got, want) || left != 0 {
-		t.Fatalf("dependencyFolders = %v (%d left), want %v", got, left, want)
+	if got, past, _ := dependencyFolders(ws, cwd); !reflect.DeepEqual(got, want) || len(past) != 0 {
+		t.Fatalf("dependencyFolders = %v (%v past the bound), want %v", got, past, want)
 	}
 	if got, _, _ := dependencyFolders(ws, ws); slices.Contains(got, filepath.Join(ws, "a", "b", "c", "d", "e", ".venv")) {
 		t.Errorf("a project five folders down is found without being the start folder: %v", got)
@@ -145,9 +147,9 @@ func TestDependencyFoldersBound(t *testing.T) {
 	if err := os.Mkdir(host, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	got, left, _ := dependencyFolders(ws, ws)
-	if len(got) != depFoldersMax || left != 6 || !slices.Contains(got, host) {
-		t.Fatalf("%d folders, %d left, the host's %s among them: %v; want %d, 6 left, it in", len(got), left, host, slices.Contains(got, host), depFoldersMax)
+	got, past, _ := dependencyFolders(ws, ws)
+	if left := len(past); len(got) != depFoldersMax || left != 6 || !slices.Contains(got, host) {
+		t.Fatalf("%d folders, %d left, the host's %s among them: %v; want %d, 6 left, it in", len(got), len(past), host, slices.Contains(got, host), depFoldersMax)
 	}
 	state := t.TempDir()
 	d := &Daemon{stateDir: state, integrity: newIntegrityBroker(integrityDeps{StateDir: state}), log: slog.New(slog.DiscardHandler)}
@@ -173,7 +175,7 @@ func TestDependencyFoldersBound(t *testing.T) {
 func TestDependencyFoldersRemembered(t *testing.T) {
 	ws := t.TempDir()
 	host := filepath.Join(ws, "frontend", "node_modules")
-	if err := os.MkdirAll(host, 0o755); err != nil {
+	if err := os.MkdirAll(filepath.Join(host, "dep"), 0o755); err != nil { // the host's install
 		t.Fatal(err)
 	}
 	if err := os.WriteFile(filepath.Join(ws, "frontend", "package.json"), nil, 0o644); err != nil {
@@ -221,7 +223,8 @@ func TestDependencyFoldersListWrittenOnChange(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	for _, f := range []string{"a/package.json", "b/package.json"} {
+	// The host's folders hold its install: only those are remembered.
+	for _, f := range []string{"a/package.json", "b/package.json", "a/node_modules/.package-lock.json"} {
 		if err := os.WriteFile(filepath.Join(ws, f), nil, 0o644); err != nil {
 			t.Fatal(err)
 		}
@@ -256,8 +259,102 @@ func TestDependencyFoldersListWrittenOnChange(t *testing.T) {
 	if err := os.Mkdir(filepath.Join(ws, "b", "node_modules"), 0o755); err != nil {
 		t.Fatal(err)
 	}
+	if err := os.WriteFile(filepath.Join(ws, "b/node_modules/.package-lock.json"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	if fi3, list3 := launch("L3"); os.SameFile(fi1, fi3) || list3 != "a/node_modules\nb/node_modules\n" {
 		t.Errorf("after another folder: the same file %v, list %q; want it written again with b/node_modules", os.SameFile(fi1, fi3), list3)
+	}
+}
+
+// TestDependencyFoldersHostFirst: a box leaves 70 empty node_modules (git status shows none,
+// and the check at exit leaves an empty folder), more than depFoldersMax; the host's
+// web/node_modules, which holds its install, is the box's own still, and the next launch does
+// not remember the empty ones (whose places would be the host's). Where the host's own folders
+// are past the bound, the launch's notice names them. Before (review 14, F4), the decoys sorted
+// first: web/node_modules was written in place, and the notice only counted.
+func TestDependencyFoldersHostFirst(t *testing.T) {
+	ws := t.TempDir()
+	mk := func(p string) {
+		t.Helper()
+		if err := os.MkdirAll(filepath.Join(ws, p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 70 {
+		mk(fmt.Sprintf("a%02d/node_modules", i))
+	}
+	mk("web/node_modules/.bin")
+	web := filepath.Join(ws, "web", "node_modules")
+	state := t.TempDir()
+	d := &Daemon{stateDir: state, integrity: newIntegrityBroker(integrityDeps{StateDir: state}), log: slog.New(slog.DiscardHandler)}
+	launch := func(id string) ([]string, string) {
+		t.Helper()
+		var c plan.Contributions
+		notice, err := d.dependencyOverlays(id, ws, ws, plan.WorkspaceFacts{}, &c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		d.integrity.reg.Release(id)
+		var got []string
+		for _, m := range c.Mounts {
+			if m.Kind == plan.MountOverlay {
+				got = append(got, m.Target)
+			}
+		}
+		return got, notice
+	}
+	got, notice := launch("L1")
+	if !slices.Contains(got, web) {
+		t.Errorf("the host's %s is not the box's own among %d overlays", web, len(got))
+	}
+	if strings.Contains(notice, "web/node_modules") {
+		t.Errorf("the notice names the host's folder, which is the box's own: %q", notice)
+	}
+	known, _ := os.ReadFile(filepath.Join(state, knownDepFoldersDir, filepath.Base(boxCache(state, ws))))
+	if string(known) != "web/node_modules\n" {
+		t.Errorf("remembered %q, want the host's folder alone", known)
+	}
+	// The host's own folders past the bound are named.
+	for i := range depFoldersMax + 2 {
+		mk(fmt.Sprintf("p%02d/node_modules/dep", i))
+	}
+	_, notice = launch("L2")
+	for _, want := range []string{"among them the host's own", "p64/node_modules", "p65/node_modules"} {
+		if !strings.Contains(notice, want) {
+			t.Errorf("the notice %q does not say %q", notice, want)
+		}
+	}
+}
+
+// TestDependencyFoldersHiddenVenvs: the host's virtualenvs in hidden folders — direnv's
+// .direnv/python-3 (layout python), tox's .tox/py3, nox's .nox/tests, and one in a hidden
+// folder of a project below the top — are the box's own; a .git is not looked into. Before
+// (review 14, F7), the search did not enter hidden folders and the box wrote them in place.
+func TestDependencyFoldersHiddenVenvs(t *testing.T) {
+	py, err := exec.LookPath("python3")
+	if err != nil {
+		t.Skip("python3 not installed")
+	}
+	ws := t.TempDir()
+	var want []string
+	for _, v := range []string{".direnv/python-3", ".tox/py3", ".nox/tests", "svc/.tox/lint"} {
+		if out, err := exec.Command(py, "-m", "venv", "--without-pip", filepath.Join(ws, v)).CombinedOutput(); err != nil {
+			t.Fatalf("python3 -m venv %s: %v\n%s", v, err, out)
+		}
+		want = append(want, filepath.Join(ws, v))
+	}
+	// Not one: a virtualenv's marker in a git directory.
+	if err := os.MkdirAll(filepath.Join(ws, ".git", "x"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(ws, ".git", "x", integrity.VenvMarker), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	got, _, _ := dependencyFolders(ws, ws)
+	slices.Sort(want)
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("dependencyFolders = %v, want %v", got, want)
 	}
 }
 

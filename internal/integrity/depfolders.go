@@ -73,12 +73,61 @@ type DepFolder struct {
 	Ino   uint64 `json:"ino"`
 	Btime int64  `json:"btime,omitempty"` // its birth time (statx), 0 where the file system keeps none
 	Runs  string `json:"runs"`
+	// Empty says that it held nothing at the snapshot: one the box fills in place (not the
+	// box's own: past the launch's bound) is moved aside at exit, so that a box's empty folder
+	// can never become one with content that outranks the host's (review 14, F4).
+	Empty bool `json:"empty,omitempty"`
+}
+
+// pthRuns is the Runs of a python path configuration file (*.pth) in a site-packages folder,
+// which the scan records besides the dependency folders (a file, never beneath another).
+const pthRuns = "python's site runs its import lines at every start of the python whose prefix holds it"
+
+// venvLayout returns the top of the virtualenv that dir, a site-packages folder at a
+// virtualenv's layout (TOP/lib/python3.X/site-packages, lib64, pypy3.X), would belong to, or
+// "". A folder of that layout is a virtualenv to python once a pyvenv.cfg is put beside lib:
+// python -m venv over an existing folder keeps what site-packages holds, and its python runs
+// the *.pth there from its first start (review 14, F6).
+func venvLayout(dir string) string {
+	if filepath.Base(dir) != "site-packages" {
+		return ""
+	}
+	ver := filepath.Dir(dir)
+	lib := filepath.Dir(ver)
+	if v := filepath.Base(ver); !strings.HasPrefix(v, "python") && !strings.HasPrefix(v, "pypy") {
+		return ""
+	}
+	if b := filepath.Base(lib); b != "lib" && b != "lib64" {
+		return ""
+	}
+	return filepath.Dir(lib)
+}
+
+// sitePackages records in deps, when dir (entries ents) is a site-packages folder, the
+// *.pth files in it and, when it lies at a virtualenv's layout (venvLayout), the top of that
+// virtualenv as a dependency folder, whether it holds a pyvenv.cfg or not.
+func sitePackages(ws, dir string, ents []fs.DirEntry, deps map[string]DepFolder) {
+	if filepath.Base(dir) != "site-packages" {
+		return
+	}
+	for _, e := range ents {
+		if strings.HasSuffix(e.Name(), ".pth") && !e.IsDir() {
+			deps[filepath.Join(dir, e.Name())] = DepFolder{Runs: pthRuns}
+		}
+	}
+	if top := venvLayout(dir); top != "" && top != ws && within(top, ws) {
+		deps[top] = DepFolder{Runs: DepFolderKinds[len(DepFolderKinds)-1].Runs}
+	}
 }
 
 // outermost drops from deps the folders that lie beneath another of them (a package's own
-// node_modules inside node_modules): the outer one is what counts, and what is moved.
+// node_modules inside node_modules): the outer one is what counts, and what is moved. A *.pth
+// file is kept: one new in the host's virtualenv is moved aside on its own.
 func outermost(deps map[string]DepFolder) {
-	for p := range deps {
+	for p, f := range deps {
+		if f.Runs == pthRuns {
+			continue
+		}
 		for d := filepath.Dir(p); d != "/" && d != "."; d = filepath.Dir(d) {
 			if _, ok := deps[d]; ok {
 				delete(deps, p)

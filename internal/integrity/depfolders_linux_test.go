@@ -1,6 +1,7 @@
 package integrity
 
 import (
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -106,5 +107,68 @@ func TestDepFoldersMovedAsideAtExit(t *testing.T) {
 		if strings.Contains(tr.Detail, "dependency folder") {
 			t.Errorf("an old state moved a dependency folder: %+v", tr)
 		}
+	}
+}
+
+// TestSitePackagesAtExit: at exit, a new folder at a virtualenv's layout
+// (TOP/lib/python3.X/site-packages) is moved aside whole, pyvenv.cfg or not (review 14, F6:
+// python -m venv over it keeps its .pth); a new *.pth file in any other site-packages (the
+// host's virtualenv, past the launch's bound) is moved aside alone; and an empty dependency
+// folder of the snapshot that the box filled in place (past the bound) is moved aside (review
+// 14, F4). The host's virtualenv and its own .pth stay; nothing moves before the exit.
+func TestSitePackagesAtExit(t *testing.T) {
+	ws := newWS(t)
+	hostPth := filepath.Join(ws, "hostenv", "lib", "python3.11", "site-packages", "host.pth")
+	mustWrite(t, filepath.Join(ws, "hostenv", VenvMarker), "home = /usr/bin\n")
+	mustWrite(t, hostPth, "/opt/x\n")
+	decoy := filepath.Join(ws, "a00", "node_modules")
+	if err := os.MkdirAll(decoy, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	s := Snapshot(resolveWS(t, ws), Limits{})
+	if d, ok := s.Deps[decoy]; !ok || !d.Empty {
+		t.Fatalf("the snapshot's %s: %+v (recorded %v), want an empty one", decoy, d, ok)
+	}
+
+	// What the box does.
+	venv := filepath.Join(ws, "venv") // no pyvenv.cfg
+	mustWrite(t, filepath.Join(venv, "lib", "python3.12", "site-packages", "zz.pth"), "import os\n")
+	newPth := filepath.Join(ws, "hostenv", "lib", "python3.11", "site-packages", "zz.pth")
+	mustWrite(t, newPth, "import os\n")
+	topPth := filepath.Join(ws, "lib", "python3.11", "site-packages", "zz.pth") // its top is the workspace's
+	mustWrite(t, topPth, "import os\n")
+	notSite := filepath.Join(ws, "other", "lib", "python3.11", "x.pth")
+	mustWrite(t, notSite, "import os\n")
+	mustWrite(t, filepath.Join(decoy, ".bin", "hello"), "#!/bin/sh\necho box\n")
+
+	for _, tr := range s.VerifyExec() {
+		if strings.Contains(tr.Detail, "moved aside") {
+			t.Errorf("a check before the exit moved %s: %+v", tr.Path, tr)
+		}
+	}
+	moved := map[string]Kind{}
+	for _, tr := range s.VerifyExit() {
+		if !strings.Contains(tr.Detail, "moved aside to") || !tr.Alert {
+			t.Errorf("not moved aside with an alert: %+v", tr)
+			continue
+		}
+		moved[tr.Path] = tr.Kind
+	}
+	want := map[string]Kind{venv: Created, newPth: Created, topPth: Created, decoy: Modified}
+	if !maps.Equal(moved, want) {
+		t.Errorf("moved %v, want %v", moved, want)
+	}
+	for p := range want {
+		if _, err := os.Lstat(p + QuarantineSuffix + "1"); err != nil {
+			t.Errorf("%s was not kept aside: %v", p, err)
+		}
+	}
+	for _, p := range []string{hostPth, filepath.Join(ws, "hostenv", VenvMarker), notSite} {
+		if _, err := os.Lstat(p); err != nil {
+			t.Errorf("%s: %v", p, err)
+		}
+	}
+	for _, tr := range s.VerifyExit() {
+		t.Errorf("a second check at exit: %+v", tr)
 	}
 }

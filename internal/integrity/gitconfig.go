@@ -87,6 +87,7 @@ func scanDir(ws, dir string, skip map[string]bool, files []NestedConfigFile, out
 		if dir != ws && IsVenv(ents) && !strings.Contains(filepath.Base(dir), QuarantineSuffix) {
 			deps[dir] = DepFolder{Runs: DepFolderKinds[len(DepFolderKinds)-1].Runs}
 		}
+		sitePackages(ws, dir, ents, deps)
 		for _, de := range ents {
 			if de.IsDir() {
 				if k := depFolderKind(de.Name(), ents); k != nil {
@@ -222,6 +223,14 @@ var NestedConfigFiles = append([]NestedConfigFile{
 	{"", "rust-toolchain.toml", "rustup's toolchain override, read from the current folder and each one above: a path toolchain runs at any cargo"},
 	{"", "go.work", "Go's workspace file, read from the current folder and each one above: use and replace directives make go build and go run compile other code"},
 	{"vendor", "modules.txt", "Go's vendor list, beside a go.mod (or go.work): consistent with it, go build and go run compile vendor/ in place of the modules, unchecked against go.sum"},
+	{".mvn", "jvm.config", "Maven's JVM options, read from the project's top at every mvn: -javaagent runs a jar in the host's JVM"},
+	{".mvn", "maven.config", "Maven's options, read from the project's top at every mvn: -s names another settings file"},
+	{".mvn", "extensions.xml", "Maven's core extensions, read from the project's top at every mvn: loaded into the host's Maven"},
+	{".mvn/wrapper", "maven-wrapper.properties", "the Maven wrapper's settings: distributionUrl names the Maven ./mvnw downloads and runs"},
+	{"", "gradle.properties", "Gradle's project properties: org.gradle.jvmargs starts the host's Gradle daemon with them (-javaagent)"},
+	{"gradle/wrapper", "gradle-wrapper.properties", "the Gradle wrapper's settings: distributionUrl names the Gradle ./gradlew downloads and runs"},
+	{".cursor", "hooks.json", "Cursor's project hooks: commands its agent runs at its events, without asking"},
+	{".windsurf", "hooks.json", "Windsurf's workspace hooks: commands Cascade runs at its events, without asking"},
 }, append(hookManagerConfigFiles(), profileConfigFiles()...)...)
 
 // hookManagerConfigFiles returns the git hook managers' files and folders (plan.HookManagerFiles,

@@ -1,6 +1,7 @@
 package integrity
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -279,30 +280,51 @@ func identify(deps map[string]DepFolder) {
 			continue
 		}
 		id.Runs = d.Runs
+		id.Empty = d.Runs != pthRuns && emptyDir(p)
 		deps[p] = id
 	}
 }
 
 // moveNewDeps moves aside each of deps (found by the scan at exit) that is not the folder the
 // snapshot saw at its path and is not empty (an empty one runs nothing: the launch's own
-// placeholders, released after this check), and returns the transitions and the paths moved.
+// placeholders, released after this check), or is that folder, empty then and filled since
+// (past the launch's bound, the box writes it in place), and each *.pth file that is not the
+// one the snapshot saw; it returns the transitions and the paths moved.
 func (s *State) moveNewDeps(deps map[string]DepFolder) ([]Transition, []string) {
 	identify(deps)
 	var out []Transition
 	var moved []string
-	for p, d := range deps {
-		old, had := s.Deps[p]
-		if had && old.Dev == d.Dev && old.Ino == d.Ino && old.Btime == d.Btime {
+	// The folders first: a *.pth file in one moved goes with it.
+	paths := slices.SortedFunc(maps.Keys(deps), func(a, b string) int {
+		return cmp.Or(cmp.Compare(boolInt(deps[a].Runs == pthRuns), boolInt(deps[b].Runs == pthRuns)), strings.Compare(a, b))
+	})
+	for _, p := range paths {
+		d := deps[p]
+		pth := d.Runs == pthRuns
+		if pth && slices.ContainsFunc(moved, func(m string) bool { return within(p, m) }) {
 			continue
 		}
-		if emptyDir(p) {
+		old, had := s.Deps[p]
+		same := had && old.Dev == d.Dev && old.Ino == d.Ino && old.Btime == d.Btime
+		filled := same && old.Empty && !d.Empty
+		if same && !filled || !pth && emptyDir(p) {
 			continue
 		}
 		kind, what := Created, "a dependency folder made while the box ran"
-		if had {
+		switch {
+		case pth && had:
+			kind, what = Replaced, "a python path configuration file (.pth) in a site-packages folder, written while the box ran in place of the one there at launch"
+		case pth:
+			what = "a python path configuration file (.pth) in a site-packages folder, made while the box ran"
+		case filled:
+			kind, what = Modified, "a dependency folder that was empty when the launch began and was filled while the box ran (it was not the box's own)"
+		case had:
 			kind, what = Replaced, "a dependency folder made while the box ran in place of the one there at launch (removed meanwhile)"
 		}
 		detail := what + ", which the host's tools would run from (" + d.Runs + ")"
+		if pth {
+			detail = what + ": " + d.Runs
+		}
 		if aside, err := moveAside(s.Workspace, p); err == nil {
 			detail += "; moved aside to " + aside
 			moved = append(moved, p)
@@ -313,6 +335,13 @@ func (s *State) moveNewDeps(deps map[string]DepFolder) ([]Transition, []string) 
 		out = append(out, Transition{Kind: kind, Path: p, Detail: detail, Alert: true})
 	}
 	return out, moved
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // movable reports whether a finding at p is moved aside when new or changed: git's

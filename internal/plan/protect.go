@@ -28,7 +28,14 @@ import (
 // and `go run` compile the box's code in place of a module's; and vendor/modules.txt, with which
 // (consistent with go.mod) the go command builds from vendor/ by default (-mod=vendor) and never
 // checks the vendored sources against go.sum: a box's `go mod vendor` and an edited dependency
-// there were compiled into the host's next `go build` (review 12, F6).
+// there were compiled into the host's next `go build` (review 12, F6). Maven's launcher reads
+// .mvn/ from the project's top at every mvn (mvn -v too): jvm.config's -javaagent runs a jar in
+// the host's JVM, extensions.xml loads core extensions, maven.config adds options (-s);
+// gradle.properties' org.gradle.jvmargs starts the host's Gradle daemon with them, and the
+// wrappers' properties (distributionUrl) name the Maven or Gradle that ./mvnw and ./gradlew
+// download and run (review 14, F5). Cursor's .cursor/hooks.json and Windsurf's
+// .windsurf/hooks.json are hooks the editors' agents run at their events without asking
+// (review 14, F12).
 var WorkspaceProtected = append([]string{
 	".git",
 	".gitmodules",
@@ -65,6 +72,14 @@ var WorkspaceProtected = append([]string{
 	"rust-toolchain.toml",
 	"go.work",
 	"vendor/modules.txt",
+	".mvn/jvm.config",
+	".mvn/maven.config",
+	".mvn/extensions.xml",
+	".mvn/wrapper/maven-wrapper.properties",
+	"gradle.properties",
+	"gradle/wrapper/gradle-wrapper.properties",
+	".cursor/hooks.json",
+	".windsurf/hooks.json",
 }, HookManagerFiles()...)
 
 // HookManagerFiles returns the files and folders that a git hook manager the host has already
