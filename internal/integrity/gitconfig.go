@@ -452,6 +452,23 @@ func hashed(ws, path, what string, out map[string]string) {
 	}
 }
 
+// expandHome expands a path value's leading "~" or "~/" to the home folder, as git does; a
+// "~user/…" is not expanded (ok is false).
+func expandHome(v string) (string, bool) {
+	rest, ok := strings.CutPrefix(v, "~")
+	if !ok {
+		return v, true
+	}
+	if rest != "" && rest[0] != '/' {
+		return v, false
+	}
+	home, err := os.UserHomeDir()
+	if err != nil || home == "" {
+		return v, false
+	}
+	return home + rest, true
+}
+
 // maxGitNesting bounds how deep scanGitDir follows modules/ and worktrees/ within gitdirs.
 const maxGitNesting = 8
 
@@ -463,7 +480,7 @@ func scanGitDir(ws, gd string, skip map[string]bool, out map[string]string, dept
 		return
 	}
 	for _, f := range GitDirConfigFiles {
-		checkConfig(ws, filepath.Join(gd, f), skip, out)
+		checkConfig(ws, gd, filepath.Join(gd, f), skip, out)
 	}
 	checkHooks(ws, filepath.Join(gd, "hooks"), skip, out)
 	checkPackedRefs(ws, filepath.Join(gd, "packed-refs"), skip, out)
@@ -476,7 +493,7 @@ func scanGitDir(ws, gd string, skip map[string]bool, out map[string]string, dept
 		// git reads it whole: where it leads is not known.
 		out[cf] = "git commondir " + err.Error()
 	case ok && common != gd:
-		checkConfig(ws, filepath.Join(common, "config"), skip, out)
+		checkConfig(ws, gd, filepath.Join(common, "config"), skip, out)
 		checkHooks(ws, filepath.Join(common, "hooks"), skip, out)
 		checkPackedRefs(ws, filepath.Join(common, "packed-refs"), skip, out)
 		checkAlternates(ws, common, skip, out)
@@ -549,12 +566,14 @@ func isDir(p string) bool {
 // 13, F7).
 const maxCheckedFile = 1 << 20
 
-// checkConfig records path when it holds executable git configuration (ExecKeys). A symlink
-// is followed beneath ws, as git follows it; one leading elsewhere is recorded as such. A
-// config the scan cannot read as git does, one git would refuse or one over maxCheckedFile,
-// counts as executable (review 13, F6 and F7): its detail names why, and its size and ctime
-// when it was not read, so that any change to it is a change.
-func checkConfig(ws, path string, skip map[string]bool, out map[string]string) {
+// checkConfig records path, a config file git reads for the git directory gd, when it holds
+// executable git configuration (ExecKeys) or a path key that leads git out of ws (GitPathKeys:
+// a core.worktree in the box cache, review 14, F16). A symlink is followed beneath ws, as git
+// follows it; one leading elsewhere is recorded as such. A config the scan cannot read as git
+// does, one git would refuse or one over maxCheckedFile, counts as executable (review 13, F6
+// and F7): its detail names why, and its size and ctime when it was not read, so that any
+// change to it is a change.
+func checkConfig(ws, gd, path string, skip map[string]bool, out map[string]string) {
 	if skip[path] {
 		return
 	}
@@ -569,18 +588,76 @@ func checkConfig(ws, path string, skip map[string]bool, out map[string]string) {
 	case err != nil:
 		return
 	}
-	keys, perr := ExecKeys(b)
+	entries, perr := ParseConfig(b)
+	keys := execKeys(entries)
+	far := pathKeysOutside(ws, gd, entries)
 	switch {
 	case perr != nil:
 		sum := sha256.Sum256(b)
 		d := fmt.Sprintf("git config that git would not read (%v): taken for executable (sha256 %s)", perr, hex.EncodeToString(sum[:6]))
-		if len(keys) > 0 {
-			d += "; before that line: " + strings.Join(keys, ", ")
+		if k := append(keys, far...); len(k) > 0 {
+			d += "; before that line: " + strings.Join(k, ", ")
 		}
 		out[path] = d
+	case len(keys) > 0 && len(far) > 0:
+		out[path] = "executable git configuration: " + strings.Join(keys, ", ") + "; " + strings.Join(far, ", ")
 	case len(keys) > 0:
 		out[path] = "executable git configuration: " + strings.Join(keys, ", ")
+	case len(far) > 0:
+		out[path] = "git configuration leading out of the workspace: " + strings.Join(far, ", ")
 	}
+}
+
+// pathKeysOutside returns the GitPathKeys of entries (a config file of the git directory gd)
+// whose value leads out of ws, each as "key = where": git would read a work tree, ignore or
+// attributes file there that the scan never reads (the box cache, which boxes write and which
+// has the same path on the host). A relative core.worktree is relative to gd, a relative file
+// to the folder above gd (the work tree's top, where git opens it); "~" is the home folder;
+// symlinks beneath ws are followed as git follows them.
+func pathKeysOutside(ws, gd string, entries []ConfigEntry) []string {
+	var out []string
+	for _, e := range entries {
+		for _, k := range GitPathKeys {
+			if e.HasSub || e.Section+"."+e.Key != k.Name || e.Value == "" {
+				continue
+			}
+			base := filepath.Dir(gd)
+			if k.FromGitDir {
+				base = gd
+			}
+			if p, far := leadsOut(ws, base, e.Value); far {
+				out = append(out, e.Name()+" = "+p)
+			}
+		}
+	}
+	return out
+}
+
+// leadsOut resolves a path value of git configuration (relative to base; "~" and "~/…" the
+// home folder) and reports whether it leads out of ws, following the symlinks of the part of
+// it that exists (a link beneath ws that leads out counts). "~user" counts as out.
+func leadsOut(ws, base, v string) (string, bool) {
+	p, ok := expandHome(v)
+	if !ok {
+		return v, true
+	}
+	if !filepath.IsAbs(p) {
+		p = filepath.Join(base, p)
+	}
+	p = filepath.Clean(p)
+	if !within(p, ws) {
+		return p, true
+	}
+	// The longest part of p that exists, with its symlinks resolved, and the rest after it.
+	head, tail := p, ""
+	for within(head, ws) && head != ws {
+		if r, err := filepath.EvalSymlinks(head); err == nil {
+			r = filepath.Join(r, tail)
+			return r, !within(r, ws)
+		}
+		head, tail = filepath.Dir(head), filepath.Join(filepath.Base(head), tail)
+	}
+	return p, false
 }
 
 // alternatesFiles are the files of a git directory that name other object stores, from which

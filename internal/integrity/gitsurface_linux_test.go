@@ -507,6 +507,35 @@ var gitSurfaceTests = map[string]func(t *testing.T){
 		mustWrite(t, filepath.Join(ws, "hooks.cfg"), "[core]\n\thooksPath = tools/hooks\n")
 		wantPinned(t, resolveWS(t, ws), "hooks.cfg", "tools/hooks")
 	},
+	"GitPathKeys (core.worktree, core.excludesFile, core.attributesFile) leading out of the workspace": func(t *testing.T) {
+		ws := newWS(t)
+		out, _ := filepath.EvalSymlinks(t.TempDir())
+		// A submodule's own core.worktree (relative to its gitdir, beneath the workspace) and
+		// a nested repository's leading into the workspace are no finding.
+		mustWrite(t, filepath.Join(ws, ".git/modules/s/HEAD"), "ref: refs/heads/main\n")
+		mustWrite(t, filepath.Join(ws, ".git/modules/s/config"), "[core]\n\tworktree = ../../../s\n")
+		mustWrite(t, filepath.Join(ws, "n/.git/HEAD"), "ref: refs/heads/main\n")
+		mustWrite(t, filepath.Join(ws, "n/.git/config"), "[core]\n\tworktree = ../../w\n\texcludesFile = ../x/ignore\n")
+		s := Snapshot(resolveWS(t, ws), Limits{})
+		if ts := s.VerifyExec(); len(ts) != 0 {
+			t.Errorf("values beneath the workspace are a finding: %+v", ts)
+		}
+		for i, c := range []string{
+			"[core]\n\tworktree = " + out + "\n",
+			"[core]\n\tworktree = ../../../" + filepath.Base(filepath.Dir(ws)) + "\n", // relative, out
+			"[core]\n\tworktree = ../../link\n",                                       // a symlink beneath the workspace leading out
+			"[core]\n\texcludesFile = " + out + "/ignore\n",
+			"[core]\n\tattributesFile = ~/attrs\n",
+			"[core]\n\tworktree = ~someone/w\n",
+		} {
+			ws := newWS(t)
+			os.Symlink(out, filepath.Join(ws, "link"))
+			mustWrite(t, filepath.Join(ws, "n/.git/HEAD"), "ref: refs/heads/main\n")
+			s := Snapshot(resolveWS(t, ws), Limits{})
+			mustWrite(t, filepath.Join(ws, "n/.git/config"), c)
+			t.Run(itoa(i), func(t *testing.T) { movedAside(t, s, filepath.Join(ws, "n/.git/config")) })
+		}
+	},
 	".git (a file)": func(t *testing.T) {
 		ws, _ := filepath.EvalSymlinks(t.TempDir())
 		mustWrite(t, filepath.Join(ws, "gd/HEAD"), "ref: refs/heads/main\n")
