@@ -3,6 +3,7 @@ package integrity_test
 import (
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -56,5 +57,62 @@ echo planted`, boxGit, touch))
 	if d := eventDetail(l, p); !l.Drift || !hasEvent(l, "created", p) && !hasEvent(l, "changed", p) ||
 		!strings.Contains(d, "core.worktree") || !strings.Contains(d, "moved aside to") {
 		t.Errorf("lib's config with core.worktree in the box cache is not recorded as moved aside: drift %v %+v", l.Drift, l.DriftEvents)
+	}
+}
+
+// TestAttackUserIncludeInWorkspace (review 14, F17): the user's own git configuration
+// ($XDG_CONFIG_HOME/git/config) includes ~/inc.gitconfig, which includes, for every repository
+// beneath the workspace (includeIf "gitdir:WORK/", by a path relative to itself), WORK/.gitconfig:
+// the common layout of a folder of repositories with its own identity, the folder the agent is
+// started in. A box appends core.fsmonitor to that file: before, it was an ordinary file, and
+// the host's git status in any repository beneath ran the box's command. The user's
+// core.excludesFile in the workspace (a box's line would hide its new file from the host's git
+// status) and init.templateDir there (absent: the hooks the host's next git init or clone
+// copies) are pinned and guarded as well.
+func TestAttackUserIncludeInWorkspace(t *testing.T) {
+	t.Parallel()
+	e := newDaemonEnv(t)
+	cfg := strings.TrimPrefix(e.vars[len(e.vars)-1], "XDG_CONFIG_HOME=")
+	rel, err := filepath.Rel(e.home, e.work)
+	if err != nil {
+		t.Fatal(err)
+	}
+	write(t, filepath.Join(cfg, "git", "config"), "[user]\n\tname = Host\n\temail = host@example.org\n[include]\n\tpath = ~/inc.gitconfig\n"+
+		"[core]\n\texcludesFile = "+filepath.Join(e.work, ".gitexcludes")+"\n[init]\n\ttemplateDir = "+filepath.Join(e.work, ".tmpl")+"\n")
+	write(t, filepath.Join(e.home, "inc.gitconfig"), fmt.Sprintf("[includeIf \"gitdir:%s/\"]\n\tpath = %s\n", e.work, filepath.Join(rel, ".gitconfig")))
+	write(t, filepath.Join(e.work, ".gitconfig"), "[user]\n\temail = host-work@example.org\n")
+	write(t, filepath.Join(e.work, ".gitexcludes"), "# the user's\n")
+	repo1 := filepath.Join(e.work, "repo1")
+	os.Mkdir(repo1, 0o755)
+	git(t, repo1, "init", "-q")
+	write(t, filepath.Join(repo1, "a"), "a\n")
+	git(t, repo1, "add", "a")
+	git(t, repo1, "commit", "-q", "-m", "a")
+	userGit := func(dir string, args ...string) string {
+		c := exec.Command("git", args...)
+		c.Dir = dir
+		c.Env = append(os.Environ(), "HOME="+e.home, "XDG_CONFIG_HOME="+cfg, "GIT_CONFIG_NOSYSTEM=1")
+		b, _ := c.CombinedOutput()
+		return string(b)
+	}
+	if got := strings.TrimSpace(userGit(repo1, "config", "user.email")); got != "host-work@example.org" {
+		t.Fatalf("the host's git does not read the included file (the test would prove nothing): user.email %q", got)
+	}
+	mark, touch := e.marker("fsmonitor-user-include")
+	out := e.boxPlant(fmt.Sprintf(`printf '[core]\n\tfsmonitor = "%s; false"\n' >> .gitconfig
+echo evil.go >> .gitexcludes
+echo 'package main' > repo1/evil.go
+mkdir -p .tmpl/hooks && printf '#!/bin/sh\ntrue\n' > .tmpl/hooks/post-checkout
+grep -q fsmonitor .gitconfig && grep -q evil.go .gitexcludes && echo planted`, touch))
+	if !strings.Contains(out, "planted") {
+		t.Fatalf("the plant did not complete in the box (the test would prove nothing):\n%s", out)
+	}
+	gs := userGit(repo1, "status", "--porcelain")
+	notRun(t, mark, "the host's git status in repo1, with the user's configuration:\n"+gs, out)
+	if !strings.Contains(gs, "evil.go") {
+		t.Errorf("the box's line in the user's core.excludesFile hid its new file from the host's git status:\n%s", gs)
+	}
+	if _, err := os.Lstat(filepath.Join(e.work, ".tmpl", "hooks", "post-checkout")); err == nil {
+		t.Errorf("the box's hook in the user's init.templateDir reached the host")
 	}
 }

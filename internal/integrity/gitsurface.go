@@ -64,6 +64,7 @@ var GitSurfaceFiles = []GitSurfaceFile{
 	{"nested repositories: DIR/.git (folder, file or symlink), bare repositories", "their config files, common dir and hooks (git status at the top enters gitlinks)", CoverMovedAside},
 	{"symlinked config files and .git entries", "git follows them", CoverMovedAside},
 	{"GitPathKeys (core.worktree, core.excludesFile, core.attributesFile) leading out of the workspace", "a work tree whose gitlinks git status enters, ignore and attributes files, where the scan does not read", CoverMovedAside},
+	{"the user's configuration: include targets, init.templateDir, core.excludesFile, core.attributesFile, core.hooksPath beneath the workspace", "more of the user's configuration (for every repository its condition matches), the hooks git init and clone copy, ignore patterns, attributes, hooks", CoverPinned},
 }
 
 // GitValue says which values of a GitProgramKey make git run something.

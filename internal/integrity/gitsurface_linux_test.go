@@ -536,6 +536,29 @@ var gitSurfaceTests = map[string]func(t *testing.T){
 			t.Run(itoa(i), func(t *testing.T) { movedAside(t, s, filepath.Join(ws, "n/.git/config")) })
 		}
 	},
+	"the user's configuration: include targets, init.templateDir, core.excludesFile, core.attributesFile, core.hooksPath beneath the workspace": func(t *testing.T) {
+		// A folder of repositories with no git directory at its top, and the user's
+		// configuration includes a file in it (review 14, F17): "~" expanded, a relative
+		// include beside the including file, nested includes, whatever the condition.
+		ws, _ := filepath.EvalSymlinks(t.TempDir())
+		home, _ := filepath.EvalSymlinks(t.TempDir())
+		xdg := t.TempDir()
+		t.Setenv("HOME", home)
+		t.Setenv("XDG_CONFIG_HOME", xdg)
+		rel, _ := filepath.Rel(home, ws)
+		mustWrite(t, filepath.Join(xdg, "git/config"), "[include]\n\tpath = ~/inc.cfg\n[init]\n\ttemplateDir = "+ws+"/tmpl\n")
+		mustWrite(t, filepath.Join(home, "inc.cfg"), "[includeIf \"gitdir:/nowhere/\"]\n\tpath = "+rel+"/.gitconfig\n")
+		mustWrite(t, filepath.Join(home, ".gitconfig"), "[core]\n\texcludesFile = ~/"+rel+"/ignore\n\tattributesFile = "+ws+"/attrs\n\thooksPath = "+ws+"/hooks\n"+
+			"\tfsmonitor = ~/"+rel+"/tools/fsmon --flag\n[alias]\n\tx = !"+ws+"/tools/alias.sh\n[filter \"f\"]\n\tclean = tools/rel.sh\n")
+		mustWrite(t, filepath.Join(ws, ".gitconfig"), "[include]\n\tpath = team/more.cfg\n")
+		mustWrite(t, filepath.Join(ws, "repo/.git/HEAD"), "ref: refs/heads/main\n")
+		// team/more.cfg, tmpl, attrs, hooks and the programs are absent: guarded.
+		lay := resolveWS(t, ws)
+		wantPinned(t, lay, ".gitconfig", "team/more.cfg", "tmpl", "ignore", "attrs", "hooks", "tools/fsmon", "tools/alias.sh")
+		if pinnedRels(lay)["tools/rel.sh"] {
+			t.Error("a program git looks up on PATH (or in each repository) is pinned by its name in the workspace")
+		}
+	},
 	".git (a file)": func(t *testing.T) {
 		ws, _ := filepath.EvalSymlinks(t.TempDir())
 		mustWrite(t, filepath.Join(ws, "gd/HEAD"), "ref: refs/heads/main\n")
