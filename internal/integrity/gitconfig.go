@@ -30,7 +30,8 @@ type Finding struct {
 // roots, which the watch covers itself), by path: every git directory's config files and
 // hooks (GitSurfaceFiles: nested repositories, bare ones, the gitdir a .git file points to
 // within ws, submodule gitdirs at any depth and linked worktrees' gitdirs, also beneath the
-// workspace's own .git), .git files and symlinks and commondir files that lead out of ws,
+// workspace's own .git; their rr-cache entries: checkRerere), .git files and symlinks,
+// commondir files and GitPathKeys values that lead out of ws,
 // .envrc files, python bytecode (*.pyc, by size and ctime: pythonBytecode; a __pycache__ that
 // is a symlink) and extension modules that shadow a source beside them (shadowsSource), and agents' and editors' configuration in subfolders (NestedConfigFiles, and
 // the entries of config it lacks: the launch's programs', ProfileConfigFiles). A config file
@@ -486,6 +487,7 @@ func scanGitDir(ws, gd string, skip map[string]bool, out map[string]string, dept
 	checkPackedRefs(ws, filepath.Join(gd, "packed-refs"), skip, out)
 	checkAlternates(ws, gd, skip, out)
 	checkSequencer(ws, gd, skip, out)
+	checkRerere(gd, skip, out)
 	common, ok, err := commonDir(ws, gd)
 	cf := filepath.Join(gd, "commondir")
 	switch {
@@ -497,6 +499,7 @@ func scanGitDir(ws, gd string, skip map[string]bool, out map[string]string, dept
 		checkHooks(ws, filepath.Join(common, "hooks"), skip, out)
 		checkPackedRefs(ws, filepath.Join(common, "packed-refs"), skip, out)
 		checkAlternates(ws, common, skip, out)
+		checkRerere(common, skip, out)
 	case !ok && common != "" && !skip[cf]:
 		// git takes config and hooks from a common dir out of the workspace: as a .git
 		// pointer leading out (dotGitOutside), the commondir file is the finding.
@@ -701,6 +704,56 @@ func checkSequencer(ws, gd string, skip map[string]bool, out map[string]string) 
 		case err == nil && todoExecs(b):
 			sum := sha256.Sum256(b)
 			out[p] = "exec lines in a sequencer todo list, which git rebase --continue runs (sha256 " + hex.EncodeToString(sum[:6]) + ")"
+		}
+	}
+}
+
+// checkRerere records the conflict resolutions git rerere keeps in gd (rr-cache/ID, in the
+// common dir), each by the names, sizes and ctimes of its files (any write, rename or link
+// moves a ctime; none is read). With the user's rerere.enabled, the host's next merge or rebase
+// meeting a conflict whose preimage is recorded writes the recorded postimage as its
+// resolution, says only "Resolved 'F' using previous resolution." and, with rerere.autoUpdate,
+// stages it: a box that foresees a conflict could record a resolution of its own (review 14,
+// F15). An entry that is new or changed is moved aside (git skips a folder whose name is not an
+// id, and then only lost a remembered resolution); so is rr-cache itself, or an entry, as a
+// symlink (git follows it where the scan does not).
+func checkRerere(gd string, skip map[string]bool, out map[string]string) {
+	dir := filepath.Join(gd, "rr-cache")
+	if skip[dir] {
+		return
+	}
+	const what = "a conflict resolution recorded by git rerere, which the host's next merge or rebase with rerere.enabled applies as its own"
+	if fi, err := os.Lstat(dir); err != nil || fi.Mode()&os.ModeSymlink != 0 {
+		if err == nil {
+			t, _ := os.Readlink(dir)
+			out[dir] = "git's recorded conflict resolutions (rr-cache) as a symlink to " + t
+		}
+		return
+	}
+	ents, err := readDirOwned(dir)
+	if err != nil {
+		return
+	}
+	for _, de := range ents {
+		p := filepath.Join(dir, de.Name())
+		switch {
+		case strings.Contains(de.Name(), QuarantineSuffix) || skip[p]:
+		case de.Type()&os.ModeSymlink != 0:
+			t, _ := os.Readlink(p)
+			out[p] = what + " (rr-cache), as a symlink to " + t
+		case de.IsDir():
+			files, err := readDirOwned(p)
+			if err != nil {
+				continue
+			}
+			h := sha256.New()
+			for _, f := range files {
+				if fi, err := f.Info(); err == nil {
+					_, _, ctime := identity(fi)
+					fmt.Fprintf(h, "%s\x00%d\x00%d\x00", f.Name(), fi.Size(), ctime)
+				}
+			}
+			out[p] = fmt.Sprintf("%s (rr-cache: %d files, identity %s)", what, len(files), hex.EncodeToString(h.Sum(nil)[:6]))
 		}
 	}
 }

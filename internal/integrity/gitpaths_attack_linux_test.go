@@ -116,3 +116,49 @@ grep -q fsmonitor .gitconfig && grep -q evil.go .gitexcludes && echo planted`, t
 		t.Errorf("the box's hook in the user's init.templateDir reached the host")
 	}
 }
+
+// TestAttackRerereResolution (review 14, F15): branches main and feature both change the
+// Makefile's line; feature is checked out. A box merges main with rerere enabled, writes its own
+// resolution of the conflict with a line of its own, records it (git rerere) and aborts the
+// merge: the work tree, the index and git status are as before. Before, the host's next merge
+// of main with the user's rerere.enabled said "Resolved 'Makefile' using previous resolution."
+// and wrote the box's line. The entry the box recorded is moved aside at exit, with a note.
+func TestAttackRerereResolution(t *testing.T) {
+	t.Parallel()
+	e := newDaemonEnv(t)
+	repo(t, e.work)
+	mk := filepath.Join(e.work, "Makefile")
+	write(t, mk, "all:\n\t@echo v1\n")
+	git(t, e.work, "add", "Makefile")
+	git(t, e.work, "commit", "-q", "-m", "make")
+	git(t, e.work, "checkout", "-q", "-b", "feature")
+	write(t, mk, "all:\n\t@echo feature\n")
+	git(t, e.work, "commit", "-q", "-am", "feature")
+	git(t, e.work, "checkout", "-q", "main")
+	write(t, mk, "all:\n\t@echo main\n")
+	git(t, e.work, "commit", "-q", "-am", "main")
+	git(t, e.work, "checkout", "-q", "feature")
+	out := e.boxPlant(boxGit + ` -c rerere.enabled=true merge main 2>&1; echo "merge: $?"
+printf 'all:\n\t@echo feature main\n\t@echo BOXCODE\n' > Makefile
+` + boxGit + ` -c rerere.enabled=true rerere; echo "rerere: $?"; git merge --abort; echo "abort: $?"; ls .git/rr-cache | grep -q . && echo planted`)
+	if !strings.Contains(out, "planted") {
+		t.Fatalf("the box recorded no resolution (the test would prove nothing):\n%s", out)
+	}
+	if st, _ := hostGit(e.work, "status", "--porcelain"); st != "" {
+		t.Fatalf("the box's merge left a trace in git status (the test would prove less): %q", st)
+	}
+	m, err := hostGit(e.work, "-c", "rerere.enabled=true", "merge", "main")
+	if b, _ := os.ReadFile(mk); strings.Contains(string(b), "BOXCODE") {
+		t.Errorf("the host's merge with rerere.enabled applied the box's resolution (%v):\n%s\nMakefile:\n%s", err, m, b)
+	}
+	l := e.lastLaunch()
+	found := false
+	for _, ev := range l.DriftEvents {
+		if strings.Contains(ev.Path, "/.git/rr-cache/") && strings.Contains(ev.Detail, "rerere") && strings.Contains(ev.Detail, "moved aside to") {
+			found = true
+		}
+	}
+	if !l.Drift || !found {
+		t.Errorf("the box's rr-cache entry is not recorded as moved aside: drift %v %+v", l.Drift, l.DriftEvents)
+	}
+}

@@ -60,6 +60,7 @@ var GitSurfaceFiles = []GitSurfaceFile{
 	{"GITDIR/modules/**/ (submodule gitdirs, any depth)", "each submodule's git directory: all of GITDIR/ above", CoverPinned},
 	{"SUBMODULE/.git (a file)", "the submodule's gitdir pointer", CoverPinnedPresent},
 	{"GITDIR/rebase-merge/git-rebase-todo, GITDIR/sequencer/todo (with exec lines)", "a stopped rebase's todo list: git rebase --continue runs its exec lines, of which git status shows none past the next two commands", CoverMovedAside},
+	{"GITDIR/rr-cache/*", "conflict resolutions git rerere recorded: the next merge or rebase with rerere.enabled writes one as its own resolution", CoverMovedAside},
 	{"GITDIR/worktrees/*/commondir, gitdir, config.worktree", "a linked worktree's common dir, its back pointer and its configuration", CoverPinned},
 	{"nested repositories: DIR/.git (folder, file or symlink), bare repositories", "their config files, common dir and hooks (git status at the top enters gitlinks)", CoverMovedAside},
 	{"symlinked config files and .git entries", "git follows them", CoverMovedAside},

@@ -507,6 +507,33 @@ var gitSurfaceTests = map[string]func(t *testing.T){
 		mustWrite(t, filepath.Join(ws, "hooks.cfg"), "[core]\n\thooksPath = tools/hooks\n")
 		wantPinned(t, resolveWS(t, ws), "hooks.cfg", "tools/hooks")
 	},
+	"GITDIR/rr-cache/*": func(t *testing.T) {
+		ws := newWS(t)
+		const id = "0123456789abcdef0123456789abcdef01234567"
+		mustWrite(t, filepath.Join(ws, ".git/rr-cache/"+id+"/preimage"), "<<<<<<<\na\n=======\nb\n>>>>>>>\n")
+		mustWrite(t, filepath.Join(ws, ".git/rr-cache/"+id+"/postimage"), "a b\n")
+		s := Snapshot(resolveWS(t, ws), Limits{})
+		if ts := s.VerifyExec(); len(ts) != 0 {
+			t.Errorf("an entry there at launch is a change: %+v", ts)
+		}
+		// A new entry, and the old one's postimage rewritten.
+		const id2 = "89abcdef0123456789abcdef0123456789abcdef"
+		mustWrite(t, filepath.Join(ws, ".git/rr-cache/"+id2+"/preimage"), "x\n")
+		mustWrite(t, filepath.Join(ws, ".git/rr-cache/"+id2+"/postimage"), "evil\n")
+		movedAside(t, s, filepath.Join(ws, ".git/rr-cache/"+id2))
+		mustWrite(t, filepath.Join(ws, ".git/rr-cache/"+id+"/postimage"), "a b evil\n")
+		movedAside(t, s, filepath.Join(ws, ".git/rr-cache/"+id))
+		// In a nested repository, and rr-cache as a symlink out of the workspace.
+		out := t.TempDir()
+		mustWrite(t, filepath.Join(ws, "n/.git/HEAD"), "ref: refs/heads/main\n")
+		mustWrite(t, filepath.Join(ws, "n/.git/rr-cache/"+id+"/postimage"), "evil\n")
+		movedAside(t, s, filepath.Join(ws, "n/.git/rr-cache/"+id))
+		os.RemoveAll(filepath.Join(ws, "n/.git/rr-cache"))
+		if err := os.Symlink(out, filepath.Join(ws, "n/.git/rr-cache")); err != nil {
+			t.Fatal(err)
+		}
+		movedAside(t, s, filepath.Join(ws, "n/.git/rr-cache"))
+	},
 	"GitPathKeys (core.worktree, core.excludesFile, core.attributesFile) leading out of the workspace": func(t *testing.T) {
 		ws := newWS(t)
 		out, _ := filepath.EvalSymlinks(t.TempDir())
