@@ -31,7 +31,8 @@ type Finding struct {
 // roots, which the watch covers itself), by path: every git directory's config files and
 // hooks (GitSurfaceFiles: nested repositories, bare ones, the gitdir a .git file points to
 // within ws, submodule gitdirs at any depth and linked worktrees' gitdirs, also beneath the
-// workspace's own .git), .git files and symlinks and commondir files that lead out of ws,
+// workspace's own .git; their rr-cache entries: checkRerere), .git files and symlinks,
+// commondir files and GitPathKeys values that lead out of ws,
 // .envrc files, python bytecode (*.pyc, by size and ctime: pythonBytecode; a __pycache__ that
 // is a symlink) and extension modules that shadow a source beside them (shadowsSource), and agents' and editors' configuration in subfolders (NestedConfigFiles, and
 // the entries of config it lacks: the launch's programs', ProfileConfigFiles). A config file
@@ -487,6 +488,23 @@ func hashed(ws, path, what string, out map[string]string) {
 	}
 }
 
+// expandHome expands a path value's leading "~" or "~/" to the home folder, as git does; a
+// "~user/…" is not expanded (ok is false).
+func expandHome(v string) (string, bool) {
+	rest, ok := strings.CutPrefix(v, "~")
+	if !ok {
+		return v, true
+	}
+	if rest != "" && rest[0] != '/' {
+		return v, false
+	}
+	home, err := os.UserHomeDir()
+	if err != nil || home == "" {
+		return v, false
+	}
+	return home + rest, true
+}
+
 // maxGitNesting bounds how deep scanGitDir follows modules/ and worktrees/ within gitdirs.
 const maxGitNesting = 8
 
@@ -498,12 +516,13 @@ func scanGitDir(ws, gd string, skip map[string]bool, out map[string]string, dept
 		return
 	}
 	for _, f := range GitDirConfigFiles {
-		checkConfig(ws, filepath.Join(gd, f), skip, out)
+		checkConfig(ws, gd, filepath.Join(gd, f), skip, out)
 	}
 	checkHooks(ws, filepath.Join(gd, "hooks"), skip, out)
 	checkPackedRefs(ws, filepath.Join(gd, "packed-refs"), skip, out)
 	checkAlternates(ws, gd, skip, out)
 	checkSequencer(ws, gd, skip, out)
+	checkRerere(gd, skip, out)
 	common, ok, err := commonDir(ws, gd)
 	cf := filepath.Join(gd, "commondir")
 	switch {
@@ -511,10 +530,11 @@ func scanGitDir(ws, gd string, skip map[string]bool, out map[string]string, dept
 		// git reads it whole: where it leads is not known.
 		out[cf] = "git commondir " + err.Error()
 	case ok && common != gd:
-		checkConfig(ws, filepath.Join(common, "config"), skip, out)
+		checkConfig(ws, gd, filepath.Join(common, "config"), skip, out)
 		checkHooks(ws, filepath.Join(common, "hooks"), skip, out)
 		checkPackedRefs(ws, filepath.Join(common, "packed-refs"), skip, out)
 		checkAlternates(ws, common, skip, out)
+		checkRerere(common, skip, out)
 	case !ok && common != "" && !skip[cf]:
 		// git takes config and hooks from a common dir out of the workspace: as a .git
 		// pointer leading out (dotGitOutside), the commondir file is the finding.
@@ -607,12 +627,14 @@ func isDir(p string) bool {
 // 13, F7).
 const maxCheckedFile = 1 << 20
 
-// checkConfig records path when it holds executable git configuration (ExecKeys). A symlink
-// is followed beneath ws, as git follows it; one leading elsewhere is recorded as such. A
-// config the scan cannot read as git does, one git would refuse or one over maxCheckedFile,
-// counts as executable (review 13, F6 and F7): its detail names why, and its size and ctime
-// when it was not read, so that any change to it is a change.
-func checkConfig(ws, path string, skip map[string]bool, out map[string]string) {
+// checkConfig records path, a config file git reads for the git directory gd, when it holds
+// executable git configuration (ExecKeys) or a path key that leads git out of ws (GitPathKeys:
+// a core.worktree in the box cache, review 14, F16). A symlink is followed beneath ws, as git
+// follows it; one leading elsewhere is recorded as such. A config the scan cannot read as git
+// does, one git would refuse or one over maxCheckedFile, counts as executable (review 13, F6
+// and F7): its detail names why, and its size and ctime when it was not read, so that any
+// change to it is a change.
+func checkConfig(ws, gd, path string, skip map[string]bool, out map[string]string) {
 	if skip[path] {
 		return
 	}
@@ -627,18 +649,76 @@ func checkConfig(ws, path string, skip map[string]bool, out map[string]string) {
 	case err != nil:
 		return
 	}
-	keys, perr := ExecKeys(b)
+	entries, perr := ParseConfig(b)
+	keys := execKeys(entries)
+	far := pathKeysOutside(ws, gd, entries)
 	switch {
 	case perr != nil:
 		sum := sha256.Sum256(b)
 		d := fmt.Sprintf("git config that git would not read (%v): taken for executable (sha256 %s)", perr, hex.EncodeToString(sum[:6]))
-		if len(keys) > 0 {
-			d += "; before that line: " + strings.Join(keys, ", ")
+		if k := append(keys, far...); len(k) > 0 {
+			d += "; before that line: " + strings.Join(k, ", ")
 		}
 		out[path] = d
+	case len(keys) > 0 && len(far) > 0:
+		out[path] = "executable git configuration: " + strings.Join(keys, ", ") + "; " + strings.Join(far, ", ")
 	case len(keys) > 0:
 		out[path] = "executable git configuration: " + strings.Join(keys, ", ")
+	case len(far) > 0:
+		out[path] = "git configuration leading out of the workspace: " + strings.Join(far, ", ")
 	}
+}
+
+// pathKeysOutside returns the GitPathKeys of entries (a config file of the git directory gd)
+// whose value leads out of ws, each as "key = where": git would read a work tree, ignore or
+// attributes file there that the scan never reads (the box cache, which boxes write and which
+// has the same path on the host). A relative core.worktree is relative to gd, a relative file
+// to the folder above gd (the work tree's top, where git opens it); "~" is the home folder;
+// symlinks beneath ws are followed as git follows them.
+func pathKeysOutside(ws, gd string, entries []ConfigEntry) []string {
+	var out []string
+	for _, e := range entries {
+		for _, k := range GitPathKeys {
+			if e.HasSub || e.Section+"."+e.Key != k.Name || e.Value == "" {
+				continue
+			}
+			base := filepath.Dir(gd)
+			if k.FromGitDir {
+				base = gd
+			}
+			if p, far := leadsOut(ws, base, e.Value); far {
+				out = append(out, e.Name()+" = "+p)
+			}
+		}
+	}
+	return out
+}
+
+// leadsOut resolves a path value of git configuration (relative to base; "~" and "~/…" the
+// home folder) and reports whether it leads out of ws, following the symlinks of the part of
+// it that exists (a link beneath ws that leads out counts). "~user" counts as out.
+func leadsOut(ws, base, v string) (string, bool) {
+	p, ok := expandHome(v)
+	if !ok {
+		return v, true
+	}
+	if !filepath.IsAbs(p) {
+		p = filepath.Join(base, p)
+	}
+	p = filepath.Clean(p)
+	if !within(p, ws) {
+		return p, true
+	}
+	// The longest part of p that exists, with its symlinks resolved, and the rest after it.
+	head, tail := p, ""
+	for within(head, ws) && head != ws {
+		if r, err := filepath.EvalSymlinks(head); err == nil {
+			r = filepath.Join(r, tail)
+			return r, !within(r, ws)
+		}
+		head, tail = filepath.Dir(head), filepath.Join(filepath.Base(head), tail)
+	}
+	return p, false
 }
 
 // alternatesFiles are the files of a git directory that name other object stores, from which
@@ -682,6 +762,56 @@ func checkSequencer(ws, gd string, skip map[string]bool, out map[string]string) 
 		case err == nil && todoExecs(b):
 			sum := sha256.Sum256(b)
 			out[p] = "exec lines in a sequencer todo list, which git rebase --continue runs (sha256 " + hex.EncodeToString(sum[:6]) + ")"
+		}
+	}
+}
+
+// checkRerere records the conflict resolutions git rerere keeps in gd (rr-cache/ID, in the
+// common dir), each by the names, sizes and ctimes of its files (any write, rename or link
+// moves a ctime; none is read). With the user's rerere.enabled, the host's next merge or rebase
+// meeting a conflict whose preimage is recorded writes the recorded postimage as its
+// resolution, says only "Resolved 'F' using previous resolution." and, with rerere.autoUpdate,
+// stages it: a box that foresees a conflict could record a resolution of its own (review 14,
+// F15). An entry that is new or changed is moved aside (git skips a folder whose name is not an
+// id, and then only lost a remembered resolution); so is rr-cache itself, or an entry, as a
+// symlink (git follows it where the scan does not).
+func checkRerere(gd string, skip map[string]bool, out map[string]string) {
+	dir := filepath.Join(gd, "rr-cache")
+	if skip[dir] {
+		return
+	}
+	const what = "a conflict resolution recorded by git rerere, which the host's next merge or rebase with rerere.enabled applies as its own"
+	if fi, err := os.Lstat(dir); err != nil || fi.Mode()&os.ModeSymlink != 0 {
+		if err == nil {
+			t, _ := os.Readlink(dir)
+			out[dir] = "git's recorded conflict resolutions (rr-cache) as a symlink to " + t
+		}
+		return
+	}
+	ents, err := readDirOwned(dir)
+	if err != nil {
+		return
+	}
+	for _, de := range ents {
+		p := filepath.Join(dir, de.Name())
+		switch {
+		case strings.Contains(de.Name(), QuarantineSuffix) || skip[p]:
+		case de.Type()&os.ModeSymlink != 0:
+			t, _ := os.Readlink(p)
+			out[p] = what + " (rr-cache), as a symlink to " + t
+		case de.IsDir():
+			files, err := readDirOwned(p)
+			if err != nil {
+				continue
+			}
+			h := sha256.New()
+			for _, f := range files {
+				if fi, err := f.Info(); err == nil {
+					_, _, ctime := identity(fi)
+					fmt.Fprintf(h, "%s\x00%d\x00%d\x00", f.Name(), fi.Size(), ctime)
+				}
+			}
+			out[p] = fmt.Sprintf("%s (rr-cache: %d files, identity %s)", what, len(files), hex.EncodeToString(h.Sum(nil)[:6]))
 		}
 	}
 }

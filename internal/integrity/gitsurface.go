@@ -61,9 +61,12 @@ var GitSurfaceFiles = []GitSurfaceFile{
 	{"symlinks in GITDIR/modules/ (modules itself, or a folder on the way to a gitdir)", "git follows them: git submodule update --init takes the gitdir one leads to (its config, hooks and objects) for the submodule's", CoverMovedAside},
 	{"SUBMODULE/.git (a file)", "the submodule's gitdir pointer", CoverPinnedPresent},
 	{"GITDIR/rebase-merge/git-rebase-todo, GITDIR/sequencer/todo (with exec lines)", "a stopped rebase's todo list: git rebase --continue runs its exec lines, of which git status shows none past the next two commands", CoverMovedAside},
+	{"GITDIR/rr-cache/*", "conflict resolutions git rerere recorded: the next merge or rebase with rerere.enabled writes one as its own resolution", CoverMovedAside},
 	{"GITDIR/worktrees/*/commondir, gitdir, config.worktree", "a linked worktree's common dir, its back pointer and its configuration", CoverPinned},
 	{"nested repositories: DIR/.git (folder, file or symlink), bare repositories", "their config files, common dir and hooks (git status at the top enters gitlinks)", CoverMovedAside},
 	{"symlinked config files and .git entries", "git follows them", CoverMovedAside},
+	{"GitPathKeys (core.worktree, core.excludesFile, core.attributesFile) leading out of the workspace", "a work tree whose gitlinks git status enters, ignore and attributes files, where the scan does not read", CoverMovedAside},
+	{"the user's configuration: include targets, init.templateDir, core.excludesFile, core.attributesFile, core.hooksPath beneath the workspace", "more of the user's configuration (for every repository its condition matches), the hooks git init and clone copy, ignore patterns, attributes, hooks", CoverPinned},
 }
 
 // GitValue says which values of a GitProgramKey make git run something.
@@ -153,6 +156,30 @@ var GitProgramKeys = []GitProgramKey{
 	{"protocol.ext.allow", ValueNotNever, "ext:: URLs, which run a command (fetch, push, clone)"},
 	{"protocol.allow", ValueAlways, "every transport, ext:: (a command) included"},
 	{"hook.*.command", ValueAny, "a configured hook (git 2.5x config-based hooks)"},
+}
+
+// GitPathKey is one configuration key whose value is a path from which git reads what the scan
+// would have to read too: the work tree (and so the .git of the gitlinks in it), an ignore or
+// attributes file.
+type GitPathKey struct {
+	// Name is the key, lower-cased (section.key, no subsection).
+	Name string
+	// FromGitDir: a relative value is relative to the git directory (core.worktree), else to
+	// the work tree's top.
+	FromGitDir bool
+	// Reads says what git reads there.
+	Reads string
+}
+
+// GitPathKeys are the path-valued keys of a repository's configuration that can lead git out
+// of the workspace: a value that does counts as a finding, like a .git pointer leading out.
+// core.worktree in the box cache (which boxes write, which persists and has the same path on
+// the host) made the host's git status enter a gitlink there whose gitdir's core.fsmonitor ran
+// (review 14, F16).
+var GitPathKeys = []GitPathKey{
+	{"core.worktree", true, "the work tree: git status enters the gitlinks there and reads their .git"},
+	{"core.excludesfile", false, "ignore patterns: files hidden from status, add and clean"},
+	{"core.attributesfile", false, "attributes that select filter, diff and merge drivers"},
 }
 
 // match reports whether the entry e is k's name: its section and key, and its subsection (any,

@@ -805,7 +805,7 @@ func TestLinkedWorktreeSurvivesBox(t *testing.T) {
 
 // TestAttackReplaceRefsGraftsExclude: a box makes the host's git hand out its content and
 // hide its files, without running anything: a replace ref (git replace, loose) and another one
-// written into packed-refs for a tracked script, grafts that cut the history, and an
+// written into packed-refs for a tracked script (and one separated by a TAB, review 14 F14), grafts that cut the history, and an
 // info/exclude entry for a file it leaves. After the box, the host's checkout of the script
 // must give the committed content, its log the whole history, and its status the file.
 func TestAttackReplaceRefsGraftsExclude(t *testing.T) {
@@ -814,7 +814,8 @@ func TestAttackReplaceRefsGraftsExclude(t *testing.T) {
 	repo(t, e.work)
 	write(t, filepath.Join(e.work, "run.sh"), "#!/bin/sh\necho good\n")
 	write(t, filepath.Join(e.work, "alt.sh"), "#!/bin/sh\necho good-alt\n")
-	git(t, e.work, "add", "run.sh", "alt.sh")
+	write(t, filepath.Join(e.work, "tab.sh"), "#!/bin/sh\necho good-tab\n")
+	git(t, e.work, "add", "run.sh", "alt.sh", "tab.sh")
 	git(t, e.work, "commit", "-q", "-m", "run")
 	git(t, e.work, "pack-refs", "--all") // packed-refs exists, as in most clones
 	logBefore, _ := hostGit(e.work, "rev-list", "--count", "HEAD")
@@ -823,6 +824,9 @@ evil=$(printf '#!/bin/sh\necho PWNED-by-box\n' | git hash-object -w --stdin)
 evil2=$(printf '#!/bin/sh\necho PWNED-packed\n' | git hash-object -w --stdin)
 git replace "$orig" "$evil"; echo "replace: $?"
 echo "$evil2 refs/replace/$orig" >> .git/packed-refs; echo "packed: $?"
+evil3=$(printf '#!/bin/sh\necho PWNED-tab\n' | git hash-object -w --stdin)
+printf '%s\trefs/replace/%s\n' "$evil3" "$(git rev-parse HEAD:tab.sh)" >> .git/packed-refs
+echo "packed with a tab: $(git show HEAD:tab.sh | tail -1)"
 git rev-parse HEAD > .git/info/grafts; echo "grafts: $?"
 echo secret.py >> .git/info/exclude; echo "exclude: $?"
 echo 'print(1)' > secret.py
@@ -837,6 +841,15 @@ echo https://evil.example.org/objects > .git/objects/info/http-alternates; echo 
 	show, err := hostGit(e.work, "show", "HEAD:run.sh")
 	if err != nil || !strings.Contains(show, "echo good") {
 		t.Errorf("the host's git show HEAD:run.sh gave a box's object: %q, %v\nthe box said:\n%s", show, err, out)
+	}
+	// Review 14, F14: git takes any of its whitespace after the id; the check cut at a space.
+	// (The box's own git show may already give the committed content: the watch's periodic
+	// check can strip the line before it runs.)
+	if !strings.Contains(out, "packed with a tab: ") {
+		t.Errorf("the box did not write the TAB-separated replace ref (the test would prove nothing):\n%s", out)
+	}
+	if show, err := hostGit(e.work, "show", "HEAD:tab.sh"); err != nil || !strings.Contains(show, "echo good-tab") {
+		t.Errorf("the host's git show HEAD:tab.sh gave a box's object (a TAB-separated packed replace ref): %q, %v", show, err)
 	}
 	os.Remove(filepath.Join(e.work, "run.sh"))
 	hostGit(e.work, "checkout", "--", "run.sh")

@@ -507,6 +507,85 @@ var gitSurfaceTests = map[string]func(t *testing.T){
 		mustWrite(t, filepath.Join(ws, "hooks.cfg"), "[core]\n\thooksPath = tools/hooks\n")
 		wantPinned(t, resolveWS(t, ws), "hooks.cfg", "tools/hooks")
 	},
+	"GITDIR/rr-cache/*": func(t *testing.T) {
+		ws := newWS(t)
+		const id = "0123456789abcdef0123456789abcdef01234567"
+		mustWrite(t, filepath.Join(ws, ".git/rr-cache/"+id+"/preimage"), "<<<<<<<\na\n=======\nb\n>>>>>>>\n")
+		mustWrite(t, filepath.Join(ws, ".git/rr-cache/"+id+"/postimage"), "a b\n")
+		s := Snapshot(resolveWS(t, ws), Limits{})
+		if ts := s.VerifyExec(); len(ts) != 0 {
+			t.Errorf("an entry there at launch is a change: %+v", ts)
+		}
+		// A new entry, and the old one's postimage rewritten.
+		const id2 = "89abcdef0123456789abcdef0123456789abcdef"
+		mustWrite(t, filepath.Join(ws, ".git/rr-cache/"+id2+"/preimage"), "x\n")
+		mustWrite(t, filepath.Join(ws, ".git/rr-cache/"+id2+"/postimage"), "evil\n")
+		movedAside(t, s, filepath.Join(ws, ".git/rr-cache/"+id2))
+		mustWrite(t, filepath.Join(ws, ".git/rr-cache/"+id+"/postimage"), "a b evil\n")
+		movedAside(t, s, filepath.Join(ws, ".git/rr-cache/"+id))
+		// In a nested repository, and rr-cache as a symlink out of the workspace.
+		out := t.TempDir()
+		mustWrite(t, filepath.Join(ws, "n/.git/HEAD"), "ref: refs/heads/main\n")
+		mustWrite(t, filepath.Join(ws, "n/.git/rr-cache/"+id+"/postimage"), "evil\n")
+		movedAside(t, s, filepath.Join(ws, "n/.git/rr-cache/"+id))
+		os.RemoveAll(filepath.Join(ws, "n/.git/rr-cache"))
+		if err := os.Symlink(out, filepath.Join(ws, "n/.git/rr-cache")); err != nil {
+			t.Fatal(err)
+		}
+		movedAside(t, s, filepath.Join(ws, "n/.git/rr-cache"))
+	},
+	"GitPathKeys (core.worktree, core.excludesFile, core.attributesFile) leading out of the workspace": func(t *testing.T) {
+		ws := newWS(t)
+		out, _ := filepath.EvalSymlinks(t.TempDir())
+		// A submodule's own core.worktree (relative to its gitdir, beneath the workspace) and
+		// a nested repository's leading into the workspace are no finding.
+		mustWrite(t, filepath.Join(ws, ".git/modules/s/HEAD"), "ref: refs/heads/main\n")
+		mustWrite(t, filepath.Join(ws, ".git/modules/s/config"), "[core]\n\tworktree = ../../../s\n")
+		mustWrite(t, filepath.Join(ws, "n/.git/HEAD"), "ref: refs/heads/main\n")
+		mustWrite(t, filepath.Join(ws, "n/.git/config"), "[core]\n\tworktree = ../../w\n\texcludesFile = ../x/ignore\n")
+		s := Snapshot(resolveWS(t, ws), Limits{})
+		if ts := s.VerifyExec(); len(ts) != 0 {
+			t.Errorf("values beneath the workspace are a finding: %+v", ts)
+		}
+		for i, c := range []string{
+			"[core]\n\tworktree = " + out + "\n",
+			"[core]\n\tworktree = ../../../" + filepath.Base(filepath.Dir(ws)) + "\n", // relative, out
+			"[core]\n\tworktree = ../../link\n",                                       // a symlink beneath the workspace leading out
+			"[core]\n\texcludesFile = " + out + "/ignore\n",
+			"[core]\n\tattributesFile = ~/attrs\n",
+			"[core]\n\tworktree = ~someone/w\n",
+		} {
+			ws := newWS(t)
+			os.Symlink(out, filepath.Join(ws, "link"))
+			mustWrite(t, filepath.Join(ws, "n/.git/HEAD"), "ref: refs/heads/main\n")
+			s := Snapshot(resolveWS(t, ws), Limits{})
+			mustWrite(t, filepath.Join(ws, "n/.git/config"), c)
+			t.Run(itoa(i), func(t *testing.T) { movedAside(t, s, filepath.Join(ws, "n/.git/config")) })
+		}
+	},
+	"the user's configuration: include targets, init.templateDir, core.excludesFile, core.attributesFile, core.hooksPath beneath the workspace": func(t *testing.T) {
+		// A folder of repositories with no git directory at its top, and the user's
+		// configuration includes a file in it (review 14, F17): "~" expanded, a relative
+		// include beside the including file, nested includes, whatever the condition.
+		ws, _ := filepath.EvalSymlinks(t.TempDir())
+		home, _ := filepath.EvalSymlinks(t.TempDir())
+		xdg := t.TempDir()
+		t.Setenv("HOME", home)
+		t.Setenv("XDG_CONFIG_HOME", xdg)
+		rel, _ := filepath.Rel(home, ws)
+		mustWrite(t, filepath.Join(xdg, "git/config"), "[include]\n\tpath = ~/inc.cfg\n[init]\n\ttemplateDir = "+ws+"/tmpl\n")
+		mustWrite(t, filepath.Join(home, "inc.cfg"), "[includeIf \"gitdir:/nowhere/\"]\n\tpath = "+rel+"/.gitconfig\n")
+		mustWrite(t, filepath.Join(home, ".gitconfig"), "[core]\n\texcludesFile = ~/"+rel+"/ignore\n\tattributesFile = "+ws+"/attrs\n\thooksPath = "+ws+"/hooks\n"+
+			"\tfsmonitor = ~/"+rel+"/tools/fsmon --flag\n[alias]\n\tx = !"+ws+"/tools/alias.sh\n[filter \"f\"]\n\tclean = tools/rel.sh\n")
+		mustWrite(t, filepath.Join(ws, ".gitconfig"), "[include]\n\tpath = team/more.cfg\n")
+		mustWrite(t, filepath.Join(ws, "repo/.git/HEAD"), "ref: refs/heads/main\n")
+		// team/more.cfg, tmpl, attrs, hooks and the programs are absent: guarded.
+		lay := resolveWS(t, ws)
+		wantPinned(t, lay, ".gitconfig", "team/more.cfg", "tmpl", "ignore", "attrs", "hooks", "tools/fsmon", "tools/alias.sh")
+		if pinnedRels(lay)["tools/rel.sh"] {
+			t.Error("a program git looks up on PATH (or in each repository) is pinned by its name in the workspace")
+		}
+	},
 	".git (a file)": func(t *testing.T) {
 		ws, _ := filepath.EvalSymlinks(t.TempDir())
 		mustWrite(t, filepath.Join(ws, "gd/HEAD"), "ref: refs/heads/main\n")

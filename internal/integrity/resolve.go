@@ -82,6 +82,9 @@ type resolver struct {
 	roots   map[string]bool
 	gitdir  int
 	fs      beneathFS
+	// user is the configuration of the host's git outside the repository, with its includes
+	// (userConfig).
+	user []ConfigEntry
 }
 
 // beneathFS looks paths up beneath the workspace without following symlinks (Linux: openat2).
@@ -321,18 +324,12 @@ const maxIncludes = 10
 // fromConfig pins what the configuration of gitdir (relative) makes git run from the
 // worktree top (relative): the files include.path and includeIf.*.path name beneath the
 // workspace (whatever the condition, and while absent too: a box must not create one), and
-// every folder core.hooksPath names, in the repository's configuration or the user's (a
-// relative hooksPath in ~/.gitconfig is each repository's folder); with husky's .husky/_,
+// every folder core.hooksPath names, in the repository's configuration or the user's
+// (r.user; a relative hooksPath there is each repository's folder); with husky's .husky/_,
 // .husky too: its hooks run .husky/<hook>. The repository's configuration is pinned itself,
 // so what it says is the user's.
 func (r *resolver) fromConfig(gitdir, top string) {
-	var entries []ConfigEntry
-	for _, p := range userGitConfigs() {
-		if b, err := os.ReadFile(p); err == nil {
-			es, _ := ParseConfig(b) // the user's: git refuses to run with a bad one
-			entries = append(entries, es...)
-		}
-	}
+	entries := slices.Clone(r.user)
 	var read func(rel string, depth int)
 	read = func(rel string, depth int) {
 		b, err := r.fs.read(rel, maxCheckedFile)
@@ -380,6 +377,102 @@ func (r *resolver) fromConfig(gitdir, top string) {
 	}
 }
 
+// userConfig reads the configuration of the host's git outside the repository
+// (userGitConfigs) with every file it includes (include.path, includeIf.*.path, whatever the
+// condition, "~" expanded, a relative one beside the including file, followed maxIncludes
+// deep) into r.user, and protects what of it lies beneath the workspace, as the repository's
+// own include targets are (fromConfig): each included file (git reads it as the user's own
+// configuration, for every repository its condition matches: review 14, F17, an
+// includeIf "gitdir:~/work/" whose target ~/work/.gitconfig lay in a workspace ~/work, where a
+// box gave it a core.fsmonitor), the init.templateDir folder (hooks git init and clone copy
+// and run), core.excludesFile and core.attributesFile (what git ignores, which drivers it
+// runs), an absolute core.hooksPath, and the program a program key names by its path
+// (GitProgramKeys: core.fsmonitor = ~/work/tools/fsmon), for the repositories beneath the
+// workspace with no git directory at its top too.
+func (r *resolver) userConfig() {
+	var read func(p string, depth int)
+	read = func(p string, depth int) {
+		var b []byte
+		var err error
+		if rel, in := r.beneath(p); in {
+			r.protect(rel, false)
+			b, err = r.fs.read(rel, maxCheckedFile)
+		} else {
+			b, err = os.ReadFile(p)
+		}
+		if err != nil {
+			if tooLarge(err) != nil {
+				r.note("%s is %v: the files it includes are not pinned", p, err)
+			}
+			return
+		}
+		es, err := ParseConfig(b)
+		if err != nil {
+			r.note("%s: %v: what it names after that line is not pinned", p, err)
+		}
+		r.user = append(r.user, es...)
+		for _, inc := range includePaths(es) {
+			v, ok := expandHome(inc)
+			if !ok {
+				continue
+			}
+			if !filepath.IsAbs(v) {
+				v = filepath.Join(filepath.Dir(p), v)
+			}
+			if depth >= maxIncludes {
+				r.note("%s: includes nested deeper than %d are not followed", p, maxIncludes)
+				continue
+			}
+			read(filepath.Clean(v), depth+1)
+		}
+	}
+	for _, p := range userGitConfigs() {
+		read(p, 0)
+	}
+	for _, e := range r.user {
+		if e.Value == "" {
+			continue
+		}
+		v, dir := e.Value, false
+		switch name := e.Section + "." + e.Key; {
+		case !e.HasSub && (name == "init.templatedir" || name == "core.hookspath"):
+			dir = true
+		case !e.HasSub && (name == "core.excludesfile" || name == "core.attributesfile"):
+		case slices.ContainsFunc(GitProgramKeys, func(k GitProgramKey) bool { return k.match(e) && k.runs(e.Value) }):
+			v = programPath(v)
+		default:
+			continue
+		}
+		v, ok := expandHome(v)
+		if !ok || !filepath.IsAbs(v) {
+			continue // a relative one is each repository's (fromConfig for core.hooksPath)
+		}
+		if rel, in := r.beneath(filepath.Clean(v)); in {
+			r.protect(rel, dir)
+		}
+	}
+}
+
+// programPath returns the program a program key's value names: its first word, without a
+// leading "!" (an alias), when that is a path ("/…", "~…"); else "" (a program git looks up
+// on PATH, or a shell command whose program the resolver cannot tell).
+func programPath(v string) string {
+	v = strings.TrimPrefix(strings.TrimSpace(v), "!")
+	if w := strings.Fields(v); len(w) > 0 && (strings.HasPrefix(w[0], "/") || strings.HasPrefix(w[0], "~")) {
+		return w[0]
+	}
+	return ""
+}
+
+// beneath returns p relative to the workspace, and whether p lies strictly beneath it.
+func (r *resolver) beneath(p string) (string, bool) {
+	if !within(p, r.ws) || p == r.ws {
+		return "", false
+	}
+	rel, err := filepath.Rel(r.ws, p)
+	return rel, err == nil
+}
+
 // userGitConfigs are the configuration files of the host's git outside the repository: the
 // system's, the user's XDG one and ~/.gitconfig.
 func userGitConfigs() []string {
@@ -398,10 +491,11 @@ func userGitConfigs() []string {
 	return out
 }
 
-// configPath resolves a path value of git configuration (relative to base) and reports
-// whether it lies strictly beneath the workspace; "~" paths (the home folder) do not.
+// configPath resolves a path value of git configuration (relative to base, "~" the home
+// folder) and reports whether it lies strictly beneath the workspace.
 func (r *resolver) configPath(v, base string) (string, bool) {
-	if v == "" || strings.HasPrefix(v, "~") {
+	v, ok := expandHome(v)
+	if v == "" || !ok {
 		return "", false
 	}
 	if !filepath.IsAbs(v) {
@@ -476,6 +570,7 @@ func resolveWith(ws string, extra []string, fs beneathFS) *Layout {
 		}
 	}
 	slices.Sort(rels)
+	r.userConfig()
 	for _, rel := range rels {
 		if rel != ".git" {
 			r.protect(rel, dirs[rel])

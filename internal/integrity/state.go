@@ -162,7 +162,7 @@ func (s *State) VerifyExecIn(dirs []string) []Transition {
 
 // ownerDir is the directory whose scan finds path: X for X/.envrc and for everything in X/.git
 // (config files, hooks, alternates, submodule and worktree gitdirs), a bare repository X for
-// X/config, X/hooks/* and X/objects/info/*, and its own folder for any other file (a hook of sub/.claude/hooks/, which the scan
+// X/config, X/hooks/*, X/rr-cache/* and X/objects/info/*, and its own folder for any other file (a hook of sub/.claude/hooks/, which the scan
 // of sub/.claude/hooks finds: taking sub/.claude for its owner, as for a bare repository's
 // hooks, left its removal to the next full scan and had an event in sub/.claude alone report it
 // removed while it was there).
@@ -174,7 +174,7 @@ func ownerDir(path string) string {
 	switch filepath.Base(d) {
 	case ".git":
 		return filepath.Dir(d)
-	case "hooks":
+	case "hooks", "rr-cache":
 		if bareRepository(filepath.Dir(d)) {
 			return filepath.Dir(d)
 		}
