@@ -454,7 +454,13 @@ func TestAbsentProtectedKeptAsProposed(t *testing.T) {
 	for _, a := range attempts {
 		t.Run(a.name, func(t *testing.T) {
 			t.Parallel()
-			pb, r := newProtectedBox(t, func(ws string) { repo(t, ws) }, "set -e; "+a.script+"; git status --porcelain", enginetest.Options{})
+			status := "git status --porcelain"
+			if a.rel == ".git/commondir" {
+				// Until the guard has moved it into the proposed changes (a moment), the box's
+				// own git reads the commondir it wrote, and fails: that is the box's to see.
+				status += " || true"
+			}
+			pb, r := newProtectedBox(t, func(ws string) { repo(t, ws) }, "set -e; "+a.script+"; "+status, enginetest.Options{})
 			defer pb.release(t)
 			if r.Exit != 0 {
 				t.Errorf("the box's write failed: exit %d (stdout %q stderr %q)", r.Exit, r.Stdout, r.Stderr)
