@@ -1,9 +1,11 @@
 // Package llm is the relay's LLM broker: a reverse proxy for /sandbox/<provider>/… (anthropic,
 // openai, gemini) that serves only requests the relay router has paired with a live session,
-// strips every credential the box sends (headers, and the key= and access_token= query
-// parameters Google's APIs read), attaches the gateway credential host-side, streams
-// server-sent events without buffering, turns a revocation mid-stream into an in-stream error
-// event, and reports token usage into the request's access record.
+// forwards only each provider's inference endpoints and gateway.<provider>.allow (Endpoint,
+// DefaultEndpoints: the rest of the API is refused with gateway_path_refused), strips every
+// credential the box sends (headers, and the key= and access_token= query parameters Google's
+// APIs read), attaches the gateway credential host-side, streams server-sent events without
+// buffering, turns a revocation mid-stream into an in-stream error event, and reports token
+// usage into the request's access record.
 package llm
 
 import (
