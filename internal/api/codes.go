@@ -61,6 +61,9 @@ const (
 	CodeGatewayCredentialMissing = "gateway_credential_missing"
 	// CodeGatewayCredentialRejected: the gateway refused the credential the daemon attached.
 	CodeGatewayCredentialRejected = "gateway_credential_rejected"
+	// CodeGatewayPathRefused: the LLM relay forwards no request of that method and path
+	// (its provider's inference endpoints and gateway.<provider>.allow only).
+	CodeGatewayPathRefused = "gateway_path_refused"
 	// CodeGatewayUnreachable: the gateway did not answer.
 	CodeGatewayUnreachable = "gateway_unreachable"
 	// CodeTooManyConnections: a broker listener or the daemon holds the most connections it

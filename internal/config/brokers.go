@@ -15,6 +15,7 @@ import (
 	"github.com/agentbox/agentbox/internal/config/field"
 	"github.com/agentbox/agentbox/internal/relay"
 	gitrelay "github.com/agentbox/agentbox/internal/relay/git"
+	"github.com/agentbox/agentbox/internal/relay/llm"
 	"github.com/agentbox/agentbox/internal/sshbroker"
 )
 
@@ -47,6 +48,11 @@ type GatewayProvider struct {
 	URL string `json:"url,omitempty" jsonschema_description:"Upstream base URL: /sandbox/<provider>/<path> goes to <url>/<path>; empty means the provider's public API."`
 	// Credential is attached host-side to every relayed request.
 	Credential GatewayCredential `json:"credential,omitzero" jsonschema_description:"Credential attached host-side; never visible in the box."`
+	// Allow are requests the relay forwards besides its provider's inference endpoints (the
+	// built-in list in docs/configuration.md), each "METHOD /path", * matching any run of
+	// characters but /: e.g. "POST /v1/embeddings". Every other request is refused
+	// (gateway_path_refused): the box never wields the credential for the rest of the API.
+	Allow []string `json:"allow,omitempty" jsonschema_description:"Requests the relay forwards besides the provider's inference endpoints: \"METHOD /path\", * matching any run of characters but /."`
 }
 
 // GatewayCredential names where the gateway credential comes from: exactly one of File and
@@ -128,6 +134,11 @@ func validateGateway(g Gateway) error {
 		if p.URL != "" {
 			if err := checkGatewayURL(p.URL); err != nil {
 				errs = append(errs, field.Errorf(key+".url", "%s %v", p.URL, err))
+			}
+		}
+		for i, a := range p.Allow {
+			if _, err := llm.ParseEndpoint(a); err != nil {
+				errs = append(errs, field.Errorf(fmt.Sprintf("%s.allow[%d]", key, i), "%v", err))
 			}
 		}
 		if h := p.Credential.Header; h != "" && !slices.ContainsFunc(gatewayHeaders[name], func(a string) bool { return strings.EqualFold(h, a) }) {

@@ -27,6 +27,9 @@ func TestBrokerKeysValidated(t *testing.T) {
 		{"gateway credential file with ~", "gateway:\n  anthropic:\n    credential:\n      file: ~/.config/agentbox/anthropic.key\n", "gateway.anthropic.credential.file"},
 		{"git credential file relative", "git:\n  allow: [github.com/org]\n  credentials:\n    - {prefix: github.com/org, username: x, file: token}\n", "git.credentials[0].file"},
 		{"pushAllow outside allow", "git:\n  allow: [github.com/org]\n  pushAllow: [github.com/org/repo, github.com/other/repo]\n", "config.yaml:3: git.pushAllow[1]"},
+		// Review 14, F8: the LLM relay's extra endpoints.
+		{"gateway allow without a method", "gateway:\n  openai:\n    allow: [\"/v1/files\"]\n", "gateway.openai.allow[0]"},
+		{"gateway allow dot segment", "gateway:\n  gemini:\n    allow: [\"POST /v1beta/models/x:generateContent\", \"GET /v1/../files\"]\n", "config.yaml:3:54: gateway.gemini.allow[1]"},
 		{"pushAllow without allow", "git:\n  pushAllow: [github.com/org/repo]\n", "git.pushAllow[0]"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

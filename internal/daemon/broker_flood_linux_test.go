@@ -108,9 +108,10 @@ func TestRelayFloodBounded(t *testing.T) {
 		// targets are what a summary row of each kind names (issue #21: a summary named none).
 		targets map[string]string
 	}{
-		// No gateway credential is configured: the LLM relay answers each request itself.
-		{"LLM", "/sandbox/anthropic/v1/messages", 3000, http.StatusUnauthorized, []string{"relay"},
-			map[string]string{"relay": "/sandbox/anthropic/v1/messages"}},
+		// No gateway credential is configured: the LLM relay answers each request itself (a
+		// GET of the model list, which it forwards once it has one).
+		{"LLM", "/sandbox/anthropic/v1/models", 3000, http.StatusUnauthorized, []string{"relay"},
+			map[string]string{"relay": "/sandbox/anthropic/v1/models"}},
 		// git.allow is empty: the git relay refuses every remote (git's own ERR advertisement).
 		{"Git", "/git/evil.example/victim.git/info/refs?service=git-upload-pack", 5000, http.StatusOK, []string{"relay", "git"},
 			map[string]string{"relay": "/git/evil.example/victim.git/info/refs", "git": "evil.example/victim.git"}},
@@ -193,7 +194,7 @@ func TestAuditRowsPerLaunchCap(t *testing.T) {
 	const n, limit = 600, 100
 	r := newAuditRigConfig(t, "audit:\n  maxRowsPerLaunch: 100\n")
 	const id = "relay-cap"
-	floodRelay(t, r, id, "/sandbox/anthropic/v1/messages", n, http.StatusUnauthorized)
+	floodRelay(t, r, id, "/sandbox/anthropic/v1/models", n, http.StatusUnauthorized)
 	r.d.endBrokers(id)
 	r.d.audits.Close()
 	rows := launchRows(t, r.st, id)
@@ -258,7 +259,7 @@ func TestAttackUnpairedFloodSparesManualSessions(t *testing.T) {
 	client := &http.Client{Transport: &http.Transport{}}
 	defer client.CloseIdleConnections()
 	send := func(bearer string, want int) {
-		req, err := http.NewRequest(http.MethodGet, "http://"+addr+"/sandbox/anthropic/v1/messages", nil)
+		req, err := http.NewRequest(http.MethodGet, "http://"+addr+"/sandbox/anthropic/v1/models", nil)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -109,6 +109,11 @@ func scanDir(ws, dir string, skip map[string]bool, files []NestedConfigFile, out
 	for _, de := range ents {
 		name := de.Name()
 		p := filepath.Join(dir, name)
+		if !skip[p] && (!de.IsDir() || de.Type()&os.ModeSymlink != 0) && inSkillFolder(rel) {
+			// A skill or command that runs commands or grants tools (review 14, F11); the
+			// cases below judge the same entry as any other (a .gitignore, an .envrc).
+			checkSkillFile(ws, p, de.Type()&os.ModeSymlink != 0, out)
+		}
 		switch {
 		case name == ".git" && de.IsDir():
 			scanGitDir(ws, p, skip, out, 0)

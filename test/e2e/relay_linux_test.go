@@ -224,3 +224,57 @@ func TestRelayActivitySurvivesRestart(t *testing.T) {
 		t.Errorf("the re-adopted launch after its second request: relay %+v, want %d requests", l.Relay, before[running].Requests+1)
 	}
 }
+
+// TestAttackRelayAccountEndpoints (review 14, F8): the LLM relay forwarded any method and path
+// under a provider with the user's credential, so a real box listed, downloaded and deleted the
+// account's files and created an admin key. Now the reviewer's four requests, from a real curl
+// in a real box, are refused with 403 gateway_path_refused naming the key that would allow
+// them, and none reaches the upstream; a model call through the same relay still does.
+func TestAttackRelayAccountEndpoints(t *testing.T) {
+	if _, err := os.Stat("/usr/bin/curl"); err != nil {
+		t.Skip("curl is not installed")
+	}
+	e := NewEnv(t)
+	up := llmtest.NewOpenAI(llmtest.Options{Credential: hostCredential})
+	t.Cleanup(up.Close)
+	credFile := filepath.Join(e.Home, "openai.key")
+	if err := os.WriteFile(credFile, []byte(hostCredential+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	writeConfig(t, e, fmt.Sprintf("gateway:\n  openai:\n    url: %s\n    credential:\n      file: %s\n", up.URL, credFile))
+	base := `"$AGENTBOX_RELAY_URL/sandbox/openai/v1`
+	auth := ` -H "Authorization: Bearer $AGENTBOX_PAIRING"`
+	var script strings.Builder
+	for _, req := range []string{
+		`-X GET ` + base + `/files"`,
+		`-X GET ` + base + `/files/file-USERDATA/content"`,
+		`-X DELETE ` + base + `/files/file-USERDATA"`,
+		`-X POST -H 'Content-Type: application/json' -d '{"name":"x"}' ` + base + `/organization/admin_api_keys"`,
+	} {
+		fmt.Fprintf(&script, "curl -sS -o /tmp/body -w '%%{http_code} ' %s%s; tr -d '\\n' < /tmp/body; echo\n", req, auth)
+	}
+	fmt.Fprintf(&script, "curl -sS -o /dev/null -w 'model %%{http_code}\\n' -X POST -H 'Content-Type: application/json' -d '%s' %s/chat/completions\"%s\n",
+		`{"model":"gpt-test","messages":[{"role":"user","content":"hi"}]}`, base, auth)
+	r := e.Box(script.String())
+	lines := strings.Split(strings.TrimSpace(r.Stdout), "\n")
+	if len(lines) != 5 {
+		t.Fatalf("box: exit %d\n%s\n%s", r.Code, r.Stdout, r.Stderr)
+	}
+	for i, want := range []string{"/v1/files", "/v1/files/file-USERDATA/content", "/v1/files/file-USERDATA", "/v1/organization/admin_api_keys"} {
+		if !strings.HasPrefix(lines[i], "403 ") || !strings.Contains(lines[i], "gateway_path_refused") ||
+			!strings.Contains(lines[i], want+" to the openai gateway") || !strings.Contains(lines[i], "gateway.openai.allow") {
+			t.Errorf("request %d (%s): %s", i, want, lines[i])
+		}
+	}
+	if lines[4] != "model 200" {
+		t.Errorf("the model call: %s", lines[4])
+	}
+	for _, q := range up.Requests() {
+		if q.Path != "/v1/chat/completions" {
+			t.Errorf("the upstream saw %s %s", q.Method, q.Path)
+		}
+	}
+	if n := len(up.Requests()); n != 1 {
+		t.Errorf("the upstream saw %d requests, want the model call alone", n)
+	}
+}

@@ -1,9 +1,11 @@
 // Package llm is the relay's LLM broker: a reverse proxy for /sandbox/<provider>/… (anthropic,
 // openai, gemini) that serves only requests the relay router has paired with a live session,
-// strips every credential the box sends (headers, and the key= and access_token= query
-// parameters Google's APIs read), attaches the gateway credential host-side, streams
-// server-sent events without buffering, turns a revocation mid-stream into an in-stream error
-// event, and reports token usage into the request's access record.
+// forwards only each provider's inference endpoints and gateway.<provider>.allow (Endpoint,
+// DefaultEndpoints: the rest of the API is refused with gateway_path_refused), strips every
+// credential the box sends (headers, and the key= and access_token= query parameters Google's
+// APIs read), attaches the gateway credential host-side, streams server-sent events without
+// buffering, turns a revocation mid-stream into an in-stream error event, and reports token
+// usage into the request's access record.
 package llm
 
 import (
@@ -49,6 +51,9 @@ type Gateway struct {
 	// Credential is where the daemon finds the credential it attaches. The zero Credential
 	// has none: requests are refused with 401 gateway_credential_missing.
 	Credential Credential
+	// Allow are requests forwarded besides DefaultEndpoints (gateway.<provider>.allow), each
+	// "METHOD /path" with * for any run of characters but "/" (ParseEndpoint).
+	Allow []string
 }
 
 // Config configures a Relay. Its zero value is usable: every provider at its public API, with
@@ -82,6 +87,8 @@ type gateway struct {
 	prefix string // value prefix, "Bearer " or ""
 	src    *relay.CredentialSource
 	proxy  *httputil.ReverseProxy
+	// endpoints are the requests forwarded: DefaultEndpoints and gateway.<provider>.allow.
+	endpoints []Endpoint
 	// revoked ends a stream whose session was revoked or ended, in the provider's terms.
 	revoked string
 }
@@ -150,13 +157,22 @@ func newGateway(name, defURL, defHeader string, gw Gateway, now func() time.Time
 	if err != nil {
 		return nil, fmt.Errorf("%s.credential.header: %v", key, err)
 	}
+	allow := make([]Endpoint, 0, len(gw.Allow))
+	for i, a := range gw.Allow {
+		e, err := ParseEndpoint(a)
+		if err != nil {
+			return nil, fmt.Errorf("%s.allow[%d]: %v", key, i, err)
+		}
+		allow = append(allow, e)
+	}
 	g := &gateway{
-		name:    name,
-		url:     u,
-		header:  http.CanonicalHeaderKey(name2),
-		prefix:  prefix,
-		src:     newSource(key, c, now),
-		revoked: revokedEvent,
+		endpoints: append(append([]Endpoint(nil), DefaultEndpoints[name]...), allow...),
+		name:      name,
+		url:       u,
+		header:    http.CanonicalHeaderKey(name2),
+		prefix:    prefix,
+		src:       newSource(key, c, now),
+		revoked:   revokedEvent,
 	}
 	if name == Gemini {
 		g.revoked = geminiRevokedEvent
@@ -283,6 +299,12 @@ func (rl *Relay) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if err := checkRest(rest); err != nil {
 		relay.WriteError(w, r, http.StatusBadRequest, api.CodeBadRequest,
 			fmt.Sprintf("the relay refused the path %q: %v", r.URL.EscapedPath(), err))
+		return
+	}
+	if !g.allowed(r.Method, rest) {
+		relay.WriteError(w, r, http.StatusForbidden, api.CodeGatewayPathRefused,
+			fmt.Sprintf("the relay forwards model calls only, not %s %s to the %s gateway (it would carry your credential there); to allow it, add %q to gateway.%s.allow in the agentbox config on the host",
+				r.Method, rest, provider, r.Method+" "+rest, provider))
 		return
 	}
 	cred, err := g.src.Get(ctx)

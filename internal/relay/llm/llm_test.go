@@ -703,3 +703,97 @@ func TestAttackEncodedProviderPath(t *testing.T) {
 		t.Fatalf("%s: %d", r.defaultPath(), resp.StatusCode)
 	}
 }
+
+// TestAttackAccountEndpoints guards the relay's scope (review 14, F8): a box's requests under a
+// provider carried the user's credential to every endpoint the key reaches — the account's
+// files listed, downloaded and deleted, an admin key created. The relay now forwards each
+// provider's inference endpoints (llm.DefaultEndpoints) and gateway.<provider>.allow only; the
+// rest is refused with 403 gateway_path_refused before the credential is read, and never
+// reaches the gateway.
+func TestAttackAccountEndpoints(t *testing.T) {
+	refused := map[string][][2]string{
+		llm.OpenAI: {
+			{"GET", "/v1/files"}, {"GET", "/v1/files/file-USERDATA/content"}, {"DELETE", "/v1/files/file-USERDATA"},
+			{"POST", "/v1/organization/admin_api_keys"}, {"GET", "/v1/responses/resp_1"}, {"POST", "/v1/batches"},
+			{"DELETE", "/v1/models/ft:gpt-4o:acme"}, {"POST", "/v1/models"}, {"GET", "/v1/chat/completions"},
+		},
+		llm.Anthropic: {
+			{"GET", "/v1/files"}, {"POST", "/v1/messages/batches"}, {"GET", "/v1/organizations/api_keys"}, {"GET", "/v1/messages"},
+		},
+		llm.Gemini: {
+			{"GET", "/v1beta/files"}, {"DELETE", "/v1beta/files/abc"}, {"POST", "/upload/v1beta/files"},
+			{"GET", "/v1beta/cachedContents"}, {"POST", "/v1beta/tunedModels"}, {"DELETE", "/v1beta/models/x"},
+		},
+	}
+	for _, prov := range []string{llm.OpenAI, llm.Anthropic, llm.Gemini} {
+		r := newRig(t, rigOptions{provider: prov})
+		for _, mp := range refused[prov] {
+			t.Run(prov+" "+mp[0]+" "+mp[1], func(t *testing.T) {
+				req := r.request(context.Background(), r.path(mp[1]), `{"name":"x"}`)
+				req.Method = mp[0]
+				msg := expectError(t, r.do(req), http.StatusForbidden, api.CodeGatewayPathRefused)
+				if !strings.Contains(msg, mp[1]) || !strings.Contains(msg, "gateway."+prov+".allow") {
+					t.Errorf("the message names neither the path nor the key to allow it: %q", msg)
+				}
+				if rec := r.record(); rec.Code != api.CodeGatewayPathRefused {
+					t.Errorf("record %+v", rec)
+				}
+			})
+		}
+		if reqs := r.up.Requests(); len(reqs) != 0 {
+			t.Errorf("%s: the gateway saw %s %s", prov, reqs[0].Method, reqs[0].Path)
+		}
+		// The model calls still go through.
+		resp := r.do(r.request(context.Background(), r.defaultPath(), map[string]string{llm.OpenAI: oaiMessage, llm.Anthropic: messageBody, llm.Gemini: gemMessage}[prov]))
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Errorf("%s: %d", r.defaultPath(), resp.StatusCode)
+		}
+		r.record()
+	}
+}
+
+// TestGatewayAllow guards gateway.<provider>.allow: an entry forwards its requests (a * in
+// the path matching one element), and nothing else is opened.
+func TestGatewayAllow(t *testing.T) {
+	r := newRig(t, rigOptions{provider: llm.OpenAI, gateway: func(g *llm.Gateway) {
+		g.Allow = []string{"GET /v1/files", "GET /v1/files/*/content"}
+	}})
+	for _, c := range []struct {
+		method, path string
+		ok           bool
+	}{
+		{"GET", "/v1/files", true},
+		{"GET", "/v1/files/file-1/content", true},
+		{"DELETE", "/v1/files/file-1", false},
+		{"GET", "/v1/files/a/b/content", false},
+		{"POST", "/v1/files", false},
+	} {
+		req := r.request(context.Background(), r.path(c.path), "")
+		req.Method = c.method
+		resp := r.do(req)
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		r.record()
+		if refused := resp.StatusCode == http.StatusForbidden; refused == c.ok {
+			t.Errorf("%s %s: %d", c.method, c.path, resp.StatusCode)
+		}
+	}
+}
+
+func TestParseEndpoint(t *testing.T) {
+	for _, bad := range []string{"", "/v1/x", "get /v1/x", "POST v1/x", "POST  /v1/x", "TRACE /v1/x", "POST /v1/../admin",
+		"POST /v1//x", "POST /v1/%2e", "POST /v1/[a]", "POST /v1/x?y", "CONNECT /x"} {
+		if _, err := llm.ParseEndpoint(bad); err == nil {
+			t.Errorf("%q: accepted", bad)
+		}
+	}
+	for _, good := range []string{"POST /v1/embeddings", "GET /v1/files/*/content", "POST /v1beta/models/*:embedContent"} {
+		if _, err := llm.ParseEndpoint(good); err != nil {
+			t.Errorf("%q: %v", good, err)
+		}
+	}
+	if _, err := llm.New(llm.Config{OpenAI: llm.Gateway{Allow: []string{"POST v1/x"}}}); err == nil || !strings.Contains(err.Error(), "gateway.openai.allow") {
+		t.Errorf("New: %v", err)
+	}
+}
