@@ -442,6 +442,7 @@ func TestAbsentProtectedKeptAsProposed(t *testing.T) {
 		{"CreateZedTasks", `mkdir -p .zed && echo '[]' > .zed/tasks.json`, ".zed/tasks.json", "[]\n"},
 		{"CreateNvimLua", `echo 'os.execute("evil")' > .nvim.lua`, ".nvim.lua", "os.execute(\"evil\")\n"},
 		{"CreateMise", `printf '[env]\n' > .mise.toml`, ".mise.toml", "[env]\n"},
+		{"CreateToolVersions", `echo 'nodejs path:/w/bin' > .tool-versions`, ".tool-versions", "nodejs path:/w/bin\n"},
 		// Package managers' and build tools' project files (review 9, F1): the host's npm test,
 		// cargo metadata and any cargo ran what these name.
 		{"CreateNpmrc", `echo 'script-shell=/w/evil' > .npmrc`, ".npmrc", "script-shell=/w/evil\n"},

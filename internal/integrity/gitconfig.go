@@ -228,6 +228,7 @@ var NestedConfigFiles = append([]NestedConfigFile{
 	{"", "rust-toolchain", "rustup's toolchain override, read from the current folder and each one above: a path toolchain runs at any cargo"},
 	{"", "rust-toolchain.toml", "rustup's toolchain override, read from the current folder and each one above: a path toolchain runs at any cargo"},
 	{"", "go.work", "Go's workspace file, read from the current folder and each one above: use and replace directives make go build and go run compile other code"},
+	{"", ".tool-versions", "asdf's and mise's tool versions, read from the current folder and each one above: a path: version puts a folder of the workspace first on PATH"},
 	{"vendor", "modules.txt", "Go's vendor list, beside a go.mod (or go.work): consistent with it, go build and go run compile vendor/ in place of the modules, unchecked against go.sum"},
 	{".mvn", "jvm.config", "Maven's JVM options, read from the project's top at every mvn: -javaagent runs a jar in the host's JVM"},
 	{".mvn", "maven.config", "Maven's options, read from the project's top at every mvn: -s names another settings file"},

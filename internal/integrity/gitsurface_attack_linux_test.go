@@ -410,7 +410,7 @@ func (e *daemonEnv) lefthookHusky(standin string) string {
 // leaves it (review 12, F4): the box adds a command through lefthook's local configs
 // (.lefthook-local.yml, .config/lefthook-local.toml), rewrites a script of the user's
 // lefthook.yml in .lefthook/ and adds one in .lefthook-local/, and writes overcommit's,
-// husky 4's and lint-staged's files; none may stay on the host, and the host's `git commit` must run the user's
+// husky 4's, lint-staged's and commitlint's files; none may stay on the host, and the host's `git commit` must run the user's
 // script only. The hook runs the real lefthook when one is on PATH; CI has none (it is not
 // installed there and the tests have no network), so it otherwise runs a stand-in that reads
 // every name of lefthook's rule (internal/config/loader.go: MainConfigNames and
@@ -442,7 +442,7 @@ for s in .lefthook/"$2"/* .lefthook-local/"$2"/*; do [ -f "$s" ] && sh "$s"; don
 	script, touchScript := e.marker("lefthook-script")
 	localScript, touchLocalScript := e.marker("lefthook-local-script")
 	planted := []string{".lefthook-local.yml", ".config/lefthook-local.toml", ".lefthook-local/pre-commit/x.sh", ".overcommit.yml", ".local-overcommit.yml", ".huskyrc.json",
-		".lintstagedrc.json", "lint-staged.config.js"}
+		".lintstagedrc.json", "lint-staged.config.js", ".commitlintrc.json", "commitlint.config.js"}
 	out := e.boxPlant(fmt.Sprintf(`printf '#!/bin/sh\n%s\n' > .husky/pre-commit; echo "rewrite: $?"
 rm -f .husky/pre-commit; printf '#!/bin/sh\n%s\n' > .husky/pre-commit; chmod +x .husky/pre-commit; echo "replace: $?"
 printf 'pre-commit:\n  commands:\n    pwn:\n      run: %s\n' > .lefthook-local.yml; echo "local yml: $?"
@@ -450,7 +450,8 @@ mkdir -p .config && printf '[pre-commit.commands.pwn2]\nrun = "%s"\n' > .config/
 printf '%s\n' > .lefthook/pre-commit/check.sh; echo "user script: $?"
 mkdir -p .lefthook-local/pre-commit && printf '%s\n' > .lefthook-local/pre-commit/x.sh; echo "local script: $?"
 printf 'PreCommit:\n  CustomScript:\n    enabled: true\n' | tee .overcommit.yml > .local-overcommit.yml; echo '{"hooks":{}}' > .huskyrc.json
-echo '{"*": "id"}' > .lintstagedrc.json; echo 'export default {"*": "id"}' > lint-staged.config.js; echo "others: $?"`,
+echo '{"*": "id"}' > .lintstagedrc.json; echo 'export default {"*": "id"}' > lint-staged.config.js
+echo '{"extends": ["./x.js"]}' > .commitlintrc.json; echo 'module.exports = require("./x.js")' > commitlint.config.js; echo "others: $?"`,
 		touch, touch, touchLocal, touchTOML, touchScript, touchLocalScript))
 	if strings.Contains(out, "rewrite: 0") || strings.Contains(out, "replace: 0") || strings.Contains(out, "user script: 0") {
 		t.Errorf("the box changed .husky/pre-commit or .lefthook/pre-commit/check.sh:\n%s", out)

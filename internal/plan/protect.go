@@ -19,7 +19,8 @@ import (
 // at the next `git commit` (pre-commit's `repo: local` runs any command); the other editors' and tools' files start
 // programs or language servers when the folder is opened or entered (Cursor's and Zed's MCP
 // servers and tasks, Helix's language servers, Neovim's and Vim's exrc, JetBrains' run
-// configurations, mise's tasks and env, Emacs' directory-local eval). The package managers'
+// configurations, mise's tasks and env, asdf's and mise's .tool-versions, whose path: versions
+// put a folder of the workspace first on PATH, Emacs' directory-local eval). The package managers'
 // and build tools' project files run what they name at the host's next ordinary command:
 // npm's script-shell (.npmrc) at `npm test`, yarn's yarnPath, pnpm's .pnpmfile.cjs at install,
 // cargo's build.rustc-wrapper (.cargo/config.toml) at `cargo metadata` (what rust-analyzer runs
@@ -61,6 +62,7 @@ var WorkspaceProtected = append([]string{
 	".idea/workspace.xml",
 	".mise.toml",
 	"mise.toml",
+	".tool-versions",
 	".dir-locals.el",
 	".npmrc",
 	".yarnrc",
@@ -102,7 +104,10 @@ var WorkspaceProtected = append([]string{
 //   - lint-staged, which such a hook most often runs (npx lint-staged; lib/configFiles.js, in
 //     every folder of the repository): .lintstagedrc and its .json, .yaml, .yml, .mjs, .js,
 //     .cjs spellings, lint-staged.config.mjs, .js and .cjs, and the TypeScript spellings of
-//     both (.ts, .mts, .cts) that newer versions read.
+//     both (.ts, .mts, .cts) that newer versions read;
+//   - commitlint, which a commit-msg hook runs (npx commitlint --edit; cosmiconfig's search
+//     places for "commitlint"): .commitlintrc and its .json, .yaml, .yml, .js, .cjs, .mjs, .ts,
+//     .cts spellings, commitlint.config.js, .cjs, .mjs, .ts and .cts.
 //
 // A package.json is not pinned (a box edits it as ordinary work); the part of it that husky 4,
 // yorkie, pre-commit, lint-staged and simple-git-hooks read is watched by the workspace scan
@@ -126,6 +131,12 @@ func HookManagerFiles() []string {
 	}
 	for _, ext := range []string{".mjs", ".js", ".cjs", ".ts", ".mts", ".cts"} {
 		out = append(out, "lint-staged.config"+ext)
+	}
+	for _, ext := range []string{"", ".json", ".yaml", ".yml", ".js", ".cjs", ".mjs", ".ts", ".cts"} {
+		out = append(out, ".commitlintrc"+ext)
+	}
+	for _, ext := range []string{".js", ".cjs", ".mjs", ".ts", ".cts"} {
+		out = append(out, "commitlint.config"+ext)
 	}
 	return out
 }
