@@ -84,10 +84,13 @@ func startShimProcess(args []string, stderr, fd3 *os.File) (Proc, error) {
 	}
 	// Unreaped, the process's /proc entry stays until cmd.Wait below, even if it has ended.
 	start, err := proc.StartTime(cmd.Process.Pid)
-	go cmd.Wait()
 	if err != nil {
+		// Unidentified, it could not be supervised: it ends here, before it takes a launch.
+		cmd.Process.Kill()
+		cmd.Wait()
 		return Proc{}, fmt.Errorf("read the shim's start time: %w", err)
 	}
+	go cmd.Wait()
 	return Proc{Pid: cmd.Process.Pid, StartTime: start}, nil
 }
 
