@@ -40,10 +40,10 @@ const (
 // and says which key would allow it.
 type egressBroker struct {
 	egressDeps
+	live broker.Launches[*egressLaunch]
 
-	mu    sync.Mutex
-	live  map[string]*egressLaunch
-	ended map[string]api.EgressStats
+	mu    sync.Mutex                 // guards ended and historyByID; taken before live's lock
+	ended map[string]api.EgressStats // the counters of the launches this daemon ended
 
 	// The counters of launches that ended under earlier daemons, from their audit rows, loaded
 	// at the first listing (loadHistory).
@@ -75,7 +75,7 @@ type egressDeps struct {
 }
 
 func newEgressBroker(deps egressDeps) *egressBroker {
-	return &egressBroker{egressDeps: deps, live: map[string]*egressLaunch{}, ended: map[string]api.EgressStats{}}
+	return &egressBroker{egressDeps: deps, ended: map[string]api.EgressStats{}}
 }
 
 type egressLaunch struct {
@@ -169,45 +169,34 @@ func (b *egressBroker) start(id, runDir string, allow *egress.Allowlist, base ap
 			b.Log.Warn("egress proxy stopped", "launch", id, "err", err)
 		}
 	}()
-	b.mu.Lock()
-	old := b.live[id]
-	b.live[id] = &egressLaunch{proxy: p, ln: ln, base: base}
-	b.mu.Unlock()
-	if old != nil {
+	if old, ok := b.live.Put(id, &egressLaunch{proxy: p, ln: ln, base: base}); ok {
 		b.stop(old)
 	}
 	return nil
 }
 
 func (b *egressBroker) End(id string) {
-	b.mu.Lock()
-	l := b.live[id]
-	delete(b.live, id)
-	if l != nil {
-		if len(b.ended) >= maxEndedEgressStats {
-			for k := range b.ended {
-				delete(b.ended, k)
-				break
-			}
+	b.mu.Lock() // (taken and counted as ended at once: launchStats finds it in one or the other)
+	l, ok := b.live.Take(id)
+	if !ok {
+		b.mu.Unlock()
+		return
+	}
+	if len(b.ended) >= maxEndedEgressStats {
+		for k := range b.ended {
+			delete(b.ended, k)
+			break
 		}
-		b.ended[id] = l.stats()
 	}
+	b.ended[id] = l.stats()
 	b.mu.Unlock()
-	if l != nil {
-		b.stop(l)
-	}
+	b.stop(l)
 }
 
 // flushHeldRecords writes the summaries of the records each live proxy's rate limit holds
 // back; the daemon calls it when it stops, before it commits the audit rows queued.
 func (b *egressBroker) flushHeldRecords() {
-	b.mu.Lock()
-	ls := make([]*egressLaunch, 0, len(b.live))
-	for _, l := range b.live {
-		ls = append(ls, l)
-	}
-	b.mu.Unlock()
-	for _, l := range ls {
+	for _, l := range b.live.All() {
 		l.proxy.FlushRecords()
 	}
 }
@@ -250,7 +239,7 @@ func (b *egressBroker) launchStats(id string) *api.EgressStats {
 	b.loadHistory()
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if l := b.live[id]; l != nil {
+	if l, ok := b.live.Get(id); ok {
 		s := l.stats()
 		return &s
 	}
