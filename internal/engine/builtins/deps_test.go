@@ -2,6 +2,7 @@ package builtins
 
 import (
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -96,5 +97,48 @@ func TestKernelUsersIndependentOfEngines(t *testing.T) {
 				t.Errorf("%s depends on %s", c.pkg, b)
 			}
 		}
+	}
+}
+
+// TestOnlyEntriesDependOnEngines: no non-test package depends on an engine's package, directly
+// or through another, but this registry, the box helper's entry points (internal/boxmain), the
+// daemon binary's entry (internal/daemonmain, which imports this registry for the daemon and
+// its readiness probe) and the two binaries that hold them; bench/startup renders the bwrap
+// engine's argv (TestOnlyRegistryImportsEngines). The daemon and the readiness probe imported
+// this registry themselves before, and so depended on both engines.
+func TestOnlyEntriesDependOnEngines(t *testing.T) {
+	gobin, err := exec.LookPath("go")
+	if err != nil {
+		t.Skipf("no go toolchain: %v", err)
+	}
+	cmd := exec.Command(gobin, "list", "-f", "{{.ImportPath}} {{join .Deps \" \"}}", module+"...")
+	cmd.Env = append(cmd.Environ(), "GOOS=linux")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list: %v\n%s", err, out)
+	}
+	allowed := map[string]bool{}
+	for _, p := range []string{"internal/engine/builtins", "internal/boxmain", "internal/daemonmain", "cmd/agentbox-box", "cmd/agentbox-daemon", "bench/startup"} {
+		allowed[module+p] = true
+	}
+	seen := 0
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		f := strings.Fields(line)
+		if len(f) == 0 {
+			continue
+		}
+		seen++
+		pkg, deps := f[0], f[1:]
+		if allowed[pkg] || slices.Contains(engines, pkg) {
+			continue
+		}
+		for _, e := range engines {
+			if slices.Contains(deps, e) {
+				t.Errorf("%s depends on the engine %s: reach it through engine.Get, and leave its registration to the program (internal/daemonmain imports this registry)", pkg, e)
+			}
+		}
+	}
+	if seen < 30 {
+		t.Fatalf("go list saw only %d packages:\n%s", seen, out)
 	}
 }
