@@ -323,27 +323,38 @@ func TestAwaitLocked(t *testing.T) {
 	}
 }
 
+// ptyServer returns a shim's server in tty mode whose program has been exec'd, with a real PTY
+// of size (the slave is returned, for the program's side) and its output while no client is
+// attached discarded; logged is what the server logs.
+func ptyServer(t *testing.T, size console.WindowSize) (s *server, sl *os.File, logged *bytes.Buffer) {
+	t.Helper()
+	m, sl, err := pty.Open()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		m.Close()
+		sl.Close()
+	})
+	logOut, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { logOut.Close() })
+	logged = &bytes.Buffer{}
+	s = &server{log: log.New(logged, "", 0), tty: true, master: m, logOut: logOut, size: size}
+	setSize(m, s.size)
+	s.advance(evStart)
+	s.advance(evExec)
+	return s, sl, logged
+}
+
 // TestRedrawEndsAtOutput: a redraw for a newly attached client moves the PTY one row shorter
 // and waits for the program to draw (redraw); the PTY's pump's next output ends that wait
 // (deliver: drawn), and the redraw gives the size back. Output while no redraw waits is no
 // drawn event.
 func TestRedrawEndsAtOutput(t *testing.T) {
-	m, sl, err := pty.Open()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Close()
-	defer sl.Close()
-	logOut, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer logOut.Close()
-	var buf bytes.Buffer
-	s := &server{log: log.New(&buf, "", 0), tty: true, master: m, logOut: logOut, size: console.WindowSize{Rows: 24, Cols: 80}}
-	setSize(m, s.size)
-	s.advance(evStart)
-	s.advance(evExec)
+	s, sl, buf := ptyServer(t, console.WindowSize{Rows: 24, Cols: 80})
 	rows := func() int {
 		r, _, err := pty.Getsize(sl)
 		if err != nil {
@@ -440,17 +451,7 @@ func sizeReader(t *testing.T, s *server, sl *os.File) (sizes func() []string, wa
 // PTY's pump) does not keep the redraw waiting: the redraw ends its own wait after redrawWait
 // (drawn), gives the size back and signals the program, which reads the size it had.
 func TestRedrawEndsAtWait(t *testing.T) {
-	m, sl, err := pty.Open()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Close()
-	defer sl.Close()
-	var buf bytes.Buffer
-	s := &server{log: log.New(&buf, "", 0), tty: true, master: m, size: console.WindowSize{Rows: 24, Cols: 80}}
-	setSize(m, s.size)
-	s.advance(evStart)
-	s.advance(evExec)
+	s, sl, buf := ptyServer(t, console.WindowSize{Rows: 24, Cols: 80})
 	_, waitSizes := sizeReader(t, s, sl)
 	done := make(chan struct{})
 	go func() {
@@ -498,25 +499,10 @@ func TestRedrawOnlySignals(t *testing.T) {
 		{name: "no master", size: console.WindowSize{Rows: 24, Cols: 80}, noMaster: true, want: "24x80"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			m, sl, err := pty.Open()
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer m.Close()
-			defer sl.Close()
-			logOut, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer logOut.Close()
-			var buf bytes.Buffer
-			s := &server{log: log.New(&buf, "", 0), tty: true, master: m, logOut: logOut, size: tc.size}
-			setSize(m, s.size)
+			s, sl, buf := ptyServer(t, tc.size)
 			if tc.noMaster {
 				s.master = nil
 			}
-			s.advance(evStart)
-			s.advance(evExec)
 			_, waitSizes := sizeReader(t, s, sl)
 			first := make(chan struct{})
 			n := 0 // sizes the program read before the redraw under test
