@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -233,6 +234,19 @@ func relayHarness(mode plan.Egress) brokertest.Harness {
 // every broker the daemon builds, each from its real dependencies (a store on disk, the
 // pairing registry, the runtime and state directories) through startBrokers.
 func TestBrokerConformance(t *testing.T) {
+	// Every broker startBrokers builds has its harness below: one added there without one
+	// fails here.
+	covered := []string{"relay", "integrity", "ssh", "egress"}
+	bl := &brokerLives{}
+	d := bl.start(t, brokertest.Dir(t))
+	var built []string
+	for _, b := range d.brokers.Brokers {
+		built = append(built, b.Name())
+	}
+	bl.stop(d)
+	if !slices.Equal(built, covered) {
+		t.Fatalf("the daemon builds the brokers %v; the suite below runs %v", built, covered)
+	}
 	t.Run("relay/egress-deny", func(t *testing.T) { brokertest.Run(t, relayHarness(plan.EgressDeny)) })
 	t.Run("relay/egress-allow", func(t *testing.T) { brokertest.Run(t, relayHarness(plan.EgressAllow)) })
 	t.Run("integrity", func(t *testing.T) { brokertest.Run(t, integrityHarness()) })
