@@ -134,6 +134,13 @@ func (s *State) verifyExec(exit bool) []Transition {
 			}
 		}
 	}
+	if exit {
+		for p, d := range found {
+			if d == packageUnsettled && changedAtExit(p, s.since()) {
+				found[p] = packageUnreadAtExit
+			}
+		}
+	}
 	out = append(out, s.mergeExec(found, func(path string) bool { return true })...)
 	tr, gitdirs := s.verifyIndexes(repos.tops)
 	out = append(out, tr...)
