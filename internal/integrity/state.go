@@ -276,7 +276,7 @@ func (s *State) mergeExec(found map[string]string, owned func(string) bool) []Tr
 }
 
 // identify fills in the identity of each of deps, after dropping those beneath another and
-// those in a folder moved aside (node_modules.agentbox-quarantined-1/x/node_modules, which
+// those in a folder moved aside (.agentbox-quarantined-1/node_modules/x/node_modules, which
 // nothing runs from); one that cannot be read (gone since it was listed) is dropped.
 func identify(deps map[string]DepFolder) {
 	outermost(deps)
