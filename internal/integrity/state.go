@@ -134,6 +134,13 @@ func (s *State) verifyExec(exit bool) []Transition {
 			}
 		}
 	}
+	if exit {
+		for p, d := range found {
+			if d == packageUnsettled && changedAtExit(p, s.since()) {
+				found[p] = packageUnreadAtExit
+			}
+		}
+	}
 	out = append(out, s.mergeExec(found, func(path string) bool { return true })...)
 	tr, gitdirs := s.verifyIndexes(repos.tops)
 	out = append(out, tr...)
@@ -269,7 +276,7 @@ func (s *State) mergeExec(found map[string]string, owned func(string) bool) []Tr
 }
 
 // identify fills in the identity of each of deps, after dropping those beneath another and
-// those in a folder moved aside (node_modules.agentbox-quarantined-1/x/node_modules, which
+// those in a folder moved aside (.agentbox-quarantined-1/node_modules/x/node_modules, which
 // nothing runs from); one that cannot be read (gone since it was listed) is dropped.
 func identify(deps map[string]DepFolder) {
 	outermost(deps)
