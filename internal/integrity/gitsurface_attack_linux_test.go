@@ -459,6 +459,33 @@ func TestAttackQuarantinedFolderRunByTests(t *testing.T) {
 	notRun(t, mark, "the host's node --test:\n"+string(res), out)
 }
 
+// TestAttackHistoryRewritten (review 15, F9): a box folds its Makefile into the user's last
+// commit (same message and date) and expires the reflog: the host's git status, git diff and
+// git log show nothing new, and make runs the box's Makefile. It cannot be undone by the
+// check (the box may rewrite history on purpose, asked to), but the end of the run must say
+// that the branch's history was rewritten, with the old id to restore.
+func TestAttackHistoryRewritten(t *testing.T) {
+	t.Parallel()
+	needGit(t)
+	e := newDaemonEnv(t)
+	repo(t, e.work)
+	was, _ := hostGit(e.work, "rev-parse", "main")
+	was = strings.TrimSpace(was)
+	_, stderr, code := e.runAll("run", "sh", "--", "-c", `printf 'all:\n\t@echo BOX\n' > Makefile && git add Makefile && `+
+		boxGit+` commit -q --amend --no-edit --date="$(git log -1 --format=%ad)" && git reflog expire --expire=now --all && echo planted`)
+	if code != 0 {
+		t.Fatalf("run: exit %d: %s", code, stderr)
+	}
+	if st, _ := hostGit(e.work, "status", "--porcelain"); st != "" {
+		t.Fatalf("the box's amend left a trace in git status (the test would prove less): %q", st)
+	}
+	for _, want := range []string{"agentbox: integrity alert: ", "the history of the branch main was rewritten", "git branch -f main " + was} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("the end of the run lacks %q:\n%s", want, stderr)
+		}
+	}
+}
+
 // lefthookHusky returns the lefthook the workspace's husky hook runs, and writes that hook
 // (.husky/pre-commit: lefthook run pre-commit): the real lefthook when one is on PATH, else a
 // stand-in, the shell script standin (its $2 is the hook's name) ending with exit 0.
