@@ -59,6 +59,10 @@ func TestParseStrict(t *testing.T) {
 		{"absent rw", "home:\n  - {path: .x, access: rw, absent: dir}\n", "home[0].absent: only a ro or deny entry"},
 		{"absent created", "home:\n  - {path: .x, access: rw}\n  - {path: .x/y, access: ro, create: dir, absent: dir}\n", "home[1].absent: only a ro or deny entry"},
 		{"rw in a state folder", "home:\n  - {path: .x, access: state, create: dir}\n  - {path: .x/y, access: rw}\n", "home[1].access: an entry in a state folder is the box's own (state, private), or the host's read-only (ro) or masked (deny): not rw"},
+		{"expected refusal, upper case", "expectedRefusals:\n  - {target: Tips.example.org:443, why: a tip}\n", `expectedRefusals[0].target: "Tips.example.org:443" names no host`},
+		{"expected refusal, port 0", "expectedRefusals:\n  - {target: tips.example.org:0, why: a tip}\n", "expectedRefusals[0].target: \"tips.example.org:0\" has no port number"},
+		{"expected refusal, a URL", "expectedRefusals:\n  - {target: \"https://tips.example.org/x\", why: a tip}\n", "is not host:port"},
+		{"expected refusal, no why", "expectedRefusals:\n  - {target: tips.example.org:443, why: \" \"}\n", "expectedRefusals[0].why: empty"},
 		{"bad seed", "home:\n  - {path: .x, access: state, create: file, seed: other}\n", `home[0].seed: invalid value "other"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
