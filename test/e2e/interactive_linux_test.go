@@ -436,7 +436,15 @@ func TestInteractiveCodex(t *testing.T) {
 			t.Logf("the trust dialog stayed after Enter; pressing it again:\n%s", m.Visible())
 		}
 	}
-	converseAfter(t, m, up, "run codex", trust, nil, prompt, "", "remember the word OTTER")
+	// Codex counts startup warnings in its status line ("⚠ 1 warning · f2 to view"); a returning
+	// user's stock codex shows none (0.171.0 warned of its -c overrides, which rule out the
+	// shared background server, until the profile passed --no-daemon).
+	noWarning := func() {
+		if scr := m.Visible(); strings.Contains(scr, "f2 to view") {
+			t.Errorf("Codex shows a startup warning a returning user does not see:\n%s", scr)
+		}
+	}
+	converseAfter(t, m, up, "run codex", trust, noWarning, prompt, "", "remember the word OTTER")
 
 	state := boxState(t, e, "codex")
 	if ts := jsonlUnder(filepath.Join(state, ".codex", "sessions")); len(ts) == 0 {
@@ -462,7 +470,7 @@ func TestInteractiveCodex(t *testing.T) {
 		t.Errorf("the trust taken in the box is not in its box-owned config.toml: %v\n%s", err, boxConfig)
 	}
 
-	noDialogNow := func() { noDialog(t, m, "the second agentbox run codex") }
+	noDialogNow := func() { noDialog(t, m, "the second agentbox run codex"); noWarning() }
 	if reqs := converseAfter(t, m, up, "run codex -- resume --last", nil, noDialogNow, prompt, "remember the word OTTER", "and now?"); !carries(reqs, "OTTER") {
 		t.Errorf("the resumed launch's requests do not carry the earlier conversation")
 	}
