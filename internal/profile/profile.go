@@ -129,7 +129,7 @@ type HomeEntry struct {
 	// every launch from an allowlist of non-executable keys of the host's file at Path and of
 	// the box's own copy. Only with access state and create file; empty keeps the box's file
 	// as the box left it.
-	Seed string `json:"seed,omitempty" jsonschema_description:"For a state file: the synthesizer that rewrites it at every launch from an allowlist of the host's and the box's keys (claude-config, codex-config, copilot-config, copilot-mcp-config, copilot-permissions, gemini-trust, opencode-db)."`
+	Seed string `json:"seed,omitempty" jsonschema_description:"For a state file: the synthesizer that rewrites it at every launch from an allowlist of the host's and the box's keys (claude-config, codex-config, copilot-config, copilot-mcp-config, copilot-permissions, gemini-trust, gemini-settings, opencode-db)."`
 }
 
 // Relay wires a program to the LLM relay. Values are templates over {relayURL} (the in-box
@@ -441,7 +441,7 @@ func grantingParent(p string, earlier []HomeEntry) *HomeEntry {
 }
 
 // Seeds are the synthesizers a state file may name (package harnessstate implements them).
-var Seeds = []string{SeedClaudeConfig, SeedCodexConfig, SeedCopilotConfig, SeedCopilotMCPConfig, SeedCopilotPermissions, SeedGeminiTrust, SeedOpenCodeDB}
+var Seeds = []string{SeedClaudeConfig, SeedCodexConfig, SeedCopilotConfig, SeedCopilotMCPConfig, SeedCopilotPermissions, SeedGeminiTrust, SeedGeminiSettings, SeedOpenCodeDB}
 
 // The synthesizers of state files.
 const (
@@ -459,6 +459,9 @@ const (
 	SeedCopilotPermissions = "copilot-permissions"
 	// SeedGeminiTrust synthesizes Gemini CLI's trustedFolders.json: the workspace's trust.
 	SeedGeminiTrust = "gemini-trust"
+	// SeedGeminiSettings writes Gemini CLI's user settings.json: the host's, with its update
+	// check, automatic update and usage statistics off.
+	SeedGeminiSettings = "gemini-settings"
 	// SeedOpenCodeDB edits OpenCode's SQLite database in place (sessions live in it): the
 	// saved "always" answers, session permission rules that allow, project start commands and
 	// accounts a box recorded are dropped; the host's own saved answers are carried.

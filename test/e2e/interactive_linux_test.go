@@ -518,15 +518,30 @@ func TestInteractiveGemini(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(e.Home, ".gemini", "trustedFolders.json"), []byte(trust), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	// A returning user's own settings, as Gemini CLI leaves them (the auth type chosen, a
+	// theme): its update check and usage statistics on, by default. Each boxed launch asked the
+	// npm registry for Gemini CLI's latest version, refused, and ended saying so.
+	const hostSettings = "{\n  \"security\": {\"auth\": {\"selectedType\": \"gemini-api-key\"}},\n  \"ui\": {\"theme\": \"GitHub\"}\n}\n"
+	hostSettingsFile := filepath.Join(e.Home, ".gemini", "settings.json")
+	if err := os.WriteFile(hostSettingsFile, []byte(hostSettings), 0o600); err != nil {
+		t.Fatal(err)
+	}
 
 	m := e.Tmux(t)
 	m.tmux("resize-window", "-t", "main", "-x", "120", "-y", "40")
 	m.wait = geminiWait
 	converse(t, m, up, "run gemini", geminiReady, "", "remember the word HERON", "/quit")
+	if b, _ := os.ReadFile(hostSettingsFile); string(b) != hostSettings {
+		t.Errorf("the host's ~/.gemini/settings.json changed:\n%s", b)
+	}
 
 	state := boxState(t, e, "gemini")
 	if ts := jsonlUnder(filepath.Join(state, ".gemini", "tmp")); len(ts) == 0 {
 		t.Errorf("no saved chat in the box-owned state %s", state)
+	}
+	if b, err := os.ReadFile(filepath.Join(state, ".gemini", "settings.json")); err != nil || !strings.Contains(string(b), `"GitHub"`) ||
+		!strings.Contains(string(b), `"enableAutoUpdateNotification": false`) {
+		t.Errorf("the box's settings.json does not carry the host's theme with the update check off: %v\n%s", err, b)
 	}
 	if ts := jsonlUnder(filepath.Join(e.Home, ".gemini", "tmp")); len(ts) > 0 {
 		t.Errorf("the box wrote chats into the host's ~/.gemini/tmp: %v", ts)
