@@ -86,15 +86,7 @@ npm install --no-audit --no-fund --no-update-notifier --registry ` + out.URL("/"
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	resp, err := td.c.Launch(ctx, &api.LaunchRequest{Program: "sh", Path: sh, Args: []string{"-c", script.String()}, Workspace: td.work, Detach: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var l *api.Launch
-	waitFor(t, "the box to exit", func() bool {
-		l, err = td.c.Get(ctx, resp.ID)
-		return err == nil && l.State != api.StateRunning && l.State != api.StateStarting
-	})
+	l := td.runToEnd(t, &api.LaunchRequest{Program: "sh", Path: sh, Args: []string{"-c", script.String()}, Workspace: td.work})
 	outB, _ := os.ReadFile(filepath.Join(td.work, "out.txt"))
 	o := string(outB)
 	if l.State != api.StateExited || l.ExitCode == nil || *l.ExitCode != 0 {
@@ -134,7 +126,7 @@ npm install --no-audit --no-fund --no-update-notifier --registry ` + out.URL("/"
 	}
 	var got *api.EgressStats
 	for _, x := range ls {
-		if x.ID == resp.ID {
+		if x.ID == l.ID {
 			got = x.Egress
 		}
 	}
@@ -144,7 +136,7 @@ npm install --no-audit --no-fund --no-update-notifier --registry ` + out.URL("/"
 	b, _ := json.Marshal(got)
 	t.Logf("launches --json egress: %s", b)
 	// One audit row per tunnel.
-	rows := egressAuditRows(t, td, resp.ID)
+	rows := egressAuditRows(t, td, l.ID)
 	if int64(len(rows)) != got.Allowed+got.Refused+got.Failed {
 		t.Errorf("%d audit rows for %d+%d+%d tunnels", len(rows), got.Allowed, got.Refused, got.Failed)
 	}
@@ -357,16 +349,8 @@ func TestEgressExpectedRefusals(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	resp, err := td.c.Launch(ctx, &api.LaunchRequest{Program: "curl", Path: curl, Workspace: td.work, Detach: true,
+	l := td.runToEnd(t, &api.LaunchRequest{Program: "curl", Path: curl, Workspace: td.work,
 		Args: []string{"-sS", "--max-time", "20", "https://tips.example.org/tip.toml", "https://other.example.org/"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var l *api.Launch
-	waitFor(t, "the box to exit", func() bool {
-		l, err = td.c.Get(ctx, resp.ID)
-		return err == nil && l.State != api.StateRunning && l.State != api.StateStarting
-	})
 	if l.Profile != "tipper" {
 		t.Fatalf("launch profile %q, want tipper", l.Profile)
 	}
@@ -376,7 +360,7 @@ func TestEgressExpectedRefusals(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, x := range ls {
-		if x.ID == resp.ID {
+		if x.ID == l.ID {
 			got = x.Egress
 		}
 	}
@@ -391,7 +375,7 @@ func TestEgressExpectedRefusals(t *testing.T) {
 		t.Errorf("egress record = %+v, want 2 refused: %+v", *got, want)
 	}
 	// Still audited: one row per refused request.
-	if rows := egressAuditRows(t, td, resp.ID); len(rows) != 2 {
+	if rows := egressAuditRows(t, td, l.ID); len(rows) != 2 {
 		t.Errorf("%d audit rows, want 2: %+v", len(rows), rows)
 	}
 }
