@@ -211,18 +211,26 @@ func EnsureDaemon(ctx context.Context) (*client.Client, error) {
 }
 
 // egressHint is the line printed when an attached launch ends after the egress proxy refused
-// hosts: which, and the key that would allow each; "" when none was refused.
+// hosts: which, and the key that would allow each; "" when none was refused. A refusal the
+// launch's profile expects (a request the program makes at every start whatever its settings)
+// is not announced: no key the user could set makes it go away; the launch's record lists it.
 func egressHint(e *api.EgressStats) string {
-	if e == nil || len(e.Refusals) == 0 {
+	if e == nil {
 		return ""
 	}
 	byKey := map[string][]string{}
 	var keys []string
 	for _, r := range e.Refusals {
+		if r.Expected {
+			continue
+		}
 		if byKey[r.Key] == nil {
 			keys = append(keys, r.Key)
 		}
 		byKey[r.Key] = append(byKey[r.Key], r.Target)
+	}
+	if len(keys) == 0 {
+		return ""
 	}
 	var parts []string
 	for _, k := range keys {

@@ -82,6 +82,9 @@ type egressLaunch struct {
 	proxy *egress.Proxy
 	ln    net.Listener
 	base  api.EgressStats // counted before a daemon restart (from the audit log)
+	// expected are the targets the launch's profile expects refused (expectedRefusals), with
+	// the reason of each.
+	expected map[string]string
 }
 
 // egressState is what launchdir.EgressStateFile holds.
@@ -113,7 +116,7 @@ func (b *egressBroker) Prepare(ctx context.Context, bl *broker.Launch, c *plan.C
 	if err := saveBrokerState(bl, launchdir.EgressStateFile, "egress proxy", egressState{Allow: bl.Config.EgressAllow, Port: port}); err != nil {
 		return err
 	}
-	if err := b.start(bl.ID, bl.RunDir, allow, api.EgressStats{}); err != nil {
+	if err := b.start(bl.ID, bl.RunDir, allow, api.EgressStats{}, expectedRefusals(bl)); err != nil {
 		return err
 	}
 	proxyURL := "http://agentbox:" + pairing + "@127.0.0.1:" + strconv.Itoa(port)
@@ -143,12 +146,30 @@ func (b *egressBroker) Resume(ctx context.Context, bl *broker.Launch) error {
 	if b.Sessions == nil {
 		return errors.New("no pairing registry")
 	}
-	return b.start(bl.ID, bl.RunDir, allow, b.countedBefore(ctx, bl.ID))
+	return b.start(bl.ID, bl.RunDir, allow, b.countedBefore(ctx, bl.ID), expectedRefusals(bl))
+}
+
+// expectedRefusals returns the targets the launch's profile expects refused, with the reason
+// of each (nil: none).
+func expectedRefusals(bl *broker.Launch) map[string]string {
+	set := profileSet(bl.Config)
+	if set == nil {
+		return nil
+	}
+	p := set.Get(bl.Profile)
+	if p == nil || len(p.ExpectedRefusals) == 0 {
+		return nil
+	}
+	m := make(map[string]string, len(p.ExpectedRefusals))
+	for _, r := range p.ExpectedRefusals {
+		m[r.Target] = r.Why
+	}
+	return m
 }
 
 // start serves a launch's proxy on its socket; its pairing is checked against the registry
 // with the launch's scope, so that only this launch's pairing opens anything here.
-func (b *egressBroker) start(id, runDir string, allow *egress.Allowlist, base api.EgressStats) error {
+func (b *egressBroker) start(id, runDir string, allow *egress.Allowlist, base api.EgressStats, expected map[string]string) error {
 	ln, err := egress.Listen(filepath.Join(runDir, egressSocket))
 	if err != nil {
 		return err
@@ -169,7 +190,7 @@ func (b *egressBroker) start(id, runDir string, allow *egress.Allowlist, base ap
 			b.Log.Warn("egress proxy stopped", "launch", id, "err", err)
 		}
 	}()
-	if old, ok := b.live.Put(id, &egressLaunch{proxy: p, ln: ln, base: base}); ok {
+	if old, ok := b.live.Put(id, &egressLaunch{proxy: p, ln: ln, base: base, expected: expected}); ok {
 		b.stop(old)
 	}
 	return nil
@@ -221,7 +242,8 @@ func (l *egressLaunch) stats() api.EgressStats {
 		out.LastRefused, out.LastRefusedReason = s.LastRefused, s.LastRefusedReason
 	}
 	for _, r := range s.Refusals {
-		out.Refusals = append(out.Refusals, api.EgressRefusal{Target: r.Target, Key: r.Key})
+		why, expected := l.expected[strings.ToLower(r.Target)]
+		out.Refusals = append(out.Refusals, api.EgressRefusal{Target: r.Target, Key: r.Key, Expected: expected, Why: why})
 	}
 	return out
 }
