@@ -536,8 +536,9 @@ func (r *resolver) submodules(gitdir string) []string {
 	if b, err := r.fs.read(filepath.Join(gitdir, "index"), maxIndexBytes); tooLarge(err) != nil {
 		r.note("%s is %v: the .git of its gitlinks is not guarded", filepath.Join(r.ws, gitdir, "index"), err)
 	} else if err == nil {
-		cfg, _ := r.fs.read(filepath.Join(gitdir, "config"), maxCheckedFile)
-		links, err := indexGitlinks(b, objectIDLen(cfg))
+		// The object format is the repository's: its common dir's config (a linked worktree's
+		// gitdir has none of its own), as git reads it.
+		links, err := indexGitlinks(b, repoIDLen(r.ws, filepath.Join(r.ws, gitdir)))
 		if err != nil {
 			r.note("%s: %v: the .git of its gitlinks is not guarded", filepath.Join(r.ws, gitdir, "index"), err)
 		}
