@@ -767,9 +767,57 @@ func checkSequencer(ws, gd string, skip map[string]bool, out map[string]string) 
 			out[p] = "a sequencer todo list " + err.Error() + ": taken for one with exec lines"
 		case err == nil && todoExecs(b):
 			sum := sha256.Sum256(b)
-			out[p] = "exec lines in a sequencer todo list, which git rebase --continue runs (sha256 " + hex.EncodeToString(sum[:6]) + ")"
+			out[p] = todoExecFinding + " (sha256 " + hex.EncodeToString(sum[:6]) + ")"
 		}
 	}
+}
+
+// todoExecFinding begins the finding of a todo list with exec lines that git reads as a
+// regular file beneath the workspace (not one that leads out, nor one too large to read).
+const todoExecFinding = "exec lines in a sequencer todo list, which git rebase --continue runs"
+
+// ownRebase reports whether the finding d at p is a todo list with exec lines as git's own
+// rebase writes it (a regular file of a git directory's sequencerTodos).
+func ownRebase(p, d string) bool {
+	return strings.HasPrefix(d, todoExecFinding) &&
+		slices.ContainsFunc(sequencerTodos, func(f string) bool { return strings.HasSuffix(p, "/"+f) })
+}
+
+// sequencerLists returns the sequencer todo lists (sequencerTodos) that exist, with or without
+// exec lines, in the git directories of repos (found by a scan: the .git of each of its tops,
+// and its bare repositories), their submodules' and their linked worktrees' (each worktree
+// stops a rebase in its own gitdir), as the scan reads them (scanGitDir).
+func sequencerLists(ws string, repos gitRepos) map[string]bool {
+	out := map[string]bool{}
+	var visit func(gd string, depth int)
+	visit = func(gd string, depth int) {
+		if depth > maxGitNesting {
+			return
+		}
+		for _, f := range sequencerTodos {
+			if _, err := os.Lstat(filepath.Join(gd, f)); err == nil {
+				out[filepath.Join(gd, f)] = true
+			}
+		}
+		subs, _ := moduleGitDirs(gd)
+		if names, err := readDirNames(filepath.Join(gd, "worktrees")); err == nil {
+			for _, n := range names {
+				subs = append(subs, filepath.Join(gd, "worktrees", n))
+			}
+		}
+		for _, sub := range subs {
+			visit(sub, depth+1)
+		}
+	}
+	for _, top := range repos.tops {
+		if p := repoIndex(ws, top); p != "" {
+			visit(filepath.Dir(p), 0)
+		}
+	}
+	for _, gd := range repos.gitdirs {
+		visit(gd, 0)
+	}
+	return out
 }
 
 // checkRerere records the conflict resolutions git rerere keeps in gd (rr-cache/ID, in the
