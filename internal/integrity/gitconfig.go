@@ -196,7 +196,9 @@ func scanDir(ws, dir string, skip map[string]bool, files []NestedConfigFile, out
 // there, found by the workspace scan elsewhere, and moved aside when new or changed.
 type NestedConfigFile struct {
 	// Dir is the folder it lies in, as the last components of its path (".vscode",
-	// ".github/copilot"); "" for any folder.
+	// ".github/copilot"); "" for any folder. One that begins with "/" is a path.Match pattern
+	// of the whole workspace-relative folder ("/." the top, "/ci/*"): a lefthook extends
+	// pattern's, whose later matches lefthook merges as it does the present ones.
 	Dir string `json:"dir,omitempty"`
 	// Name is its name, a filepath.Match pattern; "" for every file beneath Dir, at any depth
 	// (a profile's workspaceConfig folder, ".codex/").
@@ -343,6 +345,13 @@ func nestedConfig(files []NestedConfigFile, rel, name string, pinned func(folder
 		return ""
 	}
 	for _, f := range files {
+		if d, anchored := strings.CutPrefix(f.Dir, "/"); anchored {
+			dok, _ := path.Match(d, rel)
+			if nok, _ := path.Match(f.Name, name); dok && nok {
+				return f.Reads
+			}
+			continue
+		}
 		if f.Name == "" {
 			if beneathDir(rel, f.Dir) && !pinnedFolder(rel, f.Dir, pinned) {
 				return f.Reads
@@ -415,7 +424,7 @@ func nestedConfigFolder(files []NestedConfigFile, rel string, pinned func(string
 		return ""
 	}
 	for _, f := range files {
-		if f.Dir == "" {
+		if f.Dir == "" || strings.HasPrefix(f.Dir, "/") {
 			continue
 		}
 		if f.Name == "" && beneathDir(path.Dir(rel), f.Dir) && !pinnedFolder(path.Dir(rel), f.Dir, pinned) {

@@ -524,6 +524,71 @@ printf '%s\n' > tools/hooks/pre-commit/x.sh; echo "added script: $?"`, touchExtr
 	}
 }
 
+// TestAttackLefthookRemotesTOML: what else lefthook reads at each hook run. The host's
+// lefthook.yml extends "hooks/*.yml" (one match at launch) and names a remote, which lefthook
+// install cloned into .git/info/lefthook-remotes/shared-hooks (its lefthook.yml merged, the
+// scripts of its .lefthook/ run); its .lefthook-local.toml (TOML) names source_dir_local
+// tools/local, absent until someone writes it. A box adds a second match of the pattern,
+// rewrites the remote's config and script, adds a remote folder of another ref (lefthook's
+// fallback when it cannot fetch) and writes a script into tools/local; the host's next git
+// commit must run the user's own commands only. Before, the later match and the remotes' folder
+// were not protected and TOML configs were not read (a launch note said so). The real lefthook
+// when it is on PATH, else a stand-in that reads what lefthook reads there.
+func TestAttackLefthookRemotesTOML(t *testing.T) {
+	t.Parallel()
+	e := newDaemonEnv(t)
+	repo(t, e.work)
+	ran, touchRan := e.marker("user-remote-script")
+	lefthook := e.lefthookHusky(`# A stand-in for "lefthook run HOOK" (TestAttackLefthookRemotesTOML): extends patterns, remotes, TOML source_dir_local.
+for f in lefthook.yml hooks/*.yml .git/info/lefthook-remotes/*/lefthook.yml; do
+  [ -f "$f" ] && sed -n 's/^ *run *: *"*\([^"]*\)"*$/\1/p' "$f" | while read -r c; do sh -c "$c"; done
+done
+d=$(sed -n 's/^source_dir_local *= *"\(.*\)"$/\1/p' .lefthook-local.toml)
+for s in .git/info/lefthook-remotes/*/.lefthook/"$2"/* "${d:-.lefthook-local/}$2"/*; do [ -f "$s" ] && sh "$s"; done
+`)
+	write(t, filepath.Join(e.work, "lefthook.yml"), "extends:\n  - \"hooks/*.yml\"\nremotes:\n  - git_url: https://git.example.org/org/shared-hooks.git\npre-commit:\n  commands:\n    fmt:\n      run: \"true\"\n")
+	write(t, filepath.Join(e.work, "hooks/a.yml"), "pre-commit:\n  commands:\n    lint:\n      run: \"true\"\n")
+	write(t, filepath.Join(e.work, ".lefthook-local.toml"), "source_dir_local = \"tools/local/\"\n")
+	remote := filepath.Join(e.work, ".git/info/lefthook-remotes/shared-hooks")
+	write(t, filepath.Join(remote, "lefthook.yml"), "pre-commit:\n  scripts:\n    \"check.sh\":\n      runner: sh\n")
+	write(t, filepath.Join(remote, ".lefthook/pre-commit/check.sh"), touchRan+"\n")
+	git(t, e.work, "config", "core.hooksPath", ".husky")
+	git(t, e.work, "add", ".husky", "lefthook.yml", "hooks")
+	git(t, e.work, "commit", "-q", "-m", "lefthook")
+	os.Remove(ran) // the commit above ran the remote's script
+	glob, touchGlob := e.marker("extends-later-match")
+	cfg, touchCfg := e.marker("remote-config")
+	script, touchScript := e.marker("remote-script")
+	fallback, touchFallback := e.marker("remote-fallback")
+	local, touchLocal := e.marker("toml-source-dir-local")
+	out := e.boxPlant(fmt.Sprintf(`printf 'pre-commit:\n  commands:\n    pwn:\n      run: %s\n' > hooks/b.yml; echo "glob: $?"
+R=.git/info/lefthook-remotes
+printf 'pre-commit:\n  commands:\n    pwn:\n      run: %s\n' >> $R/shared-hooks/lefthook.yml; echo "remote config: $?"
+printf '%s\n' > $R/shared-hooks/.lefthook/pre-commit/check.sh; echo "remote script: $?"
+mkdir -p $R/shared-hooks-zzz && printf 'pre-commit:\n  commands:\n    pwn:\n      run: %s\n' > $R/shared-hooks-zzz/lefthook.yml; echo "fallback: $?"
+mkdir -p tools/local/pre-commit && printf '%s\n' > tools/local/pre-commit/x.sh; echo "local script: $?"`,
+		touchGlob, touchCfg, touchScript, touchFallback, touchLocal))
+	for _, w := range []string{"remote config: 0", "remote script: 0"} {
+		if strings.Contains(out, w) {
+			t.Errorf("the box wrote the remote (%s):\n%s", w, out)
+		}
+	}
+	for _, rel := range []string{"hooks/b.yml", ".git/info/lefthook-remotes/shared-hooks-zzz", "tools/local/pre-commit/x.sh"} {
+		if _, err := os.Lstat(filepath.Join(e.work, rel)); err == nil {
+			t.Errorf("the box's %s is on the host after the box:\n%s", rel, out)
+		}
+	}
+	write(t, filepath.Join(e.work, "work.txt"), "work\n")
+	git(t, e.work, "add", "work.txt")
+	cm, _ := hostGit(e.work, "commit", "-q", "-m", "work")
+	for _, m := range []string{glob, cfg, script, fallback, local} {
+		notRun(t, m, "the host's git commit (lefthook: "+lefthook+"):\n"+cm, out)
+	}
+	if _, err := os.Lstat(ran); err != nil {
+		t.Errorf("the host's git commit did not run the remote's own script (the test proves nothing):\n%s", cm)
+	}
+}
+
 // TestAttackNestedConfigKeys: a box makes nested repositories whose config names a program
 // through a key the scanner used to miss (or behind a UTF-8 BOM, which git skips; after a "]"
 // in a quoted value on its header's line, review 13 F6; after 1.2 MB of comments, F7); the

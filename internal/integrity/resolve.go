@@ -85,6 +85,9 @@ type resolver struct {
 	// user is the configuration of the host's git outside the repository, with its includes
 	// (userConfig).
 	user []ConfigEntry
+	// gitdirRel is the workspace's own git directory, workspace-relative ("" without one
+	// beneath the workspace).
+	gitdirRel string
 }
 
 // beneathFS looks paths up beneath the workspace without following symlinks (Linux: openat2).
@@ -582,6 +585,7 @@ func resolveWith(ws string, extra []string, fs beneathFS) *Layout {
 		switch {
 		case err == nil && k == KindDir:
 			r.root(dotGit, true, true)
+			r.gitdirRel = ".git"
 			r.gitDir(".git", r.submodules(".git"))
 			r.fromConfig(".git", ".")
 		case err == nil && k == KindFile:
@@ -599,6 +603,7 @@ func resolveWith(ws string, extra []string, fs beneathFS) *Layout {
 					break
 				}
 				r.root(gd, true, true)
+				r.gitdirRel = rel
 				r.gitDir(rel, r.submodules(rel))
 				r.fromConfig(rel, ".")
 			}
