@@ -589,6 +589,59 @@ mkdir -p tools/local/pre-commit && printf '%s\n' > tools/local/pre-commit/x.sh; 
 	}
 }
 
+// TestAttackHookScripts: a protected hook that runs a script of the workspace by its path, or
+// an npm script that runs another one and a file in turn. The host's .husky/pre-commit
+// (core.hooksPath) runs sh ./scripts/check.sh and npm run lint, whose lint runs npm run
+// lint:js, which runs sh tools/lint-js.sh. A first box rewrites scripts/check.sh and
+// tools/lint-js.sh as ordinary work: the host's next git commit must run the user's versions
+// (the box's are kept as proposed changes). A second box changes the lint:js script in
+// package.json: the host's next git commit must not run it (the package.json is moved aside).
+// Before, the files were not pinned and package.json's hook part held the scripts the hooks
+// name, not those those scripts name: the host's commit ran all three.
+func TestAttackHookScripts(t *testing.T) {
+	t.Parallel()
+	if _, err := exec.LookPath("npm"); err != nil {
+		t.Skip("no npm: the hook runs npm run lint")
+	}
+	e := newDaemonEnv(t)
+	repo(t, e.work)
+	ran, touchRan := e.marker("user-check")
+	write(t, filepath.Join(e.work, ".husky/pre-commit"), "#!/bin/sh\nset -e\nsh ./scripts/check.sh\nnpm run --silent lint\n")
+	os.Chmod(filepath.Join(e.work, ".husky/pre-commit"), 0o755)
+	write(t, filepath.Join(e.work, "scripts/check.sh"), touchRan+"\n")
+	write(t, filepath.Join(e.work, "tools/lint-js.sh"), "true\n")
+	pkg := filepath.Join(e.work, "package.json")
+	write(t, pkg, `{"name":"p","private":true,"scripts":{"lint":"npm run --silent lint:js","lint:js":"sh tools/lint-js.sh","build":"tsc"}}`+"\n")
+	git(t, e.work, "config", "core.hooksPath", ".husky")
+	git(t, e.work, "add", ".husky", "scripts", "tools", "package.json")
+	git(t, e.work, "commit", "-q", "-m", "hooks")
+	os.Remove(ran) // the commit above ran the user's check
+	check, touchCheck := e.marker("check")
+	lint, touchLint := e.marker("lint-js")
+	out := e.boxPlant(fmt.Sprintf(`printf '%s\n' > scripts/check.sh; echo "check: $?"
+printf '%s\n' > tools/lint-js.sh; echo "lint-js: $?"`, touchCheck, touchLint))
+	write(t, filepath.Join(e.work, "work.txt"), "work\n")
+	git(t, e.work, "add", "work.txt")
+	cm, err := hostGit(e.work, "commit", "-q", "-m", "work")
+	notRun(t, check, "the host's git commit (.husky/pre-commit: sh ./scripts/check.sh):\n"+cm, out)
+	notRun(t, lint, "the host's git commit (npm run lint, lint:js: sh tools/lint-js.sh):\n"+cm, out)
+	if _, serr := os.Lstat(ran); serr != nil || err != nil {
+		t.Errorf("the host's git commit did not run the user's own check (%v; the test proves nothing):\n%s", err, cm)
+	}
+	script, touchScript := e.marker("lint-js-script")
+	out = e.boxPlant(fmt.Sprintf(`node -e 'const fs = require("fs"); const p = JSON.parse(fs.readFileSync("package.json")); p.scripts["lint:js"] = %q; fs.writeFileSync("package.json", JSON.stringify(p, null, 2))' && echo planted`, touchScript))
+	if !strings.Contains(out, "planted") {
+		t.Fatalf("the plant did not complete (the test would prove nothing):\n%s", out)
+	}
+	write(t, filepath.Join(e.work, "work.txt"), "work 2\n")
+	git(t, e.work, "add", "work.txt")
+	cm, _ = hostGit(e.work, "commit", "-q", "-m", "work 2")
+	notRun(t, script, "the host's git commit (npm run lint, the box's lint:js):\n"+cm, out)
+	if b, err := os.ReadFile(pkg + ".agentbox-quarantined-1"); err != nil || !strings.Contains(string(b), script) {
+		t.Errorf("the box's package.json, moved aside: %q, %v", b, err)
+	}
+}
+
 // TestAttackNestedConfigKeys: a box makes nested repositories whose config names a program
 // through a key the scanner used to miss (or behind a UTF-8 BOM, which git skips; after a "]"
 // in a quoted value on its header's line, review 13 F6; after 1.2 MB of comments, F7); the

@@ -25,7 +25,8 @@ var PackageHookKeys = []string{"husky", "gitHooks", "pre-commit", "precommit", "
 // the values of those keys, and of the npm scripts (with their pre and post scripts) that any
 // word of those values or of hookWords (the words of the hook files beside it: husky 5 and
 // later's .husky/pre-commit running npm test) names (npm test, npm run lint,
-// "pre-commit": ["lint"]), as canonical JSON, and the names it took; "" when the package has
+// "pre-commit": ["lint"]), and of those that any word of a named script names in turn, as
+// canonical JSON, and the names it took; "" when the package has
 // none. The scan records its hash, so that a box's change to it is a change, while its other
 // edits (dependencies, other scripts) are ordinary work. A text that is not JSON is an error:
 // the scan takes it for one with hooks.
@@ -49,16 +50,27 @@ func packageHooks(text []byte, hookWords []string) (string, []string, error) {
 	}
 	names := slices.Sorted(maps.Keys(hooks))
 	if scripts, ok := pkg["scripts"].(map[string]any); ok {
+		// The scripts those words name, and those the named scripts name in turn (a hook's
+		// npm run lint whose lint is npm run lint:js): a box's change to any of them is one
+		// to what the hook runs.
 		named := map[string]any{}
-		for _, w := range append(words(hooks), hookWords...) {
-			if w == "t" || w == "tst" {
-				w = "test" // npm t
-			}
-			for _, s := range []string{w, "pre" + w, "post" + w} {
-				if v, ok := scripts[s]; ok {
-					named[s] = v
+		for next := append(words(hooks), hookWords...); len(next) > 0; {
+			var more []string
+			for _, w := range next {
+				if w == "t" || w == "tst" {
+					w = "test" // npm t
+				}
+				for _, s := range []string{w, "pre" + w, "post" + w} {
+					if _, done := named[s]; done {
+						continue
+					}
+					if v, ok := scripts[s]; ok {
+						named[s] = v
+						more = append(more, words(v)...)
+					}
 				}
 			}
+			next = more
 		}
 		if len(named) > 0 {
 			hooks["scripts"] = named

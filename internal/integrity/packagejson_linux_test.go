@@ -27,6 +27,9 @@ func TestPackageHooks(t *testing.T) {
 		{"ghooks", `{"config":{"ghooks":{"pre-commit":"make"},"port":1}}`, nil, []string{"config.ghooks"}},
 		{"config-other", `{"config":{"port":1}}`, nil, nil},
 		{"bom", "\xef\xbb\xbf" + `{"simple-git-hooks":{"pre-commit":"x"}}`, nil, []string{"simple-git-hooks"}},
+		// The scripts a named script names, in turn (and no cycle is followed twice).
+		{"transitive", `{"scripts":{"lint":"npm run lint:js && npm run lint:css","lint:js":"eslint && npm run lint","lint:css":"stylelint","build":"tsc"}}`,
+			words("npm run lint\n"), []string{"scripts.lint", "scripts.lint:css", "scripts.lint:js"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			_, names, err := packageHooks([]byte(c.text), c.hookWords)

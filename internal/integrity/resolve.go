@@ -88,6 +88,10 @@ type resolver struct {
 	// gitdirRel is the workspace's own git directory, workspace-relative ("" without one
 	// beneath the workspace).
 	gitdirRel string
+	// hookDirs are the core.hooksPath folders of the workspace's repository beneath it, and
+	// hookTexts the commands lefthook's configuration runs (hookScripts).
+	hookDirs  []string
+	hookTexts []string
 }
 
 // beneathFS looks paths up beneath the workspace without following symlinks (Linux: openat2).
@@ -374,8 +378,10 @@ func (r *resolver) fromConfig(gitdir, top string) {
 		}
 		rel, _ := filepath.Rel(r.ws, p)
 		r.protect(rel, true)
+		r.hookDirs = append(r.hookDirs, rel)
 		if filepath.Base(rel) == "_" && filepath.Base(filepath.Dir(rel)) == ".husky" {
 			r.protect(filepath.Dir(rel), true)
+			r.hookDirs = append(r.hookDirs, filepath.Dir(rel))
 		}
 	}
 }
@@ -612,5 +618,6 @@ func resolveWith(ws string, extra []string, fs beneathFS) *Layout {
 		}
 	}
 	r.lefthook()
+	r.hookScripts()
 	return r.lay
 }

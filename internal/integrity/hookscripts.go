@@ -1,0 +1,216 @@
+package integrity
+
+import (
+	"bytes"
+	"encoding/json"
+	"path"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/goccy/go-yaml"
+)
+
+// maxHookScripts bounds the files hookScripts pins, and maxHookScriptDepth how far it follows
+// what a pinned script names in turn.
+const (
+	maxHookScripts     = 256
+	maxHookScriptDepth = 4
+)
+
+// hookScriptExts are the extensions of a file a hook may name without a folder (sh check.sh,
+// node lint.mjs): such a word counts when it names a file at the top.
+var hookScriptExts = []string{".sh", ".bash", ".zsh", ".js", ".mjs", ".cjs", ".ts", ".mts", ".cts", ".py", ".rb", ".pl"}
+
+// hookScripts pins the files the host's git hooks run by naming their path, which a box could
+// otherwise rewrite as ordinary work for the host's next git commit to run (a protected
+// .husky/pre-commit that runs ./scripts/check.sh): every word of a hook's commands that is a
+// relative path (relative to the repository's top, where git runs its hooks) of a regular file
+// beneath the workspace, outside node_modules (the box's own, never the host's), with a folder
+// in it or a script's extension, is protected like any protected path (staged: the box's edit
+// becomes a proposed change); one that is absent is guarded when it has a script's extension
+// or begins with ./ . The commands are those of the hooks git runs (the files of the
+// repository's hooks folder in its common dir and of every core.hooksPath folder), the run
+// commands of lefthook's configuration (hooksText, from lefthook), the entries of
+// pre-commit's local hooks, and the part of the top's package.json an installed hook reads
+// (packageHooks: the hook keys and the npm scripts they name, transitively). What a pinned
+// shell script names by the same rule is pinned too, maxHookScriptDepth deep. Not covered, for none of
+// it can be told from the text: names built at run time ($VAR, $(…), globs, run-s "lint:*"),
+// paths relative to a script's own folder, the files a program finds by itself (a Makefile,
+// a linter's JavaScript configuration, the modules a script imports).
+func (r *resolver) hookScripts() {
+	texts := slices.Clone(r.hookTexts)
+	folders := r.hookDirs
+	if common, ok := r.commonRel(); ok {
+		folders = append(folders, filepath.Join(common, "hooks"))
+	}
+	var hookWords []string
+	for _, d := range folders {
+		for _, t := range r.folderTexts(d) {
+			texts = append(texts, t)
+			hookWords = append(hookWords, words(t)...)
+		}
+	}
+	if b, err := r.fs.read("package.json", maxCheckedFile); err == nil {
+		if part, _, err := packageHooks(b, hookWords); err == nil && part != "" {
+			var v any
+			json.Unmarshal([]byte(part), &v)
+			texts = append(texts, strings.Join(words(v), " "))
+		}
+	}
+	if b, err := r.fs.read(".pre-commit-config.yaml", maxCheckedFile); err == nil {
+		var cfg struct {
+			Repos []struct {
+				Repo  string `yaml:"repo"`
+				Hooks []struct {
+					Entry string   `yaml:"entry"`
+					Args  []string `yaml:"args"`
+				} `yaml:"hooks"`
+			} `yaml:"repos"`
+		}
+		if yaml.Unmarshal(b, &cfg) == nil {
+			for _, rp := range cfg.Repos {
+				if rp.Repo != "local" {
+					continue
+				}
+				for _, h := range rp.Hooks {
+					texts = append(texts, h.Entry+" "+strings.Join(h.Args, " "))
+				}
+			}
+		}
+	}
+	seen := map[string]bool{}
+	pinned := 0
+	for depth := 0; len(texts) > 0 && depth <= maxHookScriptDepth; depth++ {
+		var next []string
+		for _, t := range texts {
+			for _, rel := range r.hookPaths(t) {
+				if seen[rel] || pinned >= maxHookScripts {
+					continue
+				}
+				seen[rel] = true
+				pinned++
+				r.protect(rel, false)
+				if b, err := r.fs.read(rel, maxCheckedFile); err == nil && shellScript(rel, b) {
+					next = append(next, string(b))
+				}
+			}
+		}
+		texts = next
+	}
+	if pinned >= maxHookScripts {
+		r.note("the git hooks name more than %d files: those after them are not pinned", maxHookScripts)
+	}
+}
+
+// hookPaths returns the workspace-relative paths a hook's text names (hookScripts' rule),
+// comment lines left out.
+func (r *resolver) hookPaths(text string) []string {
+	var out []string
+	for _, line := range strings.Split(text, "\n") {
+		if strings.HasPrefix(strings.TrimSpace(line), "#") {
+			continue
+		}
+		for _, w := range words(line) {
+			if filepath.IsAbs(w) || strings.HasPrefix(w, "-") || strings.Contains(w, "://") {
+				continue
+			}
+			script := slices.Contains(hookScriptExts, path.Ext(w))
+			if !strings.Contains(w, "/") && !script {
+				continue
+			}
+			rel, ok := r.beneath(filepath.Join(r.ws, w))
+			if !ok || slices.Contains(strings.Split(rel, "/"), "node_modules") || r.pinnedBeneath(rel) {
+				continue
+			}
+			k, err := r.fs.kind(rel)
+			switch {
+			case err == nil && k == KindFile:
+				out = append(out, rel)
+			case err == nil && k == KindAbsent && (script || strings.HasPrefix(w, "./")):
+				out = append(out, rel)
+			}
+		}
+	}
+	return out
+}
+
+// shellScript reports whether the file rel, whose text is b, is a shell script (by its
+// extension or its #! line): the paths it names are relative to the folder it runs in, the
+// repository's top for a hook's script. Another language's relative paths are its own
+// (a module's import, relative to the module's folder): not followed.
+func shellScript(rel string, b []byte) bool {
+	if bytes.Contains(b[:min(len(b), 8192)], []byte{0}) {
+		return false
+	}
+	switch path.Ext(rel) {
+	case ".sh", ".bash", ".zsh":
+		return true
+	}
+	line, _, _ := bytes.Cut(b, []byte("\n"))
+	if !bytes.HasPrefix(line, []byte("#!")) {
+		return false
+	}
+	f := strings.Fields(string(line[2:]))
+	if len(f) > 1 && path.Base(f[0]) == "env" {
+		f = f[1:]
+	}
+	return len(f) > 0 && slices.Contains([]string{"sh", "bash", "dash", "zsh", "ksh"}, path.Base(f[0]))
+}
+
+// pinnedBeneath reports whether rel lies in a folder already pinned (a hooks folder).
+func (r *resolver) pinnedBeneath(rel string) bool {
+	for d := filepath.Dir(rel); d != "."; d = filepath.Dir(d) {
+		if r.prot[filepath.Join(r.ws, d)] {
+			return true
+		}
+	}
+	return false
+}
+
+// folderTexts returns the texts of the hooks in the folder rel (but samples and what was
+// moved aside).
+func (r *resolver) folderTexts(rel string) []string {
+	if k, err := r.fs.kind(rel); err != nil || k != KindDir {
+		return nil
+	}
+	names, err := readDirNames(filepath.Join(r.ws, rel))
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, n := range names {
+		if strings.HasSuffix(n, ".sample") || strings.Contains(n, QuarantineSuffix) {
+			continue
+		}
+		if b, err := r.fs.read(filepath.Join(rel, n), maxCheckedFile); err == nil {
+			out = append(out, string(b))
+		}
+	}
+	return out
+}
+
+// lefthookRuns returns the run commands of a lefthook configuration document (any value of a
+// key "run", at any depth: commands, jobs, groups).
+func lefthookRuns(doc any) []string {
+	var out []string
+	var walk func(any)
+	walk = func(v any) {
+		switch v := v.(type) {
+		case map[string]any:
+			for k, e := range v {
+				if s, ok := e.(string); ok && k == "run" {
+					out = append(out, s)
+					continue
+				}
+				walk(e)
+			}
+		case []any:
+			for _, e := range v {
+				walk(e)
+			}
+		}
+	}
+	walk(doc)
+	return out
+}
