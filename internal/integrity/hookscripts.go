@@ -3,6 +3,7 @@ package integrity
 import (
 	"bytes"
 	"encoding/json"
+	"os"
 	"path"
 	"path/filepath"
 	"slices"
@@ -25,11 +26,11 @@ var hookScriptExts = []string{".sh", ".bash", ".zsh", ".js", ".mjs", ".cjs", ".t
 // hookScripts pins the files the host's git hooks run by naming their path, which a box could
 // otherwise rewrite as ordinary work for the host's next git commit to run (a protected
 // .husky/pre-commit that runs ./scripts/check.sh): every word of a hook's commands that is a
-// relative path (relative to the repository's top, where git runs its hooks) of a regular file
-// beneath the workspace, outside node_modules (the box's own, never the host's), with a folder
-// in it or a script's extension, is protected like any protected path (staged: the box's edit
-// becomes a proposed change); one that is absent is guarded when it has a script's extension
-// or begins with ./ . The commands are those of the hooks git runs (the files of the
+// relative path (relative to the repository's top, where git runs its hooks) of a file beneath
+// the workspace, outside node_modules (the box's own, never the host's), that the hook runs
+// (hookPaths: after an interpreter, with a script's extension, or executable) is protected
+// like any protected path (staged: the box's edit becomes a proposed change), or guarded while
+// absent. The commands are those of the hooks git runs (the files of the
 // repository's hooks folder in its common dir and of every core.hooksPath folder), the run
 // commands of lefthook's configuration (hooksText, from lefthook), the entries of
 // pre-commit's local hooks, and the part of the top's package.json an installed hook reads
@@ -103,20 +104,29 @@ func (r *resolver) hookScripts() {
 	}
 }
 
-// hookPaths returns the workspace-relative paths a hook's text names (hookScripts' rule),
-// comment lines left out.
+// hookInterpreters are the programs whose next word a hook runs as a script (sh x, node x, . x).
+var hookInterpreters = []string{".", "source", "sh", "bash", "dash", "zsh", "ksh", "node", "deno", "bun", "tsx", "ts-node", "python", "python3", "ruby", "perl", "exec"}
+
+// hookPaths returns the workspace-relative paths a hook's text runs (hookScripts' rule),
+// comment lines left out: a word that is a relative path beneath the workspace (outside
+// node_modules) and names a file the hook runs: one after an interpreter (sh x, node x, . x),
+// one with a script's extension, or an executable file; absent, one after an interpreter, with
+// a script's extension, or ./NAME without an extension. A file the hook only reads
+// ([ -f ./package.json ], require("./package.json")) is not one.
 func (r *resolver) hookPaths(text string) []string {
 	var out []string
 	for _, line := range strings.Split(text, "\n") {
 		if strings.HasPrefix(strings.TrimSpace(line), "#") {
 			continue
 		}
-		for _, w := range words(line) {
+		ws := words(line)
+		for i, w := range ws {
 			if filepath.IsAbs(w) || strings.HasPrefix(w, "-") || strings.Contains(w, "://") {
 				continue
 			}
+			run := i > 0 && slices.Contains(hookInterpreters, path.Base(ws[i-1]))
 			script := slices.Contains(hookScriptExts, path.Ext(w))
-			if !strings.Contains(w, "/") && !script {
+			if !strings.Contains(w, "/") && !script && !run {
 				continue
 			}
 			rel, ok := r.beneath(filepath.Join(r.ws, w))
@@ -125,14 +135,21 @@ func (r *resolver) hookPaths(text string) []string {
 			}
 			k, err := r.fs.kind(rel)
 			switch {
-			case err == nil && k == KindFile:
+			case err != nil:
+			case k == KindFile && (run || script || executable(filepath.Join(r.ws, rel))):
 				out = append(out, rel)
-			case err == nil && k == KindAbsent && (script || strings.HasPrefix(w, "./")):
+			case k == KindAbsent && (run || script || strings.HasPrefix(w, "./") && path.Ext(w) == ""):
 				out = append(out, rel)
 			}
 		}
 	}
 	return out
+}
+
+// executable reports whether the file p (no symlink followed) has an execute bit.
+func executable(p string) bool {
+	fi, err := os.Lstat(p)
+	return err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0
 }
 
 // shellScript reports whether the file rel, whose text is b, is a shell script (by its
