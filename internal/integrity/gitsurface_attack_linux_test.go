@@ -642,6 +642,46 @@ printf '%s\n' > tools/lint-js.sh; echo "lint-js: $?"`, touchCheck, touchLint))
 	}
 }
 
+// TestAttackLefthookNpmScript: the host's lefthook.yml runs npm run lint (a hook manager's
+// command naming an npm script); a box changes the lint script in package.json; the host's
+// next git commit must not run it (the package.json is moved aside). Before, the part of
+// package.json a hook reads took the npm scripts named by the hook files only (.husky/*,
+// .git/hooks/*), not by lefthook's or pre-commit's commands. The real lefthook when it is on
+// PATH, else a stand-in that runs lefthook.yml's run commands.
+func TestAttackLefthookNpmScript(t *testing.T) {
+	t.Parallel()
+	if _, err := exec.LookPath("npm"); err != nil {
+		t.Skip("no npm: the hook runs npm run lint")
+	}
+	e := newDaemonEnv(t)
+	repo(t, e.work)
+	ran, touchRan := e.marker("user-lint")
+	lefthook := e.lefthookHusky(`# A stand-in for "lefthook run HOOK" (TestAttackLefthookNpmScript): lefthook.yml's run commands.
+sed -n 's/^ *run *: *"*\([^"]*\)"*$/\1/p' lefthook.yml | while read -r c; do sh -c "$c" || exit 1; done || exit 1
+`)
+	write(t, filepath.Join(e.work, "lefthook.yml"), "pre-commit:\n  commands:\n    lint:\n      run: npm run --silent lint\n")
+	pkg := filepath.Join(e.work, "package.json")
+	write(t, pkg, fmt.Sprintf(`{"name":"p","private":true,"scripts":{"lint":%q,"build":"tsc"}}`, touchRan)+"\n")
+	git(t, e.work, "config", "core.hooksPath", ".husky")
+	git(t, e.work, "add", ".husky", "lefthook.yml", "package.json")
+	git(t, e.work, "commit", "-q", "-m", "lefthook")
+	if _, err := os.Lstat(ran); err != nil {
+		t.Fatalf("the host's git commit did not run the user's lint (%s; the test proves nothing)", lefthook)
+	}
+	mark, touch := e.marker("lint")
+	out := e.boxPlant(fmt.Sprintf(`node -e 'const fs = require("fs"); const p = JSON.parse(fs.readFileSync("package.json")); p.scripts.lint = %q; fs.writeFileSync("package.json", JSON.stringify(p, null, 2))' && echo planted`, touch))
+	if !strings.Contains(out, "planted") {
+		t.Fatalf("the plant did not complete (the test would prove nothing):\n%s", out)
+	}
+	write(t, filepath.Join(e.work, "work.txt"), "work\n")
+	git(t, e.work, "add", "work.txt")
+	cm, _ := hostGit(e.work, "commit", "-q", "-m", "work")
+	notRun(t, mark, "the host's git commit (lefthook: "+lefthook+", npm run lint):\n"+cm, out)
+	if b, err := os.ReadFile(pkg + ".agentbox-quarantined-1"); err != nil || !strings.Contains(string(b), mark) {
+		t.Errorf("the box's package.json, moved aside: %q, %v", b, err)
+	}
+}
+
 // TestAttackNestedConfigKeys: a box makes nested repositories whose config names a program
 // through a key the scanner used to miss (or behind a UTF-8 BOM, which git skips; after a "]"
 // in a quoted value on its header's line, review 13 F6; after 1.2 MB of comments, F7); the

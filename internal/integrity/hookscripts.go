@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/goccy/go-yaml"
+	"github.com/pelletier/go-toml/v2"
 )
 
 // maxHookScripts bounds the files hookScripts pins, and maxHookScriptDepth how far it follows
@@ -52,32 +53,21 @@ func (r *resolver) hookScripts() {
 			hookWords = append(hookWords, words(t)...)
 		}
 	}
+	// The hook managers' commands (lefthook's run, pre-commit's local entries): scripts by
+	// their path, and the npm scripts they name (run: npm run lint).
+	managed := slices.Clone(r.hookTexts)
+	if b, err := r.fs.read(".pre-commit-config.yaml", maxCheckedFile); err == nil {
+		managed = append(managed, managerCommands(".pre-commit-config.yaml", b)...)
+	}
+	texts = append(texts, managed[len(r.hookTexts):]...)
+	for _, t := range managed {
+		hookWords = append(hookWords, words(t)...)
+	}
 	if b, err := r.fs.read("package.json", maxCheckedFile); err == nil {
 		if part, _, err := packageHooks(b, hookWords); err == nil && part != "" {
 			var v any
 			json.Unmarshal([]byte(part), &v)
 			texts = append(texts, strings.Join(words(v), " "))
-		}
-	}
-	if b, err := r.fs.read(".pre-commit-config.yaml", maxCheckedFile); err == nil {
-		var cfg struct {
-			Repos []struct {
-				Repo  string `yaml:"repo"`
-				Hooks []struct {
-					Entry string   `yaml:"entry"`
-					Args  []string `yaml:"args"`
-				} `yaml:"hooks"`
-			} `yaml:"repos"`
-		}
-		if yaml.Unmarshal(b, &cfg) == nil {
-			for _, rp := range cfg.Repos {
-				if rp.Repo != "local" {
-					continue
-				}
-				for _, h := range rp.Hooks {
-					texts = append(texts, h.Entry+" "+strings.Join(h.Args, " "))
-				}
-			}
 		}
 	}
 	seen := map[string]bool{}
@@ -205,6 +195,44 @@ func (r *resolver) folderTexts(rel string) []string {
 		}
 	}
 	return out
+}
+
+// managerCommands returns the commands a git hook manager's configuration file name (a
+// lefthook config, YAML, JSON or TOML, or .pre-commit-config.yaml) runs: lefthook's run
+// commands, the entries (with their args) of pre-commit's local hooks; none when it cannot be
+// read.
+func managerCommands(name string, b []byte) []string {
+	if path.Base(name) == ".pre-commit-config.yaml" {
+		var cfg struct {
+			Repos []struct {
+				Repo  string `yaml:"repo"`
+				Hooks []struct {
+					Entry string   `yaml:"entry"`
+					Args  []string `yaml:"args"`
+				} `yaml:"hooks"`
+			} `yaml:"repos"`
+		}
+		if yaml.Unmarshal(b, &cfg) != nil {
+			return nil
+		}
+		var out []string
+		for _, rp := range cfg.Repos {
+			if rp.Repo != "local" {
+				continue
+			}
+			for _, h := range rp.Hooks {
+				out = append(out, h.Entry+" "+strings.Join(h.Args, " "))
+			}
+		}
+		return out
+	}
+	var doc any
+	if path.Ext(name) == ".toml" {
+		toml.Unmarshal(b, &doc)
+	} else {
+		yaml.Unmarshal(b, &doc)
+	}
+	return lefthookRuns(doc)
 }
 
 // lefthookRuns returns the run commands of a lefthook configuration document (any value of a

@@ -76,13 +76,7 @@ func (r *resolver) lefthook() {
 			r.note("%s could not be read (%v): the files its extends, source_dir and remotes name are not pinned", abs, err)
 			return
 		}
-		var doc any
-		if path.Ext(rel) == ".toml" {
-			toml.Unmarshal(b, &doc)
-		} else {
-			yaml.Unmarshal(b, &doc)
-		}
-		r.hookTexts = append(r.hookTexts, lefthookRuns(doc)...)
+		r.hookTexts = append(r.hookTexts, managerCommands(rel, b)...)
 		for _, d := range []string{cfg.SourceDir, cfg.SourceDirLocal} {
 			if p, ok := r.lefthookPath(d, r.ws); ok && d != "" {
 				r.protect(p, true)

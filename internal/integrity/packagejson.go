@@ -151,9 +151,18 @@ func checkPackageJSON(ws, path string, out map[string]string) {
 
 // hookFileWords returns the words of the git hooks installed beside a package.json in dir:
 // the files of dir/.husky (husky 5 and later, run through core.hooksPath) and of
-// dir/.git/hooks (but samples), each read beneath ws up to maxCheckedFile.
+// dir/.git/hooks (but samples), the run commands of lefthook's configuration there and the
+// entries of pre-commit's local hooks (hook managers' commands: run: npm run lint), each read
+// beneath ws up to maxCheckedFile.
 func hookFileWords(ws, dir string) []string {
 	var out []string
+	for _, f := range append(lefthookConfigs(), ".pre-commit-config.yaml") {
+		if b, err := readBeneath(ws, filepath.Join(dir, f), maxCheckedFile); err == nil {
+			for _, c := range managerCommands(f, b) {
+				out = append(out, words(c)...)
+			}
+		}
+	}
 	for _, hooks := range []string{filepath.Join(dir, ".husky"), filepath.Join(dir, ".git", "hooks")} {
 		names, err := readDirNames(hooks)
 		if err != nil {

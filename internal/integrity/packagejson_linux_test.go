@@ -62,6 +62,13 @@ func TestPackageJSONHooksMovedAside(t *testing.T) {
 	h9 := filepath.Join(ws, "h9/package.json") // husky 5 and later: .husky/pre-commit runs npm test
 	mustWrite(t, h9, `{"name":"h9","scripts":{"test":"jest","dev":"vite"}}`)
 	mustWrite(t, filepath.Join(ws, "h9/.husky/pre-commit"), "npm test\n")
+	// Hook managers' commands beside a package.json name its scripts too: lefthook's run,
+	// pre-commit's local entries.
+	lh, pc := filepath.Join(ws, "lh/package.json"), filepath.Join(ws, "pc/package.json")
+	mustWrite(t, lh, `{"name":"lh","scripts":{"lint":"eslint .","dev":"vite"}}`)
+	mustWrite(t, filepath.Join(ws, "lh/lefthook.yml"), "pre-commit:\n  commands:\n    lint:\n      run: npm run lint\n")
+	mustWrite(t, pc, `{"name":"pc","scripts":{"check":"tsc","dev":"vite"}}`)
+	mustWrite(t, filepath.Join(ws, "pc/.pre-commit-config.yaml"), "repos:\n  - repo: local\n    hooks:\n      - id: c\n        entry: npm run check\n        language: system\n")
 	s := Snapshot(resolveWS(t, ws), Limits{})
 	if ts := s.VerifyExec(); len(ts) != 0 {
 		t.Fatalf("transitions without a change: %+v", ts)
@@ -99,6 +106,15 @@ func TestPackageJSONHooksMovedAside(t *testing.T) {
 	movedAside(t, s, filepath.Join(ws, "plain/package.json"))
 	mustWrite(t, h9, `{"name":"h9","scripts":{"test":"jest; id > /tmp/pwned","dev":"vite --host"}}`)
 	movedAside(t, s, h9)
+	mustWrite(t, lh, `{"name":"lh","scripts":{"lint":"eslint .","dev":"vite --host"}}`)
+	mustWrite(t, pc, `{"name":"pc","scripts":{"check":"tsc","dev":"vite --host"}}`)
+	if ts := s.VerifyExec(); len(ts) != 0 {
+		t.Fatalf("ordinary edits beside lefthook's and pre-commit's configuration: transitions %+v, want none", ts)
+	}
+	mustWrite(t, lh, `{"name":"lh","scripts":{"lint":"eslint . ; id > /tmp/pwned","dev":"vite --host"}}`)
+	movedAside(t, s, lh)
+	mustWrite(t, pc, `{"name":"pc","scripts":{"check":"tsc ; id > /tmp/pwned","dev":"vite --host"}}`)
+	movedAside(t, s, pc)
 	if b, err := os.ReadFile(top + QuarantineSuffix + "1"); err != nil || !strings.Contains(string(b), "evil.example.org") {
 		t.Errorf("the box's package.json, moved aside: %q, %v", b, err)
 	}
