@@ -151,7 +151,9 @@ func scanDir(ws, dir string, skip map[string]bool, files []NestedConfigFile, out
 		case name == "package.json" && (de.Type().IsRegular() || de.Type()&os.ModeSymlink != 0) && !skip[p] && !strings.Contains(p, "/node_modules/"):
 			// The hooks read the package.json of the project they were installed from, never
 			// a dependency's.
-			checkPackageJSON(ws, p, out)
+			checkPackageJSON(ws, p, func(n string) bool {
+				return slices.ContainsFunc(ents, func(e fs.DirEntry) bool { return e.Name() == n })
+			}, out)
 		case de.Type()&os.ModeSymlink != 0 && !skip[p] && !skip[dir] && nestedConfigFolder(files, path.Join(rel, name), pinned) != "":
 			linkedFolder(ws, p, nestedConfigFolder(files, path.Join(rel, name), pinned), out)
 		case !de.IsDir() && !skip[p] && !skip[dir] && nestedConfig(files, rel, name, pinned) != "":

@@ -124,7 +124,8 @@ func isPackageJSON(p string) bool { return filepath.Base(p) == "package.json" }
 // checkPackageJSON records the package.json at path when it gives an installed git hook
 // something to run (packageHooks), with a hash of that part of it: new or changed, the scan
 // moves the file aside, so that the host's next git commit runs none of a box's hook commands.
-func checkPackageJSON(ws, path string, out map[string]string) {
+// present reports whether a name is among the entries of the package.json's folder (nil: look).
+func checkPackageJSON(ws, path string, present func(string) bool, out map[string]string) {
 	b, err := readBeneath(ws, path, maxCheckedFile)
 	switch {
 	case errors.Is(err, errOutside):
@@ -136,7 +137,7 @@ func checkPackageJSON(ws, path string, out map[string]string) {
 	case err != nil:
 		return
 	}
-	hooks, names, err := packageHooks(b, hookFileWords(ws, filepath.Dir(path)))
+	hooks, names, err := packageHooks(b, hookFileWords(ws, filepath.Dir(path), present))
 	switch {
 	case err != nil:
 		// Most often a write caught halfway (truncated, then written: an editor's save, npm's):
@@ -153,10 +154,14 @@ func checkPackageJSON(ws, path string, out map[string]string) {
 // the files of dir/.husky (husky 5 and later, run through core.hooksPath) and of
 // dir/.git/hooks (but samples), the run commands of lefthook's configuration there and the
 // entries of pre-commit's local hooks (hook managers' commands: run: npm run lint), each read
-// beneath ws up to maxCheckedFile.
-func hookFileWords(ws, dir string) []string {
+// beneath ws up to maxCheckedFile. present, when not nil, says which names dir holds (the
+// scan's listing), so that those absent are not opened.
+func hookFileWords(ws, dir string, present func(string) bool) []string {
 	var out []string
 	for _, f := range append(lefthookConfigs(), ".pre-commit-config.yaml") {
+		if present != nil && !present(strings.SplitN(f, "/", 2)[0]) {
+			continue
+		}
 		if b, err := readBeneath(ws, filepath.Join(dir, f), maxCheckedFile); err == nil {
 			for _, c := range managerCommands(f, b) {
 				out = append(out, words(c)...)
@@ -164,6 +169,9 @@ func hookFileWords(ws, dir string) []string {
 		}
 	}
 	for _, hooks := range []string{filepath.Join(dir, ".husky"), filepath.Join(dir, ".git", "hooks")} {
+		if present != nil && !present(strings.SplitN(strings.TrimPrefix(hooks, dir+"/"), "/", 2)[0]) {
+			continue
+		}
 		names, err := readDirNames(hooks)
 		if err != nil {
 			continue
