@@ -201,7 +201,14 @@ func (r *resolver) folderTexts(rel string) []string {
 // lefthook config, YAML, JSON or TOML, or .pre-commit-config.yaml) runs: lefthook's run
 // commands, the entries (with their args) of pre-commit's local hooks; none when it cannot be
 // read.
-func managerCommands(name string, b []byte) []string {
+func managerCommands(name string, b []byte) (out []string) {
+	// The file may be a box's (in a subfolder): a parser's panic must not end the daemon. A
+	// text its parser cannot read runs nothing (the hook manager refuses it as well).
+	defer func() {
+		if recover() != nil {
+			out = nil
+		}
+	}()
 	if path.Base(name) == ".pre-commit-config.yaml" {
 		var cfg struct {
 			Repos []struct {
@@ -215,7 +222,6 @@ func managerCommands(name string, b []byte) []string {
 		if yaml.Unmarshal(b, &cfg) != nil {
 			return nil
 		}
-		var out []string
 		for _, rp := range cfg.Repos {
 			if rp.Repo != "local" {
 				continue
