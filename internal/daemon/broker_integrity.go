@@ -93,8 +93,9 @@ func (b *integrityBroker) Prepare(ctx context.Context, bl *broker.Launch, c *pla
 	}
 	lay.Protected = append(lay.Protected, own...)
 	// The workspace scan looks for every program's workspace configuration in subfolders too,
-	// the programs of the user's configuration included (pinned at the top above).
-	lay.Config = integrity.ProfileConfigFiles(profileSet(bl.Config))
+	// the programs of the user's configuration included (pinned at the top above), besides
+	// what the resolver found (the later matches of a lefthook extends pattern).
+	lay.Config = append(lay.Config, integrity.ProfileConfigFiles(profileSet(bl.Config))...)
 	// Instruction files stay writable (unless protect.instructions is readonly): watched only,
 	// so that what the launch changed in them is recorded and listed at exit.
 	lay.Track(workspaceInstructions(bl.Config, bl.Workspace)...)

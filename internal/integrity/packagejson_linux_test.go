@@ -30,6 +30,9 @@ func TestPackageHooks(t *testing.T) {
 		{"bom", "\xef\xbb\xbf" + `{"simple-git-hooks":{"pre-commit":"x"}}`, nil, []string{"simple-git-hooks"}},
 		// Numbers node reads and a float64 does not (review 15, F4: 1e400 left the hook part unread).
 		{"huge-numbers", `{"version":"1","build":1e400,"n":-1E+999,"big":123456789012345678901234567890,"z":-0,"husky":{"hooks":{"pre-commit":"x"}}}`, nil, []string{"husky"}},
+		// The scripts a named script names, in turn (and no cycle is followed twice).
+		{"transitive", `{"scripts":{"lint":"npm run lint:js && npm run lint:css","lint:js":"eslint && npm run lint","lint:css":"stylelint","build":"tsc"}}`,
+			words("npm run lint\n"), []string{"scripts.lint", "scripts.lint:css", "scripts.lint:js"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			_, names, err := packageHooks([]byte(c.text), c.hookWords)
@@ -93,6 +96,13 @@ func TestPackageJSONHooksMovedAside(t *testing.T) {
 	h9 := filepath.Join(ws, "h9/package.json") // husky 5 and later: .husky/pre-commit runs npm test
 	mustWrite(t, h9, `{"name":"h9","scripts":{"test":"jest","dev":"vite"}}`)
 	mustWrite(t, filepath.Join(ws, "h9/.husky/pre-commit"), "npm test\n")
+	// Hook managers' commands beside a package.json name its scripts too: lefthook's run,
+	// pre-commit's local entries.
+	lh, pc := filepath.Join(ws, "lh/package.json"), filepath.Join(ws, "pc/package.json")
+	mustWrite(t, lh, `{"name":"lh","scripts":{"lint":"eslint .","dev":"vite"}}`)
+	mustWrite(t, filepath.Join(ws, "lh/lefthook.yml"), "pre-commit:\n  commands:\n    lint:\n      run: npm run lint\n")
+	mustWrite(t, pc, `{"name":"pc","scripts":{"check":"tsc","dev":"vite"}}`)
+	mustWrite(t, filepath.Join(ws, "pc/.pre-commit-config.yaml"), "repos:\n  - repo: local\n    hooks:\n      - id: c\n        entry: npm run check\n        language: system\n")
 	s := Snapshot(resolveWS(t, ws), Limits{})
 	if ts := s.VerifyExec(); len(ts) != 0 {
 		t.Fatalf("transitions without a change: %+v", ts)
@@ -130,6 +140,15 @@ func TestPackageJSONHooksMovedAside(t *testing.T) {
 	movedAside(t, s, filepath.Join(ws, "plain/package.json"))
 	mustWrite(t, h9, `{"name":"h9","scripts":{"test":"jest; id > /tmp/pwned","dev":"vite --host"}}`)
 	movedAside(t, s, h9)
+	mustWrite(t, lh, `{"name":"lh","scripts":{"lint":"eslint .","dev":"vite --host"}}`)
+	mustWrite(t, pc, `{"name":"pc","scripts":{"check":"tsc","dev":"vite --host"}}`)
+	if ts := s.VerifyExec(); len(ts) != 0 {
+		t.Fatalf("ordinary edits beside lefthook's and pre-commit's configuration: transitions %+v, want none", ts)
+	}
+	mustWrite(t, lh, `{"name":"lh","scripts":{"lint":"eslint . ; id > /tmp/pwned","dev":"vite --host"}}`)
+	movedAside(t, s, lh)
+	mustWrite(t, pc, `{"name":"pc","scripts":{"check":"tsc ; id > /tmp/pwned","dev":"vite --host"}}`)
+	movedAside(t, s, pc)
 	if b, err := os.ReadFile(top + QuarantineSuffix + "1"); err != nil || !strings.Contains(string(b), "evil.example.org") {
 		t.Errorf("the box's package.json, moved aside: %q, %v", b, err)
 	}

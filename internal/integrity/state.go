@@ -53,6 +53,13 @@ type State struct {
 	// outermost ones), by path: the check at exit moves aside one that is not among them, or
 	// is another folder now. nil (a state saved before it was kept) moves none.
 	Deps map[string]DepFolder `json:"deps"`
+	// Todos are the sequencer todo lists (sequencerTodos) that existed at the snapshot, with
+	// or without exec lines: a stopped rebase of the host's. A todo list with exec lines at any
+	// other path is the launch's own rebase (the box's, most often): left in place while the
+	// box runs (its git rebase --continue needs it), its path kept in Deferred, and moved aside
+	// by the check at exit. nil (a state saved before it was kept) defers none.
+	Todos    map[string]bool `json:"todos"`
+	Deferred map[string]bool `json:"deferred,omitempty"`
 }
 
 // Snapshot records the roots of lay and scans the workspace for executable configuration.
@@ -70,6 +77,7 @@ func Snapshot(lay *Layout, lim Limits) *State {
 		s.Notes = append(slices.Clip(s.Notes), "the index's skip-worktree and assume-unchanged flags, and stat data that hides a changed file, are not checked: "+s.IndexErrs[p])
 	}
 	identify(s.Deps)
+	s.Todos = sequencerLists(lay.Workspace, repos)
 	for p := range s.Exec {
 		if isPackedRefs(p) {
 			if b, err := readBeneath(lay.Workspace, p, 64<<20); err == nil {
@@ -146,7 +154,7 @@ func (s *State) verifyExec(exit bool) []Transition {
 			}
 		}
 	}
-	out = append(out, s.mergeExec(found, func(path string) bool { return true })...)
+	out = append(out, s.mergeExec(found, exit, func(path string) bool { return true })...)
 	tr, gitdirs := s.verifyIndexes(repos.tops)
 	out = append(out, tr...)
 	if exit {
@@ -172,7 +180,7 @@ func (s *State) VerifyExecIn(dirs []string) []Transition {
 		set[d] = true
 		scanDir(s.Workspace, d, skip, files, found, nil, nil) // a folder it cannot list: the full scans count it
 	}
-	return s.mergeExec(found, func(path string) bool { return set[ownerDir(path)] })
+	return s.mergeExec(found, false, func(path string) bool { return set[ownerDir(path)] })
 }
 
 // ownerDir is the directory whose scan finds path: X for X/.envrc and for everything in X/.git
@@ -211,7 +219,10 @@ func bareRepository(dir string) bool {
 	return head == nil && (isGitDirectory(dir) || oerr == nil && objects.IsDir() && cerr == nil && !config.IsDir())
 }
 
-func (s *State) mergeExec(found map[string]string, owned func(string) bool) []Transition {
+// mergeExec records the findings of a scan (found) against what was seen last, moving aside
+// what is new or changed; exit is the check at exit, which also moves aside the todo lists of
+// the launch's own rebases (deferred while the box ran).
+func (s *State) mergeExec(found map[string]string, exit bool, owned func(string) bool) []Transition {
 	if s.Exec == nil {
 		s.Exec = map[string]string{}
 	}
@@ -223,12 +234,25 @@ func (s *State) mergeExec(found map[string]string, owned func(string) bool) []Tr
 		}
 		kind := Created
 		switch {
+		case exit && s.Deferred[p]:
+			had = false // left in place while the box ran, never reported: new to the host
 		case !had:
 		case old != d:
 			kind = Modified
 		default:
 			continue
 		}
+		if !exit && s.Todos != nil && ownRebase(p, d) && !s.Todos[p] {
+			// A rebase the launch began (the box's own git rebase -i --exec, stopped at an
+			// edit or a conflict): its git rebase --continue needs the list. Moved aside at exit.
+			if s.Deferred == nil {
+				s.Deferred = map[string]bool{}
+			}
+			s.Deferred[p] = true
+			s.Exec[p] = d
+			continue
+		}
+		delete(s.Deferred, p)
 		if isPackedRefs(p) {
 			// Replace refs a box packed: stripped under git's own lock, the others kept.
 			n, lockAside, err := stripPackedReplace(s.Workspace, p, s.PackedReplace[p])
@@ -269,6 +293,12 @@ func (s *State) mergeExec(found map[string]string, owned func(string) bool) []Tr
 		s.Exec[p] = d
 	}
 	for p, d := range s.Exec {
+		if _, ok := found[p]; !ok && owned(p) && s.Deferred[p] {
+			// The launch's own rebase ended (or was aborted): nothing was reported of it.
+			delete(s.Exec, p)
+			delete(s.Deferred, p)
+			continue
+		}
 		if _, ok := found[p]; !ok && owned(p) && !isPackageJSON(p) {
 			if _, err := os.Lstat(p); err == nil && isConfig(p) {
 				// Still there but no longer executable.
