@@ -138,7 +138,7 @@ func (b *integrityBroker) Prepare(ctx context.Context, bl *broker.Launch, c *pla
 	// launch without them is refused: a box cannot take them from it (issue 21, finding 9).
 	if err := b.start(bl.ID, st, bl.Config.Integrity.Interval.Duration(), true); err != nil {
 		b.release(bl.ID)
-		return fmt.Errorf("integrity: %w", err)
+		return err // the launch stage names the broker
 	}
 	return nil
 }
