@@ -135,7 +135,12 @@ func (b *integrityBroker) Prepare(ctx context.Context, bl *broker.Launch, c *pla
 	c.Mounts = append(c.Mounts, plan.ProtectMounts(lay.Protected)...)
 	b.Log.Info("integrity snapshot", "launch", bl.ID, "roots", len(st.Roots), "pinned", len(lay.Protected),
 		"guarded", len(lay.Guards), "homePlaceholders", len(homeHeld), "execConfig", len(st.Exec))
-	b.start(bl.ID, st, bl.Config.Integrity.Interval.Duration())
+	// The watch's inotify instance and watches are made now, before the box exists, and a
+	// launch without them is refused: a box cannot take them from it (issue 21, finding 9).
+	if err := b.start(bl.ID, st, bl.Config.Integrity.Interval.Duration(), true); err != nil {
+		b.release(bl.ID)
+		return err // the launch stage names the broker
+	}
 	return nil
 }
 
@@ -144,7 +149,8 @@ func (b *integrityBroker) Resume(ctx context.Context, bl *broker.Launch) error {
 	if err != nil {
 		return err
 	}
-	b.start(bl.ID, st, bl.Config.Integrity.Interval.Duration())
+	// The box runs already: without an inotify instance the periodic check goes on (logged).
+	b.start(bl.ID, st, bl.Config.Integrity.Interval.Duration(), false)
 	// What changed while no daemon watched is reported now.
 	b.watcher(bl.ID).Verify(integrity.SourcePeriodic, false)
 	return nil
@@ -327,8 +333,15 @@ func (b *integrityBroker) watcher(id string) *integrity.Watcher {
 	return iw.w
 }
 
-func (b *integrityBroker) start(id string, st *integrity.State, interval time.Duration) {
+// start starts launch id's watch; with open, its inotify instance and watches are made first
+// (integrity.Watcher.Open), and an error is returned, nothing started, when they cannot be.
+func (b *integrityBroker) start(id string, st *integrity.State, interval time.Duration, open bool) error {
 	w := b.newWatcher(id, st, interval)
+	if open {
+		if err := w.Open(); err != nil {
+			return err
+		}
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	iw := &integrityWatch{w: w, cancel: cancel, done: make(chan struct{})}
 	b.watches.Put(id, iw) // (one per launch: Prepare or Resume, never both)
@@ -338,6 +351,7 @@ func (b *integrityBroker) start(id string, st *integrity.State, interval time.Du
 			b.Log.Warn("integrity: file events unavailable; periodic checks go on", "launch", id, "err", err)
 		}
 	}()
+	return nil
 }
 
 func (b *integrityBroker) newWatcher(id string, st *integrity.State, interval time.Duration) *integrity.Watcher {

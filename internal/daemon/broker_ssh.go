@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net"
 
 	"github.com/agentbox/agentbox/internal/broker"
 	"github.com/agentbox/agentbox/internal/config"
@@ -40,7 +41,10 @@ type sshDeps struct {
 	// StateDir keeps the journals of the lines the rate limits hold back (heldDir); "" means
 	// none.
 	StateDir string
-	Log      *slog.Logger
+	// Bound, when set, bounds each ssh listener of a launch by the daemon's budget of broker
+	// connections (Daemon.limitSSH); nil: their own caps alone.
+	Bound func(ln net.Listener, what, launch string) net.Listener
+	Log   *slog.Logger
 }
 
 func newSSHBroker(deps sshDeps) *sshBroker {
@@ -118,6 +122,7 @@ func (b *sshBroker) start(bl *broker.Launch, cfg sshbroker.Config, resume bool) 
 		Resume:     resume,
 		Records:    b.Records.Of(bl.ID),
 		Journal:    heldJournal(b.StateDir, bl.ID, heldSSH),
+		Bound:      b.bound(bl.ID),
 	})
 	if err != nil {
 		cancel()
@@ -149,4 +154,12 @@ func (b *sshBroker) flushHeldRecords() {
 	for _, l := range b.live.All() {
 		l.l.FlushRecords()
 	}
+}
+
+// bound returns the launch's sshbroker.Options.Bound: nil without a daemon budget.
+func (b *sshBroker) bound(launch string) func(net.Listener, string) net.Listener {
+	if b.Bound == nil {
+		return nil
+	}
+	return func(ln net.Listener, what string) net.Listener { return b.Bound(ln, what, launch) }
 }

@@ -42,6 +42,7 @@ type Watcher struct {
 
 	mu        sync.Mutex
 	coverLost atomic.Bool
+	opened    *inotifier // made by Open, taken by Run
 }
 
 // lostCover records that a folder of the workspace goes unwatched.
