@@ -32,6 +32,9 @@ func (g *Guard) Scan() error { return ErrNotSupported }
 // Run does nothing.
 func (g *Guard) Run() {}
 
+// Finish does nothing.
+func (g *Guard) Finish() error { return nil }
+
 // Close does nothing.
 func (g *Guard) Close() error { return nil }
 

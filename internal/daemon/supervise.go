@@ -24,6 +24,7 @@ func (d *Daemon) supervise(l *liveLaunch) {
 	w := l.watcher
 	d.mu.Unlock()
 	var err, startErr error
+	final := false // the shim sent its final status (shim.EventExit)
 	if w == nil {
 		if l.new && d.opts.beforeWatch != nil {
 			d.opts.beforeWatch(l.dir)
@@ -56,6 +57,7 @@ func (d *Daemon) supervise(l *liveLaunch) {
 		l.watcher = w
 		d.mu.Unlock()
 		for ev := range w.Events {
+			final = final || ev.Kind == shim.EventExit
 			if ev.Status.Execd && l.rec.State == api.StateStarting {
 				time.AfterFunc(spareRefillDelay, d.refillSpare) // (spare.go)
 				l.rec.State = api.StateRunning
@@ -80,16 +82,23 @@ func (d *Daemon) supervise(l *liveLaunch) {
 	} else {
 		d.log.Warn("watch shim", "launch", l.rec.ID, "err", err)
 	}
-	d.settle(ctx, l, startErr)
+	d.settle(ctx, l, startErr, final)
 	d.refillSpare()
 }
 
 // settle records how a launch ended, from the status its shim left, and removes its launch
 // directory. A shim that vanished without a status makes the launch "lost", unless it said
-// why (startErr, its start-up failure): the launch then failed for that reason.
-func (d *Daemon) settle(ctx context.Context, l *liveLaunch, startErr error) {
-	// The shim writes its status before it closes its watchers; wait for it to exit.
-	waitProcessGone(l.rec.ShimPid, 10*time.Second)
+// why (startErr, its start-up failure): the launch then failed for that reason. final says
+// the shim sent its final status (shim.EventExit), which it writes before.
+func (d *Daemon) settle(ctx context.Context, l *liveLaunch, startErr error, final bool) {
+	// The shim writes its status before it sends it to its watchers. Without it, the status is
+	// read once the shim is gone. With it, the brokers end at once: a box whose init reported
+	// the box's end before its own exit (engine.EventEnded: nothing of the box runs) has its
+	// init still releasing its watches, and its shim waiting to reap it, meanwhile. The
+	// launch is recorded as ended only once the shim, the last of its processes, is gone.
+	if !final {
+		waitProcessGone(l.rec.ShimPid, 10*time.Second)
+	}
 	st, err := shim.ReadStatus(l.dir)
 	rec := &l.rec
 	rec.Ended = time.Now().UTC()
@@ -120,6 +129,9 @@ func (d *Daemon) settle(ctx context.Context, l *liveLaunch, startErr error) {
 	// Brokers end first (the integrity watch's exit check, placeholders released, the session
 	// ended), so that a launch recorded as ended has left nothing behind.
 	d.endBrokers(rec.ID)
+	if final {
+		waitProcessGone(l.rec.ShimPid, 10*time.Second)
+	}
 	d.record(rec, l.dir)
 	if err := launch.RemoveDir(l.dir); err != nil {
 		d.log.Warn("remove launch dir", "dir", l.dir, "err", err)
@@ -188,7 +200,7 @@ func (d *Daemon) readopt(ctx context.Context) {
 				defer d.wg.Done()
 				defer close(l.done)
 				l.rec.ShimPid = 0
-				d.settle(ctx, l, nil)
+				d.settle(ctx, l, nil, false)
 			}()
 		}
 	}

@@ -63,6 +63,9 @@ type server struct {
 	st       state         // where the launch is, and its requests (advanceLocked; transitions)
 	changed  chan struct{} // closed at the launch's next event (advanceLocked), for await; nil while nobody waits
 	errEvent *api.Error    // EventError from the box
+	// topIsInit: the box's top process is the init of its pid namespace (the native engine's
+	// box-init), whose report of the box's end (engine.EventEnded) the shim takes.
+	topIsInit bool
 	// pending are signals for the program that arrived after the start but before the exec:
 	// box-init, as PID 1 of a pid namespace, drops signals from outside until it has installed
 	// its handlers, so they are sent when the box reports the exec.
@@ -431,6 +434,7 @@ func (s *server) startBox(hold bool) error {
 	s.mu.Lock()
 	s.box = box
 	s.ctl = shimEnd
+	s.topIsInit = topIsInit
 	if hold {
 		s.advanceLocked(evStartHeld)
 	} else {
@@ -478,7 +482,10 @@ func (s *server) waitBox(topIsInit bool) {
 		if ws.Signaled() {
 			code = 128 + int(ws.Signal())
 		}
-		s.status.ExitCode = &code
+		if !s.st.ended {
+			// (after an end the init reported, the program's code is the one it reported)
+			s.status.ExitCode = &code
+		}
 		if topIsInit {
 			ev = evInitExit
 		}
@@ -533,7 +540,19 @@ func (s *server) supervise() {
 	}
 	s.mu.Unlock()
 	s.finish()
+
+	// After an end the init reported (EventEnded) its exit may still be under way: the shim
+	// stays its parent until it is reaped, so that no process of the box outlives the shim.
+	reaped, releaseReap := expiry(reapTimeout)
+	defer releaseReap()
+	if _, ok := s.await(func(st state) bool { return st.reaped }, reaped); !ok {
+		s.log.Printf("box-init not reaped %v after the box's end: the shim's exit kills it", reapTimeout)
+	}
 }
+
+// reapTimeout bounds how long the shim waits, after the box's end its init reported, for the
+// init to exit (its watches released); the shim's own exit then kills it (Pdeathsig).
+const reapTimeout = 10 * time.Second
 
 // settle verifies that no process of the box's pid namespace remains, killing stragglers.
 // byInit says that the box's top process, the init of its pid namespace, has been reaped: the

@@ -66,6 +66,23 @@ func (s *server) readControl(f *os.File) {
 			for _, sig := range pending {
 				s.signalBox(sig)
 			}
+		case engine.EventEnded:
+			closeFDs(fds)
+			s.mu.Lock()
+			take := s.topIsInit && s.status.Execd && !s.st.ended
+			if take && s.st.phase < phaseExited {
+				code := ev.Exit
+				s.status.ExitCode = &code
+			}
+			if take {
+				s.advanceLocked(evEnded)
+			}
+			s.mu.Unlock()
+			if take {
+				s.log.Printf("box ended (exit %d): its init exits", ev.Exit)
+			} else {
+				s.log.Printf("box end reported by a box whose top process is not its init, or before its exec: ignored")
+			}
 		case engine.EventError:
 			closeFDs(fds)
 			s.mu.Lock()
