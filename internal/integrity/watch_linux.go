@@ -151,7 +151,11 @@ func (w *Watcher) inotify(ctx context.Context) error {
 	}
 	n := &inotifier{fd: fd, f: os.NewFile(uintptr(fd), "inotify"), owner: map[int]string{}, path: map[int]string{}, dirs: map[string]bool{}, max: w.maxWatches(),
 		lost: w.lostCover}
-	defer n.f.Close()
+	// The instance is closed in the background (here on the way out, and below at ctx's end):
+	// a close returns only once the kernel has freed the instance's watches, after a grace
+	// period of milliseconds (fsnotify waits for its SRCU readers), which the launch's check
+	// at exit, waiting for Run to return, need not wait for.
+	defer func() { go n.f.Close() }()
 	w.mu.Lock()
 	for _, r := range w.State.Roots {
 		n.add(filepath.Dir(r.Path), filepath.Dir(r.Path))
