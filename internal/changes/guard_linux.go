@@ -662,6 +662,16 @@ func (g *Guard) Finish() error {
 	return g.finishErr
 }
 
+// Instance returns the guard's inotify instance (-1: none), for an init that hands it to its
+// shim before it exits (execstage.ReportEnded): the kernel's release of its watches then
+// holds up neither the init's exit nor the launch's end. Close still closes the guard's own
+// descriptor.
+func (g *Guard) Instance() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.in
+}
+
 // Close ends the guard as Finish does (unless Finish has) and releases everything. It returns
 // the errors of the last pass.
 func (g *Guard) Close() error {

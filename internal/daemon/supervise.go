@@ -25,6 +25,10 @@ func (d *Daemon) supervise(l *liveLaunch) {
 	d.mu.Unlock()
 	var err, startErr error
 	final := false // the shim sent its final status (shim.EventExit)
+	// top is the box's top process (the native engine's box-init), held from the exec on:
+	// the launch is recorded as ended once it is gone.
+	var top *proc.Handle
+	defer func() { top.Close() }()
 	if w == nil {
 		if l.new && d.opts.beforeWatch != nil {
 			d.opts.beforeWatch(l.dir)
@@ -62,9 +66,18 @@ func (d *Daemon) supervise(l *liveLaunch) {
 				time.AfterFunc(spareRefillDelay, d.refillSpare) // (spare.go)
 				l.rec.State = api.StateRunning
 				l.rec.BoxPid = ev.Status.BoxPid
-				if err := d.store.SetRunning(ctx, l.rec.ID, ev.Status.BoxPid, l.rec.Stages); err != nil {
-					d.log.Error("record running", "launch", l.rec.ID, "err", err)
+				if top == nil && ev.Status.BoxPid > 0 {
+					// The shim reaps it only after the launch's end: the pid is the box's now.
+					top, _ = proc.Open(ev.Status.BoxPid)
 				}
+				// Committed beside the events (an fsync): a program that ends at once has its
+				// end read meanwhile. The final record waits for it (settle).
+				id, pid, stages := l.rec.ID, ev.Status.BoxPid, l.rec.Stages
+				l.saving.Go(func() {
+					if err := d.store.SetRunning(ctx, id, pid, stages); err != nil {
+						d.log.Error("record running", "launch", id, "err", err)
+					}
+				})
 			}
 		}
 		w.Close()
@@ -82,20 +95,22 @@ func (d *Daemon) supervise(l *liveLaunch) {
 	} else {
 		d.log.Warn("watch shim", "launch", l.rec.ID, "err", err)
 	}
-	d.settle(ctx, l, startErr, final)
+	d.settle(ctx, l, startErr, final, top)
 	d.refillSpare()
 }
 
 // settle records how a launch ended, from the status its shim left, and removes its launch
 // directory. A shim that vanished without a status makes the launch "lost", unless it said
 // why (startErr, its start-up failure): the launch then failed for that reason. final says
-// the shim sent its final status (shim.EventExit), which it writes before.
-func (d *Daemon) settle(ctx context.Context, l *liveLaunch, startErr error, final bool) {
+// the shim sent its final status (shim.EventExit), which it writes before; top, when not nil,
+// is the box's top process, held since its program's exec.
+func (d *Daemon) settle(ctx context.Context, l *liveLaunch, startErr error, final bool, top *proc.Handle) {
 	// The shim writes its status before it sends it to its watchers. Without it, the status is
 	// read once the shim is gone. With it, the brokers end at once: a box whose init reported
 	// the box's end before its own exit (engine.EventEnded: nothing of the box runs) has its
-	// init still releasing its watches, and its shim waiting to reap it, meanwhile. The
-	// launch is recorded as ended only once the shim, the last of its processes, is gone.
+	// init still exiting meanwhile. The launch is recorded as ended only once the box's top
+	// process, the last of its processes, is gone (or, not held, the shim, which exits after
+	// reaping it; the shim may still be closing the inotify instances box-init handed it).
 	if !final {
 		waitProcessGone(l.rec.ShimPid, 10*time.Second)
 	}
@@ -129,9 +144,15 @@ func (d *Daemon) settle(ctx context.Context, l *liveLaunch, startErr error, fina
 	// Brokers end first (the integrity watch's exit check, placeholders released, the session
 	// ended), so that a launch recorded as ended has left nothing behind.
 	d.endBrokers(rec.ID)
-	if final {
+	switch {
+	case final && top != nil:
+		if !top.Wait(10 * time.Second) {
+			d.log.Error("the box's top process has not exited 10 s after its end", "launch", rec.ID, "pid", rec.BoxPid)
+		}
+	case final:
 		waitProcessGone(l.rec.ShimPid, 10*time.Second)
 	}
+	l.saving.Wait()
 	d.record(rec, l.dir)
 	if err := launch.RemoveDir(l.dir); err != nil {
 		d.log.Warn("remove launch dir", "dir", l.dir, "err", err)
@@ -200,7 +221,7 @@ func (d *Daemon) readopt(ctx context.Context) {
 				defer d.wg.Done()
 				defer close(l.done)
 				l.rec.ShimPid = 0
-				d.settle(ctx, l, nil, false)
+				d.settle(ctx, l, nil, false, nil)
 			}()
 		}
 	}

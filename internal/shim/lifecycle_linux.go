@@ -66,6 +66,9 @@ type server struct {
 	// topIsInit: the box's top process is the init of its pid namespace (the native engine's
 	// box-init), whose report of the box's end (engine.EventEnded) the shim takes.
 	topIsInit bool
+	// handed are the inotify instances box-init handed over with its report of the box's
+	// end, closed once it has been reaped (releaseHandedLocked).
+	handed []int
 	// pending are signals for the program that arrived after the start but before the exec:
 	// box-init, as PID 1 of a pid namespace, drops signals from outside until it has installed
 	// its handlers, so they are sent when the box reports the exec.
@@ -492,6 +495,17 @@ func (s *server) waitBox(topIsInit bool) {
 		s.log.Printf("box exited: %v (code %d)", ps, code)
 	}
 	s.advanceLocked(ev)
+	s.releaseHandedLocked()
+}
+
+// releaseHandedLocked closes the inotify instances box-init handed over (s.mu held), each on
+// a goroutine of its own: a close returns once the kernel has freed the instance's watches,
+// after a grace period, which the shim's exit alone waits for.
+func (s *server) releaseHandedLocked() {
+	for _, fd := range s.handed {
+		go unix.Close(fd)
+	}
+	s.handed = nil
 }
 
 // supervise waits for the box to end, then settles it, writes the status and tells everyone.

@@ -67,8 +67,15 @@ func (s *server) readControl(f *os.File) {
 				s.signalBox(sig)
 			}
 		case engine.EventEnded:
-			closeFDs(fds)
 			s.mu.Lock()
+			// box-init's inotify instances, handed over so that the kernel's release of
+			// their watches (a grace period of milliseconds) holds up neither box-init's
+			// exit nor the launch's end: held until box-init is reaped (its own copies are
+			// closed by then, and are not the last), then closed in the background.
+			s.handed = append(s.handed, fds...)
+			if s.st.reaped {
+				s.releaseHandedLocked()
+			}
 			take := s.topIsInit && s.status.Execd && !s.st.ended
 			if take && s.st.phase < phaseExited {
 				code := ev.Exit

@@ -149,8 +149,10 @@ func Run(o Options) int {
 // then. Otherwise its stdin, stdout and stderr, the box's output streams, are replaced by
 // /dev/null first, so that the shim reads the output to its end now; then the event is sent
 // and ctl closed. Should the streams not be replaced, nothing is sent either: the init's
-// exit ends the launch then, as it does for an init that does not report.
-func ReportEnded(ctl *os.File, code int) {
+// exit ends the launch then, as it does for an init that does not report. held are
+// descriptors the init hands the shim with the report (its inotify instances, whose release
+// waits for the kernel: the shim closes them while the launch ends and the init exits).
+func ReportEnded(ctl *os.File, code int, held ...int) {
 	if ns.OthersLeft() {
 		return
 	}
@@ -164,7 +166,7 @@ func ReportEnded(ctl *os.File, code int) {
 			return
 		}
 	}
-	if err := engine.SendEvent(ctl, engine.Event{Kind: engine.EventEnded, Exit: code}); err != nil {
+	if err := engine.SendEvent(ctl, engine.Event{Kind: engine.EventEnded, Exit: code}, held...); err != nil {
 		return
 	}
 	ctl.Close()

@@ -82,6 +82,19 @@ func (b *Root) Watch() (*Keeper, error) {
 	return &Keeper{kept: b.kept, gone: gone, staged: b.staged, last: last, followed: -1}, nil
 }
 
+// instances returns the keeper's inotify instances (the masks' folders, the staged copies).
+func (k *Keeper) instances() []int {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	var fds []int
+	for _, fd := range []int{k.gone.fd, k.followed} {
+		if fd >= 0 {
+			fds = append(fds, fd)
+		}
+	}
+	return fds
+}
+
 // Close releases the keeper's inotify instances (the masks' folders, the staged copies) and its
 // eventfd, once Run and SyncStaged have returned (or were never started). It is apart from
 // their end because the kernel frees an inotify instance's watches only after a grace period

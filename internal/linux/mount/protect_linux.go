@@ -119,6 +119,21 @@ func (p *Protection) Finish() (emptied bool) {
 	return p.emptied
 }
 
+// Instances returns the protection's inotify instances, once Finish has run: an init hands
+// them to its shim with the report of the box's end (execstage.ReportEnded), so that the
+// kernel's release of their watches, a grace period of milliseconds, comes when the shim
+// closes them, holding up neither the init's exit nor the launch's end. Close still closes
+// the init's own descriptors (cheap then: the shim holds the instances).
+func (p *Protection) Instances() []int {
+	fds := p.keeper.instances()
+	if p.guard != nil {
+		if fd := p.guard.Instance(); fd >= 0 {
+			fds = append(fds, fd)
+		}
+	}
+	return fds
+}
+
 // Close ends the protection as Finish does (unless Finish has) and releases its inotify
 // instances, side by side: the kernel frees each one's watches after a grace period.
 func (p *Protection) Close() {
