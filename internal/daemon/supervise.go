@@ -25,8 +25,8 @@ func (d *Daemon) supervise(l *liveLaunch) {
 	d.mu.Unlock()
 	var err, startErr error
 	final := false // the shim sent its final status (shim.EventExit)
-	// top is the box's top process (the native engine's box-init), held from the exec on:
-	// the launch is recorded as ended once it is gone.
+	// top is the box's top process (the native engine's box-init), held from the first
+	// status that names it: the launch is recorded as ended once it is gone.
 	var top *proc.Handle
 	defer func() { top.Close() }()
 	if w == nil {
@@ -62,14 +62,16 @@ func (d *Daemon) supervise(l *liveLaunch) {
 		d.mu.Unlock()
 		for ev := range w.Events {
 			final = final || ev.Kind == shim.EventExit
+			if top == nil && !final && ev.Status.BoxPid > 0 {
+				// The box's top process when it is its pid namespace's init (box-init), the
+				// namespace the shim pins; a short program may have ended before the watch
+				// began: the first status names it.
+				top, _ = proc.OpenIn(ev.Status.BoxPid, ev.Status.Namespaces["pid"])
+			}
 			if ev.Status.Execd && l.rec.State == api.StateStarting {
 				time.AfterFunc(spareRefillDelay, d.refillSpare) // (spare.go)
 				l.rec.State = api.StateRunning
 				l.rec.BoxPid = ev.Status.BoxPid
-				if top == nil && ev.Status.BoxPid > 0 {
-					// The shim reaps it only after the launch's end: the pid is the box's now.
-					top, _ = proc.Open(ev.Status.BoxPid)
-				}
 				// Committed beside the events (an fsync): a program that ends at once has its
 				// end read meanwhile. The final record waits for it (settle).
 				id, pid, stages := l.rec.ID, ev.Status.BoxPid, l.rec.Stages

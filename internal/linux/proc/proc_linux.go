@@ -122,10 +122,10 @@ func WaitEnded(pid int, max time.Duration) bool {
 func pollPidfd(fd int, deadline time.Time) (bool, error) {
 	for {
 		left := time.Until(deadline)
-		if left <= 0 {
-			return false, nil
+		ms := 0
+		if left > 0 {
+			ms = int((left + time.Millisecond - 1) / time.Millisecond)
 		}
-		ms := int((left + time.Millisecond - 1) / time.Millisecond)
 		n, err := unix.Poll([]unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}, ms)
 		if errors.Is(err, unix.EINTR) {
 			continue
@@ -136,6 +136,9 @@ func pollPidfd(fd int, deadline time.Time) (bool, error) {
 		if n > 0 {
 			return true, nil
 		}
+		if left <= 0 {
+			return false, nil
+		}
 	}
 }
 
@@ -143,11 +146,22 @@ func pollPidfd(fd int, deadline time.Time) (bool, error) {
 // process it means: its end can be waited for later, though the pid be reused meanwhile.
 type Handle struct{ fd int }
 
-// Open returns a handle on process pid.
-func Open(pid int) (*Handle, error) {
+// OpenIn returns a handle on process pid, which must be a live process whose pid namespace
+// (/proc/<pid>/ns/pid) has inode pidNS: a pid reused by a process elsewhere is refused.
+func OpenIn(pid int, pidNS uint64) (*Handle, error) {
 	fd, err := unix.PidfdOpen(pid, 0)
 	if err != nil {
 		return nil, fmt.Errorf("pidfd of %d: %w", pid, err)
+	}
+	var st unix.Stat_t
+	err = unix.Stat(fmt.Sprintf("/proc/%d/ns/pid", pid), &st)
+	// Read while the pidfd's process is alive, /proc/<pid> was that process.
+	if err == nil && (st.Ino != pidNS || unix.PidfdSendSignal(fd, 0, nil, 0) != nil) {
+		err = fmt.Errorf("process %d is not in pid namespace %d, or has ended", pid, pidNS)
+	}
+	if err != nil {
+		unix.Close(fd)
+		return nil, err
 	}
 	return &Handle{fd: fd}, nil
 }

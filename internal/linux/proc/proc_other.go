@@ -30,8 +30,8 @@ func CPUTicks(pid int) (uint64, error) { return 0, errNotSupported }
 // Handle is a process held open; Linux only.
 type Handle struct{}
 
-// Open needs Linux (pidfd); elsewhere it fails.
-func Open(pid int) (*Handle, error) { return nil, errNotSupported }
+// OpenIn needs Linux (pidfd); elsewhere it fails.
+func OpenIn(pid int, pidNS uint64) (*Handle, error) { return nil, errNotSupported }
 
 // Wait has nothing to wait for elsewhere: true.
 func (h *Handle) Wait(max time.Duration) bool { return true }
