@@ -73,13 +73,16 @@ func (d *Daemon) supervise(l *liveLaunch) {
 				l.rec.State = api.StateRunning
 				l.rec.BoxPid = ev.Status.BoxPid
 				// Committed beside the events (an fsync): a program that ends at once has its
-				// end read meanwhile. The final record waits for it (settle).
-				id, pid, stages := l.rec.ID, ev.Status.BoxPid, l.rec.Stages
-				l.saving.Go(func() {
-					if err := d.store.SetRunning(ctx, id, pid, stages); err != nil {
-						d.log.Error("record running", "launch", id, "err", err)
-					}
-				})
+				// end read meanwhile. The final record waits for it (settle); a first news of
+				// the exec that is the final status itself is left to the final record.
+				if !final {
+					id, pid, stages := l.rec.ID, ev.Status.BoxPid, l.rec.Stages
+					l.saving.Go(func() {
+						if err := d.store.SetRunning(ctx, id, pid, stages); err != nil {
+							d.log.Error("record running", "launch", id, "err", err)
+						}
+					})
+				}
 			}
 		}
 		w.Close()
