@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"sync"
 	"time"
 
 	"github.com/agentbox/agentbox/internal/api"
@@ -31,10 +30,8 @@ import (
 
 type integrityBroker struct {
 	integrityDeps
-	reg *integrity.Registry
-
-	mu      sync.Mutex
-	watches map[string]*integrityWatch
+	reg     *integrity.Registry
+	watches broker.Launches[*integrityWatch]
 }
 
 // integrityDeps is what the integrity broker is built from.
@@ -55,8 +52,7 @@ type integrityDeps struct {
 }
 
 func newIntegrityBroker(deps integrityDeps) *integrityBroker {
-	return &integrityBroker{integrityDeps: deps, reg: &integrity.Registry{Path: filepath.Join(deps.StateDir, "placeholders.json")},
-		watches: map[string]*integrityWatch{}}
+	return &integrityBroker{integrityDeps: deps, reg: &integrity.Registry{Path: filepath.Join(deps.StateDir, "placeholders.json")}}
 }
 
 type integrityWatch struct {
@@ -154,12 +150,8 @@ func (b *integrityBroker) Resume(ctx context.Context, bl *broker.Launch) error {
 }
 
 func (b *integrityBroker) End(id string) {
-	b.mu.Lock()
-	iw := b.watches[id]
-	delete(b.watches, id)
-	b.mu.Unlock()
 	var w *integrity.Watcher
-	if iw != nil {
+	if iw, ok := b.watches.Take(id); ok {
 		iw.cancel()
 		<-iw.done
 		w = iw.w
@@ -330,18 +322,15 @@ func (b *integrityBroker) releaseHeld(id string, keepStaged bool) {
 }
 
 func (b *integrityBroker) watcher(id string) *integrity.Watcher {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.watches[id].w
+	iw, _ := b.watches.Get(id)
+	return iw.w
 }
 
 func (b *integrityBroker) start(id string, st *integrity.State, interval time.Duration) {
 	w := b.newWatcher(id, st, interval)
 	ctx, cancel := context.WithCancel(context.Background())
 	iw := &integrityWatch{w: w, cancel: cancel, done: make(chan struct{})}
-	b.mu.Lock()
-	b.watches[id] = iw
-	b.mu.Unlock()
+	b.watches.Put(id, iw) // (one per launch: Prepare or Resume, never both)
 	go func() {
 		defer close(iw.done)
 		if err := w.Run(ctx); err != nil {

@@ -86,7 +86,7 @@ mkdir -p a69/node_modules/.bin && printf '#!/bin/sh\necho BOX-HELLO\n' > a69/nod
 	if _, err := os.Lstat(filepath.Join(e.work, "a69", "node_modules")); err == nil {
 		t.Errorf("a69/node_modules, empty at launch and filled by the box in place, is still there")
 	}
-	if _, err := os.Lstat(filepath.Join(e.work, "a69", "node_modules"+integrity.QuarantineSuffix+"1", ".bin", "hello")); err != nil {
+	if _, err := os.Lstat(filepath.Join(integrity.AsideDirPath(filepath.Join(e.work, "a69", "node_modules"), 1), ".bin", "hello")); err != nil {
 		t.Errorf("a69/node_modules was not moved aside: %v", err)
 	}
 	if !e.lastLaunch().Drift {
@@ -113,7 +113,7 @@ func TestAttackVenvPreseeded(t *testing.T) {
 	hostRun(t, e.work, "python3", "-m", "venv", "--without-pip", "venv")
 	hostRun(t, e.work, filepath.Join(e.work, "venv", "bin", "python"), "-c", "print('host python ok')")
 	notRun(t, mark, "the host's python of the venv it made after the box", out)
-	if _, err := os.Lstat(filepath.Join(e.work, "venv"+integrity.QuarantineSuffix+"1", "lib")); err != nil {
+	if _, err := os.Lstat(filepath.Join(integrity.AsideDirPath(filepath.Join(e.work, "venv"), 1), "lib")); err != nil {
 		t.Errorf("the box's venv/ was not moved aside: %v", err)
 	}
 	if !e.lastLaunch().Drift {

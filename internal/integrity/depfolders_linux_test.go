@@ -85,7 +85,7 @@ func TestDepFoldersMovedAsideAtExit(t *testing.T) {
 		if _, err := os.Lstat(p); err == nil {
 			t.Errorf("%s is still there", p)
 		}
-		if _, err := os.Lstat(p + QuarantineSuffix + "1"); err != nil {
+		if err := keptAside(p); err != nil {
 			t.Errorf("%s was not kept aside: %v", p, err)
 		}
 	}
@@ -159,7 +159,7 @@ func TestSitePackagesAtExit(t *testing.T) {
 		t.Errorf("moved %v, want %v", moved, want)
 	}
 	for p := range want {
-		if _, err := os.Lstat(p + QuarantineSuffix + "1"); err != nil {
+		if err := keptAside(p); err != nil {
 			t.Errorf("%s was not kept aside: %v", p, err)
 		}
 	}

@@ -387,6 +387,105 @@ func TestAttackPackageJSONHooks(t *testing.T) {
 	}
 }
 
+// TestAttackPackageJSONUnreadableNumber (review 15, F4): the box rewrites husky 4's hook command
+// and adds a number node's JSON.parse reads (1e400, Infinity) but a float64 does not, and a
+// nesting deeper than Go's decoder takes: the check must still see the hook part changed, and
+// the host's git commit must not run the box's command.
+func TestAttackPackageJSONUnreadableNumber(t *testing.T) {
+	t.Parallel()
+	needGit(t)
+	if _, err := exec.LookPath("node"); err != nil {
+		t.Skip("no node: the stand-in of husky 4's hook needs it")
+	}
+	for _, c := range []struct{ name, extra string }{
+		{"1e400", `"build": 1e400,`},
+		{"deep", `"deep": ` + strings.Repeat("[", 10001) + strings.Repeat("]", 10001) + `,`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			e := newDaemonEnv(t)
+			repo(t, e.work)
+			pkg := filepath.Join(e.work, "package.json")
+			write(t, pkg, "{\n\"name\": \"p\",\n\"husky\": {\"hooks\": {\"pre-commit\": \"echo reviewed\"}}\n}\n")
+			write(t, filepath.Join(e.work, ".git/hooks/pre-commit"), husky4Hook)
+			os.Chmod(filepath.Join(e.work, ".git/hooks/pre-commit"), 0o755)
+			git(t, e.work, "add", "package.json")
+			git(t, e.work, "commit", "-q", "-m", "husky")
+			mark, touch := e.marker("husky")
+			out := e.boxPlant(fmt.Sprintf(`node -e 'const fs = require("fs"); let t = fs.readFileSync("package.json", "utf8"); t = t.replace("echo reviewed", %q).replace("\"name\": \"p\",", "\"name\": \"p\", " + %q); JSON.parse(t); fs.writeFileSync("package.json", t)' && echo planted`, touch, c.extra))
+			if !strings.Contains(out, "planted") {
+				t.Fatalf("the plant did not complete (the test would prove nothing):\n%s", out)
+			}
+			if _, err := os.Lstat(mark); err == nil {
+				t.Fatalf("the box created the host's marker itself: the test cannot tell host from box\n%s", out)
+			}
+			res, _ := hostGit(e.work, "commit", "--allow-empty", "-m", "host")
+			notRun(t, mark, "the host's git commit (husky 4's hook):\n"+res, out)
+		})
+	}
+}
+
+// TestAttackQuarantinedFolderRunByTests (review 15, F13): the check at exit moved a box's
+// lib/node_modules aside by renaming it in place (lib/node_modules.agentbox-quarantined-1),
+// and the host's node --test, which skips folders named node_modules only, then ran the box's
+// test file in it. Moved into a hidden folder under its own name, it is skipped by name and as
+// hidden. The host's node --test must not run it.
+func TestAttackQuarantinedFolderRunByTests(t *testing.T) {
+	t.Parallel()
+	node, err := exec.LookPath("node")
+	if err != nil {
+		t.Skip("no node")
+	}
+	e := newDaemonEnv(t)
+	repo(t, e.work)
+	write(t, filepath.Join(e.work, "test", "ok.test.js"), "require('node:test')('ok', () => {});\n")
+	mark, touch := e.marker("nodetest")
+	out := e.boxPlant(fmt.Sprintf(`mkdir -p lib/node_modules/lodash/test && echo 'require("child_process").execSync(%q)' > lib/node_modules/lodash/test/index.js && echo planted`, touch))
+	if !strings.Contains(out, "planted") {
+		t.Fatalf("the plant did not complete (the test would prove nothing):\n%s", out)
+	}
+	if _, err := os.Lstat(filepath.Join(e.work, "lib", "node_modules")); err == nil {
+		t.Fatalf("the box's lib/node_modules stayed in place: the check at exit did not move it\n%s", out)
+	}
+	if _, err := os.Lstat(mark); err == nil {
+		t.Fatalf("the box created the host's marker itself: the test cannot tell host from box\n%s", out)
+	}
+	c := exec.Command(node, "--test")
+	c.Dir = e.work
+	res, _ := c.CombinedOutput()
+	if !strings.Contains(string(res), "pass 1") {
+		t.Errorf("the host's node --test did not run the user's test as expected:\n%s", res)
+	}
+	notRun(t, mark, "the host's node --test:\n"+string(res), out)
+}
+
+// TestAttackHistoryRewritten (review 15, F9): a box folds its Makefile into the user's last
+// commit (same message and date) and expires the reflog: the host's git status, git diff and
+// git log show nothing new, and make runs the box's Makefile. It cannot be undone by the
+// check (the box may rewrite history on purpose, asked to), but the end of the run must say
+// that the branch's history was rewritten, with the old id to restore.
+func TestAttackHistoryRewritten(t *testing.T) {
+	t.Parallel()
+	needGit(t)
+	e := newDaemonEnv(t)
+	repo(t, e.work)
+	was, _ := hostGit(e.work, "rev-parse", "main")
+	was = strings.TrimSpace(was)
+	_, stderr, code := e.runAll("run", "sh", "--", "-c", `printf 'all:\n\t@echo BOX\n' > Makefile && git add Makefile && `+
+		boxGit+` commit -q --amend --no-edit --date="$(git log -1 --format=%ad)" && git reflog expire --expire=now --all && echo planted`)
+	if code != 0 {
+		t.Fatalf("run: exit %d: %s", code, stderr)
+	}
+	if st, _ := hostGit(e.work, "status", "--porcelain"); st != "" {
+		t.Fatalf("the box's amend left a trace in git status (the test would prove less): %q", st)
+	}
+	for _, want := range []string{"agentbox: integrity alert: ", "the history of the branch main was rewritten", "git branch -f main " + was} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("the end of the run lacks %q:\n%s", want, stderr)
+		}
+	}
+}
+
 // lefthookHusky returns the lefthook the workspace's husky hook runs, and writes that hook
 // (.husky/pre-commit: lefthook run pre-commit): the real lefthook when one is on PATH, else a
 // stand-in, the shell script standin (its $2 is the hook's name) ending with exit 0.

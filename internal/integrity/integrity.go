@@ -10,6 +10,8 @@ package integrity
 
 import (
 	"errors"
+	"path/filepath"
+	"strconv"
 	"time"
 )
 
@@ -95,3 +97,13 @@ const DefaultInterval = 60 * time.Second
 
 // ErrNotSupported is returned on platforms without the Linux mechanisms this package uses.
 var ErrNotSupported = errors.New("integrity: not supported on this platform")
+
+// AsidePath is where the n-th file of path's name moved aside in its folder lies
+// (PATH.agentbox-quarantined-N), and AsideDirPath the n-th folder
+// (FOLDER/.agentbox-quarantined-N/NAME): atomicfile.RenameAside.
+func AsidePath(path string, n int) string { return path + QuarantineSuffix + strconv.Itoa(n) }
+
+// AsideDirPath: see AsidePath.
+func AsideDirPath(path string, n int) string {
+	return filepath.Join(filepath.Dir(path), QuarantineSuffix+strconv.Itoa(n), filepath.Base(path))
+}

@@ -6,7 +6,9 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"io"
 	"maps"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -31,9 +33,16 @@ var PackageHookKeys = []string{"husky", "gitHooks", "pre-commit", "precommit", "
 // the scan takes it for one with hooks.
 func packageHooks(text []byte, hookWords []string) (string, []string, error) {
 	text = bytes.TrimPrefix(text, []byte("\xef\xbb\xbf")) // node's tools strip a BOM
+	// Numbers are kept as their text: node's JSON.parse reads any number (1e400 is Infinity),
+	// where a float64 would refuse it and leave the hook part unread (review 15, F4).
 	var pkg map[string]any
-	if err := json.Unmarshal(text, &pkg); err != nil {
+	dec := json.NewDecoder(bytes.NewReader(text))
+	dec.UseNumber()
+	if err := dec.Decode(&pkg); err != nil {
 		return "", nil, err
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return "", nil, errors.New("package.json: text after its JSON value")
 	}
 	hooks := map[string]any{}
 	for _, k := range PackageHookKeys {
@@ -104,6 +113,12 @@ func words(v any) []string {
 // mergeExec leaves what it recorded of the file as it was.
 const packageUnsettled = "\x00package.json not read"
 
+// packageUnreadAtExit is the finding, at the check at exit, of a package.json agentbox cannot
+// read that changed since the launch began: no write is caught halfway then (the box is gone),
+// and node may read what Go refuses (a nesting deeper than Go's decoder takes), so it is taken
+// for one whose hook part changed and moved aside.
+const packageUnreadAtExit = "npm package (package.json) that agentbox could not read as JSON and that changed while the box ran: taken for one whose git hook configuration changed"
+
 // isPackageJSON reports whether a finding's path is a package.json: its hook part is watched,
 // and the file's going is no change (an editor may save it by removing and writing it again;
 // a package.json that is gone runs no hook).
@@ -157,4 +172,15 @@ func hookFileWords(ws, dir string) []string {
 		}
 	}
 	return out
+}
+
+// changedAtExit reports whether the file at path (not followed) changed at or after since
+// (its ctime, which a box cannot set).
+func changedAtExit(path string, since int64) bool {
+	fi, err := os.Lstat(path)
+	if err != nil {
+		return false
+	}
+	_, _, ctime := identity(fi)
+	return ctime >= since
 }

@@ -3,7 +3,6 @@ package integrity
 import (
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"time"
 
@@ -19,35 +18,20 @@ import (
 // by the file. It returns how many refs it removed, and where a stale lock went (aside: see
 // takePackedLock).
 func stripPackedReplace(ws, path string, keep []string) (n int, aside string, err error) {
-	rel, err := filepath.Rel(ws, filepath.Dir(path))
-	if err != nil || !within(path, ws) {
-		return 0, "", fmt.Errorf("%s is not beneath the workspace", path)
-	}
-	wfd, err := unix.Open(ws, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return 0, aside, err
-	}
-	defer unix.Close(wfd)
-	dir, err := unix.Openat2(wfd, rel, &unix.OpenHow{Flags: unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC, Resolve: beneath})
-	if err != nil {
-		return 0, aside, err
-	}
-	defer unix.Close(dir)
-	lock, aside, err := takePackedLock(dir)
+	lock, aside, err := lockGitFile(ws, path, func(dir int, _ string) (int, string, error) {
+		fd, aside, err := takePackedLock(dir)
+		if err != nil {
+			err = fmt.Errorf("take git's lock packed-refs.lock: %w", err)
+		}
+		return fd, aside, err
+	})
 	if aside != "" {
 		aside = filepath.Join(filepath.Dir(path), aside)
 	}
 	if err != nil {
-		return 0, aside, fmt.Errorf("take git's lock packed-refs.lock: %w", err)
+		return 0, aside, err
 	}
-	lf := os.NewFile(uintptr(lock), "packed-refs.lock")
-	done := false
-	defer func() {
-		lf.Close()
-		if !done {
-			unix.Unlinkat(dir, "packed-refs.lock", 0)
-		}
-	}()
+	defer lock.release()
 	// Read as git reads it: through a symlink a box may have put there, as long as it stays
 	// beneath the workspace. The result replaces the link with a regular file, as git's own
 	// write of packed-refs does.
@@ -66,16 +50,9 @@ func stripPackedReplace(ws, path string, keep []string) (n int, aside string, er
 	if n == 0 {
 		return 0, aside, nil
 	}
-	if _, err := lf.Write(nb); err != nil {
+	if err := lock.commit(nb); err != nil {
 		return 0, aside, err
 	}
-	if err := lf.Sync(); err != nil {
-		return 0, aside, err
-	}
-	if err := unix.Renameat(dir, "packed-refs.lock", dir, "packed-refs"); err != nil {
-		return 0, aside, err
-	}
-	done = true
 	return n, aside, nil
 }
 
@@ -91,7 +68,7 @@ func takePackedLock(dir int) (fd int, aside string, err error) {
 	const name = "packed-refs.lock"
 	deadline := time.Now().Add(packedLockWait)
 	for {
-		fd, err = unix.Openat(dir, name, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o644)
+		fd, err = createLock(dir, name)
 		if !errors.Is(err, unix.EEXIST) {
 			return fd, aside, err
 		}

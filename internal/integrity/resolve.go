@@ -1,6 +1,7 @@
 package integrity
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -118,7 +119,7 @@ func (r *resolver) pin(path string) {
 }
 
 func (r *resolver) note(format string, a ...any) {
-	r.lay.Notes = append(r.lay.Notes, sprintf(format, a...))
+	r.lay.Notes = append(r.lay.Notes, fmt.Sprintf(format, a...))
 }
 
 // protect pins ws/rel: an existing file or folder is bound read-only; an absent one is

@@ -45,6 +45,10 @@ type State struct {
 	Hidden    map[string]string `json:"hidden,omitempty"`
 	Stale     map[string]string `json:"stale,omitempty"`
 	IndexErrs map[string]string `json:"indexErrs,omitempty"`
+	// Branches are the branch tips (refs/heads/* → id) of the workspace's repositories at the
+	// snapshot, by common git directory: the check at exit reports a rewritten history
+	// (verifyBranches).
+	Branches map[string]map[string]string `json:"branches,omitempty"`
 	// Deps are the workspace's dependency folders at the snapshot (DepFolderKinds, the
 	// outermost ones), by path: the check at exit moves aside one that is not among them, or
 	// is another folder now. nil (a state saved before it was kept) moves none.
@@ -61,6 +65,7 @@ func Snapshot(lay *Layout, lim Limits) *State {
 	s.Exec, _ = scanWorkspace(lay.Workspace, s.rootSet(), s.Config, lim, s.Deps, &repos)
 	maps.DeleteFunc(s.Exec, func(_, d string) bool { return d == packageUnsettled })
 	s.Hidden, s.IndexErrs = readHidden(lay.Workspace, repos.tops)
+	s.Branches = recordBranches(repos.tops)
 	for _, p := range slices.Sorted(maps.Keys(s.IndexErrs)) {
 		s.Notes = append(slices.Clip(s.Notes), "the index's skip-worktree and assume-unchanged flags, and stat data that hides a changed file, are not checked: "+s.IndexErrs[p])
 	}
@@ -134,9 +139,19 @@ func (s *State) verifyExec(exit bool) []Transition {
 			}
 		}
 	}
+	if exit {
+		for p, d := range found {
+			if d == packageUnsettled && changedAtExit(p, s.since()) {
+				found[p] = packageUnreadAtExit
+			}
+		}
+	}
 	out = append(out, s.mergeExec(found, func(path string) bool { return true })...)
 	tr, gitdirs := s.verifyIndexes(repos.tops)
 	out = append(out, tr...)
+	if exit {
+		out = append(out, s.verifyBranches()...)
+	}
 	out = append(out, s.verifyObjects(append(gitdirs, repos.gitdirs...), s.since())...)
 	if notChecked > 0 {
 		out = append(out, Transition{Kind: Modified, Path: s.Workspace, Alert: true, Detail: fmt.Sprintf(
@@ -269,7 +284,7 @@ func (s *State) mergeExec(found map[string]string, owned func(string) bool) []Tr
 }
 
 // identify fills in the identity of each of deps, after dropping those beneath another and
-// those in a folder moved aside (node_modules.agentbox-quarantined-1/x/node_modules, which
+// those in a folder moved aside (.agentbox-quarantined-1/node_modules/x/node_modules, which
 // nothing runs from); one that cannot be read (gone since it was listed) is dropped.
 func identify(deps map[string]DepFolder) {
 	outermost(deps)

@@ -2,15 +2,21 @@ package shim
 
 import (
 	"bytes"
+	"errors"
+	"fmt"
 	"io"
+	"io/fs"
 	"log"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/agentbox/agentbox/internal/console"
+	"github.com/agentbox/agentbox/internal/engine"
 	"github.com/creack/pty"
 )
 
@@ -325,27 +331,38 @@ func TestAwaitLocked(t *testing.T) {
 	}
 }
 
+// ptyServer returns a shim's server in tty mode whose program has been exec'd, with a real PTY
+// of size (the slave is returned, for the program's side) and its output while no client is
+// attached discarded; logged is what the server logs.
+func ptyServer(t *testing.T, size console.WindowSize) (s *server, sl *os.File, logged *bytes.Buffer) {
+	t.Helper()
+	m, sl, err := pty.Open()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		m.Close()
+		sl.Close()
+	})
+	logOut, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { logOut.Close() })
+	logged = &bytes.Buffer{}
+	s = &server{log: log.New(logged, "", 0), tty: true, master: m, logOut: logOut, size: size}
+	setSize(m, s.size)
+	s.advance(evStart)
+	s.advance(evExec)
+	return s, sl, logged
+}
+
 // TestRedrawEndsAtOutput: a redraw for a newly attached client moves the PTY one row shorter
 // and waits for the program to draw (redraw); the PTY's pump's next output ends that wait
 // (deliver: drawn), and the redraw gives the size back. Output while no redraw waits is no
 // drawn event.
 func TestRedrawEndsAtOutput(t *testing.T) {
-	m, sl, err := pty.Open()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Close()
-	defer sl.Close()
-	logOut, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer logOut.Close()
-	var buf bytes.Buffer
-	s := &server{log: log.New(&buf, "", 0), tty: true, master: m, logOut: logOut, size: console.WindowSize{Rows: 24, Cols: 80}}
-	setSize(m, s.size)
-	s.advance(evStart)
-	s.advance(evExec)
+	s, sl, buf := ptyServer(t, console.WindowSize{Rows: 24, Cols: 80})
 	rows := func() int {
 		r, _, err := pty.Getsize(sl)
 		if err != nil {
@@ -386,5 +403,149 @@ func TestRedrawEndsAtOutput(t *testing.T) {
 	<-done
 	if buf.Len() != 0 {
 		t.Errorf("refused moves logged: %s", buf.String())
+	}
+}
+
+// sizeReader starts a program on the PTY whose slave is sl that, at each SIGWINCH, reads its
+// terminal's size and appends it to a file, as a full-screen program reads the size it draws
+// for, and sets it as s's box (its program exec'd). sizes returns the sizes it read so far,
+// one "rows cols" each; waitSizes waits (bounded) until it read n of them.
+func sizeReader(t *testing.T, s *server, sl *os.File) (sizes func() []string, waitSizes func(n int) []string) {
+	t.Helper()
+	dir := t.TempDir()
+	file := filepath.Join(dir, "sizes")
+	cmd := exec.Command("/bin/sh", "-c", `trap 'stty size >> "$1"' WINCH; touch "$1.ready"; while :; do sleep 0.01; done`, "sh", file)
+	cmd.Stdin = sl
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+	})
+	sizes = func() []string {
+		b, err := os.ReadFile(file)
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			t.Fatal(err)
+		}
+		return strings.Fields(strings.ReplaceAll(strings.TrimSpace(string(b)), " ", "x"))
+	}
+	until := func(what string, ok func() bool) {
+		t.Helper()
+		expired, release := expiry(10 * time.Second)
+		defer release()
+		for !ok() {
+			select {
+			case <-expired:
+				t.Fatalf("%s: the program read the sizes %q", what, sizes())
+			case <-time.After(time.Millisecond):
+			}
+		}
+	}
+	until("the program did not set its trap", func() bool { _, err := os.Stat(file + ".ready"); return err == nil })
+	waitSizes = func(n int) []string {
+		t.Helper()
+		until(fmt.Sprintf("want %d sizes", n), func() bool { return len(sizes()) >= n })
+		return sizes()
+	}
+	s.mu.Lock()
+	s.box = &engine.Box{Process: cmd.Process, PidFD: -1}
+	s.status.Execd = true
+	s.mu.Unlock()
+	return sizes, waitSizes
+}
+
+// TestRedrawEndsAtWait: a program that does not draw for the moved size (nothing reaches the
+// PTY's pump) does not keep the redraw waiting: the redraw ends its own wait after redrawWait
+// (drawn), gives the size back and signals the program, which reads the size it had.
+func TestRedrawEndsAtWait(t *testing.T) {
+	s, sl, buf := ptyServer(t, console.WindowSize{Rows: 24, Cols: 80})
+	_, waitSizes := sizeReader(t, s, sl)
+	done := make(chan struct{})
+	go func() {
+		s.redraw()
+		close(done)
+	}()
+	s.await(func(st state) bool { return st.redrawing }, nil)
+	if got := waitSizes(1); got[0] != "23x80" {
+		t.Errorf("the program read %q at the redraw's first signal, want 23x80", got)
+	}
+	// No output: the redraw's own wait ends it.
+	expired, release := expiry(10 * time.Second)
+	defer release()
+	st, ok := s.await(func(st state) bool { return !st.redrawing }, expired)
+	if !ok || st.redraws != 1 {
+		t.Errorf("after the wait: %+v, want one redraw over", st)
+	}
+	if got := waitSizes(2); got[len(got)-1] != "24x80" {
+		t.Errorf("the program read %q once the redraw was over, want 24x80 last", got)
+	}
+	s.advance(evExit)
+	s.advance(evFinish)
+	<-done
+	if r, c, _ := pty.Getsize(sl); r != 24 || c != 80 {
+		t.Errorf("after the redraw: %dx%d, want 24x80", r, c)
+	}
+	if buf.Len() != 0 {
+		t.Errorf("refused moves logged: %s", buf.String())
+	}
+}
+
+// TestRedrawOnlySignals: a redraw that cannot move the size — another redraw waits, the
+// terminal has a single row, or there is no PTY master (yet) — moves nothing and starts no
+// wait: it only signals the program, which reads the size as it is.
+func TestRedrawOnlySignals(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		size     console.WindowSize
+		noMaster bool
+		waiting  bool // another redraw waits
+		want     string
+	}{
+		{name: "another waits", size: console.WindowSize{Rows: 24, Cols: 80}, waiting: true, want: "23x80"},
+		{name: "one row", size: console.WindowSize{Rows: 1, Cols: 80}, want: "1x80"},
+		{name: "no master", size: console.WindowSize{Rows: 24, Cols: 80}, noMaster: true, want: "24x80"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, sl, buf := ptyServer(t, tc.size)
+			if tc.noMaster {
+				s.master = nil
+			}
+			_, waitSizes := sizeReader(t, s, sl)
+			first := make(chan struct{})
+			n := 0 // sizes the program read before the redraw under test
+			if tc.waiting {
+				go func() {
+					s.redraw()
+					close(first)
+				}()
+				s.await(func(st state) bool { return st.redrawing }, nil)
+				n = len(waitSizes(1))
+			}
+			s.mu.Lock()
+			before := s.st
+			s.mu.Unlock()
+			s.redraw() // returns once it has signalled: it waits for nothing
+			s.mu.Lock()
+			after := s.st
+			s.mu.Unlock()
+			if after != before {
+				t.Errorf("the redraw moved the state: %+v, was %+v", after, before)
+			}
+			if got := waitSizes(n + 1); got[n] != tc.want {
+				t.Errorf("the program read %q after the redraw, want %s", got[n], tc.want)
+			}
+			if tc.waiting {
+				s.deliver(console.FrameStdout, []byte("drawn"), &pumpState{})
+			}
+			s.advance(evExit)
+			s.advance(evFinish)
+			if tc.waiting {
+				<-first
+			}
+			if buf.Len() != 0 {
+				t.Errorf("refused moves logged: %s", buf.String())
+			}
+		})
 	}
 }

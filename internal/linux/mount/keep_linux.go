@@ -441,7 +441,7 @@ func rebind(k *keptMount) (uint64, error) {
 // Quarantine moves aside what the box may have created at path, a protected or denied path the
 // host removed while the box ran, once no process but box-init is left in the box: a box that
 // watched for the removal could create the file before box-init noticed, and the host (the
-// next session) would find it. What is there is renamed to path.agentbox-quarantined-N, never
+// next session) would find it. What is there is moved into .agentbox-quarantined-N beside it, never
 // deleted: a host tool that removed and re-created the file in that moment keeps its content.
 func Quarantine(path string) (string, error) {
 	for i := 0; i < 200 && ns.OthersLeft(); i++ {
