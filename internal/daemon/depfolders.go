@@ -258,6 +258,7 @@ func (d *Daemon) dependencyOverlays(id, ws, cwd string, facts plan.WorkspaceFact
 	if _, err := d.integrity.reg.Hold(id, phs); err != nil {
 		return notice, fmt.Errorf("dependency folders: %w", err)
 	}
+	d.integrity.ownDepFolders(id, folders)
 	var caches []packageCache
 	for _, p := range folders {
 		if !isPlainDir(p) {

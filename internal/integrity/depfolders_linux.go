@@ -1,7 +1,10 @@
 package integrity
 
 import (
+	"errors"
+	"io/fs"
 	"os"
+	"path/filepath"
 
 	"golang.org/x/sys/unix"
 )
@@ -31,4 +34,46 @@ func emptyDir(p string) bool {
 	defer f.Close()
 	names, _ := f.Readdirnames(1)
 	return len(names) == 0
+}
+
+// errDepBudget ends changedWithin when its budget of entries is spent.
+var errDepBudget = errors.New("past the bound of entries looked at")
+
+// changedWithin returns the first entry of the folder p (p itself included; a symlink is not
+// followed) whose ctime is at or after since (ns), or "" when none is; it takes one from
+// *budget per entry, and fails with errDepBudget when that is spent. A ctime is set by the
+// kernel at every write, chmod, link, rename or removal of the entry (for a folder: of an
+// entry in it), never by a program: a folder in which nothing has one since the launch began
+// holds nothing written since. own says that p was the box's own (its overlay's lower layer,
+// which the box never writes): there only a regular file counts that was there before since
+// with another link (its birth time, where the file system keeps one), whose other name a box
+// may have written; the host's own new files (cargo links each binary it builds twice in
+// target/) do not.
+func changedWithin(p string, since int64, own bool, budget *int) (string, error) {
+	found := ""
+	err := filepath.WalkDir(p, func(q string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return nil // gone or unreadable meanwhile: its folder's ctime tells a change
+		}
+		if *budget <= 0 {
+			return errDepBudget
+		}
+		*budget--
+		var st unix.Statx_t
+		if unix.Statx(unix.AT_FDCWD, q, unix.AT_SYMLINK_NOFOLLOW, unix.STATX_CTIME|unix.STATX_NLINK|unix.STATX_TYPE|unix.STATX_BTIME, &st) != nil {
+			return nil
+		}
+		if st.Ctime.Sec*1e9+int64(st.Ctime.Nsec) < since {
+			return nil
+		}
+		if own {
+			born := st.Mask&unix.STATX_BTIME != 0 && st.Btime.Sec*1e9+int64(st.Btime.Nsec) >= since
+			if st.Mode&unix.S_IFMT != unix.S_IFREG || st.Nlink < 2 || born {
+				return nil
+			}
+		}
+		found = q
+		return fs.SkipAll
+	})
+	return found, err
 }

@@ -7,7 +7,13 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
+
+// afterSnapshot waits a clock tick past the snapshot, as a box starts after it: the kernel may
+// stamp a ctime up to a tick behind the clock (State.changedIn), so a write at once would be
+// the snapshot's to the check. A separation in time, not a measurement.
+func afterSnapshot() { time.Sleep(20 * time.Millisecond) }
 
 // TestDepFoldersMovedAsideAtExit: a dependency folder that appears while a box runs — a
 // project the box made and installed, a virtualenv of any name, a cargo target/ — or that
@@ -112,10 +118,11 @@ func TestDepFoldersMovedAsideAtExit(t *testing.T) {
 
 // TestSitePackagesAtExit: at exit, a new folder at a virtualenv's layout
 // (TOP/lib/python3.X/site-packages) is moved aside whole, pyvenv.cfg or not (review 14, F6:
-// python -m venv over it keeps its .pth); a new *.pth file in any other site-packages (the
-// host's virtualenv, past the launch's bound) is moved aside alone; and an empty dependency
+// python -m venv over it keeps its .pth); a new *.pth file in a site-packages that is in no
+// virtualenv is moved aside alone, and the host's virtualenv (past the launch's bound) with a
+// new one in it is moved aside whole (TestDepFoldersWrittenInPlace); and an empty dependency
 // folder of the snapshot that the box filled in place (past the bound) is moved aside (review
-// 14, F4). The host's virtualenv and its own .pth stay; nothing moves before the exit.
+// 14, F4). A file outside site-packages stays; nothing moves before the exit.
 func TestSitePackagesAtExit(t *testing.T) {
 	ws := newWS(t)
 	hostPth := filepath.Join(ws, "hostenv", "lib", "python3.11", "site-packages", "host.pth")
@@ -126,6 +133,7 @@ func TestSitePackagesAtExit(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := Snapshot(resolveWS(t, ws), Limits{})
+	afterSnapshot()
 	if d, ok := s.Deps[decoy]; !ok || !d.Empty {
 		t.Fatalf("the snapshot's %s: %+v (recorded %v), want an empty one", decoy, d, ok)
 	}
@@ -154,7 +162,7 @@ func TestSitePackagesAtExit(t *testing.T) {
 		}
 		moved[tr.Path] = tr.Kind
 	}
-	want := map[string]Kind{venv: Created, newPth: Created, topPth: Created, decoy: Modified}
+	want := map[string]Kind{venv: Created, filepath.Join(ws, "hostenv"): Modified, topPth: Created, decoy: Modified}
 	if !maps.Equal(moved, want) {
 		t.Errorf("moved %v, want %v", moved, want)
 	}
@@ -163,12 +171,132 @@ func TestSitePackagesAtExit(t *testing.T) {
 			t.Errorf("%s was not kept aside: %v", p, err)
 		}
 	}
-	for _, p := range []string{hostPth, filepath.Join(ws, "hostenv", VenvMarker), notSite} {
+	aside := filepath.Join(ws, "hostenv"+QuarantineSuffix+"1")
+	for _, p := range []string{strings.Replace(hostPth, filepath.Join(ws, "hostenv"), aside, 1), strings.Replace(newPth, filepath.Join(ws, "hostenv"), aside, 1), notSite} {
 		if _, err := os.Lstat(p); err != nil {
 			t.Errorf("%s: %v", p, err)
 		}
 	}
 	for _, tr := range s.VerifyExit() {
 		t.Errorf("a second check at exit: %+v", tr)
+	}
+}
+
+// TestDepFoldersWrittenInPlace: a dependency folder that was there at launch and is not the
+// box's own (past the launch's bounds: the box writes it in place) is moved aside at exit when
+// anything in it was written, removed or changed since the snapshot — a module appended to in
+// place (same inode: no new folder to see), a file removed, a mode changed, a .pth rewritten in
+// a site-packages that is in no virtualenv — whoever did it (the host's own pip too: the check
+// cannot tell). In the box's own folders (Own) the host's writes stay, but a file with another
+// link that was there at launch, written through that link, moves the folder (new files the
+// host links there, as cargo does in target/, do not). A folder nobody wrote stays; past the
+// bound of entries looked at, a folder is reported as not checked. Before, only folders that
+// appeared, or were empty at launch, were moved: the host's npm test ran what the box appended.
+func TestDepFoldersWrittenInPlace(t *testing.T) {
+	ws := newWS(t)
+	appended := filepath.Join(ws, "a", "node_modules")
+	mustWrite(t, filepath.Join(appended, "greet", "index.js"), "console.log('host')\n")
+	removed := filepath.Join(ws, "b", ".venv")
+	mustWrite(t, filepath.Join(removed, VenvMarker), "home = /usr/bin\n")
+	mustWrite(t, filepath.Join(removed, "lib", "python3.11", "site-packages", "shadow.py"), "x = 1\n")
+	chmodded := filepath.Join(ws, "c", "node_modules")
+	mustWrite(t, filepath.Join(chmodded, ".bin", "tool"), "#!/bin/sh\n")
+	untouched := filepath.Join(ws, "d", "node_modules")
+	mustWrite(t, filepath.Join(untouched, "x", "index.js"), "host\n")
+	lonePth := filepath.Join(ws, "e", "site-packages", "lone.pth")
+	mustWrite(t, lonePth, "/opt/x\n")
+	own := filepath.Join(ws, "f", "node_modules") // the box's own: the host installs there meanwhile
+	mustWrite(t, filepath.Join(own, "x", "index.js"), "host\n")
+	ownVenv := filepath.Join(ws, "g", ".venv") // the box's own: the host's pip install -e . meanwhile
+	mustWrite(t, filepath.Join(ownVenv, VenvMarker), "home = /usr/bin\n")
+	mustWrite(t, filepath.Join(ownVenv, "lib", "python3.11", "site-packages", "host.pth"), "/opt/x\n")
+	linked := filepath.Join(ws, "h", "node_modules") // the box's own, holding a link to a workspace file
+	mustWrite(t, filepath.Join(ws, "h", "src", "lib.js"), "host\n")
+	if err := os.MkdirAll(filepath.Join(linked, "lib"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Link(filepath.Join(ws, "h", "src", "lib.js"), filepath.Join(linked, "lib", "index.js")); err != nil {
+		t.Fatal(err)
+	}
+	ownTarget := filepath.Join(ws, "k", "target") // the box's own
+	mustWrite(t, filepath.Join(ws, "k", "Cargo.toml"), "[package]\n")
+	mustWrite(t, filepath.Join(ownTarget, "debug", "old"), "host\n")
+	s := Snapshot(resolveWS(t, ws), Limits{})
+	s.Own = []string{own, ownVenv, linked, ownTarget}
+	afterSnapshot()
+
+	appendTo := func(p, line string) {
+		t.Helper()
+		f, err := os.OpenFile(p, os.O_APPEND|os.O_WRONLY, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.WriteString(line)
+		f.Close()
+	}
+	appendTo(filepath.Join(appended, "greet", "index.js"), "console.log('BOX')\n")
+	os.Remove(filepath.Join(removed, "lib", "python3.11", "site-packages", "shadow.py"))
+	os.Chmod(filepath.Join(chmodded, ".bin", "tool"), 0o755)
+	appendTo(lonePth, "import os\n")
+	mustWrite(t, filepath.Join(own, "y", "index.js"), "host, later\n")
+	appendTo(filepath.Join(own, "x", "index.js"), "host, later\n")
+	mustWrite(t, filepath.Join(ownVenv, "lib", "python3.11", "site-packages", "__editable__.host.pth"), "/work/src\n")
+	appendTo(filepath.Join(ws, "h", "src", "lib.js"), "BOX\n")
+	// The host builds in its own target/ meanwhile: cargo links each binary twice.
+	mustWrite(t, filepath.Join(ownTarget, "debug", "deps", "app-1234"), "host binary\n")
+	if err := os.Link(filepath.Join(ownTarget, "debug", "deps", "app-1234"), filepath.Join(ownTarget, "debug", "app")); err != nil {
+		t.Fatal(err)
+	}
+
+	for _, tr := range s.VerifyExec() {
+		if strings.Contains(tr.Detail, "moved aside") {
+			t.Errorf("a check before the exit moved %s: %+v", tr.Path, tr)
+		}
+	}
+	moved := map[string]Kind{}
+	for _, tr := range s.VerifyExit() {
+		if !strings.Contains(tr.Detail, "moved aside to") || !tr.Alert || !strings.Contains(tr.Detail, "cannot tell") {
+			t.Errorf("not moved aside with an alert that says who may have written it: %+v", tr)
+			continue
+		}
+		moved[tr.Path] = tr.Kind
+	}
+	want := map[string]Kind{appended: Modified, removed: Modified, chmodded: Modified, lonePth: Modified, linked: Modified}
+	if !maps.Equal(moved, want) {
+		t.Errorf("moved %v, want %v", moved, want)
+	}
+	for p := range want {
+		if _, err := os.Lstat(p + QuarantineSuffix + "1"); err != nil {
+			t.Errorf("%s was not kept aside: %v", p, err)
+		}
+	}
+	for _, p := range []string{untouched, filepath.Join(own, "y"), filepath.Join(ownVenv, "lib", "python3.11", "site-packages", "__editable__.host.pth"), filepath.Join(ownTarget, "debug", "app")} {
+		if _, err := os.Lstat(p); err != nil {
+			t.Errorf("%s, which no box could have written, was moved: %v", p, err)
+		}
+	}
+	for _, tr := range s.VerifyExit() {
+		t.Errorf("a second check at exit: %+v", tr)
+	}
+
+	// Past the bound of entries looked at, the folder is reported, not moved.
+	big := filepath.Join(ws, "i", "node_modules")
+	for i := range 5 {
+		mustWrite(t, filepath.Join(big, "p"+string(rune('0'+i)), "index.js"), "host\n")
+	}
+	s = Snapshot(resolveWS(t, ws), Limits{DepEntries: 3})
+	afterSnapshot()
+	appendTo(filepath.Join(big, "p4", "index.js"), "BOX\n")
+	var notChecked bool
+	for _, tr := range s.VerifyExit() {
+		if strings.Contains(tr.Detail, "moved aside") {
+			t.Errorf("moved past the bound: %+v", tr)
+		}
+		if tr.Path == big && tr.Alert && strings.Contains(tr.Detail, "not checked") {
+			notChecked = true
+		}
+	}
+	if !notChecked {
+		t.Errorf("%s, past the bound of entries, was not reported as not checked", big)
 	}
 }
