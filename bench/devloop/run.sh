@@ -96,7 +96,9 @@ done
 mkdir -p "$node/app"
 printf '{"name":"app","version":"1.0.0","dependencies":{%s}}\n' "$deps" >"$node/app/package.json"
 printf '{"name":"app","version":"1.0.0","lockfileVersion":3,"requires":true,"packages":{"":{"name":"app","version":"1.0.0","dependencies":{%s}}%s}}\n' "$deps" "$locks" >"$node/app/package-lock.json"
-npmci='rm -rf node_modules && npm ci --offline --no-audit --no-fund'
+# npm ci empties node_modules itself; in a box node_modules is the box's own, a mount point,
+# which rm -rf cannot remove (EBUSY, docs/toolchains.md).
+npmci='npm ci --offline --no-audit --no-fund'
 
 py=/usr/bin/python3
 pyapp=$tmp/py/app
