@@ -44,12 +44,8 @@ var errDepBudget = errors.New("past the bound of entries looked at")
 // *budget per entry, and fails with errDepBudget when that is spent. A ctime is set by the
 // kernel at every write, chmod, link, rename or removal of the entry (for a folder: of an
 // entry in it), never by a program: a folder in which nothing has one since the launch began
-// holds nothing written since. own says that p was the box's own (its overlay's lower layer,
-// which the box never writes): there only a regular file counts that was there before since
-// with another link (its birth time, where the file system keeps one), whose other name a box
-// may have written; the host's own new files (cargo links each binary it builds twice in
-// target/) do not.
-func changedWithin(p string, since int64, own bool, budget *int) (string, error) {
+// holds nothing written since.
+func changedWithin(p string, since int64, budget *int) (string, error) {
 	found := ""
 	err := filepath.WalkDir(p, func(q string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -59,18 +55,9 @@ func changedWithin(p string, since int64, own bool, budget *int) (string, error)
 			return errDepBudget
 		}
 		*budget--
-		var st unix.Statx_t
-		if unix.Statx(unix.AT_FDCWD, q, unix.AT_SYMLINK_NOFOLLOW, unix.STATX_CTIME|unix.STATX_NLINK|unix.STATX_TYPE|unix.STATX_BTIME, &st) != nil {
+		var st unix.Stat_t
+		if unix.Lstat(q, &st) != nil || st.Ctim.Nano() < since {
 			return nil
-		}
-		if st.Ctime.Sec*1e9+int64(st.Ctime.Nsec) < since {
-			return nil
-		}
-		if own {
-			born := st.Mask&unix.STATX_BTIME != 0 && st.Btime.Sec*1e9+int64(st.Btime.Nsec) >= since
-			if st.Mode&unix.S_IFMT != unix.S_IFREG || st.Nlink < 2 || born {
-				return nil
-			}
 		}
 		found = q
 		return fs.SkipAll

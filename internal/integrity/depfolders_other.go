@@ -6,4 +6,4 @@ func depIdentity(string) (DepFolder, error) { return DepFolder{}, ErrNotSupporte
 
 func emptyDir(string) bool { return false }
 
-func changedWithin(string, int64, bool, *int) (string, error) { return "", ErrNotSupported }
+func changedWithin(string, int64, *int) (string, error) { return "", ErrNotSupported }

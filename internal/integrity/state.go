@@ -362,12 +362,14 @@ func (s *State) moveNewDeps(deps map[string]DepFolder) ([]Transition, []string) 
 			continue
 		}
 		changed := ""
-		if same && !filled || pth && s.owns(p) {
+		if pth && !same && s.owns(p) {
+			continue // made by the host in the box's own folder, which the box never writes
+		}
+		if same && !filled {
 			// The folder or file there at launch: moved aside when anything in it was written
 			// since, by the box in place (past the launch's bounds) or by the host, which the
 			// check cannot tell apart (docs/integrity.md, "Code the host loads from dependency
-			// folders"). A .pth in the box's own folder is the host's, new or not, unless it has
-			// another link.
+			// folders").
 			var err error
 			if changed, err = s.changedIn(p, &budget); err != nil {
 				out = append(out, Transition{Kind: Modified, Path: p, Alert: true, Detail: fmt.Sprintf(
@@ -381,7 +383,7 @@ func (s *State) moveNewDeps(deps map[string]DepFolder) ([]Transition, []string) 
 		kind, what := Created, "a dependency folder made while the box ran"
 		switch {
 		case changed != "" && pth:
-			kind, what = cmp.Or(map[bool]Kind{true: Modified}[had], Created), "a python path configuration file (.pth) in a site-packages folder, written while the box ran (by the box, or by the host: the check cannot tell)"
+			kind, what = Modified, "a python path configuration file (.pth) in a site-packages folder, written while the box ran (by the box, or by the host: the check cannot tell)"
 		case changed != "":
 			kind, what = Modified, "a dependency folder in which "+relTo(p, changed)+" was written while the box ran (by the box in place, or by the host: the check cannot tell; install it again on the host from the reviewed lockfile)"
 		case pth && had:
@@ -410,19 +412,19 @@ func (s *State) moveNewDeps(deps map[string]DepFolder) ([]Transition, []string) 
 }
 
 // changedIn returns the first entry of the dependency folder or .pth file p, there at launch,
-// written since the snapshot (changedWithin), or "". In the box's own folders (Own) only a
-// file with another link counts: the box wrote its layer, not them. A state without a start
-// time finds nothing.
+// written since the snapshot (changedWithin), or "". The box's own folders (Own) are not
+// looked into: the box wrote its layer, never them, and what the host wrote there is the
+// host's. A state without a start time finds nothing.
 //
 // The bound is the snapshot's time itself, not a second before it as for the index (since):
 // the host's writes just before the launch are the host's, and must not cost it its folder.
 // A ctime may lag the clock by one tick (at most 10 ms), and the box starts after the
 // snapshot by more than that (the launch's own stages, tens of ms: docs/benchmarks.md).
 func (s *State) changedIn(p string, budget *int) (string, error) {
-	if s.Started.IsZero() {
+	if s.Started.IsZero() || s.owns(p) {
 		return "", nil
 	}
-	return changedWithin(p, s.Started.UnixNano(), s.owns(p), budget)
+	return changedWithin(p, s.Started.UnixNano(), budget)
 }
 
 // owns reports whether p lies in one of the box's own dependency folders (Own).
