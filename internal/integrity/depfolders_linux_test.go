@@ -186,7 +186,8 @@ func TestSitePackagesAtExit(t *testing.T) {
 // box's own (past the launch's bounds: the box writes it in place) is moved aside at exit when
 // anything in it was written, removed or changed since the snapshot — a module appended to in
 // place (same inode: no new folder to see), a file removed, a mode changed, a .pth rewritten in
-// a site-packages that is in no virtualenv — whoever did it (the host's own pip too: the check
+// a site-packages that is in no virtualenv, a conda environment's activate.d script (found by
+// its layout) — whoever did it (the host's own pip too: the check
 // cannot tell). In the box's own folders (Own) the host's writes stay: the box never writes
 // them. A folder nobody wrote stays; past the
 // bound of entries looked at, a folder is reported as not checked. Before, only folders that
@@ -209,6 +210,10 @@ func TestDepFoldersWrittenInPlace(t *testing.T) {
 	ownVenv := filepath.Join(ws, "g", ".venv") // the box's own: the host's pip install -e . meanwhile
 	mustWrite(t, filepath.Join(ownVenv, VenvMarker), "home = /usr/bin\n")
 	mustWrite(t, filepath.Join(ownVenv, "lib", "python3.11", "site-packages", "host.pth"), "/opt/x\n")
+	conda := filepath.Join(ws, "m", "env") // conda create -p ./env: no pyvenv.cfg, a virtualenv's layout
+	mustWrite(t, filepath.Join(conda, "conda-meta", "history"), "==> 2026-12-02 <==\n")
+	mustWrite(t, filepath.Join(conda, "etc", "conda", "activate.d", "x.sh"), "export X=1\n")
+	mustWrite(t, filepath.Join(conda, "lib", "python3.11", "site-packages", "x.py"), "x = 1\n")
 	ownTarget := filepath.Join(ws, "k", "target") // the box's own
 	mustWrite(t, filepath.Join(ws, "k", "Cargo.toml"), "[package]\n")
 	mustWrite(t, filepath.Join(ownTarget, "debug", "old"), "host\n")
@@ -229,6 +234,7 @@ func TestDepFoldersWrittenInPlace(t *testing.T) {
 	os.Remove(filepath.Join(removed, "lib", "python3.11", "site-packages", "shadow.py"))
 	os.Chmod(filepath.Join(chmodded, ".bin", "tool"), 0o755)
 	appendTo(lonePth, "import os\n")
+	appendTo(filepath.Join(conda, "etc", "conda", "activate.d", "x.sh"), "echo BOX\n")
 	mustWrite(t, filepath.Join(own, "y", "index.js"), "host, later\n")
 	appendTo(filepath.Join(own, "x", "index.js"), "host, later\n")
 	mustWrite(t, filepath.Join(ownVenv, "lib", "python3.11", "site-packages", "__editable__.host.pth"), "/work/src\n")
@@ -251,7 +257,7 @@ func TestDepFoldersWrittenInPlace(t *testing.T) {
 		}
 		moved[tr.Path] = tr.Kind
 	}
-	want := map[string]Kind{appended: Modified, removed: Modified, chmodded: Modified, lonePth: Modified}
+	want := map[string]Kind{appended: Modified, removed: Modified, chmodded: Modified, lonePth: Modified, conda: Modified}
 	if !maps.Equal(moved, want) {
 		t.Errorf("moved %v, want %v", moved, want)
 	}
