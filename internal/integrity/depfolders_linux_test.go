@@ -1,6 +1,7 @@
 package integrity
 
 import (
+	"fmt"
 	"maps"
 	"os"
 	"path/filepath"
@@ -294,5 +295,30 @@ func TestDepFoldersWrittenInPlace(t *testing.T) {
 	}
 	if !notChecked {
 		t.Errorf("%s, past the bound of entries, was not reported as not checked", big)
+	}
+}
+
+// BenchmarkDepFolderWalk: what the check at exit spends on a dependency folder there at launch
+// that is not the box's own, untouched (the whole folder is walked): 1,000 packages of 20 files
+// each, about the size of a middling project's node_modules.
+func BenchmarkDepFolderWalk(b *testing.B) {
+	dir := filepath.Join(b.TempDir(), "node_modules")
+	for p := range 1000 {
+		pkg := filepath.Join(dir, fmt.Sprintf("p%d", p), "lib")
+		if err := os.MkdirAll(pkg, 0o755); err != nil {
+			b.Fatal(err)
+		}
+		for f := range 20 {
+			if err := os.WriteFile(filepath.Join(pkg, fmt.Sprintf("f%d.js", f)), []byte("x\n"), 0o644); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	since := time.Now().Add(time.Hour).UnixNano()
+	for b.Loop() {
+		budget := 1000000
+		if found, err := changedWithin(dir, since, &budget); found != "" || err != nil {
+			b.Fatal(found, err)
+		}
 	}
 }
