@@ -166,5 +166,8 @@ for t in \
   "go|cd /tmp && GOPROXY=https://goproxy.example.org GOSUMDB=off GOFLAGS=-mod=mod GOTOOLCHAIN=local go mod download example.org/mod@v1.0.0|go version" \
   "git|git ls-remote https://git.example.org/owner/repo|git --version"; do
   IFS='|' read -r name fail version <<<"$t"
-  echo "| $name | $(intime "$fail") | $(intime "$version") |"
+  # The start-up first: the first python of a workspace's boxes compiles what it imports into
+  # the box cache (docs/toolchains.md, PYTHONPYCACHEPREFIX), which is not the refusal's time.
+  v=$(intime "$version")
+  echo "| $name | $(intime "$fail") | $v |"
 done
