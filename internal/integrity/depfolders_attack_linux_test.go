@@ -233,7 +233,9 @@ func hostTry(dir string, name string, args ...string) string {
 // virtualenv's .pth, in place (same inodes: no folder appears). After the box, the host's npm
 // test (or node) and the virtualenv's python must not run those lines: the check at exit moves
 // both folders aside, with an alert. Before, nothing was moved, and the host's npm test printed
-// the box's line and its python ran the box's .pth.
+// the box's line and its python ran the box's .pth. The host's own install in app/node_modules
+// while the box runs (a project the launch found: the box's own, which the box never writes)
+// stays: the daemon tells the check which folders were the box's own.
 func TestAttackDependencyFolderPastBounds(t *testing.T) {
 	t.Parallel()
 	needPython(t)
@@ -249,7 +251,10 @@ func TestAttackDependencyFolderPastBounds(t *testing.T) {
 	write(t, filepath.Join(web, "node_modules", "greet", "index.js"), "module.exports = () => console.log('host-greet')\n")
 	py := filepath.Join(e.work, deep, "py")
 	write(t, filepath.Join(py, "pyproject.toml"), "[project]\nname = \"py\"\n")
-	ignoringRepo(t, e.work, "node_modules/\n.venv/\n")
+	app := filepath.Join(e.work, "app")
+	write(t, filepath.Join(app, "package.json"), `{"name":"app","version":"1.0.0"}`+"\n")
+	write(t, filepath.Join(app, "node_modules", "x", "index.js"), "module.exports = 1\n")
+	ignoringRepo(t, e.work, "node_modules/\n.venv/\n"+syncFIFO+"\n")
 	hostRun(t, py, "python3", "-m", "venv", "--without-pip", ".venv")
 	sites, _ := filepath.Glob(filepath.Join(py, ".venv", "lib", "python3*", "site-packages"))
 	if len(sites) != 1 {
@@ -261,11 +266,14 @@ func TestAttackDependencyFolderPastBounds(t *testing.T) {
 	}
 	mark, _ := e.marker("past-bounds-pth")
 	rel := func(p string) string { r, _ := filepath.Rel(e.work, p); return r }
-	out := e.boxPlant(fmt.Sprintf(`set -e
+	hostLater := filepath.Join(app, "node_modules", "y", "index.js")
+	out := e.boxPlantDuring(fmt.Sprintf(`set -e
 printf '%%s\n' "console.log('BOX-GREET')" >> %s/node_modules/greet/index.js
 printf '%%s\n' %s >> %s
 node %s/index.js
-echo planted`, rel(web), shellQuote(pthMarking(mark)), rel(filepath.Join(sites[0], "host.pth")), rel(web)))
+echo ready > %s; read go < %s
+echo planted`, rel(web), shellQuote(pthMarking(mark)), rel(filepath.Join(sites[0], "host.pth")), rel(web), syncFIFO, syncFIFO),
+		func() { write(t, hostLater, "module.exports = 2\n") })
 	if !strings.Contains(out, "BOX-GREET") || !strings.Contains(out, "planted") {
 		t.Fatalf("the box did not write the host's folders in place (the test would prove nothing):\n%s", out)
 	}
@@ -285,6 +293,9 @@ echo planted`, rel(web), shellQuote(pthMarking(mark)), rel(filepath.Join(sites[0
 		if _, err := os.Lstat(p + integrity.QuarantineSuffix + "1"); err != nil {
 			t.Errorf("%s was not moved aside: %v", p, err)
 		}
+	}
+	if _, err := os.Lstat(hostLater); err != nil {
+		t.Errorf("the host's own install in the box's own app/node_modules while the box ran was moved: %v", err)
 	}
 	if !e.lastLaunch().Drift {
 		t.Errorf("the launch raised no alert")
