@@ -11,10 +11,11 @@ import (
 	"time"
 )
 
-// afterSnapshot waits a clock tick past the snapshot, as a box starts after it: the kernel may
-// stamp a ctime up to a tick behind the clock (State.changedIn), so a write at once would be
-// the snapshot's to the check. A separation in time, not a measurement.
-func afterSnapshot() { time.Sleep(20 * time.Millisecond) }
+// tick waits past ctimeLag, as there is time between the host's last write and a launch's
+// snapshot, and between the snapshot and the box's first write: the check takes a ctime within
+// ctimeLag of the snapshot for one written since (State.changedIn). A separation in time, not
+// a measurement.
+func tick() { time.Sleep(2 * ctimeLag) }
 
 // TestDepFoldersMovedAsideAtExit: a dependency folder that appears while a box runs — a
 // project the box made and installed, a virtualenv of any name, a cargo target/ — or that
@@ -29,6 +30,7 @@ func TestDepFoldersMovedAsideAtExit(t *testing.T) {
 	mustWrite(t, filepath.Join(ws, "node_modules", "dep", "index.js"), "host\n")
 	mustWrite(t, filepath.Join(ws, "py", "env", VenvMarker), "home = /usr/bin\n") // a host virtualenv named env/
 	mustWrite(t, filepath.Join(ws, "web", "node_modules", "dep", "index.js"), "host\n")
+	tick()
 	s := Snapshot(resolveWS(t, ws), Limits{})
 	want := []string{filepath.Join(ws, "node_modules"), filepath.Join(ws, "py", "env"), filepath.Join(ws, "web", "node_modules")}
 	var got []string
@@ -133,8 +135,9 @@ func TestSitePackagesAtExit(t *testing.T) {
 	if err := os.MkdirAll(decoy, 0o755); err != nil {
 		t.Fatal(err)
 	}
+	tick()
 	s := Snapshot(resolveWS(t, ws), Limits{})
-	afterSnapshot()
+	tick()
 	if d, ok := s.Deps[decoy]; !ok || !d.Empty {
 		t.Fatalf("the snapshot's %s: %+v (recorded %v), want an empty one", decoy, d, ok)
 	}
@@ -218,9 +221,10 @@ func TestDepFoldersWrittenInPlace(t *testing.T) {
 	ownTarget := filepath.Join(ws, "k", "target") // the box's own
 	mustWrite(t, filepath.Join(ws, "k", "Cargo.toml"), "[package]\n")
 	mustWrite(t, filepath.Join(ownTarget, "debug", "old"), "host\n")
+	tick()
 	s := Snapshot(resolveWS(t, ws), Limits{})
 	s.Own = []string{own, ownVenv, ownTarget}
-	afterSnapshot()
+	tick()
 
 	appendTo := func(p, line string) {
 		t.Helper()
@@ -281,8 +285,9 @@ func TestDepFoldersWrittenInPlace(t *testing.T) {
 	for i := range 5 {
 		mustWrite(t, filepath.Join(big, "p"+string(rune('0'+i)), "index.js"), "host\n")
 	}
+	tick()
 	s = Snapshot(resolveWS(t, ws), Limits{DepEntries: 3})
-	afterSnapshot()
+	tick()
 	appendTo(filepath.Join(big, "p4", "index.js"), "BOX\n")
 	var notChecked bool
 	for _, tr := range s.VerifyExit() {

@@ -416,16 +416,20 @@ func (s *State) moveNewDeps(deps map[string]DepFolder) ([]Transition, []string) 
 // looked into: the box wrote its layer, never them, and what the host wrote there is the
 // host's. A state without a start time finds nothing.
 //
-// The bound is the snapshot's time itself, not a second before it as for the index (since):
-// the host's writes just before the launch are the host's, and must not cost it its folder.
-// A ctime may lag the clock by one tick (at most 10 ms), and the box starts after the
-// snapshot by more than that (the launch's own stages, tens of ms: docs/benchmarks.md).
+// The bound is ctimeLag before the snapshot began, not a second as for the index (since): the
+// host's writes before the launch are the host's, and must not cost it its folder.
 func (s *State) changedIn(p string, budget *int) (string, error) {
 	if s.Started.IsZero() || s.owns(p) {
 		return "", nil
 	}
-	return changedWithin(p, s.Started.UnixNano(), budget)
+	return changedWithin(p, s.Started.Add(-ctimeLag).UnixNano(), budget)
 }
+
+// ctimeLag is how far behind the clock the kernel may stamp a ctime: the coarse clock it reads
+// moves once a tick, 10 ms at the lowest common rate (HZ=100; 4 ms at Debian's 250). The box's
+// first write comes after the snapshot's scan and the launch's later stages (about 9 ms at
+// their median, docs/benchmarks.md) in any case; the bound does not rest on that.
+const ctimeLag = 10 * time.Millisecond
 
 // owns reports whether p lies in one of the box's own dependency folders (Own).
 func (s *State) owns(p string) bool {

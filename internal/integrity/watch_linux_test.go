@@ -68,6 +68,7 @@ func TestOwnDepsWhileWatching(t *testing.T) {
 	ws := newWS(t)
 	own := filepath.Join(ws, "web", "node_modules")
 	mustWrite(t, filepath.Join(own, "x", "index.js"), "host\n")
+	tick()
 	w := &Watcher{State: Snapshot(resolveWS(t, ws), Limits{}), Interval: time.Millisecond, Debounce: time.Millisecond}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -88,7 +89,7 @@ func TestOwnDepsWhileWatching(t *testing.T) {
 	<-checks
 	cancel()
 	<-done
-	afterSnapshot()
+	tick()
 	mustWrite(t, filepath.Join(own, "y", "index.js"), "the host's, later\n")
 	for _, tr := range w.Verify(SourceExit, true) {
 		t.Errorf("the host's write in the box's own folder: %+v", tr)
