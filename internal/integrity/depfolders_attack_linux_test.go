@@ -290,7 +290,7 @@ echo planted`, rel(web), shellQuote(pthMarking(mark)), rel(filepath.Join(sites[0
 	hostTry(py, "python3", "-c", "pass")
 	notRun(t, mark, "the host's python of the virtualenv past the bounds", out)
 	for _, p := range []string{filepath.Join(web, "node_modules"), filepath.Join(py, ".venv")} {
-		if _, err := os.Lstat(p + integrity.QuarantineSuffix + "1"); err != nil {
+		if _, err := os.Lstat(integrity.AsideDirPath(p, 1)); err != nil {
 			t.Errorf("%s was not moved aside: %v", p, err)
 		}
 	}

@@ -175,7 +175,7 @@ func TestSitePackagesAtExit(t *testing.T) {
 			t.Errorf("%s was not kept aside: %v", p, err)
 		}
 	}
-	aside := filepath.Join(ws, "hostenv"+QuarantineSuffix+"1")
+	aside := AsideDirPath(filepath.Join(ws, "hostenv"), 1)
 	for _, p := range []string{strings.Replace(hostPth, filepath.Join(ws, "hostenv"), aside, 1), strings.Replace(newPth, filepath.Join(ws, "hostenv"), aside, 1), notSite} {
 		if _, err := os.Lstat(p); err != nil {
 			t.Errorf("%s: %v", p, err)
@@ -267,7 +267,7 @@ func TestDepFoldersWrittenInPlace(t *testing.T) {
 		t.Errorf("moved %v, want %v", moved, want)
 	}
 	for p := range want {
-		if _, err := os.Lstat(p + QuarantineSuffix + "1"); err != nil {
+		if err := keptAside(p); err != nil {
 			t.Errorf("%s was not kept aside: %v", p, err)
 		}
 	}
