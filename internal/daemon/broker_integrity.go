@@ -328,6 +328,21 @@ func (b *integrityBroker) releaseHeld(id string, keepStaged bool) {
 	}
 }
 
+// ownDepFolders records in launch id's integrity state that the dependency folders paths are
+// its box's own (overlays: the box never writes the host's folders beneath), so that the check
+// at exit takes the host's changes there for the host's. A launch without a watch (none
+// prepared) records nothing; a state that cannot be saved keeps it in memory, and a daemon
+// restarted before the exit check takes those folders for ones the box could write.
+func (b *integrityBroker) ownDepFolders(id string, paths []string) {
+	iw, ok := b.watches.Get(id)
+	if !ok {
+		return
+	}
+	if err := iw.w.OwnDeps(paths, func(st *integrity.State) error { return st.Save(b.statePath(id)) }); err != nil {
+		b.Log.Error("integrity: save state", "launch", id, "err", err)
+	}
+}
+
 func (b *integrityBroker) watcher(id string) *integrity.Watcher {
 	iw, _ := b.watches.Get(id)
 	return iw.w

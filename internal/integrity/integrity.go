@@ -70,6 +70,10 @@ type Limits struct {
 	// ScanDirs bounds the directories the executable-configuration scan of the workspace
 	// visits (a bound reached is reported as drift by the check at exit). Zero means 200000.
 	ScanDirs int `json:"scanDirs,omitempty"`
+	// DepEntries bounds the entries the check at exit looks at in the dependency folders that
+	// were there at launch (State.VerifyExit: one changed while the box ran is moved aside);
+	// past it the rest are reported as not checked. Zero means 1000000.
+	DepEntries int `json:"depEntries,omitempty"`
 }
 
 func (l Limits) withDefaults() Limits {
@@ -87,6 +91,9 @@ func (l Limits) withDefaults() Limits {
 	}
 	if l.ScanDirs <= 0 {
 		l.ScanDirs = 200000
+	}
+	if l.DepEntries <= 0 {
+		l.DepEntries = 1000000
 	}
 	return l
 }

@@ -60,6 +60,11 @@ type State struct {
 	// by the check at exit. nil (a state saved before it was kept) defers none.
 	Todos    map[string]bool `json:"todos"`
 	Deferred map[string]bool `json:"deferred,omitempty"`
+	// Own are the dependency folders the box gets as its own (the daemon's overlays, set by
+	// Watcher.OwnDeps): the box writes its layer, never the host's folder beneath, so the
+	// host's changes there while the box runs are the host's. nil: none known, and every
+	// dependency folder is taken for one the box could write.
+	Own []string `json:"own,omitempty"`
 }
 
 // Snapshot records the roots of lay and scans the workspace for executable configuration.
@@ -339,6 +344,7 @@ func (s *State) moveNewDeps(deps map[string]DepFolder) ([]Transition, []string) 
 	identify(deps)
 	var out []Transition
 	var moved []string
+	budget := s.Limits.withDefaults().DepEntries
 	// The folders first: a *.pth file in one moved goes with it.
 	paths := slices.SortedFunc(maps.Keys(deps), func(a, b string) int {
 		return cmp.Or(cmp.Compare(boolInt(deps[a].Runs == pthRuns), boolInt(deps[b].Runs == pthRuns)), strings.Compare(a, b))
@@ -352,11 +358,34 @@ func (s *State) moveNewDeps(deps map[string]DepFolder) ([]Transition, []string) 
 		old, had := s.Deps[p]
 		same := had && old.Dev == d.Dev && old.Ino == d.Ino && old.Btime == d.Btime
 		filled := same && old.Empty && !d.Empty
-		if same && !filled || !pth && emptyDir(p) {
+		if !pth && emptyDir(p) {
 			continue
+		}
+		changed := ""
+		if pth && !same && s.owns(p) {
+			continue // made by the host in the box's own folder, which the box never writes
+		}
+		if same && !filled {
+			// The folder or file there at launch: moved aside when anything in it was written
+			// since, by the box in place (past the launch's bounds) or by the host, which the
+			// check cannot tell apart (docs/integrity.md, "Code the host loads from dependency
+			// folders").
+			var err error
+			if changed, err = s.changedIn(p, &budget); err != nil {
+				out = append(out, Transition{Kind: Modified, Path: p, Alert: true, Detail: fmt.Sprintf(
+					"a dependency folder not checked for what was written in it while the box ran (%v; at most %d entries are looked at): the host's tools would run what it holds (%s)",
+					err, s.Limits.withDefaults().DepEntries, d.Runs)})
+			}
+			if changed == "" {
+				continue
+			}
 		}
 		kind, what := Created, "a dependency folder made while the box ran"
 		switch {
+		case changed != "" && pth:
+			kind, what = Modified, "a python path configuration file (.pth) in a site-packages folder, written while the box ran (by the box, or by the host: the check cannot tell)"
+		case changed != "":
+			kind, what = Modified, "a dependency folder in which "+relTo(p, changed)+" was written while the box ran (by the box in place, or by the host: the check cannot tell; install it again on the host from the reviewed lockfile)"
 		case pth && had:
 			kind, what = Replaced, "a python path configuration file (.pth) in a site-packages folder, written while the box ran in place of the one there at launch"
 		case pth:
@@ -380,6 +409,39 @@ func (s *State) moveNewDeps(deps map[string]DepFolder) ([]Transition, []string) 
 		out = append(out, Transition{Kind: kind, Path: p, Detail: detail, Alert: true})
 	}
 	return out, moved
+}
+
+// changedIn returns the first entry of the dependency folder or .pth file p, there at launch,
+// written since the snapshot (changedWithin), or "". The box's own folders (Own) are not
+// looked into: the box wrote its layer, never them, and what the host wrote there is the
+// host's. A state without a start time finds nothing.
+//
+// The bound is ctimeLag before the snapshot began, not a second as for the index (since): the
+// host's writes before the launch are the host's, and must not cost it its folder.
+func (s *State) changedIn(p string, budget *int) (string, error) {
+	if s.Started.IsZero() || s.owns(p) {
+		return "", nil
+	}
+	return changedWithin(p, s.Started.Add(-ctimeLag).UnixNano(), budget)
+}
+
+// ctimeLag is how far behind the clock the kernel may stamp a ctime: the coarse clock it reads
+// moves once a tick, 10 ms at the lowest common rate (HZ=100; 4 ms at Debian's 250). The box's
+// first write comes after the snapshot's scan and the launch's later stages (about 9 ms at
+// their median, docs/benchmarks.md) in any case; the bound does not rest on that.
+const ctimeLag = 10 * time.Millisecond
+
+// owns reports whether p lies in one of the box's own dependency folders (Own).
+func (s *State) owns(p string) bool {
+	return slices.ContainsFunc(s.Own, func(o string) bool { return within(p, o) })
+}
+
+// relTo returns q relative to p ("." for p itself).
+func relTo(p, q string) string {
+	if r, err := filepath.Rel(p, q); err == nil {
+		return r
+	}
+	return q
 }
 
 func boolInt(b bool) int {
