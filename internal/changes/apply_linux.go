@@ -66,6 +66,7 @@ func Apply(dir, ws, rel string) error {
 			}
 			return fmt.Errorf("%s: %w", rel, err)
 		}
+		os.Remove(src + IgnoredSuffix)
 		return os.Remove(src)
 	}
 	b, err := os.ReadFile(src)
@@ -81,6 +82,7 @@ func Apply(dir, ws, rel string) error {
 		}
 		return fmt.Errorf("%s: %w", rel, err)
 	}
+	os.Remove(src + IgnoredSuffix)
 	return os.Remove(src)
 }
 

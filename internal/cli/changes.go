@@ -43,11 +43,21 @@ with agentbox apply ID [PATH...].`,
 }
 
 func printChanges(w io.Writer, cs *api.Changes) {
-	if len(cs.Changes) == 0 && cs.Dropped == 0 {
+	if len(cs.Changes) == 0 && cs.Dropped == 0 && cs.IgnoredDropped == 0 {
 		fmt.Fprintf(w, "launch %s proposed no changes\n", cs.LaunchID[:12])
 		return
 	}
-	fmt.Fprintf(w, "launch %s proposed %d changes to protected configuration in %s:\n", cs.LaunchID[:12], len(cs.Changes), cs.Workspace)
+	ignored := 0
+	for _, c := range cs.Changes {
+		if c.Ignored {
+			ignored++
+		}
+	}
+	fmt.Fprintf(w, "launch %s proposed %d changes to protected configuration in %s", cs.LaunchID[:12], len(cs.Changes)-ignored, cs.Workspace)
+	if ignored > 0 {
+		fmt.Fprintf(w, ", and left %d files in git-ignored places, moved out of the workspace", ignored)
+	}
+	fmt.Fprintln(w, ":")
 	for _, c := range cs.Changes {
 		note := ""
 		switch {
@@ -57,6 +67,9 @@ func printChanges(w io.Writer, cs *api.Changes) {
 			note = " (changes a protected file)"
 		case c.Conflict || c.HostExists:
 			note = " (the host has this path now: apply refuses it)"
+		}
+		if c.Ignored {
+			note = " (left in a git-ignored place: moved out of the workspace; apply puts it back)" + note
 		}
 		if c.NotShown {
 			note += " (diff not shown: the answer reached its bound)"
@@ -75,6 +88,14 @@ func printChanges(w io.Writer, cs *api.Changes) {
 		}
 		fmt.Fprintf(w, "\n%d more files the box created at protected paths were moved out of the workspace and not kept: the launch's proposed changes were full (%s)\n",
 			cs.Dropped, strings.Join(names, ", "))
+	}
+	if cs.IgnoredDropped > 0 {
+		names := make([]string, len(cs.IgnoredDroppedPaths))
+		for i, p := range cs.IgnoredDroppedPaths {
+			names[i] = visibleLine(p)
+		}
+		fmt.Fprintf(w, "\n%d more files the launch left in git-ignored places were removed from the workspace and not kept: past the bound of what is kept (%s)\n",
+			cs.IgnoredDropped, strings.Join(names, ", "))
 	}
 	fmt.Fprintf(w, "\napply with: agentbox apply %s [PATH...]\n", cs.LaunchID[:12])
 }
