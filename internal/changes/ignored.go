@@ -49,6 +49,10 @@ type Ignored struct {
 // store held already counts), and at a path the store holds a change of already, the file is
 // removed and counted in IgnoredDroppedRecord. A file gone meanwhile is skipped.
 func TakeIgnored(dir, ws string, rels []string) (Ignored, error) {
+	return takeIgnored(dir, ws, rels, MaxIgnoredFiles, MaxIgnoredBytes)
+}
+
+func takeIgnored(dir, ws string, rels []string, maxFiles int, maxBytes int64) (Ignored, error) {
 	var res Ignored
 	if len(rels) == 0 {
 		return res, nil
@@ -80,7 +84,7 @@ func TakeIgnored(dir, ws string, rels []string) (Ignored, error) {
 		}
 		dst := filepath.Join(dir, storeName(rel))
 		_, taken := os.Lstat(dst)
-		if taken == nil || files >= MaxIgnoredFiles || bytes+fi.Size() > MaxIgnoredBytes {
+		if taken == nil || files >= maxFiles || bytes+fi.Size() > maxBytes {
 			if err := os.Remove(src); err != nil && !errors.Is(err, os.ErrNotExist) {
 				res.Failed = append(res.Failed, Failure{Path: rel, Err: err})
 				continue

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 )
@@ -49,6 +50,7 @@ func (s *State) IgnoredChanged(ctx context.Context) IgnoredResult {
 	since := s.Started.UnixNano()
 	budget := IgnoredWalkBound
 	repos := []string{"."}
+repos:
 	for i := 0; i < len(repos); i++ {
 		if i >= maxIgnoredRepos {
 			res.NotChecked = append(res.NotChecked, fmt.Sprintf("the git-ignored places of %d more submodules (past the bound of %d repositories)", len(repos)-i, maxIgnoredRepos))
@@ -72,10 +74,13 @@ func (s *State) IgnoredChanged(ctx context.Context) IgnoredResult {
 			}
 			if err := s.changedFiles(rel, since, &budget, &res.Files); err != nil {
 				res.NotChecked = append(res.NotChecked, fmt.Sprintf("%s and what follows it: %v", rel, err))
-				return res
+				break repos
 			}
 		}
 	}
+	// git lists a folder all of whose files are ignored (x/) besides the files themselves.
+	slices.Sort(res.Files)
+	res.Files = slices.Compact(res.Files)
 	return res
 }
 

@@ -183,3 +183,37 @@ func TestAttackIgnoredMakeBuildOutput(t *testing.T) {
 	}
 	notRun(t, mark, "the host's make test (build/app)", out)
 }
+
+// TestIgnoredBuildOutputApply: what the rule costs a user, and how it is paid. The box builds
+// the project's program with go build -o bin/x (bin/ is ignored) and runs it; at exit bin/x is
+// moved out of the workspace, agentbox changes lists it, and agentbox apply ID bin/x gives the
+// user the box's binary, executable, which the host then runs.
+func TestIgnoredBuildOutputApply(t *testing.T) {
+	t.Parallel()
+	if hostGo() == "" {
+		t.Skip("go not installed")
+	}
+	e := newDaemonEnv(t)
+	write(t, filepath.Join(e.work, "go.mod"), "module example.org/app\n\ngo 1.21\n")
+	write(t, filepath.Join(e.work, "cmd", "x", "main.go"), "package main\n\nimport \"fmt\"\n\nfunc main() { fmt.Println(\"built in the box\") }\n")
+	ignoringRepo(t, e.work, "bin/\n")
+	out := e.boxPlant(`export PATH=$PATH:/usr/local/go/bin GOFLAGS=-mod=mod GOTOOLCHAIN=local; go build -o bin/x ./cmd/x && ./bin/x`)
+	if !strings.Contains(out, "built in the box") {
+		t.Fatalf("the box's go build and run failed (the test would prove nothing):\n%s", out)
+	}
+	e.leftIgnored(out, "bin/x")
+	id := e.lastLaunch().ID
+	if got := e.run("apply", id, "bin/x"); !strings.Contains(got, "applied bin/x") {
+		t.Errorf("agentbox apply %s bin/x: %q", id, got)
+	}
+	fi, err := os.Stat(filepath.Join(e.work, "bin", "x"))
+	if err != nil || fi.Mode().Perm()&0o100 == 0 {
+		t.Fatalf("bin/x after apply: %v %v", fi, err)
+	}
+	if got := hostRun(t, e.work, filepath.Join(e.work, "bin", "x")); got != "built in the box\n" {
+		t.Errorf("the applied bin/x printed %q", got)
+	}
+	if got := e.run("changes", id); !strings.Contains(got, "proposed no changes") {
+		t.Errorf("agentbox changes after the apply: %q, want none left", got)
+	}
+}
