@@ -5,8 +5,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 // The attack tests of this file (review 15, F1, F5 and F7): a real box writes code in places
@@ -215,5 +218,37 @@ func TestIgnoredBuildOutputApply(t *testing.T) {
 	}
 	if got := e.run("changes", id); !strings.Contains(got, "proposed no changes") {
 		t.Errorf("agentbox changes after the apply: %q, want none left", got)
+	}
+}
+
+// BenchmarkIgnoredExitRealBox: a real box writes 2 GiB of build output in an ignored build/
+// (8 files of 256 MiB, written by head from /dev/zero); the check at exit keeps 1 GiB of it
+// in the launch's proposed changes (a rename: the state folder is on the workspace's file
+// system here) and removes the rest. Metrics: the check's own time (the daemon's log), and
+// agentbox run's whole time, the box's writing included; files kept and removed.
+func BenchmarkIgnoredExitRealBox(b *testing.B) {
+	for i := 0; i < b.N; i++ {
+		e := newDaemonEnv(b)
+		ignoringRepo(b, e.work, "build/\n")
+		b.ResetTimer()
+		start := time.Now()
+		out := e.boxPlant(`mkdir -p build && for i in 1 2 3 4 5 6 7 8; do head -c 268435456 /dev/zero > build/big$i || exit 1; done; echo wrote`)
+		whole := time.Since(start)
+		b.StopTimer()
+		if !strings.Contains(out, "wrote") {
+			b.Fatalf("the box did not write its 2 GiB:\n%s", out)
+		}
+		m := regexp.MustCompile(`moved the files the launch left in git-ignored places[^\n]* kept=(\d+) bytes=\d+ removed=(\d+) took=(\S+)`).FindStringSubmatch(e.daemonLog())
+		if m == nil {
+			b.Fatalf("the daemon logged no move of the files left in ignored places:\n%s", e.daemonLog())
+		}
+		took, _ := time.ParseDuration(m[3])
+		kept, _ := strconv.Atoi(m[1])
+		removed, _ := strconv.Atoi(m[2])
+		b.ReportMetric(took.Seconds(), "check-s")
+		b.ReportMetric(whole.Seconds(), "run-s")
+		b.ReportMetric(float64(kept), "kept")
+		b.ReportMetric(float64(removed), "removed")
+		b.StartTimer()
 	}
 }
