@@ -19,8 +19,9 @@ func newChangesCmd() *cobra.Command {
 		Long: `Show the proposed changes of launch ID: what its box wrote at protected paths of the
 workspace (an MCP server file, a VS Code setting, a git hook): paths that were absent, which it
 created, and protected files that existed, which it changed in its own copy. They never reached
-the workspace; each is shown as a diff against what the host has at the path now. Apply them
-with agentbox apply ID [PATH...].`,
+the workspace. Also listed: the files the launch left in git-ignored places (build output, a
+test file in bin/), moved out of the workspace at its exit. Each is shown as a diff against
+what the host has at the path now. Apply them with agentbox apply ID [PATH...].`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := client.New()

@@ -242,6 +242,11 @@ func BenchmarkIgnoredExitRealBox(b *testing.B) {
 		if m == nil {
 			b.Fatalf("the daemon logged no move of the files left in ignored places:\n%s", e.daemonLog())
 		}
+		for _, said := range []string{"agentbox: the launch left 4 files in git-ignored places", "agentbox: 4 more files the launch left in git-ignored places were removed"} {
+			if !strings.Contains(out, said) {
+				b.Errorf("the end of agentbox run does not say %q:\n%s", said, out)
+			}
+		}
 		took, _ := time.ParseDuration(m[3])
 		kept, _ := strconv.Atoi(m[1])
 		removed, _ := strconv.Atoi(m[2])
