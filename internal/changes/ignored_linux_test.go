@@ -69,6 +69,20 @@ func TestTakeIgnored(t *testing.T) {
 	if _, err := os.Lstat(filepath.Join(dir, "bin/a"+IgnoredSuffix)); err == nil {
 		t.Errorf("the mark of bin/a is left in the store after apply")
 	}
+	if fi, err := os.Stat(filepath.Join(ws, "bin/a")); err != nil || fi.Mode().Perm() != 0o755 {
+		t.Errorf("bin/a after apply: %v %v, want mode 0755", fi, err)
+	}
+	// A folder on the way that is a symlink is not followed: nothing outside is moved.
+	outside := t.TempDir()
+	os.WriteFile(filepath.Join(outside, "secret"), []byte("s"), 0o600)
+	os.Symlink(outside, filepath.Join(ws, "link"))
+	res, err = takeIgnored(dir, ws, []string{"link/secret"}, 100, 100)
+	if err != nil || len(res.Kept) != 0 || len(res.Failed) != 1 {
+		t.Errorf("link/secret: %+v %v, want one failure", res, err)
+	}
+	if _, err := os.Stat(filepath.Join(outside, "secret")); err != nil {
+		t.Errorf("the file beyond the symlink was moved: %v", err)
+	}
 	// A second pass counts what the store holds: one more file is past the bound.
 	os.WriteFile(filepath.Join(ws, "bin/d"), []byte("d"), 0o644)
 	res, err = takeIgnored(dir, ws, []string{"bin/d"}, 1, 10)
