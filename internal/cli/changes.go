@@ -83,22 +83,24 @@ func printChanges(w io.Writer, cs *api.Changes) {
 		fmt.Fprintf(w, "\n%s%s\n%s", path, note, diff)
 	}
 	if cs.Dropped > 0 {
-		names := make([]string, len(cs.DroppedPaths))
-		for i, p := range cs.DroppedPaths {
-			names[i] = visibleLine(p)
-		}
 		fmt.Fprintf(w, "\n%d more files the box created at protected paths were moved out of the workspace and not kept: the launch's proposed changes were full (%s)\n",
-			cs.Dropped, strings.Join(names, ", "))
+			cs.Dropped, visibleList(cs.DroppedPaths))
 	}
 	if cs.IgnoredDropped > 0 {
-		names := make([]string, len(cs.IgnoredDroppedPaths))
-		for i, p := range cs.IgnoredDroppedPaths {
-			names[i] = visibleLine(p)
-		}
 		fmt.Fprintf(w, "\n%d more files the launch left in git-ignored places were removed from the workspace and not kept: past the bound of what is kept (%s)\n",
-			cs.IgnoredDropped, strings.Join(names, ", "))
+			cs.IgnoredDropped, visibleList(cs.IgnoredDroppedPaths))
 	}
 	fmt.Fprintf(w, "\napply with: agentbox apply %s [PATH...]\n", cs.LaunchID[:12])
+}
+
+// visibleList joins paths a box chose, each on one line with its control characters written
+// out (visibleLine).
+func visibleList(paths []string) string {
+	names := make([]string, len(paths))
+	for i, p := range paths {
+		names[i] = visibleLine(p)
+	}
+	return strings.Join(names, ", ")
 }
 
 func newApplyCmd() *cobra.Command {
