@@ -160,15 +160,23 @@ func TestAttackIgnoredNodeTest(t *testing.T) {
 
 // TestAttackIgnoredMakeBuildOutput (review 15, F7): the host built build/app (ignored) from
 // main.c; the box replaces it with a script, newer than its source. The host's make test (which
-// takes build/app for fresh) must run the host's program, built again.
+// takes build/app for fresh) must run the host's program, built again. Once per engine: the
+// check is the daemon's, whichever engine built the box.
 func TestAttackIgnoredMakeBuildOutput(t *testing.T) {
-	t.Parallel()
 	for _, p := range []string{"make", "cc"} {
 		if _, err := exec.LookPath(p); err != nil {
 			t.Skip(p + " not installed")
 		}
 	}
-	e := newDaemonEnv(t)
+	for _, eng := range []string{"native", "bwrap"} {
+		t.Run(eng, func(t *testing.T) {
+			t.Parallel()
+			attackIgnoredMakeBuildOutput(t, newEngineDaemonEnv(t, eng))
+		})
+	}
+}
+
+func attackIgnoredMakeBuildOutput(t *testing.T, e *daemonEnv) {
 	write(t, filepath.Join(e.work, "main.c"), "#include <stdio.h>\nint main(void){puts(\"host app ok\");return 0;}\n")
 	write(t, filepath.Join(e.work, "Makefile"), "build/app: main.c\n\tmkdir -p build && cc -o build/app main.c\ntest: build/app\n\t./build/app\n")
 	ignoringRepo(t, e.work, "build/\n")
