@@ -37,7 +37,7 @@ type IgnoredResult struct {
 // that keep the file out of the host's git status, the user's own excludes included. git is
 // run with its fsmonitor and untracked cache off and no optional locks: it reads, runs
 // nothing and writes nothing. A workspace in no repository, or a host without git, has no
-// ignored places (nothing there is under git's review either: Notes say so at launch).
+// ignored places (nothing there is under git's review either).
 //
 // Not looked into: .git folders, the dependency folders of the snapshot (Deps: the rule of
 // Code the host loads from dependency folders covers them) and the box's own (Own), and what
@@ -158,7 +158,9 @@ func ignoredEntries(ctx context.Context, top string) (entries, subs []string, er
 		// "MODE OBJECT STAGE\tPATH"; a gitlink has mode 160000.
 		if rest, ok := bytes.CutPrefix(e, []byte("160000 ")); ok {
 			if _, p, ok := bytes.Cut(rest, []byte("\t")); ok {
-				if fi, err := os.Lstat(filepath.Join(top, string(p))); err == nil && fi.IsDir() {
+				// A submodule checked out (its .git there); an uninitialized one is an empty
+				// folder of the superproject.
+				if _, err := os.Lstat(filepath.Join(top, string(p), ".git")); err == nil {
 					subs = append(subs, filepath.FromSlash(string(p)))
 				}
 			}
