@@ -1031,10 +1031,12 @@ func TestInteractiveGeminiApproval(t *testing.T) {
 
 // TestInteractiveClaudeWebSearchRefused: the real Claude Code's web search, which the relay
 // refuses (review 15, F12: the provider would search and fetch beyond egressAllow), tells the
-// user why, naming agentbox. The stand-in model asks for a WebSearch; Claude Code 2.1 sends the
+// user why, naming agentbox and the key that allows it. The stand-in model asks for a
+// WebSearch; Claude Code 2.1.334 sends the
 // search as a model call of its own declaring Anthropic's web_search server tool; the relay
 // answers 403 gateway_tool_refused, never forwarding it, and the terminal shows the relay's
-// message. The conversation goes on (the model's next answer is shown) and the launch ends
+// message under the search ("Error: Please run /login · API Error: 403 agentbox's relay
+// refused …": Claude Code takes any 403 for a sign-in problem). The conversation goes on (the model's next answer is shown) and the launch ends
 // with 0.
 func TestInteractiveClaudeWebSearchRefused(t *testing.T) {
 	t.Parallel() // its own daemon and upstreams; mostly waits (parallelTests)
@@ -1062,7 +1064,9 @@ func TestInteractiveClaudeWebSearchRefused(t *testing.T) {
 	m := e.Tmux(t)
 	m.tmux("resize-window", "-t", "main", "-x", "160", "-y", "50")
 	m.clearPane()
-	tag := m.Start("run claude")
+	// The user allows the search (auto mode's check would ask the stand-in model, which has
+	// no answer for it).
+	tag := m.Start("run claude -- --permission-mode default --allowedTools WebSearch")
 	m.WaitFor(`(?m)^❯[\s\x{00a0}]*$`)
 	m.Ask("SEARCHIT please")
 	// Before its first tool, Claude Code 2.1.334 may show a notice on its auto mode's billing
@@ -1082,7 +1086,7 @@ func TestInteractiveClaudeWebSearchRefused(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 	scr := m.Screen()
-	if !strings.Contains(scr, "agentbox's relay refused") {
+	if !strings.Contains(scr, "agentbox's relay refused") || !strings.Contains(scr, "gateway.anthropic.serverTools") {
 		t.Errorf("the terminal does not say that agentbox refused the web search:\n%s", scr)
 	}
 	t.Logf("the terminal after the refused search:\n%s", m.Visible())
