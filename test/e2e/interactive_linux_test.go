@@ -274,6 +274,18 @@ func noRefusedRequest(t *testing.T, e *Env) map[string]int {
 	return expected
 }
 
+// claudeReturningUser is a returning user's ~/.claude.json, as Claude Code leaves it:
+// onboarding done, notices seen, the workspace work trusted.
+func claudeReturningUser(work string) map[string]any {
+	return map[string]any{
+		"hasCompletedOnboarding": true, "lastOnboardingVersion": "2.1.333", "numStartups": 12,
+		"theme": "light", "lastReleaseNotesSeen": "2.1.333", "hasSeenAutoDefaultNotice": true,
+		"fullscreenUpsellSeenCount": 3, "migrationVersion": 15, "opusProMigrationComplete": true,
+		"hasResetAutoModeOptInForDefaultOffer": true,
+		"projects":                             map[string]any{work: map[string]any{"hasTrustDialogAccepted": true}},
+	}
+}
+
 // TestInteractiveClaude uses the real Claude Code in a real terminal (tmux) as a returning user
 // of the host would: `agentbox run claude` reaches its prompt with no onboarding, connectivity
 // failure, trust or API-key dialog (the host's ~/.claude.json settles them), a typed prompt is
@@ -294,14 +306,8 @@ func TestInteractiveClaude(t *testing.T) {
 	// A returning user's ~/.claude.json, as Claude Code leaves it: onboarding done, notices seen,
 	// this workspace trusted; and a user MCP server, which no box may get.
 	marker := filepath.Join(e.Work, "mcp-server-ran")
-	host := map[string]any{
-		"hasCompletedOnboarding": true, "lastOnboardingVersion": "2.1.333", "numStartups": 12,
-		"theme": "light", "lastReleaseNotesSeen": "2.1.333", "hasSeenAutoDefaultNotice": true,
-		"fullscreenUpsellSeenCount": 3, "migrationVersion": 15, "opusProMigrationComplete": true,
-		"hasResetAutoModeOptInForDefaultOffer": true,
-		"mcpServers":                           map[string]any{"planted": map[string]any{"command": "sh", "args": []string{"-c", "touch " + marker}}},
-		"projects":                             map[string]any{e.Work: map[string]any{"hasTrustDialogAccepted": true}},
-	}
+	host := claudeReturningUser(e.Work)
+	host["mcpServers"] = map[string]any{"planted": map[string]any{"command": "sh", "args": []string{"-c", "touch " + marker}}}
 	hostJSON, _ := json.Marshal(host)
 	hostFile := filepath.Join(e.Home, ".claude.json")
 	if err := os.WriteFile(hostFile, hostJSON, 0o600); err != nil {
@@ -1050,14 +1056,7 @@ func TestInteractiveClaudeWebSearchRefused(t *testing.T) {
 	}})
 	defer up.Close()
 	useGateway(t, e, "anthropic", up.URL, "")
-	host := map[string]any{
-		"hasCompletedOnboarding": true, "lastOnboardingVersion": "2.1.333", "numStartups": 12,
-		"theme": "light", "lastReleaseNotesSeen": "2.1.333", "hasSeenAutoDefaultNotice": true,
-		"fullscreenUpsellSeenCount": 3, "migrationVersion": 15, "opusProMigrationComplete": true,
-		"hasResetAutoModeOptInForDefaultOffer": true,
-		"projects":                             map[string]any{e.Work: map[string]any{"hasTrustDialogAccepted": true}},
-	}
-	hostJSON, _ := json.Marshal(host)
+	hostJSON, _ := json.Marshal(claudeReturningUser(e.Work))
 	if err := os.WriteFile(filepath.Join(e.Home, ".claude.json"), hostJSON, 0o600); err != nil {
 		t.Fatal(err)
 	}

@@ -68,17 +68,9 @@ func serverTools(provider string, body []byte) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	var out []string
-	tools, err := toolList(top["tools"])
+	out, err := serverToolsIn(provider, top["tools"])
 	if err != nil {
-		return nil, fmt.Errorf("tools: %w", err)
-	}
-	for i, t := range tools {
-		names, err := serverToolsOf(provider, t)
-		if err != nil {
-			return nil, fmt.Errorf("tools[%d]: %w", i, err)
-		}
-		out = append(out, names...)
+		return nil, err
 	}
 	switch provider {
 	case Anthropic:
@@ -90,6 +82,26 @@ func serverTools(provider string, body []byte) ([]string, error) {
 		if present(top["web_search_options"]) {
 			out = append(out, "web_search")
 		}
+	}
+	return out, nil
+}
+
+// serverToolsIn returns the server-side tools a tools array declares; absent or null is none.
+func serverToolsIn(provider string, raw json.RawMessage) ([]string, error) {
+	if !present(raw) {
+		return nil, nil
+	}
+	var tools []json.RawMessage
+	if err := json.Unmarshal(raw, &tools); err != nil {
+		return nil, errors.New("tools: not an array")
+	}
+	var out []string
+	for i, t := range tools {
+		names, err := serverToolsOf(provider, t)
+		if err != nil {
+			return nil, fmt.Errorf("tools[%d]: %w", i, err)
+		}
+		out = append(out, names...)
 	}
 	return out, nil
 }
@@ -137,19 +149,7 @@ func serverToolsOf(provider string, raw json.RawMessage) ([]string, error) {
 			return nil, nil
 		case "namespace":
 			// A group of the program's own tools (Codex): what it groups is checked the same way.
-			inner, err := toolList(t["tools"])
-			if err != nil {
-				return nil, fmt.Errorf("tools: %w", err)
-			}
-			var out []string
-			for i, it := range inner {
-				names, err := serverToolsOf(provider, it)
-				if err != nil {
-					return nil, fmt.Errorf("tools[%d]: %w", i, err)
-				}
-				out = append(out, names...)
-			}
-			return out, nil
+			return serverToolsIn(provider, t["tools"])
 		case "web_search":
 			if v, ok := t["external_web_access"]; ok && bytes.Equal(bytes.TrimSpace(v), []byte("false")) {
 				return []string{"web_search_cached"}, nil
@@ -162,6 +162,9 @@ func serverToolsOf(provider string, raw json.RawMessage) ([]string, error) {
 
 // fields reads a JSON object's members, refusing a key given twice.
 func fields(raw []byte) (map[string]json.RawMessage, error) {
+	if !json.Valid(raw) {
+		return nil, errBody // one value, nothing after it
+	}
 	d := json.NewDecoder(bytes.NewReader(raw))
 	if tok, err := d.Token(); err != nil || tok != json.Delim('{') {
 		return nil, errBody
@@ -185,22 +188,7 @@ func fields(raw []byte) (map[string]json.RawMessage, error) {
 	if _, err := d.Token(); err != nil {
 		return nil, errBody
 	}
-	if _, err := d.Token(); err == nil {
-		return nil, errBody // something after the object
-	}
 	return out, nil
-}
-
-// toolList reads a tools array; absent or null is none.
-func toolList(raw json.RawMessage) ([]json.RawMessage, error) {
-	if !present(raw) {
-		return nil, nil
-	}
-	var l []json.RawMessage
-	if err := json.Unmarshal(raw, &l); err != nil {
-		return nil, errors.New("not an array")
-	}
-	return l, nil
 }
 
 // stringField reads t[key], a string; absent or null is "".
