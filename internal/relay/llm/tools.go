@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"regexp"
 	"slices"
 	"strings"
@@ -162,9 +163,6 @@ func serverToolsOf(provider string, raw json.RawMessage) ([]string, error) {
 
 // fields reads a JSON object's members, refusing a key given twice.
 func fields(raw []byte) (map[string]json.RawMessage, error) {
-	if !json.Valid(raw) {
-		return nil, errBody // one value, nothing after it
-	}
 	d := json.NewDecoder(bytes.NewReader(raw))
 	if tok, err := d.Token(); err != nil || tok != json.Delim('{') {
 		return nil, errBody
@@ -187,6 +185,9 @@ func fields(raw []byte) (map[string]json.RawMessage, error) {
 	}
 	if _, err := d.Token(); err != nil {
 		return nil, errBody
+	}
+	if _, err := d.Token(); err != io.EOF {
+		return nil, errBody // something after the object
 	}
 	return out, nil
 }
