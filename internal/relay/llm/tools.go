@@ -28,11 +28,11 @@ import (
 
 // DefaultServerTools are the server-side tools the relay forwards for each provider without
 // gateway.<provider>.serverTools: those that reach nothing beyond the provider, which the
-// profiles' programs declare in ordinary requests. Anthropic's tool search looks through the
-// request's own tools and its advisor asks another of its models (Claude Code 2.1 declares
-// them); OpenAI's tool_search is the same, image_generation draws, and web_search with
+// profiles' programs may declare in ordinary requests. Anthropic's tool search looks through
+// the request's own tools and its advisor asks another of its models (Claude Code 2.1.334
+// knows both); OpenAI's tool_search is the same, image_generation draws, and web_search with
 // "external_web_access": false answers from the provider's index without fetching anything
-// live (Codex declares it so by default; live, it is web_search).
+// live (Codex 0.171.0's web_search_mode "cached"; live, it is web_search).
 var DefaultServerTools = map[string][]string{
 	Anthropic: {"tool_search_tool_regex", "tool_search_tool_bm25", "advisor"},
 	OpenAI:    {"tool_search", "image_generation", "web_search_cached"},
