@@ -64,6 +64,10 @@ const (
 	// CodeGatewayPathRefused: the LLM relay forwards no request of that method and path
 	// (its provider's inference endpoints and gateway.<provider>.allow only).
 	CodeGatewayPathRefused = "gateway_path_refused"
+	// CodeGatewayToolRefused: a model call declares a server-side tool (web search, URL
+	// fetching, an MCP server, code execution: the provider runs it, reaching any host) that
+	// gateway.<provider>.serverTools does not allow.
+	CodeGatewayToolRefused = "gateway_tool_refused"
 	// CodeGatewayUnreachable: the gateway did not answer.
 	CodeGatewayUnreachable = "gateway_unreachable"
 	// CodeTooManyConnections: a broker listener or the daemon holds the most connections it

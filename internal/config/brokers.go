@@ -53,6 +53,14 @@ type GatewayProvider struct {
 	// characters but /: e.g. "POST /v1/embeddings". Every other request is refused
 	// (gateway_path_refused): the box never wields the credential for the rest of the API.
 	Allow []string `json:"allow,omitempty" jsonschema_description:"Requests the relay forwards besides the provider's inference endpoints: \"METHOD /path\", * matching any run of characters but /."`
+	// ServerTools are the server-side tools (the provider runs them: web search, URL
+	// fetching, MCP servers, code execution) a model call may declare besides the built-in
+	// ones that reach nothing beyond the provider (docs/configuration.md), each named as the
+	// provider spells its type without the version date: "web_search", "web_fetch", "mcp",
+	// "code_execution"; Gemini's "googleSearch", "urlContext". Nil allows none: a request
+	// declaring another is refused (gateway_tool_refused), as it would reach hosts egressAllow
+	// does not list.
+	ServerTools []string `json:"serverTools,omitempty" jsonschema_description:"Server-side tools a model call may declare besides the built-in ones: the tool's type without its version date, e.g. web_search, web_fetch, mcp, code_execution (Gemini: googleSearch, urlContext). The provider runs them, reaching hosts egressAllow does not list."`
 }
 
 // GatewayCredential names where the gateway credential comes from: exactly one of File and
@@ -139,6 +147,11 @@ func validateGateway(g Gateway) error {
 		for i, a := range p.Allow {
 			if _, err := llm.ParseEndpoint(a); err != nil {
 				errs = append(errs, field.Errorf(fmt.Sprintf("%s.allow[%d]", key, i), "%v", err))
+			}
+		}
+		for i, t := range p.ServerTools {
+			if err := llm.ParseServerTool(t); err != nil {
+				errs = append(errs, field.Errorf(fmt.Sprintf("%s.serverTools[%d]", key, i), "%v", err))
 			}
 		}
 		if h := p.Credential.Header; h != "" && !slices.ContainsFunc(gatewayHeaders[name], func(a string) bool { return strings.EqualFold(h, a) }) {

@@ -31,6 +31,9 @@ func TestBrokerKeysValidated(t *testing.T) {
 		{"gateway allow without a method", "gateway:\n  openai:\n    allow: [\"/v1/files\"]\n", "gateway.openai.allow[0]"},
 		{"gateway allow dot segment", "gateway:\n  gemini:\n    allow: [\"POST /v1beta/models/x:generateContent\", \"GET /v1/../files\"]\n", "config.yaml:3:54: gateway.gemini.allow[1]"},
 		{"pushAllow without allow", "git:\n  pushAllow: [github.com/org/repo]\n", "git.pushAllow[0]"},
+		// Review 15, F12: the server-side tools a model call may declare.
+		{"gateway serverTools not a name", "gateway:\n  anthropic:\n    serverTools: [web_search, \"web fetch\"]\n", "config.yaml:3:31: gateway.anthropic.serverTools[1]"},
+		{"gateway serverTools empty", "gateway:\n  openai:\n    serverTools: [\"\"]\n", "gateway.openai.serverTools[0]"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "config.yaml")
@@ -43,7 +46,7 @@ func TestBrokerKeysValidated(t *testing.T) {
 			}
 		})
 	}
-	ok := "gateway:\n  anthropic:\n    url: http://127.0.0.1:9\n    credential:\n      file: /tmp/key\n" +
+	ok := "gateway:\n  anthropic:\n    url: http://127.0.0.1:9\n    credential:\n      file: /tmp/key\n    serverTools: [web_search, mcp]\n" +
 		"  gemini:\n    url: https://generativelanguage.googleapis.com\n    credential:\n      command: [pass, show, gemini]\n      header: x-goog-api-key\n" +
 		"git:\n  allow: [github.com/org, \"http://127.0.0.1:8080/repos\"]\n  pushAllow: [github.com/org/repo]\n"
 	path := filepath.Join(t.TempDir(), "config.yaml")

@@ -226,7 +226,7 @@ func TestLoadPrecedence(t *testing.T) {
 		wantSrc[k] = Source{Kind: SourceDefault}
 	}
 	for _, p := range []string{"anthropic", "openai", "gemini"} {
-		for _, k := range []string{"url", "credential.file", "credential.command", "credential.ttl", "credential.header", "allow"} {
+		for _, k := range []string{"url", "credential.file", "credential.command", "credential.ttl", "credential.header", "allow", "serverTools"} {
 			wantSrc["gateway."+p+"."+k] = Source{Kind: SourceDefault}
 		}
 	}

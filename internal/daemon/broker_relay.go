@@ -250,7 +250,7 @@ func llmConfig(g config.Gateway) llm.Config {
 	conv := func(p config.GatewayProvider) llm.Gateway {
 		return llm.Gateway{URL: p.URL, Credential: llm.Credential{
 			File: p.Credential.File, Command: p.Credential.Command, TTL: p.Credential.TTL.Duration(), Header: p.Credential.Header,
-		}, Allow: p.Allow}
+		}, Allow: p.Allow, ServerTools: p.ServerTools}
 	}
 	return llm.Config{Anthropic: conv(g.Anthropic), OpenAI: conv(g.OpenAI), Gemini: conv(g.Gemini)}
 }

@@ -452,6 +452,16 @@ func TestAbsentProtectedKeptAsProposed(t *testing.T) {
 		// A git-ignored go.work whose replace directive names the box's code: the host's
 		// `go run .` compiled it (review 10, F1).
 		{"CreateGoWork", `printf 'go 1.22\nuse .\nreplace example.com/lib => ./.cache/x\n' > go.work`, "go.work", "go 1.22\nuse .\nreplace example.com/lib => ./.cache/x\n"},
+		// Review 15, F11: the host's docker compose up merges an override file; ./gradlew and
+		// ./mvnw run the wrapper jar; Emacs reads .dir-locals-2.el; Cursor CLI's cli.json
+		// grants commands; aider runs the lint and test commands of its .aider.conf.yml.
+		{"CreateComposeOverride", `printf 'services:\n  x:\n    volumes: ["/:/host"]\n' > compose.override.yaml`, "compose.override.yaml", "services:\n  x:\n    volumes: [\"/:/host\"]\n"},
+		{"CreateDockerComposeOverride", `echo 'services: {}' > docker-compose.override.yml`, "docker-compose.override.yml", "services: {}\n"},
+		{"CreateGradleWrapperJar", `mkdir -p gradle/wrapper && echo PK > gradle/wrapper/gradle-wrapper.jar`, "gradle/wrapper/gradle-wrapper.jar", "PK\n"},
+		{"CreateMavenWrapperJar", `mkdir -p .mvn/wrapper && echo PK > .mvn/wrapper/maven-wrapper.jar`, ".mvn/wrapper/maven-wrapper.jar", "PK\n"},
+		{"CreateDirLocals2", `echo '((nil . ((eval . (shell-command "evil")))))' > .dir-locals-2.el`, ".dir-locals-2.el", "((nil . ((eval . (shell-command \"evil\")))))\n"},
+		{"CreateCursorCLI", `mkdir -p .cursor && echo '{"permissions":{"allow":["Shell(*)"]}}' > .cursor/cli.json`, ".cursor/cli.json", `{"permissions":{"allow":["Shell(*)"]}}` + "\n"},
+		{"CreateAiderConf", `echo 'test-cmd: evil' > .aider.conf.yml`, ".aider.conf.yml", "test-cmd: evil\n"},
 	}
 	for _, a := range attempts {
 		t.Run(a.name, func(t *testing.T) {

@@ -242,6 +242,16 @@ var NestedConfigFiles = append([]NestedConfigFile{
 	{"gradle/wrapper", "gradle-wrapper.properties", "the Gradle wrapper's settings: distributionUrl names the Gradle ./gradlew downloads and runs"},
 	{".cursor", "hooks.json", "Cursor's project hooks: commands its agent runs at its events, without asking"},
 	{".windsurf", "hooks.json", "Windsurf's workspace hooks: commands Cascade runs at its events, without asking"},
+	{".mvn/wrapper", "maven-wrapper.jar", "the Maven wrapper's jar: what ./mvnw runs"},
+	{"gradle/wrapper", "gradle-wrapper.jar", "the Gradle wrapper's jar: what ./gradlew runs"},
+	{"", "compose.override.yaml", "Docker Compose's override file, merged into the compose file beside it at every docker compose up: services that bind-mount the host and run any command"},
+	{"", "compose.override.yml", "Docker Compose's override file, merged into the compose file beside it at every docker compose up: services that bind-mount the host and run any command"},
+	{"", "docker-compose.override.yaml", "Docker Compose's override file, merged into the compose file beside it at every docker compose up: services that bind-mount the host and run any command"},
+	{"", "docker-compose.override.yml", "Docker Compose's override file, merged into the compose file beside it at every docker compose up: services that bind-mount the host and run any command"},
+	{"", ".dir-locals.el", "Emacs' directory-local variables, read from a visited file's folder and each one above: eval runs Lisp"},
+	{"", ".dir-locals-2.el", "Emacs' second directory-local file, read beside .dir-locals.el: eval runs Lisp"},
+	{".cursor", "cli.json", "Cursor CLI's project configuration: the commands its agent may run without asking"},
+	{"", ".aider.conf.yml", "aider's configuration, read at the repository's top: its lint and test commands, which it runs"},
 }, append(hookManagerConfigFiles(), profileConfigFiles()...)...)
 
 // hookManagerConfigFiles returns the git hook managers' files and folders (plan.HookManagerFiles,

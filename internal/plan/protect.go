@@ -36,7 +36,12 @@ import (
 // wrappers' properties (distributionUrl) name the Maven or Gradle that ./mvnw and ./gradlew
 // download and run (review 14, F5). Cursor's .cursor/hooks.json and Windsurf's
 // .windsurf/hooks.json are hooks the editors' agents run at their events without asking
-// (review 14, F12).
+// (review 14, F12). Review 15, F11: the wrappers' jars are what ./mvnw and ./gradlew run;
+// Docker Compose merges an override file (compose.override.yaml and its spellings) into every
+// `docker compose up`, whose services may bind-mount the host and run any image and command;
+// Emacs reads .dir-locals-2.el beside .dir-locals.el; Cursor CLI's .cursor/cli.json grants
+// its agent's command permissions; aider's .aider.conf.yml (read at the repository's top) sets
+// its lint and test commands, which it runs.
 var WorkspaceProtected = append([]string{
 	".git",
 	".gitmodules",
@@ -82,6 +87,15 @@ var WorkspaceProtected = append([]string{
 	"gradle/wrapper/gradle-wrapper.properties",
 	".cursor/hooks.json",
 	".windsurf/hooks.json",
+	".mvn/wrapper/maven-wrapper.jar",
+	"gradle/wrapper/gradle-wrapper.jar",
+	"compose.override.yaml",
+	"compose.override.yml",
+	"docker-compose.override.yaml",
+	"docker-compose.override.yml",
+	".dir-locals-2.el",
+	".cursor/cli.json",
+	".aider.conf.yml",
 }, HookManagerFiles()...)
 
 // HookManagerFiles returns the files and folders that a git hook manager the host has already

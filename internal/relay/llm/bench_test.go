@@ -2,11 +2,13 @@ package llm_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
 	"testing"
 
+	"github.com/agentbox/agentbox/internal/relay/llm"
 	"github.com/agentbox/agentbox/internal/relay/llm/llmtest"
 )
 
@@ -125,4 +127,23 @@ func BenchmarkStream100MB(b *testing.B) {
 		}
 		b.SetBytes(total / int64(n))
 	})
+}
+
+// BenchmarkServerToolsCheck measures the relay's reading of a model call's tools
+// (checkTools) on a body of Claude Code's size: 40 tools with long descriptions and schemas,
+// and a conversation, about 200 KB.
+func BenchmarkServerToolsCheck(b *testing.B) {
+	var tools []string
+	for i := range 40 {
+		tools = append(tools, fmt.Sprintf(`{"name":"Tool%d","description":%q,"input_schema":{"type":"object","properties":{"a":{"type":"string","description":%q}}}}`,
+			i, strings.Repeat("describes the tool. ", 100), strings.Repeat("an argument. ", 40)))
+	}
+	body := []byte(`{"model":"m","max_tokens":32000,"system":[{"type":"text","text":` + fmt.Sprintf("%q", strings.Repeat("You are a coding agent. ", 2000)) +
+		`}],"messages":[{"role":"user","content":` + fmt.Sprintf("%q", strings.Repeat("some code\n", 8000)) + `}],"tools":[` + strings.Join(tools, ",") + `]}`)
+	b.SetBytes(int64(len(body)))
+	for b.Loop() {
+		if names, err := llm.ServerTools(llm.Anthropic, body); err != nil || len(names) != 0 {
+			b.Fatal(names, err)
+		}
+	}
 }

@@ -15,3 +15,7 @@ func SetRacyNow(now func() time.Time) (restore func()) {
 	racyNow = now
 	return func() { racyNow = old }
 }
+
+// ServerTools is the relay's reading of the server-side tools a body declares, exported to the
+// tests.
+var ServerTools = serverTools

@@ -1,6 +1,7 @@
 package llm_test
 
 import (
+	"encoding/json"
 	"net/http"
 	"net/url"
 	"strings"
@@ -110,6 +111,25 @@ func FuzzStripQueryCredentials(f *testing.F) {
 				t.Fatalf("StripQueryCredentials(%q) = %q: %q is not one of the input's parameters", q, out, p)
 			}
 			in = in[i+1:]
+		}
+	})
+}
+
+// FuzzServerTools: any body is read or refused, never a panic (the daemon serves every box),
+// and a body the check reads is valid JSON: what it could not parse, a gateway could read
+// otherwise.
+func FuzzServerTools(f *testing.F) {
+	for _, s := range []string{
+		`{"tools":[{"type":"web_fetch_20250910"}]}`, `{"tools":[{"type":"namespace","tools":[{"type":"mcp"}]}]}`,
+		`{"tools":[{"google_search":{}}]}`, `{"mcp_servers":[{"url":"x"}]}`, `{"tools":[],"tools":[]}`, `{"a":1} x`, `[`, `{"tools":{"type":1}}`,
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, body string) {
+		for _, p := range []string{llm.Anthropic, llm.OpenAI, llm.Gemini} {
+			if _, err := llm.ServerTools(p, []byte(body)); err == nil && !json.Valid([]byte(body)) {
+				t.Fatalf("%s: %q read as a model call, but it is not JSON", p, body)
+			}
 		}
 	})
 }

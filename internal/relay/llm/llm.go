@@ -1,7 +1,10 @@
 // Package llm is the relay's LLM broker: a reverse proxy for /sandbox/<provider>/… (anthropic,
 // openai, gemini) that serves only requests the relay router has paired with a live session,
 // forwards only each provider's inference endpoints and gateway.<provider>.allow (Endpoint,
-// DefaultEndpoints: the rest of the API is refused with gateway_path_refused), strips every
+// DefaultEndpoints: the rest of the API is refused with gateway_path_refused), reads each
+// request body whole and refuses a model call declaring a server-side tool the provider would
+// run itself (web fetch and search, MCP servers, code execution) beyond DefaultServerTools and
+// gateway.<provider>.serverTools with gateway_tool_refused, strips every
 // credential the box sends (headers, and the key= and access_token= query parameters Google's
 // APIs read), attaches the gateway credential host-side, streams server-sent events without
 // buffering, turns a revocation mid-stream into an in-stream error event, and reports token
@@ -19,6 +22,7 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -54,6 +58,12 @@ type Gateway struct {
 	// Allow are requests forwarded besides DefaultEndpoints (gateway.<provider>.allow), each
 	// "METHOD /path" with * for any run of characters but "/" (ParseEndpoint).
 	Allow []string
+	// ServerTools are the server-side tools (run by the provider: web search, URL fetching,
+	// MCP servers, code execution) a model call may declare besides DefaultServerTools
+	// (gateway.<provider>.serverTools), each named as the provider spells its type without
+	// the version date (ParseServerTool). Nil allows none: a request declaring another is
+	// refused with 403 gateway_tool_refused.
+	ServerTools []string
 }
 
 // Config configures a Relay. Its zero value is usable: every provider at its public API, with
@@ -89,6 +99,9 @@ type gateway struct {
 	proxy  *httputil.ReverseProxy
 	// endpoints are the requests forwarded: DefaultEndpoints and gateway.<provider>.allow.
 	endpoints []Endpoint
+	// serverTools are the server-side tools a request may declare: DefaultServerTools and
+	// gateway.<provider>.serverTools.
+	serverTools map[string]bool
 	// revoked ends a stream whose session was revoked or ended, in the provider's terms.
 	revoked string
 }
@@ -165,14 +178,25 @@ func newGateway(name, defURL, defHeader string, gw Gateway, now func() time.Time
 		}
 		allow = append(allow, e)
 	}
+	tools := map[string]bool{}
+	for _, t := range DefaultServerTools[name] {
+		tools[t] = true
+	}
+	for i, t := range gw.ServerTools {
+		if err := ParseServerTool(t); err != nil {
+			return nil, fmt.Errorf("%s.serverTools[%d]: %v", key, i, err)
+		}
+		tools[t] = true
+	}
 	g := &gateway{
-		endpoints: append(append([]Endpoint(nil), DefaultEndpoints[name]...), allow...),
-		name:      name,
-		url:       u,
-		header:    http.CanonicalHeaderKey(name2),
-		prefix:    prefix,
-		src:       newSource(key, c, now),
-		revoked:   revokedEvent,
+		serverTools: tools,
+		endpoints:   append(append([]Endpoint(nil), DefaultEndpoints[name]...), allow...),
+		name:        name,
+		url:         u,
+		header:      http.CanonicalHeaderKey(name2),
+		prefix:      prefix,
+		src:         newSource(key, c, now),
+		revoked:     revokedEvent,
 	}
 	if name == Gemini {
 		g.revoked = geminiRevokedEvent
@@ -307,6 +331,38 @@ func (rl *Relay) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				r.Method, rest, provider, r.Method+" "+rest, provider))
 		return
 	}
+	var body []byte
+	if r.ContentLength != 0 && r.Body != nil && r.Body != http.NoBody {
+		if ce := r.Header.Get("Content-Encoding"); ce != "" && !strings.EqualFold(ce, "identity") {
+			relay.WriteError(w, r, http.StatusUnsupportedMediaType, api.CodeBadRequest,
+				fmt.Sprintf("agentbox's relay reads each request body to check the tools it declares, and does not decode Content-Encoding %q: send the body uncompressed", ce))
+			return
+		}
+		var err error
+		body, err = readBody(w, r)
+		switch {
+		case err != nil && s.Context().Err() != nil:
+			rec.Outcome = relay.OutcomeCanceled
+			relay.WriteError(w, r, http.StatusForbidden, api.CodePairingInvalid,
+				"the relay cancelled this request: its session ended or was revoked")
+			return
+		case err != nil && ctx.Err() != nil:
+			rec.Outcome = relay.OutcomeCanceled // the client went away; nobody to answer
+			return
+		case errors.Is(err, errBodyTooLarge):
+			relay.WriteError(w, r, http.StatusRequestEntityTooLarge, api.CodeBadRequest,
+				fmt.Sprintf("agentbox's relay refused the request: its body is larger than %d MiB, more than it reads to check the tools a model call declares", maxBody>>20))
+			return
+		case err != nil:
+			relay.WriteError(w, r, http.StatusBadRequest, api.CodeBadRequest,
+				fmt.Sprintf("the relay could not read the request body: %v", err))
+			return
+		}
+		if status, code, msg := g.checkTools(r.Method, rest, body); status != 0 {
+			relay.WriteError(w, r, status, code, msg)
+			return
+		}
+	}
 	cred, err := g.src.Get(ctx)
 	if err != nil {
 		detail := err.Error()
@@ -323,36 +379,61 @@ func (rl *Relay) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if ep, prefix := r.URL.EscapedPath(), "/sandbox/"+provider; strings.HasPrefix(ep, prefix) {
 		st.rawRest = ep[len(prefix):]
 	}
+	st.body = body
 	r = r.WithContext(context.WithValue(ctx, stateKey{}, st))
-	if r.ContentLength > 0 && r.ContentLength <= maxBufferedBody {
-		body, err := readBody(w, r)
-		switch {
-		case err != nil && (s.Context().Err() != nil || ctx.Err() != nil):
-			g.errorHandler(w, r, err) // revoked, or the client went away
-			return
-		case err != nil:
-			relay.WriteError(w, r, http.StatusBadRequest, api.CodeBadRequest,
-				fmt.Sprintf("the relay could not read the request body: %v", err))
-			return
-		}
-		st.body = body
-	}
 	g.proxy.ServeHTTP(w, r)
 }
 
-// maxBufferedBody bounds the request bodies read whole before the request goes upstream. The
-// transport sends a body it cannot see the end of after flushing the headers on their own;
-// a small body of known length (most requests) read first leaves with its headers in one
-// write. Larger bodies and bodies of unknown length stream as they come (full duplex).
-const maxBufferedBody = 64 << 10
+// checkTools answers a request whose body declares a server-side tool g does not allow with
+// 403 and what to do, and a body the check cannot read with 400; a zero status forwards it. Bodies of
+// the built-in endpoints must be JSON objects (every model call's is); those of endpoints the
+// user added with gateway.<provider>.allow (an upload, say) are checked when they are JSON.
+func (g *gateway) checkTools(method, rest string, body []byte) (status int, code, msg string) {
+	tools, err := serverTools(g.name, body)
+	if errors.Is(err, errBody) && !slices.ContainsFunc(DefaultEndpoints[g.name], func(e Endpoint) bool { return e.matches(method, rest) }) {
+		return 0, "", ""
+	}
+	if err != nil {
+		return http.StatusBadRequest, api.CodeBadRequest, fmt.Sprintf("agentbox's relay could not read the tools of this %s request (it checks them before the request leaves): %v", g.name, err)
+	}
+	for _, t := range tools {
+		if g.serverTools[t] {
+			continue
+		}
+		return http.StatusForbidden, api.CodeGatewayToolRefused, fmt.Sprintf("agentbox's relay refused this model call: it declares the %s server-side tool %q, which the provider runs itself — it can fetch any URL or call any server, beyond the hosts egressAllow lists, with what the box put in the prompt; to allow it, add %q to gateway.%s.serverTools in the agentbox config on the host",
+			g.name, t, t, g.name)
+	}
+	return 0, "", ""
+}
 
-// readBody reads r's body of known length whole. Revoking or ending the session, which
-// cancels r's context, interrupts the read.
+// maxBody bounds the request bodies the relay reads, whole, before the request goes upstream:
+// the relay reads them to check the tools a model call declares (checkTools), and a body read
+// whole leaves with its headers in one write. It is the largest request Anthropic's Messages
+// API takes (32 MB); a larger one is refused.
+const maxBody = 32 << 20
+
+// errBodyTooLarge is a request body larger than maxBody.
+var errBodyTooLarge = errors.New("request body too large")
+
+// readBody reads r's body whole, up to maxBody. Revoking or ending the session, which cancels
+// r's context, interrupts the read.
 func readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+	if r.ContentLength > maxBody {
+		return nil, errBodyTooLarge
+	}
 	rc := http.NewResponseController(w)
 	stop := context.AfterFunc(r.Context(), func() { rc.SetReadDeadline(time.Unix(1, 0)) })
-	b := make([]byte, r.ContentLength)
-	_, err := io.ReadFull(r.Body, b)
+	var b []byte
+	var err error
+	if r.ContentLength > 0 {
+		b = make([]byte, r.ContentLength)
+		_, err = io.ReadFull(r.Body, b)
+	} else {
+		b, err = io.ReadAll(io.LimitReader(r.Body, maxBody+1))
+		if err == nil && len(b) > maxBody {
+			err = errBodyTooLarge
+		}
+	}
 	if !stop() {
 		// The deadline may have been set: the request is over, and so is what the server
 		// would read next on this connection (it sets a new deadline for the next request).

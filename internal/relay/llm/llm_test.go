@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -634,44 +633,45 @@ func TestCustomCredentialHeader(t *testing.T) {
 	r.record()
 }
 
-// TestFullDuplex guards the relay against net/http's HTTP/1 server draining and closing the
-// request body when the response headers are written: the upstream answers before it reads
-// the body, and the client sends the body only once it has seen the answer begin. Without
-// full duplex this deadlocks (or, with a small body, kills the stream now and then).
-func TestFullDuplex(t *testing.T) {
-	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		rc := http.NewResponseController(w)
-		rc.EnableFullDuplex()
-		w.Header().Set("Content-Type", "text/event-stream")
-		io.WriteString(w, "event: started\ndata: {}\n\n")
-		rc.Flush()
-		b, err := io.ReadAll(r.Body)
-		if err != nil {
-			return
-		}
-		fmt.Fprintf(w, "event: body\ndata: %d\n\n", len(b))
-	}))
-	defer up.Close()
-	r := newRig(t, rigOptions{gateway: func(g *llm.Gateway) { g.URL = up.URL }})
-	pr, pw := io.Pipe()
-	req := r.request(context.Background(), r.defaultPath(), "")
-	req.Body, req.ContentLength = pr, -1
-	resp := r.do(req)
-	defer resp.Body.Close()
-	er := llmtest.NewEventReader(resp.Body)
-	if ev, err := er.Next(); err != nil || ev.Name != "started" {
-		t.Fatalf("first event %q, %v", ev.Name, err)
+// TestBodyOfUnknownLength: a body sent without a length (chunked), as a stream, is read whole
+// and checked like any other before it leaves (checkTools): the relay no longer streams a
+// request body upstream as it comes (full duplex), as a server-side tool declared at its end
+// would then have left before the check saw it.
+func TestBodyOfUnknownLength(t *testing.T) {
+	r := newRig(t, rigOptions{})
+	send := func(body string) *http.Response {
+		pr, pw := io.Pipe()
+		req := r.request(context.Background(), r.defaultPath(), "")
+		req.Body, req.ContentLength = pr, -1
+		go func() {
+			for len(body) > 0 {
+				n := min(len(body), 32<<10)
+				io.WriteString(pw, body[:n])
+				body = body[n:]
+			}
+			pw.Close()
+		}()
+		return r.do(req)
 	}
-	body := strings.Repeat("x", 300<<10) // more than net/http drains on its own
-	go func() {
-		io.WriteString(pw, body)
-		pw.Close()
-	}()
-	if ev, err := er.Next(); err != nil || ev.Name != "body" || ev.Data != fmt.Sprint(len(body)) {
-		t.Fatalf("second event %q %q, %v", ev.Name, ev.Data, err)
+	pad := strings.Repeat("x", 300<<10) // more than net/http drains on its own
+	body := `{"model":"m","max_tokens":8,"messages":[{"role":"user","content":"` + pad + `"}]}`
+	resp := send(body)
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("status %d", resp.StatusCode)
+	}
+	if reqs := r.up.Requests(); len(reqs) != 1 || string(reqs[0].Body) != body {
+		t.Fatalf("the gateway did not get the body whole (%d requests)", len(reqs))
 	}
 	if rec := r.record(); rec.Outcome != relay.OutcomeOK || rec.BytesIn != int64(len(body)) {
 		t.Fatalf("record %+v", rec)
+	}
+	withTool := `{"model":"m","max_tokens":8,"messages":[{"role":"user","content":"` + pad + `"}],"tools":[{"type":"web_fetch_20250910","name":"web_fetch"}]}`
+	expectError(t, send(withTool), http.StatusForbidden, api.CodeGatewayToolRefused)
+	r.record()
+	if reqs := r.up.Requests(); len(reqs) != 1 {
+		t.Fatalf("the gateway saw the refused request")
 	}
 }
 
@@ -794,6 +794,128 @@ func TestParseEndpoint(t *testing.T) {
 		}
 	}
 	if _, err := llm.New(llm.Config{OpenAI: llm.Gateway{Allow: []string{"POST v1/x"}}}); err == nil || !strings.Contains(err.Error(), "gateway.openai.allow") {
+		t.Errorf("New: %v", err)
+	}
+}
+
+// TestAttackServerTools guards the relay against the providers' server-side tools (review 15,
+// F12): a model call's body chose tools the provider runs itself — Anthropic's web_fetch and
+// web_search and its MCP connector, OpenAI's web_search, mcp and code_interpreter, Gemini's
+// urlContext — and the relay forwarded it unchanged, so that the provider fetched any URL or
+// called any MCP server for the box, beyond egressAllow. Each is now refused with 403
+// gateway_tool_refused naming the tool and the key that allows it, and never reaches the
+// gateway; the tools the profiles' programs declare in ordinary requests still go through.
+func TestAttackServerTools(t *testing.T) {
+	refused := map[string][][2]string{ // body, the tool the message names
+		llm.Anthropic: {
+			{`{"model":"m","max_tokens":8,"messages":[],"tools":[{"type":"web_fetch_20250910","name":"web_fetch"}]}`, "web_fetch"},
+			{`{"model":"m","max_tokens":8,"messages":[],"tools":[{"name":"Read","input_schema":{}},{"type":"web_search_20250305","name":"web_search","max_uses":8}]}`, "web_search"},
+			{`{"model":"m","max_tokens":8,"messages":[],"mcp_servers":[{"type":"url","url":"https://evil.example.org/mcp","name":"x"}]}`, "mcp"},
+			{`{"model":"m","max_tokens":8,"messages":[],"tools":[{"type":"mcp_toolset","mcp_server_name":"x"}]}`, "mcp"},
+			{`{"model":"m","max_tokens":8,"messages":[],"tools":[{"type":"code_execution_20250825","name":"code_execution"}]}`, "code_execution"},
+			{`{"model":"m","max_tokens":8,"messages":[],"tools":[{"type":"some_new_server_tool_20300101","name":"x"}]}`, "some_new_server_tool"},
+		},
+		llm.OpenAI: {
+			{`{"model":"m","input":"hi","tools":[{"type":"web_search"}]}`, "web_search"},
+			{`{"model":"m","input":"hi","tools":[{"type":"web_search","external_web_access":true}]}`, "web_search"},
+			{`{"model":"m","input":"hi","tools":[{"type":"web_search_preview_2025_03_11"}]}`, "web_search_preview"},
+			{`{"model":"m","input":"hi","tools":[{"type":"mcp","server_label":"x","server_url":"https://evil.example.org/mcp"}]}`, "mcp"},
+			{`{"model":"m","input":"hi","tools":[{"type":"namespace","name":"n","tools":[{"type":"mcp","server_url":"https://evil.example.org/mcp"}]}]}`, "mcp"},
+			{`{"model":"m","input":"hi","tools":[{"type":"code_interpreter","container":{"type":"auto"}}]}`, "code_interpreter"},
+			{`{"model":"m","input":"hi","tools":[{"type":"file_search","vector_store_ids":["vs_1"]}]}`, "file_search"},
+			{`{"model":"m","messages":[],"web_search_options":{}}`, "web_search"},
+		},
+		llm.Gemini: {
+			{`{"contents":[],"tools":[{"urlContext":{}}]}`, "urlContext"},
+			{`{"contents":[],"tools":[{"functionDeclarations":[]},{"google_search":{}}]}`, "googleSearch"},
+			{`{"contents":[],"tools":[{"codeExecution":{}}]}`, "codeExecution"},
+		},
+	}
+	paths := map[string]string{llm.Anthropic: "/v1/messages", llm.OpenAI: "/v1/responses", llm.Gemini: "/v1beta/models/gemini-2.5-flash:streamGenerateContent"}
+	for _, prov := range []string{llm.Anthropic, llm.OpenAI, llm.Gemini} {
+		r := newRig(t, rigOptions{provider: prov})
+		for i, c := range refused[prov] {
+			t.Run(fmt.Sprintf("%s/%d/%s", prov, i, c[1]), func(t *testing.T) {
+				p := paths[prov]
+				if strings.Contains(c[0], "web_search_options") {
+					p = "/v1/chat/completions"
+				}
+				msg := expectError(t, r.do(r.request(context.Background(), r.path(p), c[0])), http.StatusForbidden, api.CodeGatewayToolRefused)
+				for _, want := range []string{"agentbox", fmt.Sprintf("%q", c[1]), "gateway." + prov + ".serverTools"} {
+					if !strings.Contains(msg, want) {
+						t.Errorf("the message does not say %s: %q", want, msg)
+					}
+				}
+				if rec := r.record(); rec.Code != api.CodeGatewayToolRefused {
+					t.Errorf("record %+v", rec)
+				}
+			})
+		}
+		if reqs := r.up.Requests(); len(reqs) != 0 {
+			t.Errorf("%s: the gateway saw %s %s: %s", prov, reqs[0].Method, reqs[0].Path, reqs[0].Body)
+		}
+	}
+}
+
+// TestServerToolsAllowed: the tools the profiles' programs declare in ordinary requests go
+// through — client tools (run in the box), and the server-side tools that reach nothing beyond
+// the provider (llm.DefaultServerTools) — and gateway.<provider>.serverTools allows a named
+// one. A body the check cannot read as the gateway would (a key twice, not JSON) is refused.
+func TestServerToolsAllowed(t *testing.T) {
+	forwarded := map[string][]string{
+		llm.Anthropic: {
+			messageBody,
+			`{"model":"m","max_tokens":8,"messages":[],"tools":[{"name":"Bash","description":"d","input_schema":{"type":"object"}},{"type":"custom","name":"c","input_schema":{}}]}`,
+			`{"model":"m","max_tokens":8,"messages":[],"tools":[{"type":"bash_20250124","name":"bash"},{"type":"text_editor_20250728","name":"str_replace_based_edit_tool"},{"type":"memory_20250818","name":"memory"}]}`,
+			`{"model":"m","max_tokens":8,"messages":[],"tools":[{"type":"tool_search_tool_regex_20251119","name":"tool_search_tool_regex"},{"type":"advisor_20260301","name":"advisor"}],"mcp_servers":[]}`,
+		},
+		llm.OpenAI: {
+			`{"model":"m","input":"hi","tools":[{"type":"function","name":"shell","parameters":{}},{"type":"custom","name":"apply_patch"},{"type":"local_shell"}]}`,
+			`{"model":"m","input":"hi","tools":[{"type":"web_search","external_web_access":false},{"type":"tool_search"},{"type":"image_generation"}]}`,
+			`{"model":"m","input":"hi","tools":[{"type":"namespace","name":"mcp__x","tools":[{"type":"function","name":"f"}]}]}`,
+		},
+		llm.Gemini: {
+			gemMessage,
+			`{"contents":[{"role":"user","parts":[{"text":"hi"}]}],"tools":[{"functionDeclarations":[{"name":"read_file"}]}]}`,
+		},
+	}
+	paths := map[string]string{llm.Anthropic: "/v1/messages", llm.OpenAI: "/v1/responses", llm.Gemini: "/v1beta/models/gemini-2.5-flash:generateContent"}
+	for _, prov := range []string{llm.Anthropic, llm.OpenAI, llm.Gemini} {
+		r := newRig(t, rigOptions{provider: prov})
+		for i, body := range forwarded[prov] {
+			resp := r.do(r.request(context.Background(), r.path(paths[prov]), body))
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			r.record()
+			if resp.StatusCode != http.StatusOK {
+				t.Errorf("%s %d: %d %s", prov, i, resp.StatusCode, b)
+			}
+		}
+	}
+	// Allowed by name.
+	r := newRig(t, rigOptions{gateway: func(g *llm.Gateway) { g.ServerTools = []string{"web_search"} }})
+	resp := r.do(r.request(context.Background(), r.path("/v1/messages"), `{"model":"m","max_tokens":8,"messages":[],"tools":[{"type":"web_search_20250305","name":"web_search"}]}`))
+	resp.Body.Close()
+	r.record()
+	if resp.StatusCode != http.StatusOK {
+		t.Errorf("web_search allowed by serverTools: %d", resp.StatusCode)
+	}
+	expectError(t, r.do(r.request(context.Background(), r.path("/v1/messages"), `{"model":"m","max_tokens":8,"messages":[],"tools":[{"type":"web_fetch_20250910","name":"web_fetch"}]}`)), http.StatusForbidden, api.CodeGatewayToolRefused)
+	r.record()
+	// What a gateway could read otherwise: the first of two keys, a body that is not JSON.
+	for _, body := range []string{
+		`{"model":"m","tools":[{"type":"web_fetch_20250910","name":"web_fetch"}],"tools":[]}`,
+		`{"model":"m","tools":[{"type":"web_fetch_20250910","type":"custom","name":"web_fetch"}]}`,
+		`{"model":"m"} {"tools":[{"type":"web_fetch_20250910"}]}`,
+		`model=m`,
+	} {
+		expectError(t, r.do(r.request(context.Background(), r.path("/v1/messages"), body)), http.StatusBadRequest, api.CodeBadRequest)
+		r.record()
+	}
+	if n := len(r.up.Requests()); n != 1 {
+		t.Errorf("the gateway saw %d requests, want the allowed one", n)
+	}
+	if _, err := llm.New(llm.Config{Anthropic: llm.Gateway{ServerTools: []string{"web search"}}}); err == nil || !strings.Contains(err.Error(), "gateway.anthropic.serverTools[0]") {
 		t.Errorf("New: %v", err)
 	}
 }
