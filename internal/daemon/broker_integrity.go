@@ -183,6 +183,11 @@ func (b *integrityBroker) End(id string) {
 	keepStaged := b.collectStaged(id, workspace)
 	if w != nil {
 		w.Verify(integrity.SourceExit, true)
+		if w.State.IndexesLocked() {
+			// An index written beside a git's lock is checked again once the lock has gone
+			// (bounded: integrity.IndexRecheckWait).
+			go w.SettleIndexes(context.Background())
+		}
 	}
 	b.releaseHeld(id, keepStaged)
 }

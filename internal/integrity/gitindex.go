@@ -512,6 +512,8 @@ type indexEdit struct {
 // data it cleared, and the extensions it dropped.
 type indexEdited struct {
 	cleared, zeroed, stripped []string
+	// beside: written beside git's lock, which a host git may rename over it (editIndex).
+	beside bool
 }
 
 // editedIndex returns the index b with ed applied: the flags of the entries named in
@@ -594,8 +596,10 @@ func editedIndex(b []byte, hashLen int, ed indexEdit, mtime time.Time) ([]byte, 
 // not the entry's object (a box that rewrote the entry's stat data, or its object id, after
 // editing the file: review 12, F9's flagless variant), and fixes both in place under git's
 // lock; and it reports an index it cannot read (once per cause). It returns the transitions
-// and the git directories of the indexes (readIndexes).
-func (s *State) verifyIndexes(tops []string) ([]Transition, []string) {
+// and the git directories of the indexes (readIndexes). At exit (the box's processes are
+// gone), an index whose lock is held is written beside the lock (editIndex) and recorded in
+// s.lockedIndexes, for RecheckIndexes once the lock has gone.
+func (s *State) verifyIndexes(tops []string, exit bool) ([]Transition, []string) {
 	var out []Transition
 	seen, stale, errs := map[string]string{}, maps.Clone(s.Stale), map[string]string{}
 	if stale == nil {
@@ -611,15 +615,20 @@ func (s *State) verifyIndexes(tops []string) ([]Transition, []string) {
 			}
 			return
 		}
-		var fresh []string
+		var fresh, again []string
 		for _, e := range ix.entries {
 			h := e.hidden()
 			if h.flag == "" || e.name == "" {
 				continue
 			}
 			k := ix.key(e.name)
-			if s.Hidden[k] == h.flag {
+			switch s.Hidden[k] {
+			case h.flag:
 				seen[k] = h.flag
+				continue
+			case h.flag + leftStale:
+				// Reported, and left so because the index was locked: cleared again quietly.
+				again = append(again, e.name)
 				continue
 			}
 			if _, err := os.Lstat(filepath.Join(ix.top, filepath.FromSlash(e.name))); err != nil {
@@ -653,11 +662,17 @@ func (s *State) verifyIndexes(tops []string) ([]Transition, []string) {
 				}
 			}
 		}
-		if len(fresh)+len(forged)+len(retry)+len(strip) == 0 {
+		if len(fresh)+len(again)+len(forged)+len(retry)+len(strip) == 0 {
 			return
 		}
-		done, cerr := editIndex(s.Workspace, ix.path, indexEdit{flagged: fresh, zero: append(slices.Clip(forged), retry...), strip: len(strip) > 0})
+		done, cerr := editIndex(s.Workspace, ix.path, indexEdit{flagged: append(slices.Clip(fresh), again...), zero: append(slices.Clip(forged), retry...), strip: len(strip) > 0}, exit)
 		cleared, zeroed := done.cleared, done.zeroed
+		if done.beside {
+			if s.lockedIndexes == nil {
+				s.lockedIndexes = map[string]bool{}
+			}
+			s.lockedIndexes[ix.path] = true
+		}
 		if t, ok := strippedTransition(ix, strip, done.stripped, cerr); ok {
 			out = append(out, t)
 		}
@@ -673,11 +688,25 @@ func (s *State) verifyIndexes(tops []string) ([]Transition, []string) {
 				flag[e.name] = h.flag
 			}
 		}
+		for _, n := range again {
+			if !slices.Contains(cleared, n) {
+				seen[ix.key(n)] = flag[n] + leftStale
+				continue
+			}
+			d := fmt.Sprintf("the %s flag reported earlier, which git's lock kept, was cleared: git shows the file's changes as ordinary work", flag[n])
+			if done.beside {
+				d += besideNote
+			}
+			out = append(out, Transition{Kind: Modified, Path: filepath.Join(ix.top, filepath.FromSlash(n)), Detail: d})
+		}
 		for _, n := range fresh {
 			k := ix.key(n)
 			d := fmt.Sprintf("the index flagged it %s: the host's git status, git diff, commit -a and stash skipped the file, whose changes were hidden from review", flag[n])
 			if slices.Contains(cleared, n) {
 				d += "; the flag was cleared: git shows the file's changes as ordinary work"
+				if done.beside {
+					d += besideNote
+				}
 			} else {
 				if cerr != nil {
 					d += "; the flag could not be cleared (" + cerr.Error() + ")"
@@ -688,6 +717,9 @@ func (s *State) verifyIndexes(tops []string) ([]Transition, []string) {
 				}
 				d += fmt.Sprintf("; run %s update-index --no-%s %q", git, flag[n], n)
 				seen[k] = flag[n]
+				if cerr != nil {
+					seen[k] += leftStale // cleared at the first check that can
+				}
 			}
 			out = append(out, Transition{Kind: Modified, Path: filepath.Join(ix.top, filepath.FromSlash(n)), Alert: true, Detail: d})
 		}
@@ -695,6 +727,9 @@ func (s *State) verifyIndexes(tops []string) ([]Transition, []string) {
 			d := "the index's entry for the file claimed it unchanged since it was staged (its stat data matched the file, which the launch changed), while its content is not the staged object: the host's git status and git diff did not show the change"
 			if slices.Contains(zeroed, n) {
 				d += "; the entry's stat data was cleared: git compares the file's content again and shows the change"
+				if done.beside {
+					d += besideNote
+				}
 			} else {
 				if cerr != nil {
 					d += "; the stat data could not be cleared (" + cerr.Error() + ")"
@@ -707,6 +742,9 @@ func (s *State) verifyIndexes(tops []string) ([]Transition, []string) {
 	s.Hidden, s.Stale, s.IndexErrs = nilIfEmpty(seen), nilIfEmpty(stale), nilIfEmpty(errs)
 	return out, gitdirs
 }
+
+// besideNote ends the alert on an index written beside git's lock (editIndex).
+const besideNote = " (git's lock index.lock was held when the box had ended: the index was written beside it, and it is checked again once the lock has gone, as a git that held it puts back the index it read; a lock no git holds is the box's: remove it)"
 
 // strippedTransition reports the extensions of ix an index check removed (stripped) or meant
 // to (strip, cerr why it could not): an alert naming what each made git trust. The cache tree

@@ -320,3 +320,54 @@ chmod u+w $o && cp .git/objects/$(echo $e | cut -c1-2)/$(echo $e | cut -c3-) $o`
 
 // within reports whether path is dir or beneath it.
 func within(path, dir string) bool { return path == dir || strings.HasPrefix(path, dir+"/") }
+
+// TestAttackIndexLockLeft guards review 15, F8: a box that flags its edit of the Makefile
+// skip-worktree and leaves git's lock index.lock had the check at exit keep the flag (it took
+// the lock for a git at work), and the edit stayed hidden from the host's git status for
+// good, even once the user removed the lock as git says to, while make ran the box's file. The
+// check at exit now writes the index beside the lock: the host's git status shows the edit
+// with the lock still there and after the user removes it.
+func TestAttackIndexLockLeft(t *testing.T) {
+	needGit(t)
+	script := `set -e
+printf 'all:\n\t@echo BOXCODE\n' > Makefile
+git update-index --skip-worktree Makefile
+: > .git/index.lock`
+	pb, r := newProtectedBox(t, func(ws string) {
+		git(t, ws, "init", "-q", "-b", "main")
+		write(t, filepath.Join(ws, "Makefile"), "all:\n\t@echo reviewed\n")
+		git(t, ws, "add", "-A")
+		git(t, ws, "commit", "-qm", "init")
+	}, script, enginetest.Options{})
+	defer pb.release(t)
+	if r.Exit != 0 {
+		t.Fatalf("box: exit %d\nstdout %s\nstderr %s", r.Exit, r.Stdout, r.Stderr)
+	}
+	if out := git(t, pb.ws, "status", "--porcelain"); out != "" {
+		t.Fatalf("the box's edit is not hidden from the host's git status here:\n%s", out)
+	}
+	alerted := false
+	for _, tr := range pb.state.VerifyExit() {
+		if tr.Path == filepath.Join(pb.ws, "Makefile") && tr.Alert && strings.Contains(tr.Detail, "skip-worktree") {
+			alerted = true
+		}
+	}
+	if !alerted {
+		t.Error("no alert on the Makefile")
+	}
+	if out := git(t, pb.ws, "status", "--porcelain"); !strings.Contains(out, " M Makefile") {
+		t.Errorf("after the check, with the box's lock still there, the host's git status: %q", out)
+	}
+	if err := os.Remove(filepath.Join(pb.ws, ".git/index.lock")); err != nil {
+		t.Fatalf("the box's lock: %v", err)
+	}
+	if out := git(t, pb.ws, "status", "--porcelain"); !strings.Contains(out, " M Makefile") {
+		t.Errorf("once the user removed the lock, the host's git status: %q", out)
+	}
+	if out := git(t, pb.ws, "diff", "--stat"); !strings.Contains(out, "Makefile") {
+		t.Errorf("the host's git diff --stat: %q", out)
+	}
+	if out, err := exec.Command("git", "-C", pb.ws, "fsck", "--no-dangling").CombinedOutput(); err != nil {
+		t.Errorf("git fsck after the check: %v\n%s", err, out)
+	}
+}

@@ -15,10 +15,15 @@ import (
 
 // editIndex applies ed to the index at path (beneath ws; editedIndex) under git's own lock
 // (index.lock, created exclusively, renamed over the index), so that a git the host runs
-// meanwhile fails rather than loses the change; a lock that exists (a git at work, or a box's)
-// is not waited for: the index stays, and the caller names the command that fixes it. It
-// returns what it changed.
-func editIndex(ws, path string, ed indexEdit) (indexEdited, error) {
+// meanwhile fails rather than loses the change. A lock that exists (a git at work, or a box's)
+// is not waited for: unless beside is set, the index stays, and the caller names the command
+// that fixes it. With beside (the check at exit, when the box's processes are gone), the
+// edited index is written to a file of its own beside the lock and renamed over the index, the
+// lock left as it is: a lock the box left would otherwise keep its flags for good (review 15,
+// F8), and one a host git holds (git commit waiting in its editor) is that git's to rename
+// over the index, with whatever flags it read, which is why the caller checks the index again
+// once the lock has gone. It returns what it changed (done.beside: written beside a lock).
+func editIndex(ws, path string, ed indexEdit, beside bool) (indexEdited, error) {
 	var done indexEdited
 	rel, err := filepath.Rel(ws, filepath.Dir(path))
 	if err != nil || !within(path, ws) {
@@ -34,8 +39,12 @@ func editIndex(ws, path string, ed indexEdit) (indexEdited, error) {
 		return done, err
 	}
 	defer unix.Close(dir)
-	const lockName = "index.lock"
+	lockName := "index.lock"
 	fd, err := unix.Openat(dir, lockName, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o644)
+	if errors.Is(err, unix.EEXIST) && beside {
+		lockName, fd, err = besideLock(dir)
+		done.beside = true
+	}
 	if errors.Is(err, unix.EEXIST) {
 		return done, errors.New("git's lock index.lock exists: a git at work, or a lock the box left")
 	}
@@ -63,10 +72,12 @@ func editIndex(ws, path string, ed indexEdit) (indexEdited, error) {
 	if err != nil {
 		return done, err
 	}
-	nb, done, err := editedIndex(b, repoIDLen(ws, filepath.Dir(path)), ed, fi.ModTime())
-	if err != nil || len(done.cleared)+len(done.zeroed)+len(done.stripped) == 0 {
+	nb, edited, err := editedIndex(b, repoIDLen(ws, filepath.Dir(path)), ed, fi.ModTime())
+	if err != nil || len(edited.cleared)+len(edited.zeroed)+len(edited.stripped) == 0 {
 		return indexEdited{}, err
 	}
+	edited.beside = done.beside
+	done = edited
 	if _, err := lf.Write(nb); err != nil {
 		return indexEdited{}, err
 	}
@@ -78,6 +89,19 @@ func editIndex(ws, path string, ed indexEdit) (indexEdited, error) {
 	}
 	renamed = true
 	return done, nil
+}
+
+// besideLock creates, in dir, a file of its own for an index written while git's lock is held
+// (created exclusively, no symlink followed), and returns its name and descriptor.
+func besideLock(dir int) (string, int, error) {
+	for n := 1; n < 100; n++ {
+		name := fmt.Sprintf("index.agentbox-%d-%d", os.Getpid(), n)
+		fd, err := unix.Openat(dir, name, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o644)
+		if !errors.Is(err, unix.EEXIST) {
+			return name, fd, err
+		}
+	}
+	return "", -1, errors.New("no free name beside git's lock index.lock")
 }
 
 // staleEntries returns the names of the entries of ix whose stat data makes git take the

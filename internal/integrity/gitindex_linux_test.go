@@ -2,6 +2,7 @@ package integrity
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha1"
 	"crypto/sha256"
 	"encoding/binary"
@@ -110,16 +111,101 @@ func TestIndexHiddenEntriesReported(t *testing.T) {
 	}
 }
 
+// TestIndexLockedAtExit guards review 15, F8: git's lock index.lock held at the check at exit
+// (a box left it, or a host git commit waits in its editor) kept a box's skip-worktree flag
+// for good. The check at exit writes the index beside the lock, leaves the lock, and checks
+// again once the lock has gone: a host git that held it renames over the index the one it
+// read, with the box's flag, which the second check clears.
+func TestIndexLockedAtExit(t *testing.T) {
+	t.Parallel()
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("no git")
+	}
+	ws, _ := filepath.EvalSymlinks(t.TempDir())
+	git := func(args ...string) string { return gitIn(ws, "", false, args...) }
+	git("init", "-q", ".")
+	mustWrite(t, filepath.Join(ws, "Makefile"), "all:\n\t@echo reviewed\n")
+	git("add", ".")
+	git("commit", "-qm", "init")
+	s := Snapshot(resolveWS(t, ws), Limits{})
+	mustWrite(t, filepath.Join(ws, "Makefile"), "all:\n\t@echo BOXCODE\n")
+	git("update-index", "--skip-worktree", "Makefile")
+	flagged, err := os.ReadFile(filepath.Join(ws, ".git/index"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lock := filepath.Join(ws, ".git/index.lock")
+	mustWrite(t, lock, "")
+	onMakefile := func(ts []Transition) []Transition {
+		var out []Transition
+		for _, x := range ts {
+			if x.Path == filepath.Join(ws, "Makefile") {
+				out = append(out, x)
+			}
+		}
+		return out
+	}
+	// A check while the box runs leaves the flag and names the fix.
+	if tr := onMakefile(s.VerifyExec()); len(tr) != 1 || !tr[0].Alert || !strings.Contains(tr[0].Detail, "could not be cleared") {
+		t.Fatalf("transitions on Makefile while the box runs %+v, want an alert naming the fix", tr)
+	}
+	if s.IndexesLocked() {
+		t.Fatal("a check while the box runs wrote the index beside the lock")
+	}
+	if tr := onMakefile(s.VerifyExec()); len(tr) != 0 {
+		t.Fatalf("reported again while the lock is held: %+v", tr)
+	}
+	tr := onMakefile(s.VerifyExit())
+	if len(tr) != 1 || !strings.Contains(tr[0].Detail, "was cleared") || !strings.Contains(tr[0].Detail, "written beside it") {
+		t.Fatalf("transitions on Makefile at exit %+v, want one saying the flag was cleared beside the lock", tr)
+	}
+	if _, err := os.Stat(lock); err != nil {
+		t.Errorf("the lock was not left as it was: %v", err)
+	}
+	if out := git("--no-optional-locks", "status", "--porcelain"); out != " M Makefile\n" {
+		t.Errorf("git status with the lock held after the check: %q", out)
+	}
+	if !s.IndexesLocked() {
+		t.Fatal("no check pending for the index written beside the lock")
+	}
+	// A host git held the lock: it renames over the index the one it read, the box's flag in it.
+	if err := os.WriteFile(lock, flagged, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if again := s.RecheckIndexes(); len(again) != 0 || !s.IndexesLocked() {
+		t.Errorf("checked again with the lock held: %+v", again)
+	}
+	if err := os.Rename(lock, filepath.Join(ws, ".git/index")); err != nil {
+		t.Fatal(err)
+	}
+	if out := git("--no-optional-locks", "status", "--porcelain"); out != "" {
+		t.Fatalf("the index put back does not hide the edit here: %q", out)
+	}
+	again := s.RecheckIndexes()
+	if len(again) != 1 || again[0].Path != filepath.Join(ws, "Makefile") || !strings.Contains(again[0].Detail, "the flag was cleared") {
+		t.Errorf("check after the lock went: %+v, want the flag cleared again", again)
+	}
+	if s.IndexesLocked() {
+		t.Error("a check still pending after the lock went")
+	}
+	if out := git("status", "--porcelain"); out != " M Makefile\n" {
+		t.Errorf("git status after the lock went: %q", out)
+	}
+	if names, _ := filepath.Glob(filepath.Join(ws, ".git/index.agentbox-*")); len(names) != 0 {
+		t.Errorf("files left beside the index: %v", names)
+	}
+}
+
 // TestIndexHiddenBadIndex: an index that cannot be parsed is reported once, naming the file.
 func TestIndexHiddenBadIndex(t *testing.T) {
 	ws, _ := filepath.EvalSymlinks(t.TempDir())
 	mustWrite(t, filepath.Join(ws, ".git/index"), "DIRC\x00\x00\x00\x02\x00\x00\x00\x01garbage-garbage-garbage-garbage")
 	s := &State{Workspace: ws}
-	tr, _ := s.verifyIndexes(nil)
+	tr, _ := s.verifyIndexes(nil, false)
 	if len(tr) != 1 || !tr[0].Alert || tr[0].Path != filepath.Join(ws, ".git/index") || !strings.Contains(tr[0].Detail, "truncated") {
 		t.Fatalf("transitions %+v, want one alert on .git/index saying it is truncated", tr)
 	}
-	if again, _ := s.verifyIndexes(nil); len(again) != 0 {
+	if again, _ := s.verifyIndexes(nil, false); len(again) != 0 {
 		t.Errorf("reported again: %+v", again)
 	}
 	// A split index keeps the flags in a sharedindex file this check does not read: said so.
@@ -475,7 +561,7 @@ func TestIndexExtensionsParsed(t *testing.T) {
 		ws, b := needGitIndex(t)
 		nb := withExt(b, "ZZZZ", 3, "xyz")
 		mustWrite(t, filepath.Join(ws, ".git/index"), string(nb))
-		done, err := editIndex(ws, filepath.Join(ws, ".git/index"), indexEdit{strip: true})
+		done, err := editIndex(ws, filepath.Join(ws, ".git/index"), indexEdit{strip: true}, false)
 		if err != nil || strings.Join(done.stripped, " ") != "TREE ZZZZ" {
 			t.Fatalf("stripped %q, %v; want TREE and ZZZZ", done.stripped, err)
 		}
@@ -536,5 +622,60 @@ func TestIndexTrailerDoesNotChooseIDLength(t *testing.T) {
 	}
 	if out := git("status", "--porcelain"); !strings.Contains(out, " M Makefile") {
 		t.Errorf("git status after the check: %q, want Makefile modified", out)
+	}
+}
+
+// TestSettleIndexesAfterLock: what the daemon runs after the check at exit (review 15, F8):
+// once the lock of an index written beside it goes, the index is checked again, and the flag a
+// host git put back with the index it held is cleared and reported as the check at exit's.
+func TestSettleIndexesAfterLock(t *testing.T) {
+	t.Parallel()
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("no git")
+	}
+	ws, _ := filepath.EvalSymlinks(t.TempDir())
+	git := func(args ...string) string { return gitIn(ws, "", false, args...) }
+	git("init", "-q", ".")
+	mustWrite(t, filepath.Join(ws, "Makefile"), "all:\n\t@echo reviewed\n")
+	git("add", ".")
+	git("commit", "-qm", "init")
+	s := Snapshot(resolveWS(t, ws), Limits{})
+	mustWrite(t, filepath.Join(ws, "Makefile"), "all:\n\t@echo BOXCODE\n")
+	git("update-index", "--skip-worktree", "Makefile")
+	flagged, err := os.ReadFile(filepath.Join(ws, ".git/index"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lock := filepath.Join(ws, ".git/index.lock")
+	mustWrite(t, lock, "")
+	got := make(chan Transition, 16)
+	w := &Watcher{State: s, OnTransition: func(src Source, tr Transition) {
+		if src == SourceExit && tr.Path == filepath.Join(ws, "Makefile") {
+			got <- tr
+		}
+	}}
+	w.Verify(SourceExit, true)
+	<-got // the check at exit's
+	done := make(chan struct{})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer func() { cancel(); <-done }()
+	go func() { defer close(done); w.SettleIndexes(ctx) }()
+	if err := os.WriteFile(lock, flagged, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(lock, filepath.Join(ws, ".git/index")); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case tr := <-got:
+		if !tr.Alert || !strings.Contains(tr.Detail, "the flag was cleared") {
+			t.Errorf("transition %+v, want an alert saying the flag was cleared", tr)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("the index was not checked again once its lock went")
+	}
+	<-done // nothing left to wait for: it returns
+	if out := git("status", "--porcelain"); out != " M Makefile\n" {
+		t.Errorf("git status after the lock went: %q", out)
 	}
 }

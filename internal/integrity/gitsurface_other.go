@@ -19,7 +19,7 @@ func stripPackedReplace(ws, path string, keep []string) (int, string, error) {
 
 func restoreOwnerAccess(dir string) error { return ErrNotSupported }
 
-func editIndex(ws, path string, ed indexEdit) (indexEdited, error) {
+func editIndex(ws, path string, ed indexEdit, beside bool) (indexEdited, error) {
 	return indexEdited{}, ErrNotSupported
 }
 

@@ -49,6 +49,12 @@ type State struct {
 	// outermost ones), by path: the check at exit moves aside one that is not among them, or
 	// is another folder now. nil (a state saved before it was kept) moves none.
 	Deps map[string]DepFolder `json:"deps"`
+
+	// lockedIndexes are the indexes the check at exit wrote beside git's lock (editIndex), to
+	// be checked again once the lock has gone (RecheckIndexes); exitTops are the repositories
+	// that check's scan found. Not saved: a daemon restarted meanwhile does not check again.
+	lockedIndexes map[string]bool
+	exitTops      []string
 }
 
 // Snapshot records the roots of lay and scans the workspace for executable configuration.
@@ -135,7 +141,10 @@ func (s *State) verifyExec(exit bool) []Transition {
 		}
 	}
 	out = append(out, s.mergeExec(found, func(path string) bool { return true })...)
-	tr, gitdirs := s.verifyIndexes(repos.tops)
+	if exit {
+		s.exitTops = repos.tops
+	}
+	tr, gitdirs := s.verifyIndexes(repos.tops, exit)
 	out = append(out, tr...)
 	out = append(out, s.verifyObjects(append(gitdirs, repos.gitdirs...), s.since())...)
 	if notChecked > 0 {
@@ -144,6 +153,25 @@ func (s *State) verifyExec(exit bool) []Transition {
 			notChecked, s.Limits.withDefaults().ScanDirs)})
 	}
 	return out
+}
+
+// IndexesLocked reports whether the check at exit wrote an index beside git's lock that has
+// not been checked again since the lock went (RecheckIndexes).
+func (s *State) IndexesLocked() bool { return len(s.lockedIndexes) > 0 }
+
+// RecheckIndexes checks the indexes again (as the check at exit does) once no index the check
+// at exit wrote beside git's lock still has its lock, and returns the transitions: a host git
+// that held the lock (git commit waiting in its editor) renamed over the index the one it
+// read, with the box's flags and stat data. It returns nothing while a lock is there.
+func (s *State) RecheckIndexes() []Transition {
+	for p := range s.lockedIndexes {
+		if _, err := os.Lstat(p + ".lock"); err == nil {
+			return nil
+		}
+	}
+	s.lockedIndexes = nil
+	tr, _ := s.verifyIndexes(s.exitTops, true)
+	return tr
 }
 
 // VerifyExecIn rescans the given directories (not their subdirectories, except those new to
