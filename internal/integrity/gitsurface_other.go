@@ -17,6 +17,8 @@ func stripPackedReplace(ws, path string, keep []string) (int, string, error) {
 	return 0, "", ErrNotSupported
 }
 
+func packedReplaceAt(ws, path string) ([]string, error) { return nil, ErrNotSupported }
+
 func restoreOwnerAccess(dir string) error { return ErrNotSupported }
 
 func editIndex(ws, path string, ed indexEdit, beside bool) (indexEdited, error) {

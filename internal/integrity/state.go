@@ -73,11 +73,11 @@ func Snapshot(lay *Layout, lim Limits) *State {
 	identify(s.Deps)
 	for p := range s.Exec {
 		if isPackedRefs(p) {
-			if b, err := readBeneath(lay.Workspace, p, 64<<20); err == nil {
+			if refs, err := packedReplaceAt(lay.Workspace, p); err == nil {
 				if s.PackedReplace == nil {
 					s.PackedReplace = map[string][]string{}
 				}
-				s.PackedReplace[p] = packedReplace(b)
+				s.PackedReplace[p] = refs
 			}
 		}
 	}
@@ -257,16 +257,26 @@ func (s *State) mergeExec(found map[string]string, owned func(string) bool) []Tr
 				}
 				continue
 			}
-			if errors.Is(err, errOutside) {
+			if errors.Is(err, errOutside) || errors.Is(err, errPackedRecord) && s.changedSince(p) {
 				// A symlink leading out of the workspace (where a box may write, as the box
-				// cache): what git reads there cannot be filtered; the link is moved aside.
+				// cache): what git reads there cannot be filtered; the link is moved aside. So
+				// is a file the launch wrote that cannot be read in records: git then reads
+				// the loose refs alone (review 15, F14).
 				if aside, merr := moveAside(s.Workspace, p); merr == nil {
-					out = append(out, Transition{Kind: kind, Path: p, Detail: d + "; moved aside to " + aside, Alert: true})
+					what := "; moved aside to " + aside
+					if !errors.Is(err, errOutside) {
+						what = "; written while the box ran: moved aside whole to " + aside + " (git reads the loose refs alone; the refs packed in it are in that file)"
+					}
+					out = append(out, Transition{Kind: kind, Path: p, Detail: d + what, Alert: true})
 					delete(s.Exec, p)
 					continue
 				}
 			}
-			d += "; the replace refs could not be removed: " + err.Error()
+			// Recorded as found: the same finding at the next check is no new transition
+			// (review 15, F14 saw one recorded 15 times in a second).
+			out = append(out, Transition{Kind: kind, Path: p, Detail: d + "; the replace refs could not be removed: " + err.Error(), Alert: true})
+			s.Exec[p] = d
+			continue
 		} else if movable(p) {
 			// New or changed since the snapshot: what the host's git would run is the box's
 			// (or was written while a box ran). It is moved aside, never deleted.
@@ -294,6 +304,17 @@ func (s *State) mergeExec(found map[string]string, owned func(string) bool) []Tr
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Path < out[j].Path })
 	return out
+}
+
+// changedSince reports whether the file at p (not followed) changed during the launch: its
+// ctime is not older than since.
+func (s *State) changedSince(p string) bool {
+	fi, err := os.Lstat(p)
+	if err != nil {
+		return false
+	}
+	_, _, ct := identity(fi)
+	return ct >= s.since()
 }
 
 // identify fills in the identity of each of deps, after dropping those beneath another and
