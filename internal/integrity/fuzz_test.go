@@ -47,7 +47,8 @@ func fuzzIndex(idLen int, names ...string) []byte {
 
 // FuzzIndexParse: any index a box writes is either refused with an error or read; an index the
 // check rewrites (flags and stat data cleared, extensions stripped) reads again with the same
-// entries, so that what the host's git then reads is what the check read.
+// entries, so that what the host's git then reads is what the check read, and is the same when
+// its extensions are read from the file rather than from memory (an index past the bound).
 func FuzzIndexParse(f *testing.F) {
 	for _, n := range []int{sha1.Size, sha256.Size} {
 		seed := fuzzIndex(n, "Makefile", "a/b.go")
@@ -62,7 +63,7 @@ func FuzzIndexParse(f *testing.F) {
 		if sha256Len {
 			idLen = sha256.Size
 		}
-		es, _, err := indexContents(b, idLen)
+		es, exts0, err := indexContents(b, idLen)
 		if err != nil {
 			return
 		}
@@ -70,9 +71,18 @@ func FuzzIndexParse(f *testing.F) {
 		for _, e := range es {
 			names = append(names, e.name)
 		}
-		nb, _, err := editedIndex(b, idLen, indexEdit{flagged: names, zero: names, strip: true}, time.Unix(1, 0))
+		ed := indexEdit{flagged: names, zero: names, strip: true}
+		nb, _, err := editedIndex(b, idLen, ed, time.Unix(1, 0))
 		if err != nil {
 			t.Fatalf("an index read was not rewritten: %v", err)
+		}
+		// Its entries in memory and its extensions read from the file (an index past
+		// maxIndexBytes), it is rewritten the same.
+		if len(exts0) > 0 {
+			var w bytes.Buffer
+			if _, err := writeEditedIndex(&w, b[:exts0[0].start], int64(len(b)), bytes.NewReader(b), idLen, ed, time.Unix(1, 0)); err != nil || !bytes.Equal(w.Bytes(), nb) {
+				t.Fatalf("rewritten with its extensions read from the file, the index differs (%v)", err)
+			}
 		}
 		again, exts, err := indexContents(nb, idLen)
 		if err != nil {

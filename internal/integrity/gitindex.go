@@ -7,6 +7,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash"
+	"io"
 	"maps"
 	"os"
 	"path/filepath"
@@ -22,9 +24,20 @@ import (
 // it), so the watch parses it, never runs git on the workspace, and reports each entry newly
 // flagged whose file exists in the work tree (a sparse checkout flags absent files).
 
-// maxIndexBytes bounds the index read (a repository of a million files has an index of about
-// 100 MiB); a larger one is reported as not checked.
+// maxIndexBytes bounds the part of an index held in memory: its header and entries (a
+// repository of a million files has an index of about 100 MiB), and its extensions when the
+// whole file is within it. The extensions of a larger index are walked by their lengths and
+// copied through, never read whole: one padded past the bound by a valid resolve-undo record
+// was not checked at all (review 15, F15). An index whose entries pass the bound is not
+// checked, and one the launch wrote is moved aside (errIndexEntries).
 const maxIndexBytes = 256 << 20
+
+// errIndexEntries is an index whose entries lie past maxIndexBytes.
+var errIndexEntries = fmt.Errorf("its entries take more than %d MiB", maxIndexBytes>>20)
+
+// errPastHead is an index entry past the part of the index read so far (readIndexHead reads
+// more).
+var errPastHead = errors.New("index entries past the part read")
 
 // Hidden-entry kinds, by the flag git sets.
 const (
@@ -132,13 +145,20 @@ func indexEntries(b []byte, idLen int) ([]indexEntry, error) {
 // an index, so a SHA-1 repository's index ending in a SHA-256 of itself had the check read
 // other entries than git (review 14, F13).
 func indexContents(b []byte, idLen int) ([]indexEntry, []indexExtension, error) {
-	if len(b) < 12 || string(b[:4]) != "DIRC" {
+	return indexContentsAt(b, int64(len(b)), nil, idLen)
+}
+
+// indexContentsAt is indexContents of an index of size bytes whose first bytes are head (the
+// whole index when r is nil): the entries must lie in head (errPastHead), and the extensions
+// past it are walked by their lengths, their headers read from r.
+func indexContentsAt(head []byte, size int64, r io.ReaderAt, idLen int) ([]indexEntry, []indexExtension, error) {
+	if len(head) < 12 || string(head[:4]) != "DIRC" {
 		return nil, nil, errors.New("not a git index (no DIRC signature)")
 	}
-	if len(b) < 12+idLen {
+	if size < int64(12+idLen) {
 		return nil, nil, errors.New("git index is truncated")
 	}
-	return parseIndex(b, idLen)
+	return parseIndex(head, size, r, idLen)
 }
 
 // objectIDLen returns the length of the object ids of a repository whose configuration (its
@@ -170,14 +190,6 @@ func repoIDLen(ws, gd string) int {
 	b, _ := readBeneath(ws, cfg, maxCheckedFile)
 	return objectIDLen(b)
 }
-
-// sumIs reports whether want is the checksum of what precedes it in b under h.
-func sumIs(b []byte, n int, sum func([]byte) []byte) bool {
-	return len(b) >= 12+n && bytes.Equal(sum(b[:len(b)-n]), b[len(b)-n:])
-}
-
-func sha1Sum(b []byte) []byte   { s := sha1.Sum(b); return s[:] }
-func sha256Sum(b []byte) []byte { s := sha256.Sum256(b); return s[:] }
 
 func allZero(b []byte) bool {
 	for _, c := range b {
@@ -213,15 +225,26 @@ var strippedExtensions = map[string]string{
 	"EOIE": "the end-of-index-entries marker, which makes git's threaded reader read the extensions (and, with IEOT, the entries) from where it says",
 }
 
-// parseIndex reads the entries and the extensions of the index b whose object ids are
-// hashLen bytes long.
-func parseIndex(b []byte, hashLen int) ([]indexEntry, []indexExtension, error) {
+// parseIndex reads the entries and the extensions of the index of size bytes whose object ids
+// are hashLen bytes long, whose first bytes are b (all of them when r is nil): its entries
+// must lie in b (errPastHead), and the headers of the extensions past b are read from r.
+func parseIndex(b []byte, size int64, r io.ReaderAt, hashLen int) ([]indexEntry, []indexExtension, error) {
 	version := binary.BigEndian.Uint32(b[4:8])
 	if version < 2 || version > 4 {
 		return nil, nil, fmt.Errorf("git index version %d (2, 3 and 4 are read)", version)
 	}
 	count := binary.BigEndian.Uint32(b[8:12])
-	end := len(b) - hashLen
+	fileEnd := size - int64(hashLen)
+	end := len(b)
+	if int64(end) >= fileEnd {
+		end = int(fileEnd)
+	}
+	truncated := func(format string, a ...any) error {
+		if int64(end) < fileEnd {
+			return errPastHead
+		}
+		return fmt.Errorf(format, a...)
+	}
 	off := 12
 	var out []indexEntry
 	var prev []byte
@@ -229,14 +252,14 @@ func parseIndex(b []byte, hashLen int) ([]indexEntry, []indexExtension, error) {
 		start := off
 		fixed := 40 + hashLen + 2 // ctime, mtime, dev, ino, mode, uid, gid, size; id; flags
 		if off+fixed > end {
-			return nil, nil, fmt.Errorf("git index entry %d is truncated", i)
+			return nil, nil, truncated("git index entry %d is truncated", i)
 		}
 		e := indexEntry{off: start, mode: binary.BigEndian.Uint32(b[off+24:]), oid: b[off+40 : off+40+hashLen], flagsOff: off + 40 + hashLen}
 		e.flags = binary.BigEndian.Uint16(b[e.flagsOff:])
 		off += fixed
 		if e.flags&ceExtended != 0 {
 			if version < 3 || off+2 > end {
-				return nil, nil, fmt.Errorf("git index entry %d: extended flags in a version %d index", i, version)
+				return nil, nil, truncated("git index entry %d: extended flags in a version %d index", i, version)
 			}
 			e.ext, e.extOff = binary.BigEndian.Uint16(b[off:]), off
 			off += 2
@@ -245,25 +268,25 @@ func parseIndex(b []byte, hashLen int) ([]indexEntry, []indexExtension, error) {
 		if version == 4 {
 			strip, n, ok := indexVarint(b[off:end])
 			if !ok || strip > uint64(len(prev)) {
-				return nil, nil, fmt.Errorf("git index entry %d: bad path prefix", i)
+				return nil, nil, truncated("git index entry %d: bad path prefix", i)
 			}
 			off += n
 			nul := bytes.IndexByte(b[off:end], 0)
 			if nul < 0 {
-				return nil, nil, fmt.Errorf("git index entry %d is truncated", i)
+				return nil, nil, truncated("git index entry %d is truncated", i)
 			}
 			name = append(append([]byte(nil), prev[:len(prev)-int(strip)]...), b[off:off+nul]...)
 			off += nul + 1
 		} else {
 			nul := bytes.IndexByte(b[off:end], 0)
 			if nul < 0 {
-				return nil, nil, fmt.Errorf("git index entry %d is truncated", i)
+				return nil, nil, truncated("git index entry %d is truncated", i)
 			}
 			name = b[off : off+nul]
 			// 1 to 8 NULs pad the entry to a multiple of 8 bytes.
 			off = start + (off-start+nul+8)&^7
 			if off > end {
-				return nil, nil, fmt.Errorf("git index entry %d is truncated", i)
+				return nil, nil, truncated("git index entry %d is truncated", i)
 			}
 		}
 		if nl := int(e.flags & 0x0fff); nl < 0x0fff && nl != len(name) {
@@ -277,11 +300,17 @@ func parseIndex(b []byte, hashLen int) ([]indexEntry, []indexExtension, error) {
 	// them. A split index (link) keeps most entries, and the flags set on them, in a
 	// sharedindex file this check does not read.
 	var exts []indexExtension
-	for off+8 <= end {
-		sig := string(b[off : off+4])
-		size := int64(binary.BigEndian.Uint32(b[off+4:]))
+	for int64(off)+8 <= fileEnd {
+		hdr := make([]byte, 8)
+		if off+8 <= len(b) {
+			copy(hdr, b[off:])
+		} else if _, err := r.ReadAt(hdr, int64(off)); err != nil {
+			return nil, nil, fmt.Errorf("read the index's extensions: %w", err)
+		}
+		sig := string(hdr[:4])
+		size := int64(binary.BigEndian.Uint32(hdr[4:]))
 		switch {
-		case int64(off)+8+size > int64(end):
+		case int64(off)+8+size > fileEnd:
 			return nil, nil, fmt.Errorf("the index's %q extension runs past its end", sig)
 		case sig == "link":
 			return nil, nil, errors.New("a split index (link extension): the entries of its sharedindex file are not checked; run git update-index --no-split-index")
@@ -398,16 +427,11 @@ func readIndexes(ws string, tops []string, fn func(ix *gitIndex, err error)) []s
 			r, _ := filepath.Rel(ws, t.top)
 			ix.rel = filepath.ToSlash(r) + "/"
 		}
-		b, err := readBeneath(ws, p, maxIndexBytes+1)
-		switch {
-		case errors.Is(err, os.ErrNotExist):
+		ix.hashLen = repoIDLen(ws, filepath.Dir(p))
+		var err error
+		ix.b, _, ix.entries, ix.exts, err = readIndex(ws, p, ix.hashLen)
+		if errors.Is(err, os.ErrNotExist) {
 			continue
-		case err == nil && len(b) > maxIndexBytes:
-			err = fmt.Errorf("larger than %d MiB: not read", maxIndexBytes>>20)
-		case err == nil:
-			ix.b = b
-			ix.hashLen = repoIDLen(ws, filepath.Dir(p))
-			ix.entries, ix.exts, err = indexContents(b, ix.hashLen)
 		}
 		if err != nil {
 			fn(ix, fmt.Errorf("%s: %w", p, err))
@@ -516,20 +540,32 @@ type indexEdited struct {
 	beside bool
 }
 
-// editedIndex returns the index b with ed applied: the flags of the entries named in
-// ed.flagged cleared (those it flags), the stat data of those named in ed.zero cleared (git
-// then compares their files' content again, as it does for an entry it smudged as racily
-// clean), the extensions but keptExtensions dropped when ed.strip is set, and its trailing
-// checksum recomputed (left zero when index.skipHash left it so). The entries keep their
-// bytes otherwise, so that git reads them as they were. The index written is newer than the
-// one read (whose mtime is mtime; zero: unknown): entries git compared by content because
-// they were not older than it (racily clean) have their stat data cleared too, as git's own
-// write smudges them, so that the new index's time does not make git trust their stat data.
+// editedIndex returns the index b with ed applied (writeEditedIndex).
 func editedIndex(b []byte, hashLen int, ed indexEdit, mtime time.Time) ([]byte, indexEdited, error) {
-	var done indexEdited
-	es, exts, err := indexContents(b, hashLen)
+	var w bytes.Buffer
+	done, err := writeEditedIndex(&w, b, int64(len(b)), nil, hashLen, ed, mtime)
 	if err != nil {
 		return nil, done, err
+	}
+	return w.Bytes(), done, nil
+}
+
+// writeEditedIndex writes to w the index of size bytes whose first bytes are head (all of them
+// when r is nil; the rest is read from r) with ed applied: the flags of the entries named in
+// ed.flagged cleared (those it flags), the stat data of those named in ed.zero cleared (git then
+// compares their files' content again, as it does for an entry it smudged as racily clean), the
+// extensions but keptExtensions dropped when ed.strip is set, and its trailing checksum
+// recomputed under the repository's hash (left zero when index.skipHash left it so). The
+// entries keep their bytes otherwise, so that git reads them as they were, and extensions past
+// head are copied from r, never held whole. The index written is newer than the one read (whose
+// mtime is mtime; zero: unknown): entries git compared by content because they were not older
+// than it (racily clean) have their stat data cleared too, as git's own write smudges them, so
+// that the new index's time does not make git trust their stat data.
+func writeEditedIndex(w io.Writer, head []byte, size int64, r io.ReaderAt, hashLen int, ed indexEdit, mtime time.Time) (indexEdited, error) {
+	var done indexEdited
+	es, exts, err := indexContentsAt(head, size, r, hashLen)
+	if err != nil {
+		return done, err
 	}
 	byName := make(map[string]indexEntry, len(es))
 	for _, e := range es {
@@ -537,7 +573,8 @@ func editedIndex(b []byte, hashLen int, ed indexEdit, mtime time.Time) ([]byte, 
 			byName[e.name] = e
 		}
 	}
-	nb := bytes.Clone(b)
+	fileEnd := size - int64(hashLen)
+	nb := bytes.Clone(head[:min(int64(len(head)), fileEnd)])
 	for _, n := range ed.flagged {
 		h := byName[n].hidden()
 		if h.flag == "" {
@@ -563,31 +600,53 @@ func editedIndex(b []byte, hashLen int, ed indexEdit, mtime time.Time) ([]byte, 
 		for _, e := range es {
 			// git's is_racy_timestamp, without the nanoseconds (git built without USE_NSEC
 			// takes a whole second for racy): gitlinks are never racy.
-			if !e.gitlink() && int64(statField(b, e, 2)) >= mtime.Unix() {
+			if !e.gitlink() && int64(statField(head, e, 2)) >= mtime.Unix() {
 				zeroStat(e)
 			}
 		}
 	}
-	sum := len(b) - hashLen
+	// What is written: parts of nb, then of the file (head, or r past it).
+	type part struct{ start, end int64 }
+	parts := []part{{0, fileEnd}}
 	if ed.strip && len(exts) > 0 {
-		body := nb[:exts[0].start]
+		parts = []part{{0, int64(exts[0].start)}}
 		for _, x := range exts {
 			if keptExtensions[x.sig] {
-				body = append(body, b[x.start:x.end]...)
+				parts = append(parts, part{int64(x.start), int64(x.end)})
 			} else {
 				done.stripped = append(done.stripped, x.sig)
 			}
 		}
-		nb = append(body, b[sum:]...)
-		sum = len(nb) - hashLen
 	}
-	switch {
-	case sumIs(b, sha1.Size, sha1Sum):
-		copy(nb[sum:], sha1Sum(nb[:sum]))
-	case sumIs(b, sha256.Size, sha256Sum):
-		copy(nb[sum:], sha256Sum(nb[:sum]))
+	var sum hash.Hash = sha1.New()
+	if hashLen == sha256.Size {
+		sum = sha256.New()
 	}
-	return nb, done, nil
+	out := io.MultiWriter(w, sum)
+	for _, p := range parts {
+		if p.start < int64(len(nb)) {
+			if _, err := out.Write(nb[p.start:min(p.end, int64(len(nb)))]); err != nil {
+				return done, err
+			}
+			p.start = min(p.end, int64(len(nb)))
+		}
+		if p.start < p.end {
+			if n, err := io.Copy(out, io.NewSectionReader(r, p.start, p.end-p.start)); err != nil || n != p.end-p.start {
+				return done, fmt.Errorf("copy the index's extensions: %d of %d bytes: %v", n, p.end-p.start, err)
+			}
+		}
+	}
+	trailer := make([]byte, hashLen)
+	if fileEnd+int64(hashLen) <= int64(len(head)) {
+		copy(trailer, head[fileEnd:])
+	} else if _, err := r.ReadAt(trailer, fileEnd); err != nil {
+		return done, fmt.Errorf("read the index's checksum: %w", err)
+	}
+	if !allZero(trailer) {
+		trailer = sum.Sum(nil)
+	}
+	_, err = w.Write(trailer)
+	return done, err
 }
 
 // verifyIndexes checks the indexes readIndexes reads. It reports each entry newly flagged
@@ -607,6 +666,15 @@ func (s *State) verifyIndexes(tops []string, exit bool) ([]Transition, []string)
 	}
 	since := s.since()
 	gitdirs := readIndexes(s.Workspace, tops, func(ix *gitIndex, err error) {
+		if errors.Is(err, errIndexEntries) && s.changedSince(ix.path) {
+			// Entries this check cannot hold, written while the box ran: git would read flags
+			// and stat data no one checked. The index goes aside; git reset rebuilds it.
+			if aside, merr := moveAside(s.Workspace, ix.path); merr == nil {
+				out = append(out, Transition{Kind: Modified, Path: ix.path, Alert: true, Detail: fmt.Sprintf(
+					"the index, written while the box ran, could not be checked (%v): it was moved aside to %s; run git reset to make it again from HEAD (what was staged is in the file moved aside)", err, aside)})
+				return
+			}
+		}
 		if err != nil {
 			msg := err.Error()
 			errs[ix.path] = msg

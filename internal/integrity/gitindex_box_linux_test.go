@@ -371,3 +371,67 @@ git update-index --skip-worktree Makefile
 		t.Errorf("git fsck after the check: %v\n%s", err, out)
 	}
 }
+
+// TestAttackIndexPadded guards review 15, F15: a box that flags its edit of the Makefile
+// skip-worktree and pads the index past 256 MiB with one valid resolve-undo record (REUC, a
+// 257 MiB path; git reads it without a word) had the check read no part of it: the edit stayed
+// hidden from the host's git status. The check now reads the entries and walks the extensions
+// by their lengths: the flag is cleared and the record copied through.
+func TestAttackIndexPadded(t *testing.T) {
+	needGit(t)
+	if _, err := exec.LookPath("python3"); err != nil {
+		t.Skip("no python3 for the box's index padding")
+	}
+	script := `set -e
+printf 'all:\n\t@echo BOXCODE\n' > Makefile
+git update-index --skip-worktree Makefile
+python3 - <<'PAD'
+import hashlib, struct
+b = open(".git/index", "rb").read()[:-20]
+path = b"a" * (257 << 20)
+tail = b"\x00100644\x000\x000\x00" + bytes(20)
+h = hashlib.sha1(b)
+with open(".git/index", "wb") as f:
+    for part in (b, b"REUC" + struct.pack(">I", len(path) + len(tail)), path, tail):
+        f.write(part)
+        if part is not b:
+            h.update(part)
+    f.write(h.digest())
+PAD`
+	pb, r := newProtectedBox(t, func(ws string) {
+		git(t, ws, "init", "-q", "-b", "main")
+		write(t, filepath.Join(ws, "Makefile"), "all:\n\t@echo reviewed\n")
+		git(t, ws, "add", "-A")
+		git(t, ws, "commit", "-qm", "init")
+	}, script, enginetest.Options{})
+	defer pb.release(t)
+	if r.Exit != 0 {
+		t.Fatalf("box: exit %d\nstdout %s\nstderr %s", r.Exit, r.Stdout, r.Stderr)
+	}
+	index := filepath.Join(pb.ws, ".git/index")
+	if fi, err := os.Stat(index); err != nil || fi.Size() <= 256<<20 {
+		t.Fatalf("the box's index: %v, %d bytes (want more than 256 MiB)", err, fi.Size())
+	}
+	if out := git(t, pb.ws, "--no-optional-locks", "status", "--porcelain"); out != "" {
+		t.Fatalf("the box's edit is not hidden from the host's git status here:\n%s", out)
+	}
+	alerted := false
+	for _, tr := range pb.state.VerifyExit() {
+		switch {
+		case tr.Path == filepath.Join(pb.ws, "Makefile") && tr.Alert && strings.Contains(tr.Detail, "the flag was cleared"):
+			alerted = true
+		case tr.Path == index && !strings.Contains(tr.Detail, "could not"):
+		default:
+			t.Errorf("unexpected transition %s %s (%s)", tr.Kind, tr.Path, tr.Detail)
+		}
+	}
+	if !alerted {
+		t.Error("no alert saying the Makefile's flag was cleared")
+	}
+	if out := git(t, pb.ws, "status", "--porcelain"); !strings.Contains(out, " M Makefile") {
+		t.Errorf("after the check, the host's git status: %q", out)
+	}
+	if fi, err := os.Stat(index); err != nil || fi.Size() <= 256<<20 {
+		t.Errorf("the resolve-undo record was not copied through: %v", err)
+	}
+}

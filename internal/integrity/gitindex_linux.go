@@ -1,6 +1,7 @@
 package integrity
 
 import (
+	"bufio"
 	"bytes"
 	"crypto/sha1"
 	"crypto/sha256"
@@ -68,17 +69,19 @@ func editIndex(ws, path string, ed indexEdit, beside bool) (indexEdited, error) 
 	if err != nil {
 		return done, err
 	}
-	b, err := readWhole(f, maxIndexBytes)
+	hashLen := repoIDLen(ws, filepath.Dir(path))
+	head, err := readIndexHead(f, fi.Size(), hashLen)
 	if err != nil {
 		return done, err
 	}
-	nb, edited, err := editedIndex(b, repoIDLen(ws, filepath.Dir(path)), ed, fi.ModTime())
+	w := bufio.NewWriterSize(lf, 256<<10)
+	edited, err := writeEditedIndex(w, head, fi.Size(), f, hashLen, ed, fi.ModTime())
 	if err != nil || len(edited.cleared)+len(edited.zeroed)+len(edited.stripped) == 0 {
 		return indexEdited{}, err
 	}
 	edited.beside = done.beside
 	done = edited
-	if _, err := lf.Write(nb); err != nil {
+	if err := w.Flush(); err != nil {
 		return indexEdited{}, err
 	}
 	if err := lf.Sync(); err != nil {
@@ -89,6 +92,53 @@ func editIndex(ws, path string, ed indexEdit, beside bool) (indexEdited, error) 
 	}
 	renamed = true
 	return done, nil
+}
+
+// readIndex reads the index at path (beneath ws, no symlink followed): its start (readIndexHead),
+// its size, its entries and extensions (indexContentsAt).
+func readIndex(ws, path string, hashLen int) ([]byte, int64, []indexEntry, []indexExtension, error) {
+	f, err := openRegular(ws, path, 0, unix.RESOLVE_BENEATH|unix.RESOLVE_NO_MAGICLINKS)
+	if err != nil {
+		return nil, 0, nil, nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, 0, nil, nil, err
+	}
+	head, err := readIndexHead(f, fi.Size(), hashLen)
+	if err != nil {
+		return nil, 0, nil, nil, err
+	}
+	es, exts, err := indexContentsAt(head, fi.Size(), f, hashLen)
+	return head, fi.Size(), es, exts, err
+}
+
+// readIndexHead reads the start of the index f of size bytes that holds its entries: all of it
+// when within maxIndexBytes, else from 1 MiB, doubled until its entries read, up to
+// maxIndexBytes (errIndexEntries past it). Extensions past it are not read (indexContentsAt).
+func readIndexHead(f io.ReaderAt, size int64, hashLen int) ([]byte, error) {
+	n := min(size, 1<<20)
+	if size <= maxIndexBytes {
+		n = size
+	}
+	for {
+		head := make([]byte, n)
+		if _, err := f.ReadAt(head, 0); err != nil {
+			return nil, fmt.Errorf("read the index: %w", err)
+		}
+		if n == size {
+			return head, nil
+		}
+		_, _, err := indexContentsAt(head, size, f, hashLen)
+		switch {
+		case !errors.Is(err, errPastHead):
+			return head, nil // an index git refuses is refused by the caller's parse
+		case n >= maxIndexBytes:
+			return nil, errIndexEntries
+		}
+		n = min(2*n, maxIndexBytes, size)
+	}
 }
 
 // besideLock creates, in dir, a file of its own for an index written while git's lock is held

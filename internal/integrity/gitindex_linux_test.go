@@ -679,3 +679,52 @@ func TestSettleIndexesAfterLock(t *testing.T) {
 		t.Errorf("git status after the lock went: %q", out)
 	}
 }
+
+// sumIs reports whether want is the checksum of what precedes it in b under h.
+func sumIs(b []byte, n int, sum func([]byte) []byte) bool {
+	return len(b) >= 12+n && bytes.Equal(sum(b[:len(b)-n]), b[len(b)-n:])
+}
+
+func sha1Sum(b []byte) []byte   { s := sha1.Sum(b); return s[:] }
+func sha256Sum(b []byte) []byte { s := sha256.Sum256(b); return s[:] }
+
+// TestIndexEntriesPastBound: an index whose entries pass maxIndexBytes (here one entry with a
+// 257 MiB path) cannot be checked; one written while the box ran is moved aside, so that git
+// reads no flag or stat data no one checked (review 15, F15), and the alert names git reset.
+func TestIndexEntriesPastBound(t *testing.T) {
+	ws := newWS(t)
+	s := Snapshot(resolveWS(t, ws), Limits{})
+	index := filepath.Join(ws, ".git/index")
+	f, err := os.Create(index)
+	if err != nil {
+		t.Fatal(err)
+	}
+	entry := make([]byte, 12+62)
+	copy(entry, "DIRC\x00\x00\x00\x02\x00\x00\x00\x01")
+	binary.BigEndian.PutUint32(entry[12+24:], 0o100644)
+	binary.BigEndian.PutUint16(entry[12+60:], 0x0fff)
+	f.Write(entry)
+	chunk := bytes.Repeat([]byte("a"), 1<<20)
+	for range 257 {
+		f.Write(chunk)
+	}
+	f.Write(make([]byte, 8+20))
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	var on []Transition
+	for _, tr := range s.VerifyExec() {
+		if tr.Path == index {
+			on = append(on, tr)
+		}
+	}
+	if len(on) != 1 || !on[0].Alert || !strings.Contains(on[0].Detail, "moved aside to") || !strings.Contains(on[0].Detail, "git reset") {
+		t.Fatalf("transitions on the index %+v, want one alert saying it was moved aside", on)
+	}
+	if _, err := os.Lstat(index); !os.IsNotExist(err) {
+		t.Errorf("the index is still there: %v", err)
+	}
+	if _, err := os.Lstat(index + QuarantineSuffix + "1"); err != nil {
+		t.Errorf("the index moved aside: %v", err)
+	}
+}
