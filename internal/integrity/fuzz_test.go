@@ -58,6 +58,20 @@ func FuzzIndexParse(f *testing.F) {
 		f.Add(seed, n == sha256.Size)
 	}
 	f.Add([]byte("DIRC\x00\x00\x00\x02\x00\x00\x00\x01garbage-garbage-garbage-garbage"), false)
+	// A split index whose link deletes shared entry 1 and replaces none (EWAH: 1 word, a
+	// run-length word with one literal word after it, then the literal, the RLW's position).
+	split := fuzzIndex(sha1.Size, "Makefile", "a/b.go")
+	link := append(bytes.Repeat([]byte{1}, sha1.Size),
+		0, 0, 0, 2, 0, 0, 0, 2, 0, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2, 0, 0, 0, 0,
+		0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
+	if l, err := parseLink(link, sha1.Size, 2); err != nil || len(l.deleted) != 1 || l.deleted[0] != 1 || len(l.replaced) != 0 {
+		f.Fatalf("the seed's link reads as %+v, %v", l, err)
+	}
+	split = append(split[:len(split)-sha1.Size], "link"...)
+	split = binary.BigEndian.AppendUint32(split, uint32(len(link)))
+	split = append(split, link...)
+	sum := sha1.Sum(split)
+	f.Add(append(split, sum[:]...), false)
 	f.Fuzz(func(t *testing.T, b []byte, sha256Len bool) {
 		idLen := sha1.Size
 		if sha256Len {
@@ -70,6 +84,22 @@ func FuzzIndexParse(f *testing.F) {
 		var names []string
 		for _, e := range es {
 			names = append(names, e.name)
+		}
+		// A link extension (a split index) is merged with a shared index, here the index
+		// itself: refused, or an ordinary index that reads again.
+		for _, x := range exts0 {
+			if x.sig != "link" {
+				continue
+			}
+			l, err := parseLink(b[x.start+8:x.end], idLen, len(es))
+			if err != nil {
+				continue
+			}
+			if merged, err := mergeSplit(b, es, l, b, es); err == nil {
+				if _, _, err := indexContents(unsplitIndex(merged, idLen), idLen); err != nil {
+					t.Fatalf("the merged split index does not read: %v", err)
+				}
+			}
 		}
 		ed := indexEdit{flagged: names, zero: names, strip: true}
 		nb, _, err := editedIndex(b, idLen, ed, time.Unix(1, 0))

@@ -35,6 +35,10 @@ const maxIndexBytes = 256 << 20
 // errIndexEntries is an index whose entries lie past maxIndexBytes.
 var errIndexEntries = fmt.Errorf("its entries take more than %d MiB", maxIndexBytes>>20)
 
+// errSplitIndex is a split index whose shared index could not be read or merged: one the
+// launch wrote is moved aside, as git may read what the check could not.
+var errSplitIndex = errors.New("a split index that could not be read")
+
 // errPastHead is an index entry past the part of the index read so far (readIndexHead reads
 // more).
 var errPastHead = errors.New("index entries past the part read")
@@ -208,8 +212,8 @@ type indexExtension struct {
 }
 
 // Index extensions the check models (git's read-cache.c, read_index_extension). It reads the
-// entries as git's sequential reader does; of the extensions, it refuses a split index (link,
-// whose sharedindex file holds most entries), and leaves the resolve-undo record (REUC: only
+// entries as git's sequential reader does (those of a split index merged with its shared
+// index's: readSplit); of the extensions, it leaves the resolve-undo record (REUC: only
 // git checkout -m and update-index --unresolve read it, which show what they bring back) and
 // the sparse-index marker (sdir, no content). Every other extension is something git trusts
 // over what the entries and the work tree say, which a box can forge (strippedExtensions).
@@ -222,6 +226,7 @@ var strippedExtensions = map[string]string{
 	"UNTR": "the untracked cache, whose lists of untracked files git status trusts while a folder's stat data matches (a forged one hides a new file)",
 	"FSMN": "the fsmonitor data, whose entries git takes for unchanged without looking at their files",
 	"IEOT": "the index entry offset table, from which git's threaded reader (3 CPUs or more, 30,000 entries or more, or index.threads) reads entries other than the ones in sequence",
+	"link": "the split index's link to its shared index (GITDIR/sharedindex.*), which holds most entries: the index is written whole, as git reads it",
 	"EOIE": "the end-of-index-entries marker, which makes git's threaded reader read the extensions (and, with IEOT, the entries) from where it says",
 }
 
@@ -312,8 +317,6 @@ func parseIndex(b []byte, size int64, r io.ReaderAt, hashLen int) ([]indexEntry,
 		switch {
 		case int64(off)+8+size > fileEnd:
 			return nil, nil, fmt.Errorf("the index's %q extension runs past its end", sig)
-		case sig == "link":
-			return nil, nil, errors.New("a split index (link extension): the entries of its sharedindex file are not checked; run git update-index --no-split-index")
 		case !keptExtensions[sig] && strippedExtensions[sig] == "" && (sig[0] < 'A' || sig[0] > 'Z'):
 			// git 2.39 refuses an index with a required extension it does not know; a later
 			// git may read it.
@@ -666,7 +669,7 @@ func (s *State) verifyIndexes(tops []string, exit bool) ([]Transition, []string)
 	}
 	since := s.since()
 	gitdirs := readIndexes(s.Workspace, tops, func(ix *gitIndex, err error) {
-		if errors.Is(err, errIndexEntries) && s.changedSince(ix.path) {
+		if (errors.Is(err, errIndexEntries) || errors.Is(err, errSplitIndex)) && s.changedSince(ix.path) {
 			// Entries this check cannot hold, written while the box ran: git would read flags
 			// and stat data no one checked. The index goes aside; git reset rebuilds it.
 			if aside, merr := moveAside(s.Workspace, ix.path); merr == nil {
@@ -821,7 +824,7 @@ const besideNote = " (git's lock index.lock was held when the box had ended: the
 // finds the lock gone); so is an index that changed again between the check's two reads (the
 // next check reads it).
 func strippedTransition(ix *gitIndex, strip, stripped []string, cerr error) (Transition, bool) {
-	if !slices.ContainsFunc(strip, func(x string) bool { return x != "TREE" }) || cerr == nil && len(stripped) == 0 {
+	if !slices.ContainsFunc(strip, func(x string) bool { return x != "TREE" && x != "link" }) || cerr == nil && len(stripped) == 0 {
 		return Transition{}, false
 	}
 	var what []string

@@ -435,3 +435,73 @@ PAD`
 		t.Errorf("the resolve-undo record was not copied through: %v", err)
 	}
 }
+
+// TestAttackSplitIndex guards review 15, F2: a box that splits the index (git update-index
+// --split-index) before it flags its edit of the Makefile skip-worktree had the check report
+// the index as not checked and keep the flag: the host's git status and git diff stayed empty
+// while make ran the box's Makefile. The check reads the split index as git merges it and
+// writes it back whole, the flag cleared.
+func TestAttackSplitIndex(t *testing.T) {
+	needGit(t)
+	for _, c := range []struct{ name, script string }{{
+		// The flag in the index, on an entry that replaces a shared one.
+		name: "flag-in-index",
+		script: `set -e
+git update-index --split-index
+printf 'all:\n\t@echo BOXCODE\n' > Makefile
+git update-index --skip-worktree Makefile`,
+	}, {
+		// The flag in the shared index, which holds every entry once split.
+		name: "flag-in-shared-index",
+		script: `set -e
+printf 'all:\n\t@echo BOXCODE\n' > Makefile
+git update-index --skip-worktree Makefile
+git update-index --split-index`,
+	}} {
+		t.Run(c.name, func(t *testing.T) { attackSplitIndex(t, c.script) })
+	}
+}
+
+func attackSplitIndex(t *testing.T, script string) {
+	pb, r := newProtectedBox(t, func(ws string) {
+		git(t, ws, "init", "-q", "-b", "main")
+		write(t, filepath.Join(ws, "Makefile"), "all:\n\t@echo reviewed\n")
+		write(t, filepath.Join(ws, "README"), "readme\n")
+		git(t, ws, "add", "-A")
+		git(t, ws, "commit", "-qm", "init")
+	}, script, enginetest.Options{})
+	defer pb.release(t)
+	if r.Exit != 0 {
+		t.Fatalf("box: exit %d\nstdout %s\nstderr %s", r.Exit, r.Stdout, r.Stderr)
+	}
+	if names, _ := filepath.Glob(filepath.Join(pb.ws, ".git/sharedindex.*")); len(names) == 0 {
+		t.Fatal("the box's index is not split")
+	}
+	if out := git(t, pb.ws, "--no-optional-locks", "status", "--porcelain"); out != "" {
+		t.Fatalf("the box's edit is not hidden from the host's git status here:\n%s", out)
+	}
+	alerted := false
+	for _, tr := range pb.state.VerifyExit() {
+		switch {
+		case tr.Path == filepath.Join(pb.ws, "Makefile") && tr.Alert && strings.Contains(tr.Detail, "the flag was cleared"):
+			alerted = true
+		default:
+			t.Errorf("unexpected transition %s %s (%s)", tr.Kind, tr.Path, tr.Detail)
+		}
+	}
+	if !alerted {
+		t.Error("no alert saying the Makefile's flag was cleared")
+	}
+	if out := git(t, pb.ws, "status", "--porcelain"); !strings.Contains(out, " M Makefile") {
+		t.Errorf("after the check, the host's git status: %q", out)
+	}
+	if out := git(t, pb.ws, "diff", "--stat"); !strings.Contains(out, "Makefile") {
+		t.Errorf("after the check, the host's git diff --stat: %q", out)
+	}
+	if out := git(t, pb.ws, "ls-files", "-v", "Makefile"); out != "H Makefile\n" {
+		t.Errorf("git ls-files -v Makefile: %q, want it unflagged", out)
+	}
+	if out, err := exec.Command("git", "-C", pb.ws, "fsck", "--no-dangling").CombinedOutput(); err != nil {
+		t.Errorf("git fsck after the check: %v\n%s", err, out)
+	}
+}

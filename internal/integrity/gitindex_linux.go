@@ -75,7 +75,24 @@ func editIndex(ws, path string, ed indexEdit, beside bool) (indexEdited, error) 
 		return done, err
 	}
 	w := bufio.NewWriterSize(lf, 256<<10)
-	edited, err := writeEditedIndex(w, head, fi.Size(), f, hashLen, ed, fi.ModTime())
+	es, exts, err := indexContentsAt(head, fi.Size(), f, hashLen)
+	if err != nil {
+		return done, err
+	}
+	// A split index is written whole, unsplit: its entries as git merges them, edited.
+	whole, split, err := readSplit(head, fi.Size(), f, es, exts, hashLen, sharedIndex(ws, path))
+	if err != nil {
+		return done, err
+	}
+	var edited indexEdited
+	if split {
+		edited, err = writeEditedIndex(w, whole, int64(len(whole)), nil, hashLen, ed, fi.ModTime())
+		for _, x := range exts {
+			edited.stripped = append(edited.stripped, x.sig)
+		}
+	} else {
+		edited, err = writeEditedIndex(w, head, fi.Size(), f, hashLen, ed, fi.ModTime())
+	}
 	if err != nil || len(edited.cleared)+len(edited.zeroed)+len(edited.stripped) == 0 {
 		return indexEdited{}, err
 	}
@@ -111,7 +128,29 @@ func readIndex(ws, path string, hashLen int) ([]byte, int64, []indexEntry, []ind
 		return nil, 0, nil, nil, err
 	}
 	es, exts, err := indexContentsAt(head, fi.Size(), f, hashLen)
-	return head, fi.Size(), es, exts, err
+	if err != nil {
+		return nil, 0, nil, nil, err
+	}
+	// A split index: the entries git sees, as one ordinary index; its own extensions stand
+	// (the check names them when it removes them).
+	whole, split, err := readSplit(head, fi.Size(), f, es, exts, hashLen, sharedIndex(ws, path))
+	if err != nil {
+		return nil, 0, nil, nil, fmt.Errorf("%w: %w", errSplitIndex, err)
+	}
+	if !split {
+		return head, fi.Size(), es, exts, nil
+	}
+	es, _, err = indexContents(whole, hashLen)
+	return whole, int64(len(whole)), es, exts, err
+}
+
+// sharedIndex returns what reads a shared index of the split index at path by name, from the
+// index's folder, as git reads it (through a symlink that stays beneath ws; at most
+// maxIndexBytes).
+func sharedIndex(ws, path string) func(string) ([]byte, error) {
+	return func(name string) ([]byte, error) {
+		return readBeneath(ws, filepath.Join(filepath.Dir(path), name), maxIndexBytes)
+	}
 }
 
 // readIndexHead reads the start of the index f of size bytes that holds its entries: all of it

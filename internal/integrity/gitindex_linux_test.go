@@ -6,6 +6,7 @@ import (
 	"crypto/sha1"
 	"crypto/sha256"
 	"encoding/binary"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -208,21 +209,85 @@ func TestIndexHiddenBadIndex(t *testing.T) {
 	if again, _ := s.verifyIndexes(nil, false); len(again) != 0 {
 		t.Errorf("reported again: %+v", again)
 	}
-	// A split index keeps the flags in a sharedindex file this check does not read: said so.
+}
+
+// TestSplitIndexAsGit guards review 15, F2: a split index (git update-index --split-index) kept
+// most entries, and a box's flags, in a sharedindex file the check did not read (it reported
+// the index as not checked, and the flag stayed). The check reads it as git merges it: its
+// entries, their flags and ids are what the host's git ls-files -s -v lists, in SHA-1 and
+// SHA-256 repositories, index versions 2 and 4, after replacements, additions, removals and
+// flags on shared entries; the index it writes is unsplit and lists the same.
+func TestSplitIndexAsGit(t *testing.T) {
 	if _, err := exec.LookPath("git"); err != nil {
 		t.Skip("no git")
 	}
-	ws, _ = filepath.EvalSymlinks(t.TempDir())
-	gitIn(ws, "", false, "init", "-q", ".")
-	mustWrite(t, filepath.Join(ws, "a.txt"), "a\n")
-	gitIn(ws, "", false, "add", "a.txt")
-	s = Snapshot(resolveWS(t, ws), Limits{})
-	if out := gitIn(ws, "", false, "update-index", "--split-index"); out != "" {
-		t.Fatal(out)
-	}
-	tr = s.VerifyExec()
-	if len(tr) != 1 || !tr[0].Alert || !strings.Contains(tr[0].Detail, "split index") {
-		t.Fatalf("transitions %+v, want one alert naming the split index", tr)
+	t.Parallel()
+	for _, c := range []struct{ format, version string }{{"sha1", "2"}, {"sha256", "4"}, {"sha1", "3"}} {
+		t.Run(c.format+"-v"+c.version, func(t *testing.T) {
+			ws, _ := filepath.EvalSymlinks(t.TempDir())
+			git := func(args ...string) string { return gitIn(ws, "", false, args...) }
+			git("init", "-q", "--object-format="+c.format, ".")
+			for i := range 40 {
+				mustWrite(t, filepath.Join(ws, fmt.Sprintf("d%d/f%02d.txt", i%3, i)), fmt.Sprint(i, "\n"))
+			}
+			git("add", ".")
+			git("commit", "-qm", "init")
+			git("update-index", "--index-version", c.version)
+			git("update-index", "--split-index")
+			mustWrite(t, filepath.Join(ws, "d1/f01.txt"), "changed\n")
+			git("add", "d1/f01.txt")
+			mustWrite(t, filepath.Join(ws, "d0/new.txt"), "new\n")
+			mustWrite(t, filepath.Join(ws, "zz.txt"), "new\n")
+			git("add", "d0/new.txt", "zz.txt")
+			git("rm", "-q", "--cached", "d2/f05.txt")
+			git("update-index", "--skip-worktree", "d0/f03.txt")
+			git("update-index", "--assume-unchanged", "d1/f04.txt")
+			mustWrite(t, filepath.Join(ws, "d2/f08.txt"), "changed\n")
+			git("update-index", "--skip-worktree", "d2/f08.txt")
+			index := filepath.Join(ws, ".git/index")
+			hashLen := repoIDLen(ws, filepath.Dir(index))
+			list := func() string {
+				_, _, es, exts, err := readIndex(ws, index, hashLen)
+				if err != nil {
+					t.Fatal(err)
+				}
+				var b strings.Builder
+				for _, e := range es {
+					tag := "H"
+					switch e.hidden().flag {
+					case hiddenSkipWorktree:
+						tag = "S"
+					case hiddenAssumeUnchanged:
+						tag = "h"
+					}
+					fmt.Fprintf(&b, "%s %06o %x %d\t%s\n", tag, e.mode, e.oid, e.flags&ceStageMask>>12, e.name)
+				}
+				for _, x := range exts {
+					fmt.Fprintf(&b, "ext %s\n", x.sig)
+				}
+				return b.String()
+			}
+			want := git("ls-files", "-s", "-v")
+			got := list()
+			if !strings.Contains(got, "ext link\n") {
+				t.Fatalf("the index is not split here:\n%s", got)
+			}
+			if entries := got[:strings.Index(got, "ext ")]; entries != want {
+				t.Errorf("the check reads:\n%s\ngit ls-files -s -v lists:\n%s", entries, want)
+			}
+			if _, err := editIndex(ws, index, indexEdit{strip: true}, false); err != nil {
+				t.Fatal(err)
+			}
+			if got := list(); got != want {
+				t.Errorf("the index the check wrote reads:\n%s\nwant (unsplit):\n%s", got, want)
+			}
+			if after := git("ls-files", "-s", "-v"); after != want {
+				t.Errorf("git ls-files -s -v after the check wrote the index:\n%s\nbefore:\n%s", after, want)
+			}
+			if out := git("fsck", "--no-progress"); out != "" {
+				t.Errorf("git fsck: %s", out)
+			}
+		})
 	}
 }
 
@@ -726,5 +791,50 @@ func TestIndexEntriesPastBound(t *testing.T) {
 	}
 	if _, err := os.Lstat(index + QuarantineSuffix + "1"); err != nil {
 		t.Errorf("the index moved aside: %v", err)
+	}
+}
+
+// TestSplitIndexSharedOutside: a split index whose shared index the check cannot read (here a
+// symlink leading out of the workspace, which git follows) is moved aside when the launch wrote
+// it, as git would read entries no one checked (review 15, F2).
+func TestSplitIndexSharedOutside(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("no git")
+	}
+	t.Parallel()
+	ws, _ := filepath.EvalSymlinks(t.TempDir())
+	git := func(args ...string) string { return gitIn(ws, "", false, args...) }
+	git("init", "-q", ".")
+	mustWrite(t, filepath.Join(ws, "Makefile"), "all:\n")
+	git("add", ".")
+	git("commit", "-qm", "init")
+	s := Snapshot(resolveWS(t, ws), Limits{})
+	git("update-index", "--split-index")
+	shared, _ := filepath.Glob(filepath.Join(ws, ".git/sharedindex.*"))
+	if len(shared) != 1 {
+		t.Fatalf("shared indexes %v, want one", shared)
+	}
+	outside := filepath.Join(t.TempDir(), "shared")
+	if err := os.Rename(shared[0], outside); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(outside, shared[0]); err != nil {
+		t.Fatal(err)
+	}
+	if out := git("ls-files"); out != "Makefile\n" {
+		t.Fatalf("git does not read the shared index through the link here: %q", out)
+	}
+	index := filepath.Join(ws, ".git/index")
+	var on []Transition
+	for _, tr := range s.VerifyExec() {
+		if tr.Path == index {
+			on = append(on, tr)
+		}
+	}
+	if len(on) != 1 || !on[0].Alert || !strings.Contains(on[0].Detail, "moved aside to") {
+		t.Fatalf("transitions on the index %+v, want one alert saying it was moved aside", on)
+	}
+	if _, err := os.Lstat(index); !os.IsNotExist(err) {
+		t.Errorf("the index is still there: %v", err)
 	}
 }
