@@ -333,12 +333,7 @@ func TestAttackIndexLockLeft(t *testing.T) {
 printf 'all:\n\t@echo BOXCODE\n' > Makefile
 git update-index --skip-worktree Makefile
 : > .git/index.lock`
-	pb, r := newProtectedBox(t, func(ws string) {
-		git(t, ws, "init", "-q", "-b", "main")
-		write(t, filepath.Join(ws, "Makefile"), "all:\n\t@echo reviewed\n")
-		git(t, ws, "add", "-A")
-		git(t, ws, "commit", "-qm", "init")
-	}, script, enginetest.Options{})
+	pb, r := newProtectedBox(t, makefileRepo(t), script, enginetest.Options{})
 	defer pb.release(t)
 	if r.Exit != 0 {
 		t.Fatalf("box: exit %d\nstdout %s\nstderr %s", r.Exit, r.Stdout, r.Stderr)
@@ -398,12 +393,7 @@ with open(".git/index", "wb") as f:
             h.update(part)
     f.write(h.digest())
 PAD`
-	pb, r := newProtectedBox(t, func(ws string) {
-		git(t, ws, "init", "-q", "-b", "main")
-		write(t, filepath.Join(ws, "Makefile"), "all:\n\t@echo reviewed\n")
-		git(t, ws, "add", "-A")
-		git(t, ws, "commit", "-qm", "init")
-	}, script, enginetest.Options{})
+	pb, r := newProtectedBox(t, makefileRepo(t), script, enginetest.Options{})
 	defer pb.release(t)
 	if r.Exit != 0 {
 		t.Fatalf("box: exit %d\nstdout %s\nstderr %s", r.Exit, r.Stdout, r.Stderr)
@@ -463,13 +453,7 @@ git update-index --split-index`,
 }
 
 func attackSplitIndex(t *testing.T, script string) {
-	pb, r := newProtectedBox(t, func(ws string) {
-		git(t, ws, "init", "-q", "-b", "main")
-		write(t, filepath.Join(ws, "Makefile"), "all:\n\t@echo reviewed\n")
-		write(t, filepath.Join(ws, "README"), "readme\n")
-		git(t, ws, "add", "-A")
-		git(t, ws, "commit", "-qm", "init")
-	}, script, enginetest.Options{})
+	pb, r := newProtectedBox(t, makefileRepo(t), script, enginetest.Options{})
 	defer pb.release(t)
 	if r.Exit != 0 {
 		t.Fatalf("box: exit %d\nstdout %s\nstderr %s", r.Exit, r.Stdout, r.Stderr)
@@ -503,5 +487,17 @@ func attackSplitIndex(t *testing.T, script string) {
 	}
 	if out, err := exec.Command("git", "-C", pb.ws, "fsck", "--no-dangling").CombinedOutput(); err != nil {
 		t.Errorf("git fsck after the check: %v\n%s", err, out)
+	}
+}
+
+// makefileRepo returns the set-up of a workspace that is a repository whose one commit holds a
+// Makefile (and a README), as the host made it.
+func makefileRepo(t *testing.T) func(ws string) {
+	return func(ws string) {
+		git(t, ws, "init", "-q", "-b", "main")
+		write(t, filepath.Join(ws, "Makefile"), "all:\n\t@echo reviewed\n")
+		write(t, filepath.Join(ws, "README"), "readme\n")
+		git(t, ws, "add", "-A")
+		git(t, ws, "commit", "-qm", "init")
 	}
 }

@@ -122,21 +122,8 @@ func TestIndexLockedAtExit(t *testing.T) {
 	if _, err := exec.LookPath("git"); err != nil {
 		t.Skip("no git")
 	}
-	ws, _ := filepath.EvalSymlinks(t.TempDir())
+	ws, s, flagged, lock := lockedFlaggedIndex(t)
 	git := func(args ...string) string { return gitIn(ws, "", false, args...) }
-	git("init", "-q", ".")
-	mustWrite(t, filepath.Join(ws, "Makefile"), "all:\n\t@echo reviewed\n")
-	git("add", ".")
-	git("commit", "-qm", "init")
-	s := Snapshot(resolveWS(t, ws), Limits{})
-	mustWrite(t, filepath.Join(ws, "Makefile"), "all:\n\t@echo BOXCODE\n")
-	git("update-index", "--skip-worktree", "Makefile")
-	flagged, err := os.ReadFile(filepath.Join(ws, ".git/index"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	lock := filepath.Join(ws, ".git/index.lock")
-	mustWrite(t, lock, "")
 	onMakefile := func(ts []Transition) []Transition {
 		var out []Transition
 		for _, x := range ts {
@@ -690,14 +677,10 @@ func TestIndexTrailerDoesNotChooseIDLength(t *testing.T) {
 	}
 }
 
-// TestSettleIndexesAfterLock: what the daemon runs after the check at exit (review 15, F8):
-// once the lock of an index written beside it goes, the index is checked again, and the flag a
-// host git put back with the index it held is cleared and reported as the check at exit's.
-func TestSettleIndexesAfterLock(t *testing.T) {
-	t.Parallel()
-	if _, err := exec.LookPath("git"); err != nil {
-		t.Skip("no git")
-	}
+// lockedFlaggedIndex makes a repository with a committed Makefile, snapshots it, then does
+// what a box does: edits the Makefile, flags it skip-worktree and leaves git's lock index.lock.
+// It returns the workspace, the state, the flagged index's bytes and the lock's path.
+func lockedFlaggedIndex(t *testing.T) (string, *State, []byte, string) {
 	ws, _ := filepath.EvalSymlinks(t.TempDir())
 	git := func(args ...string) string { return gitIn(ws, "", false, args...) }
 	git("init", "-q", ".")
@@ -713,6 +696,19 @@ func TestSettleIndexesAfterLock(t *testing.T) {
 	}
 	lock := filepath.Join(ws, ".git/index.lock")
 	mustWrite(t, lock, "")
+	return ws, s, flagged, lock
+}
+
+// TestSettleIndexesAfterLock: what the daemon runs after the check at exit (review 15, F8):
+// once the lock of an index written beside it goes, the index is checked again, and the flag a
+// host git put back with the index it held is cleared and reported as the check at exit's.
+func TestSettleIndexesAfterLock(t *testing.T) {
+	t.Parallel()
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("no git")
+	}
+	ws, s, flagged, lock := lockedFlaggedIndex(t)
+	git := func(args ...string) string { return gitIn(ws, "", false, args...) }
 	got := make(chan Transition, 16)
 	w := &Watcher{State: s, OnTransition: func(src Source, tr Transition) {
 		if src == SourceExit && tr.Path == filepath.Join(ws, "Makefile") {

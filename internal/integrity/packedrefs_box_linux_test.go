@@ -23,12 +23,7 @@ old=$(git rev-parse HEAD:Makefile); c=$(git rev-parse HEAD)
 { echo "# pack-refs with: peeled fully-peeled sorted "; echo "$new refs/replace/$old"
   seq -f "%09g" 1 1250000 | sed "s|^|$c refs/tags/pad-|"; } > .git/packed-refs
 git show HEAD:Makefile`
-	pb, r := newProtectedBox(t, func(ws string) {
-		git(t, ws, "init", "-q", "-b", "main")
-		write(t, filepath.Join(ws, "Makefile"), "all:\n\t@echo reviewed\n")
-		git(t, ws, "add", "-A")
-		git(t, ws, "commit", "-qm", "init")
-	}, script, enginetest.Options{})
+	pb, r := newProtectedBox(t, makefileRepo(t), script, enginetest.Options{})
 	defer pb.release(t)
 	if r.Exit != 0 {
 		t.Fatalf("box: exit %d\nstdout %s\nstderr %s", r.Exit, r.Stdout, r.Stderr)
