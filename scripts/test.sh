@@ -173,7 +173,7 @@ fi
 # The race steps' builds (below), made beside the root pass at the lowest CPU priority: a cold
 # race build of the standard library and the dependencies costs about 150 CPU s. Its failures
 # are the race steps' to report.
-race1="./internal/relay ./internal/relay/session ./internal/relay/llm ./internal/connlimit ./internal/handoff ./internal/recordlimit"
+race1="./internal/broker ./internal/relay ./internal/relay/session ./internal/relay/llm ./internal/connlimit ./internal/handoff ./internal/recordlimit"
 race2="./internal/sshbroker ./internal/relay/git ./internal/egress"
 race3="./internal/changes ./internal/shim"
 race_pid=
@@ -190,7 +190,8 @@ echo "== go test ./... as $(id -un)"
 time AGENTBOX_TEST_USER_SUITES=$user_suites $GO test -count=1 -timeout 15m -parallel 3 $slow_first ./...
 
 # The race detector over the packages whose code runs goroutines and whose tests build no box
-# (the relay and its sessions and LLM relay, the connection limits, the hand-off; below, parts
+# (the brokers' list and per-launch table, the relay and its sessions and LLM relay, the
+# connection limits, the hand-off; below, parts
 # of the ssh broker, the git relay and the egress proxy). Measured on a shared 2-core machine: 33 s wall with a warm build cache (10 CPU
 # s: the tests' own waits dominate); with an empty one the race build of the standard library
 # and the dependencies costs 154 CPU s, about 80 s more on two idle cores. It needs cgo for this
@@ -225,7 +226,7 @@ time CGO_ENABLED=1 $GO test -race -count=1 -timeout 5m \
 # detector instruments: the guard of absent protected paths (its watch goroutine against Add and
 # Close, in the test process), and the shim (the test binary re-executed as the shim: its output
 # pumps, connection readers, stop and watchers against each other, the races its hooks force
-# included). halt_on_error ends a shim that races, which fails its test (a deliberate race in the
+# included; in the test process, a redraw against the PTY's pump). halt_on_error ends a shim that races, which fails its test (a deliberate race in the
 # pump fails TestDetachAndReattach with DATA RACE in shim.log); without it the report would
 # only be in the shim's log. Measured with a build cache of its own, warmed by the steps above
 # (as in CI, which starts cold), on this shared 2-core machine at load average 28-41: 14 CPU s
@@ -233,7 +234,7 @@ time CGO_ENABLED=1 $GO test -race -count=1 -timeout 5m \
 # cache; the shim's tests took 17-21 s (mostly waiting on their processes), the guard's 3 s, and
 # the two go test runs with their builds 81 s wall cold and 47 s warm at that load.
 time CGO_ENABLED=1 GORACE=halt_on_error=1 $GO test -race -count=1 -timeout 5m \
-  -run 'TestGuard|TestApply|TestStopWhile|TestDetachWhileOutputFails|TestDetachAndReattach|TestHangupOnClientLoss|TestWatchStopAndSignal' \
+  -run 'TestGuard|TestApply|TestStopWhile|TestDetachWhileOutputFails|TestDetachAndReattach|TestHangupOnClientLoss|TestWatchStopAndSignal|TestRedraw' \
   $race3
 
 

@@ -23,6 +23,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/agentbox/agentbox/internal/safesocket"
 )
 
 type result struct {
@@ -122,12 +124,12 @@ func run(uid, n int, secret string) error {
 			return
 		}
 		defer c.Close()
-		cred, err := unix.GetsockoptUcred(fdOf(c.(*net.UnixConn)), unix.SOL_SOCKET, unix.SO_PEERCRED)
+		_, uid, gid, err := safesocket.PeerCred(c.(*net.UnixConn))
 		if err != nil {
 			peer <- err.Error()
 			return
 		}
-		peer <- fmt.Sprintf("uid %d gid %d", cred.Uid, cred.Gid)
+		peer <- fmt.Sprintf("uid %d gid %d", uid, gid)
 	}()
 	cmd.Env = []string{"IDMAP_SOCKET=" + abstract}
 	t0 := time.Now()
@@ -212,13 +214,6 @@ func idmapped(path string, userns int) (int, error) {
 		return -1, fmt.Errorf("mount_setattr: %w", err)
 	}
 	return fd, nil
-}
-
-func fdOf(c *net.UnixConn) int {
-	rc, _ := c.SyscallConn()
-	fd := -1
-	rc.Control(func(f uintptr) { fd = int(f) })
-	return fd
 }
 
 func release() string {

@@ -302,6 +302,11 @@ type EgressStats struct {
 type EgressRefusal struct {
 	Target string `json:"target"` // host:port
 	Key    string `json:"key"`    // the configuration key that would allow it: egressAllow or git.allow
+	// Expected is set when the launch's profile names the target among its expectedRefusals
+	// (a request the program makes at every start whatever its settings): still refused and
+	// audited, but not announced at the end of the launch. Why is the profile's reason.
+	Expected bool   `json:"expected,omitempty"`
+	Why      string `json:"why,omitempty"`
 }
 
 // Info describes the daemon.

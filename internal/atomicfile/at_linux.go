@@ -43,17 +43,47 @@ func placeNew(dir int, tmp, name string) error {
 	return nil
 }
 
-// QuarantineSuffix is what a file moved aside (RenameAside) gets before its number: nothing of
-// agentbox takes path.agentbox-quarantined-N for configuration, and neither git nor the
-// agents read it.
+// QuarantineSuffix is what a file moved aside (RenameAside) gets before its number, and
+// begins the name of the hidden folder a folder moved aside goes into: nothing of agentbox
+// takes what lies there for configuration, and neither git nor the agents read it.
 const QuarantineSuffix = ".agentbox-quarantined-"
 
-// RenameAside renames name in the folder dirfd to name.agentbox-quarantined-N, with the first
-// N that is free (never over an existing file), and returns the new name.
+// RenameAside moves name in the folder dirfd aside, never over an existing file, and returns
+// its new name relative to dirfd: a file (or a symlink) is renamed to
+// name.agentbox-quarantined-N, a folder is moved under its own name into the hidden folder
+// .agentbox-quarantined-N beside it (made when absent, mode 0700; one that is a symlink or not
+// a folder, a box's, is passed over), with the first N that is free.
+//
+// A file renamed so no longer has the name or extension a tool looks for. A folder's files
+// keep theirs, so the folder keeps its own name, in a hidden one: the host's tools that skip a
+// folder by name (node's test runner and jest skip node_modules) or skip hidden folders (go
+// ./..., pytest) skip it there too. Renamed in place to node_modules.agentbox-quarantined-1, a
+// box's node_modules had the host's npm test (node --test) run its test files (review 15,
+// F13).
 func RenameAside(dirfd int, name string) (string, error) {
+	var st unix.Stat_t
+	if err := unix.Fstatat(dirfd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		return "", err
+	}
+	folder := st.Mode&unix.S_IFMT == unix.S_IFDIR
 	for n := 1; n < 1000; n++ {
+		var err error
 		aside := name + QuarantineSuffix + strconv.Itoa(n)
-		err := unix.Renameat2(dirfd, name, dirfd, aside, unix.RENAME_NOREPLACE)
+		if !folder {
+			err = unix.Renameat2(dirfd, name, dirfd, aside, unix.RENAME_NOREPLACE)
+		} else {
+			q := QuarantineSuffix + strconv.Itoa(n)
+			aside = q + "/" + name
+			if err := unix.Mkdirat(dirfd, q, 0o700); err != nil && !errors.Is(err, unix.EEXIST) {
+				return "", err
+			}
+			qfd, oerr := unix.Openat(dirfd, q, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+			if oerr != nil {
+				continue // a symlink or a file of that name: the next
+			}
+			err = unix.Renameat2(dirfd, name, qfd, name, unix.RENAME_NOREPLACE)
+			unix.Close(qfd)
+		}
 		if errors.Is(err, unix.EEXIST) {
 			continue
 		}

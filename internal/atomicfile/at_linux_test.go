@@ -71,3 +71,47 @@ func TestCreateAt(t *testing.T) {
 		})
 	}
 }
+
+// TestRenameAside: a file moved aside is renamed beside itself (NAME.agentbox-quarantined-N); a
+// folder keeps its name in the hidden folder .agentbox-quarantined-N beside it (review 15,
+// F13: renamed in place, a node_modules was no longer skipped by the host's test runners);
+// never over an existing one; a quarantine folder that is a symlink (a box's, leading
+// elsewhere) is passed over: nothing lands where it leads.
+func TestRenameAside(t *testing.T) {
+	dir, elsewhere := t.TempDir(), t.TempDir()
+	for _, n := range []string{"a", "b"} {
+		if err := os.Mkdir(filepath.Join(dir, n), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(dir, "f"), []byte("f"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(elsewhere, filepath.Join(dir, QuarantineSuffix+"1")); err != nil {
+		t.Fatal(err)
+	}
+	fd, err := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	got, err := RenameAside(fd, "a")
+	if want := QuarantineSuffix + "2/a"; err != nil || got != want {
+		t.Fatalf("RenameAside(a) = %q, %v; want %q (the symlinked folder passed over)", got, err, want)
+	}
+	if ents, _ := os.ReadDir(elsewhere); len(ents) != 0 {
+		t.Errorf("a folder landed where the box's symlink leads: %v", ents)
+	}
+	if err := os.Mkdir(filepath.Join(dir, "a"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := RenameAside(fd, "a"); err != nil || got != QuarantineSuffix+"3/a" {
+		t.Errorf("RenameAside(a) again = %q, %v; want the next folder, not over the first", got, err)
+	}
+	if got, err := RenameAside(fd, "b"); err != nil || got != QuarantineSuffix+"2/b" {
+		t.Errorf("RenameAside(b) = %q, %v; want the first folder where b is free", got, err)
+	}
+	if got, err := RenameAside(fd, "f"); err != nil || got != "f"+QuarantineSuffix+"1" {
+		t.Errorf("RenameAside(f) = %q, %v; want the file renamed beside itself", got, err)
+	}
+}

@@ -283,14 +283,20 @@ func relayColumn(r *api.RelayStats) string {
 }
 
 // egressColumn is the EGRESS column: tunnels allowed and refused, and the last refused target
-// (what to add to egressAllow), "-" without any.
+// (what to add to egressAllow; "expected" when the launch's profile expects it refused), "-"
+// without any.
 func egressColumn(e *api.EgressStats) string {
 	if e == nil || e.Allowed+e.Refused+e.Failed == 0 {
 		return "-"
 	}
 	s := fmt.Sprintf("%d ok, %d refused", e.Allowed, e.Refused)
 	if e.LastRefused != "" {
-		s += " (last " + e.LastRefused + ")"
+		expected := slices.ContainsFunc(e.Refusals, func(r api.EgressRefusal) bool { return r.Expected && r.Target == e.LastRefused })
+		if expected {
+			s += " (last " + e.LastRefused + ", expected)"
+		} else {
+			s += " (last " + e.LastRefused + ")"
+		}
 	}
 	return s
 }

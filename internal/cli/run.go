@@ -211,18 +211,26 @@ func EnsureDaemon(ctx context.Context) (*client.Client, error) {
 }
 
 // egressHint is the line printed when an attached launch ends after the egress proxy refused
-// hosts: which, and the key that would allow each; "" when none was refused.
+// hosts: which, and the key that would allow each; "" when none was refused. A refusal the
+// launch's profile expects (a request the program makes at every start whatever its settings)
+// is not announced: no key the user could set makes it go away; the launch's record lists it.
 func egressHint(e *api.EgressStats) string {
-	if e == nil || len(e.Refusals) == 0 {
+	if e == nil {
 		return ""
 	}
 	byKey := map[string][]string{}
 	var keys []string
 	for _, r := range e.Refusals {
+		if r.Expected {
+			continue
+		}
 		if byKey[r.Key] == nil {
 			keys = append(keys, r.Key)
 		}
 		byKey[r.Key] = append(byKey[r.Key], r.Target)
+	}
+	if len(keys) == 0 {
+		return ""
 	}
 	var parts []string
 	for _, k := range keys {
@@ -274,6 +282,7 @@ func exitSummary(ctx context.Context, c *client.Client, id string, w io.Writer) 
 	if len(instr) > 0 {
 		fmt.Fprintf(w, "agentbox: the launch changed instruction files: %s\n", strings.Join(instr, ", "))
 	}
+	printAlerts(w, l)
 	n := l.Proposed
 	if n == nil {
 		// A daemon of a version without Launch.Proposed: the changes themselves.
@@ -298,5 +307,39 @@ func exitSummary(ctx context.Context, c *client.Client, id string, w io.Writer) 
 			path = rel
 		}
 		fmt.Fprintf(w, "agentbox: the box's change to protected %s was not collected as a proposed change: %s (agentbox launches shows the alert)\n", visibleLine(path), visibleLine(ev.Detail))
+	}
+}
+
+// exitAlertLines bounds the drift alerts the end of an attached launch prints; the rest are
+// counted and left to agentbox launches.
+const exitAlertLines = 10
+
+// printAlerts says, one line each, what the integrity watch alerted on during the launch and at
+// its end (a folder moved aside, an index that could not be checked, flags cleared): an alert
+// the user is not shown is no alert. The staged copies' collection failures are said above.
+func printAlerts(w io.Writer, l *api.Launch) {
+	shown, more := 0, 0
+	for _, ev := range l.DriftEvents {
+		if !ev.Alert || ev.Source == api.DriftSourceCollect {
+			continue
+		}
+		if shown == exitAlertLines {
+			more++
+			continue
+		}
+		shown++
+		path := ev.Path
+		if rel, err := filepath.Rel(l.Workspace, ev.Path); err == nil && !strings.HasPrefix(rel, "..") {
+			path = rel
+		}
+		detail := ""
+		if ev.Detail != "" {
+			detail = ": " + ev.Detail
+		}
+		// The path and the detail may hold names the box chose: escaped, as by agentbox launches.
+		fmt.Fprintf(w, "agentbox: integrity alert: %s %s%s\n", visibleLine(ev.Kind), visibleLine(path), visibleLine(detail))
+	}
+	if more > 0 {
+		fmt.Fprintf(w, "agentbox: integrity alert: and %d more: agentbox launches\n", more)
 	}
 }

@@ -22,6 +22,8 @@ func TestProgramsAndManagedErrors(t *testing.T) {
 		{"profile escaping home path", "programs:\n  tool:\n    home:\n      - path: ../x\n        access: ro\n", 4, 15, "programs.tool.home[0].path", "must stay beneath"},
 		{"profile pairing in args", "programs:\n  tool:\n    relay:\n      provider: openai\n      args: [\"--key={pairing}\"]\n", 5, 14, "programs.tool.relay.args[0]", "never goes into arguments"},
 		{"profile unknown placeholder", "programs:\n  tool:\n    relay:\n      provider: openai\n      env: {TOOL_URL: \"{relayUrl}/x\"}\n", 5, 23, "programs.tool.relay.env.TOOL_URL", "unknown placeholder {relayUrl}"},
+		{"profile expected refusal without a port", "programs:\n  tool:\n    expectedRefusals:\n      - {target: tips.example.org, why: a tip}\n", 4, 18, "programs.tool.expectedRefusals[0].target", `"tips.example.org" is not host:port`},
+		{"profile expected refusal without why", "programs:\n  tool:\n    expectedRefusals:\n      - target: tips.example.org:443\n", 4, 9, "programs.tool.expectedRefusals[0].why", "empty: say what the request is"},
 		{"profile claims a built-in executable", "programs:\n  mine:\n    executables: [claude]\n", 3, 19, "programs.mine.executables[0]", `"claude" is already claimed by profile claude`},
 		{"profile bad id", "programs:\n  Bad_ID:\n    name: x\n", 3, 5, "programs.Bad_ID", "invalid program id"},
 		{"generic not replaceable", "programs:\n  generic:\n    name: x\n", 3, 5, "programs.generic", "cannot be replaced"},

@@ -74,7 +74,7 @@ func (d *Daemon) startBrokers() error {
 	d.integrity = newIntegrityBroker(integrityDeps{RuntimeDir: d.runtimeDir, StateDir: d.stateDir, Helper: d.helper,
 		Drift: d.store, Log: d.log})
 	ssh := newSSHBroker(sshDeps{Sessions: reg, ConfigOf: hooks.sshConfig, KnownHosts: hooks.sshKnownHosts, StateDir: d.stateDir,
-		Records: d.records, Log: d.log})
+		Records: d.records, Bound: d.limitSSH, Log: d.log})
 	d.egress = newEgressBroker(egressDeps{Sessions: reg, Audits: d.audits, Store: d.db, StateDir: d.stateDir, Limit: d.limitConns,
 		Resolver: hooks.egressResolver, Records: d.records, Log: d.log})
 	d.brokers = broker.List{Brokers: []broker.Broker{d.relay, d.integrity, ssh, d.egress}, Log: d.log}

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -71,36 +72,30 @@ func (bl *brokerLives) start(t *testing.T, dir string) *Daemon {
 // brokers is closed (the kernel closes them when the process exits) and the audit rows are
 // committed; nothing is ended — sessions, state files and placeholders stay.
 func (bl *brokerLives) stop(d *Daemon) {
-	d.relay.mu.Lock()
-	for _, l := range d.relay.launches {
+	for _, l := range d.relay.launches.All() {
 		if l.ln != nil {
 			exitClose(l.ln)
 		}
 	}
+	d.relay.mu.Lock()
 	if d.relay.shared != nil {
 		d.relay.shared.Close()
 	}
 	d.relay.mu.Unlock()
-	d.egress.mu.Lock()
-	for _, l := range d.egress.live {
+	for _, l := range d.egress.live.All() {
 		exitClose(l.ln)
 	}
-	d.egress.mu.Unlock()
 	for _, b := range d.brokers.Brokers {
 		if s, ok := b.(*sshBroker); ok {
-			s.mu.Lock()
-			for _, l := range s.live {
+			for _, l := range s.live.All() {
 				l.l.Close()
 			}
-			s.mu.Unlock()
 		}
 	}
-	d.integrity.mu.Lock()
-	for _, w := range d.integrity.watches {
+	for _, w := range d.integrity.watches.All() {
 		w.cancel()
 		<-w.done
 	}
-	d.integrity.mu.Unlock()
 	d.stopBrokers()
 	d.db.Close()
 	if bl.cur == d {
@@ -239,6 +234,19 @@ func relayHarness(mode plan.Egress) brokertest.Harness {
 // every broker the daemon builds, each from its real dependencies (a store on disk, the
 // pairing registry, the runtime and state directories) through startBrokers.
 func TestBrokerConformance(t *testing.T) {
+	// Every broker startBrokers builds has its harness below: one added there without one
+	// fails here.
+	covered := []string{"relay", "integrity", "ssh", "egress"}
+	bl := &brokerLives{}
+	d := bl.start(t, brokertest.Dir(t))
+	var built []string
+	for _, b := range d.brokers.Brokers {
+		built = append(built, b.Name())
+	}
+	bl.stop(d)
+	if !slices.Equal(built, covered) {
+		t.Fatalf("the daemon builds the brokers %v; the suite below runs %v", built, covered)
+	}
 	t.Run("relay/egress-deny", func(t *testing.T) { brokertest.Run(t, relayHarness(plan.EgressDeny)) })
 	t.Run("relay/egress-allow", func(t *testing.T) { brokertest.Run(t, relayHarness(plan.EgressAllow)) })
 	t.Run("integrity", func(t *testing.T) { brokertest.Run(t, integrityHarness()) })
@@ -295,10 +303,8 @@ func integrityHarness() brokertest.Harness {
 			if d == nil {
 				return errors.New("no daemon runs")
 			}
-			d.integrity.mu.Lock()
-			iw := d.integrity.watches[l.ID]
-			d.integrity.mu.Unlock()
-			if iw == nil {
+			iw, ok := d.integrity.watches.Get(l.ID)
+			if !ok {
 				return errors.New("no watch of the launch")
 			}
 			_, before, err := d.db.Drift(context.Background(), l.ID)
@@ -322,11 +328,9 @@ func integrityHarness() brokertest.Harness {
 		Held: func(t *testing.T, l *broker.Launch, c plan.Contributions) []string {
 			var held []string
 			if d := bl.cur; d != nil {
-				d.integrity.mu.Lock()
-				if d.integrity.watches[l.ID] != nil {
+				if _, ok := d.integrity.watches.Get(l.ID); ok {
 					held = append(held, "a watch")
 				}
-				d.integrity.mu.Unlock()
 				hs, err := d.integrity.reg.Holders()
 				if err != nil {
 					held = append(held, "placeholder registry unreadable: "+err.Error())

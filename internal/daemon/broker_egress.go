@@ -40,10 +40,10 @@ const (
 // and says which key would allow it.
 type egressBroker struct {
 	egressDeps
+	live broker.Launches[*egressLaunch]
 
-	mu    sync.Mutex
-	live  map[string]*egressLaunch
-	ended map[string]api.EgressStats
+	mu    sync.Mutex                 // guards ended and historyByID; taken before live's lock
+	ended map[string]api.EgressStats // the counters of the launches this daemon ended
 
 	// The counters of launches that ended under earlier daemons, from their audit rows, loaded
 	// at the first listing (loadHistory).
@@ -75,13 +75,16 @@ type egressDeps struct {
 }
 
 func newEgressBroker(deps egressDeps) *egressBroker {
-	return &egressBroker{egressDeps: deps, live: map[string]*egressLaunch{}, ended: map[string]api.EgressStats{}}
+	return &egressBroker{egressDeps: deps, ended: map[string]api.EgressStats{}}
 }
 
 type egressLaunch struct {
 	proxy *egress.Proxy
 	ln    net.Listener
 	base  api.EgressStats // counted before a daemon restart (from the audit log)
+	// expected are the targets the launch's profile expects refused (expectedRefusals), with
+	// the reason of each.
+	expected map[string]string
 }
 
 // egressState is what launchdir.EgressStateFile holds.
@@ -113,7 +116,7 @@ func (b *egressBroker) Prepare(ctx context.Context, bl *broker.Launch, c *plan.C
 	if err := saveBrokerState(bl, launchdir.EgressStateFile, "egress proxy", egressState{Allow: bl.Config.EgressAllow, Port: port}); err != nil {
 		return err
 	}
-	if err := b.start(bl.ID, bl.RunDir, allow, api.EgressStats{}); err != nil {
+	if err := b.start(bl.ID, bl.RunDir, allow, api.EgressStats{}, expectedRefusals(bl)); err != nil {
 		return err
 	}
 	proxyURL := "http://agentbox:" + pairing + "@127.0.0.1:" + strconv.Itoa(port)
@@ -143,12 +146,30 @@ func (b *egressBroker) Resume(ctx context.Context, bl *broker.Launch) error {
 	if b.Sessions == nil {
 		return errors.New("no pairing registry")
 	}
-	return b.start(bl.ID, bl.RunDir, allow, b.countedBefore(ctx, bl.ID))
+	return b.start(bl.ID, bl.RunDir, allow, b.countedBefore(ctx, bl.ID), expectedRefusals(bl))
+}
+
+// expectedRefusals returns the targets the launch's profile expects refused, with the reason
+// of each (nil: none).
+func expectedRefusals(bl *broker.Launch) map[string]string {
+	set := profileSet(bl.Config)
+	if set == nil {
+		return nil
+	}
+	p := set.Get(bl.Profile)
+	if p == nil || len(p.ExpectedRefusals) == 0 {
+		return nil
+	}
+	m := make(map[string]string, len(p.ExpectedRefusals))
+	for _, r := range p.ExpectedRefusals {
+		m[r.Target] = r.Why
+	}
+	return m
 }
 
 // start serves a launch's proxy on its socket; its pairing is checked against the registry
 // with the launch's scope, so that only this launch's pairing opens anything here.
-func (b *egressBroker) start(id, runDir string, allow *egress.Allowlist, base api.EgressStats) error {
+func (b *egressBroker) start(id, runDir string, allow *egress.Allowlist, base api.EgressStats, expected map[string]string) error {
 	ln, err := egress.Listen(filepath.Join(runDir, egressSocket))
 	if err != nil {
 		return err
@@ -169,45 +190,34 @@ func (b *egressBroker) start(id, runDir string, allow *egress.Allowlist, base ap
 			b.Log.Warn("egress proxy stopped", "launch", id, "err", err)
 		}
 	}()
-	b.mu.Lock()
-	old := b.live[id]
-	b.live[id] = &egressLaunch{proxy: p, ln: ln, base: base}
-	b.mu.Unlock()
-	if old != nil {
+	if old, ok := b.live.Put(id, &egressLaunch{proxy: p, ln: ln, base: base, expected: expected}); ok {
 		b.stop(old)
 	}
 	return nil
 }
 
 func (b *egressBroker) End(id string) {
-	b.mu.Lock()
-	l := b.live[id]
-	delete(b.live, id)
-	if l != nil {
-		if len(b.ended) >= maxEndedEgressStats {
-			for k := range b.ended {
-				delete(b.ended, k)
-				break
-			}
+	b.mu.Lock() // (taken and counted as ended at once: launchStats finds it in one or the other)
+	l, ok := b.live.Take(id)
+	if !ok {
+		b.mu.Unlock()
+		return
+	}
+	if len(b.ended) >= maxEndedEgressStats {
+		for k := range b.ended {
+			delete(b.ended, k)
+			break
 		}
-		b.ended[id] = l.stats()
 	}
+	b.ended[id] = l.stats()
 	b.mu.Unlock()
-	if l != nil {
-		b.stop(l)
-	}
+	b.stop(l)
 }
 
 // flushHeldRecords writes the summaries of the records each live proxy's rate limit holds
 // back; the daemon calls it when it stops, before it commits the audit rows queued.
 func (b *egressBroker) flushHeldRecords() {
-	b.mu.Lock()
-	ls := make([]*egressLaunch, 0, len(b.live))
-	for _, l := range b.live {
-		ls = append(ls, l)
-	}
-	b.mu.Unlock()
-	for _, l := range ls {
+	for _, l := range b.live.All() {
 		l.proxy.FlushRecords()
 	}
 }
@@ -232,7 +242,8 @@ func (l *egressLaunch) stats() api.EgressStats {
 		out.LastRefused, out.LastRefusedReason = s.LastRefused, s.LastRefusedReason
 	}
 	for _, r := range s.Refusals {
-		out.Refusals = append(out.Refusals, api.EgressRefusal{Target: r.Target, Key: r.Key})
+		why, expected := l.expected[strings.ToLower(r.Target)]
+		out.Refusals = append(out.Refusals, api.EgressRefusal{Target: r.Target, Key: r.Key, Expected: expected, Why: why})
 	}
 	return out
 }
@@ -250,7 +261,7 @@ func (b *egressBroker) launchStats(id string) *api.EgressStats {
 	b.loadHistory()
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if l := b.live[id]; l != nil {
+	if l, ok := b.live.Get(id); ok {
 		s := l.stats()
 		return &s
 	}

@@ -202,7 +202,7 @@ func startAuditEgress(t *testing.T, r *auditRig, id string, allowEntries ...stri
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := r.egress.start(id, runDir, allow, api.EgressStats{}); err != nil {
+	if err := r.egress.start(id, runDir, allow, api.EgressStats{}, nil); err != nil {
 		t.Fatal(err)
 	}
 	return runDir

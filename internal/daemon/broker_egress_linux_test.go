@@ -86,15 +86,7 @@ npm install --no-audit --no-fund --no-update-notifier --registry ` + out.URL("/"
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	resp, err := td.c.Launch(ctx, &api.LaunchRequest{Program: "sh", Path: sh, Args: []string{"-c", script.String()}, Workspace: td.work, Detach: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var l *api.Launch
-	waitFor(t, "the box to exit", func() bool {
-		l, err = td.c.Get(ctx, resp.ID)
-		return err == nil && l.State != api.StateRunning && l.State != api.StateStarting
-	})
+	l := td.runToEnd(t, &api.LaunchRequest{Program: "sh", Path: sh, Args: []string{"-c", script.String()}, Workspace: td.work})
 	outB, _ := os.ReadFile(filepath.Join(td.work, "out.txt"))
 	o := string(outB)
 	if l.State != api.StateExited || l.ExitCode == nil || *l.ExitCode != 0 {
@@ -134,7 +126,7 @@ npm install --no-audit --no-fund --no-update-notifier --registry ` + out.URL("/"
 	}
 	var got *api.EgressStats
 	for _, x := range ls {
-		if x.ID == resp.ID {
+		if x.ID == l.ID {
 			got = x.Egress
 		}
 	}
@@ -144,7 +136,7 @@ npm install --no-audit --no-fund --no-update-notifier --registry ` + out.URL("/"
 	b, _ := json.Marshal(got)
 	t.Logf("launches --json egress: %s", b)
 	// One audit row per tunnel.
-	rows := egressAuditRows(t, td, resp.ID)
+	rows := egressAuditRows(t, td, l.ID)
 	if int64(len(rows)) != got.Allowed+got.Refused+got.Failed {
 		t.Errorf("%d audit rows for %d+%d+%d tunnels", len(rows), got.Allowed, got.Refused, got.Failed)
 	}
@@ -336,3 +328,54 @@ func TestEgressProxyCLI(t *testing.T) {
 }
 
 func strconvQuote(s string) string { return fmt.Sprintf("%q", s) }
+
+// TestEgressExpectedRefusals runs real curl in a real box under a profile (from the user's
+// configuration) that names one target among its expectedRefusals: both requests are refused
+// and audited, the launch's record marks the expected one, with the profile's reason, and
+// only that one.
+func TestEgressExpectedRefusals(t *testing.T) {
+	t.Parallel()
+	curl, err := exec.LookPath("curl")
+	if err != nil {
+		t.Skip("no curl on this host")
+	}
+	td := startDaemon(t, nil)
+	cfg := "egress: deny\nprograms:\n  tipper:\n    executables: [curl]\n    expectedRefusals:\n" +
+		"      - {target: tips.example.org:443, why: \"fetched at every start, no setting turns it off\"}\n"
+	if err := os.MkdirAll(filepath.Dir(td.config), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(td.config, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	l := td.runToEnd(t, &api.LaunchRequest{Program: "curl", Path: curl, Workspace: td.work,
+		Args: []string{"-sS", "--max-time", "20", "https://tips.example.org/tip.toml", "https://other.example.org/"}})
+	if l.Profile != "tipper" {
+		t.Fatalf("launch profile %q, want tipper", l.Profile)
+	}
+	var got *api.EgressStats
+	ls, err := td.c.Launches(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, x := range ls {
+		if x.ID == l.ID {
+			got = x.Egress
+		}
+	}
+	if got == nil {
+		t.Fatal("no egress record")
+	}
+	want := []api.EgressRefusal{
+		{Target: "tips.example.org:443", Key: egress.ConfigKey, Expected: true, Why: "fetched at every start, no setting turns it off"},
+		{Target: "other.example.org:443", Key: egress.ConfigKey},
+	}
+	if got.Refused != 2 || !reflect.DeepEqual(got.Refusals, want) {
+		t.Errorf("egress record = %+v, want 2 refused: %+v", *got, want)
+	}
+	// Still audited: one row per refused request.
+	if rows := egressAuditRows(t, td, l.ID); len(rows) != 2 {
+		t.Errorf("%d audit rows, want 2: %+v", len(rows), rows)
+	}
+}

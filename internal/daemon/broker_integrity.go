@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"sync"
 	"time"
 
 	"github.com/agentbox/agentbox/internal/api"
@@ -31,10 +30,8 @@ import (
 
 type integrityBroker struct {
 	integrityDeps
-	reg *integrity.Registry
-
-	mu      sync.Mutex
-	watches map[string]*integrityWatch
+	reg     *integrity.Registry
+	watches broker.Launches[*integrityWatch]
 }
 
 // integrityDeps is what the integrity broker is built from.
@@ -55,8 +52,7 @@ type integrityDeps struct {
 }
 
 func newIntegrityBroker(deps integrityDeps) *integrityBroker {
-	return &integrityBroker{integrityDeps: deps, reg: &integrity.Registry{Path: filepath.Join(deps.StateDir, "placeholders.json")},
-		watches: map[string]*integrityWatch{}}
+	return &integrityBroker{integrityDeps: deps, reg: &integrity.Registry{Path: filepath.Join(deps.StateDir, "placeholders.json")}}
 }
 
 type integrityWatch struct {
@@ -97,8 +93,9 @@ func (b *integrityBroker) Prepare(ctx context.Context, bl *broker.Launch, c *pla
 	}
 	lay.Protected = append(lay.Protected, own...)
 	// The workspace scan looks for every program's workspace configuration in subfolders too,
-	// the programs of the user's configuration included (pinned at the top above).
-	lay.Config = integrity.ProfileConfigFiles(profileSet(bl.Config))
+	// the programs of the user's configuration included (pinned at the top above), besides
+	// what the resolver found (the later matches of a lefthook extends pattern).
+	lay.Config = append(lay.Config, integrity.ProfileConfigFiles(profileSet(bl.Config))...)
 	// Instruction files stay writable (unless protect.instructions is readonly): watched only,
 	// so that what the launch changed in them is recorded and listed at exit.
 	lay.Track(workspaceInstructions(bl.Config, bl.Workspace)...)
@@ -138,7 +135,12 @@ func (b *integrityBroker) Prepare(ctx context.Context, bl *broker.Launch, c *pla
 	c.Mounts = append(c.Mounts, plan.ProtectMounts(lay.Protected)...)
 	b.Log.Info("integrity snapshot", "launch", bl.ID, "roots", len(st.Roots), "pinned", len(lay.Protected),
 		"guarded", len(lay.Guards), "homePlaceholders", len(homeHeld), "execConfig", len(st.Exec))
-	b.start(bl.ID, st, bl.Config.Integrity.Interval.Duration())
+	// The watch's inotify instance and watches are made now, before the box exists, and a
+	// launch without them is refused: a box cannot take them from it (issue 21, finding 9).
+	if err := b.start(bl.ID, st, bl.Config.Integrity.Interval.Duration(), true); err != nil {
+		b.release(bl.ID)
+		return err // the launch stage names the broker
+	}
 	return nil
 }
 
@@ -147,19 +149,16 @@ func (b *integrityBroker) Resume(ctx context.Context, bl *broker.Launch) error {
 	if err != nil {
 		return err
 	}
-	b.start(bl.ID, st, bl.Config.Integrity.Interval.Duration())
+	// The box runs already: without an inotify instance the periodic check goes on (logged).
+	b.start(bl.ID, st, bl.Config.Integrity.Interval.Duration(), false)
 	// What changed while no daemon watched is reported now.
 	b.watcher(bl.ID).Verify(integrity.SourcePeriodic, false)
 	return nil
 }
 
 func (b *integrityBroker) End(id string) {
-	b.mu.Lock()
-	iw := b.watches[id]
-	delete(b.watches, id)
-	b.mu.Unlock()
 	var w *integrity.Watcher
-	if iw != nil {
+	if iw, ok := b.watches.Take(id); ok {
 		iw.cancel()
 		<-iw.done
 		w = iw.w
@@ -334,25 +333,45 @@ func (b *integrityBroker) releaseHeld(id string, keepStaged bool) {
 	}
 }
 
-func (b *integrityBroker) watcher(id string) *integrity.Watcher {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.watches[id].w
+// ownDepFolders records in launch id's integrity state that the dependency folders paths are
+// its box's own (overlays: the box never writes the host's folders beneath), so that the check
+// at exit takes the host's changes there for the host's. A launch without a watch (none
+// prepared) records nothing; a state that cannot be saved keeps it in memory, and a daemon
+// restarted before the exit check takes those folders for ones the box could write.
+func (b *integrityBroker) ownDepFolders(id string, paths []string) {
+	iw, ok := b.watches.Get(id)
+	if !ok {
+		return
+	}
+	if err := iw.w.OwnDeps(paths, func(st *integrity.State) error { return st.Save(b.statePath(id)) }); err != nil {
+		b.Log.Error("integrity: save state", "launch", id, "err", err)
+	}
 }
 
-func (b *integrityBroker) start(id string, st *integrity.State, interval time.Duration) {
+func (b *integrityBroker) watcher(id string) *integrity.Watcher {
+	iw, _ := b.watches.Get(id)
+	return iw.w
+}
+
+// start starts launch id's watch; with open, its inotify instance and watches are made first
+// (integrity.Watcher.Open), and an error is returned, nothing started, when they cannot be.
+func (b *integrityBroker) start(id string, st *integrity.State, interval time.Duration, open bool) error {
 	w := b.newWatcher(id, st, interval)
+	if open {
+		if err := w.Open(); err != nil {
+			return err
+		}
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	iw := &integrityWatch{w: w, cancel: cancel, done: make(chan struct{})}
-	b.mu.Lock()
-	b.watches[id] = iw
-	b.mu.Unlock()
+	b.watches.Put(id, iw) // (one per launch: Prepare or Resume, never both)
 	go func() {
 		defer close(iw.done)
 		if err := w.Run(ctx); err != nil {
 			b.Log.Warn("integrity: file events unavailable; periodic checks go on", "launch", id, "err", err)
 		}
 	}()
+	return nil
 }
 
 func (b *integrityBroker) newWatcher(id string, st *integrity.State, interval time.Duration) *integrity.Watcher {

@@ -47,10 +47,10 @@ const (
 type relayBroker struct {
 	relayDeps
 	identity gitrelay.IdentityCache // the user's git identity for the generated gitconfig
+	launches broker.Launches[*relayLaunch]
 
-	mu       sync.Mutex
-	launches map[string]*relayLaunch
-	stats    map[string]*api.RelayStats // by launch id
+	mu    sync.Mutex                 // guards what follows; taken before launches' lock
+	stats map[string]*api.RelayStats // by launch id
 	// limits hold back the records of a flood, by launch id; "" for the requests of sessions
 	// created by hand and those with no live pairing on the shared listener.
 	limits  map[string]*relayLimits
@@ -101,8 +101,7 @@ type relayLaunch struct {
 }
 
 func newRelayBroker(deps relayDeps) *relayBroker {
-	return &relayBroker{relayDeps: deps, launches: map[string]*relayLaunch{}, stats: map[string]*api.RelayStats{},
-		limits: map[string]*relayLimits{}}
+	return &relayBroker{relayDeps: deps, stats: map[string]*api.RelayStats{}, limits: map[string]*relayLimits{}}
 }
 
 // resumeShared starts the loopback listener again when sessions created by hand outlived a
@@ -185,7 +184,7 @@ func (b *relayBroker) limitsOf(scope, id, sessionID string) *relayLimits {
 	if l := b.limits[id]; l != nil {
 		return l
 	}
-	if id != "" && id != unpairedRecords && b.launches[id] == nil {
+	if _, live := b.launches.Get(id); id != "" && id != unpairedRecords && !live {
 		return nil
 	}
 	l := b.newLimits(id)
@@ -304,8 +303,8 @@ func (b *relayBroker) Prepare(ctx context.Context, bl *broker.Launch, c *plan.Co
 	}
 	c.Env = append(c.Env, EnvRelayURL+"="+relayURL, EnvPairing+"="+pairing.Reveal())
 	c.Env = append(c.Env, gitrelay.Env("")...)
+	b.launches.Put(bl.ID, &relayLaunch{sess: sess, ln: ln}) // (one per launch: Prepare or Resume, never both)
 	b.mu.Lock()
-	b.launches[bl.ID] = &relayLaunch{sess: sess, ln: ln}
 	if b.stats[bl.ID] == nil {
 		b.stats[bl.ID] = &api.RelayStats{} // a new launch: nothing counted yet
 	}
@@ -485,8 +484,8 @@ func (b *relayBroker) Resume(ctx context.Context, bl *broker.Launch) error {
 			b.Log.Warn("relay counters of a re-adopted launch", "launch", bl.ID, "err", err)
 		}
 	}
+	b.launches.Put(bl.ID, &relayLaunch{sess: sess, ln: ln})
 	b.mu.Lock()
-	b.launches[bl.ID] = &relayLaunch{sess: sess, ln: ln}
 	if b.stats[bl.ID] == nil {
 		b.stats[bl.ID] = &before
 	}
@@ -495,9 +494,8 @@ func (b *relayBroker) Resume(ctx context.Context, bl *broker.Launch) error {
 }
 
 func (b *relayBroker) End(id string) {
-	b.mu.Lock()
-	l := b.launches[id]
-	delete(b.launches, id)
+	b.mu.Lock() // (the launch and its limits go at once: limitsOf makes none for an ended launch)
+	l, _ := b.launches.Take(id)
 	lim := b.limits[id]
 	delete(b.limits, id)
 	b.mu.Unlock()
@@ -515,9 +513,7 @@ func (b *relayBroker) End(id string) {
 
 // session returns the live session of a launch, or nil.
 func (b *relayBroker) session(launchID string) *session.Session {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if l := b.launches[launchID]; l != nil {
+	if l, ok := b.launches.Get(launchID); ok {
 		return l.sess
 	}
 	return nil

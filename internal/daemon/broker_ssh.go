@@ -4,7 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"sync"
+	"net"
 
 	"github.com/agentbox/agentbox/internal/broker"
 	"github.com/agentbox/agentbox/internal/config"
@@ -19,9 +19,7 @@ import (
 // git.ssh.hosts is configured; without it, it adds nothing to the plan.
 type sshBroker struct {
 	sshDeps
-
-	mu   sync.Mutex
-	live map[string]*sshLaunch
+	live broker.Launches[*sshLaunch]
 }
 
 // sshDeps is what the ssh broker is built from.
@@ -43,14 +41,17 @@ type sshDeps struct {
 	// StateDir keeps the journals of the lines the rate limits hold back (heldDir); "" means
 	// none.
 	StateDir string
-	Log      *slog.Logger
+	// Bound, when set, bounds each ssh listener of a launch by the daemon's budget of broker
+	// connections (Daemon.limitSSH); nil: their own caps alone.
+	Bound func(ln net.Listener, what, launch string) net.Listener
+	Log   *slog.Logger
 }
 
 func newSSHBroker(deps sshDeps) *sshBroker {
 	if deps.ConfigOf == nil {
 		deps.ConfigOf = func(c config.Config) sshbroker.Config { return c.Git.SSH.Broker() }
 	}
-	return &sshBroker{sshDeps: deps, live: map[string]*sshLaunch{}}
+	return &sshBroker{sshDeps: deps}
 }
 
 type sshLaunch struct {
@@ -121,27 +122,20 @@ func (b *sshBroker) start(bl *broker.Launch, cfg sshbroker.Config, resume bool) 
 		Resume:     resume,
 		Records:    b.Records.Of(bl.ID),
 		Journal:    heldJournal(b.StateDir, bl.ID, heldSSH),
+		Bound:      b.bound(bl.ID),
 	})
 	if err != nil {
 		cancel()
 		return nil, err
 	}
-	b.mu.Lock()
-	old := b.live[bl.ID]
-	b.live[bl.ID] = &sshLaunch{l: l, cancel: cancel}
-	b.mu.Unlock()
-	if old != nil {
+	if old, ok := b.live.Put(bl.ID, &sshLaunch{l: l, cancel: cancel}); ok {
 		b.stop(bl.ID, old)
 	}
 	return l, nil
 }
 
 func (b *sshBroker) End(id string) {
-	b.mu.Lock()
-	sl := b.live[id]
-	delete(b.live, id)
-	b.mu.Unlock()
-	if sl != nil {
+	if sl, ok := b.live.Take(id); ok {
 		b.stop(id, sl)
 	}
 }
@@ -157,13 +151,15 @@ func (b *sshBroker) stop(id string, sl *sshLaunch) {
 // flushHeldRecords logs the summaries of the lines each live launch's rate limit holds back;
 // the daemon calls it when it stops.
 func (b *sshBroker) flushHeldRecords() {
-	b.mu.Lock()
-	ls := make([]*sshLaunch, 0, len(b.live))
-	for _, l := range b.live {
-		ls = append(ls, l)
-	}
-	b.mu.Unlock()
-	for _, l := range ls {
+	for _, l := range b.live.All() {
 		l.l.FlushRecords()
 	}
+}
+
+// bound returns the launch's sshbroker.Options.Bound: nil without a daemon budget.
+func (b *sshBroker) bound(launch string) func(net.Listener, string) net.Listener {
+	if b.Bound == nil {
+		return nil
+	}
+	return func(ln net.Listener, what string) net.Listener { return b.Bound(ln, what, launch) }
 }

@@ -1,7 +1,6 @@
 package daemon
 
 import (
-	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -55,16 +54,7 @@ export GIT_CONFIG_NOSYSTEM=1 GIT_AUTHOR_NAME=box GIT_AUTHOR_EMAIL=box@example.co
 echo "== clone"; git clone -q ` + remote + ` clone; echo "clone=$?"
 cd clone && echo box > from-box && git add from-box && git commit -q -m "from the box" && git push -q origin main; echo "push=$?"
 `
-	ctx := context.Background()
-	resp, err := td.c.Launch(ctx, &api.LaunchRequest{Program: "sh", Path: sh, Args: []string{"-c", script}, Workspace: td.work, Detach: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var l *api.Launch
-	waitFor(t, "the box to exit", func() bool {
-		l, err = td.c.Get(ctx, resp.ID)
-		return err == nil && l.State != api.StateRunning && l.State != api.StateStarting
-	})
+	l := td.runToEnd(t, &api.LaunchRequest{Program: "sh", Path: sh, Args: []string{"-c", script}, Workspace: td.work})
 	outB, _ := os.ReadFile(filepath.Join(td.work, "out.txt"))
 	out := string(outB)
 	if l.State != api.StateExited || l.ExitCode == nil || *l.ExitCode != 0 {
@@ -94,7 +84,7 @@ cd clone && echo box > from-box && git add from-box && git commit -q -m "from th
 	}
 	// The launch's sockets are gone with the box.
 	waitFor(t, "launch directory removed", func() bool {
-		_, err := os.Stat(filepath.Join(td.launches, resp.ID))
+		_, err := os.Stat(filepath.Join(td.launches, l.ID))
 		return os.IsNotExist(err)
 	})
 }

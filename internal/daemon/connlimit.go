@@ -13,8 +13,9 @@ import (
 
 // Connection bounds of the brokers (docs/security.md). A launch's relay channel (LLM and git
 // relays) and its egress proxy each hold at most perLaunchConns connections; the shared
-// loopback relay listener (egress: allow boxes, manual sessions) at most sharedConns; and all
-// of them together no more than the descriptor limit less descriptorReserve, which is kept for
+// loopback relay listener (egress: allow boxes, manual sessions) at most sharedConns; a
+// launch's ssh agent socket and each ssh leg sshbroker.DefaultMaxConns; and all of them
+// together no more than the descriptor limit less descriptorReserve, which is kept for
 // the daemon's own work: launches, shims, the store, the integrity watch and its clean-up.
 const (
 	perLaunchConns    = 256
@@ -59,6 +60,20 @@ func (d *Daemon) limitConns(ln net.Listener, max int, what, launch string) net.L
 		if !logged.Swap(true) {
 			d.log.Warn("broker connection refused: too many connections", "listener", what, "launch", launch, "max", max,
 				"budget", why == connlimit.BudgetFull, "held", d.conns.Used())
+		}
+	}})
+}
+
+// limitSSH bounds an ssh broker listener (an agent socket or a leg, whose own cap the broker
+// keeps) by the daemon's budget of broker connections. A connection past it is closed, which
+// the box's ssh sees as the agent or the host hanging up; the first refusal of a listener is
+// logged.
+func (d *Daemon) limitSSH(ln net.Listener, what, launch string) net.Listener {
+	var logged atomic.Bool
+	return connlimit.Listen(ln, connlimit.Config{Budget: d.conns, Refuse: func(net.Conn, connlimit.Refusal) {
+		if !logged.Swap(true) {
+			d.log.Warn("broker connection refused: too many connections", "listener", what, "launch", launch,
+				"budget", true, "held", d.conns.Used())
 		}
 	}})
 }

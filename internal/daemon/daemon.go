@@ -20,7 +20,6 @@ import (
 	"github.com/agentbox/agentbox/internal/config"
 	"github.com/agentbox/agentbox/internal/connlimit"
 	"github.com/agentbox/agentbox/internal/engine"
-	_ "github.com/agentbox/agentbox/internal/engine/builtins" // registers the engines
 	"github.com/agentbox/agentbox/internal/launchdir"
 	"github.com/agentbox/agentbox/internal/readiness"
 	"github.com/agentbox/agentbox/internal/recordlimit"

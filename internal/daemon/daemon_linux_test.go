@@ -253,6 +253,24 @@ func TestCreateFailureAttachedRunsNothing(t *testing.T) {
 }
 
 // spareShim returns the pid of td's daemon's spare shim, 0 if none.
+// runToEnd launches req (detached) and waits until the launch has ended; it returns the
+// launch's record then.
+func (td *testDaemon) runToEnd(t *testing.T, req *api.LaunchRequest) *api.Launch {
+	t.Helper()
+	ctx := context.Background()
+	req.Detach = true
+	resp, err := td.c.Launch(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var l *api.Launch
+	waitFor(t, "the box to exit", func() bool {
+		l, err = td.c.Get(ctx, resp.ID)
+		return err == nil && l.State != api.StateRunning && l.State != api.StateStarting
+	})
+	return l
+}
+
 func (td *testDaemon) spareShim() int {
 	if pids := td.spareShims(); len(pids) > 0 {
 		return pids[0]

@@ -16,9 +16,9 @@ import (
 )
 
 // Bounds of the search for projects below the workspace's top (dependencyFolders). Past them
-// a dependency folder is not the box's own: the check at exit moves aside one the box made
-// (integrity.State.VerifyExit), and one the host had there is written by the box in place
-// (docs/toolchains.md).
+// a dependency folder is not the box's own: the box writes it in place, and the check at exit
+// moves aside one that appeared and one in which anything was written while the box ran
+// (integrity.State.VerifyExit; docs/toolchains.md).
 const (
 	depProjectDepth = 4    // folders below the top looked into: ws/a … ws/a/b/c/d
 	depProjectDirs  = 2048 // folders looked into at most
@@ -258,6 +258,7 @@ func (d *Daemon) dependencyOverlays(id, ws, cwd string, facts plan.WorkspaceFact
 	if _, err := d.integrity.reg.Hold(id, phs); err != nil {
 		return notice, fmt.Errorf("dependency folders: %w", err)
 	}
+	d.integrity.ownDepFolders(id, folders)
 	var caches []packageCache
 	for _, p := range folders {
 		if !isPlainDir(p) {

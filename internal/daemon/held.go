@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/agentbox/agentbox/internal/atomicfile"
 	"github.com/agentbox/agentbox/internal/egress"
 	"github.com/agentbox/agentbox/internal/sshbroker"
 )
@@ -67,6 +68,9 @@ func (d *Daemon) replayHeld() {
 	var names []string
 	for _, e := range ents {
 		n := e.Name()
+		if atomicfile.IsTemp(n) { // a compaction's temporary file: its journal's replay removes it
+			n = n[1:strings.LastIndex(n, ".tmp-")]
+		}
 		for _, suf := range []string{".flushing", ".tmp"} {
 			n = strings.TrimSuffix(n, suf)
 		}

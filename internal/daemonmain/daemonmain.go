@@ -18,6 +18,9 @@ import (
 	"github.com/agentbox/agentbox/internal/cli/heavy"
 	"github.com/agentbox/agentbox/internal/config"
 	"github.com/agentbox/agentbox/internal/daemon"
+	// The engines the daemon and its readiness probe start boxes with, looked up by name
+	// (engine.Get): registered by the program, so that neither package depends on an engine.
+	_ "github.com/agentbox/agentbox/internal/engine/builtins"
 	"github.com/agentbox/agentbox/internal/readiness"
 	"github.com/agentbox/agentbox/internal/safesocket"
 )

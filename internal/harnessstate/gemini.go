@@ -55,3 +55,38 @@ func within(p, dir string) bool {
 func cleanAbs(p string) bool {
 	return len(p) <= 4096 && path.IsAbs(p) && path.Clean(p) == p && !strings.ContainsFunc(p, func(r rune) bool { return r < 0x20 || r == 0x7f })
 }
+
+// geminiSettings writes the user settings.json a box of Gemini CLI starts with: the host's own
+// ~/.gemini/settings.json, whole (a comment-stripped copy: the user's hooks and MCP servers
+// run in the box as they did from the host's file bound read-only), with three keys turned
+// off whatever it says, each a request at every start that no box reaches (Gemini CLI 0.61.0
+// has no variable or flag for them): the update check and the automatic update
+// (general.enableAutoUpdateNotification, general.enableAutoUpdate: the npm registry, which
+// the egress proxy refused at the end of every launch; the install tree is read-only in a
+// box anyway) and usage statistics (privacy.usageStatisticsEnabled). When the host has no
+// file (or one that does not parse), the box's selects the API key path
+// (security.auth.selectedType: gemini-api-key), which headless Gemini CLI needs with the
+// relay's base URL. What a box wrote into its copy is dropped: it is rewritten at every
+// launch from the host's.
+func geminiSettings(host, _ []byte, _ string) ([]byte, error) {
+	h, _ := jsonc(host)
+	if h == nil {
+		h = map[string]any{"security": map[string]any{"auth": map[string]any{"selectedType": "gemini-api-key"}}}
+	}
+	set := func(section, key string, v any) {
+		m, ok := h[section].(map[string]any)
+		if !ok {
+			m = map[string]any{}
+			h[section] = m
+		}
+		m[key] = v
+	}
+	set("general", "enableAutoUpdateNotification", false)
+	set("general", "enableAutoUpdate", false)
+	set("privacy", "usageStatisticsEnabled", false)
+	j, err := json.MarshalIndent(h, "", "  ")
+	if err != nil {
+		return nil, err
+	}
+	return append(j, '\n'), nil
+}

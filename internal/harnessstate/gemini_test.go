@@ -2,6 +2,7 @@ package harnessstate
 
 import (
 	"encoding/json"
+	"reflect"
 	"testing"
 )
 
@@ -78,4 +79,49 @@ func TestCopilotMCPConfig(t *testing.T) {
 func mustJSON(v any) string {
 	b, _ := json.Marshal(v)
 	return string(b)
+}
+
+// TestGeminiSettings pins the user settings.json a box of Gemini CLI starts with: the host's
+// file whole (comments stripped; its hooks, MCP servers and preferences, as the bound file
+// gave them), with the update check, the automatic update and usage statistics off whatever
+// it says; the API key path when the host has none, or one that does not parse; what the box
+// wrote into its copy dropped.
+func TestGeminiSettings(t *testing.T) {
+	host := "// the user's own\n{\"ui\": {\"theme\": \"GitHub\"}, \"general\": {\"vimMode\": true, \"enableAutoUpdateNotification\": true},\n" +
+		" \"security\": {\"auth\": {\"selectedType\": \"gemini-api-key\"}}, \"privacy\": {\"usageStatisticsEnabled\": true},\n" +
+		" \"hooks\": {\"BeforeTool\": [{\"command\": \"./lint.sh\"}]}}\n"
+	box := `{"hooks": {"BeforeTool": [{"command": "planted"}]}, "tools": {"autoAccept": true}}`
+	off := map[string]any{"enableAutoUpdateNotification": false, "enableAutoUpdate": false}
+	for _, c := range []struct {
+		name, host string
+		want       map[string]any
+	}{
+		{"the host's", host, map[string]any{
+			"ui": map[string]any{"theme": "GitHub"}, "general": map[string]any{"vimMode": true, "enableAutoUpdateNotification": false, "enableAutoUpdate": false},
+			"security": map[string]any{"auth": map[string]any{"selectedType": "gemini-api-key"}}, "privacy": map[string]any{"usageStatisticsEnabled": false},
+			"hooks": map[string]any{"BeforeTool": []any{map[string]any{"command": "./lint.sh"}}}}},
+		{"none", "", map[string]any{"security": map[string]any{"auth": map[string]any{"selectedType": "gemini-api-key"}}, "general": off,
+			"privacy": map[string]any{"usageStatisticsEnabled": false}}},
+		{"unparsable", `{"ui": `, map[string]any{"security": map[string]any{"auth": map[string]any{"selectedType": "gemini-api-key"}}, "general": off,
+			"privacy": map[string]any{"usageStatisticsEnabled": false}}},
+		{"sections of another type", `{"general": "x", "privacy": 1}`, map[string]any{"general": off, "privacy": map[string]any{"usageStatisticsEnabled": false}}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var h []byte
+			if c.host != "" {
+				h = []byte(c.host)
+			}
+			out, err := geminiSettings(h, []byte(box), "/w")
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got map[string]any
+			if err := json.Unmarshal(out, &got); err != nil {
+				t.Fatalf("%v\n%s", err, out)
+			}
+			if !reflect.DeepEqual(got, c.want) {
+				t.Errorf("got %s", out)
+			}
+		})
+	}
 }

@@ -211,8 +211,9 @@ var seeds = map[string]seed{
 	profile.SeedCopilotPermissions: {parse: func(b []byte) error { _, err := jsonc(b); return err }, make: copilotPermissions, what: "the tool approvals"},
 	// Gemini CLI reads the trust file where GEMINI_CLI_TRUSTED_FOLDERS_PATH points (the box's
 	// own, in a state folder); the host's is ~/.gemini/trustedFolders.json.
-	profile.SeedGeminiTrust: {host: ".gemini/trustedFolders.json", parse: parseJSONObject, make: geminiTrust},
-	profile.SeedOpenCodeDB:  {edit: openCodeDB},
+	profile.SeedGeminiTrust:    {host: ".gemini/trustedFolders.json", parse: parseJSONObject, make: geminiTrust},
+	profile.SeedGeminiSettings: {parse: func(b []byte) error { _, err := jsonc(b); return err }, make: geminiSettings, what: "the settings"},
+	profile.SeedOpenCodeDB:     {edit: openCodeDB},
 }
 
 // parseJSONObject says why b is not a JSON object (nil when it is).

@@ -283,6 +283,7 @@ func TestPrepareWarnings(t *testing.T) {
 		{"copilot", ".copilot/config.json", "// c\n{\"trustedFolders\": [\"/w\"]\n", "// c\n{\"trustedFolders\": [\"/w\"]}\n", "trust"},
 		{"copilot", ".copilot/permissions-config.json", `{"locations": `, `{"locations": {}}`, "tool approvals"},
 		{"gemini", ".gemini/trustedFolders.json", `["/w"]`, `{"/w": "TRUST_FOLDER"}`, "trust"},
+		{"gemini", ".gemini/settings.json", `{"ui": {"theme": "GitHub"}`, "// c\n{\"ui\": {\"theme\": \"GitHub\"}}", "the settings"},
 	} {
 		t.Run(c.rel, func(t *testing.T) {
 			home, root := t.TempDir(), t.TempDir()

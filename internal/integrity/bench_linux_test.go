@@ -240,6 +240,50 @@ func BenchmarkScanExecBytecode(b *testing.B) {
 	}
 }
 
+// BenchmarkScanExecPackageJSON measures what reading every package.json (checkPackageJSON:
+// read, parsed, the hook part hashed, the folder's .husky and .git/hooks looked for) adds to
+// the full workspace scan: "packages", a monorepo of 2,000 packages each with a package.json of
+// about 1.5 KB (scripts, dependencies; no hook keys), against the same tree with the files
+// named package.jsonx (not read); "node_modules", 10,000 package.json files of dependencies
+// beneath node_modules (which the scan does not read: no hook reads a dependency's), against
+// the same names changed likewise.
+func BenchmarkScanExecPackageJSON(b *testing.B) {
+	var deps strings.Builder
+	for i := 0; i < 40; i++ {
+		fmt.Fprintf(&deps, "%q: \"^%d.%d.0\", ", fmt.Sprintf("dependency-%02d", i), i%7, i%5)
+	}
+	pkg := fmt.Sprintf(`{"name": "p", "version": "1.0.0", "private": true, "scripts": {"build": "tsc -p .", "test": "vitest run", "lint": "eslint . --ext .ts", "format": "prettier --write ."}, "dependencies": {%s"last": "1.0.0"}}`, deps.String())
+	for _, c := range []struct {
+		name string
+		dir  func(i int) string
+		n    int
+	}{
+		{"packages", func(i int) string { return filepath.Join("packages", fmt.Sprintf("p%d", i)) }, 2000},
+		{"node_modules", func(i int) string {
+			return filepath.Join("node_modules", fmt.Sprintf("dep%d", i/10), "node_modules", fmt.Sprintf("sub%d", i%10))
+		}, 10000},
+	} {
+		for _, name := range []string{"package.json", "package.jsonx"} {
+			// One tree for every run (b.Run calls the function more than once).
+			ws, _ := filepath.EvalSymlinks(b.TempDir())
+			for i := 0; i < c.n; i++ {
+				mustWrite(b, filepath.Join(ws, c.dir(i), name), pkg)
+				mustWrite(b, filepath.Join(ws, c.dir(i), "index.js"), "module.exports = 1\n")
+			}
+			b.Run(c.name+"/"+name, func(b *testing.B) {
+				b.ResetTimer()
+				start := cpuTime()
+				for i := 0; i < b.N; i++ {
+					if found, n := ScanExec(ws, nil, nil, Limits{}); len(found) != 0 || n != 0 {
+						b.Fatalf("found %d, %d not checked", len(found), n)
+					}
+				}
+				b.ReportMetric(float64((cpuTime()-start).Microseconds())/1000/float64(b.N), "cpu-ms/op")
+			})
+		}
+	}
+}
+
 // BenchmarkIndexHidden: what each full scan adds to check the index (verifyIndexes: the
 // skip-worktree and assume-unchanged flags, and stat data that hides a changed file), for an
 // index of 10,000 entries (versions 3 and 4) made by git: "old", files older than the launch

@@ -24,6 +24,7 @@ func TestMain(m *testing.M) {
 		"box-init":           native.BoxInitMain,
 		"box-exec":           execstage.Main,
 		placeholderWorkerCmd: placeholderWorker,
+		watchOpenCmd:         watchOpen,
 	})
 }
 

@@ -640,6 +640,32 @@ func (e *daemonEnv) runAll(args ...string) (string, string, int) {
 	return out.String(), errb.String(), c.ProcessState.ExitCode()
 }
 
+// TestRunSaysAlertsAtExit: the end of an attached `agentbox run` says, one line each, what the
+// integrity watch alerted on (review 15, F3: a folder moved aside and an index that could not
+// be checked were shown only by `agentbox launches`, the user found the quarantined folder in
+// git status with no word said), with the path relative to the workspace and names escaped.
+func TestRunSaysAlertsAtExit(t *testing.T) {
+	t.Parallel()
+	e := newDaemonEnv(t)
+	repo(t, e.work)
+	_, stderr, code := e.runAll("run", "sh", "--", "-c",
+		`git update-index --split-index && d=$(printf 'app/x\ny') && mkdir -p "$d/node_modules/z" && echo 1 > "$d/node_modules/z/a.js"`)
+	if code != 0 {
+		t.Fatalf("run: exit %d: %s", code, stderr)
+	}
+	for _, want := range []string{
+		`agentbox: integrity alert: created app/x\x0ay/node_modules: a dependency folder made while the box ran`,
+		"agentbox: integrity alert: modified .git/index: the index could not be checked",
+	} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("run's exit message lacks %q:\n%s", want, stderr)
+		}
+	}
+	if strings.Contains(stderr, "x\ny") {
+		t.Errorf("a name the box chose reached the terminal unescaped:\n%s", stderr)
+	}
+}
+
 // TestProposedChangesApply drives the real binary end to end: the box writes an MCP server
 // file and a VS Code task (absent protected paths); `agentbox run` says at exit that the box
 // proposed 2 changes; `agentbox changes` shows each as a diff; the host then makes its own

@@ -86,7 +86,7 @@ mkdir -p a69/node_modules/.bin && printf '#!/bin/sh\necho BOX-HELLO\n' > a69/nod
 	if _, err := os.Lstat(filepath.Join(e.work, "a69", "node_modules")); err == nil {
 		t.Errorf("a69/node_modules, empty at launch and filled by the box in place, is still there")
 	}
-	if _, err := os.Lstat(filepath.Join(e.work, "a69", "node_modules"+integrity.QuarantineSuffix+"1", ".bin", "hello")); err != nil {
+	if _, err := os.Lstat(filepath.Join(integrity.AsideDirPath(filepath.Join(e.work, "a69", "node_modules"), 1), ".bin", "hello")); err != nil {
 		t.Errorf("a69/node_modules was not moved aside: %v", err)
 	}
 	if !e.lastLaunch().Drift {
@@ -113,7 +113,7 @@ func TestAttackVenvPreseeded(t *testing.T) {
 	hostRun(t, e.work, "python3", "-m", "venv", "--without-pip", "venv")
 	hostRun(t, e.work, filepath.Join(e.work, "venv", "bin", "python"), "-c", "print('host python ok')")
 	notRun(t, mark, "the host's python of the venv it made after the box", out)
-	if _, err := os.Lstat(filepath.Join(e.work, "venv"+integrity.QuarantineSuffix+"1", "lib")); err != nil {
+	if _, err := os.Lstat(filepath.Join(integrity.AsideDirPath(filepath.Join(e.work, "venv"), 1), "lib")); err != nil {
 		t.Errorf("the box's venv/ was not moved aside: %v", err)
 	}
 	if !e.lastLaunch().Drift {
@@ -215,5 +215,89 @@ func TestAttackBuildToolAndEditorHooks(t *testing.T) {
 	for _, dir := range []string{e.work, filepath.Join(e.work, "app")} {
 		hostRun(t, dir, "mvn", "-v")
 		notRun(t, mark, "the host's mvn -v in "+dir, out)
+	}
+}
+
+// hostTry runs a program on the host in dir and returns its combined output, failing or not:
+// after the check moved a folder aside, the host's tool is expected to fail for want of it.
+func hostTry(dir string, name string, args ...string) string {
+	c := exec.Command(name, args...)
+	c.Dir = dir
+	out, _ := c.CombinedOutput()
+	return string(out)
+}
+
+// TestAttackDependencyFolderPastBounds: the host's own node_modules and .venv in projects six
+// levels below the workspace's top, past the four the launch looks into, are not the box's own:
+// the box writes them in place. It appends a line to an installed package's module and to the
+// virtualenv's .pth, in place (same inodes: no folder appears). After the box, the host's npm
+// test (or node) and the virtualenv's python must not run those lines: the check at exit moves
+// both folders aside, with an alert. Before, nothing was moved, and the host's npm test printed
+// the box's line and its python ran the box's .pth. The host's own install in app/node_modules
+// while the box runs (a project the launch found: the box's own, which the box never writes)
+// stays: the daemon tells the check which folders were the box's own.
+func TestAttackDependencyFolderPastBounds(t *testing.T) {
+	t.Parallel()
+	needPython(t)
+	if _, err := exec.LookPath("node"); err != nil {
+		t.Skip("node not installed")
+	}
+	e := newDaemonEnv(t)
+	deep := filepath.Join("p", "a", "b", "c", "d")
+	web := filepath.Join(e.work, deep, "web")
+	write(t, filepath.Join(web, "package.json"), `{"name":"web","version":"1.0.0","scripts":{"test":"node index.js"}}`+"\n")
+	write(t, filepath.Join(web, "index.js"), "require('greet')()\n")
+	write(t, filepath.Join(web, "node_modules", "greet", "package.json"), `{"name":"greet","version":"1.0.0","main":"index.js"}`+"\n")
+	write(t, filepath.Join(web, "node_modules", "greet", "index.js"), "module.exports = () => console.log('host-greet')\n")
+	py := filepath.Join(e.work, deep, "py")
+	write(t, filepath.Join(py, "pyproject.toml"), "[project]\nname = \"py\"\n")
+	app := filepath.Join(e.work, "app")
+	write(t, filepath.Join(app, "package.json"), `{"name":"app","version":"1.0.0"}`+"\n")
+	write(t, filepath.Join(app, "node_modules", "x", "index.js"), "module.exports = 1\n")
+	ignoringRepo(t, e.work, "node_modules/\n.venv/\n"+syncFIFO+"\n")
+	hostRun(t, py, "python3", "-m", "venv", "--without-pip", ".venv")
+	sites, _ := filepath.Glob(filepath.Join(py, ".venv", "lib", "python3*", "site-packages"))
+	if len(sites) != 1 {
+		t.Fatalf("the host's virtualenv has site-packages %v, want one", sites)
+	}
+	write(t, filepath.Join(sites[0], "host.pth"), "/nonexistent-host-path\n")
+	if got := hostTry(web, "node", "index.js"); !strings.Contains(got, "host-greet") {
+		t.Fatalf("the host's project does not run before the box (the test would prove nothing): %q", got)
+	}
+	mark, _ := e.marker("past-bounds-pth")
+	rel := func(p string) string { r, _ := filepath.Rel(e.work, p); return r }
+	hostLater := filepath.Join(app, "node_modules", "y", "index.js")
+	out := e.boxPlantDuring(fmt.Sprintf(`set -e
+printf '%%s\n' "console.log('BOX-GREET')" >> %s/node_modules/greet/index.js
+printf '%%s\n' %s >> %s
+node %s/index.js
+echo ready > %s; read go < %s
+echo planted`, rel(web), shellQuote(pthMarking(mark)), rel(filepath.Join(sites[0], "host.pth")), rel(web), syncFIFO, syncFIFO),
+		func() { write(t, hostLater, "module.exports = 2\n") })
+	if !strings.Contains(out, "BOX-GREET") || !strings.Contains(out, "planted") {
+		t.Fatalf("the box did not write the host's folders in place (the test would prove nothing):\n%s", out)
+	}
+	var got string
+	if _, err := exec.LookPath("npm"); err == nil {
+		got = hostTry(web, "npm", "test")
+	} else {
+		got = hostTry(web, "node", "index.js")
+	}
+	if strings.Contains(got, "BOX-GREET") {
+		t.Errorf("the host's npm test after the box ran the box's line: %q\nthe box said:\n%s", got, out)
+	}
+	hostTry(py, filepath.Join(py, ".venv", "bin", "python"), "-c", "pass")
+	hostTry(py, "python3", "-c", "pass")
+	notRun(t, mark, "the host's python of the virtualenv past the bounds", out)
+	for _, p := range []string{filepath.Join(web, "node_modules"), filepath.Join(py, ".venv")} {
+		if _, err := os.Lstat(integrity.AsideDirPath(p, 1)); err != nil {
+			t.Errorf("%s was not moved aside: %v", p, err)
+		}
+	}
+	if _, err := os.Lstat(hostLater); err != nil {
+		t.Errorf("the host's own install in the box's own app/node_modules while the box ran was moved: %v", err)
+	}
+	if !e.lastLaunch().Drift {
+		t.Errorf("the launch raised no alert")
 	}
 }

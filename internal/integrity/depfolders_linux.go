@@ -1,7 +1,10 @@
 package integrity
 
 import (
+	"errors"
+	"io/fs"
 	"os"
+	"path/filepath"
 
 	"golang.org/x/sys/unix"
 )
@@ -31,4 +34,33 @@ func emptyDir(p string) bool {
 	defer f.Close()
 	names, _ := f.Readdirnames(1)
 	return len(names) == 0
+}
+
+// errDepBudget ends changedWithin when its budget of entries is spent.
+var errDepBudget = errors.New("past the bound of entries looked at")
+
+// changedWithin returns the first entry of the folder p (p itself included; a symlink is not
+// followed) whose ctime is at or after since (ns), or "" when none is; it takes one from
+// *budget per entry, and fails with errDepBudget when that is spent. A ctime is set by the
+// kernel at every write, chmod, link, rename or removal of the entry (for a folder: of an
+// entry in it), never by a program: a folder in which nothing has one since the launch began
+// holds nothing written since.
+func changedWithin(p string, since int64, budget *int) (string, error) {
+	found := ""
+	err := filepath.WalkDir(p, func(q string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return nil // gone or unreadable meanwhile: its folder's ctime tells a change
+		}
+		if *budget <= 0 {
+			return errDepBudget
+		}
+		*budget--
+		var st unix.Stat_t
+		if unix.Lstat(q, &st) != nil || st.Ctim.Nano() < since {
+			return nil
+		}
+		found = q
+		return fs.SkipAll
+	})
+	return found, err
 }

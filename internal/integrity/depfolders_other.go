@@ -5,3 +5,5 @@ package integrity
 func depIdentity(string) (DepFolder, error) { return DepFolder{}, ErrNotSupported }
 
 func emptyDir(string) bool { return false }
+
+func changedWithin(string, int64, *int) (string, error) { return "", ErrNotSupported }

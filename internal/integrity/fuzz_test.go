@@ -142,11 +142,18 @@ func FuzzBoxFiles(f *testing.F) {
 	f.Add([]byte("pick 0000000 x\n  x touch /tmp/p\nexec\n"))
 	f.Add([]byte(`{"husky":{"hooks":{"pre-commit":"npm test"}},"scripts":{"test":"id","pretest":"x"}}`))
 	f.Add([]byte("---\nname: x\nhooks:\n  PreToolUse: []\n---\n!`id`\n"))
+	f.Add([]byte("pre-commit:\n  commands:\n    a:\n      run: npm run lint\n  jobs:\n    - run: ./x.sh\n"))
+	f.Add([]byte("[pre-commit.commands.b]\nrun = \"python3 tools/b.py\"\n"))
+	f.Add([]byte("repos:\n  - repo: local\n    hooks:\n      - id: c\n        entry: tools/c.rb\n        args: [x]\n"))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		packedReplace(b)
 		withoutReplace(b, map[string]bool{})
 		todoExecs(b)
 		packageHooks(b, []string{"test"})
 		instructionExec(b)
+		// A hook manager's files in a subfolder are the box's (hookFileWords).
+		managerCommands("lefthook.yml", b)
+		managerCommands("lefthook.toml", b)
+		managerCommands(".pre-commit-config.yaml", b)
 	})
 }

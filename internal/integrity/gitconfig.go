@@ -151,7 +151,9 @@ func scanDir(ws, dir string, skip map[string]bool, files []NestedConfigFile, out
 		case name == "package.json" && (de.Type().IsRegular() || de.Type()&os.ModeSymlink != 0) && !skip[p] && !strings.Contains(p, "/node_modules/"):
 			// The hooks read the package.json of the project they were installed from, never
 			// a dependency's.
-			checkPackageJSON(ws, p, out)
+			checkPackageJSON(ws, p, func(n string) bool {
+				return slices.ContainsFunc(ents, func(e fs.DirEntry) bool { return e.Name() == n })
+			}, out)
 		case de.Type()&os.ModeSymlink != 0 && !skip[p] && !skip[dir] && nestedConfigFolder(files, path.Join(rel, name), pinned) != "":
 			linkedFolder(ws, p, nestedConfigFolder(files, path.Join(rel, name), pinned), out)
 		case !de.IsDir() && !skip[p] && !skip[dir] && nestedConfig(files, rel, name, pinned) != "":
@@ -196,7 +198,9 @@ func scanDir(ws, dir string, skip map[string]bool, files []NestedConfigFile, out
 // there, found by the workspace scan elsewhere, and moved aside when new or changed.
 type NestedConfigFile struct {
 	// Dir is the folder it lies in, as the last components of its path (".vscode",
-	// ".github/copilot"); "" for any folder.
+	// ".github/copilot"); "" for any folder. One that begins with "/" is a path.Match pattern
+	// of the whole workspace-relative folder ("/." the top, "/ci/*"): a lefthook extends
+	// pattern's, whose later matches lefthook merges as it does the present ones.
 	Dir string `json:"dir,omitempty"`
 	// Name is its name, a filepath.Match pattern; "" for every file beneath Dir, at any depth
 	// (a profile's workspaceConfig folder, ".codex/").
@@ -343,6 +347,13 @@ func nestedConfig(files []NestedConfigFile, rel, name string, pinned func(folder
 		return ""
 	}
 	for _, f := range files {
+		if d, anchored := strings.CutPrefix(f.Dir, "/"); anchored {
+			dok, _ := path.Match(d, rel)
+			if nok, _ := path.Match(f.Name, name); dok && nok {
+				return f.Reads
+			}
+			continue
+		}
 		if f.Name == "" {
 			if beneathDir(rel, f.Dir) && !pinnedFolder(rel, f.Dir, pinned) {
 				return f.Reads
@@ -415,7 +426,7 @@ func nestedConfigFolder(files []NestedConfigFile, rel string, pinned func(string
 		return ""
 	}
 	for _, f := range files {
-		if f.Dir == "" {
+		if f.Dir == "" || strings.HasPrefix(f.Dir, "/") {
 			continue
 		}
 		if f.Name == "" && beneathDir(path.Dir(rel), f.Dir) && !pinnedFolder(path.Dir(rel), f.Dir, pinned) {
@@ -767,9 +778,57 @@ func checkSequencer(ws, gd string, skip map[string]bool, out map[string]string) 
 			out[p] = "a sequencer todo list " + err.Error() + ": taken for one with exec lines"
 		case err == nil && todoExecs(b):
 			sum := sha256.Sum256(b)
-			out[p] = "exec lines in a sequencer todo list, which git rebase --continue runs (sha256 " + hex.EncodeToString(sum[:6]) + ")"
+			out[p] = todoExecFinding + " (sha256 " + hex.EncodeToString(sum[:6]) + ")"
 		}
 	}
+}
+
+// todoExecFinding begins the finding of a todo list with exec lines that git reads as a
+// regular file beneath the workspace (not one that leads out, nor one too large to read).
+const todoExecFinding = "exec lines in a sequencer todo list, which git rebase --continue runs"
+
+// ownRebase reports whether the finding d at p is a todo list with exec lines as git's own
+// rebase writes it (a regular file of a git directory's sequencerTodos).
+func ownRebase(p, d string) bool {
+	return strings.HasPrefix(d, todoExecFinding) &&
+		slices.ContainsFunc(sequencerTodos, func(f string) bool { return strings.HasSuffix(p, "/"+f) })
+}
+
+// sequencerLists returns the sequencer todo lists (sequencerTodos) that exist, with or without
+// exec lines, in the git directories of repos (found by a scan: the .git of each of its tops,
+// and its bare repositories), their submodules' and their linked worktrees' (each worktree
+// stops a rebase in its own gitdir), as the scan reads them (scanGitDir).
+func sequencerLists(ws string, repos gitRepos) map[string]bool {
+	out := map[string]bool{}
+	var visit func(gd string, depth int)
+	visit = func(gd string, depth int) {
+		if depth > maxGitNesting {
+			return
+		}
+		for _, f := range sequencerTodos {
+			if _, err := os.Lstat(filepath.Join(gd, f)); err == nil {
+				out[filepath.Join(gd, f)] = true
+			}
+		}
+		subs, _ := moduleGitDirs(gd)
+		if names, err := readDirNames(filepath.Join(gd, "worktrees")); err == nil {
+			for _, n := range names {
+				subs = append(subs, filepath.Join(gd, "worktrees", n))
+			}
+		}
+		for _, sub := range subs {
+			visit(sub, depth+1)
+		}
+	}
+	for _, top := range repos.tops {
+		if p := repoIndex(ws, top); p != "" {
+			visit(filepath.Dir(p), 0)
+		}
+	}
+	for _, gd := range repos.gitdirs {
+		visit(gd, 0)
+	}
+	return out
 }
 
 // checkRerere records the conflict resolutions git rerere keeps in gd (rr-cache/ID, in the

@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -392,20 +393,26 @@ const maxIndexDepth = 4
 // (tops: nested clones a gitlink does not lead to, in an ignored lib/ or in a workspace that
 // is no repository itself, linked worktrees and submodules; review 14, F2) and, through the
 // gitlinks of each one read, the indexes of the repositories checked out there, and those of
-// each one's linked worktrees whose work trees lie in the workspace: the host's git status at
-// the top enters each gitlink, and so does git diff; in a linked worktree or a nested clone it
-// reads that one's index. Those the scan found are bounded by the scan; the others are followed
+// each one's linked worktrees (their indexes lie in the common dir, in the workspace, wherever
+// their work trees lie: the box writes them): the host's git status at the top enters each
+// gitlink, and so does git diff; in a linked worktree or a nested clone it reads that one's
+// index. Each index's work tree is the one git takes: core.worktree when the repository's
+// configuration names one beneath the workspace (workTree). Those the scan found are bounded
+// by the scan; the others are followed
 // at most maxIndexDepth deep, at most maxGitDirs of them. fn gets each index read, or why it
 // could not be read (an index that does not exist is skipped). It returns the git directories
 // of those repositories (the index's folder), with or without an index.
 func readIndexes(ws string, tops []string, fn func(ix *gitIndex, err error)) []string {
 	type todo struct {
-		top   string
+		top string
+		// index is the index's path when it is not the one top's .git leads to (a linked
+		// worktree's outside the workspace, whose .git the daemon does not follow).
+		index string
 		depth int
 	}
-	queue := []todo{{ws, 0}}
+	queue := []todo{{ws, "", 0}}
 	for _, top := range tops {
-		queue = append(queue, todo{top, 0})
+		queue = append(queue, todo{top, "", 0})
 	}
 	seen := map[string]bool{}
 	followed := 0
@@ -419,12 +426,18 @@ func readIndexes(ws string, tops []string, fn func(ix *gitIndex, err error)) []s
 			}
 			followed++
 		}
-		p := repoIndex(ws, t.top)
+		p := t.index
+		if p == "" {
+			p = repoIndex(ws, t.top)
+		}
 		if p == "" || seen[p] {
 			continue
 		}
 		seen[p] = true
 		gitdirs = append(gitdirs, filepath.Dir(p))
+		if t.index == "" {
+			t.top = workTree(ws, filepath.Dir(p), t.top)
+		}
 		ix := &gitIndex{path: p, top: t.top}
 		if t.top != ws {
 			r, _ := filepath.Rel(ws, t.top)
@@ -447,16 +460,16 @@ func readIndexes(ws string, tops []string, fn func(ix *gitIndex, err error)) []s
 		// The linked worktrees of the repository whose work trees lie in the workspace: the
 		// host's git status there reads GITDIR/worktrees/<id>/index (review 13, F1 in a
 		// worktree added with git worktree add).
-		for _, top := range linkedWorktrees(ws, filepath.Dir(p)) {
-			if top != t.top {
-				queue = append(queue, todo{top, t.depth + 1})
+		for _, w := range linkedWorktrees(ws, filepath.Dir(p)) {
+			if w.top != t.top {
+				queue = append(queue, todo{w.top, w.index, t.depth + 1})
 			}
 		}
 		for _, e := range ix.entries {
 			if e.gitlink() {
 				sub := filepath.Join(t.top, filepath.FromSlash(e.name))
 				if within(sub, ws) && sub != t.top {
-					queue = append(queue, todo{sub, t.depth + 1})
+					queue = append(queue, todo{sub, "", t.depth + 1})
 				}
 			}
 		}
@@ -464,13 +477,19 @@ func readIndexes(ws string, tops []string, fn func(ix *gitIndex, err error)) []s
 	return gitdirs
 }
 
-// linkedWorktrees returns the work trees (beneath ws) of the linked worktrees of the
-// repository whose git directory is gd: each COMMON/worktrees/<id>/gitdir names its worktree's
-// .git file, read as git's get_linked_worktree reads it (trailing blanks dropped, then the
-// "/.git"; a relative path is relative to the worktree's gitdir). COMMON is gd's common dir
-// when it lies beneath ws, else gd. Each work tree's index is then the one its own .git file
-// names (repoIndex), which is what the host's git reads there.
-func linkedWorktrees(ws, gd string) []string {
+// linkedWorktree is a linked worktree of a repository: its work tree, and its index when the
+// work tree lies outside the workspace ("": the one its .git file names, repoIndex).
+type linkedWorktree struct{ top, index string }
+
+// linkedWorktrees returns the linked worktrees of the repository whose git directory is gd:
+// each COMMON/worktrees/<id>/gitdir names its worktree's .git file, read as git's
+// get_linked_worktree reads it (trailing blanks dropped, then the "/.git"; a relative path is
+// relative to the worktree's gitdir). COMMON is gd's common dir when it lies beneath ws, else
+// gd. A work tree beneath ws has the index its own .git file names (repoIndex), which is what
+// the host's git reads there; one outside the workspace (git worktree add ../wt) has
+// COMMON/worktrees/<id>/index, which lies in the workspace and which the box can write, while
+// the daemon does not follow the .git of a folder the box cannot reach.
+func linkedWorktrees(ws, gd string) []linkedWorktree {
 	if c, ok, _ := commonDir(ws, gd); ok {
 		gd = c
 	}
@@ -479,7 +498,7 @@ func linkedWorktrees(ws, gd string) []string {
 	if err != nil {
 		return nil
 	}
-	var out []string
+	var out []linkedWorktree
 	for _, n := range names {
 		admin := filepath.Join(dir, n)
 		b, err := readBeneath(ws, filepath.Join(admin, "gitdir"), maxGitFile)
@@ -493,11 +512,68 @@ func linkedWorktrees(ws, gd string) []string {
 		if !filepath.IsAbs(p) {
 			p = filepath.Join(admin, p)
 		}
-		if p = filepath.Clean(p); within(p, ws) {
-			out = append(out, p)
+		switch p = filepath.Clean(p); {
+		case within(p, ws):
+			out = append(out, linkedWorktree{top: p})
+		default:
+			out = append(out, linkedWorktree{top: p, index: filepath.Join(admin, "index")})
 		}
 	}
 	return out
+}
+
+// workTree returns the work tree git takes for the git directory gd, found at top: the
+// core.worktree of its configuration (the common dir's config, and the gitdir's
+// config.worktree with extensions.worktreeConfig; a relative one is relative to gd) when that
+// lies beneath ws, else top. A repository at meta/ whose core.worktree is ../src has its index
+// entries at src/: the checks read the files there, as the host's git in meta/ does. One that
+// leads out of the workspace is a finding of the scan (pathKeysOutside), moved aside.
+func workTree(ws, gd, top string) string {
+	cfg := filepath.Join(gd, "config")
+	if common, ok, _ := commonDir(ws, gd); ok && common != "" {
+		cfg = filepath.Join(common, "config")
+	}
+	b, _ := readBeneath(ws, cfg, maxCheckedFile)
+	es, _ := ParseConfig(b)
+	if configBool(es, "extensions", "worktreeconfig") {
+		if b, err := readBeneath(ws, filepath.Join(gd, "config.worktree"), maxCheckedFile); err == nil {
+			more, _ := ParseConfig(b)
+			es = append(es, more...)
+		}
+	}
+	wt := ""
+	for _, e := range es {
+		if e.Section == "core" && !e.HasSub && e.Key == "worktree" {
+			wt = e.Value
+		}
+	}
+	if wt == "" {
+		return top
+	}
+	if !filepath.IsAbs(wt) {
+		wt = filepath.Join(gd, wt)
+	}
+	if wt = filepath.Clean(wt); within(wt, ws) && isDir(wt) {
+		return wt
+	}
+	return top
+}
+
+// configBool reports whether the last value of section.key (no subsection) in es is git's
+// true (a bare key, "true", "yes", "on", or a number other than 0).
+func configBool(es []ConfigEntry, section, key string) bool {
+	v := false
+	for _, e := range es {
+		if e.Section == section && !e.HasSub && e.Key == key {
+			switch n, err := strconv.ParseInt(e.Value, 10, 64); {
+			case err == nil:
+				v = n != 0
+			default:
+				v = slices.Contains([]string{"true", "yes", "on"}, strings.ToLower(e.Value))
+			}
+		}
+	}
+	return v
 }
 
 // readHidden returns the hidden entries of the workspace's indexes (workspace-relative path →

@@ -142,7 +142,7 @@ printf 'package main\n\nfunc main() { println("BOX CODE RAN") }\n' > pkg/main.go
 git add pkg/main.go
 $FORGE tree /tmp/head.idx`,
 		status: []string{"status", "--porcelain"},
-		hidden: "M  pkg/main.go",
+		hidden: "pkg/main.go", // staged (and, its stat data cleared as git's own write does, compared)
 	}, {
 		// The entry's stat data is the box's file's, its id the reviewed blob's, and the index
 		// older than the file: git takes the entry for racily clean and compares the content
@@ -320,6 +320,84 @@ chmod u+w $o && cp .git/objects/$(echo $e | cut -c1-2)/$(echo $e | cut -c3-) $o`
 
 // within reports whether path is dir or beneath it.
 func within(path, dir string) bool { return path == dir || strings.HasPrefix(path, dir+"/") }
+
+// TestAttackWorktreeIndexes: the index checks read every index the host's git reads where the
+// box can write it. A linked worktree outside the workspace (git worktree add ../wt on the
+// host) has its index in the workspace's common dir (.git/worktrees/wt/index): a box that
+// gave its entry for pkg/main.go a blob of its own, keeping the entry's stat data (which
+// matches the host's file) and the cache tree of HEAD, hid the staged change from the host's
+// git status in ../wt, whose next commit of any file in pkg/ commits the box's code. A
+// repository whose core.worktree names another folder of the workspace (meta/ with
+// core.worktree ../../src) has its index entries at src/: a box that edited src/Makefile and
+// flagged it skip-worktree hid the edit from the host's git -C meta status, while make -C src
+// runs it; the check looked for the files at meta/ and took the flagged one for a sparse
+// checkout's. Each is done by a real box; the host's git must show the change after the check,
+// and hid it before.
+func TestAttackWorktreeIndexes(t *testing.T) {
+	needGit(t)
+	if _, err := exec.LookPath("python3"); err != nil {
+		t.Skip("no python3 for the box's index forger")
+	}
+	outside := filepath.Join(t.TempDir(), "wt")
+	for _, c := range []struct {
+		name  string
+		setup func(t *testing.T, ws string)
+		// dir is where the host runs git status (its porcelain line hidden before the check).
+		dir    func(ws string) string
+		script string
+		hidden string
+	}{{
+		name: "linked-worktree-outside",
+		setup: func(t *testing.T, ws string) {
+			git(t, ws, "init", "-q", "-b", "main")
+			write(t, filepath.Join(ws, "pkg/main.go"), "package main\n\nfunc main() { println(\"hello\") }\n")
+			git(t, ws, "add", "-A")
+			git(t, ws, "commit", "-qm", "init")
+			git(t, ws, "worktree", "add", "-q", "-b", "wt", outside)
+		},
+		dir: func(string) string { return outside },
+		script: `sleep 1.1 # the index newer than the host's file: git trusts the entry's stat data
+export GIT_INDEX_FILE=.git/worktrees/wt/index
+git write-tree >/dev/null
+e=$(printf 'package main\n\nfunc main() { println("BOX CODE RAN") }\n' | git hash-object -w --stdin)
+$FORGE oid pkg/main.go $e`,
+		hidden: "pkg/main.go", // staged (and, its stat data cleared as git's own write does, compared)
+	}, {
+		name: "core-worktree-in-workspace",
+		setup: func(t *testing.T, ws string) {
+			meta := filepath.Join(ws, "meta")
+			write(t, filepath.Join(ws, "src/Makefile"), "all:\n\t@echo reviewed\n")
+			git(t, ws, "init", "-q", "-b", "main", meta)
+			git(t, meta, "config", "core.worktree", "../../src")
+			git(t, meta, "add", "-A")
+			git(t, meta, "commit", "-qm", "init")
+		},
+		dir: func(ws string) string { return filepath.Join(ws, "meta") },
+		script: `printf 'all:\n\t@echo BOXCODE\n' > src/Makefile
+git -C meta update-index --skip-worktree Makefile`,
+		hidden: " M Makefile",
+	}} {
+		t.Run(c.name, func(t *testing.T) {
+			script := "set -e\nFORGE='python3 /tmp/forge.py'\ncat > /tmp/forge.py <<'FORGER'\n" + indexForger + "FORGER\n" + c.script
+			pb, r := newProtectedBox(t, func(ws string) { c.setup(t, ws) }, script, enginetest.Options{})
+			defer pb.release(t)
+			if r.Exit != 0 {
+				t.Fatalf("box: exit %d\nstdout %s\nstderr %s", r.Exit, r.Stdout, r.Stderr)
+			}
+			dir := c.dir(pb.ws)
+			if out := git(t, dir, "--no-optional-locks", "status", "--porcelain"); strings.Contains(out, c.hidden) {
+				t.Fatalf("the box's change is not hidden from the host's git status here:\n%s", out)
+			}
+			pb.state.VerifyExit()
+			if out := git(t, dir, "status", "--porcelain"); !strings.Contains(out, c.hidden) {
+				t.Errorf("after the check, the host's git status in %s does not show %q:\n%s", dir, c.hidden, out)
+			}
+			if _, err := os.Stat(filepath.Join(pb.ws, ".git/worktrees/wt/index.lock")); err == nil {
+				t.Error("the check left index.lock")
+			}
+		})
+	}
+}
 
 // TestAttackIndexLockLeft guards review 15, F8: a box that flags its edit of the Makefile
 // skip-worktree and leaves git's lock index.lock had the check at exit keep the flag (it took

@@ -26,40 +26,28 @@ import (
 // once the lock has gone. It returns what it changed (done.beside: written beside a lock).
 func editIndex(ws, path string, ed indexEdit, beside bool) (indexEdited, error) {
 	var done indexEdited
-	rel, err := filepath.Rel(ws, filepath.Dir(path))
-	if err != nil || !within(path, ws) {
-		return done, fmt.Errorf("%s is not beneath the workspace", path)
-	}
-	wfd, err := unix.Open(ws, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return done, err
-	}
-	defer unix.Close(wfd)
-	dir, err := unix.Openat2(wfd, rel, &unix.OpenHow{Flags: unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC, Resolve: beneath})
-	if err != nil {
-		return done, err
-	}
-	defer unix.Close(dir)
-	lockName := "index.lock"
-	fd, err := unix.Openat(dir, lockName, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o644)
-	if errors.Is(err, unix.EEXIST) && beside {
-		lockName, fd, err = besideLock(dir)
-		done.beside = true
-	}
-	if errors.Is(err, unix.EEXIST) {
-		return done, errors.New("git's lock index.lock exists: a git at work, or a lock the box left")
-	}
-	if err != nil {
-		return done, fmt.Errorf("take git's lock index.lock: %w", err)
-	}
-	lf := os.NewFile(uintptr(fd), lockName)
-	renamed := false
-	defer func() {
-		lf.Close()
-		if !renamed {
-			unix.Unlinkat(dir, lockName, 0)
+	var besideName string // the file written beside a lock that exists ("": the lock)
+	lock, _, err := lockGitFile(ws, path, func(dir int, lock string) (int, string, error) {
+		fd, err := createLock(dir, lock)
+		if errors.Is(err, unix.EEXIST) && beside {
+			var name string
+			name, fd, err = besideLock(dir)
+			done.beside = err == nil
+			besideName = name
 		}
-	}()
+		if errors.Is(err, unix.EEXIST) {
+			return -1, "", errors.New("git's lock index.lock exists: a git at work, or a lock the box left")
+		}
+		if err != nil {
+			return -1, "", fmt.Errorf("take git's lock index.lock: %w", err)
+		}
+		return fd, "", nil
+	})
+	if err != nil {
+		return done, err
+	}
+	lock.lock = besideName
+	defer lock.release()
 	f, err := openRegular(ws, path, 0, unix.RESOLVE_BENEATH|unix.RESOLVE_NO_MAGICLINKS)
 	if err != nil {
 		return done, err
@@ -74,7 +62,7 @@ func editIndex(ws, path string, ed indexEdit, beside bool) (indexEdited, error) 
 	if err != nil {
 		return done, err
 	}
-	w := bufio.NewWriterSize(lf, 256<<10)
+	w := bufio.NewWriterSize(lock.f, 256<<10)
 	es, exts, err := indexContentsAt(head, fi.Size(), f, hashLen)
 	if err != nil {
 		return done, err
@@ -101,13 +89,9 @@ func editIndex(ws, path string, ed indexEdit, beside bool) (indexEdited, error) 
 	if err := w.Flush(); err != nil {
 		return indexEdited{}, err
 	}
-	if err := lf.Sync(); err != nil {
+	if err := lock.commitWritten(); err != nil {
 		return indexEdited{}, err
 	}
-	if err := unix.Renameat(dir, lockName, dir, filepath.Base(path)); err != nil {
-		return indexEdited{}, err
-	}
-	renamed = true
 	return done, nil
 }
 

@@ -834,3 +834,42 @@ func TestSplitIndexSharedOutside(t *testing.T) {
 		t.Errorf("the index is still there: %v", err)
 	}
 }
+
+// TestResolveLinkedWorktreeObjectFormat: the resolver reads the gitlinks of the workspace's
+// index with the repository's object format, which a linked worktree's gitdir takes from its
+// common dir's config (it has none of its own). The workspace is a linked worktree of a
+// SHA-256 repository whose common dir lies in it (.main/.git), with an uninitialised gitlink
+// lib: lib/.git must be guarded (a pointer a box writes there is moved into its proposed
+// changes as it appears; review 13, F9). Before, the resolver read the worktree's gitdir's
+// config, found none, read the index as SHA-1's, and only noted that it could not.
+func TestResolveLinkedWorktreeObjectFormat(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("no git")
+	}
+	tmp, _ := filepath.EvalSymlinks(t.TempDir())
+	git := func(dir string, args ...string) string { return gitIn(dir, "", false, args...) }
+	main, ws := filepath.Join(tmp, "main"), filepath.Join(tmp, "ws")
+	git(tmp, "init", "-q", "--object-format=sha256", "-b", "main", main)
+	git(tmp, "init", "-q", "--object-format=sha256", "-b", "main", filepath.Join(main, "lib"))
+	mustWrite(t, filepath.Join(main, "lib/f"), "x\n")
+	git(filepath.Join(main, "lib"), "add", "f")
+	git(filepath.Join(main, "lib"), "commit", "-qm", "lib")
+	git(main, "add", "lib")
+	git(main, "commit", "-qm", "top")
+	git(main, "worktree", "add", "-q", "-b", "w", ws)
+	// The common dir moved into the workspace, the worktree's .git following it.
+	if err := os.Rename(main, filepath.Join(ws, ".main")); err != nil {
+		t.Fatal(err)
+	}
+	mustWrite(t, filepath.Join(ws, ".git"), "gitdir: "+filepath.Join(ws, ".main/.git/worktrees/ws")+"\n")
+	if out := git(ws, "ls-files", "-s", "lib"); !strings.HasPrefix(out, "160000 ") {
+		t.Fatalf("lib is not a gitlink of the worktree's index: %q", out)
+	}
+	lay := resolveWS(t, ws)
+	wantPinned(t, lay, "lib/.git")
+	for _, n := range lay.Notes {
+		if strings.Contains(n, "index") {
+			t.Errorf("note: %s", n)
+		}
+	}
+}

@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -196,6 +197,9 @@ func openBeneath(ws, path string) (*os.File, error) {
 // offsets: rebuilt by git (repack, gc, maintenance), so moved aside when the launch wrote them.
 var packCaches = []string{".bitmap", ".rev"}
 
+// packFiles are the suffixes of the files git keeps beside a pack, under its name.
+var packFiles = []string{".pack", ".idx", ".rev", ".bitmap", ".keep", ".promisor", ".mtimes"}
+
 // verifyPacks checks the packs of objects/pack that the launch added or changed.
 func (s *State) verifyPacks(dir string, since int64) []Transition {
 	if st, _ := changedSince(dir, since); st.Mode&unix.S_IFMT != unix.S_IFDIR {
@@ -211,7 +215,7 @@ func (s *State) verifyPacks(dir string, since int64) []Transition {
 			if _, changed := changedSince(p, since); changed {
 				out = append(out, s.objectAside(p, "a multi-pack-index the launch wrote (git takes the pack and offset of every id from it, unchecked; git rebuilds it)", false))
 			}
-		case isPack && strings.HasPrefix(n, "pack-"):
+		case isPack: // any name: git loads every *.idx whose .pack is there (packfile.c; review 15, F16)
 			idx := filepath.Join(dir, base+".idx")
 			_, pc := changedSince(p, since)
 			ist, ic := changedSince(idx, since)
@@ -225,14 +229,14 @@ func (s *State) verifyPacks(dir string, since int64) []Transition {
 			if err := s.checkPack(p, idx); err != nil && !errors.Is(err, os.ErrNotExist) {
 				why := "a pack the launch added or changed failed git index-pack --verify (" + err.Error() + "): its index may name other content under an id the repository has, which git reads before any loose object or older pack"
 				for _, m := range names {
-					if strings.HasPrefix(m, base+".") {
+					if ext, ok := strings.CutPrefix(m, base); ok && slices.Contains(packFiles, ext) {
 						out = append(out, s.objectAside(filepath.Join(dir, m), why, true))
 					}
 				}
 			}
 		default:
 			for _, suf := range packCaches {
-				if strings.HasSuffix(n, suf) && strings.HasPrefix(n, "pack-") {
+				if strings.HasSuffix(n, suf) {
 					if _, changed := changedSince(p, since); changed {
 						out = append(out, s.objectAside(p, "a pack's "+suf+" file the launch wrote (git trusts its positions unchecked; git rebuilds it)", false))
 					}

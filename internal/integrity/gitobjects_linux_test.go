@@ -104,6 +104,60 @@ func TestObjectsForgedMovedAside(t *testing.T) {
 	}
 }
 
+// TestObjectsForgedPackAnyName (review 15, F16): git loads every *.idx of objects/pack whose
+// .pack is there, whatever its name (packfile.c), where the check verified only pack-*: a box's
+// lying pack named evil.pack had the host's git show its content under the reviewed id. For
+// each name git reads (checked here against git itself), the check moves the pair aside.
+func TestObjectsForgedPackAnyName(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("no git")
+	}
+	for _, name := range []string{"evil", ".hidden", "x.y", "pack"} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			ws, _ := filepath.EvalSymlinks(t.TempDir())
+			scratch := t.TempDir()
+			git := func(dir string, args ...string) string { return gitIn(dir, "", false, args...) }
+			for _, d := range []string{ws, scratch} {
+				git(d, "init", "-q", "-b", "main", d)
+			}
+			mustWrite(t, filepath.Join(ws, "build.sh"), "echo reviewed\n")
+			git(ws, "add", ".")
+			git(ws, "commit", "-qm", "init")
+			sh := strings.TrimSpace(git(ws, "rev-parse", "HEAD:build.sh"))
+			s := Snapshot(resolveWS(t, ws), Limits{})
+			objects := filepath.Join(ws, ".git/objects")
+			// The committed blob leaves the loose store (a gc would pack it): only the pack
+			// can give it then.
+			os.Remove(filepath.Join(objects, sh[:2], sh[2:]))
+			evil := strings.TrimSpace(gitIn(scratch, "echo pwned\n", false, "hash-object", "-w", "--stdin"))
+			pack := strings.TrimSpace(gitIn(scratch, evil+"\n", false, "pack-objects", "-q", filepath.Join(objects, "pack/pack")))
+			forgeIdxID(t, filepath.Join(objects, "pack/pack-"+pack+".idx"), sh)
+			for _, ext := range []string{".pack", ".idx"} {
+				if err := os.Rename(filepath.Join(objects, "pack/pack-"+pack+ext), filepath.Join(objects, "pack", name+ext)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if out := git(ws, "show", "HEAD:build.sh"); !strings.Contains(out, "pwned") {
+				t.Fatalf("git does not read a pack named %s here (git show: %q): the name needs no check", name, out)
+			}
+			ts := s.VerifyExec()
+			aside := 0
+			for _, tr := range ts {
+				if tr.Alert && strings.Contains(tr.Detail, "moved aside to") && strings.HasPrefix(filepath.Base(tr.Path), name+".") {
+					aside++
+				}
+			}
+			if aside != 2 {
+				t.Errorf("transitions %+v, want %s.pack and %s.idx moved aside", ts, name, name)
+			}
+			if out := git(ws, "show", "HEAD:build.sh"); strings.Contains(out, "pwned") {
+				t.Errorf("git show HEAD:build.sh after the check: %q", out)
+			}
+		})
+	}
+}
+
 // forgeObjects does what the box does in the object store objects: it rewrites the loose
 // object mk (a committed Makefile's) with other content, and adds a pack (made in the
 // repository scratch) whose index files the blob "echo pwned" under the id sh. It returns the

@@ -140,7 +140,7 @@ func TestAttackRerereResolution(t *testing.T) {
 	git(t, e.work, "checkout", "-q", "feature")
 	out := e.boxPlant(boxGit + ` -c rerere.enabled=true merge main 2>&1; echo "merge: $?"
 printf 'all:\n\t@echo feature main\n\t@echo BOXCODE\n' > Makefile
-` + boxGit + ` -c rerere.enabled=true rerere; echo "rerere: $?"; git merge --abort; echo "abort: $?"; ls .git/rr-cache | grep -q . && echo planted`)
+` + boxGit + ` -c rerere.enabled=true rerere; echo "rerere: $?"; git merge --abort; echo "abort: $?"; ls -A .git/rr-cache | grep -q . && echo planted`)
 	if !strings.Contains(out, "planted") {
 		t.Fatalf("the box recorded no resolution (the test would prove nothing):\n%s", out)
 	}

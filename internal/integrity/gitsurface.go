@@ -34,7 +34,7 @@ const (
 	// CoverPinnedPresent: bound read-only in every box when present at launch.
 	CoverPinnedPresent = "pinned when present"
 	// CoverMovedAside: found by the workspace scan; one a box created or changed is moved
-	// aside (path.agentbox-quarantined-N) when the watch sees it, at the latest at exit.
+	// aside (FOLDER/.agentbox-quarantined-N/NAME) when the watch sees it, at the latest at exit.
 	CoverMovedAside = "moved aside when new or changed"
 	// CoverStripped: found by the workspace scan; the lines a box added are removed from the
 	// file (under git's own lock), the rest of it kept.

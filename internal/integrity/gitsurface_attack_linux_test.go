@@ -387,6 +387,105 @@ func TestAttackPackageJSONHooks(t *testing.T) {
 	}
 }
 
+// TestAttackPackageJSONUnreadableNumber (review 15, F4): the box rewrites husky 4's hook command
+// and adds a number node's JSON.parse reads (1e400, Infinity) but a float64 does not, and a
+// nesting deeper than Go's decoder takes: the check must still see the hook part changed, and
+// the host's git commit must not run the box's command.
+func TestAttackPackageJSONUnreadableNumber(t *testing.T) {
+	t.Parallel()
+	needGit(t)
+	if _, err := exec.LookPath("node"); err != nil {
+		t.Skip("no node: the stand-in of husky 4's hook needs it")
+	}
+	for _, c := range []struct{ name, extra string }{
+		{"1e400", `"build": 1e400,`},
+		{"deep", `"deep": ` + strings.Repeat("[", 10001) + strings.Repeat("]", 10001) + `,`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			e := newDaemonEnv(t)
+			repo(t, e.work)
+			pkg := filepath.Join(e.work, "package.json")
+			write(t, pkg, "{\n\"name\": \"p\",\n\"husky\": {\"hooks\": {\"pre-commit\": \"echo reviewed\"}}\n}\n")
+			write(t, filepath.Join(e.work, ".git/hooks/pre-commit"), husky4Hook)
+			os.Chmod(filepath.Join(e.work, ".git/hooks/pre-commit"), 0o755)
+			git(t, e.work, "add", "package.json")
+			git(t, e.work, "commit", "-q", "-m", "husky")
+			mark, touch := e.marker("husky")
+			out := e.boxPlant(fmt.Sprintf(`node -e 'const fs = require("fs"); let t = fs.readFileSync("package.json", "utf8"); t = t.replace("echo reviewed", %q).replace("\"name\": \"p\",", "\"name\": \"p\", " + %q); JSON.parse(t); fs.writeFileSync("package.json", t)' && echo planted`, touch, c.extra))
+			if !strings.Contains(out, "planted") {
+				t.Fatalf("the plant did not complete (the test would prove nothing):\n%s", out)
+			}
+			if _, err := os.Lstat(mark); err == nil {
+				t.Fatalf("the box created the host's marker itself: the test cannot tell host from box\n%s", out)
+			}
+			res, _ := hostGit(e.work, "commit", "--allow-empty", "-m", "host")
+			notRun(t, mark, "the host's git commit (husky 4's hook):\n"+res, out)
+		})
+	}
+}
+
+// TestAttackQuarantinedFolderRunByTests (review 15, F13): the check at exit moved a box's
+// lib/node_modules aside by renaming it in place (lib/node_modules.agentbox-quarantined-1),
+// and the host's node --test, which skips folders named node_modules only, then ran the box's
+// test file in it. Moved into a hidden folder under its own name, it is skipped by name and as
+// hidden. The host's node --test must not run it.
+func TestAttackQuarantinedFolderRunByTests(t *testing.T) {
+	t.Parallel()
+	node, err := exec.LookPath("node")
+	if err != nil {
+		t.Skip("no node")
+	}
+	e := newDaemonEnv(t)
+	repo(t, e.work)
+	write(t, filepath.Join(e.work, "test", "ok.test.js"), "require('node:test')('ok', () => {});\n")
+	mark, touch := e.marker("nodetest")
+	out := e.boxPlant(fmt.Sprintf(`mkdir -p lib/node_modules/lodash/test && echo 'require("child_process").execSync(%q)' > lib/node_modules/lodash/test/index.js && echo planted`, touch))
+	if !strings.Contains(out, "planted") {
+		t.Fatalf("the plant did not complete (the test would prove nothing):\n%s", out)
+	}
+	if _, err := os.Lstat(filepath.Join(e.work, "lib", "node_modules")); err == nil {
+		t.Fatalf("the box's lib/node_modules stayed in place: the check at exit did not move it\n%s", out)
+	}
+	if _, err := os.Lstat(mark); err == nil {
+		t.Fatalf("the box created the host's marker itself: the test cannot tell host from box\n%s", out)
+	}
+	c := exec.Command(node, "--test")
+	c.Dir = e.work
+	res, _ := c.CombinedOutput()
+	if !strings.Contains(string(res), "pass 1") {
+		t.Errorf("the host's node --test did not run the user's test as expected:\n%s", res)
+	}
+	notRun(t, mark, "the host's node --test:\n"+string(res), out)
+}
+
+// TestAttackHistoryRewritten (review 15, F9): a box folds its Makefile into the user's last
+// commit (same message and date) and expires the reflog: the host's git status, git diff and
+// git log show nothing new, and make runs the box's Makefile. It cannot be undone by the
+// check (the box may rewrite history on purpose, asked to), but the end of the run must say
+// that the branch's history was rewritten, with the old id to restore.
+func TestAttackHistoryRewritten(t *testing.T) {
+	t.Parallel()
+	needGit(t)
+	e := newDaemonEnv(t)
+	repo(t, e.work)
+	was, _ := hostGit(e.work, "rev-parse", "main")
+	was = strings.TrimSpace(was)
+	_, stderr, code := e.runAll("run", "sh", "--", "-c", `printf 'all:\n\t@echo BOX\n' > Makefile && git add Makefile && `+
+		boxGit+` commit -q --amend --no-edit --date="$(git log -1 --format=%ad)" && git reflog expire --expire=now --all && echo planted`)
+	if code != 0 {
+		t.Fatalf("run: exit %d: %s", code, stderr)
+	}
+	if st, _ := hostGit(e.work, "status", "--porcelain"); st != "" {
+		t.Fatalf("the box's amend left a trace in git status (the test would prove less): %q", st)
+	}
+	for _, want := range []string{"agentbox: integrity alert: ", "the history of the branch main was rewritten", "git branch -f main " + was} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("the end of the run lacks %q:\n%s", want, stderr)
+		}
+	}
+}
+
 // lefthookHusky returns the lefthook the workspace's husky hook runs, and writes that hook
 // (.husky/pre-commit: lefthook run pre-commit): the real lefthook when one is on PATH, else a
 // stand-in, the shell script standin (its $2 is the hook's name) ending with exit 0.
@@ -521,6 +620,164 @@ printf '%s\n' > tools/hooks/pre-commit/x.sh; echo "added script: $?"`, touchExtr
 	}
 	if _, err := os.Lstat(ran); err != nil {
 		t.Errorf("the host's git commit did not run the user's own lefthook script (the test proves nothing):\n%s", cm)
+	}
+}
+
+// TestAttackLefthookRemotesTOML: what else lefthook reads at each hook run. The host's
+// lefthook.yml extends "hooks/*.yml" (one match at launch) and names a remote, which lefthook
+// install cloned into .git/info/lefthook-remotes/shared-hooks (its lefthook.yml merged, the
+// scripts of its .lefthook/ run); its .lefthook-local.toml (TOML) names source_dir_local
+// tools/local, absent until someone writes it. A box adds a second match of the pattern,
+// rewrites the remote's config and script, adds a remote folder of another ref (lefthook's
+// fallback when it cannot fetch) and writes a script into tools/local; the host's next git
+// commit must run the user's own commands only. Before, the later match and the remotes' folder
+// were not protected and TOML configs were not read (a launch note said so). The real lefthook
+// when it is on PATH, else a stand-in that reads what lefthook reads there.
+func TestAttackLefthookRemotesTOML(t *testing.T) {
+	t.Parallel()
+	e := newDaemonEnv(t)
+	repo(t, e.work)
+	ran, touchRan := e.marker("user-remote-script")
+	lefthook := e.lefthookHusky(`# A stand-in for "lefthook run HOOK" (TestAttackLefthookRemotesTOML): extends patterns, remotes, TOML source_dir_local.
+for f in lefthook.yml hooks/*.yml .git/info/lefthook-remotes/*/lefthook.yml; do
+  [ -f "$f" ] && sed -n 's/^ *run *: *"*\([^"]*\)"*$/\1/p' "$f" | while read -r c; do sh -c "$c"; done
+done
+d=$(sed -n 's/^source_dir_local *= *"\(.*\)"$/\1/p' .lefthook-local.toml)
+for s in .git/info/lefthook-remotes/*/.lefthook/"$2"/* "${d:-.lefthook-local/}$2"/*; do [ -f "$s" ] && sh "$s"; done
+`)
+	write(t, filepath.Join(e.work, "lefthook.yml"), "extends:\n  - \"hooks/*.yml\"\nremotes:\n  - git_url: https://git.example.org/org/shared-hooks.git\npre-commit:\n  commands:\n    fmt:\n      run: \"true\"\n")
+	write(t, filepath.Join(e.work, "hooks/a.yml"), "pre-commit:\n  commands:\n    lint:\n      run: \"true\"\n")
+	write(t, filepath.Join(e.work, ".lefthook-local.toml"), "source_dir_local = \"tools/local/\"\n")
+	remote := filepath.Join(e.work, ".git/info/lefthook-remotes/shared-hooks")
+	write(t, filepath.Join(remote, "lefthook.yml"), "pre-commit:\n  scripts:\n    \"check.sh\":\n      runner: sh\n")
+	write(t, filepath.Join(remote, ".lefthook/pre-commit/check.sh"), touchRan+"\n")
+	git(t, e.work, "config", "core.hooksPath", ".husky")
+	git(t, e.work, "add", ".husky", "lefthook.yml", "hooks")
+	git(t, e.work, "commit", "-q", "-m", "lefthook")
+	os.Remove(ran) // the commit above ran the remote's script
+	glob, touchGlob := e.marker("extends-later-match")
+	cfg, touchCfg := e.marker("remote-config")
+	script, touchScript := e.marker("remote-script")
+	fallback, touchFallback := e.marker("remote-fallback")
+	local, touchLocal := e.marker("toml-source-dir-local")
+	out := e.boxPlant(fmt.Sprintf(`printf 'pre-commit:\n  commands:\n    pwn:\n      run: %s\n' > hooks/b.yml; echo "glob: $?"
+R=.git/info/lefthook-remotes
+printf 'pre-commit:\n  commands:\n    pwn:\n      run: %s\n' >> $R/shared-hooks/lefthook.yml; echo "remote config: $?"
+printf '%s\n' > $R/shared-hooks/.lefthook/pre-commit/check.sh; echo "remote script: $?"
+mkdir -p $R/shared-hooks-zzz && printf 'pre-commit:\n  commands:\n    pwn:\n      run: %s\n' > $R/shared-hooks-zzz/lefthook.yml; echo "fallback: $?"
+mkdir -p tools/local/pre-commit && printf '%s\n' > tools/local/pre-commit/x.sh; echo "local script: $?"`,
+		touchGlob, touchCfg, touchScript, touchFallback, touchLocal))
+	for _, w := range []string{"remote config: 0", "remote script: 0"} {
+		if strings.Contains(out, w) {
+			t.Errorf("the box wrote the remote (%s):\n%s", w, out)
+		}
+	}
+	for _, rel := range []string{"hooks/b.yml", ".git/info/lefthook-remotes/shared-hooks-zzz", "tools/local/pre-commit/x.sh"} {
+		if _, err := os.Lstat(filepath.Join(e.work, rel)); err == nil {
+			t.Errorf("the box's %s is on the host after the box:\n%s", rel, out)
+		}
+	}
+	write(t, filepath.Join(e.work, "work.txt"), "work\n")
+	git(t, e.work, "add", "work.txt")
+	cm, _ := hostGit(e.work, "commit", "-q", "-m", "work")
+	for _, m := range []string{glob, cfg, script, fallback, local} {
+		notRun(t, m, "the host's git commit (lefthook: "+lefthook+"):\n"+cm, out)
+	}
+	if _, err := os.Lstat(ran); err != nil {
+		t.Errorf("the host's git commit did not run the remote's own script (the test proves nothing):\n%s", cm)
+	}
+}
+
+// TestAttackHookScripts: a protected hook that runs a script of the workspace by its path, or
+// an npm script that runs another one and a file in turn. The host's .husky/pre-commit
+// (core.hooksPath) runs sh ./scripts/check.sh and npm run lint, whose lint runs npm run
+// lint:js, which runs sh tools/lint-js.sh. A first box rewrites scripts/check.sh and
+// tools/lint-js.sh as ordinary work: the host's next git commit must run the user's versions
+// (the box's are kept as proposed changes). A second box changes the lint:js script in
+// package.json: the host's next git commit must not run it (the package.json is moved aside).
+// Before, the files were not pinned and package.json's hook part held the scripts the hooks
+// name, not those those scripts name: the host's commit ran all three.
+func TestAttackHookScripts(t *testing.T) {
+	t.Parallel()
+	if _, err := exec.LookPath("npm"); err != nil {
+		t.Skip("no npm: the hook runs npm run lint")
+	}
+	e := newDaemonEnv(t)
+	repo(t, e.work)
+	ran, touchRan := e.marker("user-check")
+	write(t, filepath.Join(e.work, ".husky/pre-commit"), "#!/bin/sh\nset -e\nsh ./scripts/check.sh\nnpm run --silent lint\n")
+	os.Chmod(filepath.Join(e.work, ".husky/pre-commit"), 0o755)
+	write(t, filepath.Join(e.work, "scripts/check.sh"), touchRan+"\n")
+	write(t, filepath.Join(e.work, "tools/lint-js.sh"), "true\n")
+	pkg := filepath.Join(e.work, "package.json")
+	write(t, pkg, `{"name":"p","private":true,"scripts":{"lint":"npm run --silent lint:js","lint:js":"sh tools/lint-js.sh","build":"tsc"}}`+"\n")
+	git(t, e.work, "config", "core.hooksPath", ".husky")
+	git(t, e.work, "add", ".husky", "scripts", "tools", "package.json")
+	git(t, e.work, "commit", "-q", "-m", "hooks")
+	os.Remove(ran) // the commit above ran the user's check
+	check, touchCheck := e.marker("check")
+	lint, touchLint := e.marker("lint-js")
+	out := e.boxPlant(fmt.Sprintf(`printf '%s\n' > scripts/check.sh; echo "check: $?"
+printf '%s\n' > tools/lint-js.sh; echo "lint-js: $?"`, touchCheck, touchLint))
+	write(t, filepath.Join(e.work, "work.txt"), "work\n")
+	git(t, e.work, "add", "work.txt")
+	cm, err := hostGit(e.work, "commit", "-q", "-m", "work")
+	notRun(t, check, "the host's git commit (.husky/pre-commit: sh ./scripts/check.sh):\n"+cm, out)
+	notRun(t, lint, "the host's git commit (npm run lint, lint:js: sh tools/lint-js.sh):\n"+cm, out)
+	if _, serr := os.Lstat(ran); serr != nil || err != nil {
+		t.Errorf("the host's git commit did not run the user's own check (%v; the test proves nothing):\n%s", err, cm)
+	}
+	script, touchScript := e.marker("lint-js-script")
+	out = e.boxPlant(fmt.Sprintf(`node -e 'const fs = require("fs"); const p = JSON.parse(fs.readFileSync("package.json")); p.scripts["lint:js"] = %q; fs.writeFileSync("package.json", JSON.stringify(p, null, 2))' && echo planted`, touchScript))
+	if !strings.Contains(out, "planted") {
+		t.Fatalf("the plant did not complete (the test would prove nothing):\n%s", out)
+	}
+	write(t, filepath.Join(e.work, "work.txt"), "work 2\n")
+	git(t, e.work, "add", "work.txt")
+	cm, _ = hostGit(e.work, "commit", "-q", "-m", "work 2")
+	notRun(t, script, "the host's git commit (npm run lint, the box's lint:js):\n"+cm, out)
+	if b, err := os.ReadFile(pkg + ".agentbox-quarantined-1"); err != nil || !strings.Contains(string(b), script) {
+		t.Errorf("the box's package.json, moved aside: %q, %v", b, err)
+	}
+}
+
+// TestAttackLefthookNpmScript: the host's lefthook.yml runs npm run lint (a hook manager's
+// command naming an npm script); a box changes the lint script in package.json; the host's
+// next git commit must not run it (the package.json is moved aside). Before, the part of
+// package.json a hook reads took the npm scripts named by the hook files only (.husky/*,
+// .git/hooks/*), not by lefthook's or pre-commit's commands. The real lefthook when it is on
+// PATH, else a stand-in that runs lefthook.yml's run commands.
+func TestAttackLefthookNpmScript(t *testing.T) {
+	t.Parallel()
+	if _, err := exec.LookPath("npm"); err != nil {
+		t.Skip("no npm: the hook runs npm run lint")
+	}
+	e := newDaemonEnv(t)
+	repo(t, e.work)
+	ran, touchRan := e.marker("user-lint")
+	lefthook := e.lefthookHusky(`# A stand-in for "lefthook run HOOK" (TestAttackLefthookNpmScript): lefthook.yml's run commands.
+sed -n 's/^ *run *: *"*\([^"]*\)"*$/\1/p' lefthook.yml | while read -r c; do sh -c "$c" || exit 1; done || exit 1
+`)
+	write(t, filepath.Join(e.work, "lefthook.yml"), "pre-commit:\n  commands:\n    lint:\n      run: npm run --silent lint\n")
+	pkg := filepath.Join(e.work, "package.json")
+	write(t, pkg, fmt.Sprintf(`{"name":"p","private":true,"scripts":{"lint":%q,"build":"tsc"}}`, touchRan)+"\n")
+	git(t, e.work, "config", "core.hooksPath", ".husky")
+	git(t, e.work, "add", ".husky", "lefthook.yml", "package.json")
+	git(t, e.work, "commit", "-q", "-m", "lefthook")
+	if _, err := os.Lstat(ran); err != nil {
+		t.Fatalf("the host's git commit did not run the user's lint (%s; the test proves nothing)", lefthook)
+	}
+	mark, touch := e.marker("lint")
+	out := e.boxPlant(fmt.Sprintf(`node -e 'const fs = require("fs"); const p = JSON.parse(fs.readFileSync("package.json")); p.scripts.lint = %q; fs.writeFileSync("package.json", JSON.stringify(p, null, 2))' && echo planted`, touch))
+	if !strings.Contains(out, "planted") {
+		t.Fatalf("the plant did not complete (the test would prove nothing):\n%s", out)
+	}
+	write(t, filepath.Join(e.work, "work.txt"), "work\n")
+	git(t, e.work, "add", "work.txt")
+	cm, _ := hostGit(e.work, "commit", "-q", "-m", "work")
+	notRun(t, mark, "the host's git commit (lefthook: "+lefthook+", npm run lint):\n"+cm, out)
+	if b, err := os.ReadFile(pkg + ".agentbox-quarantined-1"); err != nil || !strings.Contains(string(b), mark) {
+		t.Errorf("the box's package.json, moved aside: %q, %v", b, err)
 	}
 }
 

@@ -56,12 +56,13 @@ func openRegular(ws, path string, flags, resolve uint64) (*os.File, error) {
 	return f, nil
 }
 
-// QuarantineSuffix is what a file moved aside gets before its number: the scan never takes
-// path.agentbox-quarantined-N for configuration or a hook, and git never reads it.
+// QuarantineSuffix begins the name of the folder beside a file moved aside that holds it
+// (FOLDER/.agentbox-quarantined-N/NAME): the scan never takes what lies there for
+// configuration or a hook, and git never reads it.
 const QuarantineSuffix = atomicfile.QuarantineSuffix
 
 // moveAside renames path (beneath ws; no symlink on the way is followed, and a final symlink
-// is moved itself) to path.agentbox-quarantined-N, never over an existing file, and returns
+// is moved itself) into .agentbox-quarantined-N beside it (AsidePath), never over an existing file, and returns
 // the new path. Nothing is deleted: the user reviews and removes it.
 func moveAside(ws, path string) (string, error) {
 	rel, err := filepath.Rel(ws, filepath.Dir(path))

@@ -332,6 +332,16 @@ func resolveWS(t *testing.T, ws string) *Layout {
 
 // movedAside checks that a verification after the snapshot reports path created or modified
 // and moved aside, and that the file is gone from path.
+// keptAside reports whether what was at path lies where the first move aside puts it:
+// beside it renamed (a file) or under its name in .agentbox-quarantined-1 (a folder).
+func keptAside(path string) error {
+	if _, err := os.Lstat(AsidePath(path, 1)); err == nil {
+		return nil
+	}
+	_, err := os.Lstat(AsideDirPath(path, 1))
+	return err
+}
+
 func movedAside(t *testing.T, s *State, path string) {
 	t.Helper()
 	for _, tr := range s.VerifyExec() {
@@ -339,7 +349,7 @@ func movedAside(t *testing.T, s *State, path string) {
 			if _, err := os.Lstat(path); err == nil {
 				t.Errorf("%s still there after the move aside", path)
 			}
-			if _, err := os.Lstat(path + QuarantineSuffix + "1"); err != nil {
+			if err := keptAside(path); err != nil {
 				t.Errorf("%s not kept aside: %v", path, err)
 			}
 			return
@@ -700,12 +710,49 @@ var gitSurfaceTests = map[string]func(t *testing.T){
 			gitIn(ws, "", false, "commit", "-q", "-am", c)
 		}
 		mark := filepath.Join(dir, "ran")
-		// A rebase the host stopped, exec line and all: present at the snapshot, left alone.
 		seq := filepath.Join(dir, "seq")
+		todo := filepath.Join(ws, ".git/rebase-merge/git-rebase-todo")
+		// The box's own git rebase -i --exec, begun during the launch: it stops at an edit,
+		// a full scan runs, and its git rebase --continue goes on, exec lines and all. Before,
+		// the scan moved the list aside and git had no rebase to continue.
+		own := Snapshot(resolveWS(t, ws), Limits{})
+		mustWrite(t, seq, "#!/bin/sh\nsed -i '1s/^pick/edit/' \"$1\"\necho 'exec touch "+mark+".own' >> \"$1\"\n")
+		os.Chmod(seq, 0o755)
+		gitIn(ws, "", false, "-c", "sequence.editor="+seq, "rebase", "-q", "-i", "HEAD~3")
+		if ts := own.VerifyExec(); len(ts) != 0 {
+			t.Errorf("the box's own stopped rebase, at a full scan while it runs: %+v", ts)
+		}
+		out := gitIn(ws, "", false, "rebase", "--continue")
+		if _, err := os.Stat(mark + ".own"); err != nil {
+			t.Errorf("the box's own git rebase --continue did not run its exec line:\n%s", out)
+		}
+		if _, err := os.Stat(filepath.Dir(todo)); err == nil {
+			t.Errorf("the box's own rebase did not end:\n%s", out)
+		}
+		// Stopped again when the box ends: the check at exit moves the list aside (reported
+		// as created, never seen by the host), and the host's git rebase --continue runs none
+		// of it.
+		gitIn(ws, "", false, "-c", "sequence.editor="+seq, "rebase", "-q", "-i", "HEAD~3")
+		if ts := own.VerifyExec(); len(ts) != 0 {
+			t.Errorf("the box's own stopped rebase, at a full scan while it runs: %+v", ts)
+		}
+		os.Remove(mark + ".own")
+		moved := false
+		for _, tr := range own.VerifyExit() {
+			moved = moved || tr.Path == todo && tr.Kind == Created && strings.Contains(tr.Detail, "moved aside to")
+		}
+		if _, err := os.Lstat(todo); err == nil || !moved {
+			t.Errorf("the box's stopped rebase was not moved aside at exit")
+		}
+		out = gitIn(ws, "", false, "rebase", "--continue")
+		if _, err := os.Stat(mark + ".own"); err == nil {
+			t.Errorf("the host's git rebase --continue after the box ran the box's exec line:\n%s", out)
+		}
+		gitIn(ws, "", false, "rebase", "--abort")
+		// A rebase the host stopped, exec line and all: present at the snapshot, left alone.
 		mustWrite(t, seq, "#!/bin/sh\nsed -i '1s/^pick/edit/' \"$1\"\necho 'exec touch "+mark+".host' >> \"$1\"\n")
 		os.Chmod(seq, 0o755)
 		gitIn(ws, "", false, "-c", "sequence.editor="+seq, "rebase", "-q", "-i", "HEAD~3")
-		todo := filepath.Join(ws, ".git/rebase-merge/git-rebase-todo")
 		s := Snapshot(resolveWS(t, ws), Limits{})
 		if ts := s.VerifyExec(); len(ts) != 0 {
 			t.Fatalf("the host's own stopped rebase: %+v", ts)
@@ -719,13 +766,25 @@ var gitSurfaceTests = map[string]func(t *testing.T){
 			t.Fatalf("the box's todo list: %q, %v", b, err)
 		}
 		movedAside(t, s, todo)
-		out := gitIn(ws, "", false, "rebase", "--continue")
+		out = gitIn(ws, "", false, "rebase", "--continue")
 		if _, err := os.Stat(mark); err == nil {
 			t.Errorf("the host's git rebase --continue ran the box's exec line:\n%s", out)
 		}
-		// A cherry-pick sequence's todo list is judged the same.
-		mustWrite(t, filepath.Join(ws, ".git/sequencer/todo"), "pick 0000000 x\n  x touch "+mark+"\n")
-		movedAside(t, s, filepath.Join(ws, ".git/sequencer/todo"))
+		// A cherry-pick sequence's todo list is judged the same: none at the snapshot, so the
+		// launch's own, moved aside at exit.
+		seqTodo := filepath.Join(ws, ".git/sequencer/todo")
+		mustWrite(t, seqTodo, "pick 0000000 x\n  x touch "+mark+"\n")
+		if ts := s.VerifyExec(); len(ts) != 0 {
+			t.Errorf("a cherry-pick sequence begun while the box runs, at a full scan: %+v", ts)
+		}
+		for _, tr := range s.VerifyExit() {
+			if tr.Path == seqTodo && !strings.Contains(tr.Detail, "moved aside to") {
+				t.Errorf("%s at exit: %s", seqTodo, tr.Detail)
+			}
+		}
+		if _, err := os.Lstat(seqTodo + QuarantineSuffix + "1"); err != nil {
+			t.Errorf("%s not moved aside at exit: %v", seqTodo, err)
+		}
 	},
 	"symlinks in GITDIR/modules/ (modules itself, or a folder on the way to a gitdir)": func(t *testing.T) {
 		// One the host made before the launch is left alone; those a box makes are moved

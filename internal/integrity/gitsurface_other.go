@@ -6,7 +6,7 @@ import "errors"
 
 var errOutside = errors.New("leads out of the workspace")
 
-// QuarantineSuffix is what a file moved aside gets before its number.
+// QuarantineSuffix begins the name of the folder beside a file moved aside that holds it.
 const QuarantineSuffix = ".agentbox-quarantined-"
 
 func readBeneath(ws, path string, max int64) ([]byte, error) { return nil, ErrNotSupported }

@@ -10,6 +10,8 @@ package integrity
 
 import (
 	"errors"
+	"path/filepath"
+	"strconv"
 	"time"
 )
 
@@ -68,6 +70,10 @@ type Limits struct {
 	// ScanDirs bounds the directories the executable-configuration scan of the workspace
 	// visits (a bound reached is reported as drift by the check at exit). Zero means 200000.
 	ScanDirs int `json:"scanDirs,omitempty"`
+	// DepEntries bounds the entries the check at exit looks at in the dependency folders that
+	// were there at launch (State.VerifyExit: one changed while the box ran is moved aside);
+	// past it the rest are reported as not checked. Zero means 1000000.
+	DepEntries int `json:"depEntries,omitempty"`
 }
 
 func (l Limits) withDefaults() Limits {
@@ -86,6 +92,9 @@ func (l Limits) withDefaults() Limits {
 	if l.ScanDirs <= 0 {
 		l.ScanDirs = 200000
 	}
+	if l.DepEntries <= 0 {
+		l.DepEntries = 1000000
+	}
 	return l
 }
 
@@ -95,3 +104,13 @@ const DefaultInterval = 60 * time.Second
 
 // ErrNotSupported is returned on platforms without the Linux mechanisms this package uses.
 var ErrNotSupported = errors.New("integrity: not supported on this platform")
+
+// AsidePath is where the n-th file of path's name moved aside in its folder lies
+// (PATH.agentbox-quarantined-N), and AsideDirPath the n-th folder
+// (FOLDER/.agentbox-quarantined-N/NAME): atomicfile.RenameAside.
+func AsidePath(path string, n int) string { return path + QuarantineSuffix + strconv.Itoa(n) }
+
+// AsideDirPath: see AsidePath.
+func AsideDirPath(path string, n int) string {
+	return filepath.Join(filepath.Dir(path), QuarantineSuffix+strconv.Itoa(n), filepath.Base(path))
+}

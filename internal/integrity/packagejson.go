@@ -6,7 +6,9 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"io"
 	"maps"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -25,15 +27,23 @@ var PackageHookKeys = []string{"husky", "gitHooks", "pre-commit", "precommit", "
 // the values of those keys, and of the npm scripts (with their pre and post scripts) that any
 // word of those values or of hookWords (the words of the hook files beside it: husky 5 and
 // later's .husky/pre-commit running npm test) names (npm test, npm run lint,
-// "pre-commit": ["lint"]), as canonical JSON, and the names it took; "" when the package has
+// "pre-commit": ["lint"]), and of those that any word of a named script names in turn, as
+// canonical JSON, and the names it took; "" when the package has
 // none. The scan records its hash, so that a box's change to it is a change, while its other
 // edits (dependencies, other scripts) are ordinary work. A text that is not JSON is an error:
 // the scan takes it for one with hooks.
 func packageHooks(text []byte, hookWords []string) (string, []string, error) {
 	text = bytes.TrimPrefix(text, []byte("\xef\xbb\xbf")) // node's tools strip a BOM
+	// Numbers are kept as their text: node's JSON.parse reads any number (1e400 is Infinity),
+	// where a float64 would refuse it and leave the hook part unread (review 15, F4).
 	var pkg map[string]any
-	if err := json.Unmarshal(text, &pkg); err != nil {
+	dec := json.NewDecoder(bytes.NewReader(text))
+	dec.UseNumber()
+	if err := dec.Decode(&pkg); err != nil {
 		return "", nil, err
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return "", nil, errors.New("package.json: text after its JSON value")
 	}
 	hooks := map[string]any{}
 	for _, k := range PackageHookKeys {
@@ -49,16 +59,27 @@ func packageHooks(text []byte, hookWords []string) (string, []string, error) {
 	}
 	names := slices.Sorted(maps.Keys(hooks))
 	if scripts, ok := pkg["scripts"].(map[string]any); ok {
+		// The scripts those words name, and those the named scripts name in turn (a hook's
+		// npm run lint whose lint is npm run lint:js): a box's change to any of them is one
+		// to what the hook runs.
 		named := map[string]any{}
-		for _, w := range append(words(hooks), hookWords...) {
-			if w == "t" || w == "tst" {
-				w = "test" // npm t
-			}
-			for _, s := range []string{w, "pre" + w, "post" + w} {
-				if v, ok := scripts[s]; ok {
-					named[s] = v
+		for next := append(words(hooks), hookWords...); len(next) > 0; {
+			var more []string
+			for _, w := range next {
+				if w == "t" || w == "tst" {
+					w = "test" // npm t
+				}
+				for _, s := range []string{w, "pre" + w, "post" + w} {
+					if _, done := named[s]; done {
+						continue
+					}
+					if v, ok := scripts[s]; ok {
+						named[s] = v
+						more = append(more, words(v)...)
+					}
 				}
 			}
+			next = more
 		}
 		if len(named) > 0 {
 			hooks["scripts"] = named
@@ -104,6 +125,12 @@ func words(v any) []string {
 // mergeExec leaves what it recorded of the file as it was.
 const packageUnsettled = "\x00package.json not read"
 
+// packageUnreadAtExit is the finding, at the check at exit, of a package.json agentbox cannot
+// read that changed since the launch began: no write is caught halfway then (the box is gone),
+// and node may read what Go refuses (a nesting deeper than Go's decoder takes), so it is taken
+// for one whose hook part changed and moved aside.
+const packageUnreadAtExit = "npm package (package.json) that agentbox could not read as JSON and that changed while the box ran: taken for one whose git hook configuration changed"
+
 // isPackageJSON reports whether a finding's path is a package.json: its hook part is watched,
 // and the file's going is no change (an editor may save it by removing and writing it again;
 // a package.json that is gone runs no hook).
@@ -112,7 +139,8 @@ func isPackageJSON(p string) bool { return filepath.Base(p) == "package.json" }
 // checkPackageJSON records the package.json at path when it gives an installed git hook
 // something to run (packageHooks), with a hash of that part of it: new or changed, the scan
 // moves the file aside, so that the host's next git commit runs none of a box's hook commands.
-func checkPackageJSON(ws, path string, out map[string]string) {
+// present reports whether a name is among the entries of the package.json's folder (nil: look).
+func checkPackageJSON(ws, path string, present func(string) bool, out map[string]string) {
 	b, err := readBeneath(ws, path, maxCheckedFile)
 	switch {
 	case errors.Is(err, errOutside):
@@ -124,7 +152,7 @@ func checkPackageJSON(ws, path string, out map[string]string) {
 	case err != nil:
 		return
 	}
-	hooks, names, err := packageHooks(b, hookFileWords(ws, filepath.Dir(path)))
+	hooks, names, err := packageHooks(b, hookFileWords(ws, filepath.Dir(path), present))
 	switch {
 	case err != nil:
 		// Most often a write caught halfway (truncated, then written: an editor's save, npm's):
@@ -139,10 +167,26 @@ func checkPackageJSON(ws, path string, out map[string]string) {
 
 // hookFileWords returns the words of the git hooks installed beside a package.json in dir:
 // the files of dir/.husky (husky 5 and later, run through core.hooksPath) and of
-// dir/.git/hooks (but samples), each read beneath ws up to maxCheckedFile.
-func hookFileWords(ws, dir string) []string {
+// dir/.git/hooks (but samples), the run commands of lefthook's configuration there and the
+// entries of pre-commit's local hooks (hook managers' commands: run: npm run lint), each read
+// beneath ws up to maxCheckedFile. present, when not nil, says which names dir holds (the
+// scan's listing), so that those absent are not opened.
+func hookFileWords(ws, dir string, present func(string) bool) []string {
 	var out []string
+	for _, f := range append(lefthookConfigs(), ".pre-commit-config.yaml") {
+		if present != nil && !present(strings.SplitN(f, "/", 2)[0]) {
+			continue
+		}
+		if b, err := readBeneath(ws, filepath.Join(dir, f), maxCheckedFile); err == nil {
+			for _, c := range managerCommands(f, b) {
+				out = append(out, words(c)...)
+			}
+		}
+	}
 	for _, hooks := range []string{filepath.Join(dir, ".husky"), filepath.Join(dir, ".git", "hooks")} {
+		if present != nil && !present(strings.SplitN(strings.TrimPrefix(hooks, dir+"/"), "/", 2)[0]) {
+			continue
+		}
 		names, err := readDirNames(hooks)
 		if err != nil {
 			continue
@@ -157,4 +201,15 @@ func hookFileWords(ws, dir string) []string {
 		}
 	}
 	return out
+}
+
+// changedAtExit reports whether the file at path (not followed) changed at or after since
+// (its ctime, which a box cannot set).
+func changedAtExit(path string, since int64) bool {
+	fi, err := os.Lstat(path)
+	if err != nil {
+		return false
+	}
+	_, _, ctime := identity(fi)
+	return ctime >= since
 }

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestPackageHooks: what packageHooks takes from a package.json: the keys of PackageHookKeys
@@ -27,6 +28,11 @@ func TestPackageHooks(t *testing.T) {
 		{"ghooks", `{"config":{"ghooks":{"pre-commit":"make"},"port":1}}`, nil, []string{"config.ghooks"}},
 		{"config-other", `{"config":{"port":1}}`, nil, nil},
 		{"bom", "\xef\xbb\xbf" + `{"simple-git-hooks":{"pre-commit":"x"}}`, nil, []string{"simple-git-hooks"}},
+		// Numbers node reads and a float64 does not (review 15, F4: 1e400 left the hook part unread).
+		{"huge-numbers", `{"version":"1","build":1e400,"n":-1E+999,"big":123456789012345678901234567890,"z":-0,"husky":{"hooks":{"pre-commit":"x"}}}`, nil, []string{"husky"}},
+		// The scripts a named script names, in turn (and no cycle is followed twice).
+		{"transitive", `{"scripts":{"lint":"npm run lint:js && npm run lint:css","lint:js":"eslint && npm run lint","lint:css":"stylelint","build":"tsc"}}`,
+			words("npm run lint\n"), []string{"scripts.lint", "scripts.lint:css", "scripts.lint:js"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			_, names, err := packageHooks([]byte(c.text), c.hookWords)
@@ -42,6 +48,37 @@ func TestPackageHooks(t *testing.T) {
 	}
 	if _, _, err := packageHooks([]byte(`{"husky":`), nil); err == nil {
 		t.Error("a package.json that is not JSON: no error")
+	}
+	if _, _, err := packageHooks([]byte(`{"husky":{}} {"husky":{}}`), nil); err == nil {
+		t.Error("text after the JSON value (node's JSON.parse refuses it): no error")
+	}
+}
+
+// TestPackageJSONUnreadAtExit: node reads a package.json nested deeper than Go's decoder takes
+// (10,000 levels); one such that changed while the box ran is moved aside at the check at exit
+// (no save is caught halfway then), while during the launch it is left unread, as a save caught
+// halfway is. One unchanged since the snapshot is left.
+func TestPackageJSONUnreadAtExit(t *testing.T) {
+	ws := newWS(t)
+	top, old := filepath.Join(ws, "package.json"), filepath.Join(ws, "old/package.json")
+	deep := `{"a":` + strings.Repeat("[", 10001) + strings.Repeat("]", 10001) + `,`
+	mustWrite(t, top, `{"name":"p","scripts":{"test":"jest"}}`)
+	mustWrite(t, old, deep+`"name":"old"}`)
+	time.Sleep(1100 * time.Millisecond) // past since()'s second before the snapshot
+	s := Snapshot(resolveWS(t, ws), Limits{})
+	mustWrite(t, top, deep+`"husky":{"hooks":{"pre-commit":"id > /tmp/pwned"}}}`)
+	if _, _, err := packageHooks([]byte(deep+`"x":1}`), nil); err == nil {
+		t.Fatal("Go's decoder now reads 10,001 levels: this test no longer covers the exit's rule")
+	}
+	if ts := s.VerifyExec(); len(ts) != 0 {
+		t.Fatalf("an unreadable package.json while the box runs: transitions %+v, want none", ts)
+	}
+	ts := s.VerifyExit()
+	if len(ts) != 1 || ts[0].Path != top || !strings.Contains(ts[0].Detail, "could not read as JSON") {
+		t.Fatalf("check at exit: transitions %+v, want the changed package.json alone", ts)
+	}
+	if _, err := os.Stat(top + QuarantineSuffix + "1"); err != nil {
+		t.Errorf("the box's unreadable package.json was not moved aside: %v", err)
 	}
 }
 
@@ -59,6 +96,13 @@ func TestPackageJSONHooksMovedAside(t *testing.T) {
 	h9 := filepath.Join(ws, "h9/package.json") // husky 5 and later: .husky/pre-commit runs npm test
 	mustWrite(t, h9, `{"name":"h9","scripts":{"test":"jest","dev":"vite"}}`)
 	mustWrite(t, filepath.Join(ws, "h9/.husky/pre-commit"), "npm test\n")
+	// Hook managers' commands beside a package.json name its scripts too: lefthook's run,
+	// pre-commit's local entries.
+	lh, pc := filepath.Join(ws, "lh/package.json"), filepath.Join(ws, "pc/package.json")
+	mustWrite(t, lh, `{"name":"lh","scripts":{"lint":"eslint .","dev":"vite"}}`)
+	mustWrite(t, filepath.Join(ws, "lh/lefthook.yml"), "pre-commit:\n  commands:\n    lint:\n      run: npm run lint\n")
+	mustWrite(t, pc, `{"name":"pc","scripts":{"check":"tsc","dev":"vite"}}`)
+	mustWrite(t, filepath.Join(ws, "pc/.pre-commit-config.yaml"), "repos:\n  - repo: local\n    hooks:\n      - id: c\n        entry: npm run check\n        language: system\n")
 	s := Snapshot(resolveWS(t, ws), Limits{})
 	if ts := s.VerifyExec(); len(ts) != 0 {
 		t.Fatalf("transitions without a change: %+v", ts)
@@ -96,6 +140,15 @@ func TestPackageJSONHooksMovedAside(t *testing.T) {
 	movedAside(t, s, filepath.Join(ws, "plain/package.json"))
 	mustWrite(t, h9, `{"name":"h9","scripts":{"test":"jest; id > /tmp/pwned","dev":"vite --host"}}`)
 	movedAside(t, s, h9)
+	mustWrite(t, lh, `{"name":"lh","scripts":{"lint":"eslint .","dev":"vite --host"}}`)
+	mustWrite(t, pc, `{"name":"pc","scripts":{"check":"tsc","dev":"vite --host"}}`)
+	if ts := s.VerifyExec(); len(ts) != 0 {
+		t.Fatalf("ordinary edits beside lefthook's and pre-commit's configuration: transitions %+v, want none", ts)
+	}
+	mustWrite(t, lh, `{"name":"lh","scripts":{"lint":"eslint . ; id > /tmp/pwned","dev":"vite --host"}}`)
+	movedAside(t, s, lh)
+	mustWrite(t, pc, `{"name":"pc","scripts":{"check":"tsc ; id > /tmp/pwned","dev":"vite --host"}}`)
+	movedAside(t, s, pc)
 	if b, err := os.ReadFile(top + QuarantineSuffix + "1"); err != nil || !strings.Contains(string(b), "evil.example.org") {
 		t.Errorf("the box's package.json, moved aside: %q, %v", b, err)
 	}

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"time"
 
@@ -20,35 +19,20 @@ import (
 // by the file. It returns how many refs it removed, and where a stale lock went (aside: see
 // takePackedLock).
 func stripPackedReplace(ws, path string, keep []string) (n int, aside string, err error) {
-	rel, err := filepath.Rel(ws, filepath.Dir(path))
-	if err != nil || !within(path, ws) {
-		return 0, "", fmt.Errorf("%s is not beneath the workspace", path)
-	}
-	wfd, err := unix.Open(ws, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return 0, aside, err
-	}
-	defer unix.Close(wfd)
-	dir, err := unix.Openat2(wfd, rel, &unix.OpenHow{Flags: unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC, Resolve: beneath})
-	if err != nil {
-		return 0, aside, err
-	}
-	defer unix.Close(dir)
-	lock, aside, err := takePackedLock(dir)
+	lock, aside, err := lockGitFile(ws, path, func(dir int, _ string) (int, string, error) {
+		fd, aside, err := takePackedLock(dir)
+		if err != nil {
+			err = fmt.Errorf("take git's lock packed-refs.lock: %w", err)
+		}
+		return fd, aside, err
+	})
 	if aside != "" {
 		aside = filepath.Join(filepath.Dir(path), aside)
 	}
 	if err != nil {
-		return 0, aside, fmt.Errorf("take git's lock packed-refs.lock: %w", err)
+		return 0, aside, err
 	}
-	lf := os.NewFile(uintptr(lock), "packed-refs.lock")
-	done := false
-	defer func() {
-		lf.Close()
-		if !done {
-			unix.Unlinkat(dir, "packed-refs.lock", 0)
-		}
-	}()
+	defer lock.release()
 	// Read as git reads it: through a symlink a box may have put there, as long as it stays
 	// beneath the workspace, and in records, whatever its size. The result replaces the link
 	// with a regular file, as git's own write of packed-refs does.
@@ -61,7 +45,7 @@ func stripPackedReplace(ws, path string, keep []string) (n int, aside string, er
 	for _, l := range keep {
 		set[l] = true
 	}
-	w := bufio.NewWriterSize(lf, 64<<10)
+	w := bufio.NewWriterSize(lock.f, 64<<10)
 	n, err = copyWithoutReplace(w, f, set)
 	if err == nil {
 		err = w.Flush()
@@ -69,13 +53,9 @@ func stripPackedReplace(ws, path string, keep []string) (n int, aside string, er
 	if err != nil || n == 0 {
 		return 0, aside, err
 	}
-	if err := lf.Sync(); err != nil {
+	if err := lock.commitWritten(); err != nil {
 		return 0, aside, err
 	}
-	if err := unix.Renameat(dir, "packed-refs.lock", dir, "packed-refs"); err != nil {
-		return 0, aside, err
-	}
-	done = true
 	return n, aside, nil
 }
 
@@ -102,7 +82,7 @@ func takePackedLock(dir int) (fd int, aside string, err error) {
 	const name = "packed-refs.lock"
 	deadline := time.Now().Add(packedLockWait)
 	for {
-		fd, err = unix.Openat(dir, name, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o644)
+		fd, err = createLock(dir, name)
 		if !errors.Is(err, unix.EEXIST) {
 			return fd, aside, err
 		}

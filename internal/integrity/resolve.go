@@ -1,6 +1,7 @@
 package integrity
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -85,6 +86,13 @@ type resolver struct {
 	// user is the configuration of the host's git outside the repository, with its includes
 	// (userConfig).
 	user []ConfigEntry
+	// gitdirRel is the workspace's own git directory, workspace-relative ("" without one
+	// beneath the workspace).
+	gitdirRel string
+	// hookDirs are the core.hooksPath folders of the workspace's repository beneath it, and
+	// hookTexts the commands lefthook's configuration runs (hookScripts).
+	hookDirs  []string
+	hookTexts []string
 }
 
 // beneathFS looks paths up beneath the workspace without following symlinks (Linux: openat2).
@@ -118,7 +126,7 @@ func (r *resolver) pin(path string) {
 }
 
 func (r *resolver) note(format string, a ...any) {
-	r.lay.Notes = append(r.lay.Notes, sprintf(format, a...))
+	r.lay.Notes = append(r.lay.Notes, fmt.Sprintf(format, a...))
 }
 
 // protect pins ws/rel: an existing file or folder is bound read-only; an absent one is
@@ -371,8 +379,10 @@ func (r *resolver) fromConfig(gitdir, top string) {
 		}
 		rel, _ := filepath.Rel(r.ws, p)
 		r.protect(rel, true)
+		r.hookDirs = append(r.hookDirs, rel)
 		if filepath.Base(rel) == "_" && filepath.Base(filepath.Dir(rel)) == ".husky" {
 			r.protect(filepath.Dir(rel), true)
+			r.hookDirs = append(r.hookDirs, filepath.Dir(rel))
 		}
 	}
 }
@@ -536,8 +546,9 @@ func (r *resolver) submodules(gitdir string) []string {
 	if b, err := r.fs.read(filepath.Join(gitdir, "index"), maxIndexBytes); tooLarge(err) != nil {
 		r.note("%s is %v: the .git of its gitlinks is not guarded", filepath.Join(r.ws, gitdir, "index"), err)
 	} else if err == nil {
-		cfg, _ := r.fs.read(filepath.Join(gitdir, "config"), maxCheckedFile)
-		links, err := indexGitlinks(b, objectIDLen(cfg))
+		// The object format is the repository's: its common dir's config (a linked worktree's
+		// gitdir has none of its own), as git reads it.
+		links, err := indexGitlinks(b, repoIDLen(r.ws, filepath.Join(r.ws, gitdir)))
 		if err != nil {
 			r.note("%s: %v: the .git of its gitlinks is not guarded", filepath.Join(r.ws, gitdir, "index"), err)
 		}
@@ -581,6 +592,7 @@ func resolveWith(ws string, extra []string, fs beneathFS) *Layout {
 		switch {
 		case err == nil && k == KindDir:
 			r.root(dotGit, true, true)
+			r.gitdirRel = ".git"
 			r.gitDir(".git", r.submodules(".git"))
 			r.fromConfig(".git", ".")
 		case err == nil && k == KindFile:
@@ -598,6 +610,7 @@ func resolveWith(ws string, extra []string, fs beneathFS) *Layout {
 					break
 				}
 				r.root(gd, true, true)
+				r.gitdirRel = rel
 				r.gitDir(rel, r.submodules(rel))
 				r.fromConfig(rel, ".")
 			}
@@ -606,5 +619,6 @@ func resolveWith(ws string, extra []string, fs beneathFS) *Layout {
 		}
 	}
 	r.lefthook()
+	r.hookScripts()
 	return r.lay
 }

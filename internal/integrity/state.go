@@ -45,10 +45,26 @@ type State struct {
 	Hidden    map[string]string `json:"hidden,omitempty"`
 	Stale     map[string]string `json:"stale,omitempty"`
 	IndexErrs map[string]string `json:"indexErrs,omitempty"`
+	// Branches are the branch tips (refs/heads/* → id) of the workspace's repositories at the
+	// snapshot, by common git directory: the check at exit reports a rewritten history
+	// (verifyBranches).
+	Branches map[string]map[string]string `json:"branches,omitempty"`
 	// Deps are the workspace's dependency folders at the snapshot (DepFolderKinds, the
 	// outermost ones), by path: the check at exit moves aside one that is not among them, or
 	// is another folder now. nil (a state saved before it was kept) moves none.
 	Deps map[string]DepFolder `json:"deps"`
+	// Todos are the sequencer todo lists (sequencerTodos) that existed at the snapshot, with
+	// or without exec lines: a stopped rebase of the host's. A todo list with exec lines at any
+	// other path is the launch's own rebase (the box's, most often): left in place while the
+	// box runs (its git rebase --continue needs it), its path kept in Deferred, and moved aside
+	// by the check at exit. nil (a state saved before it was kept) defers none.
+	Todos    map[string]bool `json:"todos"`
+	Deferred map[string]bool `json:"deferred,omitempty"`
+	// Own are the dependency folders the box gets as its own (the daemon's overlays, set by
+	// Watcher.OwnDeps): the box writes its layer, never the host's folder beneath, so the
+	// host's changes there while the box runs are the host's. nil: none known, and every
+	// dependency folder is taken for one the box could write.
+	Own []string `json:"own,omitempty"`
 
 	// lockedIndexes are the indexes the check at exit wrote beside git's lock (editIndex), to
 	// be checked again once the lock has gone (RecheckIndexes); exitTops are the repositories
@@ -67,10 +83,12 @@ func Snapshot(lay *Layout, lim Limits) *State {
 	s.Exec, _ = scanWorkspace(lay.Workspace, s.rootSet(), s.Config, lim, s.Deps, &repos)
 	maps.DeleteFunc(s.Exec, func(_, d string) bool { return d == packageUnsettled })
 	s.Hidden, s.IndexErrs = readHidden(lay.Workspace, repos.tops)
+	s.Branches = recordBranches(repos.tops)
 	for _, p := range slices.Sorted(maps.Keys(s.IndexErrs)) {
 		s.Notes = append(slices.Clip(s.Notes), "the index's skip-worktree and assume-unchanged flags, and stat data that hides a changed file, are not checked: "+s.IndexErrs[p])
 	}
 	identify(s.Deps)
+	s.Todos = sequencerLists(lay.Workspace, repos)
 	for p := range s.Exec {
 		if isPackedRefs(p) {
 			if refs, err := packedReplaceAt(lay.Workspace, p); err == nil {
@@ -140,12 +158,22 @@ func (s *State) verifyExec(exit bool) []Transition {
 			}
 		}
 	}
-	out = append(out, s.mergeExec(found, func(path string) bool { return true })...)
+	if exit {
+		for p, d := range found {
+			if d == packageUnsettled && changedAtExit(p, s.since()) {
+				found[p] = packageUnreadAtExit
+			}
+		}
+	}
+	out = append(out, s.mergeExec(found, exit, func(path string) bool { return true })...)
 	if exit {
 		s.exitTops = repos.tops
 	}
 	tr, gitdirs := s.verifyIndexes(repos.tops, exit)
 	out = append(out, tr...)
+	if exit {
+		out = append(out, s.verifyBranches()...)
+	}
 	out = append(out, s.verifyObjects(append(gitdirs, repos.gitdirs...), s.since())...)
 	if notChecked > 0 {
 		out = append(out, Transition{Kind: Modified, Path: s.Workspace, Alert: true, Detail: fmt.Sprintf(
@@ -185,7 +213,7 @@ func (s *State) VerifyExecIn(dirs []string) []Transition {
 		set[d] = true
 		scanDir(s.Workspace, d, skip, files, found, nil, nil) // a folder it cannot list: the full scans count it
 	}
-	return s.mergeExec(found, func(path string) bool { return set[ownerDir(path)] })
+	return s.mergeExec(found, false, func(path string) bool { return set[ownerDir(path)] })
 }
 
 // ownerDir is the directory whose scan finds path: X for X/.envrc and for everything in X/.git
@@ -224,7 +252,10 @@ func bareRepository(dir string) bool {
 	return head == nil && (isGitDirectory(dir) || oerr == nil && objects.IsDir() && cerr == nil && !config.IsDir())
 }
 
-func (s *State) mergeExec(found map[string]string, owned func(string) bool) []Transition {
+// mergeExec records the findings of a scan (found) against what was seen last, moving aside
+// what is new or changed; exit is the check at exit, which also moves aside the todo lists of
+// the launch's own rebases (deferred while the box ran).
+func (s *State) mergeExec(found map[string]string, exit bool, owned func(string) bool) []Transition {
 	if s.Exec == nil {
 		s.Exec = map[string]string{}
 	}
@@ -236,12 +267,25 @@ func (s *State) mergeExec(found map[string]string, owned func(string) bool) []Tr
 		}
 		kind := Created
 		switch {
+		case exit && s.Deferred[p]:
+			had = false // left in place while the box ran, never reported: new to the host
 		case !had:
 		case old != d:
 			kind = Modified
 		default:
 			continue
 		}
+		if !exit && s.Todos != nil && ownRebase(p, d) && !s.Todos[p] {
+			// A rebase the launch began (the box's own git rebase -i --exec, stopped at an
+			// edit or a conflict): its git rebase --continue needs the list. Moved aside at exit.
+			if s.Deferred == nil {
+				s.Deferred = map[string]bool{}
+			}
+			s.Deferred[p] = true
+			s.Exec[p] = d
+			continue
+		}
+		delete(s.Deferred, p)
 		if isPackedRefs(p) {
 			// Replace refs a box packed: stripped under git's own lock, the others kept.
 			n, lockAside, err := stripPackedReplace(s.Workspace, p, s.PackedReplace[p])
@@ -292,6 +336,12 @@ func (s *State) mergeExec(found map[string]string, owned func(string) bool) []Tr
 		s.Exec[p] = d
 	}
 	for p, d := range s.Exec {
+		if _, ok := found[p]; !ok && owned(p) && s.Deferred[p] {
+			// The launch's own rebase ended (or was aborted): nothing was reported of it.
+			delete(s.Exec, p)
+			delete(s.Deferred, p)
+			continue
+		}
 		if _, ok := found[p]; !ok && owned(p) && !isPackageJSON(p) {
 			if _, err := os.Lstat(p); err == nil && isConfig(p) {
 				// Still there but no longer executable.
@@ -318,7 +368,7 @@ func (s *State) changedSince(p string) bool {
 }
 
 // identify fills in the identity of each of deps, after dropping those beneath another and
-// those in a folder moved aside (node_modules.agentbox-quarantined-1/x/node_modules, which
+// those in a folder moved aside (.agentbox-quarantined-1/node_modules/x/node_modules, which
 // nothing runs from); one that cannot be read (gone since it was listed) is dropped.
 func identify(deps map[string]DepFolder) {
 	outermost(deps)
@@ -343,6 +393,7 @@ func (s *State) moveNewDeps(deps map[string]DepFolder) ([]Transition, []string) 
 	identify(deps)
 	var out []Transition
 	var moved []string
+	budget := s.Limits.withDefaults().DepEntries
 	// The folders first: a *.pth file in one moved goes with it.
 	paths := slices.SortedFunc(maps.Keys(deps), func(a, b string) int {
 		return cmp.Or(cmp.Compare(boolInt(deps[a].Runs == pthRuns), boolInt(deps[b].Runs == pthRuns)), strings.Compare(a, b))
@@ -356,11 +407,34 @@ func (s *State) moveNewDeps(deps map[string]DepFolder) ([]Transition, []string) 
 		old, had := s.Deps[p]
 		same := had && old.Dev == d.Dev && old.Ino == d.Ino && old.Btime == d.Btime
 		filled := same && old.Empty && !d.Empty
-		if same && !filled || !pth && emptyDir(p) {
+		if !pth && emptyDir(p) {
 			continue
+		}
+		changed := ""
+		if pth && !same && s.owns(p) {
+			continue // made by the host in the box's own folder, which the box never writes
+		}
+		if same && !filled {
+			// The folder or file there at launch: moved aside when anything in it was written
+			// since, by the box in place (past the launch's bounds) or by the host, which the
+			// check cannot tell apart (docs/integrity.md, "Code the host loads from dependency
+			// folders").
+			var err error
+			if changed, err = s.changedIn(p, &budget); err != nil {
+				out = append(out, Transition{Kind: Modified, Path: p, Alert: true, Detail: fmt.Sprintf(
+					"a dependency folder not checked for what was written in it while the box ran (%v; at most %d entries are looked at): the host's tools would run what it holds (%s)",
+					err, s.Limits.withDefaults().DepEntries, d.Runs)})
+			}
+			if changed == "" {
+				continue
+			}
 		}
 		kind, what := Created, "a dependency folder made while the box ran"
 		switch {
+		case changed != "" && pth:
+			kind, what = Modified, "a python path configuration file (.pth) in a site-packages folder, written while the box ran (by the box, or by the host: the check cannot tell)"
+		case changed != "":
+			kind, what = Modified, "a dependency folder in which "+relTo(p, changed)+" was written while the box ran (by the box in place, or by the host: the check cannot tell; install it again on the host from the reviewed lockfile)"
 		case pth && had:
 			kind, what = Replaced, "a python path configuration file (.pth) in a site-packages folder, written while the box ran in place of the one there at launch"
 		case pth:
@@ -384,6 +458,39 @@ func (s *State) moveNewDeps(deps map[string]DepFolder) ([]Transition, []string) 
 		out = append(out, Transition{Kind: kind, Path: p, Detail: detail, Alert: true})
 	}
 	return out, moved
+}
+
+// changedIn returns the first entry of the dependency folder or .pth file p, there at launch,
+// written since the snapshot (changedWithin), or "". The box's own folders (Own) are not
+// looked into: the box wrote its layer, never them, and what the host wrote there is the
+// host's. A state without a start time finds nothing.
+//
+// The bound is ctimeLag before the snapshot began, not a second as for the index (since): the
+// host's writes before the launch are the host's, and must not cost it its folder.
+func (s *State) changedIn(p string, budget *int) (string, error) {
+	if s.Started.IsZero() || s.owns(p) {
+		return "", nil
+	}
+	return changedWithin(p, s.Started.Add(-ctimeLag).UnixNano(), budget)
+}
+
+// ctimeLag is how far behind the clock the kernel may stamp a ctime: the coarse clock it reads
+// moves once a tick, 10 ms at the lowest common rate (HZ=100; 4 ms at Debian's 250). The box's
+// first write comes after the snapshot's scan and the launch's later stages (about 9 ms at
+// their median, docs/benchmarks.md) in any case; the bound does not rest on that.
+const ctimeLag = 10 * time.Millisecond
+
+// owns reports whether p lies in one of the box's own dependency folders (Own).
+func (s *State) owns(p string) bool {
+	return slices.ContainsFunc(s.Own, func(o string) bool { return within(p, o) })
+}
+
+// relTo returns q relative to p ("." for p itself).
+func relTo(p, q string) string {
+	if r, err := filepath.Rel(p, q); err == nil {
+		return r
+	}
+	return q
 }
 
 func boolInt(b bool) int {

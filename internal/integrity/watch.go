@@ -2,6 +2,7 @@ package integrity
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -42,6 +43,7 @@ type Watcher struct {
 
 	mu        sync.Mutex
 	coverLost atomic.Bool
+	opened    *inotifier // made by Open, taken by Run
 }
 
 // lostCover records that a folder of the workspace goes unwatched.
@@ -49,6 +51,19 @@ func (w *Watcher) lostCover(watched int) {
 	if w.coverLost.CompareAndSwap(false, true) && w.OnCoverLost != nil {
 		w.OnCoverLost(watched)
 	}
+}
+
+// OwnDeps records that the dependency folders paths are the box's own (State.Own), and
+// returns what save, when not nil, returns for the state so changed (called under the
+// watcher's lock: the state saved is one no check is changing).
+func (w *Watcher) OwnDeps(paths []string, save func(*State) error) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.State.Own = slices.Clone(paths)
+	if save == nil {
+		return nil
+	}
+	return save(w.State)
 }
 
 // Verify checks the roots (and, when full, rescans the whole workspace for executable

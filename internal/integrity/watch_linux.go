@@ -3,6 +3,7 @@ package integrity
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -142,16 +143,38 @@ func (n *inotifier) addTree(dir string) []string {
 	return added
 }
 
-func (w *Watcher) inotify(ctx context.Context) error {
+// ErrNoInotify is Open's refusal: no inotify instance could be made for the watch.
+var ErrNoInotify = errors.New("no inotify instance for the integrity watch")
+
+// Open makes the watcher's inotify instance and the watches of its roots' folders (the
+// protected configuration and the folders above it) now, before the box's program runs, so
+// that a box cannot take the instance from it (a box that creates instances until refused,
+// issue 21 finding 9) and no event of the program's there is missed; Run then reads from
+// them and adds the rest of the workspace's folders. It fails, with ErrNoInotify and what to
+// do, when no instance can be had (the user's fs.inotify.max_user_instances used up): the
+// launch is refused rather than watched by the periodic check alone. Watches the user has no
+// room for make the watcher rescan the whole workspace at every check (MaxWatches), as
+// before. Without Open, Run makes them itself and goes on with the periodic check when it
+// cannot (a re-adopted launch, whose box runs already).
+func (w *Watcher) Open() error {
+	n, err := w.openInotify()
+	if err != nil {
+		return fmt.Errorf("%w: inotify_init1: %v: the user's inotify instances (fs.inotify.max_user_instances) are used up; end what holds them (find /proc/*/fd -lname anon_inode:inotify) or raise the limit", ErrNoInotify, err)
+	}
+	w.mu.Lock()
+	w.opened = n
+	w.mu.Unlock()
+	return nil
+}
+
+// openInotify makes an inotify instance watching the folders of the roots.
+func (w *Watcher) openInotify() (*inotifier, error) {
 	fd, err := unix.InotifyInit1(unix.IN_NONBLOCK | unix.IN_CLOEXEC)
 	if err != nil {
-		w.lostCover(0)
-		<-ctx.Done()
-		return err
+		return nil, err
 	}
 	n := &inotifier{fd: fd, f: os.NewFile(uintptr(fd), "inotify"), owner: map[int]string{}, path: map[int]string{}, dirs: map[string]bool{}, max: w.maxWatches(),
 		lost: w.lostCover}
-	defer n.f.Close()
 	w.mu.Lock()
 	for _, r := range w.State.Roots {
 		n.add(filepath.Dir(r.Path), filepath.Dir(r.Path))
@@ -165,6 +188,31 @@ func (w *Watcher) inotify(ctx context.Context) error {
 			}
 		}
 	}
+	w.mu.Unlock()
+	return n, nil
+}
+
+func (w *Watcher) inotify(ctx context.Context) error {
+	w.mu.Lock()
+	n := w.opened
+	w.opened = nil
+	w.mu.Unlock()
+	if n == nil {
+		var err error
+		if n, err = w.openInotify(); err != nil {
+			w.lostCover(0)
+			<-ctx.Done()
+			return err
+		}
+	}
+	// The instance is closed in the background (here on the way out, and below at ctx's end):
+	// a close returns only once the kernel has freed the instance's watches, after a grace
+	// period of milliseconds (fsnotify waits for its SRCU readers), which the launch's check
+	// at exit, waiting for Run to return, need not wait for.
+	defer func() { go n.f.Close() }()
+	// The rest of the workspace's folders, while the launch goes on: 10–20 ms for a thousand
+	// folders (docs/benchmarks.md), which Open would add to every launch.
+	w.mu.Lock()
 	ws := w.State.Workspace
 	w.mu.Unlock()
 	n.addTree(ws)

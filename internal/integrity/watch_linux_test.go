@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"io"
+	"path/filepath"
+	"slices"
 	"testing"
+	"time"
 )
 
 // endless is an inotify descriptor that always has another event: the reader never stops on a
@@ -55,5 +58,44 @@ func TestReadEventsCancelled(t *testing.T) {
 				t.Fatal("events closed with nothing on errc: the watch's loop would wait for it forever")
 			}
 		})
+	}
+}
+
+// TestOwnDepsWhileWatching: the daemon records the box's own dependency folders (OwnDeps,
+// saving the state) while the watch runs its checks (run it with -race); the saved state holds
+// them, and the check at exit leaves what the host wrote in them.
+func TestOwnDepsWhileWatching(t *testing.T) {
+	ws := newWS(t)
+	own := filepath.Join(ws, "web", "node_modules")
+	mustWrite(t, filepath.Join(own, "x", "index.js"), "host\n")
+	tick()
+	w := &Watcher{State: Snapshot(resolveWS(t, ws), Limits{}), Interval: time.Millisecond, Debounce: time.Millisecond}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); w.Run(ctx) }()
+	saved := filepath.Join(t.TempDir(), "state.json")
+	checks := make(chan struct{})
+	go func() {
+		defer close(checks)
+		for range 20 {
+			w.Verify(SourcePeriodic, true)
+		}
+	}()
+	for range 20 {
+		if err := w.OwnDeps([]string{own}, func(st *State) error { return st.Save(saved) }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	<-checks
+	cancel()
+	<-done
+	tick()
+	mustWrite(t, filepath.Join(own, "y", "index.js"), "the host's, later\n")
+	for _, tr := range w.Verify(SourceExit, true) {
+		t.Errorf("the host's write in the box's own folder: %+v", tr)
+	}
+	st, err := Load(saved)
+	if err != nil || !slices.Equal(st.Own, []string{own}) {
+		t.Errorf("the saved state's Own: %v (%v), want [%s]", st, err, own)
 	}
 }

@@ -95,7 +95,9 @@ var WorkspaceProtected = append([]string{
 //   - lefthook (internal/config/loader.go): a main config MainConfigNames × Extensions and a
 //     local one LocalConfigNames × Extensions, at the repository's top; the scripts of its
 //     `scripts:` in source_dir and source_dir_local (.lefthook/, .lefthook-local/; others the
-//     config names, and the files of its extends, integrity's resolver protects as well);
+//     config names, the files of its extends and the folder of its remotes, integrity's
+//     resolver protects as well) and in .config/lefthook/ and .config/lefthook-local/
+//     (internal/command/run.go, getSourceDirs);
 //   - overcommit (lib/overcommit/constants.rb, config/default.yml): .overcommit.yml,
 //     .local-overcommit.yml and the plugin_directory .git-hooks/;
 //   - husky 4 (cosmiconfig 7's search places for "husky", beside package.json): .huskyrc and
@@ -121,7 +123,7 @@ func HookManagerFiles() []string {
 			}
 		}
 	}
-	out = append(out, ".lefthook", ".lefthook-local", ".overcommit.yml", ".local-overcommit.yml", ".git-hooks")
+	out = append(out, ".lefthook", ".lefthook-local", ".config/lefthook", ".config/lefthook-local", ".overcommit.yml", ".local-overcommit.yml", ".git-hooks")
 	for _, ext := range []string{"", ".json", ".yaml", ".yml", ".js", ".cjs"} {
 		out = append(out, ".huskyrc"+ext)
 	}
@@ -171,7 +173,7 @@ var GitDirWatched = []string{"HEAD"}
 // ProtectedDirs are the base names of protected paths that are directories when absent (a
 // placeholder for them is an empty directory); every other absent protected path is a file,
 // except the extra paths written with a trailing slash (see ProtectedDirPaths).
-var ProtectedDirs = []string{"hooks", "workflows", ".git", ".devcontainer", "replace", ".lefthook", ".lefthook-local", ".git-hooks"}
+var ProtectedDirs = []string{"hooks", "workflows", ".git", ".devcontainer", "replace", ".lefthook", ".lefthook-local", "lefthook", "lefthook-local", ".git-hooks"}
 
 // Protected is one resolved path of executable configuration that the box must not change.
 type Protected struct {

@@ -9,7 +9,7 @@ func TestProtectedPaths(t *testing.T) {
 	got := ProtectedPaths("/w", []string{"/w/.claude/agents", "tools/hook.sh", "/elsewhere/x", "../up", ".envrc"})
 	want := []string{".cargo/config", ".cargo/config.toml", ".claude/agents", ".claude/settings.json", ".claude/settings.local.json", ".commitlintrc",
 		".commitlintrc.cjs", ".commitlintrc.cts", ".commitlintrc.js", ".commitlintrc.json", ".commitlintrc.mjs", ".commitlintrc.ts",
-		".commitlintrc.yaml", ".commitlintrc.yml", ".config/lefthook-local.json", ".config/lefthook-local.jsonc", ".config/lefthook-local.toml", ".config/lefthook-local.yaml",
+		".commitlintrc.yaml", ".commitlintrc.yml", ".config/lefthook", ".config/lefthook-local", ".config/lefthook-local.json", ".config/lefthook-local.jsonc", ".config/lefthook-local.toml", ".config/lefthook-local.yaml",
 		".config/lefthook-local.yml", ".config/lefthook.json", ".config/lefthook.jsonc", ".config/lefthook.toml", ".config/lefthook.yaml", ".config/lefthook.yml",
 		".cursor/hooks.json", ".cursor/mcp.json", ".devcontainer", ".devcontainer.json", ".dir-locals.el", ".envrc",
 		".exrc", ".git", ".git-hooks", ".github/workflows", ".gitmodules", ".helix/config.toml",

@@ -8,9 +8,11 @@ package profile
 
 import (
 	"fmt"
+	"net"
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 )
@@ -45,6 +47,21 @@ type Profile struct {
 	// box leaves the union over all profiles writable and reports what the launch changed in
 	// them, unless protect.instructions is readonly (then they are pinned as WorkspaceConfig).
 	WorkspaceInstructions []string `json:"workspaceInstructions,omitempty" jsonschema_description:"Workspace-relative instruction and prompt files the program reads (writable in every box and reported at exit; read-only under protect.instructions: readonly)."`
+	// ExpectedRefusals are requests the program makes at every start whatever its settings,
+	// to targets no box reaches: the egress proxy still refuses and audits each (a launch's
+	// record lists it, marked expected), but the end of an attached launch does not announce
+	// it, since no configuration key the user could set would make it go away.
+	ExpectedRefusals []ExpectedRefusal `json:"expectedRefusals,omitempty" jsonschema_description:"Targets (host:port) the program asks for at every start whatever its settings: still refused and audited, marked expected, and not announced at the end of a launch."`
+}
+
+// ExpectedRefusal is a target a program asks for at every start, which no setting of the
+// program turns off.
+type ExpectedRefusal struct {
+	// Target is host:port, as the egress proxy records it (lower case).
+	Target string `json:"target" jsonschema_description:"host:port the program asks for."`
+	// Why says what the request is and why it cannot be turned off; shown in the launch's
+	// record.
+	Why string `json:"why" jsonschema_description:"What the request is, and why no setting turns it off."`
 }
 
 // Install says how a program's install tree is found: the executable is resolved on PATH and
@@ -112,7 +129,7 @@ type HomeEntry struct {
 	// every launch from an allowlist of non-executable keys of the host's file at Path and of
 	// the box's own copy. Only with access state and create file; empty keeps the box's file
 	// as the box left it.
-	Seed string `json:"seed,omitempty" jsonschema_description:"For a state file: the synthesizer that rewrites it at every launch from an allowlist of the host's and the box's keys (claude-config, codex-config, copilot-config, copilot-mcp-config, copilot-permissions, gemini-trust, opencode-db)."`
+	Seed string `json:"seed,omitempty" jsonschema_description:"For a state file: the synthesizer that rewrites it at every launch from an allowlist of the host's and the box's keys (claude-config, codex-config, copilot-config, copilot-mcp-config, copilot-permissions, gemini-trust, gemini-settings, opencode-db)."`
 }
 
 // Relay wires a program to the LLM relay. Values are templates over {relayURL} (the in-box
@@ -191,8 +208,11 @@ func (e *FieldError) Error() string {
 }
 
 var (
-	idRE       = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,63}$`) })
-	envKeyRE   = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`) })
+	idRE     = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,63}$`) })
+	envKeyRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`) })
+	hostRE   = sync.OnceValue(func() *regexp.Regexp {
+		return regexp.MustCompile(`^[a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)*$`)
+	})
 	providerRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-z][a-z0-9-]{0,31}$`) })
 	// ModelRE is what a model name may hold; it is substituted into JSON and TOML templates,
 	// so quotes, backslashes and spaces are refused.
@@ -364,7 +384,32 @@ func (p *Profile) Validate() error {
 			return bad(fmt.Sprintf("workspaceInstructions[%d]", i), "%q %s", w, err)
 		}
 	}
+	for i, r := range p.ExpectedRefusals {
+		f := fmt.Sprintf("expectedRefusals[%d]", i)
+		if err := hostPort(r.Target); err != "" {
+			return bad(f+".target", "%q %s", r.Target, err)
+		}
+		if strings.TrimSpace(r.Why) == "" {
+			return bad(f+".why", "empty: say what the request is and why no setting of the program turns it off")
+		}
+	}
 	return nil
+}
+
+// hostPort returns why s is not a lower-case host:port (a DNS name or an IP address and a
+// port number, as the egress proxy records a target), or "".
+func hostPort(s string) string {
+	host, port, err := net.SplitHostPort(s)
+	if err != nil || strings.ContainsAny(s, "/@") {
+		return "is not host:port (raw.example.org:443)"
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 || port != strconv.Itoa(n) {
+		return "has no port number from 1 to 65535"
+	}
+	if net.ParseIP(host) == nil && !hostRE().MatchString(host) {
+		return "names no host (lower-case letters, digits, dots and hyphens)"
+	}
+	return ""
 }
 
 // relPath returns why p is not a clean relative path beneath its base, or "".
@@ -396,7 +441,7 @@ func grantingParent(p string, earlier []HomeEntry) *HomeEntry {
 }
 
 // Seeds are the synthesizers a state file may name (package harnessstate implements them).
-var Seeds = []string{SeedClaudeConfig, SeedCodexConfig, SeedCopilotConfig, SeedCopilotMCPConfig, SeedCopilotPermissions, SeedGeminiTrust, SeedOpenCodeDB}
+var Seeds = []string{SeedClaudeConfig, SeedCodexConfig, SeedCopilotConfig, SeedCopilotMCPConfig, SeedCopilotPermissions, SeedGeminiTrust, SeedGeminiSettings, SeedOpenCodeDB}
 
 // The synthesizers of state files.
 const (
@@ -414,6 +459,9 @@ const (
 	SeedCopilotPermissions = "copilot-permissions"
 	// SeedGeminiTrust synthesizes Gemini CLI's trustedFolders.json: the workspace's trust.
 	SeedGeminiTrust = "gemini-trust"
+	// SeedGeminiSettings writes Gemini CLI's user settings.json: the host's, with its update
+	// check, automatic update and usage statistics off.
+	SeedGeminiSettings = "gemini-settings"
 	// SeedOpenCodeDB edits OpenCode's SQLite database in place (sessions live in it): the
 	// saved "always" answers, session permission rules that allow, project start commands and
 	// accounts a box recorded are dropped; the host's own saved answers are carried.

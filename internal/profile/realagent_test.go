@@ -79,7 +79,7 @@ func TestClaudeWiringBeatsWorkspaceSettings(t *testing.T) {
 }
 
 // TestGeminiWiringBeatsWorkspaceSettings runs the real Gemini CLI (scripts/install-agents.sh)
-// with the gemini profile's relay wiring and the ~/.gemini/settings.json it creates, unboxed,
+// with the gemini profile's relay wiring and the ~/.gemini/settings.json a box starts with, unboxed,
 // against a fake Gemini API mounted where the relay serves it, from a trusted workspace whose
 // .gemini/.env points Gemini CLI elsewhere (GOOGLE_GEMINI_BASE_URL, GEMINI_API_KEY) and whose
 // .gemini/settings.json names a model. The request must reach the relay URL with the pairing
@@ -127,6 +127,17 @@ func TestGeminiWiringBeatsWorkspaceSettings(t *testing.T) {
 		if err := os.WriteFile(path, []byte(pc.Content), 0o644); err != nil {
 			t.Fatal(err)
 		}
+	}
+	// The user settings a box starts with when the host has none (the gemini-settings seed,
+	// harnessstate.TestGeminiSettings): the API key path, the update check and usage
+	// statistics off.
+	settingsFile := filepath.Join(home, ".gemini", "settings.json")
+	if err := os.MkdirAll(filepath.Dir(settingsFile), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	const settings = `{"security": {"auth": {"selectedType": "gemini-api-key"}}, "general": {"enableAutoUpdate": false, "enableAutoUpdateNotification": false}, "privacy": {"usageStatisticsEnabled": false}}`
+	if err := os.WriteFile(settingsFile, []byte(settings), 0o644); err != nil {
+		t.Fatal(err)
 	}
 	// Trusted, as Gemini CLI's headless mode requires (else it refuses to start), in the trust
 	// file the wiring points Gemini CLI at (in a box, the box-owned one seeded from the host's).

@@ -102,6 +102,7 @@ func (p *Profile) clone() *Profile {
 	c.Requires.ModelArgs = slices.Clone(p.Requires.ModelArgs)
 	c.WorkspaceConfig = slices.Clone(p.WorkspaceConfig)
 	c.WorkspaceInstructions = slices.Clone(p.WorkspaceInstructions)
+	c.ExpectedRefusals = slices.Clone(p.ExpectedRefusals)
 	return &c
 }
 

@@ -24,7 +24,6 @@ import (
 	"github.com/agentbox/agentbox/internal/config"
 	"github.com/agentbox/agentbox/internal/console"
 	"github.com/agentbox/agentbox/internal/engine"
-	_ "github.com/agentbox/agentbox/internal/engine/builtins" // registers the engines
 	"github.com/agentbox/agentbox/internal/launch"
 	"github.com/agentbox/agentbox/internal/linux/ns"
 	"github.com/agentbox/agentbox/internal/linux/proc"

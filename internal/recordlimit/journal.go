@@ -2,12 +2,16 @@ package recordlimit
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
+
+	"github.com/agentbox/agentbox/internal/atomicfile"
 )
 
 // JournalMax is the size past which a Limiter's journal is compacted when Limiter.JournalMax
@@ -83,45 +87,30 @@ func (l *Limiter[R]) journalAppend(key string, rec *R) error {
 	return nil
 }
 
-// journalCompact replaces the journal by the summaries held now, synced, and appends to that;
-// l.mu is held.
+// journalCompact replaces the journal by the summaries held now, written as atomicfile writes a
+// file (synced, renamed over the journal, its folder synced), and appends to that; l.mu is held.
 func (l *Limiter[R]) journalCompact() error {
-	tmp := l.Journal + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY|os.O_APPEND, 0o600)
-	if err != nil {
-		return err
-	}
-	w := bufio.NewWriter(f)
-	var size int64
+	var buf bytes.Buffer
 	for _, k := range l.order {
 		b, err := l.encode(l.held[k])
-		if err == nil {
-			var line []byte
-			if line, err = json.Marshal(entry{Key: k, Sum: b}); err == nil {
-				n, _ := w.Write(append(line, '\n'))
-				size += int64(n)
-			}
-		}
 		if err != nil {
-			f.Close()
-			os.Remove(tmp)
 			return err
 		}
+		line, err := json.Marshal(entry{Key: k, Sum: b})
+		if err != nil {
+			return err
+		}
+		buf.Write(append(line, '\n'))
 	}
-	err = w.Flush()
-	if err == nil {
-		err = f.Sync()
+	if err := atomicfile.WriteFile(l.Journal, buf.Bytes(), 0o600); err != nil {
+		return err
 	}
-	if err == nil {
-		err = os.Rename(tmp, l.Journal)
-	}
+	f, err := os.OpenFile(l.Journal, os.O_WRONLY|os.O_APPEND, 0)
 	if err != nil {
-		f.Close()
-		os.Remove(tmp)
 		return err
 	}
 	l.j.f.Close()
-	l.j = &journal{f: f, size: size}
+	l.j = &journal{f: f, size: int64(buf.Len())}
 	return nil
 }
 
@@ -187,6 +176,9 @@ func (l *Limiter[R]) Replay() (int, error) {
 		f.Close()
 	}
 	if !found {
+		for _, p := range l.compactionTemps() {
+			os.Remove(p)
+		}
 		return 0, nil
 	}
 	for _, k := range order {
@@ -195,7 +187,7 @@ func (l *Limiter[R]) Replay() (int, error) {
 	if l.Commit != nil {
 		l.Commit()
 	}
-	for _, p := range append(paths, l.Journal+".tmp") {
+	for _, p := range append(paths, l.compactionTemps()...) {
 		if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			errs = append(errs, err)
 		}
@@ -204,6 +196,15 @@ func (l *Limiter[R]) Replay() (int, error) {
 		return len(order), fmt.Errorf("replay held records: %w", errors.Join(errs...))
 	}
 	return len(order), nil
+}
+
+// compactionTemps returns the temporary files of compactions (journalCompact) that a daemon
+// killed while it wrote one left beside the journal, and the fixed name an earlier agentbox
+// used for them.
+func (l *Limiter[R]) compactionTemps() []string {
+	tmps, _ := filepath.Glob(filepath.Join(filepath.Dir(l.Journal), "."+filepath.Base(l.Journal)+".tmp-*"))
+	tmps = slices.DeleteFunc(tmps, func(p string) bool { return !atomicfile.IsTemp(filepath.Base(p)) })
+	return append(tmps, l.Journal+".tmp")
 }
 
 // replayLine merges one journal line into held. A summary line starts its key afresh: after a

@@ -142,6 +142,38 @@ func TestJournalBoundedAndFlushed(t *testing.T) {
 	}
 }
 
+// TestJournalCompactionTempsRemoved: a compaction leaves nothing but the journal beside it, and
+// the temporary files of compactions a killed daemon left (atomicfile's, and the fixed name an
+// earlier agentbox used) are removed by the replay, whose summaries they do not change.
+func TestJournalCompactionTempsRemoved(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "x.relay")
+	a := newJournalRig(path)
+	a.l.JournalMax = 4 << 10
+	a.hold("refuse", 200, func(j int) string { return fmt.Sprintf("host-%d:443", j) })
+	if left, _ := filepath.Glob(filepath.Join(dir, "*")); len(left) != 1 || left[0] != path {
+		t.Fatalf("beside the compacted journal: %v, want only %s", left, path)
+	}
+	if hidden, _ := filepath.Glob(filepath.Join(dir, ".*")); len(hidden) != 0 {
+		t.Fatalf("temporary files left by compactions: %v", hidden)
+	}
+	for _, name := range []string{".x.relay.tmp-123456", "x.relay.tmp"} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(`{"k":"refuse","s":{"Count":1000}}`+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b := newJournalRig(path)
+	if n, err := b.l.Replay(); n != 1 || err != nil || b.written[0].Count != 199 {
+		t.Fatalf("Replay = %d, %v, %+v; want the 199 records held, from the journal alone", n, err, b.written)
+	}
+	if left, _ := filepath.Glob(filepath.Join(dir, "*")); len(left) != 0 {
+		t.Errorf("left after the replay: %v", left)
+	}
+	if hidden, _ := filepath.Glob(filepath.Join(dir, ".*")); len(hidden) != 0 {
+		t.Errorf("temporary files left after the replay: %v", hidden)
+	}
+}
+
 // TestJournalCutLine: a journal whose last line was cut (a power loss) replays every whole
 // line and names the cut one.
 func TestJournalCutLine(t *testing.T) {

@@ -2,15 +2,21 @@ package shim
 
 import (
 	"bytes"
+	"errors"
+	"fmt"
 	"io"
+	"io/fs"
 	"log"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/agentbox/agentbox/internal/console"
+	"github.com/agentbox/agentbox/internal/engine"
 	"github.com/creack/pty"
 )
 
@@ -32,19 +38,21 @@ func TestTransitions(t *testing.T) {
 		return r
 	}
 	want := map[phase][]phase{
-		//                      start         start held  release       exec          exit          init exit     finish
-		phaseWaiting: row([]phase{phaseStarted, phaseHeld, refused, refused, refused, refused, phaseFinal},
+		//                      start         start held  release       exec          exit          init exit     ended    finish
+		phaseWaiting: row([]phase{phaseStarted, phaseHeld, refused, refused, refused, refused, refused, phaseFinal},
 			// attach, stop, detach; no control channel or output before the box; watch, unwatch
 			[]phase{phaseWaiting, phaseWaiting, phaseWaiting, refused, refused, refused, phaseWaiting, phaseWaiting}, noRedraw),
-		phaseHeld:    row([]phase{refused, refused, phaseStarted, phaseExecd, phaseExited, phaseExited, refused}, keep(phaseHeld), noRedraw),
-		phaseStarted: row([]phase{refused, refused, phaseStarted, phaseExecd, phaseExited, phaseExited, refused}, keep(phaseStarted), noRedraw),
-		phaseExecd:   row([]phase{refused, refused, phaseExecd, phaseExecd, phaseExited, phaseExited, refused}, keep(phaseExecd), redraw(phaseExecd)),
-		phaseExited:  row([]phase{refused, refused, phaseExited, phaseExited, refused, refused, phaseFinal}, keep(phaseExited), redraw(phaseExited)),
+		// An end the init reports comes after the program's exec only.
+		phaseHeld:    row([]phase{refused, refused, phaseStarted, phaseExecd, phaseExited, phaseExited, refused, refused}, keep(phaseHeld), noRedraw),
+		phaseStarted: row([]phase{refused, refused, phaseStarted, phaseExecd, phaseExited, phaseExited, refused, refused}, keep(phaseStarted), noRedraw),
+		phaseExecd:   row([]phase{refused, refused, phaseExecd, phaseExecd, phaseExited, phaseExited, phaseExited, refused}, keep(phaseExecd), redraw(phaseExecd)),
+		// The init is reaped after the end it reported, or its end read after its reaping.
+		phaseExited: row([]phase{refused, refused, phaseExited, phaseExited, phaseExited, phaseExited, phaseExited, phaseFinal}, keep(phaseExited), redraw(phaseExited)),
 		// No output stream opens once the launch is final; one still open may end.
-		phaseFinal: row([]phase{refused, refused, phaseFinal, phaseFinal, phaseFinal, phaseFinal, phaseFinal},
+		phaseFinal: row([]phase{refused, refused, phaseFinal, phaseFinal, phaseFinal, phaseFinal, phaseFinal, phaseFinal},
 			[]phase{phaseFinal, phaseFinal, phaseFinal, phaseFinal, refused, phaseFinal, phaseFinal, phaseFinal}, redraw(phaseFinal)),
 	}
-	events := []event{evStart, evStartHeld, evRelease, evExec, evExit, evInitExit, evFinish, evAttach, evStop, evDetach, evControlClosed, evOutput, evDrained, evWatch, evUnwatch, evRedraw, evDrawn}
+	events := []event{evStart, evStartHeld, evRelease, evExec, evExit, evInitExit, evEnded, evFinish, evAttach, evStop, evDetach, evControlClosed, evOutput, evDrained, evWatch, evUnwatch, evRedraw, evDrawn}
 	for from := phaseWaiting; from <= phaseFinal; from++ {
 		if len(want[from]) != len(events) {
 			t.Fatalf("the table for %v has %d events, want %d", from, len(want[from]), len(events))
@@ -93,35 +101,41 @@ func TestLaunchPaths(t *testing.T) {
 		name  string
 		steps []step
 	}{
-		{"detached", []step{{evStart, state{phase: phaseStarted}}, {evExec, state{phase: phaseExecd}}, {evExit, state{phase: phaseExited}}, {evFinish, state{phase: phaseFinal}}}},
+		{"detached", []step{{evStart, state{phase: phaseStarted}}, {evExec, state{phase: phaseExecd}}, {evExit, state{phase: phaseExited, reaped: true}}, {evFinish, state{phase: phaseFinal, reaped: true}}}},
 		{"attached, held", []step{{evStartHeld, state{phase: phaseHeld}}, {evAttach, state{phase: phaseHeld, attached: true, client: true}}, {evRelease, state{phase: phaseStarted, attached: true, client: true}},
-			{evExec, state{phase: phaseExecd, attached: true, client: true}}, {evAttach, state{phase: phaseExecd, attached: true, client: true}}, {evExit, state{phase: phaseExited, attached: true, client: true}}, {evFinish, state{phase: phaseFinal, attached: true, client: true}}}},
+			{evExec, state{phase: phaseExecd, attached: true, client: true}}, {evAttach, state{phase: phaseExecd, attached: true, client: true}}, {evExit, state{phase: phaseExited, reaped: true, attached: true, client: true}}, {evFinish, state{phase: phaseFinal, reaped: true, attached: true, client: true}}}},
 		{"attached, started for its client", []step{{evAttach, state{phase: phaseWaiting, attached: true, client: true}}, {evStart, state{phase: phaseStarted, attached: true, client: true}}, {evExec, state{phase: phaseExecd, attached: true, client: true}}}},
-		{"set-up failure", []step{{evStart, state{phase: phaseStarted}}, {evExit, state{phase: phaseExited}}, {evFinish, state{phase: phaseFinal}}}},
-		{"exec read after the reaping", []step{{evStart, state{phase: phaseStarted}}, {evExit, state{phase: phaseExited}}, {evExec, state{phase: phaseExited}}, {evFinish, state{phase: phaseFinal}}}},
-		{"held box ends before its client", []step{{evStartHeld, state{phase: phaseHeld}}, {evExit, state{phase: phaseExited}}, {evRelease, state{phase: phaseExited}}, {evFinish, state{phase: phaseFinal}}}},
+		{"set-up failure", []step{{evStart, state{phase: phaseStarted}}, {evExit, state{phase: phaseExited, reaped: true}}, {evFinish, state{phase: phaseFinal, reaped: true}}}},
+		{"exec read after the reaping", []step{{evStart, state{phase: phaseStarted}}, {evExit, state{phase: phaseExited, reaped: true}}, {evExec, state{phase: phaseExited, reaped: true}}, {evFinish, state{phase: phaseFinal, reaped: true}}}},
+		{"held box ends before its client", []step{{evStartHeld, state{phase: phaseHeld}}, {evExit, state{phase: phaseExited, reaped: true}}, {evRelease, state{phase: phaseExited, reaped: true}}, {evFinish, state{phase: phaseFinal, reaped: true}}}},
 		{"never started", []step{{evFinish, state{phase: phaseFinal}}}},
 		{"stopped before the box", []step{{evStop, state{phase: phaseWaiting, stopAsked: true}}, {evFinish, state{phase: phaseFinal, stopAsked: true}}, {evStop, state{phase: phaseFinal, stopAsked: true}}}},
-		{"stopped while starting", []step{{evStop, state{phase: phaseWaiting, stopAsked: true}}, {evStartHeld, state{phase: phaseHeld, stopAsked: true}}, {evExit, state{phase: phaseExited, stopAsked: true}}, {evFinish, state{phase: phaseFinal, stopAsked: true}}}},
+		{"stopped while starting", []step{{evStop, state{phase: phaseWaiting, stopAsked: true}}, {evStartHeld, state{phase: phaseHeld, stopAsked: true}}, {evExit, state{phase: phaseExited, reaped: true, stopAsked: true}}, {evFinish, state{phase: phaseFinal, reaped: true, stopAsked: true}}}},
 		{"client detaches, another attaches", []step{{evStart, state{phase: phaseStarted}}, {evExec, state{phase: phaseExecd}},
 			{evAttach, state{phase: phaseExecd, attached: true, client: true}}, {evDetach, state{phase: phaseExecd, attached: true}},
-			{evAttach, state{phase: phaseExecd, attached: true, client: true}}, {evExit, state{phase: phaseExited, attached: true, client: true}},
-			{evFinish, state{phase: phaseFinal, attached: true, client: true}}, {evDetach, state{phase: phaseFinal, attached: true}}}},
+			{evAttach, state{phase: phaseExecd, attached: true, client: true}}, {evExit, state{phase: phaseExited, reaped: true, attached: true, client: true}},
+			{evFinish, state{phase: phaseFinal, reaped: true, attached: true, client: true}}, {evDetach, state{phase: phaseFinal, reaped: true, attached: true}}}},
 		{"output drained", []step{{evStart, state{phase: phaseStarted}}, {evOutput, state{phase: phaseStarted, outputs: 1}}, {evOutput, state{phase: phaseStarted, outputs: 2}},
-			{evExec, state{phase: phaseExecd, outputs: 2}}, {evDrained, state{phase: phaseExecd, outputs: 1}}, {evExit, state{phase: phaseExited, outputs: 1}},
-			{evControlClosed, state{phase: phaseExited, outputs: 1, controlClosed: true}}, {evDrained, state{phase: phaseExited, controlClosed: true}},
-			{evFinish, state{phase: phaseFinal, controlClosed: true}}}},
+			{evExec, state{phase: phaseExecd, outputs: 2}}, {evDrained, state{phase: phaseExecd, outputs: 1}}, {evExit, state{phase: phaseExited, reaped: true, outputs: 1}},
+			{evControlClosed, state{phase: phaseExited, reaped: true, outputs: 1, controlClosed: true}}, {evDrained, state{phase: phaseExited, reaped: true, controlClosed: true}},
+			{evFinish, state{phase: phaseFinal, reaped: true, controlClosed: true}}}},
 		{"stopped while the program runs", []step{{evStart, state{phase: phaseStarted}}, {evExec, state{phase: phaseExecd}}, {evStop, state{phase: phaseExecd, stopAsked: true}},
-			{evExit, state{phase: phaseExited, stopAsked: true}}, {evStop, state{phase: phaseExited, stopAsked: true}}, {evFinish, state{phase: phaseFinal, stopAsked: true}}}},
+			{evExit, state{phase: phaseExited, reaped: true, stopAsked: true}}, {evStop, state{phase: phaseExited, reaped: true, stopAsked: true}}, {evFinish, state{phase: phaseFinal, reaped: true, stopAsked: true}}}},
 		{"watched to the end", []step{{evWatch, state{phase: phaseWaiting, watchers: 1}}, {evStart, state{phase: phaseStarted, watchers: 1}},
-			{evExit, state{phase: phaseExited, watchers: 1}}, {evFinish, state{phase: phaseFinal, watchers: 1}}, {evUnwatch, state{phase: phaseFinal}}}},
-		{"top process the pid namespace's init", []step{{evStart, state{phase: phaseStarted}}, {evExec, state{phase: phaseExecd}}, {evInitExit, state{phase: phaseExited, emptied: true}},
-			{evFinish, state{phase: phaseFinal, emptied: true}}}},
+			{evExit, state{phase: phaseExited, reaped: true, watchers: 1}}, {evFinish, state{phase: phaseFinal, reaped: true, watchers: 1}}, {evUnwatch, state{phase: phaseFinal, reaped: true}}}},
+		{"top process the pid namespace's init", []step{{evStart, state{phase: phaseStarted}}, {evExec, state{phase: phaseExecd}}, {evInitExit, state{phase: phaseExited, reaped: true, emptied: true}},
+			{evFinish, state{phase: phaseFinal, reaped: true, emptied: true}}}},
+		{"end reported by the init before its exit", []step{{evStart, state{phase: phaseStarted}}, {evExec, state{phase: phaseExecd}},
+			{evEnded, state{phase: phaseExited, emptied: true, ended: true}}, {evControlClosed, state{phase: phaseExited, emptied: true, ended: true, controlClosed: true}},
+			{evFinish, state{phase: phaseFinal, emptied: true, ended: true, controlClosed: true}}, {evInitExit, state{phase: phaseFinal, emptied: true, ended: true, reaped: true, controlClosed: true}}}},
+		{"end reported, read after the init's reaping", []step{{evStart, state{phase: phaseStarted}}, {evExec, state{phase: phaseExecd}},
+			{evInitExit, state{phase: phaseExited, emptied: true, reaped: true}}, {evEnded, state{phase: phaseExited, emptied: true, ended: true, reaped: true}},
+			{evFinish, state{phase: phaseFinal, emptied: true, ended: true, reaped: true}}}},
 		{"redraws for attached clients", []step{{evStart, state{phase: phaseStarted}}, {evExec, state{phase: phaseExecd}}, {evAttach, state{phase: phaseExecd, attached: true, client: true}},
 			{evRedraw, state{phase: phaseExecd, attached: true, client: true, redrawing: true, redraws: 1}}, {evDrawn, state{phase: phaseExecd, attached: true, client: true, redraws: 1}},
-			{evRedraw, state{phase: phaseExecd, attached: true, client: true, redrawing: true, redraws: 2}}, {evExit, state{phase: phaseExited, attached: true, client: true, redrawing: true, redraws: 2}},
-			{evDrawn, state{phase: phaseExited, attached: true, client: true, redraws: 2}}, {evFinish, state{phase: phaseFinal, attached: true, client: true, redraws: 2}}}},
-		{"late client of a failed launch", []step{{evStart, state{phase: phaseStarted}}, {evExit, state{phase: phaseExited}}, {evFinish, state{phase: phaseFinal}}, {evAttach, state{phase: phaseFinal, attached: true, client: true}}}},
+			{evRedraw, state{phase: phaseExecd, attached: true, client: true, redrawing: true, redraws: 2}}, {evExit, state{phase: phaseExited, reaped: true, attached: true, client: true, redrawing: true, redraws: 2}},
+			{evDrawn, state{phase: phaseExited, reaped: true, attached: true, client: true, redraws: 2}}, {evFinish, state{phase: phaseFinal, reaped: true, attached: true, client: true, redraws: 2}}}},
+		{"late client of a failed launch", []step{{evStart, state{phase: phaseStarted}}, {evExit, state{phase: phaseExited, reaped: true}}, {evFinish, state{phase: phaseFinal, reaped: true}}, {evAttach, state{phase: phaseFinal, reaped: true, attached: true, client: true}}}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			var buf bytes.Buffer
@@ -269,7 +283,7 @@ func TestDaemonGone(t *testing.T) {
 	for _, ev := range []event{evWatch, evExit, evFinish, evUnwatch} {
 		s.advanceLocked(ev)
 	}
-	if s.st != (state{phase: phaseFinal}) || buf.Len() != 0 {
+	if s.st != (state{phase: phaseFinal, reaped: true}) || buf.Len() != 0 {
 		t.Errorf("watcher gone after the end: %+v, log %q", s.st, buf.String())
 	}
 }
@@ -317,27 +331,38 @@ func TestAwaitLocked(t *testing.T) {
 	}
 }
 
+// ptyServer returns a shim's server in tty mode whose program has been exec'd, with a real PTY
+// of size (the slave is returned, for the program's side) and its output while no client is
+// attached discarded; logged is what the server logs.
+func ptyServer(t *testing.T, size console.WindowSize) (s *server, sl *os.File, logged *bytes.Buffer) {
+	t.Helper()
+	m, sl, err := pty.Open()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		m.Close()
+		sl.Close()
+	})
+	logOut, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { logOut.Close() })
+	logged = &bytes.Buffer{}
+	s = &server{log: log.New(logged, "", 0), tty: true, master: m, logOut: logOut, size: size}
+	setSize(m, s.size)
+	s.advance(evStart)
+	s.advance(evExec)
+	return s, sl, logged
+}
+
 // TestRedrawEndsAtOutput: a redraw for a newly attached client moves the PTY one row shorter
 // and waits for the program to draw (redraw); the PTY's pump's next output ends that wait
 // (deliver: drawn), and the redraw gives the size back. Output while no redraw waits is no
 // drawn event.
 func TestRedrawEndsAtOutput(t *testing.T) {
-	m, sl, err := pty.Open()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Close()
-	defer sl.Close()
-	logOut, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer logOut.Close()
-	var buf bytes.Buffer
-	s := &server{log: log.New(&buf, "", 0), tty: true, master: m, logOut: logOut, size: console.WindowSize{Rows: 24, Cols: 80}}
-	setSize(m, s.size)
-	s.advance(evStart)
-	s.advance(evExec)
+	s, sl, buf := ptyServer(t, console.WindowSize{Rows: 24, Cols: 80})
 	rows := func() int {
 		r, _, err := pty.Getsize(sl)
 		if err != nil {
@@ -378,5 +403,149 @@ func TestRedrawEndsAtOutput(t *testing.T) {
 	<-done
 	if buf.Len() != 0 {
 		t.Errorf("refused moves logged: %s", buf.String())
+	}
+}
+
+// sizeReader starts a program on the PTY whose slave is sl that, at each SIGWINCH, reads its
+// terminal's size and appends it to a file, as a full-screen program reads the size it draws
+// for, and sets it as s's box (its program exec'd). sizes returns the sizes it read so far,
+// one "rows cols" each; waitSizes waits (bounded) until it read n of them.
+func sizeReader(t *testing.T, s *server, sl *os.File) (sizes func() []string, waitSizes func(n int) []string) {
+	t.Helper()
+	dir := t.TempDir()
+	file := filepath.Join(dir, "sizes")
+	cmd := exec.Command("/bin/sh", "-c", `trap 'stty size >> "$1"' WINCH; touch "$1.ready"; while :; do sleep 0.01; done`, "sh", file)
+	cmd.Stdin = sl
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+	})
+	sizes = func() []string {
+		b, err := os.ReadFile(file)
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			t.Fatal(err)
+		}
+		return strings.Fields(strings.ReplaceAll(strings.TrimSpace(string(b)), " ", "x"))
+	}
+	until := func(what string, ok func() bool) {
+		t.Helper()
+		expired, release := expiry(10 * time.Second)
+		defer release()
+		for !ok() {
+			select {
+			case <-expired:
+				t.Fatalf("%s: the program read the sizes %q", what, sizes())
+			case <-time.After(time.Millisecond):
+			}
+		}
+	}
+	until("the program did not set its trap", func() bool { _, err := os.Stat(file + ".ready"); return err == nil })
+	waitSizes = func(n int) []string {
+		t.Helper()
+		until(fmt.Sprintf("want %d sizes", n), func() bool { return len(sizes()) >= n })
+		return sizes()
+	}
+	s.mu.Lock()
+	s.box = &engine.Box{Process: cmd.Process, PidFD: -1}
+	s.status.Execd = true
+	s.mu.Unlock()
+	return sizes, waitSizes
+}
+
+// TestRedrawEndsAtWait: a program that does not draw for the moved size (nothing reaches the
+// PTY's pump) does not keep the redraw waiting: the redraw ends its own wait after redrawWait
+// (drawn), gives the size back and signals the program, which reads the size it had.
+func TestRedrawEndsAtWait(t *testing.T) {
+	s, sl, buf := ptyServer(t, console.WindowSize{Rows: 24, Cols: 80})
+	_, waitSizes := sizeReader(t, s, sl)
+	done := make(chan struct{})
+	go func() {
+		s.redraw()
+		close(done)
+	}()
+	s.await(func(st state) bool { return st.redrawing }, nil)
+	if got := waitSizes(1); got[0] != "23x80" {
+		t.Errorf("the program read %q at the redraw's first signal, want 23x80", got)
+	}
+	// No output: the redraw's own wait ends it.
+	expired, release := expiry(10 * time.Second)
+	defer release()
+	st, ok := s.await(func(st state) bool { return !st.redrawing }, expired)
+	if !ok || st.redraws != 1 {
+		t.Errorf("after the wait: %+v, want one redraw over", st)
+	}
+	if got := waitSizes(2); got[len(got)-1] != "24x80" {
+		t.Errorf("the program read %q once the redraw was over, want 24x80 last", got)
+	}
+	s.advance(evExit)
+	s.advance(evFinish)
+	<-done
+	if r, c, _ := pty.Getsize(sl); r != 24 || c != 80 {
+		t.Errorf("after the redraw: %dx%d, want 24x80", r, c)
+	}
+	if buf.Len() != 0 {
+		t.Errorf("refused moves logged: %s", buf.String())
+	}
+}
+
+// TestRedrawOnlySignals: a redraw that cannot move the size — another redraw waits, the
+// terminal has a single row, or there is no PTY master (yet) — moves nothing and starts no
+// wait: it only signals the program, which reads the size as it is.
+func TestRedrawOnlySignals(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		size     console.WindowSize
+		noMaster bool
+		waiting  bool // another redraw waits
+		want     string
+	}{
+		{name: "another waits", size: console.WindowSize{Rows: 24, Cols: 80}, waiting: true, want: "23x80"},
+		{name: "one row", size: console.WindowSize{Rows: 1, Cols: 80}, want: "1x80"},
+		{name: "no master", size: console.WindowSize{Rows: 24, Cols: 80}, noMaster: true, want: "24x80"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, sl, buf := ptyServer(t, tc.size)
+			if tc.noMaster {
+				s.master = nil
+			}
+			_, waitSizes := sizeReader(t, s, sl)
+			first := make(chan struct{})
+			n := 0 // sizes the program read before the redraw under test
+			if tc.waiting {
+				go func() {
+					s.redraw()
+					close(first)
+				}()
+				s.await(func(st state) bool { return st.redrawing }, nil)
+				n = len(waitSizes(1))
+			}
+			s.mu.Lock()
+			before := s.st
+			s.mu.Unlock()
+			s.redraw() // returns once it has signalled: it waits for nothing
+			s.mu.Lock()
+			after := s.st
+			s.mu.Unlock()
+			if after != before {
+				t.Errorf("the redraw moved the state: %+v, was %+v", after, before)
+			}
+			if got := waitSizes(n + 1); got[n] != tc.want {
+				t.Errorf("the program read %q after the redraw, want %s", got[n], tc.want)
+			}
+			if tc.waiting {
+				s.deliver(console.FrameStdout, []byte("drawn"), &pumpState{})
+			}
+			s.advance(evExit)
+			s.advance(evFinish)
+			if tc.waiting {
+				<-first
+			}
+			if buf.Len() != 0 {
+				t.Errorf("refused moves logged: %s", buf.String())
+			}
+		})
 	}
 }

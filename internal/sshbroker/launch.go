@@ -122,6 +122,10 @@ type Options struct {
 	// MaxConns bounds the concurrent connections to the agent socket, and to each leg. Zero
 	// means DefaultMaxConns.
 	MaxConns int
+	// Bound, when set, wraps each listener of the launch (what names it: "ssh agent" or "ssh
+	// leg HOST"): the daemon bounds them by its budget of broker connections, below its
+	// descriptor limit (internal/connlimit). Nil means MaxConns alone.
+	Bound func(ln net.Listener, what string) net.Listener
 	// Resume re-creates the sockets of a launch that outlived a daemon restart and keeps the
 	// files its box already reads; the Config must be the one the launch started with.
 	Resume bool
@@ -210,13 +214,18 @@ func Start(opts Options) (*Launch, error) {
 			return net.DialTimeout("unix", upstreamPath, upstreamTimeout)
 		}
 	}
+	bound := opts.Bound
+	if bound == nil {
+		bound = func(ln net.Listener, _ string) net.Listener { return ln }
+	}
 	ln, err := listen(l.agentSocket)
 	if err != nil {
 		return nil, err
 	}
 	l.lns = append(l.lns, ln)
+	agentLn := bound(ln, "ssh agent")
 	l.wg.Add(1)
-	go func() { defer l.wg.Done(); as.serve(ln, &l.wg) }()
+	go func() { defer l.wg.Done(); as.serve(agentLn, &l.wg) }()
 
 	dial := opts.Dial
 	if dial == nil {
@@ -234,8 +243,9 @@ func Start(opts Options) (*Launch, error) {
 		}
 		l.lns = append(l.lns, ln)
 		ls := &legServer{leg: leg, dial: dial, timeout: timeout, done: opts.Done, quit: l.quit, log: l.rec, conns: &budget{max: maxConns}}
+		legLn := bound(ln, "ssh leg "+leg.Host.String())
 		l.wg.Add(1)
-		go func() { defer l.wg.Done(); ls.serve(ln, &l.wg) }()
+		go func() { defer l.wg.Done(); ls.serve(legLn, &l.wg) }()
 	}
 	hosts := make([]string, len(legs))
 	for i, leg := range legs {

@@ -156,10 +156,11 @@ func converseAfter(t *testing.T, m *Tmux, up *llmtest.Server, args string, first
 	}
 	m.Ask(append(quit, "/exit")[0])
 	// Copilot CLI may still count a turn as running after its answer is shown; then it queues
-	// the quit command ("Queued (1) └ /exit") and, as seen under load, never runs it. Escape
-	// ends that turn, as a person would press it, and the queued command runs; under load one
-	// Escape was once not enough (CI, the fourteenth session), so it is pressed again while the
-	// command stays queued, as a person would.
+	// the quit command ("Queued (1) └ /exit"), and runs it when the turn ends. Its test waits
+	// for the end of the turn before /exit, as a person sees it; should the command stay
+	// queued all the same (github/copilot-cli#4705: queued prompts that stay queued once
+	// idle, intermittently), a person presses Escape, again while it stays queued (once under
+	// load, in CI, one Escape was not enough). Said in the log, so that it is seen.
 	done := regexp.MustCompile(regexp.QuoteMeta(tag) + `=(\d+)`)
 	var escaped time.Time
 	for i := 0; i < 900; i++ {
@@ -168,6 +169,7 @@ func converseAfter(t *testing.T, m *Tmux, up *llmtest.Server, args string, first
 			break
 		}
 		if strings.Contains(scr, "Queued (") && time.Since(escaped) > 3*time.Second {
+			t.Logf("agentbox %s: the quit command stays queued; pressing Escape:\n%s", args, m.Visible())
 			m.Keys("Escape")
 			escaped = time.Now()
 		}
@@ -176,11 +178,22 @@ func converseAfter(t *testing.T, m *Tmux, up *llmtest.Server, args string, first
 	if code := m.Wait(tag); code != 0 {
 		t.Fatalf("agentbox %s, /exit: exit %d\n%s", args, code, m.Screen())
 	}
+	noRefusalAnnounced(t, m, "agentbox "+args)
 	reqs := up.Requests()[n:]
 	if len(reqs) == 0 {
 		t.Fatalf("agentbox %s: the stand-in upstream saw no request", args)
 	}
 	return reqs
+}
+
+// noRefusalAnnounced fails the test when the pane shows the line an attached launch ends with
+// when its egress proxy refused hosts (egressHint): the agents' launches make no request a box
+// refuses, but for one their profile expects (expectedRefusals), which is not announced.
+func noRefusalAnnounced(t *testing.T, m *Tmux, what string) {
+	t.Helper()
+	if scr := m.Screen(); strings.Contains(scr, "egress proxy refused") {
+		t.Errorf("%s: the launch ended announcing refused requests:\n%s", what, scr)
+	}
 }
 
 // carries reports whether one of reqs sends text (the earlier conversation) to the model.
@@ -216,37 +229,36 @@ func jsonlUnder(dir string) []string {
 	return out
 }
 
-// codexUnavoidable is what Codex CLI 0.171.0 asks of the network at every start that no setting
-// turns off: its announcement tip (tui/src/tooltips.rs fetches it unconditionally).
-var codexUnavoidable = []string{"raw.githubusercontent.com:443"}
-
 // noRefusedRequest fails the test when one of e's launches made a request its egress proxy
-// refused, to a target other than those named in unavoidable (host:port, each a request the
-// agent makes at every start and no setting turns off, named in docs/profiles.md): a launch
-// that ends with "its egress proxy refused …" for a host the user never asked for. It also
-// fails when the daemon's log holds a request refused for want of a pairing (a client in the
-// box that ignored the pairing of its proxy URL).
-func noRefusedRequest(t *testing.T, e *Env, unavoidable ...string) {
+// refused that the launch's profile does not expect (expectedRefusals: a request the agent
+// makes at every start whatever its settings, named in docs/profiles.md): a launch that ends
+// with "its egress proxy refused …" for a host the user never asked for. It also fails when
+// the daemon's log holds a request refused for want of a pairing (a client in the box that
+// ignored the pairing of its proxy URL). It returns the expected refusals the launches'
+// records hold (still refused and audited), by target.
+func noRefusedRequest(t *testing.T, e *Env) map[string]int {
 	t.Helper()
 	ls := e.Launches()
 	if len(ls) == 0 {
 		t.Errorf("no launch recorded")
 	}
+	expected := map[string]int{}
 	for _, l := range ls {
 		if l.Egress == nil {
 			t.Errorf("launch %s (%s): no egress record", l.ID, l.Program+" "+strings.Join(l.Args, " "))
 			continue
 		}
 		var refused []string
-		expected := 0
 		for _, r := range l.Egress.Refusals {
-			if slices.Contains(unavoidable, r.Target) {
-				expected++
+			if r.Expected {
+				expected[r.Target]++
 			} else {
 				refused = append(refused, r.Target)
 			}
 		}
-		if len(refused) > 0 || (l.Egress.Refused > 0 && expected == 0) {
+		// A refusal for want of a pairing or of a bad request is counted, not listed (the
+		// daemon's log, below, names the first).
+		if len(refused) > 0 || (l.Egress.Refused > 0 && len(l.Egress.Refusals) == 0) {
 			t.Errorf("launch %s (%s): the egress proxy refused %d requests, to %v: %+v", l.ID, l.Program+" "+strings.Join(l.Args, " "), l.Egress.Refused, refused, *l.Egress)
 		}
 	}
@@ -259,6 +271,7 @@ func noRefusedRequest(t *testing.T, e *Env, unavoidable ...string) {
 			t.Errorf("a request from a box was refused for want of a pairing: %s", line)
 		}
 	}
+	return expected
 }
 
 // TestInteractiveClaude uses the real Claude Code in a real terminal (tmux) as a returning user
@@ -425,7 +438,15 @@ func TestInteractiveCodex(t *testing.T) {
 			t.Logf("the trust dialog stayed after Enter; pressing it again:\n%s", m.Visible())
 		}
 	}
-	converseAfter(t, m, up, "run codex", trust, nil, prompt, "", "remember the word OTTER")
+	// Codex counts startup warnings in its status line ("⚠ 1 warning · f2 to view"); a returning
+	// user's stock codex shows none (0.171.0 warned of its -c overrides, which rule out the
+	// shared background server, until the profile passed --no-daemon).
+	noWarning := func() {
+		if scr := m.Visible(); strings.Contains(scr, "f2 to view") {
+			t.Errorf("Codex shows a startup warning a returning user does not see:\n%s", scr)
+		}
+	}
+	converseAfter(t, m, up, "run codex", trust, noWarning, prompt, "", "remember the word OTTER")
 
 	state := boxState(t, e, "codex")
 	if ts := jsonlUnder(filepath.Join(state, ".codex", "sessions")); len(ts) == 0 {
@@ -451,7 +472,7 @@ func TestInteractiveCodex(t *testing.T) {
 		t.Errorf("the trust taken in the box is not in its box-owned config.toml: %v\n%s", err, boxConfig)
 	}
 
-	noDialogNow := func() { noDialog(t, m, "the second agentbox run codex") }
+	noDialogNow := func() { noDialog(t, m, "the second agentbox run codex"); noWarning() }
 	if reqs := converseAfter(t, m, up, "run codex -- resume --last", nil, noDialogNow, prompt, "remember the word OTTER", "and now?"); !carries(reqs, "OTTER") {
 		t.Errorf("the resumed launch's requests do not carry the earlier conversation")
 	}
@@ -465,10 +486,17 @@ func TestInteractiveCodex(t *testing.T) {
 		t.Errorf("the host's notify command ran in a box")
 	}
 	// Neither launch asks of the network what no box reaches (the update check, analytics,
-	// the plugin marketplace's sync), but for Codex's announcement tip, which no setting of
-	// 0.171.0 turns off.
-	noRefusedRequest(t, e, codexUnavoidable...)
+	// the plugin marketplace's sync). Codex's announcement tip, which no setting of 0.171.0
+	// turns off, is refused, audited and marked expected by the codex profile
+	// (expectedRefusals), and not announced at the end of the launch (converse).
+	if exp := noRefusedRequest(t, e); exp[codexTip] == 0 {
+		t.Errorf("no launch's record holds Codex's announcement tip (%s) as an expected refusal: %v", codexTip, exp)
+	}
 }
+
+// codexTip is the target of Codex CLI 0.171.0's announcement tip, fetched at every start of its
+// terminal interface (tui/src/tooltips.rs), which no setting turns off.
+const codexTip = "raw.githubusercontent.com:443"
 
 // TestInteractiveGemini uses the real Gemini CLI in a real terminal (tmux) as a returning user
 // of the host would: the host's ~/.gemini/trustedFolders.json trusts the workspace, so
@@ -490,15 +518,30 @@ func TestInteractiveGemini(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(e.Home, ".gemini", "trustedFolders.json"), []byte(trust), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	// A returning user's own settings, as Gemini CLI leaves them (the auth type chosen, a
+	// theme): its update check and usage statistics on, by default. Each boxed launch asked the
+	// npm registry for Gemini CLI's latest version, refused, and ended saying so.
+	const hostSettings = "{\n  \"security\": {\"auth\": {\"selectedType\": \"gemini-api-key\"}},\n  \"ui\": {\"theme\": \"GitHub\"}\n}\n"
+	hostSettingsFile := filepath.Join(e.Home, ".gemini", "settings.json")
+	if err := os.WriteFile(hostSettingsFile, []byte(hostSettings), 0o600); err != nil {
+		t.Fatal(err)
+	}
 
 	m := e.Tmux(t)
 	m.tmux("resize-window", "-t", "main", "-x", "120", "-y", "40")
 	m.wait = geminiWait
 	converse(t, m, up, "run gemini", geminiReady, "", "remember the word HERON", "/quit")
+	if b, _ := os.ReadFile(hostSettingsFile); string(b) != hostSettings {
+		t.Errorf("the host's ~/.gemini/settings.json changed:\n%s", b)
+	}
 
 	state := boxState(t, e, "gemini")
 	if ts := jsonlUnder(filepath.Join(state, ".gemini", "tmp")); len(ts) == 0 {
 		t.Errorf("no saved chat in the box-owned state %s", state)
+	}
+	if b, err := os.ReadFile(filepath.Join(state, ".gemini", "settings.json")); err != nil || !strings.Contains(string(b), `"GitHub"`) ||
+		!strings.Contains(string(b), `"enableAutoUpdateNotification": false`) {
+		t.Errorf("the box's settings.json does not carry the host's theme with the update check off: %v\n%s", err, b)
 	}
 	if ts := jsonlUnder(filepath.Join(e.Home, ".gemini", "tmp")); len(ts) > 0 {
 		t.Errorf("the box wrote chats into the host's ~/.gemini/tmp: %v", ts)
@@ -557,7 +600,19 @@ func TestInteractiveCopilot(t *testing.T) {
 			t.Errorf("Copilot failed to start its MCP servers:\n%s", m.Screen())
 		}
 	}
-	converseAfter(t, m, up, "run copilot", trust, noMCPError, prompt, "", "remember the word WALRUS")
+	// A person types /exit once Copilot is done: its footer says "◉ Working" until the turn
+	// ends, some time after the answer is shown (seconds under load), and "/ commands" again
+	// then. A command typed meanwhile is queued ("Queued (1) └ /exit"); Copilot 1.0.102 runs
+	// it when the turn ends (seen by hand), but its tracker has reports of queued prompts
+	// that stay queued once idle (github/copilot-cli#4705, open), which a person then sees
+	// and works around (converseAfter).
+	idle := func() {
+		eventually(t, "Copilot to end its turn (its footer back to \"/ commands\")", func() bool {
+			v := m.Visible()
+			return strings.Contains(v, "/ commands") && !strings.Contains(v, "Working")
+		})
+	}
+	converseAfter(t, m, up, "run copilot", trust, func() { noMCPError(); idle() }, prompt, "", "remember the word WALRUS")
 
 	if _, err := os.Lstat(filepath.Join(e.Home, ".copilot", "mcp-config.json")); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("agentbox made ~/.copilot/mcp-config.json on the host: %v", err)
@@ -589,7 +644,7 @@ func TestInteractiveCopilot(t *testing.T) {
 	}
 
 	// The next launch: no trust dialog, before or after the answer.
-	noDialogNow := func() { noDialog(t, m, "agentbox run copilot -- --continue") }
+	noDialogNow := func() { noDialog(t, m, "agentbox run copilot -- --continue"); idle() }
 	if reqs := converseAfter(t, m, up, "run copilot -- --continue", nil, noDialogNow, prompt, "remember the word WALRUS", "and now?"); !carries(reqs, "WALRUS") {
 		t.Errorf("the resumed launch's requests do not carry the earlier session")
 	}
@@ -817,6 +872,7 @@ func approvedLaunch(t *testing.T, m *Tmux, agent, prompt, dialog, ask, key, quit
 	if code := m.Wait(tag); code != 0 {
 		t.Fatalf("agentbox run %s, %s: exit %d\n%s", agent, quit, code, m.Screen())
 	}
+	noRefusalAnnounced(t, m, "agentbox run "+agent)
 	if _, err := os.Stat(ran); err != nil {
 		t.Errorf("the approved command did not run in the box: %v", err)
 	}
@@ -901,7 +957,7 @@ func TestInteractiveCodexApproval(t *testing.T) {
 	// The next box asks again before the same command (launch waits for the dialog).
 	launch("RUNIT again", "y") // y: Yes, proceed (this time only)
 	onlyFile(t, hostRules, "default.rules", hostRule)
-	noRefusedRequest(t, e, codexUnavoidable...)
+	noRefusedRequest(t, e)
 }
 
 // TestInteractiveGeminiApproval: an "always allow" answered in a box neither reaches the host's

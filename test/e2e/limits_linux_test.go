@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -233,108 +234,163 @@ func TestAttackSharedRelayFlood(t *testing.T) {
 	}
 }
 
-// inotifyHog is a box script: it creates inotify instances until the kernel refuses one,
+// inotifyHog is a box script: it creates inotify instances until the kernel refuses one (or,
+// with "watches", adds watches to 7,000 files in each of up to 30 instances until refused),
 // writes how many it got to ./held, and holds them until ./go (a FIFO) is written.
-const inotifyHog = `python3 - <<'PY'
-import ctypes
+const inotifyHog = `python3 - "$0" <<'PY'
+import ctypes, os, sys
 libc = ctypes.CDLL(None, use_errno=True)
-fds = []
-while len(fds) < 100000:
-    fd = libc.inotify_init1(0)
-    if fd < 0:
-        break
-    fds.append(fd)
+fds, n = [], 0
+if sys.argv[1] == "watches":
+    os.makedirs("/tmp/w")
+    names = [("/tmp/w/%d" % i).encode() for i in range(7000)]
+    for name in names:
+        open(name, "w").close()
+    full = False
+    while not full and len(fds) < 30:
+        fd = libc.inotify_init1(0)
+        if fd < 0:
+            break
+        fds.append(fd)
+        for name in names:
+            if libc.inotify_add_watch(fd, name, 2) < 0:
+                full = True
+                break
+            n += 1
+else:
+    while len(fds) < 100000:
+        fd = libc.inotify_init1(0)
+        if fd < 0:
+            break
+        fds.append(fd)
+    n = len(fds)
 with open("held.tmp", "w") as f:
-    f.write(str(len(fds)))
-import os
+    f.write(str(n))
 os.rename("held.tmp", "held")
 open("go").read()
-print("released", len(fds))
+print("released", n)
 PY`
+
+// hostInotify returns how many inotify instances (or, with watches, watches on distinct files
+// of one instance) the calling user gets on the host, up to want, and releases them.
+func hostInotify(t *testing.T, watches bool, want int) int {
+	if !watches {
+		var fds []int
+		for len(fds) < want {
+			fd, err := unix.InotifyInit1(unix.IN_CLOEXEC)
+			if err != nil {
+				break
+			}
+			fds = append(fds, fd)
+		}
+		for _, fd := range fds {
+			unix.Close(fd)
+		}
+		return len(fds)
+	}
+	fd, err := unix.InotifyInit1(unix.IN_CLOEXEC)
+	if err != nil {
+		t.Fatalf("the host has no inotify instance left to try watches with: %v", err)
+	}
+	defer unix.Close(fd)
+	dir := t.TempDir()
+	n := 0
+	for ; n < want; n++ {
+		p := filepath.Join(dir, strconv.Itoa(n))
+		if err := os.WriteFile(p, nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := unix.InotifyAddWatch(fd, p, unix.IN_MODIFY); err != nil {
+			break
+		}
+	}
+	return n
+}
 
 // TestAttackInotifyExhaustion guards issue 21, finding 9: a box that created inotify instances
 // until refused left none to the user's other programs on the host (the kernel counts them
-// per user, fs.inotify.max_user_instances), nor to another launch's integrity watch. A box's
-// programs now hold at most a share of them (their user namespace's own count, written by the
-// exec stage): while the box holds all it could get, the same user on the host still creates
-// instances. As root the native engine's box counts against root as well (root created its
-// user namespace); a root-run bwrap box's counts against its box uid, so there the test cannot
-// fail. An unprivileged bwrap's box is not capped (docs/security.md): skipped.
+// per user, fs.inotify.max_user_instances), nor to another launch's integrity watch; and one
+// that added watches until refused left none of fs.inotify.max_user_watches. A box's programs
+// now hold at most a share of each (their user namespace's own counts, written by the exec
+// stage): while the box holds all it could get, the same user on the host still creates
+// instances and adds watches. As root the native engine's box counts against root as well
+// (root created its user namespace); a root-run bwrap box's counts against its box uid, so
+// there the test cannot fail. An ordinary user's bwrap box was not capped at all (bwrap nested
+// it in a second user namespace, where nothing could write its counts): it now runs in a user
+// namespace agentbox makes and bwrap joins (--userns).
 func TestAttackInotifyExhaustion(t *testing.T) {
 	if _, err := exec.LookPath("python3"); err != nil {
 		t.Skip("no python3")
 	}
-	b, err := os.ReadFile("/proc/sys/fs/inotify/max_user_instances")
-	if err != nil {
-		t.Skip(err)
-	}
-	limit := atoi(strings.TrimSpace(string(b)))
-	for _, engine := range []string{"native", "bwrap"} {
-		t.Run(engine, func(t *testing.T) {
-			if engine == "bwrap" {
-				if _, err := exec.LookPath("bwrap"); err != nil {
-					t.Skipf("bwrap is not installed: %v", err)
+	for _, kind := range []struct {
+		name, sysctl string
+		hostWant     int
+	}{
+		{"instances", "max_user_instances", 16},
+		{"watches", "max_user_watches", 1000},
+	} {
+		b, err := os.ReadFile("/proc/sys/fs/inotify/" + kind.sysctl)
+		if err != nil {
+			t.Skip(err)
+		}
+		limit := atoi(strings.TrimSpace(string(b)))
+		for _, engine := range []string{"native", "bwrap"} {
+			t.Run(kind.name+"/"+engine, func(t *testing.T) {
+				if engine == "bwrap" {
+					if _, err := exec.LookPath("bwrap"); err != nil {
+						t.Skipf("bwrap is not installed: %v", err)
+					}
 				}
-				if os.Geteuid() != 0 {
-					t.Skip("run by an ordinary user, bwrap puts the box in a nested user namespace whose inotify count cannot be written: the box can still take the user's instances (docs/security.md)")
+				if kind.name == "watches" && limit > 30*7000 {
+					t.Skipf("fs.inotify.max_user_watches %d is more than the box's script can take (210,000)", limit)
 				}
-			}
-			e := NewEnv(t)
-			writeConfig(t, e, "engine: "+engine+"\n")
-			if err := syscall.Mkfifo(filepath.Join(e.Work, "go"), 0o600); err != nil {
-				t.Fatal(err)
-			}
-			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-			defer cancel()
-			box := e.Command(ctx, "run", "sh", "--", "-c", inotifyHog)
-			var out strings.Builder
-			box.Stdout, box.Stderr = &out, &out
-			if err := box.Start(); err != nil {
-				t.Fatal(err)
-			}
-			exited := make(chan error, 1)
-			go func() { exited <- box.Wait() }()
-			release := func() { os.WriteFile(filepath.Join(e.Work, "go"), []byte("go\n"), 0) }
-			var held []byte
-		wait:
-			for {
-				select {
-				case err := <-exited:
-					t.Fatalf("the box ended before it reported its instances (%v): %s", err, out.String())
-				case <-ctx.Done():
-					break wait
-				case <-time.After(20 * time.Millisecond):
+				e := NewEnv(t)
+				writeConfig(t, e, "engine: "+engine+"\n")
+				if err := syscall.Mkfifo(filepath.Join(e.Work, "go"), 0o600); err != nil {
+					t.Fatal(err)
 				}
-				if held, err = os.ReadFile(filepath.Join(e.Work, "held")); err == nil {
-					break
+				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+				defer cancel()
+				box := e.Command(ctx, "run", "sh", "--", "-c", inotifyHog, kind.name)
+				var out strings.Builder
+				box.Stdout, box.Stderr = &out, &out
+				if err := box.Start(); err != nil {
+					t.Fatal(err)
 				}
-			}
-			if held == nil {
-				t.Fatalf("the box did not report its instances: %s", out.String())
-			}
-			// The host's side, as the same user, while the box holds them.
-			var fds []int
-			for len(fds) < limit {
-				fd, err := unix.InotifyInit1(unix.IN_CLOEXEC)
-				if err != nil {
-					break
+				exited := make(chan error, 1)
+				go func() { exited <- box.Wait() }()
+				release := func() { os.WriteFile(filepath.Join(e.Work, "go"), []byte("go\n"), 0) }
+				var held []byte
+			wait:
+				for {
+					select {
+					case err := <-exited:
+						t.Fatalf("the box ended before it reported its %s (%v): %s", kind.name, err, out.String())
+					case <-ctx.Done():
+						break wait
+					case <-time.After(20 * time.Millisecond):
+					}
+					if held, err = os.ReadFile(filepath.Join(e.Work, "held")); err == nil {
+						break
+					}
 				}
-				fds = append(fds, fd)
-			}
-			for _, fd := range fds {
-				unix.Close(fd)
-			}
-			release()
-			if err := <-exited; err != nil {
-				t.Errorf("box: %v\n%s", err, out.String())
-			}
-			t.Logf("max_user_instances %d: the box held %s, the host then got %d", limit, held, len(fds))
-			if atoi(string(held)) > limit/2 {
-				t.Errorf("a box held %s of fs.inotify.max_user_instances %d", held, limit)
-			}
-			if len(fds) < 16 {
-				t.Errorf("while a box held %s inotify instances, the same user on the host got %d of fs.inotify.max_user_instances %d", held, len(fds), limit)
-			}
-		})
+				if held == nil {
+					t.Fatalf("the box did not report its %s: %s", kind.name, out.String())
+				}
+				// The host's side, as the same user, while the box holds them.
+				got := hostInotify(t, kind.name == "watches", kind.hostWant)
+				release()
+				if err := <-exited; err != nil {
+					t.Errorf("box: %v\n%s", err, out.String())
+				}
+				t.Logf("%s %d: the box held %s, the host then got %d of %d tried", kind.sysctl, limit, held, got, kind.hostWant)
+				if atoi(string(held)) > limit/2 {
+					t.Errorf("a box held %s of fs.inotify.%s %d", held, kind.sysctl, limit)
+				}
+				if got < kind.hostWant {
+					t.Errorf("while a box held %s inotify %s, the same user on the host got %d of %d tried (fs.inotify.%s %d)", held, kind.name, got, kind.hostWant, kind.sysctl, limit)
+				}
+			})
+		}
 	}
 }

@@ -169,7 +169,7 @@ mkdir made && cp tmpl/package.json.in made/package.json && cp tmpl/package-lock.
 	}
 	if _, err := os.Lstat(filepath.Join(made, "node_modules")); !os.IsNotExist(err) {
 		t.Errorf("the node_modules the box made is in the workspace (%v)", err)
-	} else if _, err := os.Lstat(filepath.Join(made, "node_modules.agentbox-quarantined-1")); err != nil {
+	} else if _, err := os.Lstat(filepath.Join(made, ".agentbox-quarantined-1", "node_modules")); err != nil {
 		t.Errorf("the node_modules the box made was not moved aside: %v", err)
 	}
 	// node_modules was the box's own (an overlay of the host's under the box cache's layer):
@@ -235,7 +235,7 @@ cd .. && ls node_modules 2>&1; `+npmCI+` && `+plant+` && npm test`)
 	if out, _ := hostTool(e, app, "npm", "test"); strings.Contains(out, "BOX-PLANTED") {
 		t.Errorf("the host's npm test after it removed node_modules while a box ran ran the box's node:\n%s", out)
 	}
-	if _, err := os.Lstat(filepath.Join(app, "node_modules.agentbox-quarantined-1")); err != nil {
+	if _, err := os.Lstat(filepath.Join(app, ".agentbox-quarantined-1", "node_modules")); err != nil {
 		t.Errorf("the node_modules the box made after the host removed its own was not moved aside: %v", err)
 	}
 	// What the boxes cached is the box cache's: an unboxed npm does not find it.
@@ -393,7 +393,7 @@ cp -p abmod2.py /tmp/abmod2.py && printf '%s' '`+boxMod2+`' > abmod2.py && touch
 	}
 	if _, err := os.Lstat(filepath.Join(app, "made-venv")); !os.IsNotExist(err) {
 		t.Errorf("the virtualenv the box made is in the workspace (%v)", err)
-	} else if _, err := os.Lstat(filepath.Join(app, "made-venv.agentbox-quarantined-1", "pyvenv.cfg")); err != nil {
+	} else if _, err := os.Lstat(filepath.Join(app, ".agentbox-quarantined-1", "made-venv", "pyvenv.cfg")); err != nil {
 		t.Errorf("the virtualenv the box made was not moved aside: %v", err)
 	}
 	// The box's python wrote its bytecode to the box cache: the host's python imports the

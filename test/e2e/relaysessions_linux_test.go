@@ -215,6 +215,12 @@ func TestRelaySurvivesDaemonKill(t *testing.T) {
 	}
 	syscall.Kill(pid, syscall.SIGKILL)
 	e.waitDaemonGone(t, pid)
+	// As a daemon killed while it compacted the journal leaves it: the compaction's temporary
+	// file (atomicfile's name) beside the journal, which the next daemon removes with it.
+	held := filepath.Join(e.State, "agentbox", "held")
+	if err := os.WriteFile(filepath.Join(held, "."+id+".egress.tmp-424242"), []byte("{\"k\":\"cut"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	if r := e.Run("", "run", "true"); r.Code != 0 {
 		t.Fatalf("agentbox run after the kill: exit %d: %s", r.Code, r.Stderr)
 	}
@@ -247,8 +253,13 @@ func TestRelaySurvivesDaemonKill(t *testing.T) {
 	if refused != flood || summaries != 1 || len(targets) != 3 || targets["h0.evil.test:443"] == 0 {
 		t.Errorf("stored after the restart: %d refusals in %d summaries naming %v, want %d in one summary naming the 3 refused hosts", refused, summaries, targets, flood)
 	}
-	if left, _ := filepath.Glob(filepath.Join(e.State, "agentbox", "held", id+".*")); len(left) != 0 {
+	left, _ := filepath.Glob(filepath.Join(held, id+".*"))
+	temps, _ := filepath.Glob(filepath.Join(held, "."+id+".*"))
+	if left = append(left, temps...); len(left) != 0 {
 		t.Errorf("journals left after the restart: %v, want them removed once written", left)
+	}
+	if logs, _ := os.ReadFile(filepath.Join(e.State, "agentbox", "daemon.log")); strings.Contains(string(logs), "not a journal of held records") {
+		t.Errorf("the daemon took the compaction's temporary file for a journal of its own:\n%s", logs)
 	}
 	n := len(up.Requests())
 	e.touch("go")

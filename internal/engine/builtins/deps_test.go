@@ -2,6 +2,7 @@ package builtins
 
 import (
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -18,38 +19,42 @@ var engines = []string{module + "internal/engine/native", module + "internal/eng
 // internal/linux/..., the spec and the exec stage. Before the kernel moved out of the native
 // engine, the shim, bwrap, readiness, enginetest and the daemon all imported it.
 func TestOnlyRegistryImportsEngines(t *testing.T) {
+	// bench/startup renders the bwrap engine's argv for a like-for-like measurement
+	// (bwrap.ParseRequest, bwrap.ExpandArgs): a benchmark of that engine, not a user of engines.
+	allowed := map[string]bool{module + "internal/engine/builtins": true, module + "internal/boxmain": true, module + "bench/startup": true}
+	for pkg, imports := range listPackages(t, "Imports") {
+		for _, e := range engines {
+			if slices.Contains(imports, e) && !allowed[pkg] {
+				t.Errorf("%s imports the engine %s: reach it through engine.Get (internal/engine/builtins registers it)", pkg, e)
+			}
+		}
+	}
+}
+
+// listPackages returns, for every package of the module (as built for Linux), the list go list
+// gives in its field (Imports, Deps). It skips without a go toolchain.
+func listPackages(t *testing.T, field string) map[string][]string {
+	t.Helper()
 	gobin, err := exec.LookPath("go")
 	if err != nil {
 		t.Skipf("no go toolchain: %v", err)
 	}
-	cmd := exec.Command(gobin, "list", "-f", "{{.ImportPath}} {{join .Imports \" \"}}", module+"...")
+	cmd := exec.Command(gobin, "list", "-f", "{{.ImportPath}} {{join ."+field+" \" \"}}", module+"...")
 	cmd.Env = append(cmd.Environ(), "GOOS=linux")
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("go list: %v\n%s", err, out)
 	}
-	// bench/startup renders the bwrap engine's argv for a like-for-like measurement
-	// (bwrap.ParseRequest, bwrap.ExpandArgs): a benchmark of that engine, not a user of engines.
-	allowed := map[string]bool{module + "internal/engine/builtins": true, module + "internal/boxmain": true, module + "bench/startup": true}
-	seen := 0
+	pkgs := map[string][]string{}
 	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
-		f := strings.Fields(line)
-		if len(f) == 0 {
-			continue
-		}
-		seen++
-		pkg, imports := f[0], f[1:]
-		for _, imp := range imports {
-			for _, e := range engines {
-				if imp == e && !allowed[pkg] {
-					t.Errorf("%s imports the engine %s: reach it through engine.Get (internal/engine/builtins registers it)", pkg, e)
-				}
-			}
+		if f := strings.Fields(line); len(f) > 0 {
+			pkgs[f[0]] = f[1:]
 		}
 	}
-	if seen < 30 {
-		t.Fatalf("go list saw only %d packages:\n%s", seen, out)
+	if len(pkgs) < 30 {
+		t.Fatalf("go list saw only %d packages:\n%s", len(pkgs), out)
 	}
+	return pkgs
 }
 
 // TestKernelUsersIndependentOfEngines: the shim, the bwrap engine, the conformance suite, the
@@ -94,6 +99,29 @@ func TestKernelUsersIndependentOfEngines(t *testing.T) {
 		for _, b := range c.banned {
 			if deps[b] {
 				t.Errorf("%s depends on %s", c.pkg, b)
+			}
+		}
+	}
+}
+
+// TestOnlyEntriesDependOnEngines: no non-test package depends on an engine's package, directly
+// or through another, but this registry, the box helper's entry points (internal/boxmain), the
+// daemon binary's entry (internal/daemonmain, which imports this registry for the daemon and
+// its readiness probe) and the two binaries that hold them; bench/startup renders the bwrap
+// engine's argv (TestOnlyRegistryImportsEngines). The daemon and the readiness probe imported
+// this registry themselves before, and so depended on both engines.
+func TestOnlyEntriesDependOnEngines(t *testing.T) {
+	allowed := map[string]bool{}
+	for _, p := range []string{"internal/engine/builtins", "internal/boxmain", "internal/daemonmain", "cmd/agentbox-box", "cmd/agentbox-daemon", "bench/startup"} {
+		allowed[module+p] = true
+	}
+	for pkg, deps := range listPackages(t, "Deps") {
+		if allowed[pkg] || slices.Contains(engines, pkg) {
+			continue
+		}
+		for _, e := range engines {
+			if slices.Contains(deps, e) {
+				t.Errorf("%s depends on the engine %s: reach it through engine.Get, and leave its registration to the program (internal/daemonmain imports this registry)", pkg, e)
 			}
 		}
 	}

@@ -182,8 +182,9 @@ func renderArgs(s *spec.Spec) ([]string, error) {
 			a = append(a, BeneathOption, m.Beneath)
 		}
 		// bwrap's --dev builds the whole of /dev (the same nodes, a new devpts, the ptmx and fd
-		// links) except /dev/shm.
-		if dev && (m.Target != "/dev/shm") && strings.HasPrefix(m.Target, "/dev/") {
+		// links) except /dev/shm, which is a tmpfs of the spec's, and what lies beneath it (a
+		// workspace or run directory in a runtime folder under /dev/shm).
+		if dev && strings.HasPrefix(m.Target, "/dev/") && m.Target != "/dev/shm" && !strings.HasPrefix(m.Target, "/dev/shm/") {
 			continue
 		}
 		switch m.Kind {

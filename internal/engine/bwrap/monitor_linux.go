@@ -23,6 +23,7 @@ import (
 	"github.com/agentbox/agentbox/internal/engine/execstage"
 	"github.com/agentbox/agentbox/internal/engine/spec"
 	"github.com/agentbox/agentbox/internal/linux/fds"
+	"github.com/agentbox/agentbox/internal/linux/idmap"
 	"github.com/agentbox/agentbox/internal/linux/mount"
 )
 
@@ -153,6 +154,19 @@ func MonitorMain(args []string) int {
 		Stdout:      os.Stdout,
 		Stderr:      captureW,
 		SysProcAttr: &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL},
+	}
+	if *boxUID < 0 && os.Geteuid() != 0 && supportsUserns(*bwrapPath) {
+		// An ordinary user's box: its user namespace is made here and joined by bwrap
+		// (--userns), not made by bwrap, which would nest the box in a second one to map the
+		// user back after mounting /dev/pts as root, where bwrap-init could not write the box's
+		// inotify counts (docs/security.md, "inotify instances and watches").
+		ns, err := idmap.OwnNamespace()
+		if err != nil {
+			return fail("%v", err)
+		}
+		defer ns.Close()
+		cmd.ExtraFiles = append(cmd.ExtraFiles, ns)
+		cmd.Args = joinUserns(cmd.Args, 2+len(cmd.ExtraFiles))
 	}
 	if *boxUID >= 0 {
 		// No supplementary group of root's either.
@@ -386,4 +400,35 @@ func openSources(args []string, open func(source, beneath string) (string, error
 		out = append(out, op, p, dst)
 	}
 	return out, nil
+}
+
+// joinUserns returns bwrap's argv with its --unshare-user replaced by --userns fd.
+func joinUserns(argv []string, fd int) []string {
+	out := make([]string, 0, len(argv)+1)
+	for _, a := range argv {
+		if a == "--unshare-user" {
+			out = append(out, "--userns", strconv.Itoa(fd))
+			continue
+		}
+		out = append(out, a)
+	}
+	return out
+}
+
+// supportsUserns reports whether the bwrap at path takes --userns (bubblewrap 0.5.0 and
+// later): older ones make the box's user namespace themselves.
+func supportsUserns(path string) bool {
+	out, err := exec.Command(path, "--version").Output()
+	if err != nil {
+		return false
+	}
+	v, ok := strings.CutPrefix(strings.TrimSpace(string(out)), "bubblewrap ")
+	if !ok {
+		return false
+	}
+	var major, minor int
+	if _, err := fmt.Sscanf(v, "%d.%d", &major, &minor); err != nil {
+		return false
+	}
+	return major > 0 || minor >= 5
 }

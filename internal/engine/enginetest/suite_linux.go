@@ -28,6 +28,7 @@ func Run(t *testing.T, factory func() engine.Engine) {
 	t.Run("BinaryPassthrough", func(t *testing.T) { t.Parallel(); testBinaryPassthrough(t, factory) })
 	t.Run("TTY", func(t *testing.T) { t.Parallel(); testTTY(t, factory) })
 	t.Run("WorkspaceOwnership", func(t *testing.T) { t.Parallel(); testWorkspaceOwnership(t, factory) })
+	t.Run("FoldersUnderDevShm", func(t *testing.T) { t.Parallel(); testFoldersUnderDevShm(t, factory) })
 	t.Run("WritesOutsideWorkspace", func(t *testing.T) { t.Parallel(); testWritesOutside(t, factory) })
 	t.Run("Namespaces", func(t *testing.T) { t.Parallel(); testNamespaces(t, factory) })
 	t.Run("EgressAllowSharesNetwork", func(t *testing.T) { t.Parallel(); testEgressAllow(t, factory) })
@@ -195,6 +196,50 @@ func testWorkspaceOwnership(t *testing.T, factory func() engine.Engine) {
 		if int(st.Uid) != os.Getuid() || int(st.Gid) != os.Getgid() {
 			t.Errorf("%s owned by %d:%d, want %d:%d", name, st.Uid, st.Gid, os.Getuid(), os.Getgid())
 		}
+	}
+}
+
+// testFoldersUnderDevShm: a launch whose run directory and workspace lie in a 0700 folder
+// under /dev/shm (the runtime folder of a user whose XDG_RUNTIME_DIR is there) starts, reads
+// its run directory's 0600 file and writes its workspace, the file its caller's on the host.
+// Run by root, the box reaches them through their idmapped cover (docs/security.md, "Root
+// running agentbox"); /dev/shm was once taken for a system folder and left uncovered, and every
+// root launch there failed with mount_failed (permission denied on the bind's source).
+func testFoldersUnderDevShm(t *testing.T, factory func() engine.Engine) {
+	if fi, err := os.Stat("/dev/shm"); err != nil || !fi.IsDir() {
+		t.Skip("no /dev/shm folder on this host")
+	}
+	top, err := os.MkdirTemp("/dev/shm", "agentbox-enginetest-")
+	if err != nil {
+		t.Skipf("cannot make a folder under /dev/shm: %v", err)
+	}
+	t.Cleanup(func() { os.RemoveAll(top) })
+	ws, run := filepath.Join(top, "ws"), filepath.Join(top, "agentbox", "run")
+	for _, d := range []string{ws, run} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Chmod(top, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(run, "marker"), []byte("run-dir-read\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p, _ := sh(t, "cat /run/agentbox/marker && echo hi > file && echo WROTE", func(in *plan.Input) {
+		in.Workspace, in.RunDir = ws, run
+	})
+	r := RunBox(t, factory(), p, Options{})
+	mustExec(t, r)
+	if out := string(r.Stdout); r.Exit != 0 || !strings.Contains(out, "run-dir-read") || !strings.Contains(out, "WROTE") {
+		t.Fatalf("exit %d: %q %q", r.Exit, out, r.Stderr)
+	}
+	fi, err := os.Stat(filepath.Join(ws, "file"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := fi.Sys().(*syscall.Stat_t); int(st.Uid) != os.Getuid() || int(st.Gid) != os.Getgid() {
+		t.Errorf("file owned by %d:%d, want %d:%d", st.Uid, st.Gid, os.Getuid(), os.Getgid())
 	}
 }
 

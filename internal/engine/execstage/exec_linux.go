@@ -246,7 +246,7 @@ func Main(args []string) int {
 		return fail(engine.CodeBoxSetupFailed, "chdir %s: %v", s.Cwd, err)
 	}
 	if err := capInotify(); err != nil {
-		return fail(engine.CodeBoxSetupFailed, "inotify instances: %v", err)
+		return fail(engine.CodeBoxSetupFailed, "inotify instances and watches: %v", err)
 	}
 	// The kernel counts the tasks of the program's uid in the box's user namespace against it;
 	// raising it again needs CAP_SYS_RESOURCE in the host's user namespace, which no box has.

@@ -9,17 +9,29 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// The share of the user's inotify instances a box's programs may hold together: the kernel
-// counts instances per user (fs.inotify.max_user_instances) and, beneath that, per user
-// namespace (user.max_inotify_instances), so the box's own count keeps a box that creates them
-// until refused from leaving none to the user's other programs and launches.
+// The share of the user's inotify instances and watches a box's programs may hold together:
+// the kernel counts both per user (fs.inotify.max_user_instances, max_user_watches) and,
+// beneath that, per user namespace (user.max_inotify_instances, max_inotify_watches), so the
+// box's own counts keep a box that creates them until refused from leaving none to the user's
+// other programs and launches.
 const (
-	inotifyShareDiv = 4  // a quarter of the user's
-	inotifyMin      = 16 // and never fewer than this
+	inotifyShareDiv   = 4    // a quarter of the user's
+	inotifyMin        = 16   // and never fewer instances than this
+	inotifyMinWatches = 8192 // nor fewer watches
 )
 
-// capInotify writes the box's share of inotify instances (inotifyShareDiv) into its user
-// namespace's count. The box's /proc/sys is read-only, so it goes through a proc mount of its
+// inotifyCaps are the counts capInotify writes: the user's limit (beneath the proc mount), the
+// box's own count and the least share.
+var inotifyCaps = []struct {
+	total, own string
+	least      int
+}{
+	{"sys/fs/inotify/max_user_instances", "sys/user/max_inotify_instances", inotifyMin},
+	{"sys/fs/inotify/max_user_watches", "sys/user/max_inotify_watches", inotifyMinWatches},
+}
+
+// capInotify writes the box's share of inotify instances and watches (inotifyShareDiv) into
+// its user namespace's counts. The box's /proc/sys is read-only, so it goes through a proc mount of its
 // own that is never attached anywhere (fsopen, fsmount), closed on return; both the mount and
 // the write need capabilities in the box's user namespace (CAP_SYS_ADMIN, CAP_SYS_RESOURCE),
 // which box-exec drops with every other before the program.
@@ -45,19 +57,21 @@ func capInotify() error {
 		return fmt.Errorf("mount proc: %w", err)
 	}
 	defer unix.Close(mnt)
-	total, err := readInt(mnt, "sys/fs/inotify/max_user_instances")
-	if err != nil {
-		return err
-	}
-	share := max(inotifyMin, total/inotifyShareDiv)
-	const own = "sys/user/max_inotify_instances"
-	fd, err := unix.Openat(mnt, own, unix.O_WRONLY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return fmt.Errorf("%s: %w", own, err)
-	}
-	defer unix.Close(fd)
-	if _, err := unix.Write(fd, []byte(strconv.Itoa(share)+"\n")); err != nil {
-		return fmt.Errorf("%s: write %d: %w", own, share, err)
+	for _, c := range inotifyCaps {
+		total, err := readInt(mnt, c.total)
+		if err != nil {
+			return err
+		}
+		share := max(c.least, total/inotifyShareDiv)
+		fd, err := unix.Openat(mnt, c.own, unix.O_WRONLY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return fmt.Errorf("%s: %w", c.own, err)
+		}
+		_, err = unix.Write(fd, []byte(strconv.Itoa(share)+"\n"))
+		unix.Close(fd)
+		if err != nil {
+			return fmt.Errorf("%s: write %d: %w", c.own, share, err)
+		}
 	}
 	return nil
 }

@@ -311,9 +311,12 @@ func Parse(b []byte) (*Spec, error) {
 	return &s, nil
 }
 
-// hostSystem are the host folders whose binds are the system's, not a box's own: the system
-// folders every box sees read-only (plan.DefaultSystemDirs) and the kernel's.
-var hostSystem = append([]string{"/dev", "/proc", "/sys"}, plan.DefaultSystemDirs...)
+// hostSystem are the host paths whose binds are the system's, not a box's own: the system
+// folders every box sees read-only (plan.DefaultSystemDirs), the kernel's, and the device
+// nodes. Not the whole of /dev: /dev/shm is a tmpfs where a user's runtime folder, and so a
+// launch's run directory and workspace, can lie (a root user's XDG_RUNTIME_DIR there), and a
+// root-run box reaches those only through their idmapped cover (OwnedPaths).
+var hostSystem = append(append([]string{"/proc", "/sys"}, devNodes...), plan.DefaultSystemDirs...)
 
 // OwnedPaths returns the host paths a box uses as its own: the sources of its binds and its
 // overlays' layers, the folders they must lie beneath and the changes directory, outside the

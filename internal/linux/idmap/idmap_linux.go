@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"runtime"
 	"strings"
 	"syscall"
 
@@ -107,7 +108,26 @@ func mappingNamespace() (int, error) {
 // started in it, stopped by ptrace at its exec before it runs anything, its namespace opened,
 // and the child killed and reaped. The caller's thread must be locked (ptrace requests come
 // from the tracing thread).
-func namespace(maps []syscall.SysProcIDMap) (int, error) {
+func namespace(maps []syscall.SysProcIDMap) (int, error) { return namespaceOf(maps, maps) }
+
+// OwnNamespace returns a new user namespace, owned by the caller, whose only mappings are the
+// caller's uid and gid to themselves: the box's user namespace of an ordinary user's bwrap
+// (bwrap --userns), made here so that the box's pid namespace, which bwrap makes in it, is
+// owned by it, and bwrap-init can write the box's counts there (user.max_inotify_instances),
+// where bwrap's own --unshare-user nests the box in a second namespace that cannot.
+func OwnNamespace() (*os.File, error) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	fd, err := namespaceOf([]syscall.SysProcIDMap{{ContainerID: os.Getuid(), HostID: os.Getuid(), Size: 1}},
+		[]syscall.SysProcIDMap{{ContainerID: os.Getgid(), HostID: os.Getgid(), Size: 1}})
+	if err != nil {
+		return nil, fmt.Errorf("the box's user namespace: %w", err)
+	}
+	return os.NewFile(uintptr(fd), "userns"), nil
+}
+
+// namespaceOf is namespace with uids and gids as the uid and the gid mappings.
+func namespaceOf(uids, gids []syscall.SysProcIDMap) (int, error) {
 	null, err := os.Open(os.DevNull)
 	if err != nil {
 		return -1, err
@@ -123,8 +143,8 @@ func namespace(maps []syscall.SysProcIDMap) (int, error) {
 		Stderr: null,
 		SysProcAttr: &syscall.SysProcAttr{
 			Cloneflags:  syscall.CLONE_NEWUSER,
-			UidMappings: maps,
-			GidMappings: maps,
+			UidMappings: uids,
+			GidMappings: gids,
 			Ptrace:      true,
 			Pdeathsig:   syscall.SIGKILL,
 		},

@@ -2,12 +2,16 @@ package idmap
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"strconv"
 	"strings"
 	"sync"
+	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -46,7 +50,7 @@ func (l *Lease) Release() {
 }
 
 // Take returns the box uid a box that the process pid starts as host root runs as: the first
-// slot (BoxUID) of pid's that no live process holds as its effective uid or gid — a process of
+// slot (BoxUID) of pid's that no live process holds as any of its uids or gids — a process of
 // an earlier box of the same uid, still ending after the kernel gave its shim's pid to this
 // one — and that this process has not taken for another box. Since a pid is one live
 // process's, no other starting process can take pid's slots, and a box's processes hold their
@@ -54,8 +58,10 @@ func (l *Lease) Release() {
 // with nothing live (docs/security.md, "Root running agentbox").
 //
 // It refuses, naming the file, line and fix, while an account in /etc/passwd or /etc/group,
-// or a range in /etc/subuid or /etc/subgid, lies in the box uid range; and, naming processes,
-// when every slot is held.
+// or a range in /etc/subuid or /etc/subgid, lies in the box uid range; naming the account and
+// its source, when /etc/nsswitch.conf names other sources of accounts (LDAP, sssd, systemd's
+// user records) and one of them has an account or group of the uid taken; and, naming
+// processes, when every slot is held.
 func Take(pid int) (*Lease, error) {
 	if err := checkAccounts(accountFiles); err != nil {
 		return nil, err
@@ -64,15 +70,34 @@ func Take(pid int) (*Lease, error) {
 	if err != nil {
 		return nil, err
 	}
+	lease := take(pid, held)
+	if lease == nil {
+		return nil, allHeld(pid, held)
+	}
+	if err := checkOtherSources(nsswitchFile, lease.UID); err != nil {
+		lease.Release()
+		return nil, err
+	}
+	return lease, nil
+}
+
+// take marks and returns the first of pid's box uids that neither a process in held nor this
+// process holds, or nil.
+func take(pid int, held map[int]int) *Lease {
 	taken.Lock()
 	defer taken.Unlock()
 	for k := range Slots {
 		uid := BoxUID(pid, k)
 		if held[uid] == 0 && !taken.uids[uid] {
 			taken.uids[uid] = true
-			return &Lease{UID: uid}, nil
+			return &Lease{UID: uid}
 		}
 	}
+	return nil
+}
+
+// allHeld is Take's refusal when every slot of pid's is held.
+func allHeld(pid int, held map[int]int) error {
 	by := "this process's other boxes"
 	for k := range Slots {
 		if p := held[BoxUID(pid, k)]; p != 0 {
@@ -80,15 +105,19 @@ func Take(pid int) (*Lease, error) {
 			break
 		}
 	}
-	return nil, fmt.Errorf("%w: all %d box uids of process %d are held (%s): processes of earlier boxes are still ending; end them or retry the launch",
+	return fmt.Errorf("%w: all %d box uids of process %d are held (%s): processes of earlier boxes are still ending; end them or retry the launch",
 		ErrBoxUIDTaken, Slots, pid, by)
 }
 
-// heldSlots returns, for each of pid's box uids that a live process holds as its effective uid
-// or gid, that process's pid. It reads the owner of each /proc/N, which the kernel keeps as
-// the process's effective uid and gid whether or not it is dumpable (the files inside show as
-// root's when it is not), zombies included: one stat per process, where reading each status
-// costs tens of microseconds.
+// heldSlots returns, for each of pid's box uids that a live process holds as any of its ids —
+// real, effective, saved or filesystem uid or gid — that process's pid. The owner of each
+// /proc/N (one stat, zombies included) is the process's effective uid and gid whether or not
+// it is dumpable; the other six come from the process's pidfd (PIDFD_GET_INFO, Linux 6.13),
+// or, on older kernels, from its /proc/N/status, which costs tens of microseconds a process
+// where the pidfd costs about two (docs/benchmarks.md, "Taking a box uid"). A process that
+// keeps a box uid as its real, saved or filesystem id only (a privileged program that set it
+// and then took back root, say) can send the box's processes signals or read their files as
+// well as one whose effective id it is.
 func heldSlots(pid int) (map[int]int, error) {
 	d, err := os.Open("/proc")
 	if err != nil {
@@ -100,6 +129,14 @@ func heldSlots(pid int) (map[int]int, error) {
 		return nil, fmt.Errorf("box uid: list processes: %w", err)
 	}
 	held := map[int]int{}
+	mark := func(p int, ids ...uint32) {
+		for _, id := range ids {
+			if IsBoxUID(int(id)) && (int(id)-BoxUIDBase)%PIDs == pid%PIDs {
+				held[int(id)] = p
+			}
+		}
+	}
+	read := processIDs
 	for _, n := range names {
 		p, err := strconv.Atoi(n)
 		if err != nil {
@@ -109,13 +146,94 @@ func heldSlots(pid int) (map[int]int, error) {
 		if unix.Fstatat(int(d.Fd()), n, &st, unix.AT_SYMLINK_NOFOLLOW) != nil {
 			continue // ended meanwhile
 		}
-		for _, id := range []int{int(st.Uid), int(st.Gid)} {
-			if IsBoxUID(id) && (id-BoxUIDBase)%PIDs == pid%PIDs {
-				held[id] = p
-			}
+		mark(p, st.Uid, st.Gid)
+		ids, err := read(p)
+		if errors.Is(err, errNoPidfdInfo) {
+			read = statusIDs
+			ids, err = read(p)
 		}
+		if err != nil {
+			if errors.Is(err, unix.ESRCH) || errors.Is(err, os.ErrNotExist) {
+				continue // ended meanwhile: its effective ids were looked at above
+			}
+			return nil, fmt.Errorf("box uid: the ids of process %d: %w", p, err)
+		}
+		mark(p, ids[:]...)
 	}
 	return held, nil
+}
+
+// processIDs reads a process's ids for heldSlots: pidfdIDs, and statusIDs where it says
+// errNoPidfdInfo.
+var processIDs = pidfdIDs
+
+// errNoPidfdInfo is pidfdIDs' answer on a kernel without PIDFD_GET_INFO.
+var errNoPidfdInfo = errors.New("no PIDFD_GET_INFO")
+
+// pidfdIDs returns the real, effective, saved and filesystem uids and gids of the process pid,
+// from a pidfd of it.
+func pidfdIDs(pid int) ([8]uint32, error) {
+	fd, err := unix.PidfdOpen(pid, 0)
+	if err != nil {
+		if errors.Is(err, unix.ENOSYS) {
+			return [8]uint32{}, errNoPidfdInfo
+		}
+		if errors.Is(err, unix.EINVAL) {
+			// Not a process's first thread: the process ended, and a thread took its pid.
+			return [8]uint32{}, unix.ESRCH
+		}
+		return [8]uint32{}, err
+	}
+	defer unix.Close(fd)
+	in := unix.PidfdInfo{Mask: unix.PIDFD_INFO_CREDS}
+	if _, _, e := unix.Syscall(unix.SYS_IOCTL, uintptr(fd), unix.PIDFD_GET_INFO, uintptr(unsafe.Pointer(&in))); e != 0 {
+		if e == unix.ENOTTY || e == unix.EINVAL {
+			return [8]uint32{}, errNoPidfdInfo
+		}
+		return [8]uint32{}, e
+	}
+	if in.Mask&unix.PIDFD_INFO_CREDS == 0 {
+		return [8]uint32{}, errNoPidfdInfo
+	}
+	return [8]uint32{in.Ruid, in.Euid, in.Suid, in.Fsuid, in.Rgid, in.Egid, in.Sgid, in.Fsgid}, nil
+}
+
+// statusIDs is pidfdIDs from /proc/PID/status (its Uid: and Gid: lines), for kernels without
+// PIDFD_GET_INFO.
+func statusIDs(pid int) ([8]uint32, error) {
+	var ids [8]uint32
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		return ids, err
+	}
+	found := 0
+	for line := range strings.SplitSeq(string(b), "\n") {
+		at := -1
+		if rest, ok := strings.CutPrefix(line, "Uid:"); ok {
+			at, line = 0, rest
+		} else if rest, ok := strings.CutPrefix(line, "Gid:"); ok {
+			at, line = 4, rest
+		}
+		if at < 0 {
+			continue
+		}
+		f := strings.Fields(line)
+		if len(f) != 4 {
+			return ids, fmt.Errorf("/proc/%d/status: %q is not four ids", pid, line)
+		}
+		for i, v := range f {
+			id, err := strconv.ParseUint(v, 10, 32)
+			if err != nil {
+				return ids, fmt.Errorf("/proc/%d/status: %w", pid, err)
+			}
+			ids[at+i] = uint32(id)
+		}
+		found++
+	}
+	if found != 2 {
+		return ids, fmt.Errorf("/proc/%d/status: no Uid: and Gid: lines", pid)
+	}
+	return ids, nil
 }
 
 // checkAccounts refuses when an account, group or subordinate id range in files lies, even in
@@ -179,4 +297,98 @@ func scanAccounts(f *os.File, name string) error {
 		return fmt.Errorf("box uid: read %s: %w", name, err)
 	}
 	return nil
+}
+
+// nsswitchFile is where the sources of accounts are named (nsswitch.conf(5)).
+var nsswitchFile = "/etc/nsswitch.conf"
+
+// getentPaths are where getent(1) is looked for: it asks the C library's NSS, which a program
+// without cgo cannot load, for accounts of sources other than the files.
+var getentPaths = []string{"/usr/bin/getent", "/bin/getent"}
+
+// getentTimeout bounds one look-up: a directory server that does not answer refuses the
+// launch rather than holding it.
+const getentTimeout = 10 * time.Second
+
+// otherSources returns the sources of the databases passwd and group that nsswitch names
+// besides the files Take reads itself (checkAccounts): ldap, sss, systemd, nis, compat's NIS
+// entries, …. A missing file names none (the C library then reads the files).
+func otherSources(nsswitch string) (map[string][]string, error) {
+	b, err := os.ReadFile(nsswitch)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("box uid: %w", err)
+	}
+	out := map[string][]string{}
+	for line := range strings.SplitSeq(string(b), "\n") {
+		line, _, _ = strings.Cut(line, "#")
+		db, rest, ok := strings.Cut(line, ":")
+		db = strings.TrimSpace(db)
+		if !ok || db != "passwd" && db != "group" {
+			continue
+		}
+		for _, src := range strings.Fields(rest) {
+			if src != "files" && !strings.HasPrefix(src, "[") {
+				out[db] = append(out[db], src)
+			}
+		}
+	}
+	return out, nil
+}
+
+// checkOtherSources refuses when a source of accounts other than the files (otherSources) has
+// an account of uid uid or a group of gid uid, asking getent for each: the keyed look-up
+// every source answers, where listing the whole range would need an enumeration that sssd
+// and LDAP servers commonly refuse or truncate. It also refuses when it cannot tell (no
+// getent, a look-up that fails or times out), naming the source.
+func checkOtherSources(nsswitch string, uid int) error {
+	srcs, err := otherSources(nsswitch)
+	if err != nil || len(srcs) == 0 {
+		return err
+	}
+	getent := ""
+	for _, p := range getentPaths {
+		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() {
+			getent = p
+			break
+		}
+	}
+	dbs := []string{"passwd", "group"}
+	errs := make([]error, len(dbs))
+	var wg sync.WaitGroup
+	for i, db := range dbs {
+		if len(srcs[db]) == 0 {
+			continue
+		}
+		named := strings.Join(srcs[db], " ")
+		if getent == "" {
+			return fmt.Errorf("%w: %s names %s for %s, and no getent (%s) was found to ask them whether an account holds uid %d, which a root-run box would run as; install getent (libc-bin) or run agentbox as an ordinary user",
+				ErrBoxUIDTaken, nsswitch, named, db, strings.Join(getentPaths, ", "), uid)
+		}
+		wg.Go(func() { errs[i] = askSource(getent, db, named, nsswitch, uid) })
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// askSource refuses when getent finds an entry of id uid in the database db (passwd or group)
+// whose other sources are named, or cannot tell.
+func askSource(getent, db, named, nsswitch string, uid int) error {
+	ctx, cancel := context.WithTimeout(context.Background(), getentTimeout)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, getent, db, strconv.Itoa(uid)).Output()
+	var exit *exec.ExitError
+	switch {
+	case err == nil:
+		entry, _, _ := strings.Cut(strings.TrimSpace(string(out)), "\n")
+		return fmt.Errorf("%w: %s (sources %s in %s): %q holds id %d, in the range root-run boxes run as (%d–%d, %#x–%#x), so a box would share it; give it ids outside that range, or run agentbox as an ordinary user",
+			ErrBoxUIDTaken, db, named, nsswitch, entry, uid, BoxUIDBase, BoxUIDEnd-1, BoxUIDBase, BoxUIDEnd-1)
+	case errors.As(err, &exit) && exit.ExitCode() == 2:
+		return nil // in no source
+	default:
+		return fmt.Errorf("%w: could not ask %s (sources %s in %s) whether an account holds uid %d, which a root-run box would run as: %s %s %d: %v; fix the source or run agentbox as an ordinary user",
+			ErrBoxUIDTaken, db, named, nsswitch, uid, getent, db, uid, err)
+	}
 }

@@ -6,6 +6,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -78,6 +80,121 @@ func TestTakeRefusesAccountsInRange(t *testing.T) {
 	}
 }
 
+// TestTakeRefusesOtherSourceAccounts: an account or a group of another source than the files
+// (here systemd's user records, a drop-in in /run/userdb that nss-systemd serves, as LDAP or
+// sssd would serve theirs) holding the box uid Take would give refuses the launch, naming the
+// database, the sources, the entry and the fix. Before, only the files were read and the uid
+// was taken.
+func TestTakeRefusesOtherSourceAccounts(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("only host root takes box uids (and writes /run/userdb)")
+	}
+	srcs, err := idmap.OtherSources("/etc/nsswitch.conf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(srcs["passwd"], "systemd") || !slices.Contains(srcs["group"], "systemd") {
+		t.Skipf("the host's nsswitch.conf does not name systemd for passwd and group (%v): no drop-in account to make", srcs)
+	}
+	noAccounts(t)
+	pid := os.Getpid()
+	uid := idmap.BoxUID(pid, 0)
+	if _, err := os.Stat("/run/userdb"); errors.Is(err, os.ErrNotExist) {
+		if err := os.Mkdir("/run/userdb", 0o755); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { os.Remove("/run/userdb") }) // made here: removed once empty
+	}
+	for _, tc := range []struct{ db, ext, record string }{
+		{"passwd", "user", fmt.Sprintf(`{"userName":"agentbox-test-%d","uid":%d,"gid":%d,"homeDirectory":"/nonexistent","shell":"/usr/sbin/nologin"}`, pid, uid, uid)},
+		{"group", "group", fmt.Sprintf(`{"groupName":"agentbox-test-%d","gid":%d}`, pid, uid)},
+	} {
+		t.Run(tc.db, func(t *testing.T) {
+			name := fmt.Sprintf("/run/userdb/agentbox-test-%d.%s", pid, tc.ext)
+			byID := fmt.Sprintf("/run/userdb/%d.%s", uid, tc.ext)
+			if err := os.WriteFile(name, []byte(tc.record), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { os.Remove(name) })
+			if err := os.Symlink(filepath.Base(name), byID); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { os.Remove(byID) })
+			if out, err := exec.Command("getent", tc.db, fmt.Sprint(uid)).Output(); err != nil {
+				t.Skipf("nss-systemd does not serve /run/userdb here (getent %s %d: %v)", tc.db, uid, err)
+			} else if strings.Contains(readFile(t, "/etc/"+tc.db), fmt.Sprint(uid)) {
+				t.Fatalf("the account is in /etc/%s, not only another source: %s", tc.db, out)
+			}
+			lease, err := idmap.Take(pid)
+			if err == nil {
+				lease.Release()
+				t.Fatalf("took %d, which a %s entry of systemd's user records holds", lease.UID, tc.db)
+			}
+			want := fmt.Sprintf("%s (sources systemd in /etc/nsswitch.conf): \"agentbox-test-%d:", tc.db, pid)
+			if msg := err.Error(); !errors.Is(err, idmap.ErrBoxUIDTaken) || !strings.Contains(msg, want) || !strings.Contains(msg, "give it ids outside that range") {
+				t.Errorf("the refusal does not name the database, sources, entry and fix (%q): %v", want, err)
+			}
+		})
+	}
+	lease, err := idmap.Take(pid)
+	if err != nil {
+		t.Fatalf("with the records gone: %v", err)
+	}
+	lease.Release()
+}
+
+// TestTakeRefusesWhenSourcesCannotBeAsked: with nsswitch.conf naming a source other than the
+// files and no getent to ask it, a root launch is refused, naming the file, the source and
+// the fix; with the files alone (or no nsswitch.conf) nothing is asked.
+func TestTakeRefusesWhenSourcesCannotBeAsked(t *testing.T) {
+	noAccounts(t)
+	dir := t.TempDir()
+	conf := filepath.Join(dir, "nsswitch.conf")
+	if err := os.WriteFile(conf, []byte("# comment\npasswd:  files [NOTFOUND=return] ldap # directory\ngroup: files\nhosts: files dns\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	srcs, err := idmap.OtherSources(conf)
+	if err != nil || !slices.Equal(srcs["passwd"], []string{"ldap"}) || len(srcs["group"]) != 0 || len(srcs) != 1 {
+		t.Fatalf("otherSources = %v, %v; want passwd: ldap only", srcs, err)
+	}
+	if os.Geteuid() != 0 {
+		return // Take itself is host root's
+	}
+	restore := idmap.SetNSS(conf, []string{filepath.Join(dir, "no-getent")})
+	lease, err := idmap.Take(os.Getpid())
+	restore()
+	if err == nil {
+		lease.Release()
+		t.Fatal("took a box uid without asking the ldap source")
+	}
+	if msg := err.Error(); !errors.Is(err, idmap.ErrBoxUIDTaken) || !strings.Contains(msg, conf+" names ldap for passwd") || !strings.Contains(msg, "install getent") {
+		t.Errorf("the refusal does not name the file, the source and the fix: %v", err)
+	}
+	for _, text := range []string{"passwd: files\ngroup: files\n", ""} {
+		if err := os.WriteFile(conf, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if text == "" {
+			os.Remove(conf)
+		}
+		restore := idmap.SetNSS(conf, []string{filepath.Join(dir, "no-getent")})
+		lease, err := idmap.Take(os.Getpid())
+		restore()
+		if err != nil {
+			t.Fatalf("nsswitch.conf %q: %v", text, err)
+		}
+		lease.Release()
+	}
+}
+
+func readFile(t *testing.T, name string) string {
+	b, err := os.ReadFile(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
 // TestTakeSkipsLiveHolders: a box uid that a live process holds — as an earlier box's
 // would, whose shim had the same pid — is not taken, whether the process has it as its uid or
 // only as its gid, or is not dumpable (the files in its /proc entry then show as root's); nor
@@ -138,6 +255,94 @@ func TestTakeSkipsLiveHolders(t *testing.T) {
 	}
 	b.Release()
 	c.Release()
+}
+
+// TestTakeSkipsNonEffectiveHolders: a box uid that a live process holds only as its real,
+// saved or filesystem uid, or its real, saved or filesystem gid — a root process that set it
+// and took back root as its effective id, whose /proc entry then shows as root's — is not
+// taken either: such a process signals the box's processes (the kernel matches the sender's
+// real or effective uid against the target's real or saved one) or reads their files (with
+// its filesystem ids) as one whose effective id it is. Before, only the effective ids (the
+// owner of /proc/N) were looked at, and Take gave slot 0, held by the first of them.
+func TestTakeSkipsNonEffectiveHolders(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("only host root starts processes of other ids (and takes box uids)")
+	}
+	noAccounts(t)
+	pid := os.Getpid()
+	holds := []string{
+		"os.setresuid(%d, 0, 0)", // real uid
+		"os.setresuid(0, 0, %d)", // saved uid
+		"libc.setfsuid(%d)",      // filesystem uid
+		"os.setresgid(%d, 0, 0)", // real gid
+		"os.setresgid(0, 0, %d)", // saved gid
+		"libc.setfsgid(%d)",      // filesystem gid
+	}
+	for k, hold := range holds {
+		code := "import ctypes, os, time\nlibc = ctypes.CDLL(None)\n" + fmt.Sprintf(hold, idmap.BoxUID(pid, k)) +
+			"\nprint('ready', flush=True)\ntime.sleep(1000)\n"
+		cmd := exec.Command("/usr/bin/python3", "-c", code)
+		out, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+		if _, err := out.Read(make([]byte, 5)); err != nil {
+			t.Fatalf("holder %q did not start: %v", hold, err)
+		}
+		var st syscall.Stat_t
+		if err := syscall.Stat(fmt.Sprintf("/proc/%d", cmd.Process.Pid), &st); err != nil || st.Uid != 0 || st.Gid != 0 {
+			t.Fatalf("holder %q: its /proc entry should show its effective ids, root's: %+v %v", hold, st, err)
+		}
+	}
+	take := func(t *testing.T) {
+		lease, err := idmap.Take(pid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer lease.Release()
+		if want := idmap.BoxUID(pid, len(holds)); lease.UID != want {
+			t.Errorf("took %d, want slot %d (%d): slots 0–%d are held as real, saved or filesystem ids", lease.UID, len(holds), want, len(holds)-1)
+		}
+	}
+	t.Run("pidfd", take)
+	t.Run("status", func(t *testing.T) { // a kernel without PIDFD_GET_INFO
+		defer idmap.UseStatusIDs()()
+		take(t)
+	})
+}
+
+// TestProcessIDsAsStatus: for every live process, the ids PIDFD_GET_INFO gives are those of
+// its /proc/PID/status, in the order Take reads them.
+func TestProcessIDsAsStatus(t *testing.T) {
+	names, err := filepath.Glob("/proc/[0-9]*")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, name := range names {
+		pid, err := strconv.Atoi(filepath.Base(name))
+		if err != nil {
+			continue
+		}
+		pidfd, status, err := idmap.ProcessIDs(pid)
+		if errors.Is(err, syscall.ESRCH) || errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			t.Fatalf("process %d: %v", pid, err)
+		}
+		if pidfd != status {
+			t.Errorf("process %d: PIDFD_GET_INFO gives %v, its status %v", pid, pidfd, status)
+		}
+		n++
+	}
+	if n < 2 {
+		t.Fatalf("compared %d processes, want this one and its parent at least", n)
+	}
 }
 
 // TestTakenUIDSharesNothingLive: a process of a root-run box, running as the uid Take gives

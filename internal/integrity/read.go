@@ -9,7 +9,8 @@ import (
 	"sort"
 )
 
-func sprintf(format string, a ...any) string { return fmt.Sprintf(format, a...) }
+// Reading what a box may have written: folders it may have made unlistable, files of any size
+// or kind.
 
 // readDirNames returns the sorted names in dir.
 func readDirNames(dir string) ([]string, error) {
