@@ -163,6 +163,10 @@ type ProposedCount struct {
 	// Dropped is Changes.Dropped: what the box created at protected paths after its proposed
 	// changes were full.
 	Dropped int `json:"dropped,omitempty"`
+	// Ignored counts, among Changes, the files the launch left in git-ignored places, moved
+	// out of the workspace at exit; IgnoredDropped those removed past the bounds, not kept.
+	Ignored        int `json:"ignored,omitempty"`
+	IgnoredDropped int `json:"ignoredDropped,omitempty"`
 }
 
 // Stage is one completed stage of a launch's start (internal/launch, docs/internals.md).
@@ -186,6 +190,11 @@ type Changes struct {
 	// changes were full: moved out of the workspace, not kept; DroppedPaths names the first.
 	Dropped      int      `json:"dropped,omitempty"`
 	DroppedPaths []string `json:"droppedPaths,omitempty"`
+	// IgnoredDropped counts the files the launch left in git-ignored places that were removed
+	// from the workspace past the bounds (changes.MaxIgnoredFiles, MaxIgnoredBytes), not
+	// kept; IgnoredDroppedPaths names the first.
+	IgnoredDropped      int      `json:"ignoredDropped,omitempty"`
+	IgnoredDroppedPaths []string `json:"ignoredDroppedPaths,omitempty"`
 }
 
 // MaxChangesAnswer bounds the diffs of an answer to GET /v0/launches/{id}/changes (JSON
@@ -211,6 +220,9 @@ type ProposedChange struct {
 	Conflict bool `json:"conflict,omitempty"`
 	// Truncated says the box's file was too large to keep whole: it cannot be applied.
 	Truncated bool `json:"truncated,omitempty"`
+	// Ignored says the launch left the file in a git-ignored place of the workspace: it was
+	// moved out at exit, and apply puts it back.
+	Ignored bool `json:"ignored,omitempty"`
 	// NotShown says Diff holds a note instead of the diff: the answer reached its bound
 	// (MaxChangesAnswer).
 	NotShown bool `json:"notShown,omitempty"`
@@ -233,6 +245,11 @@ const MaxDriftEvents = 50
 // copy of a protected file was not collected as a proposed change: the collection failed (the
 // copy is kept, Detail says where and why) or the box made it larger than the bound.
 const DriftSourceCollect = "collect"
+
+// DriftSourceIgnored is the Source of an alert recorded when the launch ended about the files
+// it left in git-ignored places of the workspace: some could not be looked at, were removed
+// past the bounds instead of kept, or could not be moved out (Detail says which).
+const DriftSourceIgnored = "ignored"
 
 // DriftEvent is one integrity transition of a launch.
 type DriftEvent struct {

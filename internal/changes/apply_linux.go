@@ -66,7 +66,14 @@ func Apply(dir, ws, rel string) error {
 			}
 			return fmt.Errorf("%s: %w", rel, err)
 		}
+		os.Remove(src + IgnoredSuffix)
 		return os.Remove(src)
+	}
+	if _, err := os.Lstat(src + IgnoredSuffix); err == nil {
+		// A file the launch left in an ignored place: renamed back, however large.
+		if err := applyIgnored(parent, name, src, rel, fi.Mode().Perm()); !errors.Is(err, errNoRename) {
+			return err
+		}
 	}
 	b, err := os.ReadFile(src)
 	if err != nil {
@@ -81,6 +88,7 @@ func Apply(dir, ws, rel string) error {
 		}
 		return fmt.Errorf("%s: %w", rel, err)
 	}
+	os.Remove(src + IgnoredSuffix)
 	return os.Remove(src)
 }
 

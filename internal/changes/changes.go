@@ -118,6 +118,9 @@ type Change struct {
 	Base     []byte `json:"base,omitempty"`
 	// ModeChanged says the box changed the file's executable bits (Modifies only).
 	ModeChanged bool `json:"modeChanged,omitempty"`
+	// Ignored says the launch left the file in a git-ignored place of the workspace, from
+	// which it was moved here at exit (TakeIgnored): a path the host had nothing at then.
+	Ignored bool `json:"ignored,omitempty"`
 }
 
 // List returns the changes kept in dir with their content (Index, then Read for each), sorted
@@ -147,7 +150,7 @@ func Index(dir string) ([]Change, error) {
 			}
 			return err
 		}
-		if d.IsDir() || isMetadata(d.Name()) || p == filepath.Join(dir, AddedRecord) || p == filepath.Join(dir, DroppedRecord) {
+		if d.IsDir() || isMetadata(d.Name()) || p == filepath.Join(dir, AddedRecord) || p == filepath.Join(dir, DroppedRecord) || p == filepath.Join(dir, IgnoredDroppedRecord) {
 			return nil
 		}
 		rel, err := filepath.Rel(dir, p)
@@ -155,6 +158,9 @@ func Index(dir string) ([]Change, error) {
 			return err
 		}
 		c := Change{Path: workspaceName(rel), Kind: KindFile}
+		if _, err := os.Lstat(p + IgnoredSuffix); err == nil {
+			c.Ignored = true
+		}
 		if d.Type()&fs.ModeSymlink != 0 {
 			c.Kind = KindSymlink
 		} else if d.Type().IsRegular() {
@@ -241,12 +247,12 @@ const boxSuffix = ".agentbox-box"
 // isMetadata reports a store name that is the store's own (not a change).
 func isMetadata(name string) bool {
 	return !strings.HasSuffix(name, boxSuffix) &&
-		(strings.HasSuffix(name, TruncatedSuffix) || strings.HasSuffix(name, baseSuffix) || atomicfile.IsTemp(name))
+		(strings.HasSuffix(name, TruncatedSuffix) || strings.HasSuffix(name, baseSuffix) || strings.HasSuffix(name, IgnoredSuffix) || atomicfile.IsTemp(name))
 }
 
 func reservedName(name string) bool {
-	return name == AddedRecord || name == DroppedRecord || strings.HasSuffix(name, boxSuffix) ||
-		strings.HasSuffix(name, TruncatedSuffix) || strings.HasSuffix(name, baseSuffix) || atomicfile.IsTemp(name)
+	return name == AddedRecord || name == DroppedRecord || name == IgnoredDroppedRecord || strings.HasSuffix(name, boxSuffix) ||
+		strings.HasSuffix(name, TruncatedSuffix) || strings.HasSuffix(name, baseSuffix) || strings.HasSuffix(name, IgnoredSuffix) || atomicfile.IsTemp(name)
 }
 
 func storeName(rel string) string {
@@ -281,8 +287,12 @@ const maxDroppedPaths = 20
 
 // ReadDropped returns what the guards of the store dir did not keep (none when none).
 func ReadDropped(dir string) (Dropped, error) {
+	return readDroppedFile(filepath.Join(dir, DroppedRecord))
+}
+
+func readDroppedFile(path string) (Dropped, error) {
 	var d Dropped
-	data, err := os.ReadFile(filepath.Join(dir, DroppedRecord))
+	data, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {
 		return d, nil
 	}
@@ -290,7 +300,7 @@ func ReadDropped(dir string) (Dropped, error) {
 		err = json.Unmarshal(data, &d)
 	}
 	if err != nil {
-		return d, fmt.Errorf("proposed changes not kept %s: %w", filepath.Join(dir, DroppedRecord), err)
+		return d, fmt.Errorf("proposed changes not kept %s: %w", path, err)
 	}
 	return d, nil
 }

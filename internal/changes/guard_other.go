@@ -49,3 +49,6 @@ func Stage(dir string, ps []plan.Protected) ([]plan.Protected, error) { return p
 
 // Collect fails with ErrNotSupported.
 func Collect(dir, storeDir string) (Collected, error) { return Collected{}, ErrNotSupported }
+
+// TakeIgnored fails with ErrNotSupported.
+func TakeIgnored(dir, ws string, rels []string) (Ignored, error) { return Ignored{}, ErrNotSupported }

@@ -19,8 +19,9 @@ func newChangesCmd() *cobra.Command {
 		Long: `Show the proposed changes of launch ID: what its box wrote at protected paths of the
 workspace (an MCP server file, a VS Code setting, a git hook): paths that were absent, which it
 created, and protected files that existed, which it changed in its own copy. They never reached
-the workspace; each is shown as a diff against what the host has at the path now. Apply them
-with agentbox apply ID [PATH...].`,
+the workspace. Also listed: the files the launch left in git-ignored places (build output, a
+test file in bin/), moved out of the workspace at its exit. Each is shown as a diff against
+what the host has at the path now. Apply them with agentbox apply ID [PATH...].`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := client.New()
@@ -43,11 +44,21 @@ with agentbox apply ID [PATH...].`,
 }
 
 func printChanges(w io.Writer, cs *api.Changes) {
-	if len(cs.Changes) == 0 && cs.Dropped == 0 {
+	if len(cs.Changes) == 0 && cs.Dropped == 0 && cs.IgnoredDropped == 0 {
 		fmt.Fprintf(w, "launch %s proposed no changes\n", cs.LaunchID[:12])
 		return
 	}
-	fmt.Fprintf(w, "launch %s proposed %d changes to protected configuration in %s:\n", cs.LaunchID[:12], len(cs.Changes), cs.Workspace)
+	ignored := 0
+	for _, c := range cs.Changes {
+		if c.Ignored {
+			ignored++
+		}
+	}
+	fmt.Fprintf(w, "launch %s proposed %d changes to protected configuration in %s", cs.LaunchID[:12], len(cs.Changes)-ignored, cs.Workspace)
+	if ignored > 0 {
+		fmt.Fprintf(w, ", and left %d files in git-ignored places, moved out of the workspace", ignored)
+	}
+	fmt.Fprintln(w, ":")
 	for _, c := range cs.Changes {
 		note := ""
 		switch {
@@ -57,6 +68,9 @@ func printChanges(w io.Writer, cs *api.Changes) {
 			note = " (changes a protected file)"
 		case c.Conflict || c.HostExists:
 			note = " (the host has this path now: apply refuses it)"
+		}
+		if c.Ignored {
+			note = " (left in a git-ignored place: moved out of the workspace; apply puts it back)" + note
 		}
 		if c.NotShown {
 			note += " (diff not shown: the answer reached its bound)"
@@ -69,14 +83,24 @@ func printChanges(w io.Writer, cs *api.Changes) {
 		fmt.Fprintf(w, "\n%s%s\n%s", path, note, diff)
 	}
 	if cs.Dropped > 0 {
-		names := make([]string, len(cs.DroppedPaths))
-		for i, p := range cs.DroppedPaths {
-			names[i] = visibleLine(p)
-		}
 		fmt.Fprintf(w, "\n%d more files the box created at protected paths were moved out of the workspace and not kept: the launch's proposed changes were full (%s)\n",
-			cs.Dropped, strings.Join(names, ", "))
+			cs.Dropped, visibleList(cs.DroppedPaths))
+	}
+	if cs.IgnoredDropped > 0 {
+		fmt.Fprintf(w, "\n%d more files the launch left in git-ignored places were removed from the workspace and not kept: past the bound of what is kept (%s)\n",
+			cs.IgnoredDropped, visibleList(cs.IgnoredDroppedPaths))
 	}
 	fmt.Fprintf(w, "\napply with: agentbox apply %s [PATH...]\n", cs.LaunchID[:12])
+}
+
+// visibleList joins paths a box chose, each on one line with its control characters written
+// out (visibleLine).
+func visibleList(paths []string) string {
+	names := make([]string, len(paths))
+	for i, p := range paths {
+		names[i] = visibleLine(p)
+	}
+	return strings.Join(names, ", ")
 }
 
 func newApplyCmd() *cobra.Command {

@@ -78,3 +78,27 @@ func TestBoxNamesStayOnOneLine(t *testing.T) {
 		t.Errorf("the drift lines lack the escaped path and detail:\n%s", out)
 	}
 }
+
+// TestChangesIgnoredFiles: the files a launch left in git-ignored places are counted apart from
+// the changes to protected configuration, each is marked, and those removed past the bound are
+// said with their names written out on one line.
+func TestChangesIgnoredFiles(t *testing.T) {
+	cs := &api.Changes{LaunchID: strings.Repeat("a", 32), Workspace: "/w", Changes: []api.ProposedChange{
+		{Path: ".mcp.json", Diff: "+{}\n"},
+		{Path: "bin/x", Ignored: true, Diff: "(binary)\n"},
+		{Path: "build/app", Ignored: true, HostExists: true, Conflict: true, Diff: "(binary)\n"},
+	}, IgnoredDropped: 2, IgnoredDroppedPaths: []string{"build/big\n1", "build/big2"}}
+	var b bytes.Buffer
+	printChanges(&b, cs)
+	out := b.String()
+	for _, want := range []string{
+		"proposed 1 changes to protected configuration in /w, and left 2 files in git-ignored places, moved out of the workspace:",
+		"\nbin/x (left in a git-ignored place: moved out of the workspace; apply puts it back)\n",
+		"\nbuild/app (left in a git-ignored place: moved out of the workspace; apply puts it back) (the host has this path now: apply refuses it)\n",
+		`2 more files the launch left in git-ignored places were removed from the workspace and not kept: past the bound of what is kept (build/big\x0a1, build/big2)`,
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the output lacks %q:\n%s", want, out)
+		}
+	}
+}

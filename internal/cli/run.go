@@ -290,8 +290,14 @@ func exitSummary(ctx context.Context, c *client.Client, id string, w io.Writer) 
 			n = &api.ProposedCount{Changes: len(cs.Changes), Dropped: cs.Dropped}
 		}
 	}
-	if n != nil && n.Changes > 0 {
-		fmt.Fprintf(w, "agentbox: the box proposed %d changes to protected configuration: agentbox changes %s\n", n.Changes, id[:12])
+	if n != nil && n.Changes-n.Ignored > 0 {
+		fmt.Fprintf(w, "agentbox: the box proposed %d changes to protected configuration: agentbox changes %s\n", n.Changes-n.Ignored, id[:12])
+	}
+	if n != nil && n.Ignored > 0 {
+		fmt.Fprintf(w, "agentbox: the launch left %d files in git-ignored places (no git status shows them); they were moved out of the workspace: agentbox changes %s, then agentbox apply %s PATH\n", n.Ignored, id[:12], id[:12])
+	}
+	if n != nil && n.IgnoredDropped > 0 {
+		fmt.Fprintf(w, "agentbox: %d more files the launch left in git-ignored places were removed from the workspace, past the bound of what is kept (agentbox launches shows the alert)\n", n.IgnoredDropped)
 	}
 	if n != nil && n.Dropped > 0 {
 		fmt.Fprintf(w, "agentbox: the box created %d more files at protected paths, moved out of the workspace and not kept (its proposed changes were full): agentbox changes %s\n", n.Dropped, id[:12])

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/agentbox/agentbox/internal/api"
@@ -182,6 +183,7 @@ func (b *integrityBroker) End(id string) {
 	keepStaged := b.collectStaged(id, workspace)
 	if w != nil {
 		w.Verify(integrity.SourceExit, true)
+		b.takeIgnored(id, w.State)
 		if w.State.IndexesLocked() {
 			// An index written beside a git's lock is checked again once the lock has gone
 			// (bounded: integrity.IndexRecheckWait).
@@ -189,6 +191,41 @@ func (b *integrityBroker) End(id string) {
 		}
 	}
 	b.releaseHeld(id, keepStaged)
+}
+
+// takeIgnored moves the files launch id left in git-ignored places of its workspace (created
+// or changed since the snapshot: integrity.State.IgnoredChanged) into its proposed changes
+// (changes.TakeIgnored), before the launch is recorded as ended: no git status shows them,
+// and the host's tools would run them (docs/integrity.md, "Files a box leaves in git-ignored
+// places"). What could not be looked at, removed past the bounds, or moved is a drift alert.
+func (b *integrityBroker) takeIgnored(id string, st *integrity.State) {
+	alert := func(path, detail string) {
+		ev := api.DriftEvent{Kind: "modified", Path: path, Detail: detail, Source: api.DriftSourceIgnored, Alert: true}
+		if err := b.Drift.AddDrift(context.Background(), id, ev); err != nil {
+			b.Log.Error("integrity: record drift", "launch", id, "err", err)
+		}
+	}
+	start := time.Now()
+	found := st.IgnoredChanged(context.Background())
+	for _, n := range found.NotChecked {
+		alert(st.Workspace, "files left in git-ignored places not checked: "+n)
+	}
+	if len(found.Files) == 0 {
+		return
+	}
+	res, err := changes.TakeIgnored(changesDir(b.StateDir, id), st.Workspace, found.Files)
+	if err != nil {
+		b.Log.Error("integrity: move the files left in git-ignored places into the proposed changes", "launch", id, "err", err)
+	}
+	b.Log.Warn("integrity: moved the files the launch left in git-ignored places into its proposed changes", "launch", id,
+		"kept", len(res.Kept), "bytes", res.KeptBytes, "removed", res.Dropped.Count, "took", time.Since(start))
+	if res.Dropped.Count > 0 {
+		alert(st.Workspace, fmt.Sprintf("%d files the launch left in git-ignored places were removed from the workspace, not kept: past the bound of %d files or %d bytes of proposed changes (the first: %s)",
+			res.Dropped.Count, changes.MaxIgnoredFiles, changes.MaxIgnoredBytes, strings.Join(res.Dropped.Paths, ", ")))
+	}
+	for _, f := range res.Failed {
+		alert(filepath.Join(st.Workspace, f.Path), fmt.Sprintf("the launch left it in a git-ignored place, and it could not be moved out of the workspace: %v; remove it before the host's tools run it", f.Err))
+	}
 }
 
 // collectStaged keeps what launch id's box changed in its staged copies of protected files

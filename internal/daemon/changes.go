@@ -44,7 +44,18 @@ func (d *Daemon) proposedCount(id string) *api.ProposedCount {
 		d.log.Warn("count proposed changes", "launch", id, "err", err)
 		return nil
 	}
-	return &api.ProposedCount{Changes: len(cs), Dropped: dropped.Count}
+	ign, err := changes.ReadIgnoredDropped(dir)
+	if err != nil {
+		d.log.Warn("count proposed changes", "launch", id, "err", err)
+		return nil
+	}
+	n := &api.ProposedCount{Changes: len(cs), Dropped: dropped.Count, IgnoredDropped: ign.Count}
+	for _, c := range cs {
+		if c.Ignored {
+			n.Ignored++
+		}
+	}
+	return n
 }
 
 // proposed reads launch l's proposed changes, one at a time (their contents are never all in
@@ -60,8 +71,12 @@ func (d *Daemon) proposed(ctx context.Context, l *api.Launch) (*api.Changes, err
 	if err != nil {
 		return nil, err
 	}
+	ign, err := changes.ReadIgnoredDropped(dir)
+	if err != nil {
+		return nil, err
+	}
 	out := &api.Changes{LaunchID: l.ID, Workspace: l.Workspace, Changes: []api.ProposedChange{},
-		Dropped: dropped.Count, DroppedPaths: dropped.Paths}
+		Dropped: dropped.Count, DroppedPaths: dropped.Paths, IgnoredDropped: ign.Count, IgnoredDroppedPaths: ign.Paths}
 	size := 0
 	for _, c := range cs {
 		if err := ctx.Err(); err != nil {
@@ -78,7 +93,7 @@ func (d *Daemon) proposed(ctx context.Context, l *api.Launch) (*api.Changes, err
 			conflict = err != nil || !fi.Mode().IsRegular() || !bytes.Equal(host, c.Base)
 		}
 		pc := api.ProposedChange{Path: c.Path, Kind: c.Kind, Modifies: c.Modifies,
-			Diff: changes.Diff(c, host), HostExists: exists, Conflict: conflict, Truncated: c.Truncated}
+			Diff: changes.Diff(c, host), HostExists: exists, Conflict: conflict, Truncated: c.Truncated, Ignored: c.Ignored}
 		if b, err := json.Marshal(pc); err != nil || size+len(b) > api.MaxChangesAnswer {
 			pc.NotShown = true
 			pc.Diff = fmt.Sprintf("(not shown: the answer holds at most %d bytes of diffs; the box's file is %s, kept in %s)\n",
@@ -122,7 +137,9 @@ func removeEmptyChanges(dir string) {
 	if err != nil || len(cs) > 0 {
 		return
 	}
-	if d, err := changes.ReadDropped(dir); err == nil && d.Count == 0 {
+	d, err := changes.ReadDropped(dir)
+	ign, ierr := changes.ReadIgnoredDropped(dir)
+	if err == nil && ierr == nil && d.Count == 0 && ign.Count == 0 {
 		os.RemoveAll(dir)
 	}
 }

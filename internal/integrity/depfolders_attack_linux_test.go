@@ -25,7 +25,7 @@ func hostRun(t *testing.T, dir string, name string, args ...string) string {
 
 // ignoringRepo makes ws a repository (repo) whose .gitignore holds ignore, committed with
 // what else ws holds.
-func ignoringRepo(t *testing.T, ws, ignore string) {
+func ignoringRepo(t testing.TB, ws, ignore string) {
 	t.Helper()
 	repo(t, ws)
 	write(t, filepath.Join(ws, ".gitignore"), ignore)

@@ -1,0 +1,38 @@
+package changes
+
+import "path/filepath"
+
+// IgnoredSuffix names, beside a kept file, the mark of a change that is a file the launch left
+// in a git-ignored place of the workspace (TakeIgnored): not protected configuration, but code
+// the host's tools would run (a build's output, a test file in bin/, a plugin's metadata in
+// *.egg-info/) and that no git status shows. It holds nothing.
+const IgnoredSuffix = ".agentbox-ignored"
+
+// IgnoredDroppedRecord names, at the top of a store, the record of the files TakeIgnored
+// removed from the workspace without keeping them, past its bounds (Dropped).
+const IgnoredDroppedRecord = ".agentbox-ignored-dropped.json"
+
+// MaxIgnoredFiles and MaxIgnoredBytes bound what TakeIgnored keeps of one launch: files, and
+// the bytes of their contents together. Past either, a file is removed from the workspace and
+// counted in IgnoredDroppedRecord, never left in place.
+const (
+	MaxIgnoredFiles = 10000
+	MaxIgnoredBytes = 1 << 30
+)
+
+// Ignored is what TakeIgnored did: the paths kept as proposed changes (Kept, their bytes
+// KeptBytes), and those removed from the workspace past the bounds (Dropped).
+type Ignored struct {
+	Kept      []string
+	KeptBytes int64
+	Dropped   Dropped
+	// Failed are the files that could be neither kept nor removed, and why: they are still
+	// in the workspace, to be reported.
+	Failed []Failure
+}
+
+// ReadIgnoredDropped returns what TakeIgnored removed from the workspace without keeping it
+// (none when none).
+func ReadIgnoredDropped(dir string) (Dropped, error) {
+	return readDroppedFile(filepath.Join(dir, IgnoredDroppedRecord))
+}

@@ -1,0 +1,186 @@
+package integrity
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+)
+
+// IgnoredWalkBound bounds the entries IgnoredChanged looks at in the git-ignored places of
+// a workspace (files and folders, all repositories together).
+const IgnoredWalkBound = 2_000_000
+
+// maxIgnoredRepos bounds the repositories (the workspace's, and its submodules at any depth)
+// whose ignored places IgnoredChanged lists.
+const maxIgnoredRepos = 64
+
+// IgnoredResult is what IgnoredChanged found: the workspace-relative paths of the regular files
+// and symlinks in git-ignored places that the launch created or changed (Files), and what it
+// could not look at (NotChecked: why, one line each; none when all was looked at).
+type IgnoredResult struct {
+	Files      []string
+	NotChecked []string
+}
+
+// IgnoredChanged lists the files (regular files and symlinks) in git-ignored places of the
+// workspace whose ctime is at or after the snapshot: created, written, renamed, linked or
+// chmod-ed since the launch began, which the kernel stamps and no program can set back. What
+// is ignored is what the host's git says (`git ls-files --others --ignored --exclude-standard
+// --directory`, in the workspace and in each submodule's work tree it holds): the same rules
+// that keep the file out of the host's git status, the user's own excludes included. git is
+// run with its fsmonitor and untracked cache off and no optional locks: it reads, runs
+// nothing and writes nothing. A workspace in no repository, or a host without git, has no
+// ignored places (nothing there is under git's review either).
+//
+// Not looked into: .git folders, the dependency folders of the snapshot (Deps: the rule of
+// Code the host loads from dependency folders covers them) and the box's own (Own), and what
+// the check moved aside (QuarantineSuffix).
+func (s *State) IgnoredChanged(ctx context.Context) IgnoredResult {
+	var res IgnoredResult
+	if s.Started.IsZero() {
+		return res
+	}
+	since := s.Started.UnixNano()
+	budget := IgnoredWalkBound
+	repos := []string{"."}
+repos:
+	for i := 0; i < len(repos); i++ {
+		if i >= maxIgnoredRepos {
+			res.NotChecked = append(res.NotChecked, fmt.Sprintf("the git-ignored places of %d more submodules (past the bound of %d repositories)", len(repos)-i, maxIgnoredRepos))
+			break
+		}
+		top := filepath.Join(s.Workspace, repos[i])
+		entries, subs, err := ignoredEntries(ctx, top)
+		if err != nil {
+			if i > 0 || !errors.Is(err, errNoRepository) {
+				res.NotChecked = append(res.NotChecked, fmt.Sprintf("the git-ignored places of %s: %v", orDot(repos[i]), err))
+			}
+			continue
+		}
+		for _, sub := range subs {
+			repos = append(repos, filepath.Join(repos[i], sub))
+		}
+		for _, e := range entries {
+			rel := filepath.Join(repos[i], e)
+			if !s.lookInto(rel) {
+				continue
+			}
+			if err := s.changedFiles(rel, since, &budget, &res.Files); err != nil {
+				res.NotChecked = append(res.NotChecked, fmt.Sprintf("%s and what follows it: %v", rel, err))
+				break repos
+			}
+		}
+	}
+	// git lists a folder all of whose files are ignored (x/) besides the files themselves.
+	slices.Sort(res.Files)
+	res.Files = slices.Compact(res.Files)
+	return res
+}
+
+func orDot(rel string) string {
+	if rel == "." {
+		return "the workspace"
+	}
+	return rel
+}
+
+// lookInto reports whether the workspace-relative path rel is looked into for files the
+// launch left (IgnoredChanged).
+func (s *State) lookInto(rel string) bool {
+	if strings.Contains(rel, QuarantineSuffix) {
+		return false
+	}
+	for _, c := range strings.Split(rel, string(filepath.Separator)) {
+		if c == ".git" {
+			return false
+		}
+	}
+	p := filepath.Join(s.Workspace, rel)
+	if s.owns(p) {
+		return false
+	}
+	for d := range s.Deps {
+		if within(p, d) {
+			return false
+		}
+	}
+	return true
+}
+
+var errNoRepository = errors.New("not in a git repository")
+
+// ignoredEntries asks the host's git for the ignored entries of the work tree at top (paths
+// relative to it; a folder ignored whole ends in "/") and the paths of its submodules.
+func ignoredEntries(ctx context.Context, top string) (entries, subs []string, err error) {
+	if _, err := exec.LookPath("git"); err != nil {
+		return nil, nil, errNoRepository
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	run := func(args ...string) ([]byte, error) {
+		c := exec.CommandContext(ctx, "git", append([]string{"-c", "core.fsmonitor=false", "-c", "core.untrackedCache=false",
+			"--no-optional-locks", "--literal-pathspecs"}, args...)...)
+		c.Dir = top
+		c.Env = hostGitEnv()
+		var stderr bytes.Buffer
+		c.Stderr = &stderr
+		out, err := c.Output()
+		if err != nil {
+			msg := strings.TrimSpace(stderr.String())
+			if strings.Contains(msg, "not a git repository") {
+				return nil, errNoRepository
+			}
+			return nil, fmt.Errorf("git %s: %v: %s", args[0], err, msg)
+		}
+		return out, nil
+	}
+	out, err := run("ls-files", "-z", "--others", "--ignored", "--exclude-standard", "--directory")
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, e := range bytes.Split(out, []byte{0}) {
+		if len(e) > 0 {
+			entries = append(entries, filepath.FromSlash(strings.TrimSuffix(string(e), "/")))
+		}
+	}
+	out, err = run("ls-files", "-z", "--stage")
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, e := range bytes.Split(out, []byte{0}) {
+		// "MODE OBJECT STAGE\tPATH"; a gitlink has mode 160000.
+		if rest, ok := bytes.CutPrefix(e, []byte("160000 ")); ok {
+			if _, p, ok := bytes.Cut(rest, []byte("\t")); ok {
+				// A submodule checked out (its .git there); an uninitialized one is an empty
+				// folder of the superproject.
+				if _, err := os.Lstat(filepath.Join(top, string(p), ".git")); err == nil {
+					subs = append(subs, filepath.FromSlash(string(p)))
+				}
+			}
+		}
+	}
+	return entries, subs, nil
+}
+
+// hostGitEnv is the daemon's environment without the variables that would point git elsewhere
+// than the work tree it is run in.
+func hostGitEnv() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		k, _, _ := strings.Cut(kv, "=")
+		switch k {
+		case "GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_COMMON_DIR", "GIT_OBJECT_DIRECTORY",
+			"GIT_CEILING_DIRECTORIES", "GIT_NAMESPACE", "GIT_CONFIG_PARAMETERS", "GIT_CONFIG_COUNT", "GIT_EXTERNAL_DIFF", "GIT_PAGER", "GIT_EDITOR":
+			continue
+		}
+		env = append(env, kv)
+	}
+	return append(env, "GIT_OPTIONAL_LOCKS=0", "GIT_TERMINAL_PROMPT=0")
+}

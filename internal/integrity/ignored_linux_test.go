@@ -1,0 +1,92 @@
+package integrity
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestIgnoredChanged: what the check at exit takes for a file the launch left in a git-ignored
+// place. Taken: a file created in an ignored folder, at any depth; one the host had there that
+// was appended to, or chmod-ed; a file matching an ignore pattern outside an ignored folder;
+// a symlink; a file of a submodule's ignored folder. Left: the host's ignored files untouched
+// since the snapshot, tracked and untracked files git status shows, the dependency folders
+// (Deps, Own), .git, and what was moved aside.
+func TestIgnoredChanged(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("git not installed")
+	}
+	ws := t.TempDir()
+	gitIn := func(dir string, args ...string) {
+		t.Helper()
+		c := exec.Command("git", append([]string{"-c", "user.name=t", "-c", "user.email=t@example.com", "-c", "protocol.file.allow=always"}, args...)...)
+		c.Dir = dir
+		if out, err := c.CombinedOutput(); err != nil {
+			t.Fatalf("git %v: %v\n%s", args, err, out)
+		}
+	}
+	put := func(rel, content string) {
+		t.Helper()
+		p := filepath.Join(ws, rel)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sub := t.TempDir()
+	gitIn(sub, "init", "-q")
+	os.WriteFile(filepath.Join(sub, ".gitignore"), []byte("out/\n"), 0o644)
+	gitIn(sub, "add", "-A")
+	gitIn(sub, "commit", "-qm", "sub")
+	gitIn(ws, "init", "-q")
+	put(".gitignore", "build/\n*.log\nnode_modules/\n.venv/\n")
+	put("src.go", "package main\n")
+	put("build/old", "host\n")
+	put("build/chmod", "host\n")
+	put("build/keep", "host\n")
+	put("node_modules/x.js", "host\n")
+	gitIn(ws, "add", "-A")
+	gitIn(ws, "commit", "-qm", "init")
+	gitIn(ws, "submodule", "add", "-q", sub, "lib")
+	gitIn(ws, "commit", "-qm", "sub")
+	s := &State{Workspace: ws, Started: time.Now(), Deps: map[string]DepFolder{filepath.Join(ws, "node_modules"): {}},
+		Own: []string{filepath.Join(ws, ".venv")}}
+	time.Sleep(20 * time.Millisecond) // a box starts tens of ms after the snapshot
+	put("build/new", "box\n")
+	put("build/a/b/c/deep", "box\n")
+	f, _ := os.OpenFile(filepath.Join(ws, "build/old"), os.O_APPEND|os.O_WRONLY, 0)
+	f.WriteString("box\n")
+	f.Close()
+	os.Chmod(filepath.Join(ws, "build/chmod"), 0o755)
+	put("x/debug.log", "box\n")
+	os.Symlink("/etc/passwd", filepath.Join(ws, "build", "link"))
+	put("lib/out/plugin.py", "box\n")
+	put("src.go", "package main // box\n")
+	put("notes.txt", "box\n")
+	put("node_modules/y.js", "box\n")
+	put(".venv/lib/z.py", "box\n")
+	put(".git/info/box", "box\n")
+	put("build"+QuarantineSuffix+"1/q", "box\n")
+	res := s.IgnoredChanged(context.Background())
+	if len(res.NotChecked) > 0 {
+		t.Errorf("not checked: %v", res.NotChecked)
+	}
+	slices.Sort(res.Files)
+	want := []string{"build/a/b/c/deep", "build/chmod", "build/link", "build/new", "build/old", "lib/out/plugin.py", "x/debug.log"}
+	if strings.Join(res.Files, " ") != strings.Join(want, " ") {
+		t.Errorf("taken: %v\nwant:  %v", res.Files, want)
+	}
+	// Not in a repository: nothing to take, nothing to report.
+	plain := &State{Workspace: t.TempDir(), Started: time.Now()}
+	os.WriteFile(filepath.Join(plain.Workspace, "f"), nil, 0o644)
+	if res := plain.IgnoredChanged(context.Background()); len(res.Files)+len(res.NotChecked) > 0 {
+		t.Errorf("a workspace in no repository: %+v", res)
+	}
+}

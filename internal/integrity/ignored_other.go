@@ -1,0 +1,5 @@
+//go:build !linux
+
+package integrity
+
+func (s *State) changedFiles(string, int64, *int, *[]string) error { return ErrNotSupported }
