@@ -184,6 +184,11 @@ func (b *integrityBroker) End(id string) {
 	if w != nil {
 		w.Verify(integrity.SourceExit, true)
 		b.takeIgnored(id, w.State)
+		if w.State.IndexesLocked() {
+			// An index written beside a git's lock is checked again once the lock has gone
+			// (bounded: integrity.IndexRecheckWait).
+			go w.SettleIndexes(context.Background())
+		}
 	}
 	b.releaseHeld(id, keepStaged)
 }

@@ -313,7 +313,7 @@ func BenchmarkIndexHidden(b *testing.B) {
 				b.ResetTimer()
 				start := cpuTime()
 				for i := 0; i < b.N; i++ {
-					if tr, _ := s.verifyIndexes(nil); len(tr) != 0 || len(s.Hidden) != 1 {
+					if tr, _ := s.verifyIndexes(nil, false); len(tr) != 0 || len(s.Hidden) != 1 {
 						b.Fatalf("transitions %v, hidden %v", tr, s.Hidden)
 					}
 				}
@@ -361,7 +361,7 @@ func BenchmarkIndexStrip(b *testing.B) {
 				mustWrite(b, index, string(orig))
 				b.StartTimer()
 				start := cpuTime()
-				tr, _ := s.verifyIndexes(nil)
+				tr, _ := s.verifyIndexes(nil, false)
 				cpu += cpuTime() - start
 				if untr != (len(tr) == 1) {
 					b.Fatalf("transitions %+v", tr)

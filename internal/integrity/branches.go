@@ -1,6 +1,7 @@
 package integrity
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -37,14 +38,14 @@ func branchTips(gd string) map[string]string {
 	}
 	tips := map[string]string{}
 	if b, err := readBeneath(gd, filepath.Join(gd, "packed-refs"), maxCheckedFile); err == nil {
-		_, recs := packedRecords(b)
-		for _, rec := range recs {
-			id, name, ok := strings.Cut(strings.SplitN(rec, "\n^", 2)[0], " ")
+		eachPackedRecord(bytes.NewReader(b), func(rec []byte, header bool) error {
+			id, name, ok := strings.Cut(strings.SplitN(string(rec), "\n^", 2)[0], " ")
 			name = strings.TrimRight(name, "\r\n")
-			if ok && strings.HasPrefix(name, "refs/heads/") && isObjectID(id) && len(tips) < maxBranches {
+			if !header && ok && strings.HasPrefix(name, "refs/heads/") && isObjectID(id) && len(tips) < maxBranches {
 				tips[name] = id
 			}
-		}
+			return nil
+		})
 	}
 	heads := filepath.Join(gd, "refs", "heads")
 	filepath.WalkDir(heads, func(p string, d fs.DirEntry, err error) error {

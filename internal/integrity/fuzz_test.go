@@ -47,7 +47,8 @@ func fuzzIndex(idLen int, names ...string) []byte {
 
 // FuzzIndexParse: any index a box writes is either refused with an error or read; an index the
 // check rewrites (flags and stat data cleared, extensions stripped) reads again with the same
-// entries, so that what the host's git then reads is what the check read.
+// entries, so that what the host's git then reads is what the check read, and is the same when
+// its extensions are read from the file rather than from memory (an index past the bound).
 func FuzzIndexParse(f *testing.F) {
 	for _, n := range []int{sha1.Size, sha256.Size} {
 		seed := fuzzIndex(n, "Makefile", "a/b.go")
@@ -57,12 +58,26 @@ func FuzzIndexParse(f *testing.F) {
 		f.Add(seed, n == sha256.Size)
 	}
 	f.Add([]byte("DIRC\x00\x00\x00\x02\x00\x00\x00\x01garbage-garbage-garbage-garbage"), false)
+	// A split index whose link deletes shared entry 1 and replaces none (EWAH: 1 word, a
+	// run-length word with one literal word after it, then the literal, the RLW's position).
+	split := fuzzIndex(sha1.Size, "Makefile", "a/b.go")
+	link := append(bytes.Repeat([]byte{1}, sha1.Size),
+		0, 0, 0, 2, 0, 0, 0, 2, 0, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2, 0, 0, 0, 0,
+		0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
+	if l, err := parseLink(link, sha1.Size, 2); err != nil || len(l.deleted) != 1 || l.deleted[0] != 1 || len(l.replaced) != 0 {
+		f.Fatalf("the seed's link reads as %+v, %v", l, err)
+	}
+	split = append(split[:len(split)-sha1.Size], "link"...)
+	split = binary.BigEndian.AppendUint32(split, uint32(len(link)))
+	split = append(split, link...)
+	sum := sha1.Sum(split)
+	f.Add(append(split, sum[:]...), false)
 	f.Fuzz(func(t *testing.T, b []byte, sha256Len bool) {
 		idLen := sha1.Size
 		if sha256Len {
 			idLen = sha256.Size
 		}
-		es, _, err := indexContents(b, idLen)
+		es, exts0, err := indexContents(b, idLen)
 		if err != nil {
 			return
 		}
@@ -70,9 +85,34 @@ func FuzzIndexParse(f *testing.F) {
 		for _, e := range es {
 			names = append(names, e.name)
 		}
-		nb, _, err := editedIndex(b, idLen, indexEdit{flagged: names, zero: names, strip: true}, time.Unix(1, 0))
+		// A link extension (a split index) is merged with a shared index, here the index
+		// itself: refused, or an ordinary index that reads again.
+		for _, x := range exts0 {
+			if x.sig != "link" {
+				continue
+			}
+			l, err := parseLink(b[x.start+8:x.end], idLen, len(es))
+			if err != nil {
+				continue
+			}
+			if merged, err := mergeSplit(b, es, l, b, es); err == nil {
+				if _, _, err := indexContents(unsplitIndex(merged, idLen), idLen); err != nil {
+					t.Fatalf("the merged split index does not read: %v", err)
+				}
+			}
+		}
+		ed := indexEdit{flagged: names, zero: names, strip: true}
+		nb, _, err := editedIndex(b, idLen, ed, time.Unix(1, 0))
 		if err != nil {
 			t.Fatalf("an index read was not rewritten: %v", err)
+		}
+		// Its entries in memory and its extensions read from the file (an index past
+		// maxIndexBytes), it is rewritten the same.
+		if len(exts0) > 0 {
+			var w bytes.Buffer
+			if _, err := writeEditedIndex(&w, b[:exts0[0].start], int64(len(b)), bytes.NewReader(b), idLen, ed, time.Unix(1, 0)); err != nil || !bytes.Equal(w.Bytes(), nb) {
+				t.Fatalf("rewritten with its extensions read from the file, the index differs (%v)", err)
+			}
 		}
 		again, exts, err := indexContents(nb, idLen)
 		if err != nil {

@@ -7,6 +7,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash"
+	"io"
 	"maps"
 	"os"
 	"path/filepath"
@@ -23,9 +25,24 @@ import (
 // it), so the watch parses it, never runs git on the workspace, and reports each entry newly
 // flagged whose file exists in the work tree (a sparse checkout flags absent files).
 
-// maxIndexBytes bounds the index read (a repository of a million files has an index of about
-// 100 MiB); a larger one is reported as not checked.
+// maxIndexBytes bounds the part of an index held in memory: its header and entries (a
+// repository of a million files has an index of about 100 MiB), and its extensions when the
+// whole file is within it. The extensions of a larger index are walked by their lengths and
+// copied through, never read whole: one padded past the bound by a valid resolve-undo record
+// was not checked at all (review 15, F15). An index whose entries pass the bound is not
+// checked, and one the launch wrote is moved aside (errIndexEntries).
 const maxIndexBytes = 256 << 20
+
+// errIndexEntries is an index whose entries lie past maxIndexBytes.
+var errIndexEntries = fmt.Errorf("its entries take more than %d MiB", maxIndexBytes>>20)
+
+// errSplitIndex is a split index whose shared index could not be read or merged: one the
+// launch wrote is moved aside, as git may read what the check could not.
+var errSplitIndex = errors.New("a split index that could not be read")
+
+// errPastHead is an index entry past the part of the index read so far (readIndexHead reads
+// more).
+var errPastHead = errors.New("index entries past the part read")
 
 // Hidden-entry kinds, by the flag git sets.
 const (
@@ -133,13 +150,20 @@ func indexEntries(b []byte, idLen int) ([]indexEntry, error) {
 // an index, so a SHA-1 repository's index ending in a SHA-256 of itself had the check read
 // other entries than git (review 14, F13).
 func indexContents(b []byte, idLen int) ([]indexEntry, []indexExtension, error) {
-	if len(b) < 12 || string(b[:4]) != "DIRC" {
+	return indexContentsAt(b, int64(len(b)), nil, idLen)
+}
+
+// indexContentsAt is indexContents of an index of size bytes whose first bytes are head (the
+// whole index when r is nil): the entries must lie in head (errPastHead), and the extensions
+// past it are walked by their lengths, their headers read from r.
+func indexContentsAt(head []byte, size int64, r io.ReaderAt, idLen int) ([]indexEntry, []indexExtension, error) {
+	if len(head) < 12 || string(head[:4]) != "DIRC" {
 		return nil, nil, errors.New("not a git index (no DIRC signature)")
 	}
-	if len(b) < 12+idLen {
+	if size < int64(12+idLen) {
 		return nil, nil, errors.New("git index is truncated")
 	}
-	return parseIndex(b, idLen)
+	return parseIndex(head, size, r, idLen)
 }
 
 // objectIDLen returns the length of the object ids of a repository whose configuration (its
@@ -172,14 +196,6 @@ func repoIDLen(ws, gd string) int {
 	return objectIDLen(b)
 }
 
-// sumIs reports whether want is the checksum of what precedes it in b under h.
-func sumIs(b []byte, n int, sum func([]byte) []byte) bool {
-	return len(b) >= 12+n && bytes.Equal(sum(b[:len(b)-n]), b[len(b)-n:])
-}
-
-func sha1Sum(b []byte) []byte   { s := sha1.Sum(b); return s[:] }
-func sha256Sum(b []byte) []byte { s := sha256.Sum256(b); return s[:] }
-
 func allZero(b []byte) bool {
 	for _, c := range b {
 		if c != 0 {
@@ -197,8 +213,8 @@ type indexExtension struct {
 }
 
 // Index extensions the check models (git's read-cache.c, read_index_extension). It reads the
-// entries as git's sequential reader does; of the extensions, it refuses a split index (link,
-// whose sharedindex file holds most entries), and leaves the resolve-undo record (REUC: only
+// entries as git's sequential reader does (those of a split index merged with its shared
+// index's: readSplit); of the extensions, it leaves the resolve-undo record (REUC: only
 // git checkout -m and update-index --unresolve read it, which show what they bring back) and
 // the sparse-index marker (sdir, no content). Every other extension is something git trusts
 // over what the entries and the work tree say, which a box can forge (strippedExtensions).
@@ -211,18 +227,30 @@ var strippedExtensions = map[string]string{
 	"UNTR": "the untracked cache, whose lists of untracked files git status trusts while a folder's stat data matches (a forged one hides a new file)",
 	"FSMN": "the fsmonitor data, whose entries git takes for unchanged without looking at their files",
 	"IEOT": "the index entry offset table, from which git's threaded reader (3 CPUs or more, 30,000 entries or more, or index.threads) reads entries other than the ones in sequence",
+	"link": "the split index's link to its shared index (GITDIR/sharedindex.*), which holds most entries: the index is written whole, as git reads it",
 	"EOIE": "the end-of-index-entries marker, which makes git's threaded reader read the extensions (and, with IEOT, the entries) from where it says",
 }
 
-// parseIndex reads the entries and the extensions of the index b whose object ids are
-// hashLen bytes long.
-func parseIndex(b []byte, hashLen int) ([]indexEntry, []indexExtension, error) {
+// parseIndex reads the entries and the extensions of the index of size bytes whose object ids
+// are hashLen bytes long, whose first bytes are b (all of them when r is nil): its entries
+// must lie in b (errPastHead), and the headers of the extensions past b are read from r.
+func parseIndex(b []byte, size int64, r io.ReaderAt, hashLen int) ([]indexEntry, []indexExtension, error) {
 	version := binary.BigEndian.Uint32(b[4:8])
 	if version < 2 || version > 4 {
 		return nil, nil, fmt.Errorf("git index version %d (2, 3 and 4 are read)", version)
 	}
 	count := binary.BigEndian.Uint32(b[8:12])
-	end := len(b) - hashLen
+	fileEnd := size - int64(hashLen)
+	end := len(b)
+	if int64(end) >= fileEnd {
+		end = int(fileEnd)
+	}
+	truncated := func(format string, a ...any) error {
+		if int64(end) < fileEnd {
+			return errPastHead
+		}
+		return fmt.Errorf(format, a...)
+	}
 	off := 12
 	var out []indexEntry
 	var prev []byte
@@ -230,14 +258,14 @@ func parseIndex(b []byte, hashLen int) ([]indexEntry, []indexExtension, error) {
 		start := off
 		fixed := 40 + hashLen + 2 // ctime, mtime, dev, ino, mode, uid, gid, size; id; flags
 		if off+fixed > end {
-			return nil, nil, fmt.Errorf("git index entry %d is truncated", i)
+			return nil, nil, truncated("git index entry %d is truncated", i)
 		}
 		e := indexEntry{off: start, mode: binary.BigEndian.Uint32(b[off+24:]), oid: b[off+40 : off+40+hashLen], flagsOff: off + 40 + hashLen}
 		e.flags = binary.BigEndian.Uint16(b[e.flagsOff:])
 		off += fixed
 		if e.flags&ceExtended != 0 {
 			if version < 3 || off+2 > end {
-				return nil, nil, fmt.Errorf("git index entry %d: extended flags in a version %d index", i, version)
+				return nil, nil, truncated("git index entry %d: extended flags in a version %d index", i, version)
 			}
 			e.ext, e.extOff = binary.BigEndian.Uint16(b[off:]), off
 			off += 2
@@ -246,25 +274,25 @@ func parseIndex(b []byte, hashLen int) ([]indexEntry, []indexExtension, error) {
 		if version == 4 {
 			strip, n, ok := indexVarint(b[off:end])
 			if !ok || strip > uint64(len(prev)) {
-				return nil, nil, fmt.Errorf("git index entry %d: bad path prefix", i)
+				return nil, nil, truncated("git index entry %d: bad path prefix", i)
 			}
 			off += n
 			nul := bytes.IndexByte(b[off:end], 0)
 			if nul < 0 {
-				return nil, nil, fmt.Errorf("git index entry %d is truncated", i)
+				return nil, nil, truncated("git index entry %d is truncated", i)
 			}
 			name = append(append([]byte(nil), prev[:len(prev)-int(strip)]...), b[off:off+nul]...)
 			off += nul + 1
 		} else {
 			nul := bytes.IndexByte(b[off:end], 0)
 			if nul < 0 {
-				return nil, nil, fmt.Errorf("git index entry %d is truncated", i)
+				return nil, nil, truncated("git index entry %d is truncated", i)
 			}
 			name = b[off : off+nul]
 			// 1 to 8 NULs pad the entry to a multiple of 8 bytes.
 			off = start + (off-start+nul+8)&^7
 			if off > end {
-				return nil, nil, fmt.Errorf("git index entry %d is truncated", i)
+				return nil, nil, truncated("git index entry %d is truncated", i)
 			}
 		}
 		if nl := int(e.flags & 0x0fff); nl < 0x0fff && nl != len(name) {
@@ -278,14 +306,18 @@ func parseIndex(b []byte, hashLen int) ([]indexEntry, []indexExtension, error) {
 	// them. A split index (link) keeps most entries, and the flags set on them, in a
 	// sharedindex file this check does not read.
 	var exts []indexExtension
-	for off+8 <= end {
-		sig := string(b[off : off+4])
-		size := int64(binary.BigEndian.Uint32(b[off+4:]))
+	for int64(off)+8 <= fileEnd {
+		hdr := make([]byte, 8)
+		if off+8 <= len(b) {
+			copy(hdr, b[off:])
+		} else if _, err := r.ReadAt(hdr, int64(off)); err != nil {
+			return nil, nil, fmt.Errorf("read the index's extensions: %w", err)
+		}
+		sig := string(hdr[:4])
+		size := int64(binary.BigEndian.Uint32(hdr[4:]))
 		switch {
-		case int64(off)+8+size > int64(end):
+		case int64(off)+8+size > fileEnd:
 			return nil, nil, fmt.Errorf("the index's %q extension runs past its end", sig)
-		case sig == "link":
-			return nil, nil, errors.New("a split index (link extension): the entries of its sharedindex file are not checked; run git update-index --no-split-index")
 		case !keptExtensions[sig] && strippedExtensions[sig] == "" && (sig[0] < 'A' || sig[0] > 'Z'):
 			// git 2.39 refuses an index with a required extension it does not know; a later
 			// git may read it.
@@ -411,16 +443,11 @@ func readIndexes(ws string, tops []string, fn func(ix *gitIndex, err error)) []s
 			r, _ := filepath.Rel(ws, t.top)
 			ix.rel = filepath.ToSlash(r) + "/"
 		}
-		b, err := readBeneath(ws, p, maxIndexBytes+1)
-		switch {
-		case errors.Is(err, os.ErrNotExist):
+		ix.hashLen = repoIDLen(ws, filepath.Dir(p))
+		var err error
+		ix.b, _, ix.entries, ix.exts, err = readIndex(ws, p, ix.hashLen)
+		if errors.Is(err, os.ErrNotExist) {
 			continue
-		case err == nil && len(b) > maxIndexBytes:
-			err = fmt.Errorf("larger than %d MiB: not read", maxIndexBytes>>20)
-		case err == nil:
-			ix.b = b
-			ix.hashLen = repoIDLen(ws, filepath.Dir(p))
-			ix.entries, ix.exts, err = indexContents(b, ix.hashLen)
 		}
 		if err != nil {
 			fn(ix, fmt.Errorf("%s: %w", p, err))
@@ -588,22 +615,36 @@ type indexEdit struct {
 // data it cleared, and the extensions it dropped.
 type indexEdited struct {
 	cleared, zeroed, stripped []string
+	// beside: written beside git's lock, which a host git may rename over it (editIndex).
+	beside bool
 }
 
-// editedIndex returns the index b with ed applied: the flags of the entries named in
-// ed.flagged cleared (those it flags), the stat data of those named in ed.zero cleared (git
-// then compares their files' content again, as it does for an entry it smudged as racily
-// clean), the extensions but keptExtensions dropped when ed.strip is set, and its trailing
-// checksum recomputed (left zero when index.skipHash left it so). The entries keep their
-// bytes otherwise, so that git reads them as they were. The index written is newer than the
-// one read (whose mtime is mtime; zero: unknown): entries git compared by content because
-// they were not older than it (racily clean) have their stat data cleared too, as git's own
-// write smudges them, so that the new index's time does not make git trust their stat data.
+// editedIndex returns the index b with ed applied (writeEditedIndex).
 func editedIndex(b []byte, hashLen int, ed indexEdit, mtime time.Time) ([]byte, indexEdited, error) {
-	var done indexEdited
-	es, exts, err := indexContents(b, hashLen)
+	var w bytes.Buffer
+	done, err := writeEditedIndex(&w, b, int64(len(b)), nil, hashLen, ed, mtime)
 	if err != nil {
 		return nil, done, err
+	}
+	return w.Bytes(), done, nil
+}
+
+// writeEditedIndex writes to w the index of size bytes whose first bytes are head (all of them
+// when r is nil; the rest is read from r) with ed applied: the flags of the entries named in
+// ed.flagged cleared (those it flags), the stat data of those named in ed.zero cleared (git then
+// compares their files' content again, as it does for an entry it smudged as racily clean), the
+// extensions but keptExtensions dropped when ed.strip is set, and its trailing checksum
+// recomputed under the repository's hash (left zero when index.skipHash left it so). The
+// entries keep their bytes otherwise, so that git reads them as they were, and extensions past
+// head are copied from r, never held whole. The index written is newer than the one read (whose
+// mtime is mtime; zero: unknown): entries git compared by content because they were not older
+// than it (racily clean) have their stat data cleared too, as git's own write smudges them, so
+// that the new index's time does not make git trust their stat data.
+func writeEditedIndex(w io.Writer, head []byte, size int64, r io.ReaderAt, hashLen int, ed indexEdit, mtime time.Time) (indexEdited, error) {
+	var done indexEdited
+	es, exts, err := indexContentsAt(head, size, r, hashLen)
+	if err != nil {
+		return done, err
 	}
 	byName := make(map[string]indexEntry, len(es))
 	for _, e := range es {
@@ -611,7 +652,8 @@ func editedIndex(b []byte, hashLen int, ed indexEdit, mtime time.Time) ([]byte, 
 			byName[e.name] = e
 		}
 	}
-	nb := bytes.Clone(b)
+	fileEnd := size - int64(hashLen)
+	nb := bytes.Clone(head[:min(int64(len(head)), fileEnd)])
 	for _, n := range ed.flagged {
 		h := byName[n].hidden()
 		if h.flag == "" {
@@ -637,31 +679,53 @@ func editedIndex(b []byte, hashLen int, ed indexEdit, mtime time.Time) ([]byte, 
 		for _, e := range es {
 			// git's is_racy_timestamp, without the nanoseconds (git built without USE_NSEC
 			// takes a whole second for racy): gitlinks are never racy.
-			if !e.gitlink() && int64(statField(b, e, 2)) >= mtime.Unix() {
+			if !e.gitlink() && int64(statField(head, e, 2)) >= mtime.Unix() {
 				zeroStat(e)
 			}
 		}
 	}
-	sum := len(b) - hashLen
+	// What is written: parts of nb, then of the file (head, or r past it).
+	type part struct{ start, end int64 }
+	parts := []part{{0, fileEnd}}
 	if ed.strip && len(exts) > 0 {
-		body := nb[:exts[0].start]
+		parts = []part{{0, int64(exts[0].start)}}
 		for _, x := range exts {
 			if keptExtensions[x.sig] {
-				body = append(body, b[x.start:x.end]...)
+				parts = append(parts, part{int64(x.start), int64(x.end)})
 			} else {
 				done.stripped = append(done.stripped, x.sig)
 			}
 		}
-		nb = append(body, b[sum:]...)
-		sum = len(nb) - hashLen
 	}
-	switch {
-	case sumIs(b, sha1.Size, sha1Sum):
-		copy(nb[sum:], sha1Sum(nb[:sum]))
-	case sumIs(b, sha256.Size, sha256Sum):
-		copy(nb[sum:], sha256Sum(nb[:sum]))
+	var sum hash.Hash = sha1.New()
+	if hashLen == sha256.Size {
+		sum = sha256.New()
 	}
-	return nb, done, nil
+	out := io.MultiWriter(w, sum)
+	for _, p := range parts {
+		if p.start < int64(len(nb)) {
+			if _, err := out.Write(nb[p.start:min(p.end, int64(len(nb)))]); err != nil {
+				return done, err
+			}
+			p.start = min(p.end, int64(len(nb)))
+		}
+		if p.start < p.end {
+			if n, err := io.Copy(out, io.NewSectionReader(r, p.start, p.end-p.start)); err != nil || n != p.end-p.start {
+				return done, fmt.Errorf("copy the index's extensions: %d of %d bytes: %v", n, p.end-p.start, err)
+			}
+		}
+	}
+	trailer := make([]byte, hashLen)
+	if fileEnd+int64(hashLen) <= int64(len(head)) {
+		copy(trailer, head[fileEnd:])
+	} else if _, err := r.ReadAt(trailer, fileEnd); err != nil {
+		return done, fmt.Errorf("read the index's checksum: %w", err)
+	}
+	if !allZero(trailer) {
+		trailer = sum.Sum(nil)
+	}
+	_, err = w.Write(trailer)
+	return done, err
 }
 
 // verifyIndexes checks the indexes readIndexes reads. It reports each entry newly flagged
@@ -670,8 +734,10 @@ func editedIndex(b []byte, hashLen int, ed indexEdit, mtime time.Time) ([]byte, 
 // not the entry's object (a box that rewrote the entry's stat data, or its object id, after
 // editing the file: review 12, F9's flagless variant), and fixes both in place under git's
 // lock; and it reports an index it cannot read (once per cause). It returns the transitions
-// and the git directories of the indexes (readIndexes).
-func (s *State) verifyIndexes(tops []string) ([]Transition, []string) {
+// and the git directories of the indexes (readIndexes). At exit (the box's processes are
+// gone), an index whose lock is held is written beside the lock (editIndex) and recorded in
+// s.lockedIndexes, for RecheckIndexes once the lock has gone.
+func (s *State) verifyIndexes(tops []string, exit bool) ([]Transition, []string) {
 	var out []Transition
 	seen, stale, errs := map[string]string{}, maps.Clone(s.Stale), map[string]string{}
 	if stale == nil {
@@ -679,6 +745,15 @@ func (s *State) verifyIndexes(tops []string) ([]Transition, []string) {
 	}
 	since := s.since()
 	gitdirs := readIndexes(s.Workspace, tops, func(ix *gitIndex, err error) {
+		if (errors.Is(err, errIndexEntries) || errors.Is(err, errSplitIndex)) && s.changedSince(ix.path) {
+			// Entries this check cannot hold, written while the box ran: git would read flags
+			// and stat data no one checked. The index goes aside; git reset rebuilds it.
+			if aside, merr := moveAside(s.Workspace, ix.path); merr == nil {
+				out = append(out, Transition{Kind: Modified, Path: ix.path, Alert: true, Detail: fmt.Sprintf(
+					"the index, written while the box ran, could not be checked (%v): it was moved aside to %s; run git reset to make it again from HEAD (what was staged is in the file moved aside)", err, aside)})
+				return
+			}
+		}
 		if err != nil {
 			msg := err.Error()
 			errs[ix.path] = msg
@@ -687,15 +762,20 @@ func (s *State) verifyIndexes(tops []string) ([]Transition, []string) {
 			}
 			return
 		}
-		var fresh []string
+		var fresh, again []string
 		for _, e := range ix.entries {
 			h := e.hidden()
 			if h.flag == "" || e.name == "" {
 				continue
 			}
 			k := ix.key(e.name)
-			if s.Hidden[k] == h.flag {
+			switch s.Hidden[k] {
+			case h.flag:
 				seen[k] = h.flag
+				continue
+			case h.flag + leftStale:
+				// Reported, and left so because the index was locked: cleared again quietly.
+				again = append(again, e.name)
 				continue
 			}
 			if _, err := os.Lstat(filepath.Join(ix.top, filepath.FromSlash(e.name))); err != nil {
@@ -729,11 +809,17 @@ func (s *State) verifyIndexes(tops []string) ([]Transition, []string) {
 				}
 			}
 		}
-		if len(fresh)+len(forged)+len(retry)+len(strip) == 0 {
+		if len(fresh)+len(again)+len(forged)+len(retry)+len(strip) == 0 {
 			return
 		}
-		done, cerr := editIndex(s.Workspace, ix.path, indexEdit{flagged: fresh, zero: append(slices.Clip(forged), retry...), strip: len(strip) > 0})
+		done, cerr := editIndex(s.Workspace, ix.path, indexEdit{flagged: append(slices.Clip(fresh), again...), zero: append(slices.Clip(forged), retry...), strip: len(strip) > 0}, exit)
 		cleared, zeroed := done.cleared, done.zeroed
+		if done.beside {
+			if s.lockedIndexes == nil {
+				s.lockedIndexes = map[string]bool{}
+			}
+			s.lockedIndexes[ix.path] = true
+		}
 		if t, ok := strippedTransition(ix, strip, done.stripped, cerr); ok {
 			out = append(out, t)
 		}
@@ -749,11 +835,25 @@ func (s *State) verifyIndexes(tops []string) ([]Transition, []string) {
 				flag[e.name] = h.flag
 			}
 		}
+		for _, n := range again {
+			if !slices.Contains(cleared, n) {
+				seen[ix.key(n)] = flag[n] + leftStale
+				continue
+			}
+			d := fmt.Sprintf("the %s flag reported earlier, which git's lock kept, was cleared: git shows the file's changes as ordinary work", flag[n])
+			if done.beside {
+				d += besideNote
+			}
+			out = append(out, Transition{Kind: Modified, Path: filepath.Join(ix.top, filepath.FromSlash(n)), Detail: d})
+		}
 		for _, n := range fresh {
 			k := ix.key(n)
 			d := fmt.Sprintf("the index flagged it %s: the host's git status, git diff, commit -a and stash skipped the file, whose changes were hidden from review", flag[n])
 			if slices.Contains(cleared, n) {
 				d += "; the flag was cleared: git shows the file's changes as ordinary work"
+				if done.beside {
+					d += besideNote
+				}
 			} else {
 				if cerr != nil {
 					d += "; the flag could not be cleared (" + cerr.Error() + ")"
@@ -764,6 +864,9 @@ func (s *State) verifyIndexes(tops []string) ([]Transition, []string) {
 				}
 				d += fmt.Sprintf("; run %s update-index --no-%s %q", git, flag[n], n)
 				seen[k] = flag[n]
+				if cerr != nil {
+					seen[k] += leftStale // cleared at the first check that can
+				}
 			}
 			out = append(out, Transition{Kind: Modified, Path: filepath.Join(ix.top, filepath.FromSlash(n)), Alert: true, Detail: d})
 		}
@@ -771,6 +874,9 @@ func (s *State) verifyIndexes(tops []string) ([]Transition, []string) {
 			d := "the index's entry for the file claimed it unchanged since it was staged (its stat data matched the file, which the launch changed), while its content is not the staged object: the host's git status and git diff did not show the change"
 			if slices.Contains(zeroed, n) {
 				d += "; the entry's stat data was cleared: git compares the file's content again and shows the change"
+				if done.beside {
+					d += besideNote
+				}
 			} else {
 				if cerr != nil {
 					d += "; the stat data could not be cleared (" + cerr.Error() + ")"
@@ -784,6 +890,9 @@ func (s *State) verifyIndexes(tops []string) ([]Transition, []string) {
 	return out, gitdirs
 }
 
+// besideNote ends the alert on an index written beside git's lock (editIndex).
+const besideNote = " (git's lock index.lock was held when the box had ended: the index was written beside it, and it is checked again once the lock has gone, as a git that held it puts back the index it read; a lock no git holds is the box's: remove it)"
+
 // strippedTransition reports the extensions of ix an index check removed (stripped) or meant
 // to (strip, cerr why it could not): an alert naming what each made git trust. The cache tree
 // alone (TREE), which every git commit and git add in the box writes and git rebuilds at the
@@ -791,7 +900,7 @@ func (s *State) verifyIndexes(tops []string) ([]Transition, []string) {
 // finds the lock gone); so is an index that changed again between the check's two reads (the
 // next check reads it).
 func strippedTransition(ix *gitIndex, strip, stripped []string, cerr error) (Transition, bool) {
-	if !slices.ContainsFunc(strip, func(x string) bool { return x != "TREE" }) || cerr == nil && len(stripped) == 0 {
+	if !slices.ContainsFunc(strip, func(x string) bool { return x != "TREE" && x != "link" }) || cerr == nil && len(stripped) == 0 {
 		return Transition{}, false
 	}
 	var what []string

@@ -398,3 +398,184 @@ git -C meta update-index --skip-worktree Makefile`,
 		})
 	}
 }
+
+// TestAttackIndexLockLeft guards review 15, F8: a box that flags its edit of the Makefile
+// skip-worktree and leaves git's lock index.lock had the check at exit keep the flag (it took
+// the lock for a git at work), and the edit stayed hidden from the host's git status for
+// good, even once the user removed the lock as git says to, while make ran the box's file. The
+// check at exit now writes the index beside the lock: the host's git status shows the edit
+// with the lock still there and after the user removes it.
+func TestAttackIndexLockLeft(t *testing.T) {
+	needGit(t)
+	script := `set -e
+printf 'all:\n\t@echo BOXCODE\n' > Makefile
+git update-index --skip-worktree Makefile
+: > .git/index.lock`
+	pb, r := newProtectedBox(t, makefileRepo(t), script, enginetest.Options{})
+	defer pb.release(t)
+	if r.Exit != 0 {
+		t.Fatalf("box: exit %d\nstdout %s\nstderr %s", r.Exit, r.Stdout, r.Stderr)
+	}
+	if out := git(t, pb.ws, "status", "--porcelain"); out != "" {
+		t.Fatalf("the box's edit is not hidden from the host's git status here:\n%s", out)
+	}
+	alerted := false
+	for _, tr := range pb.state.VerifyExit() {
+		if tr.Path == filepath.Join(pb.ws, "Makefile") && tr.Alert && strings.Contains(tr.Detail, "skip-worktree") {
+			alerted = true
+		}
+	}
+	if !alerted {
+		t.Error("no alert on the Makefile")
+	}
+	if out := git(t, pb.ws, "status", "--porcelain"); !strings.Contains(out, " M Makefile") {
+		t.Errorf("after the check, with the box's lock still there, the host's git status: %q", out)
+	}
+	if err := os.Remove(filepath.Join(pb.ws, ".git/index.lock")); err != nil {
+		t.Fatalf("the box's lock: %v", err)
+	}
+	if out := git(t, pb.ws, "status", "--porcelain"); !strings.Contains(out, " M Makefile") {
+		t.Errorf("once the user removed the lock, the host's git status: %q", out)
+	}
+	if out := git(t, pb.ws, "diff", "--stat"); !strings.Contains(out, "Makefile") {
+		t.Errorf("the host's git diff --stat: %q", out)
+	}
+	if out, err := exec.Command("git", "-C", pb.ws, "fsck", "--no-dangling").CombinedOutput(); err != nil {
+		t.Errorf("git fsck after the check: %v\n%s", err, out)
+	}
+}
+
+// TestAttackIndexPadded guards review 15, F15: a box that flags its edit of the Makefile
+// skip-worktree and pads the index past 256 MiB with one valid resolve-undo record (REUC, a
+// 257 MiB path; git reads it without a word) had the check read no part of it: the edit stayed
+// hidden from the host's git status. The check now reads the entries and walks the extensions
+// by their lengths: the flag is cleared and the record copied through.
+func TestAttackIndexPadded(t *testing.T) {
+	needGit(t)
+	if _, err := exec.LookPath("python3"); err != nil {
+		t.Skip("no python3 for the box's index padding")
+	}
+	script := `set -e
+printf 'all:\n\t@echo BOXCODE\n' > Makefile
+git update-index --skip-worktree Makefile
+python3 - <<'PAD'
+import hashlib, struct
+b = open(".git/index", "rb").read()[:-20]
+path = b"a" * (257 << 20)
+tail = b"\x00100644\x000\x000\x00" + bytes(20)
+h = hashlib.sha1(b)
+with open(".git/index", "wb") as f:
+    for part in (b, b"REUC" + struct.pack(">I", len(path) + len(tail)), path, tail):
+        f.write(part)
+        if part is not b:
+            h.update(part)
+    f.write(h.digest())
+PAD`
+	pb, r := newProtectedBox(t, makefileRepo(t), script, enginetest.Options{})
+	defer pb.release(t)
+	if r.Exit != 0 {
+		t.Fatalf("box: exit %d\nstdout %s\nstderr %s", r.Exit, r.Stdout, r.Stderr)
+	}
+	index := filepath.Join(pb.ws, ".git/index")
+	if fi, err := os.Stat(index); err != nil || fi.Size() <= 256<<20 {
+		t.Fatalf("the box's index: %v, %d bytes (want more than 256 MiB)", err, fi.Size())
+	}
+	if out := git(t, pb.ws, "--no-optional-locks", "status", "--porcelain"); out != "" {
+		t.Fatalf("the box's edit is not hidden from the host's git status here:\n%s", out)
+	}
+	alerted := false
+	for _, tr := range pb.state.VerifyExit() {
+		switch {
+		case tr.Path == filepath.Join(pb.ws, "Makefile") && tr.Alert && strings.Contains(tr.Detail, "the flag was cleared"):
+			alerted = true
+		case tr.Path == index && !strings.Contains(tr.Detail, "could not"):
+		default:
+			t.Errorf("unexpected transition %s %s (%s)", tr.Kind, tr.Path, tr.Detail)
+		}
+	}
+	if !alerted {
+		t.Error("no alert saying the Makefile's flag was cleared")
+	}
+	if out := git(t, pb.ws, "status", "--porcelain"); !strings.Contains(out, " M Makefile") {
+		t.Errorf("after the check, the host's git status: %q", out)
+	}
+	if fi, err := os.Stat(index); err != nil || fi.Size() <= 256<<20 {
+		t.Errorf("the resolve-undo record was not copied through: %v", err)
+	}
+}
+
+// TestAttackSplitIndex guards review 15, F2: a box that splits the index (git update-index
+// --split-index) before it flags its edit of the Makefile skip-worktree had the check report
+// the index as not checked and keep the flag: the host's git status and git diff stayed empty
+// while make ran the box's Makefile. The check reads the split index as git merges it and
+// writes it back whole, the flag cleared.
+func TestAttackSplitIndex(t *testing.T) {
+	needGit(t)
+	for _, c := range []struct{ name, script string }{{
+		// The flag in the index, on an entry that replaces a shared one.
+		name: "flag-in-index",
+		script: `set -e
+git update-index --split-index
+printf 'all:\n\t@echo BOXCODE\n' > Makefile
+git update-index --skip-worktree Makefile`,
+	}, {
+		// The flag in the shared index, which holds every entry once split.
+		name: "flag-in-shared-index",
+		script: `set -e
+printf 'all:\n\t@echo BOXCODE\n' > Makefile
+git update-index --skip-worktree Makefile
+git update-index --split-index`,
+	}} {
+		t.Run(c.name, func(t *testing.T) { attackSplitIndex(t, c.script) })
+	}
+}
+
+func attackSplitIndex(t *testing.T, script string) {
+	pb, r := newProtectedBox(t, makefileRepo(t), script, enginetest.Options{})
+	defer pb.release(t)
+	if r.Exit != 0 {
+		t.Fatalf("box: exit %d\nstdout %s\nstderr %s", r.Exit, r.Stdout, r.Stderr)
+	}
+	if names, _ := filepath.Glob(filepath.Join(pb.ws, ".git/sharedindex.*")); len(names) == 0 {
+		t.Fatal("the box's index is not split")
+	}
+	if out := git(t, pb.ws, "--no-optional-locks", "status", "--porcelain"); out != "" {
+		t.Fatalf("the box's edit is not hidden from the host's git status here:\n%s", out)
+	}
+	alerted := false
+	for _, tr := range pb.state.VerifyExit() {
+		switch {
+		case tr.Path == filepath.Join(pb.ws, "Makefile") && tr.Alert && strings.Contains(tr.Detail, "the flag was cleared"):
+			alerted = true
+		default:
+			t.Errorf("unexpected transition %s %s (%s)", tr.Kind, tr.Path, tr.Detail)
+		}
+	}
+	if !alerted {
+		t.Error("no alert saying the Makefile's flag was cleared")
+	}
+	if out := git(t, pb.ws, "status", "--porcelain"); !strings.Contains(out, " M Makefile") {
+		t.Errorf("after the check, the host's git status: %q", out)
+	}
+	if out := git(t, pb.ws, "diff", "--stat"); !strings.Contains(out, "Makefile") {
+		t.Errorf("after the check, the host's git diff --stat: %q", out)
+	}
+	if out := git(t, pb.ws, "ls-files", "-v", "Makefile"); out != "H Makefile\n" {
+		t.Errorf("git ls-files -v Makefile: %q, want it unflagged", out)
+	}
+	if out, err := exec.Command("git", "-C", pb.ws, "fsck", "--no-dangling").CombinedOutput(); err != nil {
+		t.Errorf("git fsck after the check: %v\n%s", err, out)
+	}
+}
+
+// makefileRepo returns the set-up of a workspace that is a repository whose one commit holds a
+// Makefile (and a README), as the host made it.
+func makefileRepo(t *testing.T) func(ws string) {
+	return func(ws string) {
+		git(t, ws, "init", "-q", "-b", "main")
+		write(t, filepath.Join(ws, "Makefile"), "all:\n\t@echo reviewed\n")
+		write(t, filepath.Join(ws, "README"), "readme\n")
+		git(t, ws, "add", "-A")
+		git(t, ws, "commit", "-qm", "init")
+	}
+}

@@ -1,6 +1,7 @@
 package integrity
 
 import (
+	"bufio"
 	"bytes"
 	"crypto/sha1"
 	"crypto/sha256"
@@ -15,13 +16,25 @@ import (
 
 // editIndex applies ed to the index at path (beneath ws; editedIndex) under git's own lock
 // (index.lock, created exclusively, renamed over the index), so that a git the host runs
-// meanwhile fails rather than loses the change; a lock that exists (a git at work, or a box's)
-// is not waited for: the index stays, and the caller names the command that fixes it. It
-// returns what it changed.
-func editIndex(ws, path string, ed indexEdit) (indexEdited, error) {
+// meanwhile fails rather than loses the change. A lock that exists (a git at work, or a box's)
+// is not waited for: unless beside is set, the index stays, and the caller names the command
+// that fixes it. With beside (the check at exit, when the box's processes are gone), the
+// edited index is written to a file of its own beside the lock and renamed over the index, the
+// lock left as it is: a lock the box left would otherwise keep its flags for good (review 15,
+// F8), and one a host git holds (git commit waiting in its editor) is that git's to rename
+// over the index, with whatever flags it read, which is why the caller checks the index again
+// once the lock has gone. It returns what it changed (done.beside: written beside a lock).
+func editIndex(ws, path string, ed indexEdit, beside bool) (indexEdited, error) {
 	var done indexEdited
+	var besideName string // the file written beside a lock that exists ("": the lock)
 	lock, _, err := lockGitFile(ws, path, func(dir int, lock string) (int, string, error) {
 		fd, err := createLock(dir, lock)
+		if errors.Is(err, unix.EEXIST) && beside {
+			var name string
+			name, fd, err = besideLock(dir)
+			done.beside = err == nil
+			besideName = name
+		}
 		if errors.Is(err, unix.EEXIST) {
 			return -1, "", errors.New("git's lock index.lock exists: a git at work, or a lock the box left")
 		}
@@ -33,6 +46,7 @@ func editIndex(ws, path string, ed indexEdit) (indexEdited, error) {
 	if err != nil {
 		return done, err
 	}
+	lock.lock = besideName
 	defer lock.release()
 	f, err := openRegular(ws, path, 0, unix.RESOLVE_BENEATH|unix.RESOLVE_NO_MAGICLINKS)
 	if err != nil {
@@ -43,18 +57,124 @@ func editIndex(ws, path string, ed indexEdit) (indexEdited, error) {
 	if err != nil {
 		return done, err
 	}
-	b, err := readWhole(f, maxIndexBytes)
+	hashLen := repoIDLen(ws, filepath.Dir(path))
+	head, err := readIndexHead(f, fi.Size(), hashLen)
 	if err != nil {
 		return done, err
 	}
-	nb, done, err := editedIndex(b, repoIDLen(ws, filepath.Dir(path)), ed, fi.ModTime())
-	if err != nil || len(done.cleared)+len(done.zeroed)+len(done.stripped) == 0 {
+	w := bufio.NewWriterSize(lock.f, 256<<10)
+	es, exts, err := indexContentsAt(head, fi.Size(), f, hashLen)
+	if err != nil {
+		return done, err
+	}
+	// A split index is written whole, unsplit: its entries as git merges them, edited.
+	whole, split, err := readSplit(head, fi.Size(), f, es, exts, hashLen, sharedIndex(ws, path))
+	if err != nil {
+		return done, err
+	}
+	var edited indexEdited
+	if split {
+		edited, err = writeEditedIndex(w, whole, int64(len(whole)), nil, hashLen, ed, fi.ModTime())
+		for _, x := range exts {
+			edited.stripped = append(edited.stripped, x.sig)
+		}
+	} else {
+		edited, err = writeEditedIndex(w, head, fi.Size(), f, hashLen, ed, fi.ModTime())
+	}
+	if err != nil || len(edited.cleared)+len(edited.zeroed)+len(edited.stripped) == 0 {
 		return indexEdited{}, err
 	}
-	if err := lock.commit(nb); err != nil {
+	edited.beside = done.beside
+	done = edited
+	if err := w.Flush(); err != nil {
+		return indexEdited{}, err
+	}
+	if err := lock.commitWritten(); err != nil {
 		return indexEdited{}, err
 	}
 	return done, nil
+}
+
+// readIndex reads the index at path (beneath ws, no symlink followed): its start (readIndexHead),
+// its size, its entries and extensions (indexContentsAt).
+func readIndex(ws, path string, hashLen int) ([]byte, int64, []indexEntry, []indexExtension, error) {
+	f, err := openRegular(ws, path, 0, unix.RESOLVE_BENEATH|unix.RESOLVE_NO_MAGICLINKS)
+	if err != nil {
+		return nil, 0, nil, nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, 0, nil, nil, err
+	}
+	head, err := readIndexHead(f, fi.Size(), hashLen)
+	if err != nil {
+		return nil, 0, nil, nil, err
+	}
+	es, exts, err := indexContentsAt(head, fi.Size(), f, hashLen)
+	if err != nil {
+		return nil, 0, nil, nil, err
+	}
+	// A split index: the entries git sees, as one ordinary index; its own extensions stand
+	// (the check names them when it removes them).
+	whole, split, err := readSplit(head, fi.Size(), f, es, exts, hashLen, sharedIndex(ws, path))
+	if err != nil {
+		return nil, 0, nil, nil, fmt.Errorf("%w: %w", errSplitIndex, err)
+	}
+	if !split {
+		return head, fi.Size(), es, exts, nil
+	}
+	es, _, err = indexContents(whole, hashLen)
+	return whole, int64(len(whole)), es, exts, err
+}
+
+// sharedIndex returns what reads a shared index of the split index at path by name, from the
+// index's folder, as git reads it (through a symlink that stays beneath ws; at most
+// maxIndexBytes).
+func sharedIndex(ws, path string) func(string) ([]byte, error) {
+	return func(name string) ([]byte, error) {
+		return readBeneath(ws, filepath.Join(filepath.Dir(path), name), maxIndexBytes)
+	}
+}
+
+// readIndexHead reads the start of the index f of size bytes that holds its entries: all of it
+// when within maxIndexBytes, else from 1 MiB, doubled until its entries read, up to
+// maxIndexBytes (errIndexEntries past it). Extensions past it are not read (indexContentsAt).
+func readIndexHead(f io.ReaderAt, size int64, hashLen int) ([]byte, error) {
+	n := min(size, 1<<20)
+	if size <= maxIndexBytes {
+		n = size
+	}
+	for {
+		head := make([]byte, n)
+		if _, err := f.ReadAt(head, 0); err != nil {
+			return nil, fmt.Errorf("read the index: %w", err)
+		}
+		if n == size {
+			return head, nil
+		}
+		_, _, err := indexContentsAt(head, size, f, hashLen)
+		switch {
+		case !errors.Is(err, errPastHead):
+			return head, nil // an index git refuses is refused by the caller's parse
+		case n >= maxIndexBytes:
+			return nil, errIndexEntries
+		}
+		n = min(2*n, maxIndexBytes, size)
+	}
+}
+
+// besideLock creates, in dir, a file of its own for an index written while git's lock is held
+// (created exclusively, no symlink followed), and returns its name and descriptor.
+func besideLock(dir int) (string, int, error) {
+	for n := 1; n < 100; n++ {
+		name := fmt.Sprintf("index.agentbox-%d-%d", os.Getpid(), n)
+		fd, err := unix.Openat(dir, name, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o644)
+		if !errors.Is(err, unix.EEXIST) {
+			return name, fd, err
+		}
+	}
+	return "", -1, errors.New("no free name beside git's lock index.lock")
 }
 
 // staleEntries returns the names of the entries of ix whose stat data makes git take the

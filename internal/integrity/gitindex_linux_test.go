@@ -2,9 +2,11 @@ package integrity
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha1"
 	"crypto/sha256"
 	"encoding/binary"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -110,33 +112,169 @@ func TestIndexHiddenEntriesReported(t *testing.T) {
 	}
 }
 
+// TestIndexLockedAtExit guards review 15, F8: git's lock index.lock held at the check at exit
+// (a box left it, or a host git commit waits in its editor) kept a box's skip-worktree flag
+// for good. The check at exit writes the index beside the lock, leaves the lock, and checks
+// again once the lock has gone: a host git that held it renames over the index the one it
+// read, with the box's flag, which the second check clears.
+func TestIndexLockedAtExit(t *testing.T) {
+	t.Parallel()
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("no git")
+	}
+	ws, s, flagged, lock := lockedFlaggedIndex(t)
+	git := func(args ...string) string { return gitIn(ws, "", false, args...) }
+	onMakefile := func(ts []Transition) []Transition {
+		var out []Transition
+		for _, x := range ts {
+			if x.Path == filepath.Join(ws, "Makefile") {
+				out = append(out, x)
+			}
+		}
+		return out
+	}
+	// A check while the box runs leaves the flag and names the fix.
+	if tr := onMakefile(s.VerifyExec()); len(tr) != 1 || !tr[0].Alert || !strings.Contains(tr[0].Detail, "could not be cleared") {
+		t.Fatalf("transitions on Makefile while the box runs %+v, want an alert naming the fix", tr)
+	}
+	if s.IndexesLocked() {
+		t.Fatal("a check while the box runs wrote the index beside the lock")
+	}
+	if tr := onMakefile(s.VerifyExec()); len(tr) != 0 {
+		t.Fatalf("reported again while the lock is held: %+v", tr)
+	}
+	tr := onMakefile(s.VerifyExit())
+	if len(tr) != 1 || !strings.Contains(tr[0].Detail, "was cleared") || !strings.Contains(tr[0].Detail, "written beside it") {
+		t.Fatalf("transitions on Makefile at exit %+v, want one saying the flag was cleared beside the lock", tr)
+	}
+	if _, err := os.Stat(lock); err != nil {
+		t.Errorf("the lock was not left as it was: %v", err)
+	}
+	if out := git("--no-optional-locks", "status", "--porcelain"); out != " M Makefile\n" {
+		t.Errorf("git status with the lock held after the check: %q", out)
+	}
+	if !s.IndexesLocked() {
+		t.Fatal("no check pending for the index written beside the lock")
+	}
+	// A host git held the lock: it renames over the index the one it read, the box's flag in it.
+	if err := os.WriteFile(lock, flagged, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if again := s.RecheckIndexes(); len(again) != 0 || !s.IndexesLocked() {
+		t.Errorf("checked again with the lock held: %+v", again)
+	}
+	if err := os.Rename(lock, filepath.Join(ws, ".git/index")); err != nil {
+		t.Fatal(err)
+	}
+	if out := git("--no-optional-locks", "status", "--porcelain"); out != "" {
+		t.Fatalf("the index put back does not hide the edit here: %q", out)
+	}
+	again := s.RecheckIndexes()
+	if len(again) != 1 || again[0].Path != filepath.Join(ws, "Makefile") || !strings.Contains(again[0].Detail, "the flag was cleared") {
+		t.Errorf("check after the lock went: %+v, want the flag cleared again", again)
+	}
+	if s.IndexesLocked() {
+		t.Error("a check still pending after the lock went")
+	}
+	if out := git("status", "--porcelain"); out != " M Makefile\n" {
+		t.Errorf("git status after the lock went: %q", out)
+	}
+	if names, _ := filepath.Glob(filepath.Join(ws, ".git/index.agentbox-*")); len(names) != 0 {
+		t.Errorf("files left beside the index: %v", names)
+	}
+}
+
 // TestIndexHiddenBadIndex: an index that cannot be parsed is reported once, naming the file.
 func TestIndexHiddenBadIndex(t *testing.T) {
 	ws, _ := filepath.EvalSymlinks(t.TempDir())
 	mustWrite(t, filepath.Join(ws, ".git/index"), "DIRC\x00\x00\x00\x02\x00\x00\x00\x01garbage-garbage-garbage-garbage")
 	s := &State{Workspace: ws}
-	tr, _ := s.verifyIndexes(nil)
+	tr, _ := s.verifyIndexes(nil, false)
 	if len(tr) != 1 || !tr[0].Alert || tr[0].Path != filepath.Join(ws, ".git/index") || !strings.Contains(tr[0].Detail, "truncated") {
 		t.Fatalf("transitions %+v, want one alert on .git/index saying it is truncated", tr)
 	}
-	if again, _ := s.verifyIndexes(nil); len(again) != 0 {
+	if again, _ := s.verifyIndexes(nil, false); len(again) != 0 {
 		t.Errorf("reported again: %+v", again)
 	}
-	// A split index keeps the flags in a sharedindex file this check does not read: said so.
+}
+
+// TestSplitIndexAsGit guards review 15, F2: a split index (git update-index --split-index) kept
+// most entries, and a box's flags, in a sharedindex file the check did not read (it reported
+// the index as not checked, and the flag stayed). The check reads it as git merges it: its
+// entries, their flags and ids are what the host's git ls-files -s -v lists, in SHA-1 and
+// SHA-256 repositories, index versions 2 and 4, after replacements, additions, removals and
+// flags on shared entries; the index it writes is unsplit and lists the same.
+func TestSplitIndexAsGit(t *testing.T) {
 	if _, err := exec.LookPath("git"); err != nil {
 		t.Skip("no git")
 	}
-	ws, _ = filepath.EvalSymlinks(t.TempDir())
-	gitIn(ws, "", false, "init", "-q", ".")
-	mustWrite(t, filepath.Join(ws, "a.txt"), "a\n")
-	gitIn(ws, "", false, "add", "a.txt")
-	s = Snapshot(resolveWS(t, ws), Limits{})
-	if out := gitIn(ws, "", false, "update-index", "--split-index"); out != "" {
-		t.Fatal(out)
-	}
-	tr = s.VerifyExec()
-	if len(tr) != 1 || !tr[0].Alert || !strings.Contains(tr[0].Detail, "split index") {
-		t.Fatalf("transitions %+v, want one alert naming the split index", tr)
+	t.Parallel()
+	for _, c := range []struct{ format, version string }{{"sha1", "2"}, {"sha256", "4"}, {"sha1", "3"}} {
+		t.Run(c.format+"-v"+c.version, func(t *testing.T) {
+			ws, _ := filepath.EvalSymlinks(t.TempDir())
+			git := func(args ...string) string { return gitIn(ws, "", false, args...) }
+			git("init", "-q", "--object-format="+c.format, ".")
+			for i := range 40 {
+				mustWrite(t, filepath.Join(ws, fmt.Sprintf("d%d/f%02d.txt", i%3, i)), fmt.Sprint(i, "\n"))
+			}
+			git("add", ".")
+			git("commit", "-qm", "init")
+			git("update-index", "--index-version", c.version)
+			git("update-index", "--split-index")
+			mustWrite(t, filepath.Join(ws, "d1/f01.txt"), "changed\n")
+			git("add", "d1/f01.txt")
+			mustWrite(t, filepath.Join(ws, "d0/new.txt"), "new\n")
+			mustWrite(t, filepath.Join(ws, "zz.txt"), "new\n")
+			git("add", "d0/new.txt", "zz.txt")
+			git("rm", "-q", "--cached", "d2/f05.txt")
+			git("update-index", "--skip-worktree", "d0/f03.txt")
+			git("update-index", "--assume-unchanged", "d1/f04.txt")
+			mustWrite(t, filepath.Join(ws, "d2/f08.txt"), "changed\n")
+			git("update-index", "--skip-worktree", "d2/f08.txt")
+			index := filepath.Join(ws, ".git/index")
+			hashLen := repoIDLen(ws, filepath.Dir(index))
+			list := func() string {
+				_, _, es, exts, err := readIndex(ws, index, hashLen)
+				if err != nil {
+					t.Fatal(err)
+				}
+				var b strings.Builder
+				for _, e := range es {
+					tag := "H"
+					switch e.hidden().flag {
+					case hiddenSkipWorktree:
+						tag = "S"
+					case hiddenAssumeUnchanged:
+						tag = "h"
+					}
+					fmt.Fprintf(&b, "%s %06o %x %d\t%s\n", tag, e.mode, e.oid, e.flags&ceStageMask>>12, e.name)
+				}
+				for _, x := range exts {
+					fmt.Fprintf(&b, "ext %s\n", x.sig)
+				}
+				return b.String()
+			}
+			want := git("ls-files", "-s", "-v")
+			got := list()
+			if !strings.Contains(got, "ext link\n") {
+				t.Fatalf("the index is not split here:\n%s", got)
+			}
+			if entries := got[:strings.Index(got, "ext ")]; entries != want {
+				t.Errorf("the check reads:\n%s\ngit ls-files -s -v lists:\n%s", entries, want)
+			}
+			if _, err := editIndex(ws, index, indexEdit{strip: true}, false); err != nil {
+				t.Fatal(err)
+			}
+			if got := list(); got != want {
+				t.Errorf("the index the check wrote reads:\n%s\nwant (unsplit):\n%s", got, want)
+			}
+			if after := git("ls-files", "-s", "-v"); after != want {
+				t.Errorf("git ls-files -s -v after the check wrote the index:\n%s\nbefore:\n%s", after, want)
+			}
+			if out := git("fsck", "--no-progress"); out != "" {
+				t.Errorf("git fsck: %s", out)
+			}
+		})
 	}
 }
 
@@ -475,7 +613,7 @@ func TestIndexExtensionsParsed(t *testing.T) {
 		ws, b := needGitIndex(t)
 		nb := withExt(b, "ZZZZ", 3, "xyz")
 		mustWrite(t, filepath.Join(ws, ".git/index"), string(nb))
-		done, err := editIndex(ws, filepath.Join(ws, ".git/index"), indexEdit{strip: true})
+		done, err := editIndex(ws, filepath.Join(ws, ".git/index"), indexEdit{strip: true}, false)
 		if err != nil || strings.Join(done.stripped, " ") != "TREE ZZZZ" {
 			t.Fatalf("stripped %q, %v; want TREE and ZZZZ", done.stripped, err)
 		}
@@ -536,6 +674,164 @@ func TestIndexTrailerDoesNotChooseIDLength(t *testing.T) {
 	}
 	if out := git("status", "--porcelain"); !strings.Contains(out, " M Makefile") {
 		t.Errorf("git status after the check: %q, want Makefile modified", out)
+	}
+}
+
+// lockedFlaggedIndex makes a repository with a committed Makefile, snapshots it, then does
+// what a box does: edits the Makefile, flags it skip-worktree and leaves git's lock index.lock.
+// It returns the workspace, the state, the flagged index's bytes and the lock's path.
+func lockedFlaggedIndex(t *testing.T) (string, *State, []byte, string) {
+	ws, _ := filepath.EvalSymlinks(t.TempDir())
+	git := func(args ...string) string { return gitIn(ws, "", false, args...) }
+	git("init", "-q", ".")
+	mustWrite(t, filepath.Join(ws, "Makefile"), "all:\n\t@echo reviewed\n")
+	git("add", ".")
+	git("commit", "-qm", "init")
+	s := Snapshot(resolveWS(t, ws), Limits{})
+	mustWrite(t, filepath.Join(ws, "Makefile"), "all:\n\t@echo BOXCODE\n")
+	git("update-index", "--skip-worktree", "Makefile")
+	flagged, err := os.ReadFile(filepath.Join(ws, ".git/index"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lock := filepath.Join(ws, ".git/index.lock")
+	mustWrite(t, lock, "")
+	return ws, s, flagged, lock
+}
+
+// TestSettleIndexesAfterLock: what the daemon runs after the check at exit (review 15, F8):
+// once the lock of an index written beside it goes, the index is checked again, and the flag a
+// host git put back with the index it held is cleared and reported as the check at exit's.
+func TestSettleIndexesAfterLock(t *testing.T) {
+	t.Parallel()
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("no git")
+	}
+	ws, s, flagged, lock := lockedFlaggedIndex(t)
+	git := func(args ...string) string { return gitIn(ws, "", false, args...) }
+	got := make(chan Transition, 16)
+	w := &Watcher{State: s, OnTransition: func(src Source, tr Transition) {
+		if src == SourceExit && tr.Path == filepath.Join(ws, "Makefile") {
+			got <- tr
+		}
+	}}
+	w.Verify(SourceExit, true)
+	<-got // the check at exit's
+	done := make(chan struct{})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer func() { cancel(); <-done }()
+	go func() { defer close(done); w.SettleIndexes(ctx) }()
+	if err := os.WriteFile(lock, flagged, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(lock, filepath.Join(ws, ".git/index")); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case tr := <-got:
+		if !tr.Alert || !strings.Contains(tr.Detail, "the flag was cleared") {
+			t.Errorf("transition %+v, want an alert saying the flag was cleared", tr)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("the index was not checked again once its lock went")
+	}
+	<-done // nothing left to wait for: it returns
+	if out := git("status", "--porcelain"); out != " M Makefile\n" {
+		t.Errorf("git status after the lock went: %q", out)
+	}
+}
+
+// sumIs reports whether want is the checksum of what precedes it in b under h.
+func sumIs(b []byte, n int, sum func([]byte) []byte) bool {
+	return len(b) >= 12+n && bytes.Equal(sum(b[:len(b)-n]), b[len(b)-n:])
+}
+
+func sha1Sum(b []byte) []byte   { s := sha1.Sum(b); return s[:] }
+func sha256Sum(b []byte) []byte { s := sha256.Sum256(b); return s[:] }
+
+// TestIndexEntriesPastBound: an index whose entries pass maxIndexBytes (here one entry with a
+// 257 MiB path) cannot be checked; one written while the box ran is moved aside, so that git
+// reads no flag or stat data no one checked (review 15, F15), and the alert names git reset.
+func TestIndexEntriesPastBound(t *testing.T) {
+	ws := newWS(t)
+	s := Snapshot(resolveWS(t, ws), Limits{})
+	index := filepath.Join(ws, ".git/index")
+	f, err := os.Create(index)
+	if err != nil {
+		t.Fatal(err)
+	}
+	entry := make([]byte, 12+62)
+	copy(entry, "DIRC\x00\x00\x00\x02\x00\x00\x00\x01")
+	binary.BigEndian.PutUint32(entry[12+24:], 0o100644)
+	binary.BigEndian.PutUint16(entry[12+60:], 0x0fff)
+	f.Write(entry)
+	chunk := bytes.Repeat([]byte("a"), 1<<20)
+	for range 257 {
+		f.Write(chunk)
+	}
+	f.Write(make([]byte, 8+20))
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	var on []Transition
+	for _, tr := range s.VerifyExec() {
+		if tr.Path == index {
+			on = append(on, tr)
+		}
+	}
+	if len(on) != 1 || !on[0].Alert || !strings.Contains(on[0].Detail, "moved aside to") || !strings.Contains(on[0].Detail, "git reset") {
+		t.Fatalf("transitions on the index %+v, want one alert saying it was moved aside", on)
+	}
+	if _, err := os.Lstat(index); !os.IsNotExist(err) {
+		t.Errorf("the index is still there: %v", err)
+	}
+	if _, err := os.Lstat(index + QuarantineSuffix + "1"); err != nil {
+		t.Errorf("the index moved aside: %v", err)
+	}
+}
+
+// TestSplitIndexSharedOutside: a split index whose shared index the check cannot read (here a
+// symlink leading out of the workspace, which git follows) is moved aside when the launch wrote
+// it, as git would read entries no one checked (review 15, F2).
+func TestSplitIndexSharedOutside(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("no git")
+	}
+	t.Parallel()
+	ws, _ := filepath.EvalSymlinks(t.TempDir())
+	git := func(args ...string) string { return gitIn(ws, "", false, args...) }
+	git("init", "-q", ".")
+	mustWrite(t, filepath.Join(ws, "Makefile"), "all:\n")
+	git("add", ".")
+	git("commit", "-qm", "init")
+	s := Snapshot(resolveWS(t, ws), Limits{})
+	git("update-index", "--split-index")
+	shared, _ := filepath.Glob(filepath.Join(ws, ".git/sharedindex.*"))
+	if len(shared) != 1 {
+		t.Fatalf("shared indexes %v, want one", shared)
+	}
+	outside := filepath.Join(t.TempDir(), "shared")
+	if err := os.Rename(shared[0], outside); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(outside, shared[0]); err != nil {
+		t.Fatal(err)
+	}
+	if out := git("ls-files"); out != "Makefile\n" {
+		t.Fatalf("git does not read the shared index through the link here: %q", out)
+	}
+	index := filepath.Join(ws, ".git/index")
+	var on []Transition
+	for _, tr := range s.VerifyExec() {
+		if tr.Path == index {
+			on = append(on, tr)
+		}
+	}
+	if len(on) != 1 || !on[0].Alert || !strings.Contains(on[0].Detail, "moved aside to") {
+		t.Fatalf("transitions on the index %+v, want one alert saying it was moved aside", on)
+	}
+	if _, err := os.Lstat(index); !os.IsNotExist(err) {
+		t.Errorf("the index is still there: %v", err)
 	}
 }
 

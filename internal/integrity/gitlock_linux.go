@@ -16,7 +16,16 @@ type gitLock struct {
 	dir       int      // the file's folder, opened beneath the workspace
 	f         *os.File // the lock
 	name      string   // the file's name in dir
+	lock      string   // the lock's name in dir: name.lock, unless take chose another (rename)
 	committed bool
+}
+
+// lockName is the lock's name in dir.
+func (l *gitLock) lockName() string {
+	if l.lock != "" {
+		return l.lock
+	}
+	return l.name + ".lock"
 }
 
 // lockGitFile takes git's lock on path, a file beneath the workspace ws, whose folder is opened
@@ -57,10 +66,15 @@ func (l *gitLock) commit(data []byte) error {
 	if _, err := l.f.Write(data); err != nil {
 		return err
 	}
+	return l.commitWritten()
+}
+
+// commitWritten syncs what was written to the lock (l.f) and renames it over the file.
+func (l *gitLock) commitWritten() error {
 	if err := l.f.Sync(); err != nil {
 		return err
 	}
-	if err := unix.Renameat(l.dir, l.name+".lock", l.dir, l.name); err != nil {
+	if err := unix.Renameat(l.dir, l.lockName(), l.dir, l.name); err != nil {
 		return err
 	}
 	l.committed = true
@@ -71,7 +85,7 @@ func (l *gitLock) commit(data []byte) error {
 func (l *gitLock) release() {
 	l.f.Close()
 	if !l.committed {
-		unix.Unlinkat(l.dir, l.name+".lock", 0)
+		unix.Unlinkat(l.dir, l.lockName(), 0)
 	}
 	unix.Close(l.dir)
 }

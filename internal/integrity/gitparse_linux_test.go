@@ -314,8 +314,9 @@ func FuzzIgnoresItself(f *testing.F) {
 // TestScanFailsClosed guards review 13's F7 (and F6's fail-closed rule) for what the scan
 // judges by content: a hook rewritten past its first MiB (same size, same first MiB: its hash
 // of that MiB did not change), a nested config git refuses, a commondir longer than any path
-// and a packed-refs over 64 MiB are each a finding; the hook and the config, changed or new,
-// are moved aside, the commondir too. Without the fix none of them is reported.
+// and a packed-refs with a record over 1 MiB are each a finding; the hook and the config,
+// changed or new, are moved aside, the commondir too, and the packed-refs (written while the
+// box ran) whole. Without the fix none of them is reported.
 func TestScanFailsClosed(t *testing.T) {
 	ws := newWS(t)
 	hook := filepath.Join(ws, "n/.git/hooks/pre-commit")
@@ -335,14 +336,14 @@ func TestScanFailsClosed(t *testing.T) {
 	mustWrite(t, common, strings.Repeat("./", 2500)+"x\n")
 	packed := filepath.Join(ws, "p/.git/packed-refs")
 	mustWrite(t, packed, "# pack-refs with: peeled\n")
-	if err := os.Truncate(packed, 65<<20); err != nil { // sparse: nothing read
+	if err := os.Truncate(packed, 65<<20); err != nil { // sparse: one record of NULs
 		t.Fatal(err)
 	}
 	got := map[string]Transition{}
 	for _, tr := range s.VerifyExec() {
 		got[tr.Path] = tr
 	}
-	for p, want := range map[string]string{hook: "moved aside", bad: "moved aside", common: "moved aside", packed: "too large to check"} {
+	for p, want := range map[string]string{hook: "moved aside", bad: "moved aside", common: "moved aside", packed: "moved aside whole"} {
 		tr, ok := got[p]
 		if !ok || !tr.Alert || !strings.Contains(tr.Detail, want) {
 			t.Errorf("%s: transition %+v (found: %v), want an alert saying %q", p, tr, ok, want)

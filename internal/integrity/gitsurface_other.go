@@ -17,10 +17,16 @@ func stripPackedReplace(ws, path string, keep []string) (int, string, error) {
 	return 0, "", ErrNotSupported
 }
 
+func packedReplaceAt(ws, path string) ([]string, error) { return nil, ErrNotSupported }
+
 func restoreOwnerAccess(dir string) error { return ErrNotSupported }
 
-func editIndex(ws, path string, ed indexEdit) (indexEdited, error) {
+func editIndex(ws, path string, ed indexEdit, beside bool) (indexEdited, error) {
 	return indexEdited{}, ErrNotSupported
+}
+
+func readIndex(ws, path string, hashLen int) ([]byte, int64, []indexEntry, []indexExtension, error) {
+	return nil, 0, nil, nil, ErrNotSupported
 }
 
 type staleEntry struct{ name, sig string }

@@ -1,11 +1,13 @@
 package integrity
 
 import (
+	"bufio"
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 )
 
@@ -18,45 +20,78 @@ import (
 // replacePrefix is the namespace of replace refs.
 const replacePrefix = "refs/replace/"
 
-// packedRecords splits the text of a packed-refs file into its records as git's packed
-// backend reads them (packed-backend.c, next_record), without losing a byte: the header line
-// ("# pack-refs with: …", first only); then each record: an object id (40 or 64 hex digits),
-// one byte of git's whitespace (isspace: space, TAB, LF, CR), the refname to the end of its
-// line, and the peeled lines ("^" id) after it. A LF there makes the next line the refname: a
-// record of two lines. What git would refuse (and die on) is a record of one line. Before, the
-// check cut each line at its first space, and git's "ID<TAB>refs/replace/…" was no replace ref
-// to it (review 14, F14).
-func packedRecords(b []byte) (header string, recs []string) {
-	s := string(b)
-	if strings.HasPrefix(s, "# pack-refs with:") {
-		i := strings.IndexByte(s, '\n') + 1
-		if i == 0 {
-			i = len(s)
+// maxPackedRecord bounds one record of a packed-refs file (a ref's line and its peeled lines),
+// the only part held in memory: the file itself is read in records, whatever its size (git
+// reads any; a bound on the file had a box pad it past 64 MiB to keep its replace ref, review
+// 15, F14). No ref git writes comes near it.
+const maxPackedRecord = 1 << 20
+
+// errPackedRecord is a packed-refs record over maxPackedRecord: the file is not checked, and
+// one the launch wrote is moved aside whole.
+var errPackedRecord = fmt.Errorf("a record longer than %d KiB (no ref git writes is)", maxPackedRecord>>10)
+
+// eachPackedRecord reads a packed-refs file from r in records as git's packed backend reads
+// them (packed-backend.c, next_record), without losing a byte, and passes each to fn (header:
+// the header line, "# pack-refs with: …", first only; fn must copy rec to keep it). A record
+// is an object id (40 or 64 hex digits), one byte of git's whitespace (isspace: space, TAB, LF,
+// CR), the refname to the end of its line, and the peeled lines ("^" id) after it. A LF there
+// makes the next line the refname: a record of two lines. What git would refuse (and die on)
+// is a record of one line. Before, the check cut each line at its first space, and git's
+// "ID<TAB>refs/replace/…" was no replace ref to it (review 14, F14). A record over
+// maxPackedRecord is errPackedRecord.
+func eachPackedRecord(r io.Reader, fn func(rec []byte, header bool) error) error {
+	br := bufio.NewReaderSize(r, 64<<10)
+	line := func(rec []byte) ([]byte, error) { // rec and the next line, its LF included
+		for {
+			chunk, err := br.ReadSlice('\n')
+			if len(rec)+len(chunk) > maxPackedRecord {
+				return rec, errPackedRecord
+			}
+			rec = append(rec, chunk...)
+			switch {
+			case errors.Is(err, bufio.ErrBufferFull):
+				continue
+			case errors.Is(err, io.EOF):
+				return rec, nil
+			default:
+				return rec, err
+			}
 		}
-		header, s = s[:i], s[i:]
 	}
-	line := func(s string) int { // the end of s's first line, its LF included
-		if i := strings.IndexByte(s, '\n'); i >= 0 {
-			return i + 1
+	var rec []byte
+	var err error
+	for first := true; ; first = false {
+		rec, err = line(rec[:0])
+		if err != nil || len(rec) == 0 {
+			return err
 		}
-		return len(s)
-	}
-	for len(s) > 0 {
+		if first && bytes.HasPrefix(rec, []byte("# pack-refs with:")) {
+			if err := fn(rec, true); err != nil {
+				return err
+			}
+			continue
+		}
 		n := 0
-		for n < len(s) && hexDigit(s[n]) {
+		for n < len(rec) && hexDigit(rec[n]) {
 			n++
 		}
-		end := line(s)
-		if (n == 40 || n == 64) && n < len(s) && s[n] == '\n' {
-			end = n + 1 + line(s[n+1:])
+		if (n == 40 || n == 64) && n < len(rec) && rec[n] == '\n' {
+			if rec, err = line(rec); err != nil {
+				return err
+			}
 		}
-		for end < len(s) && s[end] == '^' {
-			end += line(s[end:])
+		for {
+			if p, _ := br.Peek(1); len(p) == 0 || p[0] != '^' {
+				break
+			}
+			if rec, err = line(rec); err != nil {
+				return err
+			}
 		}
-		recs = append(recs, s[:end])
-		s = s[end:]
+		if err := fn(rec, false); err != nil {
+			return err
+		}
 	}
-	return header, recs
 }
 
 func hexDigit(c byte) bool {
@@ -82,17 +117,17 @@ func replaceRecord(rec string) (key string, peeled []string, ok bool) {
 	return strings.TrimSuffix(strings.Join(head, "\n"), "\r"), peeled, true
 }
 
-// packedReplace returns the replace refs of a packed-refs file (packedRecords, replaceRecord):
-// each record's key, then its peeled lines, in file order.
-func packedReplace(b []byte) []string {
+// packedReplaceFrom returns the replace refs of a packed-refs file read from r
+// (eachPackedRecord, replaceRecord): each record's key, then its peeled lines, in file order.
+func packedReplaceFrom(r io.Reader) ([]string, error) {
 	var out []string
-	_, recs := packedRecords(b)
-	for _, r := range recs {
-		if key, peeled, ok := replaceRecord(r); ok {
+	err := eachPackedRecord(r, func(rec []byte, header bool) error {
+		if key, peeled, ok := replaceRecord(string(rec)); ok && !header {
 			out = append(append(out, key), peeled...)
 		}
-	}
-	return out
+		return nil
+	})
+	return out, err
 }
 
 // checkPackedRefs records a gitdir's packed-refs when it holds replace refs, with a hash of
@@ -101,22 +136,19 @@ func checkPackedRefs(ws, path string, skip map[string]bool, out map[string]strin
 	if skip[path] {
 		return
 	}
-	b, err := readBeneath(ws, path, 64<<20)
+	lines, err := packedReplaceAt(ws, path)
 	if errors.Is(err, errOutside) {
 		out[path] = "git packed-refs that is a symlink leading out of the workspace"
 		return
 	}
-	if tooLarge(err) != nil {
-		// Replace refs past the bound would go unseen: it counts as holding some
-		// (stripPackedReplace then refuses it, and the finding says so).
-		out[path] = "git packed-refs " + err.Error() + ": replace refs in it are not checked"
+	if errors.Is(err, errPackedRecord) {
+		// Replace refs past the record would go unseen: it counts as holding some
+		// (stripPackedReplace then refuses it, and a packed-refs the launch wrote is moved
+		// aside).
+		out[path] = "git packed-refs with " + err.Error() + ": replace refs in it are not checked"
 		return
 	}
-	if err != nil {
-		return
-	}
-	lines := packedReplace(b)
-	if len(lines) == 0 {
+	if err != nil || len(lines) == 0 {
 		return
 	}
 	sum := sha256.Sum256([]byte(strings.Join(lines, "\n")))
@@ -133,21 +165,20 @@ func countRefs(lines []string) int {
 	return n
 }
 
-// withoutReplace returns b without the replace refs (packedRecords, replaceRecord) whose key
-// is not in keep, each with its peeled lines, and how many refs it dropped.
-func withoutReplace(b []byte, keep map[string]bool) ([]byte, int) {
-	header, recs := packedRecords(b)
-	var out bytes.Buffer
-	out.WriteString(header)
+// copyWithoutReplace copies the packed-refs file read from r to w without the replace refs
+// (eachPackedRecord, replaceRecord) whose key is not in keep, each with its peeled lines, and
+// returns how many refs it dropped.
+func copyWithoutReplace(w io.Writer, r io.Reader, keep map[string]bool) (int, error) {
 	dropped := 0
-	for _, r := range recs {
-		if key, _, ok := replaceRecord(r); ok && !keep[key] {
+	err := eachPackedRecord(r, func(rec []byte, header bool) error {
+		if key, _, ok := replaceRecord(string(rec)); ok && !header && !keep[key] {
 			dropped++
-			continue
+			return nil
 		}
-		out.WriteString(r)
-	}
-	return out.Bytes(), dropped
+		_, err := w.Write(rec)
+		return err
+	})
+	return dropped, err
 }
 
 // isPackedRefs reports whether a finding's path is a packed-refs file.

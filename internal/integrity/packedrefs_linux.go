@@ -1,6 +1,7 @@
 package integrity
 
 import (
+	"bufio"
 	"errors"
 	"fmt"
 	"path/filepath"
@@ -33,27 +34,40 @@ func stripPackedReplace(ws, path string, keep []string) (n int, aside string, er
 	}
 	defer lock.release()
 	// Read as git reads it: through a symlink a box may have put there, as long as it stays
-	// beneath the workspace. The result replaces the link with a regular file, as git's own
-	// write of packed-refs does.
-	b, err := readBeneath(ws, path, 64<<20+1)
+	// beneath the workspace, and in records, whatever its size. The result replaces the link
+	// with a regular file, as git's own write of packed-refs does.
+	f, err := openRegular(ws, path, 0, unix.RESOLVE_BENEATH|unix.RESOLVE_NO_MAGICLINKS)
 	if err != nil {
 		return 0, aside, err
 	}
-	if len(b) > 64<<20 {
-		return 0, aside, errors.New("packed-refs is larger than 64 MiB")
-	}
+	defer f.Close()
 	set := make(map[string]bool, len(keep))
 	for _, l := range keep {
 		set[l] = true
 	}
-	nb, n := withoutReplace(b, set)
-	if n == 0 {
-		return 0, aside, nil
+	w := bufio.NewWriterSize(lock.f, 64<<10)
+	n, err = copyWithoutReplace(w, f, set)
+	if err == nil {
+		err = w.Flush()
 	}
-	if err := lock.commit(nb); err != nil {
+	if err != nil || n == 0 {
+		return 0, aside, err
+	}
+	if err := lock.commitWritten(); err != nil {
 		return 0, aside, err
 	}
 	return n, aside, nil
+}
+
+// packedReplaceAt returns the replace refs of the packed-refs file at path (beneath ws,
+// through a symlink that stays beneath it, as git reads it): packedReplaceFrom.
+func packedReplaceAt(ws, path string) ([]string, error) {
+	f, err := openRegular(ws, path, 0, unix.RESOLVE_BENEATH|unix.RESOLVE_NO_MAGICLINKS)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return packedReplaceFrom(f)
 }
 
 // packedLockWait is how long takePackedLock waits for a packed-refs.lock that exists: twice

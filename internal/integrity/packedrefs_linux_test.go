@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestPackedReplaceAsGit (review 14, F14): packed-refs files with records separated by each of
@@ -108,5 +109,40 @@ func TestPackedReplaceAsGit(t *testing.T) {
 	}
 	if seen == 0 {
 		t.Fatal("git read no replace ref from any case: the test proves nothing")
+	}
+}
+
+// TestPackedRefsFindingOnce: a packed-refs whose replace refs could not be removed is recorded
+// once, not at every check (review 15, F14 saw the same finding 15 times in a second): here a
+// file with one record of 65 MiB that the launch did not write (its snapshot time is moved
+// past the file's ctime), which is neither read nor moved aside.
+func TestPackedRefsFindingOnce(t *testing.T) {
+	ws := newWS(t)
+	packed := filepath.Join(ws, "p/.git/packed-refs")
+	mustWrite(t, filepath.Join(ws, "p/.git/HEAD"), "ref: refs/heads/main\n")
+	s := Snapshot(resolveWS(t, ws), Limits{})
+	s.Started = time.Now().Add(time.Hour)
+	mustWrite(t, packed, "# pack-refs with: peeled\n")
+	if err := os.Truncate(packed, 65<<20); err != nil {
+		t.Fatal(err)
+	}
+	var on []Transition
+	for _, tr := range s.VerifyExec() {
+		if tr.Path == packed {
+			on = append(on, tr)
+		}
+	}
+	if len(on) != 1 || !on[0].Alert || !strings.Contains(on[0].Detail, "could not be removed") {
+		t.Fatalf("transitions on packed-refs %+v, want one alert saying the replace refs could not be removed", on)
+	}
+	for range 3 {
+		for _, tr := range s.VerifyExec() {
+			if tr.Path == packed {
+				t.Errorf("recorded again: %+v", tr)
+			}
+		}
+	}
+	if _, err := os.Stat(packed); err != nil {
+		t.Errorf("a packed-refs the launch did not write was moved: %v", err)
 	}
 }

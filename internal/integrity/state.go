@@ -65,6 +65,12 @@ type State struct {
 	// host's changes there while the box runs are the host's. nil: none known, and every
 	// dependency folder is taken for one the box could write.
 	Own []string `json:"own,omitempty"`
+
+	// lockedIndexes are the indexes the check at exit wrote beside git's lock (editIndex), to
+	// be checked again once the lock has gone (RecheckIndexes); exitTops are the repositories
+	// that check's scan found. Not saved: a daemon restarted meanwhile does not check again.
+	lockedIndexes map[string]bool
+	exitTops      []string
 }
 
 // Snapshot records the roots of lay and scans the workspace for executable configuration.
@@ -85,11 +91,11 @@ func Snapshot(lay *Layout, lim Limits) *State {
 	s.Todos = sequencerLists(lay.Workspace, repos)
 	for p := range s.Exec {
 		if isPackedRefs(p) {
-			if b, err := readBeneath(lay.Workspace, p, 64<<20); err == nil {
+			if refs, err := packedReplaceAt(lay.Workspace, p); err == nil {
 				if s.PackedReplace == nil {
 					s.PackedReplace = map[string][]string{}
 				}
-				s.PackedReplace[p] = packedReplace(b)
+				s.PackedReplace[p] = refs
 			}
 		}
 	}
@@ -160,7 +166,10 @@ func (s *State) verifyExec(exit bool) []Transition {
 		}
 	}
 	out = append(out, s.mergeExec(found, exit, func(path string) bool { return true })...)
-	tr, gitdirs := s.verifyIndexes(repos.tops)
+	if exit {
+		s.exitTops = repos.tops
+	}
+	tr, gitdirs := s.verifyIndexes(repos.tops, exit)
 	out = append(out, tr...)
 	if exit {
 		out = append(out, s.verifyBranches()...)
@@ -172,6 +181,25 @@ func (s *State) verifyExec(exit bool) []Transition {
 			notChecked, s.Limits.withDefaults().ScanDirs)})
 	}
 	return out
+}
+
+// IndexesLocked reports whether the check at exit wrote an index beside git's lock that has
+// not been checked again since the lock went (RecheckIndexes).
+func (s *State) IndexesLocked() bool { return len(s.lockedIndexes) > 0 }
+
+// RecheckIndexes checks the indexes again (as the check at exit does) once no index the check
+// at exit wrote beside git's lock still has its lock, and returns the transitions: a host git
+// that held the lock (git commit waiting in its editor) renamed over the index the one it
+// read, with the box's flags and stat data. It returns nothing while a lock is there.
+func (s *State) RecheckIndexes() []Transition {
+	for p := range s.lockedIndexes {
+		if _, err := os.Lstat(p + ".lock"); err == nil {
+			return nil
+		}
+	}
+	s.lockedIndexes = nil
+	tr, _ := s.verifyIndexes(s.exitTops, true)
+	return tr
 }
 
 // VerifyExecIn rescans the given directories (not their subdirectories, except those new to
@@ -273,16 +301,26 @@ func (s *State) mergeExec(found map[string]string, exit bool, owned func(string)
 				}
 				continue
 			}
-			if errors.Is(err, errOutside) {
+			if errors.Is(err, errOutside) || errors.Is(err, errPackedRecord) && s.changedSince(p) {
 				// A symlink leading out of the workspace (where a box may write, as the box
-				// cache): what git reads there cannot be filtered; the link is moved aside.
+				// cache): what git reads there cannot be filtered; the link is moved aside. So
+				// is a file the launch wrote that cannot be read in records: git then reads
+				// the loose refs alone (review 15, F14).
 				if aside, merr := moveAside(s.Workspace, p); merr == nil {
-					out = append(out, Transition{Kind: kind, Path: p, Detail: d + "; moved aside to " + aside, Alert: true})
+					what := "; moved aside to " + aside
+					if !errors.Is(err, errOutside) {
+						what = "; written while the box ran: moved aside whole to " + aside + " (git reads the loose refs alone; the refs packed in it are in that file)"
+					}
+					out = append(out, Transition{Kind: kind, Path: p, Detail: d + what, Alert: true})
 					delete(s.Exec, p)
 					continue
 				}
 			}
-			d += "; the replace refs could not be removed: " + err.Error()
+			// Recorded as found: the same finding at the next check is no new transition
+			// (review 15, F14 saw one recorded 15 times in a second).
+			out = append(out, Transition{Kind: kind, Path: p, Detail: d + "; the replace refs could not be removed: " + err.Error(), Alert: true})
+			s.Exec[p] = d
+			continue
 		} else if movable(p) {
 			// New or changed since the snapshot: what the host's git would run is the box's
 			// (or was written while a box ran). It is moved aside, never deleted.
@@ -316,6 +354,17 @@ func (s *State) mergeExec(found map[string]string, exit bool, owned func(string)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Path < out[j].Path })
 	return out
+}
+
+// changedSince reports whether the file at p (not followed) changed during the launch: its
+// ctime is not older than since.
+func (s *State) changedSince(p string) bool {
+	fi, err := os.Lstat(p)
+	if err != nil {
+		return false
+	}
+	_, _, ct := identity(fi)
+	return ct >= s.since()
 }
 
 // identify fills in the identity of each of deps, after dropping those beneath another and

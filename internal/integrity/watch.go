@@ -96,6 +96,44 @@ func (w *Watcher) verify(src Source, full bool, dirs []string) []Transition {
 	return ts
 }
 
+// IndexRecheckWait bounds how long SettleIndexes waits for git's index locks to go.
+var IndexRecheckWait = 30 * time.Minute
+
+// SettleIndexes, after the check at exit, checks again each index that check wrote beside
+// git's lock (State.RecheckIndexes) once the locks have gone, reporting the transitions as the
+// check at exit's; it returns when none is left, after IndexRecheckWait, or when ctx ends.
+func (w *Watcher) SettleIndexes(ctx context.Context) {
+	t := time.NewTicker(250 * time.Millisecond)
+	defer t.Stop()
+	deadline := time.After(IndexRecheckWait)
+	for {
+		w.mu.Lock()
+		pending := w.State.IndexesLocked()
+		w.mu.Unlock()
+		if !pending {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-deadline:
+			return
+		case <-t.C:
+		}
+		w.mu.Lock()
+		ts := w.State.RecheckIndexes()
+		if w.OnTransition != nil {
+			for _, tr := range ts {
+				w.OnTransition(SourceExit, tr)
+			}
+		}
+		if w.OnCheck != nil && len(ts) > 0 {
+			w.OnCheck(Check{Source: SourceExit, Roots: len(w.State.Roots), Transitions: ts})
+		}
+		w.mu.Unlock()
+	}
+}
+
 func (w *Watcher) interval() time.Duration {
 	if w.Interval > 0 {
 		return w.Interval
