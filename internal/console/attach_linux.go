@@ -2,6 +2,7 @@ package console
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -13,6 +14,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 	"golang.org/x/term"
@@ -177,10 +179,12 @@ func Attach(socketPath string, stdin, stdout, stderr *os.File, opts AttachOption
 		return -1, err
 	}
 	defer c.Close()
+	// When the program's output last asked the terminal something (unix ns; 0: never).
+	var asked atomic.Int64
 	if term.IsTerminal(inFd) {
 		// Runs last (after the input copy stopped and the terminal mode was restored), on
 		// every return: the exit, a detach, a takeover, an error.
-		defer flushInput(inFd)
+		defer func() { flushInput(inFd, asked.Load()) }()
 	}
 	fw := NewFrameWriter(c)
 	tty := c.Reply.Console == "tty"
@@ -207,7 +211,7 @@ func Attach(socketPath string, stdin, stdout, stderr *os.File, opts AttachOption
 	defer in.stop()
 
 	done := make(chan result, 1)
-	go func() { done <- readOutput(c.R, stdout, stderr) }()
+	go func() { done <- readOutput(c.R, stdout, stderr, &asked) }()
 
 	for {
 		select {
@@ -280,7 +284,7 @@ type result struct {
 	err  error
 }
 
-func readOutput(r io.Reader, stdout, stderr *os.File) result {
+func readOutput(r io.Reader, stdout, stderr *os.File, asked *atomic.Int64) result {
 	var outDead, errDead bool
 	for {
 		f, err := ReadFrame(r)
@@ -294,12 +298,18 @@ func readOutput(r io.Reader, stdout, stderr *os.File) result {
 		case FrameStdout:
 			// A reader that went away (`| head`) must not stall the box: keep draining.
 			if !outDead {
+				if asksTerminal(f.Payload) {
+					asked.Store(time.Now().UnixNano())
+				}
 				if _, err := stdout.Write(f.Payload); err != nil {
 					outDead = true
 				}
 			}
 		case FrameStderr:
 			if !errDead {
+				if asksTerminal(f.Payload) {
+					asked.Store(time.Now().UnixNano())
+				}
 				if _, err := stderr.Write(f.Payload); err != nil {
 					errDead = true
 				}
@@ -322,13 +332,70 @@ func readOutput(r io.Reader, stdout, stderr *os.File) result {
 // arrives once the client has stopped copying its input, or a line not yet ended in cooked
 // mode, would otherwise be read by the host's shell as typed by the user.
 //
+// When the program's output asked the terminal something shortly before (asked, unix ns: a
+// cursor position, device attributes, a colour), the answer may still be on its way when the
+// box has already ended: the flush waits for it, at most answerWait, and a quiet moment after
+// it. Before, a box that ended right after printing ESC [6n had the terminal's answer typed
+// into the host's shell (TestTerminal/Replies, once the box's end came sooner).
+//
 // A client in the background of its controlling terminal (`agentbox run … &`) leaves the input
 // alone: it is the foreground's, and TCFLSH there would stop the client with SIGTTOU.
-func flushInput(fd int) {
+func flushInput(fd int, asked int64) {
 	if pgrp, err := unix.IoctlGetInt(fd, unix.TIOCGPGRP); err == nil && pgrp != unix.Getpgrp() {
 		return
 	}
+	if asked != 0 && time.Since(time.Unix(0, asked)) < answerWait {
+		wait := answerWait
+		for {
+			n, err := unix.Poll([]unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}, int(wait/time.Millisecond))
+			if errors.Is(err, unix.EINTR) {
+				continue
+			}
+			if err != nil || n == 0 {
+				break
+			}
+			// Something arrived: flush it, and wait a little for the rest of the answer.
+			unix.IoctlSetInt(fd, unix.TCFLSH, unix.TCIFLUSH)
+			wait = answerQuiet
+		}
+	}
 	unix.IoctlSetInt(fd, unix.TCFLSH, unix.TCIFLUSH)
+}
+
+// answerWait bounds how long the end of an attach waits for the terminal's answer to a query
+// the program's output made; answerQuiet is the quiet after a part of it that ends the wait.
+const (
+	answerWait  = 200 * time.Millisecond
+	answerQuiet = 20 * time.Millisecond
+)
+
+// asksTerminal reports whether b holds a sequence the terminal answers on its input: a device
+// status report or device attributes request (CSI … n, CSI … c, also as the C1 CSI) or a colour
+// query (OSC 4, 10, 11 or 12 with a ?).
+func asksTerminal(b []byte) bool {
+	for i := 0; i < len(b); i++ {
+		var j int
+		switch {
+		case b[i] == 0x1b && i+1 < len(b) && b[i+1] == '[':
+			j = i + 2
+		case b[i] == 0xc2 && i+1 < len(b) && b[i+1] == 0x9b:
+			j = i + 2
+		case b[i] == 0x1b && i+1 < len(b) && b[i+1] == ']':
+			if k := bytes.IndexAny(b[i+2:], "\x07\x1b"); k > 0 && bytes.Contains(b[i+2:i+2+k], []byte(";?")) {
+				return true
+			}
+			continue
+		default:
+			continue
+		}
+		for j < len(b) && (b[j] >= '0' && b[j] <= '9' || b[j] == ';' || b[j] == '?' || b[j] == '>' || b[j] == '=') {
+			j++
+		}
+		if j < len(b) && (b[j] == 'n' || b[j] == 'c') {
+			return true
+		}
+	}
+	return false
 }
 
 func windowSize(fd int) WindowSize {
