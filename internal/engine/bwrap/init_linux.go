@@ -102,7 +102,7 @@ func InitMain(args []string) int {
 		if err != nil {
 			return fail("%v", err)
 		}
-		defer prot.Close()
+		defer prot.Finish()
 		started = prot.Started
 	}
 	return execstage.Run(execstage.Options{
