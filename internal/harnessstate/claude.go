@@ -47,6 +47,16 @@ var claudeKeys = map[string]kind{
 	"hasResetAutoModeOptInForDefaultOffer": kBool,
 	"opusProMigrationComplete":             kBool,
 	"migrationVersion":                     kNumber,
+	// Claude Code's random install id (its "device id"): one-time dialogs record whom they asked
+	// by it, so a box with a new one each launch was asked again every time. An identifier,
+	// no program.
+	"userID": kString,
+	// The "Autocompact now defaults to …" dialog (2.1.334): the ids it asked or told, and the
+	// profile names whose size was kept. Lists of short strings, compared only.
+	"lowerAutoWindowAskedOf":      kStrings,
+	"lowerAutoWindowToldTo":       kStrings,
+	"lowerAutoWindowTriedOn":      kStrings,
+	"lowerAutoWindowKeptProfiles": kStrings,
 }
 
 // claudeProjectKeys are the keys of a projects["<path>"] entry carried, for the workspace (and,

@@ -24,6 +24,8 @@ func TestClaudeConfig(t *testing.T) {
 	}
 	box := map[string]any{
 		"theme": "dark", "fullscreenUpsellSeenCount": 3, "verbose": "yes", // wrong type: dropped
+		// A one-time dialog answered in a box, by the box's id: asked no more in later boxes.
+		"userID": "b0x", "lowerAutoWindowAskedOf": []string{"b0x"}, "lowerAutoWindowToldTo": "b0x", // wrong type: dropped
 		"mcpServers": mcp, "hooks": map[string]any{"Stop": "x"},
 		"projects": map[string]any{
 			ws + "/sub":  map[string]any{"hasTrustDialogAccepted": true, "enabledMcpjsonServers": []string{"a"}},
@@ -41,8 +43,8 @@ func TestClaudeConfig(t *testing.T) {
 	if err := json.Unmarshal(out, &got); err != nil {
 		t.Fatal(err)
 	}
-	want := `{"editorMode":"vim","fullscreenUpsellSeenCount":3,"hasCompletedOnboarding":true,"numStartups":7,` +
-		`"projects":{"/home/u":{"hasTrustDialogAccepted":true},"/home/u/work/sub":{"hasTrustDialogAccepted":true}},"theme":"light"}`
+	want := `{"editorMode":"vim","fullscreenUpsellSeenCount":3,"hasCompletedOnboarding":true,"lowerAutoWindowAskedOf":["b0x"],"numStartups":7,` +
+		`"projects":{"/home/u":{"hasTrustDialogAccepted":true},"/home/u/work/sub":{"hasTrustDialogAccepted":true}},"theme":"light","userID":"b0x"}`
 	if b, _ := json.Marshal(got); string(b) != want {
 		t.Errorf("synthesized:\n%s\nwant:\n%s", b, want)
 	}
