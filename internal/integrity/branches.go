@@ -123,8 +123,13 @@ func recordBranches(tops []string) map[string]map[string]string {
 	return out
 }
 
-// branchCheckTimeout bounds one git merge-base at the check at exit.
-const branchCheckTimeout = 10 * time.Second
+// branchCheckTimeout bounds one git merge-base at the check at exit, and branchCheckBudget all
+// of them together: a box that rewrote thousands of recorded branches onto long histories
+// delays the end of its launch by at most that, and each branch left is an alert.
+const (
+	branchCheckTimeout = 10 * time.Second
+	branchCheckBudget  = 2 * time.Minute
+)
 
 // verifyBranches reports each branch recorded at the snapshot that now points to a commit its
 // old tip is not an ancestor of (history rewritten: amended, rebased, reset back) or is gone:
@@ -132,6 +137,8 @@ const branchCheckTimeout = 10 * time.Second
 // branch that moved forward (a commit, a fast-forward merge) is the box's ordinary work.
 func (s *State) verifyBranches() []Transition {
 	var out []Transition
+	ctx, cancel := context.WithTimeout(context.Background(), branchCheckBudget)
+	defer cancel()
 	for _, gd := range slices.Sorted(maps.Keys(s.Branches)) {
 		now := branchTips(gd)
 		old := s.Branches[gd]
@@ -146,7 +153,7 @@ func (s *State) verifyBranches() []Transition {
 			case is == "":
 				d = fmt.Sprintf("the branch %s was deleted while the box ran (its tip was %s); to restore it: git branch %s %s", name, was, name, was)
 			default:
-				anc, err := isAncestor(gd, was, is)
+				anc, err := isAncestor(ctx, gd, was, is)
 				switch {
 				case err != nil:
 					d = fmt.Sprintf("the branch %s moved from %s to %s while the box ran, and whether its old commits are still in its history could not be told (%v): git log %s..%s shows what it lost", name, was, is, err, is, was)
@@ -163,19 +170,29 @@ func (s *State) verifyBranches() []Transition {
 }
 
 // isAncestor asks git whether the commit anc is an ancestor of (or is) the commit of, in the
-// repository whose common git directory is gd, with no system or global configuration.
-func isAncestor(gd, anc, of string) (bool, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), branchCheckTimeout)
+// repository whose common git directory is gd. git reads that repository's objects only,
+// through a private git directory (privateGitDir): none of its configuration, which a box
+// may have written (a nested repository's: a lazy fetch ran the box's command), and none of
+// what would give another history than the objects' own (replace refs, grafts, a
+// commit-graph); with no system or global configuration either.
+func isAncestor(ctx context.Context, gd, anc, of string) (bool, error) {
+	ctx, cancel := context.WithTimeout(ctx, branchCheckTimeout)
 	defer cancel()
-	tmp := os.TempDir()
-	cmd := exec.CommandContext(ctx, "git", "--git-dir="+gd, "merge-base", "--is-ancestor", anc, of)
-	cmd.Dir = tmp
-	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + tmp, "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null", "LC_ALL=C"}
+	dir, err := privateGitDir(gd, len(anc) == 64)
+	if err != nil {
+		return false, err
+	}
+	defer os.RemoveAll(dir)
+	cmd := exec.CommandContext(ctx, "git", "merge-base", "--is-ancestor", anc, of)
+	cmd.Dir = dir
+	cmd.Env = privateGitEnv([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + dir, "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null", "LC_ALL=C"}, dir)
 	out, err := cmd.CombinedOutput()
 	var ee *exec.ExitError
 	switch {
 	case err == nil:
 		return true, nil
+	case ctx.Err() != nil:
+		return false, fmt.Errorf("git merge-base did not answer in time: %w", ctx.Err())
 	case errors.As(err, &ee) && ee.ExitCode() == 1:
 		return false, nil
 	default:

@@ -1,6 +1,8 @@
 package integrity
 
 import (
+	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -69,5 +71,73 @@ func TestBranchesRewrittenAtExit(t *testing.T) {
 	}
 	if len(got) != 0 {
 		t.Errorf("alerts for ordinary work (a commit, a new branch): %v", got)
+	}
+}
+
+// TestAttackBranchCheckRunsNothing (protect10): the branch check at exit asks git whether a
+// branch's old tip is in its new history, in every repository the snapshot found. A box that
+// made a nested repository in an earlier launch writes, in this one, a configuration that
+// makes it a partial clone whose promisor remote's upload-pack is its command, points the
+// branch at a commit that is not there, and hides the repository past the scan's bound (here
+// 8 folders, by default 200,000), so that the scan does not move the configuration aside:
+// git merge-base, run with that configuration, fetched the missing commit and ran the box's
+// command as the daemon's user. It must run nothing, and still say the branch changed.
+func TestAttackBranchCheckRunsNothing(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("no git")
+	}
+	ws, _ := filepath.EvalSymlinks(t.TempDir())
+	git := func(dir string, args ...string) string { return strings.TrimSpace(gitIn(dir, "", false, args...)) }
+	git(ws, "init", "-q", "-b", "main", ws)
+	git(ws, "commit", "-q", "--allow-empty", "-m", "top")
+	nested := filepath.Join(ws, "a-repo")
+	git(ws, "init", "-q", "-b", "main", nested)
+	git(nested, "commit", "-q", "--allow-empty", "-m", "nested")
+	was := git(nested, "rev-parse", "main")
+	lim := Limits{ScanDirs: 8}
+	s := Snapshot(resolveWS(t, ws), lim)
+	if _, ok := s.Branches[filepath.Join(nested, ".git")]; !ok {
+		t.Fatalf("the nested repository's branches were not recorded: %v", s.Branches)
+	}
+	mark := filepath.Join(t.TempDir(), "ran")
+	// The box.
+	f, err := os.OpenFile(filepath.Join(nested, ".git", "config"), os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fmt.Fprintf(f, "[extensions]\n\tpartialClone = origin\n[remote \"origin\"]\n\turl = %s\n\tpromisor = true\n\tuploadpack = \"touch %s; false\"\n", filepath.Join(ws, "none"), mark)
+	f.Close()
+	missing := strings.Repeat("1", 40)
+	mustWrite(t, filepath.Join(nested, ".git", "refs", "heads", "main"), missing+"\n")
+	for i := range 20 {
+		if err := os.MkdirAll(filepath.Join(ws, "z", fmt.Sprint(i)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The attack works against the host's git as the check ran it.
+	probe := exec.Command("git", "--git-dir="+filepath.Join(nested, ".git"), "merge-base", "--is-ancestor", was, missing)
+	probe.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir(), "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null"}
+	probe.Run()
+	if _, err := os.Lstat(mark); err != nil {
+		t.Fatalf("the planted configuration did not run with the host's git (the test would prove nothing): %v", err)
+	}
+	os.Remove(mark)
+
+	var incomplete bool
+	var alert string
+	for _, tr := range s.VerifyExit() {
+		incomplete = incomplete || strings.Contains(tr.Detail, "scan incomplete")
+		if tr.Alert && strings.HasPrefix(tr.Path, filepath.Join(nested, ".git", "refs")) {
+			alert = tr.Detail
+		}
+	}
+	if !incomplete {
+		t.Fatal("the scan reached the nested repository (the test would prove less): raise the folders made")
+	}
+	if _, err := os.Lstat(mark); err == nil {
+		t.Error("the branch check at exit ran the command of the box's configuration")
+	}
+	if !strings.Contains(alert, "the branch main moved from "+was+" to "+missing) {
+		t.Errorf("no alert that the nested repository's main changed: %q", alert)
 	}
 }
