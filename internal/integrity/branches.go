@@ -78,16 +78,17 @@ func isObjectID(s string) bool {
 	return (len(s) == 40 || len(s) == 64) && !strings.ContainsFunc(s, func(r rune) bool { return r > 0x7f || !hexDigit(byte(r)) })
 }
 
-// commonGitDir returns the common git directory of the work tree top (top/.git a folder, or a
-// .git file naming a gitdir, whose commondir file names the common one), "" when there is none.
-func commonGitDir(top string) string {
+// worktreeGitDir returns the git directory of the work tree top (top/.git a folder, or the
+// gitdir a .git file names), "" when there is none.
+func worktreeGitDir(top string) string {
 	gd := filepath.Join(top, ".git")
-	fi, err := os.Lstat(gd)
+	fi, err := os.Stat(gd)
 	if err != nil {
 		return ""
 	}
 	if !fi.IsDir() {
-		b, err := os.ReadFile(gd)
+		// A .git file, read without waiting on a FIFO (a box's), beneath top as git would.
+		b, err := readBeneath(top, gd, 4096)
 		rest, ok := strings.CutPrefix(strings.TrimSpace(string(b)), "gitdir:")
 		if err != nil || !ok {
 			return ""
@@ -96,6 +97,16 @@ func commonGitDir(top string) string {
 		if !filepath.IsAbs(gd) {
 			gd = filepath.Join(top, gd)
 		}
+	}
+	return filepath.Clean(gd)
+}
+
+// commonGitDir returns the common git directory of the work tree top (its worktreeGitDir, or
+// the one whose commondir file names), "" when there is none.
+func commonGitDir(top string) string {
+	gd := worktreeGitDir(top)
+	if gd == "" {
+		return ""
 	}
 	if b, err := os.ReadFile(filepath.Join(gd, "commondir")); err == nil {
 		c := strings.TrimSpace(string(b))
