@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -139,5 +140,92 @@ func TestAttackBranchCheckRunsNothing(t *testing.T) {
 	}
 	if !strings.Contains(alert, "the branch main moved from "+was+" to "+missing) {
 		t.Errorf("no alert that the nested repository's main changed: %q", alert)
+	}
+}
+
+// TestTagsAndStashAtExit (protect10): tags never move in ordinary work, and a stash entry is
+// the user's until they pop it. A box that moves a tag onto its own commit, deletes another
+// (loose and packed), and rewrites one stash entry and drops another (git stash list then
+// shows its own, or nothing) is reported at exit, each with the command that restores it; a
+// new tag and a stash entry of the box's own are ordinary work.
+func TestTagsAndStashAtExit(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("no git")
+	}
+	ws, _ := filepath.EvalSymlinks(t.TempDir())
+	git := func(args ...string) string { return strings.TrimSpace(gitIn(ws, "", false, args...)) }
+	git("init", "-q", "-b", "main", ws)
+	mustWrite(t, filepath.Join(ws, "f"), "one\n")
+	git("add", "f")
+	git("commit", "-qm", "one")
+	git("tag", "-a", "-m", "release", "v1")
+	git("tag", "v0")
+	git("pack-refs", "--all")
+	git("tag", "loose")
+	v1, loose := git("rev-parse", "v1"), git("rev-parse", "loose")
+	mustWrite(t, filepath.Join(ws, "f"), "user's first\n")
+	git("stash", "push", "-q", "-m", "user's first")
+	mustWrite(t, filepath.Join(ws, "f"), "user's second\n")
+	git("stash", "push", "-q", "-m", "second")
+	first, second := git("rev-parse", "stash@{1}"), git("rev-parse", "stash@{0}")
+	s := Snapshot(resolveWS(t, ws), Limits{})
+	if len(s.Stash) != 1 || len(s.Branches) != 1 {
+		t.Fatalf("recorded: tips %v, stash %v", s.Branches, s.Stash)
+	}
+	// The box: a commit of its own, v1 moved onto it, loose deleted, a new tag; the user's
+	// first entry dropped, the second rewritten (popped, and its own pushed in its place).
+	mustWrite(t, filepath.Join(ws, "Makefile"), "all:\n\t@echo BOX\n")
+	git("add", "Makefile")
+	git("commit", "-qm", "box")
+	git("tag", "-f", "-a", "-m", "release", "v1")
+	git("tag", "-d", "loose")
+	git("tag", "boxown")
+	git("stash", "drop", "-q", "stash@{1}")
+	git("stash", "pop", "-q")
+	mustWrite(t, filepath.Join(ws, "f"), "box's\n")
+	git("stash", "push", "-q", "-m", "second")
+	got := map[string]string{}
+	for _, tr := range s.VerifyExit() {
+		if tr.Alert {
+			got[filepath.Base(tr.Path)] += tr.Detail + "\n"
+		}
+	}
+	for name, want := range map[string][]string{
+		"v1":    {"the tag v1 was moved", "git update-ref refs/tags/v1 " + v1},
+		"loose": {"the tag loose was deleted", "git update-ref refs/tags/loose " + loose},
+		"stash": {"the stash entry " + first, `git stash store -m 'On main: user'\''s first' ` + first, "the stash entry " + second, "git stash store -m 'On main: second' " + second},
+	} {
+		for _, w := range want {
+			if !strings.Contains(got[name], w) {
+				t.Errorf("%s: alert %q lacks %q", name, got[name], w)
+			}
+		}
+		delete(got, name)
+	}
+	if len(got) != 0 {
+		t.Errorf("alerts for ordinary work (a commit, a new tag, the box's own stash entry): %v", got)
+	}
+	// What the alerts say restores what the box undid.
+	git("update-ref", "refs/tags/v1", v1)
+	git("stash", "store", "-m", "On main: user's first", first)
+	if out := git("stash", "list"); !strings.Contains(out, "user's first") {
+		t.Errorf("git stash store did not bring the entry back: %s", out)
+	}
+}
+
+// TestReftableNamedAtExit (protect10): a repository in the reftable format (git 2.45 and
+// later; this machine's git 2.39 cannot make one, so the test writes what git writes:
+// extensions.refStorage and a reftable folder) keeps no ref files: its branches, tags and
+// stash cannot be recorded, and the end of the launch says so rather than check nothing in
+// silence.
+func TestReftableNamedAtExit(t *testing.T) {
+	ws := newWS(t)
+	mustWrite(t, filepath.Join(ws, ".git/config"), "[core]\n\trepositoryformatversion = 1\n[extensions]\n\trefStorage = reftable\n")
+	mustWrite(t, filepath.Join(ws, ".git/reftable/tables.list"), "")
+	os.MkdirAll(filepath.Join(ws, ".git/refs"), 0o755)
+	os.MkdirAll(filepath.Join(ws, ".git/objects"), 0o755)
+	s := Snapshot(resolveWS(t, ws), Limits{})
+	if !slices.ContainsFunc(s.VerifyExit(), func(tr Transition) bool { return tr.Alert && strings.Contains(tr.Detail, "reftable format") }) {
+		t.Error("no alert at exit that the repository's refs were not checked")
 	}
 }

@@ -486,6 +486,39 @@ func TestAttackHistoryRewritten(t *testing.T) {
 	}
 }
 
+// TestAttackTagAndStashRewritten (protect10): a box moves the user's release tag onto a commit
+// of its own and rewrites the stash entry the user will pop (drops it, pushes its own with the
+// same message): git status is clean, git tag and git stash list look as before, and the
+// user's next git push --tags, or git stash pop, takes the box's. The end of the run must say
+// so, with the old ids and the commands that restore them.
+func TestAttackTagAndStashRewritten(t *testing.T) {
+	t.Parallel()
+	needGit(t)
+	e := newDaemonEnv(t)
+	repo(t, e.work)
+	git(t, e.work, "tag", "-a", "-m", "release", "v1")
+	write(t, filepath.Join(e.work, "main.go"), "package main // the user's work in progress\n")
+	git(t, e.work, "-c", "user.name=u", "-c", "user.email=u@example.com", "stash", "push", "-q", "-m", "wip")
+	tag, _ := hostGit(e.work, "rev-parse", "v1")
+	stash, _ := hostGit(e.work, "rev-parse", "stash@{0}")
+	tag, stash = strings.TrimSpace(tag), strings.TrimSpace(stash)
+	_, stderr, code := e.runAll("run", "sh", "--", "-c", `printf 'all:\n\t@echo BOX\n' > Makefile && git add Makefile && `+
+		boxGit+` commit -qm release && `+boxGit+` tag -f -a -m release v1 && git stash drop -q && echo 'package main // box' > main.go && `+
+		boxGit+` stash push -q -m wip && echo planted`)
+	if code != 0 {
+		t.Fatalf("run: exit %d: %s", code, stderr)
+	}
+	if st, _ := hostGit(e.work, "stash", "list"); !strings.Contains(st, "wip") {
+		t.Fatalf("the box's stash entry is not there (the test would prove less): %q", st)
+	}
+	for _, want := range []string{"the tag v1 was moved", "git update-ref refs/tags/v1 " + tag,
+		"the stash entry " + stash, "git stash store -m 'On main: wip' " + stash} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("the end of the run lacks %q:\n%s", want, stderr)
+		}
+	}
+}
+
 // lefthookHusky returns the lefthook the workspace's husky hook runs, and writes that hook
 // (.husky/pre-commit: lefthook run pre-commit): the real lefthook when one is on PATH, else a
 // stand-in, the shell script standin (its $2 is the hook's name) ending with exit 0.
