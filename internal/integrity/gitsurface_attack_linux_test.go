@@ -656,6 +656,54 @@ printf '%s\n' > tools/hooks/pre-commit/x.sh; echo "added script: $?"`, touchExtr
 	}
 }
 
+// TestAttackLefthookJSONC (protect10): the host's lefthook.jsonc, with a comment and a trailing
+// comma as JSONC allows, extends ci/extra.jsonc (absent) and names source_dir tools/hooks/. A
+// box writes the extension with a command of its own and a script into the folder; the host's
+// next git commit must run the user's script only. Before, the file was read as YAML, which
+// did not take its extends or its source_dir, and neither was protected. The real lefthook
+// when it is on PATH, else a stand-in that reads what lefthook reads there.
+func TestAttackLefthookJSONC(t *testing.T) {
+	t.Parallel()
+	e := newDaemonEnv(t)
+	repo(t, e.work)
+	ran, touchRan := e.marker("user-jsonc-script")
+	lefthook := e.lefthookHusky(`# A stand-in for "lefthook run HOOK" (TestAttackLefthookJSONC): a JSONC config's extends and source_dir.
+for f in $(sed -n 's/^ *"extends": *\[\(.*\)\],* *$/\1/p' lefthook.jsonc | tr ',' ' ' | tr -d '"'); do
+  [ -f "$f" ] && sed -n 's/^.*"run": *"\([^"]*\)".*$/\1/p' "$f" | while read -r c; do sh -c "$c"; done
+done
+d=$(sed -n 's/^ *"source_dir": *"\([^"]*\)".*$/\1/p' lefthook.jsonc)
+for s in "${d:-.lefthook/}$2"/*; do [ -f "$s" ] && sh "$s"; done
+`)
+	write(t, filepath.Join(e.work, "lefthook.jsonc"), "{\n  // Shared checks live in ci/.\n  \"extends\": [\"ci/extra.jsonc\"],\n  \"source_dir\": \"tools/hooks/\",\n  \"pre-commit\": {\"scripts\": {\"check.sh\": {\"runner\": \"sh\"}}},\n}\n")
+	write(t, filepath.Join(e.work, "tools/hooks/pre-commit/check.sh"), touchRan+"\n")
+	git(t, e.work, "config", "core.hooksPath", ".husky")
+	git(t, e.work, "add", ".husky", "lefthook.jsonc", "tools")
+	git(t, e.work, "commit", "-q", "-m", "lefthook")
+	if _, err := os.Lstat(ran); err != nil {
+		t.Fatalf("the host's git commit did not run the user's own lefthook script (the test would prove nothing)")
+	}
+	os.Remove(ran)
+	extra, touchExtra := e.marker("jsonc-extends")
+	added, touchAdded := e.marker("jsonc-added-script")
+	out := e.boxPlant(fmt.Sprintf(`mkdir -p ci && printf '{"pre-commit": {"commands": {"pwn": {"run": "%s"}}}}\n' > ci/extra.jsonc; echo "extends: $?"
+printf '%s\n' > tools/hooks/pre-commit/x.sh; echo "added script: $?"`, touchExtra, touchAdded))
+	if strings.Contains(out, "added script: 0") {
+		t.Errorf("the box wrote into source_dir:\n%s", out)
+	}
+	if _, err := os.Lstat(filepath.Join(e.work, "ci/extra.jsonc")); err == nil {
+		t.Errorf("the box's ci/extra.jsonc is on the host after the box:\n%s", out)
+	}
+	write(t, filepath.Join(e.work, "work.txt"), "work\n")
+	git(t, e.work, "add", "work.txt")
+	cm, _ := hostGit(e.work, "commit", "-q", "-m", "work")
+	for _, m := range []string{extra, added} {
+		notRun(t, m, "the host's git commit (lefthook: "+lefthook+"):\n"+cm, out)
+	}
+	if _, err := os.Lstat(ran); err != nil {
+		t.Errorf("the host's git commit did not run the user's own lefthook script (the test proves nothing):\n%s", cm)
+	}
+}
+
 // TestAttackLefthookRemotesTOML: what else lefthook reads at each hook run. The host's
 // lefthook.yml extends "hooks/*.yml" (one match at launch) and names a remote, which lefthook
 // install cloned into .git/info/lefthook-remotes/shared-hooks (its lefthook.yml merged, the
