@@ -52,27 +52,11 @@ func TestBranchesRewrittenAtExit(t *testing.T) {
 	if ts := s.VerifyExec(); len(ts) != 0 {
 		t.Errorf("while the box runs, branch moves are not checked: %+v", ts)
 	}
-	got := map[string]string{}
-	for _, tr := range s.VerifyExit() {
-		if tr.Alert {
-			got[filepath.Base(tr.Path)] = tr.Detail
-		}
-	}
-	for name, want := range map[string][]string{
+	wantAlerts(t, s.VerifyExit(), map[string][]string{
 		"main":    {"history of the branch main was rewritten", mainWas, "git branch -f main " + mainWas},
 		"feature": {"history of the branch feature was rewritten", featureWas},
 		"old":     {"branch old was deleted", oldWas},
-	} {
-		for _, w := range want {
-			if !strings.Contains(got[name], w) {
-				t.Errorf("%s: alert %q lacks %q", name, got[name], w)
-			}
-		}
-		delete(got, name)
-	}
-	if len(got) != 0 {
-		t.Errorf("alerts for ordinary work (a commit, a new branch): %v", got)
-	}
+	}, "a commit, a new branch")
 }
 
 // TestAttackBranchCheckRunsNothing (protect10): the branch check at exit asks git whether a
@@ -100,21 +84,10 @@ func TestAttackBranchCheckRunsNothing(t *testing.T) {
 	if _, ok := s.Branches[filepath.Join(nested, ".git")]; !ok {
 		t.Fatalf("the nested repository's branches were not recorded: %v", s.Branches)
 	}
-	mark := filepath.Join(t.TempDir(), "ran")
 	// The box.
-	f, err := os.OpenFile(filepath.Join(nested, ".git", "config"), os.O_APPEND|os.O_WRONLY, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	fmt.Fprintf(f, "[extensions]\n\tpartialClone = origin\n[remote \"origin\"]\n\turl = %s\n\tpromisor = true\n\tuploadpack = \"touch %s; false\"\n", filepath.Join(ws, "none"), mark)
-	f.Close()
+	mark := plantPromisor(t, ws, nested)
 	missing := strings.Repeat("1", 40)
 	mustWrite(t, filepath.Join(nested, ".git", "refs", "heads", "main"), missing+"\n")
-	for i := range 20 {
-		if err := os.MkdirAll(filepath.Join(ws, "z", fmt.Sprint(i)), 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
 	// The attack works against the host's git as the check ran it.
 	probe := exec.Command("git", "--git-dir="+filepath.Join(nested, ".git"), "merge-base", "--is-ancestor", was, missing)
 	probe.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir(), "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null"}
@@ -140,6 +113,50 @@ func TestAttackBranchCheckRunsNothing(t *testing.T) {
 	}
 	if !strings.Contains(alert, "the branch main moved from "+was+" to "+missing) {
 		t.Errorf("no alert that the nested repository's main changed: %q", alert)
+	}
+}
+
+// plantPromisor is a box's plant in the repository it made at nested, in workspace ws (whose
+// scan is bounded to 8 folders): a configuration that makes it a partial clone whose promisor
+// remote's upload-pack command creates the file whose path it returns, and 20 folders that
+// hide the repository past the scan's bound.
+func plantPromisor(t *testing.T, ws, nested string) (mark string) {
+	t.Helper()
+	mark = filepath.Join(t.TempDir(), "ran")
+	f, err := os.OpenFile(filepath.Join(nested, ".git", "config"), os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fmt.Fprintf(f, "[extensions]\n\tpartialClone = origin\n[remote \"origin\"]\n\turl = %s\n\tpromisor = true\n\tuploadpack = \"touch %s; false\"\n", filepath.Join(ws, "none"), mark)
+	f.Close()
+	for i := range 20 {
+		if err := os.MkdirAll(filepath.Join(ws, "z", fmt.Sprint(i)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return mark
+}
+
+// wantAlerts checks the alerts of a check at exit, by the base name of their path: each
+// names all of want's texts for it, and there are no others (ordinary says what they are).
+func wantAlerts(t *testing.T, ts []Transition, want map[string][]string, ordinary string) {
+	t.Helper()
+	got := map[string]string{}
+	for _, tr := range ts {
+		if tr.Alert {
+			got[filepath.Base(tr.Path)] += tr.Detail + "\n"
+		}
+	}
+	for name, texts := range want {
+		for _, w := range texts {
+			if !strings.Contains(got[name], w) {
+				t.Errorf("%s: alert %q lacks %q", name, got[name], w)
+			}
+		}
+		delete(got, name)
+	}
+	if len(got) != 0 {
+		t.Errorf("alerts for ordinary work (%s): %v", ordinary, got)
 	}
 }
 
@@ -184,27 +201,11 @@ func TestTagsAndStashAtExit(t *testing.T) {
 	git("stash", "pop", "-q")
 	mustWrite(t, filepath.Join(ws, "f"), "box's\n")
 	git("stash", "push", "-q", "-m", "second")
-	got := map[string]string{}
-	for _, tr := range s.VerifyExit() {
-		if tr.Alert {
-			got[filepath.Base(tr.Path)] += tr.Detail + "\n"
-		}
-	}
-	for name, want := range map[string][]string{
+	wantAlerts(t, s.VerifyExit(), map[string][]string{
 		"v1":    {"the tag v1 was moved", "git update-ref refs/tags/v1 " + v1},
 		"loose": {"the tag loose was deleted", "git update-ref refs/tags/loose " + loose},
 		"stash": {"the stash entry " + first, `git stash store -m 'On main: user'\''s first' ` + first, "the stash entry " + second, "git stash store -m 'On main: second' " + second},
-	} {
-		for _, w := range want {
-			if !strings.Contains(got[name], w) {
-				t.Errorf("%s: alert %q lacks %q", name, got[name], w)
-			}
-		}
-		delete(got, name)
-	}
-	if len(got) != 0 {
-		t.Errorf("alerts for ordinary work (a commit, a new tag, the box's own stash entry): %v", got)
-	}
+	}, "a commit, a new tag, the box's own stash entry")
 	// What the alerts say restores what the box undid.
 	git("update-ref", "refs/tags/v1", v1)
 	git("stash", "store", "-m", "On main: user's first", first)

@@ -2,7 +2,6 @@ package integrity
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -133,19 +132,8 @@ func TestAttackIgnoredRunsNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	git(ws, "add", "a-repo")
-	mark := filepath.Join(t.TempDir(), "ran")
-	f, err := os.OpenFile(filepath.Join(nested, ".git", "config"), os.O_APPEND|os.O_WRONLY, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	fmt.Fprintf(f, "[extensions]\n\tpartialClone = origin\n[remote \"origin\"]\n\turl = %s\n\tpromisor = true\n\tuploadpack = \"touch %s; false\"\n", filepath.Join(ws, "none"), mark)
-	f.Close()
+	mark := plantPromisor(t, ws, nested)
 	mustWrite(t, filepath.Join(ws, "build", "app"), "box\n")
-	for i := range 20 {
-		if err := os.MkdirAll(filepath.Join(ws, "z", fmt.Sprint(i)), 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
 	// The attack works against the host's git as the check ran it.
 	gitIn(nested, "", false, "-c", "core.fsmonitor=false", "ls-files", "--stage")
 	if _, err := os.Lstat(mark); err != nil {
