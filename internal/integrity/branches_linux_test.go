@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestBranchesRewrittenAtExit (review 15, F9): a box that amends the user's last commit (same
@@ -114,6 +115,24 @@ func TestAttackBranchCheckRunsNothing(t *testing.T) {
 	if !strings.Contains(alert, "the branch main moved from "+was+" to "+missing) {
 		t.Errorf("no alert that the nested repository's main changed: %q", alert)
 	}
+}
+
+// TestBranchCheckBounded (protect10): a box that rewrote many branches onto long histories
+// cannot hold the end of its launch past the check's budget: once it is spent, each branch
+// left is an alert saying that whether its history was rewritten could not be told.
+func TestBranchCheckBounded(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("no git")
+	}
+	ws, _ := filepath.EvalSymlinks(t.TempDir())
+	git := func(args ...string) string { return strings.TrimSpace(gitIn(ws, "", false, args...)) }
+	git("init", "-q", "-b", "main", ws)
+	git("commit", "-q", "--allow-empty", "-m", "one")
+	s := Snapshot(resolveWS(t, ws), Limits{})
+	git("commit", "-q", "--allow-empty", "-m", "two") // forward: ordinary work, when it can be told
+	defer func(b time.Duration) { branchCheckBudget = b }(branchCheckBudget)
+	branchCheckBudget = 0
+	wantAlerts(t, s.VerifyExit(), map[string][]string{"main": {"could not be told", "did not answer in time"}}, "none")
 }
 
 // plantPromisor is a box's plant in the repository it made at nested, in workspace ws (whose
