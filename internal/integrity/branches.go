@@ -20,74 +20,124 @@ import (
 // status, git diff and git log then show nothing new, and the user's next push publishes the
 // box's edit under their name (review 15, F9). The snapshot records the tips of the branches
 // (refs/heads/*) of the workspace's repositories; the check at exit reports each one that
-// moved to a commit its old tip is not an ancestor of, or went, naming both ids.
+// moved to a commit its old tip is not an ancestor of, or went, naming both ids. The same
+// holds for tags (refs/tags/*), which never move in ordinary work: one that moved or went is
+// reported; and for the stash, whose entries (the reflog of refs/stash) a box may drop or
+// rewrite before the user pops them: each entry of the snapshot that is no longer there is
+// reported, with the command that stores it again.
 
-// maxBranches bounds the branches recorded per repository, and maxBranchRepos the repositories.
+// maxBranches bounds the refs recorded per repository and kind (branches, tags, stash
+// entries), and maxBranchRepos the repositories.
 const (
 	maxBranches    = 10000
 	maxBranchRepos = 64
 )
 
-// branchTips returns the tips of the branches of the repository whose common git directory is
-// gd, as git reads them: the loose refs under refs/heads over the records of packed-refs. A
-// symbolic ref, a name git refuses (a component beginning with a dot, ending in .lock) and a
-// file that holds no object id are left out; nil when gd holds no refs folder.
+// recordedRefs are the kinds of refs the snapshot records, by prefix.
+var recordedRefs = []string{"refs/heads/", "refs/tags/"}
+
+// branchTips returns the tips of the branches and tags of the repository whose common git
+// directory is gd (by full ref name), as git reads them: the loose refs under refs/heads and
+// refs/tags over the records of packed-refs (at most maxBranches of each kind). A symbolic
+// ref, a name git refuses (a component beginning with a dot, ending in .lock) and a file that
+// holds no object id are left out; nil when gd holds no refs folder.
 func branchTips(gd string) map[string]string {
 	if fi, err := os.Lstat(filepath.Join(gd, "refs")); err != nil || !fi.IsDir() {
 		return nil
 	}
 	tips := map[string]string{}
+	count := map[string]int{}
+	add := func(name, id string) {
+		for _, k := range recordedRefs {
+			if strings.HasPrefix(name, k) {
+				if _, ok := tips[name]; !ok {
+					if count[k] >= maxBranches {
+						return
+					}
+					count[k]++
+				}
+				tips[name] = id
+			}
+		}
+	}
 	if b, err := readBeneath(gd, filepath.Join(gd, "packed-refs"), maxCheckedFile); err == nil {
 		eachPackedRecord(bytes.NewReader(b), func(rec []byte, header bool) error {
 			id, name, ok := strings.Cut(strings.SplitN(string(rec), "\n^", 2)[0], " ")
 			name = strings.TrimRight(name, "\r\n")
-			if !header && ok && strings.HasPrefix(name, "refs/heads/") && isObjectID(id) && len(tips) < maxBranches {
-				tips[name] = id
+			if !header && ok && isObjectID(id) {
+				add(name, id)
 			}
 			return nil
 		})
 	}
-	heads := filepath.Join(gd, "refs", "heads")
-	filepath.WalkDir(heads, func(p string, d fs.DirEntry, err error) error {
-		if err != nil || len(tips) >= maxBranches {
-			return filepath.SkipDir
-		}
-		if p != heads && (strings.HasPrefix(d.Name(), ".") || strings.HasSuffix(d.Name(), ".lock")) {
-			if d.IsDir() {
+	for _, k := range recordedRefs {
+		top := filepath.Join(gd, filepath.FromSlash(k))
+		filepath.WalkDir(top, func(p string, d fs.DirEntry, err error) error {
+			if err != nil || count[k] >= maxBranches {
 				return filepath.SkipDir
 			}
+			if p != top && (strings.HasPrefix(d.Name(), ".") || strings.HasSuffix(d.Name(), ".lock")) {
+				if d.IsDir() {
+					return filepath.SkipDir
+				}
+				return nil
+			}
+			if !d.Type().IsRegular() {
+				return nil
+			}
+			b, err := readBeneath(gd, p, 256)
+			if err != nil {
+				return nil
+			}
+			if id := strings.TrimSpace(string(b)); isObjectID(id) {
+				rel, _ := filepath.Rel(gd, p)
+				add(filepath.ToSlash(rel), id)
+			}
 			return nil
-		}
-		if !d.Type().IsRegular() {
-			return nil
-		}
-		b, err := readBeneath(gd, p, 256)
-		if err != nil {
-			return nil
-		}
-		if id := strings.TrimSpace(string(b)); isObjectID(id) {
-			rel, _ := filepath.Rel(gd, p)
-			tips[filepath.ToSlash(rel)] = id
-		}
-		return nil
-	})
+		})
+	}
 	return tips
+}
+
+// stashEntries returns the entries of the stash of the repository whose common git directory
+// is gd (object id → the entry's message), as git stash list reads them: the reflog of
+// refs/stash (at most maxBranches, the newest first); nil when there is none.
+func stashEntries(gd string) map[string]string {
+	b, err := readBeneath(gd, filepath.Join(gd, "logs", "refs", "stash"), maxCheckedFile)
+	if err != nil {
+		return nil
+	}
+	lines := strings.Split(string(b), "\n")
+	out := map[string]string{}
+	for i := len(lines) - 1; i >= 0 && len(out) < maxBranches; i-- {
+		// "OLD NEW NAME <EMAIL> TIME TZ<TAB>MESSAGE"
+		head, msg, _ := strings.Cut(lines[i], "\t")
+		f := strings.Fields(head)
+		if len(f) >= 2 && isObjectID(f[1]) && strings.Trim(f[1], "0") != "" {
+			out[f[1]] = msg
+		}
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return out
 }
 
 func isObjectID(s string) bool {
 	return (len(s) == 40 || len(s) == 64) && !strings.ContainsFunc(s, func(r rune) bool { return r > 0x7f || !hexDigit(byte(r)) })
 }
 
-// commonGitDir returns the common git directory of the work tree top (top/.git a folder, or a
-// .git file naming a gitdir, whose commondir file names the common one), "" when there is none.
-func commonGitDir(top string) string {
+// worktreeGitDir returns the git directory of the work tree top (top/.git a folder, or the
+// gitdir a .git file names), "" when there is none.
+func worktreeGitDir(top string) string {
 	gd := filepath.Join(top, ".git")
-	fi, err := os.Lstat(gd)
+	fi, err := os.Stat(gd)
 	if err != nil {
 		return ""
 	}
 	if !fi.IsDir() {
-		b, err := os.ReadFile(gd)
+		// A .git file, read without waiting on a FIFO (a box's), beneath top as git would.
+		b, err := readBeneath(top, gd, 4096)
 		rest, ok := strings.CutPrefix(strings.TrimSpace(string(b)), "gitdir:")
 		if err != nil || !ok {
 			return ""
@@ -96,6 +146,16 @@ func commonGitDir(top string) string {
 		if !filepath.IsAbs(gd) {
 			gd = filepath.Join(top, gd)
 		}
+	}
+	return filepath.Clean(gd)
+}
+
+// commonGitDir returns the common git directory of the work tree top (its worktreeGitDir, or
+// the one whose commondir file names), "" when there is none.
+func commonGitDir(top string) string {
+	gd := worktreeGitDir(top)
+	if gd == "" {
+		return ""
 	}
 	if b, err := os.ReadFile(filepath.Join(gd, "commondir")); err == nil {
 		c := strings.TrimSpace(string(b))
@@ -107,31 +167,63 @@ func commonGitDir(top string) string {
 	return filepath.Clean(gd)
 }
 
-// recordBranches records, by common git directory, the branch tips of the repositories whose
-// work trees are tops (bounded).
-func recordBranches(tops []string) map[string]map[string]string {
-	out := map[string]map[string]string{}
+// recordBranches records, by common git directory, the branch and tag tips and the stash
+// entries of the repositories whose work trees are tops (bounded). The common git directory of
+// a repository in the reftable format, whose refs are no files, is in reftables: nothing is
+// recorded of it.
+func recordBranches(tops []string) (tips, stash map[string]map[string]string, reftables []string) {
+	tips, stash = map[string]map[string]string{}, map[string]map[string]string{}
+	seen := map[string]bool{}
 	for _, top := range tops {
 		gd := commonGitDir(top)
-		if gd == "" || out[gd] != nil || len(out) >= maxBranchRepos {
+		if gd == "" || seen[gd] || len(seen) >= maxBranchRepos {
 			continue
 		}
-		if tips := branchTips(gd); len(tips) > 0 {
-			out[gd] = tips
+		seen[gd] = true
+		if reftable(gd) {
+			reftables = append(reftables, gd)
+			continue
+		}
+		if t := branchTips(gd); len(t) > 0 {
+			tips[gd] = t
+		}
+		if e := stashEntries(gd); len(e) > 0 {
+			stash[gd] = e
 		}
 	}
-	return out
+	return tips, stash, reftables
 }
 
-// branchCheckTimeout bounds one git merge-base at the check at exit.
+// reftable reports whether the repository whose common git directory is gd keeps its refs in
+// the reftable format (git 2.45 and later: extensions.refStorage = reftable, refs in
+// reftable/).
+func reftable(gd string) bool {
+	if fi, err := os.Lstat(filepath.Join(gd, "reftable")); err == nil && fi.IsDir() {
+		return true
+	}
+	b, _ := readBeneath(gd, filepath.Join(gd, "config"), maxCheckedFile)
+	es, _ := ParseConfig(b)
+	return slices.ContainsFunc(es, func(e ConfigEntry) bool {
+		return e.Section == "extensions" && !e.HasSub && e.Key == "refstorage" && strings.EqualFold(e.Value, "reftable")
+	})
+}
+
+// branchCheckTimeout bounds one git merge-base at the check at exit, and branchCheckBudget all
+// of them together: a box that rewrote thousands of recorded branches onto long histories
+// delays the end of its launch by at most that, and each branch left is an alert.
 const branchCheckTimeout = 10 * time.Second
+
+var branchCheckBudget = 2 * time.Minute // a variable for the tests
 
 // verifyBranches reports each branch recorded at the snapshot that now points to a commit its
 // old tip is not an ancestor of (history rewritten: amended, rebased, reset back) or is gone:
 // an alert naming the branch and both ids, and how to see the difference or restore it. A
-// branch that moved forward (a commit, a fast-forward merge) is the box's ordinary work.
+// branch that moved forward (a commit, a fast-forward merge) is the box's ordinary work. A
+// tag that moved or went, and a stash entry that is no longer in the stash, are alerts too.
 func (s *State) verifyBranches() []Transition {
 	var out []Transition
+	ctx, cancel := context.WithTimeout(context.Background(), branchCheckBudget)
+	defer cancel()
 	for _, gd := range slices.Sorted(maps.Keys(s.Branches)) {
 		now := branchTips(gd)
 		old := s.Branches[gd]
@@ -140,13 +232,21 @@ func (s *State) verifyBranches() []Transition {
 			if was == is {
 				continue
 			}
+			if name, ok := strings.CutPrefix(ref, "refs/tags/"); ok {
+				d := fmt.Sprintf("the tag %s was moved while the box ran (it named %s, now %s): a tag names a release and never moves in ordinary work; review with git diff %s %s, restore with git update-ref refs/tags/%s %s", name, was, is, was, is, name, was)
+				if is == "" {
+					d = fmt.Sprintf("the tag %s was deleted while the box ran (it named %s); to restore it: git update-ref refs/tags/%s %s", name, was, name, was)
+				}
+				out = append(out, Transition{Kind: Modified, Path: filepath.Join(gd, filepath.FromSlash(ref)), Alert: true, Detail: d})
+				continue
+			}
 			name := strings.TrimPrefix(ref, "refs/heads/")
 			var d string
 			switch {
 			case is == "":
 				d = fmt.Sprintf("the branch %s was deleted while the box ran (its tip was %s); to restore it: git branch %s %s", name, was, name, was)
 			default:
-				anc, err := isAncestor(gd, was, is)
+				anc, err := isAncestor(ctx, gd, was, is)
 				switch {
 				case err != nil:
 					d = fmt.Sprintf("the branch %s moved from %s to %s while the box ran, and whether its old commits are still in its history could not be told (%v): git log %s..%s shows what it lost", name, was, is, err, is, was)
@@ -159,23 +259,51 @@ func (s *State) verifyBranches() []Transition {
 			out = append(out, Transition{Kind: Modified, Path: filepath.Join(gd, filepath.FromSlash(ref)), Alert: true, Detail: d})
 		}
 	}
+	for _, gd := range s.Reftable {
+		out = append(out, Transition{Kind: Modified, Path: gd, Alert: true, Detail: "this repository keeps its refs in the reftable format, which the check at exit does not read: a branch or tag the box rewrote or deleted, or a stash entry it dropped, was not looked for; review with git reflog and git stash list"})
+	}
+	for _, gd := range slices.Sorted(maps.Keys(s.Stash)) {
+		now := stashEntries(gd)
+		for _, id := range slices.Sorted(maps.Keys(s.Stash[gd])) {
+			if _, ok := now[id]; ok {
+				continue
+			}
+			msg := s.Stash[gd][id]
+			out = append(out, Transition{Kind: Modified, Path: filepath.Join(gd, "refs", "stash"), Alert: true, Detail: fmt.Sprintf(
+				"the stash entry %s (%q) was dropped or rewritten while the box ran: git stash list no longer has it; to store it again: git stash store -m %s %s",
+				id, msg, shellQuote(msg), id)})
+		}
+	}
 	return out
 }
 
+// shellQuote quotes s for a POSIX shell, as a user pastes a command.
+func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
+
 // isAncestor asks git whether the commit anc is an ancestor of (or is) the commit of, in the
-// repository whose common git directory is gd, with no system or global configuration.
-func isAncestor(gd, anc, of string) (bool, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), branchCheckTimeout)
+// repository whose common git directory is gd. git reads that repository's objects only,
+// through a private git directory (privateGitDir): none of its configuration, which a box
+// may have written (a nested repository's: a lazy fetch ran the box's command), and none of
+// what would give another history than the objects' own (replace refs, grafts, a
+// commit-graph); with no system or global configuration either.
+func isAncestor(ctx context.Context, gd, anc, of string) (bool, error) {
+	ctx, cancel := context.WithTimeout(ctx, branchCheckTimeout)
 	defer cancel()
-	tmp := os.TempDir()
-	cmd := exec.CommandContext(ctx, "git", "--git-dir="+gd, "merge-base", "--is-ancestor", anc, of)
-	cmd.Dir = tmp
-	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + tmp, "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null", "LC_ALL=C"}
+	dir, err := privateGitDir(gd, len(anc) == 64)
+	if err != nil {
+		return false, err
+	}
+	defer os.RemoveAll(dir)
+	cmd := exec.CommandContext(ctx, "git", "merge-base", "--is-ancestor", anc, of)
+	cmd.Dir = dir
+	cmd.Env = privateGitEnv([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + dir, "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null", "LC_ALL=C"}, dir)
 	out, err := cmd.CombinedOutput()
 	var ee *exec.ExitError
 	switch {
 	case err == nil:
 		return true, nil
+	case ctx.Err() != nil:
+		return false, fmt.Errorf("git merge-base did not answer in time: %w", ctx.Err())
 	case errors.As(err, &ee) && ee.ExitCode() == 1:
 		return false, nil
 	default:

@@ -1,10 +1,14 @@
 package integrity
 
 import (
+	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestBranchesRewrittenAtExit (review 15, F9): a box that amends the user's last commit (same
@@ -49,18 +53,121 @@ func TestBranchesRewrittenAtExit(t *testing.T) {
 	if ts := s.VerifyExec(); len(ts) != 0 {
 		t.Errorf("while the box runs, branch moves are not checked: %+v", ts)
 	}
-	got := map[string]string{}
-	for _, tr := range s.VerifyExit() {
-		if tr.Alert {
-			got[filepath.Base(tr.Path)] = tr.Detail
-		}
-	}
-	for name, want := range map[string][]string{
+	wantAlerts(t, s.VerifyExit(), map[string][]string{
 		"main":    {"history of the branch main was rewritten", mainWas, "git branch -f main " + mainWas},
 		"feature": {"history of the branch feature was rewritten", featureWas},
 		"old":     {"branch old was deleted", oldWas},
-	} {
-		for _, w := range want {
+	}, "a commit, a new branch")
+}
+
+// TestAttackBranchCheckRunsNothing (protect10): the branch check at exit asks git whether a
+// branch's old tip is in its new history, in every repository the snapshot found. A box that
+// made a nested repository in an earlier launch writes, in this one, a configuration that
+// makes it a partial clone whose promisor remote's upload-pack is its command, points the
+// branch at a commit that is not there, and hides the repository past the scan's bound (here
+// 8 folders, by default 200,000), so that the scan does not move the configuration aside:
+// git merge-base, run with that configuration, fetched the missing commit and ran the box's
+// command as the daemon's user. It must run nothing, and still say the branch changed.
+func TestAttackBranchCheckRunsNothing(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("no git")
+	}
+	ws, _ := filepath.EvalSymlinks(t.TempDir())
+	git := func(dir string, args ...string) string { return strings.TrimSpace(gitIn(dir, "", false, args...)) }
+	git(ws, "init", "-q", "-b", "main", ws)
+	git(ws, "commit", "-q", "--allow-empty", "-m", "top")
+	nested := filepath.Join(ws, "a-repo")
+	git(ws, "init", "-q", "-b", "main", nested)
+	git(nested, "commit", "-q", "--allow-empty", "-m", "nested")
+	was := git(nested, "rev-parse", "main")
+	lim := Limits{ScanDirs: 8}
+	s := Snapshot(resolveWS(t, ws), lim)
+	if _, ok := s.Branches[filepath.Join(nested, ".git")]; !ok {
+		t.Fatalf("the nested repository's branches were not recorded: %v", s.Branches)
+	}
+	// The box.
+	mark := plantPromisor(t, ws, nested)
+	missing := strings.Repeat("1", 40)
+	mustWrite(t, filepath.Join(nested, ".git", "refs", "heads", "main"), missing+"\n")
+	// The attack works against the host's git as the check ran it.
+	probe := exec.Command("git", "--git-dir="+filepath.Join(nested, ".git"), "merge-base", "--is-ancestor", was, missing)
+	probe.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir(), "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null"}
+	probe.Run()
+	if _, err := os.Lstat(mark); err != nil {
+		t.Fatalf("the planted configuration did not run with the host's git (the test would prove nothing): %v", err)
+	}
+	os.Remove(mark)
+
+	var incomplete bool
+	var alert string
+	for _, tr := range s.VerifyExit() {
+		incomplete = incomplete || strings.Contains(tr.Detail, "scan incomplete")
+		if tr.Alert && strings.HasPrefix(tr.Path, filepath.Join(nested, ".git", "refs")) {
+			alert = tr.Detail
+		}
+	}
+	if !incomplete {
+		t.Fatal("the scan reached the nested repository (the test would prove less): raise the folders made")
+	}
+	if _, err := os.Lstat(mark); err == nil {
+		t.Error("the branch check at exit ran the command of the box's configuration")
+	}
+	if !strings.Contains(alert, "the branch main moved from "+was+" to "+missing) {
+		t.Errorf("no alert that the nested repository's main changed: %q", alert)
+	}
+}
+
+// TestBranchCheckBounded (protect10): a box that rewrote many branches onto long histories
+// cannot hold the end of its launch past the check's budget: once it is spent, each branch
+// left is an alert saying that whether its history was rewritten could not be told.
+func TestBranchCheckBounded(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("no git")
+	}
+	ws, _ := filepath.EvalSymlinks(t.TempDir())
+	git := func(args ...string) string { return strings.TrimSpace(gitIn(ws, "", false, args...)) }
+	git("init", "-q", "-b", "main", ws)
+	git("commit", "-q", "--allow-empty", "-m", "one")
+	s := Snapshot(resolveWS(t, ws), Limits{})
+	git("commit", "-q", "--allow-empty", "-m", "two") // forward: ordinary work, when it can be told
+	defer func(b time.Duration) { branchCheckBudget = b }(branchCheckBudget)
+	branchCheckBudget = 0
+	wantAlerts(t, s.VerifyExit(), map[string][]string{"main": {"could not be told", "did not answer in time"}}, "none")
+}
+
+// plantPromisor is a box's plant in the repository it made at nested, in workspace ws (whose
+// scan is bounded to 8 folders): a configuration that makes it a partial clone whose promisor
+// remote's upload-pack command creates the file whose path it returns, and 20 folders that
+// hide the repository past the scan's bound.
+func plantPromisor(t *testing.T, ws, nested string) (mark string) {
+	t.Helper()
+	mark = filepath.Join(t.TempDir(), "ran")
+	f, err := os.OpenFile(filepath.Join(nested, ".git", "config"), os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fmt.Fprintf(f, "[extensions]\n\tpartialClone = origin\n[remote \"origin\"]\n\turl = %s\n\tpromisor = true\n\tuploadpack = \"touch %s; false\"\n", filepath.Join(ws, "none"), mark)
+	f.Close()
+	for i := range 20 {
+		if err := os.MkdirAll(filepath.Join(ws, "z", fmt.Sprint(i)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return mark
+}
+
+// wantAlerts checks the alerts of a check at exit, by the base name of their path: each
+// names all of want's texts for it, and there are no others (ordinary says what they are).
+func wantAlerts(t *testing.T, ts []Transition, want map[string][]string, ordinary string) {
+	t.Helper()
+	got := map[string]string{}
+	for _, tr := range ts {
+		if tr.Alert {
+			got[filepath.Base(tr.Path)] += tr.Detail + "\n"
+		}
+	}
+	for name, texts := range want {
+		for _, w := range texts {
 			if !strings.Contains(got[name], w) {
 				t.Errorf("%s: alert %q lacks %q", name, got[name], w)
 			}
@@ -68,6 +175,77 @@ func TestBranchesRewrittenAtExit(t *testing.T) {
 		delete(got, name)
 	}
 	if len(got) != 0 {
-		t.Errorf("alerts for ordinary work (a commit, a new branch): %v", got)
+		t.Errorf("alerts for ordinary work (%s): %v", ordinary, got)
+	}
+}
+
+// TestTagsAndStashAtExit (protect10): tags never move in ordinary work, and a stash entry is
+// the user's until they pop it. A box that moves a tag onto its own commit, deletes another
+// (loose and packed), and rewrites one stash entry and drops another (git stash list then
+// shows its own, or nothing) is reported at exit, each with the command that restores it; a
+// new tag and a stash entry of the box's own are ordinary work.
+func TestTagsAndStashAtExit(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("no git")
+	}
+	ws, _ := filepath.EvalSymlinks(t.TempDir())
+	git := func(args ...string) string { return strings.TrimSpace(gitIn(ws, "", false, args...)) }
+	git("init", "-q", "-b", "main", ws)
+	mustWrite(t, filepath.Join(ws, "f"), "one\n")
+	git("add", "f")
+	git("commit", "-qm", "one")
+	git("tag", "-a", "-m", "release", "v1")
+	git("tag", "v0")
+	git("pack-refs", "--all")
+	git("tag", "loose")
+	v1, loose := git("rev-parse", "v1"), git("rev-parse", "loose")
+	mustWrite(t, filepath.Join(ws, "f"), "user's first\n")
+	git("stash", "push", "-q", "-m", "user's first")
+	mustWrite(t, filepath.Join(ws, "f"), "user's second\n")
+	git("stash", "push", "-q", "-m", "second")
+	first, second := git("rev-parse", "stash@{1}"), git("rev-parse", "stash@{0}")
+	s := Snapshot(resolveWS(t, ws), Limits{})
+	if len(s.Stash) != 1 || len(s.Branches) != 1 {
+		t.Fatalf("recorded: tips %v, stash %v", s.Branches, s.Stash)
+	}
+	// The box: a commit of its own, v1 moved onto it, loose deleted, a new tag; the user's
+	// first entry dropped, the second rewritten (popped, and its own pushed in its place).
+	mustWrite(t, filepath.Join(ws, "Makefile"), "all:\n\t@echo BOX\n")
+	git("add", "Makefile")
+	git("commit", "-qm", "box")
+	git("tag", "-f", "-a", "-m", "release", "v1")
+	git("tag", "-d", "loose")
+	git("tag", "boxown")
+	git("stash", "drop", "-q", "stash@{1}")
+	git("stash", "pop", "-q")
+	mustWrite(t, filepath.Join(ws, "f"), "box's\n")
+	git("stash", "push", "-q", "-m", "second")
+	wantAlerts(t, s.VerifyExit(), map[string][]string{
+		"v1":    {"the tag v1 was moved", "git update-ref refs/tags/v1 " + v1},
+		"loose": {"the tag loose was deleted", "git update-ref refs/tags/loose " + loose},
+		"stash": {"the stash entry " + first, `git stash store -m 'On main: user'\''s first' ` + first, "the stash entry " + second, "git stash store -m 'On main: second' " + second},
+	}, "a commit, a new tag, the box's own stash entry")
+	// What the alerts say restores what the box undid.
+	git("update-ref", "refs/tags/v1", v1)
+	git("stash", "store", "-m", "On main: user's first", first)
+	if out := git("stash", "list"); !strings.Contains(out, "user's first") {
+		t.Errorf("git stash store did not bring the entry back: %s", out)
+	}
+}
+
+// TestReftableNamedAtExit (protect10): a repository in the reftable format (git 2.45 and
+// later; this machine's git 2.39 cannot make one, so the test writes what git writes:
+// extensions.refStorage and a reftable folder) keeps no ref files: its branches, tags and
+// stash cannot be recorded, and the end of the launch says so rather than check nothing in
+// silence.
+func TestReftableNamedAtExit(t *testing.T) {
+	ws := newWS(t)
+	mustWrite(t, filepath.Join(ws, ".git/config"), "[core]\n\trepositoryformatversion = 1\n[extensions]\n\trefStorage = reftable\n")
+	mustWrite(t, filepath.Join(ws, ".git/reftable/tables.list"), "")
+	os.MkdirAll(filepath.Join(ws, ".git/refs"), 0o755)
+	os.MkdirAll(filepath.Join(ws, ".git/objects"), 0o755)
+	s := Snapshot(resolveWS(t, ws), Limits{})
+	if !slices.ContainsFunc(s.VerifyExit(), func(tr Transition) bool { return tr.Alert && strings.Contains(tr.Detail, "reftable format") }) {
+		t.Error("no alert at exit that the repository's refs were not checked")
 	}
 }

@@ -486,6 +486,39 @@ func TestAttackHistoryRewritten(t *testing.T) {
 	}
 }
 
+// TestAttackTagAndStashRewritten (protect10): a box moves the user's release tag onto a commit
+// of its own and rewrites the stash entry the user will pop (drops it, pushes its own with the
+// same message): git status is clean, git tag and git stash list look as before, and the
+// user's next git push --tags, or git stash pop, takes the box's. The end of the run must say
+// so, with the old ids and the commands that restore them.
+func TestAttackTagAndStashRewritten(t *testing.T) {
+	t.Parallel()
+	needGit(t)
+	e := newDaemonEnv(t)
+	repo(t, e.work)
+	git(t, e.work, "tag", "-a", "-m", "release", "v1")
+	write(t, filepath.Join(e.work, "main.go"), "package main // the user's work in progress\n")
+	git(t, e.work, "-c", "user.name=u", "-c", "user.email=u@example.com", "stash", "push", "-q", "-m", "wip")
+	tag, _ := hostGit(e.work, "rev-parse", "v1")
+	stash, _ := hostGit(e.work, "rev-parse", "stash@{0}")
+	tag, stash = strings.TrimSpace(tag), strings.TrimSpace(stash)
+	_, stderr, code := e.runAll("run", "sh", "--", "-c", `printf 'all:\n\t@echo BOX\n' > Makefile && git add Makefile && `+
+		boxGit+` commit -qm release && `+boxGit+` tag -f -a -m release v1 && git stash drop -q && echo 'package main // box' > main.go && `+
+		boxGit+` stash push -q -m wip && echo planted`)
+	if code != 0 {
+		t.Fatalf("run: exit %d: %s", code, stderr)
+	}
+	if st, _ := hostGit(e.work, "stash", "list"); !strings.Contains(st, "wip") {
+		t.Fatalf("the box's stash entry is not there (the test would prove less): %q", st)
+	}
+	for _, want := range []string{"the tag v1 was moved", "git update-ref refs/tags/v1 " + tag,
+		"the stash entry " + stash, "git stash store -m 'On main: wip' " + stash} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("the end of the run lacks %q:\n%s", want, stderr)
+		}
+	}
+}
+
 // lefthookHusky returns the lefthook the workspace's husky hook runs, and writes that hook
 // (.husky/pre-commit: lefthook run pre-commit): the real lefthook when one is on PATH, else a
 // stand-in, the shell script standin (its $2 is the hook's name) ending with exit 0.
@@ -616,6 +649,54 @@ printf '%s\n' > tools/hooks/pre-commit/x.sh; echo "added script: $?"`, touchExtr
 	git(t, e.work, "add", "work.txt")
 	cm, _ := hostGit(e.work, "commit", "-q", "-m", "work")
 	for _, m := range []string{extra, script, added} {
+		notRun(t, m, "the host's git commit (lefthook: "+lefthook+"):\n"+cm, out)
+	}
+	if _, err := os.Lstat(ran); err != nil {
+		t.Errorf("the host's git commit did not run the user's own lefthook script (the test proves nothing):\n%s", cm)
+	}
+}
+
+// TestAttackLefthookJSONC (protect10): the host's lefthook.jsonc, with a comment and a trailing
+// comma as JSONC allows, extends ci/extra.jsonc (absent) and names source_dir tools/hooks/. A
+// box writes the extension with a command of its own and a script into the folder; the host's
+// next git commit must run the user's script only. Before, the file was read as YAML, which
+// did not take its extends or its source_dir, and neither was protected. The real lefthook
+// when it is on PATH, else a stand-in that reads what lefthook reads there.
+func TestAttackLefthookJSONC(t *testing.T) {
+	t.Parallel()
+	e := newDaemonEnv(t)
+	repo(t, e.work)
+	ran, touchRan := e.marker("user-jsonc-script")
+	lefthook := e.lefthookHusky(`# A stand-in for "lefthook run HOOK" (TestAttackLefthookJSONC): a JSONC config's extends and source_dir.
+for f in $(sed -n 's/^ *"extends": *\[\(.*\)\],* *$/\1/p' lefthook.jsonc | tr ',' ' ' | tr -d '"'); do
+  [ -f "$f" ] && sed -n 's/^.*"run": *"\([^"]*\)".*$/\1/p' "$f" | while read -r c; do sh -c "$c"; done
+done
+d=$(sed -n 's/^ *"source_dir": *"\([^"]*\)".*$/\1/p' lefthook.jsonc)
+for s in "${d:-.lefthook/}$2"/*; do [ -f "$s" ] && sh "$s"; done
+`)
+	write(t, filepath.Join(e.work, "lefthook.jsonc"), "{\n  // Shared checks live in ci/.\n  \"extends\": [\"ci/extra.jsonc\"],\n  \"source_dir\": \"tools/hooks/\",\n  \"pre-commit\": {\"scripts\": {\"check.sh\": {\"runner\": \"sh\"}}},\n}\n")
+	write(t, filepath.Join(e.work, "tools/hooks/pre-commit/check.sh"), touchRan+"\n")
+	git(t, e.work, "config", "core.hooksPath", ".husky")
+	git(t, e.work, "add", ".husky", "lefthook.jsonc", "tools")
+	git(t, e.work, "commit", "-q", "-m", "lefthook")
+	if _, err := os.Lstat(ran); err != nil {
+		t.Fatalf("the host's git commit did not run the user's own lefthook script (the test would prove nothing)")
+	}
+	os.Remove(ran)
+	extra, touchExtra := e.marker("jsonc-extends")
+	added, touchAdded := e.marker("jsonc-added-script")
+	out := e.boxPlant(fmt.Sprintf(`mkdir -p ci && printf '{"pre-commit": {"commands": {"pwn": {"run": "%s"}}}}\n' > ci/extra.jsonc; echo "extends: $?"
+printf '%s\n' > tools/hooks/pre-commit/x.sh; echo "added script: $?"`, touchExtra, touchAdded))
+	if strings.Contains(out, "added script: 0") {
+		t.Errorf("the box wrote into source_dir:\n%s", out)
+	}
+	if _, err := os.Lstat(filepath.Join(e.work, "ci/extra.jsonc")); err == nil {
+		t.Errorf("the box's ci/extra.jsonc is on the host after the box:\n%s", out)
+	}
+	write(t, filepath.Join(e.work, "work.txt"), "work\n")
+	git(t, e.work, "add", "work.txt")
+	cm, _ := hostGit(e.work, "commit", "-q", "-m", "work")
+	for _, m := range []string{extra, added} {
 		notRun(t, m, "the host's git commit (lefthook: "+lefthook+"):\n"+cm, out)
 	}
 	if _, err := os.Lstat(ran); err != nil {

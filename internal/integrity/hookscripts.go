@@ -11,6 +11,7 @@ import (
 
 	"github.com/goccy/go-yaml"
 	"github.com/pelletier/go-toml/v2"
+	"github.com/tidwall/jsonc"
 )
 
 // maxHookScripts bounds the files hookScripts pins, and maxHookScriptDepth how far it follows
@@ -233,9 +234,12 @@ func managerCommands(name string, b []byte) (out []string) {
 		return out
 	}
 	var doc any
-	if path.Ext(name) == ".toml" {
+	switch path.Ext(name) {
+	case ".toml":
 		toml.Unmarshal(b, &doc)
-	} else {
+	case ".jsonc":
+		yaml.Unmarshal(jsonc.ToJSON(b), &doc) // as lefthook reads JSONC
+	default:
 		yaml.Unmarshal(b, &doc)
 	}
 	return lefthookRuns(doc)

@@ -3,6 +3,7 @@ package integrity
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"os"
@@ -57,7 +58,7 @@ repos:
 			break
 		}
 		top := filepath.Join(s.Workspace, repos[i])
-		entries, subs, err := ignoredEntries(ctx, top)
+		entries, subs, err := ignoredEntries(ctx, s.Workspace, top, i > 0)
 		if err != nil {
 			if i > 0 || !errors.Is(err, errNoRepository) {
 				res.NotChecked = append(res.NotChecked, fmt.Sprintf("the git-ignored places of %s: %v", orDot(repos[i]), err))
@@ -117,18 +118,45 @@ func (s *State) lookInto(rel string) bool {
 var errNoRepository = errors.New("not in a git repository")
 
 // ignoredEntries asks the host's git for the ignored entries of the work tree at top (paths
-// relative to it; a folder ignored whole ends in "/") and the paths of its submodules.
-func ignoredEntries(ctx context.Context, top string) (entries, subs []string, err error) {
+// relative to it; a folder ignored whole ends in "/") and the paths of its submodules. The
+// workspace's own repository is read with its configuration, which is pinned (or out of the
+// box's reach) and the user's. A submodule's (private) is read through a private git
+// directory (privateGitDir): its index, its info/exclude and its objects, none of its
+// configuration, which a box may have written (a repository it made and added as a gitlink).
+// Before, git ls-files --stage there expanded the box's sparse index, and a lazy fetch from
+// the promisor remote of the box's configuration ran its upload-pack command (protect10,
+// TestAttackIgnoredRunsNothing).
+func ignoredEntries(ctx context.Context, ws, top string, private bool) (entries, subs []string, err error) {
 	if _, err := exec.LookPath("git"); err != nil {
 		return nil, nil, errNoRepository
 	}
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
+	env := hostGitEnv()
+	if private {
+		gd := worktreeGitDir(top)
+		common := commonGitDir(top)
+		if gd == "" || common == "" {
+			return nil, nil, errNoRepository
+		}
+		dir, err := privateGitDir(common, repoIDLen(ws, gd) == sha256.Size)
+		if err != nil {
+			return nil, nil, err
+		}
+		defer os.RemoveAll(dir)
+		if b, err := readBeneath(common, filepath.Join(common, "info", "exclude"), maxCheckedFile); err == nil {
+			os.MkdirAll(filepath.Join(dir, "info"), 0o700)
+			if err := os.WriteFile(filepath.Join(dir, "info", "exclude"), b, 0o600); err != nil {
+				return nil, nil, err
+			}
+		}
+		env = append(privateGitEnv(env, dir), "GIT_WORK_TREE="+top, "GIT_INDEX_FILE="+filepath.Join(gd, "index"))
+	}
 	run := func(args ...string) ([]byte, error) {
 		c := exec.CommandContext(ctx, "git", append([]string{"-c", "core.fsmonitor=false", "-c", "core.untrackedCache=false",
 			"--no-optional-locks", "--literal-pathspecs"}, args...)...)
 		c.Dir = top
-		c.Env = hostGitEnv()
+		c.Env = env
 		var stderr bytes.Buffer
 		c.Stderr = &stderr
 		out, err := c.Output()

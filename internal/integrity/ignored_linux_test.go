@@ -90,3 +90,66 @@ func TestIgnoredChanged(t *testing.T) {
 		t.Errorf("a workspace in no repository: %+v", res)
 	}
 }
+
+// TestAttackIgnoredRunsNothing (protect10): the check at exit lists the ignored files of the
+// workspace and of each submodule checked out, with the host's git. A box makes a repository
+// of its own (a sparse checkout with a sparse index, one of whose trees it deletes), adds it
+// as a gitlink, makes it a partial clone whose promisor remote's upload-pack is its command,
+// and hides it past the scan's bound (here 8 folders), so that the scan does not move that
+// configuration aside: git ls-files --stage there expanded the sparse index, fetched the tree
+// and ran the box's command as the daemon's user. It must run nothing.
+func TestAttackIgnoredRunsNothing(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("git not installed")
+	}
+	ws, _ := filepath.EvalSymlinks(t.TempDir())
+	git := func(dir string, args ...string) string {
+		t.Helper()
+		out := gitIn(dir, "", false, args...)
+		if strings.Contains(out, "(exit status") {
+			t.Fatalf("git %v: %s", args, out)
+		}
+		return strings.TrimSpace(out)
+	}
+	git(ws, "init", "-q", "-b", "main", ws)
+	mustWrite(t, filepath.Join(ws, ".gitignore"), "build/\n")
+	git(ws, "add", ".gitignore")
+	git(ws, "commit", "-q", "-m", "top")
+	s := Snapshot(resolveWS(t, ws), Limits{ScanDirs: 8})
+	time.Sleep(20 * time.Millisecond) // a box starts tens of ms after the snapshot
+	// The box.
+	nested := filepath.Join(ws, "a-repo")
+	git(ws, "init", "-q", "-b", "main", nested)
+	mustWrite(t, filepath.Join(nested, "a", "f"), "a\n")
+	mustWrite(t, filepath.Join(nested, "b", "g"), "b\n")
+	git(nested, "add", ".")
+	git(nested, "commit", "-q", "-m", "nested")
+	git(nested, "sparse-checkout", "set", "--cone", "a")
+	git(nested, "config", "index.sparse", "true")
+	git(nested, "sparse-checkout", "reapply")
+	tree := git(nested, "rev-parse", "HEAD:b")
+	if err := os.Remove(filepath.Join(nested, ".git", "objects", tree[:2], tree[2:])); err != nil {
+		t.Fatal(err)
+	}
+	git(ws, "add", "a-repo")
+	mark := plantPromisor(t, ws, nested)
+	mustWrite(t, filepath.Join(ws, "build", "app"), "box\n")
+	// The attack works against the host's git as the check ran it.
+	gitIn(nested, "", false, "-c", "core.fsmonitor=false", "ls-files", "--stage")
+	if _, err := os.Lstat(mark); err != nil {
+		t.Fatalf("the planted configuration did not run with the host's git (the test would prove nothing): %v", err)
+	}
+	os.Remove(mark)
+
+	incomplete := slices.ContainsFunc(s.VerifyExit(), func(tr Transition) bool { return strings.Contains(tr.Detail, "scan incomplete") })
+	if !incomplete {
+		t.Fatal("the scan reached the nested repository (the test would prove less): raise the folders made")
+	}
+	res := s.IgnoredChanged(context.Background())
+	if _, err := os.Lstat(mark); err == nil {
+		t.Error("the check of the git-ignored places ran the command of the box's configuration")
+	}
+	if !slices.Contains(res.Files, filepath.Join("build", "app")) {
+		t.Errorf("the box's build/app was not taken: %+v", res)
+	}
+}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/goccy/go-yaml"
 	"github.com/pelletier/go-toml/v2"
+	"github.com/tidwall/jsonc"
 
 	"github.com/agentbox/agentbox/internal/plan"
 )
@@ -38,7 +39,7 @@ const lefthookRemotes = "info/lefthook-remotes"
 const lefthookExtendsReads = "a file an extends pattern of the workspace's lefthook configuration matches: lefthook merges it into the configuration at the host's next git commit"
 
 // lefthook reads the lefthook configuration files at the workspace's top (pinned: the
-// lefthook names of plan.HookManagerFiles, YAML, JSON or TOML) and protects what they name that
+// lefthook names of plan.HookManagerFiles, YAML, JSON, JSONC or TOML) and protects what they name that
 // lefthook reads at each hook run (its config/loader.go): the files of extends (paths or globs,
 // relative to the repository's top, merged into the configuration, and those their own extends
 // name), the script folders source_dir and source_dir_local (the scripts of its `scripts:` run
@@ -66,9 +67,15 @@ func (r *resolver) lefthook() {
 		b, err := r.fs.read(rel, maxCheckedFile)
 		var cfg lefthookConfig
 		if err == nil {
-			if path.Ext(rel) == ".toml" {
+			switch path.Ext(rel) {
+			case ".toml":
 				err = toml.Unmarshal(b, &cfg)
-			} else {
+			case ".jsonc":
+				// lefthook's own reading of JSONC (config/jsonc_parser.go): comments and
+				// trailing commas blanked, then JSON.
+				b = jsonc.ToJSON(b)
+				err = yaml.Unmarshal(b, &cfg)
+			default:
 				err = yaml.Unmarshal(b, &cfg)
 			}
 		}
@@ -155,7 +162,7 @@ func lefthookRemoteConfigs(r *resolver, dir string) []string {
 		}
 		for _, f := range sub {
 			switch path.Ext(f) {
-			case ".yml", ".yaml", ".json", ".toml":
+			case ".yml", ".yaml", ".json", ".jsonc", ".toml":
 				out = append(out, filepath.Join(dir, n, f))
 			}
 		}

@@ -53,3 +53,27 @@ func TestLefthookNamedPaths(t *testing.T) {
 		t.Errorf("the pattern's folder taken for a configuration folder")
 	}
 }
+
+// TestLefthookJSONCNamedPaths (protect10): lefthook reads a .jsonc configuration with its
+// comments and trailing commas blanked (its config/jsonc_parser.go, tidwall/jsonc). Before, such
+// a file was read as YAML, which refuses a comment: a launch note said it could not be read,
+// and the files its extends and source_dir name were not pinned. A remote's .jsonc config is
+// read too, as lefthook merges it.
+func TestLefthookJSONCNamedPaths(t *testing.T) {
+	ws := newWS(t)
+	mustWrite(t, filepath.Join(ws, "lefthook.jsonc"), `{
+  // Shared checks live in ci/.
+  "extends": ["ci/extra.jsonc", /* and the team's */ "ci/team.yml",],
+  "source_dir": "tools/hooks/",
+  "remotes": [{"git_url": "https://git.example.org/org/shared.git", "ref": "v1"}],
+  "pre-commit": {"scripts": {"check.sh": {"runner": "sh"}}},
+}
+`)
+	mustWrite(t, filepath.Join(ws, "ci/extra.jsonc"), "{\n  // more\n  \"extends\": [\"ci/more.jsonc\"],\n}\n")
+	mustWrite(t, filepath.Join(ws, ".git/info/lefthook-remotes/shared-v1/lefthook.jsonc"), "{\"extends\": [\""+filepath.Join(ws, "ci/remote.yml")+"\"], // the remote's\n}\n")
+	lay := resolveWS(t, ws)
+	wantPinned(t, lay, "lefthook.jsonc", "ci/extra.jsonc", "ci/more.jsonc", "ci/team.yml", "tools/hooks", "ci/remote.yml")
+	if len(lay.Notes) > 0 {
+		t.Errorf("notes %q", lay.Notes)
+	}
+}

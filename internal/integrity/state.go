@@ -49,6 +49,13 @@ type State struct {
 	// snapshot, by common git directory: the check at exit reports a rewritten history
 	// (verifyBranches).
 	Branches map[string]map[string]string `json:"branches,omitempty"`
+	// Stash are the stash entries (the reflog of refs/stash: id → message) of the
+	// workspace's repositories at the snapshot, by common git directory: one that is gone at
+	// exit is reported (verifyBranches).
+	Stash map[string]map[string]string `json:"stash,omitempty"`
+	// Reftable are the common git directories of the workspace's repositories in the
+	// reftable format, whose refs are not recorded: the check at exit says so (an alert).
+	Reftable []string `json:"reftable,omitempty"`
 	// Deps are the workspace's dependency folders at the snapshot (DepFolderKinds, the
 	// outermost ones), by path: the check at exit moves aside one that is not among them, or
 	// is another folder now. nil (a state saved before it was kept) moves none.
@@ -83,7 +90,7 @@ func Snapshot(lay *Layout, lim Limits) *State {
 	s.Exec, _ = scanWorkspace(lay.Workspace, s.rootSet(), s.Config, lim, s.Deps, &repos)
 	maps.DeleteFunc(s.Exec, func(_, d string) bool { return d == packageUnsettled })
 	s.Hidden, s.IndexErrs = readHidden(lay.Workspace, repos.tops)
-	s.Branches = recordBranches(repos.tops)
+	s.Branches, s.Stash, s.Reftable = recordBranches(repos.tops)
 	for _, p := range slices.Sorted(maps.Keys(s.IndexErrs)) {
 		s.Notes = append(slices.Clip(s.Notes), "the index's skip-worktree and assume-unchanged flags, and stat data that hides a changed file, are not checked: "+s.IndexErrs[p])
 	}
