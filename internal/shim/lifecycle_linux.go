@@ -55,6 +55,12 @@ type server struct {
 	st       state         // where the launch is, and its requests (advanceLocked; transitions)
 	changed  chan struct{} // closed at the launch's next event (advanceLocked), for await; nil while nobody waits
 	errEvent *api.Error    // EventError from the box
+	// topIsInit: the box's top process is the init of its pid namespace (the native engine's
+	// box-init), whose report of the box's end (engine.EventEnded) the shim takes.
+	topIsInit bool
+	// handed are the inotify instances box-init handed over with its report of the box's
+	// end, closed once it has been reaped (releaseHandedLocked).
+	handed []int
 	// pending are signals for the program that arrived after the start but before the exec:
 	// box-init, as PID 1 of a pid namespace, drops signals from outside until it has installed
 	// its handlers, so they are sent when the box reports the exec.

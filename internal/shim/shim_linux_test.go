@@ -28,6 +28,7 @@ import (
 	"github.com/agentbox/agentbox/internal/engine/native"
 	"github.com/agentbox/agentbox/internal/launchdir"
 	"github.com/agentbox/agentbox/internal/linux/ns"
+	"github.com/agentbox/agentbox/internal/linux/proc"
 	"github.com/agentbox/agentbox/internal/plan"
 	"github.com/agentbox/agentbox/internal/shim"
 )
@@ -196,6 +197,42 @@ func TestExitCodes(t *testing.T) {
 				t.Errorf("status incomplete: %+v", st)
 			}
 		})
+	}
+}
+
+// TestEndBeforeInitExit: a box's init that reports the box's end before its own exit
+// (engine.EventEnded, as box-init does before the kernel has released its watches) ends the
+// launch then: the client gets the program's exit code and the final status is written while
+// the init still runs. The shim stays the init's parent until it has reaped it, and the
+// status the init exits with does not replace the program's exit code.
+func TestEndBeforeInitExit(t *testing.T) {
+	release := filepath.Join(t.TempDir(), "release")
+	req := sh("echo out; echo err >&2; exit 7")
+	req.Linger = release
+	dir := launch(t, shim.Config{}, req)
+	r := attachPipes(t, dir, nil)
+	if r.err != nil || r.code != 7 || string(r.stdout) != "out\n" || string(r.stderr) != "err\n" {
+		t.Fatalf("Attach = %d, %v (stdout %q, stderr %q), want 7 and the program's output", r.code, r.err, r.stdout, r.stderr)
+	}
+	st := waitStatus(t, dir)
+	if st.State != api.StateExited || st.ExitCode == nil || *st.ExitCode != 7 || !st.Settled || !st.Execd {
+		t.Fatalf("status %+v, want exited 7, settled", st)
+	}
+	// The init waits for the release, and the shim for the init.
+	if proc.Ended(st.BoxPid) || proc.Ended(st.ShimPid) {
+		t.Fatalf("box-init ended %v, shim ended %v: both should run until the release", proc.Ended(st.BoxPid), proc.Ended(st.ShimPid))
+	}
+	if err := os.WriteFile(release, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if !proc.WaitEnded(st.ShimPid, failTimeout) {
+		t.Fatalf("the shim has not exited %v after its box-init was released", failTimeout)
+	}
+	if log, _ := os.ReadFile(filepath.Join(dir, launchdir.ShimLogFile)); !strings.Contains(string(log), "(code 99)") {
+		t.Errorf("the shim did not reap box-init before its exit (shim.log:\n%s)", log)
+	}
+	if st, err := shim.ReadStatus(dir); err != nil || st.ExitCode == nil || *st.ExitCode != 7 {
+		t.Errorf("status after box-init's exit: %+v, %v; want exit 7 still", st, err)
 	}
 }
 

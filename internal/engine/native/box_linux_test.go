@@ -18,6 +18,7 @@ import (
 	"github.com/agentbox/agentbox/internal/engine/enginetest"
 	"github.com/agentbox/agentbox/internal/engine/native"
 	"github.com/agentbox/agentbox/internal/linux/ns"
+	"github.com/agentbox/agentbox/internal/linux/proc"
 	"github.com/agentbox/agentbox/internal/plan"
 	"github.com/agentbox/agentbox/internal/testenv"
 )
@@ -488,4 +489,66 @@ func TestOverlay(t *testing.T) {
 			t.Errorf("the box read the folder the symlink named: %q", r.Stdout)
 		}
 	})
+}
+
+// TestEndReportedAfterOthersGone: box-init reports the box's end before its own exit
+// (engine.EventEnded) only once every other process of the box is gone. The program leaves two
+// writers behind, each in a session of its own, ignoring SIGTERM and SIGHUP, and each holding
+// inotify instances whose release makes even a killed writer take milliseconds to die: when
+// the report comes, each is a zombie or gone, and the workspace file they wrote does not grow
+// after it. The report carries the program's exit code, and comes once.
+func TestEndReportedAfterOthersGone(t *testing.T) {
+	p, d := probePlan(t, []string{"slow-writers", "late"}, nil)
+	var pidNS uint64
+	var left []string
+	ended := 0
+	sizes := func() (n int64) {
+		for i := 0; i < 2; i++ {
+			if st, err := os.Stat(filepath.Join(d.Workspace, fmt.Sprintf("late.%d", i))); err == nil {
+				n += st.Size()
+			}
+		}
+		return n
+	}
+	var atEnd int64
+	r := enginetest.RunBox(t, &native.Engine{}, p, enginetest.Options{
+		AfterExec: func(b *engine.Box) {
+			var err error
+			if pidNS, err = ns.Inode(b.NamespacePid(), "pid"); err != nil {
+				t.Errorf("the box's pid namespace: %v", err)
+			}
+		},
+		AfterEnded: func(b *engine.Box, ev engine.Event) {
+			ended++
+			pids, err := ns.Remaining(pidNS)
+			if err != nil {
+				t.Errorf("processes of the box: %v", err)
+			}
+			for _, pid := range pids {
+				if pid != b.Process.Pid && !proc.Ended(pid) {
+					state, _ := proc.State(pid)
+					left = append(left, fmt.Sprintf("%d (%c)", pid, state))
+				}
+			}
+			atEnd = sizes()
+			if ev.Exit != 3 {
+				t.Errorf("the end reported exit %d, want the program's 3", ev.Exit)
+			}
+		},
+	})
+	if r.Exit != 3 {
+		t.Fatalf("box exit %d, want 3 (stderr %q)", r.Exit, r.Stderr)
+	}
+	if ended != 1 {
+		t.Fatalf("box-init reported the box's end %d times, want once", ended)
+	}
+	if len(left) > 0 {
+		t.Errorf("box-init reported the box's end while other processes of the box lived: %v", left)
+	}
+	if atEnd == 0 {
+		t.Errorf("the writers wrote nothing before the end")
+	}
+	if n := sizes(); n != atEnd {
+		t.Errorf("the writers wrote after the box's end was reported: %d bytes then, %d after box-init's exit", atEnd, n)
+	}
 }

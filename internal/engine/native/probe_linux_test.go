@@ -9,9 +9,11 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"os/signal"
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -42,6 +44,10 @@ func nativeProbe(args []string) int {
 		out = string(b)
 	case "proc-others":
 		out, err = probeProcOthers()
+	case "slow-writers":
+		return slowWriters(args[1])
+	case "slow-writer":
+		return slowWriter(args[1])
 	default:
 		return 2
 	}
@@ -272,4 +278,49 @@ func probeForward(addr string) (string, error) {
 	c.(*net.TCPConn).CloseWrite()
 	b, err := io.ReadAll(c)
 	return string(b), err
+}
+
+// slowWriters leaves two slow-writer processes behind, each in a session of its own, and
+// exits 3 once both write file.
+func slowWriters(file string) int {
+	for i := 0; i < 2; i++ {
+		mark := fmt.Sprintf("%s.%d", file, i)
+		p, err := os.StartProcess("/proc/self/exe", []string{"probe", "native-probe", "slow-writer", mark},
+			&os.ProcAttr{Sys: &syscall.SysProcAttr{Setsid: true}})
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		p.Release()
+	}
+	for i := 0; i < 2; i++ {
+		for {
+			if st, err := os.Stat(fmt.Sprintf("%s.%d", file, i)); err == nil && st.Size() > 0 {
+				break
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	return 3
+}
+
+// slowWriter ignores SIGTERM, SIGHUP and SIGINT, takes 10 inotify instances with a watch each
+// (their release makes its death, even by SIGKILL, take a grace period each: milliseconds),
+// and appends to file until it is killed.
+func slowWriter(file string) int {
+	signal.Ignore(syscall.SIGTERM, syscall.SIGHUP, syscall.SIGINT)
+	for i := 0; i < 10; i++ {
+		fd, err := unix.InotifyInit1(0)
+		if err != nil {
+			break
+		}
+		unix.InotifyAddWatch(fd, ".", unix.IN_CREATE)
+	}
+	f, err := os.OpenFile(file, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+	if err != nil {
+		return 1
+	}
+	for {
+		f.WriteString("x\n")
+	}
 }
