@@ -192,13 +192,19 @@ func (s *server) finishUnstarted(code, msg string, stopped bool) {
 // finish writes the final status, sends it to the attached client and the watchers, and closes
 // the socket.
 func (s *server) finish() {
+	// The status is written before the final phase begins, under s.mu: a watcher that comes
+	// in the final phase is sent the launch's end at once (serveWatch), and EventExit says the
+	// status is in status.json, which the daemon reads as soon as it is sent it. Written after
+	// the phase had begun, a watcher that came meanwhile (the daemon's, for a program that
+	// ended before its watch began) found no file: the launch was recorded lost.
 	s.mu.Lock()
-	s.advanceLocked(evFinish)
 	st := s.status
-	s.mu.Unlock()
+	testHook(testHooks.writingStatus)
 	if err := writeStatus(s.dir, &st); err != nil {
 		s.log.Printf("write status: %v", err)
 	}
+	s.advanceLocked(evFinish)
+	s.mu.Unlock()
 	exit := exitFrame(&st)
 
 	s.mu.Lock()

@@ -77,6 +77,10 @@ var testHooks struct {
 	// clientRead runs in an attached client's connection reader before it reads a frame;
 	// writeFailed in deliver after a write to the client failed and was handled.
 	clientRead, writeFailed func()
+	// writingStatus runs in finish just before the final status is written; watchCame in
+	// serveWatch before it takes s.mu; watchEnded after it sent a watcher that came once the
+	// launch had ended its final status.
+	writingStatus, watchCame, watchEnded func()
 }
 
 // testHook runs h unless it is nil.

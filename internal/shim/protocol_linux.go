@@ -387,6 +387,7 @@ func (s *server) broadcastLocked(kind string) {
 
 func (s *server) serveWatch(conn *net.UnixConn, br *bufio.Reader) {
 	w := &watchConn{conn: conn}
+	testHook(testHooks.watchCame)
 	s.mu.Lock()
 	final := s.st.phase == phaseFinal
 	if err := w.send(s.replyLocked()); err != nil {
@@ -398,6 +399,7 @@ func (s *server) serveWatch(conn *net.UnixConn, br *bufio.Reader) {
 		w.send(Event{Kind: EventExit, Status: s.status})
 		s.mu.Unlock()
 		conn.CloseWrite()
+		testHook(testHooks.watchEnded)
 		return
 	}
 	s.watchers[w] = true
