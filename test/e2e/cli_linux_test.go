@@ -96,7 +96,11 @@ func TestLaunchesListing(t *testing.T) {
 		t.Errorf("--state running: %d listed, want the one running", len(ls))
 	}
 	if ls = list("--state", "exited,failed", "--limit", "100"); len(ls) != ended {
-		t.Errorf("--state exited,failed: %d listed, want %d", len(ls), ended)
+		var states []string
+		for _, l := range list("--all") {
+			states = append(states, fmt.Sprintf("%s %s %v %+v", l.ID[:12], l.State, l.Args, l.Error))
+		}
+		t.Errorf("--state exited,failed: %d listed, want %d; every launch:\n%s", len(ls), ended, strings.Join(states, "\n"))
 	}
 	for _, bad := range [][]string{{"--state", "done"}, {"--limit", "0"}, {"--all", "--limit", "3"}, {"prune", "--older-than", "-1h"}} {
 		r := e.Run("", append([]string{"launches"}, bad...)...)
