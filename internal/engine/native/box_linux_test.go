@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -498,7 +499,22 @@ func TestOverlay(t *testing.T) {
 // the report comes, each is a zombie or gone, and the workspace file they wrote does not grow
 // after it. The report carries the program's exit code, and comes once.
 func TestEndReportedAfterOthersGone(t *testing.T) {
-	p, d := probePlan(t, []string{"slow-writers", "late"}, nil)
+	endReportedAfterOthersGone(t, "slow-writers")
+}
+
+// TestAttackEndReportedWhileThreadsRun: as TestEndReportedAfterOthersGone, with writers whose
+// thread group's leader has exited alone, their writing thread running on: /proc names each
+// process a zombie, and box-init took it for gone and reported the box's end while its thread
+// still ran (and the launch's check at exit could run before its last write landed).
+func TestAttackEndReportedWhileThreadsRun(t *testing.T) {
+	endReportedAfterOthersGone(t, "leader-exit-writers")
+}
+
+// endReportedAfterOthersGone runs the probe writers (slow-writers, leader-exit-writers) and
+// checks that the box's end is reported only once no thread of any other process of the box
+// runs, and that nothing is written after.
+func endReportedAfterOthersGone(t *testing.T, writers string) {
+	p, d := probePlan(t, []string{writers, "late"}, nil)
 	var pidNS uint64
 	var left []string
 	ended := 0
@@ -525,9 +541,17 @@ func TestEndReportedAfterOthersGone(t *testing.T) {
 				t.Errorf("processes of the box: %v", err)
 			}
 			for _, pid := range pids {
-				if pid != b.Process.Pid && !proc.Ended(pid) {
-					state, _ := proc.State(pid)
-					left = append(left, fmt.Sprintf("%d (%c)", pid, state))
+				if pid == b.Process.Pid {
+					continue
+				}
+				// every thread of it: a leader that exited alone is a zombie while the others run
+				tasks, _ := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+				for _, task := range tasks {
+					tid, err := strconv.Atoi(task.Name())
+					if err == nil && !proc.Ended(tid) {
+						state, _ := proc.State(tid)
+						left = append(left, fmt.Sprintf("%d, thread %d (%c)", pid, tid, state))
+					}
 				}
 			}
 			atEnd = sizes()

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -48,6 +49,10 @@ func nativeProbe(args []string) int {
 		return slowWriters(args[1])
 	case "slow-writer":
 		return slowWriter(args[1])
+	case "leader-exit-writers":
+		return leaderExitWriters(args[1])
+	case "leader-exit-writer":
+		return leaderExitWriter(args[1])
 	default:
 		return 2
 	}
@@ -323,4 +328,54 @@ func slowWriter(file string) int {
 	for {
 		f.WriteString("x\n")
 	}
+}
+
+// init keeps a leader-exit-writer's main goroutine on the process's first thread, its thread
+// group's leader (the runtime runs init there), so that it can end that thread alone.
+func init() {
+	if len(os.Args) > 2 && os.Args[1] == "native-probe" && os.Args[2] == "leader-exit-writer" {
+		runtime.LockOSThread()
+	}
+}
+
+// leaderExitWriters leaves two leader-exit-writer processes behind, each in a session of its
+// own, and exits 3 once both write file.
+func leaderExitWriters(file string) int {
+	for i := 0; i < 2; i++ {
+		p, err := os.StartProcess("/proc/self/exe", []string{"probe", "native-probe", "leader-exit-writer", fmt.Sprintf("%s.%d", file, i)},
+			&os.ProcAttr{Sys: &syscall.SysProcAttr{Setsid: true}})
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		p.Release()
+	}
+	for i := 0; i < 2; i++ {
+		for {
+			if st, err := os.Stat(fmt.Sprintf("%s.%d", file, i)); err == nil && st.Size() > 0 {
+				break
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	return 3
+}
+
+// leaderExitWriter is a slow writer (slowWriter: signals ignored, 10 inotify instances,
+// appending to file) on a thread of its own, whose thread group's leader then exits alone
+// (exit(2), not exit_group): /proc shows the process as a zombie while its writer runs.
+func leaderExitWriter(file string) int {
+	if unix.Gettid() != unix.Getpid() {
+		fmt.Fprintln(os.Stderr, "leader-exit-writer: not on the leader thread")
+		return 1
+	}
+	go slowWriter(file)
+	for {
+		if st, err := os.Stat(file); err == nil && st.Size() > 0 {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	syscall.Syscall(unix.SYS_EXIT, 0, 0, 0) // this thread only; the writer runs on
+	return 1
 }
