@@ -46,11 +46,11 @@ func nativeProbe(args []string) int {
 	case "proc-others":
 		out, err = probeProcOthers()
 	case "slow-writers":
-		return slowWriters(args[1])
+		return leaveWriters("slow-writer", args[1])
 	case "slow-writer":
 		return slowWriter(args[1])
 	case "leader-exit-writers":
-		return leaderExitWriters(args[1])
+		return leaveWriters("leader-exit-writer", args[1])
 	case "leader-exit-writer":
 		return leaderExitWriter(args[1])
 	default:
@@ -285,12 +285,12 @@ func probeForward(addr string) (string, error) {
 	return string(b), err
 }
 
-// slowWriters leaves two slow-writer processes behind, each in a session of its own, and
-// exits 3 once both write file.
-func slowWriters(file string) int {
+// leaveWriters leaves two writer processes behind (the probe named: slow-writer,
+// leader-exit-writer), each in a session of its own, and exits 3 once both write file.N.
+func leaveWriters(writer, file string) int {
 	for i := 0; i < 2; i++ {
 		mark := fmt.Sprintf("%s.%d", file, i)
-		p, err := os.StartProcess("/proc/self/exe", []string{"probe", "native-probe", "slow-writer", mark},
+		p, err := os.StartProcess("/proc/self/exe", []string{"probe", "native-probe", writer, mark},
 			&os.ProcAttr{Sys: &syscall.SysProcAttr{Setsid: true}})
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
@@ -336,29 +336,6 @@ func init() {
 	if len(os.Args) > 2 && os.Args[1] == "native-probe" && os.Args[2] == "leader-exit-writer" {
 		runtime.LockOSThread()
 	}
-}
-
-// leaderExitWriters leaves two leader-exit-writer processes behind, each in a session of its
-// own, and exits 3 once both write file.
-func leaderExitWriters(file string) int {
-	for i := 0; i < 2; i++ {
-		p, err := os.StartProcess("/proc/self/exe", []string{"probe", "native-probe", "leader-exit-writer", fmt.Sprintf("%s.%d", file, i)},
-			&os.ProcAttr{Sys: &syscall.SysProcAttr{Setsid: true}})
-		if err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			return 1
-		}
-		p.Release()
-	}
-	for i := 0; i < 2; i++ {
-		for {
-			if st, err := os.Stat(fmt.Sprintf("%s.%d", file, i)); err == nil && st.Size() > 0 {
-				break
-			}
-			time.Sleep(time.Millisecond)
-		}
-	}
-	return 3
 }
 
 // leaderExitWriter is a slow writer (slowWriter: signals ignored, 10 inotify instances,
