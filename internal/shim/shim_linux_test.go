@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -952,7 +953,11 @@ func TestStopWhileHeldBoxStarts(t *testing.T) {
 func TestLateWatcherFindsStatus(t *testing.T) {
 	t.Setenv(hooksEnv, shim.HooksLateWatch)
 	dir := launch(t, shim.Config{Detached: true}, sh("exit 3"))
-	ends := 0
+	// Watches are made one after another until the shim has closed its socket; one that finds
+	// the launch ended waits for its end on a goroutine of its own, so that the next watch
+	// comes while the status is being written.
+	var wg sync.WaitGroup
+	var ends atomic.Int32
 	for deadline := time.Now().Add(failTimeout); ; {
 		if time.Now().After(deadline) {
 			t.Fatalf("the shim still answers watches %v after its launch", failTimeout)
@@ -967,23 +972,31 @@ func TestLateWatcherFindsStatus(t *testing.T) {
 		}
 		// The launch has ended: its end comes next, whether this watcher was there before the
 		// status was written or came while it was.
-		last := drain(t, w)
-		w.Close()
-		if last.Kind != shim.EventExit {
-			continue // the shim closed the watch as it exited
-		}
-		ends++
-		st, err := shim.ReadStatus(dir)
-		os.WriteFile(filepath.Join(dir, shim.LateWatchChecked), nil, 0o600)
-		if err != nil {
-			t.Fatalf("a watcher was sent the launch's end (exit %v), and status.json is not there: %v", ptr(last.Status.ExitCode), err)
-		}
-		if st.ExitCode == nil || *st.ExitCode != 3 || last.Status.ExitCode == nil || *last.Status.ExitCode != 3 {
-			t.Fatalf("status.json's exit %v, the event's %v; want 3", ptr(st.ExitCode), ptr(last.Status.ExitCode))
-		}
+		wg.Go(func() {
+			defer w.Close()
+			var last shim.Event
+			for ev := range w.Events {
+				last = ev
+			}
+			if last.Kind != shim.EventExit {
+				return // the shim closed the watch as it exited
+			}
+			ends.Add(1)
+			st, err := shim.ReadStatus(dir)
+			os.WriteFile(filepath.Join(dir, shim.LateWatchChecked), nil, 0o600)
+			if err != nil {
+				t.Errorf("a watcher was sent the launch's end (exit %v), and status.json is not there: %v", ptr(last.Status.ExitCode), err)
+			} else if st.ExitCode == nil || *st.ExitCode != 3 || last.Status.ExitCode == nil || *last.Status.ExitCode != 3 {
+				t.Errorf("status.json's exit %v, the event's %v; want 3", ptr(st.ExitCode), ptr(last.Status.ExitCode))
+			}
+		})
+	}
+	wg.Wait()
+	if t.Failed() {
+		return
 	}
 	raceForced(t, dir)
-	if ends == 0 {
+	if ends.Load() == 0 {
 		t.Fatal("no watcher was sent the launch's end")
 	}
 }
