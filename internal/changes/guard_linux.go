@@ -35,6 +35,9 @@ type Guard struct {
 	in     int          // inotify fd; -1 for a single pass
 	wake   int          // eventfd that ends Run
 	done   chan struct{}
+	// finished says Finish has run; finishErr is what it returned.
+	finished  bool
+	finishErr error
 	// Captured, when set, is called with the workspace path of each change kept.
 	Captured func(path string)
 	// Restored, when set, is called with the path of each guarded symlink made again.
@@ -627,9 +630,16 @@ func (g *Guard) Run() {
 	}
 }
 
-// Close ends Run, makes a last pass (Scan), stores the final content of every held file and
-// releases everything. It returns the errors of the last pass.
-func (g *Guard) Close() error {
+// Finish ends Run, makes a last pass (Scan) and stores the final content of every held file.
+// It returns the errors of the last pass; a second call returns them again and does nothing.
+// The guard keeps its descriptors until Close: the release of its inotify instance waits for
+// the kernel to free its watches (a grace period of several milliseconds), which box-init
+// leaves until after it has reported the box's end.
+func (g *Guard) Finish() error {
+	if g.finished {
+		return g.finishErr
+	}
+	g.finished = true
 	if g.wake >= 0 {
 		one := [8]byte{1}
 		unix.Write(g.wake, one[:])
@@ -648,12 +658,33 @@ func (g *Guard) Close() error {
 		g.copy(h)
 		g.drop(h)
 	}
-	for _, fd := range []int{g.store, g.in, g.wake} {
-		if fd >= 0 {
-			unix.Close(fd)
+	g.finishErr = errors.Join(err, errors.Join(g.errs...))
+	return g.finishErr
+}
+
+// Instance returns the guard's inotify instance (-1: none), for an init that hands it to its
+// shim before it exits (execstage.ReportEnded): the kernel's release of its watches then
+// holds up neither the init's exit nor the launch's end. Close still closes the guard's own
+// descriptor.
+func (g *Guard) Instance() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.in
+}
+
+// Close ends the guard as Finish does (unless Finish has) and releases everything. It returns
+// the errors of the last pass.
+func (g *Guard) Close() error {
+	err := g.Finish()
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for _, fd := range []*int{&g.store, &g.in, &g.wake} {
+		if *fd >= 0 {
+			unix.Close(*fd)
+			*fd = -1
 		}
 	}
-	return errors.Join(err, errors.Join(g.errs...))
+	return err
 }
 
 func readlinkat(dir int, name string) (string, error) {

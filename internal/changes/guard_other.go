@@ -32,6 +32,12 @@ func (g *Guard) Scan() error { return ErrNotSupported }
 // Run does nothing.
 func (g *Guard) Run() {}
 
+// Instance is -1: no inotify instance.
+func (g *Guard) Instance() int { return -1 }
+
+// Finish does nothing.
+func (g *Guard) Finish() error { return nil }
+
 // Close does nothing.
 func (g *Guard) Close() error { return nil }
 

@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/agentbox/agentbox/internal/api"
@@ -39,6 +40,9 @@ type liveLaunch struct {
 	new     bool          // started by this daemon (not re-adopted): supervise stops it when it cannot watch it
 	run     *launch.Run   // its pipeline, for the ready and watch stages (nil when re-adopted)
 	launch  *launch.Launch
+	// saving is the commit of the launch's running state (supervise), which its final record
+	// waits for (settle).
+	saving sync.WaitGroup
 }
 
 // launchIDLen is the length of a launch id: 128 bits in hex.

@@ -24,6 +24,11 @@ func (d *Daemon) supervise(l *liveLaunch) {
 	w := l.watcher
 	d.mu.Unlock()
 	var err, startErr error
+	final := false // the shim sent its final status (shim.EventExit)
+	// top is the box's top process (the native engine's box-init), held from the first
+	// status that names it: the launch is recorded as ended once it is gone.
+	var top *proc.Handle
+	defer func() { top.Close() }()
 	if w == nil {
 		if l.new && d.opts.beforeWatch != nil {
 			d.opts.beforeWatch(l.dir)
@@ -56,12 +61,27 @@ func (d *Daemon) supervise(l *liveLaunch) {
 		l.watcher = w
 		d.mu.Unlock()
 		for ev := range w.Events {
+			final = final || ev.Kind == shim.EventExit
+			if top == nil && !final && ev.Status.BoxPid > 0 {
+				// The box's top process when it is its pid namespace's init (box-init), the
+				// namespace the shim pins; a short program may have ended before the watch
+				// began: the first status names it.
+				top, _ = proc.OpenIn(ev.Status.BoxPid, ev.Status.Namespaces["pid"])
+			}
 			if ev.Status.Execd && l.rec.State == api.StateStarting {
 				time.AfterFunc(spareRefillDelay, d.refillSpare) // (spare.go)
 				l.rec.State = api.StateRunning
 				l.rec.BoxPid = ev.Status.BoxPid
-				if err := d.store.SetRunning(ctx, l.rec.ID, ev.Status.BoxPid, l.rec.Stages); err != nil {
-					d.log.Error("record running", "launch", l.rec.ID, "err", err)
+				// Committed beside the events (an fsync): a program that ends at once has its
+				// end read meanwhile. The final record waits for it (settle); a first news of
+				// the exec that is the final status itself is left to the final record.
+				if !final {
+					id, pid, stages := l.rec.ID, ev.Status.BoxPid, l.rec.Stages
+					l.saving.Go(func() {
+						if err := d.store.SetRunning(ctx, id, pid, stages); err != nil {
+							d.log.Error("record running", "launch", id, "err", err)
+						}
+					})
 				}
 			}
 		}
@@ -80,16 +100,25 @@ func (d *Daemon) supervise(l *liveLaunch) {
 	} else {
 		d.log.Warn("watch shim", "launch", l.rec.ID, "err", err)
 	}
-	d.settle(ctx, l, startErr)
+	d.settle(ctx, l, startErr, final, top)
 	d.refillSpare()
 }
 
 // settle records how a launch ended, from the status its shim left, and removes its launch
 // directory. A shim that vanished without a status makes the launch "lost", unless it said
-// why (startErr, its start-up failure): the launch then failed for that reason.
-func (d *Daemon) settle(ctx context.Context, l *liveLaunch, startErr error) {
-	// The shim writes its status before it closes its watchers; wait for it to exit.
-	waitProcessGone(l.rec.ShimPid, 10*time.Second)
+// why (startErr, its start-up failure): the launch then failed for that reason. final says
+// the shim sent its final status (shim.EventExit), which it writes before; top, when not nil,
+// is the box's top process, held since its program's exec.
+func (d *Daemon) settle(ctx context.Context, l *liveLaunch, startErr error, final bool, top *proc.Handle) {
+	// The shim writes its status before it sends it to its watchers. Without it, the status is
+	// read once the shim is gone. With it, the brokers end at once: a box whose init reported
+	// the box's end before its own exit (engine.EventEnded: nothing of the box runs) has its
+	// init still exiting meanwhile. The launch is recorded as ended only once the box's top
+	// process, the last of its processes, is gone (or, not held, the shim, which exits after
+	// reaping it; the shim may still be closing the inotify instances box-init handed it).
+	if !final {
+		waitProcessGone(l.rec.ShimPid, 10*time.Second)
+	}
 	st, err := shim.ReadStatus(l.dir)
 	rec := &l.rec
 	rec.Ended = time.Now().UTC()
@@ -120,6 +149,15 @@ func (d *Daemon) settle(ctx context.Context, l *liveLaunch, startErr error) {
 	// Brokers end first (the integrity watch's exit check, placeholders released, the session
 	// ended), so that a launch recorded as ended has left nothing behind.
 	d.endBrokers(rec.ID)
+	switch {
+	case final && top != nil:
+		if !top.Wait(10 * time.Second) {
+			d.log.Error("the box's top process has not exited 10 s after its end", "launch", rec.ID, "pid", rec.BoxPid)
+		}
+	case final:
+		waitProcessGone(l.rec.ShimPid, 10*time.Second)
+	}
+	l.saving.Wait()
 	d.record(rec, l.dir)
 	if err := launch.RemoveDir(l.dir); err != nil {
 		d.log.Warn("remove launch dir", "dir", l.dir, "err", err)
@@ -188,7 +226,7 @@ func (d *Daemon) readopt(ctx context.Context) {
 				defer d.wg.Done()
 				defer close(l.done)
 				l.rec.ShimPid = 0
-				d.settle(ctx, l, nil)
+				d.settle(ctx, l, nil, false, nil)
 			}()
 		}
 	}

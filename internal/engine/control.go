@@ -10,6 +10,14 @@ const (
 	EventExec EventKind = "exec"
 	// EventError says start-up failed before the program was exec'd; Code and Message say why.
 	EventError EventKind = "error"
+	// EventEnded says the box has ended while its init still exits: the program exited with
+	// Exit, every other process of the box is gone (the init, PID 1 of the box's pid namespace,
+	// killed them and saw them go), the protected paths' last passes are done, and the init
+	// has closed its copies of the box's output. The init sends it only then, and nothing of the
+	// box runs after it; what is left of the init's exit (the kernel's release of its inotify
+	// instances) does not hold up the launch's end. An init that does not send it ends the
+	// launch when it is reaped.
+	EventEnded EventKind = "ended"
 	// EventStart goes the other way, shim to box, to a box-init started ahead of its request
 	// (Prestarter): the spec in a sealed memfd, then, in pipe mode, the program's stdin,
 	// stdout and stderr (SCM_RIGHTS), and the PTY size in Rows and Cols.
@@ -34,4 +42,6 @@ type Event struct {
 	Cols uint16 `json:"cols,omitempty"`
 	// Hold is IO.Hold, for a prestarted box (EventStart).
 	Hold bool `json:"hold,omitempty"`
+	// Exit is the program's exit code, 128+n for a signal (EventEnded).
+	Exit int `json:"exit,omitempty"`
 }

@@ -205,7 +205,11 @@ func (w *Watcher) inotify(ctx context.Context) error {
 			return err
 		}
 	}
-	defer n.f.Close()
+	// The instance is closed in the background (here on the way out, and below at ctx's end):
+	// a close returns only once the kernel has freed the instance's watches, after a grace
+	// period of milliseconds (fsnotify waits for its SRCU readers), which the launch's check
+	// at exit, waiting for Run to return, need not wait for.
+	defer func() { go n.f.Close() }()
 	// The rest of the workspace's folders, while the launch goes on: 10–20 ms for a thousand
 	// folders (docs/benchmarks.md), which Open would add to every launch.
 	w.mu.Lock()

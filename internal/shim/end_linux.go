@@ -16,6 +16,7 @@ import (
 	"github.com/agentbox/agentbox/internal/console"
 	"github.com/agentbox/agentbox/internal/launchdir"
 	"github.com/agentbox/agentbox/internal/linux/ns"
+	"golang.org/x/sys/unix"
 )
 
 // drainTimeout bounds how long the shim waits, once the box's top process has exited, for the
@@ -37,13 +38,27 @@ func (s *server) waitBox(topIsInit bool) {
 		if ws.Signaled() {
 			code = 128 + int(ws.Signal())
 		}
-		s.status.ExitCode = &code
+		if !s.st.ended {
+			// (after an end the init reported, the program's code is the one it reported)
+			s.status.ExitCode = &code
+		}
 		if topIsInit {
 			ev = evInitExit
 		}
 		s.log.Printf("box exited: %v (code %d)", ps, code)
 	}
 	s.advanceLocked(ev)
+	s.releaseHandedLocked()
+}
+
+// releaseHandedLocked closes the inotify instances box-init handed over (s.mu held), each on
+// a goroutine of its own: a close returns once the kernel has freed the instance's watches,
+// after a grace period, which the shim's exit alone waits for.
+func (s *server) releaseHandedLocked() {
+	for _, fd := range s.handed {
+		go unix.Close(fd)
+	}
+	s.handed = nil
 }
 
 // supervise waits for the box to end, then settles it, writes the status and tells everyone.
@@ -92,7 +107,19 @@ func (s *server) supervise() {
 	}
 	s.mu.Unlock()
 	s.finish()
+
+	// After an end the init reported (EventEnded) its exit may still be under way: the shim
+	// stays its parent until it is reaped, so that no process of the box outlives the shim.
+	reaped, releaseReap := expiry(reapTimeout)
+	defer releaseReap()
+	if _, ok := s.await(func(st state) bool { return st.reaped }, reaped); !ok {
+		s.log.Printf("box-init not reaped %v after the box's end: the shim's exit kills it", reapTimeout)
+	}
 }
+
+// reapTimeout bounds how long the shim waits, after the box's end its init reported, for the
+// init to exit; the shim's own exit then kills it (Pdeathsig).
+const reapTimeout = 10 * time.Second
 
 // settle verifies that no process of the box's pid namespace remains, killing stragglers.
 // byInit says that the box's top process, the init of its pid namespace, has been reaped: the
@@ -165,13 +192,19 @@ func (s *server) finishUnstarted(code, msg string, stopped bool) {
 // finish writes the final status, sends it to the attached client and the watchers, and closes
 // the socket.
 func (s *server) finish() {
+	// The status is written before the final phase begins, under s.mu: a watcher that comes
+	// in the final phase is sent the launch's end at once (serveWatch), and EventExit says the
+	// status is in status.json, which the daemon reads as soon as it is sent it. Written after
+	// the phase had begun, a watcher that came meanwhile (the daemon's, for a program that
+	// ended before its watch began) found no file: the launch was recorded lost.
 	s.mu.Lock()
-	s.advanceLocked(evFinish)
 	st := s.status
-	s.mu.Unlock()
+	testHook(testHooks.writingStatus)
 	if err := writeStatus(s.dir, &st); err != nil {
 		s.log.Printf("write status: %v", err)
 	}
+	s.advanceLocked(evFinish)
+	s.mu.Unlock()
 	exit := exitFrame(&st)
 
 	s.mu.Lock()

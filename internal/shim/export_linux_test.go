@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -20,7 +21,23 @@ const (
 	// which a client that sent its detach and closed its connection met a write of the
 	// program's output before the reader had read the detach.
 	HooksWriteFail = "write-fail"
+	// HooksLateWatch: the shim, about to write the final status, waits for a watcher to come
+	// (at most hookWait), then lets it be served (at most lateWatchServe); a watcher sent the
+	// launch's end meanwhile has the shim wait, before it writes, until the test has looked
+	// for status.json (LateWatchChecked): the interleaving in which a watcher that came while
+	// the launch ended was sent its end (EventExit) before status.json held it, and the daemon,
+	// reading the file at once, recorded the launch lost.
+	HooksLateWatch = "late-watch"
 )
+
+// LateWatchChecked is the file a test using HooksLateWatch writes in the launch directory
+// once it has looked for status.json after its watcher was sent the launch's end.
+const LateWatchChecked = "late-watch-checked"
+
+// lateWatchServe bounds how long HooksLateWatch's shim lets a watcher that came be served
+// before it writes the status: a shim that serves it only once the status is written never
+// does meanwhile.
+const lateWatchServe = time.Second
 
 // RaceMarker is the file a shim with test hooks writes in its working launch directory once
 // the interleaving its hooks force has happened (the test then knows the race was forced).
@@ -31,7 +48,7 @@ const RaceMarker = "race-forced"
 const hookWait = 10 * time.Second
 
 // InstallTestHooks installs this process's shim's hooks of set (HooksStopRace,
-// HooksWriteFail); launchDir is where RaceMarker goes.
+// HooksWriteFail, HooksLateWatch); launchDir is where RaceMarker goes.
 func InstallTestHooks(set, launchDir string) {
 	forced := func() { os.WriteFile(filepath.Join(launchDir, RaceMarker), nil, 0o600) }
 	// closer closes ch the first time it is called; waitFor reports whether ch closed in time.
@@ -59,6 +76,32 @@ func InstallTestHooks(set, launchDir string) {
 			}
 		}
 		testHooks.stopChecked = closer(checked)
+	case HooksLateWatch:
+		var writing atomic.Bool
+		came, ended := make(chan struct{}), make(chan struct{})
+		cameNow, endedNow := closer(came), closer(ended)
+		testHooks.watchCame = func() {
+			if writing.Load() {
+				cameNow()
+			}
+		}
+		testHooks.watchEnded = endedNow
+		testHooks.writingStatus = func() {
+			writing.Store(true)
+			if !waitFor(came) {
+				return
+			}
+			forced()
+			select {
+			case <-ended:
+				for deadline := time.Now().Add(hookWait); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+					if _, err := os.Stat(filepath.Join(launchDir, LateWatchChecked)); err == nil {
+						return
+					}
+				}
+			case <-time.After(lateWatchServe):
+			}
+		}
 	case HooksWriteFail:
 		failed := make(chan struct{})
 		testHooks.writeFailed = closer(failed)

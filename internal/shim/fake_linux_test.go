@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/creack/pty"
 	"golang.org/x/sys/unix"
@@ -35,6 +36,10 @@ type fakeRequest struct {
 	Die int `json:"die,omitempty"`
 	// StartErr, when set, makes Engine.Start fail with the error class of this code.
 	StartErr string `json:"startErr,omitempty"`
+	// Linger, when set, makes box-init report the box's end once the program has exited
+	// (engine.EventEnded, as the native engine's box-init does: its output closed, then the
+	// event), then exit only once a file exists at this path, with status 99.
+	Linger string `json:"linger,omitempty"`
 }
 
 func (fakeEngine) Name() string { return "fake" }
@@ -171,10 +176,30 @@ func fakeBoxInit() int {
 		if got != pid {
 			continue
 		}
+		code := ws.ExitStatus()
 		if ws.Signaled() {
-			return 128 + int(ws.Signal())
+			code = 128 + int(ws.Signal())
 		}
-		return ws.ExitStatus()
+		if r.Linger == "" {
+			return code
+		}
+		// As execstage.ReportEnded does, but for its look at the box's processes: this box
+		// sees the host's /proc.
+		if null, err := unix.Open("/dev/null", unix.O_RDWR, 0); err == nil {
+			for fd := 0; fd <= 2; fd++ {
+				unix.Dup3(null, fd, 0)
+			}
+			unix.Close(null)
+		}
+		engine.SendEvent(ctl, engine.Event{Kind: engine.EventEnded, Exit: code})
+		ctl.Close()
+		for i := 0; i < 6000; i++ {
+			if _, err := os.Stat(r.Linger); err == nil {
+				break
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		return 99
 	}
 }
 

@@ -55,6 +55,12 @@ type server struct {
 	st       state         // where the launch is, and its requests (advanceLocked; transitions)
 	changed  chan struct{} // closed at the launch's next event (advanceLocked), for await; nil while nobody waits
 	errEvent *api.Error    // EventError from the box
+	// topIsInit: the box's top process is the init of its pid namespace (the native engine's
+	// box-init), whose report of the box's end (engine.EventEnded) the shim takes.
+	topIsInit bool
+	// handed are the inotify instances box-init handed over with its report of the box's
+	// end, closed once it has been reaped (releaseHandedLocked).
+	handed []int
 	// pending are signals for the program that arrived after the start but before the exec:
 	// box-init, as PID 1 of a pid namespace, drops signals from outside until it has installed
 	// its handlers, so they are sent when the box reports the exec.
@@ -71,6 +77,10 @@ var testHooks struct {
 	// clientRead runs in an attached client's connection reader before it reads a frame;
 	// writeFailed in deliver after a write to the client failed and was handled.
 	clientRead, writeFailed func()
+	// writingStatus runs in finish just before the final status is written; watchCame in
+	// serveWatch before it takes s.mu; watchEnded after it sent a watcher that came once the
+	// launch had ended its final status.
+	writingStatus, watchCame, watchEnded func()
 }
 
 // testHook runs h unless it is nil.

@@ -22,6 +22,7 @@ import (
 	"github.com/agentbox/agentbox/internal/engine/spec"
 	"github.com/agentbox/agentbox/internal/launchdir"
 	"github.com/agentbox/agentbox/internal/linux/ns"
+	"github.com/agentbox/agentbox/internal/linux/proc"
 	"github.com/agentbox/agentbox/internal/plan"
 	"github.com/agentbox/agentbox/internal/shim"
 	"github.com/agentbox/agentbox/internal/testenv"
@@ -59,9 +60,10 @@ func TestNativeEngine(t *testing.T) {
 	requireNative(t)
 
 	t.Run("pipe", func(t *testing.T) {
-		// The program leaves a grandchild in a session of its own, which only the end of the
-		// box's pid namespace ends: the shim settles without scanning /proc once it has reaped
-		// the namespace's init, so nothing of the namespace may remain then.
+		// The program leaves a grandchild in a session of its own, which only box-init's kill
+		// at the end reaches: box-init reports the box's end (EventEnded) once nothing else is
+		// left in its pid namespace, and the shim settles without scanning /proc; it exits once
+		// it has reaped box-init, so nothing of the namespace may remain then.
 		dir, _ := nativeLaunch(t, shim.Config{}, "/bin/sh", []string{"-c", `wc -c; setsid sh -c 'sleep 1000 </dev/null >/dev/null 2>&1 &'; echo to-stderr >&2; exit 7`}, nil)
 		r := attachPipes(t, dir, []byte("12345"))
 		if r.err != nil || r.code != 7 {
@@ -73,6 +75,12 @@ func TestNativeEngine(t *testing.T) {
 		st := waitStatus(t, dir)
 		if st.State != api.StateExited || !st.Settled || !st.Execd || st.Namespaces["pid"] == nsIno(t, "pid") || st.Namespaces["user"] == nsIno(t, "user") {
 			t.Fatalf("status %+v", st)
+		}
+		if !proc.WaitEnded(st.ShimPid, failTimeout) {
+			t.Fatalf("the shim has not exited %v after the launch's end", failTimeout)
+		}
+		if log, _ := os.ReadFile(filepath.Join(dir, launchdir.ShimLogFile)); !strings.Contains(string(log), "box ended (exit 7)") {
+			t.Errorf("box-init did not report the box's end before its exit (shim.log:\n%s)", log)
 		}
 		if left, err := ns.Remaining(st.Namespaces["pid"]); err != nil || len(left) > 0 {
 			t.Errorf("settled, but processes of the box's pid namespace remain: %v %v", left, err)

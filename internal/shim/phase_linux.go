@@ -11,6 +11,8 @@ import (
 //	waiting ──start held──▶ held ──release──▶ started
 //	held, started ──exit──▶ exited   (the box ended before its program ran, or was stopped)
 //	init exit: as exit, for a box whose top process is its pid namespace's init
+//	exec'd ──ended──▶ exited   (the init reported the box's end before its own exit: EventEnded)
+//	exited ──exit, init exit──▶ exited   (the init reaped after the end it reported)
 //	waiting ──finish──▶ final        (the box never started)
 //
 // Events that come late keep the phase: a report of the exec read after the box was reaped, a
@@ -72,6 +74,7 @@ const (
 	evExec                       // the box reported the program's exec
 	evExit                       // the box's top process has been reaped
 	evInitExit                   // the box's top process, its pid namespace's init, has been reaped: the kernel has emptied the namespace
+	evEnded                      // the box's init, its pid namespace's init, reported the box's end before its own exit (engine.EventEnded): nothing else is left in the namespace
 	evFinish                     // the final status has been computed
 	evAttach                     // a client attached (the first, or a later one)
 	evStop                       // a stop was requested
@@ -99,6 +102,8 @@ func (e event) String() string {
 		return "exit"
 	case evInitExit:
 		return "init exit"
+	case evEnded:
+		return "ended"
 	case evFinish:
 		return "finish"
 	case evAttach:
@@ -137,16 +142,17 @@ var transitions = map[phase]map[event]phase{
 		evDetach: phaseHeld, evControlClosed: phaseHeld, evOutput: phaseHeld, evDrained: phaseHeld, evWatch: phaseHeld, evUnwatch: phaseHeld},
 	phaseStarted: {evRelease: phaseStarted, evExec: phaseExecd, evExit: phaseExited, evInitExit: phaseExited, evAttach: phaseStarted, evStop: phaseStarted,
 		evDetach: phaseStarted, evControlClosed: phaseStarted, evOutput: phaseStarted, evDrained: phaseStarted, evWatch: phaseStarted, evUnwatch: phaseStarted},
-	phaseExecd: {evRelease: phaseExecd, evExec: phaseExecd, evExit: phaseExited, evInitExit: phaseExited, evAttach: phaseExecd, evStop: phaseExecd,
+	phaseExecd: {evRelease: phaseExecd, evExec: phaseExecd, evExit: phaseExited, evInitExit: phaseExited, evEnded: phaseExited, evAttach: phaseExecd, evStop: phaseExecd,
 		evDetach: phaseExecd, evControlClosed: phaseExecd, evOutput: phaseExecd, evDrained: phaseExecd, evWatch: phaseExecd, evUnwatch: phaseExecd,
 		evRedraw: phaseExecd, evDrawn: phaseExecd},
 	// The control channel and the output end after the reaping, or past drainTimeout after
 	// the finish (a PTY's descriptor reported late). A redraw an attach asked for before
-	// the reaping may begin after it, and runs its course.
-	phaseExited: {evRelease: phaseExited, evExec: phaseExited, evFinish: phaseFinal, evAttach: phaseExited, evStop: phaseExited,
+	// the reaping may begin after it, and runs its course. An end the init reported comes
+	// before its reaping, or after it (two goroutines read them).
+	phaseExited: {evRelease: phaseExited, evExec: phaseExited, evExit: phaseExited, evInitExit: phaseExited, evEnded: phaseExited, evFinish: phaseFinal, evAttach: phaseExited, evStop: phaseExited,
 		evDetach: phaseExited, evControlClosed: phaseExited, evOutput: phaseExited, evDrained: phaseExited, evWatch: phaseExited, evUnwatch: phaseExited,
 		evRedraw: phaseExited, evDrawn: phaseExited},
-	phaseFinal: {evRelease: phaseFinal, evExec: phaseFinal, evExit: phaseFinal, evInitExit: phaseFinal, evFinish: phaseFinal, evAttach: phaseFinal, evStop: phaseFinal,
+	phaseFinal: {evRelease: phaseFinal, evExec: phaseFinal, evExit: phaseFinal, evInitExit: phaseFinal, evEnded: phaseFinal, evFinish: phaseFinal, evAttach: phaseFinal, evStop: phaseFinal,
 		evDetach: phaseFinal, evControlClosed: phaseFinal, evDrained: phaseFinal, evWatch: phaseFinal, evUnwatch: phaseFinal,
 		evRedraw: phaseFinal, evDrawn: phaseFinal},
 }
@@ -179,8 +185,13 @@ type state struct {
 	// watchers is the number of watchers connected (evWatch, evUnwatch).
 	watchers int
 	// emptied: the box's top process, the init (pid 1) of its pid namespace, was reaped
-	// (evInitExit), so the kernel has emptied the namespace and settle need not scan.
+	// (evInitExit), so the kernel has emptied the namespace, or reported the box's end
+	// (evEnded), having seen every other process of it gone: settle need not scan.
 	emptied bool
+	// ended: the init reported the box's end before its exit (evEnded); reaped: the box's
+	// top process has been reaped (evExit, evInitExit), which the shim waits for before it
+	// exits.
+	ended, reaped bool
 	// redrawing: a redraw waits for the program to draw (evRedraw; evDrawn), the
 	// redraws-th since the launch began (so that a redraw tells its own wait from a later one).
 	redrawing bool
@@ -194,8 +205,12 @@ func (st state) next(ev event) (state, error) {
 		return st, err
 	}
 	switch ev {
+	case evExit:
+		st.reaped = true
 	case evInitExit:
-		st.emptied = true
+		st.emptied, st.reaped = true, true
+	case evEnded:
+		st.emptied, st.ended = true, true
 	case evRedraw:
 		if st.redrawing {
 			return st, fmt.Errorf("shim: event %q while a redraw waits", ev)

@@ -38,19 +38,21 @@ func TestTransitions(t *testing.T) {
 		return r
 	}
 	want := map[phase][]phase{
-		//                      start         start held  release       exec          exit          init exit     finish
-		phaseWaiting: row([]phase{phaseStarted, phaseHeld, refused, refused, refused, refused, phaseFinal},
+		//                      start         start held  release       exec          exit          init exit     ended    finish
+		phaseWaiting: row([]phase{phaseStarted, phaseHeld, refused, refused, refused, refused, refused, phaseFinal},
 			// attach, stop, detach; no control channel or output before the box; watch, unwatch
 			[]phase{phaseWaiting, phaseWaiting, phaseWaiting, refused, refused, refused, phaseWaiting, phaseWaiting}, noRedraw),
-		phaseHeld:    row([]phase{refused, refused, phaseStarted, phaseExecd, phaseExited, phaseExited, refused}, keep(phaseHeld), noRedraw),
-		phaseStarted: row([]phase{refused, refused, phaseStarted, phaseExecd, phaseExited, phaseExited, refused}, keep(phaseStarted), noRedraw),
-		phaseExecd:   row([]phase{refused, refused, phaseExecd, phaseExecd, phaseExited, phaseExited, refused}, keep(phaseExecd), redraw(phaseExecd)),
-		phaseExited:  row([]phase{refused, refused, phaseExited, phaseExited, refused, refused, phaseFinal}, keep(phaseExited), redraw(phaseExited)),
+		// An end the init reports comes after the program's exec only.
+		phaseHeld:    row([]phase{refused, refused, phaseStarted, phaseExecd, phaseExited, phaseExited, refused, refused}, keep(phaseHeld), noRedraw),
+		phaseStarted: row([]phase{refused, refused, phaseStarted, phaseExecd, phaseExited, phaseExited, refused, refused}, keep(phaseStarted), noRedraw),
+		phaseExecd:   row([]phase{refused, refused, phaseExecd, phaseExecd, phaseExited, phaseExited, phaseExited, refused}, keep(phaseExecd), redraw(phaseExecd)),
+		// The init is reaped after the end it reported, or its end read after its reaping.
+		phaseExited: row([]phase{refused, refused, phaseExited, phaseExited, phaseExited, phaseExited, phaseExited, phaseFinal}, keep(phaseExited), redraw(phaseExited)),
 		// No output stream opens once the launch is final; one still open may end.
-		phaseFinal: row([]phase{refused, refused, phaseFinal, phaseFinal, phaseFinal, phaseFinal, phaseFinal},
+		phaseFinal: row([]phase{refused, refused, phaseFinal, phaseFinal, phaseFinal, phaseFinal, phaseFinal, phaseFinal},
 			[]phase{phaseFinal, phaseFinal, phaseFinal, phaseFinal, refused, phaseFinal, phaseFinal, phaseFinal}, redraw(phaseFinal)),
 	}
-	events := []event{evStart, evStartHeld, evRelease, evExec, evExit, evInitExit, evFinish, evAttach, evStop, evDetach, evControlClosed, evOutput, evDrained, evWatch, evUnwatch, evRedraw, evDrawn}
+	events := []event{evStart, evStartHeld, evRelease, evExec, evExit, evInitExit, evEnded, evFinish, evAttach, evStop, evDetach, evControlClosed, evOutput, evDrained, evWatch, evUnwatch, evRedraw, evDrawn}
 	for from := phaseWaiting; from <= phaseFinal; from++ {
 		if len(want[from]) != len(events) {
 			t.Fatalf("the table for %v has %d events, want %d", from, len(want[from]), len(events))
@@ -99,35 +101,41 @@ func TestLaunchPaths(t *testing.T) {
 		name  string
 		steps []step
 	}{
-		{"detached", []step{{evStart, state{phase: phaseStarted}}, {evExec, state{phase: phaseExecd}}, {evExit, state{phase: phaseExited}}, {evFinish, state{phase: phaseFinal}}}},
+		{"detached", []step{{evStart, state{phase: phaseStarted}}, {evExec, state{phase: phaseExecd}}, {evExit, state{phase: phaseExited, reaped: true}}, {evFinish, state{phase: phaseFinal, reaped: true}}}},
 		{"attached, held", []step{{evStartHeld, state{phase: phaseHeld}}, {evAttach, state{phase: phaseHeld, attached: true, client: true}}, {evRelease, state{phase: phaseStarted, attached: true, client: true}},
-			{evExec, state{phase: phaseExecd, attached: true, client: true}}, {evAttach, state{phase: phaseExecd, attached: true, client: true}}, {evExit, state{phase: phaseExited, attached: true, client: true}}, {evFinish, state{phase: phaseFinal, attached: true, client: true}}}},
+			{evExec, state{phase: phaseExecd, attached: true, client: true}}, {evAttach, state{phase: phaseExecd, attached: true, client: true}}, {evExit, state{phase: phaseExited, reaped: true, attached: true, client: true}}, {evFinish, state{phase: phaseFinal, reaped: true, attached: true, client: true}}}},
 		{"attached, started for its client", []step{{evAttach, state{phase: phaseWaiting, attached: true, client: true}}, {evStart, state{phase: phaseStarted, attached: true, client: true}}, {evExec, state{phase: phaseExecd, attached: true, client: true}}}},
-		{"set-up failure", []step{{evStart, state{phase: phaseStarted}}, {evExit, state{phase: phaseExited}}, {evFinish, state{phase: phaseFinal}}}},
-		{"exec read after the reaping", []step{{evStart, state{phase: phaseStarted}}, {evExit, state{phase: phaseExited}}, {evExec, state{phase: phaseExited}}, {evFinish, state{phase: phaseFinal}}}},
-		{"held box ends before its client", []step{{evStartHeld, state{phase: phaseHeld}}, {evExit, state{phase: phaseExited}}, {evRelease, state{phase: phaseExited}}, {evFinish, state{phase: phaseFinal}}}},
+		{"set-up failure", []step{{evStart, state{phase: phaseStarted}}, {evExit, state{phase: phaseExited, reaped: true}}, {evFinish, state{phase: phaseFinal, reaped: true}}}},
+		{"exec read after the reaping", []step{{evStart, state{phase: phaseStarted}}, {evExit, state{phase: phaseExited, reaped: true}}, {evExec, state{phase: phaseExited, reaped: true}}, {evFinish, state{phase: phaseFinal, reaped: true}}}},
+		{"held box ends before its client", []step{{evStartHeld, state{phase: phaseHeld}}, {evExit, state{phase: phaseExited, reaped: true}}, {evRelease, state{phase: phaseExited, reaped: true}}, {evFinish, state{phase: phaseFinal, reaped: true}}}},
 		{"never started", []step{{evFinish, state{phase: phaseFinal}}}},
 		{"stopped before the box", []step{{evStop, state{phase: phaseWaiting, stopAsked: true}}, {evFinish, state{phase: phaseFinal, stopAsked: true}}, {evStop, state{phase: phaseFinal, stopAsked: true}}}},
-		{"stopped while starting", []step{{evStop, state{phase: phaseWaiting, stopAsked: true}}, {evStartHeld, state{phase: phaseHeld, stopAsked: true}}, {evExit, state{phase: phaseExited, stopAsked: true}}, {evFinish, state{phase: phaseFinal, stopAsked: true}}}},
+		{"stopped while starting", []step{{evStop, state{phase: phaseWaiting, stopAsked: true}}, {evStartHeld, state{phase: phaseHeld, stopAsked: true}}, {evExit, state{phase: phaseExited, reaped: true, stopAsked: true}}, {evFinish, state{phase: phaseFinal, reaped: true, stopAsked: true}}}},
 		{"client detaches, another attaches", []step{{evStart, state{phase: phaseStarted}}, {evExec, state{phase: phaseExecd}},
 			{evAttach, state{phase: phaseExecd, attached: true, client: true}}, {evDetach, state{phase: phaseExecd, attached: true}},
-			{evAttach, state{phase: phaseExecd, attached: true, client: true}}, {evExit, state{phase: phaseExited, attached: true, client: true}},
-			{evFinish, state{phase: phaseFinal, attached: true, client: true}}, {evDetach, state{phase: phaseFinal, attached: true}}}},
+			{evAttach, state{phase: phaseExecd, attached: true, client: true}}, {evExit, state{phase: phaseExited, reaped: true, attached: true, client: true}},
+			{evFinish, state{phase: phaseFinal, reaped: true, attached: true, client: true}}, {evDetach, state{phase: phaseFinal, reaped: true, attached: true}}}},
 		{"output drained", []step{{evStart, state{phase: phaseStarted}}, {evOutput, state{phase: phaseStarted, outputs: 1}}, {evOutput, state{phase: phaseStarted, outputs: 2}},
-			{evExec, state{phase: phaseExecd, outputs: 2}}, {evDrained, state{phase: phaseExecd, outputs: 1}}, {evExit, state{phase: phaseExited, outputs: 1}},
-			{evControlClosed, state{phase: phaseExited, outputs: 1, controlClosed: true}}, {evDrained, state{phase: phaseExited, controlClosed: true}},
-			{evFinish, state{phase: phaseFinal, controlClosed: true}}}},
+			{evExec, state{phase: phaseExecd, outputs: 2}}, {evDrained, state{phase: phaseExecd, outputs: 1}}, {evExit, state{phase: phaseExited, reaped: true, outputs: 1}},
+			{evControlClosed, state{phase: phaseExited, reaped: true, outputs: 1, controlClosed: true}}, {evDrained, state{phase: phaseExited, reaped: true, controlClosed: true}},
+			{evFinish, state{phase: phaseFinal, reaped: true, controlClosed: true}}}},
 		{"stopped while the program runs", []step{{evStart, state{phase: phaseStarted}}, {evExec, state{phase: phaseExecd}}, {evStop, state{phase: phaseExecd, stopAsked: true}},
-			{evExit, state{phase: phaseExited, stopAsked: true}}, {evStop, state{phase: phaseExited, stopAsked: true}}, {evFinish, state{phase: phaseFinal, stopAsked: true}}}},
+			{evExit, state{phase: phaseExited, reaped: true, stopAsked: true}}, {evStop, state{phase: phaseExited, reaped: true, stopAsked: true}}, {evFinish, state{phase: phaseFinal, reaped: true, stopAsked: true}}}},
 		{"watched to the end", []step{{evWatch, state{phase: phaseWaiting, watchers: 1}}, {evStart, state{phase: phaseStarted, watchers: 1}},
-			{evExit, state{phase: phaseExited, watchers: 1}}, {evFinish, state{phase: phaseFinal, watchers: 1}}, {evUnwatch, state{phase: phaseFinal}}}},
-		{"top process the pid namespace's init", []step{{evStart, state{phase: phaseStarted}}, {evExec, state{phase: phaseExecd}}, {evInitExit, state{phase: phaseExited, emptied: true}},
-			{evFinish, state{phase: phaseFinal, emptied: true}}}},
+			{evExit, state{phase: phaseExited, reaped: true, watchers: 1}}, {evFinish, state{phase: phaseFinal, reaped: true, watchers: 1}}, {evUnwatch, state{phase: phaseFinal, reaped: true}}}},
+		{"top process the pid namespace's init", []step{{evStart, state{phase: phaseStarted}}, {evExec, state{phase: phaseExecd}}, {evInitExit, state{phase: phaseExited, reaped: true, emptied: true}},
+			{evFinish, state{phase: phaseFinal, reaped: true, emptied: true}}}},
+		{"end reported by the init before its exit", []step{{evStart, state{phase: phaseStarted}}, {evExec, state{phase: phaseExecd}},
+			{evEnded, state{phase: phaseExited, emptied: true, ended: true}}, {evControlClosed, state{phase: phaseExited, emptied: true, ended: true, controlClosed: true}},
+			{evFinish, state{phase: phaseFinal, emptied: true, ended: true, controlClosed: true}}, {evInitExit, state{phase: phaseFinal, emptied: true, ended: true, reaped: true, controlClosed: true}}}},
+		{"end reported, read after the init's reaping", []step{{evStart, state{phase: phaseStarted}}, {evExec, state{phase: phaseExecd}},
+			{evInitExit, state{phase: phaseExited, emptied: true, reaped: true}}, {evEnded, state{phase: phaseExited, emptied: true, ended: true, reaped: true}},
+			{evFinish, state{phase: phaseFinal, emptied: true, ended: true, reaped: true}}}},
 		{"redraws for attached clients", []step{{evStart, state{phase: phaseStarted}}, {evExec, state{phase: phaseExecd}}, {evAttach, state{phase: phaseExecd, attached: true, client: true}},
 			{evRedraw, state{phase: phaseExecd, attached: true, client: true, redrawing: true, redraws: 1}}, {evDrawn, state{phase: phaseExecd, attached: true, client: true, redraws: 1}},
-			{evRedraw, state{phase: phaseExecd, attached: true, client: true, redrawing: true, redraws: 2}}, {evExit, state{phase: phaseExited, attached: true, client: true, redrawing: true, redraws: 2}},
-			{evDrawn, state{phase: phaseExited, attached: true, client: true, redraws: 2}}, {evFinish, state{phase: phaseFinal, attached: true, client: true, redraws: 2}}}},
-		{"late client of a failed launch", []step{{evStart, state{phase: phaseStarted}}, {evExit, state{phase: phaseExited}}, {evFinish, state{phase: phaseFinal}}, {evAttach, state{phase: phaseFinal, attached: true, client: true}}}},
+			{evRedraw, state{phase: phaseExecd, attached: true, client: true, redrawing: true, redraws: 2}}, {evExit, state{phase: phaseExited, reaped: true, attached: true, client: true, redrawing: true, redraws: 2}},
+			{evDrawn, state{phase: phaseExited, reaped: true, attached: true, client: true, redraws: 2}}, {evFinish, state{phase: phaseFinal, reaped: true, attached: true, client: true, redraws: 2}}}},
+		{"late client of a failed launch", []step{{evStart, state{phase: phaseStarted}}, {evExit, state{phase: phaseExited, reaped: true}}, {evFinish, state{phase: phaseFinal, reaped: true}}, {evAttach, state{phase: phaseFinal, reaped: true, attached: true, client: true}}}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			var buf bytes.Buffer
@@ -275,7 +283,7 @@ func TestDaemonGone(t *testing.T) {
 	for _, ev := range []event{evWatch, evExit, evFinish, evUnwatch} {
 		s.advanceLocked(ev)
 	}
-	if s.st != (state{phase: phaseFinal}) || buf.Len() != 0 {
+	if s.st != (state{phase: phaseFinal, reaped: true}) || buf.Len() != 0 {
 		t.Errorf("watcher gone after the end: %+v, log %q", s.st, buf.String())
 	}
 }

@@ -66,6 +66,30 @@ func (s *server) readControl(f *os.File) {
 			for _, sig := range pending {
 				s.signalBox(sig)
 			}
+		case engine.EventEnded:
+			s.mu.Lock()
+			// box-init's inotify instances, handed over so that the kernel's release of
+			// their watches (a grace period of milliseconds) holds up neither box-init's
+			// exit nor the launch's end: held until box-init is reaped (its own copies are
+			// closed by then, and are not the last), then closed in the background.
+			s.handed = append(s.handed, fds...)
+			if s.st.reaped {
+				s.releaseHandedLocked()
+			}
+			take := s.topIsInit && s.status.Execd && !s.st.ended
+			if take && s.st.phase < phaseExited {
+				code := ev.Exit
+				s.status.ExitCode = &code
+			}
+			if take {
+				s.advanceLocked(evEnded)
+			}
+			s.mu.Unlock()
+			if take {
+				s.log.Printf("box ended (exit %d): its init exits", ev.Exit)
+			} else {
+				s.log.Printf("box end reported by a box whose top process is not its init, or before its exec: ignored")
+			}
 		case engine.EventError:
 			closeFDs(fds)
 			s.mu.Lock()
@@ -363,6 +387,7 @@ func (s *server) broadcastLocked(kind string) {
 
 func (s *server) serveWatch(conn *net.UnixConn, br *bufio.Reader) {
 	w := &watchConn{conn: conn}
+	testHook(testHooks.watchCame)
 	s.mu.Lock()
 	final := s.st.phase == phaseFinal
 	if err := w.send(s.replyLocked()); err != nil {
@@ -374,6 +399,7 @@ func (s *server) serveWatch(conn *net.UnixConn, br *bufio.Reader) {
 		w.send(Event{Kind: EventExit, Status: s.status})
 		s.mu.Unlock()
 		conn.CloseWrite()
+		testHook(testHooks.watchEnded)
 		return
 	}
 	s.watchers[w] = true

@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -28,6 +29,7 @@ import (
 	"github.com/agentbox/agentbox/internal/engine/native"
 	"github.com/agentbox/agentbox/internal/launchdir"
 	"github.com/agentbox/agentbox/internal/linux/ns"
+	"github.com/agentbox/agentbox/internal/linux/proc"
 	"github.com/agentbox/agentbox/internal/plan"
 	"github.com/agentbox/agentbox/internal/shim"
 )
@@ -196,6 +198,42 @@ func TestExitCodes(t *testing.T) {
 				t.Errorf("status incomplete: %+v", st)
 			}
 		})
+	}
+}
+
+// TestEndBeforeInitExit: a box's init that reports the box's end before its own exit
+// (engine.EventEnded, as box-init does before the kernel has released its watches) ends the
+// launch then: the client gets the program's exit code and the final status is written while
+// the init still runs. The shim stays the init's parent until it has reaped it, and the
+// status the init exits with does not replace the program's exit code.
+func TestEndBeforeInitExit(t *testing.T) {
+	release := filepath.Join(t.TempDir(), "release")
+	req := sh("echo out; echo err >&2; exit 7")
+	req.Linger = release
+	dir := launch(t, shim.Config{}, req)
+	r := attachPipes(t, dir, nil)
+	if r.err != nil || r.code != 7 || string(r.stdout) != "out\n" || string(r.stderr) != "err\n" {
+		t.Fatalf("Attach = %d, %v (stdout %q, stderr %q), want 7 and the program's output", r.code, r.err, r.stdout, r.stderr)
+	}
+	st := waitStatus(t, dir)
+	if st.State != api.StateExited || st.ExitCode == nil || *st.ExitCode != 7 || !st.Settled || !st.Execd {
+		t.Fatalf("status %+v, want exited 7, settled", st)
+	}
+	// The init waits for the release, and the shim for the init.
+	if proc.Ended(st.BoxPid) || proc.Ended(st.ShimPid) {
+		t.Fatalf("box-init ended %v, shim ended %v: both should run until the release", proc.Ended(st.BoxPid), proc.Ended(st.ShimPid))
+	}
+	if err := os.WriteFile(release, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if !proc.WaitEnded(st.ShimPid, failTimeout) {
+		t.Fatalf("the shim has not exited %v after its box-init was released", failTimeout)
+	}
+	if log, _ := os.ReadFile(filepath.Join(dir, launchdir.ShimLogFile)); !strings.Contains(string(log), "(code 99)") {
+		t.Errorf("the shim did not reap box-init before its exit (shim.log:\n%s)", log)
+	}
+	if st, err := shim.ReadStatus(dir); err != nil || st.ExitCode == nil || *st.ExitCode != 7 {
+		t.Errorf("status after box-init's exit: %+v, %v; want exit 7 still", st, err)
 	}
 }
 
@@ -903,6 +941,72 @@ func TestStopWhileHeldBoxStarts(t *testing.T) {
 	if !st.Settled || len(left) != 0 {
 		t.Fatalf("status settled %v, and processes of the box's pid namespace left when it was written: %v", st.Settled, left)
 	}
+}
+
+// TestLateWatcherFindsStatus: a watcher that comes while the shim ends the launch is sent the
+// launch's end (EventExit) only once status.json holds it, as EventExit promises. The shim
+// entered its final phase, in which a new watcher is sent the end at once, before it wrote the
+// file; the daemon, whose watch of a short launch may come that late, takes EventExit for a
+// status written (since the box's end is reported before box-init's exit, speed9) and read a
+// missing file: about 1 in 100 short launches beside CPU burners was recorded lost. The hooks
+// (shim.HooksLateWatch) make a watcher come while the status is being written, every time.
+func TestLateWatcherFindsStatus(t *testing.T) {
+	t.Setenv(hooksEnv, shim.HooksLateWatch)
+	dir := launch(t, shim.Config{Detached: true}, sh("exit 3"))
+	// Watches are made one after another until the shim has closed its socket; one that finds
+	// the launch ended waits for its end on a goroutine of its own, so that the next watch
+	// comes while the status is being written.
+	var wg sync.WaitGroup
+	var ends atomic.Int32
+	for deadline := time.Now().Add(failTimeout); ; {
+		if time.Now().After(deadline) {
+			t.Fatalf("the shim still answers watches %v after its launch", failTimeout)
+		}
+		w, err := shim.Watch(dir)
+		if err != nil {
+			break // the shim has ended the launch and closed its socket
+		}
+		if first := <-w.Events; first.Status.State == api.StateStarting || first.Status.State == api.StateRunning {
+			w.Close()
+			continue
+		}
+		// The launch has ended: its end comes next, whether this watcher was there before the
+		// status was written or came while it was.
+		wg.Go(func() {
+			defer w.Close()
+			var last shim.Event
+			for ev := range w.Events {
+				last = ev
+			}
+			if last.Kind != shim.EventExit {
+				return // the shim closed the watch as it exited
+			}
+			ends.Add(1)
+			st, err := shim.ReadStatus(dir)
+			os.WriteFile(filepath.Join(dir, shim.LateWatchChecked), nil, 0o600)
+			if err != nil {
+				t.Errorf("a watcher was sent the launch's end (exit %v), and status.json is not there: %v", ptr(last.Status.ExitCode), err)
+			} else if st.ExitCode == nil || *st.ExitCode != 3 || last.Status.ExitCode == nil || *last.Status.ExitCode != 3 {
+				t.Errorf("status.json's exit %v, the event's %v; want 3", ptr(st.ExitCode), ptr(last.Status.ExitCode))
+			}
+		})
+	}
+	wg.Wait()
+	if t.Failed() {
+		return
+	}
+	raceForced(t, dir)
+	if ends.Load() == 0 {
+		t.Fatal("no watcher was sent the launch's end")
+	}
+}
+
+// ptr is *p, or nil.
+func ptr(p *int) any {
+	if p == nil {
+		return nil
+	}
+	return *p
 }
 
 func TestQueryAndSettlement(t *testing.T) {

@@ -189,6 +189,7 @@ func (s *server) startBox(hold bool) error {
 	s.mu.Lock()
 	s.box = box
 	s.ctl = shimEnd
+	s.topIsInit = topIsInit
 	if hold {
 		s.advanceLocked(evStartHeld)
 	} else {

@@ -102,7 +102,7 @@ func InitMain(args []string) int {
 		if err != nil {
 			return fail("%v", err)
 		}
-		defer prot.Finish()
+		defer prot.Close()
 		started = prot.Started
 	}
 	return execstage.Run(execstage.Options{

@@ -113,6 +113,9 @@ type Options struct {
 	Rows, Cols uint16
 	// AfterExec, if set, runs once the program has been exec'd.
 	AfterExec func(b *engine.Box)
+	// AfterEnded, if set, runs when the box reports its end before its init's exit
+	// (engine.EventEnded), before the next event is read.
+	AfterEnded func(b *engine.Box, ev engine.Event)
 }
 
 // Result is what a box did, from the shim's side.
@@ -248,6 +251,15 @@ func RunBox(t testing.TB, e engine.Engine, p *plan.Plan, o Options) Result {
 		case engine.EventExec:
 			if o.AfterExec != nil {
 				o.AfterExec(box)
+			}
+		case engine.EventEnded:
+			if o.AfterEnded != nil {
+				o.AfterEnded(box, ev)
+			}
+			// box-init's inotify instances, handed over with the report as to the shim:
+			// kept, every box of a test binary's would use up its user's instances.
+			for _, fd := range fds {
+				syscall.Close(fd)
 			}
 		default:
 			for _, fd := range fds {

@@ -20,6 +20,7 @@ import (
 	"github.com/agentbox/agentbox/internal/engine"
 	"github.com/agentbox/agentbox/internal/engine/spec"
 	"github.com/agentbox/agentbox/internal/linux/fds"
+	"github.com/agentbox/agentbox/internal/linux/ns"
 	"github.com/agentbox/agentbox/internal/linux/pty"
 	"github.com/agentbox/agentbox/internal/plan"
 )
@@ -84,6 +85,10 @@ type Options struct {
 	Who string
 	// Started, when not nil, runs once the program runs, with its pid.
 	Started func(pid int)
+	// Exited, when not nil, runs once the program has exited, with its exit code (128+n for
+	// a signal), before Run returns it; the PTY's slave is closed by then. An init that can
+	// tell the box has ended before its own exit reports it there (ReportEnded).
+	Exited func(code int)
 	// Fail reports a set-up failure on Control and returns the exit code.
 	Fail func(format string, a ...any) int
 }
@@ -95,9 +100,10 @@ type Options struct {
 // the program exits, returning its status as an exit code.
 func Run(o Options) int {
 	stdio := [3]int{0, 1, 2}
+	var slave *os.File
 	if o.Spec.Console == plan.ConsoleTTY {
-		slave, err := openPTY(o.Control, o.Rows, o.Cols)
-		if err != nil {
+		var err error
+		if slave, err = openPTY(o.Control, o.Rows, o.Cols); err != nil {
 			return o.Fail("%v", err)
 		}
 		defer slave.Close()
@@ -126,7 +132,44 @@ func Run(o Options) int {
 	if o.Started != nil {
 		o.Started(pid)
 	}
-	return reapUntil(pid)
+	code := reapUntil(pid)
+	if o.Exited != nil {
+		if slave != nil {
+			slave.Close() // the shim's read of the PTY ends once the box's processes are gone
+		}
+		o.Exited(code)
+	}
+	return code
+}
+
+// ReportEnded tells the shim on ctl that the box has ended with the program's exit code
+// (EventEnded), for an init (PID 1 of the box's pid namespace) that has killed every other
+// process of the box and has finished what it does with the box's files. It looks itself
+// whether a process other than the init is left (a zombie runs nothing), and sends nothing
+// then. Otherwise its stdin, stdout and stderr, the box's output streams, are replaced by
+// /dev/null first, so that the shim reads the output to its end now; then the event is sent
+// and ctl closed. Should the streams not be replaced, nothing is sent either: the init's
+// exit ends the launch then, as it does for an init that does not report. held are
+// descriptors the init hands the shim with the report (its inotify instances, whose release
+// waits for the kernel: the shim closes them while the launch ends and the init exits).
+func ReportEnded(ctl *os.File, code int, held ...int) {
+	if ns.OthersLeft() {
+		return
+	}
+	null, err := unix.Open("/dev/null", unix.O_RDWR|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return
+	}
+	defer unix.Close(null)
+	for fd := 0; fd <= 2; fd++ {
+		if err := unix.Dup3(null, fd, 0); err != nil {
+			return
+		}
+	}
+	if err := engine.SendEvent(ctl, engine.Event{Kind: engine.EventEnded, Exit: code}, held...); err != nil {
+		return
+	}
+	ctl.Close()
 }
 
 // reapUntil reaps every child (PID 1 inherits the box's orphans) until pid exits, and returns

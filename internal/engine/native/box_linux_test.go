@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -18,6 +19,7 @@ import (
 	"github.com/agentbox/agentbox/internal/engine/enginetest"
 	"github.com/agentbox/agentbox/internal/engine/native"
 	"github.com/agentbox/agentbox/internal/linux/ns"
+	"github.com/agentbox/agentbox/internal/linux/proc"
 	"github.com/agentbox/agentbox/internal/plan"
 	"github.com/agentbox/agentbox/internal/testenv"
 )
@@ -488,4 +490,89 @@ func TestOverlay(t *testing.T) {
 			t.Errorf("the box read the folder the symlink named: %q", r.Stdout)
 		}
 	})
+}
+
+// TestEndReportedAfterOthersGone: box-init reports the box's end before its own exit
+// (engine.EventEnded) only once every other process of the box is gone. The program leaves two
+// writers behind, each in a session of its own, ignoring SIGTERM and SIGHUP, and each holding
+// inotify instances whose release makes even a killed writer take milliseconds to die: when
+// the report comes, each is a zombie or gone, and the workspace file they wrote does not grow
+// after it. The report carries the program's exit code, and comes once.
+func TestEndReportedAfterOthersGone(t *testing.T) {
+	endReportedAfterOthersGone(t, "slow-writers")
+}
+
+// TestAttackEndReportedWhileThreadsRun: as TestEndReportedAfterOthersGone, with writers whose
+// thread group's leader has exited alone, their writing thread running on: /proc names each
+// process a zombie, and box-init took it for gone and reported the box's end while its thread
+// still ran (and the launch's check at exit could run before its last write landed).
+func TestAttackEndReportedWhileThreadsRun(t *testing.T) {
+	endReportedAfterOthersGone(t, "leader-exit-writers")
+}
+
+// endReportedAfterOthersGone runs the probe writers (slow-writers, leader-exit-writers) and
+// checks that the box's end is reported only once no thread of any other process of the box
+// runs, and that nothing is written after.
+func endReportedAfterOthersGone(t *testing.T, writers string) {
+	p, d := probePlan(t, []string{writers, "late"}, nil)
+	var pidNS uint64
+	var left []string
+	ended := 0
+	sizes := func() (n int64) {
+		for i := 0; i < 2; i++ {
+			if st, err := os.Stat(filepath.Join(d.Workspace, fmt.Sprintf("late.%d", i))); err == nil {
+				n += st.Size()
+			}
+		}
+		return n
+	}
+	var atEnd int64
+	r := enginetest.RunBox(t, &native.Engine{}, p, enginetest.Options{
+		AfterExec: func(b *engine.Box) {
+			var err error
+			if pidNS, err = ns.Inode(b.NamespacePid(), "pid"); err != nil {
+				t.Errorf("the box's pid namespace: %v", err)
+			}
+		},
+		AfterEnded: func(b *engine.Box, ev engine.Event) {
+			ended++
+			pids, err := ns.Remaining(pidNS)
+			if err != nil {
+				t.Errorf("processes of the box: %v", err)
+			}
+			for _, pid := range pids {
+				if pid == b.Process.Pid {
+					continue
+				}
+				// every thread of it: a leader that exited alone is a zombie while the others run
+				tasks, _ := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+				for _, task := range tasks {
+					tid, err := strconv.Atoi(task.Name())
+					if err == nil && !proc.Ended(tid) {
+						state, _ := proc.State(tid)
+						left = append(left, fmt.Sprintf("%d, thread %d (%c)", pid, tid, state))
+					}
+				}
+			}
+			atEnd = sizes()
+			if ev.Exit != 3 {
+				t.Errorf("the end reported exit %d, want the program's 3", ev.Exit)
+			}
+		},
+	})
+	if r.Exit != 3 {
+		t.Fatalf("box exit %d, want 3 (stderr %q)", r.Exit, r.Stderr)
+	}
+	if ended != 1 {
+		t.Fatalf("box-init reported the box's end %d times, want once", ended)
+	}
+	if len(left) > 0 {
+		t.Errorf("box-init reported the box's end while other processes of the box lived: %v", left)
+	}
+	if atEnd == 0 {
+		t.Errorf("the writers wrote nothing before the end")
+	}
+	if n := sizes(); n != atEnd {
+		t.Errorf("the writers wrote after the box's end was reported: %d bytes then, %d after box-init's exit", atEnd, n)
+	}
 }

@@ -186,9 +186,21 @@ func BoxInitMain(args []string) int {
 	if err != nil {
 		return fail("%v", err)
 	}
-	defer prot.Finish()
+	// The protection's inotify instances are closed last, when the launch may have ended
+	// already (below): their release waits for the kernel, several milliseconds, unless the
+	// shim holds them then (handed over with the end).
+	defer prot.Close()
 	return execstage.Run(execstage.Options{
 		Control: ctl, Exec: ex, Raw: raw, Spec: s, Rows: uint16(*rows), Cols: uint16(*cols),
 		Signals: sigs, Who: "box-init", Started: prot.Started, Fail: fail,
+		Exited: func(code int) {
+			// Once every other process of the box is gone and the protection's last passes
+			// are done, nothing of the box runs: the shim hears of the end now, with
+			// box-init's inotify instances, which it closes while the launch settles and
+			// box-init exits.
+			if prot.Finish() {
+				execstage.ReportEnded(ctl, code, prot.Instances()...)
+			}
+		},
 	})
 }

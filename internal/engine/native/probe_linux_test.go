@@ -9,9 +9,12 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"os/signal"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -42,6 +45,14 @@ func nativeProbe(args []string) int {
 		out = string(b)
 	case "proc-others":
 		out, err = probeProcOthers()
+	case "slow-writers":
+		return leaveWriters("slow-writer", args[1])
+	case "slow-writer":
+		return slowWriter(args[1])
+	case "leader-exit-writers":
+		return leaveWriters("leader-exit-writer", args[1])
+	case "leader-exit-writer":
+		return leaderExitWriter(args[1])
 	default:
 		return 2
 	}
@@ -272,4 +283,76 @@ func probeForward(addr string) (string, error) {
 	c.(*net.TCPConn).CloseWrite()
 	b, err := io.ReadAll(c)
 	return string(b), err
+}
+
+// leaveWriters leaves two writer processes behind (the probe named: slow-writer,
+// leader-exit-writer), each in a session of its own, and exits 3 once both write file.N.
+func leaveWriters(writer, file string) int {
+	for i := 0; i < 2; i++ {
+		mark := fmt.Sprintf("%s.%d", file, i)
+		p, err := os.StartProcess("/proc/self/exe", []string{"probe", "native-probe", writer, mark},
+			&os.ProcAttr{Sys: &syscall.SysProcAttr{Setsid: true}})
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		p.Release()
+	}
+	for i := 0; i < 2; i++ {
+		for {
+			if st, err := os.Stat(fmt.Sprintf("%s.%d", file, i)); err == nil && st.Size() > 0 {
+				break
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	return 3
+}
+
+// slowWriter ignores SIGTERM, SIGHUP and SIGINT, takes 10 inotify instances with a watch each
+// (their release makes its death, even by SIGKILL, take a grace period each: milliseconds),
+// and appends to file until it is killed.
+func slowWriter(file string) int {
+	signal.Ignore(syscall.SIGTERM, syscall.SIGHUP, syscall.SIGINT)
+	for i := 0; i < 10; i++ {
+		fd, err := unix.InotifyInit1(0)
+		if err != nil {
+			break
+		}
+		unix.InotifyAddWatch(fd, ".", unix.IN_CREATE)
+	}
+	f, err := os.OpenFile(file, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+	if err != nil {
+		return 1
+	}
+	for {
+		f.WriteString("x\n")
+	}
+}
+
+// init keeps a leader-exit-writer's main goroutine on the process's first thread, its thread
+// group's leader (the runtime runs init there), so that it can end that thread alone.
+func init() {
+	if len(os.Args) > 2 && os.Args[1] == "native-probe" && os.Args[2] == "leader-exit-writer" {
+		runtime.LockOSThread()
+	}
+}
+
+// leaderExitWriter is a slow writer (slowWriter: signals ignored, 10 inotify instances,
+// appending to file) on a thread of its own, whose thread group's leader then exits alone
+// (exit(2), not exit_group): /proc shows the process as a zombie while its writer runs.
+func leaderExitWriter(file string) int {
+	if unix.Gettid() != unix.Getpid() {
+		fmt.Fprintln(os.Stderr, "leader-exit-writer: not on the leader thread")
+		return 1
+	}
+	go slowWriter(file)
+	for {
+		if st, err := os.Stat(file); err == nil && st.Size() > 0 {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	syscall.Syscall(unix.SYS_EXIT, 0, 0, 0) // this thread only; the writer runs on
+	return 1
 }

@@ -61,6 +61,9 @@ type Keeper struct {
 	last int
 	mu   sync.Mutex
 	ran  chan struct{}
+	// followed is the inotify instance that follows the staged copies (SyncStaged), kept open
+	// until Close (-1: none).
+	followed int
 }
 
 // Watch starts watching the folders of the root's masks and read-only binds (inotify), before
@@ -76,7 +79,40 @@ func (b *Root) Watch() (*Keeper, error) {
 		gone.close()
 		return nil, fmt.Errorf("eventfd: %w", err)
 	}
-	return &Keeper{kept: b.kept, gone: gone, staged: b.staged, last: last}, nil
+	return &Keeper{kept: b.kept, gone: gone, staged: b.staged, last: last, followed: -1}, nil
+}
+
+// instances returns the keeper's inotify instances (the masks' folders, the staged copies).
+func (k *Keeper) instances() []int {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	var fds []int
+	for _, fd := range []int{k.gone.fd, k.followed} {
+		if fd >= 0 {
+			fds = append(fds, fd)
+		}
+	}
+	return fds
+}
+
+// Close releases the keeper's inotify instances (the masks' folders, the staged copies) and its
+// eventfd, once Run and SyncStaged have returned (or were never started). It is apart from
+// their end because the kernel frees an inotify instance's watches only after a grace period
+// (fsnotify waits for SRCU readers), several milliseconds: box-init reports the box's end
+// first, and closes them while the shim and the daemon settle the launch.
+func (k *Keeper) Close() {
+	k.Settle() // Run's loop reads gone: it ends first
+	k.gone.close()
+	k.mu.Lock()
+	followed := k.followed
+	k.followed = -1
+	k.mu.Unlock()
+	for _, fd := range []int{followed, k.last} {
+		if fd >= 0 {
+			unix.Close(fd)
+		}
+	}
+	k.last = -1
 }
 
 // Run keeps the mounts in place until stop is called or Settle returns (see keepMounts); call
@@ -140,8 +176,7 @@ func keepMounts(kept []keptMount, gone *removals, last int, guard func(path stri
 	// The host removing a masked path (rm, or a rename away) is told from its replacing it (a
 	// rename over it) by the parent folder's inotify events (gone, set up before the program
 	// started): after a removal, the file found at the path may be one the box created in the
-	// meantime.
-	defer gone.close()
+	// meantime. (gone is released by Keeper.Close, not here: see there.)
 	// guardRemoved guards k, a protected path (or a folder on the way to one) the host removed;
 	// false means the box was stopped.
 	guardRemoved := func(k *keptMount) bool {
@@ -586,5 +621,6 @@ func (r *removals) drain() {
 func (r *removals) close() {
 	if r.fd >= 0 {
 		unix.Close(r.fd)
+		r.fd = -1
 	}
 }

@@ -3,6 +3,7 @@ package mount
 import (
 	"fmt"
 	"os"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -26,13 +27,15 @@ type Protection struct {
 	synced   chan struct{}
 	stopping atomic.Bool
 	stopped  chan struct{}
+	finish   sync.Once
+	emptied  bool // what Finish reported
 }
 
 // Protect starts protecting root's box, before the program starts: the folders of its masks
 // and binds are watched (Watch), the staged copies followed, and, when guard is not nil, the
 // workspace's absent protected paths are guarded from now on (a box whose paths cannot be
 // watched must not start: the error says so). who names the init in its lines ("box-init").
-// Call Started once the program runs, and Finish once it has exited.
+// Call Started once the program runs, Finish once it has exited, and Close.
 func Protect(root *Root, guard *changes.Guard, who string) (*Protection, error) {
 	keeper, err := root.Watch()
 	if err != nil {
@@ -50,6 +53,7 @@ func Protect(root *Root, guard *changes.Guard, who string) (*Protection, error) 
 	if guard != nil {
 		if err := guard.Scan(); err != nil {
 			p.finishSync()
+			keeper.Close()
 			return nil, fmt.Errorf("guard the workspace's absent protected paths: %w", err)
 		}
 		go guard.Run()
@@ -88,36 +92,78 @@ func (p *Protection) Started(pid int) {
 // moving aside what the box created (it is waited for, bounded); the box's other processes are
 // killed, so that nothing creates a guarded path after the guard's last pass, which moves out
 // what is there and keeps the final content of what the box wrote; then the staged copies are
-// copied back a last time. The init exits, and the launch's exit is reported, only after it.
-func (p *Protection) Finish() {
-	if p.stopping.Load() {
-		select {
-		case <-p.stopped:
-		case <-time.After(5 * time.Second):
+// copied back a last time. It reports whether every other process of the box is gone (the
+// kill is waited for, bounded): only then may the init report the box's end before its own
+// exit (execstage.Options.Exited). The inotify instances are released by Close, which the
+// init calls after that report. A second call does nothing and reports the same.
+func (p *Protection) Finish() (emptied bool) {
+	p.finish.Do(func() {
+		if p.stopping.Load() {
+			select {
+			case <-p.stopped:
+			case <-time.After(5 * time.Second):
+			}
 		}
-	}
-	if p.guard != nil {
 		killOthers()
-		// A removal the keeper has not handled yet is guarded before the guard's last pass.
+		// A removal the keeper has not handled yet is guarded before the guard's last pass (or,
+		// without a guard, stops the box and moves aside what appeared, as a stop does): the
+		// keeper's loop has ended when the box's end is reported.
 		p.keeper.Settle()
-		if err := p.guard.Close(); err != nil {
-			p.say(fmt.Sprintf("guarding the protected paths: %v", err))
+		if p.guard != nil {
+			if err := p.guard.Finish(); err != nil {
+				p.say(fmt.Sprintf("guarding the protected paths: %v", err))
+			}
 		}
-	}
-	p.finishSync()
+		p.emptied = p.finishSync()
+	})
+	return p.emptied
 }
 
-func (p *Protection) finishSync() {
-	killOthers()
+// Instances returns the protection's inotify instances, once Finish has run: an init hands
+// them to its shim with the report of the box's end (execstage.ReportEnded), so that the
+// kernel's release of their watches, a grace period of milliseconds, comes when the shim
+// closes them, holding up neither the init's exit nor the launch's end. Close still closes
+// the init's own descriptors (cheap then: the shim holds the instances).
+func (p *Protection) Instances() []int {
+	fds := p.keeper.instances()
+	if p.guard != nil {
+		if fd := p.guard.Instance(); fd >= 0 {
+			fds = append(fds, fd)
+		}
+	}
+	return fds
+}
+
+// Close ends the protection as Finish does (unless Finish has) and releases its inotify
+// instances, side by side: the kernel frees each one's watches after a grace period.
+func (p *Protection) Close() {
+	p.Finish()
+	var wg sync.WaitGroup
+	wg.Go(p.keeper.Close)
+	if p.guard != nil {
+		wg.Go(func() { p.guard.Close() }) // its last pass's errors were said by Finish
+	}
+	wg.Wait()
+}
+
+// finishSync kills the box's other processes, ends the staged copies' sync after a last copy
+// and reports whether the others are gone.
+func (p *Protection) finishSync() bool {
+	emptied := killOthers()
 	close(p.syncDone)
 	<-p.synced
+	return emptied
 }
 
 // killOthers kills every other process of the box (from PID 1) and waits, bounded, until they
-// are gone.
-func killOthers() {
+// are gone; it reports whether they are.
+func killOthers() bool {
 	unix.Kill(-1, unix.SIGKILL)
-	for i := 0; i < 200 && ns.OthersLeft(); i++ {
+	for i := 0; i < 200; i++ {
+		if !ns.OthersLeft() {
+			return true
+		}
 		time.Sleep(5 * time.Millisecond)
 	}
+	return !ns.OthersLeft()
 }

@@ -135,7 +135,7 @@ func (k *Keeper) SyncStaged(done <-chan struct{}, report func(string)) {
 			report(fmt.Sprintf("the box's copy of protected %s reached its bound of %d bytes: writes beyond it fail (no space left on device), and the change is kept truncated", c.target, changes.MaxFile))
 		}
 	}
-	if err := follow(k.staged, done, sync); err != nil {
+	if err := k.follow(done, sync); err != nil {
 		report("follow the staged copies: " + err.Error() + " (they are copied back when the box ends)")
 		<-done
 	}
@@ -144,15 +144,18 @@ func (k *Keeper) SyncStaged(done <-chan struct{}, report func(string)) {
 	}
 }
 
-// follow calls sync for each staged copy the box writes, until done is closed.
-func follow(staged []*stagedCopy, done <-chan struct{}, sync func(*stagedCopy)) error {
+// follow calls sync for each staged copy the box writes, until done is closed. Its inotify
+// instance stays open until Close (its release waits for the kernel: see there).
+func (k *Keeper) follow(done <-chan struct{}, sync func(*stagedCopy)) error {
 	in, err := unix.InotifyInit1(unix.IN_CLOEXEC | unix.IN_NONBLOCK)
 	if err != nil {
 		return fmt.Errorf("inotify: %w", err)
 	}
-	defer unix.Close(in)
+	k.mu.Lock()
+	k.followed = in
+	k.mu.Unlock()
 	byWd := map[int32]*stagedCopy{}
-	for _, c := range staged {
+	for _, c := range k.staged {
 		wd, err := unix.InotifyAddWatch(in, "/proc/self/fd/"+strconv.Itoa(int(c.box.Fd())), unix.IN_MODIFY|unix.IN_CLOSE_WRITE|unix.IN_ATTRIB)
 		if err != nil {
 			return fmt.Errorf("%s: inotify: %w", c.target, err)

@@ -101,22 +101,11 @@ func WaitEnded(pid int, max time.Duration) bool {
 	}
 	if err == nil {
 		defer unix.Close(fd)
-		for {
-			left := time.Until(deadline)
-			if left <= 0 {
-				return Ended(pid)
-			}
-			ms := int((left + time.Millisecond - 1) / time.Millisecond)
-			n, err := unix.Poll([]unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}, ms)
-			if errors.Is(err, unix.EINTR) {
-				continue
-			}
-			if err != nil {
-				break
-			}
-			if n > 0 {
-				return true
-			}
+		switch ended, err := pollPidfd(fd, deadline); {
+		case err == nil && !ended:
+			return Ended(pid)
+		case err == nil:
+			return true
 		}
 	}
 	for time.Now().Before(deadline) {
@@ -126,4 +115,71 @@ func WaitEnded(pid int, max time.Duration) bool {
 		time.Sleep(5 * time.Millisecond)
 	}
 	return Ended(pid)
+}
+
+// pollPidfd waits until pidfd fd is readable (its process has exited) or deadline, and
+// reports whether it is; an error other than EINTR ends the wait.
+func pollPidfd(fd int, deadline time.Time) (bool, error) {
+	for {
+		left := time.Until(deadline)
+		ms := 0
+		if left > 0 {
+			ms = int((left + time.Millisecond - 1) / time.Millisecond)
+		}
+		n, err := unix.Poll([]unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}, ms)
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if err != nil {
+			return false, err
+		}
+		if n > 0 {
+			return true, nil
+		}
+		if left <= 0 {
+			return false, nil
+		}
+	}
+}
+
+// Handle is a process held by a pidfd, opened while the caller knows the pid to be the
+// process it means: its end can be waited for later, though the pid be reused meanwhile.
+type Handle struct{ fd int }
+
+// OpenIn returns a handle on process pid, which must be a live process whose pid namespace
+// (/proc/<pid>/ns/pid) has inode pidNS: a pid reused by a process elsewhere is refused.
+func OpenIn(pid int, pidNS uint64) (*Handle, error) {
+	fd, err := unix.PidfdOpen(pid, 0)
+	if err != nil {
+		return nil, fmt.Errorf("pidfd of %d: %w", pid, err)
+	}
+	var st unix.Stat_t
+	err = unix.Stat(fmt.Sprintf("/proc/%d/ns/pid", pid), &st)
+	// Read while the pidfd's process is alive, /proc/<pid> was that process.
+	if err == nil && (st.Ino != pidNS || unix.PidfdSendSignal(fd, 0, nil, 0) != nil) {
+		err = fmt.Errorf("process %d is not in pid namespace %d, or has ended", pid, pidNS)
+	}
+	if err != nil {
+		unix.Close(fd)
+		return nil, err
+	}
+	return &Handle{fd: fd}, nil
+}
+
+// Wait waits until the process has exited (a zombie, or reaped), at most max, and reports
+// whether it has. A nil handle has nothing to wait for: true.
+func (h *Handle) Wait(max time.Duration) bool {
+	if h == nil {
+		return true
+	}
+	ended, _ := pollPidfd(h.fd, time.Now().Add(max))
+	return ended
+}
+
+// Close releases the handle (nil: nothing to release).
+func (h *Handle) Close() {
+	if h != nil && h.fd >= 0 {
+		unix.Close(h.fd)
+		h.fd = -1
+	}
 }

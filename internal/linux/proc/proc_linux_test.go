@@ -80,3 +80,41 @@ func TestSameAndEnded(t *testing.T) {
 		t.Error("WaitEnded of a reaped child: not ended")
 	}
 }
+
+// TestOpenIn: a handle is opened only on a live process of the named pid namespace, and its
+// Wait reports the process's exit, as a zombie already (before anyone reaps it).
+func TestOpenIn(t *testing.T) {
+	var st unix.Stat_t
+	if err := unix.Stat("/proc/self/ns/pid", &st); err != nil {
+		t.Skipf("no pid namespace file: %v", err)
+	}
+	cmd := exec.Command("sleep", "1000")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Wait()
+	defer cmd.Process.Kill()
+	if h, err := OpenIn(cmd.Process.Pid, st.Ino+1); err == nil {
+		h.Close()
+		t.Fatalf("OpenIn with another pid namespace's inode succeeded")
+	}
+	h, err := OpenIn(cmd.Process.Pid, st.Ino)
+	if err != nil {
+		t.Fatalf("OpenIn: %v", err)
+	}
+	defer h.Close()
+	if h.Wait(0) {
+		t.Fatalf("Wait says a sleeping process has exited")
+	}
+	cmd.Process.Kill()
+	if !h.Wait(time.Minute) {
+		t.Fatalf("Wait did not see the killed process exit")
+	}
+	if !h.Wait(0) {
+		t.Errorf("Wait(0) after the exit says the process runs")
+	}
+	var none *Handle
+	if !none.Wait(0) {
+		t.Errorf("a nil handle has something to wait for")
+	}
+}

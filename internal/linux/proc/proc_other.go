@@ -26,3 +26,15 @@ func State(pid int) (byte, error) { return 0, errNotSupported }
 
 // CPUTicks needs Linux (/proc); elsewhere it fails.
 func CPUTicks(pid int) (uint64, error) { return 0, errNotSupported }
+
+// Handle is a process held open; Linux only.
+type Handle struct{}
+
+// OpenIn needs Linux (pidfd); elsewhere it fails.
+func OpenIn(pid int, pidNS uint64) (*Handle, error) { return nil, errNotSupported }
+
+// Wait has nothing to wait for elsewhere: true.
+func (h *Handle) Wait(max time.Duration) bool { return true }
+
+// Close does nothing.
+func (h *Handle) Close() {}
