@@ -120,6 +120,7 @@ func (d *Daemon) settle(ctx context.Context, l *liveLaunch, startErr error) {
 	// Brokers end first (the integrity watch's exit check, placeholders released, the session
 	// ended), so that a launch recorded as ended has left nothing behind.
 	d.endBrokers(rec.ID)
+	d.removeLaunchWork(rec.ID, rec.Workspace)
 	d.record(rec, l.dir)
 	if err := launch.RemoveDir(l.dir); err != nil {
 		d.log.Warn("remove launch dir", "dir", l.dir, "err", err)
@@ -192,13 +193,17 @@ func (d *Daemon) readopt(ctx context.Context) {
 			}()
 		}
 	}
+	known := func(id string) bool {
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		_, ok := d.launches[id]
+		return ok
+	}
 	if d.integrity != nil {
-		d.integrity.sweep(func(id string) bool {
-			d.mu.Lock()
-			defer d.mu.Unlock()
-			_, ok := d.launches[id]
-			return ok
-		})
+		d.integrity.sweep(known)
+	}
+	if err := sweepLaunchWork(d.stateDir, known); err != nil {
+		d.log.Warn("box caches: remove the overlay work folders of ended launches", "err", err)
 	}
 }
 
