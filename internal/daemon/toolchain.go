@@ -172,6 +172,11 @@ func (d *Daemon) toolchains(id, ws, home string, env []string, facts plan.Worksp
 		}
 		goproxy = "file://" + filepath.Join(mc, "cache", "download") + "," + goproxy
 	}
+	// The box's python keeps its bytecode in the box cache (below), over the system's own.
+	pycache := filepath.Join(cache, "python", "pycache")
+	if mirror := d.systemBytecode(); mirror != "" {
+		caches = append(caches, packageCache{name: "python", dir: pycache, lower: mirror})
+	}
 	if err := cacheOverlays(cache, id, caches, roots, facts, c); err != nil {
 		return err
 	}
@@ -195,7 +200,7 @@ func (d *Daemon) toolchains(id, ws, home string, env []string, facts plan.Worksp
 	// says. With PYTHONPYCACHEPREFIX the box's python also reads bytecode from there only.
 	c.Env = append(c.Env,
 		"CARGO_TARGET_DIR="+filepath.Join(cache, "cargo", "target"),
-		"PYTHONPYCACHEPREFIX="+filepath.Join(cache, "python", "pycache"),
+		"PYTHONPYCACHEPREFIX="+pycache,
 	)
 	return nil
 }
@@ -215,6 +220,10 @@ type packageCache struct {
 	// workspace, when set, is the workspace the folder lies in (a dependency folder): the
 	// overlay's lower layer is opened beneath it (plan.Mount.SourceBeneath).
 	workspace string
+	// lower, when set, is the overlay's lower layer in place of the folder itself, which is
+	// then a folder of the box cache (the python bytecode prefix over the system's bytecode
+	// mirror, bytecode.go), made here as the overlay's mount point.
+	lower string
 }
 
 // goBuildCache is the go command's default build cache beneath the home (the box's GOCACHE).
@@ -285,6 +294,15 @@ func cacheOverlays(cache, id string, caches []packageCache, roots []string, fact
 		host := pc.dir
 		upper, work := filepath.Join(pc.name, "upper"), filepath.Join(works, pc.name)
 		layers := []string{pc.name, upper, work}
+		lower, made := host, 3
+		if pc.lower != "" {
+			rel, err := filepath.Rel(cache, host)
+			if err != nil || !filepath.IsLocal(rel) {
+				return fmt.Errorf("%s layer: %s is not in the box cache", pc.name, host)
+			}
+			lower, made = pc.lower, 4
+			layers = append(layers, rel)
+		}
 		for _, r := range roots {
 			if rel, err := filepath.Rel(host, r); err == nil && plan.Within(r, host) {
 				for p := filepath.Dir(rel); p != "."; p = filepath.Dir(p) {
@@ -302,7 +320,7 @@ func cacheOverlays(cache, id string, caches []packageCache, roots []string, fact
 					return fmt.Errorf("%s layer: %w", pc.name, err)
 				}
 			}
-			if i >= 3 {
+			if i >= made {
 				continue // beneath the upper layer, only what stands in a mount point's way
 			}
 			if err := root.Mkdir(d, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
@@ -310,8 +328,8 @@ func cacheOverlays(cache, id string, caches []packageCache, roots []string, fact
 			}
 		}
 		m := plan.Mount{Kind: plan.MountBind, Source: filepath.Join(cache, upper), Target: host, Beneath: cache}
-		if isPlainDir(host) && plan.CheckWorkspace(host, facts) == nil {
-			m = plan.Mount{Kind: plan.MountOverlay, Source: host, Upper: filepath.Join(cache, upper), Work: filepath.Join(cache, work),
+		if isPlainDir(lower) && (pc.lower != "" || plan.CheckWorkspace(host, facts) == nil) {
+			m = plan.Mount{Kind: plan.MountOverlay, Source: lower, Upper: filepath.Join(cache, upper), Work: filepath.Join(cache, work),
 				Target: host, Beneath: cache, Optional: pc.workspace == "", LowerFallback: pc.lowerFallback, SourceBeneath: pc.workspace}
 		}
 		c.Mounts = append(c.Mounts, m)
