@@ -451,6 +451,9 @@ func TestLaunchWorkFolders(t *testing.T) {
 	if _, err := os.Lstat(b.Work); err != nil {
 		t.Errorf("launch2's work folder went with launch1's: %v", err)
 	}
+	if err := removeLaunchWork(cache, "launch2"); err != nil {
+		t.Errorf("launch2's work folders at its end: %v", err)
+	}
 
 	state := t.TempDir()
 	ws1, ws2 := boxCache(state, "/ws1"), boxCache(state, "/ws2")
