@@ -14,6 +14,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/agentbox/agentbox/internal/api"
 )
 
 // TestConcurrentLaunchesOneWorkspace: several boxes of one workspace at once, as a user runs
@@ -145,5 +147,65 @@ done`
 	eventually(t, "the launches' overlay work folders to be removed", func() bool {
 		works, _ := filepath.Glob(filepath.Join(e.State, "agentbox", "cache", "*", "work", "*"))
 		return len(works) == 0
+	})
+}
+
+// TestLaunchWorkFoldersAcrossRestart: a launch's overlay work folders stay while its box runs,
+// across a restart of the daemon (which re-adopts the box), and go when it ends; the work
+// folders of a launch the restarted daemon does not know (a daemon stopped between a launch's
+// plan and its end leaves them) are removed when it starts.
+func TestLaunchWorkFoldersAcrossRestart(t *testing.T) {
+	t.Parallel() // its own daemon (parallelTests)
+	e := NewEnv(t)
+	npm := filepath.Join(e.Home, ".npm")
+	if err := os.MkdirAll(npm, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(npm, "f"), []byte("host\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	id := e.Detach("sh", "--", "-c", `while [ ! -e go ]; do sleep 0.1; done; echo box >> ~/.npm/f && echo changed > done`)
+	var works string
+	eventually(t, "the launch's work folders", func() bool {
+		m, _ := filepath.Glob(filepath.Join(e.State, "agentbox", "cache", "*", "work", id))
+		if len(m) == 1 {
+			works = m[0]
+		}
+		return works != ""
+	})
+	// What a daemon stopped before a launch's end left: its folders, the kernel's mode-0 work/.
+	stale := filepath.Join(filepath.Dir(works), strings.Repeat("0", 32))
+	if err := os.MkdirAll(filepath.Join(stale, "npm", "work"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(filepath.Join(stale, "npm", "work"), 0); err != nil {
+		t.Fatal(err)
+	}
+	if r := e.Run("", "daemon", "stop"); r.Code != 0 {
+		t.Fatalf("daemon stop: %+v", r)
+	}
+	if r := e.Run("", "daemon", "--detach"); r.Code != 0 {
+		t.Fatalf("daemon --detach: %+v", r)
+	}
+	if r := e.Run("", "launches"); r.Code != 0 || !strings.Contains(r.Stdout, id[:8]) {
+		t.Fatalf("the restarted daemon does not list the running launch: %+v", r)
+	}
+	eventually(t, "the unknown launch's work folders to be removed", func() bool {
+		_, err := os.Lstat(stale)
+		return os.IsNotExist(err)
+	})
+	if _, err := os.Lstat(works); err != nil {
+		t.Fatalf("the running launch's work folders went at the restart: %v", err)
+	}
+	if err := os.WriteFile(filepath.Join(e.Work, "go"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	l := e.WaitLaunch(id, "to end", func(l api.Launch) bool { return l.State != "running" && l.State != "starting" })
+	if b, _ := os.ReadFile(filepath.Join(e.Work, "done")); string(b) != "changed\n" || l.ExitCode == nil || *l.ExitCode != 0 {
+		t.Errorf("the re-adopted box could not change a host file of ~/.npm: %s (exit %v, %s)", b, l.ExitCode, l.State)
+	}
+	eventually(t, "the ended launch's work folders to be removed", func() bool {
+		_, err := os.Lstat(works)
+		return os.IsNotExist(err)
 	})
 }
