@@ -77,7 +77,7 @@ func TestAttackBytecodeMirror(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mirror := filepath.Join(e.State, "agentbox", "bytecode")
+	mirror := filepath.Join(e.RuntimeDir(), "bytecode")
 	before := treeHash(t, mirror)
 
 	r = e.runIn(a, "run", "sh", "--", "-c", py+" poison.py && "+py+" -c 'import json.decoder'")
