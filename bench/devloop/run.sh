@@ -4,13 +4,15 @@
 # box (every later launch); the same for a Node project (`npm ci --offline`, its packages in the
 # host's npm cache) and a Python project (`pip install --no-index`, its wheels in the host's pip
 # cache), made here with a home of their own; then how long curl, npm, pip, go and git in a box
-# take to fail against a host no egressAllow names, against the same tool's start-up
-# (`--version`) in a box. For the Node and Python installs, REPS (default 5) more pairs, host
+# take to fail against a host no egressAllow names (the first time in a fresh state, then
+# again), against the same tool's start-up (`--version`) in a box, each with its CPU time.
+# For the Node and Python installs, REPS (default 5) more pairs, host
 # then box, give medians of the whole command's time, the tool's own time inside, and its CPU
 # time (user+sys), which the machine's load does not stretch.
 # Results in docs/benchmarks.md ("Building in a box"). PARTS (default "go pkg denied") chooses
 # the parts: go, pkg (Node and Python), denied. BASE=…/bin/agentbox adds, for go, the first
-# boxed build of another agentbox (the code before a change) in the same run.
+# boxed build of another agentbox (the code before a change) in the same run, and for denied,
+# its first refusals.
 set -euo pipefail
 PARTS=" ${PARTS:-go pkg denied} "
 cd "$(dirname "$0")/../.."
@@ -154,11 +156,23 @@ echo
 fi
 [[ $PARTS == *" denied "* ]] || exit 0
 echo "## Time to fail against a denied host (egress deny, no egressAllow), in the box"
-echo "| tool | fails after (ms) | its start-up, --version (ms) |"
-echo "|---|---|---|"
-intime() { # intime SCRIPT: the script's own time in the box, in ms (the launch not counted)
-  "$ab" run sh -- -c 's=$(date +%s%N); ( '"$1"' ) >/dev/null 2>&1; echo $(( ($(date +%s%N) - s) / 1000000 ))' 2>/dev/null | tail -1
+# Each tool's first refusal in a fresh state directory (a user's first in a workspace: for pip,
+# before anything was compiled into the box cache), its second, and its start-up (--version),
+# each its own wall time inside the box and, in parentheses, its CPU time (user+sys), in ms.
+# With BASE, the first refusal of that agentbox too, in a fresh state of its own.
+intime() { # intime AGENTBOX SCRIPT: "WALL (CPU)" of SCRIPT in a box (the launch not counted)
+  "$1" run sh -- -c 's=$(date +%s%N); '"$(inner "( $2 )")" 2>/dev/null | tail -1 | awk '{print $1" ("$2")"}'
 }
+if [ -n "${BASE:-}" ]; then
+  mkdir -p -m 700 "$tmp/rtd" "$tmp/std"
+  based() { env XDG_RUNTIME_DIR="$tmp/rtd" XDG_STATE_HOME="$tmp/std" "$BASE" "$@"; }
+  trap 'based daemon stop >/dev/null 2>&1 || true; base daemon stop >/dev/null 2>&1 || true; "$ab" daemon stop >/dev/null 2>&1 || true; rm -rf "$tmp"' EXIT
+  echo "| tool | first refusal | second | start-up | first refusal, BASE |"
+  echo "|---|---|---|---|---|"
+else
+  echo "| tool | first refusal | second | start-up |"
+  echo "|---|---|---|---|"
+fi
 for t in \
   "curl|curl -sS https://denied.example.org/|curl --version" \
   "npm|npm_config_registry=https://registry.example.org/ npm view left-pad version|npm --version" \
@@ -166,8 +180,7 @@ for t in \
   "go|cd /tmp && GOPROXY=https://goproxy.example.org GOSUMDB=off GOFLAGS=-mod=mod GOTOOLCHAIN=local go mod download example.org/mod@v1.0.0|go version" \
   "git|git ls-remote https://git.example.org/owner/repo|git --version"; do
   IFS='|' read -r name fail version <<<"$t"
-  # The start-up first: the first python of a workspace's boxes compiles what it imports into
-  # the box cache (docs/toolchains.md, PYTHONPYCACHEPREFIX), which is not the refusal's time.
-  v=$(intime "$version")
-  echo "| $name | $(intime "$fail") | $v |"
+  row="| $name | $(intime "$ab" "$fail") | $(intime "$ab" "$fail") | $(intime "$ab" "$version") |"
+  [ -z "${BASE:-}" ] || row="$row $(intime based "$fail") |"
+  echo "$row"
 done

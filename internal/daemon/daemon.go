@@ -99,6 +99,11 @@ type Daemon struct {
 	spare         *shim.Spare // a shim waiting for the next launch (spare.go)
 	spareStarting bool
 	violations    *violationScanner // wrap mode's native-run scanner (violations.go); guarded by mu
+
+	// pythonLibs are the system's Python library folders whose bytecode boxes read
+	// (bytecode.go); nil (tests) means none. bytecodeMu serializes the making of the mirror.
+	pythonLibs []string
+	bytecodeMu sync.Mutex
 }
 
 // Run starts the daemon and serves until ctx ends. Boxes keep running after it returns.
@@ -111,7 +116,7 @@ func Run(ctx context.Context, opts Options) error {
 }
 
 func newDaemon(opts Options) (*Daemon, error) {
-	d := &Daemon{opts: opts, log: opts.Logger, launches: map[string]*liveLaunch{}, conns: processConnBudget()}
+	d := &Daemon{opts: opts, log: opts.Logger, launches: map[string]*liveLaunch{}, conns: processConnBudget(), pythonLibs: systemPythonLibs()}
 	if d.log == nil {
 		d.log = slog.New(slog.NewTextHandler(os.Stderr, nil))
 	}

@@ -280,7 +280,7 @@ func (d *Daemon) dependencyOverlays(id, ws, cwd string, facts plan.WorkspaceFact
 	// the overlays: renaming its project folder away would otherwise carry the overlay with it,
 	// and leave the path to a folder the box makes, on the host (review 13, F3).
 	c.Mounts = append(c.Mounts, plan.PinParents(folders, ws, c.Mounts)...)
-	return notice, cacheOverlays(cache, caches, nil, facts, c)
+	return notice, cacheOverlays(cache, id, caches, nil, facts, c)
 }
 
 // knownDepFoldersDir is the folder of the daemon's state where each workspace's dependency

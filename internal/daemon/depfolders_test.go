@@ -85,7 +85,7 @@ func TestDependencyOverlays(t *testing.T) {
 	for _, p := range want {
 		rel, _ := filepath.Rel(ws, p)
 		layer := filepath.Join(cache, depFolderLayer(rel))
-		m := plan.Mount{Kind: plan.MountOverlay, Source: p, Upper: filepath.Join(layer, "upper"), Work: filepath.Join(layer, "work"),
+		m := plan.Mount{Kind: plan.MountOverlay, Source: p, Upper: filepath.Join(layer, "upper"), Work: filepath.Join(cache, "work", "L1", depFolderLayer(rel)),
 			Target: p, Beneath: cache, SourceBeneath: ws}
 		if !slices.Contains(c.Mounts, m) {
 			t.Errorf("no overlay %+v in %+v", m, c.Mounts)

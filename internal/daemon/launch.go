@@ -282,12 +282,18 @@ func (d *Daemon) launch(ctx context.Context, req *api.LaunchRequest) (*api.Launc
 	if err != nil {
 		return nil, err
 	}
-	err = run.Do(ctx, launch.Stage{Name: stagePlan, Do: func(context.Context) error {
+	err = run.Do(ctx, launch.Stage{Name: stagePlan, Do: func(context.Context) (err error) {
+		// The overlays' work folders made for the launch go with a failed plan (Undo, after).
+		defer func() {
+			if err != nil {
+				d.removeLaunchWork(id, ws)
+			}
+		}()
 		args, err := wireProfile(prof, pfacts, home, tree, &contrib)
 		if err != nil {
 			return err
 		}
-		if err := d.toolchains(ws, home, req.Env, d.workspaceFacts(), &contrib); err != nil {
+		if err := d.toolchains(id, ws, home, req.Env, d.workspaceFacts(), &contrib); err != nil {
 			return &api.Error{Code: api.CodeBoxSetupFailed, Message: "box cache " + boxCache(d.stateDir, ws) + ": " + err.Error(),
 				Hint: "check free space and permissions of " + d.stateDir}
 		}
@@ -312,7 +318,7 @@ func (d *Daemon) launch(ctx context.Context, req *api.LaunchRequest) (*api.Launc
 			return &api.Error{Code: api.CodeBadRequest, Message: err.Error()}
 		}
 		return nil
-	}})
+	}, Undo: func(error) { d.removeLaunchWork(id, ws) }})
 	if err != nil {
 		return nil, err
 	}

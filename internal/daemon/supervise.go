@@ -158,6 +158,8 @@ func (d *Daemon) settle(ctx context.Context, l *liveLaunch, startErr error, fina
 		waitProcessGone(l.rec.ShimPid, 10*time.Second)
 	}
 	l.saving.Wait()
+	// The box's overlays are gone with its top process: its work folders can go.
+	d.removeLaunchWork(rec.ID, rec.Workspace)
 	d.record(rec, l.dir)
 	if err := launch.RemoveDir(l.dir); err != nil {
 		d.log.Warn("remove launch dir", "dir", l.dir, "err", err)
@@ -230,13 +232,17 @@ func (d *Daemon) readopt(ctx context.Context) {
 			}()
 		}
 	}
+	known := func(id string) bool {
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		_, ok := d.launches[id]
+		return ok
+	}
 	if d.integrity != nil {
-		d.integrity.sweep(func(id string) bool {
-			d.mu.Lock()
-			defer d.mu.Unlock()
-			_, ok := d.launches[id]
-			return ok
-		})
+		d.integrity.sweep(known)
+	}
+	if err := sweepLaunchWork(d.stateDir, known); err != nil {
+		d.log.Warn("box caches: remove the overlay work folders of ended launches", "err", err)
 	}
 }
 

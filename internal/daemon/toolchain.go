@@ -95,13 +95,13 @@ func goProxyNoUserinfo(v string) string {
 // proxies in ~/.cargo/bin run the toolchains in ~/.rustup.
 var toolchainCompanions = map[string][]string{".cargo/bin": {".rustup"}}
 
-// toolchains adds to c what a box needs to build the user's project (docs/toolchains.md): the
-// toolchains on the caller's PATH under home, read-only at their own paths; the host's Go
-// module cache, read-only, as the first GOPROXY; and the box cache for what the box's builds
-// write (the workspace ws's own). env is the caller's environment; facts are the workspace
+// toolchains adds to c what launch id's box needs to build the user's project
+// (docs/toolchains.md): the toolchains on the caller's PATH under home, read-only at their own
+// paths; the host's Go module cache, read-only, as the first GOPROXY; and the box cache for
+// what the box's builds write (the workspace ws's own). env is the caller's environment; facts are the workspace
 // rules, which also decide which parts of the home a toolchain may bring (never a harness
 // home, never the home itself).
-func (d *Daemon) toolchains(ws, home string, env []string, facts plan.WorkspaceFacts, c *plan.Contributions) error {
+func (d *Daemon) toolchains(id, ws, home string, env []string, facts plan.WorkspaceFacts, c *plan.Contributions) error {
 	var roots []string
 	for _, p := range toolchainRoots(home, envValue(env, "PATH"), facts) {
 		if isPackageCache(home, p) {
@@ -172,7 +172,12 @@ func (d *Daemon) toolchains(ws, home string, env []string, facts plan.WorkspaceF
 		}
 		goproxy = "file://" + filepath.Join(mc, "cache", "download") + "," + goproxy
 	}
-	if err := cacheOverlays(cache, caches, roots, facts, c); err != nil {
+	// The box's python keeps its bytecode in the box cache (below), over the system's own.
+	pycache := filepath.Join(cache, "python", "pycache")
+	if mirror := d.systemBytecode(); mirror != "" {
+		caches = append(caches, packageCache{name: "python", dir: pycache, lower: mirror})
+	}
+	if err := cacheOverlays(cache, id, caches, roots, facts, c); err != nil {
 		return err
 	}
 	// The build cache is the host's default one below the box cache's layer (cacheOverlays:
@@ -195,7 +200,7 @@ func (d *Daemon) toolchains(ws, home string, env []string, facts plan.WorkspaceF
 	// says. With PYTHONPYCACHEPREFIX the box's python also reads bytecode from there only.
 	c.Env = append(c.Env,
 		"CARGO_TARGET_DIR="+filepath.Join(cache, "cargo", "target"),
-		"PYTHONPYCACHEPREFIX="+filepath.Join(cache, "python", "pycache"),
+		"PYTHONPYCACHEPREFIX="+pycache,
 	)
 	return nil
 }
@@ -215,6 +220,10 @@ type packageCache struct {
 	// workspace, when set, is the workspace the folder lies in (a dependency folder): the
 	// overlay's lower layer is opened beneath it (plan.Mount.SourceBeneath).
 	workspace string
+	// lower, when set, is the overlay's lower layer in place of the folder itself, which is
+	// then a folder of the box cache (the python bytecode prefix over the system's bytecode
+	// mirror, bytecode.go), made here as the overlay's mount point.
+	lower string
 }
 
 // goBuildCache is the go command's default build cache beneath the home (the box's GOCACHE).
@@ -258,21 +267,42 @@ func isPackageCache(home, p string) bool {
 
 // cacheOverlays adds to c, for each of caches, the folder at its place in the box: an
 // overlay of the host's folder (read, never written) under the box cache's layer for it
-// (<cache>/<name>/upper, where every write of the box goes), or, when the host has no such
+// (<cache>/<name>/upper, where every write of the box goes; its work folder is launch id's
+// own, launchWorkDir), or, when the host has no such
 // folder (or one the workspace rules keep out of a box), the box cache's layer alone. The
 // layers are made beneath cache without following a symlink a box may have planted there.
 // roots are the toolchain folders bound read-only; one beneath a cache's folder (~/.cargo/bin)
 // is a mount point in its overlay, which a layer must not turn into a file.
-func cacheOverlays(cache string, caches []packageCache, roots []string, facts plan.WorkspaceFacts, c *plan.Contributions) error {
+func cacheOverlays(cache, id string, caches []packageCache, roots []string, facts plan.WorkspaceFacts, c *plan.Contributions) error {
 	root, err := os.OpenRoot(cache)
 	if err != nil {
 		return err
 	}
 	defer root.Close()
+	works := launchWorkDir(id)
+	for _, d := range []string{boxWorkDir, works} {
+		if st, err := root.Lstat(d); err == nil && !st.IsDir() {
+			if err := root.Remove(d); err != nil {
+				return fmt.Errorf("overlay work folder: %w", err)
+			}
+		}
+		if err := root.Mkdir(d, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
+			return fmt.Errorf("overlay work folder: %w", err)
+		}
+	}
 	for _, pc := range caches {
 		host := pc.dir
-		upper, work := filepath.Join(pc.name, "upper"), filepath.Join(pc.name, "work")
+		upper, work := filepath.Join(pc.name, "upper"), filepath.Join(works, pc.name)
 		layers := []string{pc.name, upper, work}
+		lower, made := host, 3
+		if pc.lower != "" {
+			rel, err := filepath.Rel(cache, host)
+			if err != nil || !filepath.IsLocal(rel) {
+				return fmt.Errorf("%s layer: %s is not in the box cache", pc.name, host)
+			}
+			lower, made = pc.lower, 4
+			layers = append(layers, rel)
+		}
 		for _, r := range roots {
 			if rel, err := filepath.Rel(host, r); err == nil && plan.Within(r, host) {
 				for p := filepath.Dir(rel); p != "."; p = filepath.Dir(p) {
@@ -290,7 +320,7 @@ func cacheOverlays(cache string, caches []packageCache, roots []string, facts pl
 					return fmt.Errorf("%s layer: %w", pc.name, err)
 				}
 			}
-			if i >= 3 {
+			if i >= made {
 				continue // beneath the upper layer, only what stands in a mount point's way
 			}
 			if err := root.Mkdir(d, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
@@ -298,8 +328,8 @@ func cacheOverlays(cache string, caches []packageCache, roots []string, facts pl
 			}
 		}
 		m := plan.Mount{Kind: plan.MountBind, Source: filepath.Join(cache, upper), Target: host, Beneath: cache}
-		if isPlainDir(host) && plan.CheckWorkspace(host, facts) == nil {
-			m = plan.Mount{Kind: plan.MountOverlay, Source: host, Upper: filepath.Join(cache, upper), Work: filepath.Join(cache, work),
+		if isPlainDir(lower) && (pc.lower != "" || plan.CheckWorkspace(host, facts) == nil) {
+			m = plan.Mount{Kind: plan.MountOverlay, Source: lower, Upper: filepath.Join(cache, upper), Work: filepath.Join(cache, work),
 				Target: host, Beneath: cache, Optional: pc.workspace == "", LowerFallback: pc.lowerFallback, SourceBeneath: pc.workspace}
 		}
 		c.Mounts = append(c.Mounts, m)
@@ -309,6 +339,109 @@ func cacheOverlays(cache string, caches []packageCache, roots []string, facts pl
 		}
 	}
 	return nil
+}
+
+// boxWorkDir is the folder of a box cache that holds each launch's overlay work folders,
+// <box cache>/work/<launch id>/<layer name> (launchWorkDir). The boxes of a workspace share
+// its upper layers, never a work folder: the kernel empties an overlay's work folder when it
+// mounts one (it removes and makes again the work/ folder inside), so a box starting beside
+// another removed the work folder under the other's overlays, whose next copy-up, rename or
+// removal of a host file failed (EPERM, ENOENT), and two boxes starting at once could fail to
+// mount their overlays at all (ENOENT, EINVAL).
+const boxWorkDir = "work"
+
+// launchWorkDir is launch id's folder of overlay work folders, relative to its box cache.
+func launchWorkDir(id string) string { return filepath.Join(boxWorkDir, id) }
+
+// removeLaunchWork removes launch id's overlay work folders from the box cache cache, once
+// its box has ended (or never started). The kernel's work/ folder inside each is mode 0, and a
+// box could leave more such folders there: each folder is made writable first. Nothing is
+// followed out of the box cache (os.Root).
+func removeLaunchWork(cache, id string) error {
+	root, err := os.OpenRoot(cache)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	defer root.Close()
+	dir := launchWorkDir(id)
+	if err := root.RemoveAll(dir); err == nil {
+		return nil
+	}
+	openTree(root, dir)
+	return root.RemoveAll(dir)
+}
+
+// removeLaunchWork removes launch id's overlay work folders from workspace ws's box cache; a
+// failure is logged (the folders stay, taking a little space, and the next daemon's start
+// removes them: sweepLaunchWork).
+func (d *Daemon) removeLaunchWork(id, ws string) {
+	if ws == "" {
+		return
+	}
+	if err := removeLaunchWork(boxCache(d.stateDir, ws), id); err != nil {
+		d.log.Warn("box cache: remove the launch's overlay work folders", "launch", id, "err", err)
+	}
+}
+
+// openTree gives the owner every permission on the folder dir beneath root and on every
+// folder beneath it (at most 10,000 folders), without following a symlink, so that they can
+// be removed.
+func openTree(root *os.Root, dir string) {
+	left := 10_000
+	var walk func(p string)
+	walk = func(p string) {
+		if left--; left < 0 {
+			return
+		}
+		if st, err := root.Lstat(p); err != nil || !st.IsDir() {
+			return
+		}
+		root.Chmod(p, 0o700)
+		f, err := root.Open(p)
+		if err != nil {
+			return
+		}
+		es, _ := f.ReadDir(-1)
+		f.Close()
+		for _, e := range es {
+			if e.IsDir() {
+				walk(filepath.Join(p, e.Name()))
+			}
+		}
+	}
+	walk(dir)
+}
+
+// sweepLaunchWork removes, from every box cache under stateDir, the overlay work folders of
+// launches that known does not report (a daemon stopped between a launch's plan and its end
+// leaves them): call it once the running launches are re-adopted, before any launch starts.
+func sweepLaunchWork(stateDir string, known func(id string) bool) error {
+	caches, err := os.ReadDir(filepath.Join(stateDir, boxCacheDir))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, c := range caches {
+		cache := filepath.Join(stateDir, boxCacheDir, c.Name())
+		ids, err := os.ReadDir(filepath.Join(cache, boxWorkDir))
+		if err != nil {
+			continue // none (a cache made before work folders were per launch), or not a folder
+		}
+		for _, e := range ids {
+			if !known(e.Name()) {
+				if err := removeLaunchWork(cache, e.Name()); err != nil {
+					errs = append(errs, err)
+				}
+			}
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // isPlainDir reports whether p is a directory reached without a symlink.

@@ -39,7 +39,7 @@ func TestToolchainsGoProxyNoCredentials(t *testing.T) {
 	home := t.TempDir()
 	var c plan.Contributions
 	env := []string{"GOPROXY=https://alice:SECRET@goproxy.corp.example/,direct", "GOMODCACHE=" + filepath.Join(home, "none")}
-	if err := d.toolchains("/ws", home, env, plan.WorkspaceFacts{}, &c); err != nil {
+	if err := d.toolchains("launch1", "/ws", home, env, plan.WorkspaceFacts{}, &c); err != nil {
 		t.Fatal(err)
 	}
 	got := ""
@@ -60,7 +60,7 @@ func TestBoxCachePerWorkspace(t *testing.T) {
 	home := t.TempDir()
 	binds := func(ws string) []string {
 		var c plan.Contributions
-		if err := d.toolchains(ws, home, []string{"GOPROXY=off"}, plan.WorkspaceFacts{}, &c); err != nil {
+		if err := d.toolchains("launch1", ws, home, []string{"GOPROXY=off"}, plan.WorkspaceFacts{}, &c); err != nil {
 			t.Fatal(err)
 		}
 		var out []string
@@ -124,7 +124,7 @@ func TestCacheOverlays(t *testing.T) {
 		t.Fatal(err)
 	}
 	var c plan.Contributions
-	if err := cacheOverlays(cache, homeCaches(home), nil, plan.WorkspaceFacts{Home: home}, &c); err != nil {
+	if err := cacheOverlays(cache, "launch1", homeCaches(home), nil, plan.WorkspaceFacts{Home: home}, &c); err != nil {
 		t.Fatal(err)
 	}
 	got := map[string]plan.Mount{}
@@ -133,8 +133,8 @@ func TestCacheOverlays(t *testing.T) {
 	}
 	npm, pip := got[filepath.Join(home, ".npm")], got[filepath.Join(home, ".cache", "pip")]
 	if npm.Kind != plan.MountOverlay || npm.Source != filepath.Join(home, ".npm") || npm.Upper != filepath.Join(cache, "npm", "upper") ||
-		npm.Work != filepath.Join(cache, "npm", "work") || npm.Beneath != cache || npm.ReadOnly {
-		t.Errorf("npm: %+v, want an overlay of ~/.npm under <cache>/npm/upper, beneath the cache", npm)
+		npm.Work != filepath.Join(cache, "work", "launch1", "npm") || npm.Beneath != cache || npm.ReadOnly {
+		t.Errorf("npm: %+v, want an overlay of ~/.npm under <cache>/npm/upper with the launch's own work folder, beneath the cache", npm)
 	}
 	if pip.Kind != plan.MountBind || pip.Source != filepath.Join(cache, "pip", "upper") || pip.Beneath != cache || pip.ReadOnly {
 		t.Errorf("pip: %+v, want the box cache's layer alone, bound beneath the cache", pip)
@@ -176,7 +176,7 @@ func TestToolchainsCargoHome(t *testing.T) {
 	}
 	var c plan.Contributions
 	env := []string{"PATH=" + bin + ":/usr/bin", "GOPROXY=off"}
-	if err := d.toolchains("/ws", home, env, plan.WorkspaceFacts{Home: home}, &c); err != nil {
+	if err := d.toolchains("launch1", "/ws", home, env, plan.WorkspaceFacts{Home: home}, &c); err != nil {
 		t.Fatal(err)
 	}
 	got := map[string][]plan.Mount{}
@@ -215,7 +215,7 @@ func TestToolchainsCargoHome(t *testing.T) {
 func TestToolchainsBuildOutputInBoxCache(t *testing.T) {
 	d := &Daemon{stateDir: t.TempDir()}
 	var c plan.Contributions
-	if err := d.toolchains("/ws", t.TempDir(), []string{"GOPROXY=off"}, plan.WorkspaceFacts{}, &c); err != nil {
+	if err := d.toolchains("launch1", "/ws", t.TempDir(), []string{"GOPROXY=off"}, plan.WorkspaceFacts{}, &c); err != nil {
 		t.Fatal(err)
 	}
 	cache := boxCache(d.stateDir, "/ws")
@@ -245,7 +245,7 @@ func TestToolchainsGoBuildCache(t *testing.T) {
 			}
 		}
 		var c plan.Contributions
-		if err := d.toolchains("/ws", home, []string{"GOPROXY=off"}, plan.WorkspaceFacts{Home: home}, &c); err != nil {
+		if err := d.toolchains("launch1", "/ws", home, []string{"GOPROXY=off"}, plan.WorkspaceFacts{Home: home}, &c); err != nil {
 			t.Fatal(err)
 		}
 		if got := envValue(c.Env, "GOCACHE"); got != gocache {
@@ -260,7 +260,7 @@ func TestToolchainsGoBuildCache(t *testing.T) {
 		}
 		want := plan.Mount{Kind: plan.MountBind, Source: layer, Target: gocache, Beneath: boxCache(d.stateDir, "/ws")}
 		if hostHas {
-			want = plan.Mount{Kind: plan.MountOverlay, Source: gocache, Upper: layer, Work: filepath.Join(filepath.Dir(layer), "work"),
+			want = plan.Mount{Kind: plan.MountOverlay, Source: gocache, Upper: layer, Work: filepath.Join(boxCache(d.stateDir, "/ws"), "work", "launch1", "go-build"),
 				Target: gocache, Beneath: want.Beneath, Optional: true}
 		}
 		if len(ms) != 1 || !reflect.DeepEqual(ms[0], want) {
@@ -289,7 +289,7 @@ func TestToolchainsGoModCache(t *testing.T) {
 	}
 	env := []string{"GOPROXY=https://registry.example.org,direct"}
 	var c plan.Contributions
-	if err := d.toolchains("/ws", home, env, plan.WorkspaceFacts{Home: home}, &c); err != nil {
+	if err := d.toolchains("launch1", "/ws", home, env, plan.WorkspaceFacts{Home: home}, &c); err != nil {
 		t.Fatal(err)
 	}
 	cache := boxCache(d.stateDir, "/ws")
@@ -304,7 +304,7 @@ func TestToolchainsGoModCache(t *testing.T) {
 		got[m.Target] = append(got[m.Target], m)
 	}
 	want := plan.Mount{Kind: plan.MountOverlay, Source: mc, Upper: filepath.Join(cache, "gomod", "upper"),
-		Work: filepath.Join(cache, "gomod", "work"), Target: mc, Beneath: cache, Optional: true}
+		Work: filepath.Join(cache, "work", "launch1", "gomod"), Target: mc, Beneath: cache, Optional: true}
 	if ms := got[mc]; len(ms) != 1 || !reflect.DeepEqual(ms[0], want) {
 		t.Errorf("mounts at %s: %+v, want %+v", mc, ms, want)
 	}
@@ -322,7 +322,7 @@ func TestToolchainsGoModCache(t *testing.T) {
 		t.Fatal(err)
 	}
 	c = plan.Contributions{}
-	if err := d.toolchains("/ws", home, append(env, "GOMODCACHE="+link), plan.WorkspaceFacts{Home: home}, &c); err != nil {
+	if err := d.toolchains("launch1", "/ws", home, append(env, "GOMODCACHE="+link), plan.WorkspaceFacts{Home: home}, &c); err != nil {
 		t.Fatal(err)
 	}
 	if got := envValue(c.Env, "GOMODCACHE"); got != filepath.Join(cache, "go", "mod") {
@@ -379,7 +379,7 @@ func TestToolchainsGoBuildSettings(t *testing.T) {
 	} {
 		var tc plan.Contributions
 		d := &Daemon{stateDir: t.TempDir()}
-		if err := d.toolchains(ws, home, append([]string{"GOPROXY=off"}, c.env...), plan.WorkspaceFacts{}, &tc); err != nil {
+		if err := d.toolchains("launch1", ws, home, append([]string{"GOPROXY=off"}, c.env...), plan.WorkspaceFacts{}, &tc); err != nil {
 			t.Fatal(err)
 		}
 		var got []string
@@ -395,5 +395,99 @@ func TestToolchainsGoBuildSettings(t *testing.T) {
 		if !slices.Equal(got, c.want) {
 			t.Errorf("%s: the box's go settings %q, want %q", c.name, got, c.want)
 		}
+	}
+}
+
+// TestLaunchWorkFolders: two launches of one workspace share each cache's upper layer and
+// never a work folder (the kernel empties a work folder when it mounts an overlay on it: a
+// box starting beside another broke the other's overlays). A launch's work folders, with the
+// kernel's mode-0 work/ inside, go when it ends; the start-up sweep removes those of launches
+// the daemon does not know and keeps the others; a symlink planted for the folder of work
+// folders leads the removal nowhere.
+func TestLaunchWorkFolders(t *testing.T) {
+	home, cache, victim := t.TempDir(), t.TempDir(), t.TempDir()
+	if err := os.Mkdir(filepath.Join(home, ".npm"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	mounts := map[string]plan.Mount{}
+	for _, id := range []string{"launch1", "launch2"} {
+		var c plan.Contributions
+		if err := cacheOverlays(cache, id, homeCaches(home), nil, plan.WorkspaceFacts{Home: home}, &c); err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range c.Mounts {
+			if m.Target == filepath.Join(home, ".npm") {
+				mounts[id] = m
+			}
+		}
+	}
+	a, b := mounts["launch1"], mounts["launch2"]
+	if a.Upper != b.Upper || a.Work == b.Work {
+		t.Fatalf("two launches' npm overlays: upper %s and %s, work %s and %s; want one upper, two work folders", a.Upper, b.Upper, a.Work, b.Work)
+	}
+	for _, w := range []string{a.Work, b.Work} {
+		if st, err := os.Lstat(w); err != nil || !st.IsDir() {
+			t.Fatalf("work folder %s: %v %v", w, st, err)
+		}
+		// What the kernel leaves: work/ at mode 0, here with a file in it.
+		if err := os.MkdirAll(filepath.Join(w, "work", "d"), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(w, "work", "d", "f"), nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range []string{filepath.Join(w, "work", "d"), filepath.Join(w, "work")} {
+			if err := os.Chmod(p, 0); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := removeLaunchWork(cache, "launch1"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Lstat(filepath.Join(cache, "work", "launch1")); !os.IsNotExist(err) {
+		t.Errorf("launch1's work folders after its end: %v", err)
+	}
+	if _, err := os.Lstat(b.Work); err != nil {
+		t.Errorf("launch2's work folder went with launch1's: %v", err)
+	}
+	if err := removeLaunchWork(cache, "launch2"); err != nil {
+		t.Errorf("launch2's work folders at its end: %v", err)
+	}
+
+	state := t.TempDir()
+	ws1, ws2 := boxCache(state, "/ws1"), boxCache(state, "/ws2")
+	for _, p := range []string{filepath.Join(ws1, "work", "live", "npm"), filepath.Join(ws1, "work", "gone", "npm", "work"), filepath.Join(ws2, "work", "gone2", "pip")} {
+		if err := os.MkdirAll(p, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	os.Chmod(filepath.Join(ws1, "work", "gone", "npm", "work"), 0)
+	// A box cache whose folder of work folders a box replaced with a symlink to a host folder
+	// holding a folder of a launch's name.
+	ws3 := boxCache(state, "/ws3")
+	if err := os.MkdirAll(ws3, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(filepath.Join(victim, "gone3"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(victim, filepath.Join(ws3, "work")); err != nil {
+		t.Fatal(err)
+	}
+	err := sweepLaunchWork(state, func(id string) bool { return id == "live" })
+	if err == nil {
+		t.Errorf("the sweep followed the planted symlink without an error")
+	}
+	if _, err := os.Lstat(filepath.Join(ws1, "work", "live", "npm")); err != nil {
+		t.Errorf("a known launch's work folder was swept: %v", err)
+	}
+	for _, p := range []string{filepath.Join(ws1, "work", "gone"), filepath.Join(ws2, "work", "gone2")} {
+		if _, err := os.Lstat(p); !os.IsNotExist(err) {
+			t.Errorf("%s after the sweep: %v", p, err)
+		}
+	}
+	if _, err := os.Lstat(filepath.Join(victim, "gone3")); err != nil {
+		t.Errorf("the sweep removed a host folder through a planted symlink: %v", err)
 	}
 }

@@ -98,12 +98,18 @@ var deniedTools = []struct {
 	// says is what the tool's own output shows of the proxy's refusal ("" when the tool
 	// shows only the status code: curl and git print "CONNECT tunnel failed, response 403").
 	says string
+	// asks is how many requests the proxy refuses before the tool gives up, at least and at
+	// most: one and no retry for curl and go; npm asks for the package and, at most once a
+	// day, for its own latest version; pip asks twice (PIP_RETRIES=1: pip retries a refused
+	// tunnel like a lost connection, six times over 12 s by default); git asks first without
+	// the pairing (407) and again with it.
+	asks [2]int64
 }{
-	{"curl", "curl", `curl -sS https://denied.example.org/`, "denied.example.org:443", "egressAllow", ""},
-	{"npm", "npm", `npm_config_registry=https://registry.example.org/ npm view left-pad version`, "registry.example.org:443", "egressAllow", "agentbox refused egress"},
-	{"pip", "/usr/bin/python3", `/usr/bin/python3 -m pip download --no-deps -d /tmp/dl --index-url https://pypi.example.org/simple tiny-pkg`, "pypi.example.org:443", "egressAllow", "agentbox refused egress"},
-	{"go", "go", `cd /tmp && GOPROXY=https://goproxy.example.org GOSUMDB=off GOFLAGS=-mod=mod GOTOOLCHAIN=local go mod download example.org/mod@v1.0.0`, "goproxy.example.org:443", "egressAllow", "agentbox refused egress"},
-	{"git", "git", `git ls-remote https://git.example.org/owner/repo`, "git.example.org:443", "git.allow", ""},
+	{"curl", "curl", `curl -sS https://denied.example.org/`, "denied.example.org:443", "egressAllow", "", [2]int64{1, 1}},
+	{"npm", "npm", `npm_config_registry=https://registry.example.org/ npm view left-pad version`, "registry.example.org:443", "egressAllow", "agentbox refused egress", [2]int64{1, 2}},
+	{"pip", "/usr/bin/python3", `/usr/bin/python3 -m pip download --no-deps -d /tmp/dl --index-url https://pypi.example.org/simple tiny-pkg`, "pypi.example.org:443", "egressAllow", "agentbox refused egress", [2]int64{2, 2}},
+	{"go", "go", `cd /tmp && GOPROXY=https://goproxy.example.org GOSUMDB=off GOFLAGS=-mod=mod GOTOOLCHAIN=local go mod download example.org/mod@v1.0.0`, "goproxy.example.org:443", "egressAllow", "agentbox refused egress", [2]int64{1, 1}},
+	{"git", "git", `git ls-remote https://git.example.org/owner/repo`, "git.example.org:443", "git.allow", "", [2]int64{2, 2}},
 }
 
 // TestDeniedNetworkExplains: with egress deny and no egressAllow at all, curl, npm, pip, go
@@ -119,8 +125,25 @@ func TestDeniedNetworkExplains(t *testing.T) {
 			if _, err := exec.LookPath(tool.bin); err != nil {
 				t.Skipf("%s is not installed: %v", tool.bin, err)
 			}
+			seen := map[string]bool{}
+			for _, l := range e.Launches() {
+				seen[l.ID] = true
+			}
 			r := e.runIn(e.Work, "run", "sh", "--", "-c", timed(tool.script))
 			t.Logf("%s failed after %s in the box", tool.name, tookMS(r.Stderr))
+			// The proxy's count of the requests it refused: the tool gave up at the first
+			// refusal (or its documented retries), not after a round of retries and pauses.
+			for _, l := range e.Launches() {
+				if seen[l.ID] {
+					continue
+				}
+				if n := int64(0); l.Egress == nil || l.Egress.Refused < tool.asks[0] || l.Egress.Refused > tool.asks[1] {
+					if l.Egress != nil {
+						n = l.Egress.Refused
+					}
+					t.Errorf("the proxy refused %d requests of %s, want %d to %d: %+v", n, tool.name, tool.asks[0], tool.asks[1], l.Egress)
+				}
+			}
 			if r.Code == 0 || r.Code == 125 {
 				t.Fatalf("want %s to fail in the box, exit %d\nstdout:\n%s\nstderr:\n%s", tool.name, r.Code, r.Stdout, r.Stderr)
 			}
