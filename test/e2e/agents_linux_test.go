@@ -355,9 +355,33 @@ func TestRealAgentsCopilot(t *testing.T) {
 	const model = "claude-sonnet-4.5"
 	useGateway(t, e, "anthropic", up.URL, fmt.Sprintf("models:\n  copilot: %s\n", model))
 
+	// The host's Copilot has run here before: its package is extracted in ~/.cache/copilot,
+	// which the box uses as it is (read-only, under the workspace's box cache layer) rather
+	// than extract its 235 MB again.
+	host := exec.Command(agentBin(t, "copilot"), "--version")
+	host.Env = e.Vars
+	if out, err := host.CombinedOutput(); err != nil {
+		t.Fatalf("the host's copilot --version: %v: %s", err, out)
+	}
+	hostCache := filepath.Join(e.Home, ".cache", "copilot")
+	extracted := treeHash(t, hostCache)
+
 	r := e.Run("", "run", "copilot", "--", "-p", "say hello", "--allow-all-tools")
 	if r.Code != 0 {
 		t.Fatalf("agentbox run copilot: exit %d\nstdout: %s\nstderr: %s", r.Code, r.Stdout, r.Stderr)
+	}
+	if treeHash(t, hostCache) != extracted {
+		t.Errorf("the host's ~/.cache/copilot changed in a boxed launch")
+	}
+	// Copilot may leave folders of the package in the box cache's layer (copied up); no file.
+	layers, _ := filepath.Glob(filepath.Join(e.State, "agentbox", "cache", "*", "home-*-copilot", "upper"))
+	if len(layers) != 1 {
+		t.Errorf("box cache layers of ~/.cache/copilot: %v, want one", layers)
+	}
+	for _, l := range layers {
+		if files := filesUnder(l); len(files) > 0 {
+			t.Errorf("the box extracted Copilot's package again, beside the host's extraction: %d files in %s (%v)", len(files), l, files[:min(5, len(files))])
+		}
 	}
 	if !strings.Contains(r.Stdout, "Hello from the fake upstream") {
 		t.Errorf("copilot's answer did not come back through the relay: stdout %q, stderr %q", r.Stdout, r.Stderr)
@@ -572,4 +596,16 @@ func checkRelayedLaunch(t *testing.T, e *Env, profile, agent string, requests in
 	if strings.Contains(r.Stdout+r.Stderr, hostCredential) {
 		t.Errorf("the host-side credential is visible to %s in the box:\n%s\n%s", agent, r.Stdout, r.Stderr)
 	}
+}
+
+// filesUnder lists the files (all but folders) beneath dir.
+func filesUnder(dir string) []string {
+	var out []string
+	filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			out = append(out, p)
+		}
+		return nil
+	})
+	return out
 }
