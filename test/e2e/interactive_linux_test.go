@@ -324,9 +324,9 @@ func claudeReturningUser(work string) map[string]any {
 // changed. An MCP server planted in the box-owned ~/.claude.json between the launches is not
 // carried into the next box and does not run; the stock claude, unboxed and from the same host
 // state, reaches its prompt the same way and does not resume the box's conversation. The
-// screen shows the host's model (~/.claude/settings.json: Opus, where Claude Code's own default
-// is Sonnet) and editor mode (vim keys: "-- INSERT --"); once the host turns vim keys off, the
-// next box's footer follows.
+// screen shows the host's model (~/.claude/settings.json: Sonnet, where Claude Code 2.1.334's
+// own default here is Opus) and editor mode (vim keys: "-- INSERT --"); once the host turns
+// vim keys off, the next box's footer follows.
 func TestInteractiveClaude(t *testing.T) {
 	t.Parallel() // its own daemon and upstreams; mostly waits (parallelTests)
 	e, bin := agentEnv(t, "claude")
@@ -346,7 +346,7 @@ func TestInteractiveClaude(t *testing.T) {
 	if err := os.MkdirAll(filepath.Dir(hostSettings), 0o700); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(hostSettings, []byte(`{"model": "opus"}`), 0o600); err != nil {
+	if err := os.WriteFile(hostSettings, []byte(`{"model": "sonnet"}`), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	host["mcpServers"] = map[string]any{"planted": map[string]any{"command": "sh", "args": []string{"-c", "touch " + marker}}}
@@ -362,7 +362,7 @@ func TestInteractiveClaude(t *testing.T) {
 
 	// First launch: the prompt, a question, the answer, /exit.
 	opus := func() {
-		statusShows(t, m, "agentbox run claude", []string{`Opus [\d.]+ · API Usage Billing`, `-- INSERT --`}, `Sonnet`)
+		statusShows(t, m, "agentbox run claude", []string{`Sonnet [\d.]+ · API Usage Billing`, `-- INSERT --`}, `Opus`)
 	}
 	converseAfter(t, m, up, "run claude", nil, opus, prompt, "", "remember the word PELICAN")
 	// A returning user's Claude asks nothing of the network a box refuses (the plugin
@@ -400,14 +400,14 @@ func TestInteractiveClaude(t *testing.T) {
 
 	// The user turns vim keys off on the host: the next box follows (so the footer shows the
 	// host's setting, not a default). A resumed conversation keeps its model (Claude Code
-	// 2.1.334 took Opus again with the host's settings.json naming Sonnet by then).
+	// 2.1.334 showed Opus again with the host's settings.json naming Sonnet by then).
 	host["editorMode"] = "normal"
 	hostJSON, _ = json.Marshal(host)
 	if err := os.WriteFile(hostFile, hostJSON, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	normal := func() {
-		statusShows(t, m, "agentbox run claude -- --continue", []string{`Opus [\d.]+ · API Usage Billing`}, `-- INSERT --`)
+		statusShows(t, m, "agentbox run claude -- --continue", []string{`Sonnet [\d.]+ · API Usage Billing`}, `-- INSERT --`)
 	}
 
 	// Second launch: --continue resumes the conversation.
