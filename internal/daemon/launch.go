@@ -297,6 +297,10 @@ func (d *Daemon) launch(ctx context.Context, req *api.LaunchRequest) (*api.Launc
 			return &api.Error{Code: api.CodeBoxSetupFailed, Message: "box cache " + boxCache(d.stateDir, ws) + ": " + err.Error(),
 				Hint: "check free space and permissions of " + d.stateDir}
 		}
+		if err := d.programCaches(id, ws, home, prof.Caches(), d.workspaceFacts(), &contrib); err != nil {
+			return &api.Error{Code: api.CodeBoxSetupFailed, Message: "box cache " + boxCache(d.stateDir, ws) + ": " + err.Error(),
+				Hint: "check free space and permissions of " + d.stateDir}
+		}
 		notice, err := d.dependencyOverlays(id, ws, cwd, d.workspaceFacts(), &contrib)
 		if notice != "" {
 			notices = append(notices, notice)

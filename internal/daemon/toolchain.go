@@ -260,6 +260,34 @@ func homeCaches(home string) []packageCache {
 	return out
 }
 
+// programCaches adds to c a program's caches in the home (a profile's cache entries, rels
+// relative to home: Copilot CLI's extracted package): each an overlay of the host's folder,
+// read and never written, under its layer in workspace ws's box cache, as the package caches
+// are (cacheOverlays). The host's copy of what the program extracts there is used as it is;
+// what a box extracts or writes there is kept for the later boxes of ws, and for nothing
+// else (docs/profiles.md).
+func (d *Daemon) programCaches(id, ws, home string, rels []string, facts plan.WorkspaceFacts, c *plan.Contributions) error {
+	if len(rels) == 0 {
+		return nil
+	}
+	caches := make([]packageCache, 0, len(rels))
+	for _, rel := range rels {
+		caches = append(caches, packageCache{name: programCacheLayer(rel), rel: rel, dir: filepath.Join(home, rel)})
+	}
+	cache, err := makeBoxCache(d.stateDir, ws)
+	if err != nil {
+		return err
+	}
+	return cacheOverlays(cache, id, caches, nil, facts, c)
+}
+
+// programCacheLayer names the box cache's layers of a program's cache rel (relative to the
+// home): "home-" and the first 8 bytes of its SHA-256, in hex, and its name.
+func programCacheLayer(rel string) string {
+	sum := sha256.Sum256([]byte(rel))
+	return "home-" + hex.EncodeToString(sum[:8]) + "-" + filepath.Base(rel)
+}
+
 // isPackageCache reports whether p is one of packageCaches' folders under home.
 func isPackageCache(home, p string) bool {
 	return slices.ContainsFunc(packageCaches, func(pc packageCache) bool { return p == filepath.Join(home, pc.rel) })

@@ -491,3 +491,40 @@ func TestLaunchWorkFolders(t *testing.T) {
 		t.Errorf("the sweep removed a host folder through a planted symlink: %v", err)
 	}
 }
+
+// TestProgramCaches: a profile's cache entry (Copilot CLI's ~/.cache/copilot) is an overlay of
+// the host's folder under its layer in the workspace's box cache, writable in the box; without
+// the host's folder it is the layer alone; another workspace's boxes get another layer.
+func TestProgramCaches(t *testing.T) {
+	d := &Daemon{stateDir: t.TempDir()}
+	home := t.TempDir()
+	host := filepath.Join(home, ".cache", "copilot")
+	mount := func(ws string) plan.Mount {
+		t.Helper()
+		var c plan.Contributions
+		if err := d.programCaches("launch1", ws, home, []string{".cache/copilot"}, plan.WorkspaceFacts{Home: home}, &c); err != nil {
+			t.Fatal(err)
+		}
+		if len(c.Mounts) != 1 || c.Mounts[0].Target != host || !slices.Equal(c.ReadWrite, []string{host}) {
+			t.Fatalf("mounts %+v, read-write %v: want one mount at %s, writable", c.Mounts, c.ReadWrite, host)
+		}
+		return c.Mounts[0]
+	}
+	layer := filepath.Join(boxCache(d.stateDir, "/ws"), programCacheLayer(".cache/copilot"))
+	if m := mount("/ws"); m.Kind != plan.MountBind || m.Source != filepath.Join(layer, "upper") || m.ReadOnly {
+		t.Errorf("without the host's folder: %+v, want the layer %s/upper alone", m, layer)
+	}
+	if err := os.MkdirAll(host, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if m := mount("/ws"); m.Kind != plan.MountOverlay || m.Source != host || m.Upper != filepath.Join(layer, "upper") ||
+		m.Work != filepath.Join(boxCache(d.stateDir, "/ws"), launchWorkDir("launch1"), programCacheLayer(".cache/copilot")) || m.ReadOnly {
+		t.Errorf("with the host's folder: %+v, want an overlay of %s under %s/upper", m, host, layer)
+	}
+	if m := mount("/other"); plan.Within(m.Upper, boxCache(d.stateDir, "/ws")) {
+		t.Errorf("another workspace's box gets the first one's layer: %+v", m)
+	}
+	if n := programCacheLayer(".cache/copilot"); !strings.HasPrefix(n, "home-") || !strings.HasSuffix(n, "-copilot") {
+		t.Errorf("layer name %q", n)
+	}
+}

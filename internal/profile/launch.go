@@ -187,6 +187,9 @@ func (p *Profile) Wire(home string, tree *InstallTree, f Facts) (*Wiring, error)
 			}
 		}
 		switch {
+		case h.Access == AccessCache:
+			// The daemon mounts it with the workspace's box cache (Caches).
+			continue
 		case h.Access == AccessDeny && p.inStateDir(i):
 			// The host's path is never seen in a state folder: its mount point there (made empty
 			// by harnessstate.Prepare), bound read-only, keeps a box from leaving one for the next.
@@ -265,6 +268,18 @@ func (p *Profile) Wire(home string, tree *InstallTree, f Facts) (*Wiring, error)
 	}
 	w.Unset = slices.Clone(p.Relay.Unset)
 	return w, nil
+}
+
+// Caches returns the home-relative folders of p's cache entries (access: cache), which the
+// daemon shows each box as an overlay of the host's folder under the workspace's box cache.
+func (p *Profile) Caches() []string {
+	var out []string
+	for _, h := range p.Home {
+		if h.Access == AccessCache {
+			out = append(out, filepath.Clean(h.Path))
+		}
+	}
+	return out
 }
 
 // PreCreate is a home path created on the host before a launch when absent.

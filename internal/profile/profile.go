@@ -92,6 +92,12 @@ const (
 	// unboxed program reads the state directory. A file entry may be synthesized afresh at
 	// every launch (Seed), from an allowlist of the host's and the box's own state.
 	AccessState = "state"
+	// AccessCache is a cache the program fills with what it then runs (Copilot CLI's extracted
+	// package): an overlay of the host's folder, read and never written, under the layer for it
+	// in the workspace's box cache (docs/toolchains.md), where every write of the box goes and
+	// which the later boxes of that workspace, and nothing else, read. Without the host's folder,
+	// the layer alone.
+	AccessCache = "cache"
 )
 
 // grants reports whether e binds the host's path into the box (rw or ro), so that entries
@@ -108,8 +114,8 @@ const (
 type HomeEntry struct {
 	// Path is relative to $HOME (".claude/settings.json").
 	Path string `json:"path" jsonschema_description:"Path relative to the home directory."`
-	// Access is rw, ro, deny, private or state.
-	Access string `json:"access" jsonschema:"enum=rw,enum=ro,enum=deny,enum=private,enum=state" jsonschema_description:"rw (read-write), ro (read-only), deny (masked), private (a folder of the box's own, discarded at exit) or state (the box's own, kept per workspace under agentbox's state directory)."`
+	// Access is rw, ro, deny, private, state or cache.
+	Access string `json:"access" jsonschema:"enum=rw,enum=ro,enum=deny,enum=private,enum=state,enum=cache" jsonschema_description:"rw (read-write), ro (read-only), deny (masked), private (a folder of the box's own, discarded at exit), state (the box's own, kept per workspace under agentbox's state directory) or cache (the host's folder read-only under the workspace's box cache layer, where the box writes)."`
 	// Protect marks executable configuration: it is pinned read-only against replacement and
 	// watched by the integrity watch. Only with access ro.
 	Protect bool `json:"protect,omitempty" jsonschema_description:"Executable configuration: pinned read-only and watched (access ro only)."`
@@ -255,9 +261,19 @@ func (p *Profile) Validate() error {
 		}
 		seen[clean] = true
 		switch h.Access {
-		case AccessRW, AccessRO, AccessDeny, AccessPrivate, AccessState:
+		case AccessRW, AccessRO, AccessDeny, AccessPrivate, AccessState, AccessCache:
 		default:
-			return bad(f+".access", "invalid value %q (allowed: rw, ro, deny, private, state)", h.Access)
+			return bad(f+".access", "invalid value %q (allowed: rw, ro, deny, private, state, cache)", h.Access)
+		}
+		if h.Access == AccessCache {
+			if h.Create != "" || h.Absent != "" || h.Content != "" || h.Protect || h.Seed != "" {
+				return bad(f+".access", "a cache entry is a folder seen through the box cache: no create, absent, content, protect or seed")
+			}
+			for j, e := range p.Home {
+				if o := filepath.Clean(e.Path); j != i && (strings.HasPrefix(clean, o+"/") || strings.HasPrefix(o, clean+"/")) {
+					return bad(f+".path", "a cache entry holds no other home entry and lies in none (home[%d] is %q)", j, e.Path)
+				}
+			}
 		}
 		if h.Access == AccessState && (h.Create == "" || h.Absent != "" || h.Content != "" || h.Protect) {
 			return bad(f+".access", "a state entry needs create: dir or file (its kind), and no absent, content or protect")

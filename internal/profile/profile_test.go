@@ -57,6 +57,9 @@ func TestParseStrict(t *testing.T) {
 		{"bad absent", "home:\n  - {path: .x, access: rw}\n  - {path: .x/y, access: ro, absent: link}\n", `home[1].absent: invalid value "link"`},
 		{"absent rw", "home:\n  - {path: .x, access: rw, absent: dir}\n", "home[0].absent: only a ro or deny entry"},
 		{"absent created", "home:\n  - {path: .x, access: rw}\n  - {path: .x/y, access: ro, create: dir, absent: dir}\n", "home[1].absent: only a ro or deny entry"},
+		{"cache created", "home:\n  - {path: .cache/x, access: cache, create: dir}\n", "home[0].access: a cache entry is a folder seen through the box cache"},
+		{"cache in a grant", "home:\n  - {path: .x, access: rw}\n  - {path: .x/cache, access: cache}\n", `home[1].path: a cache entry holds no other home entry and lies in none (home[0] is ".x")`},
+		{"cache holding an entry", "home:\n  - {path: .cache/x, access: cache}\n  - {path: .cache/x/y, access: ro}\n", `home[0].path: a cache entry holds no other home entry and lies in none (home[1] is ".cache/x/y")`},
 		{"rw in a state folder", "home:\n  - {path: .x, access: state, create: dir}\n  - {path: .x/y, access: rw}\n", "home[1].access: an entry in a state folder is the box's own (state, private), or the host's read-only (ro) or masked (deny): not rw"},
 		{"expected refusal, upper case", "expectedRefusals:\n  - {target: Tips.example.org:443, why: a tip}\n", `expectedRefusals[0].target: "Tips.example.org:443" names no host`},
 		{"expected refusal, port 0", "expectedRefusals:\n  - {target: tips.example.org:0, why: a tip}\n", "expectedRefusals[0].target: \"tips.example.org:0\" has no port number"},
@@ -472,5 +475,26 @@ home:
 				t.Errorf("%s: denied %s gets no placeholder", id, h.Path)
 			}
 		}
+	}
+}
+
+// TestCaches: Copilot CLI's extracted package (~/.cache/copilot) is a cache entry, which the
+// daemon mounts with the box cache: the profile's wiring binds nothing there.
+func TestCaches(t *testing.T) {
+	p := builtinSet(t).Get("copilot")
+	if got := p.Caches(); !slices.Equal(got, []string{".cache/copilot"}) {
+		t.Fatalf("copilot's caches %v, want [.cache/copilot]", got)
+	}
+	w, err := p.Wire("/home/alice", nil, Facts{StateDir: "/state", Args: []string{"--model", "m"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range w.Mounts {
+		if strings.HasPrefix(m.Target, "/home/alice/.cache") {
+			t.Errorf("the wiring mounts %+v; the cache is the daemon's to mount", m)
+		}
+	}
+	if got := builtinSet(t).Get("claude").Caches(); len(got) != 0 {
+		t.Errorf("claude's caches %v, want none", got)
 	}
 }

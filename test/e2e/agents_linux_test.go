@@ -355,9 +355,33 @@ func TestRealAgentsCopilot(t *testing.T) {
 	const model = "claude-sonnet-4.5"
 	useGateway(t, e, "anthropic", up.URL, fmt.Sprintf("models:\n  copilot: %s\n", model))
 
+	// The host's Copilot has run here before: its package is extracted in ~/.cache/copilot,
+	// which the box uses as it is (read-only, under the workspace's box cache layer) rather
+	// than extract its 235 MB again.
+	host := exec.Command(agentBin(t, "copilot"), "--version")
+	host.Env = e.Vars
+	if out, err := host.CombinedOutput(); err != nil {
+		t.Fatalf("the host's copilot --version: %v: %s", err, out)
+	}
+	hostCache := filepath.Join(e.Home, ".cache", "copilot")
+	extracted := treeHash(t, hostCache)
+
 	r := e.Run("", "run", "copilot", "--", "-p", "say hello", "--allow-all-tools")
 	if r.Code != 0 {
 		t.Fatalf("agentbox run copilot: exit %d\nstdout: %s\nstderr: %s", r.Code, r.Stdout, r.Stderr)
+	}
+	if treeHash(t, hostCache) != extracted {
+		t.Errorf("the host's ~/.cache/copilot changed in a boxed launch")
+	}
+	// Copilot may leave folders of the package in the box cache's layer (copied up); no file.
+	layers, _ := filepath.Glob(filepath.Join(e.State, "agentbox", "cache", "*", "home-*-copilot", "upper"))
+	if len(layers) != 1 {
+		t.Errorf("box cache layers of ~/.cache/copilot: %v, want one", layers)
+	}
+	for _, l := range layers {
+		if files := filesUnder(l); len(files) > 0 {
+			t.Errorf("the box extracted Copilot's package again, beside the host's extraction: %d files in %s (%v)", len(files), l, files[:min(5, len(files))])
+		}
 	}
 	if !strings.Contains(r.Stdout, "Hello from the fake upstream") {
 		t.Errorf("copilot's answer did not come back through the relay: stdout %q, stderr %q", r.Stdout, r.Stderr)
@@ -571,5 +595,61 @@ func checkRelayedLaunch(t *testing.T, e *Env, profile, agent string, requests in
 	}
 	if strings.Contains(r.Stdout+r.Stderr, hostCredential) {
 		t.Errorf("the host-side credential is visible to %s in the box:\n%s\n%s", agent, r.Stdout, r.Stderr)
+	}
+}
+
+// filesUnder lists the files (all but folders) beneath dir.
+func filesUnder(dir string) []string {
+	var out []string
+	filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			out = append(out, p)
+		}
+		return nil
+	})
+	return out
+}
+
+// TestAttackCopilotPackageCacheReal plants code in Copilot CLI's extracted package from a box
+// (a stand-in named copilot, in the copilot profile: ~/.cache/copilot is the host's extraction
+// under the workspace's box cache layer) and runs the real Copilot after it: the host's
+// unboxed Copilot must not run the plant, while the workspace's next box runs it (the box
+// cache is the workspace's, by design: docs/profiles.md), which proves the plant is code
+// Copilot runs. TestAttackCopilotPackageCache (stand-ins only) covers another workspace's box.
+func TestAttackCopilotPackageCacheReal(t *testing.T) {
+	t.Parallel() // its own daemon; mostly waits (parallelTests)
+	e, bin := agentEnv(t, "copilot")
+	useGateway(t, e, "anthropic", "http://127.0.0.1:9", "models:\n  copilot: claude-sonnet-4.5\n")
+	host := func(args ...string) {
+		t.Helper()
+		c := exec.Command(bin, args...)
+		c.Env, c.Dir = append(e.Vars, "COPILOT_OFFLINE=true", "COPILOT_AUTO_UPDATE=false"), e.Work
+		if out, err := c.CombinedOutput(); err != nil {
+			t.Fatalf("the host's copilot %v: %v\n%s", args, err, out)
+		}
+	}
+	host("--version") // the host's Copilot extracts its package
+	marker := filepath.Join(e.Work, "planted-ran")
+	plant := fmt.Sprintf("#!/bin/sh\nsed -i '7a require(\"fs\").writeFileSync(%q, \"ran\");' \"$HOME/.cache/copilot/pkg/linux-x64/1.0.102/index.js\" && echo planted\n", marker)
+	standIn := filepath.Join(e.Root, "standin", "copilot")
+	if err := os.MkdirAll(filepath.Dir(standIn), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(standIn, []byte(plant), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if r := e.Run("", "run", standIn); r.Code != 0 || !strings.Contains(r.Stdout, "planted") {
+		t.Fatalf("the box could not write its layer of ~/.cache/copilot: exit %d\n%s%s", r.Code, r.Stdout, r.Stderr)
+	}
+
+	host("help", "config")
+	if _, err := os.Stat(marker); err == nil {
+		t.Fatalf("the host's unboxed Copilot ran what a box planted in ~/.cache/copilot")
+	}
+	if r := e.Run("", "run", "copilot", "--", "help", "config"); r.Code != 0 {
+		t.Fatalf("agentbox run copilot -- help config: exit %d\n%s%s", r.Code, r.Stdout, r.Stderr)
+	}
+	if _, err := os.Stat(marker); err != nil {
+		t.Errorf("the workspace's next box did not run the plant (so the host's run above proves nothing): %v", err)
 	}
 }

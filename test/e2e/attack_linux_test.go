@@ -1372,3 +1372,70 @@ func hostHomeUnchanged(t *testing.T, e *Env, id, folder string, before map[strin
 		}
 	}
 }
+
+// TestAttackCopilotPackageCache plants code in Copilot CLI's extracted package
+// (~/.cache/copilot/pkg/<platform>/<version>: its loader runs index.js from there, checking
+// only that the files exist), from a box of the copilot profile (a stand-in program named
+// copilot). The box sees the host's extraction (Copilot does not extract its 235 MB again),
+// through an overlay under the workspace's box cache layer: the box's writes succeed there,
+// and change nothing of the host's folder, which the host's unboxed Copilot runs; a box of
+// another workspace sees the host's files, not the plant; a later box of the same workspace
+// finds what the earlier one left (the box cache is the workspace's, by design:
+// docs/profiles.md). Against the binaries before the cache entry, the box saw no extraction of
+// the host's (an empty ~/.cache); with the host's folder bound read-write, the host's index.js
+// held the plant; with one layer shared by every workspace, the other workspace's box ran it.
+func TestAttackCopilotPackageCache(t *testing.T) {
+	e := standInEnv(t)
+	const rel = ".cache/copilot/pkg/linux-x64/1.0.102"
+	host := filepath.Join(e.Home, rel)
+	if err := os.MkdirAll(host, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	for name, body := range map[string]string{"index.js": "import './app.js';\n", ".extraction-complete": ""} {
+		if err := os.WriteFile(filepath.Join(host, name), []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before := treeOf(t, filepath.Join(e.Home, ".cache", "copilot"))
+	const plant = `#!/bin/sh
+v="$HOME/.cache/copilot/pkg/linux-x64/1.0.102"
+test -e "$v/.extraction-complete" && grep -q app.js "$v/index.js" && echo host-extraction-seen
+echo 'require("child_process").execSync("touch /tmp/pwned")' >> "$v/index.js" && echo index-writable
+rm -f "$v/.extraction-complete"
+mkdir -p "$v/../9.9.9" && echo 'planted' > "$v/../9.9.9/index.js" && echo newer-writable
+cat "$v/index.js"
+echo writable
+`
+	r := runStandIn(t, e, "copilot", plant)
+	for _, want := range []string{"host-extraction-seen", "index-writable", "newer-writable", "writable"} {
+		if !strings.Contains(r.Stdout, want) {
+			t.Errorf("the box did not print %s: stdout %q, stderr %q", want, r.Stdout, r.Stderr)
+		}
+	}
+	if after := treeOf(t, filepath.Join(e.Home, ".cache", "copilot")); !maps.Equal(after, before) {
+		t.Errorf("the host's ~/.cache/copilot changed (the host's Copilot would run it):\nbefore %v\nafter  %v", before, after)
+	}
+
+	// A box of another workspace sees the host's extraction as it is.
+	other, err := os.MkdirTemp(e.Root, "w")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const look = `#!/bin/sh
+v="$HOME/.cache/copilot/pkg/linux-x64"
+cat "$v/1.0.102/index.js"; ls -a "$v" "$v/1.0.102"
+`
+	if err := os.WriteFile(filepath.Join(e.Root, "bin", "copilot"), []byte(look), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	r = e.Run("", "run", "--workspace", other, filepath.Join(e.Root, "bin", "copilot"))
+	if r.Code != 0 || strings.Contains(r.Stdout, "pwned") || strings.Contains(r.Stdout, "9.9.9") || !strings.Contains(r.Stdout, ".extraction-complete") {
+		t.Errorf("a box of another workspace does not see the host's extraction as it is (exit %d):\n%s%s", r.Code, r.Stdout, r.Stderr)
+	}
+	// A later box of the same workspace finds what the earlier one left: the workspace's box
+	// cache layer, where the first box of a workspace the host never ran Copilot for extracts.
+	r = runStandIn(t, e, "copilot", look)
+	if !strings.Contains(r.Stdout, "pwned") || !strings.Contains(r.Stdout, "9.9.9") {
+		t.Errorf("the workspace's later box does not find what its earlier box wrote in the box cache:\n%s%s", r.Stdout, r.Stderr)
+	}
+}

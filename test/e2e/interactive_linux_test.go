@@ -88,6 +88,34 @@ func noDialog(t *testing.T, m *Tmux, when string) {
 	}
 }
 
+// statusShows fails the test unless, within 10 s, the pane (this launch's screen, its
+// scrollback included) matches each of want and none of unwanted: an agent's status line and
+// header, with the model and the user's preferences the host's own settings give it.
+func statusShows(t *testing.T, m *Tmux, when string, want []string, unwanted ...string) {
+	t.Helper()
+	ok := func(scr string) bool {
+		for _, w := range want {
+			if !regexp.MustCompile(w).MatchString(scr) {
+				return false
+			}
+		}
+		for _, u := range unwanted {
+			if regexp.MustCompile(u).MatchString(scr) {
+				return false
+			}
+		}
+		return true
+	}
+	end := time.Now().Add(10 * time.Second)
+	for !ok(m.Screen()) {
+		if time.Now().After(end) {
+			t.Errorf("%s: the screen does not show the host's model and preferences (want %q, not %q):\n%s", when, want, unwanted, m.Screen())
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
 // clearPane clears the pane and its scrollback, so that what a launch shows is its own.
 func (m *Tmux) clearPane() {
 	m.Type("clear")
@@ -295,7 +323,10 @@ func claudeReturningUser(work string) map[string]any {
 // box-owned state, not in the host's ~/.claude/projects, and the host's ~/.claude.json is not
 // changed. An MCP server planted in the box-owned ~/.claude.json between the launches is not
 // carried into the next box and does not run; the stock claude, unboxed and from the same host
-// state, reaches its prompt the same way and does not resume the box's conversation.
+// state, reaches its prompt the same way and does not resume the box's conversation. The
+// screen shows the host's model (~/.claude/settings.json: Sonnet, where Claude Code 2.1.334's
+// own default here is Opus) and editor mode (vim keys: "-- INSERT --"); once the host turns
+// vim keys off, the next box's footer follows.
 func TestInteractiveClaude(t *testing.T) {
 	t.Parallel() // its own daemon and upstreams; mostly waits (parallelTests)
 	e, bin := agentEnv(t, "claude")
@@ -307,6 +338,17 @@ func TestInteractiveClaude(t *testing.T) {
 	// this workspace trusted; and a user MCP server, which no box may get.
 	marker := filepath.Join(e.Work, "mcp-server-ran")
 	host := claudeReturningUser(e.Work)
+	// The user's preferences: vim keys (~/.claude.json, carried by the allowlist) and a model
+	// (~/.claude/settings.json, the host's, read-only in the box). Claude Code shows both: the
+	// model under its name in the header, "-- INSERT --" in the footer.
+	host["editorMode"] = "vim"
+	hostSettings := filepath.Join(e.Home, ".claude", "settings.json")
+	if err := os.MkdirAll(filepath.Dir(hostSettings), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(hostSettings, []byte(`{"model": "sonnet"}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	host["mcpServers"] = map[string]any{"planted": map[string]any{"command": "sh", "args": []string{"-c", "touch " + marker}}}
 	hostJSON, _ := json.Marshal(host)
 	hostFile := filepath.Join(e.Home, ".claude.json")
@@ -319,7 +361,10 @@ func TestInteractiveClaude(t *testing.T) {
 	prompt := `(?m)^❯[\s\x{00a0}]*$`
 
 	// First launch: the prompt, a question, the answer, /exit.
-	converse(t, m, up, "run claude", prompt, "", "remember the word PELICAN")
+	opus := func() {
+		statusShows(t, m, "agentbox run claude", []string{`Sonnet [\d.]+ · API Usage Billing`, `-- INSERT --`}, `Opus`)
+	}
+	converseAfter(t, m, up, "run claude", nil, opus, prompt, "", "remember the word PELICAN")
 	// A returning user's Claude asks nothing of the network a box refuses (the plugin
 	// marketplace on the vendor's download CDN, 2.1.333, until its variable).
 	noRefusedRequest(t, e)
@@ -353,8 +398,20 @@ func TestInteractiveClaude(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// The user turns vim keys off on the host: the next box follows (so the footer shows the
+	// host's setting, not a default). A resumed conversation keeps its model (Claude Code
+	// 2.1.334 showed Opus again with the host's settings.json naming Sonnet by then).
+	host["editorMode"] = "normal"
+	hostJSON, _ = json.Marshal(host)
+	if err := os.WriteFile(hostFile, hostJSON, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	normal := func() {
+		statusShows(t, m, "agentbox run claude -- --continue", []string{`Sonnet [\d.]+ · API Usage Billing`}, `-- INSERT --`)
+	}
+
 	// Second launch: --continue resumes the conversation.
-	if reqs := converse(t, m, up, "run claude -- --continue", prompt, "remember the word PELICAN", "and now?"); !carries(reqs, "PELICAN") {
+	if reqs := converseAfter(t, m, up, "run claude -- --continue", nil, normal, prompt, "remember the word PELICAN", "and now?"); !carries(reqs, "PELICAN") {
 		t.Errorf("the resumed launch's requests do not carry the earlier conversation")
 	}
 	if _, err := os.Stat(marker); err == nil {
@@ -389,7 +446,9 @@ func TestInteractiveClaude(t *testing.T) {
 // resumes the conversation (shown, and carried by the next request). The rollout, Codex's SQLite
 // state, the prompt history and the trust are the box's own: kept in the workspace's box-owned
 // state, not in the host's ~/.codex, whose config.toml and history.jsonl are unchanged; the
-// host's notify command is not in the box's config.toml and never runs.
+// host's notify command is not in the box's config.toml and never runs. The status line shows
+// the host's model and reasoning effort; once the host lowers the effort, the next box's
+// follows.
 func TestInteractiveCodex(t *testing.T) {
 	t.Parallel() // its own daemon and upstreams; mostly waits (parallelTests)
 	e, _ := agentEnv(t, "codex")
@@ -406,7 +465,7 @@ func TestInteractiveCodex(t *testing.T) {
 		t.Fatalf("git init: %v\n%s", err, out)
 	}
 	notified := filepath.Join(e.Work, "notify-ran")
-	hostConfig := fmt.Sprintf("notify = [\"sh\", \"-c\", \"touch %s\"]\n\n[tui]\nscreen_reader_detection_done = true\n\n[projects.%q]\ntrust_level = \"trusted\"\n", notified, filepath.Join(e.Root, "elsewhere"))
+	hostConfig := fmt.Sprintf("model = \"gpt-6-sol\"\nmodel_reasoning_effort = \"high\"\nnotify = [\"sh\", \"-c\", \"touch %s\"]\n\n[tui]\nscreen_reader_detection_done = true\n\n[projects.%q]\ntrust_level = \"trusted\"\n", notified, filepath.Join(e.Root, "elsewhere"))
 	hostConfigFile := filepath.Join(e.Home, ".codex", "config.toml")
 	if err := os.WriteFile(hostConfigFile, []byte(hostConfig), 0o600); err != nil {
 		t.Fatal(err)
@@ -452,7 +511,12 @@ func TestInteractiveCodex(t *testing.T) {
 			t.Errorf("Codex shows a startup warning a returning user does not see:\n%s", scr)
 		}
 	}
-	converseAfter(t, m, up, "run codex", trust, noWarning, prompt, "", "remember the word OTTER")
+	// The host's model and reasoning effort (config.toml, carried by the allowlist) are on the
+	// status line under the prompt.
+	// ("GPT-6-Sol high fast · <folder>": the model's name, the effort, the service tier).
+	status := func(when, re string) { statusShows(t, m, when, []string{`(?mi)^\s*` + re + `\b[^·\n]*· `}) }
+	converseAfter(t, m, up, "run codex", trust, func() { noWarning(); status("agentbox run codex", `gpt-6-sol high`) },
+		prompt, "", "remember the word OTTER")
 
 	state := boxState(t, e, "codex")
 	if ts := jsonlUnder(filepath.Join(state, ".codex", "sessions")); len(ts) == 0 {
@@ -478,7 +542,16 @@ func TestInteractiveCodex(t *testing.T) {
 		t.Errorf("the trust taken in the box is not in its box-owned config.toml: %v\n%s", err, boxConfig)
 	}
 
-	noDialogNow := func() { noDialog(t, m, "the second agentbox run codex"); noWarning() }
+	// The user lowers the reasoning effort on the host: the next box follows.
+	hostConfig = strings.Replace(hostConfig, "model_reasoning_effort = \"high\"", "model_reasoning_effort = \"low\"", 1)
+	if err := os.WriteFile(hostConfigFile, []byte(hostConfig), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	noDialogNow := func() {
+		noDialog(t, m, "the second agentbox run codex")
+		noWarning()
+		status("agentbox run codex -- resume --last", `gpt-6-sol low`)
+	}
 	if reqs := converseAfter(t, m, up, "run codex -- resume --last", nil, noDialogNow, prompt, "remember the word OTTER", "and now?"); !carries(reqs, "OTTER") {
 		t.Errorf("the resumed launch's requests do not carry the earlier conversation")
 	}
@@ -510,7 +583,8 @@ const codexTip = "raw.githubusercontent.com:443"
 // answered by the stand-in upstream through the relay, /quit ends the launch with 0, and the
 // next launch's `gemini --resume latest` resumes the chat (shown, and carried by the next
 // request). The saved chat is the box's own: kept in the workspace's box-owned state, not in
-// the host's ~/.gemini/tmp, where no unboxed Gemini CLI would resume it.
+// the host's ~/.gemini/tmp, where no unboxed Gemini CLI would resume it. The footer shows the
+// host's model (settings.json); once the host chooses another, the next box's follows.
 func TestInteractiveGemini(t *testing.T) {
 	t.Parallel() // its own daemon and upstreams; mostly waits (parallelTests)
 	e, _ := agentEnv(t, "gemini")
@@ -527,7 +601,7 @@ func TestInteractiveGemini(t *testing.T) {
 	// A returning user's own settings, as Gemini CLI leaves them (the auth type chosen, a
 	// theme): its update check and usage statistics on, by default. Each boxed launch asked the
 	// npm registry for Gemini CLI's latest version, refused, and ended saying so.
-	const hostSettings = "{\n  \"security\": {\"auth\": {\"selectedType\": \"gemini-api-key\"}},\n  \"ui\": {\"theme\": \"GitHub\"}\n}\n"
+	const hostSettings = "{\n  \"security\": {\"auth\": {\"selectedType\": \"gemini-api-key\"}},\n  \"ui\": {\"theme\": \"GitHub\"},\n  \"model\": {\"name\": \"gemini-2.5-flash\"}\n}\n"
 	hostSettingsFile := filepath.Join(e.Home, ".gemini", "settings.json")
 	if err := os.WriteFile(hostSettingsFile, []byte(hostSettings), 0o600); err != nil {
 		t.Fatal(err)
@@ -536,7 +610,11 @@ func TestInteractiveGemini(t *testing.T) {
 	m := e.Tmux(t)
 	m.tmux("resize-window", "-t", "main", "-x", "120", "-y", "40")
 	m.wait = geminiWait
-	converse(t, m, up, "run gemini", geminiReady, "", "remember the word HERON", "/quit")
+	// The host's model (settings.json, carried whole) is in the footer, under /model.
+	model := func(when, name string) func() {
+		return func() { statusShows(t, m, when, []string{`(?m)no sandbox\s+` + regexp.QuoteMeta(name) + `\s*$`}) }
+	}
+	converseAfter(t, m, up, "run gemini", nil, model("agentbox run gemini", "gemini-2.5-flash"), geminiReady, "", "remember the word HERON", "/quit")
 	if b, _ := os.ReadFile(hostSettingsFile); string(b) != hostSettings {
 		t.Errorf("the host's ~/.gemini/settings.json changed:\n%s", b)
 	}
@@ -553,7 +631,12 @@ func TestInteractiveGemini(t *testing.T) {
 		t.Errorf("the box wrote chats into the host's ~/.gemini/tmp: %v", ts)
 	}
 
-	if reqs := converse(t, m, up, "run gemini -- --resume latest", geminiReady, "remember the word HERON", "and then", "/quit"); !carries(reqs, "HERON") {
+	// The user chooses another model on the host: the next box follows.
+	if err := os.WriteFile(hostSettingsFile, []byte(strings.Replace(hostSettings, "gemini-2.5-flash", "gemini-2.5-pro", 1)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if reqs := converseAfter(t, m, up, "run gemini -- --resume latest", nil, model("agentbox run gemini -- --resume latest", "gemini-2.5-pro"),
+		geminiReady, "remember the word HERON", "and then", "/quit"); !carries(reqs, "HERON") {
 		t.Errorf("the resumed launch's requests do not carry the earlier chat")
 	}
 	noRefusedRequest(t, e)
@@ -572,7 +655,9 @@ func TestInteractiveGemini(t *testing.T) {
 // box-owned state, not in the host's ~/.copilot/session-state, where the unboxed Copilot would
 // list and resume it. agentbox creates no mcp-config.json in the host's ~/.copilot, and an MCP
 // server planted in the box-owned mcp-config.json between the launches, a plugin and the trust
-// of a folder outside the workspace planted in the box-owned config.json, are dropped.
+// of a folder outside the workspace planted in the box-owned config.json, are dropped. The
+// footer shows the model (models.copilot) and follows the host's footer preference
+// (settings.json: no directory line, then the line again once the host turns it back on).
 func TestInteractiveCopilot(t *testing.T) {
 	t.Parallel() // its own daemon and upstreams; mostly waits (parallelTests)
 	e, _ := agentEnv(t, "copilot")
@@ -590,6 +675,14 @@ func TestInteractiveCopilot(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(e.Home, ".copilot", "config.json"), []byte(hostConfig), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	// The user's footer preferences (settings.json, the host's, read-only in the box): no
+	// directory line above the input. The footer shows them, and the model (models.copilot).
+	hostSettings := filepath.Join(e.Home, ".copilot", "settings.json")
+	if err := os.WriteFile(hostSettings, []byte(`{"footer": {"showDirectory": false}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	dirLine := `(?m)^\s*` + regexp.QuoteMeta(e.Work) + `\s*$`
+	footer := `(?m)· / commands .*claude-sonnet-4\.5\s*$`
 	planted := fmt.Sprintf(`{"mcpServers": {"planted": {"type": "local", "command": "sh", "args": ["-c", "touch %s"], "tools": ["*"]}}}`, marker)
 
 	m := e.Tmux(t)
@@ -618,7 +711,11 @@ func TestInteractiveCopilot(t *testing.T) {
 			return strings.Contains(v, "/ commands") && !strings.Contains(v, "Working")
 		})
 	}
-	converseAfter(t, m, up, "run copilot", trust, func() { noMCPError(); idle() }, prompt, "", "remember the word WALRUS")
+	converseAfter(t, m, up, "run copilot", trust, func() {
+		noMCPError()
+		idle()
+		statusShows(t, m, "agentbox run copilot", []string{footer}, dirLine)
+	}, prompt, "", "remember the word WALRUS")
 
 	if _, err := os.Lstat(filepath.Join(e.Home, ".copilot", "mcp-config.json")); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("agentbox made ~/.copilot/mcp-config.json on the host: %v", err)
@@ -650,7 +747,15 @@ func TestInteractiveCopilot(t *testing.T) {
 	}
 
 	// The next launch: no trust dialog, before or after the answer.
-	noDialogNow := func() { noDialog(t, m, "agentbox run copilot -- --continue"); idle() }
+	// The user turns the directory line back on, on the host: the next box follows.
+	if err := os.WriteFile(hostSettings, []byte(`{"footer": {"showDirectory": true}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	noDialogNow := func() {
+		noDialog(t, m, "agentbox run copilot -- --continue")
+		idle()
+		statusShows(t, m, "agentbox run copilot -- --continue", []string{footer, dirLine})
+	}
 	if reqs := converseAfter(t, m, up, "run copilot -- --continue", nil, noDialogNow, prompt, "remember the word WALRUS", "and now?"); !carries(reqs, "WALRUS") {
 		t.Errorf("the resumed launch's requests do not carry the earlier session")
 	}
@@ -765,7 +870,9 @@ func TestInteractiveGeminiTrust(t *testing.T) {
 // changed and gains no file. What a box can leave in the database it owns to grant the next box
 // more (planted between the launches: an "always" answer, a session rule that allows
 // everything, a project start command, a trigger that adds an answer again) does not pass to
-// the next box; the session does.
+// the next box; the session does. The status under the input names the host's default agent
+// (~/.config/opencode/opencode.json: Plan, where OpenCode's own default is Build) and the
+// model (models.opencode).
 func TestInteractiveOpenCode(t *testing.T) {
 	t.Parallel() // its own daemon and upstreams; mostly waits (parallelTests)
 	e, _ := agentEnv(t, "opencode")
@@ -782,6 +889,15 @@ func TestInteractiveOpenCode(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// The user's default agent (~/.config/opencode/opencode.json, the host's, read-only in the
+	// box): the status under the input names it, with the model (models.opencode).
+	if err := os.MkdirAll(filepath.Join(e.Home, ".config", "opencode"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(e.Home, ".config", "opencode", "opencode.json"), []byte(`{"default_agent": "plan"}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+
 	m := e.Tmux(t)
 	m.tmux("resize-window", "-t", "main", "-x", "120", "-y", "40")
 	// OpenCode 1.18.34 spends 15-25 s of CPU to start and answer (its own cost, unboxed too):
@@ -794,7 +910,10 @@ func TestInteractiveOpenCode(t *testing.T) {
 	done := func(ask string) func() {
 		return func() { m.WaitFor(`(?s)` + regexp.QuoteMeta(ask) + `.*Hello from the fake upstream.*▣[^\n]*· \d`) }
 	}
-	converseAfter(t, m, up, "run opencode", nil, done("remember the word PUFFIN"), prompt, "", "remember the word PUFFIN")
+	converseAfter(t, m, up, "run opencode", nil, func() {
+		done("remember the word PUFFIN")()
+		statusShows(t, m, "agentbox run opencode", []string{`Plan · GPT-4\.1 mini OpenAI`}, `Build · `)
+	}, prompt, "", "remember the word PUFFIN")
 
 	state := boxState(t, e, "opencode")
 	if _, err := os.Stat(filepath.Join(state, ".local", "share", "opencode", "opencode.db")); err != nil {
