@@ -1,0 +1,76 @@
+package integrity_test
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// Review 16's attack tests on the check at exit's rule for files left in git-ignored places
+// (docs/integrity.md, "Files a box leaves in git-ignored places"). Each fails on main at the
+// time of the review (REVIEW16.md says as whom).
+
+// TestAttackIgnoredQuarantineName (review 16, F1): the walk of the ignored places does not look
+// into any path that contains ".agentbox-quarantined-" (lookInto), a name the box chooses
+// freely. The box writes bin/tools.agentbox-quarantined-1/tools_test.go in the ignored bin/;
+// it is neither moved out nor listed by agentbox changes, and the host's go test ./... (which
+// takes every folder whose name does not begin with "." or "_") runs its TestMain.
+func TestAttackIgnoredQuarantineName(t *testing.T) {
+	t.Parallel()
+	goBin := hostGo()
+	if goBin == "" {
+		t.Skip("go not installed")
+	}
+	e := newDaemonEnv(t)
+	write(t, filepath.Join(e.work, "go.mod"), "module example.org/app\n\ngo 1.21\n")
+	write(t, filepath.Join(e.work, "app.go"), "package main\n\nfunc F() int { return 1 }\n\nfunc main() {}\n")
+	ignoringRepo(t, e.work, "bin/\n")
+	mark, _ := e.marker("go-testmain-quarantine-name")
+	dir := "bin/tools.agentbox-quarantined-1"
+	out := e.boxPlant(fmt.Sprintf(`mkdir -p %s && printf 'package tools\n\nimport (\n\t"os"\n\t"testing"\n)\n\nfunc TestMain(m *testing.M) {\n\tos.WriteFile(%q, nil, 0o644)\n\tos.Exit(m.Run())\n}\n' > %s/tools_test.go && echo planted`, dir, mark, dir))
+	if !strings.Contains(out, "planted") {
+		t.Fatalf("the plant failed (the test would prove nothing):\n%s", out)
+	}
+	e.leftIgnored(out, dir+"/tools_test.go")
+	c := exec.Command(goBin, "test", "./...")
+	c.Dir = e.work
+	c.Env = append(os.Environ(), "GOFLAGS=-mod=mod", "GOTOOLCHAIN=local", "GOWORK=off")
+	got, _ := c.CombinedOutput()
+	notRun(t, mark, "the host's go test ./... ("+dir+"/tools_test.go)", out+"\nthe host's go test said:\n"+string(got))
+}
+
+// TestAttackIgnoredUnlistableFolder (review 16, F2): the walk of the ignored places skips a
+// folder it cannot list (changedFiles returns nil on the error). The box replaces the host's
+// build/app (ignored) and then makes build/ mode 0311: the daemon of an ordinary user cannot
+// list it, but anyone can still open build/app by its name. The file stays, no alert names it,
+// and the host's make test runs the box's program (it is newer than main.c). A root daemon
+// lists the folder all the same: this fails as the ordinary user only.
+func TestAttackIgnoredUnlistableFolder(t *testing.T) {
+	for _, p := range []string{"make", "cc"} {
+		if _, err := exec.LookPath(p); err != nil {
+			t.Skip(p + " not installed")
+		}
+	}
+	t.Parallel()
+	e := newDaemonEnv(t)
+	write(t, filepath.Join(e.work, "main.c"), "#include <stdio.h>\nint main(void){puts(\"host app ok\");return 0;}\n")
+	write(t, filepath.Join(e.work, "Makefile"), "build/app: main.c\n\tmkdir -p build && cc -o build/app main.c\ntest: build/app\n\t./build/app\n")
+	ignoringRepo(t, e.work, "build/\n")
+	if got := hostRun(t, e.work, "make", "-s", "test"); !strings.Contains(got, "host app ok") {
+		t.Fatalf("the host's first make test: %q", got)
+	}
+	t.Cleanup(func() { os.Chmod(filepath.Join(e.work, "build"), 0o755) })
+	mark, _ := e.marker("make-unlistable")
+	out := e.boxPlant(fmt.Sprintf(`printf '#!/bin/sh\necho BOX BINARY RAN; touch %s\n' > build/app && chmod +x build/app && chmod 0311 build && echo planted`, mark))
+	if !strings.Contains(out, "planted") {
+		t.Fatalf("the plant failed (the test would prove nothing):\n%s", out)
+	}
+	e.leftIgnored(out, "build/app")
+	c := exec.Command("make", "-s", "test")
+	c.Dir = e.work
+	got, _ := c.CombinedOutput()
+	notRun(t, mark, "the host's make test (build/app in a folder the check could not list)", out+"\nmake said:\n"+string(got))
+}
