@@ -42,12 +42,13 @@ func TestAttackIgnoredQuarantineName(t *testing.T) {
 	notRun(t, mark, "the host's go test ./... ("+dir+"/tools_test.go)", out+"\nthe host's go test said:\n"+string(got))
 }
 
-// TestAttackIgnoredUnlistableFolder (review 16, F2): the walk of the ignored places skips a
-// folder it cannot list (changedFiles returns nil on the error). The box replaces the host's
-// build/app (ignored) and then makes build/ mode 0311: the daemon of an ordinary user cannot
-// list it, but anyone can still open build/app by its name. The file stays, no alert names it,
-// and the host's make test runs the box's program (it is newer than main.c). A root daemon
-// lists the folder all the same: this fails as the ordinary user only.
+// TestAttackIgnoredUnlistableFolder (review 16, tried, held): the walk of the ignored places
+// skips a folder it cannot list (changedFiles returns nil on the error). The box replaces the
+// host's build/app (ignored) and then makes build/ mode 0311: the daemon of an ordinary user
+// could not list it, while anyone can still open build/app by its name, and the host's make
+// test would run the box's program (newer than main.c). It holds, as root and as the ordinary
+// user: the workspace scan before the check gives the owner its read bit back
+// (restoreOwnerAccess), so the walk lists build/ and takes build/app.
 func TestAttackIgnoredUnlistableFolder(t *testing.T) {
 	for _, p := range []string{"make", "cc"} {
 		if _, err := exec.LookPath(p); err != nil {
