@@ -75,3 +75,39 @@ func TestAttackIgnoredUnlistableFolder(t *testing.T) {
 	got, _ := c.CombinedOutput()
 	notRun(t, mark, "the host's make test (build/app in a folder the check could not list)", out+"\nmake said:\n"+string(got))
 }
+
+// TestIgnoredProtectedFilesStay (review 16, tried): protected files the user keeps git-ignored
+// (.claude/settings.local.json, .vscode/settings.json, go.work, .npmrc) are the box's
+// staged copies or read-only binds; the box writes its copies. The host's files must stay in
+// the workspace with the host's content: the check at exit's ignored-places rule must not take
+// them (their ctime must not move because of the launch).
+func TestIgnoredProtectedFilesStay(t *testing.T) {
+	t.Parallel()
+	e := newDaemonEnv(t)
+	files := map[string]string{
+		".claude/settings.local.json":     "{\"permissions\":{}}\n",
+		".vscode/settings.json":           "{}\n",
+		"go.work":                         "go 1.21\n",
+		".npmrc":                          "fund=false\n",
+		".devcontainer/devcontainer.json": "{}\n",
+	}
+	for p, c := range files {
+		write(t, filepath.Join(e.work, p), c)
+	}
+	ignoringRepo(t, e.work, ".claude/settings.local.json\n.vscode/\ngo.work\n.npmrc\n.devcontainer/\n")
+	var script strings.Builder
+	for p := range files {
+		fmt.Fprintf(&script, "echo box >> %s 2>/dev/null; ", p)
+	}
+	script.WriteString("echo done")
+	out := e.boxPlant(script.String())
+	if !strings.Contains(out, "done") {
+		t.Fatalf("the box did not run:\n%s", out)
+	}
+	for p, c := range files {
+		b, err := os.ReadFile(filepath.Join(e.work, p))
+		if err != nil || string(b) != c {
+			t.Errorf("the host's %s after the box: %q, %v; want the host's %q\nthe box said:\n%s\nagentbox changes:\n%s", p, b, err, c, out, e.run("changes", e.lastLaunch().ID))
+		}
+	}
+}
