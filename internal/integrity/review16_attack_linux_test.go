@@ -111,3 +111,50 @@ func TestIgnoredProtectedFilesStay(t *testing.T) {
 		}
 	}
 }
+
+// TestAttackIgnoredRenamedQuarantine (review 16, F2): the ignored-places rule takes only files
+// whose ctime is at or after the launch's start, and a folder renamed keeps its files' ctimes
+// (docs/integrity.md: "What they hold is the host's"). But the workspace holds box content
+// with old ctimes: what the check at exit of an earlier launch moved aside in place. Launch 1
+// makes lib/node_modules/x.test.js (a dependency folder the box made: moved aside at its exit
+// into lib/.agentbox-quarantined-N/, hidden, git-ignored as node_modules/). Launch 2 renames
+// that folder to dist/ (ignored): its file keeps launch 1's ctime, is not taken, git status is
+// empty, and the host's npm test (node --test, which finds *.test.js in every folder but
+// node_modules) runs it.
+func TestAttackIgnoredRenamedQuarantine(t *testing.T) {
+	t.Parallel()
+	if _, err := exec.LookPath("node"); err != nil {
+		t.Skip("node not installed")
+	}
+	e := newDaemonEnv(t)
+	write(t, filepath.Join(e.work, "package.json"), `{"name":"app","version":"1.0.0","scripts":{"test":"node --test"}}`+"\n")
+	write(t, filepath.Join(e.work, "test", "a.test.js"), "require('node:test')('ok', () => {})\n")
+	ignoringRepo(t, e.work, "dist/\nnode_modules/\n")
+	mark, _ := e.marker("renamed-quarantine")
+	out1 := e.boxPlant(fmt.Sprintf(`mkdir -p lib/node_modules && echo 'require("fs").writeFileSync(%q, "box")' > lib/node_modules/x.test.js && echo planted`, mark))
+	if !strings.Contains(out1, "planted") {
+		t.Fatalf("launch 1's plant failed (the test would prove nothing):\n%s", out1)
+	}
+	aside, _ := filepath.Glob(filepath.Join(e.work, "lib", ".agentbox-quarantined-*", "node_modules", "x.test.js"))
+	if len(aside) != 1 {
+		out, _ := exec.Command("find", e.work, "-not", "-path", "*/.git/*").CombinedOutput()
+		t.Fatalf("launch 1's lib/node_modules was not moved aside as expected; the workspace:\n%s\nlaunch 1 said:\n%s", out, out1)
+	}
+	out2 := e.boxPlant(`mv lib/.agentbox-quarantined-*/node_modules dist && rmdir lib/.agentbox-quarantined-* lib && echo moved`)
+	if !strings.Contains(out2, "moved") {
+		t.Fatalf("launch 2's rename failed (the test would prove nothing):\n%s", out2)
+	}
+	if st, _ := hostGit(e.work, "status", "--porcelain"); st != "" {
+		t.Logf("the host's git status after launch 2: %q", st)
+	}
+	c := exec.Command("npm", "test")
+	if _, err := exec.LookPath("npm"); err != nil {
+		c = exec.Command("node", "--test")
+	}
+	c.Dir = e.work
+	got, _ := c.CombinedOutput()
+	notRun(t, mark, "the host's npm test (dist/x.test.js, renamed from launch 1's quarantine)", out2+"\nthe host's npm test said:\n"+string(got))
+	if _, err := os.Lstat(filepath.Join(e.work, "dist", "x.test.js")); err == nil {
+		t.Errorf("dist/x.test.js, the box's file renamed into an ignored place, is still in the workspace\nagentbox changes:\n%s", e.run("changes", e.lastLaunch().ID))
+	}
+}
