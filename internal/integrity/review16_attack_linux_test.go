@@ -158,3 +158,45 @@ func TestAttackIgnoredRenamedQuarantine(t *testing.T) {
 		t.Errorf("dist/x.test.js, the box's file renamed into an ignored place, is still in the workspace\nagentbox changes:\n%s", e.run("changes", e.lastLaunch().ID))
 	}
 }
+
+// TestAttackHistoryRewrittenSymref (review 16, F3): the branch-rewrite alert (review 15, F9)
+// reads each branch's tip as an object id in refs/heads/NAME, over packed-refs; a loose ref
+// that is a symbolic ref ("ref: refs/…", which git follows as it follows HEAD) is skipped, so
+// the branch keeps the tip packed-refs gives it. The user's main is packed (as after a clone or
+// git gc); the box folds its Makefile into the user's last commit on a ref outside refs/heads
+// (same message and date), makes refs/heads/main a symbolic ref to it, and expires the reflogs:
+// the host's git status is clean, git log shows the user's message, make runs the box's
+// Makefile, and the end of the run must say that main's history was rewritten.
+func TestAttackHistoryRewrittenSymref(t *testing.T) {
+	t.Parallel()
+	needGit(t)
+	e := newDaemonEnv(t)
+	repo(t, e.work)
+	write(t, filepath.Join(e.work, "Makefile"), "all:\n\t@echo HOST\n")
+	git(t, e.work, "add", "Makefile")
+	git(t, e.work, "commit", "-q", "-m", "the user's Makefile")
+	git(t, e.work, "pack-refs", "--all")
+	was, _ := hostGit(e.work, "rev-parse", "main")
+	was = strings.TrimSpace(was)
+	_, stderr, code := e.runAll("run", "sh", "--", "-c", `git update-ref refs/wip HEAD && git symbolic-ref HEAD refs/wip &&
+printf 'all:\n\t@echo BOX\n' > Makefile && git add Makefile && `+boxGit+` commit -q --amend --no-edit --date="$(git log -1 --format=%ad)" &&
+git symbolic-ref refs/heads/main refs/wip && git symbolic-ref HEAD refs/heads/main && git reflog expire --expire=now --all && echo planted`)
+	if code != 0 {
+		t.Fatalf("run: exit %d: %s", code, stderr)
+	}
+	if st, _ := hostGit(e.work, "status", "--porcelain"); st != "" {
+		t.Fatalf("the box's amend left a trace in git status (the test would prove less): %q", st)
+	}
+	now, _ := hostGit(e.work, "rev-parse", "main")
+	if strings.TrimSpace(now) == was {
+		t.Fatalf("main did not move (the plant failed, the test would prove nothing)\n%s", stderr)
+	}
+	if got := hostRun(t, e.work, "make", "-s"); !strings.Contains(got, "BOX") {
+		t.Fatalf("the host's make after the box: %q, want the box's Makefile (the plant failed)", got)
+	}
+	for _, want := range []string{"agentbox: integrity alert: ", "the history of the branch main was rewritten", "git branch -f main " + was} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("the end of the run lacks %q (main is now %s, was %s):\n%s", want, strings.TrimSpace(now), was, stderr)
+		}
+	}
+}
