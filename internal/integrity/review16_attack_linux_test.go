@@ -200,3 +200,37 @@ git symbolic-ref refs/heads/main refs/wip && git symbolic-ref HEAD refs/heads/ma
 		}
 	}
 }
+
+// TestAttackIgnoredHardLinkAfterReview (review 16, F4): the check at exit moves a file left in
+// an ignored place into the launch's proposed changes by a rename (the state folder is on the
+// workspace's file system): the inode stays the same, and a second name of it that the box
+// made where the walk does not look stays in the workspace. (.git/ is a mount of its own in the
+// box, so a link there fails with EXDEV; a name holding ".agentbox-quarantined-" is not looked
+// at, F1.) The user reviews the change with agentbox changes; the next box writes through the
+// second name; agentbox apply then puts back content the user never saw.
+func TestAttackIgnoredHardLinkAfterReview(t *testing.T) {
+	t.Parallel()
+	e := newDaemonEnv(t)
+	ignoringRepo(t, e.work, "bin/\n")
+	out1 := e.boxPlant(`mkdir -p bin && printf '#!/bin/sh\necho benign tool\n' > bin/tool && chmod +x bin/tool && ln bin/tool bin/keep.agentbox-quarantined-9 && echo planted`)
+	if !strings.Contains(out1, "planted") {
+		t.Fatalf("launch 1's plant failed (the test would prove nothing):\n%s", out1)
+	}
+	e.leftIgnored(out1, "bin/tool")
+	id := e.lastLaunch().ID
+	reviewed := e.run("changes", id)
+	if !strings.Contains(reviewed, "benign tool") || strings.Contains(reviewed, "EVIL") {
+		t.Fatalf("agentbox changes %s does not show the box's benign bin/tool:\n%s", id, reviewed)
+	}
+	out2 := e.boxPlant(`printf '#!/bin/sh\necho EVIL\n' > bin/keep.agentbox-quarantined-9 && echo rewrote`)
+	if !strings.Contains(out2, "rewrote") {
+		t.Fatalf("launch 2's write failed (the test would prove nothing):\n%s", out2)
+	}
+	if got := e.run("apply", id, "bin/tool"); !strings.Contains(got, "applied bin/tool") {
+		t.Fatalf("agentbox apply %s bin/tool: %q", id, got)
+	}
+	b, _ := os.ReadFile(filepath.Join(e.work, "bin", "tool"))
+	if string(b) != "#!/bin/sh\necho benign tool\n" {
+		t.Errorf("agentbox apply put back bin/tool holding %q, not what agentbox changes showed the user:\n%s\nlaunch 2 said:\n%s", b, reviewed, out2)
+	}
+}
