@@ -268,3 +268,39 @@ func TestAttackUntrackedFolderHidesNewFiles(t *testing.T) {
 			out+"\nthe host's go test said:\n"+string(got))
 	}
 }
+
+// TestAttackWorkspaceOnPath (review 16, F6): the daemon refuses a workspace that is the home,
+// holds it, or is or holds a harness home or ~/.config (docs/security.md, "Which folder can be
+// a workspace"), but not ~/bin or ~/.local/bin, which Debian's and Ubuntu's ~/.profile put
+// first on PATH: a user's scripts kept in git there ("fix my scripts"). The box adds an
+// executable named git (untracked: git status would show it, but the user's own git status,
+// from any folder, is the box's program), and the host's shell with the PATH ~/.profile gives
+// runs it at its next git. The launch must be refused (exit 125) or the host must not run it.
+func TestAttackWorkspaceOnPath(t *testing.T) {
+	for _, dir := range []string{"bin", ".local/bin"} {
+		t.Run(strings.ReplaceAll(dir, "/", "_"), func(t *testing.T) {
+			t.Parallel()
+			e := newDaemonEnv(t)
+			ws := filepath.Join(e.home, dir)
+			write(t, filepath.Join(ws, "backup.sh"), "#!/bin/sh\necho backup\n")
+			git(t, ws, "init", "-q")
+			git(t, ws, "add", "-A")
+			git(t, ws, "commit", "-q", "-m", "my scripts")
+			mark, _ := e.marker("path-" + strings.ReplaceAll(dir, "/", "_"))
+			out, stderr, code := e.runAll("run", "--workspace", ws, "sh", "--", "-c",
+				fmt.Sprintf(`printf '#!/bin/sh\ntouch %s\nexec /usr/bin/git "$@"\n' > git && chmod +x git && echo planted`, mark))
+			if code == 125 && strings.Contains(stderr, "workspace_refused") {
+				return
+			}
+			if !strings.Contains(out, "planted") {
+				t.Fatalf("exit %d: the plant failed (the test would prove nothing):\n%s%s", code, out, stderr)
+			}
+			// The host's login shell: ~/.profile's PATH, ~/bin and ~/.local/bin first.
+			c := exec.Command("sh", "-c", "git --version")
+			c.Dir = e.work
+			c.Env = append(os.Environ(), "HOME="+e.home, "PATH="+filepath.Join(e.home, ".local/bin")+":"+filepath.Join(e.home, "bin")+":"+os.Getenv("PATH"))
+			c.Run()
+			notRun(t, mark, "the host's shell running git with ~/"+dir+" on PATH (a workspace the daemon accepted)", out+stderr)
+		})
+	}
+}
