@@ -304,3 +304,24 @@ func TestAttackWorkspaceOnPath(t *testing.T) {
 		})
 	}
 }
+
+// TestBadLaunchIDSaysWhich (review 16, F7): a launch id that is empty or holds a slash is put
+// into the API's path as it is. The daemon keeps running, but agentbox says "307 Temporary
+// Redirect … [internal]" (with the redirect's HTML) instead of naming the argument and the fix,
+// and "../.." reaches another route of the daemon's API than the command's.
+func TestBadLaunchIDSaysWhich(t *testing.T) {
+	t.Parallel()
+	e := newDaemonEnv(t)
+	repo(t, e.work)
+	e.boxPlant("true")
+	for _, args := range [][]string{{"changes", ""}, {"apply", "", "x"}, {"stop", ""}, {"revoke", ""}, {"changes", "../.."}, {"attach", ""}} {
+		_, stderr, code := e.runAll(args...)
+		if code != 125 || strings.Contains(stderr, "Redirect") || strings.Contains(stderr, "[internal]") || strings.Contains(stderr, "no such route") ||
+			!strings.Contains(strings.ToLower(stderr), "launch id") {
+			t.Errorf("agentbox %q: exit %d, %q; want a refusal naming the launch id", args, code, stderr)
+		}
+	}
+	if _, err := e.cmd("launches").Output(); err != nil {
+		t.Errorf("the daemon after the bad ids: %v", err)
+	}
+}
