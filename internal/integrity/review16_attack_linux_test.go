@@ -161,14 +161,27 @@ func TestAttackIgnoredRenamedQuarantine(t *testing.T) {
 
 // TestAttackHistoryRewrittenSymref (review 16, F3): the branch-rewrite alert (review 15, F9)
 // reads each branch's tip as an object id in refs/heads/NAME, over packed-refs; a loose ref
-// that is a symbolic ref ("ref: refs/…", which git follows as it follows HEAD) is skipped, so
-// the branch keeps the tip packed-refs gives it. The user's main is packed (as after a clone or
-// git gc); the box folds its Makefile into the user's last commit on a ref outside refs/heads
-// (same message and date), makes refs/heads/main a symbolic ref to it, and expires the reflogs:
-// the host's git status is clean, git log shows the user's message, make runs the box's
-// Makefile, and the end of the run must say that main's history was rewritten.
+// whose text is not an id alone is skipped, so the branch keeps the tip packed-refs gives it,
+// while git reads it. The user's main is packed (as after a clone or git gc); the box folds its
+// Makefile into the user's last commit on a ref outside refs/heads (same message and date) and
+// expires the reflogs, then writes refs/heads/main as git reads it and the check does not:
+// a symbolic ref to that ref ("ref: refs/wip", git follows it as it follows HEAD), or the new
+// id followed by a space and more text (git takes the id and ignores the rest). The host's git
+// status is clean, git log shows the user's message, make runs the box's Makefile, and the end
+// of the run must say that main's history was rewritten.
 func TestAttackHistoryRewrittenSymref(t *testing.T) {
-	t.Parallel()
+	for name, write := range map[string]string{
+		"symref":   `git symbolic-ref refs/heads/main refs/wip`,
+		"trailing": `printf '%s x\n' "$(git rev-parse refs/wip)" > .git/refs/heads/main`,
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			attackHistoryRewrittenRef(t, write)
+		})
+	}
+}
+
+func attackHistoryRewrittenRef(t *testing.T, writeMain string) {
 	needGit(t)
 	e := newDaemonEnv(t)
 	repo(t, e.work)
@@ -180,7 +193,7 @@ func TestAttackHistoryRewrittenSymref(t *testing.T) {
 	was = strings.TrimSpace(was)
 	_, stderr, code := e.runAll("run", "sh", "--", "-c", `git update-ref refs/wip HEAD && git symbolic-ref HEAD refs/wip &&
 printf 'all:\n\t@echo BOX\n' > Makefile && git add Makefile && `+boxGit+` commit -q --amend --no-edit --date="$(git log -1 --format=%ad)" &&
-git symbolic-ref refs/heads/main refs/wip && git symbolic-ref HEAD refs/heads/main && git reflog expire --expire=now --all && echo planted`)
+`+writeMain+` && git symbolic-ref HEAD refs/heads/main && git reflog expire --expire=now --all && echo planted`)
 	if code != 0 {
 		t.Fatalf("run: exit %d: %s", code, stderr)
 	}
