@@ -285,10 +285,13 @@ func TestAttackUntrackedFolderHidesNewFiles(t *testing.T) {
 // TestAttackWorkspaceOnPath (review 16, F6): the daemon refuses a workspace that is the home,
 // holds it, or is or holds a harness home or ~/.config (docs/security.md, "Which folder can be
 // a workspace"), but not ~/bin or ~/.local/bin, which Debian's and Ubuntu's ~/.profile put
-// first on PATH: a user's scripts kept in git there ("fix my scripts"). The box adds an
-// executable named git (untracked: git status would show it, but the user's own git status,
-// from any folder, is the box's program), and the host's shell with the PATH ~/.profile gives
-// runs it at its next git. The launch must be refused (exit 125) or the host must not run it.
+// first on PATH at login when they exist: a user's scripts kept in git there ("fix my
+// scripts"). A folder that is on the PATH agentbox run is given is a toolchain, bound
+// read-only, and the box cannot write it; but one made since the shell started (mkdir ~/bin,
+// git init, then the agent) is not on that PATH yet, and is on the next login shell's. The box
+// adds an executable named git (untracked: git status would show it, but the user's own git
+// status, from any folder, is the box's program), and the host's next login shell runs it at
+// its next git. The launch must be refused (exit 125) or the host must not run it.
 func TestAttackWorkspaceOnPath(t *testing.T) {
 	for _, dir := range []string{"bin", ".local/bin"} {
 		t.Run(strings.ReplaceAll(dir, "/", "_"), func(t *testing.T) {
