@@ -341,3 +341,36 @@ func TestBadLaunchIDSaysWhich(t *testing.T) {
 		t.Errorf("the daemon after the bad ids: %v", err)
 	}
 }
+
+// TestHostProtectedEditKept (review 16, tried, holds): protected files are the box's staged copies or
+// read-only binds, so a change of the host's own file while the box runs is the host's (the
+// watch reports it as drift). Claude Code writes .claude/settings.local.json when the user
+// answers "don't ask again", and ignores it in git; VS Code writes .vscode/settings.json, often
+// ignored. The host edits both while a box runs; at exit the ignored-places rule, which does not
+// leave protected paths out, must not move the user's own files out of the workspace.
+func TestHostProtectedEditKept(t *testing.T) {
+	t.Parallel()
+	e := newDaemonEnv(t)
+	files := map[string]string{
+		".claude/settings.local.json": "{\"permissions\":{\"allow\":[]}}\n",
+		".vscode/settings.json":       "{}\n",
+	}
+	for p, c := range files {
+		write(t, filepath.Join(e.work, p), c)
+	}
+	ignoringRepo(t, e.work, ".claude/settings.local.json\n.vscode/\n")
+	out := e.boxPlantDuring(`echo ready > `+syncFIFO+`; read go < `+syncFIFO+`; echo done`, func() {
+		for p := range files {
+			write(t, filepath.Join(e.work, p), "{\"edited\":\"by the host while the box ran\"}\n")
+		}
+	})
+	if !strings.Contains(out, "done") {
+		t.Fatalf("the box did not run:\n%s", out)
+	}
+	for p := range files {
+		b, err := os.ReadFile(filepath.Join(e.work, p))
+		if err != nil || !strings.Contains(string(b), "by the host") {
+			t.Errorf("the host's own %s, edited on the host while the box ran: %q, %v; want the host's edit in place\nthe box said:\n%s", p, b, err, out)
+		}
+	}
+}
