@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/agentbox/agentbox/internal/api"
 )
 
 // Review 16's attack tests on the check at exit's rule for files left in git-ignored places
@@ -372,5 +374,43 @@ func TestHostProtectedEditKept(t *testing.T) {
 		if err != nil || !strings.Contains(string(b), "by the host") {
 			t.Errorf("the host's own %s, edited on the host while the box ran: %q, %v; want the host's edit in place\nthe box said:\n%s", p, b, err, out)
 		}
+	}
+}
+
+// TestAttackIgnoredOpenFileAfterReview (review 16, F4, without F1's name): two boxes on one
+// workspace. Box B writes bin/tool (ignored) and ends: its check at exit moves the file into
+// B's proposed changes by a rename, the inode unchanged. Box A, running beside it, opened
+// bin/tool before B ended and keeps the descriptor. The user reviews agentbox changes B; A
+// then writes through its descriptor, and ends. agentbox apply B bin/tool puts back A's
+// content, which the user never saw.
+func TestAttackIgnoredOpenFileAfterReview(t *testing.T) {
+	t.Parallel()
+	e := newDaemonEnv(t)
+	ignoringRepo(t, e.work, "bin/\n.a-has-it\n.reviewed\n")
+	const benign, evil = "#!/bin/sh\necho fine\n", "#!/bin/sh\necho EVIL\n"
+	var idB, reviewed string
+	outA := e.boxPlantDuring(`(until [ -e bin/tool ]; do sleep 0.05; done; exec 3<>bin/tool; touch .a-has-it
+until [ -e .reviewed ]; do sleep 0.05; done; printf '#!/bin/sh\necho EVIL\n' >&3; echo wrote) &
+echo ready > `+syncFIFO+`; read go < `+syncFIFO+`; wait`, func() {
+		outB := e.boxPlant(`mkdir -p bin && printf '#!/bin/sh\necho fine\n' > bin/tool && chmod +x bin/tool && until [ -e .a-has-it ]; do sleep 0.05; done; echo planted`)
+		if !strings.Contains(outB, "planted") {
+			t.Errorf("box B's plant failed (the test would prove nothing):\n%s", outB)
+		}
+		for _, l := range e.launches() {
+			if l.State != api.StateRunning && l.State != api.StateStarting {
+				idB = l.ID
+			}
+		}
+		reviewed = e.run("changes", idB)
+		write(t, filepath.Join(e.work, ".reviewed"), "")
+	})
+	if !strings.Contains(outA, "wrote") || !strings.Contains(reviewed, "echo fine") {
+		t.Fatalf("the plant failed (the test would prove nothing): box A said:\n%s\nagentbox changes %s:\n%s", outA, idB, reviewed)
+	}
+	if got := e.run("apply", idB, "bin/tool"); !strings.Contains(got, "applied bin/tool") {
+		t.Fatalf("agentbox apply %s bin/tool: %q", idB, got)
+	}
+	if b, _ := os.ReadFile(filepath.Join(e.work, "bin", "tool")); string(b) != benign {
+		t.Errorf("agentbox apply put back bin/tool holding %q (box A wrote %q through its descriptor), not what agentbox changes showed the user:\n%s", b, evil, reviewed)
 	}
 }
