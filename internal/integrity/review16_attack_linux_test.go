@@ -251,36 +251,50 @@ func TestAttackIgnoredHardLinkAfterReview(t *testing.T) {
 }
 
 // TestAttackUntrackedFolderHidesNewFiles (review 16, F5): the ignored-places rule takes what a
-// box leaves where git status does not show it, but git status (its default untracked mode)
-// shows an untracked folder by its name only. The user keeps an untracked, not ignored
-// scratch/ (git status shows "?? scratch/" before the launch); the box adds
-// scratch/scratch_test.go. git status is the same line after the launch, nothing is taken or
-// said, and the host's go test ./... runs the box's TestMain.
+// box leaves where git status does not show it, but git status does not show every untracked
+// file either. "folder": git status (its default untracked mode) shows an untracked folder by
+// its name only; the user keeps an untracked, not ignored scratch/ ("?? scratch/" before the
+// launch), and the box adds scratch/scratch_test.go. "showUntrackedFiles=no": the user's
+// repository sets status.showUntrackedFiles=no (what git advises for large repositories: git
+// status then shows no untracked file at all), and the box adds tools/tools_test.go. Either
+// way git status is the same after the launch, nothing is taken or said, and the host's go test
+// ./... runs the box's TestMain.
 func TestAttackUntrackedFolderHidesNewFiles(t *testing.T) {
-	t.Parallel()
 	goBin := hostGo()
 	if goBin == "" {
 		t.Skip("go not installed")
 	}
-	e := newDaemonEnv(t)
-	write(t, filepath.Join(e.work, "go.mod"), "module example.org/app\n\ngo 1.21\n")
-	write(t, filepath.Join(e.work, "app.go"), "package main\n\nfunc main() {}\n")
-	ignoringRepo(t, e.work, "bin/\n")
-	write(t, filepath.Join(e.work, "scratch", "notes.txt"), "the user's notes, never committed\n")
-	before, _ := hostGit(e.work, "status", "--porcelain")
-	mark, _ := e.marker("untracked-folder")
-	out := e.boxPlant(fmt.Sprintf(`printf 'package scratch\n\nimport (\n\t"os"\n\t"testing"\n)\n\nfunc TestMain(m *testing.M) {\n\tos.WriteFile(%q, nil, 0o644)\n\tos.Exit(m.Run())\n}\n' > scratch/scratch_test.go && echo planted`, mark))
-	if !strings.Contains(out, "planted") {
-		t.Fatalf("the plant failed (the test would prove nothing):\n%s", out)
-	}
-	after, _ := hostGit(e.work, "status", "--porcelain")
-	c := exec.Command(goBin, "test", "./...")
-	c.Dir = e.work
-	c.Env = append(os.Environ(), "GOFLAGS=-mod=mod", "GOTOOLCHAIN=local", "GOWORK=off")
-	got, _ := c.CombinedOutput()
-	if before == after {
-		notRun(t, mark, fmt.Sprintf("the host's go test ./... (scratch/scratch_test.go; git status %q before and after the launch, the end of the run said nothing of it)", after),
-			out+"\nthe host's go test said:\n"+string(got))
+	for name, c := range map[string]struct{ dir, setup string }{
+		"folder":                {"scratch", ""},
+		"showUntrackedFiles=no": {"tools", "status.showUntrackedFiles"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			e := newDaemonEnv(t)
+			write(t, filepath.Join(e.work, "go.mod"), "module example.org/app\n\ngo 1.21\n")
+			write(t, filepath.Join(e.work, "app.go"), "package main\n\nfunc main() {}\n")
+			ignoringRepo(t, e.work, "bin/\n")
+			if c.setup != "" {
+				git(t, e.work, "config", c.setup, "no")
+			} else {
+				write(t, filepath.Join(e.work, c.dir, "notes.txt"), "the user's notes, never committed\n")
+			}
+			before, _ := hostGit(e.work, "status", "--porcelain")
+			mark, _ := e.marker("untracked-" + c.dir)
+			out := e.boxPlant(fmt.Sprintf(`mkdir -p %s && printf 'package %s\n\nimport (\n\t"os"\n\t"testing"\n)\n\nfunc TestMain(m *testing.M) {\n\tos.WriteFile(%q, nil, 0o644)\n\tos.Exit(m.Run())\n}\n' > %s/%s_test.go && echo planted`, c.dir, c.dir, mark, c.dir, c.dir))
+			if !strings.Contains(out, "planted") {
+				t.Fatalf("the plant failed (the test would prove nothing):\n%s", out)
+			}
+			after, _ := hostGit(e.work, "status", "--porcelain")
+			cmd := exec.Command(goBin, "test", "./...")
+			cmd.Dir = e.work
+			cmd.Env = append(os.Environ(), "GOFLAGS=-mod=mod", "GOTOOLCHAIN=local", "GOWORK=off")
+			got, _ := cmd.CombinedOutput()
+			if before == after && !strings.Contains(out, c.dir+"/") {
+				notRun(t, mark, fmt.Sprintf("the host's go test ./... (%s/%s_test.go; git status %q before and after the launch, the end of the run said nothing of it)", c.dir, c.dir, after),
+					out+"\nthe host's go test said:\n"+string(got))
+			}
+		})
 	}
 }
 
