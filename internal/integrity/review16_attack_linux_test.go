@@ -167,14 +167,16 @@ func TestAttackIgnoredRenamedQuarantine(t *testing.T) {
 // while git reads it. The user's main is packed (as after a clone or git gc); the box folds its
 // Makefile into the user's last commit on a ref outside refs/heads (same message and date) and
 // expires the reflogs, then writes refs/heads/main as git reads it and the check does not:
-// a symbolic ref to that ref ("ref: refs/wip", git follows it as it follows HEAD), or the new
-// id followed by a space and more text (git takes the id and ignores the rest). The host's git
+// a symbolic ref to that ref ("ref: refs/wip", git follows it as it follows HEAD), the new id
+// followed by a space and more text (git takes the id and ignores the rest), or a symlink to a
+// file holding the new id (git reads a loose ref through a symlink whose target is no refname). The host's git
 // status is clean, git log shows the user's message, make runs the box's Makefile, and the end
 // of the run must say that main's history was rewritten.
 func TestAttackHistoryRewrittenSymref(t *testing.T) {
 	for name, write := range map[string]string{
 		"symref":   `git symbolic-ref refs/heads/main refs/wip`,
 		"trailing": `printf '%s x\n' "$(git rev-parse refs/wip)" > .git/refs/heads/main`,
+		"symlink":  `git rev-parse refs/wip > .git/wip-tip && rm -f .git/refs/heads/main && ln -s ../../wip-tip .git/refs/heads/main`,
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
