@@ -430,3 +430,30 @@ echo ready > `+syncFIFO+`; read go < `+syncFIFO+`; wait`, func() {
 		t.Errorf("agentbox apply put back bin/tool holding %q (box A wrote %q through its descriptor), not what agentbox changes showed the user:\n%s", b, evil, reviewed)
 	}
 }
+
+// TestHostWorktreeEditKept (review 16, F9): a linked worktree kept inside the workspace, in a
+// folder the workspace's .gitignore ignores (.worktrees/, a common layout). The user edits a
+// tracked file of that worktree on the host while a box runs in the main worktree. The
+// ignored-places rule lists .worktrees/ as ignored (the top's git sees a nested repository
+// there) and takes every file in it whose ctime is in the launch: the user's own source file
+// is moved out of their worktree at the box's exit (git -C .worktrees/feature status: deleted).
+// It must stay.
+func TestHostWorktreeEditKept(t *testing.T) {
+	t.Parallel()
+	e := newDaemonEnv(t)
+	write(t, filepath.Join(e.work, "app.go"), "package main\n\nfunc main() {}\n")
+	ignoringRepo(t, e.work, ".worktrees/\n")
+	git(t, e.work, "worktree", "add", "-q", ".worktrees/feature", "-b", "feature")
+	src := filepath.Join(e.work, ".worktrees", "feature", "app.go")
+	const edit = "package main\n\n// the user's work on the feature branch\nfunc main() {}\n"
+	out := e.boxPlantDuring(`echo ready > `+syncFIFO+`; read go < `+syncFIFO+`; echo done`, func() {
+		write(t, src, edit)
+	})
+	if !strings.Contains(out, "done") {
+		t.Fatalf("the box did not run:\n%s", out)
+	}
+	if b, err := os.ReadFile(src); err != nil || string(b) != edit {
+		st, _ := hostGit(filepath.Join(e.work, ".worktrees", "feature"), "status", "--porcelain")
+		t.Errorf("the user's .worktrees/feature/app.go, edited on the host while the box ran: %q, %v; want the user's edit in place (git status there: %q)\nthe end of the run said:\n%s", b, err, st, out)
+	}
+}
