@@ -457,3 +457,36 @@ func TestHostWorktreeEditKept(t *testing.T) {
 		t.Errorf("the user's .worktrees/feature/app.go, edited on the host while the box ran: %q, %v; want the user's edit in place (git status there: %q)\nthe end of the run said:\n%s", b, err, st, out)
 	}
 }
+
+// TestAttackWorkspaceVimConfig (review 16, F6): ~/.vim, a user's vim configuration kept in git
+// ("fix my vim config"), is accepted as a workspace. The box adds plugin/x.vim; git status
+// shows "?? plugin/x.vim", and the user's next vim, anywhere (opening that very file to review
+// it, say), runs it: vim loads every plugin/*.vim of ~/.vim at start. The launch must be
+// refused (exit 125), as ~/.config is, or the host's vim must not run it.
+func TestAttackWorkspaceVimConfig(t *testing.T) {
+	t.Parallel()
+	vim, err := exec.LookPath("vim")
+	if err != nil {
+		t.Skip("vim not installed")
+	}
+	e := newDaemonEnv(t)
+	ws := filepath.Join(e.home, ".vim")
+	write(t, filepath.Join(ws, "vimrc"), "set number\n")
+	git(t, ws, "init", "-q")
+	git(t, ws, "add", "-A")
+	git(t, ws, "commit", "-q", "-m", "my vim config")
+	mark, _ := e.marker("vim-plugin")
+	out, stderr, code := e.runAll("run", "--workspace", ws, "sh", "--", "-c",
+		fmt.Sprintf(`mkdir -p plugin && echo "call writefile([], '%s')" > plugin/x.vim && echo planted`, mark))
+	if code == 125 && strings.Contains(stderr, "workspace_refused") {
+		return
+	}
+	if !strings.Contains(out, "planted") {
+		t.Fatalf("exit %d: the plant failed (the test would prove nothing):\n%s%s", code, out, stderr)
+	}
+	c := exec.Command(vim, "-c", "qa!")
+	c.Dir = e.work
+	c.Env = append(os.Environ(), "HOME="+e.home, "TERM=dumb")
+	c.Run()
+	notRun(t, mark, "the host's vim (~/.vim/plugin/x.vim, written by a box whose workspace was ~/.vim)", out+stderr)
+}
