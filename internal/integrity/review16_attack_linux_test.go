@@ -490,3 +490,54 @@ func TestAttackWorkspaceVimConfig(t *testing.T) {
 	c.Run()
 	notRun(t, mark, "the host's vim (~/.vim/plugin/x.vim, written by a box whose workspace was ~/.vim)", out+stderr)
 }
+
+// TestAttackRefsRewrittenUnsaid (review 16, F10; docs/integrity.md names both as not covered):
+// the branch-rewrite alert reads refs/heads only. "tag": the box moves the user's tag v1.0 to
+// a commit with its Makefile (same message and date) and expires the reflogs; the host's
+// git checkout v1.0 && make runs it. "stash": the user stashed a change to the Makefile; the
+// box pops it, adds its own line, and stashes it again with the same message; git stash list
+// is the same line, and the host's git stash pop && make runs the box's line. The end of the
+// run must say that the tag or the stash was rewritten.
+func TestAttackRefsRewrittenUnsaid(t *testing.T) {
+	for name, c := range map[string]struct{ setup, plant, after string }{
+		"tag": {
+			setup: "tag",
+			plant: `git update-ref refs/wip v1.0 && git symbolic-ref HEAD refs/wip && printf 'all:\n\t@echo BOX\n' > Makefile && git add Makefile && ` + boxGit + ` commit -q --amend --no-edit --date="$(git log -1 --format=%ad)" && git tag -f v1.0 refs/wip >/dev/null && git symbolic-ref HEAD refs/heads/main && git reset -q --hard main && git update-ref -d refs/wip && git reflog expire --expire=now --all && echo planted`,
+			after: "git checkout -q v1.0 && make -s",
+		},
+		"stash": {
+			setup: "stash",
+			plant: `git stash pop -q && printf '\t@echo BOX\n' >> Makefile && ` + boxGit + ` stash push -q -m WIP && echo planted`,
+			after: "git stash pop -q && make -s",
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			e := newDaemonEnv(t)
+			repo(t, e.work)
+			write(t, filepath.Join(e.work, "Makefile"), "all:\n\t@echo HOST\n")
+			git(t, e.work, "add", "Makefile")
+			git(t, e.work, "commit", "-q", "-m", "the user's Makefile")
+			if c.setup == "tag" {
+				git(t, e.work, "tag", "v1.0")
+			} else {
+				write(t, filepath.Join(e.work, "Makefile"), "all:\n\t@echo HOST\n\t@echo WIP\n")
+				git(t, e.work, "stash", "push", "-q", "-m", "WIP")
+			}
+			_, stderr, code := e.runAll("run", "sh", "--", "-c", c.plant)
+			if code != 0 {
+				t.Fatalf("run: exit %d: %s", code, stderr)
+			}
+			if st, _ := hostGit(e.work, "status", "--porcelain"); st != "" {
+				t.Fatalf("the plant left a trace in git status (the test would prove less): %q", st)
+			}
+			got, _ := exec.Command("sh", "-c", "cd "+e.work+" && "+c.after).CombinedOutput()
+			if !strings.Contains(string(got), "BOX") {
+				t.Fatalf("the host's %s: %q, want the box's line (the plant failed)", c.after, got)
+			}
+			if !strings.Contains(stderr, "agentbox: integrity alert: ") {
+				t.Errorf("the box rewrote the %s and the host's %s ran its line (%q); the end of the run said no alert:\n%s", name, c.after, got, stderr)
+			}
+		})
+	}
+}
