@@ -198,15 +198,8 @@ func staleEntries(ws string, ix *gitIndex, since int64) []staleEntry {
 	if unix.Stat(ix.path, &ist) != nil {
 		return nil
 	}
-	type candidate struct {
-		e    *indexEntry
-		rel  string
-		typ  uint32
-		ctim int64
-	}
-	var cands []candidate
-	for i := range ix.entries {
-		e := &ix.entries[i]
+	var out []staleEntry
+	for _, e := range ix.entries {
 		typ := e.mode & unix.S_IFMT
 		if e.name == "" || e.flags&ceStageMask != 0 || e.ext&ceIntentToAdd != 0 || e.hidden().flag != "" ||
 			(typ != unix.S_IFREG && typ != unix.S_IFLNK) {
@@ -215,32 +208,19 @@ func staleEntries(ws string, ix *gitIndex, since int64) []staleEntry {
 		rel := filepath.Join(relTop, filepath.FromSlash(e.name))
 		var st unix.Stat_t
 		if unix.Fstatat(wfd, rel, &st, unix.AT_SYMLINK_NOFOLLOW) != nil || st.Mode&unix.S_IFMT != typ ||
-			st.Ctim.Nano() < since || uint32(st.Mtim.Sec) != statField(ix.b, *e, 2) || uint32(st.Size) != statField(ix.b, *e, 9) ||
+			st.Ctim.Nano() < since || uint32(st.Mtim.Sec) != statField(ix.b, e, 2) || uint32(st.Size) != statField(ix.b, e, 9) ||
 			ist.Mtim.Sec < st.Mtim.Sec {
 			continue
 		}
-		cands = append(cands, candidate{e, rel, typ, st.Ctim.Nano()})
-	}
-	// Each file is read and hashed side by side (inParallel): a box's git add of 5,000 files
-	// leaves 5,000 to read on the launch's path.
-	stale := make([]bool, len(cands))
-	inParallel(len(cands), func() func(int) {
-		return func(i int) {
-			c := cands[i]
-			id, err := blobID(wfd, c.rel, c.typ, ix.hashLen, false)
-			if err == nil && !bytes.Equal(id, c.e.oid) && c.typ == unix.S_IFREG {
-				// git stores a text file checked out with CRLF (autocrlf, eol attributes) with LF.
-				if lf, lerr := blobID(wfd, c.rel, c.typ, ix.hashLen, true); lerr == nil {
-					id = lf
-				}
+		id, err := blobID(wfd, rel, typ, ix.hashLen, false)
+		if err == nil && !bytes.Equal(id, e.oid) && typ == unix.S_IFREG {
+			// git stores a text file checked out with CRLF (autocrlf, eol attributes) with LF.
+			if lf, lerr := blobID(wfd, rel, typ, ix.hashLen, true); lerr == nil {
+				id = lf
 			}
-			stale[i] = err != nil || !bytes.Equal(id, c.e.oid)
 		}
-	})
-	var out []staleEntry
-	for i, c := range cands {
-		if stale[i] {
-			out = append(out, staleEntry{c.e.name, fmt.Sprintf("%d %x", c.ctim, c.e.oid)})
+		if err != nil || !bytes.Equal(id, e.oid) {
+			out = append(out, staleEntry{e.name, fmt.Sprintf("%d %x", st.Ctim.Nano(), e.oid)})
 		}
 	}
 	return out

@@ -95,22 +95,19 @@ func (s *State) verifyStore(objects string, since int64) []Transition {
 		return []Transition{s.objectAside(objects, "the object store is not a folder (git follows a symlink): what git reads there is not what the launch's git wrote", true)}
 	}
 	var out []Transition
-	var loose []string // the loose objects changed since
 	names, _ := readDirNames(objects)
 	for _, n := range names {
 		p := filepath.Join(objects, n)
 		switch {
 		case len(n) == 2 && isHex(n):
-			var tr []Transition
-			loose, tr = s.changedLoose(loose, p, since)
-			out = append(out, tr...)
+			out = append(out, s.verifyLoose(p, since)...)
 		case n == "pack":
 			out = append(out, s.verifyPacks(p, since)...)
 		case n == "info":
 			out = append(out, s.verifyObjectInfo(p, since)...)
 		}
 	}
-	return append(out, s.verifyLoose(loose)...)
+	return out
 }
 
 // changedSince reports whether the entry at path (not followed) changed at or after since.
@@ -122,44 +119,28 @@ func changedSince(path string, since int64) (unix.Stat_t, bool) {
 	return st, st.Ctim.Nano() >= since
 }
 
-// changedLoose appends to loose the loose objects of one fan-out folder (objects/xx) that
-// changed at or after since, and returns the transition of a folder that is not one.
-func (s *State) changedLoose(loose []string, dir string, since int64) ([]string, []Transition) {
+// verifyLoose checks the loose objects of one fan-out folder (objects/xx).
+func (s *State) verifyLoose(dir string, since int64) []Transition {
 	st, changed := changedSince(dir, since)
 	if st.Mode&unix.S_IFMT != unix.S_IFDIR {
 		if !changed {
-			return loose, nil
+			return nil
 		}
-		return loose, []Transition{s.objectAside(dir, "a folder of loose objects is not a folder (git follows a symlink): the objects git reads there are not checked", true)}
+		return []Transition{s.objectAside(dir, "a folder of loose objects is not a folder (git follows a symlink): the objects git reads there are not checked", true)}
 	}
+	var out []Transition
+	var z inflater
 	names, _ := readDirNames(dir)
 	for _, n := range names {
 		if (len(n) != 2*sha1.Size-2 && len(n) != 2*sha256.Size-2) || !isHex(n) {
 			continue // git reads no other name (tmp_obj_*, a quarantined one)
 		}
 		p := filepath.Join(dir, n)
-		if _, changed := changedSince(p, since); changed {
-			loose = append(loose, p)
+		if _, changed := changedSince(p, since); !changed {
+			continue
 		}
-	}
-	return loose, nil
-}
-
-// verifyLoose checks the loose objects at paths (objects/xx/rest), side by side
-// (inParallel), and moves aside, in turn, those that are not what their names say.
-func (s *State) verifyLoose(paths []string) []Transition {
-	errs := make([]error, len(paths))
-	inParallel(len(paths), func() func(int) {
-		var z inflater
-		return func(i int) {
-			p := paths[i]
-			errs[i] = s.checkLoose(&z, p, filepath.Base(filepath.Dir(p))+filepath.Base(p))
-		}
-	})
-	var out []Transition
-	for i, err := range errs {
-		if err != nil && !errors.Is(err, os.ErrNotExist) {
-			out = append(out, s.objectAside(paths[i], "a loose object the launch wrote or changed is not what its name says ("+err.Error()+"): git would have read it for that id wherever the id is used (show, diff, checkout, archive); if the repository had the object before, it is missing now: fetch it again or restore it from a backup (git fsck names what is missing)", true))
+		if err := s.checkLoose(&z, p, filepath.Base(dir)+n); err != nil && !errors.Is(err, os.ErrNotExist) {
+			out = append(out, s.objectAside(p, "a loose object the launch wrote or changed is not what its name says ("+err.Error()+"): git would have read it for that id wherever the id is used (show, diff, checkout, archive); if the repository had the object before, it is missing now: fetch it again or restore it from a backup (git fsck names what is missing)", true))
 		}
 	}
 	return out
