@@ -237,17 +237,12 @@ const maxLFBytes = 64 << 20
 // z holds what one call reuses from the last (its hashes, its copy buffer).
 func blobID(z *objectHasher, wfd int, rel string, typ uint32, hashLen int, lf bool) ([]byte, error) {
 	h := z.hash(hashLen)
-	flags := uint64(unix.O_RDONLY | unix.O_NOFOLLOW | unix.O_NONBLOCK | unix.O_CLOEXEC)
 	if typ == unix.S_IFLNK {
-		flags = unix.O_PATH | unix.O_NOFOLLOW | unix.O_CLOEXEC
-	}
-	fd, err := unix.Openat2(wfd, rel, &unix.OpenHow{Flags: flags, Resolve: beneath})
-	if err != nil {
-		return nil, err
-	}
-	f := os.NewFile(uintptr(fd), rel)
-	defer f.Close()
-	if typ == unix.S_IFLNK {
+		fd, err := unix.Openat2(wfd, rel, &unix.OpenHow{Flags: unix.O_PATH | unix.O_NOFOLLOW | unix.O_CLOEXEC, Resolve: beneath})
+		if err != nil {
+			return nil, err
+		}
+		defer unix.Close(fd)
 		buf := make([]byte, unix.PathMax)
 		n, err := unix.Readlinkat(fd, "", buf)
 		if err != nil {
@@ -257,12 +252,14 @@ func blobID(z *objectHasher, wfd int, rel string, typ uint32, hashLen int, lf bo
 		h.Write(buf[:n])
 		return h.Sum(nil), nil
 	}
-	fi, err := f.Stat()
-	if err != nil || !fi.Mode().IsRegular() {
-		return nil, errNotRegular
+	var st unix.Stat_t
+	fd, err := openRegularAt(wfd, rel, unix.O_NOFOLLOW, beneath, &st)
+	if err != nil {
+		return nil, err
 	}
+	defer unix.Close(fd)
 	if lf {
-		b, err := io.ReadAll(io.LimitReader(f, maxLFBytes+1))
+		b, err := io.ReadAll(io.LimitReader(fdReader(fd), maxLFBytes+1))
 		if err != nil || len(b) > maxLFBytes || !bytes.Contains(b, []byte("\r\n")) {
 			return nil, errNotRegular
 		}
@@ -271,8 +268,8 @@ func blobID(z *objectHasher, wfd int, rel string, typ uint32, hashLen int, lf bo
 		h.Write(b)
 		return h.Sum(nil), nil
 	}
-	fmt.Fprintf(h, "blob %d\x00", fi.Size())
-	if n, err := io.CopyBuffer(h, readOnly{f}, z.buf); err != nil || n != fi.Size() {
+	fmt.Fprintf(h, "blob %d\x00", st.Size)
+	if n, err := io.CopyBuffer(h, fdReader(fd), z.buf); err != nil || n != st.Size {
 		return nil, fmt.Errorf("%s changed while read", rel)
 	}
 	return h.Sum(nil), nil
