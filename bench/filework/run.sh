@@ -119,7 +119,9 @@ echo
 echo "boxed / bare, whole: median of the pairs' ratios $(median "${ratio[@]}"); of the medians $(awk -v a="$(median "${box_w[@]}")" -v b="$(median "${bare_w[@]}")" 'BEGIN {printf "%.4f", a/b}'); inside: $(awk -v a="$(median "${box_i[@]}")" -v b="$(median "${bare_i[@]}")" 'BEGIN {printf "%.4f", a/b}')"
 echo "boxed / bare in its own session, whole: median of the rounds' ratios $(median "${oratio[@]}"); inside: $(awk -v a="$(median "${box_i[@]}")" -v b="$(median "${own_i[@]}")" 'BEGIN {printf "%.4f", a/b}')"
 [ -z "$BASE" ] || echo "agentbox run / BASE, whole: median of the rounds' ratios $(median "${bratio[@]}")"
-echo "the daemon's CPU during a boxed run (median): $(median "${box_d[@]}") ms${BASE:+, BASE's $(median "${base_d[@]}") ms}; its check at exit: $(median "${box_x[@]}") ms${BASE:+, BASE's $(median "${base_x[@]}") ms}"
+bd="" bx=""
+[ -z "$BASE" ] || { bd=", BASE's $(median "${base_d[@]}") ms"; bx=", BASE's $(median "${base_x[@]}") ms"; }
+echo "the daemon's CPU during a boxed run (median): $(median "${box_d[@]}") ms$bd; its check at exit: $(median "${box_x[@]}") ms$bx"
 fi
 
 if [ "$GOPAIRS" -gt 0 ]; then
