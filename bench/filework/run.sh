@@ -9,7 +9,9 @@
 # before the pairs warms it). Prints medians, the median of the pairs' ratios and the load
 # average at the start and the end, for docs/benchmarks.md ("Work inside a box"). BASE, another
 # build's bin/agentbox (the code before a change), adds its boxed run to each round of the
-# file workload, with a daemon of its own.
+# file workload, with a daemon of its own. For the boxed runs it also prints the CPU the
+# daemon used meanwhile (its integrity watch of the workspace, the check at exit: host CPU
+# beside the box, /proc/PID/stat), and the check at exit's duration (the daemon's log).
 #
 # A box's program runs in a session of its own (the daemon starts each shim with setsid), and
 # with the kernel's autogroup scheduling (/proc/sys/kernel/sched_autogroup_enabled = 1, the
@@ -55,11 +57,20 @@ fresh() { # fresh DIR: an empty git repository
   git -C "$1" init -q
 }
 now() { date +%s%N; }
-declare -a bare_w bare_i own_w own_i box_w box_i base_w base_i ratio oratio bratio
+declare -a bare_w bare_i own_w own_i box_w box_i base_w base_i ratio oratio bratio box_d base_d box_x base_x
+# dcpu RUNTIME_DIR: the CPU time (ms) the daemon of that runtime folder has used so far.
+dcpu() { awk -v hz="$(getconf CLK_TCK)" '{print int(($14 + $15) * 1000 / hz)}' "/proc/$(cat "$1/agentbox/daemon.pid")/stat"; }
+# lastcheck STATE_DIR: the duration of the last check at exit in that daemon's log, in ms.
+lastcheck() { (grep 'integrity check (exit)' "$1/agentbox/daemon.log" || true) | tail -1 | sed -n 's/.*took=\([0-9.]*\)\(m\?s\).*/\1 \2/p' | awk '{printf "%.1f", $2 == "s" ? $1 * 1000 : $1}'; }
 one() { # one bare|own|box|base N: runs the work once, appends whole and inner Âµs
   local d=$tmp/w-$1-$2 s e out
   fresh "$d"
   sync
+  local d0=0
+  case $1 in
+  box) d0=$(dcpu "$tmp/rt") ;;
+  base) d0=$(dcpu "$tmp/rt0") ;;
+  esac
   s=$(now)
   case $1 in
   bare) out=$(cd "$d" && sh -c "$work") ;;
@@ -73,8 +84,8 @@ one() { # one bare|own|box|base N: runs the work once, appends whole and inner Â
   case $1 in
   bare) bare_w+=("$whole"); bare_i+=("$inner") ;;
   own) own_w+=("$whole"); own_i+=("$inner") ;;
-  box) box_w+=("$whole"); box_i+=("$inner") ;;
-  base) base_w+=("$whole"); base_i+=("$inner") ;;
+  box) box_w+=("$whole"); box_i+=("$inner"); box_d+=($(($(dcpu "$tmp/rt") - d0))); box_x+=("$(lastcheck "$tmp/st")") ;;
+  base) base_w+=("$whole"); base_i+=("$inner"); base_d+=($(($(dcpu "$tmp/rt0") - d0))); base_x+=("$(lastcheck "$tmp/st0")") ;;
   esac
 }
 median() { printf '%s\n' "$@" | sort -n | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
@@ -108,6 +119,9 @@ echo
 echo "boxed / bare, whole: median of the pairs' ratios $(median "${ratio[@]}"); of the medians $(awk -v a="$(median "${box_w[@]}")" -v b="$(median "${bare_w[@]}")" 'BEGIN {printf "%.4f", a/b}'); inside: $(awk -v a="$(median "${box_i[@]}")" -v b="$(median "${bare_i[@]}")" 'BEGIN {printf "%.4f", a/b}')"
 echo "boxed / bare in its own session, whole: median of the rounds' ratios $(median "${oratio[@]}"); inside: $(awk -v a="$(median "${box_i[@]}")" -v b="$(median "${own_i[@]}")" 'BEGIN {printf "%.4f", a/b}')"
 [ -z "$BASE" ] || echo "agentbox run / BASE, whole: median of the rounds' ratios $(median "${bratio[@]}")"
+bd="" bx=""
+[ -z "$BASE" ] || { bd=", BASE's $(median "${base_d[@]}") ms"; bx=", BASE's $(median "${base_x[@]}") ms"; }
+echo "the daemon's CPU during a boxed run (median): $(median "${box_d[@]}") ms$bd; its check at exit: $(median "${box_x[@]}") ms$bx"
 fi
 
 if [ "$GOPAIRS" -gt 0 ]; then

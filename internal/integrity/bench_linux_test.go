@@ -429,3 +429,57 @@ func childCPU() time.Duration {
 	syscall.Getrusage(syscall.RUSAGE_CHILDREN, &ru)
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
+
+// BenchmarkVerifyExecInFiles measures the watch's rescan of the folders a batch of file events
+// names (VerifyExecIn) as a box's file-heavy work leaves them: 50 folders of 100 small files
+// (5,000 in all, no configuration among them). While such work runs, every batch of events
+// (50 ms apart) rescans each folder it wrote in, so this is paid again and again beside the
+// box's program, on the host's CPU (docs/benchmarks.md, "Work in the box").
+func BenchmarkVerifyExecInFiles(b *testing.B) {
+	ws, _ := filepath.EvalSymlinks(b.TempDir())
+	var dirs []string
+	for d := 0; d < 50; d++ {
+		dir := filepath.Join(ws, fmt.Sprintf("d%d", d))
+		dirs = append(dirs, dir)
+		for i := d; i < 5000; i += 50 {
+			mustWrite(b, filepath.Join(dir, fmt.Sprintf("f%d.txt", i)), fmt.Sprintf("line %d needle\n", i))
+		}
+	}
+	s := &State{Workspace: ws}
+	b.ResetTimer()
+	start := cpuTime()
+	for i := 0; i < b.N; i++ {
+		if ts := s.VerifyExecIn(dirs); len(ts) != 0 {
+			b.Fatalf("transitions %+v", ts)
+		}
+	}
+	b.ReportMetric(float64((cpuTime()-start).Microseconds())/1000/float64(b.N), "cpu-ms/op")
+}
+
+// BenchmarkVerifyExitFiles measures the check at exit (VerifyRoots and VerifyExit, as the
+// integrity broker's end runs them) after a box's file-heavy work: a repository snapshotted
+// empty, then 50 folders of 100 small files written and committed (5,000 index entries whose
+// files changed during the launch, each read and hashed; 5,052 loose objects, each inflated
+// and hashed), as bench/filework's workload leaves it (docs/benchmarks.md, "Work in the box").
+func BenchmarkVerifyExitFiles(b *testing.B) {
+	ws, _ := filepath.EvalSymlinks(b.TempDir())
+	gitIn(ws, "", false, "init", "-q", ".")
+	lay, err := Resolve(ws, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	s := Snapshot(lay, Limits{})
+	for i := 0; i < 5000; i++ {
+		mustWrite(b, filepath.Join(ws, fmt.Sprintf("d%d", i%50), fmt.Sprintf("f%d.txt", i)), fmt.Sprintf("line %d needle\n", i))
+	}
+	gitIn(ws, "", false, "add", "-A")
+	gitIn(ws, "", false, "-c", "user.name=bench", "-c", "user.email=bench@example.org", "commit", "-qm", "work")
+	b.ResetTimer()
+	start := cpuTime()
+	for i := 0; i < b.N; i++ {
+		if ts := append(s.VerifyRoots(), s.VerifyExit()...); len(ts) != 0 {
+			b.Fatalf("transitions %+v", ts)
+		}
+	}
+	b.ReportMetric(float64((cpuTime()-start).Microseconds())/1000/float64(b.N), "cpu-ms/op")
+}

@@ -104,12 +104,14 @@ func scanDir(ws, dir string, skip map[string]bool, files []NestedConfigFile, out
 		}
 	}
 	pinned := func(folder string) bool { return skip[filepath.Join(ws, folder)] }
+	var nested *nestedMatcher // made at the folder's first file that is not skipped
+	skills := inSkillFolder(rel)
 	var sub []string
 	hasHEAD, hasObjects, hasConfig := false, false, false
 	for _, de := range ents {
 		name := de.Name()
 		p := filepath.Join(dir, name)
-		if !skip[p] && (!de.IsDir() || de.Type()&os.ModeSymlink != 0) && inSkillFolder(rel) {
+		if !skip[p] && (!de.IsDir() || de.Type()&os.ModeSymlink != 0) && skills {
 			// A skill or command that runs commands or grants tools (review 14, F11); the
 			// cases below judge the same entry as any other (a .gitignore, an .envrc).
 			checkSkillFile(ws, p, de.Type()&os.ModeSymlink != 0, out)
@@ -156,8 +158,8 @@ func scanDir(ws, dir string, skip map[string]bool, files []NestedConfigFile, out
 			}, out)
 		case de.Type()&os.ModeSymlink != 0 && !skip[p] && !skip[dir] && nestedConfigFolder(files, path.Join(rel, name), pinned) != "":
 			linkedFolder(ws, p, nestedConfigFolder(files, path.Join(rel, name), pinned), out)
-		case !de.IsDir() && !skip[p] && !skip[dir] && nestedConfig(files, rel, name, pinned) != "":
-			hashed(ws, p, nestedConfig(files, rel, name, pinned), out)
+		case !de.IsDir() && !skip[p] && !skip[dir] && nestedIn(&nested, files, rel, pinned).match(name) != "":
+			hashed(ws, p, nested.match(name), out)
 		case name == ".gitignore" && de.Type().IsRegular() && !skip[p]:
 			// git reads no .gitignore through a symlink. One that ignores itself hides itself
 			// and, beside it, whatever it names from status, add and clean: a box's new files
@@ -353,28 +355,109 @@ func beneathDir(rel, dir string) bool {
 // which the user may edit while a box runs); pinned may be nil. What was moved aside is not
 // configuration. files are the nested configuration files looked for (nestedFiles).
 func nestedConfig(files []NestedConfigFile, rel, name string, pinned func(folder string) bool) string {
+	return newNestedMatcher(files, rel, pinned).match(name)
+}
+
+// nestedMatcher is nestedConfig for the files of one folder: what of each entry depends on
+// the folder alone (its Dir, pinned) is taken once, and a file's name is looked up among the
+// literal names rather than matched against every pattern. The scan calls it for every file
+// of every folder it visits, and the watch rescans a folder at each batch of events in it: a
+// box writing 5,000 files into 50 folders had each rescan match every name against every
+// entry (about 100), 10 µs a file on the daemon's CPU beside the box (docs/benchmarks.md,
+// "Work in the box").
+type nestedMatcher struct {
+	files []NestedConfigFile
+	// first is the first entry that holds for every file of the folder (a Name "" entry
+	// whose folder this is or lies beneath), or len(files).
+	first int
+	// lit holds, by name, the first entry with that literal Name that holds in the folder.
+	lit map[string]int
+	// pats are the entries with a pattern Name that hold in the folder, in order.
+	pats []nestedPattern
+}
+
+// nestedPattern is an entry whose Name is a pattern, with the literal text its matches begin
+// and end with (none for a pattern with an escape): a name without them is not matched.
+type nestedPattern struct {
+	i        int
+	pre, suf string
+}
+
+func newNestedMatcher(files []NestedConfigFile, rel string, pinned func(folder string) bool) *nestedMatcher {
+	m := &nestedMatcher{files: files, first: len(files)}
+	for i, f := range files {
+		if i >= m.first {
+			break // an earlier entry holds for every file
+		}
+		if d, anchored := strings.CutPrefix(f.Dir, "/"); anchored {
+			if ok, _ := path.Match(d, rel); !ok || f.Name == "" {
+				continue // path.Match("", name) holds for no file's name
+			}
+		} else if f.Name == "" {
+			if beneathDir(rel, f.Dir) && !pinnedFolder(rel, f.Dir, pinned) {
+				m.first = i
+			}
+			continue
+		} else if f.Dir != "" && !inDir(rel, f.Dir) {
+			continue
+		}
+		if strings.ContainsAny(f.Name, `*?[\`) {
+			p := nestedPattern{i: i}
+			if !strings.Contains(f.Name, `\`) {
+				p.pre = f.Name[:strings.IndexAny(f.Name, "*?[")]
+				p.suf = f.Name[strings.LastIndexAny(f.Name, "*?[]")+1:]
+			}
+			m.pats = append(m.pats, p)
+			continue
+		}
+		if m.lit == nil {
+			m.lit = map[string]int{}
+		}
+		if _, had := m.lit[f.Name]; !had {
+			m.lit[f.Name] = i
+		}
+	}
+	return m
+}
+
+// nestedIn returns *m, made for the folder rel first if it is nil.
+func nestedIn(m **nestedMatcher, files []NestedConfigFile, rel string, pinned func(folder string) bool) *nestedMatcher {
+	if *m == nil {
+		*m = newNestedMatcher(files, rel, pinned)
+	}
+	return *m
+}
+
+// match returns what reads the file name in the matcher's folder, or "".
+func (m *nestedMatcher) match(name string) string {
 	if strings.Contains(name, QuarantineSuffix) {
 		return ""
 	}
-	for _, f := range files {
-		if d, anchored := strings.CutPrefix(f.Dir, "/"); anchored {
-			dok, _ := path.Match(d, rel)
-			if nok, _ := path.Match(f.Name, name); dok && nok {
-				return f.Reads
-			}
+	best := m.first
+	if i, ok := m.lit[name]; ok && i < best {
+		best = i
+	}
+	for _, p := range m.pats {
+		i := p.i
+		if i >= best {
+			break
+		}
+		if !strings.HasPrefix(name, p.pre) || !strings.HasSuffix(name, p.suf) {
 			continue
 		}
-		if f.Name == "" {
-			if beneathDir(rel, f.Dir) && !pinnedFolder(rel, f.Dir, pinned) {
-				return f.Reads
-			}
-			continue
+		match := filepath.Match // Name is a filepath.Match pattern, an anchored Dir's a path.Match one
+		if strings.HasPrefix(m.files[i].Dir, "/") {
+			match = path.Match
 		}
-		if ok, _ := filepath.Match(f.Name, name); ok && (f.Dir == "" || inDir(rel, f.Dir)) {
-			return f.Reads
+		if ok, _ := match(m.files[i].Name, name); ok {
+			best = i
+			break
 		}
 	}
-	return ""
+	if best == len(m.files) {
+		return ""
+	}
+	return m.files[best].Reads
 }
 
 // pythonBytecode records the .pyc file p by its size and ctime. python imports

@@ -3,8 +3,6 @@ package integrity
 import (
 	"bufio"
 	"bytes"
-	"crypto/sha1"
-	"crypto/sha256"
 	"errors"
 	"fmt"
 	"io"
@@ -199,6 +197,7 @@ func staleEntries(ws string, ix *gitIndex, since int64) []staleEntry {
 		return nil
 	}
 	var out []staleEntry
+	var z objectHasher
 	for _, e := range ix.entries {
 		typ := e.mode & unix.S_IFMT
 		if e.name == "" || e.flags&ceStageMask != 0 || e.ext&ceIntentToAdd != 0 || e.hidden().flag != "" ||
@@ -212,10 +211,10 @@ func staleEntries(ws string, ix *gitIndex, since int64) []staleEntry {
 			ist.Mtim.Sec < st.Mtim.Sec {
 			continue
 		}
-		id, err := blobID(wfd, rel, typ, ix.hashLen, false)
+		id, err := blobID(&z, wfd, rel, typ, ix.hashLen, false)
 		if err == nil && !bytes.Equal(id, e.oid) && typ == unix.S_IFREG {
 			// git stores a text file checked out with CRLF (autocrlf, eol attributes) with LF.
-			if lf, lerr := blobID(wfd, rel, typ, ix.hashLen, true); lerr == nil {
+			if lf, lerr := blobID(&z, wfd, rel, typ, ix.hashLen, true); lerr == nil {
 				id = lf
 			}
 		}
@@ -235,22 +234,15 @@ const maxLFBytes = 64 << 20
 // blobID returns the git object id (SHA-1 or SHA-256 by hashLen) of the file rel (beneath the
 // workspace opened as wfd, no symlink followed) as git would store it: a regular file's bytes
 // (with each CRLF an LF when lf is set) or a symlink's target.
-func blobID(wfd int, rel string, typ uint32, hashLen int, lf bool) ([]byte, error) {
-	h := sha1.New()
-	if hashLen == sha256.Size {
-		h = sha256.New()
-	}
-	flags := uint64(unix.O_RDONLY | unix.O_NOFOLLOW | unix.O_NONBLOCK | unix.O_CLOEXEC)
+// z holds what one call reuses from the last (its hashes, its copy buffer).
+func blobID(z *objectHasher, wfd int, rel string, typ uint32, hashLen int, lf bool) ([]byte, error) {
+	h := z.hash(hashLen)
 	if typ == unix.S_IFLNK {
-		flags = unix.O_PATH | unix.O_NOFOLLOW | unix.O_CLOEXEC
-	}
-	fd, err := unix.Openat2(wfd, rel, &unix.OpenHow{Flags: flags, Resolve: beneath})
-	if err != nil {
-		return nil, err
-	}
-	f := os.NewFile(uintptr(fd), rel)
-	defer f.Close()
-	if typ == unix.S_IFLNK {
+		fd, err := unix.Openat2(wfd, rel, &unix.OpenHow{Flags: unix.O_PATH | unix.O_NOFOLLOW | unix.O_CLOEXEC, Resolve: beneath})
+		if err != nil {
+			return nil, err
+		}
+		defer unix.Close(fd)
 		buf := make([]byte, unix.PathMax)
 		n, err := unix.Readlinkat(fd, "", buf)
 		if err != nil {
@@ -260,12 +252,14 @@ func blobID(wfd int, rel string, typ uint32, hashLen int, lf bool) ([]byte, erro
 		h.Write(buf[:n])
 		return h.Sum(nil), nil
 	}
-	fi, err := f.Stat()
-	if err != nil || !fi.Mode().IsRegular() {
-		return nil, errNotRegular
+	var st unix.Stat_t
+	fd, err := openRegularAt(wfd, rel, unix.O_NOFOLLOW, beneath, &st)
+	if err != nil {
+		return nil, err
 	}
+	defer unix.Close(fd)
 	if lf {
-		b, err := io.ReadAll(io.LimitReader(f, maxLFBytes+1))
+		b, err := io.ReadAll(io.LimitReader(fdReader(fd), maxLFBytes+1))
 		if err != nil || len(b) > maxLFBytes || !bytes.Contains(b, []byte("\r\n")) {
 			return nil, errNotRegular
 		}
@@ -274,8 +268,8 @@ func blobID(wfd int, rel string, typ uint32, hashLen int, lf bool) ([]byte, erro
 		h.Write(b)
 		return h.Sum(nil), nil
 	}
-	fmt.Fprintf(h, "blob %d\x00", fi.Size())
-	if n, err := io.Copy(h, f); err != nil || n != fi.Size() {
+	fmt.Fprintf(h, "blob %d\x00", st.Size)
+	if n, err := io.CopyBuffer(h, fdReader(fd), z.buf); err != nil || n != st.Size {
 		return nil, fmt.Errorf("%s changed while read", rel)
 	}
 	return h.Sum(nil), nil

@@ -1,6 +1,7 @@
 package integrity
 
 import (
+	"bufio"
 	"bytes"
 	"compress/zlib"
 	"context"
@@ -95,12 +96,14 @@ func (s *State) verifyStore(objects string, since int64) []Transition {
 		return []Transition{s.objectAside(objects, "the object store is not a folder (git follows a symlink): what git reads there is not what the launch's git wrote", true)}
 	}
 	var out []Transition
+	var z objectHasher
+	defer z.close()
 	names, _ := readDirNames(objects)
 	for _, n := range names {
 		p := filepath.Join(objects, n)
 		switch {
 		case len(n) == 2 && isHex(n):
-			out = append(out, s.verifyLoose(p, since)...)
+			out = append(out, s.verifyLoose(&z, p, since)...)
 		case n == "pack":
 			out = append(out, s.verifyPacks(p, since)...)
 		case n == "info":
@@ -120,7 +123,7 @@ func changedSince(path string, since int64) (unix.Stat_t, bool) {
 }
 
 // verifyLoose checks the loose objects of one fan-out folder (objects/xx).
-func (s *State) verifyLoose(dir string, since int64) []Transition {
+func (s *State) verifyLoose(z *objectHasher, dir string, since int64) []Transition {
 	st, changed := changedSince(dir, since)
 	if st.Mode&unix.S_IFMT != unix.S_IFDIR {
 		if !changed {
@@ -129,7 +132,6 @@ func (s *State) verifyLoose(dir string, since int64) []Transition {
 		return []Transition{s.objectAside(dir, "a folder of loose objects is not a folder (git follows a symlink): the objects git reads there are not checked", true)}
 	}
 	var out []Transition
-	var z inflater
 	names, _ := readDirNames(dir)
 	for _, n := range names {
 		if (len(n) != 2*sha1.Size-2 && len(n) != 2*sha256.Size-2) || !isHex(n) {
@@ -139,41 +141,79 @@ func (s *State) verifyLoose(dir string, since int64) []Transition {
 		if _, changed := changedSince(p, since); !changed {
 			continue
 		}
-		if err := s.checkLoose(&z, p, filepath.Base(dir)+n); err != nil && !errors.Is(err, os.ErrNotExist) {
+		if err := s.checkLoose(z, p, filepath.Base(dir)+n); err != nil && !errors.Is(err, os.ErrNotExist) {
 			out = append(out, s.objectAside(p, "a loose object the launch wrote or changed is not what its name says ("+err.Error()+"): git would have read it for that id wherever the id is used (show, diff, checkout, archive); if the repository had the object before, it is missing now: fetch it again or restore it from a backup (git fsck names what is missing)", true))
 		}
 	}
 	return out
 }
 
-// inflater keeps one zlib reader and hashes for the loose objects of a folder.
-type inflater struct {
-	zr       io.ReadCloser
+// objectHasher keeps what the check at exit reuses from one file or object to the next: the
+// hashes, a copy buffer, and for the loose objects the buffered and zlib readers and the
+// workspace's descriptor. Made anew for each, they were most of the check's allocations (and
+// its garbage collection) and a third of its system calls after a box wrote 5,000 files
+// (docs/benchmarks.md, "Work in the box"). The zero value is ready to use; close closes it.
+type objectHasher struct {
 	h1, h256 hash.Hash
 	buf      []byte
+	br       *bufio.Reader
+	zr       io.ReadCloser
+	wfd      int  // the workspace's descriptor (O_PATH), when open
+	open     bool // whether wfd is open
 }
 
-// checkLoose inflates the loose object at path (beneath the workspace, no symlink followed)
-// and checks that it hashes to id (hex).
-func (s *State) checkLoose(z *inflater, path, id string) error {
-	f, err := openBeneath(s.Workspace, path)
-	if err != nil {
-		return err
+// close closes what z opened.
+func (z *objectHasher) close() {
+	if z.open {
+		unix.Close(z.wfd)
+		z.open = false
 	}
-	defer f.Close()
-	want, _ := hex.DecodeString(id)
+}
+
+// hash returns the hash of ids of hashLen bytes (SHA-1 or SHA-256), reset.
+func (z *objectHasher) hash(hashLen int) hash.Hash {
 	if z.h1 == nil {
 		z.h1, z.h256, z.buf = sha1.New(), sha256.New(), make([]byte, 32<<10)
 	}
 	h := z.h1
-	if len(want) == sha256.Size {
+	if hashLen == sha256.Size {
 		h = z.h256
 	}
 	h.Reset()
-	if z.zr == nil {
-		z.zr, err = zlib.NewReader(f)
+	return h
+}
+
+// checkLoose inflates the loose object at path (beneath the workspace, no symlink followed)
+// and checks that it hashes to id (hex).
+func (s *State) checkLoose(z *objectHasher, path, id string) error {
+	rel, err := filepath.Rel(s.Workspace, path)
+	if err != nil || !within(path, s.Workspace) {
+		return errOutside
+	}
+	if !z.open {
+		if z.wfd, err = unix.Open(s.Workspace, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0); err != nil {
+			return err
+		}
+		z.open = true
+	}
+	var st unix.Stat_t
+	fd, err := openRegularAt(z.wfd, rel, unix.O_NOFOLLOW, beneath, &st)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	want, _ := hex.DecodeString(id)
+	h := z.hash(len(want))
+	// zlib reads through a bufio.Reader of its own unless given an io.ByteReader.
+	if z.br == nil {
+		z.br = bufio.NewReader(fdReader(fd))
 	} else {
-		err = z.zr.(zlib.Resetter).Reset(f, nil)
+		z.br.Reset(fdReader(fd))
+	}
+	if z.zr == nil {
+		z.zr, err = zlib.NewReader(z.br)
+	} else {
+		err = z.zr.(zlib.Resetter).Reset(z.br, nil)
 	}
 	if err != nil {
 		return fmt.Errorf("not zlib: %w", err)

@@ -7,11 +7,13 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestObjectsForgedMovedAside guards review 12, F8: git reads an object by its name (loose)
@@ -288,5 +290,60 @@ func TestObjectsForgedSubmoduleNotCheckedOut(t *testing.T) {
 	}
 	if again := s.VerifyExec(); len(again) != 0 {
 		t.Errorf("reported again: %+v", again)
+	}
+}
+
+// TestForgedAmongManyAtExit: the check at exit reuses its hashes and readers from one object
+// or file to the next (objectHasher); among 400 files committed during the launch (as a box's
+// file-heavy work leaves them), the three loose objects the box then rewrote are the three
+// moved aside, and the three files it edited behind stat data the index claims unchanged are
+// the three reported; nothing else is (a reader or hash carried over wrongly would fail the
+// objects and files after a forged one).
+func TestForgedAmongManyAtExit(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("no git")
+	}
+	ws, _ := filepath.EvalSymlinks(t.TempDir())
+	git := func(args ...string) string { return gitIn(ws, "", false, args...) }
+	git("init", "-q", "-b", "main", ws)
+	s := Snapshot(resolveWS(t, ws), Limits{})
+	for i := 0; i < 400; i++ {
+		mustWrite(t, filepath.Join(ws, fmt.Sprintf("d%d/f%d.txt", i%40, i)), fmt.Sprintf("line %d needle\n", i))
+	}
+	git("add", "-A")
+	git("-c", "user.name=box", "-c", "user.email=box@example.org", "commit", "-qm", "work")
+	want := map[string]string{}
+	for _, f := range []string{"d3/f3.txt", "d17/f217.txt", "d39/f399.txt"} {
+		id := strings.TrimSpace(git("rev-parse", "HEAD:"+f))
+		loose := filepath.Join(ws, ".git/objects", id[:2], id[2:])
+		os.Chmod(loose, 0o644)
+		if err := os.WriteFile(loose, deflate(t, "blob 6\x00PWNED\n"), 0o444); err != nil {
+			t.Fatal(err)
+		}
+		want[".git/objects/"+id[:2]+"/"+id[2:]] = "moved aside to"
+	}
+	for _, f := range []string{"d5/f5.txt", "d20/f220.txt", "d38/f398.txt"} {
+		p := filepath.Join(ws, f)
+		b, _ := os.ReadFile(p)
+		mustWrite(t, p, strings.Replace(string(b), "needle", "NEEDLE", 1)) // the same size
+		old := time.Now().Add(-time.Hour)
+		if err := os.Chtimes(p, old, old); err != nil {
+			t.Fatal(err)
+		}
+		forgeIndexStat(t, filepath.Join(ws, ".git/index"), f, p)
+		want[f] = "claimed it unchanged"
+	}
+	got := map[string]string{}
+	for _, tr := range s.VerifyExit() {
+		got[strings.TrimPrefix(tr.Path, ws+"/")] = tr.Detail
+	}
+	for p, w := range want {
+		if !strings.Contains(got[p], w) {
+			t.Errorf("%s: transition %q, want one saying %q", p, got[p], w)
+		}
+		delete(got, p)
+	}
+	if len(got) != 0 {
+		t.Errorf("transitions beyond the forged ones: %v", got)
 	}
 }

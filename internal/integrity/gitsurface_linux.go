@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/agentbox/agentbox/internal/atomicfile"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -41,19 +42,49 @@ func openRegular(ws, path string, flags, resolve uint64) (*os.File, error) {
 		return nil, err
 	}
 	defer unix.Close(wfd)
-	fd, err := unix.Openat2(wfd, rel, &unix.OpenHow{Flags: unix.O_RDONLY | unix.O_NONBLOCK | unix.O_CLOEXEC | flags, Resolve: resolve})
-	if errors.Is(err, unix.EXDEV) {
-		return nil, errOutside
-	}
+	var st unix.Stat_t
+	fd, err := openRegularAt(wfd, rel, flags, resolve, &st)
 	if err != nil {
 		return nil, err
 	}
-	f := os.NewFile(uintptr(fd), path)
-	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
-		f.Close()
-		return nil, errNotRegular
+	return os.NewFile(uintptr(fd), path), nil
+}
+
+// openRegularAt is openRegular for rel beneath the folder wfd (a descriptor), returning the
+// file's descriptor and filling st with its stat data: for the check at exit, which opens
+// thousands of files of the workspace and keeps one descriptor of it (an *os.File costs two
+// system calls more, its poller's).
+func openRegularAt(wfd int, rel string, flags, resolve uint64, st *unix.Stat_t) (int, error) {
+	fd, err := unix.Openat2(wfd, rel, &unix.OpenHow{Flags: unix.O_RDONLY | unix.O_NONBLOCK | unix.O_CLOEXEC | flags, Resolve: resolve})
+	if errors.Is(err, unix.EXDEV) {
+		return -1, errOutside
 	}
-	return f, nil
+	if err != nil {
+		return -1, err
+	}
+	if err := unix.Fstat(fd, st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
+		unix.Close(fd)
+		return -1, errNotRegular
+	}
+	return fd, nil
+}
+
+// fdReader reads the file descriptor it is.
+type fdReader int
+
+func (r fdReader) Read(b []byte) (int, error) {
+	for {
+		n, err := unix.Read(int(r), b)
+		switch {
+		case errors.Is(err, unix.EINTR):
+			continue
+		case err != nil:
+			return 0, err
+		case n == 0 && len(b) > 0:
+			return 0, io.EOF
+		}
+		return n, nil
+	}
 }
 
 // QuarantineSuffix begins the name of the folder beside a file moved aside that holds it

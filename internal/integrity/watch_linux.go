@@ -334,8 +334,24 @@ func readEvents(ctx context.Context, r io.Reader, parse func([]byte) []string, e
 			close(events)
 			return
 		}
+		// Events gather in the kernel's queue for a moment before the next read: a box writing
+		// thousands of files raises events microseconds apart, and a read for each (a wake-up,
+		// a parse, a send) cost the daemon more CPU than the rescans they led to
+		// (docs/benchmarks.md, "Work in the box"). The loop gathers for its debounce anyway.
+		select {
+		case <-time.After(readPause):
+		case <-ctx.Done():
+			errc <- ctx.Err()
+			close(events)
+			return
+		}
 	}
 }
+
+// readPause is how long readEvents lets events gather between reads: far below the loop's
+// debounce, and far below what fills the kernel's queue (fs.inotify.max_queued_events, 16,384
+// by default).
+const readPause = 5 * time.Millisecond
 
 func dedupe(s []string) []string {
 	seen := map[string]bool{}
