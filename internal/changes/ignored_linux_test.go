@@ -90,3 +90,64 @@ func TestTakeIgnored(t *testing.T) {
 		t.Errorf("second pass: %+v %v, want bin/d removed (4 in all)", res, err)
 	}
 }
+
+// TestTakeIgnoredCutsOtherNames (review 16, F4): the store keeps a copy of a taken file, a new
+// inode: what still reaches the box's file (another name of it, a descriptor open in a second
+// box) and writes after the take changes neither what the store holds nor what Apply puts
+// back. Apply puts back only what the mark's SHA-256 names: a store file changed since (or a
+// mark without one, of an agentbox that renamed) is refused, and nothing is written.
+func TestTakeIgnoredCutsOtherNames(t *testing.T) {
+	ws, dir := t.TempDir(), filepath.Join(t.TempDir(), "changes")
+	os.MkdirAll(filepath.Join(ws, "bin"), 0o755)
+	tool := filepath.Join(ws, "bin", "tool")
+	if err := os.WriteFile(tool, []byte("echo benign\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Link(tool, filepath.Join(ws, "bin", "other")); err != nil {
+		t.Fatal(err)
+	}
+	open, err := os.OpenFile(tool, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer open.Close()
+	res, err := takeIgnored(dir, ws, []string{"bin/tool"}, 10, 1<<20)
+	if err != nil || strings.Join(res.Kept, " ") != "bin/tool" {
+		t.Fatalf("take: %+v %v", res, err)
+	}
+	if _, err := open.WriteAt([]byte("echo EVIL!!\n"), 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(ws, "bin", "other"), []byte("echo EVIL2\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cs, err := List(dir)
+	if err != nil || len(cs) != 1 || string(cs[0].Content) != "echo benign\n" {
+		t.Fatalf("the store after writes through the other name and the descriptor: %+v %v", cs, err)
+	}
+	if err := Apply(dir, ws, "bin/tool"); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(tool); string(b) != "echo benign\n" {
+		t.Errorf("apply put back %q, want what was taken", b)
+	}
+
+	// A store file changed after the take, and a mark without a hash: refused, nothing written.
+	for name, spoil := range map[string]func(src string){
+		"changed": func(src string) { os.WriteFile(src, []byte("echo other\n"), 0o755) },
+		"no hash": func(src string) { os.WriteFile(src+IgnoredSuffix, nil, 0o600) },
+	} {
+		rel := "bin/" + strings.ReplaceAll(name, " ", "-")
+		os.WriteFile(filepath.Join(ws, rel), []byte("echo kept\n"), 0o755)
+		if res, err := takeIgnored(dir, ws, []string{rel}, 10, 1<<20); err != nil || len(res.Kept) != 1 {
+			t.Fatalf("%s: take: %+v %v", name, res, err)
+		}
+		spoil(filepath.Join(dir, rel))
+		if err := Apply(dir, ws, rel); err == nil || !strings.Contains(err.Error(), rel) {
+			t.Errorf("%s: apply: %v, want a refusal naming %s", name, err, rel)
+		}
+		if _, err := os.Lstat(filepath.Join(ws, rel)); err == nil {
+			t.Errorf("%s: apply wrote %s", name, rel)
+		}
+	}
+}
