@@ -251,6 +251,15 @@ const DriftSourceCollect = "collect"
 // past the bounds instead of kept, or could not be moved out (Detail says which).
 const DriftSourceIgnored = "ignored"
 
+// DriftSourceUntracked is the Source of the event (no alert) recorded when the launch ended
+// about the untracked files it created or changed that the user's git status does not name
+// (inside an untracked folder it shows as one line, or status.showUntrackedFiles=no): Path is
+// the workspace, Detail names the files (the first UntrackedNamed) and why.
+const DriftSourceUntracked = "untracked"
+
+// UntrackedNamed bounds the files a DriftSourceUntracked event names.
+const UntrackedNamed = 20
+
 // DriftEvent is one integrity transition of a launch.
 type DriftEvent struct {
 	Time time.Time `json:"time"`
