@@ -223,6 +223,9 @@ type ProposedChange struct {
 	// Ignored says the launch left the file in a git-ignored place of the workspace: it was
 	// moved out at exit, and apply puts it back.
 	Ignored bool `json:"ignored,omitempty"`
+	// SHA256 is, for an Ignored file, the SHA-256 (hex) of the whole file as it was kept:
+	// apply puts back exactly those bytes, or refuses.
+	SHA256 string `json:"sha256,omitempty"`
 	// NotShown says Diff holds a note instead of the diff: the answer reached its bound
 	// (MaxChangesAnswer).
 	NotShown bool `json:"notShown,omitempty"`

@@ -1,6 +1,8 @@
 package changes
 
 import (
+	"crypto/sha256"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -124,6 +126,9 @@ func TestTakeIgnoredCutsOtherNames(t *testing.T) {
 	cs, err := List(dir)
 	if err != nil || len(cs) != 1 || string(cs[0].Content) != "echo benign\n" {
 		t.Fatalf("the store after writes through the other name and the descriptor: %+v %v", cs, err)
+	}
+	if want := fmt.Sprintf("%x", sha256.Sum256([]byte("echo benign\n"))); cs[0].SHA256 != want {
+		t.Errorf("Index's SHA-256 of bin/tool: %q, want %q (what was taken)", cs[0].SHA256, want)
 	}
 	if err := Apply(dir, ws, "bin/tool"); err != nil {
 		t.Fatal(err)
