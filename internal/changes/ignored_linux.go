@@ -187,7 +187,7 @@ func copyTake(parent int, name, dst string, perm os.FileMode, left int64) (sum [
 		return nil, 0, err
 	}
 	h := sha256.New()
-	size, err = io.Copy(io.MultiWriter(out, h), io.LimitReader(in, left+1))
+	size, err = copySparse(out, io.TeeReader(io.LimitReader(in, left+1), h))
 	if err == nil && size > left {
 		err = errPastBound
 	}
@@ -203,6 +203,35 @@ func copyTake(parent int, name, dst string, perm os.FileMode, left int64) (sum [
 		return nil, 0, err
 	}
 	return h.Sum(nil), size, nil
+}
+
+// copySparse copies r to the new file out, leaving a hole (a seek) for each block of zeros,
+// as cp --sparse=auto does: a sparse build output stays sparse in the store, and a file of
+// zeros takes no room there.
+func copySparse(out *os.File, r io.Reader) (int64, error) {
+	buf, zeros := make([]byte, 1<<20), make([]byte, 1<<20)
+	var size int64
+	for {
+		n, err := io.ReadFull(r, buf)
+		if n > 0 {
+			var werr error
+			if bytes.Equal(buf[:n], zeros[:n]) {
+				_, werr = out.Seek(int64(n), io.SeekCurrent)
+			} else {
+				_, werr = out.Write(buf[:n])
+			}
+			if werr != nil {
+				return size, werr
+			}
+			size += int64(n)
+		}
+		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+			return size, out.Truncate(size)
+		}
+		if err != nil {
+			return size, err
+		}
+	}
 }
 
 // checkIgnored reports whether the file src of the store holds exactly what TakeIgnored kept

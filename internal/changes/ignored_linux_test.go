@@ -1,12 +1,16 @@
 package changes
 
 import (
+	"bytes"
 	"crypto/sha256"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 // TestTakeIgnored: the files a launch left in ignored places are moved into the store, marked
@@ -154,5 +158,39 @@ func TestTakeIgnoredCutsOtherNames(t *testing.T) {
 		if _, err := os.Lstat(filepath.Join(ws, rel)); err == nil {
 			t.Errorf("%s: apply wrote %s", name, rel)
 		}
+	}
+}
+
+// TestTakeIgnoredSparse: the copy into the store keeps the bytes (data, zeros, a hole, a
+// partial last block) and leaves the blocks of zeros as holes.
+func TestTakeIgnoredSparse(t *testing.T) {
+	ws, dir := t.TempDir(), filepath.Join(t.TempDir(), "changes")
+	want := make([]byte, 5<<20+123)
+	copy(want[1<<20:], "data in the second block")
+	want[len(want)-1] = 'x'
+	if err := os.WriteFile(filepath.Join(ws, "big"), want, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := takeIgnored(dir, ws, []string{"big"}, 10, 1<<30); err != nil || len(res.Kept) != 1 || res.KeptBytes != int64(len(want)) {
+		t.Fatalf("take: %+v %v", res, err)
+	}
+	got, err := os.ReadFile(filepath.Join(dir, "big"))
+	if err != nil || !bytes.Equal(got, want) {
+		t.Fatalf("the store's copy differs (%d bytes, want %d): %v", len(got), len(want), err)
+	}
+	var st unix.Stat_t
+	if err := unix.Stat(filepath.Join(dir, "big"), &st); err != nil || st.Blocks*512 >= int64(len(want)) {
+		t.Errorf("the store's copy takes %d bytes on disk (%v), want holes for the zeros", st.Blocks*512, err)
+	}
+	os.WriteFile(filepath.Join(ws, "big"), []byte("the host's rebuild\n"), 0o644)
+	if err := Apply(dir, ws, "big"); err == nil || !errors.Is(err, ErrConflict) {
+		t.Errorf("apply over the host's file: %v, want a conflict", err)
+	}
+	os.Remove(filepath.Join(ws, "big"))
+	if err := Apply(dir, ws, "big"); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := os.ReadFile(filepath.Join(ws, "big")); !bytes.Equal(got, want) {
+		t.Errorf("apply put back other bytes")
 	}
 }
