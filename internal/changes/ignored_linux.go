@@ -53,6 +53,7 @@ func takeIgnored(dir, ws string, rels []string, maxFiles int, maxBytes int64) (I
 		return res, fmt.Errorf("open workspace %s: %w", ws, err)
 	}
 	defer unix.Close(root)
+	var buf []byte // copyTake's, made once
 	for _, rel := range rels {
 		// The file is reached beneath the workspace without following a symlink: a folder
 		// on the way replaced by a symlink meanwhile (by a second box on the workspace) leads
@@ -98,7 +99,10 @@ func takeIgnored(dir, ws string, rels []string, maxFiles int, maxBytes int64) (I
 			// reach what apply puts back (review 16, F4). The SHA-256 of what was copied is
 			// the mark's content, checked by apply.
 			var sum []byte
-			sum, size, err = copyTake(parent, name, dst, os.FileMode(st.Mode&0o777), maxBytes-bytes)
+			if buf == nil {
+				buf = make([]byte, len(zeroBlock))
+			}
+			sum, size, err = copyTake(parent, name, dst, os.FileMode(st.Mode&0o777), maxBytes-bytes, buf)
 			if errors.Is(err, errPastBound) {
 				err = unix.Unlinkat(parent, name, 0)
 				unix.Close(parent)
@@ -169,7 +173,7 @@ var errPastBound = errors.New("past the bound of what is kept")
 // returns the SHA-256 and the size of what it copied: one read, so that the mark names exactly
 // the bytes kept whatever a writer does to the box's file meanwhile. A file that holds more
 // than left bytes is not kept (errPastBound; dst removed, the file left for the caller).
-func copyTake(parent int, name, dst string, perm os.FileMode, left int64) (sum []byte, size int64, err error) {
+func copyTake(parent int, name, dst string, perm os.FileMode, left int64, buf []byte) (sum []byte, size int64, err error) {
 	if err := os.MkdirAll(filepath.Dir(dst), 0o700); err != nil {
 		return nil, 0, err
 	}
@@ -187,7 +191,7 @@ func copyTake(parent int, name, dst string, perm os.FileMode, left int64) (sum [
 		return nil, 0, err
 	}
 	h := sha256.New()
-	size, err = copySparse(out, io.TeeReader(io.LimitReader(in, left+1), h))
+	size, err = copySparse(out, io.TeeReader(io.LimitReader(in, left+1), h), buf)
 	if err == nil && size > left {
 		err = errPastBound
 	}
@@ -205,17 +209,19 @@ func copyTake(parent int, name, dst string, perm os.FileMode, left int64) (sum [
 	return h.Sum(nil), size, nil
 }
 
-// copySparse copies r to the new file out, leaving a hole (a seek) for each block of zeros,
-// as cp --sparse=auto does: a sparse build output stays sparse in the store, and a file of
-// zeros takes no room there.
-func copySparse(out *os.File, r io.Reader) (int64, error) {
-	buf, zeros := make([]byte, 1<<20), make([]byte, 1<<20)
+// zeroBlock is copySparse's block of zeros (never written), and the size of its buffer.
+var zeroBlock [1 << 20]byte
+
+// copySparse copies r to the new file out through buf (at most len(zeroBlock) bytes), leaving
+// a hole (a seek) for each block of zeros, as cp --sparse=auto does: a sparse build output
+// stays sparse in the store, and a file of zeros takes no room there.
+func copySparse(out *os.File, r io.Reader, buf []byte) (int64, error) {
 	var size int64
 	for {
 		n, err := io.ReadFull(r, buf)
 		if n > 0 {
 			var werr error
-			if bytes.Equal(buf[:n], zeros[:n]) {
+			if bytes.Equal(buf[:n], zeroBlock[:n]) {
 				_, werr = out.Seek(int64(n), io.SeekCurrent)
 			} else {
 				_, werr = out.Write(buf[:n])
