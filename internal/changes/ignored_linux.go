@@ -53,6 +53,20 @@ func takeIgnored(dir, ws string, rels []string, maxFiles int, maxBytes int64) (I
 		return res, fmt.Errorf("open workspace %s: %w", ws, err)
 	}
 	defer unix.Close(root)
+	// drop removes the file name of the folder parent (and closes parent), counted as removed
+	// past the bounds.
+	drop := func(parent int, name, rel string) {
+		err := unix.Unlinkat(parent, name, 0)
+		unix.Close(parent)
+		if err != nil && !errors.Is(err, unix.ENOENT) {
+			res.Failed = append(res.Failed, Failure{Path: rel, Err: err})
+			return
+		}
+		res.Dropped.Count++
+		if len(res.Dropped.Paths) < maxDroppedPaths {
+			res.Dropped.Paths = append(res.Dropped.Paths, rel)
+		}
+	}
 	var buf []byte // copyTake's, made once
 	for _, rel := range rels {
 		// The file is reached beneath the workspace without following a symlink: a folder
@@ -76,16 +90,7 @@ func takeIgnored(dir, ws string, rels []string, maxFiles int, maxBytes int64) (I
 		dst := filepath.Join(dir, storeName(rel))
 		_, taken := os.Lstat(dst)
 		if taken == nil || files >= maxFiles || bytes+st.Size > maxBytes {
-			err := unix.Unlinkat(parent, name, 0)
-			unix.Close(parent)
-			if err != nil && !errors.Is(err, unix.ENOENT) {
-				res.Failed = append(res.Failed, Failure{Path: rel, Err: err})
-				continue
-			}
-			res.Dropped.Count++
-			if len(res.Dropped.Paths) < maxDroppedPaths {
-				res.Dropped.Paths = append(res.Dropped.Paths, rel)
-			}
+			drop(parent, name, rel)
 			continue
 		}
 		var mark []byte
@@ -103,17 +108,8 @@ func takeIgnored(dir, ws string, rels []string, maxFiles int, maxBytes int64) (I
 				buf = make([]byte, len(zeroBlock))
 			}
 			sum, size, err = copyTake(parent, name, dst, os.FileMode(st.Mode&0o777), maxBytes-bytes, buf)
-			if errors.Is(err, errPastBound) {
-				err = unix.Unlinkat(parent, name, 0)
-				unix.Close(parent)
-				if err != nil && !errors.Is(err, unix.ENOENT) {
-					res.Failed = append(res.Failed, Failure{Path: rel, Err: err})
-					continue
-				}
-				res.Dropped.Count++
-				if len(res.Dropped.Paths) < maxDroppedPaths {
-					res.Dropped.Paths = append(res.Dropped.Paths, rel)
-				}
+			if errors.Is(err, errPastBound) { // it grew since it was looked at
+				drop(parent, name, rel)
 				continue
 			}
 			mark = []byte(hex.EncodeToString(sum) + "\n")
