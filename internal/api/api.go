@@ -223,6 +223,9 @@ type ProposedChange struct {
 	// Ignored says the launch left the file in a git-ignored place of the workspace: it was
 	// moved out at exit, and apply puts it back.
 	Ignored bool `json:"ignored,omitempty"`
+	// SHA256 is, for an Ignored file, the SHA-256 (hex) of the whole file as it was kept:
+	// apply puts back exactly those bytes, or refuses.
+	SHA256 string `json:"sha256,omitempty"`
 	// NotShown says Diff holds a note instead of the diff: the answer reached its bound
 	// (MaxChangesAnswer).
 	NotShown bool `json:"notShown,omitempty"`
@@ -250,6 +253,15 @@ const DriftSourceCollect = "collect"
 // it left in git-ignored places of the workspace: some could not be looked at, were removed
 // past the bounds instead of kept, or could not be moved out (Detail says which).
 const DriftSourceIgnored = "ignored"
+
+// DriftSourceUntracked is the Source of the event (no alert) recorded when the launch ended
+// about the untracked files it created or changed that the user's git status does not name
+// (inside an untracked folder it shows as one line, or status.showUntrackedFiles=no): Path is
+// the workspace, Detail names the files (the first UntrackedNamed) and why.
+const DriftSourceUntracked = "untracked"
+
+// UntrackedNamed bounds the files a DriftSourceUntracked event names.
+const UntrackedNamed = 20
 
 // DriftEvent is one integrity transition of a launch.
 type DriftEvent struct {

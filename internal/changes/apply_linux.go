@@ -70,7 +70,11 @@ func Apply(dir, ws, rel string) error {
 		return os.Remove(src)
 	}
 	if _, err := os.Lstat(src + IgnoredSuffix); err == nil {
-		// A file the launch left in an ignored place: renamed back, however large.
+		// A file the launch left in an ignored place: put back only if it holds what was
+		// kept (and shown by agentbox changes), then renamed back, however large.
+		if err := checkIgnored(src, rel); err != nil {
+			return err
+		}
 		if err := applyIgnored(parent, name, src, rel, fi.Mode().Perm()); !errors.Is(err, errNoRename) {
 			return err
 		}

@@ -121,6 +121,9 @@ type Change struct {
 	// Ignored says the launch left the file in a git-ignored place of the workspace, from
 	// which it was moved here at exit (TakeIgnored): a path the host had nothing at then.
 	Ignored bool `json:"ignored,omitempty"`
+	// SHA256 is, for an Ignored file, the SHA-256 (hex) of the whole file as it was kept
+	// (its mark's content): Apply puts it back only while the store's file has it.
+	SHA256 string `json:"sha256,omitempty"`
 }
 
 // List returns the changes kept in dir with their content (Index, then Read for each), sorted
@@ -158,8 +161,11 @@ func Index(dir string) ([]Change, error) {
 			return err
 		}
 		c := Change{Path: workspaceName(rel), Kind: KindFile}
-		if _, err := os.Lstat(p + IgnoredSuffix); err == nil {
+		if mark, err := readStored(p + IgnoredSuffix); err == nil {
 			c.Ignored = true
+			if sum := strings.TrimSpace(string(mark)); len(sum) == 2*sha256.Size {
+				c.SHA256 = sum
+			}
 		}
 		if d.Type()&fs.ModeSymlink != 0 {
 			c.Kind = KindSymlink

@@ -1,12 +1,16 @@
 package changes
 
 import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/agentbox/agentbox/internal/atomicfile"
 	"golang.org/x/sys/unix"
@@ -49,6 +53,21 @@ func takeIgnored(dir, ws string, rels []string, maxFiles int, maxBytes int64) (I
 		return res, fmt.Errorf("open workspace %s: %w", ws, err)
 	}
 	defer unix.Close(root)
+	// drop removes the file name of the folder parent (and closes parent), counted as removed
+	// past the bounds.
+	drop := func(parent int, name, rel string) {
+		err := unix.Unlinkat(parent, name, 0)
+		unix.Close(parent)
+		if err != nil && !errors.Is(err, unix.ENOENT) {
+			res.Failed = append(res.Failed, Failure{Path: rel, Err: err})
+			return
+		}
+		res.Dropped.Count++
+		if len(res.Dropped.Paths) < maxDroppedPaths {
+			res.Dropped.Paths = append(res.Dropped.Paths, rel)
+		}
+	}
+	var buf []byte // copyTake's, made once
 	for _, rel := range rels {
 		// The file is reached beneath the workspace without following a symlink: a folder
 		// on the way replaced by a symlink meanwhile (by a second box on the workspace) leads
@@ -71,32 +90,43 @@ func takeIgnored(dir, ws string, rels []string, maxFiles int, maxBytes int64) (I
 		dst := filepath.Join(dir, storeName(rel))
 		_, taken := os.Lstat(dst)
 		if taken == nil || files >= maxFiles || bytes+st.Size > maxBytes {
-			err := unix.Unlinkat(parent, name, 0)
-			unix.Close(parent)
-			if err != nil && !errors.Is(err, unix.ENOENT) {
-				res.Failed = append(res.Failed, Failure{Path: rel, Err: err})
-				continue
-			}
-			res.Dropped.Count++
-			if len(res.Dropped.Paths) < maxDroppedPaths {
-				res.Dropped.Paths = append(res.Dropped.Paths, rel)
-			}
+			drop(parent, name, rel)
 			continue
 		}
-		err = moveFile(parent, name, dst, st.Mode&unix.S_IFMT == unix.S_IFLNK, os.FileMode(st.Mode&0o777))
+		var mark []byte
+		size := st.Size
+		if st.Mode&unix.S_IFMT == unix.S_IFLNK {
+			err = moveLink(parent, name, dst)
+		} else {
+			// A regular file is copied into a new file of the store, never renamed: the
+			// box's inode may have another name (a hard link) or be open in a second box,
+			// and whatever writes through either after the user reviewed the change must not
+			// reach what apply puts back (review 16, F4). The SHA-256 of what was copied is
+			// the mark's content, checked by apply.
+			var sum []byte
+			if buf == nil {
+				buf = make([]byte, len(zeroBlock))
+			}
+			sum, size, err = copyTake(parent, name, dst, os.FileMode(st.Mode&0o777), maxBytes-bytes, buf)
+			if errors.Is(err, errPastBound) { // it grew since it was looked at
+				drop(parent, name, rel)
+				continue
+			}
+			mark = []byte(hex.EncodeToString(sum) + "\n")
+		}
 		unix.Close(parent)
 		if err != nil {
 			res.Failed = append(res.Failed, Failure{Path: rel, Err: err})
 			continue
 		}
-		if err := os.WriteFile(dst+IgnoredSuffix, nil, 0o600); err != nil {
+		if err := os.WriteFile(dst+IgnoredSuffix, mark, 0o600); err != nil {
 			res.Failed = append(res.Failed, Failure{Path: rel, Err: fmt.Errorf("moved to %s, not marked: %w", dst, err)})
 			continue
 		}
 		files++
-		bytes += st.Size
+		bytes += size
 		res.Kept = append(res.Kept, rel)
-		res.KeptBytes += st.Size
+		res.KeptBytes += size
 	}
 	if res.Dropped.Count > 0 {
 		data, err := json.Marshal(res.Dropped)
@@ -110,10 +140,10 @@ func takeIgnored(dir, ws string, rels []string, maxFiles int, maxBytes int64) (I
 	return res, nil
 }
 
-// moveFile moves the file (or symlink) name of the folder parent to dst, creating dst's
-// folders: a rename, or where the two lie on different file systems, a copy (a symlink made
-// again) and the file removed.
-func moveFile(parent int, name, dst string, link bool, perm os.FileMode) error {
+// moveLink moves the symlink name of the folder parent to dst, creating dst's folders: a
+// rename, or where the two lie on different file systems, the symlink made again and removed.
+// (A symlink's target cannot be changed in place: another name of it does not reach dst.)
+func moveLink(parent int, name, dst string) error {
 	if err := os.MkdirAll(filepath.Dir(dst), 0o700); err != nil {
 		return err
 	}
@@ -121,43 +151,115 @@ func moveFile(parent int, name, dst string, link bool, perm os.FileMode) error {
 	if err == nil || !errors.Is(err, unix.EXDEV) && !errors.Is(err, unix.EINVAL) {
 		return err
 	}
-	if link {
-		t, err := readlinkat(parent, name)
-		if err != nil {
-			return err
-		}
-		if err := os.Symlink(t, dst); err != nil {
-			return err
-		}
-		return unix.Unlinkat(parent, name, 0)
+	t, err := readlinkat(parent, name)
+	if err != nil {
+		return err
 	}
-	if err := copyOut(parent, name, dst, perm); err != nil {
+	if err := os.Symlink(t, dst); err != nil {
 		return err
 	}
 	return unix.Unlinkat(parent, name, 0)
 }
 
-// copyOut copies the regular file name of the folder parent (not followed if a symlink) to
-// the new file dst.
-func copyOut(parent int, name, dst string, perm os.FileMode) error {
+// errPastBound: the file held more than the bytes left to keep (it grew since it was looked at).
+var errPastBound = errors.New("past the bound of what is kept")
+
+// copyTake copies the regular file name of the folder parent (not followed if a symlink) into
+// the new file dst of the store (its folders created), and removes it from the workspace. It
+// returns the SHA-256 and the size of what it copied: one read, so that the mark names exactly
+// the bytes kept whatever a writer does to the box's file meanwhile. A file that holds more
+// than left bytes is not kept (errPastBound; dst removed, the file left for the caller).
+func copyTake(parent int, name, dst string, perm os.FileMode, left int64, buf []byte) (sum []byte, size int64, err error) {
+	if err := os.MkdirAll(filepath.Dir(dst), 0o700); err != nil {
+		return nil, 0, err
+	}
 	fd, err := unix.Openat(parent, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return err
+		return nil, 0, err
 	}
 	in := os.NewFile(uintptr(fd), name)
 	defer in.Close()
+	if fi, err := in.Stat(); err != nil || !fi.Mode().IsRegular() {
+		return nil, 0, fmt.Errorf("no longer a regular file")
+	}
 	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, perm&0o755)
+	if err != nil {
+		return nil, 0, err
+	}
+	h := sha256.New()
+	size, err = copySparse(out, io.TeeReader(io.LimitReader(in, left+1), h), buf)
+	if err == nil && size > left {
+		err = errPastBound
+	}
+	if cerr := out.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		os.Remove(dst)
+		return nil, 0, err
+	}
+	if err := unix.Unlinkat(parent, name, 0); err != nil && !errors.Is(err, unix.ENOENT) {
+		os.Remove(dst)
+		return nil, 0, err
+	}
+	return h.Sum(nil), size, nil
+}
+
+// zeroBlock is copySparse's block of zeros (never written), and the size of its buffer.
+var zeroBlock [1 << 20]byte
+
+// copySparse copies r to the new file out through buf (at most len(zeroBlock) bytes), leaving
+// a hole (a seek) for each block of zeros, as cp --sparse=auto does: a sparse build output
+// stays sparse in the store, and a file of zeros takes no room there.
+func copySparse(out *os.File, r io.Reader, buf []byte) (int64, error) {
+	var size int64
+	for {
+		n, err := io.ReadFull(r, buf)
+		if n > 0 {
+			var werr error
+			if bytes.Equal(buf[:n], zeroBlock[:n]) {
+				_, werr = out.Seek(int64(n), io.SeekCurrent)
+			} else {
+				_, werr = out.Write(buf[:n])
+			}
+			if werr != nil {
+				return size, werr
+			}
+			size += int64(n)
+		}
+		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+			return size, out.Truncate(size)
+		}
+		if err != nil {
+			return size, err
+		}
+	}
+}
+
+// checkIgnored reports whether the file src of the store holds exactly what TakeIgnored kept
+// there: the SHA-256 its mark records. A mark without one (a store of an agentbox before
+// review 16's F4, which renamed the box's file into the store, another name of it included)
+// is refused too: what the file holds now cannot be told from what the user reviewed.
+func checkIgnored(src, rel string) error {
+	mark, err := os.ReadFile(src + IgnoredSuffix)
 	if err != nil {
 		return err
 	}
-	if _, err := io.Copy(out, in); err != nil {
-		out.Close()
-		os.Remove(dst)
+	want, err := hex.DecodeString(strings.TrimSpace(string(mark)))
+	if err != nil || len(want) != sha256.Size {
+		return fmt.Errorf("%s: its proposed change records no SHA-256 (kept by an earlier agentbox, by a rename that may share the file with the box): it is not applied; check and copy it by hand from %s", rel, src)
+	}
+	f, err := os.OpenFile(src, os.O_RDONLY|unix.O_NOFOLLOW, 0)
+	if err != nil {
 		return err
 	}
-	if err := out.Close(); err != nil {
-		os.Remove(dst)
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
 		return err
+	}
+	if !bytes.Equal(h.Sum(nil), want) {
+		return fmt.Errorf("%s: its proposed change holds other bytes than were kept (sha256 %x, kept %x): it is not applied", rel, h.Sum(nil), want)
 	}
 	return nil
 }

@@ -1,10 +1,16 @@
 package changes
 
 import (
+	"bytes"
+	"crypto/sha256"
+	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 // TestTakeIgnored: the files a launch left in ignored places are moved into the store, marked
@@ -88,5 +94,103 @@ func TestTakeIgnored(t *testing.T) {
 	res, err = takeIgnored(dir, ws, []string{"bin/d"}, 1, 10)
 	if err != nil || len(res.Kept) != 0 || res.Dropped.Count != 4 {
 		t.Errorf("second pass: %+v %v, want bin/d removed (4 in all)", res, err)
+	}
+}
+
+// TestTakeIgnoredCutsOtherNames (review 16, F4): the store keeps a copy of a taken file, a new
+// inode: what still reaches the box's file (another name of it, a descriptor open in a second
+// box) and writes after the take changes neither what the store holds nor what Apply puts
+// back. Apply puts back only what the mark's SHA-256 names: a store file changed since (or a
+// mark without one, of an agentbox that renamed) is refused, and nothing is written.
+func TestTakeIgnoredCutsOtherNames(t *testing.T) {
+	ws, dir := t.TempDir(), filepath.Join(t.TempDir(), "changes")
+	os.MkdirAll(filepath.Join(ws, "bin"), 0o755)
+	tool := filepath.Join(ws, "bin", "tool")
+	if err := os.WriteFile(tool, []byte("echo benign\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Link(tool, filepath.Join(ws, "bin", "other")); err != nil {
+		t.Fatal(err)
+	}
+	open, err := os.OpenFile(tool, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer open.Close()
+	res, err := takeIgnored(dir, ws, []string{"bin/tool"}, 10, 1<<20)
+	if err != nil || strings.Join(res.Kept, " ") != "bin/tool" {
+		t.Fatalf("take: %+v %v", res, err)
+	}
+	if _, err := open.WriteAt([]byte("echo EVIL!!\n"), 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(ws, "bin", "other"), []byte("echo EVIL2\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cs, err := List(dir)
+	if err != nil || len(cs) != 1 || string(cs[0].Content) != "echo benign\n" {
+		t.Fatalf("the store after writes through the other name and the descriptor: %+v %v", cs, err)
+	}
+	if want := fmt.Sprintf("%x", sha256.Sum256([]byte("echo benign\n"))); cs[0].SHA256 != want {
+		t.Errorf("Index's SHA-256 of bin/tool: %q, want %q (what was taken)", cs[0].SHA256, want)
+	}
+	if err := Apply(dir, ws, "bin/tool"); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(tool); string(b) != "echo benign\n" {
+		t.Errorf("apply put back %q, want what was taken", b)
+	}
+
+	// A store file changed after the take, and a mark without a hash: refused, nothing written.
+	for name, spoil := range map[string]func(src string){
+		"changed": func(src string) { os.WriteFile(src, []byte("echo other\n"), 0o755) },
+		"no hash": func(src string) { os.WriteFile(src+IgnoredSuffix, nil, 0o600) },
+	} {
+		rel := "bin/" + strings.ReplaceAll(name, " ", "-")
+		os.WriteFile(filepath.Join(ws, rel), []byte("echo kept\n"), 0o755)
+		if res, err := takeIgnored(dir, ws, []string{rel}, 10, 1<<20); err != nil || len(res.Kept) != 1 {
+			t.Fatalf("%s: take: %+v %v", name, res, err)
+		}
+		spoil(filepath.Join(dir, rel))
+		if err := Apply(dir, ws, rel); err == nil || !strings.Contains(err.Error(), rel) {
+			t.Errorf("%s: apply: %v, want a refusal naming %s", name, err, rel)
+		}
+		if _, err := os.Lstat(filepath.Join(ws, rel)); err == nil {
+			t.Errorf("%s: apply wrote %s", name, rel)
+		}
+	}
+}
+
+// TestTakeIgnoredSparse: the copy into the store keeps the bytes (data, zeros, a hole, a
+// partial last block) and leaves the blocks of zeros as holes.
+func TestTakeIgnoredSparse(t *testing.T) {
+	ws, dir := t.TempDir(), filepath.Join(t.TempDir(), "changes")
+	want := make([]byte, 5<<20+123)
+	copy(want[1<<20:], "data in the second block")
+	want[len(want)-1] = 'x'
+	if err := os.WriteFile(filepath.Join(ws, "big"), want, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := takeIgnored(dir, ws, []string{"big"}, 10, 1<<30); err != nil || len(res.Kept) != 1 || res.KeptBytes != int64(len(want)) {
+		t.Fatalf("take: %+v %v", res, err)
+	}
+	got, err := os.ReadFile(filepath.Join(dir, "big"))
+	if err != nil || !bytes.Equal(got, want) {
+		t.Fatalf("the store's copy differs (%d bytes, want %d): %v", len(got), len(want), err)
+	}
+	var st unix.Stat_t
+	if err := unix.Stat(filepath.Join(dir, "big"), &st); err != nil || st.Blocks*512 >= int64(len(want)) {
+		t.Errorf("the store's copy takes %d bytes on disk (%v), want holes for the zeros", st.Blocks*512, err)
+	}
+	os.WriteFile(filepath.Join(ws, "big"), []byte("the host's rebuild\n"), 0o644)
+	if err := Apply(dir, ws, "big"); err == nil || !errors.Is(err, ErrConflict) {
+		t.Errorf("apply over the host's file: %v, want a conflict", err)
+	}
+	os.Remove(filepath.Join(ws, "big"))
+	if err := Apply(dir, ws, "big"); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := os.ReadFile(filepath.Join(ws, "big")); !bytes.Equal(got, want) {
+		t.Errorf("apply put back other bytes")
 	}
 }

@@ -70,7 +70,11 @@ func printChanges(w io.Writer, cs *api.Changes) {
 			note = " (the host has this path now: apply refuses it)"
 		}
 		if c.Ignored {
-			note = " (left in a git-ignored place: moved out of the workspace; apply puts it back)" + note
+			kept := ""
+			if c.SHA256 != "" {
+				kept = fmt.Sprintf(": exactly the bytes of sha256 %.64s", visibleLine(c.SHA256))
+			}
+			note = " (left in a git-ignored place: moved out of the workspace; apply puts it back" + kept + ")" + note
 		}
 		if c.NotShown {
 			note += " (diff not shown: the answer reached its bound)"

@@ -273,7 +273,7 @@ func exitSummary(ctx context.Context, c *client.Client, id string, w io.Writer) 
 	seen := map[string]bool{}
 	for _, ev := range l.DriftEvents {
 		rel, err := filepath.Rel(l.Workspace, ev.Path)
-		if ev.Alert || err != nil || strings.HasPrefix(rel, "..") || filepath.Base(rel) == "HEAD" || seen[rel] {
+		if ev.Alert || ev.Source == api.DriftSourceUntracked || err != nil || strings.HasPrefix(rel, "..") || filepath.Base(rel) == "HEAD" || seen[rel] {
 			continue
 		}
 		seen[rel] = true
@@ -301,6 +301,13 @@ func exitSummary(ctx context.Context, c *client.Client, id string, w io.Writer) 
 	}
 	if n != nil && n.Dropped > 0 {
 		fmt.Fprintf(w, "agentbox: the box created %d more files at protected paths, moved out of the workspace and not kept (its proposed changes were full): agentbox changes %s\n", n.Dropped, id[:12])
+	}
+	// The untracked files the launch created or changed that git status does not name stay,
+	// as every untracked file does; their names are said, since the user's review is git status.
+	for _, ev := range l.DriftEvents {
+		if ev.Source == api.DriftSourceUntracked {
+			fmt.Fprintf(w, "agentbox: the launch created or changed untracked files that git status does not name: %s; git status --untracked-files=all lists them\n", visibleLine(ev.Detail))
+		}
 	}
 	// What the box wrote to a protected file and was not kept as a proposed change (the
 	// collection failed, or the box wrote more than the bound) is said, never dropped silently.

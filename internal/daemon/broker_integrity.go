@@ -184,6 +184,7 @@ func (b *integrityBroker) End(id string) {
 	if w != nil {
 		w.Verify(integrity.SourceExit, true)
 		b.takeIgnored(id, w.State)
+		b.sayUntracked(id, w.State)
 		if w.State.IndexesLocked() {
 			// An index written beside a git's lock is checked again once the lock has gone
 			// (bounded: integrity.IndexRecheckWait).
@@ -225,6 +226,35 @@ func (b *integrityBroker) takeIgnored(id string, st *integrity.State) {
 	}
 	for _, f := range res.Failed {
 		alert(filepath.Join(st.Workspace, f.Path), fmt.Sprintf("the launch left it in a git-ignored place, and it could not be moved out of the workspace: %v; remove it before the host's tools run it", f.Err))
+	}
+}
+
+// sayUntracked records, for the end of the run, the untracked files launch id created or
+// changed that the user's git status does not name (integrity.State.UntrackedUnlisted): they
+// stay, as every untracked file does, but the user's review is told their names
+// (docs/integrity.md, "Untracked files git status does not name").
+func (b *integrityBroker) sayUntracked(id string, st *integrity.State) {
+	found, err := st.UntrackedUnlisted(context.Background())
+	if err != nil {
+		b.Log.Error("integrity: list the untracked files git status does not name", "launch", id, "err", err)
+		ev := api.DriftEvent{Kind: "modified", Path: st.Workspace, Source: api.DriftSourceIgnored, Alert: true,
+			Detail: fmt.Sprintf("untracked files git status does not name not checked: %v", err)}
+		if err := b.Drift.AddDrift(context.Background(), id, ev); err != nil {
+			b.Log.Error("integrity: record drift", "launch", id, "err", err)
+		}
+		return
+	}
+	if len(found.Files) == 0 {
+		return
+	}
+	named := found.Files[:min(len(found.Files), api.UntrackedNamed)]
+	detail := fmt.Sprintf("%d files: %s", len(found.Files), strings.Join(named, ", "))
+	if len(found.Files) > len(named) {
+		detail += ", …"
+	}
+	ev := api.DriftEvent{Kind: "modified", Path: st.Workspace, Detail: detail + " (" + found.Why + ")", Source: api.DriftSourceUntracked}
+	if err := b.Drift.AddDrift(context.Background(), id, ev); err != nil {
+		b.Log.Error("integrity: record drift", "launch", id, "err", err)
 	}
 }
 

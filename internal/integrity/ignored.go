@@ -152,23 +152,7 @@ func ignoredEntries(ctx context.Context, ws, top string, private bool) (entries,
 		}
 		env = append(privateGitEnv(env, dir), "GIT_WORK_TREE="+top, "GIT_INDEX_FILE="+filepath.Join(gd, "index"))
 	}
-	run := func(args ...string) ([]byte, error) {
-		c := exec.CommandContext(ctx, "git", append([]string{"-c", "core.fsmonitor=false", "-c", "core.untrackedCache=false",
-			"--no-optional-locks", "--literal-pathspecs"}, args...)...)
-		c.Dir = top
-		c.Env = env
-		var stderr bytes.Buffer
-		c.Stderr = &stderr
-		out, err := c.Output()
-		if err != nil {
-			msg := strings.TrimSpace(stderr.String())
-			if strings.Contains(msg, "not a git repository") {
-				return nil, errNoRepository
-			}
-			return nil, fmt.Errorf("git %s: %v: %s", args[0], err, msg)
-		}
-		return out, nil
-	}
+	run := func(args ...string) ([]byte, error) { return readGit(ctx, top, env, args...) }
 	out, err := run("ls-files", "-z", "--others", "--ignored", "--exclude-standard", "--directory")
 	if err != nil {
 		return nil, nil, err
@@ -195,6 +179,27 @@ func ignoredEntries(ctx context.Context, ws, top string, private bool) (entries,
 		}
 	}
 	return entries, subs, nil
+}
+
+// readGit runs the host's git in dir with env, its fsmonitor and untracked cache off and no
+// optional locks (it reads, runs nothing and writes nothing), and returns its output;
+// errNoRepository where dir is in no repository.
+func readGit(ctx context.Context, dir string, env []string, args ...string) ([]byte, error) {
+	c := exec.CommandContext(ctx, "git", append([]string{"-c", "core.fsmonitor=false", "-c", "core.untrackedCache=false",
+		"--no-optional-locks", "--literal-pathspecs"}, args...)...)
+	c.Dir = dir
+	c.Env = env
+	var stderr bytes.Buffer
+	c.Stderr = &stderr
+	out, err := c.Output()
+	if err != nil {
+		msg := strings.TrimSpace(stderr.String())
+		if strings.Contains(msg, "not a git repository") {
+			return nil, errNoRepository
+		}
+		return nil, fmt.Errorf("git %s: %v: %s", args[0], err, msg)
+	}
+	return out, nil
 }
 
 // hostGitEnv is the daemon's environment without the variables that would point git elsewhere

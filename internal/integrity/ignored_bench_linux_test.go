@@ -18,9 +18,10 @@ import (
 // file system), on a repository whose ignored build/ holds 50,000 files of the host's (4 KiB
 // each, in 500 folders), written before the snapshot:
 //   - untouched: the box wrote nothing there (git's listing and the walk of build/);
-//   - box1k: the box wrote 1,000 files of 4 KiB in build/out/ (moved into the store);
-//   - box2GiB: the box wrote 2 GiB in build/out/ (64 files of 32 MiB, sparse: a move is a
-//     rename, whatever the data): 32 are kept (the bound of 1 GiB), 32 are removed.
+//   - box1k: the box wrote 1,000 files of 4 KiB in build/out/ (copied into the store);
+//   - box2GiB: the box wrote 2 GiB in build/out/ (64 files of 32 MiB, sparse: each is read
+//     and hashed whole, its holes left as holes in the store's copy): 32 are kept (the bound
+//     of 1 GiB), 32 are removed.
 //
 // Metrics: files taken, kept and removed per check.
 func BenchmarkIgnoredAtExit(b *testing.B) {
