@@ -40,9 +40,17 @@ type IgnoredResult struct {
 // nothing and writes nothing. A workspace in no repository, or a host without git, has no
 // ignored places (nothing there is under git's review either).
 //
+// A folder whose own ctime is in the launch was made, renamed, linked or chmod-ed, or had an
+// entry added or removed, since the launch began: everything beneath it is taken, whatever
+// its ctime, since renaming a folder leaves the ctimes of what it holds as they were (review
+// 16, F2: an earlier launch's box content, renamed into an ignored folder).
+//
 // Not looked into: .git folders, the dependency folders of the snapshot (Deps: the rule of
-// Code the host loads from dependency folders covers them) and the box's own (Own), and what
-// the check moved aside (QuarantineSuffix).
+// Code the host loads from dependency folders covers them) and the box's own (Own), and the
+// linked worktrees of the workspace's repository there at the snapshot (Worktrees: their
+// tracked files are under their own git status; their ignored places are listed as the
+// workspace's are). What the launch's checks moved aside (Aside) is passed over while it is
+// as the check left it: what changed there after the move is taken.
 func (s *State) IgnoredChanged(ctx context.Context) IgnoredResult {
 	var res IgnoredResult
 	if s.Started.IsZero() {
@@ -68,12 +76,21 @@ repos:
 		for _, sub := range subs {
 			repos = append(repos, filepath.Join(repos[i], sub))
 		}
+		if i == 0 {
+			// The linked worktrees there at the snapshot, read as submodules are (private):
+			// their git directories lie in the workspace's, where a box may write.
+			for _, w := range s.Worktrees {
+				if fi, err := os.Lstat(filepath.Join(s.Workspace, w)); err == nil && fi.IsDir() {
+					repos = append(repos, w)
+				}
+			}
+		}
 		for _, e := range entries {
 			rel := filepath.Join(repos[i], e)
-			if !s.lookInto(rel) {
+			if !s.lookInto(rel, repos[i]) {
 				continue
 			}
-			if err := s.changedFiles(rel, since, &budget, &res.Files); err != nil {
+			if err := s.changedFiles(rel, repos[i], since, &budget, &res.Files); err != nil {
 				res.NotChecked = append(res.NotChecked, fmt.Sprintf("%s and what follows it: %v", rel, err))
 				break repos
 			}
@@ -92,14 +109,17 @@ func orDot(rel string) string {
 	return rel
 }
 
-// lookInto reports whether the workspace-relative path rel is looked into for files the
+// lookInto reports whether the workspace-relative path rel, found in the ignored places of
+// the repository whose work tree is repo (workspace-relative), is looked into for files the
 // launch left (IgnoredChanged).
-func (s *State) lookInto(rel string) bool {
-	if strings.Contains(rel, QuarantineSuffix) {
-		return false
-	}
+func (s *State) lookInto(rel, repo string) bool {
 	for _, c := range strings.Split(rel, string(filepath.Separator)) {
 		if c == ".git" {
+			return false
+		}
+	}
+	for _, w := range s.Worktrees {
+		if within(rel, w) && !within(repo, w) {
 			return false
 		}
 	}
@@ -211,4 +231,47 @@ func hostGitEnv() []string {
 		env = append(env, kv)
 	}
 	return append(env, "GIT_OPTIONAL_LOCKS=0", "GIT_TERMINAL_PROMPT=0")
+}
+
+// moveAside moves path (beneath the workspace) aside (moveAside) and records where it went in
+// Aside.
+func (s *State) moveAside(path string) (string, error) {
+	aside, err := moveAside(s.Workspace, path)
+	if err == nil {
+		s.recordAside(aside)
+	}
+	return aside, err
+}
+
+// recordAside records path, which a check of the launch has just moved aside, in Aside with
+// its ctime now (the move stamped it).
+func (s *State) recordAside(path string) {
+	fi, err := os.Lstat(path)
+	if err != nil {
+		return
+	}
+	if _, _, c := identity(fi); c != 0 {
+		if s.Aside == nil {
+			s.Aside = map[string]int64{}
+		}
+		s.Aside[path] = c
+	}
+}
+
+// worktreesBeneath returns the workspace-relative paths of the linked worktrees beneath ws of
+// the repositories whose work trees are tops (linkedWorktrees).
+func worktreesBeneath(ws string, tops []string) []string {
+	var out []string
+	for _, top := range tops {
+		gd := worktreeGitDir(top)
+		if gd == "" {
+			continue
+		}
+		for _, w := range linkedWorktrees(ws, gd) {
+			if rel, err := filepath.Rel(ws, w.top); err == nil && w.index == "" && rel != "." && !slices.Contains(out, rel) {
+				out = append(out, rel)
+			}
+		}
+	}
+	return out
 }

@@ -2,4 +2,4 @@
 
 package integrity
 
-func (s *State) changedFiles(string, int64, *int, *[]string) error { return ErrNotSupported }
+func (s *State) changedFiles(string, string, int64, *int, *[]string) error { return ErrNotSupported }
