@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -56,20 +57,35 @@ func (s *State) IgnoredChanged(ctx context.Context) IgnoredResult {
 	if s.Started.IsZero() {
 		return res
 	}
+	if f := s.folders; f != nil {
+		<-f.done
+	}
 	since := s.Started.UnixNano()
 	budget := IgnoredWalkBound
+	res.NotChecked = s.eachIgnored(ctx, func(rel, repo string) error {
+		return s.changedFiles(rel, repo, since, &budget, &res.Files)
+	})
+	// git lists a folder all of whose files are ignored (x/) besides the files themselves.
+	slices.Sort(res.Files)
+	res.Files = slices.Compact(res.Files)
+	return res
+}
+
+// eachIgnored calls walk with each ignored entry of the workspace's repository, of the
+// submodules checked out in it (at any depth) and of its linked worktrees there at the
+// snapshot (Worktrees) that is looked into (lookInto), and the work tree it belongs to (both
+// workspace-relative); it stops at walk's first error. It returns what it could not look at.
+func (s *State) eachIgnored(ctx context.Context, walk func(rel, repo string) error) (notChecked []string) {
 	repos := []string{"."}
-repos:
 	for i := 0; i < len(repos); i++ {
 		if i >= maxIgnoredRepos {
-			res.NotChecked = append(res.NotChecked, fmt.Sprintf("the git-ignored places of %d more submodules (past the bound of %d repositories)", len(repos)-i, maxIgnoredRepos))
-			break
+			return append(notChecked, fmt.Sprintf("the git-ignored places of %d more submodules (past the bound of %d repositories)", len(repos)-i, maxIgnoredRepos))
 		}
 		top := filepath.Join(s.Workspace, repos[i])
 		entries, subs, err := ignoredEntries(ctx, s.Workspace, top, i > 0)
 		if err != nil {
 			if i > 0 || !errors.Is(err, errNoRepository) {
-				res.NotChecked = append(res.NotChecked, fmt.Sprintf("the git-ignored places of %s: %v", orDot(repos[i]), err))
+				notChecked = append(notChecked, fmt.Sprintf("the git-ignored places of %s: %v", orDot(repos[i]), err))
 			}
 			continue
 		}
@@ -90,16 +106,12 @@ repos:
 			if !s.lookInto(rel, repos[i]) {
 				continue
 			}
-			if err := s.changedFiles(rel, repos[i], since, &budget, &res.Files); err != nil {
-				res.NotChecked = append(res.NotChecked, fmt.Sprintf("%s and what follows it: %v", rel, err))
-				break repos
+			if err := walk(rel, repos[i]); err != nil {
+				return append(notChecked, fmt.Sprintf("%s and what follows it: %v", rel, err))
 			}
 		}
 	}
-	// git lists a folder all of whose files are ignored (x/) besides the files themselves.
-	slices.Sort(res.Files)
-	res.Files = slices.Compact(res.Files)
-	return res
+	return notChecked
 }
 
 func orDot(rel string) string {
@@ -274,4 +286,38 @@ func worktreesBeneath(ws string, tops []string) []string {
 		}
 	}
 	return out
+}
+
+// folderRecord is what RecordFolders found: the folders in git-ignored places (path → inode)
+// that were at that path, unchanged, when the launch began.
+type folderRecord struct {
+	done  chan struct{}
+	inode map[string]uint64
+}
+
+// RecordFolders starts recording, beside the box, the inode of each folder in the workspace's
+// git-ignored places whose ctime is before the launch's start: that folder has been at its
+// path since before the launch. IgnoredChanged waits for the record and takes what lies
+// beneath a folder whose ctime is in the launch only when that folder is not the one recorded
+// at its path: renamed there, or made, in the launch. A folder of the host's that only had
+// entries added or removed keeps what it held (their ctimes speak for them). A folder not
+// recorded (changed before the record reached it, past the bound, or a daemon restarted
+// meanwhile: the record is not saved) is taken for new. A second call does nothing.
+func (s *State) RecordFolders() {
+	if s.folders != nil || s.Started.IsZero() {
+		return
+	}
+	f := &folderRecord{done: make(chan struct{}), inode: map[string]uint64{}}
+	s.folders = f
+	// What the walk reads of the state, copied: the checks change it while the box runs.
+	c := &State{Workspace: s.Workspace, Started: s.Started, Worktrees: slices.Clone(s.Worktrees), Own: slices.Clone(s.Own), Deps: maps.Clone(s.Deps)}
+	go func() {
+		defer close(f.done)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+		defer cancel()
+		budget := IgnoredWalkBound
+		c.eachIgnored(ctx, func(rel, repo string) error {
+			return c.oldFolders(rel, repo, c.Started.UnixNano(), &budget, f.inode)
+		})
+	}()
 }

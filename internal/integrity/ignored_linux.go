@@ -68,7 +68,7 @@ func (s *State) changedFiles(rel, repo string, since int64, budget *int, out *[]
 		}
 		inWhole := len(wholes) > 0 && (aside == "" || within(wholes[len(wholes)-1], aside))
 		if d.IsDir() {
-			if isNew && !inWhole {
+			if isNew && !inWhole && !s.sameFolder(p, st.Ino) {
 				wholes = append(wholes, p)
 			}
 			return nil
@@ -76,6 +76,43 @@ func (s *State) changedFiles(rel, repo string, since int64, budget *int, out *[]
 		if isNew || inWhole {
 			*out = append(*out, r)
 		}
+		return nil
+	})
+}
+
+// sameFolder reports whether the folder at p, of inode ino, is the one RecordFolders found at
+// p when the launch began.
+func (s *State) sameFolder(p string, ino uint64) bool {
+	if s.folders == nil {
+		return false
+	}
+	i, ok := s.folders.inode[p]
+	return ok && i == ino
+}
+
+// oldFolders records in inode the folders at or beneath rel (walked as changedFiles walks)
+// whose ctime is before since, by path; it does not go into one whose ctime is not (a folder
+// not recorded is taken whole at exit whatever lies in it). It takes one from *budget per
+// entry, and fails with errDepBudget when that is spent.
+func (s *State) oldFolders(rel, repo string, since int64, budget *int, inode map[string]uint64) error {
+	root := filepath.Join(s.Workspace, rel)
+	return filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || !d.IsDir() {
+			return nil
+		}
+		if *budget <= 0 {
+			return errDepBudget
+		}
+		*budget--
+		r, rerr := filepath.Rel(s.Workspace, p)
+		if rerr != nil || p != root && !s.lookInto(r, repo) {
+			return filepath.SkipDir
+		}
+		var st unix.Stat_t
+		if unix.Lstat(p, &st) != nil || st.Ctim.Nano() >= since {
+			return filepath.SkipDir
+		}
+		inode[p] = st.Ino
 		return nil
 	})
 }

@@ -14,9 +14,11 @@ import (
 // TestIgnoredChanged: what the check at exit takes for a file the launch left in a git-ignored
 // place. Taken: a file created in an ignored folder, at any depth; one the host had there that
 // was appended to, or chmod-ed; a file matching an ignore pattern outside an ignored folder;
-// a symlink; a file of a submodule's ignored folder. Left: the host's ignored files untouched
-// since the snapshot, tracked and untracked files git status shows, the dependency folders
-// (Deps, Own), .git, and what was moved aside.
+// a symlink; a file of a submodule's ignored folder; a folder of old files renamed into an
+// ignored folder; a file whose name holds QuarantineSuffix; what the check moved aside,
+// changed after the move. Left: the host's ignored files untouched since the snapshot (in a
+// folder the box added files to, too), tracked and untracked files git status shows, the
+// dependency folders (Deps, Own), .git, and what was moved aside, unchanged since.
 func TestIgnoredChanged(t *testing.T) {
 	if _, err := exec.LookPath("git"); err != nil {
 		t.Skip("git not installed")
@@ -56,9 +58,33 @@ func TestIgnoredChanged(t *testing.T) {
 	gitIn(ws, "commit", "-qm", "init")
 	gitIn(ws, "submodule", "add", "-q", sub, "lib")
 	gitIn(ws, "commit", "-qm", "sub")
+	put("scratch/tools/t_test.go", "box, an earlier launch's\n")
+	time.Sleep(20 * time.Millisecond)
 	s := &State{Workspace: ws, Started: time.Now(), Deps: map[string]DepFolder{filepath.Join(ws, "node_modules"): {}},
 		Own: []string{filepath.Join(ws, ".venv")}}
+	s.RecordFolders()
+	<-s.folders.done
 	time.Sleep(20 * time.Millisecond) // a box starts tens of ms after the snapshot
+	// Content with an old ctime renamed into an ignored place: all of it is new there
+	// (review 16, F2).
+	if err := os.Rename(filepath.Join(ws, "scratch", "tools"), filepath.Join(ws, "build", "tools")); err != nil {
+		t.Fatal(err)
+	}
+	// A name is no mark of what the check moved aside (review 16, F1); what it moved aside is
+	// left while unchanged, and taken once changed after the move.
+	put("build/tools"+QuarantineSuffix+"1/x_test.go", "box\n")
+	put("build/conf", "box\n")
+	put("build/conf2", "box\n")
+	asideConf, err := s.moveAside(filepath.Join(ws, "build", "conf"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	asideConf2, err := s.moveAside(filepath.Join(ws, "build", "conf2"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(20 * time.Millisecond)
+	os.Chmod(asideConf2, 0o755)
 	put("build/new", "box\n")
 	put("build/a/b/c/deep", "box\n")
 	f, _ := os.OpenFile(filepath.Join(ws, "build/old"), os.O_APPEND|os.O_WRONLY, 0)
@@ -79,7 +105,13 @@ func TestIgnoredChanged(t *testing.T) {
 		t.Errorf("not checked: %v", res.NotChecked)
 	}
 	slices.Sort(res.Files)
-	want := []string{"build/a/b/c/deep", "build/chmod", "build/link", "build/new", "build/old", "lib/out/plugin.py", "x/debug.log"}
+	rel := func(p string) string { r, _ := filepath.Rel(ws, p); return r }
+	want := []string{"build/a/b/c/deep", "build/chmod", rel(asideConf2), "build/link", "build/new", "build/old", "build/tools" + QuarantineSuffix + "1/x_test.go",
+		"build/tools/t_test.go", "lib/out/plugin.py", "x/debug.log"}
+	slices.Sort(want)
+	if slices.Contains(res.Files, rel(asideConf)) {
+		t.Errorf("%s, which the check moved aside, was taken", rel(asideConf))
+	}
 	if strings.Join(res.Files, " ") != strings.Join(want, " ") {
 		t.Errorf("taken: %v\nwant:  %v", res.Files, want)
 	}

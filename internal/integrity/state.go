@@ -87,6 +87,9 @@ type State struct {
 	// that check's scan found. Not saved: a daemon restarted meanwhile does not check again.
 	lockedIndexes map[string]bool
 	exitTops      []string
+	// folders is the record of the folders in ignored places there at the launch's start
+	// (RecordFolders); nil: none is known.
+	folders *folderRecord
 }
 
 // Snapshot records the roots of lay and scans the workspace for executable configuration.
