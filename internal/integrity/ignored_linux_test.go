@@ -185,3 +185,53 @@ func TestAttackIgnoredRunsNothing(t *testing.T) {
 		t.Errorf("the box's build/app was not taken: %+v", res)
 	}
 }
+
+// TestIgnoredLinkedWorktree (review 16, F9): a linked worktree of the workspace's repository
+// kept in an ignored folder (.worktrees/feature) is a work tree of its own: its tracked files,
+// which the user edits there, stay; what the launch left in its own ignored places is taken;
+// a worktree made after the snapshot is no worktree of the snapshot, and what it holds is
+// taken as any file of an ignored place.
+func TestIgnoredLinkedWorktree(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("git not installed")
+	}
+	ws := t.TempDir()
+	gitIn := func(args ...string) {
+		t.Helper()
+		c := exec.Command("git", append([]string{"-c", "user.name=t", "-c", "user.email=t@example.com"}, args...)...)
+		c.Dir = ws
+		if out, err := c.CombinedOutput(); err != nil {
+			t.Fatalf("git %v: %v\n%s", args, err, out)
+		}
+	}
+	put := func(rel, content string) {
+		t.Helper()
+		p := filepath.Join(ws, rel)
+		os.MkdirAll(filepath.Dir(p), 0o755)
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	gitIn("init", "-q")
+	put(".gitignore", ".worktrees/\nbuild/\n")
+	put("app.go", "package main\n")
+	gitIn("add", "-A")
+	gitIn("commit", "-qm", "init")
+	gitIn("worktree", "add", "-q", ".worktrees/feature", "-b", "feature")
+	s := &State{Workspace: ws, Started: time.Now(), Worktrees: worktreesBeneath(ws, []string{ws})}
+	if want := []string{filepath.Join(".worktrees", "feature")}; !slices.Equal(s.Worktrees, want) {
+		t.Fatalf("worktrees at the snapshot: %v, want %v", s.Worktrees, want)
+	}
+	s.RecordFolders()
+	<-s.folders.done
+	time.Sleep(20 * time.Millisecond)
+	put(".worktrees/feature/app.go", "package main // the user's edit\n")
+	put(".worktrees/feature/new.go", "package main // untracked: its git status shows it\n")
+	put(".worktrees/feature/build/x_test.go", "box\n")
+	gitIn("worktree", "add", "-q", ".worktrees/late", "-b", "late")
+	res := s.IgnoredChanged(context.Background())
+	want := []string{".worktrees/feature/build/x_test.go", ".worktrees/late/.gitignore", ".worktrees/late/app.go"}
+	if len(res.NotChecked) > 0 || strings.Join(res.Files, " ") != strings.Join(want, " ") {
+		t.Errorf("taken: %v (not checked: %v)\nwant:  %v", res.Files, res.NotChecked, want)
+	}
+}
