@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -233,5 +234,37 @@ func TestIgnoredLinkedWorktree(t *testing.T) {
 	want := []string{".worktrees/feature/build/x_test.go", ".worktrees/late/.gitignore", ".worktrees/late/app.go"}
 	if len(res.NotChecked) > 0 || strings.Join(res.Files, " ") != strings.Join(want, " ") {
 		t.Errorf("taken: %v (not checked: %v)\nwant:  %v", res.Files, res.NotChecked, want)
+	}
+}
+
+// TestRecordFoldersBesideChecks: the record of the ignored folders runs beside the box while
+// the launch's checks change the state (Deps, Own, Aside); run with -race.
+func TestRecordFoldersBesideChecks(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("git not installed")
+	}
+	ws := t.TempDir()
+	c := exec.Command("git", "init", "-q")
+	c.Dir = ws
+	if out, err := c.CombinedOutput(); err != nil {
+		t.Fatalf("git init: %v\n%s", err, out)
+	}
+	os.WriteFile(filepath.Join(ws, ".gitignore"), []byte("build/\n"), 0o644)
+	for i := range 50 {
+		os.MkdirAll(filepath.Join(ws, "build", strconv.Itoa(i)), 0o755)
+		os.WriteFile(filepath.Join(ws, "build", strconv.Itoa(i), "o"), nil, 0o644)
+	}
+	s := &State{Workspace: ws, Started: time.Now(), Deps: map[string]DepFolder{}}
+	s.RecordFolders()
+	for i := range 50 {
+		s.Deps[filepath.Join(ws, "dep"+strconv.Itoa(i))] = DepFolder{}
+		s.Own = append(s.Own, filepath.Join(ws, "own"+strconv.Itoa(i)))
+		p := filepath.Join(ws, "build", strconv.Itoa(i), "o")
+		if _, err := s.moveAside(p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if res := s.IgnoredChanged(context.Background()); len(res.Files)+len(res.NotChecked) > 0 {
+		t.Errorf("taken what the checks moved aside (or not checked): %+v", res)
 	}
 }
