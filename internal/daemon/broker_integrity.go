@@ -118,6 +118,9 @@ func (b *integrityBroker) Prepare(ctx context.Context, bl *broker.Launch, c *pla
 		b.release(bl.ID)
 		return err
 	}
+	// The folders of the git-ignored places there now are recorded beside the box, for the
+	// check at exit (integrity.State.IgnoredChanged: a folder renamed in the launch).
+	st.RecordFolders()
 	// Absent protected paths get no placeholder: the engine moves what the box creates at one
 	// into the launch's proposed changes (changes.Guard); the guards are kept beside the state
 	// for the pass at exit.

@@ -748,7 +748,7 @@ func (s *State) verifyIndexes(tops []string, exit bool) ([]Transition, []string)
 		if (errors.Is(err, errIndexEntries) || errors.Is(err, errSplitIndex)) && s.changedSince(ix.path) {
 			// Entries this check cannot hold, written while the box ran: git would read flags
 			// and stat data no one checked. The index goes aside; git reset rebuilds it.
-			if aside, merr := moveAside(s.Workspace, ix.path); merr == nil {
+			if aside, merr := s.moveAside(ix.path); merr == nil {
 				out = append(out, Transition{Kind: Modified, Path: ix.path, Alert: true, Detail: fmt.Sprintf(
 					"the index, written while the box ran, could not be checked (%v): it was moved aside to %s; run git reset to make it again from HEAD (what was staged is in the file moved aside)", err, aside)})
 				return

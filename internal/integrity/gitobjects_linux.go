@@ -77,7 +77,7 @@ func (s *State) verifyObjects(gitdirs []string, since int64) []Transition {
 // objectAside moves path aside and returns the transition that says so (alert: the content
 // failed its check; otherwise a cache git rebuilds).
 func (s *State) objectAside(path, why string, alert bool) Transition {
-	aside, err := moveAside(s.Workspace, path)
+	aside, err := s.moveAside(path)
 	if err != nil {
 		return Transition{Kind: Modified, Path: path, Alert: true, Detail: why + "; it could not be moved aside (" + err.Error() + "): remove it"}
 	}

@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -40,49 +41,77 @@ type IgnoredResult struct {
 // nothing and writes nothing. A workspace in no repository, or a host without git, has no
 // ignored places (nothing there is under git's review either).
 //
+// A folder whose own ctime is in the launch was made, renamed, linked or chmod-ed, or had an
+// entry added or removed, since the launch began: everything beneath it is taken, whatever
+// its ctime, since renaming a folder leaves the ctimes of what it holds as they were (review
+// 16, F2: an earlier launch's box content, renamed into an ignored folder).
+//
 // Not looked into: .git folders, the dependency folders of the snapshot (Deps: the rule of
-// Code the host loads from dependency folders covers them) and the box's own (Own), and what
-// the check moved aside (QuarantineSuffix).
+// Code the host loads from dependency folders covers them) and the box's own (Own), and the
+// linked worktrees of the workspace's repository there at the snapshot (Worktrees: their
+// tracked files are under their own git status; their ignored places are listed as the
+// workspace's are). What the launch's checks moved aside (Aside) is passed over while it is
+// as the check left it: what changed there after the move is taken.
 func (s *State) IgnoredChanged(ctx context.Context) IgnoredResult {
 	var res IgnoredResult
 	if s.Started.IsZero() {
 		return res
 	}
+	if f := s.folders; f != nil {
+		<-f.done
+	}
 	since := s.Started.UnixNano()
 	budget := IgnoredWalkBound
+	res.NotChecked = s.eachIgnored(ctx, func(rel, repo string) error {
+		return s.changedFiles(rel, repo, since, &budget, &res.Files)
+	})
+	// git lists a folder all of whose files are ignored (x/) besides the files themselves.
+	slices.Sort(res.Files)
+	res.Files = slices.Compact(res.Files)
+	return res
+}
+
+// eachIgnored calls walk with each ignored entry of the workspace's repository, of the
+// submodules checked out in it (at any depth) and of its linked worktrees there at the
+// snapshot (Worktrees) that is looked into (lookInto), and the work tree it belongs to (both
+// workspace-relative); it stops at walk's first error. It returns what it could not look at.
+func (s *State) eachIgnored(ctx context.Context, walk func(rel, repo string) error) (notChecked []string) {
 	repos := []string{"."}
-repos:
 	for i := 0; i < len(repos); i++ {
 		if i >= maxIgnoredRepos {
-			res.NotChecked = append(res.NotChecked, fmt.Sprintf("the git-ignored places of %d more submodules (past the bound of %d repositories)", len(repos)-i, maxIgnoredRepos))
-			break
+			return append(notChecked, fmt.Sprintf("the git-ignored places of %d more submodules (past the bound of %d repositories)", len(repos)-i, maxIgnoredRepos))
 		}
 		top := filepath.Join(s.Workspace, repos[i])
 		entries, subs, err := ignoredEntries(ctx, s.Workspace, top, i > 0)
 		if err != nil {
 			if i > 0 || !errors.Is(err, errNoRepository) {
-				res.NotChecked = append(res.NotChecked, fmt.Sprintf("the git-ignored places of %s: %v", orDot(repos[i]), err))
+				notChecked = append(notChecked, fmt.Sprintf("the git-ignored places of %s: %v", orDot(repos[i]), err))
 			}
 			continue
 		}
 		for _, sub := range subs {
 			repos = append(repos, filepath.Join(repos[i], sub))
 		}
+		if i == 0 {
+			// The linked worktrees there at the snapshot, read as submodules are (private):
+			// their git directories lie in the workspace's, where a box may write.
+			for _, w := range s.Worktrees {
+				if fi, err := os.Lstat(filepath.Join(s.Workspace, w)); err == nil && fi.IsDir() {
+					repos = append(repos, w)
+				}
+			}
+		}
 		for _, e := range entries {
 			rel := filepath.Join(repos[i], e)
-			if !s.lookInto(rel) {
+			if !s.lookInto(rel, repos[i]) {
 				continue
 			}
-			if err := s.changedFiles(rel, since, &budget, &res.Files); err != nil {
-				res.NotChecked = append(res.NotChecked, fmt.Sprintf("%s and what follows it: %v", rel, err))
-				break repos
+			if err := walk(rel, repos[i]); err != nil {
+				return append(notChecked, fmt.Sprintf("%s and what follows it: %v", rel, err))
 			}
 		}
 	}
-	// git lists a folder all of whose files are ignored (x/) besides the files themselves.
-	slices.Sort(res.Files)
-	res.Files = slices.Compact(res.Files)
-	return res
+	return notChecked
 }
 
 func orDot(rel string) string {
@@ -92,14 +121,17 @@ func orDot(rel string) string {
 	return rel
 }
 
-// lookInto reports whether the workspace-relative path rel is looked into for files the
+// lookInto reports whether the workspace-relative path rel, found in the ignored places of
+// the repository whose work tree is repo (workspace-relative), is looked into for files the
 // launch left (IgnoredChanged).
-func (s *State) lookInto(rel string) bool {
-	if strings.Contains(rel, QuarantineSuffix) {
-		return false
-	}
+func (s *State) lookInto(rel, repo string) bool {
 	for _, c := range strings.Split(rel, string(filepath.Separator)) {
 		if c == ".git" {
+			return false
+		}
+	}
+	for _, w := range s.Worktrees {
+		if within(rel, w) && !within(repo, w) {
 			return false
 		}
 	}
@@ -216,4 +248,81 @@ func hostGitEnv() []string {
 		env = append(env, kv)
 	}
 	return append(env, "GIT_OPTIONAL_LOCKS=0", "GIT_TERMINAL_PROMPT=0")
+}
+
+// moveAside moves path (beneath the workspace) aside (moveAside) and records where it went in
+// Aside.
+func (s *State) moveAside(path string) (string, error) {
+	aside, err := moveAside(s.Workspace, path)
+	if err == nil {
+		s.recordAside(aside)
+	}
+	return aside, err
+}
+
+// recordAside records path, which a check of the launch has just moved aside, in Aside with
+// its ctime now (the move stamped it).
+func (s *State) recordAside(path string) {
+	fi, err := os.Lstat(path)
+	if err != nil {
+		return
+	}
+	if _, _, c := identity(fi); c != 0 {
+		if s.Aside == nil {
+			s.Aside = map[string]int64{}
+		}
+		s.Aside[path] = c
+	}
+}
+
+// worktreesBeneath returns the workspace-relative paths of the linked worktrees beneath ws of
+// the repositories whose work trees are tops (linkedWorktrees).
+func worktreesBeneath(ws string, tops []string) []string {
+	var out []string
+	for _, top := range tops {
+		gd := worktreeGitDir(top)
+		if gd == "" {
+			continue
+		}
+		for _, w := range linkedWorktrees(ws, gd) {
+			if rel, err := filepath.Rel(ws, w.top); err == nil && w.index == "" && rel != "." && !slices.Contains(out, rel) {
+				out = append(out, rel)
+			}
+		}
+	}
+	return out
+}
+
+// folderRecord is what RecordFolders found: the folders in git-ignored places (path → inode)
+// that were at that path, unchanged, when the launch began.
+type folderRecord struct {
+	done  chan struct{}
+	inode map[string]uint64
+}
+
+// RecordFolders starts recording, beside the box, the inode of each folder in the workspace's
+// git-ignored places whose ctime is before the launch's start: that folder has been at its
+// path since before the launch. IgnoredChanged waits for the record and takes what lies
+// beneath a folder whose ctime is in the launch only when that folder is not the one recorded
+// at its path: renamed there, or made, in the launch. A folder of the host's that only had
+// entries added or removed keeps what it held (their ctimes speak for them). A folder not
+// recorded (changed before the record reached it, past the bound, or a daemon restarted
+// meanwhile: the record is not saved) is taken for new. A second call does nothing.
+func (s *State) RecordFolders() {
+	if s.folders != nil || s.Started.IsZero() {
+		return
+	}
+	f := &folderRecord{done: make(chan struct{}), inode: map[string]uint64{}}
+	s.folders = f
+	// What the walk reads of the state, copied: the checks change it while the box runs.
+	c := &State{Workspace: s.Workspace, Started: s.Started, Worktrees: slices.Clone(s.Worktrees), Own: slices.Clone(s.Own), Deps: maps.Clone(s.Deps)}
+	go func() {
+		defer close(f.done)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+		defer cancel()
+		budget := IgnoredWalkBound
+		c.eachIgnored(ctx, func(rel, repo string) error {
+			return c.oldFolders(rel, repo, c.Started.UnixNano(), &budget, f.inode)
+		})
+	}()
 }

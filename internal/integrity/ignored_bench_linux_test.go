@@ -18,6 +18,8 @@ import (
 // file system), on a repository whose ignored build/ holds 50,000 files of the host's (4 KiB
 // each, in 500 folders), written before the snapshot:
 //   - untouched: the box wrote nothing there (git's listing and the walk of build/);
+//   - record: the record of build/'s 501 folders the daemon makes beside the box
+//     (RecordFolders), then the check of untouched: the record's cost is the difference;
 //   - box1k: the box wrote 1,000 files of 4 KiB in build/out/ (copied into the store);
 //   - box2GiB: the box wrote 2 GiB in build/out/ (64 files of 32 MiB, sparse: each is read
 //     and hashed whole, its holes left as holes in the store's copy): 32 are kept (the bound
@@ -51,6 +53,7 @@ func BenchmarkIgnoredAtExit(b *testing.B) {
 		plant func(dir string)
 	}{
 		{"untouched", func(string) {}},
+		{"record", nil},
 		{"box1k", func(dir string) {
 			for f := 0; f < 1000; f++ {
 				os.WriteFile(filepath.Join(dir, fmt.Sprintf("f%04d", f)), data, 0o644)
@@ -73,6 +76,18 @@ func BenchmarkIgnoredAtExit(b *testing.B) {
 				os.RemoveAll(filepath.Join(ws, "build", "out"))
 				s := &integrity.State{Workspace: ws, Started: time.Now()}
 				time.Sleep(20 * time.Millisecond) // a box starts after the snapshot
+				if c.name == "record" {
+					// What the daemon adds beside the box: the record of the folders there at
+					// the start (RecordFolders), which the check at exit waits for.
+					b.StartTimer()
+					s.RecordFolders()
+					s.IgnoredChanged(context.Background())
+					continue
+				}
+				// As the daemon does, the folders there at the start are recorded before the
+				// box writes (IgnoredChanged waits for the record; it moves nothing).
+				s.RecordFolders()
+				s.IgnoredChanged(context.Background())
 				out := filepath.Join(ws, "build", "out")
 				os.MkdirAll(out, 0o755)
 				c.plant(out)

@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -14,9 +15,11 @@ import (
 // TestIgnoredChanged: what the check at exit takes for a file the launch left in a git-ignored
 // place. Taken: a file created in an ignored folder, at any depth; one the host had there that
 // was appended to, or chmod-ed; a file matching an ignore pattern outside an ignored folder;
-// a symlink; a file of a submodule's ignored folder. Left: the host's ignored files untouched
-// since the snapshot, tracked and untracked files git status shows, the dependency folders
-// (Deps, Own), .git, and what was moved aside.
+// a symlink; a file of a submodule's ignored folder; a folder of old files renamed into an
+// ignored folder; a file whose name holds QuarantineSuffix; what the check moved aside,
+// changed after the move. Left: the host's ignored files untouched since the snapshot (in a
+// folder the box added files to, too), tracked and untracked files git status shows, the
+// dependency folders (Deps, Own), .git, and what was moved aside, unchanged since.
 func TestIgnoredChanged(t *testing.T) {
 	if _, err := exec.LookPath("git"); err != nil {
 		t.Skip("git not installed")
@@ -56,9 +59,33 @@ func TestIgnoredChanged(t *testing.T) {
 	gitIn(ws, "commit", "-qm", "init")
 	gitIn(ws, "submodule", "add", "-q", sub, "lib")
 	gitIn(ws, "commit", "-qm", "sub")
+	put("scratch/tools/t_test.go", "box, an earlier launch's\n")
+	time.Sleep(20 * time.Millisecond)
 	s := &State{Workspace: ws, Started: time.Now(), Deps: map[string]DepFolder{filepath.Join(ws, "node_modules"): {}},
 		Own: []string{filepath.Join(ws, ".venv")}}
+	s.RecordFolders()
+	<-s.folders.done
 	time.Sleep(20 * time.Millisecond) // a box starts tens of ms after the snapshot
+	// Content with an old ctime renamed into an ignored place: all of it is new there
+	// (review 16, F2).
+	if err := os.Rename(filepath.Join(ws, "scratch", "tools"), filepath.Join(ws, "build", "tools")); err != nil {
+		t.Fatal(err)
+	}
+	// A name is no mark of what the check moved aside (review 16, F1); what it moved aside is
+	// left while unchanged, and taken once changed after the move.
+	put("build/tools"+QuarantineSuffix+"1/x_test.go", "box\n")
+	put("build/conf", "box\n")
+	put("build/conf2", "box\n")
+	asideConf, err := s.moveAside(filepath.Join(ws, "build", "conf"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	asideConf2, err := s.moveAside(filepath.Join(ws, "build", "conf2"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(20 * time.Millisecond)
+	os.Chmod(asideConf2, 0o755)
 	put("build/new", "box\n")
 	put("build/a/b/c/deep", "box\n")
 	f, _ := os.OpenFile(filepath.Join(ws, "build/old"), os.O_APPEND|os.O_WRONLY, 0)
@@ -79,7 +106,13 @@ func TestIgnoredChanged(t *testing.T) {
 		t.Errorf("not checked: %v", res.NotChecked)
 	}
 	slices.Sort(res.Files)
-	want := []string{"build/a/b/c/deep", "build/chmod", "build/link", "build/new", "build/old", "lib/out/plugin.py", "x/debug.log"}
+	rel := func(p string) string { r, _ := filepath.Rel(ws, p); return r }
+	want := []string{"build/a/b/c/deep", "build/chmod", rel(asideConf2), "build/link", "build/new", "build/old", "build/tools" + QuarantineSuffix + "1/x_test.go",
+		"build/tools/t_test.go", "lib/out/plugin.py", "x/debug.log"}
+	slices.Sort(want)
+	if slices.Contains(res.Files, rel(asideConf)) {
+		t.Errorf("%s, which the check moved aside, was taken", rel(asideConf))
+	}
 	if strings.Join(res.Files, " ") != strings.Join(want, " ") {
 		t.Errorf("taken: %v\nwant:  %v", res.Files, want)
 	}
@@ -151,5 +184,87 @@ func TestAttackIgnoredRunsNothing(t *testing.T) {
 	}
 	if !slices.Contains(res.Files, filepath.Join("build", "app")) {
 		t.Errorf("the box's build/app was not taken: %+v", res)
+	}
+}
+
+// TestIgnoredLinkedWorktree (review 16, F9): a linked worktree of the workspace's repository
+// kept in an ignored folder (.worktrees/feature) is a work tree of its own: its tracked files,
+// which the user edits there, stay; what the launch left in its own ignored places is taken;
+// a worktree made after the snapshot is no worktree of the snapshot, and what it holds is
+// taken as any file of an ignored place.
+func TestIgnoredLinkedWorktree(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("git not installed")
+	}
+	ws := t.TempDir()
+	gitIn := func(args ...string) {
+		t.Helper()
+		c := exec.Command("git", append([]string{"-c", "user.name=t", "-c", "user.email=t@example.com"}, args...)...)
+		c.Dir = ws
+		if out, err := c.CombinedOutput(); err != nil {
+			t.Fatalf("git %v: %v\n%s", args, err, out)
+		}
+	}
+	put := func(rel, content string) {
+		t.Helper()
+		p := filepath.Join(ws, rel)
+		os.MkdirAll(filepath.Dir(p), 0o755)
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	gitIn("init", "-q")
+	put(".gitignore", ".worktrees/\nbuild/\n")
+	put("app.go", "package main\n")
+	gitIn("add", "-A")
+	gitIn("commit", "-qm", "init")
+	gitIn("worktree", "add", "-q", ".worktrees/feature", "-b", "feature")
+	s := &State{Workspace: ws, Started: time.Now(), Worktrees: worktreesBeneath(ws, []string{ws})}
+	if want := []string{filepath.Join(".worktrees", "feature")}; !slices.Equal(s.Worktrees, want) {
+		t.Fatalf("worktrees at the snapshot: %v, want %v", s.Worktrees, want)
+	}
+	s.RecordFolders()
+	<-s.folders.done
+	time.Sleep(20 * time.Millisecond)
+	put(".worktrees/feature/app.go", "package main // the user's edit\n")
+	put(".worktrees/feature/new.go", "package main // untracked: its git status shows it\n")
+	put(".worktrees/feature/build/x_test.go", "box\n")
+	gitIn("worktree", "add", "-q", ".worktrees/late", "-b", "late")
+	res := s.IgnoredChanged(context.Background())
+	want := []string{".worktrees/feature/build/x_test.go", ".worktrees/late/.gitignore", ".worktrees/late/app.go"}
+	if len(res.NotChecked) > 0 || strings.Join(res.Files, " ") != strings.Join(want, " ") {
+		t.Errorf("taken: %v (not checked: %v)\nwant:  %v", res.Files, res.NotChecked, want)
+	}
+}
+
+// TestRecordFoldersBesideChecks: the record of the ignored folders runs beside the box while
+// the launch's checks change the state (Deps, Own, Aside); run with -race.
+func TestRecordFoldersBesideChecks(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("git not installed")
+	}
+	ws := t.TempDir()
+	c := exec.Command("git", "init", "-q")
+	c.Dir = ws
+	if out, err := c.CombinedOutput(); err != nil {
+		t.Fatalf("git init: %v\n%s", err, out)
+	}
+	os.WriteFile(filepath.Join(ws, ".gitignore"), []byte("build/\n"), 0o644)
+	for i := range 50 {
+		os.MkdirAll(filepath.Join(ws, "build", strconv.Itoa(i)), 0o755)
+		os.WriteFile(filepath.Join(ws, "build", strconv.Itoa(i), "o"), nil, 0o644)
+	}
+	s := &State{Workspace: ws, Started: time.Now(), Deps: map[string]DepFolder{}}
+	s.RecordFolders()
+	for i := range 50 {
+		s.Deps[filepath.Join(ws, "dep"+strconv.Itoa(i))] = DepFolder{}
+		s.Own = append(s.Own, filepath.Join(ws, "own"+strconv.Itoa(i)))
+		p := filepath.Join(ws, "build", strconv.Itoa(i), "o")
+		if _, err := s.moveAside(p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if res := s.IgnoredChanged(context.Background()); len(res.Files)+len(res.NotChecked) > 0 {
+		t.Errorf("taken what the checks moved aside (or not checked): %+v", res)
 	}
 }

@@ -72,12 +72,24 @@ type State struct {
 	// host's changes there while the box runs are the host's. nil: none known, and every
 	// dependency folder is taken for one the box could write.
 	Own []string `json:"own,omitempty"`
+	// Aside are what the launch's checks moved aside in the workspace (State.moveAside), by
+	// path, each with its ctime (ns) read right after the move: the walk of the git-ignored
+	// places at exit passes over what lies there unchanged since, and takes what changed after
+	// (IgnoredChanged). A name is no mark: a box chooses its names (review 16, F1).
+	Aside map[string]int64 `json:"aside,omitempty"`
+	// Worktrees are the linked worktrees of the workspace's repository beneath the workspace
+	// at the snapshot (workspace-relative): the walk of the git-ignored places at exit treats
+	// each as a work tree of its own, not as ignored files of the workspace's (review 16, F9).
+	Worktrees []string `json:"worktrees,omitempty"`
 
 	// lockedIndexes are the indexes the check at exit wrote beside git's lock (editIndex), to
 	// be checked again once the lock has gone (RecheckIndexes); exitTops are the repositories
 	// that check's scan found. Not saved: a daemon restarted meanwhile does not check again.
 	lockedIndexes map[string]bool
 	exitTops      []string
+	// folders is the record of the folders in ignored places there at the launch's start
+	// (RecordFolders); nil: none is known.
+	folders *folderRecord
 }
 
 // Snapshot records the roots of lay and scans the workspace for executable configuration.
@@ -91,6 +103,7 @@ func Snapshot(lay *Layout, lim Limits) *State {
 	maps.DeleteFunc(s.Exec, func(_, d string) bool { return d == packageUnsettled })
 	s.Hidden, s.IndexErrs = readHidden(lay.Workspace, repos.tops)
 	s.Branches, s.Stash, s.Reftable = recordBranches(repos.tops)
+	s.Worktrees = worktreesBeneath(lay.Workspace, repos.tops)
 	for _, p := range slices.Sorted(maps.Keys(s.IndexErrs)) {
 		s.Notes = append(slices.Clip(s.Notes), "the index's skip-worktree and assume-unchanged flags, and stat data that hides a changed file, are not checked: "+s.IndexErrs[p])
 	}
@@ -297,6 +310,7 @@ func (s *State) mergeExec(found map[string]string, exit bool, owned func(string)
 			// Replace refs a box packed: stripped under git's own lock, the others kept.
 			n, lockAside, err := stripPackedReplace(s.Workspace, p, s.PackedReplace[p])
 			if lockAside != "" {
+				s.recordAside(lockAside)
 				d += "; a packed-refs.lock held longer than git waits for one (a box's) was moved aside to " + lockAside
 			}
 			if err == nil {
@@ -313,7 +327,7 @@ func (s *State) mergeExec(found map[string]string, exit bool, owned func(string)
 				// cache): what git reads there cannot be filtered; the link is moved aside. So
 				// is a file the launch wrote that cannot be read in records: git then reads
 				// the loose refs alone (review 15, F14).
-				if aside, merr := moveAside(s.Workspace, p); merr == nil {
+				if aside, merr := s.moveAside(p); merr == nil {
 					what := "; moved aside to " + aside
 					if !errors.Is(err, errOutside) {
 						what = "; written while the box ran: moved aside whole to " + aside + " (git reads the loose refs alone; the refs packed in it are in that file)"
@@ -331,7 +345,7 @@ func (s *State) mergeExec(found map[string]string, exit bool, owned func(string)
 		} else if movable(p) {
 			// New or changed since the snapshot: what the host's git would run is the box's
 			// (or was written while a box ran). It is moved aside, never deleted.
-			aside, err := moveAside(s.Workspace, p)
+			aside, err := s.moveAside(p)
 			if err == nil {
 				out = append(out, Transition{Kind: kind, Path: p, Detail: d + "; moved aside to " + aside, Alert: true})
 				delete(s.Exec, p)
@@ -455,7 +469,7 @@ func (s *State) moveNewDeps(deps map[string]DepFolder) ([]Transition, []string) 
 		if pth {
 			detail = what + ": " + d.Runs
 		}
-		if aside, err := moveAside(s.Workspace, p); err == nil {
+		if aside, err := s.moveAside(p); err == nil {
 			detail += "; moved aside to " + aside
 			moved = append(moved, p)
 			delete(s.Deps, p)
