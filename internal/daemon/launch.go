@@ -45,11 +45,8 @@ type liveLaunch struct {
 	saving sync.WaitGroup
 }
 
-// launchIDLen is the length of a launch id: 128 bits in hex.
-const launchIDLen = 32
-
 func newLaunchID() (string, error) {
-	var b [16]byte
+	var b [api.LaunchIDLen / 2]byte
 	if _, err := rand.Read(b[:]); err != nil {
 		return "", err
 	}
@@ -465,10 +462,10 @@ func (d *Daemon) serveLaunches(w http.ResponseWriter, r *http.Request) error {
 
 // find resolves a launch id or unique prefix.
 func (d *Daemon) find(ctx context.Context, id string) (*api.Launch, string, error) {
-	if len(id) < 4 {
-		return nil, "", &api.Error{Code: api.CodeBadRequest, Message: "launch id must have at least 4 characters"}
+	if err := api.CheckLaunchID(id); err != nil {
+		return nil, "", err
 	}
-	if len(id) == launchIDLen {
+	if len(id) == api.LaunchIDLen {
 		// A whole id (what the CLI has after a run) is its own only match: one row, not every
 		// launch the store keeps with their drift.
 		l, err := d.store.GetLaunch(ctx, id)
