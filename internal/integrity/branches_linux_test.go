@@ -159,6 +159,22 @@ func plantPromisor(t *testing.T, ws, nested string) (mark string) {
 
 // wantAlerts checks the alerts of a check at exit, by the base name of their path: each
 // names all of want's texts for it, and there are no others (ordinary says what they are).
+// oneCommitRepo makes a repository on main with one commit (of f) in a new folder, skipping
+// the test without git, and returns it with a function that runs git there.
+func oneCommitRepo(t *testing.T) (string, func(...string) string) {
+	t.Helper()
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("no git")
+	}
+	ws, _ := filepath.EvalSymlinks(t.TempDir())
+	git := func(args ...string) string { return strings.TrimSpace(gitIn(ws, "", false, args...)) }
+	git("init", "-q", "-b", "main", ws)
+	mustWrite(t, filepath.Join(ws, "f"), "one\n")
+	git("add", "f")
+	git("commit", "-qm", "one")
+	return ws, git
+}
+
 func wantAlerts(t *testing.T, ts []Transition, want map[string][]string, ordinary string) {
 	t.Helper()
 	got := map[string]string{}
@@ -186,15 +202,7 @@ func wantAlerts(t *testing.T, ts []Transition, want map[string][]string, ordinar
 // shows its own, or nothing) is reported at exit, each with the command that restores it; a
 // new tag and a stash entry of the box's own are ordinary work.
 func TestTagsAndStashAtExit(t *testing.T) {
-	if _, err := exec.LookPath("git"); err != nil {
-		t.Skip("no git")
-	}
-	ws, _ := filepath.EvalSymlinks(t.TempDir())
-	git := func(args ...string) string { return strings.TrimSpace(gitIn(ws, "", false, args...)) }
-	git("init", "-q", "-b", "main", ws)
-	mustWrite(t, filepath.Join(ws, "f"), "one\n")
-	git("add", "f")
-	git("commit", "-qm", "one")
+	ws, git := oneCommitRepo(t)
 	git("tag", "-a", "-m", "release", "v1")
 	git("tag", "v0")
 	git("pack-refs", "--all")
@@ -258,15 +266,7 @@ func TestReftableNamedAtExit(t *testing.T) {
 // commit (what packed-refs gives it when the loose form is not read). The forms git would
 // block on or read without end (a FIFO, a symlink to /dev/zero) read as broken.
 func TestRefsReadAsGitReads(t *testing.T) {
-	if _, err := exec.LookPath("git"); err != nil {
-		t.Skip("no git")
-	}
-	ws, _ := filepath.EvalSymlinks(t.TempDir())
-	git := func(args ...string) string { return strings.TrimSpace(gitIn(ws, "", false, args...)) }
-	git("init", "-q", "-b", "main", ws)
-	mustWrite(t, filepath.Join(ws, "f"), "one\n")
-	git("add", "f")
-	git("commit", "-qm", "one")
+	ws, git := oneCommitRepo(t)
 	a := git("rev-parse", "HEAD")
 	git("commit", "-q", "--allow-empty", "-m", "two")
 	b := git("rev-parse", "HEAD")
@@ -365,15 +365,7 @@ func TestRefsReadAsGitReads(t *testing.T) {
 // makes it a branch of its own again; a branch the user keeps as a symbolic ref is not
 // reported.
 func TestBranchMadeSymrefAtExit(t *testing.T) {
-	if _, err := exec.LookPath("git"); err != nil {
-		t.Skip("no git")
-	}
-	ws, _ := filepath.EvalSymlinks(t.TempDir())
-	git := func(args ...string) string { return strings.TrimSpace(gitIn(ws, "", false, args...)) }
-	git("init", "-q", "-b", "main", ws)
-	mustWrite(t, filepath.Join(ws, "f"), "one\n")
-	git("add", "f")
-	git("commit", "-qm", "one")
+	ws, git := oneCommitRepo(t)
 	tip := git("rev-parse", "HEAD")
 	git("branch", "dev")
 	git("symbolic-ref", "refs/heads/alias", "refs/heads/dev")
