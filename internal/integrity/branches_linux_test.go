@@ -380,3 +380,21 @@ func TestBranchMadeSymrefAtExit(t *testing.T) {
 		"main": {"refs/heads/main was made a symbolic ref to refs/wip", "git update-ref --no-deref refs/heads/main " + tip},
 	}, "a commit on main through refs/wip, and the user's own symbolic ref alias")
 }
+
+// TestBranchTipsSymlinkLoops: a box may leave symlinks to their own folder in refs/heads (git
+// itself follows symlinks to folders there). Followed, they made every branch appear under
+// thousands of names (refs/heads/x/y/main, …) until the bound of 10,000 recorded refs, which
+// left the user's other branches unrecorded; the snapshot records each branch once.
+func TestBranchTipsSymlinkLoops(t *testing.T) {
+	ws, git := oneCommitRepo(t)
+	heads := filepath.Join(ws, ".git", "refs", "heads")
+	for _, n := range []string{"x", "y", "z"} {
+		if err := os.Symlink(".", filepath.Join(heads, n)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tips, _ := branchTips(filepath.Join(ws, ".git"))
+	if len(tips) != 1 || tips["refs/heads/main"] != git("rev-parse", "main") {
+		t.Errorf("branchTips with symlink loops in refs/heads: %d refs (%v …); want main alone, at %s", len(tips), tips["refs/heads/x/main"], git("rev-parse", "main"))
+	}
+}

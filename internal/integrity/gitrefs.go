@@ -184,38 +184,38 @@ func (r *refReader) parseLoose(b []byte) (id, target string, err error) {
 
 // looseNames returns the names of the loose refs beneath prefix (e.g. "refs/heads/") that
 // git's iteration lists (loose_fill_ref_dir: no name beginning with a dot or ending in
-// .lock; folders and symlinks to them followed), at most max, sorted.
+// .lock), at most max, sorted. Unlike git, a symlink to a folder is not followed: a box's
+// symlinks to their own folders would make the walk's paths without end, and a name reached
+// only through one is another name of a ref the walk lists; the entries read are bounded.
 func (r *refReader) looseNames(prefix string, max int) []string {
 	var out []string
-	var walk func(dir, ref string, depth int)
-	walk = func(dir, ref string, depth int) {
-		if depth > 64 {
-			return
-		}
+	budget := 4 * max
+	var walk func(dir, ref string)
+	walk = func(dir, ref string) {
 		es, err := os.ReadDir(dir)
 		if err != nil {
 			return
 		}
 		for _, e := range es {
-			if len(out) >= max {
+			if len(out) >= max || budget <= 0 {
 				return
 			}
+			budget--
 			n := e.Name()
 			if strings.HasPrefix(n, ".") || strings.HasSuffix(n, ".lock") {
 				continue
 			}
 			p := filepath.Join(dir, n)
-			fi, err := os.Stat(p)
-			switch {
-			case err != nil:
-			case fi.IsDir():
-				walk(p, ref+n+"/", depth+1)
-			case checkRefname(ref+n, true):
+			if e.IsDir() {
+				walk(p, ref+n+"/")
+				continue
+			}
+			if fi, err := os.Stat(p); err == nil && !fi.IsDir() && checkRefname(ref+n, true) {
 				out = append(out, ref+n)
 			}
 		}
 	}
-	walk(filepath.Join(r.gd, filepath.FromSlash(prefix)), prefix, 0)
+	walk(filepath.Join(r.gd, filepath.FromSlash(prefix)), prefix)
 	slices.Sort(out)
 	return out
 }
