@@ -2,7 +2,11 @@
 // classes, HTTP status codes and stable error codes.
 package api
 
-import "time"
+import (
+	"fmt"
+	"strings"
+	"time"
+)
 
 // Prefix is the versioned prefix of every route.
 const Prefix = "/v0/"
@@ -414,6 +418,24 @@ type Fact struct {
 	Name   string `json:"name"`
 	OK     bool   `json:"ok"`
 	Detail string `json:"detail,omitempty"`
+}
+
+// LaunchIDLen is the length of a launch id: 128 bits in lower-case hex.
+const LaunchIDLen = 32
+
+// MinLaunchIDPrefix is the shortest prefix of a launch id that names a launch.
+const MinLaunchIDPrefix = 4
+
+// CheckLaunchID returns nil when id can name a launch: a whole launch id or a prefix of one,
+// MinLaunchIDPrefix to LaunchIDLen lower-case hex digits. Otherwise it returns an Error
+// (CodeBadRequest) naming what it got and what a launch id looks like: the CLI checks the
+// argument before it builds a path of the local API with it (an empty id or one holding a
+// slash reached another route, review 16, F7), and the daemon checks the path's id again.
+func CheckLaunchID(id string) error {
+	if len(id) >= MinLaunchIDPrefix && len(id) <= LaunchIDLen && !strings.ContainsFunc(id, func(r rune) bool { return (r < '0' || r > '9') && (r < 'a' || r > 'f') }) {
+		return nil
+	}
+	return &Error{Code: CodeBadRequest, Message: fmt.Sprintf("launch id %q is not one: a launch id is %d to %d lower-case hex digits (a whole id, or a prefix that names one launch)", id, MinLaunchIDPrefix, LaunchIDLen), Hint: "`agentbox launches` lists them"}
 }
 
 // Error is the body of every non-2xx answer: {"error": {...}}.

@@ -24,7 +24,7 @@ func newAttachCmd() *cobra.Command {
 The detach keys (Ctrl-P Ctrl-Q unless --detach-keys or console.detachKeys say otherwise) leave
 the program running and end this command with 0. agentbox exits with the program's exit code
 when it ends while attached.`,
-		Args: cobra.ExactArgs(1),
+		Args: launchArgs(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := checkDetachKeys(cmd, detachKeys); err != nil {
 				return err

@@ -22,7 +22,7 @@ created, and protected files that existed, which it changed in its own copy. The
 the workspace. Also listed: the files the launch left in git-ignored places (build output, a
 test file in bin/), moved out of the workspace at its exit. Each is shown as a diff against
 what the host has at the path now. Apply them with agentbox apply ID [PATH...].`,
-		Args: cobra.ExactArgs(1),
+		Args: launchArgs(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := client.New()
 			if err != nil {
@@ -116,7 +116,7 @@ workspace. A path the box created is applied only where the host has nothing at 
 file the box changed is replaced only while the host's file still holds what the box started
 from. What the host made or changed meanwhile is never overwritten: apply stops there, showing
 both.`,
-		Args: cobra.MinimumNArgs(1),
+		Args: launchArgs(cobra.MinimumNArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := client.New()
 			if err != nil {

@@ -42,6 +42,18 @@ func Execute() int {
 	return 125
 }
 
+// launchArgs checks a command's arguments with n, then that the first is a launch id
+// (api.CheckLaunchID): the Args of every command that takes one, so that a bad id is refused
+// by name before it goes into a path of the local API.
+func launchArgs(n cobra.PositionalArgs) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if err := n(cmd, args); err != nil {
+			return err
+		}
+		return api.CheckLaunchID(args[0])
+	}
+}
+
 // printError prints err for a person: the message, then the hint when the daemon gave one.
 func printError(w io.Writer, err error) {
 	var ae *api.Error

@@ -189,7 +189,7 @@ func newStopCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "stop ID",
 		Short: "Stop a box and every process in it; waits until none remains",
-		Args:  cobra.ExactArgs(1),
+		Args:  launchArgs(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := client.New()
 			if err != nil {

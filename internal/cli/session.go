@@ -97,7 +97,7 @@ func newRevokeCmd() *cobra.Command {
 	return &cobra.Command{
 		Use:   "revoke LAUNCH",
 		Short: "Revoke a launch's relay session; the box keeps running without LLM, git or ssh access",
-		Args:  cobra.ExactArgs(1),
+		Args:  launchArgs(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := client.New()
 			if err != nil {

@@ -250,20 +250,20 @@ func (c *Client) Prune(ctx context.Context, olderThan time.Duration) (*api.Prune
 // Get returns one launch; id may be a unique prefix.
 func (c *Client) Get(ctx context.Context, id string) (*api.Launch, error) {
 	var l api.Launch
-	return &l, c.do(ctx, http.MethodGet, api.RouteLaunch+id, nil, &l)
+	return &l, c.do(ctx, http.MethodGet, api.RouteLaunch+url.PathEscape(id), nil, &l)
 }
 
 // WaitEnded returns launch id once the daemon has recorded its end (api.WaitEnded), or as it
 // is after api.MaxEndWait; a daemon from before api.QueryWait answers at once.
 func (c *Client) WaitEnded(ctx context.Context, id string) (*api.Launch, error) {
 	var l api.Launch
-	return &l, c.do(ctx, http.MethodGet, api.RouteLaunch+id+"?"+api.QueryWait+"="+api.WaitEnded, nil, &l)
+	return &l, c.do(ctx, http.MethodGet, api.RouteLaunch+url.PathEscape(id)+"?"+api.QueryWait+"="+api.WaitEnded, nil, &l)
 }
 
 // Stop stops a launch's box (its whole tree) and waits until it has settled.
 func (c *Client) Stop(ctx context.Context, id string) (*api.Launch, error) {
 	var l api.Launch
-	return &l, c.do(ctx, http.MethodPost, api.RouteLaunch+id+"/stop", nil, &l)
+	return &l, c.do(ctx, http.MethodPost, api.RouteLaunch+url.PathEscape(id)+"/stop", nil, &l)
 }
 
 // Config returns the daemon's effective configuration, each value with its source.
@@ -293,7 +293,7 @@ func (c *Client) WaitReady(ctx context.Context) error {
 // attach`.
 func (c *Client) Console(ctx context.Context, id string) (*api.LaunchResponse, error) {
 	var resp api.LaunchResponse
-	if err := c.do(ctx, http.MethodGet, api.RouteLaunch+id+"/console", nil, &resp); err != nil {
+	if err := c.do(ctx, http.MethodGet, api.RouteLaunch+url.PathEscape(id)+"/console", nil, &resp); err != nil {
 		return nil, err
 	}
 	return &resp, nil
@@ -313,13 +313,13 @@ func (c *Client) Sessions(ctx context.Context) ([]api.Session, error) {
 
 // RevokeSession revokes a session: its next request is refused and its requests in flight end.
 func (c *Client) RevokeSession(ctx context.Context, id string) error {
-	return c.do(ctx, http.MethodDelete, "/v0/sessions/"+id, nil, nil)
+	return c.do(ctx, http.MethodDelete, "/v0/sessions/"+url.PathEscape(id), nil, nil)
 }
 
 // RevokeLaunch revokes a launch's session; the box keeps running without relay access.
 func (c *Client) RevokeLaunch(ctx context.Context, id string) (*api.Session, error) {
 	var s api.Session
-	return &s, c.do(ctx, http.MethodPost, api.RouteLaunch+id+"/revoke", nil, &s)
+	return &s, c.do(ctx, http.MethodPost, api.RouteLaunch+url.PathEscape(id)+"/revoke", nil, &s)
 }
 
 // Violations returns wrap mode's violation scanner: posture, counts and recent violations.
@@ -338,11 +338,11 @@ func (c *Client) ScanViolations(ctx context.Context) (*api.Violations, error) {
 // Changes returns a launch's proposed changes, each as a diff against the host's path now.
 func (c *Client) Changes(ctx context.Context, id string) (*api.Changes, error) {
 	var out api.Changes
-	return &out, c.do(ctx, http.MethodGet, api.RouteLaunch+id+"/changes", nil, &out)
+	return &out, c.do(ctx, http.MethodGet, api.RouteLaunch+url.PathEscape(id)+"/changes", nil, &out)
 }
 
 // Apply applies a launch's proposed changes on the host (all of them when paths is empty).
 func (c *Client) Apply(ctx context.Context, id string, paths []string) (*api.ApplyResult, error) {
 	var out api.ApplyResult
-	return &out, c.do(ctx, http.MethodPost, api.RouteLaunch+id+"/apply", &api.ApplyRequest{Paths: paths}, &out)
+	return &out, c.do(ctx, http.MethodPost, api.RouteLaunch+url.PathEscape(id)+"/apply", &api.ApplyRequest{Paths: paths}, &out)
 }

@@ -23,7 +23,8 @@ import (
 // name comes from the json tag; a struct-typed field is a nested mapping whose keys merge one
 // by one, any other type (string, number, duration, list, map) is one value that a later layer
 // replaces whole. A string may list its values with `jsonschema:"enum=a,enum=b"` and an integer
-// its bounds with `jsonschema:"minimum=…,maximum=…"`; the decoder enforces both.
+// its bounds with `jsonschema:"minimum=…,maximum=…"`, a duration its bounds with
+// `duration:"min=…,max=…"` (Go durations); the decoder enforces them all.
 type Config struct {
 	// Engine is the mechanism that builds boxes. "" means native.
 	Engine string `json:"engine,omitempty" jsonschema:"enum=native,enum=bwrap" jsonschema_description:"Mechanism that builds boxes: native (namespaces, Landlock, seccomp) or bwrap (bubblewrap)."`
@@ -71,8 +72,9 @@ type Config struct {
 // Integrity configures the integrity watch.
 type Integrity struct {
 	// Interval is how often a running box's integrity roots are verified (besides inotify
-	// events and the box's exit). Zero means 60s.
-	Interval Duration `json:"interval,omitempty" jsonschema_description:"How often a running box's protected configuration is verified, besides on file events and at exit (Go duration: 60s, 5m)."`
+	// events and the box's exit). Zero means 60s. It is 1s to 24h: a shorter one had the
+	// daemon verify without pause, a core's worth of CPU while a box ran (review 16, F8).
+	Interval Duration `json:"interval,omitempty" duration:"min=1s,max=24h" jsonschema_description:"How often a running box's protected configuration is verified, besides on file events and at exit (Go duration from 1s to 24h: 60s, 5m)."`
 }
 
 // Protect says how boxes present the workspace's protected paths (docs/integrity.md).

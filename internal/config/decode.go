@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/goccy/go-yaml"
 	"github.com/goccy/go-yaml/ast"
@@ -140,8 +141,14 @@ func (c *checker) check(n ast.Node, t reflect.Type, path string, f *reflect.Stru
 		if !ok {
 			return c.wrongType(n, path, "duration (a string such as 5s)")
 		}
-		if _, err := parseDuration(s); err != nil {
+		v, err := parseDuration(s)
+		if err != nil {
 			return errorAt(c.file, n, path, err.Error())
+		}
+		if f != nil {
+			if err := checkDurationBounds(*f, v); err != nil {
+				return errorAt(c.file, n, path, err.Error())
+			}
 		}
 		return nil
 	}
@@ -354,6 +361,24 @@ func line(n ast.Node) int {
 		return p.Line
 	}
 	return 0
+}
+
+// checkDurationBounds checks v against the bounds of f's duration tag (durationBounds).
+func checkDurationBounds(f reflect.StructField, v Duration) error {
+	lo, hi := durationBounds(f)
+	min, _ := time.ParseDuration(lo)
+	max, _ := time.ParseDuration(hi)
+	if lo != "" && v.Duration() < min || hi != "" && v.Duration() > max {
+		allowed := "at least " + lo
+		switch {
+		case lo != "" && hi != "":
+			allowed = lo + " to " + hi
+		case lo == "":
+			allowed = "at most " + hi
+		}
+		return fmt.Errorf("invalid value %s (allowed: %s)", v, allowed)
+	}
+	return nil
 }
 
 func errorAt(file string, n ast.Node, path, msg string) error {

@@ -91,6 +91,20 @@ func enumValues(f reflect.StructField) []string {
 	return out
 }
 
+// durationBounds returns the least and the greatest value a `duration:"min=…,max=…"` tag
+// sets on a Duration field, as written there ("" for no bound).
+func durationBounds(f reflect.StructField) (lo, hi string) {
+	for _, kv := range strings.Split(f.Tag.Get("duration"), ",") {
+		switch k, v, _ := strings.Cut(kv, "="); k {
+		case "min":
+			lo = v
+		case "max":
+			hi = v
+		}
+	}
+	return lo, hi
+}
+
 // intBounds returns the minimum and maximum a jsonschema tag sets on an integer field.
 func intBounds(f reflect.StructField) (lo, hi *int64) {
 	for _, kv := range strings.Split(f.Tag.Get("jsonschema"), ",") {

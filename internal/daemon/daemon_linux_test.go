@@ -659,3 +659,24 @@ func TestLaunchStagesRecorded(t *testing.T) {
 		})
 	}
 }
+
+// TestBadLaunchIDRefused (review 16, F7): the daemon checks a launch id in the path as the
+// CLI does (api.CheckLaunchID), whatever client sends it: an answer that names the launch id
+// and what one looks like (bad_request), never another route's or an internal error.
+func TestBadLaunchIDRefused(t *testing.T) {
+	td := startDaemon(t, nil)
+	ctx := context.Background()
+	for _, id := range []string{"abc", "zzzz", "ABCD", "../..", "abcd/stop", strings.Repeat("a", 33)} {
+		_, err := td.c.Changes(ctx, id)
+		var ae *api.Error
+		if !errors.As(err, &ae) || ae.Code != api.CodeBadRequest || !strings.Contains(ae.Message, "launch id") {
+			t.Errorf("changes %q: %v; want a bad_request naming the launch id", id, err)
+		}
+		if _, err := td.c.Stop(ctx, id); !errors.As(err, &ae) || ae.Code != api.CodeBadRequest {
+			t.Errorf("stop %q: %v; want a bad_request", id, err)
+		}
+	}
+	if _, err := td.c.Get(ctx, "abcd"); !errors.As(err, new(*api.Error)) || !strings.Contains(err.Error(), "no launch abcd") {
+		t.Errorf("a well-formed id no launch has: %v; want not found", err)
+	}
+}

@@ -45,11 +45,8 @@ type liveLaunch struct {
 	saving sync.WaitGroup
 }
 
-// launchIDLen is the length of a launch id: 128 bits in hex.
-const launchIDLen = 32
-
 func newLaunchID() (string, error) {
-	var b [16]byte
+	var b [api.LaunchIDLen / 2]byte
 	if _, err := rand.Read(b[:]); err != nil {
 		return "", err
 	}
@@ -107,7 +104,7 @@ func (d *Daemon) checkWorkspace(req *api.LaunchRequest) (ws, cwd string, notices
 		return refused(&api.Error{Code: api.CodeWorkspaceRefused, Message: fmt.Sprintf("workspace %s: cannot list the host's unix sockets to check none lies inside it: %v", ws, err)})
 	}
 	facts.Sockets = socks
-	if err := plan.CheckWorkspace(ws, facts); err != nil {
+	if err := checkWritable(ws, facts, req); err != nil {
 		why, hint := workspaceRefusal(err)
 		return refused(&api.Error{Code: api.CodeWorkspaceRefused, Message: "workspace " + why, Hint: hint})
 	}
@@ -120,7 +117,7 @@ func (d *Daemon) checkWorkspace(req *api.LaunchRequest) (ws, cwd string, notices
 	// Run from inside a git repository without --workspace: the repository is the workspace,
 	// so that git in the box finds it; the program still starts where the user is.
 	if top := repoTop(ws); req.RepoWorkspace && top != "" && top != ws {
-		if err := plan.CheckWorkspace(top, facts); err != nil {
+		if err := checkWritable(top, facts, req); err != nil {
 			why, _ := workspaceRefusal(err)
 			notices = append(notices, fmt.Sprintf("agentbox: the workspace is %s, not the git repository around it: %s; git in the box will not see that repository (pass --workspace DIR to choose)", ws, why))
 		} else {
@@ -129,6 +126,16 @@ func (d *Daemon) checkWorkspace(req *api.LaunchRequest) (ws, cwd string, notices
 		}
 	}
 	return ws, cwd, notices, nil
+}
+
+// checkWritable reports why ws must not be the workspace of the launch req: the rules of any
+// folder bound into a box (plan.CheckWorkspace), then those of a folder the box writes
+// (plan.CheckStartupFolders, with req's PATH).
+func checkWritable(ws string, facts plan.WorkspaceFacts, req *api.LaunchRequest) error {
+	if err := plan.CheckWorkspace(ws, facts); err != nil {
+		return err
+	}
+	return plan.CheckStartupFolders(ws, facts.Home, filepath.SplitList(envValue(req.Env, "PATH")))
 }
 
 // workspaceFacts are what plan.CheckWorkspace compares a workspace (or a toolchain's folder)
@@ -465,10 +472,10 @@ func (d *Daemon) serveLaunches(w http.ResponseWriter, r *http.Request) error {
 
 // find resolves a launch id or unique prefix.
 func (d *Daemon) find(ctx context.Context, id string) (*api.Launch, string, error) {
-	if len(id) < 4 {
-		return nil, "", &api.Error{Code: api.CodeBadRequest, Message: "launch id must have at least 4 characters"}
+	if err := api.CheckLaunchID(id); err != nil {
+		return nil, "", err
 	}
-	if len(id) == launchIDLen {
+	if len(id) == api.LaunchIDLen {
 		// A whole id (what the CLI has after a run) is its own only match: one row, not every
 		// launch the store keeps with their drift.
 		l, err := d.store.GetLaunch(ctx, id)

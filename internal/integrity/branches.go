@@ -1,11 +1,9 @@
 package integrity
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
 	"maps"
 	"os"
 	"os/exec"
@@ -37,66 +35,38 @@ const (
 var recordedRefs = []string{"refs/heads/", "refs/tags/"}
 
 // branchTips returns the tips of the branches and tags of the repository whose common git
-// directory is gd (by full ref name), as git reads them: the loose refs under refs/heads and
-// refs/tags over the records of packed-refs (at most maxBranches of each kind). A symbolic
-// ref, a name git refuses (a component beginning with a dot, ending in .lock) and a file that
-// holds no object id are left out; nil when gd holds no refs folder.
-func branchTips(gd string) map[string]string {
+// directory is gd (by full ref name), as git reads them (refReader): the loose refs under
+// refs/heads and refs/tags and the records of packed-refs (at most maxBranches of each kind),
+// each resolved as git resolves it; and, of those that are symbolic refs, the ref each names.
+// A name git refuses and a ref git would not resolve are left out; nil when gd holds no refs
+// folder.
+func branchTips(gd string) (tips, symrefs map[string]string) {
 	if fi, err := os.Lstat(filepath.Join(gd, "refs")); err != nil || !fi.IsDir() {
-		return nil
+		return nil, nil
 	}
-	tips := map[string]string{}
-	count := map[string]int{}
-	add := func(name, id string) {
-		for _, k := range recordedRefs {
-			if strings.HasPrefix(name, k) {
-				if _, ok := tips[name]; !ok {
-					if count[k] >= maxBranches {
-						return
-					}
-					count[k]++
-				}
-				tips[name] = id
+	r := newRefReader(gd)
+	tips, symrefs = map[string]string{}, map[string]string{}
+	for _, k := range recordedRefs {
+		names := r.looseNames(k, maxBranches)
+		for n := range r.packed {
+			if strings.HasPrefix(n, k) && checkRefname(n, true) {
+				names = append(names, n)
+			}
+		}
+		slices.Sort(names)
+		names = slices.Compact(names)
+		for _, n := range names[:min(len(names), maxBranches)] {
+			id, sym, err := r.resolve(n)
+			if err != nil {
+				continue
+			}
+			tips[n] = id
+			if sym != "" {
+				symrefs[n] = sym
 			}
 		}
 	}
-	if b, err := readBeneath(gd, filepath.Join(gd, "packed-refs"), maxCheckedFile); err == nil {
-		eachPackedRecord(bytes.NewReader(b), func(rec []byte, header bool) error {
-			id, name, ok := strings.Cut(strings.SplitN(string(rec), "\n^", 2)[0], " ")
-			name = strings.TrimRight(name, "\r\n")
-			if !header && ok && isObjectID(id) {
-				add(name, id)
-			}
-			return nil
-		})
-	}
-	for _, k := range recordedRefs {
-		top := filepath.Join(gd, filepath.FromSlash(k))
-		filepath.WalkDir(top, func(p string, d fs.DirEntry, err error) error {
-			if err != nil || count[k] >= maxBranches {
-				return filepath.SkipDir
-			}
-			if p != top && (strings.HasPrefix(d.Name(), ".") || strings.HasSuffix(d.Name(), ".lock")) {
-				if d.IsDir() {
-					return filepath.SkipDir
-				}
-				return nil
-			}
-			if !d.Type().IsRegular() {
-				return nil
-			}
-			b, err := readBeneath(gd, p, 256)
-			if err != nil {
-				return nil
-			}
-			if id := strings.TrimSpace(string(b)); isObjectID(id) {
-				rel, _ := filepath.Rel(gd, p)
-				add(filepath.ToSlash(rel), id)
-			}
-			return nil
-		})
-	}
-	return tips
+	return tips, symrefs
 }
 
 // stashEntries returns the entries of the stash of the repository whose common git directory
@@ -124,7 +94,7 @@ func stashEntries(gd string) map[string]string {
 }
 
 func isObjectID(s string) bool {
-	return (len(s) == 40 || len(s) == 64) && !strings.ContainsFunc(s, func(r rune) bool { return r > 0x7f || !hexDigit(byte(r)) })
+	return (len(s) == 40 || len(s) == 64) && allHex([]byte(s))
 }
 
 // worktreeGitDir returns the git directory of the work tree top (top/.git a folder, or the
@@ -167,12 +137,12 @@ func commonGitDir(top string) string {
 	return filepath.Clean(gd)
 }
 
-// recordBranches records, by common git directory, the branch and tag tips and the stash
-// entries of the repositories whose work trees are tops (bounded). The common git directory of
-// a repository in the reftable format, whose refs are no files, is in reftables: nothing is
-// recorded of it.
-func recordBranches(tops []string) (tips, stash map[string]map[string]string, reftables []string) {
-	tips, stash = map[string]map[string]string{}, map[string]map[string]string{}
+// recordBranches records, by common git directory, the branch and tag tips (and which of them
+// are symbolic refs, to what) and the stash entries of the repositories whose work trees are
+// tops (bounded). The common git directory of a repository in the reftable format, whose refs
+// are no files, is in reftables: nothing is recorded of it.
+func recordBranches(tops []string) (tips, symrefs, stash map[string]map[string]string, reftables []string) {
+	tips, symrefs, stash = map[string]map[string]string{}, map[string]map[string]string{}, map[string]map[string]string{}
 	seen := map[string]bool{}
 	for _, top := range tops {
 		gd := commonGitDir(top)
@@ -184,14 +154,18 @@ func recordBranches(tops []string) (tips, stash map[string]map[string]string, re
 			reftables = append(reftables, gd)
 			continue
 		}
-		if t := branchTips(gd); len(t) > 0 {
+		t, sym := branchTips(gd)
+		if len(t) > 0 {
 			tips[gd] = t
+		}
+		if len(sym) > 0 {
+			symrefs[gd] = sym
 		}
 		if e := stashEntries(gd); len(e) > 0 {
 			stash[gd] = e
 		}
 	}
-	return tips, stash, reftables
+	return tips, symrefs, stash, reftables
 }
 
 // reftable reports whether the repository whose common git directory is gd keeps its refs in
@@ -225,10 +199,20 @@ func (s *State) verifyBranches() []Transition {
 	ctx, cancel := context.WithTimeout(context.Background(), branchCheckBudget)
 	defer cancel()
 	for _, gd := range slices.Sorted(maps.Keys(s.Branches)) {
-		now := branchTips(gd)
+		r := newRefReader(gd)
 		old := s.Branches[gd]
 		for _, ref := range slices.Sorted(maps.Keys(old)) {
-			was, is := old[ref], now[ref]
+			was := old[ref]
+			is, sym, _ := r.resolve(ref)
+			if wasSym := s.Symrefs[gd][ref]; sym != wasSym {
+				// A branch made a symbolic ref follows another ref from now on: what the user's
+				// next commit, push or checkout of it reaches is that ref's.
+				d := fmt.Sprintf("%s was made a symbolic ref to %s while the box ran (git now reads it as %s, which is %s): make it a ref of its own again with git update-ref --no-deref %s %s", ref, sym, sym, orNone(is), ref, was)
+				if sym == "" {
+					d = fmt.Sprintf("%s was a symbolic ref to %s and is no longer one (git now reads it as %s): make it one again with git symbolic-ref %s %s", ref, wasSym, orNone(is), ref, wasSym)
+				}
+				out = append(out, Transition{Kind: Modified, Path: filepath.Join(gd, filepath.FromSlash(ref)), Alert: true, Detail: d})
+			}
 			if was == is {
 				continue
 			}
@@ -275,6 +259,14 @@ func (s *State) verifyBranches() []Transition {
 		}
 	}
 	return out
+}
+
+// orNone returns id, or "no commit" when it is empty.
+func orNone(id string) string {
+	if id == "" {
+		return "no commit"
+	}
+	return id
 }
 
 // shellQuote quotes s for a POSIX shell, as a user pastes a command.

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -158,6 +159,22 @@ func plantPromisor(t *testing.T, ws, nested string) (mark string) {
 
 // wantAlerts checks the alerts of a check at exit, by the base name of their path: each
 // names all of want's texts for it, and there are no others (ordinary says what they are).
+// oneCommitRepo makes a repository on main with one commit (of f) in a new folder, skipping
+// the test without git, and returns it with a function that runs git there.
+func oneCommitRepo(t *testing.T) (string, func(...string) string) {
+	t.Helper()
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("no git")
+	}
+	ws, _ := filepath.EvalSymlinks(t.TempDir())
+	git := func(args ...string) string { return strings.TrimSpace(gitIn(ws, "", false, args...)) }
+	git("init", "-q", "-b", "main", ws)
+	mustWrite(t, filepath.Join(ws, "f"), "one\n")
+	git("add", "f")
+	git("commit", "-qm", "one")
+	return ws, git
+}
+
 func wantAlerts(t *testing.T, ts []Transition, want map[string][]string, ordinary string) {
 	t.Helper()
 	got := map[string]string{}
@@ -185,15 +202,7 @@ func wantAlerts(t *testing.T, ts []Transition, want map[string][]string, ordinar
 // shows its own, or nothing) is reported at exit, each with the command that restores it; a
 // new tag and a stash entry of the box's own are ordinary work.
 func TestTagsAndStashAtExit(t *testing.T) {
-	if _, err := exec.LookPath("git"); err != nil {
-		t.Skip("no git")
-	}
-	ws, _ := filepath.EvalSymlinks(t.TempDir())
-	git := func(args ...string) string { return strings.TrimSpace(gitIn(ws, "", false, args...)) }
-	git("init", "-q", "-b", "main", ws)
-	mustWrite(t, filepath.Join(ws, "f"), "one\n")
-	git("add", "f")
-	git("commit", "-qm", "one")
+	ws, git := oneCommitRepo(t)
 	git("tag", "-a", "-m", "release", "v1")
 	git("tag", "v0")
 	git("pack-refs", "--all")
@@ -247,5 +256,145 @@ func TestReftableNamedAtExit(t *testing.T) {
 	s := Snapshot(resolveWS(t, ws), Limits{})
 	if !slices.ContainsFunc(s.VerifyExit(), func(tr Transition) bool { return tr.Alert && strings.Contains(tr.Detail, "reftable format") }) {
 		t.Error("no alert at exit that the repository's refs were not checked")
+	}
+}
+
+// TestRefsReadAsGitReads (review 16, F3): refReader resolves a branch as the host's git does,
+// for every form of loose ref git reads (an id with text after it, a symbolic ref, a symlink
+// read through or taken for a symbolic ref, a folder over a packed ref) and each it refuses: a
+// differential test against git rev-parse --verify, with the branch also packed at another
+// commit (what packed-refs gives it when the loose form is not read). The forms git would
+// block on or read without end (a FIFO, a symlink to /dev/zero) read as broken.
+func TestRefsReadAsGitReads(t *testing.T) {
+	ws, git := oneCommitRepo(t)
+	a := git("rev-parse", "HEAD")
+	git("commit", "-q", "--allow-empty", "-m", "two")
+	b := git("rev-parse", "HEAD")
+	git("update-ref", "refs/wip", b)
+	git("update-ref", "refs/heads/main", a)
+	git("pack-refs", "--all")
+	gd := filepath.Join(ws, ".git")
+	loose := filepath.Join(gd, "refs", "heads", "main")
+	chain := func(n int) func() {
+		return func() {
+			prev := "refs/wip"
+			for i := range n - 1 {
+				name := fmt.Sprintf("refs/c%d", i)
+				mustWrite(t, filepath.Join(gd, name), "ref: "+prev+"\n")
+				prev = name
+			}
+			mustWrite(t, loose, "ref: "+prev+"\n")
+		}
+	}
+	text := func(s string) func() { return func() { mustWrite(t, loose, s) } }
+	link := func(target string) func() {
+		return func() {
+			if err := os.Symlink(target, loose); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	mustWrite(t, filepath.Join(gd, "wip-tip"), b+"\n")
+	cases := map[string]func(){
+		"packed":           func() {},
+		"id":               text(b + "\n"),
+		"id no newline":    text(b),
+		"id space text":    text(b + " x\n"),
+		"id tab text":      text(b + "\tx"),
+		"id NUL text":      text(b + "\x00x"),
+		"id VT text":       text(b + "\vx"),
+		"id uppercase":     text(strings.ToUpper(b) + "\n"),
+		"id short":         text(b[:39] + "\n"),
+		"id sha256 length": text(b + b[:24] + "\n"),
+		"empty":            text(""),
+		"null id":          text(strings.Repeat("0", 40) + "\n"),
+		"symref":           text("ref: refs/wip\n"),
+		"symref no space":  text("ref:refs/wip"),
+		"symref padded":    text("ref: \t refs/wip \n\n"),
+		"symref NUL":       text("ref: refs/wip\x00junk"),
+		"symref dangling":  text("ref: refs/nothing\n"),
+		"symref bad name":  text("ref: refs/a..b\n"),
+		"symref to self":   text("ref: refs/heads/main\n"),
+		"symref chain 4":   chain(4),
+		"symref chain 5":   chain(5),
+		"symlink refname":  link("refs/wip"),
+		"symlink file":     link("../../wip-tip"),
+		"symlink dangling": link("../../nothing"),
+		"symlink folder":   link("../../refs"),
+		"folder":           func() { os.MkdirAll(filepath.Join(loose, "x"), 0o755) },
+	}
+	for name, form := range cases {
+		t.Run(name, func(t *testing.T) {
+			os.RemoveAll(loose)
+			for i := range 5 {
+				os.Remove(filepath.Join(gd, fmt.Sprintf("refs/c%d", i)))
+			}
+			form()
+			want, err := exec.Command("git", "-C", ws, "rev-parse", "--verify", "-q", "refs/heads/main").Output()
+			// The null id git gives a ref that holds it names no commit: no tip, to refReader.
+			gitOK := err == nil && strings.Trim(string(want), "0\n") != ""
+			if !gitOK {
+				want = nil
+			}
+			id, _, rerr := newRefReader(gd).resolve("refs/heads/main")
+			if gitOK != (rerr == nil) || strings.TrimSpace(string(want)) != id {
+				t.Errorf("git reads refs/heads/main as %q (ok %v); refReader: %q, %v", strings.TrimSpace(string(want)), gitOK, id, rerr)
+			}
+		})
+	}
+	for name, form := range map[string]func(){
+		"fifo":     func() { syscall.Mkfifo(loose, 0o644) },
+		"dev zero": link("/dev/zero"),
+		"dup packed": func() {
+			os.WriteFile(filepath.Join(gd, "packed-refs"), []byte(a+" refs/heads/main\n"+b+" refs/heads/main\n"), 0o644)
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			os.RemoveAll(loose)
+			form()
+			if id, _, err := newRefReader(gd).resolve("refs/heads/main"); err == nil {
+				t.Errorf("refReader read refs/heads/main as %s; want it broken", id)
+			}
+		})
+	}
+}
+
+// TestBranchMadeSymrefAtExit (review 16, F3): a branch the box made a symbolic ref follows
+// another ref from then on (the user's next commit, push or checkout of it reaches that ref),
+// even while both name the same commit: the check at exit reports it, with the command that
+// makes it a branch of its own again; a branch the user keeps as a symbolic ref is not
+// reported.
+func TestBranchMadeSymrefAtExit(t *testing.T) {
+	ws, git := oneCommitRepo(t)
+	tip := git("rev-parse", "HEAD")
+	git("branch", "dev")
+	git("symbolic-ref", "refs/heads/alias", "refs/heads/dev")
+	s := Snapshot(resolveWS(t, ws), Limits{})
+	git("update-ref", "refs/wip", tip)
+	git("symbolic-ref", "refs/heads/main", "refs/wip")
+	if got := git("rev-parse", "main"); got != tip {
+		t.Fatalf("main reads as %s, want %s (the test would prove nothing)", got, tip)
+	}
+	git("commit", "-q", "--allow-empty", "-m", "two")
+	wantAlerts(t, s.VerifyExit(), map[string][]string{
+		"main": {"refs/heads/main was made a symbolic ref to refs/wip", "git update-ref --no-deref refs/heads/main " + tip},
+	}, "a commit on main through refs/wip, and the user's own symbolic ref alias")
+}
+
+// TestBranchTipsSymlinkLoops: a box may leave symlinks to their own folder in refs/heads (git
+// itself follows symlinks to folders there). Followed, they made every branch appear under
+// thousands of names (refs/heads/x/y/main, …) until the bound of 10,000 recorded refs, which
+// left the user's other branches unrecorded; the snapshot records each branch once.
+func TestBranchTipsSymlinkLoops(t *testing.T) {
+	ws, git := oneCommitRepo(t)
+	heads := filepath.Join(ws, ".git", "refs", "heads")
+	for _, n := range []string{"x", "y", "z"} {
+		if err := os.Symlink(".", filepath.Join(heads, n)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tips, _ := branchTips(filepath.Join(ws, ".git"))
+	if len(tips) != 1 || tips["refs/heads/main"] != git("rev-parse", "main") {
+		t.Errorf("branchTips with symlink loops in refs/heads: %d refs (%v …); want main alone, at %s", len(tips), tips["refs/heads/x/main"], git("rev-parse", "main"))
 	}
 }

@@ -49,6 +49,10 @@ type State struct {
 	// snapshot, by common git directory: the check at exit reports a rewritten history
 	// (verifyBranches).
 	Branches map[string]map[string]string `json:"branches,omitempty"`
+	// Symrefs are which of those branches and tags were symbolic refs at the snapshot (ref →
+	// the ref it names), by common git directory: one that became a symbolic ref, or another
+	// one, is reported at exit.
+	Symrefs map[string]map[string]string `json:"symrefs,omitempty"`
 	// Stash are the stash entries (the reflog of refs/stash: id → message) of the
 	// workspace's repositories at the snapshot, by common git directory: one that is gone at
 	// exit is reported (verifyBranches).
@@ -102,7 +106,7 @@ func Snapshot(lay *Layout, lim Limits) *State {
 	s.Exec, _ = scanWorkspace(lay.Workspace, s.rootSet(), s.Config, lim, s.Deps, &repos)
 	maps.DeleteFunc(s.Exec, func(_, d string) bool { return d == packageUnsettled })
 	s.Hidden, s.IndexErrs = readHidden(lay.Workspace, repos.tops)
-	s.Branches, s.Stash, s.Reftable = recordBranches(repos.tops)
+	s.Branches, s.Symrefs, s.Stash, s.Reftable = recordBranches(repos.tops)
 	s.Worktrees = worktreesBeneath(lay.Workspace, repos.tops)
 	for _, p := range slices.Sorted(maps.Keys(s.IndexErrs)) {
 		s.Notes = append(slices.Clip(s.Notes), "the index's skip-worktree and assume-unchanged flags, and stat data that hides a changed file, are not checked: "+s.IndexErrs[p])

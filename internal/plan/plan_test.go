@@ -142,3 +142,44 @@ func TestCheckWorkspace(t *testing.T) {
 		})
 	}
 }
+
+// TestCheckStartupFolders (review 16, F6): a workspace is written by the box, so no folder
+// whose files the host runs by itself may be one (a login shell's PATH, the shells' and
+// editors' start-up folders), nor a folder on the launch's PATH; the refusal says why. Project
+// folders, and those folders' neighbours, stay workspaces.
+func TestCheckStartupFolders(t *testing.T) {
+	path := []string{"/home/u/tools/bin", "/usr/bin", "relative/bin"}
+	for ws, want := range map[string]string{
+		"/home/u/bin":                     "front of PATH",
+		"/home/u/bin/sub":                 "front of PATH",
+		"/home/u/.local/bin":              "front of PATH",
+		"/home/u/.vim":                    "vim runs its plugins",
+		"/home/u/.vim/pack/x/start/y":     "vim runs its plugins",
+		"/home/u/.local/share/nvim/site":  "neovim runs",
+		"/home/u/.emacs.d":                "emacs runs",
+		"/home/u/.oh-my-zsh":              "zsh runs",
+		"/home/u/.zsh":                    "zsh's start-up files",
+		"/home/u/.bashrc.d":               "bash's start-up files",
+		"/home/u/.tmux/plugins/tpm":       "tmux runs",
+		"/home/u/.local/share":            "contains /home/u/.local/share/nvim",
+		"/home/u/tools/bin":               "is on your PATH",
+		"/home/u/src/p":                   "",
+		"/home/u/tools":                   "",
+		"/home/u/binaries":                "",
+		"/home/u/.vimfiles":               "",
+		"/home/u/src/p/bin":               "",
+		"/home/u/src/dotfiles/.vim":       "",
+		"/home/u/.local/share/nvim-notes": "",
+	} {
+		err := CheckStartupFolders(ws, "/home/u", path)
+		switch {
+		case want == "" && err != nil:
+			t.Errorf("CheckStartupFolders(%s) = %v, want nil", ws, err)
+		case want != "" && (!errors.Is(err, ErrWorkspaceRefused) || !strings.Contains(err.Error(), want)):
+			t.Errorf("CheckStartupFolders(%s) = %v, want refused saying %q", ws, err, want)
+		}
+	}
+	if err := CheckWorkspace("/home/u/.local/bin", WorkspaceFacts{Home: "/home/u"}); err != nil {
+		t.Errorf("CheckWorkspace, which also decides toolchains, refused ~/.local/bin: %v", err)
+	}
+}

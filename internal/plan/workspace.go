@@ -119,6 +119,55 @@ func CheckWorkspace(ws string, f WorkspaceFacts) error {
 	return nil
 }
 
+// StartupHomes are folders under $HOME whose files the host runs by itself, with no review:
+// a login shell's PATH, the shells' and editors' start-up folders (each with why). A box
+// writes its workspace, and git status does not stop a program from running: a box whose
+// workspace was ~/bin wrote ~/bin/git, which the next login shell ran for every git, the
+// user's review included; one in ~/.vim wrote plugin/x.vim, which the next vim ran, opening
+// that very file to review it among them (review 16, F6). They are no workspace, nor inside
+// one; they stay toolchains (bound read-only), so CheckWorkspace, which also decides those,
+// does not refuse them: CheckStartupFolders does, for workspaces only.
+var StartupHomes = []struct{ Dir, Why string }{
+	{"bin", "a login shell puts it at the front of PATH (~/.profile), so a program written there runs in place of the one its name meant"},
+	{".local/bin", "a login shell puts it at the front of PATH (~/.profile), so a program written there runs in place of the one its name meant"},
+	{".vim", "vim runs its plugins and vimrc at every start"},
+	{".local/share/nvim", "neovim runs the plugins there at every start"},
+	{".emacs.d", "emacs runs its init files and packages at every start"},
+	{".oh-my-zsh", "zsh runs it at every start"},
+	{".zsh", "zsh's start-up files source what it holds"},
+	{".bashrc.d", "bash's start-up files source what it holds"},
+	{".tmux", "tmux runs its plugins at every start"},
+}
+
+// CheckStartupFolders reports why ws (absolute, symlink-resolved) must not be a workspace
+// because the host runs what it holds by itself, or nil: it is one of StartupHomes under
+// home, or inside one, or holds one; or it is a folder of path (the PATH the launch was
+// given), whose programs the host runs by name.
+func CheckStartupFolders(ws, home string, path []string) error {
+	ws = filepath.Clean(ws)
+	refuse := func(why, what string) error {
+		return &WorkspaceError{Path: ws, Why: why, Hint: what}
+	}
+	for _, p := range path {
+		if filepath.IsAbs(p) && filepath.Clean(p) == ws {
+			return refuse("is on your PATH: the host runs the programs it holds by name, before any review", "keep the scripts in a project folder and install them to PATH after review")
+		}
+	}
+	if home == "" {
+		return nil
+	}
+	for _, h := range StartupHomes {
+		d := filepath.Join(filepath.Clean(home), h.Dir)
+		switch {
+		case ws == d, Within(ws, d):
+			return refuse("is inside "+d+": "+h.Why, "keep it in a project folder outside it (a dotfiles repository, say) and copy it there after review")
+		case Within(d, ws):
+			return refuse("contains "+d+": "+h.Why, "work on a project directory that does not contain it")
+		}
+	}
+	return nil
+}
+
 // Within reports whether path is strictly beneath dir.
 func Within(path, dir string) bool {
 	dir = strings.TrimSuffix(filepath.Clean(dir), "/")
