@@ -220,37 +220,7 @@ func (w *Watcher) inotify(ctx context.Context) error {
 	go func() { <-ctx.Done(); n.f.Close() }()
 	events := make(chan []string, 1)
 	errc := make(chan error, 1)
-	go readEvents(ctx, n.f, func(b []byte) []string {
-		var dirty []string
-		inotify.Parse(b, func(ev inotify.Event) {
-			owner, ok := n.owner[int(ev.Wd)]
-			if !ok {
-				return
-			}
-			if ev.Mask&(unix.IN_IGNORED|unix.IN_MOVE_SELF) != 0 {
-				n.forget(int(ev.Wd), ev.Mask&unix.IN_IGNORED != 0)
-				return // the event in the folder above names it
-			}
-			dirty = append(dirty, owner)
-			if filepath.Base(owner) == "hooks" {
-				// A bare repository's hooks: its scan (ownerDir) finds them.
-				dirty = append(dirty, filepath.Dir(owner))
-			}
-			if filepath.Base(owner) == "info" && filepath.Base(filepath.Dir(owner)) == "objects" {
-				// A bare repository's alternates, likewise.
-				dirty = append(dirty, filepath.Dir(filepath.Dir(owner)))
-			}
-			if name := ev.Name; ev.Mask&unix.IN_ISDIR != 0 && ev.Mask&(unix.IN_CREATE|unix.IN_MOVED_TO) != 0 && name != "" {
-				sub := filepath.Join(owner, name)
-				if name == ".git" {
-					n.add(filepath.Join(owner, name), owner)
-				} else if filepath.Base(owner) != ".git" {
-					dirty = append(dirty, n.addTree(sub)...)
-				}
-			}
-		})
-		return dirty
-	}, events, errc)
+	go readEvents(ctx, n.f, n.parse, events, errc)
 
 	// Once the cover is lost, an event makes a full scan (a folder beyond the cover raises none
 	// of its own: a gitlink the box adds shows as an event in the watched .git), at most once per
@@ -310,6 +280,50 @@ func (w *Watcher) inotify(ctx context.Context) error {
 			}
 		}
 	}
+}
+
+// parse reads one read's inotify events, b: it keeps the watches up to date (a folder made or
+// moved in is watched, one removed or moved away forgotten) and returns the folders whose scan
+// the events call for.
+func (n *inotifier) parse(b []byte) []string {
+	var dirty []string
+	inotify.Parse(b, func(ev inotify.Event) {
+		if ev.Mask&unix.IN_Q_OVERFLOW != 0 {
+			// The kernel's queue overflowed: events were lost, among them those of folders
+			// made meanwhile, which are now unwatched. The cover is lost: from now on each
+			// check rescans the whole workspace (the loop's first is at once). Before, the
+			// event was dropped (its watch descriptor, -1, has no owner), and what the lost
+			// events named waited for the periodic check or the check at exit.
+			n.lost(len(n.dirs))
+			return
+		}
+		owner, ok := n.owner[int(ev.Wd)]
+		if !ok {
+			return
+		}
+		if ev.Mask&(unix.IN_IGNORED|unix.IN_MOVE_SELF) != 0 {
+			n.forget(int(ev.Wd), ev.Mask&unix.IN_IGNORED != 0)
+			return // the event in the folder above names it
+		}
+		dirty = append(dirty, owner)
+		if filepath.Base(owner) == "hooks" {
+			// A bare repository's hooks: its scan (ownerDir) finds them.
+			dirty = append(dirty, filepath.Dir(owner))
+		}
+		if filepath.Base(owner) == "info" && filepath.Base(filepath.Dir(owner)) == "objects" {
+			// A bare repository's alternates, likewise.
+			dirty = append(dirty, filepath.Dir(filepath.Dir(owner)))
+		}
+		if name := ev.Name; ev.Mask&unix.IN_ISDIR != 0 && ev.Mask&(unix.IN_CREATE|unix.IN_MOVED_TO) != 0 && name != "" {
+			sub := filepath.Join(owner, name)
+			if name == ".git" {
+				n.add(filepath.Join(owner, name), owner)
+			} else if filepath.Base(owner) != ".git" {
+				dirty = append(dirty, n.addTree(sub)...)
+			}
+		}
+	})
+	return dirty
 }
 
 // readEvents reads r (the inotify descriptor, closed when ctx ends) and sends each read's dirty

@@ -2,12 +2,15 @@ package integrity
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"io"
 	"path/filepath"
 	"slices"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // endless is an inotify descriptor that always has another event: the reader never stops on a
@@ -97,5 +100,25 @@ func TestOwnDepsWhileWatching(t *testing.T) {
 	st, err := Load(saved)
 	if err != nil || !slices.Equal(st.Own, []string{own}) {
 		t.Errorf("the saved state's Own: %v (%v), want [%s]", st, err, own)
+	}
+}
+
+// TestWatchOverflowLosesCover: an overflow of the kernel's event queue (IN_Q_OVERFLOW, watch
+// descriptor -1) means events were lost, among them those of folders made meanwhile, which
+// stay unwatched. It counts as the cover lost, so every check from then on rescans the whole
+// workspace. Before, the event was dropped as having no owner, and what the lost events named
+// waited for the periodic check or the check at exit.
+func TestWatchOverflowLosesCover(t *testing.T) {
+	var lost []int
+	n := &inotifier{owner: map[int]string{1: "/ws"}, path: map[int]string{1: "/ws"}, dirs: map[string]bool{"/ws": true}, max: 10,
+		lost: func(watched int) { lost = append(lost, watched) }}
+	ev := make([]byte, 16)
+	binary.NativeEndian.PutUint32(ev[0:4], ^uint32(0)) // wd -1
+	binary.NativeEndian.PutUint32(ev[4:8], unix.IN_Q_OVERFLOW)
+	if dirty := n.parse(ev); len(dirty) != 0 {
+		t.Errorf("an overflow named folders to scan: %v", dirty)
+	}
+	if !slices.Equal(lost, []int{1}) {
+		t.Errorf("after an overflow the cover was lost with %v folders watched, want [1]", lost)
 	}
 }
