@@ -438,6 +438,26 @@ func CheckLaunchID(id string) error {
 	return &Error{Code: CodeBadRequest, Message: fmt.Sprintf("launch id %q is not one: a launch id is %d to %d lower-case hex digits (a whole id, or a prefix that names one launch)", id, MinLaunchIDPrefix, LaunchIDLen), Hint: "`agentbox launches` lists them"}
 }
 
+// SessionIDPrefix and SessionIDHex make a session id: "s_" and 16 lower-case hex digits
+// (internal/relay/session makes them; `agentbox session list` shows them).
+const (
+	SessionIDPrefix = "s_"
+	SessionIDHex    = 16
+)
+
+// CheckSessionID returns nil when id can name a session: SessionIDPrefix and SessionIDHex
+// lower-case hex digits. Otherwise it returns an Error (CodeBadRequest) naming the argument,
+// what it got and what a session id looks like: the CLI checks it before it builds a path of
+// the local API with it (an empty id reached the collection's route), and the daemon checks
+// the path's id again, whatever client sent it.
+func CheckSessionID(id string) error {
+	hex := strings.TrimPrefix(id, SessionIDPrefix)
+	if len(id) == len(SessionIDPrefix)+SessionIDHex && strings.HasPrefix(id, SessionIDPrefix) && !strings.ContainsFunc(hex, func(r rune) bool { return (r < '0' || r > '9') && (r < 'a' || r > 'f') }) {
+		return nil
+	}
+	return &Error{Code: CodeBadRequest, Message: fmt.Sprintf("SESSION %q is not a session id: a session id is %q and %d lower-case hex digits", id, SessionIDPrefix, SessionIDHex), Hint: "`agentbox session list` lists them"}
+}
+
 // Error is the body of every non-2xx answer: {"error": {...}}.
 type Error struct {
 	Code    string `json:"code"`

@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/agentbox/agentbox/internal/api"
 	"github.com/agentbox/agentbox/internal/client"
 )
 
@@ -76,7 +77,12 @@ relay's host loopback listener. Its pairing is printed once and never again.`,
 	revoke := &cobra.Command{
 		Use:   "revoke SESSION",
 		Short: "Revoke a session: its next request is refused, requests in flight are cut",
-		Args:  cobra.ExactArgs(1),
+		Args: func(cmd *cobra.Command, args []string) error {
+			if err := cobra.ExactArgs(1)(cmd, args); err != nil {
+				return err
+			}
+			return api.CheckSessionID(args[0])
+		},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := client.New()
 			if err != nil {

@@ -660,6 +660,25 @@ func TestLaunchStagesRecorded(t *testing.T) {
 	}
 }
 
+// TestBadSessionIDRefused: the daemon checks a session id in the path as the CLI does
+// (api.CheckSessionID), whatever client sends it; an empty id reached the collection's route.
+func TestBadSessionIDRefused(t *testing.T) {
+	td := startDaemon(t, nil)
+	ctx := context.Background()
+	for _, id := range []string{"", "s_", "../..", "s_zzzzzzzzzzzzzzzz", "s_0123456789abcdef0"} {
+		err := td.c.RevokeSession(ctx, id)
+		var ae *api.Error
+		if !errors.As(err, &ae) || ae.Code != api.CodeBadRequest || !strings.Contains(ae.Message, "session id") {
+			t.Errorf("revoke session %q: %v; want a bad_request naming the session id", id, err)
+		}
+	}
+	err := td.c.RevokeSession(ctx, "s_0123456789abcdef")
+	var ae *api.Error
+	if !errors.As(err, &ae) || ae.Code != api.CodeNotFound {
+		t.Errorf("a well-formed id no session has: %v; want not found", err)
+	}
+}
+
 // TestBadLaunchIDRefused (review 16, F7): the daemon checks a launch id in the path as the
 // CLI does (api.CheckLaunchID), whatever client sends it: an answer that names the launch id
 // and what one looks like (bad_request), never another route's or an internal error.

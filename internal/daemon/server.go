@@ -47,6 +47,7 @@ func (d *Daemon) handler() http.Handler {
 		{"GET", "/v0/sessions", permRead, d.serveSessions},
 		{"POST", "/v0/sessions", permWrite, d.serveCreateSession},
 		{"DELETE", "/v0/sessions/{id}", permWrite, d.serveRevokeSession},
+		{"DELETE", "/v0/sessions/{$}", permWrite, d.serveRevokeSession}, // an empty id: refused by its check, naming it
 		{"GET", api.RouteViolations, permRead, d.serveViolations},
 		{"POST", api.RouteViolationsScan, permWrite, d.serveScanViolations},
 	}

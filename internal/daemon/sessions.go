@@ -53,6 +53,9 @@ func (d *Daemon) serveCreateSession(w http.ResponseWriter, r *http.Request) erro
 
 func (d *Daemon) serveRevokeSession(w http.ResponseWriter, r *http.Request) error {
 	id := r.PathValue("id")
+	if err := api.CheckSessionID(id); err != nil {
+		return err
+	}
 	if err := d.sessions.Revoke(r.Context(), id); err != nil {
 		if errors.Is(err, session.ErrNotFound) {
 			return &api.Error{Code: api.CodeNotFound, Message: "no live session " + id, Hint: "see `agentbox session list`"}
