@@ -9,7 +9,7 @@ import (
 	"github.com/agentbox/agentbox/internal/api"
 )
 
-// TestSessionRevokeChecksID: `agentbox session revoke ''` (and ids that are no session id)
+// TestSessionRevokeChecksID: `agentbox session revoke ""` (an empty argument) (and ids that are no session id)
 // are refused before any client is built, with an error naming the argument and what a
 // session id looks like. Before, the empty id went to the daemon as DELETE /v0/sessions/.
 func TestSessionRevokeChecksID(t *testing.T) {
