@@ -98,15 +98,18 @@ type Console struct {
 // Launches configures the launch records.
 type Launches struct {
 	// Retention is how long the record of an ended launch is kept: the daemon deletes older
-	// ones at its start and every hour. Zero means 720h (30 days).
-	Retention Duration `json:"retention,omitempty" jsonschema_description:"How long the record of an ended launch is kept; the daemon deletes older ones at its start and every hour (Go duration, default 720h: 30 days)."`
+	// ones at its start and every hour. Zero means 720h (30 days). At least 1h: the launch's
+	// proposed changes go with its record, and a shorter one deleted them before the user
+	// could review them (tests age records in the store instead).
+	Retention Duration `json:"retention,omitempty" duration:"min=1h,max=87600h" jsonschema_description:"How long the record of an ended launch is kept; the daemon deletes older ones at its start and every hour (Go duration from 1h to 87600h, default 720h: 30 days)."`
 }
 
 // Audit configures the audit log.
 type Audit struct {
 	// Retention is how long an audit row is kept: the daemon deletes older ones at its start
-	// and every hour. Zero means 720h (30 days).
-	Retention Duration `json:"retention,omitempty" jsonschema_description:"How long an audit row (a relay, git or egress request) is kept; the daemon deletes older ones at its start and every hour (Go duration, default 720h: 30 days)."`
+	// and every hour. Zero means 720h (30 days). At least 1h: a shorter one deleted the record
+	// of what a box sent before anyone could read it.
+	Retention Duration `json:"retention,omitempty" duration:"min=1h,max=87600h" jsonschema_description:"How long an audit row (a relay, git or egress request) is kept; the daemon deletes older ones at its start and every hour (Go duration from 1h to 87600h, default 720h: 30 days)."`
 	// MaxRowsPerLaunch caps the audit rows and log lines a launch's brokers write in all,
 	// summaries included (internal/recordlimit): past it requests are only counted, and the
 	// count is written when the launch ends. Zero means 20000.

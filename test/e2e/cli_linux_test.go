@@ -2,14 +2,18 @@ package e2e
 
 import (
 	"bytes"
+	"database/sql"
 	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/agentbox/agentbox/internal/api"
+
+	_ "modernc.org/sqlite" // the store's driver: ageEndedLaunches
 )
 
 // TestDoctorWithoutDaemon: with no daemon running, doctor runs the readiness probe itself (it
@@ -120,7 +124,9 @@ func TestLaunchesListing(t *testing.T) {
 		t.Errorf("after prune: %d listed, want only the running launch", len(ls))
 	}
 
-	// launches.retention: the daemon deletes older records when it starts.
+	// launches.retention: the daemon deletes older records when it starts. The retention is at
+	// least 1h (a shorter one would take a launch's proposed changes before they could be
+	// reviewed), so the test ages the ended launch's record in the store while no daemon runs.
 	if r := e.Run("", "run", "true"); r.Code != 0 {
 		t.Fatalf("run true: exit %d: %s", r.Code, r.Stderr)
 	}
@@ -128,9 +134,16 @@ func TestLaunchesListing(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(e.Config, "agentbox", "config.yaml"), []byte("launches:\n  retention: 1ns\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	if r := e.Run("", "config", "validate"); r.Code == 0 || !strings.Contains(r.Stderr, "config.yaml:2:14: launches.retention: invalid value 1ns (allowed: 1h to 87600h)") {
+		t.Errorf("config validate with launches.retention 1ns: exit %d: %s; want the file, line and field named", r.Code, r.Stderr)
+	}
+	if err := os.WriteFile(filepath.Join(e.Config, "agentbox", "config.yaml"), []byte("launches:\n  retention: 1h\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	if r := e.Run("", "daemon", "stop"); r.Code != 0 {
 		t.Fatalf("daemon stop: exit %d: %s", r.Code, r.Stderr)
 	}
+	ageEndedLaunches(t, filepath.Join(e.State, "agentbox", "agentbox.db"), 2*time.Hour)
 	if r := e.Run("", "daemon", "--detach"); r.Code != 0 {
 		t.Fatalf("daemon --detach: exit %d: %s", r.Code, r.Stderr)
 	}
@@ -199,5 +212,23 @@ func TestVersionMismatch(t *testing.T) {
 	}
 	if r := run("version", "--json"); !strings.Contains(r.Stdout, `"mismatch": true`) || !strings.Contains(r.Stdout, `"daemon": "`+cur+`"`) {
 		t.Errorf("version --json: %s", r.Stdout)
+	}
+}
+
+// ageEndedLaunches moves the start and end of every ended launch recorded in the store at
+// path back by d, as if they had ended d ago (no daemon may be running).
+func ageEndedLaunches(t *testing.T, path string, d time.Duration) {
+	t.Helper()
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	res, err := db.Exec(`UPDATE launches SET started_ns = started_ns - ?, ended_ns = ended_ns - ? WHERE state IN ('exited', 'failed', 'lost')`, d.Nanoseconds(), d.Nanoseconds())
+	if err != nil {
+		t.Fatalf("age the ended launches in %s: %v", path, err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		t.Fatalf("age the ended launches in %s: none", path)
 	}
 }
