@@ -64,41 +64,86 @@ func cgroupVersion() string {
 	return "v1"
 }
 
-// cgroupLimits says whether boxes' memory and processes are limited through cgroups. agentbox
-// does not place boxes in cgroups (yet): the answer says why they are not enforced, naming
-// whether this host delegates the memory and pids controllers of the cgroup v2 hierarchy to
-// the calling user (a systemd user scope, or a unit's delegated subtree), which they need.
+// cgroupLimits says, plainly, whether a box's memory and CPU are limited on this host: never
+// today, since agentbox places boxes in no cgroup. The answer says why not here, naming what
+// the host's cgroup v2 hierarchy offers the calling user (its memory and pids controllers,
+// delegated through a systemd user scope or a unit's subtree, are what limits would need) and
+// which controllers cgroup v1 holds instead, and what is bounded anyway.
 func cgroupLimits() string {
+	self, _ := os.ReadFile("/proc/self/cgroup")
 	mount := "/sys/fs/cgroup"
 	var st unix.Statfs_t
 	if err := unix.Statfs(mount, &st); err != nil || st.Type != unix.CGROUP2_SUPER_MAGIC {
 		mount = "/sys/fs/cgroup/unified"
 		if err := unix.Statfs(mount, &st); err != nil || st.Type != unix.CGROUP2_SUPER_MAGIC {
-			return "not enforced: no cgroup v2 hierarchy"
+			mount = ""
 		}
 	}
-	b, err := os.ReadFile("/proc/self/cgroup")
-	if err != nil {
-		return "not enforced: " + err.Error()
-	}
-	self := ""
-	for _, l := range strings.Split(string(b), "\n") {
-		if p, ok := strings.CutPrefix(l, "0::"); ok {
-			self = p
+	var ctl []byte
+	owner := -1
+	dir := ""
+	if mount != "" {
+		dir = filepath.Join(mount, cgroupV2Path(self))
+		ctl, _ = os.ReadFile(filepath.Join(dir, "cgroup.controllers"))
+		var dst unix.Stat_t
+		if unix.Stat(dir, &dst) == nil {
+			owner = int(dst.Uid)
 		}
 	}
-	dir := filepath.Join(mount, self)
-	ctl, err := os.ReadFile(filepath.Join(dir, "cgroup.controllers"))
-	if err != nil {
-		return "not enforced: " + err.Error()
+	return cgroupVerdict(mount, dir, ctl, self, owner, os.Getuid())
+}
+
+// cgroupBounded is what bounds a box on a host where cgroups limit nothing.
+const cgroupBounded = "; bounded all the same: processes (processLimit) and each tmpfs of the box (limits.tmpMiB, limits.homeMiB, limits.shmMiB); docs/security.md, \"Side channels and resource use\""
+
+// cgroupVerdict words cgroupLimits' answer from what it read: the v2 mount ("" for none), the
+// calling process's v2 folder, that folder's cgroup.controllers and owner (-1 when unknown),
+// /proc/self/cgroup, and the caller's uid.
+func cgroupVerdict(mount, dir string, controllers, self []byte, owner, uid int) string {
+	const head = "not enforced on this host: a box's memory and CPU are not limited, for agentbox places boxes in no cgroup"
+	var v1 []string
+	for _, l := range strings.Split(string(self), "\n") {
+		if n, rest, ok := strings.Cut(l, ":"); ok && n != "0" {
+			names, _, _ := strings.Cut(rest, ":")
+			for _, c := range strings.Split(names, ",") {
+				if c == "memory" || c == "pids" {
+					v1 = append(v1, c)
+				}
+			}
+		}
 	}
-	have := strings.Fields(string(ctl))
+	slices.Sort(v1)
+	onV1 := ""
+	if len(v1) > 0 {
+		onV1 = fmt.Sprintf(" (%s bound to cgroup v1 here)", strings.Join(v1, " and "))
+	}
+	if mount == "" {
+		return head + ", and this host has no cgroup v2 hierarchy" + onV1 + cgroupBounded
+	}
+	if controllers == nil {
+		return head + fmt.Sprintf(", and %s cannot be read", filepath.Join(dir, "cgroup.controllers")) + cgroupBounded
+	}
+	have := strings.Fields(string(controllers))
 	if !slices.Contains(have, "memory") || !slices.Contains(have, "pids") {
-		return fmt.Sprintf("not enforced: the cgroup v2 hierarchy at %s offers %q here, not memory and pids", mount, strings.Join(have, " "))
+		offers := "no controller"
+		if len(have) > 0 {
+			offers = "only " + strings.Join(have, " ")
+		}
+		return head + fmt.Sprintf(", and this host could not delegate the limits: its cgroup v2 hierarchy at %s offers %s, not memory and pids%s", mount, offers, onV1) + cgroupBounded
 	}
-	var dst unix.Stat_t
-	if err := unix.Stat(dir, &dst); err != nil || int(dst.Uid) != os.Getuid() {
-		return fmt.Sprintf("not enforced: %s is not delegated to uid %d", dir, os.Getuid())
+	if owner != uid {
+		return head + fmt.Sprintf(", and %s (memory, pids) is not delegated to uid %d (a systemd user scope or a unit with Delegate=yes would)", dir, uid) + cgroupBounded
 	}
-	return fmt.Sprintf("not enforced: %s is delegated (memory, pids) but agentbox does not place boxes in cgroups", dir)
+	return head + fmt.Sprintf(" yet, though %s is delegated to uid %d with memory and pids", dir, uid) + cgroupBounded
+}
+
+// cgroupV2Path returns the cgroup v2 path of /proc/self/cgroup's "0::" line.
+func cgroupV2Path(self []byte) string {
+	p := ""
+	for _, l := range strings.Split(string(self), "\n") {
+		if q, ok := strings.CutPrefix(l, "0::"); ok {
+			p = q
+		}
+	}
+	return p
 }
