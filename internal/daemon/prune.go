@@ -10,8 +10,8 @@ import (
 )
 
 // pruneEvery is how often the daemon deletes the records of launches that ended more than
-// launches.retention ago and the audit rows older than audit.retention (and once at its
-// start).
+// launches.retention ago and the audit rows older than audit.retention, and bounds its log
+// (and once at its start).
 const pruneEvery = time.Hour
 
 // pruneLoop applies launches.retention and audit.retention until ctx ends.
@@ -19,6 +19,7 @@ func (d *Daemon) pruneLoop(ctx context.Context) {
 	t := time.NewTicker(pruneEvery)
 	defer t.Stop()
 	for {
+		d.boundLog()
 		keep := d.currentConfig().WithDefaults().Launches.Retention.Duration()
 		before := time.Now().Add(-keep)
 		if n, err := d.db.PruneLaunches(ctx, before); err != nil {
