@@ -60,7 +60,7 @@ func TestAttackHostSocketInWorkspace(t *testing.T) {
 // --workspace /etc was accepted and writable).
 func TestAttackSystemWorkspace(t *testing.T) {
 	e := NewEnv(t)
-	for _, ws := range []string{"/var/tmp", "/dev/shm", "/etc", "/etc/ssh", "/usr/local", "/var/lib"} {
+	for _, ws := range []string{"/tmp", "/var/tmp", "/dev/shm", "/etc", "/etc/ssh", "/usr/local", "/var/lib"} {
 		t.Run(ws, func(t *testing.T) {
 			if _, err := os.Stat(ws); err != nil {
 				t.Skipf("%s: %v", ws, err)
