@@ -275,6 +275,21 @@ func (e *Env) Box(script string) Result {
 	return e.Run("", "run", "sh", "--", "-c", script)
 }
 
+// BoxLines runs script in a box, as Box does, and returns its standard output's n lines; the
+// test fails when the box fails or prints another number of lines.
+func (e *Env) BoxLines(script string, n int) []string {
+	e.t.Helper()
+	r := e.Box(script)
+	if r.Code != 0 {
+		e.t.Fatalf("box: %d %s %s", r.Code, r.Stdout, r.Stderr)
+	}
+	lines := strings.Split(strings.TrimSpace(r.Stdout), "\n")
+	if len(lines) != n {
+		e.t.Fatalf("box output %q: want %d lines", r.Stdout, n)
+	}
+	return lines
+}
+
 func itoa(n int) string { return strconv.Itoa(n) }
 
 func atoi(s string) int {

@@ -22,23 +22,16 @@ import (
 // Now every tmpfs has a size (limits.tmpMiB, limits.homeMiB, limits.shmMiB; /dev/shm 64 MiB by
 // default): writing past it fails with ENOSPC, in both engines.
 func TestAttackTmpfsSizes(t *testing.T) {
-	for _, engine := range []string{"native", "bwrap"} {
-		t.Run(engine, func(t *testing.T) {
-			if engine == "bwrap" {
-				if _, err := exec.LookPath("bwrap"); err != nil {
-					t.Skipf("bwrap is not installed: %v", err)
-				}
-			}
-			e := NewEnv(t)
-			// Defaults: sizes only (filling 2 GiB is not this test's business), and /dev/shm filled.
-			writeConfig(t, e, "engine: "+engine+"\n")
-			checkTmpfs(t, e, map[string]string{"/tmp": "2097152 -", "home": "2097152 -", "/dev/shm": "65536 refused"})
-			// Configured: each refuses a write one MiB past its size.
-			writeConfig(t, e, "engine: "+engine+"\nlimits:\n  tmpMiB: 8\n  homeMiB: 6\n  shmMiB: 4\n")
-			e.Run("", "daemon", "stop")
-			checkTmpfs(t, e, map[string]string{"/tmp": "8192 refused", "home": "6144 refused", "/dev/shm": "4096 refused"})
-		})
-	}
+	eachEngine(t, func(t *testing.T, engine string) {
+		e := NewEnv(t)
+		// Defaults: sizes only (filling 2 GiB is not this test's business), and /dev/shm filled.
+		writeConfig(t, e, "engine: "+engine+"\n")
+		checkTmpfs(t, e, map[string]string{"/tmp": "2097152 -", "home": "2097152 -", "/dev/shm": "65536 refused"})
+		// Configured: each refuses a write one MiB past its size.
+		writeConfig(t, e, "engine: "+engine+"\nlimits:\n  tmpMiB: 8\n  homeMiB: 6\n  shmMiB: 4\n")
+		e.Run("", "daemon", "stop")
+		checkTmpfs(t, e, map[string]string{"/tmp": "8192 refused", "home": "6144 refused", "/dev/shm": "4096 refused"})
+	})
 }
 
 // TestAttackTmpfsInodes (issue 21, finding 11, audit of abuse11): a tmpfs's size bounds its
@@ -49,16 +42,10 @@ func TestAttackTmpfsSizes(t *testing.T) {
 // limits.tmpMiB 8 the box's /tmp takes 2,048 files. bwrap (0.8) has no option for it: its
 // count is logged, not checked (docs/security.md).
 func TestAttackTmpfsInodes(t *testing.T) {
-	for _, engine := range []string{"native", "bwrap"} {
-		t.Run(engine, func(t *testing.T) {
-			if engine == "bwrap" {
-				if _, err := exec.LookPath("bwrap"); err != nil {
-					t.Skipf("bwrap is not installed: %v", err)
-				}
-			}
-			e := NewEnv(t)
-			writeConfig(t, e, "engine: "+engine+"\nlimits:\n  tmpMiB: 8\n  homeMiB: 6\n  shmMiB: 4\n")
-			r := e.Box(`for d in /tmp "$HOME" /dev/shm; do df --output=itotal "$d" | tail -1 | tr -d ' '; done
+	eachEngine(t, func(t *testing.T, engine string) {
+		e := NewEnv(t)
+		writeConfig(t, e, "engine: "+engine+"\nlimits:\n  tmpMiB: 8\n  homeMiB: 6\n  shmMiB: 4\n")
+		lines := e.BoxLines(`for d in /tmp "$HOME" /dev/shm; do df --output=itotal "$d" | tail -1 | tr -d ' '; done
 python3 - <<'PY'
 import os
 os.mkdir('/tmp/f')
@@ -71,25 +58,32 @@ except OSError as e:
     print(n, e.strerror)
 else:
     print(n, 'all')
-PY`)
-			if r.Code != 0 {
-				t.Fatalf("box: %d %s %s", r.Code, r.Stdout, r.Stderr)
-			}
-			lines := strings.Split(strings.TrimSpace(r.Stdout), "\n")
-			if len(lines) != 4 {
-				t.Fatalf("box output %q", r.Stdout)
-			}
-			t.Logf("%s: inodes of /tmp, the home, /dev/shm: %s; empty files made in /tmp: %s", engine, strings.Join(lines[:3], ", "), lines[3])
+PY`, 4)
+		t.Logf("%s: inodes of /tmp, the home, /dev/shm: %s; empty files made in /tmp: %s", engine, strings.Join(lines[:3], ", "), lines[3])
+		if engine == "bwrap" {
+			return
+		}
+		if got := strings.Join(lines[:3], " "); got != "2048 1536 1024" {
+			t.Errorf("inodes of /tmp, the home and /dev/shm: %s, want 2048 1536 1024 (one per 4 KiB page of 8, 6 and 4 MiB)", got)
+		}
+		n, why, _ := strings.Cut(lines[3], " ")
+		if atoi(n) >= 2048 || why != "No space left on device" {
+			t.Errorf("the box made %s empty files in an 8 MiB /tmp (%s); want fewer than 2048, then ENOSPC", n, why)
+		}
+	})
+}
+
+// eachEngine runs f in a subtest named after each engine, native and bwrap (skipped where bwrap
+// is not installed).
+func eachEngine(t *testing.T, f func(t *testing.T, engine string)) {
+	for _, engine := range []string{"native", "bwrap"} {
+		t.Run(engine, func(t *testing.T) {
 			if engine == "bwrap" {
-				return
+				if _, err := exec.LookPath("bwrap"); err != nil {
+					t.Skipf("bwrap is not installed: %v", err)
+				}
 			}
-			if got := strings.Join(lines[:3], " "); got != "2048 1536 1024" {
-				t.Errorf("inodes of /tmp, the home and /dev/shm: %s, want 2048 1536 1024 (one per 4 KiB page of 8, 6 and 4 MiB)", got)
-			}
-			n, why, _ := strings.Cut(lines[3], " ")
-			if atoi(n) >= 2048 || why != "No space left on device" {
-				t.Errorf("the box made %s empty files in an 8 MiB /tmp (%s); want fewer than 2048, then ENOSPC", n, why)
-			}
+			f(t, engine)
 		})
 	}
 }
@@ -106,23 +100,16 @@ func checkTmpfs(t *testing.T, e *Env, want map[string]string) {
 		kib, _, _ := strings.Cut(want[k], " ")
 		return itoa(atoi(kib)/1024 + 1)
 	}
-	r := e.Box(`for d in /tmp "$HOME" /dev/shm; do
+	lines := e.BoxLines(`for d in /tmp "$HOME" /dev/shm; do
   kib=$(df -k --output=size "$d" | tail -1 | tr -d ' ')
-  case $d in /tmp) n=` + try("/tmp") + `;; /dev/shm) n=` + try("/dev/shm") + `;; *) n=` + try("home") + `;; esac
+  case $d in /tmp) n=`+try("/tmp")+`;; /dev/shm) n=`+try("/dev/shm")+`;; *) n=`+try("home")+`;; esac
   w=-
   if [ "$n" != 0 ]; then
     if head -c ${n}M /dev/zero > "$d/fill" 2>/dev/null; then w=written; else w=refused; fi
     rm -f "$d/fill"
   fi
   echo "$d $kib $w"
-done`)
-	if r.Code != 0 {
-		t.Fatalf("box: %d %s %s", r.Code, r.Stdout, r.Stderr)
-	}
-	lines := strings.Split(strings.TrimSpace(r.Stdout), "\n")
-	if len(lines) != 3 {
-		t.Fatalf("box output %q", r.Stdout)
-	}
+done`, 3)
 	for _, l := range lines {
 		d, got, _ := strings.Cut(l, " ")
 		k := d
@@ -165,33 +152,26 @@ func TestAttackProcessLimit(t *testing.T) {
 	if _, err := exec.LookPath("python3"); err != nil {
 		t.Skip("no python3")
 	}
-	for _, engine := range []string{"native", "bwrap"} {
-		t.Run(engine, func(t *testing.T) {
-			if engine == "bwrap" {
-				if _, err := exec.LookPath("bwrap"); err != nil {
-					t.Skipf("bwrap is not installed: %v", err)
-				}
+	eachEngine(t, func(t *testing.T, engine string) {
+		e := NewEnv(t)
+		writeConfig(t, e, "engine: "+engine+"\nlimits:\n  processes: 64\n")
+		for i := 0; i < 80; i++ {
+			c := exec.Command("sleep", "300")
+			if err := c.Start(); err != nil {
+				t.Fatal(err)
 			}
-			e := NewEnv(t)
-			writeConfig(t, e, "engine: "+engine+"\nlimits:\n  processes: 64\n")
-			for i := 0; i < 80; i++ {
-				c := exec.Command("sleep", "300")
-				if err := c.Start(); err != nil {
-					t.Fatal(err)
-				}
-				t.Cleanup(func() { c.Process.Kill(); c.Wait() })
-			}
-			r := e.Box(forkCount)
-			if r.Code != 0 {
-				t.Fatalf("box: %d %s %s", r.Code, r.Stdout, r.Stderr)
-			}
-			n := atoi(strings.TrimSpace(r.Stdout))
-			t.Logf("the box started %d processes under limits.processes 64", n)
-			if n >= 64 || n < 32 {
-				t.Errorf("the box started %d processes under limits.processes 64 (want fewer than 64, and the user's 80 processes outside not counted)", n)
-			}
-		})
-	}
+			t.Cleanup(func() { c.Process.Kill(); c.Wait() })
+		}
+		r := e.Box(forkCount)
+		if r.Code != 0 {
+			t.Fatalf("box: %d %s %s", r.Code, r.Stdout, r.Stderr)
+		}
+		n := atoi(strings.TrimSpace(r.Stdout))
+		t.Logf("the box started %d processes under limits.processes 64", n)
+		if n >= 64 || n < 32 {
+			t.Errorf("the box started %d processes under limits.processes 64 (want fewer than 64, and the user's 80 processes outside not counted)", n)
+		}
+	})
 }
 
 // connFlood is a box script: it opens $1 idle connections to the relay's in-box port, then
