@@ -28,7 +28,8 @@ func TestResolveProfileRefusals(t *testing.T) {
 	}{
 		{"opencode serve", api.LaunchRequest{Program: "opencode", Args: []string{"serve"}}, config.Config{Models: map[string]string{"opencode": "anthropic/m"}}, plan.EgressDeny, api.CodeArgumentDenied, "serve", ""},
 		{"opencode --port", api.LaunchRequest{Program: "/usr/local/bin/opencode", Args: []string{"--port=4096"}}, config.Config{}, plan.EgressDeny, api.CodeArgumentDenied, "--port", ""},
-		{"copilot without a model", api.LaunchRequest{Program: "copilot"}, config.Config{}, plan.EgressDeny, api.CodePreconditionFailed, "models.copilot", ""},
+		{"copilot without a model", api.LaunchRequest{Program: "copilot"}, config.Config{}, plan.EgressDeny, api.CodePreconditionFailed, "models.copilot in your config, or give the program its own flag: agentbox run copilot -- --model NAME", ""},
+		{"opencode without a model", api.LaunchRequest{Program: "opencode"}, config.Config{}, plan.EgressDeny, api.CodePreconditionFailed, "agentbox run opencode -- --model NAME", ""},
 		{"copilot egress allow", api.LaunchRequest{Program: "copilot", Args: []string{"--model", "m"}}, config.Config{}, plan.EgressAllow, api.CodePreconditionFailed, "egress", ""},
 		{"gemini", api.LaunchRequest{Program: "gemini", Args: []string{"-p", "hi"}}, config.Config{}, plan.EgressDeny, "", "", "gemini"},
 		{"opencode provider the relay does not serve", api.LaunchRequest{Program: "opencode", Args: []string{"-m", "google/gemini-3"}}, config.Config{}, plan.EgressDeny, api.CodePreconditionFailed, "gateway.google", ""},

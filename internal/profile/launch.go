@@ -121,7 +121,7 @@ func (p *Profile) Check(f Facts) error {
 			flag = p.Requires.ModelArgs[0]
 		}
 		if model == "" {
-			return fail("model", key, fmt.Sprintf("set %s in your config, or pass %s", key, flag),
+			return fail("model", key, fmt.Sprintf("set %s in your config, or give the program its own flag: agentbox run %s -- %s NAME", key, p.ID, flag),
 				"%s needs a model and none is set", p.DisplayName())
 		}
 		if !ModelRE().MatchString(model) {
