@@ -6,9 +6,13 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
+	"github.com/agentbox/agentbox/internal/api"
 	"github.com/agentbox/agentbox/internal/integrity"
+	"github.com/agentbox/agentbox/internal/launchdir"
 )
 
 // setPath sets the PATH of e's agentbox (and of the daemon it starts) to path.
@@ -187,5 +191,53 @@ func TestAttackQuarantineNamedAgentConfig(t *testing.T) {
 	}
 	if _, err := os.Lstat(filepath.Join(e.work, link)); err == nil {
 		t.Errorf("the box's symlinked configuration folder %s is still in place", link)
+	}
+}
+
+// TestIgnoredFolderRecordAcrossRestart (fix16a's folder record): the record of the folders in
+// git-ignored places present when the launch began (State.RecordFolders) keeps a folder of
+// the host's whose ctime the box moved (it added a file) from being taken whole at exit. It
+// was kept in the daemon's memory only: after a daemon restart mid-launch, the user's own
+// build/old.o, in build/ where the box then wrote new.o, was moved out of the workspace with
+// the box's file. With the record saved beside the launch's integrity state, only the box's
+// new.o is taken.
+func TestIgnoredFolderRecordAcrossRestart(t *testing.T) {
+	t.Parallel()
+	e := newDaemonEnv(t)
+	ignoringRepo(t, e.work, "build/\n")
+	write(t, filepath.Join(e.work, "build", "old.o"), "host object\n")
+	write(t, filepath.Join(e.work, "build", "sub", "keep.o"), "host object\n")
+	if st, _ := hostGit(e.work, "status", "--porcelain", "--ignored"); !strings.Contains(st, "!! build/") {
+		t.Fatalf("build/ is not ignored (the test would prove nothing): %q", st)
+	}
+	id := strings.TrimSpace(e.run("run", "-d", "sh", "--", "-c", "while [ ! -e go ]; do sleep 0.05; done; echo box > build/new.o; echo done"))
+	e.waitLaunch(id, "running", func(l api.Launch) bool { return l.State == api.StateRunning })
+	// The record is made beside the box; once saved it is there for the next daemon. (Without
+	// a saved record there is nothing to wait for: the wait ends at its bound.)
+	record := filepath.Join(launchdir.Dir(filepath.Join(e.runtime, "agentbox"), id), launchdir.IntegrityFoldersFile)
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if _, err := os.Stat(record); err == nil {
+			break
+		}
+	}
+	pid := e.daemonPid()
+	if pid <= 0 {
+		t.Fatal("no daemon pid")
+	}
+	syscall.Kill(pid, syscall.SIGKILL)
+	for i := 0; i < 500 && syscall.Kill(pid, 0) == nil; i++ {
+		time.Sleep(10 * time.Millisecond)
+	}
+	e.run("daemon", "--detach")
+	write(t, filepath.Join(e.work, "go"), "")
+	e.waitLaunch(id, "settled", func(l api.Launch) bool { return l.State == api.StateExited && l.Settled })
+	e.waitEnded(id)
+	for _, p := range []string{"build/old.o", "build/sub/keep.o"} {
+		if b, err := os.ReadFile(filepath.Join(e.work, p)); err != nil || string(b) != "host object\n" {
+			t.Errorf("the host's %s, older than the launch, after a daemon restart mid-launch: %q, %v; want it left in place\nagentbox changes:\n%s", p, b, err, e.run("changes", id))
+		}
+	}
+	if _, err := os.Lstat(filepath.Join(e.work, "build", "new.o")); err == nil {
+		t.Errorf("the box's build/new.o, left in an ignored place, is still in the workspace")
 	}
 }
