@@ -241,3 +241,47 @@ func TestIgnoredFolderRecordAcrossRestart(t *testing.T) {
 		t.Errorf("the box's build/new.o, left in an ignored place, is still in the workspace")
 	}
 }
+
+// TestLostLaunchWorkFolders (devloop10's per-launch overlay work folders): a launch that ends
+// without its shim's final report (the shim killed: the launch is lost) has its overlay work
+// folders, <box cache>/work/<launch id>/, removed at settle. They must not be left, and must
+// not be removed while an overlay of the box still uses them (the box's mount table names
+// them as an overlay's workdir): its next copy-up of a host file would fail.
+func TestLostLaunchWorkFolders(t *testing.T) {
+	t.Parallel()
+	e := newDaemonEnv(t)
+	repo(t, e.work)
+	write(t, filepath.Join(e.home, ".npm", "host-file"), "host\n") // an overlay of the host's ~/.npm
+	id := strings.TrimSpace(e.run("run", "-d", "sh", "--", "-c", "while [ ! -e stop ]; do sleep 0.05; done"))
+	l := e.waitLaunch(id, "running", func(l api.Launch) bool { return l.State == api.StateRunning && l.ShimPid > 0 && l.BoxPid > 0 })
+	t.Cleanup(func() { syscall.Kill(l.BoxPid, syscall.SIGKILL) })
+	works, _ := filepath.Glob(filepath.Join(e.state, "agentbox", "cache", "*", "work", id))
+	if len(works) != 1 {
+		t.Fatalf("the launch's overlay work folders: %v, want one folder (the test would prove nothing)", works)
+	}
+	mounted := func() bool {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/mountinfo", l.BoxPid))
+		return err == nil && strings.Contains(string(b), "workdir="+works[0]+"/")
+	}
+	if !mounted() {
+		t.Fatalf("the box's mount table names no overlay whose workdir is in %s (the test would prove nothing)", works[0])
+	}
+	if err := syscall.Kill(l.ShimPid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	// Recorded as ended once the work folders are removed (settle): look at once.
+	ended := e.waitLaunch(id, "ended", func(l api.Launch) bool { return l.State != api.StateRunning && l.State != api.StateStarting })
+	stillMounted := mounted()
+	_, werr := os.Lstat(works[0])
+	e.waitEnded(id)
+	t.Logf("after the shim's SIGKILL: launch %s (settled %v); the box's overlay still mounted: %v; work folders there: %v", ended.State, ended.Settled, stillMounted, werr == nil)
+	if stillMounted && werr != nil {
+		t.Errorf("the work folders %s were removed while the box's overlay still used them", works[0])
+	}
+	for i := 0; i < 200 && syscall.Kill(l.BoxPid, 0) == nil; i++ {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if _, err := os.Lstat(works[0]); err == nil {
+		t.Errorf("the lost launch's overlay work folders %s are left (box gone: %v)", works[0], syscall.Kill(l.BoxPid, 0) != nil)
+	}
+}
