@@ -44,8 +44,9 @@ func placeNew(dir int, tmp, name string) error {
 }
 
 // QuarantineSuffix is what a file moved aside (RenameAside) gets before its number, and
-// begins the name of the hidden folder a folder moved aside goes into: nothing of agentbox
-// takes what lies there for configuration, and neither git nor the agents read it.
+// begins the name of the hidden folder a folder moved aside goes into: neither git nor the
+// agents read it. It is no mark for agentbox's own checks, which pass over what they moved by
+// their record of it: a box can give any file or folder this name.
 const QuarantineSuffix = ".agentbox-quarantined-"
 
 // RenameAside moves name in the folder dirfd aside, never over an existing file, and returns

@@ -119,8 +119,14 @@ func (b *integrityBroker) Prepare(ctx context.Context, bl *broker.Launch, c *pla
 		return err
 	}
 	// The folders of the git-ignored places there now are recorded beside the box, for the
-	// check at exit (integrity.State.IgnoredChanged: a folder renamed in the launch).
-	st.RecordFolders()
+	// check at exit (integrity.State.IgnoredChanged: a folder renamed in the launch), and saved
+	// beside the state for a daemon restarted meanwhile (Resume).
+	id := bl.ID
+	st.RecordFolders(b.foldersPath(id), func(err error) {
+		if err != nil {
+			b.Log.Error("integrity: save the record of the ignored folders", "launch", id, "err", err)
+		}
+	})
 	// Absent protected paths get no placeholder: the engine moves what the box creates at one
 	// into the launch's proposed changes (changes.Guard); the guards are kept beside the state
 	// for the pass at exit.
@@ -149,7 +155,7 @@ func (b *integrityBroker) Prepare(ctx context.Context, bl *broker.Launch, c *pla
 }
 
 func (b *integrityBroker) Resume(ctx context.Context, bl *broker.Launch) error {
-	st, err := integrity.Load(b.statePath(bl.ID))
+	st, err := b.loadState(bl.ID)
 	if err != nil {
 		return err
 	}
@@ -166,7 +172,7 @@ func (b *integrityBroker) End(id string) {
 		iw.cancel()
 		<-iw.done
 		w = iw.w
-	} else if st, err := integrity.Load(b.statePath(id)); err == nil {
+	} else if st, err := b.loadState(id); err == nil {
 		// Settled by a daemon that did not prepare or resume it (re-adoption of an ended box).
 		w = b.newWatcher(id, st, 0)
 	} else if !errors.Is(err, os.ErrNotExist) {
@@ -293,6 +299,26 @@ func (b *integrityBroker) collectStaged(id string, ws string) (left bool) {
 		b.Log.Error("integrity: collect the staged copies of protected files", "launch", id, "err", err)
 	}
 	return len(res.Failed) > 0 || err != nil
+}
+
+// foldersPath is where launch id's record of the folders in git-ignored places is saved
+// (integrity.State.RecordFolders), beside its state.
+func (b *integrityBroker) foldersPath(id string) string {
+	return filepath.Join(launchdir.Dir(b.RuntimeDir, id), launchdir.IntegrityFoldersFile)
+}
+
+// loadState reads launch id's integrity state as Prepare saved it, with the record of the
+// folders in git-ignored places when it was saved (a daemon stopped before leaves none: logged,
+// and the check at exit takes each folder whose ctime is in the launch whole).
+func (b *integrityBroker) loadState(id string) (*integrity.State, error) {
+	st, err := integrity.Load(b.statePath(id))
+	if err != nil {
+		return nil, err
+	}
+	if err := st.LoadFolders(b.foldersPath(id)); err != nil {
+		b.Log.Warn("integrity: no record of the ignored folders at the launch's start; the check at exit takes each folder changed in the launch whole", "launch", id, "err", err)
+	}
+	return st, nil
 }
 
 func (b *integrityBroker) guardsPath(id string) string {

@@ -135,7 +135,34 @@ func checkWritable(ws string, facts plan.WorkspaceFacts, req *api.LaunchRequest)
 	if err := plan.CheckWorkspace(ws, facts); err != nil {
 		return err
 	}
-	return plan.CheckStartupFolders(ws, facts.Home, filepath.SplitList(envValue(req.Env, "PATH")))
+	return plan.CheckStartupFolders(ws, facts.Home, pathFolders(envValue(req.Env, "PATH")))
+}
+
+// pathFolders returns the entries of the PATH value path, each followed by the folder it
+// resolves to when that differs (symlinks resolved as far as the path exists: a PATH folder
+// not made yet is still one a box could make): the workspace is compared resolved.
+func pathFolders(path string) []string {
+	var out []string
+	for _, p := range filepath.SplitList(path) {
+		out = append(out, p)
+		if !filepath.IsAbs(p) {
+			continue
+		}
+		rest := ""
+		for d := filepath.Clean(p); ; d = filepath.Dir(d) {
+			if r, err := filepath.EvalSymlinks(d); err == nil {
+				if r = filepath.Join(r, rest); r != filepath.Clean(p) {
+					out = append(out, r)
+				}
+				break
+			}
+			if d == "/" {
+				break
+			}
+			rest = filepath.Join(filepath.Base(d), rest)
+		}
+	}
+	return out
 }
 
 // workspaceFacts are what plan.CheckWorkspace compares a workspace (or a toolchain's folder)

@@ -44,9 +44,6 @@ var DepFolderKinds = []DepFolderKind{
 // (dependency folders by name: node_modules, .venv, target beside a Cargo.toml), or nil.
 // A virtualenv of another name is told by its own entries (IsVenv).
 func depFolderKind(name string, ents []fs.DirEntry) *DepFolderKind {
-	if strings.Contains(name, QuarantineSuffix) {
-		return nil
-	}
 	for i, k := range DepFolderKinds {
 		if k.Name == "" || k.Name != name {
 			continue

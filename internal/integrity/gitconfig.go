@@ -40,7 +40,7 @@ type Finding struct {
 // notChecked is the number of folders found but not looked into because
 // the bound was reached (0 when the scan is complete).
 func ScanExec(ws string, skip map[string]bool, config []NestedConfigFile, lim Limits) (found map[string]string, notChecked int) {
-	found, notChecked = scanWorkspace(ws, skip, config, lim, nil, nil)
+	found, notChecked = scanWorkspace(ws, passOver{roots: skip}, config, lim, nil, nil)
 	maps.DeleteFunc(found, func(_, d string) bool { return d == packageUnsettled })
 	return found, notChecked
 }
@@ -54,7 +54,7 @@ type gitRepos struct{ tops, gitdirs []string }
 // scanWorkspace is ScanExec, which also records in deps, when it is not nil, the workspace's
 // dependency folders it visits (DepFolderKinds; without their identity, and those beneath
 // another too), and in repos, when it is not nil, the repositories it visits.
-func scanWorkspace(ws string, skip map[string]bool, config []NestedConfigFile, lim Limits, deps map[string]DepFolder, repos *gitRepos) (found map[string]string, notChecked int) {
+func scanWorkspace(ws string, skip passOver, config []NestedConfigFile, lim Limits, deps map[string]DepFolder, repos *gitRepos) (found map[string]string, notChecked int) {
 	lim = lim.withDefaults()
 	files := nestedFiles(config)
 	out := map[string]string{}
@@ -79,13 +79,14 @@ func scanWorkspace(ws string, skip map[string]bool, config []NestedConfigFile, l
 // first (readDirOwned). files are the nested configuration files looked for (nestedFiles).
 // deps, when not nil, gets the dependency folders among dir and its entries; repos, when not
 // nil, the repositories among them.
-func scanDir(ws, dir string, skip map[string]bool, files []NestedConfigFile, out map[string]string, deps map[string]DepFolder, repos *gitRepos) ([]string, error) {
+func scanDir(ws, dir string, skip passOver, files []NestedConfigFile, out map[string]string, deps map[string]DepFolder, repos *gitRepos) ([]string, error) {
 	ents, err := readDirOwned(dir)
 	if err != nil {
 		return nil, err
 	}
 	if deps != nil {
-		if dir != ws && IsVenv(ents) && !strings.Contains(filepath.Base(dir), QuarantineSuffix) {
+		// What the launch's checks moved aside is dropped by identify, by the record, not here.
+		if dir != ws && IsVenv(ents) {
 			deps[dir] = DepFolder{Runs: DepFolderKinds[len(DepFolderKinds)-1].Runs}
 		}
 		sitePackages(ws, dir, ents, deps)
@@ -103,7 +104,7 @@ func scanDir(ws, dir string, skip map[string]bool, files []NestedConfigFile, out
 			rel = filepath.ToSlash(r)
 		}
 	}
-	pinned := func(folder string) bool { return skip[filepath.Join(ws, folder)] }
+	pinned := func(folder string) bool { return skip.roots[filepath.Join(ws, folder)] }
 	var nested *nestedMatcher // made at the folder's first file that is not skipped
 	skills := inSkillFolder(rel)
 	var sub []string
@@ -111,7 +112,7 @@ func scanDir(ws, dir string, skip map[string]bool, files []NestedConfigFile, out
 	for _, de := range ents {
 		name := de.Name()
 		p := filepath.Join(dir, name)
-		if !skip[p] && (!de.IsDir() || de.Type()&os.ModeSymlink != 0) && skills {
+		if !skip.roots[p] && (!de.IsDir() || de.Type()&os.ModeSymlink != 0) && skills {
 			// A skill or command that runs commands or grants tools (review 14, F11); the
 			// cases below judge the same entry as any other (a .gitignore, an .envrc).
 			checkSkillFile(ws, p, de.Type()&os.ModeSymlink != 0, out)
@@ -130,37 +131,37 @@ func scanDir(ws, dir string, skip map[string]bool, files []NestedConfigFile, out
 				if repos != nil {
 					repos.tops = append(repos.tops, dir)
 				}
-			} else if t, far := dotGitOutside(ws, p); far && !skip[p] {
+			} else if t, far := dotGitOutside(ws, p); far && !skip.roots[p] {
 				// The gitdir lies where the scan does not look (the box cache, which boxes
 				// write, persists and has the same path on the host): its config and hooks
 				// are the box's to choose. A new or changed pointer is moved aside.
 				out[p] = "git pointer (.git) leading out of the workspace to " + t
 			}
-		case name == ".envrc" && !skip[p]:
+		case name == ".envrc" && !skip.roots[p]:
 			if de.Type().IsRegular() || de.Type()&os.ModeSymlink != 0 {
 				out[p] = "direnv script (.envrc)"
 			}
-		case strings.HasSuffix(name, ".pyc") && !de.IsDir() && !skip[p]:
+		case strings.HasSuffix(name, ".pyc") && !de.IsDir() && !skip.roots[p]:
 			pythonBytecode(p, de, "python bytecode, which python imports instead of the source", out)
-		case strings.HasSuffix(name, ".so") && !de.IsDir() && !skip[p] && shadowsSource(name, ents):
+		case strings.HasSuffix(name, ".so") && !de.IsDir() && !skip.roots[p] && shadowsSource(name, ents):
 			pythonBytecode(p, de, "a python extension module, which python imports instead of the source beside it", out)
-		case name == "__pycache__" && de.Type()&os.ModeSymlink != 0 && !skip[p]:
+		case name == "__pycache__" && de.Type()&os.ModeSymlink != 0 && !skip.roots[p]:
 			// python reads bytecode through it, from wherever it leads (the box cache, which
 			// boxes write and which has the same path on the host): the scan, which never
 			// follows a link, could not see what is there. New or changed, it is moved aside.
 			t, _ := os.Readlink(p)
 			out[p] = "python bytecode folder (__pycache__) as a symlink to " + t
-		case name == "package.json" && (de.Type().IsRegular() || de.Type()&os.ModeSymlink != 0) && !skip[p] && !strings.Contains(p, "/node_modules/"):
+		case name == "package.json" && (de.Type().IsRegular() || de.Type()&os.ModeSymlink != 0) && !skip.roots[p] && !strings.Contains(p, "/node_modules/"):
 			// The hooks read the package.json of the project they were installed from, never
 			// a dependency's.
 			checkPackageJSON(ws, p, func(n string) bool {
 				return slices.ContainsFunc(ents, func(e fs.DirEntry) bool { return e.Name() == n })
-			}, out)
-		case de.Type()&os.ModeSymlink != 0 && !skip[p] && !skip[dir] && nestedConfigFolder(files, path.Join(rel, name), pinned) != "":
+			}, skip.moved, out)
+		case de.Type()&os.ModeSymlink != 0 && !skip.roots[p] && !skip.roots[dir] && !skip.moved(p) && nestedConfigFolder(files, path.Join(rel, name), pinned) != "":
 			linkedFolder(ws, p, nestedConfigFolder(files, path.Join(rel, name), pinned), out)
-		case !de.IsDir() && !skip[p] && !skip[dir] && nestedIn(&nested, files, rel, pinned).match(name) != "":
+		case !de.IsDir() && !skip.roots[p] && !skip.roots[dir] && !skip.moved(p) && nestedIn(&nested, files, rel, pinned).match(name) != "":
 			hashed(ws, p, nested.match(name), out)
-		case name == ".gitignore" && de.Type().IsRegular() && !skip[p]:
+		case name == ".gitignore" && de.Type().IsRegular() && !skip.roots[p]:
 			// git reads no .gitignore through a symlink. One that ignores itself hides itself
 			// and, beside it, whatever it names from status, add and clean: a box's new files
 			// (build inputs the host then compiles) disappear from the user's review.
@@ -430,9 +431,6 @@ func nestedIn(m **nestedMatcher, files []NestedConfigFile, rel string, pinned fu
 
 // match returns what reads the file name in the matcher's folder, or "".
 func (m *nestedMatcher) match(name string) string {
-	if strings.Contains(name, QuarantineSuffix) {
-		return ""
-	}
 	best := m.first
 	if i, ok := m.lit[name]; ok && i < best {
 		best = i
@@ -515,9 +513,6 @@ func pinnedFolder(rel, dir string, pinned func(string) bool) bool {
 // every file counts. A symlink there hides its files from the scan, which names a file by the
 // folders it lies in and does not follow symlinked folders (review 11, F2).
 func nestedConfigFolder(files []NestedConfigFile, rel string, pinned func(string) bool) string {
-	if strings.Contains(rel, QuarantineSuffix) {
-		return ""
-	}
 	for _, f := range files {
 		if f.Dir == "" || strings.HasPrefix(f.Dir, "/") {
 			continue
@@ -621,7 +616,7 @@ const maxGitNesting = 8
 // scanGitDir records the executable configuration of one git directory: its config files
 // (and its common dir's, when commondir points elsewhere beneath ws), its hooks, and those of
 // the submodule gitdirs (modules/**) and linked worktrees' gitdirs (worktrees/*) beneath it.
-func scanGitDir(ws, gd string, skip map[string]bool, out map[string]string, depth int) {
+func scanGitDir(ws, gd string, skip passOver, out map[string]string, depth int) {
 	if depth > maxGitNesting {
 		return
 	}
@@ -636,7 +631,7 @@ func scanGitDir(ws, gd string, skip map[string]bool, out map[string]string, dept
 	common, ok, err := commonDir(ws, gd)
 	cf := filepath.Join(gd, "commondir")
 	switch {
-	case err != nil && !skip[cf]:
+	case err != nil && !skip.roots[cf]:
 		// git reads it whole: where it leads is not known.
 		out[cf] = "git commondir " + err.Error()
 	case ok && common != gd:
@@ -645,7 +640,7 @@ func scanGitDir(ws, gd string, skip map[string]bool, out map[string]string, dept
 		checkPackedRefs(ws, filepath.Join(common, "packed-refs"), skip, out)
 		checkAlternates(ws, common, skip, out)
 		checkRerere(common, skip, out)
-	case !ok && common != "" && !skip[cf]:
+	case !ok && common != "" && !skip.roots[cf]:
 		// git takes config and hooks from a common dir out of the workspace: as a .git
 		// pointer leading out (dotGitOutside), the commondir file is the finding.
 		out[cf] = "git commondir leading out of the workspace to " + common
@@ -655,7 +650,7 @@ func scanGitDir(ws, gd string, skip map[string]bool, out map[string]string, dept
 		scanGitDir(ws, sub, skip, out, depth+1)
 	}
 	for _, l := range links {
-		if !skip[l] {
+		if !skip.roots[l] && !skip.moved(l) {
 			// git follows it: git submodule update takes the gitdir there, its config, hooks
 			// and objects, from wherever it leads (the box cache, which has the same path on
 			// the host). New or changed, it is moved aside.
@@ -690,9 +685,7 @@ func moduleGitDirs(gd string) (dirs, links []string) {
 			case err != nil:
 				continue
 			case fi.Mode()&os.ModeSymlink != 0:
-				if !strings.Contains(n, QuarantineSuffix) {
-					links = append(links, p)
-				}
+				links = append(links, p)
 				continue
 			case !fi.IsDir():
 				continue
@@ -744,8 +737,8 @@ const maxCheckedFile = 1 << 20
 // does, one git would refuse or one over maxCheckedFile, counts as executable (review 13, F6
 // and F7): its detail names why, and its size and ctime when it was not read, so that any
 // change to it is a change.
-func checkConfig(ws, gd, path string, skip map[string]bool, out map[string]string) {
-	if skip[path] {
+func checkConfig(ws, gd, path string, skip passOver, out map[string]string) {
+	if skip.roots[path] {
 		return
 	}
 	b, err := readBeneath(ws, path, maxCheckedFile)
@@ -840,9 +833,9 @@ var alternatesFiles = []string{"objects/info/alternates", "objects/info/http-alt
 // the same path on the host) holding an object under a name of the repository's, whose local
 // copy it removed, and the host's git then gives the box's content for a committed file (review
 // 13, F10). A new or changed one is moved aside: git then reports the object missing.
-func checkAlternates(ws, gd string, skip map[string]bool, out map[string]string) {
+func checkAlternates(ws, gd string, skip passOver, out map[string]string) {
 	for _, f := range alternatesFiles {
-		if p := filepath.Join(gd, f); !skip[p] {
+		if p := filepath.Join(gd, f); !skip.roots[p] {
 			hashed(ws, p, "git alternates ("+path.Base(f)+"): other object stores git reads objects from", out)
 		}
 	}
@@ -857,10 +850,10 @@ var sequencerTodos = []string{"rebase-merge/git-rebase-todo", "sequencer/todo"}
 // most the next two commands of a stopped rebase, so an exec line a box put after them would
 // run at the host's next `git rebase --continue` unseen (review 14, F10). A new or changed one
 // is moved aside: git then cannot continue that rebase (`git rebase --abort` ends it).
-func checkSequencer(ws, gd string, skip map[string]bool, out map[string]string) {
+func checkSequencer(ws, gd string, skip passOver, out map[string]string) {
 	for _, f := range sequencerTodos {
 		p := filepath.Join(gd, f)
-		if skip[p] {
+		if skip.roots[p] {
 			continue
 		}
 		b, err := readBeneath(ws, p, maxCheckedFile)
@@ -933,9 +926,9 @@ func sequencerLists(ws string, repos gitRepos) map[string]bool {
 // F15). An entry that is new or changed is moved aside (git skips a folder whose name is not an
 // id, and then only lost a remembered resolution); so is rr-cache itself, or an entry, as a
 // symlink (git follows it where the scan does not).
-func checkRerere(gd string, skip map[string]bool, out map[string]string) {
+func checkRerere(gd string, skip passOver, out map[string]string) {
 	dir := filepath.Join(gd, "rr-cache")
-	if skip[dir] {
+	if skip.roots[dir] {
 		return
 	}
 	const what = "a conflict resolution recorded by git rerere, which the host's next merge or rebase with rerere.enabled applies as its own"
@@ -953,7 +946,7 @@ func checkRerere(gd string, skip map[string]bool, out map[string]string) {
 	for _, de := range ents {
 		p := filepath.Join(dir, de.Name())
 		switch {
-		case strings.Contains(de.Name(), QuarantineSuffix) || skip[p]:
+		case skip.roots[p] || skip.moved(p):
 		case de.Type()&os.ModeSymlink != 0:
 			t, _ := os.Readlink(p)
 			out[p] = what + " (rr-cache), as a symlink to " + t
@@ -991,8 +984,8 @@ func todoExecs(b []byte) bool {
 // checkHooks records every hook in dir (a gitdir's hooks folder): each file git would run by
 // its name, whatever its mode (a box can chmod), with a hash of its content so that a
 // rewritten hook is a change. Samples and quarantined files are not hooks.
-func checkHooks(ws, dir string, skip map[string]bool, out map[string]string) {
-	if skip[dir] {
+func checkHooks(ws, dir string, skip passOver, out map[string]string) {
+	if skip.roots[dir] {
 		return
 	}
 	ents, err := readDirOwned(dir)
@@ -1002,7 +995,7 @@ func checkHooks(ws, dir string, skip map[string]bool, out map[string]string) {
 	for _, de := range ents {
 		name := de.Name()
 		p := filepath.Join(dir, name)
-		if de.IsDir() || strings.HasSuffix(name, ".sample") || strings.Contains(name, QuarantineSuffix) || skip[p] {
+		if de.IsDir() || strings.HasSuffix(name, ".sample") || skip.roots[p] || skip.moved(p) {
 			continue
 		}
 		hashed(ws, p, "git hook "+name, out)

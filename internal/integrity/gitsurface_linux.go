@@ -88,8 +88,9 @@ func (r fdReader) Read(b []byte) (int, error) {
 }
 
 // QuarantineSuffix begins the name of the folder beside a file moved aside that holds it
-// (FOLDER/.agentbox-quarantined-N/NAME): the scan never takes what lies there for
-// configuration or a hook, and git never reads it.
+// (FOLDER/.agentbox-quarantined-N/NAME), and ends a file's name moved aside: git never reads
+// it. The scans pass over what the launch's checks moved aside by their record (State.Aside,
+// passOver), never by this name, which a box can give anything (review 16, F1).
 const QuarantineSuffix = atomicfile.QuarantineSuffix
 
 // moveAside renames path (beneath ws; no symlink on the way is followed, and a final symlink

@@ -1225,3 +1225,33 @@ func TestSelfHidingGitignoreMovedAside(t *testing.T) {
 		}
 	}
 }
+
+// TestScanPassesOverRecordedMoves (review 16, F1 in the scans): the scans pass over what the
+// launch's checks moved aside by their record (State.Aside), not by its name. A box's plugin
+// in a nested .opencode/plugin/ is moved aside to x.js.agentbox-quarantined-1, a name any file
+// of that folder could have: the next scan passes over it (no second move, no second alert)
+// until it is written again, when it is moved aside once more. A file the box names so itself
+// is moved aside as any other.
+func TestScanPassesOverRecordedMoves(t *testing.T) {
+	ws := newWS(t)
+	mustWrite(t, filepath.Join(ws, "app", ".opencode", "opencode.json"), "{}\n")
+	s := Snapshot(resolveWS(t, ws), Limits{})
+	p := filepath.Join(ws, "app", ".opencode", "plugin", "x.js")
+	mustWrite(t, p, "export const X = async () => {}\n")
+	movedAside(t, s, p)
+	aside := AsidePath(p, 1)
+	if _, ok := s.Aside[aside]; !ok {
+		t.Fatalf("the move of %s is not recorded: %v", p, s.Aside)
+	}
+	if ts := s.VerifyExec(); len(ts) != 0 {
+		t.Errorf("the scan after the move reports %+v, want nothing (the move is recorded)", ts)
+	}
+	// Written again after the move: its ctime is newer than the record's.
+	if err := os.WriteFile(aside, []byte("export const Y = 1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	movedAside(t, s, aside)
+	named := filepath.Join(ws, "app", ".opencode", "plugin", "y"+QuarantineSuffix+"1.js")
+	mustWrite(t, named, "export const Y = async () => {}\n")
+	movedAside(t, s, named)
+}

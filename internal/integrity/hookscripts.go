@@ -176,8 +176,10 @@ func (r *resolver) pinnedBeneath(rel string) bool {
 	return false
 }
 
-// folderTexts returns the texts of the hooks in the folder rel (but samples and what was
-// moved aside).
+// folderTexts returns the texts of the hooks in the folder rel (but samples). A file of any
+// other name is read, one a check moved aside included: the launch begins with no record of
+// what was moved (State.Aside), a name is no mark (a box chooses its names, review 16, F1), and
+// a text read in excess only pins more.
 func (r *resolver) folderTexts(rel string) []string {
 	if k, err := r.fs.kind(rel); err != nil || k != KindDir {
 		return nil
@@ -188,7 +190,7 @@ func (r *resolver) folderTexts(rel string) []string {
 	}
 	var out []string
 	for _, n := range names {
-		if strings.HasSuffix(n, ".sample") || strings.Contains(n, QuarantineSuffix) {
+		if strings.HasSuffix(n, ".sample") {
 			continue
 		}
 		if b, err := r.fs.read(filepath.Join(rel, n), maxCheckedFile); err == nil {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -13,6 +14,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/agentbox/agentbox/internal/atomicfile"
 )
 
 // IgnoredWalkBound bounds the entries IgnoredChanged looks at in the git-ignored places of
@@ -306,9 +309,15 @@ type folderRecord struct {
 // beneath a folder whose ctime is in the launch only when that folder is not the one recorded
 // at its path: renamed there, or made, in the launch. A folder of the host's that only had
 // entries added or removed keeps what it held (their ctimes speak for them). A folder not
-// recorded (changed before the record reached it, past the bound, or a daemon restarted
-// meanwhile: the record is not saved) is taken for new. A second call does nothing.
-func (s *State) RecordFolders() {
+// recorded (changed before the record reached it, or past the bound) is taken for new.
+//
+// Once made, the record is saved at path (when not ""), beside the launch's integrity state,
+// and done (when not nil) is called with the error of that save: a daemon restarted while the
+// box runs reads it back (LoadFolders). Before, it was kept in memory only, and after a restart
+// every folder of the host's whose ctime the box had moved was taken whole at exit, the user's
+// old files in it too. A daemon stopped before the record was saved leaves none: then, as
+// before, such a folder is taken whole. A second call does nothing.
+func (s *State) RecordFolders(path string, done func(error)) {
 	if s.folders != nil || s.Started.IsZero() {
 		return
 	}
@@ -324,5 +333,50 @@ func (s *State) RecordFolders() {
 		c.eachIgnored(ctx, func(rel, repo string) error {
 			return c.oldFolders(rel, repo, c.Started.UnixNano(), &budget, f.inode)
 		})
+		var err error
+		if path != "" {
+			err = saveFolders(path, f.inode)
+		}
+		if done != nil {
+			done(err)
+		}
 	}()
+}
+
+// savedFolders is the file RecordFolders saves: the record, by path.
+type savedFolders struct {
+	Inode map[string]uint64 `json:"inode"`
+}
+
+func saveFolders(path string, inode map[string]uint64) error {
+	b, err := json.Marshal(savedFolders{Inode: inode})
+	if err != nil {
+		return err
+	}
+	if err := atomicfile.WriteFile(path, b, 0o600); err != nil {
+		return fmt.Errorf("integrity: save the record of the ignored folders: %w", err)
+	}
+	return nil
+}
+
+// LoadFolders reads back the record RecordFolders saved at path, for a state loaded by a
+// daemon that did not make it (Load, after a restart while the box ran). An error wrapping
+// fs.ErrNotExist says that none was saved: the folders whose ctime is in the launch are then
+// taken whole at exit. It is called before the state is shared with the checks.
+func (s *State) LoadFolders(path string) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("integrity: load the record of the ignored folders: %w", err)
+	}
+	var saved savedFolders
+	if err := json.Unmarshal(b, &saved); err != nil {
+		return fmt.Errorf("integrity: load the record of the ignored folders %s: %w", path, err)
+	}
+	f := &folderRecord{done: make(chan struct{}), inode: saved.Inode}
+	if f.inode == nil {
+		f.inode = map[string]uint64{}
+	}
+	close(f.done)
+	s.folders = f
+	return nil
 }

@@ -80,13 +80,13 @@ func BenchmarkIgnoredAtExit(b *testing.B) {
 					// What the daemon adds beside the box: the record of the folders there at
 					// the start (RecordFolders), which the check at exit waits for.
 					b.StartTimer()
-					s.RecordFolders()
+					s.RecordFolders("", nil)
 					s.IgnoredChanged(context.Background())
 					continue
 				}
 				// As the daemon does, the folders there at the start are recorded before the
 				// box writes (IgnoredChanged waits for the record; it moves nothing).
-				s.RecordFolders()
+				s.RecordFolders("", nil)
 				s.IgnoredChanged(context.Background())
 				out := filepath.Join(ws, "build", "out")
 				os.MkdirAll(out, 0o755)

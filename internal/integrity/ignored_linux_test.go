@@ -2,6 +2,7 @@ package integrity
 
 import (
 	"context"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -63,7 +64,7 @@ func TestIgnoredChanged(t *testing.T) {
 	time.Sleep(20 * time.Millisecond)
 	s := &State{Workspace: ws, Started: time.Now(), Deps: map[string]DepFolder{filepath.Join(ws, "node_modules"): {}},
 		Own: []string{filepath.Join(ws, ".venv")}}
-	s.RecordFolders()
+	s.RecordFolders("", nil)
 	<-s.folders.done
 	time.Sleep(20 * time.Millisecond) // a box starts tens of ms after the snapshot
 	// Content with an old ctime renamed into an ignored place: all of it is new there
@@ -223,7 +224,7 @@ func TestIgnoredLinkedWorktree(t *testing.T) {
 	if want := []string{filepath.Join(".worktrees", "feature")}; !slices.Equal(s.Worktrees, want) {
 		t.Fatalf("worktrees at the snapshot: %v, want %v", s.Worktrees, want)
 	}
-	s.RecordFolders()
+	s.RecordFolders("", nil)
 	<-s.folders.done
 	time.Sleep(20 * time.Millisecond)
 	put(".worktrees/feature/app.go", "package main // the user's edit\n")
@@ -255,7 +256,7 @@ func TestRecordFoldersBesideChecks(t *testing.T) {
 		os.WriteFile(filepath.Join(ws, "build", strconv.Itoa(i), "o"), nil, 0o644)
 	}
 	s := &State{Workspace: ws, Started: time.Now(), Deps: map[string]DepFolder{}}
-	s.RecordFolders()
+	s.RecordFolders("", nil)
 	for i := range 50 {
 		s.Deps[filepath.Join(ws, "dep"+strconv.Itoa(i))] = DepFolder{}
 		s.Own = append(s.Own, filepath.Join(ws, "own"+strconv.Itoa(i)))
@@ -266,5 +267,60 @@ func TestRecordFoldersBesideChecks(t *testing.T) {
 	}
 	if res := s.IgnoredChanged(context.Background()); len(res.Files)+len(res.NotChecked) > 0 {
 		t.Errorf("taken what the checks moved aside (or not checked): %+v", res)
+	}
+}
+
+// TestRecordFoldersSaved: the record of the ignored folders at the launch's start is saved
+// where RecordFolders is told, and a state loaded by another daemon (Load, then LoadFolders)
+// keeps the host's old files in a folder the box added a file to, as the daemon that made the
+// record does; without the saved record (none, or not loaded) the folder is taken whole.
+func TestRecordFoldersSaved(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("git not installed")
+	}
+	ws, _ := filepath.EvalSymlinks(t.TempDir())
+	c := exec.Command("git", "init", "-q")
+	c.Dir = ws
+	if out, err := c.CombinedOutput(); err != nil {
+		t.Fatalf("git init: %v\n%s", err, out)
+	}
+	os.WriteFile(filepath.Join(ws, ".gitignore"), []byte("build/\n"), 0o644)
+	os.MkdirAll(filepath.Join(ws, "build", "sub"), 0o755)
+	os.WriteFile(filepath.Join(ws, "build", "old.o"), []byte("host\n"), 0o644)
+	os.WriteFile(filepath.Join(ws, "build", "sub", "keep.o"), []byte("host\n"), 0o644)
+	time.Sleep(20 * time.Millisecond)
+	s := &State{Workspace: ws, Started: time.Now()}
+	dir := t.TempDir()
+	state, record := filepath.Join(dir, "integrity.json"), filepath.Join(dir, "integrity-folders.json")
+	if err := s.Save(state); err != nil {
+		t.Fatal(err)
+	}
+	saved := make(chan error, 1)
+	s.RecordFolders(record, func(err error) { saved <- err })
+	if err := <-saved; err != nil {
+		t.Fatalf("the record was not saved: %v", err)
+	}
+	os.WriteFile(filepath.Join(ws, "build", "new.o"), []byte("box\n"), 0o644)
+	load := func(withRecord bool) []string {
+		t.Helper()
+		l, err := Load(state)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if withRecord {
+			if err := l.LoadFolders(record); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return l.IgnoredChanged(context.Background()).Files
+	}
+	if got, want := load(true), []string{"build/new.o"}; !slices.Equal(got, want) {
+		t.Errorf("taken by a daemon that loaded the record: %v, want %v", got, want)
+	}
+	if got, want := load(false), []string{"build/new.o", "build/old.o", "build/sub/keep.o"}; !slices.Equal(got, want) {
+		t.Errorf("taken by a daemon without the record: %v, want %v (the test would prove nothing)", got, want)
+	}
+	if err := new(State).LoadFolders(filepath.Join(dir, "none.json")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("LoadFolders of no record: %v, want one that wraps fs.ErrNotExist", err)
 	}
 }

@@ -139,8 +139,9 @@ func isPackageJSON(p string) bool { return filepath.Base(p) == "package.json" }
 // checkPackageJSON records the package.json at path when it gives an installed git hook
 // something to run (packageHooks), with a hash of that part of it: new or changed, the scan
 // moves the file aside, so that the host's next git commit runs none of a box's hook commands.
-// present reports whether a name is among the entries of the package.json's folder (nil: look).
-func checkPackageJSON(ws, path string, present func(string) bool, out map[string]string) {
+// present reports whether a name is among the entries of the package.json's folder (nil: look);
+// moved, what the launch's checks moved aside (hookFileWords).
+func checkPackageJSON(ws, path string, present, moved func(string) bool, out map[string]string) {
 	b, err := readBeneath(ws, path, maxCheckedFile)
 	switch {
 	case errors.Is(err, errOutside):
@@ -152,7 +153,7 @@ func checkPackageJSON(ws, path string, present func(string) bool, out map[string
 	case err != nil:
 		return
 	}
-	hooks, names, err := packageHooks(b, hookFileWords(ws, filepath.Dir(path), present))
+	hooks, names, err := packageHooks(b, hookFileWords(ws, filepath.Dir(path), present, moved))
 	switch {
 	case err != nil:
 		// Most often a write caught halfway (truncated, then written: an editor's save, npm's):
@@ -170,8 +171,9 @@ func checkPackageJSON(ws, path string, present func(string) bool, out map[string
 // dir/.git/hooks (but samples), the run commands of lefthook's configuration there and the
 // entries of pre-commit's local hooks (hook managers' commands: run: npm run lint), each read
 // beneath ws up to maxCheckedFile. present, when not nil, says which names dir holds (the
-// scan's listing), so that those absent are not opened.
-func hookFileWords(ws, dir string, present func(string) bool) []string {
+// scan's listing), so that those absent are not opened; moved, when not nil, which hook files
+// the launch's checks moved aside (passOver.moved), which are not read.
+func hookFileWords(ws, dir string, present, moved func(string) bool) []string {
 	var out []string
 	for _, f := range append(lefthookConfigs(), ".pre-commit-config.yaml") {
 		if present != nil && !present(strings.SplitN(f, "/", 2)[0]) {
@@ -192,7 +194,7 @@ func hookFileWords(ws, dir string, present func(string) bool) []string {
 			continue
 		}
 		for _, n := range names {
-			if strings.HasSuffix(n, ".sample") || strings.Contains(n, QuarantineSuffix) {
+			if strings.HasSuffix(n, ".sample") || moved != nil && moved(filepath.Join(hooks, n)) {
 				continue
 			}
 			if b, err := readBeneath(ws, filepath.Join(hooks, n), maxCheckedFile); err == nil {

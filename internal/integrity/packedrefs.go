@@ -132,8 +132,8 @@ func packedReplaceFrom(r io.Reader) ([]string, error) {
 
 // checkPackedRefs records a gitdir's packed-refs when it holds replace refs, with a hash of
 // them so that an added or changed one is a change.
-func checkPackedRefs(ws, path string, skip map[string]bool, out map[string]string) {
-	if skip[path] {
+func checkPackedRefs(ws, path string, skip passOver, out map[string]string) {
+	if skip.roots[path] {
 		return
 	}
 	lines, err := packedReplaceAt(ws, path)

@@ -103,7 +103,7 @@ func Snapshot(lay *Layout, lim Limits) *State {
 	// An incomplete scan here shows in the check at exit, which rescans (VerifyExec).
 	s.Deps = map[string]DepFolder{}
 	var repos gitRepos
-	s.Exec, _ = scanWorkspace(lay.Workspace, s.rootSet(), s.Config, lim, s.Deps, &repos)
+	s.Exec, _ = scanWorkspace(lay.Workspace, s.passOver(), s.Config, lim, s.Deps, &repos)
 	maps.DeleteFunc(s.Exec, func(_, d string) bool { return d == packageUnsettled })
 	s.Hidden, s.IndexErrs = readHidden(lay.Workspace, repos.tops)
 	s.Branches, s.Symrefs, s.Stash, s.Reftable = recordBranches(repos.tops)
@@ -111,7 +111,7 @@ func Snapshot(lay *Layout, lim Limits) *State {
 	for _, p := range slices.Sorted(maps.Keys(s.IndexErrs)) {
 		s.Notes = append(slices.Clip(s.Notes), "the index's skip-worktree and assume-unchanged flags, and stat data that hides a changed file, are not checked: "+s.IndexErrs[p])
 	}
-	identify(s.Deps)
+	identify(s.Deps, nil)
 	s.Todos = sequencerLists(lay.Workspace, repos)
 	for p := range s.Exec {
 		if isPackedRefs(p) {
@@ -132,6 +132,41 @@ func (s *State) rootSet() map[string]bool {
 		m[r.Path] = true
 	}
 	return m
+}
+
+// passOver is what the workspace scans pass over: the protected roots (which the watch
+// covers itself), by path, and what the launch's checks moved aside (State.Aside) while it is
+// as the check left it. Before (review 16, F1, left in the scans by fix16a), they passed over
+// any name holding QuarantineSuffix, which a box chooses: a box's nested configuration, hook
+// or dependency folder so named stayed where the host's tools read it.
+type passOver struct {
+	roots map[string]bool
+	aside map[string]int64 // State.Aside: path → the ctime the move gave it
+}
+
+// passOver returns what the scans of s pass over.
+func (s *State) passOver() passOver { return passOver{roots: s.rootSet(), aside: s.Aside} }
+
+// moved reports whether p is, or lies beneath, what the launch's checks moved aside, and has
+// not changed since: its ctime is not after the one the move gave the innermost such path
+// (what a moved folder held keeps its older ctimes; what was written or renamed there after
+// the move is newer, and is scanned as anything else).
+func (o passOver) moved(p string) bool {
+	aside, at := "", int64(0)
+	for a, c := range o.aside {
+		if within(p, a) && len(a) > len(aside) {
+			aside, at = a, c
+		}
+	}
+	if aside == "" {
+		return false
+	}
+	fi, err := os.Lstat(p)
+	if err != nil {
+		return false
+	}
+	_, _, c := identity(fi)
+	return c != 0 && c <= at
 }
 
 // VerifyRoots compares every root with what was seen last and returns the transitions.
@@ -171,7 +206,7 @@ func (s *State) verifyExec(exit bool) []Transition {
 		deps = map[string]DepFolder{}
 	}
 	var repos gitRepos
-	found, notChecked := scanWorkspace(s.Workspace, s.rootSet(), s.Config, s.Limits, deps, &repos)
+	found, notChecked := scanWorkspace(s.Workspace, s.passOver(), s.Config, s.Limits, deps, &repos)
 	var out []Transition
 	if deps != nil {
 		var moved []string
@@ -231,7 +266,7 @@ func (s *State) RecheckIndexes() []Transition {
 func (s *State) VerifyExecIn(dirs []string) []Transition {
 	found := map[string]string{}
 	set := map[string]bool{}
-	skip := s.rootSet()
+	skip := s.passOver()
 	files := nestedFiles(s.Config)
 	for _, d := range dirs {
 		set[d] = true
@@ -393,13 +428,15 @@ func (s *State) changedSince(p string) bool {
 }
 
 // identify fills in the identity of each of deps, after dropping those beneath another and
-// those in a folder moved aside (.agentbox-quarantined-1/node_modules/x/node_modules, which
-// nothing runs from); one that cannot be read (gone since it was listed) is dropped.
-func identify(deps map[string]DepFolder) {
+// those the launch's checks moved aside, unchanged since (moved, when not nil: passOver.moved;
+// .agentbox-quarantined-1/node_modules/x/node_modules, which nothing runs from); one that
+// cannot be read (gone since it was listed) is dropped. A name is no mark: a box's
+// web.agentbox-quarantined-1/node_modules is a dependency folder like any other (review 16, F1).
+func identify(deps map[string]DepFolder, moved func(string) bool) {
 	outermost(deps)
 	for p, d := range deps {
 		id, err := depIdentity(p)
-		if err != nil || strings.Contains(p, QuarantineSuffix) {
+		if err != nil || moved != nil && moved(p) {
 			delete(deps, p)
 			continue
 		}
@@ -415,7 +452,7 @@ func identify(deps map[string]DepFolder) {
 // (past the launch's bound, the box writes it in place), and each *.pth file that is not the
 // one the snapshot saw; it returns the transitions and the paths moved.
 func (s *State) moveNewDeps(deps map[string]DepFolder) ([]Transition, []string) {
-	identify(deps)
+	identify(deps, s.passOver().moved)
 	var out []Transition
 	var moved []string
 	budget := s.Limits.withDefaults().DepEntries

@@ -28,6 +28,9 @@ const (
 	ShimLogFile = "shim.log"
 	// IntegrityFile is the integrity broker's snapshot of the launch's protected paths.
 	IntegrityFile = "integrity.json"
+	// IntegrityFoldersFile is the integrity broker's record of the folders in git-ignored
+	// places present when the launch began (integrity.State.RecordFolders), saved once made.
+	IntegrityFoldersFile = "integrity-folders.json"
 	// GuardsFile is the integrity broker's record of the guards of absent protected paths.
 	GuardsFile = "guards.json"
 	// EgressStateFile is the egress broker's record of the allowlist and port the launch

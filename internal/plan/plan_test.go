@@ -2,6 +2,7 @@ package plan
 
 import (
 	"errors"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -148,7 +149,7 @@ func TestCheckWorkspace(t *testing.T) {
 // editors' start-up folders), nor a folder on the launch's PATH; the refusal says why. Project
 // folders, and those folders' neighbours, stay workspaces.
 func TestCheckStartupFolders(t *testing.T) {
-	path := []string{"/home/u/tools/bin", "/usr/bin", "relative/bin"}
+	path := []string{"/home/u/tools/bin", "/usr/bin", "/", "/home/u", "/home"}
 	for ws, want := range map[string]string{
 		"/home/u/bin":                     "front of PATH",
 		"/home/u/bin/sub":                 "front of PATH",
@@ -163,8 +164,10 @@ func TestCheckStartupFolders(t *testing.T) {
 		"/home/u/.tmux/plugins/tpm":       "tmux runs",
 		"/home/u/.local/share":            "contains /home/u/.local/share/nvim",
 		"/home/u/tools/bin":               "is on your PATH",
+		"/home/u/tools":                   "contains /home/u/tools/bin, a folder on your PATH",
+		"/home/u/tools/bin/sub":           "is inside /home/u/tools/bin, a folder on your PATH",
 		"/home/u/src/p":                   "",
-		"/home/u/tools":                   "",
+		"/home/u/tools2":                  "",
 		"/home/u/binaries":                "",
 		"/home/u/.vimfiles":               "",
 		"/home/u/src/p/bin":               "",
@@ -177,6 +180,15 @@ func TestCheckStartupFolders(t *testing.T) {
 			t.Errorf("CheckStartupFolders(%s) = %v, want nil", ws, err)
 		case want != "" && (!errors.Is(err, ErrWorkspaceRefused) || !strings.Contains(err.Error(), want)):
 			t.Errorf("CheckStartupFolders(%s) = %v, want refused saying %q", ws, err, want)
+		}
+	}
+	// A relative or empty entry is a folder of the shell's current folder, the workspace when
+	// the user works there: every workspace is refused, the entry named.
+	for _, entry := range []string{".", "", "node_modules/.bin"} {
+		path := []string{"/usr/bin", entry, "/bin"}
+		err := CheckStartupFolders("/home/u/src/p", "/home/u", path)
+		if want := fmt.Sprintf("%q", entry); !errors.Is(err, ErrWorkspaceRefused) || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "relative entry") {
+			t.Errorf("CheckStartupFolders with PATH %q = %v, want refused naming the relative entry %s", path, err, want)
 		}
 	}
 	if err := CheckWorkspace("/home/u/.local/bin", WorkspaceFacts{Home: "/home/u"}); err != nil {

@@ -142,22 +142,52 @@ var StartupHomes = []struct{ Dir, Why string }{
 // CheckStartupFolders reports why ws (absolute, symlink-resolved) must not be a workspace
 // because the host runs what it holds by itself, or nil: it is one of StartupHomes under
 // home, or inside one, or holds one; or it is a folder of path (the PATH the launch was
-// given), whose programs the host runs by name.
+// given, its entries as given and symlink-resolved), is inside one or holds one, whose
+// programs the host runs by name. A workspace that holds a PATH folder is the common case: a
+// project ~/tools whose ~/tools/bin the user put on PATH; the box wrote ~/tools/bin/git (or
+// made bin/ when it was absent), and the host's shell ran it for every git (review 16, F6's
+// gap). Inside is refused as beneath the fixed folders, except beneath "/", the home or a
+// folder above it on PATH: every workspace is there, and CheckWorkspace refuses those
+// folders themselves.
+//
+// A relative or empty PATH entry ("." or "bin", or the empty one a stray ':' makes) names a
+// folder of whatever the shell's current folder is, and the user's shell works in the
+// workspace: a program the box writes there (or in its bin/) runs by name there. Such a PATH
+// refuses every workspace, the entry named, rather than guessing where the shell will be.
 func CheckStartupFolders(ws, home string, path []string) error {
 	ws = filepath.Clean(ws)
 	refuse := func(why, what string) error {
 		return &WorkspaceError{Path: ws, Why: why, Hint: what}
 	}
+	if home != "" {
+		home = filepath.Clean(home)
+	}
+	const runs = "the host's shell runs the programs it holds by name, before any review"
 	for _, p := range path {
-		if filepath.IsAbs(p) && filepath.Clean(p) == ws {
-			return refuse("is on your PATH: the host runs the programs it holds by name, before any review", "keep the scripts in a project folder and install them to PATH after review")
+		if !filepath.IsAbs(p) {
+			entry := fmt.Sprintf("%q", p)
+			if p == "" {
+				entry = "\"\" (empty: a ':' at either end of PATH, or '::')"
+			}
+			return refuse("cannot be a workspace while your PATH holds the relative entry "+entry+": the shell looks there in its current folder, so a program the box writes in the workspace runs by name when you work there",
+				"remove that entry from PATH (export PATH=... without it) and launch again")
+		}
+		d := filepath.Clean(p)
+		switch {
+		case ws == d:
+			return refuse("is on your PATH ("+p+"): "+runs, "keep the scripts in a project folder and install them to PATH after review")
+		case Within(d, ws):
+			return refuse("contains "+d+", a folder on your PATH ("+p+"): "+runs+"; the box could write a program there (or make the folder)",
+				"work on a project directory that does not contain it, or take that folder off your PATH")
+		case Within(ws, d) && d != "/" && (home == "" || d != home && !Within(home, d)):
+			return refuse("is inside "+d+", a folder on your PATH ("+p+"): "+runs, "work on a project directory outside it")
 		}
 	}
 	if home == "" {
 		return nil
 	}
 	for _, h := range StartupHomes {
-		d := filepath.Join(filepath.Clean(home), h.Dir)
+		d := filepath.Join(home, h.Dir)
 		switch {
 		case ws == d, Within(ws, d):
 			return refuse("is inside "+d+": "+h.Why, "keep it in a project folder outside it (a dotfiles repository, say) and copy it there after review")
