@@ -22,6 +22,7 @@ import (
 	"github.com/agentbox/agentbox/internal/config"
 	"github.com/agentbox/agentbox/internal/engine"
 	"github.com/agentbox/agentbox/internal/harnessstate"
+	"github.com/agentbox/agentbox/internal/integrity"
 	"github.com/agentbox/agentbox/internal/launch"
 	"github.com/agentbox/agentbox/internal/launchdir"
 	"github.com/agentbox/agentbox/internal/plan"
@@ -135,7 +136,43 @@ func checkWritable(ws string, facts plan.WorkspaceFacts, req *api.LaunchRequest)
 	if err := plan.CheckWorkspace(ws, facts); err != nil {
 		return err
 	}
-	return plan.CheckStartupFolders(ws, facts.Home, pathFolders(envValue(req.Env, "PATH")))
+	return plan.CheckStartupFolders(ws, facts.Home, outsideDepFolders(ws, pathFolders(envValue(req.Env, "PATH"))))
+}
+
+// outsideDepFolders returns the entries of path that lie in no dependency folder of the
+// workspace ws (node_modules, .venv, a virtualenv of any name: integrity.DepFolderKinds):
+// npm run puts the project's node_modules/.bin on PATH, an activated virtualenv its bin/, and
+// the box writes neither in place (they are its own overlays, docs/toolchains.md, or,
+// past the launch's bounds, moved aside at exit when written), so they do not make the
+// workspace one the host runs by itself (plan.CheckStartupFolders). Before, a launch from an
+// npm script or an activated virtualenv was refused.
+func outsideDepFolders(ws string, path []string) []string {
+	var out []string
+	for _, p := range path {
+		if !filepath.IsAbs(p) || !plan.Within(filepath.Clean(p), ws) || !inDepFolder(ws, filepath.Clean(p)) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// inDepFolder reports whether p, beneath ws, lies in a dependency folder of it.
+func inDepFolder(ws, p string) bool {
+	rel, err := filepath.Rel(ws, p)
+	if err != nil {
+		return false
+	}
+	d := ws
+	for _, c := range strings.Split(rel, string(filepath.Separator)) {
+		d = filepath.Join(d, c)
+		if c == "node_modules" || c == ".venv" {
+			return true
+		}
+		if fi, err := os.Lstat(filepath.Join(d, integrity.VenvMarker)); err == nil && fi.Mode().IsRegular() {
+			return true
+		}
+	}
+	return false
 }
 
 // pathFolders returns the entries of the PATH value path, each followed by the folder it

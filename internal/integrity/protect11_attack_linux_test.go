@@ -94,6 +94,36 @@ func TestAttackWorkspaceHoldsPathFolder(t *testing.T) {
 	}
 }
 
+// TestPathInDependencyFolderAccepted: npm run puts the project's node_modules/.bin on PATH,
+// an activated virtualenv its bin/; those are the box's own overlays (its writes reach a layer
+// in the box cache, never the host's folder), so a launch from there is accepted, and what the
+// box writes in them does not reach the host's shell.
+func TestPathInDependencyFolderAccepted(t *testing.T) {
+	for _, c := range []struct{ name, dep, marker, bin string }{
+		{"node_modules", "node_modules", "package.json", "node_modules/.bin"},
+		{"venv", "venv", "venv/pyvenv.cfg", "venv/bin"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			e := newDaemonEnv(t)
+			repo(t, e.work)
+			write(t, filepath.Join(e.work, c.marker), "{}\n")
+			write(t, filepath.Join(e.work, c.bin, "tool"), "#!/bin/sh\necho tool\n")
+			path := filepath.Join(e.work, c.bin) + ":" + os.Getenv("PATH")
+			e.setPath(path)
+			planted := filepath.Join(c.bin, "git")
+			out, stderr, code := e.runAll("run", "sh", "--", "-c",
+				fmt.Sprintf(`printf '#!/bin/sh\necho boxgit\n' > %s && chmod +x %s && echo planted`, planted, planted))
+			if code != 0 || !strings.Contains(out, "planted") {
+				t.Fatalf("a launch with %s on PATH: exit %d (want 0: a dependency folder is the box's own)\n%s%s", c.bin, code, out, stderr)
+			}
+			if _, err := os.Lstat(filepath.Join(e.work, planted)); err == nil {
+				t.Errorf("the box's %s reached the host's folder", planted)
+			}
+		})
+	}
+}
+
 // TestAttackQuarantineNamedNestedRepo (review 16, F1 in the workspace scan): the scans passed
 // over any name holding ".agentbox-quarantined-", which a box chooses. The box makes a nested
 // repository x.agentbox-quarantined-1 whose config sets core.fsmonitor and adds it as a
