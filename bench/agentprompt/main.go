@@ -16,9 +16,12 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"sort"
+	"slices"
+	"strconv"
+	"strings"
 	"time"
 
+	"github.com/agentbox/agentbox/internal/linux/proc"
 	"github.com/agentbox/agentbox/internal/relay/llm/llmtest"
 )
 
@@ -31,6 +34,7 @@ func main() {
 	n := flag.Int("n", 10, "launches of each")
 	bin := flag.String("agentbox", "bin/agentbox", "agentbox binary")
 	claude := flag.String("claude", "", "the real claude executable (scripts/install-agents.sh DIR: DIR/bin/claude)")
+	verbose := flag.Bool("v", false, "print each launch's times on stderr")
 	sameEnv := flag.Bool("same-env", false, "run the stock claude with the variables the profile adds beyond the relay (no non-essential traffic, no auto-updater), so that only the box differs")
 	flag.Parse()
 	if *claude == "" {
@@ -87,9 +91,11 @@ func main() {
 	})
 	defer cleanups[0]()
 
-	// launch types cmd, times it to the prompt, then quits with /exit and waits for the shell.
+	// launch types cmd, times it to the prompt, finds the claude process it started, then quits
+	// with /exit and waits for the shell.
 	step := 0
-	launch := func(cmd string) time.Duration {
+	seen := map[int]bool{}
+	launch := func(cmd string) sample {
 		step++
 		tmux("send-keys", "-t", "b", "clear", "Enter")
 		time.Sleep(200 * time.Millisecond)
@@ -104,7 +110,11 @@ func main() {
 			}
 			time.Sleep(5 * time.Millisecond)
 		}
-		d := time.Since(start)
+		smp := sample{prompt: time.Since(start)}
+		smp.cpu, smp.found = claudeProcess(home, seen)
+		if *verbose {
+			fmt.Fprintf(os.Stderr, "%s: prompt %s, its CPU %s (found %v)\n", cmd, ms(smp.prompt), ms(smp.cpu), smp.found)
+		}
 		// Quit as a person does: /exit, and Enter once it shows (again while it still shows: an
 		// Enter that comes with a burst of typed text may be taken for part of a paste).
 		tmux("send-keys", "-t", "b", "-l", "/exit")
@@ -121,7 +131,7 @@ func main() {
 			}
 			time.Sleep(20 * time.Millisecond)
 		}
-		return d
+		return smp
 	}
 	boxed := abs + " run claude"
 	stock := fmt.Sprintf("ANTHROPIC_BASE_URL=%s ANTHROPIC_AUTH_TOKEN=sk-bench %s", up.URL, claudeBin)
@@ -130,21 +140,106 @@ func main() {
 	}
 	launch(boxed) // starts the daemon, proves readiness
 	launch(stock)
-	var b, s []time.Duration
+	var b, s []sample
 	for range *n {
 		b = append(b, launch(boxed))
 		s = append(s, launch(stock))
 	}
 	fmt.Printf("| to Claude Code's prompt on screen (n=%d, alternating) | median | min | max |\n|---|---|---|---|\n", *n)
-	row := func(name string, ds []time.Duration) time.Duration {
-		sort.Slice(ds, func(i, j int) bool { return ds[i] < ds[j] })
-		med := ds[len(ds)/2]
-		fmt.Printf("| %s | %s | %s | %s |\n", name, ms(med), ms(ds[0]), ms(ds[len(ds)-1]))
-		return med
+	row := func(name string, ss []sample) time.Duration {
+		ds := field(ss, func(x sample) time.Duration { return x.prompt })
+		fmt.Printf("| %s | %s | %s | %s |\n", name, ms(median(ds)), ms(ds[0]), ms(ds[len(ds)-1]))
+		return median(ds)
 	}
 	mb := row("`agentbox run claude`", b)
 	ms0 := row("`claude` unboxed", s)
-	fmt.Printf("\nboxed / unboxed (medians): %.2f×\n", float64(mb)/float64(ms0))
+	// Each boxed launch against the stock one right after it: the load changes less within a
+	// pair than across the run.
+	var ratios []float64
+	for i := range b {
+		ratios = append(ratios, float64(b[i].prompt)/float64(s[i].prompt))
+	}
+	slices.Sort(ratios)
+	fmt.Printf("\nboxed / unboxed (medians): %.2f×; the median of the %d pairs' ratios: %.2f× (%.2f–%.2f)\n",
+		float64(mb)/float64(ms0), len(ratios), ratios[len(ratios)/2], ratios[0], ratios[len(ratios)-1])
+	// The CPU time (user and system) claude's process had used by its prompt, which the load
+	// changes least: more of it in the box is work the box makes Claude Code do.
+	fmt.Printf("\n| CPU of claude's process by its prompt (n=%d) | median | min | max |\n|---|---|---|---|\n", *n)
+	cpu := func(name string, ss []sample) {
+		var ds []time.Duration
+		for _, x := range ss {
+			if x.found {
+				ds = append(ds, x.cpu)
+			}
+		}
+		if len(ds) < len(ss) {
+			check(fmt.Errorf("%s: the claude process was not found in %d of %d launches", name, len(ss)-len(ds), len(ss)))
+		}
+		slices.Sort(ds)
+		fmt.Printf("| %s | %s | %s | %s |\n", name, ms(median(ds)), ms(ds[0]), ms(ds[len(ds)-1]))
+	}
+	cpu("`agentbox run claude`", b)
+	cpu("`claude` unboxed", s)
+}
+
+// sample is one launch: the time from Enter to Claude Code's prompt on screen, and the CPU
+// time the claude process it started had used by then.
+type sample struct {
+	prompt, cpu time.Duration
+	found       bool
+}
+
+func field(ss []sample, f func(sample) time.Duration) []time.Duration {
+	var ds []time.Duration
+	for _, x := range ss {
+		ds = append(ds, f(x))
+	}
+	slices.Sort(ds)
+	return ds
+}
+
+func median(sorted []time.Duration) time.Duration { return sorted[len(sorted)/2] }
+
+// tick is a clock tick of /proc/<pid>/stat (USER_HZ).
+const tick = 10 * time.Millisecond
+
+// claudeProcess finds this launch's claude process: the first started of those named claude,
+// with HOME=home in their environment (this run's, boxed or not), not yet seen (an earlier
+// launch's) and not ended, and returns the CPU time it has used, user and system. A boxed one
+// counts from the fork of the box's exec stage, which may have been started ahead, with the
+// spare box, before it execs claude: its start time is not the program's. found is false when
+// there is none (or its environment cannot be read).
+func claudeProcess(home string, seen map[int]bool) (cpu time.Duration, found bool) {
+	ents, _ := os.ReadDir("/proc")
+	var best uint64
+	pid := 0
+	for _, d := range ents {
+		p, err := strconv.Atoi(d.Name())
+		if err != nil || seen[p] {
+			continue
+		}
+		if c, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", p)); strings.TrimSpace(string(c)) != "claude" || proc.Ended(p) {
+			continue
+		}
+		env, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", p))
+		if err != nil || !slices.Contains(strings.Split(string(env), "\x00"), "HOME="+home) {
+			continue
+		}
+		st, err := proc.StartTime(p)
+		if err != nil || (pid != 0 && st >= best) {
+			continue
+		}
+		pid, best = p, st
+	}
+	if pid == 0 {
+		return 0, false
+	}
+	seen[pid] = true
+	t, err := proc.CPUTicks(pid)
+	if err != nil {
+		return 0, false
+	}
+	return time.Duration(t) * tick, true
 }
 
 func ms(d time.Duration) string { return fmt.Sprintf("%.0f ms", float64(d)/float64(time.Millisecond)) }
