@@ -62,6 +62,9 @@ func TestEndAnsweredBeforeCommitSurvivesDaemonEnd(t *testing.T) {
 	if err != nil || len(ls) != 1 || ls[0].State != api.StateExited {
 		t.Fatalf("launches listed before the commit: %+v, %v; want the one exited", ls, err)
 	}
+	if ls, err := td.c.ListLaunches(ctx, client.LaunchQuery{States: []string{api.StateRunning, api.StateStarting}}); err != nil || len(ls) != 0 {
+		t.Fatalf("launches listed as running before the commit: %+v, %v; want none", ls, err)
+	}
 	// The gap is real: the store has the launch still running.
 	sl, err := td.d.store.GetLaunch(ctx, resp.ID)
 	if err != nil {

@@ -471,7 +471,11 @@ func (d *Daemon) serveLaunches(w http.ResponseWriter, r *http.Request) error {
 			rec.Relay = d.relay.launchStats(rec.ID)
 		}
 		rec.Egress = d.egressStats(rec.ID)
-		out = append(out, *withOutcome(&rec, outcomes))
+		withOutcome(&rec, outcomes)
+		if len(f.States) > 0 && !slices.Contains(f.States, rec.State) {
+			continue // ended, its outcome not committed yet (a filter of ended states misses it until then)
+		}
+		out = append(out, rec)
 	}
 	writeJSON(w, http.StatusOK, out)
 	return nil
