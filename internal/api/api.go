@@ -33,8 +33,9 @@ const (
 	QueryHideProbes = "hideProbes"
 )
 
-// QueryWait on GET /v0/launches/{id}, WaitEnded: the answer waits until the launch is
-// recorded as ended (its brokers' end done), for at most MaxEndWait; a launch that is still
+// QueryWait on GET /v0/launches/{id}, WaitEnded: the answer waits until the launch's end is
+// settled (its brokers' end done, the check at exit among them) and carries its outcome, which
+// the daemon commits right after; for at most MaxEndWait; a launch that is still
 // running then is answered as it is. A daemon without it answers at once. The answer also
 // carries the launch's egress counts and, once it has ended, Launch.Proposed: everything an
 // attached run's summary prints, in one request.

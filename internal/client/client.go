@@ -253,7 +253,7 @@ func (c *Client) Get(ctx context.Context, id string) (*api.Launch, error) {
 	return &l, c.do(ctx, http.MethodGet, api.RouteLaunch+url.PathEscape(id), nil, &l)
 }
 
-// WaitEnded returns launch id once the daemon has recorded its end (api.WaitEnded), or as it
+// WaitEnded returns launch id once the daemon has settled its end (api.WaitEnded), or as it
 // is after api.MaxEndWait; a daemon from before api.QueryWait answers at once.
 func (c *Client) WaitEnded(ctx context.Context, id string) (*api.Launch, error) {
 	var l api.Launch

@@ -158,11 +158,15 @@ func (d *Daemon) serveApply(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	// A launch whose end is settled (its guard's last passes and the check at exit done) and
+	// whose outcome is not committed yet runs no more: withOutcome.
+	outcomes := d.endedOutcomes()
 	running, err := d.store.ListLaunches(r.Context(), store.Filter{})
 	if err != nil {
 		return err
 	}
-	for _, o := range running {
+	for _, sl := range running {
+		o := withOutcome(new(fromStore(sl)), outcomes)
 		if o.Workspace == l.Workspace && (o.State == api.StateRunning || o.State == api.StateStarting) {
 			return &api.Error{Code: api.CodeChangeConflict, Message: fmt.Sprintf("launch %s runs on %s", o.ID[:12], l.Workspace),
 				Hint: "apply once no box runs on the workspace (its guard would take the applied file for the box's)"}

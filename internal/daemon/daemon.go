@@ -50,6 +50,9 @@ type Options struct {
 	beforeWatch func(launchDir string)
 	// brokers, in tests, replaces what the brokers reach on the host.
 	brokers brokerHooks
+	// afterEnded, in tests, runs once a launch's end is settled and its client may be
+	// answered, before its outcome is committed (settle).
+	afterEnded func(id string)
 }
 
 // launchStore is what the daemon needs of the store.

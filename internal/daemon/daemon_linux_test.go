@@ -66,6 +66,8 @@ type testDaemon struct {
 	runtime  string
 	work     string
 	launches string
+	root     string // the folder of its runtime, state, config and work folders
+	stop     func() // ends the daemon (once; the test's cleanup does it too)
 }
 
 // startDaemon runs a daemon in this process with its own directories; wrap injects store faults.
@@ -84,16 +86,23 @@ func startDaemonWith(t *testing.T, wrap func(launchStore) launchStore, noSpare b
 // beforeWatch, brokers).
 func startDaemonOpts(t *testing.T, opts Options) *testDaemon {
 	t.Helper()
-	_, exe := agentboxBinaries(t)
-	setShimExecutable.Do(func() { shim.Executable = exe })
 	root, err := os.MkdirTemp("/tmp", "abd")
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(root) })
+	return startDaemonIn(t, root, opts)
+}
+
+// startDaemonIn is startDaemonOpts with the folders under root, made when absent: a daemon
+// started again in the folders of one that ended takes over what it left (readopt).
+func startDaemonIn(t *testing.T, root string, opts Options) *testDaemon {
+	t.Helper()
+	_, exe := agentboxBinaries(t)
+	setShimExecutable.Do(func() { shim.Executable = exe })
 	mk := func(n string) string {
 		d := filepath.Join(root, n)
-		if err := os.Mkdir(d, 0o700); err != nil {
+		if err := os.Mkdir(d, 0o700); err != nil && !os.IsExist(err) {
 			t.Fatal(err)
 		}
 		return d
@@ -106,25 +115,31 @@ func startDaemonOpts(t *testing.T, opts Options) *testDaemon {
 		return ""
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	d, err := newDaemon(Options{RuntimeDir: runtime, StateDir: state, Config: config.LoadOptions{Getenv: getenv, PolicyFile: filepath.Join(root, "no-policy.yaml"), PolicyOwner: os.Getuid()}, wrapStore: opts.wrapStore, noSpare: opts.noSpare, beforeWatch: opts.beforeWatch, brokers: opts.brokers})
+	d, err := newDaemon(Options{RuntimeDir: runtime, StateDir: state, Config: config.LoadOptions{Getenv: getenv, PolicyFile: filepath.Join(root, "no-policy.yaml"), PolicyOwner: os.Getuid()}, wrapStore: opts.wrapStore, noSpare: opts.noSpare, beforeWatch: opts.beforeWatch, brokers: opts.brokers, afterEnded: opts.afterEnded})
 	if err != nil {
+		cancel()
 		t.Fatal(err)
 	}
 	done := make(chan error, 1)
 	go func() { done <- d.serve(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("daemon: %v", err)
-		}
-	})
+	var stopOnce sync.Once
+	stop := func() {
+		stopOnce.Do(func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("daemon: %v", err)
+			}
+		})
+	}
+	t.Cleanup(stop)
 	c := client.NewAt(filepath.Join(runtime, "agentbox.sock"))
 	wctx, wcancel := context.WithTimeout(ctx, time.Minute)
 	defer wcancel()
 	if err := c.WaitReady(wctx); err != nil {
 		t.Fatal(err)
 	}
-	return &testDaemon{d: d, c: c, config: filepath.Join(cfgDir, "agentbox", "config.yaml"), policy: filepath.Join(root, "no-policy.yaml"), runtime: runtime, work: work, launches: filepath.Join(runtime, "launches")}
+	return &testDaemon{d: d, c: c, config: filepath.Join(cfgDir, "agentbox", "config.yaml"), policy: filepath.Join(root, "no-policy.yaml"), runtime: runtime, work: work, launches: filepath.Join(runtime, "launches"),
+		root: root, stop: stop}
 }
 
 // shimsOf lists the host pids of shims (and so boxes) started under runtime.

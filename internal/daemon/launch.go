@@ -38,8 +38,14 @@ type liveLaunch struct {
 	dir     string
 	watcher *shim.Watcher
 	done    chan struct{} // closed once the launch is settled and recorded
-	new     bool          // started by this daemon (not re-adopted): supervise stops it when it cannot watch it
-	run     *launch.Run   // its pipeline, for the ready and watch stages (nil when re-adopted)
+	// ended is closed once the launch's end is settled (the box's end, its brokers' end: the
+	// check at exit) and final holds its outcome (d.mu), before the box's init is waited
+	// for and the outcome committed: what the launch's client waits for (api.WaitEnded).
+	ended   chan struct{}
+	final   *api.Launch
+	endOnce sync.Once
+	new     bool        // started by this daemon (not re-adopted): supervise stops it when it cannot watch it
+	run     *launch.Run // its pipeline, for the ready and watch stages (nil when re-adopted)
 	launch  *launch.Launch
 	// saving is the commit of the launch's running state (supervise), which its final record
 	// waits for (settle).
@@ -500,7 +506,7 @@ func (d *Daemon) launch(ctx context.Context, req *api.LaunchRequest) (*api.Launc
 	// The watch of the shim connects in supervise, after the answer: the program cannot start
 	// before the client attaches, and a watch that fails stops the box there.
 	run.Commit()
-	ll := &liveLaunch{rec: rec, dir: l.Dir, done: make(chan struct{}), new: true, run: &run, launch: l}
+	ll := &liveLaunch{rec: rec, dir: l.Dir, done: make(chan struct{}), ended: make(chan struct{}), new: true, run: &run, launch: l}
 	d.mu.Lock()
 	d.launches[id] = ll
 	d.mu.Unlock()
@@ -517,6 +523,7 @@ func (d *Daemon) serveLaunches(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	outcomes := d.endedOutcomes()
 	ls, err := d.store.ListLaunches(r.Context(), f)
 	if err != nil {
 		return err
@@ -528,6 +535,10 @@ func (d *Daemon) serveLaunches(w http.ResponseWriter, r *http.Request) error {
 			rec.Relay = d.relay.launchStats(rec.ID)
 		}
 		rec.Egress = d.egressStats(rec.ID)
+		withOutcome(&rec, outcomes)
+		if len(f.States) > 0 && !slices.Contains(f.States, rec.State) {
+			continue // ended, its outcome not committed yet (a filter of ended states misses it until then)
+		}
 		out = append(out, rec)
 	}
 	writeJSON(w, http.StatusOK, out)
@@ -539,12 +550,13 @@ func (d *Daemon) find(ctx context.Context, id string) (*api.Launch, string, erro
 	if err := api.CheckLaunchID(id); err != nil {
 		return nil, "", err
 	}
+	outcomes := d.endedOutcomes()
 	if len(id) == api.LaunchIDLen {
 		// A whole id (what the CLI has after a run) is its own only match: one row, not every
 		// launch the store keeps with their drift.
 		l, err := d.store.GetLaunch(ctx, id)
 		if err == nil {
-			return new(fromStore(l)), l.LaunchDir, nil
+			return withOutcome(new(fromStore(l)), outcomes), l.LaunchDir, nil
 		}
 		if !errors.Is(err, store.ErrNotFound) {
 			return nil, "", err
@@ -566,7 +578,7 @@ func (d *Daemon) find(ctx context.Context, id string) (*api.Launch, string, erro
 	case 0:
 		return nil, "", &api.Error{Code: api.CodeNotFound, Message: "no launch " + id, Hint: "see `agentbox launches`"}
 	case 1:
-		return &found[0], dirs[0], nil
+		return withOutcome(&found[0], outcomes), dirs[0], nil
 	}
 	return nil, "", &api.Error{Code: api.CodeBadRequest, Message: "launch id prefix " + id + " is ambiguous"}
 }
@@ -587,7 +599,8 @@ func (d *Daemon) serveGetLaunch(w http.ResponseWriter, r *http.Request) error {
 			t := time.NewTimer(api.MaxEndWait)
 			defer t.Stop()
 			select {
-			case <-live.done:
+			case <-live.ended:
+				// Its outcome may not be committed yet: find shows it (withOutcome).
 				if l, _, err = d.find(r.Context(), l.ID); err != nil {
 					return err
 				}
@@ -665,6 +678,37 @@ func (d *Daemon) serveConfig(w http.ResponseWriter, r *http.Request) error {
 	w.Header().Set("Content-Type", "application/json")
 	_, err = w.Write(b)
 	return err
+}
+
+// endedOutcomes returns the outcomes of the launches whose end is settled and whose outcome
+// is not committed yet (liveLaunch.final), by id. Taken before the store is read: a launch
+// whose outcome is committed meanwhile has it in the store then, as it is removed from
+// d.launches only after its commit.
+func (d *Daemon) endedOutcomes() map[string]*api.Launch {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var m map[string]*api.Launch
+	for id, l := range d.launches {
+		if l.final != nil {
+			if m == nil {
+				m = map[string]*api.Launch{}
+			}
+			m[id] = l.final
+		}
+	}
+	return m
+}
+
+// withOutcome returns rec, a launch's record as the store has it, with the outcome of its end
+// from outcomes (endedOutcomes) when the store has it still running: the launch's client is
+// answered before the outcome is committed, and what it and anyone asking after it see agrees.
+func withOutcome(rec *api.Launch, outcomes map[string]*api.Launch) *api.Launch {
+	f := outcomes[rec.ID]
+	if f == nil || (rec.State != api.StateRunning && rec.State != api.StateStarting) {
+		return rec
+	}
+	rec.State, rec.ExitCode, rec.Error, rec.Settled, rec.Ended, rec.BoxPid = f.State, f.ExitCode, f.Error, f.Settled, f.Ended, f.BoxPid
+	return rec
 }
 
 // asAPIError returns err as an *api.Error, wrapping other errors with code.

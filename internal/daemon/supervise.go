@@ -19,6 +19,7 @@ import (
 func (d *Daemon) supervise(l *liveLaunch) {
 	defer d.wg.Done()
 	defer close(l.done)
+	defer l.markEnded() // (a settle that did not reach its end: its waiters are answered from the store)
 	ctx := context.Background()
 	d.mu.Lock()
 	w := l.watcher
@@ -149,6 +150,19 @@ func (d *Daemon) settle(ctx context.Context, l *liveLaunch, startErr error, fina
 	// Brokers end first (the integrity watch's exit check, placeholders released, the session
 	// ended), so that a launch recorded as ended has left nothing behind.
 	d.endBrokers(rec.ID)
+	// The launch's end is settled: nothing of the box runs (its init reported it, or the shim
+	// is gone) and the check at exit is done. Its client is answered now (api.WaitEnded), while
+	// the box's init exits (its namespaces' teardown, tens of milliseconds on a loaded machine),
+	// the box's overlay work folders go and the outcome is committed. A daemon that ends in
+	// between loses nothing: the store still has the launch running and its directory still
+	// holds the shim's status.json, so the next daemon settles it again from that (readopt).
+	d.mu.Lock()
+	l.final = new(*rec)
+	d.mu.Unlock()
+	l.markEnded()
+	if d.opts.afterEnded != nil {
+		d.opts.afterEnded(rec.ID)
+	}
 	switch {
 	case final && top != nil:
 		if !top.Wait(10 * time.Second) {
@@ -176,6 +190,15 @@ func (d *Daemon) settle(ctx context.Context, l *liveLaunch, startErr error, fina
 	d.log.Info("launch ended", "id", rec.ID, "state", rec.State, "exit", exit, "settled", rec.Settled)
 }
 
+// markEnded closes l.ended once (nil-safe for a launch re-adopted without one).
+func (l *liveLaunch) markEnded() {
+	l.endOnce.Do(func() {
+		if l.ended != nil {
+			close(l.ended)
+		}
+	})
+}
+
 // record writes a launch's final state; a failure is logged (the box is already gone).
 func (d *Daemon) record(rec *api.Launch, dir string) {
 	if err := d.store.Finish(context.Background(), toStore(rec, dir)); err != nil {
@@ -193,7 +216,7 @@ func (d *Daemon) readopt(ctx context.Context) {
 	}
 	for _, sl := range running {
 		rec := fromStore(sl)
-		l := &liveLaunch{rec: rec, dir: sl.LaunchDir, done: make(chan struct{})}
+		l := &liveLaunch{rec: rec, dir: sl.LaunchDir, done: make(chan struct{}), ended: make(chan struct{})}
 		alive := sl.ShimPid != 0 && proc.Same(sl.ShimPid, sl.ShimStartTime)
 		if !alive {
 			// A daemon killed between starting a shim and recording it leaves a launch without
@@ -227,6 +250,7 @@ func (d *Daemon) readopt(ctx context.Context) {
 			go func() {
 				defer d.wg.Done()
 				defer close(l.done)
+				defer l.markEnded()
 				l.rec.ShimPid = 0
 				d.settle(ctx, l, nil, false, nil)
 			}()
