@@ -202,8 +202,15 @@ func (d *Daemon) toolchains(id, ws, home string, env []string, facts plan.Worksp
 		"CARGO_TARGET_DIR="+filepath.Join(cache, "cargo", "target"),
 		"PYTHONPYCACHEPREFIX="+pycache,
 	)
+	// npm asks its registry for a newer npm at most once a day, whatever the command (its
+	// update notifier): in a box whose egress proxy refuses the registry, an `npm ci --offline`
+	// that needed no network ended with a line naming the registry as refused.
+	c.Env = append(c.Env, npmNoUpdateCheck)
 	return nil
 }
+
+// npmNoUpdateCheck turns npm's daily check for a newer npm off in every box (toolchains).
+const npmNoUpdateCheck = "npm_config_update_notifier=false"
 
 // packageCache is a package cache beneath the home that a box reads from the host and writes
 // to its box cache, at the tool's own default place (the box's environment names no other).

@@ -222,6 +222,8 @@ func TestToolchainsBuildOutputInBoxCache(t *testing.T) {
 	for key, want := range map[string]string{
 		"CARGO_TARGET_DIR":    filepath.Join(cache, "cargo", "target"),
 		"PYTHONPYCACHEPREFIX": filepath.Join(cache, "python", "pycache"),
+		// Not build output: npm's daily check for a newer npm is off (e2e TestNpmNoUpdateCheck).
+		"npm_config_update_notifier": "false",
 	} {
 		if got := envValue(c.Env, key); got != want {
 			t.Errorf("the box's %s is %q, want %q", key, got, want)
