@@ -213,6 +213,19 @@ func BenchmarkBytecodeMirror(b *testing.B) {
 			}
 		}
 	})
+	// With the pyenv version the user's ~/.pyenv/version selects, when there is one (a
+	// toolchain Python: toolchainPythonLibs).
+	if home, err := os.UserHomeDir(); err == nil {
+		if py := toolchainPythonLibs([]string{filepath.Join(home, ".pyenv")}, "/nonexistent", "", nil); len(py) > 0 {
+			b.Run("MakeWithPyenv", func(b *testing.B) {
+				for b.Loop() {
+					if dir, err := bytecodeMirror(b.TempDir(), append(slices.Clone(libs), py...)); err != nil || dir == "" {
+						b.Fatal(dir, err)
+					}
+				}
+			})
+		}
+	}
 	b.Run("Found", func(b *testing.B) {
 		state := b.TempDir()
 		if _, err := bytecodeMirror(state, libs); err != nil {
