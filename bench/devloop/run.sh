@@ -6,6 +6,7 @@
 # cache), made here with a home of their own; then how long curl, npm, pip, go and git in a box
 # take to fail against a host no egressAllow names (the first time in a fresh state, then
 # again), against the same tool's start-up (`--version`) in a box, each with its CPU time.
+# For go, GOREPS (default 3) pairs, host then a new box, each with its CPU time.
 # For the Node and Python installs, REPS (default 5) more pairs, host
 # then box, give medians of the whole command's time, the tool's own time inside, and its CPU
 # time (user+sys), which the machine's load does not stretch.
@@ -70,6 +71,26 @@ echo "| whole | $host | $fw | $sw | $(awk "BEGIN{printf \"%.2f\", $sw/$host}") |
 echo "| inside the box | | $fi | $si | |"
 echo "| CPU (user+sys) inside | | $fc | $sc | |"
 [ -z "${BASE:-}" ] || echo "| BASE's first boxed: whole, inside, CPU | | $bw, $bi, $bc | | |"
+echo
+# GOREPS (default 3) more pairs, each a warm build on the host then one in a new box, back to
+# back: the load moves within minutes, so a pair's ratio says more than the single runs above.
+# The host's build is timed as the box's is (bash, its own wall and its processes' CPU).
+: >"$tmp/gopairs"
+for i in $(seq 1 "${GOREPS:-3}"); do
+  hw=$(ms env -u CGO_ENABLED bash -c "$s$(inner "$gob")")
+  read -r hi hc <<<"$(tail -1 "$tmp/out")"
+  read -r bw2 bi2 bc2 <<<"$(boxed "$ab")"
+  echo "$hw $hi $hc $bw2 $bi2 $bc2 $(cut -d' ' -f1 /proc/loadavg)" >>"$tmp/gopairs"
+done
+echo "Pairs, host warm then a new box (ms; load average at the pair's end):"
+echo
+echo "| pair | host wall | host CPU | boxed wall | boxed inside | boxed CPU | boxed / host, wall | boxed / host, CPU | load |"
+echo "|---|---|---|---|---|---|---|---|---|"
+n=0
+while read -r hw hi hc bw2 bi2 bc2 la; do
+  n=$((n + 1))
+  echo "| $n | $hw | $hc | $bw2 | $bi2 | $bc2 | $(awk "BEGIN{printf \"%.2f\", $bw2/$hw}") | $(awk "BEGIN{printf \"%.2f\", $bc2/($hc>0?$hc:1)}") | $la |"
+done <"$tmp/gopairs"
 echo
 fi
 
