@@ -5,7 +5,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"syscall"
 	"testing"
 	"time"
 
@@ -143,7 +142,7 @@ func TestBytecodeMirror(t *testing.T) {
 // PATH and, in a pyenv root, the versions pyenv selects: $PYENV_VERSION, else the nearest
 // .python-version at or above the start folder, else the root's version file; never a name
 // that leaves versions/, a version reached through a symlink, one inside or around the
-// workspace, nor a .python-version that is a symlink or a FIFO (the daemon would wait on it).
+// workspace, nor a .python-version that is a symlink (a FIFO: TestPyenvVersionFIFO).
 func TestToolchainPythonLibs(t *testing.T) {
 	home := t.TempDir()
 	pyenv := filepath.Join(home, ".pyenv")
@@ -181,17 +180,6 @@ func TestToolchainPythonLibs(t *testing.T) {
 	os.Remove(filepath.Join(ws, ".python-version"))
 	os.Symlink(filepath.Join(pyenv, "version"), filepath.Join(sub, ".python-version"))
 	check("a symlinked .python-version is not read", sub, nil)
-	os.Remove(filepath.Join(sub, ".python-version"))
-	if err := syscall.Mkfifo(filepath.Join(sub, ".python-version"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() { check("a FIFO .python-version is not waited on", sub, nil); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the daemon waits on a FIFO .python-version")
-	}
 	os.Remove(filepath.Join(sub, ".python-version"))
 	ws = filepath.Join(lib("3.11.7"), "w")
 	check("a workspace inside a version", ws, nil)
