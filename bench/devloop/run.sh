@@ -37,10 +37,15 @@ ms() { # ms CMD…: runs CMD, prints its wall time in ms; fails when CMD fails
 }
 "$ab" run true >/dev/null # starts the daemon: not part of any measurement
 echo "## Building in a box ($(date -u +%F), $(nproc) cores, $(uname -r), $($GO version | cut -d' ' -f3))"
-# inner SCRIPT: SCRIPT, then a line "WALL CPU": its own wall time and its processes' user+sys
-# CPU time (children, from /proc), in ms — in a box, without the launch around it. Run it as
-# bash -c 's=$(date +%s%N); '"$(inner SCRIPT)".
-inner() { echo "$1"' >/dev/null 2>&1; e=$(date +%s%N); t=$(awk "{print \$16+\$17}" /proc/$$/stat); echo "$(( (e-s)/1000000 )) $((t*1000/'"$(getconf CLK_TCK)"'))"'; }
+# inner SCRIPT [ok]: SCRIPT, then a line "WALL CPU": its own wall time and its processes'
+# user+sys CPU time (children, from /proc), in ms — in a box, without the launch around it.
+# Run it as bash -c 's=$(date +%s%N); '"$(inner SCRIPT)". With ok, a SCRIPT that fails fails
+# the whole (a build or install that failed is not timed as one that worked).
+inner() {
+  local f=''
+  [ "${2:-}" != ok ] || f=' || exit 1'
+  echo "{ $1; }"' >/dev/null 2>&1'"$f"'; e=$(date +%s%N); t=$(awk "{print \$16+\$17}" /proc/$$/stat); echo "$(( (e-s)/1000000 )) $((t*1000/'"$(getconf CLK_TCK)"'))"'
+}
 if [[ $PARTS == *" go "* ]]; then
 # The host's build as a user's shell runs it, without this script's CGO_ENABLED=0 (the box's
 # go has cgo's default too): it warms the host's build cache (~/.cache/go-build), which the
@@ -51,7 +56,7 @@ host=$(ms env -u CGO_ENABLED $GO build -o /dev/null ./...)
 s='s=$(date +%s%N); '
 boxed() { # boxed AGENTBOX: the box's build, whole, then inside the box and its CPU, in ms
   local w
-  w=$(ms "$@" run --workspace "$PWD" bash -- -c "$s$(inner "$gob")")
+  w=$(ms "$@" run --workspace "$PWD" bash -- -c "$s$(inner "$gob" ok)")
   echo "$w $(tail -1 "$tmp/out")"
 }
 if [ -n "${BASE:-}" ]; then
@@ -77,7 +82,7 @@ echo
 # The host's build is timed as the box's is (bash, its own wall and its processes' CPU).
 : >"$tmp/gopairs"
 for i in $(seq 1 "${GOREPS:-3}"); do
-  hw=$(ms env -u CGO_ENABLED bash -c "$s$(inner "$gob")")
+  hw=$(ms env -u CGO_ENABLED bash -c "$s$(inner "$gob" ok)")
   read -r hi hc <<<"$(tail -1 "$tmp/out")"
   read -r bw2 bi2 bc2 <<<"$(boxed "$ab")"
   echo "$hw $hi $hc $bw2 $bi2 $bc2 $(cut -d' ' -f1 /proc/loadavg)" >>"$tmp/gopairs"
@@ -153,9 +158,9 @@ bench() { # bench NAME DIR SCRIPT: host (warm caches), first and second boxed, i
   echo "| $1 | $host | $first | $second | $(awk "BEGIN{printf \"%.2f\", $second/$host}") |"
   : >"$tmp/pairs"
   for i in $(seq 1 "${REPS:-5}"); do
-    hw=$(cd "$2" && ms inhome bash -c "$s$(inner "$3")")
+    hw=$(cd "$2" && ms inhome bash -c "$s$(inner "$3" ok)")
     read -r hi hc <<<"$(tail -1 "$tmp/out")"
-    bw=$(cd "$2" && ms inhome "$ab" run bash -- -c "$s$(inner "$3")")
+    bw=$(cd "$2" && ms inhome "$ab" run bash -- -c "$s$(inner "$3" ok)")
     read -r bi bc <<<"$(tail -1 "$tmp/out")"
     echo "$hw $hi $hc $bw $bi $bc" >>"$tmp/pairs"
   done
