@@ -142,7 +142,9 @@ for i in $(seq 1 "$PYPKG"); do
   (cd "$src" && $py setup.py -q sdist -d "$pyapp/vendor" >/dev/null 2>&1)
   pips="$pips abbench$i"
 done
-pipi="rm -rf /tmp/site && $py -m pip install -q --disable-pip-version-check --no-index --find-links vendor --target /tmp/site$pips"
+# The target is the user's own: a fixed /tmp/site made by one user stopped the script of another
+# (rm -rf refused, and set -e ended the run without a word).
+pipi="rm -rf /tmp/abbench-site-\$(id -u) && $py -m pip install -q --disable-pip-version-check --no-index --find-links vendor --target /tmp/abbench-site-\$(id -u)$pips"
 (cd "$pyapp" && inhome sh -c "$py -m pip install -q --disable-pip-version-check --no-index --find-links vendor --no-build-isolation --target $tmp/py/site0$pips" >/dev/null 2>&1)
 inhome "$ab" run true >/dev/null # starts the home's daemon: not part of any measurement
 
