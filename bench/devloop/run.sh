@@ -55,8 +55,12 @@ env -u CGO_ENABLED $GO build -o /dev/null ./...
 host=$(ms env -u CGO_ENABLED $GO build -o /dev/null ./...)
 s='s=$(date +%s%N); '
 boxed() { # boxed AGENTBOX: the box's build, whole, then inside the box and its CPU, in ms
+  # The box gets the caller's CGO_ENABLED (docs/toolchains.md): without this script's, as the
+  # host's build runs. Before, the box built with cgo off and the host with cgo on: another
+  # build, whose first box compiled everything above net and os/user (72 s of CPU for the
+  # ordinary user, whose host cache held only cgo's), and whose warm builds did less work.
   local w
-  w=$(ms "$@" run --workspace "$PWD" bash -- -c "$s$(inner "$gob" ok)")
+  w=$(unset CGO_ENABLED; ms "$@" run --workspace "$PWD" bash -- -c "$s$(inner "$gob" ok)")
   echo "$w $(tail -1 "$tmp/out")"
 }
 if [ -n "${BASE:-}" ]; then
