@@ -148,7 +148,7 @@ func pyenvVersions(r, ws, cwd string, env []string) []string {
 }
 
 // bytecodeDir is the folder of the daemon's runtime directory holding the bytecode mirrors,
-// one folder per generation (bytecodeMirror). No box sees it but as an overlay's lower layer.
+// one folder per set of libraries and generation (bytecodeMirror). No box sees it but as an overlay's lower layer.
 // The runtime directory is a tmpfs on most systems ($XDG_RUNTIME_DIR): the 2,200 links of a
 // Debian system took 17-19 ms to make there, against about 1 s on a loaded machine's disk
 // (BenchmarkBytecodeMirror); it is made again after a reboot.
@@ -252,9 +252,10 @@ func isDir(p string) bool {
 }
 
 // linkBytecode makes in dst, for each regular *.pyc file of a __pycache__ folder beneath
-// libs (not the .opt-1 and .opt-2 ones of python -O and -OO), a symlink to it at the path python's PYTHONPYCACHEPREFIX layout gives it (the
-// source's folder, without __pycache__, beneath dst), and returns how many it made (at most
-// maxMirrored). Symlinks in libs are not followed.
+// libs (not the .opt-1 and .opt-2 ones of python -O and -OO), a symlink to it at the path
+// python's PYTHONPYCACHEPREFIX layout gives it (the source's folder, without __pycache__,
+// beneath dst), and returns how many it made (at most maxMirrored). Symlinks in libs are not
+// followed.
 func linkBytecode(dst string, libs []string) (int, error) {
 	n := 0
 	made := map[string]bool{}
@@ -294,9 +295,9 @@ func linkBytecode(dst string, libs []string) (int, error) {
 }
 
 // pythonBytecode returns the mirror of the bytecode of the system's Python libraries and of
-// toolchain, the toolchain Pythons' a launch selects (toolchainPythonLibs; bytecodeMirror), ""
-// when there is none; a mirror that cannot be made is logged, and the box compiles what it
-// imports.
+// toolchain, the library folders of the toolchain Pythons a launch selects
+// (toolchainPythonLibs; bytecodeMirror), "" when there is none; a mirror that cannot be made
+// is logged, and the box compiles what it imports.
 func (d *Daemon) pythonBytecode(toolchain []string) string {
 	libs := append(slices.Clone(d.pythonLibs), toolchain...)
 	d.bytecodeMu.Lock()
