@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -10,6 +11,9 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+
+	"github.com/agentbox/agentbox/internal/integrity"
+	"github.com/agentbox/agentbox/internal/plan"
 )
 
 // A box's python keeps its bytecode in the box cache (PYTHONPYCACHEPREFIX, toolchains), never
@@ -47,8 +51,104 @@ func systemPythonLibs() []string {
 	return out
 }
 
+// A Python of the user's toolchains (pyenv's, under the home) has its standard library's
+// bytecode beside its sources too (python-build compiles it when it installs a version), and
+// the box's prefix hid it as it hid the system's: its first run in each workspace compiled the
+// standard library again. The versions a launch's python selects (pyenvVersions) are mirrored
+// with the system's, in one mirror per set of libraries: each link leads to a file the box
+// sees read-only, since a toolchain folder is bound read-only at its own path and a library
+// inside or around the workspace is not mirrored.
+
+// maxToolchainPythons bounds the toolchain Pythons mirrored for a launch.
+const maxToolchainPythons = 8
+
+// toolchainPythonLibs returns the Python library folders (lib/python3*) beneath roots (the
+// toolchain folders a launch binds read-only: toolchains) whose bytecode its box's python
+// reads: a root that is itself a Python's prefix (~/.pyenv/versions/3.11.7 for its bin/ on
+// PATH, any prefix/bin on PATH), and, in a root holding pyenv's versions/ (~/.pyenv, for
+// ~/.pyenv/shims or ~/.pyenv/bin on PATH), the versions pyenv selects for the launch
+// (pyenvVersions): not every installed one, since a pyenv of nine versions holds 55,000
+// bytecode files. Each is a folder reached without a symlink, neither inside nor around the
+// workspace ws (which the box writes), at most maxToolchainPythons; sorted.
+func toolchainPythonLibs(roots []string, ws, cwd string, env []string) []string {
+	var prefixes []string
+	for _, r := range roots {
+		prefixes = append(prefixes, r)
+		if isPlainDir(filepath.Join(r, "versions")) {
+			for _, v := range pyenvVersions(r, ws, cwd, env) {
+				prefixes = append(prefixes, filepath.Join(r, "versions", v))
+			}
+		}
+	}
+	var out []string
+	for _, p := range prefixes {
+		ms, _ := filepath.Glob(filepath.Join(p, "lib", "python3*"))
+		for _, m := range ms {
+			if len(out) >= maxToolchainPythons {
+				break
+			}
+			if !slices.Contains(out, m) && isPlainDir(m) && m != ws && !plan.Within(m, ws) && !plan.Within(ws, m) {
+				out = append(out, m)
+			}
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// maxVersionFile bounds the .python-version and version files read (pyenvVersions).
+const maxVersionFile = 4096
+
+// pyenvVersions returns the names of the versions of the pyenv root r that pyenv selects for a
+// launch started in cwd in workspace ws, by pyenv's own order: $PYENV_VERSION (names separated
+// by ':'), else the first .python-version file in cwd or a folder above it (names separated
+// by white space, '#' lines left out), else r/version. Only names of folders in r/versions are
+// kept ("system" and a prefix such as "3.11" name none: their bytecode is compiled in the box
+// as before). The files are read without following a symlink at their name, nor waiting on a
+// FIFO, nor beyond 4 KiB: a box may have written a .python-version in the workspace. A box
+// choosing a version chooses only which of the host's read-only Pythons is mirrored.
+func pyenvVersions(r, ws, cwd string, env []string) []string {
+	var names []string
+	if v := envValue(env, "PYENV_VERSION"); v != "" {
+		names = strings.Split(v, ":")
+	} else {
+		from := filepath.Join(r, "version")
+		if cwd != "" && (cwd == ws || plan.Within(cwd, ws)) {
+			for d := filepath.Clean(cwd); ; d = filepath.Dir(d) {
+				if st, err := os.Lstat(filepath.Join(d, ".python-version")); err == nil && !st.IsDir() {
+					from = filepath.Join(d, ".python-version")
+					break
+				}
+				if d == "/" {
+					break
+				}
+			}
+		}
+		b, _ := integrity.ReadRegular(from, maxVersionFile)
+		for _, l := range strings.Split(string(b), "\n") {
+			if l = strings.TrimSpace(l); !strings.HasPrefix(l, "#") {
+				names = append(names, strings.Fields(l)...)
+			}
+		}
+	}
+	var out []string
+	for _, n := range names {
+		n = strings.TrimSpace(n)
+		if n == "" || n == "." || n == ".." || strings.ContainsRune(n, '/') || slices.Contains(out, n) {
+			continue
+		}
+		if isPlainDir(filepath.Join(r, "versions", n)) {
+			out = append(out, n)
+		}
+		if len(out) == maxToolchainPythons {
+			break
+		}
+	}
+	return out
+}
+
 // bytecodeDir is the folder of the daemon's runtime directory holding the bytecode mirrors,
-// one folder per generation (bytecodeMirror). No box sees it but as an overlay's lower layer.
+// one folder per set of libraries and generation (bytecodeMirror). No box sees it but as an overlay's lower layer.
 // The runtime directory is a tmpfs on most systems ($XDG_RUNTIME_DIR): the 2,200 links of a
 // Debian system took 17-19 ms to make there, against about 1 s on a loaded machine's disk
 // (BenchmarkBytecodeMirror); it is made again after a reboot.
@@ -58,27 +158,35 @@ const bytecodeDir = "bytecode"
 // compiled in the box cache, as before).
 const maxMirrored = 50_000
 
+// maxBytecodeSets bounds the mirrors kept, one per set of libraries (bytecodeMirror): past it
+// the oldest made goes.
+const maxBytecodeSets = 8
+
 // bytecodeMirror returns the mirror of the bytecode in libs (absolute folders) under dir
-// (the daemon's runtime directory), made when missing: <dir>/bytecode/<generation>, the
-// generation named by
-// the libraries' paths and modification times (a package installed or removed there makes a
-// new one; a file replaced in place needs none: the link follows it). A new generation is
-// made beside the others and renamed into place, then the others are removed. "" and nil
-// when libs hold no bytecode.
+// (the daemon's runtime directory), made when missing: <dir>/bytecode/<set>-<generation>, the
+// set named by the libraries' paths (the system's, and the toolchain Pythons a launch
+// selects: launches of other selections have mirrors of their own, at most maxBytecodeSets),
+// the generation by their modification times and those of their site-packages and
+// dist-packages (a package installed or removed there makes a new one; a file replaced in
+// place needs none: the link follows it). A new generation is made beside the others and
+// renamed into place, then the set's other generations are removed. "" and nil when libs hold
+// no bytecode.
 func bytecodeMirror(runtimeDir string, libs []string) (string, error) {
 	if len(libs) == 0 {
 		return "", nil
 	}
-	h := sha256.New()
+	hs, h := sha256.New(), sha256.New()
 	for _, l := range libs {
-		st, err := os.Stat(l)
-		if err != nil {
-			continue
+		fmt.Fprintf(hs, "%s\n", l)
+		for _, p := range []string{l, filepath.Join(l, "site-packages"), filepath.Join(l, "dist-packages")} {
+			if st, err := os.Stat(p); err == nil {
+				fmt.Fprintf(h, "%s %d\n", p, st.ModTime().UnixNano())
+			}
 		}
-		fmt.Fprintf(h, "%s %d\n", l, st.ModTime().UnixNano())
 	}
 	base := filepath.Join(runtimeDir, bytecodeDir)
-	gen := hex.EncodeToString(h.Sum(nil)[:8])
+	set := hex.EncodeToString(hs.Sum(nil)[:8])
+	gen := set + "-" + hex.EncodeToString(h.Sum(nil)[:8])
 	dir := filepath.Join(base, gen)
 	if st, err := os.Lstat(dir); err == nil && st.IsDir() {
 		return dir, nil
@@ -109,13 +217,29 @@ func bytecodeMirror(runtimeDir string, libs []string) (string, error) {
 			return "", nil
 		}
 	}
-	// The earlier generations: a box that still reads one finds its links gone and compiles
-	// those modules into its layer.
+	// The set's earlier generations, and the oldest sets past maxBytecodeSets: a box that
+	// still reads one finds its links gone and compiles those modules into its layer.
 	if es, err := os.ReadDir(base); err == nil {
+		type made struct {
+			name string
+			at   int64
+		}
+		var others []made
 		for _, e := range es {
-			if e.Name() != gen && !strings.HasPrefix(e.Name(), ".new-") {
-				os.RemoveAll(filepath.Join(base, e.Name()))
+			switch n := e.Name(); {
+			case n == gen || strings.HasPrefix(n, ".new-"):
+			case strings.HasPrefix(n, set+"-") || !strings.Contains(n, "-"): // one of an earlier agentbox: a generation alone
+				os.RemoveAll(filepath.Join(base, n))
+			default:
+				if st, err := e.Info(); err == nil {
+					others = append(others, made{n, st.ModTime().UnixNano()})
+				}
 			}
+		}
+		slices.SortFunc(others, func(a, b made) int { return cmp.Compare(a.at, b.at) })
+		for len(others) > maxBytecodeSets-1 {
+			os.RemoveAll(filepath.Join(base, others[0].name))
+			others = others[1:]
 		}
 	}
 	return dir, nil
@@ -128,9 +252,10 @@ func isDir(p string) bool {
 }
 
 // linkBytecode makes in dst, for each regular *.pyc file of a __pycache__ folder beneath
-// libs, a symlink to it at the path python's PYTHONPYCACHEPREFIX layout gives it (the
-// source's folder, without __pycache__, beneath dst), and returns how many it made (at most
-// maxMirrored). Symlinks in libs are not followed.
+// libs (not the .opt-1 and .opt-2 ones of python -O and -OO), a symlink to it at the path
+// python's PYTHONPYCACHEPREFIX layout gives it (the source's folder, without __pycache__,
+// beneath dst), and returns how many it made (at most maxMirrored). Symlinks in libs are not
+// followed.
 func linkBytecode(dst string, libs []string) (int, error) {
 	n := 0
 	made := map[string]bool{}
@@ -144,6 +269,9 @@ func linkBytecode(dst string, libs []string) (int, error) {
 			}
 			if !d.Type().IsRegular() || !strings.HasSuffix(p, ".pyc") || filepath.Base(filepath.Dir(p)) != "__pycache__" {
 				return nil
+			}
+			if strings.Contains(d.Name(), ".opt-") {
+				return nil // python -O's and -OO's (python-build compiles all three): rare, compiled in the box
 			}
 			src := filepath.Dir(filepath.Dir(p)) // the source's folder
 			to := filepath.Join(dst, strings.TrimPrefix(src, "/"))
@@ -166,14 +294,17 @@ func linkBytecode(dst string, libs []string) (int, error) {
 	return n, nil
 }
 
-// systemBytecode returns the mirror of the system's bytecode (bytecodeMirror), "" when there
-// is none; a mirror that cannot be made is logged, and the box compiles what it imports.
-func (d *Daemon) systemBytecode() string {
+// pythonBytecode returns the mirror of the bytecode of the system's Python libraries and of
+// toolchain, the library folders of the toolchain Pythons a launch selects
+// (toolchainPythonLibs; bytecodeMirror), "" when there is none; a mirror that cannot be made
+// is logged, and the box compiles what it imports.
+func (d *Daemon) pythonBytecode(toolchain []string) string {
+	libs := append(slices.Clone(d.pythonLibs), toolchain...)
 	d.bytecodeMu.Lock()
 	defer d.bytecodeMu.Unlock()
-	dir, err := bytecodeMirror(d.runtimeDir, d.pythonLibs)
+	dir, err := bytecodeMirror(d.runtimeDir, libs)
 	if err != nil {
-		d.log.Warn("python: the mirror of the system's bytecode is not made; boxes compile what they import", "err", err)
+		d.log.Warn("python: the mirror of the system's and toolchains' bytecode is not made; boxes compile what they import", "err", err)
 	}
 	return dir
 }

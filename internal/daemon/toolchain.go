@@ -97,11 +97,12 @@ var toolchainCompanions = map[string][]string{".cargo/bin": {".rustup"}}
 
 // toolchains adds to c what launch id's box needs to build the user's project
 // (docs/toolchains.md): the toolchains on the caller's PATH under home, read-only at their own
-// paths; the host's Go module cache, read-only, as the first GOPROXY; and the box cache for
-// what the box's builds write (the workspace ws's own). env is the caller's environment; facts are the workspace
+// paths; the host's Go module cache, read-only, as the first GOPROXY; the bytecode of the
+// system's Python and of the toolchain Pythons the launch selects from its start folder cwd;
+// and the box cache for what the box's builds write (the workspace ws's own). env is the caller's environment; facts are the workspace
 // rules, which also decide which parts of the home a toolchain may bring (never a harness
 // home, never the home itself).
-func (d *Daemon) toolchains(id, ws, home string, env []string, facts plan.WorkspaceFacts, c *plan.Contributions) error {
+func (d *Daemon) toolchains(id, ws, cwd, home string, env []string, facts plan.WorkspaceFacts, c *plan.Contributions) error {
 	var roots []string
 	for _, p := range toolchainRoots(home, envValue(env, "PATH"), facts) {
 		if isPackageCache(home, p) {
@@ -174,7 +175,7 @@ func (d *Daemon) toolchains(id, ws, home string, env []string, facts plan.Worksp
 	}
 	// The box's python keeps its bytecode in the box cache (below), over the system's own.
 	pycache := filepath.Join(cache, "python", "pycache")
-	if mirror := d.systemBytecode(); mirror != "" {
+	if mirror := d.pythonBytecode(toolchainPythonLibs(roots, ws, cwd, env)); mirror != "" {
 		caches = append(caches, packageCache{name: "python", dir: pycache, lower: mirror})
 	}
 	if err := cacheOverlays(cache, id, caches, roots, facts, c); err != nil {
@@ -202,8 +203,15 @@ func (d *Daemon) toolchains(id, ws, home string, env []string, facts plan.Worksp
 		"CARGO_TARGET_DIR="+filepath.Join(cache, "cargo", "target"),
 		"PYTHONPYCACHEPREFIX="+pycache,
 	)
+	// npm asks its registry for a newer npm at most once a day, whatever the command (its
+	// update notifier): in a box whose egress proxy refuses the registry, an `npm ci --offline`
+	// that needed no network ended with a line naming the registry as refused.
+	c.Env = append(c.Env, npmNoUpdateCheck)
 	return nil
 }
+
+// npmNoUpdateCheck turns npm's daily check for a newer npm off in every box (toolchains).
+const npmNoUpdateCheck = "npm_config_update_notifier=false"
 
 // packageCache is a package cache beneath the home that a box reads from the host and writes
 // to its box cache, at the tool's own default place (the box's environment names no other).

@@ -42,6 +42,18 @@ func readDirOwned(dir string) ([]os.DirEntry, error) {
 	return ents, err
 }
 
+// ReadRegular reads the file path whole when it is a regular file of at most max bytes, without
+// following a symlink at its last element or waiting on a FIFO: the daemon's read of a small
+// file a box may have written (a workspace's .python-version).
+func ReadRegular(path string, max int64) ([]byte, error) {
+	f, err := openNoFollow(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return readWhole(f, max)
+}
+
 // readWhole reads all of f, a regular file of at most max bytes: a longer one is not read
 // (*tooLargeError), nor is anything but a regular file (errNotRegular).
 func readWhole(f *os.File, max int64) ([]byte, error) {

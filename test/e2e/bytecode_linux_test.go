@@ -54,6 +54,64 @@ func TestAttackBytecodeMirror(t *testing.T) {
 		t.Skipf("no system python: %v", err)
 	}
 	e := NewEnv(t)
+	attackBytecodeMirror(t, e, py, "/usr/lib/python3")
+}
+
+// TestAttackPyenvBytecodeMirror: the same for a pyenv Python under the home (a copy of the
+// system's python, or a hard-link tree of it, at pyenv's layout: ~/.pyenv/versions/X with its
+// bin/ and lib/python3.N, selected by ~/.pyenv/version, ~/.pyenv/shims on PATH): its standard
+// library's bytecode is mirrored too, so a workspace's first run of it does not compile its
+// standard library; the box cannot write through the mirror's links (~/.pyenv is a read-only
+// toolchain in the box), and bytecode it plants reaches neither a box of another workspace
+// nor the host's run of that python. Before, box A's bytecode of json.decoder was no link
+// (compiled into the box cache's layer at the first import in each workspace).
+func TestAttackPyenvBytecodeMirror(t *testing.T) {
+	t.Parallel() // its own daemon (parallelTests)
+	sys := "/usr/bin/python3"
+	if _, err := os.Stat(sys); err != nil {
+		t.Skipf("no system python: %v", err)
+	}
+	out, err := exec.Command(sys, "-c", "import os, sys; print(os.path.dirname(os.__file__)); print(os.path.realpath(sys.executable))").Output()
+	lines := strings.Fields(string(out))
+	if err != nil || len(lines) != 2 {
+		t.Fatalf("the system python's library: %v %q", err, out)
+	}
+	lib, bin := lines[0], lines[1]
+	e := NewEnv(t)
+	root := filepath.Join(e.Home, ".pyenv")
+	prefix := filepath.Join(root, "versions", "3.99.1")
+	for _, d := range []string{filepath.Join(prefix, "bin"), filepath.Join(prefix, "lib"), filepath.Join(root, "shims")} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A hard-link tree where the user may link the system's files (root), else a copy; cp -a
+	// keeps the sources' times, which the bytecode's headers name.
+	if hl, err := exec.Command("cp", "-al", lib, filepath.Join(prefix, "lib")).CombinedOutput(); err != nil {
+		os.RemoveAll(filepath.Join(prefix, "lib", filepath.Base(lib)))
+		if out, err := exec.Command("cp", "-a", lib, filepath.Join(prefix, "lib")).CombinedOutput(); err != nil {
+			t.Fatalf("copy %s: %v\n%s (hard links: %s)", lib, err, out, hl)
+		}
+	}
+	py := filepath.Join(prefix, "bin", filepath.Base(bin))
+	if out, err := exec.Command("cp", bin, py).CombinedOutput(); err != nil {
+		t.Fatalf("copy %s: %v\n%s", bin, err, out)
+	}
+	if err := os.WriteFile(filepath.Join(root, "version"), []byte("3.99.1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for i, v := range e.Vars {
+		if strings.HasPrefix(v, "PATH=") {
+			e.Vars[i] = "PATH=" + filepath.Join(root, "shims") + ":" + os.Getenv("PATH")
+		}
+	}
+	attackBytecodeMirror(t, e, py, filepath.Join(prefix, "lib", "python3"))
+}
+
+// attackBytecodeMirror is the attack of TestAttackBytecodeMirror with python py, whose
+// library's folder starts with lib: box A's bytecode of json.decoder is the mirror's link to
+// py's own; box A cannot write through it, and what it plants instead runs in box A only.
+func attackBytecodeMirror(t *testing.T, e *Env, py, lib string) {
 	a, b := filepath.Join(e.Work, "a"), filepath.Join(e.Work, "b")
 	for _, ws := range []string{a, b} {
 		if err := os.MkdirAll(ws, 0o755); err != nil {
@@ -70,10 +128,10 @@ func TestAttackBytecodeMirror(t *testing.T) {
 	if r.Code != 0 || pyc == "" {
 		t.Fatalf("probe in box A: exit %d\nstdout:\n%s\nstderr:\n%s", r.Code, r.Stdout, r.Stderr)
 	}
-	if !strings.HasPrefix(link, "/usr/lib/python3") || !strings.Contains(link, "/__pycache__/") {
-		t.Fatalf("box A's bytecode of json.decoder is not the system's (the mirror): %s is %q", pyc, link)
+	if !strings.HasPrefix(link, lib) || !strings.Contains(link, "/__pycache__/") {
+		t.Fatalf("box A's bytecode of json.decoder is not %s's own (the mirror): %s is %q", lib, pyc, link)
 	}
-	sys, err := os.ReadFile(link)
+	orig, err := os.ReadFile(link)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,7 +143,7 @@ func TestAttackBytecodeMirror(t *testing.T) {
 		t.Fatalf("box A could not plant its bytecode: exit %d\nstdout:\n%s\nstderr:\n%s", r.Code, r.Stdout, r.Stderr)
 	}
 	if strings.Contains(r.Stdout, "WROTE THROUGH") {
-		t.Errorf("box A wrote through the mirror's link to the system's bytecode:\n%s", r.Stdout)
+		t.Errorf("box A wrote through the mirror's link to %s's bytecode:\n%s", lib, r.Stdout)
 	}
 	if !strings.Contains(r.Stdout, "POISONED by a box") {
 		t.Errorf("box A's python did not run the bytecode it planted in its own layer (is the prefix its box cache?):\n%s", r.Stdout)
@@ -96,15 +154,15 @@ func TestAttackBytecodeMirror(t *testing.T) {
 		t.Errorf("box B (another workspace) ran box A's bytecode, or failed: exit %d\nstdout:\n%s\nstderr:\n%s", r.Code, r.Stdout, r.Stderr)
 	}
 	if got := field(r.Stdout, "LINK"); got != link {
-		t.Errorf("box B's bytecode of json.decoder is %q, want the system's %q", got, link)
+		t.Errorf("box B's bytecode of json.decoder is %q, want %q", got, link)
 	}
 	host := exec.Command(py, "-c", "import json.decoder")
 	host.Env = []string{"HOME=" + e.Home, "PATH=/usr/bin:/bin"}
 	if out, err := host.CombinedOutput(); err != nil || strings.Contains(string(out), "POISONED") {
 		t.Errorf("the host's python: %v\n%s", err, out)
 	}
-	if after, err := os.ReadFile(link); err != nil || string(after) != string(sys) {
-		t.Errorf("the system's %s changed: %v", link, err)
+	if after, err := os.ReadFile(link); err != nil || string(after) != string(orig) {
+		t.Errorf("%s changed: %v", link, err)
 	}
 	if treeHash(t, mirror) != before {
 		t.Errorf("the mirror %s changed", mirror)

@@ -99,14 +99,14 @@ var deniedTools = []struct {
 	// shows only the status code: curl and git print "CONNECT tunnel failed, response 403").
 	says string
 	// asks is how many requests the proxy refuses before the tool gives up, at least and at
-	// most: one and no retry for curl and go; npm asks for the package and, at most once a
-	// day, for its own latest version; pip asks twice (PIP_RETRIES=1: pip retries a refused
+	// most: one and no retry for curl, go and npm (which asked, at most once a day, for its own
+	// latest version too, before its update notifier was turned off in boxes); pip asks twice (PIP_RETRIES=1: pip retries a refused
 	// tunnel like a lost connection, six times over 12 s by default); git asks first without
 	// the pairing (407) and again with it.
 	asks [2]int64
 }{
 	{"curl", "curl", `curl -sS https://denied.example.org/`, "denied.example.org:443", "egressAllow", "", [2]int64{1, 1}},
-	{"npm", "npm", `npm_config_registry=https://registry.example.org/ npm view left-pad version`, "registry.example.org:443", "egressAllow", "agentbox refused egress", [2]int64{1, 2}},
+	{"npm", "npm", `npm_config_registry=https://registry.example.org/ npm view left-pad version`, "registry.example.org:443", "egressAllow", "agentbox refused egress", [2]int64{1, 1}},
 	{"pip", "/usr/bin/python3", `/usr/bin/python3 -m pip download --no-deps -d /tmp/dl --index-url https://pypi.example.org/simple tiny-pkg`, "pypi.example.org:443", "egressAllow", "agentbox refused egress", [2]int64{2, 2}},
 	{"go", "go", `cd /tmp && GOPROXY=https://goproxy.example.org GOSUMDB=off GOFLAGS=-mod=mod GOTOOLCHAIN=local go mod download example.org/mod@v1.0.0`, "goproxy.example.org:443", "egressAllow", "agentbox refused egress", [2]int64{1, 1}},
 	{"git", "git", `git ls-remote https://git.example.org/owner/repo`, "git.example.org:443", "git.allow", "", [2]int64{2, 2}},
@@ -158,6 +158,53 @@ func TestDeniedNetworkExplains(t *testing.T) {
 				t.Errorf("a bare resolver error instead of the proxy's refusal:\n%s", out)
 			}
 		})
+	}
+}
+
+// TestNpmNoUpdateCheck: npm in a box does not ask its registry for a newer npm (its daily
+// update notifier is off: npm_config_update_notifier=false, docs/toolchains.md). An `npm ci`
+// that needs no network, in a box whose egress proxy refuses the registry, succeeds with no
+// request refused and no refused-host line at the end of the launch. Before, the first npm of
+// the day in a workspace asked for npm's latest version, and the launch ended with
+// "…its egress proxy refused registry.example.org:443 (egressAllow)…".
+func TestNpmNoUpdateCheck(t *testing.T) {
+	t.Parallel() // its own daemon (parallelTests)
+	if _, err := exec.LookPath("npm"); err != nil {
+		t.Skipf("npm is not installed: %v", err)
+	}
+	e := NewEnv(t)
+	app := filepath.Join(e.Work, "app")
+	if err := os.MkdirAll(app, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for name, body := range map[string]string{
+		"package.json":      `{"name":"app","version":"1.0.0"}` + "\n",
+		"package-lock.json": `{"name":"app","version":"1.0.0","lockfileVersion":3,"requires":true,"packages":{"":{"name":"app","version":"1.0.0"}}}` + "\n",
+		// The project's registry: the host the update notifier would ask.
+		".npmrc": "registry=https://registry.example.org/\n",
+	} {
+		if err := os.WriteFile(filepath.Join(app, name), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	seen := map[string]bool{}
+	for _, l := range e.Launches() {
+		seen[l.ID] = true
+	}
+	r := e.runIn(app, "run", "sh", "--", "-c", `npm ci --no-fund && echo CONFIG "$(npm config get update-notifier)"`)
+	if r.Code != 0 {
+		t.Fatalf("npm ci in the box: exit %d\nstdout:\n%s\nstderr:\n%s", r.Code, r.Stdout, r.Stderr)
+	}
+	if got := field(r.Stdout, "CONFIG"); got != "false" {
+		t.Errorf("npm's update-notifier in the box is %q, want false", got)
+	}
+	if hint := hintLine(r.Stderr); hint != "" {
+		t.Errorf("the launch ended with a refused-host line for a request the user never made: %s", hint)
+	}
+	for _, l := range e.Launches() {
+		if !seen[l.ID] && l.Egress != nil && l.Egress.Refused != 0 {
+			t.Errorf("the egress proxy refused %d requests of npm ci: %+v", l.Egress.Refused, l.Egress)
+		}
 	}
 }
 
