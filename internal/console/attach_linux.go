@@ -201,10 +201,12 @@ func Attach(socketPath string, stdin, stdout, stderr *os.File, opts AttachOption
 	<-subscribed
 
 	var keys []byte
+	var size *sizer
 	if raw {
 		keys = opts.DetachKeys
+		size = &sizer{fd: outFd, fw: fw, last: hello.Size}
 	}
-	in, err := startInput(stdin, fw, keys)
+	in, err := startInput(stdin, fw, keys, size)
 	if err != nil {
 		return -1, err
 	}
@@ -234,13 +236,7 @@ func Attach(socketPath string, stdin, stdout, stderr *os.File, opts AttachOption
 		case s := <-sigs:
 			sig := s.(syscall.Signal)
 			if sig == syscall.SIGWINCH {
-				if !raw {
-					continue
-				}
-				ws := windowSize(outFd)
-				if ws != (WindowSize{}) {
-					fw.WriteFrame(FrameResize, ws.Payload())
-				}
+				size.send() // nothing without raw mode
 				continue
 			}
 			// A write error shows up as the reader's error.
@@ -398,6 +394,37 @@ func asksTerminal(b []byte) bool {
 	return false
 }
 
+// sizer sends the terminal's size to the shim when it differs from the size last sent. Both
+// the SIGWINCH case of Attach and the input copy call it, the latter before it sends what it
+// read: keys typed after a resize then reach the program after the resize, as they would on the
+// terminal itself. The signal is handled on another goroutine, which on a loaded machine ran
+// after the copy had sent the keys typed after the resize (TestTerminal/Resize: Enter, then the
+// program's `stty size` showed the old size). A nil *sizer sends nothing (no raw mode).
+type sizer struct {
+	fd int
+	fw *FrameWriter
+	mu sync.Mutex // held from reading the size until its frame is written: sizes go out in order
+	// last is the size the shim has (from the hello, then the last resize frame).
+	last WindowSize
+}
+
+// send sends the terminal's size unless the shim has it already.
+func (s *sizer) send() {
+	if s == nil {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ws := windowSize(s.fd)
+	if ws == (WindowSize{}) || ws == s.last {
+		return
+	}
+	// A write error shows up as the reader's error.
+	if s.fw.WriteFrame(FrameResize, ws.Payload()) == nil {
+		s.last = ws
+	}
+}
+
 func windowSize(fd int) WindowSize {
 	ws, err := unix.IoctlGetWinsize(fd, unix.TIOCGWINSZ)
 	if err != nil {
@@ -421,14 +448,15 @@ type input struct {
 	once      sync.Once
 }
 
-// startInput starts copying stdin to fw; keys is the detach key sequence (nil: none).
-func startInput(stdin *os.File, fw *FrameWriter, keys []byte) (*input, error) {
+// startInput starts copying stdin to fw; keys is the detach key sequence (nil: none); size, when
+// not nil, sends a changed terminal size before what is read.
+func startInput(stdin *os.File, fw *FrameWriter, keys []byte, size *sizer) (*input, error) {
 	r, w, err := os.Pipe()
 	if err != nil {
 		return nil, err
 	}
 	in := &input{wakeR: r, wakeW: w, done: make(chan struct{}), detached: make(chan struct{}), keys: detachScanner{keys: keys}}
-	go in.run(int(stdin.Fd()), fw)
+	go in.run(int(stdin.Fd()), fw, size)
 	return in, nil
 }
 
@@ -440,7 +468,7 @@ func (in *input) stop() {
 	})
 }
 
-func (in *input) run(fd int, fw *FrameWriter) {
+func (in *input) run(fd int, fw *FrameWriter, size *sizer) {
 	defer close(in.done)
 	buf := make([]byte, 32<<10)
 	var out []byte
@@ -467,6 +495,7 @@ func (in *input) run(fd int, fw *FrameWriter) {
 			continue
 		}
 		if n > 0 {
+			size.send()
 			var detach bool
 			out, detach = in.keys.scan(out[:0], buf[:n])
 			if len(out) > 0 && fw.WriteFrame(FrameStdin, out) != nil {

@@ -5,10 +5,12 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -264,5 +266,80 @@ func TestAttachFlushesTerminalInput(t *testing.T) {
 		buf := make([]byte, n)
 		unix.Read(int(pts.Fd()), buf)
 		t.Fatalf("%d bytes of terminal input survived the client: %q", n, buf)
+	}
+}
+
+// TestAttachResizeBeforeKeys: keys typed after the terminal was resized reach the shim after the
+// new size, even when the client has not handled the SIGWINCH yet (here it never comes: the
+// terminal is not the test's controlling one). The client sent the size only from its signal
+// case, on another goroutine than the input copy, and under load the keys went first
+// (TestTerminal/Resize: the program read Enter, then `stty size` showed the old size).
+func TestAttachResizeBeforeKeys(t *testing.T) {
+	ptm, pts, err := pty.Open()
+	if err != nil {
+		t.Skipf("no pty: %v", err)
+	}
+	defer ptm.Close()
+	defer pts.Close()
+	if err := pty.Setsize(ptm, &pty.Winsize{Rows: 24, Cols: 80}); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "shim.sock")
+	ln, err := net.Listen("unix", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	frames := make(chan []string, 1)
+	go func() {
+		var seen []string
+		defer func() { frames <- seen }()
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		br := bufio.NewReader(c)
+		ReadLine(br)
+		WriteJSONLine(c, Reply{OK: true, Console: "tty"})
+		// The client is attached once the terminal is raw.
+		for {
+			tio, err := unix.IoctlGetTermios(int(pts.Fd()), unix.TCGETS)
+			if err != nil {
+				return
+			}
+			if tio.Lflag&unix.ICANON == 0 {
+				break
+			}
+			time.Sleep(time.Millisecond)
+		}
+		if err := pty.Setsize(ptm, &pty.Winsize{Rows: 30, Cols: 100}); err != nil {
+			return
+		}
+		ptm.WriteString("x")
+		for {
+			f, err := ReadFrame(br)
+			if err != nil {
+				return
+			}
+			switch f.Type {
+			case FrameResize:
+				ws, _ := ParseWindowSize(f.Payload)
+				seen = append(seen, fmt.Sprintf("resize %d %d", ws.Rows, ws.Cols))
+			case FrameStdin:
+				seen = append(seen, fmt.Sprintf("stdin %q", f.Payload))
+				x, _ := json.Marshal(Exit{Code: 0})
+				NewFrameWriter(c).WriteFrame(FrameExit, x)
+				return
+			}
+		}
+	}()
+	code, err := Attach(path, pts, pts, pts, AttachOptions{NoSignals: true})
+	if err != nil || code != 0 {
+		t.Fatalf("Attach = %d, %v; want 0, nil", code, err)
+	}
+	got := strings.Join(<-frames, ", ")
+	if want := `resize 30 100, stdin "x"`; got != want {
+		t.Fatalf("frames from the client: %s; want %s", got, want)
 	}
 }

@@ -31,6 +31,10 @@ func (f *execFailure) event() engine.Event {
 	return engine.Event{Kind: engine.EventError, Code: f.Code, Message: f.Message}
 }
 
+// beforeReport, when not nil, runs in box-exec just before it writes its report of a failure
+// (a test hook: the tests collect garbage there).
+var beforeReport func()
+
 // Process is a box-exec started by an engine's init ahead of its program (see Start).
 type Process struct {
 	pid       int
@@ -159,10 +163,23 @@ func Main(args []string) int {
 	if _, err := unix.FcntlInt(fdExec, unix.F_SETFD, unix.FD_CLOEXEC); err != nil {
 		return 1 // no socket: box-init reports the missing exec as a setup failure
 	}
+	// conn must stay open until the execve closes it (close-on-exec) or the report is written
+	// on it: an *os.File closes its descriptor once it is collected, and a collection after
+	// the last receive closed the socket before a report written with the bare descriptor.
+	// box-init then saw a message of its own unread (ECONNRESET) and the end of the socket,
+	// and reported "ended before the program without a report" instead of the failure. So
+	// fail writes through conn, and fail is used after the execve: conn is reachable until then.
 	conn := os.NewFile(fdExec, "exec")
 	fail := func(code string, format string, a ...any) int {
-		b, _ := json.Marshal(execFailure{Code: code, Message: fmt.Sprintf(format, a...)})
-		unix.Write(fdExec, b)
+		msg := fmt.Sprintf(format, a...)
+		b, _ := json.Marshal(execFailure{Code: code, Message: msg})
+		if beforeReport != nil {
+			beforeReport()
+		}
+		if _, err := conn.Write(b); err != nil {
+			// box-init then reports that box-exec ended without a report.
+			fmt.Fprintf(os.Stderr, "agentbox box-exec: %s (and reporting it failed: %v)\n", msg, err)
+		}
 		return 1
 	}
 	receive := func(kind engine.EventKind, n int) ([]int, error) {
