@@ -1,0 +1,89 @@
+package integrity_test
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// Review 17's attack tests (REVIEW17.md says what each found and as whom). Each fails on main
+// at the time of the review.
+
+// withEnv returns vars with key set to value (replaced or added).
+func withEnv(vars []string, key, value string) []string {
+	var out []string
+	for _, kv := range vars {
+		if !strings.HasPrefix(kv, key+"=") {
+			out = append(out, kv)
+		}
+	}
+	return append(out, key+"="+value)
+}
+
+// TestAttackWorkspaceHoldsPathFolder (review 17, F1): plan.CheckStartupFolders refuses a
+// workspace that IS a folder of the launch's PATH, not one that holds such a folder. A project
+// whose bin/ is on PATH (direnv's PATH_add bin, a tools checkout, /opt/x with /opt/x/bin on
+// PATH; outside the home a PATH folder is not even a read-only toolchain) is accepted; the box
+// writes bin/git, and the host's next shell runs it for every git, the user's review included.
+func TestAttackWorkspaceHoldsPathFolder(t *testing.T) {
+	t.Parallel()
+	e := newDaemonEnv(t)
+	repo(t, e.work)
+	bin := filepath.Join(e.work, "bin")
+	write(t, filepath.Join(bin, "hello"), "#!/bin/sh\necho hello\n")
+	git(t, e.work, "add", "-A")
+	git(t, e.work, "commit", "-q", "-m", "tools")
+	path := bin + ":" + os.Getenv("PATH")
+	e.vars = withEnv(e.vars, "PATH", path)
+	mark, _ := e.marker("path-holds")
+	out, stderr, code := e.runAll("run", "sh", "--", "-c",
+		fmt.Sprintf(`printf '#!/bin/sh\ntouch %s\nexec /usr/bin/git "$@"\n' > bin/git && chmod +x bin/git && echo planted`, mark))
+	if code == 125 && strings.Contains(stderr, "workspace_refused") {
+		return
+	}
+	if !strings.Contains(out, "planted") {
+		t.Fatalf("exit %d: the plant failed (the test would prove nothing):\n%s%s", code, out, stderr)
+	}
+	c := exec.Command("sh", "-c", "git --version")
+	c.Dir = e.root
+	c.Env = append(os.Environ(), "PATH="+path)
+	c.Run()
+	notRun(t, mark, "the host's shell running git with the workspace's bin/ on PATH (a workspace the daemon accepted)", out+stderr)
+}
+
+// TestAttackStartupFolderThroughSymlinkedHome (review 17, F2): the workspace is compared
+// symlink-resolved, the home as $HOME says it (os.UserHomeDir, not resolved). Where $HOME is a
+// symlink (/home -> /var/home on Fedora's atomic desktops, a home moved to a second disk), none
+// of the home's rules hold: ~/bin is accepted as a workspace (the review 16 F6 attack again),
+// and so are ~/.vim, ~/.ssh, ~/.config and the home itself.
+func TestAttackStartupFolderThroughSymlinkedHome(t *testing.T) {
+	t.Parallel()
+	e := newDaemonEnv(t)
+	link := filepath.Join(e.root, "homelink")
+	if err := os.Symlink(e.home, link); err != nil {
+		t.Fatal(err)
+	}
+	e.vars = withEnv(e.vars, "HOME", link)
+	ws := filepath.Join(link, "bin")
+	write(t, filepath.Join(ws, "backup.sh"), "#!/bin/sh\necho backup\n")
+	git(t, ws, "init", "-q")
+	git(t, ws, "add", "-A")
+	git(t, ws, "commit", "-q", "-m", "my scripts")
+	mark, _ := e.marker("symhome")
+	out, stderr, code := e.runAll("run", "--workspace", ws, "sh", "--", "-c",
+		fmt.Sprintf(`printf '#!/bin/sh\ntouch %s\nexec /usr/bin/git "$@"\n' > git && chmod +x git && echo planted`, mark))
+	if code == 125 && strings.Contains(stderr, "workspace_refused") {
+		return
+	}
+	if !strings.Contains(out, "planted") {
+		t.Fatalf("exit %d: the plant failed (the test would prove nothing):\n%s%s", code, out, stderr)
+	}
+	c := exec.Command("sh", "-c", "git --version")
+	c.Dir = e.root
+	c.Env = append(os.Environ(), "HOME="+link, "PATH="+filepath.Join(link, "bin")+":"+os.Getenv("PATH"))
+	c.Run()
+	notRun(t, mark, "the host's login shell running git with ~/bin on PATH, $HOME a symlink (a workspace the daemon accepted)", out+stderr)
+}
