@@ -87,3 +87,52 @@ func TestAttackStartupFolderThroughSymlinkedHome(t *testing.T) {
 	c.Run()
 	notRun(t, mark, "the host's login shell running git with ~/bin on PATH, $HOME a symlink (a workspace the daemon accepted)", out+stderr)
 }
+
+// TestAttackHostRenameLosesOldFiles (review 17, F3): the ignored-places rule takes whole a
+// folder whose ctime is in the launch and that is not the folder recorded at its path when the
+// launch began. The user's own rename of a folder of old files in an ignored place (data/old
+// to data/archive) while a box runs makes data/archive such a folder: at the box's exit every
+// one of the user's old files in it is moved out of the workspace, and past the bound
+// (changes.MaxIgnoredFiles, 10,000) the rest are deleted, kept nowhere. Nothing the box did.
+func TestAttackHostRenameLosesOldFiles(t *testing.T) {
+	t.Parallel()
+	e := newDaemonEnv(t)
+	repo(t, e.work)
+	write(t, filepath.Join(e.work, ".gitignore"), "data/\n")
+	git(t, e.work, "add", ".gitignore")
+	git(t, e.work, "commit", "-q", "-m", "ignore data")
+	const n = 10_050
+	old := filepath.Join(e.work, "data", "old")
+	if err := os.MkdirAll(old, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for i := range n {
+		if err := os.WriteFile(filepath.Join(old, fmt.Sprintf("m%05d.csv", i)), []byte("measurement\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	archive := filepath.Join(e.work, "data", "archive")
+	out := e.boxPlantDuring(`echo ready > `+syncFIFO+`; read go < `+syncFIFO+`; echo done`, func() {
+		if err := os.Rename(old, archive); err != nil {
+			t.Error(err)
+		}
+	})
+	if !strings.Contains(out, "done") {
+		t.Fatalf("the box did not run to its end:\n%s", out)
+	}
+	kept := 0
+	filepath.WalkDir(filepath.Join(e.state, "agentbox", "changes"), func(p string, d os.DirEntry, err error) error {
+		if err == nil && d.Type().IsRegular() && strings.HasSuffix(p, ".csv") && strings.Contains(p, filepath.Join("data", "archive")) {
+			kept++
+		}
+		return nil
+	})
+	left := 0
+	if es, err := os.ReadDir(archive); err == nil {
+		left = len(es)
+	}
+	if left != n {
+		t.Errorf("the user's %d old files in data/archive (renamed on the host while the box ran): %d left in the workspace, %d moved to the launch's proposed changes, %d deleted (kept nowhere)\nthe box said:\n%s",
+			n, left, kept, n-left-kept, out)
+	}
+}
