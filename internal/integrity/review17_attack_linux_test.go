@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/agentbox/agentbox/internal/integrity"
 )
 
 // Review 17's attack tests (REVIEW17.md says what each found and as whom). Each fails on main
@@ -134,5 +136,69 @@ func TestAttackHostRenameLosesOldFiles(t *testing.T) {
 	if left != n {
 		t.Errorf("the user's %d old files in data/archive (renamed on the host while the box ran): %d left in the workspace, %d moved to the launch's proposed changes, %d deleted (kept nowhere)\nthe box said:\n%s",
 			n, left, kept, n-left-kept, out)
+	}
+}
+
+// TestAttackBranchRewriteLargePackedRefs (review 17, F5): the snapshot reads packed-refs
+// through readBeneath with a bound of 1 MiB (maxCheckedFile) and, past it, as if it were empty,
+// saying nothing. A repository with many remote-tracking branches or tags (20,000 packed refs
+// here, 1.3 MB; monorepos and long-lived projects have more) has its own packed branches
+// recorded not at all: a box rewrites main (amend, reflog expired) and the check at exit says
+// nothing, while the host's git reads the rewritten main. With 100 packed refs (the control)
+// the same rewrite is reported.
+func TestAttackBranchRewriteLargePackedRefs(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("no git")
+	}
+	for _, n := range []int{100, 20_000} {
+		t.Run(fmt.Sprint(n), func(t *testing.T) {
+			ws, _ := filepath.EvalSymlinks(t.TempDir())
+			g := func(args ...string) string {
+				t.Helper()
+				c := exec.Command("git", append([]string{"-c", "user.name=u", "-c", "user.email=u@example.org"}, args...)...)
+				c.Dir = ws
+				out, err := c.CombinedOutput()
+				if err != nil {
+					t.Fatalf("git %v: %v: %s", args, err, out)
+				}
+				return strings.TrimSpace(string(out))
+			}
+			g("init", "-q", "-b", "main")
+			write(t, filepath.Join(ws, "f"), "one\n")
+			g("add", "f")
+			g("commit", "-qm", "one")
+			g("commit", "-q", "--allow-empty", "-m", "two")
+			id := g("rev-parse", "HEAD")
+			// packed-refs as git pack-refs --all writes it: main and n remote-tracking branches.
+			var b strings.Builder
+			b.WriteString("# pack-refs with: peeled fully-peeled sorted \n")
+			fmt.Fprintf(&b, "%s refs/heads/main\n", id)
+			for i := range n {
+				fmt.Fprintf(&b, "%s refs/remotes/origin/topic-%05d\n", id, i)
+			}
+			write(t, filepath.Join(ws, ".git", "packed-refs"), b.String())
+			if err := os.Remove(filepath.Join(ws, ".git", "refs", "heads", "main")); err != nil {
+				t.Fatal(err)
+			}
+			if got := g("rev-parse", "main"); got != id {
+				t.Fatalf("git reads main as %s from the packed-refs written, want %s", got, id)
+			}
+			lay, err := integrity.Resolve(ws, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			s := integrity.Snapshot(lay, integrity.Limits{})
+			// The box: its edit folded into the user's commit two, same message and date, reflog expired.
+			write(t, filepath.Join(ws, "Makefile"), "all:\n\t@echo BOX\n")
+			g("add", "Makefile")
+			g("commit", "-q", "--amend", "--no-edit", "--date="+g("log", "-1", "--format=%ad"))
+			g("reflog", "expire", "--expire=now", "--all")
+			for _, tr := range s.VerifyExit() {
+				if tr.Alert && strings.Contains(tr.Detail, "main") {
+					return
+				}
+			}
+			t.Errorf("main rewritten from %s to %s (packed-refs of %d bytes at the snapshot, %d refs): no alert at exit", id, g("rev-parse", "main"), b.Len(), n+1)
+		})
 	}
 }
