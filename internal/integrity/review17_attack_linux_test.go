@@ -202,3 +202,37 @@ func TestAttackBranchRewriteLargePackedRefs(t *testing.T) {
 		})
 	}
 }
+
+// TestAttackDotfilesWorkspace (review 17, F6): a dotfiles repository linked into the home (GNU
+// stow, rcm, chezmoi's symlink mode: ~/.gitconfig -> ~/dotfiles/gitconfig) is an ordinary
+// workspace ("tidy up my git config"). The host's git reads ~/.gitconfig through the link at
+// every start, so what a box writes in dotfiles/gitconfig runs in the very git status the user
+// runs to review it. Neither CheckWorkspace nor CheckStartupFolders looks at what the home's
+// start-up files (.gitconfig, .bashrc, .profile, .vimrc, …) resolve to.
+func TestAttackDotfilesWorkspace(t *testing.T) {
+	t.Parallel()
+	e := newDaemonEnv(t)
+	ws := filepath.Join(e.home, "dotfiles")
+	write(t, filepath.Join(ws, "gitconfig"), "[user]\n\tname = U\n\temail = u@example.org\n")
+	git(t, ws, "init", "-q")
+	git(t, ws, "add", "-A")
+	git(t, ws, "commit", "-q", "-m", "my dotfiles")
+	if err := os.Symlink("dotfiles/gitconfig", filepath.Join(e.home, ".gitconfig")); err != nil {
+		t.Fatal(err)
+	}
+	mark, touch := e.marker("dotfiles")
+	out, stderr, code := e.runAll("run", "--workspace", ws, "sh", "--", "-c",
+		fmt.Sprintf(`printf '[core]\n\tfsmonitor = "%s; false"\n' >> gitconfig && echo planted`, touch))
+	if code == 125 && strings.Contains(stderr, "workspace_refused") {
+		return
+	}
+	if !strings.Contains(out, "planted") {
+		t.Fatalf("exit %d: the plant failed (the test would prove nothing):\n%s%s", code, out, stderr)
+	}
+	notRun(t, mark, "agentbox itself, before the host's git ran", out+stderr)
+	c := exec.Command("git", "status", "--short")
+	c.Dir = ws
+	c.Env = append(os.Environ(), "HOME="+e.home, "XDG_CONFIG_HOME="+filepath.Join(e.home, ".config"))
+	got, _ := c.CombinedOutput()
+	notRun(t, mark, "the host's git status in ~/dotfiles (~/.gitconfig a link into the workspace)", out+stderr+"\ngit status said:\n"+string(got))
+}
