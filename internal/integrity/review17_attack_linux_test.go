@@ -236,3 +236,37 @@ func TestAttackDotfilesWorkspace(t *testing.T) {
 	got, _ := c.CombinedOutput()
 	notRun(t, mark, "the host's git status in ~/dotfiles (~/.gitconfig a link into the workspace)", out+stderr+"\ngit status said:\n"+string(got))
 }
+
+// TestAttackWorkspaceHoldsLinkedPathFolder (review 17, F1, the home's common form): ~/bin is a
+// link into a dotfiles repository (~/bin -> dotfiles/bin), on PATH. The workspace ~/dotfiles
+// holds the folder ~/bin leads to; CheckStartupFolders compares the PATH entry and ~/bin as
+// written, not resolved, and toolchainRoots skips a PATH entry that is a symlink, so bin/ is
+// neither refused nor read-only: the box writes bin/git and the host's shell runs it.
+func TestAttackWorkspaceHoldsLinkedPathFolder(t *testing.T) {
+	t.Parallel()
+	e := newDaemonEnv(t)
+	ws := filepath.Join(e.home, "dotfiles")
+	write(t, filepath.Join(ws, "bin", "backup.sh"), "#!/bin/sh\necho backup\n")
+	git(t, ws, "init", "-q")
+	git(t, ws, "add", "-A")
+	git(t, ws, "commit", "-q", "-m", "my dotfiles")
+	if err := os.Symlink("dotfiles/bin", filepath.Join(e.home, "bin")); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(e.home, "bin") + ":" + os.Getenv("PATH")
+	e.vars = withEnv(e.vars, "PATH", path)
+	mark, _ := e.marker("linked-path")
+	out, stderr, code := e.runAll("run", "--workspace", ws, "sh", "--", "-c",
+		fmt.Sprintf(`printf '#!/bin/sh\ntouch %s\nexec /usr/bin/git "$@"\n' > bin/git && chmod +x bin/git && echo planted`, mark))
+	if code == 125 && strings.Contains(stderr, "workspace_refused") {
+		return
+	}
+	if !strings.Contains(out, "planted") {
+		t.Fatalf("exit %d: the plant failed (the test would prove nothing):\n%s%s", code, out, stderr)
+	}
+	c := exec.Command("sh", "-c", "git --version")
+	c.Dir = e.root
+	c.Env = append(os.Environ(), "HOME="+e.home, "PATH="+path)
+	c.Run()
+	notRun(t, mark, "the host's shell running git with ~/bin (a link into the workspace) on PATH", out+stderr)
+}
