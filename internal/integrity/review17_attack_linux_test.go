@@ -270,3 +270,54 @@ func TestAttackWorkspaceHoldsLinkedPathFolder(t *testing.T) {
 	c.Run()
 	notRun(t, mark, "the host's shell running git with ~/bin (a link into the workspace) on PATH", out+stderr)
 }
+
+// TestAttackOtherUserSocketRefusesWorkspace (review 17, F7): the daemon refuses a workspace
+// that "contains" a unix socket by the path /proc/net/unix shows — the string the binding
+// process gave, whoever it is — with the folder's symlinks resolved now. Another local user
+// binds a socket at /tmp/THEIRS/l/s (l a link to a folder of theirs), then points l at the
+// victim's workspace: no socket lies in the workspace, yet every launch on it is refused
+// ("contains the unix socket …") for as long as the other user's process lives. Root runs the
+// other user as nobody; an ordinary user cannot switch users, so the test skips there.
+func TestAttackOtherUserSocketRefusesWorkspace(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to run a second user (nobody)")
+	}
+	py, err := exec.LookPath("/usr/bin/python3")
+	if err != nil {
+		t.Skip("no /usr/bin/python3")
+	}
+	t.Parallel()
+	e := newDaemonEnv(t)
+	repo(t, e.work)
+	theirs, err := os.MkdirTemp("/tmp", "r17other")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(theirs) })
+	os.Chmod(theirs, 0o777)
+	script := fmt.Sprintf(`mkdir %[1]s/real && ln -s real %[1]s/l &&
+%[2]s -c 'import socket,sys,time;s=socket.socket(socket.AF_UNIX);s.bind(sys.argv[1]);s.listen();print("bound",flush=True);time.sleep(120)' %[1]s/l/s &
+while ! [ -S %[1]s/real/s ]; do sleep 0.05; done; rm %[1]s/l && ln -s %[3]s %[1]s/l && echo swapped; wait`, theirs, py, e.work)
+	other := exec.Command("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "sh", "-c", script)
+	stdout, err := other.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := other.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { other.Process.Kill(); other.Wait() })
+	buf := make([]byte, 0, 64)
+	for !strings.Contains(string(buf), "swapped") {
+		b := make([]byte, 64)
+		n, err := stdout.Read(b)
+		if err != nil {
+			t.Fatalf("the other user's process: %v (%q)", err, buf)
+		}
+		buf = append(buf, b[:n]...)
+	}
+	out, stderr, code := e.runAll("run", "sh", "--", "-c", "echo ran")
+	if !strings.Contains(out, "ran") {
+		t.Errorf("the user's launch on %s, which holds no socket (another user bound one at %s/l/s and pointed l here): exit %d\n%s%s", e.work, theirs, code, out, stderr)
+	}
+}
