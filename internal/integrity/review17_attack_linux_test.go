@@ -321,3 +321,45 @@ while ! [ -S %[1]s/real/s ]; do sleep 0.05; done; rm %[1]s/l && ln -s %[3]s %[1]
 		t.Errorf("the user's launch on %s, which holds no socket (another user bound one at %s/l/s and pointed l here): exit %d\n%s%s", e.work, theirs, code, out, stderr)
 	}
 }
+
+// TestAttackIgnoredExecOnlyBinary (review 17, F8): changes.TakeIgnored copies a file into the
+// store (review 16, F4): it must read it. A box leaves build/app, a program, with mode 0111
+// (execute only: the kernel runs an ELF file its caller cannot read). The daemon of an ordinary
+// user cannot open it: the take fails, the file stays in the workspace (an alert says it could
+// not be moved; it could have been removed, or its owner's read bit given back, as
+// restoreOwnerAccess does for folders), and the host's make test runs it. As root the daemon
+// reads it anyway (DAC override), so this fails for an ordinary user only.
+func TestAttackIgnoredExecOnlyBinary(t *testing.T) {
+	goBin := hostGo()
+	if goBin == "" {
+		t.Skip("go not installed")
+	}
+	t.Parallel()
+	e := newDaemonEnv(t)
+	mark, _ := e.marker("exec-only")
+	src := filepath.Join(e.root, "toolsrc")
+	write(t, filepath.Join(src, "go.mod"), "module example.org/tool\n\ngo 1.21\n")
+	write(t, filepath.Join(src, "main.go"), fmt.Sprintf("package main\n\nimport \"os\"\n\nfunc main() { os.WriteFile(%q, nil, 0o644) }\n", mark))
+	c := exec.Command(goBin, "build", "-o", filepath.Join(e.work, "vendor-tool"), ".")
+	c.Dir = src
+	c.Env = append(os.Environ(), "CGO_ENABLED=0", "GOFLAGS=-mod=mod", "GOTOOLCHAIN=local", "GOWORK=off")
+	if out, err := c.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v: %s", err, out)
+	}
+	write(t, filepath.Join(e.work, ".gitignore"), "build/\n")
+	write(t, filepath.Join(e.work, "Makefile"), "test:\n\t./build/app\n")
+	git(t, e.work, "init", "-q", "-b", "main")
+	git(t, e.work, "add", "-A")
+	git(t, e.work, "commit", "-q", "-m", "tool")
+	out := e.boxPlant(`mkdir -p build && cp vendor-tool build/app && chmod 0111 build/app && echo planted`)
+	if !strings.Contains(out, "planted") {
+		t.Fatalf("the plant failed (the test would prove nothing):\n%s", out)
+	}
+	if _, err := os.Stat(mark); err == nil {
+		t.Fatalf("the marker exists before the host ran anything:\n%s", out)
+	}
+	m := exec.Command("make", "-s", "test")
+	m.Dir = e.work
+	got, _ := m.CombinedOutput()
+	notRun(t, mark, "the host's make test (build/app, mode 0111, which the check at exit could not read)", out+"\nmake said:\n"+string(got))
+}
