@@ -363,3 +363,43 @@ func TestAttackIgnoredExecOnlyBinary(t *testing.T) {
 	got, _ := m.CombinedOutput()
 	notRun(t, mark, "the host's make test (build/app, mode 0111, which the check at exit could not read)", out+"\nmake said:\n"+string(got))
 }
+
+// TestAttackSubmoduleUntrackedHidden (review 17, F9): the check at exit takes what a box leaves
+// in git-ignored places, and names the untracked files the user's git status does not
+// (UntrackedUnlisted) — in the workspace's repository only: "a submodule's untracked files are
+// its own git status's". A project whose .gitmodules sets ignore = untracked for a submodule
+// (common for vendored code that builds in place) has the superproject's git status show
+// nothing for a file the box adds in it, and the file is neither ignored nor a superproject
+// untracked file: nothing is taken or said, and the host's go test ./... (the submodule is a
+// folder of the module) runs the box's TestMain.
+func TestAttackSubmoduleUntrackedHidden(t *testing.T) {
+	goBin := hostGo()
+	if goBin == "" {
+		t.Skip("go not installed")
+	}
+	t.Parallel()
+	e := newDaemonEnv(t)
+	lib := filepath.Join(e.root, "libsrc")
+	write(t, filepath.Join(lib, "lib.go"), "package lib\n\nfunc F() int { return 1 }\n")
+	git(t, lib, "init", "-q", "-b", "main")
+	git(t, lib, "add", "-A")
+	git(t, lib, "commit", "-q", "-m", "lib")
+	write(t, filepath.Join(e.work, "go.mod"), "module example.org/app\n\ngo 1.21\n")
+	write(t, filepath.Join(e.work, "app.go"), "package app\n\nfunc G() int { return 2 }\n")
+	git(t, e.work, "init", "-q", "-b", "main")
+	git(t, e.work, "-c", "protocol.file.allow=always", "submodule", "add", "-q", lib, "lib")
+	git(t, e.work, "config", "-f", ".gitmodules", "submodule.lib.ignore", "untracked")
+	git(t, e.work, "add", "-A")
+	git(t, e.work, "commit", "-q", "-m", "app with lib")
+	mark, _ := e.marker("submodule-untracked")
+	out := e.boxPlant(fmt.Sprintf(`printf 'package lib\n\nimport (\n\t"os"\n\t"testing"\n)\n\nfunc TestMain(m *testing.M) {\n\tos.WriteFile(%q, nil, 0o644)\n\tos.Exit(m.Run())\n}\n' > lib/lib_test.go && echo planted`, mark))
+	if !strings.Contains(out, "planted") {
+		t.Fatalf("the plant failed (the test would prove nothing):\n%s", out)
+	}
+	st, _ := hostGit(e.work, "status", "--porcelain")
+	c := exec.Command(goBin, "test", "./...")
+	c.Dir = e.work
+	c.Env = append(os.Environ(), "GOFLAGS=-mod=mod", "GOTOOLCHAIN=local", "GOWORK=off")
+	got, _ := c.CombinedOutput()
+	notRun(t, mark, fmt.Sprintf("the host's go test ./... (lib/lib_test.go in a submodule with ignore = untracked; git status said %q)", st), out+"\ngo test said:\n"+string(got))
+}
