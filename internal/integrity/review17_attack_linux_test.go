@@ -403,3 +403,27 @@ func TestAttackSubmoduleUntrackedHidden(t *testing.T) {
 	got, _ := c.CombinedOutput()
 	notRun(t, mark, fmt.Sprintf("the host's go test ./... (lib/lib_test.go in a submodule with ignore = untracked; git status said %q)", st), out+"\ngo test said:\n"+string(got))
 }
+
+// TestAttackHarnessHomeThroughSymlinkedHome (review 17, F2, credentials): with $HOME a symlink,
+// CheckWorkspace's harness homes (~/.ssh, ~/.aws, ~/.claude, …) are compared as $HOME says them
+// with the workspace resolved: ~/.ssh is accepted as a workspace and the box reads the user's
+// private key (and could replace authorized_keys).
+func TestAttackHarnessHomeThroughSymlinkedHome(t *testing.T) {
+	t.Parallel()
+	e := newDaemonEnv(t)
+	link := filepath.Join(e.root, "homelink")
+	if err := os.Symlink(e.home, link); err != nil {
+		t.Fatal(err)
+	}
+	e.vars = withEnv(e.vars, "HOME", link)
+	write(t, filepath.Join(e.home, ".ssh", "id_ed25519"), "-----BEGIN OPENSSH PRIVATE KEY-----\nSECRET-r17\n")
+	out, stderr, code := e.runAll("run", "--workspace", filepath.Join(link, ".ssh"), "sh", "--", "-c", "cat id_ed25519")
+	if code == 125 && strings.Contains(stderr, "workspace_refused") {
+		return
+	}
+	if strings.Contains(out, "SECRET-r17") {
+		t.Errorf("a box on ~/.ssh ($HOME a symlink) read the user's private key: exit %d\n%s%s", code, out, stderr)
+	} else {
+		t.Errorf("~/.ssh ($HOME a symlink) was not refused as a workspace: exit %d\n%s%s", code, out, stderr)
+	}
+}
