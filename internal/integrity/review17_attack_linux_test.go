@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/agentbox/agentbox/internal/integrity"
 )
@@ -425,5 +426,29 @@ func TestAttackHarnessHomeThroughSymlinkedHome(t *testing.T) {
 		t.Errorf("a box on ~/.ssh ($HOME a symlink) read the user's private key: exit %d\n%s%s", code, out, stderr)
 	} else {
 		t.Errorf("~/.ssh ($HOME a symlink) was not refused as a workspace: exit %d\n%s%s", code, out, stderr)
+	}
+}
+
+// TestAttackIgnoredCheckHangs (review 17, F4): the check at exit lists the ignored places of
+// every submodule checked out (at most 64), each with git ls-files through a private git
+// directory whose index is the submodule's own (GIT_INDEX_FILE), each git bounded by 2
+// minutes, under context.Background. A box makes two nested repositories, adds them as
+// gitlinks, and replaces each one's index with a FIFO: git's open of the index blocks (no
+// writer is left once the box is gone) until its 2 minutes are up, one after the other. With 64
+// gitlinks the check at exit (and agentbox run, which waits for it) takes over two hours; the
+// launch's end, its alerts and the user's terminal wait for it. The bound here is a hang guard
+// of 60 s for a box that did nothing else (without the plant the run takes a few seconds).
+func TestAttackIgnoredCheckHangs(t *testing.T) {
+	t.Parallel()
+	e := newDaemonEnv(t)
+	repo(t, e.work)
+	start := time.Now()
+	out := e.boxPlant(`for s in s1 s2; do (git init -q $s && cd $s && ` + boxGit + ` commit -q --allow-empty -m x) && git update-index --add --cacheinfo 160000,$(git -C $s rev-parse HEAD),$s && rm -f $s/.git/index && mkfifo $s/.git/index; done; echo planted`)
+	took := time.Since(start)
+	if !strings.Contains(out, "planted") {
+		t.Fatalf("the plant failed (the test would prove nothing):\n%s", out)
+	}
+	if took > 60*time.Second {
+		t.Errorf("agentbox run of a box that made 2 gitlinks with a FIFO for an index took %v to return (each FIFO holds the check at exit for git's 2-minute bound)\n%s", took.Round(time.Second), out)
 	}
 }
