@@ -452,3 +452,23 @@ func TestAttackIgnoredCheckHangs(t *testing.T) {
 		t.Errorf("agentbox run of a box that made 2 gitlinks with a FIFO for an index took %v to return (each FIFO holds the check at exit for git's 2-minute bound)\n%s", took.Round(time.Second), out)
 	}
 }
+
+// TestAttackOtherProjectThroughPathParent (review 17, F10): every PATH entry beneath the home
+// named bin/ has its parent bound read-only into every box as a toolchain (docs/toolchains.md,
+// meant for ~/go, ~/.nvm/versions/node/vX). A project of the user's whose bin/ is on PATH
+// (~/work/client-a/bin: its scripts) is then the parent: the box of any other workspace reads
+// that whole project, its .env and the token in its .git/config remote URL included.
+func TestAttackOtherProjectThroughPathParent(t *testing.T) {
+	t.Parallel()
+	e := newDaemonEnv(t)
+	repo(t, e.work)
+	other := filepath.Join(e.home, "work", "client-a")
+	write(t, filepath.Join(other, "bin", "deploy"), "#!/bin/sh\necho deploy\n")
+	os.Chmod(filepath.Join(other, "bin", "deploy"), 0o755)
+	write(t, filepath.Join(other, ".env"), "STRIPE_SECRET_KEY=sk_live_r17secret\n")
+	e.vars = withEnv(e.vars, "PATH", filepath.Join(other, "bin")+":"+os.Getenv("PATH"))
+	out, stderr, code := e.runAll("run", "sh", "--", "-c", "cat "+filepath.Join(other, ".env")+" 2>&1; true")
+	if strings.Contains(out, "sk_live_r17secret") {
+		t.Errorf("a box of %s read another project's .env (%s/.env) because %s/bin is on PATH: exit %d\n%s%s", e.work, other, other, code, out, stderr)
+	}
+}
