@@ -232,19 +232,19 @@ func HomeStartup(home string) []StartupFile {
 // a start-up file linked into it (~/.gitconfig -> dotfiles/gitconfig) is read by the host's
 // next shell or git through the link with no review: what a box appended to
 // dotfiles/gitconfig ran in the user's git status (review 17, F6). A file that does not exist
-// is no refusal.
+// yet is compared where it would be made (ResolveExisting): a box could make it.
 func CheckStartupFiles(ws string, files []StartupFile) error {
 	ws = filepath.Clean(ws)
 	for _, f := range files {
 		if !filepath.IsAbs(f.Path) {
 			continue
 		}
-		r, err := filepath.EvalSymlinks(f.Path)
-		if err != nil {
-			continue
-		}
-		if r == ws || Within(r, ws) {
-			return &WorkspaceError{Path: ws, Why: "holds " + r + ", which " + f.Path + " leads to: " + f.Why + ", so what a box writes there runs on the host before any review",
+		if r := ResolveExisting(f.Path); r == ws || Within(r, ws) {
+			what := r + ", which " + f.Path + " leads to"
+			if r == filepath.Clean(f.Path) {
+				what = r
+			}
+			return &WorkspaceError{Path: ws, Why: "holds " + what + ": " + f.Why + ", so what a box writes there runs on the host before any review",
 				Hint: "work on a copy (git clone " + ws + " " + ws + "-work) and pull the reviewed change into " + ws + " yourself"}
 		}
 	}
