@@ -80,36 +80,20 @@ func TestToolchainRootsInstallPrefix(t *testing.T) {
 	}
 }
 
-// TestGitStartupFiles (review 17, F6): what the user's git configuration leads git to at
-// every start: the configuration files, what they include (relative, "~", includeIf, nested),
-// and the absolute core.hooksPath and init.templateDir.
-func TestGitStartupFiles(t *testing.T) {
-	home, err := filepath.EvalSymlinks(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
+// TestStartupFilesXDG (review 17, F6): the start-up files beneath ~/.config are also taken
+// where $XDG_CONFIG_HOME moves that folder.
+func TestStartupFilesXDG(t *testing.T) {
+	files := startupFiles("/home/u", []string{"XDG_CONFIG_HOME=/home/u/cfg"})
+	var paths []string
+	for _, f := range files {
+		paths = append(paths, f.Path)
 	}
-	w := func(rel, body string) {
-		p := filepath.Join(home, rel)
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
-			t.Fatal(err)
+	for _, want := range []string{"/home/u/.gitconfig", "/home/u/.config/git/config", "/home/u/cfg/git/config", "/home/u/cfg/nvim/init.lua", "/home/u/.bashrc"} {
+		if !slices.Contains(paths, want) {
+			t.Errorf("startupFiles lacks %s: %v", want, paths)
 		}
 	}
-	w(".gitconfig", "[include]\n\tpath = dot/git/extra\n[includeIf \"gitdir:~/work/\"]\n\tpath = ~/work/.gitconfig\n[core]\n\thooksPath = ~/dot/hooks\n")
-	w("dot/git/extra", "[include]\n\tpath = ../nested\n[init]\n\ttemplateDir = /opt/tpl\n")
-	w("dot/nested", "[core]\n\thooksPath = relative/hooks\n")
-	got := gitStartupFiles(home, []string{"XDG_CONFIG_HOME=" + filepath.Join(home, "cfg")})
-	for _, want := range []string{
-		filepath.Join(home, "cfg/git/config"), filepath.Join(home, ".gitconfig"), filepath.Join(home, "dot/git/extra"),
-		filepath.Join(home, "dot/nested"), filepath.Join(home, "work/.gitconfig"), filepath.Join(home, "dot/hooks"), "/opt/tpl",
-	} {
-		if !slices.Contains(got, want) {
-			t.Errorf("gitStartupFiles lacks %s: %v", want, got)
-		}
-	}
-	if slices.ContainsFunc(got, func(p string) bool { return strings.Contains(p, "relative") }) {
-		t.Errorf("gitStartupFiles took a relative core.hooksPath (each repository's own): %v", got)
+	if n := len(startupFiles("/home/u", nil)); n != len(plan.HomeStartupFiles) {
+		t.Errorf("startupFiles without XDG_CONFIG_HOME: %d files, want %d", n, len(plan.HomeStartupFiles))
 	}
 }
