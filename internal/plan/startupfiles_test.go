@@ -142,3 +142,13 @@ func TestResolveExisting(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkCheckWorkspace: one CheckWorkspace of a project folder under /tmp with the
+// machine's own home, the harness homes each symlink-resolved (docs/benchmarks.md).
+func BenchmarkCheckWorkspace(b *testing.B) {
+	home, _ := os.UserHomeDir()
+	f := WorkspaceFacts{Home: ResolveExisting(home), Harness: []string{".cache/tool"}}
+	for i := 0; i < b.N; i++ {
+		CheckWorkspace("/tmp/project/x", f)
+	}
+}
