@@ -162,7 +162,7 @@ func (d *Daemon) workspaceFacts() plan.WorkspaceFacts {
 	if filepath.IsAbs(rt) {
 		rt = plan.ResolveExisting(rt)
 	}
-	return plan.WorkspaceFacts{Home: home, RuntimeDir: rt, OwnDirs: own, Harness: d.harnessHomes()}
+	return plan.WorkspaceFacts{Home: home, RuntimeDir: rt, OwnDirs: own, Harness: d.harnessHomes()}.ResolveHarness()
 }
 
 // workspaceRefusal returns what is wrong with a workspace plan.CheckWorkspace refused (the

@@ -50,12 +50,15 @@ func TestCheckWorkspaceSymlinkedHome(t *testing.T) {
 		filepath.Join(root, "real", "dotfiles/config/git"): "is inside",
 		filepath.Join(root, "real", "src/p"):               "",
 	} {
-		err := CheckWorkspace(ws, f)
-		switch {
-		case want == "" && err != nil:
-			t.Errorf("CheckWorkspace(%s) = %v, want nil", ws, err)
-		case want != "" && (!errors.Is(err, ErrWorkspaceRefused) || !strings.Contains(err.Error(), want)):
-			t.Errorf("CheckWorkspace(%s) = %v, want refused saying %q", ws, err, want)
+		// Resolved at each call, and once (ResolveHarness, as the daemon's facts are).
+		for _, f := range []WorkspaceFacts{f, f.ResolveHarness()} {
+			err := CheckWorkspace(ws, f)
+			switch {
+			case want == "" && err != nil:
+				t.Errorf("CheckWorkspace(%s) = %v, want nil", ws, err)
+			case want != "" && (!errors.Is(err, ErrWorkspaceRefused) || !strings.Contains(err.Error(), want)):
+				t.Errorf("CheckWorkspace(%s) = %v, want refused saying %q", ws, err, want)
+			}
 		}
 	}
 }
@@ -144,11 +147,19 @@ func TestResolveExisting(t *testing.T) {
 }
 
 // BenchmarkCheckWorkspace: one CheckWorkspace of a project folder under /tmp with the
-// machine's own home, the harness homes each symlink-resolved (docs/benchmarks.md).
+// machine's own home, the harness homes symlink-resolved at each call, or once
+// (ResolveHarness, as the daemon's facts are) (docs/benchmarks.md).
 func BenchmarkCheckWorkspace(b *testing.B) {
 	home, _ := os.UserHomeDir()
 	f := WorkspaceFacts{Home: ResolveExisting(home), Harness: []string{".cache/tool"}}
-	for i := 0; i < b.N; i++ {
-		CheckWorkspace("/tmp/project/x", f)
+	for _, c := range []struct {
+		name string
+		f    WorkspaceFacts
+	}{{"each-call", f}, {"resolved-once", f.ResolveHarness()}} {
+		b.Run(c.name, func(b *testing.B) {
+			for i := 0; i < b.N; i++ {
+				CheckWorkspace("/tmp/project/x", c.f)
+			}
+		})
 	}
 }
