@@ -137,12 +137,17 @@ func (d *Daemon) checkWorkspace(req *api.LaunchRequest) (ws, cwd string, notices
 
 // checkWritable reports why ws must not be the workspace of the launch req: the rules of any
 // folder bound into a box (plan.CheckWorkspace), then those of a folder the box writes
-// (plan.CheckStartupFolders, with req's PATH).
+// (plan.CheckStartupFolders, with req's PATH; plan.CheckStartupFiles, the home's start-up
+// files and git's configuration, whatever they link to).
 func checkWritable(ws string, facts plan.WorkspaceFacts, req *api.LaunchRequest) error {
 	if err := plan.CheckWorkspace(ws, facts); err != nil {
 		return err
 	}
-	return plan.CheckStartupFolders(ws, facts.Home, outsideDepFolders(ws, pathFolders(envValue(req.Env, "PATH"))))
+	if err := plan.CheckStartupFolders(ws, facts.Home, outsideDepFolders(ws, pathFolders(envValue(req.Env, "PATH")))); err != nil {
+		return err
+	}
+	home, _ := os.UserHomeDir()
+	return plan.CheckStartupFiles(ws, startupFiles(home, req.Env))
 }
 
 // outsideDepFolders returns the entries of path that lie in no dependency folder of the
@@ -209,12 +214,25 @@ func pathFolders(path string) []string {
 }
 
 // workspaceFacts are what plan.CheckWorkspace compares a workspace (or a toolchain's folder)
-// with: the home, the runtime directory, agentbox's own directories and the harness homes.
+// with: the home (symlink-resolved, as the workspace is), the runtime directory, agentbox's
+// own directories and the harness homes.
 func (d *Daemon) workspaceFacts() plan.WorkspaceFacts {
 	home, _ := os.UserHomeDir()
+	if home != "" {
+		home = plan.ResolveExisting(home)
+	}
 	cfgDir, _ := safesocket.ConfigDir()
-	return plan.WorkspaceFacts{Home: home, RuntimeDir: os.Getenv("XDG_RUNTIME_DIR"), OwnDirs: []string{d.runtimeDir, d.stateDir, cfgDir},
-		Harness: d.harnessHomes()}
+	own := []string{d.runtimeDir, d.stateDir, cfgDir}
+	for i, p := range own {
+		if filepath.IsAbs(p) {
+			own[i] = plan.ResolveExisting(p)
+		}
+	}
+	rt := os.Getenv("XDG_RUNTIME_DIR")
+	if filepath.IsAbs(rt) {
+		rt = plan.ResolveExisting(rt)
+	}
+	return plan.WorkspaceFacts{Home: home, RuntimeDir: rt, OwnDirs: own, Harness: d.harnessHomes()}.ResolveHarness()
 }
 
 // workspaceRefusal returns what is wrong with a workspace plan.CheckWorkspace refused (the

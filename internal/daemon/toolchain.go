@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"os"
 	"os/exec"
+	pathpkg "path"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -104,8 +105,9 @@ var toolchainCompanions = map[string][]string{".cargo/bin": {".rustup"}}
 // home, never the home itself).
 func (d *Daemon) toolchains(id, ws, cwd, home string, env []string, facts plan.WorkspaceFacts, c *plan.Contributions) error {
 	var roots []string
+	rhome := plan.ResolveExisting(home) // toolchainRoots' are resolved
 	for _, p := range toolchainRoots(home, envValue(env, "PATH"), facts) {
-		if isPackageCache(home, p) {
+		if isPackageCache(rhome, p) {
 			continue // the box sees it as that cache's overlay (cacheOverlays)
 		}
 		if !slices.ContainsFunc(roots, func(r string) bool { return p == r || plan.Within(p, r) }) {
@@ -113,9 +115,9 @@ func (d *Daemon) toolchains(id, ws, cwd, home string, env []string, facts plan.W
 		}
 	}
 	for _, r := range roots {
-		if rel, err := filepath.Rel(home, r); err == nil {
+		if rel, err := filepath.Rel(rhome, r); err == nil {
 			for _, comp := range toolchainCompanions[rel] {
-				if p := filepath.Join(home, comp); !slices.Contains(roots, p) && plan.CheckWorkspace(p, facts) == nil {
+				if p := filepath.Join(rhome, comp); !slices.Contains(roots, p) && plan.CheckWorkspace(p, facts) == nil {
 					if st, err := os.Stat(p); err == nil && st.IsDir() {
 						roots = append(roots, p)
 					}
@@ -490,36 +492,109 @@ func isPlainDir(p string) bool {
 	return err == nil && st.IsDir()
 }
 
-// toolchainRoots returns, in PATH order, what each PATH entry under home brings into the box:
-// the entry's parent when the entry is a bin/ or shims/ folder (~/.pyenv for ~/.pyenv/shims,
-// ~/go for ~/go/bin, an nvm version for its bin/) and the parent passes the workspace rules and
-// is no package cache's folder (~/.cargo, which the box sees as an overlay), else the entry
-// itself when it does; entries that do not exist on the host are left out.
+// toolchainRoots returns, in PATH order, what each PATH entry under home brings into the box,
+// each symlink-resolved (a PATH entry ~/bin -> dotfiles/bin brings dotfiles/bin; home is
+// compared resolved too): the entry's parent when the entry is a bin/ or shims/ folder and
+// the parent is an install prefix (toolchainPrefix: ~/.pyenv for ~/.pyenv/shims, ~/go for
+// ~/go/bin, an nvm version for its bin/), passes the workspace rules and is no package cache's
+// folder (~/.cargo, which the box sees as an overlay), else the entry itself when it passes
+// them and exposes no project (projectFolder); entries that do not exist on the host are left
+// out.
 func toolchainRoots(home, path string, facts plan.WorkspaceFacts) []string {
-	home = filepath.Clean(home)
+	home = plan.ResolveExisting(home)
 	var out []string
 	for _, e := range filepath.SplitList(path) {
 		if !filepath.IsAbs(e) {
 			continue
 		}
-		e = filepath.Clean(e)
-		if !plan.Within(e, home) {
+		e, err := filepath.EvalSymlinks(e)
+		if err != nil || !plan.Within(e, home) {
 			continue
 		}
-		if !isPlainDir(e) {
-			continue // absent, or a symlink: the box sees paths as they are on the host
+		if st, err := os.Stat(e); err != nil || !st.IsDir() {
+			continue
 		}
 		if b := filepath.Base(e); b == "bin" || b == "shims" {
-			if p := filepath.Dir(e); p != home && !isPackageCache(home, p) && plan.CheckWorkspace(p, facts) == nil {
+			if p := filepath.Dir(e); p != home && !isPackageCache(home, p) && toolchainPrefix(home, p) && plan.CheckWorkspace(p, facts) == nil {
 				out = append(out, p)
 				continue
 			}
 		}
-		if plan.CheckWorkspace(e, facts) == nil {
+		if !projectFolder(e) && plan.CheckWorkspace(e, facts) == nil {
 			out = append(out, e)
 		}
 	}
 	return out
+}
+
+// toolchainLayouts are the install prefixes (home-relative, path.Match patterns) of the
+// toolchain managers whose bin/ or shims/ goes on PATH. Some are git clones themselves
+// (~/.pyenv, ~/.nvm), which toolchainPrefix would otherwise take for a project.
+var toolchainLayouts = []string{
+	"go", ".pyenv", ".pyenv/versions/*", ".rbenv", ".rbenv/versions/*", ".nodenv", ".nodenv/versions/*",
+	".goenv", ".goenv/versions/*", ".nvm/versions/node/*", ".asdf", ".asdf/installs/*/*", ".volta",
+	".bun", ".deno", ".rustup/toolchains/*", ".sdkman/candidates/*/*", ".dotnet", ".ghcup", ".elan",
+	".juliaup", ".local/share/fnm/node-versions/*/installation", ".fnm/node-versions/*/installation",
+}
+
+// prefixDirs are folders an install prefix holds beside its bin/ (a toolchain's libraries).
+var prefixDirs = []string{"lib", "lib64", "libexec", "share", "include", "pkg", "versions"}
+
+// toolchainPrefix reports whether p, the parent of a bin/ or shims/ folder on PATH beneath
+// home, may be bound into every box whole: it holds no .env file, and it is one of
+// toolchainLayouts, or else it is in no git work tree (another project of the user's, whose
+// scripts' bin/ is on PATH: review 17, F10, a box of another workspace read its .env) and holds
+// one of prefixDirs. Otherwise only the bin/ folder is bound.
+func toolchainPrefix(home, p string) bool {
+	if !holdsNone(p, isEnvFile) {
+		return false
+	}
+	if rel, err := filepath.Rel(home, p); err == nil && slices.ContainsFunc(toolchainLayouts, func(l string) bool {
+		ok, _ := pathpkg.Match(l, rel)
+		return ok
+	}) {
+		return true
+	}
+	for d := p; plan.Within(d, home); d = filepath.Dir(d) {
+		if hasEntry(d, ".git") {
+			return false
+		}
+	}
+	return slices.ContainsFunc(prefixDirs, func(n string) bool { return hasEntry(p, n) })
+}
+
+// projectFolder reports whether dir is, or may be, a project's folder rather than a
+// toolchain's: it holds .git or a .env file, or cannot be listed in full (holdsNone).
+func projectFolder(dir string) bool {
+	return !holdsNone(dir, func(n string) bool { return n == ".git" || isEnvFile(n) })
+}
+
+// isEnvFile reports whether name is a dotenv file's (.env, .env.local, .envrc), where
+// projects keep their secrets.
+func isEnvFile(name string) bool { return strings.HasPrefix(name, ".env") }
+
+// maxFolderNames bounds how many names holdsNone reads of a folder.
+const maxFolderNames = 10000
+
+// holdsNone reports whether dir can be listed and holds no name that match reports, within
+// maxFolderNames names (a larger folder counts as holding one).
+func holdsNone(dir string, match func(string) bool) bool {
+	f, err := os.Open(dir)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	names, err := f.Readdirnames(maxFolderNames + 1)
+	if err != nil && !errors.Is(err, io.EOF) || len(names) > maxFolderNames {
+		return false
+	}
+	return !slices.ContainsFunc(names, match)
+}
+
+// hasEntry reports whether dir holds name, without following it.
+func hasEntry(dir, name string) bool {
+	_, err := os.Lstat(filepath.Join(dir, name))
+	return err == nil
 }
 
 // hostModCache is the host's Go module cache: $GOMODCACHE, else the first $GOPATH entry's

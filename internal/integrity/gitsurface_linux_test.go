@@ -595,6 +595,30 @@ var gitSurfaceTests = map[string]func(t *testing.T){
 		if pinnedRels(lay)["tools/rel.sh"] {
 			t.Error("a program git looks up on PATH (or in each repository) is pinned by its name in the workspace")
 		}
+		// Through symlinks: $HOME a link, an include target a link into the workspace.
+		// Review 17, F2 and F6: the paths git reaches through a link are compared resolved.
+		ws, _ = filepath.EvalSymlinks(t.TempDir())
+		root, _ := filepath.EvalSymlinks(t.TempDir())
+		home = filepath.Join(root, "real")
+		os.Mkdir(home, 0o755)
+		link := filepath.Join(root, "homelink")
+		if err := os.Symlink(home, link); err != nil {
+			t.Fatal(err)
+		}
+		t.Setenv("HOME", link)
+		t.Setenv("XDG_CONFIG_HOME", "")
+		// ~/inc.cfg -> WS/dot/inc.cfg (stow's way), which sets a hooks folder by "~" through
+		// the linked home, and ~/ws-link -> WS.
+		mustWrite(t, filepath.Join(ws, "dot/inc.cfg"), "[core]\n\thooksPath = ~/ws-link/hooks\n")
+		if err := os.Symlink(filepath.Join(ws, "dot/inc.cfg"), filepath.Join(home, "inc.cfg")); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(ws, filepath.Join(home, "ws-link")); err != nil {
+			t.Fatal(err)
+		}
+		mustWrite(t, filepath.Join(home, ".gitconfig"), "[include]\n\tpath = ~/inc.cfg\n\tpath = ~/ws-link/team.cfg\n")
+		mustWrite(t, filepath.Join(ws, "repo/.git/HEAD"), "ref: refs/heads/main\n")
+		wantPinned(t, resolveWS(t, ws), "dot/inc.cfg", "hooks", "team.cfg")
 	},
 	".git (a file)": func(t *testing.T) {
 		ws, _ := filepath.EvalSymlinks(t.TempDir())

@@ -404,7 +404,7 @@ func (r *resolver) userConfig() {
 	read = func(p string, depth int) {
 		var b []byte
 		var err error
-		if rel, in := r.beneath(p); in {
+		if rel, in := r.beneathLinked(p); in {
 			r.protect(rel, false)
 			b, err = r.fs.read(rel, maxCheckedFile)
 		} else {
@@ -457,7 +457,7 @@ func (r *resolver) userConfig() {
 		if !ok || !filepath.IsAbs(v) {
 			continue // a relative one is each repository's (fromConfig for core.hooksPath)
 		}
-		if rel, in := r.beneath(filepath.Clean(v)); in {
+		if rel, in := r.beneathLinked(filepath.Clean(v)); in {
 			r.protect(rel, dir)
 		}
 	}
@@ -472,6 +472,18 @@ func programPath(v string) string {
 		return w[0]
 	}
 	return ""
+}
+
+// beneathLinked is beneath for a path of the user's git configuration outside the workspace:
+// one that does not lie beneath it as written is compared again with its symlinks resolved
+// (plan.ResolveExisting), since git reaches the file through them: ~/.gitinc -> dotfiles/inc,
+// or "~/work/.gitconfig" with $HOME a link (review 17, F2, F6). A path beneath it as written
+// is not resolved: links beneath the workspace are the box's to make.
+func (r *resolver) beneathLinked(p string) (string, bool) {
+	if rel, in := r.beneath(p); in {
+		return rel, in
+	}
+	return r.beneath(plan.ResolveExisting(p))
 }
 
 // beneath returns p relative to the workspace, and whether p lies strictly beneath it.
