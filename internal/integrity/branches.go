@@ -40,11 +40,16 @@ var recordedRefs = []string{"refs/heads/", "refs/tags/"}
 // each resolved as git resolves it; and, of those that are symbolic refs, the ref each names.
 // A name git refuses and a ref git would not resolve are left out; nil when gd holds no refs
 // folder.
-func branchTips(gd string) (tips, symrefs map[string]string) {
+//
+// unread, when not "", says why some of them may be missing (packed-refs not read whole, more
+// than maxBranches of a kind): the check at exit says so, since a rewrite of a ref not recorded
+// goes unseen.
+func branchTips(gd string) (tips, symrefs map[string]string, unread string) {
 	if fi, err := os.Lstat(filepath.Join(gd, "refs")); err != nil || !fi.IsDir() {
-		return nil, nil
+		return nil, nil, ""
 	}
 	r := newRefReader(gd)
+	unread = r.unread
 	tips, symrefs = map[string]string{}, map[string]string{}
 	for _, k := range recordedRefs {
 		names := r.looseNames(k, maxBranches)
@@ -55,6 +60,9 @@ func branchTips(gd string) (tips, symrefs map[string]string) {
 		}
 		slices.Sort(names)
 		names = slices.Compact(names)
+		if len(names) > maxBranches {
+			unread = strings.TrimPrefix(unread+"; ", "; ") + fmt.Sprintf("it has more than %d refs under %s, of which only the first %d (by name) were recorded", maxBranches, k, maxBranches)
+		}
 		for _, n := range names[:min(len(names), maxBranches)] {
 			id, sym, err := r.resolve(n)
 			if err != nil {
@@ -66,7 +74,7 @@ func branchTips(gd string) (tips, symrefs map[string]string) {
 			}
 		}
 	}
-	return tips, symrefs
+	return tips, symrefs, unread
 }
 
 // stashEntries returns the entries of the stash of the repository whose common git directory
@@ -140,9 +148,10 @@ func commonGitDir(top string) string {
 // recordBranches records, by common git directory, the branch and tag tips (and which of them
 // are symbolic refs, to what) and the stash entries of the repositories whose work trees are
 // tops (bounded). The common git directory of a repository in the reftable format, whose refs
-// are no files, is in reftables: nothing is recorded of it.
-func recordBranches(tops []string) (tips, symrefs, stash map[string]map[string]string, reftables []string) {
-	tips, symrefs, stash = map[string]map[string]string{}, map[string]map[string]string{}, map[string]map[string]string{}
+// are no files, is in reftables: nothing is recorded of it. unread holds, by common git
+// directory, why some of a repository's branches or tags may not be recorded (branchTips).
+func recordBranches(tops []string) (tips, symrefs, stash map[string]map[string]string, reftables []string, unread map[string]string) {
+	tips, symrefs, stash, unread = map[string]map[string]string{}, map[string]map[string]string{}, map[string]map[string]string{}, map[string]string{}
 	seen := map[string]bool{}
 	for _, top := range tops {
 		gd := commonGitDir(top)
@@ -154,7 +163,10 @@ func recordBranches(tops []string) (tips, symrefs, stash map[string]map[string]s
 			reftables = append(reftables, gd)
 			continue
 		}
-		t, sym := branchTips(gd)
+		t, sym, why := branchTips(gd)
+		if why != "" {
+			unread[gd] = why
+		}
 		if len(t) > 0 {
 			tips[gd] = t
 		}
@@ -165,7 +177,10 @@ func recordBranches(tops []string) (tips, symrefs, stash map[string]map[string]s
 			stash[gd] = e
 		}
 	}
-	return tips, symrefs, stash, reftables
+	if len(unread) == 0 {
+		unread = nil
+	}
+	return tips, symrefs, stash, reftables, unread
 }
 
 // reftable reports whether the repository whose common git directory is gd keeps its refs in
@@ -200,6 +215,9 @@ func (s *State) verifyBranches() []Transition {
 	defer cancel()
 	for _, gd := range slices.Sorted(maps.Keys(s.Branches)) {
 		r := newRefReader(gd)
+		if r.unread != "" {
+			out = append(out, Transition{Kind: Modified, Path: filepath.Join(gd, "packed-refs"), Alert: true, Detail: "at the check at exit, " + r.unread + ": a branch or tag below that reads as deleted may only be unread; git reads the file whole, so review it with git show-ref"})
+		}
 		old := s.Branches[gd]
 		for _, ref := range slices.Sorted(maps.Keys(old)) {
 			was := old[ref]
@@ -242,6 +260,9 @@ func (s *State) verifyBranches() []Transition {
 			}
 			out = append(out, Transition{Kind: Modified, Path: filepath.Join(gd, filepath.FromSlash(ref)), Alert: true, Detail: d})
 		}
+	}
+	for _, gd := range slices.Sorted(maps.Keys(s.RefsUnread)) {
+		out = append(out, Transition{Kind: Modified, Path: gd, Alert: true, Detail: "not every branch and tag of this repository was recorded when the box started (" + s.RefsUnread[gd] + "): a branch or tag the box rewrote or deleted may not be reported here; review with git reflog"})
 	}
 	for _, gd := range s.Reftable {
 		out = append(out, Transition{Kind: Modified, Path: gd, Alert: true, Detail: "this repository keeps its refs in the reftable format, which the check at exit does not read: a branch or tag the box rewrote or deleted, or a stash entry it dropped, was not looked for; review with git reflog and git stash list"})

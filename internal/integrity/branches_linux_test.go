@@ -393,8 +393,36 @@ func TestBranchTipsSymlinkLoops(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	tips, _ := branchTips(filepath.Join(ws, ".git"))
+	tips, _, _ := branchTips(filepath.Join(ws, ".git"))
 	if len(tips) != 1 || tips["refs/heads/main"] != git("rev-parse", "main") {
 		t.Errorf("branchTips with symlink loops in refs/heads: %d refs (%v …); want main alone, at %s", len(tips), tips["refs/heads/x/main"], git("rev-parse", "main"))
+	}
+}
+
+// TestBranchTipsSaysWhatItDidNotRead: a packed-refs past the bound, or more refs of a kind than
+// maxBranches, is said (review 17, F5), never read as no packed ref at all.
+func TestBranchTipsSaysWhatItDidNotRead(t *testing.T) {
+	gd := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(gd, "refs", "heads"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	id := strings.Repeat("a", 40)
+	var b strings.Builder
+	b.WriteString("# pack-refs with: peeled fully-peeled sorted \n")
+	for i := range 100 {
+		fmt.Fprintf(&b, "%s refs/heads/b%03d\n", id, i)
+	}
+	if err := os.WriteFile(filepath.Join(gd, "packed-refs"), []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tips, _, unread := branchTips(gd)
+	if len(tips) != 100 || unread != "" {
+		t.Fatalf("whole packed-refs: %d tips, unread %q; want 100 and none", len(tips), unread)
+	}
+	defer func(m int64) { maxPackedRefs = m }(maxPackedRefs)
+	maxPackedRefs = 1024
+	tips, _, unread = branchTips(gd)
+	if len(tips) == 0 || len(tips) == 100 || !strings.Contains(unread, "larger than") {
+		t.Fatalf("packed-refs past the bound: %d tips, unread %q; want the first records and the reason", len(tips), unread)
 	}
 }

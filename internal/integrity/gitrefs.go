@@ -39,7 +39,18 @@ type refReader struct {
 	// packed are the records of packed-refs (refname → id); "" for a name it records more than
 	// once, whose id git's binary search would pick by the file's order.
 	packed map[string]string
+	// unread, when not "", says why packed-refs was not read whole (too large, not a regular
+	// file, unreadable): the refs it holds may be missing from packed.
+	unread string
 }
+
+// maxPackedRefs bounds what is read of packed-refs: git reads it whole, however large (a
+// repository with a million refs has one of about 100 MiB). Before, anything over
+// maxCheckedFile (1 MiB, about 15,000 refs) was read as no packed ref at all, silently: a
+// busy origin's remote-tracking branches were enough for the snapshot to record none of the
+// user's packed branches, and a box's rewrite of them went unsaid (review 17, F5). Of the names
+// outside recordedRefs (the targets a symbolic ref may name), at most maxBranches are kept.
+var maxPackedRefs int64 = 256 << 20 // a variable for the tests
 
 // newRefReader returns a reader of gd's refs: its object format from its configuration, and
 // its packed-refs read once.
@@ -48,11 +59,17 @@ func newRefReader(gd string) *refReader {
 	if objectFormat(gd) == "sha256" {
 		r.hexLen = 64
 	}
-	b, err := readBeneath(gd, filepath.Join(gd, "packed-refs"), maxCheckedFile)
+	f, err := openReadBeneath(gd, filepath.Join(gd, "packed-refs"))
 	if err != nil {
+		if !errors.Is(err, os.ErrNotExist) {
+			r.unread = fmt.Sprintf("its packed-refs could not be read: %v", err)
+		}
 		return r
 	}
-	eachPackedRecord(bytes.NewReader(b), func(rec []byte, header bool) error {
+	defer f.Close()
+	lr := &io.LimitedReader{R: f, N: maxPackedRefs + 1}
+	others := 0
+	err = eachPackedRecord(lr, func(rec []byte, header bool) error {
 		// git's packed backend: the id, one byte it skips, the refname to the end of the line.
 		if header || len(rec) <= r.hexLen || !allHex(rec[:r.hexLen]) {
 			return nil
@@ -61,6 +78,12 @@ func newRefReader(gd string) *refReader {
 		if !ok {
 			return nil
 		}
+		if !slices.ContainsFunc(recordedRefs, func(k string) bool { return bytes.HasPrefix(name, []byte(k)) }) {
+			if others >= maxBranches {
+				return nil
+			}
+			others++
+		}
 		if _, dup := r.packed[string(name)]; dup {
 			r.packed[string(name)] = ""
 		} else {
@@ -68,6 +91,12 @@ func newRefReader(gd string) *refReader {
 		}
 		return nil
 	})
+	switch {
+	case lr.N <= 0:
+		r.unread = fmt.Sprintf("its packed-refs is larger than %d MiB, of which only the first were read", maxPackedRefs>>20)
+	case err != nil:
+		r.unread = fmt.Sprintf("its packed-refs could not be read to its end: %v", err)
+	}
 	return r
 }
 

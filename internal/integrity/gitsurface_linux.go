@@ -21,12 +21,18 @@ var errOutside = errors.New("leads out of the workspace")
 // verdict on a prefix is no verdict on what git or a tool reads, the whole file (review 13,
 // F7).
 func readBeneath(ws, path string, max int64) ([]byte, error) {
-	f, err := openRegular(ws, path, 0, unix.RESOLVE_BENEATH|unix.RESOLVE_NO_MAGICLINKS)
+	f, err := openReadBeneath(ws, path)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
 	return readWhole(f, max)
+}
+
+// openReadBeneath opens the regular file at path beneath ws for reading, as readBeneath reads
+// it, for a caller that streams it.
+func openReadBeneath(ws, path string) (*os.File, error) {
+	return openRegular(ws, path, 0, unix.RESOLVE_BENEATH|unix.RESOLVE_NO_MAGICLINKS)
 }
 
 // openRegular opens the regular file at path (beneath ws) for reading, with the extra open

@@ -2,7 +2,10 @@
 
 package integrity
 
-import "errors"
+import (
+	"errors"
+	"os"
+)
 
 var errOutside = errors.New("leads out of the workspace")
 
@@ -10,6 +13,8 @@ var errOutside = errors.New("leads out of the workspace")
 const QuarantineSuffix = ".agentbox-quarantined-"
 
 func readBeneath(ws, path string, max int64) ([]byte, error) { return nil, ErrNotSupported }
+
+func openReadBeneath(ws, path string) (*os.File, error) { return nil, ErrNotSupported }
 
 func moveAside(ws, path string) (string, error) { return "", ErrNotSupported }
 

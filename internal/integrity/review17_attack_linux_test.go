@@ -448,6 +448,13 @@ func TestAttackIgnoredCheckHangs(t *testing.T) {
 	if !strings.Contains(out, "planted") {
 		t.Fatalf("the plant failed (the test would prove nothing):\n%s", out)
 	}
+	t.Logf("took %v:\n%s", took, out)
+	if strings.Contains(out, "signal: killed") {
+		t.Errorf("the check at exit ran git on a box's FIFO index until git was killed at its time bound:\n%s", out)
+	}
+	if !strings.Contains(out, "not a regular file") {
+		t.Errorf("the end of the run does not say that the submodules' index (a FIFO) was not read:\n%s", out)
+	}
 	if took > 60*time.Second {
 		t.Errorf("agentbox run of a box that made 2 gitlinks with a FIFO for an index took %v to return (each FIFO holds the check at exit for git's 2-minute bound)\n%s", took.Round(time.Second), out)
 	}

@@ -60,6 +60,11 @@ type State struct {
 	// Reftable are the common git directories of the workspace's repositories in the
 	// reftable format, whose refs are not recorded: the check at exit says so (an alert).
 	Reftable []string `json:"reftable,omitempty"`
+	// RefsUnread says, by common git directory, why some of a repository's branches and tags
+	// were not recorded at the snapshot (a packed-refs too large or unreadable, more than
+	// maxBranches of a kind): the check at exit says so (an alert), since what was not recorded
+	// cannot be checked.
+	RefsUnread map[string]string `json:"refsUnread,omitempty"`
 	// Deps are the workspace's dependency folders at the snapshot (DepFolderKinds, the
 	// outermost ones), by path: the check at exit moves aside one that is not among them, or
 	// is another folder now. nil (a state saved before it was kept) moves none.
@@ -106,7 +111,7 @@ func Snapshot(lay *Layout, lim Limits) *State {
 	s.Exec, _ = scanWorkspace(lay.Workspace, s.passOver(), s.Config, lim, s.Deps, &repos)
 	maps.DeleteFunc(s.Exec, func(_, d string) bool { return d == packageUnsettled })
 	s.Hidden, s.IndexErrs = readHidden(lay.Workspace, repos.tops)
-	s.Branches, s.Symrefs, s.Stash, s.Reftable = recordBranches(repos.tops)
+	s.Branches, s.Symrefs, s.Stash, s.Reftable, s.RefsUnread = recordBranches(repos.tops)
 	s.Worktrees = worktreesBeneath(lay.Workspace, repos.tops)
 	for _, p := range slices.Sorted(maps.Keys(s.IndexErrs)) {
 		s.Notes = append(slices.Clip(s.Notes), "the index's skip-worktree and assume-unchanged flags, and stat data that hides a changed file, are not checked: "+s.IndexErrs[p])

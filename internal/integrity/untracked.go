@@ -45,7 +45,12 @@ func (s *State) UntrackedUnlisted(ctx context.Context) (UntrackedResult, error) 
 	}
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
-	env := hostGitEnv()
+	index, done, err := indexCopyEnv(worktreeGitDir(s.Workspace))
+	if err != nil {
+		return res, err
+	}
+	defer done()
+	env := append(hostGitEnv(), index...)
 	mode := "normal"
 	// git config exits 1 where the key is not set.
 	if out, err := readGit(ctx, s.Workspace, env, "config", "--get", "status.showUntrackedFiles"); err == nil {
