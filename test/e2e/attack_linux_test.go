@@ -688,12 +688,13 @@ echo '{"display":"box prompt"}' >> "$c/history.jsonl" && echo boxed > "$c/file-h
   mkdir -p "$c/telemetry" "$c/plans" && echo '{}' > "$c/telemetry/1p_failed_events.json" && date > "$c/.last-cleanup" &&
   echo boxed > "$c/new-file" && echo boxed > "$c/plans/box-plan.md" && echo home-writable
 `)
-	plantsRefused(t, e, r, ".claude/local/cli.js", ".claude/rules/x.md")
+	// The legacy config is never created on the host (issues #18, #20): an empty one there is
+	// what the host's own Claude Code adopts when ~/.claude.json is absent.
+	plantsRefused(t, e, r, ".claude/local/cli.js", ".claude/rules/x.md", ".claude/.config.json")
 	hostFileIs(t, e, launcher, genuine)
 	hostFileIs(t, e, status, genuine)
-	hostFileIs(t, e, ".claude/.config.json", "")
-	// Nothing under the host's ~/.claude but what was there and what the launch pre-creates
-	// (the protected entries' empty files and folders): the prompt history, /rewind's file
+	// Nothing under the host's ~/.claude but what was there (the launch pre-creates nothing
+	// there): the prompt history, /rewind's file
 	// backups, to-do lists, session records, the backups of ~/.claude.json (review 10, F5),
 	// telemetry, .last-cleanup and every new file are the workspace's box-owned state.
 	hostHomeUnchanged(t, e, "claude", ".claude", before)
@@ -791,8 +792,8 @@ echo '{}' > "$c/session-state/box-session" && echo sessions-writable
 		!strings.Contains(boxCfg, strconv.Quote(e.Work)) || !strings.Contains(boxCfg, "appTipShown") {
 		t.Errorf("the box's config.json is not the host's allowlisted keys (a token, a plugin or another folder's trust carried, or the workspace's trust not):\n%s", boxCfg)
 	}
-	if st, err := os.Stat(filepath.Join(e.Home, ".copilot", "pkg")); err != nil || !st.IsDir() {
-		t.Errorf("~/.copilot/pkg not pre-created on the host: %v", err)
+	if _, err := os.Lstat(filepath.Join(e.Home, ".copilot", "pkg")); err == nil {
+		t.Errorf("~/.copilot/pkg was created on the host (issue #20: nothing in the host's harness home the user did not make)")
 	}
 	if _, err := os.Lstat(filepath.Join(e.Home, ".copilot", "session-state", "box-session")); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("the box wrote into the host's ~/.copilot/session-state: %v", err)
