@@ -882,9 +882,15 @@ echo '{}' > "$c/version.json" && echo new-file-written
 echo 'notify = ["sh", "-c", "touch /tmp/pwned"]' > "$c/config.toml.tmp" && mv "$c/config.toml.tmp" "$c/config.toml" && echo config-replaced
 echo '{}' > "$c/history.jsonl" && echo home-writable
 `)
-	plantsRefused(t, e, r, ".codex/agents/x.toml", ".codex/skills/.system", ".codex/plugins/installed", ".codex/memories", ".codex/.env", ".codex/version.json")
-	hostFileIs(t, e, ".codex/hooks.json", "{}\n")
-	hostFileIs(t, e, ".codex/AGENTS.override.md", "")
+	// Absent on the host, they stay so (the launch creates nothing there, issue #20); in the box
+	// they are the read-only mount points of the box-owned folder, which keep their content.
+	plantsRefused(t, e, r, ".codex/agents/x.toml", ".codex/skills/.system", ".codex/plugins/installed", ".codex/memories", ".codex/.env", ".codex/version.json",
+		".codex/hooks.json", ".codex/AGENTS.override.md")
+	for p, want := range map[string]string{"hooks.json": "{}\n", "AGENTS.override.md": ""} {
+		if b, err := os.ReadFile(filepath.Join(boxState(t, e, "codex"), ".codex", p)); err != nil || string(b) != want {
+			t.Errorf("the box-owned ~/.codex/%s holds %q, %v; want %q", p, b, err, want)
+		}
+	}
 	for _, w := range []string{"notify-written", "new-file-written", "config-replaced"} {
 		if !strings.Contains(r.Stdout, w) {
 			t.Errorf("the box's own ~/.codex is not writable (%s): stdout %q, stderr %q", w, r.Stdout, r.Stderr)
@@ -938,9 +944,11 @@ echo '{}' > "$g/state.json" && echo '{"projects":{"/x":"x"}}' > "$g/projects.jso
   mkdir -p "$g/acknowledgments" && echo '{"/work":["a"]}' > "$g/acknowledgments/agents.json" &&
   echo '{}' > "$g/policy_integrity.json" && echo boxed > "$g/new-file" && echo home-writable
 `)
-	plantsRefused(t, e, r, ".gemini/policies/allow.toml", ".gemini/skills/x", ".gemini/bin/litert", ".gemini/agents/x.md")
-	hostFileIs(t, e, ".gemini/trusted_hooks.json", "{}\n")
-	// Nothing under the host's ~/.gemini but what was there and what the launch pre-creates.
+	plantsRefused(t, e, r, ".gemini/policies/allow.toml", ".gemini/skills/x", ".gemini/bin/litert", ".gemini/agents/x.md", ".gemini/trusted_hooks.json")
+	if b, err := os.ReadFile(filepath.Join(boxState(t, e, "gemini"), ".gemini", "trusted_hooks.json")); err != nil || string(b) != "{}\n" {
+		t.Errorf("the box-owned ~/.gemini/trusted_hooks.json holds %q, %v; want {}", b, err)
+	}
+	// Nothing under the host's ~/.gemini but what was there (the launch creates nothing there).
 	hostHomeUnchanged(t, e, "gemini", ".gemini", before)
 	state := filepath.Join(boxState(t, e, "gemini"), ".gemini")
 	for p, want := range map[string]string{"state.json": "{}\n", "acknowledgments/agents.json": "{\"/work\":[\"a\"]}\n",
