@@ -36,7 +36,7 @@ func stockClaude(t *testing.T, e *Env, bin string, up *llmtest.Server, prompt st
 
 // answerClaudeFirstUse is converseAfter's first step for a user whose Claude Code has run only
 // in print mode (which records no trust and shows no offer): it waits for the prompt, answering
-// on the way what the stock claude asks such a user too — the folder-trust question ("Yes, I
+// on the way what that host state calls for — the folder-trust question ("Yes, I
 // trust this folder", the second choice: 2.1.334 puts the cursor on "No, exit") and the offer
 // of the fullscreen renderer (Esc: not now) — and fails on Claude Code's first-run path
 // (onboarding), which a returning user never sees.
@@ -88,8 +88,8 @@ func answerClaudeFirstUse(t *testing.T, m *Tmux, prompt string) func() {
 // then read in place of its synthesized ~/.claude.json: the theme picker of the first-run path
 // came back, and the host's MCP servers reached the box. So the stock claude writes
 // ~/.claude.json, and the next boxed claude reaches its prompt with no onboarding (after the
-// folder-trust question and the renderer offer the stock claude shows this user too) and
-// answers through the relay.
+// folder-trust question and the renderer offer, which that host state calls for) and answers
+// through the relay.
 func TestClaudeHostStockAfterBox(t *testing.T) {
 	t.Parallel() // its own daemon and upstreams; mostly waits (parallelTests)
 	e, bin := agentEnv(t, "claude")
