@@ -19,6 +19,9 @@ import (
 // theme picker, and the connectivity check that follows them (no box reaches the vendor).
 var claudeOnboarding = regexp.MustCompile(`Welcome to Claude Code|Let's get started|Choose the text style|Unable to connect|Failed to connect`)
 
+// claudePrompt is Claude Code's empty input prompt.
+const claudePrompt = `(?m)^❯[\s\x{00a0}]*$`
+
 // stockClaude runs the stock claude, unboxed, in the workspace as e's user (HOME e.Home) against
 // the stand-in upstream up, in print mode, and returns what it printed.
 func stockClaude(t *testing.T, e *Env, bin string, up *llmtest.Server, prompt string) string {
@@ -124,7 +127,7 @@ func TestClaudeHostStockAfterBox(t *testing.T) {
 
 	m := e.Tmux(t)
 	m.tmux("resize-window", "-t", "main", "-x", "120", "-y", "40")
-	prompt := `(?m)^❯[\s\x{00a0}]*$`
+	prompt := claudePrompt
 	converseAfter(t, m, up, "run claude", answerClaudeFirstUse(t, m, prompt), nil, prompt, "", "are you there?")
 	if o := claudeOnboarding.FindString(m.Screen()); o != "" {
 		t.Errorf("the boxed claude showed %q:\n%s", o, m.Screen())
@@ -183,7 +186,7 @@ func TestClaudeHostLegacyConfig(t *testing.T) {
 
 	m := e.Tmux(t)
 	m.tmux("resize-window", "-t", "main", "-x", "120", "-y", "40")
-	prompt := `(?m)^❯[\s\x{00a0}]*$`
+	prompt := claudePrompt
 	vim := func() { statusShows(t, m, "agentbox run claude", []string{`-- INSERT --`}) }
 	converseAfter(t, m, up, "run claude", nil, vim, prompt, "", "remember the word HERON")
 	if _, err := os.Stat(marker); err == nil {
