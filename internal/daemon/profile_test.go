@@ -81,9 +81,11 @@ func TestWireProfileNeedsRelay(t *testing.T) {
 	}
 }
 
-// TestPreCreate guards that the harness directories a program needs exist before the box is
-// built (so no pin or mask sits under a missing parent), that existing content is kept, and
-// that nothing is created through a symlink leading out of the home.
+// TestPreCreate guards that the home paths a program needs exist before the box is built (so no
+// pin or mask sits under a missing parent), that existing content is kept, that nothing is
+// created through a symlink leading out of the home, and that nothing is created in a harness
+// home that is box-owned state (issue #20: an empty ~/.claude/.config.json there made the
+// host's Claude Code write its config into it).
 func TestPreCreate(t *testing.T) {
 	home := t.TempDir()
 	set, _ := profile.NewSet(nil)
@@ -93,37 +95,46 @@ func TestPreCreate(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(home, ".claude", "settings.json"), []byte(`{"model":"x"}`), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if err := preCreate(home, set.Get("claude")); err != nil {
-		t.Fatal(err)
-	}
-	for _, d := range []string{".claude/hooks", ".claude/commands", ".claude/agents", ".claude/plugins"} {
-		if st, err := os.Stat(filepath.Join(home, d)); err != nil || !st.IsDir() {
-			t.Errorf("%s not created: %v", d, err)
+	for _, id := range []string{"claude", "codex", "gemini", "copilot"} {
+		if err := preCreate(home, set.Get(id)); err != nil {
+			t.Fatal(err)
 		}
+	}
+	if ents, _ := os.ReadDir(filepath.Join(home, ".claude")); len(ents) != 1 {
+		t.Errorf("~/.claude holds %v, want only the user's settings.json", ents)
 	}
 	if b, _ := os.ReadFile(filepath.Join(home, ".claude", "settings.json")); string(b) != `{"model":"x"}` {
 		t.Errorf("existing settings changed: %s", b)
 	}
-	if b, _ := os.ReadFile(filepath.Join(home, ".claude", "settings.local.json")); string(b) != "{}\n" {
-		t.Errorf("settings.local.json: %q", b)
+	for _, d := range []string{".codex", ".gemini", ".copilot"} {
+		if _, err := os.Lstat(filepath.Join(home, d)); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("~/%s was created: %v", d, err)
+		}
 	}
-	if _, err := os.Stat(filepath.Join(home, ".claude", ".credentials.json")); !errors.Is(err, os.ErrNotExist) {
-		t.Errorf("a denied path was created: %v", err)
+	// OpenCode's config folder with its .gitignore, and nested parents (.cache/opencode/bin);
+	// an existing .gitignore is kept.
+	if err := os.MkdirAll(filepath.Join(home, ".config", "opencode"), 0o700); err != nil {
+		t.Fatal(err)
 	}
-	// Nested parents (.cache/opencode/bin) are created too.
+	if err := os.WriteFile(filepath.Join(home, ".config", "opencode", ".gitignore"), []byte("mine\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	if err := preCreate(home, set.Get("opencode")); err != nil {
 		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(home, ".config", "opencode", ".gitignore")); string(b) != "mine\n" {
+		t.Errorf("existing .gitignore changed: %q", b)
 	}
 	if st, err := os.Stat(filepath.Join(home, ".cache", "opencode", "bin")); err != nil || !st.IsDir() {
 		t.Errorf(".cache/opencode/bin: %v", err)
 	}
-	// A symlink planted where a harness directory goes, pointing out of the home, is not
+	// A symlink planted where a pre-created folder goes, pointing out of the home, is not
 	// followed.
-	outside := t.TempDir()
-	if err := os.Symlink(outside, filepath.Join(home, ".gemini")); err != nil {
+	home2, outside := t.TempDir(), t.TempDir()
+	if err := os.Symlink(outside, filepath.Join(home2, ".cache")); err != nil {
 		t.Fatal(err)
 	}
-	if err := preCreate(home, set.Get("gemini")); err == nil {
+	if err := preCreate(home2, set.Get("opencode")); err == nil {
 		t.Error("pre-create went through a symlink out of the home")
 	}
 	if ents, _ := os.ReadDir(outside); len(ents) != 0 {

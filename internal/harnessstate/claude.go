@@ -2,6 +2,10 @@ package harnessstate
 
 import (
 	"encoding/json"
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
 	"strings"
 )
 
@@ -117,6 +121,28 @@ func claudeConfig(host, box []byte, ws string) ([]byte, error) {
 		out["projects"] = projects
 	}
 	return json.MarshalIndent(out, "", "  ")
+}
+
+// claudeHostConfig returns the home-relative path of the global config the host's own Claude
+// Code uses, which the claude-config seed reads: ~/.claude.json, or the legacy
+// ~/.claude/.config.json where Claude Code 2.1.334 takes that instead (read from its code):
+// whenever the legacy file is a regular file that is not empty (it then wins over
+// ~/.claude.json), and when it is empty but has a write bit and ~/.claude.json is absent —
+// an empty file holds nothing: "" then (no host state, as a new user's). Both are the user's
+// own paths (their symlinks are followed, as Claude Code follows them).
+func claudeHostConfig(home string) string {
+	const global, legacy = ".claude.json", ".claude/.config.json"
+	l, err := os.Stat(filepath.Join(home, legacy))
+	if err != nil || !l.Mode().IsRegular() || (l.Size() == 0 && l.Mode().Perm()&0o222 == 0) {
+		return global
+	}
+	if l.Size() > 0 {
+		return legacy
+	}
+	if _, err := os.Stat(filepath.Join(home, global)); errors.Is(err, fs.ErrNotExist) {
+		return "" // Claude Code would start from the empty legacy file: defaults
+	}
+	return global
 }
 
 func jsonObject(b []byte) map[string]any {

@@ -128,7 +128,7 @@ func prepareEntry(dir string, root *os.Root, e profile.StateEntry, home, ws stri
 		// In place: it may be a mount point in the boxes of this workspace that run now,
 		// which a removal on the host would take away.
 		if !e.Dir {
-			return nil, writeFile(root, e.Rel, []byte(e.Content))
+			return nil, writeMountPoint(root, e.Rel, []byte(e.Content))
 		}
 		return nil, emptyDir(root, e.Rel)
 	}
@@ -143,11 +143,16 @@ func prepareEntry(dir string, root *os.Root, e profile.StateEntry, home, ws stri
 		return seed.edit(dir, root, e.Rel, home)
 	}
 	hostRel := e.Rel
-	if seed.host != "" {
-		hostRel = seed.host
+	if seed.host != nil {
+		hostRel = seed.host(home)
 	}
-	hostPath := filepath.Join(home, hostRel)
-	host, herr := readHost(hostPath)
+	var host []byte
+	var herr error
+	hostPath := ""
+	if hostRel != "" {
+		hostPath = filepath.Join(home, hostRel)
+		host, herr = readHost(hostPath)
+	}
 	if herr == nil && host != nil && seed.parse != nil {
 		if herr = seed.parse(host); herr != nil {
 			host = nil
@@ -163,6 +168,27 @@ func prepareEntry(dir string, root *os.Root, e profile.StateEntry, home, ws stri
 		return nil, err
 	}
 	return warn, writeFile(root, e.Rel, out)
+}
+
+// writeMountPoint makes the file mount point rel beneath root hold b, in place (see
+// writeFile), and leaves it without write bits (0400): it is bound read-only into the box,
+// and a program that looks at the mode sees so. Claude Code 2.1.334 ignores its legacy config
+// ~/.claude/.config.json only when that file is empty and has no write bit; with one, and no
+// ~/.claude.json, it adopts the file. It is made writable for the owner only while it is
+// rewritten, and not at all when it already holds b.
+func writeMountPoint(root *os.Root, rel string, b []byte) error {
+	if st, err := root.Lstat(rel); err == nil && st.Mode().IsRegular() && st.Size() == int64(len(b)) && st.Mode().Perm()&0o222 == 0 {
+		if cur := readBox(root, rel); cur != nil && string(cur) == string(b) {
+			return nil
+		}
+	}
+	if err := root.Chmod(rel, 0o600); err != nil {
+		return err
+	}
+	if err := writeFile(root, rel, b); err != nil {
+		return err
+	}
+	return root.Chmod(rel, 0o400)
 }
 
 // emptyDir empties the folder rel beneath root in place.
@@ -188,14 +214,14 @@ func emptyDir(root *os.Root, rel string) error {
 
 // A seed synthesizes one state file. make returns the file a launch starts from, given the
 // host's file and the box's copy (nil when absent, unreadable or, for the host's, when parse
-// refuses it) and the workspace; host is the home-relative path of the host's file it reads
-// ("": the entry's own path); parse (nil: the seed reads nothing of the host's) says why the
+// refuses it) and the workspace; host returns the home-relative path of the host's file it
+// reads, given the home ("": none; nil: the entry's own path); parse (nil: the seed reads nothing of the host's) says why the
 // host's file cannot be read in its format, for the user's warning, and what names what that
 // file holds ("": its trust and preferences). A seed with edit instead changes the box's file
 // in place (a database the boxes of the workspace that run now have open), given the state
 // directory, the entry and the home; it reads the host's file itself.
 type seed struct {
-	host  string
+	host  func(home string) string
 	parse func([]byte) error
 	make  func(host, box []byte, ws string) ([]byte, error)
 	what  string
@@ -204,14 +230,14 @@ type seed struct {
 
 // seeds are the synthesizers by name (profile.Seeds).
 var seeds = map[string]seed{
-	profile.SeedClaudeConfig:       {parse: parseJSONObject, make: claudeConfig},
+	profile.SeedClaudeConfig:       {host: claudeHostConfig, parse: parseJSONObject, make: claudeConfig},
 	profile.SeedCodexConfig:        {parse: func(b []byte) error { _, err := parseTOML(b); return err }, make: codexConfig},
 	profile.SeedCopilotConfig:      {parse: func(b []byte) error { _, err := jsonc(b); return err }, make: copilotConfig},
 	profile.SeedCopilotMCPConfig:   {make: copilotMCPConfig},
 	profile.SeedCopilotPermissions: {parse: func(b []byte) error { _, err := jsonc(b); return err }, make: copilotPermissions, what: "the tool approvals"},
 	// Gemini CLI reads the trust file where GEMINI_CLI_TRUSTED_FOLDERS_PATH points (the box's
 	// own, in a state folder); the host's is ~/.gemini/trustedFolders.json.
-	profile.SeedGeminiTrust:    {host: ".gemini/trustedFolders.json", parse: parseJSONObject, make: geminiTrust},
+	profile.SeedGeminiTrust:    {host: func(string) string { return ".gemini/trustedFolders.json" }, parse: parseJSONObject, make: geminiTrust},
 	profile.SeedGeminiSettings: {parse: func(b []byte) error { _, err := jsonc(b); return err }, make: geminiSettings, what: "the settings"},
 	profile.SeedOpenCodeDB:     {edit: openCodeDB},
 }

@@ -322,3 +322,82 @@ func TestPrepareWarnings(t *testing.T) {
 		})
 	}
 }
+
+// TestPrepareClaudeLegacyConfig (issue #18): the built-in claude profile's box reads the host
+// state from the global config the host's own Claude Code uses — ~/.claude/.config.json when it
+// is not empty (Claude Code 2.1.334 then uses it whatever ~/.claude.json holds), or when it is
+// empty but writable and ~/.claude.json is absent (then: nothing, as a new user) — through the
+// same allowlist; and the box's own .claude/.config.json is an empty file with no write bit,
+// which Claude Code ignores, so that the box always uses the synthesized ~/.claude.json.
+func TestPrepareClaudeLegacyConfig(t *testing.T) {
+	set, err := profile.NewSet(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := set.Get("claude")
+	const ws = "/w"
+	legacyCfg := `{"theme":"dark-daltonized","editorMode":"vim","numStartups":9,"mcpServers":{"host-mcp":{"command":"sh"}},"projects":{"/w":{"hasTrustDialogAccepted":true,"mcpServers":{"p":{"command":"sh"}}}}}`
+	globalCfg := `{"theme":"light","numStartups":2}`
+	for _, c := range []struct {
+		name           string
+		legacy         *string // nil: absent
+		global         *string
+		want, unwanted []string
+	}{
+		{name: "legacy only", legacy: &legacyCfg,
+			want: []string{`"dark-daltonized"`, `"vim"`, `"hasTrustDialogAccepted": true`}, unwanted: []string{"mcp", `"light"`}},
+		{name: "legacy beats global", legacy: &legacyCfg, global: &globalCfg,
+			want: []string{`"dark-daltonized"`}, unwanted: []string{"mcp", `"light"`}},
+		{name: "empty legacy left by an older agentbox, global", legacy: new(string), global: &globalCfg,
+			want: []string{`"light"`}, unwanted: []string{"dark"}},
+		{name: "empty legacy, no global", legacy: new(string),
+			want: []string{`"hasCompletedOnboarding": true`}, unwanted: []string{"theme", "numStartups"}},
+		{name: "global only", global: &globalCfg, want: []string{`"light"`}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			home, root := t.TempDir(), t.TempDir()
+			if err := os.MkdirAll(filepath.Join(home, ".claude"), 0o700); err != nil {
+				t.Fatal(err)
+			}
+			if c.legacy != nil {
+				// As an older agentbox created it, or Claude Code wrote it: 0600.
+				if err := os.WriteFile(filepath.Join(home, ".claude", ".config.json"), []byte(*c.legacy), 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if c.global != nil {
+				if err := os.WriteFile(filepath.Join(home, ".claude.json"), []byte(*c.global), 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}
+			dir := Dir(root, "claude", ws)
+			for range 2 { // the second launch finds the first one's mount point
+				warns, err := Prepare(dir, p, home, ws)
+				if err != nil || len(warns) > 0 {
+					t.Fatalf("Prepare: %v, %v", warns, err)
+				}
+			}
+			b, err := os.ReadFile(filepath.Join(dir, ".claude.json"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, w := range c.want {
+				if !strings.Contains(string(b), w) {
+					t.Errorf("the box's ~/.claude.json lacks %s:\n%s", w, b)
+				}
+			}
+			for _, u := range c.unwanted {
+				if strings.Contains(string(b), u) {
+					t.Errorf("the box's ~/.claude.json holds %s:\n%s", u, b)
+				}
+			}
+			st, err := os.Lstat(filepath.Join(dir, ".claude", ".config.json"))
+			if err != nil || !st.Mode().IsRegular() || st.Size() != 0 || st.Mode().Perm()&0o222 != 0 {
+				t.Errorf("the box's ~/.claude/.config.json: %v, %v; want an empty regular file with no write bit", st, err)
+			}
+			if _, err := os.Lstat(filepath.Join(home, ".claude", ".config.json")); c.legacy == nil && err == nil {
+				t.Errorf("the host's ~/.claude/.config.json was created")
+			}
+		})
+	}
+}

@@ -555,14 +555,13 @@ func TestHomeProtectedWatched(t *testing.T) {
 	claude := filepath.Join(bin, "claude")
 	write(t, claude, "#!/bin/sh\nwhile [ ! -e stop ]; do sleep 0.05; done\n")
 	os.Chmod(claude, 0o755)
+	// The user's own settings (the launch creates none on the host: issue #20).
+	settings := filepath.Join(e.home, ".claude", "settings.json")
+	write(t, settings, "{}\n")
 	id := strings.TrimSpace(e.run("run", "-d", claude))
 	l := e.waitLaunch(id, "running", func(l api.Launch) bool { return l.State == api.StateRunning })
 	if l.Profile != "claude" {
 		t.Fatalf("profile %q, want claude", l.Profile)
-	}
-	settings := filepath.Join(e.home, ".claude", "settings.json")
-	if _, err := os.Stat(settings); err != nil {
-		t.Fatalf("settings.json not pre-created: %v", err)
 	}
 	write(t, settings, `{"hooks":{"PreToolUse":[]}}`+"\n")
 	e.waitLaunch(id, "reported the drift", func(l api.Launch) bool {

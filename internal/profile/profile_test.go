@@ -498,3 +498,31 @@ func TestCaches(t *testing.T) {
 		t.Errorf("claude's caches %v, want none", got)
 	}
 }
+
+// TestBuiltinsCreateNothingInHarnessHomes (issues #18, #20): a built-in profile whose harness
+// home is box-owned state creates nothing in the host's harness home (~/.claude, ~/.codex,
+// ~/.gemini, ~/.copilot): an absent entry there is an empty read-only mount point in the state
+// folder. An empty ~/.claude/.config.json created on the host made the host's own Claude Code
+// write its whole config into it, and every later box then read that file; an empty
+// ~/.gemini/GEMINI.md made the host's Gemini CLI count "1 GEMINI.md file". Only OpenCode's
+// ~/.config/opencode and ~/.cache/opencode are created (docs/profiles.md says why).
+func TestBuiltinsCreateNothingInHarnessHomes(t *testing.T) {
+	s := builtinSet(t)
+	var got []string
+	for _, id := range s.IDs() {
+		for _, pc := range s.Get(id).PreCreates() {
+			got = append(got, id+" "+pc.Rel)
+		}
+	}
+	want := []string{"opencode .config/opencode", "opencode .config/opencode/.gitignore", "opencode .cache/opencode", "opencode .cache/opencode/bin"}
+	if !slices.Equal(got, want) {
+		t.Errorf("pre-created on the host:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	// Claude Code's legacy config is never the host's in a box: its mount point (empty, and
+	// without write bits: harnessstate) is all the box sees.
+	for _, h := range s.Get("claude").Home {
+		if h.Path == ".claude/.config.json" && h.Access != AccessDeny {
+			t.Errorf("claude: .claude/.config.json is %s, want deny (the host's never seen)", h.Access)
+		}
+	}
+}

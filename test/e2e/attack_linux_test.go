@@ -688,12 +688,13 @@ echo '{"display":"box prompt"}' >> "$c/history.jsonl" && echo boxed > "$c/file-h
   mkdir -p "$c/telemetry" "$c/plans" && echo '{}' > "$c/telemetry/1p_failed_events.json" && date > "$c/.last-cleanup" &&
   echo boxed > "$c/new-file" && echo boxed > "$c/plans/box-plan.md" && echo home-writable
 `)
-	plantsRefused(t, e, r, ".claude/local/cli.js", ".claude/rules/x.md")
+	// The legacy config is never created on the host (issues #18, #20): an empty one there is
+	// what the host's own Claude Code adopts when ~/.claude.json is absent.
+	plantsRefused(t, e, r, ".claude/local/cli.js", ".claude/rules/x.md", ".claude/.config.json")
 	hostFileIs(t, e, launcher, genuine)
 	hostFileIs(t, e, status, genuine)
-	hostFileIs(t, e, ".claude/.config.json", "")
-	// Nothing under the host's ~/.claude but what was there and what the launch pre-creates
-	// (the protected entries' empty files and folders): the prompt history, /rewind's file
+	// Nothing under the host's ~/.claude but what was there (the launch pre-creates nothing
+	// there): the prompt history, /rewind's file
 	// backups, to-do lists, session records, the backups of ~/.claude.json (review 10, F5),
 	// telemetry, .last-cleanup and every new file are the workspace's box-owned state.
 	hostHomeUnchanged(t, e, "claude", ".claude", before)
@@ -791,8 +792,8 @@ echo '{}' > "$c/session-state/box-session" && echo sessions-writable
 		!strings.Contains(boxCfg, strconv.Quote(e.Work)) || !strings.Contains(boxCfg, "appTipShown") {
 		t.Errorf("the box's config.json is not the host's allowlisted keys (a token, a plugin or another folder's trust carried, or the workspace's trust not):\n%s", boxCfg)
 	}
-	if st, err := os.Stat(filepath.Join(e.Home, ".copilot", "pkg")); err != nil || !st.IsDir() {
-		t.Errorf("~/.copilot/pkg not pre-created on the host: %v", err)
+	if _, err := os.Lstat(filepath.Join(e.Home, ".copilot", "pkg")); err == nil {
+		t.Errorf("~/.copilot/pkg was created on the host (issue #20: nothing in the host's harness home the user did not make)")
 	}
 	if _, err := os.Lstat(filepath.Join(e.Home, ".copilot", "session-state", "box-session")); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("the box wrote into the host's ~/.copilot/session-state: %v", err)
@@ -881,9 +882,15 @@ echo '{}' > "$c/version.json" && echo new-file-written
 echo 'notify = ["sh", "-c", "touch /tmp/pwned"]' > "$c/config.toml.tmp" && mv "$c/config.toml.tmp" "$c/config.toml" && echo config-replaced
 echo '{}' > "$c/history.jsonl" && echo home-writable
 `)
-	plantsRefused(t, e, r, ".codex/agents/x.toml", ".codex/skills/.system", ".codex/plugins/installed", ".codex/memories", ".codex/.env", ".codex/version.json")
-	hostFileIs(t, e, ".codex/hooks.json", "{}\n")
-	hostFileIs(t, e, ".codex/AGENTS.override.md", "")
+	// Absent on the host, they stay so (the launch creates nothing there, issue #20); in the box
+	// they are the read-only mount points of the box-owned folder, which keep their content.
+	plantsRefused(t, e, r, ".codex/agents/x.toml", ".codex/skills/.system", ".codex/plugins/installed", ".codex/memories", ".codex/.env", ".codex/version.json",
+		".codex/hooks.json", ".codex/AGENTS.override.md")
+	for p, want := range map[string]string{"hooks.json": "{}\n", "AGENTS.override.md": ""} {
+		if b, err := os.ReadFile(filepath.Join(boxState(t, e, "codex"), ".codex", p)); err != nil || string(b) != want {
+			t.Errorf("the box-owned ~/.codex/%s holds %q, %v; want %q", p, b, err, want)
+		}
+	}
 	for _, w := range []string{"notify-written", "new-file-written", "config-replaced"} {
 		if !strings.Contains(r.Stdout, w) {
 			t.Errorf("the box's own ~/.codex is not writable (%s): stdout %q, stderr %q", w, r.Stdout, r.Stderr)
@@ -937,9 +944,11 @@ echo '{}' > "$g/state.json" && echo '{"projects":{"/x":"x"}}' > "$g/projects.jso
   mkdir -p "$g/acknowledgments" && echo '{"/work":["a"]}' > "$g/acknowledgments/agents.json" &&
   echo '{}' > "$g/policy_integrity.json" && echo boxed > "$g/new-file" && echo home-writable
 `)
-	plantsRefused(t, e, r, ".gemini/policies/allow.toml", ".gemini/skills/x", ".gemini/bin/litert", ".gemini/agents/x.md")
-	hostFileIs(t, e, ".gemini/trusted_hooks.json", "{}\n")
-	// Nothing under the host's ~/.gemini but what was there and what the launch pre-creates.
+	plantsRefused(t, e, r, ".gemini/policies/allow.toml", ".gemini/skills/x", ".gemini/bin/litert", ".gemini/agents/x.md", ".gemini/trusted_hooks.json")
+	if b, err := os.ReadFile(filepath.Join(boxState(t, e, "gemini"), ".gemini", "trusted_hooks.json")); err != nil || string(b) != "{}\n" {
+		t.Errorf("the box-owned ~/.gemini/trusted_hooks.json holds %q, %v; want {}", b, err)
+	}
+	// Nothing under the host's ~/.gemini but what was there (the launch creates nothing there).
 	hostHomeUnchanged(t, e, "gemini", ".gemini", before)
 	state := filepath.Join(boxState(t, e, "gemini"), ".gemini")
 	for p, want := range map[string]string{"state.json": "{}\n", "acknowledgments/agents.json": "{\"/work\":[\"a\"]}\n",
