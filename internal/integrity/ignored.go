@@ -46,6 +46,10 @@ type IgnoredResult struct {
 // its ctime, since renaming a folder leaves the ctimes of what it holds as they were (review
 // 16, F2: an earlier launch's box content, renamed into an ignored folder).
 //
+// In a submodule whose untracked files the superproject's git status does not show (its
+// ignore setting untracked, dirty or all: hiddenSubmodules), the untracked entries are ignored
+// places too (review 17, F9).
+//
 // Not looked into: .git folders, the dependency folders of the snapshot (Deps: the rule of
 // Code the host loads from dependency folders covers them) and the box's own (Own), and the
 // linked worktrees of the workspace's repository there at the snapshot (Worktrees: their
@@ -77,20 +81,33 @@ func (s *State) IgnoredChanged(ctx context.Context) IgnoredResult {
 // workspace-relative); it stops at walk's first error. It returns what it could not look at.
 func (s *State) eachIgnored(ctx context.Context, walk func(rel, repo string) error) (notChecked []string) {
 	repos := []string{"."}
+	// hidden are the submodules whose untracked files the superproject's git status does not
+	// show (hiddenSubmodules): they are looked into as its ignored places are (review 17, F9).
+	hidden := map[string]bool{}
 	for i := 0; i < len(repos); i++ {
 		if i >= maxIgnoredRepos {
 			return append(notChecked, fmt.Sprintf("the git-ignored places of %d more submodules (past the bound of %d repositories)", len(repos)-i, maxIgnoredRepos))
 		}
 		top := filepath.Join(s.Workspace, repos[i])
-		entries, subs, err := ignoredEntries(ctx, s.Workspace, top, i > 0)
+		entries, subs, err := ignoredEntries(ctx, s.Workspace, top, i > 0, hidden[repos[i]])
 		if err != nil {
 			if i > 0 || !errors.Is(err, errNoRepository) {
 				notChecked = append(notChecked, fmt.Sprintf("the git-ignored places of %s: %v", orDot(repos[i]), err))
 			}
 			continue
 		}
+		var hides map[string]bool
+		if len(subs) > 0 && !hidden[repos[i]] {
+			if hides, err = hiddenSubmodules(ctx, top, i > 0); err != nil {
+				notChecked = append(notChecked, fmt.Sprintf("the untracked files of the submodules of %s: %v", orDot(repos[i]), err))
+			}
+		}
 		for _, sub := range subs {
-			repos = append(repos, filepath.Join(repos[i], sub))
+			r := filepath.Join(repos[i], sub)
+			repos = append(repos, r)
+			// A submodule beneath a hidden one is hidden too: the superproject shows
+			// nothing of what lies in it.
+			hidden[r] = hidden[repos[i]] || hides[sub]
 		}
 		if i == 0 {
 			// The linked worktrees there at the snapshot, read as submodules are (private):
@@ -158,7 +175,10 @@ var errNoRepository = errors.New("not in a git repository")
 // Before, git ls-files --stage there expanded the box's sparse index, and a lazy fetch from
 // the promisor remote of the box's configuration ran its upload-pack command (protect10,
 // TestAttackIgnoredRunsNothing).
-func ignoredEntries(ctx context.Context, ws, top string, private bool) (entries, subs []string, err error) {
+//
+// With untracked (a submodule whose untracked files the superproject's git status hides:
+// hiddenSubmodules), its untracked entries are listed as well.
+func ignoredEntries(ctx context.Context, ws, top string, private, untracked bool) (entries, subs []string, err error) {
 	if _, err := exec.LookPath("git"); err != nil {
 		return nil, nil, errNoRepository
 	}
@@ -189,6 +209,13 @@ func ignoredEntries(ctx context.Context, ws, top string, private bool) (entries,
 	if err != nil {
 		return nil, nil, err
 	}
+	if untracked {
+		more, err := run("ls-files", "-z", "--others", "--exclude-standard", "--directory")
+		if err != nil {
+			return nil, nil, err
+		}
+		out = append(append(out, 0), more...)
+	}
 	for _, e := range bytes.Split(out, []byte{0}) {
 		if len(e) > 0 {
 			entries = append(entries, filepath.FromSlash(strings.TrimSuffix(string(e), "/")))
@@ -211,6 +238,86 @@ func ignoredEntries(ctx context.Context, ws, top string, private bool) (entries,
 		}
 	}
 	return entries, subs, nil
+}
+
+// hiddenSubmodules returns the paths (relative to top) of the submodules of the work tree top
+// whose untracked files its git status does not show: their effective ignore setting is
+// untracked, dirty or all. It is the repository's configuration (submodule.NAME.ignore) over
+// the .gitmodules file's, over diff.ignoreSubmodules — the first two read for the workspace's
+// own repository only (its configuration is pinned, or out of the box's reach); a nested
+// superproject's (private) is the box's, and only its .gitmodules is read. A project whose
+// .gitmodules sets ignore = untracked for vendored code that builds in place had a box's new
+// test file there neither taken nor named, and the host's go test ./... ran it (review 17,
+// F9). .gitmodules is read beneath top, a regular file only, without waiting on a FIFO.
+func hiddenSubmodules(ctx context.Context, top string, private bool) (map[string]bool, error) {
+	b, err := readBeneath(top, filepath.Join(top, ".gitmodules"), maxCheckedFile)
+	if errors.Is(err, os.ErrNotExist) {
+		b = nil
+	} else if err != nil {
+		return nil, fmt.Errorf(".gitmodules: %w", err)
+	}
+	env := hostGitEnv()
+	// getRegexp returns git config's key → value for the keys matching re (-z: "key\nvalue\0").
+	getRegexp := func(args ...string) (map[string]string, error) {
+		out, err := readGit(ctx, top, env, append(append([]string{"config", "-z"}, args...), "--get-regexp", `^submodule\..*\.(path|ignore)$|^diff\.ignoresubmodules$`)...)
+		if err != nil && strings.Contains(err.Error(), ": exit status 1:") { // readGit's
+			return nil, nil // no key matched
+		}
+		if err != nil {
+			return nil, err
+		}
+		kv := map[string]string{}
+		for e := range bytes.SplitSeq(out, []byte{0}) {
+			if k, v, ok := bytes.Cut(e, []byte("\n")); ok {
+				kv[string(k)] = string(v)
+			}
+		}
+		return kv, nil
+	}
+	gm := map[string]string{}
+	if len(b) > 0 {
+		f, err := os.CreateTemp("", "agentbox-gitmodules-")
+		if err != nil {
+			return nil, err
+		}
+		defer os.Remove(f.Name())
+		_, werr := f.Write(b)
+		if cerr := f.Close(); werr == nil {
+			werr = cerr
+		}
+		if werr != nil {
+			return nil, werr
+		}
+		if gm, err = getRegexp("--file", f.Name()); err != nil {
+			return nil, fmt.Errorf(".gitmodules: %w", err)
+		}
+	}
+	var own map[string]string
+	if !private {
+		if own, err = getRegexp(); err != nil {
+			return nil, err
+		}
+	}
+	// name → path, from .gitmodules (the repository's configuration names no path).
+	hides := map[string]bool{}
+	for k, p := range gm {
+		name, ok := strings.CutPrefix(k, "submodule.")
+		if name, ok = strings.CutSuffix(name, ".path"); !ok || p == "" {
+			continue
+		}
+		v, set := own["submodule."+name+".ignore"]
+		if !set {
+			v, set = gm["submodule."+name+".ignore"]
+		}
+		if !set {
+			v = own["diff.ignoresubmodules"]
+		}
+		switch strings.ToLower(strings.TrimSpace(v)) {
+		case "untracked", "dirty", "all":
+			hides[filepath.Clean(filepath.FromSlash(p))] = true
+		}
+	}
+	return hides, nil
 }
 
 // readGit runs the host's git in dir with env, its fsmonitor and untracked cache off and no
@@ -304,7 +411,11 @@ type folderRecord struct {
 // git-ignored places whose ctime is before the launch's start: that folder has been at its
 // path since before the launch. IgnoredChanged waits for the record and takes what lies
 // beneath a folder whose ctime is in the launch only when that folder is not the one recorded
-// at its path: renamed there, or made, in the launch. A folder of the host's that only had
+// at its path: renamed there, or made, in the launch. The record is by path, not by inode
+// alone: a recorded folder renamed elsewhere is taken whole, since where a folder lies gives
+// what it holds its meaning (an earlier launch's quarantined node_modules/, an ignored place,
+// renamed to dist/, TestAttackIgnoredRenamedQuarantine); the host's own files in it are moved
+// into the store, never removed (changes.TakeIgnored; review 17, F3). A folder of the host's that only had
 // entries added or removed keeps what it held (their ctimes speak for them). A folder not
 // recorded (changed before the record reached it, past the bound, or a daemon restarted
 // meanwhile: the record is not saved) is taken for new. A second call does nothing.
