@@ -4,6 +4,7 @@ package changes
 
 import (
 	"errors"
+	"time"
 
 	"github.com/agentbox/agentbox/internal/plan"
 )
@@ -51,4 +52,6 @@ func Stage(dir string, ps []plan.Protected) ([]plan.Protected, error) { return p
 func Collect(dir, storeDir string) (Collected, error) { return Collected{}, ErrNotSupported }
 
 // TakeIgnored fails with ErrNotSupported.
-func TakeIgnored(dir, ws string, rels []string) (Ignored, error) { return Ignored{}, ErrNotSupported }
+func TakeIgnored(dir, ws string, rels []string, since time.Time) (Ignored, error) {
+	return Ignored{}, ErrNotSupported
+}

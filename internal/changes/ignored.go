@@ -26,6 +26,11 @@ type Ignored struct {
 	Kept      []string
 	KeptBytes int64
 	Dropped   Dropped
+	// Moved are the host's own files (their ctime before the launch: taken only because a
+	// folder above them was made or renamed in the launch) moved into the store by a rename
+	// past the bounds, never removed (review 17, F3); Left those of them left in place, where
+	// no rename into the store could be (another file system, or a change there already).
+	Moved, Left []string
 	// Failed are the files that could be neither kept nor removed, and why: they are still
 	// in the workspace, to be reported.
 	Failed []Failure

@@ -10,7 +10,9 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/agentbox/agentbox/internal/atomicfile"
 	"golang.org/x/sys/unix"
@@ -22,12 +24,23 @@ import (
 // apply` puts back. A file is moved by a rename where the store is on the workspace's file
 // system, copied and removed otherwise. Past MaxIgnoredFiles or MaxIgnoredBytes (what the
 // store held already counts), and at a path the store holds a change of already, the file is
-// removed and counted in IgnoredDroppedRecord. A file gone meanwhile is skipped.
-func TakeIgnored(dir, ws string, rels []string) (Ignored, error) {
-	return takeIgnored(dir, ws, rels, MaxIgnoredFiles, MaxIgnoredBytes)
+// removed and counted in IgnoredDroppedRecord — except a file whose own ctime is before since
+// (the launch's start): the host's bytes, unchanged, taken only because a folder above it was
+// made or renamed in the launch. Such a file is never removed: past the bounds it is moved
+// into the store by a rename, which copies nothing (not counted), and where the store is on
+// another file system it is left in place (Left) to be reported (review 17, F3). A file the
+// daemon cannot read (its own, execute-only: a box's chmod 0111) has its owner's read bit
+// given back and is copied; failing that it is removed, counted (review 17, F8). A file gone
+// meanwhile is skipped.
+func TakeIgnored(dir, ws string, rels []string, since time.Time) (Ignored, error) {
+	var ns int64 // the zero time: no file is the host's
+	if !since.IsZero() {
+		ns = since.UnixNano()
+	}
+	return takeIgnored(dir, ws, rels, ns, MaxIgnoredFiles, MaxIgnoredBytes)
 }
 
-func takeIgnored(dir, ws string, rels []string, maxFiles int, maxBytes int64) (Ignored, error) {
+func takeIgnored(dir, ws string, rels []string, since int64, maxFiles int, maxBytes int64) (Ignored, error) {
 	var res Ignored
 	if len(rels) == 0 {
 		return res, nil
@@ -67,6 +80,29 @@ func takeIgnored(dir, ws string, rels []string, maxFiles int, maxBytes int64) (I
 			res.Dropped.Paths = append(res.Dropped.Paths, rel)
 		}
 	}
+	// moveHost moves the host's own file name of the folder parent past the bounds into the
+	// store by a rename (closing parent): never removed (review 17, F3). At a path the store
+	// holds a change of already (taken), or where the rename cannot be, it is left in place.
+	moveHost := func(parent int, name, rel, dst string, taken bool) {
+		defer unix.Close(parent)
+		if taken {
+			res.Left = append(res.Left, rel)
+			return
+		}
+		sum, err := moveOld(parent, name, dst)
+		if errors.Is(err, errNoRename) {
+			res.Left = append(res.Left, rel)
+			return
+		}
+		if err == nil {
+			err = os.WriteFile(dst+IgnoredSuffix, []byte(hex.EncodeToString(sum)+"\n"), 0o600)
+		}
+		if err != nil {
+			res.Failed = append(res.Failed, Failure{Path: rel, Err: err})
+			return
+		}
+		res.Moved = append(res.Moved, rel)
+	}
 	var buf []byte // copyTake's, made once
 	for _, rel := range rels {
 		// The file is reached beneath the workspace without following a symlink: a folder
@@ -89,8 +125,13 @@ func takeIgnored(dir, ws string, rels []string, maxFiles int, maxBytes int64) (I
 		}
 		dst := filepath.Join(dir, storeName(rel))
 		_, taken := os.Lstat(dst)
+		hostOld := st.Mode&unix.S_IFMT == unix.S_IFREG && st.Ctim.Nano() < since
 		if taken == nil || files >= maxFiles || bytes+st.Size > maxBytes {
-			drop(parent, name, rel)
+			if hostOld {
+				moveHost(parent, name, rel, dst, taken == nil)
+			} else {
+				drop(parent, name, rel)
+			}
 			continue
 		}
 		var mark []byte
@@ -108,8 +149,24 @@ func takeIgnored(dir, ws string, rels []string, maxFiles int, maxBytes int64) (I
 				buf = make([]byte, len(zeroBlock))
 			}
 			sum, size, err = copyTake(parent, name, dst, os.FileMode(st.Mode&0o777), maxBytes-bytes, buf)
+			if errors.Is(err, unix.EACCES) {
+				// Unreadable to the daemon (execute-only, 0111: the kernel runs a program
+				// its caller cannot read): its owner's read bit back, and again; failing
+				// that it is removed, never left for the host's tools to run (review 17, F8).
+				if giveOwnerRead(parent, name) == nil {
+					sum, size, err = copyTake(parent, name, dst, os.FileMode(st.Mode&0o777), maxBytes-bytes, buf)
+				}
+				if errors.Is(err, unix.EACCES) && !hostOld {
+					drop(parent, name, rel)
+					continue
+				}
+			}
 			if errors.Is(err, errPastBound) { // it grew since it was looked at
-				drop(parent, name, rel)
+				if hostOld {
+					moveHost(parent, name, rel, dst, false)
+				} else {
+					drop(parent, name, rel)
+				}
 				continue
 			}
 			mark = []byte(hex.EncodeToString(sum) + "\n")
@@ -161,6 +218,57 @@ func moveLink(parent int, name, dst string) error {
 	return unix.Unlinkat(parent, name, 0)
 }
 
+// giveOwnerRead adds the owner's read bit to the regular file name of the folder parent,
+// not following a symlink, where the daemon owns it (what chmod allows it anyway).
+func giveOwnerRead(parent int, name string) error {
+	fd, err := unix.Openat(parent, name, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return err
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG || int(st.Uid) != os.Geteuid() {
+		return unix.EACCES
+	}
+	// An O_PATH descriptor is chmod-ed through its /proc/self/fd link (fchmod refuses it).
+	return unix.Fchmodat(unix.AT_FDCWD, "/proc/self/fd/"+strconv.Itoa(fd), uint32(st.Mode&0o7777|0o400), 0)
+}
+
+// moveOld moves the regular file name of the folder parent to the new path dst of the store
+// by a rename (errNoRename where the store is on another file system: nothing is copied), and
+// returns the SHA-256 of what it holds there, which apply checks (a writer holding it open
+// changes it, and apply refuses it then).
+func moveOld(parent int, name, dst string) ([]byte, error) {
+	if err := os.MkdirAll(filepath.Dir(dst), 0o700); err != nil {
+		return nil, err
+	}
+	err := unix.Renameat2(parent, name, unix.AT_FDCWD, dst, unix.RENAME_NOREPLACE)
+	if errors.Is(err, unix.EXDEV) || errors.Is(err, unix.EINVAL) {
+		return nil, errNoRename
+	}
+	if err != nil {
+		return nil, err
+	}
+	f, err := os.OpenFile(dst, os.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK, 0)
+	if errors.Is(err, unix.EACCES) {
+		if fi, lerr := os.Lstat(dst); lerr == nil && fi.Mode().IsRegular() && os.Chmod(dst, fi.Mode().Perm()|0o400) == nil {
+			f, err = os.OpenFile(dst, os.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK, 0)
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return nil, err
+	}
+	return h.Sum(nil), nil
+}
+
 // errPastBound: the file held more than the bytes left to keep (it grew since it was looked at).
 var errPastBound = errors.New("past the bound of what is kept")
 
@@ -182,7 +290,9 @@ func copyTake(parent int, name, dst string, perm os.FileMode, left int64, buf []
 	if fi, err := in.Stat(); err != nil || !fi.Mode().IsRegular() {
 		return nil, 0, fmt.Errorf("no longer a regular file")
 	}
-	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, perm&0o755)
+	// The owner's read bit always: apply checks what the store holds by reading it (an
+	// execute-only program, 0111, is kept 0511).
+	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, perm&0o755|0o400)
 	if err != nil {
 		return nil, 0, err
 	}

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -35,7 +36,7 @@ func TestTakeIgnored(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, ".mcp.json"), []byte(`{"box":1}`), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	res, err := takeIgnored(dir, ws, []string{".mcp.json", "bin/a", "build/big", "gone", "bin/b", "bin/c"}, 2, 10)
+	res, err := takeIgnored(dir, ws, []string{".mcp.json", "bin/a", "build/big", "gone", "bin/b", "bin/c"}, 0, 2, 10)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,7 +83,7 @@ func TestTakeIgnored(t *testing.T) {
 	outside := t.TempDir()
 	os.WriteFile(filepath.Join(outside, "secret"), []byte("s"), 0o600)
 	os.Symlink(outside, filepath.Join(ws, "link"))
-	res, err = takeIgnored(dir, ws, []string{"link/secret"}, 100, 100)
+	res, err = takeIgnored(dir, ws, []string{"link/secret"}, 0, 100, 100)
 	if err != nil || len(res.Kept) != 0 || len(res.Failed) != 1 {
 		t.Errorf("link/secret: %+v %v, want one failure", res, err)
 	}
@@ -91,7 +92,7 @@ func TestTakeIgnored(t *testing.T) {
 	}
 	// A second pass counts what the store holds: one more file is past the bound.
 	os.WriteFile(filepath.Join(ws, "bin/d"), []byte("d"), 0o644)
-	res, err = takeIgnored(dir, ws, []string{"bin/d"}, 1, 10)
+	res, err = takeIgnored(dir, ws, []string{"bin/d"}, 0, 1, 10)
 	if err != nil || len(res.Kept) != 0 || res.Dropped.Count != 4 {
 		t.Errorf("second pass: %+v %v, want bin/d removed (4 in all)", res, err)
 	}
@@ -117,7 +118,7 @@ func TestTakeIgnoredCutsOtherNames(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer open.Close()
-	res, err := takeIgnored(dir, ws, []string{"bin/tool"}, 10, 1<<20)
+	res, err := takeIgnored(dir, ws, []string{"bin/tool"}, 0, 10, 1<<20)
 	if err != nil || strings.Join(res.Kept, " ") != "bin/tool" {
 		t.Fatalf("take: %+v %v", res, err)
 	}
@@ -148,7 +149,7 @@ func TestTakeIgnoredCutsOtherNames(t *testing.T) {
 	} {
 		rel := "bin/" + strings.ReplaceAll(name, " ", "-")
 		os.WriteFile(filepath.Join(ws, rel), []byte("echo kept\n"), 0o755)
-		if res, err := takeIgnored(dir, ws, []string{rel}, 10, 1<<20); err != nil || len(res.Kept) != 1 {
+		if res, err := takeIgnored(dir, ws, []string{rel}, 0, 10, 1<<20); err != nil || len(res.Kept) != 1 {
 			t.Fatalf("%s: take: %+v %v", name, res, err)
 		}
 		spoil(filepath.Join(dir, rel))
@@ -171,7 +172,7 @@ func TestTakeIgnoredSparse(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(ws, "big"), want, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if res, err := takeIgnored(dir, ws, []string{"big"}, 10, 1<<30); err != nil || len(res.Kept) != 1 || res.KeptBytes != int64(len(want)) {
+	if res, err := takeIgnored(dir, ws, []string{"big"}, 0, 10, 1<<30); err != nil || len(res.Kept) != 1 || res.KeptBytes != int64(len(want)) {
 		t.Fatalf("take: %+v %v", res, err)
 	}
 	got, err := os.ReadFile(filepath.Join(dir, "big"))
@@ -192,5 +193,103 @@ func TestTakeIgnoredSparse(t *testing.T) {
 	}
 	if got, _ := os.ReadFile(filepath.Join(ws, "big")); !bytes.Equal(got, want) {
 		t.Errorf("apply put back other bytes")
+	}
+}
+
+// TestTakeIgnoredKeepsHostFiles (review 17, F3): a file whose own ctime is before the launch
+// (the host's bytes, taken only because a folder above it was renamed or made in the launch)
+// is never removed past the bounds: it is moved into the store by a rename (Moved, marked, and
+// listed by Index like any other), or left in place (Left) at a path the store holds a change
+// of already. The launch's own files past the bounds are removed, as before. Before, every
+// file past the bounds was removed: the user's mv data/old data/archive while a box ran lost
+// the files past the 10,000th.
+func TestTakeIgnoredKeepsHostFiles(t *testing.T) {
+	ws, dir := t.TempDir(), filepath.Join(t.TempDir(), "changes")
+	write := func(p, c string) {
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(ws, p)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(ws, p), []byte(c), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 5 {
+		write(fmt.Sprintf("data/archive/m%d.csv", i), fmt.Sprintf("measurement %d\n", i))
+	}
+	write("data/archive/dup.csv", "host\n")
+	var st unix.Stat_t
+	if err := unix.Lstat(filepath.Join(ws, "data/archive/dup.csv"), &st); err != nil {
+		t.Fatal(err)
+	}
+	since := st.Ctim.Nano() + 1       // the launch began after the host's files were written
+	time.Sleep(30 * time.Millisecond) // past the file system's timestamp granularity
+	write("data/new.bin", "box")
+	if err := os.MkdirAll(filepath.Join(dir, "data", "archive"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "data", "archive", "dup.csv"), []byte("earlier"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	rels := []string{"data/archive/dup.csv", "data/archive/m0.csv", "data/archive/m1.csv", "data/archive/m2.csv", "data/archive/m3.csv", "data/archive/m4.csv", "data/new.bin"}
+	res, err := takeIgnored(dir, ws, rels, since, 2, 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(res.Kept, " ") != "data/archive/m0.csv data/archive/m1.csv" {
+		t.Errorf("kept %v, want the first two (the bound)", res.Kept)
+	}
+	if strings.Join(res.Moved, " ") != "data/archive/m2.csv data/archive/m3.csv data/archive/m4.csv" {
+		t.Errorf("moved past the bound %v, want m2–m4 (the host's)", res.Moved)
+	}
+	if strings.Join(res.Left, " ") != "data/archive/dup.csv" {
+		t.Errorf("left in place %v, want data/archive/dup.csv (the store holds a change there)", res.Left)
+	}
+	if res.Dropped.Count != 1 || strings.Join(res.Dropped.Paths, " ") != "data/new.bin" {
+		t.Errorf("removed %+v, want only data/new.bin (the launch's, past the bound)", res.Dropped)
+	}
+	if b, err := os.ReadFile(filepath.Join(ws, "data/archive/dup.csv")); err != nil || string(b) != "host\n" {
+		t.Errorf("the host's dup.csv: %q %v, want it in place", b, err)
+	}
+	for i := range 5 {
+		p := fmt.Sprintf("data/archive/m%d.csv", i)
+		b, err := os.ReadFile(filepath.Join(dir, p))
+		if err != nil || string(b) != fmt.Sprintf("measurement %d\n", i) {
+			t.Errorf("%s in the store: %q %v", p, b, err)
+		}
+		if err := checkIgnored(filepath.Join(dir, p), p); err != nil {
+			t.Errorf("%s: its mark does not hold what was kept: %v", p, err)
+		}
+	}
+}
+
+// TestTakeIgnoredExecOnly (review 17, F8): a regular file of the daemon's own that it cannot
+// read (mode 0111: a program the kernel runs for a caller that cannot read it) has its
+// owner's read bit given back and is kept with its bytes. Before, the copy failed with EACCES
+// and the file stayed in the workspace. As root the file is read anyway (DAC override): the
+// test says nothing new there.
+func TestTakeIgnoredExecOnly(t *testing.T) {
+	ws, dir := t.TempDir(), filepath.Join(t.TempDir(), "changes")
+	p := filepath.Join(ws, "build", "app")
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p, []byte("\x7fELF program"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(p, 0o111); err != nil {
+		t.Fatal(err)
+	}
+	res, err := takeIgnored(dir, ws, []string{"build/app"}, 0, 10, 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Kept) != 1 || len(res.Failed) != 0 {
+		t.Errorf("kept %v, failed %v: want build/app kept", res.Kept, res.Failed)
+	}
+	if _, err := os.Lstat(p); err == nil {
+		t.Errorf("build/app (mode 0111) is still in the workspace")
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, "build", "app")); err != nil || string(b) != "\x7fELF program" {
+		t.Errorf("what was kept: %q %v", b, err)
 	}
 }

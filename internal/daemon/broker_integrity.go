@@ -223,7 +223,7 @@ func (b *integrityBroker) takeIgnored(id string, st *integrity.State) {
 	if len(found.Files) == 0 {
 		return
 	}
-	res, err := changes.TakeIgnored(changesDir(b.StateDir, id), st.Workspace, found.Files)
+	res, err := changes.TakeIgnored(changesDir(b.StateDir, id), st.Workspace, found.Files, st.Started)
 	if err != nil {
 		b.Log.Error("integrity: move the files left in git-ignored places into the proposed changes", "launch", id, "err", err)
 	}
@@ -232,6 +232,13 @@ func (b *integrityBroker) takeIgnored(id string, st *integrity.State) {
 	if res.Dropped.Count > 0 {
 		alert(st.Workspace, fmt.Sprintf("%d files the launch left in git-ignored places were removed from the workspace, not kept: past the bound of %d files or %d bytes of proposed changes (the first: %s)",
 			res.Dropped.Count, changes.MaxIgnoredFiles, changes.MaxIgnoredBytes, strings.Join(res.Dropped.Paths, ", ")))
+	}
+	if len(res.Left) > 0 {
+		alert(st.Workspace, fmt.Sprintf("%d files in git-ignored places, unchanged since before the launch but in a folder made or renamed in it, were left in place past the bound of %d files or %d bytes of proposed changes (the first: %s): the host's own files are never removed; check them before the host's tools run them",
+			len(res.Left), changes.MaxIgnoredFiles, changes.MaxIgnoredBytes, strings.Join(res.Left[:min(len(res.Left), 5)], ", ")))
+	}
+	if len(res.Moved) > 0 {
+		b.Log.Warn("integrity: moved files unchanged since before the launch, in a folder made or renamed in it, into its proposed changes past the bound", "launch", id, "moved", len(res.Moved))
 	}
 	for _, f := range res.Failed {
 		alert(filepath.Join(st.Workspace, f.Path), fmt.Sprintf("the launch left it in a git-ignored place, and it could not be moved out of the workspace: %v; remove it before the host's tools run it", f.Err))

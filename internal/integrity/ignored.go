@@ -50,6 +50,10 @@ type IgnoredResult struct {
 // its ctime, since renaming a folder leaves the ctimes of what it holds as they were (review
 // 16, F2: an earlier launch's box content, renamed into an ignored folder).
 //
+// In a submodule whose untracked files the superproject's git status does not show (its
+// ignore setting untracked, dirty or all: hiddenSubmodules), the untracked entries are ignored
+// places too (review 17, F9).
+//
 // Not looked into: .git folders, the dependency folders of the snapshot (Deps: the rule of
 // Code the host loads from dependency folders covers them) and the box's own (Own), and the
 // linked worktrees of the workspace's repository there at the snapshot (Worktrees: their
@@ -81,20 +85,33 @@ func (s *State) IgnoredChanged(ctx context.Context) IgnoredResult {
 // workspace-relative); it stops at walk's first error. It returns what it could not look at.
 func (s *State) eachIgnored(ctx context.Context, walk func(rel, repo string) error) (notChecked []string) {
 	repos := []string{"."}
+	// hidden are the submodules whose untracked files the superproject's git status does not
+	// show (hiddenSubmodules): they are looked into as its ignored places are (review 17, F9).
+	hidden := map[string]bool{}
 	for i := 0; i < len(repos); i++ {
 		if i >= maxIgnoredRepos {
 			return append(notChecked, fmt.Sprintf("the git-ignored places of %d more submodules (past the bound of %d repositories)", len(repos)-i, maxIgnoredRepos))
 		}
 		top := filepath.Join(s.Workspace, repos[i])
-		entries, subs, err := ignoredEntries(ctx, s.Workspace, top, i > 0)
+		entries, subs, err := ignoredEntries(ctx, s.Workspace, top, i > 0, hidden[repos[i]])
 		if err != nil {
 			if i > 0 || !errors.Is(err, errNoRepository) {
 				notChecked = append(notChecked, fmt.Sprintf("the git-ignored places of %s: %v", orDot(repos[i]), err))
 			}
 			continue
 		}
+		var hides map[string]bool
+		if len(subs) > 0 && !hidden[repos[i]] {
+			if hides, err = hiddenSubmodules(ctx, top, i > 0); err != nil {
+				notChecked = append(notChecked, fmt.Sprintf("the untracked files of the submodules of %s: %v", orDot(repos[i]), err))
+			}
+		}
 		for _, sub := range subs {
-			repos = append(repos, filepath.Join(repos[i], sub))
+			r := filepath.Join(repos[i], sub)
+			repos = append(repos, r)
+			// A submodule beneath a hidden one is hidden too: the superproject shows
+			// nothing of what lies in it.
+			hidden[r] = hidden[repos[i]] || hides[sub]
 		}
 		if i == 0 {
 			// The linked worktrees there at the snapshot, read as submodules are (private):
@@ -162,7 +179,10 @@ var errNoRepository = errors.New("not in a git repository")
 // Before, git ls-files --stage there expanded the box's sparse index, and a lazy fetch from
 // the promisor remote of the box's configuration ran its upload-pack command (protect10,
 // TestAttackIgnoredRunsNothing).
-func ignoredEntries(ctx context.Context, ws, top string, private bool) (entries, subs []string, err error) {
+//
+// With untracked (a submodule whose untracked files the superproject's git status hides:
+// hiddenSubmodules), its untracked entries are listed as well.
+func ignoredEntries(ctx context.Context, ws, top string, private, untracked bool) (entries, subs []string, err error) {
 	if _, err := exec.LookPath("git"); err != nil {
 		return nil, nil, errNoRepository
 	}
@@ -203,6 +223,13 @@ func ignoredEntries(ctx context.Context, ws, top string, private bool) (entries,
 	out, err := run("ls-files", "-z", "--others", "--ignored", "--exclude-standard", "--directory")
 	if err != nil {
 		return nil, nil, err
+	}
+	if untracked {
+		more, err := run("ls-files", "-z", "--others", "--exclude-standard", "--directory")
+		if err != nil {
+			return nil, nil, err
+		}
+		out = append(append(out, 0), more...)
 	}
 	for _, e := range bytes.Split(out, []byte{0}) {
 		if len(e) > 0 {

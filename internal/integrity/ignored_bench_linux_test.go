@@ -93,7 +93,7 @@ func BenchmarkIgnoredAtExit(b *testing.B) {
 				c.plant(out)
 				b.StartTimer()
 				found := s.IgnoredChanged(context.Background())
-				res, err := changes.TakeIgnored(store, ws, found.Files)
+				res, err := changes.TakeIgnored(store, ws, found.Files, time.Time{})
 				if err != nil || len(found.NotChecked) > 0 {
 					b.Fatal(err, found.NotChecked)
 				}

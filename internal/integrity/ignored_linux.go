@@ -81,7 +81,11 @@ func (s *State) changedFiles(rel, repo string, since int64, budget *int, out *[]
 }
 
 // sameFolder reports whether the folder at p, of inode ino, is the one RecordFolders found at
-// p when the launch began.
+// p when the launch began. By path, not by inode alone: a recorded folder renamed elsewhere is
+// taken whole, since where a folder lies gives what it holds its meaning (an earlier launch's
+// quarantined node_modules/, itself an ignored place, renamed to dist/ kept its x.test.js
+// under a record by inode: TestAttackIgnoredRenamedQuarantine); the host's own files in it are
+// moved into the store, never removed (changes.TakeIgnored; review 17, F3).
 func (s *State) sameFolder(p string, ino uint64) bool {
 	if s.folders == nil {
 		return false

@@ -33,7 +33,8 @@ const maxUntrackedListed = IgnoredWalkBound
 // status folds is git's list with --directory (what git status's default mode shows), and its
 // mode is the repository's status.showUntrackedFiles (all: every file is named, none is
 // returned). git runs as for IgnoredChanged (readGit), in the workspace's repository only (a
-// submodule's untracked files are its own git status's). A workspace in no repository, or a
+// submodule's untracked files are its own git status's; those the superproject's git status
+// hides, ignore = untracked, are taken by IgnoredChanged). A workspace in no repository, or a
 // host without git, has none; a failure of git is returned.
 func (s *State) UntrackedUnlisted(ctx context.Context) (UntrackedResult, error) {
 	var res UntrackedResult

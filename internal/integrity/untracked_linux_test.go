@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -75,5 +76,75 @@ func TestUntrackedUnlisted(t *testing.T) {
 	gitIn("config", "status.showUntrackedFiles", "all")
 	if got, why := list(); got != "" || why != "" {
 		t.Errorf("showUntrackedFiles=all: %q (%s), want none: git status names each", got, why)
+	}
+}
+
+// TestHiddenSubmodules (review 17, F9): the submodules whose untracked files the
+// superproject's git status does not show are those whose effective ignore is untracked,
+// dirty or all: the repository's submodule.NAME.ignore over .gitmodules', over
+// diff.ignoreSubmodules; a nested superproject's (private) configuration is not read, only its
+// .gitmodules. The submodules need not be checked out for this (the setting is all read).
+func TestHiddenSubmodules(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("git not installed")
+	}
+	ws := t.TempDir()
+	gitIn := func(args ...string) {
+		t.Helper()
+		c := exec.Command("git", args...)
+		c.Dir = ws
+		if out, err := c.CombinedOutput(); err != nil {
+			t.Fatalf("git %v: %v\n%s", args, err, out)
+		}
+	}
+	gitIn("init", "-q", "-b", "main")
+	if err := os.WriteFile(filepath.Join(ws, ".gitmodules"), []byte(`[submodule "vendored"]
+	path = lib/vendored
+	ignore = untracked
+[submodule "all.of.it"]
+	path = all
+	ignore = all
+[submodule "dirty"]
+	path = d
+	ignore = dirty
+[submodule "shown"]
+	path = shown
+[submodule "overridden"]
+	path = over
+	ignore = all
+[submodule "byconfig"]
+	path = cfg
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	gitIn("config", "submodule.overridden.ignore", "none")
+	gitIn("config", "submodule.byconfig.ignore", "untracked")
+	got := func(private bool) string {
+		h, err := hiddenSubmodules(context.Background(), ws, private)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ps []string
+		for p := range h {
+			ps = append(ps, p)
+		}
+		slices.Sort(ps)
+		return strings.Join(ps, " ")
+	}
+	if g, want := got(false), "all cfg d lib/vendored"; g != want {
+		t.Errorf("hidden submodules of the workspace's repository: %q, want %q", g, want)
+	}
+	// A nested superproject's configuration may be a box's: its .gitmodules only.
+	if g, want := got(true), "all d lib/vendored over"; g != want {
+		t.Errorf("hidden submodules of a nested superproject: %q, want %q", g, want)
+	}
+	gitIn("config", "diff.ignoreSubmodules", "untracked")
+	if g, want := got(false), "all cfg d lib/vendored shown"; g != want {
+		t.Errorf("with diff.ignoreSubmodules=untracked: %q, want %q", g, want)
+	}
+	// No .gitmodules: none, and no error.
+	os.Remove(filepath.Join(ws, ".gitmodules"))
+	if g := got(false); g != "" {
+		t.Errorf("without .gitmodules: %q, want none", g)
 	}
 }
