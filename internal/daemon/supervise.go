@@ -150,19 +150,6 @@ func (d *Daemon) settle(ctx context.Context, l *liveLaunch, startErr error, fina
 	// Brokers end first (the integrity watch's exit check, placeholders released, the session
 	// ended), so that a launch recorded as ended has left nothing behind.
 	d.endBrokers(rec.ID)
-	// The launch's end is settled: nothing of the box runs (its init reported it, or the shim
-	// is gone) and the check at exit is done. Its client is answered now (api.WaitEnded), while
-	// the box's init exits (its namespaces' teardown, tens of milliseconds on a loaded machine),
-	// the box's overlay work folders go and the outcome is committed. A daemon that ends in
-	// between loses nothing: the store still has the launch running and its directory still
-	// holds the shim's status.json, so the next daemon settles it again from that (readopt).
-	d.mu.Lock()
-	l.final = new(*rec)
-	d.mu.Unlock()
-	l.markEnded()
-	if d.opts.afterEnded != nil {
-		d.opts.afterEnded(rec.ID)
-	}
 	switch {
 	case final && top != nil:
 		if !top.Wait(10 * time.Second) {
@@ -170,6 +157,19 @@ func (d *Daemon) settle(ctx context.Context, l *liveLaunch, startErr error, fina
 		}
 	case final:
 		waitProcessGone(l.rec.ShimPid, 10*time.Second)
+	}
+	// The launch's end is settled: nothing of the box runs, its init included (no process of
+	// its PID namespace is left when agentbox run returns: e2e TestTreeCleanup), and the check
+	// at exit is done. Its client is answered now (api.WaitEnded), while the box's overlay
+	// work folders go and the outcome is committed. A daemon that ends in between loses
+	// nothing: the store still has the launch running and its directory still holds the
+	// shim's status.json, so the next daemon settles it again from that (readopt).
+	d.mu.Lock()
+	l.final = new(*rec)
+	d.mu.Unlock()
+	l.markEnded()
+	if d.opts.afterEnded != nil {
+		d.opts.afterEnded(rec.ID)
 	}
 	l.saving.Wait()
 	// The box's overlays are gone with its top process: its work folders can go.
