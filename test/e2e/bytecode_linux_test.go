@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // bytecodeProbe, run by the system's python in a box, prints where the box's python keeps
@@ -123,6 +124,12 @@ func attackBytecodeMirror(t *testing.T, e *Env, py, lib string) {
 			}
 		}
 	}
+	// The daemon makes the mirror in the background: a first launch starts it (and runs
+	// without it when it is not made soon enough), then the mirror of py's library is awaited.
+	if r := e.runIn(a, "run", "true"); r.Code != 0 {
+		t.Fatalf("warm-up launch in box A: exit %d\nstderr:\n%s", r.Code, r.Stderr)
+	}
+	waitMirror(t, e, lib)
 	r := e.runIn(a, "run", py, "--", "probe.py")
 	pyc, link := field(r.Stdout, "PYC"), field(r.Stdout, "LINK")
 	if r.Code != 0 || pyc == "" {
@@ -166,6 +173,21 @@ func attackBytecodeMirror(t *testing.T, e *Env, py, lib string) {
 	}
 	if treeHash(t, mirror) != before {
 		t.Errorf("the mirror %s changed", mirror)
+	}
+}
+
+// waitMirror waits (at most two minutes) until a bytecode mirror of the daemon of e holds
+// json.decoder's bytecode of the library whose folder starts with lib.
+func waitMirror(t *testing.T, e *Env, lib string) {
+	t.Helper()
+	pattern := filepath.Join(e.RuntimeDir(), "bytecode", "*", strings.TrimPrefix(lib, "/")+"*", "json", "decoder.*.pyc")
+	for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(50 * time.Millisecond) {
+		if ms, _ := filepath.Glob(pattern); len(ms) > 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no bytecode mirror of %s was made (%s)", lib, pattern)
+		}
 	}
 }
 
