@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"cmp"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -11,6 +12,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/agentbox/agentbox/internal/integrity"
 	"github.com/agentbox/agentbox/internal/plan"
@@ -171,22 +173,11 @@ const maxBytecodeSets = 8
 // place needs none: the link follows it). A new generation is made beside the others and
 // renamed into place, then the set's other generations are removed. "" and nil when libs hold
 // no bytecode.
-func bytecodeMirror(runtimeDir string, libs []string) (string, error) {
+func bytecodeMirror(ctx context.Context, runtimeDir string, libs []string) (string, error) {
 	if len(libs) == 0 {
 		return "", nil
 	}
-	hs, h := sha256.New(), sha256.New()
-	for _, l := range libs {
-		fmt.Fprintf(hs, "%s\n", l)
-		for _, p := range []string{l, filepath.Join(l, "site-packages"), filepath.Join(l, "dist-packages")} {
-			if st, err := os.Stat(p); err == nil {
-				fmt.Fprintf(h, "%s %d\n", p, st.ModTime().UnixNano())
-			}
-		}
-	}
-	base := filepath.Join(runtimeDir, bytecodeDir)
-	set := hex.EncodeToString(hs.Sum(nil)[:8])
-	gen := set + "-" + hex.EncodeToString(h.Sum(nil)[:8])
+	base, set, gen := bytecodeNames(runtimeDir, libs)
 	dir := filepath.Join(base, gen)
 	if st, err := os.Lstat(dir); err == nil && st.IsDir() {
 		return dir, nil
@@ -198,7 +189,7 @@ func bytecodeMirror(runtimeDir string, libs []string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	n, err := linkBytecode(tmp, libs)
+	n, err := linkBytecode(ctx, tmp, libs)
 	if err == nil {
 		err = os.Chmod(tmp, 0o755)
 	}
@@ -245,6 +236,22 @@ func bytecodeMirror(runtimeDir string, libs []string) (string, error) {
 	return dir, nil
 }
 
+// bytecodeNames returns the folder of the bytecode mirrors under runtimeDir, and the names of
+// libs' set and of its current generation (bytecodeMirror).
+func bytecodeNames(runtimeDir string, libs []string) (base, set, gen string) {
+	hs, h := sha256.New(), sha256.New()
+	for _, l := range libs {
+		fmt.Fprintf(hs, "%s\n", l)
+		for _, p := range []string{l, filepath.Join(l, "site-packages"), filepath.Join(l, "dist-packages")} {
+			if st, err := os.Stat(p); err == nil {
+				fmt.Fprintf(h, "%s %d\n", p, st.ModTime().UnixNano())
+			}
+		}
+	}
+	set = hex.EncodeToString(hs.Sum(nil)[:8])
+	return filepath.Join(runtimeDir, bytecodeDir), set, set + "-" + hex.EncodeToString(h.Sum(nil)[:8])
+}
+
 // isDir reports whether p is a folder (not through a symlink).
 func isDir(p string) bool {
 	st, err := os.Lstat(p)
@@ -255,8 +262,8 @@ func isDir(p string) bool {
 // libs (not the .opt-1 and .opt-2 ones of python -O and -OO), a symlink to it at the path
 // python's PYTHONPYCACHEPREFIX layout gives it (the source's folder, without __pycache__,
 // beneath dst), and returns how many it made (at most maxMirrored). Symlinks in libs are not
-// followed.
-func linkBytecode(dst string, libs []string) (int, error) {
+// followed. It stops with ctx's error when ctx ends (the daemon stops).
+func linkBytecode(ctx context.Context, dst string, libs []string) (int, error) {
 	n := 0
 	made := map[string]bool{}
 	for _, lib := range libs {
@@ -266,6 +273,9 @@ func linkBytecode(dst string, libs []string) (int, error) {
 			}
 			if n >= maxMirrored {
 				return filepath.SkipAll
+			}
+			if n%1024 == 0 && ctx.Err() != nil {
+				return ctx.Err()
 			}
 			if !d.Type().IsRegular() || !strings.HasSuffix(p, ".pyc") || filepath.Base(filepath.Dir(p)) != "__pycache__" {
 				return nil
@@ -294,17 +304,102 @@ func linkBytecode(dst string, libs []string) (int, error) {
 	return n, nil
 }
 
+// Making a mirror took 1.6 s for the system's Python alone and 16-17 s with a pyenv Python on
+// a loaded machine (docs/benchmarks.md), and it was made on the launch's path: the first launch
+// after a boot, or after a package install in a selected Python's site-packages, waited for
+// it. It is made in the background now (buildBytecode): a launch whose generation is missing
+// waits for it at most bytecodeWait, then starts without it, its python compiling what it
+// imports into the workspace's layer as before the mirror existed; a later launch finds it.
+// The system's own mirror is started when the daemon starts (startBytecode), so the first
+// launch after a boot usually finds it. A launch is not given the set's earlier generation:
+// the build that makes the new one removes it, possibly between the launch's plan and its
+// box's mount of it.
+
+// bytecodeWait bounds how long a launch waits for its mirror being made (pythonBytecode).
+var bytecodeWait = 200 * time.Millisecond
+
 // pythonBytecode returns the mirror of the bytecode of the system's Python libraries and of
 // toolchain, the library folders of the toolchain Pythons a launch selects
-// (toolchainPythonLibs; bytecodeMirror), "" when there is none; a mirror that cannot be made
-// is logged, and the box compiles what it imports.
+// (toolchainPythonLibs; bytecodeMirror), "" when there is none or it is not made within
+// bytecodeWait (it is being made in the background: buildBytecode).
 func (d *Daemon) pythonBytecode(toolchain []string) string {
 	libs := append(slices.Clone(d.pythonLibs), toolchain...)
-	d.bytecodeMu.Lock()
-	defer d.bytecodeMu.Unlock()
-	dir, err := bytecodeMirror(d.runtimeDir, libs)
-	if err != nil {
-		d.log.Warn("python: the mirror of the system's and toolchains' bytecode is not made; boxes compile what they import", "err", err)
+	if len(libs) == 0 {
+		return ""
 	}
-	return dir
+	base, set, gen := bytecodeNames(d.runtimeDir, libs)
+	dir := filepath.Join(base, gen)
+	if isDir(dir) {
+		return dir
+	}
+	t := time.NewTimer(bytecodeWait)
+	defer t.Stop()
+	select {
+	case <-d.buildBytecode(set, libs):
+		if isDir(dir) {
+			return dir
+		}
+	case <-t.C:
+		d.log.Info("python: the bytecode mirror is being made; this box compiles what it imports", "mirror", dir)
+	}
+	return ""
+}
+
+// startBytecode starts making the mirror of the system's Python libraries when it is missing
+// (the daemon's start: the first launch after a boot then usually finds it).
+func (d *Daemon) startBytecode() {
+	if len(d.pythonLibs) == 0 {
+		return
+	}
+	base, set, gen := bytecodeNames(d.runtimeDir, d.pythonLibs)
+	if !isDir(filepath.Join(base, gen)) {
+		d.buildBytecode(set, slices.Clone(d.pythonLibs))
+	}
+}
+
+// buildBytecode makes the mirror of libs, of the set named set, in the background, one build
+// per set at a time: a build of the set already under way is not started again. The channel
+// it returns is closed when the build ends. bytecodeMu serializes the builds of this daemon;
+// bytecodeMirror's rename into place keeps those of two daemons of one user correct. The
+// daemon's serve waits for the builds when it stops (bytecodeWG); its end stops them.
+func (d *Daemon) buildBytecode(set string, libs []string) <-chan struct{} {
+	d.bytecodeBuildsMu.Lock()
+	defer d.bytecodeBuildsMu.Unlock()
+	if ch, ok := d.bytecodeBuilds[set]; ok {
+		return ch
+	}
+	if d.bytecodeBuilds == nil {
+		d.bytecodeBuilds = map[string]chan struct{}{}
+	}
+	ch := make(chan struct{})
+	d.bytecodeBuilds[set] = ch
+	ctx := d.ctx
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	d.bytecodeWG.Add(1)
+	go func() {
+		defer d.bytecodeWG.Done()
+		defer func() {
+			d.bytecodeBuildsMu.Lock()
+			delete(d.bytecodeBuilds, set)
+			d.bytecodeBuildsMu.Unlock()
+			close(ch)
+		}()
+		if d.opts.beforeBytecode != nil {
+			d.opts.beforeBytecode(libs)
+		}
+		d.bytecodeMu.Lock()
+		defer d.bytecodeMu.Unlock()
+		start := time.Now()
+		dir, err := bytecodeMirror(ctx, d.runtimeDir, libs)
+		if err != nil {
+			if ctx.Err() == nil {
+				d.log.Warn("python: the mirror of the system's and toolchains' bytecode is not made; boxes compile what they import", "err", err)
+			}
+			return
+		}
+		d.log.Debug("python: bytecode mirror made", "mirror", dir, "took", time.Since(start))
+	}()
+	return ch
 }

@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -42,7 +43,7 @@ func TestBytecodeMirror(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	dir, err := bytecodeMirror(state, []string{lib})
+	dir, err := bytecodeMirror(context.Background(), state, []string{lib})
 	if err != nil || dir == "" {
 		t.Fatalf("bytecodeMirror: %q, %v", dir, err)
 	}
@@ -62,14 +63,14 @@ func TestBytecodeMirror(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Errorf("the mirror holds\n%v\nwant\n%v", got, want)
 	}
-	if again, err := bytecodeMirror(state, []string{lib}); err != nil || again != dir {
+	if again, err := bytecodeMirror(context.Background(), state, []string{lib}); err != nil || again != dir {
 		t.Errorf("the same libraries again: %q, %v; want %q", again, err, dir)
 	}
 	later := time.Now().Add(time.Minute)
 	if err := os.Chtimes(lib, later, later); err != nil {
 		t.Fatal(err)
 	}
-	next, err := bytecodeMirror(state, []string{lib})
+	next, err := bytecodeMirror(context.Background(), state, []string{lib})
 	if err != nil || next == dir || next == "" {
 		t.Fatalf("after the library changed: %q, %v; want a new generation", next, err)
 	}
@@ -83,7 +84,7 @@ func TestBytecodeMirror(t *testing.T) {
 		t.Fatal(err)
 	}
 	os.WriteFile(filepath.Join(other2, "__pycache__", "os.cpython-312.pyc"), nil, 0o644)
-	both, err := bytecodeMirror(state, []string{lib, other2})
+	both, err := bytecodeMirror(context.Background(), state, []string{lib, other2})
 	if err != nil || both == "" || both == next {
 		t.Fatalf("a second set of libraries: %q, %v; want a mirror of its own", both, err)
 	}
@@ -103,7 +104,7 @@ func TestBytecodeMirror(t *testing.T) {
 			t.Fatal(err)
 		}
 		os.WriteFile(filepath.Join(extra, "__pycache__", "os.pyc"), nil, 0o644)
-		m, err := bytecodeMirror(state, []string{lib, extra})
+		m, err := bytecodeMirror(context.Background(), state, []string{lib, extra})
 		if err != nil || m == "" {
 			t.Fatal(m, err)
 		}
@@ -118,7 +119,7 @@ func TestBytecodeMirror(t *testing.T) {
 	}
 	next = sets[len(sets)-1]
 
-	if none, err := bytecodeMirror(state, []string{t.TempDir()}); none != "" || err != nil {
+	if none, err := bytecodeMirror(context.Background(), state, []string{t.TempDir()}); none != "" || err != nil {
 		t.Errorf("libraries without bytecode: %q, %v; want none", none, err)
 	}
 
@@ -196,7 +197,7 @@ func BenchmarkBytecodeMirror(b *testing.B) {
 	}
 	b.Run("Make", func(b *testing.B) {
 		for b.Loop() {
-			if dir, err := bytecodeMirror(b.TempDir(), libs); err != nil || dir == "" {
+			if dir, err := bytecodeMirror(context.Background(), b.TempDir(), libs); err != nil || dir == "" {
 				b.Fatal(dir, err)
 			}
 		}
@@ -207,7 +208,7 @@ func BenchmarkBytecodeMirror(b *testing.B) {
 		if py := toolchainPythonLibs([]string{filepath.Join(home, ".pyenv")}, "/nonexistent", "", nil); len(py) > 0 {
 			b.Run("MakeWithPyenv", func(b *testing.B) {
 				for b.Loop() {
-					if dir, err := bytecodeMirror(b.TempDir(), append(slices.Clone(libs), py...)); err != nil || dir == "" {
+					if dir, err := bytecodeMirror(context.Background(), b.TempDir(), append(slices.Clone(libs), py...)); err != nil || dir == "" {
 						b.Fatal(dir, err)
 					}
 				}
@@ -216,11 +217,11 @@ func BenchmarkBytecodeMirror(b *testing.B) {
 	}
 	b.Run("Found", func(b *testing.B) {
 		state := b.TempDir()
-		if _, err := bytecodeMirror(state, libs); err != nil {
+		if _, err := bytecodeMirror(context.Background(), state, libs); err != nil {
 			b.Fatal(err)
 		}
 		for b.Loop() {
-			if dir, err := bytecodeMirror(state, libs); err != nil || dir == "" {
+			if dir, err := bytecodeMirror(context.Background(), state, libs); err != nil || dir == "" {
 				b.Fatal(dir, err)
 			}
 		}

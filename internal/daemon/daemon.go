@@ -53,6 +53,9 @@ type Options struct {
 	// afterEnded, in tests, runs once a launch's end is settled and its client may be
 	// answered, before its outcome is committed (settle).
 	afterEnded func(id string)
+	// beforeBytecode, in tests, runs in each background build of a bytecode mirror before it
+	// is made (buildBytecode).
+	beforeBytecode func(libs []string)
 }
 
 // launchStore is what the daemon needs of the store.
@@ -104,9 +107,14 @@ type Daemon struct {
 	violations    *violationScanner // wrap mode's native-run scanner (violations.go); guarded by mu
 
 	// pythonLibs are the system's Python library folders whose bytecode boxes read
-	// (bytecode.go); nil (tests) means none. bytecodeMu serializes the making of the mirror.
-	pythonLibs []string
-	bytecodeMu sync.Mutex
+	// (bytecode.go); nil (tests) means none. bytecodeMu serializes the making of the mirrors,
+	// in the background (buildBytecode): bytecodeBuilds holds the sets being made, bytecodeWG
+	// the builds.
+	pythonLibs       []string
+	bytecodeMu       sync.Mutex
+	bytecodeBuildsMu sync.Mutex
+	bytecodeBuilds   map[string]chan struct{}
+	bytecodeWG       sync.WaitGroup
 }
 
 // Run starts the daemon and serves until ctx ends. Boxes keep running after it returns.
@@ -160,6 +168,8 @@ func (d *Daemon) serve(ctx context.Context) error {
 	if d.opts.wrapStore != nil {
 		d.store = d.opts.wrapStore(st)
 	}
+	d.startBytecode()
+	defer d.bytecodeWG.Wait() // its end (ctx) stops them
 
 	if err := os.MkdirAll(filepath.Join(d.runtimeDir, launchdir.LaunchesDir), 0o700); err != nil {
 		return fmt.Errorf("launches dir: %w", err)

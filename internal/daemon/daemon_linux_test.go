@@ -115,7 +115,7 @@ func startDaemonIn(t *testing.T, root string, opts Options) *testDaemon {
 		return ""
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	d, err := newDaemon(Options{RuntimeDir: runtime, StateDir: state, Config: config.LoadOptions{Getenv: getenv, PolicyFile: filepath.Join(root, "no-policy.yaml"), PolicyOwner: os.Getuid()}, wrapStore: opts.wrapStore, noSpare: opts.noSpare, beforeWatch: opts.beforeWatch, brokers: opts.brokers, afterEnded: opts.afterEnded})
+	d, err := newDaemon(Options{RuntimeDir: runtime, StateDir: state, Config: config.LoadOptions{Getenv: getenv, PolicyFile: filepath.Join(root, "no-policy.yaml"), PolicyOwner: os.Getuid()}, wrapStore: opts.wrapStore, noSpare: opts.noSpare, beforeWatch: opts.beforeWatch, brokers: opts.brokers, afterEnded: opts.afterEnded, beforeBytecode: opts.beforeBytecode})
 	if err != nil {
 		cancel()
 		t.Fatal(err)

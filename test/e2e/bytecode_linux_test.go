@@ -3,11 +3,13 @@
 package e2e
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // bytecodeProbe, run by the system's python in a box, prints where the box's python keeps
@@ -123,6 +125,9 @@ func attackBytecodeMirror(t *testing.T, e *Env, py, lib string) {
 			}
 		}
 	}
+	// The daemon makes the mirror in the background: a first launch starts it (and runs
+	// without it when it is not made soon enough); the test waits until a launch finds it.
+	waitMirror(t, e, py, lib)
 	r := e.runIn(a, "run", py, "--", "probe.py")
 	pyc, link := field(r.Stdout, "PYC"), field(r.Stdout, "LINK")
 	if r.Code != 0 || pyc == "" {
@@ -166,6 +171,42 @@ func attackBytecodeMirror(t *testing.T, e *Env, py, lib string) {
 	}
 	if treeHash(t, mirror) != before {
 		t.Errorf("the mirror %s changed", mirror)
+	}
+}
+
+// waitMirror waits (at most two minutes) until the box of a launch of py, as the test's
+// launches run it, finds its bytecode of json.decoder in the mirror (a link to the library
+// whose folder starts with lib): each try runs the probe in a workspace of its own, whose
+// layer is empty (what a try's python compiles stays in its own workspace's layer).
+func waitMirror(t *testing.T, e *Env, py, lib string) {
+	t.Helper()
+	deadline := time.Now().Add(2 * time.Minute)
+	for i := 0; ; i++ {
+		ws := filepath.Join(e.Work, fmt.Sprintf("warm%d", i))
+		if err := os.MkdirAll(ws, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(ws, "probe.py"), []byte(bytecodeProbe), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		r := e.runIn(ws, "run", py, "--", "probe.py")
+		if r.Code != 0 {
+			t.Fatalf("probe in a warm-up workspace: exit %d\nstdout:\n%s\nstderr:\n%s", r.Code, r.Stdout, r.Stderr)
+		}
+		if strings.HasPrefix(field(r.Stdout, "LINK"), lib) {
+			// and no other mirror is still being made (its folder would change the tree
+			// the test compares)
+			for ; time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+				if ms, _ := filepath.Glob(filepath.Join(e.RuntimeDir(), "bytecode", ".new-*")); len(ms) == 0 {
+					return
+				}
+			}
+			t.Fatal("a bytecode mirror is still being made after two minutes")
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no launch found a bytecode mirror of %s after %d tries:\n%s", lib, i+1, r.Stdout)
+		}
+		time.Sleep(200 * time.Millisecond)
 	}
 }
 
