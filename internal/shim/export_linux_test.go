@@ -1,14 +1,11 @@
 package shim
 
 import (
-	"net"
 	"os"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"golang.org/x/sys/unix"
 )
 
 // Hook sets a test's shim process installs (InstallTestHooks), each forcing one interleaving.
@@ -31,13 +28,6 @@ const (
 	// the launch ended was sent its end (EventExit) before status.json held it, and the daemon,
 	// reading the file at once, recorded the launch lost.
 	HooksLateWatch = "late-watch"
-	// HooksWatchGone: the box's start waits until the first watcher's connection is closed by
-	// its end, and that watcher's reader waits, before it reads a request, until a write to a
-	// watcher (the box's start, broadcast) has failed and been handled: the interleaving in
-	// which the daemon's own watch sent a stop and closed, and the shim, failing to send it the
-	// start, closed the connection with the stop unread (TestAttackBadConfigRefusesLaunches
-	// "did not settle within a minute").
-	HooksWatchGone = "watch-gone"
 )
 
 // LateWatchChecked is the file a test using HooksLateWatch writes in the launch directory
@@ -112,23 +102,6 @@ func InstallTestHooks(set, launchDir string) {
 			case <-time.After(lateWatchServe):
 			}
 		}
-	case HooksWatchGone:
-		gone, failed := make(chan struct{}), make(chan struct{})
-		goneNow := closer(gone)
-		testHooks.beforeStart = func() { waitFor(gone) }
-		testHooks.watchWriteFailed = closer(failed)
-		var once sync.Once
-		testHooks.watchRead = func(c *net.UnixConn) {
-			once.Do(func() {
-				if !peerClosed(c) {
-					return
-				}
-				goneNow()
-				if waitFor(failed) {
-					forced()
-				}
-			})
-		}
 	case HooksWriteFail:
 		failed := make(chan struct{})
 		testHooks.writeFailed = closer(failed)
@@ -141,24 +114,4 @@ func InstallTestHooks(set, launchDir string) {
 			})
 		}
 	}
-}
-
-// peerClosed waits, at most hookWait, until the other end of c has closed (POLLRDHUP), and
-// reports whether it has.
-func peerClosed(c *net.UnixConn) bool {
-	raw, err := c.SyscallConn()
-	if err != nil {
-		return false
-	}
-	closed := false
-	raw.Control(func(fd uintptr) {
-		for deadline := time.Now().Add(hookWait); time.Now().Before(deadline); {
-			pfd := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLRDHUP}}
-			if n, _ := unix.Poll(pfd, 10); n > 0 && pfd[0].Revents&(unix.POLLRDHUP|unix.POLLHUP) != 0 {
-				closed = true
-				return
-			}
-		}
-	})
-	return closed
 }

@@ -81,10 +81,6 @@ var testHooks struct {
 	// serveWatch before it takes s.mu; watchEnded after it sent a watcher that came once the
 	// launch had ended its final status.
 	writingStatus, watchCame, watchEnded func()
-	// watchRead runs in a watcher's reader before it reads a request; watchWriteFailed in
-	// broadcastLocked after a write to a watcher failed and was handled.
-	watchRead        func(*net.UnixConn)
-	watchWriteFailed func()
 }
 
 // testHook runs h unless it is nil.
