@@ -264,7 +264,7 @@ func isDir(p string) bool {
 // beneath dst), and returns how many it made (at most maxMirrored). Symlinks in libs are not
 // followed. It stops with ctx's error when ctx ends (the daemon stops).
 func linkBytecode(ctx context.Context, dst string, libs []string) (int, error) {
-	n := 0
+	n, seen := 0, 0
 	made := map[string]bool{}
 	for _, lib := range libs {
 		err := filepath.WalkDir(lib, func(p string, d fs.DirEntry, err error) error {
@@ -274,7 +274,10 @@ func linkBytecode(ctx context.Context, dst string, libs []string) (int, error) {
 			if n >= maxMirrored {
 				return filepath.SkipAll
 			}
-			if n%1024 == 0 && ctx.Err() != nil {
+			// Every 256 entries walked, not links made: a walk through a tree of sources made
+			// no link for thousands of entries, and a stopping daemon waited for it, holding its
+			// lock (TestEndAnsweredBeforeCommitSurvivesDaemonEnd: the next daemon could not start).
+			if seen++; seen%256 == 0 && ctx.Err() != nil {
 				return ctx.Err()
 			}
 			if !d.Type().IsRegular() || !strings.HasSuffix(p, ".pyc") || filepath.Base(filepath.Dir(p)) != "__pycache__" {
@@ -373,7 +376,7 @@ func (d *Daemon) buildBytecode(set string, libs []string) <-chan struct{} {
 	}
 	ch := make(chan struct{})
 	d.bytecodeBuilds[set] = ch
-	ctx := d.ctx
+	ctx := d.bytecodeCtx
 	if ctx == nil {
 		ctx = context.Background()
 	}

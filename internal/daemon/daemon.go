@@ -115,6 +115,9 @@ type Daemon struct {
 	bytecodeBuildsMu sync.Mutex
 	bytecodeBuilds   map[string]chan struct{}
 	bytecodeWG       sync.WaitGroup
+	// bytecodeCtx ends when serve returns, however it returns: the builds stop then, and serve
+	// waits for them (bytecodeWG) before it releases the daemon's lock.
+	bytecodeCtx context.Context
 }
 
 // Run starts the daemon and serves until ctx ends. Boxes keep running after it returns.
@@ -168,8 +171,11 @@ func (d *Daemon) serve(ctx context.Context) error {
 	if d.opts.wrapStore != nil {
 		d.store = d.opts.wrapStore(st)
 	}
+	bctx, bcancel := context.WithCancel(ctx)
+	d.bytecodeCtx = bctx
+	defer d.bytecodeWG.Wait() // after bcancel, which stops them
+	defer bcancel()
 	d.startBytecode()
-	defer d.bytecodeWG.Wait() // its end (ctx) stops them
 
 	if err := os.MkdirAll(filepath.Join(d.runtimeDir, launchdir.LaunchesDir), 0o700); err != nil {
 		return fmt.Errorf("launches dir: %w", err)
