@@ -172,6 +172,11 @@ const (
 	RoleWatch = "watch"
 	// RoleStatus asks for the current status; the reply carries it and the shim closes.
 	RoleStatus = "status"
+	// RoleListener is the daemon handing the shim the relay's shared loopback listener to
+	// hold, or taking it back after a restart (internal/shim, HoldListener and TakeListener):
+	// after the reply, one message of one byte from the daemon, then one reply line from the
+	// shim, each with the listener's descriptor (SCM_RIGHTS) when it is handed.
+	RoleListener = "listener"
 )
 
 // ProtocolVersion is the version a client puts in its Hello.

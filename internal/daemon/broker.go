@@ -70,7 +70,7 @@ func (d *Daemon) startBrokers() error {
 		return int64(d.currentConfig().WithDefaults().Audit.MaxRowsPerLaunch)
 	}}
 	d.relay = newRelayBroker(relayDeps{Sessions: reg, Audits: d.audits, Store: d.db, RuntimeDir: d.runtimeDir,
-		StateDir: d.stateDir, Limit: d.limitConns, Records: d.records, Log: d.log})
+		TakeShared: d.takeRelayListener, StateDir: d.stateDir, Limit: d.limitConns, Records: d.records, Log: d.log})
 	d.integrity = newIntegrityBroker(integrityDeps{RuntimeDir: d.runtimeDir, StateDir: d.stateDir, Helper: d.helper,
 		Drift: d.store, Log: d.log})
 	ssh := newSSHBroker(sshDeps{Sessions: reg, ConfigOf: hooks.sshConfig, KnownHosts: hooks.sshKnownHosts, StateDir: d.stateDir,

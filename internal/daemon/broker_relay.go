@@ -73,6 +73,11 @@ type relayDeps struct {
 	Store *store.Store
 	// RuntimeDir keeps the shared loopback listener's port (relay-port) for the next daemon.
 	RuntimeDir string
+	// TakeShared returns the shared loopback listener itself, bound to want (any loopback
+	// address when want is ""), when a running launch's shim holds it (Daemon.takeRelayListener):
+	// a daemon that restarts serves on the very socket its boxes use, whose port no other
+	// process could take meanwhile. nil, or a nil listener, means none is held.
+	TakeShared func(want string) net.Listener
 	// StateDir keeps the journals of the records the rate limits hold back (heldDir); ""
 	// means none.
 	StateDir string
@@ -386,7 +391,20 @@ func (b *relayBroker) listenShared(cfg config.Config) (addr, taken string, err e
 	if p, err := os.ReadFile(portFile); err == nil {
 		want = "127.0.0.1:" + strings.TrimSpace(string(p))
 	}
-	ln, err := net.Listen("tcp", want)
+	// The listener a running box's shim holds, when there is one: it never stopped listening.
+	var ln net.Listener
+	if b.TakeShared != nil {
+		held := want
+		if held == "127.0.0.1:0" {
+			held = "" // (the port file is gone: whichever the shims hold)
+		}
+		if ln = b.TakeShared(held); ln != nil {
+			b.Log.Info("relay loopback listener taken back from a running box's shim", "addr", ln.Addr().String())
+		}
+	}
+	if ln == nil {
+		ln, err = net.Listen("tcp", want)
+	}
 	if err != nil && want != "127.0.0.1:0" {
 		b.Log.Warn("relay loopback listener: the remembered port is taken", "addr", want, "err", err)
 		taken = want
@@ -429,6 +447,18 @@ func (b *relayBroker) revokeIssued(taken, now string, ids []string) {
 	b.mu.Unlock()
 	b.Log.Error("the relay's loopback address was taken by another process while no daemon ran: its sessions are revoked",
 		"old", taken, "new", now, "revoked", revoked)
+}
+
+// sharedOf returns the shared loopback listener when launch id uses it (egress: allow), for its
+// shim to hold (Daemon.holdRelayListener); nil otherwise.
+func (b *relayBroker) sharedOf(id string) net.Listener {
+	l, ok := b.launches.Get(id)
+	if !ok || l.ln != nil {
+		return nil
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.shared
 }
 
 // moved reports whether the shared listener could not keep its remembered address.

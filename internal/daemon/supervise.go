@@ -61,6 +61,8 @@ func (d *Daemon) supervise(l *liveLaunch) {
 		d.mu.Lock()
 		l.watcher = w
 		d.mu.Unlock()
+		// Its shim holds the relay's loopback listener while the box runs (egress: allow).
+		d.holdRelayListener(l)
 		for ev := range w.Events {
 			final = final || ev.Kind == shim.EventExit
 			if top == nil && !final && ev.Status.BoxPid > 0 {

@@ -205,6 +205,7 @@ func (s *server) finish() {
 	}
 	s.advanceLocked(evFinish)
 	s.mu.Unlock()
+	s.releaseRelayListener() // its box is gone: the port is expected no more
 	exit := exitFrame(&st)
 
 	s.mu.Lock()

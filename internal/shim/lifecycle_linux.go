@@ -61,6 +61,10 @@ type server struct {
 	// handed are the inotify instances box-init handed over with its report of the box's
 	// end, closed once it has been reaped (releaseHandedLocked).
 	handed []int
+	// relayLn is the relay's shared loopback listener (egress: allow) the daemon handed over
+	// to hold while the box runs, so that no other process can take its port while no daemon
+	// runs (listener_linux.go); 0 or less when none is held (fd 0 is the shim's /dev/null).
+	relayLn int
 	// pending are signals for the program that arrived after the start but before the exec:
 	// box-init, as PID 1 of a pid namespace, drops signals from outside until it has installed
 	// its handlers, so they are sent when the box reports the exec.
@@ -123,6 +127,7 @@ func run(dir string, lg *log.Logger, report func(error), pre *prestarted, sigs c
 		clip:     cfg.Clipboard != console.ClipboardAllow,
 		stdinCh:  make(chan stdinItem, 64),
 		watchers: map[*watchConn]bool{},
+		relayLn:  -1,
 		status: Status{
 			LaunchID: cfg.LaunchID,
 			State:    api.StateStarting,

@@ -158,6 +158,8 @@ func (s *server) serve(conn *net.UnixConn) {
 		s.serveAttach(conn, br, h)
 	case console.RoleWatch:
 		s.serveWatch(conn, br)
+	case console.RoleListener:
+		s.serveListener(conn, br)
 	case console.RoleStatus:
 		s.mu.Lock()
 		reply := s.replyLocked()

@@ -4,6 +4,7 @@ package shim
 
 import (
 	"errors"
+	"os"
 	"syscall"
 )
 
@@ -74,3 +75,9 @@ func (h *Handed) Wait() (Proc, error) { return Proc{}, ErrNotSupported }
 
 // Close does nothing off Linux.
 func (h *Handed) Close() error { return nil }
+
+// HoldListener is not supported off Linux.
+func HoldListener(launchDir string, ln syscall.Conn) error { return ErrNotSupported }
+
+// TakeListener is not supported off Linux.
+func TakeListener(launchDir string) (*os.File, error) { return nil, ErrNotSupported }
