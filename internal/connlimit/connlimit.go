@@ -104,7 +104,7 @@ func (l *listener) Accept() (net.Conn, error) {
 			c.Close()
 			continue
 		}
-		refuse(c, func(c net.Conn) { l.cfg.Refuse(c, why) })
+		Refuse(c, func(c net.Conn) { l.cfg.Refuse(c, why) })
 	}
 }
 
@@ -119,10 +119,13 @@ var refusing = make(chan struct{}, 64)
 // closed.
 const lingerFor = time.Second
 
-// refuse answers a refused connection with answer (nil: none) and closes it: it reads the
-// client's first bytes (which decides a handed-over connection), answers, ends the writing
-// side, then reads and drops what the client sends for up to lingerFor.
-func refuse(c net.Conn, answer func(net.Conn)) {
+// Refuse answers a refused connection with answer (nil: none) and closes it, on a goroutine of
+// its own: it reads the client's first bytes (which decides a handed-over connection; up to
+// 50 ms), answers (with a write deadline of 100 ms), ends the writing side, then reads and
+// drops what the client sends for up to lingerFor. Past the bound of refusals in progress (of
+// every listener) the connection is closed at once, unanswered. Listeners bounded otherwise
+// (the ssh broker's own caps) refuse through it too.
+func Refuse(c net.Conn, answer func(net.Conn)) {
 	select {
 	case refusing <- struct{}{}:
 	default:

@@ -43,7 +43,7 @@ type sshDeps struct {
 	StateDir string
 	// Bound, when set, bounds each ssh listener of a launch by the daemon's budget of broker
 	// connections (Daemon.limitSSH); nil: their own caps alone.
-	Bound func(ln net.Listener, what, launch string) net.Listener
+	Bound func(ln net.Listener, what, launch string, refuse sshbroker.Refusal) net.Listener
 	Log   *slog.Logger
 }
 
@@ -157,9 +157,11 @@ func (b *sshBroker) flushHeldRecords() {
 }
 
 // bound returns the launch's sshbroker.Options.Bound: nil without a daemon budget.
-func (b *sshBroker) bound(launch string) func(net.Listener, string) net.Listener {
+func (b *sshBroker) bound(launch string) func(net.Listener, string, sshbroker.Refusal) net.Listener {
 	if b.Bound == nil {
 		return nil
 	}
-	return func(ln net.Listener, what string) net.Listener { return b.Bound(ln, what, launch) }
+	return func(ln net.Listener, what string, refuse sshbroker.Refusal) net.Listener {
+		return b.Bound(ln, what, launch, refuse)
+	}
 }

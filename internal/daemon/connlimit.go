@@ -9,6 +9,7 @@ import (
 	"github.com/agentbox/agentbox/internal/api"
 	"github.com/agentbox/agentbox/internal/connlimit"
 	"github.com/agentbox/agentbox/internal/relay"
+	"github.com/agentbox/agentbox/internal/sshbroker"
 )
 
 // Connection bounds of the brokers (docs/security.md). A launch's relay channel (LLM and git
@@ -65,12 +66,15 @@ func (d *Daemon) limitConns(ln net.Listener, max int, what, launch string) net.L
 }
 
 // limitSSH bounds an ssh broker listener (an agent socket or a leg, whose own cap the broker
-// keeps) by the daemon's budget of broker connections. A connection past it is closed, which
-// the box's ssh sees as the agent or the host hanging up; the first refusal of a listener is
-// logged.
-func (d *Daemon) limitSSH(ln net.Listener, what, launch string) net.Listener {
+// keeps) by the daemon's budget of broker connections. A connection past it is answered in the
+// ssh client's terms (refuse: the agent's failure reply, the leg's disconnect with the reason,
+// which ssh prints), then closed; the first refusal of a listener is logged.
+func (d *Daemon) limitSSH(ln net.Listener, what, launch string, refuse sshbroker.Refusal) net.Listener {
 	var logged atomic.Bool
-	return connlimit.Listen(ln, connlimit.Config{Budget: d.conns, Refuse: func(net.Conn, connlimit.Refusal) {
+	return connlimit.Listen(ln, connlimit.Config{Budget: d.conns, Refuse: func(c net.Conn, _ connlimit.Refusal) {
+		if refuse != nil {
+			refuse(c, "the daemon holds the most broker connections it may (the rest of its descriptors are kept for its own work); retry when others close")
+		}
 		if !logged.Swap(true) {
 			d.log.Warn("broker connection refused: too many connections", "listener", what, "launch", launch,
 				"budget", true, "held", d.conns.Used())

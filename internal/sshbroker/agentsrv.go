@@ -3,6 +3,7 @@ package sshbroker
 import (
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -47,7 +48,7 @@ func (s *agentServer) serve(ln net.Listener, wg *sync.WaitGroup) {
 		}
 		if !s.conns.acquire() {
 			s.log.warn("ssh agent: connection refused: connection budget exhausted", "max", s.conns.max)
-			c.Close()
+			refuse(c, s.refusal, fmt.Sprintf("the box holds %d agent connections at once, the most allowed", s.conns.max))
 			continue
 		}
 		wg.Add(1)

@@ -28,7 +28,7 @@ func TestListenersDrawOnBound(t *testing.T) {
 	var wrapped []string
 	l, err := Start(Options{Config: Config{Hosts: []string{"example.com"}}, RunDir: dir,
 		AgentSocket: filepath.Join(dir, "no-agent.sock"), KnownHosts: []string{}, Logger: (&logBuffer{}).logger(),
-		Bound: func(ln net.Listener, what string) net.Listener {
+		Bound: func(ln net.Listener, what string, _ Refusal) net.Listener {
 			mu.Lock()
 			wrapped = append(wrapped, what)
 			mu.Unlock()

@@ -451,7 +451,7 @@ func startNoAgent(t *testing.T) (*Launch, *logBuffer) {
 }
 
 // TestAgentLimits: an oversized or empty frame closes the connection with one log line; the
-// ninth concurrent connection is closed while eight work; an unreachable user agent answers
+// ninth concurrent connection gets one failure reply and is closed while eight work; an unreachable user agent answers
 // SSH_AGENT_FAILURE.
 func TestAgentLimits(t *testing.T) {
 	t.Parallel()
@@ -529,7 +529,12 @@ func TestAgentLimits(t *testing.T) {
 				time.Sleep(10 * time.Millisecond)
 			}
 		}
+		// The ninth gets the agent's failure reply (all its protocol can say), then is closed.
 		extra := dial(t)
+		extra.SetDeadline(time.Now().Add(10 * time.Second))
+		if b, err := roundTrip(extra, []byte{msgRequestIDs}); err != nil || len(b) != 1 || b[0] != msgFailure {
+			t.Fatalf("a ninth concurrent connection: %x %v, want SSH_AGENT_FAILURE", b, err)
+		}
 		if _, err := roundTrip(extra, []byte{msgRequestIDs}); err == nil {
 			t.Fatal("a ninth concurrent connection was served")
 		}

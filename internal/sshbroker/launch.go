@@ -125,7 +125,9 @@ type Options struct {
 	// Bound, when set, wraps each listener of the launch (what names it: "ssh agent" or "ssh
 	// leg HOST"): the daemon bounds them by its budget of broker connections, below its
 	// descriptor limit (internal/connlimit). Nil means MaxConns alone.
-	Bound func(ln net.Listener, what string) net.Listener
+	// refuse answers a connection it refuses with reason, in what the listener's client shows
+	// (Refusal).
+	Bound func(ln net.Listener, what string, refuse Refusal) net.Listener
 	// Resume re-creates the sockets of a launch that outlived a daemon restart and keeps the
 	// files its box already reads; the Config must be the one the launch started with.
 	Resume bool
@@ -216,14 +218,14 @@ func Start(opts Options) (*Launch, error) {
 	}
 	bound := opts.Bound
 	if bound == nil {
-		bound = func(ln net.Listener, _ string) net.Listener { return ln }
+		bound = func(ln net.Listener, _ string, _ Refusal) net.Listener { return ln }
 	}
 	ln, err := listen(l.agentSocket)
 	if err != nil {
 		return nil, err
 	}
 	l.lns = append(l.lns, ln)
-	agentLn := bound(ln, "ssh agent")
+	agentLn := bound(ln, "ssh agent", as.refusal)
 	l.wg.Add(1)
 	go func() { defer l.wg.Done(); as.serve(agentLn, &l.wg) }()
 
@@ -243,7 +245,7 @@ func Start(opts Options) (*Launch, error) {
 		}
 		l.lns = append(l.lns, ln)
 		ls := &legServer{leg: leg, dial: dial, timeout: timeout, done: opts.Done, quit: l.quit, log: l.rec, conns: &budget{max: maxConns}}
-		legLn := bound(ln, "ssh leg "+leg.Host.String())
+		legLn := bound(ln, "ssh leg "+leg.Host.String(), ls.refusal)
 		l.wg.Add(1)
 		go func() { defer l.wg.Done(); ls.serve(legLn, &l.wg) }()
 	}

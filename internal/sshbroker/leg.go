@@ -2,6 +2,7 @@ package sshbroker
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"net"
 	"sync"
@@ -45,7 +46,7 @@ func (s *legServer) serve(ln net.Listener, wg *sync.WaitGroup) {
 		}
 		if !s.conns.acquire() {
 			s.log.warn("ssh leg: connection refused: connection budget exhausted", "host", s.leg.Host.String(), "max", s.conns.max)
-			c.Close()
+			refuse(c, s.refusal, fmt.Sprintf("the box holds %d connections to it at once, the most allowed; retry when one ends", s.conns.max))
 			continue
 		}
 		wg.Add(1)

@@ -65,6 +65,7 @@ func TestAttackRelayPortHeldAcrossRestart(t *testing.T) {
 	}
 	syscall.Kill(pid, syscall.SIGKILL)
 	e.waitDaemonGone(t, pid)
+	t.Logf("%s: daemon %d killed; the box's relay port is %s", time.Now().Format("15:04:05.000"), pid, u.Host)
 
 	// Another user tries to take the port while no daemon runs.
 	if err := tryBindFor(t, u.Host, 2*time.Second); err == nil {
@@ -105,6 +106,7 @@ func TestAttackRelayPortHeldAcrossRestart(t *testing.T) {
 	if logs, _ := os.ReadFile(filepath.Join(e.State, "agentbox", "daemon.log")); !strings.Contains(string(logs), "taken back from a running box's shim") {
 		t.Errorf("the daemon's log does not say it took the listener back from the shim")
 	}
+	t.Logf("%s: the box ends", time.Now().Format("15:04:05.000"))
 	e.touch("end")
 	e.WaitLaunch(id, "exited", func(l api.Launch) bool { return l.State != api.StateRunning })
 }
