@@ -90,6 +90,9 @@ func InitMain(args []string) int {
 	if err := hideProcessesInProc(s); err != nil {
 		return fail("%v", err)
 	}
+	if err := capTmpfsInodes(s); err != nil {
+		return fail("%v", err)
+	}
 	sigs := make(chan os.Signal, 16)
 	signal.Notify(sigs, execstage.ForwardedSignals()...)
 
@@ -191,6 +194,36 @@ func hideProcessesInProc(s *spec.Spec) error {
 	}
 	if err := unix.FsconfigReconfigure(fd); err != nil {
 		return fmt.Errorf("hide processes in %s: reconfigure: %w", target, err)
+	}
+	return nil
+}
+
+// capTmpfsInodes gives each tmpfs of a root-run box the inode bound (nr_inodes) its spec names,
+// which bwrap cannot (0.8 takes --size and --perms only): each superblock is reconfigured
+// (fspick, fsconfig), as hideProcessesInProc does. A box run by an ordinary user keeps the
+// kernel's default, half the RAM's pages: its bwrap-init lies in a nested user namespace that
+// may not reconfigure bwrap's tmpfs (EPERM; docs/security.md says what that leaves).
+func capTmpfsInodes(s *spec.Spec) error {
+	if s.UID != 0 {
+		return nil
+	}
+	for _, m := range s.Mounts {
+		n, ok := tmpfsOption(m.Options, "nr_inodes")
+		if m.Kind != spec.KindTmpfs || m.Target == "/dev" || !ok {
+			continue
+		}
+		fd, err := unix.Fspick(unix.AT_FDCWD, m.Target, unix.FSPICK_CLOEXEC|unix.FSPICK_NO_AUTOMOUNT|unix.FSPICK_SYMLINK_NOFOLLOW)
+		if err != nil {
+			return fmt.Errorf("bound the inodes of %s: fspick: %w", m.Target, err)
+		}
+		err = unix.FsconfigSetString(fd, "nr_inodes", n)
+		if err == nil {
+			err = unix.FsconfigReconfigure(fd)
+		}
+		unix.Close(fd)
+		if err != nil {
+			return fmt.Errorf("bound the inodes of %s to %s: %w", m.Target, n, err)
+		}
 	}
 	return nil
 }
