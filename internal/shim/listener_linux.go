@@ -64,11 +64,11 @@ func (s *server) serveListener(conn *net.UnixConn, br *bufio.Reader) {
 			}
 		}
 		line, _ := json.Marshal(r)
-		var rights []byte
+		var cmsg []byte
 		if fd > 0 {
-			rights = unix.UnixRights(fd)
+			cmsg = unix.UnixRights(fd)
 		}
-		if _, _, err := conn.WriteMsgUnix(append(line, '\n'), rights, nil); err != nil {
+		if _, _, err := conn.WriteMsgUnix(append(line, '\n'), cmsg, nil); err != nil {
 			s.log.Printf("relay listener: answer: %v", err)
 		}
 	}
