@@ -51,6 +51,9 @@ func TestAttackRelayPortHeldAcrossRestart(t *testing.T) {
 		b, _ := os.ReadFile(shimLog)
 		return strings.Contains(string(b), "holding the relay's loopback listener")
 	})
+	if b, err := os.ReadFile(shimLog); err == nil {
+		t.Logf("the shim's log (when the box started, when its shim held the listener):\n%s", b)
+	}
 
 	pid := e.DaemonPid()
 	if pid == 0 {
