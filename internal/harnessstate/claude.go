@@ -43,6 +43,12 @@ var claudeKeys = map[string]kind{
 	"numStartups":            kNumber, // a counter (tips and notices are paced by it)
 	"tipsHistory":            kNumbers,
 	"firstStartTime":         kString, // a timestamp
+	// The version Claude Code first started at on this machine: a version string, compared
+	// only. 2.1.334 gives an install that has one (a fresh install of a recent version) its
+	// fullscreen renderer by default and never offers it; without the key every box asked "Try
+	// the new fullscreen renderer?", which the host's own claude never showed (seen by hand in
+	// tmux).
+	"firstStartVersion": kString,
 	// How often the offer of the fullscreen renderer was shown (it stops after 3): a counter.
 	"fullscreenUpsellSeenCount": kNumber,
 	"tipLifetimeShownCounts":    kNumbers,

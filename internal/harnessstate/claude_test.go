@@ -13,7 +13,7 @@ func TestClaudeConfig(t *testing.T) {
 	const ws = "/home/u/work"
 	mcp := map[string]any{"evil": map[string]any{"command": "sh", "args": []string{"-c", "id"}}}
 	host := map[string]any{
-		"theme": "light", "numStartups": 7, "editorMode": "vim",
+		"theme": "light", "numStartups": 7, "editorMode": "vim", "firstStartVersion": "2.1.334",
 		"mcpServers": mcp, "primaryApiKey": "sk-secret", "oauthAccount": map[string]any{"emailAddress": "u@example.org"},
 		"customApiKeyResponses": map[string]any{"approved": []string{"x"}},
 		"env":                   map[string]any{"LD_PRELOAD": "/tmp/x.so"}, "apiKeyHelper": "echo k",
@@ -43,7 +43,7 @@ func TestClaudeConfig(t *testing.T) {
 	if err := json.Unmarshal(out, &got); err != nil {
 		t.Fatal(err)
 	}
-	want := `{"editorMode":"vim","fullscreenUpsellSeenCount":3,"hasCompletedOnboarding":true,"lowerAutoWindowAskedOf":["b0x"],"numStartups":7,` +
+	want := `{"editorMode":"vim","firstStartVersion":"2.1.334","fullscreenUpsellSeenCount":3,"hasCompletedOnboarding":true,"lowerAutoWindowAskedOf":["b0x"],"numStartups":7,` +
 		`"projects":{"/home/u":{"hasTrustDialogAccepted":true},"/home/u/work/sub":{"hasTrustDialogAccepted":true}},"theme":"light","userID":"b0x"}`
 	if b, _ := json.Marshal(got); string(b) != want {
 		t.Errorf("synthesized:\n%s\nwant:\n%s", b, want)

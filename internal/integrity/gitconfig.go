@@ -104,6 +104,11 @@ func scanDir(ws, dir string, skip passOver, files []NestedConfigFile, out map[st
 			rel = filepath.ToSlash(r)
 		}
 	}
+	// A folder outside the workspace is scanned only as a git directory (the gitdir of a
+	// worktree, which the watch rescans at an event there): the workspace's rules would take
+	// the host's own folders for the workspace's (~/.codex, the parent of a watched home entry,
+	// for Codex's project .codex/), which the full scan never visits.
+	outside := rel == ".." || strings.HasPrefix(rel, "../")
 	pinned := func(folder string) bool { return skip.roots[filepath.Join(ws, folder)] }
 	var nested *nestedMatcher // made at the folder's first file that is not skipped
 	skills := inSkillFolder(rel)
@@ -112,6 +117,17 @@ func scanDir(ws, dir string, skip passOver, files []NestedConfigFile, out map[st
 	for _, de := range ents {
 		name := de.Name()
 		p := filepath.Join(dir, name)
+		if outside {
+			switch {
+			case name == "HEAD":
+				hasHEAD = true
+			case name == "objects" && de.IsDir():
+				hasObjects = true
+			case name == "config" && (de.Type().IsRegular() || de.Type()&os.ModeSymlink != 0):
+				hasConfig = true
+			}
+			continue
+		}
 		if !skip.roots[p] && (!de.IsDir() || de.Type()&os.ModeSymlink != 0) && skills {
 			// A skill or command that runs commands or grants tools (review 14, F11); the
 			// cases below judge the same entry as any other (a .gitignore, an .envrc).

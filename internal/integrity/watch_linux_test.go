@@ -5,8 +5,11 @@ import (
 	"encoding/binary"
 	"errors"
 	"io"
+	"os"
 	"path/filepath"
 	"slices"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -120,5 +123,70 @@ func TestWatchOverflowLosesCover(t *testing.T) {
 	}
 	if !slices.Equal(lost, []int{1}) {
 		t.Errorf("after an overflow the cover was lost with %v folders watched, want [1]", lost)
+	}
+}
+
+// TestWatchHomeFolderNotWorkspace: a protected home entry outside the workspace (the host's
+// ~/.codex/AGENTS.md, which the codex profile binds read-only and watches) has its folder
+// watched, and the host's own Codex writes there while a box runs (its background app server's
+// logs, its history). None of that is the workspace's: before, the watch rescanned ~/.codex
+// with the workspace's rules, took every file in it for Codex's project configuration
+// (workspaceConfig .codex/, "a symlink leading out of the workspace"), reported each created
+// and modified, tried to move the host's files aside, and the check at exit reported them all
+// removed (84 alerts for one `agentbox run codex`, seen by hand).
+func TestWatchHomeFolderNotWorkspace(t *testing.T) {
+	ws := newWS(t)
+	home, _ := filepath.EvalSymlinks(t.TempDir())
+	codex := filepath.Join(home, ".codex")
+	mustWrite(t, filepath.Join(codex, "AGENTS.md"), "host instructions\n")
+	mustWrite(t, filepath.Join(codex, "config.toml"), "model = \"m\"\n")
+	lay := resolveWS(t, ws)
+	lay.Config = profileConfigFiles()
+	lay.Watch(filepath.Join(codex, "AGENTS.md"))
+	var mu sync.Mutex
+	var seen []Transition
+	w := &Watcher{State: Snapshot(lay, Limits{}), Interval: time.Hour, Debounce: time.Millisecond,
+		OnTransition: func(_ Source, tr Transition) { mu.Lock(); seen = append(seen, tr); mu.Unlock() }}
+	if err := w.Open(); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); w.Run(ctx) }()
+	tick()
+	// The host's Codex, while the box runs.
+	mustWrite(t, filepath.Join(codex, "history.jsonl"), "{}\n")
+	mustWrite(t, filepath.Join(codex, "logs_2.sqlite-wal"), "wal\n")
+	mustWrite(t, filepath.Join(codex, "config.toml"), "model = \"other\"\n")
+	// The check of an event in ws, to know the events before it were taken.
+	mustWrite(t, filepath.Join(ws, ".envrc"), "echo\n")
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		mu.Lock()
+		n := len(seen)
+		mu.Unlock()
+		if n > 0 && slices.ContainsFunc(seen, func(tr Transition) bool { return tr.Path == filepath.Join(ws, ".envrc") }) || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	time.Sleep(200 * time.Millisecond)
+	cancel()
+	<-done
+	w.Verify(SourceExit, true)
+	mu.Lock()
+	defer mu.Unlock()
+	for _, tr := range seen {
+		if strings.HasPrefix(tr.Path, codex+"/") {
+			t.Errorf("the host's own file in its harness home reported: %+v", tr)
+		}
+	}
+	for _, f := range []string{"history.jsonl", "logs_2.sqlite-wal", "config.toml", "AGENTS.md"} {
+		if _, err := os.Lstat(filepath.Join(codex, f)); err != nil {
+			t.Errorf("the host's %s: %v", f, err)
+		}
+	}
+	if !slices.ContainsFunc(seen, func(tr Transition) bool { return tr.Path == filepath.Join(ws, ".envrc") }) {
+		t.Errorf("the workspace's new .envrc was not reported (the watch did not run): %+v", seen)
 	}
 }

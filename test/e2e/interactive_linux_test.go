@@ -303,12 +303,16 @@ func noRefusedRequest(t *testing.T, e *Env) map[string]int {
 }
 
 // claudeReturningUser is a returning user's ~/.claude.json, as Claude Code leaves it:
-// onboarding done, notices seen, the workspace work trusted.
+// onboarding done, notices seen, the workspace work trusted. Its firstStartVersion, and no
+// fullscreenUpsellSeenCount, are those of a user whose first Claude Code was 2.1.334 (as the
+// stock claude left them, driven by hand in tmux): such an install has the fullscreen renderer
+// by default and is never offered it; a box that drops firstStartVersion asks "Try the new
+// fullscreen renderer?".
 func claudeReturningUser(work string) map[string]any {
 	return map[string]any{
 		"hasCompletedOnboarding": true, "lastOnboardingVersion": "2.1.333", "numStartups": 12,
 		"theme": "light", "lastReleaseNotesSeen": "2.1.333", "hasSeenAutoDefaultNotice": true,
-		"fullscreenUpsellSeenCount": 3, "migrationVersion": 15, "opusProMigrationComplete": true,
+		"firstStartVersion": "2.1.334", "migrationVersion": 15, "opusProMigrationComplete": true,
 		"hasResetAutoModeOptInForDefaultOffer": true,
 		"projects":                             map[string]any{work: map[string]any{"hasTrustDialogAccepted": true}},
 	}
