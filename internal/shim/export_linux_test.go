@@ -26,9 +26,17 @@ const (
 	// launch's end meanwhile has the shim wait, before it writes, until the test has looked
 	// for status.json (LateWatchChecked): the interleaving in which a watcher that came while
 	// the launch ended was sent its end (EventExit) before status.json held it, and the daemon,
-	// reading the file at once, recorded the launch lost.
+	// reading the file at once, recorded the launch lost. And that watcher, served in the final
+	// phase, is sent its reply and the end only once the shim has closed its socket and waits
+	// for the connections it accepted to be answered (LateAnswerForced): the interleaving in
+	// which the shim's process exited first and the watcher found its connection closed
+	// without a reply.
 	HooksLateWatch = "late-watch"
 )
+
+// LateAnswerForced is the file a shim with HooksLateWatch writes in its launch directory once
+// it held a watcher that came in the final phase until it waited for that watcher's answer.
+const LateAnswerForced = "late-answer-forced"
 
 // LateWatchChecked is the file a test using HooksLateWatch writes in the launch directory
 // once it has looked for status.json after its watcher was sent the launch's end.
@@ -77,17 +85,32 @@ func InstallTestHooks(set, launchDir string) {
 		}
 		testHooks.stopChecked = closer(checked)
 	case HooksLateWatch:
+		// pending counts the watchers that came and do not hold s.mu yet: one that came just
+		// before the status was being written waits for s.mu as well, and the test makes no
+		// other watch meanwhile (it waits for that one's reply).
 		var writing atomic.Bool
-		came, ended := make(chan struct{}), make(chan struct{})
+		var pending atomic.Int32
+		came, ended, awaiting := make(chan struct{}), make(chan struct{}), make(chan struct{})
 		cameNow, endedNow := closer(came), closer(ended)
 		testHooks.watchCame = func() {
+			pending.Add(1)
 			if writing.Load() {
 				cameNow()
 			}
 		}
+		testHooks.watchLocked = func() { pending.Add(-1) }
 		testHooks.watchEnded = endedNow
+		testHooks.awaitingAnswers = closer(awaiting)
+		testHooks.watchFinal = func() {
+			if waitFor(awaiting) {
+				os.WriteFile(filepath.Join(launchDir, LateAnswerForced), nil, 0o600)
+			}
+		}
 		testHooks.writingStatus = func() {
 			writing.Store(true)
+			if pending.Load() > 0 {
+				cameNow()
+			}
 			if !waitFor(came) {
 				return
 			}
