@@ -1,11 +1,14 @@
 package shim
 
 import (
+	"net"
 	"os"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // Hook sets a test's shim process installs (InstallTestHooks), each forcing one interleaving.
@@ -32,6 +35,13 @@ const (
 	// which the shim's process exited first and the watcher found its connection closed
 	// without a reply.
 	HooksLateWatch = "late-watch"
+	// HooksWatchGone: the box's start waits until the first watcher's connection is closed by
+	// its end, and that watcher's reader waits, before it reads a request, until a write to a
+	// watcher (the box's start, broadcast) has failed and been handled: the interleaving in
+	// which the daemon's own watch sent a stop and closed, and the shim, failing to send it the
+	// start, closed the connection with the stop unread (TestAttackBadConfigRefusesLaunches
+	// "did not settle within a minute").
+	HooksWatchGone = "watch-gone"
 )
 
 // LateAnswerForced is the file a shim with HooksLateWatch writes in its launch directory once
@@ -125,6 +135,23 @@ func InstallTestHooks(set, launchDir string) {
 			case <-time.After(lateWatchServe):
 			}
 		}
+	case HooksWatchGone:
+		gone, failed := make(chan struct{}), make(chan struct{})
+		goneNow := closer(gone)
+		testHooks.beforeStart = func() { waitFor(gone) }
+		testHooks.watchWriteFailed = closer(failed)
+		var once sync.Once
+		testHooks.watchRead = func(c *net.UnixConn) {
+			once.Do(func() {
+				if !peerClosed(c) {
+					return
+				}
+				goneNow()
+				if waitFor(failed) {
+					forced()
+				}
+			})
+		}
 	case HooksWriteFail:
 		failed := make(chan struct{})
 		testHooks.writeFailed = closer(failed)
@@ -137,4 +164,24 @@ func InstallTestHooks(set, launchDir string) {
 			})
 		}
 	}
+}
+
+// peerClosed waits, at most hookWait, until the other end of c has closed (POLLRDHUP), and
+// reports whether it has.
+func peerClosed(c *net.UnixConn) bool {
+	raw, err := c.SyscallConn()
+	if err != nil {
+		return false
+	}
+	closed := false
+	raw.Control(func(fd uintptr) {
+		for deadline := time.Now().Add(hookWait); time.Now().Before(deadline); {
+			pfd := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLRDHUP}}
+			if n, _ := unix.Poll(pfd, 10); n > 0 && pfd[0].Revents&(unix.POLLRDHUP|unix.POLLHUP) != 0 {
+				closed = true
+				return
+			}
+		}
+	})
+	return closed
 }

@@ -92,6 +92,10 @@ var testHooks struct {
 	// awaitingAnswers in finish once the socket is closed and no connection is accepted any
 	// more, before it waits for those accepted to be answered.
 	watchLocked, watchFinal, awaitingAnswers func()
+	// watchRead runs in a watcher's reader before it reads a request; watchWriteFailed in
+	// broadcastLocked after a write to a watcher failed and was handled.
+	watchRead        func(*net.UnixConn)
+	watchWriteFailed func()
 }
 
 // testHook runs h unless it is nil.

@@ -412,7 +412,12 @@ func (s *server) broadcastLocked(kind string) {
 			s.log.Printf("watcher: %v", err)
 			delete(s.watchers, w)
 			s.advanceLocked(evUnwatch)
-			w.conn.Close()
+			// Not closed here: a watcher that sent a request and went away (the daemon's own
+			// watch for a stop, closed at once) has its request read still. Closing the
+			// connection dropped a stop not read yet, and the box ran on. serveWatch's reader
+			// reads what is left, then ends at the end of the stream or the deadline, and closes.
+			w.conn.SetReadDeadline(time.Now().Add(time.Second))
+			testHook(testHooks.watchWriteFailed)
 		}
 	}
 }
@@ -448,6 +453,9 @@ func (s *server) serveWatch(conn *net.UnixConn, br *bufio.Reader, answered func(
 	s.mu.Unlock()
 	answered() // the watcher is installed: finish sends it the end
 	for {
+		if testHooks.watchRead != nil {
+			testHooks.watchRead(conn)
+		}
 		line, err := console.ReadLine(br)
 		if err != nil {
 			s.mu.Lock()

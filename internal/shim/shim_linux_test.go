@@ -904,6 +904,30 @@ func TestStopWhileDetachedBoxStarts(t *testing.T) {
 	}
 }
 
+// TestStopFromWatchThatWent: a stop sent by a watcher that closed its connection at once (the
+// daemon's stop of a launch it does not watch yet: stopViaShim's own watch) stops the box, even
+// when a write to that watcher fails before its reader has read the stop. The shim closed the
+// connection on the failed write, the stop unread, and the box ran on: a daemon test
+// (TestAttackBadConfigRefusesLaunches: launch detached, stop at once) failed "did not settle
+// within a minute". The hooks (shim.HooksWatchGone) force the interleaving every time.
+func TestStopFromWatchThatWent(t *testing.T) {
+	t.Setenv(hooksEnv, shim.HooksWatchGone)
+	dir := launch(t, shim.Config{Detached: true}, sh(`exec sleep 120`))
+	w, err := shim.Watch(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	st := waitStatus(t, dir)
+	raceForced(t, dir)
+	if !st.Stopped {
+		t.Fatalf("status %+v: want a stopped box", st)
+	}
+}
+
 // TestStopWhileHeldBoxStarts: a stop that reaches the shim while the engine is starting a held
 // box (the attached launch's box is built before its client comes) ends that box through
 // supervision: the status says settled only once no process of the box's pid namespace is
