@@ -153,13 +153,11 @@ if [ $user_suites = 1 ]; then
     # A step that fails ends the script: the user's pass is still waited for and reported.
     trap 'rc=$?; userpass_report || rc=1; exit $rc' EXIT
   }
-  # AGENTBOX_TEST_USER_PASS=beside starts the user's pass now, beside the root pass, as CI runs
-  # it (.ci/run sets it): both passes mostly wait on boxes, daemons and terminals, and side by
-  # side they take about the longer one's time instead of the sum. Each pass's tests then wait
-  # on a busier machine, and some wait with fixed deadlines (a box's pip install, a real agent's
-  # answer): on 2026-12-02, at load 45-63, three of them ran out; on 2026-12-03, at load 30-64,
-  # none did (docs/benchmarks.md, "CI time"). By default (after) it runs after the race steps,
-  # alone: for a machine shared with other work.
+  # AGENTBOX_TEST_USER_PASS=beside starts the user's pass now, beside the root pass: faster on
+  # an idle machine, but each pass's tests then wait on a machine twice as busy, and some wait
+  # with fixed deadlines (a box's pip install, a real agent's answer); at load 45-63 three of
+  # them ran out (docs/benchmarks.md, "CI time"). By default (after) it runs after the race
+  # steps, alone, as CI runs it.
   if [ "${AGENTBOX_TEST_USER_PASS:-after}" = beside ]; then
     echo "== integration suites as $user: started in the background; reported after the race steps"
     start_userpass
