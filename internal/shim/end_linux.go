@@ -233,6 +233,7 @@ func (s *server) finish() {
 	}
 	s.awaitLateClient(&st)
 	s.ln.Close()
+	s.awaitAnswers()
 	s.log.Printf("launch ended: state %s, exit %v, error %v, settled %v", st.State, ptrInt(st.ExitCode), st.Error, st.Settled)
 	// Let the client read the end and close first (its connection reader keeps draining what
 	// it sends): a unix socket closed with unread input resets its peer.

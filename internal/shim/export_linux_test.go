@@ -1,11 +1,14 @@
 package shim
 
 import (
+	"net"
 	"os"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // Hook sets a test's shim process installs (InstallTestHooks), each forcing one interleaving.
@@ -26,9 +29,24 @@ const (
 	// launch's end meanwhile has the shim wait, before it writes, until the test has looked
 	// for status.json (LateWatchChecked): the interleaving in which a watcher that came while
 	// the launch ended was sent its end (EventExit) before status.json held it, and the daemon,
-	// reading the file at once, recorded the launch lost.
+	// reading the file at once, recorded the launch lost. And that watcher, served in the final
+	// phase, is sent its reply and the end only once the shim has closed its socket and waits
+	// for the connections it accepted to be answered (LateAnswerForced): the interleaving in
+	// which the shim's process exited first and the watcher found its connection closed
+	// without a reply.
 	HooksLateWatch = "late-watch"
+	// HooksWatchGone: the box's start waits until the first watcher's connection is closed by
+	// its end, and that watcher's reader waits, before it reads a request, until a write to a
+	// watcher (the box's start, broadcast) has failed and been handled: the interleaving in
+	// which the daemon's own watch sent a stop and closed, and the shim, failing to send it the
+	// start, closed the connection with the stop unread (TestAttackBadConfigRefusesLaunches
+	// "did not settle within a minute").
+	HooksWatchGone = "watch-gone"
 )
+
+// LateAnswerForced is the file a shim with HooksLateWatch writes in its launch directory once
+// it held a watcher that came in the final phase until it waited for that watcher's answer.
+const LateAnswerForced = "late-answer-forced"
 
 // LateWatchChecked is the file a test using HooksLateWatch writes in the launch directory
 // once it has looked for status.json after its watcher was sent the launch's end.
@@ -77,17 +95,32 @@ func InstallTestHooks(set, launchDir string) {
 		}
 		testHooks.stopChecked = closer(checked)
 	case HooksLateWatch:
+		// pending counts the watchers that came and do not hold s.mu yet: one that came just
+		// before the status was being written waits for s.mu as well, and the test makes no
+		// other watch meanwhile (it waits for that one's reply).
 		var writing atomic.Bool
-		came, ended := make(chan struct{}), make(chan struct{})
+		var pending atomic.Int32
+		came, ended, awaiting := make(chan struct{}), make(chan struct{}), make(chan struct{})
 		cameNow, endedNow := closer(came), closer(ended)
 		testHooks.watchCame = func() {
+			pending.Add(1)
 			if writing.Load() {
 				cameNow()
 			}
 		}
+		testHooks.watchLocked = func() { pending.Add(-1) }
 		testHooks.watchEnded = endedNow
+		testHooks.awaitingAnswers = closer(awaiting)
+		testHooks.watchFinal = func() {
+			if waitFor(awaiting) {
+				os.WriteFile(filepath.Join(launchDir, LateAnswerForced), nil, 0o600)
+			}
+		}
 		testHooks.writingStatus = func() {
 			writing.Store(true)
+			if pending.Load() > 0 {
+				cameNow()
+			}
 			if !waitFor(came) {
 				return
 			}
@@ -102,6 +135,23 @@ func InstallTestHooks(set, launchDir string) {
 			case <-time.After(lateWatchServe):
 			}
 		}
+	case HooksWatchGone:
+		gone, failed := make(chan struct{}), make(chan struct{})
+		goneNow := closer(gone)
+		testHooks.beforeStart = func() { waitFor(gone) }
+		testHooks.watchWriteFailed = closer(failed)
+		var once sync.Once
+		testHooks.watchRead = func(c *net.UnixConn) {
+			once.Do(func() {
+				if !peerClosed(c) {
+					return
+				}
+				goneNow()
+				if waitFor(failed) {
+					forced()
+				}
+			})
+		}
 	case HooksWriteFail:
 		failed := make(chan struct{})
 		testHooks.writeFailed = closer(failed)
@@ -114,4 +164,24 @@ func InstallTestHooks(set, launchDir string) {
 			})
 		}
 	}
+}
+
+// peerClosed waits, at most hookWait, until the other end of c has closed (POLLRDHUP), and
+// reports whether it has.
+func peerClosed(c *net.UnixConn) bool {
+	raw, err := c.SyscallConn()
+	if err != nil {
+		return false
+	}
+	closed := false
+	raw.Control(func(fd uintptr) {
+		for deadline := time.Now().Add(hookWait); time.Now().Before(deadline); {
+			pfd := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLRDHUP}}
+			if n, _ := unix.Poll(pfd, 10); n > 0 && pfd[0].Revents&(unix.POLLRDHUP|unix.POLLHUP) != 0 {
+				closed = true
+				return
+			}
+		}
+	})
+	return closed
 }

@@ -36,8 +36,14 @@ type server struct {
 	ctl            *os.File    // the shim's end of the box's control socket
 	attachDeadline time.Time   // when an attached launch gives up waiting for its client
 	ln             *net.UnixListener
-	pidNSFile      *os.File // holds the box's pid namespace open, so its inode is not reused while settling
-	stdinCh        chan stdinItem
+	// answering counts the connections accepted and not answered yet (each one's answered,
+	// called once: a status or the launch's end sent, a watcher or client installed, or the
+	// connection refused or lost); acceptEnded is closed when acceptLoop has returned, so that
+	// nothing is added to answering after it. finish waits for both (awaitAnswers).
+	answering   sync.WaitGroup
+	acceptEnded chan struct{}
+	pidNSFile   *os.File // holds the box's pid namespace open, so its inode is not reused while settling
+	stdinCh     chan stdinItem
 
 	// mu guards what follows. What the shim's goroutines wait for (the box's exit, a client,
 	// the end of its control channel and output, the final status) are the launch's events,
@@ -85,6 +91,15 @@ var testHooks struct {
 	// serveWatch before it takes s.mu; watchEnded after it sent a watcher that came once the
 	// launch had ended its final status.
 	writingStatus, watchCame, watchEnded func()
+	// watchLocked runs in serveWatch once it holds s.mu; watchFinal in serveWatch before it
+	// sends a watcher that came in the final phase the launch's end (s.mu not held);
+	// awaitingAnswers in finish once the socket is closed and no connection is accepted any
+	// more, before it waits for those accepted to be answered.
+	watchLocked, watchFinal, awaitingAnswers func()
+	// watchRead runs in a watcher's reader before it reads a request; watchWriteFailed in
+	// broadcastLocked after a write to a watcher failed and was handled.
+	watchRead        func(*net.UnixConn)
+	watchWriteFailed func()
 }
 
 // testHook runs h unless it is nil.
@@ -123,11 +138,12 @@ func run(dir string, lg *log.Logger, report func(error), pre *prestarted, sigs c
 	}
 	s := &server{
 		dir: dir, cfg: cfg, req: req, log: lg, pre: pre,
-		tty:      cfg.console() == plan.ConsoleTTY,
-		clip:     cfg.Clipboard != console.ClipboardAllow,
-		stdinCh:  make(chan stdinItem, 64),
-		watchers: map[*watchConn]bool{},
-		relayLn:  -1,
+		tty:         cfg.console() == plan.ConsoleTTY,
+		clip:        cfg.Clipboard != console.ClipboardAllow,
+		stdinCh:     make(chan stdinItem, 64),
+		watchers:    map[*watchConn]bool{},
+		acceptEnded: make(chan struct{}),
+		relayLn:     -1,
 		status: Status{
 			LaunchID: cfg.LaunchID,
 			State:    api.StateStarting,

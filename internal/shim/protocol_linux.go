@@ -113,6 +113,7 @@ func closeFDs(fds []int) {
 
 // acceptLoop serves the socket: each connection is checked, then served by its role.
 func (s *server) acceptLoop() {
+	defer close(s.acceptEnded)
 	for {
 		conn, err := s.ln.AcceptUnix()
 		if err != nil {
@@ -121,7 +122,34 @@ func (s *server) acceptLoop() {
 			}
 			return
 		}
-		go s.serve(conn)
+		s.answering.Add(1)
+		go s.serve(conn, sync.OnceFunc(s.answering.Done))
+	}
+}
+
+// answerWait bounds how long finish waits for the connections accepted before it closed the
+// socket to be answered (awaitAnswers). Each answer is itself bounded (the hello's read and
+// every write by writeTimeout, a late client's close by waitClosed's 2 s).
+const answerWait = 2*writeTimeout + 2*time.Second
+
+// awaitAnswers waits, once the socket is closed, until every connection accepted before has
+// been answered (at most answerWait). The shim's process ends soon after finish: a watcher
+// that came while the final status was written waited for s.mu, and the process could exit
+// before that watcher's goroutine sent it the launch's end; the daemon's watch then found the
+// connection closed without a reply (shim TestLateWatcherFindsStatus, 4 of 40 runs under load;
+// TestShimExitsAfterLateWatcherAnswered forces it).
+func (s *server) awaitAnswers() {
+	<-s.acceptEnded
+	testHook(testHooks.awaitingAnswers)
+	done := make(chan struct{})
+	go func() {
+		s.answering.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(answerWait):
+		s.log.Printf("connections still unanswered %v after the socket closed", answerWait)
 	}
 }
 
@@ -132,7 +160,10 @@ func refuseConn(conn *net.UnixConn, code, msg string) {
 	conn.Close()
 }
 
-func (s *server) serve(conn *net.UnixConn) {
+// serve answers conn by its role; answered is called once conn has been answered (at the
+// latest when serve returns).
+func (s *server) serve(conn *net.UnixConn, answered func()) {
+	defer answered()
 	// Only a process of the shim's uid outside every box: a same-uid process in a box could
 	// otherwise reach the socket through any path it can see.
 	if err := safesocket.CheckPeer(conn); err != nil {
@@ -155,9 +186,9 @@ func (s *server) serve(conn *net.UnixConn) {
 	}
 	switch h.Role {
 	case console.RoleAttach:
-		s.serveAttach(conn, br, h)
+		s.serveAttach(conn, br, h, answered)
 	case console.RoleWatch:
-		s.serveWatch(conn, br)
+		s.serveWatch(conn, br, answered)
 	case console.RoleListener:
 		s.serveListener(conn, br)
 	case console.RoleStatus:
@@ -229,7 +260,7 @@ func (c *attachment) terminal(t console.FrameType) bool {
 	return c.hello.StdoutTTY
 }
 
-func (s *server) serveAttach(conn *net.UnixConn, br *bufio.Reader, h console.Hello) {
+func (s *server) serveAttach(conn *net.UnixConn, br *bufio.Reader, h console.Hello, answered func()) {
 	if s.cfg.Detached && !s.tty {
 		refuseConn(conn, CodeDetached, "the launch has no console to attach to: it was started with --detach without a terminal")
 		return
@@ -271,6 +302,7 @@ func (s *server) serveAttach(conn *net.UnixConn, br *bufio.Reader, h console.Hel
 	// asked to draw it again for this one (redraw).
 	redraw := s.tty && s.status.Execd && s.st.phase < phaseExited
 	s.mu.Unlock()
+	answered() // the client is installed: finish sends it the end
 	if redraw {
 		go s.redraw()
 	}
@@ -382,32 +414,50 @@ func (s *server) broadcastLocked(kind string) {
 			s.log.Printf("watcher: %v", err)
 			delete(s.watchers, w)
 			s.advanceLocked(evUnwatch)
-			w.conn.Close()
+			// Not closed here: a watcher that sent a request and went away (the daemon's own
+			// watch for a stop, closed at once) has its request read still. Closing the
+			// connection dropped a stop not read yet, and the box ran on. serveWatch's reader
+			// reads what is left, then ends at the end of the stream or the deadline, and closes.
+			w.conn.SetReadDeadline(time.Now().Add(time.Second))
+			testHook(testHooks.watchWriteFailed)
 		}
 	}
 }
 
-func (s *server) serveWatch(conn *net.UnixConn, br *bufio.Reader) {
+func (s *server) serveWatch(conn *net.UnixConn, br *bufio.Reader, answered func()) {
 	w := &watchConn{conn: conn}
 	testHook(testHooks.watchCame)
 	s.mu.Lock()
-	final := s.st.phase == phaseFinal
+	testHook(testHooks.watchLocked)
+	if s.st.phase == phaseFinal {
+		// The status no longer changes, and no broadcast reaches a watcher not installed: the
+		// reply and the end are sent without the lock. finish waits for them (awaitAnswers).
+		reply, end := s.replyLocked(), Event{Kind: EventExit, Status: s.status}
+		s.mu.Unlock()
+		testHook(testHooks.watchFinal)
+		if err := w.send(reply); err != nil {
+			conn.Close()
+		} else {
+			w.send(end)
+			conn.CloseWrite()
+		}
+		answered()
+		testHook(testHooks.watchEnded)
+		return
+	}
 	if err := w.send(s.replyLocked()); err != nil {
 		s.mu.Unlock()
 		conn.Close()
 		return
 	}
-	if final {
-		w.send(Event{Kind: EventExit, Status: s.status})
-		s.mu.Unlock()
-		conn.CloseWrite()
-		testHook(testHooks.watchEnded)
-		return
-	}
 	s.watchers[w] = true
 	s.advanceLocked(evWatch)
 	s.mu.Unlock()
+	answered() // the watcher is installed: finish sends it the end
 	for {
+		if testHooks.watchRead != nil {
+			testHooks.watchRead(conn)
+		}
 		line, err := console.ReadLine(br)
 		if err != nil {
 			s.mu.Lock()

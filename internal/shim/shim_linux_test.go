@@ -904,6 +904,30 @@ func TestStopWhileDetachedBoxStarts(t *testing.T) {
 	}
 }
 
+// TestStopFromWatchThatWent: a stop sent by a watcher that closed its connection at once (the
+// daemon's stop of a launch it does not watch yet: stopViaShim's own watch) stops the box, even
+// when a write to that watcher fails before its reader has read the stop. The shim closed the
+// connection on the failed write, the stop unread, and the box ran on: a daemon test
+// (TestAttackBadConfigRefusesLaunches: launch detached, stop at once) failed "did not settle
+// within a minute". The hooks (shim.HooksWatchGone) force the interleaving every time.
+func TestStopFromWatchThatWent(t *testing.T) {
+	t.Setenv(hooksEnv, shim.HooksWatchGone)
+	dir := launch(t, shim.Config{Detached: true}, sh(`exec sleep 120`))
+	w, err := shim.Watch(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	st := waitStatus(t, dir)
+	raceForced(t, dir)
+	if !st.Stopped {
+		t.Fatalf("status %+v: want a stopped box", st)
+	}
+}
+
 // TestStopWhileHeldBoxStarts: a stop that reaches the shim while the engine is starting a held
 // box (the attached launch's box is built before its client comes) ends that box through
 // supervision: the status says settled only once no process of the box's pid namespace is
@@ -950,6 +974,10 @@ func TestStopWhileHeldBoxStarts(t *testing.T) {
 // status written (since the box's end is reported before box-init's exit, speed9) and read a
 // missing file: about 1 in 100 short launches beside CPU burners was recorded lost. The hooks
 // (shim.HooksLateWatch) make a watcher come while the status is being written, every time.
+// They also hold that watcher, served in the final phase, until the shim has closed its socket:
+// the shim's process exited before the watcher's goroutine had sent it anything, and its
+// watch found the connection closed without a reply (no watcher sent the end: 4 of 40 runs
+// beside other tests at load 22, before finish waited for the connections it had accepted).
 func TestLateWatcherFindsStatus(t *testing.T) {
 	t.Setenv(hooksEnv, shim.HooksLateWatch)
 	dir := launch(t, shim.Config{Detached: true}, sh("exit 3"))
@@ -996,6 +1024,9 @@ func TestLateWatcherFindsStatus(t *testing.T) {
 		return
 	}
 	raceForced(t, dir)
+	if _, err := os.Stat(filepath.Join(dir, shim.LateAnswerForced)); ends.Load() > 0 && err != nil {
+		t.Fatalf("the late watcher was not held until the shim closed its socket (%v): the test proves less", err)
+	}
 	if ends.Load() == 0 {
 		t.Fatal("no watcher was sent the launch's end")
 	}
