@@ -56,6 +56,7 @@ func main() {
 	pairs := flag.Bool("pairs", false, "(b), (c) and the floors, alternating: n rounds, each ratio within its round (on a loaded machine only same-run ratios mean anything)")
 	base := flag.String("base", "", "with -pairs: another build's agentbox binary (the code before a change), run with its own daemon in the same rounds as (b) and (c)")
 	engineName := flag.String("engine", "", "the engine of (c) and (c0) (config.yaml's engine; empty: the default)")
+	flag.BoolVar(&gitWork, "git", false, "the launches' workspace is a git repository with one commit (as an agent's usually is; without it, a folder in no repository)")
 	like := flag.Bool("like", false, "with -pairs: also bwrap run with the argv agentbox's own bwrap engine renders for the same plan, /bin/true in place of its box-init (like for like)")
 	flag.Parse()
 	switch {
@@ -339,6 +340,9 @@ func runPairs(rivals []rival, n int, gap time.Duration) {
 	}
 }
 
+// gitWork: startAgentbox makes each workspace a git repository (-git).
+var gitWork bool
+
 // startAgentbox starts bin's daemon with a home, state, configuration and runtime folder of
 // its own (the first launch starts it) and returns how to run bin's CLI there, the runtime
 // root, and how to stop the daemon and remove the folders.
@@ -360,6 +364,17 @@ func startAgentbox(bin, config string) (ab func(args ...string) *exec.Cmd, runti
 	env := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + mk(root, "home"), "XDG_RUNTIME_DIR=" + mk(runtimeRoot, "run"),
 		"XDG_STATE_HOME=" + mk(root, "state"), "XDG_CONFIG_HOME=" + mk(root, "config")}
 	work := mk(root, "work")
+	if gitWork {
+		check(os.WriteFile(filepath.Join(work, "main.go"), []byte("package main\n"), 0o644))
+		check(os.WriteFile(filepath.Join(work, ".gitignore"), []byte("*.log\nbuild/\n"), 0o644))
+		for _, args := range [][]string{{"init", "-q"}, {"add", "-A"}, {"-c", "user.name=bench", "-c", "user.email=bench@example.org", "commit", "-qm", "bench"}} {
+			c := exec.Command("git", args...)
+			c.Dir = work
+			if out, err := c.CombinedOutput(); err != nil {
+				fatalf("git %v in the workspace: %v: %s", args, err, out)
+			}
+		}
+	}
 	if config != "" {
 		check(os.WriteFile(filepath.Join(mk(root, "config/agentbox"), "config.yaml"), []byte(config), 0o600))
 	}
