@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"testing"
 	"time"
 )
@@ -113,5 +114,65 @@ func TestNoGitWhereNoRepository(t *testing.T) {
 	})
 	if !slices.Contains(ign.Files, "x.log") || !slices.Contains(unt.Files, filepath.Join("scratch", "new.go")) || n == 0 {
 		t.Errorf("a folder beneath a repository's top: ignored %+v, untracked %+v, %d runs of git; want x.log, scratch/new.go and git run", ign, unt, n)
+	}
+}
+
+// BenchmarkExitGitChecks measures the two listings of the check at exit that run git, the
+// files left in git-ignored places (IgnoredChanged) and the untracked files git status does
+// not name (UntrackedUnlisted), one after the other (as before) and side by side (as the
+// daemon runs them now), alternating within each iteration, in a workspace that is a small
+// repository (20 tracked files, an ignored build/ of 20 files, an untracked scratch/) and in
+// one in no repository (no git run). Each sub-benchmark reports its median and p95 per pair
+// member (ns/op is their sum).
+func BenchmarkExitGitChecks(b *testing.B) {
+	if _, err := exec.LookPath("git"); err != nil {
+		b.Skip("git not installed")
+	}
+	repo := b.TempDir()
+	for i := 0; i < 20; i++ {
+		os.WriteFile(filepath.Join(repo, "f"+strconv.Itoa(i)+".go"), []byte("package main\n"), 0o644)
+	}
+	os.WriteFile(filepath.Join(repo, ".gitignore"), []byte("build/\n"), 0o644)
+	for _, args := range [][]string{{"init", "-q"}, {"add", "-A"}, {"-c", "user.name=t", "-c", "user.email=t@example.com", "commit", "-qm", "init"}} {
+		c := exec.Command("git", args...)
+		c.Dir = repo
+		if out, err := c.CombinedOutput(); err != nil {
+			b.Fatalf("git %v: %v: %s", args, err, out)
+		}
+	}
+	os.MkdirAll(filepath.Join(repo, "build"), 0o755)
+	os.MkdirAll(filepath.Join(repo, "scratch"), 0o755)
+	for i := 0; i < 20; i++ {
+		os.WriteFile(filepath.Join(repo, "build", "o"+strconv.Itoa(i)), nil, 0o644)
+	}
+	os.WriteFile(filepath.Join(repo, "scratch", "notes"), nil, 0o644)
+	for name, ws := range map[string]string{"repository": repo, "no-repository": b.TempDir()} {
+		b.Run(name, func(b *testing.B) {
+			s := &State{Workspace: ws, Started: time.Now()}
+			seq := func() {
+				s.IgnoredChanged(context.Background())
+				s.UntrackedUnlisted(context.Background())
+			}
+			side := func() {
+				done := make(chan struct{})
+				go func() { s.UntrackedUnlisted(context.Background()); close(done) }()
+				s.IgnoredChanged(context.Background())
+				<-done
+			}
+			var ds [2][]time.Duration
+			for i := 0; i < b.N; i++ {
+				for k := 0; k < 2; k++ {
+					j := (i + k) % 2
+					t0 := time.Now()
+					[]func(){seq, side}[j]()
+					ds[j] = append(ds[j], time.Since(t0))
+				}
+			}
+			for j, what := range []string{"seq", "side"} {
+				slices.Sort(ds[j])
+				b.ReportMetric(float64(ds[j][len(ds[j])/2].Microseconds())/1000, what+"-median-ms")
+				b.ReportMetric(float64(ds[j][len(ds[j])*95/100].Microseconds())/1000, what+"-p95-ms")
+			}
+		})
 	}
 }
