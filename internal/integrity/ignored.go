@@ -14,7 +14,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/agentbox/agentbox/internal/atomicfile"
@@ -260,28 +259,27 @@ func ignoredEntries(ctx context.Context, ws, top string, private, untracked bool
 		}
 		env = append(privateGitEnv(env, dir), "GIT_WORK_TREE="+top, "GIT_INDEX_FILE="+index)
 	}
-	// The listings are read side by side (readGits); their errors are taken in the order
-	// they were read in one after the other before.
-	cmds := [][]string{{"ls-files", "-z", "--stage"}, {"ls-files", "-z", "--others", "--ignored", "--exclude-standard", "--directory"}}
-	if untracked {
-		cmds = append(cmds, []string{"ls-files", "-z", "--others", "--exclude-standard", "--directory"})
+	run := func(args ...string) ([]byte, error) { return readGit(ctx, top, env, args...) }
+	out, err := run("ls-files", "-z", "--others", "--ignored", "--exclude-standard", "--directory")
+	if err != nil {
+		return nil, nil, err
 	}
-	outs := readGits(ctx, top, env, cmds...)
-	for _, o := range append(outs[1:], outs[0]) {
-		if o.err != nil {
-			return nil, nil, o.err
+	if untracked {
+		more, err := run("ls-files", "-z", "--others", "--exclude-standard", "--directory")
+		if err != nil {
+			return nil, nil, err
 		}
-	}
-	out := outs[1].out
-	if untracked {
-		out = append(append(out, 0), outs[2].out...)
+		out = append(append(out, 0), more...)
 	}
 	for _, e := range bytes.Split(out, []byte{0}) {
 		if len(e) > 0 {
 			entries = append(entries, filepath.FromSlash(strings.TrimSuffix(string(e), "/")))
 		}
 	}
-	out = outs[0].out
+	out, err = run("ls-files", "-z", "--stage")
+	if err != nil {
+		return nil, nil, err
+	}
 	for _, e := range bytes.Split(out, []byte{0}) {
 		// "MODE OBJECT STAGE\tPATH"; a gitlink has mode 160000.
 		if rest, ok := bytes.CutPrefix(e, []byte("160000 ")); ok {
@@ -370,34 +368,6 @@ func readGit(ctx context.Context, dir string, env []string, args ...string) ([]b
 		return nil, fmt.Errorf("git %s: %v: %s", args[0], err, msg)
 	}
 	return out, nil
-}
-
-// gitSideBySide: readGits runs its git commands side by side (false only in
-// BenchmarkExitGitChecks, for the one-after-the-other arm it compares with).
-var gitSideBySide = true
-
-// gitOut is one run of readGit: its output and error.
-type gitOut struct {
-	out []byte
-	err error
-}
-
-// readGits runs readGit once for each of cmds (each an argument list), side by side, and
-// returns their outputs in the same order: the checks at exit read with git several times,
-// and each run is mostly its start (BenchmarkExitGitChecks).
-func readGits(ctx context.Context, dir string, env []string, cmds ...[]string) []gitOut {
-	outs := make([]gitOut, len(cmds))
-	var wg sync.WaitGroup
-	for i, args := range cmds {
-		run := func() { outs[i].out, outs[i].err = readGit(ctx, dir, env, args...) }
-		if !gitSideBySide {
-			run()
-			continue
-		}
-		wg.Go(run)
-	}
-	wg.Wait()
-	return outs
 }
 
 // hostGitEnv is the daemon's environment without the variables that would point git elsewhere

@@ -119,8 +119,8 @@ func TestNoGitWhereNoRepository(t *testing.T) {
 
 // BenchmarkExitGitChecks measures the two listings of the check at exit that run git, the
 // files left in git-ignored places (IgnoredChanged) and the untracked files git status does
-// not name (UntrackedUnlisted), and the git runs within each, one after the other (as before:
-// seq) and side by side (as the daemon runs them now: side), alternating within each iteration, in a workspace that is a small
+// not name (UntrackedUnlisted), one after the other (as before) and side by side (as the
+// daemon runs them now), alternating within each iteration, in a workspace that is a small
 // repository (20 tracked files, an ignored build/ of 20 files, an untracked scratch/) and in
 // one in no repository (no git run). Each sub-benchmark reports its median and p95 per pair
 // member (ns/op is their sum).
@@ -150,8 +150,6 @@ func BenchmarkExitGitChecks(b *testing.B) {
 		b.Run(name, func(b *testing.B) {
 			s := &State{Workspace: ws, Started: time.Now()}
 			seq := func() {
-				gitSideBySide = false
-				defer func() { gitSideBySide = true }()
 				s.IgnoredChanged(context.Background())
 				s.UntrackedUnlisted(context.Background())
 			}

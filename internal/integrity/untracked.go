@@ -52,14 +52,9 @@ func (s *State) UntrackedUnlisted(ctx context.Context) (UntrackedResult, error) 
 	}
 	defer done()
 	env := append(hostGitEnv(), index...)
-	// The three are read side by side (readGits), and used as when they were read one after
-	// the other: the listings are not looked at where the setting made them needless.
-	outs := readGits(ctx, s.Workspace, env, []string{"config", "--get", "status.showUntrackedFiles"},
-		[]string{"ls-files", "-z", "--others", "--exclude-standard"},
-		[]string{"ls-files", "-z", "--others", "--exclude-standard", "--directory"})
 	mode := "normal"
 	// git config exits 1 where the key is not set.
-	if out, err := outs[0].out, outs[0].err; err == nil {
+	if out, err := readGit(ctx, s.Workspace, env, "config", "--get", "status.showUntrackedFiles"); err == nil {
 		switch v := strings.ToLower(strings.TrimSpace(string(out))); v {
 		case "no", "false", "off", "0":
 			mode = "no"
@@ -69,7 +64,7 @@ func (s *State) UntrackedUnlisted(ctx context.Context) (UntrackedResult, error) 
 	} else if errors.Is(err, errNoRepository) {
 		return res, nil
 	}
-	out, err := outs[1].out, outs[1].err
+	out, err := readGit(ctx, s.Workspace, env, "ls-files", "-z", "--others", "--exclude-standard")
 	if errors.Is(err, errNoRepository) {
 		return res, nil
 	}
@@ -78,7 +73,7 @@ func (s *State) UntrackedUnlisted(ctx context.Context) (UntrackedResult, error) 
 	}
 	var folded []string // folders git status shows as one line, each ending in "/"
 	if mode == "normal" {
-		dirs, err := outs[2].out, outs[2].err
+		dirs, err := readGit(ctx, s.Workspace, env, "ls-files", "-z", "--others", "--exclude-standard", "--directory")
 		if err != nil {
 			return res, err
 		}
