@@ -192,18 +192,8 @@ func (b *integrityBroker) End(id string) {
 	keepStaged := b.collectStaged(id, workspace)
 	if w != nil {
 		w.Verify(integrity.SourceExit, true)
-		// The untracked files git status does not name are listed while the files left in
-		// git-ignored places are found and moved: each runs git two or three times, and the
-		// two sets are apart (an untracked file is not ignored, and lies in no ignored folder;
-		// the untracked files of a submodule are not the workspace repository's), so the move
-		// changes neither list. Both end before the launch's end is answered.
-		untracked := make(chan untrackedFound, 1)
-		go func() {
-			found, err := w.State.UntrackedUnlisted(context.Background())
-			untracked <- untrackedFound{found, err}
-		}()
 		b.takeIgnored(id, w.State)
-		b.sayUntracked(id, w.State.Workspace, <-untracked)
+		b.sayUntracked(id, w.State)
 		if w.State.IndexesLocked() {
 			// An index written beside a git's lock is checked again once the lock has gone
 			// (bounded: integrity.IndexRecheckWait).
@@ -255,22 +245,15 @@ func (b *integrityBroker) takeIgnored(id string, st *integrity.State) {
 	}
 }
 
-// untrackedFound is what integrity.State.UntrackedUnlisted returned.
-type untrackedFound struct {
-	found integrity.UntrackedResult
-	err   error
-}
-
 // sayUntracked records, for the end of the run, the untracked files launch id created or
-// changed in workspace that the user's git status does not name (u, from
-// integrity.State.UntrackedUnlisted): they
+// changed that the user's git status does not name (integrity.State.UntrackedUnlisted): they
 // stay, as every untracked file does, but the user's review is told their names
 // (docs/integrity.md, "Untracked files git status does not name").
-func (b *integrityBroker) sayUntracked(id, workspace string, u untrackedFound) {
-	found, err := u.found, u.err
+func (b *integrityBroker) sayUntracked(id string, st *integrity.State) {
+	found, err := st.UntrackedUnlisted(context.Background())
 	if err != nil {
 		b.Log.Error("integrity: list the untracked files git status does not name", "launch", id, "err", err)
-		ev := api.DriftEvent{Kind: "modified", Path: workspace, Source: api.DriftSourceIgnored, Alert: true,
+		ev := api.DriftEvent{Kind: "modified", Path: st.Workspace, Source: api.DriftSourceIgnored, Alert: true,
 			Detail: fmt.Sprintf("untracked files git status does not name not checked: %v", err)}
 		if err := b.Drift.AddDrift(context.Background(), id, ev); err != nil {
 			b.Log.Error("integrity: record drift", "launch", id, "err", err)
@@ -285,7 +268,7 @@ func (b *integrityBroker) sayUntracked(id, workspace string, u untrackedFound) {
 	if len(found.Files) > len(named) {
 		detail += ", …"
 	}
-	ev := api.DriftEvent{Kind: "modified", Path: workspace, Detail: detail + " (" + found.Why + ")", Source: api.DriftSourceUntracked}
+	ev := api.DriftEvent{Kind: "modified", Path: st.Workspace, Detail: detail + " (" + found.Why + ")", Source: api.DriftSourceUntracked}
 	if err := b.Drift.AddDrift(context.Background(), id, ev); err != nil {
 		b.Log.Error("integrity: record drift", "launch", id, "err", err)
 	}

@@ -119,11 +119,11 @@ func TestNoGitWhereNoRepository(t *testing.T) {
 
 // BenchmarkExitGitChecks measures the two listings of the check at exit that run git, the
 // files left in git-ignored places (IgnoredChanged) and the untracked files git status does
-// not name (UntrackedUnlisted), one after the other (as before) and side by side (as the
-// daemon runs them now), alternating within each iteration, in a workspace that is a small
-// repository (20 tracked files, an ignored build/ of 20 files, an untracked scratch/) and in
-// one in no repository (no git run). Each sub-benchmark reports its median and p95 per pair
-// member (ns/op is their sum).
+// not name (UntrackedUnlisted), one after the other (as the daemon runs them: seq) and side by
+// side (a design tried and not kept: side), alternating within each iteration, in a workspace
+// that is a small repository (20 tracked files, an ignored build/ of 20 files, an untracked
+// scratch/) and in one in no repository (no git run). Each sub-benchmark reports the median
+// and p95 of each arm (ns/op is their sum).
 func BenchmarkExitGitChecks(b *testing.B) {
 	if _, err := exec.LookPath("git"); err != nil {
 		b.Skip("git not installed")

@@ -36,11 +36,10 @@ func TestUntrackedUnlistedSaid(t *testing.T) {
 	}
 }
 
-// TestIgnoredAndUntrackedAtOnce: the check at exit finds the files left in git-ignored places
-// while it lists the untracked files git status does not name (the two run side by side): a
-// real box leaves bin/tool (ignored) and scratch/x_test.go (in the user's untracked scratch/);
-// the first is moved out of the workspace into the proposed changes, the second named at the
-// end of the run and left, as before.
+// TestIgnoredAndUntrackedAtOnce: one launch leaves both kinds of files the check at exit looks
+// for: a real box leaves bin/tool (ignored) and scratch/x_test.go (in the user's untracked
+// scratch/); the first is moved out of the workspace into the proposed changes, the second
+// named at the end of the run and left.
 func TestIgnoredAndUntrackedAtOnce(t *testing.T) {
 	t.Parallel()
 	e := newDaemonEnv(t)
