@@ -659,16 +659,20 @@ func TestLaunchStagesRecorded(t *testing.T) {
 				l, err = td.c.Get(ctx, resp.ID)
 				return err == nil && l.State == api.StateRunning
 			})
-			var got []string
-			for _, s := range l.Stages {
-				got = append(got, s.Name)
-				if s.Duration < 0 {
-					t.Errorf("stage %s: duration %v", s.Name, s.Duration)
+			checkStages := func(what string) {
+				t.Helper()
+				var got []string
+				for _, s := range l.Stages {
+					got = append(got, s.Name)
+					if s.Duration < 0 {
+						t.Errorf("stage %s: duration %v", s.Name, s.Duration)
+					}
+				}
+				if !slices.Equal(got, want) {
+					t.Errorf("stages of the %s launch %v, want %v", what, got, want)
 				}
 			}
-			if !slices.Equal(got, want) {
-				t.Errorf("stages %v, want %v", got, want)
-			}
+			checkStages("running")
 			if _, err := td.c.Stop(ctx, resp.ID); err != nil {
 				t.Fatal(err)
 			}
@@ -678,16 +682,7 @@ func TestLaunchStagesRecorded(t *testing.T) {
 				l, err = td.c.Get(ctx, resp.ID)
 				return err == nil && l.State != api.StateRunning && len(l.Stages) == len(want)
 			})
-			got = got[:0]
-			for _, s := range l.Stages {
-				got = append(got, s.Name)
-				if s.Duration < 0 {
-					t.Errorf("stage %s: duration %v", s.Name, s.Duration)
-				}
-			}
-			if !slices.Equal(got, want) {
-				t.Errorf("stages of the ended launch %v, want %v", got, want)
-			}
+			checkStages("ended")
 		})
 	}
 }
