@@ -12,7 +12,10 @@ $GO run ./bench/startup -n "${N:-100}" -gap 250ms
 echo
 # bwrap and agentbox alternating within each round (and BASE, another build's bin/agentbox,
 # the code before a change, with its own daemon; and bwrap with the argv agentbox's own bwrap
-# engine renders for the same plan): on a loaded machine only these ratios mean anything.
+# engine renders for the same plan), with the floors in the same rounds (a Go no-op, agentbox
+# --version, a Go client and server, a prestarted box of the native engine alone) and the
+# stages of each agentbox's median launch, its end included: on a loaded machine only these
+# ratios mean anything.
 $GO run ./bench/startup -pairs -like -n "${N:-100}" -gap 100ms ${BASE:+-base "$BASE"}
 echo
 echo "## Box start to program exec inside the shim (native engine)"

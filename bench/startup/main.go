@@ -6,11 +6,16 @@
 // machine: a Go program that does nothing (this binary with -noop), the agentbox CLI's own
 // start and exit (`agentbox --version`), and a launch through a daemon with no box at all: a
 // Go client (this binary, -floor-client) asks a Go server (this binary, -floor-serve) on a
-// unix socket to run /bin/true, and exits with its status.
+// unix socket to run /bin/true, and exits with its status; and a box alone: a box of the native
+// engine, prestarted as the daemon's spare shim prestarts it, handed the request of /bin/true,
+// timed until its box-init has exited (prestartedFloor). With -pairs they run in the same
+// rounds as the launches.
 //
 // After the table it prints where the time of agentbox's launches went: the stages of the
 // launch whose end-to-end time was the median (the daemon's record of it, `agentbox launches
-// --json`: internal/launch's stage timings), next to each stage's median over all of them.
+// --json`: internal/launch's stage timings, and those of its end the daemon adds: the box's run,
+// the brokers' end with the check at exit, box-init's exit, the work folders' removal), next to
+// each stage's median over all of them.
 package main
 
 import (
@@ -29,20 +34,29 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agentbox/agentbox/internal/boxmain"
 	"github.com/agentbox/agentbox/internal/engine/bwrap"
 	"github.com/agentbox/agentbox/internal/launchdir"
 )
 
 func main() {
+	// The prestarted box's floor (prestartedFloor) runs its box-init and box-exec from this
+	// binary, as the agentbox-box helper does.
+	if len(os.Args) > 1 {
+		if entry, ok := boxmain.Entries[os.Args[1]]; ok {
+			os.Exit(entry(os.Args[2:]))
+		}
+	}
 	n := flag.Int("n", 100, "iterations per case")
 	gap := flag.Duration("gap", 0, "pause between iterations (0: back to back); a person's launches are seconds apart, and agentbox replaces its spare shim in the background after each")
 	bin := flag.String("agentbox", "bin/agentbox", "agentbox binary")
 	noop := flag.Bool("noop", false, "exit at once (a floor)")
 	floorServe := flag.String("floor-serve", "", "serve the floor's launches on this unix socket (internal)")
 	floorClient := flag.String("floor-client", "", "ask the floor's server on this unix socket to run the argument (internal)")
-	pairs := flag.Bool("pairs", false, "only (b) and (c), alternating: n pairs, each ratio within its pair (on a loaded machine only same-run ratios mean anything)")
+	pairs := flag.Bool("pairs", false, "(b), (c) and the floors, alternating: n rounds, each ratio within its round (on a loaded machine only same-run ratios mean anything)")
 	base := flag.String("base", "", "with -pairs: another build's agentbox binary (the code before a change), run with its own daemon in the same rounds as (b) and (c)")
 	engineName := flag.String("engine", "", "the engine of (c) and (c0) (config.yaml's engine; empty: the default)")
+	flag.BoolVar(&gitWork, "git", false, "the launches' workspace is a git repository with one commit (as an agent's usually is; without it, a folder in no repository)")
 	like := flag.Bool("like", false, "with -pairs: also bwrap run with the argv agentbox's own bwrap engine renders for the same plan, /bin/true in place of its box-init (like for like)")
 	flag.Parse()
 	switch {
@@ -94,17 +108,27 @@ func main() {
 		{"(c) agentbox run /bin/true (warm daemon, end to end)", func() *exec.Cmd { return ab("run", "/bin/true") }, true},
 	}
 	if *pairs {
-		rivals := []rival{{cases[4].name, cases[4].cmd, nil}, {cases[5].name, cases[5].cmd, ab}}
+		rivals := []rival{{name: cases[4].name, cmd: cases[4].cmd}, {name: cases[5].name, cmd: cases[5].cmd, ab: ab}}
 		if *base != "" {
 			bab, _, bstop := startAgentbox(*base, config)
 			defer bstop()
-			rivals = append(rivals, rival{"(c0) the same, built from " + *base, func() *exec.Cmd { return bab("run", "/bin/true") }, bab})
+			rivals = append(rivals, rival{name: "(c0) the same, built from " + *base, cmd: func() *exec.Cmd { return bab("run", "/bin/true") }, ab: bab})
 		}
 		if *like {
 			args, lstop := bwrapArgv(*bin)
 			defer lstop()
-			rivals = append(rivals, rival{fmt.Sprintf("(b1) bwrap with the argv of agentbox's bwrap engine for the same plan (%d arguments), /bin/true as its program", len(args)),
-				func() *exec.Cmd { return exec.Command("bwrap", args...) }, nil})
+			rivals = append(rivals, rival{name: fmt.Sprintf("(b1) bwrap with the argv of agentbox's bwrap engine for the same plan (%d arguments), /bin/true as its program", len(args)),
+				cmd: func() *exec.Cmd { return exec.Command("bwrap", args...) }})
+		}
+		// The floors, in the same rounds: what no launch through agentbox's daemon can go
+		// below on this machine at this moment.
+		for _, c := range cases[:3] {
+			rivals = append(rivals, rival{name: c.name, cmd: c.cmd})
+		}
+		if prep, run, err := prestartedFloor(runtimeRoot); err != nil {
+			fmt.Fprintf(os.Stderr, "startup: no prestarted box's floor: %v\n", err)
+		} else {
+			rivals = append(rivals, rival{name: prestartedName, prep: prep, run: run})
 		}
 		runPairs(rivals, *n, *gap)
 		return
@@ -136,6 +160,18 @@ func main() {
 		if c.stages {
 			breakdown = stageBreakdown(ab, inOrder)
 		}
+	}
+	if prep, run, err := prestartedFloor(runtimeRoot); err != nil {
+		fmt.Printf("| %s | – | %v | |\n", prestartedName, err)
+	} else {
+		r := rival{name: prestartedName, prep: prep, run: run}
+		var ds []time.Duration
+		for i := 0; i < *n; i++ {
+			ds = append(ds, r.time())
+			time.Sleep(*gap)
+		}
+		med, p95 := stats(ds)
+		fmt.Printf("| %s | %d | %s | %s | |\n", prestartedName, *n, ms(med), ms(p95))
 	}
 	fmt.Print(breakdown)
 
@@ -205,23 +241,54 @@ func stageBreakdown(ab func(...string) *exec.Cmd, ds []time.Duration) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "\nStages of the median launch (%s end to end, launch %.8s) and each stage's median over the %d launches "+
 		"(the daemon's records; record and shim overlap when an attached launch finds a spare; watch runs after the answer, "+
-		"while the client attaches):\n\n| stage | median launch | median of all |\n|---|---|---|\n", ms(ds[mid]), ls[mid].ID, len(ls))
+		"while the client attaches; box is the watch to the shim's final status: the client's attach, the box's start, the program and the box's end; "+
+		"end-brokers is every broker's end, the check at exit among them; box-init-exit the wait for box-init's exit after that):\n\n| stage | median launch | median of all |\n|---|---|---|\n", ms(ds[mid]), ls[mid].ID, len(ls))
 	var sum time.Duration
 	for _, s := range ls[mid].Stages {
 		m, _ := stats(all[s.Name])
-		fmt.Fprintf(&b, "| %s | %s | %s |\n", s.Name, ms(s.Duration), ms(m))
-		sum += s.Duration
+		note := ""
+		if s.Name == "work-removal" {
+			note = " (after the answer: not in the client's time)"
+		} else {
+			sum += s.Duration
+		}
+		fmt.Fprintf(&b, "| %s%s | %s | %s |\n", s.Name, note, ms(s.Duration), ms(m))
 	}
-	fmt.Fprintf(&b, "| (sum of the stages) | %s | |\n| (the rest: CLI start, API round trip, attach, program, exit, settlement seen by the client) | %s | |\n",
+	fmt.Fprintf(&b, "| (sum of the stages before the answer) | %s | |\n| (the rest: the CLI's start, the request's and the answers' ways, the record's commit, the CLI's exit; less where stages overlapped) | %s | |\n",
 		ms(sum), ms(ds[mid]-sum))
 	return b.String()
 }
 
-// rival is one case of runPairs; ab, for an agentbox, runs its CLI (for the stages).
+const prestartedName = "floor: a box of the native engine, prestarted, handed the request of /bin/true until box-init's exit (no daemon, shim or client)"
+
+// rival is one case of runPairs: a command (cmd), or a function run in this process (run,
+// after prep, which is not timed); ab, for an agentbox, runs its CLI (for the stages).
 type rival struct {
 	name string
 	cmd  func() *exec.Cmd
+	prep func() error
+	run  func() error
 	ab   func(...string) *exec.Cmd
+}
+
+// time runs r once and returns how long it took.
+func (r rival) time() time.Duration {
+	if r.prep != nil {
+		if err := r.prep(); err != nil {
+			fatalf("%s: %v", r.name, err)
+		}
+	}
+	t0 := time.Now()
+	if r.run != nil {
+		if err := r.run(); err != nil {
+			fatalf("%s: %v", r.name, err)
+		}
+		return time.Since(t0)
+	}
+	if out, err := r.cmd().CombinedOutput(); err != nil {
+		fatalf("%s: %v: %s", r.name, err, out)
+	}
+	return time.Since(t0)
 }
 
 // runPairs runs n rounds of the rivals (bwrap first, then agentbox builds), each round in
@@ -236,11 +303,7 @@ func runPairs(rivals []rival, n int, gap time.Duration) {
 		round := make([]time.Duration, len(rivals))
 		for k := range rivals {
 			j := (i + k) % len(rivals)
-			t0 := time.Now()
-			if out, err := rivals[j].cmd().CombinedOutput(); err != nil {
-				fatalf("%s: %v: %s", rivals[j].name, err, out)
-			}
-			round[j] = time.Since(t0)
+			round[j] = rivals[j].time()
 			time.Sleep(gap)
 		}
 		for j, d := range round {
@@ -262,6 +325,9 @@ func runPairs(rivals []rival, n int, gap time.Duration) {
 		}
 	}
 	for j := 2; j < len(rivals); j++ {
+		if !strings.HasPrefix(rivals[j].name, "(") { // a floor
+			continue
+		}
 		var r []time.Duration
 		for i := range inOrder[1] {
 			r = append(r, inOrder[1][i]*1000/inOrder[j][i])
@@ -273,6 +339,9 @@ func runPairs(rivals []rival, n int, gap time.Duration) {
 		fmt.Print("\n", b)
 	}
 }
+
+// gitWork: startAgentbox makes each workspace a git repository (-git).
+var gitWork bool
 
 // startAgentbox starts bin's daemon with a home, state, configuration and runtime folder of
 // its own (the first launch starts it) and returns how to run bin's CLI there, the runtime
@@ -295,6 +364,17 @@ func startAgentbox(bin, config string) (ab func(args ...string) *exec.Cmd, runti
 	env := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + mk(root, "home"), "XDG_RUNTIME_DIR=" + mk(runtimeRoot, "run"),
 		"XDG_STATE_HOME=" + mk(root, "state"), "XDG_CONFIG_HOME=" + mk(root, "config")}
 	work := mk(root, "work")
+	if gitWork {
+		check(os.WriteFile(filepath.Join(work, "main.go"), []byte("package main\n"), 0o644))
+		check(os.WriteFile(filepath.Join(work, ".gitignore"), []byte("*.log\nbuild/\n"), 0o644))
+		for _, args := range [][]string{{"init", "-q"}, {"add", "-A"}, {"-c", "user.name=bench", "-c", "user.email=bench@example.org", "commit", "-qm", "bench"}} {
+			c := exec.Command("git", args...)
+			c.Dir = work
+			if out, err := c.CombinedOutput(); err != nil {
+				fatalf("git %v in the workspace: %v: %s", args, err, out)
+			}
+		}
+	}
 	if config != "" {
 		check(os.WriteFile(filepath.Join(mk(root, "config/agentbox"), "config.yaml"), []byte(config), 0o600))
 	}
@@ -312,9 +392,29 @@ func startAgentbox(bin, config string) (ab func(args ...string) *exec.Cmd, runti
 	}
 	// Warm the daemon (the first run starts it). A launch that fails may have started it:
 	// it is stopped before the bench exits.
-	if out, err := ab("run", "/bin/true").CombinedOutput(); err != nil {
-		stop()
-		fatalf("warm-up of %s: %v: %s", bin, err, out)
+	// Then wait for the daemon's Python bytecode mirrors (made in the background after its
+	// start, and after a launch whose Python set has none; a launch meanwhile waits up to
+	// 200 ms for its mirror in its plan stage): a warm daemon has them. A build under way is a
+	// folder .new-* in the runtime directory's bytecode folder.
+	building := func() bool {
+		m, _ := filepath.Glob(filepath.Join(runtimeRoot, "run", "agentbox", "bytecode", ".new-*"))
+		return len(m) > 0
+	}
+	t0 := time.Now()
+	for i := 0; i < 5; i++ {
+		if out, err := ab("run", "/bin/true").CombinedOutput(); err != nil {
+			stop()
+			fatalf("warm-up of %s: %v: %s", bin, err, out)
+		}
+		if !building() {
+			break
+		}
+		for building() && time.Since(t0) < 5*time.Minute {
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	if building() {
+		fmt.Fprintf(os.Stderr, "startup: %s's bytecode mirror still being made after %v\n", bin, time.Since(t0).Round(time.Second))
 	}
 	return ab, runtimeRoot, stop
 }

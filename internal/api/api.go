@@ -177,7 +177,9 @@ type ProposedCount struct {
 // Stage is one completed stage of a launch's start (internal/launch, docs/internals.md).
 type Stage struct {
 	// Name names the stage: resolve, layout, prepare, brokers, plan, request, record, shim,
-	// record-shim, watch.
+	// record-shim, ready, watch; then, once the launch has ended, those of its end: box (the
+	// watch to the shim's final status), end-brokers (the check at exit among them),
+	// box-init-exit, work-removal (after the answer to the client).
 	Name string `json:"name"`
 	// Duration is how long the stage took (wall-clock, never negative). Stages may overlap:
 	// an attached launch's record and shim run at once when a spare shim is ready.

@@ -611,7 +611,8 @@ func TestSpareReplaced(t *testing.T) {
 // record (what `agentbox launches --json` prints) lists its stages in the order they ran, the
 // watch that supervision connects included, each with a non-negative duration; with a spare
 // shim (an attached launch, as `agentbox run` makes them: the spare's answer is read after the
-// daemon's, the ready stage) and without one (a detached launch).
+// daemon's, the ready stage) and without one (a detached launch); once ended, the stages of
+// its end follow (box, end-brokers, box-init-exit, work-removal).
 func TestLaunchStagesRecorded(t *testing.T) {
 	t.Parallel()
 	for _, noSpare := range []bool{false, true} {
@@ -658,19 +659,30 @@ func TestLaunchStagesRecorded(t *testing.T) {
 				l, err = td.c.Get(ctx, resp.ID)
 				return err == nil && l.State == api.StateRunning
 			})
-			var got []string
-			for _, s := range l.Stages {
-				got = append(got, s.Name)
-				if s.Duration < 0 {
-					t.Errorf("stage %s: duration %v", s.Name, s.Duration)
+			checkStages := func(what string) {
+				t.Helper()
+				var got []string
+				for _, s := range l.Stages {
+					got = append(got, s.Name)
+					if s.Duration < 0 {
+						t.Errorf("stage %s: duration %v", s.Name, s.Duration)
+					}
+				}
+				if !slices.Equal(got, want) {
+					t.Errorf("stages of the %s launch %v, want %v", what, got, want)
 				}
 			}
-			if !slices.Equal(got, want) {
-				t.Errorf("stages %v, want %v", got, want)
-			}
+			checkStages("running")
 			if _, err := td.c.Stop(ctx, resp.ID); err != nil {
 				t.Fatal(err)
 			}
+			// Once committed, its end's stages follow its start's.
+			want = append(want, "box", "end-brokers", "box-init-exit", "work-removal")
+			waitFor(t, "the launch's final record", func() bool {
+				l, err = td.c.Get(ctx, resp.ID)
+				return err == nil && l.State != api.StateRunning && len(l.Stages) == len(want)
+			})
+			checkStages("ended")
 		})
 	}
 }

@@ -50,6 +50,9 @@ type liveLaunch struct {
 	// saving is the commit of the launch's running state (supervise), which its final record
 	// waits for (settle).
 	saving sync.WaitGroup
+	// watched is when supervise's watch of the shim was connected (stageBox's start; zero
+	// for a launch watched without its pipeline).
+	watched time.Time
 }
 
 func newLaunchID() (string, error) {

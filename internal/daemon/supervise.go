@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"time"
 
@@ -13,6 +14,22 @@ import (
 	"github.com/agentbox/agentbox/internal/launchdir"
 	"github.com/agentbox/agentbox/internal/linux/proc"
 	"github.com/agentbox/agentbox/internal/shim"
+)
+
+// The stages of a launch's end, recorded after its start's (api.Stage): what each piece of the
+// end cost the daemon, for `agentbox launches --json` and bench/startup's breakdown. The
+// commit of the record is the one piece not in it.
+const (
+	// stageBox runs from the watch's connection until the shim's final status: the box's start
+	// (an attached launch's waits for its client), its program and its end.
+	stageBox = "box"
+	// stageEndBrokers is every broker's End: the check at exit among them (issue #20 item 1).
+	stageEndBrokers = "end-brokers"
+	// stageTopExit is the wait for box-init's exit (or the shim's) after that: the kernel's
+	// teardown of the box's namespaces, before the client is answered (e2e TestTreeCleanup).
+	stageTopExit = "box-init-exit"
+	// stageWorkRemoval is the removal of the overlay work folders, after the answer.
+	stageWorkRemoval = "work-removal"
 )
 
 // supervise follows a launch's shim until the box has ended, then records the outcome.
@@ -53,6 +70,7 @@ func (d *Daemon) supervise(l *liveLaunch) {
 				}
 			}
 			l.rec.Stages = l.run.Stages()
+			l.watched = time.Now()
 		} else {
 			w, err = shim.Watch(l.dir)
 		}
@@ -89,6 +107,9 @@ func (d *Daemon) supervise(l *liveLaunch) {
 			}
 		}
 		w.Close()
+		if !l.watched.IsZero() {
+			l.rec.Stages = append(l.rec.Stages, api.Stage{Name: stageBox, Duration: time.Since(l.watched)})
+		}
 	} else if startErr != nil {
 		// The shim failed before it took the launch (its box never got the request): it
 		// refuses the client with the reason, and ends.
@@ -151,7 +172,10 @@ func (d *Daemon) settle(ctx context.Context, l *liveLaunch, startErr error, fina
 	}
 	// Brokers end first (the integrity watch's exit check, placeholders released, the session
 	// ended), so that a launch recorded as ended has left nothing behind.
+	t := time.Now()
 	d.endBrokers(rec.ID)
+	rec.Stages = append(rec.Stages, api.Stage{Name: stageEndBrokers, Duration: time.Since(t)})
+	t = time.Now()
 	switch {
 	case final && top != nil:
 		if !top.Wait(10 * time.Second) {
@@ -160,6 +184,7 @@ func (d *Daemon) settle(ctx context.Context, l *liveLaunch, startErr error, fina
 	case final:
 		waitProcessGone(l.rec.ShimPid, 10*time.Second)
 	}
+	rec.Stages = append(rec.Stages, api.Stage{Name: stageTopExit, Duration: time.Since(t)})
 	// The launch's end is settled: nothing of the box runs, its init included (no process of
 	// its PID namespace is left when agentbox run returns: e2e TestTreeCleanup), and the check
 	// at exit is done. Its client is answered now (api.WaitEnded), while the box's overlay
@@ -175,8 +200,12 @@ func (d *Daemon) settle(ctx context.Context, l *liveLaunch, startErr error, fina
 	}
 	l.saving.Wait()
 	// The box's overlays are gone with its top process: its work folders can go.
+	t = time.Now()
 	d.removeLaunchWork(rec.ID, rec.Workspace)
-	d.record(rec, l.dir)
+	// The record committed holds that stage too; what was answered (l.final) stays as it was.
+	committed := *rec
+	committed.Stages = append(slices.Clone(rec.Stages), api.Stage{Name: stageWorkRemoval, Duration: time.Since(t)})
+	d.record(&committed, l.dir)
 	if err := launch.RemoveDir(l.dir); err != nil {
 		d.log.Warn("remove launch dir", "dir", l.dir, "err", err)
 	}

@@ -170,6 +170,43 @@ func (s *State) lookInto(rel, repo string) bool {
 
 var errNoRepository = errors.New("not in a git repository")
 
+// surelyNoRepository reports whether git, run in the folder dir with hostGitEnv, certainly
+// finds no repository: dir is a folder, and neither it nor any folder above it, up to the
+// root, as written or symlink-resolved (git discovers from its resolved working folder), holds
+// an entry named .git (a folder, a file, a symlink: anything) or HEAD (which git's test for a
+// bare repository or a git directory needs). git's discovery looks for nothing else once
+// GIT_DIR and GIT_CEILING_DIRECTORIES are unset (hostGitEnv), and stops earlier than this, at a
+// filesystem boundary; an entry that cannot be looked at counts as one found. Then the checks
+// at exit need no run of git, each of which costs a launch's end milliseconds (3 in a
+// workspace in no repository: docs/benchmarks.md); where it says false, git is run and
+// decides, as before. Not repoTop's rule (the daemon's), which takes a .git only with HEAD
+// in it: a check at exit must never skip a repository git would find.
+func surelyNoRepository(dir string) bool {
+	if st, err := os.Lstat(dir); err != nil || !st.IsDir() {
+		return false
+	}
+	resolved, err := filepath.EvalSymlinks(dir)
+	if err != nil {
+		return false
+	}
+	for _, start := range []string{filepath.Clean(dir), resolved} {
+		if !filepath.IsAbs(start) {
+			return false
+		}
+		for d := start; ; d = filepath.Dir(d) {
+			for _, name := range []string{".git", "HEAD"} {
+				if _, err := os.Lstat(filepath.Join(d, name)); !errors.Is(err, os.ErrNotExist) {
+					return false
+				}
+			}
+			if d == filepath.Dir(d) {
+				break
+			}
+		}
+	}
+	return true
+}
+
 // ignoredEntries asks the host's git for the ignored entries of the work tree at top (paths
 // relative to it; a folder ignored whole ends in "/") and the paths of its submodules. The
 // workspace's own repository is read with its configuration, which is pinned (or out of the
@@ -184,6 +221,9 @@ var errNoRepository = errors.New("not in a git repository")
 // hiddenSubmodules), its untracked entries are listed as well.
 func ignoredEntries(ctx context.Context, ws, top string, private, untracked bool) (entries, subs []string, err error) {
 	if _, err := exec.LookPath("git"); err != nil {
+		return nil, nil, errNoRepository
+	}
+	if !private && surelyNoRepository(top) {
 		return nil, nil, errNoRepository
 	}
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)

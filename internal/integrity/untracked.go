@@ -41,7 +41,7 @@ func (s *State) UntrackedUnlisted(ctx context.Context) (UntrackedResult, error) 
 	if s.Started.IsZero() {
 		return res, nil
 	}
-	if _, err := exec.LookPath("git"); err != nil {
+	if _, err := exec.LookPath("git"); err != nil || surelyNoRepository(s.Workspace) {
 		return res, nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)

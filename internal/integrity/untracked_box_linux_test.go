@@ -35,3 +35,30 @@ func TestUntrackedUnlistedSaid(t *testing.T) {
 		}
 	}
 }
+
+// TestIgnoredAndUntrackedAtOnce: one launch leaves both kinds of files the check at exit looks
+// for: a real box leaves bin/tool (ignored) and scratch/x_test.go (in the user's untracked
+// scratch/); the first is moved out of the workspace into the proposed changes, the second
+// named at the end of the run and left.
+func TestIgnoredAndUntrackedAtOnce(t *testing.T) {
+	t.Parallel()
+	e := newDaemonEnv(t)
+	ignoringRepo(t, e.work, "bin/\n")
+	write(t, filepath.Join(e.work, "scratch", "notes.txt"), "the user's notes\n")
+	out := e.boxPlant(`mkdir -p bin && printf '#!/bin/sh\n' > bin/tool && printf 'package scratch\n' > scratch/x_test.go && echo planted`)
+	if !strings.Contains(out, "planted") {
+		t.Fatalf("the plant failed (the test would prove nothing):\n%s", out)
+	}
+	if _, err := os.Lstat(filepath.Join(e.work, "bin", "tool")); err == nil {
+		t.Errorf("bin/tool, left in a git-ignored place, is still in the workspace")
+	}
+	if listed := e.run("changes", e.lastLaunch().ID); !strings.Contains(listed, "bin/tool (left in a git-ignored place") {
+		t.Errorf("agentbox changes does not list bin/tool:\n%s", listed)
+	}
+	if !strings.Contains(out, ": 1 files: scratch/x_test.go (git status shows the untracked folder holding each as one line: scratch/)") {
+		t.Errorf("the end of the run does not name scratch/x_test.go:\n%s", out)
+	}
+	if _, err := os.Lstat(filepath.Join(e.work, "scratch", "x_test.go")); err != nil {
+		t.Errorf("scratch/x_test.go is gone from the workspace: %v", err)
+	}
+}
