@@ -36,6 +36,7 @@ func main() {
 	claude := flag.String("claude", "", "the real claude executable (scripts/install-agents.sh DIR: DIR/bin/claude)")
 	verbose := flag.Bool("v", false, "print each launch's times on stderr")
 	sameEnv := flag.Bool("same-env", false, "run the stock claude with the variables the profile adds beyond the relay (no non-essential traffic, no auto-updater), so that only the box differs")
+	boxEnv := flag.Bool("box-env", false, "also alternate a third command: the stock claude unboxed with exactly the boxed claude's environment (read from the first boxed launch's process; the relay's URL and pairing replaced by the upstream's), so that the environment's part of the difference shows apart from the box's")
 	flag.Parse()
 	if *claude == "" {
 		fmt.Fprintln(os.Stderr, "agentprompt: -claude is required (scripts/install-agents.sh DIR, then -claude DIR/bin/claude)")
@@ -91,11 +92,13 @@ func main() {
 	})
 	defer cleanups[0]()
 
+	// onFound, when set, is called with the next launch's claude process, once.
+	var onFound func(pid int)
 	// launch types cmd, times it to the prompt, finds the claude process it started, then quits
 	// with /exit and waits for the shell.
 	step := 0
 	seen := map[int]bool{}
-	launch := func(cmd string) sample {
+	launch := func(name, cmd string) sample {
 		step++
 		tmux("send-keys", "-t", "b", "clear", "Enter")
 		time.Sleep(200 * time.Millisecond)
@@ -104,16 +107,41 @@ func main() {
 		tmux("send-keys", "-t", "b", "-l", cmd+"; echo "+done+"=$?")
 		start := time.Now()
 		tmux("send-keys", "-t", "b", "Enter")
+		// When the claude process execs (its command name becomes claude), polled beside the
+		// screen: it splits the time to the prompt into the way to Claude Code and its own start.
+		execAt := make(chan time.Duration, 1)
+		stopPoll := make(chan struct{})
+		go func() {
+			for {
+				if claudeExeced(home, seen) {
+					execAt <- time.Since(start)
+					return
+				}
+				select {
+				case <-stopPoll:
+					execAt <- 0
+					return
+				case <-time.After(2 * time.Millisecond):
+				}
+			}
+		}()
 		for !prompt.MatchString(tmux("capture-pane", "-p", "-t", "b")) {
 			if time.Since(start) > 2*time.Minute {
-				check(fmt.Errorf("%s: no prompt after 2 minutes:\n%s", cmd, tmux("capture-pane", "-p", "-t", "b")))
+				check(fmt.Errorf("%s: no prompt after 2 minutes:\n%s", name, tmux("capture-pane", "-p", "-t", "b")))
 			}
 			time.Sleep(5 * time.Millisecond)
 		}
 		smp := sample{prompt: time.Since(start)}
-		smp.cpu, smp.found = claudeProcess(home, seen)
+		close(stopPoll)
+		smp.exec = <-execAt
+		var pid int
+		smp.cpu, pid, smp.found = claudeProcess(home, seen)
+		if smp.found && onFound != nil {
+			onFound(pid)
+			onFound = nil
+		}
 		if *verbose {
-			fmt.Fprintf(os.Stderr, "%s: prompt %s, its CPU %s (found %v)\n", cmd, ms(smp.prompt), ms(smp.cpu), smp.found)
+			fmt.Fprintf(os.Stderr, "%s: prompt %s (claude exec'd at %s), its CPU %s (found %v)\n", name, ms(smp.prompt), ms(smp.exec), ms(smp.cpu), smp.found)
 		}
 		// Quit as a person does: /exit, and Enter once it shows (again while it still shows: an
 		// Enter that comes with a burst of typed text may be taken for part of a paste).
@@ -122,7 +150,7 @@ func main() {
 		exited := regexp.MustCompile(done + `=\d`)
 		for !exited.MatchString(tmux("capture-pane", "-p", "-t", "b")) {
 			if time.Since(start) > 3*time.Minute {
-				check(fmt.Errorf("%s: did not exit:\n%s", cmd, tmux("capture-pane", "-p", "-t", "b")))
+				check(fmt.Errorf("%s: did not exit:\n%s", name, tmux("capture-pane", "-p", "-t", "b")))
 			}
 			if time.Since(last) > 2*time.Second && exitTyped.MatchString(tmux("capture-pane", "-p", "-t", "b")) {
 				time.Sleep(300 * time.Millisecond)
@@ -138,12 +166,44 @@ func main() {
 	if *sameEnv {
 		stock = "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1 DISABLE_AUTOUPDATER=1 " + stock
 	}
-	launch(boxed) // starts the daemon, proves readiness
-	launch(stock)
-	var b, s []sample
+	// The boxed claude's environment, for -box-env: the relay's URL and pairing replaced by the
+	// upstream's and the bench's token.
+	var inBoxEnv string
+	if *boxEnv {
+		onFound = func(pid int) {
+			raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
+			check(err)
+			vars := []string{"env", "-i"}
+			for _, kv := range strings.Split(string(raw), "\x00") {
+				k, _, _ := strings.Cut(kv, "=")
+				switch k {
+				case "":
+					continue
+				case "ANTHROPIC_BASE_URL":
+					kv = k + "=" + up.URL
+				case "ANTHROPIC_AUTH_TOKEN":
+					kv = k + "=sk-bench"
+				}
+				vars = append(vars, "'"+strings.ReplaceAll(kv, "'", `'\''`)+"'")
+			}
+			inBoxEnv = strings.Join(vars, " ") + " " + claudeBin
+		}
+	}
+	launch("boxed", boxed) // starts the daemon, proves readiness
+	launch("stock", stock)
+	var b, s, e []sample
+	if *boxEnv {
+		if inBoxEnv == "" {
+			check(fmt.Errorf("-box-env: the boxed claude's environment was not read"))
+		}
+		launch("stock, the box's environment", inBoxEnv)
+	}
 	for range *n {
-		b = append(b, launch(boxed))
-		s = append(s, launch(stock))
+		b = append(b, launch("boxed", boxed))
+		s = append(s, launch("stock", stock))
+		if *boxEnv {
+			e = append(e, launch("stock, the box's environment", inBoxEnv))
+		}
 	}
 	fmt.Printf("| to Claude Code's prompt on screen (n=%d, alternating) | median | min | max |\n|---|---|---|---|\n", *n)
 	row := func(name string, ss []sample) time.Duration {
@@ -153,6 +213,9 @@ func main() {
 	}
 	mb := row("`agentbox run claude`", b)
 	ms0 := row("`claude` unboxed", s)
+	if *boxEnv {
+		row("`claude` unboxed, the boxed one's environment", e)
+	}
 	// Each boxed launch against the stock one right after it: the load changes less within a
 	// pair than across the run.
 	var ratios []float64
@@ -180,13 +243,29 @@ func main() {
 	}
 	cpu("`agentbox run claude`", b)
 	cpu("`claude` unboxed", s)
+	if *boxEnv {
+		cpu("`claude` unboxed, the boxed one's environment", e)
+	}
+	// The two parts of the time to the prompt: from Enter until claude's process execs (for a
+	// boxed launch, agentbox's launch: the CLI, the daemon, the shim, box-init, the exec stage),
+	// and from its exec to its prompt (Claude Code's own start, in the box or not).
+	fmt.Printf("\n| part of the time to the prompt (n=%d, medians) | Enter → claude execs | claude execs → prompt |\n|---|---|---|\n", *n)
+	split := func(name string, ss []sample) {
+		fmt.Printf("| %s | %s | %s |\n", name, ms(median(field(ss, func(x sample) time.Duration { return x.exec }))),
+			ms(median(field(ss, func(x sample) time.Duration { return x.prompt - x.exec }))))
+	}
+	split("`agentbox run claude`", b)
+	split("`claude` unboxed", s)
+	if *boxEnv {
+		split("`claude` unboxed, the boxed one's environment", e)
+	}
 }
 
 // sample is one launch: the time from Enter to Claude Code's prompt on screen, and the CPU
 // time the claude process it started had used by then.
 type sample struct {
-	prompt, cpu time.Duration
-	found       bool
+	prompt, exec, cpu time.Duration
+	found             bool
 }
 
 func field(ss []sample, f func(sample) time.Duration) []time.Duration {
@@ -208,11 +287,10 @@ const tick = 10 * time.Millisecond
 // launch's) and not ended, and returns the CPU time it has used, user and system. A boxed one
 // counts from the fork of the box's exec stage, which may have been started ahead, with the
 // spare box, before it execs claude: its start time is not the program's. found is false when
-// there is none (or its environment cannot be read).
-func claudeProcess(home string, seen map[int]bool) (cpu time.Duration, found bool) {
+// there is none (or its environment cannot be read); pid is the process found.
+func claudeProcess(home string, seen map[int]bool) (cpu time.Duration, pid int, found bool) {
 	ents, _ := os.ReadDir("/proc")
 	var best uint64
-	pid := 0
 	for _, d := range ents {
 		p, err := strconv.Atoi(d.Name())
 		if err != nil || seen[p] {
@@ -232,14 +310,33 @@ func claudeProcess(home string, seen map[int]bool) (cpu time.Duration, found boo
 		pid, best = p, st
 	}
 	if pid == 0 {
-		return 0, false
+		return 0, 0, false
 	}
 	seen[pid] = true
 	t, err := proc.CPUTicks(pid)
 	if err != nil {
-		return 0, false
+		return 0, 0, false
 	}
-	return time.Duration(t) * tick, true
+	return time.Duration(t) * tick, pid, true
+}
+
+// claudeExeced reports whether a process named claude with HOME=home runs that is not an
+// earlier launch's (seen; read only: the caller's goroutine marks it later).
+func claudeExeced(home string, seen map[int]bool) bool {
+	ents, _ := os.ReadDir("/proc")
+	for _, d := range ents {
+		p, err := strconv.Atoi(d.Name())
+		if err != nil || seen[p] {
+			continue
+		}
+		if c, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", p)); strings.TrimSpace(string(c)) != "claude" {
+			continue
+		}
+		if env, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", p)); err == nil && slices.Contains(strings.Split(string(env), "\x00"), "HOME="+home) {
+			return true
+		}
+	}
+	return false
 }
 
 func ms(d time.Duration) string { return fmt.Sprintf("%.0f ms", float64(d)/float64(time.Millisecond)) }
