@@ -105,6 +105,7 @@ func main() {
 		tmux("clear-history", "-t", "b")
 		done := fmt.Sprintf("D%dD", step)
 		tmux("send-keys", "-t", "b", "-l", cmd+"; echo "+done+"=$?")
+		before := agentboxCPU(home)
 		start := time.Now()
 		tmux("send-keys", "-t", "b", "Enter")
 		// When the claude process execs (its command name becomes claude), polled beside the
@@ -132,6 +133,8 @@ func main() {
 			time.Sleep(5 * time.Millisecond)
 		}
 		smp := sample{prompt: time.Since(start)}
+		var roles map[string]time.Duration
+		smp.own, roles = agentboxCPU(home).since(before)
 		close(stopPoll)
 		smp.exec = <-execAt
 		var pid int
@@ -141,7 +144,10 @@ func main() {
 			onFound = nil
 		}
 		if *verbose {
-			fmt.Fprintf(os.Stderr, "%s: prompt %s (claude exec'd at %s), its CPU %s (found %v)\n", name, ms(smp.prompt), ms(smp.exec), ms(smp.cpu), smp.found)
+			fmt.Fprintf(os.Stderr, "%s: prompt %s (claude exec'd at %s), its CPU %s (found %v), agentbox's processes' CPU %s\n", name, ms(smp.prompt), ms(smp.exec), ms(smp.cpu), smp.found, ms(smp.own))
+			if smp.own > 0 {
+				fmt.Fprintf(os.Stderr, "  agentbox's processes by role: %v\n", roles)
+			}
 		}
 		// Quit as a person does: /exit, and Enter once it shows (again while it still shows: an
 		// Enter that comes with a burst of typed text may be taken for part of a paste).
@@ -246,6 +252,11 @@ func main() {
 	if *boxEnv {
 		cpu("`claude` unboxed, the boxed one's environment", e)
 	}
+	// agentbox's own processes' CPU time from Enter to the prompt: on two cores, what they use
+	// while Claude Code starts is taken from it.
+	own := field(b, func(x sample) time.Duration { return x.own })
+	fmt.Printf("\nCPU of agentbox's own processes from Enter to the prompt (the CLI, the daemon, its shims, box-inits and exec stages; not claude): median %s (%s–%s)\n",
+		ms(median(own)), ms(own[0]), ms(own[len(own)-1]))
 	// The two parts of the time to the prompt: from Enter until claude's process execs (for a
 	// boxed launch, agentbox's launch: the CLI, the daemon, the shim, box-init, the exec stage),
 	// and from its exec to its prompt (Claude Code's own start, in the box or not).
@@ -265,7 +276,9 @@ func main() {
 // time the claude process it started had used by then.
 type sample struct {
 	prompt, exec, cpu time.Duration
-	found             bool
+	// own is the CPU time agentbox's own processes used from Enter to the prompt (boxed).
+	own   time.Duration
+	found bool
 }
 
 func field(ss []sample, f func(sample) time.Duration) []time.Duration {
@@ -358,4 +371,85 @@ func check(err error) {
 		}
 		os.Exit(1)
 	}
+}
+
+// cpuSnapshot is the CPU time, user and system, of each process of agentbox's, by pid and
+// start time.
+type cpuSnapshot map[[2]uint64]procCPU
+
+// procCPU is a process's role (its first argument: daemon, run, box-shim, box-init, box-exec)
+// and CPU time in ticks.
+type procCPU struct {
+	role  string
+	ticks uint64
+}
+
+// since returns the CPU time used since before, in all and by role: a process not in before
+// counts whole.
+func (after cpuSnapshot) since(before cpuSnapshot) (time.Duration, map[string]time.Duration) {
+	var t uint64
+	roles := map[string]time.Duration{}
+	for k, v := range after {
+		d := v.ticks - min(v.ticks, before[k].ticks)
+		t += d
+		roles[v.role] += time.Duration(d) * tick
+	}
+	return time.Duration(t) * tick, roles
+}
+
+// agentboxCPU reads the CPU time of agentbox's processes of this run (HOME=home): the CLI
+// (agentbox run), the daemon and every process beneath it (spare and launch shims, box-inits,
+// exec stages) but the claude processes and theirs. A process that ended between two
+// snapshots is not counted (a launch's shim outlives its prompt; the previous launch's, reaped
+// meanwhile, is not this launch's).
+func agentboxCPU(home string) cpuSnapshot {
+	ents, _ := os.ReadDir("/proc")
+	children := map[int][]int{}
+	var roots []int
+	for _, d := range ents {
+		p, err := strconv.Atoi(d.Name())
+		if err != nil {
+			continue
+		}
+		pp, err := proc.Parent(p)
+		if err != nil {
+			continue
+		}
+		children[pp] = append(children[pp], p)
+		argv := strings.Split(readProc(p, "cmdline"), "\x00")
+		if len(argv) < 2 || filepath.Base(argv[0]) != "agentbox" || (argv[1] != "daemon" && argv[1] != "run") {
+			continue
+		}
+		if slices.Contains(strings.Split(readProc(p, "environ"), "\x00"), "HOME="+home) {
+			roots = append(roots, p)
+		}
+	}
+	snap := cpuSnapshot{}
+	var walk func(p int)
+	walk = func(p int) {
+		if strings.TrimSpace(readProc(p, "comm")) == "claude" {
+			return
+		}
+		st, err1 := proc.StartTime(p)
+		t, err2 := proc.CPUTicks(p)
+		if err1 == nil && err2 == nil {
+			role := "?"
+			if argv := strings.Split(readProc(p, "cmdline"), "\x00"); len(argv) > 1 {
+				role = argv[1]
+			}
+			snap[[2]uint64{uint64(p), st}] = procCPU{role, t}
+		}
+		for _, c := range children[p] {
+			walk(c)
+		}
+	}
+	for _, r := range roots {
+		walk(r)
+	}
+	return snap
+}
+
+func readProc(pid int, name string) string {
+	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/%s", pid, name))
+	return string(b)
 }
