@@ -36,6 +36,7 @@ func main() {
 	claude := flag.String("claude", "", "the real claude executable (scripts/install-agents.sh DIR: DIR/bin/claude)")
 	verbose := flag.Bool("v", false, "print each launch's times on stderr")
 	sameEnv := flag.Bool("same-env", false, "run the stock claude with the variables the profile adds beyond the relay (no non-essential traffic, no auto-updater), so that only the box differs")
+	base := flag.String("base", "", "also alternate `agentbox run claude` with this agentbox binary (a build before a change: before and after in the same run), with runtime and state directories of its own (its own daemon)")
 	boxEnv := flag.Bool("box-env", false, "also alternate a third command: the stock claude unboxed with exactly the boxed claude's environment (read from the first boxed launch's process; the relay's URL and pairing replaced by the upstream's), so that the environment's part of the difference shows apart from the box's")
 	flag.Parse()
 	if *claude == "" {
@@ -51,9 +52,17 @@ func main() {
 	defer up.Close()
 	root, err := os.MkdirTemp("/tmp", "abprompt")
 	check(err)
-	home, work, cfg := mk(root, "home"), mk(root, "work"), mk(root, "config")
+	home, work, cfg, rt := mk(root, "home"), mk(root, "work"), mk(root, "config"), mk(root, "run")
 	env := []string{"PATH=" + filepath.Dir(claudeBin) + ":" + os.Getenv("PATH"), "HOME=" + home, "LANG=C.UTF-8", "TERM=xterm-256color",
-		"XDG_RUNTIME_DIR=" + mk(root, "run"), "XDG_STATE_HOME=" + mk(root, "state"), "XDG_CONFIG_HOME=" + cfg, "PS1=$ ", "ENV="}
+		"XDG_RUNTIME_DIR=" + rt, "XDG_STATE_HOME=" + mk(root, "state"), "XDG_CONFIG_HOME=" + cfg, "PS1=$ ", "ENV="}
+	// The base build's daemon has directories of its own: one daemon per runtime directory.
+	var baseAbs, baseRT, baseEnv string
+	if *base != "" {
+		baseAbs, err = filepath.Abs(*base)
+		check(err)
+		baseRT = mk(root, "run-base")
+		baseEnv = "XDG_RUNTIME_DIR=" + baseRT + " XDG_STATE_HOME=" + mk(root, "state-base")
+	}
 	key := filepath.Join(home, "anthropic.key")
 	check(os.WriteFile(key, []byte("sk-bench\n"), 0o600))
 	check(os.MkdirAll(filepath.Join(cfg, "agentbox"), 0o700))
@@ -88,6 +97,11 @@ func main() {
 		stop := exec.Command(abs, "daemon", "stop")
 		stop.Env = env
 		stop.Run()
+		if baseAbs != "" {
+			stop := exec.Command(baseAbs, "daemon", "stop")
+			stop.Env = append(slices.Clone(env), strings.Fields(baseEnv)...)
+			stop.Run()
+		}
 		os.RemoveAll(root)
 	})
 	defer cleanups[0]()
@@ -98,14 +112,15 @@ func main() {
 	// with /exit and waits for the shell.
 	step := 0
 	seen := map[int]bool{}
-	launch := func(name, cmd string) sample {
+	// rt is the runtime directory of the launch's daemon ("": an unboxed one).
+	launch := func(name, cmd, rt string) sample {
 		step++
 		tmux("send-keys", "-t", "b", "clear", "Enter")
 		time.Sleep(200 * time.Millisecond)
 		tmux("clear-history", "-t", "b")
 		done := fmt.Sprintf("D%dD", step)
 		tmux("send-keys", "-t", "b", "-l", cmd+"; echo "+done+"=$?")
-		before := agentboxCPU(home)
+		before := agentboxCPU(home, rt)
 		start := time.Now()
 		tmux("send-keys", "-t", "b", "Enter")
 		// When the claude process execs (its command name becomes claude), polled beside the
@@ -134,7 +149,7 @@ func main() {
 		}
 		smp := sample{prompt: time.Since(start)}
 		var roles map[string]time.Duration
-		smp.own, roles = agentboxCPU(home).since(before)
+		smp.own, roles = agentboxCPU(home, rt).since(before)
 		close(stopPoll)
 		smp.exec = <-execAt
 		var pid int
@@ -195,20 +210,27 @@ func main() {
 			inBoxEnv = strings.Join(vars, " ") + " " + claudeBin
 		}
 	}
-	launch("boxed", boxed) // starts the daemon, proves readiness
-	launch("stock", stock)
-	var b, s, e []sample
+	baseCmd := baseEnv + " " + baseAbs + " run claude"
+	launch("boxed", boxed, rt) // starts the daemon, proves readiness
+	launch("stock", stock, "")
+	if baseAbs != "" {
+		launch("boxed, base build", baseCmd, baseRT)
+	}
+	var b, s, e, bb []sample
 	if *boxEnv {
 		if inBoxEnv == "" {
 			check(fmt.Errorf("-box-env: the boxed claude's environment was not read"))
 		}
-		launch("stock, the box's environment", inBoxEnv)
+		launch("stock, the box's environment", inBoxEnv, "")
 	}
 	for range *n {
-		b = append(b, launch("boxed", boxed))
-		s = append(s, launch("stock", stock))
+		b = append(b, launch("boxed", boxed, rt))
+		s = append(s, launch("stock", stock, ""))
+		if baseAbs != "" {
+			bb = append(bb, launch("boxed, base build", baseCmd, baseRT))
+		}
 		if *boxEnv {
-			e = append(e, launch("stock, the box's environment", inBoxEnv))
+			e = append(e, launch("stock, the box's environment", inBoxEnv, ""))
 		}
 	}
 	fmt.Printf("| to Claude Code's prompt on screen (n=%d, alternating) | median | min | max |\n|---|---|---|---|\n", *n)
@@ -219,6 +241,9 @@ func main() {
 	}
 	mb := row("`agentbox run claude`", b)
 	ms0 := row("`claude` unboxed", s)
+	if baseAbs != "" {
+		row("`agentbox run claude`, the base build", bb)
+	}
 	if *boxEnv {
 		row("`claude` unboxed, the boxed one's environment", e)
 	}
@@ -231,6 +256,19 @@ func main() {
 	slices.Sort(ratios)
 	fmt.Printf("\nboxed / unboxed (medians): %.2f×; the median of the %d pairs' ratios: %.2f× (%.2f–%.2f)\n",
 		float64(mb)/float64(ms0), len(ratios), ratios[len(ratios)/2], ratios[0], ratios[len(ratios)-1])
+	if baseAbs != "" {
+		// The base build's launch against the stock one right before it, and against this
+		// build's in the same round.
+		var rs, rb []float64
+		for i := range bb {
+			rs = append(rs, float64(bb[i].prompt)/float64(s[i].prompt))
+			rb = append(rb, float64(b[i].prompt)/float64(bb[i].prompt))
+		}
+		slices.Sort(rs)
+		slices.Sort(rb)
+		fmt.Printf("base build / unboxed (medians): %.2f×; the median of the pairs' ratios: %.2f×\n", float64(median(field(bb, func(x sample) time.Duration { return x.prompt })))/float64(ms0), rs[len(rs)/2])
+		fmt.Printf("this build / base build, the median of the rounds' ratios: %.2f× (%.2f–%.2f)\n", rb[len(rb)/2], rb[0], rb[len(rb)-1])
+	}
 	// The CPU time (user and system) claude's process had used by its prompt, which the load
 	// changes least: more of it in the box is work the box makes Claude Code do.
 	fmt.Printf("\n| CPU of claude's process by its prompt (n=%d) | median | min | max |\n|---|---|---|---|\n", *n)
@@ -249,14 +287,26 @@ func main() {
 	}
 	cpu("`agentbox run claude`", b)
 	cpu("`claude` unboxed", s)
+	if baseAbs != "" {
+		cpu("`agentbox run claude`, the base build", bb)
+	}
 	if *boxEnv {
 		cpu("`claude` unboxed, the boxed one's environment", e)
 	}
 	// agentbox's own processes' CPU time from Enter to the prompt: on two cores, what they use
 	// while Claude Code starts is taken from it.
-	own := field(b, func(x sample) time.Duration { return x.own })
-	fmt.Printf("\nCPU of agentbox's own processes from Enter to the prompt (the CLI, the daemon, its shims, box-inits and exec stages; not claude): median %s (%s–%s)\n",
-		ms(median(own)), ms(own[0]), ms(own[len(own)-1]))
+	fmt.Println()
+	for _, x := range []struct {
+		name string
+		ss   []sample
+	}{{"", b}, {" (the base build)", bb}} {
+		if len(x.ss) == 0 {
+			continue
+		}
+		own := field(x.ss, func(x sample) time.Duration { return x.own })
+		fmt.Printf("CPU of agentbox's own processes from Enter to the prompt%s (the CLI, the daemon, its shims, box-inits and exec stages; not claude): median %s (%s–%s)\n",
+			x.name, ms(median(own)), ms(own[0]), ms(own[len(own)-1]))
+	}
 	// The two parts of the time to the prompt: from Enter until claude's process execs (for a
 	// boxed launch, agentbox's launch: the CLI, the daemon, the shim, box-init, the exec stage),
 	// and from its exec to its prompt (Claude Code's own start, in the box or not).
@@ -267,6 +317,9 @@ func main() {
 	}
 	split("`agentbox run claude`", b)
 	split("`claude` unboxed", s)
+	if baseAbs != "" {
+		split("`agentbox run claude`, the base build", bb)
+	}
 	if *boxEnv {
 		split("`claude` unboxed, the boxed one's environment", e)
 	}
@@ -397,12 +450,16 @@ func (after cpuSnapshot) since(before cpuSnapshot) (time.Duration, map[string]ti
 	return time.Duration(t) * tick, roles
 }
 
-// agentboxCPU reads the CPU time of agentbox's processes of this run (HOME=home): the CLI
-// (agentbox run), the daemon and every process beneath it (spare and launch shims, box-inits,
-// exec stages) but the claude processes and theirs. A process that ended between two
+// agentboxCPU reads the CPU time of agentbox's processes of this run (HOME=home) whose daemon
+// has the runtime directory rt: the CLI (agentbox run), the daemon and every process beneath
+// it (spare and launch shims, box-inits, exec stages) but the claude processes and theirs. An
+// empty rt reads none. A process that ended between two
 // snapshots is not counted (a launch's shim outlives its prompt; the previous launch's, reaped
 // meanwhile, is not this launch's).
-func agentboxCPU(home string) cpuSnapshot {
+func agentboxCPU(home, rt string) cpuSnapshot {
+	if rt == "" {
+		return cpuSnapshot{}
+	}
 	ents, _ := os.ReadDir("/proc")
 	children := map[int][]int{}
 	var roots []int
@@ -420,7 +477,7 @@ func agentboxCPU(home string) cpuSnapshot {
 		if len(argv) < 2 || filepath.Base(argv[0]) != "agentbox" || (argv[1] != "daemon" && argv[1] != "run") {
 			continue
 		}
-		if slices.Contains(strings.Split(readProc(p, "environ"), "\x00"), "HOME="+home) {
+		if env := strings.Split(readProc(p, "environ"), "\x00"); slices.Contains(env, "HOME="+home) && slices.Contains(env, "XDG_RUNTIME_DIR="+rt) {
 			roots = append(roots, p)
 		}
 	}
