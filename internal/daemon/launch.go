@@ -359,7 +359,7 @@ func (d *Daemon) launch(ctx context.Context, req *api.LaunchRequest) (*api.Launc
 	// them (its mounts, made once the shim has the launch), and they lie in agentbox's state
 	// directory, which no workspace overlaps and no broker watches: they are made beside the
 	// brokers, the plan and the request, and waited for before the launch is recorded and
-	// handed to its shim. (Made first, they added the Claude profile's 40 entries' file
+	// handed to its shim. (Made first, they added the Claude profile's 38 state entries' file
 	// operations to every launch's way to its program: docs/benchmarks.md.)
 	var harnessWarns []harnessstate.Warning
 	harness := run.Go(ctx, launch.Stage{Name: stageHarness, Do: func(context.Context) error {
