@@ -36,6 +36,8 @@ func main() {
 	claude := flag.String("claude", "", "the real claude executable (scripts/install-agents.sh DIR: DIR/bin/claude)")
 	verbose := flag.Bool("v", false, "print each launch's times on stderr")
 	sameEnv := flag.Bool("same-env", false, "run the stock claude with the variables the profile adds beyond the relay (no non-essential traffic, no auto-updater), so that only the box differs")
+	base := flag.String("base", "", "also alternate `agentbox run claude` with this agentbox binary (a build before a change: before and after in the same run), with runtime and state directories of its own (its own daemon)")
+	boxEnv := flag.Bool("box-env", false, "also alternate a third command: the stock claude unboxed with exactly the boxed claude's environment (read from the first boxed launch's process; the relay's URL and pairing replaced by the upstream's), so that the environment's part of the difference shows apart from the box's")
 	flag.Parse()
 	if *claude == "" {
 		fmt.Fprintln(os.Stderr, "agentprompt: -claude is required (scripts/install-agents.sh DIR, then -claude DIR/bin/claude)")
@@ -50,9 +52,17 @@ func main() {
 	defer up.Close()
 	root, err := os.MkdirTemp("/tmp", "abprompt")
 	check(err)
-	home, work, cfg := mk(root, "home"), mk(root, "work"), mk(root, "config")
+	home, work, cfg, rt := mk(root, "home"), mk(root, "work"), mk(root, "config"), mk(root, "run")
 	env := []string{"PATH=" + filepath.Dir(claudeBin) + ":" + os.Getenv("PATH"), "HOME=" + home, "LANG=C.UTF-8", "TERM=xterm-256color",
-		"XDG_RUNTIME_DIR=" + mk(root, "run"), "XDG_STATE_HOME=" + mk(root, "state"), "XDG_CONFIG_HOME=" + cfg, "PS1=$ ", "ENV="}
+		"XDG_RUNTIME_DIR=" + rt, "XDG_STATE_HOME=" + mk(root, "state"), "XDG_CONFIG_HOME=" + cfg, "PS1=$ ", "ENV="}
+	// The base build's daemon has directories of its own: one daemon per runtime directory.
+	var baseAbs, baseRT, baseEnv string
+	if *base != "" {
+		baseAbs, err = filepath.Abs(*base)
+		check(err)
+		baseRT = mk(root, "run-base")
+		baseEnv = "XDG_RUNTIME_DIR=" + baseRT + " XDG_STATE_HOME=" + mk(root, "state-base")
+	}
 	key := filepath.Join(home, "anthropic.key")
 	check(os.WriteFile(key, []byte("sk-bench\n"), 0o600))
 	check(os.MkdirAll(filepath.Join(cfg, "agentbox"), 0o700))
@@ -87,33 +97,72 @@ func main() {
 		stop := exec.Command(abs, "daemon", "stop")
 		stop.Env = env
 		stop.Run()
+		if baseAbs != "" {
+			stop := exec.Command(baseAbs, "daemon", "stop")
+			stop.Env = append(slices.Clone(env), strings.Fields(baseEnv)...)
+			stop.Run()
+		}
 		os.RemoveAll(root)
 	})
 	defer cleanups[0]()
 
+	// onFound, when set, is called with the next launch's claude process, once.
+	var onFound func(pid int)
 	// launch types cmd, times it to the prompt, finds the claude process it started, then quits
 	// with /exit and waits for the shell.
 	step := 0
 	seen := map[int]bool{}
-	launch := func(cmd string) sample {
+	// rt is the runtime directory of the launch's daemon ("": an unboxed one).
+	launch := func(name, cmd, rt string) sample {
 		step++
 		tmux("send-keys", "-t", "b", "clear", "Enter")
 		time.Sleep(200 * time.Millisecond)
 		tmux("clear-history", "-t", "b")
 		done := fmt.Sprintf("D%dD", step)
 		tmux("send-keys", "-t", "b", "-l", cmd+"; echo "+done+"=$?")
+		before := agentboxCPU(home, rt)
 		start := time.Now()
 		tmux("send-keys", "-t", "b", "Enter")
+		// When the claude process execs (its command name becomes claude), polled beside the
+		// screen: it splits the time to the prompt into the way to Claude Code and its own start.
+		execAt := make(chan time.Duration, 1)
+		stopPoll := make(chan struct{})
+		go func() {
+			for {
+				if claudeExeced(home, seen) {
+					execAt <- time.Since(start)
+					return
+				}
+				select {
+				case <-stopPoll:
+					execAt <- 0
+					return
+				case <-time.After(2 * time.Millisecond):
+				}
+			}
+		}()
 		for !prompt.MatchString(tmux("capture-pane", "-p", "-t", "b")) {
 			if time.Since(start) > 2*time.Minute {
-				check(fmt.Errorf("%s: no prompt after 2 minutes:\n%s", cmd, tmux("capture-pane", "-p", "-t", "b")))
+				check(fmt.Errorf("%s: no prompt after 2 minutes:\n%s", name, tmux("capture-pane", "-p", "-t", "b")))
 			}
 			time.Sleep(5 * time.Millisecond)
 		}
 		smp := sample{prompt: time.Since(start)}
-		smp.cpu, smp.found = claudeProcess(home, seen)
+		var roles map[string]time.Duration
+		smp.own, roles = agentboxCPU(home, rt).since(before)
+		close(stopPoll)
+		smp.exec = <-execAt
+		var pid int
+		smp.cpu, pid, smp.found = claudeProcess(home, seen)
+		if smp.found && onFound != nil {
+			onFound(pid)
+			onFound = nil
+		}
 		if *verbose {
-			fmt.Fprintf(os.Stderr, "%s: prompt %s, its CPU %s (found %v)\n", cmd, ms(smp.prompt), ms(smp.cpu), smp.found)
+			fmt.Fprintf(os.Stderr, "%s: prompt %s (claude exec'd at %s), its CPU %s (found %v), agentbox's processes' CPU %s\n", name, ms(smp.prompt), ms(smp.exec), ms(smp.cpu), smp.found, ms(smp.own))
+			if smp.own > 0 {
+				fmt.Fprintf(os.Stderr, "  agentbox's processes by role: %v\n", roles)
+			}
 		}
 		// Quit as a person does: /exit, and Enter once it shows (again while it still shows: an
 		// Enter that comes with a burst of typed text may be taken for part of a paste).
@@ -122,7 +171,7 @@ func main() {
 		exited := regexp.MustCompile(done + `=\d`)
 		for !exited.MatchString(tmux("capture-pane", "-p", "-t", "b")) {
 			if time.Since(start) > 3*time.Minute {
-				check(fmt.Errorf("%s: did not exit:\n%s", cmd, tmux("capture-pane", "-p", "-t", "b")))
+				check(fmt.Errorf("%s: did not exit:\n%s", name, tmux("capture-pane", "-p", "-t", "b")))
 			}
 			if time.Since(last) > 2*time.Second && exitTyped.MatchString(tmux("capture-pane", "-p", "-t", "b")) {
 				time.Sleep(300 * time.Millisecond)
@@ -138,12 +187,51 @@ func main() {
 	if *sameEnv {
 		stock = "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1 DISABLE_AUTOUPDATER=1 " + stock
 	}
-	launch(boxed) // starts the daemon, proves readiness
-	launch(stock)
-	var b, s []sample
+	// The boxed claude's environment, for -box-env: the relay's URL and pairing replaced by the
+	// upstream's and the bench's token.
+	var inBoxEnv string
+	if *boxEnv {
+		onFound = func(pid int) {
+			raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
+			check(err)
+			vars := []string{"env", "-i"}
+			for _, kv := range strings.Split(string(raw), "\x00") {
+				k, _, _ := strings.Cut(kv, "=")
+				switch k {
+				case "":
+					continue
+				case "ANTHROPIC_BASE_URL":
+					kv = k + "=" + up.URL
+				case "ANTHROPIC_AUTH_TOKEN":
+					kv = k + "=sk-bench"
+				}
+				vars = append(vars, "'"+strings.ReplaceAll(kv, "'", `'\''`)+"'")
+			}
+			inBoxEnv = strings.Join(vars, " ") + " " + claudeBin
+		}
+	}
+	baseCmd := baseEnv + " " + baseAbs + " run claude"
+	launch("boxed", boxed, rt) // starts the daemon, proves readiness
+	launch("stock", stock, "")
+	if baseAbs != "" {
+		launch("boxed, base build", baseCmd, baseRT)
+	}
+	var b, s, e, bb []sample
+	if *boxEnv {
+		if inBoxEnv == "" {
+			check(fmt.Errorf("-box-env: the boxed claude's environment was not read"))
+		}
+		launch("stock, the box's environment", inBoxEnv, "")
+	}
 	for range *n {
-		b = append(b, launch(boxed))
-		s = append(s, launch(stock))
+		b = append(b, launch("boxed", boxed, rt))
+		s = append(s, launch("stock", stock, ""))
+		if baseAbs != "" {
+			bb = append(bb, launch("boxed, base build", baseCmd, baseRT))
+		}
+		if *boxEnv {
+			e = append(e, launch("stock, the box's environment", inBoxEnv, ""))
+		}
 	}
 	fmt.Printf("| to Claude Code's prompt on screen (n=%d, alternating) | median | min | max |\n|---|---|---|---|\n", *n)
 	row := func(name string, ss []sample) time.Duration {
@@ -153,6 +241,12 @@ func main() {
 	}
 	mb := row("`agentbox run claude`", b)
 	ms0 := row("`claude` unboxed", s)
+	if baseAbs != "" {
+		row("`agentbox run claude`, the base build", bb)
+	}
+	if *boxEnv {
+		row("`claude` unboxed, the boxed one's environment", e)
+	}
 	// Each boxed launch against the stock one right after it: the load changes less within a
 	// pair than across the run.
 	var ratios []float64
@@ -162,6 +256,19 @@ func main() {
 	slices.Sort(ratios)
 	fmt.Printf("\nboxed / unboxed (medians): %.2f×; the median of the %d pairs' ratios: %.2f× (%.2f–%.2f)\n",
 		float64(mb)/float64(ms0), len(ratios), ratios[len(ratios)/2], ratios[0], ratios[len(ratios)-1])
+	if baseAbs != "" {
+		// The base build's launch against the stock one right before it, and against this
+		// build's in the same round.
+		var rs, rb []float64
+		for i := range bb {
+			rs = append(rs, float64(bb[i].prompt)/float64(s[i].prompt))
+			rb = append(rb, float64(b[i].prompt)/float64(bb[i].prompt))
+		}
+		slices.Sort(rs)
+		slices.Sort(rb)
+		fmt.Printf("base build / unboxed (medians): %.2f×; the median of the pairs' ratios: %.2f×\n", float64(median(field(bb, func(x sample) time.Duration { return x.prompt })))/float64(ms0), rs[len(rs)/2])
+		fmt.Printf("this build / base build, the median of the rounds' ratios: %.2f× (%.2f–%.2f)\n", rb[len(rb)/2], rb[0], rb[len(rb)-1])
+	}
 	// The CPU time (user and system) claude's process had used by its prompt, which the load
 	// changes least: more of it in the box is work the box makes Claude Code do.
 	fmt.Printf("\n| CPU of claude's process by its prompt (n=%d) | median | min | max |\n|---|---|---|---|\n", *n)
@@ -180,13 +287,51 @@ func main() {
 	}
 	cpu("`agentbox run claude`", b)
 	cpu("`claude` unboxed", s)
+	if baseAbs != "" {
+		cpu("`agentbox run claude`, the base build", bb)
+	}
+	if *boxEnv {
+		cpu("`claude` unboxed, the boxed one's environment", e)
+	}
+	// agentbox's own processes' CPU time from Enter to the prompt: on two cores, what they use
+	// while Claude Code starts is taken from it.
+	fmt.Println()
+	for _, x := range []struct {
+		name string
+		ss   []sample
+	}{{"", b}, {" (the base build)", bb}} {
+		if len(x.ss) == 0 {
+			continue
+		}
+		own := field(x.ss, func(x sample) time.Duration { return x.own })
+		fmt.Printf("CPU of agentbox's own processes from Enter to the prompt%s (the CLI, the daemon, its shims, box-inits and exec stages; not claude): median %s (%s–%s)\n",
+			x.name, ms(median(own)), ms(own[0]), ms(own[len(own)-1]))
+	}
+	// The two parts of the time to the prompt: from Enter until claude's process execs (for a
+	// boxed launch, agentbox's launch: the CLI, the daemon, the shim, box-init, the exec stage),
+	// and from its exec to its prompt (Claude Code's own start, in the box or not).
+	fmt.Printf("\n| part of the time to the prompt (n=%d, medians) | Enter → claude execs | claude execs → prompt |\n|---|---|---|\n", *n)
+	split := func(name string, ss []sample) {
+		fmt.Printf("| %s | %s | %s |\n", name, ms(median(field(ss, func(x sample) time.Duration { return x.exec }))),
+			ms(median(field(ss, func(x sample) time.Duration { return x.prompt - x.exec }))))
+	}
+	split("`agentbox run claude`", b)
+	split("`claude` unboxed", s)
+	if baseAbs != "" {
+		split("`agentbox run claude`, the base build", bb)
+	}
+	if *boxEnv {
+		split("`claude` unboxed, the boxed one's environment", e)
+	}
 }
 
 // sample is one launch: the time from Enter to Claude Code's prompt on screen, and the CPU
 // time the claude process it started had used by then.
 type sample struct {
-	prompt, cpu time.Duration
-	found       bool
+	prompt, exec, cpu time.Duration
+	// own is the CPU time agentbox's own processes used from Enter to the prompt (boxed).
+	own   time.Duration
+	found bool
 }
 
 func field(ss []sample, f func(sample) time.Duration) []time.Duration {
@@ -208,11 +353,10 @@ const tick = 10 * time.Millisecond
 // launch's) and not ended, and returns the CPU time it has used, user and system. A boxed one
 // counts from the fork of the box's exec stage, which may have been started ahead, with the
 // spare box, before it execs claude: its start time is not the program's. found is false when
-// there is none (or its environment cannot be read).
-func claudeProcess(home string, seen map[int]bool) (cpu time.Duration, found bool) {
+// there is none (or its environment cannot be read); pid is the process found.
+func claudeProcess(home string, seen map[int]bool) (cpu time.Duration, pid int, found bool) {
 	ents, _ := os.ReadDir("/proc")
 	var best uint64
-	pid := 0
 	for _, d := range ents {
 		p, err := strconv.Atoi(d.Name())
 		if err != nil || seen[p] {
@@ -232,14 +376,33 @@ func claudeProcess(home string, seen map[int]bool) (cpu time.Duration, found boo
 		pid, best = p, st
 	}
 	if pid == 0 {
-		return 0, false
+		return 0, 0, false
 	}
 	seen[pid] = true
 	t, err := proc.CPUTicks(pid)
 	if err != nil {
-		return 0, false
+		return 0, 0, false
 	}
-	return time.Duration(t) * tick, true
+	return time.Duration(t) * tick, pid, true
+}
+
+// claudeExeced reports whether a process named claude with HOME=home runs that is not an
+// earlier launch's (seen; read only: the caller's goroutine marks it later).
+func claudeExeced(home string, seen map[int]bool) bool {
+	ents, _ := os.ReadDir("/proc")
+	for _, d := range ents {
+		p, err := strconv.Atoi(d.Name())
+		if err != nil || seen[p] {
+			continue
+		}
+		if c, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", p)); strings.TrimSpace(string(c)) != "claude" {
+			continue
+		}
+		if env, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", p)); err == nil && slices.Contains(strings.Split(string(env), "\x00"), "HOME="+home) {
+			return true
+		}
+	}
+	return false
 }
 
 func ms(d time.Duration) string { return fmt.Sprintf("%.0f ms", float64(d)/float64(time.Millisecond)) }
@@ -261,4 +424,89 @@ func check(err error) {
 		}
 		os.Exit(1)
 	}
+}
+
+// cpuSnapshot is the CPU time, user and system, of each process of agentbox's, by pid and
+// start time.
+type cpuSnapshot map[[2]uint64]procCPU
+
+// procCPU is a process's role (its first argument: daemon, run, box-shim, box-init, box-exec)
+// and CPU time in ticks.
+type procCPU struct {
+	role  string
+	ticks uint64
+}
+
+// since returns the CPU time used since before, in all and by role: a process not in before
+// counts whole.
+func (after cpuSnapshot) since(before cpuSnapshot) (time.Duration, map[string]time.Duration) {
+	var t uint64
+	roles := map[string]time.Duration{}
+	for k, v := range after {
+		d := v.ticks - min(v.ticks, before[k].ticks)
+		t += d
+		roles[v.role] += time.Duration(d) * tick
+	}
+	return time.Duration(t) * tick, roles
+}
+
+// agentboxCPU reads the CPU time of agentbox's processes of this run (HOME=home) whose daemon
+// has the runtime directory rt: the CLI (agentbox run), the daemon and every process beneath
+// it (spare and launch shims, box-inits, exec stages) but the claude processes and theirs. An
+// empty rt reads none. A process that ended between two
+// snapshots is not counted (a launch's shim outlives its prompt; the previous launch's, reaped
+// meanwhile, is not this launch's).
+func agentboxCPU(home, rt string) cpuSnapshot {
+	if rt == "" {
+		return cpuSnapshot{}
+	}
+	ents, _ := os.ReadDir("/proc")
+	children := map[int][]int{}
+	var roots []int
+	for _, d := range ents {
+		p, err := strconv.Atoi(d.Name())
+		if err != nil {
+			continue
+		}
+		pp, err := proc.Parent(p)
+		if err != nil {
+			continue
+		}
+		children[pp] = append(children[pp], p)
+		argv := strings.Split(readProc(p, "cmdline"), "\x00")
+		if len(argv) < 2 || filepath.Base(argv[0]) != "agentbox" || (argv[1] != "daemon" && argv[1] != "run") {
+			continue
+		}
+		if env := strings.Split(readProc(p, "environ"), "\x00"); slices.Contains(env, "HOME="+home) && slices.Contains(env, "XDG_RUNTIME_DIR="+rt) {
+			roots = append(roots, p)
+		}
+	}
+	snap := cpuSnapshot{}
+	var walk func(p int)
+	walk = func(p int) {
+		if strings.TrimSpace(readProc(p, "comm")) == "claude" {
+			return
+		}
+		st, err1 := proc.StartTime(p)
+		t, err2 := proc.CPUTicks(p)
+		if err1 == nil && err2 == nil {
+			role := "?"
+			if argv := strings.Split(readProc(p, "cmdline"), "\x00"); len(argv) > 1 {
+				role = argv[1]
+			}
+			snap[[2]uint64{uint64(p), st}] = procCPU{role, t}
+		}
+		for _, c := range children[p] {
+			walk(c)
+		}
+	}
+	for _, r := range roots {
+		walk(r)
+	}
+	return snap
+}
+
+func readProc(pid int, name string) string {
+	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/%s", pid, name))
+	return string(b)
 }

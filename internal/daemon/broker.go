@@ -37,6 +37,9 @@ type brokerHooks struct {
 	// sshKnownHosts lists the known_hosts files seeded into boxes instead of the user's and
 	// the system's.
 	sshKnownHosts []string
+	// beforeIntegritySave runs on the goroutine of a launch's first save of its integrity
+	// state, before the write.
+	beforeIntegritySave func(id string)
 }
 
 // startBrokers opens the pairing registry and the audit writer the brokers share, and builds
@@ -72,7 +75,7 @@ func (d *Daemon) startBrokers() error {
 	d.relay = newRelayBroker(relayDeps{Sessions: reg, Audits: d.audits, Store: d.db, RuntimeDir: d.runtimeDir,
 		TakeShared: d.takeRelayListener, StateDir: d.stateDir, Limit: d.limitConns, Records: d.records, Log: d.log})
 	d.integrity = newIntegrityBroker(integrityDeps{RuntimeDir: d.runtimeDir, StateDir: d.stateDir, Helper: d.helper,
-		Drift: d.store, Log: d.log})
+		Drift: d.store, Log: d.log, beforeSave: hooks.beforeIntegritySave})
 	ssh := newSSHBroker(sshDeps{Sessions: reg, ConfigOf: hooks.sshConfig, KnownHosts: hooks.sshKnownHosts, StateDir: d.stateDir,
 		Records: d.records, Bound: d.limitSSH, Log: d.log})
 	d.egress = newEgressBroker(egressDeps{Sessions: reg, Audits: d.audits, Store: d.db, StateDir: d.stateDir, Limit: d.limitConns,

@@ -33,6 +33,15 @@ type integrityBroker struct {
 	integrityDeps
 	reg     *integrity.Registry
 	watches broker.Launches[*integrityWatch]
+	// saves are the launches' first saves of their state, under way (Prepare).
+	saves broker.Launches[*pendingSave]
+}
+
+// pendingSave is a launch's first save of its integrity state, written (and synced to disk)
+// on its own goroutine while the launch goes on: err is set once done is closed.
+type pendingSave struct {
+	done chan struct{}
+	err  error
 }
 
 // integrityDeps is what the integrity broker is built from.
@@ -50,6 +59,8 @@ type integrityDeps struct {
 		AddDrift(ctx context.Context, id string, e api.DriftEvent) error
 	}
 	Log *slog.Logger
+	// beforeSave, in tests, runs before the write of a launch's first save of its state.
+	beforeSave func(id string)
 }
 
 func newIntegrityBroker(deps integrityDeps) *integrityBroker {
@@ -73,7 +84,7 @@ func (*integrityBroker) Name() string { return "integrity" }
 // independent: the snapshot needs nothing from the other brokers.
 func (b *integrityBroker) Independent() {}
 
-func (b *integrityBroker) Prepare(ctx context.Context, bl *broker.Launch, c *plan.Contributions) error {
+func (b *integrityBroker) Prepare(ctx context.Context, bl *broker.Launch, c *plan.Contributions) (err error) {
 	// Resolved under the registry's lock, with the placeholders of other launches on the
 	// workspace taken for what they are (shared, held while this box runs too), never for the
 	// user's files.
@@ -114,10 +125,33 @@ func (b *integrityBroker) Prepare(ctx context.Context, bl *broker.Launch, c *pla
 		b.Log.Warn("integrity: protected path not pinned", "launch", bl.ID, "note", n)
 	}
 	st := integrity.Snapshot(lay, integrity.Limits{})
-	if err := st.Save(b.statePath(bl.ID)); err != nil {
+	// The state is what a restarted daemon resumes the watch and the check at exit from. Its
+	// write and the two syncs to disk (the file's, its folder's: a few milliseconds, tens on a
+	// busy disk) run beside the rest of the launch; the launch's record waits for them
+	// (awaitSaved), and the program cannot start before it is recorded. Later saves wait for
+	// this one (saveState), so that none is overtaken by it.
+	write, err := st.Saver()
+	if err != nil {
 		b.release(bl.ID)
 		return err
 	}
+	ps := &pendingSave{done: make(chan struct{})}
+	b.saves.Put(bl.ID, ps)
+	defer func() {
+		if err != nil {
+			// A prepare that failed gets no End: its save is done before the launch's
+			// directory goes (the launch's rollback).
+			b.awaitSaved(bl.ID)
+			b.saves.Take(bl.ID)
+		}
+	}()
+	go func(id string) {
+		defer close(ps.done)
+		if b.beforeSave != nil {
+			b.beforeSave(id)
+		}
+		ps.err = write(b.statePath(id))
+	}(bl.ID)
 	// The folders of the git-ignored places there now are recorded beside the box, for the
 	// check at exit (integrity.State.IgnoredChanged: a folder renamed in the launch), and saved
 	// beside the state for a daemon restarted meanwhile (Resume).
@@ -166,7 +200,27 @@ func (b *integrityBroker) Resume(ctx context.Context, bl *broker.Launch) error {
 	return nil
 }
 
+// awaitSaved waits for launch id's first save of its state (Prepare) and returns its error;
+// nil when there is none under way (done already, or never started).
+func (b *integrityBroker) awaitSaved(id string) error {
+	ps, ok := b.saves.Get(id)
+	if !ok {
+		return nil
+	}
+	<-ps.done
+	return ps.err
+}
+
+// saveState saves launch id's state to its place once its first save is done.
+func (b *integrityBroker) saveState(id string, st *integrity.State) error {
+	b.awaitSaved(id) // (its error was the launch's: a later save tries again)
+	return st.Save(b.statePath(id))
+}
+
 func (b *integrityBroker) End(id string) {
+	// The first save's goroutine is done before the launch's files go.
+	b.awaitSaved(id)
+	b.saves.Take(id)
 	var w *integrity.Watcher
 	if iw, ok := b.watches.Take(id); ok {
 		iw.cancel()
@@ -446,7 +500,7 @@ func (b *integrityBroker) ownDepFolders(id string, paths []string) {
 	if !ok {
 		return
 	}
-	if err := iw.w.OwnDeps(paths, func(st *integrity.State) error { return st.Save(b.statePath(id)) }); err != nil {
+	if err := iw.w.OwnDeps(paths, func(st *integrity.State) error { return b.saveState(id, st) }); err != nil {
 		b.Log.Error("integrity: save state", "launch", id, "err", err)
 	}
 }
@@ -499,7 +553,7 @@ func (b *integrityBroker) newWatcher(id string, st *integrity.State, interval ti
 	}
 	w.OnCheck = func(c integrity.Check) {
 		if len(c.Transitions) > 0 {
-			if err := st.Save(b.statePath(id)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			if err := b.saveState(id, st); err != nil && !errors.Is(err, os.ErrNotExist) {
 				b.Log.Error("integrity: save state", "launch", id, "err", err)
 			}
 		}

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -19,6 +20,7 @@ import (
 	"github.com/agentbox/agentbox/internal/client"
 	"github.com/agentbox/agentbox/internal/config"
 	"github.com/agentbox/agentbox/internal/console"
+	"github.com/agentbox/agentbox/internal/integrity"
 	"github.com/agentbox/agentbox/internal/launchdir"
 	"github.com/agentbox/agentbox/internal/shim"
 	"github.com/agentbox/agentbox/internal/store"
@@ -617,7 +619,7 @@ func TestLaunchStagesRecorded(t *testing.T) {
 	t.Parallel()
 	for _, noSpare := range []bool{false, true} {
 		t.Run(map[bool]string{false: "Spare", true: "NoSpare"}[noSpare], func(t *testing.T) {
-			want := []string{"resolve", "layout", "prepare", "brokers", "plan", "request", "record", "shim", "record-shim", "watch"}
+			want := []string{"resolve", "layout", "prepare", "harness", "brokers", "plan", "request", "record", "shim", "record-shim", "watch"}
 			td := startDaemonWith(t, nil, noSpare)
 			ctx := context.Background()
 			req := sleepRequest(t, td.work)
@@ -724,5 +726,41 @@ func TestBadLaunchIDRefused(t *testing.T) {
 	}
 	if _, err := td.c.Get(ctx, "abcd"); !errors.As(err, new(*api.Error)) || !strings.Contains(err.Error(), "no launch abcd") {
 		t.Errorf("a well-formed id no launch has: %v; want not found", err)
+	}
+}
+
+// TestIntegrityStateSavedBeforeRecord guards the order of a launch's integrity state and its
+// record: the state (what a restarted daemon resumes the watch and the check at exit from) is
+// written beside the stages after the integrity broker's, and the launch is recorded, and its
+// program started, only once it is on disk. The hook holds the write back until the launch is
+// answered (or 5 s have passed: a launch that waits for the write is answered after them), so
+// that a launch that did not wait for it is answered with no state in its directory.
+func TestIntegrityStateSavedBeforeRecord(t *testing.T) {
+	t.Parallel()
+	var held atomic.Int32
+	answered := make(chan struct{})
+	td := startDaemonOpts(t, Options{brokers: brokerHooks{beforeIntegritySave: func(string) {
+		held.Add(1)
+		select {
+		case <-answered:
+		case <-time.After(5 * time.Second):
+		}
+	}}})
+	ctx := context.Background()
+	resp, err := td.c.Launch(ctx, sleepRequest(t, td.work))
+	close(answered)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer td.c.Stop(ctx, resp.ID)
+	if held.Load() != 1 {
+		t.Fatalf("the integrity state's save was held %d times, want 1", held.Load())
+	}
+	st, err := integrity.Load(filepath.Join(launchdir.Dir(td.runtime, resp.ID), launchdir.IntegrityFile))
+	if err != nil {
+		t.Fatalf("the launch was answered before its integrity state was saved: %v", err)
+	}
+	if st.Workspace != td.work {
+		t.Errorf("saved state's workspace %q, want %q", st.Workspace, td.work)
 	}
 }

@@ -252,7 +252,8 @@ func workspaceRefusal(err error) (why, hint string) {
 // standard ones of internal/launch.
 const (
 	stageResolve    = "resolve"     // admission, program, workspace, configuration, profile
-	stagePrepare    = "prepare"     // the home's folders, the box-owned harness state
+	stagePrepare    = "prepare"     // the home's folders, the install tree
+	stageHarness    = "harness"     // the box-owned harness state (beside brokers, plan, request)
 	stageBrokers    = "brokers"     // every broker's prepare (undo: their end)
 	stagePlan       = "plan"        // the profile's wiring, toolchains, plan.Build
 	stageRecord     = "record"      // the launch's record (undo: recorded failed)
@@ -260,8 +261,8 @@ const (
 )
 
 // launch runs the launch pipeline (internal/launch, docs/internals.md): resolve, layout,
-// prepare, brokers, plan, request, record, shim, record-shim; the watch follows in supervise,
-// after the answer. A stage that fails undoes the completed ones.
+// prepare, harness (beside brokers, plan and request), record, shim, record-shim; the watch
+// follows in supervise, after the answer. A stage that fails undoes the completed ones.
 func (d *Daemon) launch(ctx context.Context, req *api.LaunchRequest) (*api.LaunchResponse, error) {
 	// What each stage finds, for the stages after it.
 	var (
@@ -344,29 +345,35 @@ func (d *Daemon) launch(ctx context.Context, req *api.LaunchRequest) (*api.Launc
 		if home, err = os.UserHomeDir(); err != nil {
 			return fmt.Errorf("home directory: %w", err)
 		}
+		// Before the brokers: the integrity broker watches the protected home entries this
+		// makes, and holds the absent ones.
 		if err := preCreate(home, prof); err != nil {
 			return &api.Error{Code: api.CodeBoxSetupFailed, Message: "prepare the home of " + prof.DisplayName() + ": " + err.Error()}
 		}
-		// The box-owned state of this workspace's boxes of the profile (transcripts, trust taken
-		// in a box), and the harness state files synthesized afresh for this launch.
 		pfacts.StateDir = harnessstate.Dir(d.stateDir, prof.ID, ws)
-		warns, err := harnessstate.Prepare(pfacts.StateDir, prof, home, ws)
-		if err != nil {
-			return &api.Error{Code: api.CodeBoxSetupFailed, Message: "prepare the box-owned state of " + prof.DisplayName() + ": " + err.Error(),
-				Hint: "check free space and permissions of " + d.stateDir}
-		}
-		// A host file the synthesizer could not read: the launch goes on as a new user's would,
-		// and says so, on the terminal and in the log.
-		for _, w := range warns {
-			d.log.Warn("harness state: a host file was not carried", "launch", id, "program", prof.ID, "file", w.File, "err", w.Err)
-			notices = append(notices, "agentbox: "+prof.DisplayName()+": "+w.String())
-		}
 		tree = d.findInstall(prof, path, req.Env)
 		return nil
 	}})
 	if err != nil {
 		return nil, err
 	}
+	// The box-owned state of this workspace's boxes of the profile (transcripts, trust taken in
+	// a box), and the harness state files synthesized afresh for this launch. Only the box reads
+	// them (its mounts, made once the shim has the launch), and they lie in agentbox's state
+	// directory, which no workspace overlaps and no broker watches: they are made beside the
+	// brokers, the plan and the request, and waited for before the launch is recorded and
+	// handed to its shim. (Made first, they added the Claude profile's 38 state entries' file
+	// operations to every launch's way to its program: docs/benchmarks.md.)
+	var harnessWarns []harnessstate.Warning
+	harness := run.Go(ctx, launch.Stage{Name: stageHarness, Do: func(context.Context) error {
+		var err error
+		if harnessWarns, err = harnessstate.Prepare(pfacts.StateDir, prof, home, ws); err != nil {
+			return &api.Error{Code: api.CodeBoxSetupFailed, Message: "prepare the box-owned state of " + prof.DisplayName() + ": " + err.Error(),
+				Hint: "check free space and permissions of " + d.stateDir}
+		}
+		return nil
+	}})
+	// (A stage below that fails rolls the launch back, which waits for this one first.)
 	bl := &broker.Launch{ID: id, RunDir: l.RunDir(), Workspace: ws, Home: home, Program: path, Profile: prof.ID, Egress: egress, Config: cfg}
 	err = run.Do(ctx, launch.Stage{Name: stageBrokers,
 		Do: func(ctx context.Context) error {
@@ -441,6 +448,15 @@ func (d *Daemon) launch(ctx context.Context, req *api.LaunchRequest) (*api.Launc
 	if err != nil {
 		return nil, err
 	}
+	if err = harness.Wait(); err != nil {
+		return nil, err
+	}
+	// A host file the synthesizer could not read: the launch goes on as a new user's would,
+	// and says so, on the terminal and in the log.
+	for _, w := range harnessWarns {
+		d.log.Warn("harness state: a host file was not carried", "launch", id, "program", prof.ID, "file", w.File, "err", w.Err)
+		notices = append(notices, "agentbox: "+prof.DisplayName()+": "+w.String())
+	}
 
 	rec := api.Launch{
 		ID: id, Program: req.Program, Args: req.Args, Profile: p.Profile, Workspace: ws, Engine: eng.Name(),
@@ -461,6 +477,13 @@ func (d *Daemon) launch(ctx context.Context, req *api.LaunchRequest) (*api.Launc
 	}
 	record := launch.Stage{Name: stageRecord,
 		Do: func(ctx context.Context) error {
+			// The launch's integrity state, saved beside the stages since the brokers', is on
+			// disk before the launch is recorded, and so before its program can start.
+			if d.integrity != nil {
+				if err := d.integrity.awaitSaved(id); err != nil {
+					return &api.Error{Code: api.CodeBoxSetupFailed, Message: err.Error(), Hint: "check free space and permissions of " + d.runtimeDir}
+				}
+			}
 			// The launch's pairing session is saved in the same commit.
 			if err := d.store.CreateLaunch(ctx, srec, d.launchSessions(id)...); err != nil {
 				return &api.Error{Code: api.CodeStoreFailed, Message: "record launch: " + err.Error(), Hint: "check free space and permissions of " + d.stateDir}

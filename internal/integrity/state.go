@@ -581,14 +581,27 @@ func isConfig(p string) bool {
 
 // Save writes the state to path atomically (0600).
 func (s *State) Save(path string) error {
-	b, err := json.Marshal(s)
+	w, err := s.Saver()
 	if err != nil {
 		return err
 	}
-	if err := atomicfile.WriteFile(path, b, 0o600); err != nil {
-		return fmt.Errorf("integrity: save state: %w", err)
+	return w(path)
+}
+
+// Saver encodes the state as it is now and returns what writes that to a path, as Save does:
+// the write may then run elsewhere (on another goroutine, while the state changes) and still
+// save the state of this moment.
+func (s *State) Saver() (func(path string) error, error) {
+	b, err := json.Marshal(s)
+	if err != nil {
+		return nil, err
 	}
-	return nil
+	return func(path string) error {
+		if err := atomicfile.WriteFile(path, b, 0o600); err != nil {
+			return fmt.Errorf("integrity: save state: %w", err)
+		}
+		return nil
+	}, nil
 }
 
 // Load reads a state saved by Save.

@@ -41,6 +41,20 @@ func State(pid int) (byte, error) {
 	return f[0][0], nil
 }
 
+// Parent returns pid's parent process id (field 4 of /proc/<pid>/stat; 0 for a process whose
+// parent is outside its pid namespace).
+func Parent(pid int) (int, error) {
+	f, err := stat(pid)
+	if err != nil {
+		return 0, err
+	}
+	pp, err := strconv.Atoi(f[1])
+	if err != nil {
+		return 0, fmt.Errorf("%w: ppid %q", ErrMalformed, f[1])
+	}
+	return pp, nil
+}
+
 // CPUTicks returns the CPU time pid has spent, user and system (fields 14 and 15), in clock
 // ticks (USER_HZ, 100 a second on Linux).
 func CPUTicks(pid int) (uint64, error) {

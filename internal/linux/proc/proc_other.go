@@ -12,6 +12,9 @@ var errNotSupported = errors.New("proc: not supported on this system")
 // StartTime needs Linux (/proc); elsewhere it fails.
 func StartTime(pid int) (uint64, error) { return 0, errNotSupported }
 
+// Parent needs Linux; elsewhere it fails.
+func Parent(pid int) (int, error) { return 0, errNotSupported }
+
 // Same needs Linux; elsewhere no process is the same.
 func Same(pid int, start uint64) bool { return false }
 
