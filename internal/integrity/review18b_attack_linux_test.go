@@ -57,3 +57,47 @@ cat build.sh`, touch))
 			status, diff, got, run, ran == nil, out)
 	}
 }
+
+// TestAttackSubmoduleDirtyTrackedEdit (review 18b): review 17's F9 fix takes the untracked
+// files of a submodule whose changes the superproject's git status hides (its effective
+// `ignore` is `untracked`, `dirty` or `all`). With `dirty` or `all`, git status hides the
+// submodule's modified tracked files as well, and neither that fix nor the untracked-files
+// rule (which names only untracked files) looks at them: a box that appends a command to the
+// submodule's tracked lib/run.sh leaves the host's `git status` and `git diff` at the top
+// empty, no line at the end of run says so, and the host's `sh lib/run.sh` (what the
+// project's make or test runs) runs it.
+func TestAttackSubmoduleDirtyTrackedEdit(t *testing.T) {
+	for _, ignore := range []string{"dirty", "all"} {
+		t.Run(ignore, func(t *testing.T) {
+			t.Parallel()
+			e := newDaemonEnv(t)
+			lib := filepath.Join(e.root, "libsrc")
+			write(t, filepath.Join(lib, "run.sh"), "echo lib\n")
+			git(t, lib, "init", "-q", "-b", "main")
+			git(t, lib, "add", "-A")
+			git(t, lib, "commit", "-q", "-m", "lib")
+			write(t, filepath.Join(e.work, "app.sh"), "sh lib/run.sh\n")
+			git(t, e.work, "init", "-q", "-b", "main")
+			git(t, e.work, "-c", "protocol.file.allow=always", "submodule", "add", "-q", lib, "lib")
+			git(t, e.work, "config", "-f", ".gitmodules", "submodule.lib.ignore", ignore)
+			git(t, e.work, "add", "-A")
+			git(t, e.work, "commit", "-q", "-m", "app with lib")
+			mark, touch := e.marker("submodule-" + ignore)
+			out := e.boxPlant(fmt.Sprintf(`echo '%s' >> lib/run.sh && echo planted`, touch))
+			if !strings.Contains(out, "planted") {
+				t.Fatalf("the plant failed (the test would prove nothing):\n%s", out)
+			}
+			got, _ := os.ReadFile(filepath.Join(e.work, "lib", "run.sh"))
+			status := git(t, e.work, "status", "--porcelain")
+			diff := git(t, e.work, "diff", "HEAD", "--stat")
+			if strings.Contains(string(got), touch) && !strings.Contains(status, "lib") && !strings.Contains(diff, "lib") && !strings.Contains(out, "lib/run.sh") {
+				sh := exec.Command("sh", "app.sh")
+				sh.Dir = e.work
+				sh.CombinedOutput()
+				_, ran := os.Lstat(mark)
+				t.Errorf("the box's edit of the submodule's tracked lib/run.sh (ignore = %s) stayed, hidden from the host's git status (%q) and git diff HEAD (%q) and unsaid by run; the host's sh app.sh ran it: %v\nthe box said:\n%s",
+					ignore, status, diff, ran == nil, out)
+			}
+		})
+	}
+}
