@@ -45,10 +45,12 @@ cat build.sh`, touch))
 		t.Fatalf("the box's build.sh did not stay (the test would prove nothing): %q\nthe box said:\n%s", got, out)
 	}
 	// The host's review: git status, git diff, git diff HEAD must name build.sh, whose bytes
-	// are not the committed blob's.
+	// are not the committed blob's, or the end of run must (fix18c: the check at exit's alert,
+	// the file left as the box wrote it).
 	status := git(t, e.work, "status", "--porcelain")
 	diff := git(t, e.work, "diff", "HEAD", "--name-only")
-	if !strings.Contains(status, "build.sh") || !strings.Contains(diff, "build.sh") {
+	named := strings.Contains(out, "integrity alert: modified build.sh")
+	if (!strings.Contains(status, "build.sh") || !strings.Contains(diff, "build.sh")) && !named {
 		sh := exec.Command("sh", "build.sh")
 		sh.Dir = e.work
 		run, _ := sh.CombinedOutput()
