@@ -1,6 +1,7 @@
 package integrity
 
 import (
+	"fmt"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -112,6 +113,46 @@ func TestHiddenEdits(t *testing.T) {
 			if strings.Join(names, " ") != strings.Join(c.alerts, " ") {
 				t.Errorf("alerts on %q, want %q:\n%+v", names, c.alerts, got)
 			}
+		})
+	}
+}
+
+// BenchmarkHiddenEdits measures the check of tracked edits git does not show
+// (verifyHiddenEdits) on a repository of 5,000 tracked files, beside the whole check at exit
+// (VerifyExit, which holds it): with no file changed in the launch, and with 100 files edited
+// (ordinary edits git shows: hashed, then one git hash-object).
+func BenchmarkHiddenEdits(b *testing.B) {
+	if _, err := exec.LookPath("git"); err != nil {
+		b.Skip("no git")
+	}
+	ws, _ := filepath.EvalSymlinks(b.TempDir())
+	gitIn(ws, "", false, "init", "-q", "-b", "main")
+	for i := 0; i < 5000; i++ {
+		mustWrite(b, filepath.Join(ws, "src", fmt.Sprintf("p%d", i%50), fmt.Sprintf("f%d.go", i)), fmt.Sprintf("package p\n\n// %d\nfunc F%d() {}\n", i, i))
+	}
+	gitIn(ws, "", false, "add", "-A")
+	gitIn(ws, "", false, "commit", "-qm", "one")
+	time.Sleep(1100 * time.Millisecond)
+	for _, edited := range []int{0, 100} {
+		s := &State{Workspace: ws, Started: time.Now()}
+		for i := 0; i < edited; i++ {
+			mustWrite(b, filepath.Join(ws, "src", fmt.Sprintf("p%d", i%50), fmt.Sprintf("f%d.go", i)), fmt.Sprintf("package p\n\n// %d edited\n", i))
+		}
+		b.Run(fmt.Sprintf("edited=%d/hidden", edited), func(b *testing.B) {
+			start := cpuTime()
+			for i := 0; i < b.N; i++ {
+				if got := s.verifyHiddenEdits(nil); len(got) != 0 {
+					b.Fatalf("alerts: %+v", got)
+				}
+			}
+			b.ReportMetric(float64((cpuTime()-start).Microseconds())/1000/float64(b.N), "cpu-ms/op")
+		})
+		b.Run(fmt.Sprintf("edited=%d/exit", edited), func(b *testing.B) {
+			start := cpuTime()
+			for i := 0; i < b.N; i++ {
+				s.VerifyExit()
+			}
+			b.ReportMetric(float64((cpuTime()-start).Microseconds())/1000/float64(b.N), "cpu-ms/op")
 		})
 	}
 }
