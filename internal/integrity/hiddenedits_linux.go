@@ -167,10 +167,30 @@ func (s *State) hiddenEditsIn(ctx context.Context, ix *gitIndex, since int64, su
 		raw, ref []byte
 	}
 	var cands []cand
+	// Each folder is opened once (beneath the workspace, no symlink followed) and its files
+	// are looked at by name: the index lists a folder's files together. Its folder unopenable,
+	// a file is no tracked file git reads either.
+	dirfd, dirName := -1, ""
+	defer func() {
+		if dirfd >= 0 {
+			unix.Close(dirfd)
+		}
+	}()
 	look := func(name string, want []byte) {
 		rel := filepath.Join(relTop, filepath.FromSlash(name))
+		if d := filepath.Dir(rel); d != dirName || dirfd < 0 {
+			if dirfd >= 0 {
+				unix.Close(dirfd)
+			}
+			dirName = d
+			var err error
+			if dirfd, err = unix.Openat2(wfd, d, &unix.OpenHow{Flags: unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC, Resolve: beneath}); err != nil {
+				dirfd = -1
+				return
+			}
+		}
 		var st unix.Stat_t
-		if unix.Fstatat(wfd, rel, &st, unix.AT_SYMLINK_NOFOLLOW) != nil || st.Mode&unix.S_IFMT != unix.S_IFREG || st.Ctim.Nano() < since {
+		if unix.Fstatat(dirfd, filepath.Base(rel), &st, unix.AT_SYMLINK_NOFOLLOW) != nil || st.Mode&unix.S_IFMT != unix.S_IFREG || st.Ctim.Nano() < since {
 			return
 		}
 		raw, err := blobID(&z, wfd, rel, unix.S_IFREG, ix.hashLen, false)
