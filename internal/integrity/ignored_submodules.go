@@ -20,6 +20,25 @@ import (
 // test file there neither taken nor named, and the host's go test ./... ran it (review 17,
 // F9). .gitmodules is read beneath top, a regular file only, without waiting on a FIFO.
 func hiddenSubmodules(ctx context.Context, top string, private bool) (map[string]bool, error) {
+	ignores, err := submoduleIgnores(ctx, top, private)
+	if err != nil {
+		return nil, err
+	}
+	hides := map[string]bool{}
+	for p, v := range ignores {
+		switch v {
+		case "untracked", "dirty", "all":
+			hides[p] = true
+		}
+	}
+	return hides, nil
+}
+
+// submoduleIgnores returns the effective ignore setting (lower case; "" when none is set) of
+// each submodule .gitmodules names beneath the work tree top, by its path relative to top:
+// the rules of hiddenSubmodules. Those whose setting is dirty or all have their tracked files'
+// changes hidden from the superproject's git status as well (verifyHiddenEdits).
+func submoduleIgnores(ctx context.Context, top string, private bool) (map[string]string, error) {
 	b, err := readBeneath(top, filepath.Join(top, ".gitmodules"), maxCheckedFile)
 	if errors.Is(err, os.ErrNotExist) {
 		b = nil
@@ -69,7 +88,7 @@ func hiddenSubmodules(ctx context.Context, top string, private bool) (map[string
 		}
 	}
 	// name → path, from .gitmodules (the repository's configuration names no path).
-	hides := map[string]bool{}
+	ignores := map[string]string{}
 	for k, p := range gm {
 		name, ok := strings.CutPrefix(k, "submodule.")
 		if name, ok = strings.CutSuffix(name, ".path"); !ok || p == "" {
@@ -82,10 +101,7 @@ func hiddenSubmodules(ctx context.Context, top string, private bool) (map[string
 		if !set {
 			v = own["diff.ignoresubmodules"]
 		}
-		switch strings.ToLower(strings.TrimSpace(v)) {
-		case "untracked", "dirty", "all":
-			hides[filepath.Clean(filepath.FromSlash(p))] = true
-		}
+		ignores[filepath.Clean(filepath.FromSlash(p))] = strings.ToLower(strings.TrimSpace(v))
 	}
-	return hides, nil
+	return ignores, nil
 }

@@ -236,6 +236,7 @@ func (s *State) verifyExec(exit bool) []Transition {
 	tr, gitdirs := s.verifyIndexes(repos.tops, exit)
 	out = append(out, tr...)
 	if exit {
+		out = append(out, s.verifyHiddenEdits(repos.tops)...)
 		out = append(out, s.verifyBranches()...)
 	}
 	out = append(out, s.verifyObjects(append(gitdirs, repos.gitdirs...), s.since())...)

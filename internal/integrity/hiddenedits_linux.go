@@ -1,0 +1,439 @@
+package integrity
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// maxCheckouts bounds the files of one repository compared with git's checkout of their object
+// (one git run each): those git's conversions make equal to it while their bytes are not it.
+const maxCheckouts = 256
+
+// hiddenEditsTimeout bounds the git runs of the check of one repository (verifyHiddenEdits).
+const hiddenEditsTimeout = 2 * time.Minute
+
+// verifyHiddenEdits is the check at exit for the tracked files the launch changed whose change
+// the host's git status and git diff do not show (docs/integrity.md, "Tracked edits git does
+// not show"). It reads the indexes readIndexes reads (the workspace's, its submodules' and
+// nested repositories' at any depth, their linked worktrees'), and looks only at the tracked
+// regular files whose ctime is in the launch (s.since) and whose bytes are not the object the
+// host's git compares them with (hashed here, no attribute applied). Of those, it reports:
+//
+//   - a file whose bytes git's conversions (the attributes a worktree .gitattributes selects
+//     with no configuration: ident, text, eol, crlf, working-tree-encoding) make equal to that
+//     object (git hash-object, with them) while they are not git's checkout of it (git
+//     cat-file --filters): git status and git diff show nothing, and the host's tools run the
+//     bytes. Before, a box's `build.sh ident` and a rewritten `$Id$` line hid a command in
+//     build.sh from every git view (review 18b, TestAttackIdentHidesEdit);
+//   - in a submodule whose effective ignore is dirty or all (submoduleIgnores), or beneath one,
+//     a file whose bytes are neither the object of the commit the superproject records for the
+//     submodule (its gitlink) nor git's checkout of it: the superproject's git status and git
+//     diff show none of the submodule's changes (review 18b, TestAttackSubmoduleDirtyTrackedEdit).
+//
+// Each is an alert naming the file (the file stays: the user reviews it). git runs as the check
+// of git-ignored places runs it (ignoredEntries): the workspace's repository with its
+// configuration (pinned) and a copy of its index, any other through a private git directory
+// (none of its configuration), fsmonitor off, no optional locks. A file that is the object's
+// bytes, or git's checkout of them (CRLF line ends of an eol=crlf file), is no finding.
+func (s *State) verifyHiddenEdits(tops []string) []Transition {
+	if _, err := exec.LookPath("git"); err != nil {
+		return nil
+	}
+	since := s.since()
+	var ixs []*gitIndex
+	readIndexes(s.Workspace, tops, func(ix *gitIndex, err error) {
+		if err == nil {
+			ixs = append(ixs, ix) // one that cannot be read is verifyIndexes' alert
+		}
+	})
+	ctx := context.Background()
+	// The submodules whose changes the superproject's git status hides (their effective ignore
+	// dirty or all: why), by work tree (absolute), and the commit each superproject's index
+	// records for each submodule it holds.
+	why, commit := map[string]string{}, map[string][]byte{}
+	var out []Transition
+	for _, ix := range ixs {
+		var links []indexEntry
+		for _, e := range ix.entries {
+			if e.gitlink() && e.flags&ceStageMask == 0 {
+				links = append(links, e)
+			}
+		}
+		if len(links) == 0 {
+			continue
+		}
+		ignores, err := submoduleIgnores(ctx, ix.top, ix.top != s.Workspace)
+		if err != nil {
+			out = append(out, Transition{Kind: Modified, Path: ix.top, Alert: true,
+				Detail: fmt.Sprintf("the tracked files the launch changed in submodules whose changes git status hides (ignore = dirty or all) were not checked: %v", err)})
+		}
+		for _, e := range links {
+			sub := filepath.Join(ix.top, filepath.FromSlash(e.name))
+			commit[sub] = e.oid
+			if v := ignores[filepath.Clean(filepath.FromSlash(e.name))]; v == "dirty" || v == "all" {
+				why[sub] = fmt.Sprintf("whose changes the superproject's git status and git diff do not show (its ignore is %s)", v)
+			}
+		}
+	}
+	for _, ix := range ixs {
+		// A submodule beneath a hidden one is hidden too: the superproject shows nothing of
+		// what lies in it.
+		var hiddenWhy string
+		for d := ix.top; d != s.Workspace && within(d, s.Workspace); d = filepath.Dir(d) {
+			if w, ok := why[d]; ok {
+				hiddenWhy = w
+				break
+			}
+		}
+		sub := hiddenWhy != ""
+		var at []byte
+		if sub {
+			at = commit[ix.top]
+		}
+		found, err := s.hiddenEditsIn(ctx, ix, since, sub, at)
+		if err != nil {
+			out = append(out, Transition{Kind: Modified, Path: ix.top, Alert: true,
+				Detail: fmt.Sprintf("the tracked files the launch changed were not checked for changes git status does not show: %v", err)})
+		}
+		for _, f := range found {
+			p := filepath.Join(ix.top, filepath.FromSlash(f.name))
+			git := "git"
+			if ix.top != s.Workspace {
+				git = fmt.Sprintf("git -C %q", ix.top)
+			}
+			var d string
+			if sub {
+				r, _ := filepath.Rel(s.Workspace, ix.top)
+				d = fmt.Sprintf("the launch changed this tracked file of the submodule %s, %s: the host's git status and git diff at the top show nothing of it, and the host's tools run it; review it with %s diff %x -- %q", r, hiddenWhy, git, at, f.name)
+			} else {
+				d = fmt.Sprintf("the launch changed this tracked file, and git's conversions the attributes select for it (ident, text, eol, crlf, working-tree-encoding: a .gitattributes file) make the host's git status and git diff show it unchanged while its bytes are not the staged object's (%x) nor git's checkout of it: the host's tools run bytes no git view shows; compare it with %s cat-file --filters :%q, and check .gitattributes", f.ref, git, f.name)
+			}
+			out = append(out, Transition{Kind: Modified, Path: p, Alert: true, Detail: d})
+		}
+	}
+	return out
+}
+
+// hiddenEdit is a file hiddenEditsIn found: its name in the index and the object it was
+// compared with (nil: none, a file the recorded commit does not hold).
+type hiddenEdit struct {
+	name string
+	ref  []byte
+}
+
+// hiddenEditsIn returns the tracked regular files of ix's work tree changed at or after since
+// (ctime) whose bytes are hidden from the host's git views: with sub (a submodule whose changes
+// the superproject hides), those that are neither the object of the commit (its tree; the
+// index when commit is nil or cannot be read) nor git's checkout of it; otherwise those that
+// are not the index's object while git's conversions make them equal to it, and are not git's
+// checkout of it.
+func (s *State) hiddenEditsIn(ctx context.Context, ix *gitIndex, since int64, sub bool, commit []byte) ([]hiddenEdit, error) {
+	relTop, err := filepath.Rel(s.Workspace, ix.top)
+	if err != nil || !within(ix.top, s.Workspace) {
+		return nil, nil
+	}
+	wfd, err := unix.Open(s.Workspace, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer unix.Close(wfd)
+	// ref: name → the object the file is compared with; changed: the names whose file the
+	// launch changed (ctime), with the file's own object id.
+	ref := map[string][]byte{}
+	var names []string
+	for _, e := range ix.entries {
+		if e.name == "" || e.flags&ceStageMask != 0 || e.ext&ceIntentToAdd != 0 || e.mode&unix.S_IFMT != unix.S_IFREG {
+			continue
+		}
+		ref[e.name] = e.oid
+		names = append(names, e.name)
+	}
+	var z objectHasher
+	defer z.close()
+	type cand struct {
+		name     string
+		raw, ref []byte
+	}
+	var cands []cand
+	// Each folder is opened once (beneath the workspace, no symlink followed) and its files
+	// are looked at by name: the index lists a folder's files together. Its folder unopenable,
+	// a file is no tracked file git reads either.
+	dirfd, dirName := -1, ""
+	defer func() {
+		if dirfd >= 0 {
+			unix.Close(dirfd)
+		}
+	}()
+	look := func(name string, want []byte) {
+		rel := filepath.Join(relTop, filepath.FromSlash(name))
+		if d := filepath.Dir(rel); d != dirName || dirfd < 0 {
+			if dirfd >= 0 {
+				unix.Close(dirfd)
+			}
+			dirName = d
+			var err error
+			if dirfd, err = unix.Openat2(wfd, d, &unix.OpenHow{Flags: unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC, Resolve: beneath}); err != nil {
+				dirfd = -1
+				return
+			}
+		}
+		var st unix.Stat_t
+		if unix.Fstatat(dirfd, filepath.Base(rel), &st, unix.AT_SYMLINK_NOFOLLOW) != nil || st.Mode&unix.S_IFMT != unix.S_IFREG || st.Ctim.Nano() < since {
+			return
+		}
+		raw, err := blobID(&z, wfd, rel, unix.S_IFREG, ix.hashLen, false)
+		if err != nil || !bytes.Equal(raw, want) {
+			cands = append(cands, cand{name, raw, want})
+		}
+	}
+	// The git runs, each only when a file needs it.
+	var g *hiddenGit
+	git := func() (*hiddenGit, error) {
+		if g == nil {
+			var err error
+			if g, err = newHiddenGit(s.Workspace, ix, ctx); err != nil {
+				return nil, err
+			}
+		}
+		return g, nil
+	}
+	defer func() {
+		if g != nil {
+			g.close()
+		}
+	}()
+	if sub && commit != nil {
+		// What the superproject compares the submodule with is the commit its gitlink records.
+		gg, err := git()
+		if err != nil {
+			return nil, err
+		}
+		tree, err := gg.tree(commit)
+		if err == nil {
+			for _, n := range names {
+				if _, ok := tree[n]; !ok {
+					look(n, nil) // tracked in the submodule, not in the recorded commit
+				}
+			}
+			for n, id := range tree {
+				look(n, id)
+			}
+			ref = tree
+			names = nil
+		}
+	}
+	for _, n := range names {
+		look(n, ref[n])
+	}
+	if len(cands) == 0 {
+		return nil, nil
+	}
+	gg, err := git()
+	if err != nil {
+		return nil, err
+	}
+	var out []hiddenEdit
+	// git's conversions (clean): a file they make equal to the object is hidden wherever it is
+	// when its bytes are not git's checkout of the object; one they leave different is shown
+	// by git status, except in a submodule whose changes the superproject hides.
+	var paths []string
+	for _, c := range cands {
+		paths = append(paths, c.name)
+	}
+	clean, err := gg.cleanIDs(paths)
+	if err != nil {
+		return nil, err
+	}
+	var check []cand
+	for i, c := range cands {
+		switch {
+		case c.ref == nil || c.raw == nil:
+			check = append(check, c) // not in the recorded commit, or not read: reported
+		case clean[i] == nil || bytes.Equal(clean[i], c.ref):
+			// A name git's input cannot carry is not known to be shown: checked further.
+			check = append(check, c)
+		case sub:
+			out = append(out, hiddenEdit{c.name, c.ref})
+		}
+	}
+	var smudge []cand
+	for _, c := range check {
+		if c.ref == nil || c.raw == nil {
+			out = append(out, hiddenEdit{c.name, c.ref})
+			continue
+		}
+		smudge = append(smudge, c)
+	}
+	var past error
+	if len(smudge) > maxCheckouts {
+		past = fmt.Errorf("%d files whose bytes git's conversions make equal to the staged object were not compared with git's checkout of it (past the bound of %d; the first: %s)", len(smudge)-maxCheckouts, maxCheckouts, smudge[maxCheckouts].name)
+		smudge = smudge[:maxCheckouts]
+	}
+	if len(smudge) > 0 {
+		var pairs [][2]string
+		for _, c := range smudge {
+			pairs = append(pairs, [2]string{hex.EncodeToString(c.ref), c.name})
+		}
+		ids, err := gg.checkoutIDs(pairs, ix.hashLen)
+		if err != nil {
+			return nil, err
+		}
+		for i, c := range smudge {
+			if !bytes.Equal(ids[i], c.raw) {
+				out = append(out, hiddenEdit{c.name, c.ref})
+			}
+		}
+	}
+	slices.SortFunc(out, func(a, b hiddenEdit) int { return strings.Compare(a.name, b.name) })
+	return out, past
+}
+
+// hiddenGit runs git for verifyHiddenEdits in one work tree: the workspace's own repository
+// with its (pinned) configuration and a copy of its index, any other through a private git
+// directory (ignoredEntries' rules).
+type hiddenGit struct {
+	ctx    context.Context
+	cancel func()
+	top    string
+	env    []string
+	done   func()
+}
+
+func newHiddenGit(ws string, ix *gitIndex, ctx context.Context) (*hiddenGit, error) {
+	ctx, cancel := context.WithTimeout(ctx, hiddenEditsTimeout)
+	g := &hiddenGit{ctx: ctx, cancel: cancel, top: ix.top, env: hostGitEnv(), done: func() {}}
+	gd := filepath.Dir(ix.path)
+	if ix.top == ws {
+		index, done, err := indexCopyEnv(gd)
+		if err != nil {
+			cancel()
+			return nil, err
+		}
+		g.env, g.done = append(g.env, index...), done
+		return g, nil
+	}
+	common := commonGitDir(ix.top)
+	if common == "" {
+		common = gd
+	}
+	dir, err := privateGitDir(common, ix.hashLen == sha256.Size)
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	g.done = func() { os.RemoveAll(dir) }
+	// No index: what is read is the work tree's files, their attributes and objects.
+	g.env = append(privateGitEnv(g.env, dir), "GIT_WORK_TREE="+ix.top, "GIT_INDEX_FILE="+filepath.Join(dir, "agentbox-index"))
+	return g, nil
+}
+
+func (g *hiddenGit) close() {
+	g.cancel()
+	g.done()
+}
+
+// run runs git with in as its standard input.
+func (g *hiddenGit) run(in []byte, args ...string) ([]byte, error) {
+	c := exec.CommandContext(g.ctx, "git", append([]string{"-c", "core.fsmonitor=false", "-c", "core.untrackedCache=false",
+		"--no-optional-locks", "--literal-pathspecs"}, args...)...)
+	c.Dir, c.Env, c.Stdin = g.top, g.env, bytes.NewReader(in)
+	var stderr bytes.Buffer
+	c.Stderr = &stderr
+	out, err := c.Output()
+	if err != nil {
+		return nil, fmt.Errorf("git %s in %s: %w: %s", args[0], g.top, err, strings.TrimSpace(stderr.String()))
+	}
+	return out, nil
+}
+
+// tree returns the regular files of commit's tree: path → object id.
+func (g *hiddenGit) tree(commit []byte) (map[string][]byte, error) {
+	out, err := g.run(nil, "ls-tree", "-r", "-z", "--full-tree", hex.EncodeToString(commit))
+	if err != nil {
+		return nil, err
+	}
+	files := map[string][]byte{}
+	for e := range bytes.SplitSeq(out, []byte{0}) {
+		// "MODE TYPE OBJECT\tPATH"
+		meta, p, ok := bytes.Cut(e, []byte("\t"))
+		f := strings.Fields(string(meta))
+		if !ok || len(f) != 3 || (f[0] != "100644" && f[0] != "100755") {
+			continue
+		}
+		id, err := hex.DecodeString(f[2])
+		if err != nil {
+			continue
+		}
+		files[string(p)] = id
+	}
+	return files, nil
+}
+
+// errLineName is a file name git's line-based input cannot carry.
+var errLineName = errors.New("its name holds a line break")
+
+// cleanIDs returns the object id git stores for each file (paths relative to the work tree):
+// its bytes with the conversions its attributes select (git hash-object --stdin-paths), nil
+// for a name git's input cannot carry.
+func (g *hiddenGit) cleanIDs(paths []string) ([][]byte, error) {
+	var in bytes.Buffer
+	var idx []int
+	for i, p := range paths {
+		if strings.ContainsAny(p, "\n\r") {
+			continue
+		}
+		in.WriteString(p + "\n")
+		idx = append(idx, i)
+	}
+	ids := make([][]byte, len(paths))
+	if len(idx) == 0 {
+		return ids, nil
+	}
+	out, err := g.run(in.Bytes(), "hash-object", "--stdin-paths")
+	if err != nil {
+		return nil, err
+	}
+	lines := strings.Fields(string(out))
+	if len(lines) != len(idx) {
+		return nil, fmt.Errorf("git hash-object gave %d ids for %d files", len(lines), len(idx))
+	}
+	for j, i := range idx {
+		if ids[i], err = hex.DecodeString(lines[j]); err != nil {
+			return nil, fmt.Errorf("git hash-object: %w", err)
+		}
+	}
+	return ids, nil
+}
+
+// checkoutIDs returns, for each (object, path), the object id of git's checkout of the object
+// at that path (git cat-file --filters --path: the conversions its attributes select, hashed as
+// a blob); nil for a path git's input cannot carry. One git run each: git 2.39's --batch
+// --filters gives the object's size unconverted in its header, so its output cannot be split.
+func (g *hiddenGit) checkoutIDs(pairs [][2]string, hashLen int) ([][]byte, error) {
+	ids := make([][]byte, len(pairs))
+	var z objectHasher
+	defer z.close()
+	for i, p := range pairs {
+		out, err := g.run(nil, "cat-file", "--filters", "--path="+p[1], p[0])
+		if err != nil {
+			return nil, err
+		}
+		h := z.hash(hashLen)
+		fmt.Fprintf(h, "blob %d\x00", len(out))
+		h.Write(out)
+		ids[i] = h.Sum(nil)
+	}
+	return ids, nil
+}
