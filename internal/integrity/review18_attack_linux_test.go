@@ -118,30 +118,39 @@ func TestAttackPathDepFolderExemption(t *testing.T) {
 // TestAttackDaemonPathRunsBoxGit (review 18): the daemon's checks at exit run git, and the
 // integrity package's other git calls, by name (exec.Command("git", …)), through the PATH the
 // daemon itself was started with, not the launch's, and no rule compares that PATH with a
-// workspace. The daemon is started by the first agentbox run, with that shell's PATH: here a
+// workspace (go env GOPROXY, internal/daemon/toolchain.go, is looked up so too). The daemon is started by the first agentbox run, with that shell's PATH: here a
 // launch from a shell whose PATH holds the workspace's bin/ (direnv's `PATH_add bin`), which
 // the PATH rule refuses. The user does what the refusal says (the entry out of PATH; here a
 // shell without it) and launches again: the daemon, still running with the first PATH,
-// accepts; the box writes bin/git; and the daemon's check at exit runs it on the host,
-// unboxed, as the user. Nothing a box writes may be run by the host.
+// accepts; the box writes bin/git, and the daemon's check at exit runs it on the host,
+// unboxed, as the user. Nothing a box writes may be run by the host. (A bin/bwrap planted so
+// was not run by the next launch: checked, not kept.)
 func TestAttackDaemonPathRunsBoxGit(t *testing.T) {
-	t.Parallel()
-	e := newDaemonEnv(t)
-	repo(t, e.work)
-	clean := os.Getenv("PATH")
-	e.setPath(filepath.Join(e.work, "bin") + ":" + clean)
-	if out, code, refused := e.runSettled("true"); !refused {
-		t.Fatalf("a launch with the workspace's bin/ on PATH: exit %d, not refused (the PATH rule; the test would prove nothing)\n%s", code, out)
-	}
-	e.setPath(clean)
-	mark, touch := e.marker("daemon-path-git")
-	out, code, refused := e.runSettled("sh", "--", "-c",
-		fmt.Sprintf(`mkdir -p bin && printf '#!/bin/sh\n%s\nexec /usr/bin/git "$@"\n' > bin/git && chmod +x bin/git && echo planted`, touch+"; "+whoRan(mark)))
-	if refused || !strings.Contains(out, "planted") {
-		t.Fatalf("exit %d: the plant failed (the test would prove nothing):\n%s", code, out)
-	}
-	if _, err := os.Lstat(mark); err == nil {
-		who, _ := os.ReadFile(mark + ".who")
-		t.Errorf("a host process ran the box's bin/git (uid, parent's command line, arguments):\n%s\nthe box said:\n%s", who, out)
+	for _, prog := range []string{"git"} {
+		t.Run(prog, func(t *testing.T) {
+			t.Parallel()
+			real, err := exec.LookPath(prog)
+			if err != nil {
+				t.Fatalf("%s: %v", prog, err)
+			}
+			e := newDaemonEnv(t)
+			repo(t, e.work)
+			clean := os.Getenv("PATH")
+			e.setPath(filepath.Join(e.work, "bin") + ":" + clean)
+			if out, code, refused := e.runSettled("true"); !refused {
+				t.Fatalf("a launch with the workspace's bin/ on PATH: exit %d, not refused (the PATH rule; the test would prove nothing)\n%s", code, out)
+			}
+			e.setPath(clean)
+			mark, touch := e.marker("daemon-path-" + prog)
+			out, code, refused := e.runSettled("sh", "--", "-c",
+				fmt.Sprintf(`mkdir -p bin && printf '#!/bin/sh\n%s\nexec %s "$@"\n' > bin/%s && chmod +x bin/%s && echo planted`, touch+"; "+whoRan(mark), real, prog, prog))
+			if refused || !strings.Contains(out, "planted") {
+				t.Fatalf("exit %d: the plant failed (the test would prove nothing):\n%s", code, out)
+			}
+			if _, err := os.Lstat(mark); err == nil {
+				who, _ := os.ReadFile(mark + ".who")
+				t.Errorf("a host process ran the box's bin/%s (uid, parent's command line, arguments):\n%s\nthe box said:\n%s", prog, who, out)
+			}
+		})
 	}
 }
