@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/agentbox/agentbox/internal/api"
 )
@@ -152,5 +153,39 @@ func TestAttackDaemonPathRunsBoxGit(t *testing.T) {
 				t.Errorf("a host process ran the box's bin/%s (uid, parent's command line, arguments):\n%s\nthe box said:\n%s", prog, who, out)
 			}
 		})
+	}
+}
+
+// TestAttackIgnoredCheckFIFOGitignore (review 18; review 17's F4 for the index, here for the
+// ignore files): the checks at exit run git ls-files --others --exclude-standard in the
+// workspace, and git opens every .gitignore of the work tree as it walks it (and
+// .git/info/exclude, core.excludesFile) without looking at its type. A box that makes
+// x/.gitignore a FIFO holds each such git call until its 2-minute bound, and agentbox run
+// with it; git is then killed, and the checks it served are skipped (alerted as "not
+// checked"): what the box left in git-ignored places stays in the workspace, unreviewed, where
+// docs/integrity.md says it is moved into the proposed changes. The check must not wait on a
+// FIFO the box made, nor be turned off by one.
+func TestAttackIgnoredCheckFIFOGitignore(t *testing.T) {
+	t.Parallel()
+	e := newDaemonEnv(t)
+	repo(t, e.work)
+	write(t, filepath.Join(e.work, ".gitignore"), "*.log\n")
+	git(t, e.work, "add", "-A")
+	git(t, e.work, "commit", "-q", "-m", "ignore")
+	start := time.Now()
+	out := e.boxPlant(`echo box > run.log && mkdir -p x && echo 1 > x/a && mkfifo x/.gitignore && echo planted`)
+	took := time.Since(start)
+	if !strings.Contains(out, "planted") {
+		t.Fatalf("the plant failed (the test would prove nothing):\n%s", out)
+	}
+	t.Logf("took %v:\n%s", took, out)
+	if strings.Contains(out, "signal: killed") {
+		t.Errorf("the check at exit ran git on a box's FIFO .gitignore until git was killed at its time bound:\n%s", out)
+	}
+	if took > 60*time.Second {
+		t.Errorf("agentbox run of a box that made x/.gitignore a FIFO took %v to end (each git call of the check at exit waits on the FIFO for its 2-minute bound)\n%s", took.Round(time.Second), out)
+	}
+	if _, err := os.Lstat(filepath.Join(e.work, "run.log")); err == nil {
+		t.Errorf("the box's run.log, in a git-ignored place, is still in the workspace (the check at exit moves such files into the proposed changes)\n%s", out)
 	}
 }
