@@ -53,15 +53,19 @@ func whoRan(marker string) string {
 // TestAttackPathDepFolderExemption (review 18): since 6b12a56 a PATH entry beneath a folder
 // named node_modules or .venv, or beneath any folder holding a pyvenv.cfg, is exempt from the
 // PATH rule (outsideDepFolders in internal/daemon/launch.go), on the ground that the box writes
-// those folders only in its own overlay. But the exemption looks at the entry's path alone,
-// by name, while the overlay exists only for the dependency folders dependencyFolders finds
-// (a node_modules beside a package.json, a .venv, a folder holding a pyvenv.cfg, within the
-// search's bounds). direnv's `layout node` and `PATH_add node_modules/.bin`, or a user's
-// `export PATH=$PWD/.venv/bin:$PATH`, put such an absolute entry on PATH whether or not the
-// folder exists. Where it does not (no package.json at that level; a .venv not made yet) the
-// box makes it in place, writes git there, and the host's shell, with the same PATH, runs the
-// box's git at the user's next `git status` in the workspace, after the box has ended. The
-// launch must be refused (naming the PATH entry), or what the box planted must not run.
+// those folders only in its own overlay. But the exemption goes by the entry's path, by name,
+// while the overlays are only the dependency folders found before the box ran (a node_modules
+// beside a package.json, a real .venv folder, within the search's bounds). direnv's `layout
+// node` and `PATH_add node_modules/.bin`, or `export PATH=$PWD/.venv/bin:$PATH`, put such an
+// absolute entry on PATH whether or not the folder exists. Where it does not, the box makes
+// node_modules (or .venv) a symlink to a folder of its own and writes git there. The check at
+// exit moves the symlink aside, so the host's shell is safe afterwards, but before that the
+// daemon's own git calls (exec.Command("git", …), through the daemon's PATH, which is this
+// shell's when agentbox run started the daemon) run the box's git on the host, unboxed
+// (TestAttackDaemonPathRunsBoxGit has the same cause without the exemption). Where the box
+// makes a real folder instead, the check at exit moved it aside before any git ran: checked,
+// not kept. The launch must be refused (naming the PATH entry), or what the box planted must
+// not run.
 func TestAttackPathDepFolderExemption(t *testing.T) {
 	for _, c := range []struct {
 		name   string
