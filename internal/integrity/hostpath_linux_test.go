@@ -1,0 +1,56 @@
+package integrity_test
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestDaemonPathRefusesWorkspace (review 18, F1, F2): a daemon started with a workspace
+// folder on its own PATH (here started by `agentbox daemon --detach` from another folder, as
+// from a direnv project's shell or an npm script) finds the host programs it runs through it;
+// every launch on that workspace is refused, from a shell whose PATH is clean too, naming the
+// entry, the daemon's PATH and how to restart the daemon without it. A dependency folder the
+// launch would overlay (node_modules beside a package.json) is no exemption for the daemon's
+// PATH: the daemon's git is not the box's.
+func TestDaemonPathRefusesWorkspace(t *testing.T) {
+	for _, c := range []struct{ name, entry, marker string }{
+		{"bin", "bin", ""},
+		{"node_modules", "node_modules/.bin", "package.json"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			e := newDaemonEnv(t)
+			repo(t, e.work)
+			if c.marker != "" {
+				write(t, filepath.Join(e.work, c.marker), "{}\n")
+				write(t, filepath.Join(e.work, c.entry, "tool"), "#!/bin/sh\necho tool\n")
+			}
+			clean := os.Getenv("PATH")
+			entry := filepath.Join(e.work, c.entry)
+			e.setPath(entry + ":" + clean)
+			start := e.cmd("daemon", "--detach")
+			start.Dir = e.root // not the workspace: the daemon keeps the entry
+			if out, err := start.CombinedOutput(); err != nil {
+				t.Fatalf("agentbox daemon --detach: %v\n%s", err, out)
+			}
+			e.setPath(clean)
+			mark, touch := e.marker("daemon-path-" + c.name)
+			out, stderr, code := e.runAll("run", "sh", "--", "-c", touch)
+			all := out + stderr
+			if code != 125 || !strings.Contains(all, "workspace_refused") {
+				t.Fatalf("a launch on a workspace holding %s, on the daemon's own PATH: exit %d, want 125 (refused)\n%s", c.entry, code, all)
+			}
+			t.Logf("refused:\n%s", all)
+			for _, want := range []string{entry, "the agentbox daemon's own PATH", "agentbox daemon stop"} {
+				if !strings.Contains(all, want) {
+					t.Errorf("the refusal does not say %q:\n%s", want, all)
+				}
+			}
+			if _, err := os.Lstat(mark); err == nil {
+				t.Errorf("the refused launch's program ran")
+			}
+		})
+	}
+}
