@@ -154,7 +154,7 @@ func (d *Daemon) checkWritable(ws string, facts plan.WorkspaceFacts, req *api.La
 		return err
 	}
 	var progs []string
-	for _, p := range hostprog.Found() {
+	for _, p := range d.hostPrograms() {
 		progs = append(progs, p.Path, p.Real)
 	}
 	if err := plan.CheckHostPath(ws, facts.Home, pathFolders(d.hostPath), progs, d.hostPathOwner()); err != nil {
@@ -164,14 +164,31 @@ func (d *Daemon) checkWritable(ws string, facts plan.WorkspaceFacts, req *api.La
 	return plan.CheckStartupFiles(ws, startupFiles(home, req.Env))
 }
 
+// hostPrograms are the host programs the daemon runs outside any box: those found so far
+// (hostprog.Found: git, go and bwrap at the daemon's start) and the gateway's credential
+// commands the configuration names (found now, once), which the relay runs at its first
+// request, after the launch's rule: a helper script in a workspace would run as the box left
+// it.
+func (d *Daemon) hostPrograms() []hostprog.Program {
+	if eff, err := d.launchConfig(); err == nil {
+		g := eff.Config.Gateway
+		for _, c := range [][]string{g.Anthropic.Credential.Command, g.OpenAI.Credential.Command, g.Gemini.Credential.Command} {
+			if len(c) > 0 {
+				hostprog.Find(c[0]) // not found: the relay says so at its use
+			}
+		}
+	}
+	return hostprog.Found()
+}
+
 // hostPathOwner names the daemon's PATH in a refusal: when the daemon started and the PATH it
 // holds, and how to start one without the entry.
 func (d *Daemon) hostPathOwner() plan.PathOwner {
 	return plan.PathOwner{
-		Whose: fmt.Sprintf("the agentbox daemon's own PATH (daemon pid %d, started %s with the PATH of what started it, the first agentbox command run or its service: %s)",
+		Whose: "the agentbox daemon's own PATH",
+		Runs: fmt.Sprintf("the daemon (pid %d, started %s with PATH=%s, the PATH of what started it: the first agentbox command run, or its service) and its shims find the host programs they run outside any box through it (git at every launch's check at exit), so a program a box wrote there would run on the host, unboxed, as you",
 			os.Getpid(), d.started.UTC().Format("2006-01-02 15:04:05 UTC"), d.hostPath),
-		Runs: "the daemon and its shims find the host programs they run outside any box through it (git at every launch's check at exit), and a program a box wrote there would run on the host, unboxed, as you",
-		Fix:  "restart the daemon from a shell whose PATH does not hold %s: run `agentbox daemon stop` there, then launch again from it (agentbox run starts a new daemon with that shell's PATH)",
+		Fix: "restart the daemon from a shell whose PATH does not hold %s: run `agentbox daemon stop` there, then launch again from it (agentbox run starts a new daemon with that shell's PATH)",
 	}
 }
 

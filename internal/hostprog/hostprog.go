@@ -39,7 +39,8 @@ var (
 // gets the answer for its own.
 type key struct{ name, path string }
 
-// Find returns the program name (a bare name, or an absolute path, taken as it is) as found
+// Find returns the program name (a bare name, or an absolute path, taken as it is and
+// recorded as well) as found
 // through this process's PATH the first time it was found, looking it up only then: the
 // first executable regular file named so in an absolute PATH entry. A relative or empty PATH
 // entry names the current folder, whatever it is at the time, and is passed over. A name not
@@ -49,17 +50,22 @@ func Find(name string) (Program, error) {
 	if name == "" {
 		return Program{}, errors.New("no program named")
 	}
-	if strings.Contains(name, "/") {
-		if !filepath.IsAbs(name) {
-			return Program{}, fmt.Errorf("program %q: a relative path; name it by an absolute path or by a bare name found on PATH", name)
-		}
-		return program(name, name)
+	if strings.Contains(name, "/") && !filepath.IsAbs(name) {
+		return Program{}, fmt.Errorf("program %q: a relative path; name it by an absolute path or by a bare name found on PATH", name)
 	}
 	k := key{name, os.Getenv("PATH")}
 	mu.Lock()
 	defer mu.Unlock()
 	if p, ok := found[k]; ok {
 		return p, nil
+	}
+	if filepath.IsAbs(name) {
+		// Named by its path: recorded, for Found, as one the process runs.
+		p, err := program(name, name)
+		if err == nil {
+			found[k] = p
+		}
+		return p, err
 	}
 	for _, dir := range filepath.SplitList(k.path) {
 		if !filepath.IsAbs(dir) {

@@ -15,9 +15,12 @@ import (
 // launch would overlay (node_modules beside a package.json) is no exemption for the daemon's
 // PATH: the daemon's git is not the box's.
 func TestDaemonPathRefusesWorkspace(t *testing.T) {
-	for _, c := range []struct{ name, entry, marker string }{
-		{"bin", "bin", ""},
-		{"node_modules", "node_modules/.bin", "package.json"},
+	for _, c := range []struct{ name, entry, marker, helper string }{
+		{name: "bin", entry: "bin"},
+		{name: "node_modules", entry: "node_modules/.bin", marker: "package.json"},
+		// No PATH entry: the gateway's credential helper, which the relay runs on the host,
+		// is a script of the workspace.
+		{name: "credential_helper", helper: "scripts/token"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
@@ -29,15 +32,26 @@ func TestDaemonPathRefusesWorkspace(t *testing.T) {
 			}
 			clean := os.Getenv("PATH")
 			entry := filepath.Join(e.work, c.entry)
-			e.setPath(entry + ":" + clean)
+			if c.helper != "" {
+				entry = filepath.Join(e.work, c.helper)
+				write(t, entry, "#!/bin/sh\necho key\n")
+				os.Chmod(entry, 0o755)
+				cfg := filepath.Join(e.root, "c", "agentbox", "config.yaml")
+				b, err := os.ReadFile(cfg)
+				if err != nil {
+					t.Fatal(err)
+				}
+				write(t, cfg, string(b)+"gateway:\n  anthropic:\n    credential:\n      command: ["+entry+"]\n")
+			} else {
+				e.setPath(entry + ":" + clean)
+			}
 			start := e.cmd("daemon", "--detach")
 			start.Dir = e.root // not the workspace: the daemon keeps the entry
 			if out, err := start.CombinedOutput(); err != nil {
 				t.Fatalf("agentbox daemon --detach: %v\n%s", err, out)
 			}
 			e.setPath(clean)
-			mark, touch := e.marker("daemon-path-" + c.name)
-			out, stderr, code := e.runAll("run", "sh", "--", "-c", touch)
+			out, stderr, code := e.runAll("run", "true")
 			all := out + stderr
 			if code != 125 || !strings.Contains(all, "workspace_refused") {
 				t.Fatalf("a launch on a workspace holding %s, on the daemon's own PATH: exit %d, want 125 (refused)\n%s", c.entry, code, all)
@@ -47,9 +61,6 @@ func TestDaemonPathRefusesWorkspace(t *testing.T) {
 				if !strings.Contains(all, want) {
 					t.Errorf("the refusal does not say %q:\n%s", want, all)
 				}
-			}
-			if _, err := os.Lstat(mark); err == nil {
-				t.Errorf("the refused launch's program ran")
 			}
 		})
 	}

@@ -292,8 +292,8 @@ func CheckHostPath(ws, home string, path []string, programs []string, owner Path
 	for _, p := range programs {
 		for _, d := range []string{filepath.Clean(p), ResolveExisting(p)} {
 			if d == ws || Within(d, ws) {
-				return &WorkspaceError{Path: ws, Why: "holds " + d + ", a program agentbox runs on the host, unboxed (found as " + p + " through " + owner.Whose + "): the box could write it",
-					Hint: "work on a project directory that does not hold it, or install that program outside the workspace and " + fmt.Sprintf(owner.Fix, p)}
+				return &WorkspaceError{Path: ws, Why: "holds " + d + ", a program agentbox runs on the host, unboxed (" + p + ", found through " + owner.Whose + " or named by your configuration): the box could write it",
+					Hint: "work on a project directory that does not hold it, or keep that program outside the workspace (a credential helper: name it there in your configuration; one found on PATH: " + fmt.Sprintf(owner.Fix, filepath.Dir(p)) + ")"}
 			}
 		}
 	}
