@@ -54,7 +54,7 @@ func TestDaemonPathRefusesWorkspace(t *testing.T) {
 			out, stderr, code := e.runAll("run", "true")
 			all := out + stderr
 			if code != 125 || !strings.Contains(all, "workspace_refused") {
-				t.Fatalf("a launch on a workspace holding %s, on the daemon's own PATH: exit %d, want 125 (refused)\n%s", c.entry, code, all)
+				t.Fatalf("a launch on a workspace holding %s (on the daemon's own PATH, or the credential helper): exit %d, want 125 (refused)\n%s", c.entry+c.helper, code, all)
 			}
 			t.Logf("refused:\n%s", all)
 			for _, want := range []string{entry, "the agentbox daemon's own PATH", "agentbox daemon stop"} {
