@@ -17,6 +17,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/agentbox/agentbox/internal/client"
+	"github.com/agentbox/agentbox/internal/plan"
 	"github.com/agentbox/agentbox/internal/safesocket"
 )
 
@@ -142,7 +143,15 @@ func confirmDaemon(ctx context.Context, pid int, pidFile string) error {
 // When the new daemon exits first (it found the store corrupt, the socket squatted, …) the
 // error carries the log's last lines and says where the log is; when it exits because another
 // daemon won the race to start, that daemon's answer is success.
-func startDetachedDaemon(ctx context.Context, c *client.Client) error {
+//
+// The daemon outlives this command, and finds the host programs it runs (git, go, bwrap)
+// through the PATH it starts with: it starts with this one less the entries in the project
+// the command is run for (projects: the workspace and the current folder, and the git
+// repository holding each) and the relative ones (daemonPath). The daemon refuses every
+// workspace that holds a folder of its own PATH (plan.CheckHostPath), so that a launch from
+// an npm script (node_modules/.bin on PATH) or a direnv project (PATH_add bin) does not make
+// the daemon refuse that project, the first launch included.
+func startDetachedDaemon(ctx context.Context, c *client.Client, projects ...string) error {
 	exe, closeFn, err := daemonBinary()
 	if err != nil {
 		return err
@@ -166,6 +175,14 @@ func startDetachedDaemon(ctx context.Context, c *client.Client) error {
 	defer devnull.Close()
 	cmd := exec.Command(exe, "daemon")
 	cmd.Args[0] = "agentbox"
+	if wd, err := os.Getwd(); err == nil {
+		projects = append(projects, wd)
+	}
+	path, dropped := daemonPath(os.Getenv("PATH"), projects)
+	cmd.Env = append(os.Environ(), "PATH="+path)
+	if len(dropped) > 0 {
+		fmt.Fprintf(logf, "agentbox: the daemon starts without these entries of PATH, in the project it was started for or relative: %s\n", strings.Join(dropped, ", "))
+	}
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = devnull, logf, logf
 	cmd.SysProcAttr = detachedAttr()
 	if err := cmd.Start(); err != nil {
@@ -208,3 +225,50 @@ func logTail(path string, offset int64) string {
 }
 
 func isUnreachable(err error) bool { return errors.Is(err, client.ErrDaemonUnreachable) }
+
+// daemonPath returns path less its relative or empty entries and those at or beneath one of
+// projects (each folder given, symlink-resolved, and the top of the git repository holding
+// it), and the entries left out. A project that is "/", the home or a folder above it keeps
+// its entries: ~/bin is the user's, not the project's.
+func daemonPath(path string, projects []string) (kept string, dropped []string) {
+	home, _ := os.UserHomeDir()
+	var tops []string
+	add := func(d string) {
+		d = filepath.Clean(d)
+		if d == "/" || home != "" && (d == filepath.Clean(home) || strings.HasPrefix(filepath.Clean(home)+"/", d+"/")) {
+			return
+		}
+		tops = append(tops, d)
+	}
+	for _, p := range projects {
+		if !filepath.IsAbs(p) {
+			continue
+		}
+		for _, d := range []string{filepath.Clean(p), plan.ResolveExisting(p)} {
+			add(d)
+			for g := filepath.Clean(d); g != "/"; g = filepath.Dir(g) {
+				if _, err := os.Lstat(filepath.Join(g, ".git")); err == nil {
+					add(g)
+					break
+				}
+			}
+		}
+	}
+	var out []string
+	for _, e := range filepath.SplitList(path) {
+		in := !filepath.IsAbs(e)
+		if !in {
+			for _, d := range []string{filepath.Clean(e), plan.ResolveExisting(e)} {
+				for _, t := range tops {
+					in = in || d == t || plan.Within(d, t)
+				}
+			}
+		}
+		if in {
+			dropped = append(dropped, fmt.Sprintf("%q", e))
+			continue
+		}
+		out = append(out, e)
+	}
+	return strings.Join(out, string(filepath.ListSeparator)), dropped
+}

@@ -76,7 +76,7 @@ terminal it keeps a console to attach to later.`,
 			}
 			resp, err := c.Launch(ctx, req)
 			if isUnreachable(err) {
-				if err = startDetachedDaemon(ctx, c); err != nil {
+				if err = startDetachedDaemon(ctx, c, req.Workspace); err != nil {
 					return err
 				}
 				resp, err = c.Launch(ctx, req)

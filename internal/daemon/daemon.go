@@ -20,6 +20,7 @@ import (
 	"github.com/agentbox/agentbox/internal/config"
 	"github.com/agentbox/agentbox/internal/connlimit"
 	"github.com/agentbox/agentbox/internal/engine"
+	"github.com/agentbox/agentbox/internal/hostprog"
 	"github.com/agentbox/agentbox/internal/launchdir"
 	"github.com/agentbox/agentbox/internal/readiness"
 	"github.com/agentbox/agentbox/internal/recordlimit"
@@ -118,7 +119,19 @@ type Daemon struct {
 	// bytecodeCtx ends when serve returns, however it returns: the builds stop then, and serve
 	// waits for them (bytecodeWG) before it releases the daemon's lock.
 	bytecodeCtx context.Context
+
+	// started is when the daemon started, and hostPath the PATH it started with, through
+	// which it (and its shims) find the host programs they run (internal/hostprog): every
+	// workspace is compared with it (hostPathOwner, checkWritable).
+	started  time.Time
+	hostPath string
 }
+
+// hostPrograms are the programs the daemon and its shims run on the host, found through the
+// daemon's PATH when it starts (hostprog.Find), before any box runs: git (the checks at exit,
+// the git relay's identity), go (go env GOPROXY) and bwrap (the bwrap engine). A credential
+// helper named by a bare name is found at its first use.
+var hostPrograms = []string{"git", "go", "bwrap"}
 
 // Run starts the daemon and serves until ctx ends. Boxes keep running after it returns.
 func Run(ctx context.Context, opts Options) error {
@@ -130,7 +143,11 @@ func Run(ctx context.Context, opts Options) error {
 }
 
 func newDaemon(opts Options) (*Daemon, error) {
-	d := &Daemon{opts: opts, log: opts.Logger, launches: map[string]*liveLaunch{}, conns: processConnBudget(), pythonLibs: systemPythonLibs()}
+	d := &Daemon{opts: opts, log: opts.Logger, launches: map[string]*liveLaunch{}, conns: processConnBudget(), pythonLibs: systemPythonLibs(),
+		started: time.Now(), hostPath: os.Getenv("PATH")}
+	for _, name := range hostPrograms {
+		hostprog.Find(name) // a program not found is looked for again at its use
+	}
 	if d.log == nil {
 		d.log = slog.New(slog.NewTextHandler(os.Stderr, nil))
 	}

@@ -214,13 +214,33 @@ func depFolderLayer(rel string) string {
 // it with the launch's other placeholders.
 // Past depFoldersMax, the rest are not the box's own, and the notice returned says so.
 func (d *Daemon) dependencyOverlays(id, ws, cwd string, facts plan.WorkspaceFacts, c *plan.Contributions) (notice string, err error) {
+	return d.overlayDepFolders(id, ws, d.findDepFolders(ws, cwd), facts, c)
+}
+
+// launchDepFolders are a launch's dependency folders (findDepFolders): folders are made the
+// box's own, past are not (beyond depFoldersMax), and cut says the search's bound was reached.
+type launchDepFolders struct {
+	folders, past []string
+	cut           bool
+}
+
+// findDepFolders returns the dependency folders of workspace ws for a launch starting in cwd
+// (dependencyFolders), with those earlier launches found (rememberDepFolders). It is what the
+// launch overlays (overlayDepFolders) and what its PATH rule exempts (outsideDepFolders):
+// found once, before the rule, for both.
+func (d *Daemon) findDepFolders(ws, cwd string) launchDepFolders {
 	folders, past, cut := dependencyFolders(ws, cwd)
 	// The folders earlier launches found are the box's own too, should the search no longer
 	// reach them: a box can make thousands of empty folders, which git status never shows,
 	// so that the next launch's bounded search ends before the host's node_modules (review 13,
 	// F2).
 	known := filepath.Join(d.stateDir, knownDepFoldersDir, filepath.Base(boxCache(d.stateDir, ws)))
-	folders = d.rememberDepFolders(known, ws, folders)
+	return launchDepFolders{folders: d.rememberDepFolders(known, ws, folders), past: past, cut: cut}
+}
+
+// overlayDepFolders is dependencyOverlays for the folders found.
+func (d *Daemon) overlayDepFolders(id, ws string, found launchDepFolders, facts plan.WorkspaceFacts, c *plan.Contributions) (notice string, err error) {
+	folders, past, cut := found.folders, found.past, found.cut
 	if cut {
 		notice = fmt.Sprintf("agentbox: the workspace has more folders than the %d the launch looks into for dependency folders (node_modules, virtualenvs, target): "+
 			"those it did not reach, and no earlier launch found, are not the box's own (the box writes them in place); start the box in a project folder (--workspace DIR)", depProjectDirs)

@@ -22,7 +22,7 @@ import (
 	"github.com/agentbox/agentbox/internal/config"
 	"github.com/agentbox/agentbox/internal/engine"
 	"github.com/agentbox/agentbox/internal/harnessstate"
-	"github.com/agentbox/agentbox/internal/integrity"
+	"github.com/agentbox/agentbox/internal/hostprog"
 	"github.com/agentbox/agentbox/internal/launch"
 	"github.com/agentbox/agentbox/internal/launchdir"
 	"github.com/agentbox/agentbox/internal/plan"
@@ -93,11 +93,14 @@ func checkProgram(req *api.LaunchRequest) (string, error) {
 	return path, nil
 }
 
-// checkWorkspace returns the launch's workspace and the program's directory in it, and the
-// notices to show the user about the choice (the repository's top level taken as the
-// workspace, or why it was not).
-func (d *Daemon) checkWorkspace(req *api.LaunchRequest) (ws, cwd string, notices []string, err error) {
-	refused := func(err error) (string, string, []string, error) { return "", "", nil, err }
+// checkWorkspace returns the launch's workspace and the program's directory in it, the
+// workspace's dependency folders (found at the first call, once: what the PATH rule exempts
+// is what the launch overlays), and the notices to show the user about the choice (the
+// repository's top level taken as the workspace, or why it was not).
+func (d *Daemon) checkWorkspace(req *api.LaunchRequest) (ws, cwd string, deps func() launchDepFolders, notices []string, err error) {
+	refused := func(err error) (string, string, func() launchDepFolders, []string, error) {
+		return "", "", nil, nil, err
+	}
 	if !filepath.IsAbs(req.Workspace) {
 		return refused(&api.Error{Code: api.CodeBadRequest, Message: fmt.Sprintf("workspace %q is not absolute", req.Workspace)})
 	}
@@ -114,79 +117,115 @@ func (d *Daemon) checkWorkspace(req *api.LaunchRequest) (ws, cwd string, notices
 		return refused(&api.Error{Code: api.CodeWorkspaceRefused, Message: fmt.Sprintf("workspace %s: cannot list the host's unix sockets to check none lies inside it: %v", ws, err)})
 	}
 	facts.Sockets = socks
-	if err := checkWritable(ws, facts, req); err != nil {
-		why, hint := workspaceRefusal(err)
-		return refused(&api.Error{Code: api.CodeWorkspaceRefused, Message: "workspace " + why, Hint: hint})
-	}
 	cwd = ws
 	if req.Cwd != "" {
 		if c, err := filepath.EvalSymlinks(req.Cwd); err == nil && (c == ws || strings.HasPrefix(c, ws+"/")) {
 			cwd = c
 		}
 	}
+	deps = sync.OnceValue(func() launchDepFolders { return d.findDepFolders(ws, cwd) })
+	if err := d.checkWritable(ws, facts, req, deps); err != nil {
+		why, hint := workspaceRefusal(err)
+		return refused(&api.Error{Code: api.CodeWorkspaceRefused, Message: "workspace " + why, Hint: hint})
+	}
 	// Run from inside a git repository without --workspace: the repository is the workspace,
 	// so that git in the box finds it; the program still starts where the user is.
 	if top := repoTop(ws); req.RepoWorkspace && top != "" && top != ws {
-		if err := checkWritable(top, facts, req); err != nil {
+		topDeps := sync.OnceValue(func() launchDepFolders { return d.findDepFolders(top, cwd) })
+		if err := d.checkWritable(top, facts, req, topDeps); err != nil {
 			why, _ := workspaceRefusal(err)
 			notices = append(notices, fmt.Sprintf("agentbox: the workspace is %s, not the git repository around it: %s; git in the box will not see that repository (pass --workspace DIR to choose)", ws, why))
 		} else {
 			notices = append(notices, fmt.Sprintf("agentbox: the workspace is the git repository %s (starting in %s; pass --workspace DIR to choose another)", top, cwd))
-			ws = top
+			ws, deps = top, topDeps
 		}
 	}
-	return ws, cwd, notices, nil
+	return ws, cwd, deps, notices, nil
 }
 
 // checkWritable reports why ws must not be the workspace of the launch req: the rules of any
 // folder bound into a box (plan.CheckWorkspace), then those of a folder the box writes
-// (plan.CheckStartupFolders, with req's PATH; plan.CheckStartupFiles, the home's start-up
-// files and git's configuration, whatever they link to).
-func checkWritable(ws string, facts plan.WorkspaceFacts, req *api.LaunchRequest) error {
+// (plan.CheckStartupFolders, with req's PATH less the entries in the launch's dependency
+// folders deps; plan.CheckHostPath, with the daemon's own PATH, whole, and the host programs
+// found through it; plan.CheckStartupFiles, the home's start-up files and git's
+// configuration, whatever they link to).
+func (d *Daemon) checkWritable(ws string, facts plan.WorkspaceFacts, req *api.LaunchRequest, deps func() launchDepFolders) error {
 	if err := plan.CheckWorkspace(ws, facts); err != nil {
 		return err
 	}
-	if err := plan.CheckStartupFolders(ws, facts.Home, outsideDepFolders(ws, pathFolders(envValue(req.Env, "PATH")))); err != nil {
+	if err := plan.CheckStartupFolders(ws, facts.Home, outsideDepFolders(ws, pathFolders(envValue(req.Env, "PATH")), deps)); err != nil {
+		return err
+	}
+	var progs []string
+	for _, p := range d.hostPrograms() {
+		progs = append(progs, p.Path, p.Real)
+	}
+	if err := plan.CheckHostPath(ws, facts.Home, pathFolders(d.hostPath), progs, d.hostPathOwner()); err != nil {
 		return err
 	}
 	home, _ := os.UserHomeDir()
 	return plan.CheckStartupFiles(ws, startupFiles(home, req.Env))
 }
 
-// outsideDepFolders returns the entries of path that lie in no dependency folder of the
-// workspace ws (node_modules, .venv, a virtualenv of any name: integrity.DepFolderKinds):
-// npm run puts the project's node_modules/.bin on PATH, an activated virtualenv its bin/, and
-// the box writes neither in place (they are its own overlays, docs/toolchains.md, or,
-// past the launch's bounds, moved aside at exit when written), so they do not make the
-// workspace one the host runs by itself (plan.CheckStartupFolders). Before, a launch from an
-// npm script or an activated virtualenv was refused.
-func outsideDepFolders(ws string, path []string) []string {
-	var out []string
-	for _, p := range path {
-		if !filepath.IsAbs(p) || !plan.Within(filepath.Clean(p), ws) || !inDepFolder(ws, filepath.Clean(p)) {
-			out = append(out, p)
+// hostPrograms are the host programs the daemon runs outside any box: those found so far
+// (hostprog.Found: git, go and bwrap at the daemon's start) and the gateway's credential
+// commands the configuration names (found now, once), which the relay runs at its first
+// request, after the launch's rule: a helper script in a workspace would run as the box left
+// it.
+func (d *Daemon) hostPrograms() []hostprog.Program {
+	if eff, err := d.launchConfig(); err == nil {
+		g := eff.Config.Gateway
+		for _, c := range [][]string{g.Anthropic.Credential.Command, g.OpenAI.Credential.Command, g.Gemini.Credential.Command} {
+			if len(c) > 0 {
+				hostprog.Find(c[0]) // not found: the relay says so at its use
+			}
 		}
 	}
-	return out
+	return hostprog.Found()
 }
 
-// inDepFolder reports whether p, beneath ws, lies in a dependency folder of it.
-func inDepFolder(ws, p string) bool {
-	rel, err := filepath.Rel(ws, p)
-	if err != nil {
-		return false
+// hostPathOwner names the daemon's PATH in a refusal: when the daemon started and the PATH it
+// holds, and how to start one without the entry.
+func (d *Daemon) hostPathOwner() plan.PathOwner {
+	return plan.PathOwner{
+		Whose: "the agentbox daemon's own PATH",
+		Runs: fmt.Sprintf("the daemon (pid %d, started %s with PATH=%s, the PATH of what started it: the first agentbox command run, or its service) and its shims find the host programs they run outside any box through it (git at every launch's check at exit), so a program a box wrote there would run on the host, unboxed, as you",
+			os.Getpid(), d.started.UTC().Format("2006-01-02 15:04:05 UTC"), d.hostPath),
+		Fix: "restart the daemon from a shell whose PATH does not hold %s: run `agentbox daemon stop` there, then launch again from it (agentbox run starts a new daemon with that shell's PATH)",
 	}
-	d := ws
-	for _, c := range strings.Split(rel, string(filepath.Separator)) {
-		d = filepath.Join(d, c)
-		if c == "node_modules" || c == ".venv" {
-			return true
+}
+
+// outsideDepFolders returns the entries of path save those in one of the launch's own
+// dependency folders (deps' folders: node_modules, .venv, a virtualenv of any name,
+// integrity.DepFolderKinds): npm run puts the project's node_modules/.bin on PATH, an
+// activated virtualenv its bin/, and the box writes neither in place (they are its own
+// overlays, docs/toolchains.md), so they do not make the workspace one the host runs by
+// itself (plan.CheckStartupFolders). An entry counts as in one only when it lies beneath one
+// of the folders the launch overlays, found before this rule (deps, the same list the launch
+// overlays) and a real folder now (symlink-resolved to itself): before, any entry with a
+// component named node_modules or .venv counted, and a box made node_modules a symlink to a
+// folder of its own and wrote git there (review 18, F2). The dependency folders are looked for
+// only when an entry lies in the workspace.
+func outsideDepFolders(ws string, path []string, deps func() launchDepFolders) []string {
+	var out, folders []string
+	found := false
+	for _, p := range path {
+		if filepath.IsAbs(p) && plan.Within(filepath.Clean(p), ws) {
+			if !found {
+				for _, f := range deps().folders {
+					if isPlainDir(f) {
+						folders = append(folders, f)
+					}
+				}
+				found = true
+			}
+			if slices.ContainsFunc(folders, func(f string) bool { return filepath.Clean(p) == f || plan.Within(filepath.Clean(p), f) }) {
+				continue
+			}
 		}
-		if fi, err := os.Lstat(filepath.Join(d, integrity.VenvMarker)); err == nil && fi.Mode().IsRegular() {
-			return true
-		}
+		out = append(out, p)
 	}
-	return false
+	return out
 }
 
 // pathFolders returns the entries of the PATH value path, each followed by the folder it
@@ -269,6 +308,7 @@ func (d *Daemon) launch(ctx context.Context, req *api.LaunchRequest) (*api.Launc
 		run           launch.Run
 		id            string
 		path, ws, cwd string
+		deps          func() launchDepFolders
 		notices       []string
 		cfg           config.Config
 		egress        plan.Egress
@@ -289,7 +329,7 @@ func (d *Daemon) launch(ctx context.Context, req *api.LaunchRequest) (*api.Launc
 		if path, err = checkProgram(req); err != nil {
 			return err
 		}
-		if ws, cwd, notices, err = d.checkWorkspace(req); err != nil {
+		if ws, cwd, deps, notices, err = d.checkWorkspace(req); err != nil {
 			return err
 		}
 		eff, err := d.launchConfig()
@@ -406,7 +446,7 @@ func (d *Daemon) launch(ctx context.Context, req *api.LaunchRequest) (*api.Launc
 			return &api.Error{Code: api.CodeBoxSetupFailed, Message: "box cache " + boxCache(d.stateDir, ws) + ": " + err.Error(),
 				Hint: "check free space and permissions of " + d.stateDir}
 		}
-		notice, err := d.dependencyOverlays(id, ws, cwd, d.workspaceFacts(), &contrib)
+		notice, err := d.overlayDepFolders(id, ws, deps(), d.workspaceFacts(), &contrib)
 		if notice != "" {
 			notices = append(notices, notice)
 		}

@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -8,7 +9,6 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"os/exec"
 	pathpkg "path"
 	"path/filepath"
 	"slices"
@@ -16,18 +16,20 @@ import (
 	"sync"
 	"syscall"
 
+	"github.com/agentbox/agentbox/internal/hostprog"
 	"github.com/agentbox/agentbox/internal/plan"
 )
 
 // hostGoProxy is the GOPROXY the host's go command uses when the user's environment sets none
 // (`go env GOPROXY`, asked once per daemon: agentbox names no module proxy of its own), or
 // "direct" when no go command answers. go runs in "/" with GOTOOLCHAIN=local: no go.mod or
-// go.work a box wrote can make it switch toolchains.
+// go.work a box wrote can make it switch toolchains; it is the go found through the daemon's
+// PATH when the daemon started (hostprog), never looked up again.
 var hostGoProxy = sync.OnceValue(goEnvGoProxy)
 
 // goEnvGoProxy runs `go env GOPROXY` (hostGoProxy).
 func goEnvGoProxy() string {
-	cmd := exec.Command("go", "env", "GOPROXY")
+	cmd := hostprog.Command(context.Background(), "go", "env", "GOPROXY")
 	cmd.Dir = "/"
 	cmd.Env = append(os.Environ(), "GOTOOLCHAIN=local")
 	out, err := cmd.Output()

@@ -11,6 +11,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/agentbox/agentbox/internal/hostprog"
 )
 
 // Branch tips: a box may rewrite the user's commits (an amend or a rebase that folds its edit
@@ -307,7 +309,7 @@ func isAncestor(ctx context.Context, gd, anc, of string) (bool, error) {
 		return false, err
 	}
 	defer os.RemoveAll(dir)
-	cmd := exec.CommandContext(ctx, "git", "merge-base", "--is-ancestor", anc, of)
+	cmd := hostprog.Command(ctx, "git", "merge-base", "--is-ancestor", anc, of)
 	cmd.Dir = dir
 	cmd.Env = privateGitEnv([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + dir, "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null", "LC_ALL=C"}, dir)
 	out, err := cmd.CombinedOutput()

@@ -13,13 +13,14 @@ import (
 	"hash"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/agentbox/agentbox/internal/hostprog"
 )
 
 // Git trusts its object store: it reads a loose object by its name and a packed one through
@@ -262,7 +263,7 @@ func (s *State) verifyPacks(dir string, since int64) []Transition {
 			if !pc && !ic || ist.Mode == 0 {
 				continue // git reads no pack without its index (git renames the index in last)
 			}
-			if _, err := exec.LookPath("git"); err != nil {
+			if _, err := hostprog.Find("git"); err != nil {
 				out = append(out, Transition{Kind: Modified, Path: p, Alert: true, Detail: "a pack the launch added or changed could not be verified (no git on the daemon's PATH for git index-pack --verify): its index may name other content under an id the repository has; run git fsck"})
 				continue
 			}
@@ -318,7 +319,7 @@ func (s *State) checkPack(pack, idx string) error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), packVerifyTimeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "git", "index-pack", "--verify", "--object-format="+format, "p.pack")
+	cmd := hostprog.Command(ctx, "git", "index-pack", "--verify", "--object-format="+format, "p.pack")
 	cmd.Dir = tmp
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + tmp, "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null",
 		"GIT_CEILING_DIRECTORIES=" + filepath.Dir(tmp), "LC_ALL=C"}

@@ -7,8 +7,8 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"github.com/agentbox/agentbox/internal/hostprog"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -48,7 +48,7 @@ const hiddenEditsTimeout = 2 * time.Minute
 // (none of its configuration), fsmonitor off, no optional locks. A file that is the object's
 // bytes, or git's checkout of them (CRLF line ends of an eol=crlf file), is no finding.
 func (s *State) verifyHiddenEdits(tops []string) []Transition {
-	if _, err := exec.LookPath("git"); err != nil {
+	if _, err := hostprog.Find("git"); err != nil {
 		return nil
 	}
 	since := s.since()
@@ -346,7 +346,7 @@ func (g *hiddenGit) close() {
 
 // run runs git with in as its standard input.
 func (g *hiddenGit) run(in []byte, args ...string) ([]byte, error) {
-	c := exec.CommandContext(g.ctx, "git", append([]string{"-c", "core.fsmonitor=false", "-c", "core.untrackedCache=false",
+	c := hostprog.Command(g.ctx, "git", append([]string{"-c", "core.fsmonitor=false", "-c", "core.untrackedCache=false",
 		"--no-optional-locks", "--literal-pathspecs"}, args...)...)
 	c.Dir, c.Env, c.Stdin = g.top, g.env, bytes.NewReader(in)
 	var stderr bytes.Buffer

@@ -10,13 +10,13 @@ import (
 	"io"
 	"maps"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/agentbox/agentbox/internal/atomicfile"
+	"github.com/agentbox/agentbox/internal/hostprog"
 )
 
 // IgnoredWalkBound bounds the entries IgnoredChanged looks at in the git-ignored places of
@@ -220,7 +220,7 @@ func surelyNoRepository(dir string) bool {
 // With untracked (a submodule whose untracked files the superproject's git status hides:
 // hiddenSubmodules), its untracked entries are listed as well.
 func ignoredEntries(ctx context.Context, ws, top string, private, untracked bool) (entries, subs []string, err error) {
-	if _, err := exec.LookPath("git"); err != nil {
+	if _, err := hostprog.Find("git"); err != nil {
 		return nil, nil, errNoRepository
 	}
 	if !private && surelyNoRepository(top) {
@@ -353,7 +353,7 @@ func indexCopyEnv(gd string) (env []string, done func(), err error) {
 // optional locks (it reads, runs nothing and writes nothing), and returns its output;
 // errNoRepository where dir is in no repository.
 func readGit(ctx context.Context, dir string, env []string, args ...string) ([]byte, error) {
-	c := exec.CommandContext(ctx, "git", append([]string{"-c", "core.fsmonitor=false", "-c", "core.untrackedCache=false",
+	c := hostprog.Command(ctx, "git", append([]string{"-c", "core.fsmonitor=false", "-c", "core.untrackedCache=false",
 		"--no-optional-locks", "--literal-pathspecs"}, args...)...)
 	c.Dir = dir
 	c.Env = env

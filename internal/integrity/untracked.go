@@ -5,11 +5,12 @@ import (
 	"context"
 	"errors"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/agentbox/agentbox/internal/hostprog"
 )
 
 // UntrackedResult is what UntrackedUnlisted found: the workspace-relative paths of the
@@ -41,7 +42,7 @@ func (s *State) UntrackedUnlisted(ctx context.Context) (UntrackedResult, error) 
 	if s.Started.IsZero() {
 		return res, nil
 	}
-	if _, err := exec.LookPath("git"); err != nil || surelyNoRepository(s.Workspace) {
+	if _, err := hostprog.Find("git"); err != nil || surelyNoRepository(s.Workspace) {
 		return res, nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)

@@ -195,3 +195,31 @@ func TestCheckStartupFolders(t *testing.T) {
 		t.Errorf("CheckWorkspace, which also decides toolchains, refused ~/.local/bin: %v", err)
 	}
 }
+
+// TestCheckHostPath (review 18, F1, F2): the daemon's own PATH, through which it finds the
+// host programs it runs outside any box, is compared with every workspace as the launch's is,
+// with no exemption for dependency folders, and a workspace holding a program found through
+// it is refused; each refusal names the entry (or program), says it is the daemon's PATH and
+// how to start a daemon without it.
+func TestCheckHostPath(t *testing.T) {
+	owner := PathOwner{Whose: "the daemon's PATH (pid 1)", Runs: "the daemon runs them", Fix: "restart the daemon without %s: agentbox daemon stop"}
+	path := []string{"/home/u/src/p/node_modules/.bin", "/home/u/tools/bin", "/usr/bin", "/home/u"}
+	for ws, want := range map[string]string{
+		"/home/u/src/p":         "contains /home/u/src/p/node_modules/.bin, a folder on the daemon's PATH (pid 1)",
+		"/home/u/tools/bin":     "is on the daemon's PATH (pid 1) (/home/u/tools/bin)",
+		"/home/u/tools/bin/sub": "is inside /home/u/tools/bin",
+		"/home/u/src/git":       "holds /home/u/src/git/git, a program agentbox runs on the host",
+		"/home/u/src/q":         "",
+	} {
+		err := CheckHostPath(ws, "/home/u", path, []string{"/usr/bin/git", "/home/u/src/git/git"}, owner)
+		switch {
+		case want == "" && err != nil:
+			t.Errorf("CheckHostPath(%s) = %v, want nil", ws, err)
+		case want != "" && (!errors.Is(err, ErrWorkspaceRefused) || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "agentbox daemon stop")):
+			t.Errorf("CheckHostPath(%s) = %v, want refused saying %q and how to restart the daemon", ws, err, want)
+		}
+	}
+	if err := CheckHostPath("/home/u/src/p", "/home/u", []string{"/usr/bin", "bin"}, nil, owner); !errors.Is(err, ErrWorkspaceRefused) || !strings.Contains(err.Error(), `the daemon's PATH (pid 1) holds the relative entry "bin"`) {
+		t.Errorf("CheckHostPath with a relative entry = %v, want refused naming it", err)
+	}
+}

@@ -196,36 +196,12 @@ var StartupHomes = []struct{ Dir, Why string }{
 // PATH entries and the start-up folders are compared symlink-resolved, as ws is: ~/bin ->
 // dotfiles/bin makes ~/dotfiles a workspace holding ~/bin (review 17, F1).
 func CheckStartupFolders(ws, home string, path []string) error {
+	if err := checkPathFolders(ws, home, path, launchPath); err != nil {
+		return err
+	}
 	ws = filepath.Clean(ws)
 	refuse := func(why, what string) error {
 		return &WorkspaceError{Path: ws, Why: why, Hint: what}
-	}
-	rhome := ""
-	if home != "" {
-		home = filepath.Clean(home)
-		rhome = ResolveExisting(home)
-	}
-	const runs = "the host's shell runs the programs it holds by name, before any review"
-	for _, p := range path {
-		if !filepath.IsAbs(p) {
-			entry := fmt.Sprintf("%q", p)
-			if p == "" {
-				entry = "\"\" (empty: a ':' at either end of PATH, or '::')"
-			}
-			return refuse("cannot be a workspace while your PATH holds the relative entry "+entry+": the shell looks there in its current folder, so a program the box writes in the workspace runs by name when you work there",
-				"remove that entry from PATH (export PATH=... without it) and launch again")
-		}
-		for _, d := range []string{filepath.Clean(p), ResolveExisting(p)} {
-			switch {
-			case ws == d:
-				return refuse("is on your PATH ("+p+"): "+runs, "keep the scripts in a project folder and install them to PATH after review")
-			case Within(d, ws):
-				return refuse("contains "+d+", a folder on your PATH ("+p+"): "+runs+"; the box could write a program there (or make the folder)",
-					"work on a project directory that does not contain it, or take that folder off your PATH")
-			case Within(ws, d) && d != "/" && (home == "" || d != home && !Within(home, d) && d != rhome && !Within(rhome, d)):
-				return refuse("is inside "+d+", a folder on your PATH ("+p+"): "+runs, "work on a project directory outside it")
-			}
-		}
 	}
 	if home == "" {
 		return nil
@@ -238,6 +214,87 @@ func CheckStartupFolders(ws, home string, path []string) error {
 			return refuse("is inside "+shown+": "+h.Why, "keep it in a project folder outside it (a dotfiles repository, say) and copy it there after review")
 		case Within(d, ws):
 			return refuse("contains "+shown+": "+h.Why, "work on a project directory that does not contain it")
+		}
+	}
+	return nil
+}
+
+// PathOwner says whose PATH a workspace is compared with (CheckStartupFolders,
+// CheckHostPath), in the words of the refusal.
+type PathOwner struct {
+	// Whose names the PATH: "your PATH" (the launch's), or the daemon's with when it started
+	// and what it holds.
+	Whose string
+	// Runs says who runs the programs of its folders by name, and when.
+	Runs string
+	// Fix is what to do about any entry of it ("" for the launch's PATH, whose refusals each
+	// say what to do); %s stands for the entry.
+	Fix string
+}
+
+// launchPath is the launch's own PATH, the one the user's shell has.
+var launchPath = PathOwner{Whose: "your PATH", Runs: "the host's shell runs the programs it holds by name, before any review"}
+
+// checkPathFolders is CheckStartupFolders' rule for the folders of path, whose PATH owner
+// says.
+func checkPathFolders(ws, home string, path []string, owner PathOwner) error {
+	ws = filepath.Clean(ws)
+	refuse := func(entry, why, what string) error {
+		if owner.Fix != "" {
+			what = fmt.Sprintf(owner.Fix, entry)
+		}
+		return &WorkspaceError{Path: ws, Why: why, Hint: what}
+	}
+	rhome := ""
+	if home != "" {
+		home = filepath.Clean(home)
+		rhome = ResolveExisting(home)
+	}
+	runs := owner.Runs
+	for _, p := range path {
+		if !filepath.IsAbs(p) {
+			entry := fmt.Sprintf("%q", p)
+			if p == "" {
+				entry = "\"\" (empty: a ':' at either end of PATH, or '::')"
+			}
+			return refuse(entry, "cannot be a workspace while "+owner.Whose+" holds the relative entry "+entry+": the shell looks there in its current folder, so a program the box writes in the workspace runs by name when you work there",
+				"remove that entry from PATH (export PATH=... without it) and launch again")
+		}
+		for _, d := range []string{filepath.Clean(p), ResolveExisting(p)} {
+			switch {
+			case ws == d:
+				return refuse(p, "is on "+owner.Whose+" ("+p+"): "+runs, "keep the scripts in a project folder and install them to PATH after review")
+			case Within(d, ws):
+				return refuse(p, "contains "+d+", a folder on "+owner.Whose+" ("+p+"): "+runs+"; the box could write a program there (or make the folder)",
+					"work on a project directory that does not contain it, or take that folder off your PATH")
+			case Within(ws, d) && d != "/" && (home == "" || d != home && !Within(home, d) && d != rhome && !Within(rhome, d)):
+				return refuse(p, "is inside "+d+", a folder on "+owner.Whose+" ("+p+"): "+runs, "work on a project directory outside it")
+			}
+		}
+	}
+	return nil
+}
+
+// CheckHostPath reports why ws (absolute, symlink-resolved) must not be a workspace because
+// a process of agentbox's own on the host (the daemon, its shims) finds programs through
+// path, the PATH it was started with, or runs one of programs (each as found and
+// symlink-resolved): CheckStartupFolders' rule for path's folders, with no exemption, and a
+// workspace holding one of programs refused. The daemon outlives the shell that started it:
+// with that shell's PATH holding a workspace folder, a box planted bin/git there, and the
+// daemon's check at exit ran it on the host, unboxed (review 18, F1); programs are found
+// once (internal/hostprog), and this rule keeps every box from writing where they were
+// found or could be. owner names the PATH and says how to start the daemon without it.
+func CheckHostPath(ws, home string, path []string, programs []string, owner PathOwner) error {
+	if err := checkPathFolders(ws, home, path, owner); err != nil {
+		return err
+	}
+	ws = filepath.Clean(ws)
+	for _, p := range programs {
+		for _, d := range []string{filepath.Clean(p), ResolveExisting(p)} {
+			if d == ws || Within(d, ws) {
+				return &WorkspaceError{Path: ws, Why: "holds " + d + ", a program agentbox runs on the host, unboxed (" + p + ", found through " + owner.Whose + " or named by your configuration): the box could write it",
+					Hint: "work on a project directory that does not hold it, or keep that program outside the workspace (a credential helper: name it there in your configuration; one found on PATH: " + fmt.Sprintf(owner.Fix, filepath.Dir(p)) + ")"}
+			}
 		}
 	}
 	return nil

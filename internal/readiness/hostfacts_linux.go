@@ -3,13 +3,14 @@ package readiness
 import (
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/agentbox/agentbox/internal/hostprog"
 )
 
 // HostFacts returns what this host says about the features boxes rest on: kernel release,
@@ -44,7 +45,7 @@ func HostFacts() map[string]string {
 	// The kernel exempts only host root from RLIMIT_NPROC, and a box started by host root runs
 	// as a box uid of its own (idmap.Remap).
 	f[FactProcessLimit] = "enforced: RLIMIT_NPROC = limits.processes, counted per box (its user namespace)"
-	if p, err := exec.LookPath("bwrap"); err == nil {
+	if p, err := hostprog.Path("bwrap"); err == nil {
 		f[FactBwrap] = p
 	}
 	return f

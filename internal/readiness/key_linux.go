@@ -3,10 +3,11 @@ package readiness
 import (
 	"fmt"
 	"os"
-	"os/exec"
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/agentbox/agentbox/internal/hostprog"
 )
 
 // kernelIdentity is the kernel part of a Key.
@@ -49,7 +50,7 @@ func currentKey(engineName, cfg, exe, helper, helperID string) Key {
 		k.Helper = helper + " " + fileIdentity(helper)
 	}
 	if engineName == "bwrap" {
-		if p, err := exec.LookPath("bwrap"); err == nil {
+		if p, err := hostprog.Path("bwrap"); err == nil {
 			k.EngineBinary = p + " " + fileIdentity(p)
 		}
 	}

@@ -6,9 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"sync"
 	"time"
+
+	"github.com/agentbox/agentbox/internal/hostprog"
 )
 
 // Defaults applied to zero Credential fields.
@@ -197,7 +198,7 @@ func (s *CredentialSource) runCommand(ctx context.Context) (string, error) {
 	// waiting on the lock; the timeout bounds the run.
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
 	defer cancel()
-	cmd := exec.CommandContext(cctx, s.c.Command[0], s.c.Command[1:]...)
+	cmd := hostprog.Command(cctx, s.c.Command[0], s.c.Command[1:]...)
 	ownGroup(cmd)
 	// A descendant that outlives the kill and still holds stdout is not waited for.
 	cmd.WaitDelay = time.Second

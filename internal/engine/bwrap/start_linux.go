@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/agentbox/agentbox/internal/engine"
+	"github.com/agentbox/agentbox/internal/hostprog"
 	"github.com/agentbox/agentbox/internal/linux/fds"
 	"github.com/agentbox/agentbox/internal/linux/idmap"
 	"github.com/agentbox/agentbox/internal/plan"
@@ -36,7 +37,7 @@ func (e *Engine) Start(req []byte, io engine.IO) (*engine.Box, error) {
 	if err := io.Check(r.Spec.Console); err != nil {
 		return nil, err
 	}
-	path, err := exec.LookPath(Program)
+	path, err := hostprog.Path(Program)
 	if err != nil {
 		return nil, fmt.Errorf("%w (%v)", ErrMissing, err)
 	}

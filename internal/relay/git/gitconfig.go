@@ -18,6 +18,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/agentbox/agentbox/internal/hostprog"
 	"github.com/agentbox/agentbox/internal/relay/session"
 )
 
@@ -38,13 +39,14 @@ type Identity map[string]string
 
 // ReadIdentity reads IdentityKeys from the user's global git configuration host-side, with
 // one `git config --global --get-regexp` (a launch must not pay a git process per key), and
-// keeps nothing else of it. git names the git program; "" means "git" on $PATH. A key that is
+// keeps nothing else of it. git names the git program; "" means git as found once through
+// the process's PATH (hostprog: never looked up again). A key that is
 // not set is left out; when a key is set more than once the last value wins, as in git.
 func ReadIdentity(ctx context.Context, git string) (Identity, error) {
 	if git == "" {
 		git = "git"
 	}
-	cmd := exec.CommandContext(ctx, git, "config", "--global", "--null", "--get-regexp", identityRegexp)
+	cmd := hostprog.Command(ctx, git, "config", "--global", "--null", "--get-regexp", identityRegexp)
 	out, err := cmd.Output()
 	var ee *exec.ExitError
 	switch {
@@ -253,7 +255,7 @@ func Env(path string) []string {
 // GIT_CONFIG_PARAMETERS) every read asks git, since the key cannot see it. Its zero value is
 // ready to use.
 type IdentityCache struct {
-	// Git names the git program; "" means "git" on $PATH.
+	// Git names the git program; "" means git as found through $PATH (ReadIdentity).
 	Git string
 
 	mu  sync.Mutex
