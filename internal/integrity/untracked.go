@@ -4,12 +4,12 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
-	"time"
 )
 
 // UntrackedResult is what UntrackedUnlisted found: the workspace-relative paths of the
@@ -44,7 +44,12 @@ func (s *State) UntrackedUnlisted(ctx context.Context) (UntrackedResult, error) 
 	if _, err := exec.LookPath("git"); err != nil {
 		return res, nil
 	}
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	// Where git would wait on a file it reads, or failed in the check of the ignored places,
+	// it is not run again: that check took every untracked file the launch left instead.
+	if _, left, _ := s.unblockGit(true); len(left) > 0 {
+		return res, fmt.Errorf("git was not run: %s (the check of the git-ignored places walked the untracked files instead)", strings.Join(left[:min(len(left), 3)], "; "))
+	}
+	ctx, cancel := context.WithTimeout(ctx, gitCheckTimeout)
 	defer cancel()
 	index, done, err := indexCopyEnv(worktreeGitDir(s.Workspace))
 	if err != nil {
