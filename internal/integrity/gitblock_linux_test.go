@@ -2,6 +2,7 @@ package integrity
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -170,6 +171,75 @@ func TestAttackIgnoredCheckGitBlocked(t *testing.T) {
 				}
 				if unignored && !strings.Contains(string(out), "?? run.log") {
 					t.Errorf("the host's git status does not show run.log, un-ignored:\n%s", out)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkGitBlockedAtExit measures what the search for files git would wait on adds to the
+// checks at exit (unblockGit, review 18, F3), on a repository of 20,000 tracked files (400
+// folders of 50, each folder with a .gitignore) and an ignored build/ of 2,000 files, the box
+// having written nothing:
+//   - walk: the search alone (blockingGitFiles);
+//   - check: IgnoredChanged then UntrackedUnlisted, as the daemon runs them at exit, with the
+//     search (each iteration searches again);
+//   - nowalk: the same two with the search taken as done (what they cost before it).
+//
+// Compare check with nowalk (run them alternately: -count), and walk with the difference.
+func BenchmarkGitBlockedAtExit(b *testing.B) {
+	if _, err := exec.LookPath("git"); err != nil {
+		b.Skip("git not installed")
+	}
+	ws := b.TempDir()
+	run := func(args ...string) {
+		c := exec.Command("git", append([]string{"-c", "user.name=t", "-c", "user.email=t@example.com"}, args...)...)
+		c.Dir = ws
+		if out, err := c.CombinedOutput(); err != nil {
+			b.Fatalf("git %v: %v\n%s", args, err, out)
+		}
+	}
+	run("init", "-q")
+	os.WriteFile(filepath.Join(ws, ".gitignore"), []byte("build/\n*.log\n"), 0o644)
+	for d := 0; d < 400; d++ {
+		dir := filepath.Join(ws, "src", fmt.Sprintf("p%02d", d/20), fmt.Sprintf("m%03d", d))
+		os.MkdirAll(dir, 0o755)
+		os.WriteFile(filepath.Join(dir, ".gitignore"), []byte("*.tmp\n"), 0o644)
+		for f := 0; f < 50; f++ {
+			os.WriteFile(filepath.Join(dir, fmt.Sprintf("f%02d.go", f)), []byte("package m\n"), 0o644)
+		}
+	}
+	for d := 0; d < 20; d++ {
+		dir := filepath.Join(ws, "build", fmt.Sprintf("o%02d", d))
+		os.MkdirAll(dir, 0o755)
+		for f := 0; f < 100; f++ {
+			os.WriteFile(filepath.Join(dir, fmt.Sprintf("f%03d.o", f)), []byte("o"), 0o644)
+		}
+	}
+	run("add", "-A")
+	run("commit", "-qm", "init")
+	time.Sleep(20 * time.Millisecond)
+	started := time.Now()
+	b.Run("walk", func(b *testing.B) {
+		s := &State{Workspace: ws, Started: started}
+		for i := 0; i < b.N; i++ {
+			if found, _ := s.blockingGitFiles(); len(found) > 0 {
+				b.Fatal(found)
+			}
+		}
+	})
+	for _, c := range []struct {
+		name string
+		walk bool
+	}{{"check", true}, {"nowalk", false}} {
+		b.Run(c.name, func(b *testing.B) {
+			for i := 0; i < b.N; i++ {
+				s := &State{Workspace: ws, Started: started, gitChecked: !c.walk}
+				if res := s.IgnoredChanged(context.Background()); len(res.Files)+len(res.NotChecked)+len(res.Failed)+len(res.Aside) > 0 {
+					b.Fatalf("%+v", res)
+				}
+				if _, err := s.UntrackedUnlisted(context.Background()); err != nil {
+					b.Fatal(err)
 				}
 			}
 		})
