@@ -142,13 +142,18 @@ func (s *State) unblockGit(move bool) (moved, left []string, note string) {
 			continue
 		}
 		kind := fileKind(fi.Mode())
-		if _, _, c := identity(fi); move && c >= since {
+		_, _, c := identity(fi)
+		if move && c >= since {
 			aside, err := s.moveAside(p)
 			if err == nil {
 				moved = append(moved, fmt.Sprintf("%s: a %s the launch made where git reads a file (git, the host's too, would wait on it); moved aside to %s", p, kind, aside))
 				continue
 			}
 			left = append(left, fmt.Sprintf("%s, a %s the launch made, could not be moved aside: %v", p, kind, err))
+			continue
+		}
+		if c >= since {
+			left = append(left, fmt.Sprintf("%s is a %s (git would wait on it)", p, kind))
 			continue
 		}
 		left = append(left, fmt.Sprintf("%s is a %s, made before the launch (git would wait on it)", p, kind))

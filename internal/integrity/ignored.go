@@ -125,6 +125,11 @@ func (s *State) eachIgnored(ctx context.Context, move bool, walk func(rel, repo 
 				continue
 			}
 			failed = append(failed, fmt.Sprintf("%s: %v", orDot(repos[i]), err))
+			if errors.Is(err, errGitTimeBound) && blocked == nil {
+				// What held git there (a file the search did not see) may hold it in the
+				// next repositories too: 2 minutes each, up to 64. The walk stands in.
+				blocked = fmt.Errorf("git was not run: it was stopped at its time bound in %s", orDot(repos[i]))
+			}
 			if move && i == 0 && blocked == nil {
 				s.gitLeft = append(s.gitLeft, fmt.Sprintf("git failed in the workspace: %v", err))
 			}
@@ -200,6 +205,10 @@ func (s *State) lookInto(rel, repo string) bool {
 }
 
 var errNoRepository = errors.New("not in a git repository")
+
+// errGitTimeBound is the error of a git call of the checks stopped at its time bound
+// (gitCheckTimeout).
+var errGitTimeBound = errors.New("stopped at its time bound")
 
 // ignoredEntries asks the host's git for the ignored entries of the work tree at top (paths
 // relative to it; a folder ignored whole ends in "/") and the paths of its submodules. The
@@ -354,7 +363,7 @@ func readGit(ctx context.Context, dir string, env []string, args ...string) ([]b
 	if err != nil {
 		msg := strings.TrimSpace(stderr.String())
 		if ctx.Err() != nil {
-			return nil, fmt.Errorf("git %s was stopped at its time bound (%v): %v", args[0], ctx.Err(), err)
+			return nil, fmt.Errorf("git %s: %w (%v): %v", args[0], errGitTimeBound, ctx.Err(), err)
 		}
 		if strings.Contains(msg, "not a git repository") {
 			return nil, errNoRepository
