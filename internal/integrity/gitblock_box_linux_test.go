@@ -30,6 +30,7 @@ func TestIgnoredCheckFallbackSaid(t *testing.T) {
 	if !strings.Contains(out, "planted") {
 		t.Fatalf("the plant failed (the test would prove nothing):\n%s", out)
 	}
+	t.Logf("agentbox run said:\n%s", out)
 	if _, err := os.Lstat(filepath.Join(e.work, "run.log")); err == nil {
 		t.Errorf("the box's run.log, in a git-ignored place, is still in the workspace:\n%s", out)
 	}
