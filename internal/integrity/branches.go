@@ -137,7 +137,8 @@ func commonGitDir(top string) string {
 	if gd == "" {
 		return ""
 	}
-	if b, err := os.ReadFile(filepath.Join(gd, "commondir")); err == nil {
+	// Read without waiting on a FIFO (a box's: review 18, F3), following a symlink as git does.
+	if b, err := readFollow(filepath.Join(gd, "commondir"), 4096); err == nil {
 		c := strings.TrimSpace(string(b))
 		if !filepath.IsAbs(c) {
 			c = filepath.Join(gd, c)

@@ -33,6 +33,12 @@ const maxIgnoredRepos = 64
 type IgnoredResult struct {
 	Files      []string
 	NotChecked []string
+	// Failed says, one line each, where git failed or was not run (killed at its time
+	// bound, a file it would wait on left in place) and the walk in Go took every untracked
+	// file the launch left there instead (fallbackEntries); Aside, what was moved aside
+	// before git ran (unblockGit). Both are for the user: the check did not go as it should.
+	Failed []string
+	Aside  []string
 }
 
 // IgnoredChanged lists the files (regular files and symlinks) in git-ignored places of the
@@ -70,7 +76,7 @@ func (s *State) IgnoredChanged(ctx context.Context) IgnoredResult {
 	}
 	since := s.Started.UnixNano()
 	budget := IgnoredWalkBound
-	res.NotChecked = s.eachIgnored(ctx, func(rel, repo string) error {
+	res.NotChecked, res.Failed, res.Aside = s.eachIgnored(ctx, true, func(rel, repo string) error {
 		return s.changedFiles(rel, repo, since, &budget, &res.Files)
 	})
 	// git lists a folder all of whose files are ignored (x/) besides the files themselves.
@@ -82,26 +88,56 @@ func (s *State) IgnoredChanged(ctx context.Context) IgnoredResult {
 // eachIgnored calls walk with each ignored entry of the workspace's repository, of the
 // submodules checked out in it (at any depth) and of its linked worktrees there at the
 // snapshot (Worktrees) that is looked into (lookInto), and the work tree it belongs to (both
-// workspace-relative); it stops at walk's first error. It returns what it could not look at.
-func (s *State) eachIgnored(ctx context.Context, walk func(rel, repo string) error) (notChecked []string) {
+// workspace-relative); it stops at walk's first error. It returns what it could not look at,
+// where git failed and every untracked entry was walked instead (fallbackEntries), and what
+// was moved aside first so that git would not wait on it (unblockGit; with move only, the
+// check at exit: the record at the launch's start moves nothing).
+func (s *State) eachIgnored(ctx context.Context, move bool, walk func(rel, repo string) error) (notChecked, failed, aside []string) {
+	aside, left, note := s.unblockGit(move)
+	if note != "" {
+		notChecked = append(notChecked, note)
+	}
+	var blocked error
+	if len(left) > 0 {
+		blocked = fmt.Errorf("git was not run: %s", strings.Join(left[:min(len(left), 3)], "; "))
+	}
 	repos := []string{"."}
 	// hidden are the submodules whose untracked files the superproject's git status does not
 	// show (hiddenSubmodules): they are looked into as its ignored places are (review 17, F9).
 	hidden := map[string]bool{}
 	for i := 0; i < len(repos); i++ {
 		if i >= maxIgnoredRepos {
-			return append(notChecked, fmt.Sprintf("the git-ignored places of %d more submodules (past the bound of %d repositories)", len(repos)-i, maxIgnoredRepos))
+			return append(notChecked, fmt.Sprintf("the git-ignored places of %d more submodules (past the bound of %d repositories)", len(repos)-i, maxIgnoredRepos)), failed, aside
 		}
 		top := filepath.Join(s.Workspace, repos[i])
-		entries, subs, err := ignoredEntries(ctx, s.Workspace, top, i > 0, hidden[repos[i]])
-		if err != nil {
-			if i > 0 || !errors.Is(err, errNoRepository) {
-				notChecked = append(notChecked, fmt.Sprintf("the git-ignored places of %s: %v", orDot(repos[i]), err))
+		var entries, subs []string
+		err := blocked
+		if err == nil {
+			entries, subs, err = ignoredEntries(ctx, s.Workspace, top, i > 0, hidden[repos[i]])
+		}
+		if err != nil && (i > 0 || !errors.Is(err, errNoRepository) || worktreeGitDir(top) != "") {
+			// git failed where there is a repository (killed at its time bound, a file it
+			// would wait on, a HEAD the box removed): what the launch left there is taken by
+			// a walk in Go, every untracked entry looked at (review 18, F3).
+			var ferr error
+			if entries, subs, ferr = fallbackEntries(s.Workspace, top); ferr != nil {
+				notChecked = append(notChecked, fmt.Sprintf("the git-ignored places of %s: %v (and the walk in Go: %v)", orDot(repos[i]), err, ferr))
+				continue
 			}
-			continue
+			failed = append(failed, fmt.Sprintf("%s: %v", orDot(repos[i]), err))
+			if errors.Is(err, errGitTimeBound) && blocked == nil {
+				// What held git there (a file the search did not see) may hold it in the
+				// next repositories too: 2 minutes each, up to 64. The walk stands in.
+				blocked = fmt.Errorf("git was not run: it was stopped at its time bound in %s", orDot(repos[i]))
+			}
+			if move && i == 0 && blocked == nil {
+				s.gitLeft = append(s.gitLeft, fmt.Sprintf("git failed in the workspace: %v", err))
+			}
+		} else if err != nil {
+			continue // no repository
 		}
 		var hides map[string]bool
-		if len(subs) > 0 && !hidden[repos[i]] {
+		if len(subs) > 0 && !hidden[repos[i]] && err == nil {
 			if hides, err = hiddenSubmodules(ctx, top, i > 0); err != nil {
 				notChecked = append(notChecked, fmt.Sprintf("the untracked files of the submodules of %s: %v", orDot(repos[i]), err))
 			}
@@ -128,11 +164,11 @@ func (s *State) eachIgnored(ctx context.Context, walk func(rel, repo string) err
 				continue
 			}
 			if err := walk(rel, repos[i]); err != nil {
-				return append(notChecked, fmt.Sprintf("%s and what follows it: %v", rel, err))
+				return append(notChecked, fmt.Sprintf("%s and what follows it: %v", rel, err)), failed, aside
 			}
 		}
 	}
-	return notChecked
+	return notChecked, failed, aside
 }
 
 func orDot(rel string) string {
@@ -207,6 +243,10 @@ func surelyNoRepository(dir string) bool {
 	return true
 }
 
+// errGitTimeBound is the error of a git call of the checks stopped at its time bound
+// (gitCheckTimeout).
+var errGitTimeBound = errors.New("stopped at its time bound")
+
 // ignoredEntries asks the host's git for the ignored entries of the work tree at top (paths
 // relative to it; a folder ignored whole ends in "/") and the paths of its submodules. The
 // workspace's own repository is read with its configuration, which is pinned (or out of the
@@ -226,7 +266,7 @@ func ignoredEntries(ctx context.Context, ws, top string, private, untracked bool
 	if !private && surelyNoRepository(top) {
 		return nil, nil, errNoRepository
 	}
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	ctx, cancel := context.WithTimeout(ctx, gitCheckTimeout)
 	defer cancel()
 	env := hostGitEnv()
 	if !private {
@@ -362,6 +402,9 @@ func readGit(ctx context.Context, dir string, env []string, args ...string) ([]b
 	out, err := c.Output()
 	if err != nil {
 		msg := strings.TrimSpace(stderr.String())
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("git %s: %w (%v): %v", args[0], errGitTimeBound, ctx.Err(), err)
+		}
 		if strings.Contains(msg, "not a git repository") {
 			return nil, errNoRepository
 		}
@@ -463,7 +506,7 @@ func (s *State) RecordFolders(path string, done func(error)) {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 		defer cancel()
 		budget := IgnoredWalkBound
-		c.eachIgnored(ctx, func(rel, repo string) error {
+		c.eachIgnored(ctx, false, func(rel, repo string) error {
 			return c.oldFolders(rel, repo, c.Started.UnixNano(), &budget, f.inode)
 		})
 		var err error

@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"sort"
+	"syscall"
 )
 
 // Reading what a box may have written: folders it may have made unlistable, files of any size
@@ -47,6 +48,17 @@ func readDirOwned(dir string) ([]os.DirEntry, error) {
 // file a box may have written (a workspace's .python-version).
 func ReadRegular(path string, max int64) ([]byte, error) {
 	f, err := openNoFollow(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return readWhole(f, max)
+}
+
+// readFollow is ReadRegular following a symlink at path's last element, as git does where it
+// reads the files of a git directory.
+func readFollow(path string, max int64) ([]byte, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return nil, err
 	}

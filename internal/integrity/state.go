@@ -99,6 +99,10 @@ type State struct {
 	// folders is the record of the folders in ignored places there at the launch's start
 	// (RecordFolders); nil: none is known.
 	folders *folderRecord
+	// gitChecked says the checks at exit have made the files their git opens unable to hold
+	// it (unblockGit); gitLeft are those it could not (git is not run then). Not saved.
+	gitChecked bool
+	gitLeft    []string
 }
 
 // Snapshot records the roots of lay and scans the workspace for executable configuration.

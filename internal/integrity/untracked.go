@@ -4,11 +4,11 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/agentbox/agentbox/internal/hostprog"
 )
@@ -45,7 +45,12 @@ func (s *State) UntrackedUnlisted(ctx context.Context) (UntrackedResult, error) 
 	if _, err := hostprog.Find("git"); err != nil || surelyNoRepository(s.Workspace) {
 		return res, nil
 	}
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	// Where git would wait on a file it reads, or failed in the check of the ignored places,
+	// it is not run again: that check took every untracked file the launch left instead.
+	if _, left, _ := s.unblockGit(true); len(left) > 0 {
+		return res, fmt.Errorf("git was not run: %s (the check of the git-ignored places walked the untracked files instead)", strings.Join(left[:min(len(left), 3)], "; "))
+	}
+	ctx, cancel := context.WithTimeout(ctx, gitCheckTimeout)
 	defer cancel()
 	index, done, err := indexCopyEnv(worktreeGitDir(s.Workspace))
 	if err != nil {
