@@ -168,14 +168,18 @@ func (d *Daemon) checkWritable(ws string, facts plan.WorkspaceFacts, req *api.La
 }
 
 // hostPrograms are the host programs the daemon runs outside any box: those found so far
-// (hostprog.Found: git, go and bwrap at the daemon's start) and the gateway's credential
-// commands the configuration names (found now, once), which the relay runs at its first
-// request, after the launch's rule: a helper script in a workspace would run as the box left
-// it.
+// (hostprog.Found: git, go and bwrap at the daemon's start) and the credential commands the
+// configuration names, the gateway's and the git relay's (found now, once), which the relays
+// run at their first request, after the launch's rule: a helper script in a workspace would
+// run as the box left it.
 func (d *Daemon) hostPrograms() []hostprog.Program {
 	if eff, err := d.launchConfig(); err == nil {
 		g := eff.Config.Gateway
-		for _, c := range [][]string{g.Anthropic.Credential.Command, g.OpenAI.Credential.Command, g.Gemini.Credential.Command} {
+		cmds := [][]string{g.Anthropic.Credential.Command, g.OpenAI.Credential.Command, g.Gemini.Credential.Command}
+		for _, cr := range eff.Config.Git.Credentials {
+			cmds = append(cmds, cr.Command) // the git relay runs it at its first use
+		}
+		for _, c := range cmds {
 			if len(c) > 0 {
 				hostprog.Find(c[0]) // not found: the relay says so at its use
 			}

@@ -15,12 +15,15 @@ import (
 // launch would overlay (node_modules beside a package.json) is no exemption for the daemon's
 // PATH: the daemon's git is not the box's.
 func TestDaemonPathRefusesWorkspace(t *testing.T) {
-	for _, c := range []struct{ name, entry, marker, helper string }{
+	for _, c := range []struct{ name, entry, marker, helper, gitHelper string }{
 		{name: "bin", entry: "bin"},
 		{name: "node_modules", entry: "node_modules/.bin", marker: "package.json"},
 		// No PATH entry: the gateway's credential helper, which the relay runs on the host,
 		// is a script of the workspace.
 		{name: "credential_helper", helper: "scripts/token"},
+		// The git relay's credential helper: run at the relay's first request for its prefix,
+		// after the launch's rule, so never found before it (docs18's reading).
+		{name: "git_credential_helper", helper: "scripts/git-token", gitHelper: "yes"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
@@ -41,7 +44,11 @@ func TestDaemonPathRefusesWorkspace(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				write(t, cfg, string(b)+"gateway:\n  anthropic:\n    credential:\n      command: ["+entry+"]\n")
+				extra := "gateway:\n  anthropic:\n    credential:\n      command: [" + entry + "]\n"
+				if c.gitHelper != "" {
+					extra = "git:\n  allow: [git.example.org/team]\n  credentials:\n    - prefix: git.example.org/team\n      username: oauth2\n      command: [" + entry + "]\n"
+				}
+				write(t, cfg, string(b)+extra)
 			} else {
 				e.setPath(entry + ":" + clean)
 			}
