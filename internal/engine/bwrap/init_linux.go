@@ -198,15 +198,24 @@ func hideProcessesInProc(s *spec.Spec) error {
 	return nil
 }
 
-// capTmpfsInodes gives each tmpfs of a root-run box the inode bound (nr_inodes) its spec names,
-// which bwrap cannot (0.8 takes --size and --perms only): each superblock is reconfigured
-// (fspick, fsconfig), as hideProcessesInProc does. A box run by an ordinary user keeps the
-// kernel's default, half the RAM's pages: its bwrap-init lies in a nested user namespace that
-// may not reconfigure bwrap's tmpfs (EPERM; docs/security.md says what that leaves).
+// capTmpfsInodes gives each tmpfs of the box the inode bound (nr_inodes) its spec names, which
+// bwrap cannot (0.8 takes --size and --perms only): each superblock is reconfigured (fspick,
+// fsconfig), as hideProcessesInProc does. bwrap-init may: in a root-run box it is root, in an
+// ordinary user's box run by bwrap 0.5 or later it holds its capabilities in the user
+// namespace the monitor made and bwrap joined (--userns), which owns bwrap's tmpfs mounts. Only
+// under an older bwrap, which nests the box in a user namespace of its own, is the
+// reconfiguration refused (EPERM): then an ordinary user's box keeps the kernel's default,
+// said on the box's standard error (docs/security.md); a root-run box's launch fails.
 func capTmpfsInodes(s *spec.Spec) error {
-	if s.UID != 0 {
+	err := capTmpfsInodesAll(s)
+	if err != nil && s.UID != 0 && errors.Is(err, unix.EPERM) {
+		fmt.Fprintf(os.Stderr, "agentbox: warning: the box's tmpfs inode bounds are not applied (%v): bubblewrap older than 0.5 nests the box in a user namespace of its own; install bubblewrap 0.5 or later\n", err)
 		return nil
 	}
+	return err
+}
+
+func capTmpfsInodesAll(s *spec.Spec) error {
 	for _, m := range s.Mounts {
 		n, ok := tmpfsOption(m.Options, "nr_inodes")
 		if m.Kind != spec.KindTmpfs || m.Target == "/dev" || !ok {
