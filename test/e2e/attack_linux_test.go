@@ -1007,6 +1007,7 @@ func TestAttackHarnessCredentials(t *testing.T) {
 // Copilot's ~/.copilot) the empty read-only mount point the daemon makes there, so every try
 // fails, none is left on the host afterwards, and none in the box-owned state for the next box.
 func TestAttackAbsentHomeEntries(t *testing.T) {
+	t.Parallel() // its own Env (home, state, daemon); its gateways name 127.0.0.1:9, which no test binds
 	set, err := profile.NewSet(nil)
 	if err != nil {
 		t.Fatal(err)
@@ -1106,6 +1107,7 @@ try() {
 // the host's folder (a state folder keeps it in the workspace's box-owned state directory, for
 // later boxes only), and the folders stay writable for the agent.
 func TestAttackPrivateSessionState(t *testing.T) {
+	t.Parallel() // its own Env (home, state, daemon); its gateways name 127.0.0.1:9, which no test binds
 	set, err := profile.NewSet(nil)
 	if err != nil {
 		t.Fatal(err)

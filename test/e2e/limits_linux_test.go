@@ -20,8 +20,10 @@ import (
 // TestAttackTmpfsSizes guards issue 21 finding 11 (tmpfs): a box's /tmp, home and /dev/shm
 // each had the kernel's default size, half of the host's RAM, which a box could fill and hold.
 // Now every tmpfs has a size (limits.tmpMiB, limits.homeMiB, limits.shmMiB; /dev/shm 64 MiB by
-// default): writing past it fails with ENOSPC, in both engines.
+// default): writing past it fails with ENOSPC, in both engines. Parallel: what it fills is its
+// own boxes' tmpfs (at most 64 MiB of memory at a time), no count the user's other programs share.
 func TestAttackTmpfsSizes(t *testing.T) {
+	t.Parallel()
 	eachEngine(t, func(t *testing.T, engine string) {
 		e := NewEnv(t)
 		// Defaults: sizes only (filling 2 GiB is not this test's business), and /dev/shm filled.
@@ -39,9 +41,12 @@ func TestAttackTmpfsSizes(t *testing.T) {
 // 300,000 empty files in a box's /tmp held no block and took 302 MiB of the host's kernel
 // memory (about 1 KiB each; 3 million of them fit in each tmpfs of a 24 GiB host). The native
 // engine now mounts every tmpfs of the box with one inode per 4 KiB page of its size, so with
-// limits.tmpMiB 8 the box's /tmp takes 2,048 files. bwrap (0.8) has no option for it: its
-// count is logged, not checked (docs/security.md).
+// limits.tmpMiB 8 the box's /tmp takes 2,048 files. bwrap (0.8) has no option for it:
+// bwrap-init reconfigures each tmpfs once bwrap has mounted it, as root and as an ordinary
+// user (docs/security.md). Parallel: the inodes it takes are its own boxes' tmpfs's (2,048
+// empty files each, 20,000 at most without the bound).
 func TestAttackTmpfsInodes(t *testing.T) {
+	t.Parallel()
 	eachEngine(t, func(t *testing.T, engine string) {
 		e := NewEnv(t)
 		writeConfig(t, e, "engine: "+engine+"\nlimits:\n  tmpMiB: 8\n  homeMiB: 6\n  shmMiB: 4\n")
@@ -348,6 +353,12 @@ func hostInotify(t *testing.T, watches bool, want int) int {
 // there the test cannot fail. An ordinary user's bwrap box was not capped at all (bwrap nested
 // it in a second user namespace, where nothing could write its counts): it now runs in a user
 // namespace agentbox makes and bwrap joins (--userns).
+//
+// Serial, not parallel: it takes all the inotify instances and watches its box may hold and
+// then checks that the same user on the host can still make more. These counts are per user
+// on the host (fs.inotify.max_user_instances, max_user_watches), so a test running beside it
+// (each launch's integrity watch is an inotify instance) could fail, or could make this test
+// fail for lack of what the other took.
 func TestAttackInotifyExhaustion(t *testing.T) {
 	if _, err := exec.LookPath("python3"); err != nil {
 		t.Skip("no python3")

@@ -12,8 +12,10 @@ import (
 	"time"
 )
 
-// TestPipe covers a box whose stdio are pipes (no terminal).
+// TestPipe covers a box whose stdio are pipes (no terminal). Parallel: its own Env, and nothing
+// it checks is shared with other tests (the descriptors it counts are its box's own).
 func TestPipe(t *testing.T) {
+	t.Parallel()
 	e := NewEnv(t)
 	t.Run("StdinToStdout", func(t *testing.T) {
 		r := e.Run("hi\n", "run", "cat")
