@@ -6,6 +6,8 @@ import (
 	"os"
 
 	"golang.org/x/sys/unix"
+
+	linuxfds "github.com/agentbox/agentbox/internal/linux/fds"
 )
 
 // ControlPair returns a SOCK_SEQPACKET socketpair: the shim keeps shimEnd, the box inherits boxEnd.
@@ -47,14 +49,7 @@ func RecvEvent(f *os.File) (Event, []int, error) {
 	}
 	var fds []int
 	if oobn > 0 {
-		msgs, err := unix.ParseSocketControlMessage(oob[:oobn])
-		if err == nil {
-			for _, m := range msgs {
-				if r, err := unix.ParseUnixRights(&m); err == nil {
-					fds = append(fds, r...)
-				}
-			}
-		}
+		fds = linuxfds.Rights(oob[:oobn])
 	}
 	var ev Event
 	if err := json.Unmarshal(buf[:n], &ev); err != nil {

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	linuxfds "github.com/agentbox/agentbox/internal/linux/fds"
 )
 
 // Send hands c over on u: one message, Magic, with c's descriptor attached. The caller then
@@ -103,7 +105,7 @@ func (c *conn) first(p []byte) (int, error) {
 		}
 		return n, err
 	}
-	fds := rights(oob[:oobn])
+	fds := linuxfds.Rights(oob[:oobn])
 	if len(fds) != 1 || flags&unix.MSG_CTRUNC != 0 || string(buf[:n]) != Magic {
 		for _, fd := range fds {
 			unix.Close(fd)
@@ -132,21 +134,6 @@ func (c *conn) first(p []byte) (int, error) {
 	c.mu.Unlock()
 	c.unix.Close()
 	return tc.Read(p)
-}
-
-// rights returns the descriptors an SCM_RIGHTS message carried.
-func rights(oob []byte) []int {
-	msgs, err := unix.ParseSocketControlMessage(oob)
-	if err != nil {
-		return nil
-	}
-	var fds []int
-	for _, m := range msgs {
-		if got, err := unix.ParseUnixRights(&m); err == nil {
-			fds = append(fds, got...)
-		}
-	}
-	return fds
 }
 
 // adopt returns the connection of fd, which it closes, if fd is a connected TCP socket.

@@ -346,8 +346,7 @@ func (g *hiddenGit) close() {
 
 // run runs git with in as its standard input.
 func (g *hiddenGit) run(in []byte, args ...string) ([]byte, error) {
-	c := hostprog.Command(g.ctx, "git", append([]string{"-c", "core.fsmonitor=false", "-c", "core.untrackedCache=false",
-		"--no-optional-locks", "--literal-pathspecs"}, args...)...)
+	c := checkGit(g.ctx, args...)
 	c.Dir, c.Env, c.Stdin = g.top, g.env, bytes.NewReader(in)
 	var stderr bytes.Buffer
 	c.Stderr = &stderr

@@ -10,6 +10,7 @@ import (
 	"io"
 	"maps"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -393,8 +394,7 @@ func indexCopyEnv(gd string) (env []string, done func(), err error) {
 // optional locks (it reads, runs nothing and writes nothing), and returns its output;
 // errNoRepository where dir is in no repository.
 func readGit(ctx context.Context, dir string, env []string, args ...string) ([]byte, error) {
-	c := hostprog.Command(ctx, "git", append([]string{"-c", "core.fsmonitor=false", "-c", "core.untrackedCache=false",
-		"--no-optional-locks", "--literal-pathspecs"}, args...)...)
+	c := checkGit(ctx, args...)
 	c.Dir = dir
 	c.Env = env
 	var stderr bytes.Buffer
@@ -411,6 +411,13 @@ func readGit(ctx context.Context, dir string, env []string, args ...string) ([]b
 		return nil, fmt.Errorf("git %s: %v: %s", args[0], err, msg)
 	}
 	return out, nil
+}
+
+// checkGit is the host's git (hostprog) run as the checks run it: no fsmonitor, no untracked
+// cache, no optional locks, pathspecs taken literally.
+func checkGit(ctx context.Context, args ...string) *exec.Cmd {
+	return hostprog.Command(ctx, "git", append([]string{"-c", "core.fsmonitor=false", "-c", "core.untrackedCache=false",
+		"--no-optional-locks", "--literal-pathspecs"}, args...)...)
 }
 
 // hostGitEnv is the daemon's environment without the variables that would point git elsewhere

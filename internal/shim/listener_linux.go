@@ -14,6 +14,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	linuxfds "github.com/agentbox/agentbox/internal/linux/fds"
+
 	"github.com/agentbox/agentbox/internal/api"
 	"github.com/agentbox/agentbox/internal/console"
 	"github.com/agentbox/agentbox/internal/launchdir"
@@ -53,7 +55,7 @@ func (s *server) serveListener(conn *net.UnixConn, br *bufio.Reader) {
 	var b [1]byte
 	oob := make([]byte, unix.CmsgSpace(4*4))
 	n, oobn, flags, _, err := conn.ReadMsgUnix(b[:], oob)
-	fds := rights(oob[:oobn])
+	fds := linuxfds.Rights(oob[:oobn])
 	answer := func(err error, fd int) {
 		r := console.Reply{OK: err == nil}
 		if err != nil {
@@ -146,21 +148,6 @@ func (s *server) releaseRelayListener() {
 	}
 }
 
-// rights returns the descriptors of the SCM_RIGHTS messages in oob.
-func rights(oob []byte) []int {
-	msgs, err := unix.ParseSocketControlMessage(oob)
-	if err != nil {
-		return nil
-	}
-	var fds []int
-	for _, m := range msgs {
-		if r, err := unix.ParseUnixRights(&m); err == nil {
-			fds = append(fds, r...)
-		}
-	}
-	return fds
-}
-
 // CheckLoopbackListener reports whether fd is a listening TCP socket bound to a loopback
 // address: what the relay's shared listener is, and all a shim holds or a daemon takes back.
 // (Go's listeners are MPTCP sockets where the kernel offers it, which serve plain TCP.)
@@ -213,7 +200,7 @@ func listenerAnswer(c *console.Conn) (console.Reply, []int, error) {
 		// (the connection's buffered reader holds nothing: the shim wrote only its reply
 		// before this request)
 		n, oobn, _, _, err := c.ReadMsgUnix(buf, oob)
-		fds = append(fds, rights(oob[:oobn])...)
+		fds = append(fds, linuxfds.Rights(oob[:oobn])...)
 		line = append(line, buf[:n]...)
 		if err != nil || len(line) > len(buf) {
 			closeFDs(fds)

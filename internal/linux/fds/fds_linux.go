@@ -99,3 +99,19 @@ func Open() ([]int, error) {
 		}
 	}
 }
+
+// Rights returns the descriptors the SCM_RIGHTS messages in oob carried (none for a control
+// message that cannot be parsed); the caller owns them.
+func Rights(oob []byte) []int {
+	msgs, err := unix.ParseSocketControlMessage(oob)
+	if err != nil {
+		return nil
+	}
+	var got []int
+	for _, m := range msgs {
+		if r, err := unix.ParseUnixRights(&m); err == nil {
+			got = append(got, r...)
+		}
+	}
+	return got
+}
