@@ -18,6 +18,7 @@ import (
 	"github.com/agentbox/agentbox/internal/api"
 	"github.com/agentbox/agentbox/internal/integrity"
 	"github.com/agentbox/agentbox/internal/launchdir"
+	"github.com/agentbox/agentbox/internal/testenv"
 )
 
 var (
@@ -156,9 +157,7 @@ func (e *daemonEnv) close() {
 		}
 	}
 	e.cmd("daemon", "stop").Run()
-	if p := e.daemonPid(); p > 0 {
-		syscall.Kill(p, syscall.SIGKILL)
-	}
+	testenv.KillStaleDaemon(e.daemonPid(), e.runtime)
 	os.RemoveAll(e.root)
 }
 

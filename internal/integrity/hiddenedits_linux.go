@@ -7,7 +7,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"github.com/agentbox/agentbox/internal/hostprog"
 	"os"
 	"path/filepath"
 	"slices"
@@ -15,6 +14,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/agentbox/agentbox/internal/hostprog"
 )
 
 // maxCheckouts bounds the files of one repository compared with git's checkout of their object

@@ -16,12 +16,12 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/agentbox/agentbox/internal/api"
 	"github.com/agentbox/agentbox/internal/boxhelper"
+	"github.com/agentbox/agentbox/internal/testenv"
 )
 
 var agentboxBin string
@@ -130,9 +130,7 @@ func (e *Env) Close() {
 	if pid, err := os.ReadFile(filepath.Join(e.Runtime, "agentbox", "daemon.pid")); err == nil {
 		var p int
 		fmt.Sscan(string(pid), &p)
-		if p > 0 {
-			syscall.Kill(p, syscall.SIGKILL)
-		}
+		testenv.KillStaleDaemon(p, e.Runtime)
 	}
 	os.RemoveAll(e.Root)
 }
