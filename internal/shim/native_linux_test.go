@@ -133,7 +133,7 @@ func TestNativeEngine(t *testing.T) {
 	})
 
 	t.Run("hangup on client loss", func(t *testing.T) {
-		dir, _ := nativeLaunch(t, shim.Config{}, "/bin/sh", []string{"-c", hupScript, "/tmp/m"}, nil)
+		dir, _ := nativeLaunch(t, shim.Config{}, "/bin/sh", []string{"-c", hangupScript, "/tmp/m"}, nil)
 		c := rawAttach(t, dir)
 		c.readUntil("ready")
 		c.c.Close()

@@ -556,6 +556,14 @@ while read line; do
 done
 exit 5`
 
+// hangupScript waits for SIGHUP without a window: the signal reaches the sleep as well (the
+// program's process group), and a trap is run between commands. hupScript's "read" has one: a
+// SIGHUP that comes between dash's check for traps and its read(2) is caught, and the read,
+// on a console kept open, never returns (TestHangupOnClientLoss failed so in CI, as abuser).
+const hangupScript = `trap 'echo hup >> "$0.hup"; exit 9' HUP
+echo ready
+while :; do sleep 0.05; done`
+
 func hupRequest(t *testing.T) (fakeRequest, string) {
 	marker := filepath.Join(t.TempDir(), "m")
 	return fakeRequest{Argv: []string{"/bin/sh", "-c", hupScript, marker}}, marker + ".hup"
@@ -565,6 +573,7 @@ func TestHangupOnClientLoss(t *testing.T) {
 	for _, console_ := range []plan.Console{plan.ConsolePipe, plan.ConsoleTTY} {
 		t.Run(string(console_), func(t *testing.T) {
 			req, hup := hupRequest(t)
+			req.Argv[2] = hangupScript
 			req.TTY = console_ == plan.ConsoleTTY
 			dir := launch(t, shim.Config{Console: console_}, req)
 			c := rawAttach(t, dir)
