@@ -197,6 +197,11 @@ func (b *egressBroker) start(id, runDir string, allow *egress.Allowlist, base ap
 }
 
 func (b *egressBroker) End(id string) {
+	// The proxy is closed first, while launchStats still finds it live: Close returns once
+	// every request it took is counted, so the counters kept are final.
+	if l, ok := b.live.Get(id); ok {
+		b.stop(l)
+	}
 	b.mu.Lock() // (taken and counted as ended at once: launchStats finds it in one or the other)
 	l, ok := b.live.Take(id)
 	if !ok {
@@ -211,7 +216,6 @@ func (b *egressBroker) End(id string) {
 	}
 	b.ended[id] = l.stats()
 	b.mu.Unlock()
-	b.stop(l)
 }
 
 // flushHeldRecords writes the summaries of the records each live proxy's rate limit holds

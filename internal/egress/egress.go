@@ -88,11 +88,16 @@ type Proxy struct {
 	Commit func()
 
 	initOnce sync.Once
-	ctx      context.Context // cancelled by Close
-	cancel   context.CancelFunc
-	rp       *httputil.ReverseProxy
-	stats    statsCounter
-	limit    recordlimit.Limiter[Record]
+	// inflight counts the requests being served, so that Close returns once each has been
+	// counted (Stats) and recorded; closing stops counting new ones (they are refused).
+	inflightMu sync.RWMutex
+	closing    bool
+	inflight   sync.WaitGroup
+	ctx        context.Context // cancelled by Close
+	cancel     context.CancelFunc
+	rp         *httputil.ReverseProxy
+	stats      statsCounter
+	limit      recordlimit.Limiter[Record]
 }
 
 func (p *Proxy) init() {
@@ -137,11 +142,42 @@ func (p *Proxy) init() {
 // Close closes every open tunnel and cancels every request in flight; later requests are
 // refused. It is the end of the launch's proxy: the summaries of the records held back by
 // the rate limit are written.
+//
+// Close waits, at most closeWait, for the requests in flight to end, so that Stats then
+// counts every request the proxy took: a tunnel whose client had already closed could be
+// counted after the launch's end otherwise, and the launch showed one counter in `agentbox
+// launches` and another, from the audit rows, after the daemon's restart.
 func (p *Proxy) Close() error {
 	p.init()
+	p.inflightMu.Lock()
+	p.closing = true
+	p.inflightMu.Unlock()
 	p.cancel()
+	done := make(chan struct{})
+	go func() { p.inflight.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(closeWait):
+		p.logf("egress: requests still in flight %v after the proxy's end; their counts may come later", closeWait)
+	}
 	p.limit.Close()
 	return nil
+}
+
+// closeWait bounds Close's wait for the requests in flight: each ends at the cancellation
+// but for a write to a client that does not read.
+const closeWait = 2 * time.Second
+
+// track counts a request as in flight unless the proxy is closing; the caller calls the
+// function returned when the request has been counted.
+func (p *Proxy) track() func() {
+	p.inflightMu.RLock()
+	defer p.inflightMu.RUnlock()
+	if p.closing {
+		return func() {}
+	}
+	p.inflight.Add(1)
+	return p.inflight.Done
 }
 
 // FlushRecords writes now the summaries of the records the rate limit holds back
@@ -273,11 +309,13 @@ func (p *Proxy) authenticate(r *http.Request) (*session.Session, bool) {
 // ServeHTTP implements http.Handler.
 func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	p.init()
+	untrack := p.track()
 	start := time.Now()
 	rec := &Record{Time: start.Round(0), Method: r.Method}
 	defer func() {
 		rec.Duration = time.Since(start)
 		p.emit(rec)
+		untrack()
 	}()
 	r = r.WithContext(context.WithValue(r.Context(), recordKey{}, rec))
 

@@ -316,6 +316,11 @@ func TestTunnelEndsOnRevocationAndClose(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			// Close returns once the tunnel it cut is counted: the daemon keeps a launch's
+			// counters as they are then (TestEgressProxyCLI saw one count missing, in CI).
+			if s := r.proxy.Stats(); how == "close" && (s.Allowed != 1 || s.BytesUp != 4 || s.BytesDown != 4) {
+				t.Errorf("stats right after Close = %+v, want the tunnel counted", s)
+			}
 			c.SetReadDeadline(time.Now().Add(30 * time.Second))
 			if n, err := br.Read(buf); err == nil {
 				t.Fatalf("tunnel still open after %s: read %d bytes", how, n)
