@@ -79,3 +79,56 @@ func TestAttackHiddenEditFIFOAttributes(t *testing.T) {
 		t.Logf("the FIFO is still at %s after VerifyExit", fifo)
 	}
 }
+
+// TestAttackSparseFlagCarriedToNextLaunch (review 19, F2): an entry a box flags skip-worktree
+// while its file is absent is left alone ("a sparse checkout flags the files it leaves out"),
+// and the next launch's snapshot records the flag as the user's: "entries flagged at launch
+// are left alone". So launch A removes the tracked Makefile and flags it (its check at exit
+// sees no file: left, nothing said; the host's git status shows no deletion either), and
+// launch B, the next day, writes a new Makefile: no check of B looks at a flagged entry
+// (neither the flags', the stat data's, nor the hidden-edit check), the host's git status and
+// git diff show nothing, and the host's make runs B's Makefile. docs/integrity.md, "Index
+// flags that hide an edit": a flagged edit is shown to the host's git, or the alert names it.
+func TestAttackSparseFlagCarriedToNextLaunch(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("no git")
+	}
+	ws, _ := filepath.EvalSymlinks(t.TempDir())
+	git := func(args ...string) string { return gitIn(ws, "", false, args...) }
+	git("init", "-q", "-b", "main")
+	mustWrite(t, filepath.Join(ws, "Makefile"), "all:\n\t@echo reviewed build\n")
+	git("add", "-A")
+	git("commit", "-qm", "one")
+
+	// Launch A: the file removed, its entry flagged.
+	a := Snapshot(resolveWS(t, ws), Limits{})
+	if err := os.Remove(filepath.Join(ws, "Makefile")); err != nil {
+		t.Fatal(err)
+	}
+	git("update-index", "--skip-worktree", "Makefile")
+	var alerts []string
+	for _, tr := range a.VerifyExit() {
+		if tr.Alert && strings.HasSuffix(tr.Path, "Makefile") {
+			alerts = append(alerts, "A: "+tr.Detail)
+		}
+	}
+	if out := git("status", "--porcelain"); out != "" {
+		t.Logf("after launch A the host's git status shows:\n%s", out)
+	}
+
+	// Launch B, later: a Makefile of its own where the flagged entry is.
+	time.Sleep(1100 * time.Millisecond)
+	b := Snapshot(resolveWS(t, ws), Limits{})
+	mustWrite(t, filepath.Join(ws, "Makefile"), "all:\n\t@id > PWNED; echo built\n")
+	for _, tr := range b.VerifyExit() {
+		if tr.Alert && strings.HasSuffix(tr.Path, "Makefile") {
+			alerts = append(alerts, "B: "+tr.Detail)
+		}
+	}
+	status := git("status", "--porcelain")
+	diff := git("diff", "HEAD")
+	if !strings.Contains(status, "Makefile") && len(alerts) == 0 {
+		t.Errorf("launch B's Makefile (tracked, edited) is hidden: the host's git status %q and git diff HEAD %q show nothing, and no check of either launch names it; the host's make runs it", status, diff)
+	}
+	t.Logf("alerts on Makefile: %q; git status after B: %q", alerts, status)
+}
