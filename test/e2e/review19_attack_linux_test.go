@@ -1,0 +1,40 @@
+//go:build linux
+
+package e2e
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/agentbox/agentbox/internal/relay/llm/llmtest"
+)
+
+// TestAttackAbsentCredentialHelperRunsBoxScript (review 19, F3, end to end): the gateway's
+// credential helper is named by an absolute path in the workspace where no file is yet (a
+// helper the user has not made yet, or removed). plan.CheckHostPath compares only the programs
+// hostprog found, and an absent one is not found: the launch is accepted. The box writes an
+// executable there and sends one request through the relay with its own pairing; the relay
+// looks the helper up again at that first use and runs the box's script on the host, unboxed,
+// as the user (here it leaves a file outside the workspace, where no box writes).
+// docs/security.md ("a folder on the daemon's own PATH, and a program the daemon runs on the
+// host"): "a workspace holding one is refused too".
+func TestAttackAbsentCredentialHelperRunsBoxScript(t *testing.T) {
+	if _, err := os.Stat("/usr/bin/curl"); err != nil {
+		t.Skip("curl is not installed")
+	}
+	e := NewEnv(t)
+	up := llmtest.NewAnthropic(llmtest.Options{Credential: hostCredential})
+	t.Cleanup(up.Close)
+	helper := filepath.Join(e.Work, "scripts", "token")
+	marker := filepath.Join(e.Root, "ran-on-the-host")
+	writeConfig(t, e, fmt.Sprintf("gateway:\n  anthropic:\n    url: %s\n    credential:\n      command: [%s]\n", up.URL, helper))
+	script := fmt.Sprintf("mkdir -p %q && printf '#!/bin/sh\\nid > %s\\necho %s\\n' > %q && chmod +x %q && ", filepath.Dir(helper), marker, hostCredential, helper, helper) +
+		curlRelay(`-H "x-api-key: $AGENTBOX_PAIRING"`)
+	r := e.Box(script)
+	t.Logf("box: exit %d\n%s\n%s", r.Code, r.Stdout, r.Stderr)
+	if b, err := os.ReadFile(marker); err == nil {
+		t.Fatalf("the relay ran the box's %s on the host, unboxed: it wrote %s (%q)", helper, marker, b)
+	}
+}
