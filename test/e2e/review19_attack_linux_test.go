@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/agentbox/agentbox/internal/relay/llm/llmtest"
@@ -36,5 +37,29 @@ func TestAttackAbsentCredentialHelperRunsBoxScript(t *testing.T) {
 	t.Logf("box: exit %d\n%s\n%s", r.Code, r.Stdout, r.Stderr)
 	if b, err := os.ReadFile(marker); err == nil {
 		t.Fatalf("the relay ran the box's %s on the host, unboxed: it wrote %s (%q)", helper, marker, b)
+	}
+}
+
+// TestAttackCredentialFileInWorkspace (review 19, F4): the gateway's credential file
+// (gateway.<provider>.credential.file, checked at load: absolute, a regular file of the
+// user's, mode 0600) may lie in the workspace, and nothing refuses the launch or masks the
+// file: the box reads the host-side key that the relay adds to its requests. docs/design.md,
+// threat model 1: "Gateway tokens, git credentials, … are never readable from the box".
+func TestAttackCredentialFileInWorkspace(t *testing.T) {
+	e := NewEnv(t)
+	up := llmtest.NewAnthropic(llmtest.Options{Credential: hostCredential})
+	t.Cleanup(up.Close)
+	cred := filepath.Join(e.Work, ".secrets", "anthropic.key")
+	if err := os.MkdirAll(filepath.Dir(cred), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(cred, []byte(hostCredential+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	writeConfig(t, e, fmt.Sprintf("gateway:\n  anthropic:\n    url: %s\n    credential:\n      file: %s\n", up.URL, cred))
+	r := e.Box(fmt.Sprintf("cat %q", cred))
+	t.Logf("box: exit %d\n%s\n%s", r.Code, r.Stdout, r.Stderr)
+	if strings.Contains(r.Stdout, hostCredential) {
+		t.Fatalf("the box read the gateway's credential from %s", cred)
 	}
 }
