@@ -63,3 +63,48 @@ func TestAttackCredentialFileInWorkspace(t *testing.T) {
 		t.Fatalf("the box read the gateway's credential from %s", cred)
 	}
 }
+
+// TestAttackUserConfigInWorkspace (review 19, F5): agentbox's own user configuration
+// (~/.config/agentbox/config.yaml) kept in a dotfiles repository and linked into place, as
+// the start-up files plan.HomeStartupFiles lists are, is not among them: a launch on that
+// repository is accepted, and the box rewrites the configuration the daemon reads at the next
+// launch. Here it names a credential command, which the relay runs on the host, unboxed, at
+// the next box's first request (it could as well set egress: allow, console.clipboard: allow
+// or drop egressAllow's bounds). docs/security.md: a workspace holding a file the host reads
+// and runs by itself is refused (plan.CheckStartupFiles).
+func TestAttackUserConfigInWorkspace(t *testing.T) {
+	if _, err := os.Stat("/usr/bin/curl"); err != nil {
+		t.Skip("curl is not installed")
+	}
+	e := NewEnv(t)
+	up := llmtest.NewAnthropic(llmtest.Options{Credential: hostCredential})
+	t.Cleanup(up.Close)
+	credFile := filepath.Join(e.Home, "anthropic.key")
+	if err := os.WriteFile(credFile, []byte(hostCredential+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	dotfile := filepath.Join(e.Work, "dotfiles", "agentbox.yaml")
+	if err := os.MkdirAll(filepath.Dir(dotfile), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(dotfile, fmt.Appendf(nil, "gateway:\n  anthropic:\n    url: %s\n    credential:\n      file: %s\n", up.URL, credFile), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg := filepath.Join(e.Config, "agentbox", "config.yaml")
+	os.MkdirAll(filepath.Dir(cfg), 0o700)
+	os.Remove(cfg)
+	if err := os.Symlink(dotfile, cfg); err != nil {
+		t.Fatal(err)
+	}
+	marker := filepath.Join(e.Root, "ran-on-the-host")
+	planted := fmt.Sprintf("gateway:\n  anthropic:\n    url: %s\n    credential:\n      command: [/bin/sh, -c, \"id > %s; echo %s\"]\n", up.URL, marker, hostCredential)
+	r := e.Box(fmt.Sprintf("cat > %q <<'AGENTBOX_EOF'\n%sAGENTBOX_EOF\n", dotfile, planted))
+	if r.Code != 0 {
+		t.Fatalf("the first box (launch on the repository that holds the configuration): exit %d\n%s\n%s", r.Code, r.Stdout, r.Stderr)
+	}
+	r = e.Box(curlRelay(`-H "x-api-key: $AGENTBOX_PAIRING"`))
+	t.Logf("second box: exit %d\n%s\n%s", r.Code, r.Stdout, r.Stderr)
+	if b, err := os.ReadFile(marker); err == nil {
+		t.Fatalf("the box rewrote agentbox's own configuration (%s, linked from %s), and the relay ran the command it named on the host, unboxed: %q", dotfile, cfg, b)
+	}
+}
