@@ -99,8 +99,17 @@ func TestAttackUserConfigInWorkspace(t *testing.T) {
 	marker := filepath.Join(e.Root, "ran-on-the-host")
 	planted := fmt.Sprintf("gateway:\n  anthropic:\n    url: %s\n    credential:\n      command: [/bin/sh, -c, \"id > %s; echo %s\"]\n", up.URL, marker, hostCredential)
 	r := e.Box(fmt.Sprintf("cat > %q <<'AGENTBOX_EOF'\n%sAGENTBOX_EOF\n", dotfile, planted))
+	if all := r.Stdout + r.Stderr; r.Code == 125 && strings.Contains(all, "workspace_refused") && strings.Contains(all, cfg) {
+		// The fix: the launch on the repository that holds the configuration is refused,
+		// naming it (plan.CheckHostFiles); the configuration is as the user wrote it.
+		if b, err := os.ReadFile(dotfile); err != nil || strings.Contains(string(b), marker) {
+			t.Fatalf("refused, yet %s holds the box's command (%v):\n%s", dotfile, err, b)
+		}
+		t.Logf("refused:\n%s", all)
+		return
+	}
 	if r.Code != 0 {
-		t.Fatalf("the first box (launch on the repository that holds the configuration): exit %d\n%s\n%s", r.Code, r.Stdout, r.Stderr)
+		t.Fatalf("the first box (launch on the repository that holds the configuration): exit %d, neither refused naming %s nor run\n%s\n%s", r.Code, cfg, r.Stdout, r.Stderr)
 	}
 	r = e.Box(curlRelay(`-H "x-api-key: $AGENTBOX_PAIRING"`))
 	t.Logf("second box: exit %d\n%s\n%s", r.Code, r.Stdout, r.Stderr)
