@@ -200,14 +200,80 @@ func CheckCredentialFiles(c Config, uid int) error {
 			errs = append(errs, fmt.Errorf("%s: %s %v", key, path, err))
 		}
 	}
+	for _, cr := range c.Credentials() {
+		check(cr.Key+".file", cr.File)
+	}
+	return errors.Join(errs...)
+}
+
+// CredentialRef is one credential the configuration names: where a relay finds it host-side.
+type CredentialRef struct {
+	// Key is its configuration key: "gateway.anthropic.credential", "git.credentials[0]".
+	Key string
+	// Source is the key whose source (Effective.Sources) says which file sets it:
+	// "gateway.anthropic.credential.file" or ".command", "git.credentials".
+	Source string
+	// File and Command are the credential's (at most one is set).
+	File    string
+	Command []string
+}
+
+// Credentials lists the credentials c names that have a file or a command: the gateway's
+// (anthropic, openai, gemini), then git.credentials in order. The relays read each file and
+// run each command on the host, outside any box, so a launch refuses a workspace that holds
+// one (docs/security.md).
+func (c Config) Credentials() []CredentialRef {
+	var out []CredentialRef
 	for _, gp := range []struct {
 		name string
 		p    GatewayProvider
 	}{{"anthropic", c.Gateway.Anthropic}, {"openai", c.Gateway.OpenAI}, {"gemini", c.Gateway.Gemini}} {
-		check("gateway."+gp.name+".credential.file", gp.p.Credential.File)
+		cr := gp.p.Credential
+		key := "gateway." + gp.name + ".credential"
+		switch {
+		case cr.File != "":
+			out = append(out, CredentialRef{Key: key, Source: key + ".file", File: cr.File})
+		case len(cr.Command) > 0:
+			out = append(out, CredentialRef{Key: key, Source: key + ".command", Command: cr.Command})
+		}
 	}
 	for i, cr := range c.Git.Credentials {
-		check(fmt.Sprintf("git.credentials[%d].file", i), cr.File)
+		if cr.File != "" || len(cr.Command) > 0 {
+			out = append(out, CredentialRef{Key: fmt.Sprintf("git.credentials[%d]", i), Source: "git.credentials", File: cr.File, Command: cr.Command})
+		}
 	}
-	return errors.Join(errs...)
+	return out
+}
+
+// CommandPaths returns the paths the arguments of command (after its program) name, with
+// the index of the argument: an argument that is an absolute path, and every absolute path
+// inside one (a shell's -c script, --file=/k, a PATH-like list), ~/ and $HOME/ read as home
+// (when absolute). The relays run a credential command in "/", so a relative path names
+// nothing a box writes. A shell script that builds a path otherwise ("$D/x") is not
+// understood.
+func CommandPaths(command []string, home string) (paths []string, index []int) {
+	sep := func(r rune) bool {
+		return r == ' ' || r == '\t' || r == '\n' || r == '\r' || strings.ContainsRune(`=:,;|&()<>"'{}`+"`", r)
+	}
+	for i, arg := range command {
+		if i == 0 {
+			continue
+		}
+		for _, tok := range strings.FieldsFunc(arg, sep) {
+			if filepath.IsAbs(home) {
+				for _, pre := range []string{"~/", "$HOME/", "${HOME}/"} {
+					if rest, ok := strings.CutPrefix(tok, pre); ok {
+						tok = filepath.Join(home, rest)
+					}
+				}
+				if tok == "~" || tok == "$HOME" {
+					tok = home
+				}
+			}
+			if filepath.IsAbs(tok) {
+				paths, index = append(paths, filepath.Clean(tok)), append(index, i)
+			}
+		}
+	}
+	return paths, index
 }

@@ -162,6 +162,37 @@ func checkMerged(eff *Effective) error {
 	return e
 }
 
+// Files returns the files Load reads, whether or not they exist yet: the user config (unless
+// PolicyOnly) and the system policy, each as named (a link is not resolved). The daemon reads
+// them at every launch, and a box that could write one would set the next launch's
+// configuration (a credential command the relay runs on the host), so no workspace may hold
+// one, through a link either (review 19, F2). The user config cannot be found when neither
+// HOME nor XDG_CONFIG_HOME is absolute (Load fails then too).
+func (o LoadOptions) Files() []string {
+	getenv := o.Getenv
+	if getenv == nil {
+		getenv = os.Getenv
+	}
+	var out []string
+	if !o.PolicyOnly {
+		user := o.UserFile
+		if user == "" {
+			user, _, _ = UserFile(getenv)
+		}
+		if user != "" {
+			if a, err := filepath.Abs(user); err == nil {
+				user = a // (a relative $AGENTBOX_CONFIG is read from the daemon's folder)
+			}
+			out = append(out, user)
+		}
+	}
+	policy := o.PolicyFile
+	if policy == "" {
+		policy = DefaultPolicyFile
+	}
+	return append(out, policy)
+}
+
 // UserFile returns the path of the user config: $AGENTBOX_CONFIG (then required says the file
 // must exist), else $XDG_CONFIG_HOME/agentbox/config.yaml, else ~/.config/agentbox/config.yaml.
 func UserFile(getenv func(string) string) (path string, required bool, err error) {

@@ -130,7 +130,8 @@ type Daemon struct {
 // hostPrograms are the programs the daemon and its shims run on the host, found through the
 // daemon's PATH when it starts (hostprog.Find), before any box runs: git (the checks at exit,
 // the git relay's identity), go (go env GOPROXY) and bwrap (the bwrap engine). A credential
-// helper named by a bare name is found at its first use.
+// helper is found by the first launch's check that names it (credentialPrograms), and the
+// relay runs what was found then.
 var hostPrograms = []string{"git", "go", "bwrap"}
 
 // Run starts the daemon and serves until ctx ends. Boxes keep running after it returns.

@@ -97,7 +97,7 @@ func checkProgram(req *api.LaunchRequest) (string, error) {
 // workspace's dependency folders (found at the first call, once: what the PATH rule exempts
 // is what the launch overlays), and the notices to show the user about the choice (the
 // repository's top level taken as the workspace, or why it was not).
-func (d *Daemon) checkWorkspace(req *api.LaunchRequest) (ws, cwd string, deps func() launchDepFolders, notices []string, err error) {
+func (d *Daemon) checkWorkspace(req *api.LaunchRequest, eff *config.Effective) (ws, cwd string, deps func() launchDepFolders, notices []string, err error) {
 	refused := func(err error) (string, string, func() launchDepFolders, []string, error) {
 		return "", "", nil, nil, err
 	}
@@ -124,7 +124,7 @@ func (d *Daemon) checkWorkspace(req *api.LaunchRequest) (ws, cwd string, deps fu
 		}
 	}
 	deps = sync.OnceValue(func() launchDepFolders { return d.findDepFolders(ws, cwd) })
-	if err := d.checkWritable(ws, facts, req, deps); err != nil {
+	if err := d.checkWritable(ws, facts, req, deps, eff); err != nil {
 		why, hint := workspaceRefusal(err)
 		return refused(&api.Error{Code: api.CodeWorkspaceRefused, Message: "workspace " + why, Hint: hint})
 	}
@@ -132,7 +132,7 @@ func (d *Daemon) checkWorkspace(req *api.LaunchRequest) (ws, cwd string, deps fu
 	// so that git in the box finds it; the program still starts where the user is.
 	if top := repoTop(ws); req.RepoWorkspace && top != "" && top != ws {
 		topDeps := sync.OnceValue(func() launchDepFolders { return d.findDepFolders(top, cwd) })
-		if err := d.checkWritable(top, facts, req, topDeps); err != nil {
+		if err := d.checkWritable(top, facts, req, topDeps, eff); err != nil {
 			why, _ := workspaceRefusal(err)
 			notices = append(notices, fmt.Sprintf("agentbox: the workspace is %s, not the git repository around it: %s; git in the box will not see that repository (pass --workspace DIR to choose)", ws, why))
 		} else {
@@ -147,45 +147,30 @@ func (d *Daemon) checkWorkspace(req *api.LaunchRequest) (ws, cwd string, deps fu
 // folder bound into a box (plan.CheckWorkspace), then those of a folder the box writes
 // (plan.CheckStartupFolders, with req's PATH less the entries in the launch's dependency
 // folders deps; plan.CheckHostPath, with the daemon's own PATH, whole, and the host programs
-// found through it; plan.CheckStartupFiles, the home's start-up files and git's
-// configuration, whatever they link to).
-func (d *Daemon) checkWritable(ws string, facts plan.WorkspaceFacts, req *api.LaunchRequest, deps func() launchDepFolders) error {
+// found through it and the credential helpers the launch's configuration eff names;
+// plan.CheckStartupFiles, the home's start-up files and git's configuration, whatever they
+// link to; plan.CheckHostFiles, agentbox's own configuration files and the credential files
+// and helper arguments eff names).
+func (d *Daemon) checkWritable(ws string, facts plan.WorkspaceFacts, req *api.LaunchRequest, deps func() launchDepFolders, eff *config.Effective) error {
 	if err := plan.CheckWorkspace(ws, facts); err != nil {
 		return err
 	}
 	if err := plan.CheckStartupFolders(ws, facts.Home, outsideDepFolders(ws, pathFolders(envValue(req.Env, "PATH")), deps)); err != nil {
 		return err
 	}
+	helpers, _ := credentialPrograms(eff.Config)
 	var progs []string
-	for _, p := range d.hostPrograms() {
+	for _, p := range hostprog.Found() {
 		progs = append(progs, p.Path, p.Real)
 	}
-	if err := plan.CheckHostPath(ws, facts.Home, pathFolders(d.hostPath), progs, d.hostPathOwner()); err != nil {
+	if err := plan.CheckHostPath(ws, facts.Home, pathFolders(d.hostPath), append(progs, helpers...), d.hostPathOwner()); err != nil {
 		return err
 	}
 	home, _ := os.UserHomeDir()
-	return plan.CheckStartupFiles(ws, startupFiles(home, req.Env))
-}
-
-// hostPrograms are the host programs the daemon runs outside any box: those found so far
-// (hostprog.Found: git, go and bwrap at the daemon's start) and the credential commands the
-// configuration names, the gateway's and the git relay's (found now, once), which the relays
-// run at their first request, after the launch's rule: a helper script in a workspace would
-// run as the box left it.
-func (d *Daemon) hostPrograms() []hostprog.Program {
-	if eff, err := d.launchConfig(); err == nil {
-		g := eff.Config.Gateway
-		cmds := [][]string{g.Anthropic.Credential.Command, g.OpenAI.Credential.Command, g.Gemini.Credential.Command}
-		for _, cr := range eff.Config.Git.Credentials {
-			cmds = append(cmds, cr.Command) // the git relay runs it at its first use
-		}
-		for _, c := range cmds {
-			if len(c) > 0 {
-				hostprog.Find(c[0]) // not found: the relay says so at its use
-			}
-		}
+	if err := plan.CheckStartupFiles(ws, startupFiles(home, req.Env)); err != nil {
+		return err
 	}
-	return hostprog.Found()
+	return plan.CheckHostFiles(ws, d.configHostFiles(eff, home))
 }
 
 // hostPathOwner names the daemon's PATH in a refusal: when the daemon started and the PATH it
@@ -333,11 +318,16 @@ func (d *Daemon) launch(ctx context.Context, req *api.LaunchRequest) (*api.Launc
 		if path, err = checkProgram(req); err != nil {
 			return err
 		}
-		if ws, cwd, deps, notices, err = d.checkWorkspace(req); err != nil {
-			return err
-		}
+		// One reading of the configuration for the workspace's rules and the launch: the
+		// credential helpers and files its rules compare are those the relays use.
 		eff, err := d.launchConfig()
 		if err != nil {
+			return err
+		}
+		if ws, cwd, deps, notices, err = d.checkWorkspace(req, eff); err != nil {
+			return err
+		}
+		if _, err := credentialPrograms(eff.Config); err != nil {
 			return err
 		}
 		cfg = eff.Config

@@ -111,8 +111,14 @@ func Command(ctx context.Context, name string, args ...string) *exec.Cmd {
 		cmd.Err = err
 		return cmd
 	}
+	return p.Command(ctx, args...)
+}
+
+// Command is exec.CommandContext for p, found already: it runs p.Path, with p.Name as its
+// argument 0, and looks nothing up.
+func (p Program) Command(ctx context.Context, args ...string) *exec.Cmd {
 	cmd := exec.CommandContext(ctx, p.Path, args...)
-	cmd.Args[0] = name
+	cmd.Args[0] = p.Name
 	return cmd
 }
 

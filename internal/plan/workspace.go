@@ -3,6 +3,7 @@ package plan
 import (
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 )
@@ -290,14 +291,77 @@ func CheckHostPath(ws, home string, path []string, programs []string, owner Path
 	}
 	ws = filepath.Clean(ws)
 	for _, p := range programs {
-		for _, d := range []string{filepath.Clean(p), ResolveExisting(p)} {
-			if d == ws || Within(d, ws) {
-				return &WorkspaceError{Path: ws, Why: "holds " + d + ", a program agentbox runs on the host, unboxed (" + p + ", found through " + owner.Whose + " or named by your configuration): the box could write it",
-					Hint: "work on a project directory that does not hold it, or keep that program outside the workspace (a credential helper: name it there in your configuration; one found on PATH: " + fmt.Sprintf(owner.Fix, filepath.Dir(p)) + ")"}
-			}
+		if d, ok := holds(ws, p); ok {
+			return &WorkspaceError{Path: ws, Why: "holds " + d + ", a program agentbox runs on the host, unboxed (" + p + ", found through " + owner.Whose + " or named by your configuration): the box could write it",
+				Hint: "work on a project directory that does not hold it, or keep that program outside the workspace (a credential helper: name it there in your configuration; one found on PATH: " + fmt.Sprintf(owner.Fix, filepath.Dir(p)) + ")"}
 		}
 	}
 	return nil
+}
+
+// holds reports whether the workspace ws (clean, symlink-resolved) is or holds a place the
+// kernel passes through to reach p (absolute), or would once it is made: p as written, each
+// symlink on the way (a box that can write the link can point it elsewhere) and where it
+// ends (PathTrail). d is the first such place.
+func holds(ws, p string) (d string, ok bool) {
+	if !filepath.IsAbs(p) {
+		return "", false
+	}
+	for _, d := range append([]string{filepath.Clean(p)}, PathTrail(p)...) {
+		if d == ws || Within(d, ws) {
+			return d, true
+		}
+	}
+	return "", false
+}
+
+// maxLinks bounds the symlinks PathTrail follows, as the kernel's own (40).
+const maxLinks = 40
+
+// PathTrail returns the places the kernel passes through to reach p (absolute): the location
+// of each symlink it follows, each in its resolved folder, and last where p ends, the part
+// that does not exist yet as written beneath the last folder that does. Unlike
+// ResolveExisting it follows a symlink whose target does not exist yet (~/.gitconfig ->
+// dotfiles/gitconfig, removed): what a write through p would make is that target. A loop, or
+// more than maxLinks links, ends the trail where it stands.
+func PathTrail(p string) []string {
+	var trail []string
+	parts := strings.Split(strings.TrimPrefix(filepath.Clean(p), "/"), "/")
+	cur := "/"
+	links := 0
+	for len(parts) > 0 {
+		part := parts[0]
+		parts = parts[1:]
+		if part == "" || part == "." {
+			continue
+		}
+		if part == ".." {
+			cur = filepath.Dir(cur)
+			continue
+		}
+		next := filepath.Join(cur, part)
+		fi, err := os.Lstat(next)
+		if err != nil {
+			// Absent (or unreadable): the rest is made as written.
+			return append(trail, filepath.Join(append([]string{next}, parts...)...))
+		}
+		if fi.Mode()&os.ModeSymlink == 0 || links >= maxLinks {
+			cur = next
+			continue
+		}
+		t, err := os.Readlink(next)
+		if err != nil {
+			cur = next
+			continue
+		}
+		links++
+		trail = append(trail, next)
+		if filepath.IsAbs(t) {
+			cur = "/"
+		}
+		parts = append(strings.Split(strings.Trim(t, "/"), "/"), parts...)
+	}
+	return append(trail, cur)
 }
 
 // StartupFile is a file the host reads and runs by itself, at every start of a program,
@@ -305,6 +369,22 @@ func CheckHostPath(ws, home string, path []string, programs []string, owner Path
 type StartupFile struct {
 	Path string // absolute, as the program names it (~/.gitconfig, not what it links to)
 	Why  string // who reads it and when ("git reads it at every start")
+}
+
+// HostFile is a file the host reads or runs outside any box (CheckHostFiles): a start-up
+// file, or one agentbox itself reads or runs: its own configuration, and the credential
+// files and the credential helpers' arguments that configuration names.
+type HostFile struct {
+	StartupFile
+	// Field is the configuration key that names the file, and where it is set
+	// ("gateway.anthropic.credential.file in /home/u/.config/agentbox/config.yaml"); "" for a
+	// file no configuration of agentbox's names.
+	Field string
+	// Risk says what a box could do with it, after Why. "" means "so what a box writes there
+	// runs on the host before any review".
+	Risk string
+	// Fix says what to do. "" means to work on a copy of the workspace.
+	Fix string
 }
 
 // HomeStartupFiles are the start-up files of the home (home-relative) that the shells, git,
@@ -354,21 +434,44 @@ func HomeStartup(home string) []StartupFile {
 // a start-up file linked into it (~/.gitconfig -> dotfiles/gitconfig) is read by the host's
 // next shell or git through the link with no review: what a box appended to
 // dotfiles/gitconfig ran in the user's git status (review 17, F6). A file that does not exist
-// yet is compared where it would be made (ResolveExisting): a box could make it.
+// yet is compared where it would be made, through a dangling symlink too, and so is every
+// symlink on the way to it (PathTrail): a box could make it, or repoint the link.
 func CheckStartupFiles(ws string, files []StartupFile) error {
+	hf := make([]HostFile, len(files))
+	for i, f := range files {
+		hf[i] = HostFile{StartupFile: f}
+	}
+	return CheckHostFiles(ws, hf)
+}
+
+// CheckHostFiles is CheckStartupFiles for files each with its own words: the configuration
+// key that names it, what a box could do with it and what to do (HostFile). A workspace is
+// refused when it is, holds or leads to one of files, or any symlink on the way to one: a
+// credential file the gateway reads there is the box's to read (review 19, F4), agentbox's own
+// configuration linked there the box's to rewrite with a credential command the next launch
+// runs (F2), a credential helper's script the box's to write (F1).
+func CheckHostFiles(ws string, files []HostFile) error {
 	ws = filepath.Clean(ws)
 	for _, f := range files {
-		if !filepath.IsAbs(f.Path) {
+		r, ok := holds(ws, f.Path)
+		if !ok {
 			continue
 		}
-		if r := ResolveExisting(f.Path); r == ws || Within(r, ws) {
-			what := r + ", which " + f.Path + " leads to"
-			if r == filepath.Clean(f.Path) {
-				what = r
-			}
-			return &WorkspaceError{Path: ws, Why: "holds " + what + ": " + f.Why + ", so what a box writes there runs on the host before any review",
-				Hint: "work on a copy (git clone " + ws + " " + ws + "-work) and pull the reviewed change into " + ws + " yourself"}
+		what := r + ", which " + f.Path + " leads to"
+		if r == filepath.Clean(f.Path) {
+			what = r
 		}
+		if f.Field != "" {
+			what += " (" + f.Field + ")"
+		}
+		risk, fix := f.Risk, f.Fix
+		if risk == "" {
+			risk = "so what a box writes there runs on the host before any review"
+		}
+		if fix == "" {
+			fix = "work on a copy (git clone " + ws + " " + ws + "-work) and pull the reviewed change into " + ws + " yourself"
+		}
+		return &WorkspaceError{Path: ws, Why: "holds " + what + ": " + f.Why + ", " + risk, Hint: fix}
 	}
 	return nil
 }

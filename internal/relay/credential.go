@@ -74,10 +74,17 @@ type CredentialSource struct {
 	expires time.Time
 	file    string    // the file's credential, while the file's state is fileSt
 	fileSt  fileState // (see readFile)
+
+	// prog is Command's program, found once when the source was made (hostprog.Find), or
+	// progErr why not: never looked up again, so that nothing written after the launch's
+	// check (a box's script where an absent helper was named) takes its place.
+	prog    hostprog.Program
+	progErr error
 }
 
 // NewCredentialSource returns the source of c. A credential file must be owned by the
-// caller's uid.
+// caller's uid. A command's program is found now (hostprog.Find), and only now: one not
+// found fails every Get with the reason.
 func NewCredentialSource(c Credential) *CredentialSource {
 	if c.Class == nil {
 		c.Class = errCredential
@@ -88,7 +95,11 @@ func NewCredentialSource(c Credential) *CredentialSource {
 	if c.FileClock == nil {
 		c.FileClock = time.Now
 	}
-	return &CredentialSource{c: c, uid: os.Getuid()}
+	s := &CredentialSource{c: c, uid: os.Getuid()}
+	if len(c.Command) > 0 {
+		s.prog, s.progErr = hostprog.Find(c.Command[0])
+	}
+	return s
 }
 
 // Describe names where the credential comes from, for messages: the config key and the file,
@@ -198,7 +209,13 @@ func (s *CredentialSource) runCommand(ctx context.Context) (string, error) {
 	// waiting on the lock; the timeout bounds the run.
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
 	defer cancel()
-	cmd := hostprog.Command(cctx, s.c.Command[0], s.c.Command[1:]...)
+	if s.progErr != nil {
+		return "", s.fail("%s %q: %v (looked up once, when this relay started: install it or fix the configuration, then launch again)", key, s.c.Command[0], s.progErr)
+	}
+	cmd := s.prog.Command(cctx, s.c.Command[1:]...)
+	// In "/": a relative path among its arguments names nothing a box writes, whatever the
+	// folder the daemon was started in (the launch's rule compares the absolute ones).
+	cmd.Dir = "/"
 	ownGroup(cmd)
 	// A descendant that outlives the kill and still holds stdout is not waited for.
 	cmd.WaitDelay = time.Second

@@ -89,3 +89,30 @@ func TestCredentialSource(t *testing.T) {
 		t.Fatalf("no file, no command: %v", err)
 	}
 }
+
+// TestCredentialCommandFoundOnce (review 19, F1): a credential command's program is found when
+// its source is made, at the launch, and never again: a helper named by an absolute path
+// where nothing was then (a workspace path a box writes later) fails every request, naming
+// the key, and is not run once a file is there; and the helper runs in "/", so a relative
+// argument names nothing of the daemon's folder.
+func TestCredentialCommandFoundOnce(t *testing.T) {
+	dir := t.TempDir()
+	helper := filepath.Join(dir, "token")
+	marker := filepath.Join(dir, "ran")
+	s := NewCredentialSource(Credential{Key: "x.credential", Command: []string{helper}})
+	if err := os.WriteFile(helper, []byte("#!/bin/sh\ntouch "+marker+"\necho secret\n"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	v, err := s.Get(t.Context())
+	if err == nil || v != "" || !strings.Contains(err.Error(), "x.credential.command") || !strings.Contains(err.Error(), helper) {
+		t.Fatalf("Get = %q, %v; want the failure of a helper not found when the source was made, naming the key and %s", v, err, helper)
+	}
+	if _, err := os.Stat(marker); err == nil {
+		t.Fatalf("the helper written after the source was made ran")
+	}
+
+	pwd := NewCredentialSource(Credential{Key: "x.credential", Command: []string{"/bin/sh", "-c", "pwd"}, TTL: -1})
+	if v, err := pwd.Get(t.Context()); err != nil || v != "/" {
+		t.Fatalf("the helper ran in %q (%v), want /", v, err)
+	}
+}
