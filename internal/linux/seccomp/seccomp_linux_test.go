@@ -32,7 +32,10 @@ const (
 	clonePlainFork = uint64(unix.SIGCHLD)
 )
 
-func TestSeccompFilterDecisions(t *testing.T) {
+// amd64Filter skips on other architectures (the tables are amd64's) and returns the filter and
+// a VM running it.
+func amd64Filter(t *testing.T) ([]bpf.Instruction, *bpf.VM) {
+	t.Helper()
 	if runtime.GOARCH != "amd64" {
 		t.Skipf("decision table written for amd64, not %s", runtime.GOARCH)
 	}
@@ -44,8 +47,16 @@ func TestSeccompFilterDecisions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return prog, vm
+}
+
+// amd64Nr is a system call's number on amd64.
+func amd64Nr(name string) uint32 { return uint32(arch.X86_64.SyscallNames[name]) }
+
+func TestSeccompFilterDecisions(t *testing.T) {
+	_, vm := amd64Filter(t)
 	x86 := uint32(arch.X86_64.ID)
-	nr := func(name string) uint32 { return uint32(arch.X86_64.SyscallNames[name]) }
+	nr := amd64Nr
 	for _, tc := range []struct {
 		name string
 		data []byte
@@ -195,19 +206,9 @@ func steps(t *testing.T, prog []bpf.Instruction, data []byte) (ret uint32, n int
 // hottest call whose arguments the filter reads, is decided in the preamble, not after the
 // library's chain of denied calls; the emulated decisions match the x/net/bpf VM's.
 func TestSeccompOpenatDecidedEarly(t *testing.T) {
-	if runtime.GOARCH != "amd64" {
-		t.Skip("amd64 only")
-	}
-	prog, err := Program()
-	if err != nil {
-		t.Fatal(err)
-	}
-	vm, err := bpf.NewVM(prog)
-	if err != nil {
-		t.Fatal(err)
-	}
+	prog, vm := amd64Filter(t)
 	x86 := uint32(arch.X86_64.ID)
-	nr := func(name string) uint32 { return uint32(arch.X86_64.SyscallNames[name]) }
+	nr := amd64Nr
 	for _, tc := range []struct {
 		name      string
 		data      []byte
