@@ -143,8 +143,11 @@ fi
 # The system calls the work makes most, each timed in a loop inside the box and bare (python3:
 # its interpreter's cost is the same on both sides): openat+close of an existing file, openat
 # O_CREAT of a new file (+close), stat, in ns per call.
+# The system's python3, not a version manager's shim on PATH (pyenv's runs a script beneath
+# the user's home, which a box does not see: the boxed run failed as root here).
 SYSPAIRS=${SYSPAIRS:-5}
-if [ "$SYSPAIRS" -gt 0 ] && command -v python3 >/dev/null; then
+py3=$(PATH=/usr/local/bin:/usr/bin:/bin command -v python3 || true)
+if [ "$SYSPAIRS" -gt 0 ] && [ -n "$py3" ]; then
   py='import os, time
 n = 20000
 def t(f):
@@ -162,7 +165,7 @@ print(t(rd), t(cr), t(st))'
     for side in $( ((n % 2)) && echo bare box || echo box bare); do
       d=$tmp/s-$side-$n
       fresh "$d"
-      if [ $side = bare ]; then so+=("$(cd "$d" && python3 -c "$py")"); else sb+=("$(cd "$d" && "$ab" run python3 -- -c "$py")"); fi
+      if [ $side = bare ]; then so+=("$(cd "$d" && "$py3" -c "$py")"); else sb+=("$(cd "$d" && "$ab" run --program-path "$py3" python3 -- -c "$py")"); fi
       rm -rf "$d"
     done
   done

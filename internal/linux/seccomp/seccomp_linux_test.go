@@ -32,7 +32,10 @@ const (
 	clonePlainFork = uint64(unix.SIGCHLD)
 )
 
-func TestSeccompFilterDecisions(t *testing.T) {
+// amd64Filter skips on other architectures (the tables are amd64's) and returns the filter and
+// a VM running it.
+func amd64Filter(t *testing.T) ([]bpf.Instruction, *bpf.VM) {
+	t.Helper()
 	if runtime.GOARCH != "amd64" {
 		t.Skipf("decision table written for amd64, not %s", runtime.GOARCH)
 	}
@@ -44,8 +47,16 @@ func TestSeccompFilterDecisions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return prog, vm
+}
+
+// amd64Nr is a system call's number on amd64.
+func amd64Nr(name string) uint32 { return uint32(arch.X86_64.SyscallNames[name]) }
+
+func TestSeccompFilterDecisions(t *testing.T) {
+	_, vm := amd64Filter(t)
 	x86 := uint32(arch.X86_64.ID)
-	nr := func(name string) uint32 { return uint32(arch.X86_64.SyscallNames[name]) }
+	nr := amd64Nr
 	for _, tc := range []struct {
 		name string
 		data []byte
@@ -143,5 +154,88 @@ func TestSeccompLibraryPassesForeignArch(t *testing.T) {
 	got, _ = vm.Run(seccompData(x32SyscallBit|uint32(arch.X86_64.SyscallNames["ptrace"]), uint32(arch.X86_64.ID)))
 	if uint32(got) == retAllow {
 		t.Errorf("library alone allows x32 ptrace")
+	}
+}
+
+// steps runs a cBPF seccomp program on one call, as the kernel would, and returns its action
+// and the number of instructions it executed. It knows the instructions Program emits (loads of
+// seccomp_data words, conditional and unconditional jumps, returns) and fails on any other.
+func steps(t *testing.T, prog []bpf.Instruction, data []byte) (ret uint32, n int) {
+	t.Helper()
+	raw, err := bpf.Assemble(prog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var a uint32
+	for pc := 0; pc < len(raw); pc++ {
+		n++
+		in := raw[pc]
+		switch in.Op {
+		case 0x20: // ld [k]
+			a = uint32(data[in.K])<<24 | uint32(data[in.K+1])<<16 | uint32(data[in.K+2])<<8 | uint32(data[in.K+3])
+		case 0x06: // ret #k
+			return in.K, n
+		case 0x05: // ja k
+			pc += int(in.K)
+		case 0x15, 0x25, 0x35, 0x45: // jeq, jgt, jge, jset
+			var c bool
+			switch in.Op {
+			case 0x15:
+				c = a == in.K
+			case 0x25:
+				c = a > in.K
+			case 0x35:
+				c = a >= in.K
+			case 0x45:
+				c = a&in.K != 0
+			}
+			if c {
+				pc += int(in.Jt)
+			} else {
+				pc += int(in.Jf)
+			}
+		default:
+			t.Fatalf("instruction %d: op %#x not emulated", pc, in.Op)
+		}
+	}
+	t.Fatal("fell off the end of the program")
+	return 0, n
+}
+
+// TestSeccompOpenatDecidedEarly guards the filter's layout for speed (issue #23): openat, the
+// hottest call whose arguments the filter reads, is decided in the preamble, not after the
+// library's chain of denied calls; the emulated decisions match the x/net/bpf VM's.
+func TestSeccompOpenatDecidedEarly(t *testing.T) {
+	prog, vm := amd64Filter(t)
+	x86 := uint32(arch.X86_64.ID)
+	nr := amd64Nr
+	for _, tc := range []struct {
+		name      string
+		data      []byte
+		maxSteps  int
+		wantAllow bool
+	}{
+		{"OpenatRead", seccompData(nr("openat"), x86, 0, 0, unix.O_RDONLY|unix.O_CLOEXEC, 0), 9, true},
+		{"OpenatCreate0644", seccompData(nr("openat"), x86, 0, 0, unix.O_CREAT|unix.O_WRONLY, 0o644), 11, true},
+		{"OpenatCreateSetuid", seccompData(nr("openat"), x86, 0, 0, unix.O_CREAT|unix.O_WRONLY, 0o4755), 11, false},
+		{"OpenatTmpfileSetgid", seccompData(nr("openat"), x86, 0, 0, unix.O_TMPFILE|unix.O_RDWR, 0o2700), 11, false},
+		{"OpenatDirectory", seccompData(nr("openat"), x86, 0, 0, unix.O_DIRECTORY|unix.O_RDONLY, 0o4755), 9, true},
+		{"IoctlTCGETS", seccompData(nr("ioctl"), x86, 0, unix.TCGETS), 9, true},
+	} {
+		got, n := steps(t, prog, tc.data)
+		want, err := vm.Run(tc.data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got != uint32(want) {
+			t.Errorf("%s: emulated %#x, the VM %#x", tc.name, got, want)
+		}
+		if (got == retAllow) != tc.wantAllow {
+			t.Errorf("%s: filter returned %#x, want allow=%v", tc.name, got, tc.wantAllow)
+		}
+		if n > tc.maxSteps {
+			t.Errorf("%s: %d instructions executed, want at most %d (openat and ioctl are decided in the preamble)", tc.name, n, tc.maxSteps)
+		}
+		t.Logf("%s: %d instructions", tc.name, n)
 	}
 }
