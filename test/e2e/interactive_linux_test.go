@@ -816,9 +816,14 @@ func TestInteractiveGemini(t *testing.T) {
 	m := e.Tmux(t)
 	m.tmux("resize-window", "-t", "main", "-x", "120", "-y", "40")
 	m.wait = geminiWait
-	// The host's model (settings.json, carried whole) is in the footer, under /model.
+	// The host's model (settings.json, carried whole) is in the footer, under /model. The host
+	// has no ~/.gemini/GEMINI.md, nor has the workspace one, so the footer counts no memory file,
+	// as the host's stock gemini's does: the box's stand-in for the host's absent GEMINI.md (an
+	// empty read-only file until session 19) made every box's footer say "1 GEMINI.md file".
 	model := func(when, name string) func() {
-		return func() { statusShows(t, m, when, []string{`(?m)no sandbox\s+` + regexp.QuoteMeta(name) + `\s*$`}) }
+		return func() {
+			statusShows(t, m, when, []string{`(?m)no sandbox\s+` + regexp.QuoteMeta(name) + `\s*$`}, `\d+ (GEMINI\.md|context) files?\b`)
+		}
 	}
 	converseAfter(t, m, up, "run gemini", nil, model("agentbox run gemini", "gemini-2.5-flash"), geminiReady, "", "remember the word HERON", "/quit")
 	if b, _ := os.ReadFile(hostSettingsFile); string(b) != hostSettings {
