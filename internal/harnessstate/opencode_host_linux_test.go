@@ -237,4 +237,3 @@ func startOpenCodeWriter(t *testing.T, hostDB, mode string) (*exec.Cmd, io.Write
 	}
 	return cmd, stdin
 }
-
