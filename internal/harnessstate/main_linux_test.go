@@ -2,6 +2,7 @@ package harnessstate
 
 import (
 	"os"
+	"strings"
 	"testing"
 )
 
@@ -10,6 +11,10 @@ import (
 func TestMain(m *testing.M) {
 	if len(os.Args) > 1 && os.Args[1] == ScrubCommand {
 		os.Exit(ScrubMain(os.Args[2:]))
+	}
+	if w := os.Getenv(openCodeWriterEnv); w != "" {
+		path, mode, _ := strings.Cut(w, " ")
+		os.Exit(openCodeWriter(path, mode))
 	}
 	os.Exit(m.Run())
 }

@@ -71,21 +71,91 @@ func openCodeDB(dir string, root *os.Root, rel, home string) (*Warning, error) {
 }
 
 // openCodeHostRules reads the saved answers of the host's own OpenCode database (nil when it
-// has none), read-only.
+// has none) without writing or creating any of its files (hostDBQuery).
 func openCodeHostRules(path string) ([]openCodeRule, error) {
-	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
+	for try := 0; ; try++ {
+		before, err := os.Stat(path)
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		query, immutable, err := hostDBQuery(path)
+		if err != nil {
+			return nil, err
+		}
+		rules, err := readOpenCodeRules(path, query)
+		if !immutable {
+			return rules, err
+		}
+		// SQLite takes no lock on a database it is told is immutable: a checkpoint of a host
+		// OpenCode started meanwhile may have written the file while it was read, and what was
+		// read is then not one state of it. Read again (a few times), else carry nothing.
+		if after, serr := os.Stat(path); serr == nil && sameFile(before, after) {
+			return rules, err
+		}
+		if try == 2 {
+			return nil, errors.New("it changed while it was read (an OpenCode on the host writes it); not carried this time")
+		}
 	}
-	db, err := sql.Open("sqlite", (&url.URL{Scheme: "file", OmitHost: true, Path: path, RawQuery: "mode=ro&_pragma=busy_timeout(5000)&_pragma=trusted_schema(0)"}).String())
+}
+
+// hostDBQuery returns the URI query under which the host's OpenCode database at path is read
+// so that none of its files is written or created, and whether it is read as immutable.
+// SQLite's own read-only connection does both: a reader records its place in the write-ahead
+// log's index (-shm), rebuilding that file when no process has it open (as when OpenCode has
+// exited and left it), and creates the log and its index when the database is in WAL mode
+// and they are absent. So:
+//
+//   - with the log and its index (OpenCode 1.18.34 leaves both, running or not): the index is
+//     opened read-only (readonly_shm), and SQLite reads the log itself into its own memory,
+//     checked frame by frame, under its usual locks, retrying while a writer moves it, and
+//     failing (SQLITE_PROTOCOL) rather than reading a torn state: a consistent snapshot,
+//     recent answers in the log included;
+//   - without a log (all is in the database file): read as immutable (no lock, no other file),
+//     and the caller checks that the file did not change meanwhile;
+//   - a log without its index is refused (SQLite would make the index): nothing is carried.
+func hostDBQuery(path string) (query string, immutable bool, err error) {
+	_, werr := os.Lstat(path + "-wal")
+	_, serr := os.Lstat(path + "-shm")
+	const common = "mode=ro&_pragma=busy_timeout(5000)&_pragma=trusted_schema(0)"
+	switch {
+	case werr == nil && serr == nil:
+		return common + "&readonly_shm=1", false, nil
+	case errors.Is(werr, fs.ErrNotExist):
+		return common + "&immutable=1", true, nil
+	case werr != nil:
+		return "", false, werr
+	default:
+		return "", false, fmt.Errorf("%s-shm: %w (a write-ahead log without its index, which reading would create)", filepath.Base(path), serr)
+	}
+}
+
+// sameFile reports whether a and b, two looks at one path, show the same unchanged file.
+func sameFile(a, b fs.FileInfo) bool {
+	return os.SameFile(a, b) && a.Size() == b.Size() && a.ModTime().Equal(b.ModTime())
+}
+
+// readOpenCodeRules reads the permission table of the database at path, opened with query.
+func readOpenCodeRules(path, query string) ([]openCodeRule, error) {
+	db, err := sql.Open("sqlite", (&url.URL{Scheme: "file", OmitHost: true, Path: path, RawQuery: query}).String())
 	if err != nil {
 		return nil, err
 	}
 	defer db.Close()
-	var n int
-	if err := db.QueryRow(`SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name = 'permission'`).Scan(&n); err != nil || n == 0 {
+	db.SetMaxOpenConns(1)
+	// One read transaction for both queries: one snapshot.
+	tx, err := db.Begin()
+	if err != nil {
 		return nil, err
 	}
-	rows, err := db.Query(`SELECT project_id, action, resource FROM permission`)
+	defer tx.Rollback()
+	var n int
+	if err := tx.QueryRow(`SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name = 'permission'`).Scan(&n); err != nil || n == 0 {
+		return nil, err
+	}
+	rows, err := tx.Query(`SELECT project_id, action, resource FROM permission`)
 	if err != nil {
 		return nil, err
 	}

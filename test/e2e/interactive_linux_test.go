@@ -532,13 +532,32 @@ func claudeStart(t *testing.T, m *Tmux, resumed bool) claudeShown {
 				shown.dialogs = append(shown.dialogs, dialog)
 				t.Logf("Claude Code asks: %s\n%s", dialog, vis)
 			}
+			// A key is pressed once the dialog is drawn and has stood still for a moment (its
+			// input handler is then in place), and the next only once this one showed its
+			// effect. Claude Code's choices wrap around: a second Down pressed because the screen
+			// changed for another reason (the dialog still being drawn, a redraw) moved the
+			// highlight back to "No, exit", and an Enter pressed meanwhile, on the screen where
+			// the first Down had highlighted "Yes", took it: the launch ended "folder isn't
+			// trusted" (1 of 3 runs as the ordinary user, session 18).
+			if !m.settled(vis, 700*time.Millisecond) {
+				continue
+			}
 			if choice >= 0 && claudeNo.MatchString(claudeChoice.FindStringSubmatch(lines[choice])[1]) {
+				from := lines[choice]
 				m.Keys("Down")
+				eventually(t, "Claude Code's dialog to highlight the choice after "+strings.TrimSpace(from), func() bool {
+					for _, l := range strings.Split(m.Visible(), "\n") {
+						if claudeChoice.MatchString(l) && !claudeInput.MatchString(l) {
+							return l != from
+						}
+					}
+					return true // the dialog is gone
+				})
 			} else {
 				m.Keys("Enter")
-			}
-			for i := 0; i < 50 && m.Visible() == vis; i++ {
-				time.Sleep(100 * time.Millisecond)
+				for i := 0; i < 50 && m.Visible() == vis; i++ {
+					time.Sleep(100 * time.Millisecond)
+				}
 			}
 			prompted = time.Time{}
 			continue
@@ -560,6 +579,18 @@ func claudeStart(t *testing.T, m *Tmux, resumed bool) claudeShown {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// settled reports whether the pane still shows vis after d, polling: a screen that changed
+// meanwhile is still being drawn.
+func (m *Tmux) settled(vis string, d time.Duration) bool {
+	for end := time.Now().Add(d); time.Now().Before(end); {
+		time.Sleep(100 * time.Millisecond)
+		if m.Visible() != vis {
+			return false
+		}
+	}
+	return true
 }
 
 // claudeNotices returns the lines of Claude Code's screen lines drawn between its header (the
@@ -816,9 +847,14 @@ func TestInteractiveGemini(t *testing.T) {
 	m := e.Tmux(t)
 	m.tmux("resize-window", "-t", "main", "-x", "120", "-y", "40")
 	m.wait = geminiWait
-	// The host's model (settings.json, carried whole) is in the footer, under /model.
+	// The host's model (settings.json, carried whole) is in the footer, under /model. The host
+	// has no ~/.gemini/GEMINI.md, nor has the workspace one, so the footer counts no memory file,
+	// as the host's stock gemini's does: the box's stand-in for the host's absent GEMINI.md (an
+	// empty read-only file until session 19) made every box's footer say "1 GEMINI.md file".
 	model := func(when, name string) func() {
-		return func() { statusShows(t, m, when, []string{`(?m)no sandbox\s+` + regexp.QuoteMeta(name) + `\s*$`}) }
+		return func() {
+			statusShows(t, m, when, []string{`(?m)no sandbox\s+` + regexp.QuoteMeta(name) + `\s*$`}, `\d+ (GEMINI\.md|context) files?\b`)
+		}
 	}
 	converseAfter(t, m, up, "run gemini", nil, model("agentbox run gemini", "gemini-2.5-flash"), geminiReady, "", "remember the word HERON", "/quit")
 	if b, _ := os.ReadFile(hostSettingsFile); string(b) != hostSettings {
