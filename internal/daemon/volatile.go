@@ -10,8 +10,6 @@ import (
 	"strings"
 	"sync"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/agentbox/agentbox/internal/atomicfile"
 )
 
@@ -201,7 +199,7 @@ func (v *volatileCaches) flush() {
 		if ws, err := os.ReadDir(filepath.Join(cache, boxWorkDir)); err == nil && len(ws) > 0 {
 			continue
 		}
-		if err := syncFS(cache); err != nil && !errors.Is(err, unix.ENOENT) {
+		if err := syncFS(cache); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			v.log.Warn("box caches: sync at the daemon's stop; the record stays (the next boot resets the cache)", "cache", cache, "err", err)
 			continue
 		}
@@ -211,19 +209,6 @@ func (v *volatileCaches) flush() {
 		}
 		delete(v.noted, cache)
 	}
-}
-
-// syncFS syncs the file system dir is on (syncfs(2)).
-func syncFS(dir string) error {
-	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
-	if err != nil {
-		return fmt.Errorf("open %s: %w", dir, err)
-	}
-	defer unix.Close(fd)
-	if err := unix.Syncfs(fd); err != nil {
-		return fmt.Errorf("syncfs %s: %w", dir, err)
-	}
-	return nil
 }
 
 // resetVolatileLayers empties the upper layer of every layer of box cache cache that a box may
