@@ -16,7 +16,9 @@ echo
 # --version, a Go client and server, a prestarted box of the native engine alone) and the
 # stages of each agentbox's median launch, its end included: on a loaded machine only these
 # ratios mean anything.
-$GO run ./bench/startup -pairs -like -n "${N:-100}" -gap 100ms ${BASE:+-base "$BASE"}
+# CACHES=1: the bench's home holds a developer's package caches (-caches), so that each box
+# mounts the box cache's overlays, as a developer's does.
+$GO run ./bench/startup -pairs -like -n "${N:-100}" -gap 100ms ${BASE:+-base "$BASE"} ${CACHES:+-caches}
 echo
 echo "## Box start to program exec inside the shim (native engine)"
 $GO test -run XXX -bench "StartToExec|PrestartedToExec" -benchtime "${N:-100}x" ./internal/engine/native | grep Benchmark

@@ -56,6 +56,7 @@ func main() {
 	pairs := flag.Bool("pairs", false, "(b), (c) and the floors, alternating: n rounds, each ratio within its round (on a loaded machine only same-run ratios mean anything)")
 	base := flag.String("base", "", "with -pairs: another build's agentbox binary (the code before a change), run with its own daemon in the same rounds as (b) and (c)")
 	engineName := flag.String("engine", "", "the engine of (c) and (c0) (config.yaml's engine; empty: the default)")
+	flag.BoolVar(&homeCaches, "caches", false, "the home holds the package caches a developer's home has (~/.npm, ~/.cache/pip, ~/.cache/uv, ~/.cache/go-build, ~/.cargo, ~/go/pkg/mod), one small file each: each launch's box then mounts their box-cache overlays, as a developer's does (without it, an empty home: the Python bytecode's overlay only)")
 	flag.BoolVar(&gitWork, "git", false, "the launches' workspace is a git repository with one commit (as an agent's usually is; without it, a folder in no repository)")
 	like := flag.Bool("like", false, "with -pairs: also bwrap run with the argv agentbox's own bwrap engine renders for the same plan, /bin/true in place of its box-init (like for like)")
 	flag.Parse()
@@ -343,6 +344,9 @@ func runPairs(rivals []rival, n int, gap time.Duration) {
 // gitWork: startAgentbox makes each workspace a git repository (-git).
 var gitWork bool
 
+// homeCaches: startAgentbox fills the home with the package caches' folders (-caches).
+var homeCaches bool
+
 // startAgentbox starts bin's daemon with a home, state, configuration and runtime folder of
 // its own (the first launch starts it) and returns how to run bin's CLI there, the runtime
 // root, and how to stop the daemon and remove the folders.
@@ -364,6 +368,13 @@ func startAgentbox(bin, config string) (ab func(args ...string) *exec.Cmd, runti
 	env := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + mk(root, "home"), "XDG_RUNTIME_DIR=" + mk(runtimeRoot, "run"),
 		"XDG_STATE_HOME=" + mk(root, "state"), "XDG_CONFIG_HOME=" + mk(root, "config")}
 	work := mk(root, "work")
+	if homeCaches {
+		for _, rel := range []string{".npm", ".cache/pip", ".cache/uv", ".cache/go-build", ".cargo", "go/pkg/mod"} {
+			d := filepath.Join(root, "home", rel)
+			check(os.MkdirAll(d, 0o700))
+			check(os.WriteFile(filepath.Join(d, "bench"), []byte("bench\n"), 0o644))
+		}
+	}
 	if gitWork {
 		check(os.WriteFile(filepath.Join(work, "main.go"), []byte("package main\n"), 0o644))
 		check(os.WriteFile(filepath.Join(work, ".gitignore"), []byte("*.log\nbuild/\n"), 0o644))

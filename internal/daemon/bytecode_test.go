@@ -126,7 +126,7 @@ func TestBytecodeMirror(t *testing.T) {
 	cache := t.TempDir()
 	prefix := filepath.Join(cache, "python", "pycache")
 	var c plan.Contributions
-	if err := cacheOverlays(cache, "launch1", []packageCache{{name: "python", dir: prefix, lower: next}}, nil, plan.WorkspaceFacts{}, &c); err != nil {
+	if err := cacheOverlays(cache, "launch1", []packageCache{{name: "python", dir: prefix, lower: next}}, nil, plan.WorkspaceFacts{}, nil, &c); err != nil {
 		t.Fatal(err)
 	}
 	wantM := plan.Mount{Kind: plan.MountOverlay, Source: next, Upper: filepath.Join(cache, "python", "upper"),

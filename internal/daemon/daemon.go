@@ -92,6 +92,10 @@ type Daemon struct {
 	integrity *integrityBroker
 	egress    *egressBroker
 
+	// volatile keeps the records of the box caches whose layers boxes mount volatile
+	// (volatile.go); set by serve.
+	volatile *volatileCaches
+
 	mu       sync.Mutex
 	cfg      *config.Effective
 	cfgErr   error                  // the last refused configuration, nil when the files in force are valid
@@ -186,6 +190,7 @@ func (d *Daemon) serve(ctx context.Context) error {
 	}
 	defer st.Close()
 	d.store, d.db, d.ctx = st, st, ctx
+	d.volatile = &volatileCaches{stateDir: d.stateDir, log: d.log}
 	if d.opts.wrapStore != nil {
 		d.store = d.opts.wrapStore(st)
 	}
@@ -242,7 +247,8 @@ func (d *Daemon) serve(ctx context.Context) error {
 		d.log.Warn("remove pid file", "err", rerr)
 	}
 	d.stopWatchers()
-	d.stopBrokers() // before the store closes
+	d.volatile.flush() // no launch starts any more
+	d.stopBrokers()    // before the store closes
 	d.log.Info("agentbox daemon stopped; boxes keep running")
 	if errors.Is(err, http.ErrServerClosed) {
 		err = nil

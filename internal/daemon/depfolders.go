@@ -300,7 +300,7 @@ func (d *Daemon) overlayDepFolders(id, ws string, found launchDepFolders, facts 
 	// the overlays: renaming its project folder away would otherwise carry the overlay with it,
 	// and leave the path to a folder the box makes, on the host (review 13, F3).
 	c.Mounts = append(c.Mounts, plan.PinParents(folders, ws, c.Mounts)...)
-	return notice, cacheOverlays(cache, id, caches, nil, facts, c)
+	return notice, cacheOverlays(cache, id, caches, nil, facts, nil, c)
 }
 
 // knownDepFoldersDir is the folder of the daemon's state where each workspace's dependency

@@ -299,6 +299,7 @@ func (d *Daemon) readopt(ctx context.Context) {
 	if err := sweepLaunchWork(d.stateDir, known); err != nil {
 		d.log.Warn("box caches: remove the overlay work folders of ended launches", "err", err)
 	}
+	d.volatile.recover()
 }
 
 // stopWatchers waits briefly for supervision goroutines; they end with their shims, which the

@@ -182,7 +182,7 @@ func (d *Daemon) toolchains(id, ws, cwd, home string, env []string, facts plan.W
 	if mirror := d.pythonBytecode(toolchainPythonLibs(roots, ws, cwd, env)); mirror != "" {
 		caches = append(caches, packageCache{name: "python", dir: pycache, lower: mirror})
 	}
-	if err := cacheOverlays(cache, id, caches, roots, facts, c); err != nil {
+	if err := cacheOverlays(cache, id, caches, roots, facts, d.volatile, c); err != nil {
 		return err
 	}
 	// The build cache is the host's default one below the box cache's layer (cacheOverlays:
@@ -290,7 +290,7 @@ func (d *Daemon) programCaches(id, ws, home string, rels []string, facts plan.Wo
 	if err != nil {
 		return err
 	}
-	return cacheOverlays(cache, id, caches, nil, facts, c)
+	return cacheOverlays(cache, id, caches, nil, facts, d.volatile, c)
 }
 
 // programCacheLayer names the box cache's layers of a program's cache rel (relative to the
@@ -312,8 +312,10 @@ func isPackageCache(home, p string) bool {
 // folder (or one the workspace rules keep out of a box), the box cache's layer alone. The
 // layers are made beneath cache without following a symlink a box may have planted there.
 // roots are the toolchain folders bound read-only; one beneath a cache's folder (~/.cargo/bin)
-// is a mount point in its overlay, which a layer must not turn into a file.
-func cacheOverlays(cache, id string, caches []packageCache, roots []string, facts plan.WorkspaceFacts, c *plan.Contributions) error {
+// is a mount point in its overlay, which a layer must not turn into a file. The overlays of
+// caches (every one but a dependency folder's) are volatile where vol's record of the box cache
+// allows it (volatileCaches.note); a nil vol makes none volatile.
+func cacheOverlays(cache, id string, caches []packageCache, roots []string, facts plan.WorkspaceFacts, vol *volatileCaches, c *plan.Contributions) error {
 	root, err := os.OpenRoot(cache)
 	if err != nil {
 		return err
@@ -371,6 +373,13 @@ func cacheOverlays(cache, id string, caches []packageCache, roots []string, fact
 		if isPlainDir(lower) && (pc.lower != "" || plan.CheckWorkspace(host, facts) == nil) {
 			m = plan.Mount{Kind: plan.MountOverlay, Source: lower, Upper: filepath.Join(cache, upper), Work: filepath.Join(cache, work),
 				Target: host, Beneath: cache, Optional: pc.workspace == "", LowerFallback: pc.lowerFallback, SourceBeneath: pc.workspace}
+			if pc.workspace == "" {
+				// A cache, whose content can be rebuilt; never a dependency folder's layer,
+				// whose content the user keeps.
+				if m.Volatile, err = vol.note(cache); err != nil {
+					return err
+				}
+			}
 		}
 		c.Mounts = append(c.Mounts, m)
 		c.ReadWrite = append(c.ReadWrite, host)

@@ -124,7 +124,7 @@ func TestCacheOverlays(t *testing.T) {
 		t.Fatal(err)
 	}
 	var c plan.Contributions
-	if err := cacheOverlays(cache, "launch1", homeCaches(home), nil, plan.WorkspaceFacts{Home: home}, &c); err != nil {
+	if err := cacheOverlays(cache, "launch1", homeCaches(home), nil, plan.WorkspaceFacts{Home: home}, nil, &c); err != nil {
 		t.Fatal(err)
 	}
 	got := map[string]plan.Mount{}
@@ -414,7 +414,7 @@ func TestLaunchWorkFolders(t *testing.T) {
 	mounts := map[string]plan.Mount{}
 	for _, id := range []string{"launch1", "launch2"} {
 		var c plan.Contributions
-		if err := cacheOverlays(cache, id, homeCaches(home), nil, plan.WorkspaceFacts{Home: home}, &c); err != nil {
+		if err := cacheOverlays(cache, id, homeCaches(home), nil, plan.WorkspaceFacts{Home: home}, nil, &c); err != nil {
 			t.Fatal(err)
 		}
 		for _, m := range c.Mounts {

@@ -57,6 +57,11 @@ type Mount struct {
 	// (RESOLVE_BENEATH): a folder of the workspace, which another box may have replaced with a
 	// symlink meanwhile. MountOverlay only.
 	SourceBeneath string `json:"sourceBeneath,omitempty"`
+	// Volatile mounts the overlay with the kernel's volatile option: nothing written to Upper
+	// is synced, neither on fsync in the box nor at the overlay's unmount, so a host crash may
+	// leave Upper with lost or torn writes. For a box cache's layer only, whose content can be
+	// rebuilt (docs/toolchains.md, "The box caches' durability"). MountOverlay only.
+	Volatile bool `json:"volatile,omitempty"`
 	// SizeMiB is the size of a tmpfs mount in MiB. Build sets it on every tmpfs mount; an
 	// engine refuses a tmpfs mount without one.
 	SizeMiB int `json:"sizeMiB,omitempty"`

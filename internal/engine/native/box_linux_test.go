@@ -446,6 +446,34 @@ func TestOverlay(t *testing.T) {
 			}
 		}
 	})
+	// A box cache's overlay is mounted volatile (plan.Mount.Volatile: its unmount does not
+	// sync the host's file system), any other is not: the box's mountinfo says which.
+	t.Run("Volatile", func(t *testing.T) {
+		t.Parallel()
+		for _, volatile := range []bool{true, false} {
+			lower, cache := layers(t)
+			p, _ := probePlan(t, []string{"read", "/proc/self/mountinfo"}, nil)
+			m := overlay(lower, cache)
+			m.Volatile = volatile
+			t.Cleanup(func() { // the kernel's work/ and its marker folders are mode 0
+				for _, d := range []string{"work", "work/incompat", "work/incompat/volatile"} {
+					os.Chmod(filepath.Join(cache, "work", d), 0o700)
+				}
+			})
+			p.Mounts = append(p.Mounts, m)
+			var got string
+			runProbe(t, p, enginetest.Options{}, &got)
+			line := ""
+			for _, l := range strings.Split(got, "\n") {
+				if f := strings.Fields(l); len(f) > 4 && f[4] == "/srv/cache" {
+					line = l
+				}
+			}
+			if line == "" || strings.Contains(line, "volatile") != volatile {
+				t.Errorf("volatile %v: the overlay's line of the box's mountinfo: %q", volatile, line)
+			}
+		}
+	})
 	t.Run("SymlinkedUpperRefused", func(t *testing.T) {
 		t.Parallel()
 		lower, cache := layers(t)

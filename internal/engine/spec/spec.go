@@ -101,6 +101,9 @@ type Mount struct {
 	// SourceBeneath is a host directory an overlay's Source must resolve beneath
 	// (plan.Mount.SourceBeneath).
 	SourceBeneath string `json:"sourceBeneath,omitempty"`
+	// Volatile mounts the overlay volatile: its upper layer is never synced
+	// (plan.Mount.Volatile).
+	Volatile bool `json:"volatile,omitempty"`
 }
 
 // Landlock is the program's filesystem policy; paths are in-box paths.
@@ -233,7 +236,7 @@ func Build(p *plan.Plan) (*Spec, error) {
 				return nil, fmt.Errorf("%w: overlay at %s: its layers %s and %s must lie beneath %s", ErrInvalid, m.Target, m.Upper, m.Work, m.Beneath)
 			}
 			mounts = append(mounts, Mount{Kind: KindOverlay, Source: m.Source, Upper: m.Upper, Work: m.Work,
-				Target: m.Target, Optional: m.Optional, Beneath: m.Beneath, LowerFallback: m.LowerFallback, SourceBeneath: m.SourceBeneath})
+				Target: m.Target, Optional: m.Optional, Beneath: m.Beneath, LowerFallback: m.LowerFallback, SourceBeneath: m.SourceBeneath, Volatile: m.Volatile})
 		default:
 			return nil, fmt.Errorf("%w: mount kind %q at %s", ErrInvalid, m.Kind, m.Target)
 		}

@@ -377,6 +377,11 @@ func (b *Root) overlay(m spec.Mount) error {
 	if err := unix.FsconfigSetFlag(fs, "userxattr"); err != nil {
 		return fmt.Errorf("overlay option userxattr: %w", err)
 	}
+	if m.Volatile {
+		if err := unix.FsconfigSetFlag(fs, "volatile"); err != nil {
+			return fmt.Errorf("overlay option volatile: %w", err)
+		}
+	}
 	if err := unix.FsconfigCreate(fs); err != nil {
 		return fmt.Errorf("create overlay of %s and %s: %w", m.Source, m.Upper, err)
 	}
