@@ -278,7 +278,7 @@ func (b *integrityBroker) takeIgnored(id string, st *integrity.State) {
 	// Go took every untracked file the launch left there instead) are said: the check did not
 	// go as it should (review 18, F3).
 	for _, n := range found.Aside {
-		alert(st.Workspace, "moved aside before the check at exit ran git: "+n)
+		alert(st.Workspace, "before the check at exit ran git: "+n)
 	}
 	for _, n := range found.Failed {
 		alert(st.Workspace, "the check at exit of the files left in git-ignored places failed ("+n+"): every untracked file the launch created or changed there was moved out of the workspace instead (agentbox changes lists them)")

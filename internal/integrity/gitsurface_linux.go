@@ -124,6 +124,41 @@ func moveAside(ws, path string) (string, error) {
 	return filepath.Join(filepath.Dir(path), aside), nil
 }
 
+// removeSpecial removes path (beneath the workspace ws, its folder opened without following a
+// symlink out of it) when it is a FIFO, a socket, a device or a symlink (never followed), and
+// says what a symlink led to; a regular file or a folder is left.
+func removeSpecial(ws, path string) (removed bool, what string) {
+	rel, err := filepath.Rel(ws, filepath.Dir(path))
+	if err != nil || !within(path, ws) || path == ws {
+		return false, ""
+	}
+	wfd, err := unix.Open(ws, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return false, ""
+	}
+	defer unix.Close(wfd)
+	dir, err := unix.Openat2(wfd, rel, &unix.OpenHow{Flags: unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC, Resolve: beneath})
+	if err != nil {
+		return false, ""
+	}
+	defer unix.Close(dir)
+	name := filepath.Base(path)
+	var st unix.Stat_t
+	if err := unix.Fstatat(dir, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		return false, ""
+	}
+	switch st.Mode & unix.S_IFMT {
+	case unix.S_IFREG, unix.S_IFDIR:
+		return false, ""
+	case unix.S_IFLNK:
+		buf := make([]byte, 4096)
+		if n, err := unix.Readlinkat(dir, name, buf); err == nil {
+			what = fmt.Sprintf(" (it led to %q)", buf[:n])
+		}
+	}
+	return unix.Unlinkat(dir, name, 0) == nil, what
+}
+
 // restoreOwnerAccess adds the owner's read and search bits to the folder dir, which must be
 // the caller's own (the daemon runs as the workspace's owner): opened O_PATH without following
 // any symlink on the way (the path the scan listed, literally), changed through that
