@@ -89,6 +89,9 @@ var (
 	// copy nor a read-only bind covers the other name, which the box may write: the launch is
 	// refused until the user breaks the link (Stage).
 	ErrHardLinked = errors.New("a protected file has another name (a hard link)")
+	// ErrStoreHolds: the store holds a change at the path already; TakeHidden neither
+	// replaces it nor puts the host's file back.
+	ErrStoreHolds = errors.New("the launch's proposed changes hold a change at that path already")
 )
 
 // Kinds of a change.
