@@ -103,16 +103,7 @@ const QuarantineSuffix = atomicfile.QuarantineSuffix
 // is moved itself) into .agentbox-quarantined-N beside it (AsidePath), never over an existing file, and returns
 // the new path. Nothing is deleted: the user reviews and removes it.
 func moveAside(ws, path string) (string, error) {
-	rel, err := filepath.Rel(ws, filepath.Dir(path))
-	if err != nil || !within(path, ws) || path == ws {
-		return "", fmt.Errorf("%s is not beneath the workspace", path)
-	}
-	wfd, err := unix.Open(ws, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return "", err
-	}
-	defer unix.Close(wfd)
-	dir, err := unix.Openat2(wfd, rel, &unix.OpenHow{Flags: unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC, Resolve: beneath})
+	dir, err := parentBeneath(ws, path)
 	if err != nil {
 		return "", err
 	}
@@ -124,20 +115,26 @@ func moveAside(ws, path string) (string, error) {
 	return filepath.Join(filepath.Dir(path), aside), nil
 }
 
+// parentBeneath opens the folder of path (beneath the workspace ws, O_PATH), resolving it
+// beneath ws so that no symlink on the way leads out of it.
+func parentBeneath(ws, path string) (int, error) {
+	rel, err := filepath.Rel(ws, filepath.Dir(path))
+	if err != nil || !within(path, ws) || path == ws {
+		return -1, fmt.Errorf("%s is not beneath the workspace", path)
+	}
+	wfd, err := unix.Open(ws, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return -1, err
+	}
+	defer unix.Close(wfd)
+	return unix.Openat2(wfd, rel, &unix.OpenHow{Flags: unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC, Resolve: beneath})
+}
+
 // removeSpecial removes path (beneath the workspace ws, its folder opened without following a
 // symlink out of it) when it is a FIFO, a socket, a device or a symlink (never followed), and
 // says what a symlink led to; a regular file or a folder is left.
 func removeSpecial(ws, path string) (removed bool, what string) {
-	rel, err := filepath.Rel(ws, filepath.Dir(path))
-	if err != nil || !within(path, ws) || path == ws {
-		return false, ""
-	}
-	wfd, err := unix.Open(ws, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return false, ""
-	}
-	defer unix.Close(wfd)
-	dir, err := unix.Openat2(wfd, rel, &unix.OpenHow{Flags: unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC, Resolve: beneath})
+	dir, err := parentBeneath(ws, path)
 	if err != nil {
 		return false, ""
 	}
