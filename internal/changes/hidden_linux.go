@@ -14,7 +14,7 @@ import (
 
 // TakeHidden keeps the tracked file rel (workspace-relative) of workspace ws, as the launch
 // left it, in the store dir as a proposed change that modifies it (base beside it, as a staged
-// copy's is kept: Collect), and puts base back at rel: the file whose change the host's git
+// copy's is kept: Collect; marked HiddenSuffix), and puts base back at rel: the file whose change the host's git
 // views do not show (a .gitattributes conversion, a submodule whose changes the superproject
 // hides: the integrity check at exit finds it) is the host's again, and agentbox changes shows
 // the box's version against it, which agentbox apply puts back only while the host's file
@@ -71,7 +71,7 @@ func TakeHidden(dir, ws, rel string, base []byte) (truncated bool, err error) {
 	defer unix.Close(store)
 	srel := storeName(filepath.ToSlash(rel))
 	var st unix.Stat_t
-	for _, n := range []string{srel, srel + baseSuffix, srel + IgnoredSuffix} {
+	for _, n := range []string{srel, srel + baseSuffix, srel + IgnoredSuffix, srel + HiddenSuffix} {
 		if err := unix.Fstatat(store, n, &st, unix.AT_SYMLINK_NOFOLLOW); err == nil || !errors.Is(err, unix.ENOENT) {
 			return false, fmt.Errorf("%s: %w", rel, ErrStoreHolds)
 		}
@@ -79,11 +79,17 @@ func TakeHidden(dir, ws, rel string, base []byte) (truncated bool, err error) {
 	if err := writeStore(store, srel+baseSuffix, base, mode&0o755, false); err != nil {
 		return false, err
 	}
-	if err := writeStore(store, srel, content, mode&0o755, truncated); err != nil {
+	if err := writeStore(store, srel+HiddenSuffix, nil, 0, false); err != nil {
 		unix.Unlinkat(store, srel+baseSuffix, 0) // no half-kept change
 		return false, err
 	}
+	if err := writeStore(store, srel, content, mode&0o755, truncated); err != nil {
+		unix.Unlinkat(store, srel+baseSuffix, 0)
+		unix.Unlinkat(store, srel+HiddenSuffix, 0)
+		return false, err
+	}
 	if err := atomicfile.WriteAt(parent, name, base, os.FileMode(mode), true); err != nil {
+		unix.Unlinkat(store, srel+HiddenSuffix, 0)
 		unix.Unlinkat(store, srel, 0)
 		unix.Unlinkat(store, srel+TruncatedSuffix, 0)
 		unix.Unlinkat(store, srel+baseSuffix, 0)

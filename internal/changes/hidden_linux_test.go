@@ -30,7 +30,7 @@ func TestTakeHidden(t *testing.T) {
 		t.Errorf("put back with mode %v, want 0750", fi.Mode().Perm())
 	}
 	cs, err := List(store)
-	if err != nil || len(cs) != 1 || cs[0].Path != "sub/build.sh" || !cs[0].Modifies || string(cs[0].Content) != "box\n" || string(cs[0].Base) != "host\n" {
+	if err != nil || len(cs) != 1 || cs[0].Path != "sub/build.sh" || !cs[0].Modifies || !cs[0].Hidden || string(cs[0].Content) != "box\n" || string(cs[0].Base) != "host\n" {
 		t.Fatalf("kept %+v, %v", cs, err)
 	}
 	// Again at the same path: the store's change is never replaced, the file left.
@@ -47,6 +47,9 @@ func TestTakeHidden(t *testing.T) {
 	}
 	if b, _ := os.ReadFile(p); string(b) != "box\n" {
 		t.Errorf("apply put %q", b)
+	}
+	if left, _ := filepath.Glob(filepath.Join(store, "sub", "*")); len(left) > 0 {
+		t.Errorf("apply left %q in the store", left)
 	}
 	// Not a regular file: refused, nothing kept, the FIFO's open not waited on.
 	os.Symlink("build.sh", filepath.Join(ws, "link"))

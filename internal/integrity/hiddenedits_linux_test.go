@@ -145,7 +145,7 @@ func TestHiddenEdits(t *testing.T) {
 			}
 			for _, ch := range cs {
 				box, ok := boxed[ch.Path]
-				if !ok || !ch.Modifies || string(ch.Content) != string(box) {
+				if !ok || !ch.Modifies || !ch.Hidden || string(ch.Content) != string(box) {
 					t.Errorf("kept %s (modifies %v) %q, want the box's %q", ch.Path, ch.Modifies, ch.Content, box)
 					continue
 				}

@@ -69,7 +69,7 @@ cat build.sh && echo planted`, touch))
 	id := e.launches()[0].ID
 	changes := e.run("changes", id)
 	t.Logf("the end of run:\n%s\nagentbox changes:\n%s", out, changes)
-	if !strings.Contains(changes, "build.sh") || !strings.Contains(changes, touch) {
+	if !strings.Contains(changes, "build.sh (a tracked file whose change git did not show") || !strings.Contains(changes, touch) {
 		t.Errorf("agentbox changes does not show the box's build.sh:\n%s", changes)
 	}
 	if applied := e.run("apply", id, "build.sh"); !strings.Contains(applied, "build.sh") {
