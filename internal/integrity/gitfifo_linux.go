@@ -52,6 +52,9 @@ func runCheckGit(c *exec.Cmd) ([]byte, error) {
 	close(stop)
 	select {
 	case p := <-found:
+		if err == nil {
+			break // it ended by itself: what was looked at was no longer git
+		}
 		if p == "" {
 			p = "a file it reads"
 		}
