@@ -233,6 +233,9 @@ type ProposedChange struct {
 	// SHA256 is, for an Ignored file, the SHA-256 (hex) of the whole file as it was kept:
 	// apply puts back exactly those bytes, or refuses.
 	SHA256 string `json:"sha256,omitempty"`
+	// Hidden says (with Modifies) Path is a tracked file whose change the host's git views
+	// did not show: the host's file was put back at exit, and apply makes it the box's again.
+	Hidden bool `json:"hidden,omitempty"`
 	// NotShown says Diff holds a note instead of the diff: the answer reached its bound
 	// (MaxChangesAnswer).
 	NotShown bool `json:"notShown,omitempty"`

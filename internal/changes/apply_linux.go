@@ -161,5 +161,6 @@ func applyModify(root int, src, rel string, mode os.FileMode) error {
 	if err := os.Remove(src + baseSuffix); err != nil {
 		return err
 	}
+	os.Remove(src + HiddenSuffix)
 	return os.Remove(src)
 }

@@ -52,6 +52,11 @@ const (
 	MaxStore   = 16 << 20
 )
 
+// HiddenSuffix marks, beside a kept file and its base, a change that is a tracked file whose
+// change the host's git views did not show (TakeHidden): the host's file was put back, and
+// applying the change makes the file the box's again. It holds nothing.
+const HiddenSuffix = ".agentbox-hidden"
+
 // baseSuffix names, beside a kept file, the content the path had when the launch started: the
 // change modifies an existing protected file (its staged copy, see Stage).
 const baseSuffix = ".agentbox-base"
@@ -89,6 +94,9 @@ var (
 	// copy nor a read-only bind covers the other name, which the box may write: the launch is
 	// refused until the user breaks the link (Stage).
 	ErrHardLinked = errors.New("a protected file has another name (a hard link)")
+	// ErrStoreHolds: the store holds a change at the path already; TakeHidden neither
+	// replaces it nor puts the host's file back.
+	ErrStoreHolds = errors.New("the launch's proposed changes hold a change at that path already")
 )
 
 // Kinds of a change.
@@ -124,6 +132,9 @@ type Change struct {
 	// SHA256 is, for an Ignored file, the SHA-256 (hex) of the whole file as it was kept
 	// (its mark's content): Apply puts it back only while the store's file has it.
 	SHA256 string `json:"sha256,omitempty"`
+	// Hidden says (with Modifies) the path is a tracked file whose change the host's git
+	// views did not show, put back at exit (TakeHidden); not protected configuration.
+	Hidden bool `json:"hidden,omitempty"`
 }
 
 // List returns the changes kept in dir with their content (Index, then Read for each), sorted
@@ -181,6 +192,9 @@ func Index(dir string) ([]Change, error) {
 			if bfi, err := os.Lstat(p + baseSuffix); err == nil && bfi.Mode().IsRegular() {
 				c.Modifies = true
 				c.ModeChanged = (bfi.Mode().Perm()^c.Mode)&0o111 != 0
+				if _, err := os.Lstat(p + HiddenSuffix); err == nil {
+					c.Hidden = true
+				}
 			}
 		} else {
 			return nil
@@ -253,12 +267,13 @@ const boxSuffix = ".agentbox-box"
 // isMetadata reports a store name that is the store's own (not a change).
 func isMetadata(name string) bool {
 	return !strings.HasSuffix(name, boxSuffix) &&
-		(strings.HasSuffix(name, TruncatedSuffix) || strings.HasSuffix(name, baseSuffix) || strings.HasSuffix(name, IgnoredSuffix) || atomicfile.IsTemp(name))
+		(strings.HasSuffix(name, TruncatedSuffix) || strings.HasSuffix(name, baseSuffix) || strings.HasSuffix(name, IgnoredSuffix) || strings.HasSuffix(name, HiddenSuffix) || atomicfile.IsTemp(name))
 }
 
 func reservedName(name string) bool {
 	return name == AddedRecord || name == DroppedRecord || name == IgnoredDroppedRecord || strings.HasSuffix(name, boxSuffix) ||
-		strings.HasSuffix(name, TruncatedSuffix) || strings.HasSuffix(name, baseSuffix) || strings.HasSuffix(name, IgnoredSuffix) || atomicfile.IsTemp(name)
+		strings.HasSuffix(name, TruncatedSuffix) || strings.HasSuffix(name, baseSuffix) || strings.HasSuffix(name, IgnoredSuffix) ||
+		strings.HasSuffix(name, HiddenSuffix) || atomicfile.IsTemp(name)
 }
 
 func storeName(rel string) string {

@@ -393,7 +393,7 @@ func TestGuardReservedNames(t *testing.T) {
 	wf := filepath.Join(ws, ".github/workflows")
 	forged := "ok.yml\n@@ -0,0 +1,1 @@\n+harmless"
 	for name, content := range map[string]string{"b.yml": "box\n", "b.yml.agentbox-base": "x", "c.yml": "on: push\n",
-		"c.yml.agentbox-truncated": "", ".d.yml.agentbox-tmp": "t\n", ".f.yml.tmp-12-3": "f\n", "e.agentbox-box": "e\n", forged: "+x\n"} {
+		"c.yml.agentbox-truncated": "", ".d.yml.agentbox-tmp": "t\n", ".f.yml.tmp-12-3": "f\n", "e.agentbox-box": "e\n", "g.yml.agentbox-hidden": "", forged: "+x\n"} {
 		mustWrite(t, filepath.Join(wf, name), content, 0o644)
 	}
 	g, err := Open(store, gs, false)
@@ -417,7 +417,7 @@ func TestGuardReservedNames(t *testing.T) {
 			t.Errorf("diff of %q holds other than one hunk header:\n%s", c.Path, d)
 		}
 	}
-	if want := []string{".d.yml.agentbox-tmp", ".f.yml.tmp-12-3", "b.yml", "b.yml.agentbox-base", "c.yml", "c.yml.agentbox-truncated", "e.agentbox-box", forged}; !slices.Equal(got, want) {
+	if want := []string{".d.yml.agentbox-tmp", ".f.yml.tmp-12-3", "b.yml", "b.yml.agentbox-base", "c.yml", "c.yml.agentbox-truncated", "e.agentbox-box", "g.yml.agentbox-hidden", forged}; !slices.Equal(got, want) {
 		t.Errorf("changes %q, want %q", got, want)
 	}
 	// The host makes b.yml with the content of the forged base: apply must not replace it.

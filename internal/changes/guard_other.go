@@ -55,3 +55,5 @@ func Collect(dir, storeDir string) (Collected, error) { return Collected{}, ErrN
 func TakeIgnored(dir, ws string, rels []string, since time.Time) (Ignored, error) {
 	return Ignored{}, ErrNotSupported
 }
+
+func TakeHidden(dir, ws, rel string, base []byte) (bool, error) { return false, ErrNotSupported }

@@ -62,6 +62,10 @@ func printChanges(w io.Writer, cs *api.Changes) {
 	for _, c := range cs.Changes {
 		note := ""
 		switch {
+		case c.Hidden && c.Conflict:
+			note = " (a tracked file whose change git did not show, put back on the host; the host changed it since: apply refuses it)"
+		case c.Hidden:
+			note = " (a tracked file whose change git did not show: put back on the host; apply makes it the box's again)"
 		case c.Modifies && c.Conflict:
 			note = " (changes a protected file, which the host changed since the box started: apply refuses it)"
 		case c.Modifies:

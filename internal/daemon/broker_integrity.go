@@ -125,6 +125,10 @@ func (b *integrityBroker) Prepare(ctx context.Context, bl *broker.Launch, c *pla
 		b.Log.Warn("integrity: protected path not pinned", "launch", bl.ID, "note", n)
 	}
 	st := integrity.Snapshot(lay, integrity.Limits{})
+	// A tracked file whose change the host's git views do not show is put back at exit and
+	// the launch's version kept among its proposed changes (docs/integrity.md, "Tracked edits
+	// git does not show").
+	st.Changes = changesDir(b.StateDir, bl.ID)
 	// The state is what a restarted daemon resumes the watch and the check at exit from. Its
 	// write and the two syncs to disk (the file's, its folder's: a few milliseconds, tens on a
 	// busy disk) run beside the rest of the launch; the launch's record waits for them
@@ -278,7 +282,7 @@ func (b *integrityBroker) takeIgnored(id string, st *integrity.State) {
 	// Go took every untracked file the launch left there instead) are said: the check did not
 	// go as it should (review 18, F3).
 	for _, n := range found.Aside {
-		alert(st.Workspace, "moved aside before the check at exit ran git: "+n)
+		alert(st.Workspace, "before the check at exit ran git: "+n)
 	}
 	for _, n := range found.Failed {
 		alert(st.Workspace, "the check at exit of the files left in git-ignored places failed ("+n+"): every untracked file the launch created or changed there was moved out of the workspace instead (agentbox changes lists them)")

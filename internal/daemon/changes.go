@@ -93,7 +93,7 @@ func (d *Daemon) proposed(ctx context.Context, l *api.Launch) (*api.Changes, err
 			conflict = err != nil || !fi.Mode().IsRegular() || !bytes.Equal(host, c.Base)
 		}
 		pc := api.ProposedChange{Path: c.Path, Kind: c.Kind, Modifies: c.Modifies,
-			Diff: changes.Diff(c, host), HostExists: exists, Conflict: conflict, Truncated: c.Truncated, Ignored: c.Ignored, SHA256: c.SHA256}
+			Diff: changes.Diff(c, host), HostExists: exists, Conflict: conflict, Truncated: c.Truncated, Ignored: c.Ignored, SHA256: c.SHA256, Hidden: c.Hidden}
 		if b, err := json.Marshal(pc); err != nil || size+len(b) > api.MaxChangesAnswer {
 			pc.NotShown = true
 			pc.Diff = fmt.Sprintf("(not shown: the answer holds at most %d bytes of diffs; the box's file is %s, kept in %s)\n",

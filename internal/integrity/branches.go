@@ -1,6 +1,7 @@
 package integrity
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -313,11 +314,16 @@ func isAncestor(ctx context.Context, gd, anc, of string) (bool, error) {
 	cmd := hostprog.Command(ctx, "git", "merge-base", "--is-ancestor", anc, of)
 	cmd.Dir = dir
 	cmd.Env = privateGitEnv([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + dir, "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null", "LC_ALL=C"}, dir)
-	out, err := cmd.CombinedOutput()
+	var buf bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &buf, &buf
+	_, err = runCheckGit(cmd) // a FIFO among the objects stops it at once
+	out := buf.Bytes()
 	var ee *exec.ExitError
 	switch {
 	case err == nil:
 		return true, nil
+	case errors.Is(err, errGitFIFO):
+		return false, fmt.Errorf("git merge-base: %w", err)
 	case ctx.Err() != nil:
 		return false, fmt.Errorf("git merge-base did not answer in time: %w", ctx.Err())
 	case errors.As(err, &ee) && ee.ExitCode() == 1:

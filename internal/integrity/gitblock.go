@@ -125,8 +125,9 @@ func (s *State) inDeps(p string) bool {
 }
 
 // unblockGit makes the files the checks' git opens in the workspace unable to hold it
-// (blockingGitFiles): with move, each that the launch made (its ctime in the launch) is moved
-// aside (State.moveAside, recorded in Aside), since the host's own git would wait on it too.
+// (blockingGitFiles): with move, each that the launch made (its ctime in the launch) is removed
+// (moved aside, then removed unless a regular file or a folder is at that name by then: that is
+// recorded in Aside), since the host's own git would wait on it too.
 // It returns what it moved (one line each, for the user), what is left (made before the
 // launch, or not movable: git is not run on that workspace, and the checks fall back to a
 // walk in Go), and a note when the walk stopped at its bound. Its result is kept: the checks at exit call it once (gitLeft).
@@ -144,8 +145,19 @@ func (s *State) unblockGit(move bool) (moved, left []string, note string) {
 		kind := fileKind(fi.Mode())
 		_, _, c := identity(fi)
 		if move && c >= since {
-			aside, err := s.moveAside(p)
+			aside, err := moveAside(s.Workspace, p)
 			if err == nil {
+				// What was moved is removed: a FIFO, a socket or a device holds no content,
+				// a symlink only its target (named here). Left under its quarantine name it
+				// stayed in the workspace, where the host's tools (an editor, a cat *, a
+				// script's open) would still wait on it (review 18's fix; session 19). A
+				// regular file or a folder at that name now (another writer's, between the
+				// search and the move) is kept aside, recorded.
+				if gone, what := removeSpecial(s.Workspace, aside); gone {
+					moved = append(moved, fmt.Sprintf("%s: a %s the launch made where git reads a file (git, the host's too, would wait on it); removed%s", p, kind, what))
+					continue
+				}
+				s.recordAside(aside)
 				moved = append(moved, fmt.Sprintf("%s: a %s the launch made where git reads a file (git, the host's too, would wait on it); moved aside to %s", p, kind, aside))
 				continue
 			}

@@ -103,16 +103,7 @@ const QuarantineSuffix = atomicfile.QuarantineSuffix
 // is moved itself) into .agentbox-quarantined-N beside it (AsidePath), never over an existing file, and returns
 // the new path. Nothing is deleted: the user reviews and removes it.
 func moveAside(ws, path string) (string, error) {
-	rel, err := filepath.Rel(ws, filepath.Dir(path))
-	if err != nil || !within(path, ws) || path == ws {
-		return "", fmt.Errorf("%s is not beneath the workspace", path)
-	}
-	wfd, err := unix.Open(ws, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return "", err
-	}
-	defer unix.Close(wfd)
-	dir, err := unix.Openat2(wfd, rel, &unix.OpenHow{Flags: unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC, Resolve: beneath})
+	dir, err := parentBeneath(ws, path)
 	if err != nil {
 		return "", err
 	}
@@ -122,6 +113,47 @@ func moveAside(ws, path string) (string, error) {
 		return "", err
 	}
 	return filepath.Join(filepath.Dir(path), aside), nil
+}
+
+// parentBeneath opens the folder of path (beneath the workspace ws, O_PATH), resolving it
+// beneath ws so that no symlink on the way leads out of it.
+func parentBeneath(ws, path string) (int, error) {
+	rel, err := filepath.Rel(ws, filepath.Dir(path))
+	if err != nil || !within(path, ws) || path == ws {
+		return -1, fmt.Errorf("%s is not beneath the workspace", path)
+	}
+	wfd, err := unix.Open(ws, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return -1, err
+	}
+	defer unix.Close(wfd)
+	return unix.Openat2(wfd, rel, &unix.OpenHow{Flags: unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC, Resolve: beneath})
+}
+
+// removeSpecial removes path (beneath the workspace ws, its folder opened without following a
+// symlink out of it) when it is a FIFO, a socket, a device or a symlink (never followed), and
+// says what a symlink led to; a regular file or a folder is left.
+func removeSpecial(ws, path string) (removed bool, what string) {
+	dir, err := parentBeneath(ws, path)
+	if err != nil {
+		return false, ""
+	}
+	defer unix.Close(dir)
+	name := filepath.Base(path)
+	var st unix.Stat_t
+	if err := unix.Fstatat(dir, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		return false, ""
+	}
+	switch st.Mode & unix.S_IFMT {
+	case unix.S_IFREG, unix.S_IFDIR:
+		return false, ""
+	case unix.S_IFLNK:
+		buf := make([]byte, 4096)
+		if n, err := unix.Readlinkat(dir, name, buf); err == nil {
+			what = fmt.Sprintf(" (it led to %q)", buf[:n])
+		}
+	}
+	return unix.Unlinkat(dir, name, 0) == nil, what
 }
 
 // restoreOwnerAccess adds the owner's read and search bits to the folder dir, which must be

@@ -26,6 +26,8 @@ func packedReplaceAt(ws, path string) ([]string, error) { return nil, ErrNotSupp
 
 func restoreOwnerAccess(dir string) error { return ErrNotSupported }
 
+func removeSpecial(ws, path string) (bool, string) { return false, "" }
+
 func editIndex(ws, path string, ed indexEdit, beside bool) (indexEdited, error) {
 	return indexEdited{}, ErrNotSupported
 }

@@ -15,12 +15,17 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/agentbox/agentbox/internal/changes"
 	"github.com/agentbox/agentbox/internal/hostprog"
 )
 
 // maxCheckouts bounds the files of one repository compared with git's checkout of their object
 // (one git run each): those git's conversions make equal to it while their bytes are not it.
 const maxCheckouts = 256
+
+// maxHiddenTaken bounds the files the check at exit puts back and keeps the launch's version
+// of (verifyHiddenEdits) in one launch: past it a file is named only.
+const maxHiddenTaken = changes.MaxChanges
 
 // hiddenEditsTimeout bounds the git runs of the check of one repository (verifyHiddenEdits).
 const hiddenEditsTimeout = 2 * time.Minute
@@ -43,7 +48,12 @@ const hiddenEditsTimeout = 2 * time.Minute
 //     submodule (its gitlink) nor git's checkout of it: the superproject's git status and git
 //     diff show none of the submodule's changes (review 18b, TestAttackSubmoduleDirtyTrackedEdit).
 //
-// Each is an alert naming the file (the file stays: the user reviews it). git runs as the check
+// Each is an alert naming the file. With a store (s.Changes), the launch's version of each is
+// kept there as a proposed change that modifies the file, and the file is put back as git
+// checks out the object it was compared with (changes.TakeHidden): the host's file holds what
+// its git views say it holds again, and agentbox changes and apply show and take the launch's
+// version; a file past maxHiddenTaken, one the recorded commit does not hold, or one that
+// cannot be put back stays as the launch left it, and its alert says why. git runs as the check
 // of git-ignored places runs it (ignoredEntries): the workspace's repository with its
 // configuration (pinned) and a copy of its index, any other through a private git directory
 // (none of its configuration), fsmonitor off, no optional locks. A file that is the object's
@@ -51,6 +61,17 @@ const hiddenEditsTimeout = 2 * time.Minute
 func (s *State) verifyHiddenEdits(tops []string) []Transition {
 	if _, err := hostprog.Find("git"); err != nil {
 		return nil
+	}
+	var out []Transition
+	if !s.Started.IsZero() {
+		// The first of the checks at exit that runs git in the work tree: what the launch made
+		// there that git would wait on is removed first (unblockGit, said here; the later
+		// checks reuse its result). Before, a box's FIFO at a .gitattributes git reads for a
+		// changed file held git hash-object for this check's 2-minute bound.
+		moved, _, _ := s.unblockGit(true)
+		for _, m := range moved {
+			out = append(out, Transition{Kind: Modified, Path: s.Workspace, Alert: true, Detail: "before the check at exit ran git: " + m})
+		}
 	}
 	since := s.since()
 	var ixs []*gitIndex
@@ -60,11 +81,11 @@ func (s *State) verifyHiddenEdits(tops []string) []Transition {
 		}
 	})
 	ctx := context.Background()
+	budget, researched := maxHiddenTaken, false
 	// The submodules whose changes the superproject's git status hides (their effective ignore
 	// dirty or all: why), by work tree (absolute), and the commit each superproject's index
 	// records for each submodule it holds.
 	why, commit := map[string]string{}, map[string][]byte{}
-	var out []Transition
 	for _, ix := range ixs {
 		var links []indexEntry
 		for _, e := range ix.entries {
@@ -103,7 +124,21 @@ func (s *State) verifyHiddenEdits(tops []string) []Transition {
 		if sub {
 			at = commit[ix.top]
 		}
-		found, err := s.hiddenEditsIn(ctx, ix, since, sub, at)
+		found, err := s.hiddenEditsIn(ctx, ix, since, sub, at, &budget)
+		if errors.Is(err, errGitFIFO) && !researched && !s.Started.IsZero() {
+			// git met a FIFO made after the search (a second box's) and was stopped at once
+			// (runCheckGit): searched again (once), what the launch made is removed, and the
+			// repository is checked again where nothing is left.
+			researched = true
+			s.gitChecked = false
+			moved, left, _ := s.unblockGit(true)
+			for _, m := range moved {
+				out = append(out, Transition{Kind: Modified, Path: s.Workspace, Alert: true, Detail: "before the check at exit ran git: " + m})
+			}
+			if len(moved) > 0 && len(left) == 0 {
+				found, err = s.hiddenEditsIn(ctx, ix, since, sub, at, &budget)
+			}
+		}
 		if err != nil {
 			out = append(out, Transition{Kind: Modified, Path: ix.top, Alert: true,
 				Detail: fmt.Sprintf("the tracked files the launch changed were not checked for changes git status does not show: %v", err)})
@@ -117,9 +152,23 @@ func (s *State) verifyHiddenEdits(tops []string) []Transition {
 			var d string
 			if sub {
 				r, _ := filepath.Rel(s.Workspace, ix.top)
-				d = fmt.Sprintf("the launch changed this tracked file of the submodule %s, %s: the host's git status and git diff at the top show nothing of it, and the host's tools run it; review it with %s diff %x -- %q", r, hiddenWhy, git, at, f.name)
+				d = fmt.Sprintf("the launch changed this tracked file of the submodule %s, %s", r, hiddenWhy)
 			} else {
-				d = fmt.Sprintf("the launch changed this tracked file, and git's conversions the attributes select for it (ident, text, eol, crlf, working-tree-encoding: a .gitattributes file) make the host's git status and git diff show it unchanged while its bytes are not the staged object's (%x) nor git's checkout of it: the host's tools run bytes no git view shows; compare it with %s cat-file --filters :%q, and check .gitattributes", f.ref, git, f.name)
+				d = fmt.Sprintf("the launch changed this tracked file, and git's conversions the attributes select for it (ident, text, eol, crlf, working-tree-encoding: a .gitattributes file) make the host's git status and git diff show it unchanged while its bytes are not the staged object's (%x) nor git's checkout of it", f.ref)
+			}
+			switch {
+			case f.taken:
+				d += fmt.Sprintf(": it was put back as git checks out the object %x, and the launch's version is kept as a proposed change (agentbox changes shows it, agentbox apply puts it back); check .gitattributes", f.ref)
+				if f.truncated {
+					d += fmt.Sprintf(" (kept truncated at %d bytes: it cannot be applied)", changes.MaxFile)
+				}
+			case sub:
+				d += fmt.Sprintf(": the host's git status and git diff at the top show nothing of it, and the host's tools run it; review it with %s diff %x -- %q", git, at, f.name)
+			default:
+				d += fmt.Sprintf(": the host's tools run bytes no git view shows; compare it with %s cat-file --filters :%q, and check .gitattributes", git, f.name)
+			}
+			if f.err != nil {
+				d += fmt.Sprintf(" (it stays as the launch left it: it was not put back: %v)", f.err)
 			}
 			out = append(out, Transition{Kind: Modified, Path: p, Alert: true, Detail: d})
 		}
@@ -128,10 +177,13 @@ func (s *State) verifyHiddenEdits(tops []string) []Transition {
 }
 
 // hiddenEdit is a file hiddenEditsIn found: its name in the index and the object it was
-// compared with (nil: none, a file the recorded commit does not hold).
+// compared with (nil: none, a file the recorded commit does not hold); taken says it was put
+// back and the launch's version kept (truncated: cut at changes.MaxFile), err why not.
 type hiddenEdit struct {
-	name string
-	ref  []byte
+	name             string
+	ref              []byte
+	taken, truncated bool
+	err              error
 }
 
 // hiddenEditsIn returns the tracked regular files of ix's work tree changed at or after since
@@ -140,7 +192,10 @@ type hiddenEdit struct {
 // index when commit is nil or cannot be read) nor git's checkout of it; otherwise those that
 // are not the index's object while git's conversions make them equal to it, and are not git's
 // checkout of it.
-func (s *State) hiddenEditsIn(ctx context.Context, ix *gitIndex, since int64, sub bool, commit []byte) ([]hiddenEdit, error) {
+//
+// With a store (s.Changes), each found is put back and kept there (changes.TakeHidden), while
+// budget lasts.
+func (s *State) hiddenEditsIn(ctx context.Context, ix *gitIndex, since int64, sub bool, commit []byte, budget *int) ([]hiddenEdit, error) {
 	relTop, err := filepath.Rel(s.Workspace, ix.top)
 	if err != nil || !within(ix.top, s.Workspace) {
 		return nil, nil
@@ -266,13 +321,13 @@ func (s *State) hiddenEditsIn(ctx context.Context, ix *gitIndex, since int64, su
 			// A name git's input cannot carry is not known to be shown: checked further.
 			check = append(check, c)
 		case sub:
-			out = append(out, hiddenEdit{c.name, c.ref})
+			out = append(out, hiddenEdit{name: c.name, ref: c.ref})
 		}
 	}
 	var smudge []cand
 	for _, c := range check {
 		if c.ref == nil || c.raw == nil {
-			out = append(out, hiddenEdit{c.name, c.ref})
+			out = append(out, hiddenEdit{name: c.name, ref: c.ref})
 			continue
 		}
 		smudge = append(smudge, c)
@@ -293,11 +348,33 @@ func (s *State) hiddenEditsIn(ctx context.Context, ix *gitIndex, since int64, su
 		}
 		for i, c := range smudge {
 			if !bytes.Equal(ids[i], c.raw) {
-				out = append(out, hiddenEdit{c.name, c.ref})
+				out = append(out, hiddenEdit{name: c.name, ref: c.ref})
 			}
 		}
 	}
 	slices.SortFunc(out, func(a, b hiddenEdit) int { return strings.Compare(a.name, b.name) })
+	if s.Changes != "" {
+		for i := range out {
+			h := &out[i]
+			if h.ref == nil {
+				h.err = errors.New("the commit the superproject records does not hold it: there is nothing to put back")
+				continue
+			}
+			if *budget <= 0 {
+				h.err = fmt.Errorf("past the bound of %d files put back in one launch", maxHiddenTaken)
+				continue
+			}
+			*budget--
+			// git's checkout of the object, as the host's git restore would write it.
+			base, err := gg.run(nil, "cat-file", "--filters", "--path="+h.name, hex.EncodeToString(h.ref))
+			if err != nil {
+				h.err = err
+				continue
+			}
+			h.truncated, h.err = changes.TakeHidden(s.Changes, s.Workspace, filepath.Join(relTop, filepath.FromSlash(h.name)), base)
+			h.taken = h.err == nil
+		}
+	}
 	return out, past
 }
 
@@ -351,7 +428,7 @@ func (g *hiddenGit) run(in []byte, args ...string) ([]byte, error) {
 	c.Dir, c.Env, c.Stdin = g.top, g.env, bytes.NewReader(in)
 	var stderr bytes.Buffer
 	c.Stderr = &stderr
-	out, err := c.Output()
+	out, err := runCheckGit(c)
 	if err != nil {
 		return nil, fmt.Errorf("git %s in %s: %w: %s", args[0], g.top, err, strings.TrimSpace(stderr.String()))
 	}

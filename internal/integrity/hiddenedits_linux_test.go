@@ -2,11 +2,14 @@ package integrity
 
 import (
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/agentbox/agentbox/internal/changes"
 )
 
 // TestHiddenEdits (fix18c, review 18b): the check at exit (verifyHiddenEdits) names a tracked
@@ -100,18 +103,78 @@ func TestHiddenEdits(t *testing.T) {
 			ws, _ := filepath.EvalSymlinks(t.TempDir())
 			c.setup(t, ws)
 			time.Sleep(1100 * time.Millisecond) // past since()'s second before Started
-			s := &State{Workspace: ws, Started: time.Now()}
+			store := filepath.Join(t.TempDir(), "changes")
+			s := &State{Workspace: ws, Started: time.Now(), Changes: store}
 			c.box(t, ws)
+			// What the box left in each file to be named, to be kept in the store.
+			boxed := map[string][]byte{}
+			for _, n := range c.alerts {
+				rel := n
+				if _, err := os.Lstat(filepath.Join(ws, rel)); err != nil {
+					rel = filepath.Join("lib", n)
+				}
+				b, err := os.ReadFile(filepath.Join(ws, rel))
+				if err != nil {
+					t.Fatal(err)
+				}
+				boxed[rel] = b
+			}
 			got := s.verifyHiddenEdits(nil)
 			var names []string
 			for _, tr := range got {
 				if !tr.Alert {
 					t.Errorf("not an alert: %+v", tr)
 				}
+				if !strings.Contains(tr.Detail, "put back") {
+					t.Errorf("the alert does not say the file was put back: %s", tr.Detail)
+				}
 				names = append(names, filepath.Base(tr.Path))
 			}
 			if strings.Join(names, " ") != strings.Join(c.alerts, " ") {
 				t.Errorf("alerts on %q, want %q:\n%+v", names, c.alerts, got)
+			}
+			// Session 19: each file named is the host's again (git's checkout of the object it
+			// was compared with: the host's git shows no change, and none is hidden), and the
+			// box's version is a proposed change that apply puts back.
+			cs, err := changes.List(store)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(cs) != len(boxed) {
+				t.Errorf("the store holds %d changes, want %d: %+v", len(cs), len(boxed), cs)
+			}
+			for _, ch := range cs {
+				box, ok := boxed[ch.Path]
+				if !ok || !ch.Modifies || !ch.Hidden || string(ch.Content) != string(box) {
+					t.Errorf("kept %s (modifies %v) %q, want the box's %q", ch.Path, ch.Modifies, ch.Content, box)
+					continue
+				}
+				now, _ := os.ReadFile(filepath.Join(ws, ch.Path))
+				if string(now) == string(box) || string(now) != string(ch.Base) {
+					t.Errorf("%s holds %q after the check, want what was put back, %q (the box wrote %q)", ch.Path, now, ch.Base, box)
+				}
+				if strings.Contains(string(now), "pwned") || strings.Contains(string(now), "\r") {
+					t.Errorf("%s still holds the box's bytes: %q", ch.Path, now)
+				}
+				if !strings.HasPrefix(ch.Path, "lib/") {
+					// The workspace's repository: git's view and the bytes agree again.
+					if st := gitIn(ws, "", false, "status", "--porcelain", "--untracked-files=no"); st != "" {
+						t.Errorf("the host's git status after the file was put back: %q", st)
+					}
+					if out := gitIn(ws, "", false, "cat-file", "--filters", "--path="+ch.Path, ":"+ch.Path); out != string(now) {
+						t.Errorf("%s was put back as %q, not as git checks it out, %q", ch.Path, now, out)
+					}
+				}
+				if err := changes.Apply(store, ws, ch.Path); err != nil {
+					t.Errorf("apply %s: %v", ch.Path, err)
+				} else if b, _ := os.ReadFile(filepath.Join(ws, ch.Path)); string(b) != string(box) {
+					t.Errorf("apply %s put %q, want the box's %q", ch.Path, b, box)
+				}
+			}
+			if len(boxed) == 0 {
+				if _, err := os.Lstat(store); err == nil {
+					t.Errorf("a store was made where nothing was named")
+				}
 			}
 		})
 	}

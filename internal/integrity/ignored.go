@@ -102,6 +102,7 @@ func (s *State) eachIgnored(ctx context.Context, move bool, walk func(rel, repo 
 	if len(left) > 0 {
 		blocked = fmt.Errorf("git was not run: %s", strings.Join(left[:min(len(left), 3)], "; "))
 	}
+	researched := false
 	repos := []string{"."}
 	// hidden are the submodules whose untracked files the superproject's git status does not
 	// show (hiddenSubmodules): they are looked into as its ignored places are (review 17, F9).
@@ -115,6 +116,18 @@ func (s *State) eachIgnored(ctx context.Context, move bool, walk func(rel, repo 
 		err := blocked
 		if err == nil {
 			entries, subs, err = ignoredEntries(ctx, s.Workspace, top, i > 0, hidden[repos[i]])
+		}
+		if errors.Is(err, errGitFIFO) && move && !researched {
+			// git met a FIFO the search before it did not see (made since: a second box's),
+			// and was stopped at once (runCheckGit). The workspace is searched again (once):
+			// what the launch made is removed, and git runs again where nothing is left.
+			researched = true
+			s.gitChecked = false
+			more, left, _ := s.unblockGit(true)
+			aside = append(aside, more...)
+			if len(more) > 0 && len(left) == 0 {
+				entries, subs, err = ignoredEntries(ctx, s.Workspace, top, i > 0, hidden[repos[i]])
+			}
 		}
 		if err != nil && (i > 0 || !errors.Is(err, errNoRepository) || worktreeGitDir(top) != "") {
 			// git failed where there is a repository (killed at its time bound, a file it
@@ -247,6 +260,10 @@ func surelyNoRepository(dir string) bool {
 // errGitTimeBound is the error of a git call of the checks stopped at its time bound
 // (gitCheckTimeout).
 var errGitTimeBound = errors.New("stopped at its time bound")
+
+// errGitFIFO is the error of a git call of the checks that waited on a FIFO (runCheckGit): it
+// was stopped at once.
+var errGitFIFO = errors.New("it waited on a FIFO")
 
 // ignoredEntries asks the host's git for the ignored entries of the work tree at top (paths
 // relative to it; a folder ignored whole ends in "/") and the paths of its submodules. The
@@ -399,7 +416,10 @@ func readGit(ctx context.Context, dir string, env []string, args ...string) ([]b
 	c.Env = env
 	var stderr bytes.Buffer
 	c.Stderr = &stderr
-	out, err := c.Output()
+	out, err := runCheckGit(c)
+	if errors.Is(err, errGitFIFO) {
+		return nil, fmt.Errorf("git %s: %w", args[0], err)
+	}
 	if err != nil {
 		msg := strings.TrimSpace(stderr.String())
 		if ctx.Err() != nil {

@@ -36,27 +36,47 @@ func TestAttackIdentHidesEdit(t *testing.T) {
 	out := e.boxPlant(fmt.Sprintf(`echo 'build.sh ident' > .gitattributes
 printf '%%s\n' '#!/bin/sh' "VERSION='\$Id: '; %s; : ' \$'" 'echo built' > build.sh
 git read-tree HEAD
-cat build.sh`, touch))
+cat build.sh && echo planted`, touch))
+	if !strings.Contains(out, "planted") {
+		t.Fatalf("the plant failed (the test would prove nothing):\n%s", out)
+	}
+	// Session 19: the stronger outcome. The end of run names build.sh; the host's build.sh is
+	// put back as git checks it out (no hidden change left: git's view and the bytes agree),
+	// so the host's sh build.sh runs no command of the box's; the box's version is a proposed
+	// change that agentbox changes shows and agentbox apply puts back. Before, the file was
+	// only named and stayed as the box wrote it (fix18c).
 	got, err := os.ReadFile(filepath.Join(e.work, "build.sh"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(string(got), touch) {
-		t.Fatalf("the box's build.sh did not stay (the test would prove nothing): %q\nthe box said:\n%s", got, out)
+	if !strings.Contains(out, "integrity alert: modified build.sh") {
+		t.Errorf("the end of run does not name build.sh:\n%s", out)
 	}
-	// The host's review: git status, git diff, git diff HEAD must name build.sh, whose bytes
-	// are not the committed blob's, or the end of run must (fix18c: the check at exit's alert,
-	// the file left as the box wrote it).
-	status := git(t, e.work, "status", "--porcelain")
-	diff := git(t, e.work, "diff", "HEAD", "--name-only")
-	named := strings.Contains(out, "integrity alert: modified build.sh")
-	if (!strings.Contains(status, "build.sh") || !strings.Contains(diff, "build.sh")) && !named {
-		sh := exec.Command("sh", "build.sh")
-		sh.Dir = e.work
-		run, _ := sh.CombinedOutput()
-		_, ran := os.Lstat(mark)
-		t.Errorf("the box's edit of build.sh is hidden from the host's git (git status --porcelain:\n%s\ngit diff HEAD --name-only:\n%s)\nwhile build.sh is now %q; the host's sh build.sh said %q, marker made: %v\nthe box said:\n%s",
-			status, diff, got, run, ran == nil, out)
+	sh := exec.Command("sh", "build.sh")
+	sh.Dir = e.work
+	run, _ := sh.CombinedOutput()
+	_, ran := os.Lstat(mark)
+	if strings.Contains(string(got), touch) || ran == nil {
+		t.Errorf("the box's build.sh stayed on the host: %q; the host's sh build.sh said %q, marker made: %v\nthe box said:\n%s", got, run, ran == nil, out)
+	}
+	os.Remove(mark)
+	if checkout := git(t, e.work, "cat-file", "--filters", "--path=build.sh", ":build.sh"); checkout != string(got) {
+		t.Errorf("build.sh is %q, not git's checkout of its object, %q: a change is hidden still", got, checkout)
+	}
+	if status := git(t, e.work, "status", "--porcelain", "--untracked-files=no"); strings.TrimSpace(status) != "" {
+		t.Errorf("the host's git status shows tracked changes after build.sh was put back: %q", status)
+	}
+	id := e.launches()[0].ID
+	changes := e.run("changes", id)
+	t.Logf("the end of run:\n%s\nagentbox changes:\n%s", out, changes)
+	if !strings.Contains(changes, "build.sh (a tracked file whose change git did not show") || !strings.Contains(changes, touch) {
+		t.Errorf("agentbox changes does not show the box's build.sh:\n%s", changes)
+	}
+	if applied := e.run("apply", id, "build.sh"); !strings.Contains(applied, "build.sh") {
+		t.Errorf("agentbox apply build.sh: %s", applied)
+	}
+	if b, _ := os.ReadFile(filepath.Join(e.work, "build.sh")); !strings.Contains(string(b), touch) {
+		t.Errorf("agentbox apply did not put the box's build.sh back: %q", b)
 	}
 }
 
@@ -90,6 +110,13 @@ func TestAttackSubmoduleDirtyTrackedEdit(t *testing.T) {
 				t.Fatalf("the plant failed (the test would prove nothing):\n%s", out)
 			}
 			got, _ := os.ReadFile(filepath.Join(e.work, "lib", "run.sh"))
+			// Session 19: put back as the recorded commit holds it, the box's version kept.
+			if string(got) != "echo lib\n" {
+				t.Errorf("the submodule's lib/run.sh was not put back: %q\nthe box said:\n%s", got, out)
+			}
+			if ch := e.run("changes", e.launches()[0].ID); !strings.Contains(ch, "lib/run.sh") || !strings.Contains(ch, touch) {
+				t.Errorf("agentbox changes does not show the box's lib/run.sh:\n%s", ch)
+			}
 			status := git(t, e.work, "status", "--porcelain")
 			diff := git(t, e.work, "diff", "HEAD", "--stat")
 			if strings.Contains(string(got), touch) && !strings.Contains(status, "lib") && !strings.Contains(diff, "lib") && !strings.Contains(out, "lib/run.sh") {

@@ -90,6 +90,11 @@ type State struct {
 	// at the snapshot (workspace-relative): the walk of the git-ignored places at exit treats
 	// each as a work tree of its own, not as ignored files of the workspace's (review 16, F9).
 	Worktrees []string `json:"worktrees,omitempty"`
+	// Changes is the launch's proposed-changes store (a folder of the daemon's, outside the
+	// workspace): the check at exit keeps there the launch's version of a tracked file whose
+	// change the host's git views do not show, and puts the file back (verifyHiddenEdits).
+	// "": such a file is named only, and stays as the launch left it.
+	Changes string `json:"changes,omitempty"`
 
 	// lockedIndexes are the indexes the check at exit wrote beside git's lock (editIndex), to
 	// be checked again once the lock has gone (RecheckIndexes); exitTops are the repositories
