@@ -23,7 +23,9 @@ import (
 // its edit from the host's git status, git diff, commit -a and stash, while every build tool
 // reads the box's file (review 12, F9). GITDIR/index must stay writable (git in the box needs
 // it), so the watch parses it, never runs git on the workspace, and reports each entry newly
-// flagged whose file exists in the work tree (a sparse checkout flags absent files).
+// flagged whose file exists in the work tree (a sparse checkout flags absent files: such a flag
+// the launch set goes at exit), and each entry flagged before the launch whose file the launch
+// changed so that it is not the entry's object.
 
 // maxIndexBytes bounds the part of an index held in memory: its header and entries (a
 // repository of a million files has an index of about 100 MiB), and its extensions when the
@@ -729,11 +731,14 @@ func writeEditedIndex(w io.Writer, head []byte, size int64, r io.ReaderAt, hashL
 }
 
 // verifyIndexes checks the indexes readIndexes reads. It reports each entry newly flagged
-// skip-worktree or assume-unchanged whose file exists in the work tree, and each entry whose
-// stat data makes git take a file the launch changed for unchanged while the file's content is
-// not the entry's object (a box that rewrote the entry's stat data, or its object id, after
-// editing the file: review 12, F9's flagless variant), and fixes both in place under git's
-// lock; and it reports an index it cannot read (once per cause). It returns the transitions
+// skip-worktree or assume-unchanged whose file exists in the work tree (at exit, whether it
+// exists or not: the next launch's snapshot would take the flag for the user's), each entry
+// flagged before the launch whose file the launch changed and is not the entry's object
+// (flaggedChanged), and each entry whose stat data makes git take a file the launch changed for
+// unchanged while the file's content is not the entry's object (a box that rewrote the entry's
+// stat data, or its object id, after editing the file: review 12, F9's flagless variant), and
+// fixes them in place under git's lock (an entry whose flag goes has its stat data cleared
+// too); and it reports an index it cannot read (once per cause). It returns the transitions
 // and the git directories of the indexes (readIndexes). At exit (the box's processes are
 // gone), an index whose lock is held is written beside the lock (editIndex) and recorded in
 // s.lockedIndexes, for RecheckIndexes once the lock has gone.
@@ -762,7 +767,10 @@ func (s *State) verifyIndexes(tops []string, exit bool) ([]Transition, []string)
 			}
 			return
 		}
-		var fresh, again []string
+		// fresh: flagged during the launch, the file there; absent: flagged during the launch,
+		// no file (cleared at exit); before: flagged before the launch, of which carried are
+		// those whose file the launch changed so that it is not the entry's object.
+		var fresh, again, absent, before []string
 		for _, e := range ix.entries {
 			h := e.hidden()
 			if h.flag == "" || e.name == "" {
@@ -772,6 +780,7 @@ func (s *State) verifyIndexes(tops []string, exit bool) ([]Transition, []string)
 			switch s.Hidden[k] {
 			case h.flag:
 				seen[k] = h.flag
+				before = append(before, e.name)
 				continue
 			case h.flag + leftStale:
 				// Reported, and left so because the index was locked: cleared again quietly.
@@ -779,10 +788,17 @@ func (s *State) verifyIndexes(tops []string, exit bool) ([]Transition, []string)
 				continue
 			}
 			if _, err := os.Lstat(filepath.Join(ix.top, filepath.FromSlash(e.name))); err != nil {
-				continue // a sparse checkout flags the files it leaves out
+				// A sparse checkout flags the files it leaves out: while the box runs, its git
+				// may. At exit the flag is the box's, and it goes: the next launch's snapshot
+				// would take it for the user's, and a file written there then would be hidden.
+				if exit && e.mode&0o170000 != 0o040000 {
+					absent = append(absent, e.name)
+				}
+				continue
 			}
 			fresh = append(fresh, e.name)
 		}
+		carried := flaggedChanged(s.Workspace, ix, since, before)
 		// Reported once per file and content (a file git converts, a filter such as LFS, that
 		// the box checked out looks the same at every check); one left so because the index
 		// was locked is cleared again quietly.
@@ -809,10 +825,13 @@ func (s *State) verifyIndexes(tops []string, exit bool) ([]Transition, []string)
 				}
 			}
 		}
-		if len(fresh)+len(again)+len(forged)+len(retry)+len(strip) == 0 {
+		if len(fresh)+len(again)+len(absent)+len(carried)+len(forged)+len(retry)+len(strip) == 0 {
 			return
 		}
-		done, cerr := editIndex(s.Workspace, ix.path, indexEdit{flagged: append(slices.Clip(fresh), again...), zero: append(slices.Clip(forged), retry...), strip: len(strip) > 0}, exit)
+		// An entry whose flag goes has its stat data cleared too: a box that also wrote the
+		// file's stat data into it would have git take the file for unchanged without the flag.
+		unflag := slices.Concat(fresh, again, carried)
+		done, cerr := editIndex(s.Workspace, ix.path, indexEdit{flagged: slices.Concat(unflag, absent), zero: slices.Concat(forged, retry, unflag), strip: len(strip) > 0}, exit)
 		cleared, zeroed := done.cleared, done.zeroed
 		if done.beside {
 			if s.lockedIndexes == nil {
@@ -858,15 +877,45 @@ func (s *State) verifyIndexes(tops []string, exit bool) ([]Transition, []string)
 				if cerr != nil {
 					d += "; the flag could not be cleared (" + cerr.Error() + ")"
 				}
-				git := "git"
-				if ix.rel != "" {
-					git = fmt.Sprintf("git -C %q", ix.top)
-				}
-				d += fmt.Sprintf("; run %s update-index --no-%s %q", git, flag[n], n)
+				d += fmt.Sprintf("; run %s update-index --no-%s %q", ixGit(ix), flag[n], n)
 				seen[k] = flag[n]
 				if cerr != nil {
 					seen[k] += leftStale // cleared at the first check that can
 				}
+			}
+			out = append(out, Transition{Kind: Modified, Path: filepath.Join(ix.top, filepath.FromSlash(n)), Alert: true, Detail: d})
+		}
+		for _, n := range carried {
+			k := ix.key(n)
+			d := fmt.Sprintf("the index flagged it %s before the launch, and the launch changed the file, which is not the staged object: the host's git status, git diff, commit -a and stash skipped the change", flag[n])
+			if slices.Contains(cleared, n) {
+				delete(seen, k)
+				d += fmt.Sprintf("; the flag was cleared: git shows the file's changes as ordinary work (yours too, if you kept changes of your own under the flag: after review, %s update-index --%s %q sets it again)", ixGit(ix), flag[n], n)
+				if done.beside {
+					d += besideNote
+				}
+			} else {
+				if cerr != nil {
+					d += "; the flag could not be cleared (" + cerr.Error() + ")"
+					seen[k] = flag[n] + leftStale // cleared at the first check that can
+				}
+				d += fmt.Sprintf("; run %s update-index --no-%s %q", ixGit(ix), flag[n], n)
+			}
+			out = append(out, Transition{Kind: Modified, Path: filepath.Join(ix.top, filepath.FromSlash(n)), Alert: true, Detail: d})
+		}
+		for _, n := range absent {
+			d := fmt.Sprintf("the index flagged it %s while the box ran, and the file is gone: the host's git status did not show its deletion, and the flag would hide a file written there later", flag[n])
+			if slices.Contains(cleared, n) {
+				d += fmt.Sprintf("; the flag was cleared: git shows the deletion (%s restore %q brings the file back)", ixGit(ix), n)
+				if done.beside {
+					d += besideNote
+				}
+			} else {
+				if cerr != nil {
+					d += "; the flag could not be cleared (" + cerr.Error() + ")"
+					seen[ix.key(n)] = flag[n] + leftStale // cleared at the first check that can
+				}
+				d += fmt.Sprintf("; run %s update-index --no-%s %q", ixGit(ix), flag[n], n)
 			}
 			out = append(out, Transition{Kind: Modified, Path: filepath.Join(ix.top, filepath.FromSlash(n)), Alert: true, Detail: d})
 		}
@@ -888,6 +937,15 @@ func (s *State) verifyIndexes(tops []string, exit bool) ([]Transition, []string)
 	})
 	s.Hidden, s.Stale, s.IndexErrs = nilIfEmpty(seen), nilIfEmpty(stale), nilIfEmpty(errs)
 	return out, gitdirs
+}
+
+// ixGit is the git command line an alert names for ix: git, or git -C TOP for a repository
+// other than the workspace's.
+func ixGit(ix *gitIndex) string {
+	if ix.rel == "" {
+		return "git"
+	}
+	return fmt.Sprintf("git -C %q", ix.top)
 }
 
 // besideNote ends the alert on an index written beside git's lock (editIndex).
@@ -915,11 +973,7 @@ func strippedTransition(ix *gitIndex, strip, stripped []string, cerr error) (Tra
 	if len(stripped) > 0 {
 		d += "; they were removed (git rebuilds what it needs): git reads the entries the check read"
 	} else {
-		git := "git"
-		if ix.rel != "" {
-			git = fmt.Sprintf("git -C %q", ix.top)
-		}
-		d += fmt.Sprintf("; they could not be removed (%v): once no git is at work, run %s -c index.threads=1 update-index --no-untracked-cache --force-write-index", cerr, git)
+		d += fmt.Sprintf("; they could not be removed (%v): once no git is at work, run %s -c index.threads=1 update-index --no-untracked-cache --force-write-index", cerr, ixGit(ix))
 	}
 	return Transition{Kind: Modified, Path: ix.path, Alert: true, Detail: d}, true
 }

@@ -579,3 +579,43 @@ func makefileRepo(t *testing.T) func(ws string) {
 		git(t, ws, "commit", "-qm", "init")
 	}
 }
+
+// TestAttackFlagOnRemovedFileInBox guards review 19, F5 in a real box: a box that removes the
+// tracked Makefile and flags it skip-worktree had the check at exit leave the flag (taken for
+// a sparse checkout's), so that the Makefile of a later launch was hidden from the host's git
+// status. The check at exit clears it: the host's git status shows the deletion, and a
+// Makefile written afterwards shows as a change.
+func TestAttackFlagOnRemovedFileInBox(t *testing.T) {
+	needGit(t)
+	script := `set -e
+rm Makefile
+git update-index --skip-worktree Makefile`
+	pb, r := newProtectedBox(t, makefileRepo(t), script, enginetest.Options{})
+	defer pb.release(t)
+	if r.Exit != 0 {
+		t.Fatalf("box: exit %d\nstdout %s\nstderr %s", r.Exit, r.Stdout, r.Stderr)
+	}
+	if out := git(t, pb.ws, "status", "--porcelain"); out != "" {
+		t.Fatalf("the box's deletion is not hidden from the host's git status here:\n%s", out)
+	}
+	alerted := false
+	for _, tr := range pb.state.VerifyExit() {
+		if tr.Path == filepath.Join(pb.ws, "Makefile") && tr.Alert && strings.Contains(tr.Detail, "the flag was cleared") {
+			alerted = true
+		}
+	}
+	if !alerted {
+		t.Error("no alert on the Makefile at exit")
+	}
+	if out := git(t, pb.ws, "status", "--porcelain"); out != " D Makefile\n" {
+		t.Errorf("after the check at exit, the host's git status: %q, want the deletion", out)
+	}
+	// What a later launch (or anyone) writes there is shown.
+	write(t, filepath.Join(pb.ws, "Makefile"), "all:\n\t@echo BOXCODE\n")
+	if out := git(t, pb.ws, "status", "--porcelain"); out != " M Makefile\n" {
+		t.Errorf("a Makefile written afterwards: the host's git status %q", out)
+	}
+	if out, err := exec.Command("git", "-C", pb.ws, "fsck", "--no-dangling").CombinedOutput(); err != nil {
+		t.Errorf("git fsck after the check: %v\n%s", err, out)
+	}
+}

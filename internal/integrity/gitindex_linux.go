@@ -211,15 +211,61 @@ func staleEntries(ws string, ix *gitIndex, since int64) []staleEntry {
 			ist.Mtim.Sec < st.Mtim.Sec {
 			continue
 		}
-		id, err := blobID(&z, wfd, rel, typ, ix.hashLen, false)
-		if err == nil && !bytes.Equal(id, e.oid) && typ == unix.S_IFREG {
-			// git stores a text file checked out with CRLF (autocrlf, eol attributes) with LF.
-			if lf, lerr := blobID(&z, wfd, rel, typ, ix.hashLen, true); lerr == nil {
-				id = lf
-			}
-		}
-		if err != nil || !bytes.Equal(id, e.oid) {
+		if entryDiffers(&z, wfd, rel, typ, e, ix.hashLen) {
 			out = append(out, staleEntry{e.name, fmt.Sprintf("%d %x", st.Ctim.Nano(), e.oid)})
+		}
+	}
+	return out
+}
+
+// entryDiffers reports whether the file rel (beneath the workspace opened as wfd, of e's type
+// typ) is not e's object as git would store it: its bytes, or a regular file's bytes with each
+// CRLF an LF (git stores a text file checked out with CRLF by autocrlf or eol attributes with
+// LF). A file that cannot be read differs.
+func entryDiffers(z *objectHasher, wfd int, rel string, typ uint32, e indexEntry, hashLen int) bool {
+	id, err := blobID(z, wfd, rel, typ, hashLen, false)
+	if err == nil && !bytes.Equal(id, e.oid) && typ == unix.S_IFREG {
+		if lf, lerr := blobID(z, wfd, rel, typ, hashLen, true); lerr == nil {
+			id = lf
+		}
+	}
+	return err != nil || !bytes.Equal(id, e.oid)
+}
+
+// flaggedChanged returns those of the entries of ix named in names (flagged skip-worktree or
+// assume-unchanged before the launch) whose file the launch changed (its ctime, which no one
+// but the kernel sets, is at or after since) and is not the entry's object: an edit the flag
+// hides from the host's git. A file of another type than the entry's (a symlink where a
+// regular file was) is not its object either; a folder there is left out (git shows the entry
+// deleted and the folder's files untracked, whatever the flag), and so is a file that is gone.
+func flaggedChanged(ws string, ix *gitIndex, since int64, names []string) []string {
+	relTop, err := filepath.Rel(ws, ix.top)
+	if len(names) == 0 || err != nil || !within(ix.top, ws) {
+		return nil
+	}
+	wfd, err := unix.Open(ws, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil
+	}
+	defer unix.Close(wfd)
+	want := make(map[string]bool, len(names))
+	for _, n := range names {
+		want[n] = true
+	}
+	var out []string
+	var z objectHasher
+	for _, e := range ix.entries {
+		typ := e.mode & unix.S_IFMT
+		if !want[e.name] || e.flags&ceStageMask != 0 || (typ != unix.S_IFREG && typ != unix.S_IFLNK) {
+			continue
+		}
+		rel := filepath.Join(relTop, filepath.FromSlash(e.name))
+		var st unix.Stat_t
+		if unix.Fstatat(wfd, rel, &st, unix.AT_SYMLINK_NOFOLLOW) != nil || st.Ctim.Nano() < since || st.Mode&unix.S_IFMT == unix.S_IFDIR {
+			continue
+		}
+		if st.Mode&unix.S_IFMT != typ || entryDiffers(&z, wfd, rel, typ, e, ix.hashLen) {
+			out = append(out, e.name)
 		}
 	}
 	return out

@@ -22,8 +22,9 @@ import (
 // (review 12, F9). The check clears the flags of each entry newly flagged whose file exists, so
 // that the host's git status shows the edits, and reports them, in index versions 3 and 4,
 // SHA-1 and SHA-256 repositories; when git's lock index.lock is held (a box's), it names the
-// command instead. An entry flagged at launch, or flagged while its file is absent (a sparse
-// checkout), is left alone.
+// command instead. An entry flagged at launch whose file the launch did not change, or flagged
+// while its file is absent (a sparse checkout), is left alone while the box runs
+// (TestIndexFlagOnRemovedFileClearedAtExit, TestIndexFlagCarriedReported: the rest).
 func TestIndexHiddenEntriesReported(t *testing.T) {
 	t.Parallel()
 	if _, err := exec.LookPath("git"); err != nil {

@@ -40,4 +40,6 @@ type staleEntry struct{ name, sig string }
 
 func staleEntries(ws string, ix *gitIndex, since int64) []staleEntry { return nil }
 
+func flaggedChanged(ws string, ix *gitIndex, since int64, names []string) []string { return nil }
+
 func (s *State) verifyObjects(gitdirs []string, since int64) []Transition { return nil }
