@@ -148,7 +148,8 @@ func (d *Daemon) checkWorkspace(req *api.LaunchRequest) (ws, cwd string, deps fu
 // (plan.CheckStartupFolders, with req's PATH less the entries in the launch's dependency
 // folders deps; plan.CheckHostPath, with the daemon's own PATH, whole, and the host programs
 // found through it; plan.CheckStartupFiles, the home's start-up files and git's
-// configuration, whatever they link to).
+// configuration, whatever they link to; checkConfigLinks, the symlinks among the home's
+// dot-entries and the entries of its configuration folders).
 func (d *Daemon) checkWritable(ws string, facts plan.WorkspaceFacts, req *api.LaunchRequest, deps func() launchDepFolders) error {
 	if err := plan.CheckWorkspace(ws, facts); err != nil {
 		return err
@@ -164,7 +165,10 @@ func (d *Daemon) checkWritable(ws string, facts plan.WorkspaceFacts, req *api.La
 		return err
 	}
 	home, _ := os.UserHomeDir()
-	return plan.CheckStartupFiles(ws, startupFiles(home, req.Env))
+	if err := plan.CheckStartupFiles(ws, startupFiles(home, req.Env)); err != nil {
+		return err
+	}
+	return d.checkConfigLinks(ws, home, req.Env)
 }
 
 // hostPrograms are the host programs the daemon runs outside any box: those found so far
