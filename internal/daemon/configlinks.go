@@ -1,7 +1,9 @@
 package daemon
 
 import (
+	"os"
 	"path/filepath"
+	"sync"
 
 	"github.com/agentbox/agentbox/internal/plan"
 )
@@ -30,9 +32,14 @@ func (d *Daemon) configLinkFolders(home string, env []string) []string {
 	return out
 }
 
-// checkConfigLinks reports why ws must not be the workspace of a launch with environment
-// env because a symlink among the host's configuration leads into it (plan.CheckConfigLinks:
-// the home's dot-entries, the entries of configLinkFolders).
-func (d *Daemon) checkConfigLinks(ws, home string, env []string) error {
-	return plan.CheckConfigLinks(ws, home, plan.FindConfigLinks(home, d.configLinkFolders(home, env)))
+// findConfigLinks begins finding the symlinks among the host's configuration for a launch
+// with environment env (plan.FindConfigLinks: the home's dot-entries, the entries of
+// configLinkFolders) and returns the wait for them. It runs beside the launch's other
+// workspace rules: a readdir of some 30 folders and the links' resolution cost more than the
+// 0.2 ms a launch may spend on it (docs/benchmarks.md).
+func (d *Daemon) findConfigLinks(env []string) func() []plan.ConfigLink {
+	home, _ := os.UserHomeDir()
+	done := make(chan []plan.ConfigLink, 1) // never waited for when the launch is refused before
+	go func() { done <- plan.FindConfigLinks(home, d.configLinkFolders(home, env)) }()
+	return sync.OnceValue(func() []plan.ConfigLink { return <-done })
 }

@@ -104,6 +104,7 @@ func (d *Daemon) checkWorkspace(req *api.LaunchRequest) (ws, cwd string, deps fu
 	if !filepath.IsAbs(req.Workspace) {
 		return refused(&api.Error{Code: api.CodeBadRequest, Message: fmt.Sprintf("workspace %q is not absolute", req.Workspace)})
 	}
+	links := d.findConfigLinks(req.Env) // begun now, beside the rules before it
 	ws, err = filepath.EvalSymlinks(req.Workspace)
 	if err != nil {
 		return refused(&api.Error{Code: api.CodeWorkspaceRefused, Message: fmt.Sprintf("workspace %s: %v", req.Workspace, err)})
@@ -124,7 +125,7 @@ func (d *Daemon) checkWorkspace(req *api.LaunchRequest) (ws, cwd string, deps fu
 		}
 	}
 	deps = sync.OnceValue(func() launchDepFolders { return d.findDepFolders(ws, cwd) })
-	if err := d.checkWritable(ws, facts, req, deps); err != nil {
+	if err := d.checkWritable(ws, facts, req, deps, links); err != nil {
 		why, hint := workspaceRefusal(err)
 		return refused(&api.Error{Code: api.CodeWorkspaceRefused, Message: "workspace " + why, Hint: hint})
 	}
@@ -132,7 +133,7 @@ func (d *Daemon) checkWorkspace(req *api.LaunchRequest) (ws, cwd string, deps fu
 	// so that git in the box finds it; the program still starts where the user is.
 	if top := repoTop(ws); req.RepoWorkspace && top != "" && top != ws {
 		topDeps := sync.OnceValue(func() launchDepFolders { return d.findDepFolders(top, cwd) })
-		if err := d.checkWritable(top, facts, req, topDeps); err != nil {
+		if err := d.checkWritable(top, facts, req, topDeps, links); err != nil {
 			why, _ := workspaceRefusal(err)
 			notices = append(notices, fmt.Sprintf("agentbox: the workspace is %s, not the git repository around it: %s; git in the box will not see that repository (pass --workspace DIR to choose)", ws, why))
 		} else {
@@ -148,9 +149,9 @@ func (d *Daemon) checkWorkspace(req *api.LaunchRequest) (ws, cwd string, deps fu
 // (plan.CheckStartupFolders, with req's PATH less the entries in the launch's dependency
 // folders deps; plan.CheckHostPath, with the daemon's own PATH, whole, and the host programs
 // found through it; plan.CheckStartupFiles, the home's start-up files and git's
-// configuration, whatever they link to; checkConfigLinks, the symlinks among the home's
-// dot-entries and the entries of its configuration folders).
-func (d *Daemon) checkWritable(ws string, facts plan.WorkspaceFacts, req *api.LaunchRequest, deps func() launchDepFolders) error {
+// configuration, whatever they link to; plan.CheckConfigLinks, the symlinks links returns,
+// among the home's dot-entries and the entries of its configuration folders).
+func (d *Daemon) checkWritable(ws string, facts plan.WorkspaceFacts, req *api.LaunchRequest, deps func() launchDepFolders, links func() []plan.ConfigLink) error {
 	if err := plan.CheckWorkspace(ws, facts); err != nil {
 		return err
 	}
@@ -168,7 +169,7 @@ func (d *Daemon) checkWritable(ws string, facts plan.WorkspaceFacts, req *api.La
 	if err := plan.CheckStartupFiles(ws, startupFiles(home, req.Env)); err != nil {
 		return err
 	}
-	return d.checkConfigLinks(ws, home, req.Env)
+	return plan.CheckConfigLinks(ws, home, links())
 }
 
 // hostPrograms are the host programs the daemon runs outside any box: those found so far

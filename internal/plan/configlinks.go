@@ -12,6 +12,11 @@ import (
 type ConfigLink struct {
 	Link   string // the symlink, absolute, as the host's programs name it
 	Target string // where it leads, symlink-resolved (ResolveExisting, a dangling link too)
+	// Via are the paths the kernel passes on the way to Target, when they are not Target: what
+	// the link says (its folders not resolved), and that path with its folder resolved. A
+	// workspace holding one could replace it (~/.bashrc -> dotfiles/bashrc, itself a link out
+	// of dotfiles/, which a box replaces with a file of its own).
+	Via []string
 	// In is the configuration folder that holds Link ("" for a dot-entry of the home): no
 	// workspace is inside such a folder, so none is inside Target either.
 	In string
@@ -49,7 +54,8 @@ func FindConfigLinks(home string, folders []string) []ConfigLink {
 		rhome := r.dir(home)
 		for _, name := range symlinksIn(home) {
 			if strings.HasPrefix(name, ".") {
-				out = append(out, ConfigLink{Link: filepath.Join(home, name), Target: r.link(rhome, name)})
+				t, via := r.link(rhome, name)
+				out = append(out, ConfigLink{Link: filepath.Join(home, name), Target: t, Via: via})
 			}
 		}
 	}
@@ -66,7 +72,8 @@ func FindConfigLinks(home string, folders []string) []ConfigLink {
 		}
 		rdir := r.dir(dir)
 		for _, name := range names {
-			out = append(out, ConfigLink{Link: filepath.Join(dir, name), Target: r.link(rdir, name), In: dir})
+			t, via := r.link(rdir, name)
+			out = append(out, ConfigLink{Link: filepath.Join(dir, name), Target: t, Via: via, In: dir})
 		}
 	}
 	return out
@@ -98,30 +105,34 @@ func (r linkResolver) dir(d string) string {
 
 // link returns ResolveExisting of the entry name of the folder rdir (symlink-resolved): its
 // link read, and where it leads resolved as its folder (dir) and its last component (an
-// lstat: a link again is resolved whole). A target with ".." after another component is
-// resolved whole too: ".." is taken where the component before it leads, which the lexical
-// join would not do.
-func (r linkResolver) link(rdir, name string) string {
+// lstat: a link again is resolved whole); and the paths on the way (ConfigLink.Via). A target
+// with ".." after another component is resolved whole too: ".." is taken where the component
+// before it leads, which the lexical join would not do.
+func (r linkResolver) link(rdir, name string) (string, []string) {
 	p := filepath.Join(rdir, name)
 	t, err := os.Readlink(p)
 	if err != nil {
-		return ResolveExisting(p)
+		return ResolveExisting(p), nil
 	}
 	if !filepath.IsAbs(t) {
 		t = rdir + "/" + t
 	}
 	if !plainTarget(t, rdir) {
-		return ResolveExisting(p)
+		return ResolveExisting(p), nil
 	}
 	t = filepath.Clean(t)
 	if t == "/" {
-		return t
+		return t, nil
 	}
 	q := filepath.Join(r.dir(filepath.Dir(t)), filepath.Base(t))
-	if fi, err := os.Lstat(q); err == nil && fi.Mode()&os.ModeSymlink != 0 {
-		return ResolveExisting(q)
+	via := []string{t}
+	if q != t {
+		via = append(via, q)
 	}
-	return q
+	if fi, err := os.Lstat(q); err == nil && fi.Mode()&os.ModeSymlink != 0 {
+		return ResolveExisting(q), via
+	}
+	return q, via
 }
 
 // plainTarget reports whether t (absolute) holds a ".." only right after the prefix rdir (a
@@ -166,6 +177,11 @@ func CheckConfigLinks(ws, home string, links []ConfigLink) error {
 			why = l.In + " holds configuration or credentials that the host's programs read unboxed (an agent's hooks and MCP servers, ssh's Match exec and ProxyCommand run commands)"
 		}
 		hint := "work on a copy (git clone " + ws + " " + ws + "-work) and pull the reviewed change into " + ws + " yourself, or put a copy of the file in place of the link " + l.Link
+		for _, v := range l.Via {
+			if v != t && (v == ws || Within(v, ws)) {
+				return &WorkspaceError{Path: ws, Why: "holds " + v + ", through which " + l.Link + " leads to " + t + ": " + why + ", so a box could put a file of its own in its place, which runs on the host before any review", Hint: hint}
+			}
+		}
 		switch {
 		case t == ws || Within(t, ws):
 			return &WorkspaceError{Path: ws, Why: "holds " + what + ": " + why + ", so what a box writes there runs on the host before any review", Hint: hint}

@@ -67,6 +67,33 @@ func TestCheckConfigLinks(t *testing.T) {
 	}
 }
 
+// TestCheckConfigLinksVia: a link whose way passes through the workspace refuses it, though
+// it leads out of it (~/.bashrc -> dotfiles/bashrc -> /etc/skel/.bashrc): the box could put
+// a file in place of dotfiles/bashrc, or of a folder link on the way.
+func TestCheckConfigLinksVia(t *testing.T) {
+	root := mkHome(t, "home", "dotfiles", "outside/d")
+	home := filepath.Join(root, "home")
+	dot := filepath.Join(root, "dotfiles")
+	os.WriteFile(filepath.Join(root, "outside/f"), nil, 0o644)
+	os.WriteFile(filepath.Join(root, "outside/d/g"), nil, 0o644)
+	symlink(t, filepath.Join(root, "outside/f"), filepath.Join(dot, "bashrc"))
+	symlink(t, filepath.Join(root, "outside/d"), filepath.Join(dot, "d"))
+	symlink(t, filepath.Join(dot, "bashrc"), filepath.Join(home, ".bashrc"))
+	symlink(t, "../dotfiles/d/g", filepath.Join(home, ".g"))
+	for _, l := range FindConfigLinks(home, nil) {
+		if !Within(l.Target, filepath.Join(root, "outside")) {
+			t.Errorf("%s resolved to %s, want beneath outside/", l.Link, l.Target)
+		}
+		err := CheckConfigLinks(dot, home, []ConfigLink{l})
+		if err == nil || !strings.Contains(err.Error(), "through which "+l.Link+" leads to") {
+			t.Errorf("CheckConfigLinks(%s) with %s (via %v) = %v, want refused", dot, l.Link, l.Via, err)
+		}
+		if err := CheckConfigLinks(filepath.Join(root, "outside"), home, []ConfigLink{l}); err == nil {
+			t.Errorf("CheckConfigLinks(outside) with %s = nil, want refused (it holds the target)", l.Link)
+		}
+	}
+}
+
 // TestResolveExistingDanglingLink: a dangling symlink is followed to where a file written
 // through it is made; a start-up file linked to a file the workspace does not hold yet
 // refuses it (before, ResolveExisting returned the link, and the box could make the file).
@@ -87,69 +114,6 @@ func TestResolveExistingDanglingLink(t *testing.T) {
 	}
 	if err := CheckStartupFiles(filepath.Join(root, "dotfiles"), HomeStartup(home)); err == nil || !strings.Contains(err.Error(), ".gitconfig leads to") {
 		t.Errorf("CheckStartupFiles(dotfiles) with a dangling ~/.gitconfig into it = %v, want refused", err)
-	}
-}
-
-// BenchmarkConfigLinks: FindConfigLinks and CheckConfigLinks of a home shaped like a dotfiles
-// user's (60 dot-entries, 15 of them links; 20 configuration folders of 10 entries, 2 links
-// each; ~/.config of 40 entries, 10 links), and of the machine's own home with the same
-// folders (docs/benchmarks.md).
-func BenchmarkConfigLinks(b *testing.B) {
-	root, _ := filepath.EvalSymlinks(b.TempDir())
-	home := filepath.Join(root, "home")
-	dot := filepath.Join(root, "dotfiles")
-	os.MkdirAll(dot, 0o755)
-	var folders []string
-	for i := 0; i < 60; i++ {
-		name := filepath.Join(home, ".d"+string(rune('a'+i%26))+string(rune('a'+i/26)))
-		switch {
-		case i < 15:
-			os.MkdirAll(home, 0o755)
-			os.WriteFile(filepath.Join(dot, filepath.Base(name)), nil, 0o644)
-			os.Symlink(filepath.Join(dot, filepath.Base(name)), name)
-		case i < 35:
-			os.MkdirAll(name, 0o755)
-			folders = append(folders, name)
-			for j := 0; j < 10; j++ {
-				f := filepath.Join(name, "e"+string(rune('a'+j)))
-				if j < 2 {
-					os.Symlink(filepath.Join(dot, "x"), f)
-				} else {
-					os.WriteFile(f, nil, 0o644)
-				}
-			}
-		default:
-			os.WriteFile(name, nil, 0o644)
-		}
-	}
-	cfg := filepath.Join(home, ".config")
-	os.MkdirAll(cfg, 0o755)
-	folders = append(folders, cfg)
-	for j := 0; j < 40; j++ {
-		f := filepath.Join(cfg, "c"+string(rune('a'+j%26))+string(rune('a'+j/26)))
-		if j < 10 {
-			os.Symlink(filepath.Join(dot, "c", filepath.Base(f)), f)
-		} else {
-			os.MkdirAll(f, 0o755)
-		}
-	}
-	own, _ := os.UserHomeDir()
-	var ownFolders []string
-	for _, h := range append(append([]string(nil), HarnessHomes...), ConfigFolders...) {
-		ownFolders = append(ownFolders, filepath.Join(own, h))
-	}
-	for _, c := range []struct {
-		name    string
-		home    string
-		folders []string
-	}{{"dotfiles-home", home, folders}, {"own-home", own, ownFolders}} {
-		b.Run(c.name, func(b *testing.B) {
-			for i := 0; i < b.N; i++ {
-				if err := CheckConfigLinks("/tmp/project/x", c.home, FindConfigLinks(c.home, c.folders)); err != nil {
-					b.Fatal(err)
-				}
-			}
-		})
 	}
 }
 
