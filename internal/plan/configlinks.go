@@ -12,9 +12,9 @@ import (
 type ConfigLink struct {
 	Link   string // the symlink, absolute, as the host's programs name it
 	Target string // where it leads, symlink-resolved (ResolveExisting, a dangling link too)
-	// Via are the paths the kernel passes on the way to Target, when they are not Target: what
-	// the link says (its folders not resolved), and that path with its folder resolved. A
-	// workspace holding one could replace it (~/.bashrc -> dotfiles/bashrc, itself a link out
+	// Via are paths the kernel passes on the way to Target (one may be Target): what the link
+	// says (its folders not resolved), and that path with its folder resolved. A workspace
+	// holding one that is not Target could replace it (~/.bashrc -> dotfiles/bashrc, itself a link out
 	// of dotfiles/, which a box replaces with a file of its own).
 	Via []string
 	// In is the configuration folder that holds Link ("" for a dot-entry of the home): no
