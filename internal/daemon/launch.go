@@ -104,6 +104,7 @@ func (d *Daemon) checkWorkspace(req *api.LaunchRequest, eff *config.Effective) (
 	if !filepath.IsAbs(req.Workspace) {
 		return refused(&api.Error{Code: api.CodeBadRequest, Message: fmt.Sprintf("workspace %q is not absolute", req.Workspace)})
 	}
+	links := d.findConfigLinks(req.Env) // begun now, beside the rules before it
 	ws, err = filepath.EvalSymlinks(req.Workspace)
 	if err != nil {
 		return refused(&api.Error{Code: api.CodeWorkspaceRefused, Message: fmt.Sprintf("workspace %s: %v", req.Workspace, err)})
@@ -124,7 +125,7 @@ func (d *Daemon) checkWorkspace(req *api.LaunchRequest, eff *config.Effective) (
 		}
 	}
 	deps = sync.OnceValue(func() launchDepFolders { return d.findDepFolders(ws, cwd) })
-	if err := d.checkWritable(ws, facts, req, deps, eff); err != nil {
+	if err := d.checkWritable(ws, facts, req, deps, eff, links); err != nil {
 		why, hint := workspaceRefusal(err)
 		return refused(&api.Error{Code: api.CodeWorkspaceRefused, Message: "workspace " + why, Hint: hint})
 	}
@@ -132,7 +133,7 @@ func (d *Daemon) checkWorkspace(req *api.LaunchRequest, eff *config.Effective) (
 	// so that git in the box finds it; the program still starts where the user is.
 	if top := repoTop(ws); req.RepoWorkspace && top != "" && top != ws {
 		topDeps := sync.OnceValue(func() launchDepFolders { return d.findDepFolders(top, cwd) })
-		if err := d.checkWritable(top, facts, req, topDeps, eff); err != nil {
+		if err := d.checkWritable(top, facts, req, topDeps, eff, links); err != nil {
 			why, _ := workspaceRefusal(err)
 			notices = append(notices, fmt.Sprintf("agentbox: the workspace is %s, not the git repository around it: %s; git in the box will not see that repository (pass --workspace DIR to choose)", ws, why))
 		} else {
@@ -149,9 +150,10 @@ func (d *Daemon) checkWorkspace(req *api.LaunchRequest, eff *config.Effective) (
 // folders deps; plan.CheckHostPath, with the daemon's own PATH, whole, and the host programs
 // found through it and the credential helpers the launch's configuration eff names;
 // plan.CheckStartupFiles, the home's start-up files and git's configuration, whatever they
-// link to; plan.CheckHostFiles, agentbox's own configuration files and the credential files
-// and helper arguments eff names).
-func (d *Daemon) checkWritable(ws string, facts plan.WorkspaceFacts, req *api.LaunchRequest, deps func() launchDepFolders, eff *config.Effective) error {
+// link to; plan.CheckConfigLinks, the symlinks links returns, among the home's dot-entries and
+// the entries of its configuration folders; plan.CheckHostFiles, agentbox's own configuration
+// files and the credential files and helper arguments eff names).
+func (d *Daemon) checkWritable(ws string, facts plan.WorkspaceFacts, req *api.LaunchRequest, deps func() launchDepFolders, eff *config.Effective, links func() []plan.ConfigLink) error {
 	if err := plan.CheckWorkspace(ws, facts); err != nil {
 		return err
 	}
@@ -168,6 +170,9 @@ func (d *Daemon) checkWritable(ws string, facts plan.WorkspaceFacts, req *api.La
 	}
 	home, _ := os.UserHomeDir()
 	if err := plan.CheckStartupFiles(ws, startupFiles(home, req.Env)); err != nil {
+		return err
+	}
+	if err := plan.CheckConfigLinks(ws, home, links()); err != nil {
 		return err
 	}
 	return plan.CheckHostFiles(ws, d.configHostFiles(eff, home))

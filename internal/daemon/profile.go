@@ -295,6 +295,16 @@ func homePlaceholders(cfg config.Config, id, home string) []integrity.Placeholde
 // harnessHomes returns the home-relative harness directories of every profile in force, for
 // the workspace guard.
 func (d *Daemon) harnessHomes() []string {
+	set := d.profileSet()
+	if set == nil {
+		return nil
+	}
+	return set.HarnessHomes()
+}
+
+// profileSet returns the set of every profile in force (the built-in ones when the
+// configuration's do not make one), or nil.
+func (d *Daemon) profileSet() *profile.Set {
 	d.mu.Lock()
 	var programs map[string]profile.Profile
 	if d.cfg != nil {
@@ -305,8 +315,5 @@ func (d *Daemon) harnessHomes() []string {
 	if err != nil {
 		set, _ = profile.NewSet(nil)
 	}
-	if set == nil {
-		return nil
-	}
-	return set.HarnessHomes()
+	return set
 }

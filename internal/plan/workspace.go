@@ -478,8 +478,15 @@ func CheckHostFiles(ws string, files []HostFile) error {
 
 // ResolveExisting returns p (absolute) cleaned, with the symlinks of its longest leading part
 // that exists resolved and the rest as written: what the kernel reaches through p, or would
-// once the rest is made.
-func ResolveExisting(p string) string {
+// once the rest is made. A dangling symlink on the way is followed to where it leads: a file
+// written through it is made there (~/.gitconfig -> dotfiles/gitconfig before that file
+// exists; before, the link itself was returned, and a workspace holding where it led was
+// accepted).
+func ResolveExisting(p string) string { return resolveExisting(p, 0) }
+
+// resolveExisting is ResolveExisting, having followed links dangling symlinks so far (at most 40,
+// as the kernel does).
+func resolveExisting(p string, links int) string {
 	p = filepath.Clean(p)
 	if r, err := filepath.EvalSymlinks(p); err == nil {
 		return r
@@ -488,7 +495,15 @@ func ResolveExisting(p string) string {
 	if dir == p {
 		return p
 	}
-	return filepath.Join(ResolveExisting(dir), filepath.Base(p))
+	rdir := resolveExisting(dir, links)
+	q := filepath.Join(rdir, filepath.Base(p))
+	if t, err := os.Readlink(q); err == nil && links < 40 {
+		if !filepath.IsAbs(t) {
+			t = filepath.Join(rdir, t)
+		}
+		return resolveExisting(t, links+1)
+	}
+	return q
 }
 
 // resolveShown returns ResolveExisting(p), and p as a refusal names it: with where it leads

@@ -248,6 +248,30 @@ func (s *Set) HarnessHomes() []string {
 	return out
 }
 
+// HomeEntryFolders returns the home-relative folders that hold a home entry of some profile
+// beneath its harness home (".claude" for ".claude/settings.json", ".gemini/agentbox-trust";
+// none for a harness home itself: ".cache" for ".cache/copilot" is not one), sorted: the
+// workspace rule looks for symlinks among their entries (plan.FindConfigLinks).
+func (s *Set) HomeEntryFolders() []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, id := range s.IDs() {
+		for _, h := range s.byID[id].Home {
+			c := filepath.Clean(h.Path)
+			if harnessDir(c) == c {
+				continue // a harness home itself: the workspace rule resolves it (plan.CheckWorkspace)
+			}
+			d := filepath.Dir(c)
+			if !seen[d] {
+				seen[d] = true
+				out = append(out, d)
+			}
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
 // harnessDir reduces a home-relative path to the harness directory that holds it: its first
 // component, or the harness's folder inside a folder harnesses share (.config/X, .cache/X,
 // .local/share/X, .local/state/X).

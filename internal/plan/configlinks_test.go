@@ -1,0 +1,153 @@
+package plan
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestCheckConfigLinks (review 19, F3): a symlink among the home's dot-entries, or among the
+// entries of a configuration folder, that leads into the workspace refuses it, naming the
+// link and where it leads; one leading elsewhere does not. An entry of a configuration
+// folder refuses a workspace inside where it leads too (as the folder does), except the home
+// and above; a dot-entry of the home does not (a workspace inside an unlinked ~/.foo is
+// accepted as well).
+func TestCheckConfigLinks(t *testing.T) {
+	root := mkHome(t, "home/.claude", "home/.ssh", "home/.cargo", "home/.config", "home/src/p",
+		"dotfiles/claude", "dotfiles/nvim/lua", "data/proj", "data/foo/sub")
+	home := filepath.Join(root, "home")
+	dot := filepath.Join(root, "dotfiles")
+	for _, f := range []string{"bash_aliases", "claude/settings.json", "ssh_config", "cargo.toml"} {
+		if err := os.WriteFile(filepath.Join(dot, f), []byte("x\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	symlink(t, "../dotfiles/bash_aliases", filepath.Join(home, ".bash_aliases")) // a dot-file no list names
+	symlink(t, filepath.Join(dot, "claude/settings.json"), filepath.Join(home, ".claude/settings.json"))
+	symlink(t, filepath.Join(dot, "ssh_config"), filepath.Join(home, ".ssh/config"))
+	symlink(t, filepath.Join(dot, "sshrc"), filepath.Join(home, ".ssh/rc"))                 // dangling: the box would make it
+	symlink(t, filepath.Join(dot, "cargo.toml"), filepath.Join(home, ".cargo/config.toml")) // plan.ConfigFolders
+	symlink(t, filepath.Join(dot, "nvim"), filepath.Join(home, ".config/nvim"))             // a folder entry
+	symlink(t, filepath.Join(root, "data/foo"), filepath.Join(home, ".foo"))                // a dot-folder
+	symlink(t, root, filepath.Join(home, ".config/up"))                                     // above the home
+	links := FindConfigLinks(home, []string{filepath.Join(home, ".claude"), filepath.Join(home, ".ssh"),
+		filepath.Join(home, ".cargo"), filepath.Join(home, ".config"), filepath.Join(home, ".absent"), filepath.Join(home, ".claude.json")})
+	if len(links) != 8 {
+		t.Fatalf("FindConfigLinks found %d links, want 8: %+v", len(links), links)
+	}
+	for ws, want := range map[string]string{
+		dot:                                 "", // any of them: checked below
+		filepath.Join(dot, "nvim"):          "holds " + filepath.Join(dot, "nvim") + ", which " + filepath.Join(home, ".config/nvim") + " leads to",
+		filepath.Join(dot, "nvim/lua"):      "is inside " + filepath.Join(dot, "nvim") + ", which " + filepath.Join(home, ".config/nvim"),
+		filepath.Join(dot, "claude"):        "holds " + filepath.Join(dot, "claude/settings.json") + ", which " + filepath.Join(home, ".claude/settings.json") + " leads to",
+		filepath.Join(root, "data"):         "holds " + filepath.Join(root, "data/foo") + ", which " + filepath.Join(home, ".foo") + " leads to",
+		filepath.Join(root, "data/foo/sub"): "-",
+		filepath.Join(root, "data/proj"):    "-",
+		filepath.Join(home, "src/p"):        "-",
+	} {
+		err := CheckConfigLinks(ws, home, links)
+		switch {
+		case want == "-" && err != nil:
+			t.Errorf("CheckConfigLinks(%s) = %v, want nil", ws, err)
+		case want != "-" && (!errors.Is(err, ErrWorkspaceRefused) || !strings.Contains(err.Error(), want)):
+			t.Errorf("CheckConfigLinks(%s) = %v, want refused saying %q", ws, err, want)
+		}
+	}
+	// Each link alone refuses the dotfiles folder, the dangling ~/.ssh/rc too.
+	for _, l := range links {
+		if l.Link == filepath.Join(home, ".foo") || l.Link == filepath.Join(home, ".config/up") {
+			continue
+		}
+		err := CheckConfigLinks(dot, home, []ConfigLink{l})
+		if err == nil || !strings.Contains(err.Error(), l.Link+" leads to") || !strings.Contains(err.Error(), "put a copy of the file in place of the link") {
+			t.Errorf("CheckConfigLinks(%s) with %s -> %s = %v, want refused naming the link and the fix", dot, l.Link, l.Target, err)
+		}
+	}
+}
+
+// TestCheckConfigLinksVia: a link whose way passes through the workspace refuses it, though
+// it leads out of it (~/.bashrc -> dotfiles/bashrc -> /etc/skel/.bashrc): the box could put
+// a file in place of dotfiles/bashrc, or of a folder link on the way.
+func TestCheckConfigLinksVia(t *testing.T) {
+	root := mkHome(t, "home", "dotfiles", "outside/d")
+	home := filepath.Join(root, "home")
+	dot := filepath.Join(root, "dotfiles")
+	os.WriteFile(filepath.Join(root, "outside/f"), nil, 0o644)
+	os.WriteFile(filepath.Join(root, "outside/d/g"), nil, 0o644)
+	symlink(t, filepath.Join(root, "outside/f"), filepath.Join(dot, "bashrc"))
+	symlink(t, filepath.Join(root, "outside/d"), filepath.Join(dot, "d"))
+	symlink(t, filepath.Join(dot, "bashrc"), filepath.Join(home, ".bashrc"))
+	symlink(t, "../dotfiles/d/g", filepath.Join(home, ".g"))
+	for _, l := range FindConfigLinks(home, nil) {
+		if !Within(l.Target, filepath.Join(root, "outside")) {
+			t.Errorf("%s resolved to %s, want beneath outside/", l.Link, l.Target)
+		}
+		err := CheckConfigLinks(dot, home, []ConfigLink{l})
+		if err == nil || !strings.Contains(err.Error(), "through which "+l.Link+" leads to") {
+			t.Errorf("CheckConfigLinks(%s) with %s (via %v) = %v, want refused", dot, l.Link, l.Via, err)
+		}
+		if err := CheckConfigLinks(filepath.Join(root, "outside"), home, []ConfigLink{l}); err == nil {
+			t.Errorf("CheckConfigLinks(outside) with %s = nil, want refused (it holds the target)", l.Link)
+		}
+	}
+}
+
+// TestResolveExistingDanglingLink: a dangling symlink is followed to where a file written
+// through it is made; a start-up file linked to a file the workspace does not hold yet
+// refuses it (before, ResolveExisting returned the link, and the box could make the file).
+func TestResolveExistingDanglingLink(t *testing.T) {
+	root := mkHome(t, "home", "dotfiles")
+	home := filepath.Join(root, "home")
+	symlink(t, "../dotfiles/gitconfig", filepath.Join(home, ".gitconfig"))
+	symlink(t, filepath.Join(root, "dotfiles/cfg"), filepath.Join(home, ".config")) // a dangling folder link
+	symlink(t, "loop", filepath.Join(home, "loop"))
+	for in, want := range map[string]string{
+		filepath.Join(home, ".gitconfig"):         filepath.Join(root, "dotfiles/gitconfig"),
+		filepath.Join(home, ".config/git/config"): filepath.Join(root, "dotfiles/cfg/git/config"),
+		filepath.Join(home, "loop"):               filepath.Join(home, "loop"),
+	} {
+		if got := ResolveExisting(in); got != want {
+			t.Errorf("ResolveExisting(%s) = %s, want %s", in, got, want)
+		}
+	}
+	if err := CheckStartupFiles(filepath.Join(root, "dotfiles"), HomeStartup(home)); err == nil || !strings.Contains(err.Error(), ".gitconfig leads to") {
+		t.Errorf("CheckStartupFiles(dotfiles) with a dangling ~/.gitconfig into it = %v, want refused", err)
+	}
+}
+
+// TestLinkResolver: FindConfigLinks' resolution of each link is ResolveExisting's, for
+// relative and absolute links, through symlinked folders, with ".." after a symlinked
+// component, chains of links, dangling ones and a loop.
+func TestLinkResolver(t *testing.T) {
+	root := mkHome(t, "home", "real/dot/sub", "real/other")
+	home := filepath.Join(root, "home")
+	symlink(t, "real", filepath.Join(root, "via"))
+	symlink(t, "real/dot/sub", filepath.Join(root, "subl"))
+	os.WriteFile(filepath.Join(root, "real/dot/f"), nil, 0o644)
+	os.WriteFile(filepath.Join(root, "real/other/g"), nil, 0o644)
+	for name, target := range map[string]string{
+		".rel":      "../real/dot/f",
+		".abs":      filepath.Join(root, "via/dot/f"),
+		".dotdot":   "../subl/../f", // subl/.. is real/dot, not root
+		".dotdot2":  filepath.Join(root, "subl/../f"),
+		".chain":    ".rel",
+		".dangling": "../via/dot/absent",
+		".dangdir":  filepath.Join(root, "via/nodir/x"),
+		".loop":     ".loop",
+		".root":     "/",
+		".up":       "..",
+	} {
+		symlink(t, target, filepath.Join(home, name))
+	}
+	links := FindConfigLinks(home, nil)
+	if len(links) != 10 {
+		t.Fatalf("found %d links, want 10: %+v", len(links), links)
+	}
+	for _, l := range links {
+		if want := ResolveExisting(l.Link); l.Target != want {
+			t.Errorf("%s: resolved to %s, want %s", l.Link, l.Target, want)
+		}
+	}
+}

@@ -1,0 +1,71 @@
+//go:build linux
+
+package e2e
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestAttackConfigLinkedIntoWorkspace (review 19, F3, the general rule): beyond the agents'
+// files of TestAttackHarnessConfigLinkedIntoWorkspace, any dot-entry of the home and any
+// entry of a configuration folder linked into a dotfiles workspace refuses it, named with
+// where it leads: a dot-file no list names (~/.bash_aliases, which Debian's ~/.bashrc
+// sources), cargo's ~/.cargo/config.toml (a build.rustc-wrapper runs at every cargo build),
+// docker's ~/.docker/config.json (credsStore names a helper docker runs), a folder
+// (~/.config/systemd -> dotfiles/systemd, whose user units systemd runs at login), and a link
+// that leads where no file is yet (~/.gitconfig -> dotfiles/gitconfig: the box would make
+// it). A link leading out of the workspace does not refuse it (the control).
+func TestAttackConfigLinkedIntoWorkspace(t *testing.T) {
+	for _, c := range []struct{ name, home, target, write string }{
+		{"bash_aliases", ".bash_aliases", "bash_aliases", "bash_aliases"},
+		{"cargo config", ".cargo/config.toml", "cargo.toml", "cargo.toml"},
+		{"docker config", ".docker/config.json", "docker.json", "docker.json"},
+		{"systemd folder", ".config/systemd", "systemd/", "systemd/user/x.service"},
+		{"dangling gitconfig", ".gitconfig", "-gitconfig", "gitconfig"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			e := NewEnv(t)
+			dotfiles := filepath.Join(e.Work, "dotfiles")
+			target := filepath.Join(dotfiles, strings.Trim(c.target, "-/"))
+			if err := os.MkdirAll(dotfiles, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			switch {
+			case strings.HasSuffix(c.target, "/"):
+				os.MkdirAll(filepath.Join(target, "user"), 0o755)
+			case !strings.HasPrefix(c.target, "-"): // "-": the link dangles
+				os.WriteFile(target, []byte("# mine\n"), 0o600)
+			}
+			link := filepath.Join(e.Home, c.home)
+			os.MkdirAll(filepath.Dir(link), 0o700)
+			if err := os.Symlink(target, link); err != nil {
+				t.Fatal(err)
+			}
+			written := filepath.Join(dotfiles, c.write)
+			r := e.Box(fmt.Sprintf("echo pwned > %q", written))
+			t.Logf("box: exit %d\n%s\n%s", r.Code, r.Stdout, r.Stderr)
+			if b, _ := os.ReadFile(filepath.Join(link, strings.TrimPrefix(c.write, strings.Trim(c.target, "-/")))); strings.Contains(string(b), "pwned") {
+				t.Fatalf("the box wrote the host's %s (a link to %s in the workspace), which the host reads at its next start", link, target)
+			}
+			if r.Code != 125 || !strings.Contains(r.Stderr, link) || !strings.Contains(r.Stderr, "leads to") {
+				t.Errorf("the launch was not refused naming %s and where it leads: exit %d\n%s", link, r.Code, r.Stderr)
+			}
+		})
+	}
+	t.Run("link out of the workspace", func(t *testing.T) {
+		e := NewEnv(t)
+		elsewhere := filepath.Join(e.Root, "dotfiles")
+		os.MkdirAll(elsewhere, 0o755)
+		os.WriteFile(filepath.Join(elsewhere, "bash_aliases"), nil, 0o600)
+		if err := os.Symlink(filepath.Join(elsewhere, "bash_aliases"), filepath.Join(e.Home, ".bash_aliases")); err != nil {
+			t.Fatal(err)
+		}
+		if r := e.Box("echo ok"); r.Code != 0 || !strings.Contains(r.Stdout, "ok") {
+			t.Fatalf("a launch with ~/.bash_aliases linked out of the workspace: exit %d\n%s\n%s", r.Code, r.Stdout, r.Stderr)
+		}
+	})
+}
