@@ -13,6 +13,7 @@ import (
 	"github.com/agentbox/agentbox/internal/api"
 	"github.com/agentbox/agentbox/internal/integrity"
 	"github.com/agentbox/agentbox/internal/launchdir"
+	"github.com/agentbox/agentbox/internal/testenv"
 )
 
 // setPath sets the PATH of e's agentbox (and of the daemon it starts) to path.
@@ -284,7 +285,7 @@ func TestLostLaunchWorkFolders(t *testing.T) {
 	write(t, filepath.Join(e.home, ".npm", "host-file"), "host\n") // an overlay of the host's ~/.npm
 	id := strings.TrimSpace(e.run("run", "-d", "sh", "--", "-c", "while [ ! -e stop ]; do sleep 0.05; done"))
 	l := e.waitLaunch(id, "running", func(l api.Launch) bool { return l.State == api.StateRunning && l.ShimPid > 0 && l.BoxPid > 0 })
-	t.Cleanup(func() { syscall.Kill(l.BoxPid, syscall.SIGKILL) })
+	testenv.KillAtCleanup(t, l.BoxPid)
 	works, _ := filepath.Glob(filepath.Join(e.state, "agentbox", "cache", "*", "work", id))
 	if len(works) != 1 {
 		t.Fatalf("the launch's overlay work folders: %v, want one folder (the test would prove nothing)", works)

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"testing"
 
 	"golang.org/x/sys/unix"
 
@@ -43,4 +44,23 @@ func KillStaleDaemon(pid int, runtime string) {
 		return
 	}
 	unix.PidfdSendSignal(pfd, unix.SIGKILL, nil, 0)
+}
+
+// KillAtCleanup SIGKILLs process pid when t ends, if it still runs then. The process is pinned
+// by a pidfd now, while the caller knows it runs: a pid kept until a test's cleanup may name
+// another process by then (the process ended, the pids wrapped), and a plain kill(2) of it
+// SIGKILLed a real claude of a parallel test in two CI runs (integrity
+// TestLostLaunchWorkFolders killed its box's pid at cleanup, the box having ended long before).
+func KillAtCleanup(t testing.TB, pid int) {
+	if pid <= 0 {
+		return
+	}
+	pfd, err := unix.PidfdOpen(pid, 0)
+	if err != nil {
+		return // already gone
+	}
+	t.Cleanup(func() {
+		unix.PidfdSendSignal(pfd, unix.SIGKILL, nil, 0)
+		unix.Close(pfd)
+	})
 }

@@ -74,13 +74,11 @@ func runJob(t *testing.T, folder string, attr *syscall.SysProcAttr) int {
 	children := fmt.Sprintf("/proc/%d/task/%d/children", c.Process.Pid, c.Process.Pid)
 	for i := 0; ; i++ {
 		if b, _ := os.ReadFile(children); len(strings.TrimSpace(string(b))) > 0 {
-			t.Cleanup(func() {
-				for _, f := range strings.Fields(string(b)) {
-					if pid, err := strconv.Atoi(f); err == nil {
-						syscall.Kill(pid, syscall.SIGKILL)
-					}
+			for _, f := range strings.Fields(string(b)) {
+				if pid, err := strconv.Atoi(f); err == nil {
+					testenv.KillAtCleanup(t, pid) // pinned now: by the cleanup the pid may be another's
 				}
-			})
+			}
 			return c.Process.Pid
 		}
 		if i == 500 {
