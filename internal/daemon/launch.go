@@ -437,7 +437,7 @@ func (d *Daemon) launch(ctx context.Context, req *api.LaunchRequest) (*api.Launc
 		if err != nil {
 			return err
 		}
-		if err := d.toolchains(id, ws, cwd, home, req.Env, d.workspaceFacts(), &contrib); err != nil {
+		if err := d.toolchains(id, ws, cwd, home, path, req.Env, d.workspaceFacts(), &contrib); err != nil {
 			return &api.Error{Code: api.CodeBoxSetupFailed, Message: "box cache " + boxCache(d.stateDir, ws) + ": " + err.Error(),
 				Hint: "check free space and permissions of " + d.stateDir}
 		}

@@ -9,6 +9,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"os/user"
 	pathpkg "path"
 	"path/filepath"
 	"slices"
@@ -99,13 +100,13 @@ func goProxyNoUserinfo(v string) string {
 var toolchainCompanions = map[string][]string{".cargo/bin": {".rustup"}}
 
 // toolchains adds to c what launch id's box needs to build the user's project
-// (docs/toolchains.md): the toolchains on the caller's PATH under home, read-only at their own
-// paths; the host's Go module cache, read-only, as the first GOPROXY; the bytecode of the
+// (docs/toolchains.md): the toolchains on the caller's PATH under home, and the install prefix
+// of the program prog itself (programRoot), read-only at their own paths; the host's Go module cache, read-only, as the first GOPROXY; the bytecode of the
 // system's Python and of the toolchain Pythons the launch selects from its start folder cwd;
 // and the box cache for what the box's builds write (the workspace ws's own). env is the caller's environment; facts are the workspace
 // rules, which also decide which parts of the home a toolchain may bring (never a harness
 // home, never the home itself).
-func (d *Daemon) toolchains(id, ws, cwd, home string, env []string, facts plan.WorkspaceFacts, c *plan.Contributions) error {
+func (d *Daemon) toolchains(id, ws, cwd, home, prog string, env []string, facts plan.WorkspaceFacts, c *plan.Contributions) error {
 	var roots []string
 	rhome := plan.ResolveExisting(home) // toolchainRoots' are resolved
 	for _, p := range toolchainRoots(home, envValue(env, "PATH"), facts) {
@@ -115,6 +116,9 @@ func (d *Daemon) toolchains(id, ws, cwd, home string, env []string, facts plan.W
 		if !slices.ContainsFunc(roots, func(r string) bool { return p == r || plan.Within(p, r) }) {
 			roots = append(roots, p)
 		}
+	}
+	if p := programRoot(home, prog, roots, facts); p != "" {
+		roots = append(roots, p)
 	}
 	for _, r := range roots {
 		if rel, err := filepath.Rel(rhome, r); err == nil {
@@ -536,6 +540,87 @@ func toolchainRoots(home, path string, facts plan.WorkspaceFacts) []string {
 		}
 	}
 	return out
+}
+
+// programRoot returns the install prefix to bind read-only for the launch's program prog
+// (absolute, symlink-resolved; "" for none), when prog lies in a bin/ or shims/ folder whose
+// parent is an install prefix that none of roots (what the PATH entries under home brought)
+// holds: a pyenv shim runs $PYENV_ROOT/libexec/pyenv, which runs the version
+// $PYENV_ROOT/version selects, so the shim alone, which is what plan.Build binds of a program
+// outside the system folders and the workspace, failed in the box (exit 127: "libexec/pyenv:
+// No such file or directory"). That happened whenever the shim's folder was not under the
+// daemon's home: root's ~/.pyenv while $HOME was another folder (every test environment, a
+// daemon started from such a shell), a PYENV_ROOT outside the home, a ~/.pyenv linked to
+// another disk. The prefix is chosen by toolchainPrefix's rules, relative to the home it lies
+// in: home, else the account's home in the password database (accountHome), else none (no
+// known layout, and no .git in it or in any folder above it); it must pass the workspace
+// rules with the facts of home and, when it lies in the account's home, with those of that
+// home (never the home itself, a harness home, agentbox's own folders); it is never a folder
+// of the system or the home itself, nor a package cache's (~/.cargo, an overlay).
+func programRoot(home, prog string, roots []string, facts plan.WorkspaceFacts) string {
+	if !filepath.IsAbs(prog) {
+		return ""
+	}
+	dir := filepath.Dir(prog)
+	if b := filepath.Base(dir); b != "bin" && b != "shims" {
+		return ""
+	}
+	p := filepath.Dir(dir)
+	if slices.ContainsFunc(roots, func(r string) bool { return p == r || plan.Within(p, r) }) {
+		return ""
+	}
+	sys := facts.SystemDirs
+	if sys == nil {
+		sys = plan.DefaultSystemDirs
+	}
+	if slices.ContainsFunc(sys, func(d string) bool { return p == d || plan.Within(p, d) }) {
+		return "" // the box sees it already
+	}
+	rhome := plan.ResolveExisting(home)
+	owner := ""
+	switch acct := accountHome(); {
+	case p == rhome || plan.Within(rhome, p) || isPackageCache(rhome, p):
+		return ""
+	case plan.Within(p, rhome):
+		owner = rhome
+	case acct != "" && (p == acct || plan.Within(acct, p)):
+		return ""
+	case acct != "" && plan.Within(p, acct):
+		owner = acct
+		if isPackageCache(acct, p) {
+			return ""
+		}
+		f := facts
+		f.Home = acct
+		if plan.CheckWorkspace(p, f.ResolveHarness()) != nil {
+			return ""
+		}
+	}
+	if owner == "" {
+		// In no home: a prefix in no git work tree (toolchainPrefix looks for one only
+		// beneath the home it is given).
+		for d := p; d != "/"; d = filepath.Dir(d) {
+			if hasEntry(d, ".git") {
+				return ""
+			}
+		}
+		owner = rhome
+	}
+	if !isPlainDir(p) || !toolchainPrefix(owner, p) || plan.CheckWorkspace(p, facts) != nil {
+		return ""
+	}
+	return p
+}
+
+// accountHome returns the home directory of the daemon's user in the password database,
+// symlink-resolved ("" when it cannot be read): the home its toolchains were installed in
+// when $HOME names another folder.
+func accountHome() string {
+	u, err := user.Current()
+	if err != nil || !filepath.IsAbs(u.HomeDir) {
+		return ""
+	}
+	return plan.ResolveExisting(u.HomeDir)
 }
 
 // toolchainLayouts are the install prefixes (home-relative, path.Match patterns) of the

@@ -39,7 +39,7 @@ func TestToolchainsGoProxyNoCredentials(t *testing.T) {
 	home := t.TempDir()
 	var c plan.Contributions
 	env := []string{"GOPROXY=https://alice:SECRET@goproxy.corp.example/,direct", "GOMODCACHE=" + filepath.Join(home, "none")}
-	if err := d.toolchains("launch1", "/ws", "", home, env, plan.WorkspaceFacts{}, &c); err != nil {
+	if err := d.toolchains("launch1", "/ws", "", home, "", env, plan.WorkspaceFacts{}, &c); err != nil {
 		t.Fatal(err)
 	}
 	got := ""
@@ -60,7 +60,7 @@ func TestBoxCachePerWorkspace(t *testing.T) {
 	home := t.TempDir()
 	binds := func(ws string) []string {
 		var c plan.Contributions
-		if err := d.toolchains("launch1", ws, "", home, []string{"GOPROXY=off"}, plan.WorkspaceFacts{}, &c); err != nil {
+		if err := d.toolchains("launch1", ws, "", home, "", []string{"GOPROXY=off"}, plan.WorkspaceFacts{}, &c); err != nil {
 			t.Fatal(err)
 		}
 		var out []string
@@ -176,7 +176,7 @@ func TestToolchainsCargoHome(t *testing.T) {
 	}
 	var c plan.Contributions
 	env := []string{"PATH=" + bin + ":/usr/bin", "GOPROXY=off"}
-	if err := d.toolchains("launch1", "/ws", "", home, env, plan.WorkspaceFacts{Home: home}, &c); err != nil {
+	if err := d.toolchains("launch1", "/ws", "", home, "", env, plan.WorkspaceFacts{Home: home}, &c); err != nil {
 		t.Fatal(err)
 	}
 	got := map[string][]plan.Mount{}
@@ -215,7 +215,7 @@ func TestToolchainsCargoHome(t *testing.T) {
 func TestToolchainsBuildOutputInBoxCache(t *testing.T) {
 	d := &Daemon{stateDir: t.TempDir()}
 	var c plan.Contributions
-	if err := d.toolchains("launch1", "/ws", "", t.TempDir(), []string{"GOPROXY=off"}, plan.WorkspaceFacts{}, &c); err != nil {
+	if err := d.toolchains("launch1", "/ws", "", t.TempDir(), "", []string{"GOPROXY=off"}, plan.WorkspaceFacts{}, &c); err != nil {
 		t.Fatal(err)
 	}
 	cache := boxCache(d.stateDir, "/ws")
@@ -247,7 +247,7 @@ func TestToolchainsGoBuildCache(t *testing.T) {
 			}
 		}
 		var c plan.Contributions
-		if err := d.toolchains("launch1", "/ws", "", home, []string{"GOPROXY=off"}, plan.WorkspaceFacts{Home: home}, &c); err != nil {
+		if err := d.toolchains("launch1", "/ws", "", home, "", []string{"GOPROXY=off"}, plan.WorkspaceFacts{Home: home}, &c); err != nil {
 			t.Fatal(err)
 		}
 		if got := envValue(c.Env, "GOCACHE"); got != gocache {
@@ -291,7 +291,7 @@ func TestToolchainsGoModCache(t *testing.T) {
 	}
 	env := []string{"GOPROXY=https://registry.example.org,direct"}
 	var c plan.Contributions
-	if err := d.toolchains("launch1", "/ws", "", home, env, plan.WorkspaceFacts{Home: home}, &c); err != nil {
+	if err := d.toolchains("launch1", "/ws", "", home, "", env, plan.WorkspaceFacts{Home: home}, &c); err != nil {
 		t.Fatal(err)
 	}
 	cache := boxCache(d.stateDir, "/ws")
@@ -324,7 +324,7 @@ func TestToolchainsGoModCache(t *testing.T) {
 		t.Fatal(err)
 	}
 	c = plan.Contributions{}
-	if err := d.toolchains("launch1", "/ws", "", home, append(env, "GOMODCACHE="+link), plan.WorkspaceFacts{Home: home}, &c); err != nil {
+	if err := d.toolchains("launch1", "/ws", "", home, "", append(env, "GOMODCACHE="+link), plan.WorkspaceFacts{Home: home}, &c); err != nil {
 		t.Fatal(err)
 	}
 	if got := envValue(c.Env, "GOMODCACHE"); got != filepath.Join(cache, "go", "mod") {
@@ -381,7 +381,7 @@ func TestToolchainsGoBuildSettings(t *testing.T) {
 	} {
 		var tc plan.Contributions
 		d := &Daemon{stateDir: t.TempDir()}
-		if err := d.toolchains("launch1", ws, "", home, append([]string{"GOPROXY=off"}, c.env...), plan.WorkspaceFacts{}, &tc); err != nil {
+		if err := d.toolchains("launch1", ws, "", home, "", append([]string{"GOPROXY=off"}, c.env...), plan.WorkspaceFacts{}, &tc); err != nil {
 			t.Fatal(err)
 		}
 		var got []string

@@ -97,3 +97,61 @@ func TestStartupFilesXDG(t *testing.T) {
 		t.Errorf("startupFiles without XDG_CONFIG_HOME: %d files, want %d", n, len(plan.HomeStartupFiles))
 	}
 }
+
+// TestProgramRoot: the launch's program brings its install prefix when no PATH entry under the
+// home did (a pyenv shim outside the home ran alone in the box: exit 127), by the rules of a
+// PATH entry's: a prefix in no git work tree and holding a prefix's folders; never one already
+// brought, a system folder, the home or a folder holding it, a package cache's, a harness home,
+// a project (.git above it, a .env file in it), nor the parent of a folder other than bin/ or
+// shims/.
+func TestProgramRoot(t *testing.T) {
+	root, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	home := filepath.Join(root, "home")
+	for _, d := range []string{"srv/pyenv/shims", "srv/pyenv/libexec", "srv/pyenv/versions", "proj/.git", "proj/tools/bin", "proj/tools/lib",
+		"envd/bin", "envd/lib", "plain/bin", "home/.pyenv/shims", "home/.pyenv/versions", "home/.pyenv/.git", "home/.cargo/bin",
+		"home/.claude/local/bin", "home/.claude/local/lib", "home/bin", "other/tool/libexec", "other/tool/lib"} {
+		if err := os.MkdirAll(filepath.Join(root, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(root, "envd", ".env"), []byte("TOKEN=x\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	facts := plan.WorkspaceFacts{Home: home}.ResolveHarness()
+	for _, c := range []struct {
+		prog  string
+		roots []string
+		want  string
+	}{
+		{"srv/pyenv/shims/python3", nil, "srv/pyenv"},
+		{"home/.pyenv/shims/python3", nil, "home/.pyenv"}, // run by its path, its folder not on PATH
+		{"home/.pyenv/shims/python3", []string{"home/.pyenv"}, ""},
+		{"proj/tools/bin/x", nil, ""},      // in a git work tree
+		{"envd/bin/x", nil, ""},            // a .env beside
+		{"plain/bin/x", nil, ""},           // no prefix's folder beside
+		{"home/.cargo/bin/cargo", nil, ""}, // a package cache's folder (an overlay)
+		{"home/.claude/local/bin/claude", nil, ""},
+		{"home/bin/x", nil, ""},             // the home itself
+		{"other/tool/libexec/x", nil, ""},   // not a bin/ or shims/
+		{"/usr/local/bin/python3", nil, ""}, // a system folder
+	} {
+		prog := c.prog
+		if !filepath.IsAbs(prog) {
+			prog = filepath.Join(root, prog)
+		}
+		var roots []string
+		for _, r := range c.roots {
+			roots = append(roots, filepath.Join(root, r))
+		}
+		want := ""
+		if c.want != "" {
+			want = filepath.Join(root, c.want)
+		}
+		if got := programRoot(home, prog, roots, facts); got != want {
+			t.Errorf("programRoot(%s) = %q, want %q", c.prog, got, want)
+		}
+	}
+}
