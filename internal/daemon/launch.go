@@ -136,7 +136,7 @@ func (d *Daemon) checkWorkspace(req *api.LaunchRequest, eff *config.Effective) (
 		}
 	}
 	c.deps = sync.OnceValue(func() launchDepFolders { return d.findDepFolders(ws, c.cwd) })
-	if err := d.checkWritable(ws, rules, req, c.deps); err != nil {
+	if err := d.checkWritable(ws, rules, c.deps); err != nil {
 		why, hint := workspaceRefusal(err)
 		return chosenWorkspace{}, &api.Error{Code: api.CodeWorkspaceRefused, Message: "workspace " + why, Hint: hint}
 	}
@@ -144,7 +144,7 @@ func (d *Daemon) checkWorkspace(req *api.LaunchRequest, eff *config.Effective) (
 	// so that git in the box finds it; the program still starts where the user is.
 	if top := repoTop(ws); req.RepoWorkspace && top != "" && top != ws {
 		topDeps := sync.OnceValue(func() launchDepFolders { return d.findDepFolders(top, c.cwd) })
-		if err := d.checkWritable(top, rules, req, topDeps); err != nil {
+		if err := d.checkWritable(top, rules, topDeps); err != nil {
 			why, _ := workspaceRefusal(err)
 			c.notices = append(c.notices, fmt.Sprintf("agentbox: the workspace is %s, not the git repository around it: %s; git in the box will not see that repository (pass --workspace DIR to choose)", ws, why))
 		} else {
@@ -162,6 +162,8 @@ func (d *Daemon) checkWorkspace(req *api.LaunchRequest, eff *config.Effective) (
 type writableRules struct {
 	facts   plan.WorkspaceFacts      // plan.CheckWorkspace's, with the host's sockets
 	home    string                   // the user's home, as $HOME says it
+	path    []string                 // the launch's PATH (pathFolders)
+	ownPath []string                 // the daemon's own PATH (pathFolders)
 	progs   []string                 // the host programs found through the daemon's PATH and the credential helpers eff names
 	startup []plan.StartupFile       // the home's start-up files and git's configuration
 	links   func() []plan.ConfigLink // the symlinks among the host's configuration (findConfigLinks)
@@ -173,7 +175,8 @@ type writableRules struct {
 // itself before, the workspace facts were found four times per launch and the rules of
 // checkWritable twice for a repository's workspace: docs/benchmarks.md.)
 func (d *Daemon) workspaceRules(req *api.LaunchRequest, eff *config.Effective, set *profile.Set, links func() []plan.ConfigLink) writableRules {
-	r := writableRules{facts: d.workspaceFacts(set), links: links}
+	r := writableRules{facts: d.workspaceFacts(set), links: links,
+		path: pathFolders(envValue(req.Env, "PATH")), ownPath: pathFolders(d.hostPath)}
 	helpers, _ := credentialPrograms(eff.Config) // its error refuses the launch after the workspace's
 	for _, p := range hostprog.Found() {
 		r.progs = append(r.progs, p.Path, p.Real)
@@ -185,24 +188,23 @@ func (d *Daemon) workspaceRules(req *api.LaunchRequest, eff *config.Effective, s
 	return r
 }
 
-// checkWritable reports why ws must not be the workspace of the launch req: the rules of any
-// folder bound into a box (plan.CheckWorkspace), then those of a folder the box writes
-// (plan.CheckStartupFolders, with req's PATH less the entries in the launch's dependency
+// checkWritable reports why ws must not be the workspace of the launch whose rules are r: the
+// rules of any folder bound into a box (plan.CheckWorkspace), then those of a folder the box
+// writes (plan.CheckStartupFolders, with the launch's PATH less the entries in its dependency
 // folders deps; plan.CheckHostPath, with the daemon's own PATH, whole, and the host programs
 // found through it and the credential helpers the launch's configuration names;
 // plan.CheckStartupFiles, the home's start-up files and git's configuration, whatever they
 // link to; plan.CheckConfigLinks, the symlinks among the home's dot-entries and the entries of
 // its configuration folders; plan.CheckHostFiles, agentbox's own configuration files and the
-// credential files and helper arguments the configuration names), each compared with the
-// launch's rules r.
-func (d *Daemon) checkWritable(ws string, r writableRules, req *api.LaunchRequest, deps func() launchDepFolders) error {
+// credential files and helper arguments the configuration names).
+func (d *Daemon) checkWritable(ws string, r writableRules, deps func() launchDepFolders) error {
 	if err := plan.CheckWorkspace(ws, r.facts); err != nil {
 		return err
 	}
-	if err := plan.CheckStartupFolders(ws, r.facts.Home, outsideDepFolders(ws, pathFolders(envValue(req.Env, "PATH")), deps)); err != nil {
+	if err := plan.CheckStartupFolders(ws, r.facts.Home, outsideDepFolders(ws, r.path, deps)); err != nil {
 		return err
 	}
-	if err := plan.CheckHostPath(ws, r.facts.Home, pathFolders(d.hostPath), r.progs, d.hostPathOwner()); err != nil {
+	if err := plan.CheckHostPath(ws, r.facts.Home, r.ownPath, r.progs, d.hostPathOwner()); err != nil {
 		return err
 	}
 	if err := plan.CheckStartupFiles(ws, r.startup); err != nil {
