@@ -6,20 +6,21 @@ import (
 	"sync"
 
 	"github.com/agentbox/agentbox/internal/plan"
+	"github.com/agentbox/agentbox/internal/profile"
 )
 
 // configLinkFolders returns the folders (absolute) among whose entries a symlink into the
 // workspace refuses it (plan.FindConfigLinks, plan.CheckConfigLinks): each harness home
-// (plan.HarnessHomes and the profiles', ~/.ssh among them), each folder holding a profile's
+// (plan.HarnessHomes and those of the profiles in set, ~/.ssh among them), each folder holding a profile's
 // home entry, and plan.ConfigFolders, beneath home (as $HOME says it); and $XDG_CONFIG_HOME
 // where the launch's environment env moves it. The home's own dot-entries are read by
 // FindConfigLinks itself.
-func (d *Daemon) configLinkFolders(home string, env []string) []string {
+func configLinkFolders(set *profile.Set, home string, env []string) []string {
 	if home == "" {
 		return nil
 	}
 	rel := append(append([]string(nil), plan.HarnessHomes...), plan.ConfigFolders...)
-	if set := d.profileSet(); set != nil {
+	if set != nil {
 		rel = append(append(rel, set.HarnessHomes()...), set.HomeEntryFolders()...)
 	}
 	out := make([]string, 0, len(rel)+1)
@@ -33,13 +34,13 @@ func (d *Daemon) configLinkFolders(home string, env []string) []string {
 }
 
 // findConfigLinks begins finding the symlinks among the host's configuration for a launch
-// with environment env (plan.FindConfigLinks: the home's dot-entries, the entries of
-// configLinkFolders) and returns the wait for them. It runs beside the launch's other
+// with environment env and the profiles in set (plan.FindConfigLinks: the home's dot-entries,
+// the entries of configLinkFolders) and returns the wait for them, once per launch. It runs beside the launch's other
 // workspace rules: a readdir of some 30 folders and the links' resolution cost more than the
 // 0.2 ms a launch may spend on it (docs/benchmarks.md).
-func (d *Daemon) findConfigLinks(env []string) func() []plan.ConfigLink {
+func findConfigLinks(set *profile.Set, env []string) func() []plan.ConfigLink {
 	home, _ := os.UserHomeDir()
 	done := make(chan []plan.ConfigLink, 1) // never waited for when the launch is refused before
-	go func() { done <- plan.FindConfigLinks(home, d.configLinkFolders(home, env)) }()
+	go func() { done <- plan.FindConfigLinks(home, configLinkFolders(set, home, env)) }()
 	return sync.OnceValue(func() []plan.ConfigLink { return <-done })
 }

@@ -93,89 +93,127 @@ func checkProgram(req *api.LaunchRequest) (string, error) {
 	return path, nil
 }
 
-// checkWorkspace returns the launch's workspace and the program's directory in it, the
-// workspace's dependency folders (found at the first call, once: what the PATH rule exempts
-// is what the launch overlays), and the notices to show the user about the choice (the
-// repository's top level taken as the workspace, or why it was not).
-func (d *Daemon) checkWorkspace(req *api.LaunchRequest, eff *config.Effective) (ws, cwd string, deps func() launchDepFolders, notices []string, err error) {
-	refused := func(err error) (string, string, func() launchDepFolders, []string, error) {
-		return "", "", nil, nil, err
-	}
+// chosenWorkspace is what checkWorkspace found for a launch.
+type chosenWorkspace struct {
+	ws, cwd string // the workspace and the program's directory in it (symlink-resolved)
+	// deps are the workspace's dependency folders, found at the first call, once: what the
+	// PATH rule exempts is what the launch overlays.
+	deps func() launchDepFolders
+	// facts are what the toolchains' and box caches' folders are compared with
+	// (plan.CheckWorkspace), the workspace's own, found once for the launch, less the host's
+	// sockets (which only a workspace is compared with).
+	facts   plan.WorkspaceFacts
+	notices []string // what to show the user about the choice
+}
+
+// checkWorkspace chooses the launch's workspace, with its rules' facts found once for the
+// launch (workspaceRules): the workspace asked for, or the git repository around it, with
+// notices to show the user about the choice (the repository's top level taken as the
+// workspace, or why it was not).
+func (d *Daemon) checkWorkspace(req *api.LaunchRequest, eff *config.Effective) (chosenWorkspace, error) {
 	if !filepath.IsAbs(req.Workspace) {
-		return refused(&api.Error{Code: api.CodeBadRequest, Message: fmt.Sprintf("workspace %q is not absolute", req.Workspace)})
+		return chosenWorkspace{}, &api.Error{Code: api.CodeBadRequest, Message: fmt.Sprintf("workspace %q is not absolute", req.Workspace)}
 	}
-	links := d.findConfigLinks(req.Env) // begun now, beside the rules before it
-	ws, err = filepath.EvalSymlinks(req.Workspace)
+	set := ruleProfiles(eff.Config)
+	links := findConfigLinks(set, req.Env) // begun now, beside the rules before it
+	ws, err := filepath.EvalSymlinks(req.Workspace)
 	if err != nil {
-		return refused(&api.Error{Code: api.CodeWorkspaceRefused, Message: fmt.Sprintf("workspace %s: %v", req.Workspace, err)})
+		return chosenWorkspace{}, &api.Error{Code: api.CodeWorkspaceRefused, Message: fmt.Sprintf("workspace %s: %v", req.Workspace, err)}
 	}
 	if st, err := os.Stat(ws); err != nil || !st.IsDir() {
-		return refused(&api.Error{Code: api.CodeWorkspaceRefused, Message: fmt.Sprintf("workspace %s is not a directory", ws)})
+		return chosenWorkspace{}, &api.Error{Code: api.CodeWorkspaceRefused, Message: fmt.Sprintf("workspace %s is not a directory", ws)}
 	}
-	facts := d.workspaceFacts()
+	rules := d.workspaceRules(req, eff, set, links)
 	socks, err := hostSockets()
 	if err != nil {
-		return refused(&api.Error{Code: api.CodeWorkspaceRefused, Message: fmt.Sprintf("workspace %s: cannot list the host's unix sockets to check none lies inside it: %v", ws, err)})
+		return chosenWorkspace{}, &api.Error{Code: api.CodeWorkspaceRefused, Message: fmt.Sprintf("workspace %s: cannot list the host's unix sockets to check none lies inside it: %v", ws, err)}
 	}
-	facts.Sockets = socks
-	cwd = ws
+	c := chosenWorkspace{ws: ws, cwd: ws, facts: rules.facts}
+	rules.facts.Sockets = socks
 	if req.Cwd != "" {
-		if c, err := filepath.EvalSymlinks(req.Cwd); err == nil && (c == ws || strings.HasPrefix(c, ws+"/")) {
-			cwd = c
+		if cwd, err := filepath.EvalSymlinks(req.Cwd); err == nil && (cwd == ws || strings.HasPrefix(cwd, ws+"/")) {
+			c.cwd = cwd
 		}
 	}
-	deps = sync.OnceValue(func() launchDepFolders { return d.findDepFolders(ws, cwd) })
-	if err := d.checkWritable(ws, facts, req, deps, eff, links); err != nil {
+	c.deps = sync.OnceValue(func() launchDepFolders { return d.findDepFolders(ws, c.cwd) })
+	if err := d.checkWritable(ws, rules, c.deps); err != nil {
 		why, hint := workspaceRefusal(err)
-		return refused(&api.Error{Code: api.CodeWorkspaceRefused, Message: "workspace " + why, Hint: hint})
+		return chosenWorkspace{}, &api.Error{Code: api.CodeWorkspaceRefused, Message: "workspace " + why, Hint: hint}
 	}
 	// Run from inside a git repository without --workspace: the repository is the workspace,
 	// so that git in the box finds it; the program still starts where the user is.
 	if top := repoTop(ws); req.RepoWorkspace && top != "" && top != ws {
-		topDeps := sync.OnceValue(func() launchDepFolders { return d.findDepFolders(top, cwd) })
-		if err := d.checkWritable(top, facts, req, topDeps, eff, links); err != nil {
+		topDeps := sync.OnceValue(func() launchDepFolders { return d.findDepFolders(top, c.cwd) })
+		if err := d.checkWritable(top, rules, topDeps); err != nil {
 			why, _ := workspaceRefusal(err)
-			notices = append(notices, fmt.Sprintf("agentbox: the workspace is %s, not the git repository around it: %s; git in the box will not see that repository (pass --workspace DIR to choose)", ws, why))
+			c.notices = append(c.notices, fmt.Sprintf("agentbox: the workspace is %s, not the git repository around it: %s; git in the box will not see that repository (pass --workspace DIR to choose)", ws, why))
 		} else {
-			notices = append(notices, fmt.Sprintf("agentbox: the workspace is the git repository %s (starting in %s; pass --workspace DIR to choose another)", top, cwd))
-			ws, deps = top, topDeps
+			c.notices = append(c.notices, fmt.Sprintf("agentbox: the workspace is the git repository %s (starting in %s; pass --workspace DIR to choose another)", top, c.cwd))
+			c.ws, c.deps = top, topDeps
 		}
 	}
-	return ws, cwd, deps, notices, nil
+	return c, nil
 }
 
-// checkWritable reports why ws must not be the workspace of the launch req: the rules of any
-// folder bound into a box (plan.CheckWorkspace), then those of a folder the box writes
-// (plan.CheckStartupFolders, with req's PATH less the entries in the launch's dependency
-// folders deps; plan.CheckHostPath, with the daemon's own PATH, whole, and the host programs
-// found through it and the credential helpers the launch's configuration eff names;
-// plan.CheckStartupFiles, the home's start-up files and git's configuration, whatever they
-// link to; plan.CheckConfigLinks, the symlinks links returns, among the home's dot-entries and
-// the entries of its configuration folders; plan.CheckHostFiles, agentbox's own configuration
-// files and the credential files and helper arguments eff names).
-func (d *Daemon) checkWritable(ws string, facts plan.WorkspaceFacts, req *api.LaunchRequest, deps func() launchDepFolders, eff *config.Effective, links func() []plan.ConfigLink) error {
-	if err := plan.CheckWorkspace(ws, facts); err != nil {
-		return err
-	}
-	if err := plan.CheckStartupFolders(ws, facts.Home, outsideDepFolders(ws, pathFolders(envValue(req.Env, "PATH")), deps)); err != nil {
-		return err
-	}
-	helpers, _ := credentialPrograms(eff.Config)
-	var progs []string
+// writableRules are what checkWritable compares a folder with, found once per launch
+// (workspaceRules) and used for the workspace asked for and for the repository around it.
+// They are never kept from one launch to the next: the home's links, its start-up files and
+// the configuration may change between launches, and each launch's refusal is a fresh one.
+type writableRules struct {
+	facts   plan.WorkspaceFacts      // plan.CheckWorkspace's, with the host's sockets
+	home    string                   // the user's home, as $HOME says it
+	path    []string                 // the launch's PATH (pathFolders)
+	ownPath []string                 // the daemon's own PATH (pathFolders)
+	progs   []string                 // the host programs found through the daemon's PATH and the credential helpers eff names
+	startup []plan.StartupFile       // the home's start-up files and git's configuration
+	links   func() []plan.ConfigLink // the symlinks among the host's configuration (findConfigLinks)
+	files   []plan.HostFile          // agentbox's configuration files and the credential files and helper arguments eff names
+}
+
+// workspaceRules finds the launch req's writableRules with its configuration eff, whose
+// profiles are set, and the wait for its configuration's links. (Found by each rule for
+// itself before, the workspace facts were found four times per launch and the rules of
+// checkWritable twice for a repository's workspace: docs/benchmarks.md.)
+func (d *Daemon) workspaceRules(req *api.LaunchRequest, eff *config.Effective, set *profile.Set, links func() []plan.ConfigLink) writableRules {
+	r := writableRules{facts: d.workspaceFacts(set), links: links,
+		path: pathFolders(envValue(req.Env, "PATH")), ownPath: pathFolders(d.hostPath)}
+	helpers, _ := credentialPrograms(eff.Config) // its error refuses the launch after the workspace's
 	for _, p := range hostprog.Found() {
-		progs = append(progs, p.Path, p.Real)
+		r.progs = append(r.progs, p.Path, p.Real)
 	}
-	if err := plan.CheckHostPath(ws, facts.Home, pathFolders(d.hostPath), append(progs, helpers...), d.hostPathOwner()); err != nil {
+	r.progs = append(r.progs, helpers...)
+	r.home, _ = os.UserHomeDir()
+	r.startup = startupFiles(r.home, req.Env)
+	r.files = d.configHostFiles(eff, r.home)
+	return r
+}
+
+// checkWritable reports why ws must not be the workspace of the launch whose rules are r: the
+// rules of any folder bound into a box (plan.CheckWorkspace), then those of a folder the box
+// writes (plan.CheckStartupFolders, with the launch's PATH less the entries in its dependency
+// folders deps; plan.CheckHostPath, with the daemon's own PATH, whole, and the host programs
+// found through it and the credential helpers the launch's configuration names;
+// plan.CheckStartupFiles, the home's start-up files and git's configuration, whatever they
+// link to; plan.CheckConfigLinks, the symlinks among the home's dot-entries and the entries of
+// its configuration folders; plan.CheckHostFiles, agentbox's own configuration files and the
+// credential files and helper arguments the configuration names).
+func (d *Daemon) checkWritable(ws string, r writableRules, deps func() launchDepFolders) error {
+	if err := plan.CheckWorkspace(ws, r.facts); err != nil {
 		return err
 	}
-	home, _ := os.UserHomeDir()
-	if err := plan.CheckStartupFiles(ws, startupFiles(home, req.Env)); err != nil {
+	if err := plan.CheckStartupFolders(ws, r.facts.Home, outsideDepFolders(ws, r.path, deps)); err != nil {
 		return err
 	}
-	if err := plan.CheckConfigLinks(ws, home, links()); err != nil {
+	if err := plan.CheckHostPath(ws, r.facts.Home, r.ownPath, r.progs, d.hostPathOwner()); err != nil {
 		return err
 	}
-	return plan.CheckHostFiles(ws, d.configHostFiles(eff, home))
+	if err := plan.CheckStartupFiles(ws, r.startup); err != nil {
+		return err
+	}
+	if err := plan.CheckConfigLinks(ws, r.home, r.links()); err != nil {
+		return err
+	}
+	return plan.CheckHostFiles(ws, r.files)
 }
 
 // hostPathOwner names the daemon's PATH in a refusal: when the daemon started and the PATH it
@@ -251,8 +289,8 @@ func pathFolders(path string) []string {
 
 // workspaceFacts are what plan.CheckWorkspace compares a workspace (or a toolchain's folder)
 // with: the home (symlink-resolved, as the workspace is), the runtime directory, agentbox's
-// own directories and the harness homes.
-func (d *Daemon) workspaceFacts() plan.WorkspaceFacts {
+// own directories and the harness homes of the profiles in set (nil: the built-in ones).
+func (d *Daemon) workspaceFacts(set *profile.Set) plan.WorkspaceFacts {
 	home, _ := os.UserHomeDir()
 	if home != "" {
 		home = plan.ResolveExisting(home)
@@ -268,7 +306,11 @@ func (d *Daemon) workspaceFacts() plan.WorkspaceFacts {
 	if filepath.IsAbs(rt) {
 		rt = plan.ResolveExisting(rt)
 	}
-	return plan.WorkspaceFacts{Home: home, RuntimeDir: rt, OwnDirs: own, Harness: d.harnessHomes()}.ResolveHarness()
+	var harness []string
+	if set != nil {
+		harness = set.HarnessHomes()
+	}
+	return plan.WorkspaceFacts{Home: home, RuntimeDir: rt, OwnDirs: own, Harness: harness}.ResolveHarness()
 }
 
 // workspaceRefusal returns what is wrong with a workspace plan.CheckWorkspace refused (the
@@ -303,6 +345,7 @@ func (d *Daemon) launch(ctx context.Context, req *api.LaunchRequest) (*api.Launc
 		id            string
 		path, ws, cwd string
 		deps          func() launchDepFolders
+		facts         plan.WorkspaceFacts // the toolchains' and caches' folders are compared with
 		notices       []string
 		cfg           config.Config
 		egress        plan.Egress
@@ -329,9 +372,11 @@ func (d *Daemon) launch(ctx context.Context, req *api.LaunchRequest) (*api.Launc
 		if err != nil {
 			return err
 		}
-		if ws, cwd, deps, notices, err = d.checkWorkspace(req, eff); err != nil {
+		c, err := d.checkWorkspace(req, eff)
+		if err != nil {
 			return err
 		}
+		ws, cwd, deps, facts, notices = c.ws, c.cwd, c.deps, c.facts, c.notices
 		if _, err := credentialPrograms(eff.Config); err != nil {
 			return err
 		}
@@ -437,15 +482,15 @@ func (d *Daemon) launch(ctx context.Context, req *api.LaunchRequest) (*api.Launc
 		if err != nil {
 			return err
 		}
-		if err := d.toolchains(id, ws, cwd, home, path, req.Env, d.workspaceFacts(), &contrib); err != nil {
+		if err := d.toolchains(id, ws, cwd, home, path, req.Env, facts, &contrib); err != nil {
 			return &api.Error{Code: api.CodeBoxSetupFailed, Message: "box cache " + boxCache(d.stateDir, ws) + ": " + err.Error(),
 				Hint: "check free space and permissions of " + d.stateDir}
 		}
-		if err := d.programCaches(id, ws, home, prof.Caches(), d.workspaceFacts(), &contrib); err != nil {
+		if err := d.programCaches(id, ws, home, prof.Caches(), facts, &contrib); err != nil {
 			return &api.Error{Code: api.CodeBoxSetupFailed, Message: "box cache " + boxCache(d.stateDir, ws) + ": " + err.Error(),
 				Hint: "check free space and permissions of " + d.stateDir}
 		}
-		notice, err := d.overlayDepFolders(id, ws, deps(), d.workspaceFacts(), &contrib)
+		notice, err := d.overlayDepFolders(id, ws, deps(), facts, &contrib)
 		if notice != "" {
 			notices = append(notices, notice)
 		}

@@ -292,26 +292,12 @@ func homePlaceholders(cfg config.Config, id, home string) []integrity.Placeholde
 	return out
 }
 
-// harnessHomes returns the home-relative harness directories of every profile in force, for
-// the workspace guard.
-func (d *Daemon) harnessHomes() []string {
-	set := d.profileSet()
-	if set == nil {
-		return nil
-	}
-	return set.HarnessHomes()
-}
-
-// profileSet returns the set of every profile in force (the built-in ones when the
-// configuration's do not make one), or nil.
-func (d *Daemon) profileSet() *profile.Set {
-	d.mu.Lock()
-	var programs map[string]profile.Profile
-	if d.cfg != nil {
-		programs = d.cfg.Config.Programs
-	}
-	d.mu.Unlock()
-	set, err := profile.NewSet(programs)
+// ruleProfiles returns the set of every profile in force with the configuration cfg, for the
+// workspace's rules (their harness homes and home entries): the built-in ones when cfg's
+// programs do not make one (resolveProfile then refuses the launch, after the workspace's
+// rules).
+func ruleProfiles(cfg config.Config) *profile.Set {
+	set, err := profile.NewSet(cfg.Programs)
 	if err != nil {
 		set, _ = profile.NewSet(nil)
 	}

@@ -56,6 +56,28 @@ func TestAttackConfigLinkedIntoWorkspace(t *testing.T) {
 			}
 		})
 	}
+	// The rules' facts are found once per launch, never kept from one to the next: a link
+	// made after a launch of the same daemon refuses the next (speed19b, issue #23).
+	t.Run("link made between two launches", func(t *testing.T) {
+		e := NewEnv(t)
+		dotfiles := filepath.Join(e.Work, "dotfiles")
+		os.MkdirAll(dotfiles, 0o755)
+		os.WriteFile(filepath.Join(dotfiles, "bash_aliases"), nil, 0o600)
+		if r := e.Box("echo ok"); r.Code != 0 || !strings.Contains(r.Stdout, "ok") {
+			t.Fatalf("the first launch, before the link: exit %d\n%s\n%s", r.Code, r.Stdout, r.Stderr)
+		}
+		link := filepath.Join(e.Home, ".bash_aliases")
+		if err := os.Symlink(filepath.Join(dotfiles, "bash_aliases"), link); err != nil {
+			t.Fatal(err)
+		}
+		r := e.Box("echo pwned > " + filepath.Join(dotfiles, "bash_aliases"))
+		if b, _ := os.ReadFile(link); strings.Contains(string(b), "pwned") {
+			t.Fatalf("the second launch wrote the host's %s, linked into the workspace after the first launch", link)
+		}
+		if r.Code != 125 || !strings.Contains(r.Stderr, link) {
+			t.Errorf("the second launch, after %s was linked into the workspace, was not refused naming it: exit %d\n%s", link, r.Code, r.Stderr)
+		}
+	})
 	t.Run("link out of the workspace", func(t *testing.T) {
 		e := NewEnv(t)
 		elsewhere := filepath.Join(e.Root, "dotfiles")
