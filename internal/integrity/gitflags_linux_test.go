@@ -217,8 +217,11 @@ func TestIndexFlagClearedWithStat(t *testing.T) {
 // TestIndexSparseDirectoryLeftAtExit: a sparse index's directory entry (index.sparse, a cone
 // the launch narrowed) must keep its skip-worktree flag (git fsck warns "index entry is a
 // directory, but not sparse" and git status shows the folder deleted without it), so the
-// check at exit leaves it; a file written beneath it later is shown by the host's git status
-// all the same (git clears the flag of a present file under a sparse checkout).
+// check at exit leaves it while the repository's configuration turns core.sparseCheckout and
+// index.sparse on (git sparse-checkout set and git config wrote them here); a file written
+// beneath it later is shown by the host's git status all the same (git clears the flag of a
+// present file under a sparse checkout). Without that configuration the entry is forged:
+// TestIndexSparseDirectoryWithoutSparseConfig.
 func TestIndexSparseDirectoryLeftAtExit(t *testing.T) {
 	t.Parallel()
 	if _, err := exec.LookPath("git"); err != nil {
@@ -250,5 +253,57 @@ func TestIndexSparseDirectoryLeftAtExit(t *testing.T) {
 	mustWrite(t, filepath.Join(ws, "b", "g"), "box\n")
 	if out := git("status", "--porcelain"); out != " M b/g\n" {
 		t.Errorf("a file written beneath the sparse directory: git status %q, want it shown", out)
+	}
+}
+
+// TestIndexSparseDirectoryWithoutSparseConfig (review 19b): a sparse index made with the
+// sparse checkout's configuration on git's command line only (the repository's config, which a
+// box cannot write, has none) holds a directory entry b/ that the host's git expands into b/g
+// flagged skip-worktree: the file written there is hidden from git status. The check at exit
+// moves the index aside with an alert naming b/ and b/g; after the git reset it names, git
+// status shows the change.
+func TestIndexSparseDirectoryWithoutSparseConfig(t *testing.T) {
+	t.Parallel()
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("no git")
+	}
+	ws, _ := filepath.EvalSymlinks(t.TempDir())
+	git := func(args ...string) string { return gitIn(ws, "", false, args...) }
+	git("init", "-q", ".")
+	mustWrite(t, filepath.Join(ws, "a", "f"), "a\n")
+	mustWrite(t, filepath.Join(ws, "b", "g"), "b\n")
+	git("add", ".")
+	git("commit", "-qm", "init")
+	s := Snapshot(resolveWS(t, ws), Limits{})
+	mustWrite(t, filepath.Join(ws, ".git", "info", "sparse-checkout"), "/*\n!/*/\n/a/\n")
+	sparse := []string{"-c", "core.sparseCheckout=true", "-c", "core.sparseCheckoutCone=true", "-c", "index.sparse=true"}
+	git(append(sparse, "read-tree", "-mu", "HEAD")...)
+	git(append(sparse, "sparse-checkout", "reapply")...)
+	if out := git(append(sparse, "ls-files", "-v", "--sparse")...); out != "H a/f\nS b/\n" {
+		t.Fatalf("no sparse directory entry here: git ls-files -v --sparse %q", out)
+	}
+	mustWrite(t, filepath.Join(ws, "b", "g"), "box\n")
+	// The premise, on a copy (git status writes the index it expanded, flags and all).
+	cp := filepath.Join(t.TempDir(), "copy")
+	if out, err := exec.Command("cp", "-a", ws, cp).CombinedOutput(); err != nil {
+		t.Fatalf("cp: %v: %s", err, out)
+	}
+	if out := gitIn(cp, "", false, "status", "--porcelain", "--untracked-files=no"); strings.Contains(out, "b/g") {
+		t.Fatalf("the premise: the host's git status shows b/g without the check (%q)", out)
+	}
+	var alert Transition
+	trs := s.VerifyExit()
+	t.Logf("transitions at exit: %+v", trs)
+	for _, tr := range trs {
+		if tr.Path == filepath.Join(ws, ".git", "index") {
+			alert = tr
+		}
+	}
+	if !alert.Alert || !strings.Contains(alert.Detail, "(b/)") || !strings.Contains(alert.Detail, "b/g") || !strings.Contains(alert.Detail, "moved aside") {
+		t.Fatalf("the alert on the index: %+v, want one naming b/ and b/g, the index moved aside", alert)
+	}
+	git("reset", "-q")
+	if out := git("status", "--porcelain", "--untracked-files=no"); out != " M b/g\n" {
+		t.Errorf("after the check and git reset: git status %q, want b/g modified", out)
 	}
 }

@@ -25,7 +25,10 @@ import (
 // it), so the watch parses it, never runs git on the workspace, and reports each entry newly
 // flagged whose file exists in the work tree (a sparse checkout flags absent files: such a flag
 // the launch set goes at exit), and each entry flagged before the launch whose file the launch
-// changed so that it is not the entry's object.
+// changed so that it is not the entry's object. A sparse index's directory entry the launch
+// introduced, which the host's git expands into files flagged skip-worktree unless the
+// repository's configuration keeps the sparse index (sparseIndexKept), moves the index aside at
+// exit (review 19b).
 
 // maxIndexBytes bounds the part of an index held in memory: its header and entries (a
 // repository of a million files has an index of about 100 MiB), and its extensions when the
@@ -531,18 +534,7 @@ func linkedWorktrees(ws, gd string) []linkedWorktree {
 // entries at src/: the checks read the files there, as the host's git in meta/ does. One that
 // leads out of the workspace is a finding of the scan (pathKeysOutside), moved aside.
 func workTree(ws, gd, top string) string {
-	cfg := filepath.Join(gd, "config")
-	if common, ok, _ := commonDir(ws, gd); ok && common != "" {
-		cfg = filepath.Join(common, "config")
-	}
-	b, _ := readBeneath(ws, cfg, maxCheckedFile)
-	es, _ := ParseConfig(b)
-	if configBool(es, "extensions", "worktreeconfig") {
-		if b, err := readBeneath(ws, filepath.Join(gd, "config.worktree"), maxCheckedFile); err == nil {
-			more, _ := ParseConfig(b)
-			es = append(es, more...)
-		}
-	}
+	es := repoConfig(ws, gd)
 	wt := ""
 	for _, e := range es {
 		if e.Section == "core" && !e.HasSub && e.Key == "worktree" {
@@ -559,6 +551,65 @@ func workTree(ws, gd, top string) string {
 		return wt
 	}
 	return top
+}
+
+// repoConfig returns the configuration of the git directory gd (beneath ws) as the host's git
+// reads it there, includes left out: the common dir's config, then the gitdir's config.worktree
+// with extensions.worktreeConfig.
+func repoConfig(ws, gd string) []ConfigEntry {
+	cfg := filepath.Join(gd, "config")
+	if common, ok, _ := commonDir(ws, gd); ok && common != "" {
+		cfg = filepath.Join(common, "config")
+	}
+	b, _ := readBeneath(ws, cfg, maxCheckedFile)
+	es, _ := ParseConfig(b)
+	if configBool(es, "extensions", "worktreeconfig") {
+		if b, err := readBeneath(ws, filepath.Join(gd, "config.worktree"), maxCheckedFile); err == nil {
+			more, _ := ParseConfig(b)
+			es = append(es, more...)
+		}
+	}
+	return es
+}
+
+// sparseIndexKept reports whether the host's git keeps the sparse index of the git directory
+// gd as it is, and shows a file written beneath a directory entry: its configuration (the
+// repository's, which the box cannot write) turns on core.sparseCheckout (git then clears the
+// skip-worktree flag of a present file, a directory entry's expanded too) and index.sparse (git
+// then reads directory entries as such), and leaves sparse.expectFilesOutsideOfPatterns off
+// (which keeps present files flagged). Otherwise git expands each directory entry into the
+// files of its tree, every one flagged skip-worktree, and shows no change of them (review 19b).
+func sparseIndexKept(ws, gd string) bool {
+	es := repoConfig(ws, gd)
+	return configBool(es, "core", "sparsecheckout") && configBool(es, "index", "sparse") &&
+		!configBool(es, "sparse", "expectfilesoutsideofpatterns")
+}
+
+// maxNamedBeneath bounds the files an alert on a directory entry names beneath it.
+const maxNamedBeneath = 20
+
+// filesBeneath returns the workspace-relative paths of at most maxNamedBeneath files (not
+// folders; no symlink followed) beneath the folder dir of the work tree top, whose
+// workspace-relative path, with a trailing slash, is rel.
+func filesBeneath(top, rel, dir string) []string {
+	var out []string
+	root := filepath.Join(top, filepath.FromSlash(strings.TrimSuffix(dir, "/")))
+	if fi, err := os.Lstat(root); err != nil || !fi.IsDir() {
+		return nil
+	}
+	_ = filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return nil
+		}
+		if len(out) == maxNamedBeneath {
+			return filepath.SkipAll
+		}
+		if r, err := filepath.Rel(top, p); err == nil {
+			out = append(out, rel+filepath.ToSlash(r))
+		}
+		return nil
+	})
+	return out
 }
 
 // configBool reports whether the last value of section.key (no subsection) in es is git's
@@ -767,6 +818,40 @@ func (s *State) verifyIndexes(tops []string, exit bool) ([]Transition, []string)
 			}
 			return
 		}
+		// A sparse index's directory entries (a folder the cone leaves out) are git's to
+		// expand: kept when the host's configuration keeps the sparse index (sparseIndexKept;
+		// git shows a file written beneath then), and otherwise those the launch introduced
+		// are forged, as the host's git expands them into files flagged skip-worktree: at
+		// exit the index goes aside (review 19b).
+		sparseKept := sparseIndexKept(s.Workspace, filepath.Dir(ix.path))
+		var dirs []string
+		for _, e := range ix.entries {
+			if e.mode&0o170000 != 0o040000 || e.name == "" || sparseKept || s.Hidden[ix.key(e.name)] == hiddenSkipWorktree {
+				continue
+			}
+			dirs = append(dirs, e.name)
+		}
+		if len(dirs) > 0 && exit {
+			var files []string
+			for _, d := range dirs {
+				files = append(files, filesBeneath(ix.top, ix.rel, d)...)
+			}
+			d := fmt.Sprintf("the index holds sparse directory entries the launch introduced (%s), while the repository's configuration keeps no sparse index (core.sparseCheckout and index.sparse): the host's git expands each into the files of its tree flagged skip-worktree, and git status, git diff, commit -a and stash skip them", strings.Join(dirs, ", "))
+			if len(files) > 0 {
+				d += fmt.Sprintf("; files beneath them in the work tree, whose changes were hidden from review: %s", strings.Join(files, ", "))
+				if len(files) == maxNamedBeneath {
+					d += ", …"
+				}
+			}
+			aside, merr := s.moveAside(ix.path)
+			if merr == nil {
+				out = append(out, Transition{Kind: Modified, Path: ix.path, Alert: true, Detail: d + fmt.Sprintf(
+					"; it was moved aside to %s: run %s reset to make it again from HEAD (git status then shows those files' changes; what was staged is in the file moved aside)", aside, ixGit(ix))})
+				return
+			}
+			out = append(out, Transition{Kind: Modified, Path: ix.path, Alert: true, Detail: d + fmt.Sprintf(
+				"; it could not be moved aside (%v): move it aside yourself and run %s reset", merr, ixGit(ix))})
+		}
 		// fresh: flagged during the launch, the file there; absent: flagged during the launch,
 		// no file (cleared at exit); before: flagged before the launch, of which carried are
 		// those whose file the launch changed so that it is not the entry's object.
@@ -777,6 +862,10 @@ func (s *State) verifyIndexes(tops []string, exit bool) ([]Transition, []string)
 				continue
 			}
 			k := ix.key(e.name)
+			if e.mode&0o170000 == 0o040000 && s.Hidden[k] != h.flag {
+				// A directory entry: git's to expand (above); its flag stays.
+				continue
+			}
 			switch s.Hidden[k] {
 			case h.flag:
 				seen[k] = h.flag
@@ -791,7 +880,7 @@ func (s *State) verifyIndexes(tops []string, exit bool) ([]Transition, []string)
 				// A sparse checkout flags the files it leaves out: while the box runs, its git
 				// may. At exit the flag is the box's, and it goes: the next launch's snapshot
 				// would take it for the user's, and a file written there then would be hidden.
-				if exit && e.mode&0o170000 != 0o040000 {
+				if exit {
 					absent = append(absent, e.name)
 				}
 				continue
