@@ -14,7 +14,7 @@ import (
 // workspace's scripts/token, both run by the relay (in "/", with the daemon's $HOME) on the
 // host: the path relative to "/" ([/bin/sh, WS-without-its-slash/scripts/token]: security.md
 // says "a relative path names nothing a box writes"), and "$HOME" quoted apart from the rest
-// ([/bin/sh, -c, '"$HOME"/../WSNAME/scripts/token'], the workspace beside the test's home).
+// ([/bin/sh, -c, 'sh "$HOME"/../WSNAME/scripts/token'], the workspace beside the test's home).
 // The launch is accepted (exit 0), so the box may rewrite scripts/token, which the relay runs
 // at its first request. Want: refused (125), as TestAttackCredentialHelperScriptArgument's
 // [/bin/sh, WS/scripts/token] is.
@@ -32,7 +32,7 @@ func TestAttackCredentialHelperPathUnparsed(t *testing.T) {
 			}
 			cmd := "[/bin/sh, " + strings.TrimPrefix(script, "/") + "]"
 			if c == "quoted_home" {
-				cmd = `[/bin/sh, -c, '"$HOME"/../` + rel + `/scripts/token']`
+				cmd = `[/bin/sh, -c, 'sh "$HOME"/../` + rel + `/scripts/token']`
 			}
 			cfg := filepath.Join(e.root, "c", "agentbox", "config.yaml")
 			b, err := os.ReadFile(cfg)
