@@ -87,3 +87,19 @@ func TestLoadOptionsFiles(t *testing.T) {
 		})
 	}
 }
+
+// TestLoadRefusesUnreadableCommand (review 19b, finding 1): a credential helper CheckCommand
+// refuses is refused when the configuration is loaded, at its key, with the fix.
+func TestLoadRefusesUnreadableCommand(t *testing.T) {
+	dir := t.TempDir()
+	for _, c := range []struct{ yaml, key string }{
+		{"gateway:\n  anthropic:\n    credential:\n      command: [/bin/sh, -c, 'cd && exec ./proj/token']\n", "gateway.anthropic.credential.command"},
+		{"git:\n  allow: [git.example.org/org]\n  credentials:\n    - {prefix: git.example.org/org, username: x, command: [/usr/bin/env, -C, /home/u, ./proj/token]}\n", "git.credentials[0].command"},
+	} {
+		user := writeFile(t, filepath.Join(dir, "config.yaml"), c.yaml, 0o600)
+		_, err := Load(LoadOptions{UserFile: user, PolicyFile: filepath.Join(dir, "p.yaml")})
+		if err == nil || !strings.Contains(err.Error(), c.key) || !strings.Contains(err.Error(), "absolute path") {
+			t.Errorf("Load(%q) = %v, want refused at %s with the fix", c.yaml, err, c.key)
+		}
+	}
+}
