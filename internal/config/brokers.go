@@ -104,7 +104,13 @@ func (g Git) Relay() gitrelay.Config {
 // validateBrokers checks the broker sections with their own validators and reports the first
 // problem at its key.
 func validateBrokers(file string, body ast.Node, c *Config) error {
-	for _, err := range []error{c.Git.Relay().Validate(), c.Git.SSH.Broker().Validate(), validateGateway(c.Gateway)} {
+	var gitCmds []error
+	for i, cr := range c.Git.Credentials {
+		if err := CheckCommand(cr.Command); err != nil {
+			gitCmds = append(gitCmds, field.Errorf(fmt.Sprintf("git.credentials[%d].command", i), "%v", err))
+		}
+	}
+	for _, err := range []error{c.Git.Relay().Validate(), errors.Join(gitCmds...), c.Git.SSH.Broker().Validate(), validateGateway(c.Gateway)} {
 		if err == nil {
 			continue
 		}
@@ -135,6 +141,8 @@ func validateGateway(g Gateway) error {
 		}
 		if p.Credential.Command != nil && len(p.Credential.Command) == 0 {
 			errs = append(errs, field.Errorf(key+".credential.command", "an empty command"))
+		} else if err := CheckCommand(p.Credential.Command); err != nil {
+			errs = append(errs, field.Errorf(key+".credential.command", "%v", err))
 		}
 		if f := p.Credential.File; f != "" && !filepath.IsAbs(f) {
 			errs = append(errs, field.Errorf(key+".credential.file", "%q is not an absolute path (no ~ or variable is expanded): write the full path", f))
@@ -246,34 +254,145 @@ func (c Config) Credentials() []CredentialRef {
 }
 
 // CommandPaths returns the paths the arguments of command (after its program) name, with
-// the index of the argument: an argument that is an absolute path, and every absolute path
-// inside one (a shell's -c script, --file=/k, a PATH-like list), ~/ and $HOME/ read as home
-// (when absolute). The relays run a credential command in "/", so a relative path names
-// nothing a box writes. A shell script that builds a path otherwise ("$D/x") is not
-// understood.
-func CommandPaths(command []string, home string) (paths []string, index []int) {
-	sep := func(r rune) bool {
-		return r == ' ' || r == '\t' || r == '\n' || r == '\r' || strings.ContainsRune(`=:,;|&()<>"'{}`+"`", r)
+// the index of the argument, for the launch to compare with the workspace: the relays run a
+// credential command on the host in "/" with the daemon's $HOME. Each argument is read as a
+// shell would split a -c script, near enough (commandWords): quotes and backslashes dropped
+// ("ho""me" is one word to a shell), $HOME, ${HOME} and a leading ~ read as home (when
+// absolute), split at blanks and at = : , ; | & ( ) < > { }. A word holding "/" is a path:
+// absolute as written, else resolved against "/" (pass's anthropic/key names /anthropic/key,
+// harmless unless that is the workspace). err refuses what this reading cannot follow
+// (CheckCommand); paths are then not to be trusted.
+func CommandPaths(command []string, home string) (paths []string, index []int, err error) {
+	if err := CheckCommand(command); err != nil {
+		return nil, nil, err
 	}
 	for i, arg := range command {
 		if i == 0 {
 			continue
 		}
-		for _, tok := range strings.FieldsFunc(arg, sep) {
-			if filepath.IsAbs(home) {
-				for _, pre := range []string{"~/", "$HOME/", "${HOME}/"} {
-					if rest, ok := strings.CutPrefix(tok, pre); ok {
-						tok = filepath.Join(home, rest)
-					}
-				}
-				if tok == "~" || tok == "$HOME" {
-					tok = home
-				}
+		words, _ := commandWords(arg, home)
+		for _, w := range words {
+			if !strings.Contains(w, "/") {
+				continue
 			}
-			if filepath.IsAbs(tok) {
-				paths, index = append(paths, filepath.Clean(tok)), append(index, i)
+			if !filepath.IsAbs(w) {
+				w = "/" + w
+			}
+			paths, index = append(paths, filepath.Clean(w)), append(index, i)
+		}
+	}
+	return paths, index, nil
+}
+
+// shells run a -c script whose words commandWords reads; the interpreters' inline code
+// (python3 -c, perl -e, node --eval, an awk program) is not read at all.
+var (
+	interpreters = []string{"python", "perl", "ruby", "node", "nodejs", "deno", "bun", "php", "lua", "luajit", "tclsh", "pwsh", "osascript", "Rscript", "julia", "awk", "gawk", "mawk", "nawk"}
+	inlineCode   = []string{"-c", "-e", "-E", "-r", "-p", "--eval", "--print", "--command", "-Command"}
+	chdirWords   = []string{"cd", "pushd", "popd", "chdir"}
+	chdirOptions = []string{"-C", "--chdir", "--directory", "--cwd", "--workdir", "--working-directory", "--work-tree", "--git-dir"}
+)
+
+// CheckCommand refuses a credential command whose paths CommandPaths cannot read from its
+// words (review 19b, finding 1): one that changes directory (a cd or pushd word, env -C, a
+// --chdir option), a word starting ./ or ../ (relative to a folder not known), an expansion
+// other than $HOME and ${HOME} ($D, $1, $(…), `…`, ~user, a brace or glob pattern beside a
+// path), or inline code of an interpreter other than a shell (python3 -c, perl -e, an awk
+// program), which may build any path. The fix is the same for each: name the script by its
+// absolute path, outside the workspace, and let it do the rest.
+func CheckCommand(command []string) error {
+	const fix = "name the script by its absolute path (outside any workspace) and let it do the rest"
+	interp, awk := false, false
+	for i, arg := range command {
+		words, err := commandWords(arg, "/home")
+		if err != nil {
+			return fmt.Errorf("argument %d %q: %v, which the launch cannot follow to the files the relay runs on the host: %s", i, arg, err, fix)
+		}
+		for _, w := range words {
+			switch {
+			case slices.Contains(chdirWords, w) || slices.Contains(chdirOptions, w):
+				return fmt.Errorf("argument %d %q: %q changes the working folder, so a relative path after it names a file the launch cannot see: %s", i, arg, w, fix)
+			case w == "." || w == ".." || strings.HasPrefix(w, "./") || strings.HasPrefix(w, "../"):
+				return fmt.Errorf("argument %d %q: %q is relative to a working folder not known: %s", i, arg, w, fix)
+			case interp && slices.Contains(inlineCode, w):
+				return fmt.Errorf("argument %d %q: inline code of an interpreter other than a shell (%q) is not read, and it may build any path: %s", i, arg, w, fix)
+			case awk && w == "-f":
+				awk = false
+			case isInterpreter(w):
+				interp = true
+				awk = awk || strings.HasSuffix(filepath.Base(w), "awk")
 			}
 		}
 	}
-	return paths, index
+	if awk {
+		return fmt.Errorf("%q: an awk program is not read, and it may build any path: %s", command, fix)
+	}
+	return nil
+}
+
+// isInterpreter reports whether w names an interpreter whose inline code CheckCommand does not
+// read: python3, /usr/bin/perl5.36, gawk.
+func isInterpreter(w string) bool {
+	base := filepath.Base(w)
+	return slices.ContainsFunc(interpreters, func(n string) bool {
+		return base == n || strings.HasPrefix(base, n) && strings.Trim(base[len(n):], "0123456789.") == ""
+	})
+}
+
+// commandWords splits one argument of a credential command into the words a shell running it
+// as a -c script would see, near enough (CommandPaths); err names an expansion it cannot read.
+func commandWords(arg, home string) ([]string, error) {
+	arg = strings.NewReplacer(`"`, "", `'`, "", `\`, "").Replace(arg)
+	var b strings.Builder
+	for i := 0; i < len(arg); i++ {
+		c := arg[i]
+		switch {
+		case c == '`':
+			return nil, errors.New("a command substitution (`…`)")
+		case c == '$':
+			rest := arg[i+1:]
+			switch {
+			case strings.HasPrefix(rest, "{HOME}"):
+				i += len("{HOME}")
+			case strings.HasPrefix(rest, "HOME") && (len(rest) == 4 || !isNameByte(rest[4])):
+				i += len("HOME")
+			case rest == "" || rest[0] == ' ' || rest[0] == '\t' || rest[0] == '\n':
+				b.WriteByte(c)
+				continue
+			default:
+				return nil, errors.New("an expansion other than $HOME (a variable, $(…), $1)")
+			}
+			if !filepath.IsAbs(home) {
+				return nil, errors.New("$HOME, with no absolute home known")
+			}
+			b.WriteString(home)
+		case c == '{' && i+1 < len(arg) && !strings.ContainsRune(" \t\n", rune(arg[i+1])):
+			return nil, errors.New("a brace pattern ({a,b})")
+		default:
+			b.WriteByte(c)
+		}
+	}
+	sep := func(r rune) bool {
+		return r == ' ' || r == '\t' || r == '\n' || r == '\r' || strings.ContainsRune("=:,;|&()<>{}", r)
+	}
+	words := strings.FieldsFunc(b.String(), sep)
+	for i, w := range words {
+		switch {
+		case w == "~" || strings.HasPrefix(w, "~/"):
+			if !filepath.IsAbs(home) {
+				return nil, errors.New("~, with no absolute home known")
+			}
+			words[i] = home + w[1:]
+		case strings.HasPrefix(w, "~"):
+			return nil, fmt.Errorf("%q (another user's home)", w)
+		case strings.Contains(w, "/") && strings.ContainsAny(w, "*?["):
+			return nil, fmt.Errorf("%q (a pattern the shell expands)", w)
+		}
+	}
+	return words, nil
+}
+
+// isNameByte reports whether c may continue a shell variable's name.
+func isNameByte(c byte) bool {
+	return c == '_' || '0' <= c && c <= '9' || 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z'
 }

@@ -23,6 +23,14 @@ func credentialPrograms(cfg config.Config) (progs []string, err error) {
 		if len(cr.Command) == 0 {
 			continue
 		}
+		if cerr := config.CheckCommand(cr.Command); cerr != nil {
+			if err == nil {
+				err = &api.Error{Code: api.CodeConfigInvalid,
+					Message: fmt.Sprintf("%s.command: %v; nothing is launched, since the relay would run it on the host for the box's requests", cr.Key, cerr),
+					Hint:    fmt.Sprintf("name the credential helper's script by its absolute path in %s.command, then launch again", cr.Key)}
+			}
+			continue
+		}
 		name := cr.Command[0]
 		if filepath.IsAbs(name) {
 			progs = append(progs, filepath.Clean(name))
@@ -74,7 +82,9 @@ func (d *Daemon) configHostFiles(eff *config.Effective, home string) []plan.Host
 				Fix:         fmt.Sprintf("move the credential file out of the workspace (mode 0600) and name its new place in %s%s, or work on a project directory that does not hold it", key, in),
 			})
 		}
-		paths, index := config.CommandPaths(cr.Command, home)
+		// A command CommandPaths cannot read is refused at load (config.CheckCommand), and
+		// again by credentialPrograms at the launch: none of its paths is trusted here.
+		paths, index, _ := config.CommandPaths(cr.Command, home)
 		for i, p := range paths {
 			key := cr.Key + ".command"
 			out = append(out, plan.HostFile{

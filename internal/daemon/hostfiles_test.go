@@ -35,3 +35,17 @@ func TestCredentialProgramsNotFound(t *testing.T) {
 		t.Fatalf("programs = %q, want /bin/sh and the absent helper as written", progs)
 	}
 }
+
+// TestCredentialProgramsUnreadableCommand (review 19b, finding 1): a credential command whose
+// paths config.CommandPaths cannot read (refused at load by config.CheckCommand) is refused
+// again at the launch, should a configuration reach the daemon unchecked: the workspace rule
+// would compare none of its paths.
+func TestCredentialProgramsUnreadableCommand(t *testing.T) {
+	var c config.Config
+	c.Gateway.OpenAI.Credential.Command = []string{"/bin/sh", "-c", "cd && exec ./proj/token"}
+	_, err := credentialPrograms(c)
+	var ae *api.Error
+	if !errors.As(err, &ae) || ae.Code != api.CodeConfigInvalid || !strings.Contains(ae.Message, "gateway.openai.credential.command") || !strings.Contains(ae.Hint, "absolute path") {
+		t.Fatalf("err = %v, want a config_invalid refusal naming gateway.openai.credential.command, with the fix", err)
+	}
+}

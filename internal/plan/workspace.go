@@ -441,7 +441,7 @@ func CheckStartupFiles(ws string, files []StartupFile) error {
 	for i, f := range files {
 		hf[i] = HostFile{StartupFile: f}
 	}
-	return CheckHostFiles(ws, hf)
+	return checkHostFiles(ws, hf, false)
 }
 
 // CheckHostFiles is CheckStartupFiles for files each with its own words: the configuration
@@ -450,9 +450,30 @@ func CheckStartupFiles(ws string, files []StartupFile) error {
 // credential file the gateway reads there is the box's to read (review 19, F4), agentbox's own
 // configuration linked there the box's to rewrite with a credential command the next launch
 // runs (F2), a credential helper's script the box's to write (F1).
+//
+// A regular file of more than one hard link is refused wherever the workspace is (review 19b,
+// finding 5): its other name may lie in the workspace (ln ~/dotfiles/agentbox.yaml
+// ~/.config/agentbox/config.yaml), one inode, so what the box writes in place there is what
+// the host reads, and paths compared with the workspace cannot see it; finding the other name
+// would mean walking the workspace at every launch.
 func CheckHostFiles(ws string, files []HostFile) error {
+	return checkHostFiles(ws, files, true)
+}
+
+// checkHostFiles is CheckHostFiles; single refuses a file of more than one hard link
+// (CheckStartupFiles does not: see docs/security.md).
+func checkHostFiles(ws string, files []HostFile, single bool) error {
 	ws = filepath.Clean(ws)
 	for _, f := range files {
+		if fi, err := os.Stat(f.Path); single && err == nil && fi.Mode().IsRegular() && links(fi) > 1 {
+			what := f.Path
+			if f.Field != "" {
+				what += " (" + f.Field + ")"
+			}
+			return &WorkspaceError{Path: ws,
+				Why:  fmt.Sprintf("%s has %d hard links: %s, and another name of the same file may lie in the workspace, where what a box writes in place is what the host reads (or the box reads a secret it is never to see)", what, links(fi), f.Why),
+				Hint: fmt.Sprintf("make %s a file of its own (cp %s %s.new && mv %s.new %s), then launch again", f.Path, f.Path, f.Path, f.Path, f.Path)}
+		}
 		r, ok := holds(ws, f.Path)
 		if !ok {
 			continue
