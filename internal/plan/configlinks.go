@@ -66,9 +66,10 @@ func FindLinks(home string, folders, programs []string) []ConfigLink {
 	r := linkResolver{}
 	if home != "" {
 		home = filepath.Clean(home)
+		rhome := r.end(home)
 		for _, name := range symlinksIn(home) {
 			if strings.HasPrefix(name, ".") {
-				out = append(out, r.configLink(filepath.Join(home, name), "", false))
+				out = append(out, r.configLink(home, rhome, name, "", false))
 			}
 		}
 	}
@@ -79,17 +80,38 @@ func FindLinks(home string, folders, programs []string) []ConfigLink {
 			continue
 		}
 		seen[dir] = true
+		rdir := r.end(dir)
+		if i >= len(folders) && rdir != dir {
+			// A PATH folder read once whatever its name (/bin and /usr/bin are one folder).
+			if seen[rdir] {
+				continue
+			}
+			seen[rdir] = true
+		}
 		for _, name := range symlinksIn(dir) {
-			out = append(out, r.configLink(filepath.Join(dir, name), dir, i >= len(folders)))
+			out = append(out, r.configLink(dir, rdir, name, dir, i >= len(folders)))
 		}
 	}
 	return out
 }
 
-// configLink is the ConfigLink of the symlink p, an entry of in ("" for the home).
-func (r linkResolver) configLink(p, in string, program bool) ConfigLink {
+// end returns where the kernel ends reaching p (PathTrail's last place), through r.
+func (r linkResolver) end(p string) string {
 	trail := r.trail(p)
-	l := ConfigLink{Link: p, Target: trail[len(trail)-1], In: in, Program: program}
+	return trail[len(trail)-1]
+}
+
+// configLink is the ConfigLink of the symlink name in dir (symlink-resolved rdir), an entry of
+// in ("" for the home). The readdir told it is a symlink: its target is read with no lstat.
+func (r linkResolver) configLink(dir, rdir, name, in string, program bool) ConfigLink {
+	p := filepath.Join(rdir, name)
+	if _, ok := r[p]; !ok {
+		if t, err := os.Readlink(p); err == nil {
+			r[p] = placeSeen{exists: true, link: true, target: t}
+		}
+	}
+	trail := r.trail(p)
+	l := ConfigLink{Link: filepath.Join(dir, name), Target: trail[len(trail)-1], In: in, Program: program}
 	for _, v := range trail[:len(trail)-1] {
 		if len(l.Via) == 0 || l.Via[len(l.Via)-1] != v {
 			l.Via = append(l.Via, v)
