@@ -67,7 +67,8 @@ func FindLinks(home string, folders, programs []string) []ConfigLink {
 	if home != "" {
 		home = filepath.Clean(home)
 		rhome := r.end(home)
-		for _, name := range symlinksIn(home) {
+		links, _ := entriesIn(home)
+		for _, name := range links {
 			if strings.HasPrefix(name, ".") {
 				out = append(out, r.configLink(home, rhome, name, "", false))
 			}
@@ -80,15 +81,30 @@ func FindLinks(home string, folders, programs []string) []ConfigLink {
 			continue
 		}
 		seen[dir] = true
-		rdir := r.end(dir)
-		if i >= len(folders) && rdir != dir {
+		rdir := ""
+		if i >= len(folders) {
 			// A PATH folder read once whatever its name (/bin and /usr/bin are one folder).
-			if seen[rdir] {
-				continue
+			if rdir = r.end(dir); rdir != dir {
+				if seen[rdir] {
+					continue
+				}
+				seen[rdir] = true
 			}
-			seen[rdir] = true
 		}
-		for _, name := range symlinksIn(dir) {
+		names, others := entriesIn(dir)
+		if len(names) == 0 {
+			continue
+		}
+		if rdir == "" {
+			rdir = r.end(dir)
+		} else {
+			// What the readdir told of the rest saves an lstat of each link's target there
+			// (python3 -> python3.11).
+			for _, o := range others {
+				r[filepath.Join(rdir, o)] = placeSeen{exists: true}
+			}
+		}
+		for _, name := range names {
 			out = append(out, r.configLink(dir, rdir, name, dir, i >= len(folders)))
 		}
 	}
@@ -244,19 +260,21 @@ func programFolder(l ConfigLink) string {
 	return ResolveExisting(l.In)
 }
 
-// symlinksIn returns the names of the symlinks in dir (none when it cannot be read).
-func symlinksIn(dir string) []string {
+// entriesIn returns the names of the symlinks in dir and of its other entries (none when it
+// cannot be read).
+func entriesIn(dir string) (links, others []string) {
 	f, err := os.Open(dir)
 	if err != nil {
-		return nil
+		return nil, nil
 	}
 	defer f.Close()
 	ents, _ := f.ReadDir(-1)
-	var out []string
 	for _, e := range ents {
 		if e.Type()&os.ModeSymlink != 0 {
-			out = append(out, e.Name())
+			links = append(links, e.Name())
+		} else {
+			others = append(others, e.Name())
 		}
 	}
-	return out
+	return links, others
 }
