@@ -150,8 +150,8 @@ func (d *Daemon) checkWorkspace(req *api.LaunchRequest, eff *config.Effective) (
 // folders deps; plan.CheckHostPath, with the daemon's own PATH, whole, and the host programs
 // found through it and the credential helpers the launch's configuration eff names;
 // plan.CheckStartupFiles, the home's start-up files and git's configuration, whatever they
-// link to; plan.CheckConfigLinks, the symlinks links returns, among the home's dot-entries and
-// the entries of its configuration folders; plan.CheckHostFiles, agentbox's own configuration
+// link to; plan.CheckConfigLinks, the symlinks links returns, among the home's dot-entries, the
+// entries of its configuration folders and the programs of the launch's and the daemon's PATH; plan.CheckHostFiles, agentbox's own configuration
 // files and the credential files and helper arguments eff names).
 func (d *Daemon) checkWritable(ws string, facts plan.WorkspaceFacts, req *api.LaunchRequest, deps func() launchDepFolders, eff *config.Effective, links func() []plan.ConfigLink) error {
 	if err := plan.CheckWorkspace(ws, facts); err != nil {

@@ -18,8 +18,9 @@ type ConfigLink struct {
 	// a file of its own; ~/.ssh/config -> ../dotfiles/x/../ssh_config, dotfiles/x a link out
 	// of dotfiles/, which a box repoints).
 	Via []string
-	// In is the configuration folder that holds Link ("" for a dot-entry of the home): no
-	// workspace is inside such a folder, so none is inside Target either.
+	// In is the configuration folder (or, with Program, the PATH folder) that holds Link (""
+	// for a dot-entry of the home): no workspace is inside a configuration folder, so none is
+	// inside Target either.
 	In string
 	// Program: In is a folder of a PATH (the launch's or the daemon's), whose entries the
 	// host's shells run by name. A workspace inside where one leads is not refused (a
