@@ -34,13 +34,16 @@ func configLinkFolders(set *profile.Set, home string, env []string) []string {
 }
 
 // findConfigLinks begins finding the symlinks among the host's configuration for a launch
-// with environment env and the profiles in set (plan.FindConfigLinks: the home's dot-entries,
-// the entries of configLinkFolders) and returns the wait for them, once per launch. It runs beside the launch's other
-// workspace rules: a readdir of some 30 folders and the links' resolution cost more than the
-// 0.2 ms a launch may spend on it (docs/benchmarks.md).
-func findConfigLinks(set *profile.Set, env []string) func() []plan.ConfigLink {
+// with environment env and the profiles in set (plan.FindLinks: the home's dot-entries, the
+// entries of configLinkFolders) and among the programs of the folders of the launch's PATH and
+// of the daemon's own (a program linked from ~/.local/bin into a dotfiles repository), and
+// returns the wait for them, once per launch. It runs beside the launch's other workspace
+// rules: a readdir of some 40 folders and the links' resolution cost more than the 0.2 ms a
+// launch may spend on it (docs/benchmarks.md).
+func (d *Daemon) findConfigLinks(set *profile.Set, env []string) func() []plan.ConfigLink {
 	home, _ := os.UserHomeDir()
+	programs := append(filepath.SplitList(envValue(env, "PATH")), filepath.SplitList(d.hostPath)...)
 	done := make(chan []plan.ConfigLink, 1) // never waited for when the launch is refused before
-	go func() { done <- plan.FindConfigLinks(home, configLinkFolders(set, home, env)) }()
+	go func() { done <- plan.FindLinks(home, configLinkFolders(set, home, env), programs) }()
 	return sync.OnceValue(func() []plan.ConfigLink { return <-done })
 }

@@ -115,7 +115,7 @@ func (d *Daemon) checkWorkspace(req *api.LaunchRequest, eff *config.Effective) (
 		return chosenWorkspace{}, &api.Error{Code: api.CodeBadRequest, Message: fmt.Sprintf("workspace %q is not absolute", req.Workspace)}
 	}
 	set := ruleProfiles(eff.Config)
-	links := findConfigLinks(set, req.Env) // begun now, beside the rules before it
+	links := d.findConfigLinks(set, req.Env) // begun now, beside the rules before it
 	ws, err := filepath.EvalSymlinks(req.Workspace)
 	if err != nil {
 		return chosenWorkspace{}, &api.Error{Code: api.CodeWorkspaceRefused, Message: fmt.Sprintf("workspace %s: %v", req.Workspace, err)}
@@ -194,8 +194,9 @@ func (d *Daemon) workspaceRules(req *api.LaunchRequest, eff *config.Effective, s
 // folders deps; plan.CheckHostPath, with the daemon's own PATH, whole, and the host programs
 // found through it and the credential helpers the launch's configuration names;
 // plan.CheckStartupFiles, the home's start-up files and git's configuration, whatever they
-// link to; plan.CheckConfigLinks, the symlinks among the home's dot-entries and the entries of
-// its configuration folders; plan.CheckHostFiles, agentbox's own configuration files and the
+// link to; plan.CheckConfigLinks, the symlinks among the home's dot-entries, the entries of
+// its configuration folders and the programs of the launch's and the daemon's PATH;
+// plan.CheckHostFiles, agentbox's own configuration files and the
 // credential files and helper arguments the configuration names).
 func (d *Daemon) checkWritable(ws string, r writableRules, deps func() launchDepFolders) error {
 	if err := plan.CheckWorkspace(ws, r.facts); err != nil {

@@ -11,15 +11,22 @@ import (
 // (~/.claude/settings.json, ~/.codex/config.toml, ~/.ssh/config, ~/.config/pip, …).
 type ConfigLink struct {
 	Link   string // the symlink, absolute, as the host's programs name it
-	Target string // where it leads, symlink-resolved (ResolveExisting, a dangling link too)
-	// Via are paths the kernel passes on the way to Target (one may be Target): what the link
-	// says (its folders not resolved), and that path with its folder resolved. A workspace
-	// holding one that is not Target could replace it (~/.bashrc -> dotfiles/bashrc, itself a link out
-	// of dotfiles/, which a box replaces with a file of its own).
+	Target string // where it leads, symlink-resolved (PathTrail's end, a dangling link too)
+	// Via are the symlinks the kernel passes on the way to Target, Link first, each in its
+	// folder symlink-resolved (PathTrail). A workspace holding one could replace it
+	// (~/.bashrc -> dotfiles/bashrc, itself a link out of dotfiles/, which a box replaces with
+	// a file of its own; ~/.ssh/config -> ../dotfiles/x/../ssh_config, dotfiles/x a link out
+	// of dotfiles/, which a box repoints).
 	Via []string
-	// In is the configuration folder that holds Link ("" for a dot-entry of the home): no
-	// workspace is inside such a folder, so none is inside Target either.
+	// In is the configuration folder (or, with Program, the PATH folder) that holds Link (""
+	// for a dot-entry of the home): no workspace is inside a configuration folder, so none is
+	// inside Target either.
 	In string
+	// Program: In is a folder of a PATH (the launch's or the daemon's), whose entries the
+	// host's shells run by name. A workspace inside where one leads is not refused (a
+	// program's folder is not on the PATH), nor one holding In (CheckStartupFolders and
+	// CheckHostPath decide about those: npm run's node_modules/.bin).
+	Program bool
 }
 
 // ConfigFolders are home-relative folders, beside the harness homes (HarnessHomes and the
@@ -43,114 +50,159 @@ var ConfigFolders = []string{
 
 // FindConfigLinks returns the symlinks among the home's dot-entries (one readdir of home) and
 // among the entries of each of folders (absolute; a readdir each; one that is absent or no
-// folder is skipped), each with where it leads. A readdir tells a symlink apart without a
-// stat of each entry, and only the links are resolved, each with one readlink and one lstat
-// where it leads, the folders it leads into resolved once per call (linkResolver).
+// folder is skipped), each with where it leads and every symlink the kernel passes on the way
+// (linkResolver.trail, PathTrail's walk). A readdir tells a symlink apart without a stat of
+// each entry, and only the links are resolved, each place on their ways looked at once per
+// call (a dotfiles user's links mostly lead into one or two folders).
 func FindConfigLinks(home string, folders []string) []ConfigLink {
+	return FindLinks(home, folders, nil)
+}
+
+// FindLinks is FindConfigLinks, and beside it the symlinks among the entries of each of
+// programs, the folders of a PATH (absolute; a relative one is skipped): a program linked
+// from ~/.local/bin into a dotfiles repository (GNU stow) runs in place of the one its name
+// meant (ConfigLink.Program).
+func FindLinks(home string, folders, programs []string) []ConfigLink {
 	var out []ConfigLink
 	r := linkResolver{}
 	if home != "" {
 		home = filepath.Clean(home)
-		rhome := r.dir(home)
-		for _, name := range symlinksIn(home) {
+		rhome := r.end(home)
+		links, _ := entriesIn(home)
+		for _, name := range links {
 			if strings.HasPrefix(name, ".") {
-				t, via := r.link(rhome, name)
-				out = append(out, ConfigLink{Link: filepath.Join(home, name), Target: t, Via: via})
+				out = append(out, r.configLink(home, rhome, name, "", false))
 			}
 		}
 	}
-	seen := map[string]bool{}
-	for _, dir := range folders {
+	seen := map[string]bool{home: true}
+	for i, dir := range append(append([]string(nil), folders...), programs...) {
 		dir = filepath.Clean(dir)
-		if !filepath.IsAbs(dir) || seen[dir] || dir == home {
+		if !filepath.IsAbs(dir) || seen[dir] {
 			continue
 		}
 		seen[dir] = true
-		names := symlinksIn(dir)
+		rdir := ""
+		if i >= len(folders) {
+			// A PATH folder read once whatever its name (/bin and /usr/bin are one folder).
+			if rdir = r.end(dir); rdir != dir {
+				if seen[rdir] {
+					continue
+				}
+				seen[rdir] = true
+			}
+		}
+		names, others := entriesIn(dir)
 		if len(names) == 0 {
 			continue
 		}
-		rdir := r.dir(dir)
+		if rdir == "" {
+			rdir = r.end(dir)
+		} else {
+			// What the readdir told of the rest saves an lstat of each link's target there
+			// (python3 -> python3.11).
+			for _, o := range others {
+				r[filepath.Join(rdir, o)] = placeSeen{exists: true}
+			}
+		}
 		for _, name := range names {
-			t, via := r.link(rdir, name)
-			out = append(out, ConfigLink{Link: filepath.Join(dir, name), Target: t, Via: via, In: dir})
+			out = append(out, r.configLink(dir, rdir, name, dir, i >= len(folders)))
 		}
 	}
 	return out
 }
 
-// linkResolver resolves symlinks as ResolveExisting does, the folders they lead into
-// resolved once (a dotfiles user's links mostly lead into one or two folders): with
-// ResolveExisting at each link, an lstat per component of the link and of its target, a home
-// of 65 links cost ~1,000 lstats (docs/benchmarks.md).
-type linkResolver map[string]string
+// end returns where the kernel ends reaching p (PathTrail's last place), through r.
+func (r linkResolver) end(p string) string {
+	trail := r.trail(p)
+	return trail[len(trail)-1]
+}
 
-// dir returns ResolveExisting(d) (d absolute and clean), once per d: its folder's resolved
-// (dir), then one lstat of d there.
-func (r linkResolver) dir(d string) string {
-	if v, ok := r[d]; ok {
-		return v
-	}
-	parent := filepath.Dir(d)
-	v := d
-	if parent != d {
-		v = filepath.Join(r.dir(parent), filepath.Base(d))
-		if fi, err := os.Lstat(v); err == nil && fi.Mode()&os.ModeSymlink != 0 {
-			v = ResolveExisting(v)
+// configLink is the ConfigLink of the symlink name in dir (symlink-resolved rdir), an entry of
+// in ("" for the home). The readdir told it is a symlink: its target is read with no lstat.
+func (r linkResolver) configLink(dir, rdir, name, in string, program bool) ConfigLink {
+	p := filepath.Join(rdir, name)
+	if _, ok := r[p]; !ok {
+		if t, err := os.Readlink(p); err == nil {
+			r[p] = placeSeen{exists: true, link: true, target: t}
 		}
 	}
-	r[d] = v
+	trail := r.trail(p)
+	l := ConfigLink{Link: filepath.Join(dir, name), Target: trail[len(trail)-1], In: in, Program: program}
+	for _, v := range trail[:len(trail)-1] {
+		if len(l.Via) == 0 || l.Via[len(l.Via)-1] != v {
+			l.Via = append(l.Via, v)
+		}
+	}
+	return l
+}
+
+// linkResolver remembers, for a call of FindLinks, what an lstat and a readlink found at each
+// place (absolute, its folder symlink-resolved): with PathTrail at each link, an lstat per
+// component of the link and of its target, a home of 65 links cost ~1,000 system calls
+// (docs/benchmarks.md). A nil linkResolver remembers nothing (PathTrail).
+type linkResolver map[string]placeSeen
+
+// placeSeen is what is at a place: nothing, a symlink (its target), or anything else.
+type placeSeen struct {
+	exists, link bool
+	target       string
+}
+
+// at returns what is at p, looked at once per linkResolver.
+func (r linkResolver) at(p string) placeSeen {
+	if v, ok := r[p]; ok {
+		return v
+	}
+	var v placeSeen
+	if fi, err := os.Lstat(p); err == nil {
+		v.exists = true
+		if fi.Mode()&os.ModeSymlink != 0 {
+			if t, err := os.Readlink(p); err == nil {
+				v.link, v.target = true, t
+			}
+		}
+	}
+	if r != nil {
+		r[p] = v
+	}
 	return v
 }
 
-// link returns ResolveExisting of the entry name of the folder rdir (symlink-resolved): its
-// link read, and where it leads resolved as its folder (dir) and its last component (an
-// lstat: a link again is resolved whole); and the paths on the way (ConfigLink.Via). A target
-// with ".." after another component is resolved whole too: ".." is taken where the component
-// before it leads, which the lexical join would not do.
-func (r linkResolver) link(rdir, name string) (string, []string) {
-	p := filepath.Join(rdir, name)
-	t, err := os.Readlink(p)
-	if err != nil {
-		return ResolveExisting(p), nil
-	}
-	if !filepath.IsAbs(t) {
-		t = rdir + "/" + t
-	}
-	if !plainTarget(t, rdir) {
-		return ResolveExisting(p), nil
-	}
-	t = filepath.Clean(t)
-	if t == "/" {
-		return t, nil
-	}
-	q := filepath.Join(r.dir(filepath.Dir(t)), filepath.Base(t))
-	via := []string{t}
-	if q != t {
-		via = append(via, q)
-	}
-	if fi, err := os.Lstat(q); err == nil && fi.Mode()&os.ModeSymlink != 0 {
-		return ResolveExisting(q), via
-	}
-	return q, via
-}
-
-// plainTarget reports whether t (absolute) holds a ".." only right after the prefix rdir (a
-// folder with no symlink left in it, where ".." is lexical) or none.
-func plainTarget(t, rdir string) bool {
-	rest := t
-	if strings.HasPrefix(t, rdir+"/") {
-		rest = strings.TrimLeft(t[len(rdir)+1:], "/")
-		for strings.HasPrefix(rest, "../") || rest == ".." {
-			rest = strings.TrimLeft(strings.TrimPrefix(rest, ".."), "/")
+// trail is PathTrail(p), each place looked at through r.
+func (r linkResolver) trail(p string) []string {
+	var trail []string
+	parts := strings.Split(strings.TrimPrefix(filepath.Clean(p), "/"), "/")
+	cur := "/"
+	links := 0
+	for len(parts) > 0 {
+		part := parts[0]
+		parts = parts[1:]
+		if part == "" || part == "." {
+			continue
 		}
-	}
-	for _, c := range strings.Split(rest, "/") {
-		if c == ".." {
-			return false
+		if part == ".." {
+			cur = filepath.Dir(cur)
+			continue
 		}
+		next := filepath.Join(cur, part)
+		v := r.at(next)
+		if !v.exists {
+			// Absent (or unreadable): the rest is made as written.
+			return append(trail, filepath.Join(append([]string{next}, parts...)...))
+		}
+		if !v.link || links >= maxLinks {
+			cur = next
+			continue
+		}
+		links++
+		trail = append(trail, next)
+		if filepath.IsAbs(v.target) {
+			cur = "/"
+		}
+		parts = append(strings.Split(strings.Trim(v.target, "/"), "/"), parts...)
 	}
-	return true
+	return append(trail, cur)
 }
 
 // CheckConfigLinks reports why ws (absolute, symlink-resolved) must not be a workspace because
@@ -173,10 +225,18 @@ func CheckConfigLinks(ws, home string, links []ConfigLink) error {
 		t := filepath.Clean(l.Target)
 		what := t + ", which " + l.Link + " leads to"
 		why := "the host's programs read their configuration from the home's dot-files and dot-folders at their start"
-		if l.In != "" {
+		copyOf := "the file"
+		switch {
+		case l.Program:
+			if in := programFolder(l); in == ws || Within(in, ws) {
+				continue // a PATH folder in the workspace: CheckStartupFolders' and CheckHostPath's
+			}
+			why = l.In + " is a folder of the launch's or the daemon's PATH: the host's shells and agentbox run " + filepath.Base(l.Link) + " from it by name, unboxed"
+			copyOf = "the program"
+		case l.In != "":
 			why = l.In + " holds configuration or credentials that the host's programs read unboxed (an agent's hooks and MCP servers, ssh's Match exec and ProxyCommand run commands)"
 		}
-		hint := "work on a copy (git clone " + ws + " " + ws + "-work) and pull the reviewed change into " + ws + " yourself, or put a copy of the file in place of the link " + l.Link
+		hint := "work on a copy (git clone " + ws + " " + ws + "-work) and pull the reviewed change into " + ws + " yourself, or put a copy of " + copyOf + " in place of the link " + l.Link
 		for _, v := range l.Via {
 			if v != t && (v == ws || Within(v, ws)) {
 				return &WorkspaceError{Path: ws, Why: "holds " + v + ", through which " + l.Link + " leads to " + t + ": " + why + ", so a box could put a file of its own in its place, which runs on the host before any review", Hint: hint}
@@ -185,26 +245,37 @@ func CheckConfigLinks(ws, home string, links []ConfigLink) error {
 		switch {
 		case t == ws || Within(t, ws):
 			return &WorkspaceError{Path: ws, Why: "holds " + what + ": " + why + ", so what a box writes there runs on the host before any review", Hint: hint}
-		case l.In != "" && Within(ws, t) && t != "/" && t != rhome && !Within(rhome, t) && (home == "" || t != filepath.Clean(home) && !Within(home, t)):
+		case l.In != "" && !l.Program && Within(ws, t) && t != "/" && t != rhome && !Within(rhome, t) && (home == "" || t != filepath.Clean(home) && !Within(home, t)):
 			return &WorkspaceError{Path: ws, Why: "is inside " + what + ": " + why + ", so what a box writes there runs on the host before any review", Hint: hint}
 		}
 	}
 	return nil
 }
 
-// symlinksIn returns the names of the symlinks in dir (none when it cannot be read).
-func symlinksIn(dir string) []string {
+// programFolder returns the folder of the PATH that holds l, symlink-resolved (where l.Via
+// says the kernel found the link).
+func programFolder(l ConfigLink) string {
+	if len(l.Via) > 0 {
+		return filepath.Dir(l.Via[0])
+	}
+	return ResolveExisting(l.In)
+}
+
+// entriesIn returns the names of the symlinks in dir and of its other entries (none when it
+// cannot be read).
+func entriesIn(dir string) (links, others []string) {
 	f, err := os.Open(dir)
 	if err != nil {
-		return nil
+		return nil, nil
 	}
 	defer f.Close()
 	ents, _ := f.ReadDir(-1)
-	var out []string
 	for _, e := range ents {
 		if e.Type()&os.ModeSymlink != 0 {
-			out = append(out, e.Name())
+			links = append(links, e.Name())
+		} else {
+			others = append(others, e.Name())
 		}
 	}
-	return out
+	return links, others
 }

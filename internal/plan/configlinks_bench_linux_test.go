@@ -12,7 +12,8 @@ import (
 // BenchmarkConfigLinks: FindConfigLinks and CheckConfigLinks of a home shaped like a dotfiles
 // user's (60 dot-entries, 15 of them links; 20 configuration folders of 10 entries, 2 links
 // each; ~/.config of 40 entries, 10 links), and of the machine's own home with the same
-// folders (docs/benchmarks.md). Beside the wall time, the process's CPU time per call
+// folders, and with the folders of this process's PATH beside them, whose programs' links
+// the daemon reads too (docs/benchmarks.md). Beside the wall time, the process's CPU time per call
 // (getrusage), since this machine's wall time follows its load; and CheckWorkspace with the
 // harness homes resolved at each call, the yardstick of review 17's figures.
 func BenchmarkConfigLinks(b *testing.B) {
@@ -63,11 +64,13 @@ func BenchmarkConfigLinks(b *testing.B) {
 		name    string
 		home    string
 		folders []string
-	}{{"dotfiles-home", home, folders}, {"own-home", own, ownFolders}} {
+		path    []string
+	}{{"dotfiles-home", home, folders, nil}, {"own-home", own, ownFolders, nil},
+		{"own-home-and-PATH", own, ownFolders, filepath.SplitList(os.Getenv("PATH"))}} {
 		b.Run(c.name, func(b *testing.B) {
 			before := cpuTime()
 			for i := 0; i < b.N; i++ {
-				if err := CheckConfigLinks("/tmp/project/x", c.home, FindConfigLinks(c.home, c.folders)); err != nil {
+				if err := CheckConfigLinks("/tmp/project/x", c.home, FindLinks(c.home, c.folders, c.path)); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -151,3 +151,68 @@ func TestLinkResolver(t *testing.T) {
 		}
 	}
 }
+
+// TestCheckConfigLinksThirdLink (review 19b): a chain whose third link lies in the workspace
+// (~/.x -> out/a -> out/b -> dotfiles/c -> out/d) refuses it: Via holds every link the
+// kernel passes (before, only the first two were compared).
+func TestCheckConfigLinksThirdLink(t *testing.T) {
+	root := mkHome(t, "home", "dotfiles", "out")
+	home := filepath.Join(root, "home")
+	dot := filepath.Join(root, "dotfiles")
+	os.WriteFile(filepath.Join(root, "out/d"), nil, 0o644)
+	symlink(t, filepath.Join(root, "out/d"), filepath.Join(dot, "c"))
+	symlink(t, filepath.Join(dot, "c"), filepath.Join(root, "out/b"))
+	symlink(t, "b", filepath.Join(root, "out/a"))
+	symlink(t, "../out/a", filepath.Join(home, ".x"))
+	links := FindConfigLinks(home, nil)
+	if len(links) != 1 || links[0].Target != filepath.Join(root, "out/d") {
+		t.Fatalf("FindConfigLinks = %+v, want ~/.x -> out/d", links)
+	}
+	if err := CheckConfigLinks(dot, home, links); err == nil || !strings.Contains(err.Error(), "holds "+filepath.Join(dot, "c")+", through which") {
+		t.Errorf("CheckConfigLinks(dotfiles) with %+v = %v, want refused naming dotfiles/c", links[0], err)
+	}
+}
+
+// TestCheckProgramLinks (review 19b, F2): a program of a PATH folder linked into the
+// workspace, or through a link in it, refuses it, naming the link and the fix; a workspace
+// inside the folder a program link leads to is not refused (a program's folder is not on
+// the PATH), nor one holding the PATH folder itself (node_modules/.bin: CheckStartupFolders'
+// rule), nor one the program leads out of.
+func TestCheckProgramLinks(t *testing.T) {
+	root := mkHome(t, "home/.local/bin", "dotfiles/bin", "proj/node_modules/.bin", "proj/node_modules/pkg", "tools/sub", "usr/bin")
+	home := filepath.Join(root, "home")
+	dot := filepath.Join(root, "dotfiles")
+	bin := filepath.Join(home, ".local/bin")
+	os.WriteFile(filepath.Join(dot, "bin/mytool"), nil, 0o755)
+	os.WriteFile(filepath.Join(root, "usr/bin/python3.11"), nil, 0o755)
+	symlink(t, filepath.Join(dot, "bin/mytool"), filepath.Join(bin, "mytool"))
+	symlink(t, filepath.Join(dot, "bin/absent"), filepath.Join(bin, "dangling"))
+	symlink(t, filepath.Join(root, "tools"), filepath.Join(bin, "tools"))
+	symlink(t, "python3.11", filepath.Join(root, "usr/bin/python3"))
+	symlink(t, "../pkg/cli.js", filepath.Join(root, "proj/node_modules/.bin/cli"))
+	symlink(t, "usr/bin", filepath.Join(root, "bin")) // /bin -> usr/bin: read once
+	links := FindLinks(home, nil, []string{bin, filepath.Join(root, "usr/bin"), filepath.Join(root, "proj/node_modules/.bin"), "relative/bin", filepath.Join(root, "bin")})
+	if len(links) != 5 {
+		t.Fatalf("FindLinks found %d links, want 5: %+v", len(links), links)
+	}
+	for _, l := range links {
+		if !l.Program {
+			t.Errorf("%s: Program false, want true", l.Link)
+		}
+	}
+	for ws, want := range map[string]string{
+		dot:                                "holds " + filepath.Join(dot, "bin/mytool") + ", which " + filepath.Join(bin, "mytool") + " leads to: " + bin + " is a folder of the launch's or the daemon's PATH",
+		filepath.Join(root, "tools"):       "holds " + filepath.Join(root, "tools") + ", which " + filepath.Join(bin, "tools"),
+		filepath.Join(root, "tools/sub"):   "-",
+		filepath.Join(root, "proj"):        "-",
+		filepath.Join(root, "usr/bin/foo"): "-",
+	} {
+		err := CheckConfigLinks(ws, home, links)
+		switch {
+		case want == "-" && err != nil:
+			t.Errorf("CheckConfigLinks(%s) = %v, want nil", ws, err)
+		case want != "-" && (!errors.Is(err, ErrWorkspaceRefused) || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "put a copy of the program in place of the link")):
+			t.Errorf("CheckConfigLinks(%s) = %v, want refused saying %q and the fix", ws, err, want)
+		}
+	}
+}

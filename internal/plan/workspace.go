@@ -324,45 +324,7 @@ const maxLinks = 40
 // ResolveExisting it follows a symlink whose target does not exist yet (~/.gitconfig ->
 // dotfiles/gitconfig, removed): what a write through p would make is that target. A loop, or
 // more than maxLinks links, ends the trail where it stands.
-func PathTrail(p string) []string {
-	var trail []string
-	parts := strings.Split(strings.TrimPrefix(filepath.Clean(p), "/"), "/")
-	cur := "/"
-	links := 0
-	for len(parts) > 0 {
-		part := parts[0]
-		parts = parts[1:]
-		if part == "" || part == "." {
-			continue
-		}
-		if part == ".." {
-			cur = filepath.Dir(cur)
-			continue
-		}
-		next := filepath.Join(cur, part)
-		fi, err := os.Lstat(next)
-		if err != nil {
-			// Absent (or unreadable): the rest is made as written.
-			return append(trail, filepath.Join(append([]string{next}, parts...)...))
-		}
-		if fi.Mode()&os.ModeSymlink == 0 || links >= maxLinks {
-			cur = next
-			continue
-		}
-		t, err := os.Readlink(next)
-		if err != nil {
-			cur = next
-			continue
-		}
-		links++
-		trail = append(trail, next)
-		if filepath.IsAbs(t) {
-			cur = "/"
-		}
-		parts = append(strings.Split(strings.Trim(t, "/"), "/"), parts...)
-	}
-	return append(trail, cur)
-}
+func PathTrail(p string) []string { return linkResolver(nil).trail(p) }
 
 // StartupFile is a file the host reads and runs by itself, at every start of a program,
 // with no review: a shell's or an editor's start-up file, git's configuration.
