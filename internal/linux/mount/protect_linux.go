@@ -101,7 +101,7 @@ func (p *Protection) Finish() (emptied bool) {
 		if p.stopping.Load() {
 			select {
 			case <-p.stopped:
-			case <-time.After(5 * time.Second):
+			case <-time.After(quarantineWait + 5*time.Second): // Quarantine's own bound, and its moves
 			}
 		}
 		killOthers()
