@@ -4,10 +4,13 @@ import (
 	"bytes"
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -198,6 +201,13 @@ func TestVersionMismatch(t *testing.T) {
 	if err := os.WriteFile(bin, b, 0o755); err != nil {
 		t.Fatal(err)
 	}
+	// A child forked by a parallel test between WriteFile's open and close holds the file open
+	// for writing until it execs, and an exec of the file meanwhile fails with ETXTBSY (seen
+	// once in CI): wait until it runs.
+	eventually(t, "the upgraded binary to be executable", func() bool {
+		err := exec.Command(bin, "--version").Run()
+		return !errors.Is(err, syscall.ETXTBSY)
+	})
 	run := func(args ...string) Result {
 		c := e.Command(t.Context(), args...)
 		c.Path, c.Args[0] = bin, bin
