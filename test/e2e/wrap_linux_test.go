@@ -224,8 +224,17 @@ func TestPackage(t *testing.T) {
 	realClaude := ""
 	if d := os.Getenv("AGENTBOX_AGENTS_DIR"); d != "" {
 		if p, err := filepath.EvalSymlinks(filepath.Join(d, "bin", "claude")); err == nil {
-			realClaude = p
-			pol += "    - name: claude\n      path: " + p + "\n"
+			// The policy manages a private copy of the real claude, never the shared one: the
+			// daemon's scanner terminates every native run of a managed program of its user on
+			// the machine, and as root that was the real claude that tests of other packages
+			// run unboxed at the same time (internal/profile TestClaudeWiringBeatsWorkspaceSettings
+			// "signal: killed" in three .ci/runs). The scanner matches the executable's inode, so
+			// nothing but this copy is managed.
+			realClaude = filepath.Join(vendorDir, "claude")
+			if err := copyExecutable(p, realClaude); err != nil {
+				t.Fatal(err)
+			}
+			pol += "    - name: claude\n      path: " + realClaude + "\n"
 		}
 	}
 	if err := os.WriteFile(policy, []byte(pol), 0o644); err != nil {
