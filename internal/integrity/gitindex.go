@@ -614,6 +614,17 @@ func filesBeneath(top, rel, dir string) []string {
 
 // configBool reports whether the last value of section.key (no subsection) in es is git's
 // true (a bare key, "true", "yes", "on", or a number other than 0).
+// configString returns the last value of section.key (no subsection) in es, as git reads it.
+func configString(es []ConfigEntry, section, key string) string {
+	v := ""
+	for _, e := range es {
+		if e.Section == section && !e.HasSub && e.Key == key {
+			v = e.Value
+		}
+	}
+	return v
+}
+
 func configBool(es []ConfigEntry, section, key string) bool {
 	v := false
 	for _, e := range es {
@@ -903,9 +914,12 @@ func (s *State) verifyIndexes(tops []string, exit bool) ([]Transition, []string)
 				forged = append(forged, f.name)
 			}
 		}
-		// Extensions git trusts that the check does not model, in an index the launch changed.
+		// Extensions git trusts that the check does not model, in an index the launch changed:
+		// removed at exit. While the box runs they stay: each of its commits writes the cache
+		// tree, and removing it then, under git's lock, made the box's next git fail on
+		// index.lock (TestBoxGitNeverMeetsTheCheckLock).
 		var strip []string
-		if fi, err := os.Stat(ix.path); err == nil {
+		if fi, err := os.Stat(ix.path); err == nil && exit {
 			if _, _, ct := identity(fi); ct >= since {
 				for _, x := range ix.exts {
 					if !keptExtensions[x.sig] {

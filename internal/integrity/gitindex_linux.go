@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"golang.org/x/sys/unix"
 )
@@ -198,6 +199,7 @@ func staleEntries(ws string, ix *gitIndex, since int64) []staleEntry {
 	}
 	var out []staleEntry
 	var z objectHasher
+	minimal := strings.EqualFold(configString(repoConfig(ws, filepath.Dir(ix.path)), "core", "checkstat"), "minimal")
 	for _, e := range ix.entries {
 		typ := e.mode & unix.S_IFMT
 		if e.name == "" || e.flags&ceStageMask != 0 || e.ext&ceIntentToAdd != 0 || e.hidden().flag != "" ||
@@ -209,6 +211,15 @@ func staleEntries(ws string, ix *gitIndex, since int64) []staleEntry {
 		if unix.Fstatat(wfd, rel, &st, unix.AT_SYMLINK_NOFOLLOW) != nil || st.Mode&unix.S_IFMT != typ ||
 			st.Ctim.Nano() < since || uint32(st.Mtim.Sec) != statField(ix.b, e, 2) || uint32(st.Size) != statField(ix.b, e, 9) ||
 			ist.Mtim.Sec < st.Mtim.Sec {
+			continue
+		}
+		// An index of the file's second: git built without USE_NSEC (Debian's) takes the entry
+		// for racily clean and compares the content; one built with it compares the mtime's
+		// nanoseconds (unless core.checkStat is minimal), which differ. Only an entry whose
+		// nanoseconds are the file's (forged, or a file git staged as it is) can pass for
+		// unchanged then. An agent's edit-add-commit loop met this at every check, each an
+		// alert and a moment under git's lock (TestBoxGitNeverMeetsTheCheckLock).
+		if ist.Mtim.Sec == st.Mtim.Sec && statField(ix.b, e, 3) != uint32(st.Mtim.Nsec) && !minimal {
 			continue
 		}
 		if entryDiffers(&z, wfd, rel, typ, e, ix.hashLen) {

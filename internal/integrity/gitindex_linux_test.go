@@ -874,3 +874,77 @@ func TestResolveLinkedWorktreeObjectFormat(t *testing.T) {
 		}
 	}
 }
+
+// TestIndexSameSecondEntry: an entry of the index's own second whose file the launch changed,
+// same size. Its mtime's nanoseconds differ from the file's (an agent's ordinary edit after git
+// add, within a second): git compares the content (Debian's git, built without USE_NSEC, takes
+// the entry for racily clean) or the nanoseconds, and shows the change, so the check leaves it
+// (it reported each such edit of an agent's git loop, and took git's lock to clear it:
+// TestBoxGitNeverMeetsTheCheckLock). Forged to the file's nanoseconds, or with
+// core.checkStat=minimal in the repository's configuration, it can pass for unchanged (a git
+// built with USE_NSEC): reported.
+func TestIndexSameSecondEntry(t *testing.T) {
+	t.Parallel()
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("no git")
+	}
+	for _, c := range []struct {
+		name        string
+		forged      bool
+		minimal     bool
+		wantAlerted bool
+	}{
+		{"ordinary-edit", false, false, false},
+		{"forged-nanoseconds", true, false, true},
+		{"checkstat-minimal", false, true, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			ws, _ := filepath.EvalSymlinks(t.TempDir())
+			git := func(args ...string) string { return gitIn(ws, "", false, args...) }
+			git("init", "-q", ws)
+			if c.minimal {
+				git("config", "core.checkStat", "minimal")
+			}
+			f, index := filepath.Join(ws, "loop.txt"), filepath.Join(ws, ".git/index")
+			mustWrite(t, f, "12\n")
+			git("add", ".")
+			git("commit", "-qm", "init")
+			s := Snapshot(resolveWS(t, ws), Limits{})
+			sec := time.Now().Add(-time.Hour).Truncate(time.Second)
+			// staged at .1 of the second, the file edited at .2, the index written at .5
+			if err := os.Chtimes(f, sec.Add(100*time.Millisecond), sec.Add(100*time.Millisecond)); err != nil {
+				t.Fatal(err)
+			}
+			forgeIndexStat(t, index, "loop.txt", f)
+			mustWrite(t, f, "13\n")
+			at := sec.Add(200 * time.Millisecond)
+			if err := os.Chtimes(f, at, at); err != nil {
+				t.Fatal(err)
+			}
+			if c.forged {
+				forgeIndexStat(t, index, "loop.txt", f)
+			}
+			if err := os.Chtimes(index, sec.Add(500*time.Millisecond), sec.Add(500*time.Millisecond)); err != nil {
+				t.Fatal(err)
+			}
+			alerted := false
+			for _, tr := range s.VerifyExec() {
+				if tr.Path == f && strings.Contains(tr.Detail, "claimed it unchanged") {
+					alerted = true
+				} else {
+					t.Errorf("unexpected transition %s %s (%s)", tr.Kind, tr.Path, tr.Detail)
+				}
+			}
+			if alerted != c.wantAlerted {
+				t.Errorf("reported: %v, want %v", alerted, c.wantAlerted)
+			}
+			if out := git("status", "--porcelain"); out != " M loop.txt\n" {
+				t.Errorf("git status after the check: %q, want loop.txt modified", out)
+			}
+			if _, err := os.Stat(index + ".lock"); err == nil {
+				t.Error("the check left index.lock")
+			}
+		})
+	}
+}
