@@ -1073,7 +1073,7 @@ try() {
 			// The placeholders are gone once the launch is recorded as ended (its brokers end
 			// first); the client may return before that.
 			id := e.Launches()[0].ID
-			e.WaitLaunch(id, "recorded as ended", func(l api.Launch) bool { return l.State != api.StateRunning })
+			e.WaitLaunch(id, "recorded as ended", func(l api.Launch) bool { return ended(l) })
 			plantsRefused(t, e, r, rel...)
 			for _, p := range rel {
 				if _, err := os.Lstat(filepath.Join(e.Home, p+".moved")); err == nil {
@@ -1143,7 +1143,7 @@ mkdir -p "$d/live" && echo 'touch /tmp/pwned' > "$d/live/hook-1.sh" && echo 'tou
 			}
 			r := runStandIn(t, e, p.Executables[0], script)
 			id := e.Launches()[0].ID
-			e.WaitLaunch(id, "recorded as ended", func(l api.Launch) bool { return l.State != api.StateRunning })
+			e.WaitLaunch(id, "recorded as ended", func(l api.Launch) bool { return ended(l) })
 			for _, d := range dirs {
 				if strings.Contains(r.Stdout, "saw-host-"+d) {
 					t.Errorf("the box read the host's ~/%s/live/hook-1.sh", d)
@@ -1222,7 +1222,7 @@ echo still-running >> out
 	}
 	eventually(t, "the box to check the replaced file", func() bool {
 		b, _ := os.ReadFile(out)
-		if l, ok := e.Launch(id); ok && l.State != api.StateRunning {
+		if l, ok := e.Launch(id); ok && ended(l) {
 			t.Fatalf("the box ended before it checked the replaced file: %s, notes %q", l.State, b)
 		}
 		return marker("checked")() || strings.Contains(string(b), "never-masked-again")
@@ -1234,7 +1234,7 @@ echo still-running >> out
 	if err := os.WriteFile(filepath.Join(e.Work, "removed"), nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	l := e.WaitLaunch(id, "ended", func(l api.Launch) bool { return l.State != api.StateRunning })
+	l := e.WaitLaunch(id, "ended", func(l api.Launch) bool { return ended(l) })
 	b, _ := os.ReadFile(out)
 	got := string(b)
 	exit := "none"
@@ -1325,7 +1325,7 @@ echo still-running >> out
 	if err := os.Rename(auth, auth+".bak"); err != nil {
 		t.Fatal(err)
 	}
-	l := e.WaitLaunch(id, "ended", func(l api.Launch) bool { return l.State != api.StateRunning })
+	l := e.WaitLaunch(id, "ended", func(l api.Launch) bool { return ended(l) })
 	b, _ := os.ReadFile(filepath.Join(e.Work, "out"))
 	if strings.Contains(string(b), "still-running") || (l.ExitCode != nil && *l.ExitCode == 0) {
 		t.Errorf("the box ran on after the denied file was moved away on the host: %q", b)

@@ -50,7 +50,7 @@ func TestDetachAttach(t *testing.T) {
 		if code := p.Wait(tag); code != 7 {
 			t.Errorf("agentbox attach exited %d, want the program's 7", code)
 		}
-		got := e.WaitLaunch(l.ID, "ended", func(l api.Launch) bool { return l.State != api.StateRunning })
+		got := e.WaitLaunch(l.ID, "ended", func(l api.Launch) bool { return ended(l) })
 		if got.State != api.StateExited || got.ExitCode == nil || *got.ExitCode != 7 {
 			t.Errorf("recorded: state %s exit %v, want exited 7", got.State, got.ExitCode)
 		}
@@ -93,7 +93,7 @@ func TestDetachAttach(t *testing.T) {
 		if code := p.Wait(tag); code != 7 {
 			t.Errorf("agentbox attach exited %d, want the program's 7", code)
 		}
-		got := e.WaitLaunch(id, "ended", func(l api.Launch) bool { return l.State != api.StateRunning })
+		got := e.WaitLaunch(id, "ended", func(l api.Launch) bool { return ended(l) })
 		if got.State != api.StateExited || got.ExitCode == nil || *got.ExitCode != 7 {
 			t.Errorf("recorded: state %s exit %v, want exited 7", got.State, got.ExitCode)
 		}
@@ -107,7 +107,7 @@ func TestDetachAttach(t *testing.T) {
 		p.WaitFor("ready-7")
 		l := e.runningLaunch(t)
 		p.Kill()
-		got := e.WaitLaunch(l.ID, "ended", func(l api.Launch) bool { return l.State != api.StateRunning })
+		got := e.WaitLaunch(l.ID, "ended", func(l api.Launch) bool { return ended(l) })
 		if got.State != api.StateExited || got.ExitCode == nil || *got.ExitCode != 5 {
 			t.Errorf("recorded: state %s exit %v, want exited 5 (the HUP trap)", got.State, got.ExitCode)
 		}

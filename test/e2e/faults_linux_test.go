@@ -370,7 +370,7 @@ func TestFaultBoxInitKilled(t *testing.T) {
 	if err := syscall.Kill(l.BoxPid, syscall.SIGKILL); err != nil {
 		t.Fatalf("kill box-init %d: %v", l.BoxPid, err)
 	}
-	l = e.WaitLaunch(id, "ended and settled", func(l api.Launch) bool { return l.State != api.StateRunning && l.Settled })
+	l = e.WaitLaunch(id, "ended and settled", func(l api.Launch) bool { return ended(l) && l.Settled })
 	if l.ExitCode != nil {
 		t.Logf("after box-init was killed: state %s, exit code %d", l.State, *l.ExitCode)
 	}

@@ -228,6 +228,15 @@ func (e *Env) Launch(id string) (api.Launch, bool) {
 	return api.Launch{}, false
 }
 
+// ended reports whether the record of launch l says it has ended: neither starting nor running.
+// A launch's record can still say "starting" while its program already runs (the daemon records
+// the program's start after the shim reports it): under load a .ci/run saw a box write its
+// first file with its launch still "starting", and a test that took every state but "running"
+// for an end failed (TestAttackDeniedFileReplacedOnHost).
+func ended(l api.Launch) bool {
+	return l.State != api.StateStarting && l.State != api.StateRunning
+}
+
 // WaitLaunch polls `agentbox launches` until the launch with id satisfies cond, and returns it.
 func (e *Env) WaitLaunch(id, what string, cond func(api.Launch) bool) api.Launch {
 	e.t.Helper()

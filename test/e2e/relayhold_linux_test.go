@@ -143,7 +143,7 @@ func TestAttackRelayPortHeldAcrossRestart(t *testing.T) {
 	}
 	t.Logf("%s: the box ends", time.Now().Format("15:04:05.000"))
 	e.touch("end")
-	e.WaitLaunch(id, "exited", func(l api.Launch) bool { return l.State != api.StateRunning })
+	e.WaitLaunch(id, "exited", func(l api.Launch) bool { return ended(l) })
 }
 
 // tryBindFor tries, for d, to bind and listen on addr (a loopback host:port) with SO_REUSEADDR

@@ -272,7 +272,7 @@ func TestRelaySurvivesDaemonKill(t *testing.T) {
 		t.Errorf("the upstream did not get the second request with the host credential")
 	}
 	e.touch("end")
-	e.WaitLaunch(id, "exited", func(l api.Launch) bool { return l.State != api.StateRunning })
+	e.WaitLaunch(id, "exited", func(l api.Launch) bool { return ended(l) })
 	if tot, err := st.EgressTotals(context.Background(), id); err != nil || tot[id].Refused != flood {
 		t.Errorf("stored after the launch ended: %+v (%v), want %d refusals, counted once", tot[id], err, flood)
 	}
@@ -343,7 +343,7 @@ func TestRelaySessionsMax(t *testing.T) {
 	}
 	t.Logf("launch refused: %s", strings.TrimSpace(r.Stderr))
 	e.touch("go")
-	e.WaitLaunch(id, "exited", func(l api.Launch) bool { return l.State != api.StateRunning })
+	e.WaitLaunch(id, "exited", func(l api.Launch) bool { return ended(l) })
 	eventually(t, "the ended launch's slot", func() bool {
 		return e.Run("", "session", "create", "--client", "t").Code == 0
 	})

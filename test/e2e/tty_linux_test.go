@@ -420,7 +420,7 @@ func TestSupervision(t *testing.T) {
 		if code := m.Wait(tag); code != 9 {
 			t.Errorf("client exit %d, want 9", code)
 		}
-		got := e.WaitLaunch(l.ID, "exited", func(l api.Launch) bool { return l.State != api.StateRunning })
+		got := e.WaitLaunch(l.ID, "exited", func(l api.Launch) bool { return ended(l) })
 		if got.State != api.StateExited || got.ExitCode == nil || *got.ExitCode != 9 {
 			t.Errorf("recorded: state %s exit %v, want exited 9", got.State, got.ExitCode)
 		}
@@ -451,7 +451,7 @@ func TestSupervision(t *testing.T) {
 		if code := m.Wait(tag); code != 9 {
 			t.Errorf("agentbox attach exited %d, want the program's 9", code)
 		}
-		got := e.WaitLaunch(l.ID, "exited", func(l api.Launch) bool { return l.State != api.StateRunning })
+		got := e.WaitLaunch(l.ID, "exited", func(l api.Launch) bool { return ended(l) })
 		if got.ExitCode == nil || *got.ExitCode != 9 {
 			t.Errorf("recorded exit %v, want 9", got.ExitCode)
 		}
@@ -465,7 +465,7 @@ func TestSupervision(t *testing.T) {
 		l := e.runningLaunch(t)
 		syscall.Kill(m.client(), syscall.SIGKILL)
 		m.Wait(tag)
-		got := e.WaitLaunch(l.ID, "ended", func(l api.Launch) bool { return l.State != api.StateRunning })
+		got := e.WaitLaunch(l.ID, "ended", func(l api.Launch) bool { return ended(l) })
 		if got.State != api.StateExited || got.ExitCode == nil || *got.ExitCode != 5 {
 			t.Errorf("recorded: state %s exit %v, want exited 5 (the HUP trap)", got.State, got.ExitCode)
 		}
