@@ -818,11 +818,14 @@ func proposedChangesToExistingFiles(t *testing.T, eng string) {
 	}
 }
 
-// TestCollectFailureKept guards review finding F5 (issue #20) on a real box: the state
-// directory is a small tmpfs, and the box writes 2.5 MB into .envrc and an fsmonitor line into
-// .git/config; keeping .envrc's change fails (no space left on device). The .git/config change
-// is still kept, the failed copy stays in the staged folder, the launch carries a drift alert
-// naming .envrc and the reason, and `agentbox run` says so at exit. Needs root (the mount).
+// TestCollectFailureKept guards review finding F5 (issue #20) on a real box: the proposed
+// changes' folder of the state directory is a small tmpfs (2 MiB), and the box writes 2.5 MB
+// into .envrc and an fsmonitor line into .git/config; keeping .envrc's change fails (no space
+// left on device). The .git/config change is still kept, the failed copy stays in the staged
+// folder, the launch carries a drift alert naming .envrc and the reason, and `agentbox run`
+// says so at exit. Needs root (the mount). (The whole state directory was the tmpfs before:
+// the daemon's database, its log and the staged copies shared it, and in a .ci/run they had
+// left no room for the small change either.)
 func TestCollectFailureKept(t *testing.T) {
 	t.Parallel()
 	if os.Geteuid() != 0 {
@@ -831,15 +834,16 @@ func TestCollectFailureKept(t *testing.T) {
 	e := newDaemonEnv(t)
 	repo(t, e.work)
 	stateDir := filepath.Join(e.state, "agentbox")
-	if err := os.Mkdir(stateDir, 0o700); err != nil {
+	small := filepath.Join(stateDir, "changes")
+	if err := os.MkdirAll(small, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	if err := syscall.Mount("tmpfs", stateDir, "tmpfs", 0, "size=4m,mode=0700"); err != nil {
+	if err := syscall.Mount("tmpfs", small, "tmpfs", 0, "size=2m,mode=0700"); err != nil {
 		t.Skipf("mount a tmpfs: %v", err)
 	}
 	t.Cleanup(func() { // before e.close: detached, it stays usable by the daemon until it stops
-		if err := syscall.Unmount(stateDir, syscall.MNT_DETACH); err != nil {
-			t.Errorf("unmount %s: %v", stateDir, err)
+		if err := syscall.Unmount(small, syscall.MNT_DETACH); err != nil {
+			t.Errorf("unmount %s: %v", small, err)
 		}
 	})
 	_, stderr, code := e.runAll("run", "sh", "--", "-c",
