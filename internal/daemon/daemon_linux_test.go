@@ -30,7 +30,7 @@ import (
 // agentboxBinaries returns the agentbox CLI and, beside it, the daemon binary (which the shims
 // re-exec here: it has the box's entry points): $AGENTBOX_BIN's, or both built now, once for
 // the whole test binary (its tests run side by side; TestMain removes the build).
-func agentboxBinaries(t *testing.T) (cli, daemonBin string) {
+func agentboxBinaries(t testing.TB) (cli, daemonBin string) {
 	if b := os.Getenv("AGENTBOX_BIN"); b != "" {
 		return b, filepath.Join(filepath.Dir(b), boxhelper.DaemonName)
 	}
@@ -86,7 +86,7 @@ func startDaemonWith(t *testing.T, wrap func(launchStore) launchStore, noSpare b
 
 // startDaemonOpts is startDaemon with the test-only fields of opts (wrapStore, noSpare,
 // beforeWatch, brokers).
-func startDaemonOpts(t *testing.T, opts Options) *testDaemon {
+func startDaemonOpts(t testing.TB, opts Options) *testDaemon {
 	t.Helper()
 	root, err := os.MkdirTemp("/tmp", "abd")
 	if err != nil {
@@ -98,7 +98,7 @@ func startDaemonOpts(t *testing.T, opts Options) *testDaemon {
 
 // startDaemonIn is startDaemonOpts with the folders under root, made when absent: a daemon
 // started again in the folders of one that ended takes over what it left (readopt).
-func startDaemonIn(t *testing.T, root string, opts Options) *testDaemon {
+func startDaemonIn(t testing.TB, root string, opts Options) *testDaemon {
 	t.Helper()
 	_, exe := agentboxBinaries(t)
 	setShimExecutable.Do(func() { shim.Executable = exe })
@@ -117,7 +117,7 @@ func startDaemonIn(t *testing.T, root string, opts Options) *testDaemon {
 		return ""
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	d, err := newDaemon(Options{RuntimeDir: runtime, StateDir: state, Config: config.LoadOptions{Getenv: getenv, PolicyFile: filepath.Join(root, "no-policy.yaml"), PolicyOwner: os.Getuid()}, wrapStore: opts.wrapStore, noSpare: opts.noSpare, beforeWatch: opts.beforeWatch, brokers: opts.brokers, afterEnded: opts.afterEnded, beforeBytecode: opts.beforeBytecode})
+	d, err := newDaemon(Options{RuntimeDir: runtime, StateDir: state, Config: config.LoadOptions{Getenv: getenv, PolicyFile: filepath.Join(root, "no-policy.yaml"), PolicyOwner: os.Getuid()}, wrapStore: opts.wrapStore, noSpare: opts.noSpare, beforeWatch: opts.beforeWatch, brokers: opts.brokers, afterEnded: opts.afterEnded, beforeBytecode: opts.beforeBytecode, answerAfterRecord: opts.answerAfterRecord})
 	if err != nil {
 		cancel()
 		t.Fatal(err)
@@ -391,7 +391,7 @@ func TestRefusals(t *testing.T) {
 	}
 }
 
-func waitFor(t *testing.T, what string, cond func() bool) {
+func waitFor(t testing.TB, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(time.Minute)
 	for !cond() {

@@ -621,6 +621,11 @@ func (d *Daemon) launch(ctx context.Context, req *api.LaunchRequest) (*api.Launc
 		serr := run.Do(ctx, l.HandShim(sp, true).MapErr(shimErr))
 		if serr == nil && l.Handed() {
 			recording = recorded
+			if d.opts.answerAfterRecord {
+				if err := recorded.Wait(); err != nil {
+					return nil, err
+				}
+			}
 		} else {
 			// No spare took the launch (a fresh shim, which holds the program for its client
 			// only): the record is committed before the answer.
