@@ -241,7 +241,7 @@ func stageBreakdown(ab func(...string) *exec.Cmd, ds []time.Duration) string {
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "\nStages of the median launch (%s end to end, launch %.8s) and each stage's median over the %d launches "+
-		"(the daemon's records; when an attached launch finds a spare, record overlaps shim and, since the twentieth session, the answer's way and the client's attach too; watch runs after the answer, "+
+		"(the daemon's records; record and shim overlap when an attached launch finds a spare; watch runs after the answer, "+
 		"while the client attaches; box is the watch to the shim's final status: the client's attach, the box's start, the program and the box's end; "+
 		"end-brokers is every broker's end, the check at exit among them; box-init-exit the wait for box-init's exit after that):\n\n| stage | median launch | median of all |\n|---|---|---|\n", ms(ds[mid]), ls[mid].ID, len(ls))
 	var sum time.Duration

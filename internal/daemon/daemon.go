@@ -57,9 +57,6 @@ type Options struct {
 	// beforeBytecode, in tests, runs in each background build of a bytecode mirror before it
 	// is made (buildBytecode).
 	beforeBytecode func(libs []string)
-	// answerAfterRecord, in benchmarks, answers an attached launch handed to a spare only once
-	// its record is committed, as before the answer came first (BenchmarkAttachedLaunch).
-	answerAfterRecord bool
 }
 
 // launchStore is what the daemon needs of the store.

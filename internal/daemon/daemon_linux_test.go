@@ -30,7 +30,7 @@ import (
 // agentboxBinaries returns the agentbox CLI and, beside it, the daemon binary (which the shims
 // re-exec here: it has the box's entry points): $AGENTBOX_BIN's, or both built now, once for
 // the whole test binary (its tests run side by side; TestMain removes the build).
-func agentboxBinaries(t testing.TB) (cli, daemonBin string) {
+func agentboxBinaries(t *testing.T) (cli, daemonBin string) {
 	if b := os.Getenv("AGENTBOX_BIN"); b != "" {
 		return b, filepath.Join(filepath.Dir(b), boxhelper.DaemonName)
 	}
@@ -86,7 +86,7 @@ func startDaemonWith(t *testing.T, wrap func(launchStore) launchStore, noSpare b
 
 // startDaemonOpts is startDaemon with the test-only fields of opts (wrapStore, noSpare,
 // beforeWatch, brokers).
-func startDaemonOpts(t testing.TB, opts Options) *testDaemon {
+func startDaemonOpts(t *testing.T, opts Options) *testDaemon {
 	t.Helper()
 	root, err := os.MkdirTemp("/tmp", "abd")
 	if err != nil {
@@ -98,7 +98,7 @@ func startDaemonOpts(t testing.TB, opts Options) *testDaemon {
 
 // startDaemonIn is startDaemonOpts with the folders under root, made when absent: a daemon
 // started again in the folders of one that ended takes over what it left (readopt).
-func startDaemonIn(t testing.TB, root string, opts Options) *testDaemon {
+func startDaemonIn(t *testing.T, root string, opts Options) *testDaemon {
 	t.Helper()
 	_, exe := agentboxBinaries(t)
 	setShimExecutable.Do(func() { shim.Executable = exe })
@@ -117,7 +117,7 @@ func startDaemonIn(t testing.TB, root string, opts Options) *testDaemon {
 		return ""
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	d, err := newDaemon(Options{RuntimeDir: runtime, StateDir: state, Config: config.LoadOptions{Getenv: getenv, PolicyFile: filepath.Join(root, "no-policy.yaml"), PolicyOwner: os.Getuid()}, wrapStore: opts.wrapStore, noSpare: opts.noSpare, beforeWatch: opts.beforeWatch, brokers: opts.brokers, afterEnded: opts.afterEnded, beforeBytecode: opts.beforeBytecode, answerAfterRecord: opts.answerAfterRecord})
+	d, err := newDaemon(Options{RuntimeDir: runtime, StateDir: state, Config: config.LoadOptions{Getenv: getenv, PolicyFile: filepath.Join(root, "no-policy.yaml"), PolicyOwner: os.Getuid()}, wrapStore: opts.wrapStore, noSpare: opts.noSpare, beforeWatch: opts.beforeWatch, brokers: opts.brokers, afterEnded: opts.afterEnded, beforeBytecode: opts.beforeBytecode})
 	if err != nil {
 		cancel()
 		t.Fatal(err)
@@ -233,11 +233,9 @@ func TestCreateFailureRunsNothing(t *testing.T) {
 }
 
 // TestCreateFailureAttachedRunsNothing: an attached launch through a spare shim is recorded
-// while the spare builds its box and its client is answered (the program waits for its client
-// and for the daemon's word that the launch is recorded); when the record fails, the box is
-// stopped before its program ever ran and nothing of the launch is left. (The answer, sent
-// before the record's commit, says nothing of it; before the answer waited for the commit,
-// it was the store's error: either is taken. TestProgramWaitsForItsRecord attaches a client.)
+// while the spare builds its box (the program waits for its client, which waits for the
+// answer); when the record fails, the box is stopped before its program ever ran, the answer
+// is the store's error, and nothing of the launch is left.
 func TestCreateFailureAttachedRunsNothing(t *testing.T) {
 	t.Parallel()
 	fs := &failingStore{failCreate: true}
@@ -251,8 +249,8 @@ func TestCreateFailureAttachedRunsNothing(t *testing.T) {
 	}
 	_, err = td.c.Launch(context.Background(), &api.LaunchRequest{Program: "sh", Path: sh, Args: []string{"-c", "touch " + marker}, Workspace: td.work})
 	var ae *api.Error
-	if err != nil && (!errors.As(err, &ae) || ae.Code != api.CodeStoreFailed) {
-		t.Fatalf("launch error = %v, want none or %s", err, api.CodeStoreFailed)
+	if !errors.As(err, &ae) || ae.Code != api.CodeStoreFailed {
+		t.Fatalf("launch error = %v, want %s", err, api.CodeStoreFailed)
 	}
 	// Stopped by the daemon, not ended by its attach timeout (30 s) with nobody attaching.
 	deadline := time.Now().Add(shim.DefaultAttachTimeout * 2 / 3)
@@ -391,7 +389,7 @@ func TestRefusals(t *testing.T) {
 	}
 }
 
-func waitFor(t testing.TB, what string, cond func() bool) {
+func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(time.Minute)
 	for !cond() {

@@ -53,9 +53,6 @@ type liveLaunch struct {
 	// watched is when supervise's watch of the shim was connected (stageBox's start; zero
 	// for a launch watched without its pipeline).
 	watched time.Time
-	// recording is the commit of the launch's record when its client was answered before it
-	// (an attached launch handed to a spare), which supervise waits for; nil when none.
-	recording *launch.Pending
 }
 
 func newLaunchID() (string, error) {
@@ -522,11 +519,8 @@ func (d *Daemon) launch(ctx context.Context, req *api.LaunchRequest) (*api.Launc
 	if egress == plan.EgressAllow {
 		d.log.Warn("egress: allow — this box shares the host network", "launch", id, "program", req.Program)
 	}
-	// An attached launch handed to a spare is answered before its record's commit; its program
-	// waits for the daemon's word that it is recorded (below; a shim not handed its launch
-	// ignores AwaitRecord, and its launch is recorded before the answer).
 	scfg := shim.Config{LaunchID: id, Engine: eng.Name(), Console: console, Detached: req.Detach,
-		StopGrace: cfg.StopGrace.Duration(), Clipboard: cfg.Console.Clipboard, AwaitRecord: !req.Detach}
+		StopGrace: cfg.StopGrace.Duration(), Clipboard: cfg.Console.Clipboard}
 	if req.Detach && console == plan.ConsoleTTY {
 		scfg.Size.Rows, scfg.Size.Cols = req.Rows, req.Cols
 	}
@@ -593,9 +587,6 @@ func (d *Daemon) launch(ctx context.Context, req *api.LaunchRequest) (*api.Launc
 		return &api.Error{Code: api.CodeBoxSetupFailed, Message: "start box shim: " + err.Error()}
 	}
 	startShim := l.Shim(sp, true).MapErr(shimErr)
-	// recording is the record's commit still under way when the client is answered (an
-	// attached launch handed to a spare): supervise waits for it, then tells the shim.
-	var recording *launch.Pending
 	if req.Detach || sp == nil {
 		// The program may start as soon as the shim does: record first.
 		if err := run.Do(ctx, record); err != nil {
@@ -610,33 +601,18 @@ func (d *Daemon) launch(ctx context.Context, req *api.LaunchRequest) (*api.Launc
 	} else {
 		// An attached launch's program waits for its client, which waits for this answer: the
 		// spare is handed the launch and its socket, listening already, while the record is
-		// committed, and the answer waits for neither the commit nor the spare's own answer
-		// (both followed in supervise): the client connects while the spare takes the launch
-		// and builds the box and the record is committed. The spare holds the program, its
-		// client attached, until supervise says the launch is recorded (shim.Config.AwaitRecord):
-		// no program runs unrecorded, and a record that fails, or a daemon that ends first,
-		// ends the held box without running it.
-		// (Not the request's context: the commit may outlast the answer.)
-		recorded := run.Go(context.WithoutCancel(ctx), record)
+		// committed, and the answer waits for both, but not for the spare's own answer (read
+		// in supervise, the ready stage): the client connects while the spare takes the launch
+		// and builds the box, and is answered once it has.
+		recorded := run.Go(ctx, record)
 		serr := run.Do(ctx, l.HandShim(sp, true).MapErr(shimErr))
-		if serr == nil && l.Handed() {
-			recording = recorded
-			if d.opts.answerAfterRecord {
-				if err := recorded.Wait(); err != nil {
-					return nil, err
-				}
-			}
-		} else {
-			// No spare took the launch (a fresh shim, which holds the program for its client
-			// only): the record is committed before the answer.
-			if err := recorded.Wait(); err != nil {
-				// The box, if it started, is held: its program has not run. The rollback
-				// stopped it; nothing of it is recorded.
-				return nil, err
-			}
-			if serr != nil {
-				return nil, serr
-			}
+		if err := recorded.Wait(); err != nil {
+			// The box, if it started, is held: its program has not run. The rollback stopped
+			// it; nothing of it is recorded.
+			return nil, err
+		}
+		if serr != nil {
+			return nil, serr
 		}
 	}
 	rec.ShimPid = l.ShimPid
@@ -657,13 +633,9 @@ func (d *Daemon) launch(ctx context.Context, req *api.LaunchRequest) (*api.Launc
 		return nil, err
 	}
 	// The watch of the shim connects in supervise, after the answer: the program cannot start
-	// before the client attaches, and a watch that fails stops the box there. A launch whose
-	// record is still being committed is handed over (Commit) once it is (supervise); until
-	// then a failed record rolls it back.
-	if recording == nil {
-		run.Commit()
-	}
-	ll := &liveLaunch{rec: rec, dir: l.Dir, done: make(chan struct{}), ended: make(chan struct{}), new: true, run: &run, launch: l, recording: recording}
+	// before the client attaches, and a watch that fails stops the box there.
+	run.Commit()
+	ll := &liveLaunch{rec: rec, dir: l.Dir, done: make(chan struct{}), ended: make(chan struct{}), new: true, run: &run, launch: l}
 	d.mu.Lock()
 	d.launches[id] = ll
 	d.mu.Unlock()

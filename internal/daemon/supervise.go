@@ -38,9 +38,6 @@ func (d *Daemon) supervise(l *liveLaunch) {
 	defer close(l.done)
 	defer l.markEnded() // (a settle that did not reach its end: its waiters are answered from the store)
 	ctx := context.Background()
-	if l.recording != nil && !d.recorded(l) {
-		return
-	}
 	d.mu.Lock()
 	w := l.watcher
 	d.mu.Unlock()
@@ -129,28 +126,6 @@ func (d *Daemon) supervise(l *liveLaunch) {
 	}
 	d.settle(ctx, l, startErr, final, top)
 	d.refillSpare()
-}
-
-// recorded waits for the commit of the record of a launch whose client was answered before it
-// (liveLaunch.recording), then tells its shim, which holds the program until then
-// (shim.Config.AwaitRecord), and hands the launch over to supervision. It reports false when
-// the record failed: the launch was rolled back (its held box ended without running its
-// program, its brokers ended, its directory removed; nothing of it recorded) and is forgotten.
-func (d *Daemon) recorded(l *liveLaunch) bool {
-	if err := l.recording.Wait(); err != nil {
-		d.log.Error("record launch failed; its box was stopped before its program ran", "launch", l.rec.ID, "err", err)
-		d.mu.Lock()
-		delete(d.launches, l.rec.ID)
-		d.mu.Unlock()
-		d.refillSpare()
-		return false
-	}
-	if err := l.launch.Recorded(); err != nil {
-		// The shim is gone (its end is followed below, as any shim's) or ends the held box.
-		d.log.Warn("tell the shim its launch is recorded", "launch", l.rec.ID, "err", err)
-	}
-	l.run.Commit()
-	return true
 }
 
 // settle records how a launch ended, from the status its shim left, and removes its launch

@@ -219,16 +219,6 @@ func (l *Launch) setShim(p shim.Proc) { l.ShimPid, l.ShimStartTime = p.Pid, p.St
 // Handed reports whether HandShim left the spare's answer for the Ready stage to read.
 func (l *Launch) Handed() bool { return l.handed != nil }
 
-// Recorded tells the spare HandShim handed the launch to that the launch is recorded
-// (shim.Handed.Recorded), before the Ready stage reads its answer; after any other shim stage
-// it has nothing to do.
-func (l *Launch) Recorded() error {
-	if l.handed == nil {
-		return nil
-	}
-	return l.handed.Recorded()
-}
-
 // Ready is the stage that reads the answer of a spare HandShim handed the launch to: nil once
 // it has taken the launch, else the error it reported (it then refuses the launch's client
 // with that reason, and ends). After any other shim stage it has nothing to do.

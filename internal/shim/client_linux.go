@@ -193,20 +193,6 @@ func (h *Handed) Wait() (Proc, error) {
 	return awaitReady(h.s.conn, h.s.proc, h.dir)
 }
 
-// recordedLine is what Handed.Recorded sends the spare.
-const recordedLine = "recorded\n"
-
-// Recorded tells the spare that the launch is recorded: a program held for it
-// (Config.AwaitRecord) may start once its client is attached. Call it before Wait, which ends
-// the hand-over's connection; ending it without Recorded (Close, Wait, the daemon's end) ends
-// a box held for the record without running its program.
-func (h *Handed) Recorded() error {
-	if _, err := h.s.conn.WriteString(recordedLine); err != nil {
-		return fmt.Errorf("tell the shim the launch is recorded: %w", err)
-	}
-	return nil
-}
-
 // Close ends the wait for the spare's answer without reading it (an undo).
 func (h *Handed) Close() error { return h.s.conn.Close() }
 

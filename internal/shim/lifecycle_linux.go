@@ -1,10 +1,8 @@
 package shim
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
-	"io"
 	"log"
 	"net"
 	"os"
@@ -66,9 +64,6 @@ type server struct {
 	// topIsInit: the box's top process is the init of its pid namespace (the native engine's
 	// box-init), whose report of the box's end (engine.EventEnded) the shim takes.
 	topIsInit bool
-	// awaitRecord: the held program waits for the daemon's word that the launch is recorded
-	// (Config.AwaitRecord; readRecord), besides its client.
-	awaitRecord bool
 	// handed are the inotify instances box-init handed over with its report of the box's
 	// end, closed once it has been reaped (releaseHandedLocked).
 	handed []int
@@ -114,10 +109,8 @@ func testHook(h func()) {
 	}
 }
 
-// run serves the launch in dir; sigs (subscribeSignals) stop its box. handed is the launch's
-// socket, listening, and daemon the hand-over's connection, for a spare the daemon handed the
-// launch (Spare.Hand); nil for a shim started for its launch.
-func run(dir string, lg *log.Logger, report func(error), pre *prestarted, sigs chan os.Signal, handed, daemon *os.File) error {
+// run serves the launch in dir; sigs (subscribeSignals) stop its box.
+func run(dir string, lg *log.Logger, report func(error), pre *prestarted, sigs chan os.Signal, handed *os.File) error {
 	// Engines start the box with Pdeathsig (the box dies with its shim), which the kernel ties to
 	// the thread that forked: keep this goroutine, which starts the box, on one thread for good.
 	runtime.LockOSThread()
@@ -183,14 +176,6 @@ func run(dir string, lg *log.Logger, report func(error), pre *prestarted, sigs c
 	}
 	h, ok := engineHolds(cfg.Engine)
 	hold := ok && h && !cfg.Detached
-	// The daemon answered the client before the launch's record was committed: the program
-	// (held, or not started yet) waits for the daemon's word that it is (awaitRecord).
-	s.awaitRecord = !cfg.Detached && cfg.AwaitRecord && handed != nil && daemon != nil
-	if s.awaitRecord {
-		go s.readRecord(daemon)
-	} else if daemon != nil {
-		daemon.Close()
-	}
 	if hold && s.pre != nil {
 		s.afterStart = ready
 	} else {
@@ -230,29 +215,15 @@ func run(dir string, lg *log.Logger, report func(error), pre *prestarted, sigs c
 		}
 	}
 	if !cfg.Detached {
-		// The first of: a stop, the held box's end, the client's attach (and, awaitRecord, the
-		// daemon's word that the launch is recorded), the daemon's hand-over ended without
-		// that word, the attach deadline.
+		// The first of: a stop, the held box's end, the client's attach, the attach deadline.
 		expired, release := expiry(time.Until(s.attachDeadline))
 		st, ok := s.await(func(st state) bool {
-			return st.stopAsked || st.phase >= phaseExited || st.unrecorded || st.attached && (st.recorded || !s.awaitRecord)
+			return st.stopAsked || st.phase >= phaseExited || st.attached
 		}, expired)
 		release()
 		switch {
-		case st.unrecorded && !st.recorded:
-			msg := "the daemon did not record the launch (its record failed: see the daemon's log, and check free space and permissions of agentbox's state directory; or the daemon ended): the program was not started"
-			if hold {
-				s.abortHeld(CodeUnrecorded, msg)
-				s.supervise()
-				return nil
-			}
-			s.finishUnstarted(CodeUnrecorded, msg, false)
-			return nil
 		case !ok:
 			msg := fmt.Sprintf("no client attached within %v", timeout)
-			if st.attached {
-				msg = fmt.Sprintf("the daemon did not say the launch is recorded within %v: the program was not started", timeout)
-			}
 			if hold {
 				s.abortHeld(CodeAttachTimeout, msg)
 				s.supervise()
@@ -283,19 +254,6 @@ func run(dir string, lg *log.Logger, report func(error), pre *prestarted, sigs c
 	}
 	s.supervise()
 	return nil
-}
-
-// readRecord reads the daemon's word on the launch's record from the hand-over's connection
-// daemon: "recorded", or its end without it (Config.AwaitRecord).
-func (s *server) readRecord(daemon *os.File) {
-	defer daemon.Close()
-	line, err := bufio.NewReader(io.LimitReader(daemon, 64)).ReadString('\n')
-	if err == nil && line == recordedLine {
-		s.advance(evRecorded)
-		return
-	}
-	s.log.Printf("the daemon's hand-over ended without the launch's record (%q, %v)", line, err)
-	s.advance(evUnrecorded)
 }
 
 // release lets a held box start its program, with the PTY size the client attached with.

@@ -64,7 +64,7 @@ func Main(args []string) int {
 	}
 	var pre *prestarted
 	var stopSigs chan os.Signal
-	var handed, daemon *os.File
+	var handed *os.File
 	if len(args) == 1 && args[0] == spareArg {
 		// A spare: start the default engine's default box ahead (on the thread that stays the
 		// box's parent, as run keeps it), wait for the launch directory on fd 3, then log into
@@ -108,14 +108,6 @@ func Main(args []string) int {
 		}
 		dir := strings.TrimSuffix(l.s, "\n")
 		handed = l.ln
-		// The hand-over's connection stays open past the readiness report (which closes fd 3):
-		// the daemon says on it when the launch is recorded (Config.AwaitRecord).
-		fd, err := unix.FcntlInt(ready.Fd(), unix.F_DUPFD_CLOEXEC, 0)
-		if err != nil {
-			report(fmt.Errorf("keep the hand-over's connection: %w", err))
-			return 1
-		}
-		daemon = os.NewFile(uintptr(fd), "daemon")
 		logf, err := os.OpenFile(filepath.Join(dir, launchdir.ShimLogFile), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
 		if err != nil {
 			report(fmt.Errorf("open %s: %w", launchdir.ShimLogFile, err))
@@ -140,7 +132,7 @@ func Main(args []string) int {
 	if stopSigs == nil {
 		stopSigs = subscribeSignals()
 	}
-	if err := run(args[0], lg, report, pre, stopSigs, handed, daemon); err != nil {
+	if err := run(args[0], lg, report, pre, stopSigs, handed); err != nil {
 		report(err)
 		lg.Print(err)
 		return 1

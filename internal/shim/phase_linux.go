@@ -33,10 +33,7 @@ import (
 //     back watches it again);
 //   - redraw, drawn: a redraw for a newly attached client moved the PTY's size and waits for
 //     the program to draw, or its wait is over: the program's next output (the PTY's pump),
-//     or redrawWait;
-//   - recorded, unrecorded: the daemon said on the hand-over's connection that the launch is
-//     recorded, or the connection ended without it (Config.AwaitRecord: a held program
-//     waits for the first, and the second ends its box).
+//     or redrawWait.
 type phase int
 
 const (
@@ -89,8 +86,6 @@ const (
 	evUnwatch                    // a watcher's connection ended
 	evRedraw                     // a redraw moved the PTY's size and waits for the program to draw
 	evDrawn                      // the waiting redraw is over: the program drew, or the wait expired
-	evRecorded                   // the daemon said the launch is recorded (Config.AwaitRecord)
-	evUnrecorded                 // the daemon's hand-over ended without saying so
 )
 
 func (e event) String() string {
@@ -131,10 +126,6 @@ func (e event) String() string {
 		return "redraw"
 	case evDrawn:
 		return "drawn"
-	case evRecorded:
-		return "recorded"
-	case evUnrecorded:
-		return "unrecorded"
 	}
 	return fmt.Sprintf("event(%d)", int(e))
 }
@@ -143,31 +134,27 @@ func (e event) String() string {
 // A pair that is not in it cannot happen (the box is started once, and only reaped once it
 // has been started; its control channel and output exist only once it has been; a redraw
 // is for a program that has been exec'd); next refuses it.
-//
-// The daemon's word on the record (recorded, unrecorded) may come in any phase, and keeps it.
 var transitions = map[phase]map[event]phase{
 	phaseWaiting: {evStart: phaseStarted, evStartHeld: phaseHeld, evFinish: phaseFinal, evAttach: phaseWaiting, evStop: phaseWaiting,
-		evDetach: phaseWaiting, evWatch: phaseWaiting, evUnwatch: phaseWaiting, evRecorded: phaseWaiting, evUnrecorded: phaseWaiting},
+		evDetach: phaseWaiting, evWatch: phaseWaiting, evUnwatch: phaseWaiting},
 	// A started box (held or not) is finished only once it has been reaped and settled.
 	phaseHeld: {evRelease: phaseStarted, evExec: phaseExecd, evExit: phaseExited, evInitExit: phaseExited, evAttach: phaseHeld, evStop: phaseHeld,
-		evDetach: phaseHeld, evControlClosed: phaseHeld, evOutput: phaseHeld, evDrained: phaseHeld, evWatch: phaseHeld, evUnwatch: phaseHeld,
-		evRecorded: phaseHeld, evUnrecorded: phaseHeld},
+		evDetach: phaseHeld, evControlClosed: phaseHeld, evOutput: phaseHeld, evDrained: phaseHeld, evWatch: phaseHeld, evUnwatch: phaseHeld},
 	phaseStarted: {evRelease: phaseStarted, evExec: phaseExecd, evExit: phaseExited, evInitExit: phaseExited, evAttach: phaseStarted, evStop: phaseStarted,
-		evDetach: phaseStarted, evControlClosed: phaseStarted, evOutput: phaseStarted, evDrained: phaseStarted, evWatch: phaseStarted, evUnwatch: phaseStarted,
-		evRecorded: phaseStarted, evUnrecorded: phaseStarted},
+		evDetach: phaseStarted, evControlClosed: phaseStarted, evOutput: phaseStarted, evDrained: phaseStarted, evWatch: phaseStarted, evUnwatch: phaseStarted},
 	phaseExecd: {evRelease: phaseExecd, evExec: phaseExecd, evExit: phaseExited, evInitExit: phaseExited, evEnded: phaseExited, evAttach: phaseExecd, evStop: phaseExecd,
 		evDetach: phaseExecd, evControlClosed: phaseExecd, evOutput: phaseExecd, evDrained: phaseExecd, evWatch: phaseExecd, evUnwatch: phaseExecd,
-		evRedraw: phaseExecd, evDrawn: phaseExecd, evRecorded: phaseExecd, evUnrecorded: phaseExecd},
+		evRedraw: phaseExecd, evDrawn: phaseExecd},
 	// The control channel and the output end after the reaping, or past drainTimeout after
 	// the finish (a PTY's descriptor reported late). A redraw an attach asked for before
 	// the reaping may begin after it, and runs its course. An end the init reported comes
 	// before its reaping, or after it (two goroutines read them).
 	phaseExited: {evRelease: phaseExited, evExec: phaseExited, evExit: phaseExited, evInitExit: phaseExited, evEnded: phaseExited, evFinish: phaseFinal, evAttach: phaseExited, evStop: phaseExited,
 		evDetach: phaseExited, evControlClosed: phaseExited, evOutput: phaseExited, evDrained: phaseExited, evWatch: phaseExited, evUnwatch: phaseExited,
-		evRedraw: phaseExited, evDrawn: phaseExited, evRecorded: phaseExited, evUnrecorded: phaseExited},
+		evRedraw: phaseExited, evDrawn: phaseExited},
 	phaseFinal: {evRelease: phaseFinal, evExec: phaseFinal, evExit: phaseFinal, evInitExit: phaseFinal, evEnded: phaseFinal, evFinish: phaseFinal, evAttach: phaseFinal, evStop: phaseFinal,
 		evDetach: phaseFinal, evControlClosed: phaseFinal, evDrained: phaseFinal, evWatch: phaseFinal, evUnwatch: phaseFinal,
-		evRedraw: phaseFinal, evDrawn: phaseFinal, evRecorded: phaseFinal, evUnrecorded: phaseFinal},
+		evRedraw: phaseFinal, evDrawn: phaseFinal},
 }
 
 // next returns the phase ev leads to from p, or an error when the table has no such move.
@@ -205,10 +192,6 @@ type state struct {
 	// top process has been reaped (evExit, evInitExit), which the shim waits for before it
 	// exits.
 	ended, reaped bool
-	// recorded: the daemon said the launch is recorded (evRecorded); unrecorded: its hand-over
-	// ended without that (evUnrecorded). Only a launch whose shim awaits the record
-	// (Config.AwaitRecord) hears either.
-	recorded, unrecorded bool
 	// redrawing: a redraw waits for the program to draw (evRedraw; evDrawn), the
 	// redraws-th since the launch began (so that a redraw tells its own wait from a later one).
 	redrawing bool
@@ -253,10 +236,6 @@ func (st state) next(ev event) (state, error) {
 		if err := decrement(&st.outputs, ev, "output stream open"); err != nil {
 			return st, err
 		}
-	case evRecorded:
-		st.recorded = true
-	case evUnrecorded:
-		st.unrecorded = true
 	case evWatch:
 		st.watchers++
 	case evUnwatch:

@@ -30,8 +30,6 @@ func TestTransitions(t *testing.T) {
 	// redraw, drawn: only for a program that has been exec'd.
 	noRedraw := []phase{refused, refused}
 	redraw := func(p phase) []phase { return []phase{p, p} }
-	// recorded, unrecorded: in any phase, kept.
-	record := func(p phase) []phase { return []phase{p, p} }
 	row := func(parts ...[]phase) []phase {
 		var r []phase
 		for _, p := range parts {
@@ -43,18 +41,18 @@ func TestTransitions(t *testing.T) {
 		//                      start         start held  release       exec          exit          init exit     ended    finish
 		phaseWaiting: row([]phase{phaseStarted, phaseHeld, refused, refused, refused, refused, refused, phaseFinal},
 			// attach, stop, detach; no control channel or output before the box; watch, unwatch
-			[]phase{phaseWaiting, phaseWaiting, phaseWaiting, refused, refused, refused, phaseWaiting, phaseWaiting}, noRedraw, record(phaseWaiting)),
+			[]phase{phaseWaiting, phaseWaiting, phaseWaiting, refused, refused, refused, phaseWaiting, phaseWaiting}, noRedraw),
 		// An end the init reports comes after the program's exec only.
-		phaseHeld:    row([]phase{refused, refused, phaseStarted, phaseExecd, phaseExited, phaseExited, refused, refused}, keep(phaseHeld), noRedraw, record(phaseHeld)),
-		phaseStarted: row([]phase{refused, refused, phaseStarted, phaseExecd, phaseExited, phaseExited, refused, refused}, keep(phaseStarted), noRedraw, record(phaseStarted)),
-		phaseExecd:   row([]phase{refused, refused, phaseExecd, phaseExecd, phaseExited, phaseExited, phaseExited, refused}, keep(phaseExecd), redraw(phaseExecd), record(phaseExecd)),
+		phaseHeld:    row([]phase{refused, refused, phaseStarted, phaseExecd, phaseExited, phaseExited, refused, refused}, keep(phaseHeld), noRedraw),
+		phaseStarted: row([]phase{refused, refused, phaseStarted, phaseExecd, phaseExited, phaseExited, refused, refused}, keep(phaseStarted), noRedraw),
+		phaseExecd:   row([]phase{refused, refused, phaseExecd, phaseExecd, phaseExited, phaseExited, phaseExited, refused}, keep(phaseExecd), redraw(phaseExecd)),
 		// The init is reaped after the end it reported, or its end read after its reaping.
-		phaseExited: row([]phase{refused, refused, phaseExited, phaseExited, phaseExited, phaseExited, phaseExited, phaseFinal}, keep(phaseExited), redraw(phaseExited), record(phaseExited)),
+		phaseExited: row([]phase{refused, refused, phaseExited, phaseExited, phaseExited, phaseExited, phaseExited, phaseFinal}, keep(phaseExited), redraw(phaseExited)),
 		// No output stream opens once the launch is final; one still open may end.
 		phaseFinal: row([]phase{refused, refused, phaseFinal, phaseFinal, phaseFinal, phaseFinal, phaseFinal, phaseFinal},
-			[]phase{phaseFinal, phaseFinal, phaseFinal, phaseFinal, refused, phaseFinal, phaseFinal, phaseFinal}, redraw(phaseFinal), record(phaseFinal)),
+			[]phase{phaseFinal, phaseFinal, phaseFinal, phaseFinal, refused, phaseFinal, phaseFinal, phaseFinal}, redraw(phaseFinal)),
 	}
-	events := []event{evStart, evStartHeld, evRelease, evExec, evExit, evInitExit, evEnded, evFinish, evAttach, evStop, evDetach, evControlClosed, evOutput, evDrained, evWatch, evUnwatch, evRedraw, evDrawn, evRecorded, evUnrecorded}
+	events := []event{evStart, evStartHeld, evRelease, evExec, evExit, evInitExit, evEnded, evFinish, evAttach, evStop, evDetach, evControlClosed, evOutput, evDrained, evWatch, evUnwatch, evRedraw, evDrawn}
 	for from := phaseWaiting; from <= phaseFinal; from++ {
 		if len(want[from]) != len(events) {
 			t.Fatalf("the table for %v has %d events, want %d", from, len(want[from]), len(events))

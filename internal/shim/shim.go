@@ -41,10 +41,6 @@ const (
 	CodeDetached = api.CodeLaunchDetached
 	// CodeBadHello: the first line was not a hello the shim understands.
 	CodeBadHello = api.CodeBadRequest
-	// CodeUnrecorded: a held launch's daemon ended its hand-over without saying the launch was
-	// recorded (Config.AwaitRecord): its record failed, or the daemon ended; the program never
-	// ran.
-	CodeUnrecorded = api.CodeStoreFailed
 )
 
 // Config is the shim's configuration, L/shim.json, written by the daemon. Its zero value is not
@@ -74,13 +70,6 @@ type Config struct {
 	// Clipboard is console.clipboard: "" or "deny" drops clipboard escape sequences (OSC 52) from
 	// the program's output; "allow" passes them.
 	Clipboard string `json:"clipboard,omitempty"`
-	// AwaitRecord, for a spare handed an attached launch (Spare.Hand), holds the program after
-	// its client attached until the daemon says, on the hand-over's connection, that the launch
-	// is recorded (Handed.Recorded): the daemon answers the client before the record's commit,
-	// and no program runs unrecorded. A hand-over that ends without it ends the held box
-	// (CodeUnrecorded). false, and for a shim not handed its launch: the client's attach
-	// releases the program (the daemon recorded the launch before it answered).
-	AwaitRecord bool `json:"awaitRecord,omitempty"`
 }
 
 // Validate reports whether c is usable.
