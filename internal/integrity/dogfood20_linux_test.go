@@ -39,3 +39,41 @@ func TestRunSaysGitCachesAreNoInstructionFiles(t *testing.T) {
 		t.Errorf("the box's commit-graph was left in place (the check at exit moves it aside)")
 	}
 }
+
+// TestRunSaysGitDirOutsideWorkspace: agentbox run in a linked worktree of a repository that
+// lies elsewhere (`git worktree add ../wt`, a common way to give each agent its own checkout)
+// has the worktree as its workspace; its git directory (the main repository's
+// .git/worktrees/wt) is never bound in the box, so every git command there fails with "not a
+// git repository". Before, only the daemon's log said why (dogfood20, by hand); the start
+// of agentbox run now says so, with what to do. A linked worktree beneath the main worktree
+// works in the box and gets no such notice.
+func TestRunSaysGitDirOutsideWorkspace(t *testing.T) {
+	t.Parallel()
+	e := newDaemonEnv(t)
+	main := filepath.Join(e.root, "main")
+	if err := os.Mkdir(main, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	repo(t, main)
+	wt := filepath.Join(e.work, "wt")
+	git(t, main, "worktree", "add", "-q", wt, "-b", "agent")
+	c := e.cmd("run", "sh", "--", "-c", "git status --short; echo git-rc=$?")
+	c.Dir = wt
+	out, _ := c.CombinedOutput()
+	if !strings.Contains(string(out), "git-rc=128") {
+		t.Fatalf("git in the box reached the outside git directory (the test would prove nothing):\n%s", out)
+	}
+	if !strings.Contains(string(out), "agentbox: the workspace "+wt+" is a linked worktree or a submodule whose git directory "+
+		filepath.Join(main, ".git", "worktrees", "wt")+" lies outside it") {
+		t.Errorf("agentbox run does not say why git fails in the box:\n%s", out)
+	}
+	// A linked worktree beneath the main worktree: git works, nothing said.
+	inner := filepath.Join(main, ".worktrees", "inner")
+	git(t, main, "worktree", "add", "-q", inner, "-b", "inner")
+	c = e.cmd("run", "--workspace", main, "sh", "--", "-c", "git status --short; echo git-rc=$?")
+	c.Dir = inner
+	out, _ = c.CombinedOutput()
+	if !strings.Contains(string(out), "git-rc=0") || strings.Contains(string(out), "lies outside it") {
+		t.Errorf("a linked worktree beneath the workspace: want git to work and no notice:\n%s", out)
+	}
+}
