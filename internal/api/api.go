@@ -282,7 +282,9 @@ type DriftEvent struct {
 	Detail string `json:"detail,omitempty"`
 	// Source is what found it: snapshot, periodic, inotify or exit, or DriftSourceCollect.
 	Source string `json:"source"`
-	// Alert is false for watched-only paths (HEAD): recorded, but Drift is not raised.
+	// Alert is false for watched-only paths (HEAD, instruction files) and for the caches git
+	// rebuilds that the check at exit moves aside from a git directory (a commit-graph, a
+	// multi-pack-index, a pack's .bitmap or .rev): recorded, but Drift is not raised.
 	Alert bool `json:"alert"`
 }
 

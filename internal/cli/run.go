@@ -240,6 +240,17 @@ func egressHint(e *api.EgressStats) string {
 		"; to let a box reach one, add it to that key in your agentbox config (docs/egress.md)"
 }
 
+// inGitDir reports whether the workspace-relative path rel lies in a .git folder (the
+// workspace's, a nested repository's, a submodule's gitdir under .git/modules).
+func inGitDir(rel string) bool {
+	for _, e := range strings.Split(filepath.ToSlash(rel), "/") {
+		if e == ".git" {
+			return true
+		}
+	}
+	return false
+}
+
 // exitSummary waits until the daemon has recorded launch id as ended (its brokers' cleanup
 // done: the last guard pass, the integrity check at exit) and tells w what the launch left to
 // review: the hosts the egress proxy refused, the changes it proposed to protected
@@ -273,7 +284,12 @@ func exitSummary(ctx context.Context, c *client.Client, id string, w io.Writer) 
 	seen := map[string]bool{}
 	for _, ev := range l.DriftEvents {
 		rel, err := filepath.Rel(l.Workspace, ev.Path)
-		if ev.Alert || ev.Source == api.DriftSourceUntracked || err != nil || strings.HasPrefix(rel, "..") || filepath.Base(rel) == "HEAD" || seen[rel] {
+		// Instruction files are the non-alert events outside git's own files: HEAD, and the
+		// caches git rebuilds that the check at exit moves aside without an alert (a
+		// commit-graph a box's git gc wrote), are no instruction files (dogfood20: before,
+		// every git gc in a box ended with "the launch changed instruction files:
+		// .git/objects/info/commit-graph").
+		if ev.Alert || ev.Source == api.DriftSourceUntracked || err != nil || strings.HasPrefix(rel, "..") || filepath.Base(rel) == "HEAD" || inGitDir(rel) || seen[rel] {
 			continue
 		}
 		seen[rel] = true

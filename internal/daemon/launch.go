@@ -23,6 +23,7 @@ import (
 	"github.com/agentbox/agentbox/internal/engine"
 	"github.com/agentbox/agentbox/internal/harnessstate"
 	"github.com/agentbox/agentbox/internal/hostprog"
+	"github.com/agentbox/agentbox/internal/integrity"
 	"github.com/agentbox/agentbox/internal/launch"
 	"github.com/agentbox/agentbox/internal/launchdir"
 	"github.com/agentbox/agentbox/internal/plan"
@@ -152,7 +153,32 @@ func (d *Daemon) checkWorkspace(req *api.LaunchRequest, eff *config.Effective) (
 			c.ws, c.deps = top, topDeps
 		}
 	}
+	if n := outsideGitDirNotice(c.ws); n != "" {
+		c.notices = append(c.notices, n)
+	}
 	return c, nil
+}
+
+// outsideGitDirNotice says, when the workspace ws is a linked worktree or a submodule whose
+// git directory lies outside it, that git in the box cannot reach that directory, and what
+// to do; "" otherwise. The box never binds such a gitdir (docs/integrity.md), so every git
+// command in it fails with "not a git repository"; before, only the daemon's log said why
+// (dogfood20: agentbox run in a `git worktree add ../wt` of the repository).
+func outsideGitDirNotice(ws string) string {
+	dotGit := filepath.Join(ws, ".git")
+	if st, err := os.Lstat(dotGit); err != nil || !st.Mode().IsRegular() {
+		return ""
+	}
+	gd, ok := integrity.ReadGitdir(dotGit)
+	if r, err := filepath.EvalSymlinks(gd); ok && err == nil {
+		gd = r // ws is resolved too
+	}
+	if !ok || gd == ws || strings.HasPrefix(gd, ws+"/") {
+		return ""
+	}
+	return fmt.Sprintf("agentbox: the workspace %s is a linked worktree or a submodule whose git directory %s lies outside it: "+
+		"git in the box cannot reach it, and every git command there fails with 'not a git repository'; "+
+		"start the box in the repository's main worktree (a linked worktree beneath it, such as .worktrees/NAME, works), or run git on the host", ws, gd)
 }
 
 // writableRules are what checkWritable compares a folder with, found once per launch
