@@ -913,13 +913,14 @@ func waitGone(pid int, d time.Duration) bool {
 		return true // already gone (and reaped)
 	}
 	defer unix.Close(fd)
-	fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
-	n, err := unix.Poll(fds, int(d/time.Millisecond))
-	return err == nil && n > 0
+	return proc.WaitPidfd(fd, d)
 }
 
 // killRef sends SIGKILL to the process ref names (when Start is set, only if it still is that
-// process) and waits briefly for it to go.
+// process) and waits briefly for it to go (killWait). A signal to this process does not end the
+// wait: it ended a single poll(2), and under load the next probe took an abandoned box's PID 1,
+// SIGKILLed 49 ms before and still ending its namespace's processes, for one that survives
+// SIGKILL, and failed as probe_unsettled (TestReclaimAfterKilledProbe, bwrap).
 func killRef(ref procRef) {
 	fd, err := unix.PidfdOpen(ref.Pid, 0)
 	if err != nil {
@@ -932,9 +933,11 @@ func killRef(ref procRef) {
 		}
 	}
 	unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0)
-	fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
-	unix.Poll(fds, 2000)
+	proc.WaitPidfd(fd, killWait)
 }
+
+// killWait bounds killRef's wait for a killed process to go.
+const killWait = 2 * time.Second
 
 // findInNamespace finds the host process whose innermost pid is boxPid in pid namespace pidNS
 // and returns a pidfd on it (or -1) and what it saw.

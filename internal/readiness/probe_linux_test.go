@@ -238,11 +238,20 @@ func probeHelper(args []string) int {
 		}
 		if len(args) > 3 && args[3] == "die" {
 			// Stop the shim first, so that it cannot hang the box up when this prober dies:
-			// the box keeps running, as it would if both had been killed at once.
+			// the box keeps running, as it would if both had been killed at once. The shim is
+			// stopped only once every one of its threads is: kill(2) returns when SIGSTOP is
+			// queued, the kernel wakes one thread to take it, and that thread stops the others
+			// when it runs. Meanwhile the others run on, and under load one of them saw this
+			// prober's console connection close and sent the box SIGHUP, which ended it
+			// ("the killed probe's box should still run", bwrap, in a .ci/run).
 			for _, e := range ents {
 				var ref struct{ Pid int }
 				if b, err := os.ReadFile(filepath.Join(args[0], readiness.ProbesDir, e.Name(), "probe-shim.json")); err == nil && json.Unmarshal(b, &ref) == nil && ref.Pid > 0 {
 					syscall.Kill(ref.Pid, syscall.SIGSTOP)
+					if err := waitStopped(ref.Pid, probeGuard); err != nil {
+						fmt.Fprintf(os.Stderr, "stop the probe's shim: %v\n", err)
+						os.Exit(3)
+					}
 				}
 			}
 			syscall.Kill(os.Getpid(), syscall.SIGKILL)
@@ -258,6 +267,34 @@ func probeHelper(args []string) int {
 	}
 	json.NewEncoder(os.Stdout).Encode(hr)
 	return 0
+}
+
+// waitStopped waits until every thread of process pid is stopped (state T), at most max.
+func waitStopped(pid int, max time.Duration) error {
+	deadline := time.Now().Add(max)
+	for {
+		tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+		if err != nil {
+			return err
+		}
+		var running []string
+		for _, e := range tasks {
+			b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/stat", pid, e.Name()))
+			if err != nil {
+				continue // the thread has ended
+			}
+			if f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:])); len(f) > 0 && f[0] != "T" {
+				running = append(running, e.Name()+" "+f[0])
+			}
+		}
+		if len(running) == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("threads of process %d not stopped after %v: %v", pid, max, running)
+		}
+		time.Sleep(time.Millisecond)
+	}
 }
 
 func runProbeHelper(t testing.TB, args ...string) helperResult {
@@ -310,8 +347,10 @@ func TestReclaimAfterKilledProbe(t *testing.T) {
 		t.Parallel()
 		rt, home := testDirs(t)
 		cmd := exec.Command("/proc/self/exe", "probe-helper", rt, home, engine, "die")
-		if err := cmd.Run(); err == nil {
-			t.Fatal("the prober was not killed")
+		var helperErr bytes.Buffer
+		cmd.Stderr = &helperErr
+		if err := cmd.Run(); cmd.ProcessState == nil || cmd.ProcessState.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
+			t.Fatalf("the prober was not killed: %v, stderr %s", err, helperErr.Bytes())
 		}
 		ents, err := os.ReadDir(filepath.Join(rt, readiness.ProbesDir))
 		if err != nil || len(ents) != 1 {
@@ -335,7 +374,8 @@ func TestReclaimAfterKilledProbe(t *testing.T) {
 			return len(f) > 19 && f[19] == fmt.Sprint(box.Start) && f[0] != "Z" && f[0] != "X"
 		}
 		if !boxAlive() {
-			t.Fatal("the killed probe's box should still run")
+			shimLog, _ := os.ReadFile(filepath.Join(dir, "shim.log"))
+			t.Fatalf("the killed probe's box should still run; its shim's log:\n%s", shimLog)
 		}
 		// Pin the old box's pid namespace, so that the check below cannot be fooled by a new
 		// namespace reusing its inode number.

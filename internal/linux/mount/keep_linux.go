@@ -445,9 +445,11 @@ func rebind(k *keptMount) (uint64, error) {
 // deleted: a host tool that removed and re-created the file in that moment keeps its content.
 //
 // The wait for the others is bounded by quarantineWait: under load a killed writer can take
-// seconds to go (it was 2 s, and e2e TestAttackDeniedFileMovedAwayOnHost once found the box's
-// file at the path after such a stop, in a CI run at load 25-30; not reproduced since). With
-// others still left when it has moved the path aside, it says so in its error.
+// seconds to go (it was 2 s; raised as a margin). With others still left when it has moved the
+// path aside, it says so in its error. (e2e TestAttackDeniedFileMovedAwayOnHost once found the
+// box's file at the path in a CI run at load 25-30, which was taken for a late write; the test
+// then took a launch still recorded as "starting" for ended, and so looked while the box ran,
+// before box-init had stopped it: docs/benchmarks.md, "Twentieth session".)
 func Quarantine(path string) (string, error) {
 	deadline := time.Now().Add(quarantineWait)
 	for ns.OthersLeft() && time.Now().Before(deadline) {

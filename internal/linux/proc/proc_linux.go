@@ -131,6 +131,15 @@ func WaitEnded(pid int, max time.Duration) bool {
 	return Ended(pid)
 }
 
+// WaitPidfd waits until the process of pidfd fd has exited (a zombie, or reaped), at most max,
+// and reports whether it has. A signal that interrupts the wait (EINTR: the Go runtime's own,
+// SIGCHLD of an ended child) does not end it, as it ended a single poll(2): readiness's reclaim
+// then took a box's PID 1, killed 49 ms before, for one that survives SIGKILL.
+func WaitPidfd(fd int, max time.Duration) bool {
+	ended, _ := pollPidfd(fd, time.Now().Add(max))
+	return ended
+}
+
 // pollPidfd waits until pidfd fd is readable (its process has exited) or deadline, and
 // reports whether it is; an error other than EINTR ends the wait.
 func pollPidfd(fd int, deadline time.Time) (bool, error) {
@@ -186,8 +195,7 @@ func (h *Handle) Wait(max time.Duration) bool {
 	if h == nil {
 		return true
 	}
-	ended, _ := pollPidfd(h.fd, time.Now().Add(max))
-	return ended
+	return WaitPidfd(h.fd, max)
 }
 
 // Close releases the handle (nil: nothing to release).

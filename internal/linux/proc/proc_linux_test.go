@@ -5,6 +5,7 @@ import (
 	"io/fs"
 	"os"
 	"os/exec"
+	"runtime"
 	"testing"
 	"time"
 
@@ -116,5 +117,57 @@ func TestOpenIn(t *testing.T) {
 	var none *Handle
 	if !none.Wait(0) {
 		t.Errorf("a nil handle has something to wait for")
+	}
+}
+
+// TestWaitPidfdThroughSignals waits for a child that exits 300 ms later while the waiting
+// thread receives a signal every millisecond (SIGURG, which the Go runtime handles: its own
+// preemption signal). Each one ends poll(2) with EINTR; the wait must go on until the child's
+// exit. A single poll, as readiness's killRef made, returned at the first signal (the next
+// probe then took a killed box's PID 1 for one that survives SIGKILL).
+func TestWaitPidfdThroughSignals(t *testing.T) {
+	child := exec.Command("sleep", "0.3")
+	if err := child.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer child.Wait()
+	fd, err := unix.PidfdOpen(child.Process.Pid, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	tid := make(chan int)
+	type result struct {
+		ended bool
+		took  time.Duration
+	}
+	done := make(chan result)
+	go func() {
+		// The waiting goroutine keeps its thread, so that the signals reach the wait.
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		tid <- unix.Gettid()
+		start := time.Now()
+		ended := WaitPidfd(fd, 10*time.Second)
+		done <- result{ended, time.Since(start)}
+	}()
+	target := <-tid
+	var sent int
+	for {
+		select {
+		case r := <-done:
+			if !r.ended {
+				t.Fatalf("WaitPidfd returned false after %v, %d signals sent: the child (300 ms) had not exited", r.took, sent)
+			}
+			if !Ended(child.Process.Pid) {
+				t.Fatalf("WaitPidfd returned true after %v, but the child has not ended", r.took)
+			}
+			t.Logf("waited %v through %d signals", r.took, sent)
+			return
+		case <-time.After(time.Millisecond):
+			if unix.Tgkill(os.Getpid(), target, unix.SIGURG) == nil {
+				sent++
+			}
+		}
 	}
 }

@@ -24,6 +24,9 @@ func Ended(pid int) bool { return true }
 // WaitEnded needs Linux; elsewhere every process has ended.
 func WaitEnded(pid int, max time.Duration) bool { return true }
 
+// WaitPidfd needs Linux; elsewhere there is no pidfd, and nothing to wait for: true.
+func WaitPidfd(fd int, max time.Duration) bool { return true }
+
 // State needs Linux (/proc); elsewhere it fails.
 func State(pid int) (byte, error) { return 0, errNotSupported }
 
