@@ -17,7 +17,7 @@ func TestProgramsAndManagedErrors(t *testing.T) {
 	}{
 		{"profile unknown key", "programs:\n  tool:\n    executables: [tool]\n    homes: []\n", 4, 5, "programs.tool.homes", "unknown key"},
 		{"profile wrong type", "programs:\n  tool:\n    executables: tool\n", 3, 18, "programs.tool.executables", "wrong type: got string, want list"},
-		{"profile bad enum", "programs:\n  tool:\n    home:\n      - {path: .tool, access: maybe}\n", 4, 31, "programs.tool.home[0].access", `invalid value "maybe" (allowed: rw, ro, deny, private, state, cache)`},
+		{"profile bad enum", "programs:\n  tool:\n    home:\n      - {path: .tool, access: maybe}\n", 4, 31, "programs.tool.home[0].access", `invalid value "maybe" (allowed: rw, ro, deny, private, state, cache, link)`},
 		{"profile absolute home path", "programs:\n  tool:\n    home:\n      - path: /etc\n        access: ro\n", 4, 15, "programs.tool.home[0].path", "must be relative"},
 		{"profile escaping home path", "programs:\n  tool:\n    home:\n      - path: ../x\n        access: ro\n", 4, 15, "programs.tool.home[0].path", "must stay beneath"},
 		{"profile pairing in args", "programs:\n  tool:\n    relay:\n      provider: openai\n      args: [\"--key={pairing}\"]\n", 5, 14, "programs.tool.relay.args[0]", "never goes into arguments"},

@@ -163,6 +163,16 @@ func prepareEntry(dir string, root *os.Root, e profile.StateEntry, home, ws stri
 		warn = &Warning{File: hostPath, Err: herr, What: seed.what}
 	}
 	box := readBox(root, e.Rel)
+	if seed.formerly != "" {
+		// Where an earlier agentbox kept the box's copy: read once, when this one holds
+		// nothing yet, through the same allowlist, then removed (never through a link).
+		if len(box) == 0 {
+			box = readBox(root, seed.formerly)
+		}
+		if err := root.RemoveAll(seed.formerly); err != nil {
+			return nil, err
+		}
+	}
 	out, err := seed.make(host, box, filepath.Clean(ws))
 	if err != nil {
 		return nil, err
@@ -219,18 +229,23 @@ func emptyDir(root *os.Root, rel string) error {
 // host's file cannot be read in its format, for the user's warning, and what names what that
 // file holds ("": its trust and preferences). A seed with edit instead changes the box's file
 // in place (a database the boxes of the workspace that run now have open), given the state
-// directory, the entry and the home; it reads the host's file itself.
+// directory, the entry and the home; it reads the host's file itself. formerly ("": none) is
+// the state-relative path where an earlier agentbox kept the box's copy, which a box of the
+// workspace may still have left there.
 type seed struct {
-	host  func(home string) string
-	parse func([]byte) error
-	make  func(host, box []byte, ws string) ([]byte, error)
-	what  string
-	edit  func(dir string, root *os.Root, rel, home string) (*Warning, error)
+	host     func(home string) string
+	parse    func([]byte) error
+	make     func(host, box []byte, ws string) ([]byte, error)
+	what     string
+	edit     func(dir string, root *os.Root, rel, home string) (*Warning, error)
+	formerly string
 }
 
 // seeds are the synthesizers by name (profile.Seeds).
 var seeds = map[string]seed{
-	profile.SeedClaudeConfig:       {host: claudeHostConfig, parse: parseJSONObject, make: claudeConfig},
+	// The box's copy was ~/.claude.json itself, bound on its own, until session 20: now it is
+	// in the state folder ~/.claude, where Claude Code's rename over it works.
+	profile.SeedClaudeConfig:       {host: claudeHostConfig, parse: parseJSONObject, make: claudeConfig, formerly: ".claude.json"},
 	profile.SeedCodexConfig:        {parse: func(b []byte) error { _, err := parseTOML(b); return err }, make: codexConfig},
 	profile.SeedCopilotConfig:      {parse: func(b []byte) error { _, err := jsonc(b); return err }, make: copilotConfig},
 	profile.SeedCopilotMCPConfig:   {make: copilotMCPConfig},

@@ -377,7 +377,7 @@ func TestPrepareClaudeLegacyConfig(t *testing.T) {
 					t.Fatalf("Prepare: %v, %v", warns, err)
 				}
 			}
-			b, err := os.ReadFile(filepath.Join(dir, ".claude.json"))
+			b, err := os.ReadFile(filepath.Join(dir, ".claude", ".claude.json"))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -399,5 +399,69 @@ func TestPrepareClaudeLegacyConfig(t *testing.T) {
 				t.Errorf("the host's ~/.claude/.config.json was created")
 			}
 		})
+	}
+}
+
+// TestPrepareClaudeFormerCopy: until session 20 the box's ~/.claude.json was kept at the top of
+// the state directory, bound on its own; it is now in the state folder ~/.claude (the box's
+// ~/.claude.json a link to it), where Claude Code's rename over it works. The copy an earlier
+// agentbox's boxes left (the trust they were given, their counters) is carried once, through
+// the same allowlist, and removed; a link left there is not followed.
+func TestPrepareClaudeFormerCopy(t *testing.T) {
+	set, err := profile.NewSet(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := set.Get("claude")
+	const ws = "/w"
+	home, root := t.TempDir(), t.TempDir()
+	dir := Dir(root, "claude", ws)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	former := filepath.Join(dir, ".claude.json")
+	if err := os.WriteFile(former, []byte(`{"numStartups":41,"mcpServers":{"x":{"command":"sh"}},"projects":{"/w":{"hasTrustDialogAccepted":true}}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Prepare(dir, p, home, ws); err != nil {
+		t.Fatal(err)
+	}
+	now := filepath.Join(dir, ".claude", ".claude.json")
+	b, err := os.ReadFile(now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range []string{`"numStartups": 41`, `"hasTrustDialogAccepted": true`} {
+		if !strings.Contains(string(b), w) {
+			t.Errorf("the former box copy's %s was not carried:\n%s", w, b)
+		}
+	}
+	if strings.Contains(string(b), "mcpServers") {
+		t.Errorf("the former box copy's MCP server was carried:\n%s", b)
+	}
+	if _, err := os.Lstat(former); err == nil {
+		t.Errorf("the former box copy %s is still there", former)
+	}
+
+	// A later launch: the box's own copy wins; a former copy (a link a box could not have
+	// left, but say so) is neither read nor followed, and removed.
+	secret := filepath.Join(home, "secret.json")
+	if err := os.WriteFile(secret, []byte(`{"numStartups":7}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(secret, former); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Prepare(dir, p, home, ws); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(now); !strings.Contains(string(b), `"numStartups": 41`) {
+		t.Errorf("the box's own copy lost its counter to a former one:\n%s", b)
+	}
+	if b, _ := os.ReadFile(secret); string(b) != `{"numStartups":7}` {
+		t.Errorf("Prepare wrote through the link: %s", b)
+	}
+	if _, err := os.Lstat(former); err == nil {
+		t.Errorf("the former path %s is still there", former)
 	}
 }

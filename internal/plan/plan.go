@@ -27,6 +27,10 @@ const (
 	// Beneath, which no symlink may lead out of. An engine that cannot build an overlay binds
 	// Upper alone at Target, or Source read-only when LowerFallback is set.
 	MountOverlay MountKind = "overlay"
+	// MountSymlink makes a symbolic link at Target whose content is Source (relative to
+	// Target's folder unless absolute), on one of the box's own tmpfs mounts: an engine refuses
+	// one whose folder is a host folder bound in, where the link would be made on the host.
+	MountSymlink MountKind = "symlink"
 )
 
 // Mount is one filesystem entry of the box, applied in order. Paths are absolute.

@@ -201,6 +201,13 @@ func (p *Profile) Wire(home string, tree *InstallTree, f Facts) (*Wiring, error)
 			w.Mounts = append(w.Mounts, plan.Mount{Kind: plan.MountMask, Target: host, Optional: true})
 		case h.Access == AccessPrivate:
 			w.Mounts = append(w.Mounts, plan.Mount{Kind: plan.MountTmpfs, Target: host})
+		case h.Access == AccessLink:
+			// Relative, so that it leads into the box's own home whatever the home's path.
+			rel, err := filepath.Rel(filepath.Dir(host), filepath.Join(home, h.Link))
+			if err != nil {
+				return nil, fmt.Errorf("profile %s: home entry %s: %w", p.ID, h.Path, err)
+			}
+			w.Mounts = append(w.Mounts, plan.Mount{Kind: plan.MountSymlink, Source: rel, Target: host})
 		case h.Access == AccessState:
 			if f.StateDir == "" {
 				return nil, fmt.Errorf("profile %s: home entry %s is kept in a box-owned state directory, and the launch has none", p.ID, h.Path)

@@ -98,6 +98,13 @@ const (
 	// which the later boxes of that workspace, and nothing else, read. Without the host's folder,
 	// the layer alone.
 	AccessCache = "cache"
+	// AccessLink is a symbolic link of the box's own at Path, in its private home (the tmpfs,
+	// outside every other entry), leading to Link, a state entry of the profile: a program
+	// that replaces its file by renaming a new one over it (Claude Code's ~/.claude.json)
+	// writes through the link into the state folder holding it, where a rename works, while a
+	// file bound on its own is a mount point no rename can replace (EBUSY). Made at every
+	// launch, discarded at exit; the host's path is neither seen nor written.
+	AccessLink = "link"
 )
 
 // grants reports whether e binds the host's path into the box (rw or ro), so that entries
@@ -114,8 +121,8 @@ const (
 type HomeEntry struct {
 	// Path is relative to $HOME (".claude/settings.json").
 	Path string `json:"path" jsonschema_description:"Path relative to the home directory."`
-	// Access is rw, ro, deny, private, state or cache.
-	Access string `json:"access" jsonschema:"enum=rw,enum=ro,enum=deny,enum=private,enum=state,enum=cache" jsonschema_description:"rw (read-write), ro (read-only), deny (masked), private (a folder of the box's own, discarded at exit), state (the box's own, kept per workspace under agentbox's state directory) or cache (the host's folder read-only under the workspace's box cache layer, where the box writes)."`
+	// Access is rw, ro, deny, private, state, cache or link.
+	Access string `json:"access" jsonschema:"enum=rw,enum=ro,enum=deny,enum=private,enum=state,enum=cache,enum=link" jsonschema_description:"rw (read-write), ro (read-only), deny (masked), private (a folder of the box's own, discarded at exit), state (the box's own, kept per workspace under agentbox's state directory), cache (the host's folder read-only under the workspace's box cache layer, where the box writes) or link (a symbolic link of the box's own to a state entry, see link)."`
 	// Protect marks executable configuration: it is pinned read-only against replacement and
 	// watched by the integrity watch. Only with access ro.
 	Protect bool `json:"protect,omitempty" jsonschema_description:"Executable configuration: pinned read-only and watched (access ro only)."`
@@ -136,6 +143,9 @@ type HomeEntry struct {
 	// the box's own copy. Only with access state and create file; empty keeps the box's file
 	// as the box left it.
 	Seed string `json:"seed,omitempty" jsonschema_description:"For a state file: the synthesizer that rewrites it at every launch from an allowlist of the host's and the box's keys (claude-config, codex-config, copilot-config, copilot-mcp-config, copilot-permissions, gemini-trust, gemini-settings, opencode-db)."`
+	// Link is where a link entry (access: link) leads: the path, relative to $HOME, of a
+	// state entry of the same profile in a state folder. Empty for every other access.
+	Link string `json:"link,omitempty" jsonschema_description:"For access link: the home-relative path of a state entry in a state folder that the box's symbolic link at path leads to."`
 }
 
 // Relay wires a program to the LLM relay. Values are templates over {relayURL} (the in-box
@@ -261,9 +271,17 @@ func (p *Profile) Validate() error {
 		}
 		seen[clean] = true
 		switch h.Access {
-		case AccessRW, AccessRO, AccessDeny, AccessPrivate, AccessState, AccessCache:
+		case AccessRW, AccessRO, AccessDeny, AccessPrivate, AccessState, AccessCache, AccessLink:
 		default:
-			return bad(f+".access", "invalid value %q (allowed: rw, ro, deny, private, state, cache)", h.Access)
+			return bad(f+".access", "invalid value %q (allowed: rw, ro, deny, private, state, cache, link)", h.Access)
+		}
+		if (h.Link != "") != (h.Access == AccessLink) {
+			return bad(f+".link", "a link entry (access: link) needs link, and only it has one")
+		}
+		if h.Access == AccessLink {
+			if err := p.checkLink(i); err != "" {
+				return bad(f+".link", "%s", err)
+			}
 		}
 		if h.Access == AccessCache {
 			if h.Create != "" || h.Absent != "" || h.Content != "" || h.Protect || h.Seed != "" {
@@ -410,6 +428,33 @@ func (p *Profile) Validate() error {
 		}
 	}
 	return nil
+}
+
+// checkLink returns why p's link entry i is not one a box can be given, or "": its path lies
+// in the box's private home, outside every other entry (where no host folder is bound in: the
+// engine makes the link on the box's tmpfs), and it leads to a state entry in a state folder,
+// the box-owned state and nothing of the host's.
+func (p *Profile) checkLink(i int) string {
+	h := p.Home[i]
+	if h.Create != "" || h.Absent != "" || h.Content != "" || h.Protect || h.Seed != "" {
+		return "a link entry is a symbolic link of the box's own: no create, absent, content, protect or seed"
+	}
+	if err := relPath(h.Link); err != "" {
+		return fmt.Sprintf("%q %s", h.Link, err)
+	}
+	clean, to := filepath.Clean(h.Path), filepath.Clean(h.Link)
+	for j, e := range p.Home {
+		o := filepath.Clean(e.Path)
+		if j != i && (strings.HasPrefix(clean, o+"/") || strings.HasPrefix(o, clean+"/")) {
+			return fmt.Sprintf("a link lies in no other home entry and holds none (home[%d] is %q): it is made in the box's private home", j, e.Path)
+		}
+	}
+	for j, e := range p.Home {
+		if filepath.Clean(e.Path) == to && e.Access == AccessState && p.inStateDir(j) {
+			return ""
+		}
+	}
+	return fmt.Sprintf("%q is not a state entry (access: state) in a state folder of this profile: a link leads only to the box-owned state", h.Link)
 }
 
 // hostPort returns why s is not a lower-case host:port (a DNS name or an IP address and a

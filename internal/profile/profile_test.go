@@ -66,6 +66,15 @@ func TestParseStrict(t *testing.T) {
 		{"expected refusal, a URL", "expectedRefusals:\n  - {target: \"https://tips.example.org/x\", why: a tip}\n", "is not host:port"},
 		{"expected refusal, no why", "expectedRefusals:\n  - {target: tips.example.org:443, why: \" \"}\n", "expectedRefusals[0].why: empty"},
 		{"bad seed", "home:\n  - {path: .x, access: state, create: file, seed: other}\n", `home[0].seed: invalid value "other"`},
+		// A link entry: made on the box's private home, leading into the box-owned state only.
+		{"link without link", "home:\n  - {path: .x.json, access: link}\n", "home[0].link: a link entry (access: link) needs link"},
+		{"link on another access", "home:\n  - {path: .x, access: state, create: dir}\n  - {path: .x/y, access: state, create: file}\n  - {path: .y, access: rw, link: .x/y}\n", "home[2].link: a link entry (access: link) needs link, and only it has one"},
+		{"link to the host", "home:\n  - {path: .x, access: ro}\n  - {path: .y, access: link, link: .x}\n", `home[1].link: ".x" is not a state entry (access: state) in a state folder`},
+		{"link to a top-level state file", "home:\n  - {path: .x, access: state, create: file}\n  - {path: .y, access: link, link: .x}\n", `home[1].link: ".x" is not a state entry`},
+		{"link escaping", "home:\n  - {path: .y, access: link, link: ../etc/passwd}\n", "home[0].link: \"../etc/passwd\" must stay beneath"},
+		{"link in a granted folder", "home:\n  - {path: .x, access: state, create: dir}\n  - {path: .x/y, access: state, create: file}\n  - {path: .z, access: rw}\n  - {path: .z/l, access: link, link: .x/y}\n", `home[3].link: a link lies in no other home entry and holds none (home[2] is ".z")`},
+		{"link in a state folder", "home:\n  - {path: .x, access: state, create: dir}\n  - {path: .x/y, access: state, create: file}\n  - {path: .x/l, access: link, link: .x/y}\n", `home[2].link: a link lies in no other home entry and holds none (home[0] is ".x")`},
+		{"link created", "home:\n  - {path: .x, access: state, create: dir}\n  - {path: .x/y, access: state, create: file}\n  - {path: .l, access: link, link: .x/y, create: file}\n", "home[2].link: a link entry is a symbolic link of the box's own"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := Parse("x", []byte(tc.yaml))

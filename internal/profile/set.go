@@ -234,7 +234,7 @@ func (s *Set) HarnessHomes() []string {
 	var out []string
 	for _, id := range s.IDs() {
 		for _, h := range s.byID[id].Home {
-			if !h.grants() && h.Access != AccessState {
+			if !h.grants() && h.Access != AccessState && h.Access != AccessLink {
 				continue
 			}
 			c := harnessDir(filepath.Clean(h.Path))

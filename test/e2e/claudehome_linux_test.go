@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -180,8 +181,7 @@ func TestClaudeHostLegacyConfig(t *testing.T) {
 	if !strings.Contains(r.Stdout, "No MCP servers configured") {
 		t.Errorf("claude mcp list in the box does not say it has no server:\nstdout: %s\nstderr: %s", r.Stdout, r.Stderr)
 	}
-	state := filepath.Join(boxState(t, e, "claude"), ".claude.json")
-	b, err := os.ReadFile(state)
+	b, err := os.ReadFile(claudeStateConfig(t, e))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -204,5 +204,138 @@ func TestClaudeHostLegacyConfig(t *testing.T) {
 	}
 	if _, err := os.Lstat(filepath.Join(e.Home, ".claude.json")); err == nil {
 		t.Errorf("the box created ~/.claude.json on the host")
+	}
+}
+
+// claudeStateConfig returns the box-owned copy of Claude Code's ~/.claude.json of e's
+// workspace: in the state folder ~/.claude, which the box's ~/.claude.json links to.
+func claudeStateConfig(t *testing.T, e *Env) string {
+	t.Helper()
+	return filepath.Join(boxState(t, e, "claude"), ".claude", ".claude.json")
+}
+
+// TestClaudeConfigReplacedByRename (issues #18, #23): Claude Code saves ~/.claude.json as a
+// new file written beside the one it replaces (through a link, beside where the link leads)
+// and renamed over it. A box of the claude profile (a stand-in named claude) does the same:
+// the rename must work (the box's ~/.claude.json was a file bound on its own, a mount point,
+// and the rename failed with EBUSY), the box reads the new file, and the next box of the
+// workspace gets what it wrote through the allowlist only: its counter and the trust it gave
+// the workspace, not its MCP server, and the host's preferences still win. The host's
+// ~/.claude.json is neither written nor the link's target, and the host's ~/.claude gets
+// nothing.
+func TestClaudeConfigReplacedByRename(t *testing.T) {
+	e := standInEnv(t)
+	hostJSON := []byte(`{"hasCompletedOnboarding":true,"theme":"light","mcpServers":{"hostmcp":{"command":"true"}}}`)
+	hostFile := filepath.Join(e.Home, ".claude.json")
+	if err := os.WriteFile(hostFile, hostJSON, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r := runStandIn(t, e, "claude", `#!/bin/sh
+f="$HOME/.claude.json"
+t=$(readlink -f "$f")
+ws=$(pwd -P)
+printf '{"numStartups":77,"theme":"box-theme","mcpServers":{"boxmcp":{"command":"true"}},"projects":{"%s":{"hasTrustDialogAccepted":true}}}\n' "$ws" > "$t.tmp.1" || exit 3
+if mv -T "$t.tmp.1" "$t" 2>"$HOME/mv.err"; then echo renamed; else echo "rename failed: $(cat "$HOME/mv.err")"; fi
+grep -q '"numStartups":77' "$f" && echo reads-new
+case "$t" in "$HOME/.claude/"*) echo in-state-folder;; esac
+`)
+	for _, want := range []string{"renamed", "reads-new", "in-state-folder"} {
+		if !strings.Contains(r.Stdout, want) {
+			t.Errorf("the box's rename over ~/.claude.json: no %q in\nstdout: %s\nstderr: %s", want, r.Stdout, r.Stderr)
+		}
+	}
+	if b, _ := os.ReadFile(hostFile); string(b) != string(hostJSON) {
+		t.Errorf("the host's ~/.claude.json changed:\n%s", b)
+	}
+	if _, err := os.Lstat(filepath.Join(e.Home, ".claude")); err == nil {
+		t.Errorf("the box left ~/.claude on the host")
+	}
+
+	r = runStandIn(t, e, "claude", "#!/bin/sh\ncat \"$HOME/.claude.json\"\n")
+	for _, want := range []string{`"numStartups": 77`, `"hasTrustDialogAccepted": true`, `"theme": "light"`} {
+		if !strings.Contains(r.Stdout, want) {
+			t.Errorf("the next box's ~/.claude.json lacks %s:\n%s", want, r.Stdout)
+		}
+	}
+	for _, unwanted := range []string{"boxmcp", "hostmcp", "box-theme"} {
+		if strings.Contains(r.Stdout, unwanted) {
+			t.Errorf("the next box's ~/.claude.json holds %s:\n%s", unwanted, r.Stdout)
+		}
+	}
+	if b, err := os.ReadFile(claudeStateConfig(t, e)); err != nil || !strings.Contains(string(b), `"numStartups": 77`) {
+		t.Errorf("the box-owned copy: %v\n%s", err, b)
+	}
+}
+
+// TestClaudeConfigSavedByRename (issues #18, #23): the real Claude Code, `claude -p` in two
+// boxes of one workspace, saves its global config in the box as it does on the host: by
+// renaming a new file over the box-owned ~/.claude/.claude.json (its ~/.claude.json is a link
+// there), so each launch leaves another file (inode) than the one the daemon wrote for it —
+// bound on its own at ~/.claude.json, the rename failed with EBUSY and Claude Code wrote the
+// same file again in place. The install id and first start time it gives itself in the first
+// box (the host's file has neither) are carried by the allowlist into the second, which keeps
+// them; the host's ~/.claude.json is unchanged.
+func TestClaudeConfigSavedByRename(t *testing.T) {
+	t.Parallel() // its own daemon and upstreams; mostly waits (parallelTests)
+	e, _ := agentEnv(t, "claude")
+	up := llmtest.NewAnthropic(llmtest.Options{})
+	defer up.Close()
+	useGateway(t, e, "anthropic", up.URL, "")
+	hostJSON, _ := json.Marshal(claudeReturningUser(e.Work))
+	hostFile := filepath.Join(e.Home, ".claude.json")
+	if err := os.WriteFile(hostFile, hostJSON, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	type saved struct {
+		UserID         string `json:"userID"`
+		FirstStartTime string `json:"firstStartTime"`
+	}
+	read := func(path string) (saved, uint64) {
+		t.Helper()
+		var cfg saved
+		b, err := os.ReadFile(path)
+		if err != nil || json.Unmarshal(b, &cfg) != nil {
+			t.Fatalf("the box-owned ~/.claude.json: %v\n%s", err, b)
+		}
+		var st syscall.Stat_t
+		if err := syscall.Lstat(path, &st); err != nil {
+			t.Fatal(err)
+		}
+		return cfg, st.Ino
+	}
+	// launch runs claude -p in a box, and returns the inode the daemon wrote the box's file
+	// in (in place: it is the one of the previous launch's end) and the file after the box.
+	var state string
+	launch := func() (uint64, saved, uint64) {
+		t.Helper()
+		var before uint64
+		if state != "" {
+			_, before = read(state)
+		}
+		r := e.Run("", "run", "claude", "--", "-p", "say hello")
+		if r.Code != 0 || !strings.Contains(r.Stdout, "Hello from the fake upstream") {
+			t.Fatalf("agentbox run claude -- -p: exit %d\nstdout: %s\nstderr: %s", r.Code, r.Stdout, r.Stderr)
+		}
+		state = claudeStateConfig(t, e)
+		cfg, after := read(state)
+		return before, cfg, after
+	}
+	_, first, ino1 := launch()
+	before, second, ino2 := launch()
+	t.Logf("first box: %+v (inode %d); second: %+v (inode %d before it, %d after)", first, ino1, second, before, ino2)
+	if first.UserID == "" || first.FirstStartTime == "" {
+		t.Errorf("Claude Code saved no install id or first start time in the first box: %+v", first)
+	}
+	if second != first {
+		t.Errorf("the second box's Claude Code did not start from what the first saved (carried by the allowlist): %+v, then %+v", first, second)
+	}
+	if before != ino1 {
+		t.Errorf("the daemon replaced the box-owned file (inode %d → %d) instead of rewriting it in place", ino1, before)
+	}
+	if ino2 == before {
+		t.Errorf("Claude Code's save in the second box did not replace the box-owned file by a rename (inode %d kept: written in place)", before)
+	}
+	if b, _ := os.ReadFile(hostFile); string(b) != string(hostJSON) {
+		t.Errorf("the host's ~/.claude.json changed:\n%s", b)
 	}
 }

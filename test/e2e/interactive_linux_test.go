@@ -398,7 +398,7 @@ func TestInteractiveClaude(t *testing.T) {
 		t.Errorf("the host's ~/.claude.json changed:\n%s", b)
 	}
 	// Plant an MCP server in the box-owned ~/.claude.json, for the next box to start.
-	stateFile := filepath.Join(state, ".claude.json")
+	stateFile := claudeStateConfig(t, e)
 	var boxCfg map[string]any
 	b, err := os.ReadFile(stateFile)
 	if err != nil || json.Unmarshal(b, &boxCfg) != nil {

@@ -41,6 +41,35 @@ func Run(t *testing.T, factory func() engine.Engine) {
 	t.Run("ProtectedPaths", func(t *testing.T) { t.Parallel(); testProtectedPaths(t, factory) })
 	t.Run("RootRemapped", func(t *testing.T) { t.Parallel(); testRootRemapped(t, factory) })
 	t.Run("RootBoxUIDNotShared", func(t *testing.T) { t.Parallel(); testRootBoxUIDNotShared(t, factory) })
+	t.Run("LinkIntoBoundFolder", func(t *testing.T) { t.Parallel(); testLinkIntoBoundFolder(t, factory) })
+}
+
+// testLinkIntoBoundFolder: a plan's symlink (plan.MountSymlink) is made on the box's home tmpfs
+// and leads into a host folder bound read-write beneath it (Claude Code's ~/.claude.json, a
+// link to its file in the bound ~/.claude): a program that writes a new file beside where the
+// link leads and renames it over that file, as Claude Code saves its config, replaces the
+// host's file; the link itself is not on the host.
+func testLinkIntoBoundFolder(t *testing.T, factory func() engine.Engine) {
+	state := t.TempDir()
+	if err := os.WriteFile(filepath.Join(state, "cfg.json"), []byte("old\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p, _ := sh(t, `l="$HOME/.cfg.json"; t=$(readlink -f "$l") && echo "link=$(readlink "$l")" && echo new > "$t.tmp" && mv -T "$t.tmp" "$t" && cat "$l"`, func(in *plan.Input) {
+		in.Brokers.Mounts = append(in.Brokers.Mounts,
+			plan.Mount{Kind: plan.MountBind, Source: state, Target: TestHome + "/state"},
+			plan.Mount{Kind: plan.MountSymlink, Source: "state/cfg.json", Target: TestHome + "/.cfg.json"})
+	})
+	r := RunBox(t, factory(), p, Options{})
+	mustExec(t, r)
+	if out := string(r.Stdout); r.Exit != 0 || out != "link=state/cfg.json\nnew\n" {
+		t.Errorf("exit %d, stdout %q, stderr %q; want the link to state/cfg.json and the renamed file read through it", r.Exit, out, r.Stderr)
+	}
+	if b, err := os.ReadFile(filepath.Join(state, "cfg.json")); err != nil || string(b) != "new\n" {
+		t.Errorf("the bound folder's file after the rename: %q, %v", b, err)
+	}
+	if ents, _ := os.ReadDir(state); len(ents) != 1 {
+		t.Errorf("the bound folder holds %d entries, want only cfg.json", len(ents))
+	}
 }
 
 func sh(t *testing.T, script string, mod func(*plan.Input)) (*plan.Plan, Dirs) {

@@ -223,6 +223,14 @@ func Build(p *plan.Plan) (*Spec, error) {
 				continue
 			}
 			mounts = append(mounts, Mount{Kind: KindMask, Target: m.Target, Optional: m.Optional})
+		case plan.MountSymlink:
+			if m.Source == "" || strings.ContainsRune(m.Source, 0) || m.ReadOnly || m.Optional {
+				return nil, fmt.Errorf("%w: symlink at %s: %q is not a link's content (nor read-only or optional)", ErrInvalid, m.Target, m.Source)
+			}
+			if !onTmpfs(p.Mounts, m.Target) {
+				return nil, fmt.Errorf("%w: symlink at %s: its folder is not one of the box's own tmpfs mounts (a link there would be made in a host folder)", ErrInvalid, m.Target)
+			}
+			mounts = append(mounts, Mount{Kind: KindSymlink, Source: m.Source, Target: m.Target})
 		case plan.MountOverlay:
 			for _, p := range []string{m.Source, m.Upper, m.Work, m.Beneath} {
 				if !filepath.IsAbs(p) || filepath.Clean(p) != p {
@@ -421,6 +429,27 @@ func masked(mounts []Mount, target string) int {
 }
 
 // beneath reports whether path is strictly beneath dir.
+// onTmpfs reports whether the folder of target is on a tmpfs mount of mounts: the nearest of
+// them above target is a tmpfs, and none is at target itself. The native engine checks it
+// again where it makes the link; bwrap makes a link wherever it is told, a host folder bound
+// in too.
+func onTmpfs(mounts []plan.Mount, target string) bool {
+	var near *plan.Mount
+	for i := range mounts {
+		m := &mounts[i]
+		if m.Kind == plan.MountSymlink {
+			continue
+		}
+		if m.Target == target {
+			return false
+		}
+		if beneath(target, m.Target) && (near == nil || len(m.Target) > len(near.Target)) {
+			near = m
+		}
+	}
+	return near != nil && near.Kind == plan.MountTmpfs
+}
+
 func beneath(path, dir string) bool {
 	return dir == "/" && path != "/" || strings.HasPrefix(path, strings.TrimSuffix(dir, "/")+"/")
 }

@@ -126,6 +126,22 @@ func TestRequestRefuses(t *testing.T) {
 				Work: "/state/cache/x/dep/work", Beneath: "/state/cache/x", SourceBeneath: "/home/alice/proj", Target: "/home/alice/proj/node_modules"})
 		}},
 		{"NoLandlockABI", func(p *plan.Plan) { p.Landlock.MinABI = 0 }},
+		{"SymlinkWithoutContent", func(p *plan.Plan) {
+			p.Mounts = append(p.Mounts, plan.Mount{Kind: plan.MountSymlink, Target: "/home/alice/.claude.json"})
+		}},
+		// A link is made on the box's own tmpfs only: bwrap would make it in a host folder
+		// bound in, or replace what is bound at its path.
+		{"SymlinkInHostFolder", func(p *plan.Plan) {
+			p.Mounts = append(p.Mounts, plan.Mount{Kind: plan.MountBind, Source: "/home/alice/.config", Target: "/home/alice/.config"},
+				plan.Mount{Kind: plan.MountSymlink, Source: "x", Target: "/home/alice/.config/link"})
+		}},
+		{"SymlinkOverBind", func(p *plan.Plan) {
+			p.Mounts = append(p.Mounts, plan.Mount{Kind: plan.MountBind, Source: "/home/alice/.x", Target: "/home/alice/.x"},
+				plan.Mount{Kind: plan.MountSymlink, Source: "y", Target: "/home/alice/.x"})
+		}},
+		{"SymlinkReadOnly", func(p *plan.Plan) {
+			p.Mounts = append(p.Mounts, plan.Mount{Kind: plan.MountSymlink, Source: ".claude/.claude.json", Target: "/home/alice/.claude.json", ReadOnly: true})
+		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p, err := plan.Build(goldenInput())
