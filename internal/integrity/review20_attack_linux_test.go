@@ -77,4 +77,3 @@ echo planted-A`)
 		t.Errorf("the host's git commit -a of the user's README committed the box's pkg/main.go (the forged cache tree of launch A, put in place by launch B's symlink, which the check at exit of launch B left: its target's ctime is launch A's), while the host's git status (%q) and git diff --cached (%q) showed nothing", status, cached)
 	}
 }
-
