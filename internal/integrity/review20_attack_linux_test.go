@@ -77,3 +77,50 @@ echo planted-A`)
 		t.Errorf("the host's git commit -a of the user's README committed the box's pkg/main.go (the forged cache tree of launch A, put in place by launch B's symlink, which the check at exit of launch B left: its target's ctime is launch A's), while the host's git status (%q) and git diff --cached (%q) showed nothing", status, cached)
 	}
 }
+
+// TestAttackCacheTreeCommittedWhileBoxRuns: "While the box runs, extensions are left alone"
+// (docs/integrity.md, "The check reads the entries in sequence"; session 20 moved their
+// removal to the check at exit, and a workspace the file events cover never had them removed
+// before the exit either: the periodic check reads no index there). A box forges the cache
+// tree of .git/index (HEAD's entries, the trees of its own pkg/main.go, as in
+// TestAttackIndexSymlinkKeepsCacheTree) and goes on running; the user, meanwhile, commits an
+// edit of their own with git commit -a after two periodic checks: git status and git diff
+// --cached show nothing, and the commit holds the box's pkg/main.go. The check at exit then
+// removes the cache tree, too late: the commit is the user's history. Want: the host's commit
+// holds the reviewed pkg/main.go (or git status named the change before it).
+func TestAttackCacheTreeCommittedWhileBoxRuns(t *testing.T) {
+	if _, err := exec.LookPath("python3"); err != nil {
+		t.Skip("no python3 for the box's index forger")
+	}
+	e := newDaemonEnv(t)
+	review20Repo(t, e.work)
+	var status, cached, committed string
+	out := e.boxPlantDuring(review20Forge+`printf 'package main\n\nfunc main() { println("BOX CODE RAN") }\n' > pkg/main.go
+git add pkg/main.go
+git write-tree >/dev/null
+cp .git/index /tmp/box.idx
+git reset -q
+git checkout -- pkg/main.go
+$FORGE tree /tmp/box.idx
+echo "box's git status: [$(git --no-optional-locks status --porcelain --untracked-files=no)]"
+echo ready > `+syncFIFO+`; read go < `+syncFIFO+`
+echo planted`, func() {
+		// Two periodic checks (every second here) while the box runs.
+		n := strings.Count(e.daemonLog(), "integrity check (periodic)")
+		for end := time.Now().Add(30 * time.Second); strings.Count(e.daemonLog(), "integrity check (periodic)") < n+2 && time.Now().Before(end); {
+			time.Sleep(100 * time.Millisecond)
+		}
+		status = git(t, e.work, "status", "--porcelain", "--untracked-files=no")
+		cached = git(t, e.work, "diff", "--cached", "--stat")
+		write(t, filepath.Join(e.work, "README"), "the user's own edit\n")
+		git(t, e.work, "commit", "-qam", "user: readme")
+		committed = git(t, e.work, "show", "HEAD:pkg/main.go")
+	})
+	if !strings.Contains(out, "planted") {
+		t.Fatalf("the plant failed (the test would prove nothing):\n%s", out)
+	}
+	t.Logf("host git status while the box ran %q; git diff --cached %q; HEAD:pkg/main.go after the user's commit:\n%s\nthe launch said:\n%s", status, cached, committed, out)
+	if strings.Contains(committed, "BOX CODE") && !strings.Contains(status, "pkg/main.go") && !strings.Contains(cached, "pkg/main.go") {
+		t.Errorf("the host's git commit -a of the user's README while the box ran committed the box's pkg/main.go (a forged cache tree the checks leave while the box runs), while the host's git status (%q) and git diff --cached (%q) showed nothing", status, cached)
+	}
+}
