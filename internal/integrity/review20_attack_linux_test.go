@@ -124,3 +124,45 @@ echo planted`, func() {
 		t.Errorf("the host's git commit -a of the user's README while the box ran committed the box's pkg/main.go (a forged cache tree the checks leave while the box runs), while the host's git status (%q) and git diff --cached (%q) showed nothing", status, cached)
 	}
 }
+
+// TestAttackCacheTreeKeptWhenStripFails: the check at exit removes a cache tree (TREE) alone
+// "quietly", and strippedTransition stays quiet when the removal fails too (cerr set: no
+// transition, no alert, and no later check, which only an index written beside git's lock
+// gets). A box that forges the cache tree and leaves .git unwritable to the daemon (mode
+// 0555: the daemon of an ordinary user cannot take index.lock; root's daemon can) keeps it:
+// the end of run says nothing of it, and once the user makes .git writable again (their
+// git commit failed: "Unable to create '.git/index.lock': Permission denied"), their commit -a
+// holds the box's pkg/main.go. Want: the host's commit holds the reviewed pkg/main.go, or the
+// end of run names the index.
+func TestAttackCacheTreeKeptWhenStripFails(t *testing.T) {
+	if _, err := exec.LookPath("python3"); err != nil {
+		t.Skip("no python3 for the box's index forger")
+	}
+	e := newDaemonEnv(t)
+	review20Repo(t, e.work)
+	out := e.boxPlant(review20Forge + `printf 'package main\n\nfunc main() { println("BOX CODE RAN") }\n' > pkg/main.go
+git add pkg/main.go
+git write-tree >/dev/null
+cp .git/index /tmp/box.idx
+git reset -q
+git checkout -- pkg/main.go
+$FORGE tree /tmp/box.idx
+chmod 0555 .git
+echo planted`)
+	if !strings.Contains(out, "planted") {
+		t.Fatalf("the plant failed (the test would prove nothing):\n%s", out)
+	}
+	// The user's commit failed; they make .git writable again, as git's message leads them to.
+	if err := os.Chmod(filepath.Join(e.work, ".git"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	status := git(t, e.work, "status", "--porcelain", "--untracked-files=no")
+	cached := git(t, e.work, "diff", "--cached", "--stat")
+	write(t, filepath.Join(e.work, "README"), "the user's own edit\n")
+	git(t, e.work, "commit", "-qam", "user: readme")
+	committed := git(t, e.work, "show", "HEAD:pkg/main.go")
+	t.Logf("host git status before the commit %q; git diff --cached %q; HEAD:pkg/main.go after the user's commit:\n%s\nthe launch said:\n%s", status, cached, committed, out)
+	if strings.Contains(committed, "BOX CODE") && !strings.Contains(out, ".git/index") && !strings.Contains(status, "pkg/main.go") {
+		t.Errorf("the host's git commit -a committed the box's pkg/main.go (a forged cache tree the check at exit could not remove, and said nothing of), while git status (%q) showed nothing and the end of run did not name the index", status)
+	}
+}
