@@ -932,6 +932,17 @@ func (s *State) verifyIndexes(tops []string, exit bool) ([]Transition, []string)
 				}
 			}
 		}
+		// A cache tree that names, for a folder it takes as valid, another tree than the one
+		// its entries make (an honest one never does): removed at any check, the box running
+		// or not (git's lock is taken then only for a forged one).
+		forgedTree := forgedCacheTree(ix)
+		if len(forgedTree) > 0 && len(strip) == 0 {
+			for _, x := range ix.exts {
+				if !keptExtensions[x.sig] {
+					strip = append(strip, x.sig)
+				}
+			}
+		}
 		if len(fresh)+len(again)+len(absent)+len(carried)+len(forged)+len(retry)+len(strip) == 0 {
 			return
 		}
@@ -946,7 +957,10 @@ func (s *State) verifyIndexes(tops []string, exit bool) ([]Transition, []string)
 			}
 			s.lockedIndexes[ix.path] = true
 		}
-		if len(strip) > 0 && cerr != nil {
+		if len(forgedTree) > 0 && slices.Contains(done.stripped, "TREE") {
+			out = append(out, forgedTreeTransition(ix, forgedTree))
+		}
+		if exit && len(strip) > 0 && cerr != nil {
 			// Not removed (git's lock could not be taken: a folder the box made unwritable):
 			// checked again once the index or its folder changes (RecheckIndexes), and
 			// reported once.
@@ -1058,6 +1072,67 @@ func (s *State) verifyIndexes(tops []string, exit bool) ([]Transition, []string)
 	s.Hidden, s.Stale, s.IndexErrs = nilIfEmpty(seen), nilIfEmpty(stale), nilIfEmpty(errs)
 	s.stripLeft = nilIfEmpty(stripLeft)
 	return out, gitdirs
+}
+
+// forgedCacheTree returns the folders the cache tree of ix names forged (cacheTreeForged);
+// none for a split index (removed at exit with its link) or one whose cache tree lies past
+// what was read.
+func forgedCacheTree(ix *gitIndex) []string {
+	if slices.ContainsFunc(ix.exts, func(x indexExtension) bool { return x.sig == "link" }) {
+		return nil
+	}
+	for _, x := range ix.exts {
+		if x.sig == "TREE" && x.end <= len(ix.b) {
+			return cacheTreeForged(ix.b[x.start+8:x.end], ix.entries, ix.hashLen)
+		}
+	}
+	return nil
+}
+
+// forgedTreeTransition is the alert on the forged cache tree of ix, removed.
+func forgedTreeTransition(ix *gitIndex, folders []string) Transition {
+	return Transition{Kind: Modified, Path: ix.path, Alert: true, Detail: fmt.Sprintf(
+		"the index's cache tree named, for %s, trees that are not those of the entries beneath: the host's next git commit would have written them, whatever the entries hold, while git status and git diff --cached showed nothing; it was removed: git reads the entries the check read", strings.Join(folders, ", "))}
+}
+
+// verifyCacheTrees checks the cache tree of the index of each repository top among dirs
+// (folders an event named) whose index changed since this check last read it, and removes a
+// forged one (forgedCacheTree) under git's lock: while the box runs, the periodic check of a
+// workspace the events cover reads no index, and the host's git commit took the trees a box's
+// cache tree named (review 20, TestAttackCacheTreeCommittedWhileBoxRuns). One that cannot be
+// removed now (a git at work) is checked again at the next event.
+func (s *State) verifyCacheTrees(dirs []string) []Transition {
+	var out []Transition
+	for _, d := range dirs {
+		p := repoIndex(s.Workspace, d)
+		fi, err := os.Stat(p)
+		if p == "" || err != nil {
+			continue
+		}
+		_, _, ct := identity(fi)
+		sig := fmt.Sprintf("%d %d", ct, fi.Size())
+		if s.treeSeen[p] == sig {
+			continue
+		}
+		ix := &gitIndex{path: p, top: d, hashLen: repoIDLen(s.Workspace, filepath.Dir(p))}
+		ix.b, _, ix.entries, ix.exts, err = readIndex(s.Workspace, p, ix.hashLen)
+		if err != nil {
+			continue // the full checks report it
+		}
+		if f := forgedCacheTree(ix); len(f) > 0 {
+			done, err := editIndex(s.Workspace, p, indexEdit{strip: true}, false)
+			if err != nil || !slices.Contains(done.stripped, "TREE") {
+				continue
+			}
+			out = append(out, forgedTreeTransition(ix, f))
+			continue
+		}
+		if s.treeSeen == nil {
+			s.treeSeen = map[string]string{}
+		}
+		s.treeSeen[p] = sig
+	}
+	return out
 }
 
 // targetChangedSince reports whether the index at p is a symlink whose target's ctime is not

@@ -105,6 +105,9 @@ type State struct {
 	// lock could not be taken), reported once, each with its stripSig then: checked again once
 	// that changes (RecheckIndexes). Not saved.
 	stripLeft map[string]string
+	// treeSeen are the indexes whose cache tree verifyCacheTrees found honest, with their
+	// ctime and size then. Not saved.
+	treeSeen map[string]string
 	// folders is the record of the folders in ignored places there at the launch's start
 	// (RecordFolders); nil: none is known.
 	folders *folderRecord
@@ -303,7 +306,8 @@ func (s *State) VerifyExecIn(dirs []string) []Transition {
 		set[d] = true
 		scanDir(s.Workspace, d, skip, files, found, nil, nil) // a folder it cannot list: the full scans count it
 	}
-	return s.mergeExec(found, false, func(path string) bool { return set[ownerDir(path)] })
+	out := s.mergeExec(found, false, func(path string) bool { return set[ownerDir(path)] })
+	return append(out, s.verifyCacheTrees(dirs)...)
 }
 
 // ownerDir is the directory whose scan finds path: X for X/.envrc and for everything in X/.git
