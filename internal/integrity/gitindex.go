@@ -811,6 +811,7 @@ func (s *State) verifyIndexes(tops []string, exit bool) ([]Transition, []string)
 		stale = map[string]string{}
 	}
 	since := s.since()
+	stripLeft := map[string]string{}
 	gitdirs := readIndexes(s.Workspace, tops, func(ix *gitIndex, err error) {
 		if (errors.Is(err, errIndexEntries) || errors.Is(err, errSplitIndex)) && s.changedSince(ix.path) {
 			// Entries this check cannot hold, written while the box ran: git would read flags
@@ -918,13 +919,27 @@ func (s *State) verifyIndexes(tops []string, exit bool) ([]Transition, []string)
 		// removed at exit. While the box runs they stay: each of its commits writes the cache
 		// tree, and removing it then, under git's lock, made the box's next git fail on
 		// index.lock (TestBoxGitNeverMeetsTheCheckLock).
+		// Changed: the index's own ctime (a symlink put there, or a file renamed or linked
+		// there, is new) or, through a symlink, its target's. Its target's alone let a later
+		// launch point .git/index at a file an earlier one had forged: the check at exit of
+		// the later one took the cache tree for the user's (review 20,
+		// TestAttackIndexSymlinkKeepsCacheTree).
 		var strip []string
-		if fi, err := os.Stat(ix.path); err == nil && exit {
-			if _, _, ct := identity(fi); ct >= since {
-				for _, x := range ix.exts {
-					if !keptExtensions[x.sig] {
-						strip = append(strip, x.sig)
-					}
+		if exit && (s.changedSince(ix.path) || targetChangedSince(ix.path, since)) {
+			for _, x := range ix.exts {
+				if !keptExtensions[x.sig] {
+					strip = append(strip, x.sig)
+				}
+			}
+		}
+		// A cache tree that names, for a folder it takes as valid, another tree than the one
+		// its entries make (an honest one never does): removed at any check, the box running
+		// or not (git's lock is taken then only for a forged one).
+		forgedTree := forgedCacheTree(ix)
+		if len(forgedTree) > 0 && len(strip) == 0 {
+			for _, x := range ix.exts {
+				if !keptExtensions[x.sig] {
+					strip = append(strip, x.sig)
 				}
 			}
 		}
@@ -942,8 +957,24 @@ func (s *State) verifyIndexes(tops []string, exit bool) ([]Transition, []string)
 			}
 			s.lockedIndexes[ix.path] = true
 		}
-		if t, ok := strippedTransition(ix, strip, done.stripped, cerr); ok {
-			out = append(out, t)
+		if len(forgedTree) > 0 && slices.Contains(done.stripped, "TREE") {
+			out = append(out, forgedTreeTransition(ix, forgedTree))
+		}
+		if exit && len(strip) > 0 && cerr != nil {
+			// Not removed (git's lock could not be taken: a folder the box made unwritable):
+			// checked again once the index or its folder changes (RecheckIndexes), and
+			// reported once.
+			sig := stripSig(ix.path)
+			if _, told := s.stripLeft[ix.path]; !told {
+				out = append(out, strippedTransition(ix, strip, done.stripped, cerr))
+			}
+			stripLeft[ix.path] = sig
+		} else if len(strip) > 0 && len(done.stripped) > 0 {
+			if _, told := s.stripLeft[ix.path]; told {
+				out = append(out, Transition{Kind: Modified, Path: ix.path, Detail: "the extensions reported earlier, which could not be removed, were removed: git reads the entries the check read"})
+			} else if t := strippedTransition(ix, strip, done.stripped, nil); t.Alert {
+				out = append(out, t)
+			}
 		}
 		for _, n := range append(slices.Clip(forged), retry...) {
 			stale[ix.key(n)] = sig[n]
@@ -1039,7 +1070,97 @@ func (s *State) verifyIndexes(tops []string, exit bool) ([]Transition, []string)
 		}
 	})
 	s.Hidden, s.Stale, s.IndexErrs = nilIfEmpty(seen), nilIfEmpty(stale), nilIfEmpty(errs)
+	s.stripLeft = nilIfEmpty(stripLeft)
 	return out, gitdirs
+}
+
+// forgedCacheTree returns the folders the cache tree of ix names forged (cacheTreeForged);
+// none for a split index (removed at exit with its link) or one whose cache tree lies past
+// what was read.
+func forgedCacheTree(ix *gitIndex) []string {
+	if slices.ContainsFunc(ix.exts, func(x indexExtension) bool { return x.sig == "link" }) {
+		return nil
+	}
+	for _, x := range ix.exts {
+		if x.sig == "TREE" && x.end <= len(ix.b) {
+			return cacheTreeForged(ix.b[x.start+8:x.end], ix.entries, ix.hashLen)
+		}
+	}
+	return nil
+}
+
+// forgedTreeTransition is the alert on the forged cache tree of ix, removed.
+func forgedTreeTransition(ix *gitIndex, folders []string) Transition {
+	return Transition{Kind: Modified, Path: ix.path, Alert: true, Detail: fmt.Sprintf(
+		"the index's cache tree named, for %s, trees that are not those of the entries beneath: the host's next git commit would have written them, whatever the entries hold, while git status and git diff --cached showed nothing; it was removed: git reads the entries the check read", strings.Join(folders, ", "))}
+}
+
+// verifyCacheTrees checks the cache tree of the index of each repository top among dirs
+// (folders an event named) whose index changed since this check last read it, and removes a
+// forged one (forgedCacheTree) under git's lock: while the box runs, the periodic check of a
+// workspace the events cover reads no index, and the host's git commit took the trees a box's
+// cache tree named (review 20, TestAttackCacheTreeCommittedWhileBoxRuns). One that cannot be
+// removed now (a git at work) is checked again at the next event.
+func (s *State) verifyCacheTrees(dirs []string) []Transition {
+	var out []Transition
+	for _, d := range dirs {
+		p := repoIndex(s.Workspace, d)
+		fi, err := os.Stat(p)
+		if p == "" || err != nil {
+			continue
+		}
+		_, _, ct := identity(fi)
+		sig := fmt.Sprintf("%d %d", ct, fi.Size())
+		if s.treeSeen[p] == sig {
+			continue
+		}
+		ix := &gitIndex{path: p, top: d, hashLen: repoIDLen(s.Workspace, filepath.Dir(p))}
+		ix.b, _, ix.entries, ix.exts, err = readIndex(s.Workspace, p, ix.hashLen)
+		if err != nil {
+			continue // the full checks report it
+		}
+		if f := forgedCacheTree(ix); len(f) > 0 {
+			done, err := editIndex(s.Workspace, p, indexEdit{strip: true}, false)
+			if err != nil || !slices.Contains(done.stripped, "TREE") {
+				continue
+			}
+			out = append(out, forgedTreeTransition(ix, f))
+			continue
+		}
+		if s.treeSeen == nil {
+			s.treeSeen = map[string]string{}
+		}
+		s.treeSeen[p] = sig
+	}
+	return out
+}
+
+// targetChangedSince reports whether the index at p is a symlink whose target's ctime is not
+// older than since.
+func targetChangedSince(p string, since int64) bool {
+	fi, err := os.Stat(p)
+	if err != nil {
+		return false
+	}
+	_, _, ct := identity(fi)
+	return ct >= since
+}
+
+// stripSig is what RecheckIndexes compares to know whether an index whose extensions could not
+// be removed, or its folder, has changed since: their ctimes (chmod changes the folder's).
+func stripSig(p string) string {
+	sig := ""
+	for _, q := range []string{p, filepath.Dir(p)} {
+		if fi, err := os.Lstat(q); err == nil {
+			_, _, ct := identity(fi)
+			sig += fmt.Sprintf("%d ", ct)
+		}
+	}
+	if fi, err := os.Stat(p); err == nil {
+		_, _, ct := identity(fi)
+		sig += fmt.Sprint(ct)
+	}
+	return sig
 }
 
 // ixGit is the git command line an alert names for ix: git, or git -C TOP for a repository
@@ -1057,28 +1178,45 @@ const besideNote = " (git's lock index.lock was held when the box had ended: the
 // strippedTransition reports the extensions of ix an index check removed (stripped) or meant
 // to (strip, cerr why it could not): an alert naming what each made git trust. The cache tree
 // alone (TREE), which every git commit and git add in the box writes and git rebuilds at the
-// next commit, is removed quietly (no transition; with git's lock held it stays until a check
-// finds the lock gone); so is an index that changed again between the check's two reads (the
-// next check reads it).
-func strippedTransition(ix *gitIndex, strip, stripped []string, cerr error) (Transition, bool) {
-	if !slices.ContainsFunc(strip, func(x string) bool { return x != "TREE" && x != "link" }) || cerr == nil && len(stripped) == 0 {
-		return Transition{}, false
-	}
+// next commit, is removed quietly (Alert false: the caller reports nothing). One that could
+// not be removed is an alert, the cache tree alone too: the host's next git commit would take
+// the trees it names for the entries' (review 20, TestAttackCacheTreeKeptWhenStripFails).
+func strippedTransition(ix *gitIndex, strip, stripped []string, cerr error) Transition {
 	var what []string
+	tree := false
 	for _, x := range slices.Compact(slices.Sorted(slices.Values(strip))) {
 		w := strippedExtensions[x]
 		if w == "" {
 			w = "an extension git ignores"
 		}
+		tree = tree || x == "TREE"
 		what = append(what, x+": "+w)
 	}
 	d := "the index, written while the box ran, carried extensions that git trusts and this check does not read (" + strings.Join(what, "; ") + ")"
-	if len(stripped) > 0 {
+	if cerr == nil {
 		d += "; they were removed (git rebuilds what it needs): git reads the entries the check read"
-	} else {
-		d += fmt.Sprintf("; they could not be removed (%v): once no git is at work, run %s -c index.threads=1 update-index --no-untracked-cache --force-write-index", cerr, ixGit(ix))
+		alert := slices.ContainsFunc(strip, func(x string) bool { return x != "TREE" && x != "link" })
+		return Transition{Kind: Modified, Path: ix.path, Alert: alert, Detail: d}
 	}
-	return Transition{Kind: Modified, Path: ix.path, Alert: true, Detail: d}, true
+	g := ixGit(ix)
+	d += fmt.Sprintf("; they could not be removed (%v): once no git is at work and the folder is writable again (the check tries again when it changes), run %s", cerr, removeExtensionsCommand(g, tree))
+	if tree {
+		d += " (the cache tree: without it, the host's next git commit would write the trees it names, whatever the entries hold; git status and git diff --cached do not show them)"
+	}
+	return Transition{Kind: Modified, Path: ix.path, Alert: true, Detail: d}
+}
+
+// removeExtensionsCommand is the command line an alert names that removes the extensions the
+// check removes, with git (ixGit): update-index --force-write-index drops the untracked
+// cache, the offset table and the fsmonitor data but keeps the cache tree, which only an entry
+// written again invalidates; writing every entry again (ls-files -s into update-index
+// --index-info) keeps what is staged. Both read the entries one-threaded, as the check does.
+func removeExtensionsCommand(g string, tree bool) string {
+	c := g + " -c index.threads=1 update-index --no-untracked-cache --force-write-index"
+	if tree {
+		c += fmt.Sprintf(" && %s -c index.threads=1 ls-files -s -z | %s -c index.threads=1 update-index -z --index-info", g, g)
+	}
+	return c
 }
 
 // leftStale marks, in State.Stale, an entry reported whose stat data could not be cleared.

@@ -86,6 +86,8 @@ type indexAttack struct {
 	ext string
 	// racy: the host's git shows the change before the check as well.
 	racy bool
+	// tree is the folders the alert on a forged cache tree names ("": none expected).
+	tree string
 }
 
 // TestAttackIndexExtensions: git trusts index extensions the check did not read. A forged
@@ -143,6 +145,7 @@ git add pkg/main.go
 $FORGE tree /tmp/head.idx`,
 		status: []string{"status", "--porcelain"},
 		hidden: "pkg/main.go", // staged (and, its stat data cleared as git's own write does, compared)
+		tree:   "/, /pkg/",    // HEAD's trees, for entries that hold the box's pkg/main.go
 	}, {
 		// The entry's stat data is the box's file's, its id the reviewed blob's, and the index
 		// older than the file: git takes the entry for racily clean and compares the content
@@ -179,12 +182,14 @@ sleep 1.1 # the check's index is a second newer than the file`,
 				switch {
 				case c.ext != "" && tr.Path == filepath.Join(pb.ws, ".git/index") && tr.Alert && strings.Contains(tr.Detail, c.ext+": ") && strings.Contains(tr.Detail, "they were removed"):
 					alerted = true
+				case c.tree != "" && tr.Path == filepath.Join(pb.ws, ".git/index") && tr.Alert && strings.Contains(tr.Detail, "cache tree named, for "+c.tree+", trees") && strings.Contains(tr.Detail, "it was removed"):
+					alerted = true
 				default:
 					t.Errorf("unexpected transition %s %s (%s)", tr.Kind, tr.Path, tr.Detail)
 				}
 			}
-			if c.ext != "" && !alerted {
-				t.Errorf("no alert naming %s on the index", c.ext)
+			if (c.ext != "" || c.tree != "") && !alerted {
+				t.Errorf("no alert naming %s%s on the index", c.ext, c.tree)
 			}
 			if out := git(t, pb.ws, c.status...); !strings.Contains(out, c.hidden) {
 				t.Errorf("after the check, the host's git %s does not show %q:\n%s", strings.Join(c.status, " "), c.hidden, out)

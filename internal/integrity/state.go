@@ -101,6 +101,13 @@ type State struct {
 	// that check's scan found. Not saved: a daemon restarted meanwhile does not check again.
 	lockedIndexes map[string]bool
 	exitTops      []string
+	// stripLeft are the indexes whose extensions the check at exit could not remove (git's
+	// lock could not be taken), reported once, each with its stripSig then: checked again once
+	// that changes (RecheckIndexes). Not saved.
+	stripLeft map[string]string
+	// treeSeen are the indexes whose cache tree verifyCacheTrees found honest, with their
+	// ctime and size then. Not saved.
+	treeSeen map[string]string
 	// folders is the record of the folders in ignored places there at the launch's start
 	// (RecordFolders); nil: none is known.
 	folders *folderRecord
@@ -258,16 +265,28 @@ func (s *State) verifyExec(exit bool) []Transition {
 }
 
 // IndexesLocked reports whether the check at exit wrote an index beside git's lock that has
-// not been checked again since the lock went (RecheckIndexes).
-func (s *State) IndexesLocked() bool { return len(s.lockedIndexes) > 0 }
+// not been checked again since the lock went, or left extensions it could not remove
+// (RecheckIndexes).
+func (s *State) IndexesLocked() bool { return len(s.lockedIndexes)+len(s.stripLeft) > 0 }
 
 // RecheckIndexes checks the indexes again (as the check at exit does) once no index the check
 // at exit wrote beside git's lock still has its lock, and returns the transitions: a host git
 // that held the lock (git commit waiting in its editor) renamed over the index the one it
-// read, with the box's flags and stat data. It returns nothing while a lock is there.
+// read, with the box's flags and stat data. It returns nothing while a lock is there. An
+// index whose extensions could not be removed (its folder unwritable) is checked again once it
+// or its folder has changed (stripSig: the user's chmod of .git), not before.
 func (s *State) RecheckIndexes() []Transition {
 	for p := range s.lockedIndexes {
 		if _, err := os.Lstat(p + ".lock"); err == nil {
+			return nil
+		}
+	}
+	if len(s.lockedIndexes) == 0 {
+		changed := false
+		for p, sig := range s.stripLeft {
+			changed = changed || stripSig(p) != sig
+		}
+		if !changed {
 			return nil
 		}
 	}
@@ -287,7 +306,8 @@ func (s *State) VerifyExecIn(dirs []string) []Transition {
 		set[d] = true
 		scanDir(s.Workspace, d, skip, files, found, nil, nil) // a folder it cannot list: the full scans count it
 	}
-	return s.mergeExec(found, false, func(path string) bool { return set[ownerDir(path)] })
+	out := s.mergeExec(found, false, func(path string) bool { return set[ownerDir(path)] })
+	return append(out, s.verifyCacheTrees(dirs)...)
 }
 
 // ownerDir is the directory whose scan finds path: X for X/.envrc and for everything in X/.git
