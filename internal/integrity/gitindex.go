@@ -935,7 +935,7 @@ func (s *State) verifyIndexes(tops []string, exit bool) ([]Transition, []string)
 		// A cache tree that names, for a folder it takes as valid, another tree than the one
 		// its entries make (an honest one never does): removed at any check, the box running
 		// or not (git's lock is taken then only for a forged one).
-		forgedTree := forgedCacheTree(ix)
+		forgedTree := forgedCacheTree(s.Workspace, ix)
 		if len(forgedTree) > 0 && len(strip) == 0 {
 			for _, x := range ix.exts {
 				if !keptExtensions[x.sig] {
@@ -1077,12 +1077,24 @@ func (s *State) verifyIndexes(tops []string, exit bool) ([]Transition, []string)
 // forgedCacheTree returns the folders the cache tree of ix names forged (cacheTreeForged);
 // none for a split index (removed at exit with its link) or one whose cache tree lies past
 // what was read.
-func forgedCacheTree(ix *gitIndex) []string {
-	if slices.ContainsFunc(ix.exts, func(x indexExtension) bool { return x.sig == "link" }) {
-		return nil
-	}
+func forgedCacheTree(ws string, ix *gitIndex) []string {
+	split := slices.ContainsFunc(ix.exts, func(x indexExtension) bool { return x.sig == "link" })
 	for _, x := range ix.exts {
-		if x.sig == "TREE" && x.end <= len(ix.b) {
+		if x.sig != "TREE" {
+			continue
+		}
+		if split {
+			// A split index: ix.b and its entries are the merged index git reads; the cache
+			// tree lies in the split file's own bytes. Before, it went unchecked while the box
+			// ran, and one git update-index --split-index carried review 20's forged cache tree
+			// into the user's commit (review 20b, TestAttackSplitIndexCacheTreeCommittedWhileBoxRuns).
+			b, err := readIndexRange(ws, ix.path, x.start+8, x.end)
+			if err != nil {
+				return []string{"/"} // unreadable: taken for forged, and removed
+			}
+			return cacheTreeForged(b, ix.entries, ix.hashLen)
+		}
+		if x.end <= len(ix.b) {
 			return cacheTreeForged(ix.b[x.start+8:x.end], ix.entries, ix.hashLen)
 		}
 	}
@@ -1119,7 +1131,7 @@ func (s *State) verifyCacheTrees(dirs []string) []Transition {
 		if err != nil {
 			continue // the full checks report it
 		}
-		if f := forgedCacheTree(ix); len(f) > 0 {
+		if f := forgedCacheTree(s.Workspace, ix); len(f) > 0 {
 			done, err := editIndex(s.Workspace, p, indexEdit{strip: true}, false)
 			if err != nil || !slices.Contains(done.stripped, "TREE") {
 				continue

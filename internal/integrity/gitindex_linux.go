@@ -127,6 +127,24 @@ func readIndex(ws, path string, hashLen int) ([]byte, int64, []indexEntry, []ind
 	return whole, int64(len(whole)), es, exts, err
 }
 
+// readIndexRange reads bytes [start, end) of the index at path (beneath ws, no symlink
+// followed; at most maxIndexBytes).
+func readIndexRange(ws, path string, start, end int) ([]byte, error) {
+	if start < 0 || end < start || end-start > maxIndexBytes {
+		return nil, fmt.Errorf("index range %d-%d", start, end)
+	}
+	f, err := openRegular(ws, path, 0, unix.RESOLVE_BENEATH|unix.RESOLVE_NO_MAGICLINKS)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b := make([]byte, end-start)
+	if _, err := f.ReadAt(b, int64(start)); err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
 // sharedIndex returns what reads a shared index of the split index at path by name, from the
 // index's folder, as git reads it (through a symlink that stays beneath ws; at most
 // maxIndexBytes).

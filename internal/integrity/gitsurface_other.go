@@ -32,6 +32,10 @@ func editIndex(ws, path string, ed indexEdit, beside bool) (indexEdited, error) 
 	return indexEdited{}, ErrNotSupported
 }
 
+func readIndexRange(ws, path string, start, end int) ([]byte, error) {
+	return nil, ErrNotSupported
+}
+
 func readIndex(ws, path string, hashLen int) ([]byte, int64, []indexEntry, []indexExtension, error) {
 	return nil, 0, nil, nil, ErrNotSupported
 }
