@@ -11,6 +11,7 @@
 package harnessstate
 
 import (
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -118,7 +119,7 @@ func prepareEntry(dir string, root *os.Root, e profile.StateEntry, home, ws stri
 			if err := root.Mkdir(e.Rel, 0o700); err != nil {
 				return nil, err
 			}
-		} else if err := writeFile(root, e.Rel, nil); err != nil {
+		} else if err := writeEntry(root, e, nil); err != nil {
 			return nil, err
 		}
 	default:
@@ -177,7 +178,53 @@ func prepareEntry(dir string, root *os.Root, e profile.StateEntry, home, ws stri
 	if err != nil {
 		return nil, err
 	}
-	return warn, writeFile(root, e.Rel, out)
+	return warn, writeEntry(root, e, out)
+}
+
+// writeEntry makes the file of entry e hold b: in place when it may be a mount point in the
+// boxes of the workspace that run now (writeFile), else by a new file renamed over the path,
+// whatever is there. Such a file lies in a bound box-owned folder, which a running box of the
+// workspace can write: one that put a FIFO there between the check of its kind and the write
+// made the launch fail (ENXIO; review 20b, TestAttackClaudeConfigSwappedByRunningBox).
+func writeEntry(root *os.Root, e profile.StateEntry, b []byte) error {
+	if e.MountPoint {
+		return writeFile(root, e.Rel, b)
+	}
+	var err error
+	for range 3 {
+		if err = replaceFile(root, e.Rel, b); err == nil {
+			return nil
+		}
+		// A folder there (a rename cannot replace one that holds anything): removed, again.
+		if rerr := root.RemoveAll(e.Rel); rerr != nil {
+			return errors.Join(err, rerr)
+		}
+	}
+	return err
+}
+
+// replaceFile writes b to a new file of a random name beside rel and renames it over rel.
+func replaceFile(root *os.Root, rel string, b []byte) error {
+	var r [8]byte
+	if _, err := rand.Read(r[:]); err != nil {
+		return err
+	}
+	tmp := filepath.Join(filepath.Dir(rel), "."+filepath.Base(rel)+".agentbox-"+hex.EncodeToString(r[:]))
+	f, err := root.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL|openFlags, 0o600)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(b)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = root.Rename(tmp, rel)
+	}
+	if err != nil {
+		root.Remove(tmp)
+	}
+	return err
 }
 
 // writeMountPoint makes the file mount point rel beneath root hold b, in place (see
