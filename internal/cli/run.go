@@ -16,6 +16,7 @@ import (
 
 	"github.com/agentbox/agentbox/internal/api"
 	"github.com/agentbox/agentbox/internal/client"
+	"github.com/agentbox/agentbox/internal/console"
 	"github.com/agentbox/agentbox/internal/wrap"
 )
 
@@ -96,6 +97,9 @@ terminal it keeps a console to attach to later.`,
 				return nil
 			}
 			err = attachConsole(cmd, resp, detachKeys)
+			if errors.Is(err, console.ErrShimGone) {
+				err = endedAs(ctx, c, resp.ID, err)
+			}
 			var exit ExitError
 			if errors.As(err, &exit) {
 				// The program ended (not a detach): say which hosts the network refused, and
@@ -249,6 +253,23 @@ func inGitDir(rel string) bool {
 		}
 	}
 	return false
+}
+
+// endedAs is how launch id ended by the daemon's record, for a client that found its shim
+// gone: a box that failed at once may have ended, and its launch directory been removed,
+// before the client reached the shim (seen in CI under load: "box shim is gone" instead of
+// the refusal's reason). The record's error, else its exit code; err when it has neither.
+func endedAs(ctx context.Context, c *client.Client, id string, err error) error {
+	l, gerr := c.WaitEnded(ctx, id)
+	switch {
+	case gerr != nil || l.State == api.StateRunning || l.State == api.StateStarting:
+		return err
+	case l.Error != nil:
+		return l.Error
+	case l.ExitCode != nil:
+		return ExitError{Code: *l.ExitCode}
+	}
+	return err
 }
 
 // exitSummary waits until the daemon has recorded launch id as ended (its brokers' cleanup

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 
@@ -35,12 +36,29 @@ func SendEvent(f *os.File, ev Event, fds ...int) error {
 	return nil
 }
 
-// RecvEvent reads one event and any fds attached to it. It returns io.EOF-like errors
-// (unix.ECONNRESET or a zero-length read reported as ErrControlClosed) when the box side is gone.
+// RecvEvent reads one event and any fds attached to it. It returns ErrControlClosed once the
+// other side is gone and every event it sent has been read.
+//
+// A peer that closed its end with a message of ours unread (box-init failing to build the box
+// after the shim sent EventGo) makes the kernel report ECONNRESET once, before the events the
+// peer sent and that are still queued (sock_error is checked ahead of the receive queue): that
+// report is passed over, so the peer's last event — its EventError — is still read.
 func RecvEvent(f *os.File) (Event, []int, error) {
 	buf := make([]byte, 64*1024)
 	oob := make([]byte, unix.CmsgSpace(4*4))
-	n, oobn, _, _, err := unix.Recvmsg(int(f.Fd()), buf, oob, unix.MSG_CMSG_CLOEXEC)
+	var n, oobn int
+	var err error
+	for reset := false; ; {
+		n, oobn, _, _, err = unix.Recvmsg(int(f.Fd()), buf, oob, unix.MSG_CMSG_CLOEXEC)
+		if errors.Is(err, unix.EINTR) || (errors.Is(err, unix.ECONNRESET) && !reset) {
+			reset = reset || errors.Is(err, unix.ECONNRESET)
+			continue
+		}
+		break
+	}
+	if errors.Is(err, unix.ECONNRESET) {
+		return Event{}, nil, ErrControlClosed
+	}
 	if err != nil {
 		return Event{}, nil, fmt.Errorf("receive control event: %w", err)
 	}

@@ -119,6 +119,9 @@ func NewEnv(t *testing.T) *Env {
 
 // Close stops every box of the environment, then its daemon, and removes its directories.
 func (e *Env) Close() {
+	if e.t.Failed() {
+		e.logDaemonTail(60)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	for _, l := range e.Launches() {
@@ -133,6 +136,20 @@ func (e *Env) Close() {
 		testenv.KillStaleDaemon(p, e.Runtime)
 	}
 	os.RemoveAll(e.Root)
+}
+
+// logDaemonTail logs the last n lines of the environment's daemon log (a failed test's
+// context in CI, where the environment is removed afterwards).
+func (e *Env) logDaemonTail(n int) {
+	logs, _ := filepath.Glob(filepath.Join(e.State, "*", "daemon.log"))
+	for _, l := range logs {
+		b, _ := os.ReadFile(l)
+		lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+		if len(lines) > n {
+			lines = lines[len(lines)-n:]
+		}
+		e.t.Logf("%s (last %d lines):\n%s", l, n, strings.Join(lines, "\n"))
+	}
 }
 
 // Launches returns `agentbox launches --all --json` (nil when no daemon answers).
