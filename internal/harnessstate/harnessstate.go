@@ -11,7 +11,6 @@
 package harnessstate
 
 import (
-	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -190,41 +189,20 @@ func writeEntry(root *os.Root, e profile.StateEntry, b []byte) error {
 	if e.MountPoint {
 		return writeFile(root, e.Rel, b)
 	}
-	var err error
-	for range 3 {
-		if err = replaceFile(root, e.Rel, b); err == nil {
-			return nil
-		}
-		// A folder there (a rename cannot replace one that holds anything): removed, again.
-		if rerr := root.RemoveAll(e.Rel); rerr != nil {
-			return errors.Join(err, rerr)
-		}
-	}
-	return err
-}
-
-// replaceFile writes b to a new file of a random name beside rel and renames it over rel.
-func replaceFile(root *os.Root, rel string, b []byte) error {
-	var r [8]byte
-	if _, err := rand.Read(r[:]); err != nil {
-		return err
-	}
-	tmp := filepath.Join(filepath.Dir(rel), "."+filepath.Base(rel)+".agentbox-"+hex.EncodeToString(r[:]))
-	f, err := root.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL|openFlags, 0o600)
-	if err != nil {
-		return err
-	}
-	_, err = f.Write(b)
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
+	err := replaceFile(root, e.Rel, b)
 	if err == nil {
-		err = root.Rename(tmp, rel)
+		return nil
 	}
-	if err != nil {
-		root.Remove(tmp)
+	// A folder there (a rename cannot replace one that holds anything): removed, then written
+	// again. Anything else is left as it was and the error reported: a failure that is not the
+	// box's doing (a full disk) must not lose what the box carried there.
+	if st, lerr := root.Lstat(e.Rel); lerr != nil || !st.IsDir() {
+		return err
 	}
-	return err
+	if rerr := root.RemoveAll(e.Rel); rerr != nil {
+		return errors.Join(err, rerr)
+	}
+	return replaceFile(root, e.Rel, b)
 }
 
 // writeMountPoint makes the file mount point rel beneath root hold b, in place (see

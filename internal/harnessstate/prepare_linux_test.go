@@ -465,3 +465,52 @@ func TestPrepareClaudeFormerCopy(t *testing.T) {
 		t.Errorf("the former path %s is still there", former)
 	}
 }
+
+// TestPrepareFailedWriteKeepsBoxCopy: a write of the box-owned ~/.claude/.claude.json that
+// fails for a reason that is not the box's doing (a full disk; here the file size limit, EFBIG)
+// leaves the copy the box carried as it was and fails the launch's Prepare: before, every failed
+// replace removed the file and tried again, so the next launch synthesized it from the host
+// alone and what the box had saved there (its trust and onboarding) was lost.
+func TestPrepareFailedWriteKeepsBoxCopy(t *testing.T) {
+	set, err := profile.NewSet(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := set.Get("claude")
+	const ws = "/w"
+	home, root := t.TempDir(), t.TempDir()
+	dir := Dir(root, "claude", ws)
+	if _, err := Prepare(dir, p, home, ws); err != nil {
+		t.Fatal(err)
+	}
+	box := filepath.Join(dir, ".claude", ".claude.json")
+	before, err := os.ReadFile(box)
+	if err != nil || len(before) < 2 {
+		t.Fatalf("the box's copy after the first Prepare: %q, %v", before, err)
+	}
+	var old syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_FSIZE, &old); err != nil {
+		t.Fatal(err)
+	}
+	// Go ignores SIGXFSZ: a write beyond the limit fails with EFBIG. The limit lets the
+	// launch's smaller files be written (the workspace's path) and not this one, which Prepare
+	// writes again with the same content. No other test of the package runs meanwhile (none
+	// is parallel).
+	if err := syscall.Setrlimit(syscall.RLIMIT_FSIZE, &syscall.Rlimit{Cur: uint64(len(before) - 1), Max: old.Max}); err != nil {
+		t.Fatal(err)
+	}
+	_, perr := Prepare(dir, p, home, ws)
+	if err := syscall.Setrlimit(syscall.RLIMIT_FSIZE, &old); err != nil {
+		t.Fatal(err)
+	}
+	if perr == nil || !strings.Contains(perr.Error(), ".claude.json") {
+		t.Errorf("Prepare: %v; want the failed write of .claude.json", perr)
+	}
+	after, err := os.ReadFile(box)
+	if err != nil || string(after) != string(before) {
+		t.Errorf("after a failed write the box's copy is %q (%v); want it kept: %q", after, err, before)
+	}
+	if names, _ := filepath.Glob(filepath.Join(dir, ".claude", ".*.tmp-*")); len(names) > 0 {
+		t.Errorf("temporary files left: %v", names)
+	}
+}
