@@ -1074,9 +1074,9 @@ func (s *State) verifyIndexes(tops []string, exit bool) ([]Transition, []string)
 	return out, gitdirs
 }
 
-// forgedCacheTree returns the folders the cache tree of ix names forged (cacheTreeForged);
-// none for a split index (removed at exit with its link) or one whose cache tree lies past
-// what was read.
+// forgedCacheTree returns the folders the cache tree of ix names forged (cacheTreeForged,
+// reading a tree that differs from the entries' from the repository's objects: repoTrees);
+// none for one whose cache tree lies past what was read.
 func forgedCacheTree(ws string, ix *gitIndex) []string {
 	split := slices.ContainsFunc(ix.exts, func(x indexExtension) bool { return x.sig == "link" })
 	for _, x := range ix.exts {
@@ -1092,13 +1092,32 @@ func forgedCacheTree(ws string, ix *gitIndex) []string {
 			if err != nil {
 				return []string{"/"} // unreadable: taken for forged, and removed
 			}
-			return cacheTreeForged(b, ix.entries, ix.hashLen)
+			return cacheTreeForged(b, ix.entries, ix.hashLen, repoTrees(ws, ix))
 		}
 		if x.end <= len(ix.b) {
-			return cacheTreeForged(ix.b[x.start+8:x.end], ix.entries, ix.hashLen)
+			return cacheTreeForged(ix.b[x.start+8:x.end], ix.entries, ix.hashLen, repoTrees(ws, ix))
 		}
 	}
 	return nil
+}
+
+// repoTrees lists a tree of the repository whose index ix is (lsTree), from the objects folder
+// of its common dir (the one its commondir file names, beneath ws) or of its own git
+// directory. A common dir out of ws is not read: its trees cannot be listed.
+func repoTrees(ws string, ix *gitIndex) treeLister {
+	return func(oid []byte) ([]treeItem, error) {
+		gd := filepath.Dir(ix.path)
+		common, ok, err := commonDir(ws, gd)
+		switch {
+		case err != nil:
+			return nil, err
+		case common != "" && !ok:
+			return nil, fmt.Errorf("the common dir %s %w", common, errOutside)
+		case common != "":
+			gd = common
+		}
+		return lsTree(filepath.Join(gd, "objects"), oid, ix.hashLen)
+	}
 }
 
 // forgedTreeTransition is the alert on the forged cache tree of ix, removed.

@@ -1,6 +1,9 @@
 package integrity_test
 
 import (
+	"bytes"
+	"encoding/hex"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -163,5 +166,53 @@ echo planted`, func() {
 	t.Logf(".git/index while the box ran: symlink to %q; host git status %q; git diff --cached %q; HEAD:pkg/main.go after the user's commit:\n%s\nthe launch said:\n%s", link, status, cached, committed, out)
 	if strings.Contains(committed, "BOX CODE") && !strings.Contains(status, "pkg/main.go") && !strings.Contains(cached, "pkg/main.go") {
 		t.Errorf("the host's git commit -a of the user's README while the box ran committed the box's pkg/main.go (a forged cache tree behind a symlink whose target has the ctime and size of the honest index the check read), while the host's git status (%q) and git diff --cached (%q) showed nothing", status, cached)
+	}
+}
+
+// TestAttackHonestCacheTreeOfOddModesTakenForForged (review 20b): entryTrees writes each
+// entry's mode as the index holds it, and the index holds canonical modes (100644), while git
+// primes the cache tree with the tree ids of the commit it reads (git reset, read-tree:
+// prime_cache_tree), and a tree written by an older git or another tool can hold 100664 (git
+// fsck: badFilemode, a warning; such trees are in the history of long-lived projects). In a
+// repository whose HEAD has such a tree, a box's ordinary git reset --hard (or read-tree HEAD) leaves an honest cache tree
+// that cacheTreeForged names forged: the check takes git's lock under the box's work and raises
+// the alert meant for a forged cache tree. Want: no forged-cache-tree alert for an honest index.
+func TestAttackHonestCacheTreeOfOddModesTakenForForged(t *testing.T) {
+	t.Parallel()
+	e := newDaemonEnv(t)
+	review20Repo(t, e.work)
+	// The tree of HEAD with README's mode 100664, written as is (git mktree writes 100644).
+	var body bytes.Buffer
+	for _, l := range strings.Split(strings.TrimSpace(git(t, e.work, "ls-tree", "HEAD")), "\n") {
+		meta, name, _ := strings.Cut(l, "\t")
+		f := strings.Fields(meta)
+		mode := f[0]
+		if name == "README" {
+			mode = "100664"
+		}
+		id, _ := hex.DecodeString(f[2])
+		fmt.Fprintf(&body, "%s %s\x00", mode, name)
+		body.Write(id)
+	}
+	c := exec.Command("git", "hash-object", "-t", "tree", "--literally", "-w", "--stdin")
+	c.Dir, c.Stdin = e.work, &body
+	tree, err := c.Output()
+	if err != nil {
+		t.Fatalf("git hash-object: %v", err)
+	}
+	// git cat-file -p and ls-tree show modes canonical (100644): the raw object holds 100664.
+	if !strings.Contains(git(t, e.work, "cat-file", "tree", strings.TrimSpace(string(tree))), "100664 README") {
+		t.Fatalf("the tree holds no 100664 entry (the test would prove nothing)")
+	}
+	commit := strings.TrimSpace(git(t, e.work, "commit-tree", "-p", "HEAD", "-m", "an old tool's tree", strings.TrimSpace(string(tree))))
+	git(t, e.work, "update-ref", "refs/heads/main", commit)
+	git(t, e.work, "reset", "-q")
+	_, stderr, code := e.runAll("run", "sh", "--", "-c", boxGit+" reset -q --hard && sleep 3 && "+boxGit+" status --porcelain && echo box-done")
+	if code != 0 {
+		t.Fatalf("run: exit %d: %s", code, stderr)
+	}
+	t.Logf("the end of agentbox run:\n%s", stderr)
+	if strings.Contains(stderr, "cache tree named") {
+		t.Errorf("an honest cache tree (primed by the box's git reset from HEAD's tree, which holds a 100664 entry) was taken for a forged one:\n%s", stderr)
 	}
 }
