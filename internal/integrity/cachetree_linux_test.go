@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -242,5 +243,79 @@ func TestCanonMode(t *testing.T) {
 		if got := canonMode(in); got != want {
 			t.Errorf("canonMode(%o) = %o, want %o", in, got, want)
 		}
+	}
+}
+
+// splitRepo makes a repository at ws whose index is split (git update-index --split-index)
+// with its cache tree, valid, in the split file, and returns that index as read.
+func splitRepo(t *testing.T, ws string) *gitIndex {
+	t.Helper()
+	gitOK(t, ws, "", "init", "-q", "-b", "main", ".")
+	for _, f := range []string{"README", "pkg/main.go", "go.mod"} {
+		mustWrite(t, filepath.Join(ws, f), f+"\n")
+	}
+	gitOK(t, ws, "", "add", "-A")
+	gitOK(t, ws, "", "commit", "-qm", "one")
+	gitOK(t, ws, "", "update-index", "--split-index")
+	gitOK(t, ws, "", "write-tree")
+	ix := &gitIndex{path: filepath.Join(ws, ".git/index"), top: ws, hashLen: 20}
+	var err error
+	if ix.b, _, ix.entries, ix.exts, err = readIndex(ws, ix.path, 20); err != nil {
+		t.Fatal(err)
+	}
+	sigs := ""
+	for _, x := range ix.exts {
+		sigs += x.sig + " "
+	}
+	if !strings.Contains(sigs, "link") || !strings.Contains(sigs, "TREE") || len(ix.entries) != 3 {
+		t.Fatalf("the split index has extensions %q and %d entries, want link and TREE and 3 (the test would prove nothing)", sigs, len(ix.entries))
+	}
+	return ix
+}
+
+// TestSplitIndexCacheTreeUnreadable: the cache tree of a split index lies in the split file,
+// read again by its range (readIndexRange) after the merged entries were read; when that read
+// fails (the box rewrote the split file shorter meanwhile, or put there a symlink leading out
+// of the workspace), the cache tree is taken for forged at its top, never for honest; git's
+// own cache tree of the split index, read whole, is honest.
+func TestSplitIndexCacheTreeUnreadable(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("no git")
+	}
+	for _, c := range []struct {
+		name    string
+		replace func(t *testing.T, index string)
+	}{
+		{"rewritten shorter", func(t *testing.T, index string) {
+			b, err := os.ReadFile(index)
+			if err != nil {
+				t.Fatal(err)
+			}
+			mustWrite(t, index+".new", string(b[:len(b)/2]))
+			if err := os.Rename(index+".new", index); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"a symlink leading out", func(t *testing.T, index string) {
+			out := filepath.Join(t.TempDir(), "index")
+			if err := os.Rename(index, out); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Symlink(out, index); err != nil {
+				t.Fatal(err)
+			}
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ws, _ := filepath.EvalSymlinks(t.TempDir())
+			ix := splitRepo(t, ws)
+			if f := forgedCacheTree(ws, ix); len(f) > 0 {
+				t.Fatalf("git's own cache tree of the split index taken for forged at %v", f)
+			}
+			c.replace(t, ix.path)
+			if f := forgedCacheTree(ws, ix); !slices.Equal(f, []string{"/"}) {
+				t.Fatalf("the cache tree of a split file that could not be read again named %v, want [/]", f)
+			}
+		})
 	}
 }

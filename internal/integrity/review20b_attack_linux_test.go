@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 )
 
 // TestAttackSplitIndexCacheTreeCommittedWhileBoxRuns (review 20b): f9270df checks the cache
@@ -28,14 +27,9 @@ func TestAttackSplitIndexCacheTreeCommittedWhileBoxRuns(t *testing.T) {
 	}
 	e := newDaemonEnv(t)
 	review20Repo(t, e.work)
-	var status, cached, committed, split string
-	out := e.boxPlantDuring(review20Forge+`printf 'package main\n\nfunc main() { println("BOX CODE RAN") }\n' > pkg/main.go
-git add pkg/main.go
-git write-tree >/dev/null
-cp .git/index /tmp/box.idx
-git reset -q
-git checkout -- pkg/main.go
-$FORGE tree /tmp/box.idx
+	var c userCommit
+	var split string
+	out := e.boxPlantDuring(plantForgedCacheTree+`$FORGE tree /tmp/box.idx
 git update-index --split-index
 ls .git/sharedindex.* >/dev/null
 echo "box's git status: [$(git --no-optional-locks status --porcelain --untracked-files=no)]"
@@ -43,25 +37,18 @@ echo ready > `+syncFIFO+`; read go < `+syncFIFO+`
 echo planted`, func() {
 		// Two periodic checks (every second here) while the box runs, as in
 		// TestAttackCacheTreeCommittedWhileBoxRuns.
-		n := strings.Count(e.daemonLog(), "integrity check (periodic)")
-		for end := time.Now().Add(30 * time.Second); strings.Count(e.daemonLog(), "integrity check (periodic)") < n+2 && time.Now().Before(end); {
-			time.Sleep(100 * time.Millisecond)
-		}
+		e.awaitPeriodicChecks(2)
 		if b, err := os.ReadFile(filepath.Join(e.work, ".git/index")); err == nil {
 			split = "link:" + boolWord(strings.Contains(string(b), "link")) + " TREE:" + boolWord(strings.Contains(string(b), "TREE"))
 		}
-		status = git(t, e.work, "status", "--porcelain", "--untracked-files=no")
-		cached = git(t, e.work, "diff", "--cached", "--stat")
-		write(t, filepath.Join(e.work, "README"), "the user's own edit\n")
-		git(t, e.work, "commit", "-qam", "user: readme")
-		committed = git(t, e.work, "show", "HEAD:pkg/main.go")
+		c = hostCommitShows(t, e.work)
 	})
 	if !strings.Contains(out, "planted") {
 		t.Fatalf("the plant failed (the test would prove nothing):\n%s", out)
 	}
-	t.Logf(".git/index while the box ran: %s; host git status %q; git diff --cached %q; HEAD:pkg/main.go after the user's commit:\n%s\nthe launch said:\n%s", split, status, cached, committed, out)
-	if strings.Contains(committed, "BOX CODE") && !strings.Contains(status, "pkg/main.go") && !strings.Contains(cached, "pkg/main.go") {
-		t.Errorf("the host's git commit -a of the user's README while the box ran committed the box's pkg/main.go (a forged cache tree in a split index, which forgedCacheTree skips), while the host's git status (%q) and git diff --cached (%q) showed nothing", status, cached)
+	t.Logf(".git/index while the box ran: %s; host git status %q; git diff --cached %q; HEAD:pkg/main.go after the user's commit:\n%s\nthe launch said:\n%s", split, c.status, c.cached, c.committed, out)
+	if c.boxCodeHidden() {
+		t.Errorf("the host's git commit -a of the user's README while the box ran committed the box's pkg/main.go (a forged cache tree in a split index, which forgedCacheTree skips), while the host's git status (%q) and git diff --cached (%q) showed nothing", c.status, c.cached)
 	}
 }
 
@@ -116,14 +103,9 @@ func TestAttackCacheTreeSwappedUnderSameSig(t *testing.T) {
 	}
 	e := newDaemonEnv(t)
 	review20Repo(t, e.work)
-	var status, cached, committed, link string
-	out := e.boxPlantDuring(review20Forge+`printf 'package main\n\nfunc main() { println("BOX CODE RAN") }\n' > pkg/main.go
-git add pkg/main.go
-git write-tree >/dev/null
-cp .git/index /tmp/box.idx
-git reset -q
-git checkout -- pkg/main.go
-git write-tree >/dev/null
+	var c userCommit
+	var link string
+	out := e.boxPlantDuring(plantForgedCacheTree+`git write-tree >/dev/null
 cp .git/index /tmp/h.idx
 cp .git/index /tmp/f.idx
 GIT_INDEX_FILE=/tmp/f.idx $FORGE tree /tmp/box.idx
@@ -149,23 +131,16 @@ ln -sfn f.idx .git/index.new && mv -T .git/index.new .git/index
 echo "box's git status: [$(git --no-optional-locks status --porcelain --untracked-files=no)]"
 echo ready > `+syncFIFO+`; read go < `+syncFIFO+`
 echo planted`, func() {
-		n := strings.Count(e.daemonLog(), "integrity check (periodic)")
-		for end := time.Now().Add(30 * time.Second); strings.Count(e.daemonLog(), "integrity check (periodic)") < n+2 && time.Now().Before(end); {
-			time.Sleep(100 * time.Millisecond)
-		}
+		e.awaitPeriodicChecks(2)
 		link, _ = os.Readlink(filepath.Join(e.work, ".git/index"))
-		status = git(t, e.work, "status", "--porcelain", "--untracked-files=no")
-		cached = git(t, e.work, "diff", "--cached", "--stat")
-		write(t, filepath.Join(e.work, "README"), "the user's own edit\n")
-		git(t, e.work, "commit", "-qam", "user: readme")
-		committed = git(t, e.work, "show", "HEAD:pkg/main.go")
+		c = hostCommitShows(t, e.work)
 	})
 	if !strings.Contains(out, "planted") || !strings.Contains(out, "same ctime") {
 		t.Fatalf("the plant failed (the test would prove nothing):\n%s", out)
 	}
-	t.Logf(".git/index while the box ran: symlink to %q; host git status %q; git diff --cached %q; HEAD:pkg/main.go after the user's commit:\n%s\nthe launch said:\n%s", link, status, cached, committed, out)
-	if strings.Contains(committed, "BOX CODE") && !strings.Contains(status, "pkg/main.go") && !strings.Contains(cached, "pkg/main.go") {
-		t.Errorf("the host's git commit -a of the user's README while the box ran committed the box's pkg/main.go (a forged cache tree behind a symlink whose target has the ctime and size of the honest index the check read), while the host's git status (%q) and git diff --cached (%q) showed nothing", status, cached)
+	t.Logf(".git/index while the box ran: symlink to %q; host git status %q; git diff --cached %q; HEAD:pkg/main.go after the user's commit:\n%s\nthe launch said:\n%s", link, c.status, c.cached, c.committed, out)
+	if c.boxCodeHidden() {
+		t.Errorf("the host's git commit -a of the user's README while the box ran committed the box's pkg/main.go (a forged cache tree behind a symlink whose target has the ctime and size of the honest index the check read), while the host's git status (%q) and git diff --cached (%q) showed nothing", c.status, c.cached)
 	}
 }
 
