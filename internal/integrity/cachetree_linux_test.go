@@ -3,6 +3,7 @@ package integrity
 import (
 	"bytes"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -317,5 +318,50 @@ func TestSplitIndexCacheTreeUnreadable(t *testing.T) {
 				t.Fatalf("the cache tree of a split file that could not be read again named %v, want [/]", f)
 			}
 		})
+	}
+}
+
+// TestSplitIndexSharedUnreadableWhileBoxRuns: a box splits the index and puts its shared
+// index behind an absolute symlink to a file of the workspace (the workspace is at its own
+// path in the box): git reads the shared index through it, the check cannot (it follows no
+// symlink out of the folder, and an absolute one counts as out). While the box runs, the
+// check of an event in the repository (verifyCacheTrees) read nothing and left the split
+// file's cache tree, unchecked, to the user's git commit (review 20b's plant carried through).
+// Now the index, written while the box ran and not readable by the check, goes aside, as at a
+// full check.
+func TestSplitIndexSharedUnreadableWhileBoxRuns(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("no git")
+	}
+	ws, _ := filepath.EvalSymlinks(t.TempDir())
+	gitOK(t, ws, "", "init", "-q", "-b", "main", ".")
+	mustWrite(t, filepath.Join(ws, "README"), "one\n")
+	gitOK(t, ws, "", "add", "-A")
+	gitOK(t, ws, "", "commit", "-qm", "one")
+	s := Snapshot(resolveWS(t, ws), Limits{})
+	ix := splitRepo(t, ws)
+	shared, _ := filepath.Glob(filepath.Join(ws, ".git/sharedindex.*"))
+	if len(shared) != 1 {
+		t.Fatalf("shared indexes %v, want one", shared)
+	}
+	moved := filepath.Join(ws, ".git/shared.real")
+	if err := os.Rename(shared[0], moved); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(moved, shared[0]); err != nil {
+		t.Fatal(err)
+	}
+	if out := gitOK(t, ws, "", "ls-files"); out != "README\ngo.mod\npkg/main.go" {
+		t.Fatalf("git does not read the shared index through the absolute symlink: %q (the test would prove nothing)", out)
+	}
+	if _, _, _, _, err := readIndex(ws, ix.path, 20); !errors.Is(err, errSplitIndex) {
+		t.Fatalf("the check read the split index: %v (the test would prove nothing)", err)
+	}
+	tr := s.verifyCacheTrees([]string{ws})
+	if len(tr) != 1 || !tr[0].Alert || tr[0].Path != ix.path || !strings.Contains(tr[0].Detail, "moved aside to") {
+		t.Fatalf("transitions %+v, want one alert on the index saying it was moved aside", tr)
+	}
+	if _, err := os.Lstat(ix.path); !os.IsNotExist(err) {
+		t.Errorf("the index, its cache tree unchecked, is still there: %v", err)
 	}
 }
