@@ -14,7 +14,7 @@ import (
 )
 
 // indexTree returns the entries of ws's .git/index and its cache tree's payload.
-func indexTree(t *testing.T, ws string, hashLen int) ([]indexEntry, []byte) {
+func indexTree(t testing.TB, ws string, hashLen int) ([]indexEntry, []byte) {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join(ws, ".git/index"))
 	if err != nil {
@@ -101,7 +101,7 @@ func objectsTrees(ws string, hashLen int) treeLister {
 // rawTree writes, as it is (git mktree would write canonical modes), the tree treeish of ws
 // with the modes and ids of change (by name: "MODE" or "MODE ID", MODE "" to keep it), in
 // the order of names (nil: the tree's own), and returns its id.
-func rawTree(t *testing.T, ws, treeish string, change map[string]string, names []string) string {
+func rawTree(t testing.TB, ws, treeish string, change map[string]string, names []string) string {
 	t.Helper()
 	lines := map[string][2]string{}
 	var order []string
@@ -147,6 +147,41 @@ func rootCacheTree(t *testing.T, count int, id string) []byte {
 	return append([]byte(fmt.Sprintf("\x00%d 0\n", count)), b...)
 }
 
+// oddModesRepo makes a repository of the object format whose HEAD's trees hold modes git reads
+// as others (100664, 100775, 100600: at the top, in pkg/, pkg/sub/ and lib/), its index and
+// cache tree primed from them by git reset --hard; it returns the repository, its id length,
+// and the ids of the top tree and of lib/'s.
+func oddModesRepo(t testing.TB, format string) (ws string, hashLen int, root, lib string) {
+	t.Helper()
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("no git")
+	}
+	hashLen = 20
+	if format == "sha256" {
+		hashLen = 32
+	}
+	dir, _ := filepath.EvalSymlinks(t.TempDir())
+	ws = filepath.Join(dir, "r")
+	gitOK(t, dir, "", "init", "-q", "--object-format="+format, "-b", "main", ws)
+	git := func(args ...string) string { return gitOK(t, ws, "", args...) }
+	for _, f := range []string{"README", "run.sh", "pkg/main.go", "pkg/sub/x", "lib/a"} {
+		mustWrite(t, filepath.Join(ws, f), f+"\n")
+	}
+	os.Chmod(filepath.Join(ws, "run.sh"), 0o755)
+	git("add", "-A")
+	git("commit", "-qm", "one")
+	sub := rawTree(t, ws, "HEAD:pkg/sub", map[string]string{"x": "100664"}, nil)
+	pkg := rawTree(t, ws, "HEAD:pkg", map[string]string{"main.go": "100664", "sub": "40000 " + sub}, nil)
+	lib = rawTree(t, ws, "HEAD:lib", map[string]string{"a": "100600"}, nil)
+	root = rawTree(t, ws, "HEAD", map[string]string{"README": "100664", "run.sh": "100775", "pkg": "40000 " + pkg, "lib": "40000 " + lib}, nil)
+	if raw := git("cat-file", "tree", root); !strings.Contains(raw, "100664 README") || !strings.Contains(raw, "100775 run.sh") {
+		t.Fatalf("the top tree holds no odd mode (the test would prove nothing): %q", raw)
+	}
+	git("update-ref", "refs/heads/main", git("commit-tree", "-p", "HEAD", "-m", "an old tool's trees", root))
+	git("reset", "-q", "--hard")
+	return ws, hashLen, root, lib
+}
+
 // TestCacheTreeOddModes: an honest cache tree that git primed (git reset --hard, as a box's
 // agent runs it) from a HEAD whose trees hold modes git reads as others (100664 and 100775,
 // which an older git or another tool wrote) names trees other than the entries' by id, and is
@@ -158,30 +193,8 @@ func rootCacheTree(t *testing.T, count int, id string) []byte {
 func TestCacheTreeOddModes(t *testing.T) {
 	for _, format := range []string{"sha1", "sha256"} {
 		t.Run(format, func(t *testing.T) {
-			ws, _ := oneCommitRepo(t)
-			hashLen := 20
-			if format == "sha256" {
-				hashLen = 32
-			}
-			ws = filepath.Join(ws, "r")
-			gitOK(t, filepath.Dir(ws), "", "init", "-q", "--object-format="+format, "-b", "main", ws)
+			ws, hashLen, root, lib := oddModesRepo(t, format)
 			git := func(args ...string) string { return gitOK(t, ws, "", args...) }
-			for _, f := range []string{"README", "run.sh", "pkg/main.go", "pkg/sub/x", "lib/a"} {
-				mustWrite(t, filepath.Join(ws, f), f+"\n")
-			}
-			os.Chmod(filepath.Join(ws, "run.sh"), 0o755)
-			git("add", "-A")
-			git("commit", "-qm", "one")
-			sub := rawTree(t, ws, "HEAD:pkg/sub", map[string]string{"x": "100664"}, nil)
-			pkg := rawTree(t, ws, "HEAD:pkg", map[string]string{"main.go": "100664", "sub": "40000 " + sub}, nil)
-			lib := rawTree(t, ws, "HEAD:lib", map[string]string{"a": "100600"}, nil)
-			root := rawTree(t, ws, "HEAD", map[string]string{"README": "100664", "run.sh": "100775", "pkg": "40000 " + pkg, "lib": "40000 " + lib}, nil)
-			if raw := git("cat-file", "tree", root); !strings.Contains(raw, "100664 README") || !strings.Contains(raw, "100775 run.sh") {
-				t.Fatalf("the top tree holds no odd mode (the test would prove nothing): %q", raw)
-			}
-			git("update-ref", "refs/heads/main", git("commit-tree", "-p", "HEAD", "-m", "an old tool's trees", root))
-			git("reset", "-q", "--hard")
-
 			calls := 0
 			counted := func(oid []byte) ([]treeItem, error) { calls++; return objectsTrees(ws, hashLen)(oid) }
 			es, p := indexTree(t, ws, hashLen)
@@ -363,5 +376,27 @@ func TestSplitIndexSharedUnreadableWhileBoxRuns(t *testing.T) {
 	}
 	if _, err := os.Lstat(ix.path); !os.IsNotExist(err) {
 		t.Errorf("the index, its cache tree unchecked, is still there: %v", err)
+	}
+}
+
+// BenchmarkCacheTreeOddModes measures cacheTreeForged on the cache tree git primed from trees
+// of odd modes (oddModesRepo: 5 entries, 4 folders): "ids" compares ids alone (the common
+// path: an honest cache tree git wrote), "read" lists the top tree with git ls-tree (lsTree)
+// to find it honest, the cost a mismatch adds.
+func BenchmarkCacheTreeOddModes(b *testing.B) {
+	ws, hashLen, _, _ := oddModesRepo(b, "sha1")
+	es, p := indexTree(b, ws, hashLen)
+	for _, c := range []struct {
+		name string
+		list treeLister
+		want int
+	}{{"ids", nil, 4}, {"read", objectsTrees(ws, hashLen), 0}} {
+		b.Run(c.name, func(b *testing.B) {
+			for b.Loop() {
+				if f := cacheTreeForged(p, es, hashLen, c.list); len(f) != c.want {
+					b.Fatalf("named %v, want %d folders", f, c.want)
+				}
+			}
+		})
 	}
 }
