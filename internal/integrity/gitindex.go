@@ -813,14 +813,9 @@ func (s *State) verifyIndexes(tops []string, exit bool) ([]Transition, []string)
 	since := s.since()
 	stripLeft := map[string]string{}
 	gitdirs := readIndexes(s.Workspace, tops, func(ix *gitIndex, err error) {
-		if (errors.Is(err, errIndexEntries) || errors.Is(err, errSplitIndex)) && s.changedSince(ix.path) {
-			// Entries this check cannot hold, written while the box ran: git would read flags
-			// and stat data no one checked. The index goes aside; git reset rebuilds it.
-			if aside, merr := s.moveAside(ix.path); merr == nil {
-				out = append(out, Transition{Kind: Modified, Path: ix.path, Alert: true, Detail: fmt.Sprintf(
-					"the index, written while the box ran, could not be checked (%v): it was moved aside to %s; run git reset to make it again from HEAD (what was staged is in the file moved aside)", err, aside)})
-				return
-			}
+		if tr, ok := s.asideUnchecked(ix.path, err); ok {
+			out = append(out, tr)
+			return
 		}
 		if err != nil {
 			msg := err.Error()
@@ -1074,9 +1069,25 @@ func (s *State) verifyIndexes(tops []string, exit bool) ([]Transition, []string)
 	return out, gitdirs
 }
 
-// forgedCacheTree returns the folders the cache tree of ix names forged (cacheTreeForged);
-// none for a split index (removed at exit with its link) or one whose cache tree lies past
-// what was read.
+// asideUnchecked moves aside the index at path, written while the box ran, whose entries the
+// check cannot hold (err: errIndexEntries, or errSplitIndex: a shared index it cannot read or
+// merge, which git may read): git would read flags, stat data and a cache tree no one checked.
+// git reset rebuilds it. It reports whether it did so, with the alert.
+func (s *State) asideUnchecked(path string, err error) (Transition, bool) {
+	if !errors.Is(err, errIndexEntries) && !errors.Is(err, errSplitIndex) || !s.changedSince(path) {
+		return Transition{}, false
+	}
+	aside, merr := s.moveAside(path)
+	if merr != nil {
+		return Transition{}, false
+	}
+	return Transition{Kind: Modified, Path: path, Alert: true, Detail: fmt.Sprintf(
+		"the index, written while the box ran, could not be checked (%v): it was moved aside to %s; run git reset to make it again from HEAD (what was staged is in the file moved aside)", err, aside)}, true
+}
+
+// forgedCacheTree returns the folders the cache tree of ix names forged (cacheTreeForged,
+// reading a tree that differs from the entries' from the repository's objects: repoTrees);
+// none for one whose cache tree lies past what was read.
 func forgedCacheTree(ws string, ix *gitIndex) []string {
 	split := slices.ContainsFunc(ix.exts, func(x indexExtension) bool { return x.sig == "link" })
 	for _, x := range ix.exts {
@@ -1092,13 +1103,32 @@ func forgedCacheTree(ws string, ix *gitIndex) []string {
 			if err != nil {
 				return []string{"/"} // unreadable: taken for forged, and removed
 			}
-			return cacheTreeForged(b, ix.entries, ix.hashLen)
+			return cacheTreeForged(b, ix.entries, ix.hashLen, repoTrees(ws, ix))
 		}
 		if x.end <= len(ix.b) {
-			return cacheTreeForged(ix.b[x.start+8:x.end], ix.entries, ix.hashLen)
+			return cacheTreeForged(ix.b[x.start+8:x.end], ix.entries, ix.hashLen, repoTrees(ws, ix))
 		}
 	}
 	return nil
+}
+
+// repoTrees lists a tree of the repository whose index ix is (lsTree), from the objects folder
+// of its common dir (the one its commondir file names, beneath ws) or of its own git
+// directory. A common dir out of ws is not read: its trees cannot be listed.
+func repoTrees(ws string, ix *gitIndex) treeLister {
+	return func(oid []byte) ([]treeItem, error) {
+		gd := filepath.Dir(ix.path)
+		common, ok, err := commonDir(ws, gd)
+		switch {
+		case err != nil:
+			return nil, err
+		case common != "" && !ok:
+			return nil, fmt.Errorf("the common dir %s %w", common, errOutside)
+		case common != "":
+			gd = common
+		}
+		return lsTree(filepath.Join(gd, "objects"), oid, ix.hashLen)
+	}
 }
 
 // forgedTreeTransition is the alert on the forged cache tree of ix, removed.
@@ -1112,7 +1142,8 @@ func forgedTreeTransition(ix *gitIndex, folders []string) Transition {
 // forged one (forgedCacheTree) under git's lock: while the box runs, the periodic check of a
 // workspace the events cover reads no index, and the host's git commit took the trees a box's
 // cache tree named (review 20, TestAttackCacheTreeCommittedWhileBoxRuns). One that cannot be
-// removed now (a git at work) is checked again at the next event.
+// removed now (a git at work) is checked again at the next event. An index written while the
+// box ran whose entries it cannot read (asideUnchecked) goes aside, as at a full check.
 func (s *State) verifyCacheTrees(dirs []string) []Transition {
 	var out []Transition
 	for _, d := range dirs {
@@ -1128,6 +1159,13 @@ func (s *State) verifyCacheTrees(dirs []string) []Transition {
 		}
 		ix := &gitIndex{path: p, top: d, hashLen: repoIDLen(s.Workspace, filepath.Dir(p))}
 		ix.b, _, ix.entries, ix.exts, err = readIndex(s.Workspace, p, ix.hashLen)
+		if tr, ok := s.asideUnchecked(p, err); ok {
+			// Its cache tree cannot be checked against entries the check cannot read, and git
+			// reads them: before, it stayed while the box ran (a shared index behind an
+			// absolute symlink, TestSplitIndexSharedUnreadableWhileBoxRuns).
+			out = append(out, tr)
+			continue
+		}
 		if err != nil {
 			continue // the full checks report it
 		}

@@ -255,6 +255,25 @@ func hostRepo(t *testing.T, ws string) {
 // gitIn runs the host's git in dir with no global or system configuration, no editor or
 // pager from the environment, and returns its output (errors are part of it).
 func gitIn(dir, stdin string, tty bool, args ...string) string {
+	out, err := gitOut(dir, stdin, tty, args...)
+	if err != nil {
+		return out + "\n(" + err.Error() + ")"
+	}
+	return out
+}
+
+// gitOK is gitIn (no terminal) that fails the test when git fails, its output trimmed.
+func gitOK(t testing.TB, dir, stdin string, args ...string) string {
+	t.Helper()
+	out, err := gitOut(dir, stdin, false, args...)
+	if err != nil {
+		t.Fatalf("git %v in %s: %v\n%s", args, dir, err, out)
+	}
+	return strings.TrimSpace(out)
+}
+
+// gitOut is gitIn, its error apart.
+func gitOut(dir, stdin string, tty bool, args ...string) (string, error) {
 	var cmd *exec.Cmd
 	if tty {
 		line := "git"
@@ -277,10 +296,7 @@ func gitIn(dir, stdin string, tty bool, args ...string) string {
 	}
 	cmd.Env = env
 	out, err := cmd.CombinedOutput()
-	if err != nil {
-		return string(out) + "\n(" + err.Error() + ")"
-	}
-	return string(out)
+	return string(out), err
 }
 
 // pinnedRels returns what lay pins, relative to its workspace.

@@ -13,6 +13,48 @@ import (
 // /tmp/forge.py ($FORGE runs it).
 const review20Forge = "set -e\nFORGE='python3 /tmp/forge.py'\ncat > /tmp/forge.py <<'FORGER'\n" + indexForger + "FORGER\n"
 
+// plantForgedCacheTree is the start of a box script of review 20's plant: the box stages its
+// own pkg/main.go and writes its trees (git add, git write-tree), keeps that index at
+// /tmp/box.idx, and puts the index and pkg/main.go back to HEAD's; "$FORGE tree /tmp/box.idx"
+// then gives an index of HEAD's entries that index's cache tree, which git status and git
+// diff --cached do not show and the host's next git commit writes.
+const plantForgedCacheTree = review20Forge + `printf 'package main\n\nfunc main() { println("BOX CODE RAN") }\n' > pkg/main.go
+git add pkg/main.go
+git write-tree >/dev/null
+cp .git/index /tmp/box.idx
+git reset -q
+git checkout -- pkg/main.go
+`
+
+// userCommit is what the host's git showed the user before their commit (git status, git
+// diff --cached), and the pkg/main.go the commit holds.
+type userCommit struct{ status, cached, committed string }
+
+// hostCommitShows is the user's side of review 20's attack on the host: git status and git
+// diff --cached, then git commit -a of an edit of README of their own.
+func hostCommitShows(t *testing.T, ws string) userCommit {
+	t.Helper()
+	status := git(t, ws, "status", "--porcelain", "--untracked-files=no")
+	cached := git(t, ws, "diff", "--cached", "--stat")
+	write(t, filepath.Join(ws, "README"), "the user's own edit\n")
+	git(t, ws, "commit", "-qam", "user: readme")
+	return userCommit{status, cached, git(t, ws, "show", "HEAD:pkg/main.go")}
+}
+
+// boxCodeHidden reports whether the user's commit holds the box's pkg/main.go while neither
+// git status nor git diff --cached named it.
+func (c userCommit) boxCodeHidden() bool {
+	return strings.Contains(c.committed, "BOX CODE") && !strings.Contains(c.status, "pkg/main.go") && !strings.Contains(c.cached, "pkg/main.go")
+}
+
+// awaitPeriodicChecks waits, up to 30 seconds, for k more periodic checks of the daemon.
+func (e *daemonEnv) awaitPeriodicChecks(k int) {
+	n := strings.Count(e.daemonLog(), "integrity check (periodic)")
+	for end := time.Now().Add(30 * time.Second); strings.Count(e.daemonLog(), "integrity check (periodic)") < n+k && time.Now().Before(end); {
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
 // review20Repo makes the workspace: a repository whose pkg/main.go is the reviewed code.
 func review20Repo(t *testing.T, ws string) {
 	git(t, ws, "init", "-q", "-b", "main")
@@ -43,13 +85,7 @@ func TestAttackIndexSymlinkKeepsCacheTree(t *testing.T) {
 	e := newDaemonEnv(t)
 	review20Repo(t, e.work)
 	// Launch A: the forged index beside the real one, the real one as HEAD's.
-	outA := e.boxPlant(review20Forge + `printf 'package main\n\nfunc main() { println("BOX CODE RAN") }\n' > pkg/main.go
-git add pkg/main.go
-git write-tree >/dev/null
-cp .git/index /tmp/box.idx
-git reset -q
-git checkout -- pkg/main.go
-cp .git/index .git/x.idx
+	outA := e.boxPlant(plantForgedCacheTree + `cp .git/index .git/x.idx
 GIT_INDEX_FILE=.git/x.idx $FORGE tree /tmp/box.idx
 echo "forged index status: [$(GIT_INDEX_FILE=.git/x.idx git --no-optional-locks status --porcelain --untracked-files=no)]"
 echo planted-A`)
@@ -66,15 +102,11 @@ echo planted-A`)
 		t.Fatalf("launch B's plant failed (the test would prove nothing):\n%s", outB)
 	}
 	link, _ := os.Readlink(filepath.Join(e.work, ".git/index"))
-	status := git(t, e.work, "status", "--porcelain", "--untracked-files=no")
-	cached := git(t, e.work, "diff", "--cached", "--stat")
 	// The user's own work, committed as usual.
-	write(t, filepath.Join(e.work, "README"), "the user's own edit\n")
-	git(t, e.work, "commit", "-qam", "user: readme")
-	committed := git(t, e.work, "show", "HEAD:pkg/main.go")
-	t.Logf(".git/index after launch B: symlink to %q; host git status before the commit %q; git diff --cached %q; HEAD:pkg/main.go after the user's commit:\n%s\nlaunch A said:\n%s\nlaunch B said:\n%s", link, status, cached, committed, outA, outB)
-	if strings.Contains(committed, "BOX CODE") && !strings.Contains(status, "pkg/main.go") && !strings.Contains(cached, "pkg/main.go") {
-		t.Errorf("the host's git commit -a of the user's README committed the box's pkg/main.go (the forged cache tree of launch A, put in place by launch B's symlink, which the check at exit of launch B left: its target's ctime is launch A's), while the host's git status (%q) and git diff --cached (%q) showed nothing", status, cached)
+	c := hostCommitShows(t, e.work)
+	t.Logf(".git/index after launch B: symlink to %q; host git status before the commit %q; git diff --cached %q; HEAD:pkg/main.go after the user's commit:\n%s\nlaunch A said:\n%s\nlaunch B said:\n%s", link, c.status, c.cached, c.committed, outA, outB)
+	if c.boxCodeHidden() {
+		t.Errorf("the host's git commit -a of the user's README committed the box's pkg/main.go (the forged cache tree of launch A, put in place by launch B's symlink, which the check at exit of launch B left: its target's ctime is launch A's), while the host's git status (%q) and git diff --cached (%q) showed nothing", c.status, c.cached)
 	}
 }
 
@@ -94,34 +126,21 @@ func TestAttackCacheTreeCommittedWhileBoxRuns(t *testing.T) {
 	}
 	e := newDaemonEnv(t)
 	review20Repo(t, e.work)
-	var status, cached, committed string
-	out := e.boxPlantDuring(review20Forge+`printf 'package main\n\nfunc main() { println("BOX CODE RAN") }\n' > pkg/main.go
-git add pkg/main.go
-git write-tree >/dev/null
-cp .git/index /tmp/box.idx
-git reset -q
-git checkout -- pkg/main.go
-$FORGE tree /tmp/box.idx
+	var c userCommit
+	out := e.boxPlantDuring(plantForgedCacheTree+`$FORGE tree /tmp/box.idx
 echo "box's git status: [$(git --no-optional-locks status --porcelain --untracked-files=no)]"
 echo ready > `+syncFIFO+`; read go < `+syncFIFO+`
 echo planted`, func() {
 		// Two periodic checks (every second here) while the box runs.
-		n := strings.Count(e.daemonLog(), "integrity check (periodic)")
-		for end := time.Now().Add(30 * time.Second); strings.Count(e.daemonLog(), "integrity check (periodic)") < n+2 && time.Now().Before(end); {
-			time.Sleep(100 * time.Millisecond)
-		}
-		status = git(t, e.work, "status", "--porcelain", "--untracked-files=no")
-		cached = git(t, e.work, "diff", "--cached", "--stat")
-		write(t, filepath.Join(e.work, "README"), "the user's own edit\n")
-		git(t, e.work, "commit", "-qam", "user: readme")
-		committed = git(t, e.work, "show", "HEAD:pkg/main.go")
+		e.awaitPeriodicChecks(2)
+		c = hostCommitShows(t, e.work)
 	})
 	if !strings.Contains(out, "planted") {
 		t.Fatalf("the plant failed (the test would prove nothing):\n%s", out)
 	}
-	t.Logf("host git status while the box ran %q; git diff --cached %q; HEAD:pkg/main.go after the user's commit:\n%s\nthe launch said:\n%s", status, cached, committed, out)
-	if strings.Contains(committed, "BOX CODE") && !strings.Contains(status, "pkg/main.go") && !strings.Contains(cached, "pkg/main.go") {
-		t.Errorf("the host's git commit -a of the user's README while the box ran committed the box's pkg/main.go (a forged cache tree the checks leave while the box runs), while the host's git status (%q) and git diff --cached (%q) showed nothing", status, cached)
+	t.Logf("host git status while the box ran %q; git diff --cached %q; HEAD:pkg/main.go after the user's commit:\n%s\nthe launch said:\n%s", c.status, c.cached, c.committed, out)
+	if c.boxCodeHidden() {
+		t.Errorf("the host's git commit -a of the user's README while the box ran committed the box's pkg/main.go (a forged cache tree the checks leave while the box runs), while the host's git status (%q) and git diff --cached (%q) showed nothing", c.status, c.cached)
 	}
 }
 
@@ -140,13 +159,7 @@ func TestAttackCacheTreeKeptWhenStripFails(t *testing.T) {
 	}
 	e := newDaemonEnv(t)
 	review20Repo(t, e.work)
-	out := e.boxPlant(review20Forge + `printf 'package main\n\nfunc main() { println("BOX CODE RAN") }\n' > pkg/main.go
-git add pkg/main.go
-git write-tree >/dev/null
-cp .git/index /tmp/box.idx
-git reset -q
-git checkout -- pkg/main.go
-$FORGE tree /tmp/box.idx
+	out := e.boxPlant(plantForgedCacheTree + `$FORGE tree /tmp/box.idx
 chmod 0555 .git
 echo planted`)
 	if !strings.Contains(out, "planted") {
@@ -156,13 +169,9 @@ echo planted`)
 	if err := os.Chmod(filepath.Join(e.work, ".git"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	status := git(t, e.work, "status", "--porcelain", "--untracked-files=no")
-	cached := git(t, e.work, "diff", "--cached", "--stat")
-	write(t, filepath.Join(e.work, "README"), "the user's own edit\n")
-	git(t, e.work, "commit", "-qam", "user: readme")
-	committed := git(t, e.work, "show", "HEAD:pkg/main.go")
-	t.Logf("host git status before the commit %q; git diff --cached %q; HEAD:pkg/main.go after the user's commit:\n%s\nthe launch said:\n%s", status, cached, committed, out)
-	if strings.Contains(committed, "BOX CODE") && !strings.Contains(out, ".git/index") && !strings.Contains(status, "pkg/main.go") {
-		t.Errorf("the host's git commit -a committed the box's pkg/main.go (a forged cache tree the check at exit could not remove, and said nothing of), while git status (%q) showed nothing and the end of run did not name the index", status)
+	c := hostCommitShows(t, e.work)
+	t.Logf("host git status before the commit %q; git diff --cached %q; HEAD:pkg/main.go after the user's commit:\n%s\nthe launch said:\n%s", c.status, c.cached, c.committed, out)
+	if strings.Contains(c.committed, "BOX CODE") && !strings.Contains(out, ".git/index") && !strings.Contains(c.status, "pkg/main.go") {
+		t.Errorf("the host's git commit -a committed the box's pkg/main.go (a forged cache tree the check at exit could not remove, and said nothing of), while git status (%q) showed nothing and the end of run did not name the index", c.status)
 	}
 }

@@ -1,12 +1,14 @@
 package integrity_test
 
 import (
+	"bytes"
+	"encoding/hex"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 )
 
 // TestAttackSplitIndexCacheTreeCommittedWhileBoxRuns (review 20b): f9270df checks the cache
@@ -25,14 +27,9 @@ func TestAttackSplitIndexCacheTreeCommittedWhileBoxRuns(t *testing.T) {
 	}
 	e := newDaemonEnv(t)
 	review20Repo(t, e.work)
-	var status, cached, committed, split string
-	out := e.boxPlantDuring(review20Forge+`printf 'package main\n\nfunc main() { println("BOX CODE RAN") }\n' > pkg/main.go
-git add pkg/main.go
-git write-tree >/dev/null
-cp .git/index /tmp/box.idx
-git reset -q
-git checkout -- pkg/main.go
-$FORGE tree /tmp/box.idx
+	var c userCommit
+	var split string
+	out := e.boxPlantDuring(plantForgedCacheTree+`$FORGE tree /tmp/box.idx
 git update-index --split-index
 ls .git/sharedindex.* >/dev/null
 echo "box's git status: [$(git --no-optional-locks status --porcelain --untracked-files=no)]"
@@ -40,25 +37,18 @@ echo ready > `+syncFIFO+`; read go < `+syncFIFO+`
 echo planted`, func() {
 		// Two periodic checks (every second here) while the box runs, as in
 		// TestAttackCacheTreeCommittedWhileBoxRuns.
-		n := strings.Count(e.daemonLog(), "integrity check (periodic)")
-		for end := time.Now().Add(30 * time.Second); strings.Count(e.daemonLog(), "integrity check (periodic)") < n+2 && time.Now().Before(end); {
-			time.Sleep(100 * time.Millisecond)
-		}
+		e.awaitPeriodicChecks(2)
 		if b, err := os.ReadFile(filepath.Join(e.work, ".git/index")); err == nil {
 			split = "link:" + boolWord(strings.Contains(string(b), "link")) + " TREE:" + boolWord(strings.Contains(string(b), "TREE"))
 		}
-		status = git(t, e.work, "status", "--porcelain", "--untracked-files=no")
-		cached = git(t, e.work, "diff", "--cached", "--stat")
-		write(t, filepath.Join(e.work, "README"), "the user's own edit\n")
-		git(t, e.work, "commit", "-qam", "user: readme")
-		committed = git(t, e.work, "show", "HEAD:pkg/main.go")
+		c = hostCommitShows(t, e.work)
 	})
 	if !strings.Contains(out, "planted") {
 		t.Fatalf("the plant failed (the test would prove nothing):\n%s", out)
 	}
-	t.Logf(".git/index while the box ran: %s; host git status %q; git diff --cached %q; HEAD:pkg/main.go after the user's commit:\n%s\nthe launch said:\n%s", split, status, cached, committed, out)
-	if strings.Contains(committed, "BOX CODE") && !strings.Contains(status, "pkg/main.go") && !strings.Contains(cached, "pkg/main.go") {
-		t.Errorf("the host's git commit -a of the user's README while the box ran committed the box's pkg/main.go (a forged cache tree in a split index, which forgedCacheTree skips), while the host's git status (%q) and git diff --cached (%q) showed nothing", status, cached)
+	t.Logf(".git/index while the box ran: %s; host git status %q; git diff --cached %q; HEAD:pkg/main.go after the user's commit:\n%s\nthe launch said:\n%s", split, c.status, c.cached, c.committed, out)
+	if c.boxCodeHidden() {
+		t.Errorf("the host's git commit -a of the user's README while the box ran committed the box's pkg/main.go (a forged cache tree in a split index, which forgedCacheTree skips), while the host's git status (%q) and git diff --cached (%q) showed nothing", c.status, c.cached)
 	}
 }
 
@@ -113,14 +103,9 @@ func TestAttackCacheTreeSwappedUnderSameSig(t *testing.T) {
 	}
 	e := newDaemonEnv(t)
 	review20Repo(t, e.work)
-	var status, cached, committed, link string
-	out := e.boxPlantDuring(review20Forge+`printf 'package main\n\nfunc main() { println("BOX CODE RAN") }\n' > pkg/main.go
-git add pkg/main.go
-git write-tree >/dev/null
-cp .git/index /tmp/box.idx
-git reset -q
-git checkout -- pkg/main.go
-git write-tree >/dev/null
+	var c userCommit
+	var link string
+	out := e.boxPlantDuring(plantForgedCacheTree+`git write-tree >/dev/null
 cp .git/index /tmp/h.idx
 cp .git/index /tmp/f.idx
 GIT_INDEX_FILE=/tmp/f.idx $FORGE tree /tmp/box.idx
@@ -146,22 +131,63 @@ ln -sfn f.idx .git/index.new && mv -T .git/index.new .git/index
 echo "box's git status: [$(git --no-optional-locks status --porcelain --untracked-files=no)]"
 echo ready > `+syncFIFO+`; read go < `+syncFIFO+`
 echo planted`, func() {
-		n := strings.Count(e.daemonLog(), "integrity check (periodic)")
-		for end := time.Now().Add(30 * time.Second); strings.Count(e.daemonLog(), "integrity check (periodic)") < n+2 && time.Now().Before(end); {
-			time.Sleep(100 * time.Millisecond)
-		}
+		e.awaitPeriodicChecks(2)
 		link, _ = os.Readlink(filepath.Join(e.work, ".git/index"))
-		status = git(t, e.work, "status", "--porcelain", "--untracked-files=no")
-		cached = git(t, e.work, "diff", "--cached", "--stat")
-		write(t, filepath.Join(e.work, "README"), "the user's own edit\n")
-		git(t, e.work, "commit", "-qam", "user: readme")
-		committed = git(t, e.work, "show", "HEAD:pkg/main.go")
+		c = hostCommitShows(t, e.work)
 	})
 	if !strings.Contains(out, "planted") || !strings.Contains(out, "same ctime") {
 		t.Fatalf("the plant failed (the test would prove nothing):\n%s", out)
 	}
-	t.Logf(".git/index while the box ran: symlink to %q; host git status %q; git diff --cached %q; HEAD:pkg/main.go after the user's commit:\n%s\nthe launch said:\n%s", link, status, cached, committed, out)
-	if strings.Contains(committed, "BOX CODE") && !strings.Contains(status, "pkg/main.go") && !strings.Contains(cached, "pkg/main.go") {
-		t.Errorf("the host's git commit -a of the user's README while the box ran committed the box's pkg/main.go (a forged cache tree behind a symlink whose target has the ctime and size of the honest index the check read), while the host's git status (%q) and git diff --cached (%q) showed nothing", status, cached)
+	t.Logf(".git/index while the box ran: symlink to %q; host git status %q; git diff --cached %q; HEAD:pkg/main.go after the user's commit:\n%s\nthe launch said:\n%s", link, c.status, c.cached, c.committed, out)
+	if c.boxCodeHidden() {
+		t.Errorf("the host's git commit -a of the user's README while the box ran committed the box's pkg/main.go (a forged cache tree behind a symlink whose target has the ctime and size of the honest index the check read), while the host's git status (%q) and git diff --cached (%q) showed nothing", c.status, c.cached)
+	}
+}
+
+// TestAttackHonestCacheTreeOfOddModesTakenForForged (review 20b): entryTrees writes each
+// entry's mode as the index holds it, and the index holds canonical modes (100644), while git
+// primes the cache tree with the tree ids of the commit it reads (git reset, read-tree:
+// prime_cache_tree), and a tree written by an older git or another tool can hold 100664 (git
+// fsck: badFilemode, a warning; such trees are in the history of long-lived projects). In a
+// repository whose HEAD has such a tree, a box's ordinary git reset --hard (or read-tree HEAD) leaves an honest cache tree
+// that cacheTreeForged names forged: the check takes git's lock under the box's work and raises
+// the alert meant for a forged cache tree. Want: no forged-cache-tree alert for an honest index.
+func TestAttackHonestCacheTreeOfOddModesTakenForForged(t *testing.T) {
+	t.Parallel()
+	e := newDaemonEnv(t)
+	review20Repo(t, e.work)
+	// The tree of HEAD with README's mode 100664, written as is (git mktree writes 100644).
+	var body bytes.Buffer
+	for _, l := range strings.Split(strings.TrimSpace(git(t, e.work, "ls-tree", "HEAD")), "\n") {
+		meta, name, _ := strings.Cut(l, "\t")
+		f := strings.Fields(meta)
+		mode := f[0]
+		if name == "README" {
+			mode = "100664"
+		}
+		id, _ := hex.DecodeString(f[2])
+		fmt.Fprintf(&body, "%s %s\x00", mode, name)
+		body.Write(id)
+	}
+	c := exec.Command("git", "hash-object", "-t", "tree", "--literally", "-w", "--stdin")
+	c.Dir, c.Stdin = e.work, &body
+	tree, err := c.Output()
+	if err != nil {
+		t.Fatalf("git hash-object: %v", err)
+	}
+	// git cat-file -p and ls-tree show modes canonical (100644): the raw object holds 100664.
+	if !strings.Contains(git(t, e.work, "cat-file", "tree", strings.TrimSpace(string(tree))), "100664 README") {
+		t.Fatalf("the tree holds no 100664 entry (the test would prove nothing)")
+	}
+	commit := strings.TrimSpace(git(t, e.work, "commit-tree", "-p", "HEAD", "-m", "an old tool's tree", strings.TrimSpace(string(tree))))
+	git(t, e.work, "update-ref", "refs/heads/main", commit)
+	git(t, e.work, "reset", "-q")
+	_, stderr, code := e.runAll("run", "sh", "--", "-c", boxGit+" reset -q --hard && sleep 3 && "+boxGit+" status --porcelain && echo box-done")
+	if code != 0 {
+		t.Fatalf("run: exit %d: %s", code, stderr)
+	}
+	t.Logf("the end of agentbox run:\n%s", stderr)
+	if strings.Contains(stderr, "cache tree named") {
+		t.Errorf("an honest cache tree (primed by the box's git reset from HEAD's tree, which holds a 100664 entry) was taken for a forged one:\n%s", stderr)
 	}
 }
