@@ -1,8 +1,10 @@
 package shim
 
 import (
+	"fmt"
 	"net"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
@@ -184,4 +186,44 @@ func peerClosed(c *net.UnixConn) bool {
 		}
 	})
 	return closed
+}
+
+// SizeReaderMain is the program of the shim's tests' sizeReader (the test binary's
+// "size-reader" command): at each SIGWINCH it reads its terminal's size (on stdin) and appends
+// it to the file args[0], one "rowsxcols" a line, and when args[1] is "draw" it then writes a
+// line to its terminal (stdout), as a program that draws at every signal (less) does. At
+// SIGPWR it appends "mark": a SIGWINCH sent before reaches it first (the kernel, and Go's
+// runtime, hand pending signals over lowest number first, and SIGWINCH is 28, SIGPWR 30). It
+// writes args[0].ready once it listens. A program of its own, not a shell's trap: a shell runs
+// a trap only once the command it waits for has ended, and under load it read the size too
+// late for the redraw tests.
+func SizeReaderMain(args []string) int {
+	if len(args) == 0 {
+		return 2
+	}
+	sigs := make(chan os.Signal, 64)
+	signal.Notify(sigs, unix.SIGWINCH, unix.SIGPWR)
+	f, err := os.OpenFile(args[0], os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+	if err != nil {
+		return 1
+	}
+	if err := os.WriteFile(args[0]+".ready", nil, 0o600); err != nil {
+		return 1
+	}
+	draw := len(args) > 1 && args[1] == "draw"
+	for sig := range sigs {
+		if sig == unix.SIGPWR {
+			fmt.Fprintf(f, "mark\n")
+			continue
+		}
+		ws, err := unix.IoctlGetWinsize(0, unix.TIOCGWINSZ)
+		if err != nil {
+			return 1
+		}
+		fmt.Fprintf(f, "%dx%d\n", ws.Row, ws.Col)
+		if draw {
+			os.Stdout.WriteString("drawn\r\n")
+		}
+	}
+	return 0
 }

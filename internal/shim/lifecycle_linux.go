@@ -75,6 +75,9 @@ type server struct {
 	// box-init, as PID 1 of a pid namespace, drops signals from outside until it has installed
 	// its handlers, so they are sent when the box reports the exec.
 	pending []syscall.Signal
+	// ptyReads counts the reads of the PTY's output delivered (tty mode): a redraw tells by it
+	// whether the program is still drawing (quiet).
+	ptyReads uint64
 }
 
 // testHooks force interleavings in tests (each nil outside tests; export_linux_test.go sets

@@ -11,7 +11,9 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -359,8 +361,9 @@ func ptyServer(t *testing.T, size console.WindowSize) (s *server, sl *os.File, l
 
 // TestRedrawEndsAtOutput: a redraw for a newly attached client moves the PTY one row shorter
 // and waits for the program to draw (redraw); the PTY's pump's next output ends that wait
-// (deliver: drawn), and the redraw gives the size back. Output while no redraw waits is no
-// drawn event.
+// (deliver: drawn), and once the output paused the redraw gives the size back and waits for the
+// program to draw again, which its next output ends. Output while no redraw waits is no drawn
+// event.
 func TestRedrawEndsAtOutput(t *testing.T) {
 	s, sl, buf := ptyServer(t, console.WindowSize{Rows: 24, Cols: 80})
 	rows := func() int {
@@ -386,8 +389,7 @@ func TestRedrawEndsAtOutput(t *testing.T) {
 	if st.redrawing || st.redraws != 1 {
 		t.Fatalf("after the program's output: %+v, want the redraw's wait over", st)
 	}
-	// The redraw gives the size back once its wait is over (it then waits redrawWait to signal
-	// once more, or for the final status).
+	// The redraw gives the size back once the output paused, and waits for the program to draw.
 	expired, release := expiry(10 * time.Second)
 	defer release()
 	for rows() != 24 {
@@ -397,25 +399,41 @@ func TestRedrawEndsAtOutput(t *testing.T) {
 		case <-time.After(time.Millisecond):
 		}
 	}
+	s.await(func(st state) bool { return st.redrawing && st.redraws == 2 }, nil)
 	s.deliver(console.FrameStdout, []byte("more"), &pumpState{})
+	<-done // the program drew at the size given back: the redraw is over
+	s.deliver(console.FrameStdout, []byte("later"), &pumpState{})
+	s.mu.Lock()
+	st = s.st
+	s.mu.Unlock()
+	if st.redrawing || st.redraws != 2 {
+		t.Errorf("after the redraw: %+v, want its two waits over", st)
+	}
 	s.advance(evExit)
 	s.advance(evFinish)
-	<-done
 	if buf.Len() != 0 {
 		t.Errorf("refused moves logged: %s", buf.String())
 	}
 }
 
-// sizeReader starts a program on the PTY whose slave is sl that, at each SIGWINCH, reads its
-// terminal's size and appends it to a file, as a full-screen program reads the size it draws
-// for, and sets it as s's box (its program exec'd). sizes returns the sizes it read so far,
-// one "rows cols" each; waitSizes waits (bounded) until it read n of them.
-func sizeReader(t *testing.T, s *server, sl *os.File) (sizes func() []string, waitSizes func(n int) []string) {
+// sizeReader starts a program (SizeReaderMain) on the PTY whose slave is sl, its controlling terminal (as a
+// box's program has it: the kernel signals it when the size changes), that at each SIGWINCH
+// reads its terminal's size and appends it to a file, as a full-screen program reads the size
+// it draws for, and when draw is set then writes a line to the terminal (it draws, at every
+// signal, as less does); and sets it as s's box (its program exec'd). sizes returns the sizes
+// it read so far, one "rowsxcols" each; waitSizes waits (bounded) until it read n of them;
+// handled returns the sizes it read once it has handled every signal sent to it before.
+func sizeReader(t *testing.T, s *server, sl *os.File, draw bool) (sizes func() []string, waitSizes func(n int) []string, handled func() []string) {
 	t.Helper()
 	dir := t.TempDir()
 	file := filepath.Join(dir, "sizes")
-	cmd := exec.Command("/bin/sh", "-c", `trap 'stty size >> "$1"' WINCH; touch "$1.ready"; while :; do sleep 0.01; done`, "sh", file)
-	cmd.Stdin = sl
+	args := []string{"size-reader", file}
+	if draw {
+		args = append(args, "draw")
+	}
+	cmd := exec.Command("/proc/self/exe", args...)
+	cmd.Stdin, cmd.Stdout = sl, sl
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -448,19 +466,30 @@ func sizeReader(t *testing.T, s *server, sl *os.File) (sizes func() []string, wa
 		until(fmt.Sprintf("want %d sizes", n), func() bool { return len(sizes()) >= n })
 		return sizes()
 	}
+	handled = func() []string {
+		t.Helper()
+		if err := cmd.Process.Signal(syscall.SIGPWR); err != nil {
+			t.Fatal(err)
+		}
+		until("the program did not mark the signals handled", func() bool { return slices.Contains(sizes(), "mark") })
+		got := sizes()
+		return got[:slices.Index(got, "mark")]
+	}
 	s.mu.Lock()
 	s.box = &engine.Box{Process: cmd.Process, PidFD: -1}
 	s.status.Execd = true
 	s.mu.Unlock()
-	return sizes, waitSizes
+	return sizes, waitSizes, handled
 }
 
-// TestRedrawEndsAtWait: a program that does not draw for the moved size (nothing reaches the
-// PTY's pump) does not keep the redraw waiting: the redraw ends its own wait after redrawWait
-// (drawn), gives the size back and signals the program, which reads the size it had.
+// TestRedrawEndsAtWait: a program that does not draw (nothing reaches the PTY's pump) does not
+// keep the redraw waiting: the redraw ends its own wait for a drawing at the moved size after
+// redrawWait (drawn), gives the size back (the kernel's SIGWINCH: the program reads it), ends
+// its wait for a drawing at that size after redrawWait too, and then signals the program once
+// more (it may have missed the signal of the size given back).
 func TestRedrawEndsAtWait(t *testing.T) {
 	s, sl, buf := ptyServer(t, console.WindowSize{Rows: 24, Cols: 80})
-	_, waitSizes := sizeReader(t, s, sl)
+	_, waitSizes, _ := sizeReader(t, s, sl, false)
 	done := make(chan struct{})
 	go func() {
 		s.redraw()
@@ -470,22 +499,62 @@ func TestRedrawEndsAtWait(t *testing.T) {
 	if got := waitSizes(1); got[0] != "23x80" {
 		t.Errorf("the program read %q at the redraw's first signal, want 23x80", got)
 	}
-	// No output: the redraw's own wait ends it.
-	expired, release := expiry(10 * time.Second)
-	defer release()
-	st, ok := s.await(func(st state) bool { return !st.redrawing }, expired)
-	if !ok || st.redraws != 1 {
-		t.Errorf("after the wait: %+v, want one redraw over", st)
+	// No output: the redraw's own waits end it.
+	<-done
+	s.mu.Lock()
+	st := s.st
+	s.mu.Unlock()
+	if st.redrawing || st.redraws != 2 {
+		t.Errorf("after the waits: %+v, want two redraw waits over", st)
 	}
-	if got := waitSizes(2); got[len(got)-1] != "24x80" {
-		t.Errorf("the program read %q once the redraw was over, want 24x80 last", got)
+	if got := waitSizes(3); !slices.Equal(got, []string{"23x80", "24x80", "24x80"}) {
+		t.Errorf("the program read %q, want 23x80 (the move), 24x80 (the size given back), 24x80 (the signal once more)", got)
 	}
 	s.advance(evExit)
 	s.advance(evFinish)
-	<-done
 	if r, c, _ := pty.Getsize(sl); r != 24 || c != 80 {
 		t.Errorf("after the redraw: %dx%d, want 24x80", r, c)
 	}
+	if buf.Len() != 0 {
+		t.Errorf("refused moves logged: %s", buf.String())
+	}
+}
+
+// waitForDrawing makes every redraw of the test wait a minute for its program's drawing: a
+// test whose program draws is then as quick as its program, and does not fail when a loaded
+// machine runs the program later than redrawWait.
+func waitForDrawing(t *testing.T) {
+	old := redrawWait
+	redrawWait = time.Minute
+	t.Cleanup(func() { redrawWait = old })
+}
+
+// TestRedrawSignalsOncePerMove: a program that draws at every SIGWINCH (as less does) is
+// signalled once for each move of the size of a redraw, by the kernel, and no more once it has
+// drawn at the size given back. less loses a key that reaches its terminal within its wake-up
+// from a SIGWINCH (its handler jumps out of the read(2) that returned the key): the shim's own
+// signal after each move, and one more 500 ms after the size came back, reached less after it
+// had drawn at the full size, and the key typed then was lost (e2e
+// TestDetachAttach/FullScreenRedrawn: the "q" did not quit less).
+func TestRedrawSignalsOncePerMove(t *testing.T) {
+	waitForDrawing(t)
+	s, sl, buf := ptyServer(t, console.WindowSize{Rows: 24, Cols: 80})
+	_, _, handled := sizeReader(t, s, sl, true)
+	s.advance(evOutput)
+	go s.pump(s.master, console.FrameStdout)
+	// redraw returns once it has sent every signal it sends.
+	s.redraw()
+	if got := handled(); !slices.Equal(got, []string{"23x80", "24x80"}) {
+		t.Errorf("the program read %q, want 23x80 then 24x80: one SIGWINCH per move, none after it drew", got)
+	}
+	s.mu.Lock()
+	st := s.st
+	s.mu.Unlock()
+	if st.redrawing || st.redraws != 2 {
+		t.Errorf("after the redraw: %+v, want its two waits over, each ended by the program's drawing", st)
+	}
+	s.advance(evExit)
+	s.advance(evFinish)
 	if buf.Len() != 0 {
 		t.Errorf("refused moves logged: %s", buf.String())
 	}
@@ -511,16 +580,18 @@ func TestRedrawOnlySignals(t *testing.T) {
 			if tc.noMaster {
 				s.master = nil
 			}
-			_, waitSizes := sizeReader(t, s, sl)
+			_, waitSizes, _ := sizeReader(t, s, sl, false)
 			first := make(chan struct{})
-			n := 0 // sizes the program read before the redraw under test
 			if tc.waiting {
+				// The first waits until this test delivers the program's drawing.
+				waitForDrawing(t)
 				go func() {
 					s.redraw()
 					close(first)
 				}()
+				// The program reads the moved size at the first's move, the under test's
+				// signal, or both at once.
 				s.await(func(st state) bool { return st.redrawing }, nil)
-				n = len(waitSizes(1))
 			}
 			s.mu.Lock()
 			before := s.st
@@ -532,8 +603,8 @@ func TestRedrawOnlySignals(t *testing.T) {
 			if after != before {
 				t.Errorf("the redraw moved the state: %+v, was %+v", after, before)
 			}
-			if got := waitSizes(n + 1); got[n] != tc.want {
-				t.Errorf("the program read %q after the redraw, want %s", got[n], tc.want)
+			if got := waitSizes(1); got[0] != tc.want {
+				t.Errorf("the program read %q after the redraw, want %s first", got, tc.want)
 			}
 			if tc.waiting {
 				s.deliver(console.FrameStdout, []byte("drawn"), &pumpState{})

@@ -47,6 +47,7 @@ func TestMain(m *testing.M) {
 		"fake-box-init": func([]string) int { return fakeBoxInit() },
 		"dial-helper":   dialHelper,
 		"attach-client": attachClient,
+		"size-reader":   shim.SizeReaderMain,
 	})
 }
 
