@@ -933,3 +933,88 @@ func newEngineDaemonEnv(t testing.TB, eng string) *daemonEnv {
 	write(t, filepath.Join(e.root, "c", "agentbox", "config.yaml"), "engine: "+eng+"\nintegrity:\n  interval: 1s\n")
 	return e
 }
+
+// TestStagedSaveByRename drives the real binary on both engines: in a box whose workspace is a
+// git repository, the git commands that rewrite .git/config by lock-and-rename (`git config`,
+// `git remote add`, `git branch -u/-m/-d`) and a temp-file-and-rename save of the existing
+// .mcp.json beside the file its link leads to (as write-file-atomic does) all succeed, and the
+// box reads back what it wrote; the host's .git/config and .mcp.json are untouched after the
+// box; `agentbox changes` lists both with the box's content, and `agentbox apply` applies
+// them. Before, the staged copy itself was bound over each file, and every one of those
+// renames failed with EBUSY (`error: could not write config file .git/config: Device or
+// resource busy`).
+func TestStagedSaveByRename(t *testing.T) {
+	t.Parallel()
+	for _, eng := range []string{"native", "bwrap"} {
+		t.Run(eng, func(t *testing.T) {
+			t.Parallel()
+			stagedSaveByRename(t, eng)
+		})
+	}
+}
+
+func stagedSaveByRename(t *testing.T, eng string) {
+	e := newEngineDaemonEnv(t, eng)
+	repo(t, e.work)
+	write(t, filepath.Join(e.work, ".mcp.json"), `{"mcpServers":{}}`+"\n")
+	git(t, e.work, "add", ".mcp.json")
+	git(t, e.work, "commit", "-q", "-m", "mcp")
+	git(t, e.work, "branch", "a")
+	git(t, e.work, "branch", "c")
+	hostConfig, err := os.ReadFile(filepath.Join(e.work, ".git", "config"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, stderr, code := e.runAll("run", "sh", "--", "-c", `set -ex
+exec 1>&2
+git config user.name x
+git remote add o https://registry.example.org/r.git
+git branch -u main a
+git branch -u main c
+git branch -m a b
+git branch -d c
+[ "$(git config user.name)" = x ] && [ "$(git config branch.b.merge)" = refs/heads/main ] && ! git config branch.c.merge
+t=$(readlink -f .mcp.json)
+printf '{"mcpServers":{"y":{"command":"boxcmd"}}}\n' > "$t.tmp"
+mv "$t.tmp" "$t"
+grep -q boxcmd .mcp.json
+[ -L .git/config ] && [ -L .mcp.json ] && [ "$(readlink .git/config)" != "$(readlink .mcp.json)" ]
+`)
+	if code != 0 {
+		t.Fatalf("run: exit %d: %s", code, stderr)
+	}
+	l := e.launches()[0]
+	if l.Engine != eng {
+		t.Fatalf("the launch ran on engine %q, want %s", l.Engine, eng)
+	}
+	if b, _ := os.ReadFile(filepath.Join(e.work, ".git", "config")); string(b) != string(hostConfig) {
+		t.Errorf("the host's .git/config changed during the box:\n%s", b)
+	}
+	if b, _ := os.ReadFile(filepath.Join(e.work, ".mcp.json")); string(b) != `{"mcpServers":{}}`+"\n" {
+		t.Errorf("the host's .mcp.json became %q", b)
+	}
+	out := e.run("changes", l.ID)
+	for _, want := range []string{"--- a/.git/config\n", "+\tname = x\n", "+[remote \"o\"]\n", "+[branch \"b\"]\n",
+		"--- a/.mcp.json\n", `+{"mcpServers":{"y":{"command":"boxcmd"}}}`} {
+		if !strings.Contains(out, want) {
+			t.Errorf("agentbox changes lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, `[branch "c"]`) || strings.Contains(out, `[branch "a"]`) {
+		t.Errorf("agentbox changes shows a branch section the box removed:\n%s", out)
+	}
+	for _, rel := range []string{".git/config", ".mcp.json"} {
+		if out := e.run("apply", l.ID, rel); !strings.Contains(out, "applied "+rel) {
+			t.Errorf("apply %s: %q", rel, out)
+		}
+	}
+	if got := strings.TrimSpace(git(t, e.work, "config", "remote.o.url")); got != "https://registry.example.org/r.git" {
+		t.Errorf("the host's remote o after apply: %q", got)
+	}
+	if got := strings.TrimSpace(git(t, e.work, "config", "branch.b.merge")); got != "refs/heads/main" {
+		t.Errorf("the host's branch.b.merge after apply: %q", got)
+	}
+	if b, _ := os.ReadFile(filepath.Join(e.work, ".mcp.json")); string(b) != `{"mcpServers":{"y":{"command":"boxcmd"}}}`+"\n" {
+		t.Errorf("applied .mcp.json: %q", b)
+	}
+}
