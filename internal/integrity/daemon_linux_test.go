@@ -1018,3 +1018,45 @@ grep -q boxcmd .mcp.json
 		t.Errorf("applied .mcp.json: %q", b)
 	}
 }
+
+// TestAttackStagedCopyReplaced: the box replaces its staged copies, in their folder, with what
+// is not a regular file: .envrc's copy with a symlink to a file of its own, .claude/settings.json's
+// with a FIFO. box-init reads each copy by its name without following a symlink and without
+// blocking, and takes only a regular file: the content the link leads to never becomes the
+// proposed change (box-init may read what the program may not), the FIFO does not hang the
+// box's end, and box-init says that the copy is gone and its last content is kept. Checked
+// against the code without O_NOFOLLOW: the link's content became the proposed change.
+func TestAttackStagedCopyReplaced(t *testing.T) {
+	t.Parallel()
+	e := newDaemonEnv(t)
+	repo(t, e.work)
+	_, stderr, code := e.runAll("run", "sh", "--", "-c", `set -ex
+exec 1>&2
+echo 'export B=2' >> .envrc
+echo SECRET-MARK > secret.txt
+d=$(dirname "$(readlink .envrc)")
+rm "$d/copy"
+ln -s "$PWD/secret.txt" "$d/copy"
+grep -q SECRET-MARK .envrc
+s=$(dirname "$(readlink .claude/settings.json)")
+rm "$s/copy"
+mkfifo "$s/copy"
+sleep 0.5`)
+	if code != 0 {
+		t.Fatalf("run: exit %d: %s", code, stderr)
+	}
+	for _, rel := range []string{".envrc", ".claude/settings.json"} {
+		if want := "the box's copy of protected " + filepath.Join(e.work, rel) + " is gone or no longer a regular file"; !strings.Contains(stderr, want) {
+			t.Errorf("the box's stderr lacks %q:\n%s", want, stderr)
+		}
+	}
+	l := e.launches()[0]
+	if out := e.run("changes", l.ID); strings.Contains(out, "SECRET-MARK") {
+		t.Errorf("what the box's link led to became a proposed change:\n%s", out)
+	}
+	for rel, want := range map[string]string{".claude/settings.json": `{"hooks":{}}` + "\n", ".envrc": "export A=1\n"} {
+		if b, _ := os.ReadFile(filepath.Join(e.work, rel)); string(b) != want {
+			t.Errorf("%s on the host became %q, want %q", rel, b, want)
+		}
+	}
+}
