@@ -936,8 +936,9 @@ func newEngineDaemonEnv(t testing.TB, eng string) *daemonEnv {
 
 // TestStagedSaveByRename drives the real binary on both engines: in a box whose workspace is a
 // git repository, the git commands that rewrite .git/config by lock-and-rename (`git config`,
-// `git remote add`, `git branch -u/-m/-d`) and a temp-file-and-rename save of the existing
-// .mcp.json beside the file its link leads to (as write-file-atomic does) all succeed, and the
+// `git remote add`, `git branch -u/-m/-d`, `git submodule init/update`, the last in the
+// submodule's own staged config) and a temp-file-and-rename save of the existing .mcp.json
+// beside the file its link leads to (as Claude Code does) all succeed, and the
 // box reads back what it wrote; the host's .git/config and .mcp.json are untouched after the
 // box; `agentbox changes` lists both with the box's content, and `agentbox apply` applies
 // them. Before, the staged copy itself was bound over each file, and every one of those
@@ -961,6 +962,14 @@ func stagedSaveByRename(t *testing.T, eng string) {
 	git(t, e.work, "commit", "-q", "-m", "mcp")
 	git(t, e.work, "branch", "a")
 	git(t, e.work, "branch", "c")
+	// A checked-out submodule: `git submodule update` sets core.worktree in its staged config.
+	sub := filepath.Join(t.TempDir(), "sub")
+	git(t, filepath.Dir(sub), "init", "-q", "-b", "main", sub)
+	write(t, filepath.Join(sub, "s.txt"), "s\n")
+	git(t, sub, "add", "-A")
+	git(t, sub, "commit", "-q", "-m", "sub")
+	git(t, e.work, "-c", "protocol.file.allow=always", "submodule", "add", "-q", sub, "sub")
+	git(t, e.work, "commit", "-q", "-m", "submodule")
 	hostConfig, err := os.ReadFile(filepath.Join(e.work, ".git", "config"))
 	if err != nil {
 		t.Fatal(err)
@@ -973,6 +982,9 @@ git branch -u main a
 git branch -u main c
 git branch -m a b
 git branch -d c
+git submodule init
+git submodule update
+[ -L .git/modules/sub/config ]
 [ "$(git config user.name)" = x ] && [ "$(git config branch.b.merge)" = refs/heads/main ] && ! git config branch.c.merge
 t=$(readlink -f .mcp.json)
 printf '{"mcpServers":{"y":{"command":"boxcmd"}}}\n' > "$t.tmp"
