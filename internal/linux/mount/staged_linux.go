@@ -27,11 +27,14 @@ import (
 // collect.
 type stagedCopy struct {
 	target string
-	folder int      // the tmpfs's root (O_RDONLY), where box-init reads the copy by name
-	host   *os.File // the host's copy
-	dir    int      // O_PATH folder of the host's copy, for the truncated marker
-	name   string   // the host copy's name in dir
-	full   bool     // the box reached the bound (said once)
+	folder int // the tmpfs's root (O_RDONLY), where box-init reads the copy by name
+	// box is the file last found at the copy's name, held open (read while it is still the one
+	// there: the box may have taken its read permission away since).
+	box  *os.File
+	host *os.File // the host's copy
+	dir  int      // O_PATH folder of the host's copy, for the truncated marker
+	name string   // the host copy's name in dir
+	full bool     // the box reached the bound (said once)
 	// lost says the copy was last found removed, or not a regular file (said once): the last
 	// content copied back is kept.
 	lost bool
@@ -98,15 +101,13 @@ func (b *Root) copyOnTmpfs(host *os.File, dir int, name, target string) (int, er
 	if err == nil {
 		err = box.Chmod(fi.Mode().Perm())
 	}
-	if cerr := box.Close(); err == nil {
-		err = cerr
-	}
 	if err != nil {
+		box.Close()
 		unix.Close(folder)
 		unix.Close(mnt)
 		return fail(fmt.Errorf("staged copy on tmpfs: %w", err))
 	}
-	b.staged = append(b.staged, &stagedCopy{target: target, folder: folder, host: host, dir: dir, name: name})
+	b.staged = append(b.staged, &stagedCopy{target: target, folder: folder, box: box, host: host, dir: dir, name: name})
 	return mnt, nil
 }
 
@@ -153,16 +154,7 @@ var errNotRegular = errors.New("not a regular file")
 // removed it, or put something else there, the host's copy keeps the last content copied back
 // and the error says so (once, until a regular file is there again).
 func (c *stagedCopy) sync() (full bool, err error) {
-	fd, err := unix.Openat(c.folder, stagedName, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
-	var st unix.Stat_t
-	if err == nil {
-		if err = unix.Fstat(fd, &st); err == nil && st.Mode&unix.S_IFMT != unix.S_IFREG {
-			err = errNotRegular
-		}
-		if err != nil {
-			unix.Close(fd)
-		}
-	}
+	box, st, err := c.current()
 	if err != nil {
 		if c.lost {
 			return false, nil
@@ -171,8 +163,6 @@ func (c *stagedCopy) sync() (full bool, err error) {
 		return false, fmt.Errorf("the box's copy of protected %s is gone or no longer a regular file (%v): its last content copied back is kept as the proposed change", c.target, err)
 	}
 	c.lost = false
-	box := os.NewFile(uintptr(fd), stagedName)
-	defer box.Close()
 	n, err := io.Copy(io.NewOffsetWriter(c.host, 0), io.NewSectionReader(box, 0, min(st.Size, changes.MaxFile)))
 	if err != nil {
 		return false, fmt.Errorf("copy back %s: %w", c.target, err)
@@ -194,6 +184,36 @@ func (c *stagedCopy) sync() (full bool, err error) {
 	}
 	unix.Close(mark)
 	return true, nil
+}
+
+// current returns the regular file at the copy's name and its status: the one held when it is
+// still there, else the one there now, opened without following a symlink or blocking (a FIFO),
+// and held from then on.
+func (c *stagedCopy) current() (*os.File, unix.Stat_t, error) {
+	var st, held unix.Stat_t
+	if err := unix.Fstatat(c.folder, stagedName, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		return nil, st, err
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return nil, st, errNotRegular
+	}
+	if unix.Fstat(int(c.box.Fd()), &held) == nil && held.Dev == st.Dev && held.Ino == st.Ino {
+		return c.box, held, nil
+	}
+	fd, err := unix.Openat(c.folder, stagedName, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, st, err
+	}
+	if err := unix.Fstat(fd, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
+		unix.Close(fd)
+		if err == nil {
+			err = errNotRegular
+		}
+		return nil, st, err
+	}
+	c.box.Close()
+	c.box = os.NewFile(uintptr(fd), stagedName)
+	return c.box, st, nil
 }
 
 // SyncStaged copies each staged copy the box wrote back to the host's copy, and says so once for
