@@ -101,8 +101,17 @@ func (b *Root) copyOnTmpfs(host *os.File, dir int, name, target string) (int, er
 	if err == nil {
 		err = box.Chmod(fi.Mode().Perm())
 	}
+	if cerr := box.Close(); err == nil {
+		err = cerr
+	}
+	// Held read-only: a file open for writing cannot be executed (ETXTBSY), and a staged hook
+	// script is run from its copy by the box's own git. (Held read-write before, every staged
+	// file failed to run in the box with "Text file busy".)
+	if err == nil {
+		fd, err = unix.Openat(mnt, stagedName, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		box = os.NewFile(uintptr(fd), stagedName)
+	}
 	if err != nil {
-		box.Close()
 		unix.Close(folder)
 		unix.Close(mnt)
 		return fail(fmt.Errorf("staged copy on tmpfs: %w", err))
