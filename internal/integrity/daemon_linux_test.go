@@ -25,6 +25,11 @@ var (
 	binOnce sync.Once
 	binPath string
 	binErr  error
+	// pkgDir is the package's folder, where the test binary starts: go build runs there. (The
+	// build started from whatever thread forked it, and a box test's thread may have another
+	// working directory: with box tests in the same run, the build failed about one run in two
+	// with "go.mod file not found in current directory", and the daemon tests were skipped.)
+	pkgDir, _ = os.Getwd()
 )
 
 // agentboxBin returns the binary under test: $AGENTBOX_BIN, or one built once for the run.
@@ -41,8 +46,10 @@ func agentboxBin(t testing.TB) string {
 		}
 		os.Chmod(dir, 0o755)
 		binPath = filepath.Join(dir, "agentbox")
-		out, err := exec.Command("go", "build", "-o", dir+"/", "github.com/agentbox/agentbox/cmd/agentbox",
-			"github.com/agentbox/agentbox/cmd/agentbox-daemon", "github.com/agentbox/agentbox/cmd/agentbox-box").CombinedOutput()
+		build := exec.Command("go", "build", "-o", dir+"/", "github.com/agentbox/agentbox/cmd/agentbox",
+			"github.com/agentbox/agentbox/cmd/agentbox-daemon", "github.com/agentbox/agentbox/cmd/agentbox-box")
+		build.Dir = pkgDir
+		out, err := build.CombinedOutput()
 		if err != nil {
 			binErr = fmt.Errorf("build agentbox: %v\n%s", err, out)
 		}
