@@ -944,13 +944,13 @@ func newEngineDaemonEnv(t testing.TB, eng string) *daemonEnv {
 // TestStagedSaveByRename drives the real binary on both engines: in a box whose workspace is a
 // git repository, the git commands that rewrite .git/config by lock-and-rename (`git config`,
 // `git remote add`, `git branch -u/-m/-d`, `git submodule init/update`, the last in the
-// submodule's own staged config) and a temp-file-and-rename save of the existing .mcp.json
-// beside the file its link leads to (as Claude Code does) all succeed, and the
-// box reads back what it wrote; the host's .git/config and .mcp.json are untouched after the
-// box; `agentbox changes` lists both with the box's content, and `agentbox apply` applies
-// them. Before, the staged copy itself was bound over each file, and every one of those
-// renames failed with EBUSY (`error: could not write config file .git/config: Device or
-// resource busy`).
+// submodule's own staged config) succeed, and the box reads back what they wrote; the host's
+// .git/config is untouched after the box; `agentbox changes` lists the box's keys and `agentbox
+// apply` applies them. Before, the staged copy itself was bound over .git/config, and every one
+// of those renames failed with EBUSY (`error: could not write config file .git/config: Device
+// or resource busy`). A staged file of the work tree (.mcp.json, tracked) stays the copy itself,
+// a regular file: git status in the box is clean (a symlink there was a typechange, and git
+// stash failed to unlink it), and an in-place edit is kept as before.
 func TestStagedSaveByRename(t *testing.T) {
 	t.Parallel()
 	for _, eng := range []string{"native", "bwrap"} {
@@ -992,12 +992,11 @@ git branch -d c
 git submodule init
 git submodule update
 [ -L .git/modules/sub/config ]
+[ -z "$(git status --porcelain)" ]
 [ "$(git config user.name)" = x ] && [ "$(git config branch.b.merge)" = refs/heads/main ] && ! git config branch.c.merge
-t=$(readlink -f .mcp.json)
-printf '{"mcpServers":{"y":{"command":"boxcmd"}}}\n' > "$t.tmp"
-mv "$t.tmp" "$t"
+[ -L .git/config ] && [ -f .mcp.json ] && [ ! -L .mcp.json ]
+printf '{"mcpServers":{"y":{"command":"boxcmd"}}}\n' > .mcp.json
 grep -q boxcmd .mcp.json
-[ -L .git/config ] && [ -L .mcp.json ] && [ "$(readlink .git/config)" != "$(readlink .mcp.json)" ]
 `)
 	if code != 0 {
 		t.Fatalf("run: exit %d: %s", code, stderr)
@@ -1038,33 +1037,38 @@ grep -q boxcmd .mcp.json
 	}
 }
 
-// TestAttackStagedCopyReplaced: the box replaces its staged copies, in their folder, with what
-// is not a regular file: .envrc's copy with a symlink to a file of its own, .claude/settings.json's
-// with a FIFO. box-init reads each copy by its name without following a symlink and without
-// blocking, and takes only a regular file: the content the link leads to never becomes the
-// proposed change (box-init may read what the program may not), the FIFO does not hang the
-// box's end, and box-init says that the copy is gone and its last content is kept. Checked
-// against the code without O_NOFOLLOW: the link's content became the proposed change.
+// TestAttackStagedCopyReplaced: the box replaces its staged copies of .git/config and
+// .git/info/exclude, in their folders, with what is not a regular file: the first with a
+// symlink to a file of its own, the other with a FIFO. box-init reads each copy by its name
+// without following a symlink and without blocking, and takes only a regular file: the content
+// the link leads to never becomes the proposed change (box-init may read what the program may
+// not), the FIFO does not hang the box's end, and box-init says that the copy is gone and its
+// last content is kept. Checked against the code without O_NOFOLLOW: the link's content became
+// the proposed change.
 func TestAttackStagedCopyReplaced(t *testing.T) {
 	t.Parallel()
 	e := newDaemonEnv(t)
 	repo(t, e.work)
+	hostConfig, err := os.ReadFile(filepath.Join(e.work, ".git", "config"))
+	if err != nil {
+		t.Fatal(err)
+	}
 	_, stderr, code := e.runAll("run", "sh", "--", "-c", `set -ex
 exec 1>&2
-echo 'export B=2' >> .envrc
+git config user.name x
 echo SECRET-MARK > secret.txt
-d=$(dirname "$(readlink .envrc)")
+d=$(dirname "$(readlink .git/config)")
 rm "$d/copy"
 ln -s "$PWD/secret.txt" "$d/copy"
-grep -q SECRET-MARK .envrc
-s=$(dirname "$(readlink .claude/settings.json)")
+grep -q SECRET-MARK .git/config
+s=$(dirname "$(readlink .git/info/exclude)")
 rm "$s/copy"
 mkfifo "$s/copy"
 sleep 0.5`)
 	if code != 0 {
 		t.Fatalf("run: exit %d: %s", code, stderr)
 	}
-	for _, rel := range []string{".envrc", ".claude/settings.json"} {
+	for _, rel := range []string{".git/config", ".git/info/exclude"} {
 		if want := "the box's copy of protected " + filepath.Join(e.work, rel) + " is gone or no longer a regular file"; !strings.Contains(stderr, want) {
 			t.Errorf("the box's stderr lacks %q:\n%s", want, stderr)
 		}
@@ -1073,9 +1077,7 @@ sleep 0.5`)
 	if out := e.run("changes", l.ID); strings.Contains(out, "SECRET-MARK") {
 		t.Errorf("what the box's link led to became a proposed change:\n%s", out)
 	}
-	for rel, want := range map[string]string{".claude/settings.json": `{"hooks":{}}` + "\n", ".envrc": "export A=1\n"} {
-		if b, _ := os.ReadFile(filepath.Join(e.work, rel)); string(b) != want {
-			t.Errorf("%s on the host became %q, want %q", rel, b, want)
-		}
+	if b, _ := os.ReadFile(filepath.Join(e.work, ".git", "config")); string(b) != string(hostConfig) {
+		t.Errorf("the host's .git/config changed during the box:\n%s", b)
 	}
 }

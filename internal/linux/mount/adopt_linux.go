@@ -69,9 +69,9 @@ func Adopt(s *spec.Spec, staged []StagedFile) (*Root, error) {
 	return b, nil
 }
 
-// adoptStaged puts the staged copy sf on a tmpfs of its own at m.Folder (where the other program
-// made an empty tmpfs for it) and binds a symlink to it over m.Target (where the other program
-// bound the host's copy itself), as bindStaged does.
+// adoptStaged puts the staged copy sf on a tmpfs of its own and binds it, or with m.Folder (where
+// the other program made an empty tmpfs for it) a symlink to it, over m.Target (where the other
+// program bound the host's copy itself), as bindStaged does.
 func (b *Root) adoptStaged(m spec.Mount, sf StagedFile) error {
 	target, err := openInBox(m.Target)
 	if err != nil {
@@ -80,19 +80,21 @@ func (b *Root) adoptStaged(m spec.Mount, sf StagedFile) error {
 		return err
 	}
 	defer unix.Close(target)
-	folder, err := openInBox(m.Folder)
-	if err != nil {
-		sf.File.Close()
-		unix.Close(sf.Dir)
-		return fmt.Errorf("staged copy's folder %s: %w", m.Folder, err)
+	folder := -1
+	if m.Folder != "" {
+		if folder, err = openInBox(m.Folder); err != nil {
+			sf.File.Close()
+			unix.Close(sf.Dir)
+			return fmt.Errorf("staged copy's folder %s: %w", m.Folder, err)
+		}
+		defer unix.Close(folder)
 	}
-	defer unix.Close(folder)
 	mnt, err := b.copyOnTmpfs(sf.File, sf.Dir, filepath.Base(m.Source), m.Target)
 	if err != nil {
 		return err
 	}
 	defer unix.Close(mnt)
-	tree, err := attachStaged(mnt, folder, m)
+	tree, err := stagedTree(mnt, folder, m)
 	if err != nil {
 		return err
 	}

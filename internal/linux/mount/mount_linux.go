@@ -299,8 +299,9 @@ func (b *Root) bind(m spec.Mount) error {
 	return nil
 }
 
-// bindStaged puts a copy of the staged copy m.Source on a tmpfs bounded at changes.MaxFile,
-// mounted at m.Folder, and binds over m.Target a symlink to it (attachStaged). The bind is
+// bindStaged puts a copy of the staged copy m.Source on a tmpfs bounded at changes.MaxFile and
+// binds it over m.Target, or with m.Folder mounts the tmpfs there and binds over m.Target a
+// symlink to the copy (stagedTree). The bind is
 // kept as a protected one: a staged copy lost to the host's replacement of the file is not
 // bound again, the host's new file is bound read-only (the box's copy was made from the old
 // one).
@@ -311,12 +312,14 @@ func (b *Root) bindStaged(m spec.Mount) error {
 	}
 	// The detached tmpfs is held open until it is attached: closing it unmounts it.
 	defer unix.Close(mnt)
-	folder, err := b.resolve(m.Folder)
-	if err != nil {
-		return fmt.Errorf("staged copy's folder: %w", err)
+	folder := -1
+	if m.Folder != "" {
+		if folder, err = b.resolve(m.Folder); err != nil {
+			return fmt.Errorf("staged copy's folder: %w", err)
+		}
+		defer unix.Close(folder)
 	}
-	defer unix.Close(folder)
-	tree, err := attachStaged(mnt, folder, m)
+	tree, err := stagedTree(mnt, folder, m)
 	if err != nil {
 		return err
 	}

@@ -19,12 +19,12 @@ import (
 // stagedCopy is the staged copy of a protected file as the box writes it: a file alone on a
 // tmpfs of its own, whose size bounds it at changes.MaxFile bytes (a write beyond fails in the
 // box with ENOSPC), where the host's copy (changes.Stage, on the disk of the state directory)
-// had no bound. The tmpfs is mounted in the box at the spec's folder for it, and the protected
-// path is a symlink to the copy there, so that a save by rename beside the copy (git's
-// lock-and-rename of .git/config, which resolves the link first) replaces it. box-init copies
-// it back to the host's copy, reading it by its name in the folder (a rename replaces the file),
-// whenever the box has written it, and at the end (Keeper.SyncStaged), for the daemon to
-// collect.
+// had no bound. The copy is bound over the protected path; for a file of a git directory the
+// tmpfs is mounted in the box at the spec's folder for it instead, and the protected path is a
+// symlink to the copy there, so that a save by rename beside the copy (git's lock-and-rename of
+// .git/config, which resolves the link first) replaces it. box-init copies it back to the
+// host's copy, reading it by its name in the folder (a rename replaces the file), whenever the
+// box has written it, and at the end (Keeper.SyncStaged), for the daemon to collect.
 type stagedCopy struct {
 	target string
 	folder int // the tmpfs's root (O_RDONLY), where box-init reads the copy by name
@@ -52,8 +52,8 @@ const stagedName = "copy"
 const stagedInodes = 16
 
 // onTmpfs makes the tmpfs copy of the host's staged copy source (a path) and returns the
-// detached tmpfs (its root folder) holding it as stagedName, to attach at the copy's folder
-// (attachStaged); the caller closes it once it is attached.
+// detached tmpfs (its root folder) holding it as stagedName, for stagedTree; the caller closes
+// it once the copy is bound.
 func (b *Root) onTmpfs(source, target string) (int, error) {
 	host, err := os.OpenFile(source, os.O_RDWR|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
@@ -120,31 +120,39 @@ func (b *Root) copyOnTmpfs(host *os.File, dir int, name, target string) (int, er
 	return mnt, nil
 }
 
-// attachStaged attaches mnt, the detached tmpfs of a staged copy (onTmpfs), over folder (the
-// opened in-box folder m.Folder, a mount point the spec made), and returns a detached mount of
-// a symlink to the copy there (m.Folder/copy), nosuid and nodev, for the caller to move over
-// m.Target and close. A symlink is bound over the file, not the copy itself: the program's
-// lock-and-rename then resolves the link and renames beside the copy, where the copy's tmpfs
-// takes it, instead of over a mount point (EBUSY). The link lies on a tmpfs of its own that
-// only the mount holds.
-func attachStaged(mnt, folder int, m spec.Mount) (int, error) {
-	if m.Folder == "" || !filepath.IsAbs(m.Folder) || filepath.Clean(m.Folder) != m.Folder {
-		return -1, fmt.Errorf("staged copy of %s: the spec names no folder for it (%q): the daemon is of another agentbox version, restart it", m.Target, m.Folder)
-	}
-	if err := moveOnto(mnt, folder); err != nil {
-		return -1, fmt.Errorf("attach staged copy at %s: %w", m.Folder, err)
-	}
-	linkFS, err := newMount("tmpfs", "mode=0755,nr_inodes=2,size=4k", unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV|unix.MOUNT_ATTR_NOEXEC)
-	if err != nil {
-		return -1, fmt.Errorf("staged copy link: %w", err)
-	}
-	defer unix.Close(linkFS)
-	if err := unix.Symlinkat(filepath.Join(m.Folder, stagedName), linkFS, "link"); err != nil {
-		return -1, fmt.Errorf("staged copy link: %w", err)
-	}
-	tree, err := unix.OpenTree(linkFS, "link", unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_SYMLINK_NOFOLLOW)
-	if err != nil {
-		return -1, fmt.Errorf("open_tree staged copy link: %w", err)
+// stagedTree returns a detached mount to move over m.Target for the staged copy on mnt, the
+// detached tmpfs holding it (onTmpfs), and the in-box folder folder: without m.Folder, a clone
+// of the copy itself (folder is unused, -1); with it, mnt is attached over folder (m.Folder, a
+// mount point the spec made), and the mount is of a symlink to the copy there
+// (m.Folder/copy). Both are nosuid and nodev; the caller closes the mount. A symlink is bound
+// over a file of a git directory, not the copy itself: git's lock-and-rename then resolves the
+// link and renames beside the copy, where the copy's tmpfs takes it, instead of over a mount
+// point (EBUSY). The link lies on a tmpfs of its own that only the mount holds.
+func stagedTree(mnt, folder int, m spec.Mount) (int, error) {
+	var tree int
+	if m.Folder == "" {
+		var err error
+		if tree, err = unix.OpenTree(mnt, stagedName, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC); err != nil {
+			return -1, fmt.Errorf("open_tree staged copy: %w", err)
+		}
+	} else {
+		if !filepath.IsAbs(m.Folder) || filepath.Clean(m.Folder) != m.Folder {
+			return -1, fmt.Errorf("staged copy of %s: its folder %q is not a clean absolute path", m.Target, m.Folder)
+		}
+		if err := moveOnto(mnt, folder); err != nil {
+			return -1, fmt.Errorf("attach staged copy at %s: %w", m.Folder, err)
+		}
+		linkFS, err := newMount("tmpfs", "mode=0755,nr_inodes=2,size=4k", unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV|unix.MOUNT_ATTR_NOEXEC)
+		if err != nil {
+			return -1, fmt.Errorf("staged copy link: %w", err)
+		}
+		defer unix.Close(linkFS)
+		if err := unix.Symlinkat(filepath.Join(m.Folder, stagedName), linkFS, "link"); err != nil {
+			return -1, fmt.Errorf("staged copy link: %w", err)
+		}
+		if tree, err = unix.OpenTree(linkFS, "link", unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_SYMLINK_NOFOLLOW); err != nil {
+			return -1, fmt.Errorf("open_tree staged copy link: %w", err)
+		}
 	}
 	if err := setAttr(tree, unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV); err != nil {
 		unix.Close(tree)
