@@ -13,6 +13,8 @@ import (
 	"syscall"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/agentbox/agentbox/internal/engine/spec"
 )
 
 // Context is what an attempt gets inside the box.
@@ -202,27 +204,39 @@ func (r *result) deny(what string, err error) {
 
 // denyOrStaged records an attempt on the protected file p like deny, except that one that
 // succeeded in a staged copy is no breach by itself: agentbox gives the box a writable copy of
-// an existing protected file, bound over it, and what the box writes there is kept as a
-// proposed change, never in the host's file — which the host-side check (checkProtected)
-// compares after the box.
+// an existing protected file, on a tmpfs of its own, bound over the path (for a file of a git
+// directory, a symlink to the copy under spec.StagedDir is bound there instead); what the box
+// writes there is kept as a proposed change, never in the host's file — which the host-side
+// check (checkProtected) compares after the box.
 func (r *result) denyOrStaged(p, what string, err error) {
 	if err == nil && stagedCopy(p) {
-		r.o.Evidence = append(r.o.Evidence, what+": done in the box's staged copy (a writable mount over the path; the host's file is checked after the box)")
+		r.o.Evidence = append(r.o.Evidence, what+": done in the box's staged copy (a writable mount over the path, or a symlink mounted there to one; the host's file is checked after the box)")
 		return
 	}
 	r.deny(what, err)
 }
 
-// stagedCopy reports whether p is a writable mount of its own over a file (a staged copy),
-// rather than the file of the folder's mount.
+// stagedCopy reports whether p is a staged copy: a regular file that is a writable mount of its
+// own over the path, or a symlink that is a mount of its own over the path leading to such a
+// file in spec.StagedDir.
 func stagedCopy(p string) bool {
-	var f, d unix.Statx_t
-	if unix.Statx(unix.AT_FDCWD, p, unix.AT_SYMLINK_NOFOLLOW, unix.STATX_MNT_ID|unix.STATX_TYPE, &f) != nil ||
-		unix.Statx(unix.AT_FDCWD, filepath.Dir(p), 0, unix.STATX_MNT_ID, &d) != nil {
+	var l, d, f unix.Statx_t
+	if unix.Statx(unix.AT_FDCWD, p, unix.AT_SYMLINK_NOFOLLOW, unix.STATX_MNT_ID|unix.STATX_TYPE, &l) != nil ||
+		unix.Statx(unix.AT_FDCWD, filepath.Dir(p), 0, unix.STATX_MNT_ID, &d) != nil ||
+		unix.Statx(unix.AT_FDCWD, p, 0, unix.STATX_MNT_ID|unix.STATX_TYPE, &f) != nil {
+		return false
+	}
+	if l.Mode&unix.S_IFMT == unix.S_IFLNK {
+		to, err := os.Readlink(p)
+		if err != nil || !strings.HasPrefix(to, spec.StagedDir+"/") {
+			return false
+		}
+	} else if l.Mode&unix.S_IFMT != unix.S_IFREG {
 		return false
 	}
 	var fs unix.Statfs_t
-	return f.Mode&unix.S_IFMT == unix.S_IFREG && f.Mnt_id != d.Mnt_id && unix.Statfs(p, &fs) == nil && fs.Flags&unix.ST_RDONLY == 0
+	return l.Mnt_id != d.Mnt_id && f.Mode&unix.S_IFMT == unix.S_IFREG && f.Mnt_id != d.Mnt_id &&
+		unix.Statfs(p, &fs) == nil && fs.Flags&unix.ST_RDONLY == 0
 }
 
 // fail records a breach found another way.

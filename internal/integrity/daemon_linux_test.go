@@ -25,6 +25,11 @@ var (
 	binOnce sync.Once
 	binPath string
 	binErr  error
+	// pkgDir is the package's folder, where the test binary starts: go build runs there. (The
+	// build started from whatever thread forked it, and a box test's thread may have another
+	// working directory: with box tests in the same run, the build failed about one run in two
+	// with "go.mod file not found in current directory", and the daemon tests were skipped.)
+	pkgDir, _ = os.Getwd()
 )
 
 // agentboxBin returns the binary under test: $AGENTBOX_BIN, or one built once for the run.
@@ -41,8 +46,10 @@ func agentboxBin(t testing.TB) string {
 		}
 		os.Chmod(dir, 0o755)
 		binPath = filepath.Join(dir, "agentbox")
-		out, err := exec.Command("go", "build", "-o", dir+"/", "github.com/agentbox/agentbox/cmd/agentbox",
-			"github.com/agentbox/agentbox/cmd/agentbox-daemon", "github.com/agentbox/agentbox/cmd/agentbox-box").CombinedOutput()
+		build := exec.Command("go", "build", "-o", dir+"/", "github.com/agentbox/agentbox/cmd/agentbox",
+			"github.com/agentbox/agentbox/cmd/agentbox-daemon", "github.com/agentbox/agentbox/cmd/agentbox-box")
+		build.Dir = pkgDir
+		out, err := build.CombinedOutput()
 		if err != nil {
 			binErr = fmt.Errorf("build agentbox: %v\n%s", err, out)
 		}
@@ -932,4 +939,145 @@ func newEngineDaemonEnv(t testing.TB, eng string) *daemonEnv {
 	e := newDaemonEnv(t)
 	write(t, filepath.Join(e.root, "c", "agentbox", "config.yaml"), "engine: "+eng+"\nintegrity:\n  interval: 1s\n")
 	return e
+}
+
+// TestStagedSaveByRename drives the real binary on both engines: in a box whose workspace is a
+// git repository, the git commands that rewrite .git/config by lock-and-rename (`git config`,
+// `git remote add`, `git branch -u/-m/-d`, `git submodule init/update`, the last in the
+// submodule's own staged config) succeed, and the box reads back what they wrote; the host's
+// .git/config is untouched after the box; `agentbox changes` lists the box's keys and `agentbox
+// apply` applies them. Before, the staged copy itself was bound over .git/config, and every one
+// of those renames failed with EBUSY (`error: could not write config file .git/config: Device
+// or resource busy`). A staged file of the work tree (.mcp.json, tracked) stays the copy itself,
+// a regular file: git status in the box is clean (a symlink there was a typechange, and git
+// stash failed to unlink it), and an in-place edit is kept as before.
+func TestStagedSaveByRename(t *testing.T) {
+	t.Parallel()
+	for _, eng := range []string{"native", "bwrap"} {
+		t.Run(eng, func(t *testing.T) {
+			t.Parallel()
+			stagedSaveByRename(t, eng)
+		})
+	}
+}
+
+func stagedSaveByRename(t *testing.T, eng string) {
+	e := newEngineDaemonEnv(t, eng)
+	repo(t, e.work)
+	write(t, filepath.Join(e.work, ".mcp.json"), `{"mcpServers":{}}`+"\n")
+	git(t, e.work, "add", ".mcp.json")
+	git(t, e.work, "commit", "-q", "-m", "mcp")
+	git(t, e.work, "branch", "a")
+	git(t, e.work, "branch", "c")
+	// A checked-out submodule: `git submodule update` sets core.worktree in its staged config.
+	sub := filepath.Join(t.TempDir(), "sub")
+	git(t, filepath.Dir(sub), "init", "-q", "-b", "main", sub)
+	write(t, filepath.Join(sub, "s.txt"), "s\n")
+	git(t, sub, "add", "-A")
+	git(t, sub, "commit", "-q", "-m", "sub")
+	git(t, e.work, "-c", "protocol.file.allow=always", "submodule", "add", "-q", sub, "sub")
+	git(t, e.work, "commit", "-q", "-m", "submodule")
+	hostConfig, err := os.ReadFile(filepath.Join(e.work, ".git", "config"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, stderr, code := e.runAll("run", "sh", "--", "-c", `set -ex
+exec 1>&2
+git config user.name x
+git remote add o https://registry.example.org/r.git
+git branch -u main a
+git branch -u main c
+git branch -m a b
+git branch -d c
+git submodule init
+git submodule update
+[ -L .git/modules/sub/config ]
+[ -z "$(git status --porcelain)" ]
+[ "$(git config user.name)" = x ] && [ "$(git config branch.b.merge)" = refs/heads/main ] && ! git config branch.c.merge
+[ -L .git/config ] && [ -f .mcp.json ] && [ ! -L .mcp.json ]
+printf '{"mcpServers":{"y":{"command":"boxcmd"}}}\n' > .mcp.json
+grep -q boxcmd .mcp.json
+`)
+	if code != 0 {
+		t.Fatalf("run: exit %d: %s", code, stderr)
+	}
+	l := e.launches()[0]
+	if l.Engine != eng {
+		t.Fatalf("the launch ran on engine %q, want %s", l.Engine, eng)
+	}
+	if b, _ := os.ReadFile(filepath.Join(e.work, ".git", "config")); string(b) != string(hostConfig) {
+		t.Errorf("the host's .git/config changed during the box:\n%s", b)
+	}
+	if b, _ := os.ReadFile(filepath.Join(e.work, ".mcp.json")); string(b) != `{"mcpServers":{}}`+"\n" {
+		t.Errorf("the host's .mcp.json became %q", b)
+	}
+	out := e.run("changes", l.ID)
+	for _, want := range []string{"--- a/.git/config\n", "+\tname = x\n", "+[remote \"o\"]\n", "+[branch \"b\"]\n",
+		"--- a/.mcp.json\n", `+{"mcpServers":{"y":{"command":"boxcmd"}}}`} {
+		if !strings.Contains(out, want) {
+			t.Errorf("agentbox changes lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, `[branch "c"]`) || strings.Contains(out, `[branch "a"]`) {
+		t.Errorf("agentbox changes shows a branch section the box removed:\n%s", out)
+	}
+	for _, rel := range []string{".git/config", ".mcp.json"} {
+		if out := e.run("apply", l.ID, rel); !strings.Contains(out, "applied "+rel) {
+			t.Errorf("apply %s: %q", rel, out)
+		}
+	}
+	if got := strings.TrimSpace(git(t, e.work, "config", "remote.o.url")); got != "https://registry.example.org/r.git" {
+		t.Errorf("the host's remote o after apply: %q", got)
+	}
+	if got := strings.TrimSpace(git(t, e.work, "config", "branch.b.merge")); got != "refs/heads/main" {
+		t.Errorf("the host's branch.b.merge after apply: %q", got)
+	}
+	if b, _ := os.ReadFile(filepath.Join(e.work, ".mcp.json")); string(b) != `{"mcpServers":{"y":{"command":"boxcmd"}}}`+"\n" {
+		t.Errorf("applied .mcp.json: %q", b)
+	}
+}
+
+// TestAttackStagedCopyReplaced: the box replaces its staged copies of .git/config and
+// .git/info/exclude, in their folders, with what is not a regular file: the first with a
+// symlink to a file of its own, the other with a FIFO. box-init reads each copy by its name
+// without following a symlink and without blocking, and takes only a regular file: the content
+// the link leads to never becomes the proposed change (box-init may read what the program may
+// not), the FIFO does not hang the box's end, and box-init says that the copy is gone and its
+// last content is kept. Checked against the code without O_NOFOLLOW: the link's content became
+// the proposed change.
+func TestAttackStagedCopyReplaced(t *testing.T) {
+	t.Parallel()
+	e := newDaemonEnv(t)
+	repo(t, e.work)
+	hostConfig, err := os.ReadFile(filepath.Join(e.work, ".git", "config"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, stderr, code := e.runAll("run", "sh", "--", "-c", `set -ex
+exec 1>&2
+git config user.name x
+echo SECRET-MARK > secret.txt
+d=$(dirname "$(readlink .git/config)")
+rm "$d/copy"
+ln -s "$PWD/secret.txt" "$d/copy"
+grep -q SECRET-MARK .git/config
+s=$(dirname "$(readlink .git/info/exclude)")
+rm "$s/copy"
+mkfifo "$s/copy"
+sleep 0.5`)
+	if code != 0 {
+		t.Fatalf("run: exit %d: %s", code, stderr)
+	}
+	for _, rel := range []string{".git/config", ".git/info/exclude"} {
+		if want := "the box's copy of protected " + filepath.Join(e.work, rel) + " is gone or no longer a regular file"; !strings.Contains(stderr, want) {
+			t.Errorf("the box's stderr lacks %q:\n%s", want, stderr)
+		}
+	}
+	l := e.launches()[0]
+	if out := e.run("changes", l.ID); strings.Contains(out, "SECRET-MARK") {
+		t.Errorf("what the box's link led to became a proposed change:\n%s", out)
+	}
+	if b, _ := os.ReadFile(filepath.Join(e.work, ".git", "config")); string(b) != string(hostConfig) {
+		t.Errorf("the host's .git/config changed during the box:\n%s", b)
+	}
 }

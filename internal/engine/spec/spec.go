@@ -89,9 +89,18 @@ type Mount struct {
 	Options string `json:"options,omitempty"`
 	// Device keeps device nodes usable on a bind (otherwise every bind is nodev).
 	Device bool `json:"device,omitempty"`
-	// Staged marks a bind of a protected file's staged copy (plan.Mount.Staged): box-init keeps
-	// it, and binds the host's file read-only should the host replace the file at Target.
+	// Staged marks a bind of a protected file's staged copy (plan.Mount.Staged): box-init puts
+	// a copy of Source alone on a tmpfs of its own, binds it (or, with Folder, a symlink to it)
+	// at Target, keeps that bind, and binds the host's file read-only should the host replace
+	// the file at Target.
 	Staged bool `json:"staged,omitempty"`
+	// Folder, for a staged file in a git directory (InGitDir), is the in-box folder of its copy
+	// (beneath StagedDir), a mount point the spec makes (a read-only tmpfs step just before the
+	// bind), which box-init covers with the copy's tmpfs, and binds at Target a symlink to
+	// Folder/copy instead of the copy itself. The program may create and rename files there
+	// (Landlock), so that git's lock-and-rename beside the copy succeeds. Empty: the copy
+	// itself is bound over Target.
+	Folder string `json:"folder,omitempty"`
 	// Upper and Work are an overlay's writable layer and work folder, both beneath Beneath.
 	Upper string `json:"upper,omitempty"`
 	Work  string `json:"work,omitempty"`
@@ -137,6 +146,21 @@ var procMasked = []string{
 // procReadOnly are bound read-only over themselves, so that even a box run by root cannot write
 // host sysctls such as kernel.core_pattern.
 var procReadOnly = []string{"/proc/bus", "/proc/fs", "/proc/irq", "/proc/sys", "/proc/sysrq-trigger"}
+
+// StagedDir is the in-box folder holding the folders of the staged copies of protected files in
+// git directories (Mount.Folder): the n-th such copy is StagedDir/n/copy, and the protected path
+// is a symlink to it.
+const StagedDir = "/run/agentbox-staged"
+
+// InGitDir reports whether the in-box path p lies in a git directory (a folder named .git on
+// its way: .git/config, .git/modules/SUB/config), whose files git never tracks. A staged file
+// there is given to the box as a symlink to its copy (Mount.Folder), so that git's
+// lock-and-rename of its config works; a staged file of the work tree is not: git, which
+// compares the work tree by lstat, would see a symlink where it tracks a file (git status
+// "typechange", git stash and reset --hard failing to unlink it, git add -A committing the link).
+func InGitDir(p string) bool {
+	return strings.Contains(filepath.Dir(filepath.Clean(p))+"/", "/.git/")
+}
 
 // devNodes are the host device nodes bound into the box's /dev.
 var devNodes = []string{"/dev/full", "/dev/null", "/dev/random", "/dev/tty", "/dev/urandom", "/dev/zero"}
@@ -203,11 +227,20 @@ func Build(p *plan.Plan) (*Spec, error) {
 	if p.MaxProcs <= 0 {
 		return nil, fmt.Errorf("%w: no process limit", ErrInvalid)
 	}
+	staged := 0
 	for _, m := range parentsFirst(p.Mounts) {
 		switch m.Kind {
 		case plan.MountBind:
+			folder := ""
+			if m.Staged && InGitDir(m.Target) {
+				// The copy's folder: a mount point of the box's own (an empty read-only tmpfs
+				// in both engines), covered by the copy's tmpfs.
+				folder = StagedDir + "/" + strconv.Itoa(staged)
+				staged++
+				mounts = append(mounts, Mount{Kind: KindTmpfs, Target: folder, Options: "mode=0755,size=1m", ReadOnly: true})
+			}
 			mounts = append(mounts, Mount{Kind: KindBind, Source: m.Source, Target: m.Target,
-				ReadOnly: m.ReadOnly, Optional: m.Optional, Beneath: m.Beneath, Staged: m.Staged})
+				ReadOnly: m.ReadOnly, Optional: m.Optional, Beneath: m.Beneath, Staged: m.Staged, Folder: folder})
 		case plan.MountTmpfs:
 			mode := "0755"
 			if m.Target == "/tmp" {
@@ -262,6 +295,10 @@ func Build(p *plan.Plan) (*Spec, error) {
 	if ll.MinABI < 1 {
 		return nil, fmt.Errorf("%w: landlock minimum ABI %d", ErrInvalid, ll.MinABI)
 	}
+	rw := append(clone(ll.RW), "/dev/shm") // the engine's /dev/shm is writable like /tmp
+	if staged > 0 {
+		rw = append(rw, StagedDir)
+	}
 	return &Spec{
 		Version:    Version,
 		ID:         p.ID,
@@ -278,8 +315,7 @@ func Build(p *plan.Plan) (*Spec, error) {
 		Landlock: Landlock{
 			MinABI: ll.MinABI,
 			RO:     clone(ll.RO),
-			// The engine's /dev/shm is writable like /tmp.
-			RW:     append(clone(ll.RW), "/dev/shm"),
+			RW:     rw,
 			Dev:    clone(ll.Dev),
 			ROFile: clone(ll.ROFile),
 			RWFile: clone(ll.RWFile),

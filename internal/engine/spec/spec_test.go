@@ -222,3 +222,24 @@ func TestMaskedOnce(t *testing.T) {
 		t.Errorf("the mask over a bind at the same path was dropped: %v", count)
 	}
 }
+
+// TestInGitDir: only a file beneath a folder named .git is given to the box as a symlink to its
+// staged copy; a work tree's file (which git compares by lstat) and a .git file are not.
+func TestInGitDir(t *testing.T) {
+	for p, want := range map[string]bool{
+		"/w/.git/config":                true,
+		"/w/.git/modules/sub/config":    true,
+		"/w/.git/info/exclude":          true,
+		"/w/.mcp.json":                  false,
+		"/w/sub/.git":                   false,
+		"/w/.github/workflows/ci.yml":   false,
+		"/w/x.git/config":               false,
+		"/w/.gitmodules":                false,
+		"/w/.vscode/settings.json":      false,
+		"/w/.git/worktrees/a/commondir": true,
+	} {
+		if got := InGitDir(p); got != want {
+			t.Errorf("InGitDir(%q) = %v, want %v", p, got, want)
+		}
+	}
+}

@@ -69,8 +69,9 @@ func Adopt(s *spec.Spec, staged []StagedFile) (*Root, error) {
 	return b, nil
 }
 
-// adoptStaged puts the staged copy sf on a tmpfs of its own and binds it over m.Target (where
-// the other program bound the host's copy itself).
+// adoptStaged puts the staged copy sf on a tmpfs of its own and binds it, or with m.Folder (where
+// the other program made an empty tmpfs for it) a symlink to it, over m.Target (where the other
+// program bound the host's copy itself), as bindStaged does.
 func (b *Root) adoptStaged(m spec.Mount, sf StagedFile) error {
 	target, err := openInBox(m.Target)
 	if err != nil {
@@ -79,19 +80,25 @@ func (b *Root) adoptStaged(m spec.Mount, sf StagedFile) error {
 		return err
 	}
 	defer unix.Close(target)
+	folder := -1
+	if m.Folder != "" {
+		if folder, err = openInBox(m.Folder); err != nil {
+			sf.File.Close()
+			unix.Close(sf.Dir)
+			return fmt.Errorf("staged copy's folder %s: %w", m.Folder, err)
+		}
+		defer unix.Close(folder)
+	}
 	mnt, err := b.copyOnTmpfs(sf.File, sf.Dir, filepath.Base(m.Source), m.Target)
 	if err != nil {
 		return err
 	}
 	defer unix.Close(mnt)
-	tree, err := unix.OpenTree(mnt, stagedName, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC)
+	tree, err := stagedTree(mnt, folder, m)
 	if err != nil {
-		return fmt.Errorf("open_tree staged copy: %w", err)
-	}
-	defer unix.Close(tree)
-	if err := setAttr(tree, unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV); err != nil {
 		return err
 	}
+	defer unix.Close(tree)
 	if err := moveOnto(tree, target); err != nil {
 		return err
 	}

@@ -242,6 +242,9 @@ func procOptions(spec string) string {
 
 // bind binds the host's Source at Target.
 func (b *Root) bind(m spec.Mount) error {
+	if m.Staged {
+		return b.bindStaged(m)
+	}
 	src, err := OpenSource(m.Source, m.Beneath)
 	if err != nil {
 		if m.Optional && errors.Is(err, unix.ENOENT) {
@@ -253,19 +256,6 @@ func (b *Root) bind(m spec.Mount) error {
 		return fmt.Errorf("open source %s: %w", m.Source, err)
 	}
 	defer unix.Close(src)
-	if m.Staged {
-		// The box writes a copy of the staged copy on a tmpfs bounded at changes.MaxFile. The
-		// detached tmpfs is held open until its file is cloned: closing it unmounts it.
-		mnt, err := b.onTmpfs(m.Source, m.Target)
-		if err != nil {
-			return err
-		}
-		defer unix.Close(mnt)
-		if src, err = unix.Openat(mnt, stagedName, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0); err != nil {
-			return fmt.Errorf("staged copy on tmpfs: %w", err)
-		}
-		defer unix.Close(src)
-	}
 	var st unix.Stat_t
 	if err := unix.Fstat(src, &st); err != nil {
 		return fmt.Errorf("stat source %s: %w", m.Source, err)
@@ -298,20 +288,50 @@ func (b *Root) bind(m spec.Mount) error {
 	if err := b.mountOn(tree, m.Target, isDir, true); err != nil {
 		return err
 	}
-	if m.Beneath != "" || m.Staged {
+	if m.Beneath != "" {
 		id, err := mountID(tree)
 		if err != nil {
 			return err
 		}
-		// A staged copy lost to the host's replacement of the file is not bound again: the
-		// host's new file is bound read-only (the box's copy was made from the old one).
-		k := keptMount{target: m.Target, readOnly: m.ReadOnly || m.Staged, dir: isDir, id: id,
-			protected: m.ReadOnly || m.Staged, beneath: m.Beneath}
-		if m.Staged {
-			k.beneath = b.workspaceOf(m.Target)
-		}
-		b.kept = append(b.kept, k)
+		b.kept = append(b.kept, keptMount{target: m.Target, readOnly: m.ReadOnly, dir: isDir, id: id,
+			protected: m.ReadOnly, beneath: m.Beneath})
 	}
+	return nil
+}
+
+// bindStaged puts a copy of the staged copy m.Source on a tmpfs bounded at changes.MaxFile and
+// binds it over m.Target, or with m.Folder mounts the tmpfs there and binds over m.Target a
+// symlink to the copy (stagedTree). The bind is
+// kept as a protected one: a staged copy lost to the host's replacement of the file is not
+// bound again, the host's new file is bound read-only (the box's copy was made from the old
+// one).
+func (b *Root) bindStaged(m spec.Mount) error {
+	mnt, err := b.onTmpfs(m.Source, m.Target)
+	if err != nil {
+		return err
+	}
+	// The detached tmpfs is held open until it is attached: closing it unmounts it.
+	defer unix.Close(mnt)
+	folder := -1
+	if m.Folder != "" {
+		if folder, err = b.resolve(m.Folder); err != nil {
+			return fmt.Errorf("staged copy's folder: %w", err)
+		}
+		defer unix.Close(folder)
+	}
+	tree, err := stagedTree(mnt, folder, m)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(tree)
+	if err := b.mountOn(tree, m.Target, false, true); err != nil {
+		return err
+	}
+	id, err := mountID(tree)
+	if err != nil {
+		return err
+	}
+	b.kept = append(b.kept, keptMount{target: m.Target, readOnly: true, id: id, protected: true, beneath: b.workspaceOf(m.Target)})
 	return nil
 }
 
