@@ -1,0 +1,107 @@
+package integrity_test
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// direnvHost runs the host's own direnv with a state of its own (its allow list), as the user's
+// shell does on entering the workspace: `direnv exec WS CMD` loads WS's .envrc (which must have
+// been allowed) and runs CMD in that environment.
+type direnvHost struct {
+	t   *testing.T
+	env []string
+}
+
+func newDirenvHost(t *testing.T, root string) *direnvHost {
+	t.Helper()
+	if _, err := exec.LookPath("direnv"); err != nil {
+		t.Skip("no direnv on PATH (apt-get install direnv): the attack needs the host's own direnv")
+	}
+	home := filepath.Join(root, "direnv-home")
+	for _, d := range []string{home, filepath.Join(home, "data"), filepath.Join(home, "config")} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return &direnvHost{t: t, env: []string{"PATH=" + os.Getenv("PATH"), "HOME=" + home,
+		"XDG_DATA_HOME=" + filepath.Join(home, "data"), "XDG_CONFIG_HOME=" + filepath.Join(home, "config"),
+		"DIRENV_LOG_FORMAT=", "LANG=C.UTF-8"}}
+}
+
+func (d *direnvHost) run(dir string, args ...string) (string, error) {
+	cmd := exec.Command("direnv", args...)
+	cmd.Dir = dir
+	cmd.Env = d.env
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+// TestAttackDirenvSourcedFile (review 21): the user's .envrc, allowed with `direnv allow`, does
+// what direnv's own documentation suggests for machine-local settings: `source_env_if_exists
+// .envrc.local`. The .envrc itself is protected (staged: a box's edit of it is a proposed
+// change, and direnv would ask again anyway), but the file it sources is not: direnv checks
+// the allow of .envrc alone, never of what it sources. A box writes .envrc.local; the host's
+// direnv — what the user's shell runs on its own at every `cd` into the project, without the
+// user asking — runs it, unboxed, as the user:
+//
+//   - while the box runs, whether .envrc.local is git-ignored or not;
+//   - after the box ended, when .envrc.local is not git-ignored (an untracked file stays in
+//     the workspace as work; no git command runs it, but direnv does at the next `cd`).
+//
+// security.md ("What remains") names this as not covered; the hook-script rule
+// (integrity.(*resolver).hookScripts) already pins the files a hook runs by their path, and
+// could read the allowed .envrc by the same rule (source_env, source_env_if_exists, dotenv,
+// dotenv_if_exists, source, `.`). It fails on main at 13ae4ea.
+func TestAttackDirenvSourcedFile(t *testing.T) {
+	t.Parallel()
+	for _, ignored := range []bool{true, false} {
+		name := "untracked"
+		if ignored {
+			name = "ignored"
+		}
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			e := newDaemonEnv(t)
+			repo(t, e.work)
+			dv := newDirenvHost(t, e.root)
+			user, touchUser := e.marker("user-envrc")
+			write(t, filepath.Join(e.work, ".envrc"), "source_env_if_exists .envrc.local\n"+touchUser+"\nexport A=1\n")
+			if ignored {
+				write(t, filepath.Join(e.work, ".gitignore"), ".envrc.local\n")
+			}
+			git(t, e.work, "add", "-A")
+			git(t, e.work, "commit", "-q", "-m", "envrc")
+			if out, err := dv.run(e.work, "allow", "."); err != nil {
+				t.Fatalf("direnv allow: %v\n%s", err, out)
+			}
+			if out, err := dv.run(e.work, "exec", ".", "true"); err != nil {
+				t.Fatalf("the host's direnv did not load the user's allowed .envrc (the test proves nothing): %v\n%s", err, out)
+			}
+			if _, err := os.Lstat(user); err != nil {
+				t.Fatalf("the host's direnv did not run the user's .envrc (the test proves nothing)")
+			}
+			during, touchDuring := e.marker("envrc-local-during")
+			var duringOut string
+			out := e.boxPlantDuring(fmt.Sprintf(`printf '%%s\n' '%s' > .envrc.local && echo planted
+echo ready > %s; read go < %s`, touchDuring, syncFIFO, syncFIFO), func() {
+				duringOut, _ = dv.run(e.work, "exec", ".", "true")
+			})
+			if !strings.Contains(out, "planted") {
+				t.Fatalf("the plant did not complete (the test would prove nothing):\n%s", out)
+			}
+			notRun(t, during, "the host's direnv (direnv exec WS true, as at the shell's cd) while the box ran:\n"+duringOut, out)
+			after, touchAfter := e.marker("envrc-local-after")
+			out = e.boxPlant(fmt.Sprintf(`printf '%%s\n' '%s' > .envrc.local && echo planted`, touchAfter))
+			if !strings.Contains(out, "planted") {
+				t.Fatalf("the plant did not complete (the test would prove nothing):\n%s", out)
+			}
+			afterOut, _ := dv.run(e.work, "exec", ".", "true")
+			notRun(t, after, "the host's direnv (direnv exec WS true, as at the shell's cd) after the box ended:\n"+afterOut, out)
+		})
+	}
+}
