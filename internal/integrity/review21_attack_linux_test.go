@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // direnvHost runs the host's own direnv with a state of its own (its allow list), as the user's
@@ -104,4 +105,103 @@ echo ready > %s; read go < %s`, touchDuring, syncFIFO, syncFIFO), func() {
 			notRun(t, after, "the host's direnv (direnv exec WS true, as at the shell's cd) after the box ended:\n"+afterOut, out)
 		})
 	}
+}
+
+// claudeHost returns the real Claude Code CLI (AGENTBOX_AGENTS_DIR/bin/claude), as the user's
+// own unboxed install; the test is skipped without it.
+func claudeHost(t *testing.T) string {
+	t.Helper()
+	dir := os.Getenv("AGENTBOX_AGENTS_DIR")
+	if dir == "" {
+		dir = "/opt/agentbox-ci-agents"
+	}
+	bin := filepath.Join(dir, "bin", "claude")
+	if st, err := os.Stat(bin); err != nil || st.Mode().Perm()&0o111 == 0 {
+		t.Skipf("no Claude Code at %s (scripts/install-agents.sh; AGENTBOX_AGENTS_DIR): %v", bin, err)
+	}
+	return bin
+}
+
+// runClaudeUntil starts the host's unboxed Claude Code in ws (`claude -p hi`, its own home, an
+// API address where nothing listens: no model is reached, and none is needed, since a
+// SessionStart hook runs before the first request) and ends it once one of the markers exists,
+// or after 60 s. It returns what Claude Code printed.
+func runClaudeUntil(t *testing.T, bin, ws, home string, markers ...string) string {
+	t.Helper()
+	if err := os.MkdirAll(home, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	cmd := exec.Command(bin, "-p", "hi")
+	cmd.Dir = ws
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + home, "LANG=C.UTF-8",
+		"ANTHROPIC_BASE_URL=http://127.0.0.1:9", "ANTHROPIC_API_KEY=sk-ant-test",
+		"DISABLE_AUTOUPDATER=1", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1"}
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { cmd.Wait(); close(done) }()
+	deadline := time.After(60 * time.Second)
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-done:
+			return out.String()
+		case <-deadline:
+			cmd.Process.Kill()
+			<-done
+			return out.String()
+		case <-tick.C:
+			for _, m := range markers {
+				if _, err := os.Lstat(m); err == nil {
+					time.Sleep(300 * time.Millisecond) // the hook's command finishes
+					cmd.Process.Kill()
+					<-done
+					return out.String()
+				}
+			}
+		}
+	}
+}
+
+// TestAttackClaudeHookScript (review 21): the user's own .claude/settings.json (committed,
+// protected: pinned at the top) has a SessionStart hook that runs a script of the project by
+// its path, `sh scripts/session-start.sh`, as Claude Code's documentation shows hooks running
+// project scripts. The settings file is protected; the script it runs is not: a box rewrites
+// it as ordinary work, and the host's next unboxed Claude Code session in the workspace runs
+// it at its start, before any prompt is answered, without the user asking. The hook-script
+// rule (integrity.(*resolver).hookScripts) pins the scripts git hooks, lefthook, pre-commit and
+// package.json name by their path, but reads no agent's hooks: Claude Code's settings hooks
+// (and statusLine.command), which the threat model's "next unboxed agent session" runs, are
+// not among its sources. It fails on main at 13ae4ea.
+func TestAttackClaudeHookScript(t *testing.T) {
+	t.Parallel()
+	bin := claudeHost(t)
+	e := newDaemonEnv(t)
+	repo(t, e.work)
+	user, touchUser := e.marker("user-session-start")
+	write(t, filepath.Join(e.work, ".claude/settings.json"),
+		`{"hooks":{"SessionStart":[{"hooks":[{"type":"command","command":"sh scripts/session-start.sh"}]}]}}`+"\n")
+	write(t, filepath.Join(e.work, "scripts/session-start.sh"), touchUser+"\n")
+	git(t, e.work, "add", "-A")
+	git(t, e.work, "commit", "-q", "-m", "claude hook")
+	home := filepath.Join(e.root, "claude-home")
+	first := runClaudeUntil(t, bin, e.work, home, user)
+	if _, err := os.Lstat(user); err != nil {
+		t.Fatalf("the host's Claude Code did not run the user's SessionStart hook (the test proves nothing):\n%s", first)
+	}
+	os.Remove(user)
+	mark, touch := e.marker("box-session-start")
+	out := e.boxPlant(fmt.Sprintf(`printf '%%s\n' '%s' > scripts/session-start.sh && echo planted`, touch))
+	if !strings.Contains(out, "planted") {
+		t.Fatalf("the plant did not complete (the test would prove nothing):\n%s", out)
+	}
+	if _, err := os.Lstat(mark); err == nil {
+		t.Fatalf("the box created the host's marker itself: the test cannot tell host from box\n%s", out)
+	}
+	cc := runClaudeUntil(t, bin, e.work, home, mark, user)
+	notRun(t, mark, "the host's unboxed Claude Code (claude -p, its SessionStart hook: sh scripts/session-start.sh):\n"+cc, out)
 }
