@@ -167,41 +167,58 @@ func runClaudeUntil(t *testing.T, bin, ws, home string, markers ...string) strin
 	}
 }
 
-// TestAttackClaudeHookScript (review 21): the user's own .claude/settings.json (committed,
-// protected: pinned at the top) has a SessionStart hook that runs a script of the project by
-// its path, `sh scripts/session-start.sh`, as Claude Code's documentation shows hooks running
-// project scripts. The settings file is protected; the script it runs is not: a box rewrites
-// it as ordinary work, and the host's next unboxed Claude Code session in the workspace runs
-// it at its start, before any prompt is answered, without the user asking. The hook-script
-// rule (integrity.(*resolver).hookScripts) pins the scripts git hooks, lefthook, pre-commit and
-// package.json name by their path, but reads no agent's hooks: Claude Code's settings hooks
-// (and statusLine.command), which the threat model's "next unboxed agent session" runs, are
-// not among its sources. It fails on main at 13ae4ea.
+// TestAttackClaudeHookScript (review 21): the user's own Claude Code configuration (committed,
+// protected: pinned at the top) runs a script of the project by its path, as Claude Code's
+// documentation shows: a SessionStart hook in .claude/settings.json, `sh
+// scripts/session-start.sh`, or a project MCP server in .mcp.json, `sh tools/mcp.sh` (the
+// settings' enableAllProjectMcpServers, or the user's approval of the server once, starts it
+// in every session). The configuration is protected; the script it runs is not: a box
+// rewrites it as ordinary work, and the host's next unboxed Claude Code session in the
+// workspace runs it at its start, before any prompt is answered, without the user asking. The
+// hook-script rule (integrity.(*resolver).hookScripts) pins the scripts git hooks, lefthook,
+// pre-commit and package.json name by their path, but reads no agent's configuration: Claude
+// Code's hooks, statusLine.command and MCP servers' commands, which the threat model's "next
+// unboxed agent session" runs, are not among its sources. It fails on main at 13ae4ea.
 func TestAttackClaudeHookScript(t *testing.T) {
 	t.Parallel()
 	bin := claudeHost(t)
-	e := newDaemonEnv(t)
-	repo(t, e.work)
-	user, touchUser := e.marker("user-session-start")
-	write(t, filepath.Join(e.work, ".claude/settings.json"),
-		`{"hooks":{"SessionStart":[{"hooks":[{"type":"command","command":"sh scripts/session-start.sh"}]}]}}`+"\n")
-	write(t, filepath.Join(e.work, "scripts/session-start.sh"), touchUser+"\n")
-	git(t, e.work, "add", "-A")
-	git(t, e.work, "commit", "-q", "-m", "claude hook")
-	home := filepath.Join(e.root, "claude-home")
-	first := runClaudeUntil(t, bin, e.work, home, user)
-	if _, err := os.Lstat(user); err != nil {
-		t.Fatalf("the host's Claude Code did not run the user's SessionStart hook (the test proves nothing):\n%s", first)
+	for _, c := range []struct {
+		name, script string
+		config       map[string]string
+	}{
+		{"SessionStart", "scripts/session-start.sh", map[string]string{
+			".claude/settings.json": `{"hooks":{"SessionStart":[{"hooks":[{"type":"command","command":"sh scripts/session-start.sh"}]}]}}`}},
+		{"ProjectMCPServer", "tools/mcp.sh", map[string]string{
+			".claude/settings.json": `{"enableAllProjectMcpServers":true}`,
+			".mcp.json":             `{"mcpServers":{"tools":{"command":"sh","args":["tools/mcp.sh"]}}}`}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			e := newDaemonEnv(t)
+			repo(t, e.work)
+			user, touchUser := e.marker("user-script")
+			for f, b := range c.config {
+				write(t, filepath.Join(e.work, f), b+"\n")
+			}
+			write(t, filepath.Join(e.work, c.script), touchUser+"\n")
+			git(t, e.work, "add", "-A")
+			git(t, e.work, "commit", "-q", "-m", "claude configuration")
+			home := filepath.Join(e.root, "claude-home")
+			first := runClaudeUntil(t, bin, e.work, home, user)
+			if _, err := os.Lstat(user); err != nil {
+				t.Fatalf("the host's Claude Code did not run the user's %s (the test proves nothing):\n%s", c.script, first)
+			}
+			os.Remove(user)
+			mark, touch := e.marker("box-script")
+			out := e.boxPlant(fmt.Sprintf(`printf '%%s\n' '%s' > %s && echo planted`, touch, c.script))
+			if !strings.Contains(out, "planted") {
+				t.Fatalf("the plant did not complete (the test would prove nothing):\n%s", out)
+			}
+			if _, err := os.Lstat(mark); err == nil {
+				t.Fatalf("the box created the host's marker itself: the test cannot tell host from box\n%s", out)
+			}
+			cc := runClaudeUntil(t, bin, e.work, home, mark, user)
+			notRun(t, mark, "the host's unboxed Claude Code (claude -p, at its start: sh "+c.script+"):\n"+cc, out)
+		})
 	}
-	os.Remove(user)
-	mark, touch := e.marker("box-session-start")
-	out := e.boxPlant(fmt.Sprintf(`printf '%%s\n' '%s' > scripts/session-start.sh && echo planted`, touch))
-	if !strings.Contains(out, "planted") {
-		t.Fatalf("the plant did not complete (the test would prove nothing):\n%s", out)
-	}
-	if _, err := os.Lstat(mark); err == nil {
-		t.Fatalf("the box created the host's marker itself: the test cannot tell host from box\n%s", out)
-	}
-	cc := runClaudeUntil(t, bin, e.work, home, mark, user)
-	notRun(t, mark, "the host's unboxed Claude Code (claude -p, its SessionStart hook: sh scripts/session-start.sh):\n"+cc, out)
 }
