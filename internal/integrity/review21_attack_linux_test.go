@@ -222,3 +222,34 @@ func TestAttackClaudeHookScript(t *testing.T) {
 		})
 	}
 }
+
+// TestAttackDirenvPathAdd (review 21): the user's allowed .envrc puts a folder of the project
+// first on PATH (`PATH_add bin`, direnv's own example, for a project's scripts kept in git).
+// A box adds an executable bin/git there (untracked: git status lists it, nothing runs it);
+// the host's shell, once direnv has loaded the folder's environment at the next `cd`, runs
+// the box's git for the user's every `git`. security.md ("What remains") names folders an
+// .envrc puts on PATH as not covered. It fails on main at 13ae4ea.
+func TestAttackDirenvPathAdd(t *testing.T) {
+	t.Parallel()
+	e := newDaemonEnv(t)
+	repo(t, e.work)
+	dv := newDirenvHost(t, e.root)
+	write(t, filepath.Join(e.work, ".envrc"), "PATH_add bin\n")
+	write(t, filepath.Join(e.work, "bin/setup"), "#!/bin/sh\necho setup\n")
+	os.Chmod(filepath.Join(e.work, "bin/setup"), 0o755)
+	git(t, e.work, "add", "-A")
+	git(t, e.work, "commit", "-q", "-m", "bin")
+	if out, err := dv.run(e.work, "allow", "."); err != nil {
+		t.Fatalf("direnv allow: %v\n%s", err, out)
+	}
+	if out, err := dv.run(e.work, "exec", ".", "setup"); err != nil || !strings.Contains(out, "setup") {
+		t.Fatalf("the host's direnv did not put bin/ on PATH (the test proves nothing): %v\n%s", err, out)
+	}
+	mark, touch := e.marker("box-git")
+	out := e.boxPlant(fmt.Sprintf(`printf '#!/bin/sh\n%s\nexec /usr/bin/git "$@"\n' > bin/git && chmod +x bin/git && echo planted`, touch))
+	if !strings.Contains(out, "planted") {
+		t.Fatalf("the plant did not complete (the test would prove nothing):\n%s", out)
+	}
+	got, _ := dv.run(e.work, "exec", ".", "git", "status", "--short")
+	notRun(t, mark, "the host's git, in the shell direnv set up (direnv exec WS git status):\n"+got, out)
+}
