@@ -111,13 +111,19 @@ echo ready > %s; read go < %s`, touchDuring, syncFIFO, syncFIFO), func() {
 // own unboxed install; the test is skipped without it.
 func claudeHost(t *testing.T) string {
 	t.Helper()
+	return agentHost(t, "claude")
+}
+
+// agentHost returns the real agent CLI name (AGENTBOX_AGENTS_DIR/bin/NAME), skipping without it.
+func agentHost(t *testing.T, name string) string {
+	t.Helper()
 	dir := os.Getenv("AGENTBOX_AGENTS_DIR")
 	if dir == "" {
 		dir = "/opt/agentbox-ci-agents"
 	}
-	bin := filepath.Join(dir, "bin", "claude")
+	bin := filepath.Join(dir, "bin", name)
 	if st, err := os.Stat(bin); err != nil || st.Mode().Perm()&0o111 == 0 {
-		t.Skipf("no Claude Code at %s (scripts/install-agents.sh; AGENTBOX_AGENTS_DIR): %v", bin, err)
+		t.Skipf("no %s at %s (scripts/install-agents.sh; AGENTBOX_AGENTS_DIR): %v", name, bin, err)
 	}
 	return bin
 }
@@ -128,11 +134,17 @@ func claudeHost(t *testing.T) string {
 // or after 60 s. It returns what Claude Code printed.
 func runClaudeUntil(t *testing.T, bin, ws, home string, markers ...string) string {
 	t.Helper()
+	return runAgentUntil(t, []string{bin, "-p", "hi"}, ws, home, markers...)
+}
+
+// runAgentUntil runs argv unboxed in ws as runClaudeUntil does.
+func runAgentUntil(t *testing.T, argv []string, ws, home string, markers ...string) string {
+	t.Helper()
 	if err := os.MkdirAll(home, 0o700); err != nil {
 		t.Fatal(err)
 	}
 	var out strings.Builder
-	cmd := exec.Command(bin, "-p", "hi")
+	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Dir = ws
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + home, "LANG=C.UTF-8",
 		"ANTHROPIC_BASE_URL=http://127.0.0.1:9", "ANTHROPIC_API_KEY=sk-ant-test",
@@ -252,4 +264,39 @@ func TestAttackDirenvPathAdd(t *testing.T) {
 	}
 	got, _ := dv.run(e.work, "exec", ".", "git", "status", "--short")
 	notRun(t, mark, "the host's git, in the shell direnv set up (direnv exec WS git status):\n"+got, out)
+}
+
+// TestAttackOpenCodeMCPScript (review 21): the user's own opencode.json (committed, protected:
+// pinned at the top) starts a local MCP server from a script of the project, `sh tools/mcp.sh`;
+// OpenCode starts its local MCP servers at every start, with no trust question. A box rewrites
+// tools/mcp.sh as ordinary work, and the host's next unboxed `opencode run` in the workspace
+// runs it before any answer. The same gap as TestAttackClaudeHookScript: the hook-script rule
+// reads no agent's configuration. It fails on main at 13ae4ea.
+func TestAttackOpenCodeMCPScript(t *testing.T) {
+	t.Parallel()
+	bin := agentHost(t, "opencode")
+	e := newDaemonEnv(t)
+	repo(t, e.work)
+	user, touchUser := e.marker("user-mcp")
+	write(t, filepath.Join(e.work, "opencode.json"), `{"mcp":{"tools":{"type":"local","command":["sh","tools/mcp.sh"],"enabled":true}}}`+"\n")
+	write(t, filepath.Join(e.work, "tools/mcp.sh"), touchUser+"\n")
+	git(t, e.work, "add", "-A")
+	git(t, e.work, "commit", "-q", "-m", "opencode mcp")
+	home := filepath.Join(e.root, "opencode-home")
+	argv := []string{bin, "run", "hi"}
+	first := runAgentUntil(t, argv, e.work, home, user)
+	if _, err := os.Lstat(user); err != nil {
+		t.Fatalf("the host's OpenCode did not start the user's MCP server (the test proves nothing):\n%s", first)
+	}
+	os.Remove(user)
+	mark, touch := e.marker("box-mcp")
+	out := e.boxPlant(fmt.Sprintf(`printf '%%s\n' '%s' > tools/mcp.sh && echo planted`, touch))
+	if !strings.Contains(out, "planted") {
+		t.Fatalf("the plant did not complete (the test would prove nothing):\n%s", out)
+	}
+	if _, err := os.Lstat(mark); err == nil {
+		t.Fatalf("the box created the host's marker itself: the test cannot tell host from box\n%s", out)
+	}
+	oc := runAgentUntil(t, argv, e.work, home, mark, user)
+	notRun(t, mark, "the host's unboxed OpenCode (opencode run, its MCP server: sh tools/mcp.sh):\n"+oc, out)
 }
