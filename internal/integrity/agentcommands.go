@@ -1,0 +1,157 @@
+package integrity
+
+import (
+	"encoding/json"
+	"path"
+	"path/filepath"
+	"regexp"
+	"strings"
+
+	"github.com/pelletier/go-toml/v2"
+	"github.com/tidwall/jsonc"
+)
+
+// agentCommandFiles are the protected (plan.WorkspaceProtected, the built-in profiles'
+// workspaceConfig) configuration files, workspace-relative, whose commands the host's next
+// unboxed agent or editor session runs by itself, without the user asking: Claude Code's
+// settings (hooks, statusLine, apiKeyHelper and the other helpers) and project MCP servers,
+// OpenCode's local MCP servers, Codex's MCP servers and notify, Gemini CLI's MCP servers,
+// hooks and tool discovery, VS Code's tasks and MCP servers, Cursor's MCP servers and hooks,
+// Windsurf's hooks. hookScripts reads them (agentTexts) for the scripts they run by a path.
+var agentCommandFiles = []string{
+	".claude/settings.json",
+	".claude/settings.local.json",
+	".mcp.json",
+	"opencode.json",
+	"opencode.jsonc",
+	".codex/config.toml",
+	".gemini/settings.json",
+	".vscode/tasks.json",
+	".vscode/mcp.json",
+	".cursor/mcp.json",
+	".cursor/hooks.json",
+	".windsurf/hooks.json",
+}
+
+// agentCommandKeys are the keys whose value (a string, or an array of words: OpenCode's
+// command, Codex's notify) is a command line an agent or an editor runs; agentArgKeys those
+// whose words follow a command in the same object (an MCP server's args).
+var (
+	agentCommandKeys = []string{"command", "bash", "notify", "apiKeyHelper", "awsAuthRefresh", "awsCredentialExport", "otelHeadersHelper", "discoveryCommand", "callCommand"}
+	agentArgKeys     = []string{"args"}
+)
+
+// agentCommands returns the command lines of an agent's configuration file name (JSON, JSONC
+// or TOML) with the text b: at any depth, each object's command keys (agentCommandKeys), the
+// one named "command" followed by the object's args, as one line each; none when it cannot be
+// read (the agent refuses it as well). Keys at other places than the agents' own (a
+// "command" in a permission rule) only pin more.
+func agentCommands(name string, b []byte) (out []string) {
+	// The file may be a box's (in a subfolder): a parser's panic must not end the daemon.
+	defer func() {
+		if recover() != nil {
+			out = nil
+		}
+	}()
+	var doc any
+	if path.Ext(name) == ".toml" {
+		if toml.Unmarshal(b, &doc) != nil {
+			return nil
+		}
+	} else if json.Unmarshal(jsonc.ToJSON(b), &doc) != nil {
+		return nil
+	}
+	var walk func(any, int)
+	walk = func(v any, depth int) {
+		if depth > maxCommandDepth {
+			return
+		}
+		switch v := v.(type) {
+		case map[string]any:
+			for _, k := range agentCommandKeys {
+				c, ok := v[k]
+				if !ok {
+					continue
+				}
+				line := words(c)
+				if k == "command" {
+					for _, a := range agentArgKeys {
+						line = append(line, words(v[a])...)
+					}
+				}
+				if len(line) > 0 {
+					out = append(out, strings.Join(line, " "))
+				}
+			}
+			for _, e := range v {
+				walk(e, depth+1)
+			}
+		case []any:
+			for _, e := range v {
+				walk(e, depth+1)
+			}
+		}
+	}
+	walk(doc, 0)
+	return out
+}
+
+// maxCommandDepth bounds how deep agentCommands looks for commands in a configuration.
+const maxCommandDepth = 16
+
+// envrcFileWords are direnv's stdlib functions that read a file of the workspace, by its path
+// relative to the .envrc's folder: the first two run it as bash (followed in turn), the
+// others read it as a dotenv file (a variable such as BASH_ENV or PATH changes what the
+// user's shell runs next). source_up and source_up_if_exists read a file above the folder
+// (outside the workspace); a source_env of a folder reads its .envrc, which the workspace
+// scan finds.
+var envrcFileWords = []string{"source_env", "source_env_if_exists", "dotenv", "dotenv_if_exists"}
+
+// envrcDotenvDefault matches a line calling dotenv or dotenv_if_exists without a file: direnv
+// reads .env then.
+var envrcDotenvDefault = regexp.MustCompile(`(?m)^\s*(dotenv|dotenv_if_exists)\s*(;.*)?$`)
+
+// envrcText returns the text of the top's .envrc as a hook's text: the file the user allowed
+// with `direnv allow` runs, at the shell's next cd into the workspace, what it sources by a
+// path (. x, source x, source_env x, dotenv x: hookInterpreters), and the .env a bare dotenv
+// reads.
+func envrcText(b []byte) string {
+	return envrcDotenvDefault.ReplaceAllString(string(b), "$1 .env $2")
+}
+
+// agentTexts returns the command lines of the protected agent and editor configuration at the
+// workspace's top (agentCommandFiles) and the text of its .envrc, each read only when it is
+// protected (pinned itself, or in a pinned folder: a file the box may write names nothing the
+// host trusts), through the bounded, no-follow reader.
+func (r *resolver) agentTexts() []string {
+	var out []string
+	for _, rel := range append(agentCommandFiles, ".envrc") {
+		if !r.pinnedFile(rel) {
+			continue
+		}
+		b, err := r.fs.read(rel, maxCheckedFile)
+		if err != nil {
+			continue
+		}
+		if rel == ".envrc" {
+			out = append(out, envrcText(b))
+			continue
+		}
+		out = append(out, agentCommands(rel, b)...)
+	}
+	return out
+}
+
+// pinnedFile reports whether the file rel (a symlink followed beneath the workspace, as the
+// reader does) is pinned, itself or as part of a pinned folder.
+func (r *resolver) pinnedFile(rel string) bool {
+	p, err := r.fs.follow(rel)
+	if err != nil {
+		return false
+	}
+	trel, err := filepath.Rel(r.ws, p)
+	if err != nil {
+		return false
+	}
+	return r.prot[p] || r.pinnedBeneath(trel)
+}
