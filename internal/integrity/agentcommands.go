@@ -5,6 +5,7 @@ import (
 	"path"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/pelletier/go-toml/v2"
@@ -135,6 +136,7 @@ func (r *resolver) agentTexts() []string {
 		}
 		if rel == ".envrc" {
 			out = append(out, envrcText(b))
+			r.lay.PathDirs = r.envrcPathDirs(b)
 			continue
 		}
 		out = append(out, agentCommands(rel, b)...)
@@ -154,4 +156,34 @@ func (r *resolver) pinnedFile(rel string) bool {
 		return false
 	}
 	return r.prot[p] || r.pinnedBeneath(trel)
+}
+
+// envrcPathDirs returns the workspace-relative folders beneath the workspace (the workspace's
+// top included) that an .envrc's PATH_add DIR… or path_add PATH DIR… puts first on the
+// shell's PATH, comment lines left out; names built at run time ($VAR, $(…)) are not among
+// them.
+func (r *resolver) envrcPathDirs(b []byte) []string {
+	var out []string
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		switch {
+		case len(f) > 1 && f[0] == "PATH_add":
+			f = f[1:]
+		case len(f) > 2 && f[0] == "path_add" && f[1] == "PATH":
+			f = f[2:]
+		default:
+			continue
+		}
+		for _, w := range f {
+			w = strings.Trim(w, `"'`)
+			if w == "" || strings.ContainsAny(w, "$`*?[;&|") || filepath.IsAbs(w) {
+				continue
+			}
+			p := filepath.Join(r.ws, w)
+			if rel, err := filepath.Rel(r.ws, p); err == nil && rel != ".." && !strings.HasPrefix(rel, "../") && !slices.Contains(out, rel) {
+				out = append(out, rel)
+			}
+		}
+	}
+	return out
 }
