@@ -44,7 +44,8 @@ var (
 
 // agentCommands returns the command lines of an agent's configuration file name (JSON, JSONC
 // or TOML) with the text b: at any depth, each object's command keys (agentCommandKeys), the
-// one named "command" followed by the object's args, as one line each; none when it cannot be
+// one named "command" followed by the object's args, as one line each (the project's folder
+// as a variable read as ./: commandWords); none when it cannot be
 // read (the agent refuses it as well). Keys at other places than the agents' own (a
 // "command" in a permission rule) only pin more.
 func agentCommands(name string, b []byte) (out []string) {
@@ -74,10 +75,10 @@ func agentCommands(name string, b []byte) (out []string) {
 				if !ok {
 					continue
 				}
-				line := words(c)
+				line := commandWords(c)
 				if k == "command" {
 					for _, a := range agentArgKeys {
-						line = append(line, words(v[a])...)
+						line = append(line, commandWords(v[a])...)
 					}
 				}
 				if len(line) > 0 {
@@ -95,6 +96,27 @@ func agentCommands(name string, b []byte) (out []string) {
 	}
 	walk(doc, 0)
 	return out
+}
+
+// projectDir matches the variable an agent or an editor sets to the project's folder at the
+// head of a path ("$CLAUDE_PROJECT_DIR"/scripts/x.sh, ${workspaceFolder}/x.sh, as their
+// documentation writes a hook's or a task's script), with the quotes around it: read as ./.
+var projectDir = regexp.MustCompile(`"?\$\{?(CLAUDE_PROJECT_DIR|GEMINI_PROJECT_DIR|workspaceFolder|workspaceRoot)\}?"?/`)
+
+// commandWords returns the words of a command's value (a string, or an array of them: words),
+// the project's folder written as a variable read as ./ first (projectDir).
+func commandWords(v any) []string {
+	switch v := v.(type) {
+	case string:
+		return words(projectDir.ReplaceAllString(v, "./"))
+	case []any:
+		var out []string
+		for _, e := range v {
+			out = append(out, commandWords(e)...)
+		}
+		return out
+	}
+	return words(v)
 }
 
 // maxCommandDepth bounds how deep agentCommands looks for commands in a configuration.
