@@ -18,7 +18,8 @@ import (
 // settings (hooks, statusLine, apiKeyHelper and the other helpers) and project MCP servers,
 // OpenCode's local MCP servers, Codex's MCP servers and notify, Gemini CLI's MCP servers,
 // hooks and tool discovery, VS Code's tasks and MCP servers, Cursor's MCP servers and hooks,
-// Windsurf's hooks. hookScripts reads them (agentTexts) for the scripts they run by a path.
+// Windsurf's hooks, Copilot CLI's settings and hooks (agentCommandDirs). hookScripts reads
+// them (agentTexts) for the scripts they run by a path.
 var agentCommandFiles = []string{
 	".claude/settings.json",
 	".claude/settings.local.json",
@@ -32,7 +33,13 @@ var agentCommandFiles = []string{
 	".cursor/mcp.json",
 	".cursor/hooks.json",
 	".windsurf/hooks.json",
+	".github/copilot/settings.json",
+	".github/copilot/settings.local.json",
 }
+
+// agentCommandDirs are protected folders each of whose JSON files is such configuration:
+// Copilot CLI's repository hooks (.github/hooks/*.json: a hook's bash command).
+var agentCommandDirs = []string{".github/hooks"}
 
 // agentCommandKeys are the keys whose value (a string, or an array of words: OpenCode's
 // command, Codex's notify) is a command line an agent or an editor runs; agentArgKeys those
@@ -148,7 +155,19 @@ func envrcText(b []byte) string {
 // host trusts), through the bounded, no-follow reader.
 func (r *resolver) agentTexts() []string {
 	var out []string
-	for _, rel := range append(agentCommandFiles, ".envrc") {
+	files := append(slices.Clone(agentCommandFiles), ".envrc")
+	for _, d := range agentCommandDirs {
+		if k, err := r.fs.kind(d); err != nil || k != KindDir {
+			continue
+		}
+		names, _ := readDirNames(filepath.Join(r.ws, d))
+		for _, n := range names {
+			if path.Ext(n) == ".json" {
+				files = append(files, filepath.Join(d, n))
+			}
+		}
+	}
+	for _, rel := range files {
 		if !r.pinnedFile(rel) {
 			continue
 		}

@@ -47,7 +47,7 @@ func TestHookScriptsPinned(t *testing.T) {
 // TestHookScriptsAgentConfig: the scripts the agents' and editors' protected configuration
 // runs by its path (agentTexts: Claude Code's hooks, statusLine, apiKeyHelper and project MCP
 // servers, OpenCode's local MCP servers in JSONC, Codex's MCP servers and notify, Gemini CLI's
-// MCP servers and hooks, VS Code's tasks (per-OS ones too), the project folder as a variable
+// MCP servers and hooks, VS Code's tasks (per-OS ones too), Copilot CLI's .github/hooks/*.json, the project folder as a variable
 // ("$CLAUDE_PROJECT_DIR"/x, ${workspaceFolder}/x)) and those the top's .envrc reads
 // (source_env, source_env_if_exists, dotenv, a bare dotenv's .env, `.`, and what a sourced
 // file sources in turn) are pinned, or guarded while absent, and so are the npm scripts'
@@ -70,12 +70,13 @@ func TestHookScriptsAgentConfig(t *testing.T) {
 		".envrc":                      "source_env_if_exists .envrc.local\nsource_env envs/dev.sh\ndotenv_if_exists\ndotenv conf/extra.env\n. tools/env.sh\nsource_up .envrc\n",
 		"envs/dev.sh":                 "source_env envs/more.sh\n",
 		"package.json":                `{"scripts":{"fmt":"sh tools/fmt.sh","other":"sh tools/other.sh"}}`,
+		".github/hooks/start.json":    `{"version":1,"hooks":{"sessionStart":[{"type":"command","bash":"./scripts/copilot-start.sh","powershell":"x.ps1"}]}}`,
 		".claude/other.json":          `{"command":"sh tools/unprotected.sh"}`,
 	}
 	for f, b := range files {
 		mustWrite(t, filepath.Join(ws, f), b+"\n")
 	}
-	for _, f := range []string{"scripts/session.sh", "tools/key.sh", "tools/mcp-a.js", "tools/mcp_b.py", "tools/notify.sh", "tools/mcp-c", "tools/mcp-d", "tools/gemini-hook.sh", "tools/task.sh", "tools/task2.sh", "tools/task-linux.sh", "hooks/stop.py", "hooks/stop2.js", "envs/more.sh", "conf/extra.env", "tools/env.sh", "tools/fmt.sh", "tools/other.sh", "tools/unprotected.sh"} {
+	for _, f := range []string{"scripts/session.sh", "tools/key.sh", "tools/mcp-a.js", "tools/mcp_b.py", "tools/notify.sh", "tools/mcp-c", "tools/mcp-d", "tools/gemini-hook.sh", "tools/task.sh", "tools/task2.sh", "tools/task-linux.sh", "hooks/stop.py", "hooks/stop2.js", "scripts/copilot-start.sh", "envs/more.sh", "conf/extra.env", "tools/env.sh", "tools/fmt.sh", "tools/other.sh", "tools/unprotected.sh"} {
 		mustWrite(t, filepath.Join(ws, f), "true\n")
 	}
 	lay, err := Resolve(ws, set.WorkspaceConfig())
@@ -83,7 +84,7 @@ func TestHookScriptsAgentConfig(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantPinned(t, lay, "scripts/session.sh", "tools/status", "tools/key.sh", "tools/mcp-a.js", "tools/mcp_b.py", "tools/notify.sh", "tools/mcp-c", "tools/mcp-d", "tools/gemini-hook.sh", "tools/task.sh",
-		"tools/task2.sh", "tools/task-linux.sh", "hooks/stop.py", "hooks/stop2.js", ".envrc.local", "envs/dev.sh", "envs/more.sh", ".env", "conf/extra.env", "tools/env.sh", "tools/fmt.sh")
+		"tools/task2.sh", "tools/task-linux.sh", "hooks/stop.py", "hooks/stop2.js", "scripts/copilot-start.sh", ".envrc.local", "envs/dev.sh", "envs/more.sh", ".env", "conf/extra.env", "tools/env.sh", "tools/fmt.sh")
 	got := pinnedRels(lay)
 	for _, f := range []string{"tools/other.sh", "tools/unprotected.sh", "package.json"} {
 		if got[f] {

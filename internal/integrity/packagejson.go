@@ -189,7 +189,19 @@ func hookFileWords(ws, dir string, present, moved func(string) bool) []string {
 	}
 	// The agents' and editors' configuration and the .envrc there (agentTexts at the launch):
 	// a SessionStart hook's npm run setup.
-	for _, f := range append(agentCommandFiles, ".envrc") {
+	files := append(slices.Clone(agentCommandFiles), ".envrc")
+	for _, d := range agentCommandDirs {
+		if present != nil && !present(strings.SplitN(d, "/", 2)[0]) {
+			continue
+		}
+		names, _ := readDirNames(filepath.Join(dir, d))
+		for _, n := range names {
+			if filepath.Ext(n) == ".json" {
+				files = append(files, filepath.Join(d, n))
+			}
+		}
+	}
+	for _, f := range files {
 		if present != nil && !present(strings.SplitN(f, "/", 2)[0]) {
 			continue
 		}
