@@ -139,7 +139,7 @@ var envrcFileWords = []string{"source_env", "source_env_if_exists", "dotenv", "d
 
 // envrcDotenvDefault matches a line calling dotenv or dotenv_if_exists without a file: direnv
 // reads .env then.
-var envrcDotenvDefault = regexp.MustCompile(`(?m)^\s*(dotenv|dotenv_if_exists)\s*(;.*)?$`)
+var envrcDotenvDefault = regexp.MustCompile(`(?m)^[ \t]*(dotenv|dotenv_if_exists)[ \t]*(;.*)?$`)
 
 // envrcText returns the text of the top's .envrc as a hook's text: the file the user allowed
 // with `direnv allow` runs, at the shell's next cd into the workspace, what it sources by a
