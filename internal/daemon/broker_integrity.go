@@ -265,7 +265,8 @@ func (b *integrityBroker) End(id string) {
 // or changed since the snapshot: integrity.State.IgnoredChanged) into its proposed changes
 // (changes.TakeIgnored), before the launch is recorded as ended: no git status shows them,
 // and the host's tools would run them (docs/integrity.md, "Files a box leaves in git-ignored
-// places"). What could not be looked at, removed past the bounds, or moved is a drift alert.
+// places"), and so do the runnable files it left in the folders the top's allowed .envrc puts
+// on PATH (PATH_add bin: "Scripts a hook runs by their path"). What could not be looked at, removed past the bounds, or moved is a drift alert.
 func (b *integrityBroker) takeIgnored(id string, st *integrity.State) {
 	alert := func(path, detail string) {
 		ev := api.DriftEvent{Kind: "modified", Path: path, Detail: detail, Source: api.DriftSourceIgnored, Alert: true}

@@ -144,6 +144,8 @@ func FuzzBoxFiles(f *testing.F) {
 	f.Add([]byte("---\nname: x\nhooks:\n  PreToolUse: []\n---\n!`id`\n"))
 	f.Add([]byte("pre-commit:\n  commands:\n    a:\n      run: npm run lint\n  jobs:\n    - run: ./x.sh\n"))
 	f.Add([]byte("[pre-commit.commands.b]\nrun = \"python3 tools/b.py\"\n"))
+	f.Add([]byte(`{"mcpServers":{"a":{"command":"sh","args":["\"$CLAUDE_PROJECT_DIR\"/x.sh"]}}} // c`))
+	f.Add([]byte("notify = [\"sh\", \"x.sh\"]\n[mcp_servers.c]\ncommand = \"bash\"\n"))
 	f.Add([]byte("repos:\n  - repo: local\n    hooks:\n      - id: c\n        entry: tools/c.rb\n        args: [x]\n"))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		packedReplace(b)
@@ -155,5 +157,9 @@ func FuzzBoxFiles(f *testing.F) {
 		managerCommands("lefthook.yml", b)
 		managerCommands("lefthook.toml", b)
 		managerCommands(".pre-commit-config.yaml", b)
+		// So are an agent's configuration and an .envrc in a subfolder (hookFileWords).
+		agentCommands(".mcp.json", b)
+		agentCommands(".codex/config.toml", b)
+		envrcText(b)
 	})
 }

@@ -35,9 +35,13 @@ var hookScriptExts = []string{".sh", ".bash", ".zsh", ".js", ".mjs", ".cjs", ".t
 // absent. The commands are those of the hooks git runs (the files of the
 // repository's hooks folder in its common dir and of every core.hooksPath folder), the run
 // commands of lefthook's configuration (hooksText, from lefthook), the entries of
-// pre-commit's local hooks, and the part of the top's package.json an installed hook reads
-// (packageHooks: the hook keys and the npm scripts they name, transitively). What a pinned
-// shell script names by the same rule is pinned too, maxHookScriptDepth deep. Not covered, for none of
+// pre-commit's local hooks, the commands of the agents' and editors' protected configuration
+// at the top, which their next unboxed session runs by itself (agentTexts: Claude Code's hooks
+// and MCP servers, OpenCode's, Codex's, Gemini CLI's, VS Code's tasks, …), the top's allowed
+// .envrc (what it sources: source_env, dotenv, `.`), and the part of the top's package.json an
+// installed hook or those commands read (packageHooks: the hook keys and the npm scripts they
+// name, transitively). What a pinned shell script, or a file a text sources, names by the same
+// rule is pinned too, maxHookScriptDepth deep. Not covered, for none of
 // it can be told from the text: names built at run time ($VAR, $(…), globs, run-s "lint:*"),
 // paths relative to a script's own folder, the files a program finds by itself (a Makefile,
 // a linter's JavaScript configuration, the modules a script imports).
@@ -60,6 +64,10 @@ func (r *resolver) hookScripts() {
 	if b, err := r.fs.read(".pre-commit-config.yaml", maxCheckedFile); err == nil {
 		managed = append(managed, managerCommands(".pre-commit-config.yaml", b)...)
 	}
+	// The commands of the agents' and editors' protected configuration and the top's .envrc
+	// (agentTexts), which the host's next unboxed session runs by itself: scripts by their
+	// path, and the npm scripts they name (a SessionStart hook's npm run setup).
+	managed = append(managed, r.agentTexts()...)
 	texts = append(texts, managed[len(r.hookTexts):]...)
 	for _, t := range managed {
 		hookWords = append(hookWords, words(t)...)
@@ -76,14 +84,15 @@ func (r *resolver) hookScripts() {
 	for depth := 0; len(texts) > 0 && depth <= maxHookScriptDepth; depth++ {
 		var next []string
 		for _, t := range texts {
-			for _, rel := range r.hookPaths(t) {
+			for _, h := range r.hookPaths(t) {
+				rel := h.rel
 				if seen[rel] || pinned >= maxHookScripts {
 					continue
 				}
 				seen[rel] = true
 				pinned++
 				r.protect(rel, false)
-				if b, err := r.fs.read(rel, maxCheckedFile); err == nil && shellScript(rel, b) {
+				if b, err := r.fs.read(rel, maxCheckedFile); err == nil && (h.sourced || shellScript(rel, b)) {
 					next = append(next, string(b))
 				}
 			}
@@ -95,8 +104,20 @@ func (r *resolver) hookScripts() {
 	}
 }
 
-// hookInterpreters are the programs whose next word a hook runs as a script (sh x, node x, . x).
-var hookInterpreters = []string{".", "source", "sh", "bash", "dash", "zsh", "ksh", "node", "deno", "bun", "tsx", "ts-node", "python", "python3", "ruby", "perl", "exec"}
+// hookInterpreters are the programs whose next word a hook runs as a script (sh x, node x, . x),
+// direnv's stdlib words that read a file (envrcFileWords) among them; hookSourcing those that
+// run it in the shell itself, whose file is a shell script whatever its name (.envrc.local).
+var (
+	hookInterpreters = append([]string{".", "source", "sh", "bash", "dash", "zsh", "ksh", "node", "deno", "bun", "tsx", "ts-node", "python", "python3", "ruby", "perl", "exec"}, envrcFileWords...)
+	hookSourcing     = []string{".", "source", "source_env", "source_env_if_exists"}
+)
+
+// hookPath is a workspace-relative path a hook's text runs; sourced when it is read by the
+// shell itself (. x, source_env x), so a shell script whatever its name.
+type hookPath struct {
+	rel     string
+	sourced bool
+}
 
 // hookPaths returns the workspace-relative paths a hook's text runs (hookScripts' rule),
 // comment lines left out: a word that is a relative path beneath the workspace (outside
@@ -104,8 +125,8 @@ var hookInterpreters = []string{".", "source", "sh", "bash", "dash", "zsh", "ksh
 // one with a script's extension, or an executable file; absent, one after an interpreter, with
 // a script's extension, or ./NAME without an extension. A file the hook only reads
 // ([ -f ./package.json ], require("./package.json")) is not one.
-func (r *resolver) hookPaths(text string) []string {
-	var out []string
+func (r *resolver) hookPaths(text string) []hookPath {
+	var out []hookPath
 	for _, line := range strings.Split(text, "\n") {
 		if strings.HasPrefix(strings.TrimSpace(line), "#") {
 			continue
@@ -124,13 +145,14 @@ func (r *resolver) hookPaths(text string) []string {
 			if !ok || slices.Contains(strings.Split(rel, "/"), "node_modules") || r.pinnedBeneath(rel) {
 				continue
 			}
+			sourced := i > 0 && slices.Contains(hookSourcing, ws[i-1])
 			k, err := r.fs.kind(rel)
 			switch {
 			case err != nil:
 			case k == KindFile && (run || script || executable(filepath.Join(r.ws, rel))):
-				out = append(out, rel)
+				out = append(out, hookPath{rel, sourced})
 			case k == KindAbsent && (run || script || strings.HasPrefix(w, "./") && path.Ext(w) == ""):
-				out = append(out, rel)
+				out = append(out, hookPath{rel, sourced})
 			}
 		}
 	}

@@ -4,6 +4,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/agentbox/agentbox/internal/profile"
 )
 
 // TestHookScriptsPinned: the files the host's hooks name by their path are protected (pinned,
@@ -38,6 +40,55 @@ func TestHookScriptsPinned(t *testing.T) {
 	for _, f := range []string{"scripts/commented.sh", "tools/d.sh", "tools/build.js", "node_modules/x/y.js", "helper.mjs", "bin/z.sh", "package.json", "conf/settings.json"} {
 		if got[f] {
 			t.Errorf("%s is pinned: no hook runs it by that path", f)
+		}
+	}
+}
+
+// TestHookScriptsAgentConfig: the scripts the agents' and editors' protected configuration
+// runs by its path (agentTexts: Claude Code's hooks, statusLine, apiKeyHelper and project MCP
+// servers, OpenCode's local MCP servers in JSONC, Codex's MCP servers and notify, Gemini CLI's
+// MCP servers and hooks, VS Code's tasks (per-OS ones too), Copilot CLI's .github/hooks/*.json, the project folder as a variable
+// ("$CLAUDE_PROJECT_DIR"/x, ${workspaceFolder}/x)) and those the top's .envrc reads
+// (source_env, source_env_if_exists, dotenv, a bare dotenv's .env, `.`, and what a sourced
+// file sources in turn) are pinned, or guarded while absent, and so are the npm scripts'
+// scripts a hook of theirs names; a configuration file that is not protected names nothing,
+// and source_up's file lies above the workspace.
+func TestHookScriptsAgentConfig(t *testing.T) {
+	set, err := profile.NewSet(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws := newWS(t)
+	files := map[string]string{
+		".claude/settings.json":       `{"hooks":{"SessionStart":[{"hooks":[{"type":"command","command":"sh scripts/session.sh"}]}],"PostToolUse":[{"matcher":"Edit","hooks":[{"type":"command","command":"npm run fmt"}]}]},"statusLine":{"type":"command","command":"./tools/status"},"permissions":{"allow":["Bash(ls)"]}}`,
+		".claude/settings.local.json": `{"apiKeyHelper":"bash tools/key.sh","hooks":{"Stop":[{"hooks":[{"type":"command","command":"\"$CLAUDE_PROJECT_DIR\"/hooks/stop.py"},{"type":"command","command":"node \"${CLAUDE_PROJECT_DIR}/hooks/stop2.js\""}]}]}}`,
+		".mcp.json":                   `{"mcpServers":{"a":{"command":"node","args":["tools/mcp-a.js","--port","1"]}}}`,
+		"opencode.jsonc":              "{\n  // local servers\n  \"mcp\": {\"b\": {\"type\": \"local\", \"command\": [\"python3\", \"tools/mcp_b.py\"],},},\n}\n",
+		".codex/config.toml":          "notify = [\"sh\", \"tools/notify.sh\"]\n[mcp_servers.c]\ncommand = \"bash\"\nargs = [\"tools/mcp-c\"]\n",
+		".gemini/settings.json":       `{"mcpServers":{"d":{"command":"sh","args":["tools/mcp-d"]}},"hooks":{"BeforeTool":[{"hooks":[{"type":"command","command":"./tools/gemini-hook.sh"}]}]}}`,
+		".vscode/tasks.json":          `{"version":"2.0.0","tasks":[{"label":"x","type":"shell","command":"sh","args":["tools/task.sh"],"runOptions":{"runOn":"folderOpen"}},{"label":"y","command":"${workspaceFolder}/tools/task2.sh","linux":{"command":"bash","args":["tools/task-linux.sh"]}}]}`,
+		".envrc":                      "source_env_if_exists .envrc.local\nsource_env envs/dev.sh\ndotenv_if_exists\ndotenv conf/extra.env\n. tools/env.sh\nsource_up .envrc\n",
+		"envs/dev.sh":                 "source_env envs/more.sh\n",
+		"package.json":                `{"scripts":{"fmt":"sh tools/fmt.sh","other":"sh tools/other.sh"}}`,
+		".github/hooks/start.json":    `{"version":1,"hooks":{"sessionStart":[{"type":"command","bash":"./scripts/copilot-start.sh","powershell":"x.ps1"}]}}`,
+		".claude/other.json":          `{"command":"sh tools/unprotected.sh"}`,
+	}
+	for f, b := range files {
+		mustWrite(t, filepath.Join(ws, f), b+"\n")
+	}
+	for _, f := range []string{"scripts/session.sh", "tools/key.sh", "tools/mcp-a.js", "tools/mcp_b.py", "tools/notify.sh", "tools/mcp-c", "tools/mcp-d", "tools/gemini-hook.sh", "tools/task.sh", "tools/task2.sh", "tools/task-linux.sh", "hooks/stop.py", "hooks/stop2.js", "scripts/copilot-start.sh", "envs/more.sh", "conf/extra.env", "tools/env.sh", "tools/fmt.sh", "tools/other.sh", "tools/unprotected.sh"} {
+		mustWrite(t, filepath.Join(ws, f), "true\n")
+	}
+	lay, err := Resolve(ws, set.WorkspaceConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantPinned(t, lay, "scripts/session.sh", "tools/status", "tools/key.sh", "tools/mcp-a.js", "tools/mcp_b.py", "tools/notify.sh", "tools/mcp-c", "tools/mcp-d", "tools/gemini-hook.sh", "tools/task.sh",
+		"tools/task2.sh", "tools/task-linux.sh", "hooks/stop.py", "hooks/stop2.js", "scripts/copilot-start.sh", ".envrc.local", "envs/dev.sh", "envs/more.sh", ".env", "conf/extra.env", "tools/env.sh", "tools/fmt.sh")
+	got := pinnedRels(lay)
+	for _, f := range []string{"tools/other.sh", "tools/unprotected.sh", "package.json"} {
+		if got[f] {
+			t.Errorf("%s is pinned: no protected configuration runs it", f)
 		}
 	}
 }

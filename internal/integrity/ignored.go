@@ -29,7 +29,8 @@ const IgnoredWalkBound = 2_000_000
 const maxIgnoredRepos = 64
 
 // IgnoredResult is what IgnoredChanged found: the workspace-relative paths of the regular files
-// and symlinks in git-ignored places that the launch created or changed (Files), and what it
+// and symlinks in git-ignored places (and the runnable ones in the folders an allowed .envrc
+// puts on PATH) that the launch created or changed (Files), and what it
 // could not look at (NotChecked: why, one line each; none when all was looked at).
 type IgnoredResult struct {
 	Files      []string
@@ -67,6 +68,10 @@ type IgnoredResult struct {
 // tracked files are under their own git status; their ignored places are listed as the
 // workspace's are). What the launch's checks moved aside (Aside) is passed over while it is
 // as the check left it: what changed there after the move is taken.
+//
+// Files also has what a PATH search runs that the launch left in the folders the top's allowed
+// .envrc puts on PATH (pathDirsChanged: PATH_add bin), tracked or not: the host's shell runs
+// them at the next cd into the workspace, and git status is no review of that (review 21).
 func (s *State) IgnoredChanged(ctx context.Context) IgnoredResult {
 	var res IgnoredResult
 	if s.Started.IsZero() {
@@ -80,6 +85,7 @@ func (s *State) IgnoredChanged(ctx context.Context) IgnoredResult {
 	res.NotChecked, res.Failed, res.Aside = s.eachIgnored(ctx, true, func(rel, repo string) error {
 		return s.changedFiles(rel, repo, since, &budget, &res.Files)
 	})
+	res.Files = append(res.Files, s.pathDirsChanged(since)...)
 	// git lists a folder all of whose files are ignored (x/) besides the files themselves.
 	slices.Sort(res.Files)
 	res.Files = slices.Compact(res.Files)

@@ -169,7 +169,9 @@ func checkPackageJSON(ws, path string, present, moved func(string) bool, out map
 // hookFileWords returns the words of the git hooks installed beside a package.json in dir:
 // the files of dir/.husky (husky 5 and later, run through core.hooksPath) and of
 // dir/.git/hooks (but samples), the run commands of lefthook's configuration there and the
-// entries of pre-commit's local hooks (hook managers' commands: run: npm run lint), each read
+// entries of pre-commit's local hooks (hook managers' commands: run: npm run lint), and the
+// commands of the agents' and editors' configuration and the .envrc there (agentCommandFiles:
+// a Claude Code hook's npm run setup, which the host's next session runs), each read
 // beneath ws up to maxCheckedFile. present, when not nil, says which names dir holds (the
 // scan's listing), so that those absent are not opened; moved, when not nil, which hook files
 // the launch's checks moved aside (passOver.moved), which are not read.
@@ -183,6 +185,36 @@ func hookFileWords(ws, dir string, present, moved func(string) bool) []string {
 			for _, c := range managerCommands(f, b) {
 				out = append(out, words(c)...)
 			}
+		}
+	}
+	// The agents' and editors' configuration and the .envrc there (agentTexts at the launch):
+	// a SessionStart hook's npm run setup.
+	files := append(slices.Clone(agentCommandFiles), ".envrc")
+	for _, d := range agentCommandDirs {
+		if present != nil && !present(strings.SplitN(d, "/", 2)[0]) {
+			continue
+		}
+		names, _ := readDirNames(filepath.Join(dir, d))
+		for _, n := range names {
+			if filepath.Ext(n) == ".json" {
+				files = append(files, filepath.Join(d, n))
+			}
+		}
+	}
+	for _, f := range files {
+		if present != nil && !present(strings.SplitN(f, "/", 2)[0]) {
+			continue
+		}
+		b, err := readBeneath(ws, filepath.Join(dir, f), maxCheckedFile)
+		if err != nil {
+			continue
+		}
+		if f == ".envrc" {
+			out = append(out, words(envrcText(b))...)
+			continue
+		}
+		for _, c := range agentCommands(f, b) {
+			out = append(out, words(c)...)
 		}
 	}
 	for _, hooks := range []string{filepath.Join(dir, ".husky"), filepath.Join(dir, ".git", "hooks")} {

@@ -103,6 +103,10 @@ func TestPackageJSONHooksMovedAside(t *testing.T) {
 	mustWrite(t, filepath.Join(ws, "lh/lefthook.yml"), "pre-commit:\n  commands:\n    lint:\n      run: npm run lint\n")
 	mustWrite(t, pc, `{"name":"pc","scripts":{"check":"tsc","dev":"vite"}}`)
 	mustWrite(t, filepath.Join(ws, "pc/.pre-commit-config.yaml"), "repos:\n  - repo: local\n    hooks:\n      - id: c\n        entry: npm run check\n        language: system\n")
+	// So do an agent's hooks (agentCommandFiles): Claude Code's SessionStart runs npm run setup.
+	cc := filepath.Join(ws, "cc/package.json")
+	mustWrite(t, cc, `{"name":"cc","scripts":{"setup":"node setup.js","dev":"vite"}}`)
+	mustWrite(t, filepath.Join(ws, "cc/.claude/settings.json"), `{"hooks":{"SessionStart":[{"hooks":[{"type":"command","command":"npm run setup"}]}]}}`)
 	s := Snapshot(resolveWS(t, ws), Limits{})
 	if ts := s.VerifyExec(); len(ts) != 0 {
 		t.Fatalf("transitions without a change: %+v", ts)
@@ -142,13 +146,16 @@ func TestPackageJSONHooksMovedAside(t *testing.T) {
 	movedAside(t, s, h9)
 	mustWrite(t, lh, `{"name":"lh","scripts":{"lint":"eslint .","dev":"vite --host"}}`)
 	mustWrite(t, pc, `{"name":"pc","scripts":{"check":"tsc","dev":"vite --host"}}`)
+	mustWrite(t, cc, `{"name":"cc","scripts":{"setup":"node setup.js","dev":"vite --host"}}`)
 	if ts := s.VerifyExec(); len(ts) != 0 {
-		t.Fatalf("ordinary edits beside lefthook's and pre-commit's configuration: transitions %+v, want none", ts)
+		t.Fatalf("ordinary edits beside lefthook's, pre-commit's and Claude Code's configuration: transitions %+v, want none", ts)
 	}
 	mustWrite(t, lh, `{"name":"lh","scripts":{"lint":"eslint . ; id > /tmp/pwned","dev":"vite --host"}}`)
 	movedAside(t, s, lh)
 	mustWrite(t, pc, `{"name":"pc","scripts":{"check":"tsc ; id > /tmp/pwned","dev":"vite --host"}}`)
 	movedAside(t, s, pc)
+	mustWrite(t, cc, `{"name":"cc","scripts":{"setup":"node setup.js; id > /tmp/pwned","dev":"vite --host"}}`)
+	movedAside(t, s, cc)
 	if b, err := os.ReadFile(top + QuarantineSuffix + "1"); err != nil || !strings.Contains(string(b), "evil.example.org") {
 		t.Errorf("the box's package.json, moved aside: %q, %v", b, err)
 	}

@@ -46,6 +46,10 @@ type Layout struct {
 	// workspace scan looks for in every folder as it does NestedConfigFiles; nil means
 	// NestedConfigFiles only.
 	Config []NestedConfigFile
+	// PathDirs are the workspace-relative folders the top's protected .envrc puts on PATH
+	// (PATH_add DIR, path_add PATH DIR: envrcPathDirs), whose new or changed entries the check
+	// at exit takes into the proposed changes (State.PathDirs).
+	PathDirs []string
 }
 
 // Watch adds paths (absolute, outside the workspace: a profile's protected home entries,

@@ -95,6 +95,10 @@ type State struct {
 	// change the host's git views do not show, and puts the file back (verifyHiddenEdits).
 	// "": such a file is named only, and stays as the launch left it.
 	Changes string `json:"changes,omitempty"`
+	// PathDirs are the folders the top's allowed .envrc puts on PATH (Layout.PathDirs),
+	// workspace-relative, each with its inode at the snapshot (0: none was there): the check
+	// at exit takes what the launch left in them (pathDirsChanged).
+	PathDirs map[string]uint64 `json:"pathDirs,omitempty"`
 
 	// lockedIndexes are the indexes the check at exit wrote beside git's lock (editIndex), to
 	// be checked again once the lock has gone (RecheckIndexes); exitTops are the repositories
@@ -134,6 +138,7 @@ func Snapshot(lay *Layout, lim Limits) *State {
 	}
 	identify(s.Deps, nil)
 	s.Todos = sequencerLists(lay.Workspace, repos)
+	s.PathDirs = pathDirInodes(lay.Workspace, lay.PathDirs)
 	for p := range s.Exec {
 		if isPackedRefs(p) {
 			if refs, err := packedReplaceAt(lay.Workspace, p); err == nil {

@@ -1,0 +1,59 @@
+package integrity
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+)
+
+// TestPathDirsChanged: the folders the top's .envrc puts on PATH (PATH_add, path_add PATH;
+// not a folder outside the workspace, not one named at run time) are recorded at the
+// snapshot, and the check at exit takes what a PATH search runs that the launch created or
+// changed there (a new bin/git, a rewritten bin/setup, a symlink), everything runnable in
+// such a folder the launch made, and a folder replaced by a symlink; not a file without an
+// execute bit, an unchanged one, what lies in a subfolder, or a folder no .envrc names.
+func TestPathDirsChanged(t *testing.T) {
+	ws := newWS(t)
+	mustWrite(t, filepath.Join(ws, ".envrc"), "# PATH_add commented\nPATH_add bin \"scripts\"\npath_add PATH tools\npath_add PYTHONPATH lib\nPATH_add ../outside $HOME/x\nPATH_add link\n")
+	exe := func(rel, text string) {
+		mustWrite(t, filepath.Join(ws, rel), text)
+		if err := os.Chmod(filepath.Join(ws, rel), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	exe("bin/setup", "#!/bin/sh\n")
+	exe("bin/old", "#!/bin/sh\n")
+	exe("scripts/keep", "#!/bin/sh\n")
+	exe("other/git", "#!/bin/sh\n")
+	exe("link/x", "#!/bin/sh\n")
+	lay := resolveWS(t, ws)
+	if want := []string{"bin", "scripts", "tools", "link"}; !slices.Equal(lay.PathDirs, want) {
+		t.Fatalf("PathDirs %q, want %q", lay.PathDirs, want)
+	}
+	time.Sleep(20 * time.Millisecond) // past the coarse clock's tick of the files above
+	s := Snapshot(lay, Limits{})
+	time.Sleep(20 * time.Millisecond) // a box starts tens of ms after the snapshot
+	exe("bin/git", "#!/bin/sh\nid\n")
+	exe("bin/setup", "#!/bin/sh\nid\n")
+	mustWrite(t, filepath.Join(ws, "bin/notes.txt"), "work\n")
+	exe("bin/sub/deep", "#!/bin/sh\n")
+	if err := os.Symlink("/usr/bin/true", filepath.Join(ws, "scripts/ls")); err != nil {
+		t.Fatal(err)
+	}
+	exe("tools/made", "#!/bin/sh\n") // tools/ made in the launch
+	exe("other/make", "#!/bin/sh\n")
+	if err := os.RemoveAll(filepath.Join(ws, "link")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("/usr/bin", filepath.Join(ws, "link")); err != nil {
+		t.Fatal(err)
+	}
+	got := s.pathDirsChanged(s.Started.UnixNano())
+	slices.Sort(got)
+	want := []string{"bin/git", "bin/setup", "link", "scripts/ls", "tools/made"}
+	if !slices.Equal(got, want) {
+		t.Errorf("taken %q, want %q", got, want)
+	}
+}
