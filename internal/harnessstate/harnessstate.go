@@ -181,12 +181,13 @@ func prepareEntry(dir string, root *os.Root, e profile.StateEntry, home, ws stri
 }
 
 // writeEntry makes the file of entry e hold b: in place when it may be a mount point in the
-// boxes of the workspace that run now (writeFile), else by a new file renamed over the path,
+// boxes of the workspace that run now (writeFile: a mount point of a state folder, or a state
+// file bound on its own, e.Alone), else by a new file renamed over the path,
 // whatever is there. Such a file lies in a bound box-owned folder, which a running box of the
 // workspace can write: one that put a FIFO there between the check of its kind and the write
 // made the launch fail (ENXIO; review 20b, TestAttackClaudeConfigSwappedByRunningBox).
 func writeEntry(root *os.Root, e profile.StateEntry, b []byte) error {
-	if e.MountPoint {
+	if e.MountPoint || e.Alone {
 		return writeFile(root, e.Rel, b)
 	}
 	err := replaceFile(root, e.Rel, b)

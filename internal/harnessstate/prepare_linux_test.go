@@ -14,12 +14,14 @@ import (
 
 // TestPrepare makes a profile's state entries and re-makes what a box replaced with another
 // kind of thing (a link out of the directory, a FIFO, a folder for a file) without following
-// it; the seeded file is rewritten in place (its inode is the source of running boxes' mounts).
+// it; a seeded file bound on its own is rewritten in place (its inode is the source of running
+// boxes' mounts). (Not at .claude.json: that is where the claude-config seed's file was kept
+// before, which Prepare removes.)
 func TestPrepare(t *testing.T) {
 	home, root := t.TempDir(), t.TempDir()
 	p := &profile.Profile{ID: "claude", Home: []profile.HomeEntry{
 		{Path: ".claude", Access: profile.AccessRW},
-		{Path: ".claude.json", Access: profile.AccessState, Create: profile.CreateFile, Seed: profile.SeedClaudeConfig},
+		{Path: ".claude-box.json", Access: profile.AccessState, Create: profile.CreateFile, Seed: profile.SeedClaudeConfig},
 		{Path: ".claude/projects", Access: profile.AccessState, Create: profile.CreateDir},
 	}}
 	if err := os.WriteFile(filepath.Join(home, ".claude.json"), []byte(`{"theme":"light","mcpServers":{"x":{}}}`), 0o600); err != nil {
@@ -29,17 +31,24 @@ func TestPrepare(t *testing.T) {
 	if _, err := Prepare(dir, p, home, "/w"); err != nil {
 		t.Fatal(err)
 	}
-	b, err := os.ReadFile(filepath.Join(dir, ".claude.json"))
+	b, err := os.ReadFile(filepath.Join(dir, ".claude-box.json"))
 	if err != nil || !strings.Contains(string(b), `"light"`) || strings.Contains(string(b), "mcpServers") {
 		t.Fatalf("seeded file: %s, %v", b, err)
 	}
+	// The file held open, as a running box's bind holds it, so that a replacement cannot get
+	// the same inode number back (ext4 reuses a freed one at once).
+	held, err := os.Open(filepath.Join(dir, ".claude-box.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
 	var st syscall.Stat_t
-	syscall.Stat(filepath.Join(dir, ".claude.json"), &st)
+	syscall.Fstat(int(held.Fd()), &st)
 	ino := st.Ino
 	if _, err := Prepare(dir, p, home, "/w"); err != nil {
 		t.Fatal(err)
 	}
-	syscall.Stat(filepath.Join(dir, ".claude.json"), &st)
+	syscall.Stat(filepath.Join(dir, ".claude-box.json"), &st)
 	if st.Ino != ino {
 		t.Errorf("the seeded file was replaced (inode %d → %d), not rewritten in place", ino, st.Ino)
 	}
@@ -47,8 +56,8 @@ func TestPrepare(t *testing.T) {
 	// What a box could leave: the file a link to a host file, the folder a FIFO.
 	secret := filepath.Join(home, "secret")
 	os.WriteFile(secret, []byte("keep"), 0o600)
-	os.Remove(filepath.Join(dir, ".claude.json"))
-	if err := os.Symlink(secret, filepath.Join(dir, ".claude.json")); err != nil {
+	os.Remove(filepath.Join(dir, ".claude-box.json"))
+	if err := os.Symlink(secret, filepath.Join(dir, ".claude-box.json")); err != nil {
 		t.Fatal(err)
 	}
 	os.RemoveAll(filepath.Join(dir, ".claude", "projects"))
@@ -61,7 +70,7 @@ func TestPrepare(t *testing.T) {
 	if b, _ := os.ReadFile(secret); string(b) != "keep" {
 		t.Errorf("Prepare wrote through a link a box left: %q", b)
 	}
-	if fi, err := os.Lstat(filepath.Join(dir, ".claude.json")); err != nil || !fi.Mode().IsRegular() {
+	if fi, err := os.Lstat(filepath.Join(dir, ".claude-box.json")); err != nil || !fi.Mode().IsRegular() {
 		t.Errorf("state file: %v, %v", fi, err)
 	}
 	if fi, err := os.Lstat(filepath.Join(dir, ".claude", "projects")); err != nil || !fi.IsDir() {

@@ -406,6 +406,10 @@ type StateEntry struct {
 	// decides the mount point's), a mask or a private folder. Its mount point is made empty at
 	// every launch; what a box wrote there is not kept.
 	MountPoint, Host bool
+	// Alone says a state entry is bound into the box on its own, not reached through the bind
+	// of a state folder it lies in: it is a mount point in the running boxes of the workspace,
+	// so it is rewritten in place (a new file renamed over it would leave them the old one).
+	Alone bool
 	// Content is what a file mount point holds (the entry's content: what the program reads
 	// while the host has no such file, e.g. Claude Code's keybindings.json).
 	Content string
@@ -418,7 +422,7 @@ func (p *Profile) StateEntries() []StateEntry {
 	for i, h := range p.Home {
 		switch {
 		case h.Access == AccessState:
-			out = append(out, StateEntry{Rel: filepath.Clean(h.Path), Dir: h.Create == CreateDir, Seed: h.Seed})
+			out = append(out, StateEntry{Rel: filepath.Clean(h.Path), Dir: h.Create == CreateDir, Seed: h.Seed, Alone: !p.inStateDir(i)})
 		case p.inStateDir(i):
 			out = append(out, StateEntry{Rel: filepath.Clean(h.Path), MountPoint: true, Host: h.Access == AccessRO,
 				Dir: h.Create == CreateDir || h.Absent == CreateDir || h.Access == AccessPrivate, Content: h.Content})
