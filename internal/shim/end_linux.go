@@ -4,8 +4,11 @@ package shim
 // namespace verified empty (settlement), the final status written and sent.
 
 import (
+	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"syscall"
@@ -131,6 +134,12 @@ const reapTimeout = 10 * time.Second
 const settleAttempts = 1500
 
 func (s *server) settle(pidNS uint64, byInit bool) bool {
+	s.mu.Lock()
+	ended := s.nsEnded
+	s.mu.Unlock()
+	if ended {
+		return true // its init had exited before it was pinned: the namespace was empty (initEnded)
+	}
 	if pidNS == 0 {
 		s.log.Printf("settlement: the box's pid namespace is unknown")
 		return false
@@ -273,4 +282,28 @@ func ptrInt(p *int) any {
 		return nil
 	}
 	return *p
+}
+
+// initEnded reports whether the process pid, the init of a box's pid namespace, has exited: it
+// is gone (no pidfd can be opened) or a zombie. The kernel ends every other process of a pid
+// namespace before its init becomes a zombie (zap_pid_ns_processes), so the namespace is empty
+// then. A pid the kernel has given to another process since reads as running: not ended.
+func initEnded(pid int) bool {
+	fd, err := unix.PidfdOpen(pid, 0)
+	if errors.Is(err, unix.ESRCH) {
+		return true
+	}
+	if err != nil {
+		return false
+	}
+	defer unix.Close(fd)
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return errors.Is(err, fs.ErrNotExist) || errors.Is(err, unix.ESRCH)
+	}
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 || i+2 >= len(b) {
+		return false
+	}
+	return b[i+2] == 'Z' || b[i+2] == 'X'
 }

@@ -43,6 +43,7 @@ type server struct {
 	answering   sync.WaitGroup
 	acceptEnded chan struct{}
 	pidNSFile   *os.File // holds the box's pid namespace open, so its inode is not reused while settling
+	nsEnded     bool     // the box's PID 1 had exited before its namespaces were read (initEnded)
 	stdinCh     chan stdinItem
 
 	// mu guards what follows. What the shim's goroutines wait for (the box's exit, a client,

@@ -180,6 +180,15 @@ func (s *server) startBox(hold bool) error {
 	} else {
 		s.log.Printf("pin pid namespace of box %d: %v", pid, err)
 	}
+	if s.pidNSFile == nil && initEnded(box.NamespacePid()) {
+		// A box whose program ended before its namespaces could be read (the bwrap engine,
+		// which does not hold the program's start, under load): its PID 1 has exited, and the
+		// kernel had ended every other process of the namespace before (settle).
+		s.mu.Lock()
+		s.nsEnded = true
+		s.mu.Unlock()
+		s.log.Printf("the box's PID 1 (%d) had exited before its namespaces were read: its pid namespace is empty", box.NamespacePid())
+	}
 
 	// The top process is the init of the box's pid namespace (the native engine's box-init;
 	// not bwrap, whose top process is outside): once the shim has reaped it, the kernel has
