@@ -257,7 +257,8 @@ const treeListTimeout = 30 * time.Second
 // one, none of the workspace), no replace refs, and a timeout; at most maxIndexBytes of what
 // it prints is read.
 func lsTree(objects string, oid []byte, hashLen int) ([]treeItem, error) {
-	if _, err := hostprog.Find("git"); err != nil {
+	git, err := hostprog.Find("git")
+	if err != nil {
 		return nil, err
 	}
 	tmp, err := os.MkdirTemp("", "agentbox-tree-")
@@ -281,36 +282,88 @@ func lsTree(objects string, oid []byte, hashLen int) ([]treeItem, error) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), treeListTimeout)
 	defer cancel()
-	cmd := hostprog.Command(ctx, "git", "ls-tree", "-r", "-t", "-z", hex.EncodeToString(oid))
-	cmd.Dir = tmp
-	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + tmp, "GIT_DIR=" + tmp, "GIT_OBJECT_DIRECTORY=" + objects,
-		"GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null", "GIT_NO_REPLACE_OBJECTS=1",
-		"GIT_CEILING_DIRECTORIES=" + filepath.Dir(tmp), "LC_ALL=C"}
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	stdout, err := cmd.StdoutPipe()
+	run := func(stdin string, args ...string) ([]byte, error) {
+		// git under an address-space bound (the box wrote the objects: a tree that inflates to
+		// gigabytes must not cost the host that; review 21b), with its pack windows bounded to
+		// fit beneath it.
+		cmd := hostprog.Command(ctx, "sh", append([]string{"-c", `ulimit -v ` + strconv.Itoa(treeListMemKB) + ` && exec "$@"`, "sh", git.Path,
+			"-c", "core.packedGitWindowSize=32m", "-c", "core.packedGitLimit=256m", "-c", "core.deltaBaseCacheLimit=32m"}, args...)...)
+		cmd.Dir = tmp
+		cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + tmp, "GIT_DIR=" + tmp, "GIT_OBJECT_DIRECTORY=" + objects,
+			"GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null", "GIT_NO_REPLACE_OBJECTS=1",
+			"GIT_CEILING_DIRECTORIES=" + filepath.Dir(tmp), "LC_ALL=C"}
+		cmd.Stdin = strings.NewReader(stdin)
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		stdout, err := cmd.StdoutPipe()
+		if err != nil {
+			return nil, err
+		}
+		if err := cmd.Start(); err != nil {
+			return nil, err
+		}
+		b, rerr := io.ReadAll(io.LimitReader(stdout, maxIndexBytes+1))
+		if len(b) > maxIndexBytes {
+			cancel() // git is killed: its listing is not read
+			rerr = fmt.Errorf("git %s printed more than %d bytes", args[0], maxIndexBytes)
+		}
+		werr := cmd.Wait()
+		switch {
+		case rerr != nil:
+			return nil, rerr
+		case ctx.Err() != nil:
+			return nil, fmt.Errorf("git %s: %w", args[0], ctx.Err())
+		case werr != nil:
+			return nil, fmt.Errorf("git %s: %v: %s", args[0], werr, strings.TrimSpace(stderr.String()))
+		}
+		return b, nil
+	}
+	// git ls-tree lists the tree of a commit or a tag it is given, and a commit named as a
+	// folder's tree would go into the user's next commit as that folder (review 21b): the
+	// object and every tree beneath it must be trees.
+	id := hex.EncodeToString(oid)
+	kind, err := run("", "cat-file", "-t", id)
 	if err != nil {
 		return nil, err
 	}
-	if err := cmd.Start(); err != nil {
+	if k := strings.TrimSpace(string(kind)); k != "tree" {
+		return nil, fmt.Errorf("%s is a %s, not a tree", id, k)
+	}
+	b, err := run("", "ls-tree", "-r", "-t", "-z", id)
+	if err != nil {
 		return nil, err
 	}
-	b, rerr := io.ReadAll(io.LimitReader(stdout, maxIndexBytes+1))
-	if len(b) > maxIndexBytes {
-		cancel() // git is killed: its listing is not read
-		rerr = fmt.Errorf("git ls-tree printed more than %d bytes", maxIndexBytes)
+	items, err := parseLsTree(b, hashLen)
+	if err != nil {
+		return nil, err
 	}
-	werr := cmd.Wait()
-	switch {
-	case rerr != nil:
-		return nil, rerr
-	case ctx.Err() != nil:
-		return nil, fmt.Errorf("git ls-tree: %w", ctx.Err())
-	case werr != nil:
-		return nil, fmt.Errorf("git ls-tree: %v: %s", werr, strings.TrimSpace(stderr.String()))
+	var subtrees strings.Builder
+	n := 0
+	for _, it := range items {
+		if it.mode == 0o040000 {
+			fmt.Fprintf(&subtrees, "%x\n", it.oid)
+			n++
+		}
 	}
-	return parseLsTree(b, hashLen)
+	if n > 0 {
+		kinds, err := run(subtrees.String(), "cat-file", "--batch-check=%(objecttype)")
+		if err != nil {
+			return nil, err
+		}
+		for _, k := range strings.Split(strings.TrimSuffix(string(kinds), "\n"), "\n") {
+			if k != "tree" {
+				return nil, fmt.Errorf("a folder of %s is a %s, not a tree", id, k)
+			}
+		}
+		if c := strings.Count(string(kinds), "\n"); c != n {
+			return nil, fmt.Errorf("git cat-file answered %d of %d folders of %s", c, n, id)
+		}
+	}
+	return items, nil
 }
+
+// treeListMemKB bounds the address space of the git that lsTree runs (1 GiB, in KiB).
+const treeListMemKB = 1 << 20
 
 // parseLsTree reads the output of git ls-tree -z: per entry "MODE TYPE ID\tPATH\0".
 func parseLsTree(b []byte, hashLen int) ([]treeItem, error) {
