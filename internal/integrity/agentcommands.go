@@ -51,8 +51,9 @@ var (
 
 // agentCommands returns the command lines of an agent's configuration file name (JSON, JSONC
 // or TOML) with the text b: at any depth, each object's command keys (agentCommandKeys), the
-// one named "command" followed by the object's args, as one line each (the project's folder
-// as a variable read as ./: commandWords); none when it cannot be
+// one named "command" followed by the object's args, as one line each, after `cd CWD &&` when
+// the object names its folder (commandCwd) (the project's folder as a variable read as ./:
+// commandWords); none when it cannot be
 // read (the agent refuses it as well). Keys at other places than the agents' own (a
 // "command" in a permission rule) only pin more.
 func agentCommands(name string, b []byte) (out []string) {
@@ -88,6 +89,9 @@ func agentCommands(name string, b []byte) (out []string) {
 						line = append(line, commandWords(v[a])...)
 					}
 				}
+				if cwd := commandCwd(v); len(line) > 0 && len(cwd) > 0 {
+					line = append([]string{"cd", cwd[0], "&&"}, line...)
+				}
 				if len(line) > 0 {
 					out = append(out, strings.Join(line, " "))
 				}
@@ -105,10 +109,27 @@ func agentCommands(name string, b []byte) (out []string) {
 	return out
 }
 
+// commandCwd returns the words of the folder an object's command runs in, when it names one:
+// an MCP server's "cwd" (Gemini CLI, VS Code, Codex), a task's "options": {"cwd": …} (VS
+// Code), a hook's "cwd" (Copilot CLI); agentCommands reads the command line as `cd CWD && …`,
+// which hookPaths follows.
+func commandCwd(v map[string]any) []string {
+	c, ok := v["cwd"].(string)
+	if o, isMap := v["options"].(map[string]any); !ok && isMap {
+		c, ok = o["cwd"].(string)
+	}
+	if !ok || c == "" {
+		return nil
+	}
+	return commandWords(c)
+}
+
 // projectDir matches the variable an agent or an editor sets to the project's folder at the
 // head of a path ("$CLAUDE_PROJECT_DIR"/scripts/x.sh, ${workspaceFolder}/x.sh, as their
-// documentation writes a hook's or a task's script), with the quotes around it: read as ./.
-var projectDir = regexp.MustCompile(`"?\$\{?(CLAUDE_PROJECT_DIR|GEMINI_PROJECT_DIR|workspaceFolder|workspaceRoot)\}?"?/`)
+// documentation writes a hook's or a task's script), with the quotes around it, and the
+// shell's forms of the folder a command runs in ($PWD, ${PWD}, $(pwd), `pwd`) and of the
+// repository's top ($(git rev-parse --show-toplevel)): read as ./.
+var projectDir = regexp.MustCompile(`"?(\$\{?(CLAUDE_PROJECT_DIR|GEMINI_PROJECT_DIR|workspaceFolder|workspaceRoot|PWD)\}?|\$\(\s*pwd\s*\)|` + "`pwd`" + `|\$\(\s*git\s+rev-parse\s+--show-toplevel\s*\))"?/`)
 
 // commandWords returns the words of a command's value (a string, or an array of them: words),
 // the project's folder written as a variable read as ./ first (projectDir).

@@ -124,37 +124,89 @@ type hookPath struct {
 // node_modules) and names a file the hook runs: one after an interpreter (sh x, node x, . x),
 // one with a script's extension, or an executable file; absent, one after an interpreter, with
 // a script's extension, or ./NAME without an extension. A file the hook only reads
-// ([ -f ./package.json ], require("./package.json")) is not one.
+// ([ -f ./package.json ], require("./package.json")) is not one. A Python module run as
+// `python3 -m MOD` (or `uv run -m MOD`) names MOD with its dots as slashes, + .py and
+// /__main__.py, and the __init__.py of each package above it. After a `cd DIR` in the line
+// (`cd tools && sh mcp.sh`, an MCP server's cwd: agentCommands), a relative path is read from
+// DIR as well as from the top; the project's folder written as a variable or as the shell's
+// $PWD, $(pwd) or $(git rev-parse --show-toplevel) is read as ./ (projectDir).
 func (r *resolver) hookPaths(text string) []hookPath {
 	var out []hookPath
 	for _, line := range strings.Split(text, "\n") {
 		if strings.HasPrefix(strings.TrimSpace(line), "#") {
 			continue
 		}
-		ws := words(line)
+		ws := words(projectDir.ReplaceAllString(line, "./"))
+		dirs := []string{r.ws} // the folders a relative path is read from: the top, and a cd's
 		for i, w := range ws {
+			if i > 0 && ws[i-1] == "cd" && !strings.HasPrefix(w, "-") {
+				d := w
+				if !filepath.IsAbs(d) {
+					d = filepath.Join(dirs[len(dirs)-1], d)
+				}
+				if len(dirs) < 8 {
+					dirs = append(dirs, d)
+				} else {
+					dirs[len(dirs)-1] = d
+				}
+				continue
+			}
 			if filepath.IsAbs(w) || strings.HasPrefix(w, "-") || strings.Contains(w, "://") {
 				continue
 			}
 			run := i > 0 && slices.Contains(hookInterpreters, path.Base(ws[i-1]))
+			cands := []string{w}
+			if i > 1 && ws[i-1] == "-m" && slices.ContainsFunc(ws[:i-1], pythonRunner) {
+				cands = pythonModuleFiles(w)
+				run = true
+			}
 			script := slices.Contains(hookScriptExts, path.Ext(w))
 			if !strings.Contains(w, "/") && !script && !run {
 				continue
 			}
-			rel, ok := r.beneath(filepath.Join(r.ws, w))
-			if !ok || slices.Contains(strings.Split(rel, "/"), "node_modules") || r.pinnedBeneath(rel) {
-				continue
-			}
 			sourced := i > 0 && slices.Contains(hookSourcing, ws[i-1])
-			k, err := r.fs.kind(rel)
-			switch {
-			case err != nil:
-			case k == KindFile && (run || script || executable(filepath.Join(r.ws, rel))):
-				out = append(out, hookPath{rel, sourced})
-			case k == KindAbsent && (run || script || strings.HasPrefix(w, "./") && path.Ext(w) == ""):
-				out = append(out, hookPath{rel, sourced})
+			for _, d := range dirs {
+				for _, c := range cands {
+					rel, ok := r.beneath(filepath.Join(d, c))
+					if !ok || slices.Contains(strings.Split(rel, "/"), "node_modules") || r.pinnedBeneath(rel) {
+						continue
+					}
+					k, err := r.fs.kind(rel)
+					switch {
+					case err != nil:
+					case k == KindFile && (run || script || executable(filepath.Join(r.ws, rel))):
+						out = append(out, hookPath{rel, sourced})
+					case k == KindAbsent && (run || script || strings.HasPrefix(w, "./") && path.Ext(w) == ""):
+						out = append(out, hookPath{rel, sourced})
+					}
+				}
 			}
 		}
+	}
+	return out
+}
+
+// pythonRunner reports whether the word w runs Python with its -m: python, python3, python3.12,
+// or uv (uv run -m MOD).
+func pythonRunner(w string) bool {
+	b := path.Base(w)
+	return b == "uv" || b == "python" || strings.HasPrefix(b, "python3")
+}
+
+// pythonModuleFiles returns the files `python -m mod` runs for the module name mod
+// (pkg.tool): pkg/tool.py, pkg/tool/__main__.py, and pkg/__init__.py (and
+// pkg/tool/__init__.py), which the import runs first; none for a name that is no module's.
+func pythonModuleFiles(mod string) []string {
+	parts := strings.Split(mod, ".")
+	for _, p := range parts {
+		if p == "" || strings.ContainsAny(p, "/:@") {
+			return nil
+		}
+	}
+	f := strings.Join(parts, "/")
+	out := []string{f + ".py", f + "/__main__.py", f + "/__init__.py"}
+	for i := 1; i < len(parts); i++ {
+		out = append(out, strings.Join(parts[:i], "/")+"/__init__.py")
 	}
 	return out
 }

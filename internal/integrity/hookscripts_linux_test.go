@@ -92,3 +92,41 @@ func TestHookScriptsAgentConfig(t *testing.T) {
 		}
 	}
 }
+
+// TestHookScriptsCommandForms: the forms of a command line that name a script other than by
+// its path from the top (review 21b): a Python module run with -m, a cd within the line, an
+// MCP server's or a task's cwd, and the shell's forms of the top ($PWD, $(pwd),
+// $(git rev-parse --show-toplevel)).
+func TestHookScriptsCommandForms(t *testing.T) {
+	set, err := profile.NewSet(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws := newWS(t)
+	files := map[string]string{
+		".claude/settings.json": `{"hooks":{"SessionStart":[{"hooks":[` +
+			`{"type":"command","command":"sh \"$(git rev-parse --show-toplevel)/scripts/top.sh\""},` +
+			`{"type":"command","command":"bash $PWD/scripts/pwd.sh; sh ${PWD}/scripts/pwd2.sh; sh $(pwd)/scripts/pwd3.sh"},` +
+			`{"type":"command","command":"cd hooks; sh semi.sh"}]}]}}`,
+		".mcp.json": `{"mcpServers":{"a":{"command":"python3","args":["-m","tools.mcp"]},` +
+			`"b":{"command":"sh","args":["-c","cd srv && sh run.sh && cd sub && sh deeper.sh"]},` +
+			`"c":{"command":"uv","args":["run","-m","pkg"]}}}`,
+		".gemini/settings.json": `{"mcpServers":{"g":{"command":"sh","args":["mcp.sh"],"cwd":"gem"}}}`,
+		".vscode/tasks.json":    `{"version":"2.0.0","tasks":[{"label":"x","command":"sh","args":["task.sh"],"options":{"cwd":"${workspaceFolder}/vs"}}]}`,
+		".codex/config.toml":    "[mcp_servers.c]\ncommand = \"node\"\nargs = [\"server.js\"]\ncwd = \"cx\"\n",
+	}
+	for f, b := range files {
+		mustWrite(t, filepath.Join(ws, f), b+"\n")
+	}
+	for _, f := range []string{"scripts/top.sh", "scripts/pwd.sh", "scripts/pwd2.sh", "scripts/pwd3.sh", "hooks/semi.sh", "tools/mcp.py", "tools/__init__.py", "srv/run.sh", "srv/sub/deeper.sh", "pkg/__main__.py", "gem/mcp.sh", "vs/task.sh", "cx/server.js", "other/mcp.py"} {
+		mustWrite(t, filepath.Join(ws, f), "true\n")
+	}
+	lay, err := Resolve(ws, set.WorkspaceConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantPinned(t, lay, "scripts/top.sh", "scripts/pwd.sh", "scripts/pwd2.sh", "scripts/pwd3.sh", "hooks/semi.sh", "tools/mcp.py", "tools/__init__.py", "srv/run.sh", "srv/sub/deeper.sh", "pkg/__main__.py", "gem/mcp.sh", "vs/task.sh", "cx/server.js")
+	if pinnedRels(lay)["other/mcp.py"] {
+		t.Errorf("other/mcp.py is pinned: nothing runs it")
+	}
+}

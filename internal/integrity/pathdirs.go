@@ -7,8 +7,10 @@ import (
 	"slices"
 )
 
-// maxPathDirEntries bounds the entries pathDirsChanged looks at in each folder.
-const maxPathDirEntries = 100_000
+// pathDirBatch is how many names pathDirsChanged reads from a folder at a time: it reads them
+// all, in batches, so that a folder padded with names never hides one past a bound (review
+// 21b: a bin/git listed past the 100 000th name was never looked at).
+const pathDirBatch = 4096
 
 // pathDirInodes returns the inode of each folder of dirs (workspace-relative) beneath ws, not
 // followed (0 for one that is absent or no folder).
@@ -42,7 +44,7 @@ func pathCommand(fi os.FileInfo) bool {
 // file without an execute bit is left as work (the box cannot set the bit once it has
 // ended); .git and what the launch's checks moved aside, unchanged since, are passed over.
 // A path that is no longer a folder (a symlink, a file) is taken itself when the launch
-// made it.
+// made it. Every name of the folder is read, however many (pathDirBatch at a time).
 func (s *State) pathDirsChanged(since int64) []string {
 	var out []string
 	for _, d := range slices.Sorted(maps.Keys(s.PathDirs)) {
@@ -63,25 +65,30 @@ func (s *State) pathDirsChanged(since int64) []string {
 		if err != nil {
 			continue
 		}
-		names, _ := f.Readdirnames(maxPathDirEntries)
-		f.Close()
-		for _, n := range names {
-			rel := filepath.Join(d, n)
-			if rel == ".git" || filepath.Base(rel) == ".git" {
-				continue
+		for {
+			names, err := f.Readdirnames(pathDirBatch)
+			for _, n := range names {
+				rel := filepath.Join(d, n)
+				if rel == ".git" || filepath.Base(rel) == ".git" {
+					continue
+				}
+				fi, err := os.Lstat(filepath.Join(p, n))
+				if err != nil || !pathCommand(fi) {
+					continue
+				}
+				_, _, c := identity(fi)
+				if moved, ok := s.Aside[filepath.Join(p, n)]; ok && c <= moved {
+					continue
+				}
+				if whole || c >= since {
+					out = append(out, rel)
+				}
 			}
-			fi, err := os.Lstat(filepath.Join(p, n))
-			if err != nil || !pathCommand(fi) {
-				continue
-			}
-			_, _, c := identity(fi)
-			if moved, ok := s.Aside[filepath.Join(p, n)]; ok && c <= moved {
-				continue
-			}
-			if whole || c >= since {
-				out = append(out, rel)
+			if err != nil || len(names) == 0 {
+				break
 			}
 		}
+		f.Close()
 	}
 	return out
 }

@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -140,6 +141,12 @@ func runClaudeUntil(t *testing.T, bin, ws, home string, markers ...string) strin
 // runAgentUntil runs argv unboxed in ws as runClaudeUntil does.
 func runAgentUntil(t *testing.T, argv []string, ws, home string, markers ...string) string {
 	t.Helper()
+	return runAgentUntilEnv(t, argv, nil, ws, home, markers...)
+}
+
+// runAgentUntilEnv is runAgentUntil with the variables env added to the agent's environment.
+func runAgentUntilEnv(t *testing.T, argv, env []string, ws, home string, markers ...string) string {
+	t.Helper()
 	if err := os.MkdirAll(home, 0o700); err != nil {
 		t.Fatal(err)
 	}
@@ -149,12 +156,18 @@ func runAgentUntil(t *testing.T, argv []string, ws, home string, markers ...stri
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + home, "LANG=C.UTF-8",
 		"ANTHROPIC_BASE_URL=http://127.0.0.1:9", "ANTHROPIC_API_KEY=sk-ant-test",
 		"DISABLE_AUTOUPDATER=1", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1"}
+	cmd.Env = append(cmd.Env, env...)
 	cmd.Stdout, cmd.Stderr = &out, &out
+	// A group of its own, killed whole: an agent that runs itself again in a child (Gemini
+	// CLI) leaves that child holding the output open, and Wait waited for it (minutes).
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	kill := func() { syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	done := make(chan struct{})
 	go func() { cmd.Wait(); close(done) }()
+	defer kill() // what the agent started and left
 	deadline := time.After(60 * time.Second)
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
@@ -163,14 +176,14 @@ func runAgentUntil(t *testing.T, argv []string, ws, home string, markers ...stri
 		case <-done:
 			return out.String()
 		case <-deadline:
-			cmd.Process.Kill()
+			kill()
 			<-done
 			return out.String()
 		case <-tick.C:
 			for _, m := range markers {
 				if _, err := os.Lstat(m); err == nil {
 					time.Sleep(300 * time.Millisecond) // the hook's command finishes
-					cmd.Process.Kill()
+					kill()
 					<-done
 					return out.String()
 				}
