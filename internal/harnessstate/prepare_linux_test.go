@@ -417,14 +417,8 @@ func TestPrepareClaudeLegacyConfig(t *testing.T) {
 // agentbox's boxes left (the trust they were given, their counters) is carried once, through
 // the same allowlist, and removed; a link left there is not followed.
 func TestPrepareClaudeFormerCopy(t *testing.T) {
-	set, err := profile.NewSet(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := set.Get("claude")
 	const ws = "/w"
-	home, root := t.TempDir(), t.TempDir()
-	dir := Dir(root, "claude", ws)
+	p, home, dir := builtinState(t, "claude", ws)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		t.Fatal(err)
 	}
@@ -481,14 +475,8 @@ func TestPrepareClaudeFormerCopy(t *testing.T) {
 // replace removed the file and tried again, so the next launch synthesized it from the host
 // alone and what the box had saved there (its trust and onboarding) was lost.
 func TestPrepareFailedWriteKeepsBoxCopy(t *testing.T) {
-	set, err := profile.NewSet(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := set.Get("claude")
 	const ws = "/w"
-	home, root := t.TempDir(), t.TempDir()
-	dir := Dir(root, "claude", ws)
+	p, home, dir := builtinState(t, "claude", ws)
 	if _, err := Prepare(dir, p, home, ws); err != nil {
 		t.Fatal(err)
 	}
@@ -522,4 +510,15 @@ func TestPrepareFailedWriteKeepsBoxCopy(t *testing.T) {
 	if names, _ := filepath.Glob(filepath.Join(dir, ".claude", ".*.tmp-*")); len(names) > 0 {
 		t.Errorf("temporary files left: %v", names)
 	}
+}
+
+// builtinState returns the built-in profile id, a home folder and the state directory of its
+// boxes of workspace ws, both empty (for Prepare).
+func builtinState(t *testing.T, id, ws string) (p *profile.Profile, home, dir string) {
+	t.Helper()
+	set, err := profile.NewSet(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return set.Get(id), t.TempDir(), Dir(t.TempDir(), id, ws)
 }

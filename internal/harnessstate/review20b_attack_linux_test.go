@@ -7,8 +7,6 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/agentbox/agentbox/internal/profile"
 )
 
 // TestAttackClaudeConfigSwappedByRunningBox (review 20b): since 648cf80 the box-owned
@@ -23,14 +21,8 @@ import (
 // real one). Want: a later launch is prepared (the file made again) whatever a running box
 // leaves there; got: Prepare fails, so the launch fails, for as long as the box runs.
 func TestAttackClaudeConfigSwappedByRunningBox(t *testing.T) {
-	set, err := profile.NewSet(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := set.Get("claude")
 	const ws = "/w"
-	home, root := t.TempDir(), t.TempDir()
-	dir := Dir(root, "claude", ws)
+	p, home, dir := builtinState(t, "claude", ws)
 	if _, err := Prepare(dir, p, home, ws); err != nil {
 		t.Fatal(err)
 	}

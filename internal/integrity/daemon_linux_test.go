@@ -749,12 +749,7 @@ func TestProposedChangesApply(t *testing.T) {
 // proposed changes).
 func TestProposedChangesToExistingFiles(t *testing.T) {
 	t.Parallel()
-	for _, eng := range []string{"native", "bwrap"} {
-		t.Run(eng, func(t *testing.T) {
-			t.Parallel()
-			proposedChangesToExistingFiles(t, eng)
-		})
-	}
+	onBothEngines(t, proposedChangesToExistingFiles)
 }
 
 func proposedChangesToExistingFiles(t *testing.T, eng string) {
@@ -953,12 +948,7 @@ func newEngineDaemonEnv(t testing.TB, eng string) *daemonEnv {
 // stash failed to unlink it), and an in-place edit is kept as before.
 func TestStagedSaveByRename(t *testing.T) {
 	t.Parallel()
-	for _, eng := range []string{"native", "bwrap"} {
-		t.Run(eng, func(t *testing.T) {
-			t.Parallel()
-			stagedSaveByRename(t, eng)
-		})
-	}
+	onBothEngines(t, stagedSaveByRename)
 }
 
 func stagedSaveByRename(t *testing.T, eng string) {
@@ -1079,5 +1069,15 @@ sleep 0.5`)
 	}
 	if b, _ := os.ReadFile(filepath.Join(e.work, ".git", "config")); string(b) != string(hostConfig) {
 		t.Errorf("the host's .git/config changed during the box:\n%s", b)
+	}
+}
+
+// onBothEngines runs f as a parallel subtest for each engine (its name the engine's).
+func onBothEngines(t *testing.T, f func(t *testing.T, eng string)) {
+	for _, eng := range []string{"native", "bwrap"} {
+		t.Run(eng, func(t *testing.T) {
+			t.Parallel()
+			f(t, eng)
+		})
 	}
 }

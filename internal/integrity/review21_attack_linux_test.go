@@ -219,33 +219,42 @@ func TestAttackClaudeHookScript(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
-			e := newDaemonEnv(t)
-			repo(t, e.work)
-			user, touchUser := e.marker("user-script")
-			for f, b := range c.config {
-				write(t, filepath.Join(e.work, f), b+"\n")
-			}
-			write(t, filepath.Join(e.work, c.script), touchUser+"\n")
-			git(t, e.work, "add", "-A")
-			git(t, e.work, "commit", "-q", "-m", "claude configuration")
-			home := filepath.Join(e.root, "claude-home")
-			first := runClaudeUntil(t, bin, e.work, home, user)
-			if _, err := os.Lstat(user); err != nil {
-				t.Fatalf("the host's Claude Code did not run the user's %s (the test proves nothing):\n%s", c.script, first)
-			}
-			os.Remove(user)
-			mark, touch := e.marker("box-script")
-			out := e.boxPlant(fmt.Sprintf(`printf '%%s\n' '%s' > %s && echo planted`, touch, c.script))
-			if !strings.Contains(out, "planted") {
-				t.Fatalf("the plant did not complete (the test would prove nothing):\n%s", out)
-			}
-			if _, err := os.Lstat(mark); err == nil {
-				t.Fatalf("the box created the host's marker itself: the test cannot tell host from box\n%s", out)
-			}
-			cc := runClaudeUntil(t, bin, e.work, home, mark, user)
-			notRun(t, mark, "the host's unboxed Claude Code (claude -p, at its start: sh "+c.script+"):\n"+cc, out)
+			hostClaudeRunsBoxScript(t, bin, c.config, c.script, func(touch string) string { return touch })
 		})
 	}
+}
+
+// hostClaudeRunsBoxScript is the attack of the tests on scripts an agent's protected
+// configuration runs: config (committed, protected) runs script, whose content body(touch)
+// makes a marker; the host's unboxed Claude Code (bin) runs the user's script first (else the
+// test proves nothing); a box rewrites the script as ordinary work; the host's next unboxed
+// claude -p must not run the box's.
+func hostClaudeRunsBoxScript(t *testing.T, bin string, config map[string]string, script string, body func(touch string) string) {
+	e := newDaemonEnv(t)
+	repo(t, e.work)
+	user, touchUser := e.marker("user-script")
+	for f, b := range config {
+		write(t, filepath.Join(e.work, f), b+"\n")
+	}
+	write(t, filepath.Join(e.work, script), body(touchUser)+"\n")
+	git(t, e.work, "add", "-A")
+	git(t, e.work, "commit", "-q", "-m", "claude configuration")
+	home := filepath.Join(e.root, "claude-home")
+	first := runClaudeUntil(t, bin, e.work, home, user)
+	if _, err := os.Lstat(user); err != nil {
+		t.Fatalf("the host's Claude Code did not run the user's %s (the test proves nothing):\n%s", script, first)
+	}
+	os.Remove(user)
+	mark, touch := e.marker("box-script")
+	out := e.boxPlant(fmt.Sprintf(`printf '%%s\n' '%s' > %s && echo planted`, body(touch), script))
+	if !strings.Contains(out, "planted") {
+		t.Fatalf("the plant did not complete (the test would prove nothing):\n%s", out)
+	}
+	if _, err := os.Lstat(mark); err == nil {
+		t.Fatalf("the box created the host's marker itself: the test cannot tell host from box\n%s", out)
+	}
+	cc := runClaudeUntil(t, bin, e.work, home, mark, user)
+	notRun(t, mark, "the host's unboxed Claude Code (claude -p, at its start: "+script+"):\n"+cc, out)
 }
 
 // TestAttackDirenvPathAdd (review 21): the user's allowed .envrc puts a folder of the project

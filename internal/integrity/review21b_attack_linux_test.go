@@ -52,31 +52,7 @@ func TestAttackAgentCommandForms(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
-			e := newDaemonEnv(t)
-			repo(t, e.work)
-			user, touchUser := e.marker("user-script")
-			for f, b := range c.config {
-				write(t, filepath.Join(e.work, f), b+"\n")
-			}
-			write(t, filepath.Join(e.work, c.script), c.body(touchUser)+"\n")
-			git(t, e.work, "add", "-A")
-			git(t, e.work, "commit", "-q", "-m", "claude configuration")
-			home := filepath.Join(e.root, "claude-home")
-			first := runClaudeUntil(t, bin, e.work, home, user)
-			if _, err := os.Lstat(user); err != nil {
-				t.Fatalf("the host's Claude Code did not run the user's %s (the test proves nothing):\n%s", c.script, first)
-			}
-			os.Remove(user)
-			mark, touch := e.marker("box-script")
-			out := e.boxPlant(fmt.Sprintf(`printf '%%s\n' '%s' > %s && echo planted`, c.body(touch), c.script))
-			if !strings.Contains(out, "planted") {
-				t.Fatalf("the plant did not complete (the test would prove nothing):\n%s", out)
-			}
-			if _, err := os.Lstat(mark); err == nil {
-				t.Fatalf("the box created the host's marker itself: the test cannot tell host from box\n%s", out)
-			}
-			cc := runClaudeUntil(t, bin, e.work, home, mark, user)
-			notRun(t, mark, "the host's unboxed Claude Code (claude -p, at its start: "+c.script+"):\n"+cc, out)
+			hostClaudeRunsBoxScript(t, bin, c.config, c.script, c.body)
 		})
 	}
 }
