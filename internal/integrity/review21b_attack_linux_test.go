@@ -60,7 +60,7 @@ func TestAttackAgentCommandForms(t *testing.T) {
 // TestAttackPathDirPastBound (review 21b): the check at exit takes into the proposed changes
 // what a PATH search runs that the launch left in a folder the allowed .envrc puts on PATH
 // (State.pathDirsChanged, review 21's fix of TestAttackDirenvPathAdd), but looks at only the
-// first maxPathDirEntries (100 000) names of the folder, in the order the file system lists
+// first 100 000 names (maxPathDirEntries, since removed: every name is read now) of the folder, in the order the file system lists
 // them, and says nothing of the rest. The box sees the same order (the same folder, the same
 // file system): it adds an executable bin/git, then empty files until git is listed past the
 // 100 000th name, and the check at exit never looks at it. The host's git, in the shell direnv

@@ -319,22 +319,10 @@ func gitEnv(t *testing.T, rm *gitRemote, allow, push []string) *Env {
 // registered after NewEnv, so it runs before the environment is removed.
 func logDaemonOnFailure(t *testing.T, e *Env) {
 	t.Cleanup(func() {
-		if !t.Failed() {
-			return
-		}
-		logs, _ := filepath.Glob(filepath.Join(e.State, "*", "daemon.log"))
-		for _, l := range logs {
-			b, _ := os.ReadFile(l)
-			var keep []string
-			for _, line := range strings.Split(string(b), "\n") {
-				if strings.Contains(line, "relay") || strings.Contains(line, "git") || strings.Contains(line, "session") {
-					keep = append(keep, line)
-				}
-			}
-			if len(keep) > 80 {
-				keep = keep[len(keep)-80:]
-			}
-			t.Logf("%s (relay lines, last 80):\n%s", l, strings.Join(keep, "\n"))
+		if t.Failed() {
+			e.logDaemonTail(80, func(line string) bool {
+				return strings.Contains(line, "relay") || strings.Contains(line, "git") || strings.Contains(line, "session")
+			})
 		}
 	})
 }

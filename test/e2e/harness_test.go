@@ -120,7 +120,7 @@ func NewEnv(t *testing.T) *Env {
 // Close stops every box of the environment, then its daemon, and removes its directories.
 func (e *Env) Close() {
 	if e.t.Failed() {
-		e.logDaemonTail(60)
+		e.logDaemonTail(60, nil)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -138,13 +138,18 @@ func (e *Env) Close() {
 	os.RemoveAll(e.Root)
 }
 
-// logDaemonTail logs the last n lines of the environment's daemon log (a failed test's
-// context in CI, where the environment is removed afterwards).
-func (e *Env) logDaemonTail(n int) {
+// logDaemonTail logs the last n lines of the environment's daemon log that keep accepts (all
+// when keep is nil): a failed test's context in CI, where the environment is removed afterwards.
+func (e *Env) logDaemonTail(n int, keep func(line string) bool) {
 	logs, _ := filepath.Glob(filepath.Join(e.State, "*", "daemon.log"))
 	for _, l := range logs {
 		b, _ := os.ReadFile(l)
-		lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+		var lines []string
+		for _, line := range strings.Split(strings.TrimRight(string(b), "\n"), "\n") {
+			if keep == nil || keep(line) {
+				lines = append(lines, line)
+			}
+		}
 		if len(lines) > n {
 			lines = lines[len(lines)-n:]
 		}
