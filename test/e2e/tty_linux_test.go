@@ -259,7 +259,7 @@ func TestTerminal(t *testing.T) {
 		t.Parallel()
 		e := NewEnv(t)
 		m := e.Tmux(t)
-		tag := m.Start(`run sh -- -c 'trap "echo got-int; exit 3" INT; echo ready-$((2+2)); sleep 100'`)
+		tag := m.Start(`run sh -- -c 'trap "echo got-int; exit 3" INT; echo ready-$((2+2)); while :; do sleep 0.05; done'`)
 		m.WaitFor("ready-4")
 		m.Keys("C-c")
 		if got := m.Wait(tag); got != 3 {

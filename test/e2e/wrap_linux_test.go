@@ -21,12 +21,15 @@ import (
 )
 
 // fakeAgent is a stand-in for a managed agent (a generic-profile program): it says which user
-// namespace it runs in, then acts on its first argument.
+// namespace it runs in, then acts on its first argument. "trap" waits in short sleeps: dash runs
+// a trap between commands, so a Ctrl+C that reaches the shell before it forks a long sleep (and
+// so misses the sleep) would be acted on only when that sleep ends (TestWrapTerminal/CtrlC
+// failed so in CI, as abuser).
 const fakeAgent = `#!/bin/sh
 echo "fakeagent-userns=$(readlink /proc/self/ns/user)"
 case "$1" in
 exit) exit "$2" ;;
-trap) trap 'echo got-int; exit 3' INT; echo ready-$((2+2)); sleep 100 ;;
+trap) trap 'echo got-int; exit 3' INT; echo ready-$((2+2)); while :; do sleep 0.05; done ;;
 size) echo size1=$(stty size); read x; echo size2=$(stty size) ;;
 wait) sleep 1000 & wait ;;
 esac
