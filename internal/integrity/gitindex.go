@@ -381,8 +381,10 @@ type gitIndex struct {
 	path string // the index file
 	top  string // its work tree
 	// rel is top relative to the workspace, with a trailing slash ("" for the workspace).
-	rel     string
-	b       []byte
+	rel string
+	b   []byte
+	// mtime is the modification time of the index file b was read from (zero: unknown).
+	mtime   time.Time
 	entries []indexEntry
 	exts    []indexExtension
 	hashLen int
@@ -450,7 +452,7 @@ func readIndexes(ws string, tops []string, fn func(ix *gitIndex, err error)) []s
 		}
 		ix.hashLen = repoIDLen(ws, filepath.Dir(p))
 		var err error
-		ix.b, _, ix.entries, ix.exts, err = readIndex(ws, p, ix.hashLen)
+		ix.b, ix.mtime, ix.entries, ix.exts, err = readIndex(ws, p, ix.hashLen)
 		if errors.Is(err, os.ErrNotExist) {
 			continue
 		}
@@ -1158,7 +1160,7 @@ func (s *State) verifyCacheTrees(dirs []string) []Transition {
 			continue
 		}
 		ix := &gitIndex{path: p, top: d, hashLen: repoIDLen(s.Workspace, filepath.Dir(p))}
-		ix.b, _, ix.entries, ix.exts, err = readIndex(s.Workspace, p, ix.hashLen)
+		ix.b, ix.mtime, ix.entries, ix.exts, err = readIndex(s.Workspace, p, ix.hashLen)
 		if tr, ok := s.asideUnchecked(p, err); ok {
 			// Its cache tree cannot be checked against entries the check cannot read, and git
 			// reads them: before, it stayed while the box ran (a shared index behind an

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -95,36 +96,38 @@ func editIndex(ws, path string, ed indexEdit, beside bool) (indexEdited, error) 
 }
 
 // readIndex reads the index at path (beneath ws, no symlink followed): its start (readIndexHead),
-// its size, its entries and extensions (indexContentsAt).
-func readIndex(ws, path string, hashLen int) ([]byte, int64, []indexEntry, []indexExtension, error) {
+// the modification time of the file it read (git's racy-clean rule compares the entries with
+// the time of the index that holds them, not of one written since), its entries and extensions
+// (indexContentsAt).
+func readIndex(ws, path string, hashLen int) ([]byte, time.Time, []indexEntry, []indexExtension, error) {
 	f, err := openRegular(ws, path, 0, unix.RESOLVE_BENEATH|unix.RESOLVE_NO_MAGICLINKS)
 	if err != nil {
-		return nil, 0, nil, nil, err
+		return nil, time.Time{}, nil, nil, err
 	}
 	defer f.Close()
 	fi, err := f.Stat()
 	if err != nil {
-		return nil, 0, nil, nil, err
+		return nil, time.Time{}, nil, nil, err
 	}
 	head, err := readIndexHead(f, fi.Size(), hashLen)
 	if err != nil {
-		return nil, 0, nil, nil, err
+		return nil, time.Time{}, nil, nil, err
 	}
 	es, exts, err := indexContentsAt(head, fi.Size(), f, hashLen)
 	if err != nil {
-		return nil, 0, nil, nil, err
+		return nil, time.Time{}, nil, nil, err
 	}
 	// A split index: the entries git sees, as one ordinary index; its own extensions stand
 	// (the check names them when it removes them).
 	whole, split, err := readSplit(head, fi.Size(), f, es, exts, hashLen, sharedIndex(ws, path))
 	if err != nil {
-		return nil, 0, nil, nil, fmt.Errorf("%w: %w", errSplitIndex, err)
+		return nil, time.Time{}, nil, nil, fmt.Errorf("%w: %w", errSplitIndex, err)
 	}
 	if !split {
-		return head, fi.Size(), es, exts, nil
+		return head, fi.ModTime(), es, exts, nil
 	}
 	es, _, err = indexContents(whole, hashLen)
-	return whole, int64(len(whole)), es, exts, err
+	return whole, fi.ModTime(), es, exts, err
 }
 
 // readIndexRange reads bytes [start, end) of the index at path (beneath ws, no symlink
@@ -211,9 +214,18 @@ func staleEntries(ws string, ix *gitIndex, since int64) []staleEntry {
 		return nil
 	}
 	defer unix.Close(wfd)
-	var ist unix.Stat_t
-	if unix.Stat(ix.path, &ist) != nil {
-		return nil
+	// The time of the index whose entries are compared: the box's git may have written another
+	// since they were read, and its newer time made git's racily clean entries (an
+	// edit-add-commit loop's, the same size in the same second) look trusted, so the check took
+	// them for forged and edited the index under git's lock while the box's git worked
+	// (TestBoxGitNeverMeetsTheCheckLock failed so in CI, as the ordinary user).
+	ist := ix.mtime
+	if ist.IsZero() {
+		var st unix.Stat_t
+		if unix.Stat(ix.path, &st) != nil {
+			return nil
+		}
+		ist = time.Unix(st.Mtim.Unix())
 	}
 	var out []staleEntry
 	var z objectHasher
@@ -228,7 +240,7 @@ func staleEntries(ws string, ix *gitIndex, since int64) []staleEntry {
 		var st unix.Stat_t
 		if unix.Fstatat(wfd, rel, &st, unix.AT_SYMLINK_NOFOLLOW) != nil || st.Mode&unix.S_IFMT != typ ||
 			st.Ctim.Nano() < since || uint32(st.Mtim.Sec) != statField(ix.b, e, 2) || uint32(st.Size) != statField(ix.b, e, 9) ||
-			ist.Mtim.Sec < st.Mtim.Sec {
+			ist.Unix() < st.Mtim.Sec {
 			continue
 		}
 		// An index of the file's second: git built without USE_NSEC (Debian's) takes the entry
@@ -237,7 +249,7 @@ func staleEntries(ws string, ix *gitIndex, since int64) []staleEntry {
 		// nanoseconds are the file's (forged, or a file git staged as it is) can pass for
 		// unchanged then. An agent's edit-add-commit loop met this at every check, each an
 		// alert and a moment under git's lock (TestBoxGitNeverMeetsTheCheckLock).
-		if ist.Mtim.Sec == st.Mtim.Sec && statField(ix.b, e, 3) != uint32(st.Mtim.Nsec) && !minimal {
+		if ist.Unix() == st.Mtim.Sec && statField(ix.b, e, 3) != uint32(st.Mtim.Nsec) && !minimal {
 			continue
 		}
 		if entryDiffers(&z, wfd, rel, typ, e, ix.hashLen) {

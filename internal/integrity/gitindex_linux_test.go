@@ -948,3 +948,58 @@ func TestIndexSameSecondEntry(t *testing.T) {
 		})
 	}
 }
+
+// TestIndexRewrittenAfterRead: the entries are judged by the time of the index they were read
+// from. A box's edit-add-commit loop writes a new index between the check's read and its look
+// at the files; that index's later second (the time git compares the files with) made the read
+// entry of a file edited in the same second as its staging look trusted, and the check took it
+// for forged, alerted, and took git's lock to clear it while the box's git worked
+// (TestBoxGitNeverMeetsTheCheckLock failed so in CI, as the ordinary user: "fails=4").
+func TestIndexRewrittenAfterRead(t *testing.T) {
+	t.Parallel()
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("no git")
+	}
+	ws, _ := filepath.EvalSymlinks(t.TempDir())
+	git := func(args ...string) string { return gitIn(ws, "", false, args...) }
+	git("init", "-q", ws)
+	f, index := filepath.Join(ws, "loop.txt"), filepath.Join(ws, ".git/index")
+	mustWrite(t, f, "12\n")
+	git("add", ".")
+	git("commit", "-qm", "init")
+	since := time.Now().UnixNano()
+	sec := time.Now().Add(-time.Hour).Truncate(time.Second)
+	// staged at .1 of the second, the index written at .5, the file edited at .2 (its edit
+	// comes before the next git add: in the same second, git compares the content)
+	if err := os.Chtimes(f, sec.Add(100*time.Millisecond), sec.Add(100*time.Millisecond)); err != nil {
+		t.Fatal(err)
+	}
+	forgeIndexStat(t, index, "loop.txt", f)
+	if err := os.Chtimes(index, sec.Add(500*time.Millisecond), sec.Add(500*time.Millisecond)); err != nil {
+		t.Fatal(err)
+	}
+	ix := &gitIndex{path: index, top: ws, hashLen: 20}
+	var err error
+	if ix.b, ix.mtime, ix.entries, ix.exts, err = readIndex(ws, index, 20); err != nil {
+		t.Fatal(err)
+	}
+	mustWrite(t, f, "13\n")
+	at := sec.Add(200 * time.Millisecond)
+	if err := os.Chtimes(f, at, at); err != nil {
+		t.Fatal(err)
+	}
+	// The box's git writes the next index, a second later.
+	if err := os.Chtimes(index, sec.Add(1500*time.Millisecond), sec.Add(1500*time.Millisecond)); err != nil {
+		t.Fatal(err)
+	}
+	if got := staleEntries(ws, ix, since); len(got) != 0 {
+		t.Errorf("entries taken for forged: %v; the index they were read from is of the file's second, where git compares the content", got)
+	}
+	// The same entries read from the index of the later second are trusted by git: forged.
+	if ix.b, ix.mtime, ix.entries, ix.exts, err = readIndex(ws, index, 20); err != nil {
+		t.Fatal(err)
+	}
+	if got := staleEntries(ws, ix, since); len(got) != 1 || got[0].name != "loop.txt" {
+		t.Errorf("entries taken for forged: %v, want loop.txt (its stat data trusted by the index's time)", got)
+	}
+}

@@ -5,6 +5,7 @@ package integrity
 import (
 	"errors"
 	"os"
+	"time"
 )
 
 var errOutside = errors.New("leads out of the workspace")
@@ -36,8 +37,8 @@ func readIndexRange(ws, path string, start, end int) ([]byte, error) {
 	return nil, ErrNotSupported
 }
 
-func readIndex(ws, path string, hashLen int) ([]byte, int64, []indexEntry, []indexExtension, error) {
-	return nil, 0, nil, nil, ErrNotSupported
+func readIndex(ws, path string, hashLen int) ([]byte, time.Time, []indexEntry, []indexExtension, error) {
+	return nil, time.Time{}, nil, nil, ErrNotSupported
 }
 
 type staleEntry struct{ name, sig string }
