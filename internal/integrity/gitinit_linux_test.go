@@ -116,18 +116,17 @@ func TestAttackGitInitInBox(t *testing.T) {
 		moved, needle string
 	}{
 		{name: "fsmonitor-include", moved: ".git/config", needle: "fsmonitor", plant: func(touch string) string {
-			return fmt.Sprintf(`git config core.fsmonitor "%s.fsmonitor; false"
-printf '[core]\n\tpager = "%s.pager; cat"\n' > inc.cfg
+			return fmt.Sprintf(`git config core.fsmonitor "%s.fsmonitor; false" && printf '[core]\n\tpager = "%s.pager; cat"\n' > inc.cfg &&
 git config include.path ../inc.cfg`, touch, touch)
 		}},
 		{name: "hook", moved: ".git/hooks/pre-commit", needle: ".hook", plant: func(touch string) string {
-			return fmt.Sprintf(`printf '#!/bin/sh\n%s.hook\n' > .git/hooks/pre-commit
-chmod +x .git/hooks/pre-commit`, touch)
+			// Made executable outside the workspace and moved in (the watch may move a hook
+			// aside between its write and a chmod; a file made in the workspace would have
+			// the scan read the repository by its own event).
+			return fmt.Sprintf(`h=$(mktemp) && printf '#!/bin/sh\n%s.hook\n' > "$h" && chmod +x "$h" && mv "$h" .git/hooks/pre-commit`, touch)
 		}},
 		{name: "hooksPath", moved: ".git/config", needle: "myhooks", plant: func(touch string) string {
-			return fmt.Sprintf(`mkdir myhooks
-printf '#!/bin/sh\n%s.hook\n' > myhooks/pre-commit
-chmod +x myhooks/pre-commit
+			return fmt.Sprintf(`mkdir myhooks && printf '#!/bin/sh\n%s.hook\n' > myhooks/pre-commit && chmod +x myhooks/pre-commit &&
 git config core.hooksPath myhooks`, touch)
 		}},
 	} {
@@ -147,12 +146,11 @@ git config core.hooksPath myhooks`, touch)
 				}
 			}
 			moved := filepath.Join(e.work, tc.moved)
-			out := e.boxPlantDuring(fmt.Sprintf(`set -e
-git init -q
-git add a.txt
-%s commit -qm x
-sleep 0.5
-%s
+			// No set -e: the box reaches the hand-over whatever fails (a box that ends
+			// first leaves the harness waiting on the FIFO).
+			out := e.boxPlantDuring(fmt.Sprintf(`git init -q && git add a.txt && %s commit -qm x &&
+sleep 0.5 &&
+%s &&
 echo planted
 # Nothing written in the workspace until the plant is gone: only the watch of the new .git
 # (and of its hooks folder) can have the scan see it meanwhile.
