@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -111,11 +112,11 @@ func TestAttackGitInitInBox(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
 		plant func(touch string) string
-		// moved is the path whose plant (needle) must be gone (moved aside) while the box
-		// runs.
+		// moved is the path whose plant (needle, an extended regular expression: every
+		// part of it) must be gone (moved aside) while the box runs.
 		moved, needle string
 	}{
-		{name: "fsmonitor-include", moved: ".git/config", needle: "fsmonitor", plant: func(touch string) string {
+		{name: "fsmonitor-include", moved: ".git/config", needle: "fsmonitor|inc.cfg", plant: func(touch string) string {
 			return fmt.Sprintf(`git config core.fsmonitor "%s.fsmonitor; false" && printf '[core]\n\tpager = "%s.pager; cat"\n' > inc.cfg &&
 git config include.path ../inc.cfg`, touch, touch)
 		}},
@@ -154,15 +155,15 @@ sleep 0.5 &&
 echo planted
 # Nothing written in the workspace until the plant is gone: only the watch of the new .git
 # (and of its hooks folder) can have the scan see it meanwhile.
-i=0; while grep -qs %s %s && [ $i -lt 500 ]; do sleep 0.02; i=$((i+1)); done
-grep -qs %s %s || echo gone-while-running
+i=0; while grep -qsE '%s' %s && [ $i -lt 500 ]; do sleep 0.02; i=$((i+1)); done
+grep -qsE '%s' %s || echo gone-while-running
 echo ready > %s; read go < %s`, boxGit, tc.plant(touch), tc.needle, tc.moved, tc.needle, tc.moved, syncFIFO, syncFIFO), func() {
 				// The watch moves the plant aside while the box runs (a hang guard, not
 				// a timing assertion: the move follows the file event within milliseconds).
 				deadline := time.Now().Add(30 * time.Second)
 				for {
 					b, err := os.ReadFile(moved)
-					if err != nil || !strings.Contains(string(b), tc.needle) {
+					if err != nil || !regexp.MustCompile(tc.needle).Match(b) {
 						break
 					}
 					if time.Now().After(deadline) {
