@@ -96,7 +96,7 @@ func (s *State) verifyHiddenEdits(tops []string) []Transition {
 		if len(links) == 0 {
 			continue
 		}
-		ignores, err := submoduleIgnores(ctx, ix.top, ix.top != s.Workspace)
+		ignores, err := submoduleIgnores(ctx, ix.top, ix.top != s.Workspace || s.NoRepository)
 		if err != nil {
 			out = append(out, Transition{Kind: Modified, Path: ix.top, Alert: true,
 				Detail: fmt.Sprintf("the tracked files the launch changed in submodules whose changes git status hides (ignore = dirty or all) were not checked: %v", err)})
@@ -259,7 +259,7 @@ func (s *State) hiddenEditsIn(ctx context.Context, ix *gitIndex, since int64, su
 	git := func() (*hiddenGit, error) {
 		if g == nil {
 			var err error
-			if g, err = newHiddenGit(s.Workspace, ix, ctx); err != nil {
+			if g, err = newHiddenGit(ix, ix.top == s.Workspace && !s.NoRepository, ctx); err != nil {
 				return nil, err
 			}
 		}
@@ -379,8 +379,9 @@ func (s *State) hiddenEditsIn(ctx context.Context, ix *gitIndex, since int64, su
 }
 
 // hiddenGit runs git for verifyHiddenEdits in one work tree: the workspace's own repository
-// with its (pinned) configuration and a copy of its index, any other through a private git
-// directory (ignoredEntries' rules).
+// of the launch with its (pinned) configuration and a copy of its index, any other (a
+// repository the box made at the top too: State.NoRepository) through a private git directory
+// (workTreeGitEnv's rules).
 type hiddenGit struct {
 	ctx    context.Context
 	cancel func()
@@ -389,11 +390,11 @@ type hiddenGit struct {
 	done   func()
 }
 
-func newHiddenGit(ws string, ix *gitIndex, ctx context.Context) (*hiddenGit, error) {
+func newHiddenGit(ix *gitIndex, pinned bool, ctx context.Context) (*hiddenGit, error) {
 	ctx, cancel := context.WithTimeout(ctx, hiddenEditsTimeout)
 	g := &hiddenGit{ctx: ctx, cancel: cancel, top: ix.top, env: hostGitEnv(), done: func() {}}
 	gd := filepath.Dir(ix.path)
-	if ix.top == ws {
+	if pinned {
 		index, done, err := indexCopyEnv(gd)
 		if err != nil {
 			cancel()

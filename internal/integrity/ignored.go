@@ -121,7 +121,7 @@ func (s *State) eachIgnored(ctx context.Context, move bool, walk func(rel, repo 
 		var entries, subs []string
 		err := blocked
 		if err == nil {
-			entries, subs, err = ignoredEntries(ctx, s.Workspace, top, i > 0, hidden[repos[i]])
+			entries, subs, err = ignoredEntries(ctx, s.Workspace, top, s.private(i), hidden[repos[i]])
 		}
 		if errors.Is(err, errGitFIFO) && move && !researched {
 			// git met a FIFO the search before it did not see (made since: a second box's),
@@ -132,7 +132,7 @@ func (s *State) eachIgnored(ctx context.Context, move bool, walk func(rel, repo 
 			more, left, _ := s.unblockGit(true)
 			aside = append(aside, more...)
 			if len(more) > 0 && len(left) == 0 {
-				entries, subs, err = ignoredEntries(ctx, s.Workspace, top, i > 0, hidden[repos[i]])
+				entries, subs, err = ignoredEntries(ctx, s.Workspace, top, s.private(i), hidden[repos[i]])
 			}
 		}
 		if err != nil && (i > 0 || !errors.Is(err, errNoRepository) || worktreeGitDir(top) != "") {
@@ -158,7 +158,7 @@ func (s *State) eachIgnored(ctx context.Context, move bool, walk func(rel, repo 
 		}
 		var hides map[string]bool
 		if len(subs) > 0 && !hidden[repos[i]] && err == nil {
-			if hides, err = hiddenSubmodules(ctx, top, i > 0); err != nil {
+			if hides, err = hiddenSubmodules(ctx, top, s.private(i)); err != nil {
 				notChecked = append(notChecked, fmt.Sprintf("the untracked files of the submodules of %s: %v", orDot(repos[i]), err))
 			}
 		}
@@ -190,6 +190,13 @@ func (s *State) eachIgnored(ctx context.Context, move bool, walk func(rel, repo 
 	}
 	return notChecked, failed, aside
 }
+
+// private reports whether the i-th work tree eachIgnored looks at (0: the workspace's top) is
+// read through a private git directory, without its configuration (workTreeGitEnv): every one
+// but the workspace's own repository of the launch, whose configuration is pinned. A
+// repository at the top of a workspace that was in none at the snapshot (NoRepository) is the
+// box's, its configuration the box's.
+func (s *State) private(i int) bool { return i > 0 || s.NoRepository }
 
 func orDot(rel string) string {
 	if rel == "." {
@@ -292,37 +299,11 @@ func ignoredEntries(ctx context.Context, ws, top string, private, untracked bool
 	}
 	ctx, cancel := context.WithTimeout(ctx, gitCheckTimeout)
 	defer cancel()
-	env := hostGitEnv()
-	if !private {
-		index, done, err := indexCopyEnv(worktreeGitDir(top))
-		if err != nil {
-			return nil, nil, err
-		}
-		defer done()
-		env = append(env, index...)
-	} else {
-		gd := worktreeGitDir(top)
-		common := commonGitDir(top)
-		if gd == "" || common == "" {
-			return nil, nil, errNoRepository
-		}
-		dir, err := privateGitDir(common, repoIDLen(ws, gd) == sha256.Size)
-		if err != nil {
-			return nil, nil, err
-		}
-		defer os.RemoveAll(dir)
-		if b, err := readBeneath(common, filepath.Join(common, "info", "exclude"), maxCheckedFile); err == nil {
-			os.MkdirAll(filepath.Join(dir, "info"), 0o700)
-			if err := os.WriteFile(filepath.Join(dir, "info", "exclude"), b, 0o600); err != nil {
-				return nil, nil, err
-			}
-		}
-		index, err := indexCopy(gd, dir)
-		if err != nil {
-			return nil, nil, err
-		}
-		env = append(privateGitEnv(env, dir), "GIT_WORK_TREE="+top, "GIT_INDEX_FILE="+index)
+	env, done, err := workTreeGitEnv(ws, top, private)
+	if err != nil {
+		return nil, nil, err
 	}
+	defer done()
 	run := func(args ...string) ([]byte, error) { return readGit(ctx, top, env, args...) }
 	out, err := run("ls-files", "-z", "--others", "--ignored", "--exclude-standard", "--directory")
 	if err != nil {
@@ -357,6 +338,108 @@ func ignoredEntries(ctx context.Context, ws, top string, private, untracked bool
 		}
 	}
 	return entries, subs, nil
+}
+
+// workTreeGitEnv returns the environment the checks at exit run git with in the work tree top
+// (beneath ws), and the function that removes what it made. The workspace's own repository
+// of the launch (private false) is read with its configuration, which is pinned (or out of the
+// box's reach), and a copy of its index (indexCopyEnv). Any other (private: a submodule, a
+// linked worktree, a repository the box made at the workspace's top: State.NoRepository) is
+// read through a private git directory (privateGitDir): its index (a copy), its info/exclude
+// and its objects, none of its configuration, which a box may have written; errNoRepository
+// where top has no .git. Of a repository the box made at the top, the ignore file its
+// configuration names (core.excludesFile, boxExcludesFile) is read as the host's git status
+// reads it, before its info/exclude.
+func workTreeGitEnv(ws, top string, private bool) (env []string, done func(), err error) {
+	env = hostGitEnv()
+	if !private {
+		index, done, err := indexCopyEnv(worktreeGitDir(top))
+		if err != nil {
+			return nil, nil, err
+		}
+		return append(env, index...), done, nil
+	}
+	gd := worktreeGitDir(top)
+	common := commonGitDir(top)
+	if gd == "" || common == "" {
+		return nil, nil, errNoRepository
+	}
+	dir, err := privateGitDir(common, repoIDLen(ws, gd) == sha256.Size)
+	if err != nil {
+		return nil, nil, err
+	}
+	done = func() { os.RemoveAll(dir) }
+	var exclude []byte
+	if top == ws {
+		// git reads core.excludesFile's patterns before info/exclude's, which win over them:
+		// one list with info/exclude last matches as git's two do (the last match decides).
+		if b := boxExcludesFile(ws, gd, common); len(b) > 0 {
+			exclude = append(b, '\n')
+		}
+	}
+	if b, err := readBeneath(common, filepath.Join(common, "info", "exclude"), maxCheckedFile); err == nil {
+		exclude = append(exclude, b...)
+	}
+	if len(exclude) > 0 {
+		os.MkdirAll(filepath.Join(dir, "info"), 0o700)
+		if err := os.WriteFile(filepath.Join(dir, "info", "exclude"), exclude, 0o600); err != nil {
+			done()
+			return nil, nil, err
+		}
+	}
+	index, err := indexCopy(gd, dir)
+	if err != nil {
+		done()
+		return nil, nil, err
+	}
+	return append(privateGitEnv(env, dir), "GIT_WORK_TREE="+top, "GIT_INDEX_FILE="+index), done, nil
+}
+
+// boxConfigValue returns the last value of section.key (lower-case, no subsection) in the
+// configuration of the repository whose git directory is gd (common its common dir) beneath
+// ws, as git reads it: the common dir's config, then gd's config.worktree. A file that is not a
+// regular file beneath ws, or that git would refuse, gives nothing (a config with executable
+// keys is moved aside by the scan before the checks at exit run).
+func boxConfigValue(ws, gd, common, section, key string) string {
+	v := ""
+	for _, f := range []string{filepath.Join(common, "config"), filepath.Join(gd, "config.worktree")} {
+		b, err := readBeneath(ws, f, maxCheckedFile)
+		if err != nil {
+			continue
+		}
+		entries, err := ParseConfig(b)
+		if err != nil {
+			continue
+		}
+		if x := lastValue(entries, section, key); x != "" {
+			v = x
+		}
+	}
+	return v
+}
+
+// boxExcludesFile returns the content of the ignore file the configuration of the repository
+// at ws's top (gd, common) names (core.excludesFile), when it is a regular file beneath ws (a
+// relative one is relative to the top, as git opens it; "~" is the home folder): the host's git
+// status hides what it ignores. One leading out of ws is a finding of the scan, which moved the
+// config aside.
+func boxExcludesFile(ws, gd, common string) []byte {
+	v := boxConfigValue(ws, gd, common, "core", "excludesfile")
+	if v == "" {
+		return nil
+	}
+	p, ok := expandHome(v)
+	if !ok {
+		return nil
+	}
+	if !filepath.IsAbs(p) {
+		p = filepath.Join(ws, p)
+	}
+	b, err := readBeneath(ws, filepath.Clean(p), maxCheckedFile)
+	if err != nil {
+		return nil
+	}
+	return b
 }
 
 // maxIndexCopy bounds the index indexCopy copies (git's own bound is the memory it can map).

@@ -230,8 +230,17 @@ func TestWorkspaceConfigGuards(t *testing.T) {
 	if got := tree(t, ws); !slices.Equal(got, []string{".claude"}) {
 		t.Errorf("Prepare changed the workspace: %v, want only the user's .claude", got)
 	}
+	// .git is not among them: the workspace is in no repository, and one the box makes there
+	// is under the nested repositories' rule (issue #20; TestAbsentDotGitBeneathRepository).
+	if !integrity.SurelyNoRepository(ws) {
+		t.Skipf("%s lies beneath a .git or a HEAD", ws)
+	}
+	if !lay.NoRepository || slices.ContainsFunc(lay.Guards, func(g plan.Guard) bool { return g.Path == filepath.Join(ws, ".git") }) ||
+		slices.ContainsFunc(lay.Roots, func(r integrity.Root) bool { return r.Path == filepath.Join(ws, ".git") }) {
+		t.Errorf("the absent .git of a workspace in no repository: NoRepository %v, guards %v, roots %v; want it neither guarded nor a root", lay.NoRepository, lay.Guards, lay.Roots)
+	}
 	want := map[string]bool{ // path → guarded as a folder
-		".opencode": true, ".codex": true, ".gemini": true, ".claude/hooks": true, ".copilot": true, ".git": true,
+		".opencode": true, ".codex": true, ".gemini": true, ".claude/hooks": true, ".copilot": true,
 		".github/workflows": true, "opencode.json": false, "opencode.jsonc": false, ".opencode/.gitignore": false,
 		".mcp.json": false, ".envrc": false, ".vscode/settings.json": false, ".claude/settings.json": false,
 	}
@@ -260,6 +269,37 @@ func TestWorkspaceConfigGuards(t *testing.T) {
 	}
 	if got := tree(t, ws); !slices.Equal(got, []string{".claude"}) {
 		t.Errorf("left on the host after release: %v, want only .claude", got)
+	}
+}
+
+// TestAbsentDotGitBeneathRepository: a workspace that is a folder beneath a repository's top,
+// with no .git of its own, keeps its .git guarded as a folder (what a box's git init writes
+// there is moved out as it appears): a repository made there would take the workspace out of
+// the one above, whose git status and checks at exit cover it. The guard is for a workspace in
+// no repository only that is lifted (issue #20).
+func TestAbsentDotGitBeneathRepository(t *testing.T) {
+	top, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !integrity.SurelyNoRepository(top) {
+		t.Skipf("%s lies beneath a .git or a HEAD", top)
+	}
+	ws := filepath.Join(top, "sub")
+	if err := os.MkdirAll(filepath.Join(top, ".git"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(ws, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	reg := &integrity.Registry{Path: filepath.Join(t.TempDir(), "ph.json")}
+	lay, err := reg.Prepare("a", ws, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reg.Release("a")
+	if lay.NoRepository || !slices.ContainsFunc(lay.Guards, func(g plan.Guard) bool { return g.Path == filepath.Join(ws, ".git") && g.Dir }) {
+		t.Errorf("a workspace beneath a repository: NoRepository %v, guards %v; want .git guarded as a folder", lay.NoRepository, lay.Guards)
 	}
 }
 

@@ -46,6 +46,11 @@ type Layout struct {
 	// workspace scan looks for in every folder as it does NestedConfigFiles; nil means
 	// NestedConfigFiles only.
 	Config []NestedConfigFile
+	// NoRepository says the workspace was in no repository at launch (no .git at its top, nor
+	// a .git or HEAD in any folder above: surelyNoRepository): its .git is not guarded, and a
+	// repository the box makes there is the box's, under the nested repositories' rule
+	// (State.NoRepository).
+	NoRepository bool
 	// PathDirs are the workspace-relative folders the top's protected .envrc puts on PATH
 	// (PATH_add DIR, path_add PATH DIR: envrcPathDirs), whose new or changed entries the check
 	// at exit takes into the proposed changes (State.PathDirs).
@@ -630,6 +635,17 @@ func resolveWith(ws string, extra []string, fs beneathFS) *Layout {
 				r.gitDir(rel, r.submodules(rel))
 				r.fromConfig(rel, ".")
 			}
+		case err == nil && k == KindAbsent && surelyNoRepository(ws):
+			// No repository at launch: the box may make one (git init, git clone URL .).
+			// Guarded as a folder, what git wrote was moved out as it appeared, and git init
+			// left a broken repository (issue #20). It is under the nested repositories' rule
+			// instead: the workspace scan reads the .git it finds at the top as it reads any
+			// other (config, hooks, commondir, alternates, modules/**, worktrees/*) and moves
+			// aside what is executable, and the checks at exit read it without its
+			// configuration (State.NoRepository). Beneath a repository's top (git in the
+			// workspace finds the one above) .git stays guarded as a folder: a repository made
+			// there would take the workspace out of the one above, and out of its checks.
+			r.lay.NoRepository = true
 		default:
 			r.protect(".git", true)
 		}

@@ -95,6 +95,12 @@ type State struct {
 	// change the host's git views do not show, and puts the file back (verifyHiddenEdits).
 	// "": such a file is named only, and stays as the launch left it.
 	Changes string `json:"changes,omitempty"`
+	// NoRepository says the workspace was in no repository at the snapshot (Layout.NoRepository):
+	// a repository at its top at exit is the box's (git init, git clone URL .), whose
+	// configuration the checks at exit do not run git with: it is read through a private git
+	// directory, as a submodule's is (topGit). false: the workspace's repository, if any, is
+	// the one of the launch, its configuration pinned.
+	NoRepository bool `json:"noRepository,omitempty"`
 	// PathDirs are the folders the top's allowed .envrc puts on PATH (Layout.PathDirs),
 	// workspace-relative, each with its inode at the snapshot (0: none was there): the check
 	// at exit takes what the launch left in them (pathDirsChanged).
@@ -123,7 +129,7 @@ type State struct {
 
 // Snapshot records the roots of lay and scans the workspace for executable configuration.
 func Snapshot(lay *Layout, lim Limits) *State {
-	s := &State{Workspace: lay.Workspace, Limits: lim, Notes: lay.Notes, Config: lay.Config, Started: time.Now()}
+	s := &State{Workspace: lay.Workspace, Limits: lim, Notes: lay.Notes, Config: lay.Config, Started: time.Now(), NoRepository: lay.NoRepository}
 	s.Roots = Take(lay.Roots, lim)
 	// An incomplete scan here shows in the check at exit, which rescans (VerifyExec).
 	s.Deps = map[string]DepFolder{}

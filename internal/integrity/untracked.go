@@ -52,22 +52,39 @@ func (s *State) UntrackedUnlisted(ctx context.Context) (UntrackedResult, error) 
 	}
 	ctx, cancel := context.WithTimeout(ctx, gitCheckTimeout)
 	defer cancel()
-	index, done, err := indexCopyEnv(worktreeGitDir(s.Workspace))
+	env, done, err := workTreeGitEnv(s.Workspace, s.Workspace, s.NoRepository)
+	if errors.Is(err, errNoRepository) {
+		return res, nil // a workspace in no repository at launch, and none made
+	}
 	if err != nil {
 		return res, err
 	}
 	defer done()
-	env := append(hostGitEnv(), index...)
 	mode := "normal"
-	// git config exits 1 where the key is not set.
-	if out, err := readGit(ctx, s.Workspace, env, "config", "--get", "status.showUntrackedFiles"); err == nil {
-		switch v := strings.ToLower(strings.TrimSpace(string(out))); v {
+	setting := func(v string) {
+		switch strings.ToLower(strings.TrimSpace(v)) {
 		case "no", "false", "off", "0":
 			mode = "no"
 		case "all":
+			mode = "all"
+		}
+	}
+	if s.NoRepository {
+		// A repository the box made: git runs without its configuration (workTreeGitEnv),
+		// whose display setting the host's git status reads all the same. The user's own is
+		// read by git below when the repository sets none.
+		gd := worktreeGitDir(s.Workspace)
+		setting(boxConfigValue(s.Workspace, gd, commonGitDir(s.Workspace), "status", "showuntrackedfiles"))
+	}
+	// git config exits 1 where the key is not set.
+	if mode == "normal" {
+		if out, err := readGit(ctx, s.Workspace, env, "config", "--get", "status.showUntrackedFiles"); err == nil {
+			setting(string(out))
+		} else if errors.Is(err, errNoRepository) {
 			return res, nil
 		}
-	} else if errors.Is(err, errNoRepository) {
+	}
+	if mode == "all" {
 		return res, nil
 	}
 	out, err := readGit(ctx, s.Workspace, env, "ls-files", "-z", "--others", "--exclude-standard")

@@ -103,8 +103,20 @@ func (n *inotifier) forget(wd int, gone bool) {
 	}
 }
 
+// addGitDir watches the .git folder p of the work tree owner, and its hooks folder: an event in
+// either makes a scan of owner, which reads the git directory (scanGitDir). The hooks folder's
+// own watch makes a hook a box writes in a repository it made (git init, then
+// .git/hooks/pre-commit) seen as it is written, not at the check at exit only. Nothing else
+// beneath .git is watched: git writes there at every command.
+func (n *inotifier) addGitDir(p, owner string) {
+	n.add(p, owner)
+	if fi, err := os.Lstat(filepath.Join(p, "hooks")); err == nil && fi.IsDir() {
+		n.add(filepath.Join(p, "hooks"), owner)
+	}
+}
+
 // addTree watches dir and the directories beneath it (bounded, not into .git directories
-// beyond the .git directory itself) and returns those it added. A folder watched already (the
+// beyond the .git directory itself and its hooks) and returns those it added. A folder watched already (the
 // workspace's top and the other folders of the roots, added first) is walked into all the
 // same: before, the walk stopped there, so that no folder of the workspace that existed at
 // launch was watched beyond the roots' own, and a .git pointer a box wrote into one (an
@@ -134,7 +146,7 @@ func (n *inotifier) addTree(dir string) []string {
 			}
 			p := filepath.Join(d, e.Name())
 			if e.Name() == ".git" {
-				n.add(p, d)
+				n.addGitDir(p, d)
 				continue
 			}
 			stack = append(stack, p)
@@ -315,10 +327,21 @@ func (n *inotifier) parse(b []byte) []string {
 			dirty = append(dirty, filepath.Dir(filepath.Dir(owner)))
 		}
 		if name := ev.Name; ev.Mask&unix.IN_ISDIR != 0 && ev.Mask&(unix.IN_CREATE|unix.IN_MOVED_TO) != 0 && name != "" {
-			sub := filepath.Join(owner, name)
-			if name == ".git" {
-				n.add(filepath.Join(owner, name), owner)
-			} else if filepath.Base(owner) != ".git" {
+			// The folder the event is in: owner, but for a .git folder and its hooks, whose
+			// owner is the work tree above (before, a folder git made in .git, such as
+			// objects/, was taken for one of the work tree, owner/objects, and walked there).
+			dir := n.path[int(ev.Wd)]
+			sub := filepath.Join(dir, name)
+			switch {
+			case name == ".git":
+				n.addGitDir(sub, dir)
+			case filepath.Base(dir) == ".git":
+				if name == "hooks" {
+					n.add(sub, owner)
+				}
+			case dir != owner:
+				// In the hooks folder of a .git: not watched further.
+			default:
 				dirty = append(dirty, n.addTree(sub)...)
 			}
 		}
