@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/agentbox/agentbox/internal/api"
 	"golang.org/x/sys/unix"
@@ -131,10 +132,19 @@ func (e *daemonEnv) runDuring(c *exec.Cmd, during func()) []byte {
 			}
 		}
 	case <-exited:
-		if f, err := os.OpenFile(fifo, os.O_WRONLY|unix.O_NONBLOCK, 0); err == nil {
-			f.Close()
+		// A write end of our own ends the reader's wait; it can be opened only once the reader
+		// is in its open (before, ENXIO then left the reader, and the test, waiting for good
+		// when the box ended before the reader's goroutine had opened the FIFO).
+		for waiting := true; waiting; {
+			if f, err := os.OpenFile(fifo, os.O_WRONLY|unix.O_NONBLOCK, 0); err == nil {
+				f.Close()
+			}
+			select {
+			case <-ready:
+				waiting = false
+			case <-time.After(10 * time.Millisecond):
+			}
 		}
-		<-ready
 	}
 	<-exited
 	return out.Bytes()
@@ -1213,5 +1223,17 @@ echo https://evil.example.org/objects > .git/objects/info/http-alternates; echo 
 		if _, err := os.Lstat(filepath.Join(e.work, ".git/objects/info", f)); err == nil {
 			t.Errorf("the box's .git/objects/info/%s is on the host after the box", f)
 		}
+	}
+}
+
+// TestBoxPlantDuringBoxEndsFirst: a box that ends without handing over through syncFIFO ends
+// boxPlantDuring without calling during (the harness hung for good when the box ended before
+// its reader had opened the FIFO: seen by hand, not forced here).
+func TestBoxPlantDuringBoxEndsFirst(t *testing.T) {
+	t.Parallel()
+	e := newDaemonEnv(t)
+	out := e.boxPlantDuring("echo ended-early", func() { t.Error("during ran, though the box never handed over") })
+	if !strings.Contains(out, "ended-early") {
+		t.Errorf("the box's output: %q", out)
 	}
 }
