@@ -1,0 +1,112 @@
+package integrity_test
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agentbox/agentbox/internal/api"
+	"github.com/agentbox/agentbox/internal/integrity"
+)
+
+// boxPromisorPlant is the box's shell script that makes the workspace's repository (git init)
+// a partial clone whose promisor remote's uploadpack is the command touch (run by the host's
+// git wherever it reads the repository with its configuration and expands its sparse index:
+// git ls-files --stage fetches the missing tree), then keeps that configuration in place for
+// secs seconds: whenever the watch has moved the config aside, the box writes it again.
+func boxPromisorPlant(touch string, secs int) string {
+	return fmt.Sprintf(`git init -q -b main && mkdir -p a b && echo a > a/f && echo b > b/g &&
+git add a b && %s commit -qm box &&
+git sparse-checkout set --cone a && git config index.sparse true && git sparse-checkout reapply &&
+t=$(git rev-parse HEAD:b) && rm -f .git/objects/$(echo $t | cut -c1-2)/$(echo $t | cut -c3-) &&
+cp .git/config /tmp/base.cfg &&
+printf '[extensions]\n\tpartialClone = origin\n[remote "origin"]\n\turl = %%s/none\n\tpromisor = true\n\tuploadpack = "%s; false"\n' "$PWD" >> /tmp/base.cfg &&
+echo planted
+end=$(( $(date +%%s) + %d )); n=0
+while [ $(date +%%s) -lt $end ]; do
+	if ! grep -qs uploadpack .git/config; then cp /tmp/base.cfg .git/config.new && mv .git/config.new .git/config; n=$((n+1)); fi
+done
+echo replanted $n
+`, boxGit, touch, secs)
+}
+
+// TestAttackRecordFoldersReadsBoxConfig: in a workspace in no repository at launch, the record
+// of the folders in git-ignored places (State.RecordFolders, started beside the box) runs the
+// host's git in the workspace with the repository's configuration: it copies the state without
+// NoRepository, so State.private(0) is false there and workTreeGitEnv reads the box-made
+// repository as the workspace's own of the launch, its configuration taken for pinned. A box
+// that makes the repository (git init) before the record's walk reaches git has the daemon's
+// git ls-files --stage fetch through the promisor remote and run its uploadpack. The workspace
+// holds a user's project of many folders (the walk before git, blockingGitFiles, takes a
+// while); the box keeps its config in place against the watch's moves.
+func TestAttackRecordFoldersReadsBoxConfig(t *testing.T) {
+	t.Parallel()
+	e := newDaemonEnv(t)
+	if !integrity.SurelyNoRepository(e.work) {
+		t.Skipf("%s lies beneath a .git or a HEAD", e.work)
+	}
+	// The user's project, not yet a repository: 300 folders of 200 folders.
+	for i := range 300 {
+		for j := range 200 {
+			if err := os.MkdirAll(filepath.Join(e.work, "data", fmt.Sprint(i), fmt.Sprint(j)), 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	mark, touch := e.marker("record")
+	out := e.boxPlant(boxPromisorPlant(touch, 8))
+	if !strings.Contains(out, "planted") {
+		t.Fatalf("the plant did not complete (the test would prove nothing):\n%s", out)
+	}
+	if _, err := os.Lstat(mark); err == nil {
+		t.Errorf("the daemon's git ran the uploadpack of the box-made repository's config (marker %s)\nthe box said:\n%s", mark, out)
+	}
+}
+
+// TestAttackSecondLaunchTrustsBoxRepo: a first box in a workspace in no repository makes one
+// (git init) and keeps a config whose promisor remote's uploadpack is a command in place (the
+// watch moves it aside ~50 ms after each write; the box writes it again). A second launch in the
+// same workspace, started while the first box runs, finds a repository at the top and takes it
+// for the user's (Layout.NoRepository false): its .git/config pinned, and the checks of that
+// launch (the record of the ignored folders at its start, the checks at its exit) run the host's
+// git with that configuration, which fetches through the promisor remote and runs the command.
+func TestAttackSecondLaunchTrustsBoxRepo(t *testing.T) {
+	t.Parallel()
+	e := newDaemonEnv(t)
+	if !integrity.SurelyNoRepository(e.work) {
+		t.Skipf("%s lies beneath a .git or a HEAD", e.work)
+	}
+	mark, touch := e.marker("second")
+	id := strings.TrimSpace(e.run("run", "-d", "sh", "--", "-c", boxPromisorPlant(touch, 12)))
+	e.waitLaunch(id, "running", func(l api.Launch) bool { return l.State == api.StateRunning })
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		b, _ := os.ReadFile(filepath.Join(e.work, ".git", "config"))
+		if strings.Contains(string(b), "uploadpack") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the first box never planted its config:\n%s", e.daemonLog())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if _, err := os.Lstat(mark); err == nil {
+		t.Fatalf("a marker exists before the second launch (the test would prove nothing)")
+	}
+	// The second launch: the user starts another agent in the same folder.
+	out, stderr, code := e.runAll("run", "sh", "--", "-c", "echo second > second.txt; sleep 2")
+	t.Logf("second launch: exit %d\n%s%s", code, out, stderr)
+	e.waitLaunch(id, "settled", func(l api.Launch) bool { return l.State == api.StateExited && l.Settled })
+	e.waitEnded(id)
+	if _, err := os.Lstat(mark); err == nil {
+		t.Errorf("the daemon's git, for the second launch, ran the uploadpack of the config the first box wrote (marker %s)", mark)
+	}
+	// After both, the host's own git.
+	res, _ := hostGit(e.work, "ls-files", "--stage")
+	if _, err := os.Lstat(mark); err == nil && !t.Failed() {
+		t.Errorf("the host's git ls-files --stage after both boxes ran the box's uploadpack:\n%s", res)
+	}
+}
