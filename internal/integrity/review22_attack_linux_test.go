@@ -110,3 +110,98 @@ func TestAttackSecondLaunchTrustsBoxRepo(t *testing.T) {
 		t.Errorf("the host's git ls-files --stage after both boxes ran the box's uploadpack:\n%s", res)
 	}
 }
+
+// hostAfterPlant runs script in a box (the workspace holds a.txt), hands over through
+// syncFIFO once the script has written to it, waits wait on the host (the watch's time to move
+// what it sees), runs host there (the host's git while the box runs) and, after the box, again.
+// It returns the box's output; marks are the markers the host's git made.
+func hostAfterPlant(t *testing.T, e *daemonEnv, script string, wait time.Duration, host func(when string)) string {
+	t.Helper()
+	write(t, filepath.Join(e.work, "a.txt"), "hi\n")
+	out := e.boxPlantDuring(script+"\necho ready > "+syncFIFO+"; read go < "+syncFIFO+"\n", func() {
+		time.Sleep(wait)
+		host("while the box runs")
+	})
+	if !strings.Contains(out, "planted") {
+		t.Fatalf("the plant did not complete (the test would prove nothing):\n%s", out)
+	}
+	host("after the box")
+	return out
+}
+
+// TestAttackCommondirHooks: a box makes the workspace's repository (git init), copies its git
+// directory to a workspace folder c (without HEAD: no repository of its own for git, nor for
+// the scan's look for bare repositories) and points .git/commondir there; once the scan has
+// read the new .git, it writes c/hooks/pre-commit. The host's git commit runs the common dir's
+// hooks: the scan reads them only when it reads .git (an event in .git or .git/hooks), and an
+// event in c/hooks is one of an ordinary folder.
+func TestAttackCommondirHooks(t *testing.T) {
+	t.Parallel()
+	e := newDaemonEnv(t)
+	if !integrity.SurelyNoRepository(e.work) {
+		t.Skipf("%s lies beneath a .git or a HEAD", e.work)
+	}
+	mark, touch := e.marker("commondir")
+	ran := map[string]bool{}
+	out := hostAfterPlant(t, e, fmt.Sprintf(`git init -q && git add a.txt && %s commit -qm x &&
+cp -r .git c && rm c/HEAD c/index && echo ../c > .git/commondir && sleep 1 &&
+h=$(mktemp) && printf '#!/bin/sh\n%s\n' > "$h" && chmod +x "$h" && mv "$h" c/hooks/pre-commit && echo planted`, boxGit, touch),
+		3*time.Second, func(when string) {
+			res, err := hostGit(e.work, "commit", "-q", "--allow-empty", "-m", "host "+when)
+			if _, lerr := os.Lstat(mark); lerr == nil && !ran[when] {
+				ran[when] = true
+				os.Remove(mark)
+				t.Errorf("%s, the host's git commit ran the pre-commit hook the box put in the common dir c/hooks: %v\n%s", when, err, res)
+			}
+		})
+	t.Logf("the box said:\n%s", out)
+}
+
+// TestAttackTrailerCommand: a box makes the workspace's repository (git init) and sets
+// trailer.co.command, which is no key of GitProgramKeys: the scan keeps the config. The
+// host's git commit --trailer (and git interpret-trailers) runs every configured trailer
+// command.
+func TestAttackTrailerCommand(t *testing.T) {
+	t.Parallel()
+	e := newDaemonEnv(t)
+	if !integrity.SurelyNoRepository(e.work) {
+		t.Skipf("%s lies beneath a .git or a HEAD", e.work)
+	}
+	mark, touch := e.marker("trailer")
+	ran := map[string]bool{}
+	hostAfterPlant(t, e, fmt.Sprintf(`git init -q && git add a.txt && %s commit -qm x &&
+git config trailer.co.key Co-authored-by && git config trailer.co.command '%s; true' && echo planted`, boxGit, touch),
+		2*time.Second, func(when string) {
+			res, err := hostGit(e.work, "commit", "-q", "--allow-empty", "-m", "host "+when, "--trailer", "Reviewed-by: U <u@example.com>")
+			if _, lerr := os.Lstat(mark); lerr == nil && !ran[when] {
+				ran[when] = true
+				os.Remove(mark)
+				t.Errorf("%s, the host's git commit --trailer ran the trailer command the box set: %v\n%s", when, err, res)
+			}
+		})
+}
+
+// TestAttackBareAtTop: a box in a workspace in no repository writes a bare repository's layout
+// at the workspace's top (HEAD, objects/, refs/, config with core.pager): the host's git in the
+// workspace, finding no .git, takes the folder for a git directory (safe.bareRepository is
+// "all" by default) and git log on a terminal runs the pager.
+func TestAttackBareAtTop(t *testing.T) {
+	t.Parallel()
+	e := newDaemonEnv(t)
+	if !integrity.SurelyNoRepository(e.work) {
+		t.Skipf("%s lies beneath a .git or a HEAD", e.work)
+	}
+	mark, touch := e.marker("bare")
+	ran := map[string]bool{}
+	hostAfterPlant(t, e, fmt.Sprintf(`d=$(mktemp -d) && git init -q -b main "$d/s" && echo s > "$d/s/f" && git -C "$d/s" add f && %s -C "$d/s" commit -qm s &&
+git clone -q --bare "$d/s" "$d/b" && git -C "$d/b" config core.pager '%s; cat' &&
+cp -r "$d/b/objects" "$d/b/refs" . && cp "$d/b/packed-refs" "$d/b/config" "$d/b/HEAD" . && echo planted`, boxGit, touch),
+		2*time.Second, func(when string) {
+			res, err := hostScript(e.work, "git log --oneline; git config --list")
+			if _, lerr := os.Lstat(mark); lerr == nil && !ran[when] {
+				ran[when] = true
+				os.Remove(mark)
+				t.Errorf("%s, the host's git log in the workspace ran the pager of a bare repository's config the box wrote at the top: %v\n%s", when, err, res)
+			}
+		})
+}
