@@ -205,3 +205,30 @@ cp -r "$d/b/objects" "$d/b/refs" . && cp "$d/b/packed-refs" "$d/b/config" "$d/b/
 			}
 		})
 }
+
+// TestAttackPushToBoxCacheRemote: a box makes the workspace's repository (git init), a bare
+// repository in the box cache (outside the workspace, writable by boxes, the same path on the
+// host) with a pre-receive hook, and names it the repository's origin (remote.origin.url, no
+// key of GitProgramKeys nor of GitPathKeys: the scan keeps the config). The host's git push
+// runs receive-pack in that repository, which runs its hook: no scan reads the box cache.
+func TestAttackPushToBoxCacheRemote(t *testing.T) {
+	t.Parallel()
+	e := newDaemonEnv(t)
+	if !integrity.SurelyNoRepository(e.work) {
+		t.Skipf("%s lies beneath a .git or a HEAD", e.work)
+	}
+	mark, touch := e.marker("push")
+	ran := map[string]bool{}
+	out := hostAfterPlant(t, e, fmt.Sprintf(`C=$(dirname "$(dirname "$CARGO_TARGET_DIR")")/review22-$$ &&
+git init -q --bare "$C/r.git" && printf '#!/bin/sh\n%s\n' > "$C/r.git/hooks/pre-receive" && chmod +x "$C/r.git/hooks/pre-receive" &&
+git init -q -b main && git add a.txt && %s commit -qm x && git remote add origin "$C/r.git" && echo planted "$C"`, touch, boxGit),
+		2*time.Second, func(when string) {
+			res, err := hostGit(e.work, "push", "-q", "origin", "HEAD:refs/heads/"+strings.ReplaceAll(when, " ", "-"))
+			if _, lerr := os.Lstat(mark); lerr == nil && !ran[when] {
+				ran[when] = true
+				os.Remove(mark)
+				t.Errorf("%s, the host's git push ran the pre-receive hook of the box's bare repository in the box cache (the remote its repository names): %v\n%s", when, err, res)
+			}
+		})
+	t.Logf("the box said:\n%s", out)
+}
