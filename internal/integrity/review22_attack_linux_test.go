@@ -16,7 +16,8 @@ import (
 // a partial clone whose promisor remote's uploadpack is the command touch (run by the host's
 // git wherever it reads the repository with its configuration and expands its sparse index:
 // git ls-files --stage fetches the missing tree), then keeps that configuration in place for
-// secs seconds: whenever the watch has moved the config aside, the box writes it again.
+// secs seconds (or until a file stop appears): whenever the watch has moved the config aside,
+// the box writes it again.
 func boxPromisorPlant(touch string, secs int) string {
 	return fmt.Sprintf(`git init -q -b main && mkdir -p a b && echo a > a/f && echo b > b/g &&
 git add a b && %s commit -qm box &&
@@ -26,7 +27,7 @@ cp .git/config /tmp/base.cfg &&
 printf '[extensions]\n\tpartialClone = origin\n[remote "origin"]\n\turl = %%s/none\n\tpromisor = true\n\tuploadpack = "%s; false"\n' "$PWD" >> /tmp/base.cfg &&
 echo planted
 end=$(( $(date +%%s) + %d )); n=0
-while [ $(date +%%s) -lt $end ]; do
+while [ $(date +%%s) -lt $end ] && [ ! -e stop ]; do
 	if ! grep -qs uploadpack .git/config; then cp /tmp/base.cfg .git/config.new && mv .git/config.new .git/config; n=$((n+1)); fi
 done
 echo replanted $n
@@ -80,7 +81,7 @@ func TestAttackSecondLaunchTrustsBoxRepo(t *testing.T) {
 		t.Skipf("%s lies beneath a .git or a HEAD", e.work)
 	}
 	mark, touch := e.marker("second")
-	id := strings.TrimSpace(e.run("run", "-d", "sh", "--", "-c", boxPromisorPlant(touch, 12)))
+	id := strings.TrimSpace(e.run("run", "-d", "sh", "--", "-c", boxPromisorPlant(touch, 90)))
 	e.waitLaunch(id, "running", func(l api.Launch) bool { return l.State == api.StateRunning })
 	deadline := time.Now().Add(30 * time.Second)
 	for {
@@ -96,13 +97,30 @@ func TestAttackSecondLaunchTrustsBoxRepo(t *testing.T) {
 	if _, err := os.Lstat(mark); err == nil {
 		t.Fatalf("a marker exists before the second launch (the test would prove nothing)")
 	}
-	// The second launch: the user starts another agent in the same folder.
-	out, stderr, code := e.runAll("run", "sh", "--", "-c", "echo second > second.txt; sleep 2")
-	t.Logf("second launch: exit %d\n%s%s", code, out, stderr)
+	// The second launch: the user starts another agent in the same folder (up to three times:
+	// the first box's config is moved aside a moment after each write, and git reads it when
+	// it starts).
+	second := ""
+	for i := range 3 {
+		out, stderr, code := e.runAll("run", "sh", "--", "-c", "echo second > second.txt; sleep 2")
+		t.Logf("second launch %d: exit %d\n%s%s", i, code, out, stderr)
+		if second == "" {
+			second = e.lastLaunch().ID
+		}
+		if _, err := os.Lstat(mark); err == nil {
+			break
+		}
+	}
+	write(t, filepath.Join(e.work, "stop"), "")
 	e.waitLaunch(id, "settled", func(l api.Launch) bool { return l.State == api.StateExited && l.Settled })
 	e.waitEnded(id)
 	if _, err := os.Lstat(mark); err == nil {
 		t.Errorf("the daemon's git, for the second launch, ran the uploadpack of the config the first box wrote (marker %s)", mark)
+	}
+	// What the second launch proposes: its staged .git/config is the one the first box
+	// wrote, planted; agentbox apply would write it back as the user's.
+	if ch := e.run("changes", second); strings.Contains(ch, "uploadpack") {
+		t.Errorf("the second launch proposes the first box's planted .git/config (agentbox apply writes it back):\n%s", ch)
 	}
 	// After both, the host's own git.
 	res, _ := hostGit(e.work, "ls-files", "--stage")
