@@ -16,7 +16,8 @@ import (
 // a partial clone whose promisor remote's uploadpack is the command touch (run by the host's
 // git wherever it reads the repository with its configuration and expands its sparse index:
 // git ls-files --stage fetches the missing tree), then keeps that configuration in place for
-// secs seconds: whenever the watch has moved the config aside, the box writes it again.
+// secs seconds (or until a file stop appears): whenever the watch has moved the config aside,
+// the box writes it again.
 func boxPromisorPlant(touch string, secs int) string {
 	return fmt.Sprintf(`git init -q -b main && mkdir -p a b && echo a > a/f && echo b > b/g &&
 git add a b && %s commit -qm box &&
@@ -26,7 +27,7 @@ cp .git/config /tmp/base.cfg &&
 printf '[extensions]\n\tpartialClone = origin\n[remote "origin"]\n\turl = %%s/none\n\tpromisor = true\n\tuploadpack = "%s; false"\n' "$PWD" >> /tmp/base.cfg &&
 echo planted
 end=$(( $(date +%%s) + %d )); n=0
-while [ $(date +%%s) -lt $end ]; do
+while [ $(date +%%s) -lt $end ] && [ ! -e stop ]; do
 	if ! grep -qs uploadpack .git/config; then cp /tmp/base.cfg .git/config.new && mv .git/config.new .git/config; n=$((n+1)); fi
 done
 echo replanted $n
@@ -80,7 +81,7 @@ func TestAttackSecondLaunchTrustsBoxRepo(t *testing.T) {
 		t.Skipf("%s lies beneath a .git or a HEAD", e.work)
 	}
 	mark, touch := e.marker("second")
-	id := strings.TrimSpace(e.run("run", "-d", "sh", "--", "-c", boxPromisorPlant(touch, 12)))
+	id := strings.TrimSpace(e.run("run", "-d", "sh", "--", "-c", boxPromisorPlant(touch, 90)))
 	e.waitLaunch(id, "running", func(l api.Launch) bool { return l.State == api.StateRunning })
 	deadline := time.Now().Add(30 * time.Second)
 	for {
@@ -96,17 +97,156 @@ func TestAttackSecondLaunchTrustsBoxRepo(t *testing.T) {
 	if _, err := os.Lstat(mark); err == nil {
 		t.Fatalf("a marker exists before the second launch (the test would prove nothing)")
 	}
-	// The second launch: the user starts another agent in the same folder.
-	out, stderr, code := e.runAll("run", "sh", "--", "-c", "echo second > second.txt; sleep 2")
-	t.Logf("second launch: exit %d\n%s%s", code, out, stderr)
+	// The second launch: the user starts another agent in the same folder (up to three times:
+	// the first box's config is moved aside a moment after each write, and git reads it when
+	// it starts).
+	second := ""
+	for i := range 3 {
+		out, stderr, code := e.runAll("run", "sh", "--", "-c", "echo second > second.txt; sleep 2")
+		t.Logf("second launch %d: exit %d\n%s%s", i, code, out, stderr)
+		if second == "" {
+			second = e.lastLaunch().ID
+		}
+		if _, err := os.Lstat(mark); err == nil {
+			break
+		}
+	}
+	write(t, filepath.Join(e.work, "stop"), "")
 	e.waitLaunch(id, "settled", func(l api.Launch) bool { return l.State == api.StateExited && l.Settled })
 	e.waitEnded(id)
 	if _, err := os.Lstat(mark); err == nil {
 		t.Errorf("the daemon's git, for the second launch, ran the uploadpack of the config the first box wrote (marker %s)", mark)
+	}
+	// What the second launch proposes: its staged .git/config is the one the first box
+	// wrote, planted; agentbox apply would write it back as the user's.
+	if ch := e.run("changes", second); strings.Contains(ch, "uploadpack") {
+		t.Errorf("the second launch proposes the first box's planted .git/config (agentbox apply writes it back):\n%s", ch)
 	}
 	// After both, the host's own git.
 	res, _ := hostGit(e.work, "ls-files", "--stage")
 	if _, err := os.Lstat(mark); err == nil && !t.Failed() {
 		t.Errorf("the host's git ls-files --stage after both boxes ran the box's uploadpack:\n%s", res)
 	}
+}
+
+// hostAfterPlant runs script in a box (the workspace holds a.txt), hands over through
+// syncFIFO once the script has written to it, waits wait on the host (the watch's time to move
+// what it sees), runs host there (the host's git while the box runs) and, after the box, again.
+// It returns the box's output; marks are the markers the host's git made.
+func hostAfterPlant(t *testing.T, e *daemonEnv, script string, wait time.Duration, host func(when string)) string {
+	t.Helper()
+	write(t, filepath.Join(e.work, "a.txt"), "hi\n")
+	out := e.boxPlantDuring(script+"\necho ready > "+syncFIFO+"; read go < "+syncFIFO+"\n", func() {
+		time.Sleep(wait)
+		host("while the box runs")
+	})
+	if !strings.Contains(out, "planted") {
+		t.Fatalf("the plant did not complete (the test would prove nothing):\n%s", out)
+	}
+	host("after the box")
+	return out
+}
+
+// TestAttackCommondirHooks: a box makes the workspace's repository (git init), copies its git
+// directory to a workspace folder c (without HEAD: no repository of its own for git, nor for
+// the scan's look for bare repositories) and points .git/commondir there; once the scan has
+// read the new .git, it writes c/hooks/pre-commit. The host's git commit runs the common dir's
+// hooks: the scan reads them only when it reads .git (an event in .git or .git/hooks), and an
+// event in c/hooks is one of an ordinary folder.
+func TestAttackCommondirHooks(t *testing.T) {
+	t.Parallel()
+	e := newDaemonEnv(t)
+	if !integrity.SurelyNoRepository(e.work) {
+		t.Skipf("%s lies beneath a .git or a HEAD", e.work)
+	}
+	mark, touch := e.marker("commondir")
+	ran := map[string]bool{}
+	out := hostAfterPlant(t, e, fmt.Sprintf(`git init -q && git add a.txt && %s commit -qm x &&
+cp -r .git c && rm c/HEAD c/index && echo ../c > .git/commondir && sleep 1 &&
+h=$(mktemp) && printf '#!/bin/sh\n%s\n' > "$h" && chmod +x "$h" && mv "$h" c/hooks/pre-commit && echo planted`, boxGit, touch),
+		3*time.Second, func(when string) {
+			res, err := hostGit(e.work, "commit", "-q", "--allow-empty", "-m", "host "+when)
+			if _, lerr := os.Lstat(mark); lerr == nil && !ran[when] {
+				ran[when] = true
+				os.Remove(mark)
+				t.Errorf("%s, the host's git commit ran the pre-commit hook the box put in the common dir c/hooks: %v\n%s", when, err, res)
+			}
+		})
+	t.Logf("the box said:\n%s", out)
+}
+
+// TestAttackTrailerCommand: a box makes the workspace's repository (git init) and sets
+// trailer.co.command, which is no key of GitProgramKeys: the scan keeps the config. The
+// host's git commit --trailer (and git interpret-trailers) runs every configured trailer
+// command.
+func TestAttackTrailerCommand(t *testing.T) {
+	t.Parallel()
+	e := newDaemonEnv(t)
+	if !integrity.SurelyNoRepository(e.work) {
+		t.Skipf("%s lies beneath a .git or a HEAD", e.work)
+	}
+	mark, touch := e.marker("trailer")
+	ran := map[string]bool{}
+	hostAfterPlant(t, e, fmt.Sprintf(`git init -q && git add a.txt && %s commit -qm x &&
+git config trailer.co.key Co-authored-by && git config trailer.co.command '%s; true' && echo planted`, boxGit, touch),
+		2*time.Second, func(when string) {
+			res, err := hostGit(e.work, "commit", "-q", "--allow-empty", "-m", "host "+when, "--trailer", "Reviewed-by: U <u@example.com>")
+			if _, lerr := os.Lstat(mark); lerr == nil && !ran[when] {
+				ran[when] = true
+				os.Remove(mark)
+				t.Errorf("%s, the host's git commit --trailer ran the trailer command the box set: %v\n%s", when, err, res)
+			}
+		})
+}
+
+// TestAttackBareAtTop: a box in a workspace in no repository writes a bare repository's layout
+// at the workspace's top (HEAD, objects/, refs/, config with core.pager): the host's git in the
+// workspace, finding no .git, takes the folder for a git directory (safe.bareRepository is
+// "all" by default) and git log on a terminal runs the pager.
+func TestAttackBareAtTop(t *testing.T) {
+	t.Parallel()
+	e := newDaemonEnv(t)
+	if !integrity.SurelyNoRepository(e.work) {
+		t.Skipf("%s lies beneath a .git or a HEAD", e.work)
+	}
+	mark, touch := e.marker("bare")
+	ran := map[string]bool{}
+	hostAfterPlant(t, e, fmt.Sprintf(`d=$(mktemp -d) && git init -q -b main "$d/s" && echo s > "$d/s/f" && git -C "$d/s" add f && %s -C "$d/s" commit -qm s &&
+git clone -q --bare "$d/s" "$d/b" && git -C "$d/b" config core.pager '%s; cat' &&
+cp -r "$d/b/objects" "$d/b/refs" . && cp "$d/b/packed-refs" "$d/b/config" "$d/b/HEAD" . && echo planted`, boxGit, touch),
+		2*time.Second, func(when string) {
+			res, err := hostScript(e.work, "git log --oneline; git config --list")
+			if _, lerr := os.Lstat(mark); lerr == nil && !ran[when] {
+				ran[when] = true
+				os.Remove(mark)
+				t.Errorf("%s, the host's git log in the workspace ran the pager of a bare repository's config the box wrote at the top: %v\n%s", when, err, res)
+			}
+		})
+}
+
+// TestAttackPushToBoxCacheRemote: a box makes the workspace's repository (git init), a bare
+// repository in the box cache (outside the workspace, writable by boxes, the same path on the
+// host) with a pre-receive hook, and names it the repository's origin (remote.origin.url, no
+// key of GitProgramKeys nor of GitPathKeys: the scan keeps the config). The host's git push
+// runs receive-pack in that repository, which runs its hook: no scan reads the box cache.
+func TestAttackPushToBoxCacheRemote(t *testing.T) {
+	t.Parallel()
+	e := newDaemonEnv(t)
+	if !integrity.SurelyNoRepository(e.work) {
+		t.Skipf("%s lies beneath a .git or a HEAD", e.work)
+	}
+	mark, touch := e.marker("push")
+	ran := map[string]bool{}
+	out := hostAfterPlant(t, e, fmt.Sprintf(`C=$(dirname "$(dirname "$CARGO_TARGET_DIR")")/review22-$$ &&
+git init -q --bare "$C/r.git" && printf '#!/bin/sh\n%s\n' > "$C/r.git/hooks/pre-receive" && chmod +x "$C/r.git/hooks/pre-receive" &&
+git init -q -b main && git add a.txt && %s commit -qm x && git remote add origin "$C/r.git" && echo planted "$C"`, touch, boxGit),
+		2*time.Second, func(when string) {
+			res, err := hostGit(e.work, "push", "-q", "origin", "HEAD:refs/heads/"+strings.ReplaceAll(when, " ", "-"))
+			if _, lerr := os.Lstat(mark); lerr == nil && !ran[when] {
+				ran[when] = true
+				os.Remove(mark)
+				t.Errorf("%s, the host's git push ran the pre-receive hook of the box's bare repository in the box cache (the remote its repository names): %v\n%s", when, err, res)
+			}
+		})
+	t.Logf("the box said:\n%s", out)
 }
