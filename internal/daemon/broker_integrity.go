@@ -197,6 +197,10 @@ func (b *integrityBroker) Resume(ctx context.Context, bl *broker.Launch) error {
 	if err != nil {
 		return err
 	}
+	// A repository its box may be making is a box's for the launches started beside it.
+	if st.NoRepository {
+		b.reg.HoldBoxRepo(bl.ID, st.Workspace)
+	}
 	// The box runs already: without an inotify instance the periodic check goes on (logged).
 	b.start(bl.ID, st, bl.Config.Integrity.Interval.Duration(), false)
 	// What changed while no daemon watched is reported now.

@@ -797,6 +797,25 @@ func checkConfig(ws, gd, path string, skip passOver, out map[string]string) {
 func pathKeysOutside(ws, gd string, entries []ConfigEntry) []string {
 	var out []string
 	for _, e := range entries {
+		// A remote that is a path: fetch, pull and push run upload-pack and receive-pack in that
+		// repository, with its hooks (pre-receive, update, post-receive) and its configuration.
+		// One the box made in the box cache (which boxes write, unscanned, at the same path on
+		// the host) had the host's git push run its pre-receive hook (review 22,
+		// TestAttackPushToBoxCacheRemote). The URL a remote's url or pushurl names, and the one
+		// an url.BASE.insteadOf or pushInsteadOf rewrites others to (BASE), count as the path
+		// keys do; a path in the workspace is the scan's (a bare repository there is read).
+		var remote string
+		switch {
+		case e.HasSub && e.Section == "remote" && (e.Key == "url" || e.Key == "pushurl"):
+			remote = e.Value
+		case e.HasSub && e.Section == "url" && (e.Key == "insteadof" || e.Key == "pushinsteadof"):
+			remote = e.Sub
+		}
+		if p, local := localRemote(remote); local {
+			if p, far := leadsOut(ws, filepath.Dir(gd), p); far {
+				out = append(out, e.Name()+" = "+p)
+			}
+		}
 		for _, k := range GitPathKeys {
 			if e.HasSub || e.Section+"."+e.Key != k.Name || e.Value == "" {
 				continue
@@ -811,6 +830,26 @@ func pathKeysOutside(ws, gd string, entries []ConfigEntry) []string {
 		}
 	}
 	return out
+}
+
+// localRemote reports whether the remote URL u is a path git opens on this machine (git's
+// url_is_local_not_ssh: no "scheme://", and no ':' before the first '/'; or file://), and
+// returns the path.
+func localRemote(u string) (string, bool) {
+	if u == "" {
+		return "", false
+	}
+	if rest, ok := strings.CutPrefix(u, "file://"); ok {
+		if h, p, ok := strings.Cut(rest, "/"); ok && (h == "" || h == "localhost") {
+			return "/" + p, true
+		}
+		return rest, true
+	}
+	if strings.Contains(u, "://") {
+		return "", false
+	}
+	colon, slash := strings.IndexByte(u, ':'), strings.IndexByte(u, '/')
+	return u, colon < 0 || (slash >= 0 && slash < colon)
 }
 
 // leadsOut resolves a path value of git configuration (relative to base; "~" and "~/…" the

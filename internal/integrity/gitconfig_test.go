@@ -85,3 +85,28 @@ func TestNestedMatcherFirstEntry(t *testing.T) {
 		t.Fatalf("%d of %d tried found: the cases do not tell a matcher from a constant", found, tried)
 	}
 }
+
+// TestLocalRemote: the remote URLs git opens as a path on this machine (url_is_local_not_ssh),
+// whose hooks its fetch and push run there, against those it reaches over a transport.
+func TestLocalRemote(t *testing.T) {
+	for u, want := range map[string]string{
+		"/srv/r.git":                 "/srv/r.git",
+		"../r.git":                   "../r.git",
+		"r":                          "r",
+		"./a:b":                      "./a:b",
+		"~/r.git":                    "~/r.git",
+		"file:///srv/r.git":          "/srv/r.git",
+		"file://localhost/srv/r.git": "/srv/r.git",
+		"https://git.example.org/r":  "",
+		"ssh://git.example.org/r":    "",
+		"git@git.example.org:r.git":  "",
+		"host:dir/r":                 "",
+		"ext::sh -c x":               "",
+		"":                           "",
+	} {
+		p, local := localRemote(u)
+		if local != (want != "") || p != want && local {
+			t.Errorf("localRemote(%q) = %q, %v; want %q", u, p, local, want)
+		}
+	}
+}

@@ -24,12 +24,18 @@ func TestGitInitInBox(t *testing.T) {
 		name, script, subject string
 		// empty leaves the workspace empty (else it holds a.txt, which the box commits).
 		empty bool
+		// aside is what the alert of the one finding the launch makes says: the config moved
+		// aside ("": no alert, nothing proposed).
+		aside string
 	}{
 		{name: "init", script: "git init -q && git add -A && " + boxGit + " commit -qm x", subject: "x"},
 		{name: "init-b-main", script: "git init -q -b main && git add -A && " + boxGit + " commit -qm x && [ \"$(git symbolic-ref HEAD)\" = refs/heads/main ]", subject: "x"},
 		// A local bare repository the box makes in the box cache (outside the workspace,
-		// which stays empty: a clone into "." needs an empty folder).
-		{name: "clone", empty: true, subject: "src", script: `C=$(dirname "$(dirname "$CARGO_TARGET_DIR")")/gitinit-$$
+		// which stays empty: a clone into "." needs an empty folder). Its origin is a path out
+		// of the workspace, whose hooks the host's git push would run (review 22,
+		// TestAttackPushToBoxCacheRemote): the config is moved aside; the clone's commit and
+		// files stay, and the host's git reads the repository without it.
+		{name: "clone", empty: true, subject: "src", aside: "remote.origin.url = ", script: `C=$(dirname "$(dirname "$CARGO_TARGET_DIR")")/gitinit-$$
 git init -q -b main "$C/src" && echo s > "$C/src/s.txt" && git -C "$C/src" add -A && ` + boxGit + ` -C "$C/src" commit -qm src
 git clone -q --bare "$C/src" "$C/src.git"
 [ -z "$(ls -A)" ]
@@ -45,9 +51,15 @@ git clone -q "$C/src.git" . && [ -f s.txt ]`},
 			if code != 0 {
 				t.Fatalf("run: exit %d:\n%s%s", code, out, stderr)
 			}
-			for _, bad := range []string{"integrity alert", "proposed", "moved out"} {
-				if strings.Contains(stderr, bad) {
-					t.Errorf("the end of run says %q:\n%s", bad, stderr)
+			if tc.aside != "" {
+				if !strings.Contains(stderr, "integrity alert: created .git/config: git configuration leading out of the workspace: "+tc.aside) {
+					t.Errorf("the end of run does not say the config was moved aside for %q:\n%s", tc.aside, stderr)
+				}
+			} else {
+				for _, bad := range []string{"integrity alert", "proposed", "moved out"} {
+					if strings.Contains(stderr, bad) {
+						t.Errorf("the end of run says %q:\n%s", bad, stderr)
+					}
 				}
 			}
 			if got, err := hostGit(e.work, "log", "--format=%s"); err != nil || got != tc.subject+"\n" {
@@ -57,9 +69,12 @@ git clone -q "$C/src.git" . && [ -f s.txt ]`},
 				t.Errorf("the host's git status --porcelain: %q, %v; want nothing", got, err)
 			}
 			for _, f := range []string{".git/HEAD", ".git/config", ".git/description", ".git/hooks/pre-commit.sample"} {
-				if _, err := os.Lstat(filepath.Join(e.work, f)); err != nil {
+				if _, err := os.Lstat(filepath.Join(e.work, f)); err != nil && (f != ".git/config" || tc.aside == "") {
 					t.Errorf("%s is not on the host: %v", f, err)
 				}
+			}
+			if tc.aside != "" {
+				return
 			}
 			l := e.lastLaunch()
 			if l.Proposed != nil && l.Proposed.Changes > 0 {

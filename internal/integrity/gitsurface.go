@@ -156,6 +156,8 @@ var GitProgramKeys = []GitProgramKey{
 	{"protocol.ext.allow", ValueNotNever, "ext:: URLs, which run a command (fetch, push, clone)"},
 	{"protocol.allow", ValueAlways, "every transport, ext:: (a command) included"},
 	{"hook.*.command", ValueAny, "a configured hook (git 2.5x config-based hooks)"},
+	{"trailer.*.command", ValueAny, "a trailer's command (commit --trailer, interpret-trailers)"},
+	{"trailer.*.cmd", ValueAny, "a trailer's command (commit --trailer, interpret-trailers)"},
 }
 
 // GitPathKey is one configuration key whose value is a path from which git reads what the scan

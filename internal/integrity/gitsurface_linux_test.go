@@ -129,6 +129,8 @@ var gitRuns = map[string]gitRun{
 	"tar.*.command":          {config: "[tar \"x\"]\n\tcommand = FILTER\n", git: []string{"archive", "-o", "/dev/null", "--format=x", "HEAD"}},
 	"protocol.ext.allow":     {config: "[protocol \"ext\"]\n\tallow = always\n", git: []string{"ls-remote", "ext::PROG"}},
 	"protocol.allow":         {config: "[protocol]\n\tallow = always\n", git: []string{"ls-remote", "ext::PROG"}},
+	"trailer.*.command":      {config: "[trailer \"x\"]\n\tcommand = PROG\n", git: []string{"commit", "-q", "--allow-empty", "-m", "x", "--trailer", "x: y"}},
+	"trailer.*.cmd":          {config: "[trailer \"x\"]\n\tcmd = PROG\n", git: []string{"commit", "-q", "--allow-empty", "-m", "x", "--trailer", "x: y"}},
 }
 
 // notRunHere are the keys TestGitProgramKeysRunByGit does not run, and why.

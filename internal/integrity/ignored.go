@@ -615,6 +615,21 @@ func (s *State) RecordFolders(path string, done func(error)) {
 	}
 	f := &folderRecord{done: make(chan struct{}), inode: map[string]uint64{}}
 	s.folders = f
+	if s.NoRepository {
+		// No repository at launch, so no git-ignored place to record. A walk started here ran
+		// git in the workspace with the configuration of a repository the box had made
+		// meanwhile (git init), a config the box wrote: its promisor remote's uploadpack ran in
+		// the daemon (review 22, TestAttackRecordFoldersReadsBoxConfig).
+		var err error
+		if path != "" {
+			err = saveFolders(path, f.inode)
+		}
+		close(f.done)
+		if done != nil {
+			done(err)
+		}
+		return
+	}
 	// What the walk reads of the state, copied: the checks change it while the box runs.
 	c := &State{Workspace: s.Workspace, Started: s.Started, Worktrees: slices.Clone(s.Worktrees), Own: slices.Clone(s.Own), Deps: maps.Clone(s.Deps)}
 	go func() {

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/agentbox/agentbox/internal/atomicfile"
 	"golang.org/x/sys/unix"
@@ -23,6 +24,32 @@ import (
 type Registry struct {
 	// Path is the registry file (in the daemon's state directory).
 	Path string
+
+	mu sync.Mutex
+	// boxRepos are the workspaces of running launches that were in no repository when the
+	// first of them started (Layout.NoRepository), each with the launches there that take its
+	// repository for a box's: while one of them runs, the repository at that workspace's top
+	// is one a box may be making. Kept in memory only: a daemon that restarts finds it again
+	// in the states of the launches it resumes (HoldBoxRepo), and none is needed once the
+	// boxes are gone.
+	boxRepos map[string][]string
+}
+
+// HoldBoxRepo records that launch, resumed by a restarted daemon, runs in workspace ws, which
+// was in no repository when it started (State.NoRepository): see Prepare.
+func (r *Registry) HoldBoxRepo(launch, ws string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.holdBoxRepo(launch, ws)
+}
+
+func (r *Registry) holdBoxRepo(launch, ws string) {
+	if r.boxRepos == nil {
+		r.boxRepos = map[string][]string{}
+	}
+	if !slices.Contains(r.boxRepos[ws], launch) {
+		r.boxRepos[ws] = append(r.boxRepos[ws], launch)
+	}
 }
 
 type phEntry struct {
@@ -76,6 +103,12 @@ func (r *Registry) locked(fn func(f *phFile) error) error {
 // lock, so that no other launch creates or removes a placeholder meanwhile. A workspace gets no
 // placeholder (its absent protected paths are guarded: Layout.Guards); a placeholder an
 // earlier version of agentbox left in the workspace and still holds is resolved as absent.
+//
+// A workspace in no repository (Layout.NoRepository: its box may git init) is recorded with
+// launch until Release; while it is, the repository at its top is a box's for every launch
+// there too (resolveExcept's boxRepo), and a launch in a folder beneath it is refused: the
+// daemon's git would find that repository above the workspace, whose configuration the box
+// writes, and take it for the user's.
 func (r *Registry) Prepare(launch, ws string, extra []string) (*Layout, error) {
 	var lay *Layout
 	err := r.locked(func(f *phFile) error {
@@ -85,9 +118,26 @@ func (r *Registry) Prepare(launch, ws string, extra []string) (*Layout, error) {
 				held[e.Path] = true
 			}
 		}
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		boxMade := false
+		for w, holders := range r.boxRepos {
+			switch {
+			case w == ws:
+				boxMade = true
+			case within(ws, w):
+				return fmt.Errorf("integrity: the workspace %s lies in %s, which was in no git repository when launch %s started there: the repository its box may have made (git init) is the box's, and its configuration is not checked for this workspace; start this launch in %s, or once every launch there has ended",
+					ws, w, holders[0][:min(12, len(holders[0]))], w)
+			}
+		}
 		var err error
-		lay, err = resolveExcept(ws, extra, held)
-		return err
+		if lay, err = resolveExcept(ws, extra, held, boxMade); err != nil {
+			return err
+		}
+		if lay.NoRepository {
+			r.holdBoxRepo(launch, ws)
+		}
+		return nil
 	})
 	if err != nil {
 		return nil, err
@@ -186,6 +236,15 @@ func (r *Registry) Release(launch string) ([]string, error) {
 			}
 		}
 		f.Entries = keep
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		for w, holders := range r.boxRepos {
+			if holders = slices.DeleteFunc(holders, func(h string) bool { return h == launch }); len(holders) == 0 {
+				delete(r.boxRepos, w)
+			} else {
+				r.boxRepos[w] = holders
+			}
+		}
 		return nil
 	})
 	if err != nil {
@@ -201,6 +260,16 @@ func (r *Registry) Holders() ([]string, error) {
 	err := r.locked(func(f *phFile) error {
 		for _, e := range f.Entries {
 			for _, h := range e.Holders {
+				if !seen[h] {
+					seen[h] = true
+					out = append(out, h)
+				}
+			}
+		}
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		for _, holders := range r.boxRepos {
+			for _, h := range holders {
 				if !seen[h] {
 					seen[h] = true
 					out = append(out, h)

@@ -436,3 +436,63 @@ func TestRegistryWritesOnlyChanges(t *testing.T) {
 		t.Errorf("placeholder left after its last holder ended: %v", err)
 	}
 }
+
+// TestRegistryBoxMadeRepository: while a launch started in a workspace in no repository runs,
+// the repository at that workspace's top is a box's for every launch started there
+// (NoRepository, its .git neither pinned nor a root), a launch in a folder beneath it is
+// refused, and once every launch there has ended (or for a daemon that resumed the first,
+// HoldBoxRepo) the next launch pins it as the user's (review 22,
+// TestAttackSecondLaunchTrustsBoxRepo: the second launch took it for the user's).
+func TestRegistryBoxMadeRepository(t *testing.T) {
+	ws, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !integrity.SurelyNoRepository(ws) {
+		t.Skipf("%s lies beneath a .git or a HEAD", ws)
+	}
+	reg := &integrity.Registry{Path: filepath.Join(t.TempDir(), "ph.json")}
+	prepare := func(launch, dir string) *integrity.Layout {
+		t.Helper()
+		lay, err := reg.Prepare(launch, dir, nil)
+		if err != nil {
+			t.Fatalf("prepare %s: %v", launch, err)
+		}
+		return lay
+	}
+	pinned := func(lay *integrity.Layout) bool {
+		return slices.ContainsFunc(lay.Roots, func(r integrity.Root) bool { return r.Path == filepath.Join(ws, ".git") })
+	}
+	if lay := prepare("first", ws); !lay.NoRepository {
+		t.Fatal("a workspace in no repository: NoRepository false")
+	}
+	// The first box makes the repository.
+	if out, err := exec.Command("git", "init", "-q", ws).CombinedOutput(); err != nil {
+		t.Fatalf("git init: %v\n%s", err, out)
+	}
+	if err := os.Mkdir(filepath.Join(ws, "sub"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if lay := prepare("second", ws); !lay.NoRepository || pinned(lay) {
+		t.Errorf("beside the first: NoRepository %v, .git a root %v; want the repository the box's", lay.NoRepository, pinned(lay))
+	}
+	if _, err := reg.Prepare("beneath", filepath.Join(ws, "sub"), nil); err == nil || !strings.Contains(err.Error(), "no git repository when launch first") {
+		t.Errorf("a launch beneath the workspace: %v, want refused naming the first launch", err)
+	}
+	reg.Release("first")
+	if lay := prepare("third", ws); !lay.NoRepository {
+		t.Error("while the second launch runs: the repository taken for the user's")
+	}
+	reg.Release("second")
+	reg.Release("third")
+	if lay := prepare("fourth", ws); lay.NoRepository || !pinned(lay) {
+		t.Errorf("once every launch there ended: NoRepository %v, .git a root %v; want it pinned as the user's", lay.NoRepository, pinned(lay))
+	}
+	reg.Release("fourth")
+	// A restarted daemon learns it from the state of the launch it resumes.
+	reg2 := &integrity.Registry{Path: reg.Path}
+	reg2.HoldBoxRepo("resumed", ws)
+	if lay, err := reg2.Prepare("fifth", ws, nil); err != nil || !lay.NoRepository {
+		t.Errorf("beside a resumed launch: %v (NoRepository %v); want the repository the box's", err, err == nil && lay.NoRepository)
+	}
+}

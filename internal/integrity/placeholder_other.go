@@ -12,6 +12,9 @@ func (r *Registry) Prepare(launch, ws string, extra []string) (*Layout, error) {
 	return nil, ErrNotSupported
 }
 
+// HoldBoxRepo is not supported off Linux.
+func (r *Registry) HoldBoxRepo(launch, ws string) {}
+
 // Release is not supported off Linux.
 func (r *Registry) Release(launch string) ([]string, error) { return nil, nil }
 

@@ -588,8 +588,8 @@ func (r *resolver) submodules(gitdir string) []string {
 	return names
 }
 
-// resolveWith is Resolve over fs.
-func resolveWith(ws string, extra []string, fs beneathFS) *Layout {
+// resolveWith is Resolve over fs; boxRepo: see resolveExcept.
+func resolveWith(ws string, extra []string, fs beneathFS, boxRepo bool) *Layout {
 	r := &resolver{ws: ws, lay: &Layout{Workspace: ws}, prot: map[string]bool{}, guarded: map[string]bool{}, roots: map[string]bool{}, fs: fs}
 	rels := plan.ProtectedPaths(ws, extra)
 	dirs := plan.ProtectedDirPaths(ws, extra)
@@ -611,6 +611,13 @@ func resolveWith(ws string, extra []string, fs beneathFS) *Layout {
 		k, err := fs.kind(".git")
 		dotGit := filepath.Join(ws, ".git")
 		switch {
+		case boxRepo:
+			// A box of a launch still running, started when the workspace was in no
+			// repository, may have made this one (git init) and may write its configuration
+			// still: it is the box's, under the nested repositories' rule, as for that launch.
+			// Taken for the user's, its config was pinned as trusted and this launch's checks
+			// ran the host's git with it (review 22, TestAttackSecondLaunchTrustsBoxRepo).
+			r.lay.NoRepository = true
 		case err == nil && k == KindDir:
 			r.root(dotGit, true, true)
 			r.gitdirRel = ".git"

@@ -16,12 +16,14 @@ import (
 // without following symlinks, so a symlink or a .git file written by an earlier box never
 // makes a launch bind something outside the workspace.
 func Resolve(ws string, extra []string) (*Layout, error) {
-	return resolveExcept(ws, extra, nil)
+	return resolveExcept(ws, extra, nil, false)
 }
 
 // resolveExcept is Resolve with the paths of absent (absolute paths) taken for absent: the
-// placeholders of running launches (see Registry.Prepare).
-func resolveExcept(ws string, extra []string, absent map[string]bool) (*Layout, error) {
+// placeholders of running launches (see Registry.Prepare). With boxRepo the workspace's
+// repository, whatever is at .git, is one a running launch's box may be making (Registry.Prepare):
+// taken as a box's (Layout.NoRepository), never as the user's.
+func resolveExcept(ws string, extra []string, absent map[string]bool, boxRepo bool) (*Layout, error) {
 	fd, err := unix.Openat2(unix.AT_FDCWD, ws, &unix.OpenHow{
 		Flags:   unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC,
 		Resolve: unix.RESOLVE_NO_MAGICLINKS,
@@ -34,7 +36,7 @@ func resolveExcept(ws string, extra []string, absent map[string]bool) (*Layout, 
 	if len(absent) > 0 {
 		fs = absentFS{beneathFS: fs, ws: ws, absent: absent}
 	}
-	return resolveWith(ws, extra, fs), nil
+	return resolveWith(ws, extra, fs, boxRepo), nil
 }
 
 // absentFS is a beneathFS in which the paths of absent, and what lies beneath them, do not
