@@ -78,6 +78,11 @@ func (m *Tmux) Screen() string { return m.tmux("capture-pane", "-p", "-J", "-S",
 // Visible returns what the pane shows now (no scrollback).
 func (m *Tmux) Visible() string { return m.tmux("capture-pane", "-p", "-t", m.target) }
 
+// Title returns the pane's title, as the program in it last set it (OSC 0 or 2).
+func (m *Tmux) Title() string {
+	return strings.TrimSpace(m.tmux("display", "-p", "-t", m.target, "#{pane_title}"))
+}
+
 // Split opens another pane beside this one in the same tmux window, running sh in the
 // workspace: a second terminal of the same user. Its Tmux types into and reads that pane.
 func (m *Tmux) Split() *Tmux {
@@ -342,7 +347,7 @@ func TestTerminal(t *testing.T) {
 		if !strings.Contains(m.Screen(), "click-text") {
 			t.Errorf("the link's text is not shown:\n%s", m.Screen())
 		}
-		if title := strings.TrimSpace(m.tmux("display", "-p", "-t", m.target, "#{pane_title}")); title != ";touch pwn" {
+		if title := m.Title(); title != ";touch pwn" {
 			t.Errorf("pane title %q, want %q", title, ";touch pwn")
 		}
 		if _, err := os.Stat(filepath.Join(e.Work, "pwn")); err == nil {
