@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 
@@ -253,5 +254,6 @@ func resetVolatileLayers(cache string) ([]string, error) {
 		}
 		reset = append(reset, name)
 	}
+	slices.Sort(reset) // the folder's order is the file system's
 	return reset, errors.Join(errs...)
 }
