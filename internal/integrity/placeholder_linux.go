@@ -106,9 +106,10 @@ func (r *Registry) locked(fn func(f *phFile) error) error {
 //
 // A workspace in no repository (Layout.NoRepository: its box may git init) is recorded with
 // launch until Release; while it is, the repository at its top is a box's for every launch
-// there too (resolveExcept's boxRepo), and a launch in a folder beneath it is refused: the
-// daemon's git would find that repository above the workspace, whose configuration the box
-// writes, and take it for the user's.
+// there too (resolveExcept's boxRepo), and a launch in a folder beneath it that has no .git of
+// its own is refused: the daemon's git would find that repository above the workspace, whose
+// configuration the box writes, and take it for the user's. (A workspace beneath it with a
+// .git of its own, a repository of the user's in a folder an agent explores, is git's there.)
 func (r *Registry) Prepare(launch, ws string, extra []string) (*Layout, error) {
 	var lay *Layout
 	err := r.locked(func(f *phFile) error {
@@ -121,11 +122,12 @@ func (r *Registry) Prepare(launch, ws string, extra []string) (*Layout, error) {
 		r.mu.Lock()
 		defer r.mu.Unlock()
 		boxMade := false
+		_, ownErr := os.Lstat(filepath.Join(ws, ".git"))
 		for w, holders := range r.boxRepos {
 			switch {
 			case w == ws:
 				boxMade = true
-			case within(ws, w):
+			case within(ws, w) && ownErr != nil:
 				return fmt.Errorf("integrity: the workspace %s lies in %s, which was in no git repository when launch %s started there: the repository its box may have made (git init) is the box's, and its configuration is not checked for this workspace; start this launch in %s, or once every launch there has ended",
 					ws, w, holders[0][:min(12, len(holders[0]))], w)
 			}

@@ -479,6 +479,15 @@ func TestRegistryBoxMadeRepository(t *testing.T) {
 	if _, err := reg.Prepare("beneath", filepath.Join(ws, "sub"), nil); err == nil || !strings.Contains(err.Error(), "no git repository when launch first") {
 		t.Errorf("a launch beneath the workspace: %v, want refused naming the first launch", err)
 	}
+	// A repository of the user's beneath it, with a .git of its own: git's there, not refused.
+	own := filepath.Join(ws, "own")
+	if out, err := exec.Command("git", "init", "-q", own).CombinedOutput(); err != nil {
+		t.Fatalf("git init: %v\n%s", err, out)
+	}
+	if _, err := reg.Prepare("own", own, nil); err != nil {
+		t.Errorf("a launch in a repository of its own beneath the workspace: %v", err)
+	}
+	reg.Release("own")
 	reg.Release("first")
 	if lay := prepare("third", ws); !lay.NoRepository {
 		t.Error("while the second launch runs: the repository taken for the user's")
