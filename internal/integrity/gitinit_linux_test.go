@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/agentbox/agentbox/internal/integrity"
 )
 
 // TestGitInitInBox guards issue #20: a box started in a folder that is no git repository may
@@ -43,7 +45,7 @@ git clone -q "$C/src.git" . && [ -f s.txt ]`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			e := newDaemonEnv(t)
+			e := noRepoEnv(t)
 			if !tc.empty {
 				write(t, filepath.Join(e.work, "a.txt"), "hi\n")
 			}
@@ -148,7 +150,7 @@ git config core.hooksPath myhooks`, touch)
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			e := newDaemonEnv(t)
+			e := noRepoEnv(t)
 			write(t, filepath.Join(e.work, "a.txt"), "hi\n")
 			mark, touch := e.marker(tc.name)
 			marks := func() []string { m, _ := filepath.Glob(mark + ".*"); return m }
@@ -204,4 +206,15 @@ echo ready > %s; read go < %s`, boxGit, tc.plant(touch), tc.needle, tc.moved, tc
 			}
 		})
 	}
+}
+
+// noRepoEnv is newDaemonEnv for a test of a workspace in no repository: skipped where the test's
+// folder lies beneath a .git or a HEAD.
+func noRepoEnv(t *testing.T) *daemonEnv {
+	t.Helper()
+	e := newDaemonEnv(t)
+	if !integrity.SurelyNoRepository(e.work) {
+		t.Skipf("%s lies beneath a .git or a HEAD", e.work)
+	}
+	return e
 }

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/agentbox/agentbox/internal/api"
-	"github.com/agentbox/agentbox/internal/integrity"
 )
 
 // boxPromisorPlant is the box's shell script that makes the workspace's repository (git init)
@@ -35,20 +34,17 @@ echo replanted $n
 }
 
 // TestAttackRecordFoldersReadsBoxConfig: in a workspace in no repository at launch, the record
-// of the folders in git-ignored places (State.RecordFolders, started beside the box) runs the
-// host's git in the workspace with the repository's configuration: it copies the state without
-// NoRepository, so State.private(0) is false there and workTreeGitEnv reads the box-made
-// repository as the workspace's own of the launch, its configuration taken for pinned. A box
+// of the folders in git-ignored places (State.RecordFolders, started beside the box) ran the
+// host's git in the workspace with the repository's configuration before review 22's fix (it
+// copied the state without NoRepository, so workTreeGitEnv read the box-made repository as the
+// workspace's own, its configuration taken for pinned; now it walks nothing there). A box
 // that makes the repository (git init) before the record's walk reaches git has the daemon's
 // git ls-files --stage fetch through the promisor remote and run its uploadpack. The workspace
 // holds a user's project of many folders (the walk before git, blockingGitFiles, takes a
 // while); the box keeps its config in place against the watch's moves.
 func TestAttackRecordFoldersReadsBoxConfig(t *testing.T) {
 	t.Parallel()
-	e := newDaemonEnv(t)
-	if !integrity.SurelyNoRepository(e.work) {
-		t.Skipf("%s lies beneath a .git or a HEAD", e.work)
-	}
+	e := noRepoEnv(t)
 	// The user's project, not yet a repository: 300 folders of 200 folders.
 	for i := range 300 {
 		for j := range 200 {
@@ -70,16 +66,14 @@ func TestAttackRecordFoldersReadsBoxConfig(t *testing.T) {
 // TestAttackSecondLaunchTrustsBoxRepo: a first box in a workspace in no repository makes one
 // (git init) and keeps a config whose promisor remote's uploadpack is a command in place (the
 // watch moves it aside ~50 ms after each write; the box writes it again). A second launch in the
-// same workspace, started while the first box runs, finds a repository at the top and takes it
-// for the user's (Layout.NoRepository false): its .git/config pinned, and the checks of that
-// launch (the record of the ignored folders at its start, the checks at its exit) run the host's
-// git with that configuration, which fetches through the promisor remote and runs the command.
+// same workspace, started while the first box runs, found a repository at the top and took it
+// for the user's before review 22's fix (Layout.NoRepository false): its .git/config pinned,
+// and the checks of that launch ran the host's git with that configuration, which fetched
+// through the promisor remote and ran the command. Now the daemon's registry makes the
+// repository a box's for every launch beside the first (Registry.Prepare).
 func TestAttackSecondLaunchTrustsBoxRepo(t *testing.T) {
 	t.Parallel()
-	e := newDaemonEnv(t)
-	if !integrity.SurelyNoRepository(e.work) {
-		t.Skipf("%s lies beneath a .git or a HEAD", e.work)
-	}
+	e := noRepoEnv(t)
 	mark, touch := e.marker("second")
 	id := strings.TrimSpace(e.run("run", "-d", "sh", "--", "-c", boxPromisorPlant(touch, 90)))
 	e.waitLaunch(id, "running", func(l api.Launch) bool { return l.State == api.StateRunning })
@@ -131,19 +125,27 @@ func TestAttackSecondLaunchTrustsBoxRepo(t *testing.T) {
 
 // hostAfterPlant runs script in a box (the workspace holds a.txt), hands over through
 // syncFIFO once the script has written to it, waits wait on the host (the watch's time to move
-// what it sees), runs host there (the host's git while the box runs) and, after the box, again.
-// It returns the box's output; marks are the markers the host's git made.
-func hostAfterPlant(t *testing.T, e *daemonEnv, script string, wait time.Duration, host func(when string)) string {
+// what it sees), runs host there (the host's git while the box runs) and, after the box, again;
+// each time the marker mark appears, the test fails saying when and what ran (ran), with host's
+// output. It returns the box's output.
+func hostAfterPlant(t *testing.T, e *daemonEnv, script string, wait time.Duration, mark, ran string, host func() (string, error)) string {
 	t.Helper()
 	write(t, filepath.Join(e.work, "a.txt"), "hi\n")
+	check := func(when string) {
+		res, err := host()
+		if _, lerr := os.Lstat(mark); lerr == nil {
+			os.Remove(mark)
+			t.Errorf("%s, %s: %v\n%s", when, ran, err, res)
+		}
+	}
 	out := e.boxPlantDuring(script+"\necho ready > "+syncFIFO+"; read go < "+syncFIFO+"\n", func() {
 		time.Sleep(wait)
-		host("while the box runs")
+		check("while the box runs")
 	})
 	if !strings.Contains(out, "planted") {
 		t.Fatalf("the plant did not complete (the test would prove nothing):\n%s", out)
 	}
-	host("after the box")
+	check("after the box")
 	return out
 }
 
@@ -155,47 +157,30 @@ func hostAfterPlant(t *testing.T, e *daemonEnv, script string, wait time.Duratio
 // event in c/hooks is one of an ordinary folder.
 func TestAttackCommondirHooks(t *testing.T) {
 	t.Parallel()
-	e := newDaemonEnv(t)
-	if !integrity.SurelyNoRepository(e.work) {
-		t.Skipf("%s lies beneath a .git or a HEAD", e.work)
-	}
+	e := noRepoEnv(t)
 	mark, touch := e.marker("commondir")
-	ran := map[string]bool{}
 	out := hostAfterPlant(t, e, fmt.Sprintf(`git init -q && git add a.txt && %s commit -qm x &&
 cp -r .git c && rm c/HEAD c/index && echo ../c > .git/commondir && sleep 1 &&
 h=$(mktemp) && printf '#!/bin/sh\n%s\n' > "$h" && chmod +x "$h" && mv "$h" c/hooks/pre-commit && echo planted`, boxGit, touch),
-		3*time.Second, func(when string) {
-			res, err := hostGit(e.work, "commit", "-q", "--allow-empty", "-m", "host "+when)
-			if _, lerr := os.Lstat(mark); lerr == nil && !ran[when] {
-				ran[when] = true
-				os.Remove(mark)
-				t.Errorf("%s, the host's git commit ran the pre-commit hook the box put in the common dir c/hooks: %v\n%s", when, err, res)
-			}
-		})
+		3*time.Second, mark, "the host's git commit ran the pre-commit hook the box put in the common dir c/hooks",
+		func() (string, error) { return hostGit(e.work, "commit", "-q", "--allow-empty", "-m", "host") })
 	t.Logf("the box said:\n%s", out)
 }
 
 // TestAttackTrailerCommand: a box makes the workspace's repository (git init) and sets
-// trailer.co.command, which is no key of GitProgramKeys: the scan keeps the config. The
+// trailer.co.command, which was no key of GitProgramKeys before review 22's fix (the scan kept
+// the config). The
 // host's git commit --trailer (and git interpret-trailers) runs every configured trailer
 // command.
 func TestAttackTrailerCommand(t *testing.T) {
 	t.Parallel()
-	e := newDaemonEnv(t)
-	if !integrity.SurelyNoRepository(e.work) {
-		t.Skipf("%s lies beneath a .git or a HEAD", e.work)
-	}
+	e := noRepoEnv(t)
 	mark, touch := e.marker("trailer")
-	ran := map[string]bool{}
 	hostAfterPlant(t, e, fmt.Sprintf(`git init -q && git add a.txt && %s commit -qm x &&
 git config trailer.co.key Co-authored-by && git config trailer.co.command '%s; true' && echo planted`, boxGit, touch),
-		2*time.Second, func(when string) {
-			res, err := hostGit(e.work, "commit", "-q", "--allow-empty", "-m", "host "+when, "--trailer", "Reviewed-by: U <u@example.com>")
-			if _, lerr := os.Lstat(mark); lerr == nil && !ran[when] {
-				ran[when] = true
-				os.Remove(mark)
-				t.Errorf("%s, the host's git commit --trailer ran the trailer command the box set: %v\n%s", when, err, res)
-			}
+		2*time.Second, mark, "the host's git commit --trailer ran the trailer command the box set",
+		func() (string, error) {
+			return hostGit(e.work, "commit", "-q", "--allow-empty", "-m", "host", "--trailer", "Reviewed-by: U <u@example.com>")
 		})
 }
 
@@ -205,48 +190,33 @@ git config trailer.co.key Co-authored-by && git config trailer.co.command '%s; t
 // "all" by default) and git log on a terminal runs the pager.
 func TestAttackBareAtTop(t *testing.T) {
 	t.Parallel()
-	e := newDaemonEnv(t)
-	if !integrity.SurelyNoRepository(e.work) {
-		t.Skipf("%s lies beneath a .git or a HEAD", e.work)
-	}
+	e := noRepoEnv(t)
 	mark, touch := e.marker("bare")
-	ran := map[string]bool{}
 	hostAfterPlant(t, e, fmt.Sprintf(`d=$(mktemp -d) && git init -q -b main "$d/s" && echo s > "$d/s/f" && git -C "$d/s" add f && %s -C "$d/s" commit -qm s &&
 git clone -q --bare "$d/s" "$d/b" && git -C "$d/b" config core.pager '%s; cat' &&
 cp -r "$d/b/objects" "$d/b/refs" . && cp "$d/b/packed-refs" "$d/b/config" "$d/b/HEAD" . && echo planted`, boxGit, touch),
-		2*time.Second, func(when string) {
-			res, err := hostScript(e.work, "git log --oneline; git config --list")
-			if _, lerr := os.Lstat(mark); lerr == nil && !ran[when] {
-				ran[when] = true
-				os.Remove(mark)
-				t.Errorf("%s, the host's git log in the workspace ran the pager of a bare repository's config the box wrote at the top: %v\n%s", when, err, res)
-			}
-		})
+		2*time.Second, mark, "the host's git log in the workspace ran the pager of a bare repository's config the box wrote at the top",
+		func() (string, error) { return hostScript(e.work, "git log --oneline; git config --list") })
 }
 
 // TestAttackPushToBoxCacheRemote: a box makes the workspace's repository (git init), a bare
 // repository in the box cache (outside the workspace, writable by boxes, the same path on the
 // host) with a pre-receive hook, and names it the repository's origin (remote.origin.url, no
-// key of GitProgramKeys nor of GitPathKeys: the scan keeps the config). The host's git push
-// runs receive-pack in that repository, which runs its hook: no scan reads the box cache.
+// key of GitProgramKeys nor of GitPathKeys: before review 22's fix the scan kept the config;
+// now a remote that is a path out of the workspace is a finding). The host's git push runs
+// receive-pack in that repository, which runs its hook: no scan reads the box cache.
 func TestAttackPushToBoxCacheRemote(t *testing.T) {
 	t.Parallel()
-	e := newDaemonEnv(t)
-	if !integrity.SurelyNoRepository(e.work) {
-		t.Skipf("%s lies beneath a .git or a HEAD", e.work)
-	}
+	e := noRepoEnv(t)
 	mark, touch := e.marker("push")
-	ran := map[string]bool{}
+	pushes := 0
 	out := hostAfterPlant(t, e, fmt.Sprintf(`C=$(dirname "$(dirname "$CARGO_TARGET_DIR")")/review22-$$ &&
 git init -q --bare "$C/r.git" && printf '#!/bin/sh\n%s\n' > "$C/r.git/hooks/pre-receive" && chmod +x "$C/r.git/hooks/pre-receive" &&
 git init -q -b main && git add a.txt && %s commit -qm x && git remote add origin "$C/r.git" && echo planted "$C"`, touch, boxGit),
-		2*time.Second, func(when string) {
-			res, err := hostGit(e.work, "push", "-q", "origin", "HEAD:refs/heads/"+strings.ReplaceAll(when, " ", "-"))
-			if _, lerr := os.Lstat(mark); lerr == nil && !ran[when] {
-				ran[when] = true
-				os.Remove(mark)
-				t.Errorf("%s, the host's git push ran the pre-receive hook of the box's bare repository in the box cache (the remote its repository names): %v\n%s", when, err, res)
-			}
+		2*time.Second, mark, "the host's git push ran the pre-receive hook of the box's bare repository in the box cache (the remote its repository names)",
+		func() (string, error) {
+			pushes++
+			return hostGit(e.work, "push", "-q", "origin", fmt.Sprintf("HEAD:refs/heads/host-%d", pushes))
 		})
 	t.Logf("the box said:\n%s", out)
 }
