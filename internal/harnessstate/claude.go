@@ -6,6 +6,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -26,8 +28,9 @@ const (
 // with why it cannot run code. Everything else is dropped: MCP servers (mcpServers, and per
 // project mcpServers, enabledMcpjsonServers), allowed tools, env, apiKeyHelper, hooks, plugins,
 // status-line commands, approved API keys (customApiKeyResponses), the account (oauthAccount,
-// primaryApiKey), CLAUDE.md external-include approvals. The host's value wins; the box's own
-// is kept where the host has none. docs/profiles.md has the same table.
+// primaryApiKey), CLAUDE.md external-include approvals. The host's value wins, but for what
+// Claude Code has shown (claudeShown: the furthest along of the two); the box's own is kept
+// where the host has none. docs/profiles.md has the same table.
 var claudeKeys = map[string]kind{
 	// Set always (see claudeConfig): the first-run path checks the vendor's API host directly,
 	// which no box reaches. A flag that skips screens; it names no program.
@@ -69,6 +72,103 @@ var claudeKeys = map[string]kind{
 	"lowerAutoWindowKeptProfiles": kStrings,
 }
 
+// claudeShown are the carried keys in which Claude Code records what it has shown the user
+// (release notes, tips, offers, one-time dialogs): where both sides have one, the furthest
+// along of the two is carried, so that what a box showed is not shown again by the next box of
+// the workspace while the host's file still has the older value (a Claude Code updated since
+// the host's last unboxed start showed its release notes in every box: TestInteractiveClaudeAsksOnce).
+// Preferences, the install's identity and migrations stay the host's. Each merge is of values
+// already of the key's kind (hasKind), and gives one of that kind.
+var claudeShown = map[string]func(box, host any) any{
+	"lastReleaseNotesSeen":      laterVersion,
+	"lastOnboardingVersion":     laterVersion,
+	"numStartups":               largerNumber,
+	"fullscreenUpsellSeenCount": largerNumber,
+	"tipsHistory":               largerNumbers,
+	"tipLifetimeShownCounts":    largerNumbers,
+	"hasSeenAutoDefaultNotice":  eitherTrue,
+	"lowerAutoWindowAskedOf":    unionStrings,
+	"lowerAutoWindowToldTo":     unionStrings,
+	"lowerAutoWindowTriedOn":    unionStrings,
+}
+
+// laterVersion is the later of two dotted version strings ("2.1.335"), compared number by
+// number; the host's when either is not one.
+func laterVersion(box, host any) any {
+	bv, hv := versionNumbers(box.(string)), versionNumbers(host.(string))
+	if bv == nil || hv == nil {
+		return host
+	}
+	for i := 0; i < len(bv) || i < len(hv); i++ {
+		var x, y int
+		if i < len(bv) {
+			x = bv[i]
+		}
+		if i < len(hv) {
+			y = hv[i]
+		}
+		if x != y {
+			if x > y {
+				return box
+			}
+			return host
+		}
+	}
+	return host
+}
+
+// versionNumbers splits "2.1.335" into its numbers; nil for anything else.
+func versionNumbers(s string) []int {
+	var out []int
+	for _, part := range strings.Split(s, ".") {
+		if !smallInt(part) {
+			return nil
+		}
+		n, _ := strconv.Atoi(part)
+		out = append(out, n)
+	}
+	return out
+}
+
+func largerNumber(box, host any) any {
+	return max(box.(float64), host.(float64))
+}
+
+// largerNumbers merges two objects of counters, each key's larger count.
+func largerNumbers(box, host any) any {
+	out := map[string]any{}
+	for _, m := range []map[string]any{box.(map[string]any), host.(map[string]any)} {
+		for k, v := range m {
+			if o, ok := out[k].(float64); ok {
+				v = max(o, v.(float64))
+			}
+			out[k] = v
+		}
+	}
+	if len(out) > 256 { // the kind's bound: the host's alone then
+		return host
+	}
+	return out
+}
+
+func eitherTrue(box, host any) any {
+	return box.(bool) || host.(bool)
+}
+
+// unionStrings is the host's list with the box's strings it lacks after it.
+func unionStrings(box, host any) any {
+	out := slices.Clone(host.([]any))
+	for _, x := range box.([]any) {
+		if !slices.Contains(out, x) {
+			out = append(out, x)
+		}
+	}
+	if len(out) > 64 { // the kind's bound: the host's alone then
+		return host
+	}
+	return out
+}
+
 // claudeProjectKeys are the keys of a projects["<path>"] entry carried, for the workspace (and,
 // from the host, its parent folders, whose trust Claude Code extends to what they hold).
 var claudeProjectKeys = map[string]kind{
@@ -87,6 +187,9 @@ func claudeConfig(host, box []byte, ws string) ([]byte, error) {
 	for _, src := range []map[string]any{b, h} {
 		for k, v := range src {
 			if want, ok := claudeKeys[k]; ok && hasKind(v, want) {
+				if merge, ok := claudeShown[k]; ok && out[k] != nil {
+					v = merge(out[k], v)
+				}
 				out[k] = v
 			}
 		}

@@ -54,3 +54,48 @@ func TestClaudeConfig(t *testing.T) {
 		t.Errorf("from garbage: %s", out)
 	}
 }
+
+// TestClaudeConfigShown: for what Claude Code records it has shown (release notes, counters,
+// one-time notices and dialogs), the furthest along of the host's and the box's values is
+// carried, so that a box does not show again what an earlier box of the workspace showed; a
+// preference stays the host's, and a value that is no version leaves the host's.
+func TestClaudeConfigShown(t *testing.T) {
+	host := map[string]any{
+		"lastReleaseNotesSeen": "2.1.333", "lastOnboardingVersion": "2.1.340", "numStartups": 12,
+		"tipsHistory": map[string]any{"a": 3, "b": 9}, "hasSeenAutoDefaultNotice": false,
+		"lowerAutoWindowAskedOf": []string{"h0st"}, "theme": "light", "migrationVersion": 15,
+		"fullscreenUpsellSeenCount": 1,
+	}
+	box := map[string]any{
+		"lastReleaseNotesSeen": "2.1.335", "lastOnboardingVersion": "2.1.40", "numStartups": 14,
+		"tipsHistory": map[string]any{"a": 5, "c": 1}, "hasSeenAutoDefaultNotice": true,
+		"lowerAutoWindowAskedOf": []string{"b0x", "h0st"}, "theme": "dark", "migrationVersion": 16,
+		"fullscreenUpsellSeenCount": "3", // wrong type: dropped, the host's kept
+	}
+	hb, _ := json.Marshal(host)
+	bb, _ := json.Marshal(box)
+	out, err := claudeConfig(hb, bb, "/w")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got map[string]any
+	json.Unmarshal(out, &got)
+	want := `{"fullscreenUpsellSeenCount":1,"hasCompletedOnboarding":true,"hasSeenAutoDefaultNotice":true,"lastOnboardingVersion":"2.1.340","lastReleaseNotesSeen":"2.1.335",` +
+		`"lowerAutoWindowAskedOf":["h0st","b0x"],"migrationVersion":15,"numStartups":14,"theme":"light","tipsHistory":{"a":5,"b":9,"c":1}}`
+	if b, _ := json.Marshal(got); string(b) != want {
+		t.Errorf("synthesized:\n%s\nwant:\n%s", b, want)
+	}
+	for _, c := range []struct{ box, host, want string }{
+		{"2.1.335", "2.1.333", "2.1.335"},
+		{"2.1.333", "2.1.335", "2.1.335"},
+		{"2.2", "2.1.999", "2.2"},
+		{"2.1.335.1", "2.1.335", "2.1.335.1"},
+		{"9.9.9-evil", "2.1.333", "2.1.333"},
+		{"2.1.333", "", ""},
+		{"", "2.1.333", "2.1.333"},
+	} {
+		if got := laterVersion(c.box, c.host); got != c.want {
+			t.Errorf("laterVersion(box %q, host %q) = %q, want %q", c.box, c.host, got, c.want)
+		}
+	}
+}

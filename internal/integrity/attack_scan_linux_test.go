@@ -88,9 +88,7 @@ echo ready > %[4]s; read x < %[4]s`, touch1, boxGit, touch2, syncFIFO), func() {
 			os.Remove(mark1)
 		}
 	})
-	if !strings.Contains(out, "planted") {
-		t.Fatalf("the plant did not complete (the test would prove nothing):\n%s", out)
-	}
+	requirePlanted(t, out)
 	if !strings.Contains(out, "left while the box runs: \n") {
 		t.Errorf("pointers stayed in the workspace while the box ran:\n%s", out)
 	}
@@ -154,9 +152,7 @@ mkdir zz && cd zz && seq 1 20005 | xargs mkdir && cd ..
 git init -q a
 printf '[core]\n\tfsmonitor = "%s; false"\n' >> a/.git/config
 echo planted`, touch))
-	if !strings.Contains(out, "planted") {
-		t.Fatalf("the plant did not complete (the test would prove nothing):\n%s", out)
-	}
+	requirePlanted(t, out)
 	gs, _ := hostGit(filepath.Join(e.work, "a"), "status")
 	notRun(t, mark, "the host's git -C a status:\n"+gs, out)
 	l := e.lastLaunch()
@@ -185,9 +181,7 @@ git add pad/z/m
 echo planted
 i=0; while [ -e pad/z/m/.git/config ] && [ $i -lt 500 ]; do sleep 0.02; i=$((i+1)); done
 [ -e pad/z/m/.git/config ] && echo still-there || echo moved-during-run`, boxGit, touch))
-	if !strings.Contains(out, "planted") {
-		t.Fatalf("the plant did not complete (the test would prove nothing):\n%s", out)
-	}
+	requirePlanted(t, out)
 	if !strings.Contains(out, "moved-during-run") {
 		t.Errorf("the nested repository's config stayed while the box ran (the host's git status would run its fsmonitor):\n%s", out)
 	}

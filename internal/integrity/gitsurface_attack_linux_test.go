@@ -42,6 +42,15 @@ func (e *daemonEnv) boxPlant(script string) string {
 	return e.boxPlantDuring(script, nil)
 }
 
+// requirePlanted fails the test unless the box's output out says "planted": a plant that did
+// not complete would let an attack test pass without proving anything.
+func requirePlanted(t *testing.T, out string) {
+	t.Helper()
+	if !strings.Contains(out, "planted") {
+		t.Fatalf("the plant did not complete (the test would prove nothing):\n%s", out)
+	}
+}
+
 // syncFIFO is the FIFO in the workspace through which a box script of boxPlantDuring hands
 // over to the host and waits: `echo ready > sync.fifo; read go < sync.fifo`.
 const syncFIFO = "sync.fifo"
@@ -296,9 +305,7 @@ printf '#!/bin/sh\n%s\n' > "$C/evil.git/hooks/post-checkout"
 chmod +x "$C/evil.git/hooks/post-checkout"
 mkdir -p .git/modules && ln -s "$C/evil.git" .git/modules/lib
 echo planted`, touch))
-	if !strings.Contains(out, "planted") {
-		t.Fatalf("the plant did not complete (the test would prove nothing):\n%s", out)
-	}
+	requirePlanted(t, out)
 	if _, err := os.Lstat(mark); err == nil {
 		t.Fatalf("the box created the host's marker itself: the test cannot tell host from box\n%s", out)
 	}
@@ -339,9 +346,7 @@ printf '[core]\n\tpager = "%s; cat"\n' >> .cache/c/config
 echo "ref: $(git symbolic-ref HEAD)" > src/HEAD
 echo ../.cache/c > src/commondir
 echo planted`, touch))
-	if !strings.Contains(out, "planted") {
-		t.Fatalf("the plant did not complete (the test would prove nothing):\n%s", out)
-	}
+	requirePlanted(t, out)
 	if _, err := os.Lstat(mark); err == nil {
 		t.Fatalf("the box created the host's marker itself: the test cannot tell host from box\n%s", out)
 	}
@@ -384,9 +389,7 @@ func TestAttackPackageJSONHooks(t *testing.T) {
 	}
 	mark, touch := e.marker("husky")
 	out = e.boxPlant(fmt.Sprintf(`node -e 'const fs = require("fs"); const p = JSON.parse(fs.readFileSync("package.json")); p.scripts.test = %q; fs.writeFileSync("package.json", JSON.stringify(p, null, 2))' && echo planted`, touch))
-	if !strings.Contains(out, "planted") {
-		t.Fatalf("the plant did not complete (the test would prove nothing):\n%s", out)
-	}
+	requirePlanted(t, out)
 	if _, err := os.Lstat(mark); err == nil {
 		t.Fatalf("the box created the host's marker itself: the test cannot tell host from box\n%s", out)
 	}
@@ -423,9 +426,7 @@ func TestAttackPackageJSONUnreadableNumber(t *testing.T) {
 			git(t, e.work, "commit", "-q", "-m", "husky")
 			mark, touch := e.marker("husky")
 			out := e.boxPlant(fmt.Sprintf(`node -e 'const fs = require("fs"); let t = fs.readFileSync("package.json", "utf8"); t = t.replace("echo reviewed", %q).replace("\"name\": \"p\",", "\"name\": \"p\", " + %q); JSON.parse(t); fs.writeFileSync("package.json", t)' && echo planted`, touch, c.extra))
-			if !strings.Contains(out, "planted") {
-				t.Fatalf("the plant did not complete (the test would prove nothing):\n%s", out)
-			}
+			requirePlanted(t, out)
 			if _, err := os.Lstat(mark); err == nil {
 				t.Fatalf("the box created the host's marker itself: the test cannot tell host from box\n%s", out)
 			}
@@ -451,9 +452,7 @@ func TestAttackQuarantinedFolderRunByTests(t *testing.T) {
 	write(t, filepath.Join(e.work, "test", "ok.test.js"), "require('node:test')('ok', () => {});\n")
 	mark, touch := e.marker("nodetest")
 	out := e.boxPlant(fmt.Sprintf(`mkdir -p lib/node_modules/lodash/test && echo 'require("child_process").execSync(%q)' > lib/node_modules/lodash/test/index.js && echo planted`, touch))
-	if !strings.Contains(out, "planted") {
-		t.Fatalf("the plant did not complete (the test would prove nothing):\n%s", out)
-	}
+	requirePlanted(t, out)
 	if _, err := os.Lstat(filepath.Join(e.work, "lib", "node_modules")); err == nil {
 		t.Fatalf("the box's lib/node_modules stayed in place: the check at exit did not move it\n%s", out)
 	}
@@ -820,9 +819,7 @@ printf '%s\n' > tools/lint-js.sh; echo "lint-js: $?"`, touchCheck, touchLint))
 	}
 	script, touchScript := e.marker("lint-js-script")
 	out = e.boxPlant(fmt.Sprintf(`node -e 'const fs = require("fs"); const p = JSON.parse(fs.readFileSync("package.json")); p.scripts["lint:js"] = %q; fs.writeFileSync("package.json", JSON.stringify(p, null, 2))' && echo planted`, touchScript))
-	if !strings.Contains(out, "planted") {
-		t.Fatalf("the plant did not complete (the test would prove nothing):\n%s", out)
-	}
+	requirePlanted(t, out)
 	write(t, filepath.Join(e.work, "work.txt"), "work 2\n")
 	git(t, e.work, "add", "work.txt")
 	cm, _ = hostGit(e.work, "commit", "-q", "-m", "work 2")
@@ -860,9 +857,7 @@ sed -n 's/^ *run *: *"*\([^"]*\)"*$/\1/p' lefthook.yml | while read -r c; do sh 
 	}
 	mark, touch := e.marker("lint")
 	out := e.boxPlant(fmt.Sprintf(`node -e 'const fs = require("fs"); const p = JSON.parse(fs.readFileSync("package.json")); p.scripts.lint = %q; fs.writeFileSync("package.json", JSON.stringify(p, null, 2))' && echo planted`, touch))
-	if !strings.Contains(out, "planted") {
-		t.Fatalf("the plant did not complete (the test would prove nothing):\n%s", out)
-	}
+	requirePlanted(t, out)
 	write(t, filepath.Join(e.work, "work.txt"), "work\n")
 	git(t, e.work, "add", "work.txt")
 	cm, _ := hostGit(e.work, "commit", "-q", "-m", "work")
@@ -1066,9 +1061,7 @@ i=0; while [ -e app/.claude/hooks/deep/y.sh ] && [ $i -lt 500 ]; do sleep 0.02; 
 [ -e app/.claude/hooks/deep/y.sh ] && echo remade-hooks-still-there || echo remade-hooks-moved-during-run
 `, cargoTouch, npmTouch, shellQuote(gitTouch+"; false #"))
 	out := e.boxPlant(script.String())
-	if !strings.Contains(out, "planted") {
-		t.Fatalf("the plant did not complete (the test would prove nothing):\n%s", out)
-	}
+	requirePlanted(t, out)
 	for rel := range plants {
 		if _, err := os.Lstat(filepath.Join(e.work, rel)); err == nil {
 			t.Errorf("%s is where an agent, an editor or a build tool reads it after the box", rel)

@@ -239,9 +239,7 @@ echo planted`, boxWaitScript, touch))
 		t.Errorf("%s\nthe box said:\n%s", msg, out)
 	}
 	os.Remove(filepath.Join(e.work, ".git", "agentbox-test-go"))
-	if !strings.Contains(out, "planted") {
-		t.Fatalf("the plant did not complete:\n%s", out)
-	}
+	requirePlanted(t, out)
 	for rel, target := range links {
 		if got, err := os.Readlink(filepath.Join(e.work, rel)); err != nil || got != target {
 			t.Errorf("%s on the host after the box: %q, %v; want the host's symlink to %s", rel, got, err, target)

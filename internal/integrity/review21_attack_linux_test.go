@@ -93,15 +93,11 @@ func TestAttackDirenvSourcedFile(t *testing.T) {
 echo ready > %s; read go < %s`, touchDuring, syncFIFO, syncFIFO), func() {
 				duringOut, _ = dv.run(e.work, "exec", ".", "true")
 			})
-			if !strings.Contains(out, "planted") {
-				t.Fatalf("the plant did not complete (the test would prove nothing):\n%s", out)
-			}
+			requirePlanted(t, out)
 			notRun(t, during, "the host's direnv (direnv exec WS true, as at the shell's cd) while the box ran:\n"+duringOut, out)
 			after, touchAfter := e.marker("envrc-local-after")
 			out = e.boxPlant(fmt.Sprintf(`printf '%%s\n' '%s' > .envrc.local && echo planted`, touchAfter))
-			if !strings.Contains(out, "planted") {
-				t.Fatalf("the plant did not complete (the test would prove nothing):\n%s", out)
-			}
+			requirePlanted(t, out)
 			afterOut, _ := dv.run(e.work, "exec", ".", "true")
 			notRun(t, after, "the host's direnv (direnv exec WS true, as at the shell's cd) after the box ended:\n"+afterOut, out)
 		})
@@ -247,9 +243,7 @@ func hostClaudeRunsBoxScript(t *testing.T, bin string, config map[string]string,
 	os.Remove(user)
 	mark, touch := e.marker("box-script")
 	out := e.boxPlant(fmt.Sprintf(`printf '%%s\n' '%s' > %s && echo planted`, body(touch), script))
-	if !strings.Contains(out, "planted") {
-		t.Fatalf("the plant did not complete (the test would prove nothing):\n%s", out)
-	}
+	requirePlanted(t, out)
 	if _, err := os.Lstat(mark); err == nil {
 		t.Fatalf("the box created the host's marker itself: the test cannot tell host from box\n%s", out)
 	}
@@ -281,9 +275,7 @@ func TestAttackDirenvPathAdd(t *testing.T) {
 	}
 	mark, touch := e.marker("box-git")
 	out := e.boxPlant(fmt.Sprintf(`printf '#!/bin/sh\n%s\nexec /usr/bin/git "$@"\n' > bin/git && chmod +x bin/git && echo planted`, touch))
-	if !strings.Contains(out, "planted") {
-		t.Fatalf("the plant did not complete (the test would prove nothing):\n%s", out)
-	}
+	requirePlanted(t, out)
 	got, _ := dv.run(e.work, "exec", ".", "git", "status", "--short")
 	notRun(t, mark, "the host's git, in the shell direnv set up (direnv exec WS git status):\n"+got, out)
 }
@@ -313,9 +305,7 @@ func TestAttackOpenCodeMCPScript(t *testing.T) {
 	os.Remove(user)
 	mark, touch := e.marker("box-mcp")
 	out := e.boxPlant(fmt.Sprintf(`printf '%%s\n' '%s' > tools/mcp.sh && echo planted`, touch))
-	if !strings.Contains(out, "planted") {
-		t.Fatalf("the plant did not complete (the test would prove nothing):\n%s", out)
-	}
+	requirePlanted(t, out)
 	if _, err := os.Lstat(mark); err == nil {
 		t.Fatalf("the box created the host's marker itself: the test cannot tell host from box\n%s", out)
 	}

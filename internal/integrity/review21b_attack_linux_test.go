@@ -99,9 +99,7 @@ while os.listdir(".").index("git") <= 100000 and n < 1000000:
 print("git listed at", os.listdir(".").index("git"), "of", len(os.listdir(".")))
 PY
 echo planted`, touch))
-	if !strings.Contains(out, "planted") {
-		t.Fatalf("the plant did not complete (the test would prove nothing):\n%s", out)
-	}
+	requirePlanted(t, out)
 	t.Logf("the launch said:\n%s", out)
 	got, _ := dv.run(e.work, "exec", ".", "git", "status", "--short", "--untracked-files=no")
 	notRun(t, mark, "the host's git, in the shell direnv set up (direnv exec WS git status), bin/git listed past the check's bound:\n"+got, out)
@@ -137,9 +135,7 @@ func TestAttackGeminiMCPCwd(t *testing.T) {
 	os.Remove(user)
 	mark, touch := e.marker("box-mcp")
 	out := e.boxPlant(fmt.Sprintf(`printf '%%s\n' '%s' > tools/mcp.sh && echo planted`, touch))
-	if !strings.Contains(out, "planted") {
-		t.Fatalf("the plant did not complete (the test would prove nothing):\n%s", out)
-	}
+	requirePlanted(t, out)
 	if _, err := os.Lstat(mark); err == nil {
 		t.Fatalf("the box created the host's marker itself: the test cannot tell host from box\n%s", out)
 	}

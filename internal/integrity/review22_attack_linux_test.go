@@ -55,9 +55,7 @@ func TestAttackRecordFoldersReadsBoxConfig(t *testing.T) {
 	}
 	mark, touch := e.marker("record")
 	out := e.boxPlant(boxPromisorPlant(touch, 8))
-	if !strings.Contains(out, "planted") {
-		t.Fatalf("the plant did not complete (the test would prove nothing):\n%s", out)
-	}
+	requirePlanted(t, out)
 	if _, err := os.Lstat(mark); err == nil {
 		t.Errorf("the daemon's git ran the uploadpack of the box-made repository's config (marker %s)\nthe box said:\n%s", mark, out)
 	}
@@ -142,9 +140,7 @@ func hostAfterPlant(t *testing.T, e *daemonEnv, script string, wait time.Duratio
 		time.Sleep(wait)
 		check("while the box runs")
 	})
-	if !strings.Contains(out, "planted") {
-		t.Fatalf("the plant did not complete (the test would prove nothing):\n%s", out)
-	}
+	requirePlanted(t, out)
 	check("after the box")
 	return out
 }

@@ -160,7 +160,7 @@ func TestClaudeHostLegacyConfig(t *testing.T) {
 	useGateway(t, e, "anthropic", up.URL, "")
 
 	marker := filepath.Join(e.Work, "mcp-server-ran")
-	host := claudeReturningUser(e.Work)
+	host := claudeReturningUser(t, e.Work)
 	host["editorMode"] = "vim"
 	const userID = "5e1f0c2a9b8d7e6f5a4b3c2d1e0f9a8b7c6d5e4f3a2b1c0d9e8f7a6b5c4d3e2f"
 	host["userID"] = userID
@@ -281,7 +281,7 @@ func TestClaudeConfigSavedByRename(t *testing.T) {
 	up := llmtest.NewAnthropic(llmtest.Options{})
 	defer up.Close()
 	useGateway(t, e, "anthropic", up.URL, "")
-	hostJSON, _ := json.Marshal(claudeReturningUser(e.Work))
+	hostJSON, _ := json.Marshal(claudeReturningUser(t, e.Work))
 	hostFile := filepath.Join(e.Home, ".claude.json")
 	if err := os.WriteFile(hostFile, hostJSON, 0o600); err != nil {
 		t.Fatal(err)

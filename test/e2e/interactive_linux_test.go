@@ -303,19 +303,33 @@ func noRefusedRequest(t *testing.T, e *Env) map[string]int {
 }
 
 // claudeReturningUser is a returning user's ~/.claude.json, as Claude Code leaves it:
-// onboarding done, notices seen, the workspace work trusted. Its firstStartVersion, and no
-// fullscreenUpsellSeenCount, are those of a user whose first Claude Code was 2.1.334 (as the
-// stock claude left them, driven by hand in tmux): such an install has the fullscreen renderer
-// by default and is never offered it; a box that drops firstStartVersion asks "Try the new
-// fullscreen renderer?".
-func claudeReturningUser(work string) map[string]any {
+// onboarding done, notices seen, the workspace work trusted, the installed version's release
+// notes seen (a user who started the stock claude since its update: Claude Code 2.1.335 shows
+// "Updated: N features, …" above the input of a user whose lastReleaseNotesSeen is older, boxed
+// or not). Its firstStartVersion, and no fullscreenUpsellSeenCount, are those of a user whose
+// first Claude Code was 2.1.334 (as the stock claude left them, driven by hand in tmux): such an
+// install has the fullscreen renderer by default and is never offered it; a box that drops
+// firstStartVersion asks "Try the new fullscreen renderer?".
+func claudeReturningUser(t *testing.T, work string) map[string]any {
+	v := claudeVersion(t)
 	return map[string]any{
-		"hasCompletedOnboarding": true, "lastOnboardingVersion": "2.1.333", "numStartups": 12,
-		"theme": "light", "lastReleaseNotesSeen": "2.1.333", "hasSeenAutoDefaultNotice": true,
+		"hasCompletedOnboarding": true, "lastOnboardingVersion": v, "numStartups": 12,
+		"theme": "light", "lastReleaseNotesSeen": v, "hasSeenAutoDefaultNotice": true,
 		"firstStartVersion": "2.1.334", "migrationVersion": 15, "opusProMigrationComplete": true,
 		"hasResetAutoModeOptInForDefaultOffer": true,
 		"projects":                             map[string]any{work: map[string]any{"hasTrustDialogAccepted": true}},
 	}
+}
+
+// claudeVersion is the installed Claude Code's version ("2.1.335"), from `claude --version`.
+func claudeVersion(t *testing.T) string {
+	t.Helper()
+	out, err := exec.Command(agentBin(t, "claude"), "--version").Output()
+	v, _, _ := strings.Cut(strings.TrimSpace(string(out)), " ")
+	if err != nil || !regexp.MustCompile(`^\d+(\.\d+)+$`).MatchString(v) {
+		t.Fatalf("claude --version: %q %v", out, err)
+	}
+	return v
 }
 
 // TestInteractiveClaude uses the real Claude Code in a real terminal (tmux) as a returning user
@@ -341,7 +355,7 @@ func TestInteractiveClaude(t *testing.T) {
 	// A returning user's ~/.claude.json, as Claude Code leaves it: onboarding done, notices seen,
 	// this workspace trusted; and a user MCP server, which no box may get.
 	marker := filepath.Join(e.Work, "mcp-server-ran")
-	host := claudeReturningUser(e.Work)
+	host := claudeReturningUser(t, e.Work)
 	// The user's preferences: vim keys (~/.claude.json, carried by the allowlist) and a model
 	// (~/.claude/settings.json, the host's, read-only in the box). Claude Code shows both: the
 	// model under its name in the header, "-- INSERT --" in the footer.
@@ -625,7 +639,8 @@ func claudeNotices(lines []string, input int) []string {
 // screen's shape, not by their words (claudeStart), so the next one a version of Claude Code adds
 // fails this test until its key is reviewed and carried (docs/profiles.md, "Carrying a new key").
 // The first launch asks for trust (the host's file does not give it), which the user gives:
-// the test sees a dialog answered in one box and held in the next. Without the allowlist's
+// the test sees a dialog answered in one box and held in the next; and it shows the release
+// notes of a version newer than the host's file has seen, which the next box must not. Without the allowlist's
 // hasSeenAutoDefaultNotice it fails on the auto mode notice, shown in both launches.
 func TestInteractiveClaudeAsksOnce(t *testing.T) {
 	t.Parallel() // its own daemon and upstream; mostly waits (parallelTests)
@@ -633,8 +648,13 @@ func TestInteractiveClaudeAsksOnce(t *testing.T) {
 	up := llmtest.NewAnthropic(llmtest.Options{})
 	defer up.Close()
 	useGateway(t, e, "anthropic", up.URL, "")
-	host := claudeReturningUser(e.Work)
+	host := claudeReturningUser(t, e.Work)
 	delete(host, "projects")
+	// A user whose Claude Code was updated since its last unboxed start: the first box shows
+	// the release notes (2.1.335: "Updated: N features, …"), which the next box must not show
+	// again while the host's file still names the older version (claudeShown in
+	// internal/harnessstate; before it, the notes came back in every box).
+	host["lastReleaseNotesSeen"] = "2.1.300"
 	hostJSON, _ := json.Marshal(host)
 	if err := os.WriteFile(filepath.Join(e.Home, ".claude.json"), hostJSON, 0o600); err != nil {
 		t.Fatal(err)
@@ -1437,7 +1457,7 @@ func TestInteractiveClaudeWebSearchRefused(t *testing.T) {
 	}})
 	defer up.Close()
 	useGateway(t, e, "anthropic", up.URL, "")
-	hostJSON, _ := json.Marshal(claudeReturningUser(e.Work))
+	hostJSON, _ := json.Marshal(claudeReturningUser(t, e.Work))
 	if err := os.WriteFile(filepath.Join(e.Home, ".claude.json"), hostJSON, 0o600); err != nil {
 		t.Fatal(err)
 	}
