@@ -849,7 +849,8 @@ func TestCollectFailureKept(t *testing.T) {
 		}
 	})
 	_, stderr, code := e.runAll("run", "sh", "--", "-c",
-		`printf '\tfsmonitor = touch /tmp/pwned\n' >> .git/config; head -c 2500000 /dev/zero | tr '\0' x >> .envrc; exit 7`)
+		`printf '\tfsmonitor = touch /tmp/pwned\n' >> .git/config || echo "box: the append to .git/config failed" >&2
+head -c 2500000 /dev/zero | tr '\0' x >> .envrc; exit 7`)
 	if code != 7 {
 		t.Fatalf("run: exit %d, want the program's 7: %s", code, stderr)
 	}
@@ -870,7 +871,7 @@ func TestCollectFailureKept(t *testing.T) {
 		t.Errorf("the box's copy of .envrc after the failed collect: %v %v", fi, err)
 	}
 	if out := e.run("changes", l.ID); !strings.Contains(out, "+\tfsmonitor = touch /tmp/pwned") {
-		t.Errorf("agentbox changes lacks the box's .git/config line:\n%s", out)
+		t.Errorf("agentbox changes lacks the box's .git/config line:\n%s\nrun said:\n%s\ndrift events: %+v\n%s", out, stderr, l.DriftEvents, e.daemonLog())
 	}
 	if out := e.run("launches"); !strings.Contains(out, "DRIFT") || !strings.Contains(out, ".envrc") {
 		t.Errorf("agentbox launches does not show the alert:\n%s", out)
