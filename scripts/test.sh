@@ -173,7 +173,7 @@ fi
 # The race steps' builds (below), made beside the root pass at the lowest CPU priority: a cold
 # race build of the standard library and the dependencies costs about 150 CPU s. Its failures
 # are the race steps' to report.
-race1="./internal/broker ./internal/relay ./internal/relay/session ./internal/relay/llm ./internal/connlimit ./internal/handoff ./internal/recordlimit"
+race1="./internal/broker ./internal/plan ./internal/relay ./internal/relay/session ./internal/relay/llm ./internal/connlimit ./internal/handoff ./internal/recordlimit"
 race2="./internal/sshbroker ./internal/relay/git ./internal/egress"
 race3="./internal/changes ./internal/shim"
 race_pid=
@@ -191,7 +191,7 @@ time AGENTBOX_TEST_USER_SUITES=$user_suites $GO test -count=1 -timeout 15m -para
 
 # The race detector over the packages whose code runs goroutines and whose tests build no box
 # (the brokers' list and per-launch table, the relay and its sessions and LLM relay, the
-# connection limits, the hand-off; below, parts
+# connection limits, the hand-off, the configuration links' cache; below, parts
 # of the ssh broker, the git relay and the egress proxy). Measured on a shared 2-core machine: 33 s wall with a warm build cache (10 CPU
 # s: the tests' own waits dominate); with an empty one the race build of the standard library
 # and the dependencies costs 154 CPU s, about 80 s more on two idle cores. It needs cgo for this

@@ -39,7 +39,8 @@ func configLinkFolders(set *profile.Set, home string, env []string) []string {
 // of the daemon's own (a program linked from ~/.local/bin into a dotfiles repository), and
 // returns the wait for them, once per launch. It runs beside the launch's other workspace
 // rules: a readdir of some 40 folders and the links' resolution cost more than the 0.2 ms a
-// launch may spend on it (docs/benchmarks.md).
+// launch may spend on it (docs/benchmarks.md); what it read of a folder is kept for the next
+// launch while the folder is unchanged (plan's linkCache).
 func (d *Daemon) findConfigLinks(set *profile.Set, env []string) func() []plan.ConfigLink {
 	home, _ := os.UserHomeDir()
 	programs := append(filepath.SplitList(envValue(env, "PATH")), filepath.SplitList(d.hostPath)...)

@@ -64,11 +64,12 @@ func FindConfigLinks(home string, folders []string) []ConfigLink {
 // meant (ConfigLink.Program).
 func FindLinks(home string, folders, programs []string) []ConfigLink {
 	var out []ConfigLink
-	r := linkResolver{}
+	r := &linkResolver{seen: map[string]placeSeen{}, folders: map[string]*linkFolder{}}
+	defer r.close()
 	if home != "" {
 		home = filepath.Clean(home)
 		rhome := r.end(home)
-		links, _ := entriesIn(home)
+		links, _ := r.entriesIn(home)
 		for _, name := range links {
 			if strings.HasPrefix(name, ".") {
 				out = append(out, r.configLink(home, rhome, name, "", false))
@@ -92,7 +93,7 @@ func FindLinks(home string, folders, programs []string) []ConfigLink {
 				seen[rdir] = true
 			}
 		}
-		names, others := entriesIn(dir)
+		names, others := r.entriesIn(dir)
 		if len(names) == 0 {
 			continue
 		}
@@ -102,7 +103,7 @@ func FindLinks(home string, folders, programs []string) []ConfigLink {
 			// What the readdir told of the rest saves an lstat of each link's target there
 			// (python3 -> python3.11).
 			for _, o := range others {
-				r[filepath.Join(rdir, o)] = placeSeen{exists: true}
+				r.seen[filepath.Join(rdir, o)] = placeSeen{exists: true}
 			}
 		}
 		for _, name := range names {
@@ -113,20 +114,15 @@ func FindLinks(home string, folders, programs []string) []ConfigLink {
 }
 
 // end returns where the kernel ends reaching p (PathTrail's last place), through r.
-func (r linkResolver) end(p string) string {
+func (r *linkResolver) end(p string) string {
 	trail := r.trail(p)
 	return trail[len(trail)-1]
 }
 
 // configLink is the ConfigLink of the symlink name in dir (symlink-resolved rdir), an entry of
 // in ("" for the home). The readdir told it is a symlink: its target is read with no lstat.
-func (r linkResolver) configLink(dir, rdir, name, in string, program bool) ConfigLink {
+func (r *linkResolver) configLink(dir, rdir, name, in string, program bool) ConfigLink {
 	p := filepath.Join(rdir, name)
-	if _, ok := r[p]; !ok {
-		if t, err := os.Readlink(p); err == nil {
-			r[p] = placeSeen{exists: true, link: true, target: t}
-		}
-	}
 	trail := r.trail(p)
 	l := ConfigLink{Link: filepath.Join(dir, name), Target: trail[len(trail)-1], In: in, Program: program}
 	for _, v := range trail[:len(trail)-1] {
@@ -140,8 +136,15 @@ func (r linkResolver) configLink(dir, rdir, name, in string, program bool) Confi
 // linkResolver remembers, for a call of FindLinks, what an lstat and a readlink found at each
 // place (absolute, its folder symlink-resolved): with PathTrail at each link, an lstat per
 // component of the link and of its target, a home of 65 links cost ~1,000 system calls
-// (docs/benchmarks.md). A nil linkResolver remembers nothing (PathTrail).
-type linkResolver map[string]placeSeen
+// (docs/benchmarks.md). Between calls, what it saw in each folder is kept in linkCache as long
+// as the folder is unchanged (linkcache_linux.go). A nil linkResolver remembers nothing
+// (PathTrail).
+type linkResolver struct {
+	seen map[string]placeSeen
+	// folders are the folders looked into in this call: their cache entries, validated once
+	// per call (nil: not cached).
+	folders map[string]*linkFolder
+}
 
 // placeSeen is what is at a place: nothing, a symlink (its target), or anything else.
 type placeSeen struct {
@@ -150,27 +153,20 @@ type placeSeen struct {
 }
 
 // at returns what is at p, looked at once per linkResolver.
-func (r linkResolver) at(p string) placeSeen {
-	if v, ok := r[p]; ok {
+func (r *linkResolver) at(p string) placeSeen {
+	if r == nil {
+		return lookAt(-1, "", p)
+	}
+	if v, ok := r.seen[p]; ok {
 		return v
 	}
-	var v placeSeen
-	if fi, err := os.Lstat(p); err == nil {
-		v.exists = true
-		if fi.Mode()&os.ModeSymlink != 0 {
-			if t, err := os.Readlink(p); err == nil {
-				v.link, v.target = true, t
-			}
-		}
-	}
-	if r != nil {
-		r[p] = v
-	}
+	v := r.folder(filepath.Dir(p)).at(filepath.Base(p), p)
+	r.seen[p] = v
 	return v
 }
 
 // trail is PathTrail(p), each place looked at through r.
-func (r linkResolver) trail(p string) []string {
+func (r *linkResolver) trail(p string) []string {
 	var trail []string
 	parts := strings.Split(strings.TrimPrefix(filepath.Clean(p), "/"), "/")
 	cur := "/"
@@ -262,13 +258,13 @@ func programFolder(l ConfigLink) string {
 }
 
 // entriesIn returns the names of the symlinks in dir and of its other entries (none when it
-// cannot be read).
-func entriesIn(dir string) (links, others []string) {
-	f, err := os.Open(dir)
-	if err != nil {
-		return nil, nil
-	}
-	defer f.Close()
+// cannot be read), read once while dir is unchanged (linkCache).
+func (r *linkResolver) entriesIn(dir string) (links, others []string) {
+	return r.folder(dir).entries()
+}
+
+// readEntries is entriesIn's readdir of the folder open as f.
+func readEntries(f *os.File) (links, others []string) {
 	ents, _ := f.ReadDir(-1)
 	for _, e := range ents {
 		if e.Type()&os.ModeSymlink != 0 {

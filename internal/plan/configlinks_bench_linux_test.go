@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"syscall"
 	"testing"
+	"time"
 )
 
 // BenchmarkConfigLinks: FindConfigLinks and CheckConfigLinks of a home shaped like a dotfiles
@@ -60,16 +61,27 @@ func BenchmarkConfigLinks(b *testing.B) {
 	for _, h := range append(append([]string(nil), HarnessHomes...), ConfigFolders...) {
 		ownFolders = append(ownFolders, filepath.Join(own, h))
 	}
+	// The benchmark's own folders were made just now: the cache's racy rule would keep none.
+	defer func(now func() time.Time) { linkNow = now }(linkNow)
+	linkNow = func() time.Time { return time.Now().Add(time.Hour) }
+	path := filepath.SplitList(os.Getenv("PATH"))
 	for _, c := range []struct {
 		name    string
 		home    string
 		folders []string
 		path    []string
-	}{{"dotfiles-home", home, folders, nil}, {"own-home", own, ownFolders, nil},
-		{"own-home-and-PATH", own, ownFolders, filepath.SplitList(os.Getenv("PATH"))}} {
+		cold    bool // linkCache emptied before each call: every folder read again
+	}{{"dotfiles-home", home, folders, nil, false}, {"dotfiles-home-uncached", home, folders, nil, true},
+		{"own-home", own, ownFolders, nil, false}, {"own-home-uncached", own, ownFolders, nil, true},
+		{"own-home-and-PATH", own, ownFolders, path, false}, {"own-home-and-PATH-uncached", own, ownFolders, path, true}} {
 		b.Run(c.name, func(b *testing.B) {
 			before := cpuTime()
 			for i := 0; i < b.N; i++ {
+				if c.cold {
+					linkCache.Lock()
+					clear(linkCache.folders)
+					linkCache.Unlock()
+				}
 				if err := CheckConfigLinks("/tmp/project/x", c.home, FindLinks(c.home, c.folders, c.path)); err != nil {
 					b.Fatal(err)
 				}

@@ -324,7 +324,7 @@ const maxLinks = 40
 // ResolveExisting it follows a symlink whose target does not exist yet (~/.gitconfig ->
 // dotfiles/gitconfig, removed): what a write through p would make is that target. A loop, or
 // more than maxLinks links, ends the trail where it stands.
-func PathTrail(p string) []string { return linkResolver(nil).trail(p) }
+func PathTrail(p string) []string { return (*linkResolver)(nil).trail(p) }
 
 // StartupFile is a file the host reads and runs by itself, at every start of a program,
 // with no review: a shell's or an editor's start-up file, git's configuration.
