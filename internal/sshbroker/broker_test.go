@@ -511,13 +511,21 @@ func TestAgentLimits(t *testing.T) {
 	t.Run("Budget", func(t *testing.T) {
 		var held []net.Conn
 		for i := 0; i < DefaultMaxConns; i++ {
-			// A round trip proves the connection is being served (and counted). The earlier
-			// subtests' connections are released as they close, which may take a moment: a
-			// refused one is retried (bounded).
+			// Two round trips prove the connection is being served (and counted): one past the
+			// budget also gets a reply, the failure, and is closed after it, so its second round
+			// trip fails (with one, a refused connection was taken for a held one, a slot freed
+			// later as an earlier subtest's connection closed, and the ninth was served). The
+			// earlier subtests' connections are released as they close, which may take a
+			// moment: a refused one is retried (bounded).
 			deadline := time.Now().Add(10 * time.Second)
 			for {
 				c := dial(t)
 				_, err := roundTrip(c, []byte{22})
+				if err == nil {
+					c.SetDeadline(time.Now().Add(10 * time.Second))
+					_, err = roundTrip(c, []byte{22})
+					c.SetDeadline(time.Time{})
+				}
 				if err == nil {
 					held = append(held, c)
 					break
@@ -548,7 +556,11 @@ func TestAgentLimits(t *testing.T) {
 				return false
 			}
 			defer c.Close()
-			_, err = roundTrip(c, []byte{22})
+			c.SetDeadline(time.Now().Add(10 * time.Second))
+			// Served, not refused: a refused connection is closed after its one reply.
+			if _, err = roundTrip(c, []byte{22}); err == nil {
+				_, err = roundTrip(c, []byte{22})
+			}
 			return err == nil
 		})
 	})
