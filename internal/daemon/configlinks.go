@@ -41,10 +41,17 @@ func configLinkFolders(set *profile.Set, home string, env []string) []string {
 // rules: a readdir of some 40 folders and the links' resolution cost more than the 0.2 ms a
 // launch may spend on it (docs/benchmarks.md); what it read of a folder is kept for the next
 // launch while the folder is unchanged (plan's linkCache).
-func (d *Daemon) findConfigLinks(set *profile.Set, env []string) func() []plan.ConfigLink {
+func (d *Daemon) findConfigLinks(set *profile.Set, env []string) func() ([]plan.ConfigLink, error) {
 	home, _ := os.UserHomeDir()
 	programs := append(filepath.SplitList(envValue(env, "PATH")), filepath.SplitList(d.hostPath)...)
-	done := make(chan []plan.ConfigLink, 1) // never waited for when the launch is refused before
-	go func() { done <- plan.FindLinks(home, configLinkFolders(set, home, env), programs) }()
-	return sync.OnceValue(func() []plan.ConfigLink { return <-done })
+	type found struct {
+		links []plan.ConfigLink
+		err   error
+	}
+	done := make(chan found, 1) // never waited for when the launch is refused before
+	go func() {
+		links, err := plan.FindLinks(home, configLinkFolders(set, home, env), programs)
+		done <- found{links, err}
+	}()
+	return sync.OnceValues(func() ([]plan.ConfigLink, error) { f := <-done; return f.links, f.err })
 }

@@ -186,21 +186,21 @@ func outsideGitDirNotice(ws string) string {
 // They are never kept from one launch to the next: the home's links, its start-up files and
 // the configuration may change between launches, and each launch's refusal is a fresh one.
 type writableRules struct {
-	facts   plan.WorkspaceFacts      // plan.CheckWorkspace's, with the host's sockets
-	home    string                   // the user's home, as $HOME says it
-	path    []string                 // the launch's PATH (pathFolders)
-	ownPath []string                 // the daemon's own PATH (pathFolders)
-	progs   []string                 // the host programs found through the daemon's PATH and the credential helpers eff names
-	startup []plan.StartupFile       // the home's start-up files and git's configuration
-	links   func() []plan.ConfigLink // the symlinks among the host's configuration (findConfigLinks)
-	files   []plan.HostFile          // agentbox's configuration files and the credential files and helper arguments eff names
+	facts   plan.WorkspaceFacts               // plan.CheckWorkspace's, with the host's sockets
+	home    string                            // the user's home, as $HOME says it
+	path    []string                          // the launch's PATH (pathFolders)
+	ownPath []string                          // the daemon's own PATH (pathFolders)
+	progs   []string                          // the host programs found through the daemon's PATH and the credential helpers eff names
+	startup []plan.StartupFile                // the home's start-up files and git's configuration
+	links   func() ([]plan.ConfigLink, error) // the symlinks among the host's configuration (findConfigLinks)
+	files   []plan.HostFile                   // agentbox's configuration files and the credential files and helper arguments eff names
 }
 
 // workspaceRules finds the launch req's writableRules with its configuration eff, whose
 // profiles are set, and the wait for its configuration's links. (Found by each rule for
 // itself before, the workspace facts were found four times per launch and the rules of
 // checkWritable twice for a repository's workspace: docs/benchmarks.md.)
-func (d *Daemon) workspaceRules(req *api.LaunchRequest, eff *config.Effective, set *profile.Set, links func() []plan.ConfigLink) writableRules {
+func (d *Daemon) workspaceRules(req *api.LaunchRequest, eff *config.Effective, set *profile.Set, links func() ([]plan.ConfigLink, error)) writableRules {
 	r := writableRules{facts: d.workspaceFacts(set), links: links,
 		path: pathFolders(envValue(req.Env, "PATH")), ownPath: pathFolders(d.hostPath)}
 	helpers, _ := credentialPrograms(eff.Config) // its error refuses the launch after the workspace's
@@ -237,7 +237,14 @@ func (d *Daemon) checkWritable(ws string, r writableRules, deps func() launchDep
 	if err := plan.CheckStartupFiles(ws, r.startup); err != nil {
 		return err
 	}
-	if err := plan.CheckConfigLinks(ws, r.home, r.links()); err != nil {
+	links, err := r.links()
+	if err != nil {
+		// Not every link was found: no answer, so no launch (a folder unread for want of a
+		// descriptor was taken for one without links).
+		return &plan.WorkspaceError{Path: ws, Why: "cannot be checked against the host's configuration links: " + err.Error(),
+			Hint: "launch again; if it persists, raise the daemon's open-file limit or check the folder named"}
+	}
+	if err := plan.CheckConfigLinks(ws, r.home, links); err != nil {
 		return err
 	}
 	return plan.CheckHostFiles(ws, r.files)

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -12,8 +13,9 @@ import (
 // either side: notify (a command run after each turn), mcp_servers, shell_environment_policy,
 // profile and profiles (which set any of these), hooks, model_provider and model_providers
 // (the box's provider is agentbox's relay, set with -c), instructions files, sandbox and
-// approval settings, features and experimental keys. The host's value wins; the box's own is
-// kept where the host has none. docs/profiles.md has the same table.
+// approval settings, features and experimental keys. The host's value wins, but for the notices
+// and counters of codexShown (the furthest along of the two); the box's own is kept where the
+// host has none. docs/profiles.md has the same table.
 var codexKeys = map[string]map[string]kind{
 	"": {
 		"model":                    kString, // a model name, sent to the relay
@@ -51,6 +53,41 @@ var codexKeys = map[string]map[string]kind{
 	},
 }
 
+// codexShown are the carried keys ("table.key") in which Codex records a notice dismissed or
+// shown and a first-start check done: where both sides have one, the furthest along of the
+// two is carried (as claudeShown), so that what a box dismissed or counted is not undone by
+// the host's older value in the next box.
+var codexShown = map[string]func(box, host any) any{
+	"tui.screen_reader_detection_done":               eitherTrue,
+	"tui.model_availability_nux":                     largerCounts,
+	"notice.hide_full_access_warning":                eitherTrue,
+	"notice.hide_world_writable_warning":             eitherTrue,
+	"notice.hide_rate_limit_model_nudge":             eitherTrue,
+	"notice.hide_gpt5_1_migration_prompt":            eitherTrue,
+	"notice.hide_gpt-5.1-codex-max_migration_prompt": eitherTrue,
+}
+
+// largerCounts merges two TOML tables of small counters (kCounts), each key's larger count.
+func largerCounts(box, host any) any {
+	out := map[string]any{}
+	for _, m := range []map[string]any{box.(map[string]any), host.(map[string]any)} {
+		for k, v := range m {
+			if o, ok := out[k].(tomlRaw); ok {
+				x, _ := strconv.Atoi(string(o))
+				y, _ := strconv.Atoi(string(v.(tomlRaw)))
+				if x > y {
+					v = o
+				}
+			}
+			out[k] = v
+		}
+	}
+	if len(out) > 256 { // the kind's bound: the host's alone then
+		return host
+	}
+	return out
+}
+
 // codexTrust are the values of a project's trust_level.
 var codexTrust = []string{"trusted", "untrusted"}
 
@@ -76,6 +113,9 @@ func codexConfig(host, box []byte, ws string) ([]byte, error) {
 				if v, ok := t[k]; ok && hasKind(v, want) {
 					if tables[table] == nil {
 						tables[table] = map[string]any{}
+					}
+					if merge, ok := codexShown[table+"."+k]; ok && tables[table][k] != nil {
+						v = merge(tables[table][k], v)
 					}
 					tables[table][k] = v
 				}

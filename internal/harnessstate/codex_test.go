@@ -162,3 +162,26 @@ func TestParseTOML(t *testing.T) {
 		}
 	}
 }
+
+// TestCodexConfigShown: a notice dismissed and a count raised in a box hold in the next box
+// although the host's config.toml has the older value (codexShown); a preference stays the
+// host's.
+func TestCodexConfigShown(t *testing.T) {
+	host := "model = \"gpt-5\"\n[notice]\nhide_full_access_warning = false\n[tui]\nscreen_reader_detection_done = false\n[tui.model_availability_nux]\n\"gpt-5\" = 1\n\"o3\" = 4\n"
+	box := "model = \"o3\"\n[notice]\nhide_full_access_warning = true\n[tui]\nscreen_reader_detection_done = true\n[tui.model_availability_nux]\n\"gpt-5\" = 3\n\"o3\" = 2\n"
+	out, err := codexConfig([]byte(host), []byte(box), "/w")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := parseTOML(out)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	notice, _ := got["notice"].(map[string]any)
+	tui, _ := got["tui"].(map[string]any)
+	nux, _ := tui["model_availability_nux"].(map[string]any)
+	if got["model"] != "gpt-5" || notice["hide_full_access_warning"] != true || tui["screen_reader_detection_done"] != true ||
+		nux["gpt-5"] != tomlRaw("3") || nux["o3"] != tomlRaw("4") {
+		t.Errorf("synthesized:\n%s", out)
+	}
+}

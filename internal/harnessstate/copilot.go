@@ -43,8 +43,9 @@ func copilotPermissions(host, _ []byte, _ string) ([]byte, error) {
 // host may record, as its SDK lists them), the folder trust, and also the plugins it
 // installed, the signed-in accounts and, without a keyring, their GitHub tokens. Everything
 // not listed is dropped, from either side: installedPlugins (code), the accounts and tokens
-// (credentials), staff flags, and every key a later version adds. The host's value wins; the
-// box's own is kept where the host has none. docs/profiles.md has the same table.
+// (credentials), staff flags, and every key a later version adds. The host's value wins, but
+// for copilotShown (the furthest along of the two); the box's own is kept where the host has
+// none. docs/profiles.md has the same table.
 var copilotKeys = map[string]kind{
 	"firstLaunchAt":                    kString,  // a timestamp: the first start (first-run screens, tips)
 	"appTipShown":                      kBool,    // a tip shown: a flag
@@ -54,6 +55,15 @@ var copilotKeys = map[string]kind{
 	"sandboxOnboardingShown":           kBool,    // a notice shown: a flag
 	"sandboxCredentialProxyCaDeclined": kBool,    // a one-off question answered: a flag
 	"reasoningSummariesCleanupDone":    kBool,    // a one-time migration run: a flag
+}
+
+// copilotShown are the carried keys in which Copilot records a tip or notice shown and a
+// question asked: where both sides have one, the furthest along of the two is carried (as
+// claudeShown).
+var copilotShown = map[string]func(box, host any) any{
+	"appTipShown":            eitherTrue,
+	"sandboxOnboardingShown": eitherTrue,
+	"askedSetupTerminals":    unionStrings,
 }
 
 // copilotConfig synthesizes the config.json a box of Copilot CLI starts with: the carried keys
@@ -71,6 +81,9 @@ func copilotConfig(host, box []byte, ws string) ([]byte, error) {
 	for _, src := range []map[string]any{b, h} {
 		for k, v := range src {
 			if want, ok := copilotKeys[k]; ok && hasKind(v, want) {
+				if merge, ok := copilotShown[k]; ok && out[k] != nil {
+					v = merge(out[k], v)
+				}
 				out[k] = v
 			}
 		}

@@ -64,3 +64,22 @@ func TestCopilotConfig(t *testing.T) {
 		t.Errorf("a string holding comment markers: %v, %v", m, err)
 	}
 }
+
+// TestCopilotConfigShown: a tip shown and a terminal asked about in a box hold in the next box
+// although the host's config.json has the older value (copilotShown); the rest stays the host's.
+func TestCopilotConfigShown(t *testing.T) {
+	host := `{"appTipShown": false, "askedSetupTerminals": ["xterm"], "firstLaunchAt": "2026-01-01T00:00:00Z"}`
+	box := `{"appTipShown": true, "askedSetupTerminals": ["tmux", "xterm"], "firstLaunchAt": "2026-12-01T00:00:00Z"}`
+	out, err := copilotConfig([]byte(host), []byte(box), "/w")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := jsonc(out)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	b, _ := json.Marshal(got)
+	if want := `{"appTipShown":true,"askedSetupTerminals":["xterm","tmux"],"firstLaunchAt":"2026-01-01T00:00:00Z"}`; string(b) != want {
+		t.Errorf("synthesized %s, want %s", b, want)
+	}
+}

@@ -55,17 +55,19 @@ var ConfigFolders = []string{
 // each entry, and only the links are resolved, each place on their ways looked at once per
 // call (a dotfiles user's links mostly lead into one or two folders).
 func FindConfigLinks(home string, folders []string) []ConfigLink {
-	return FindLinks(home, folders, nil)
+	links, _ := FindLinks(home, folders, nil)
+	return links
 }
 
 // FindLinks is FindConfigLinks, and beside it the symlinks among the entries of each of
 // programs, the folders of a PATH (absolute; a relative one is skipped): a program linked
 // from ~/.local/bin into a dotfiles repository (GNU stow) runs in place of the one its name
-// meant (ConfigLink.Program).
-func FindLinks(home string, folders, programs []string) []ConfigLink {
-	var out []ConfigLink
+// meant (ConfigLink.Program). err is a folder that could not be read for another reason than
+// its absence, lack of permission or not being a folder (no descriptor left, an I/O error):
+// then what was found is not all there is, and the caller must not take it for an answer.
+func FindLinks(home string, folders, programs []string) (out []ConfigLink, err error) {
 	r := &linkResolver{seen: map[string]placeSeen{}, folders: map[string]*linkFolder{}}
-	defer r.close()
+	defer func() { err = r.close() }()
 	if home != "" {
 		home = filepath.Clean(home)
 		rhome := r.end(home)
@@ -110,7 +112,7 @@ func FindLinks(home string, folders, programs []string) []ConfigLink {
 			out = append(out, r.configLink(dir, rdir, name, dir, i >= len(folders)))
 		}
 	}
-	return out
+	return out, nil // err: the deferred close's
 }
 
 // end returns where the kernel ends reaching p (PathTrail's last place), through r.
@@ -155,7 +157,8 @@ type placeSeen struct {
 // at returns what is at p, looked at once per linkResolver.
 func (r *linkResolver) at(p string) placeSeen {
 	if r == nil {
-		return lookAt(-1, "", p)
+		v, _ := lookAt(-1, "", p)
+		return v
 	}
 	if v, ok := r.seen[p]; ok {
 		return v
@@ -264,8 +267,8 @@ func (r *linkResolver) entriesIn(dir string) (links, others []string) {
 }
 
 // readEntries is entriesIn's readdir of the folder open as f.
-func readEntries(f *os.File) (links, others []string) {
-	ents, _ := f.ReadDir(-1)
+func readEntries(f *os.File) (links, others []string, err error) {
+	ents, err := f.ReadDir(-1)
 	for _, e := range ents {
 		if e.Type()&os.ModeSymlink != 0 {
 			links = append(links, e.Name())
@@ -273,5 +276,5 @@ func readEntries(f *os.File) (links, others []string) {
 			others = append(others, e.Name())
 		}
 	}
-	return links, others
+	return links, others, err
 }

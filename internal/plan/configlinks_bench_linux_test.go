@@ -82,7 +82,7 @@ func BenchmarkConfigLinks(b *testing.B) {
 					clear(linkCache.folders)
 					linkCache.Unlock()
 				}
-				if err := CheckConfigLinks("/tmp/project/x", c.home, FindLinks(c.home, c.folders, c.path)); err != nil {
+				if err := CheckConfigLinks("/tmp/project/x", c.home, findLinks(b, c.home, c.folders, c.path)); err != nil {
 					b.Fatal(err)
 				}
 			}

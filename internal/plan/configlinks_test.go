@@ -191,7 +191,7 @@ func TestCheckProgramLinks(t *testing.T) {
 	symlink(t, "python3.11", filepath.Join(root, "usr/bin/python3"))
 	symlink(t, "../pkg/cli.js", filepath.Join(root, "proj/node_modules/.bin/cli"))
 	symlink(t, "usr/bin", filepath.Join(root, "bin")) // /bin -> usr/bin: read once
-	links := FindLinks(home, nil, []string{bin, filepath.Join(root, "usr/bin"), filepath.Join(root, "proj/node_modules/.bin"), "relative/bin", filepath.Join(root, "bin")})
+	links := findLinks(t, home, nil, []string{bin, filepath.Join(root, "usr/bin"), filepath.Join(root, "proj/node_modules/.bin"), "relative/bin", filepath.Join(root, "bin")})
 	if len(links) != 5 {
 		t.Fatalf("FindLinks found %d links, want 5: %+v", len(links), links)
 	}
@@ -215,4 +215,14 @@ func TestCheckProgramLinks(t *testing.T) {
 			t.Errorf("CheckConfigLinks(%s) = %v, want refused saying %q and the fix", ws, err, want)
 		}
 	}
+}
+
+// findLinks is FindLinks, failing the test on its error.
+func findLinks(tb testing.TB, home string, folders, programs []string) []ConfigLink {
+	tb.Helper()
+	links, err := FindLinks(home, folders, programs)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return links
 }

@@ -24,7 +24,36 @@ import (
 var linkCache = struct {
 	sync.Mutex
 	folders map[string]*linkFolderEntry
+	born    time.Time // when the cache began, with the clock's monotonic reading
 }{folders: map[string]*linkFolderEntry{}}
+
+// Kept only on local file systems whose folders' times change with their entries, at a
+// finer grain than the second: not overlayfs or another union (a lower layer changes under
+// the upper folder's times), FUSE, or a network file system (a server's clock, attribute
+// caches), and not a folder whose change time falls on a whole second (a file system of
+// one-second times: ext4 with 128-byte inodes, ext3), where the racy rule's margin is all
+// that separates two changes. Review of the cache (twenty-third session).
+var trustedTimes = map[int64]bool{
+	unix.EXT4_SUPER_MAGIC:  true, // ext2, ext3 and ext4
+	unix.XFS_SUPER_MAGIC:   true,
+	unix.BTRFS_SUPER_MAGIC: true,
+	unix.TMPFS_MAGIC:       true,
+	unix.F2FS_SUPER_MAGIC:  true,
+	0x2fc12fc1:             true, // zfs
+}
+
+// timesTrusted reports whether a folder's times, on the file system fs, show every change of
+// its entries (trustedTimes).
+func timesTrusted(fs *unix.Statfs_t, st *unix.Stat_t) bool {
+	return trustedTimes[int64(fs.Type)] && st.Ctim.Nsec != 0
+}
+
+// clockStepped reports whether the wall clock moved by more than a second otherwise than the
+// monotonic clock between born and now (both read by time.Now).
+func clockStepped(born, now time.Time) bool {
+	d := now.Round(0).Sub(born.Round(0)) - now.Sub(born)
+	return d > time.Second || d < -time.Second
+}
 
 // maxCachedFolders bounds linkCache: past it, it starts again empty.
 const maxCachedFolders = 1024
@@ -54,6 +83,7 @@ type linkFolder struct {
 	fd   int
 	path string
 	e    *linkFolderEntry
+	err  error // the folder could not be read for another reason than its absence
 }
 
 // folder opens dir for this call, once, and finds its cache entry (a new one when dir changed).
@@ -65,11 +95,17 @@ func (r *linkResolver) folder(dir string) *linkFolder {
 	r.folders[dir] = f
 	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return f // absent, or no folder, or unreadable: looked at by path, never kept
+		// Absent, no folder, or unreadable: looked at by path, never kept. Any other failure
+		// (no descriptor left, an I/O error) fails the call: no link found is no answer.
+		if err != unix.ENOENT && err != unix.ENOTDIR && err != unix.EACCES && err != unix.ELOOP {
+			f.err = &os.PathError{Op: "open", Path: dir, Err: err}
+		}
+		return f
 	}
 	f.fd = fd
 	var st unix.Stat_t
-	if unix.Fstat(fd, &st) != nil {
+	var fs unix.Statfs_t
+	if unix.Fstat(fd, &st) != nil || unix.Fstatfs(fd, &fs) != nil || !timesTrusted(&fs, &st) {
 		return f
 	}
 	t := linkNow()
@@ -79,6 +115,13 @@ func (r *linkResolver) folder(dir string) *linkFolder {
 	stamp := folderStamp{dev: st.Dev, ino: st.Ino, mtime: st.Mtim, ctime: st.Ctim}
 	linkCache.Lock()
 	defer linkCache.Unlock()
+	// The racy rule compares the file system's times with this clock: when the clock stepped
+	// (its wall time moved otherwise than its monotonic time since the cache began), what was
+	// kept is dropped.
+	if linkCache.born.IsZero() || clockStepped(linkCache.born, t) {
+		clear(linkCache.folders)
+		linkCache.born = t
+	}
 	e := linkCache.folders[dir]
 	if e == nil || e.stamp != stamp {
 		if len(linkCache.folders) >= maxCachedFolders {
@@ -91,13 +134,18 @@ func (r *linkResolver) folder(dir string) *linkFolder {
 	return f
 }
 
-// close closes the folders this call opened.
-func (r *linkResolver) close() {
+// close closes the folders this call opened, and returns the first failure to read one.
+func (r *linkResolver) close() error {
+	var first error
 	for _, f := range r.folders {
 		if f.fd >= 0 {
 			unix.Close(f.fd)
 		}
+		if first == nil {
+			first = f.err
+		}
 	}
+	return first
 }
 
 // entries returns the names of the symlinks in the folder and of its other entries.
@@ -115,11 +163,16 @@ func (f *linkFolder) entries() (links, others []string) {
 	}
 	dfd, err := unix.Openat(f.fd, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
+		f.err = &os.PathError{Op: "open", Path: f.path, Err: err}
 		return nil, nil
 	}
 	d := os.NewFile(uintptr(dfd), f.path)
 	defer d.Close()
-	links, others = readEntries(d)
+	links, others, err = readEntries(d)
+	if err != nil {
+		f.err = err
+		return links, others
+	}
 	if f.e != nil {
 		linkCache.Lock()
 		f.e.listed, f.e.links, f.e.others = true, links, others
@@ -138,7 +191,10 @@ func (f *linkFolder) at(name, p string) placeSeen {
 			return v
 		}
 	}
-	v := lookAt(f.fd, name, p)
+	v, err := lookAt(f.fd, name, p)
+	if err != nil {
+		return v // an error is looked at again, never kept
+	}
 	if f.e != nil {
 		linkCache.Lock()
 		f.e.places[name] = v
@@ -148,22 +204,24 @@ func (f *linkFolder) at(name, p string) placeSeen {
 }
 
 // lookAt is what an lstat and a readlink find at the entry name of the folder open as dir, or,
-// when dir is -1, at the path p.
-func lookAt(dir int, name, p string) placeSeen {
-	var v placeSeen
+// when dir is -1, at the path p; err is a failure other than the place's absence (ENOENT,
+// ENOTDIR), with which the place counts as absent, as before the cache, but is not kept.
+func lookAt(dir int, name, p string) (v placeSeen, err error) {
 	var st unix.Stat_t
-	var err error
 	if dir >= 0 {
 		err = unix.Fstatat(dir, name, &st, unix.AT_SYMLINK_NOFOLLOW)
 	} else {
 		err = unix.Lstat(p, &st)
 	}
 	if err != nil {
-		return v
+		if err == unix.ENOENT || err == unix.ENOTDIR {
+			err = nil
+		}
+		return v, err
 	}
 	v.exists = true
 	if st.Mode&unix.S_IFMT != unix.S_IFLNK {
-		return v
+		return v, nil
 	}
 	var t string
 	if dir >= 0 {
@@ -171,10 +229,11 @@ func lookAt(dir int, name, p string) placeSeen {
 	} else {
 		t, err = os.Readlink(p)
 	}
-	if err == nil {
-		v.link, v.target = true, t
+	if err != nil {
+		return v, err
 	}
-	return v
+	v.link, v.target = true, t
+	return v, nil
 }
 
 // readlinkAt is readlinkat(2) of name in the folder open as dir.

@@ -2,10 +2,14 @@ package plan
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // linkTo returns the ConfigLink of link among links (the zero value when it is not there).
@@ -39,7 +43,7 @@ func TestLinkCacheSeesChanges(t *testing.T) {
 	tool, t2 := filepath.Join(bin, "tool"), filepath.Join(bin, "t2")
 	os.Symlink(filepath.Join(out, "x"), tool)
 	os.Symlink("../d/x", t2)
-	find := func() []ConfigLink { return FindLinks("", nil, []string{bin}) }
+	find := func() []ConfigLink { return findLinks(t, "", nil, []string{bin}) }
 	links := find()
 	if l := linkTo(links, tool); l.Target != filepath.Join(out, "x") {
 		t.Fatalf("first call: tool leads to %q", l.Target)
@@ -52,6 +56,11 @@ func TestLinkCacheSeesChanges(t *testing.T) {
 	kept := e != nil && e.listed && e.places["tool"].link
 	linkCache.Unlock()
 	if !kept {
+		var fs unix.Statfs_t
+		var st unix.Stat_t
+		if unix.Statfs(bin, &fs) == nil && unix.Stat(bin, &st) == nil && !timesTrusted(&fs, &st) {
+			t.Skipf("the temporary folder's file system (type %#x) is not one whose folders are kept", fs.Type)
+		}
 		t.Fatalf("the PATH folder was not kept (entry %+v): the test would prove nothing", e)
 	}
 	// The times of a change are the clock's: let it move past the first look.
@@ -90,7 +99,7 @@ func TestLinkCacheRacy(t *testing.T) {
 	linkNow = time.Now
 	bin, _ := filepath.EvalSymlinks(t.TempDir())
 	os.Symlink("/nowhere", filepath.Join(bin, "tool"))
-	FindLinks("", nil, []string{bin})
+	findLinks(t, "", nil, []string{bin})
 	linkCache.Lock()
 	_, kept := linkCache.folders[bin]
 	linkCache.Unlock()
@@ -98,7 +107,7 @@ func TestLinkCacheRacy(t *testing.T) {
 		t.Errorf("a folder changed just now was kept")
 	}
 	linkNow = func() time.Time { return time.Now().Add(racyAge + time.Second) }
-	FindLinks("", nil, []string{bin})
+	findLinks(t, "", nil, []string{bin})
 	linkCache.Lock()
 	_, kept = linkCache.folders[bin]
 	linkCache.Unlock()
@@ -122,7 +131,8 @@ func TestLinkCacheConcurrent(t *testing.T) {
 		go func() {
 			n := 0
 			for range 20 {
-				n = len(FindLinks("", nil, []string{bin}))
+				l, _ := FindLinks("", nil, []string{bin})
+				n = len(l)
 			}
 			done <- n
 		}()
@@ -131,5 +141,60 @@ func TestLinkCacheConcurrent(t *testing.T) {
 		if n := <-done; n != 50 {
 			t.Errorf("a call found %d links, want 50", n)
 		}
+	}
+}
+
+// TestLinkTimesTrusted: folders are kept only on file systems whose folders' times show every
+// change of their entries at a finer grain than the second (review of the cache: overlayfs,
+// FUSE and network file systems, and one-second times, let a change go unseen).
+func TestLinkTimesTrusted(t *testing.T) {
+	fine := unix.Stat_t{Ctim: unix.Timespec{Sec: 1, Nsec: 5}}
+	whole := unix.Stat_t{Ctim: unix.Timespec{Sec: 1}}
+	for _, c := range []struct {
+		fs   int64
+		st   unix.Stat_t
+		want bool
+	}{
+		{unix.EXT4_SUPER_MAGIC, fine, true}, {unix.TMPFS_MAGIC, fine, true}, {unix.BTRFS_SUPER_MAGIC, fine, true},
+		{unix.EXT4_SUPER_MAGIC, whole, false}, {unix.OVERLAYFS_SUPER_MAGIC, fine, false},
+		{unix.FUSE_SUPER_MAGIC, fine, false}, {unix.NFS_SUPER_MAGIC, fine, false},
+	} {
+		fs := unix.Statfs_t{Type: c.fs}
+		if got := timesTrusted(&fs, &c.st); got != c.want {
+			t.Errorf("file system %#x, ctime %+v: trusted %v, want %v", c.fs, c.st.Ctim, got, c.want)
+		}
+	}
+}
+
+// TestFindLinksNoDescriptors: a folder FindLinks cannot open for want of a descriptor is an
+// error, not a folder without links (review of the cache: with RLIMIT_NOFILE at 12 it found no
+// link, and CheckConfigLinks let the workspace through). The child process lowers its limit.
+func TestFindLinksNoDescriptors(t *testing.T) {
+	if os.Getenv("AGENTBOX_TEST_NOFILE_CHILD") == "1" {
+		root := os.Getenv("AGENTBOX_TEST_NOFILE_ROOT")
+		var folders []string
+		for i := range 40 {
+			folders = append(folders, filepath.Join(root, "f", string(rune('a'+i%26))+string(rune('a'+i/26))))
+		}
+		unix.Setrlimit(unix.RLIMIT_NOFILE, &unix.Rlimit{Cur: 12, Max: 12})
+		links, err := FindLinks("", folders, nil)
+		if err == nil {
+			os.Stdout.WriteString("NOERROR " + strings.Repeat("x", len(links)))
+			return
+		}
+		os.Stdout.WriteString("ERROR " + err.Error())
+		return
+	}
+	root, _ := filepath.EvalSymlinks(t.TempDir())
+	for i := range 40 {
+		dir := filepath.Join(root, "f", string(rune('a'+i%26))+string(rune('a'+i/26)))
+		os.MkdirAll(dir, 0o755)
+		os.Symlink(filepath.Join(root, "ws", "x"), filepath.Join(dir, "l"))
+	}
+	c := exec.Command(os.Args[0], "-test.run", "^TestFindLinksNoDescriptors$")
+	c.Env = append(os.Environ(), "AGENTBOX_TEST_NOFILE_CHILD=1", "AGENTBOX_TEST_NOFILE_ROOT="+root)
+	out, err := c.Output()
+	if err != nil || !strings.Contains(string(out), "ERROR ") || strings.Contains(string(out), "NOERROR") {
+		t.Errorf("FindLinks with too few descriptors: %v\n%s", err, out)
 	}
 }

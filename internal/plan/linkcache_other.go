@@ -17,7 +17,7 @@ func (r *linkResolver) folder(dir string) *linkFolder {
 	return f
 }
 
-func (r *linkResolver) close() {}
+func (r *linkResolver) close() error { return nil }
 
 func (f *linkFolder) entries() (links, others []string) {
 	d, err := os.Open(f.path)
@@ -25,17 +25,21 @@ func (f *linkFolder) entries() (links, others []string) {
 		return nil, nil
 	}
 	defer d.Close()
-	return readEntries(d)
+	links, others, _ = readEntries(d)
+	return links, others
 }
 
-func (f *linkFolder) at(name, p string) placeSeen { return lookAt(-1, name, p) }
+func (f *linkFolder) at(name, p string) placeSeen {
+	v, _ := lookAt(-1, name, p)
+	return v
+}
 
 // lookAt is what an lstat and a readlink find at p.
-func lookAt(_ int, _, p string) placeSeen {
+func lookAt(_ int, _, p string) (placeSeen, error) {
 	var v placeSeen
 	fi, err := os.Lstat(p)
 	if err != nil {
-		return v
+		return v, nil
 	}
 	v.exists = true
 	if fi.Mode()&os.ModeSymlink != 0 {
@@ -43,5 +47,5 @@ func lookAt(_ int, _, p string) placeSeen {
 			v.link, v.target = true, t
 		}
 	}
-	return v
+	return v, nil
 }
