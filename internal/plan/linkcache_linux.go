@@ -1,6 +1,7 @@
 package plan
 
 import (
+	"errors"
 	"os"
 	"sync"
 	"time"
@@ -93,11 +94,12 @@ func (r *linkResolver) folder(dir string) *linkFolder {
 	}
 	f := &linkFolder{fd: -1, path: dir}
 	r.folders[dir] = f
-	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	fd, err := retryEINTR(func() (int, error) { return unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0) })
 	if err != nil {
-		// Absent, no folder, or unreadable: looked at by path, never kept. Any other failure
-		// (no descriptor left, an I/O error) fails the call: no link found is no answer.
-		if err != unix.ENOENT && err != unix.ENOTDIR && err != unix.EACCES && err != unix.ELOOP {
+		// Absent, no folder, unreadable, or a name too long: looked at by path, never kept.
+		// Any other failure (no descriptor left, an I/O error) fails the call: no link found
+		// is no answer.
+		if !absentErr(err) {
 			f.err = &os.PathError{Op: "open", Path: dir, Err: err}
 		}
 		return f
@@ -161,9 +163,11 @@ func (f *linkFolder) entries() (links, others []string) {
 	if f.fd < 0 {
 		return nil, nil
 	}
-	dfd, err := unix.Openat(f.fd, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	// A copy of the descriptor, not the folder opened again ("."), which would need the right
+	// to enter it: a folder readable but not searchable (mode 0644) is listed as before.
+	dfd, err := unix.FcntlInt(uintptr(f.fd), unix.F_DUPFD_CLOEXEC, 0)
 	if err != nil {
-		f.err = &os.PathError{Op: "open", Path: f.path, Err: err}
+		f.err = &os.PathError{Op: "read", Path: f.path, Err: err}
 		return nil, nil
 	}
 	d := os.NewFile(uintptr(dfd), f.path)
@@ -193,7 +197,13 @@ func (f *linkFolder) at(name, p string) placeSeen {
 	}
 	v, err := lookAt(f.fd, name, p)
 	if err != nil {
-		return v // an error is looked at again, never kept
+		// Never kept. One that is not the place's absence (an I/O error, no memory, a link
+		// whose target could not be read) fails the call: a link taken for a plain entry would
+		// never be followed.
+		if !absentErr(err) && f.err == nil {
+			f.err = &os.PathError{Op: "lstat", Path: p, Err: err}
+		}
+		return v
 	}
 	if f.e != nil {
 		linkCache.Lock()
@@ -204,36 +214,69 @@ func (f *linkFolder) at(name, p string) placeSeen {
 }
 
 // lookAt is what an lstat and a readlink find at the entry name of the folder open as dir, or,
-// when dir is -1, at the path p; err is a failure other than the place's absence (ENOENT,
-// ENOTDIR), with which the place counts as absent, as before the cache, but is not kept.
+// when dir is -1, at the path p. err is a failure other than the place's absence (ENOENT,
+// ENOTDIR), with which the place counts as absent (absentErr) or the call fails (folder.at).
+// An entry replaced between the lstat and the readlink is looked at again, once.
 func lookAt(dir int, name, p string) (v placeSeen, err error) {
-	var st unix.Stat_t
-	if dir >= 0 {
-		err = unix.Fstatat(dir, name, &st, unix.AT_SYMLINK_NOFOLLOW)
-	} else {
-		err = unix.Lstat(p, &st)
-	}
-	if err != nil {
-		if err == unix.ENOENT || err == unix.ENOTDIR {
-			err = nil
+	for try := 0; ; try++ {
+		v = placeSeen{}
+		var st unix.Stat_t
+		_, err = retryEINTR(func() (int, error) {
+			if dir >= 0 {
+				return 0, unix.Fstatat(dir, name, &st, unix.AT_SYMLINK_NOFOLLOW)
+			}
+			return 0, unix.Lstat(p, &st)
+		})
+		if err != nil {
+			if err == unix.ENOENT || err == unix.ENOTDIR {
+				err = nil
+			}
+			return v, err
 		}
-		return v, err
+		v.exists = true
+		if st.Mode&unix.S_IFMT != unix.S_IFLNK {
+			return v, nil
+		}
+		var t string
+		_, err = retryEINTR(func() (int, error) {
+			var e error
+			if dir >= 0 {
+				t, e = readlinkAt(dir, name)
+			} else {
+				t, e = os.Readlink(p)
+			}
+			return 0, e
+		})
+		if err == nil {
+			v.link, v.target = true, t
+			return v, nil
+		}
+		if try > 0 || !(errors.Is(err, unix.ENOENT) || errors.Is(err, unix.EINVAL)) {
+			return v, err
+		}
 	}
-	v.exists = true
-	if st.Mode&unix.S_IFMT != unix.S_IFLNK {
-		return v, nil
+}
+
+// absentErr reports whether err, from opening or looking at a place, means the place is as
+// good as absent for the rule (as before the cache): it is not there, not a folder, not
+// reachable by this user, a loop of links, or a name too long.
+func absentErr(err error) bool {
+	for _, e := range []error{unix.ENOENT, unix.ENOTDIR, unix.EACCES, unix.ELOOP, unix.ENAMETOOLONG} {
+		if errors.Is(err, e) {
+			return true
+		}
 	}
-	var t string
-	if dir >= 0 {
-		t, err = readlinkAt(dir, name)
-	} else {
-		t, err = os.Readlink(p)
+	return false
+}
+
+// retryEINTR calls f again while it fails with EINTR (a FUSE file system may return it).
+func retryEINTR(f func() (int, error)) (int, error) {
+	for {
+		n, err := f()
+		if !errors.Is(err, unix.EINTR) {
+			return n, err
+		}
 	}
-	if err != nil {
-		return v, err
-	}
-	v.link, v.target = true, t
-	return v, nil
 }
 
 // readlinkAt is readlinkat(2) of name in the folder open as dir.

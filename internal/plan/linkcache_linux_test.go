@@ -198,3 +198,33 @@ func TestFindLinksNoDescriptors(t *testing.T) {
 		t.Errorf("FindLinks with too few descriptors: %v\n%s", err, out)
 	}
 }
+
+// TestFindLinksUnsearchableFolder: a PATH folder that can be read but not entered (mode 0644)
+// is listed, as before the cache, and refuses nothing: no program runs from it anyway (the
+// second review of the cache found it refused every launch, listed by opening "." again).
+// Needs an ordinary user (root enters any folder).
+func TestFindLinksUnsearchableFolder(t *testing.T) {
+	if os.Geteuid() == 0 {
+		t.Skip("root enters any folder")
+	}
+	bin, _ := filepath.EvalSymlinks(t.TempDir())
+	os.Symlink("/nowhere", filepath.Join(bin, "tool"))
+	os.Chmod(bin, 0o644)
+	defer os.Chmod(bin, 0o755)
+	links, err := FindLinks("", nil, []string{bin})
+	if err != nil {
+		t.Fatalf("a readable, unsearchable PATH folder: %v", err)
+	}
+	if len(links) != 1 {
+		t.Errorf("links %+v, want the one link listed", links)
+	}
+}
+
+// TestFindLinksLongName: a PATH entry whose name is too long for the kernel is a folder that is
+// not there, as before the cache: it refuses nothing.
+func TestFindLinksLongName(t *testing.T) {
+	long := filepath.Join(t.TempDir(), strings.Repeat("a", 300))
+	if _, err := FindLinks("", nil, []string{long}); err != nil {
+		t.Errorf("a PATH entry with a name too long: %v", err)
+	}
+}
