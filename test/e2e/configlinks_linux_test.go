@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestAttackConfigLinkedIntoWorkspace (review 19, F3, the general rule): beyond the agents'
@@ -76,6 +77,66 @@ func TestAttackConfigLinkedIntoWorkspace(t *testing.T) {
 		}
 		if r.Code != 125 || !strings.Contains(r.Stderr, link) {
 			t.Errorf("the second launch, after %s was linked into the workspace, was not refused naming it: exit %d\n%s", link, r.Code, r.Stderr)
+		}
+	})
+	// What the rule read of a folder is kept between launches while the folder is unchanged
+	// (plan's linkCache), and never within 2 s of its last change (the racy rule). Here each
+	// folder is older than that at both launches, so the second launch finds the first's
+	// entry kept and must see that the folder changed: a link repointed from outside the
+	// workspace into it, in the home (a dot-entry) and in a folder of the launch's PATH
+	// (~/.local/bin, a program). Fails when the cache ignores the folder's times.
+	t.Run("link repointed in a kept folder", func(t *testing.T) {
+		e := NewEnv(t)
+		bin := filepath.Join(e.Home, ".local/bin")
+		elsewhere := filepath.Join(e.Root, "elsewhere")
+		dotfiles := filepath.Join(e.Work, "dotfiles")
+		for _, d := range []string{bin, elsewhere, dotfiles} {
+			if err := os.MkdirAll(d, 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for _, d := range []string{elsewhere, dotfiles} {
+			os.WriteFile(filepath.Join(d, "bash_aliases"), nil, 0o600)
+			os.WriteFile(filepath.Join(d, "mytool"), []byte("#!/bin/sh\n"), 0o755)
+		}
+		links := map[string]string{filepath.Join(e.Home, ".bash_aliases"): "bash_aliases", filepath.Join(bin, "mytool"): "mytool"}
+		for link, name := range links {
+			if err := os.Symlink(filepath.Join(elsewhere, name), link); err != nil {
+				t.Fatal(err)
+			}
+		}
+		e.Vars = append(e.Vars, "PATH="+bin+":"+os.Getenv("PATH"))
+		// The daemon's start changes the home (its readiness probe): started before.
+		if r := e.Box("true"); r.Code != 0 {
+			t.Fatalf("the first launch: exit %d\n%s", r.Code, r.Stderr)
+		}
+		old := time.Now().Add(-time.Minute)
+		for link, name := range links {
+			t.Run(name, func(t *testing.T) {
+				// Both folders last changed a minute ago, by their times.
+				for _, d := range []string{e.Home, bin} {
+					os.Chtimes(d, old, old)
+				}
+				time.Sleep(2100 * time.Millisecond) // the change times, which cannot be set
+				if r := e.Box("echo ok"); r.Code != 0 || !strings.Contains(r.Stdout, "ok") {
+					t.Fatalf("a launch with %s leading out of the workspace: exit %d\n%s\n%s", link, r.Code, r.Stdout, r.Stderr)
+				}
+				tmp := link + ".new"
+				if err := os.Symlink(filepath.Join(dotfiles, name), tmp); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.Rename(tmp, link); err != nil { // ln -sfn's way
+					t.Fatal(err)
+				}
+				time.Sleep(2100 * time.Millisecond)
+				r := e.Box("true")
+				if r.Code != 125 || !strings.Contains(r.Stderr, link) {
+					t.Errorf("the launch after %s was repointed into the workspace was not refused naming it: exit %d\n%s", link, r.Code, r.Stderr)
+				}
+				// Back out of the workspace for the next case.
+				os.Symlink(filepath.Join(elsewhere, name), tmp)
+				os.Rename(tmp, link)
+			})
 		}
 	})
 	t.Run("link out of the workspace", func(t *testing.T) {
