@@ -145,7 +145,7 @@ npm install --no-audit --no-fund --no-update-notifier --registry ` + out.URL("/"
 
 func egressAuditRows(t *testing.T, td *testDaemon, id string) []store.Audit {
 	t.Helper()
-	st, err := store.Open(filepath.Join(filepath.Dir(td.runtime), "state", "agentbox.db"))
+	st, err := store.Open(filepath.Join(td.root, "state", "agentbox.db"))
 	if err != nil {
 		t.Fatal(err)
 	}

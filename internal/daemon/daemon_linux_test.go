@@ -24,6 +24,7 @@ import (
 	"github.com/agentbox/agentbox/internal/launchdir"
 	"github.com/agentbox/agentbox/internal/shim"
 	"github.com/agentbox/agentbox/internal/store"
+	"github.com/agentbox/agentbox/internal/testenv"
 	"golang.org/x/sys/unix"
 )
 
@@ -96,6 +97,11 @@ func startDaemonOpts(t *testing.T, opts Options) *testDaemon {
 	return startDaemonIn(t, root, opts)
 }
 
+// runtimeDirs maps the root of a test daemon's folders to its runtime directory, on a tmpfs
+// as a user's is (testenv.RuntimeDir): a daemon started again in the folders of one that ended
+// (startDaemonIn) takes the same.
+var runtimeDirs sync.Map
+
 // startDaemonIn is startDaemonOpts with the folders under root, made when absent: a daemon
 // started again in the folders of one that ended takes over what it left (readopt).
 func startDaemonIn(t *testing.T, root string, opts Options) *testDaemon {
@@ -109,7 +115,12 @@ func startDaemonIn(t *testing.T, root string, opts Options) *testDaemon {
 		}
 		return d
 	}
-	runtime, state, cfgDir, work := mk("run"), mk("state"), mk("config"), mk("work")
+	state, cfgDir, work := mk("state"), mk("config"), mk("work")
+	rt, _ := runtimeDirs.Load(root)
+	if rt == nil {
+		rt, _ = runtimeDirs.LoadOrStore(root, testenv.RuntimeDir(t, "abd"))
+	}
+	runtime := rt.(string)
 	getenv := func(k string) string {
 		if k == "XDG_CONFIG_HOME" {
 			return cfgDir

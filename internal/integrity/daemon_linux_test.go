@@ -77,7 +77,8 @@ func newDaemonEnv(t testing.TB) *daemonEnv {
 		t.Fatal(err)
 	}
 	cfg := filepath.Join(e.root, "c")
-	for _, d := range []*string{&e.runtime, &e.state, &e.home, &e.work, &cfg} {
+	e.runtime = testenv.RuntimeDir(t, "abi")
+	for _, d := range []*string{&e.state, &e.home, &e.work, &cfg} {
 		if *d == "" {
 			*d, err = os.MkdirTemp(e.root, "d")
 		} else {

@@ -102,7 +102,8 @@ func NewEnv(t *testing.T) *Env {
 	}
 	os.Chmod(root, 0o755)
 	e := &Env{t: t, Root: root}
-	for _, d := range []*string{&e.Runtime, &e.State, &e.Config, &e.Home, &e.Work} {
+	e.Runtime = testenv.RuntimeDir(t, "abe")
+	for _, d := range []*string{&e.State, &e.Config, &e.Home, &e.Work} {
 		*d, err = os.MkdirTemp(root, "d")
 		if err != nil {
 			t.Fatal(err)
