@@ -108,11 +108,14 @@ if [ $user_suites = 1 ]; then
     [ -e "$dir/prepared" ] || userpass_prepare || { touch "$dir/failed"; return; }
     # Two suites at a time (as `go test` runs packages, one per CPU of the 2-CPU CI machine);
     # each one's output is printed whole when it ends. The longest suites first ($slow_first),
-    # so that the short ones fill in beside them at the end.
+    # so that the short ones fill in beside them at the end: e2e's agents and integrity side by
+    # side, then e2e's rest where the agents end (about 230 + 350 s against integrity's 410 s
+    # and the short ones after it; e2e's two shards one after the other beside integrity made
+    # integrity start late and end last: docs/benchmarks.md, "CI time").
     e2e=$dir/github.com_agentbox_agentbox_test_e2e.test
     {
       [ ! -e "$e2e" ] || echo "$e2e:agents"
-      for p in $slow_first; do
+      for p in ./internal/integrity $slow_first; do
         f="$dir/github.com_agentbox_agentbox_$(echo "${p#./}" | tr / _).test"
         [ ! -e "$f" ] || echo "$f"
       done
