@@ -6,7 +6,9 @@ import (
 	"strconv"
 	"syscall"
 	"testing"
+	"time"
 
+	"github.com/agentbox/agentbox/internal/linux/proc"
 	"github.com/agentbox/agentbox/internal/testenv"
 )
 
@@ -57,5 +59,23 @@ func TestCheckEscapeTree(t *testing.T) {
 	}
 	if err := checkEscapeTree(nil, Observation{Facts: map[string]string{"pidns": ns}}); err == nil {
 		t.Errorf("an observation without the escapee's start time was accepted")
+	}
+	// Once it has exited, not yet reaped (a zombie, as box-init is between its exit and the
+	// shim's wait), it runs nothing and is not counted, though /proc/PID/ns/pid still names ns.
+	cmd.Process.Signal(syscall.SIGKILL)
+	for i := 0; i < 1000; i++ {
+		if st, err := proc.State(pid); err == nil && st == 'Z' {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if st, err := proc.State(pid); err != nil || st != 'Z' {
+		t.Fatalf("process %d: state %c (%v), want a zombie", pid, st, err)
+	}
+	if l, err := os.Readlink("/proc/" + strconv.Itoa(pid) + "/ns/pid"); err != nil || l != ns {
+		t.Logf("the zombie's /proc/%d/ns/pid: %q, %v", pid, l, err)
+	}
+	if err := checkEscapeTree(nil, obs(start+1, "other")); err != nil {
+		t.Errorf("a process that started before the escapee, exited and not yet reaped, was counted: %v", err)
 	}
 }

@@ -18,6 +18,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/agentbox/agentbox/internal/linux/proc"
 )
 
 // HostOptions say where the boxes under attack are launched from. The zero value uses the
@@ -374,8 +376,11 @@ func (h *Host) Close() error {
 }
 
 // ProcessesIn returns the host pids of processes in the pid namespace named ns (as
-// readlink /proc/PID/ns/pid shows it: "pid:[4026531836]"). Processes the caller may not
-// inspect are skipped.
+// readlink /proc/PID/ns/pid shows it: "pid:[4026531836]") that have not exited. Processes the
+// caller may not inspect are skipped, and so are zombies: an exited process keeps its
+// /proc/PID/ns/pid until its parent reaps it, and box-init is one from its exit, which the
+// daemon's pidfd sees and after which `agentbox run` returns, until the shim's wait (e2e
+// TestAttack/escape-tree counted box-init so in a .ci/run). A zombie runs nothing.
 func ProcessesIn(ns string) ([]int, error) {
 	ents, err := os.ReadDir("/proc")
 	if err != nil {
@@ -388,7 +393,9 @@ func ProcessesIn(ns string) ([]int, error) {
 			continue
 		}
 		if l, err := os.Readlink("/proc/" + e.Name() + "/ns/pid"); err == nil && l == ns {
-			pids = append(pids, pid)
+			if st, err := proc.State(pid); err == nil && st != 'Z' {
+				pids = append(pids, pid)
+			}
 		}
 	}
 	return pids, nil
