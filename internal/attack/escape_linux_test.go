@@ -73,7 +73,7 @@ func TestCheckEscapeTree(t *testing.T) {
 		t.Fatalf("process %d: state %c (%v), want a zombie", pid, st, err)
 	}
 	if l, err := os.Readlink("/proc/" + strconv.Itoa(pid) + "/ns/pid"); err != nil || l != ns {
-		t.Logf("the zombie's /proc/%d/ns/pid: %q, %v", pid, l, err)
+		t.Skipf("the zombie's /proc/%d/ns/pid: %q, %v: not the case this step tests", pid, l, err)
 	}
 	if err := checkEscapeTree(nil, obs(start+1, "other")); err != nil {
 		t.Errorf("a process that started before the escapee, exited and not yet reaped, was counted: %v", err)

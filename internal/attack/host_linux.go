@@ -375,12 +375,20 @@ func (h *Host) Close() error {
 	return errors.Join(errs...)
 }
 
+// threadsRun reports whether process pid, whose leader thread is a zombie, still has another
+// thread (a leader that exited alone while its other threads run: the process runs code).
+func threadsRun(pid int) bool {
+	ts, err := os.ReadDir("/proc/" + strconv.Itoa(pid) + "/task")
+	return err != nil || len(ts) > 1
+}
+
 // ProcessesIn returns the host pids of processes in the pid namespace named ns (as
 // readlink /proc/PID/ns/pid shows it: "pid:[4026531836]") that have not exited. Processes the
 // caller may not inspect are skipped, and so are zombies: an exited process keeps its
 // /proc/PID/ns/pid until its parent reaps it, and box-init is one from its exit, which the
 // daemon's pidfd sees and after which `agentbox run` returns, until the shim's wait (e2e
-// TestAttack/escape-tree counted box-init so in a .ci/run). A zombie runs nothing.
+// TestAttack/escape-tree counted box-init so in a .ci/run). A zombie runs nothing, unless
+// only its leader thread exited and other threads run (threadsRun): such a process is kept.
 func ProcessesIn(ns string) ([]int, error) {
 	ents, err := os.ReadDir("/proc")
 	if err != nil {
@@ -393,7 +401,7 @@ func ProcessesIn(ns string) ([]int, error) {
 			continue
 		}
 		if l, err := os.Readlink("/proc/" + e.Name() + "/ns/pid"); err == nil && l == ns {
-			if st, err := proc.State(pid); err == nil && st != 'Z' {
+			if st, err := proc.State(pid); err == nil && (st != 'Z' || threadsRun(pid)) {
 				pids = append(pids, pid)
 			}
 		}
