@@ -3,6 +3,7 @@ package attack
 import (
 	"os"
 	"os/exec"
+	"runtime"
 	"strconv"
 	"syscall"
 	"testing"
@@ -10,7 +11,27 @@ import (
 
 	"github.com/agentbox/agentbox/internal/linux/proc"
 	"github.com/agentbox/agentbox/internal/testenv"
+	"golang.org/x/sys/unix"
 )
+
+// With ATTACK_LEADER_EXIT=1 the test binary is a process whose leader thread exits alone
+// while another thread runs on (its /proc/PID/stat then says Z): TestCheckEscapeTree's
+// multi-threaded case.
+func init() {
+	if os.Getenv("ATTACK_LEADER_EXIT") != "1" {
+		return
+	}
+	runtime.LockOSThread()
+	started := make(chan struct{})
+	go func() {
+		close(started)
+		for {
+			time.Sleep(time.Second)
+		}
+	}()
+	<-started
+	syscall.Syscall(unix.SYS_EXIT, 0, 0, 0) // this thread only
+}
 
 // TestCheckEscapeTree runs the escape-tree verdict against a real process left in a pid
 // namespace of its own: the verdict sees it when the observation names it, and does not count
@@ -77,5 +98,36 @@ func TestCheckEscapeTree(t *testing.T) {
 	}
 	if err := checkEscapeTree(nil, obs(start+1, "other")); err != nil {
 		t.Errorf("a process that started before the escapee, exited and not yet reaped, was counted: %v", err)
+	}
+
+	// A process whose leader thread exited while another thread runs reads Z in its stat
+	// but runs code: it is counted.
+	lead := exec.Command(os.Args[0], "-test.run=^$")
+	lead.Env = append(os.Environ(), "ATTACK_LEADER_EXIT=1")
+	lead.SysProcAttr = cmd.SysProcAttr
+	if err := lead.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { lead.Process.Kill(); lead.Wait() })
+	lpid := lead.Process.Pid
+	task := "/proc/" + strconv.Itoa(lpid) + "/task"
+	for i := 0; i < 1000; i++ {
+		ts, _ := os.ReadDir(task)
+		if st, err := proc.State(lpid); err == nil && st == 'Z' && len(ts) > 1 {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if ts, _ := os.ReadDir(task); len(ts) < 2 {
+		t.Fatalf("process %d: %d threads, want its leader exited and another running", lpid, len(ts))
+	}
+	lns, err := os.Readlink("/proc/" + strconv.Itoa(lpid) + "/ns/pid")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lstart, _ := startTime(lpid)
+	lobs := Observation{Facts: map[string]string{"pidns": lns, "escapee-start": strconv.FormatUint(lstart+1, 10), "escapee-cmdline": "other"}}
+	if err := checkEscapeTree(nil, lobs); err == nil {
+		t.Errorf("process %d, its leader thread exited and another thread running, was not counted", lpid)
 	}
 }

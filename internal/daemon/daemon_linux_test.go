@@ -69,7 +69,7 @@ type testDaemon struct {
 	runtime  string
 	work     string
 	launches string
-	root     string // the folder of its runtime, state, config and work folders
+	root     string // the folder of its state, config and work folders (its runtime folder is on a tmpfs: runtimeDirs)
 	stop     func() // ends the daemon (once; the test's cleanup does it too)
 }
 
@@ -99,7 +99,7 @@ func startDaemonOpts(t *testing.T, opts Options) *testDaemon {
 
 // runtimeDirs maps the root of a test daemon's folders to its runtime directory, on a tmpfs
 // as a user's is (testenv.RuntimeDir): a daemon started again in the folders of one that ended
-// (startDaemonIn) takes the same.
+// (startDaemonIn, within the same test) takes the same. The entry goes when that test ends.
 var runtimeDirs sync.Map
 
 // startDaemonIn is startDaemonOpts with the folders under root, made when absent: a daemon
@@ -116,9 +116,11 @@ func startDaemonIn(t *testing.T, root string, opts Options) *testDaemon {
 		return d
 	}
 	state, cfgDir, work := mk("state"), mk("config"), mk("work")
-	rt, _ := runtimeDirs.Load(root)
-	if rt == nil {
-		rt, _ = runtimeDirs.LoadOrStore(root, testenv.RuntimeDir(t, "abd"))
+	rt, ok := runtimeDirs.Load(root)
+	if !ok {
+		rt = testenv.RuntimeDir(t, "abd")
+		runtimeDirs.Store(root, rt)
+		t.Cleanup(func() { runtimeDirs.Delete(root) })
 	}
 	runtime := rt.(string)
 	getenv := func(k string) string {
