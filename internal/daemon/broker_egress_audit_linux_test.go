@@ -30,6 +30,7 @@ type auditRig struct {
 	st     *store.Store
 	dbPath string
 	root   string
+	run    string // its runtime directory
 }
 
 func newAuditRig(t *testing.T) *auditRig { return newAuditRigConfig(t, "") }
@@ -43,7 +44,7 @@ func newAuditRigConfig(t testing.TB, userConfig string) *auditRig {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(root) })
-	for _, n := range []string{"run", "state", "config", "config/agentbox"} {
+	for _, n := range []string{"state", "config", "config/agentbox"} {
 		if err := os.Mkdir(filepath.Join(root, n), 0o700); err != nil {
 			t.Fatal(err)
 		}
@@ -59,12 +60,13 @@ func newAuditRigConfig(t testing.TB, userConfig string) *auditRig {
 		}
 		return ""
 	}
-	d, err := newDaemon(Options{RuntimeDir: filepath.Join(root, "run"), StateDir: filepath.Join(root, "state"),
+	run := runtimeDirFor(t, root)
+	d, err := newDaemon(Options{RuntimeDir: run, StateDir: filepath.Join(root, "state"),
 		Config: config.LoadOptions{Getenv: getenv, PolicyFile: filepath.Join(root, "no-policy.yaml")}, Logger: discardLogger()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &auditRig{d: d, root: root, dbPath: filepath.Join(root, "state", "agentbox.db")}
+	r := &auditRig{d: d, root: root, run: run, dbPath: filepath.Join(root, "state", "agentbox.db")}
 	if r.st, err = store.Open(r.dbPath); err != nil {
 		t.Fatal(err)
 	}
@@ -191,7 +193,7 @@ func TestEgressAuditShutdown(t *testing.T) {
 // (allowed.test:443 when there are none), and returns its run directory.
 func startAuditEgress(t *testing.T, r *auditRig, id string, allowEntries ...string) string {
 	t.Helper()
-	runDir := filepath.Join(launchdir.Dir(filepath.Join(r.root, "run"), id), launchdir.RunDir)
+	runDir := filepath.Join(launchdir.Dir(r.run, id), launchdir.RunDir)
 	if err := os.MkdirAll(runDir, 0o700); err != nil {
 		t.Fatal(err)
 	}

@@ -190,12 +190,13 @@ func TestEgressProxyCLI(t *testing.T) {
 	}
 	t.Cleanup(func() { os.RemoveAll(root) })
 	dirs := map[string]string{}
-	for _, n := range []string{"run", "state", "config", "work"} {
+	for _, n := range []string{"state", "config", "work"} {
 		dirs[n] = filepath.Join(root, n)
 		if err := os.MkdirAll(dirs[n], 0o700); err != nil {
 			t.Fatal(err)
 		}
 	}
+	dirs["run"] = runtimeDirFor(t, root)
 	os.Chmod(dirs["work"], 0o755)
 	ca, _ := os.ReadFile(out.CAFile)
 	os.WriteFile(filepath.Join(dirs["work"], "ca.pem"), ca, 0o644)

@@ -102,6 +102,19 @@ func startDaemonOpts(t *testing.T, opts Options) *testDaemon {
 // (startDaemonIn, within the same test) takes the same. The entry goes when that test ends.
 var runtimeDirs sync.Map
 
+// runtimeDirFor is the runtime directory of the test daemon whose other folders are under
+// root: made on the first call for that root within t (runtimeDirs).
+func runtimeDirFor(t testing.TB, root string) string {
+	t.Helper()
+	if rt, ok := runtimeDirs.Load(root); ok {
+		return rt.(string)
+	}
+	rt := testenv.RuntimeDir(t, "abd")
+	runtimeDirs.Store(root, rt)
+	t.Cleanup(func() { runtimeDirs.Delete(root) })
+	return rt
+}
+
 // startDaemonIn is startDaemonOpts with the folders under root, made when absent: a daemon
 // started again in the folders of one that ended takes over what it left (readopt).
 func startDaemonIn(t *testing.T, root string, opts Options) *testDaemon {
@@ -116,13 +129,7 @@ func startDaemonIn(t *testing.T, root string, opts Options) *testDaemon {
 		return d
 	}
 	state, cfgDir, work := mk("state"), mk("config"), mk("work")
-	rt, ok := runtimeDirs.Load(root)
-	if !ok {
-		rt = testenv.RuntimeDir(t, "abd")
-		runtimeDirs.Store(root, rt)
-		t.Cleanup(func() { runtimeDirs.Delete(root) })
-	}
-	runtime := rt.(string)
+	runtime := runtimeDirFor(t, root)
 	getenv := func(k string) string {
 		if k == "XDG_CONFIG_HOME" {
 			return cfgDir
