@@ -22,6 +22,7 @@ import (
 	"github.com/agentbox/agentbox/internal/engine"
 	"github.com/agentbox/agentbox/internal/hostprog"
 	"github.com/agentbox/agentbox/internal/launchdir"
+	"github.com/agentbox/agentbox/internal/linux/proc"
 	"github.com/agentbox/agentbox/internal/readiness"
 	"github.com/agentbox/agentbox/internal/recordlimit"
 	"github.com/agentbox/agentbox/internal/relay/session"
@@ -47,6 +48,10 @@ type Options struct {
 	wrapStore func(launchStore) launchStore
 	// noSpare, in tests, makes every launch start its shim anew.
 	noSpare bool
+	// machineCPU, in tests, replaces proc.ReadMachineCPU for refillSpareWhenIdle, and
+	// spareRefillMax (non-zero) the longest it waits.
+	machineCPU     func() (proc.MachineCPU, error)
+	spareRefillMax time.Duration
 	// beforeWatch, in tests, runs before the daemon connects its watch to a new shim.
 	beforeWatch func(launchDir string)
 	// brokers, in tests, replaces what the brokers reach on the host.

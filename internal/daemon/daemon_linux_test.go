@@ -22,6 +22,7 @@ import (
 	"github.com/agentbox/agentbox/internal/console"
 	"github.com/agentbox/agentbox/internal/integrity"
 	"github.com/agentbox/agentbox/internal/launchdir"
+	"github.com/agentbox/agentbox/internal/linux/proc"
 	"github.com/agentbox/agentbox/internal/shim"
 	"github.com/agentbox/agentbox/internal/store"
 	"github.com/agentbox/agentbox/internal/testenv"
@@ -137,7 +138,10 @@ func startDaemonIn(t *testing.T, root string, opts Options) *testDaemon {
 		return ""
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	d, err := newDaemon(Options{RuntimeDir: runtime, StateDir: state, Config: config.LoadOptions{Getenv: getenv, PolicyFile: filepath.Join(root, "no-policy.yaml"), PolicyOwner: os.Getuid()}, wrapStore: opts.wrapStore, noSpare: opts.noSpare, beforeWatch: opts.beforeWatch, brokers: opts.brokers, afterEnded: opts.afterEnded, beforeBytecode: opts.beforeBytecode})
+	// The test's hooks (the unexported fields) with the folders and configuration of its own.
+	opts.RuntimeDir, opts.StateDir, opts.Logger = runtime, state, nil
+	opts.Config = config.LoadOptions{Getenv: getenv, PolicyFile: filepath.Join(root, "no-policy.yaml"), PolicyOwner: os.Getuid()}
+	d, err := newDaemon(opts)
 	if err != nil {
 		cancel()
 		t.Fatal(err)
@@ -289,7 +293,6 @@ func TestCreateFailureAttachedRunsNothing(t *testing.T) {
 	})
 }
 
-// spareShim returns the pid of td's daemon's spare shim, 0 if none.
 // runToEnd launches req (detached) and waits until the launch has ended; it returns the
 // launch's record then.
 func (td *testDaemon) runToEnd(t *testing.T, req *api.LaunchRequest) *api.Launch {
@@ -308,6 +311,7 @@ func (td *testDaemon) runToEnd(t *testing.T, req *api.LaunchRequest) *api.Launch
 	return l
 }
 
+// spareShim returns the pid of td's daemon's spare shim, 0 if none.
 func (td *testDaemon) spareShim() int {
 	if pids := td.spareShims(); len(pids) > 0 {
 		return pids[0]
@@ -366,6 +370,58 @@ func TestLaunchStopSettles(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(td.launches, resp.ID)); !os.IsNotExist(err) {
 		t.Fatalf("launch directory still there: %v", err)
 	}
+}
+
+// TestSpareRefillWaitsForAnIdleCPU: the spare a launch took is replaced only once the machine
+// has a CPU's worth of idle time (refillSpareWhenIdle): while /proc/stat says busy, polls pass
+// and no spare starts; once it says idle, one does. (Before, the spare was replaced 250 ms
+// after the program started, busy or not, in the middle of an agent's start.)
+func TestSpareRefillWaitsForAnIdleCPU(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	idle, reads := false, 0
+	var sample proc.MachineCPU
+	sample.CPUs = 2
+	read := func() (proc.MachineCPU, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		reads++
+		sample.Total += 20 // 100 ms of two CPUs at USER_HZ 100
+		if idle {
+			sample.Idle += 15
+		} else {
+			sample.Idle += 2
+		}
+		return sample, nil
+	}
+	td := startDaemonOpts(t, Options{machineCPU: read, spareRefillMax: time.Hour})
+	ctx := context.Background()
+	first := 0
+	waitFor(t, "the first spare shim", func() bool { first = td.spareShim(); return first != 0 })
+	resp, err := td.c.Launch(ctx, sleepRequest(t, td.work))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { td.c.Stop(ctx, resp.ID) })
+	waitFor(t, "launch running", func() bool {
+		l, err := td.c.Get(ctx, resp.ID)
+		return err == nil && l.State == api.StateRunning
+	})
+	mu.Lock()
+	base := reads
+	mu.Unlock()
+	waitFor(t, "three polls of a busy machine, or a spare", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return reads >= base+3 || td.d.spareReady()
+	})
+	if td.d.spareReady() {
+		t.Fatalf("a spare was started while the machine was busy (spare shim %d)", td.spareShim())
+	}
+	mu.Lock()
+	idle = true
+	mu.Unlock()
+	waitFor(t, "a new spare once the machine is idle", func() bool { return td.newSpare(first) != 0 })
 }
 
 // TestRefusals: bad requests get typed errors naming what is wrong.

@@ -90,7 +90,7 @@ func (d *Daemon) supervise(l *liveLaunch) {
 				top, _ = proc.OpenIn(ev.Status.BoxPid, ev.Status.Namespaces["pid"])
 			}
 			if ev.Status.Execd && l.rec.State == api.StateStarting {
-				time.AfterFunc(spareRefillDelay, d.refillSpare) // (spare.go)
+				d.refillSpareWhenIdle() // (spare.go)
 				l.rec.State = api.StateRunning
 				l.rec.BoxPid = ev.Status.BoxPid
 				// Committed beside the events (an fsync): a program that ends at once has its

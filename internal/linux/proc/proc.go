@@ -6,5 +6,22 @@ package proc
 
 import "errors"
 
-// ErrMalformed is the error of a /proc/<pid>/stat this package cannot read fields from.
-var ErrMalformed = errors.New("malformed /proc/<pid>/stat")
+// ErrMalformed is the error of a /proc/<pid>/stat, or a /proc/stat, this package cannot read
+// fields from.
+var ErrMalformed = errors.New("malformed /proc stat file")
+
+// MachineCPU is the machine's CPU time since boot from the first line of /proc/stat, in clock
+// ticks (USER_HZ) summed over its CPUs, and how many CPUs it counts (the cpuN lines).
+type MachineCPU struct {
+	Idle, Total uint64 // idle and iowait; all fields but guest time (counted in user time)
+	CPUs        int
+}
+
+// IdleCores is how many CPUs' worth of time the machine spent idle between earlier and m:
+// 1.5 on a machine with one core idle and another half busy. 0 when no tick passed.
+func (m MachineCPU) IdleCores(earlier MachineCPU) float64 {
+	if m.Total <= earlier.Total || m.Idle < earlier.Idle {
+		return 0
+	}
+	return float64(m.Idle-earlier.Idle) * float64(m.CPUs) / float64(m.Total-earlier.Total)
+}

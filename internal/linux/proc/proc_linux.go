@@ -73,6 +73,54 @@ func CPUTicks(pid int) (uint64, error) {
 	return ut + st, nil
 }
 
+// ReadMachineCPU reads the machine's CPU time (MachineCPU) from /proc/stat.
+func ReadMachineCPU() (MachineCPU, error) {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return MachineCPU{}, err
+	}
+	return parseMachineCPU(string(b))
+}
+
+// parseMachineCPU is ReadMachineCPU on the text of /proc/stat.
+func parseMachineCPU(s string) (MachineCPU, error) {
+	var m MachineCPU
+	first := true
+	for line := range strings.SplitSeq(s, "\n") {
+		name, rest, _ := strings.Cut(line, " ")
+		if !strings.HasPrefix(name, "cpu") {
+			break
+		}
+		if !first {
+			m.CPUs++
+			continue
+		}
+		first = false
+		if name != "cpu" {
+			return MachineCPU{}, fmt.Errorf("%w: /proc/stat starts with %q, not the cpu line", ErrMalformed, name)
+		}
+		f := strings.Fields(rest)
+		if len(f) < 8 {
+			return MachineCPU{}, fmt.Errorf("%w: /proc/stat's cpu line has %d fields", ErrMalformed, len(f))
+		}
+		// user nice system idle iowait irq softirq steal [guest guest_nice]: guest time is in user's.
+		for i, v := range f[:8] {
+			n, err := strconv.ParseUint(v, 10, 64)
+			if err != nil {
+				return MachineCPU{}, fmt.Errorf("%w: /proc/stat's cpu line, field %d: %q", ErrMalformed, i+1, v)
+			}
+			m.Total += n
+			if i == 3 || i == 4 {
+				m.Idle += n
+			}
+		}
+	}
+	if first || m.CPUs == 0 {
+		return MachineCPU{}, fmt.Errorf("%w: no cpu lines in /proc/stat", ErrMalformed)
+	}
+	return m, nil
+}
+
 // StartTime returns the start time of pid in clock ticks since boot, which together with the
 // pid names one process.
 func StartTime(pid int) (uint64, error) {

@@ -33,6 +33,9 @@ func State(pid int) (byte, error) { return 0, errNotSupported }
 // CPUTicks needs Linux (/proc); elsewhere it fails.
 func CPUTicks(pid int) (uint64, error) { return 0, errNotSupported }
 
+// ReadMachineCPU needs Linux (/proc); elsewhere it fails.
+func ReadMachineCPU() (MachineCPU, error) { return MachineCPU{}, errNotSupported }
+
 // Handle is a process held open; Linux only.
 type Handle struct{}
 
