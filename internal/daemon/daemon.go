@@ -114,6 +114,9 @@ type Daemon struct {
 	spareMu       sync.Mutex
 	spare         *shim.Spare // a shim waiting for the next launch (spare.go)
 	spareStarting bool
+	spareClosed   bool              // closeSpare ran: no spare starts any more
+	sparePolling  bool              // refillSpareWhenIdle's poller runs
+	spareDeadline time.Time         // when that poller refills, idle or not
 	violations    *violationScanner // wrap mode's native-run scanner (violations.go); guarded by mu
 
 	// pythonLibs are the system's Python library folders whose bytecode boxes read

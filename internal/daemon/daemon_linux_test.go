@@ -87,7 +87,8 @@ func startDaemonWith(t *testing.T, wrap func(launchStore) launchStore, noSpare b
 }
 
 // startDaemonOpts is startDaemon with the test-only fields of opts (wrapStore, noSpare,
-// beforeWatch, brokers).
+// beforeWatch, brokers, afterEnded, beforeBytecode, machineCPU, spareRefillMax); its
+// folders, configuration and logger are the test's own.
 func startDaemonOpts(t *testing.T, opts Options) *testDaemon {
 	t.Helper()
 	root, err := os.MkdirTemp("/tmp", "abd")
@@ -422,6 +423,30 @@ func TestSpareRefillWaitsForAnIdleCPU(t *testing.T) {
 	idle = true
 	mu.Unlock()
 	waitFor(t, "a new spare once the machine is idle", func() bool { return td.newSpare(first) != 0 })
+}
+
+// TestSpareRefillAtTheDeadline: on a machine that stays busy, the spare a launch took is still
+// replaced, at spareRefillMax after the program started.
+func TestSpareRefillAtTheDeadline(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	sample := proc.MachineCPU{CPUs: 2}
+	busy := func() (proc.MachineCPU, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		sample.Total += 20
+		return sample, nil
+	}
+	td := startDaemonOpts(t, Options{machineCPU: busy, spareRefillMax: 300 * time.Millisecond})
+	ctx := context.Background()
+	first := 0
+	waitFor(t, "the first spare shim", func() bool { first = td.spareShim(); return first != 0 })
+	resp, err := td.c.Launch(ctx, sleepRequest(t, td.work))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { td.c.Stop(ctx, resp.ID) })
+	waitFor(t, "a new spare at the deadline, the machine busy", func() bool { return td.newSpare(first) != 0 })
 }
 
 // TestRefusals: bad requests get typed errors naming what is wrong.

@@ -10,8 +10,8 @@ import "errors"
 // fields from.
 var ErrMalformed = errors.New("malformed /proc stat file")
 
-// MachineCPU is the machine's CPU time since boot from the first line of /proc/stat, in clock
-// ticks (USER_HZ) summed over its CPUs, and how many CPUs it counts (the cpuN lines).
+// MachineCPU is CPU time since boot from /proc/stat's cpuN lines, in clock ticks (USER_HZ)
+// summed over the CPUs counted, and how many CPUs that is.
 type MachineCPU struct {
 	Idle, Total uint64 // idle and iowait; all fields but guest time (counted in user time)
 	CPUs        int

@@ -73,49 +73,60 @@ func CPUTicks(pid int) (uint64, error) {
 	return ut + st, nil
 }
 
-// ReadMachineCPU reads the machine's CPU time (MachineCPU) from /proc/stat.
+// ReadMachineCPU reads the CPU time (MachineCPU) of the CPUs this process may run on (its
+// affinity: a daemon pinned to some CPUs counts those) from /proc/stat; all of them when the
+// affinity cannot be read.
 func ReadMachineCPU() (MachineCPU, error) {
 	b, err := os.ReadFile("/proc/stat")
 	if err != nil {
 		return MachineCPU{}, err
 	}
-	return parseMachineCPU(string(b))
+	var set unix.CPUSet
+	if unix.SchedGetaffinity(0, &set) != nil {
+		return parseMachineCPU(string(b), nil)
+	}
+	return parseMachineCPU(string(b), set.IsSet)
 }
 
-// parseMachineCPU is ReadMachineCPU on the text of /proc/stat.
-func parseMachineCPU(s string) (MachineCPU, error) {
+// parseMachineCPU is ReadMachineCPU on the text of /proc/stat, counting the cpuN lines whose N
+// allowed accepts (every one when allowed is nil).
+func parseMachineCPU(s string, allowed func(int) bool) (MachineCPU, error) {
 	var m MachineCPU
-	first := true
+	seenAll := false
 	for line := range strings.SplitSeq(s, "\n") {
 		name, rest, _ := strings.Cut(line, " ")
 		if !strings.HasPrefix(name, "cpu") {
 			break
 		}
-		if !first {
-			m.CPUs++
+		if name == "cpu" {
+			seenAll = true
 			continue
 		}
-		first = false
-		if name != "cpu" {
-			return MachineCPU{}, fmt.Errorf("%w: /proc/stat starts with %q, not the cpu line", ErrMalformed, name)
+		n, err := strconv.Atoi(name[len("cpu"):])
+		if err != nil {
+			return MachineCPU{}, fmt.Errorf("%w: /proc/stat line %q", ErrMalformed, name)
+		}
+		if allowed != nil && !allowed(n) {
+			continue
 		}
 		f := strings.Fields(rest)
 		if len(f) < 8 {
-			return MachineCPU{}, fmt.Errorf("%w: /proc/stat's cpu line has %d fields", ErrMalformed, len(f))
+			return MachineCPU{}, fmt.Errorf("%w: /proc/stat's %s line has %d fields", ErrMalformed, name, len(f))
 		}
 		// user nice system idle iowait irq softirq steal [guest guest_nice]: guest time is in user's.
 		for i, v := range f[:8] {
-			n, err := strconv.ParseUint(v, 10, 64)
+			t, err := strconv.ParseUint(v, 10, 64)
 			if err != nil {
-				return MachineCPU{}, fmt.Errorf("%w: /proc/stat's cpu line, field %d: %q", ErrMalformed, i+1, v)
+				return MachineCPU{}, fmt.Errorf("%w: /proc/stat's %s line, field %d: %q", ErrMalformed, name, i+1, v)
 			}
-			m.Total += n
+			m.Total += t
 			if i == 3 || i == 4 {
-				m.Idle += n
+				m.Idle += t
 			}
 		}
+		m.CPUs++
 	}
-	if first || m.CPUs == 0 {
+	if !seenAll || m.CPUs == 0 {
 		return MachineCPU{}, fmt.Errorf("%w: no cpu lines in /proc/stat", ErrMalformed)
 	}
 	return m, nil

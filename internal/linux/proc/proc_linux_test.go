@@ -172,16 +172,23 @@ func TestWaitPidfdThroughSignals(t *testing.T) {
 	}
 }
 
-// TestMachineCPU reads /proc/stat's first line and counts the CPUs, and IdleCores gives the
-// idle time between two readings in CPUs' worth.
+// TestMachineCPU sums /proc/stat's cpuN lines (all, or those the affinity allows) and counts
+// the CPUs, and IdleCores gives the idle time between two readings in CPUs' worth.
 func TestMachineCPU(t *testing.T) {
 	text := "cpu  100 5 50 1000 20 3 2 1 7 0\ncpu0 50 2 25 500 10 1 1 0 3 0\ncpu1 50 3 25 500 10 2 1 1 4 0\nintr 1 2 3\n"
-	m, err := parseMachineCPU(text)
+	m, err := parseMachineCPU(text, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if want := (MachineCPU{Idle: 1020, Total: 1181, CPUs: 2}); m != want {
 		t.Fatalf("parsed %+v, want %+v (guest time is not added again)", m, want)
+	}
+	one, err := parseMachineCPU(text, func(n int) bool { return n == 1 })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (MachineCPU{Idle: 510, Total: 592, CPUs: 1}); one != want {
+		t.Fatalf("cpu1 alone parsed %+v, want %+v", one, want)
 	}
 	// 100 ticks later on two CPUs: 150 idle of 200 is one and a half CPUs idle.
 	later := MachineCPU{Idle: m.Idle + 150, Total: m.Total + 200, CPUs: 2}
@@ -191,16 +198,23 @@ func TestMachineCPU(t *testing.T) {
 	if got := m.IdleCores(m); got != 0 {
 		t.Errorf("IdleCores with no tick between = %v, want 0", got)
 	}
-	for _, bad := range []string{"", "intr 1\n", "cpu  1 2 3\ncpu0 1 2 3\n", "cpu  1 2 3 x 5 6 7 8\ncpu0 1\n", "cpu  1 2 3 4 5 6 7 8\n"} {
-		if _, err := parseMachineCPU(bad); !errors.Is(err, ErrMalformed) {
+	for _, bad := range []string{"", "intr 1\n", "cpu  1 2 3\ncpu0 1 2 3\n", "cpu  1 2 3 4 5 6 7 8\ncpu0 1 2 3 x 5 6 7 8\n", "cpu  1 2 3 4 5 6 7 8\n", "cpu  1 2 3 4 5 6 7 8\ncpuX 1 2 3 4 5 6 7 8\n"} {
+		if _, err := parseMachineCPU(bad, nil); !errors.Is(err, ErrMalformed) {
 			t.Errorf("parseMachineCPU(%q) = %v, want ErrMalformed", bad, err)
 		}
+	}
+	if _, err := parseMachineCPU(text, func(int) bool { return false }); !errors.Is(err, ErrMalformed) {
+		t.Errorf("no CPU allowed: %v, want ErrMalformed", err)
 	}
 	live, err := ReadMachineCPU()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if live.CPUs < 1 || live.Idle > live.Total {
-		t.Errorf("this machine's /proc/stat read as %+v", live)
+	var set unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &set); err != nil {
+		t.Fatal(err)
+	}
+	if live.CPUs < 1 || live.CPUs > set.Count() || live.Idle > live.Total {
+		t.Errorf("this machine's /proc/stat read as %+v; the affinity allows %d CPUs", live, set.Count())
 	}
 }
