@@ -37,6 +37,7 @@ import (
 	"github.com/agentbox/agentbox/internal/boxmain"
 	"github.com/agentbox/agentbox/internal/engine/bwrap"
 	"github.com/agentbox/agentbox/internal/launchdir"
+	"github.com/agentbox/agentbox/internal/linux/proc"
 )
 
 func main() {
@@ -525,21 +526,12 @@ func askFloor(path, prog string) int {
 	return int(b[0])
 }
 
-// busyCPU is the CPU time every CPU of the machine spent not idle since boot (/proc/stat).
+// busyCPU is the CPU time the machine's CPUs (those this process may run on) spent not idle
+// since boot (/proc/stat).
 func busyCPU() time.Duration {
-	b, err := os.ReadFile("/proc/stat")
+	m, err := proc.ReadMachineCPU()
 	check(err)
-	f := strings.Fields(strings.SplitN(string(b), "\n", 2)[0])
-	var ticks int64
-	for i, v := range f[1:] {
-		if i == 3 || i == 4 { // idle, iowait
-			continue
-		}
-		var x int64
-		fmt.Sscan(v, &x)
-		ticks += x
-	}
-	return time.Duration(ticks) * 10 * time.Millisecond // USER_HZ is 100 on Linux
+	return time.Duration(m.Total-m.Idle) * 10 * time.Millisecond // USER_HZ is 100 on Linux
 }
 
 func mk(root, name string) string {

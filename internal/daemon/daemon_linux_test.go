@@ -396,18 +396,7 @@ func TestSpareRefillWaitsForAnIdleCPU(t *testing.T) {
 		return sample, nil
 	}
 	td := startDaemonOpts(t, Options{machineCPU: read, spareRefillMax: time.Hour})
-	ctx := context.Background()
-	first := 0
-	waitFor(t, "the first spare shim", func() bool { first = td.spareShim(); return first != 0 })
-	resp, err := td.c.Launch(ctx, sleepRequest(t, td.work))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { td.c.Stop(ctx, resp.ID) })
-	waitFor(t, "launch running", func() bool {
-		l, err := td.c.Get(ctx, resp.ID)
-		return err == nil && l.State == api.StateRunning
-	})
+	first := td.runOnSpare(t)
 	mu.Lock()
 	base := reads
 	mu.Unlock()
@@ -438,6 +427,14 @@ func TestSpareRefillAtTheDeadline(t *testing.T) {
 		return sample, nil
 	}
 	td := startDaemonOpts(t, Options{machineCPU: busy, spareRefillMax: 300 * time.Millisecond})
+	first := td.runOnSpare(t)
+	waitFor(t, "a new spare at the deadline, the machine busy", func() bool { return td.newSpare(first) != 0 })
+}
+
+// runOnSpare waits for td's spare shim, launches a long sleep on it (stopped when t ends)
+// and waits until its program runs; it returns the spare's pid.
+func (td *testDaemon) runOnSpare(t *testing.T) int {
+	t.Helper()
 	ctx := context.Background()
 	first := 0
 	waitFor(t, "the first spare shim", func() bool { first = td.spareShim(); return first != 0 })
@@ -446,7 +443,11 @@ func TestSpareRefillAtTheDeadline(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { td.c.Stop(ctx, resp.ID) })
-	waitFor(t, "a new spare at the deadline, the machine busy", func() bool { return td.newSpare(first) != 0 })
+	waitFor(t, "launch running", func() bool {
+		l, err := td.c.Get(ctx, resp.ID)
+		return err == nil && l.State == api.StateRunning
+	})
+	return first
 }
 
 // TestRefusals: bad requests get typed errors naming what is wrong.
