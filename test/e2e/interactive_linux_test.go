@@ -1059,6 +1059,18 @@ func TestInteractiveGeminiTrust(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// What the box saved as its trust, when the test fails: a dialog that closed without the
+	// restart (one CI run as the ordinary user, at load) is an answer other than "Trust folder".
+	t.Cleanup(func() {
+		if t.Failed() {
+			files, _ := filepath.Glob(filepath.Join(e.State, "agentbox", "boxes", "gemini", "*", ".gemini", "agentbox-trust", "trustedFolders.json"))
+			for _, f := range files {
+				b, err := os.ReadFile(f)
+				t.Logf("the box-owned trust file %s: %s (%v)", f, b, err)
+			}
+		}
+	})
+
 	m := e.Tmux(t)
 	m.tmux("resize-window", "-t", "main", "-x", "120", "-y", "40")
 	m.wait = geminiWait
