@@ -256,8 +256,8 @@ func staleEntries(ws string, ix *gitIndex, since int64) []staleEntry {
 		// built with USE_NSEC too (is_racy_stat), which compares the content. An agent's loop
 		// that rewrites a file the same size within the kernel's clock tick (4 ms here) of
 		// staging it, with git's index write in that tick, leaves the entry so: reported, and
-		// cleared under git's lock while the box's git worked, it made one of its git add
-		// fail (TestBoxGitNeverMeetsTheCheckLock, as the ordinary user in a .ci/run).
+		// cleared under git's lock while the box's git worked (the likely cause of two failed
+		// gits of TestBoxGitNeverMeetsTheCheckLock, as the ordinary user in a .ci/run).
 		if !ist.After(time.Unix(int64(statField(ix.b, e, 2)), int64(statField(ix.b, e, 3)))) {
 			continue
 		}
