@@ -431,6 +431,13 @@ func TestSpareRefillAtTheDeadline(t *testing.T) {
 	waitFor(t, "a new spare at the deadline, the machine busy", func() bool { return td.newSpare(first) != 0 })
 }
 
+// spareReady reports whether td's daemon has a spare there or starting.
+func (d *Daemon) spareReady() bool {
+	d.spareMu.Lock()
+	defer d.spareMu.Unlock()
+	return d.spare != nil || d.spareStarting
+}
+
 // runOnSpare waits for td's spare shim, launches a long sleep on it (stopped when t ends)
 // and waits until its program runs; it returns the spare's pid.
 func (td *testDaemon) runOnSpare(t *testing.T) int {
@@ -864,5 +871,15 @@ func TestIntegrityStateSavedBeforeRecord(t *testing.T) {
 	}
 	if st.Workspace != td.work {
 		t.Errorf("saved state's workspace %q, want %q", st.Workspace, td.work)
+	}
+}
+
+// TestSpareIdleCPUs: an interval needs one CPU's worth of idle time, and on a one-CPU machine
+// 80 % of it (docs/internals.md says so).
+func TestSpareIdleCPUs(t *testing.T) {
+	for cpus, want := range map[int]float64{1: 0.8, 2: 1, 64: 1} {
+		if got := spareIdleCPUs(cpus); got != want {
+			t.Errorf("spareIdleCPUs(%d) = %v, want %v", cpus, got, want)
+		}
 	}
 }

@@ -115,13 +115,6 @@ func (d *Daemon) refillSpareWhenIdle() {
 	}()
 }
 
-// spareReady reports whether a spare is there or starting.
-func (d *Daemon) spareReady() bool {
-	d.spareMu.Lock()
-	defer d.spareMu.Unlock()
-	return d.spare != nil || d.spareStarting
-}
-
 // refillSpare starts a spare in the background unless one is there or starting.
 func (d *Daemon) refillSpare() {
 	d.spareMu.Lock()
