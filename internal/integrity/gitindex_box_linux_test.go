@@ -344,6 +344,21 @@ func TestAttackWorktreeIndexes(t *testing.T) {
 		t.Skip("no python3 for the box's index forger")
 	}
 	outside := filepath.Join(t.TempDir(), "wt")
+	linked := func(wt func(ws string) string) func(t *testing.T, ws string) {
+		return func(t *testing.T, ws string) {
+			git(t, ws, "init", "-q", "-b", "main")
+			write(t, filepath.Join(ws, "pkg/main.go"), "package main\n\nfunc main() { println(\"hello\") }\n")
+			git(t, ws, "add", "-A")
+			git(t, ws, "commit", "-qm", "init")
+			git(t, ws, "worktree", "add", "-q", "-b", "wt", wt(ws))
+		}
+	}
+	forgeLinked := `sleep 1.1 # the index newer than the host's file: git trusts the entry's stat data
+export GIT_INDEX_FILE=.git/worktrees/wt/index
+git write-tree >/dev/null
+e=$(printf 'package main\n\nfunc main() { println("BOX CODE RAN") }\n' | git hash-object -w --stdin)
+$FORGE oid pkg/main.go $e`
+	inside := func(ws string) string { return filepath.Join(ws, ".worktrees", "wt") }
 	for _, c := range []struct {
 		name  string
 		setup func(t *testing.T, ws string)
@@ -351,21 +366,21 @@ func TestAttackWorktreeIndexes(t *testing.T) {
 		dir    func(ws string) string
 		script string
 		hidden string
+		// refused says the box cannot write the index at all (Read-only file system): the
+		// git directory of a linked worktree outside the workspace is bound read-only whole.
+		refused bool
 	}{{
-		name: "linked-worktree-outside",
-		setup: func(t *testing.T, ws string) {
-			git(t, ws, "init", "-q", "-b", "main")
-			write(t, filepath.Join(ws, "pkg/main.go"), "package main\n\nfunc main() { println(\"hello\") }\n")
-			git(t, ws, "add", "-A")
-			git(t, ws, "commit", "-qm", "init")
-			git(t, ws, "worktree", "add", "-q", "-b", "wt", outside)
-		},
-		dir: func(string) string { return outside },
-		script: `sleep 1.1 # the index newer than the host's file: git trusts the entry's stat data
-export GIT_INDEX_FILE=.git/worktrees/wt/index
-git write-tree >/dev/null
-e=$(printf 'package main\n\nfunc main() { println("BOX CODE RAN") }\n' | git hash-object -w --stdin)
-$FORGE oid pkg/main.go $e`,
+		name:    "linked-worktree-outside",
+		setup:   linked(func(string) string { return outside }),
+		dir:     func(string) string { return outside },
+		script:  forgeLinked,
+		hidden:  "pkg/main.go",
+		refused: true,
+	}, {
+		name:   "linked-worktree-inside",
+		setup:  linked(inside),
+		dir:    inside,
+		script: forgeLinked,
 		hidden: "pkg/main.go", // staged (and, its stat data cleared as git's own write does, compared)
 	}, {
 		name: "core-worktree-in-workspace",
@@ -386,6 +401,15 @@ git -C meta update-index --skip-worktree Makefile`,
 			script := "set -e\nFORGE='python3 /tmp/forge.py'\ncat > /tmp/forge.py <<'FORGER'\n" + indexForger + "FORGER\n" + c.script
 			pb, r := newProtectedBox(t, func(ws string) { c.setup(t, ws) }, script, enginetest.Options{})
 			defer pb.release(t)
+			if c.refused {
+				if r.Exit == 0 || !strings.Contains(string(r.Stderr), "Read-only file system") {
+					t.Fatalf("the box wrote the index of a linked worktree outside the workspace: exit %d\nstdout %s\nstderr %s", r.Exit, r.Stdout, r.Stderr)
+				}
+				if out := git(t, c.dir(pb.ws), "status", "--porcelain"); out != "" {
+					t.Fatalf("the host's git status in the linked worktree: %q", out)
+				}
+				return
+			}
 			if r.Exit != 0 {
 				t.Fatalf("box: exit %d\nstdout %s\nstderr %s", r.Exit, r.Stdout, r.Stderr)
 			}

@@ -1131,17 +1131,50 @@ const goVendorList = "# example.org/dep v1.0.0\n## explicit; go 1.22\nexample.or
 
 // TestLinkedWorktreeSurvivesBox: the host's linked worktree lies outside the workspace, so a
 // box does not see it, and `git worktree prune` in the box took its metadata for stale and
-// deleted it (the host's git in ../wt then said "not a git repository"). Its gitdir is pinned
-// now: the prune fails in the box and the host's worktree keeps working.
+// deleted it (the host's git in ../wt then said "not a git repository"). The pins of its
+// commondir and gitdir stopped git's removal only where the file system lists them before HEAD
+// and index: on ext4 (by hash) they came first, on tmpfs (newest first) HEAD, index and logs
+// went and the worktree broke. Its whole git directory is bound read-only now: the prune fails
+// in the box, and so does a box that removes or rewrites the worktree's HEAD and index itself;
+// the host's worktree keeps its HEAD, index and reflog whatever the order.
 func TestLinkedWorktreeSurvivesBox(t *testing.T) {
 	t.Parallel()
-	e := newDaemonEnv(t)
-	repo(t, e.work)
-	wt := filepath.Join(e.root, "wt")
-	git(t, e.work, "worktree", "add", "-q", wt)
-	out := e.boxPlant("git worktree prune -v 2>&1; ls .git/worktrees")
-	if st, err := hostGit(wt, "status", "--porcelain"); err != nil {
-		t.Errorf("the host's linked worktree is broken after a box ran git worktree prune: %v\n%s\nthe box said:\n%s", err, st, out)
+	for _, c := range []struct{ name, eng, script string }{
+		{"prune", "native", "git worktree prune -v 2>&1; ls .git/worktrees"},
+		{"remove", "native", `w=.git/worktrees/wt; rm -f $w/HEAD $w/index $w/logs/HEAD; echo "rm: $?"; echo ref: refs/heads/main > $w/HEAD; echo "write: $?"`},
+		{"prune-bwrap", "bwrap", "git worktree prune -v 2>&1; ls .git/worktrees"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			e := newEngineDaemonEnv(t, c.eng)
+			repo(t, e.work)
+			wt := filepath.Join(e.root, "wt")
+			git(t, e.work, "worktree", "add", "-q", wt)
+			admin := filepath.Join(e.work, ".git", "worktrees", "wt")
+			// The index by its entries: the check at exit may clear an entry's stat data (a racily
+			// clean one), as git itself does.
+			staged := git(t, wt, "ls-files", "--stage")
+			before := map[string]string{}
+			for _, f := range []string{"HEAD", "logs/HEAD"} {
+				b, err := os.ReadFile(filepath.Join(admin, f))
+				if err != nil {
+					t.Fatal(err)
+				}
+				before[f] = string(b)
+			}
+			out := e.boxPlant(c.script)
+			for f, want := range before { // before the host's git status, which refreshes the index
+				if b, err := os.ReadFile(filepath.Join(admin, f)); err != nil || string(b) != want {
+					t.Errorf("the box changed the linked worktree's %s (%v): %q, was %q\nthe box said:\n%s", f, err, b, want, out)
+				}
+			}
+			if st, err := hostGit(wt, "ls-files", "--stage"); err != nil || st != staged {
+				t.Errorf("the linked worktree's index after the box (%v): %q, was %q\nthe box said:\n%s", err, st, staged, out)
+			}
+			if st, err := hostGit(wt, "status", "--porcelain"); err != nil {
+				t.Errorf("the host's linked worktree is broken after the box: %v\n%s\nthe box said:\n%s", err, st, out)
+			}
+		})
 	}
 }
 

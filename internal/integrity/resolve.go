@@ -281,7 +281,35 @@ func (r *resolver) worktrees(rel string) {
 		for _, p := range plan.WorktreeGitDirProtected {
 			r.protect(filepath.Join(wt, p), false)
 		}
+		if r.outsideWorktree(wt) {
+			r.pin(filepath.Join(r.ws, wt))
+		}
 	}
+}
+
+// outsideWorktree reports whether the linked worktree whose git directory is wt
+// (workspace-relative) has its folder outside the workspace, where the box cannot see it (its
+// gitdir file, absolute or, with worktree.useRelativePaths, relative to wt, names the
+// folder's .git). Such a worktree's git directory (HEAD, index, logs) is bound read-only
+// whole: the box's `git worktree prune` takes a worktree whose folder it cannot see for stale
+// and deletes its git directory, and the pins of commondir and gitdir stopped that only where
+// the file system lists them before HEAD and index (ext4 does, by hash; tmpfs lists the
+// newest first, and the host's worktree lost its HEAD and index: TestLinkedWorktreeSurvivesBox).
+// A gitdir file that cannot be read counts as outside.
+func (r *resolver) outsideWorktree(wt string) bool {
+	b, err := r.fs.read(filepath.Join(wt, "gitdir"), 4096)
+	if err != nil {
+		return true
+	}
+	p := strings.TrimSpace(string(b))
+	if p == "" {
+		return true
+	}
+	if !filepath.IsAbs(p) {
+		p = filepath.Join(r.ws, wt, p)
+	}
+	dir := filepath.Dir(filepath.Clean(p))
+	return !within(dir, r.ws) || dir == r.ws
 }
 
 // isGitDir reports whether the folder rel holds anything that makes a git directory (see
