@@ -14,6 +14,17 @@ bindir=${AGENTBOX_BIN%/*}
 
 # Wall and CPU time of a step, printed after it (bash's `time`: the step's children included).
 TIMEFORMAT="   (%R s wall, %U s user + %S s system CPU)"
+# The whole machine's CPU time over a step, busy and idle (iowait counted idle; /proc/stat):
+# bash's `time` leaves out the daemons and boxes that leave the step's process tree, so only
+# this says whether a pass was bound by the CPUs.
+clk_tck=$(getconf CLK_TCK 2>/dev/null || echo 100)
+machine_cpu() { awk '/^cpu /{print $2+$3+$4+$7+$8+$9, $5+$6}' /proc/stat; }
+machine_report() { # START: machine_cpu's output before the step
+  local b0 i0 b1 i1
+  read -r b0 i0 <<<"$1"
+  read -r b1 i1 <<<"$(machine_cpu)"
+  echo "   (the machine, $(nproc) CPUs: $(((b1 - b0) / clk_tck)) CPU s busy, $(((i1 - i0) / clk_tck)) CPU s idle)"
+}
 
 # The longest suites first, in both passes: `go test` runs packages in the order named (two at a
 # time on two CPUs), and alphabetically test/e2e, the longest, would start last, after every
@@ -52,7 +63,19 @@ if [ $user_suites = 1 ]; then
   # as this user) waited for a -parallel slot behind the tests declared before it and ended
   # the pass alone (docs/benchmarks.md, "CI time").
   agents_tests='^(TestInteractive|TestRealAgents)'
-  export GO dir user home rust rustup agents_tests
+  # The user's pass keeps its tests' folders (workspaces, homes, state: e2e's and integrity's
+  # environments, t.TempDir) on a tmpfs, as many distributions' /tmp is, where the root pass
+  # keeps them on the disk's file system (this machine's /tmp, ext4): the two list a folder's
+  # entries in different orders, and a box's `git worktree prune` broke the host's linked
+  # worktree on the one and not on the other (docs/integrity.md). The tmpfs also spares the
+  # disk: integrity's suite took 307 s there against 338 s in /tmp (docs/benchmarks.md, "CI
+  # time").
+  usertmp=/tmp
+  if [ "$(stat -f -c %T /dev/shm 2>/dev/null)" = tmpfs ] && [ "$(stat -c %a /dev/shm)" = 1777 ] &&
+    ! awk '$2 == "/dev/shm" && $4 ~ /(^|,)noexec(,|$)/ { found = 1 } END { exit !found }' /proc/mounts; then
+    usertmp=/dev/shm
+  fi
+  export GO dir user home rust rustup agents_tests usertmp
   compile() {
     name=$(echo "$1" | tr / _)
     $GO test -c -o "$dir/$name.test" "$1" || return
@@ -70,7 +93,7 @@ if [ $user_suites = 1 ]; then
     esac
     pkgdir=$(cat "${t%.test}.dir")
     start=$SECONDS
-    if su "$user" -s /bin/bash -c "cd '$pkgdir' && env -u XDG_RUNTIME_DIR HOME='$home' AGENTBOX_BIN='$dir/agentbox' AGENTBOX_TEST_RUST_TOOLCHAIN='$(cat "$dir/rust" 2>/dev/null)' '$t' -test.count=1 -test.timeout=15m -test.parallel=3 $sel" >"$name.out" 2>&1; then
+    if su "$user" -s /bin/bash -c "cd '$pkgdir' && env -u XDG_RUNTIME_DIR HOME='$home' TMPDIR='$usertmp' AGENTBOX_BIN='$dir/agentbox' AGENTBOX_TEST_RUST_TOOLCHAIN='$(cat "$dir/rust" 2>/dev/null)' '$t' -test.count=1 -test.timeout=15m -test.parallel=3 $sel" >"$name.out" 2>&1; then
       echo "--- ok   $(basename "$name") (in $pkgdir, $((SECONDS - start)) s)"
     else
       echo "--- FAIL $(basename "$name") (in $pkgdir, $((SECONDS - start)) s)"
@@ -136,6 +159,7 @@ if [ $user_suites = 1 ]; then
     [ "${AGENTBOX_TEST_USER_PASS:-after}" != beside ] || echo "== integration suites as $user (run beside the steps above)"
     cat "$dir/userpass.log"
     cat "$dir/userpass.time" 2>/dev/null || true
+    [ -z "${userpass_cpu:-}" ] || machine_report "$userpass_cpu"
     local status=0
     if [ -e "$dir/failed" ]; then
       status=1
@@ -151,6 +175,7 @@ if [ $user_suites = 1 ]; then
     echo "ok: integration suites as $user"
   }
   start_userpass() {
+    userpass_cpu=$(machine_cpu)
     { time userpass >"$dir/userpass.log" 2>&1; } 2>"$dir/userpass.time" &
     userpass_pid=$!
     # A step that fails ends the script: the user's pass is still waited for and reported.
@@ -190,7 +215,9 @@ fi
 echo "== go test ./... as $(id -un)"
 # -parallel 3: the long e2e tests that call t.Parallel() mostly wait (test/e2e parallelTests).
 # As root, the real agent CLIs' e2e tests run in the user's pass only (test/e2e agentBin).
+pass_cpu=$(machine_cpu)
 time AGENTBOX_TEST_USER_SUITES=$user_suites $GO test -count=1 -timeout 15m -parallel 3 $slow_first ./...
+machine_report "$pass_cpu"
 
 # The race detector over the packages whose code runs goroutines and whose tests build no box
 # (the brokers' list and per-launch table, the relay and its sessions and LLM relay, the

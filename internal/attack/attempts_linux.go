@@ -113,6 +113,20 @@ var attempts = []Attempt{
 // Marker is the name prefix of every file an attempt creates.
 const marker = "agentbox-attack-"
 
+// boxPrivate reports whether dir lies in a folder the box has a tmpfs of its own at (/tmp,
+// /dev/shm, the box's home): a write there may succeed in the box, and only the host's check
+// tells whether it reached the host. (A workspace in /dev/shm, as the test suites' folders lie
+// in the ordinary user's pass of scripts/test.sh, has its parent folders in the box's
+// /dev/shm, made for the workspace's bind.)
+func (c *Context) boxPrivate(dir string) bool {
+	for _, p := range []string{"/tmp", "/dev/shm", c.Targets.Home} {
+		if p != "" && (dir == p || strings.HasPrefix(dir, p+"/")) {
+			return true
+		}
+	}
+	return false
+}
+
 func writeOutside(c *Context) Observation {
 	var r result
 	try := func(dir string) {
@@ -128,9 +142,9 @@ func writeOutside(c *Context) Observation {
 		try(d)
 	}
 	for _, d := range c.Targets.OutsideDirs {
-		if c.Targets.Home != "" && (d == c.Targets.Home || strings.HasPrefix(d, c.Targets.Home+"/")) || d == "/tmp" || strings.HasPrefix(d, "/tmp/") {
-			// The box's home and /tmp are its own tmpfs: a write there may succeed in the
-			// box; the host check decides.
+		if c.boxPrivate(d) {
+			// The box's home, /tmp and /dev/shm are its own tmpfs: a write there may succeed
+			// in the box; the host check decides.
 			p := filepath.Join(d, marker+"write")
 			if err := os.MkdirAll(d, 0o755); err == nil {
 				err = os.WriteFile(p, []byte("written from a box\n"), 0o644)
@@ -148,7 +162,7 @@ func writeOutside(c *Context) Observation {
 		if err := os.WriteFile(src, []byte("x"), 0o644); err == nil {
 			for _, d := range append([]string{"/etc", "/usr"}, c.Targets.OutsideDirs...) {
 				dst := filepath.Join(d, marker+"renamed")
-				if d == "/tmp" || strings.HasPrefix(d, "/tmp/") || c.Targets.Home != "" && strings.HasPrefix(d+"/", c.Targets.Home+"/") {
+				if c.boxPrivate(d) {
 					continue
 				}
 				r.deny("link "+src+" → "+dst, os.Link(src, dst))

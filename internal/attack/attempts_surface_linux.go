@@ -492,7 +492,7 @@ func procPidRoot(c *Context) Observation {
 		for _, d := range c.Targets.OutsideDirs {
 			p := base + "/root" + d + "/" + marker + "write"
 			err := os.WriteFile(p, []byte("written from a box\n"), 0o644)
-			if strings.HasPrefix(d, "/tmp") || c.Targets.Home != "" && strings.HasPrefix(d+"/", c.Targets.Home+"/") {
+			if c.boxPrivate(d) {
 				r.note("create %s (box-private tmpfs): %v", p, err)
 				continue
 			}
@@ -523,7 +523,7 @@ func symlinkRace(c *Context) Observation {
 		}
 	}
 	for _, d := range c.Targets.OutsideDirs {
-		if !strings.HasPrefix(d, "/tmp") && (c.Targets.Home == "" || !strings.HasPrefix(d+"/", c.Targets.Home+"/")) {
+		if !c.boxPrivate(d) {
 			victims = append(victims, filepath.Join(d, marker+"write"))
 		}
 	}

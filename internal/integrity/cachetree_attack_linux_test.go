@@ -17,6 +17,7 @@ import (
 // commit holds the reviewed pkg/main.go, or git status named pkg/main.go before it (the index
 // moved aside: the user runs git reset, as the alert says, before committing).
 func TestAttackSplitIndexSharedBehindAbsoluteSymlink(t *testing.T) {
+	t.Parallel()
 	if _, err := exec.LookPath("python3"); err != nil {
 		t.Skip("no python3 for the box's index forger")
 	}

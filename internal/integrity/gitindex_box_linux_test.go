@@ -98,6 +98,7 @@ type indexAttack struct {
 // git diff --cached (a folder's: git status compares the top's entries itself). Each is done by a real box; the host's git must show the box's change
 // after the check (which removes the extensions under git's lock), and hid it before.
 func TestAttackIndexExtensions(t *testing.T) {
+	t.Parallel()
 	needGit(t)
 	if _, err := exec.LookPath("python3"); err != nil {
 		t.Skip("no python3 for the box's index forger")
@@ -212,6 +213,7 @@ sleep 1.1 # the check's index is a second newer than the file`,
 // the change from the host's git -C lib status (and git show). Each is done by a real box; the
 // host's git must show the change after the check, and hid it before.
 func TestAttackNestedRepositoryIndex(t *testing.T) {
+	t.Parallel()
 	needGit(t)
 	if _, err := exec.LookPath("python3"); err != nil {
 		t.Skip("no python3 for the box's index forger")
@@ -339,6 +341,7 @@ func within(path, dir string) bool { return path == dir || strings.HasPrefix(pat
 // checkout's. Each is done by a real box; the host's git must show the change after the check,
 // and hid it before.
 func TestAttackWorktreeIndexes(t *testing.T) {
+	t.Parallel()
 	needGit(t)
 	if _, err := exec.LookPath("python3"); err != nil {
 		t.Skip("no python3 for the box's index forger")
@@ -435,6 +438,7 @@ git -C meta update-index --skip-worktree Makefile`,
 // check at exit now writes the index beside the lock: the host's git status shows the edit
 // with the lock still there and after the user removes it.
 func TestAttackIndexLockLeft(t *testing.T) {
+	t.Parallel()
 	needGit(t)
 	script := `set -e
 printf 'all:\n\t@echo BOXCODE\n' > Makefile
@@ -480,6 +484,7 @@ git update-index --skip-worktree Makefile
 // hidden from the host's git status. The check now reads the entries and walks the extensions
 // by their lengths: the flag is cleared and the record copied through.
 func TestAttackIndexPadded(t *testing.T) {
+	t.Parallel()
 	needGit(t)
 	if _, err := exec.LookPath("python3"); err != nil {
 		t.Skip("no python3 for the box's index padding")
@@ -615,6 +620,7 @@ func makefileRepo(t *testing.T) func(ws string) {
 // status. The check at exit clears it: the host's git status shows the deletion, and a
 // Makefile written afterwards shows as a change.
 func TestAttackFlagOnRemovedFileInBox(t *testing.T) {
+	t.Parallel()
 	needGit(t)
 	script := `set -e
 rm Makefile

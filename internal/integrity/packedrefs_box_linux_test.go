@@ -16,6 +16,7 @@ import (
 // no bound), git status empty. The file is read in records now: the replace ref is removed, the
 // tags are kept, and the finding is recorded once.
 func TestAttackPackedRefsPadded(t *testing.T) {
+	t.Parallel()
 	needGit(t)
 	script := `set -e
 printf 'all:\n\t@echo BOXCODE\n' > /tmp/M; new=$(git hash-object -w /tmp/M)

@@ -79,6 +79,7 @@ func review20Repo(t *testing.T, ws string) {
 // code lands in the user's history, never shown by any git view. Want: the host's commit
 // holds the reviewed pkg/main.go (or git status named the change before it).
 func TestAttackIndexSymlinkKeepsCacheTree(t *testing.T) {
+	t.Parallel()
 	if _, err := exec.LookPath("python3"); err != nil {
 		t.Skip("no python3 for the box's index forger")
 	}
@@ -121,6 +122,7 @@ echo planted-A`)
 // removes the cache tree, too late: the commit is the user's history. Want: the host's commit
 // holds the reviewed pkg/main.go (or git status named the change before it).
 func TestAttackCacheTreeCommittedWhileBoxRuns(t *testing.T) {
+	t.Parallel()
 	if _, err := exec.LookPath("python3"); err != nil {
 		t.Skip("no python3 for the box's index forger")
 	}

@@ -22,6 +22,7 @@ import (
 // pkg tree, and git status and git diff --cached show nothing. Want: the host's commit holds
 // the reviewed pkg/main.go (or git status named the change before it).
 func TestAttackSplitIndexCacheTreeCommittedWhileBoxRuns(t *testing.T) {
+	t.Parallel()
 	if _, err := exec.LookPath("python3"); err != nil {
 		t.Skip("no python3 for the box's index forger")
 	}
@@ -98,6 +99,7 @@ func TestAttackInstructionFileBehindDotGitFolder(t *testing.T) {
 // commit holds the reviewed pkg/main.go (or git status named the change before it). Passes on
 // lead20 at cd9309a (the forged cache tree is found and removed while the box runs).
 func TestAttackCacheTreeSwappedUnderSameSig(t *testing.T) {
+	t.Parallel()
 	if _, err := exec.LookPath("python3"); err != nil {
 		t.Skip("no python3 for the box's index forger")
 	}

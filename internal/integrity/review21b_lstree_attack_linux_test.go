@@ -150,6 +150,7 @@ echo planted`, func() {
 // tree21 any cache tree id other than the entries' was removed. Want: the user's commit's pkg
 // is a tree. It fails on main at 1bc81cd.
 func TestAttackCacheTreeNamesCommit(t *testing.T) {
+	t.Parallel()
 	if _, err := exec.LookPath("python3"); err != nil {
 		t.Skip("no python3 for the box's plant")
 	}

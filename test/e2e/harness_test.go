@@ -93,10 +93,12 @@ type Env struct {
 	Vars    []string
 }
 
-// NewEnv makes an isolated environment and stops its daemon and boxes when the test ends.
+// NewEnv makes an isolated environment and stops its daemon and boxes when the test ends. Its
+// folders lie in the temporary folder ($TMPDIR, else /tmp): scripts/test.sh gives the ordinary
+// user's pass a tmpfs there, the root pass the disk's file system.
 func NewEnv(t *testing.T) *Env {
 	t.Helper()
-	root, err := os.MkdirTemp("/tmp", "abe")
+	root, err := os.MkdirTemp("", "abe")
 	if err != nil {
 		t.Fatal(err)
 	}
