@@ -1139,10 +1139,16 @@ const goVendorList = "# example.org/dep v1.0.0\n## explicit; go 1.22\nexample.or
 // the host's worktree keeps its HEAD, index and reflog whatever the order.
 func TestLinkedWorktreeSurvivesBox(t *testing.T) {
 	t.Parallel()
-	for _, c := range []struct{ name, eng, script string }{
-		{"prune", "native", "git worktree prune -v 2>&1; ls .git/worktrees"},
-		{"remove", "native", `w=.git/worktrees/wt; rm -f $w/HEAD $w/index $w/logs/HEAD; echo "rm: $?"; echo ref: refs/heads/main > $w/HEAD; echo "write: $?"`},
-		{"prune-bwrap", "bwrap", "git worktree prune -v 2>&1; ls .git/worktrees"},
+	remove := `w=.git/worktrees/wt; rm -f $w/HEAD $w/index $w/logs/HEAD $w/commondir; echo "rm: $?"; echo ref: refs/heads/main > $w/HEAD; echo "write: $?"`
+	for _, c := range []struct{ name, eng, decoys, script string }{
+		{"prune", "native", "", "git worktree prune -v 2>&1; ls .git/worktrees"},
+		{"remove", "native", "", remove},
+		{"prune-bwrap", "bwrap", "", "git worktree prune -v 2>&1; ls .git/worktrees"},
+		// A first box makes 70 folders in .git/worktrees, sorted before the host's wt: they
+		// pushed it past the resolver's bound of 64 git directories, and at the next launch
+		// nothing of it was pinned (an adversarial review; a box then redirected its commondir
+		// and the host's git status in ../wt ran what the box's repository configured).
+		{"decoys", "native", `i=0; while [ $i -lt 70 ]; do mkdir .git/worktrees/0$i; i=$((i+1)); done; echo planted`, remove + "; git worktree prune -v 2>&1"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
@@ -1162,7 +1168,13 @@ func TestLinkedWorktreeSurvivesBox(t *testing.T) {
 				}
 				before[f] = string(b)
 			}
+			if c.decoys != "" {
+				requirePlanted(t, e.boxPlant(c.decoys))
+			}
 			out := e.boxPlant(c.script)
+			if b, err := os.ReadFile(filepath.Join(admin, "commondir")); err != nil || strings.TrimSpace(string(b)) != "../.." {
+				t.Errorf("the linked worktree's commondir after the box (%v): %q\nthe box said:\n%s", err, b, out)
+			}
 			for f, want := range before { // before the host's git status, which refreshes the index
 				if b, err := os.ReadFile(filepath.Join(admin, f)); err != nil || string(b) != want {
 					t.Errorf("the box changed the linked worktree's %s (%v): %q, was %q\nthe box said:\n%s", f, err, b, want, out)

@@ -1,12 +1,14 @@
 package integrity
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -1296,4 +1298,64 @@ func TestScanPassesOverRecordedMoves(t *testing.T) {
 	named := filepath.Join(ws, "app", ".opencode", "plugin", "y"+QuarantineSuffix+"1.js")
 	mustWrite(t, named, "export const Y = async () => {}\n")
 	movedAside(t, s, named)
+}
+
+// TestResolveLinkedWorktrees: the git directory of a linked worktree whose folder lies outside
+// the workspace is pinned whole, one inside it is not (the box works there), whether its gitdir
+// file is absolute or relative (worktree.useRelativePaths, which git 2.48 writes); the host's
+// worktrees, whose .git file names their git directory back, are taken before 70 folders a box
+// made in worktrees/, which pushed them past the bound of git directories; a gitdir naming a
+// FIFO for .git is read without blocking (taken for no worktree of git's).
+func TestResolveLinkedWorktrees(t *testing.T) {
+	ws := t.TempDir()
+	out := t.TempDir()
+	gd := filepath.Join(ws, ".git")
+	mustWrite(t, filepath.Join(gd, "HEAD"), "ref: refs/heads/main\n")
+	mustWrite(t, filepath.Join(gd, "config"), "[core]\n\trepositoryformatversion = 0\n")
+	worktree := func(id, dotGit, gitdir, back string) {
+		t.Helper()
+		admin := filepath.Join(gd, "worktrees", id)
+		mustWrite(t, filepath.Join(admin, "HEAD"), "ref: refs/heads/"+id+"\n")
+		mustWrite(t, filepath.Join(admin, "commondir"), "../..\n")
+		mustWrite(t, filepath.Join(admin, "gitdir"), gitdir+"\n")
+		if back != "" {
+			mustWrite(t, dotGit, "gitdir: "+back+"\n")
+		}
+	}
+	// Decoys first in the listing (names sorted before the real ones).
+	for i := range 70 {
+		if err := os.MkdirAll(filepath.Join(gd, "worktrees", fmt.Sprintf("0%02d", i)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	worktree("outabs", filepath.Join(out, "a", ".git"), filepath.Join(out, "a", ".git"), filepath.Join(gd, "worktrees", "outabs"))
+	rel, _ := filepath.Rel(filepath.Join(gd, "worktrees", "outrel"), filepath.Join(out, "b", ".git"))
+	backRel, _ := filepath.Rel(filepath.Join(out, "b"), filepath.Join(gd, "worktrees", "outrel"))
+	worktree("outrel", filepath.Join(out, "b", ".git"), rel, backRel)
+	worktree("inside", filepath.Join(ws, ".worktrees", "in", ".git"), filepath.Join(ws, ".worktrees", "in", ".git"), filepath.Join(gd, "worktrees", "inside"))
+	fifo := filepath.Join(out, "f", ".git")
+	if err := os.MkdirAll(filepath.Dir(fifo), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	worktree("zfifo", fifo, fifo, "")
+
+	lay, err := Resolve(ws, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pinned := pinnedRels(lay)
+	for _, want := range []string{".git/worktrees/outabs", ".git/worktrees/outrel", ".git/worktrees/outabs/commondir", ".git/worktrees/outrel/commondir", ".git/worktrees/inside/commondir"} {
+		if !pinned[want] {
+			t.Errorf("%s is not pinned (the host's worktrees come before the box's folders); notes: %q", want, lay.Notes)
+		}
+	}
+	if pinned[".git/worktrees/inside"] {
+		t.Error("the git directory of a worktree inside the workspace is pinned whole: the box's git there could not work")
+	}
+	if len(lay.Notes) == 0 {
+		t.Error("no note that the bound of git directories was reached (70 folders)")
+	}
 }

@@ -253,13 +253,23 @@ func (r *resolver) gitDir(rel string, first []string) {
 	for _, p := range plan.GitDirWatched {
 		r.root(filepath.Join(r.ws, rel, p), false, false)
 	}
-	r.worktrees(rel)
+	// The host's own linked worktrees, the submodules', then the other folders in worktrees/:
+	// what a box made there cannot push the others past the bound.
+	r.worktrees(rel, true)
 	r.modules(filepath.Join(rel, "modules"), 0, first)
+	r.worktrees(rel, false)
 }
 
-// worktrees protects the gitdirs of linked worktrees (gitdir/worktrees/<name>): what points to
-// the common dir, the pointer back to the worktree and the worktree's own configuration.
-func (r *resolver) worktrees(rel string) {
+// worktrees protects the gitdirs of linked worktrees (gitdir/worktrees/<name>) whose .git file
+// names them back (linkedBack), or of the others (back false): what points to the common dir,
+// the pointer back to the worktree and the worktree's own configuration; and, for a worktree
+// whose folder lies outside the workspace, the whole git directory. gitDir takes the host's
+// own worktrees first, the others after the submodules: folders a box made in worktrees/
+// cannot push them past the bound of git directories (an adversarial review of the
+// twenty-seventh session: 70 empty folders in .git/worktrees left the host's ../wt unpinned at
+// the next launch, whose box then redirected its commondir to a repository of its own, and the
+// host's git status in ../wt ran that repository's core.fsmonitor).
+func (r *resolver) worktrees(rel string, back bool) {
 	dir := filepath.Join(rel, "worktrees")
 	if k, err := r.fs.kind(dir); err != nil || k != KindDir {
 		return
@@ -273,6 +283,10 @@ func (r *resolver) worktrees(rel string) {
 		if k, err := r.fs.kind(wt); err != nil || k != KindDir {
 			continue
 		}
+		dotGit := r.worktreeDotGit(wt)
+		if r.linkedBack(dotGit, wt) != back {
+			continue
+		}
 		r.gitdir++
 		if r.gitdir > maxGitDirs {
 			r.note("more than %d git directories: %s and later ones are not pinned", maxGitDirs, filepath.Join(r.ws, wt))
@@ -281,35 +295,71 @@ func (r *resolver) worktrees(rel string) {
 		for _, p := range plan.WorktreeGitDirProtected {
 			r.protect(filepath.Join(wt, p), false)
 		}
-		if r.outsideWorktree(wt) {
+		if r.outsideWorkspace(dotGit) {
 			r.pin(filepath.Join(r.ws, wt))
 		}
 	}
 }
 
-// outsideWorktree reports whether the linked worktree whose git directory is wt
-// (workspace-relative) has its folder outside the workspace, where the box cannot see it (its
-// gitdir file, absolute or, with worktree.useRelativePaths, relative to wt, names the
-// folder's .git). Such a worktree's git directory (HEAD, index, logs) is bound read-only
-// whole: the box's `git worktree prune` takes a worktree whose folder it cannot see for stale
-// and deletes its git directory, and the pins of commondir and gitdir stopped that only where
-// the file system lists them before HEAD and index (ext4 does, by hash; tmpfs lists the
-// newest first, and the host's worktree lost its HEAD and index: TestLinkedWorktreeSurvivesBox).
-// A gitdir file that cannot be read counts as outside.
-func (r *resolver) outsideWorktree(wt string) bool {
+// worktreeDotGit returns the .git file of the linked worktree whose git directory is wt
+// (workspace-relative), as its gitdir file names it (absolute, or, with
+// worktree.useRelativePaths, relative to wt), or "" when gitdir cannot be read.
+func (r *resolver) worktreeDotGit(wt string) string {
 	b, err := r.fs.read(filepath.Join(wt, "gitdir"), 4096)
 	if err != nil {
-		return true
+		return ""
 	}
 	p := strings.TrimSpace(string(b))
 	if p == "" {
-		return true
+		return ""
 	}
 	if !filepath.IsAbs(p) {
 		p = filepath.Join(r.ws, wt, p)
 	}
-	dir := filepath.Dir(filepath.Clean(p))
+	return filepath.Clean(p)
+}
+
+// outsideWorkspace reports whether the worktree whose .git file is dotGit has its folder
+// outside the workspace, where the box cannot see it; so does an unknown one (""). Such a
+// worktree's git directory (HEAD, index, logs) is bound read-only whole: the box's `git
+// worktree prune` takes a worktree whose folder it cannot see for stale and deletes its git
+// directory, and the pins of commondir and gitdir stopped that only where the file system lists
+// them before HEAD and index (ext4 does, by hash; tmpfs lists the newest first, and the host's
+// worktree lost its HEAD and index: TestLinkedWorktreeSurvivesBox).
+func (r *resolver) outsideWorkspace(dotGit string) bool {
+	if dotGit == "" {
+		return true
+	}
+	dir := filepath.Dir(dotGit)
 	return !within(dir, r.ws) || dir == r.ws
+}
+
+// linkedBack reports whether the .git file dotGit names the git directory wt
+// (workspace-relative) back, as git worktree add writes both: the worktree is one git made, and
+// when its folder lies outside the workspace, the host's (a box cannot write there).
+func (r *resolver) linkedBack(dotGit, wt string) bool {
+	if dotGit == "" {
+		return false
+	}
+	var b []byte
+	var err error
+	if rel, in := r.beneath(dotGit); in {
+		b, err = r.fs.read(rel, 4096)
+	} else {
+		b, err = readFollow(dotGit, 4096)
+	}
+	if err != nil {
+		return false
+	}
+	v, ok := strings.CutPrefix(strings.TrimSpace(string(b)), "gitdir:")
+	if !ok {
+		return false
+	}
+	v = strings.TrimSpace(v)
+	if !filepath.IsAbs(v) {
+		v = filepath.Join(filepath.Dir(dotGit), v)
+	}
+	return filepath.Clean(v) == filepath.Join(r.ws, wt)
 }
 
 // isGitDir reports whether the folder rel holds anything that makes a git directory (see
