@@ -609,6 +609,12 @@ func hashed(ws, path, what string, out map[string]string) {
 	}
 }
 
+// ownCommonDir reports whether common is the common dir git itself gives the git directory
+// gd: the repository a linked worktree's git directory (REPO/worktrees/<id>) lies in.
+func ownCommonDir(gd, common string) bool {
+	return filepath.Base(filepath.Dir(gd)) == "worktrees" && common == filepath.Dir(filepath.Dir(gd))
+}
+
 // expandHome expands a path value's leading "~" or "~/" to the home folder, as git does; a
 // "~user/…" is not expanded (ok is false).
 func expandHome(v string) (string, bool) {
@@ -651,6 +657,16 @@ func scanGitDir(ws, gd string, skip passOver, out map[string]string, depth int) 
 		// git reads it whole: where it leads is not known.
 		out[cf] = "git commondir " + err.Error()
 	case ok && common != gd:
+		if !skip.roots[cf] && !ownCommonDir(gd, common) {
+			// Where the common dir is, itself, when it is not the repository the worktree
+			// belongs to: a box that pointed a nested repository's linked worktree at a
+			// repository of its own (a bare clone beside, with a core.fsmonitor) had the host's
+			// git status in that worktree run it, and once the scan moved that config aside at
+			// exit, the worktree went on using the box's repository. New or changed, it is
+			// moved aside. (The workspace's own worktrees' commondir is pinned; a worktree the
+			// box adds, git worktree add, points at its own repository and is left alone.)
+			hashed(ws, cf, "git commondir leading to another repository than the worktree's own ("+common+"): git takes this git directory's configuration, hooks and objects there", out)
+		}
 		checkConfig(ws, gd, filepath.Join(common, "config"), skip, out)
 		checkHooks(ws, filepath.Join(common, "hooks"), skip, out)
 		checkPackedRefs(ws, filepath.Join(common, "packed-refs"), skip, out)

@@ -1190,6 +1190,53 @@ func TestLinkedWorktreeSurvivesBox(t *testing.T) {
 	}
 }
 
+// TestAttackNestedWorktreeCommondir (an adversarial review of the twenty-seventh session): the
+// user's nested repository lib/ (ignored at the top) has a linked worktree outside the
+// workspace (git -C lib worktree add ../libwt). No pin keeps its commondir (the resolver pins
+// the workspace's repository and its submodules; a nested repository is under the scan's
+// rule), and nothing beneath .git but its top and hooks was watched: a box that pointed it at a
+// bare clone of its own with a core.fsmonitor had the host's git status in ../libwt run that
+// command while the box ran, and after the box the worktree kept using the box's repository.
+// Now the commondir is part of what the scan records, and the worktrees' git directories are
+// watched: the redirect is moved aside as it is written.
+func TestAttackNestedWorktreeCommondir(t *testing.T) {
+	t.Parallel()
+	e := newDaemonEnv(t)
+	repo(t, e.work)
+	write(t, filepath.Join(e.work, ".gitignore"), "lib/\n")
+	git(t, e.work, "add", ".gitignore")
+	git(t, e.work, "commit", "-q", "-m", "ignore lib")
+	lib := filepath.Join(e.work, "lib")
+	write(t, filepath.Join(lib, "f"), "x\n")
+	git(t, e.work, "init", "-q", lib)
+	git(t, lib, "add", "f")
+	git(t, lib, "commit", "-q", "-m", "lib")
+	libwt := filepath.Join(e.root, "libwt")
+	git(t, lib, "worktree", "add", "-q", libwt)
+	admin := filepath.Join(lib, ".git", "worktrees", "libwt")
+	mark, touch := e.marker("nested-worktree-fsmonitor")
+	out := e.boxPlantDuring(fmt.Sprintf(`printf '#!/bin/sh\n%s\n' > fsmon.sh && chmod +x fsmon.sh &&
+%s clone -q --bare lib lib/.git/ev && git -C lib/.git/ev config core.fsmonitor "$PWD/fsmon.sh" &&
+echo "$PWD/lib/.git/ev" > lib/.git/worktrees/libwt/commondir && echo planted
+echo ready > %s; read go < %s`, touch, boxGit, syncFIFO, syncFIFO), func() {
+		// The scan moves the redirect aside on the event (a hang guard of 20 s, not a timing
+		// assertion: without the watch nothing moves it before the box ends).
+		for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+			if b, err := os.ReadFile(filepath.Join(admin, "commondir")); err != nil || !strings.Contains(string(b), "/ev") {
+				break
+			}
+		}
+		hostGit(libwt, "status", "--porcelain")
+		notRun(t, mark, "the host's git status in the nested repository's linked worktree, while the box ran,", "")
+	})
+	requirePlanted(t, out)
+	hostGit(libwt, "status", "--porcelain")
+	notRun(t, mark, "the host's git status in the nested repository's linked worktree, after the box,", out)
+	if b, err := os.ReadFile(filepath.Join(admin, "commondir")); err == nil && strings.Contains(string(b), "/ev") {
+		t.Errorf("after the box, the nested repository's worktree still uses the box's repository: commondir %q\nthe box said:\n%s", b, out)
+	}
+}
+
 // TestAttackReplaceRefsGraftsExclude: a box makes the host's git hand out its content and
 // hide its files, without running anything: a replace ref (git replace, loose) and another one
 // written into packed-refs for a tracked script (and one separated by a TAB, review 14 F14), grafts that cut the history, and an

@@ -103,15 +103,28 @@ func (n *inotifier) forget(wd int, gone bool) {
 	}
 }
 
-// addGitDir watches the .git folder p of the work tree owner, and its hooks folder: an event in
-// either makes a scan of owner, which reads the git directory (scanGitDir). The hooks folder's
-// own watch makes a hook a box writes in a repository it made (git init, then
-// .git/hooks/pre-commit) seen as it is written, not at the check at exit only. Nothing else
-// beneath .git is watched: git writes there at every command.
+// addGitDir watches the .git folder p of the work tree owner, its hooks folder, and its linked
+// worktrees' git directories (worktrees/ and each folder in it): an event in any makes a scan of
+// owner, which reads the git directory (scanGitDir). The hooks folder's own watch makes a hook a
+// box writes in a repository it made (git init, then .git/hooks/pre-commit) seen as it is
+// written, not at the check at exit only; a worktree's, a commondir a box redirects to a
+// repository of its own (a nested repository's worktree, whose commondir no pin keeps). Nothing
+// else beneath .git is watched: git writes there at every command.
 func (n *inotifier) addGitDir(p, owner string) {
 	n.add(p, owner)
 	if fi, err := os.Lstat(filepath.Join(p, "hooks")); err == nil && fi.IsDir() {
 		n.add(filepath.Join(p, "hooks"), owner)
+	}
+	wts := filepath.Join(p, "worktrees")
+	if fi, err := os.Lstat(wts); err == nil && fi.IsDir() {
+		n.add(wts, owner)
+		if ents, err := readDirOwned(wts); err == nil {
+			for _, e := range ents {
+				if e.IsDir() {
+					n.add(filepath.Join(wts, e.Name()), owner)
+				}
+			}
+		}
 	}
 }
 
@@ -336,9 +349,11 @@ func (n *inotifier) parse(b []byte) []string {
 			case name == ".git":
 				n.addGitDir(sub, dir)
 			case filepath.Base(dir) == ".git":
-				if name == "hooks" {
+				if name == "hooks" || name == "worktrees" {
 					n.add(sub, owner)
 				}
+			case filepath.Base(dir) == "worktrees" && filepath.Base(filepath.Dir(dir)) == ".git":
+				n.add(sub, owner) // a linked worktree's git directory, made meanwhile
 			case dir != owner:
 				// In the hooks folder of a .git: not watched further.
 			default:
