@@ -1359,3 +1359,36 @@ func TestResolveLinkedWorktrees(t *testing.T) {
 		t.Error("no note that the bound of git directories was reached (70 folders)")
 	}
 }
+
+// TestScanRecordsRedirectedCommondir: the scan records a linked worktree's commondir when it
+// leads anywhere but the repository the worktree's git directory lies in (a box's bare clone
+// beside, TestAttackNestedWorktreeCommondir's plant), so that a new or changed one is moved
+// aside; one that leads to its own repository (git worktree add's "../..", absolute or
+// relative) is not recorded, so that a worktree a box adds is left alone.
+func TestScanRecordsRedirectedCommondir(t *testing.T) {
+	ws := t.TempDir()
+	gd := filepath.Join(ws, "lib", ".git")
+	mustWrite(t, filepath.Join(gd, "HEAD"), "ref: refs/heads/main\n")
+	mustWrite(t, filepath.Join(gd, "config"), "[core]\n\trepositoryformatversion = 0\n")
+	mustWrite(t, filepath.Join(gd, "ev", "HEAD"), "ref: refs/heads/main\n")
+	mustWrite(t, filepath.Join(gd, "ev", "config"), "[core]\n\tbare = true\n")
+	admin := filepath.Join(gd, "worktrees", "w")
+	mustWrite(t, filepath.Join(admin, "HEAD"), "ref: refs/heads/w\n")
+	mustWrite(t, filepath.Join(admin, "gitdir"), filepath.Join(t.TempDir(), ".git")+"\n")
+	cf := filepath.Join(admin, "commondir")
+	for _, c := range []struct {
+		commondir string
+		recorded  bool
+	}{
+		{"../..\n", false},
+		{gd + "\n", false},
+		{filepath.Join(gd, "ev") + "\n", true},
+		{"../../ev\n", true},
+	} {
+		mustWrite(t, cf, c.commondir)
+		found, _ := scanWorkspace(ws, passOver{}, nil, Limits{}, nil, &gitRepos{})
+		if _, ok := found[cf]; ok != c.recorded {
+			t.Errorf("commondir %q: recorded %v, want %v (%q)", c.commondir, ok, c.recorded, found[cf])
+		}
+	}
+}
