@@ -512,14 +512,11 @@ func linkedWorktrees(ws, gd string) []linkedWorktree {
 		if err != nil {
 			continue
 		}
-		p := cString(strings.TrimSuffix(strings.TrimRight(string(b), " \t\n\r"), "/.git"))
+		p := worktreeTop(admin, b)
 		if p == "" {
 			continue
 		}
-		if !filepath.IsAbs(p) {
-			p = filepath.Join(admin, p)
-		}
-		switch p = filepath.Clean(p); {
+		switch {
 		case within(p, ws):
 			out = append(out, linkedWorktree{top: p})
 		default:
@@ -527,6 +524,20 @@ func linkedWorktrees(ws, gd string) []linkedWorktree {
 		}
 	}
 	return out
+}
+
+// worktreeTop returns the work tree a linked worktree's git directory admin names in its
+// gitdir file, whose content is b, as git's get_linked_worktree reads it (trailing blanks and
+// the "/.git" dropped, up to a NUL byte; a relative path relative to admin), or "".
+func worktreeTop(admin string, b []byte) string {
+	p := cString(strings.TrimSuffix(strings.TrimRight(string(b), " \t\n\r"), "/.git"))
+	if p == "" {
+		return ""
+	}
+	if !filepath.IsAbs(p) {
+		p = filepath.Join(admin, p)
+	}
+	return filepath.Clean(p)
 }
 
 // workTree returns the work tree git takes for the git directory gd, found at top: the

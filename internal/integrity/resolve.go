@@ -253,23 +253,24 @@ func (r *resolver) gitDir(rel string, first []string) {
 	for _, p := range plan.GitDirWatched {
 		r.root(filepath.Join(r.ws, rel, p), false, false)
 	}
-	// The host's own linked worktrees, the submodules', then the other folders in worktrees/:
-	// what a box made there cannot push the others past the bound.
+	// The host's own linked worktrees outside the workspace, the submodules', then the other
+	// folders in worktrees/: what a box made there cannot push the host's past the bound.
 	r.worktrees(rel, true)
 	r.modules(filepath.Join(rel, "modules"), 0, first)
 	r.worktrees(rel, false)
 }
 
-// worktrees protects the gitdirs of linked worktrees (gitdir/worktrees/<name>) whose .git file
-// names them back (linkedBack), or of the others (back false): what points to the common dir,
-// the pointer back to the worktree and the worktree's own configuration; and, for a worktree
-// whose folder lies outside the workspace, the whole git directory. gitDir takes the host's
-// own worktrees first, the others after the submodules: folders a box made in worktrees/
-// cannot push them past the bound of git directories (an adversarial review of the
-// twenty-seventh session: 70 empty folders in .git/worktrees left the host's ../wt unpinned at
-// the next launch, whose box then redirected its commondir to a repository of its own, and the
-// host's git status in ../wt ran that repository's core.fsmonitor).
-func (r *resolver) worktrees(rel string, back bool) {
+// worktrees protects the gitdirs of linked worktrees (gitdir/worktrees/<name>): with host
+// true those of the host's own worktrees outside the workspace (hostWorktree), else the
+// others: what points to the common dir, the pointer back to the worktree and the worktree's
+// own configuration; and, for a worktree whose folder lies outside the workspace, the whole git
+// directory. gitDir takes the host's first and the others after the submodules: folders a box
+// made in worktrees/ cannot push them past the bound of git directories (an adversarial
+// review of the twenty-seventh session: 70 empty folders in .git/worktrees left the host's
+// ../wt unpinned at the next launch, whose box then redirected its commondir to a repository
+// of its own, and the host's git status in ../wt ran that repository's core.fsmonitor). A
+// worktree inside the workspace is not counted among the host's: a box can make any number.
+func (r *resolver) worktrees(rel string, host bool) {
 	dir := filepath.Join(rel, "worktrees")
 	if k, err := r.fs.kind(dir); err != nil || k != KindDir {
 		return
@@ -283,8 +284,12 @@ func (r *resolver) worktrees(rel string, back bool) {
 		if k, err := r.fs.kind(wt); err != nil || k != KindDir {
 			continue
 		}
-		dotGit := r.worktreeDotGit(wt)
-		if r.linkedBack(dotGit, wt) != back {
+		top := ""
+		if b, err := r.fs.read(filepath.Join(wt, "gitdir"), maxGitFile); err == nil {
+			top = worktreeTop(filepath.Join(r.ws, wt), b)
+		}
+		outside := top == "" || !within(top, r.ws) || top == r.ws
+		if (outside && r.namesBack(top, wt)) != host {
 			continue
 		}
 		r.gitdir++
@@ -295,71 +300,28 @@ func (r *resolver) worktrees(rel string, back bool) {
 		for _, p := range plan.WorktreeGitDirProtected {
 			r.protect(filepath.Join(wt, p), false)
 		}
-		if r.outsideWorkspace(dotGit) {
+		if outside {
+			// The box cannot see the worktree's folder: its git directory (HEAD, index, logs)
+			// is bound read-only whole. The box's `git worktree prune` takes such a worktree
+			// for stale and deletes its git directory, and the pins of commondir and gitdir
+			// stopped that only where the file system lists them before HEAD and index (ext4
+			// does, by hash; tmpfs lists the newest first, and the host's worktree lost its
+			// HEAD and index: TestLinkedWorktreeSurvivesBox). So is one whose folder is unknown.
 			r.pin(filepath.Join(r.ws, wt))
 		}
 	}
 }
 
-// worktreeDotGit returns the .git file of the linked worktree whose git directory is wt
-// (workspace-relative), as its gitdir file names it (absolute, or, with
-// worktree.useRelativePaths, relative to wt), or "" when gitdir cannot be read.
-func (r *resolver) worktreeDotGit(wt string) string {
-	b, err := r.fs.read(filepath.Join(wt, "gitdir"), 4096)
-	if err != nil {
-		return ""
-	}
-	p := strings.TrimSpace(string(b))
-	if p == "" {
-		return ""
-	}
-	if !filepath.IsAbs(p) {
-		p = filepath.Join(r.ws, wt, p)
-	}
-	return filepath.Clean(p)
-}
-
-// outsideWorkspace reports whether the worktree whose .git file is dotGit has its folder
-// outside the workspace, where the box cannot see it; so does an unknown one (""). Such a
-// worktree's git directory (HEAD, index, logs) is bound read-only whole: the box's `git
-// worktree prune` takes a worktree whose folder it cannot see for stale and deletes its git
-// directory, and the pins of commondir and gitdir stopped that only where the file system lists
-// them before HEAD and index (ext4 does, by hash; tmpfs lists the newest first, and the host's
-// worktree lost its HEAD and index: TestLinkedWorktreeSurvivesBox).
-func (r *resolver) outsideWorkspace(dotGit string) bool {
-	if dotGit == "" {
-		return true
-	}
-	dir := filepath.Dir(dotGit)
-	return !within(dir, r.ws) || dir == r.ws
-}
-
-// linkedBack reports whether the .git file dotGit names the git directory wt
-// (workspace-relative) back, as git worktree add writes both: the worktree is one git made, and
-// when its folder lies outside the workspace, the host's (a box cannot write there).
-func (r *resolver) linkedBack(dotGit, wt string) bool {
-	if dotGit == "" {
+// namesBack reports whether the .git file of the work tree top (outside the workspace) names
+// the git directory wt (workspace-relative) back, as git worktree add writes both: then the
+// worktree is the host's (a box cannot write outside the workspace). The file is read as git
+// reads it (ReadGitdir: no symlink followed at its end, no wait on a FIFO, no file over 1 MiB).
+func (r *resolver) namesBack(top, wt string) bool {
+	if top == "" {
 		return false
 	}
-	var b []byte
-	var err error
-	if rel, in := r.beneath(dotGit); in {
-		b, err = r.fs.read(rel, 4096)
-	} else {
-		b, err = readFollow(dotGit, 4096)
-	}
-	if err != nil {
-		return false
-	}
-	v, ok := strings.CutPrefix(strings.TrimSpace(string(b)), "gitdir:")
-	if !ok {
-		return false
-	}
-	v = strings.TrimSpace(v)
-	if !filepath.IsAbs(v) {
-		v = filepath.Join(filepath.Dir(dotGit), v)
-	}
-	return filepath.Clean(v) == filepath.Join(r.ws, wt)
+	gd, ok := ReadGitdir(filepath.Join(top, ".git"))
+	return ok && gd == filepath.Join(r.ws, wt)
 }
 
 // isGitDir reports whether the folder rel holds anything that makes a git directory (see
