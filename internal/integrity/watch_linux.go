@@ -252,6 +252,7 @@ func (w *Watcher) inotify(ctx context.Context) error {
 	// ten times the last full scan's duration; an event sooner arms fullC for then.
 	var fullC <-chan time.Time
 	var nextFull time.Time
+	var lastCheck time.Duration // the last targeted check's duration
 	fullScan := func() {
 		start := time.Now()
 		w.verify(SourceInotify, true, nil)
@@ -275,8 +276,13 @@ func (w *Watcher) inotify(ctx context.Context) error {
 			}
 			dirty = d
 		}
-		// Gather what follows for a moment (git writes many files per command).
-		timer := time.NewTimer(w.debounce())
+		// Gather what follows for a moment (git writes many files per command), and for at
+		// least gatherRatio times the last targeted check's duration: a box writing tens of
+		// thousands of files into one folder (a PATH folder an allowed .envrc names, an
+		// npm install's node_modules/.bin) made the loop rescan the growing folder after every
+		// debounce, most of a CPU of the daemon's for the length of the writes, and the check
+		// at exit reads the folder whole anyway (docs/benchmarks.md, "Work in the box").
+		timer := time.NewTimer(max(w.debounce(), gatherRatio*lastCheck))
 	gather:
 		for {
 			select {
@@ -295,11 +301,15 @@ func (w *Watcher) inotify(ctx context.Context) error {
 		timer.Stop()
 		switch {
 		case !w.coverLost.Load():
+			start := time.Now()
 			w.verify(SourceInotify, false, dedupe(dirty))
+			lastCheck = time.Since(start)
 		case !time.Now().Before(nextFull):
 			fullScan()
 		default:
+			start := time.Now()
 			w.verify(SourceInotify, false, dedupe(dirty))
+			lastCheck = time.Since(start)
 			if fullC == nil {
 				fullC = time.After(time.Until(nextFull))
 			}
@@ -399,6 +409,11 @@ func readEvents(ctx context.Context, r io.Reader, parse func([]byte) []string, e
 		}
 	}
 }
+
+// gatherRatio bounds the share of a CPU the watch's targeted checks take while a box writes
+// without pause: the loop gathers events for at least this many times the last check's
+// duration, so the checks take at most 1/(gatherRatio+1) of the time.
+const gatherRatio = 4
 
 // readPause is how long readEvents lets events gather between reads: far below the loop's
 // debounce, and far below what fills the kernel's queue (fs.inotify.max_queued_events, 16,384
