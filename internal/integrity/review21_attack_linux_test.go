@@ -9,6 +9,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/agentbox/agentbox/internal/testenv"
 )
 
 // direnvHost runs the host's own direnv with a state of its own (its allow list), as the user's
@@ -104,33 +106,12 @@ echo ready > %s; read go < %s`, touchDuring, syncFIFO, syncFIFO), func() {
 	}
 }
 
-// claudeHost returns the real Claude Code CLI (AGENTBOX_AGENTS_DIR/bin/claude), as the user's
-// own unboxed install; the test is skipped without it.
+// claudeHost returns the real Claude Code CLI (testenv.AgentCLI), as the user's own unboxed
+// install; the test is skipped without it, and in the root pass when the suites run again as an
+// ordinary user: the CLI runs on the host, unboxed, the same for either.
 func claudeHost(t *testing.T) string {
 	t.Helper()
-	return agentHost(t, "claude")
-}
-
-// agentHost returns the real agent CLI name (AGENTBOX_AGENTS_DIR/bin/NAME), skipping without it.
-// As in test/e2e (agentBin), the tests that run a real agent CLI run in the ordinary user's
-// pass of scripts/test.sh only, not again as root (AGENTBOX_TEST_USER_SUITES=1): the CLI runs
-// on the host, unboxed, the same for either; the box that plants for it is the other tests'
-// too. Together they cost about 60 CPU s a pass (OpenCode's and Gemini CLI's starts, `perf`
-// in docs/benchmarks.md, "CI time").
-func agentHost(t *testing.T, name string) string {
-	t.Helper()
-	if os.Geteuid() == 0 && os.Getenv("AGENTBOX_TEST_USER_SUITES") == "1" {
-		t.Skip("the real agent CLIs are tested in this run as the ordinary user (AGENTBOX_TEST_USER_SUITES=1)")
-	}
-	dir := os.Getenv("AGENTBOX_AGENTS_DIR")
-	if dir == "" {
-		dir = "/opt/agentbox-ci-agents"
-	}
-	bin := filepath.Join(dir, "bin", name)
-	if st, err := os.Stat(bin); err != nil || st.Mode().Perm()&0o111 == 0 {
-		t.Skipf("no %s at %s (scripts/install-agents.sh; AGENTBOX_AGENTS_DIR): %v", name, bin, err)
-	}
-	return bin
+	return testenv.AgentCLI(t, "claude")
 }
 
 // runClaudeUntil starts the host's unboxed Claude Code in ws (`claude -p hi`, its own home, an
@@ -296,7 +277,7 @@ func TestAttackDirenvPathAdd(t *testing.T) {
 // reads no agent's configuration. It fails on main at 13ae4ea.
 func TestAttackOpenCodeMCPScript(t *testing.T) {
 	t.Parallel()
-	bin := agentHost(t, "opencode")
+	bin := testenv.AgentCLI(t, "opencode")
 	e := newDaemonEnv(t)
 	repo(t, e.work)
 	user, touchUser := e.marker("user-mcp")

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/agentbox/agentbox/internal/testenv"
 )
 
 // TestAttackAgentCommandForms (review 21b): the user's own Claude Code configuration
@@ -114,7 +116,7 @@ echo planted`, touch))
 // server before any answer. It fails on main at 1bc81cd.
 func TestAttackGeminiMCPCwd(t *testing.T) {
 	t.Parallel()
-	bin := agentHost(t, "gemini")
+	bin := testenv.AgentCLI(t, "gemini")
 	e := newDaemonEnv(t)
 	repo(t, e.work)
 	user, touchUser := e.marker("user-mcp")

@@ -87,16 +87,12 @@ func (s *State) UntrackedUnlisted(ctx context.Context) (UntrackedResult, error) 
 	if mode == "all" {
 		return res, nil
 	}
-	out, err := readGit(ctx, s.Workspace, env, "ls-files", "-z", "--others", "--exclude-standard")
-	if errors.Is(err, errNoRepository) {
-		return res, nil
-	}
-	if err != nil {
-		return res, err
-	}
 	var folded []string // folders git status shows as one line, each ending in "/"
 	if mode == "normal" {
 		dirs, err := readGit(ctx, s.Workspace, env, "ls-files", "-z", "--others", "--exclude-standard", "--directory")
+		if errors.Is(err, errNoRepository) {
+			return res, nil
+		}
 		if err != nil {
 			return res, err
 		}
@@ -105,8 +101,18 @@ func (s *State) UntrackedUnlisted(ctx context.Context) (UntrackedResult, error) 
 				folded = append(folded, string(e))
 			}
 		}
+		if len(folded) == 0 {
+			return res, nil // git status names every untracked file: the listing below is not needed
+		}
 	} else {
 		res.Why = "the repository sets status.showUntrackedFiles=no: git status shows no untracked file"
+	}
+	out, err := readGit(ctx, s.Workspace, env, "ls-files", "-z", "--others", "--exclude-standard")
+	if errors.Is(err, errNoRepository) {
+		return res, nil
+	}
+	if err != nil {
+		return res, err
 	}
 	inDeps := func(p string) bool {
 		for d := range s.Deps {

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/agentbox/agentbox/internal/relay/llm/llmtest"
+	"github.com/agentbox/agentbox/internal/testenv"
 )
 
 // TestClaudeWiringBeatsWorkspaceSettings runs the real Claude Code (scripts/install-agents.sh)
@@ -25,11 +26,7 @@ import (
 // settings file and this test fails.)
 func TestClaudeWiringBeatsWorkspaceSettings(t *testing.T) {
 	t.Parallel()
-	dir := os.Getenv("AGENTBOX_AGENTS_DIR")
-	bin := filepath.Join(dir, "bin", "claude")
-	if _, err := os.Stat(bin); dir == "" || err != nil {
-		t.Skip("the real claude is not installed: run scripts/install-agents.sh DIR and set AGENTBOX_AGENTS_DIR=DIR")
-	}
+	bin := testenv.InstalledAgentCLI(t, "claude")
 	up := llmtest.NewAnthropic(llmtest.Options{})
 	defer up.Close()
 	var sawKey atomic.Value
@@ -89,11 +86,7 @@ func TestClaudeWiringBeatsWorkspaceSettings(t *testing.T) {
 // profile sets those variables, empty.
 func TestGeminiWiringBeatsWorkspaceSettings(t *testing.T) {
 	t.Parallel()
-	dir := os.Getenv("AGENTBOX_AGENTS_DIR")
-	bin := filepath.Join(dir, "bin", "gemini")
-	if _, err := os.Stat(bin); dir == "" || err != nil {
-		t.Skip("the real gemini is not installed: run scripts/install-agents.sh DIR and set AGENTBOX_AGENTS_DIR=DIR")
-	}
+	bin := testenv.InstalledAgentCLI(t, "gemini")
 	node, err := exec.LookPath("node")
 	if err != nil {
 		t.Skip("gemini needs node on PATH")

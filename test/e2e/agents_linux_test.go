@@ -20,6 +20,7 @@ import (
 
 	"github.com/agentbox/agentbox/internal/api"
 	"github.com/agentbox/agentbox/internal/relay/llm/llmtest"
+	"github.com/agentbox/agentbox/internal/testenv"
 )
 
 // useGateway gives the environment's daemon the gateway entry name (anthropic, openai, gemini)
@@ -39,7 +40,7 @@ func useGateway(t *testing.T, e *Env, name, url, extra string) {
 // starts with the CLI's folder. It returns the environment and the CLI's path.
 func agentEnv(t *testing.T, name string) (*Env, string) {
 	t.Helper()
-	bin := agentBin(t, name)
+	bin := testenv.AgentCLI(t, name)
 	if head, err := os.ReadFile(bin); err == nil && bytes.HasPrefix(head, []byte("#!/usr/bin/env node")) {
 		if _, err := exec.LookPath("node"); err != nil {
 			t.Skipf("%s needs node on PATH", name)
@@ -48,27 +49,6 @@ func agentEnv(t *testing.T, name string) (*Env, string) {
 	e := NewEnv(t)
 	e.Vars = append(e.Vars, "PATH="+filepath.Dir(bin)+":"+os.Getenv("PATH"))
 	return e, bin
-}
-
-// agentBin returns the path of the real agent CLI name (see agentEnv).
-func agentBin(t *testing.T, name string) string {
-	t.Helper()
-	if os.Geteuid() == 0 && os.Getenv(userSuitesEnv) == "1" {
-		// The agents' CLIs run as the user who starts them; scripts/test.sh, as root, runs this
-		// suite again as an ordinary user, the one agentbox is deployed for. Their tests (tens of
-		// CPU seconds each for Gemini and OpenCode) run in that pass only: the kernel paths that
-		// differ for root are the other tests' (uid maps, capabilities, root-owned files).
-		t.Skipf("the real agent CLIs are tested in this run as the ordinary user (%s=1)", userSuitesEnv)
-	}
-	dir := os.Getenv("AGENTBOX_AGENTS_DIR")
-	if dir == "" {
-		t.Skip("AGENTBOX_AGENTS_DIR is not set: run scripts/install-agents.sh DIR, then AGENTBOX_AGENTS_DIR=DIR go test ./test/e2e -run TestRealAgents")
-	}
-	bin := filepath.Join(dir, "bin", name)
-	if st, err := os.Stat(bin); err != nil || st.Mode().Perm()&0o111 == 0 {
-		t.Skipf("%s is not installed in %s (scripts/install-agents.sh): %v", name, dir, err)
-	}
-	return bin
 }
 
 // TestRealAgentsClaude runs the real Claude Code in a box against a fake Anthropic upstream
@@ -358,7 +338,7 @@ func TestRealAgentsCopilot(t *testing.T) {
 	// The host's Copilot has run here before: its package is extracted in ~/.cache/copilot,
 	// which the box uses as it is (read-only, under the workspace's box cache layer) rather
 	// than extract its 235 MB again.
-	host := exec.Command(agentBin(t, "copilot"), "--version")
+	host := exec.Command(testenv.AgentCLI(t, "copilot"), "--version")
 	host.Env = e.Vars
 	if out, err := host.CombinedOutput(); err != nil {
 		t.Fatalf("the host's copilot --version: %v: %s", err, out)

@@ -76,10 +76,6 @@ func TestMain(m *testing.M) {
 // with -parallel 3). A parallel test must not use t.Setenv, scan the host's processes, or
 // bind a fixed port.
 
-// userSuitesEnv is set to 1 by scripts/test.sh for its run as root when it runs the box suites
-// again as an ordinary user beside it (agentBin).
-const userSuitesEnv = "AGENTBOX_TEST_USER_SUITES"
-
 // Env is an isolated agentbox user environment: its own runtime, state, config and home
 // directories, so each test has its own daemon.
 type Env struct {

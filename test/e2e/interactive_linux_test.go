@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/agentbox/agentbox/internal/relay/llm/llmtest"
+	"github.com/agentbox/agentbox/internal/testenv"
 	_ "modernc.org/sqlite" // the database/sql driver "sqlite", to read and plant in OpenCode's database
 )
 
@@ -324,7 +325,7 @@ func claudeReturningUser(t *testing.T, work string) map[string]any {
 // claudeVersion is the installed Claude Code's version ("2.1.335"), from `claude --version`.
 func claudeVersion(t *testing.T) string {
 	t.Helper()
-	out, err := exec.Command(agentBin(t, "claude"), "--version").Output()
+	out, err := exec.Command(testenv.AgentCLI(t, "claude"), "--version").Output()
 	v, _, _ := strings.Cut(strings.TrimSpace(string(out)), " ")
 	if err != nil || !regexp.MustCompile(`^\d+(\.\d+)+$`).MatchString(v) {
 		t.Fatalf("claude --version: %q %v", out, err)
