@@ -502,6 +502,34 @@ func BenchmarkVerifyExecInFiles(b *testing.B) {
 	b.ReportMetric(float64((cpuTime()-start).Microseconds())/1000/float64(b.N), "cpu-ms/op")
 }
 
+// BenchmarkVerifyExecInLargeFolder measures the watch's rescan of one folder of 100,000 empty
+// files (TestAttackPathDirPastBound's PATH folder): what each targeted check costs while a box
+// fills such a folder, and so how long the watch then gathers events before the next one (four
+// times as long: gatherRatio).
+func BenchmarkVerifyExecInLargeFolder(b *testing.B) {
+	ws, _ := filepath.EvalSymlinks(b.TempDir())
+	dir := filepath.Join(ws, "bin")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		b.Fatal(err)
+	}
+	for i := range 100000 {
+		f, err := os.Create(filepath.Join(dir, fmt.Sprintf("f%07d", i)))
+		if err != nil {
+			b.Fatal(err)
+		}
+		f.Close()
+	}
+	s := &State{Workspace: ws}
+	b.ResetTimer()
+	start := cpuTime()
+	for b.Loop() {
+		if ts := s.VerifyExecIn([]string{dir}); len(ts) != 0 {
+			b.Fatalf("transitions %+v", ts)
+		}
+	}
+	b.ReportMetric(float64((cpuTime()-start).Microseconds())/1000/float64(b.N), "cpu-ms/op")
+}
+
 // BenchmarkVerifyExitFiles measures the check at exit (VerifyRoots and VerifyExit, as the
 // integrity broker's end runs them) after a box's file-heavy work: a repository snapshotted
 // empty, then 50 folders of 100 small files written and committed (5,000 index entries whose

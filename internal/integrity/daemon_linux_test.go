@@ -18,6 +18,7 @@ import (
 	"github.com/agentbox/agentbox/internal/api"
 	"github.com/agentbox/agentbox/internal/integrity"
 	"github.com/agentbox/agentbox/internal/launchdir"
+	"github.com/agentbox/agentbox/internal/readiness"
 	"github.com/agentbox/agentbox/internal/testenv"
 )
 
@@ -98,6 +99,7 @@ func newDaemonEnv(t testing.TB) *daemonEnv {
 	e.vars = []string{"PATH=" + os.Getenv("PATH"), "LANG=C.UTF-8", "HOME=" + e.home,
 		"XDG_RUNTIME_DIR=" + e.runtime, "XDG_STATE_HOME=" + e.state, "XDG_CONFIG_HOME=" + cfg}
 	t.Cleanup(e.close)
+	testenv.ShareReadiness(t, filepath.Join(e.state, "agentbox", readiness.CacheFile))
 	return e
 }
 

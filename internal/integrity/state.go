@@ -309,13 +309,22 @@ func (s *State) RecheckIndexes() []Transition {
 // VerifyExecIn rescans the given directories (not their subdirectories, except those new to
 // the scan, which the caller passes too) and returns the transitions of findings owned by them.
 func (s *State) VerifyExecIn(dirs []string) []Transition {
+	return s.verifyExecIn(dirs, nil)
+}
+
+// verifyExecIn is VerifyExecIn, calling took (when not nil) with each folder's scan time.
+func (s *State) verifyExecIn(dirs []string, took func(dir string, d time.Duration)) []Transition {
 	found := map[string]string{}
 	set := map[string]bool{}
 	skip := s.passOver()
 	files := nestedFiles(s.Config)
 	for _, d := range dirs {
 		set[d] = true
+		start := time.Now()
 		scanDir(s.Workspace, d, skip, files, found, nil, nil) // a folder it cannot list: the full scans count it
+		if took != nil {
+			took(d, time.Since(start))
+		}
 	}
 	out := s.mergeExec(found, false, func(path string) bool { return set[ownerDir(path)] })
 	return append(out, s.verifyCacheTrees(dirs)...)

@@ -73,6 +73,11 @@ func (w *Watcher) Verify(src Source, full bool) []Transition {
 }
 
 func (w *Watcher) verify(src Source, full bool, dirs []string) []Transition {
+	return w.verifyTimed(src, full, dirs, nil)
+}
+
+// verifyTimed is verify, calling took (when not nil) with each of dirs' scan time.
+func (w *Watcher) verifyTimed(src Source, full bool, dirs []string, took func(dir string, d time.Duration)) []Transition {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	start := time.Now()
@@ -83,7 +88,7 @@ func (w *Watcher) verify(src Source, full bool, dirs []string) []Transition {
 	case full:
 		ts = append(ts, w.State.VerifyExec()...)
 	case len(dirs) > 0:
-		ts = append(ts, w.State.VerifyExecIn(dirs)...)
+		ts = append(ts, w.State.verifyExecIn(dirs, took)...)
 	}
 	if w.OnTransition != nil {
 		for _, t := range ts {

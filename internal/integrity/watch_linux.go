@@ -252,11 +252,36 @@ func (w *Watcher) inotify(ctx context.Context) error {
 	// ten times the last full scan's duration; an event sooner arms fullC for then.
 	var fullC <-chan time.Time
 	var nextFull time.Time
-	var lastCheck time.Duration // the last targeted check's duration
+	var slow slowFolders
+	var heldC <-chan time.Time // when the first folder slow holds is due
 	fullScan := func() {
 		start := time.Now()
 		w.verify(SourceInotify, true, nil)
 		nextFull, fullC = time.Now().Add(10*time.Since(start)), nil
+	}
+	// check rescans the folders of dirty (with those held before) that are due, and arms heldC
+	// for the held ones; once the cover is lost, a full scan stands for them all.
+	check := func(dirty []string) {
+		switch {
+		case !w.coverLost.Load():
+			if due := slow.split(dirty, time.Now()); len(due) > 0 {
+				w.verifyTimed(SourceInotify, false, due, func(dir string, d time.Duration) { slow.took(dir, d, w.debounce()) })
+			}
+		case !time.Now().Before(nextFull):
+			slow.held = nil
+			fullScan()
+		default:
+			if due := slow.split(dirty, time.Now()); len(due) > 0 {
+				w.verifyTimed(SourceInotify, false, due, func(dir string, d time.Duration) { slow.took(dir, d, w.debounce()) })
+			}
+			if fullC == nil {
+				fullC = time.After(time.Until(nextFull))
+			}
+		}
+		heldC = nil
+		if t, ok := slow.wake(); ok {
+			heldC = time.After(time.Until(t))
+		}
 	}
 	for {
 		var dirty []string
@@ -265,6 +290,10 @@ func (w *Watcher) inotify(ctx context.Context) error {
 			return nil
 		case <-fullC:
 			fullScan()
+			continue
+		case <-heldC:
+			heldC = nil
+			check(nil)
 			continue
 		case d, ok := <-events:
 			if !ok {
@@ -276,13 +305,8 @@ func (w *Watcher) inotify(ctx context.Context) error {
 			}
 			dirty = d
 		}
-		// Gather what follows for a moment (git writes many files per command), and for at
-		// least gatherRatio times the last targeted check's duration: a box writing tens of
-		// thousands of files into one folder (a PATH folder an allowed .envrc names, an
-		// npm install's node_modules/.bin) made the loop rescan the growing folder after every
-		// debounce, most of a CPU of the daemon's for the length of the writes, and the check
-		// at exit reads the folder whole anyway (docs/benchmarks.md, "Work in the box").
-		timer := time.NewTimer(max(w.debounce(), gatherRatio*lastCheck))
+		// Gather what follows for a moment (git writes many files per command).
+		timer := time.NewTimer(w.debounce())
 	gather:
 		for {
 			select {
@@ -299,22 +323,59 @@ func (w *Watcher) inotify(ctx context.Context) error {
 			}
 		}
 		timer.Stop()
-		switch {
-		case !w.coverLost.Load():
-			start := time.Now()
-			w.verify(SourceInotify, false, dedupe(dirty))
-			lastCheck = time.Since(start)
-		case !time.Now().Before(nextFull):
-			fullScan()
-		default:
-			start := time.Now()
-			w.verify(SourceInotify, false, dedupe(dirty))
-			lastCheck = time.Since(start)
-			if fullC == nil {
-				fullC = time.After(time.Until(nextFull))
-			}
+		check(dirty)
+	}
+}
+
+// slowFolders holds back the rescans of the folders whose last rescan was slow: a folder whose
+// scan took d is scanned again at the earliest gatherRatio times d after that scan ended. A box
+// writing tens of thousands of files into one folder (a PATH folder an allowed .envrc names, an
+// npm install's node_modules/.bin) had the watch rescan the growing folder after every
+// debounce, most of a CPU of the daemon's for the length of the writes; now those rescans take
+// at most a fifth of it. Only that folder waits: the others' events are checked after the
+// debounce as before, so a box cannot slow the watch of .git or of any other folder by filling
+// one (TestWatchHoldsOnlyTheSlowFolder). The check at exit reads every folder whole.
+type slowFolders struct {
+	next map[string]time.Time // a held folder: when its next rescan may start
+	held []string             // folders with events, waiting for their time
+}
+
+// split returns the folders of dirty (and of those held before) due for a rescan now; the
+// others stay held.
+func (f *slowFolders) split(dirty []string, now time.Time) (due []string) {
+	all := dedupe(append(dirty, f.held...))
+	f.held = nil
+	for _, d := range all {
+		if t, ok := f.next[d]; ok && now.Before(t) {
+			f.held = append(f.held, d)
+			continue
+		}
+		delete(f.next, d)
+		due = append(due, d)
+	}
+	return due
+}
+
+// took records a rescan's duration; only one whose hold would outlast the debounce is kept.
+func (f *slowFolders) took(dir string, d, debounce time.Duration) {
+	if gatherRatio*d <= debounce {
+		return
+	}
+	if f.next == nil {
+		f.next = map[string]time.Time{}
+	}
+	f.next[dir] = time.Now().Add(gatherRatio * d)
+}
+
+// wake returns when the first held folder is due, and false when none is held.
+func (f *slowFolders) wake() (time.Time, bool) {
+	var first time.Time
+	for _, d := range f.held {
+		if t := f.next[d]; first.IsZero() || t.Before(first) {
+			first = t
 		}
 	}
+	return first, len(f.held) > 0
 }
 
 // parse reads one read's inotify events, b: it keeps the watches up to date (a folder made or
@@ -410,9 +471,8 @@ func readEvents(ctx context.Context, r io.Reader, parse func([]byte) []string, e
 	}
 }
 
-// gatherRatio bounds the share of a CPU the watch's targeted checks take while a box writes
-// without pause: the loop gathers events for at least this many times the last check's
-// duration, so the checks take at most 1/(gatherRatio+1) of the time.
+// gatherRatio bounds the share of a CPU the rescans of one folder take while a box writes into
+// it without pause (slowFolders): at most 1/(gatherRatio+1) of the time.
 const gatherRatio = 4
 
 // readPause is how long readEvents lets events gather between reads: far below the loop's

@@ -21,6 +21,7 @@ import (
 
 	"github.com/agentbox/agentbox/internal/api"
 	"github.com/agentbox/agentbox/internal/boxhelper"
+	"github.com/agentbox/agentbox/internal/readiness"
 	"github.com/agentbox/agentbox/internal/testenv"
 )
 
@@ -113,6 +114,7 @@ func NewEnv(t *testing.T) *Env {
 		"HOME=" + e.Home, "XDG_RUNTIME_DIR=" + e.Runtime, "XDG_STATE_HOME=" + e.State, "XDG_CONFIG_HOME=" + e.Config,
 	}
 	t.Cleanup(e.Close)
+	testenv.ShareReadiness(t, filepath.Join(e.State, "agentbox", readiness.CacheFile))
 	return e
 }
 
