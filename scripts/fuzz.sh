@@ -84,7 +84,8 @@ fuzzone() {
     fi
     for s in $new; do echo "   regression seed kept: $pkg/testdata/fuzz/$name/$s" >>"$out"; done
     cat "$out"; rm -f "$out"
-    echo "FAILED $pkg $name"
+    # On a line of its own: a binary killed mid-line leaves its output unterminated.
+    printf '\nFAILED %s %s\n' "$pkg" "$name"
     return 1
   done
 }
@@ -93,8 +94,12 @@ export -f fuzzone
 results=$(mktemp)
 # shellcheck disable=SC2016
 xargs -r -P "$FUZZJOBS" -L 1 bash -c 'fuzzone "$1" "$2"' _ <<<"$targets" | tee "$results"
+xrc=${PIPESTATUS[0]}
 mapfile -t failed < <(sed -n 's/^FAILED //p' "$results")
 rm -f "$results"
+# xargs's own status says a job failed even where its line was lost (two jobs' output
+# interleaved): a failure is never read as a pass.
+[ "$xrc" = 0 ] || [ ${#failed[@]} -gt 0 ] || failed=("(a target whose name was lost in the output: xargs exited $xrc)")
 
 n=$(wc -l <<< "$targets")
 if [ ${#failed[@]} -gt 0 ]; then

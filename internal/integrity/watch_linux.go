@@ -332,9 +332,10 @@ func (w *Watcher) inotify(ctx context.Context) error {
 // writing tens of thousands of files into one folder (a PATH folder an allowed .envrc names, an
 // npm install's node_modules/.bin) had the watch rescan the growing folder after every
 // debounce, most of a CPU of the daemon's for the length of the writes; now those rescans take
-// at most a fifth of it. Only that folder waits: the others' events are checked after the
-// debounce as before, so a box cannot slow the watch of .git or of any other folder by filling
-// one (TestWatchHoldsOnlyTheSlowFolder). The check at exit reads every folder whole.
+// at most a fifth of a CPU per folder. Only that folder waits (the others' events are checked
+// after the debounce as before, behind at most a rescan already running), and never a
+// repository's top (repositoryTop), whose scan is its git directory's
+// (TestWatchHoldsOnlyTheSlowFolder). The check at exit reads every folder whole.
 type slowFolders struct {
 	next map[string]time.Time // a held folder: when its next rescan may start
 	held []string             // folders with events, waiting for their time
@@ -346,7 +347,7 @@ func (f *slowFolders) split(dirty []string, now time.Time) (due []string) {
 	all := dedupe(append(dirty, f.held...))
 	f.held = nil
 	for _, d := range all {
-		if t, ok := f.next[d]; ok && now.Before(t) {
+		if t, ok := f.next[d]; ok && now.Before(t) && !repositoryTop(d) {
 			f.held = append(f.held, d)
 			continue
 		}
@@ -356,15 +357,28 @@ func (f *slowFolders) split(dirty []string, now time.Time) (due []string) {
 	return due
 }
 
-// took records a rescan's duration; only one whose hold would outlast the debounce is kept.
+// took records a rescan's duration; only one whose hold would outlast the debounce is kept,
+// and never a repository's (repositoryTop).
 func (f *slowFolders) took(dir string, d, debounce time.Duration) {
-	if gatherRatio*d <= debounce {
+	if gatherRatio*d <= debounce || repositoryTop(dir) {
 		return
 	}
 	if f.next == nil {
 		f.next = map[string]time.Time{}
 	}
 	f.next[dir] = time.Now().Add(gatherRatio * d)
+}
+
+// repositoryTop reports whether dir holds a .git (a folder, a file or a link) or is a bare
+// repository: the watch takes the events of its git directory (config, hooks, worktrees) for
+// the folder's own, and the folder's scan reads the git directory, so holding the folder would
+// hold them (a box that filled a nested repository's top with files delayed the move of a
+// config it then wrote in its .git from 0.5 s to 4.7 s, review 28).
+func repositoryTop(dir string) bool {
+	if _, err := os.Lstat(filepath.Join(dir, ".git")); err == nil {
+		return true
+	}
+	return bareRepository(dir)
 }
 
 // wake returns when the first held folder is due, and false when none is held.

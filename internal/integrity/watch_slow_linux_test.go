@@ -1,6 +1,8 @@
 package integrity
 
 import (
+	"os"
+	"path/filepath"
 	"slices"
 	"testing"
 	"time"
@@ -13,6 +15,24 @@ import (
 func TestWatchHoldsOnlyTheSlowFolder(t *testing.T) {
 	const debounce = 50 * time.Millisecond
 	var f slowFolders
+	// A repository's top is never held, however slow: the watch takes its .git's events
+	// (config, hooks) for the folder's, and its scan reads the .git (review 28). Nor is one
+	// that becomes a repository while held.
+	ws := t.TempDir()
+	repo, later := filepath.Join(ws, "repo"), filepath.Join(ws, "later")
+	for _, d := range []string{filepath.Join(repo, ".git"), later} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.took(repo, time.Second, debounce)
+	f.took(later, time.Second, debounce)
+	if err := os.WriteFile(filepath.Join(later, ".git"), []byte("gitdir: elsewhere\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if due := f.split([]string{repo, later}, time.Now()); !slices.Equal(due, []string{repo, later}) || len(f.held) != 0 {
+		t.Fatalf("due %v, held %v; want both repositories due", due, f.held)
+	}
 	f.took("/w/bin", 100*time.Millisecond, debounce) // slow: held for 400 ms
 	f.took("/w/.git", 5*time.Millisecond, debounce)  // fast: never held
 	f.took("/w/src", 12*time.Millisecond, debounce)  // 48 ms: within the debounce, never held
