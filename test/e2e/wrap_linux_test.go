@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -17,6 +18,7 @@ import (
 	"time"
 
 	"github.com/agentbox/agentbox/internal/api"
+	"github.com/agentbox/agentbox/internal/testenv"
 	"github.com/agentbox/agentbox/internal/wrap"
 )
 
@@ -225,20 +227,19 @@ func TestPackage(t *testing.T) {
 	}
 	pol := "containment:\n  violations: terminate\n  programs:\n    - name: fakeagent\n"
 	realClaude := ""
-	if d := os.Getenv("AGENTBOX_AGENTS_DIR"); d != "" {
-		if p, err := filepath.EvalSymlinks(filepath.Join(d, "bin", "claude")); err == nil {
-			// The policy manages a private copy of the real claude, never the shared one: the
-			// daemon's scanner terminates every native run of a managed program of its user on
-			// the machine, and as root that was the real claude that tests of other packages
-			// run unboxed at the same time (internal/profile TestClaudeWiringBeatsWorkspaceSettings
-			// "signal: killed" in three .ci/runs). The scanner matches the executable's inode, so
-			// nothing but this copy is managed.
-			realClaude = filepath.Join(vendorDir, "claude")
-			if err := copyExecutable(p, realClaude); err != nil {
-				t.Fatal(err)
-			}
-			pol += "    - name: claude\n      path: " + realClaude + "\n"
+	agents := cmp.Or(os.Getenv(testenv.AgentsDirEnv), testenv.DefaultAgentsDir)
+	if p, err := filepath.EvalSymlinks(filepath.Join(agents, "bin", "claude")); err == nil {
+		// The policy manages a private copy of the real claude, never the shared one: the
+		// daemon's scanner terminates every native run of a managed program of its user on
+		// the machine, and as root that was the real claude that tests of other packages
+		// run unboxed at the same time (internal/profile TestClaudeWiringBeatsWorkspaceSettings
+		// "signal: killed" in three .ci/runs). The scanner matches the executable's inode, so
+		// nothing but this copy is managed.
+		realClaude = filepath.Join(vendorDir, "claude")
+		if err := copyExecutable(p, realClaude); err != nil {
+			t.Fatal(err)
 		}
+		pol += "    - name: claude\n      path: " + realClaude + "\n"
 	}
 	if err := os.WriteFile(policy, []byte(pol), 0o644); err != nil {
 		t.Fatal(err)
