@@ -261,19 +261,20 @@ func (w *Watcher) inotify(ctx context.Context) error {
 	}
 	// check rescans the folders of dirty (with those held before) that are due, and arms heldC
 	// for the held ones; once the cover is lost, a full scan stands for them all.
+	targeted := func(dirty []string) {
+		if due := slow.split(dirty, time.Now()); len(due) > 0 {
+			w.verifyTimed(SourceInotify, false, due, func(dir string, d time.Duration) { slow.took(dir, d, w.debounce()) })
+		}
+	}
 	check := func(dirty []string) {
 		switch {
 		case !w.coverLost.Load():
-			if due := slow.split(dirty, time.Now()); len(due) > 0 {
-				w.verifyTimed(SourceInotify, false, due, func(dir string, d time.Duration) { slow.took(dir, d, w.debounce()) })
-			}
+			targeted(dirty)
 		case !time.Now().Before(nextFull):
 			slow.held = nil
 			fullScan()
 		default:
-			if due := slow.split(dirty, time.Now()); len(due) > 0 {
-				w.verifyTimed(SourceInotify, false, due, func(dir string, d time.Duration) { slow.took(dir, d, w.debounce()) })
-			}
+			targeted(dirty)
 			if fullC == nil {
 				fullC = time.After(time.Until(nextFull))
 			}
