@@ -9,9 +9,11 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -26,8 +28,10 @@ import (
 )
 
 var (
-	prompt    = regexp.MustCompile(`(?m)^❯[\s\x{00a0}]*$`)
-	exitTyped = regexp.MustCompile(`(?m)^❯[\s\x{00a0}]/exit`)
+	// promptGlyph starts Claude Code's input line (U+276F).
+	promptGlyph = []byte("❯")
+	prompt      = regexp.MustCompile(`(?m)^❯[\s\x{00a0}]*$`)
+	exitTyped   = regexp.MustCompile(`(?m)^❯[\s\x{00a0}]/exit`)
 )
 
 func main() {
@@ -37,8 +41,14 @@ func main() {
 	verbose := flag.Bool("v", false, "print each launch's times on stderr")
 	sameEnv := flag.Bool("same-env", false, "run the stock claude with the variables the profile adds beyond the relay (no non-essential traffic, no auto-updater), so that only the box differs")
 	base := flag.String("base", "", "also alternate `agentbox run claude` with this agentbox binary (a build before a change: before and after in the same run), with runtime and state directories of its own (its own daemon)")
+	detect := flag.String("detect", "stream", "how the prompt is seen: stream (the pane's output read as tmux gets it, through pipe-pane, then one capture-pane to confirm the prompt line) or poll (capture-pane every 5 ms, as before the twenty-ninth session: each capture costs the machine about 2 ms of CPU, taken from the launch it times)")
+	split := flag.Bool("split", false, "also split each launch's time at the claude process's exec, found by scanning /proc every 2 ms (about 1 ms of CPU a scan: on two cores it slows the launches it times; the split's own figures are right, the totals of a -split run are not comparable with a run without)")
 	boxEnv := flag.Bool("box-env", false, "also alternate a third command: the stock claude unboxed with exactly the boxed claude's environment (read from the first boxed launch's process; the relay's URL and pairing replaced by the upstream's), so that the environment's part of the difference shows apart from the box's")
 	flag.Parse()
+	if *detect != "stream" && *detect != "poll" {
+		fmt.Fprintf(os.Stderr, "agentprompt: -detect %q: want stream or poll\n", *detect)
+		os.Exit(2)
+	}
 	if *claude == "" {
 		fmt.Fprintln(os.Stderr, "agentprompt: -claude is required (scripts/install-agents.sh DIR, then -claude DIR/bin/claude)")
 		os.Exit(2)
@@ -92,6 +102,12 @@ func main() {
 	if out, err := c.CombinedOutput(); err != nil {
 		check(fmt.Errorf("tmux: %v: %s", err, out))
 	}
+	// The pane's output as tmux reads it from the terminal, appended to a file the launches
+	// read from where it ended before their Enter (-detect stream).
+	paneOut := filepath.Join(root, "pane.out")
+	if *detect == "stream" {
+		tmux("pipe-pane", "-t", "b", "cat >> "+paneOut)
+	}
 	cleanups = append(cleanups, func() {
 		exec.Command("tmux", "-S", sock, "kill-server").Run()
 		stop := exec.Command(abs, "daemon", "stop")
@@ -120,15 +136,25 @@ func main() {
 		tmux("clear-history", "-t", "b")
 		done := fmt.Sprintf("D%dD", step)
 		tmux("send-keys", "-t", "b", "-l", cmd+"; echo "+done+"=$?")
+		var stream *paneStream
+		if *detect == "stream" {
+			stream = openPaneStream(paneOut)
+			defer func() {
+				if stream != nil {
+					stream.Close()
+				}
+			}()
+		}
 		before := agentboxCPU(home, rt)
 		start := time.Now()
 		tmux("send-keys", "-t", "b", "Enter")
-		// When the claude process execs (its command name becomes claude), polled beside the
-		// screen: it splits the time to the prompt into the way to Claude Code and its own start.
+		// With -split, when the claude process execs (its command name becomes claude), polled
+		// beside the screen: it splits the time to the prompt into the way to Claude Code and
+		// its own start.
 		execAt := make(chan time.Duration, 1)
 		stopPoll := make(chan struct{})
 		go func() {
-			for {
+			for *split {
 				if claudeExeced(home, seen) {
 					execAt <- time.Since(start)
 					return
@@ -140,14 +166,35 @@ func main() {
 				case <-time.After(2 * time.Millisecond):
 				}
 			}
+			execAt <- 0
 		}()
-		for !prompt.MatchString(tmux("capture-pane", "-p", "-t", "b")) {
+		screen := func() string { return tmux("capture-pane", "-p", "-t", "b") }
+		var at time.Duration
+		for {
 			if time.Since(start) > 2*time.Minute {
-				check(fmt.Errorf("%s: no prompt after 2 minutes:\n%s", name, tmux("capture-pane", "-p", "-t", "b")))
+				check(fmt.Errorf("%s: no prompt after 2 minutes:\n%s", name, screen()))
 			}
-			time.Sleep(5 * time.Millisecond)
+			if stream == nil {
+				if prompt.MatchString(screen()) {
+					at = time.Since(start)
+					break
+				}
+				time.Sleep(5 * time.Millisecond)
+				continue
+			}
+			// The prompt's glyph in what the pane received: the time it came, when a capture
+			// then shows the prompt line; when it does not (the glyph drawn elsewhere first),
+			// captures every 5 ms from then on, as -detect poll.
+			if t, ok := stream.next(promptGlyph, start); ok {
+				if prompt.MatchString(screen()) {
+					at = t
+					break
+				}
+				stream.Close()
+				stream = nil
+			}
 		}
-		smp := sample{prompt: time.Since(start)}
+		smp := sample{prompt: at}
 		var roles map[string]time.Duration
 		smp.own, roles = agentboxCPU(home, rt).since(before)
 		close(stopPoll)
@@ -310,18 +357,21 @@ func main() {
 	// The two parts of the time to the prompt: from Enter until claude's process execs (for a
 	// boxed launch, agentbox's launch: the CLI, the daemon, the shim, box-init, the exec stage),
 	// and from its exec to its prompt (Claude Code's own start, in the box or not).
+	if !*split {
+		return
+	}
 	fmt.Printf("\n| part of the time to the prompt (n=%d, medians) | Enter → claude execs | claude execs → prompt |\n|---|---|---|\n", *n)
-	split := func(name string, ss []sample) {
+	splitRow := func(name string, ss []sample) {
 		fmt.Printf("| %s | %s | %s |\n", name, ms(median(field(ss, func(x sample) time.Duration { return x.exec }))),
 			ms(median(field(ss, func(x sample) time.Duration { return x.prompt - x.exec }))))
 	}
-	split("`agentbox run claude`", b)
-	split("`claude` unboxed", s)
+	splitRow("`agentbox run claude`", b)
+	splitRow("`claude` unboxed", s)
 	if baseAbs != "" {
-		split("`agentbox run claude`, the base build", bb)
+		splitRow("`agentbox run claude`, the base build", bb)
 	}
 	if *boxEnv {
-		split("`claude` unboxed, the boxed one's environment", e)
+		splitRow("`claude` unboxed, the boxed one's environment", e)
 	}
 }
 
@@ -509,4 +559,51 @@ func agentboxCPU(home, rt string) cpuSnapshot {
 func readProc(pid int, name string) string {
 	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/%s", pid, name))
 	return string(b)
+}
+
+// paneStream reads what the pane received (tmux pipe-pane appends it to a file) from where it
+// ended when the stream was opened: a read of a regular file every millisecond costs
+// microseconds, where each capture-pane costs a tmux client's start and the server's render.
+type paneStream struct {
+	f       *os.File
+	buf     []byte
+	scanned int // bytes of buf already searched
+}
+
+func openPaneStream(path string) *paneStream {
+	f, err := os.OpenFile(path, os.O_RDONLY|os.O_CREATE, 0o600)
+	check(err)
+	_, err = f.Seek(0, io.SeekEnd)
+	check(err)
+	return &paneStream{f: f}
+}
+
+func (p *paneStream) Close() { p.f.Close() }
+
+// next waits for the next occurrence of glyph in the stream and returns the time since start
+// at which the bytes holding it were read; ok is false when none came within a second (the
+// caller checks its deadline and asks again).
+func (p *paneStream) next(glyph []byte, start time.Time) (time.Duration, bool) {
+	chunk := make([]byte, 64<<10)
+	for wait := time.Now().Add(time.Second); time.Now().Before(wait); {
+		n, err := p.f.Read(chunk)
+		if n > 0 {
+			at := time.Since(start)
+			p.buf = append(p.buf, chunk[:n]...)
+			// A glyph split across two reads is found at the second.
+			from := max(0, p.scanned-len(glyph)+1)
+			p.scanned = len(p.buf)
+			if i := bytes.Index(p.buf[from:], glyph); i >= 0 {
+				p.buf = p.buf[from+i+len(glyph):]
+				p.scanned = len(p.buf)
+				return at, true
+			}
+			continue
+		}
+		if err != nil && err != io.EOF {
+			check(err)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	return 0, false
 }
