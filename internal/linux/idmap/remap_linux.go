@@ -112,8 +112,9 @@ func aside(shared bool, f func(ns int) error) error {
 // the idmapping of userns (boxNamespace).
 func coverAll(paths []string, userns int) error {
 	var reach []string
+	seen := map[string]folderMode{} // the folders on the way, each read once for all paths
 	for _, p := range paths {
-		reach = append(reach, closedAncestor(p))
+		reach = append(reach, closedAncestor(p, seen))
 	}
 	for _, p := range Topmost(reach) {
 		fi, err := os.Lstat(p)
@@ -197,11 +198,18 @@ func (st *Staging) Close() {
 	}
 }
 
+// folderMode is what closedAncestor reads of a folder on the way: a folder (not a link, not
+// missing) and, if so, whether others may search it.
+type folderMode struct{ dir, closed bool }
+
 // closedAncestor returns the topmost folder above p that others may not search (0700
 // /root, a runtime directory), or p when there is none: the box's uid reaches p only when that
 // folder is covered too, since it walks the path from /, not from p (bwrap resolves its bind
-// sources by their real path, even one given as a descriptor).
-func closedAncestor(p string) string {
+// sources by their real path, even one given as a descriptor). seen holds what an earlier
+// call of the same cover read of a folder: a launch's paths share most of their folders (a
+// Claude Code launch's 100 or so paths made 650 lstat calls, most of a root-run launch's
+// shim's time before its box was built: docs/benchmarks.md).
+func closedAncestor(p string, seen map[string]folderMode) string {
 	p = filepath.Clean(p)
 	for dir := "/"; ; {
 		rest, ok := strings.CutPrefix(p, strings.TrimSuffix(dir, "/")+"/")
@@ -213,11 +221,17 @@ func closedAncestor(p string) string {
 		if dir == p {
 			return p
 		}
-		fi, err := os.Lstat(dir)
-		if err != nil || !fi.IsDir() {
+		m, ok := seen[dir]
+		if !ok {
+			fi, err := os.Lstat(dir)
+			m = folderMode{dir: err == nil && fi.IsDir()}
+			m.closed = m.dir && fi.Mode().Perm()&0o001 == 0
+			seen[dir] = m
+		}
+		if !m.dir {
 			return p
 		}
-		if fi.Mode().Perm()&0o001 == 0 {
+		if m.closed {
 			return dir
 		}
 	}
