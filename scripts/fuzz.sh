@@ -18,6 +18,13 @@ FUZZTIME=${FUZZTIME:-20s}
 FUZZ=${FUZZ:-.}
 FUZZJOBS=${FUZZJOBS:-1}
 mode=${1:-all} # all, build or run (run: the binaries in FUZZBIN are there already)
+case $mode in
+all | build | run) ;;
+*)
+  echo "fuzz.sh: unknown mode '$mode': use all (the default), build or run" >&2
+  exit 2
+  ;;
+esac
 
 # package dir and target name of every fuzz target, in a stable order.
 targets=$(grep -rlE --include='*_test.go' '^func Fuzz[A-Za-z0-9_]*\(f \*testing\.F\)' internal cmd 2>/dev/null | sort |
@@ -51,6 +58,15 @@ if [ "$mode" != run ]; then
   [ "$mode" = all ] || exit 0
 fi
 
+if [ "$mode" = run ]; then
+  # A binary missing (its build failed, or FUZZBIN is another run's) fails here, named, not as
+  # a shell error in the middle of the targets' output.
+  missing=$(awk '!seen[$1]++ {print $1}' <<<"$targets" | while read -r pkg; do [ -x "$(bin "$pkg")" ] || echo "  $pkg: $(bin "$pkg")"; done)
+  if [ -n "$missing" ]; then
+    printf 'fuzz.sh run: no fuzzing binary for these packages in FUZZBIN=%s (run `fuzz.sh build` first):\n%s\n' "$FUZZBIN" "$missing" >&2
+    exit 2
+  fi
+fi
 cpus=$(nproc 2>/dev/null || echo 1)
 FUZZWORKERS=${FUZZWORKERS:-$(((cpus + FUZZJOBS - 1) / FUZZJOBS))}
 export FUZZWORKERS
