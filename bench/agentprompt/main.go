@@ -170,6 +170,7 @@ func main() {
 		}()
 		screen := func() string { return tmux("capture-pane", "-p", "-t", "b") }
 		var at time.Duration
+		polled := false
 		for {
 			if time.Since(start) > 2*time.Minute {
 				check(fmt.Errorf("%s: no prompt after 2 minutes:\n%s", name, screen()))
@@ -183,18 +184,28 @@ func main() {
 				continue
 			}
 			// The prompt's glyph in what the pane received: the time it came, when a capture
-			// then shows the prompt line; when it does not (the glyph drawn elsewhere first),
-			// captures every 5 ms from then on, as -detect poll.
-			if t, ok := stream.next(promptGlyph, start); ok {
-				if prompt.MatchString(screen()) {
-					at = t
-					break
-				}
+			// then shows the prompt line; when it does not (the glyph drawn elsewhere first, or
+			// an earlier frame's arriving late), captures every 5 ms from then on, as -detect
+			// poll, and the launch is counted as polled (printed with the results).
+			t, ok := stream.next(promptGlyph, start)
+			switch {
+			case ok && prompt.MatchString(screen()):
+				at = t
+			case ok:
 				stream.Close()
 				stream = nil
+				polled = true
+				continue
+			case prompt.MatchString(screen()):
+				// A second without the glyph while the prompt shows: the stream does not
+				// carry the pane's output (pipe-pane's cat gone, a full disk).
+				check(fmt.Errorf("%s: the screen shows the prompt but the pane's output stream (%s) has not carried its glyph: use -detect poll", name, paneOut))
+			default:
+				continue
 			}
+			break
 		}
-		smp := sample{prompt: at}
+		smp := sample{prompt: at, polled: polled}
 		var roles map[string]time.Duration
 		smp.own, roles = agentboxCPU(home, rt).since(before)
 		close(stopPoll)
@@ -206,7 +217,11 @@ func main() {
 			onFound = nil
 		}
 		if *verbose {
-			fmt.Fprintf(os.Stderr, "%s: prompt %s (claude exec'd at %s), its CPU %s (found %v), agentbox's processes' CPU %s\n", name, ms(smp.prompt), ms(smp.exec), ms(smp.cpu), smp.found, ms(smp.own))
+			execd := ""
+			if *split {
+				execd = fmt.Sprintf(" (claude exec'd at %s)", ms(smp.exec))
+			}
+			fmt.Fprintf(os.Stderr, "%s: prompt %s%s, its CPU %s (found %v, polled %v), agentbox's processes' CPU %s\n", name, ms(smp.prompt), execd, ms(smp.cpu), smp.found, smp.polled, ms(smp.own))
 			if smp.own > 0 {
 				fmt.Fprintf(os.Stderr, "  agentbox's processes by role: %v\n", roles)
 			}
@@ -303,6 +318,19 @@ func main() {
 	slices.Sort(ratios)
 	fmt.Printf("\nboxed / unboxed (medians): %.2f×; the median of the %d pairs' ratios: %.2f× (%.2f–%.2f)\n",
 		float64(mb)/float64(ms0), len(ratios), ratios[len(ratios)/2], ratios[0], ratios[len(ratios)-1])
+	if *detect == "stream" {
+		count := func(ss []sample) (n int) {
+			for _, x := range ss {
+				if x.polled {
+					n++
+				}
+			}
+			return n
+		}
+		if nb, ns := count(b), count(s); nb+ns > 0 {
+			fmt.Printf("prompts seen by capture-pane polling after a glyph the screen did not confirm: boxed %d, unboxed %d of %d each\n", nb, ns, *n)
+		}
+	}
 	if baseAbs != "" {
 		// The base build's launch against the stock one right before it, and against this
 		// build's in the same round.
@@ -379,6 +407,9 @@ func main() {
 // time the claude process it started had used by then.
 type sample struct {
 	prompt, exec, cpu time.Duration
+	// polled says the prompt was seen by capture-pane polling (-detect poll, or a glyph in
+	// the stream that a capture did not confirm), to within the 5 ms poll and a capture's time.
+	polled bool
 	// own is the CPU time agentbox's own processes used from Enter to the prompt (boxed).
 	own   time.Duration
 	found bool
@@ -597,6 +628,11 @@ func (p *paneStream) next(glyph []byte, start time.Time) (time.Duration, bool) {
 				p.buf = p.buf[from+i+len(glyph):]
 				p.scanned = len(p.buf)
 				return at, true
+			}
+			// Only a glyph's first bytes can matter to the next read.
+			if keep := len(glyph) - 1; len(p.buf) > keep {
+				p.buf = p.buf[len(p.buf)-keep:]
+				p.scanned = len(p.buf)
 			}
 			continue
 		}
