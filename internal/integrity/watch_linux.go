@@ -42,6 +42,9 @@ type inotifier struct {
 	max   int
 	// lost is called when a folder goes unwatched (Watcher.lostCover).
 	lost func(watched int)
+	// inert, when set, says which file events call for no rescan of their folder
+	// (eventRules.inert); called by parse only, on the goroutine that reads the events.
+	inert func(dir, name string) bool
 }
 
 func (n *inotifier) add(dir, owner string) bool {
@@ -201,6 +204,7 @@ func (w *Watcher) openInotify() (*inotifier, error) {
 	n := &inotifier{fd: fd, f: os.NewFile(uintptr(fd), "inotify"), owner: map[int]string{}, path: map[int]string{}, dirs: map[string]bool{}, max: w.maxWatches(),
 		lost: w.lostCover}
 	w.mu.Lock()
+	n.inert = w.State.eventRules().inert
 	for _, r := range w.State.Roots {
 		n.add(filepath.Dir(r.Path), filepath.Dir(r.Path))
 		if r.Entry.Kind == KindDir {
@@ -415,6 +419,9 @@ func (n *inotifier) parse(b []byte) []string {
 		if ev.Mask&(unix.IN_IGNORED|unix.IN_MOVE_SELF) != 0 {
 			n.forget(int(ev.Wd), ev.Mask&unix.IN_IGNORED != 0)
 			return // the event in the folder above names it
+		}
+		if ev.Mask&unix.IN_ISDIR == 0 && n.inert != nil && n.path[int(ev.Wd)] == owner && n.inert(owner, ev.Name) {
+			return // an ordinary file in an ordinary folder: nothing the folder's rescan finds (eventRules)
 		}
 		dirty = append(dirty, owner)
 		if filepath.Base(owner) == "hooks" {

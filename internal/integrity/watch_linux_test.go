@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -190,3 +191,91 @@ func TestWatchHomeFolderNotWorkspace(t *testing.T) {
 		t.Errorf("the workspace's new .envrc was not reported (the watch did not run): %+v", seen)
 	}
 }
+
+// TestWatchPassesOverOrdinaryFiles: the watch rescans no folder for the events of ordinary
+// files in ordinary folders (eventRules): 300 files written in three new folders call for the
+// checks of the folders' creation only, where before every 1 ms batch of their events made
+// one. A file of nested configuration written in such a folder meanwhile (a VS Code
+// workspace file, an .envrc), and ordinary files in a hidden folder, still call for the
+// folder's rescan, and the configuration is reported (the workspace file moved aside) while
+// the watch runs.
+func TestWatchPassesOverOrdinaryFiles(t *testing.T) {
+	ws := newWS(t)
+	lay := resolveWS(t, ws)
+	var mu sync.Mutex
+	var seen []Transition
+	checks := 0
+	w := &Watcher{State: Snapshot(lay, Limits{}), Interval: time.Hour, Debounce: time.Millisecond,
+		OnTransition: func(_ Source, tr Transition) { mu.Lock(); seen = append(seen, tr); mu.Unlock() },
+		OnCheck: func(c Check) {
+			if c.Source == SourceInotify {
+				mu.Lock()
+				checks++
+				mu.Unlock()
+			}
+		}}
+	if err := w.Open(); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); w.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	tick()
+	count := func() (int, []Transition) {
+		mu.Lock()
+		defer mu.Unlock()
+		return checks, slices.Clone(seen)
+	}
+	waitFor := func(what string, ok func() bool) {
+		t.Helper()
+		for deadline := time.Now().Add(10 * time.Second); !ok(); time.Sleep(5 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				_, trs := count()
+				t.Fatalf("the watch never %s; transitions: %+v", what, trs)
+			}
+		}
+	}
+	for _, d := range []string{"a", "b", "c"} {
+		if err := os.Mkdir(filepath.Join(ws, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The folders' creation is checked (and the folders watched) before their files come.
+	waitFor("checked the new folders", func() bool { n, _ := count(); return n > 0 })
+	time.Sleep(100 * time.Millisecond)
+	before, _ := count()
+	for i := range 300 {
+		mustWrite(t, filepath.Join(ws, []string{"a", "b", "c"}[i%3], fmt.Sprintf("f%d.txt", i)), "x\n")
+		if i%30 == 0 {
+			time.Sleep(5 * time.Millisecond) // batches of their own
+		}
+	}
+	time.Sleep(300 * time.Millisecond)
+	if after, _ := count(); after != before {
+		t.Errorf("ordinary files' events made %d checks", after-before)
+	}
+	// Hidden folders' ordinary files and configuration in ordinary folders are checked.
+	mustWrite(t, filepath.Join(ws, "b", "proj.code-workspace"), "{}\n")
+	mustWrite(t, filepath.Join(ws, "c", ".envrc"), "echo\n")
+	for _, p := range []string{filepath.Join(ws, "b", "proj.code-workspace"), filepath.Join(ws, "c", ".envrc")} {
+		waitFor("reported "+p, func() bool {
+			_, trs := count()
+			return slices.ContainsFunc(trs, func(tr Transition) bool { return tr.Path == p && tr.Alert })
+		})
+	}
+	if exists(filepath.Join(ws, "b", "proj.code-workspace")) {
+		t.Error("the VS Code workspace file was not moved aside while the watch ran")
+	}
+	n0, _ := count()
+	if err := os.Mkdir(filepath.Join(ws, ".tool"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	waitFor("checked the hidden folder's creation", func() bool { n, _ := count(); return n > n0 })
+	time.Sleep(100 * time.Millisecond)
+	n1, _ := count()
+	mustWrite(t, filepath.Join(ws, ".tool", "notes.txt"), "x\n")
+	waitFor("checked an ordinary file in a hidden folder", func() bool { n, _ := count(); return n > n1 })
+}
+
+func exists(p string) bool { _, err := os.Lstat(p); return err == nil }
