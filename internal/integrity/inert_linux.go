@@ -23,7 +23,8 @@ import (
 //   - the folder is no repository's top (repositoryTop: its rescan reads the repository's
 //     git directory and index, and a plain file's event there is what has the watch read a
 //     forged cache tree in time, TestAttackCacheTreeSwappedUnderSameSig), read again after
-//     any event of a .git or of a name that makes a bare repository there;
+//     any folder's event there or above (forget) and any event of a .git or of a name that
+//     makes a bare repository (inertNever);
 //   - no folder on the folder's way from the workspace's top is hidden or named like a git
 //     directory's part (hooks, objects, refs, …), the folder is no skill or command folder,
 //     no folder the top's .envrc puts on PATH nor beneath one, and no folder of nested
@@ -54,11 +55,17 @@ type inertFolder struct {
 
 // inertNever are names whose events always call for a rescan: what makes a folder a git
 // directory or a repository, and the names the scan reads for themselves.
-var inertNever = map[string]bool{
-	"HEAD": true, "ORIG_HEAD": true, "FETCH_HEAD": true, "MERGE_HEAD": true, "config": true, "index": true,
-	"commondir": true, "gitdir": true, "packed-refs": true, "objects": true, "refs": true,
-	"package.json": true, "__pycache__": true, "node_modules": true,
-}
+var inertNever = func() map[string]bool {
+	m := map[string]bool{
+		"HEAD": true, "ORIG_HEAD": true, "FETCH_HEAD": true, "MERGE_HEAD": true, "index": true,
+		"commondir": true, "gitdir": true, "packed-refs": true, "objects": true, "refs": true,
+		"package.json": true, "__pycache__": true, "node_modules": true,
+	}
+	for _, f := range GitDirConfigFiles { // config, config.worktree
+		m[f] = true
+	}
+	return m
+}()
 
 // gitFolderNames are the names of a git directory's folders: a folder of that name (or beneath
 // one) may be a bare repository's or a gitdir's, whose events the scan reads as such.
@@ -104,7 +111,7 @@ func (r *eventRules) inert(dir, name string) bool {
 	if name == ".git" || inertNever[name] {
 		// What may make dir a repository's top, or a bare repository: its rules are read
 		// again at its next event.
-		delete(r.folders, dir)
+		r.forget(dir)
 		return false
 	}
 	if name == "" || strings.HasPrefix(name, ".") || r.roots[dir] || r.rootIn[dir][name] {
@@ -128,6 +135,19 @@ func (r *eventRules) inert(dir, name string) bool {
 	}
 	never := func(string) bool { return false }
 	return !r.dirNames[name] || nestedConfigFolder(r.files, path.Join(f.rel, name), never) == ""
+}
+
+// forget drops the rules read for dir and for every folder beneath it: a folder's event there
+// (made, removed or moved: a .git, objects/ or refs/ made, another repository moved to its
+// path) may have changed what they say (repositoryTop), and they are read again at the next
+// file event. The watch calls it at every folder event and when a watched folder goes.
+func (r *eventRules) forget(dir string) {
+	delete(r.folders, dir)
+	for d := range r.folders {
+		if strings.HasPrefix(d, dir+"/") {
+			delete(r.folders, d)
+		}
+	}
 }
 
 // folder returns the rules of dir's files' events, or nil when none of them is ever inert.

@@ -42,9 +42,9 @@ type inotifier struct {
 	max   int
 	// lost is called when a folder goes unwatched (Watcher.lostCover).
 	lost func(watched int)
-	// inert, when set, says which file events call for no rescan of their folder
-	// (eventRules.inert); called by parse only, on the goroutine that reads the events.
-	inert func(dir, name string) bool
+	// rules, when set, say which file events call for no rescan of their folder
+	// (eventRules); used by parse and forget only, on the goroutine that reads the events.
+	rules *eventRules
 }
 
 func (n *inotifier) add(dir, owner string) bool {
@@ -99,6 +99,9 @@ func (n *inotifier) forget(wd int, gone bool) {
 		if strings.HasPrefix(d, dir+"/") {
 			delete(n.dirs, d)
 		}
+	}
+	if n.rules != nil {
+		n.rules.forget(dir)
 	}
 	if gone {
 		delete(n.path, wd)
@@ -204,7 +207,7 @@ func (w *Watcher) openInotify() (*inotifier, error) {
 	n := &inotifier{fd: fd, f: os.NewFile(uintptr(fd), "inotify"), owner: map[int]string{}, path: map[int]string{}, dirs: map[string]bool{}, max: w.maxWatches(),
 		lost: w.lostCover}
 	w.mu.Lock()
-	n.inert = w.State.eventRules().inert
+	n.rules = w.State.eventRules()
 	for _, r := range w.State.Roots {
 		n.add(filepath.Dir(r.Path), filepath.Dir(r.Path))
 		if r.Entry.Kind == KindDir {
@@ -420,8 +423,22 @@ func (n *inotifier) parse(b []byte) []string {
 			n.forget(int(ev.Wd), ev.Mask&unix.IN_IGNORED != 0)
 			return // the event in the folder above names it
 		}
-		if ev.Mask&unix.IN_ISDIR == 0 && n.inert != nil && n.path[int(ev.Wd)] == owner && n.inert(owner, ev.Name) {
-			return // an ordinary file in an ordinary folder: nothing the folder's rescan finds (eventRules)
+		if n.rules != nil {
+			switch dir := n.path[int(ev.Wd)]; {
+			case ev.Mask&unix.IN_ISDIR != 0:
+				// A folder made, removed or moved here: what the rules read of this folder
+				// and of that one (a repository's top?) is read again.
+				delete(n.rules.folders, dir)
+				switch sub := filepath.Join(dir, ev.Name); {
+				case ev.Name == "":
+				case ev.Mask&unix.IN_CREATE != 0:
+					delete(n.rules.folders, sub) // new: nothing beneath it was read
+				default:
+					n.rules.forget(sub) // removed or moved: and what was read beneath it
+				}
+			case dir == owner && n.rules.inert(owner, ev.Name):
+				return // an ordinary file in an ordinary folder: nothing the folder's rescan finds (eventRules)
+			}
 		}
 		dirty = append(dirty, owner)
 		if filepath.Base(owner) == "hooks" {

@@ -279,3 +279,123 @@ func TestWatchPassesOverOrdinaryFiles(t *testing.T) {
 }
 
 func exists(p string) bool { _, err := os.Lstat(p); return err == nil }
+
+// TestWatchRulesReadAgain (review 29b): what the watch's rules read of a folder at its first
+// file event (eventRules: no repository's top) is read again after a folder's event there:
+// a .git made in it (git init), another repository moved to its path, and a bare
+// repository's objects/ and refs/ made beside a HEAD and a config, whose config.worktree is
+// then found while the watch runs. Before, the first reading stayed, and the events of a
+// repository the box made there called for no rescan.
+func TestWatchRulesReadAgain(t *testing.T) {
+	ws := newWS(t)
+	lay := resolveWS(t, ws)
+	var mu sync.Mutex
+	var seen []Transition
+	checks := 0
+	w := &Watcher{State: Snapshot(lay, Limits{}), Interval: time.Hour, Debounce: time.Millisecond,
+		OnTransition: func(_ Source, tr Transition) { mu.Lock(); seen = append(seen, tr); mu.Unlock() },
+		OnCheck: func(c Check) {
+			if c.Source == SourceInotify {
+				mu.Lock()
+				checks++
+				mu.Unlock()
+			}
+		}}
+	if err := w.Open(); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); w.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	tick()
+	count := func() int { mu.Lock(); defer mu.Unlock(); return checks }
+	// settle waits until the watch has checked what came so far and is idle.
+	settle := func() int {
+		n := count()
+		for {
+			time.Sleep(150 * time.Millisecond)
+			if m := count(); m == n {
+				return n
+			} else {
+				n = m
+			}
+		}
+	}
+	checkedAfter := func(what string, write func()) {
+		t.Helper()
+		n := settle()
+		write()
+		for deadline := time.Now().Add(5 * time.Second); count() == n; time.Sleep(5 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Errorf("%s: no check", what)
+				return
+			}
+		}
+	}
+	for _, d := range []string{"x", "y/.git", "z"} {
+		if err := os.MkdirAll(filepath.Join(ws, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	settle()
+	// x and z are read as ordinary folders at a file event.
+	mustWrite(t, filepath.Join(ws, "x", "a.txt"), "x\n")
+	mustWrite(t, filepath.Join(ws, "z", "a.txt"), "x\n")
+	if n := settle(); true {
+		mustWrite(t, filepath.Join(ws, "x", "b.txt"), "x\n")
+		if settle() != n {
+			t.Fatal("an ordinary file's event was checked (the rules did not apply: the test proves nothing)")
+		}
+	}
+	// git init in x.
+	if err := os.Mkdir(filepath.Join(ws, "x", ".git"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	checkedAfter("a file in a folder that became a repository's top (git init)", func() {
+		mustWrite(t, filepath.Join(ws, "x", "README"), "x\n")
+	})
+	// A repository moved to z's path.
+	if err := os.RemoveAll(filepath.Join(ws, "z")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(filepath.Join(ws, "y"), filepath.Join(ws, "z")); err != nil {
+		t.Fatal(err)
+	}
+	checkedAfter("a file in a repository moved to an ordinary folder's path", func() {
+		mustWrite(t, filepath.Join(ws, "z", "README"), "x\n")
+	})
+	// A bare repository formed in gd, read first as ordinary.
+	gd := filepath.Join(ws, "gd")
+	if err := os.Mkdir(gd, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	settle()
+	mustWrite(t, filepath.Join(gd, "HEAD"), "ref: refs/heads/main\n")
+	mustWrite(t, filepath.Join(gd, "config"), "[core]\n\trepositoryformatversion = 0\n\tbare = true\n[extensions]\n\tworktreeConfig = true\n")
+	settle()
+	mustWrite(t, filepath.Join(gd, "description"), "x\n") // read as ordinary: no objects/ yet
+	settle()
+	for _, d := range []string{"objects", "refs"} {
+		if err := os.Mkdir(filepath.Join(gd, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	settle()
+	mustWrite(t, filepath.Join(gd, "config.worktree"), "[core]\n\tfsmonitor = /tmp/evil\n")
+	p := filepath.Join(gd, "config.worktree")
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		mu.Lock()
+		found := slices.ContainsFunc(seen, func(tr Transition) bool { return tr.Path == p && tr.Alert })
+		mu.Unlock()
+		if found {
+			break
+		}
+		if time.Now().After(deadline) {
+			mu.Lock()
+			t.Errorf("the bare repository's config.worktree (core.fsmonitor) was not reported while the watch ran: %+v", seen)
+			mu.Unlock()
+			break
+		}
+	}
+}
