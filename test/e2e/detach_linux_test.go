@@ -69,6 +69,15 @@ func TestDetachAttach(t *testing.T) {
 		}
 		id := m.WaitFor(`([0-9a-f]{32})\s+` + tag + `=0`)[1]
 		e.WaitLaunch(id, "running", func(l api.Launch) bool { return l.State == api.StateRunning })
+		// What the program writes while no terminal is attached is kept in its log: waited
+		// for before the attach (the program's first line may come after its exec, the
+		// launch's "running", by more than the attach takes on a loaded machine, and then
+		// goes to the terminal: the ordinary user's pass of CI, 2026-12-05).
+		outLog := filepath.Join(launchdir.Dir(e.RuntimeDir(), id), launchdir.OutputFile)
+		eventually(t, "the program's output while detached in output.log", func() bool {
+			b, _ := os.ReadFile(outLog)
+			return strings.Contains(string(b), "ready-7")
+		})
 		tag = m.Start("attach " + id)
 		m.WaitRaw()
 		m.Type("one")
@@ -79,8 +88,8 @@ func TestDetachAttach(t *testing.T) {
 		if code := m.Wait(tag); code != 0 {
 			t.Errorf("agentbox attach after the detach keys exited %d, want 0", code)
 		}
-		// What the program wrote while no terminal was attached is kept in its log.
-		log, err := os.ReadFile(filepath.Join(launchdir.Dir(e.RuntimeDir(), id), launchdir.OutputFile))
+		// And is still there after the attach and the detach.
+		log, err := os.ReadFile(outLog)
 		if err != nil || !strings.Contains(string(log), "ready-7") {
 			t.Errorf("output.log: %v: %q, want the program's output while detached", err, log)
 		}
