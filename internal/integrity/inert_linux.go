@@ -141,14 +141,25 @@ func (r *eventRules) inert(dir, name string) bool {
 // (made, removed or moved: a .git, objects/ or refs/ made, another repository moved to its
 // path) may have changed what they say (repositoryTop), and they are read again at the next
 // file event. The watch calls it at every folder event and when a watched folder goes.
+// Past forgetScanMax folders read, it drops them all instead of looking for those beneath dir:
+// an `rm -rf node_modules` in the box raises an event for each of thousands of folders, and a
+// walk of the whole map at each would cost the square of their number; what is dropped is only
+// read again.
 func (r *eventRules) forget(dir string) {
 	delete(r.folders, dir)
+	if len(r.folders) > forgetScanMax {
+		clear(r.folders)
+		return
+	}
 	for d := range r.folders {
 		if strings.HasPrefix(d, dir+"/") {
 			delete(r.folders, d)
 		}
 	}
 }
+
+// forgetScanMax bounds forget's walk of the folders read.
+const forgetScanMax = 256
 
 // folder returns the rules of dir's files' events, or nil when none of them is ever inert.
 func (r *eventRules) folder(dir string) *inertFolder {

@@ -3,6 +3,7 @@ package integrity
 import (
 	"os"
 	"path/filepath"
+	"strconv"
 	"testing"
 )
 
@@ -104,5 +105,30 @@ func TestEventRulesRepositoryTop(t *testing.T) {
 	}
 	if r.inert(filepath.Join(ws, "plain"), ".git") || r.inert(filepath.Join(ws, "plain"), "notes.txt") {
 		t.Error("a folder that became a repository's top: still inert")
+	}
+}
+
+// TestEventRulesForget: forget drops what was read of a folder and of those beneath it, not of
+// its siblings; past forgetScanMax folders read it drops them all.
+func TestEventRulesForget(t *testing.T) {
+	r := (&State{Workspace: "/w"}).eventRules()
+	for _, d := range []string{"/w/a", "/w/a/b", "/w/a/b/c", "/w/ab", "/w/z"} {
+		r.inert(d, "f.txt")
+	}
+	r.forget("/w/a")
+	for d, want := range map[string]bool{"/w/a": false, "/w/a/b": false, "/w/a/b/c": false, "/w/ab": true, "/w/z": true} {
+		if _, ok := r.folders[d]; ok != want {
+			t.Errorf("after forget(/w/a), %s read: %v, want %v", d, ok, want)
+		}
+	}
+	for i := range forgetScanMax + 2 {
+		r.inert(filepath.Join("/w/many", strconv.Itoa(i)), "f.txt")
+	}
+	r.forget("/w/many/0")
+	if len(r.folders) != 0 {
+		t.Errorf("past %d folders read, forget left %d", forgetScanMax, len(r.folders))
+	}
+	if !r.inert("/w/z", "f.txt") {
+		t.Error("a folder dropped is not read again")
 	}
 }
