@@ -201,32 +201,7 @@ func TestWatchHomeFolderNotWorkspace(t *testing.T) {
 // the watch runs.
 func TestWatchPassesOverOrdinaryFiles(t *testing.T) {
 	ws := newWS(t)
-	lay := resolveWS(t, ws)
-	var mu sync.Mutex
-	var seen []Transition
-	checks := 0
-	w := &Watcher{State: Snapshot(lay, Limits{}), Interval: time.Hour, Debounce: time.Millisecond,
-		OnTransition: func(_ Source, tr Transition) { mu.Lock(); seen = append(seen, tr); mu.Unlock() },
-		OnCheck: func(c Check) {
-			if c.Source == SourceInotify {
-				mu.Lock()
-				checks++
-				mu.Unlock()
-			}
-		}}
-	if err := w.Open(); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); w.Run(ctx) }()
-	defer func() { cancel(); <-done }()
-	tick()
-	count := func() (int, []Transition) {
-		mu.Lock()
-		defer mu.Unlock()
-		return checks, slices.Clone(seen)
-	}
+	count := runCountingWatch(t, ws)
 	waitFor := func(what string, ok func() bool) {
 		t.Helper()
 		for deadline := time.Now().Add(10 * time.Second); !ok(); time.Sleep(5 * time.Millisecond) {
@@ -280,19 +255,15 @@ func TestWatchPassesOverOrdinaryFiles(t *testing.T) {
 
 func exists(p string) bool { _, err := os.Lstat(p); return err == nil }
 
-// TestWatchRulesReadAgain (review 29b): what the watch's rules read of a folder at its first
-// file event (eventRules: no repository's top) is read again after a folder's event there:
-// a .git made in it (git init), another repository moved to its path, and a bare
-// repository's objects/ and refs/ made beside a HEAD and a config, whose config.worktree is
-// then found while the watch runs. Before, the first reading stayed, and the events of a
-// repository the box made there called for no rescan.
-func TestWatchRulesReadAgain(t *testing.T) {
-	ws := newWS(t)
-	lay := resolveWS(t, ws)
+// runCountingWatch runs a watcher over the workspace ws (a snapshot of it now) until the test
+// ends, and returns what it has done so far: the checks events made (SourceInotify) and the
+// transitions it reported.
+func runCountingWatch(t *testing.T, ws string) func() (checks int, seen []Transition) {
+	t.Helper()
 	var mu sync.Mutex
 	var seen []Transition
 	checks := 0
-	w := &Watcher{State: Snapshot(lay, Limits{}), Interval: time.Hour, Debounce: time.Millisecond,
+	w := &Watcher{State: Snapshot(resolveWS(t, ws), Limits{}), Interval: time.Hour, Debounce: time.Millisecond,
 		OnTransition: func(_ Source, tr Transition) { mu.Lock(); seen = append(seen, tr); mu.Unlock() },
 		OnCheck: func(c Check) {
 			if c.Source == SourceInotify {
@@ -307,9 +278,25 @@ func TestWatchRulesReadAgain(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); w.Run(ctx) }()
-	defer func() { cancel(); <-done }()
+	t.Cleanup(func() { cancel(); <-done })
 	tick()
-	count := func() int { mu.Lock(); defer mu.Unlock(); return checks }
+	return func() (int, []Transition) {
+		mu.Lock()
+		defer mu.Unlock()
+		return checks, slices.Clone(seen)
+	}
+}
+
+// TestWatchRulesReadAgain (review 29b): what the watch's rules read of a folder at its first
+// file event (eventRules: no repository's top) is read again after a folder's event there:
+// a .git made in it (git init), another repository moved to its path, and a bare
+// repository's objects/ and refs/ made beside a HEAD and a config, whose config.worktree is
+// then found while the watch runs. Before, the first reading stayed, and the events of a
+// repository the box made there called for no rescan.
+func TestWatchRulesReadAgain(t *testing.T) {
+	ws := newWS(t)
+	counts := runCountingWatch(t, ws)
+	count := func() int { n, _ := counts(); return n }
 	// settle waits until the watch has checked what came so far and is idle.
 	settle := func() int {
 		n := count()
@@ -385,16 +372,12 @@ func TestWatchRulesReadAgain(t *testing.T) {
 	mustWrite(t, filepath.Join(gd, "config.worktree"), "[core]\n\tfsmonitor = /tmp/evil\n")
 	p := filepath.Join(gd, "config.worktree")
 	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(5 * time.Millisecond) {
-		mu.Lock()
-		found := slices.ContainsFunc(seen, func(tr Transition) bool { return tr.Path == p && tr.Alert })
-		mu.Unlock()
-		if found {
+		_, seen := counts()
+		if slices.ContainsFunc(seen, func(tr Transition) bool { return tr.Path == p && tr.Alert }) {
 			break
 		}
 		if time.Now().After(deadline) {
-			mu.Lock()
 			t.Errorf("the bare repository's config.worktree (core.fsmonitor) was not reported while the watch ran: %+v", seen)
-			mu.Unlock()
 			break
 		}
 	}
