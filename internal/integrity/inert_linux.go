@@ -163,8 +163,11 @@ const forgetScanMax = 256
 
 // folder returns the rules of dir's files' events, or nil when none of them is ever inert.
 func (r *eventRules) folder(dir string) *inertFolder {
+	if !within(dir, r.ws) {
+		return nil
+	}
 	rel, err := filepath.Rel(r.ws, dir)
-	if err != nil || rel == ".." || strings.HasPrefix(rel, "../") || filepath.IsAbs(rel) {
+	if err != nil {
 		return nil
 	}
 	rel = filepath.ToSlash(rel)
