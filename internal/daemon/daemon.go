@@ -48,6 +48,8 @@ type Options struct {
 	wrapStore func(launchStore) launchStore
 	// noSpare, in tests, makes every launch start its shim anew.
 	noSpare bool
+	// settleWait, in tests, replaces settleWait, the stop's wait for settlements under way.
+	settleWait time.Duration
 	// machineCPU, in tests, replaces proc.ReadMachineCPU for refillSpareWhenIdle, and
 	// spareRefillMax (non-zero) the longest it waits.
 	machineCPU     func() (proc.MachineCPU, error)
@@ -106,6 +108,11 @@ type Daemon struct {
 	cfgErr   error                  // the last refused configuration, nil when the files in force are valid
 	launches map[string]*liveLaunch // live launches (starting or running)
 	wg       sync.WaitGroup
+	// settling counts the launches whose end is being settled (beginSettle); stopping, set by
+	// the daemon's stop (guarded by mu), starts no more: the stop waits for those under way
+	// before it closes the store, so that their outcome is committed.
+	settling sync.WaitGroup
+	stopping bool
 
 	readiness *readiness.Manager // admits launches once the box is proven (readiness.go)
 
@@ -255,6 +262,7 @@ func (d *Daemon) serve(ctx context.Context) error {
 		d.log.Warn("remove pid file", "err", rerr)
 	}
 	d.stopWatchers()
+	d.awaitSettlements()
 	d.volatile.flush() // no launch starts any more
 	d.stopBrokers()    // before the store closes
 	d.log.Info("agentbox daemon stopped; boxes keep running")

@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -11,6 +12,7 @@ import (
 	"github.com/agentbox/agentbox/internal/api"
 	"github.com/agentbox/agentbox/internal/client"
 	"github.com/agentbox/agentbox/internal/launchdir"
+	"github.com/agentbox/agentbox/internal/store"
 )
 
 // TestEndAnsweredBeforeCommitSurvivesDaemonEnd guards the end's answer before its commit: a
@@ -26,7 +28,8 @@ func TestEndAnsweredBeforeCommitSurvivesDaemonEnd(t *testing.T) {
 	t.Cleanup(func() { close(release) }) // (registered first: runs after the daemons' ends)
 	reached := make(chan string, 1)
 	var hold sync.Once // the first launch's settlement only
-	td := startDaemonOpts(t, Options{afterEnded: func(id string) {
+	// (settleWait: the stop waits for the held settlement 1 ms, not settleWait: as if killed.)
+	td := startDaemonOpts(t, Options{settleWait: time.Millisecond, afterEnded: func(id string) {
 		hold.Do(func() {
 			reached <- id
 			<-release
@@ -93,4 +96,126 @@ func TestEndAnsweredBeforeCommitSurvivesDaemonEnd(t *testing.T) {
 		_, err := os.Stat(dir)
 		return os.IsNotExist(err)
 	})
+}
+
+// exitLaunch starts a detached `sh -c "exit 7"` in td's workspace and answers its id.
+func exitLaunch(t *testing.T, td *testDaemon) string {
+	t.Helper()
+	sh, err := exec.LookPath("sh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := td.c.Launch(context.Background(), &api.LaunchRequest{Program: "sh", Path: sh, Args: []string{"-c", "exit 7"}, Workspace: td.work, Detach: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.ID
+}
+
+// storedLaunch reads launch id from the store file of the daemon whose folders are under root,
+// with no daemon running: what the last one committed.
+func storedLaunch(t *testing.T, root, id string) *store.Launch {
+	t.Helper()
+	st, err := store.Open(filepath.Join(root, "state", "agentbox.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	sl, err := st.GetLaunch(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sl
+}
+
+// TestStopCommitsSettlementUnderWay guards the daemon's stop against a launch whose end it is
+// settling: `agentbox run true && agentbox daemon stop` stopped the daemon between the
+// answer to the client and the outcome's commit, which then failed on the closed store ("sql:
+// database is closed") and the launch directory went with it: no ended launch was recorded
+// (e2e TestLaunchesListing failed so). The stop now waits for settlements under way
+// (awaitSettlements): the hook holds the settlement until the stop has begun; once the stop
+// returns, the store on disk has the launch exited 7 and its directory is gone.
+func TestStopCommitsSettlementUnderWay(t *testing.T) {
+	t.Parallel()
+	release := make(chan struct{})
+	reached := make(chan string, 1)
+	td := startDaemonOpts(t, Options{afterEnded: func(id string) {
+		reached <- id
+		<-release
+	}})
+	id := exitLaunch(t, td)
+	select {
+	case got := <-reached:
+		if got != id {
+			t.Fatalf("the hook held launch %s, want %s", got, id)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("the launch's end was not settled within a minute")
+	}
+	stopped := make(chan struct{})
+	go func() { td.stop(); close(stopped) }()
+	// Release the settlement once the stop has begun (or, without the wait, has ended).
+	began := func() bool {
+		td.d.mu.Lock()
+		defer td.d.mu.Unlock()
+		return td.d.stopping
+	}
+	waitFor(t, "the daemon's stop to begin", func() bool {
+		select {
+		case <-stopped:
+			return true
+		default:
+			return began()
+		}
+	})
+	close(release)
+	<-stopped
+	sl := storedLaunch(t, td.root, id)
+	if sl.State != api.StateExited || sl.ExitCode == nil || *sl.ExitCode != 7 {
+		t.Fatalf("after the stop, the store has the launch %s exit %v; want exited 7 (the stop closed the store before the outcome's commit)", sl.State, sl.ExitCode)
+	}
+	if _, err := os.Stat(launchdir.Dir(td.runtime, id)); !os.IsNotExist(err) {
+		t.Fatalf("the launch directory after its outcome's commit: %v, want it removed", err)
+	}
+}
+
+// finishFailingStore refuses every launch's final record.
+type finishFailingStore struct{ launchStore }
+
+func (f finishFailingStore) Finish(context.Context, *store.Launch) error { return errInjected }
+
+// TestFailedRecordKeepsLaunchDir guards the outcome of a launch whose final record fails (a
+// full disk, a store closed under it): its directory, which holds the status its shim left,
+// stayed removed, so the next daemon found the launch running with nothing to settle it from
+// and recorded it lost. Now the directory stays, and the next daemon records the outcome.
+func TestFailedRecordKeepsLaunchDir(t *testing.T) {
+	t.Parallel()
+	ended := make(chan string, 1)
+	td := startDaemonOpts(t, Options{
+		wrapStore:  func(s launchStore) launchStore { return finishFailingStore{s} },
+		afterEnded: func(id string) { ended <- id },
+	})
+	id := exitLaunch(t, td)
+	select {
+	case <-ended:
+	case <-time.After(time.Minute):
+		t.Fatal("the launch's end was not settled within a minute")
+	}
+	td.stop() // (waits for the settlement, whose record fails)
+	if sl := storedLaunch(t, td.root, id); sl.State != api.StateRunning && sl.State != api.StateStarting {
+		t.Fatalf("stored state %s although every final record failed", sl.State)
+	}
+	if _, err := os.Stat(launchdir.Dir(td.runtime, id)); err != nil {
+		t.Fatalf("the launch directory after its record failed: %v, want it kept for the next daemon", err)
+	}
+	td2 := startDaemonIn(t, td.root, Options{})
+	var got *api.Launch
+	var err error
+	waitFor(t, "the next daemon to settle the launch", func() bool {
+		got, err = td2.c.Get(context.Background(), id)
+		return err == nil && got.State != api.StateRunning && got.State != api.StateStarting
+	})
+	if got.State != api.StateExited || got.ExitCode == nil || *got.ExitCode != 7 {
+		t.Fatalf("the next daemon recorded state %s exit %v error %+v; want exited 7", got.State, got.ExitCode, got.Error)
+	}
 }

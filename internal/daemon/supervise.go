@@ -124,8 +124,52 @@ func (d *Daemon) supervise(l *liveLaunch) {
 	} else {
 		d.log.Warn("watch shim", "launch", l.rec.ID, "err", err)
 	}
+	if !d.beginSettle() {
+		d.log.Info("daemon stopping: the launch's end is left to the next daemon", "launch", l.rec.ID)
+		return
+	}
+	defer d.settling.Done()
 	d.settle(ctx, l, startErr, final, top)
 	d.refillSpare()
+}
+
+// beginSettle registers a launch's settlement, which the daemon's stop then waits for
+// (awaitSettlements); false when the stop has begun: the launch is left as it is, running in
+// the store with its directory, and the next daemon settles it from what its shim left
+// (readopt), rather than have its outcome written to a store being closed.
+func (d *Daemon) beginSettle() bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.stopping {
+		return false
+	}
+	d.settling.Add(1)
+	return true
+}
+
+// settleWait bounds the daemon stop's wait for the settlements under way: each of settle's
+// own waits is bounded by 10 s, the check at exit by the workspace's size.
+const settleWait = 30 * time.Second
+
+// awaitSettlements starts no more settlements and waits for those under way (settleWait at
+// most, Options.settleWait in tests), so that a launch whose client was answered has its
+// outcome committed before the store closes. One still under way after that is logged: its
+// record fails and its directory stays for the next daemon (settle).
+func (d *Daemon) awaitSettlements() {
+	d.mu.Lock()
+	d.stopping = true
+	d.mu.Unlock()
+	max := settleWait
+	if d.opts.settleWait != 0 {
+		max = d.opts.settleWait
+	}
+	done := make(chan struct{})
+	go func() { d.settling.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(max):
+		d.log.Warn("daemon stopping: launches still settling are left to the next daemon", "waited", max)
+	}
 }
 
 // settle records how a launch ended, from the status its shim left, and removes its launch
@@ -205,9 +249,12 @@ func (d *Daemon) settle(ctx context.Context, l *liveLaunch, startErr error, fina
 	// The record committed holds that stage too; what was answered (l.final) stays as it was.
 	committed := *rec
 	committed.Stages = append(slices.Clone(rec.Stages), api.Stage{Name: stageWorkRemoval, Duration: time.Since(t)})
-	d.record(&committed, l.dir)
-	if err := launch.RemoveDir(l.dir); err != nil {
-		d.log.Warn("remove launch dir", "dir", l.dir, "err", err)
+	// A record that fails keeps the launch's directory: the store still has the launch
+	// running, and the next daemon settles it from the status its shim left there (readopt).
+	if d.record(&committed, l.dir) {
+		if err := launch.RemoveDir(l.dir); err != nil {
+			d.log.Warn("remove launch dir", "dir", l.dir, "err", err)
+		}
 	}
 	d.mu.Lock()
 	delete(d.launches, rec.ID)
@@ -230,11 +277,14 @@ func (l *liveLaunch) markEnded() {
 	})
 }
 
-// record writes a launch's final state; a failure is logged (the box is already gone).
-func (d *Daemon) record(rec *api.Launch, dir string) {
+// record writes a launch's final state; a failure is logged (the box is already gone) and
+// answered false.
+func (d *Daemon) record(rec *api.Launch, dir string) bool {
 	if err := d.store.Finish(context.Background(), toStore(rec, dir)); err != nil {
 		d.log.Error("record launch outcome", "launch", rec.ID, "err", err)
+		return false
 	}
+	return true
 }
 
 // readopt takes over the launches a previous daemon left running: a shim still alive (same pid
@@ -278,10 +328,15 @@ func (d *Daemon) readopt(ctx context.Context) {
 			go d.supervise(l)
 		} else {
 			d.log.Info("settling box that ended while no daemon ran", "launch", rec.ID)
+			settling := d.beginSettle() // (readopt runs before the daemon serves: true)
 			go func() {
 				defer d.wg.Done()
 				defer close(l.done)
 				defer l.markEnded()
+				if !settling {
+					return
+				}
+				defer d.settling.Done()
 				l.rec.ShimPid = 0
 				d.settle(ctx, l, nil, false, nil)
 			}()
