@@ -227,45 +227,63 @@ func staleEntries(ws string, ix *gitIndex, since int64) []staleEntry {
 		}
 		ist = time.Unix(st.Mtim.Unix())
 	}
-	var out []staleEntry
-	var z objectHasher
 	minimal := strings.EqualFold(configString(repoConfig(ws, filepath.Dir(ix.path)), "core", "checkstat"), "minimal")
-	for _, e := range ix.entries {
-		typ := e.mode & unix.S_IFMT
-		if e.name == "" || e.flags&ceStageMask != 0 || e.ext&ceIntentToAdd != 0 || e.hidden().flag != "" ||
-			(typ != unix.S_IFREG && typ != unix.S_IFLNK) {
-			continue
+	found := make([]*staleEntry, len(ix.entries))
+	inChunks(len(ix.entries), func(lo, hi int) {
+		var z objectHasher
+		defer z.close()
+		for i, e := range ix.entries[lo:hi] {
+			if sig, ok := staleEntry1(&z, wfd, relTop, ix, e, ist, since, minimal); ok {
+				found[lo+i] = &staleEntry{e.name, sig}
+			}
 		}
-		rel := filepath.Join(relTop, filepath.FromSlash(e.name))
-		var st unix.Stat_t
-		if unix.Fstatat(wfd, rel, &st, unix.AT_SYMLINK_NOFOLLOW) != nil || st.Mode&unix.S_IFMT != typ ||
-			st.Ctim.Nano() < since || uint32(st.Mtim.Sec) != statField(ix.b, e, 2) || uint32(st.Size) != statField(ix.b, e, 9) ||
-			ist.Unix() < st.Mtim.Sec {
-			continue
-		}
-		// An index of the file's second: git built without USE_NSEC (Debian's) takes the entry
-		// for racily clean and compares the content; one built with it compares the mtime's
-		// nanoseconds (unless core.checkStat is minimal), which differ. Only an entry whose
-		// nanoseconds are the file's (forged, or a file git staged as it is) can pass for
-		// unchanged then. An agent's edit-add-commit loop met this at every check, each an
-		// alert and a moment under git's lock (TestBoxGitNeverMeetsTheCheckLock).
-		if ist.Unix() == st.Mtim.Sec && statField(ix.b, e, 3) != uint32(st.Mtim.Nsec) && !minimal {
-			continue
-		}
-		// An index not newer than the entry's mtime, to the nanosecond: racily clean for a git
-		// built with USE_NSEC too (is_racy_stat), which compares the content. An agent's loop
-		// that rewrites a file the same size within the kernel's clock tick (4 ms here) of
-		// staging it, with git's index write in that tick, leaves the entry so: reported, and
-		// cleared under git's lock while the box's git worked (the likely cause of two failed
-		// gits of TestBoxGitNeverMeetsTheCheckLock, as the ordinary user in a .ci/run).
-		if !ist.After(time.Unix(int64(statField(ix.b, e, 2)), int64(statField(ix.b, e, 3)))) {
-			continue
-		}
-		if entryDiffers(&z, wfd, rel, typ, e, ix.hashLen) {
-			out = append(out, staleEntry{e.name, fmt.Sprintf("%d %x", st.Ctim.Nano(), e.oid)})
+	})
+	var out []staleEntry
+	for _, f := range found {
+		if f != nil {
+			out = append(out, *f)
 		}
 	}
 	return out
+}
+
+// staleEntry1 is staleEntries' look at one entry e of ix, whose index's time is ist: the
+// signature of its file (ctime, the entry's id) and true when it is stale.
+func staleEntry1(z *objectHasher, wfd int, relTop string, ix *gitIndex, e indexEntry, ist time.Time, since int64, minimal bool) (string, bool) {
+	typ := e.mode & unix.S_IFMT
+	if e.name == "" || e.flags&ceStageMask != 0 || e.ext&ceIntentToAdd != 0 || e.hidden().flag != "" ||
+		(typ != unix.S_IFREG && typ != unix.S_IFLNK) {
+		return "", false
+	}
+	rel := filepath.Join(relTop, filepath.FromSlash(e.name))
+	var st unix.Stat_t
+	if unix.Fstatat(wfd, rel, &st, unix.AT_SYMLINK_NOFOLLOW) != nil || st.Mode&unix.S_IFMT != typ ||
+		st.Ctim.Nano() < since || uint32(st.Mtim.Sec) != statField(ix.b, e, 2) || uint32(st.Size) != statField(ix.b, e, 9) ||
+		ist.Unix() < st.Mtim.Sec {
+		return "", false
+	}
+	// An index of the file's second: git built without USE_NSEC (Debian's) takes the entry
+	// for racily clean and compares the content; one built with it compares the mtime's
+	// nanoseconds (unless core.checkStat is minimal), which differ. Only an entry whose
+	// nanoseconds are the file's (forged, or a file git staged as it is) can pass for
+	// unchanged then. An agent's edit-add-commit loop met this at every check, each an
+	// alert and a moment under git's lock (TestBoxGitNeverMeetsTheCheckLock).
+	if ist.Unix() == st.Mtim.Sec && statField(ix.b, e, 3) != uint32(st.Mtim.Nsec) && !minimal {
+		return "", false
+	}
+	// An index not newer than the entry's mtime, to the nanosecond: racily clean for a git
+	// built with USE_NSEC too (is_racy_stat), which compares the content. An agent's loop
+	// that rewrites a file the same size within the kernel's clock tick (4 ms here) of
+	// staging it, with git's index write in that tick, leaves the entry so: reported, and
+	// cleared under git's lock while the box's git worked (the likely cause of two failed
+	// gits of TestBoxGitNeverMeetsTheCheckLock, as the ordinary user in a .ci/run).
+	if !ist.After(time.Unix(int64(statField(ix.b, e, 2)), int64(statField(ix.b, e, 3)))) {
+		return "", false
+	}
+	if !entryDiffers(z, wfd, rel, typ, e, ix.hashLen) {
+		return "", false
+	}
+	return fmt.Sprintf("%d %x", st.Ctim.Nano(), e.oid), true
 }
 
 // entryDiffers reports whether the file rel (beneath the workspace opened as wfd, of e's type

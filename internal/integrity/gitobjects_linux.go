@@ -97,17 +97,21 @@ func (s *State) verifyStore(objects string, since int64) []Transition {
 		return []Transition{s.objectAside(objects, "the object store is not a folder (git follows a symlink): what git reads there is not what the launch's git wrote", true)}
 	}
 	var out []Transition
-	var z objectHasher
-	defer z.close()
+	var loose []string // the loose objects' paths (objects/xx/…), checked together
 	names, _ := readDirNames(objects)
 	for _, n := range names {
-		p := filepath.Join(objects, n)
-		switch {
-		case len(n) == 2 && isHex(n):
-			out = append(out, s.verifyLoose(&z, p, since)...)
-		case n == "pack":
+		if len(n) == 2 && isHex(n) {
+			var tr []Transition
+			tr, loose = s.looseIn(filepath.Join(objects, n), since, loose)
+			out = append(out, tr...)
+		}
+	}
+	out = append(out, s.verifyLoose(loose, since)...)
+	for _, n := range names {
+		switch p := filepath.Join(objects, n); n {
+		case "pack":
 			out = append(out, s.verifyPacks(p, since)...)
-		case n == "info":
+		case "info":
 			out = append(out, s.verifyObjectInfo(p, since)...)
 		}
 	}
@@ -123,27 +127,43 @@ func changedSince(path string, since int64) (unix.Stat_t, bool) {
 	return st, st.Ctim.Nano() >= since
 }
 
-// verifyLoose checks the loose objects of one fan-out folder (objects/xx).
-func (s *State) verifyLoose(z *objectHasher, dir string, since int64) []Transition {
+// looseIn appends to loose the names of loose objects in the fan-out folder dir (objects/xx)
+// and returns it, with the transition of a dir that is not a folder.
+func (s *State) looseIn(dir string, since int64, loose []string) ([]Transition, []string) {
 	st, changed := changedSince(dir, since)
 	if st.Mode&unix.S_IFMT != unix.S_IFDIR {
 		if !changed {
-			return nil
+			return nil, loose
 		}
-		return []Transition{s.objectAside(dir, "a folder of loose objects is not a folder (git follows a symlink): the objects git reads there are not checked", true)}
+		return []Transition{s.objectAside(dir, "a folder of loose objects is not a folder (git follows a symlink): the objects git reads there are not checked", true)}, loose
 	}
-	var out []Transition
 	names, _ := readDirNames(dir)
 	for _, n := range names {
 		if (len(n) != 2*sha1.Size-2 && len(n) != 2*sha256.Size-2) || !isHex(n) {
 			continue // git reads no other name (tmp_obj_*, a quarantined one)
 		}
-		p := filepath.Join(dir, n)
-		if _, changed := changedSince(p, since); !changed {
-			continue
+		loose = append(loose, filepath.Join(dir, n))
+	}
+	return nil, loose
+}
+
+// verifyLoose checks the loose objects at paths (objects/xx/…) that changed at or after since,
+// several at a time (inChunks), and moves aside those that are not what their name says.
+func (s *State) verifyLoose(paths []string, since int64) []Transition {
+	errs := make([]error, len(paths))
+	inChunks(len(paths), func(lo, hi int) {
+		var z objectHasher
+		defer z.close()
+		for i, p := range paths[lo:hi] {
+			if _, changed := changedSince(p, since); changed {
+				errs[lo+i] = s.checkLoose(&z, p, filepath.Base(filepath.Dir(p))+filepath.Base(p))
+			}
 		}
-		if err := s.checkLoose(z, p, filepath.Base(dir)+n); err != nil && !errors.Is(err, os.ErrNotExist) {
-			out = append(out, s.objectAside(p, "a loose object the launch wrote or changed is not what its name says ("+err.Error()+"): git would have read it for that id wherever the id is used (show, diff, checkout, archive); if the repository had the object before, it is missing now: fetch it again or restore it from a backup (git fsck names what is missing)", true))
+	})
+	var out []Transition
+	for i, err := range errs {
+		if err != nil && !errors.Is(err, os.ErrNotExist) {
+			out = append(out, s.objectAside(paths[i], "a loose object the launch wrote or changed is not what its name says ("+err.Error()+"): git would have read it for that id wherever the id is used (show, diff, checkout, archive); if the repository had the object before, it is missing now: fetch it again or restore it from a backup (git fsck names what is missing)", true))
 		}
 	}
 	return out

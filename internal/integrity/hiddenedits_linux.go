@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -216,43 +217,62 @@ func (s *State) hiddenEditsIn(ctx context.Context, ix *gitIndex, since int64, su
 		ref[e.name] = e.oid
 		names = append(names, e.name)
 	}
-	var z objectHasher
-	defer z.close()
 	type cand struct {
 		name     string
 		raw, ref []byte
 	}
-	var cands []cand
-	// Each folder is opened once (beneath the workspace, no symlink followed) and its files
-	// are looked at by name: the index lists a folder's files together. Its folder unopenable,
-	// a file is no tracked file git reads either.
-	dirfd, dirName := -1, ""
-	defer func() {
-		if dirfd >= 0 {
-			unix.Close(dirfd)
-		}
-	}()
-	look := func(name string, want []byte) {
-		rel := filepath.Join(relTop, filepath.FromSlash(name))
-		if d := filepath.Dir(rel); d != dirName || dirfd < 0 {
-			if dirfd >= 0 {
-				unix.Close(dirfd)
+	// looks are the files to look at: those of the index, or of the recorded commit (below).
+	type look struct {
+		name string
+		want []byte
+	}
+	var looks []look
+	// lookAll looks at each file: its bytes' object when the launch changed it (ctime) and it
+	// is not want, several at a time (inChunks), in the order of looks.
+	lookAll := func() []cand {
+		found := make([]*cand, len(looks))
+		inChunks(len(looks), func(lo, hi int) {
+			var z objectHasher
+			defer z.close()
+			// Each folder is opened once (beneath the workspace, no symlink followed) and its
+			// files are looked at by name: the index lists a folder's files together. Its
+			// folder unopenable, a file is no tracked file git reads either.
+			dirfd, dirName := -1, ""
+			defer func() {
+				if dirfd >= 0 {
+					unix.Close(dirfd)
+				}
+			}()
+			for i, l := range looks[lo:hi] {
+				rel := filepath.Join(relTop, filepath.FromSlash(l.name))
+				if d := filepath.Dir(rel); d != dirName || dirfd < 0 {
+					if dirfd >= 0 {
+						unix.Close(dirfd)
+					}
+					dirName = d
+					var err error
+					if dirfd, err = unix.Openat2(wfd, d, &unix.OpenHow{Flags: unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC, Resolve: beneath}); err != nil {
+						dirfd = -1
+						continue
+					}
+				}
+				var st unix.Stat_t
+				if unix.Fstatat(dirfd, filepath.Base(rel), &st, unix.AT_SYMLINK_NOFOLLOW) != nil || st.Mode&unix.S_IFMT != unix.S_IFREG || st.Ctim.Nano() < since {
+					continue
+				}
+				raw, err := blobID(&z, wfd, rel, unix.S_IFREG, ix.hashLen, false)
+				if err != nil || !bytes.Equal(raw, l.want) {
+					found[lo+i] = &cand{l.name, raw, l.want}
+				}
 			}
-			dirName = d
-			var err error
-			if dirfd, err = unix.Openat2(wfd, d, &unix.OpenHow{Flags: unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC, Resolve: beneath}); err != nil {
-				dirfd = -1
-				return
+		})
+		var cands []cand
+		for _, c := range found {
+			if c != nil {
+				cands = append(cands, *c)
 			}
 		}
-		var st unix.Stat_t
-		if unix.Fstatat(dirfd, filepath.Base(rel), &st, unix.AT_SYMLINK_NOFOLLOW) != nil || st.Mode&unix.S_IFMT != unix.S_IFREG || st.Ctim.Nano() < since {
-			return
-		}
-		raw, err := blobID(&z, wfd, rel, unix.S_IFREG, ix.hashLen, false)
-		if err != nil || !bytes.Equal(raw, want) {
-			cands = append(cands, cand{name, raw, want})
-		}
+		return cands
 	}
 	// The git runs, each only when a file needs it.
 	var g *hiddenGit
@@ -280,19 +300,21 @@ func (s *State) hiddenEditsIn(ctx context.Context, ix *gitIndex, since int64, su
 		if err == nil {
 			for _, n := range names {
 				if _, ok := tree[n]; !ok {
-					look(n, nil) // tracked in the submodule, not in the recorded commit
+					looks = append(looks, look{n, nil}) // tracked in the submodule, not in the recorded commit
 				}
 			}
-			for n, id := range tree {
-				look(n, id)
+			// (In name order, so that a folder's files follow each other.)
+			for _, n := range slices.Sorted(maps.Keys(tree)) {
+				looks = append(looks, look{n, tree[n]})
 			}
 			ref = tree
 			names = nil
 		}
 	}
 	for _, n := range names {
-		look(n, ref[n])
+		looks = append(looks, look{n, ref[n]})
 	}
+	cands := lookAll()
 	if len(cands) == 0 {
 		return nil, nil
 	}
