@@ -48,3 +48,5 @@ func staleEntries(ws string, ix *gitIndex, since int64) []staleEntry { return ni
 func flaggedChanged(ws string, ix *gitIndex, since int64, names []string) []string { return nil }
 
 func (s *State) verifyObjects(gitdirs []string, since int64) []Transition { return nil }
+
+func (s *State) verifyWorktreeRecords(tops []string) []Transition { return nil }

@@ -265,6 +265,7 @@ func (s *State) verifyExec(exit bool) []Transition {
 	if exit {
 		out = append(out, s.verifyHiddenEdits(repos.tops)...)
 		out = append(out, s.verifyBranches()...)
+		out = append(out, s.verifyWorktreeRecords(repos.tops)...)
 	}
 	out = append(out, s.verifyObjects(append(gitdirs, repos.gitdirs...), s.since())...)
 	if notChecked > 0 {
