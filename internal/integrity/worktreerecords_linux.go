@@ -53,7 +53,7 @@ func (s *State) verifyWorktreeRecords(tops []string) []Transition {
 			out = append(out, Transition{Kind: Modified, Path: admin, Alert: true, Detail: fmt.Sprintf(
 				"the linked worktree %s was removed while the box ran, but not git's record of it here, which is protected while a box runs "+
 					"(in a box, git worktree remove and git worktree prune of a worktree that existed at the launch fail with 'Device or resource busy'); "+
-					"git worktree list shows it as prunable: git worktree prune, on the host, removes the record", rel)})
+					"git worktree list shows it as prunable: git worktree prune, on the host, removes the record (git worktree prune -n lists what it would remove)", rel)})
 		}
 	}
 	return out
