@@ -208,6 +208,14 @@ func TestFailedRecordKeepsLaunchDir(t *testing.T) {
 	if _, err := os.Stat(launchdir.Dir(td.runtime, id)); err != nil {
 		t.Fatalf("the launch directory after its record failed: %v, want it kept for the next daemon", err)
 	}
+	// Meanwhile the user makes, on the host, a file the launch's protection guarded while the
+	// box ran (absent at its start): the launch's end is done, so it is the user's. The next
+	// daemon ran the launch's check at exit again, which took it for the box's and moved it
+	// into the launch's proposed changes (review 30).
+	envrc := filepath.Join(td.work, ".envrc")
+	if err := os.WriteFile(envrc, []byte("export USER_MADE=1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	td2 := startDaemonIn(t, td.root, Options{})
 	var got *api.Launch
 	var err error
@@ -217,5 +225,8 @@ func TestFailedRecordKeepsLaunchDir(t *testing.T) {
 	})
 	if got.State != api.StateExited || got.ExitCode == nil || *got.ExitCode != 7 {
 		t.Fatalf("the next daemon recorded state %s exit %v error %+v; want exited 7", got.State, got.ExitCode, got.Error)
+	}
+	if b, err := os.ReadFile(envrc); err != nil || string(b) != "export USER_MADE=1\n" {
+		t.Errorf("the user's .envrc, made after the launch's end, after the next daemon settled the launch: %q, %v; want it untouched", b, err)
 	}
 }

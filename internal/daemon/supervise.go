@@ -148,8 +148,9 @@ func (d *Daemon) beginSettle() bool {
 }
 
 // settleWait bounds the daemon stop's wait for the settlements under way: each of settle's
-// own waits is bounded by 10 s, the check at exit by the workspace's size.
-const settleWait = 30 * time.Second
+// own waits is bounded by 10 s, the check at exit by the workspace's size. With the HTTP
+// server's shutdown (5 s at most) it stays within `agentbox daemon stop`'s wait (30 s).
+const settleWait = 20 * time.Second
 
 // awaitSettlements starts no more settlements and waits for those under way (settleWait at
 // most, Options.settleWait in tests), so that a launch whose client was answered has its
@@ -215,9 +216,20 @@ func (d *Daemon) settle(ctx context.Context, l *liveLaunch, startErr error, fina
 		d.log.Error("box did not settle: processes of the box may remain", "launch", rec.ID)
 	}
 	// Brokers end first (the integrity watch's exit check, placeholders released, the session
-	// ended), so that a launch recorded as ended has left nothing behind.
+	// ended), so that a launch recorded as ended has left nothing behind. Once: a launch
+	// settled again (its outcome's record failed, or a daemon ended before it) had its check
+	// at exit run a second time against the launch's snapshot, which took what the user made
+	// on the host since for the launch's and moved it into the proposed changes (review 30).
 	t := time.Now()
-	d.endBrokers(rec.ID)
+	ended := filepath.Join(l.dir, launchdir.BrokersEndedFile)
+	if _, err := os.Lstat(ended); err != nil {
+		d.endBrokers(rec.ID)
+		if err := os.WriteFile(ended, nil, 0o600); err != nil {
+			d.log.Warn("record the end of the launch's brokers", "launch", rec.ID, "err", err)
+		}
+	} else {
+		d.records.End(rec.ID)
+	}
 	rec.Stages = append(rec.Stages, api.Stage{Name: stageEndBrokers, Duration: time.Since(t)})
 	t = time.Now()
 	switch {

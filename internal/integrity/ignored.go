@@ -575,7 +575,8 @@ func (s *State) recordAside(path string) {
 }
 
 // worktreesBeneath returns the workspace-relative paths of the linked worktrees beneath ws of
-// the repositories whose work trees are tops (linkedWorktrees).
+// the repositories whose work trees are tops (linkedWorktrees), each whose work tree holds a
+// .git.
 func worktreesBeneath(ws string, tops []string) []string {
 	var out []string
 	for _, top := range tops {
@@ -584,7 +585,14 @@ func worktreesBeneath(ws string, tops []string) []string {
 			continue
 		}
 		for _, w := range linkedWorktrees(ws, gd) {
-			if rel, err := filepath.Rel(ws, w.top); err == nil && w.index == "" && rel != "." && !slices.Contains(out, rel) {
+			rel, err := filepath.Rel(ws, w.top)
+			if err != nil || w.index != "" || rel == "." || slices.Contains(out, rel) {
+				continue
+			}
+			// A record whose work tree has no .git (its folder removed: prunable) is no
+			// worktree git works in (review 30: its record was reported again at every
+			// launch's exit as removed then; verifyWorktreeRecords).
+			if _, err := os.Lstat(filepath.Join(w.top, ".git")); err == nil {
 				out = append(out, rel)
 			}
 		}

@@ -39,6 +39,10 @@ const (
 	// SSHStateFile is the ssh broker's record of the git.ssh the launch started with, so that
 	// a restarted daemon serves the same legs.
 	SSHStateFile = "sshbroker.json"
+	// BrokersEndedFile, written by the daemon once every broker's end is done for the launch
+	// (the check at exit among them), tells a daemon that settles the launch again (its
+	// outcome's record failed, or the daemon ended before it) to only record the outcome.
+	BrokersEndedFile = "brokers-ended"
 )
 
 // Dir returns the launch directory of launch id in runtime directory runtimeDir.
