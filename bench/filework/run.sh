@@ -30,7 +30,10 @@ export CGO_ENABLED=${CGO_ENABLED:-0}
 ab=${AGENTBOX:-$PWD/bin/agentbox}
 PAIRS=${PAIRS:-10}
 GOPAIRS=${GOPAIRS:-3}
-tmp=$(mktemp -d /tmp/abfile.XXXXXX)
+# WORKDIR (default /tmp) is where the work's repositories are made: on /dev/shm (a tmpfs) the
+# file system's own cost is small and what the box adds shows; on a disk's file system it is
+# measured against that file system's cost too.
+tmp=$(mktemp -d "${WORKDIR:-/tmp}/abfile.XXXXXX")
 chmod 755 "$tmp"
 mkdir -m 700 "$tmp/rt" "$tmp/st" "$tmp/cfg" "$tmp/rt0" "$tmp/st0"
 # The bare go builds keep the user's Go settings ($XDG_CONFIG_HOME/go/env: GOFLAGS, …), which
@@ -93,7 +96,7 @@ ms() { awk -v u="$1" 'BEGIN {printf "%.1f", u/1000}'; }
 
 "$ab" run true >/dev/null # starts the daemon: not measured
 [ -z "$BASE" ] || base run true >/dev/null
-echo "## Work inside a box ($(date -u '+%F %H:%M UTC'), $(nproc) cores, $(uname -r), $(id -un), load average $(cut -d' ' -f1-3 /proc/loadavg))"
+echo "## Work inside a box ($(date -u '+%F %H:%M UTC'), $(nproc) cores, $(uname -r), $(id -un), in $(df --output=fstype "$tmp" | tail -1) at ${WORKDIR:-/tmp}, load average $(cut -d' ' -f1-3 /proc/loadavg))"
 if [ "$PAIRS" -gt 0 ]; then
 sides="bare own box${BASE:+ base}"
 for s in $sides; do one "$s" 0; done # warm-up, not counted

@@ -92,10 +92,10 @@ func Open(dir string, guards []plan.Guard, watch bool) (*Guard, error) {
 			unix.Close(store)
 			return nil, fmt.Errorf("watch the workspace's absent protected paths: inotify: %w (raise fs.inotify.max_user_instances, or end what holds them)", err)
 		}
-		if g.wake, err = unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK); err != nil {
+		if g.wake, err = inotify.NewWake(); err != nil {
 			unix.Close(store)
 			unix.Close(g.in)
-			return nil, fmt.Errorf("eventfd: %w", err)
+			return nil, err
 		}
 	}
 	return g, nil
@@ -615,12 +615,8 @@ func (g *Guard) Run() {
 	g.mu.Unlock()
 	defer close(done)
 	buf := make([]byte, 64<<10)
-	fds := []unix.PollFd{{Fd: int32(g.in), Events: unix.POLLIN}, {Fd: int32(g.wake), Events: unix.POLLIN}}
 	for {
-		if _, err := unix.Poll(fds, -1); err != nil && !errors.Is(err, unix.EINTR) {
-			return
-		}
-		if fds[1].Revents != 0 {
+		if woken, err := inotify.Wait(g.in, g.wake, -1); err != nil || woken {
 			return
 		}
 		rescan := false
@@ -658,8 +654,7 @@ func (g *Guard) Finish() error {
 	}
 	g.finished = true
 	if g.wake >= 0 {
-		one := [8]byte{1}
-		unix.Write(g.wake, one[:])
+		inotify.Wake(g.wake)
 		g.mu.Lock()
 		done := g.done
 		g.mu.Unlock()

@@ -35,7 +35,7 @@ func (w *Watcher) Run(ctx context.Context) error {
 
 type inotifier struct {
 	fd    int
-	f     *os.File
+	f     *inotify.Reader
 	owner map[int]string // wd → the directory whose scan an event there calls for
 	path  map[int]string // wd → the directory it watches, as last added
 	dirs  map[string]bool
@@ -204,7 +204,12 @@ func (w *Watcher) openInotify() (*inotifier, error) {
 	if err != nil {
 		return nil, err
 	}
-	n := &inotifier{fd: fd, f: os.NewFile(uintptr(fd), "inotify"), owner: map[int]string{}, path: map[int]string{}, dirs: map[string]bool{}, max: w.maxWatches(),
+	f, err := inotify.NewReader(fd)
+	if err != nil {
+		unix.Close(fd)
+		return nil, err
+	}
+	n := &inotifier{fd: fd, f: f, owner: map[int]string{}, path: map[int]string{}, dirs: map[string]bool{}, max: w.maxWatches(),
 		lost: w.lostCover}
 	w.mu.Lock()
 	n.rules = w.State.eventRules()

@@ -281,18 +281,16 @@ func (k *Keeper) follow(done <-chan struct{}, sync func(*stagedCopy)) error {
 		}
 		byWd[int32(wd)] = c
 	}
-	wake, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
+	wake, err := inotify.NewWake()
 	if err != nil {
 		return err
 	}
 	defer unix.Close(wake)
 	go func() {
 		<-done
-		one := [8]byte{1}
-		unix.Write(wake, one[:])
+		inotify.Wake(wake)
 	}()
 	buf := make([]byte, 64<<10)
-	fds := []unix.PollFd{{Fd: int32(in), Events: unix.POLLIN}, {Fd: int32(wake), Events: unix.POLLIN}}
 	// A copy being written is copied back syncAfter after its first write, not at every
 	// write: each copy back reads the whole file. A close after writing, a chmod or a rename
 	// onto the copy's name is copied back at once.
@@ -304,11 +302,12 @@ func (k *Keeper) follow(done <-chan struct{}, sync func(*stagedCopy)) error {
 				timeout = max(ms, 0)
 			}
 		}
-		if _, err := unix.Poll(fds, timeout); err != nil && !errors.Is(err, unix.EINTR) {
+		woken, err := inotify.Wait(in, wake, timeout)
+		if err != nil {
 			<-done
 			return nil
 		}
-		if fds[1].Revents != 0 {
+		if woken {
 			return nil
 		}
 		now := map[*stagedCopy]bool{}
