@@ -913,7 +913,7 @@ func (s *State) verifyIndexes(tops []string, exit bool) ([]Transition, []string)
 		// was locked is cleared again quietly.
 		var forged, retry []string
 		sig := map[string]string{}
-		for _, f := range staleEntries(s.Workspace, ix, since) {
+		for _, f := range staleEntries(s.Workspace, ix, since, s.memo) {
 			sig[f.name] = f.sig
 			switch s.Stale[ix.key(f.name)] {
 			case f.sig:

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -204,7 +205,7 @@ func besideLock(dir int) (string, int, error) {
 // entry's object. Entries git compares by content anyway (racily clean: the index is not
 // newer than the file), conflicted, intent-to-add, flagged (verifyIndexes' other half) and
 // gitlink entries are left out. Only the files that pass the stat comparison are read.
-func staleEntries(ws string, ix *gitIndex, since int64) []staleEntry {
+func staleEntries(ws string, ix *gitIndex, since int64, memo *blobMemo) []staleEntry {
 	relTop, err := filepath.Rel(ws, ix.top)
 	if err != nil || !within(ix.top, ws) {
 		return nil
@@ -233,7 +234,7 @@ func staleEntries(ws string, ix *gitIndex, since int64) []staleEntry {
 		var z objectHasher
 		defer z.close()
 		for i, e := range ix.entries[lo:hi] {
-			if sig, ok := staleEntry1(&z, wfd, relTop, ix, e, ist, since, minimal); ok {
+			if sig, ok := staleEntry1(&z, memo, wfd, relTop, ix, e, ist, since, minimal); ok {
 				found[lo+i] = &staleEntry{e.name, sig}
 			}
 		}
@@ -249,7 +250,7 @@ func staleEntries(ws string, ix *gitIndex, since int64) []staleEntry {
 
 // staleEntry1 is staleEntries' look at one entry e of ix, whose index's time is ist: the
 // signature of its file (ctime, the entry's id) and true when it is stale.
-func staleEntry1(z *objectHasher, wfd int, relTop string, ix *gitIndex, e indexEntry, ist time.Time, since int64, minimal bool) (string, bool) {
+func staleEntry1(z *objectHasher, memo *blobMemo, wfd int, relTop string, ix *gitIndex, e indexEntry, ist time.Time, since int64, minimal bool) (string, bool) {
 	typ := e.mode & unix.S_IFMT
 	if e.name == "" || e.flags&ceStageMask != 0 || e.ext&ceIntentToAdd != 0 || e.hidden().flag != "" ||
 		(typ != unix.S_IFREG && typ != unix.S_IFLNK) {
@@ -280,7 +281,7 @@ func staleEntry1(z *objectHasher, wfd int, relTop string, ix *gitIndex, e indexE
 	if !ist.After(time.Unix(int64(statField(ix.b, e, 2)), int64(statField(ix.b, e, 3)))) {
 		return "", false
 	}
-	if !entryDiffers(z, wfd, rel, typ, e, ix.hashLen) {
+	if !entryDiffers(z, memo, wfd, rel, &st, typ, e, ix.hashLen) {
 		return "", false
 	}
 	return fmt.Sprintf("%d %x", st.Ctim.Nano(), e.oid), true
@@ -290,14 +291,62 @@ func staleEntry1(z *objectHasher, wfd int, relTop string, ix *gitIndex, e indexE
 // typ) is not e's object as git would store it: its bytes, or a regular file's bytes with each
 // CRLF an LF (git stores a text file checked out with CRLF by autocrlf or eol attributes with
 // LF). A file that cannot be read differs.
-func entryDiffers(z *objectHasher, wfd int, rel string, typ uint32, e indexEntry, hashLen int) bool {
-	id, err := blobID(z, wfd, rel, typ, hashLen, false)
+func entryDiffers(z *objectHasher, memo *blobMemo, wfd int, rel string, st *unix.Stat_t, typ uint32, e indexEntry, hashLen int) bool {
+	id, err := memo.id(z, wfd, rel, st, typ, hashLen)
 	if err == nil && !bytes.Equal(id, e.oid) && typ == unix.S_IFREG {
 		if lf, lerr := blobID(z, wfd, rel, typ, hashLen, true); lerr == nil {
 			id = lf
 		}
 	}
 	return err != nil || !bytes.Equal(id, e.oid)
+}
+
+// blobMemo is what the check at exit's passes share of the files they hash: the stale index
+// entries' (staleEntries) and the hidden edits' (hiddenEditsIn) each hashed every tracked file
+// the launch changed, the same files one after the other (after a box wrote 5,000 files, a
+// third of the check's CPU was the second hashing: docs/benchmarks.md, the thirtieth
+// session). A file's id is reused only for the same name with the same identity, size, mtime
+// and ctime as when it was hashed; the box has ended when the check runs. The zero value is
+// ready; nil hashes every time.
+type blobMemo struct {
+	mu  sync.Mutex
+	ids map[blobKey][]byte
+}
+
+// blobKey is a file as blobMemo knows it: its name beneath the workspace and what fstatat
+// said of it, and the id's hash and the file's type.
+type blobKey struct {
+	rel          string
+	dev, ino     uint64
+	size         int64
+	mtime, ctime int64
+	typ          uint32
+	hashLen      int
+}
+
+// id is blobID (the file's bytes, not lf) of the file rel, which fstatat described as st just
+// before: the id hashed for the same file since, or a new one.
+func (m *blobMemo) id(z *objectHasher, wfd int, rel string, st *unix.Stat_t, typ uint32, hashLen int) ([]byte, error) {
+	if m == nil {
+		return blobID(z, wfd, rel, typ, hashLen, false)
+	}
+	k := blobKey{rel, st.Dev, st.Ino, st.Size, st.Mtim.Nano(), st.Ctim.Nano(), typ, hashLen}
+	m.mu.Lock()
+	id, ok := m.ids[k]
+	m.mu.Unlock()
+	if ok {
+		return id, nil
+	}
+	id, err := blobID(z, wfd, rel, typ, hashLen, false)
+	if err == nil {
+		m.mu.Lock()
+		if m.ids == nil {
+			m.ids = map[blobKey][]byte{}
+		}
+		m.ids[k] = id
+		m.mu.Unlock()
+	}
+	return id, err
 }
 
 // flaggedChanged returns those of the entries of ix named in names (flagged skip-worktree or
@@ -332,7 +381,7 @@ func flaggedChanged(ws string, ix *gitIndex, since int64, names []string) []stri
 		if unix.Fstatat(wfd, rel, &st, unix.AT_SYMLINK_NOFOLLOW) != nil || st.Ctim.Nano() < since || st.Mode&unix.S_IFMT == unix.S_IFDIR {
 			continue
 		}
-		if st.Mode&unix.S_IFMT != typ || entryDiffers(&z, wfd, rel, typ, e, ix.hashLen) {
+		if st.Mode&unix.S_IFMT != typ || entryDiffers(&z, nil, wfd, rel, &st, typ, e, ix.hashLen) {
 			out = append(out, e.name)
 		}
 	}

@@ -1003,14 +1003,62 @@ func TestIndexRewrittenAfterRead(t *testing.T) {
 	if err := os.Chtimes(index, sec.Add(1500*time.Millisecond), sec.Add(1500*time.Millisecond)); err != nil {
 		t.Fatal(err)
 	}
-	if got := staleEntries(ws, ix, since); len(got) != 0 {
+	if got := staleEntries(ws, ix, since, nil); len(got) != 0 {
 		t.Errorf("entries taken for forged: %v; the index they were read from is of the file's second, where git compares the content", got)
 	}
 	// The same entries read from the index of the later second are trusted by git: forged.
 	if ix.b, ix.mtime, ix.entries, ix.exts, err = readIndex(ws, index, 20); err != nil {
 		t.Fatal(err)
 	}
-	if got := staleEntries(ws, ix, since); len(got) != 1 || got[0].name != "loop.txt" {
+	if got := staleEntries(ws, ix, since, nil); len(got) != 1 || got[0].name != "loop.txt" {
 		t.Errorf("entries taken for forged: %v, want loop.txt (its stat data trusted by the index's time)", got)
+	}
+}
+
+// TestBlobMemo: the check at exit's memo gives the id hashed before for the same file as
+// fstatat described it, and hashes again once the file's description changed (here another
+// file renamed over it); nil hashes every time.
+func TestBlobMemo(t *testing.T) {
+	ws := t.TempDir()
+	p := filepath.Join(ws, "f.txt")
+	mustWrite(t, p, "one\n")
+	wfd, err := unix.Open(ws, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(wfd)
+	stat := func() *unix.Stat_t {
+		var st unix.Stat_t
+		if err := unix.Fstatat(wfd, "f.txt", &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+			t.Fatal(err)
+		}
+		return &st
+	}
+	var z objectHasher
+	var m blobMemo
+	st1 := stat()
+	one, err := m.id(&z, wfd, "f.txt", st1, unix.S_IFREG, sha1.Size)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want, _ := blobID(&z, wfd, "f.txt", unix.S_IFREG, sha1.Size, false); !bytes.Equal(one, want) {
+		t.Fatalf("memo id %x, blobID %x", one, want)
+	}
+	// Replaced by another file of the same size (a new inode: its description differs
+	// whatever the clock's tick).
+	mustWrite(t, p+".new", "two\n")
+	if err := os.Rename(p+".new", p); err != nil {
+		t.Fatal(err)
+	}
+	if again, _ := m.id(&z, wfd, "f.txt", st1, unix.S_IFREG, sha1.Size); !bytes.Equal(again, one) {
+		t.Errorf("the memo hashed again a file described as before: %x, want %x", again, one)
+	}
+	two, _ := m.id(&z, wfd, "f.txt", stat(), unix.S_IFREG, sha1.Size)
+	if want, _ := blobID(&z, wfd, "f.txt", unix.S_IFREG, sha1.Size, false); bytes.Equal(two, one) || !bytes.Equal(two, want) {
+		t.Errorf("after the rewrite the memo gave %x (before %x, the file's %x)", two, one, want)
+	}
+	var none *blobMemo
+	if got, _ := none.id(&z, wfd, "f.txt", st1, unix.S_IFREG, sha1.Size); !bytes.Equal(got, two) {
+		t.Errorf("a nil memo gave %x, want the file's %x", got, two)
 	}
 }

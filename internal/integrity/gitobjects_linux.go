@@ -97,13 +97,20 @@ func (s *State) verifyStore(objects string, since int64) []Transition {
 		return []Transition{s.objectAside(objects, "the object store is not a folder (git follows a symlink): what git reads there is not what the launch's git wrote", true)}
 	}
 	var out []Transition
-	var loose []string // the loose objects' paths (objects/xx/…), checked together
+	// The loose objects' paths (objects/xx/…), checked together by the batch: not all at
+	// once, which a box's millions of files named as objects would have made a daemon's
+	// gigabyte (review 30).
+	var loose []string
 	names, _ := readDirNames(objects)
 	for _, n := range names {
 		if len(n) == 2 && isHex(n) {
 			var tr []Transition
 			tr, loose = s.looseIn(filepath.Join(objects, n), since, loose)
 			out = append(out, tr...)
+			if len(loose) >= looseBatch {
+				out = append(out, s.verifyLoose(loose, since)...)
+				loose = loose[:0]
+			}
 		}
 	}
 	out = append(out, s.verifyLoose(loose, since)...)
@@ -117,6 +124,9 @@ func (s *State) verifyStore(objects string, since int64) []Transition {
 	}
 	return out
 }
+
+// looseBatch is how many loose objects' paths verifyStore holds before it checks them.
+const looseBatch = 4096
 
 // changedSince reports whether the entry at path (not followed) changed at or after since.
 func changedSince(path string, since int64) (unix.Stat_t, bool) {

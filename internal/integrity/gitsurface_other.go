@@ -43,7 +43,10 @@ func readIndex(ws, path string, hashLen int) ([]byte, time.Time, []indexEntry, [
 
 type staleEntry struct{ name, sig string }
 
-func staleEntries(ws string, ix *gitIndex, since int64) []staleEntry { return nil }
+func staleEntries(ws string, ix *gitIndex, since int64, memo *blobMemo) []staleEntry { return nil }
+
+// blobMemo is the Linux check's; elsewhere there is nothing to share.
+type blobMemo struct{}
 
 func flaggedChanged(ws string, ix *gitIndex, since int64, names []string) []string { return nil }
 

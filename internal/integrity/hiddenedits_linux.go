@@ -260,7 +260,7 @@ func (s *State) hiddenEditsIn(ctx context.Context, ix *gitIndex, since int64, su
 				if unix.Fstatat(dirfd, filepath.Base(rel), &st, unix.AT_SYMLINK_NOFOLLOW) != nil || st.Mode&unix.S_IFMT != unix.S_IFREG || st.Ctim.Nano() < since {
 					continue
 				}
-				raw, err := blobID(&z, wfd, rel, unix.S_IFREG, ix.hashLen, false)
+				raw, err := s.memo.id(&z, wfd, rel, &st, unix.S_IFREG, ix.hashLen)
 				if err != nil || !bytes.Equal(raw, l.want) {
 					found[lo+i] = &cand{l.name, raw, l.want}
 				}

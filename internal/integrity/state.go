@@ -125,6 +125,9 @@ type State struct {
 	// it (unblockGit); gitLeft are those it could not (git is not run then). Not saved.
 	gitChecked bool
 	gitLeft    []string
+	// memo holds the ids of the files the check at exit hashed, for its passes to share
+	// (blobMemo); set for the check at exit's length only. Not saved.
+	memo *blobMemo
 }
 
 // Snapshot records the roots of lay and scans the workspace for executable configuration.
@@ -233,6 +236,10 @@ func (s *State) VerifyExec() []Transition { return s.verifyExec(false) }
 func (s *State) VerifyExit() []Transition { return s.verifyExec(true) }
 
 func (s *State) verifyExec(exit bool) []Transition {
+	if exit {
+		s.memo = &blobMemo{}
+		defer func() { s.memo = nil }()
+	}
 	var deps map[string]DepFolder
 	if exit && s.Deps != nil {
 		deps = map[string]DepFolder{}
