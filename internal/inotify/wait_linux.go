@@ -20,7 +20,9 @@ func NewWake() (int, error) {
 	return fd, nil
 }
 
-// Wake ends a Wait on wake (an eventfd; NewWake), now or, none waiting, the next one.
+// Wake ends a Wait on wake (an eventfd; NewWake), now or, none waiting, the next one, and
+// every later one: nothing reads the eventfd back, so a woken wake stays woken. The guard
+// depends on that (its Finish may come before its Run waits).
 func Wake(wake int) {
 	unix.Write(wake, binary.NativeEndian.AppendUint64(nil, 1))
 }
@@ -43,8 +45,11 @@ func Wait(fd, wake, timeout int) (woken bool, err error) {
 }
 
 // Reader reads a non-blocking inotify descriptor as an io.Reader, waiting in Wait while it has
-// nothing (never through the runtime's poller). Close ends a Read that waits, waits for it to
-// return and closes the descriptor.
+// nothing (never through the runtime's poller), and adds its watches (AddWatch). Close ends a
+// Read that waits, waits for it and for any AddWatch under way to return, and closes the
+// descriptor: before, a watch added while the descriptor was being closed could land on
+// another instance that reused its number (review 30b). A Read waiting holds an OS thread of
+// its own (the daemon has one per launch it watches, within fs.inotify.max_user_instances).
 type Reader struct {
 	fd, wake int
 	mu       sync.Mutex
@@ -61,16 +66,33 @@ func NewReader(fd int) (*Reader, error) {
 	return &Reader{fd: fd, wake: wake}, nil
 }
 
+// use begins a use of the descriptor: false once Close has begun. done ends it.
+func (r *Reader) use() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return false
+	}
+	r.reading.Add(1)
+	return true
+}
+
+// AddWatch adds (or changes) the descriptor's watch of path with mask; after Close it
+// returns os.ErrClosed.
+func (r *Reader) AddWatch(path string, mask uint32) (int, error) {
+	if !r.use() {
+		return -1, os.ErrClosed
+	}
+	defer r.reading.Done()
+	return unix.InotifyAddWatch(r.fd, path, mask)
+}
+
 // Read reads the events the descriptor has (whole events: Parse), waiting while it has none;
 // after Close it returns os.ErrClosed.
 func (r *Reader) Read(b []byte) (int, error) {
-	r.mu.Lock()
-	if r.closed {
-		r.mu.Unlock()
+	if !r.use() {
 		return 0, os.ErrClosed
 	}
-	r.reading.Add(1)
-	r.mu.Unlock()
 	defer r.reading.Done()
 	for {
 		n, err := unix.Read(r.fd, b)

@@ -11,18 +11,19 @@ import (
 
 // TestReader: a Read waits while the instance has no event and returns the event a file's
 // creation raises; a Read waiting on an empty queue returns os.ErrClosed once Close is called,
-// and Close returns after it, with the descriptor closed; a Read after Close fails at once.
+// and Close returns after it, with the descriptor closed; a Read or an AddWatch after Close
+// fails at once.
 func TestReader(t *testing.T) {
 	dir := t.TempDir()
 	fd, err := unix.InotifyInit1(unix.IN_CLOEXEC | unix.IN_NONBLOCK)
 	if err != nil {
 		t.Skipf("inotify: %v", err)
 	}
-	if _, err := unix.InotifyAddWatch(fd, dir, unix.IN_CREATE); err != nil {
-		t.Fatal(err)
-	}
 	r, err := NewReader(fd)
 	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.AddWatch(dir, unix.IN_CREATE); err != nil {
 		t.Fatal(err)
 	}
 	type result struct {
@@ -64,6 +65,9 @@ func TestReader(t *testing.T) {
 	}
 	if _, err := r.Read(make([]byte, 4096)); !errors.Is(err, os.ErrClosed) {
 		t.Errorf("Read after Close: %v, want os.ErrClosed", err)
+	}
+	if _, err := r.AddWatch(dir, unix.IN_CREATE); !errors.Is(err, os.ErrClosed) {
+		t.Errorf("AddWatch after Close: %v, want os.ErrClosed (the descriptor's number may be another instance's by now)", err)
 	}
 	if err := r.Close(); err != nil {
 		t.Errorf("a second Close: %v", err)

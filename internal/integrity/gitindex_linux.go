@@ -324,21 +324,30 @@ type blobKey struct {
 	hashLen      int
 }
 
+// blobKeyOf is the key of the file rel that st describes.
+func blobKeyOf(rel string, st *unix.Stat_t, typ uint32, hashLen int) blobKey {
+	return blobKey{rel, st.Dev, st.Ino, st.Size, st.Mtim.Nano(), st.Ctim.Nano(), typ, hashLen}
+}
+
 // id is blobID (the file's bytes, not lf) of the file rel, which fstatat described as st just
 // before: the id hashed for the same file since, or a new one.
 func (m *blobMemo) id(z *objectHasher, wfd int, rel string, st *unix.Stat_t, typ uint32, hashLen int) ([]byte, error) {
 	if m == nil {
 		return blobID(z, wfd, rel, typ, hashLen, false)
 	}
-	k := blobKey{rel, st.Dev, st.Ino, st.Size, st.Mtim.Nano(), st.Ctim.Nano(), typ, hashLen}
+	k := blobKeyOf(rel, st, typ, hashLen)
 	m.mu.Lock()
 	id, ok := m.ids[k]
 	m.mu.Unlock()
 	if ok {
 		return id, nil
 	}
-	id, err := blobID(z, wfd, rel, typ, hashLen, false)
-	if err == nil {
+	// Kept only when the file read is the one st described: a folder on the way swapped
+	// between the caller's fstatat and this open (a second box's, during the check) would
+	// have had another file's id kept under this one's description (review 30b).
+	var got unix.Stat_t
+	id, err := blobIDStat(z, wfd, rel, typ, hashLen, false, &got)
+	if err == nil && blobKeyOf(rel, &got, typ, hashLen) == k {
 		m.mu.Lock()
 		if m.ids == nil {
 			m.ids = map[blobKey][]byte{}
@@ -399,6 +408,11 @@ const maxLFBytes = 64 << 20
 // (with each CRLF an LF when lf is set) or a symlink's target.
 // z holds what one call reuses from the last (its hashes, its copy buffer).
 func blobID(z *objectHasher, wfd int, rel string, typ uint32, hashLen int, lf bool) ([]byte, error) {
+	return blobIDStat(z, wfd, rel, typ, hashLen, lf, nil)
+}
+
+// blobIDStat is blobID, filling got (when not nil) with what fstat said of the file it read.
+func blobIDStat(z *objectHasher, wfd int, rel string, typ uint32, hashLen int, lf bool, got *unix.Stat_t) ([]byte, error) {
 	h := z.hash(hashLen)
 	if typ == unix.S_IFLNK {
 		fd, err := unix.Openat2(wfd, rel, &unix.OpenHow{Flags: unix.O_PATH | unix.O_NOFOLLOW | unix.O_CLOEXEC, Resolve: beneath})
@@ -406,6 +420,11 @@ func blobID(z *objectHasher, wfd int, rel string, typ uint32, hashLen int, lf bo
 			return nil, err
 		}
 		defer unix.Close(fd)
+		if got != nil {
+			if err := unix.Fstat(fd, got); err != nil {
+				return nil, err
+			}
+		}
 		buf := make([]byte, unix.PathMax)
 		n, err := unix.Readlinkat(fd, "", buf)
 		if err != nil {
@@ -421,6 +440,9 @@ func blobID(z *objectHasher, wfd int, rel string, typ uint32, hashLen int, lf bo
 		return nil, err
 	}
 	defer unix.Close(fd)
+	if got != nil {
+		*got = st
+	}
 	if lf {
 		b, err := io.ReadAll(io.LimitReader(fdReader(fd), maxLFBytes+1))
 		if err != nil || len(b) > maxLFBytes || !bytes.Contains(b, []byte("\r\n")) {

@@ -98,22 +98,27 @@ func (s *State) verifyStore(objects string, since int64) []Transition {
 	}
 	var out []Transition
 	// The loose objects' paths (objects/xx/…), checked together by the batch: not all at
-	// once, which a box's millions of files named as objects would have made a daemon's
-	// gigabyte (review 30).
+	// once, nor a fan-out folder's all at once, which a box's millions of files named as
+	// objects would have made a daemon's gigabyte (review 30).
 	var loose []string
+	flush := func() {
+		out = append(out, s.verifyLoose(loose, since)...)
+		loose = loose[:0]
+	}
 	names, _ := readDirNames(objects)
 	for _, n := range names {
 		if len(n) == 2 && isHex(n) {
-			var tr []Transition
-			tr, loose = s.looseIn(filepath.Join(objects, n), since, loose)
+			// (The folder's own transition after those of the batches it filled: flush
+			// appends to out meanwhile.)
+			tr := s.looseIn(filepath.Join(objects, n), since, func(p string) {
+				if loose = append(loose, p); len(loose) >= looseBatch {
+					flush()
+				}
+			})
 			out = append(out, tr...)
-			if len(loose) >= looseBatch {
-				out = append(out, s.verifyLoose(loose, since)...)
-				loose = loose[:0]
-			}
 		}
 	}
-	out = append(out, s.verifyLoose(loose, since)...)
+	flush()
 	for _, n := range names {
 		switch p := filepath.Join(objects, n); n {
 		case "pack":
@@ -137,24 +142,26 @@ func changedSince(path string, since int64) (unix.Stat_t, bool) {
 	return st, st.Ctim.Nano() >= since
 }
 
-// looseIn appends to loose the names of loose objects in the fan-out folder dir (objects/xx)
-// and returns it, with the transition of a dir that is not a folder.
-func (s *State) looseIn(dir string, since int64, loose []string) ([]Transition, []string) {
+// looseIn calls add with the path of each loose object in the fan-out folder dir
+// (objects/xx), read by batches of looseBatch names, and returns the transition of a dir that
+// is not a folder.
+func (s *State) looseIn(dir string, since int64, add func(path string)) []Transition {
 	st, changed := changedSince(dir, since)
 	if st.Mode&unix.S_IFMT != unix.S_IFDIR {
 		if !changed {
-			return nil, loose
+			return nil
 		}
-		return []Transition{s.objectAside(dir, "a folder of loose objects is not a folder (git follows a symlink): the objects git reads there are not checked", true)}, loose
+		return []Transition{s.objectAside(dir, "a folder of loose objects is not a folder (git follows a symlink): the objects git reads there are not checked", true)}
 	}
-	names, _ := readDirNames(dir)
-	for _, n := range names {
-		if (len(n) != 2*sha1.Size-2 && len(n) != 2*sha256.Size-2) || !isHex(n) {
-			continue // git reads no other name (tmp_obj_*, a quarantined one)
+	eachDirName(dir, looseBatch, func(names []string) {
+		for _, n := range names {
+			if (len(n) != 2*sha1.Size-2 && len(n) != 2*sha256.Size-2) || !isHex(n) {
+				continue // git reads no other name (tmp_obj_*, a quarantined one)
+			}
+			add(filepath.Join(dir, n))
 		}
-		loose = append(loose, filepath.Join(dir, n))
-	}
-	return nil, loose
+	})
+	return nil
 }
 
 // verifyLoose checks the loose objects at paths (objects/xx/…) that changed at or after since,

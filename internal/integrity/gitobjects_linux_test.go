@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -345,5 +346,50 @@ func TestForgedAmongManyAtExit(t *testing.T) {
 	}
 	if len(got) != 0 {
 		t.Errorf("transitions beyond the forged ones: %v", got)
+	}
+}
+
+// TestLooseObjectsInBatches: the loose objects of one fan-out folder are read and checked by
+// batches of looseBatch (review 30b: a folder's millions of names were held at once); among
+// more than a batch of valid objects the launch wrote in objects/00, the three forged ones,
+// wherever the folder's order puts them, are the three moved aside.
+func TestLooseObjectsInBatches(t *testing.T) {
+	ws, _ := filepath.EvalSymlinks(t.TempDir())
+	gd := filepath.Join(ws, ".git")
+	dir := filepath.Join(gd, "objects", "00")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	s := &State{Workspace: ws, Started: time.Now()}
+	forged := map[string]bool{}
+	n := 0
+	for i := 0; n < looseBatch+100; i++ {
+		c := strconv.Itoa(i)
+		body := fmt.Sprintf("blob %d\x00%s", len(c), c)
+		sum := sha1.Sum([]byte(body))
+		if sum[0] != 0 {
+			continue // an object of another fan-out folder
+		}
+		n++
+		p := filepath.Join(dir, hex.EncodeToString(sum[1:]))
+		if n%1500 == 7 {
+			forged[p] = true
+			body = "blob 6\x00PWNED\n"
+		}
+		if err := os.WriteFile(p, deflate(t, body), 0o444); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := map[string]bool{}
+	for _, tr := range s.verifyObjects([]string{gd}, s.since()) {
+		got[tr.Path] = true
+	}
+	for p := range forged {
+		if !got[p] {
+			t.Errorf("the forged object %s was not moved aside", p)
+		}
+	}
+	if len(got) != len(forged) || len(forged) != 3 {
+		t.Errorf("moved aside: %d, want the %d forged (3)", len(got), len(forged))
 	}
 }

@@ -43,6 +43,35 @@ func readDirOwned(dir string) ([]os.DirEntry, error) {
 	return ents, err
 }
 
+// eachDirName calls fn with the names in dir, at most n at a time, in the folder's own order,
+// as readDirOwned lists it (the owner's read access given back when refused): a folder's
+// millions of names a box made are never held at once.
+func eachDirName(dir string, n int, fn func(names []string)) error {
+	f, err := os.Open(dir)
+	if errors.Is(err, fs.ErrPermission) {
+		if rerr := restoreOwnerAccess(dir); rerr != nil {
+			return fmt.Errorf("%w (restoring the owner's read access: %v)", err, rerr)
+		}
+		f, err = os.Open(dir)
+	}
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	for {
+		names, err := f.Readdirnames(n)
+		if len(names) > 0 {
+			fn(names)
+		}
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
+			return err
+		}
+	}
+}
+
 // ReadRegular reads the file path whole when it is a regular file of at most max bytes, without
 // following a symlink at its last element or waiting on a FIFO: the daemon's read of a small
 // file a box may have written (a workspace's .python-version).

@@ -34,7 +34,6 @@ func (w *Watcher) Run(ctx context.Context) error {
 }
 
 type inotifier struct {
-	fd    int
 	f     *inotify.Reader
 	owner map[int]string // wd → the directory whose scan an event there calls for
 	path  map[int]string // wd → the directory it watches, as last added
@@ -55,18 +54,19 @@ func (n *inotifier) add(dir, owner string) bool {
 		n.lost(len(n.dirs))
 		return false
 	}
-	wd, err := unix.InotifyAddWatch(n.fd, dir, inotifyMask)
+	wd, err := n.f.AddWatch(dir, inotifyMask)
 	if errors.Is(err, unix.EACCES) && restoreOwnerAccess(dir) == nil {
 		// A folder its owner cannot read (a box's chmod 0311) cannot be watched, while the
 		// host's tools open what it holds by name: the owner's read bit is given back
 		// (review 11, F3).
-		wd, err = unix.InotifyAddWatch(n.fd, dir, inotifyMask)
+		wd, err = n.f.AddWatch(dir, inotifyMask)
 	}
 	if err != nil {
 		// Unwatched: the user's inotify watches are used up (ENOSPC), or a folder that
 		// stays unreadable. Every check rescans the whole workspace from now on; a folder
-		// gone meanwhile (ENOENT, ENOTDIR) is no loss.
-		if !errors.Is(err, unix.ENOENT) && !errors.Is(err, unix.ENOTDIR) {
+		// gone meanwhile (ENOENT, ENOTDIR) is no loss, nor is a watch that is ending (its
+		// instance closed: os.ErrClosed).
+		if !errors.Is(err, unix.ENOENT) && !errors.Is(err, unix.ENOTDIR) && !errors.Is(err, os.ErrClosed) {
 			n.lost(len(n.dirs))
 		}
 		return false
@@ -209,7 +209,7 @@ func (w *Watcher) openInotify() (*inotifier, error) {
 		unix.Close(fd)
 		return nil, err
 	}
-	n := &inotifier{fd: fd, f: f, owner: map[int]string{}, path: map[int]string{}, dirs: map[string]bool{}, max: w.maxWatches(),
+	n := &inotifier{f: f, owner: map[int]string{}, path: map[int]string{}, dirs: map[string]bool{}, max: w.maxWatches(),
 		lost: w.lostCover}
 	w.mu.Lock()
 	n.rules = w.State.eventRules()
