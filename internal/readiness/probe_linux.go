@@ -766,6 +766,17 @@ func Reclaim(runtimeDir, home string, log *slog.Logger) error {
 				failed = append(failed, dir)
 				continue
 			}
+		} else if box.Pid != 0 && proc.Same(box.Pid, box.Start) && !waitGone(box.Pid, settleWait) {
+			// PID 1 is a zombie, but its thread group may not have ended: box-init's leader
+			// thread exits first, and the kernel ends the namespace's other processes only
+			// when the group's last thread exits. Taken for the box's end, a probe whose box
+			// was ending meanwhile (its shim just killed, box-init with it) was reclaimed with
+			// the box's processes still running (TestReclaimAfterKilledProbe, as the ordinary
+			// user in a .ci/run). The leader's pidfd is readable once the whole group has
+			// exited.
+			log.Error("readiness: the probe box's PID 1 has not ended", "pid", box.Pid)
+			failed = append(failed, dir)
+			continue
 		}
 		if err := os.RemoveAll(dir); err != nil {
 			failed = append(failed, dir)
@@ -901,7 +912,9 @@ func running(ino uint64) ([]int, error) {
 }
 
 // alive reports whether the process ref names (pid and start time) still runs: a zombie has
-// ended (and a pid namespace whose PID 1 is a zombie has no other process left).
+// ended. (A pid namespace whose PID 1 is a zombie may still have other processes: a
+// multithreaded PID 1's leader thread is a zombie before its other threads exit, and the
+// namespace's other processes end only after them; Reclaim waits for the whole group.)
 func alive(ref procRef) bool {
 	return ref.Pid != 0 && proc.Same(ref.Pid, ref.Start) && !proc.Ended(ref.Pid)
 }
