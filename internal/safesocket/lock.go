@@ -53,6 +53,13 @@ func (l *FileLock) Unlock() error {
 	if l == nil || l.f == nil {
 		return nil
 	}
+	// Released before the close: the lock belongs to the open file, which a child this process
+	// is starting holds too until its exec closes it (fork copies the descriptors, close-on-exec
+	// or not), so a close alone left it held for that while (TestUnlockWithCopiedDescriptor):
+	// the likely cause of a daemon started right after another one of the same process stopped
+	// finding it "running" (TestFailedRecordKeepsLaunchDir, once, as the ordinary user in a
+	// .ci/run, with other tests' daemons starting shims in the same process).
+	unflock(l.f)
 	err := l.f.Close()
 	l.f = nil
 	return err

@@ -123,6 +123,12 @@ func openLockFile(path string) (*os.File, error) {
 	return os.OpenFile(path, os.O_RDWR|os.O_CREATE|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
 }
 
+// unflock releases f's lock (flock(2) LOCK_UN), for every descriptor of its open file.
+func unflock(f *os.File) {
+	for errors.Is(unix.Flock(int(f.Fd()), unix.LOCK_UN), unix.EINTR) {
+	}
+}
+
 func flock(f *os.File, wait bool) error {
 	how := unix.LOCK_EX
 	if !wait {

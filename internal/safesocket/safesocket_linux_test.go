@@ -776,3 +776,30 @@ func TestRuntimeDirFallbackOrder(t *testing.T) {
 		t.Errorf("a /tmp name another user took: %v; want ErrNotOwned and how to set XDG_RUNTIME_DIR", err)
 	}
 }
+
+// TestUnlockWithCopiedDescriptor: a copy of the lock's descriptor elsewhere (what a child of
+// this process holds between its fork and its exec, close-on-exec or not; here a dup) does not
+// keep the lock after Unlock. Before, Unlock only closed its descriptor, and the copy held the
+// lock: the likely cause of a daemon started right after another one of the same process
+// stopped finding it "running" (TestFailedRecordKeepsLaunchDir, once, as the ordinary user in a
+// .ci/run).
+func TestUnlockWithCopiedDescriptor(t *testing.T) {
+	path := filepath.Join(privateDir(t), "daemon.lock")
+	l, err := TryLock(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	copied, err := syscall.Dup(int(l.f.Fd()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer syscall.Close(copied)
+	if err := l.Unlock(); err != nil {
+		t.Fatal(err)
+	}
+	l2, err := TryLock(path)
+	if err != nil {
+		t.Fatalf("TryLock after Unlock, a copy of the descriptor open: %v; want the lock free", err)
+	}
+	l2.Unlock()
+}

@@ -22,3 +22,5 @@ func PeerInSameUserNS(int) (bool, error) { return false, ErrNotSupported }
 func openLockFile(string) (*os.File, error) { return nil, ErrNotSupported }
 
 func flock(*os.File, bool) error { return ErrNotSupported }
+
+func unflock(*os.File) {}
