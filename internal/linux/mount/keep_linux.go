@@ -74,10 +74,10 @@ func (b *Root) Watch() (*Keeper, error) {
 	if err != nil {
 		return nil, err
 	}
-	last, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
+	last, err := inotify.NewWake()
 	if err != nil {
 		gone.close()
-		return nil, fmt.Errorf("eventfd: %w", err)
+		return nil, err
 	}
 	return &Keeper{kept: b.kept, gone: gone, staged: b.staged, last: last, followed: -1}, nil
 }
@@ -140,8 +140,7 @@ func (k *Keeper) Settle() {
 	if ran == nil {
 		return
 	}
-	one := [8]byte{1}
-	unix.Write(k.last, one[:])
+	inotify.Wake(k.last)
 	select {
 	case <-ran:
 	case <-time.After(5 * time.Second):
