@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -129,13 +130,15 @@ func TestRefusedRemotes(t *testing.T) {
 		})
 	}
 	// The refusals are in the audit trail, with the host and the decision.
-	var refused int
-	for _, ev := range r.drainEvents() {
-		if ev.Decision == gitrelay.DecisionRefuse && ev.Code != "" && ev.Host != "" {
-			refused++
+	countRefused := func(evs []gitrelay.Event) (refused int) {
+		for _, ev := range evs {
+			if ev.Decision == gitrelay.DecisionRefuse && ev.Code != "" && ev.Host != "" {
+				refused++
+			}
 		}
+		return refused
 	}
-	if refused < 5 {
+	if refused := countRefused(r.awaitEvents(func(evs []gitrelay.Event) bool { return countRefused(evs) >= 5 })); refused < 5 {
 		t.Errorf("%d refusals recorded, want 5", refused)
 	}
 }
@@ -262,13 +265,12 @@ func TestPushOutsidePushAllow(t *testing.T) {
 	if received != 0 {
 		t.Errorf("the remote received %d bytes", received)
 	}
-	found := false
-	for _, ev := range r.drainEvents() {
-		if ev.Service == gitrelay.ReceivePack && ev.Decision == gitrelay.DecisionRefuse && ev.Code == api.CodeGitPushNotAllowed {
-			found = true
-		}
+	refusedPush := func(evs []gitrelay.Event) bool {
+		return slices.ContainsFunc(evs, func(ev gitrelay.Event) bool {
+			return ev.Service == gitrelay.ReceivePack && ev.Decision == gitrelay.DecisionRefuse && ev.Code == api.CodeGitPushNotAllowed
+		})
 	}
-	if !found {
+	if !refusedPush(r.awaitEvents(refusedPush)) {
 		t.Error("no refused receive-pack event")
 	}
 
@@ -317,13 +319,15 @@ func TestPushInsidePushAllow(t *testing.T) {
 		t.Errorf("no chunked receive-pack request of the pack's size reached the remote: %+v", rm.requests())
 	}
 	// Bytes in the audit trail.
-	var in int64
-	for _, ev := range r.drainEvents() {
-		if ev.Service == gitrelay.ReceivePack && !strings.HasSuffix(ev.Method, "GET") {
-			in += ev.BytesIn
+	bytesIn := func(evs []gitrelay.Event) (in int64) {
+		for _, ev := range evs {
+			if ev.Service == gitrelay.ReceivePack && !strings.HasSuffix(ev.Method, "GET") {
+				in += ev.BytesIn
+			}
 		}
+		return in
 	}
-	if in < 3<<20 {
+	if in := bytesIn(r.awaitEvents(func(evs []gitrelay.Event) bool { return bytesIn(evs) >= 3<<20 })); in < 3<<20 {
 		t.Errorf("receive-pack events count %d bytes in", in)
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/agentbox/agentbox/internal/relay"
 	gitrelay "github.com/agentbox/agentbox/internal/relay/git"
@@ -385,6 +386,23 @@ func (r *rig) mustGit(dir string, args ...string) string {
 	out, err := r.git(dir, args...)
 	if err != nil {
 		r.t.Fatalf("git %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return out
+}
+
+// awaitEvents returns the events recorded until done holds for them (or 10 s passed): the
+// relay records a request when its handler returns, which can be after git, having read the
+// whole answer, has exited.
+func (r *rig) awaitEvents(done func([]gitrelay.Event) bool) []gitrelay.Event {
+	out := r.drainEvents()
+	timeout := time.After(10 * time.Second)
+	for !done(out) {
+		select {
+		case ev := <-r.events:
+			out = append(out, ev)
+		case <-timeout:
+			return out
+		}
 	}
 	return out
 }

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -76,11 +77,13 @@ func TestRedirects(t *testing.T) {
 		if b, err := os.ReadFile(filepath.Join(work, "c", "README")); err != nil || string(b) != "redirected\n" {
 			t.Fatalf("README = %q, %v", b, err)
 		}
-		var hops int
-		for _, ev := range r.drainEvents() {
-			hops = max(hops, ev.Hops)
+		maxHops := func(evs []gitrelay.Event) (hops int) {
+			for _, ev := range evs {
+				hops = max(hops, ev.Hops)
+			}
+			return hops
 		}
-		if hops != 3 {
+		if hops := maxHops(r.awaitEvents(func(evs []gitrelay.Event) bool { return maxHops(evs) >= 3 })); hops != 3 {
 			t.Errorf("max hops recorded = %d, want 3", hops)
 		}
 	})
@@ -364,13 +367,12 @@ func TestRevocationCancelsClone(t *testing.T) {
 	if err := <-done; err == nil {
 		t.Fatalf("the clone succeeded after revocation:\n%s", out)
 	}
-	canceled := false
-	for _, ev := range r.drainEvents() {
-		if ev.Method == http.MethodPost && ev.Outcome == relay.OutcomeCanceled {
-			canceled = true
-		}
+	canceled := func(evs []gitrelay.Event) bool {
+		return slices.ContainsFunc(evs, func(ev gitrelay.Event) bool {
+			return ev.Method == http.MethodPost && ev.Outcome == relay.OutcomeCanceled
+		})
 	}
-	if !canceled {
+	if !canceled(r.awaitEvents(canceled)) {
 		t.Errorf("no canceled transfer recorded:\n%s", r.logs)
 	}
 	if !strings.Contains(r.logs.String(), "canceled") {
