@@ -93,7 +93,7 @@ if [ $user_suites = 1 ]; then
     esac
     pkgdir=$(cat "${t%.test}.dir")
     start=$SECONDS
-    if su "$user" -s /bin/bash -c "cd '$pkgdir' && env -u XDG_RUNTIME_DIR HOME='$home' TMPDIR='$usertmp' AGENTBOX_BIN='$dir/agentbox' AGENTBOX_TEST_RUST_TOOLCHAIN='$(cat "$dir/rust" 2>/dev/null)' '$t' -test.count=1 -test.timeout=15m -test.parallel=3 $sel" >"$name.out" 2>&1; then
+    if su "$user" -s /bin/bash -c "cd '$pkgdir' && env -u XDG_RUNTIME_DIR HOME='$home' TMPDIR='$usertmp' AGENTBOX_BIN='$dir/agentbox' AGENTBOX_AGENTS_REQUIRED='${AGENTBOX_AGENTS_REQUIRED:-}' AGENTBOX_TEST_RUST_TOOLCHAIN='$(cat "$dir/rust" 2>/dev/null)' '$t' -test.count=1 -test.timeout=15m -test.parallel=3 $sel" >"$name.out" 2>&1; then
       echo "--- ok   $(basename "$name") (in $pkgdir, $((SECONDS - start)) s)"
     else
       echo "--- FAIL $(basename "$name") (in $pkgdir, $((SECONDS - start)) s)"

@@ -22,6 +22,8 @@ const (
 	kBoolOrStrings // a boolean, or a list of short strings
 	kStrings       // a list of short strings
 	kCounts        // a TOML table whose values are all small integers
+	kStringOrStrings
+	kData // an object of at most 256 values, nested at most 4 deep, whose leaves are booleans, numbers or short strings
 )
 
 // claudeKeys are the top-level keys of Claude Code's ~/.claude.json carried into a box, each
@@ -300,6 +302,12 @@ func hasKind(v any, k kind) bool {
 			return true
 		}
 		return hasKind(v, kStrings)
+	case kStringOrStrings:
+		return hasKind(v, kString) || hasKind(v, kStrings)
+	case kData:
+		m, ok := v.(map[string]any)
+		n := 0
+		return ok && plainData(m, 4, &n)
 	case kStrings:
 		l, ok := v.([]any)
 		if !ok || len(l) > 64 {
@@ -307,6 +315,35 @@ func hasKind(v any, k kind) bool {
 		}
 		for _, x := range l {
 			if !hasKind(x, kString) {
+				return false
+			}
+		}
+		return true
+	}
+	return false
+}
+
+// plainData reports whether v holds only booleans, numbers and short strings (hasKind), in
+// objects and lists nested at most depth deep, counting its values in n (at most 256).
+func plainData(v any, depth int, n *int) bool {
+	if *n++; *n > 256 {
+		return false
+	}
+	switch x := v.(type) {
+	case bool, float64:
+		return true
+	case string:
+		return hasKind(x, kString)
+	case map[string]any:
+		for k, e := range x {
+			if depth == 0 || !hasKind(k, kString) || !plainData(e, depth-1, n) {
+				return false
+			}
+		}
+		return true
+	case []any:
+		for _, e := range x {
+			if depth == 0 || !plainData(e, depth-1, n) {
 				return false
 			}
 		}

@@ -2,7 +2,12 @@ package harnessstate
 
 import (
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"reflect"
+	"regexp"
+	"strconv"
+	"strings"
 	"testing"
 )
 
@@ -82,14 +87,20 @@ func mustJSON(v any) string {
 }
 
 // TestGeminiSettings pins the user settings.json a box of Gemini CLI starts with: the host's
-// file whole (comments stripped; its hooks, MCP servers and preferences, as the bound file
-// gave them), with the update check, the automatic update and usage statistics off whatever
-// it says; the API key path when the host has none, or one that does not parse; what the box
-// wrote into its copy dropped.
+// keys in geminiKeys (comments stripped; its preferences, as the bound file gave them), never
+// its hooks, MCP servers, tool commands or allowed tools, nor a key of an unexpected type or
+// one the allowlist does not name; the update check, the automatic update and usage statistics
+// off whatever it says; the API key path when the host has none, or one that does not parse;
+// what the box wrote into its copy dropped.
 func TestGeminiSettings(t *testing.T) {
-	host := "// the user's own\n{\"ui\": {\"theme\": \"GitHub\"}, \"general\": {\"vimMode\": true, \"enableAutoUpdateNotification\": true},\n" +
-		" \"security\": {\"auth\": {\"selectedType\": \"gemini-api-key\"}}, \"privacy\": {\"usageStatisticsEnabled\": true},\n" +
-		" \"hooks\": {\"BeforeTool\": [{\"command\": \"./lint.sh\"}]}}\n"
+	host := "// the user's own\n{\"ui\": {\"theme\": \"GitHub\", \"footer\": {\"hideCWD\": true, \"command\": \"x\"}, \"customThemes\": {\"Mine\": {\"type\": \"custom\", \"Background\": \"#000\"}}},\n" +
+		" \"general\": {\"vimMode\": true, \"enableAutoUpdateNotification\": true, \"devtools\": true},\n" +
+		" \"security\": {\"auth\": {\"selectedType\": \"gemini-api-key\", \"useExternal\": true}, \"folderTrust\": {\"enabled\": false}}, \"privacy\": {\"usageStatisticsEnabled\": true},\n" +
+		" \"model\": {\"name\": {\"not\": \"a string\"}}, \"context\": {\"fileName\": [\"AGENTS.md\", \"GEMINI.md\"]},\n" +
+		" \"hooks\": {\"BeforeTool\": [{\"command\": \"./lint.sh\"}]}, \"hooksConfig\": {\"enabled\": true},\n" +
+		" \"mcpServers\": {\"gh\": {\"command\": \"gh-mcp\", \"env\": {\"GITHUB_TOKEN\": \"secret\"}}}, \"mcp\": {\"serverCommand\": \"x\"},\n" +
+		" \"tools\": {\"discoveryCommand\": \"./discover\", \"callCommand\": \"./call\", \"allowed\": [\"run_shell_command\"], \"useRipgrep\": true, \"shell\": {\"pager\": \"./pager\", \"showColor\": true}},\n" +
+		" \"advanced\": {\"bugCommand\": {\"urlTemplate\": \"x\"}}, \"policyPaths\": [\"/p\"], \"telemetry\": {\"otlpEndpoint\": \"x\"}, \"futureKey\": {\"x\": 1}}\n"
 	box := `{"hooks": {"BeforeTool": [{"command": "planted"}]}, "tools": {"autoAccept": true}}`
 	off := map[string]any{"enableAutoUpdateNotification": false, "enableAutoUpdate": false}
 	for _, c := range []struct {
@@ -97,9 +108,13 @@ func TestGeminiSettings(t *testing.T) {
 		want       map[string]any
 	}{
 		{"the host's", host, map[string]any{
-			"ui": map[string]any{"theme": "GitHub"}, "general": map[string]any{"vimMode": true, "enableAutoUpdateNotification": false, "enableAutoUpdate": false},
-			"security": map[string]any{"auth": map[string]any{"selectedType": "gemini-api-key"}}, "privacy": map[string]any{"usageStatisticsEnabled": false},
-			"hooks": map[string]any{"BeforeTool": []any{map[string]any{"command": "./lint.sh"}}}}},
+			"ui": map[string]any{"theme": "GitHub", "footer": map[string]any{"hideCWD": true},
+				"customThemes": map[string]any{"Mine": map[string]any{"type": "custom", "Background": "#000"}}},
+			"general":  map[string]any{"vimMode": true, "enableAutoUpdateNotification": false, "enableAutoUpdate": false},
+			"security": map[string]any{"auth": map[string]any{"selectedType": "gemini-api-key"}, "folderTrust": map[string]any{"enabled": false}},
+			"privacy":  map[string]any{"usageStatisticsEnabled": false},
+			"context":  map[string]any{"fileName": []any{"AGENTS.md", "GEMINI.md"}},
+			"tools":    map[string]any{"useRipgrep": true, "shell": map[string]any{"showColor": true}}}},
 		{"none", "", map[string]any{"security": map[string]any{"auth": map[string]any{"selectedType": "gemini-api-key"}}, "general": off,
 			"privacy": map[string]any{"usageStatisticsEnabled": false}}},
 		{"unparsable", `{"ui": `, map[string]any{"security": map[string]any{"auth": map[string]any{"selectedType": "gemini-api-key"}}, "general": off,
@@ -123,5 +138,54 @@ func TestGeminiSettings(t *testing.T) {
 				t.Errorf("got %s", out)
 			}
 		})
+	}
+}
+
+// TestGeminiKeysDocumented keeps docs/profiles.md's table of the carried settings keys true:
+// every key of geminiKeys is named in it (by its last part), with why it runs nothing.
+func TestGeminiKeysDocumented(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("..", "..", "docs", "profiles.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := string(b)
+	start := strings.Index(doc, "Keys of the host's `settings.json` carried into the box's")
+	end := strings.Index(doc, "Never carried (dropped with every key not in the table)")
+	if start < 0 || end < start {
+		t.Fatal("docs/profiles.md has no table of Gemini CLI's carried settings keys")
+	}
+	table := doc[start:end]
+	for key := range geminiKeys {
+		last := key[strings.LastIndex(key, ".")+1:]
+		if !regexp.MustCompile("[`{,.]" + regexp.QuoteMeta(last) + "[`},]").MatchString(table) {
+			t.Errorf("docs/profiles.md's table of Gemini CLI's carried settings does not name %s", key)
+		}
+	}
+}
+
+// TestDataKind: an object carried as data (Gemini CLI's custom themes, token budgets) holds
+// only booleans, numbers and short strings, at most 4 deep and 256 values; anything else drops
+// the key whole.
+func TestDataKind(t *testing.T) {
+	many := map[string]any{}
+	for i := range 300 {
+		many[strconv.Itoa(i)] = true
+	}
+	for _, c := range []struct {
+		name string
+		v    any
+		want bool
+	}{
+		{"colours", map[string]any{"Mine": map[string]any{"type": "custom", "text": map[string]any{"primary": "#fff"}}}, true},
+		{"a list", map[string]any{"a": []any{1.0, "x", false}}, true},
+		{"too deep", map[string]any{"a": map[string]any{"b": map[string]any{"c": map[string]any{"d": map[string]any{"e": "x"}}}}}, false},
+		{"too many", many, false},
+		{"a long string", map[string]any{"a": strings.Repeat("x", 300)}, false},
+		{"a null", map[string]any{"a": nil}, false},
+		{"not an object", []any{"x"}, false},
+	} {
+		if got := hasKind(c.v, kData); got != c.want {
+			t.Errorf("%s: %v, want %v", c.name, got, c.want)
+		}
 	}
 }

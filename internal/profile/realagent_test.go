@@ -88,9 +88,7 @@ func TestGeminiWiringBeatsWorkspaceSettings(t *testing.T) {
 	t.Parallel()
 	bin := testenv.InstalledAgentCLI(t, "gemini")
 	node, err := exec.LookPath("node")
-	if err != nil {
-		t.Skip("gemini needs node on PATH")
-	}
+	testenv.RequireTool(t, "gemini needs node on PATH", err)
 	up := llmtest.NewGemini(llmtest.Options{Credential: "pairing-for-test"})
 	defer up.Close()
 	relay := httptest.NewServer(http.StripPrefix("/sandbox/gemini", up.Config.Handler))

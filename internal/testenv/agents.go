@@ -1,6 +1,7 @@
 package testenv
 
 import (
+	"bytes"
 	"os"
 	"path/filepath"
 	"testing"
@@ -13,6 +14,11 @@ const UserSuitesEnv = "AGENTBOX_TEST_USER_SUITES"
 // AgentsDirEnv names the folder scripts/install-agents.sh installed the real agent CLIs in;
 // unset, DefaultAgentsDir (where .ci/run installs them).
 const AgentsDirEnv = "AGENTBOX_AGENTS_DIR"
+
+// AgentsRequiredEnv names the variable .ci/run sets to 1: a real agent's test then skips only
+// when scripts/install-agents.sh recorded that the package registry did not give its CLI
+// (DIR/NAME.unavailable), and fails when the CLI is missing for any other reason.
+const AgentsRequiredEnv = "AGENTBOX_AGENTS_REQUIRED"
 
 // DefaultAgentsDir is where .ci/run installs the real agent CLIs.
 const DefaultAgentsDir = "/opt/agentbox-ci-agents"
@@ -41,7 +47,26 @@ func InstalledAgentCLI(t testing.TB, name string) string {
 	}
 	bin := filepath.Join(dir, "bin", name)
 	if st, err := os.Stat(bin); err != nil || st.Mode().Perm()&0o111 == 0 {
+		if why, rerr := os.ReadFile(filepath.Join(dir, name+".unavailable")); rerr == nil {
+			t.Skipf("no %s in %s: scripts/install-agents.sh could not fetch it from the package registry (%s)", name, dir, bytes.TrimSpace(why))
+		}
+		if os.Getenv(AgentsRequiredEnv) == "1" {
+			t.Fatalf("no %s in %s, and scripts/install-agents.sh recorded no registry failure for it (%s=1: only that may skip the real agents' tests): %v", name, dir, AgentsRequiredEnv, err)
+		}
 		t.Skipf("no %s in %s (install the real agent CLIs with scripts/install-agents.sh DIR and set %s=DIR): %v", name, dir, AgentsDirEnv, err)
 	}
 	return bin
+}
+
+// RequireTool fails the test when a tool a real agent's test needs (node for Gemini CLI) is
+// missing where AgentsRequiredEnv is 1, and skips it, saying why, elsewhere.
+func RequireTool(t testing.TB, why string, err error) {
+	t.Helper()
+	if err == nil {
+		return
+	}
+	if os.Getenv(AgentsRequiredEnv) == "1" {
+		t.Fatalf("%s (%s=1): %v", why, AgentsRequiredEnv, err)
+	}
+	t.Skipf("%s: %v", why, err)
 }

@@ -42,9 +42,8 @@ func agentEnv(t *testing.T, name string) (*Env, string) {
 	t.Helper()
 	bin := testenv.AgentCLI(t, name)
 	if head, err := os.ReadFile(bin); err == nil && bytes.HasPrefix(head, []byte("#!/usr/bin/env node")) {
-		if _, err := exec.LookPath("node"); err != nil {
-			t.Skipf("%s needs node on PATH", name)
-		}
+		_, err := exec.LookPath("node")
+		testenv.RequireTool(t, name+" needs node on PATH", err)
 	}
 	e := NewEnv(t)
 	e.Vars = append(e.Vars, "PATH="+filepath.Dir(bin)+":"+os.Getenv("PATH"))

@@ -453,9 +453,8 @@ func TestInteractiveClaude(t *testing.T) {
 		t.Errorf("the MCP server planted in the box-owned ~/.claude.json was carried into the next box:\n%s", b)
 	}
 
-	// The control: the stock claude, unboxed, from the same host state, reaches its prompt the
-	// same way (so the screen check above means something), and does not resume what the box
-	// wrote.
+	// The controls, the stock claude unboxed from the same host state. It does not resume what
+	// the boxes wrote (their conversation is in the box-owned state, not the host's ~/.claude).
 	m.clearPane()
 	m.Type(fmt.Sprintf("ANTHROPIC_BASE_URL=%s ANTHROPIC_AUTH_TOKEN=%s %s --continue; echo U1U=$?", up.URL, hostCredential, bin))
 	m.WaitFor(`No conversation found|` + prompt)
@@ -463,10 +462,18 @@ func TestInteractiveClaude(t *testing.T) {
 		t.Errorf("the unboxed claude resumed the box's conversation:\n%s", m.Screen())
 	}
 	if !strings.Contains(m.Screen(), "No conversation found") {
-		noDialog(t, m, "the unboxed claude")
+		t.Errorf("the unboxed claude --continue found a conversation to resume, where the host's state has none:\n%s", m.Screen())
 		m.Ask("/exit")
 	}
 	m.WaitFor(`U1U=\d+`)
+	// And it reaches its prompt with no dialog, as the boxes did (so the screen checks above
+	// mean something), and /exit ends it with 0.
+	m.clearPane()
+	m.Type(fmt.Sprintf("ANTHROPIC_BASE_URL=%s ANTHROPIC_AUTH_TOKEN=%s %s; echo U2U=$?", up.URL, hostCredential, bin))
+	m.WaitFor(prompt)
+	noDialog(t, m, "the unboxed claude")
+	m.Ask("/exit")
+	m.WaitFor(`U2U=0\b`)
 }
 
 // claudeChoice is the highlighted choice of a Claude Code dialog ("❯ No, exit", "❯ 1. Yes"):
@@ -858,8 +865,11 @@ func TestInteractiveGemini(t *testing.T) {
 	}
 	// A returning user's own settings, as Gemini CLI leaves them (the auth type chosen, a
 	// theme): its update check and usage statistics on, by default. Each boxed launch asked the
-	// npm registry for Gemini CLI's latest version, refused, and ended saying so.
-	const hostSettings = "{\n  \"security\": {\"auth\": {\"selectedType\": \"gemini-api-key\"}},\n  \"ui\": {\"theme\": \"GitHub\"},\n  \"model\": {\"name\": \"gemini-2.5-flash\"}\n}\n"
+	// npm registry for Gemini CLI's latest version, refused, and ended saying so. And an MCP
+	// server of the user's with a token in its env, which no box may see (before session 31 the
+	// box's settings were the host's whole).
+	const hostSettings = "{\n  \"security\": {\"auth\": {\"selectedType\": \"gemini-api-key\"}},\n  \"ui\": {\"theme\": \"GitHub\"},\n  \"model\": {\"name\": \"gemini-2.5-flash\"},\n" +
+		"  \"mcpServers\": {\"gh\": {\"command\": \"/nonexistent/gh-mcp\", \"env\": {\"GITHUB_TOKEN\": \"ghp_HOSTSECRET\"}}}\n}\n"
 	hostSettingsFile := filepath.Join(e.Home, ".gemini", "settings.json")
 	if err := os.WriteFile(hostSettingsFile, []byte(hostSettings), 0o600); err != nil {
 		t.Fatal(err)
@@ -868,7 +878,7 @@ func TestInteractiveGemini(t *testing.T) {
 	m := e.Tmux(t)
 	m.tmux("resize-window", "-t", "main", "-x", "120", "-y", "40")
 	m.wait = geminiWait
-	// The host's model (settings.json, carried whole) is in the footer, under /model. The host
+	// The host's model (settings.json's model.name, carried) is in the footer, under /model. The host
 	// has no ~/.gemini/GEMINI.md, nor has the workspace one, so the footer counts no memory file,
 	// as the host's stock gemini's does: the box's stand-in for the host's absent GEMINI.md (an
 	// empty read-only file until session 19) made every box's footer say "1 GEMINI.md file".
@@ -886,9 +896,12 @@ func TestInteractiveGemini(t *testing.T) {
 	if ts := jsonlUnder(filepath.Join(state, ".gemini", "tmp")); len(ts) == 0 {
 		t.Errorf("no saved chat in the box-owned state %s", state)
 	}
-	if b, err := os.ReadFile(filepath.Join(state, ".gemini", "settings.json")); err != nil || !strings.Contains(string(b), `"GitHub"`) ||
-		!strings.Contains(string(b), `"enableAutoUpdateNotification": false`) {
+	b, err := os.ReadFile(filepath.Join(state, ".gemini", "settings.json"))
+	if err != nil || !strings.Contains(string(b), `"GitHub"`) || !strings.Contains(string(b), `"enableAutoUpdateNotification": false`) {
 		t.Errorf("the box's settings.json does not carry the host's theme with the update check off: %v\n%s", err, b)
+	}
+	if strings.Contains(string(b), "HOSTSECRET") || strings.Contains(string(b), "mcpServers") {
+		t.Errorf("the box's settings.json carries the host's MCP server:\n%s", b)
 	}
 	if ts := jsonlUnder(filepath.Join(e.Home, ".gemini", "tmp")); len(ts) > 0 {
 		t.Errorf("the box wrote chats into the host's ~/.gemini/tmp: %v", ts)
