@@ -44,8 +44,11 @@ func TestRestartDaemonsAfterUpgrade(t *testing.T) {
 	}
 	restart := func() Result {
 		t.Helper()
-		// RUNTIME_ROOT holds the users' runtime directories: here the environment's only.
-		c := exec.CommandContext(t.Context(), "sh", src, daemon, filepath.Dir(e.Runtime))
+		// The environment's runtime directory is not beneath /run/user (as a user's
+		// XDG_RUNTIME_DIR elsewhere, or the /tmp/agentbox-UID fallback): the script finds the
+		// daemon by its executable. Before, it read /run/user/*/agentbox/daemon.pid only and
+		// missed it.
+		c := exec.CommandContext(t.Context(), "sh", src, daemon)
 		return e.RunCmd(c)
 	}
 	if r := ab("daemon", "--detach"); r.Code != 0 {
