@@ -1526,3 +1526,54 @@ func TestInteractiveClaudeWebSearchRefused(t *testing.T) {
 		}
 	}
 }
+
+// TestInteractiveHostTrust: a workspace the host's own CLI trusts opens straight to the prompt
+// in a box, the first boxed launch of it included (no state of the box's yet), for Codex CLI
+// (its ~/.codex/config.toml's [projects."<folder>"] trust_level) and Copilot CLI (its
+// ~/.copilot/config.json's trustedFolders): the trust is carried by the daemon's synthesized
+// configuration. The other tests of these two start from a host that trusts another folder
+// and answer the dialog; their host trust was shown by unit tests and `codex exec` only
+// (audit of issue #18, session 31). Gemini CLI's is TestInteractiveGemini's.
+func TestInteractiveHostTrust(t *testing.T) {
+	t.Parallel() // its own daemons and upstreams; mostly waits (parallelTests)
+	t.Run("codex", func(t *testing.T) {
+		t.Parallel()
+		e, _ := agentEnv(t, "codex")
+		up := llmtest.NewOpenAI(llmtest.Options{})
+		defer up.Close()
+		useGateway(t, e, "openai", up.URL, "")
+		// Codex asks for trust in a git repository (0.171.0).
+		if out, err := exec.Command("git", "init", "-q", e.Work).CombinedOutput(); err != nil {
+			t.Fatalf("git init: %v\n%s", err, out)
+		}
+		if err := os.MkdirAll(filepath.Join(e.Home, ".codex"), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		hostConfig := fmt.Sprintf("model = \"gpt-6-sol\"\n\n[tui]\nscreen_reader_detection_done = true\n\n[projects.%q]\ntrust_level = \"trusted\"\n", e.Work)
+		if err := os.WriteFile(filepath.Join(e.Home, ".codex", "config.toml"), []byte(hostConfig), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		m := e.Tmux(t)
+		m.tmux("resize-window", "-t", "main", "-x", "120", "-y", "40")
+		converse(t, m, up, "run codex", `Ask Codex to do anything`, "", "remember the word HERMIT")
+	})
+	t.Run("copilot", func(t *testing.T) {
+		t.Parallel()
+		e, _ := agentEnv(t, "copilot")
+		up := llmtest.NewAnthropic(llmtest.Options{})
+		defer up.Close()
+		useGateway(t, e, "anthropic", up.URL, "models:\n  copilot: claude-sonnet-4.5\n")
+		if err := os.MkdirAll(filepath.Join(e.Home, ".copilot"), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		hostConfig := fmt.Sprintf("{\n  \"firstLaunchAt\": \"2026-01-01T00:00:00.000Z\",\n  \"appTipShown\": true,\n  \"trustedFolders\": [%q]\n}\n", e.Work)
+		if err := os.WriteFile(filepath.Join(e.Home, ".copilot", "config.json"), []byte(hostConfig), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		m := e.Tmux(t)
+		m.tmux("resize-window", "-t", "main", "-x", "120", "-y", "40")
+		// Copilot's footer says "◉ Working" until its turn ends; /exit typed meanwhile is
+		// queued (TestInteractiveCopilot): converse presses Escape should it stay queued.
+		converse(t, m, up, "run copilot", `/ commands`, "", "remember the word HERMIT")
+	})
+}
