@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -1576,4 +1577,116 @@ func TestInteractiveHostTrust(t *testing.T) {
 		// queued (TestInteractiveCopilot): converse presses Escape should it stay queued.
 		converse(t, m, up, "run copilot", `/ commands`, "", "remember the word HERMIT")
 	})
+}
+
+// TestInteractiveClaudeTheme: the host's colour theme (~/.claude.json's theme, carried by the
+// claude-config allowlist) colours the boxed Claude Code as it colours the stock one. The
+// terminal's text does not show a theme; its colours do: the stock claude's header at the
+// prompt, with its escape sequences (`capture-pane -e`), holds colour sequences in the light
+// theme that it does not in the dark one, and the other way round (so the comparison can
+// fail); the boxed header in each theme holds the same of those as the stock one's. The rest
+// of the screen is not compared (a notice drawn there for a moment has colours of its own). The stock one runs with the
+// profile's two variables that change what it shows (no non-essential traffic, no
+// auto-updater).
+func TestInteractiveClaudeTheme(t *testing.T) {
+	t.Parallel() // its own daemon and upstreams; mostly waits (parallelTests)
+	e, bin := agentEnv(t, "claude")
+	up := llmtest.NewAnthropic(llmtest.Options{})
+	defer up.Close()
+	useGateway(t, e, "anthropic", up.URL, "")
+	m := e.Tmux(t)
+	m.tmux("resize-window", "-t", "main", "-x", "120", "-y", "40")
+	sgr := regexp.MustCompile(`\x1b\[[0-9;]*m`)
+	// header is the colour sequences of Claude Code's header on the screen.
+	header := func() map[string]bool {
+		// The header only (the logo, "Claude Code vX", the model, the folder): a notice drawn
+		// for a moment elsewhere has colours of its own.
+		lines := strings.Split(m.tmux("capture-pane", "-e", "-p", "-t", m.target), "\n")
+		set := map[string]bool{}
+		for i, l := range lines {
+			if strings.Contains(sgr.ReplaceAllString(l, ""), "Claude Code v") {
+				for _, h := range lines[i:min(i+3, len(lines))] {
+					for _, c := range sgr.FindAllString(h, -1) {
+						set[strconv.Quote(c)] = true
+					}
+				}
+				break
+			}
+		}
+		return set
+	}
+	// colours is what six captures of the header 300 ms apart show: the colours in every one
+	// (always), and in any (ever). The mascot blinks now and then, its eyes drawn in colours
+	// of their own for a moment, which some captures catch.
+	type seen struct{ always, ever map[string]bool }
+	colours := func() seen {
+		s := seen{header(), map[string]bool{}}
+		maps.Copy(s.ever, s.always)
+		for range 5 {
+			time.Sleep(300 * time.Millisecond)
+			now := header()
+			maps.Copy(s.ever, now)
+			maps.DeleteFunc(s.always, func(c string, _ bool) bool { return !now[c] })
+		}
+		return s
+	}
+	prompt := `(?m)^❯[\s\x{00a0}]*$`
+	launch := func(theme string, boxed bool) seen {
+		t.Helper()
+		host := claudeReturningUser(t, e.Work)
+		host["theme"] = theme
+		b, _ := json.Marshal(host)
+		if err := os.WriteFile(filepath.Join(e.Home, ".claude.json"), b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		m.clearPane()
+		if boxed {
+			tag := m.Start("run claude")
+			m.WaitFor(prompt)
+			noDialog(t, m, "agentbox run claude")
+			c := colours()
+			m.Ask("/exit")
+			if code := m.Wait(tag); code != 0 {
+				t.Fatalf("agentbox run claude, /exit: exit %d\n%s", code, m.Screen())
+			}
+			return c
+		}
+		m.Type(fmt.Sprintf("ANTHROPIC_BASE_URL=%s ANTHROPIC_AUTH_TOKEN=%s CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1 DISABLE_AUTOUPDATER=1 %s; echo T1T=$?", up.URL, hostCredential, bin))
+		m.WaitFor(prompt)
+		c := colours()
+		m.Ask("/exit")
+		m.WaitFor(`T1T=0\b`)
+		return c
+	}
+	boxed, stock := map[string]seen{}, map[string]seen{}
+	other := map[string]string{"light": "dark", "dark": "light"}
+	for _, theme := range []string{"light", "dark"} {
+		boxed[theme], stock[theme] = launch(theme, true), launch(theme, false)
+	}
+	// A theme's own colours: on the stock header in every capture in that theme, and in none
+	// in the other.
+	own := map[string][]string{}
+	for theme := range other {
+		for c := range stock[theme].always {
+			if !stock[other[theme]].ever[c] {
+				own[theme] = append(own[theme], c)
+			}
+		}
+		slices.Sort(own[theme])
+		if len(own[theme]) == 0 {
+			t.Fatalf("the stock Claude Code's header has no colour of its own in the %s theme (%v; %v in the other): the comparison shows nothing", theme, stock[theme].always, stock[other[theme]].ever)
+		}
+	}
+	for theme := range other {
+		for _, c := range own[theme] {
+			if !boxed[theme].ever[c] {
+				t.Errorf("theme %s: the boxed Claude Code's header never shows %s, the theme's own colour on the stock one's (%v)", theme, c, own[theme])
+			}
+		}
+		for _, c := range own[other[theme]] {
+			if boxed[theme].ever[c] {
+				t.Errorf("theme %s: the boxed Claude Code's header shows %s, the %s theme's own colour (%v)", theme, c, other[theme], own[other[theme]])
+			}
+		}
+	}
 }
