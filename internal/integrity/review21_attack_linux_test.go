@@ -91,7 +91,12 @@ func TestAttackDirenvSourcedFile(t *testing.T) {
 			}
 			during, touchDuring := e.marker("envrc-local-during")
 			var duringOut string
+			// The box waits (5 s at most) for box-init's guard to take the file before the host's
+			// direnv runs: the guard's reaction has a window (3–5 ms, tens under load;
+			// docs/integrity.md, BenchmarkGuardWindow), which a direnv started at once raced and
+			// won once in CI. Without the guard the file stays, and direnv runs it.
 			out := e.boxPlantDuring(fmt.Sprintf(`printf '%%s\n' '%s' > .envrc.local && echo planted
+i=0; while [ -e .envrc.local ] && [ $i -lt 500 ]; do sleep 0.01; i=$((i+1)); done
 echo ready > %s; read go < %s`, touchDuring, syncFIFO, syncFIFO), func() {
 				duringOut, _ = dv.run(e.work, "exec", ".", "true")
 			})

@@ -133,7 +133,9 @@ func TestDetachAttach(t *testing.T) {
 		p.WaitFor("ready-7")
 		l := e.runningLaunch(t)
 		p.Keys("C-p", "C-q")
-		p.Wait(tag)
+		if code := p.Wait(tag); code != 0 {
+			t.Errorf("agentbox run after the detach keys exited %d, want 0", code)
+		}
 		p.Kill()
 		// The terminal it was started from is gone; the program is not hung up.
 		tag = m.Start("attach " + l.ID)
