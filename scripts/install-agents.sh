@@ -36,6 +36,7 @@ agents=(
   "gemini   @google/gemini-cli                        bundle/gemini.js"
 )
 
+status=0
 for line in "${agents[@]}"; do
   read -r name pkg exe <<<"$line"
   if [[ -x "$dir/$name/package/$exe" ]]; then
@@ -43,11 +44,19 @@ for line in "${agents[@]}"; do
   else
     echo "install-agents: npm pack $pkg"
     if ! tgz="$(cd "$dir/pack" && npm pack --loglevel=error "$pkg" 2>"$dir/pack/$name.err" | tail -n1)" || [[ -z "$tgz" ]]; then
-      # The tests of $name skip naming this (internal/testenv: AgentCLI); without the note a
-      # missing CLI fails them where AGENTBOX_AGENTS_REQUIRED=1 (.ci/run).
       why="$(grep -m2 -E '^npm error (code |[A-Za-z]+Error: |404 )' "$dir/pack/$name.err" | sed 's/^npm error //' | paste -sd';' || true)"
-      echo "npm pack $pkg failed: ${why:-no package}" >"$dir/$name.unavailable"
-      echo "install-agents: $pkg is not available from the registry (${why:-no package}); skipping $name" >&2
+      code="$(sed -n 's/^npm error code \([A-Za-z0-9_]*\).*/\1/p' "$dir/pack/$name.err" | head -n1)"
+      case "$code" in
+      # The registry or the way to it failed: the tests of $name skip naming this
+      # (internal/testenv: AgentCLI). Any other failure (no npm, a local error) leaves no note,
+      # and a missing CLI fails them where AGENTBOX_AGENTS_REQUIRED=1 (.ci/run).
+      E404 | ETARGET | ECONNREFUSED | ECONNRESET | ETIMEDOUT | ENOTFOUND | EAI_AGAIN | EHOSTUNREACH | ENETUNREACH | E5[0-9][0-9] | ERR_SOCKET_TIMEOUT)
+        echo "npm pack $pkg failed: $why" >"$dir/$name.unavailable"
+        echo "install-agents: $pkg is not available from the registry ($why); skipping $name" >&2 ;;
+      *)
+        echo "install-agents: npm pack $pkg failed (${why:-$(tail -n1 "$dir/pack/$name.err")}); the tests of $name fail without it" >&2
+        status=1 ;;
+      esac
       continue
     fi
     rm -f "$dir/$name.unavailable" "$dir/pack/$name.err"
@@ -61,7 +70,9 @@ for line in "${agents[@]}"; do
     rm -f "$dir/$name.unavailable"
     echo "install-agents: $dir/bin/$name -> $("$dir/bin/$name" --version 2>/dev/null | head -n1 || echo '?')"
   else
-    echo "$pkg has no $exe" >"$dir/$name.unavailable"
-    echo "install-agents: $pkg has no $exe; skipping $name" >&2
+    # The package's layout changed: not the registry's failure, so no note; its tests fail.
+    echo "install-agents: $pkg has no $exe; the tests of $name fail without it" >&2
+    status=1
   fi
 done
+exit $status

@@ -23,7 +23,7 @@ const (
 	kStrings       // a list of short strings
 	kCounts        // a TOML table whose values are all small integers
 	kStringOrStrings
-	kData // an object of at most 256 values, nested at most 4 deep, whose leaves are booleans, numbers or short strings
+	kData // an object of at most 256 values, nested at most 6 deep, whose leaves are booleans, numbers or short strings
 )
 
 // claudeKeys are the top-level keys of Claude Code's ~/.claude.json carried into a box, each
@@ -307,7 +307,7 @@ func hasKind(v any, k kind) bool {
 	case kData:
 		m, ok := v.(map[string]any)
 		n := 0
-		return ok && plainData(m, 4, &n)
+		return ok && plainData(m, 6, &n)
 	case kStrings:
 		l, ok := v.([]any)
 		if !ok || len(l) > 64 {

@@ -92,7 +92,7 @@ var geminiKeys = map[string]kind{
 	"general.sessionRetention.maxCount":     kNumber,
 	"general.sessionRetention.minRetention": kString,
 	"output.format":                         kString, // text or json
-	"ui.theme":                              kString, // a theme's name
+	"ui.theme":                              kString, // a theme's name (a theme file's path under the host's home is not in the box's private home: the default theme)
 	"ui.customThemes":                       kData,   // themes' names and colours
 	"ui.autoThemeSwitching":                 kBool,
 	"ui.terminalBackgroundPollingInterval":  kNumber,
@@ -139,6 +139,9 @@ var geminiKeys = map[string]kind{
 	"model.compressionThreshold": kNumber,
 	"model.disableLoopDetection": kBool,
 	"model.skipNextSpeakerCheck": kBool,
+	// The user's own model aliases, which model.name may name (without them Gemini CLI sends
+	// the alias itself as the model): names, a model's name and its generation parameters.
+	"modelConfigs.customAliases": kData,
 	// What Gemini CLI reads as context: file names and folders it reads, never runs.
 	"context.fileName":                                kStringOrStrings,
 	"context.importFormat":                            kString,
@@ -163,15 +166,25 @@ var geminiKeys = map[string]kind{
 	"tools.shell.enableShellOutputEfficiency":  kBool,
 	"tools.shell.backgroundCompletionBehavior": kString,
 	"useWriteTodos":                            kBool,
-	// The auth type: which of Gemini CLI's own sign-in paths it takes (the relay's needs
-	// gemini-api-key; another finds no credential in a box, docs/profiles.md).
-	"security.auth.selectedType": kString,
+	// What the user narrowed: tools that must ask first (rules that take precedence over
+	// allowed tools), tools excluded, the core tools kept (the rest denied). Lists of tool
+	// names that only narrow what runs; never tools.allowed, which widens it.
+	"tools.confirmationRequired": kStrings,
+	"tools.exclude":              kStrings,
+	"tools.core":                 kStrings,
 	// The folder trust dialog on or off, and what the approval dialogs offer: switches. What a
 	// permanent approval saves goes to the box's own policy file, not kept.
 	"security.folderTrust.enabled":         kBool,
 	"security.disableYoloMode":             kBool,
 	"security.disableAlwaysAllow":          kBool,
 	"security.enablePermanentToolApproval": kBool,
+	// Extensions allowed or blocked by pattern, and which variables' values are redacted from
+	// what Gemini CLI shows the model: names, patterns and switches that narrow.
+	"security.allowedExtensions":                    kStrings,
+	"security.blockGitExtensions":                   kBool,
+	"security.environmentVariableRedaction.enabled": kBool,
+	"security.environmentVariableRedaction.allowed": kStrings,
+	"security.environmentVariableRedaction.blocked": kStrings,
 	// Extensions and skills the user turned off, by name (their folders are the host's,
 	// read-only).
 	"extensions.disabled": kStrings,
@@ -185,16 +198,14 @@ var geminiKeys = map[string]kind{
 // 0.61.0 has no variable or flag for them): the update check and the automatic update
 // (general.enableAutoUpdateNotification, general.enableAutoUpdate: the npm registry, which
 // the egress proxy refused at the end of every launch; the install tree is read-only in a
-// box anyway) and usage statistics (privacy.usageStatisticsEnabled). When the host has no
-// file (or one that does not parse), the box's selects the API key path
-// (security.auth.selectedType: gemini-api-key), which headless Gemini CLI needs with the
-// relay's base URL. What a box wrote into its copy is dropped: it is rewritten at every
+// box anyway) and usage statistics (privacy.usageStatisticsEnabled); and the API key path
+// (security.auth.selectedType: gemini-api-key), the only one the relay serves, whatever the
+// host's says: headless Gemini CLI needs it with the relay's base URL, and the host's usual
+// Google sign-in (oauth-personal) made every box show Google's authorization URL and wait for
+// a code (review 31). What a box wrote into its copy is dropped: it is rewritten at every
 // launch from the host's.
 func geminiSettings(host, _ []byte, _ string) ([]byte, error) {
 	h, _ := jsonc(host)
-	if h == nil {
-		h = map[string]any{"security": map[string]any{"auth": map[string]any{"selectedType": "gemini-api-key"}}}
-	}
 	out := map[string]any{}
 	for key, want := range geminiKeys {
 		if v, ok := atDotted(h, key); ok && hasKind(v, want) {
@@ -204,6 +215,7 @@ func geminiSettings(host, _ []byte, _ string) ([]byte, error) {
 	setDotted(out, "general.enableAutoUpdateNotification", false)
 	setDotted(out, "general.enableAutoUpdate", false)
 	setDotted(out, "privacy.usageStatisticsEnabled", false)
+	setDotted(out, "security.auth.selectedType", "gemini-api-key")
 	j, err := json.MarshalIndent(out, "", "  ")
 	if err != nil {
 		return nil, err

@@ -90,16 +90,17 @@ func mustJSON(v any) string {
 // keys in geminiKeys (comments stripped; its preferences, as the bound file gave them), never
 // its hooks, MCP servers, tool commands or allowed tools, nor a key of an unexpected type or
 // one the allowlist does not name; the update check, the automatic update and usage statistics
-// off whatever it says; the API key path when the host has none, or one that does not parse;
-// what the box wrote into its copy dropped.
+// off, and the API key path, whatever it says (the host's Google sign-in made the box wait for
+// an authorization code); what the box wrote into its copy dropped.
 func TestGeminiSettings(t *testing.T) {
 	host := "// the user's own\n{\"ui\": {\"theme\": \"GitHub\", \"footer\": {\"hideCWD\": true, \"command\": \"x\"}, \"customThemes\": {\"Mine\": {\"type\": \"custom\", \"Background\": \"#000\"}}},\n" +
 		" \"general\": {\"vimMode\": true, \"enableAutoUpdateNotification\": true, \"devtools\": true},\n" +
-		" \"security\": {\"auth\": {\"selectedType\": \"gemini-api-key\", \"useExternal\": true}, \"folderTrust\": {\"enabled\": false}}, \"privacy\": {\"usageStatisticsEnabled\": true},\n" +
+		" \"security\": {\"auth\": {\"selectedType\": \"oauth-personal\", \"useExternal\": true}, \"folderTrust\": {\"enabled\": false}, \"blockGitExtensions\": true}, \"privacy\": {\"usageStatisticsEnabled\": true},\n" +
+		" \"modelConfigs\": {\"customAliases\": {\"my-fast\": {\"modelConfig\": {\"model\": \"gemini-2.5-flash\", \"generateContentConfig\": {\"thinkingConfig\": {\"thinkingBudget\": 0}}}}}, \"modelDefinitions\": {\"x\": {}}},\n" +
 		" \"model\": {\"name\": {\"not\": \"a string\"}}, \"context\": {\"fileName\": [\"AGENTS.md\", \"GEMINI.md\"]},\n" +
 		" \"hooks\": {\"BeforeTool\": [{\"command\": \"./lint.sh\"}]}, \"hooksConfig\": {\"enabled\": true},\n" +
 		" \"mcpServers\": {\"gh\": {\"command\": \"gh-mcp\", \"env\": {\"GITHUB_TOKEN\": \"secret\"}}}, \"mcp\": {\"serverCommand\": \"x\"},\n" +
-		" \"tools\": {\"discoveryCommand\": \"./discover\", \"callCommand\": \"./call\", \"allowed\": [\"run_shell_command\"], \"useRipgrep\": true, \"shell\": {\"pager\": \"./pager\", \"showColor\": true}},\n" +
+		" \"tools\": {\"discoveryCommand\": \"./discover\", \"callCommand\": \"./call\", \"allowed\": [\"run_shell_command\"], \"exclude\": [\"web_fetch\"], \"confirmationRequired\": [\"write_file\"], \"useRipgrep\": true, \"shell\": {\"pager\": \"./pager\", \"showColor\": true}},\n" +
 		" \"advanced\": {\"bugCommand\": {\"urlTemplate\": \"x\"}}, \"policyPaths\": [\"/p\"], \"telemetry\": {\"otlpEndpoint\": \"x\"}, \"futureKey\": {\"x\": 1}}\n"
 	box := `{"hooks": {"BeforeTool": [{"command": "planted"}]}, "tools": {"autoAccept": true}}`
 	off := map[string]any{"enableAutoUpdateNotification": false, "enableAutoUpdate": false}
@@ -111,15 +112,18 @@ func TestGeminiSettings(t *testing.T) {
 			"ui": map[string]any{"theme": "GitHub", "footer": map[string]any{"hideCWD": true},
 				"customThemes": map[string]any{"Mine": map[string]any{"type": "custom", "Background": "#000"}}},
 			"general":  map[string]any{"vimMode": true, "enableAutoUpdateNotification": false, "enableAutoUpdate": false},
-			"security": map[string]any{"auth": map[string]any{"selectedType": "gemini-api-key"}, "folderTrust": map[string]any{"enabled": false}},
+			"security": map[string]any{"auth": map[string]any{"selectedType": "gemini-api-key"}, "folderTrust": map[string]any{"enabled": false}, "blockGitExtensions": true},
 			"privacy":  map[string]any{"usageStatisticsEnabled": false},
 			"context":  map[string]any{"fileName": []any{"AGENTS.md", "GEMINI.md"}},
-			"tools":    map[string]any{"useRipgrep": true, "shell": map[string]any{"showColor": true}}}},
+			"modelConfigs": map[string]any{"customAliases": map[string]any{"my-fast": map[string]any{"modelConfig": map[string]any{"model": "gemini-2.5-flash",
+				"generateContentConfig": map[string]any{"thinkingConfig": map[string]any{"thinkingBudget": 0.0}}}}}},
+			"tools": map[string]any{"useRipgrep": true, "shell": map[string]any{"showColor": true}, "exclude": []any{"web_fetch"}, "confirmationRequired": []any{"write_file"}}}},
 		{"none", "", map[string]any{"security": map[string]any{"auth": map[string]any{"selectedType": "gemini-api-key"}}, "general": off,
 			"privacy": map[string]any{"usageStatisticsEnabled": false}}},
 		{"unparsable", `{"ui": `, map[string]any{"security": map[string]any{"auth": map[string]any{"selectedType": "gemini-api-key"}}, "general": off,
 			"privacy": map[string]any{"usageStatisticsEnabled": false}}},
-		{"sections of another type", `{"general": "x", "privacy": 1}`, map[string]any{"general": off, "privacy": map[string]any{"usageStatisticsEnabled": false}}},
+		{"sections of another type", `{"general": "x", "privacy": 1}`, map[string]any{"general": off, "privacy": map[string]any{"usageStatisticsEnabled": false},
+			"security": map[string]any{"auth": map[string]any{"selectedType": "gemini-api-key"}}}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			var h []byte
@@ -164,7 +168,7 @@ func TestGeminiKeysDocumented(t *testing.T) {
 }
 
 // TestDataKind: an object carried as data (Gemini CLI's custom themes, token budgets) holds
-// only booleans, numbers and short strings, at most 4 deep and 256 values; anything else drops
+// only booleans, numbers and short strings, at most 6 deep and 256 values; anything else drops
 // the key whole.
 func TestDataKind(t *testing.T) {
 	many := map[string]any{}
@@ -178,7 +182,8 @@ func TestDataKind(t *testing.T) {
 	}{
 		{"colours", map[string]any{"Mine": map[string]any{"type": "custom", "text": map[string]any{"primary": "#fff"}}}, true},
 		{"a list", map[string]any{"a": []any{1.0, "x", false}}, true},
-		{"too deep", map[string]any{"a": map[string]any{"b": map[string]any{"c": map[string]any{"d": map[string]any{"e": "x"}}}}}, false},
+		{"six deep", map[string]any{"a": map[string]any{"b": map[string]any{"c": map[string]any{"d": map[string]any{"e": map[string]any{"f": "x"}}}}}}, true},
+		{"too deep", map[string]any{"a": map[string]any{"b": map[string]any{"c": map[string]any{"d": map[string]any{"e": map[string]any{"f": map[string]any{"g": "x"}}}}}}}, false},
 		{"too many", many, false},
 		{"a long string", map[string]any{"a": strings.Repeat("x", 300)}, false},
 		{"a null", map[string]any{"a": nil}, false},

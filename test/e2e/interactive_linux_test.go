@@ -866,10 +866,12 @@ func TestInteractiveGemini(t *testing.T) {
 	}
 	// A returning user's own settings, as Gemini CLI leaves them (the auth type chosen, a
 	// theme): its update check and usage statistics on, by default. Each boxed launch asked the
-	// npm registry for Gemini CLI's latest version, refused, and ended saying so. And an MCP
-	// server of the user's with a token in its env, which no box may see (before session 31 the
-	// box's settings were the host's whole).
-	const hostSettings = "{\n  \"security\": {\"auth\": {\"selectedType\": \"gemini-api-key\"}},\n  \"ui\": {\"theme\": \"GitHub\"},\n  \"model\": {\"name\": \"gemini-2.5-flash\"},\n" +
+	// npm registry for Gemini CLI's latest version, refused, and ended saying so. The user signs
+	// in with Google (oauth-personal, most users' choice): until session 31 the box took it and
+	// showed Google's authorization URL, waiting for a code. And an MCP server of the user's
+	// with a token in its env, which no box may see (before session 31 the box's settings were
+	// the host's whole).
+	const hostSettings = "{\n  \"security\": {\"auth\": {\"selectedType\": \"oauth-personal\"}},\n  \"ui\": {\"theme\": \"GitHub\"},\n  \"model\": {\"name\": \"gemini-2.5-flash\"},\n" +
 		"  \"mcpServers\": {\"gh\": {\"command\": \"/nonexistent/gh-mcp\", \"env\": {\"GITHUB_TOKEN\": \"ghp_HOSTSECRET\"}}}\n}\n"
 	hostSettingsFile := filepath.Join(e.Home, ".gemini", "settings.json")
 	if err := os.WriteFile(hostSettingsFile, []byte(hostSettings), 0o600); err != nil {
