@@ -3,6 +3,9 @@ package cli
 import (
 	"fmt"
 	"io"
+	"os"
+	"path"
+	"path/filepath"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -83,6 +86,14 @@ func printChanges(w io.Writer, cs *api.Changes) {
 		if c.NotShown {
 			note += " (diff not shown: the answer reached its bound)"
 		}
+		if dir, cloned := submoduleGitFile(cs.Workspace, c); dir != "" {
+			uses := ""
+			if cloned {
+				uses = ", which uses what the box cloned into " + visibleLine(dir) + " (checked at its exit)"
+			}
+			note += " (a submodule's git file, as git submodule update --init makes it: a box cannot make one, so the submodule stayed empty in the box; " +
+				"run git submodule update --init on the host" + uses + ", instead of applying this and the box's submodule lines of .git/config)"
+		}
 		path, pesc := visiblePath(c.Path)
 		diff, desc := visible(c.Diff)
 		if pesc || desc {
@@ -99,6 +110,39 @@ func printChanges(w io.Writer, cs *api.Changes) {
 			cs.IgnoredDropped, visibleList(cs.IgnoredDroppedPaths))
 	}
 	fmt.Fprintf(w, "\napply with: agentbox apply %s [PATH...]\n", cs.LaunchID[:12])
+}
+
+// submoduleGitFile returns the workspace-relative git directory the proposed change c names
+// when c is a new git file (DIR/.git reading "gitdir: …") whose directory lies in the
+// workspace's .git/modules/ ("" otherwise), and whether that directory exists. That is what
+// git submodule update --init leaves in a box: its clone into .git/modules is kept (checked at
+// the exit like every git directory the box makes), but box-init's guard takes the new git
+// file at once (a git file makes a folder a repository whose configuration the host's git
+// reads), so git fails ("could not get submodule directory") and the git file and the
+// .git/config lines are proposed.
+func submoduleGitFile(ws string, c api.ProposedChange) (dir string, exists bool) {
+	if c.Modifies || c.Ignored || path.Base(c.Path) != ".git" || ws == "" {
+		return "", false
+	}
+	var target string
+	for _, l := range strings.Split(c.Diff, "\n") {
+		if t, ok := strings.CutPrefix(l, "+gitdir: "); ok {
+			target = strings.TrimSpace(t)
+			break
+		}
+	}
+	if target == "" {
+		return "", false
+	}
+	if !path.IsAbs(target) {
+		target = path.Join(ws, path.Dir(c.Path), target)
+	}
+	rel, err := filepath.Rel(ws, path.Clean(target))
+	if err != nil || !strings.HasPrefix(rel, ".git/modules/") {
+		return "", false
+	}
+	st, err := os.Lstat(filepath.Join(ws, rel))
+	return rel, err == nil && st.IsDir()
 }
 
 // visibleList joins paths a box chose, each on one line with its control characters written
