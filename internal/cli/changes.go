@@ -86,13 +86,13 @@ func printChanges(w io.Writer, cs *api.Changes) {
 		if c.NotShown {
 			note += " (diff not shown: the answer reached its bound)"
 		}
-		if dir, cloned := submoduleGitFile(cs.Workspace, c); dir != "" {
+		if dir, there := submoduleGitFile(cs.Workspace, c); dir != "" {
 			uses := ""
-			if cloned {
-				uses = ", which uses what the box cloned into " + visibleLine(dir) + " (checked at its exit)"
+			if there {
+				uses = "; it uses the git directory " + visibleLine(dir) + " that is there now, which the box may have made: review it, or remove it first to clone afresh"
 			}
 			note += " (a submodule's git file, as git submodule update --init makes it: a box cannot make one, so the submodule stayed empty in the box; " +
-				"run git submodule update --init on the host" + uses + ", instead of applying this and the box's submodule lines of .git/config)"
+				"run git submodule update --init on the host instead of applying this and the box's submodule lines of .git/config" + uses + ")"
 		}
 		path, pesc := visiblePath(c.Path)
 		diff, desc := visible(c.Diff)
@@ -113,13 +113,13 @@ func printChanges(w io.Writer, cs *api.Changes) {
 }
 
 // submoduleGitFile returns the workspace-relative git directory the proposed change c names
-// when c is a new git file (DIR/.git reading "gitdir: …") whose directory lies in the
-// workspace's .git/modules/ ("" otherwise), and whether that directory exists. That is what
-// git submodule update --init leaves in a box: its clone into .git/modules is kept (checked at
-// the exit like every git directory the box makes), but box-init's guard takes the new git
-// file at once (a git file makes a folder a repository whose configuration the host's git
-// reads), so git fails ("could not get submodule directory") and the git file and the
-// .git/config lines are proposed.
+// when c is a new git file (DIR/.git reading "gitdir: …") of the submodule the workspace's
+// .gitmodules puts at DIR, naming its git directory .git/modules/NAME ("" otherwise), and
+// whether that directory is there. That is what git submodule update --init leaves in a box:
+// its clone into .git/modules stays, but box-init's guard takes the new git file at once (a git
+// file makes a folder a repository whose configuration the host's git reads), so git fails
+// ("could not get submodule directory") and the git file and the .git/config lines are
+// proposed.
 func submoduleGitFile(ws string, c api.ProposedChange) (dir string, exists bool) {
 	if c.Modifies || c.Ignored || path.Base(c.Path) != ".git" || ws == "" {
 		return "", false
@@ -138,11 +138,34 @@ func submoduleGitFile(ws string, c api.ProposedChange) (dir string, exists bool)
 		target = path.Join(ws, path.Dir(c.Path), target)
 	}
 	rel, err := filepath.Rel(ws, path.Clean(target))
-	if err != nil || !strings.HasPrefix(rel, ".git/modules/") {
+	if name := submoduleName(ws, path.Dir(c.Path)); err != nil || name == "" || rel != ".git/modules/"+name {
 		return "", false
 	}
 	st, err := os.Lstat(filepath.Join(ws, rel))
 	return rel, err == nil && st.IsDir()
+}
+
+// submoduleName returns the name the workspace's .gitmodules gives the submodule at the
+// workspace-relative path p ("" for none): a git file a box wrote is taken for a submodule's
+// only where the host's .gitmodules (pinned while a box runs) says one lies, and only when it
+// names that submodule's git directory (git's own: .git/modules/NAME).
+func submoduleName(ws, p string) string {
+	b, err := os.ReadFile(filepath.Join(ws, ".gitmodules"))
+	if err != nil || len(b) > 1<<20 {
+		return ""
+	}
+	name := ""
+	for _, l := range strings.Split(string(b), "\n") {
+		l = strings.TrimSpace(l)
+		if n, ok := strings.CutPrefix(l, "[submodule \""); ok {
+			name, _, _ = strings.Cut(n, "\"]")
+			continue
+		}
+		if k, v, ok := strings.Cut(l, "="); ok && strings.TrimSpace(k) == "path" && name != "" && path.Clean(strings.TrimSpace(v)) == p {
+			return name
+		}
+	}
+	return ""
 }
 
 // visibleList joins paths a box chose, each on one line with its control characters written

@@ -647,6 +647,7 @@ func scanGitDir(ws, gd string, skip passOver, out map[string]string, depth int) 
 	}
 	checkHooks(ws, filepath.Join(gd, "hooks"), skip, out)
 	checkPackedRefs(ws, filepath.Join(gd, "packed-refs"), skip, out)
+	checkReplaceRefs(ws, gd, skip, out)
 	checkAlternates(ws, gd, skip, out)
 	checkSequencer(ws, gd, skip, out)
 	checkRerere(gd, skip, out)
@@ -1056,7 +1057,17 @@ func todoExecs(b []byte) bool {
 // its name, whatever its mode (a box can chmod), with a hash of its content so that a
 // rewritten hook is a change. Samples and quarantined files are not hooks.
 func checkHooks(ws, dir string, skip passOver, out map[string]string) {
-	if skip.roots[dir] {
+	if skip.roots[dir] || skip.moved(dir) {
+		return
+	}
+	if fi, err := os.Lstat(dir); err == nil && fi.Mode()&os.ModeSymlink != 0 {
+		// git follows it and runs the hooks where it leads. The hooks there were recorded
+		// before, and moving one aside through the link failed ("too many levels of symbolic
+		// links"): a box-made submodule git directory whose hooks/ led to a folder of the
+		// box's kept its post-checkout, which the host's git submodule update --init ran
+		// (review 31b). The link itself is the finding: new or changed, it is moved aside.
+		t, _ := os.Readlink(dir)
+		out[dir] = "git hooks folder as a symlink to " + t
 		return
 	}
 	ents, err := readDirOwned(dir)
@@ -1071,6 +1082,45 @@ func checkHooks(ws, dir string, skip passOver, out map[string]string) {
 		}
 		hashed(ws, p, "git hook "+name, out)
 	}
+}
+
+// checkReplaceRefs records the loose replace refs of the git directory gd (refs/replace/<id>):
+// git hands out the object each names wherever it reads <id> (a checkout, git submodule
+// update), while git status and diff stay empty. An existing git directory's refs/replace is
+// pinned while a box runs (plan.GitDirProtected); one the box makes (a submodule's, cloned
+// into modules/ by git submodule update --init) is not, and a replace ref the box wrote there
+// made the host's git submodule update --init check out the box's files under the pinned
+// commit (review 31b). The finding is the folder, with a hash of its refs' names and contents:
+// new or changed, the folder is moved aside whole (into refs/.agentbox-quarantined-N/, which no
+// valid ref name enters). A ref file moved aside on its own keeps its place: renamed
+// <id>.agentbox-quarantined-1, git still read it as a replace of <id> (it reads the name's
+// first 40 hex digits). The packed ones are checkPackedRefs'.
+func checkReplaceRefs(ws, gd string, skip passOver, out map[string]string) {
+	dir := filepath.Join(gd, "refs", "replace")
+	if skip.roots[dir] || skip.moved(dir) {
+		return
+	}
+	fi, err := os.Lstat(dir)
+	if err != nil {
+		return
+	}
+	if fi.Mode()&os.ModeSymlink != 0 {
+		t, _ := os.Readlink(dir)
+		out[dir] = "git replace refs folder as a symlink to " + t
+		return
+	}
+	names, err := readDirNames(dir)
+	if err != nil || len(names) == 0 {
+		return
+	}
+	slices.Sort(names)
+	h := sha256.New()
+	for _, n := range names {
+		b, _ := readBeneath(ws, filepath.Join(dir, n), maxCheckedFile)
+		fmt.Fprintf(h, "%s\x00%d\x00", n, len(b))
+		h.Write(b)
+	}
+	out[dir] = fmt.Sprintf("git replace refs (%d): git hands out the objects they name for others (sha256 %x)", len(names), h.Sum(nil)[:6])
 }
 
 // commonDir returns the common dir a gitdir's commondir file names (relative to the gitdir,

@@ -58,6 +58,7 @@ var GitSurfaceFiles = []GitSurfaceFile{
 	{".git (a file)", "gitdir: the git directory of a worktree or submodule", CoverPinned},
 	{".gitmodules", "submodule names, paths and update commands", CoverPinned},
 	{"GITDIR/modules/**/ (submodule gitdirs, any depth)", "each submodule's git directory: all of GITDIR/ above", CoverPinned},
+	{"a git directory a box makes (GITDIR/modules/NAME of git submodule update --init, a nested repository's): its hooks folder as a symlink, its replace refs", "not pinned (it was not there at launch): git runs the hooks where the folder leads, and takes the replaced objects (git submodule update --init on the host uses the box's clone); its config, hooks and objects as for any git directory the scan finds", CoverMovedAside},
 	{"symlinks in GITDIR/modules/ (modules itself, or a folder on the way to a gitdir)", "git follows them: git submodule update --init takes the gitdir one leads to (its config, hooks and objects) for the submodule's", CoverMovedAside},
 	{"SUBMODULE/.git (a file)", "the submodule's gitdir pointer", CoverPinnedPresent},
 	{"GITDIR/rebase-merge/git-rebase-todo, GITDIR/sequencer/todo (with exec lines)", "a stopped rebase's todo list: git rebase --continue runs its exec lines, of which git status shows none past the next two commands", CoverMovedAside},

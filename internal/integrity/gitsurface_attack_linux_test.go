@@ -1322,3 +1322,60 @@ func TestBoxPlantDuringBoxEndsFirst(t *testing.T) {
 		t.Errorf("the box's output: %q", out)
 	}
 }
+
+// TestAttackBoxMadeSubmoduleGitDir: git submodule update --init in a box clones a submodule not
+// checked out into .git/modules/NAME, a git directory the box makes, which is not pinned and is
+// kept after the check at exit (agentbox changes tells the user to run the same command on the
+// host, which uses it). Two plants in such a git directory survived the check (review 31b),
+// each taken by the host's git submodule update --init: a hooks folder that is a symlink to a
+// folder of the box's (its post-checkout ran on the host: the scan recorded the hook through
+// the link and could not move it aside), and a loose replace ref (the host checked out the
+// box's files under the pinned commit, with git status clean). Both are moved aside now.
+func TestAttackBoxMadeSubmoduleGitDir(t *testing.T) {
+	t.Parallel()
+	needGit(t)
+	for _, c := range []struct{ name, plant string }{
+		{"hooks-symlink", `rm -rf .git/modules/lib/hooks
+mkdir -p hk && printf '#!/bin/sh\n%s\n' > hk/post-checkout && chmod +x hk/post-checkout
+ln -s ../../../hk .git/modules/lib/hooks`},
+		{"replace-ref", `G=.git/modules/lib
+B=$(printf 'planted by the box\n' | git --git-dir=$G hash-object -w --stdin)
+T=$(printf '100644 blob %%s\tboxfile\n' "$B" | git --git-dir=$G mktree)
+C=$(git -c user.name=box -c user.email=box@example.org --git-dir=$G commit-tree "$T" -m box)
+git --git-dir=$G replace "$(git rev-parse HEAD:lib)" "$C"
+: %s`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			e := newDaemonEnv(t)
+			repo(t, e.work)
+			head := strings.TrimSpace(git(t, e.work, "rev-parse", "HEAD"))
+			write(t, filepath.Join(e.work, ".gitmodules"), "[submodule \"lib\"]\n\tpath = lib\n\turl = "+e.work+"\n")
+			git(t, e.work, "update-index", "--add", "--cacheinfo", "160000,"+head+",lib")
+			git(t, e.work, "add", ".gitmodules")
+			git(t, e.work, "commit", "-q", "-m", "submodule")
+			mark, touch := e.marker("hook")
+			// The box's clone, as git submodule update --init makes it (git clone --separate-git-dir).
+			out := e.boxPlant(fmt.Sprintf(`set -e
+git clone -q --bare . .git/modules/lib
+git --git-dir=.git/modules/lib config core.bare false
+`+c.plant+`
+echo planted`, touch))
+			requirePlanted(t, out)
+			if _, err := os.Lstat(mark); err == nil {
+				t.Fatalf("the box created the host's marker itself: the test cannot tell host from box\n%s", out)
+			}
+			up, err := hostGit(e.work, "-c", "protocol.file.allow=always", "submodule", "update", "--init")
+			notRun(t, mark, "the host's git submodule update --init:\n"+up, out)
+			if err != nil || !strings.Contains(up, "checked out") {
+				t.Errorf("the host's git submodule update --init did not check the submodule out: %v\n%s", err, up)
+			}
+			if _, err := os.Lstat(filepath.Join(e.work, "lib", "boxfile")); err == nil {
+				t.Errorf("the host's git submodule update --init checked out the box's replacement of the pinned commit (lib/boxfile)\n%s\n%s", up, out)
+			}
+			if _, err := os.Lstat(filepath.Join(e.work, "lib", "main.go")); err != nil {
+				t.Errorf("the submodule does not hold the pinned commit's files: %v\n%s", err, up)
+			}
+		})
+	}
+}

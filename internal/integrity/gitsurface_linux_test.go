@@ -830,6 +830,37 @@ var gitSurfaceTests = map[string]func(t *testing.T){
 			t.Errorf("%s not moved aside at exit: %v", seqTodo, err)
 		}
 	},
+	"a git directory a box makes (GITDIR/modules/NAME of git submodule update --init, a nested repository's): its hooks folder as a symlink, its replace refs": func(t *testing.T) {
+		// A submodule's git directory the host made before the launch, with a hooks folder
+		// that is a symlink and a replace ref, is left alone; in one the box makes, the hooks
+		// symlink and the replace refs folder are moved aside (e2e: TestAttackBoxMadeSubmoduleGitDir).
+		ws := newWS(t)
+		host := filepath.Join(ws, ".git/modules/host")
+		mustWrite(t, filepath.Join(host, "HEAD"), "ref: refs/heads/main\n")
+		mustWrite(t, filepath.Join(ws, "hk/x"), "")
+		os.Symlink("../../../hk", filepath.Join(host, "hooks"))
+		mustWrite(t, filepath.Join(host, "refs/replace/"+strings.Repeat("a", 40)), strings.Repeat("b", 40)+"\n")
+		s := Snapshot(resolveWS(t, ws), Limits{})
+		if ts := s.VerifyExec(); len(ts) != 0 {
+			t.Fatalf("transitions without a change: %+v", ts)
+		}
+		gd := filepath.Join(ws, ".git/modules/lib")
+		mustWrite(t, filepath.Join(gd, "HEAD"), "ref: refs/heads/main\n")
+		mustWrite(t, filepath.Join(ws, "bx/post-checkout"), "#!/bin/sh\n")
+		os.Symlink("../../../bx", filepath.Join(gd, "hooks"))
+		mustWrite(t, filepath.Join(gd, "refs/replace/"+strings.Repeat("c", 40)), strings.Repeat("d", 40)+"\n")
+		ts := s.VerifyExec()
+		for _, p := range []string{filepath.Join(gd, "hooks"), filepath.Join(gd, "refs/replace")} {
+			if _, err := os.Lstat(p); err == nil {
+				t.Errorf("%s still there: %+v", p, ts)
+			}
+		}
+		for _, p := range []string{".git/modules/host/hooks", ".git/modules/host/refs/replace"} {
+			if _, err := os.Lstat(filepath.Join(ws, p)); err != nil {
+				t.Errorf("the host's own %s: %v", p, err)
+			}
+		}
+	},
 	"symlinks in GITDIR/modules/ (modules itself, or a folder on the way to a gitdir)": func(t *testing.T) {
 		// One the host made before the launch is left alone; those a box makes are moved
 		// aside: a submodule's gitdir, a folder on the way to one named a/b, and a nested
