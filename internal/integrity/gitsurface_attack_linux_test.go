@@ -289,13 +289,7 @@ chmod +x .git/modules/sub/hooks/post-checkout`, touch))
 func TestAttackSubmoduleGitdirSymlink(t *testing.T) {
 	t.Parallel()
 	needGit(t)
-	e := newDaemonEnv(t)
-	repo(t, e.work)
-	head := strings.TrimSpace(git(t, e.work, "rev-parse", "HEAD"))
-	write(t, filepath.Join(e.work, ".gitmodules"), "[submodule \"lib\"]\n\tpath = lib\n\turl = "+e.work+"\n")
-	git(t, e.work, "update-index", "--add", "--cacheinfo", "160000,"+head+",lib")
-	git(t, e.work, "add", ".gitmodules")
-	git(t, e.work, "commit", "-q", "-m", "submodule")
+	e := submoduleEnv(t)
 	mark, touch := e.marker("hook")
 	out := e.boxPlant(fmt.Sprintf(`set -e
 C=$(dirname "$(dirname "$CARGO_TARGET_DIR")")/y
@@ -305,15 +299,7 @@ printf '#!/bin/sh\n%s\n' > "$C/evil.git/hooks/post-checkout"
 chmod +x "$C/evil.git/hooks/post-checkout"
 mkdir -p .git/modules && ln -s "$C/evil.git" .git/modules/lib
 echo planted`, touch))
-	requirePlanted(t, out)
-	if _, err := os.Lstat(mark); err == nil {
-		t.Fatalf("the box created the host's marker itself: the test cannot tell host from box\n%s", out)
-	}
-	up, err := hostGit(e.work, "-c", "protocol.file.allow=always", "submodule", "update", "--init")
-	notRun(t, mark, "the host's git submodule update --init:\n"+up, out)
-	if err != nil || !strings.Contains(up, "checked out") {
-		t.Errorf("the host's git submodule update --init did not check the submodule out: %v\n%s", err, up)
-	}
+	hostSubmoduleUpdate(t, e, mark, out)
 	if fi, err := os.Lstat(filepath.Join(e.work, ".git/modules/lib")); err != nil || !fi.IsDir() {
 		t.Errorf("GITDIR/modules/lib after the host's update: %v, %v; want the folder of a fresh clone", fi, err)
 	}
@@ -1323,6 +1309,38 @@ func TestBoxPlantDuringBoxEndsFirst(t *testing.T) {
 	}
 }
 
+// submoduleEnv is a daemon's environment whose workspace is a repository (repo) with a
+// submodule lib, not checked out: a gitlink to the first commit, whose URL is the workspace
+// itself.
+func submoduleEnv(t *testing.T) *daemonEnv {
+	t.Helper()
+	e := newDaemonEnv(t)
+	repo(t, e.work)
+	head := strings.TrimSpace(git(t, e.work, "rev-parse", "HEAD"))
+	write(t, filepath.Join(e.work, ".gitmodules"), "[submodule \"lib\"]\n\tpath = lib\n\turl = "+e.work+"\n")
+	git(t, e.work, "update-index", "--add", "--cacheinfo", "160000,"+head+",lib")
+	git(t, e.work, "add", ".gitmodules")
+	git(t, e.work, "commit", "-q", "-m", "submodule")
+	return e
+}
+
+// hostSubmoduleUpdate runs the host's git submodule update --init after a box planted what out
+// shows, and fails the test if the box's command whose marker is mark ran, or the submodule was
+// not checked out. It returns what git printed.
+func hostSubmoduleUpdate(t *testing.T, e *daemonEnv, mark, out string) string {
+	t.Helper()
+	requirePlanted(t, out)
+	if _, err := os.Lstat(mark); err == nil {
+		t.Fatalf("the box created the host's marker itself: the test cannot tell host from box\n%s", out)
+	}
+	up, err := hostGit(e.work, "-c", "protocol.file.allow=always", "submodule", "update", "--init")
+	notRun(t, mark, "the host's git submodule update --init:\n"+up, out)
+	if err != nil || !strings.Contains(up, "checked out") {
+		t.Errorf("the host's git submodule update --init did not check the submodule out: %v\n%s", err, up)
+	}
+	return up
+}
+
 // TestAttackBoxMadeSubmoduleGitDir: git submodule update --init in a box clones a submodule not
 // checked out into .git/modules/NAME, a git directory the box makes, which is not pinned and is
 // kept after the check at exit (agentbox changes tells the user to run the same command on the
@@ -1347,13 +1365,7 @@ git --git-dir=$G replace "$(git rev-parse HEAD:lib)" "$C"
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
-			e := newDaemonEnv(t)
-			repo(t, e.work)
-			head := strings.TrimSpace(git(t, e.work, "rev-parse", "HEAD"))
-			write(t, filepath.Join(e.work, ".gitmodules"), "[submodule \"lib\"]\n\tpath = lib\n\turl = "+e.work+"\n")
-			git(t, e.work, "update-index", "--add", "--cacheinfo", "160000,"+head+",lib")
-			git(t, e.work, "add", ".gitmodules")
-			git(t, e.work, "commit", "-q", "-m", "submodule")
+			e := submoduleEnv(t)
 			mark, touch := e.marker("hook")
 			// The box's clone, as git submodule update --init makes it (git clone --separate-git-dir).
 			out := e.boxPlant(fmt.Sprintf(`set -e
@@ -1361,15 +1373,7 @@ git clone -q --bare . .git/modules/lib
 git --git-dir=.git/modules/lib config core.bare false
 `+c.plant+`
 echo planted`, touch))
-			requirePlanted(t, out)
-			if _, err := os.Lstat(mark); err == nil {
-				t.Fatalf("the box created the host's marker itself: the test cannot tell host from box\n%s", out)
-			}
-			up, err := hostGit(e.work, "-c", "protocol.file.allow=always", "submodule", "update", "--init")
-			notRun(t, mark, "the host's git submodule update --init:\n"+up, out)
-			if err != nil || !strings.Contains(up, "checked out") {
-				t.Errorf("the host's git submodule update --init did not check the submodule out: %v\n%s", err, up)
-			}
+			up := hostSubmoduleUpdate(t, e, mark, out)
 			if _, err := os.Lstat(filepath.Join(e.work, "lib", "boxfile")); err == nil {
 				t.Errorf("the host's git submodule update --init checked out the box's replacement of the pinned commit (lib/boxfile)\n%s\n%s", up, out)
 			}
