@@ -201,6 +201,11 @@ cp -r "$d/b/objects" "$d/b/refs" . && cp "$d/b/packed-refs" "$d/b/config" "$d/b/
 // key of GitProgramKeys nor of GitPathKeys: before review 22's fix the scan kept the config;
 // now a remote that is a path out of the workspace is a finding). The host's git push runs
 // receive-pack in that repository, which runs its hook: no scan reads the box cache.
+//
+// The remote is one append to .git/config, not git remote add: that writes the config twice
+// (the url, then the fetch refspec), and once in CI the integrity watch moved the first
+// version aside in between, git's second write failed ("invalid config file") and the plant
+// did not complete.
 func TestAttackPushToBoxCacheRemote(t *testing.T) {
 	t.Parallel()
 	e := noRepoEnv(t)
@@ -208,7 +213,8 @@ func TestAttackPushToBoxCacheRemote(t *testing.T) {
 	pushes := 0
 	out := hostAfterPlant(t, e, fmt.Sprintf(`C=$(dirname "$(dirname "$CARGO_TARGET_DIR")")/review22-$$ &&
 git init -q --bare "$C/r.git" && printf '#!/bin/sh\n%s\n' > "$C/r.git/hooks/pre-receive" && chmod +x "$C/r.git/hooks/pre-receive" &&
-git init -q -b main && git add a.txt && %s commit -qm x && git remote add origin "$C/r.git" && echo planted "$C"`, touch, boxGit),
+git init -q -b main && git add a.txt && %s commit -qm x &&
+printf '[remote "origin"]\n\turl = %%s\n\tfetch = +refs/heads/*:refs/remotes/origin/*\n' "$C/r.git" >> .git/config && echo planted "$C"`, touch, boxGit),
 		2*time.Second, mark, "the host's git push ran the pre-receive hook of the box's bare repository in the box cache (the remote its repository names)",
 		func() (string, error) {
 			pushes++
