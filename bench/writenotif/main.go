@@ -22,9 +22,21 @@
 // checkout, its objects and its lock files; without, with O_CREAT|O_TRUNC, as Node's
 // fs.writeFile (npm) and Go's os.Create do.
 //
-// It prints the median of each way. Linux 5.14 or later (ADDFD_FLAG_SEND), amd64. Runs of more
-// than one round at 2,000 files hung twice on the loaded test machine (a child that never
-// ended; not investigated): the figures in docs/benchmarks.md are from one round per process.
+// It prints the median of each way. Linux 5.14 or later (ADDFD_FLAG_SEND), amd64.
+//
+// Both threads of a notification block every asynchronous signal while they take part (see
+// blockSignals): the Go runtime preempts a goroutine that has run for 10 ms by sending its thread
+// SIGURG, and a signal breaks the protocol at either end. A signal to the workload's thread while
+// its openat waits withdraws the notification and restarts the call: a second notification for
+// the same open (after an addfd that already created the file with O_EXCL, the restart fails
+// with EEXIST), and, if the supervisor had not yet received the first, a RECV that finds nothing
+// and fails with ENOENT; the supervisor used to end on that error, and the child then waited for
+// an answer forever (the hang of earlier runs, "not investigated"). A signal to the supervisor's
+// thread during an ADDFD with ADDFD_FLAG_SEND, once the kernel has marked the call answered, makes
+// the ioctl take its request back before the descriptor was installed and restart (SA_RESTART),
+// but the call stays answered, with 0: the workload's openat returns its stdin, read-only, and
+// the write fails, "bad file descriptor". Each child also has a time limit (-timeout), so a run
+// that still goes wrong ends with an error instead of hanging.
 //
 //	TMPDIR=/dev/shm go run ./bench/writenotif -files 2000 -size 4096 -rounds 1
 package main
@@ -80,6 +92,9 @@ var excl bool
 // notified counts the notifications the supervisor answered, over all runs of a way.
 var notified atomic.Int64
 
+// timeout limits one child's life.
+var timeout time.Duration
+
 func main() {
 	if len(os.Args) > 1 && os.Args[1] == "child" {
 		os.Exit(child(os.Args[2:]))
@@ -87,6 +102,7 @@ func main() {
 	files := flag.Int("files", 5000, "files the workload creates and reads back")
 	size := flag.Int("size", 4096, "bytes per file")
 	rounds := flag.Int("rounds", 1, "rounds of the ways")
+	flag.DurationVar(&timeout, "timeout", 2*time.Minute, "time limit of one child (the workload once, one way); it is killed after")
 	flag.BoolVar(&excl, "excl", false, "create the files with O_CREAT|O_EXCL (as git does) instead of O_CREAT|O_TRUNC")
 	flag.Parse()
 	ways := []string{"plain", "continue", "addfd", "addfd-excl"}
@@ -143,6 +159,10 @@ func run(way string, files, size int) (time.Duration, error) {
 		return 0, err
 	}
 	theirs.Close()
+	var hung atomic.Bool
+	watchdog := time.AfterFunc(timeout, func() { hung.Store(true); cmd.Process.Kill() })
+	defer watchdog.Stop()
+	var supervised chan error
 	if way != "plain" {
 		listener, err := recvFD(int(mine.Fd()))
 		if err != nil {
@@ -150,14 +170,39 @@ func run(way string, files, size int) (time.Duration, error) {
 			cmd.Wait()
 			return 0, err
 		}
-		go supervise(listener, way != "continue", &notified)
-		defer unix.Close(listener)
+		// The supervisor owns the listener and closes it when it ends: closed here, its number
+		// could be reused (by the next run's listener) while the supervisor still calls on it.
+		supervised = make(chan error, 1)
+		go func() {
+			err := supervise(listener, way != "continue", &notified)
+			if err != nil {
+				cmd.Process.Kill() // its next notified open would wait forever
+			}
+			supervised <- err
+		}()
 	}
 	if _, err := mine.Write([]byte{1}); err != nil {
+		cmd.Process.Kill()
+		cmd.Wait()
 		return 0, err
 	}
-	if err := cmd.Wait(); err != nil {
-		return 0, fmt.Errorf("child: %w", err)
+	werr := cmd.Wait()
+	var serr error
+	if supervised != nil {
+		select {
+		case serr = <-supervised:
+		case <-time.After(time.Second):
+			// The listener reports the child's end (POLLHUP) to the supervisor; a kernel that
+			// leaves a RECV blocked past it leaves the supervisor parked there, harmless.
+		}
+	}
+	switch {
+	case hung.Load():
+		return 0, fmt.Errorf("child did not finish within %v (killed); supervisor: %v", timeout, serr)
+	case serr != nil:
+		return 0, fmt.Errorf("supervisor: %w (child: %v)", serr, werr)
+	case werr != nil:
+		return 0, fmt.Errorf("child: %w", werr)
 	}
 	return time.ParseDuration(strings.TrimSpace(out.String()))
 }
@@ -179,34 +224,89 @@ func recvFD(sock int) (int, error) {
 	return fds[0], nil
 }
 
-// supervise answers the notifications until the listener ends (the child exited).
-func supervise(listener int, addfd bool, count *atomic.Int64) {
+// supervise answers the notifications until the listener reports that the child is gone
+// (POLLHUP), then closes the listener; it returns an error if it had to stop before.
+func supervise(listener int, addfd bool, count *atomic.Int64) error {
+	defer unix.Close(listener)
+	// Never unlocked: the thread, its signal mask changed, ends with this goroutine (the main
+	// thread, which Go does not end, is parked for good instead).
 	runtime.LockOSThread()
+	if err := blockSignals(); err != nil {
+		return err
+	}
 	path := make([]byte, 4096)
 	for {
 		var n notif
 		if err := ioctl(listener, unix.SECCOMP_IOCTL_NOTIF_RECV, unsafe.Pointer(&n)); err != nil {
-			if err == unix.EINTR {
+			switch err {
+			case unix.EINTR:
+				continue
+			case unix.ENOENT:
+				// The notification this RECV was woken for is gone: its call was interrupted
+				// before we received it (it is restarted, and notified again), or the child
+				// ended. Only the listener tells which.
+				gone, err := childGone(listener)
+				if gone || err != nil {
+					return err
+				}
 				continue
 			}
-			return
+			return fmt.Errorf("SECCOMP_IOCTL_NOTIF_RECV: %w", err)
 		}
 		count.Add(1)
 		if !addfd {
 			resp := notifResp{ID: n.ID, Flags: unix.SECCOMP_USER_NOTIF_FLAG_CONTINUE}
-			ioctl(listener, unix.SECCOMP_IOCTL_NOTIF_SEND, unsafe.Pointer(&resp))
+			if err := send(listener, &resp); err != nil {
+				return err
+			}
 			continue
 		}
-		errno := openFor(listener, &n, path)
-		if errno != 0 {
+		if errno := openFor(listener, &n, path); errno != 0 {
 			resp := notifResp{ID: n.ID, Error: -int32(errno)}
-			ioctl(listener, unix.SECCOMP_IOCTL_NOTIF_SEND, unsafe.Pointer(&resp))
+			if err := send(listener, &resp); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// send answers a notification; a call that is gone (ENOENT: interrupted, or its process ended)
+// needs no answer.
+func send(listener int, resp *notifResp) error {
+	for {
+		err := ioctl(listener, unix.SECCOMP_IOCTL_NOTIF_SEND, unsafe.Pointer(resp))
+		switch err {
+		case nil, unix.ENOENT:
+			return nil
+		case unix.EINTR:
+			continue
+		}
+		return fmt.Errorf("SECCOMP_IOCTL_NOTIF_SEND: %w", err)
+	}
+}
+
+// childGone waits until the listener has a notification to receive (false) or its filter has no
+// process left (true).
+func childGone(listener int) (bool, error) {
+	for {
+		fds := []unix.PollFd{{Fd: int32(listener), Events: unix.POLLIN}}
+		if _, err := unix.Poll(fds, -1); err != nil {
+			if err == unix.EINTR {
+				continue
+			}
+			return false, fmt.Errorf("poll listener: %w", err)
+		}
+		switch {
+		case fds[0].Revents&unix.POLLIN != 0:
+			return false, nil
+		case fds[0].Revents&(unix.POLLHUP|unix.POLLERR|unix.POLLNVAL) != 0:
+			return true, nil
 		}
 	}
 }
 
 // openFor performs the caller's openat itself and injects the descriptor, which answers the
-// call; it returns an errno to answer with instead.
+// call; it returns an errno to answer with instead, or 0 if the call needs no (other) answer.
 func openFor(listener int, n *notif, buf []byte) unix.Errno {
 	pid := int(n.Pid)
 	mem, err := unix.Open("/proc/"+strconv.Itoa(pid)+"/mem", unix.O_RDONLY|unix.O_CLOEXEC, 0)
@@ -226,7 +326,7 @@ func openFor(listener int, n *notif, buf []byte) unix.Errno {
 	// The memory read may have raced with the caller's end: the notification must still be live.
 	id := n.ID
 	if ioctl(listener, unix.SECCOMP_IOCTL_NOTIF_ID_VALID, unsafe.Pointer(&id)) != nil {
-		return unix.ENOENT
+		return 0 // gone: nothing to answer
 	}
 	if int32(n.Args[0]) != unix.AT_FDCWD {
 		return unix.ENOSYS // a directory descriptor would be fetched with pidfd_getfd: not measured
@@ -244,10 +344,32 @@ func openFor(listener int, n *notif, buf []byte) unix.Errno {
 	if flags&unix.O_CLOEXEC != 0 {
 		add.NewfdFlags = unix.O_CLOEXEC
 	}
-	if err := ioctl(listener, unix.SECCOMP_IOCTL_NOTIF_ADDFD, unsafe.Pointer(&add)); err != nil {
-		return 0 // the call was answered or is gone
+	switch err := ioctl(listener, unix.SECCOMP_IOCTL_NOTIF_ADDFD, unsafe.Pointer(&add)); err {
+	case nil:
+		return 0 // injected, and the call answered with it
+	case unix.ENOENT, unix.EINPROGRESS, unix.ESRCH:
+		return 0 // the call is gone, or already answered
+	default:
+		// Not injected (EMFILE, say): the kernel left the call waiting for an answer.
+		return err.(unix.Errno)
 	}
-	return 0
+}
+
+// blockSignals blocks every asynchronous signal on the calling thread, which must be locked to
+// its goroutine (the synchronous ones, which the Go runtime turns into panics, stay open). Neither
+// side of a notification may be interrupted (see the comment at the top): the Go runtime preempts
+// a goroutine by sending its thread SIGURG, which now waits, pending, until the thread ends; the
+// goroutine is still preempted at its next function call. SIGKILL cannot be blocked.
+func blockSignals() error {
+	var set unix.Sigset_t
+	set.Val[0] = ^uint64(0)
+	for _, sig := range []unix.Signal{unix.SIGSEGV, unix.SIGBUS, unix.SIGFPE, unix.SIGILL, unix.SIGTRAP, unix.SIGSYS} {
+		set.Val[0] &^= 1 << (uint(sig) - 1)
+	}
+	if err := unix.PthreadSigmask(unix.SIG_BLOCK, &set, nil); err != nil {
+		return fmt.Errorf("block signals: %w", err)
+	}
+	return nil
 }
 
 func ioctl(fd int, req uint, arg unsafe.Pointer) error {
@@ -259,9 +381,15 @@ func ioctl(fd int, req uint, arg unsafe.Pointer) error {
 
 // child installs the filter on its one locked thread (the workload's), hands the listener to
 // the supervisor, waits for its go, and runs the workload on that thread, printing how long it
-// took.
+// took. The other threads of the Go runtime have no filter: LockOSThread started the template
+// thread, from which the runtime clones every thread it needs later, before the filter.
 func child(args []string) int {
 	runtime.LockOSThread()
+	// Every way, plain too, so that they differ only in the filter.
+	if err := blockSignals(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
 	way := args[0]
 	files, _ := strconv.Atoi(args[1])
 	size, _ := strconv.Atoi(args[2])
