@@ -2,6 +2,7 @@ package integrity
 
 import (
 	"encoding/json"
+	"os"
 	"path"
 	"path/filepath"
 	"regexp"
@@ -198,12 +199,141 @@ func (r *resolver) agentTexts() []string {
 		}
 		if rel == ".envrc" {
 			out = append(out, envrcText(b))
-			r.lay.PathDirs = r.envrcPathDirs(b)
+			r.lay.PathDirs = append(r.lay.PathDirs, r.envrcPathDirs(b, ".")...)
 			continue
 		}
 		out = append(out, agentCommands(rel, b)...)
 	}
 	return out
+}
+
+// maxAllowedEnvrcs bounds how many of direnv's allow files are read, and maxEnvrcTexts how
+// many allowed .envrc files beneath the workspace (other than the top's) are followed.
+const (
+	maxAllowedEnvrcs = 10000
+	maxEnvrcTexts    = 64
+)
+
+// subEnvrcs pins the .envrc files beneath the workspace, other than the top's (agentTexts),
+// that the host's direnv runs: those the user allowed (direnvAllowed) and those a whitelist of
+// direnv's configuration names exactly (direnvWhitelist); and returns their texts, each with
+// its folder (direnv runs an .envrc in its own folder: what it sources and puts on PATH is
+// relative to it), for hookScripts, and adds the folders they put on PATH to the layout's
+// PathDirs. Review 32, F5: only the top's was read, so a monorepo's svc/api/.envrc (or a
+// linked worktree's) sourced .envrc.local and put bin/ on PATH from files a box wrote. When the
+// workspace lies beneath a whitelisted prefix, direnv runs every .envrc in it without an allow:
+// a new or changed one anywhere is a finding of the workspace scan (scanDir), but what the
+// existing ones in subfolders source is not known without reading every folder.
+func (r *resolver) subEnvrcs() []hookText {
+	prefix, exact := direnvWhitelist()
+	for _, p := range prefix {
+		if within(r.ws, p) || within(p, r.ws) {
+			r.note("the workspace lies beneath %s, which direnv's configuration whitelists: direnv runs any .envrc in it without an allow (one a box writes or changes is moved aside by the workspace scan); what an existing one in a subfolder sources is not pinned", p)
+			break
+		}
+	}
+	var out []hookText
+	seen := map[string]bool{".envrc": true}
+	for _, p := range append(exact, direnvAllowed()...) {
+		if fi, err := os.Stat(p); err == nil && fi.IsDir() {
+			p = filepath.Join(p, ".envrc")
+		}
+		rel, in := r.beneathLinked(filepath.Clean(p))
+		if !in || filepath.Base(rel) != ".envrc" || seen[rel] {
+			continue
+		}
+		seen[rel] = true
+		if len(seen) > maxEnvrcTexts+1 {
+			r.note("more than %d allowed .envrc files beneath the workspace: %s and later ones are not followed", maxEnvrcTexts, filepath.Join(r.ws, rel))
+			break
+		}
+		r.protect(rel, false)
+		b, err := r.fs.read(rel, maxCheckedFile)
+		if err != nil {
+			continue
+		}
+		dir := filepath.Dir(rel)
+		out = append(out, hookText{envrcText(b), dir})
+		r.lay.PathDirs = append(r.lay.PathDirs, r.envrcPathDirs(b, dir)...)
+	}
+	return out
+}
+
+// direnvAllowed returns the paths of the .envrc files the user allowed (direnv allow): direnv
+// keeps a file per allowed .envrc in $XDG_DATA_HOME/direnv/allow (~/.local/share by default),
+// named by the hash of the path and the text it allowed, holding the path. An allowed file
+// whose text changed no longer matches its hash, and direnv refuses it, but what it sources
+// and puts on PATH is read at every cd without a new allow.
+func direnvAllowed() []string {
+	dir := os.Getenv("XDG_DATA_HOME")
+	if dir == "" {
+		home, err := os.UserHomeDir()
+		if err != nil {
+			return nil
+		}
+		dir = filepath.Join(home, ".local", "share")
+	}
+	f, err := os.Open(filepath.Join(dir, "direnv", "allow"))
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	names, _ := f.Readdirnames(maxAllowedEnvrcs)
+	var out []string
+	for _, n := range names {
+		b, err := readFollow(filepath.Join(f.Name(), n), 4096)
+		if err != nil {
+			continue
+		}
+		if p := strings.TrimSpace(string(b)); filepath.IsAbs(p) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// direnvWhitelist returns the [whitelist] of direnv's configuration ($DIRENV_CONFIG, else
+// $XDG_CONFIG_HOME/direnv or ~/.config/direnv; direnv.toml or config.toml): the prefixes
+// beneath which it runs any .envrc without an allow, and the exact ones ("~" expanded).
+func direnvWhitelist() (prefix, exact []string) {
+	dir := os.Getenv("DIRENV_CONFIG")
+	if dir == "" {
+		base := os.Getenv("XDG_CONFIG_HOME")
+		if base == "" {
+			home, err := os.UserHomeDir()
+			if err != nil {
+				return nil, nil
+			}
+			base = filepath.Join(home, ".config")
+		}
+		dir = filepath.Join(base, "direnv")
+	}
+	for _, n := range []string{"direnv.toml", "config.toml"} {
+		b, err := readFollow(filepath.Join(dir, n), maxCheckedFile)
+		if err != nil {
+			continue
+		}
+		var c struct {
+			Whitelist struct {
+				Prefix []string `toml:"prefix"`
+				Exact  []string `toml:"exact"`
+			} `toml:"whitelist"`
+		}
+		if toml.Unmarshal(b, &c) != nil {
+			continue
+		}
+		for _, p := range c.Whitelist.Prefix {
+			if v, ok := expandHome(p); ok && filepath.IsAbs(v) {
+				prefix = append(prefix, filepath.Clean(v))
+			}
+		}
+		for _, p := range c.Whitelist.Exact {
+			if v, ok := expandHome(p); ok && filepath.IsAbs(v) {
+				exact = append(exact, filepath.Clean(v))
+			}
+		}
+	}
+	return prefix, exact
 }
 
 // pinnedFile reports whether the file rel (a symlink followed beneath the workspace, as the
@@ -221,30 +351,51 @@ func (r *resolver) pinnedFile(rel string) bool {
 }
 
 // envrcPathDirs returns the workspace-relative folders beneath the workspace (the workspace's
-// top included) that an .envrc's PATH_add DIR… or path_add PATH DIR… puts first on the
-// shell's PATH, comment lines left out; names built at run time ($VAR, $(…)) are not among
-// them.
-func (r *resolver) envrcPathDirs(b []byte) []string {
+// top included) that an .envrc in the folder dir (workspace-relative) puts first on the
+// shell's PATH, comment lines left out: PATH_add DIR…, path_add PATH DIR…, load_prefix DIR
+// (DIR/bin), and an assignment PATH=… (export or not) of folders written relative to the
+// .envrc's folder or through it ($PWD/x, ${PWD}/x, $(pwd)/x: projectDir), review 32 F4. Other
+// names built at run time ($VAR, $(…)) are not among them.
+func (r *resolver) envrcPathDirs(b []byte, dir string) []string {
 	var out []string
+	add := func(w string) {
+		w = strings.Trim(w, `"'`)
+		if w == "" || strings.ContainsAny(w, "$`*?[;&|") || filepath.IsAbs(w) {
+			return
+		}
+		p := filepath.Join(r.ws, dir, w)
+		if rel, err := filepath.Rel(r.ws, p); err == nil && rel != ".." && !strings.HasPrefix(rel, "../") && !slices.Contains(out, rel) {
+			out = append(out, rel)
+		}
+	}
 	for _, line := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(strings.TrimSpace(line), "#") {
+			continue
+		}
+		line = projectDir.ReplaceAllString(line, "./")
 		f := strings.Fields(line)
+		if len(f) > 1 && f[0] == "export" {
+			f = f[1:]
+		}
 		switch {
 		case len(f) > 1 && f[0] == "PATH_add":
 			f = f[1:]
 		case len(f) > 2 && f[0] == "path_add" && f[1] == "PATH":
 			f = f[2:]
+		case len(f) > 1 && f[0] == "load_prefix":
+			add(filepath.Join(strings.Trim(f[1], `"'`), "bin"))
+			continue
+		case len(f) > 0 && strings.HasPrefix(f[0], "PATH="):
+			v := strings.Trim(strings.TrimPrefix(f[0], "PATH="), `"'`)
+			for _, e := range strings.Split(v, ":") {
+				add(e)
+			}
+			continue
 		default:
 			continue
 		}
 		for _, w := range f {
-			w = strings.Trim(w, `"'`)
-			if w == "" || strings.ContainsAny(w, "$`*?[;&|") || filepath.IsAbs(w) {
-				continue
-			}
-			p := filepath.Join(r.ws, w)
-			if rel, err := filepath.Rel(r.ws, p); err == nil && rel != ".." && !strings.HasPrefix(rel, "../") && !slices.Contains(out, rel) {
-				out = append(out, rel)
-			}
+			add(w)
 		}
 	}
 	return out

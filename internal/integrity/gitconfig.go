@@ -154,8 +154,10 @@ func scanDir(ws, dir string, skip passOver, files []NestedConfigFile, out map[st
 				out[p] = "git pointer (.git) leading out of the workspace to " + t
 			}
 		case name == ".envrc" && !skip.roots[p]:
+			// New, or changed: direnv refuses a changed one until the user allows it again,
+			// but runs it without an allow beneath a prefix its configuration whitelists.
 			if de.Type().IsRegular() || de.Type()&os.ModeSymlink != 0 {
-				out[p] = "direnv script (.envrc)"
+				hashed(ws, p, "direnv script (.envrc)", out)
 			}
 		case strings.HasSuffix(name, ".pyc") && !de.IsDir() && !skip.roots[p]:
 			pythonBytecode(p, de, "python bytecode, which python imports instead of the source", out)
@@ -609,6 +611,57 @@ func hashed(ws, path, what string, out map[string]string) {
 	}
 }
 
+// hooksPathDirs returns the folders beneath ws that a core.hooksPath names for the work tree
+// git takes for the git directory gd (a nested repository's X/.git: X; a submodule's or a
+// linked worktree's: its core.worktree or gitdir file), read from its configuration
+// (repoConfig) and the user's (userGitConfigs; a relative value is each work tree's folder):
+// the host's git there runs the hooks in it. Review 32, F3: a nested repository's existing
+// core.hooksPath was read only when its configuration changed, so a hook a box added to that
+// folder stayed, and the host's git commit in the nested repository ran it. With husky's
+// .husky/_, .husky too (its hooks run .husky/<hook>). Every value counts, not only the last.
+func hooksPathDirs(ws, gd string) []string {
+	top := ""
+	if filepath.Base(gd) == ".git" {
+		top = filepath.Dir(gd)
+	}
+	if b, err := readBeneath(ws, filepath.Join(gd, "gitdir"), 4096); err == nil {
+		top = worktreeTop(gd, b)
+	}
+	if top = workTree(ws, gd, top); top == "" {
+		return nil
+	}
+	var es []ConfigEntry
+	for _, f := range userGitConfigs() {
+		if b, err := readFollow(f, maxCheckedFile); err == nil {
+			more, _ := ParseConfig(b)
+			es = append(es, more...)
+		}
+	}
+	es = append(es, repoConfig(ws, gd)...)
+	var out []string
+	for _, e := range es {
+		if e.Section != "core" || e.HasSub || e.Key != "hookspath" || e.Value == "" {
+			continue
+		}
+		v, ok := expandHome(e.Value)
+		if !ok {
+			continue
+		}
+		if !filepath.IsAbs(v) {
+			v = filepath.Join(top, v)
+		}
+		v = filepath.Clean(v)
+		if !within(v, ws) || v == ws || v == filepath.Join(gd, "hooks") || slices.Contains(out, v) {
+			continue
+		}
+		out = append(out, v)
+		if filepath.Base(v) == "_" && filepath.Base(filepath.Dir(v)) == ".husky" {
+			out = append(out, filepath.Dir(v))
+		}
+	}
+	return out
+}
+
 // ownCommonDir reports whether common is the common dir git itself gives the git directory
 // gd: the repository a linked worktree's git directory (REPO/worktrees/<id>) lies in.
 func ownCommonDir(gd, common string) bool {
@@ -646,6 +699,9 @@ func scanGitDir(ws, gd string, skip passOver, out map[string]string, depth int) 
 		checkConfig(ws, gd, filepath.Join(gd, f), skip, out)
 	}
 	checkHooks(ws, filepath.Join(gd, "hooks"), skip, out)
+	for _, d := range hooksPathDirs(ws, gd) {
+		checkHooks(ws, d, skip, out)
+	}
 	checkPackedRefs(ws, filepath.Join(gd, "packed-refs"), skip, out)
 	checkReplaceRefs(ws, gd, skip, out)
 	checkAlternates(ws, gd, skip, out)

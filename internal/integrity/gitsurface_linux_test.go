@@ -536,6 +536,32 @@ var gitSurfaceTests = map[string]func(t *testing.T){
 		mustWrite(t, filepath.Join(ws, ".git/config"), "[include]\n\tpath = ../hooks.cfg\n")
 		mustWrite(t, filepath.Join(ws, "hooks.cfg"), "[core]\n\thooksPath = tools/hooks\n")
 		wantPinned(t, resolveWS(t, ws), "hooks.cfg", "tools/hooks")
+		// Each work tree's own folder (review 32): a linked worktree beneath the workspace,
+		// with its config.worktree, and a checked-out submodule (its core.worktree).
+		mustWrite(t, filepath.Join(ws, ".git/config"), "[core]\n\thooksPath = .githooks\n")
+		mustWrite(t, filepath.Join(ws, ".git/worktrees/feat/gitdir"), filepath.Join(ws, "wt/feat/.git")+"\n")
+		mustWrite(t, filepath.Join(ws, ".git/worktrees/feat/commondir"), "../..\n")
+		mustWrite(t, filepath.Join(ws, ".git/worktrees/feat/HEAD"), "ref: refs/heads/feat\n")
+		mustWrite(t, filepath.Join(ws, ".git/worktrees/feat/config.worktree"), "[core]\n\thooksPath = own-hooks\n")
+		mustWrite(t, filepath.Join(ws, "wt/feat/.git"), "gitdir: "+filepath.Join(ws, ".git/worktrees/feat")+"\n")
+		mustWrite(t, filepath.Join(ws, ".git/modules/sub/HEAD"), "ref: refs/heads/main\n")
+		mustWrite(t, filepath.Join(ws, ".git/modules/sub/config"), "[core]\n\tworktree = ../../../sub\n\thooksPath = sub-hooks\n")
+		mustWrite(t, filepath.Join(ws, "sub/.git"), "gitdir: ../.git/modules/sub\n")
+		wantPinned(t, resolveWS(t, ws), ".githooks", "wt/feat/.githooks", "wt/feat/own-hooks", "sub/sub-hooks")
+	},
+	"a nested repository's core.hooksPath folder": func(t *testing.T) {
+		ws := newWS(t)
+		mustWrite(t, filepath.Join(ws, "nested/.git/HEAD"), "ref: refs/heads/main\n")
+		os.MkdirAll(filepath.Join(ws, "nested/.git/objects"), 0o755)
+		os.MkdirAll(filepath.Join(ws, "nested/.git/refs"), 0o755)
+		mustWrite(t, filepath.Join(ws, "nested/.git/config"), "[core]\n\thooksPath = hk\n")
+		mustWrite(t, filepath.Join(ws, "nested/hk/pre-push"), "#!/bin/sh\n")
+		s := Snapshot(resolveWS(t, ws), Limits{})
+		if ts := s.VerifyExec(); len(ts) != 0 {
+			t.Errorf("the folder's hooks there at launch are a change: %+v", ts)
+		}
+		mustWrite(t, filepath.Join(ws, "nested/hk/pre-commit"), "#!/bin/sh\necho box\n")
+		movedAside(t, s, filepath.Join(ws, "nested/hk/pre-commit"))
 	},
 	"GITDIR/rr-cache/*": func(t *testing.T) {
 		ws := newWS(t)

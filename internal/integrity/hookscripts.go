@@ -46,7 +46,13 @@ var hookScriptExts = []string{".sh", ".bash", ".zsh", ".js", ".mjs", ".cjs", ".t
 // paths relative to a script's own folder, the files a program finds by itself (a Makefile,
 // a linter's JavaScript configuration, the modules a script imports).
 func (r *resolver) hookScripts() {
-	texts := slices.Clone(r.hookTexts)
+	var texts []hookText
+	top := func(ts ...string) {
+		for _, t := range ts {
+			texts = append(texts, hookText{t, "."})
+		}
+	}
+	top(r.hookTexts...)
 	folders := r.hookDirs
 	if common, ok := r.commonRel(); ok {
 		folders = append(folders, filepath.Join(common, "hooks"))
@@ -54,7 +60,7 @@ func (r *resolver) hookScripts() {
 	var hookWords []string
 	for _, d := range folders {
 		for _, t := range r.folderTexts(d) {
-			texts = append(texts, t)
+			top(t)
 			hookWords = append(hookWords, words(t)...)
 		}
 	}
@@ -68,23 +74,25 @@ func (r *resolver) hookScripts() {
 	// (agentTexts), which the host's next unboxed session runs by itself: scripts by their
 	// path, and the npm scripts they name (a SessionStart hook's npm run setup).
 	managed = append(managed, r.agentTexts()...)
-	texts = append(texts, managed[len(r.hookTexts):]...)
+	top(managed[len(r.hookTexts):]...)
 	for _, t := range managed {
 		hookWords = append(hookWords, words(t)...)
 	}
+	// The allowed .envrc files of subfolders, each read from its own folder.
+	texts = append(texts, r.subEnvrcs()...)
 	if b, err := r.fs.read("package.json", maxCheckedFile); err == nil {
 		if part, _, err := packageHooks(b, hookWords); err == nil && part != "" {
 			var v any
 			json.Unmarshal([]byte(part), &v)
-			texts = append(texts, strings.Join(words(v), " "))
+			top(strings.Join(words(v), " "))
 		}
 	}
 	seen := map[string]bool{}
 	pinned := 0
 	for depth := 0; len(texts) > 0 && depth <= maxHookScriptDepth; depth++ {
-		var next []string
+		var next []hookText
 		for _, t := range texts {
-			for _, h := range r.hookPaths(t) {
+			for _, h := range r.hookPaths(t.text, t.dir) {
 				rel := h.rel
 				if seen[rel] || pinned >= maxHookScripts {
 					continue
@@ -93,7 +101,7 @@ func (r *resolver) hookScripts() {
 				pinned++
 				r.protect(rel, false)
 				if b, err := r.fs.read(rel, maxCheckedFile); err == nil && (h.sourced || shellScript(rel, b)) {
-					next = append(next, string(b))
+					next = append(next, hookText{string(b), t.dir})
 				}
 			}
 		}
@@ -111,6 +119,13 @@ var (
 	hookInterpreters = append([]string{".", "source", "sh", "bash", "dash", "zsh", "ksh", "node", "deno", "bun", "tsx", "ts-node", "python", "python3", "ruby", "perl", "exec"}, envrcFileWords...)
 	hookSourcing     = []string{".", "source", "source_env", "source_env_if_exists"}
 )
+
+// hookText is a text hookScripts reads (a hook, a configuration's commands, an .envrc), with
+// the workspace-relative folder it runs in, from which its relative paths are read: the top
+// for git's hooks and the agents' configuration, an .envrc's own folder.
+type hookText struct {
+	text, dir string
+}
 
 // hookPath is a workspace-relative path a hook's text runs; sourced when it is read by the
 // shell itself (. x, source_env x), so a shell script whatever its name.
@@ -130,14 +145,14 @@ type hookPath struct {
 // (`cd tools && sh mcp.sh`, an MCP server's cwd: agentCommands), a relative path is read from
 // DIR as well as from the top; the project's folder written as a variable or as the shell's
 // $PWD, $(pwd) or $(git rev-parse --show-toplevel) is read as ./ (projectDir).
-func (r *resolver) hookPaths(text string) []hookPath {
+func (r *resolver) hookPaths(text, dir string) []hookPath {
 	var out []hookPath
 	for _, line := range strings.Split(text, "\n") {
 		if strings.HasPrefix(strings.TrimSpace(line), "#") {
 			continue
 		}
 		ws := words(projectDir.ReplaceAllString(line, "./"))
-		dirs := []string{r.ws} // the folders a relative path is read from: the top, and a cd's
+		dirs := []string{filepath.Join(r.ws, dir)} // the folders a relative path is read from: the text's, and a cd's
 		for i, w := range ws {
 			if i > 0 && ws[i-1] == "cd" && !strings.HasPrefix(w, "-") {
 				d := w

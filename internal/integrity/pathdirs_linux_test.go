@@ -16,7 +16,8 @@ import (
 // execute bit, an unchanged one, what lies in a subfolder, or a folder no .envrc names.
 func TestPathDirsChanged(t *testing.T) {
 	ws := newWS(t)
-	mustWrite(t, filepath.Join(ws, ".envrc"), "# PATH_add commented\nPATH_add bin \"scripts\"\npath_add PATH tools\npath_add PYTHONPATH lib\nPATH_add ../outside $HOME/x\nPATH_add link\n")
+	mustWrite(t, filepath.Join(ws, ".envrc"), "# PATH_add commented\nPATH_add bin \"scripts\"\npath_add PATH tools\npath_add PYTHONPATH lib\nPATH_add ../outside $HOME/x\nPATH_add link\n"+
+		"export PATH=\"$PWD/exp:${PWD}/exp2:$(pwd)/exp3:$HOME/y:$PATH\"\nPATH=./plain:$PATH\nload_prefix pre\n")
 	exe := func(rel, text string) {
 		mustWrite(t, filepath.Join(ws, rel), text)
 		if err := os.Chmod(filepath.Join(ws, rel), 0o755); err != nil {
@@ -29,7 +30,8 @@ func TestPathDirsChanged(t *testing.T) {
 	exe("other/git", "#!/bin/sh\n")
 	exe("link/x", "#!/bin/sh\n")
 	lay := resolveWS(t, ws)
-	if want := []string{"bin", "scripts", "tools", "link"}; !slices.Equal(lay.PathDirs, want) {
+	// review 32, F4: PATH= assignments of folders relative to the .envrc's, and load_prefix.
+	if want := []string{"bin", "scripts", "tools", "link", "exp", "exp2", "exp3", "plain", "pre/bin"}; !slices.Equal(lay.PathDirs, want) {
 		t.Fatalf("PathDirs %q, want %q", lay.PathDirs, want)
 	}
 	time.Sleep(20 * time.Millisecond) // past the coarse clock's tick of the files above

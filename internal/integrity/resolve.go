@@ -102,6 +102,9 @@ type resolver struct {
 	// hookTexts the commands lefthook's configuration runs (hookScripts).
 	hookDirs  []string
 	hookTexts []string
+	// trees are the work trees beneath the workspace of the linked worktrees and submodules
+	// whose git directories were pinned (fromConfig reads each one's hooksPath).
+	trees []workTreeDirs
 }
 
 // beneathFS looks paths up beneath the workspace without following symlinks (Linux: openat2).
@@ -300,6 +303,9 @@ func (r *resolver) worktrees(rel string, host bool) {
 		for _, p := range plan.WorktreeGitDirProtected {
 			r.protect(filepath.Join(wt, p), false)
 		}
+		if trel, in := r.beneath(top); in && top != "" {
+			r.trees = append(r.trees, workTreeDirs{trel, []string{filepath.Join(r.ws, rel), filepath.Join(r.ws, wt)}})
+		}
 		if outside {
 			// The box cannot see the worktree's folder: its git directory (HEAD, index, logs)
 			// is bound read-only whole. The box's `git worktree prune` takes such a worktree
@@ -356,7 +362,7 @@ func (r *resolver) modules(rel string, depth int, first []string) {
 		}
 		done[sub] = true
 		if k, err := r.fs.kind(sub); err == nil && k == KindDir && r.isGitDir(sub) {
-			r.gitDir(sub, nil)
+			r.submoduleGitDir(sub)
 		}
 	}
 	for _, n := range names {
@@ -368,55 +374,79 @@ func (r *resolver) modules(rel string, depth int, first []string) {
 			continue
 		}
 		if r.isGitDir(sub) {
-			r.gitDir(sub, nil)
+			r.submoduleGitDir(sub)
 			continue
 		}
 		r.modules(sub, depth+1, nil) // a submodule named "a/b"
 	}
 }
 
+// submoduleGitDir pins the git directory of a submodule (relative to the workspace) as gitDir
+// does, and notes its work tree (its core.worktree, where git checked it out) when that lies
+// beneath the workspace, for fromConfig.
+func (r *resolver) submoduleGitDir(rel string) {
+	r.gitDir(rel, nil)
+	abs := filepath.Join(r.ws, rel)
+	if top := workTree(r.ws, abs, ""); top != "" {
+		if trel, in := r.beneath(top); in {
+			r.trees = append(r.trees, workTreeDirs{trel, []string{abs}})
+		}
+	}
+}
+
 // maxIncludes bounds how deep include.path is followed (git's own bound is 10).
 const maxIncludes = 10
 
-// fromConfig pins what the configuration of gitdir (relative) makes git run from the
-// worktree top (relative): the files include.path and includeIf.*.path name beneath the
-// workspace (whatever the condition, and while absent too: a box must not create one), and
-// every folder core.hooksPath names, in the repository's configuration or the user's
-// (r.user; a relative hooksPath there is each repository's folder); with husky's .husky/_,
-// .husky too: its hooks run .husky/<hook>. The repository's configuration is pinned itself,
-// so what it says is the user's.
-func (r *resolver) fromConfig(gitdir, top string) {
+// fromConfig pins what the configuration git reads for a work tree at top (relative to the
+// workspace) makes git run from it: gitdirs are the git directories whose config and
+// config.worktree git reads for that work tree, in order (a linked worktree's: its common
+// dir's, then its own: configDirs). The files include.path and includeIf.*.path name beneath
+// the workspace are pinned (whatever the condition, and while absent too: a box must not
+// create one), and every folder core.hooksPath names, in that configuration or the user's
+// (r.user; a relative hooksPath is each work tree's own folder: the workspace's top, a linked
+// worktree or a submodule beneath it, review 32 F1/F2); with husky's .husky/_, .husky too: its
+// hooks run .husky/<hook>. A repository's configuration beneath the workspace is pinned
+// itself, so what it says is the user's; one outside it (the common dir of a workspace that is
+// a linked worktree) the box cannot reach.
+func (r *resolver) fromConfig(top string, gitdirs ...string) {
 	entries := slices.Clone(r.user)
-	var read func(rel string, depth int)
-	read = func(rel string, depth int) {
-		b, err := r.fs.read(rel, maxCheckedFile)
+	var read func(p string, depth int)
+	read = func(p string, depth int) {
+		b, err := r.readGitFile(p)
 		if tooLarge(err) != nil {
-			r.note("%s is %v: the include targets and hooks folders it names are not pinned", filepath.Join(r.ws, rel), err)
+			r.note("%s is %v: the include targets and hooks folders it names are not pinned", p, err)
 		}
 		if err != nil {
 			return
 		}
 		es, err := ParseConfig(b)
 		if err != nil {
-			r.note("%s: %v: what it names after that line is not pinned", filepath.Join(r.ws, rel), err)
+			r.note("%s: %v: what it names after that line is not pinned", p, err)
 		}
 		entries = append(entries, es...)
 		for _, inc := range includePaths(es) {
-			p, ok := r.configPath(inc, filepath.Join(r.ws, filepath.Dir(rel)))
-			if !ok {
+			v, ok := expandHome(inc)
+			if !ok || v == "" {
 				continue
 			}
+			if !filepath.IsAbs(v) {
+				v = filepath.Join(filepath.Dir(p), v)
+			}
+			v = filepath.Clean(v)
 			if depth >= maxIncludes {
-				r.note("%s: includes nested deeper than %d are not followed", filepath.Join(r.ws, rel), maxIncludes)
+				r.note("%s: includes nested deeper than %d are not followed", p, maxIncludes)
 				continue
 			}
-			irel, _ := filepath.Rel(r.ws, p)
-			r.protect(irel, false)
-			read(irel, depth+1)
+			if irel, in := r.beneath(v); in {
+				r.protect(irel, false)
+			}
+			read(v, depth+1)
 		}
 	}
-	for _, f := range GitDirConfigFiles {
-		read(filepath.Join(gitdir, f), 0)
+	for _, gd := range gitdirs {
+		for _, f := range GitDirConfigFiles {
+			read(filepath.Join(gd, f), 0)
+		}
 	}
 	for _, e := range entries {
 		if e.Section != "core" || e.HasSub || e.Key != "hookspath" {
@@ -434,6 +464,42 @@ func (r *resolver) fromConfig(gitdir, top string) {
 			r.hookDirs = append(r.hookDirs, filepath.Dir(rel))
 		}
 	}
+}
+
+// readGitFile reads a file git reads for the repository: beneath the workspace through the
+// bounded, no-follow reader (its symlinks followed only beneath it), elsewhere (the host's
+// own files, which no box can write) as git does.
+func (r *resolver) readGitFile(p string) ([]byte, error) {
+	if rel, in := r.beneath(p); in {
+		return r.fs.read(rel, maxCheckedFile)
+	}
+	return readFollow(p, maxCheckedFile)
+}
+
+// configDirs returns the git directories whose configuration git reads for the git directory
+// gd (absolute): its common dir (what its commondir names) and gd itself, or gd alone.
+func (r *resolver) configDirs(gd string) []string {
+	b, err := r.readGitFile(filepath.Join(gd, "commondir"))
+	if err != nil {
+		return []string{gd}
+	}
+	c := cString(strings.TrimRight(string(b), "\r\n"))
+	if c == "" {
+		return []string{gd}
+	}
+	if !filepath.IsAbs(c) {
+		c = filepath.Join(gd, c)
+	}
+	return []string{filepath.Clean(c), gd}
+}
+
+// workTrees are the work trees beneath the workspace, other than its top, of the git
+// directories the resolver pinned: linked worktrees (worktrees) and checked-out submodules
+// (modules), each with the git directories whose configuration git reads there (configDirs).
+// resolveWith pins what that configuration makes git run from each (fromConfig).
+type workTreeDirs struct {
+	top     string   // relative to the workspace
+	gitdirs []string // absolute
 }
 
 // userConfig reads the configuration of the host's git outside the repository
@@ -662,7 +728,7 @@ func resolveWith(ws string, extra []string, fs beneathFS, boxRepo bool) *Layout 
 			r.root(dotGit, true, true)
 			r.gitdirRel = ".git"
 			r.gitDir(".git", r.submodules(".git"))
-			r.fromConfig(".git", ".")
+			r.fromConfig(".", dotGit)
 		case err == nil && k == KindFile:
 			r.protect(".git", false)
 			gd, ok := ReadGitdir(dotGit)
@@ -671,6 +737,10 @@ func resolveWith(ws string, extra []string, fs beneathFS, boxRepo bool) *Layout 
 				r.note("%s is a file without a gitdir line: pinned and watched", dotGit)
 			case !within(gd, ws) || gd == ws:
 				r.note("%s points to %s, outside the workspace: never bound (git in the box cannot reach it)", dotGit, gd)
+				// What its configuration makes git run from this work tree is still the
+				// workspace's: a relative core.hooksPath (review 32: a workspace that is a
+				// linked worktree of a repository elsewhere, whose .githooks a box rewrote).
+				r.fromConfig(".", r.configDirs(gd)...)
 			default:
 				rel, _ := filepath.Rel(ws, gd)
 				if k, err := fs.kind(rel); err != nil || k != KindDir {
@@ -680,7 +750,7 @@ func resolveWith(ws string, extra []string, fs beneathFS, boxRepo bool) *Layout 
 				r.root(gd, true, true)
 				r.gitdirRel = rel
 				r.gitDir(rel, r.submodules(rel))
-				r.fromConfig(rel, ".")
+				r.fromConfig(".", r.configDirs(gd)...)
 			}
 		case err == nil && k == KindAbsent && surelyNoRepository(ws):
 			// No repository at launch: the box may make one (git init, git clone URL .).
@@ -696,6 +766,9 @@ func resolveWith(ws string, extra []string, fs beneathFS, boxRepo bool) *Layout 
 		default:
 			r.protect(".git", true)
 		}
+	}
+	for _, t := range r.trees {
+		r.fromConfig(t.top, t.gitdirs...)
 	}
 	r.lefthook()
 	r.hookScripts()

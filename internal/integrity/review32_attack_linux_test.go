@@ -1,0 +1,180 @@
+package integrity_test
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// review32Hook is a hook script that touches the marker.
+func review32Hook(touch string) string {
+	return fmt.Sprintf("printf '#!/bin/sh\\n%s\\n'", touch)
+}
+
+// hostGitUser is hostGit with the user's global configuration at global (the daemon's HOME's
+// .gitconfig, which the launch reads as the user's).
+func hostGitUser(dir, global string, args ...string) (string, error) {
+	cmd := exec.Command("git", args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "GIT_CONFIG_GLOBAL="+global, "GIT_CONFIG_NOSYSTEM=1", "GIT_PAGER=cat",
+		"GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@example.com", "GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@example.com")
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+// TestAttackWorkTreeHooksPath (review 32, F1–F3): a relative core.hooksPath names a folder of
+// each work tree git runs in, not only of the workspace's top. The resolver pinned it at the
+// top alone, and the scan read a nested repository's value only when its configuration
+// changed, so a hook a box wrote into the folder of another work tree ran at the host's next
+// git commit there: a linked worktree beneath the workspace (the layout docs/integrity.md
+// recommends), a workspace that is itself a linked worktree of a repository elsewhere, a
+// submodule (with the user's relative value), and a nested repository's own value. Each fails
+// without the change (resolver.fromConfig per work tree; hooksPathDirs in the scan).
+func TestAttackWorkTreeHooksPath(t *testing.T) {
+	t.Parallel()
+	needGit(t)
+	type setup struct {
+		global string // the user's git configuration's text, if any
+		// prepare makes the workspace ws (the folder the box runs in); it returns the folder
+		// the host commits in and the box's path of the hook to plant, relative to ws.
+		prepare func(t *testing.T, root, ws string) (commitIn, hook string)
+	}
+	hooksRepo := func(t *testing.T, dir string) {
+		git(t, dir, "init", "-q", "-b", "main")
+		write(t, filepath.Join(dir, ".githooks", "pre-commit"), "#!/bin/sh\nexit 0\n")
+		os.Chmod(filepath.Join(dir, ".githooks", "pre-commit"), 0o755)
+		write(t, filepath.Join(dir, "a"), "a\n")
+		git(t, dir, "add", "-A")
+		git(t, dir, "commit", "-q", "-m", "initial")
+		git(t, dir, "config", "core.hooksPath", ".githooks")
+	}
+	for name, c := range map[string]setup{
+		"linked-worktree-beneath": {prepare: func(t *testing.T, root, ws string) (string, string) {
+			hooksRepo(t, ws)
+			git(t, ws, "worktree", "add", "-q", ".worktrees/feat", "-b", "feat")
+			write(t, filepath.Join(ws, ".git", "info", "exclude"), ".worktrees/\n")
+			return filepath.Join(ws, ".worktrees", "feat"), ".worktrees/feat/.githooks/pre-commit"
+		}},
+		"workspace-is-linked-worktree": {prepare: func(t *testing.T, root, ws string) (string, string) {
+			main := filepath.Join(root, "mainrepo")
+			os.Mkdir(main, 0o755)
+			hooksRepo(t, main)
+			git(t, main, "worktree", "add", "-q", ws, "-b", "feat")
+			return ws, ".githooks/pre-commit"
+		}},
+		"submodule-user-hookspath": {global: "[core]\n\thooksPath = .githooks\n", prepare: func(t *testing.T, root, ws string) (string, string) {
+			src := filepath.Join(root, "subsrc")
+			os.Mkdir(src, 0o755)
+			git(t, src, "init", "-q", "-b", "main")
+			write(t, filepath.Join(src, "s"), "s\n")
+			git(t, src, "add", "-A")
+			git(t, src, "commit", "-q", "-m", "s")
+			git(t, ws, "init", "-q", "-b", "main")
+			write(t, filepath.Join(ws, "a"), "a\n")
+			git(t, ws, "add", "-A")
+			git(t, ws, "commit", "-q", "-m", "a")
+			git(t, ws, "-c", "protocol.file.allow=always", "submodule", "add", "-q", src, "sub")
+			git(t, ws, "commit", "-q", "-m", "sub")
+			return filepath.Join(ws, "sub"), "sub/.githooks/pre-commit"
+		}},
+		"nested-repo-own-hookspath": {prepare: func(t *testing.T, root, ws string) (string, string) {
+			git(t, ws, "init", "-q", "-b", "main")
+			write(t, filepath.Join(ws, "a"), "a\n")
+			git(t, ws, "add", "-A")
+			git(t, ws, "commit", "-q", "-m", "a")
+			nested := filepath.Join(ws, "nested")
+			os.Mkdir(nested, 0o755)
+			git(t, nested, "init", "-q", "-b", "main")
+			os.Mkdir(filepath.Join(nested, "hk"), 0o755)
+			git(t, nested, "config", "core.hooksPath", "hk")
+			write(t, filepath.Join(nested, "n"), "n\n")
+			git(t, nested, "add", "n")
+			git(t, nested, "commit", "-q", "-m", "n")
+			return nested, "nested/hk/pre-commit"
+		}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			e := newDaemonEnv(t)
+			global := "/dev/null"
+			if c.global != "" {
+				global = filepath.Join(e.home, ".gitconfig")
+				write(t, global, c.global)
+			}
+			commitIn, hook := c.prepare(t, e.root, e.work)
+			mark, touch := e.marker("hook")
+			// A hooks folder that is pinned is bound read-only: the write fails in the box (a
+			// protected folder is not staged). Either way the host must not run a hook of the
+			// box's; without the change the plant succeeds and the host's commit runs it.
+			out := e.boxPlant(fmt.Sprintf("mkdir -p %s && { %s > %s && chmod +x %s && echo planted; } || echo refused",
+				filepath.Dir(hook), review32Hook(touch), hook, hook))
+			if !strings.Contains(out, "planted") && !strings.Contains(out, "Read-only file system") {
+				t.Fatalf("the plant neither completed nor met a read-only folder (the test would prove nothing):\n%s", out)
+			}
+			if _, err := os.Lstat(mark); err == nil {
+				t.Fatalf("the box created the host's marker itself: the test cannot tell host from box\n%s", out)
+			}
+			res, err := hostGitUser(commitIn, global, "commit", "-q", "--allow-empty", "-m", "host")
+			notRun(t, mark, "the host's git commit in "+commitIn+":\n"+res, out)
+			if err != nil && !strings.Contains(res, "hook") {
+				t.Errorf("the host's git commit failed: %v\n%s", err, res)
+			}
+		})
+	}
+}
+
+// TestAttackSubfolderEnvrc (review 32, F4–F5): only the top's .envrc was read for what direnv
+// runs by a path, and only its PATH_add and path_add PATH lines for the folders it puts on
+// PATH. An allowed .envrc in a subfolder (a monorepo's service, a linked worktree) sourced a
+// file a box wrote and put a folder the box filled on PATH; and the top's `export
+// PATH="$PWD/scripts:$PATH"` and `load_prefix tools` put scripts/ and tools/bin/ on PATH, whose
+// box-written git the host's direnv exec ran. The allowed subfolder .envrc files are read from
+// direnv's allow folder now, each from its own folder, and the PATH forms are read.
+func TestAttackSubfolderEnvrc(t *testing.T) {
+	t.Parallel()
+	for name, c := range map[string]struct {
+		envrc, dir, plant string // the allowed .envrc's folder and text; the box's script
+	}{
+		"subfolder-source-and-path": {dir: "svc/api", envrc: "source_env_if_exists .envrc.local\nPATH_add bin\n",
+			plant: "printf '%%s\\n' '%[1]s' > svc/api/.envrc.local; mkdir -p svc/api/bin; printf '#!/bin/sh\\n%[1]s\\n' > svc/api/bin/git; chmod +x svc/api/bin/git"},
+		"top-path-forms": {dir: ".", envrc: "export PATH=\"$PWD/scripts:$PATH\"\nload_prefix tools\n",
+			plant: "mkdir -p scripts tools/bin; for f in scripts/git tools/bin/git; do printf '#!/bin/sh\\n%[1]s\\n' > $f; chmod +x $f; done"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			e := newDaemonEnv(t)
+			dv := newDirenvHost(t, e.root)
+			// The daemon reads the user's allows where direnv keeps them for its HOME.
+			data := filepath.Join(e.home, ".local", "share")
+			for i, v := range dv.env {
+				if strings.HasPrefix(v, "XDG_DATA_HOME=") {
+					dv.env[i] = "XDG_DATA_HOME=" + data
+				}
+			}
+			git(t, e.work, "init", "-q", "-b", "main")
+			write(t, filepath.Join(e.work, c.dir, ".envrc"), c.envrc)
+			for _, d := range []string{"scripts", "tools", "svc/api/bin"} {
+				write(t, filepath.Join(e.work, d, ".keep"), "")
+			}
+			git(t, e.work, "add", "-A")
+			git(t, e.work, "commit", "-q", "-m", "envrc")
+			if out, err := dv.run(filepath.Join(e.work, c.dir), "allow", "."); err != nil {
+				t.Fatalf("direnv allow: %v\n%s", err, out)
+			}
+			mark, touch := e.marker("envrc")
+			out := e.boxPlant(fmt.Sprintf(c.plant, touch) + " && echo planted")
+			requirePlanted(t, out)
+			if _, err := os.Lstat(mark); err == nil {
+				t.Fatalf("the box created the host's marker itself\n%s", out)
+			}
+			res, err := dv.run(filepath.Join(e.work, c.dir), "exec", ".", "git", "--version")
+			notRun(t, mark, "the host's direnv exec . git --version:\n"+res, out)
+			if err != nil {
+				t.Errorf("the host's direnv exec failed: %v\n%s", err, res)
+			}
+		})
+	}
+}
