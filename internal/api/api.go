@@ -202,6 +202,10 @@ type Changes struct {
 	// kept; IgnoredDroppedPaths names the first.
 	IgnoredDropped      int      `json:"ignoredDropped,omitempty"`
 	IgnoredDroppedPaths []string `json:"ignoredDroppedPaths,omitempty"`
+	// Running says the launch has not ended: what it proposes can change until it does (the
+	// box may write a path again), and apply refuses until then. Review what it proposes once
+	// it has ended.
+	Running bool `json:"running,omitempty"`
 }
 
 // MaxChangesAnswer bounds the diffs of an answer to GET /v0/launches/{id}/changes (JSON

@@ -440,6 +440,7 @@ func (g *Guard) capture(parent int, name, rel string) {
 // closed after writing (IN_CLOSE_WRITE), to store what was written after it was created.
 func (g *Guard) keep(fd int, rel string, mode uint32) {
 	h := &heldFile{fd: fd, wd: -1, rel: rel, mode: mode}
+	g.setAside(rel)
 	kept := g.copy(h)
 	if old := g.byPath[rel]; old != nil {
 		g.drop(old)
@@ -556,6 +557,7 @@ func writeStore(store int, rel string, content []byte, mode uint32, truncated bo
 }
 
 func (g *Guard) storeLink(rel, target string) {
+	g.setAside(rel)
 	srel := storeName(rel)
 	if !g.admit(rel, srel) {
 		return
@@ -575,6 +577,56 @@ func (g *Guard) storeLink(rel, target string) {
 	g.kept[srel] = int64(len(target))
 	if g.Captured != nil {
 		g.Captured(rel)
+	}
+}
+
+// EarlierSuffix ends the name under which the store keeps a file captured at a guarded path
+// when another is captured at the same path later (setAside): REL.agentbox-earlier-N, a change
+// of its own, which `agentbox apply ID REL.agentbox-earlier-N` writes beside the path.
+const EarlierSuffix = ".agentbox-earlier-"
+
+// setAside keeps what the store holds at rel, when it holds something, under a name of its own
+// (rel + EarlierSuffix + N, the first N free) before a later capture at the same path takes
+// rel: whoever made the earlier file (the box, or the user on the host while the box ran: the
+// guard cannot tell) loses nothing. Review 32 (B, F1): the later capture replaced the earlier
+// in the store, so a file the user created at a guarded path while a box ran, which the box
+// then wrote again, existed nowhere. It is a change like any other, within the store's bounds
+// (admit): past them the earlier file is replaced, and recorded as not kept.
+func (g *Guard) setAside(rel string) {
+	srel := storeName(rel)
+	size, ok := g.kept[srel]
+	if !ok {
+		return
+	}
+	parent, name, err := g.storeParent(srel)
+	if err != nil {
+		g.fail(err)
+		return
+	}
+	defer unix.Close(parent)
+	for n := 1; n <= MaxChanges; n++ {
+		erel := rel + EarlierSuffix + strconv.Itoa(n)
+		esrel := storeName(erel)
+		if _, taken := g.kept[esrel]; taken {
+			continue
+		}
+		if !g.admit(erel, esrel) {
+			return
+		}
+		ename := filepath.Base(esrel)
+		if err := unix.Renameat2(parent, name, parent, ename, unix.RENAME_NOREPLACE); err != nil {
+			g.fail(fmt.Errorf("keep the earlier %s as %s: %w", rel, erel, err))
+			return
+		}
+		if unix.Renameat(parent, name+TruncatedSuffix, parent, ename+TruncatedSuffix) != nil {
+			unix.Unlinkat(parent, ename+TruncatedSuffix, 0)
+		}
+		delete(g.kept, srel)
+		g.kept[esrel] = size
+		if g.Captured != nil {
+			g.Captured(erel)
+		}
+		return
 	}
 }
 

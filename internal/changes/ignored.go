@@ -27,9 +27,11 @@ type Ignored struct {
 	KeptBytes int64
 	Dropped   Dropped
 	// Moved are the host's own files (their ctime before the launch: taken only because a
-	// folder above them was made or renamed in the launch) moved into the store by a rename
-	// past the bounds, never removed (review 17, F3); Left those of them left in place, where
-	// no rename into the store could be (another file system, or a change there already).
+	// folder above them was made or renamed in the launch; or born before it, by statx's
+	// birth time, and changed in it: review 32) moved into the store by a rename past the
+	// bounds, never removed (review 17, F3); Left those of them left in place, where no rename
+	// into the store could be (another file system, or a change there already): a changed one
+	// renamed beside itself (NAME.agentbox-kept-N, its new path in Left).
 	Moved, Left []string
 	// Failed are the files that could be neither kept nor removed, and why: they are still
 	// in the workspace, to be reported.

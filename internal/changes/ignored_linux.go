@@ -83,15 +83,28 @@ func takeIgnored(dir, ws string, rels []string, since int64, maxFiles int, maxBy
 	// moveHost moves the host's own file name of the folder parent past the bounds into the
 	// store by a rename (closing parent): never removed (review 17, F3). At a path the store
 	// holds a change of already (taken), or where the rename cannot be, it is left in place.
-	moveHost := func(parent int, name, rel, dst string, taken bool) {
+	// A file born before the launch that changed in it (changed true: the user's own file,
+	// edited on the host while the box ran, or the box's edit of it) is never left under its
+	// name where no rename into the store can be: it is renamed beside itself
+	// (NAME.agentbox-kept-N, in Left), neither removed nor left for the host's tools to run.
+	moveHost := func(parent int, name, rel, dst string, taken, changed bool) {
 		defer unix.Close(parent)
-		if taken {
+		left := func() {
+			if changed {
+				if kept, err := renameBeside(parent, name); err == nil {
+					res.Left = append(res.Left, filepath.Join(filepath.Dir(rel), kept))
+					return
+				}
+			}
 			res.Left = append(res.Left, rel)
+		}
+		if taken {
+			left()
 			return
 		}
 		sum, err := moveOld(parent, name, dst)
 		if errors.Is(err, errNoRename) {
-			res.Left = append(res.Left, rel)
+			left()
 			return
 		}
 		if err == nil {
@@ -126,9 +139,20 @@ func takeIgnored(dir, ws string, rels []string, since int64, maxFiles int, maxBy
 		dst := filepath.Join(dir, storeName(rel))
 		_, taken := os.Lstat(dst)
 		hostOld := st.Mode&unix.S_IFMT == unix.S_IFREG && st.Ctim.Nano() < since
+		// Born before the launch (statx's birth time, where the file system keeps one): the
+		// host's own file, whatever changed it since. Review 32 (B, F2): a file the user had
+		// and edited on the host while the box ran has its ctime in the launch, and past the
+		// bounds it was removed, the user's content with it.
+		hostBorn := hostOld
+		if !hostBorn && st.Mode&unix.S_IFMT == unix.S_IFREG {
+			var sx unix.Statx_t
+			if unix.Statx(parent, name, unix.AT_SYMLINK_NOFOLLOW, unix.STATX_BTIME, &sx) == nil && sx.Mask&unix.STATX_BTIME != 0 {
+				hostBorn = sx.Btime.Sec*1e9+int64(sx.Btime.Nsec) < since
+			}
+		}
 		if taken == nil || files >= maxFiles || bytes+st.Size > maxBytes {
-			if hostOld {
-				moveHost(parent, name, rel, dst, taken == nil)
+			if hostBorn {
+				moveHost(parent, name, rel, dst, taken == nil, !hostOld)
 			} else {
 				drop(parent, name, rel)
 			}
@@ -162,8 +186,8 @@ func takeIgnored(dir, ws string, rels []string, since int64, maxFiles int, maxBy
 				}
 			}
 			if errors.Is(err, errPastBound) { // it grew since it was looked at
-				if hostOld {
-					moveHost(parent, name, rel, dst, false)
+				if hostBorn {
+					moveHost(parent, name, rel, dst, false, !hostOld)
 				} else {
 					drop(parent, name, rel)
 				}
@@ -267,6 +291,22 @@ func moveOld(parent int, name, dst string) ([]byte, error) {
 		return nil, err
 	}
 	return h.Sum(nil), nil
+}
+
+// renameBeside renames the file name of the folder parent to name.agentbox-kept-N (the first
+// N free) and returns the new name.
+func renameBeside(parent int, name string) (string, error) {
+	for n := 1; n <= 100; n++ {
+		kept := name + ".agentbox-kept-" + strconv.Itoa(n)
+		err := unix.Renameat2(parent, name, parent, kept, unix.RENAME_NOREPLACE)
+		if err == nil {
+			return kept, nil
+		}
+		if !errors.Is(err, unix.EEXIST) {
+			return "", err
+		}
+	}
+	return "", unix.EEXIST
 }
 
 // errPastBound: the file held more than the bytes left to keep (it grew since it was looked at).

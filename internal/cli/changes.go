@@ -47,8 +47,14 @@ what the host has at the path now. Apply them with agentbox apply ID [PATH...].`
 }
 
 func printChanges(w io.Writer, cs *api.Changes) {
+	running := ""
+	if cs.Running {
+		// Review 32 (B, F4): what was shown while the box ran was not what apply took after
+		// it ended (the box wrote the path again).
+		running = "\nthe launch is still running: what it proposes can change until it ends, and apply refuses until then; review it again once it has ended\n"
+	}
 	if len(cs.Changes) == 0 && cs.Dropped == 0 && cs.IgnoredDropped == 0 {
-		fmt.Fprintf(w, "launch %s proposed no changes\n", cs.LaunchID[:12])
+		fmt.Fprintf(w, "launch %s proposed no changes%s\n", cs.LaunchID[:12], strings.TrimSuffix(running, "\n"))
 		return
 	}
 	ignored := 0
@@ -57,7 +63,7 @@ func printChanges(w io.Writer, cs *api.Changes) {
 			ignored++
 		}
 	}
-	fmt.Fprintf(w, "launch %s proposed %d changes to protected configuration in %s", cs.LaunchID[:12], len(cs.Changes)-ignored, cs.Workspace)
+	fmt.Fprintf(w, "launch %s proposed %s to protected configuration in %s", cs.LaunchID[:12], plural(len(cs.Changes)-ignored, "change"), cs.Workspace)
 	if ignored > 0 {
 		fmt.Fprintf(w, ", and left %d files in git-ignored places, moved out of the workspace", ignored)
 	}
@@ -108,6 +114,10 @@ func printChanges(w io.Writer, cs *api.Changes) {
 	if cs.IgnoredDropped > 0 {
 		fmt.Fprintf(w, "\n%d more files the launch left in git-ignored places were removed from the workspace and not kept: past the bound of what is kept (%s)\n",
 			cs.IgnoredDropped, visibleList(cs.IgnoredDroppedPaths))
+	}
+	if running != "" {
+		fmt.Fprint(w, running)
+		return
 	}
 	fmt.Fprintf(w, "\napply with: agentbox apply %s [PATH...]\n", cs.LaunchID[:12])
 }
@@ -166,6 +176,14 @@ func submoduleName(ws, p string) string {
 		}
 	}
 	return ""
+}
+
+// plural writes n with the noun, in the plural unless n is 1 ("1 change", "2 changes").
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }
 
 // visibleList joins paths a box chose, each on one line with its control characters written

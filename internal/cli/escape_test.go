@@ -92,7 +92,7 @@ func TestChangesIgnoredFiles(t *testing.T) {
 	printChanges(&b, cs)
 	out := b.String()
 	for _, want := range []string{
-		"proposed 1 changes to protected configuration in /w, and left 2 files in git-ignored places, moved out of the workspace:",
+		"proposed 1 change to protected configuration in /w, and left 2 files in git-ignored places, moved out of the workspace:",
 		"\nbin/x (left in a git-ignored place: moved out of the workspace; apply puts it back)\n",
 		"\nbuild/app (left in a git-ignored place: moved out of the workspace; apply puts it back) (the host has this path now: apply refuses it)\n",
 		`2 more files the launch left in git-ignored places were removed from the workspace and not kept: past the bound of what is kept (build/big\x0a1, build/big2)`,
@@ -100,5 +100,26 @@ func TestChangesIgnoredFiles(t *testing.T) {
 		if !strings.Contains(out, want) {
 			t.Errorf("the output lacks %q:\n%s", want, out)
 		}
+	}
+}
+
+// TestChangesOfRunningLaunch: what a launch proposes while it still runs can change before it
+// ends (the box writes the path again), and apply refuses until then: `agentbox changes` says
+// so and offers no apply line (review 32, B F4: the change shown while the box ran was not
+// the one applied after it ended).
+func TestChangesOfRunningLaunch(t *testing.T) {
+	cs := &api.Changes{LaunchID: "0123456789abcdef", Workspace: "/w", Running: true,
+		Changes: []api.ProposedChange{{Path: ".envrc", Diff: "+export SAFE=1\n"}}}
+	var b strings.Builder
+	printChanges(&b, cs)
+	out := b.String()
+	if !strings.Contains(out, "proposed 1 change to") || !strings.Contains(out, "the launch is still running") || strings.Contains(out, "apply with") {
+		t.Errorf("changes of a running launch:\n%s", out)
+	}
+	cs.Running = false
+	b.Reset()
+	printChanges(&b, cs)
+	if out := b.String(); strings.Contains(out, "still running") || !strings.Contains(out, "apply with: agentbox apply 0123456789ab") {
+		t.Errorf("changes of an ended launch:\n%s", out)
 	}
 }

@@ -328,7 +328,7 @@ func exitSummary(ctx context.Context, c *client.Client, id string, w io.Writer) 
 		}
 	}
 	if n != nil && n.Changes-n.Ignored > 0 {
-		fmt.Fprintf(w, "agentbox: the box proposed %d changes to protected configuration: agentbox changes %s\n", n.Changes-n.Ignored, id[:12])
+		fmt.Fprintf(w, "agentbox: the box proposed %s to protected configuration: agentbox changes %s\n", plural(n.Changes-n.Ignored, "change"), id[:12])
 	}
 	if n != nil && n.Ignored > 0 {
 		fmt.Fprintf(w, "agentbox: the launch left %d files in git-ignored places (no git status shows them); they were moved out of the workspace: agentbox changes %s, then agentbox apply %s PATH\n", n.Ignored, id[:12], id[:12])

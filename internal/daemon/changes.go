@@ -76,7 +76,8 @@ func (d *Daemon) proposed(ctx context.Context, l *api.Launch) (*api.Changes, err
 		return nil, err
 	}
 	out := &api.Changes{LaunchID: l.ID, Workspace: l.Workspace, Changes: []api.ProposedChange{},
-		Dropped: dropped.Count, DroppedPaths: dropped.Paths, IgnoredDropped: ign.Count, IgnoredDroppedPaths: ign.Paths}
+		Dropped: dropped.Count, DroppedPaths: dropped.Paths, IgnoredDropped: ign.Count, IgnoredDroppedPaths: ign.Paths,
+		Running: l.State == api.StateRunning || l.State == api.StateStarting}
 	size := 0
 	for _, c := range cs {
 		if err := ctx.Err(); err != nil {

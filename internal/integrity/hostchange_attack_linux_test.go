@@ -262,7 +262,7 @@ echo planted`, boxWaitScript, touch))
 	if b, err := os.ReadFile(kept); err != nil || !strings.Contains(string(b), "evil") {
 		t.Errorf("the box's .claude/settings.json is not kept as a proposed change: %q, %v\n%s", b, err, out)
 	}
-	if !strings.Contains(out, "changes to protected configuration: agentbox changes") {
+	if !strings.Contains(out, "to protected configuration: agentbox changes") {
 		t.Errorf("agentbox run did not say that the box proposed changes:\n%s", out)
 	}
 }
