@@ -12,6 +12,29 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// WayBlocked reports whether a folder on the way to the workspace-relative rel is no folder of
+// the workspace now (a symlink, a file): Apply refuses a new file there (ErrConflict), and
+// `agentbox changes` says so. A folder that is absent is no obstacle (Apply makes it).
+// Review 32 (B, F7): the host's .vscode turned into a symlink showed .vscode/settings.json as
+// one apply would write, followed through the link.
+func WayBlocked(ws, rel string) bool {
+	dir := filepath.Dir(filepath.Clean(rel))
+	if dir == "." {
+		return false
+	}
+	root, err := unix.Open(ws, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return false
+	}
+	defer unix.Close(root)
+	fd, err := unix.Openat2(root, dir, &unix.OpenHow{Flags: unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC | unix.O_NOFOLLOW, Resolve: beneathNoLinks})
+	if err == nil {
+		unix.Close(fd)
+		return false
+	}
+	return errors.Is(err, unix.ELOOP) || errors.Is(err, unix.EXDEV) || errors.Is(err, unix.ENOTDIR)
+}
+
 // beneathNoLinks resolves beneath a directory without following any symlink.
 const beneathNoLinks = unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS
 
@@ -34,6 +57,11 @@ func Apply(dir, ws, rel string) error {
 	}
 	if err != nil {
 		return err
+	}
+	if fi.IsDir() {
+		// A folder of changes is no change: its files are (review 32, B F8: "apply ID
+		// .vscode" failed with an internal "is a directory").
+		return fmt.Errorf("%w: %s is a folder; name the changes in it (agentbox changes lists them)", ErrUnknown, rel)
 	}
 	if _, err := os.Lstat(src + TruncatedSuffix); err == nil {
 		return fmt.Errorf("%s: the box's file was larger than %d bytes and was kept truncated: it cannot be applied", rel, MaxFile)

@@ -153,6 +153,10 @@ func TestApply(t *testing.T) {
 	if b, _ := os.ReadFile(filepath.Join(ws, ".mcp.json")); string(b) != `{"host":true}` {
 		t.Errorf("the host's file became %q", b)
 	}
+	// A folder of changes is named by its files (review 32, B F8).
+	if err := Apply(store, ws, ".github/workflows"); !errors.Is(err, ErrUnknown) || !strings.Contains(err.Error(), "is a folder") {
+		t.Errorf("apply of a folder: %v, want ErrUnknown naming the folder", err)
+	}
 	if err := Apply(store, ws, ".github/workflows/ci.yml"); err != nil {
 		t.Fatal(err)
 	}

@@ -45,6 +45,9 @@ func (g *Guard) Close() error { return nil }
 // Apply fails with ErrNotSupported.
 func Apply(dir, ws, rel string) error { return ErrNotSupported }
 
+// WayBlocked reports false: no change is applied on this system.
+func WayBlocked(ws, rel string) bool { return false }
+
 // Stage stages nothing: it returns ps unchanged (bound read-only).
 func Stage(dir string, ps []plan.Protected) ([]plan.Protected, error) { return ps, nil }
 

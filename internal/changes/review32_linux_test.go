@@ -90,3 +90,20 @@ func TestIgnoredBoundKeepsHostEdits(t *testing.T) {
 		t.Errorf("the user's local/notes.txt (there before the launch, appended to on the host during it) was deleted: in neither the workspace nor the store")
 	}
 }
+
+// TestWayBlocked: a new file beneath a folder the host turned into a symlink (or a file) is
+// one apply refuses; `agentbox changes` says so (review 32, B F7: it showed the change as one
+// apply would write, the host's path followed through the link).
+func TestWayBlocked(t *testing.T) {
+	ws := t.TempDir()
+	out := t.TempDir()
+	if err := os.Symlink(out, filepath.Join(ws, ".vscode")); err != nil {
+		t.Fatal(err)
+	}
+	mustWrite(t, filepath.Join(ws, "file"), "x", 0o644)
+	for rel, want := range map[string]bool{".vscode/settings.json": true, "file/x.json": true, ".mcp.json": false, "absent/x.json": false} {
+		if got := WayBlocked(ws, rel); got != want {
+			t.Errorf("WayBlocked(%s) = %v, want %v", rel, got, want)
+		}
+	}
+}

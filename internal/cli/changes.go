@@ -79,6 +79,8 @@ func printChanges(w io.Writer, cs *api.Changes) {
 			note = " (changes a protected file, which the host changed since the box started: apply refuses it)"
 		case c.Modifies:
 			note = " (changes a protected file)"
+		case c.Conflict && !c.HostExists && !c.Modifies:
+			note = " (a folder on the way is a symlink or a file on the host now: apply refuses it)"
 		case c.Conflict || c.HostExists:
 			note = " (the host has this path now: apply refuses it)"
 		}
@@ -91,6 +93,9 @@ func printChanges(w io.Writer, cs *api.Changes) {
 		}
 		if c.NotShown {
 			note += " (diff not shown: the answer reached its bound)"
+		}
+		if c.Partial {
+			note += " (not shown whole: read the box's file at " + visibleLine(c.Stored) + "; apply takes it only by its path)"
 		}
 		if dir, there := submoduleGitFile(cs.Workspace, c); dir != "" {
 			uses := ""

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/agentbox/agentbox/internal/api"
 	"github.com/agentbox/agentbox/internal/changes"
@@ -88,15 +89,18 @@ func (d *Daemon) proposed(ctx context.Context, l *api.Launch) (*api.Changes, err
 		}
 		path := filepath.Join(l.Workspace, c.Path)
 		host, exists := hostContent(path)
-		conflict := exists
+		conflict := exists || changes.WayBlocked(l.Workspace, c.Path)
 		if c.Modifies {
 			fi, err := os.Lstat(path)
 			conflict = err != nil || !fi.Mode().IsRegular() || !bytes.Equal(host, c.Base)
 		}
 		pc := api.ProposedChange{Path: c.Path, Kind: c.Kind, Modifies: c.Modifies,
 			Diff: changes.Diff(c, host), HostExists: exists, Conflict: conflict, Truncated: c.Truncated, Ignored: c.Ignored, SHA256: c.SHA256, Hidden: c.Hidden}
+		if !changes.ShownWhole(c) {
+			pc.Partial, pc.Stored = true, changes.StorePath(dir, c.Path)
+		}
 		if b, err := json.Marshal(pc); err != nil || size+len(b) > api.MaxChangesAnswer {
-			pc.NotShown = true
+			pc.NotShown, pc.Partial, pc.Stored = true, true, changes.StorePath(dir, c.Path)
 			pc.Diff = fmt.Sprintf("(not shown: the answer holds at most %d bytes of diffs; the box's file is %s, kept in %s)\n",
 				api.MaxChangesAnswer, changes.Summary(c.Content), dir)
 		} else {
@@ -179,8 +183,23 @@ func (d *Daemon) serveApply(w http.ResponseWriter, r *http.Request) error {
 		if err != nil {
 			return err
 		}
+		// All of them only when every one was shown whole: one that `agentbox changes` showed
+		// in part (binary, longer than a diff compares) is applied only by its path, after the
+		// user read it in the store; nothing is applied otherwise (review 32, B F5).
+		var partial []string
 		for _, c := range cs {
+			if err := changes.Read(d.changesDir(l.ID), &c); err != nil {
+				return err
+			}
+			if !changes.ShownWhole(c) {
+				partial = append(partial, c.Path)
+			}
 			paths = append(paths, c.Path)
+		}
+		if len(partial) > 0 {
+			return &api.Error{Code: api.CodeChangeConflict,
+				Message: fmt.Sprintf("launch %s proposes changes that agentbox changes does not show whole (a file with a NUL byte, or longer than a diff compares): %s; nothing was applied", l.ID[:12], strings.Join(partial, ", ")),
+				Hint:    "read each in the launch's store (agentbox changes " + l.ID[:12] + " names where it is kept), then apply it by its path: agentbox apply " + l.ID[:12] + " PATH"}
 		}
 	}
 	res := api.ApplyResult{Applied: []string{}}

@@ -742,6 +742,18 @@ func TestProposedChangesApply(t *testing.T) {
 	if b, _ := os.ReadFile(filepath.Join(e.work, ".vscode/tasks.json")); string(b) != "{\"tasks\":[]}\n" {
 		t.Errorf("applied task file: %q", b)
 	}
+	// Review 32 (B, F5): what changes showed by its size and hash only (a NUL byte) is applied
+	// only by its path, after the user read it where changes says it is kept: apply without
+	// paths refuses, naming it, and applies nothing.
+	if !strings.Contains(stderr, "does not show whole") || !strings.Contains(stderr, ".devcontainer/nul.json") || !strings.Contains(stderr, "nothing was applied") {
+		t.Errorf("apply without paths did not refuse the change shown in part: %q", stderr)
+	}
+	if out := e.run("changes", id); !strings.Contains(out, "(not shown whole: read the box's file at "+filepath.Join(e.state, "agentbox", "changes", id, ".devcontainer", "nul.json")) {
+		t.Errorf("agentbox changes does not say where the change shown in part is kept:\n%.3000s", out)
+	}
+	if out := e.run("apply", id, ".devcontainer/nul.json"); !strings.Contains(out, "applied .devcontainer/nul.json") {
+		t.Errorf("apply by its path: %q", out)
+	}
 }
 
 // TestProposedChangesToExistingFiles drives the real binary end to end for protected files that
