@@ -161,10 +161,14 @@ func (e *daemonEnv) runDuring(c *exec.Cmd, during func()) []byte {
 
 // hostGit runs the host's ordinary git in dir (no global or system configuration) and returns
 // its output; an error is returned, not fatal: a planted program may make git fail.
-func hostGit(dir string, args ...string) (string, error) {
+func hostGit(dir string, args ...string) (string, error) { return hostGitUser(dir, "/dev/null", args...) }
+
+// hostGitUser is hostGit with the user's global configuration at global (the daemon's HOME's
+// .gitconfig, which the launch reads as the user's).
+func hostGitUser(dir, global string, args ...string) (string, error) {
 	cmd := exec.Command("git", args...)
 	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "GIT_CONFIG_GLOBAL=/dev/null", "GIT_CONFIG_NOSYSTEM=1", "GIT_PAGER=cat",
+	cmd.Env = append(os.Environ(), "GIT_CONFIG_GLOBAL="+global, "GIT_CONFIG_NOSYSTEM=1", "GIT_PAGER=cat",
 		"GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@example.com", "GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@example.com")
 	out, err := cmd.CombinedOutput()
 	return string(out), err

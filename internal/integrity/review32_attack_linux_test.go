@@ -3,7 +3,6 @@ package integrity_test
 import (
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -12,17 +11,6 @@ import (
 // review32Hook is a hook script that touches the marker.
 func review32Hook(touch string) string {
 	return fmt.Sprintf("printf '#!/bin/sh\\n%s\\n'", touch)
-}
-
-// hostGitUser is hostGit with the user's global configuration at global (the daemon's HOME's
-// .gitconfig, which the launch reads as the user's).
-func hostGitUser(dir, global string, args ...string) (string, error) {
-	cmd := exec.Command("git", args...)
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "GIT_CONFIG_GLOBAL="+global, "GIT_CONFIG_NOSYSTEM=1", "GIT_PAGER=cat",
-		"GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@example.com", "GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@example.com")
-	out, err := cmd.CombinedOutput()
-	return string(out), err
 }
 
 // TestAttackWorkTreeHooksPath (review 32, F1–F3): a relative core.hooksPath names a folder of
