@@ -243,9 +243,10 @@ type ProposedChange struct {
 	// NotShown says Diff holds a note instead of the diff: the answer reached its bound
 	// (MaxChangesAnswer).
 	NotShown bool `json:"notShown,omitempty"`
-	// Partial says Diff does not show the box's whole file (it holds a NUL byte, or is
-	// longer than what a diff compares, or NotShown): `apply ID` without paths refuses it, and
-	// applies it only named (`apply ID PATH`), after the user read it at Stored.
+	// Partial says Diff does not show the box's whole file (it or the host's holds a NUL
+	// byte, or it is longer than what a diff compares, or NotShown): `apply ID` without paths
+	// refuses it (unless Ignored: put back by its hash), and applies it only named (`apply ID
+	// PATH`), after the user read it at Stored.
 	Partial bool `json:"partial,omitempty"`
 	// Stored is where the box's file is kept (absolute), for a Partial change.
 	Stored string `json:"stored,omitempty"`

@@ -397,13 +397,16 @@ func shown(b []byte) []byte {
 	return b
 }
 
-// ShownWhole reports whether Diff shows the whole of what c would write: a symlink's target,
+// ShownWhole reports whether Diff(c, host) shows the whole of what c would write: a symlink's target,
 // or a text file no longer than MaxShown. A file with a NUL byte is shown by its size and
 // hash only, and of a longer one the first MaxShown bytes are compared: what lies beyond would
 // be applied unseen (review 32, B F5: a `.envrc` ending in `#\0` showed as binary, and bash
 // ran it all the same).
-func ShownWhole(c Change) bool {
-	return c.Kind == KindSymlink || !binary(c.Content) && len(c.Content) <= MaxShown
+//
+// host is what Diff compares against (the host's content, or nil): a NUL byte on that side
+// makes Diff show both sides by size and hash (review 32 D, F6).
+func ShownWhole(c Change, host []byte) bool {
+	return c.Kind == KindSymlink || !binary(c.Content) && !binary(host) && len(c.Content) <= MaxShown
 }
 
 // StorePath returns where the store dir keeps the change at the workspace-relative rel.

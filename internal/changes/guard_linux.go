@@ -519,6 +519,13 @@ func (g *Guard) admit(rel, srel string) bool {
 	if g.dropped.Count == 0 {
 		g.fail(fmt.Errorf("the launch's proposed changes are full (%d changes or %d bytes): %s was moved out of the workspace and not kept, as is what the box creates at protected paths from now on (agentbox changes names them)", MaxChanges, MaxStore, rel))
 	}
+	g.recordDropped(rel)
+	return false
+}
+
+// recordDropped records rel among what the guard moved out of the workspace and did not keep
+// (DroppedRecord).
+func (g *Guard) recordDropped(rel string) {
 	g.dropped.Count++
 	if len(g.dropped.Paths) < maxDroppedPaths {
 		g.dropped.Paths = append(g.dropped.Paths, rel)
@@ -530,7 +537,6 @@ func (g *Guard) admit(rel, srel string) bool {
 	if err != nil {
 		g.fail(fmt.Errorf("record the proposed changes not kept: %w", err))
 	}
-	return false
 }
 
 // writeStore writes content at rel in the store whose directory fd is store (by rename, so a
@@ -580,53 +586,60 @@ func (g *Guard) storeLink(rel, target string) {
 	}
 }
 
-// EarlierSuffix ends the name under which the store keeps a file captured at a guarded path
-// when another is captured at the same path later (setAside): REL.agentbox-earlier-N, a change
+// EarlierSuffix ends the names under which the store keeps files captured at a guarded path
+// before the one it holds at the path (setAside): REL.agentbox-earlier-1, the first captured
+// there, and REL.agentbox-earlier-2, the one captured last before the path's own; each a change
 // of its own, which `agentbox apply ID REL.agentbox-earlier-N` writes beside the path.
 const EarlierSuffix = ".agentbox-earlier-"
 
 // setAside keeps what the store holds at rel, when it holds something, under a name of its own
-// (rel + EarlierSuffix + N, the first N free) before a later capture at the same path takes
-// rel: whoever made the earlier file (the box, or the user on the host while the box ran: the
-// guard cannot tell) loses nothing. Review 32 (B, F1): the later capture replaced the earlier
+// before a later capture at the same path takes rel: whoever made the earlier file (the box, or
+// the user on the host while the box ran: the guard cannot tell) loses nothing, unless the box
+// writes the path twice more after it. Review 32 (B, F1): the later capture replaced the earlier
 // in the store, so a file the user created at a guarded path while a box ran, which the box
-// then wrote again, existed nowhere. It is a change like any other, within the store's bounds
-// (admit): past them the earlier file is replaced, and recorded as not kept.
+// then wrote again, existed nowhere. The first capture at the path is kept as earlier-1 for
+// good; each later one in turn as earlier-2, replacing the one there (recorded as not kept), so
+// that a box rewriting one path in a loop holds at most three changes there, not one a
+// rewrite (review 32 D, F4: 256 rewrites of .envrc filled the store, and the user's next file
+// at another guarded path was kept nowhere). Within the store's bounds (admit).
 func (g *Guard) setAside(rel string) {
 	srel := storeName(rel)
 	size, ok := g.kept[srel]
 	if !ok {
 		return
 	}
+	erel := rel + EarlierSuffix + "1"
+	if _, first := g.kept[storeName(erel)]; first {
+		erel = rel + EarlierSuffix + "2"
+	}
+	esrel := storeName(erel)
 	parent, name, err := g.storeParent(srel)
 	if err != nil {
 		g.fail(err)
 		return
 	}
 	defer unix.Close(parent)
-	for n := 1; n <= MaxChanges; n++ {
-		erel := rel + EarlierSuffix + strconv.Itoa(n)
-		esrel := storeName(erel)
-		if _, taken := g.kept[esrel]; taken {
-			continue
-		}
-		if !g.admit(erel, esrel) {
-			return
-		}
-		ename := filepath.Base(esrel)
-		if err := unix.Renameat2(parent, name, parent, ename, unix.RENAME_NOREPLACE); err != nil {
-			g.fail(fmt.Errorf("keep the earlier %s as %s: %w", rel, erel, err))
-			return
-		}
-		if unix.Renameat(parent, name+TruncatedSuffix, parent, ename+TruncatedSuffix) != nil {
-			unix.Unlinkat(parent, ename+TruncatedSuffix, 0)
-		}
-		delete(g.kept, srel)
-		g.kept[esrel] = size
-		if g.Captured != nil {
-			g.Captured(erel)
-		}
+	ename := filepath.Base(esrel)
+	if old, there := g.kept[esrel]; there {
+		unix.Unlinkat(parent, ename, 0)
+		unix.Unlinkat(parent, ename+TruncatedSuffix, 0)
+		g.total -= old
+		delete(g.kept, esrel)
+		g.recordDropped(erel)
+	} else if !g.admit(erel, esrel) {
 		return
+	}
+	if err := unix.Renameat2(parent, name, parent, ename, unix.RENAME_NOREPLACE); err != nil {
+		g.fail(fmt.Errorf("keep the earlier %s as %s: %w", rel, erel, err))
+		return
+	}
+	if unix.Renameat(parent, name+TruncatedSuffix, parent, ename+TruncatedSuffix) != nil {
+		unix.Unlinkat(parent, ename+TruncatedSuffix, 0)
+	}
+	delete(g.kept, srel)
+	g.kept[esrel] = size
+	if g.Captured != nil {
+		g.Captured(erel)
 	}
 }
 

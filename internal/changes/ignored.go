@@ -30,9 +30,11 @@ type Ignored struct {
 	// folder above them was made or renamed in the launch; or born before it, by statx's
 	// birth time, and changed in it: review 32) moved into the store by a rename past the
 	// bounds, never removed (review 17, F3); Left those of them left in place, where no rename
-	// into the store could be (another file system, or a change there already): a changed one
-	// renamed beside itself (NAME.agentbox-kept-N, its new path in Left).
-	Moved, Left []string
+	// into the store could be (another file system, or a change there already), unchanged since
+	// before the launch; Renamed the new paths of those changed in it (born before the launch,
+	// by statx's birth time, with one name), renamed beside themselves
+	// (NAME.agentbox-kept-XXXXXXXX) where no rename into the store could be.
+	Moved, Left, Renamed []string
 	// Failed are the files that could be neither kept nor removed, and why: they are still
 	// in the workspace, to be reported.
 	Failed []Failure

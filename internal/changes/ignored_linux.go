@@ -2,6 +2,7 @@ package changes
 
 import (
 	"bytes"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -86,17 +87,25 @@ func takeIgnored(dir, ws string, rels []string, since int64, maxFiles int, maxBy
 	// A file born before the launch that changed in it (changed true: the user's own file,
 	// edited on the host while the box ran, or the box's edit of it) is never left under its
 	// name where no rename into the store can be: it is renamed beside itself
-	// (NAME.agentbox-kept-N, in Left), neither removed nor left for the host's tools to run.
+	// (NAME.agentbox-kept-XXXXXXXX, in Renamed), neither removed nor left for the host's tools
+	// to run; removed only when that rename fails too.
 	moveHost := func(parent int, name, rel, dst string, taken, changed bool) {
 		defer unix.Close(parent)
 		left := func() {
-			if changed {
-				if kept, err := renameBeside(parent, name); err == nil {
-					res.Left = append(res.Left, filepath.Join(filepath.Dir(rel), kept))
-					return
-				}
+			if !changed {
+				res.Left = append(res.Left, rel)
+				return
 			}
-			res.Left = append(res.Left, rel)
+			kept, err := renameBeside(parent, name)
+			if err != nil {
+				// Never left under its name: a box that took the names could otherwise keep
+				// its rewrite of the host's file there (review 32 D, F2).
+				if err := unix.Unlinkat(parent, name, 0); err != nil && !errors.Is(err, unix.ENOENT) {
+					res.Failed = append(res.Failed, Failure{Path: rel, Err: err})
+				}
+				return
+			}
+			res.Renamed = append(res.Renamed, filepath.Join(filepath.Dir(rel), kept))
 		}
 		if taken {
 			left()
@@ -143,8 +152,11 @@ func takeIgnored(dir, ws string, rels []string, since int64, maxFiles int, maxBy
 		// host's own file, whatever changed it since. Review 32 (B, F2): a file the user had
 		// and edited on the host while the box ran has its ctime in the launch, and past the
 		// bounds it was removed, the user's content with it.
+		// One with another name (a hard link the box may have made to the host's file, which
+		// shares its birth time) is not: each link would be taken past the bound uncounted
+		// (review 32 D, F3).
 		hostBorn := hostOld
-		if !hostBorn && st.Mode&unix.S_IFMT == unix.S_IFREG {
+		if !hostBorn && st.Mode&unix.S_IFMT == unix.S_IFREG && st.Nlink == 1 {
 			var sx unix.Statx_t
 			if unix.Statx(parent, name, unix.AT_SYMLINK_NOFOLLOW, unix.STATX_BTIME, &sx) == nil && sx.Mask&unix.STATX_BTIME != 0 {
 				hostBorn = sx.Btime.Sec*1e9+int64(sx.Btime.Nsec) < since
@@ -293,20 +305,25 @@ func moveOld(parent int, name, dst string) ([]byte, error) {
 	return h.Sum(nil), nil
 }
 
-// renameBeside renames the file name of the folder parent to name.agentbox-kept-N (the first
-// N free) and returns the new name.
+// renameBeside renames the file name of the folder parent to name.agentbox-kept-XXXXXXXX (8
+// random hex digits, which a box cannot take beforehand: review 32 D, F2) and returns the new
+// name.
 func renameBeside(parent int, name string) (string, error) {
-	for n := 1; n <= 100; n++ {
-		kept := name + ".agentbox-kept-" + strconv.Itoa(n)
-		err := unix.Renameat2(parent, name, parent, kept, unix.RENAME_NOREPLACE)
-		if err == nil {
+	var err error
+	for try := 0; try < 4; try++ {
+		var r [4]byte
+		if _, err = rand.Read(r[:]); err != nil {
+			return "", err
+		}
+		kept := name + ".agentbox-kept-" + hex.EncodeToString(r[:])
+		if err = unix.Renameat2(parent, name, parent, kept, unix.RENAME_NOREPLACE); err == nil {
 			return kept, nil
 		}
 		if !errors.Is(err, unix.EEXIST) {
 			return "", err
 		}
 	}
-	return "", unix.EEXIST
+	return "", err
 }
 
 // errPastBound: the file held more than the bytes left to keep (it grew since it was looked at).

@@ -94,7 +94,7 @@ func printChanges(w io.Writer, cs *api.Changes) {
 		if c.NotShown {
 			note += " (diff not shown: the answer reached its bound)"
 		}
-		if c.Partial {
+		if c.Partial && !c.Ignored {
 			note += " (not shown whole: read the box's file at " + visibleLine(c.Stored) + "; apply takes it only by its path)"
 		}
 		if dir, there := submoduleGitFile(cs.Workspace, c); dir != "" {

@@ -309,6 +309,10 @@ func (b *integrityBroker) takeIgnored(id string, st *integrity.State) {
 		alert(st.Workspace, fmt.Sprintf("%d files in git-ignored places, unchanged since before the launch but in a folder made or renamed in it, were left in place past the bound of %d files or %d bytes of proposed changes (the first: %s): the host's own files are never removed; check them before the host's tools run them",
 			len(res.Left), changes.MaxIgnoredFiles, changes.MaxIgnoredBytes, strings.Join(res.Left[:min(len(res.Left), 5)], ", ")))
 	}
+	if len(res.Renamed) > 0 {
+		alert(st.Workspace, fmt.Sprintf("%d files in git-ignored places, there before the launch but changed in it (by the box, or by you on the host meanwhile), in a folder made or renamed in it, were renamed beside themselves past the bound of %d files or %d bytes of proposed changes (the first: %s): compare each with what you expect, and rename it back if it is yours",
+			len(res.Renamed), changes.MaxIgnoredFiles, changes.MaxIgnoredBytes, strings.Join(res.Renamed[:min(len(res.Renamed), 5)], ", ")))
+	}
 	if len(res.Moved) > 0 {
 		b.Log.Warn("integrity: moved files unchanged since before the launch, in a folder made or renamed in it, into its proposed changes past the bound", "launch", id, "moved", len(res.Moved))
 	}

@@ -96,7 +96,7 @@ func (d *Daemon) proposed(ctx context.Context, l *api.Launch) (*api.Changes, err
 		}
 		pc := api.ProposedChange{Path: c.Path, Kind: c.Kind, Modifies: c.Modifies,
 			Diff: changes.Diff(c, host), HostExists: exists, Conflict: conflict, Truncated: c.Truncated, Ignored: c.Ignored, SHA256: c.SHA256, Hidden: c.Hidden}
-		if !changes.ShownWhole(c) {
+		if !changes.ShownWhole(c, host) {
 			pc.Partial, pc.Stored = true, changes.StorePath(dir, c.Path)
 		}
 		if b, err := json.Marshal(pc); err != nil || size+len(b) > api.MaxChangesAnswer {
@@ -179,26 +179,27 @@ func (d *Daemon) serveApply(w http.ResponseWriter, r *http.Request) error {
 	}
 	paths := req.Paths
 	if len(paths) == 0 {
-		cs, err := changes.Index(d.changesDir(l.ID))
+		// All of them only when `agentbox changes` shows every one whole, by the same answer
+		// (proposed): one it showed in part (binary, longer than a diff compares, past the
+		// answer's bound) is applied only by its path, after the user read it in the store;
+		// nothing is applied otherwise (review 32, B F5, D F1 F6). A file left in a git-ignored
+		// place (moved out at exit: build output, the host's own files of a folder renamed
+		// meanwhile) is shown by its hash whatever its kind, and apply puts back those exact
+		// bytes: it is no configuration to read, and does not hold the others back (D F5).
+		cs, err := d.proposed(r.Context(), l)
 		if err != nil {
 			return err
 		}
-		// All of them only when every one was shown whole: one that `agentbox changes` showed
-		// in part (binary, longer than a diff compares) is applied only by its path, after the
-		// user read it in the store; nothing is applied otherwise (review 32, B F5).
 		var partial []string
-		for _, c := range cs {
-			if err := changes.Read(d.changesDir(l.ID), &c); err != nil {
-				return err
-			}
-			if !changes.ShownWhole(c) {
+		for _, c := range cs.Changes {
+			if c.Partial && !c.Ignored {
 				partial = append(partial, c.Path)
 			}
 			paths = append(paths, c.Path)
 		}
 		if len(partial) > 0 {
 			return &api.Error{Code: api.CodeChangeConflict,
-				Message: fmt.Sprintf("launch %s proposes changes that agentbox changes does not show whole (a file with a NUL byte, or longer than a diff compares): %s; nothing was applied", l.ID[:12], strings.Join(partial, ", ")),
+				Message: fmt.Sprintf("launch %s proposes changes that agentbox changes does not show whole (a file with a NUL byte, longer than a diff compares, or past the answer's bound): %s; nothing was applied", l.ID[:12], strings.Join(partial, ", ")),
 				Hint:    "read each in the launch's store (agentbox changes " + l.ID[:12] + " names where it is kept), then apply it by its path: agentbox apply " + l.ID[:12] + " PATH"}
 		}
 	}

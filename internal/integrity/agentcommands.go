@@ -172,11 +172,10 @@ func envrcText(b []byte) string {
 }
 
 // agentTexts returns the command lines of the protected agent and editor configuration at the
-// workspace's top (agentCommandFiles) and the text of its .envrc, each read only when it is
+// workspace's top (agentCommandFiles), and the text of its .envrc, each read only when it is
 // protected (pinned itself, or in a pinned folder: a file the box may write names nothing the
 // host trusts), through the bounded, no-follow reader.
-func (r *resolver) agentTexts() []string {
-	var out []string
+func (r *resolver) agentTexts() (out []string, envrc *hookText) {
 	files := append(slices.Clone(agentCommandFiles), ".envrc")
 	for _, d := range agentCommandDirs {
 		if k, err := r.fs.kind(d); err != nil || k != KindDir {
@@ -198,13 +197,13 @@ func (r *resolver) agentTexts() []string {
 			continue
 		}
 		if rel == ".envrc" {
-			out = append(out, envrcText(b))
+			envrc = &hookText{text: envrcText(b), dir: ".", envrc: true}
 			r.lay.PathDirs = append(r.lay.PathDirs, r.envrcPathDirs(b, ".")...)
 			continue
 		}
 		out = append(out, agentCommands(rel, b)...)
 	}
-	return out
+	return out, envrc
 }
 
 // maxAllowedEnvrcs bounds how many of direnv's allow files are read, and maxEnvrcTexts how
@@ -253,7 +252,7 @@ func (r *resolver) subEnvrcs() []hookText {
 			continue
 		}
 		dir := filepath.Dir(rel)
-		out = append(out, hookText{envrcText(b), dir})
+		out = append(out, hookText{text: envrcText(b), dir: dir, envrc: true})
 		r.lay.PathDirs = append(r.lay.PathDirs, r.envrcPathDirs(b, dir)...)
 	}
 	return out
@@ -350,52 +349,89 @@ func (r *resolver) pinnedFile(rel string) bool {
 	return r.prot[p] || r.pinnedBeneath(trel)
 }
 
+// envrcCommands splits a line of an .envrc into the shell's simple commands, as far as a
+// PATH folder's name goes: at ;, &&, ||, |, ( ) { } and the keywords that begin a command (then,
+// do, else): `[ -d bin ] && PATH_add bin`, `if …; then PATH_add bin; fi` (review 32 C, F1).
+var envrcCommands = regexp.MustCompile(`;|&&|\|\||\||[(){}]|\b(then|do|else)\b`)
+
+// envrcPathSelf matches what a PATH assignment keeps of PATH itself ($PATH, ${PATH},
+// ${PATH:+:$PATH}), dropped before its folders are read.
+var envrcPathSelf = regexp.MustCompile(`\$\{PATH[^}]*\}|\$PATH\b`)
+
+// envrcExpandPath matches direnv's $(expand_path DIR), the folder DIR relative to the .envrc's.
+var envrcExpandPath = regexp.MustCompile(`\$\(\s*expand_path\s+["']?([^)"'\s$]+)["']?\s*\)`)
+
 // envrcPathDirs returns the workspace-relative folders beneath the workspace (the workspace's
 // top included) that an .envrc in the folder dir (workspace-relative) puts first on the
-// shell's PATH, comment lines left out: PATH_add DIR…, path_add PATH DIR…, load_prefix DIR
-// (DIR/bin), and an assignment PATH=… (export or not) of folders written relative to the
-// .envrc's folder or through it ($PWD/x, ${PWD}/x, $(pwd)/x: projectDir), review 32 F4. Other
-// names built at run time ($VAR, $(…)) are not among them.
+// shell's PATH, comment lines left out, in every simple command of a line (envrcCommands):
+// PATH_add DIR…, path_add PATH DIR…, load_prefix DIR (DIR/bin), and each assignment PATH=… or
+// PATH+=… (after export or not, beside other assignments) of folders written relative to the
+// .envrc's folder or through it ($PWD/x, ${PWD}/x, $(pwd)/x: projectDir; $(expand_path x)), what it keeps of PATH
+// itself dropped (review 32 F4, C F1). A folder that is a symlink beneath the workspace is
+// followed: the folder it leads to is one too (review 32 C, F2). Other names built at run time
+// ($VAR, $(…)) are not among them.
 func (r *resolver) envrcPathDirs(b []byte, dir string) []string {
 	var out []string
 	add := func(w string) {
-		w = strings.Trim(w, `"'`)
+		w = strings.NewReplacer(`"`, "", "'", "").Replace(w)
 		if w == "" || strings.ContainsAny(w, "$`*?[;&|") || filepath.IsAbs(w) {
 			return
 		}
 		p := filepath.Join(r.ws, dir, w)
-		if rel, err := filepath.Rel(r.ws, p); err == nil && rel != ".." && !strings.HasPrefix(rel, "../") && !slices.Contains(out, rel) {
-			out = append(out, rel)
+		rel, err := filepath.Rel(r.ws, p)
+		if err != nil || rel == ".." || strings.HasPrefix(rel, "../") || slices.Contains(out, rel) {
+			return
 		}
+		out = append(out, rel)
+		if k, err := r.fs.kind(rel); err == nil && k == KindSymlink {
+			if t, err := r.fs.follow(rel); err == nil && within(t, r.ws) {
+				if trel, err := filepath.Rel(r.ws, t); err == nil && !slices.Contains(out, trel) {
+					out = append(out, trel)
+				}
+			}
+		}
+	}
+	assign := func(w string) bool {
+		v, ok := strings.CutPrefix(w, "PATH=")
+		if !ok {
+			v, ok = strings.CutPrefix(w, "PATH+=")
+		}
+		if ok {
+			for _, e := range strings.Split(v, ":") {
+				add(e)
+			}
+		}
+		return ok
 	}
 	for _, line := range strings.Split(string(b), "\n") {
 		if strings.HasPrefix(strings.TrimSpace(line), "#") {
 			continue
 		}
-		line = projectDir.ReplaceAllString(line, "./")
-		f := strings.Fields(line)
-		if len(f) > 1 && f[0] == "export" {
-			f = f[1:]
-		}
-		switch {
-		case len(f) > 1 && f[0] == "PATH_add":
-			f = f[1:]
-		case len(f) > 2 && f[0] == "path_add" && f[1] == "PATH":
-			f = f[2:]
-		case len(f) > 1 && f[0] == "load_prefix":
-			add(filepath.Join(strings.Trim(f[1], `"'`), "bin"))
-			continue
-		case len(f) > 0 && strings.HasPrefix(f[0], "PATH="):
-			v := strings.Trim(strings.TrimPrefix(f[0], "PATH="), `"'`)
-			for _, e := range strings.Split(v, ":") {
-				add(e)
+		line = envrcExpandPath.ReplaceAllString(line, "./$1")
+		line = envrcPathSelf.ReplaceAllString(projectDir.ReplaceAllString(line, "./"), "")
+		for _, cmd := range envrcCommands.Split(line, -1) {
+			f := strings.Fields(cmd)
+			for len(f) > 0 && (f[0] == "if" || f[0] == "!" || f[0] == "export" || f[0] == "declare" || f[0] == "local" || f[0] == "-x") {
+				f = f[1:]
 			}
-			continue
-		default:
-			continue
-		}
-		for _, w := range f {
-			add(w)
+			switch {
+			case len(f) > 1 && f[0] == "PATH_add":
+				for _, w := range f[1:] {
+					add(w)
+				}
+			case len(f) > 2 && f[0] == "path_add" && f[1] == "PATH":
+				for _, w := range f[2:] {
+					add(w)
+				}
+			case len(f) > 1 && f[0] == "load_prefix":
+				add(filepath.Join(strings.Trim(f[1], `"'`), "bin"))
+			default:
+				for _, w := range f {
+					if !assign(w) && !strings.Contains(w, "=") {
+						break // the command's name: what follows are its arguments
+					}
+				}
+			}
 		}
 	}
 	return out

@@ -257,6 +257,16 @@ func (s *State) verifyBranches() []Transition {
 				case err != nil:
 					d = fmt.Sprintf("the branch %s moved from %s to %s while the box ran, and whether its old commits are still in its history could not be told (%v): git log %s..%s shows what it lost", name, was, is, err, is, was)
 				case anc:
+					// Ordinary work, unless its commits change a protected file: the host's
+					// file keeps its content, but the branch holds the box's, which the
+					// user's next git checkout, reset --hard or stash writes into the work
+					// tree (review 32 C, F6: a box committed its edit of a pinned
+					// .envrc.local, and the host's git stash brought it in for direnv).
+					for _, p := range s.protectedCommitted(ctx, gd, was, is) {
+						out = append(out, Transition{Kind: Modified, Path: filepath.Join(s.Workspace, p), Alert: true, Detail: fmt.Sprintf(
+							"the branch %s's new commits (%s..%s) change this protected file: the file on the host keeps its content, but the branch holds the box's, which a git checkout, git reset --hard or git stash writes into the work tree; review with git diff %s %s -- %s, and restore it in the branch with git checkout %s -- %s && git commit",
+							name, was, is, was, is, shellQuote(p), was, shellQuote(p))})
+					}
 					continue
 				default:
 					d = fmt.Sprintf("the history of the branch %s was rewritten while the box ran (%s is no longer in it; now %s): commits already made were changed, amended or dropped, which git status and git log do not show; review with git diff %s %s, restore with git branch -f %s %s", name, was, is, was, is, name, was)
@@ -284,6 +294,48 @@ func (s *State) verifyBranches() []Transition {
 		}
 	}
 	return out
+}
+
+// protectedCommitted returns the workspace-relative protected paths (the roots of the
+// snapshot beneath the workspace, outside .git) that the commits was..is of the workspace's own
+// repository (whose common git directory is gd) change, asked of git through a private git
+// directory as isAncestor does; none for another repository, or when git cannot tell.
+func (s *State) protectedCommitted(ctx context.Context, gd, was, is string) []string {
+	if c := commonGitDir(s.Workspace); c == "" || filepath.Clean(c) != filepath.Clean(gd) {
+		return nil
+	}
+	var specs []string
+	for _, r := range s.Roots {
+		rel, err := filepath.Rel(s.Workspace, r.Path)
+		if err != nil || rel == "." || rel == ".." || strings.HasPrefix(rel, "../") || rel == ".git" || strings.HasPrefix(rel, ".git/") {
+			continue
+		}
+		specs = append(specs, rel)
+	}
+	if len(specs) == 0 {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, branchCheckTimeout)
+	defer cancel()
+	dir, err := privateGitDir(gd, len(was) == 64)
+	if err != nil {
+		return nil
+	}
+	defer os.RemoveAll(dir)
+	cmd := hostprog.Command(ctx, "git", append([]string{"diff", "--no-renames", "--name-only", "-z", was, is, "--"}, specs...)...)
+	cmd.Dir = dir
+	cmd.Env = privateGitEnv([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + dir, "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null", "LC_ALL=C", "GIT_LITERAL_PATHSPECS=1"}, dir)
+	out, err := runCheckGit(cmd)
+	if err != nil {
+		return nil
+	}
+	var paths []string
+	for _, p := range strings.Split(string(out), "\x00") {
+		if p != "" {
+			paths = append(paths, filepath.FromSlash(p))
+		}
+	}
+	return paths
 }
 
 // orNone returns id, or "no commit" when it is empty.

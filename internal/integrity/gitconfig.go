@@ -144,6 +144,12 @@ func scanDir(ws, dir string, skip passOver, files []NestedConfigFile, out map[st
 			// git follows a symlinked .git, to a gitdir or to a .git file.
 			if gd, ok := dotGitTarget(ws, p); ok {
 				scanGitDir(ws, gd, skip, out, 0)
+				// The work tree this .git leads from is where a relative core.hooksPath lies,
+				// whether or not the git directory names it back (review 32 C, F4: a box's
+				// worktree whose gitdir file it removed).
+				for _, d := range hooksPathDirs(ws, gd, dir) {
+					checkHooks(ws, d, skip, out)
+				}
 				if repos != nil {
 					repos.tops = append(repos.tops, dir)
 				}
@@ -612,32 +618,37 @@ func hashed(ws, path, what string, out map[string]string) {
 }
 
 // hooksPathDirs returns the folders beneath ws that a core.hooksPath names for the work tree
-// git takes for the git directory gd (a nested repository's X/.git: X; a submodule's or a
-// linked worktree's: its core.worktree or gitdir file), read from its configuration
-// (repoConfig) and the user's (userGitConfigs; a relative value is each work tree's folder):
-// the host's git there runs the hooks in it. Review 32, F3: a nested repository's existing
-// core.hooksPath was read only when its configuration changed, so a hook a box added to that
-// folder stayed, and the host's git commit in the nested repository ran it. With husky's
+// git takes for the git directory gd (top, when known: the folder whose .git leads to gd; else a
+// nested repository's X/.git: X; a submodule's or a linked worktree's: its core.worktree or
+// gitdir file), read from its configuration and the user's, their includes followed
+// (configEntries; a relative value is each work tree's folder): the host's git there runs the
+// hooks in it. Review 32, F3: a nested repository's existing core.hooksPath was read only when
+// its configuration changed, so a hook a box added to that folder stayed, and the host's git
+// commit in the nested repository ran it; C F3: one set through an include. With husky's
 // .husky/_, .husky too (its hooks run .husky/<hook>). Every value counts, not only the last.
-func hooksPathDirs(ws, gd string) []string {
-	top := ""
-	if filepath.Base(gd) == ".git" {
-		top = filepath.Dir(gd)
+func hooksPathDirs(ws, gd, top string) []string {
+	if top == "" {
+		if filepath.Base(gd) == ".git" {
+			top = filepath.Dir(gd)
+		}
+		if b, err := readBeneath(ws, filepath.Join(gd, "gitdir"), 4096); err == nil {
+			top = worktreeTop(gd, b)
+		}
+		top = workTree(ws, gd, top)
 	}
-	if b, err := readBeneath(ws, filepath.Join(gd, "gitdir"), 4096); err == nil {
-		top = worktreeTop(gd, b)
-	}
-	if top = workTree(ws, gd, top); top == "" {
+	if top == "" {
 		return nil
 	}
-	var es []ConfigEntry
-	for _, f := range userGitConfigs() {
-		if b, err := readFollow(f, maxCheckedFile); err == nil {
-			more, _ := ParseConfig(b)
-			es = append(es, more...)
-		}
+	files := userGitConfigs()
+	cfg := filepath.Join(gd, "config")
+	if common, ok, _ := commonDir(ws, gd); ok && common != "" {
+		cfg = filepath.Join(common, "config")
 	}
-	es = append(es, repoConfig(ws, gd)...)
+	files = append(files, cfg, filepath.Join(gd, "config.worktree"))
+	var es []ConfigEntry
+	for _, f := range files {
+		configEntries(ws, f, 0, &es)
+	}
 	var out []string
 	for _, e := range es {
 		if e.Section != "core" || e.HasSub || e.Key != "hookspath" || e.Value == "" {
@@ -660,6 +671,38 @@ func hooksPathDirs(ws, gd string) []string {
 		}
 	}
 	return out
+}
+
+// configEntries appends the entries of the git configuration file p to es, and those of every
+// file it includes (include.path, includeIf.*.path, whatever the condition; "~" expanded, a
+// relative one beside the including file), maxIncludes deep: beneath ws read with the bounded,
+// no-follow reader, elsewhere (the user's own files) as git reads them.
+func configEntries(ws, p string, depth int, es *[]ConfigEntry) {
+	var b []byte
+	var err error
+	if within(p, ws) {
+		b, err = readBeneath(ws, p, maxCheckedFile)
+	} else {
+		b, err = readFollow(p, maxCheckedFile)
+	}
+	if err != nil {
+		return
+	}
+	more, _ := ParseConfig(b)
+	*es = append(*es, more...)
+	if depth >= maxIncludes {
+		return
+	}
+	for _, inc := range includePaths(more) {
+		v, ok := expandHome(inc)
+		if !ok || v == "" {
+			continue
+		}
+		if !filepath.IsAbs(v) {
+			v = filepath.Join(filepath.Dir(p), v)
+		}
+		configEntries(ws, filepath.Clean(v), depth+1, es)
+	}
 }
 
 // ownCommonDir reports whether common is the common dir git itself gives the git directory
@@ -699,7 +742,7 @@ func scanGitDir(ws, gd string, skip passOver, out map[string]string, depth int) 
 		checkConfig(ws, gd, filepath.Join(gd, f), skip, out)
 	}
 	checkHooks(ws, filepath.Join(gd, "hooks"), skip, out)
-	for _, d := range hooksPathDirs(ws, gd) {
+	for _, d := range hooksPathDirs(ws, gd, "") {
 		checkHooks(ws, d, skip, out)
 	}
 	checkPackedRefs(ws, filepath.Join(gd, "packed-refs"), skip, out)

@@ -161,7 +161,9 @@ func (e *daemonEnv) runDuring(c *exec.Cmd, during func()) []byte {
 
 // hostGit runs the host's ordinary git in dir (no global or system configuration) and returns
 // its output; an error is returned, not fatal: a planted program may make git fail.
-func hostGit(dir string, args ...string) (string, error) { return hostGitUser(dir, "/dev/null", args...) }
+func hostGit(dir string, args ...string) (string, error) {
+	return hostGitUser(dir, "/dev/null", args...)
+}
 
 // hostGitUser is hostGit with the user's global configuration at global (the daemon's HOME's
 // .gitconfig, which the launch reads as the user's).

@@ -562,6 +562,25 @@ var gitSurfaceTests = map[string]func(t *testing.T){
 		}
 		mustWrite(t, filepath.Join(ws, "nested/hk/pre-commit"), "#!/bin/sh\necho box\n")
 		movedAside(t, s, filepath.Join(ws, "nested/hk/pre-commit"))
+		// Through an include of its configuration (review 32 C, F3).
+		ws = newWS(t)
+		mustWrite(t, filepath.Join(ws, "inc/.git/HEAD"), "ref: refs/heads/main\n")
+		os.MkdirAll(filepath.Join(ws, "inc/.git/objects"), 0o755)
+		os.MkdirAll(filepath.Join(ws, "inc/.git/refs"), 0o755)
+		mustWrite(t, filepath.Join(ws, "inc/.git/config"), "[include]\n\tpath = hooks.conf\n")
+		mustWrite(t, filepath.Join(ws, "inc/.git/hooks.conf"), "[core]\n\thooksPath = hk\n")
+		os.MkdirAll(filepath.Join(ws, "inc/hk"), 0o755)
+		// A linked worktree whose git directory does not name it back (no gitdir file): its
+		// .git file does (review 32 C, F4).
+		mustWrite(t, filepath.Join(ws, "inc/.git/worktrees/w/HEAD"), "ref: refs/heads/w\n")
+		mustWrite(t, filepath.Join(ws, "inc/.git/worktrees/w/commondir"), "../..\n")
+		mustWrite(t, filepath.Join(ws, "wt/.git"), "gitdir: "+filepath.Join(ws, "inc/.git/worktrees/w")+"\n")
+		os.MkdirAll(filepath.Join(ws, "wt/hk"), 0o755)
+		s = Snapshot(resolveWS(t, ws), Limits{})
+		mustWrite(t, filepath.Join(ws, "inc/hk/pre-commit"), "#!/bin/sh\necho box\n")
+		movedAside(t, s, filepath.Join(ws, "inc/hk/pre-commit"))
+		mustWrite(t, filepath.Join(ws, "wt/hk/pre-commit"), "#!/bin/sh\necho box\n")
+		movedAside(t, s, filepath.Join(ws, "wt/hk/pre-commit"))
 	},
 	"GITDIR/rr-cache/*": func(t *testing.T) {
 		ws := newWS(t)

@@ -49,7 +49,7 @@ func (r *resolver) hookScripts() {
 	var texts []hookText
 	top := func(ts ...string) {
 		for _, t := range ts {
-			texts = append(texts, hookText{t, "."})
+			texts = append(texts, hookText{text: t, dir: "."})
 		}
 	}
 	top(r.hookTexts...)
@@ -73,12 +73,18 @@ func (r *resolver) hookScripts() {
 	// The commands of the agents' and editors' protected configuration and the top's .envrc
 	// (agentTexts), which the host's next unboxed session runs by itself: scripts by their
 	// path, and the npm scripts they name (a SessionStart hook's npm run setup).
-	managed = append(managed, r.agentTexts()...)
+	agent, envrc := r.agentTexts()
+	managed = append(managed, agent...)
 	top(managed[len(r.hookTexts):]...)
 	for _, t := range managed {
 		hookWords = append(hookWords, words(t)...)
 	}
-	// The allowed .envrc files of subfolders, each read from its own folder.
+	// The top's .envrc, and the allowed .envrc files of subfolders, each read from its own
+	// folder.
+	if envrc != nil {
+		texts = append(texts, *envrc)
+		hookWords = append(hookWords, words(envrc.text)...)
+	}
 	texts = append(texts, r.subEnvrcs()...)
 	if b, err := r.fs.read("package.json", maxCheckedFile); err == nil {
 		if part, _, err := packageHooks(b, hookWords); err == nil && part != "" {
@@ -101,7 +107,19 @@ func (r *resolver) hookScripts() {
 				pinned++
 				r.protect(rel, false)
 				if b, err := r.fs.read(rel, maxCheckedFile); err == nil && (h.sourced || shellScript(rel, b)) {
-					next = append(next, hookText{string(b), t.dir})
+					nt := hookText{text: string(b), dir: t.dir, envrc: t.envrc && h.sourced}
+					if filepath.Base(rel) == ".envrc" && h.sourced {
+						// source_env DIR: direnv runs DIR/.envrc in DIR.
+						nt.dir = filepath.Dir(rel)
+					}
+					if nt.envrc {
+						// What an .envrc sources runs in its shell: the folders it puts on
+						// PATH count as the .envrc's own (review 32 C, F1: source_env
+						// .envrc.shared holding PATH_add bin).
+						nt.text = envrcText(b)
+						r.lay.PathDirs = append(r.lay.PathDirs, r.envrcPathDirs(b, nt.dir)...)
+					}
+					next = append(next, nt)
 				}
 			}
 		}
@@ -125,6 +143,8 @@ var (
 // for git's hooks and the agents' configuration, an .envrc's own folder.
 type hookText struct {
 	text, dir string
+	// envrc says direnv runs the text in its shell: an .envrc, or what one sources.
+	envrc bool
 }
 
 // hookPath is a workspace-relative path a hook's text runs; sourced when it is read by the
@@ -187,6 +207,11 @@ func (r *resolver) hookPaths(text, dir string) []hookPath {
 						continue
 					}
 					k, err := r.fs.kind(rel)
+					if err == nil && k == KindDir && sourced && i > 0 && strings.HasPrefix(ws[i-1], "source_env") {
+						// source_env DIR runs DIR/.envrc (review 32 C, F5).
+						rel = filepath.Join(rel, ".envrc")
+						k, err = r.fs.kind(rel)
+					}
 					switch {
 					case err != nil:
 					case k == KindFile && (run || script || executable(filepath.Join(r.ws, rel))):

@@ -17,7 +17,10 @@ import (
 func TestPathDirsChanged(t *testing.T) {
 	ws := newWS(t)
 	mustWrite(t, filepath.Join(ws, ".envrc"), "# PATH_add commented\nPATH_add bin \"scripts\"\npath_add PATH tools\npath_add PYTHONPATH lib\nPATH_add ../outside $HOME/x\nPATH_add link\n"+
-		"export PATH=\"$PWD/exp:${PWD}/exp2:$(pwd)/exp3:$HOME/y:$PATH\"\nPATH=./plain:$PATH\nload_prefix pre\n")
+		"export PATH=\"$PWD/exp:${PWD}/exp2:$(pwd)/exp3:$HOME/y:$PATH\"\nPATH=./plain:$PATH\nload_prefix pre\n"+
+		// review 32 C, F1: the forms the first parser missed.
+		"export PATH=$PWD/idiom${PATH:+:$PATH}\nexport GOPATH=$PWD PATH=$PWD/second:$PATH\nPATH+=\":$PWD/append\"\n"+
+		"[ -d cond ] && PATH_add cond\nif [ -d iff ]; then PATH_add iff; fi\nexport PATH=$(expand_path xp):$PATH\n")
 	exe := func(rel, text string) {
 		mustWrite(t, filepath.Join(ws, rel), text)
 		if err := os.Chmod(filepath.Join(ws, rel), 0o755); err != nil {
@@ -31,7 +34,8 @@ func TestPathDirsChanged(t *testing.T) {
 	exe("link/x", "#!/bin/sh\n")
 	lay := resolveWS(t, ws)
 	// review 32, F4: PATH= assignments of folders relative to the .envrc's, and load_prefix.
-	if want := []string{"bin", "scripts", "tools", "link", "exp", "exp2", "exp3", "plain", "pre/bin"}; !slices.Equal(lay.PathDirs, want) {
+	if want := []string{"bin", "scripts", "tools", "link", "exp", "exp2", "exp3", "plain", "pre/bin",
+		"idiom", "second", "append", "cond", "iff", "xp"}; !slices.Equal(lay.PathDirs, want) {
 		t.Fatalf("PathDirs %q, want %q", lay.PathDirs, want)
 	}
 	time.Sleep(20 * time.Millisecond) // past the coarse clock's tick of the files above
@@ -58,4 +62,27 @@ func TestPathDirsChanged(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Errorf("taken %q, want %q", got, want)
 	}
+}
+
+// TestEnvrcFollowed (review 32 C): what direnv runs by way of an .envrc beyond its own lines. A
+// PATH folder that is a symlink is followed to the folder it leads to (F2: a box's
+// tools/bin/git behind `PATH_add bin`, bin -> tools/bin, stayed); a file the .envrc sources
+// puts folders on PATH as the .envrc does (D24: `source_env .envrc.shared` holding `PATH_add
+// lib`); `source_env DIR` runs DIR/.envrc in DIR, whose sourced file is pinned (F5).
+func TestEnvrcFollowed(t *testing.T) {
+	ws := newWS(t)
+	mustWrite(t, filepath.Join(ws, ".envrc"), "PATH_add bin\nsource_env .envrc.shared\nsource_env sub\n")
+	mustWrite(t, filepath.Join(ws, ".envrc.shared"), "PATH_add lib\n")
+	mustWrite(t, filepath.Join(ws, "sub/.envrc"), "source_env_if_exists .envrc.local\nPATH_add sbin\n")
+	mustWrite(t, filepath.Join(ws, "tools/bin/keep"), "")
+	if err := os.Symlink("tools/bin", filepath.Join(ws, "bin")); err != nil {
+		t.Fatal(err)
+	}
+	lay := resolveWS(t, ws)
+	for _, want := range []string{"bin", "tools/bin", "lib", "sub/sbin"} {
+		if !slices.Contains(lay.PathDirs, want) {
+			t.Errorf("PathDirs %q lacks %s", lay.PathDirs, want)
+		}
+	}
+	wantPinned(t, lay, ".envrc.shared", "sub/.envrc", "sub/.envrc.local")
 }

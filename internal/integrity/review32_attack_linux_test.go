@@ -68,6 +68,23 @@ func TestAttackWorkTreeHooksPath(t *testing.T) {
 			git(t, ws, "commit", "-q", "-m", "sub")
 			return filepath.Join(ws, "sub"), "sub/.githooks/pre-commit"
 		}},
+		"nested-repo-hookspath-by-include": {prepare: func(t *testing.T, root, ws string) (string, string) {
+			// Review 32 C, F3: the value set through an include of the nested repository's config.
+			git(t, ws, "init", "-q", "-b", "main")
+			write(t, filepath.Join(ws, "a"), "a\n")
+			git(t, ws, "add", "-A")
+			git(t, ws, "commit", "-q", "-m", "a")
+			nested := filepath.Join(ws, "nested")
+			os.Mkdir(nested, 0o755)
+			git(t, nested, "init", "-q", "-b", "main")
+			os.Mkdir(filepath.Join(nested, "hk"), 0o755)
+			write(t, filepath.Join(nested, ".git", "hooks.conf"), "[core]\n\thooksPath = hk\n")
+			git(t, nested, "config", "include.path", "hooks.conf")
+			write(t, filepath.Join(nested, "n"), "n\n")
+			git(t, nested, "add", "n")
+			git(t, nested, "commit", "-q", "-m", "n")
+			return nested, "nested/hk/pre-commit"
+		}},
 		"nested-repo-own-hookspath": {prepare: func(t *testing.T, root, ws string) (string, string) {
 			git(t, ws, "init", "-q", "-b", "main")
 			write(t, filepath.Join(ws, "a"), "a\n")
@@ -128,6 +145,9 @@ func TestAttackSubfolderEnvrc(t *testing.T) {
 	}{
 		"subfolder-source-and-path": {dir: "svc/api", envrc: "source_env_if_exists .envrc.local\nPATH_add bin\n",
 			plant: "printf '%%s\\n' '%[1]s' > svc/api/.envrc.local; mkdir -p svc/api/bin; printf '#!/bin/sh\\n%[1]s\\n' > svc/api/bin/git; chmod +x svc/api/bin/git"},
+		// Review 32 C, F1: the usual idiom, whose ${PATH:+:$PATH} the first parser dropped whole.
+		"top-path-idiom": {dir: ".", envrc: "export PATH=$PWD/scripts${PATH:+:$PATH}\n",
+			plant: "printf '#!/bin/sh\\n%[1]s\\n' > scripts/git; chmod +x scripts/git"},
 		"top-path-forms": {dir: ".", envrc: "export PATH=\"$PWD/scripts:$PATH\"\nload_prefix tools\n",
 			plant: "mkdir -p scripts tools/bin; for f in scripts/git tools/bin/git; do printf '#!/bin/sh\\n%[1]s\\n' > $f; chmod +x $f; done"},
 	} {
@@ -164,5 +184,30 @@ func TestAttackSubfolderEnvrc(t *testing.T) {
 				t.Errorf("the host's direnv exec failed: %v\n%s", err, res)
 			}
 		})
+	}
+}
+
+// TestAttackCommittedProtectedFile (review 32 C, F6): a box commits its edit of a protected
+// file. The host's file keeps its content (the box's write went to its staged copy), but the
+// branch holds the box's, and the host's next git stash, checkout or reset --hard writes it
+// into the work tree, where the host's direnv runs it. The end of the run names the file and
+// how to restore it in the branch; before, a commit that moved the branch forward was ordinary
+// work, and nothing was said.
+func TestAttackCommittedProtectedFile(t *testing.T) {
+	t.Parallel()
+	e := newDaemonEnv(t)
+	repo(t, e.work) // .envrc is tracked and protected
+	was := strings.TrimSpace(git(t, e.work, "rev-parse", "main"))
+	_, stderr, code := e.runAll("run", "sh", "--", "-c", `echo 'export BOX=1' >> .envrc && git add .envrc && `+boxGit+` commit -qm edit && echo planted`)
+	if code != 0 || !strings.Contains(stderr+git(t, e.work, "log", "-1", "--format=%s"), "edit") {
+		t.Fatalf("run: exit %d: %s", code, stderr)
+	}
+	if b, _ := os.ReadFile(filepath.Join(e.work, ".envrc")); strings.Contains(string(b), "BOX") {
+		t.Fatalf("the box's edit reached the host's .envrc itself: %q", b)
+	}
+	for _, want := range []string{"agentbox: integrity alert: ", ".envrc", "new commits (" + was + "..", "change this protected file", "git checkout " + was + " -- '.envrc'"} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("the end of the run lacks %q:\n%s", want, stderr)
+		}
 	}
 }
