@@ -907,6 +907,9 @@ func (s *State) verifyIndexes(tops []string, exit bool) ([]Transition, []string)
 			}
 			fresh = append(fresh, e.name)
 		}
+		if exit && ix.top == s.Workspace {
+			out = append(out, s.stagedProtected(ix)...)
+		}
 		carried := flaggedChanged(s.Workspace, ix, since, before)
 		// Reported once per file and content (a file git converts, a filter such as LFS, that
 		// the box checked out looks the same at every check); one left so because the index

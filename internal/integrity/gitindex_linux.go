@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -285,6 +286,52 @@ func staleEntry1(z *objectHasher, memo *blobMemo, wfd int, relTop string, ix *gi
 		return "", false
 	}
 	return fmt.Sprintf("%d %x", st.Ctim.Nano(), e.oid), true
+}
+
+// stagedProtected reports, at the check at exit, each entry of the workspace's own index ix at
+// a protected path (a root of the snapshot beneath the workspace, or beneath one that is a
+// folder) that was staged while the box ran (its stat data's mtime in the launch) with another
+// object than the file the host has there: the box's git add of its edit of a staged copy puts
+// the box's content in the host's index (git status shows it MM), which the user's next git
+// commit takes, and a git checkout or stash then writes into the work tree (review 32 C, F6).
+func (s *State) stagedProtected(ix *gitIndex) []Transition {
+	var rels []string
+	for _, r := range s.Roots {
+		rel, err := filepath.Rel(s.Workspace, r.Path)
+		if err != nil || rel == "." || rel == ".." || strings.HasPrefix(rel, "../") || rel == ".git" || strings.HasPrefix(rel, ".git/") {
+			continue
+		}
+		rels = append(rels, filepath.ToSlash(rel))
+	}
+	protected := func(name string) bool {
+		return slices.ContainsFunc(rels, func(r string) bool { return name == r || strings.HasPrefix(name, r+"/") })
+	}
+	wfd, err := unix.Open(s.Workspace, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil
+	}
+	defer unix.Close(wfd)
+	var z objectHasher
+	defer z.close()
+	start := s.Started.Unix()
+	var out []Transition
+	for _, e := range ix.entries {
+		typ := e.mode & unix.S_IFMT
+		if e.name == "" || e.flags&ceStageMask != 0 || typ != unix.S_IFREG && typ != unix.S_IFLNK ||
+			int64(statField(ix.b, e, 2)) < start || !protected(e.name) {
+			continue
+		}
+		rel := filepath.FromSlash(e.name)
+		var st unix.Stat_t
+		if unix.Fstatat(wfd, rel, &st, unix.AT_SYMLINK_NOFOLLOW) != nil || st.Mode&unix.S_IFMT != typ ||
+			!entryDiffers(&z, s.memo, wfd, rel, &st, typ, e, ix.hashLen) {
+			continue
+		}
+		q := shellQuote(e.name)
+		out = append(out, Transition{Kind: Modified, Path: filepath.Join(s.Workspace, rel), Alert: true, Detail: fmt.Sprintf(
+			"the index holds another version of this protected file than the file on the host, staged while the box ran (by the box's git add, or yours): the host's next git commit takes it, and a git checkout or stash then writes it into the work tree; see it with git diff --cached -- %s, drop it with git restore --staged -- %s", q, q)})
+	}
+	return out
 }
 
 // entryDiffers reports whether the file rel (beneath the workspace opened as wfd, of e's type

@@ -45,6 +45,8 @@ type staleEntry struct{ name, sig string }
 
 func staleEntries(ws string, ix *gitIndex, since int64, memo *blobMemo) []staleEntry { return nil }
 
+func (s *State) stagedProtected(ix *gitIndex) []Transition { return nil }
+
 // blobMemo is the Linux check's; elsewhere there is nothing to share.
 type blobMemo struct{}
 

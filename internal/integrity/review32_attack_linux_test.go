@@ -210,4 +210,18 @@ func TestAttackCommittedProtectedFile(t *testing.T) {
 			t.Errorf("the end of the run lacks %q:\n%s", want, stderr)
 		}
 	}
+	// Staged, not committed: the host's index holds the box's version, which the user's next
+	// git commit takes.
+	_, stderr, code = e.runAll("run", "sh", "--", "-c", `echo 'export BOX=2' >> .claude/settings.json && git add .claude/settings.json && echo planted`)
+	if code != 0 {
+		t.Fatalf("run: exit %d: %s", code, stderr)
+	}
+	if st := git(t, e.work, "status", "--porcelain", "--", ".claude/settings.json"); !strings.HasPrefix(st, "M") {
+		t.Fatalf("the box's git add did not stage its version in the host's index (the test would prove nothing): %q", st)
+	}
+	for _, want := range []string{"agentbox: integrity alert: ", ".claude/settings.json", "the index holds another version of this protected file", "git restore --staged -- '.claude/settings.json'"} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("the end of the run lacks %q:\n%s", want, stderr)
+		}
+	}
 }
