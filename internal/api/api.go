@@ -248,7 +248,8 @@ type ProposedChange struct {
 	// refuses it (unless Ignored: put back by its hash), and applies it only named (`apply ID
 	// PATH`), after the user read it at Stored.
 	Partial bool `json:"partial,omitempty"`
-	// Stored is where the box's file is kept (absolute), for a Partial change.
+	// Stored is where the box's file is kept (absolute): `agentbox changes ID --whole PATH`
+	// prints it whole, its control characters written out.
 	Stored string `json:"stored,omitempty"`
 }
 

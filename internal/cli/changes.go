@@ -16,6 +16,7 @@ import (
 
 func newChangesCmd() *cobra.Command {
 	var asJSON bool
+	var whole string
 	cmd := &cobra.Command{
 		Use:   "changes ID",
 		Short: "Show what a launch's box proposed at protected paths, as diffs against the host",
@@ -35,6 +36,9 @@ what the host has at the path now. Apply them with agentbox apply ID [PATH...].`
 			if err != nil {
 				return err
 			}
+			if whole != "" {
+				return printWhole(cmd.OutOrStdout(), cs, whole)
+			}
 			if asJSON {
 				return PrintJSON(cmd.OutOrStdout(), cs)
 			}
@@ -43,6 +47,7 @@ what the host has at the path now. Apply them with agentbox apply ID [PATH...].`
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the changes as JSON")
+	cmd.Flags().StringVar(&whole, "whole", "", "print the box's whole file of the change at `PATH` (workspace-relative), its control characters written out, for a change the diff does not show whole")
 	return cmd
 }
 
@@ -95,7 +100,7 @@ func printChanges(w io.Writer, cs *api.Changes) {
 			note += " (diff not shown: the answer reached its bound)"
 		}
 		if c.Partial && !c.Ignored {
-			note += " (not shown whole: read the box's file at " + visibleLine(c.Stored) + "; apply takes it only by its path)"
+			note += " (not shown whole: read it with agentbox changes " + cs.LaunchID[:12] + " --whole " + visibleLine(c.Path) + "; apply takes it only by its path)"
 		}
 		if dir, there := submoduleGitFile(cs.Workspace, c); dir != "" {
 			uses := ""
@@ -181,6 +186,48 @@ func submoduleName(ws, p string) string {
 		}
 	}
 	return ""
+}
+
+// maxWhole bounds what printWhole reads of a kept file: a store keeps none larger than 4 MiB
+// (changes.MaxFile), so one past it is not the store's.
+const maxWhole = 4 << 20
+
+// printWhole prints the box's whole file of the change at rel (where the daemon says it is
+// kept, opened without following a symlink), each control character and byte that is not
+// UTF-8 written out as \xNN, as the diffs are: the way to read a change that agentbox changes
+// shows in part (binary, long) before applying it by name, which cat or less would show with
+// its escape sequences acting on the terminal (review 32, D).
+func printWhole(w io.Writer, cs *api.Changes, rel string) error {
+	rel = filepath.Clean(rel)
+	for _, c := range cs.Changes {
+		if c.Path != rel {
+			continue
+		}
+		if c.Kind == "symlink" || c.Stored == "" {
+			d, _ := visible(c.Diff)
+			fmt.Fprint(w, d)
+			return nil
+		}
+		f, err := os.OpenFile(c.Stored, os.O_RDONLY|syscallNoFollow, 0)
+		if err != nil {
+			return fmt.Errorf("read the box's file of %s at %s: %w", visibleLine(rel), visibleLine(c.Stored), err)
+		}
+		defer f.Close()
+		b, err := io.ReadAll(io.LimitReader(f, maxWhole+1))
+		if err != nil {
+			return fmt.Errorf("read the box's file of %s at %s: %w", visibleLine(rel), visibleLine(c.Stored), err)
+		}
+		if len(b) > maxWhole {
+			return fmt.Errorf("the file at %s is larger than any change the store keeps (%d bytes): not a change's", visibleLine(c.Stored), maxWhole)
+		}
+		v, _ := visible(string(b))
+		fmt.Fprintf(w, "%s: the box's whole file, %d bytes, control characters and bytes that are not UTF-8 written out as \\xNN:\n%s", visibleLine(rel), len(b), v)
+		if len(b) > 0 && !strings.HasSuffix(v, "\n") {
+			fmt.Fprintln(w)
+		}
+		return nil
+	}
+	return fmt.Errorf("launch %s proposes no change at %s: agentbox changes %s lists the paths", cs.LaunchID[:12], visibleLine(rel), cs.LaunchID[:12])
 }
 
 // plural writes n with the noun, in the plural unless n is 1 ("1 change", "2 changes").

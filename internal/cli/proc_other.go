@@ -15,3 +15,6 @@ func stopProcess(pid int, verify func() error, timeout time.Duration) error {
 }
 
 var errProcessGone = errors.New("the process has exited")
+
+// syscallNoFollow is 0 where the system has no O_NOFOLLOW (no change is kept there).
+const syscallNoFollow = 0

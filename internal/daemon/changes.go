@@ -96,11 +96,10 @@ func (d *Daemon) proposed(ctx context.Context, l *api.Launch) (*api.Changes, err
 		}
 		pc := api.ProposedChange{Path: c.Path, Kind: c.Kind, Modifies: c.Modifies,
 			Diff: changes.Diff(c, host), HostExists: exists, Conflict: conflict, Truncated: c.Truncated, Ignored: c.Ignored, SHA256: c.SHA256, Hidden: c.Hidden}
-		if !changes.ShownWhole(c, host) {
-			pc.Partial, pc.Stored = true, changes.StorePath(dir, c.Path)
-		}
+		pc.Stored = changes.StorePath(dir, c.Path)
+		pc.Partial = !changes.ShownWhole(c, host)
 		if b, err := json.Marshal(pc); err != nil || size+len(b) > api.MaxChangesAnswer {
-			pc.NotShown, pc.Partial, pc.Stored = true, true, changes.StorePath(dir, c.Path)
+			pc.NotShown, pc.Partial = true, true
 			pc.Diff = fmt.Sprintf("(not shown: the answer holds at most %d bytes of diffs; the box's file is %s, kept in %s)\n",
 				api.MaxChangesAnswer, changes.Summary(c.Content), dir)
 		} else {

@@ -748,8 +748,17 @@ func TestProposedChangesApply(t *testing.T) {
 	if !strings.Contains(stderr, "does not show whole") || !strings.Contains(stderr, ".devcontainer/nul.json") || !strings.Contains(stderr, "nothing was applied") {
 		t.Errorf("apply without paths did not refuse the change shown in part: %q", stderr)
 	}
-	if out := e.run("changes", id); !strings.Contains(out, "(not shown whole: read the box's file at "+filepath.Join(e.state, "agentbox", "changes", id, ".devcontainer", "nul.json")) {
-		t.Errorf("agentbox changes does not say where the change shown in part is kept:\n%.3000s", out)
+	if out := e.run("changes", id); !strings.Contains(out, "(not shown whole: read it with agentbox changes "+id[:12]+" --whole .devcontainer/nul.json; apply takes it only by its path)") {
+		t.Errorf("agentbox changes does not say how to read the change shown in part:\n%.3000s", out)
+	}
+	// --whole prints it all, each control character written out (review 32 D: cat or less of
+	// the stored file would let its escape sequences act on the terminal).
+	if out := e.run("changes", id, "--whole", ".devcontainer/nul.json"); !strings.HasPrefix(out, ".devcontainer/nul.json: the box's whole file, 4194304 bytes,") ||
+		strings.Count(out, `\x00`) != 4194304 || strings.ContainsRune(out, 0) {
+		t.Errorf("changes --whole of the NUL file: %d bytes, %.200q", len(out), out)
+	}
+	if _, stderr, code := e.runAll("changes", id, "--whole", "nothing.json"); code == 0 || !strings.Contains(stderr, "proposes no change at nothing.json") {
+		t.Errorf("changes --whole of no change: exit %d, %q", code, stderr)
 	}
 	if out := e.run("apply", id, ".devcontainer/nul.json"); !strings.Contains(out, "applied .devcontainer/nul.json") {
 		t.Errorf("apply by its path: %q", out)
