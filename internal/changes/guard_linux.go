@@ -638,6 +638,19 @@ func (g *Guard) setAside(rel string) {
 	}
 	delete(g.kept, srel)
 	g.kept[esrel] = size
+	// The inode held for the earlier file goes on being followed under its new name: what
+	// its writer writes until it closes it is kept there (the box's echo > .envrc is taken as
+	// it is created, empty, and copied again at its close). A file held under that name
+	// before is done with.
+	if prev := g.byPath[erel]; prev != nil {
+		g.drop(prev)
+	}
+	if h := g.byPath[rel]; h != nil {
+		delete(g.byPath, rel)
+		h.rel = erel
+		g.byPath[erel] = h
+		g.copy(h)
+	}
 	if g.Captured != nil {
 		g.Captured(erel)
 	}

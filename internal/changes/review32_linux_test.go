@@ -38,14 +38,7 @@ func TestGuardKeepsEarlierCapture(t *testing.T) {
 	if err := g.Finish(); err != nil {
 		t.Log(err)
 	}
-	cs, err := List(store)
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := map[string]string{}
-	for _, c := range cs {
-		got[c.Path] = string(c.Content)
-	}
+	got := storeContents(t, store)
 	if got[".envrc"] != "BOX\n" || got[".envrc"+EarlierSuffix+"1"] != host {
 		t.Errorf("the proposed changes %q, want the box's .envrc and the user's earlier one beside it: the user's file was lost", got)
 	}
@@ -215,6 +208,19 @@ func TestGuardEarlierBounded(t *testing.T) {
 	if err := g.Finish(); err != nil {
 		t.Log(err)
 	}
+	got := storeContents(t, store)
+	want := map[string]string{".envrc": "export V=9\n", ".envrc" + EarlierSuffix + "1": "export V=0\n", ".envrc" + EarlierSuffix + "2": "export V=8\n"}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("the store holds %q, want %q", got, want)
+	}
+	if d, _ := ReadDropped(store); d.Count != 7 {
+		t.Errorf("%d captures recorded as not kept, want 7 (%v)", d.Count, d.Paths)
+	}
+}
+
+// storeContents returns the changes kept in store, by path: their contents.
+func storeContents(t *testing.T, store string) map[string]string {
+	t.Helper()
 	cs, err := List(store)
 	if err != nil {
 		t.Fatal(err)
@@ -223,11 +229,5 @@ func TestGuardEarlierBounded(t *testing.T) {
 	for _, c := range cs {
 		got[c.Path] = string(c.Content)
 	}
-	want := map[string]string{".envrc": "export V=9\n", ".envrc" + EarlierSuffix + "1": "export V=0\n", ".envrc" + EarlierSuffix + "2": "export V=8\n"}
-	if fmt.Sprint(got) != fmt.Sprint(want) {
-		t.Errorf("the store holds %q, want %q", got, want)
-	}
-	if d, _ := ReadDropped(store); d.Count != 7 {
-		t.Errorf("%d captures recorded as not kept, want 7 (%v)", d.Count, d.Paths)
-	}
+	return got
 }

@@ -310,7 +310,7 @@ func BenchmarkIndexHidden(b *testing.B) {
 				if changed {
 					s.Started = time.Time{}
 				}
-				s.Hidden, _ = readHidden(ws, nil)
+				s.Hidden, _, _ = readHidden(ws, nil, nil)
 				b.ResetTimer()
 				start := cpuTime()
 				for i := 0; i < b.N; i++ {
@@ -353,7 +353,7 @@ func BenchmarkIndexFlagged(b *testing.B) {
 			if changed {
 				s.Started = time.Time{}
 			}
-			s.Hidden, _ = readHidden(ws, nil)
+			s.Hidden, _, _ = readHidden(ws, nil, nil)
 			if len(s.Hidden) != 10000 {
 				b.Fatalf("%d entries flagged, want 10000", len(s.Hidden))
 			}
@@ -398,7 +398,7 @@ func BenchmarkIndexStrip(b *testing.B) {
 				b.Fatal(err)
 			}
 			s := &State{Workspace: ws, Started: time.Now().Add(time.Second)}
-			s.Hidden, _ = readHidden(ws, nil)
+			s.Hidden, _, _ = readHidden(ws, nil, nil)
 			time.Sleep(time.Until(s.Started))
 			b.ResetTimer()
 			var cpu time.Duration

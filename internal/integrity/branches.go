@@ -264,7 +264,7 @@ func (s *State) verifyBranches() []Transition {
 					// .envrc.local, and the host's git stash brought it in for direnv).
 					for _, p := range s.protectedCommitted(ctx, gd, was, is) {
 						out = append(out, Transition{Kind: Modified, Path: filepath.Join(s.Workspace, p), Alert: true, Detail: fmt.Sprintf(
-							"the branch %s's new commits (%s..%s) change this protected file: the file on the host keeps its content, but the branch holds the box's, which a git checkout, git reset --hard or git stash writes into the work tree; review with git diff %s %s -- %s, and restore it in the branch with git checkout %s -- %s && git commit",
+							"the branch %s's new commits (%s..%s) change this protected file (the repository's path): the file on the host keeps its content, but the branch holds the box's, which a git checkout, git reset --hard or git stash writes into the work tree; review with git diff %s %s -- %s, and restore it in the branch, in the work tree that has it checked out, with git checkout %s -- %s && git commit",
 							name, was, is, was, is, shellQuote(p), was, shellQuote(p))})
 					}
 					continue
@@ -280,6 +280,27 @@ func (s *State) verifyBranches() []Transition {
 	}
 	for _, gd := range s.Reftable {
 		out = append(out, Transition{Kind: Modified, Path: gd, Alert: true, Detail: "this repository keeps its refs in the reftable format, which the check at exit does not read: a branch or tag the box rewrote or deleted, or a stash entry it dropped, was not looked for; review with git reflog and git stash list"})
+	}
+	// The box's own stash entries are its work, unless one changes a protected file: the
+	// user's git stash pop of it (on top, perhaps with the message of theirs) writes the box's
+	// version into the work tree (review 32 E, F6). In every repository recorded, with a stash
+	// at the snapshot or not.
+	repos := maps.Clone(s.Branches)
+	for gd := range s.Stash {
+		repos[gd] = nil
+	}
+	for _, gd := range slices.Sorted(maps.Keys(repos)) {
+		now := stashEntries(gd)
+		for _, id := range slices.Sorted(maps.Keys(now)) {
+			if _, old := s.Stash[gd][id]; old {
+				continue
+			}
+			for _, p := range s.protectedCommitted(ctx, gd, id+"^1", id) {
+				out = append(out, Transition{Kind: Modified, Path: filepath.Join(s.Workspace, p), Alert: true, Detail: fmt.Sprintf(
+					"the stash entry %s (%q), stored while the box ran, changes this protected file: git stash pop or apply of it writes the box's version into the work tree; review with git stash show -p %s -- %s, and drop it from git stash list if it is not yours",
+					id, now[id], id, shellQuote(p))})
+			}
+		}
 	}
 	for _, gd := range slices.Sorted(maps.Keys(s.Stash)) {
 		now := stashEntries(gd)
@@ -317,7 +338,7 @@ func (s *State) protectedCommitted(ctx context.Context, gd, was, is string) []st
 	}
 	ctx, cancel := context.WithTimeout(ctx, branchCheckTimeout)
 	defer cancel()
-	dir, err := privateGitDir(gd, len(was) == 64)
+	dir, err := privateGitDir(gd, len(is) == 64)
 	if err != nil {
 		return nil
 	}

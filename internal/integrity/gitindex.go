@@ -654,9 +654,10 @@ func configBool(es []ConfigEntry, section, key string) bool {
 }
 
 // readHidden returns the hidden entries of the workspace's indexes (workspace-relative path →
-// flag), and why an index could not be read (by index path).
-func readHidden(ws string, tops []string) (map[string]string, map[string]string) {
-	flags, errs := map[string]string{}, map[string]string{}
+// flag), why an index could not be read (by index path), and the entries at the protected
+// paths (protected: workspace-relative path → entrySig).
+func readHidden(ws string, tops []string, protected func(string) bool) (map[string]string, map[string]string, map[string]string) {
+	flags, errs, prot := map[string]string{}, map[string]string{}, map[string]string{}
 	readIndexes(ws, tops, func(ix *gitIndex, err error) {
 		if err != nil {
 			errs[ix.path] = err.Error()
@@ -666,9 +667,33 @@ func readHidden(ws string, tops []string) (map[string]string, map[string]string)
 			if h := e.hidden(); h.flag != "" && e.name != "" {
 				flags[ix.key(e.name)] = h.flag
 			}
+			if e.name != "" && protected != nil && protected(ix.key(e.name)) {
+				prot[ix.key(e.name)] = entrySig(e)
+			}
 		}
 	})
-	return nilIfEmpty(flags), nilIfEmpty(errs)
+	return nilIfEmpty(flags), nilIfEmpty(errs), nilIfEmpty(prot)
+}
+
+// entrySig names what an index entry gives git: its stage, mode and object id.
+func entrySig(e indexEntry) string {
+	return fmt.Sprintf("%d %o %x", (e.flags&ceStageMask)>>12, e.mode, e.oid)
+}
+
+// protectedRel returns a reporter of the workspace-relative paths at or beneath a protected
+// root of s (a pinned file or folder beneath the workspace, outside .git).
+func (s *State) protectedRel() func(string) bool {
+	var rels []string
+	for _, r := range s.Roots {
+		rel, err := filepath.Rel(s.Workspace, r.Path)
+		if err != nil || rel == "." || rel == ".." || strings.HasPrefix(rel, "../") || rel == ".git" || strings.HasPrefix(rel, ".git/") {
+			continue
+		}
+		rels = append(rels, rel)
+	}
+	return func(p string) bool {
+		return slices.ContainsFunc(rels, func(r string) bool { return p == r || strings.HasPrefix(p, r+"/") })
+	}
 }
 
 func nilIfEmpty(m map[string]string) map[string]string {
@@ -907,7 +932,7 @@ func (s *State) verifyIndexes(tops []string, exit bool) ([]Transition, []string)
 			}
 			fresh = append(fresh, e.name)
 		}
-		if exit && ix.top == s.Workspace {
+		if exit {
 			out = append(out, s.stagedProtected(ix)...)
 		}
 		carried := flaggedChanged(s.Workspace, ix, since, before)

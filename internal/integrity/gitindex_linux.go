@@ -8,7 +8,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -288,48 +287,48 @@ func staleEntry1(z *objectHasher, memo *blobMemo, wfd int, relTop string, ix *gi
 	return fmt.Sprintf("%d %x", st.Ctim.Nano(), e.oid), true
 }
 
-// stagedProtected reports, at the check at exit, each entry of the workspace's own index ix at
-// a protected path (a root of the snapshot beneath the workspace, or beneath one that is a
-// folder) that was staged while the box ran (its stat data's mtime in the launch) with another
-// object than the file the host has there: the box's git add of its edit of a staged copy puts
-// the box's content in the host's index (git status shows it MM), which the user's next git
-// commit takes, and a git checkout or stash then writes into the work tree (review 32 C, F6).
+// stagedProtected reports, at the check at exit, each entry of the index ix at a protected
+// path (protectedRel: a root of the snapshot, or beneath one that is a folder) that is not what
+// the snapshot recorded there (ProtectedIndex: added, or another stage, mode or object) and not
+// the host's file either (its type, executable bit and content; no file at all counts): the
+// box's git add, update-index --cacheinfo or --chmod of a protected file puts the box's
+// version in the host's index (git status: MM, AD, TT), which the user's next git commit takes,
+// and a git checkout, reset or stash then writes into the work tree (review 32 C, F6). The
+// record, not the entry's stat data, tells what the launch staged: the box writes those too
+// (review 32 E: an mtime of 0 or of the past passed the first version's test), in every index
+// of the workspace (a submodule's, a nested repository's, a linked worktree's: E, F5).
 func (s *State) stagedProtected(ix *gitIndex) []Transition {
-	var rels []string
-	for _, r := range s.Roots {
-		rel, err := filepath.Rel(s.Workspace, r.Path)
-		if err != nil || rel == "." || rel == ".." || strings.HasPrefix(rel, "../") || rel == ".git" || strings.HasPrefix(rel, ".git/") {
-			continue
-		}
-		rels = append(rels, filepath.ToSlash(rel))
-	}
-	protected := func(name string) bool {
-		return slices.ContainsFunc(rels, func(r string) bool { return name == r || strings.HasPrefix(name, r+"/") })
-	}
+	protected := s.protectedRel()
 	wfd, err := unix.Open(s.Workspace, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil
 	}
 	defer unix.Close(wfd)
+	relTop, err := filepath.Rel(s.Workspace, ix.top)
+	if err != nil || !within(ix.top, s.Workspace) {
+		return nil
+	}
 	var z objectHasher
 	defer z.close()
-	start := s.Started.Unix()
 	var out []Transition
 	for _, e := range ix.entries {
-		typ := e.mode & unix.S_IFMT
-		if e.name == "" || e.flags&ceStageMask != 0 || typ != unix.S_IFREG && typ != unix.S_IFLNK ||
-			int64(statField(ix.b, e, 2)) < start || !protected(e.name) {
+		key := ix.key(e.name)
+		if e.name == "" || !protected(key) || s.ProtectedIndex[key] == entrySig(e) {
 			continue
 		}
-		rel := filepath.FromSlash(e.name)
+		typ := e.mode & unix.S_IFMT
+		rel := filepath.Join(relTop, filepath.FromSlash(e.name))
 		var st unix.Stat_t
-		if unix.Fstatat(wfd, rel, &st, unix.AT_SYMLINK_NOFOLLOW) != nil || st.Mode&unix.S_IFMT != typ ||
+		if e.flags&ceStageMask == 0 && (typ == unix.S_IFREG || typ == unix.S_IFLNK) &&
+			unix.Fstatat(wfd, rel, &st, unix.AT_SYMLINK_NOFOLLOW) == nil && st.Mode&unix.S_IFMT == typ &&
+			(typ != unix.S_IFREG || (st.Mode&0o100 != 0) == (e.mode&0o100 != 0)) &&
 			!entryDiffers(&z, s.memo, wfd, rel, &st, typ, e, ix.hashLen) {
-			continue
+			continue // the index holds the host's file: nothing of the box's to commit
 		}
 		q := shellQuote(e.name)
 		out = append(out, Transition{Kind: Modified, Path: filepath.Join(s.Workspace, rel), Alert: true, Detail: fmt.Sprintf(
-			"the index holds another version of this protected file than the file on the host, staged while the box ran (by the box's git add, or yours): the host's next git commit takes it, and a git checkout or stash then writes it into the work tree; see it with git diff --cached -- %s, drop it with git restore --staged -- %s", q, q)})
+			"the index of %s holds another version of this protected file (its content, mode or type) than the file on the host, staged while the box ran (by the box's git add, or yours): the host's next git commit there takes it, and a git checkout, reset or stash then writes it into the work tree; see it with git -C %s diff --cached -- %s, drop it with git -C %s restore --staged -- %s",
+			ix.top, shellQuote(ix.top), q, shellQuote(ix.top), q)})
 	}
 	return out
 }

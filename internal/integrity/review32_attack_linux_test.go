@@ -13,6 +13,24 @@ func review32Hook(touch string) string {
 	return fmt.Sprintf("printf '#!/bin/sh\\n%s\\n'", touch)
 }
 
+// nestedHooksRepo makes ws a repository with one commit, and ws/nested a repository of its own
+// with a hk/ folder and one commit, configured by config before it; it returns ws/nested.
+func nestedHooksRepo(t *testing.T, ws string, config func(nested string)) string {
+	git(t, ws, "init", "-q", "-b", "main")
+	write(t, filepath.Join(ws, "a"), "a\n")
+	git(t, ws, "add", "-A")
+	git(t, ws, "commit", "-q", "-m", "a")
+	nested := filepath.Join(ws, "nested")
+	os.Mkdir(nested, 0o755)
+	git(t, nested, "init", "-q", "-b", "main")
+	os.Mkdir(filepath.Join(nested, "hk"), 0o755)
+	config(nested)
+	write(t, filepath.Join(nested, "n"), "n\n")
+	git(t, nested, "add", "n")
+	git(t, nested, "commit", "-q", "-m", "n")
+	return nested
+}
+
 // TestAttackWorkTreeHooksPath (review 32, F1–F3): a relative core.hooksPath names a folder of
 // each work tree git runs in, not only of the workspace's top. The resolver pinned it at the
 // top alone, and the scan read a nested repository's value only when its configuration
@@ -70,35 +88,13 @@ func TestAttackWorkTreeHooksPath(t *testing.T) {
 		}},
 		"nested-repo-hookspath-by-include": {prepare: func(t *testing.T, root, ws string) (string, string) {
 			// Review 32 C, F3: the value set through an include of the nested repository's config.
-			git(t, ws, "init", "-q", "-b", "main")
-			write(t, filepath.Join(ws, "a"), "a\n")
-			git(t, ws, "add", "-A")
-			git(t, ws, "commit", "-q", "-m", "a")
-			nested := filepath.Join(ws, "nested")
-			os.Mkdir(nested, 0o755)
-			git(t, nested, "init", "-q", "-b", "main")
-			os.Mkdir(filepath.Join(nested, "hk"), 0o755)
-			write(t, filepath.Join(nested, ".git", "hooks.conf"), "[core]\n\thooksPath = hk\n")
-			git(t, nested, "config", "include.path", "hooks.conf")
-			write(t, filepath.Join(nested, "n"), "n\n")
-			git(t, nested, "add", "n")
-			git(t, nested, "commit", "-q", "-m", "n")
-			return nested, "nested/hk/pre-commit"
+			return nestedHooksRepo(t, ws, func(nested string) {
+				write(t, filepath.Join(nested, ".git", "hooks.conf"), "[core]\n\thooksPath = hk\n")
+				git(t, nested, "config", "include.path", "hooks.conf")
+			}), "nested/hk/pre-commit"
 		}},
 		"nested-repo-own-hookspath": {prepare: func(t *testing.T, root, ws string) (string, string) {
-			git(t, ws, "init", "-q", "-b", "main")
-			write(t, filepath.Join(ws, "a"), "a\n")
-			git(t, ws, "add", "-A")
-			git(t, ws, "commit", "-q", "-m", "a")
-			nested := filepath.Join(ws, "nested")
-			os.Mkdir(nested, 0o755)
-			git(t, nested, "init", "-q", "-b", "main")
-			os.Mkdir(filepath.Join(nested, "hk"), 0o755)
-			git(t, nested, "config", "core.hooksPath", "hk")
-			write(t, filepath.Join(nested, "n"), "n\n")
-			git(t, nested, "add", "n")
-			git(t, nested, "commit", "-q", "-m", "n")
-			return nested, "nested/hk/pre-commit"
+			return nestedHooksRepo(t, ws, func(nested string) { git(t, nested, "config", "core.hooksPath", "hk") }), "nested/hk/pre-commit"
 		}},
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -112,11 +108,15 @@ func TestAttackWorkTreeHooksPath(t *testing.T) {
 			commitIn, hook := c.prepare(t, e.root, e.work)
 			mark, touch := e.marker("hook")
 			// A hooks folder that is pinned is bound read-only: the write fails in the box (a
-			// protected folder is not staged). Either way the host must not run a hook of the
-			// box's; without the change the plant succeeds and the host's commit runs it.
+			// protected folder is not staged); one that is absent is guarded. Either way the host
+			// must not run a hook of the box's; without the change the plant succeeds and the
+			// host's commit runs it.
 			out := e.boxPlant(fmt.Sprintf("mkdir -p %s && { %s > %s && chmod +x %s && echo planted; } || echo refused",
 				filepath.Dir(hook), review32Hook(touch), hook, hook))
-			if !strings.Contains(out, "planted") && !strings.Contains(out, "Read-only file system") {
+			// Or the guard took the absent folder the box made (sub/.githooks), so the write
+			// found no folder: the launch's end says so.
+			if !strings.Contains(out, "planted") && !strings.Contains(out, "Read-only file system") &&
+				!(strings.Contains(out, "refused") && strings.Contains(out, "proposed")) {
 				t.Fatalf("the plant neither completed nor met a read-only folder (the test would prove nothing):\n%s", out)
 			}
 			if _, err := os.Lstat(mark); err == nil {
@@ -219,9 +219,51 @@ func TestAttackCommittedProtectedFile(t *testing.T) {
 	if st := git(t, e.work, "status", "--porcelain", "--", ".claude/settings.json"); !strings.HasPrefix(st, "M") {
 		t.Fatalf("the box's git add did not stage its version in the host's index (the test would prove nothing): %q", st)
 	}
-	for _, want := range []string{"agentbox: integrity alert: ", ".claude/settings.json", "the index holds another version of this protected file", "git restore --staged -- '.claude/settings.json'"} {
+	for _, want := range []string{"agentbox: integrity alert: ", ".claude/settings.json", "holds another version of this protected file", "restore --staged -- '.claude/settings.json'"} {
 		if !strings.Contains(stderr, want) {
 			t.Errorf("the end of the run lacks %q:\n%s", want, stderr)
 		}
+	}
+	git(t, e.work, "restore", "--staged", ".claude/settings.json")
+	// Review 32 E: what the first version, which trusted the entry's mtime (the box writes it)
+	// and skipped entries with no file of their kind on the host, missed: update-index
+	// --cacheinfo (mtime 0) of an edit, of a new file in a protected folder, of a symlink in
+	// place of a file, and --chmod of a hook. And a user's unstaged edit of a protected file
+	// in the launch's own second is no alert (E, F8).
+	write(t, filepath.Join(e.work, ".github/workflows/ci.yml"), "on: push # the user's edit, not staged\n")
+	_, stderr, code = e.runAll("run", "sh", "--", "-c", `set -e
+B=$(echo 'export EVIL=1' | cat .envrc - | git hash-object -w --stdin)
+git update-index --cacheinfo 100644,$B,.envrc
+N=$(echo 'on: push' | git hash-object -w --stdin)
+git update-index --add --cacheinfo 100644,$N,.github/workflows/new.yml
+L=$(printf ../notes/s.json | git hash-object -w --stdin)
+git update-index --cacheinfo 120000,$L,proj.code-workspace
+git update-index --chmod=+x .claude/settings.json
+echo planted`)
+	if code != 0 {
+		t.Fatalf("run: exit %d: %s", code, stderr)
+	}
+	for _, p := range []string{".envrc", ".github/workflows/new.yml", "proj.code-workspace", ".claude/settings.json"} {
+		if !strings.Contains(stderr, "restore --staged -- '"+p+"'") {
+			t.Errorf("the end of the run does not name the staged %s:\n%s", p, stderr)
+		}
+	}
+	if strings.Contains(stderr, "restore --staged -- '.github/workflows/ci.yml'") {
+		t.Errorf("the user's own unstaged edit was taken for a staged version:\n%s", stderr)
+	}
+	// Review 32 E, F6: a stash entry the box stores holding its edit of a protected file, which
+	// the user's git stash pop would write into the work tree.
+	git(t, e.work, "reset", "-q")
+	git(t, e.work, "checkout", "--", ".github/workflows/ci.yml")
+	_, stderr, code = e.runAll("run", "sh", "--", "-c", `set -e
+echo '{"hooks":{"SessionStart":[{"hooks":[{"type":"command","command":"id"}]}]}}' > .claude/settings.json
+S=$(`+boxGit+` stash create)
+git stash store -m "WIP on main" $S
+echo planted`)
+	if code != 0 {
+		t.Fatalf("run: exit %d: %s", code, stderr)
+	}
+	if !strings.Contains(stderr, "stored while the box ran, changes this protected file") || !strings.Contains(stderr, "git stash show -p") {
+		t.Errorf("the end of the run does not name the box's stash entry holding .claude/settings.json:\n%s", stderr)
 	}
 }

@@ -105,6 +105,11 @@ type State struct {
 	// workspace-relative, each with its inode at the snapshot (0: none was there): the check
 	// at exit takes what the launch left in them (pathDirsChanged).
 	PathDirs map[string]uint64 `json:"pathDirs,omitempty"`
+	// ProtectedIndex records, at the snapshot, the entries of the workspace's indexes (its own,
+	// its submodules', nested repositories', linked worktrees') at protected paths: path →
+	// entrySig. The check at exit compares (stagedProtected): an entry the launch changed or
+	// added that is not the host's file is the box's version staged for the user's next commit.
+	ProtectedIndex map[string]string `json:"protectedIndex,omitempty"`
 
 	// lockedIndexes are the indexes the check at exit wrote beside git's lock (editIndex), to
 	// be checked again once the lock has gone (RecheckIndexes); exitTops are the repositories
@@ -139,7 +144,7 @@ func Snapshot(lay *Layout, lim Limits) *State {
 	var repos gitRepos
 	s.Exec, _ = scanWorkspace(lay.Workspace, s.passOver(), s.Config, lim, s.Deps, &repos)
 	maps.DeleteFunc(s.Exec, func(_, d string) bool { return d == packageUnsettled })
-	s.Hidden, s.IndexErrs = readHidden(lay.Workspace, repos.tops)
+	s.Hidden, s.IndexErrs, s.ProtectedIndex = readHidden(lay.Workspace, repos.tops, s.protectedRel())
 	s.Branches, s.Symrefs, s.Stash, s.Reftable, s.RefsUnread = recordBranches(repos.tops)
 	s.Worktrees = worktreesBeneath(lay.Workspace, repos.tops)
 	for _, p := range slices.Sorted(maps.Keys(s.IndexErrs)) {
