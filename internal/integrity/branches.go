@@ -82,9 +82,12 @@ func branchTips(gd string) (tips, symrefs map[string]string, unread string) {
 
 // stashEntries returns the entries of the stash of the repository whose common git directory
 // is gd (object id → the entry's message), as git stash list reads them: the reflog of
-// refs/stash (at most maxBranches, the newest first); nil when there is none.
+// refs/stash (at most maxBranches, the newest first; of a log past maxCheckedFile, those in its
+// last maxCheckedFile bytes); nil when there is none.
 func stashEntries(gd string) map[string]string {
-	b, err := readBeneath(gd, filepath.Join(gd, "logs", "refs", "stash"), maxCheckedFile)
+	// The newest entries are the log's last lines: of one past the bound, its end is read (a
+	// box padded it past 1 MiB, and its entry on top went unseen: review 32 F, F3).
+	b, err := readTailBeneath(gd, filepath.Join(gd, "logs", "refs", "stash"), maxCheckedFile)
 	if err != nil {
 		return nil
 	}
@@ -295,7 +298,18 @@ func (s *State) verifyBranches() []Transition {
 			if _, old := s.Stash[gd][id]; old {
 				continue
 			}
-			for _, p := range s.protectedCommitted(ctx, gd, id+"^1", id) {
+			// What git stash pop writes: the work tree's changes (W against its first parent),
+			// with --index the index's (^2), and the untracked files (^3, a commit of their
+			// own; review 32 F, F2: a new .mcp.json there went unseen).
+			var paths []string
+			for _, d := range [][2]string{{id + "^1", id}, {id + "^1", id + "^2"}, {emptyTree(len(id) == 64), id + "^3"}} {
+				for _, p := range s.protectedCommitted(ctx, gd, d[0], d[1]) {
+					if !slices.Contains(paths, p) {
+						paths = append(paths, p)
+					}
+				}
+			}
+			for _, p := range paths {
 				out = append(out, Transition{Kind: Modified, Path: filepath.Join(s.Workspace, p), Alert: true, Detail: fmt.Sprintf(
 					"the stash entry %s (%q), stored while the box ran, changes this protected file: git stash pop or apply of it writes the box's version into the work tree; review with git stash show -p %s -- %s, and drop it from git stash list if it is not yours",
 					id, now[id], id, shellQuote(p))})
@@ -315,6 +329,14 @@ func (s *State) verifyBranches() []Transition {
 		}
 	}
 	return out
+}
+
+// emptyTree is the id of git's empty tree, in SHA-256 or SHA-1.
+func emptyTree(sha256 bool) string {
+	if sha256 {
+		return "6ef19b41225c5369f1c104d45d8d85efa9b057b53b14b4b9b939dd74decc5321"
+	}
+	return "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
 }
 
 // protectedCommitted returns the workspace-relative protected paths (the roots of the
@@ -338,7 +360,7 @@ func (s *State) protectedCommitted(ctx context.Context, gd, was, is string) []st
 	}
 	ctx, cancel := context.WithTimeout(ctx, branchCheckTimeout)
 	defer cancel()
-	dir, err := privateGitDir(gd, len(is) == 64)
+	dir, err := privateGitDir(gd, len(strings.Split(is, "^")[0]) == 64)
 	if err != nil {
 		return nil
 	}

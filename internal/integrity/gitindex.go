@@ -655,9 +655,9 @@ func configBool(es []ConfigEntry, section, key string) bool {
 
 // readHidden returns the hidden entries of the workspace's indexes (workspace-relative path →
 // flag), why an index could not be read (by index path), and the entries at the protected
-// paths (protected: workspace-relative path → entrySig).
-func readHidden(ws string, tops []string, protected func(string) bool) (map[string]string, map[string]string, map[string]string) {
-	flags, errs, prot := map[string]string{}, map[string]string{}, map[string]string{}
+// paths (protected: index path → entry name → entrySig).
+func readHidden(ws string, tops []string, protected func(string) bool) (map[string]string, map[string]string, map[string]map[string]string) {
+	flags, errs, prot := map[string]string{}, map[string]string{}, map[string]map[string]string{}
 	readIndexes(ws, tops, func(ix *gitIndex, err error) {
 		if err != nil {
 			errs[ix.path] = err.Error()
@@ -668,11 +668,17 @@ func readHidden(ws string, tops []string, protected func(string) bool) (map[stri
 				flags[ix.key(e.name)] = h.flag
 			}
 			if e.name != "" && protected != nil && protected(ix.key(e.name)) {
-				prot[ix.key(e.name)] = entrySig(e)
+				if prot[ix.path] == nil {
+					prot[ix.path] = map[string]string{}
+				}
+				prot[ix.path][e.name] = entrySig(e)
 			}
 		}
 	})
-	return nilIfEmpty(flags), nilIfEmpty(errs), nilIfEmpty(prot)
+	if len(prot) == 0 {
+		prot = nil
+	}
+	return nilIfEmpty(flags), nilIfEmpty(errs), prot
 }
 
 // entrySig names what an index entry gives git: its stage, mode and object id.
@@ -681,7 +687,9 @@ func entrySig(e indexEntry) string {
 }
 
 // protectedRel returns a reporter of the workspace-relative paths at or beneath a protected
-// root of s (a pinned file or folder beneath the workspace, outside .git).
+// root of s (a pinned file or folder beneath the workspace, outside .git), or on the way to
+// one: an index entry there (a symlink .claude, a sparse directory entry) decides what a
+// checkout puts at the protected path beneath it (review 32 F, F1).
 func (s *State) protectedRel() func(string) bool {
 	var rels []string
 	for _, r := range s.Roots {
@@ -692,7 +700,9 @@ func (s *State) protectedRel() func(string) bool {
 		rels = append(rels, rel)
 	}
 	return func(p string) bool {
-		return slices.ContainsFunc(rels, func(r string) bool { return p == r || strings.HasPrefix(p, r+"/") })
+		return slices.ContainsFunc(rels, func(r string) bool {
+			return p == r || strings.HasPrefix(p, r+"/") || strings.HasPrefix(r, p+"/")
+		})
 	}
 }
 

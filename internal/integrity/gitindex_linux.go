@@ -6,8 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -311,9 +313,12 @@ func (s *State) stagedProtected(ix *gitIndex) []Transition {
 	var z objectHasher
 	defer z.close()
 	var out []Transition
+	record := s.ProtectedIndex[ix.path]
+	present := map[string]bool{}
 	for _, e := range ix.entries {
 		key := ix.key(e.name)
-		if e.name == "" || !protected(key) || s.ProtectedIndex[key] == entrySig(e) {
+		present[e.name] = true
+		if e.name == "" || !protected(key) || record[e.name] == entrySig(e) {
 			continue
 		}
 		typ := e.mode & unix.S_IFMT
@@ -328,6 +333,18 @@ func (s *State) stagedProtected(ix *gitIndex) []Transition {
 		q := shellQuote(e.name)
 		out = append(out, Transition{Kind: Modified, Path: filepath.Join(s.Workspace, rel), Alert: true, Detail: fmt.Sprintf(
 			"the index of %s holds another version of this protected file (its content, mode or type) than the file on the host, staged while the box ran (by the box's git add, or yours): the host's next git commit there takes it, and a git checkout, reset or stash then writes it into the work tree; see it with git -C %s diff --cached -- %s, drop it with git -C %s restore --staged -- %s",
+			ix.top, shellQuote(ix.top), q, shellQuote(ix.top), q)})
+	}
+	// A protected entry removed from the index: the user's next commit deletes the file, and a
+	// checkout then removes it, or puts there what an entry on its way (a symlink .claude the
+	// box staged) leads to (review 32 F, F1).
+	for _, name := range slices.Sorted(maps.Keys(record)) {
+		if present[name] {
+			continue
+		}
+		q := shellQuote(name)
+		out = append(out, Transition{Kind: Modified, Path: filepath.Join(ix.top, filepath.FromSlash(name)), Alert: true, Detail: fmt.Sprintf(
+			"the index of %s no longer holds this protected file, removed while the box ran: the host's next git commit there deletes it, and a checkout or reset then removes it from the work tree (or puts there what an entry on its way leads to); see it with git -C %s diff --cached -- %s, put it back with git -C %s restore --staged -- %s",
 			ix.top, shellQuote(ix.top), q, shellQuote(ix.top), q)})
 	}
 	return out

@@ -1,6 +1,7 @@
 package integrity
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"github.com/agentbox/agentbox/internal/atomicfile"
@@ -27,6 +28,34 @@ func readBeneath(ws, path string, max int64) ([]byte, error) {
 	}
 	defer f.Close()
 	return readWhole(f, max)
+}
+
+// readTailBeneath is readBeneath, except that of a file longer than max it returns the last
+// max bytes from the first line that begins in them: the newest records of a log git appends
+// to (a reflog), which a box can pad past any bound (review 32 F, F3).
+func readTailBeneath(ws, path string, max int64) ([]byte, error) {
+	f, err := openReadBeneath(ws, path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if fi.Size() <= max {
+		return readWhole(f, max)
+	}
+	b := make([]byte, max)
+	n, err := f.ReadAt(b, fi.Size()-max)
+	if err != nil && !errors.Is(err, io.EOF) {
+		return nil, err
+	}
+	b = b[:n]
+	if i := bytes.IndexByte(b, '\n'); i >= 0 {
+		b = b[i+1:]
+	}
+	return b, nil
 }
 
 // openReadBeneath opens the regular file at path beneath ws for reading, as readBeneath reads

@@ -15,6 +15,8 @@ const QuarantineSuffix = ".agentbox-quarantined-"
 
 func readBeneath(ws, path string, max int64) ([]byte, error) { return nil, ErrNotSupported }
 
+func readTailBeneath(ws, path string, max int64) ([]byte, error) { return nil, ErrNotSupported }
+
 func openReadBeneath(ws, path string) (*os.File, error) { return nil, ErrNotSupported }
 
 func moveAside(ws, path string) (string, error) { return "", ErrNotSupported }

@@ -266,4 +266,35 @@ echo planted`)
 	if !strings.Contains(stderr, "stored while the box ran, changes this protected file") || !strings.Contains(stderr, "git stash show -p") {
 		t.Errorf("the end of the run does not name the box's stash entry holding .claude/settings.json:\n%s", stderr)
 	}
+	git(t, e.work, "stash", "drop", "-q")
+	// Review 32 F: a protected file taken out of the index and a symlink staged at the folder
+	// on its way (after the user's next commit and reset, .claude leads to the box's folder);
+	// a stash entry whose untracked-files commit (^3) holds a new .mcp.json; a stash reflog
+	// padded past 1 MiB so that its newest entry was not read.
+	_, stderr, code = e.runAll("run", "sh", "--", "-c", `set -e
+git rm --cached -q .claude/settings.json
+L=$(printf evil | git hash-object -w --stdin)
+git update-index --add --cacheinfo 120000,$L,.claude
+H=$(git rev-parse HEAD); T=$(git rev-parse HEAD^{tree})
+M=$(echo '{"mcpServers":{"x":{"command":"id"}}}' | git hash-object -w --stdin)
+UT=$(printf "100644 blob $M\t.mcp.json\n" | git mktree)
+U=$(`+boxGit+` commit-tree -m untracked $UT)
+I=$(`+boxGit+` commit-tree -p $H -m index $T)
+W=$(`+boxGit+` commit-tree -p $H -p $I -p $U -m "WIP on main" $T)
+mkdir -p .git/logs/refs
+i=0; while [ $i -lt 1100 ]; do printf '%s %s x <x@example.org> 1 +0000\t%01000d\n' $H $H 0; i=$((i+1)); done > .git/logs/refs/stash
+printf '%s %s x <x@example.org> 2 +0000\tWIP on main\n' $H $W >> .git/logs/refs/stash
+git update-ref --no-deref refs/stash $W
+echo planted`)
+	if code != 0 {
+		t.Fatalf("run: exit %d: %s", code, stderr)
+	}
+	for _, want := range []string{"no longer holds this protected file", "restore --staged -- '.claude'", "stored while the box ran, changes this protected file"} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("the end of the run lacks %q:\n%s", want, stderr)
+		}
+	}
+	if !strings.Contains(stderr, ".mcp.json") {
+		t.Errorf("the end of the run does not name the .mcp.json of the stash entry's untracked files:\n%s", stderr)
+	}
 }

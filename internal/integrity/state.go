@@ -106,10 +106,11 @@ type State struct {
 	// at exit takes what the launch left in them (pathDirsChanged).
 	PathDirs map[string]uint64 `json:"pathDirs,omitempty"`
 	// ProtectedIndex records, at the snapshot, the entries of the workspace's indexes (its own,
-	// its submodules', nested repositories', linked worktrees') at protected paths: path →
-	// entrySig. The check at exit compares (stagedProtected): an entry the launch changed or
-	// added that is not the host's file is the box's version staged for the user's next commit.
-	ProtectedIndex map[string]string `json:"protectedIndex,omitempty"`
+	// its submodules', nested repositories', linked worktrees') at protected paths and on the
+	// way to them: index path → entry name → entrySig. The check at exit compares
+	// (stagedProtected): an entry the launch changed or added that is not the host's file, and
+	// one it removed, is the box's version staged for the user's next commit.
+	ProtectedIndex map[string]map[string]string `json:"protectedIndex,omitempty"`
 
 	// lockedIndexes are the indexes the check at exit wrote beside git's lock (editIndex), to
 	// be checked again once the lock has gone (RecheckIndexes); exitTops are the repositories
