@@ -221,12 +221,14 @@ const (
 // PathDirs. Review 32, F5: only the top's was read, so a monorepo's svc/api/.envrc (or a
 // linked worktree's) sourced .envrc.local and put bin/ on PATH from files a box wrote. When the
 // workspace lies beneath a whitelisted prefix, direnv runs every .envrc in it without an allow:
-// a new or changed one anywhere is a finding of the workspace scan (scanDir), but what the
-// existing ones in subfolders source is not known without reading every folder.
+// a new or changed one anywhere is moved aside by the workspace scan (EnvrcWhitelisted; without
+// a whitelist it is reported), but what the existing ones in subfolders source is not known
+// without reading every folder.
 func (r *resolver) subEnvrcs() []hookText {
 	prefix, exact := direnvWhitelist()
 	for _, p := range prefix {
 		if within(r.ws, p) || within(p, r.ws) {
+			r.lay.EnvrcWhitelisted = true
 			r.note("the workspace lies beneath %s, which direnv's configuration whitelists: direnv runs any .envrc in it without an allow (one a box writes or changes is moved aside by the workspace scan); what an existing one in a subfolder sources is not pinned", p)
 			break
 		}

@@ -347,28 +347,11 @@ func (s *State) protectedCommitted(ctx context.Context, gd, was, is string) []st
 	if c := commonGitDir(s.Workspace); c == "" || filepath.Clean(c) != filepath.Clean(gd) {
 		return nil
 	}
-	var specs []string
-	for _, r := range s.Roots {
-		rel, err := filepath.Rel(s.Workspace, r.Path)
-		if err != nil || rel == "." || rel == ".." || strings.HasPrefix(rel, "../") || rel == ".git" || strings.HasPrefix(rel, ".git/") {
-			continue
-		}
-		specs = append(specs, rel)
-	}
+	specs := s.protectedRoots()
 	if len(specs) == 0 {
 		return nil
 	}
-	ctx, cancel := context.WithTimeout(ctx, branchCheckTimeout)
-	defer cancel()
-	dir, err := privateGitDir(gd, len(strings.Split(is, "^")[0]) == 64)
-	if err != nil {
-		return nil
-	}
-	defer os.RemoveAll(dir)
-	cmd := hostprog.Command(ctx, "git", append([]string{"diff", "--no-renames", "--name-only", "-z", was, is, "--"}, specs...)...)
-	cmd.Dir = dir
-	cmd.Env = privateGitEnv([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + dir, "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null", "LC_ALL=C", "GIT_LITERAL_PATHSPECS=1"}, dir)
-	out, err := runCheckGit(cmd)
+	out, err := privateGit(ctx, gd, len(strings.Split(is, "^")[0]) == 64, nil, append([]string{"diff", "--no-renames", "--name-only", "-z", was, is, "--"}, specs...)...)
 	if err != nil {
 		return nil
 	}
@@ -392,6 +375,28 @@ func orNone(id string) string {
 // shellQuote quotes s for a POSIX shell, as a user pastes a command.
 func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
 
+// privateGit runs git with args in a private git directory that reads the objects of the
+// repository whose common git directory is gd (privateGitDir; sha256 its object format), with
+// none of its configuration and no system or global configuration, pathspecs taken literally,
+// within branchCheckTimeout, and returns its standard output; combined, when not nil, gets its
+// standard output and error instead.
+func privateGit(ctx context.Context, gd string, sha256 bool, combined *bytes.Buffer, args ...string) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, branchCheckTimeout)
+	defer cancel()
+	dir, err := privateGitDir(gd, sha256)
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	cmd := hostprog.Command(ctx, "git", args...)
+	cmd.Dir = dir
+	cmd.Env = privateGitEnv([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + dir, "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null", "LC_ALL=C", "GIT_LITERAL_PATHSPECS=1"}, dir)
+	if combined != nil {
+		cmd.Stdout, cmd.Stderr = combined, combined
+	}
+	return runCheckGit(cmd) // a FIFO among the objects stops it at once
+}
+
 // isAncestor asks git whether the commit anc is an ancestor of (or is) the commit of, in the
 // repository whose common git directory is gd. git reads that repository's objects only,
 // through a private git directory (privateGitDir): none of its configuration, which a box
@@ -401,17 +406,8 @@ func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''
 func isAncestor(ctx context.Context, gd, anc, of string) (bool, error) {
 	ctx, cancel := context.WithTimeout(ctx, branchCheckTimeout)
 	defer cancel()
-	dir, err := privateGitDir(gd, len(anc) == 64)
-	if err != nil {
-		return false, err
-	}
-	defer os.RemoveAll(dir)
-	cmd := hostprog.Command(ctx, "git", "merge-base", "--is-ancestor", anc, of)
-	cmd.Dir = dir
-	cmd.Env = privateGitEnv([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + dir, "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null", "LC_ALL=C"}, dir)
 	var buf bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &buf, &buf
-	_, err = runCheckGit(cmd) // a FIFO among the objects stops it at once
+	_, err := privateGit(ctx, gd, len(anc) == 64, &buf, "merge-base", "--is-ancestor", anc, of)
 	out := buf.Bytes()
 	var ee *exec.ExitError
 	switch {

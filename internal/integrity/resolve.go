@@ -51,6 +51,10 @@ type Layout struct {
 	// repository the box makes there is the box's, under the nested repositories' rule
 	// (State.NoRepository).
 	NoRepository bool
+	// EnvrcWhitelisted says direnv's configuration whitelists a prefix holding the workspace
+	// (or one inside it): direnv runs any .envrc there without an allow, so the scan moves a
+	// new or changed one aside rather than only reporting it (subEnvrcs).
+	EnvrcWhitelisted bool
 	// PathDirs are the workspace-relative folders the top's protected .envrc puts on PATH
 	// (PATH_add DIR, path_add PATH DIR: envrcPathDirs), whose new or changed entries the check
 	// at exit takes into the proposed changes (State.PathDirs).
@@ -410,42 +414,19 @@ const maxIncludes = 10
 // a linked worktree) the box cannot reach.
 func (r *resolver) fromConfig(top string, gitdirs ...string) {
 	entries := slices.Clone(r.user)
-	var read func(p string, depth int)
-	read = func(p string, depth int) {
-		b, err := r.readGitFile(p)
-		if tooLarge(err) != nil {
-			r.note("%s is %v: the include targets and hooks folders it names are not pinned", p, err)
-		}
-		if err != nil {
-			return
-		}
-		es, err := ParseConfig(b)
-		if err != nil {
-			r.note("%s: %v: what it names after that line is not pinned", p, err)
-		}
-		entries = append(entries, es...)
-		for _, inc := range includePaths(es) {
-			v, ok := expandHome(inc)
-			if !ok || v == "" {
-				continue
+	w := configWalk{
+		read: r.readGitFile,
+		include: func(p string) {
+			if rel, in := r.beneath(p); in {
+				r.protect(rel, false)
 			}
-			if !filepath.IsAbs(v) {
-				v = filepath.Join(filepath.Dir(p), v)
-			}
-			v = filepath.Clean(v)
-			if depth >= maxIncludes {
-				r.note("%s: includes nested deeper than %d are not followed", p, maxIncludes)
-				continue
-			}
-			if irel, in := r.beneath(v); in {
-				r.protect(irel, false)
-			}
-			read(v, depth+1)
-		}
+		},
+		file: r.configNotes("the include targets and hooks folders it names"),
+		deep: r.deepNote,
 	}
 	for _, gd := range gitdirs {
 		for _, f := range GitDirConfigFiles {
-			read(filepath.Join(gd, f), 0)
+			entries = append(entries, w.walk(filepath.Join(gd, f), 0)...)
 		}
 	}
 	for _, e := range entries {
@@ -466,6 +447,24 @@ func (r *resolver) fromConfig(top string, gitdirs ...string) {
 	}
 }
 
+// configNotes returns configWalk's file hook for the resolver: a note for a file too large to
+// read (what names, which then are not pinned) and for a line git refuses.
+func (r *resolver) configNotes(what string) func(p string, readErr, parseErr error) {
+	return func(p string, readErr, parseErr error) {
+		if tooLarge(readErr) != nil {
+			r.note("%s is %v: %s are not pinned", p, readErr, what)
+		}
+		if parseErr != nil {
+			r.note("%s: %v: what it names after that line is not pinned", p, parseErr)
+		}
+	}
+}
+
+// deepNote is configWalk's deep hook for the resolver.
+func (r *resolver) deepNote(p string) {
+	r.note("%s: includes nested deeper than %d are not followed", p, maxIncludes)
+}
+
 // readGitFile reads a file git reads for the repository: beneath the workspace through the
 // bounded, no-follow reader (its symlinks followed only beneath it), elsewhere (the host's
 // own files, which no box can write) as git does.
@@ -477,9 +476,10 @@ func (r *resolver) readGitFile(p string) ([]byte, error) {
 }
 
 // configDirs returns the git directories whose configuration git reads for the git directory
-// gd (absolute): its common dir (what its commondir names) and gd itself, or gd alone.
-func (r *resolver) configDirs(gd string) []string {
-	b, err := r.readGitFile(filepath.Join(gd, "commondir"))
+// gd (absolute): its common dir (what its commondir file, read with read, names) and gd itself,
+// or gd alone.
+func configDirs(gd string, read func(string) ([]byte, error)) []string {
+	b, err := read(filepath.Join(gd, "commondir"))
 	if err != nil {
 		return []string{gd}
 	}
@@ -515,44 +515,19 @@ type workTreeDirs struct {
 // (GitProgramKeys: core.fsmonitor = ~/work/tools/fsmon), for the repositories beneath the
 // workspace with no git directory at its top too.
 func (r *resolver) userConfig() {
-	var read func(p string, depth int)
-	read = func(p string, depth int) {
-		var b []byte
-		var err error
-		if rel, in := r.beneathLinked(p); in {
-			r.protect(rel, false)
-			b, err = r.fs.read(rel, maxCheckedFile)
-		} else {
-			b, err = os.ReadFile(p)
-		}
-		if err != nil {
-			if tooLarge(err) != nil {
-				r.note("%s is %v: the files it includes are not pinned", p, err)
+	w := configWalk{
+		read: func(p string) ([]byte, error) {
+			if rel, in := r.beneathLinked(p); in {
+				r.protect(rel, false)
+				return r.fs.read(rel, maxCheckedFile)
 			}
-			return
-		}
-		es, err := ParseConfig(b)
-		if err != nil {
-			r.note("%s: %v: what it names after that line is not pinned", p, err)
-		}
-		r.user = append(r.user, es...)
-		for _, inc := range includePaths(es) {
-			v, ok := expandHome(inc)
-			if !ok {
-				continue
-			}
-			if !filepath.IsAbs(v) {
-				v = filepath.Join(filepath.Dir(p), v)
-			}
-			if depth >= maxIncludes {
-				r.note("%s: includes nested deeper than %d are not followed", p, maxIncludes)
-				continue
-			}
-			read(filepath.Clean(v), depth+1)
-		}
+			return os.ReadFile(p)
+		},
+		file: r.configNotes("the files it includes"),
+		deep: r.deepNote,
 	}
 	for _, p := range userGitConfigs() {
-		read(p, 0)
+		r.user = append(r.user, w.walk(p, 0)...)
 	}
 	for _, e := range r.user {
 		if e.Value == "" {
@@ -740,7 +715,7 @@ func resolveWith(ws string, extra []string, fs beneathFS, boxRepo bool) *Layout 
 				// What its configuration makes git run from this work tree is still the
 				// workspace's: a relative core.hooksPath (review 32: a workspace that is a
 				// linked worktree of a repository elsewhere, whose .githooks a box rewrote).
-				r.fromConfig(".", r.configDirs(gd)...)
+				r.fromConfig(".", configDirs(gd, r.readGitFile)...)
 			default:
 				rel, _ := filepath.Rel(ws, gd)
 				if k, err := fs.kind(rel); err != nil || k != KindDir {
@@ -750,7 +725,7 @@ func resolveWith(ws string, extra []string, fs beneathFS, boxRepo bool) *Layout 
 				r.root(gd, true, true)
 				r.gitdirRel = rel
 				r.gitDir(rel, r.submodules(rel))
-				r.fromConfig(".", r.configDirs(gd)...)
+				r.fromConfig(".", configDirs(gd, r.readGitFile)...)
 			}
 		case err == nil && k == KindAbsent && surelyNoRepository(ws):
 			// No repository at launch: the box may make one (git init, git clone URL .).

@@ -101,6 +101,8 @@ type State struct {
 	// directory, as a submodule's is (topGit). false: the workspace's repository, if any, is
 	// the one of the launch, its configuration pinned.
 	NoRepository bool `json:"noRepository,omitempty"`
+	// EnvrcWhitelisted is Layout.EnvrcWhitelisted: a new or changed .envrc is moved aside.
+	EnvrcWhitelisted bool `json:"envrcWhitelisted,omitempty"`
 	// PathDirs are the folders the top's allowed .envrc puts on PATH (Layout.PathDirs),
 	// workspace-relative, each with its inode at the snapshot (0: none was there): the check
 	// at exit takes what the launch left in them (pathDirsChanged).
@@ -138,7 +140,7 @@ type State struct {
 
 // Snapshot records the roots of lay and scans the workspace for executable configuration.
 func Snapshot(lay *Layout, lim Limits) *State {
-	s := &State{Workspace: lay.Workspace, Limits: lim, Notes: lay.Notes, Config: lay.Config, Started: time.Now(), NoRepository: lay.NoRepository}
+	s := &State{Workspace: lay.Workspace, Limits: lim, Notes: lay.Notes, Config: lay.Config, Started: time.Now(), NoRepository: lay.NoRepository, EnvrcWhitelisted: lay.EnvrcWhitelisted}
 	s.Roots = Take(lay.Roots, lim)
 	// An incomplete scan here shows in the check at exit, which rescans (VerifyExec).
 	s.Deps = map[string]DepFolder{}
@@ -450,7 +452,7 @@ func (s *State) mergeExec(found map[string]string, exit bool, owned func(string)
 			out = append(out, Transition{Kind: kind, Path: p, Detail: d + "; the replace refs could not be removed: " + err.Error(), Alert: true})
 			s.Exec[p] = d
 			continue
-		} else if movable(p) {
+		} else if s.movable(p) {
 			// New or changed since the snapshot: what the host's git would run is the box's
 			// (or was written while a box ran). It is moved aside, never deleted.
 			aside, err := s.moveAside(p)
@@ -632,10 +634,11 @@ func boolInt(b bool) int {
 }
 
 // movable reports whether a finding at p is moved aside when new or changed: git's
-// configuration and hooks are; an .envrc is not (direnv runs none it was not allowed to,
-// and asks again when one changes).
-func movable(p string) bool {
-	return filepath.Base(p) != ".envrc"
+// configuration and hooks are; an .envrc is not (direnv runs none it was not allowed to, and
+// asks again when one changes: reported, an alert), unless direnv's configuration whitelists
+// a prefix of the workspace (EnvrcWhitelisted): direnv runs any .envrc there without an allow.
+func (s *State) movable(p string) bool {
+	return filepath.Base(p) != ".envrc" || s.EnvrcWhitelisted
 }
 
 func isConfig(p string) bool {
