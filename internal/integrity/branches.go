@@ -265,7 +265,14 @@ func (s *State) verifyBranches() []Transition {
 					// user's next git checkout, reset --hard or stash writes into the work
 					// tree (review 32 C, F6: a box committed its edit of a pinned
 					// .envrc.local, and the host's git stash brought it in for direnv).
-					for _, p := range s.protectedCommitted(ctx, gd, was, is) {
+					changed, err := s.protectedCommitted(ctx, gd, was, is)
+					if err != nil {
+						// Not told is not clean: a box that makes git fail (a FIFO among the
+						// objects) must not pass its commits for ordinary work.
+						out = append(out, Transition{Kind: Modified, Path: filepath.Join(gd, filepath.FromSlash(ref)), Alert: true, Detail: fmt.Sprintf(
+							"the branch %s moved forward while the box ran (%s..%s), and whether its new commits change a protected file could not be told (%v): review with git diff --stat %s %s", name, was, is, err, was, is)})
+					}
+					for _, p := range changed {
 						out = append(out, Transition{Kind: Modified, Path: filepath.Join(s.Workspace, p), Alert: true, Detail: fmt.Sprintf(
 							"the branch %s's new commits (%s..%s) change this protected file (the repository's path): the file on the host keeps its content, but the branch holds the box's, which a git checkout, git reset --hard or git stash writes into the work tree; review with git diff %s %s -- %s, and restore it in the branch, in the work tree that has it checked out, with git checkout %s -- %s && git commit",
 							name, was, is, was, is, shellQuote(p), was, shellQuote(p))})
@@ -302,8 +309,14 @@ func (s *State) verifyBranches() []Transition {
 			// with --index the index's (^2), and the untracked files (^3, a commit of their
 			// own; review 32 F, F2: a new .mcp.json there went unseen).
 			var paths []string
-			for _, d := range [][2]string{{id + "^1", id}, {id + "^1", id + "^2"}, {emptyTree(len(id) == 64), id + "^3"}} {
-				for _, p := range s.protectedCommitted(ctx, gd, d[0], d[1]) {
+			for i, d := range [][2]string{{id + "^1", id}, {id + "^1", id + "^2"}, {emptyTree(len(id) == 64), id + "^3"}} {
+				changed, err := s.protectedCommitted(ctx, gd, d[0], d[1])
+				if err != nil && i == 0 {
+					// ^2 and ^3 may not be there (an entry without its untracked files); W^1 is.
+					out = append(out, Transition{Kind: Modified, Path: filepath.Join(gd, "refs", "stash"), Alert: true, Detail: fmt.Sprintf(
+						"the stash entry %s (%q) was stored while the box ran, and whether it changes a protected file could not be told (%v): review with git stash show -p %s", id, now[id], err, id)})
+				}
+				for _, p := range changed {
 					if !slices.Contains(paths, p) {
 						paths = append(paths, p)
 					}
@@ -342,18 +355,18 @@ func emptyTree(sha256 bool) string {
 // protectedCommitted returns the workspace-relative protected paths (the roots of the
 // snapshot beneath the workspace, outside .git) that the commits was..is of the workspace's own
 // repository (whose common git directory is gd) change, asked of git through a private git
-// directory as isAncestor does; none for another repository, or when git cannot tell.
-func (s *State) protectedCommitted(ctx context.Context, gd, was, is string) []string {
+// directory as isAncestor does; none for another repository; an error when git cannot tell.
+func (s *State) protectedCommitted(ctx context.Context, gd, was, is string) ([]string, error) {
 	if c := commonGitDir(s.Workspace); c == "" || filepath.Clean(c) != filepath.Clean(gd) {
-		return nil
+		return nil, nil
 	}
 	specs := s.protectedRoots()
 	if len(specs) == 0 {
-		return nil
+		return nil, nil
 	}
 	out, err := privateGit(ctx, gd, len(strings.Split(is, "^")[0]) == 64, nil, append([]string{"diff", "--no-renames", "--name-only", "-z", was, is, "--"}, specs...)...)
 	if err != nil {
-		return nil
+		return nil, fmt.Errorf("git diff: %w", err)
 	}
 	var paths []string
 	for _, p := range strings.Split(string(out), "\x00") {
@@ -361,7 +374,7 @@ func (s *State) protectedCommitted(ctx context.Context, gd, was, is string) []st
 			paths = append(paths, filepath.FromSlash(p))
 		}
 	}
-	return paths
+	return paths, nil
 }
 
 // orNone returns id, or "no commit" when it is empty.

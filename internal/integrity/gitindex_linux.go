@@ -330,6 +330,9 @@ func (s *State) stagedProtected(ix *gitIndex) []Transition {
 			!entryDiffers(&z, s.memo, wfd, rel, &st, typ, e, ix.hashLen) {
 			continue // the index holds the host's file: nothing of the box's to commit
 		}
+		if s.toldOnce(ix.path+"\x00"+e.name, entrySig(e)) {
+			continue
+		}
 		q := shellQuote(e.name)
 		out = append(out, Transition{Kind: Modified, Path: filepath.Join(s.Workspace, rel), Alert: true, Detail: fmt.Sprintf(
 			"the index of %s holds another version of this protected file (its content, mode or type) than the file on the host, staged while the box ran (by the box's git add, or yours): the host's next git commit there takes it, and a git checkout, reset or stash then writes it into the work tree; see it with git -C %s diff --cached -- %s, drop it with git -C %s restore --staged -- %s",
@@ -339,7 +342,7 @@ func (s *State) stagedProtected(ix *gitIndex) []Transition {
 	// checkout then removes it, or puts there what an entry on its way (a symlink .claude the
 	// box staged) leads to (review 32 F, F1).
 	for _, name := range slices.Sorted(maps.Keys(record)) {
-		if present[name] {
+		if present[name] || s.toldOnce(ix.path+"\x00"+name, "removed") {
 			continue
 		}
 		q := shellQuote(name)
@@ -348,6 +351,20 @@ func (s *State) stagedProtected(ix *gitIndex) []Transition {
 			ix.top, shellQuote(ix.top), q, shellQuote(ix.top), q)})
 	}
 	return out
+}
+
+// toldOnce reports whether the staged entry key was reported already as sig (and records it):
+// the check of the indexes runs again after the exit when one was locked (RecheckIndexes), and
+// its alerts must not repeat.
+func (s *State) toldOnce(key, sig string) bool {
+	if s.stagedTold == nil {
+		s.stagedTold = map[string]string{}
+	}
+	if s.stagedTold[key] == sig {
+		return true
+	}
+	s.stagedTold[key] = sig
+	return false
 }
 
 // entryDiffers reports whether the file rel (beneath the workspace opened as wfd, of e's type

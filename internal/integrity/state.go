@@ -136,6 +136,9 @@ type State struct {
 	// memo holds the ids of the files the check at exit hashed, for its passes to share
 	// (blobMemo); set for the check at exit's length only. Not saved.
 	memo *blobMemo
+	// stagedTold holds the staged protected entries reported at exit (stagedProtected), so
+	// that a recheck of the indexes does not report them again.
+	stagedTold map[string]string
 }
 
 // Snapshot records the roots of lay and scans the workspace for executable configuration.
